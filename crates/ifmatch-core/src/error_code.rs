@@ -1,0 +1,171 @@
+//! The error codes of the blob dialect, with their status codes and messages.
+//!
+//! A blob-dialect error answers with its status, an `x-ms-error-code` header and an XML body
+//! ([`ErrorCode::xml_body`]); the native server and the Worker build the response from this one
+//! table so they cannot drift.
+
+use std::fmt;
+
+use http::StatusCode;
+
+macro_rules! error_codes {
+    ($($(#[$doc:meta])* $name:ident = $status:ident, $message:literal;)*) => {
+        /// An error code of the Azure Blob Storage REST dialect.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+        #[non_exhaustive]
+        pub enum ErrorCode {
+            $($(#[$doc])* $name,)*
+        }
+
+        impl ErrorCode {
+            /// The code as it appears in `x-ms-error-code` and the XML body.
+            pub fn as_str(self) -> &'static str {
+                match self { $(Self::$name => stringify!($name),)* }
+            }
+
+            /// The HTTP status this code is answered with.
+            pub fn status(self) -> StatusCode {
+                match self { $(Self::$name => StatusCode::$status,)* }
+            }
+
+            /// A human-readable description.
+            pub fn message(self) -> &'static str {
+                match self { $(Self::$name => $message,)* }
+            }
+
+            /// Every code, for tests and documentation.
+            pub const ALL: &'static [ErrorCode] = &[$(Self::$name,)*];
+        }
+    };
+}
+
+error_codes! {
+    /// A condition in If-Match, If-None-Match, If-Modified-Since or If-Unmodified-Since was not met.
+    ConditionNotMet = PRECONDITION_FAILED, "The condition specified using HTTP conditional header(s) is not met.";
+    /// A write combined conditions that the dialect does not allow together, or listed several tags.
+    MultipleConditionHeadersNotSupported = BAD_REQUEST, "Multiple condition headers are not supported.";
+    /// A header the operation does not support was sent.
+    UnsupportedHeader = BAD_REQUEST, "One of the HTTP headers specified in the request is not supported.";
+    /// A required header is missing.
+    MissingRequiredHeader = BAD_REQUEST, "An HTTP header that's mandatory for this request is not specified.";
+    /// A header value is malformed or out of range.
+    InvalidHeaderValue = BAD_REQUEST, "The value for one of the HTTP headers is not in the correct format.";
+    /// A query parameter is malformed or names no known operation.
+    InvalidQueryParameterValue = BAD_REQUEST, "An invalid value was specified for one of the query parameters in the request URI.";
+    /// The container or blob name is invalid (empty, `..`, escaping the data directory).
+    InvalidResourceName = BAD_REQUEST, "The specified resource name contains invalid characters.";
+    /// The request URI is malformed.
+    InvalidUri = BAD_REQUEST, "The requested URI does not represent any resource on the server.";
+    /// The requested range cannot be satisfied.
+    InvalidRange = RANGE_NOT_SATISFIABLE, "The range specified is invalid for the current size of the resource.";
+    /// The method is not supported on this resource.
+    UnsupportedHttpVerb = METHOD_NOT_ALLOWED, "The resource doesn't support the specified HTTP verb.";
+    /// The body is larger than the configured maximum.
+    RequestBodyTooLarge = PAYLOAD_TOO_LARGE, "The request body is too large and exceeds the maximum permissible limit.";
+    /// Put Blob with `If-None-Match: *` found the blob already there.
+    BlobAlreadyExists = CONFLICT, "The specified blob already exists.";
+    /// The blob does not exist.
+    BlobNotFound = NOT_FOUND, "The specified blob does not exist.";
+    /// The container already exists.
+    ContainerAlreadyExists = CONFLICT, "The specified container already exists.";
+    /// The container does not exist.
+    ContainerNotFound = NOT_FOUND, "The specified container does not exist.";
+    /// Acquire on a resource leased under another id.
+    LeaseAlreadyPresent = CONFLICT, "There is already a lease present.";
+    /// Acquire proposing the current id while the lease is breaking.
+    LeaseIsBreakingAndCannotBeAcquired = CONFLICT, "There is already a breaking lease present.";
+    /// Change while the lease is breaking.
+    LeaseIsBreakingAndCannotBeChanged = CONFLICT, "The lease ID matched, but the lease is currently in breaking state and cannot be changed.";
+    /// Renew of a breaking or broken lease.
+    LeaseIsBrokenAndCannotBeRenewed = CONFLICT, "The lease ID matched, but the lease has been broken explicitly and cannot be renewed.";
+    /// A lease operation named an id other than the current one.
+    LeaseIdMismatchWithLeaseOperation = CONFLICT, "The lease ID specified did not match the lease ID for the resource.";
+    /// A lease operation that needs a lease found none.
+    LeaseNotPresentWithLeaseOperation = CONFLICT, "There is currently no lease on the resource.";
+    /// A write to a leased resource came without a lease id.
+    LeaseIdMissing = PRECONDITION_FAILED, "There is currently a lease on the resource and no lease ID was specified in the request.";
+    /// A blob operation named an id other than the active lease's.
+    LeaseIdMismatchWithBlobOperation = PRECONDITION_FAILED, "The lease ID specified did not match the lease ID for the blob.";
+    /// A blob operation named a lease id but the blob has no active lease.
+    LeaseNotPresentWithBlobOperation = PRECONDITION_FAILED, "There is currently no lease on the blob.";
+    /// A container operation named an id other than the active lease's.
+    LeaseIdMismatchWithContainerOperation = PRECONDITION_FAILED, "The lease ID specified did not match the lease ID for the container.";
+    /// A container operation named a lease id but the container has no active lease.
+    LeaseNotPresentWithContainerOperation = PRECONDITION_FAILED, "There is currently no lease on the container.";
+    /// The backend that holds versions, leases or locks cannot be reached.
+    ServerBusy = SERVICE_UNAVAILABLE, "The server is currently unable to receive requests. Please retry your request.";
+    /// An unexpected failure on the server.
+    InternalError = INTERNAL_SERVER_ERROR, "The server encountered an internal error. Please retry the request.";
+}
+
+impl ErrorCode {
+    /// The XML error body: `<Error><Code>…</Code><Message>…</Message></Error>`.
+    pub fn xml_body(self, message: &str) -> String {
+        format!(
+            "<?xml version=\"1.0\" encoding=\"utf-8\"?><Error><Code>{}</Code><Message>{}</Message></Error>",
+            self.as_str(),
+            xml_escape(message)
+        )
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::error::Error for ErrorCode {}
+
+/// Escapes text for an XML element or attribute.
+pub fn xml_escape(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains(['&', '<', '>', '"', '\'']) {
+        return text.into();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            c => out.push(c),
+        }
+    }
+    out.into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_follow_the_spec() {
+        use ErrorCode::*;
+        for (code, status) in [
+            (ConditionNotMet, 412),
+            (MultipleConditionHeadersNotSupported, 400),
+            (BlobAlreadyExists, 409),
+            (LeaseIdMissing, 412),
+            (LeaseIdMismatchWithBlobOperation, 412),
+            (LeaseNotPresentWithBlobOperation, 412),
+            (LeaseAlreadyPresent, 409),
+            (LeaseIdMismatchWithLeaseOperation, 409),
+            (ContainerNotFound, 404),
+        ] {
+            assert_eq!(code.status().as_u16(), status, "{code}");
+        }
+        assert!(ErrorCode::ALL.iter().all(|c| c.status().is_client_error() || c.status().is_server_error()));
+    }
+
+    #[test]
+    fn xml_body_escapes_the_message() {
+        let body = ErrorCode::BlobNotFound.xml_body("no <blob> & \"more\"");
+        assert_eq!(
+            body,
+            "<?xml version=\"1.0\" encoding=\"utf-8\"?><Error><Code>BlobNotFound</Code>\
+             <Message>no &lt;blob&gt; &amp; &quot;more&quot;</Message></Error>"
+        );
+    }
+}

@@ -1,0 +1,368 @@
+//! Entity-tags and the lists of them carried by `If-Match` and `If-None-Match`
+//! (RFC 9110 section 8.8.3 and 13.1.1-13.1.2).
+
+use std::fmt;
+use std::str::FromStr;
+
+use http::HeaderValue;
+
+/// The error for a value that is not a valid entity-tag or entity-tag list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("invalid entity-tag syntax")]
+#[non_exhaustive]
+pub struct InvalidEntityTag;
+
+/// An entity-tag: `"opaque"` (strong) or `W/"opaque"` (weak).
+///
+/// The opaque part is kept as bytes: RFC 9110 allows `obs-text` (bytes 0x80-0xFF) in it,
+/// which need not be UTF-8. Tags are case-sensitive and compared byte for byte.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct EntityTag {
+    weak: bool,
+    opaque: Box<[u8]>,
+}
+
+impl EntityTag {
+    /// A strong tag with this opaque part (without the quotes).
+    pub fn strong(opaque: impl AsRef<[u8]>) -> Result<Self, InvalidEntityTag> {
+        Self::new(false, opaque.as_ref())
+    }
+
+    /// A weak tag with this opaque part (without the quotes or `W/`).
+    pub fn weak(opaque: impl AsRef<[u8]>) -> Result<Self, InvalidEntityTag> {
+        Self::new(true, opaque.as_ref())
+    }
+
+    fn new(weak: bool, opaque: &[u8]) -> Result<Self, InvalidEntityTag> {
+        if opaque.iter().all(|&b| is_etagc(b)) {
+            Ok(Self { weak, opaque: opaque.into() })
+        } else {
+            Err(InvalidEntityTag)
+        }
+    }
+
+    /// Parses exactly one entity-tag, such as the value of an `ETag` field.
+    /// Surrounding optional whitespace is allowed; anything else around the tag is not.
+    pub fn parse(input: impl AsRef<[u8]>) -> Result<Self, InvalidEntityTag> {
+        match parse_prefix(trim_ows(input.as_ref())) {
+            Some((tag, [])) => Ok(tag),
+            _ => Err(InvalidEntityTag),
+        }
+    }
+
+    /// Parses the `ETag` field of a response.
+    pub fn from_header(value: &HeaderValue) -> Result<Self, InvalidEntityTag> {
+        Self::parse(value.as_bytes())
+    }
+
+    /// Whether the tag carries the weakness indicator `W/`.
+    pub fn is_weak(&self) -> bool {
+        self.weak
+    }
+
+    /// The opaque part, without quotes and without `W/`.
+    pub fn opaque(&self) -> &[u8] {
+        &self.opaque
+    }
+
+    /// Strong comparison (RFC 9110 8.8.3.2): both strong and the opaque parts identical.
+    pub fn strong_eq(&self, other: &Self) -> bool {
+        !self.weak && !other.weak && self.opaque == other.opaque
+    }
+
+    /// Weak comparison (RFC 9110 8.8.3.2): the opaque parts identical, weakness ignored.
+    pub fn weak_eq(&self, other: &Self) -> bool {
+        self.opaque == other.opaque
+    }
+
+    /// The tag as a field value, ready for an `ETag` header.
+    pub fn to_header_value(&self) -> HeaderValue {
+        let mut bytes = Vec::with_capacity(self.opaque.len() + 4);
+        self.write_to(&mut bytes);
+        HeaderValue::from_bytes(&bytes).expect("etagc bytes and quotes are valid field bytes")
+    }
+
+    fn write_to(&self, out: &mut Vec<u8>) {
+        if self.weak {
+            out.extend_from_slice(b"W/");
+        }
+        out.push(b'"');
+        out.extend_from_slice(&self.opaque);
+        out.push(b'"');
+    }
+}
+
+impl fmt::Display for EntityTag {
+    /// Writes the tag in its wire form. `obs-text` bytes are written lossily.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let weak = if self.weak { "W/" } else { "" };
+        write!(f, "{weak}\"{}\"", String::from_utf8_lossy(&self.opaque))
+    }
+}
+
+impl fmt::Debug for EntityTag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl FromStr for EntityTag {
+    type Err = InvalidEntityTag;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::parse(s)
+    }
+}
+
+impl serde::Serialize for EntityTag {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for EntityTag {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// The value of an `If-Match` or `If-None-Match` field: `*` or a list of entity-tags.
+///
+/// Several field lines of one field form one list (RFC 9110 5.3). Elements are separated by
+/// commas outside quotes, so an opaque part may itself contain commas. Empty list elements
+/// are skipped (RFC 9110 5.6.1). `*` must stand alone.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum EntityTagList {
+    /// `*`: any current representation.
+    Any,
+    /// A list of tags; possibly empty when the field held only empty elements.
+    Tags(Vec<EntityTag>),
+}
+
+impl EntityTagList {
+    /// Parses the field lines of one field, in order, as one list.
+    pub fn parse<I, B>(field_lines: I) -> Result<Self, InvalidEntityTag>
+    where
+        I: IntoIterator<Item = B>,
+        B: AsRef<[u8]>,
+    {
+        let mut tags = Vec::new();
+        let mut stars = 0usize;
+        for line in field_lines {
+            let mut rest = line.as_ref();
+            loop {
+                rest = trim_ows(rest);
+                match rest {
+                    [] => break,
+                    [b',', tail @ ..] => {
+                        rest = tail;
+                        continue;
+                    }
+                    [b'*', tail @ ..] => {
+                        stars += 1;
+                        rest = tail;
+                    }
+                    _ => {
+                        let (tag, tail) = parse_prefix(rest).ok_or(InvalidEntityTag)?;
+                        tags.push(tag);
+                        rest = tail;
+                    }
+                }
+                rest = trim_ows(rest);
+                match rest {
+                    [] => break,
+                    [b',', tail @ ..] => rest = tail,
+                    _ => return Err(InvalidEntityTag),
+                }
+            }
+        }
+        match (stars, tags.is_empty()) {
+            (0, _) => Ok(Self::Tags(tags)),
+            (1, true) => Ok(Self::Any),
+            _ => Err(InvalidEntityTag),
+        }
+    }
+
+    /// Parses a one-line field value.
+    pub fn parse_str(value: &str) -> Result<Self, InvalidEntityTag> {
+        Self::parse([value])
+    }
+
+    /// The list as one field value: `*`, or the tags joined by `", "`.
+    pub fn to_header_value(&self) -> HeaderValue {
+        let bytes = match self {
+            Self::Any => b"*".to_vec(),
+            Self::Tags(tags) => {
+                let mut out = Vec::new();
+                for (i, tag) in tags.iter().enumerate() {
+                    if i > 0 {
+                        out.extend_from_slice(b", ");
+                    }
+                    tag.write_to(&mut out);
+                }
+                out
+            }
+        };
+        HeaderValue::from_bytes(&bytes).expect("tags and separators are valid field bytes")
+    }
+
+    /// Whether any listed tag strongly matches `current` (`*` matches any tag).
+    pub fn matches_strong(&self, current: &EntityTag) -> bool {
+        match self {
+            Self::Any => true,
+            Self::Tags(tags) => tags.iter().any(|t| t.strong_eq(current)),
+        }
+    }
+
+    /// Whether any listed tag weakly matches `current` (`*` matches any tag).
+    pub fn matches_weak(&self, current: &EntityTag) -> bool {
+        match self {
+            Self::Any => true,
+            Self::Tags(tags) => tags.iter().any(|t| t.weak_eq(current)),
+        }
+    }
+}
+
+impl fmt::Display for EntityTagList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Any => f.write_str("*"),
+            Self::Tags(tags) => {
+                for (i, tag) in tags.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{tag}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// `etagc = %x21 / %x23-7E / obs-text`
+fn is_etagc(b: u8) -> bool {
+    b == 0x21 || (0x23..=0x7e).contains(&b) || b >= 0x80
+}
+
+fn trim_ows(mut s: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = s {
+        s = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = s {
+        s = rest;
+    }
+    s
+}
+
+/// Parses one entity-tag at the start of `input`, returning it and the rest.
+fn parse_prefix(input: &[u8]) -> Option<(EntityTag, &[u8])> {
+    let (weak, quoted) = match input {
+        [b'W', b'/', rest @ ..] => (true, rest),
+        rest => (false, rest),
+    };
+    let body = quoted.strip_prefix(b"\"")?;
+    let end = body.iter().position(|&b| b == b'"')?;
+    let opaque = &body[..end];
+    if !opaque.iter().all(|&b| is_etagc(b)) {
+        return None;
+    }
+    let tag = EntityTag { weak, opaque: opaque.into() };
+    Some((tag, &body[end + 1..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tags(list: &[(&str, bool)]) -> EntityTagList {
+        EntityTagList::Tags(
+            list.iter()
+                .map(|&(o, weak)| if weak { EntityTag::weak(o) } else { EntityTag::strong(o) }.unwrap())
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn parses_single_tags() {
+        let cases: &[(&str, Option<(&str, bool)>)] = &[
+            (r#""abc""#, Some(("abc", false))),
+            (r#"W/"abc""#, Some(("abc", true))),
+            (r#""""#, Some(("", false))),
+            (r#"  "a"  "#, Some(("a", false))),
+            (r#""a,b""#, Some(("a,b", false))),
+            (r#"w/"abc""#, None),
+            (r#"abc"#, None),
+            (r#""abc"#, None),
+            (r#""ab"c""#, None),
+            (r#""a b""#, None),
+            (r#"W/ "a""#, None),
+            (r#""a", "b""#, None),
+            ("*", None),
+            ("", None),
+        ];
+        for (input, want) in cases {
+            let got = EntityTag::parse(input).ok();
+            let want = want.map(|(o, weak)| if weak { EntityTag::weak(o) } else { EntityTag::strong(o) }.unwrap());
+            assert_eq!(got, want, "input {input:?}");
+        }
+    }
+
+    #[test]
+    fn obs_text_is_allowed() {
+        let tag = EntityTag::parse(b"\"caf\xe9\"").unwrap();
+        assert_eq!(tag.opaque(), b"caf\xe9");
+        assert_eq!(tag.to_header_value().as_bytes(), b"\"caf\xe9\"");
+    }
+
+    #[test]
+    fn comparison_table_of_rfc_9110() {
+        // RFC 9110 8.8.3.2, the four rows of the example table.
+        let cases = [
+            (r#"W/"1""#, r#"W/"1""#, false, true),
+            (r#"W/"1""#, r#"W/"2""#, false, false),
+            (r#"W/"1""#, r#""1""#, false, true),
+            (r#""1""#, r#""1""#, true, true),
+        ];
+        for (a, b, strong, weak) in cases {
+            let (a, b) = (EntityTag::parse(a).unwrap(), EntityTag::parse(b).unwrap());
+            assert_eq!(a.strong_eq(&b), strong, "{a} strong {b}");
+            assert_eq!(a.weak_eq(&b), weak, "{a} weak {b}");
+        }
+    }
+
+    #[test]
+    fn parses_lists() {
+        let cases: &[(&[&str], Option<EntityTagList>)] = &[
+            (&["*"], Some(EntityTagList::Any)),
+            (&[" * "], Some(EntityTagList::Any)),
+            (&[r#""a""#], Some(tags(&[("a", false)]))),
+            (&[r#""a", W/"b""#], Some(tags(&[("a", false), ("b", true)]))),
+            (&[r#""a,b", "c""#], Some(tags(&[("a,b", false), ("c", false)]))),
+            (&[r#""a""#, r#""b""#], Some(tags(&[("a", false), ("b", false)]))),
+            (&[r#",, "a" ,,"b","#], Some(tags(&[("a", false), ("b", false)]))),
+            (&[r#""a""b""#], None),
+            (&[r#""a" x"#], None),
+            (&[""], Some(EntityTagList::Tags(vec![]))),
+            (&["*, \"a\""], None),
+            (&["*", "*"], None),
+            (&["*", r#""a""#], None),
+            (&["a"], None),
+        ];
+        for (lines, want) in cases {
+            assert_eq!(EntityTagList::parse(lines.iter()).ok(), *want, "lines {lines:?}");
+        }
+    }
+
+    #[test]
+    fn lists_format_and_serde_round_trip() {
+        let list = tags(&[("a,b", false), ("c", true)]);
+        assert_eq!(list.to_header_value(), r#""a,b", W/"c""#);
+        assert_eq!(EntityTagList::parse([list.to_header_value().as_bytes()]).unwrap(), list);
+        let tag = EntityTag::weak("x").unwrap();
+        let json = serde_json::to_string(&tag).unwrap();
+        assert_eq!(json, r#""W/\"x\"""#);
+        assert_eq!(serde_json::from_str::<EntityTag>(&json).unwrap(), tag);
+    }
+}

@@ -1,0 +1,62 @@
+//! The conditional-request engine of ifmatch.
+//!
+//! Everything here is plain, synchronous and free of I/O: it never reads the clock (time is an
+//! argument) and depends on no async runtime, so the same rules run in the Tower layer, the
+//! native blob server, the Redis backend and a Cloudflare Worker (`wasm32-unknown-unknown`).
+//!
+//! | concern | where |
+//! |---|---|
+//! | entity-tags, lists, strong and weak comparison (RFC 9110 8.8.3) | [`EntityTag`], [`EntityTagList`] |
+//! | the project's strong ETag: SHA-256 of the bytes, streamed | [`EtagHasher`], [`strong_etag`] |
+//! | HTTP dates, whole seconds, three formats | [`date`] |
+//! | RFC 9110 13.2 evaluation | [`precondition::http::evaluate`] |
+//! | the Azure Blob dialect of the same | [`precondition::blob::evaluate`] |
+//! | the headers of a 304 (RFC 9110 15.4.5) | [`not_modified_headers`] |
+//! | leases: acquire, renew, change, release, break | [`lease::Lease`] |
+//! | blob-dialect error codes and XML bodies | [`ErrorCode`] |
+//!
+//! # Example
+//!
+//! A revalidation, an optimistic-concurrency write that lost the race, and a create-only PUT:
+//!
+//! ```
+//! use http::{HeaderMap, Method, header};
+//! use ifmatch_core::precondition::{Outcome, Validators, http::{Target, evaluate}};
+//! use ifmatch_core::strong_etag;
+//!
+//! let v1 = strong_etag(b"{\"count\":1}");
+//! let v2 = strong_etag(b"{\"count\":2}");
+//! let current = Validators::etag(v2.clone());
+//!
+//! let mut get = HeaderMap::new();
+//! get.insert(header::IF_NONE_MATCH, v2.to_header_value());
+//! assert_eq!(evaluate(&Method::GET, &get, Target::Current(&current)), Outcome::NotModified);
+//!
+//! let mut stale_put = HeaderMap::new();
+//! stale_put.insert(header::IF_MATCH, v1.to_header_value());
+//! assert_eq!(
+//!     evaluate(&Method::PUT, &stale_put, Target::Current(&current)),
+//!     Outcome::PreconditionFailed
+//! );
+//!
+//! let mut create = HeaderMap::new();
+//! create.insert(header::IF_NONE_MATCH, "*".parse().unwrap());
+//! assert_eq!(evaluate(&Method::PUT, &create, Target::Absent), Outcome::Proceed);
+//! assert_eq!(
+//!     evaluate(&Method::PUT, &create, Target::Current(&current)),
+//!     Outcome::PreconditionFailed
+//! );
+//! ```
+
+pub mod date;
+mod error_code;
+mod etag;
+mod hash;
+pub mod lease;
+mod not_modified;
+pub mod precondition;
+
+pub use error_code::{ErrorCode, xml_escape};
+pub use etag::{EntityTag, EntityTagList, InvalidEntityTag};
+pub use hash::{EtagHasher, strong_etag};
+pub use not_modified::not_modified_headers;

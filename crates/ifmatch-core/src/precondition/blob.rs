@@ -1,0 +1,139 @@
+//! The blob dialect: the same conditions, combined the way Azure Blob Storage combines them.
+//!
+//! Tags compare as in RFC 9110 (strong for `If-Match`, weak for `If-None-Match`) and dates at
+//! whole seconds, with the parsers of the HTTP dialect. What differs:
+//!
+//! - Reads: `If-Match` AND `If-Unmodified-Since` AND (`If-None-Match` OR `If-Modified-Since`);
+//!   the first two fail with 412 `ConditionNotMet`, the last pair with 304. `If-Match` on a
+//!   missing blob fails before the 404.
+//! - Writes: at most one condition, except `If-Match` + `If-Unmodified-Since` (If-Match
+//!   decides) and `If-None-Match` + `If-Modified-Since` (If-None-Match decides), and at most one
+//!   tag per field; otherwise 400 `MultipleConditionHeadersNotSupported`. Every failure is 412
+//!   `ConditionNotMet`, except Put Blob with `If-None-Match: *` on an existing blob: 409
+//!   `BlobAlreadyExists`. `If-Modified-Since` applies to writes too.
+//! - Container writes (Delete and Lease Container) honour only the two date conditions; an
+//!   entity-tag condition there answers 400 `UnsupportedHeader` rather than being silently
+//!   dropped before a delete.
+
+use ::http::HeaderMap;
+
+use super::{Conditions, Outcome, TagField, Validators};
+use crate::{EntityTagList, ErrorCode};
+
+/// The kind of operation whose conditions are evaluated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Operation {
+    /// Get Blob, Get Blob Properties.
+    Read,
+    /// Put Blob.
+    Put,
+    /// Any other blob write: Delete Blob, Lease Blob, Set Blob Metadata or Properties.
+    Write,
+    /// Delete Container, Lease Container.
+    Container,
+}
+
+/// Evaluates the conditional headers of a blob-dialect request against the current blob
+/// (`None` when it does not exist).
+///
+/// `Ok` is [`Outcome::Proceed`], [`Outcome::IgnoreRange`] or, for reads, [`Outcome::NotModified`];
+/// a failed condition is always an `Err` with its error code, never
+/// [`Outcome::PreconditionFailed`]. A read of a missing blob that passes answers `Ok`, and the
+/// caller then answers 404.
+///
+/// ```
+/// use http::{HeaderMap, header};
+/// use ifmatch_core::precondition::{Validators, blob::{Operation, evaluate}};
+/// use ifmatch_core::{ErrorCode, strong_etag};
+///
+/// let current = Validators::etag(strong_etag(b"v1"));
+/// let mut headers = HeaderMap::new();
+/// headers.insert(header::IF_NONE_MATCH, "*".parse().unwrap());
+/// assert_eq!(evaluate(Operation::Put, &headers, Some(&current)), Err(ErrorCode::BlobAlreadyExists));
+/// ```
+pub fn evaluate(
+    operation: Operation,
+    headers: &HeaderMap,
+    current: Option<&Validators>,
+) -> Result<Outcome, ErrorCode> {
+    let conditions = Conditions::parse(headers);
+    match operation {
+        Operation::Read => read(&conditions, current),
+        Operation::Put | Operation::Write => write(&conditions, current, operation),
+        Operation::Container => container(&conditions, current),
+    }
+}
+
+fn read(c: &Conditions, current: Option<&Validators>) -> Result<Outcome, ErrorCode> {
+    if current.is_none() {
+        return match c.if_match.is_present() {
+            true => Err(ErrorCode::ConditionNotMet),
+            false => Ok(Outcome::Proceed),
+        };
+    }
+    if c.if_match(current) == Some(false) || c.if_unmodified_since(current) == Some(false) {
+        return Err(ErrorCode::ConditionNotMet);
+    }
+    let changed = match (c.if_none_match(current), c.if_modified_since(current)) {
+        (Some(tag), Some(date)) => Some(tag || date),
+        (tag, date) => tag.or(date),
+    };
+    if changed == Some(false) {
+        return Ok(Outcome::NotModified);
+    }
+    if c.if_range(current) == Some(false) {
+        return Ok(Outcome::IgnoreRange);
+    }
+    Ok(Outcome::Proceed)
+}
+
+fn write(
+    c: &Conditions,
+    current: Option<&Validators>,
+    operation: Operation,
+) -> Result<Outcome, ErrorCode> {
+    let present = [
+        c.if_match.is_present(),
+        c.if_unmodified_since.is_some(),
+        c.if_none_match.is_present(),
+        c.if_modified_since.is_some(),
+    ];
+    let allowed_pair = present == [true, true, false, false] || present == [false, false, true, true];
+    let count = present.iter().filter(|&&p| p).count();
+    if (count > 1 && !allowed_pair) || c.if_match.tag_count() > 1 || c.if_none_match.tag_count() > 1 {
+        return Err(ErrorCode::MultipleConditionHeadersNotSupported);
+    }
+
+    let unchanged = match c.if_match.is_present() {
+        true => c.if_match(current),
+        false => c.if_unmodified_since(current),
+    };
+    if unchanged == Some(false) {
+        return Err(ErrorCode::ConditionNotMet);
+    }
+
+    if matches!(c.if_none_match, TagField::List(EntityTagList::Any)) && current.is_some() {
+        return Err(match operation {
+            Operation::Put => ErrorCode::BlobAlreadyExists,
+            _ => ErrorCode::ConditionNotMet,
+        });
+    }
+    let changed = match c.if_none_match.is_present() {
+        true => c.if_none_match(current),
+        false => c.if_modified_since(current),
+    };
+    if changed == Some(false) {
+        return Err(ErrorCode::ConditionNotMet);
+    }
+    Ok(Outcome::Proceed)
+}
+
+fn container(c: &Conditions, current: Option<&Validators>) -> Result<Outcome, ErrorCode> {
+    if c.if_match.is_present() || c.if_none_match.is_present() {
+        return Err(ErrorCode::UnsupportedHeader);
+    }
+    if c.if_unmodified_since(current) == Some(false) || c.if_modified_since(current) == Some(false) {
+        return Err(ErrorCode::ConditionNotMet);
+    }
+    Ok(Outcome::Proceed)
+}
