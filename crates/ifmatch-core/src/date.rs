@@ -66,8 +66,15 @@ mod tests {
             "1994-11-06T08:49:37Z",
         ] {
             let mut headers = HeaderMap::new();
-            headers.insert(http::header::IF_MODIFIED_SINCE, HeaderValue::from_str(text).unwrap());
-            assert_eq!(single_date(&headers, &http::header::IF_MODIFIED_SINCE), None, "{text}");
+            headers.insert(
+                http::header::IF_MODIFIED_SINCE,
+                HeaderValue::from_str(text).unwrap(),
+            );
+            assert_eq!(
+                single_date(&headers, &http::header::IF_MODIFIED_SINCE),
+                None,
+                "{text}"
+            );
         }
         let mut headers = HeaderMap::new();
         for _ in 0..2 {
@@ -76,13 +83,22 @@ mod tests {
                 HeaderValue::from_static("Sun, 06 Nov 1994 08:49:37 GMT"),
             );
         }
-        assert_eq!(single_date(&headers, &http::header::IF_MODIFIED_SINCE), None);
+        assert_eq!(
+            single_date(&headers, &http::header::IF_MODIFIED_SINCE),
+            None
+        );
     }
 
     #[test]
     fn truncates_to_whole_seconds() {
         let t = UNIX_EPOCH + Duration::from_millis(1_000_999);
-        assert_eq!(to_http_date(t), to_http_date(UNIX_EPOCH + Duration::from_secs(1000)));
-        assert_eq!(date_header_value(to_http_date(t)), "Thu, 01 Jan 1970 00:16:40 GMT");
+        assert_eq!(
+            to_http_date(t),
+            to_http_date(UNIX_EPOCH + Duration::from_secs(1000))
+        );
+        assert_eq!(
+            date_header_value(to_http_date(t)),
+            "Thu, 01 Jan 1970 00:16:40 GMT"
+        );
     }
 }

@@ -156,7 +156,11 @@ mod tests {
         ] {
             assert_eq!(code.status().as_u16(), status, "{code}");
         }
-        assert!(ErrorCode::ALL.iter().all(|c| c.status().is_client_error() || c.status().is_server_error()));
+        assert!(
+            ErrorCode::ALL
+                .iter()
+                .all(|c| c.status().is_client_error() || c.status().is_server_error())
+        );
     }
 
     #[test]

@@ -35,7 +35,10 @@ impl EntityTag {
 
     fn new(weak: bool, opaque: &[u8]) -> Result<Self, InvalidEntityTag> {
         if opaque.iter().all(|&b| is_etagc(b)) {
-            Ok(Self { weak, opaque: opaque.into() })
+            Ok(Self {
+                weak,
+                opaque: opaque.into(),
+            })
         } else {
             Err(InvalidEntityTag)
         }
@@ -268,7 +271,10 @@ fn parse_prefix(input: &[u8]) -> Option<(EntityTag, &[u8])> {
     if !opaque.iter().all(|&b| is_etagc(b)) {
         return None;
     }
-    let tag = EntityTag { weak, opaque: opaque.into() };
+    let tag = EntityTag {
+        weak,
+        opaque: opaque.into(),
+    };
     Some((tag, &body[end + 1..]))
 }
 
@@ -279,7 +285,14 @@ mod tests {
     fn tags(list: &[(&str, bool)]) -> EntityTagList {
         EntityTagList::Tags(
             list.iter()
-                .map(|&(o, weak)| if weak { EntityTag::weak(o) } else { EntityTag::strong(o) }.unwrap())
+                .map(|&(o, weak)| {
+                    if weak {
+                        EntityTag::weak(o)
+                    } else {
+                        EntityTag::strong(o)
+                    }
+                    .unwrap()
+                })
                 .collect(),
         )
     }
@@ -304,7 +317,14 @@ mod tests {
         ];
         for (input, want) in cases {
             let got = EntityTag::parse(input).ok();
-            let want = want.map(|(o, weak)| if weak { EntityTag::weak(o) } else { EntityTag::strong(o) }.unwrap());
+            let want = want.map(|(o, weak)| {
+                if weak {
+                    EntityTag::weak(o)
+                } else {
+                    EntityTag::strong(o)
+                }
+                .unwrap()
+            });
             assert_eq!(got, want, "input {input:?}");
         }
     }
@@ -339,9 +359,18 @@ mod tests {
             (&[" * "], Some(EntityTagList::Any)),
             (&[r#""a""#], Some(tags(&[("a", false)]))),
             (&[r#""a", W/"b""#], Some(tags(&[("a", false), ("b", true)]))),
-            (&[r#""a,b", "c""#], Some(tags(&[("a,b", false), ("c", false)]))),
-            (&[r#""a""#, r#""b""#], Some(tags(&[("a", false), ("b", false)]))),
-            (&[r#",, "a" ,,"b","#], Some(tags(&[("a", false), ("b", false)]))),
+            (
+                &[r#""a,b", "c""#],
+                Some(tags(&[("a,b", false), ("c", false)])),
+            ),
+            (
+                &[r#""a""#, r#""b""#],
+                Some(tags(&[("a", false), ("b", false)])),
+            ),
+            (
+                &[r#",, "a" ,,"b","#],
+                Some(tags(&[("a", false), ("b", false)])),
+            ),
             (&[r#""a""b""#], None),
             (&[r#""a" x"#], None),
             (&[""], Some(EntityTagList::Tags(vec![]))),
@@ -351,7 +380,11 @@ mod tests {
             (&["a"], None),
         ];
         for (lines, want) in cases {
-            assert_eq!(EntityTagList::parse(lines.iter()).ok(), *want, "lines {lines:?}");
+            assert_eq!(
+                EntityTagList::parse(lines.iter()).ok(),
+                *want,
+                "lines {lines:?}"
+            );
         }
     }
 
@@ -359,7 +392,10 @@ mod tests {
     fn lists_format_and_serde_round_trip() {
         let list = tags(&[("a,b", false), ("c", true)]);
         assert_eq!(list.to_header_value(), r#""a,b", W/"c""#);
-        assert_eq!(EntityTagList::parse([list.to_header_value().as_bytes()]).unwrap(), list);
+        assert_eq!(
+            EntityTagList::parse([list.to_header_value().as_bytes()]).unwrap(),
+            list
+        );
         let tag = EntityTag::weak("x").unwrap();
         let json = serde_json::to_string(&tag).unwrap();
         assert_eq!(json, r#""W/\"x\"""#);

@@ -74,7 +74,9 @@ impl std::io::Write for EtagHasher {
 
 impl std::fmt::Debug for EtagHasher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EtagHasher").field("len", &self.len).finish_non_exhaustive()
+        f.debug_struct("EtagHasher")
+            .field("len", &self.len)
+            .finish_non_exhaustive()
     }
 }
 
@@ -93,8 +95,14 @@ mod tests {
     fn known_vectors() {
         // FIPS 180-2 test vectors.
         let cases: &[(&[u8], &str)] = &[
-            (b"", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),
-            (b"abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
+            (
+                b"",
+                "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+            ),
+            (
+                b"abc",
+                "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
+            ),
         ];
         for (data, hex) in cases {
             let tag = strong_etag(data);

@@ -125,7 +125,11 @@ impl LeaseState {
 
     /// The value of `x-ms-lease-status`.
     pub fn status_str(self) -> &'static str {
-        if self.is_locked() { "locked" } else { "unlocked" }
+        if self.is_locked() {
+            "locked"
+        } else {
+            "unlocked"
+        }
     }
 }
 
@@ -247,7 +251,10 @@ impl Lease {
         let now = millis(now);
         match *self {
             Self::Available => LeaseState::Available,
-            Self::Leased { expires_ms: Some(end), .. } if now >= end => LeaseState::Expired,
+            Self::Leased {
+                expires_ms: Some(end),
+                ..
+            } if now >= end => LeaseState::Expired,
             Self::Leased { .. } => LeaseState::Leased,
             Self::Breaking { ends_ms, .. } if now >= ends_ms => LeaseState::Broken,
             Self::Breaking { .. } => LeaseState::Breaking,
@@ -267,8 +274,14 @@ impl Lease {
     /// (`fixed` or `infinite`) to the headers of a properties answer.
     pub fn insert_headers(&self, now: SystemTime, out: &mut HeaderMap) {
         let state = self.state(now);
-        out.insert(headers::LEASE_STATE, HeaderValue::from_static(state.as_str()));
-        out.insert(headers::LEASE_STATUS, HeaderValue::from_static(state.status_str()));
+        out.insert(
+            headers::LEASE_STATE,
+            HeaderValue::from_static(state.as_str()),
+        );
+        out.insert(
+            headers::LEASE_STATUS,
+            HeaderValue::from_static(state.status_str()),
+        );
         if let (LeaseState::Leased, Self::Leased { duration, .. }) = (state, self) {
             let value = match duration {
                 LeaseDuration::Fixed(_) => "fixed",
@@ -289,26 +302,35 @@ impl Lease {
         let now_ms = millis(now);
 
         let (lease, status) = match *action {
-            LeaseAction::Acquire { id, duration } => {
-                match state {
-                    Leased | Breaking if !held_by(id) => return Err(LeaseAlreadyPresent),
-                    Breaking => return Err(LeaseIsBreakingAndCannotBeAcquired),
-                    _ => (leased(id, duration, now_ms), StatusCode::CREATED),
-                }
-            }
+            LeaseAction::Acquire { id, duration } => match state {
+                Leased | Breaking if !held_by(id) => return Err(LeaseAlreadyPresent),
+                Breaking => return Err(LeaseIsBreakingAndCannotBeAcquired),
+                _ => (leased(id, duration, now_ms), StatusCode::CREATED),
+            },
             LeaseAction::Renew { id } => match (state, *self) {
                 _ if !held_by(id) => return Err(LeaseIdMismatchWithLeaseOperation),
                 (Breaking | Broken, _) => return Err(LeaseIsBrokenAndCannotBeRenewed),
-                (_, Self::Leased { duration, .. }) => (leased(id, duration, now_ms), StatusCode::OK),
+                (_, Self::Leased { duration, .. }) => {
+                    (leased(id, duration, now_ms), StatusCode::OK)
+                }
                 _ => return Err(LeaseIdMismatchWithLeaseOperation),
             },
             LeaseAction::Change { id, proposed } => match (state, *self) {
                 (Available | Broken | Expired, _) => return Err(LeaseNotPresentWithLeaseOperation),
                 (Breaking, _) if held_by(id) => return Err(LeaseIsBreakingAndCannotBeChanged),
-                (Leased, Self::Leased { duration, expires_ms, .. })
-                    if held_by(id) || held_by(proposed) =>
-                {
-                    let lease = Self::Leased { id: proposed, duration, expires_ms };
+                (
+                    Leased,
+                    Self::Leased {
+                        duration,
+                        expires_ms,
+                        ..
+                    },
+                ) if held_by(id) || held_by(proposed) => {
+                    let lease = Self::Leased {
+                        id: proposed,
+                        duration,
+                        expires_ms,
+                    };
                     (lease, StatusCode::OK)
                 }
                 _ => return Err(LeaseIdMismatchWithLeaseOperation),
@@ -355,7 +377,12 @@ impl Lease {
             LeaseAction::Release { .. } => None,
             _ => lease.id(),
         };
-        Ok(Transition { lease, status, lease_id, lease_time: None })
+        Ok(Transition {
+            lease,
+            status,
+            lease_id,
+            lease_time: None,
+        })
     }
 
     /// Checks an operation on the leased resource that carries lease id `id` (from
@@ -399,7 +426,11 @@ fn leased(id: LeaseId, duration: LeaseDuration, now_ms: u64) -> Lease {
         LeaseDuration::Fixed(secs) => Some(now_ms + u64::from(secs) * 1000),
         LeaseDuration::Infinite => None,
     };
-    Lease::Leased { id, duration, expires_ms }
+    Lease::Leased {
+        id,
+        duration,
+        expires_ms,
+    }
 }
 
 /// Milliseconds since the Unix epoch; times before it count as the epoch.

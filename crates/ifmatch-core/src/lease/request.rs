@@ -41,11 +41,17 @@ pub struct HeaderError {
 
 impl HeaderError {
     fn missing(header: HeaderName) -> Self {
-        Self { code: ErrorCode::MissingRequiredHeader, header }
+        Self {
+            code: ErrorCode::MissingRequiredHeader,
+            header,
+        }
     }
 
     fn invalid(header: HeaderName) -> Self {
-        Self { code: ErrorCode::InvalidHeaderValue, header }
+        Self {
+            code: ErrorCode::InvalidHeaderValue,
+            header,
+        }
     }
 }
 
@@ -70,7 +76,9 @@ impl LeaseAction {
         map: &HeaderMap,
         fresh_id: impl FnOnce() -> LeaseId,
     ) -> Result<Self, HeaderError> {
-        let action = required(map, headers::LEASE_ACTION, |v| Some(v.to_str().ok()?.trim()))?;
+        let action = required(map, headers::LEASE_ACTION, |v| {
+            Some(v.to_str().ok()?.trim())
+        })?;
         let id = || required(map, headers::LEASE_ID, parse_id);
         let proposed = || required(map, headers::PROPOSED_LEASE_ID, parse_id);
         Ok(match action.to_ascii_lowercase().as_str() {
@@ -79,7 +87,10 @@ impl LeaseAction {
                 id: optional(map, headers::PROPOSED_LEASE_ID, parse_id)?.unwrap_or_else(fresh_id),
             },
             "renew" => Self::Renew { id: id()? },
-            "change" => Self::Change { id: id()?, proposed: proposed()? },
+            "change" => Self::Change {
+                id: id()?,
+                proposed: proposed()?,
+            },
             "release" => Self::Release { id: id()? },
             "break" => Self::Break {
                 period: optional(map, headers::LEASE_BREAK_PERIOD, |v| {
@@ -121,7 +132,9 @@ fn parse_id(value: &HeaderValue) -> Option<LeaseId> {
 fn parse_seconds(value: &HeaderValue) -> Option<u32> {
     let text = value.to_str().ok()?.trim();
     // `u32::from_str` accepts a leading `+`; the dialect has plain digits only.
-    text.bytes().all(|b| b.is_ascii_digit()).then(|| text.parse().ok())?
+    text.bytes()
+        .all(|b| b.is_ascii_digit())
+        .then(|| text.parse().ok())?
 }
 
 fn parse_duration(value: &HeaderValue) -> Option<LeaseDuration> {

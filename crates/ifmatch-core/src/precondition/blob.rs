@@ -98,9 +98,11 @@ fn write(
         c.if_none_match.is_present(),
         c.if_modified_since.is_some(),
     ];
-    let allowed_pair = present == [true, true, false, false] || present == [false, false, true, true];
+    let allowed_pair =
+        present == [true, true, false, false] || present == [false, false, true, true];
     let count = present.iter().filter(|&&p| p).count();
-    if (count > 1 && !allowed_pair) || c.if_match.tag_count() > 1 || c.if_none_match.tag_count() > 1 {
+    if (count > 1 && !allowed_pair) || c.if_match.tag_count() > 1 || c.if_none_match.tag_count() > 1
+    {
         return Err(ErrorCode::MultipleConditionHeadersNotSupported);
     }
 
@@ -132,7 +134,8 @@ fn container(c: &Conditions, current: Option<&Validators>) -> Result<Outcome, Er
     if c.if_match.is_present() || c.if_none_match.is_present() {
         return Err(ErrorCode::UnsupportedHeader);
     }
-    if c.if_unmodified_since(current) == Some(false) || c.if_modified_since(current) == Some(false) {
+    if c.if_unmodified_since(current) == Some(false) || c.if_modified_since(current) == Some(false)
+    {
         return Err(ErrorCode::ConditionNotMet);
     }
     Ok(Outcome::Proceed)

@@ -79,7 +79,11 @@ pub fn evaluate(method: &Method, headers: &HeaderMap, target: Target<'_>) -> Out
         held => held,
     };
     if changed == Some(false) {
-        return if safe { Outcome::NotModified } else { Outcome::PreconditionFailed };
+        return if safe {
+            Outcome::NotModified
+        } else {
+            Outcome::PreconditionFailed
+        };
     }
 
     if *method == Method::GET && conditions.if_range(current) == Some(false) {

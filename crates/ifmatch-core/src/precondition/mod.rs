@@ -32,7 +32,11 @@ pub struct Validators {
 impl Validators {
     /// Validators with this tag and date; the date is a weak validator.
     pub fn new(etag: Option<EntityTag>, last_modified: Option<HttpDate>) -> Self {
-        Self { etag, last_modified, last_modified_is_strong: false }
+        Self {
+            etag,
+            last_modified,
+            last_modified_is_strong: false,
+        }
     }
 
     /// Validators with just a tag.
@@ -142,7 +146,9 @@ impl Conditions {
             TagField::Absent => return None,
             TagField::Invalid => false,
             TagField::List(EntityTagList::Any) => current.is_some(),
-            TagField::List(list) => current_etag(current).is_some_and(|tag| list.matches_strong(tag)),
+            TagField::List(list) => {
+                current_etag(current).is_some_and(|tag| list.matches_strong(tag))
+            }
         })
     }
 
@@ -153,7 +159,9 @@ impl Conditions {
             TagField::Absent => return None,
             TagField::Invalid => true,
             TagField::List(EntityTagList::Any) => current.is_none(),
-            TagField::List(list) => !current_etag(current).is_some_and(|tag| list.matches_weak(tag)),
+            TagField::List(list) => {
+                !current_etag(current).is_some_and(|tag| list.matches_weak(tag))
+            }
         })
     }
 
@@ -179,9 +187,8 @@ impl Conditions {
         }
         Some(match self.if_range.as_ref()? {
             IfRange::Tag(tag) => current_etag(current).is_some_and(|cur| tag.strong_eq(cur)),
-            IfRange::Date(date) => current.is_some_and(|cur| {
-                cur.last_modified_is_strong && cur.last_modified == Some(*date)
-            }),
+            IfRange::Date(date) => current
+                .is_some_and(|cur| cur.last_modified_is_strong && cur.last_modified == Some(*date)),
             IfRange::Invalid => false,
         })
     }
@@ -197,14 +204,21 @@ mod unix_seconds {
     use httpdate::HttpDate;
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-    pub(super) fn serialize<S: Serializer>(date: &Option<HttpDate>, s: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn serialize<S: Serializer>(
+        date: &Option<HttpDate>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
         date.map(|d| {
-            SystemTime::from(d).duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+            SystemTime::from(d)
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs())
         })
         .serialize(s)
     }
 
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<HttpDate>, D::Error> {
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<HttpDate>, D::Error> {
         // HttpDate stops at the end of year 9999 (and panics past it).
         const MAX: u64 = 253_402_300_799;
         match Option::<u64>::deserialize(d)? {

@@ -1,0 +1,183 @@
+//! Property tests: formatting then parsing round-trips, and no input panics the parsers or the
+//! evaluators.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use http::{HeaderMap, HeaderValue, Method, header};
+use ifmatch_core::lease::{Access, Lease, LeaseAction, LeaseDuration, LeaseId, Scope};
+use ifmatch_core::precondition::{
+    Validators, blob,
+    http::{Target, evaluate},
+};
+use ifmatch_core::{EntityTag, EntityTagList, date::to_http_date};
+use proptest::prelude::*;
+
+/// Opaque parts: any etagc bytes, commas and obs-text included.
+fn opaque() -> impl Strategy<Value = Vec<u8>> {
+    prop::collection::vec(
+        prop_oneof![Just(0x21u8), 0x23u8..=0x7e, 0x80u8..=0xff, Just(b',')],
+        0..12,
+    )
+}
+
+fn entity_tag() -> impl Strategy<Value = EntityTag> {
+    (any::<bool>(), opaque()).prop_map(|(weak, o)| {
+        if weak {
+            EntityTag::weak(&o)
+        } else {
+            EntityTag::strong(&o)
+        }
+        .unwrap()
+    })
+}
+
+fn tag_list() -> impl Strategy<Value = EntityTagList> {
+    prop_oneof![
+        1 => Just(EntityTagList::Any),
+        6 => prop::collection::vec(entity_tag(), 0..6).prop_map(EntityTagList::Tags),
+    ]
+}
+
+/// Field values biased towards the characters that matter to the parsers.
+fn field_bytes() -> impl Strategy<Value = Vec<u8>> {
+    prop::collection::vec(
+        prop_oneof![
+            4 => prop::sample::select(b"\"W/*, \t".to_vec()),
+            2 => 0x21u8..=0x7e,
+            1 => 0x80u8..=0xff,
+        ],
+        0..40,
+    )
+}
+
+fn header_value(bytes: &[u8]) -> Option<HeaderValue> {
+    HeaderValue::from_bytes(bytes).ok()
+}
+
+proptest! {
+    #[test]
+    fn single_tags_round_trip(tag in entity_tag()) {
+        let value = tag.to_header_value();
+        prop_assert_eq!(EntityTag::parse(value.as_bytes()).unwrap(), tag.clone());
+        prop_assert!(tag.weak_eq(&tag));
+        prop_assert_eq!(tag.strong_eq(&tag), !tag.is_weak());
+    }
+
+    #[test]
+    fn tag_lists_round_trip(list in tag_list()) {
+        let value = list.to_header_value();
+        prop_assert_eq!(EntityTagList::parse([value.as_bytes()]).unwrap(), list);
+    }
+
+    #[test]
+    fn lists_split_over_field_lines_are_one_list(tags in prop::collection::vec(entity_tag(), 1..6), cut in 0usize..6) {
+        let cut = cut.min(tags.len());
+        let lines = [
+            EntityTagList::Tags(tags[..cut].to_vec()).to_header_value(),
+            EntityTagList::Tags(tags[cut..].to_vec()).to_header_value(),
+        ];
+        let parsed = EntityTagList::parse(lines.iter().map(|v| v.as_bytes())).unwrap();
+        prop_assert_eq!(parsed, EntityTagList::Tags(tags));
+    }
+
+    #[test]
+    fn parsers_never_panic(bytes in field_bytes()) {
+        let _ = EntityTag::parse(&bytes);
+        let _ = EntityTagList::parse([&bytes]);
+        let _ = EntityTagList::parse([&bytes, &bytes]);
+    }
+
+    #[test]
+    fn evaluators_never_panic(
+        im in field_bytes(), inm in field_bytes(), ir in field_bytes(),
+        ims in "[ -~]{0,40}", ius in "[ -~]{0,40}",
+        tag in entity_tag(), secs in 0u64..4_000_000_000, exists in any::<bool>(),
+    ) {
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            (header::IF_MATCH, header_value(&im)),
+            (header::IF_NONE_MATCH, header_value(&inm)),
+            (header::IF_RANGE, header_value(&ir)),
+            (header::IF_MODIFIED_SINCE, header_value(ims.as_bytes())),
+            (header::IF_UNMODIFIED_SINCE, header_value(ius.as_bytes())),
+            (header::RANGE, Some(HeaderValue::from_static("bytes=0-0"))),
+        ] {
+            if let Some(value) = value {
+                headers.append(name, value);
+            }
+        }
+        let lm = to_http_date(UNIX_EPOCH + Duration::from_secs(secs));
+        let current = Validators::new(Some(tag), Some(lm));
+        let current = exists.then_some(&current);
+        for method in [Method::GET, Method::HEAD, Method::PUT, Method::DELETE, Method::OPTIONS] {
+            let _ = evaluate(&method, &headers, Target::of(&method, current));
+        }
+        for op in [blob::Operation::Read, blob::Operation::Put, blob::Operation::Write, blob::Operation::Container] {
+            let _ = blob::evaluate(op, &headers, current);
+        }
+    }
+
+    #[test]
+    fn lease_requests_never_panic(
+        action in prop_oneof![Just("acquire".to_owned()), Just("break".to_owned()), "[ -~]{0,12}"],
+        duration in "[ -~]{0,24}", period in "[ -~]{0,24}", id in "[ -~]{0,40}",
+    ) {
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            ("x-ms-lease-action", action), ("x-ms-lease-duration", duration),
+            ("x-ms-lease-break-period", period), ("x-ms-lease-id", id.clone()),
+            ("x-ms-proposed-lease-id", id),
+        ] {
+            if let Ok(value) = HeaderValue::from_str(&value) {
+                headers.insert(name, value);
+            }
+        }
+        let fresh = LeaseId::from_uuid(uuid::Uuid::from_u128(7));
+        if let Ok(action) = LeaseAction::from_headers(&headers, || fresh) {
+            let _ = Lease::Available.apply(&action, UNIX_EPOCH);
+        }
+    }
+
+    /// Whatever sequence of actions and writes runs, at any times, a locked lease never lets a
+    /// write through without its id, and the record always survives serde.
+    #[test]
+    fn lease_invariants_hold_over_random_histories(
+        steps in prop::collection::vec((0u8..7, 0u8..3, 0u64..70_000, 0u32..62), 1..40),
+    ) {
+        let ids = [1u128, 2, 3].map(|n| LeaseId::from_uuid(uuid::Uuid::from_u128(n)));
+        let mut lease = Lease::Available;
+        let mut now = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        for (kind, who, advance_ms, secs) in steps {
+            now += Duration::from_millis(advance_ms);
+            let id = ids[usize::from(who)];
+            let action = match kind {
+                0 => Some(LeaseAction::Acquire { id, duration: if secs < 15 { LeaseDuration::Infinite } else { LeaseDuration::Fixed(secs.min(60)) } }),
+                1 => Some(LeaseAction::Renew { id }),
+                2 => Some(LeaseAction::Change { id, proposed: ids[usize::from((who + 1) % 3)] }),
+                3 => Some(LeaseAction::Release { id }),
+                4 => Some(LeaseAction::Break { period: (secs <= 60).then_some(secs) }),
+                _ => None,
+            };
+            match action {
+                Some(action) => {
+                    if let Ok(t) = lease.apply(&action, now) {
+                        lease = t.lease;
+                    }
+                }
+                None => {
+                    let given = (kind == 6).then_some(id);
+                    let locked = lease.state(now).is_locked();
+                    match lease.authorize(Scope::Blob, Access::Write, given, now) {
+                        Ok(after) => {
+                            prop_assert!(!locked || given == lease.id(), "write let through");
+                            lease = after;
+                        }
+                        Err(_) => prop_assert!(locked || given.is_some()),
+                    }
+                }
+            }
+            let json = serde_json::to_string(&lease).unwrap();
+            prop_assert_eq!(serde_json::from_str::<Lease>(&json).unwrap(), lease);
+        }
+    }
+}
