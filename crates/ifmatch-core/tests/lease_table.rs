@@ -521,7 +521,7 @@ fn lease_headers(lines: &[(&str, &str)]) -> HeaderMap {
 fn parsing_lease_requests() {
     let g = "5a9b3a4e-1d2c-4b7a-9f00-0123456789ab";
     let gid: LeaseId = g.parse().unwrap();
-    let fresh = || c();
+    let fresh = c;
     type R = Result<LeaseAction, ErrorCode>;
     let missing = |_: &str| -> R { Err(MissingRequiredHeader) };
     let invalid = |_: &str| -> R { Err(InvalidHeaderValue) };
@@ -782,7 +782,7 @@ fn spec_scenarios() {
             ("x-ms-lease-duration", duration),
         ];
         lines.extend(proposed.map(|p| ("x-ms-proposed-lease-id", p)));
-        LeaseAction::from_headers(&lease_headers(&lines), || c())
+        LeaseAction::from_headers(&lease_headers(&lines), c)
     };
 
     // 1. acquire 30 s proposing G: 201, x-ms-lease-id G, leased/locked/fixed.
