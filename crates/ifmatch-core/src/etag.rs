@@ -48,7 +48,7 @@ impl EntityTag {
     /// Surrounding optional whitespace is allowed; anything else around the tag is not.
     pub fn parse(input: impl AsRef<[u8]>) -> Result<Self, InvalidEntityTag> {
         match parse_prefix(trim_ows(input.as_ref())) {
-            Some((tag, [])) => Ok(tag),
+            Some((tag, [])) => Ok(tag.to_owned()),
             _ => Err(InvalidEntityTag),
         }
     }
@@ -150,41 +150,16 @@ impl EntityTagList {
         I: IntoIterator<Item = B>,
         B: AsRef<[u8]>,
     {
+        let lines: Vec<B> = field_lines.into_iter().collect();
         let mut tags = Vec::new();
-        let mut stars = 0usize;
-        for line in field_lines {
-            let mut rest = line.as_ref();
-            loop {
-                rest = trim_ows(rest);
-                match rest {
-                    [] => break,
-                    [b',', tail @ ..] => {
-                        rest = tail;
-                        continue;
-                    }
-                    [b'*', tail @ ..] => {
-                        stars += 1;
-                        rest = tail;
-                    }
-                    _ => {
-                        let (tag, tail) = parse_prefix(rest).ok_or(InvalidEntityTag)?;
-                        tags.push(tag);
-                        rest = tail;
-                    }
-                }
-                rest = trim_ows(rest);
-                match rest {
-                    [] => break,
-                    [b',', tail @ ..] => rest = tail,
-                    _ => return Err(InvalidEntityTag),
-                }
-            }
-        }
-        match (stars, tags.is_empty()) {
-            (0, _) => Ok(Self::Tags(tags)),
-            (1, true) => Ok(Self::Any),
-            _ => Err(InvalidEntityTag),
-        }
+        let shape = scan_list(lines.iter().map(AsRef::as_ref), |tag| {
+            tags.push(tag.to_owned())
+        })?;
+        Ok(if shape.any {
+            Self::Any
+        } else {
+            Self::Tags(tags)
+        })
     }
 
     /// Parses a one-line field value.
@@ -244,6 +219,82 @@ impl fmt::Display for EntityTagList {
     }
 }
 
+/// An entity-tag borrowed from a field value.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TagRef<'a> {
+    weak: bool,
+    opaque: &'a [u8],
+}
+
+impl TagRef<'_> {
+    pub(crate) fn strong_eq(self, other: &EntityTag) -> bool {
+        !self.weak && !other.weak && *self.opaque == *other.opaque
+    }
+
+    pub(crate) fn weak_eq(self, other: &EntityTag) -> bool {
+        *self.opaque == *other.opaque
+    }
+
+    fn to_owned(self) -> EntityTag {
+        EntityTag {
+            weak: self.weak,
+            opaque: self.opaque.into(),
+        }
+    }
+}
+
+/// What a scanned list held: `*`, or a number of tags.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ListShape {
+    pub(crate) any: bool,
+    pub(crate) tags: usize,
+}
+
+/// Scans the field lines of an `If-Match` / `If-None-Match` field as one list without
+/// allocating, handing each tag to `visit`. Fails on invalid syntax, including `*` that does
+/// not stand alone; tags before the fault have been visited by then.
+pub(crate) fn scan_list<'a>(
+    field_lines: impl IntoIterator<Item = &'a [u8]>,
+    mut visit: impl FnMut(TagRef<'a>),
+) -> Result<ListShape, InvalidEntityTag> {
+    let mut stars = 0usize;
+    let mut tags = 0usize;
+    for line in field_lines {
+        let mut rest = line;
+        loop {
+            rest = trim_ows(rest);
+            match rest {
+                [] => break,
+                [b',', tail @ ..] => {
+                    rest = tail;
+                    continue;
+                }
+                [b'*', tail @ ..] => {
+                    stars += 1;
+                    rest = tail;
+                }
+                _ => {
+                    let (tag, tail) = parse_prefix(rest).ok_or(InvalidEntityTag)?;
+                    tags += 1;
+                    visit(tag);
+                    rest = tail;
+                }
+            }
+            rest = trim_ows(rest);
+            match rest {
+                [] => break,
+                [b',', tail @ ..] => rest = tail,
+                _ => return Err(InvalidEntityTag),
+            }
+        }
+    }
+    match (stars, tags) {
+        (0, _) => Ok(ListShape { any: false, tags }),
+        (1, 0) => Ok(ListShape { any: true, tags: 0 }),
+        _ => Err(InvalidEntityTag),
+    }
+}
+
 /// `etagc = %x21 / %x23-7E / obs-text`
 fn is_etagc(b: u8) -> bool {
     b == 0x21 || (0x23..=0x7e).contains(&b) || b >= 0x80
@@ -260,7 +311,7 @@ fn trim_ows(mut s: &[u8]) -> &[u8] {
 }
 
 /// Parses one entity-tag at the start of `input`, returning it and the rest.
-fn parse_prefix(input: &[u8]) -> Option<(EntityTag, &[u8])> {
+fn parse_prefix(input: &[u8]) -> Option<(TagRef<'_>, &[u8])> {
     let (weak, quoted) = match input {
         [b'W', b'/', rest @ ..] => (true, rest),
         rest => (false, rest),
@@ -271,11 +322,7 @@ fn parse_prefix(input: &[u8]) -> Option<(EntityTag, &[u8])> {
     if !opaque.iter().all(|&b| is_etagc(b)) {
         return None;
     }
-    let tag = EntityTag {
-        weak,
-        opaque: opaque.into(),
-    };
-    Some((tag, &body[end + 1..]))
+    Some((TagRef { weak, opaque }, &body[end + 1..]))
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use http::{HeaderMap, HeaderValue, Method, header};
 use ifmatch_core::lease::{Access, Lease, LeaseAction, LeaseDuration, LeaseId, Scope};
 use ifmatch_core::precondition::{
-    Validators, blob,
+    Outcome, Validators, blob,
     http::{Target, evaluate},
 };
 use ifmatch_core::{EntityTag, EntityTagList, date::to_http_date};
@@ -78,6 +78,26 @@ proptest! {
         ];
         let parsed = EntityTagList::parse(lines.iter().map(|v| v.as_bytes())).unwrap();
         prop_assert_eq!(parsed, EntityTagList::Tags(tags));
+    }
+
+    /// The evaluators match tags in place; they must agree with the owned list's matching.
+    #[test]
+    fn in_place_matching_agrees_with_owned_lists(
+        list in tag_list(), other in entity_tag(), pick in any::<prop::sample::Index>(), from_list in any::<bool>(),
+    ) {
+        let current = match &list {
+            EntityTagList::Tags(tags) if from_list && !tags.is_empty() => pick.get(tags).clone(),
+            _ => other,
+        };
+        let validators = Validators::etag(current.clone());
+        let mut if_match = HeaderMap::new();
+        if_match.insert(header::IF_MATCH, list.to_header_value());
+        let want = if list.matches_strong(&current) { Outcome::Proceed } else { Outcome::PreconditionFailed };
+        prop_assert_eq!(evaluate(&Method::PUT, &if_match, Target::Current(&validators)), want);
+        let mut if_none_match = HeaderMap::new();
+        if_none_match.insert(header::IF_NONE_MATCH, list.to_header_value());
+        let want = if list.matches_weak(&current) { Outcome::NotModified } else { Outcome::Proceed };
+        prop_assert_eq!(evaluate(&Method::GET, &if_none_match, Target::Current(&validators)), want);
     }
 
     #[test]

@@ -15,10 +15,10 @@
 //!   entity-tag condition there answers 400 `UnsupportedHeader` rather than being silently
 //!   dropped before a delete.
 
-use ::http::HeaderMap;
+use ::http::{HeaderMap, header};
 
 use super::{Conditions, Outcome, TagField, Validators};
-use crate::{EntityTagList, ErrorCode};
+use crate::ErrorCode;
 
 /// The kind of operation whose conditions are evaluated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -56,17 +56,17 @@ pub fn evaluate(
     headers: &HeaderMap,
     current: Option<&Validators>,
 ) -> Result<Outcome, ErrorCode> {
-    let conditions = Conditions::parse(headers);
+    let conditions = Conditions::new(headers);
     match operation {
-        Operation::Read => read(&conditions, current),
-        Operation::Put | Operation::Write => write(&conditions, current, operation),
-        Operation::Container => container(&conditions, current),
+        Operation::Read => read(conditions, current),
+        Operation::Put | Operation::Write => write(conditions, current, operation),
+        Operation::Container => container(conditions, current),
     }
 }
 
-fn read(c: &Conditions, current: Option<&Validators>) -> Result<Outcome, ErrorCode> {
+fn read(c: Conditions<'_>, current: Option<&Validators>) -> Result<Outcome, ErrorCode> {
     if current.is_none() {
-        return match c.if_match.is_present() {
+        return match c.if_match_field(None).is_present() {
             true => Err(ErrorCode::ConditionNotMet),
             false => Ok(Outcome::Proceed),
         };
@@ -88,50 +88,50 @@ fn read(c: &Conditions, current: Option<&Validators>) -> Result<Outcome, ErrorCo
 }
 
 fn write(
-    c: &Conditions,
+    c: Conditions<'_>,
     current: Option<&Validators>,
     operation: Operation,
 ) -> Result<Outcome, ErrorCode> {
+    let if_match = c.if_match_field(current);
+    let if_none_match = c.if_none_match_field(current);
     let present = [
-        c.if_match.is_present(),
-        c.if_unmodified_since.is_some(),
-        c.if_none_match.is_present(),
-        c.if_modified_since.is_some(),
+        if_match.is_present(),
+        c.date(header::IF_UNMODIFIED_SINCE).is_some(),
+        if_none_match.is_present(),
+        c.date(header::IF_MODIFIED_SINCE).is_some(),
     ];
     let allowed_pair =
         present == [true, true, false, false] || present == [false, false, true, true];
     let count = present.iter().filter(|&&p| p).count();
-    if (count > 1 && !allowed_pair) || c.if_match.tag_count() > 1 || c.if_none_match.tag_count() > 1
-    {
+    if (count > 1 && !allowed_pair) || if_match.tag_count() > 1 || if_none_match.tag_count() > 1 {
         return Err(ErrorCode::MultipleConditionHeadersNotSupported);
     }
 
-    let unchanged = match c.if_match.is_present() {
-        true => c.if_match(current),
-        false => c.if_unmodified_since(current),
-    };
+    let exists = current.is_some();
+    let unchanged = if_match
+        .as_if_match(exists)
+        .or_else(|| c.if_unmodified_since(current));
     if unchanged == Some(false) {
         return Err(ErrorCode::ConditionNotMet);
     }
 
-    if matches!(c.if_none_match, TagField::List(EntityTagList::Any)) && current.is_some() {
+    if if_none_match == TagField::Any && exists {
         return Err(match operation {
             Operation::Put => ErrorCode::BlobAlreadyExists,
             _ => ErrorCode::ConditionNotMet,
         });
     }
-    let changed = match c.if_none_match.is_present() {
-        true => c.if_none_match(current),
-        false => c.if_modified_since(current),
-    };
+    let changed = if_none_match
+        .as_if_none_match(exists)
+        .or_else(|| c.if_modified_since(current));
     if changed == Some(false) {
         return Err(ErrorCode::ConditionNotMet);
     }
     Ok(Outcome::Proceed)
 }
 
-fn container(c: &Conditions, current: Option<&Validators>) -> Result<Outcome, ErrorCode> {
-    if c.if_match.is_present() || c.if_none_match.is_present() {
+fn container(c: Conditions<'_>, current: Option<&Validators>) -> Result<Outcome, ErrorCode> {
+    if c.if_match_field(None).is_present() || c.if_none_match_field(None).is_present() {
         return Err(ErrorCode::UnsupportedHeader);
     }
     if c.if_unmodified_since(current) == Some(false) || c.if_modified_since(current) == Some(false)

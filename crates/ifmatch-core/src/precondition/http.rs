@@ -64,7 +64,7 @@ pub fn evaluate(method: &Method, headers: &HeaderMap, target: Target<'_>) -> Out
         Target::Absent => None,
         Target::Failing => return Outcome::Proceed,
     };
-    let conditions = Conditions::parse(headers);
+    let conditions = Conditions::new(headers);
     let safe = matches!(*method, Method::GET | Method::HEAD);
 
     let unchanged = conditions

@@ -10,8 +10,9 @@ pub mod http;
 use ::http::{HeaderMap, header};
 use httpdate::HttpDate;
 
+use crate::EntityTag;
 use crate::date::{parse_http_date, single_date};
-use crate::{EntityTag, EntityTagList};
+use crate::etag::scan_list;
 
 /// The validators of a resource's current representation.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -65,131 +66,155 @@ pub enum Outcome {
     PreconditionFailed,
 }
 
-/// The state of one `If-Match` / `If-None-Match` field.
-#[derive(Debug)]
+/// What an `If-Match` or `If-None-Match` field says about the current tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum TagField {
     Absent,
     Invalid,
-    List(EntityTagList),
+    Any,
+    /// `count` tags, of which at least one matched the current tag when `matched`.
+    Tags {
+        count: usize,
+        matched: bool,
+    },
 }
 
 impl TagField {
-    fn parse(headers: &HeaderMap, name: &header::HeaderName) -> Self {
-        let mut lines = headers.get_all(name).iter().peekable();
-        if lines.peek().is_none() {
-            return Self::Absent;
-        }
-        match EntityTagList::parse(lines.map(|v| v.as_bytes())) {
-            Ok(list) => Self::List(list),
-            Err(_) => Self::Invalid,
+    fn is_present(self) -> bool {
+        self != Self::Absent
+    }
+
+    /// The field read as `If-Match` (RFC 9110 13.1.1): `*` holds when a representation exists;
+    /// tags by strong comparison; invalid syntax never holds.
+    fn as_if_match(self, exists: bool) -> Option<bool> {
+        match self {
+            Self::Absent => None,
+            Self::Invalid => Some(false),
+            Self::Any => Some(exists),
+            Self::Tags { matched, .. } => Some(matched),
         }
     }
 
-    fn is_present(&self) -> bool {
-        !matches!(self, Self::Absent)
+    /// The field read as `If-None-Match` (RFC 9110 13.1.2): `*` fails when a representation
+    /// exists; tags by weak comparison. A field that does not parse names no tag, so it holds.
+    fn as_if_none_match(self, exists: bool) -> Option<bool> {
+        match self {
+            Self::Absent => None,
+            Self::Invalid => Some(true),
+            Self::Any => Some(!exists),
+            Self::Tags { matched, .. } => Some(!matched),
+        }
     }
 
-    /// How many tags the field names; `*` counts as one.
-    fn tag_count(&self) -> usize {
+    /// How many tags the field names; `*` and an invalid field count as one.
+    fn tag_count(self) -> usize {
         match self {
             Self::Absent => 0,
-            Self::Invalid | Self::List(EntityTagList::Any) => 1,
-            Self::List(EntityTagList::Tags(tags)) => tags.len(),
+            Self::Invalid | Self::Any => 1,
+            Self::Tags { count, .. } => count,
         }
     }
 }
 
-#[derive(Debug)]
-enum IfRange {
-    Tag(EntityTag),
-    Date(HttpDate),
-    Invalid,
+/// The precondition fields of a request, read lazily: a field that RFC 9110 says to ignore is
+/// never parsed, and tag lists are matched in place without allocating. Each method answers
+/// for one field against the current representation: `None` when the field is absent or must be
+/// ignored, `Some(true)` when its condition holds.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Conditions<'a> {
+    headers: &'a HeaderMap,
 }
 
-/// The five precondition fields of a request, parsed once, each evaluable on its own against
-/// the current representation. `None` from an evaluation means the field is absent or must be
-/// ignored; `Some(true)` that the condition holds.
-#[derive(Debug)]
-pub(crate) struct Conditions {
-    if_match: TagField,
-    if_none_match: TagField,
-    if_modified_since: Option<HttpDate>,
-    if_unmodified_since: Option<HttpDate>,
-    if_range: Option<IfRange>,
-    has_range: bool,
-}
+impl<'a> Conditions<'a> {
+    pub(crate) fn new(headers: &'a HeaderMap) -> Self {
+        Self { headers }
+    }
 
-impl Conditions {
-    pub(crate) fn parse(headers: &HeaderMap) -> Self {
-        let if_range = headers.get(header::IF_RANGE).map(|value| {
-            let bytes = value.as_bytes();
-            if bytes.starts_with(b"\"") || bytes.starts_with(b"W/") {
-                EntityTag::parse(bytes).map_or(IfRange::Invalid, IfRange::Tag)
-            } else {
-                parse_http_date(value).map_or(IfRange::Invalid, IfRange::Date)
-            }
+    /// Scans a tag field, comparing each tag with `current` (strongly or weakly).
+    fn tag_field(
+        self,
+        name: header::HeaderName,
+        current: Option<&EntityTag>,
+        strong: bool,
+    ) -> TagField {
+        let mut lines = self
+            .headers
+            .get_all(name)
+            .iter()
+            .map(|v| v.as_bytes())
+            .peekable();
+        if lines.peek().is_none() {
+            return TagField::Absent;
+        }
+        let mut matched = false;
+        let scanned = scan_list(lines, |tag| {
+            matched |= current.is_some_and(|cur| {
+                if strong {
+                    tag.strong_eq(cur)
+                } else {
+                    tag.weak_eq(cur)
+                }
+            });
         });
-        Self {
-            if_match: TagField::parse(headers, &header::IF_MATCH),
-            if_none_match: TagField::parse(headers, &header::IF_NONE_MATCH),
-            if_modified_since: single_date(headers, &header::IF_MODIFIED_SINCE),
-            if_unmodified_since: single_date(headers, &header::IF_UNMODIFIED_SINCE),
-            if_range,
-            has_range: headers.contains_key(header::RANGE),
+        match scanned {
+            Err(_) => TagField::Invalid,
+            Ok(shape) if shape.any => TagField::Any,
+            Ok(shape) => TagField::Tags {
+                count: shape.tags,
+                matched,
+            },
         }
     }
 
-    /// RFC 9110 13.1.1: `*` holds when a representation exists; tags by strong comparison;
-    /// invalid syntax never holds.
-    fn if_match(&self, current: Option<&Validators>) -> Option<bool> {
-        Some(match &self.if_match {
-            TagField::Absent => return None,
-            TagField::Invalid => false,
-            TagField::List(EntityTagList::Any) => current.is_some(),
-            TagField::List(list) => {
-                current_etag(current).is_some_and(|tag| list.matches_strong(tag))
-            }
-        })
+    fn if_match_field(self, current: Option<&Validators>) -> TagField {
+        self.tag_field(header::IF_MATCH, current_etag(current), true)
     }
 
-    /// RFC 9110 13.1.2: `*` fails when a representation exists; tags by weak comparison.
-    /// A field that does not parse names no tag, so it cannot fail.
-    fn if_none_match(&self, current: Option<&Validators>) -> Option<bool> {
-        Some(match &self.if_none_match {
-            TagField::Absent => return None,
-            TagField::Invalid => true,
-            TagField::List(EntityTagList::Any) => current.is_none(),
-            TagField::List(list) => {
-                !current_etag(current).is_some_and(|tag| list.matches_weak(tag))
-            }
-        })
+    fn if_none_match_field(self, current: Option<&Validators>) -> TagField {
+        self.tag_field(header::IF_NONE_MATCH, current_etag(current), false)
+    }
+
+    fn date(self, name: header::HeaderName) -> Option<HttpDate> {
+        single_date(self.headers, &name)
+    }
+
+    fn if_match(self, current: Option<&Validators>) -> Option<bool> {
+        self.if_match_field(current).as_if_match(current.is_some())
+    }
+
+    fn if_none_match(self, current: Option<&Validators>) -> Option<bool> {
+        self.if_none_match_field(current)
+            .as_if_none_match(current.is_some())
     }
 
     /// RFC 9110 13.1.4: holds when not modified after the date; ignored without a date.
-    fn if_unmodified_since(&self, current: Option<&Validators>) -> Option<bool> {
-        let since = self.if_unmodified_since?;
+    fn if_unmodified_since(self, current: Option<&Validators>) -> Option<bool> {
         let modified = current?.last_modified?;
-        Some(modified <= since)
+        Some(modified <= self.date(header::IF_UNMODIFIED_SINCE)?)
     }
 
     /// RFC 9110 13.1.3: holds when modified after the date; ignored without a date.
-    fn if_modified_since(&self, current: Option<&Validators>) -> Option<bool> {
-        let since = self.if_modified_since?;
+    fn if_modified_since(self, current: Option<&Validators>) -> Option<bool> {
         let modified = current?.last_modified?;
-        Some(modified > since)
+        Some(modified > self.date(header::IF_MODIFIED_SINCE)?)
     }
 
     /// RFC 9110 13.1.5: only with a `Range`; a strong tag match, or a date equal to a strong
     /// Last-Modified. Anything else, including a weak tag or an invalid value, does not hold.
-    fn if_range(&self, current: Option<&Validators>) -> Option<bool> {
-        if !self.has_range {
+    fn if_range(self, current: Option<&Validators>) -> Option<bool> {
+        if !self.headers.contains_key(header::RANGE) {
             return None;
         }
-        Some(match self.if_range.as_ref()? {
-            IfRange::Tag(tag) => current_etag(current).is_some_and(|cur| tag.strong_eq(cur)),
-            IfRange::Date(date) => current
-                .is_some_and(|cur| cur.last_modified_is_strong && cur.last_modified == Some(*date)),
-            IfRange::Invalid => false,
+        let value = self.headers.get(header::IF_RANGE)?;
+        let bytes = value.as_bytes();
+        Some(if bytes.starts_with(b"\"") || bytes.starts_with(b"W/") {
+            let tag = EntityTag::parse(bytes);
+            matches!((tag, current_etag(current)), (Ok(tag), Some(cur)) if tag.strong_eq(cur))
+        } else {
+            let date = parse_http_date(value);
+            current.is_some_and(|cur| {
+                cur.last_modified_is_strong && date.is_some() && cur.last_modified == date
+            })
         })
     }
 }
