@@ -60,6 +60,8 @@ error_codes! {
     InvalidRange = RANGE_NOT_SATISFIABLE, "The range specified is invalid for the current size of the resource.";
     /// The method is not supported on this resource.
     UnsupportedHttpVerb = METHOD_NOT_ALLOWED, "The resource doesn't support the specified HTTP verb.";
+    /// The request body ended before it was complete (the client went away).
+    IncompleteBody = BAD_REQUEST, "The request body is incomplete.";
     /// The body is larger than the configured maximum.
     RequestBodyTooLarge = PAYLOAD_TOO_LARGE, "The request body is too large and exceeds the maximum permissible limit.";
     /// Put Blob with `If-None-Match: *` found the blob already there.

@@ -1,0 +1,627 @@
+//! The request handling of the blob front, written once over [`Records`], [`Objects`] and
+//! [`Env`].
+//!
+//! Every change is a compare-and-swap of one record: read it, check the lease and the
+//! conditions against it, write the new record only if nobody changed it meanwhile, and start
+//! over if somebody did. The lease check and the conditions are thus part of the same atomic
+//! step as the write, on any backend that offers a compare-and-swap. A body is staged (hashed
+//! and stored durably) before the first attempt, so no lock or compare-and-swap waits on a
+//! client's upload.
+
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, Request, Response, StatusCode};
+use http_body::Body;
+use ifmatch_core::date::date_header_value;
+use ifmatch_core::lease::{Access, Lease, LeaseAction, LeaseId, Scope, lease_id_from_headers};
+use ifmatch_core::precondition::{Outcome, blob};
+use ifmatch_core::{ErrorCode, not_modified_headers, strong_etag};
+
+use crate::body::ResponseBody;
+use crate::operation::{ListOptions, Operation, Target};
+use crate::range::ByteRange;
+use crate::store::{BoxError, Env, Key, Objects, PutMode, Records, StoreError};
+use crate::{Content, Record, listing};
+
+/// `x-ms-request-id`
+pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-ms-request-id");
+/// `x-ms-error-code`
+pub const ERROR_CODE: HeaderName = HeaderName::from_static("x-ms-error-code");
+const BLOB_TYPE: HeaderName = HeaderName::from_static("x-ms-blob-type");
+const MS_RANGE: HeaderName = HeaderName::from_static("x-ms-range");
+const MS_VERSION: HeaderName = HeaderName::from_static("x-ms-version");
+
+/// How often a change is retried when its compare-and-swap keeps losing, before 503.
+const MAX_ATTEMPTS: usize = 64;
+
+/// The default largest blob: 5 GiB.
+pub const DEFAULT_MAX_BODY: u64 = 5 << 30;
+
+/// The blob front: one value per server, shared by every request.
+#[derive(Debug)]
+pub struct Front<R, O, E> {
+    records: R,
+    objects: O,
+    env: E,
+    max_body: u64,
+}
+
+/// An error answer: the code, and what to say about it.
+#[derive(Debug)]
+struct Failure {
+    code: ErrorCode,
+    detail: Option<String>,
+}
+
+type Result<T, E = Failure> = std::result::Result<T, E>;
+
+impl From<ErrorCode> for Failure {
+    fn from(code: ErrorCode) -> Self {
+        Self { code, detail: None }
+    }
+}
+
+impl From<ifmatch_core::lease::HeaderError> for Failure {
+    fn from(e: ifmatch_core::lease::HeaderError) -> Self {
+        Self {
+            code: e.code,
+            detail: Some(format!("{} Header: {}", e.code.message(), e.header)),
+        }
+    }
+}
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Self {
+        let code = match &e {
+            StoreError::ContainerNotFound => ErrorCode::ContainerNotFound,
+            StoreError::NotFound => ErrorCode::BlobNotFound,
+            StoreError::TooLarge { .. } => ErrorCode::RequestBodyTooLarge,
+            StoreError::Body(_) => ErrorCode::IncompleteBody,
+            StoreError::Unavailable(_) => ErrorCode::ServerBusy,
+            _ => ErrorCode::InternalError,
+        };
+        if code == ErrorCode::InternalError || code == ErrorCode::ServerBusy {
+            tracing::error!(error = %e, "backend failure");
+        }
+        Self { code, detail: None }
+    }
+}
+
+type Answer<R> = Response<ResponseBody<R>>;
+
+impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
+    /// A front over these backends.
+    pub fn new(records: R, objects: O, env: E) -> Self {
+        Self {
+            records,
+            objects,
+            env,
+            max_body: DEFAULT_MAX_BODY,
+        }
+    }
+
+    /// The largest blob accepted; larger uploads answer 413 `RequestBodyTooLarge`.
+    pub fn with_max_body(mut self, bytes: u64) -> Self {
+        self.max_body = bytes;
+        self
+    }
+
+    /// The record store.
+    pub fn records(&self) -> &R {
+        &self.records
+    }
+
+    /// The object store.
+    pub fn objects(&self) -> &O {
+        &self.objects
+    }
+
+    /// Answers one request. Never fails: every error is an answer with its code.
+    pub async fn handle<B>(&self, request: Request<B>) -> Answer<O::Reader>
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        let head = request.method() == Method::HEAD;
+        let (parts, body) = request.into_parts();
+        let mut answer = match self
+            .dispatch(&parts.method, &parts.uri, &parts.headers, body)
+            .await
+        {
+            Ok(answer) => answer,
+            Err(failure) => error_answer(failure, head),
+        };
+        let headers = answer.headers_mut();
+        let id = self.env.random_uuid().hyphenated().to_string();
+        headers.insert(
+            REQUEST_ID,
+            HeaderValue::try_from(id).expect("a UUID is ASCII"),
+        );
+        headers.insert(MS_VERSION, HeaderValue::from_static("2021-12-02"));
+        answer
+    }
+
+    async fn dispatch<B>(
+        &self,
+        method: &Method,
+        uri: &http::Uri,
+        headers: &HeaderMap,
+        body: B,
+    ) -> Result<Answer<O::Reader>>
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        let target = Target::parse(method, uri)?;
+        let now = self.env.now();
+        let container = Key::Container(target.container.clone());
+        let blob = Key::Blob(target.container.clone(), target.blob.clone());
+        match &target.operation {
+            Operation::CreateContainer => self.create_container(&container, now).await,
+            Operation::DeleteContainer => self.delete_container(&container, headers, now).await,
+            Operation::GetContainerProperties => {
+                self.container_properties(&container, headers, now).await
+            }
+            Operation::ListBlobs(options) => self.list(&target.container, options, now).await,
+            Operation::LeaseContainer => self.lease(&container, headers, now).await,
+            Operation::PutBlob => self.put_blob(&blob, headers, body, now).await,
+            Operation::GetBlob => {
+                self.get_blob(&blob, method == Method::HEAD, headers, now)
+                    .await
+            }
+            Operation::DeleteBlob => self.delete_blob(&blob, headers, now).await,
+            Operation::LeaseBlob => self.lease(&blob, headers, now).await,
+        }
+    }
+
+    async fn create_container(&self, key: &Key, now: SystemTime) -> Result<Answer<O::Reader>> {
+        let etag = strong_etag(self.env.random_uuid().as_bytes());
+        let record = Record::container(etag, now).with_generation(self.fresh_generation());
+        match self.records.put(key, &record, PutMode::Create).await {
+            Err(StoreError::AlreadyExists) => Err(ErrorCode::ContainerAlreadyExists.into()),
+            result => {
+                result?;
+                Ok(answer(StatusCode::CREATED, validator_headers(&record)))
+            }
+        }
+    }
+
+    async fn delete_container(
+        &self,
+        key: &Key,
+        headers: &HeaderMap,
+        now: SystemTime,
+    ) -> Result<Answer<O::Reader>> {
+        let lease_id = lease_id_from_headers(headers)?;
+        for _ in 0..MAX_ATTEMPTS {
+            let current = self
+                .records
+                .get(key)
+                .await?
+                .ok_or(ErrorCode::ContainerNotFound)?;
+            current
+                .lease
+                .authorize(Scope::Container, Access::Write, lease_id, now)?;
+            blob::evaluate(
+                blob::Operation::Container,
+                headers,
+                Some(&current.validators()),
+            )?;
+            match self.records.delete(key, current.generation).await {
+                Ok(removed) => {
+                    for record in removed {
+                        self.discard(record.content.map(|c| c.object)).await;
+                    }
+                    return Ok(answer(StatusCode::ACCEPTED, HeaderMap::new()));
+                }
+                Err(StoreError::Conflict | StoreError::NotFound) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(ErrorCode::ServerBusy.into())
+    }
+
+    async fn container_properties(
+        &self,
+        key: &Key,
+        headers: &HeaderMap,
+        now: SystemTime,
+    ) -> Result<Answer<O::Reader>> {
+        let lease_id = lease_id_from_headers(headers)?;
+        let current = self
+            .records
+            .get(key)
+            .await?
+            .ok_or(ErrorCode::ContainerNotFound)?;
+        current
+            .lease
+            .authorize(Scope::Container, Access::Read, lease_id, now)?;
+        let mut out = validator_headers(&current);
+        current.lease.insert_headers(now, &mut out);
+        Ok(answer(StatusCode::OK, out))
+    }
+
+    async fn list(
+        &self,
+        container: &str,
+        options: &ListOptions,
+        now: SystemTime,
+    ) -> Result<Answer<O::Reader>> {
+        let key = Key::Container(container.to_owned());
+        self.records
+            .get(&key)
+            .await?
+            .ok_or(ErrorCode::ContainerNotFound)?;
+        let mut blobs = self.records.list(container, &options.prefix).await?;
+        if let Some(marker) = &options.marker {
+            blobs.retain(|(name, _)| name > marker);
+        }
+        let next_marker =
+            (blobs.len() > options.max_results).then(|| blobs[options.max_results - 1].0.clone());
+        blobs.truncate(options.max_results);
+        let xml =
+            listing::enumeration_results(container, options, &blobs, next_marker.as_deref(), now);
+        let mut out = HeaderMap::new();
+        out.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/xml"),
+        );
+        let mut response = answer(StatusCode::OK, out);
+        *response.body_mut() = ResponseBody::full(xml);
+        Ok(response)
+    }
+
+    /// Lease Blob and Lease Container: one transition of the lease state machine, committed with
+    /// a compare-and-swap. The record's ETag and Last-Modified do not change.
+    async fn lease(
+        &self,
+        key: &Key,
+        headers: &HeaderMap,
+        now: SystemTime,
+    ) -> Result<Answer<O::Reader>> {
+        let action =
+            LeaseAction::from_headers(headers, || LeaseId::from_uuid(self.env.random_uuid()))?;
+        let (operation, missing) = match key {
+            Key::Container(_) => (blob::Operation::Container, ErrorCode::ContainerNotFound),
+            Key::Blob(..) => (blob::Operation::Write, ErrorCode::BlobNotFound),
+        };
+        for _ in 0..MAX_ATTEMPTS {
+            let Some(current) = self.records.get(key).await? else {
+                return Err(self.missing(key, operation, headers, missing).await);
+            };
+            blob::evaluate(operation, headers, Some(&current.validators()))?;
+            let transition = current.lease.apply(&action, now)?;
+            let record = Record {
+                lease: transition.lease,
+                generation: current.generation + 1,
+                ..current
+            };
+            match self
+                .records
+                .put(key, &record, PutMode::Update(current.generation))
+                .await
+            {
+                Ok(()) => {
+                    let mut out = validator_headers(&record);
+                    out.extend(transition.headers());
+                    return Ok(answer(transition.status, out));
+                }
+                Err(StoreError::Conflict) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(ErrorCode::ServerBusy.into())
+    }
+
+    async fn put_blob<B>(
+        &self,
+        key: &Key,
+        headers: &HeaderMap,
+        body: B,
+        now: SystemTime,
+    ) -> Result<Answer<O::Reader>>
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        if let Some(kind) = headers.get(BLOB_TYPE) {
+            if kind != "BlockBlob" {
+                return Err(Failure {
+                    code: ErrorCode::InvalidHeaderValue,
+                    detail: Some("Only BlockBlob is supported.".into()),
+                });
+            }
+        }
+        let declared = headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        if declared.is_some_and(|len| len > self.max_body) {
+            return Err(ErrorCode::RequestBodyTooLarge.into());
+        }
+        let lease_id = lease_id_from_headers(headers)?;
+        let content_type = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+
+        // Fail fast, before taking the body: the same checks run again at commit time.
+        let current = self.records.get(key).await?;
+        if current.is_none() {
+            self.records
+                .get(&Key::Container(key.container().to_owned()))
+                .await?
+                .ok_or(ErrorCode::ContainerNotFound)?;
+        }
+        write_allowed(
+            blob::Operation::Put,
+            headers,
+            current.as_ref(),
+            lease_id,
+            now,
+        )?;
+
+        let staged = self.objects.stage(body, self.max_body).await?;
+        let content = Content::new(staged.object.clone(), staged.len, content_type);
+        let committed = self
+            .commit_put(key, headers, lease_id, staged.etag, content, now)
+            .await;
+        if committed.is_err() {
+            self.discard(Some(staged.object)).await;
+        }
+        committed
+    }
+
+    async fn commit_put(
+        &self,
+        key: &Key,
+        headers: &HeaderMap,
+        lease_id: Option<LeaseId>,
+        etag: ifmatch_core::EntityTag,
+        content: Content,
+        now: SystemTime,
+    ) -> Result<Answer<O::Reader>> {
+        for _ in 0..MAX_ATTEMPTS {
+            let current = self.records.get(key).await?;
+            let lease = write_allowed(
+                blob::Operation::Put,
+                headers,
+                current.as_ref(),
+                lease_id,
+                now,
+            )?;
+            let (record, mode) = match &current {
+                Some(cur) => {
+                    let mut record = Record::blob(etag.clone(), now, content.clone())
+                        .with_generation(cur.generation + 1);
+                    record.lease = lease;
+                    (record, PutMode::Update(cur.generation))
+                }
+                None => {
+                    let record = Record::blob(etag.clone(), now, content.clone())
+                        .with_generation(self.fresh_generation());
+                    (record, PutMode::Create)
+                }
+            };
+            match self.records.put(key, &record, mode).await {
+                Ok(()) => {
+                    self.discard(current.and_then(|c| c.content).map(|c| c.object))
+                        .await;
+                    return Ok(answer(StatusCode::CREATED, validator_headers(&record)));
+                }
+                Err(StoreError::Conflict | StoreError::AlreadyExists) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(ErrorCode::ServerBusy.into())
+    }
+
+    async fn get_blob(
+        &self,
+        key: &Key,
+        head: bool,
+        headers: &HeaderMap,
+        now: SystemTime,
+    ) -> Result<Answer<O::Reader>> {
+        let lease_id = lease_id_from_headers(headers)?;
+        // A concurrent overwrite may discard the object between reading the record and opening
+        // the object; the record read again names the new one.
+        for _ in 0..MAX_ATTEMPTS {
+            let Some(current) = self.records.get(key).await? else {
+                return Err(self
+                    .missing(key, blob::Operation::Read, headers, ErrorCode::BlobNotFound)
+                    .await);
+            };
+            current
+                .lease
+                .authorize(Scope::Blob, Access::Read, lease_id, now)?;
+            let outcome =
+                blob::evaluate(blob::Operation::Read, headers, Some(&current.validators()))?;
+            let content = current.content.clone().ok_or(ErrorCode::BlobNotFound)?;
+
+            let mut out = validator_headers(&current);
+            let content_type = content
+                .content_type
+                .as_deref()
+                .unwrap_or("application/octet-stream");
+            if let Ok(value) = HeaderValue::try_from(content_type) {
+                out.insert(header::CONTENT_TYPE, value);
+            }
+            out.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+            out.insert(BLOB_TYPE, HeaderValue::from_static("BlockBlob"));
+            current.lease.insert_headers(now, &mut out);
+
+            if outcome == Outcome::NotModified {
+                not_modified_headers(&mut out);
+                return Ok(answer(StatusCode::NOT_MODIFIED, out));
+            }
+            let requested = headers.get(MS_RANGE).or_else(|| headers.get(header::RANGE));
+            let range = match (outcome, requested.and_then(|v| v.to_str().ok())) {
+                (Outcome::Proceed, Some(value)) if !head => ByteRange::parse(value, content.len),
+                _ => ByteRange::Whole,
+            };
+            let (status, range) = match range {
+                ByteRange::Whole => (StatusCode::OK, None),
+                ByteRange::Part(range) => {
+                    let value = format!("bytes {}-{}/{}", range.start, range.end - 1, content.len);
+                    out.insert(
+                        header::CONTENT_RANGE,
+                        HeaderValue::try_from(value).expect("digits"),
+                    );
+                    (StatusCode::PARTIAL_CONTENT, Some(range))
+                }
+                ByteRange::Unsatisfiable => {
+                    return Err(Failure {
+                        code: ErrorCode::InvalidRange,
+                        detail: Some(format!(
+                            "The range specified is invalid for the current size of the resource ({} bytes).",
+                            content.len
+                        )),
+                    });
+                }
+            };
+            let len = range.as_ref().map_or(content.len, |r| r.end - r.start);
+            out.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+            if head {
+                return Ok(answer(status, out));
+            }
+            match self.objects.read(&content.object, range).await {
+                Ok(reader) => {
+                    let mut response = answer(status, out);
+                    *response.body_mut() = ResponseBody::stream(reader);
+                    return Ok(response);
+                }
+                Err(StoreError::NotFound) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(ErrorCode::ServerBusy.into())
+    }
+
+    async fn delete_blob(
+        &self,
+        key: &Key,
+        headers: &HeaderMap,
+        now: SystemTime,
+    ) -> Result<Answer<O::Reader>> {
+        let lease_id = lease_id_from_headers(headers)?;
+        for _ in 0..MAX_ATTEMPTS {
+            let Some(current) = self.records.get(key).await? else {
+                return Err(self
+                    .missing(
+                        key,
+                        blob::Operation::Write,
+                        headers,
+                        ErrorCode::BlobNotFound,
+                    )
+                    .await);
+            };
+            write_allowed(
+                blob::Operation::Write,
+                headers,
+                Some(&current),
+                lease_id,
+                now,
+            )?;
+            match self.records.delete(key, current.generation).await {
+                Ok(_) => {
+                    self.discard(current.content.map(|c| c.object)).await;
+                    return Ok(answer(StatusCode::ACCEPTED, HeaderMap::new()));
+                }
+                Err(StoreError::Conflict | StoreError::NotFound) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(ErrorCode::ServerBusy.into())
+    }
+
+    /// The error for a record that does not exist: a failed `If-Match` first (412), then a
+    /// missing container, then `missing`.
+    async fn missing(
+        &self,
+        key: &Key,
+        operation: blob::Operation,
+        headers: &HeaderMap,
+        missing: ErrorCode,
+    ) -> Failure {
+        if let Err(code) = blob::evaluate(operation, headers, None) {
+            return code.into();
+        }
+        if let Key::Blob(container, _) = key {
+            match self.records.get(&Key::Container(container.clone())).await {
+                Ok(Some(_)) => {}
+                Ok(None) => return ErrorCode::ContainerNotFound.into(),
+                Err(e) => return e.into(),
+            }
+        }
+        missing.into()
+    }
+
+    async fn discard(&self, object: Option<String>) {
+        if let Some(object) = object {
+            if let Err(error) = self.objects.discard(&object).await {
+                // An object that cannot be removed now is an orphan; stores sweep them.
+                tracing::warn!(%object, %error, "could not discard an object");
+            }
+        }
+    }
+
+    /// A random first generation, so that a record deleted and created again never repeats a
+    /// generation a slow writer may still hold (no ABA).
+    fn fresh_generation(&self) -> u64 {
+        self.env.random_uuid().as_u64_pair().0 >> 1
+    }
+}
+
+/// The checks of a blob write, in the order the dialect gives them: the lease, then the
+/// conditions. Returns the lease the blob keeps after the write.
+fn write_allowed(
+    operation: blob::Operation,
+    headers: &HeaderMap,
+    current: Option<&Record>,
+    lease_id: Option<LeaseId>,
+    now: SystemTime,
+) -> Result<Lease> {
+    let lease = match current {
+        Some(record) => record
+            .lease
+            .authorize(Scope::Blob, Access::Write, lease_id, now)?,
+        None => Lease::Available.authorize(Scope::Blob, Access::Write, lease_id, now)?,
+    };
+    blob::evaluate(operation, headers, current.map(Record::validators).as_ref())?;
+    Ok(lease)
+}
+
+fn validator_headers(record: &Record) -> HeaderMap {
+    let mut out = HeaderMap::new();
+    out.insert(header::ETAG, record.etag.to_header_value());
+    out.insert(
+        header::LAST_MODIFIED,
+        date_header_value(record.last_modified_date()),
+    );
+    out
+}
+
+fn answer<R>(status: StatusCode, headers: HeaderMap) -> Answer<R> {
+    let mut response = Response::new(ResponseBody::empty());
+    *response.status_mut() = status;
+    *response.headers_mut() = headers;
+    response
+}
+
+fn error_answer<R>(failure: Failure, head: bool) -> Answer<R> {
+    let code = failure.code;
+    let mut out = HeaderMap::new();
+    out.insert(ERROR_CODE, HeaderValue::from_static(code.as_str()));
+    let mut response = answer(code.status(), out);
+    if !head {
+        let body = code.xml_body(failure.detail.as_deref().unwrap_or(code.message()));
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/xml"),
+        );
+        *response.body_mut() = ResponseBody::full(body);
+    }
+    response
+}

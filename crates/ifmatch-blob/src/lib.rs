@@ -1,0 +1,46 @@
+//! The blob front of ifmatch: Azure Blob Storage's REST dialect for containers, blobs,
+//! conditional headers and leases, written once over storage traits.
+//!
+//! The native server (`ifmatch serve`) and the Cloudflare Worker are thin adapters: each
+//! supplies a [`Records`] store (metadata with a compare-and-swap per key), an [`Objects`] store
+//! (blob bytes) and an [`Env`] (clock and randomness), and hands requests to [`Front::handle`].
+//! The rules themselves (preconditions, leases, error codes) come from `ifmatch-core`.
+//!
+//! ```
+//! use ifmatch_blob::{Front, memory::{ManualEnv, MemoryObjects, MemoryRecords}};
+//! use http::{Request, StatusCode};
+//! use http_body_util::Full;
+//! use bytes::Bytes;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let front = Front::new(MemoryRecords::default(), MemoryObjects::default(), ManualEnv::default());
+//! let put = |uri: &str| Request::put(uri).body(Full::new(Bytes::from_static(b"hello"))).unwrap();
+//! assert_eq!(front.handle(put("/box?restype=container")).await.status(), StatusCode::CREATED);
+//! let created = front.handle(put("/box/greeting.txt")).await;
+//! assert_eq!(created.status(), StatusCode::CREATED);
+//!
+//! // Create-only: a second PUT with `If-None-Match: *` finds the blob and answers 409.
+//! let mut again = put("/box/greeting.txt");
+//! again.headers_mut().insert("if-none-match", "*".parse().unwrap());
+//! let conflict = front.handle(again).await;
+//! assert_eq!(conflict.status(), StatusCode::CONFLICT);
+//! assert_eq!(conflict.headers()["x-ms-error-code"], "BlobAlreadyExists");
+//! # }
+//! ```
+
+mod body;
+mod front;
+mod listing;
+pub mod memory;
+mod operation;
+mod range;
+mod record;
+mod store;
+
+pub use body::ResponseBody;
+pub use front::{DEFAULT_MAX_BODY, ERROR_CODE, Front, REQUEST_ID};
+pub use operation::{ListOptions, MAX_RESULTS, Operation, Target};
+pub use range::ByteRange;
+pub use record::{Content, Record, unix_seconds};
+pub use store::{BoxError, Env, Key, Objects, PutMode, Records, Staged, StoreError};

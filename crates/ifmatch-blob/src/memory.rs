@@ -1,0 +1,229 @@
+//! In-memory backends: the reference for every other backend's behaviour, and what the
+//! conformance tests run against. Nothing survives the process.
+
+use std::collections::{BTreeMap, HashMap};
+use std::convert::Infallible;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::{Bytes, BytesMut};
+use http_body::Body;
+use http_body_util::{BodyExt, Full, combinators::MapErr};
+use ifmatch_core::EtagHasher;
+
+use crate::Record;
+use crate::store::{BoxError, Env, Key, Objects, PutMode, Records, Staged, StoreError};
+
+#[derive(Debug, Default)]
+struct Container {
+    record: Option<Record>,
+    blobs: BTreeMap<String, Record>,
+}
+
+/// Records in a map under one mutex.
+#[derive(Debug, Default)]
+pub struct MemoryRecords {
+    containers: Mutex<BTreeMap<String, Container>>,
+}
+
+impl MemoryRecords {
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Container>> {
+        self.containers
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+fn check(current: Option<&Record>, mode: PutMode) -> Result<(), StoreError> {
+    match (current, mode) {
+        (None, PutMode::Create) => Ok(()),
+        (Some(_), PutMode::Create) => Err(StoreError::AlreadyExists),
+        (Some(cur), PutMode::Update(g)) if cur.generation == g => Ok(()),
+        (_, PutMode::Update(_)) => Err(StoreError::Conflict),
+    }
+}
+
+impl Records for MemoryRecords {
+    async fn get(&self, key: &Key) -> Result<Option<Record>, StoreError> {
+        let map = self.lock();
+        let container = map.get(key.container());
+        Ok(match key {
+            Key::Container(_) => container.and_then(|c| c.record.clone()),
+            Key::Blob(_, name) => container.and_then(|c| c.blobs.get(name).cloned()),
+        })
+    }
+
+    async fn put(&self, key: &Key, record: &Record, mode: PutMode) -> Result<(), StoreError> {
+        let mut map = self.lock();
+        match key {
+            Key::Container(name) => {
+                let entry = map.entry(name.clone()).or_default();
+                check(entry.record.as_ref(), mode)?;
+                entry.record = Some(record.clone());
+            }
+            Key::Blob(container, name) => {
+                let entry = map
+                    .get_mut(container)
+                    .filter(|c| c.record.is_some())
+                    .ok_or(StoreError::ContainerNotFound)?;
+                check(entry.blobs.get(name), mode)?;
+                entry.blobs.insert(name.clone(), record.clone());
+            }
+        }
+        Ok(())
+    }
+
+    async fn delete(&self, key: &Key, generation: u64) -> Result<Vec<Record>, StoreError> {
+        let mut map = self.lock();
+        let container = map.get_mut(key.container()).ok_or(StoreError::NotFound)?;
+        let current = match key {
+            Key::Container(_) => container.record.as_ref(),
+            Key::Blob(_, name) => container.blobs.get(name),
+        };
+        check(
+            Some(current.ok_or(StoreError::NotFound)?),
+            PutMode::Update(generation),
+        )?;
+        Ok(match key {
+            Key::Container(name) => {
+                let removed = map.remove(name).unwrap_or_default();
+                removed.blobs.into_values().collect()
+            }
+            Key::Blob(_, name) => container.blobs.remove(name).into_iter().collect(),
+        })
+    }
+
+    async fn list(
+        &self,
+        container: &str,
+        prefix: &str,
+    ) -> Result<Vec<(String, Record)>, StoreError> {
+        let map = self.lock();
+        let blobs = map.get(container).map(|c| &c.blobs);
+        Ok(blobs
+            .into_iter()
+            .flat_map(|b| b.range(prefix.to_owned()..))
+            .take_while(|(name, _)| name.starts_with(prefix))
+            .map(|(name, record)| (name.clone(), record.clone()))
+            .collect())
+    }
+}
+
+/// Objects in a map.
+#[derive(Debug, Default)]
+pub struct MemoryObjects {
+    objects: Mutex<HashMap<String, Bytes>>,
+    next: AtomicU64,
+}
+
+impl MemoryObjects {
+    /// How many objects are held: staged, named by a record, or orphaned.
+    pub fn len(&self) -> usize {
+        self.objects.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Whether no object is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The body of a read from [`MemoryObjects`].
+pub type MemoryReader = MapErr<Full<Bytes>, fn(Infallible) -> StoreError>;
+
+impl Objects for MemoryObjects {
+    type Reader = MemoryReader;
+
+    async fn stage<B>(&self, body: B, limit: u64) -> Result<Staged, StoreError>
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        let mut body = std::pin::pin!(body);
+        let mut hasher = EtagHasher::new();
+        let mut data = BytesMut::new();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| StoreError::Body(e.into()))?;
+            if let Ok(chunk) = frame.into_data() {
+                if hasher.len() + chunk.len() as u64 > limit {
+                    return Err(StoreError::TooLarge { limit });
+                }
+                hasher.update(&chunk);
+                data.extend_from_slice(&chunk);
+            }
+        }
+        let object = format!("mem-{}", self.next.fetch_add(1, Ordering::Relaxed));
+        let len = hasher.len();
+        self.objects
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(object.clone(), data.freeze());
+        Ok(Staged {
+            object,
+            etag: hasher.finish(),
+            len,
+        })
+    }
+
+    async fn read(
+        &self,
+        object: &str,
+        range: Option<Range<u64>>,
+    ) -> Result<MemoryReader, StoreError> {
+        let objects = self.objects.lock().unwrap_or_else(|p| p.into_inner());
+        let data = objects.get(object).ok_or(StoreError::NotFound)?;
+        let data = match range {
+            Some(r) => data.slice(r.start as usize..r.end as usize),
+            None => data.clone(),
+        };
+        let never: fn(Infallible) -> StoreError = |never| match never {};
+        Ok(Full::new(data).map_err(never))
+    }
+
+    async fn discard(&self, object: &str) -> Result<(), StoreError> {
+        self.objects
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(object);
+        Ok(())
+    }
+}
+
+/// A clock that moves only when told, and ids from a counter: for deterministic tests of
+/// expiry and breaking without sleeping. Its ids are guessable: never serve with it.
+#[derive(Debug)]
+pub struct ManualEnv {
+    now_ms: AtomicU64,
+    next_id: AtomicU64,
+}
+
+impl Default for ManualEnv {
+    fn default() -> Self {
+        Self {
+            now_ms: AtomicU64::new(1_700_000_000_000),
+            next_id: AtomicU64::new(1),
+        }
+    }
+}
+
+impl ManualEnv {
+    /// Moves the clock forward.
+    pub fn advance(&self, by: Duration) {
+        self.now_ms
+            .fetch_add(by.as_millis() as u64, Ordering::SeqCst);
+    }
+}
+
+impl Env for ManualEnv {
+    fn now(&self) -> SystemTime {
+        UNIX_EPOCH + Duration::from_millis(self.now_ms.load(Ordering::SeqCst))
+    }
+
+    fn random_uuid(&self) -> uuid::Uuid {
+        let n = self.next_id.fetch_add(1, Ordering::SeqCst);
+        uuid::Builder::from_random_bytes((u128::from(n) * 0x9e37_79b9_7f4a_7c15).to_be_bytes())
+            .into_uuid()
+    }
+}

@@ -1,0 +1,336 @@
+//! Reading a request line into a blob-dialect operation, and the naming rules.
+
+use http::{Method, Uri};
+use ifmatch_core::ErrorCode;
+use percent_encoding::percent_decode_str;
+
+/// The operations of the blob dialect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Operation {
+    /// `PUT /{container}?restype=container`
+    CreateContainer,
+    /// `DELETE /{container}?restype=container`
+    DeleteContainer,
+    /// `GET` or `HEAD /{container}?restype=container`
+    GetContainerProperties,
+    /// `GET /{container}?restype=container&comp=list`
+    ListBlobs(ListOptions),
+    /// `PUT /{container}?restype=container&comp=lease`
+    LeaseContainer,
+    /// `PUT /{container}/{blob}`
+    PutBlob,
+    /// `GET` or `HEAD /{container}/{blob}`
+    GetBlob,
+    /// `DELETE /{container}/{blob}`
+    DeleteBlob,
+    /// `PUT /{container}/{blob}?comp=lease`
+    LeaseBlob,
+}
+
+/// The options of List Blobs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListOptions {
+    /// Only names that start with this.
+    pub prefix: String,
+    /// Only names after this one (the `NextMarker` of an earlier page).
+    pub marker: Option<String>,
+    /// At most this many names (1 to 5000).
+    pub max_results: usize,
+}
+
+/// The largest page of List Blobs.
+pub const MAX_RESULTS: usize = 5000;
+
+/// A parsed request line: what to do, and to what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// The operation.
+    pub operation: Operation,
+    /// The container name, validated.
+    pub container: String,
+    /// The blob name, validated; empty for container operations.
+    pub blob: String,
+}
+
+impl Target {
+    /// Reads the method, path and query. Names are percent-decoded and validated: a container
+    /// name is 3 to 63 of `a-z 0-9 -` (no leading, trailing or doubled `-`); a blob name is 1
+    /// to 1024 characters with no control characters and no `.` or `..` segment.
+    pub fn parse(method: &Method, uri: &Uri) -> Result<Self, ErrorCode> {
+        let path = uri.path().strip_prefix('/').ok_or(ErrorCode::InvalidUri)?;
+        let (container, blob) = match path.split_once('/') {
+            Some((c, b)) => (c, Some(b)),
+            None => (path, None),
+        };
+        let container = decode(container)?;
+        validate_container(&container)?;
+        let query = Query::parse(uri.query().unwrap_or(""))?;
+
+        let operation = match blob {
+            None | Some("") => {
+                if query.restype.as_deref() != Some("container") {
+                    return Err(ErrorCode::InvalidQueryParameterValue);
+                }
+                match (method, query.comp.as_deref()) {
+                    (&Method::PUT, None) => Operation::CreateContainer,
+                    (&Method::DELETE, None) => Operation::DeleteContainer,
+                    (&Method::GET | &Method::HEAD, None) => Operation::GetContainerProperties,
+                    (&Method::GET, Some("list")) => Operation::ListBlobs(query.list_options()?),
+                    (&Method::PUT, Some("lease")) => Operation::LeaseContainer,
+                    (_, None | Some("list" | "lease")) => {
+                        return Err(ErrorCode::UnsupportedHttpVerb);
+                    }
+                    _ => return Err(ErrorCode::InvalidQueryParameterValue),
+                }
+            }
+            Some(_) => match (method, query.comp.as_deref()) {
+                (&Method::PUT, None) => Operation::PutBlob,
+                (&Method::GET | &Method::HEAD, None) => Operation::GetBlob,
+                (&Method::DELETE, None) => Operation::DeleteBlob,
+                (&Method::PUT, Some("lease")) => Operation::LeaseBlob,
+                (_, None | Some("lease")) => return Err(ErrorCode::UnsupportedHttpVerb),
+                _ => return Err(ErrorCode::InvalidQueryParameterValue),
+            },
+        };
+        let blob = match blob {
+            Some(b) if !b.is_empty() => {
+                let b = decode(b)?;
+                validate_blob(&b)?;
+                b
+            }
+            _ => String::new(),
+        };
+        Ok(Self {
+            operation,
+            container,
+            blob,
+        })
+    }
+}
+
+#[derive(Default)]
+struct Query {
+    restype: Option<String>,
+    comp: Option<String>,
+    prefix: Option<String>,
+    marker: Option<String>,
+    max_results: Option<String>,
+}
+
+impl Query {
+    fn parse(query: &str) -> Result<Self, ErrorCode> {
+        let mut out = Self::default();
+        for (name, value) in form_urlencoded::parse(query.as_bytes()) {
+            let slot = match &*name {
+                "restype" => &mut out.restype,
+                "comp" => &mut out.comp,
+                "prefix" => &mut out.prefix,
+                "marker" => &mut out.marker,
+                "maxresults" => &mut out.max_results,
+                _ => continue,
+            };
+            if slot.replace(value.into_owned()).is_some() {
+                return Err(ErrorCode::InvalidQueryParameterValue);
+            }
+        }
+        Ok(out)
+    }
+
+    fn list_options(&self) -> Result<ListOptions, ErrorCode> {
+        let max_results = match &self.max_results {
+            None => MAX_RESULTS,
+            Some(n) => n
+                .parse::<usize>()
+                .ok()
+                .filter(|n| (1..=MAX_RESULTS).contains(n))
+                .ok_or(ErrorCode::InvalidQueryParameterValue)?,
+        };
+        Ok(ListOptions {
+            prefix: self.prefix.clone().unwrap_or_default(),
+            marker: self.marker.clone().filter(|m| !m.is_empty()),
+            max_results,
+        })
+    }
+}
+
+fn decode(segment: &str) -> Result<String, ErrorCode> {
+    percent_decode_str(segment)
+        .decode_utf8()
+        .map(|s| s.into_owned())
+        .map_err(|_| ErrorCode::InvalidUri)
+}
+
+fn validate_container(name: &str) -> Result<(), ErrorCode> {
+    let ok = (3..=63).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+        && !name.contains("--");
+    ok.then_some(()).ok_or(ErrorCode::InvalidResourceName)
+}
+
+fn validate_blob(name: &str) -> Result<(), ErrorCode> {
+    let ok = (1..=1024).contains(&name.chars().count())
+        && !name.chars().any(|c| c.is_control())
+        && !name
+            .split(['/', '\\'])
+            .any(|segment| segment == "." || segment == "..");
+    ok.then_some(()).ok_or(ErrorCode::InvalidResourceName)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(method: Method, uri: &str) -> Result<Target, ErrorCode> {
+        Target::parse(&method, &uri.parse().unwrap())
+    }
+
+    #[test]
+    fn operations() {
+        use Operation::*;
+        let cases: &[(Method, &str, Result<Operation, ErrorCode>)] = &[
+            (Method::PUT, "/box?restype=container", Ok(CreateContainer)),
+            (
+                Method::DELETE,
+                "/box?restype=container",
+                Ok(DeleteContainer),
+            ),
+            (
+                Method::HEAD,
+                "/box?restype=container",
+                Ok(GetContainerProperties),
+            ),
+            (
+                Method::GET,
+                "/box?restype=container",
+                Ok(GetContainerProperties),
+            ),
+            (
+                Method::PUT,
+                "/box?restype=container&comp=lease",
+                Ok(LeaseContainer),
+            ),
+            (Method::PUT, "/box/a/b.txt", Ok(PutBlob)),
+            (Method::GET, "/box/a/b.txt", Ok(GetBlob)),
+            (Method::HEAD, "/box/a/b.txt", Ok(GetBlob)),
+            (Method::DELETE, "/box/a/b.txt", Ok(DeleteBlob)),
+            (Method::PUT, "/box/a/b.txt?comp=lease", Ok(LeaseBlob)),
+            (Method::PUT, "/box/a?comp=lease&timeout=30", Ok(LeaseBlob)),
+            (
+                Method::PUT,
+                "/box",
+                Err(ErrorCode::InvalidQueryParameterValue),
+            ),
+            (
+                Method::PUT,
+                "/box?restype=container&comp=acl",
+                Err(ErrorCode::InvalidQueryParameterValue),
+            ),
+            (
+                Method::PUT,
+                "/box/a?comp=block",
+                Err(ErrorCode::InvalidQueryParameterValue),
+            ),
+            (Method::POST, "/box/a", Err(ErrorCode::UnsupportedHttpVerb)),
+            (
+                Method::PATCH,
+                "/box?restype=container",
+                Err(ErrorCode::UnsupportedHttpVerb),
+            ),
+            (
+                Method::GET,
+                "/box/a?comp=lease",
+                Err(ErrorCode::UnsupportedHttpVerb),
+            ),
+            (
+                Method::PUT,
+                "/box?restype=container&restype=container",
+                Err(ErrorCode::InvalidQueryParameterValue),
+            ),
+        ];
+        for (method, uri, want) in cases {
+            assert_eq!(
+                parse(method.clone(), uri).map(|t| t.operation),
+                *want,
+                "{method} {uri}"
+            );
+        }
+    }
+
+    #[test]
+    fn list_options() {
+        let t = parse(
+            Method::GET,
+            "/box?restype=container&comp=list&prefix=a%2Fb&maxresults=2&marker=a%2Fb1",
+        )
+        .unwrap();
+        let want = ListOptions {
+            prefix: "a/b".into(),
+            marker: Some("a/b1".into()),
+            max_results: 2,
+        };
+        assert_eq!(t.operation, Operation::ListBlobs(want));
+        for bad in ["0", "5001", "x", "-1"] {
+            let uri = format!("/box?restype=container&comp=list&maxresults={bad}");
+            assert_eq!(
+                parse(Method::GET, &uri),
+                Err(ErrorCode::InvalidQueryParameterValue),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn names() {
+        let ok = [
+            "/box/a",
+            "/abc/x%20y",
+            "/a-1/dir/sub/file.txt",
+            "/box/a//b",
+            "/box/caf%C3%A9",
+            "/box/..a",
+        ];
+        for uri in ok {
+            assert!(parse(Method::GET, uri).is_ok(), "{uri}");
+        }
+        let t = parse(Method::GET, "/box/dir%2Fname%3F").unwrap();
+        assert_eq!(
+            (t.container.as_str(), t.blob.as_str()),
+            ("box", "dir/name?")
+        );
+        let bad = [
+            "/ab/x",
+            "/Box/x",
+            "/-box/x",
+            "/box-/x",
+            "/bo--x/x",
+            "/b_x/x",
+            "/box/../etc/passwd",
+            "/box/a/../../x",
+            "/box/%2E%2E/x",
+            "/box/a/.",
+            "/box/a%00b",
+            "/box/a%0Ab",
+            "/box/..%5Cx",
+            "/box/%FF",
+        ];
+        for uri in bad {
+            let got = parse(Method::GET, uri).map(|_| ());
+            assert!(
+                matches!(
+                    got,
+                    Err(ErrorCode::InvalidResourceName | ErrorCode::InvalidUri)
+                ),
+                "{uri}: {got:?}"
+            );
+        }
+        let long = format!("/box/{}", "x".repeat(1025));
+        assert_eq!(
+            parse(Method::GET, &long).map(|_| ()),
+            Err(ErrorCode::InvalidResourceName)
+        );
+    }
+}

@@ -1,0 +1,108 @@
+//! The records the front keeps per container and per blob.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use ifmatch_core::EntityTag;
+use ifmatch_core::date::HttpDate;
+use ifmatch_core::lease::Lease;
+use ifmatch_core::precondition::Validators;
+
+/// The metadata record of a container or a blob: everything but the blob's bytes.
+///
+/// Records are replaced whole with a compare-and-swap on [`Record::generation`], so a record
+/// and the object it names change together or not at all.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
+pub struct Record {
+    /// The strong ETag: for a blob, the SHA-256 of its bytes.
+    pub etag: EntityTag,
+    /// Last modification, in whole seconds since the Unix epoch.
+    pub last_modified: u64,
+    /// The lease.
+    #[serde(default)]
+    pub lease: Lease,
+    /// Bumped by every change of the record; the compare-and-swap compares it.
+    pub generation: u64,
+    /// The blob's bytes; `None` for a container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<Content>,
+}
+
+/// Where a blob's bytes are and what they are.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
+pub struct Content {
+    /// The object that holds the bytes, named by the [`Objects`](crate::Objects) store.
+    pub object: String,
+    /// Length in bytes.
+    pub len: u64,
+    /// The `Content-Type` given when it was written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_type: Option<String>,
+}
+
+impl Record {
+    /// A new container record.
+    pub fn container(etag: EntityTag, now: SystemTime) -> Self {
+        Self {
+            etag,
+            last_modified: unix_seconds(now),
+            lease: Lease::Available,
+            generation: 1,
+            content: None,
+        }
+    }
+
+    /// A new blob record for bytes stored in `object`.
+    pub fn blob(etag: EntityTag, now: SystemTime, content: Content) -> Self {
+        Self {
+            etag,
+            last_modified: unix_seconds(now),
+            lease: Lease::Available,
+            generation: 1,
+            content: Some(content),
+        }
+    }
+
+    /// The same record with this generation.
+    pub fn with_generation(mut self, generation: u64) -> Self {
+        self.generation = generation;
+        self
+    }
+
+    /// Last-Modified as an HTTP date.
+    pub fn last_modified_date(&self) -> HttpDate {
+        HttpDate::from(UNIX_EPOCH + Duration::from_secs(self.last_modified))
+    }
+
+    /// The validators the preconditions are evaluated against.
+    pub fn validators(&self) -> Validators {
+        Validators::new(Some(self.etag.clone()), Some(self.last_modified_date()))
+    }
+
+    /// The blob's length, 0 for a container.
+    pub fn len(&self) -> u64 {
+        self.content.as_ref().map_or(0, |c| c.len)
+    }
+
+    /// Whether the blob is empty (or this is a container).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Content {
+    /// Content stored in `object`.
+    pub fn new(object: String, len: u64, content_type: Option<String>) -> Self {
+        Self {
+            object,
+            len,
+            content_type,
+        }
+    }
+}
+
+/// Whole seconds since the Unix epoch (0 before it).
+pub fn unix_seconds(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}

@@ -1,0 +1,189 @@
+//! The traits a backend implements: [`Records`] for metadata, [`Objects`] for bytes, [`Env`]
+//! for the clock and randomness.
+//!
+//! Records and objects are split so that they can live in different places: on one disk, or
+//! records in a shared engine (Redis) beside bytes on a shared disk, or records in a Durable
+//! Object beside bytes in R2. Every method returns a `Send` future so the native server can run
+//! the front on a multi-threaded runtime; a single-threaded host (a Worker) wraps its futures.
+
+use std::future::Future;
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use http_body::Body;
+use ifmatch_core::EntityTag;
+
+use crate::Record;
+
+/// A boxed error from a body or a backend.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What a record is stored under.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Key {
+    /// A container's record.
+    Container(String),
+    /// A blob's record: container, then blob name.
+    Blob(String, String),
+}
+
+impl Key {
+    /// The container this key belongs to.
+    pub fn container(&self) -> &str {
+        match self {
+            Self::Container(c) | Self::Blob(c, _) => c,
+        }
+    }
+}
+
+/// How [`Records::put`] may replace what is there (object_store's `PutMode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PutMode {
+    /// Only if there is no record yet; otherwise [`StoreError::AlreadyExists`].
+    Create,
+    /// Only if the current record has this generation; otherwise [`StoreError::Conflict`].
+    Update(u64),
+}
+
+/// The errors of a backend.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// [`PutMode::Create`] found a record.
+    #[error("the record already exists")]
+    AlreadyExists,
+    /// [`PutMode::Update`] or a delete found another generation: someone else changed it.
+    #[error("the record changed concurrently")]
+    Conflict,
+    /// The record or object does not exist.
+    #[error("not found")]
+    NotFound,
+    /// A blob record was written into a container that does not exist (any more).
+    #[error("the container does not exist")]
+    ContainerNotFound,
+    /// The body is larger than the limit.
+    #[error("the body is larger than {limit} bytes")]
+    TooLarge {
+        /// The limit, in bytes.
+        limit: u64,
+    },
+    /// Reading the request body failed (the client went away).
+    #[error("reading the request body failed: {0}")]
+    Body(#[source] BoxError),
+    /// The backend cannot be reached now; retrying later may work.
+    #[error("the backend is unavailable: {0}")]
+    Unavailable(#[source] BoxError),
+    /// Any other I/O failure.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// A body staged as an object, hashed while it streamed in, not yet named by any record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Staged {
+    /// The object's name, for [`crate::Content::object`].
+    pub object: String,
+    /// The project's strong ETag of the bytes.
+    pub etag: EntityTag,
+    /// The number of bytes.
+    pub len: u64,
+}
+
+/// Metadata records with an atomic compare-and-swap per key.
+pub trait Records: Send + Sync + 'static {
+    /// The record under `key`.
+    fn get(&self, key: &Key) -> impl Future<Output = Result<Option<Record>, StoreError>> + Send;
+
+    /// Stores `record` under `key` as `mode` allows, atomically. A blob record whose container
+    /// has no record fails with [`StoreError::ContainerNotFound`].
+    fn put(
+        &self,
+        key: &Key,
+        record: &Record,
+        mode: PutMode,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Removes the record under `key` if its generation is `generation`. Removing a container
+    /// removes its blobs' records too, and returns them so their objects can be discarded.
+    fn delete(
+        &self,
+        key: &Key,
+        generation: u64,
+    ) -> impl Future<Output = Result<Vec<Record>, StoreError>> + Send;
+
+    /// The blob records of a container whose names start with `prefix`, sorted by name.
+    fn list(
+        &self,
+        container: &str,
+        prefix: &str,
+    ) -> impl Future<Output = Result<Vec<(String, Record)>, StoreError>> + Send;
+}
+
+/// Blob bytes, stored as immutable objects.
+pub trait Objects: Send + Sync + 'static {
+    /// The body of a read.
+    type Reader: Body<Data = Bytes, Error = StoreError> + Send + 'static;
+
+    /// Streams `body` into a new object, hashing it on the way, durably (on disk before this
+    /// returns). More than `limit` bytes fail with [`StoreError::TooLarge`] and leave nothing.
+    fn stage<B>(
+        &self,
+        body: B,
+        limit: u64,
+    ) -> impl Future<Output = Result<Staged, StoreError>> + Send
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>;
+
+    /// Reads `range` (or all) of `object`.
+    fn read(
+        &self,
+        object: &str,
+        range: Option<Range<u64>>,
+    ) -> impl Future<Output = Result<Self::Reader, StoreError>> + Send;
+
+    /// Removes an object no record names any more. A missing object is not an error.
+    fn discard(&self, object: &str) -> impl Future<Output = Result<(), StoreError>> + Send;
+}
+
+/// The clock and the randomness of the host: the front never reads either itself.
+pub trait Env: Send + Sync + 'static {
+    /// The current time.
+    fn now(&self) -> SystemTime;
+    /// A random (version 4) UUID: lease ids and request ids. It must come from a
+    /// cryptographically secure source, since lease ids guard leases.
+    fn random_uuid(&self) -> uuid::Uuid;
+}
+
+impl<T: Records> Records for Arc<T> {
+    fn get(&self, key: &Key) -> impl Future<Output = Result<Option<Record>, StoreError>> + Send {
+        T::get(self, key)
+    }
+
+    fn put(
+        &self,
+        key: &Key,
+        record: &Record,
+        mode: PutMode,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        T::put(self, key, record, mode)
+    }
+
+    fn delete(
+        &self,
+        key: &Key,
+        generation: u64,
+    ) -> impl Future<Output = Result<Vec<Record>, StoreError>> + Send {
+        T::delete(self, key, generation)
+    }
+
+    fn list(
+        &self,
+        container: &str,
+        prefix: &str,
+    ) -> impl Future<Output = Result<Vec<(String, Record)>, StoreError>> + Send {
+        T::list(self, container, prefix)
+    }
+}
