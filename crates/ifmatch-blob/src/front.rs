@@ -326,13 +326,15 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
     {
-        if let Some(kind) = headers.get(BLOB_TYPE) {
-            if kind != "BlockBlob" {
-                return Err(Failure {
-                    code: ErrorCode::InvalidHeaderValue,
-                    detail: Some("Only BlockBlob is supported.".into()),
-                });
-            }
+        if headers
+            .get(BLOB_TYPE)
+            .is_some_and(|kind| kind != "BlockBlob")
+        {
+            let detail = Some("Only BlockBlob is supported.".into());
+            return Err(Failure {
+                code: ErrorCode::InvalidHeaderValue,
+                detail,
+            });
         }
         let declared = headers
             .get(header::CONTENT_LENGTH)
@@ -559,11 +561,10 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     }
 
     async fn discard(&self, object: Option<String>) {
-        if let Some(object) = object {
-            if let Err(error) = self.objects.discard(&object).await {
-                // An object that cannot be removed now is an orphan; stores sweep them.
-                tracing::warn!(%object, %error, "could not discard an object");
-            }
+        let Some(object) = object else { return };
+        if let Err(error) = self.objects.discard(&object).await {
+            // An object that cannot be removed now is an orphan; stores sweep them.
+            tracing::warn!(%object, %error, "could not discard an object");
         }
     }
 
