@@ -321,10 +321,10 @@ impl Inner {
         let mut out = Vec::new();
         for entry in entries {
             // A record deleted while we list is simply not listed.
-            if let Some((name, record)) = read_blob_file(&entry?.path())? {
-                if name.starts_with(prefix) {
-                    out.push((name, record));
-                }
+            if let Some((name, record)) = read_blob_file(&entry?.path())?
+                && name.starts_with(prefix)
+            {
+                out.push((name, record));
             }
         }
         out.sort_by(|a, b| a.0.cmp(&b.0));
