@@ -1,0 +1,178 @@
+//! The harness of the end-to-end tests: a real `ifmatch` front on a loopback port over a
+//! temporary data directory, driven by a real HTTP client.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use ifmatch_blob::Env;
+use reqwest::{Method, Response};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+/// The system clock shifted by an offset the test moves forward: lease expiry without sleeping.
+/// Ids are real random UUIDs.
+#[derive(Debug, Clone, Default)]
+pub struct ShiftedEnv(Arc<AtomicU64>);
+
+impl Env for ShiftedEnv {
+    fn now(&self) -> SystemTime {
+        SystemTime::now() + Duration::from_millis(self.0.load(Ordering::SeqCst))
+    }
+
+    fn random_uuid(&self) -> uuid::Uuid {
+        uuid::Uuid::new_v4()
+    }
+}
+
+pub struct Server {
+    pub base: String,
+    pub client: reqwest::Client,
+    pub env: ShiftedEnv,
+    pub dir: tempfile::TempDir,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+}
+
+impl Server {
+    pub async fn start() -> Self {
+        Self::start_with(
+            tempfile::tempdir().unwrap(),
+            ifmatch_server::Options::default(),
+        )
+        .await
+    }
+
+    pub async fn start_with(dir: tempfile::TempDir, options: ifmatch_server::Options) -> Self {
+        let env = ShiftedEnv::default();
+        let front = ifmatch_server::open_with_env(dir.path(), options, env.clone()).unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(ifmatch_server::serve(listener, front, async move {
+            let _ = stopped.await;
+        }));
+        let client = reqwest::Client::builder().no_proxy().build().unwrap();
+        Self {
+            base,
+            client,
+            env,
+            dir,
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    /// Stops the server cleanly and hands back its data directory.
+    pub async fn stop(mut self) -> tempfile::TempDir {
+        self.stop.take().unwrap().send(()).unwrap();
+        self.task.take().unwrap().await.unwrap().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::mem::replace(&mut self.dir, dir)
+    }
+
+    pub fn advance(&self, by: Duration) {
+        self.env
+            .0
+            .fetch_add(by.as_millis() as u64, Ordering::SeqCst);
+    }
+
+    pub async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: impl Into<reqwest::Body>,
+    ) -> Response {
+        let method = Method::from_bytes(method.as_bytes()).unwrap();
+        let mut request = self
+            .client
+            .request(method, format!("{}{path}", self.base))
+            .body(body);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        request.send().await.unwrap()
+    }
+
+    pub async fn get(&self, path: &str, headers: &[(&str, &str)]) -> Response {
+        self.send("GET", path, headers, Vec::new()).await
+    }
+
+    pub async fn head(&self, path: &str, headers: &[(&str, &str)]) -> Response {
+        self.send("HEAD", path, headers, Vec::new()).await
+    }
+
+    pub async fn put(
+        &self,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: impl Into<reqwest::Body>,
+    ) -> Response {
+        self.send("PUT", path, headers, body).await
+    }
+
+    pub async fn delete(&self, path: &str, headers: &[(&str, &str)]) -> Response {
+        self.send("DELETE", path, headers, Vec::new()).await
+    }
+
+    pub async fn create_container(&self, name: &str) {
+        let r = self
+            .put(&format!("/{name}?restype=container"), &[], Vec::new())
+            .await;
+        assert_eq!(r.status(), 201, "create container {name}");
+    }
+
+    /// Puts a blob and returns its ETag.
+    pub async fn put_blob(&self, path: &str, body: &[u8]) -> String {
+        let r = self.put(path, &[], body.to_vec()).await;
+        assert_eq!(r.status(), 201, "put {path}");
+        header(&r, "etag").unwrap()
+    }
+
+    pub async fn lease(&self, path: &str, headers: &[(&str, &str)]) -> Response {
+        let path = if path.contains('?') {
+            format!("{path}&comp=lease")
+        } else {
+            format!("{path}?comp=lease")
+        };
+        self.put(&path, headers, Vec::new()).await
+    }
+}
+
+pub fn header(response: &Response, name: &str) -> Option<String> {
+    response
+        .headers()
+        .get(name)
+        .map(|v| v.to_str().unwrap().to_owned())
+}
+
+pub fn code(response: &Response) -> Option<String> {
+    header(response, "x-ms-error-code")
+}
+
+pub fn sha256_tag(bytes: &[u8]) -> String {
+    ifmatch_core::strong_etag(bytes).to_string()
+}
+
+/// Sends a request line exactly as given, bypassing any client-side URL normalization, and
+/// returns the status and the error code.
+pub async fn raw(server: &Server, method: &str, target: &str) -> (u16, Option<String>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = server.base.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!(
+        "{method} {target} HTTP/1.1\r\nhost: {addr}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let status = response.split(' ').nth(1).unwrap().parse().unwrap();
+    let error = response
+        .lines()
+        .find_map(|l| l.strip_prefix("x-ms-error-code: "))
+        .map(|v| v.trim().to_owned());
+    (status, error)
+}
