@@ -7,6 +7,11 @@ use std::time::Duration;
 use common::{Server, code, header, sha256_tag};
 use ifmatch_core::date::{HttpDate, date_header_value};
 
+/// (method, blob exists, headers, status, error code)
+type TableRow<'a> = (&'a str, bool, Vec<(&'a str, &'a str)>, u16, Option<&'a str>);
+/// (method, path, headers, status, error code)
+type BadInput<'a> = (&'a str, &'a str, Vec<(&'a str, &'a str)>, u16, &'a str);
+
 async fn text(r: reqwest::Response) -> String {
     r.text().await.unwrap()
 }
@@ -384,8 +389,7 @@ async fn blob_dialect_table_over_http() {
     let other = "\"0000\"".to_owned();
     let two = format!("{tag}, {other}");
 
-    // (method, blob exists, headers, status, error code)
-    let rows: Vec<(&str, bool, Vec<(&str, &str)>, u16, Option<&str>)> = vec![
+    let rows: Vec<TableRow<'_>> = vec![
         ("GET", true, vec![("if-match", &tag)], 200, None),
         (
             "GET",
@@ -611,7 +615,7 @@ async fn bad_input_gets_a_clear_4xx_and_the_server_stays_up() {
     let dir = tempfile::tempdir().unwrap();
     let s = Server::start_with(dir, ifmatch_server::Options::default().max_body(1024)).await;
     s.create_container("box").await;
-    let cases: Vec<(&str, &str, Vec<(&str, &str)>, u16, &str)> = vec![
+    let cases: Vec<BadInput<'_>> = vec![
         ("PUT", "/box/a%00b", vec![], 400, "InvalidResourceName"),
         (
             "PUT",
@@ -751,6 +755,6 @@ async fn records_and_leases_survive_a_restart() {
 async fn a_data_directory_serves_one_server_at_a_time() {
     let s = Server::start().await;
     let second = ifmatch_server::open(s.dir.path(), ifmatch_server::Options::default());
-    let error = second.err().expect("the lock is held");
+    let error = second.expect_err("the lock is held");
     assert!(error.to_string().contains("in use"), "{error}");
 }
