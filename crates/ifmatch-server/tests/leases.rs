@@ -346,6 +346,9 @@ async fn reach(s: &Server, path: &str, column: Column) {
     assert_eq!(state(s, path).await.0, want, "setting up {column:?}");
 }
 
+/// (name, request headers, expected per column)
+type Row<'a> = (&'a str, Vec<(&'a str, &'a str)>, [Want; 5]);
+
 #[derive(Debug, Clone, PartialEq)]
 enum Want {
     /// Status, the lease state afterwards, x-ms-lease-id of the answer.
@@ -387,7 +390,7 @@ async fn every_cell_of_the_transition_table() {
     ];
     let mismatch = E("LeaseIdMismatchWithLeaseOperation");
     let absent = E("LeaseNotPresentWithLeaseOperation");
-    let rows: Vec<(&str, Vec<(&str, &str)>, [Want; 5])> = vec![
+    let rows: Vec<Row<'_>> = vec![
         (
             "acquire B",
             acquire_b,
