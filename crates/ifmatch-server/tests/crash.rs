@@ -1,0 +1,171 @@
+//! Crash safety: the `ifmatch` binary killed with SIGKILL in the middle of a stream of uploads,
+//! then restarted on the same data directory.
+
+use std::collections::HashMap;
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+struct Running {
+    child: Child,
+    base: String,
+}
+
+fn spawn(data: &std::path::Path) -> Running {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new(env!("CARGO_BIN_EXE_ifmatch"))
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .env("IFMATCH_DATA", data)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "the server did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Running {
+        child,
+        base: format!("http://127.0.0.1:{port}"),
+    }
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder().no_proxy().build().unwrap()
+}
+
+/// What a writer knows of its blob: the tag of its last acknowledged write, and of the write
+/// in flight when the server died.
+#[derive(Debug, Default, Clone)]
+struct Known {
+    acknowledged: Option<String>,
+    in_flight: Option<String>,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_during_uploads_leaves_every_blob_old_or_new() {
+    let data = tempfile::tempdir().unwrap();
+    for round in 0..3 {
+        let server = spawn(data.path());
+        let http = client();
+        if round == 0 {
+            let r = http
+                .put(format!("{}/crash?restype=container", server.base))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 201);
+        }
+        let known: Arc<Mutex<HashMap<String, Known>>> = Arc::default();
+        let writers: Vec<_> = (0..8)
+            .map(|w| {
+                let (http, base, known) = (http.clone(), server.base.clone(), known.clone());
+                tokio::spawn(async move {
+                    for i in 0u64.. {
+                        // Bodies of 1 KiB to 2 MiB, so that the kill lands inside uploads too.
+                        let len = 1024 + (i * 7919 + w * 104_729) % (2 << 20);
+                        let body: Vec<u8> = (0..len)
+                            .map(|b| (b as u8) ^ (i as u8) ^ (w as u8))
+                            .collect();
+                        let tag = ifmatch_core::strong_etag(&body).to_string();
+                        let name = format!("w{w}/blob{}", i % 3);
+                        known
+                            .lock()
+                            .unwrap()
+                            .entry(name.clone())
+                            .or_default()
+                            .in_flight = Some(tag.clone());
+                        let sent = http
+                            .put(format!("{base}/crash/{name}"))
+                            .body(body)
+                            .send()
+                            .await;
+                        match sent {
+                            Ok(r) if r.status() == 201 => {
+                                assert_eq!(r.headers()["etag"].to_str().unwrap(), tag);
+                                let mut known = known.lock().unwrap();
+                                let entry = known.get_mut(&name).unwrap();
+                                entry.acknowledged = Some(tag);
+                                entry.in_flight = None;
+                            }
+                            _ => return,
+                        }
+                    }
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(400 + 300 * round)).await;
+        let mut child = server.child;
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        for w in writers {
+            w.await.unwrap();
+        }
+
+        // Restart on the same data: every blob is whole, its tag is its bytes' SHA-256, and it
+        // is the last acknowledged write or the one in flight.
+        let server = spawn(data.path());
+        let known = known.lock().unwrap().clone();
+        assert!(!known.is_empty());
+        let mut checked = 0;
+        for (name, known) in &known {
+            let r = http
+                .get(format!("{}/crash/{name}", server.base))
+                .send()
+                .await
+                .unwrap();
+            if r.status() == 404 {
+                assert!(
+                    known.acknowledged.is_none(),
+                    "{name}: an acknowledged write was lost"
+                );
+                continue;
+            }
+            assert_eq!(r.status(), 200, "{name}");
+            let tag = r.headers()["etag"].to_str().unwrap().to_owned();
+            let bytes = r.bytes().await.unwrap();
+            assert_eq!(
+                tag,
+                ifmatch_core::strong_etag(&bytes).to_string(),
+                "{name}: torn blob"
+            );
+            let allowed = [&known.acknowledged, &known.in_flight];
+            assert!(
+                allowed.iter().any(|t| t.as_deref() == Some(tag.as_str())),
+                "{name}: {tag} is neither {known:?}"
+            );
+            checked += 1;
+        }
+        assert!(checked > 0);
+        // Nothing half-written is left over: no temp files, no object without a record.
+        let tmp = std::fs::read_dir(data.path().join("tmp")).unwrap().count();
+        assert_eq!(tmp, 0, "round {round}: temp files left");
+        let mut child = server.child;
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+    // After a final clean start, the objects are exactly those the records name.
+    let server = spawn(data.path());
+    let xml = client()
+        .get(format!("{}/crash?restype=container&comp=list", server.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let blobs = xml.matches("<Blob>").count();
+    let objects = std::fs::read_dir(data.path().join("objects"))
+        .unwrap()
+        .count();
+    assert_eq!(objects, blobs, "orphaned objects were not swept");
+    let mut child = server.child;
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
