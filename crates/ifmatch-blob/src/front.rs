@@ -17,7 +17,7 @@ use http_body::Body;
 use ifmatch_core::date::date_header_value;
 use ifmatch_core::lease::{Access, Lease, LeaseAction, LeaseId, Scope, lease_id_from_headers};
 use ifmatch_core::precondition::{Outcome, blob};
-use ifmatch_core::{ErrorCode, not_modified_headers, strong_etag};
+use ifmatch_core::{ErrorCode, strong_etag};
 
 use crate::body::ResponseBody;
 use crate::operation::{ListOptions, Operation, Target};
@@ -296,7 +296,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             let record = Record {
                 lease: transition.lease,
                 generation: current.generation + 1,
-                ..current
+                ..(*current).clone()
             };
             match self
                 .records
@@ -359,7 +359,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         write_allowed(
             blob::Operation::Put,
             headers,
-            current.as_ref(),
+            current.as_deref(),
             lease_id,
             now,
         )?;
@@ -389,7 +389,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             let lease = write_allowed(
                 blob::Operation::Put,
                 headers,
-                current.as_ref(),
+                current.as_deref(),
                 lease_id,
                 now,
             )?;
@@ -408,7 +408,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             };
             match self.records.put(key, &record, mode).await {
                 Ok(()) => {
-                    self.discard(current.and_then(|c| c.content).map(|c| c.object))
+                    self.discard(current.and_then(|c| c.content.clone()).map(|c| c.object))
                         .await;
                     return Ok(answer(StatusCode::CREATED, validator_headers(&record)));
                 }
@@ -442,7 +442,13 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 blob::evaluate(blob::Operation::Read, headers, Some(&current.validators()))?;
             let content = current.content.clone().ok_or(ErrorCode::BlobNotFound)?;
 
+            // A 304 carries the validators and the lease, not the representation's metadata
+            // (RFC 9110 15.4.5), so that is built only for a 200 or 206.
             let mut out = validator_headers(&current);
+            current.lease.insert_headers(now, &mut out);
+            if outcome == Outcome::NotModified {
+                return Ok(answer(StatusCode::NOT_MODIFIED, out));
+            }
             let content_type = content
                 .content_type
                 .as_deref()
@@ -452,12 +458,6 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             }
             out.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
             out.insert(BLOB_TYPE, HeaderValue::from_static("BlockBlob"));
-            current.lease.insert_headers(now, &mut out);
-
-            if outcome == Outcome::NotModified {
-                not_modified_headers(&mut out);
-                return Ok(answer(StatusCode::NOT_MODIFIED, out));
-            }
             let requested = headers.get(MS_RANGE).or_else(|| headers.get(header::RANGE));
             let range = match (outcome, requested.and_then(|v| v.to_str().ok())) {
                 (Outcome::Proceed, Some(value)) if !head => ByteRange::parse(value, content.len),
@@ -522,13 +522,14 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             write_allowed(
                 blob::Operation::Write,
                 headers,
-                Some(&current),
+                Some(&*current),
                 lease_id,
                 now,
             )?;
             match self.records.delete(key, current.generation).await {
                 Ok(_) => {
-                    self.discard(current.content.map(|c| c.object)).await;
+                    self.discard(current.content.as_ref().map(|c| c.object.clone()))
+                        .await;
                     return Ok(answer(StatusCode::ACCEPTED, HeaderMap::new()));
                 }
                 Err(StoreError::Conflict | StoreError::NotFound) => continue,

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
@@ -46,13 +46,14 @@ fn check(current: Option<&Record>, mode: PutMode) -> Result<(), StoreError> {
 }
 
 impl Records for MemoryRecords {
-    async fn get(&self, key: &Key) -> Result<Option<Record>, StoreError> {
+    async fn get(&self, key: &Key) -> Result<Option<Arc<Record>>, StoreError> {
         let map = self.lock();
         let container = map.get(key.container());
-        Ok(match key {
-            Key::Container(_) => container.and_then(|c| c.record.clone()),
-            Key::Blob(_, name) => container.and_then(|c| c.blobs.get(name).cloned()),
-        })
+        let record = match key {
+            Key::Container(_) => container.and_then(|c| c.record.as_ref()),
+            Key::Blob(_, name) => container.and_then(|c| c.blobs.get(name)),
+        };
+        Ok(record.cloned().map(Arc::new))
     }
 
     async fn put(&self, key: &Key, record: &Record, mode: PutMode) -> Result<(), StoreError> {

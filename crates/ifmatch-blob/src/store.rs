@@ -93,8 +93,12 @@ pub struct Staged {
 
 /// Metadata records with an atomic compare-and-swap per key.
 pub trait Records: Send + Sync + 'static {
-    /// The record under `key`.
-    fn get(&self, key: &Key) -> impl Future<Output = Result<Option<Record>, StoreError>> + Send;
+    /// The record under `key`. Shared, because a cache hands out the same record to every
+    /// reader: a read costs no copy.
+    fn get(
+        &self,
+        key: &Key,
+    ) -> impl Future<Output = Result<Option<Arc<Record>>, StoreError>> + Send;
 
     /// Stores `record` under `key` as `mode` allows, atomically. A blob record whose container
     /// has no record fails with [`StoreError::ContainerNotFound`].
@@ -158,7 +162,10 @@ pub trait Env: Send + Sync + 'static {
 }
 
 impl<T: Records> Records for Arc<T> {
-    fn get(&self, key: &Key) -> impl Future<Output = Result<Option<Record>, StoreError>> + Send {
+    fn get(
+        &self,
+        key: &Key,
+    ) -> impl Future<Output = Result<Option<Arc<Record>>, StoreError>> + Send {
         T::get(self, key)
     }
 

@@ -54,6 +54,8 @@ pub struct Options {
     pub max_body: u64,
     /// How many records the metadata cache holds.
     pub cache_capacity: u64,
+    /// How many bytes of small objects (up to 4 MiB each) the byte cache holds.
+    pub cache_bytes: u64,
 }
 
 impl Default for Options {
@@ -61,6 +63,7 @@ impl Default for Options {
         Self {
             max_body: DEFAULT_MAX_BODY,
             cache_capacity: 100_000,
+            cache_bytes: 256 << 20,
         }
     }
 }
@@ -91,7 +94,8 @@ pub fn open_with_env<E: Env>(
         tracing::info!(swept, "removed objects no record named");
     }
     let records = LocalRecords::new(dir.clone(), options.cache_capacity);
-    let front = Front::new(records, LocalObjects::new(dir), env).with_max_body(options.max_body);
+    let front = Front::new(records, LocalObjects::new(dir, options.cache_bytes), env)
+        .with_max_body(options.max_body);
     Ok(Arc::new(front))
 }
 

@@ -45,7 +45,7 @@ use tokio::io::{AsyncSeekExt, AsyncWriteExt};
 const STRIPES: usize = 256;
 
 /// The read buffer of a streaming object read.
-const READ_CHUNK: usize = 64 << 10;
+const READ_CHUNK: usize = 256 << 10;
 
 /// An open data directory, locked against other servers for as long as it lives.
 #[derive(Debug)]
@@ -350,15 +350,15 @@ async fn blocking<T: Send + 'static>(
 }
 
 impl Records for LocalRecords {
-    async fn get(&self, key: &Key) -> Result<Option<Record>, StoreError> {
+    async fn get(&self, key: &Key) -> Result<Option<Arc<Record>>, StoreError> {
         let inner = &self.inner;
         if let Some(record) = inner.cache.get(&inner.cache_key(key)) {
-            return Ok(Some((*record).clone()));
+            return Ok(Some(record));
         }
         let (this, key) = (inner.clone(), key.clone());
         blocking(move || {
             let _guard = this.stripe(&key);
-            Ok(this.load(&key)?.map(|r| (*r).clone()))
+            Ok(this.load(&key)?)
         })
         .await
     }
@@ -384,21 +384,32 @@ impl Records for LocalRecords {
     }
 }
 
-/// Blob bytes as files.
+/// Objects no larger than this are read whole and kept in the byte cache.
+const CACHED_OBJECT_MAX: u64 = 4 << 20;
+
+/// Blob bytes as files, with the bytes of small, recently read objects in a moka cache.
+///
+/// Objects are immutable and their names are never reused, so a cached object can never be
+/// stale: the cache needs no invalidation for correctness, only to free memory on discard.
 #[derive(Debug, Clone)]
 pub struct LocalObjects {
     dir: Arc<DataDir>,
+    cache: moka::sync::Cache<String, Bytes>,
 }
 
 impl LocalObjects {
-    /// Objects under `dir`.
-    pub fn new(dir: Arc<DataDir>) -> Self {
-        Self { dir }
+    /// Objects under `dir`, caching up to `cache_bytes` of their bytes.
+    pub fn new(dir: Arc<DataDir>, cache_bytes: u64) -> Self {
+        let cache = moka::sync::Cache::builder()
+            .max_capacity(cache_bytes)
+            .weigher(|_: &String, bytes: &Bytes| u32::try_from(bytes.len()).unwrap_or(u32::MAX))
+            .build();
+        Self { dir, cache }
     }
 }
 
 impl Objects for LocalObjects {
-    type Reader = FileReader;
+    type Reader = ObjectReader;
 
     async fn stage<B>(&self, body: B, limit: u64) -> Result<Staged, StoreError>
     where
@@ -426,26 +437,50 @@ impl Objects for LocalObjects {
         &self,
         object: &str,
         range: Option<Range<u64>>,
-    ) -> Result<FileReader, StoreError> {
-        let path = self.dir.object_path(object)?;
-        let mut file = match tokio::fs::File::open(&path).await {
-            Ok(file) => file,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(StoreError::NotFound),
-            Err(e) => return Err(e.into()),
+    ) -> Result<ObjectReader, StoreError> {
+        let slice = |bytes: Bytes| {
+            let range = range.clone().unwrap_or(0..bytes.len() as u64);
+            ObjectReader::memory(bytes.slice(range.start as usize..range.end as usize))
         };
-        let len = file.metadata().await?.len();
-        let range = range.unwrap_or(0..len);
-        if range.start > 0 {
-            file.seek(io::SeekFrom::Start(range.start)).await?;
+        if let Some(bytes) = self.cache.get(object) {
+            return Ok(slice(bytes));
         }
-        Ok(FileReader {
-            file,
-            buf: BytesMut::new(),
-            remaining: range.end.saturating_sub(range.start),
+        let path = self.dir.object_path(object)?;
+        let (this, name) = (self.clone(), object.to_owned());
+        // One trip to the blocking pool: open, and for a small object read it whole.
+        let opened = blocking(move || {
+            let mut file = match File::open(&path) {
+                Ok(file) => file,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(StoreError::NotFound),
+                Err(e) => return Err(e.into()),
+            };
+            let len = file.metadata()?.len();
+            if len > CACHED_OBJECT_MAX {
+                return Ok(Err((file, len)));
+            }
+            let mut bytes = Vec::with_capacity(len as usize);
+            io::Read::read_to_end(&mut file, &mut bytes)?;
+            let bytes = Bytes::from(bytes);
+            this.cache.insert(name, bytes.clone());
+            Ok(Ok(bytes))
         })
+        .await?;
+        match opened {
+            Ok(bytes) => Ok(slice(bytes)),
+            Err((file, len)) => {
+                let mut file = tokio::fs::File::from_std(file);
+                let range = range.unwrap_or(0..len);
+                if range.start > 0 {
+                    file.seek(io::SeekFrom::Start(range.start)).await?;
+                }
+                let remaining = range.end.saturating_sub(range.start);
+                Ok(ObjectReader::file(file, remaining))
+            }
+        }
     }
 
     async fn discard(&self, object: &str) -> Result<(), StoreError> {
+        self.cache.invalidate(object);
         match tokio::fs::remove_file(self.dir.object_path(object)?).await {
             Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e.into()),
             _ => Ok(()),
@@ -487,17 +522,44 @@ where
 }
 
 pin_project! {
-    /// A stored object streaming out in chunks of at most 64 KiB.
+    /// A stored object's bytes on their way out: from the byte cache, or streaming from its
+    /// file in chunks of at most 256 KiB.
     #[derive(Debug)]
-    pub struct FileReader {
+    pub struct ObjectReader {
         #[pin]
-        file: tokio::fs::File,
-        buf: BytesMut,
-        remaining: u64,
+        inner: Source,
     }
 }
 
-impl Body for FileReader {
+pin_project! {
+    #[project = SourceProjection]
+    #[derive(Debug)]
+    enum Source {
+        Memory { bytes: Option<Bytes> },
+        File { #[pin] file: tokio::fs::File, buf: BytesMut, remaining: u64 },
+    }
+}
+
+impl ObjectReader {
+    fn memory(bytes: Bytes) -> Self {
+        let bytes = (!bytes.is_empty()).then_some(bytes);
+        Self {
+            inner: Source::Memory { bytes },
+        }
+    }
+
+    fn file(file: tokio::fs::File, remaining: u64) -> Self {
+        Self {
+            inner: Source::File {
+                file,
+                buf: BytesMut::new(),
+                remaining,
+            },
+        }
+    }
+}
+
+impl Body for ObjectReader {
     type Data = Bytes;
     type Error = StoreError;
 
@@ -505,16 +567,25 @@ impl Body for FileReader {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, StoreError>>> {
-        let this = self.project();
-        if *this.remaining == 0 {
+        let (file, buf, remaining) = match self.project().inner.project() {
+            SourceProjection::Memory { bytes } => {
+                return Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b))));
+            }
+            SourceProjection::File {
+                file,
+                buf,
+                remaining,
+            } => (file, buf, remaining),
+        };
+        if *remaining == 0 {
             return Poll::Ready(None);
         }
-        let want = (*this.remaining).min(READ_CHUNK as u64) as usize;
-        if this.buf.capacity() < want {
-            this.buf.reserve(READ_CHUNK.max(want));
+        let want = (*remaining).min(READ_CHUNK as u64) as usize;
+        if buf.capacity() < want {
+            buf.reserve(READ_CHUNK.max(want));
         }
-        let mut limited = BufMut::limit(&mut *this.buf, want);
-        match tokio_util::io::poll_read_buf(this.file, cx, &mut limited) {
+        let mut limited = BufMut::limit(&mut *buf, want);
+        match tokio_util::io::poll_read_buf(file, cx, &mut limited) {
             Poll::Pending => Poll::Pending,
             Poll::Ready(Err(e)) => Poll::Ready(Some(Err(e.into()))),
             Poll::Ready(Ok(0)) => {
@@ -525,17 +596,25 @@ impl Body for FileReader {
                 Poll::Ready(Some(Err(e.into())))
             }
             Poll::Ready(Ok(n)) => {
-                *this.remaining -= n as u64;
-                Poll::Ready(Some(Ok(Frame::data(this.buf.split().freeze()))))
+                *remaining -= n as u64;
+                Poll::Ready(Some(Ok(Frame::data(buf.split().freeze()))))
             }
         }
     }
 
     fn is_end_stream(&self) -> bool {
-        self.remaining == 0
+        match &self.inner {
+            Source::Memory { bytes } => bytes.is_none(),
+            Source::File { remaining, .. } => *remaining == 0,
+        }
     }
 
     fn size_hint(&self) -> SizeHint {
-        SizeHint::with_exact(self.remaining)
+        match &self.inner {
+            Source::Memory { bytes } => {
+                SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64))
+            }
+            Source::File { remaining, .. } => SizeHint::with_exact(*remaining),
+        }
     }
 }

@@ -41,6 +41,9 @@ struct Serve {
     /// How many blob and container records the metadata cache holds.
     #[arg(long, env = "IFMATCH_CACHE_CAPACITY", default_value_t = 100_000)]
     cache_capacity: u64,
+    /// How many bytes of blob content (blobs up to 4 MiB) the byte cache holds.
+    #[arg(long, env = "IFMATCH_CACHE_BYTES", default_value_t = 256 << 20)]
+    cache_bytes: u64,
 }
 
 #[tokio::main]
@@ -59,6 +62,7 @@ async fn main() -> anyhow::Result<()> {
 async fn serve(args: Serve) -> anyhow::Result<()> {
     let mut options = ifmatch_server::Options::default().max_body(args.max_body);
     options.cache_capacity = args.cache_capacity;
+    options.cache_bytes = args.cache_bytes;
     let front = ifmatch_server::open(&args.data, options)
         .with_context(|| format!("opening the data directory {}", args.data.display()))?;
     let listener = TcpListener::bind(args.listen)
