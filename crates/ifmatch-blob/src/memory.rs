@@ -36,15 +36,6 @@ impl MemoryRecords {
     }
 }
 
-fn check(current: Option<&Record>, mode: PutMode) -> Result<(), StoreError> {
-    match (current, mode) {
-        (None, PutMode::Create) => Ok(()),
-        (Some(_), PutMode::Create) => Err(StoreError::AlreadyExists),
-        (Some(cur), PutMode::Update(g)) if cur.generation == g => Ok(()),
-        (_, PutMode::Update(_)) => Err(StoreError::Conflict),
-    }
-}
-
 impl Records for MemoryRecords {
     async fn get(&self, key: &Key) -> Result<Option<Arc<Record>>, StoreError> {
         let map = self.lock();
@@ -61,7 +52,7 @@ impl Records for MemoryRecords {
         match key {
             Key::Container(name) => {
                 let entry = map.entry(name.clone()).or_default();
-                check(entry.record.as_ref(), mode)?;
+                mode.check(entry.record.as_ref())?;
                 entry.record = Some(record.clone());
             }
             Key::Blob(container, name) => {
@@ -69,7 +60,7 @@ impl Records for MemoryRecords {
                     .get_mut(container)
                     .filter(|c| c.record.is_some())
                     .ok_or(StoreError::ContainerNotFound)?;
-                check(entry.blobs.get(name), mode)?;
+                mode.check(entry.blobs.get(name))?;
                 entry.blobs.insert(name.clone(), record.clone());
             }
         }
@@ -83,10 +74,7 @@ impl Records for MemoryRecords {
             Key::Container(_) => container.record.as_ref(),
             Key::Blob(_, name) => container.blobs.get(name),
         };
-        check(
-            Some(current.ok_or(StoreError::NotFound)?),
-            PutMode::Update(generation),
-        )?;
+        PutMode::Update(generation).check(Some(current.ok_or(StoreError::NotFound)?))?;
         Ok(match key {
             Key::Container(name) => {
                 let removed = map.remove(name).unwrap_or_default();

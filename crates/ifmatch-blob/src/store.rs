@@ -47,6 +47,19 @@ pub enum PutMode {
     Update(u64),
 }
 
+impl PutMode {
+    /// Whether a put in this mode may replace `current`: the compare of every backend's
+    /// compare-and-swap, so that all of them answer alike.
+    pub fn check(self, current: Option<&Record>) -> Result<(), StoreError> {
+        match (current, self) {
+            (None, Self::Create) => Ok(()),
+            (Some(_), Self::Create) => Err(StoreError::AlreadyExists),
+            (Some(cur), Self::Update(generation)) if cur.generation == generation => Ok(()),
+            (_, Self::Update(_)) => Err(StoreError::Conflict),
+        }
+    }
+}
+
 /// The errors of a backend.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -245,7 +245,7 @@ impl Inner {
     fn put_blocking(&self, key: &Key, record: &Record, mode: PutMode) -> Result<(), StoreError> {
         let _guard = self.stripe(key);
         let current = self.load(key)?;
-        check(current.as_deref(), mode)?;
+        mode.check(current.as_deref())?;
         let path = self.dir.record_path(key);
         let bytes = match key {
             Key::Container(c) => {
@@ -278,7 +278,7 @@ impl Inner {
     fn delete_blocking(&self, key: &Key, generation: u64) -> Result<Vec<Record>, StoreError> {
         let _guard = self.stripe(key);
         let current = self.load(key)?.ok_or(StoreError::NotFound)?;
-        check(Some(&current), PutMode::Update(generation))?;
+        PutMode::Update(generation).check(Some(&current))?;
         match key {
             Key::Blob(..) => {
                 let path = self.dir.record_path(key);
@@ -329,15 +329,6 @@ impl Inner {
         }
         out.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(out)
-    }
-}
-
-fn check(current: Option<&Record>, mode: PutMode) -> Result<(), StoreError> {
-    match (current, mode) {
-        (None, PutMode::Create) => Ok(()),
-        (Some(_), PutMode::Create) => Err(StoreError::AlreadyExists),
-        (Some(cur), PutMode::Update(g)) if cur.generation == g => Ok(()),
-        (_, PutMode::Update(_)) => Err(StoreError::Conflict),
     }
 }
 
