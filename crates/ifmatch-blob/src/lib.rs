@@ -30,6 +30,8 @@
 //! ```
 
 mod body;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 mod front;
 mod listing;
 pub mod memory;

@@ -80,7 +80,10 @@ impl Records for MemoryRecords {
                 let removed = map.remove(name).unwrap_or_default();
                 removed.blobs.into_values().collect()
             }
-            Key::Blob(_, name) => container.blobs.remove(name).into_iter().collect(),
+            Key::Blob(_, name) => {
+                container.blobs.remove(name);
+                vec![]
+            }
         })
     }
 
@@ -214,5 +217,20 @@ impl Env for ManualEnv {
         let n = self.next_id.fetch_add(1, Ordering::SeqCst);
         uuid::Builder::from_random_bytes((u128::from(n) * 0x9e37_79b9_7f4a_7c15).to_be_bytes())
             .into_uuid()
+    }
+}
+
+#[cfg(all(test, feature = "conformance"))]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn memory_records_conform() {
+        crate::conformance::records(&MemoryRecords::default()).await;
+    }
+
+    #[tokio::test]
+    async fn memory_objects_conform() {
+        crate::conformance::objects(&MemoryObjects::default()).await;
     }
 }

@@ -123,7 +123,8 @@ pub trait Records: Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Removes the record under `key` if its generation is `generation`. Removing a container
-    /// removes its blobs' records too, and returns them so their objects can be discarded.
+    /// removes its blobs' records too, and returns them so their objects can be discarded;
+    /// removing a blob returns nothing (the caller holds the record it compared).
     fn delete(
         &self,
         key: &Key,

@@ -1,0 +1,289 @@
+//! The conformance suite every backend runs: a backend is done when it passes the same suite
+//! as the in-memory one. Enabled by the `conformance` feature; each check panics with what
+//! went wrong.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! use ifmatch_blob::{conformance, memory::{MemoryObjects, MemoryRecords}};
+//! conformance::records(&MemoryRecords::default()).await;
+//! conformance::objects(&MemoryObjects::default()).await;
+//! # }
+//! ```
+
+use std::collections::VecDeque;
+use std::time::{Duration, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use ifmatch_core::lease::{Lease, LeaseDuration, LeaseId};
+use ifmatch_core::strong_etag;
+
+use crate::{Content, Key, Objects, PutMode, Record, Records, StoreError};
+
+fn container(name: &str) -> Key {
+    Key::Container(name.to_owned())
+}
+
+fn blob(container: &str, name: &str) -> Key {
+    Key::Blob(container.to_owned(), name.to_owned())
+}
+
+fn record(tag: &str, generation: u64) -> Record {
+    let content = Content::new(
+        format!("object-{tag}"),
+        tag.len() as u64,
+        Some("text/plain".into()),
+    );
+    Record::blob(
+        strong_etag(tag.as_bytes()),
+        UNIX_EPOCH + Duration::from_secs(1_700_000_000),
+        content,
+    )
+    .with_generation(generation)
+}
+
+fn container_record(generation: u64) -> Record {
+    Record::container(
+        strong_etag(b"container"),
+        UNIX_EPOCH + Duration::from_secs(1_700_000_000),
+    )
+    .with_generation(generation)
+}
+
+#[track_caller]
+fn expect_err<T>(result: Result<T, StoreError>, want: fn(&StoreError) -> bool, what: &str) {
+    match result {
+        Err(e) if want(&e) => {}
+        Err(e) => panic!("{what}: got the error {e:?}"),
+        Ok(_) => panic!("{what}: succeeded"),
+    }
+}
+
+/// The contract of [`Records`]: create-only and generation-checked puts, deletes, containers
+/// owning their blobs, sorted prefix listing, and records that round-trip whole.
+pub async fn records<R: Records>(store: &R) {
+    let c = container("conformance");
+    assert!(
+        store.get(&c).await.unwrap().is_none(),
+        "a fresh store has no record"
+    );
+
+    // Blobs need their container.
+    let orphan = store
+        .put(&blob("conformance", "a"), &record("a", 1), PutMode::Create)
+        .await;
+    expect_err(
+        orphan,
+        |e| matches!(e, StoreError::ContainerNotFound),
+        "blob put without container",
+    );
+
+    store
+        .put(&c, &container_record(10), PutMode::Create)
+        .await
+        .unwrap();
+    let again = store.put(&c, &container_record(10), PutMode::Create).await;
+    expect_err(
+        again,
+        |e| matches!(e, StoreError::AlreadyExists),
+        "second create",
+    );
+    assert_eq!(*store.get(&c).await.unwrap().unwrap(), container_record(10));
+
+    // Create, then compare-and-swap on the generation.
+    let a = blob("conformance", "dir/a");
+    store
+        .put(&a, &record("v1", 5), PutMode::Create)
+        .await
+        .unwrap();
+    let stale = store.put(&a, &record("v2", 6), PutMode::Update(4)).await;
+    expect_err(
+        stale,
+        |e| matches!(e, StoreError::Conflict),
+        "update with a stale generation",
+    );
+    store
+        .put(&a, &record("v2", 6), PutMode::Update(5))
+        .await
+        .unwrap();
+    let lost = store.put(&a, &record("v3", 6), PutMode::Update(5)).await;
+    expect_err(
+        lost,
+        |e| matches!(e, StoreError::Conflict),
+        "the second of two writers with one generation",
+    );
+    let missing = store
+        .put(
+            &blob("conformance", "nope"),
+            &record("x", 1),
+            PutMode::Update(1),
+        )
+        .await;
+    expect_err(
+        missing,
+        |e| matches!(e, StoreError::Conflict),
+        "update of a missing record",
+    );
+
+    // A record round-trips whole, lease included.
+    let mut leased = record("v3", 7);
+    leased.lease = Lease::Leased {
+        id: LeaseId::from_uuid(uuid::Uuid::from_u128(0x1234)),
+        duration: LeaseDuration::Fixed(30),
+        expires_ms: Some(1_700_000_030_000),
+    };
+    store.put(&a, &leased, PutMode::Update(6)).await.unwrap();
+    assert_eq!(
+        *store.get(&a).await.unwrap().unwrap(),
+        leased,
+        "the record read back is the record written"
+    );
+
+    // Listing: by prefix, sorted by name.
+    for name in ["dir/c", "dir/b", "other", "dir"] {
+        store
+            .put(
+                &blob("conformance", name),
+                &record(name, 1),
+                PutMode::Create,
+            )
+            .await
+            .unwrap();
+    }
+    let names: Vec<String> = store
+        .list("conformance", "dir/")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(names, ["dir/a", "dir/b", "dir/c"]);
+    assert_eq!(store.list("conformance", "").await.unwrap().len(), 5);
+
+    // Deletes check the generation.
+    let b = blob("conformance", "dir/b");
+    expect_err(
+        store.delete(&b, 2).await,
+        |e| matches!(e, StoreError::Conflict),
+        "delete with a stale generation",
+    );
+    assert!(
+        store.delete(&b, 1).await.unwrap().is_empty(),
+        "a blob delete returns nothing"
+    );
+    assert!(store.get(&b).await.unwrap().is_none());
+    expect_err(
+        store.delete(&b, 1).await,
+        |e| matches!(e, StoreError::NotFound),
+        "delete of a missing record",
+    );
+
+    // A container's delete takes its blobs with it and returns their records.
+    expect_err(
+        store.delete(&c, 11).await,
+        |e| matches!(e, StoreError::Conflict),
+        "container delete, stale",
+    );
+    let mut removed = store.delete(&c, 10).await.unwrap();
+    removed.sort_by(|x, y| x.etag.opaque().cmp(y.etag.opaque()));
+    assert_eq!(
+        removed.len(),
+        4,
+        "the container's blobs come back from its delete"
+    );
+    assert!(store.get(&a).await.unwrap().is_none());
+    assert!(store.get(&c).await.unwrap().is_none());
+    let late = store.put(&a, &record("late", 1), PutMode::Create).await;
+    expect_err(
+        late,
+        |e| matches!(e, StoreError::ContainerNotFound),
+        "blob put after its container's delete",
+    );
+
+    // The name can be used again, empty.
+    store
+        .put(&c, &container_record(20), PutMode::Create)
+        .await
+        .unwrap();
+    assert!(store.list("conformance", "").await.unwrap().is_empty());
+    assert!(store.get(&a).await.unwrap().is_none());
+}
+
+/// The contract of [`Objects`]: staging hashes and counts what streamed in, reads return the
+/// bytes and ranges of them, a body over the limit is refused, discards are idempotent.
+pub async fn objects<O: Objects>(store: &O) {
+    let frames: VecDeque<Bytes> = (0..64u8)
+        .map(|i| Bytes::from(vec![i; 1000 + usize::from(i)]))
+        .collect();
+    let whole: Vec<u8> = frames.iter().flat_map(|f| f.to_vec()).collect();
+    let body = Frames(frames);
+    let staged = store.stage(body, 1 << 20).await.unwrap();
+    assert_eq!(
+        staged.etag,
+        strong_etag(&whole),
+        "the tag is the SHA-256 of the streamed bytes"
+    );
+    assert_eq!(staged.len, whole.len() as u64);
+
+    let read = store.read(&staged.object, None).await.unwrap();
+    assert_eq!(read.collect().await.unwrap().to_bytes(), whole);
+    let read = store
+        .read(&staged.object, Some(1500..60_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        read.collect().await.unwrap().to_bytes(),
+        &whole[1500..60_000]
+    );
+
+    let too_big = store
+        .stage(
+            http_body_util::Full::new(Bytes::from(vec![0u8; 2048])),
+            1024,
+        )
+        .await;
+    expect_err(
+        too_big,
+        |e| matches!(e, StoreError::TooLarge { limit: 1024 }),
+        "a body over the limit",
+    );
+
+    let empty = store
+        .stage(http_body_util::Empty::<Bytes>::new(), 1024)
+        .await
+        .unwrap();
+    assert_eq!((empty.len, empty.etag), (0, strong_etag(b"")));
+    assert_ne!(
+        empty.object, staged.object,
+        "every staged body is a new object"
+    );
+
+    store.discard(&staged.object).await.unwrap();
+    expect_err(
+        store.read(&staged.object, None).await,
+        |e| matches!(e, StoreError::NotFound),
+        "a discarded object",
+    );
+    store.discard(&staged.object).await.unwrap();
+    expect_err(
+        store.read("no-such-object", None).await,
+        |e| matches!(e, StoreError::NotFound),
+        "an unknown object",
+    );
+}
+
+/// A body that arrives in several frames, as a real upload does.
+struct Frames(VecDeque<Bytes>);
+
+impl http_body::Body for Frames {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        std::task::Poll::Ready(self.0.pop_front().map(|b| Ok(http_body::Frame::data(b))))
+    }
+}

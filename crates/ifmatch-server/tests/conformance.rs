@@ -1,0 +1,23 @@
+//! The local-disk backends pass the same conformance suite as the in-memory ones, cold (every
+//! read from disk) and warm (through the caches).
+
+use ifmatch_blob::conformance;
+use ifmatch_server::local::{DataDir, LocalObjects, LocalRecords};
+
+#[tokio::test]
+async fn local_records_conform() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = DataDir::open(dir.path()).unwrap();
+    conformance::records(&LocalRecords::new(data.clone(), 10_000)).await;
+    // With no cache at all, every answer comes from the files.
+    let dir = tempfile::tempdir().unwrap();
+    conformance::records(&LocalRecords::new(DataDir::open(dir.path()).unwrap(), 0)).await;
+}
+
+#[tokio::test]
+async fn local_objects_conform() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = DataDir::open(dir.path()).unwrap();
+    conformance::objects(&LocalObjects::new(data.clone(), 64 << 20)).await;
+    conformance::objects(&LocalObjects::new(data, 0)).await;
+}
