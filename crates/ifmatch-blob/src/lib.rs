@@ -33,6 +33,7 @@ mod body;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 mod front;
+mod hashing;
 mod listing;
 pub mod memory;
 mod operation;
@@ -42,6 +43,7 @@ mod store;
 
 pub use body::ResponseBody;
 pub use front::{DEFAULT_MAX_BODY, ERROR_CODE, Front, REQUEST_ID};
+pub use hashing::HashingBody;
 pub use operation::{ListOptions, MAX_RESULTS, Operation, Target};
 pub use range::ByteRange;
 pub use record::{Content, Record, unix_seconds};

@@ -11,10 +11,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::{Bytes, BytesMut};
 use http_body::Body;
 use http_body_util::{BodyExt, Full, combinators::MapErr};
-use ifmatch_core::EtagHasher;
 
-use crate::Record;
 use crate::store::{BoxError, Env, Key, Objects, PutMode, Records, Staged, StoreError};
+use crate::{HashingBody, Record};
 
 #[derive(Debug, Default)]
 struct Container {
@@ -133,30 +132,20 @@ impl Objects for MemoryObjects {
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
     {
-        let mut body = std::pin::pin!(body);
-        let mut hasher = EtagHasher::new();
+        let mut body = std::pin::pin!(HashingBody::new(body, limit));
         let mut data = BytesMut::new();
         while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|e| StoreError::Body(e.into()))?;
-            if let Ok(chunk) = frame.into_data() {
-                if hasher.len() + chunk.len() as u64 > limit {
-                    return Err(StoreError::TooLarge { limit });
-                }
-                hasher.update(&chunk);
+            if let Ok(chunk) = frame?.into_data() {
                 data.extend_from_slice(&chunk);
             }
         }
+        let (etag, len) = body.as_mut().finish();
         let object = format!("mem-{}", self.next.fetch_add(1, Ordering::Relaxed));
-        let len = hasher.len();
         self.objects
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(object.clone(), data.freeze());
-        Ok(Staged {
-            object,
-            etag: hasher.finish(),
-            len,
-        })
+        Ok(Staged { object, etag, len })
     }
 
     async fn read(

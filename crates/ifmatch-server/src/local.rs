@@ -35,8 +35,9 @@ use std::task::{Context, Poll};
 use bytes::{BufMut, Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
-use ifmatch_blob::{BoxError, Key, Objects, PutMode, Record, Records, Staged, StoreError};
-use ifmatch_core::EtagHasher;
+use ifmatch_blob::{
+    BoxError, HashingBody, Key, Objects, PutMode, Record, Records, Staged, StoreError,
+};
 use pin_project_lite::pin_project;
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncSeekExt, AsyncWriteExt};
@@ -490,26 +491,14 @@ where
     B::Error: Into<BoxError>,
 {
     let mut file = tokio::fs::File::create(path).await?;
-    let mut body = std::pin::pin!(body);
-    let mut hasher = EtagHasher::new();
-    loop {
-        // Bound in a `let` so the body's error type is not held across the write's await.
-        let frame = match body.frame().await {
-            None => break,
-            Some(frame) => frame.map_err(|e| StoreError::Body(e.into()))?,
-        };
-        let Ok(chunk) = frame.into_data() else {
-            continue;
-        };
-        if hasher.len() + chunk.len() as u64 > limit {
-            return Err(StoreError::TooLarge { limit });
+    let mut body = std::pin::pin!(HashingBody::new(body, limit));
+    while let Some(frame) = body.frame().await {
+        if let Ok(chunk) = frame?.into_data() {
+            file.write_all(&chunk).await?;
         }
-        hasher.update(&chunk);
-        file.write_all(&chunk).await?;
     }
     file.sync_all().await?;
-    let len = hasher.len();
-    Ok((hasher.finish(), len))
+    Ok(body.as_mut().finish())
 }
 
 pin_project! {
