@@ -9,8 +9,7 @@ use std::time::Duration;
 use ifmatch_core::precondition::Validators;
 use tokio::sync::OwnedMutexGuard;
 
-/// A boxed error from a version backend.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use crate::BoxError;
 
 /// Where current validators live, and the write lock per key.
 ///

@@ -1,0 +1,183 @@
+//! The response future: early answers, pass-through, the read state machine, and writes.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use bytes::{Bytes, BytesMut};
+use http::{HeaderMap, Method, Response};
+use http_body::Body;
+use pin_project_lite::pin_project;
+
+use crate::BoxError;
+use crate::body::ConditionalBody;
+use crate::cache::ReadCache;
+use crate::service::{finish_read, needs_tag, tag};
+
+/// What a read needs once the inner response arrives.
+#[derive(Debug)]
+pub(crate) struct ReadContext {
+    pub(crate) key: String,
+    pub(crate) method: Method,
+    pub(crate) request_headers: HeaderMap,
+    pub(crate) head: bool,
+    pub(crate) cache: ReadCache,
+    pub(crate) hash_limit: usize,
+    pub(crate) remember_private: bool,
+}
+
+type WriteFuture<B, E> =
+    Pin<Box<dyn Future<Output = Result<Response<ConditionalBody<B>>, E>> + Send>>;
+
+pin_project! {
+    /// The future of [`Conditional`](crate::Conditional): 304s from the cache and the other
+    /// early answers are a variant of their own, reads are a state machine, nothing on the read
+    /// path is boxed.
+    pub struct ResponseFuture<F, B, E> {
+        #[pin]
+        state: State<F, B, E>,
+    }
+}
+
+pin_project! {
+    #[project = StateProjection]
+    enum State<F, B, E> {
+        Ready { response: Option<Response<ConditionalBody<B>>> },
+        Passthrough { #[pin] future: F },
+        Read { #[pin] future: F, context: Option<ReadContext> },
+        Buffering {
+            parts: Option<http::response::Parts>,
+            body: Option<B>,
+            buffer: BytesMut,
+            trailers: Option<HeaderMap>,
+            context: Option<ReadContext>,
+        },
+        Write { future: WriteFuture<B, E> },
+    }
+}
+
+impl<F, B, E> ResponseFuture<F, B, E> {
+    pub(crate) fn ready(response: Response<ConditionalBody<B>>) -> Self {
+        Self {
+            state: State::Ready {
+                response: Some(response),
+            },
+        }
+    }
+
+    pub(crate) fn passthrough(future: F) -> Self {
+        Self {
+            state: State::Passthrough { future },
+        }
+    }
+
+    pub(crate) fn read(future: F, context: ReadContext) -> Self {
+        Self {
+            state: State::Read {
+                future,
+                context: Some(context),
+            },
+        }
+    }
+
+    pub(crate) fn write(future: WriteFuture<B, E>) -> Self {
+        Self {
+            state: State::Write { future },
+        }
+    }
+}
+
+impl<F, B, E> Future for ResponseFuture<F, B, E>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<BoxError>,
+{
+    type Output = Result<Response<ConditionalBody<B>>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut state = self.project().state;
+        loop {
+            match state.as_mut().project() {
+                StateProjection::Ready { response } => {
+                    return Poll::Ready(Ok(response.take().expect("polled after completion")));
+                }
+                StateProjection::Passthrough { future } => {
+                    return future.poll(cx).map_ok(|r| r.map(ConditionalBody::new));
+                }
+                StateProjection::Write { future } => return future.as_mut().poll(cx),
+                StateProjection::Read { future, context } => {
+                    let response = ready!(future.poll(cx))?;
+                    let context = context.take().expect("polled after completion");
+                    if !needs_tag(&response, context.hash_limit) {
+                        let (parts, body) = response.into_parts();
+                        return Poll::Ready(Ok(finish_read(
+                            &context,
+                            parts,
+                            ConditionalBody::new(body),
+                        )));
+                    }
+                    let (parts, body) = response.into_parts();
+                    state.set(State::Buffering {
+                        parts: Some(parts),
+                        body: Some(body),
+                        buffer: BytesMut::new(),
+                        trailers: None,
+                        context: Some(context),
+                    });
+                }
+                StateProjection::Buffering {
+                    parts,
+                    body,
+                    buffer,
+                    trailers,
+                    context,
+                } => {
+                    let limit = context
+                        .as_ref()
+                        .expect("polled after completion")
+                        .hash_limit;
+                    let polled = ready!(
+                        Pin::new(body.as_mut().expect("polled after completion")).poll_frame(cx)
+                    );
+                    let frame = match polled {
+                        Some(Ok(frame)) => frame,
+                        Some(Err(error)) => {
+                            // Fail the client's body the way the inner body failed, after what came.
+                            let context = context.take().expect("polled after completion");
+                            let parts = parts.take().expect("polled after completion");
+                            let body =
+                                ConditionalBody::failed(buffer.split().freeze(), error.into());
+                            return Poll::Ready(Ok(finish_read(&context, parts, body)));
+                        }
+                        None => {
+                            let context = context.take().expect("polled after completion");
+                            let mut parts = parts.take().expect("polled after completion");
+                            let bytes = buffer.split().freeze();
+                            tag(&mut parts, &bytes);
+                            let body = ConditionalBody::full(bytes, trailers.take());
+                            return Poll::Ready(Ok(finish_read(&context, parts, body)));
+                        }
+                    };
+                    match frame.into_data() {
+                        Ok(data) if buffer.len() + data.len() > limit => {
+                            // Too large to hash: the rest streams through, untagged.
+                            buffer.extend_from_slice(&data);
+                            let context = context.take().expect("polled after completion");
+                            let parts = parts.take().expect("polled after completion");
+                            let rest = body.take().expect("polled after completion");
+                            let body = ConditionalBody::prefixed(buffer.split().freeze(), rest);
+                            return Poll::Ready(Ok(finish_read(&context, parts, body)));
+                        }
+                        Ok(data) => buffer.extend_from_slice(&data),
+                        Err(frame) => {
+                            if let Ok(more) = frame.into_trailers() {
+                                trailers.get_or_insert_with(HeaderMap::new).extend(more);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

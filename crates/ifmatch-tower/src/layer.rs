@@ -1,0 +1,152 @@
+//! The layer and its options.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{HeaderMap, Uri};
+use tower_layer::Layer;
+
+use crate::cache::ReadCache;
+use crate::service::Conditional;
+use crate::store::{MemoryVersions, VersionStore};
+
+/// Computes the resource key of a request; `None` leaves the request alone.
+pub type KeyFn = Arc<dyn Fn(&Uri, &HeaderMap) -> Option<String> + Send + Sync>;
+
+#[derive(Clone)]
+pub(crate) struct Config {
+    pub(crate) hash_limit: usize,
+    pub(crate) require_precondition: bool,
+    pub(crate) key: KeyFn,
+    /// A key function that separates users may remember `private` and `Set-Cookie` answers.
+    pub(crate) custom_key: bool,
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("hash_limit", &self.hash_limit)
+            .field("require_precondition", &self.require_precondition)
+            .field("custom_key", &self.custom_key)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The default resource key: path and query.
+fn path_and_query(uri: &Uri, _: &HeaderMap) -> Option<String> {
+    Some(
+        uri.path_and_query()
+            .map_or_else(|| uri.path().to_owned(), |pq| pq.as_str().to_owned()),
+    )
+}
+
+/// Adds conditional requests to a service. See the [crate docs](crate).
+#[derive(Debug, Clone)]
+pub struct ConditionalLayer<V = MemoryVersions> {
+    config: Arc<Config>,
+    versions: V,
+    cache: ReadCache,
+    cache_capacity: u64,
+    time_to_live: Option<Duration>,
+}
+
+impl Default for ConditionalLayer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ConditionalLayer {
+    /// The layer with an in-memory version backend, a 1 MiB hashing limit, a cache of 10,000
+    /// variants without expiry, and path-and-query keys.
+    pub fn new() -> Self {
+        let config = Config {
+            hash_limit: 1 << 20,
+            require_precondition: false,
+            key: Arc::new(path_and_query),
+            custom_key: false,
+        };
+        Self {
+            config: Arc::new(config),
+            versions: MemoryVersions::default(),
+            cache: ReadCache::new(10_000, None),
+            cache_capacity: 10_000,
+            time_to_live: None,
+        }
+    }
+}
+
+impl<V> ConditionalLayer<V> {
+    /// Uses another version backend (the source of truth for writes).
+    pub fn versions<W: VersionStore + Clone>(self, versions: W) -> ConditionalLayer<W> {
+        ConditionalLayer {
+            config: self.config,
+            versions,
+            cache: self.cache,
+            cache_capacity: self.cache_capacity,
+            time_to_live: self.time_to_live,
+        }
+    }
+
+    /// Responses without an ETag are buffered up to this many bytes to be hashed; a larger
+    /// body streams through untagged.
+    pub fn hash_limit(mut self, bytes: usize) -> Self {
+        Arc::make_mut(&mut self.config).hash_limit = bytes;
+        self
+    }
+
+    /// How many variants the 304 cache remembers.
+    pub fn cache_capacity(mut self, variants: u64) -> Self {
+        self.cache_capacity = variants;
+        self.cache = ReadCache::new(variants, self.time_to_live);
+        self
+    }
+
+    /// How long the 304 cache trusts what it remembers: the bound on how stale a 304 can be
+    /// when the resource changes without going through this layer.
+    pub fn time_to_live(mut self, ttl: Duration) -> Self {
+        self.time_to_live = Some(ttl);
+        self.cache = ReadCache::new(self.cache_capacity, self.time_to_live);
+        self
+    }
+
+    /// Answers 428 Precondition Required to writes that carry no precondition, so no client
+    /// can overwrite blindly (RFC 6585).
+    pub fn require_precondition(mut self, yes: bool) -> Self {
+        Arc::make_mut(&mut self.config).require_precondition = yes;
+        self
+    }
+
+    /// Computes resource keys: requests for which it answers `None` pass through untouched.
+    /// A key function is trusted to separate whatever must be separated (for example the
+    /// user, from a session header), so with one, responses marked `Cache-Control: private` or
+    /// carrying `Set-Cookie` are remembered too.
+    pub fn key_fn(
+        mut self,
+        key: impl Fn(&Uri, &HeaderMap) -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
+        let config = Arc::make_mut(&mut self.config);
+        config.key = Arc::new(key);
+        config.custom_key = true;
+        self
+    }
+
+    /// Forgets what the 304 cache remembers of `key`, for changes made outside the layer.
+    pub fn invalidate(&self, key: &str) {
+        self.cache.invalidate(key);
+    }
+}
+
+impl<S, V: Clone> Layer<S> for ConditionalLayer<V> {
+    type Service = Conditional<S, V>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Conditional::new(
+            inner,
+            self.versions.clone(),
+            self.cache.clone(),
+            self.config.clone(),
+        )
+    }
+}

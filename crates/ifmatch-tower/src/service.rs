@@ -1,0 +1,408 @@
+//! The service: reads answered or tagged, writes checked and serialized.
+
+use std::future::{Future, poll_fn};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{Method, Request, Response, StatusCode};
+use http_body::Body;
+use http_body_util::{BodyExt, Limited};
+use ifmatch_core::EntityTag;
+use ifmatch_core::date::parse_http_date;
+use ifmatch_core::precondition::http::{Target, evaluate};
+use ifmatch_core::precondition::{Outcome, Validators};
+use ifmatch_core::{not_modified_headers, strong_etag};
+use tower_service::Service;
+
+use crate::body::ConditionalBody;
+use crate::cache::{ReadCache, Remembered};
+use crate::future::{ReadContext, ResponseFuture};
+use crate::layer::Config;
+use crate::store::VersionStore;
+
+/// The service of [`ConditionalLayer`](crate::ConditionalLayer).
+#[derive(Debug, Clone)]
+pub struct Conditional<S, V> {
+    inner: S,
+    versions: V,
+    cache: ReadCache,
+    config: Arc<Config>,
+}
+
+impl<S, V> Conditional<S, V> {
+    pub(crate) fn new(inner: S, versions: V, cache: ReadCache, config: Arc<Config>) -> Self {
+        Self {
+            inner,
+            versions,
+            cache,
+            config,
+        }
+    }
+}
+
+/// The preconditions of a write (If-Modified-Since does not apply to writes).
+const WRITE_PRECONDITIONS: [header::HeaderName; 3] = [
+    header::IF_MATCH,
+    header::IF_NONE_MATCH,
+    header::IF_UNMODIFIED_SINCE,
+];
+
+impl<S, V, ReqBody, ResBody> Service<Request<ReqBody>> for Conditional<S, V>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Error: Send,
+    V: VersionStore + Clone,
+    ReqBody: Default + Send + 'static,
+    ResBody: Body<Data = Bytes> + Unpin + Send + 'static,
+    ResBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    type Response = Response<ConditionalBody<ResBody>>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future, ResBody, S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        let Some(key) = (self.config.key)(request.uri(), request.headers()) else {
+            return ResponseFuture::passthrough(self.inner.call(request));
+        };
+        match *request.method() {
+            Method::GET | Method::HEAD => self.read(request, key),
+            Method::PUT | Method::POST | Method::PATCH | Method::DELETE => self.write(request, key),
+            _ => ResponseFuture::passthrough(self.inner.call(request)),
+        }
+    }
+}
+
+impl<S, V> Conditional<S, V> {
+    fn read<ReqBody, ResBody>(
+        &mut self,
+        mut request: Request<ReqBody>,
+        key: String,
+    ) -> ResponseFuture<S::Future, ResBody, S::Error>
+    where
+        S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    {
+        let headers = request.headers();
+        // The short-circuit: If-None-Match alone decides (If-Match and If-Unmodified-Since come
+        // first in RFC 9110 13.2.2, and only the inner service knows about those).
+        let decided_by_inm = headers.contains_key(header::IF_NONE_MATCH)
+            && !headers.contains_key(header::IF_MATCH)
+            && !headers.contains_key(header::IF_UNMODIFIED_SINCE);
+        if decided_by_inm && let Some(remembered) = self.cache.get(&key, headers) {
+            let validators = Validators::etag(remembered.etag.clone());
+            if evaluate(request.method(), headers, Target::Current(&validators))
+                == Outcome::NotModified
+            {
+                let mut response = Response::new(ConditionalBody::empty());
+                *response.status_mut() = StatusCode::NOT_MODIFIED;
+                *response.headers_mut() = remembered.headers.clone();
+                return ResponseFuture::ready(response);
+            }
+        }
+        let head = request.method() == Method::HEAD;
+        let context = ReadContext {
+            key,
+            method: request.method().clone(),
+            request_headers: request.headers().clone(),
+            head,
+            cache: self.cache.clone(),
+            hash_limit: self.config.hash_limit,
+            remember_private: self.config.custom_key,
+        };
+        // HEAD gets the ETag of GET: ask for what GET would send, and send no body.
+        if head {
+            *request.method_mut() = Method::GET;
+        }
+        ResponseFuture::read(self.inner.call(request), context)
+    }
+
+    fn write<ReqBody, ResBody>(
+        &mut self,
+        request: Request<ReqBody>,
+        key: String,
+    ) -> ResponseFuture<S::Future, ResBody, S::Error>
+    where
+        S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+        S::Future: Send,
+        S::Error: Send,
+        V: VersionStore + Clone,
+        ReqBody: Default + Send + 'static,
+        ResBody: Body<Data = Bytes> + Unpin + Send + 'static,
+        ResBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        // The ready service goes into the future; this one keeps a fresh clone
+        // (tower's clone-and-swap: `poll_ready` was called on `self.inner`, not the clone).
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let (versions, cache, config) = (
+            self.versions.clone(),
+            self.cache.clone(),
+            self.config.clone(),
+        );
+        // Boxed on purpose: a write awaits the backend's lock and version, perhaps a probe of the
+        // inner service, and the write itself; it already costs a lock and a round trip.
+        ResponseFuture::write(Box::pin(write(
+            inner, versions, cache, config, request, key,
+        )))
+    }
+}
+
+/// A write: under the key's lock, check the preconditions against the current version, run the
+/// inner service only if they hold, and record what the write made current.
+async fn write<S, V, ReqBody, ResBody>(
+    mut inner: S,
+    versions: V,
+    cache: ReadCache,
+    config: Arc<Config>,
+    request: Request<ReqBody>,
+    key: String,
+) -> Result<Response<ConditionalBody<ResBody>>, S::Error>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    V: VersionStore,
+    ReqBody: Default,
+    ResBody: Body<Data = Bytes> + Unpin,
+    ResBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let conditional = WRITE_PRECONDITIONS
+        .iter()
+        .any(|h| request.headers().contains_key(h));
+    if config.require_precondition && !conditional {
+        return Ok(status(StatusCode::PRECONDITION_REQUIRED));
+    }
+    let Ok(_guard) = versions.lock(&key).await else {
+        return Ok(status(StatusCode::SERVICE_UNAVAILABLE));
+    };
+    if conditional {
+        let current = match versions.get(&key).await {
+            Ok(Some(known)) => Some(known),
+            Ok(None) => match probe(
+                &mut inner,
+                request.uri().clone(),
+                request.headers().clone(),
+                config.hash_limit,
+            )
+            .await?
+            {
+                Probe::Known(current) => current,
+                Probe::Unknown => return Ok(status(StatusCode::SERVICE_UNAVAILABLE)),
+            },
+            Err(_) => return Ok(status(StatusCode::SERVICE_UNAVAILABLE)),
+        };
+        let target = Target::of(request.method(), current.as_ref());
+        if evaluate(request.method(), request.headers(), target) == Outcome::PreconditionFailed {
+            return Ok(status(StatusCode::PRECONDITION_FAILED));
+        }
+    }
+    poll_fn(|cx| inner.poll_ready(cx)).await?;
+    let response = inner.call(request).await?;
+    cache.invalidate(&key);
+    // A write that reports its new ETag makes it current; any other outcome leaves the version
+    // unknown, to be learned again before the next conditional write.
+    let learned = match validators_of(response.headers()) {
+        Some(validators) if response.status().is_success() => versions.set(&key, validators).await,
+        _ => versions.forget(&key).await,
+    };
+    if learned.is_err() {
+        // The write happened; the backend could not record it. Nothing stale may stay behind.
+        let _ = versions.forget(&key).await;
+    }
+    Ok(response.map(ConditionalBody::new))
+}
+
+enum Probe {
+    /// The current validators (`None`: the resource does not exist).
+    Known(Option<Validators>),
+    /// The inner service did not say.
+    Unknown,
+}
+
+/// Asks the inner service for the current representation of the write's target, as a GET with
+/// the write's headers (less conditions and body metadata), and tags it as a GET would be.
+async fn probe<S, ReqBody, ResBody>(
+    inner: &mut S,
+    uri: http::Uri,
+    headers: HeaderMap,
+    limit: usize,
+) -> Result<Probe, S::Error>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    ReqBody: Default,
+    ResBody: Body<Data = Bytes>,
+    ResBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let mut get = Request::new(ReqBody::default());
+    *get.uri_mut() = uri;
+    *get.headers_mut() = headers;
+    for name in [
+        header::IF_MATCH,
+        header::IF_NONE_MATCH,
+        header::IF_MODIFIED_SINCE,
+        header::IF_UNMODIFIED_SINCE,
+        header::IF_RANGE,
+        header::RANGE,
+        header::CONTENT_LENGTH,
+        header::CONTENT_TYPE,
+        header::CONTENT_ENCODING,
+        header::TRANSFER_ENCODING,
+        header::EXPECT,
+    ] {
+        get.headers_mut().remove(name);
+    }
+    poll_fn(|cx| inner.poll_ready(cx)).await?;
+    let response = inner.call(get).await?;
+    let status = response.status();
+    if status == StatusCode::NOT_FOUND || status == StatusCode::GONE {
+        return Ok(Probe::Known(None));
+    }
+    if status != StatusCode::OK {
+        return Ok(Probe::Unknown);
+    }
+    if let Some(validators) = validators_of(response.headers()) {
+        return Ok(Probe::Known(Some(validators)));
+    }
+    let last_modified = response
+        .headers()
+        .get(header::LAST_MODIFIED)
+        .and_then(parse_http_date);
+    match Limited::new(response.into_body(), limit).collect().await {
+        Ok(body) => {
+            let etag = strong_etag(&body.to_bytes());
+            Ok(Probe::Known(Some(Validators::new(
+                Some(etag),
+                last_modified,
+            ))))
+        }
+        Err(_) => Ok(Probe::Unknown),
+    }
+}
+
+/// The validators a response carries.
+pub(crate) fn validators_of(headers: &HeaderMap) -> Option<Validators> {
+    let etag = EntityTag::from_header(headers.get(header::ETAG)?).ok()?;
+    let last_modified = headers.get(header::LAST_MODIFIED).and_then(parse_http_date);
+    Some(Validators::new(Some(etag), last_modified))
+}
+
+fn status<B>(status: StatusCode) -> Response<ConditionalBody<B>> {
+    let mut response = Response::new(ConditionalBody::empty());
+    *response.status_mut() = status;
+    response
+}
+
+/// Finishes a read once the response's validators are known: remember them, then answer 304,
+/// 412 or the response itself.
+pub(crate) fn finish_read<B>(
+    context: &ReadContext,
+    mut parts: http::response::Parts,
+    body: ConditionalBody<B>,
+) -> Response<ConditionalBody<B>> {
+    let tagged = parts.status == StatusCode::OK;
+    let validators = validators_of(&parts.headers).filter(|_| tagged);
+    if let Some(validators) = &validators
+        && rememberable(&parts.headers, context.remember_private)
+        && let Some(etag) = &validators.etag
+    {
+        let mut headers = parts.headers.clone();
+        not_modified_headers(&mut headers);
+        headers.remove(header::DATE);
+        let remembered = Remembered {
+            etag: etag.clone(),
+            headers,
+        };
+        context.cache.remember(
+            &context.key,
+            &context.request_headers,
+            &parts.headers,
+            remembered,
+        );
+    }
+    // RFC 9110 13.2.1: only a 2xx is subject to the preconditions.
+    let outcome = match &validators {
+        Some(current) => evaluate(
+            &context.method,
+            &context.request_headers,
+            Target::Current(current),
+        ),
+        None if parts.status.is_success() => {
+            let untagged = Validators::new(
+                None,
+                parts
+                    .headers
+                    .get(header::LAST_MODIFIED)
+                    .and_then(parse_http_date),
+            );
+            evaluate(
+                &context.method,
+                &context.request_headers,
+                Target::Current(&untagged),
+            )
+        }
+        None => Outcome::Proceed,
+    };
+    match outcome {
+        Outcome::NotModified => {
+            not_modified_headers(&mut parts.headers);
+            parts.status = StatusCode::NOT_MODIFIED;
+            Response::from_parts(parts, ConditionalBody::empty())
+        }
+        Outcome::PreconditionFailed => status(StatusCode::PRECONDITION_FAILED),
+        Outcome::Proceed | Outcome::IgnoreRange if context.head => {
+            Response::from_parts(parts, ConditionalBody::empty())
+        }
+        Outcome::Proceed | Outcome::IgnoreRange => Response::from_parts(parts, body),
+    }
+}
+
+/// Whether a 200 may be remembered for other requests: never with `no-store`, and with
+/// `private` or `Set-Cookie` only when the key function separates users.
+fn rememberable(headers: &HeaderMap, remember_private: bool) -> bool {
+    let directives = headers
+        .get_all(header::CACHE_CONTROL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|d| {
+            d.trim()
+                .split('=')
+                .next()
+                .unwrap_or("")
+                .to_ascii_lowercase()
+        });
+    let mut private = headers.contains_key(header::SET_COOKIE);
+    for directive in directives {
+        match directive.as_str() {
+            "no-store" => return false,
+            "private" => private = true,
+            _ => {}
+        }
+    }
+    !private || remember_private
+}
+
+/// Sets the strong ETag of a body the layer hashed.
+pub(crate) fn tag(parts: &mut http::response::Parts, bytes: &[u8]) {
+    parts
+        .headers
+        .insert(header::ETAG, strong_etag(bytes).to_header_value());
+    if let Ok(len) = HeaderValue::try_from(bytes.len().to_string()) {
+        parts.headers.insert(header::CONTENT_LENGTH, len);
+    }
+}
+
+/// Whether a response is to be buffered and hashed: a 200 without an ETag, not known to be
+/// larger than the limit.
+pub(crate) fn needs_tag<B: Body>(response: &Response<B>, limit: usize) -> bool {
+    response.status() == StatusCode::OK
+        && !response.headers().contains_key(header::ETAG)
+        && response.body().size_hint().lower() <= limit as u64
+}
+
+#[allow(dead_code)]
+fn _assert_send<F: Future + Send>(_: F) {}

@@ -1,0 +1,478 @@
+//! The layer driven with `oneshot` over a small document store that counts its calls.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full};
+use ifmatch_core::strong_etag;
+use ifmatch_tower::ConditionalLayer;
+use tower::{Layer, Service, ServiceExt};
+
+#[derive(Clone, Default)]
+struct Store {
+    docs: Arc<Mutex<HashMap<String, Bytes>>>,
+    calls: Arc<AtomicUsize>,
+    writes: Arc<AtomicUsize>,
+}
+
+type Req = Request<Full<Bytes>>;
+
+impl Store {
+    /// GET/HEAD answer the document (no ETag of their own); PUT stores, DELETE removes.
+    /// Paths under /tagged/ answer with an ETag of their own; /big/ answers 4 MiB.
+    fn service(
+        &self,
+    ) -> impl Service<Req, Response = Response<Full<Bytes>>, Error = Infallible, Future: Send>
+    + Clone
+    + Send
+    + 'static {
+        let store = self.clone();
+        tower::service_fn(move |request: Req| {
+            let store = store.clone();
+            async move {
+                store.calls.fetch_add(1, Ordering::SeqCst);
+                let path = request.uri().path().to_owned();
+                let mut response = Response::new(Full::new(Bytes::new()));
+                match *request.method() {
+                    Method::GET | Method::HEAD => {
+                        if path.starts_with("/big/") {
+                            *response.body_mut() = Full::new(Bytes::from(vec![b'x'; 4 << 20]));
+                            return Ok(response);
+                        }
+                        let doc = store.docs.lock().unwrap().get(&path).cloned();
+                        match doc {
+                            Some(doc) => {
+                                if path.starts_with("/tagged/") {
+                                    response
+                                        .headers_mut()
+                                        .insert(header::ETAG, "\"handler-tag\"".parse().unwrap());
+                                }
+                                if path.starts_with("/vary/") {
+                                    response
+                                        .headers_mut()
+                                        .insert(header::VARY, "accept-language".parse().unwrap());
+                                }
+                                if path.starts_with("/private/") {
+                                    response
+                                        .headers_mut()
+                                        .insert(header::CACHE_CONTROL, "private".parse().unwrap());
+                                }
+                                response
+                                    .headers_mut()
+                                    .insert(header::CONTENT_TYPE, "text/plain".parse().unwrap());
+                                *response.body_mut() = Full::new(doc);
+                            }
+                            None => *response.status_mut() = StatusCode::NOT_FOUND,
+                        }
+                    }
+                    Method::PUT => {
+                        store.writes.fetch_add(1, Ordering::SeqCst);
+                        let body = request.into_body().collect().await.unwrap().to_bytes();
+                        store.docs.lock().unwrap().insert(path, body);
+                        *response.status_mut() = StatusCode::NO_CONTENT;
+                    }
+                    Method::DELETE => {
+                        store.writes.fetch_add(1, Ordering::SeqCst);
+                        let gone = store.docs.lock().unwrap().remove(&path).is_some();
+                        *response.status_mut() = if gone {
+                            StatusCode::NO_CONTENT
+                        } else {
+                            StatusCode::NOT_FOUND
+                        };
+                    }
+                    _ => *response.status_mut() = StatusCode::METHOD_NOT_ALLOWED,
+                }
+                Ok(response)
+            }
+        })
+    }
+
+    fn put(&self, path: &str, body: &str) {
+        self.docs
+            .lock()
+            .unwrap()
+            .insert(path.to_owned(), Bytes::from(body.to_owned()));
+    }
+
+    fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+}
+
+fn request(method: Method, path: &str, headers: &[(&str, &str)], body: &str) -> Req {
+    let mut r = Request::builder().method(method).uri(path);
+    for (name, value) in headers {
+        r = r.header(*name, *value);
+    }
+    r.body(Full::new(Bytes::from(body.to_owned()))).unwrap()
+}
+
+async fn send<S>(service: &S, r: Req) -> (StatusCode, http::HeaderMap, Bytes)
+where
+    S: Service<
+            Req,
+            Response = Response<ifmatch_tower::ConditionalBody<Full<Bytes>>>,
+            Error = Infallible,
+        > + Clone,
+{
+    let response = service.clone().oneshot(r).await.unwrap();
+    let (parts, body) = response.into_parts();
+    (
+        parts.status,
+        parts.headers,
+        body.collect().await.unwrap().to_bytes(),
+    )
+}
+
+fn etag(headers: &http::HeaderMap) -> String {
+    headers[header::ETAG].to_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn untagged_200_gets_the_sha256_tag_and_keeps_its_body() {
+    let store = Store::default();
+    store.put("/doc", "hello");
+    let svc = ConditionalLayer::new().layer(store.service());
+    let (status, headers, body) = send(&svc, request(Method::GET, "/doc", &[], "")).await;
+    assert_eq!(status, 200);
+    assert_eq!(etag(&headers), strong_etag(b"hello").to_string());
+    assert_eq!(headers[header::CONTENT_LENGTH], "5");
+    assert_eq!(body, "hello");
+}
+
+#[tokio::test]
+async fn a_conditional_get_with_the_current_tag_is_answered_without_the_handler() {
+    let store = Store::default();
+    store.put("/doc", "hello");
+    let svc = ConditionalLayer::new().layer(store.service());
+    let (_, headers, _) = send(&svc, request(Method::GET, "/doc", &[], "")).await;
+    let tag = etag(&headers);
+    let before = store.calls();
+    for inm in [tag.clone(), format!("W/{tag}"), format!("\"other\", {tag}")] {
+        let (status, headers, body) = send(
+            &svc,
+            request(Method::GET, "/doc", &[("if-none-match", &inm)], ""),
+        )
+        .await;
+        assert_eq!(status, 304, "{inm}");
+        assert_eq!(etag(&headers), tag);
+        assert!(body.is_empty());
+        assert!(
+            !headers.contains_key(header::CONTENT_TYPE)
+                && !headers.contains_key(header::CONTENT_LENGTH)
+        );
+    }
+    assert_eq!(store.calls(), before, "the handler never ran");
+    // A tag that is not current goes to the handler and gets the 200.
+    let (status, _, body) = send(
+        &svc,
+        request(Method::GET, "/doc", &[("if-none-match", "\"old\"")], ""),
+    )
+    .await;
+    assert_eq!((status, body), (StatusCode::OK, Bytes::from("hello")));
+    assert_eq!(store.calls(), before + 1);
+}
+
+#[tokio::test]
+async fn the_first_conditional_get_is_decided_after_hashing() {
+    let store = Store::default();
+    store.put("/doc", "hello");
+    let svc = ConditionalLayer::new().layer(store.service());
+    let tag = strong_etag(b"hello").to_string();
+    let (status, _, body) = send(
+        &svc,
+        request(Method::GET, "/doc", &[("if-none-match", &tag)], ""),
+    )
+    .await;
+    assert_eq!((status, body.len()), (StatusCode::NOT_MODIFIED, 0));
+    let (status, _, _) = send(
+        &svc,
+        request(Method::GET, "/doc", &[("if-match", "\"stale\"")], ""),
+    )
+    .await;
+    assert_eq!(status, 412);
+}
+
+#[tokio::test]
+async fn a_handler_tag_is_kept_and_not_rehashed() {
+    let store = Store::default();
+    store.put("/tagged/doc", "hello");
+    let svc = ConditionalLayer::new().layer(store.service());
+    let (_, headers, body) = send(&svc, request(Method::GET, "/tagged/doc", &[], "")).await;
+    assert_eq!(
+        (etag(&headers).as_str(), body),
+        ("\"handler-tag\"", Bytes::from("hello"))
+    );
+    let (status, _, _) = send(
+        &svc,
+        request(
+            Method::GET,
+            "/tagged/doc",
+            &[("if-none-match", "\"handler-tag\"")],
+            "",
+        ),
+    )
+    .await;
+    assert_eq!(status, 304);
+}
+
+#[tokio::test]
+async fn a_body_past_the_limit_streams_through_untagged() {
+    let store = Store::default();
+    let svc = ConditionalLayer::new()
+        .hash_limit(1 << 20)
+        .layer(store.service());
+    let (status, headers, body) = send(&svc, request(Method::GET, "/big/file", &[], "")).await;
+    assert_eq!(status, 200);
+    assert!(!headers.contains_key(header::ETAG));
+    assert_eq!(body.len(), 4 << 20);
+    assert!(body.iter().all(|&b| b == b'x'));
+}
+
+#[tokio::test]
+async fn head_gets_the_tag_of_get() {
+    let store = Store::default();
+    store.put("/doc", "hello");
+    let svc = ConditionalLayer::new().layer(store.service());
+    let (status, headers, body) = send(&svc, request(Method::HEAD, "/doc", &[], "")).await;
+    assert_eq!(status, 200);
+    assert_eq!(etag(&headers), strong_etag(b"hello").to_string());
+    assert!(body.is_empty());
+    let (status, _, _) = send(
+        &svc,
+        request(
+            Method::HEAD,
+            "/doc",
+            &[("if-none-match", &etag(&headers))],
+            "",
+        ),
+    )
+    .await;
+    assert_eq!(status, 304);
+}
+
+#[tokio::test]
+async fn variants_named_by_vary_are_kept_apart() {
+    let store = Store::default();
+    store.put("/vary/doc", "bonjour");
+    let svc = ConditionalLayer::new().layer(store.service());
+    let fr = [("accept-language", "fr")];
+    let (_, headers, _) = send(&svc, request(Method::GET, "/vary/doc", &fr, "")).await;
+    let tag = etag(&headers);
+    let calls = store.calls();
+    let (status, _, _) = send(
+        &svc,
+        request(
+            Method::GET,
+            "/vary/doc",
+            &[fr[0], ("if-none-match", &tag)],
+            "",
+        ),
+    )
+    .await;
+    assert_eq!(
+        (status, store.calls()),
+        (StatusCode::NOT_MODIFIED, calls),
+        "the same variant: from the cache"
+    );
+    let (_, _, _) = send(
+        &svc,
+        request(
+            Method::GET,
+            "/vary/doc",
+            &[("accept-language", "de"), ("if-none-match", &tag)],
+            "",
+        ),
+    )
+    .await;
+    assert_eq!(
+        store.calls(),
+        calls + 1,
+        "another variant is never answered from this one's entry"
+    );
+}
+
+#[tokio::test]
+async fn private_answers_are_not_remembered_without_a_key_function() {
+    let store = Store::default();
+    store.put("/private/doc", "mine");
+    let svc = ConditionalLayer::new().layer(store.service());
+    let (_, headers, _) = send(&svc, request(Method::GET, "/private/doc", &[], "")).await;
+    let tag = etag(&headers);
+    let calls = store.calls();
+    let (status, _, _) = send(
+        &svc,
+        request(Method::GET, "/private/doc", &[("if-none-match", &tag)], ""),
+    )
+    .await;
+    assert_eq!(status, 304, "still correct, decided after the handler");
+    assert_eq!(store.calls(), calls + 1, "but never from the cache");
+    // With a key that separates users, it may be remembered per user.
+    let svc = ConditionalLayer::new()
+        .key_fn(|uri, headers| {
+            Some(format!(
+                "{}|{}",
+                headers.get("x-user")?.to_str().ok()?,
+                uri.path()
+            ))
+        })
+        .layer(store.service());
+    let alice = [("x-user", "alice")];
+    send(&svc, request(Method::GET, "/private/doc", &alice, "")).await;
+    let calls = store.calls();
+    let (status, _, _) = send(
+        &svc,
+        request(
+            Method::GET,
+            "/private/doc",
+            &[alice[0], ("if-none-match", &tag)],
+            "",
+        ),
+    )
+    .await;
+    assert_eq!((status, store.calls()), (StatusCode::NOT_MODIFIED, calls));
+    send(
+        &svc,
+        request(
+            Method::GET,
+            "/private/doc",
+            &[("x-user", "bob"), ("if-none-match", &tag)],
+            "",
+        ),
+    )
+    .await;
+    assert_eq!(
+        store.calls(),
+        calls + 1,
+        "bob is not answered from alice's entry"
+    );
+}
+
+#[tokio::test]
+async fn writes_check_preconditions_before_the_handler() {
+    let store = Store::default();
+    store.put("/doc", "v1");
+    let svc = ConditionalLayer::new().layer(store.service());
+    let v1 = strong_etag(b"v1").to_string();
+
+    // Stale: 412 and the handler never writes.
+    let (status, _, _) = send(
+        &svc,
+        request(Method::PUT, "/doc", &[("if-match", "\"stale\"")], "x"),
+    )
+    .await;
+    assert_eq!(status, 412);
+    assert_eq!(store.writes.load(Ordering::SeqCst), 0);
+    // Current (learned by probing the handler with a GET): the write goes through.
+    let (status, _, _) = send(
+        &svc,
+        request(Method::PUT, "/doc", &[("if-match", &v1)], "v2"),
+    )
+    .await;
+    assert_eq!(status, 204);
+    // The old tag is now stale, for writes and for the 304 cache alike.
+    let (status, _, _) = send(
+        &svc,
+        request(Method::PUT, "/doc", &[("if-match", &v1)], "v3"),
+    )
+    .await;
+    assert_eq!(status, 412);
+    let (status, _, body) = send(
+        &svc,
+        request(Method::GET, "/doc", &[("if-none-match", &v1)], ""),
+    )
+    .await;
+    assert_eq!((status, body), (StatusCode::OK, Bytes::from("v2")));
+    // Create-only.
+    let (status, _, _) = send(
+        &svc,
+        request(Method::PUT, "/doc", &[("if-none-match", "*")], "x"),
+    )
+    .await;
+    assert_eq!(status, 412);
+    let (status, _, _) = send(
+        &svc,
+        request(Method::PUT, "/new", &[("if-none-match", "*")], "n"),
+    )
+    .await;
+    assert_eq!(status, 204);
+    let (status, _, _) = send(
+        &svc,
+        request(Method::PUT, "/new2", &[("if-match", "*")], "n"),
+    )
+    .await;
+    assert_eq!(status, 412, "If-Match: * on nothing");
+    // Unconditional writes go through (last writer wins) unless 428 is asked for.
+    let (status, _, _) = send(&svc, request(Method::PUT, "/doc", &[], "blind")).await;
+    assert_eq!(status, 204);
+    let strict = ConditionalLayer::new()
+        .require_precondition(true)
+        .layer(store.service());
+    let (status, _, _) = send(&strict, request(Method::PUT, "/doc", &[], "blind")).await;
+    assert_eq!(status, 428);
+    let (status, _, _) = send(
+        &strict,
+        request(Method::DELETE, "/doc", &[("if-match", "*")], ""),
+    )
+    .await;
+    assert_eq!(status, 204);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_four_clients_read_modify_write_without_a_lost_update() {
+    let store = Store::default();
+    store.put("/counter", "0");
+    let svc = ConditionalLayer::new().layer(store.service());
+    let successes = Arc::new(AtomicUsize::new(0));
+    let clients: Vec<_> = (0..64)
+        .map(|_| {
+            let (svc, successes) = (svc.clone(), successes.clone());
+            tokio::spawn(async move {
+                for _ in 0..10 {
+                    loop {
+                        let (_, headers, body) =
+                            send(&svc, request(Method::GET, "/counter", &[], "")).await;
+                        let value: u64 = std::str::from_utf8(&body).unwrap().parse().unwrap();
+                        let tag = etag(&headers);
+                        let next = (value + 1).to_string();
+                        let (status, _, _) = send(
+                            &svc,
+                            request(Method::PUT, "/counter", &[("if-match", &tag)], &next),
+                        )
+                        .await;
+                        match status.as_u16() {
+                            204 => break,
+                            412 => continue,
+                            other => panic!("unexpected {other}"),
+                        }
+                    }
+                    successes.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+        })
+        .collect();
+    for c in clients {
+        c.await.unwrap();
+    }
+    let (_, _, body) = send(&svc, request(Method::GET, "/counter", &[], "")).await;
+    assert_eq!(body, successes.load(Ordering::SeqCst).to_string());
+    assert_eq!(body, "640");
+}
+
+#[test]
+fn services_and_futures_are_send_and_clone() {
+    fn assert_send<T: Send>() {}
+    fn assert_clone<T: Clone>() {}
+    type Svc = ifmatch_tower::Conditional<
+        tower::util::BoxCloneSyncService<Req, Response<Full<Bytes>>, Infallible>,
+        ifmatch_tower::MemoryVersions,
+    >;
+    assert_send::<Svc>();
+    assert_clone::<Svc>();
+    assert_send::<<Svc as Service<Req>>::Future>();
+    assert_clone::<ConditionalLayer>();
+}
