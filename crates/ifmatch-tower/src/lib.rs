@@ -1,8 +1,4 @@
-//! A Tower layer for conditional requests (work in progress).
-//!
-//! [`ConditionalLayer`] gives any axum or hyper service strong SHA-256 ETags, 304 answers from
-//! a moka cache without running the handler, and atomic `If-Match` / `If-Unmodified-Since` /
-//! `If-None-Match` on writes against a pluggable version backend ([`VersionStore`]).
+#![doc = include_str!("../README.md")]
 
 mod body;
 mod cache;
