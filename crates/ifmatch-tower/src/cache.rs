@@ -98,6 +98,11 @@ impl ReadCache {
         );
     }
 
+    /// Whether some variant of `key` has been remembered since the key last changed.
+    pub(crate) fn knows(&self, key: &str) -> bool {
+        self.resources.contains_key(key)
+    }
+
     /// Forgets every variant of `key`.
     pub(crate) fn invalidate(&self, key: &str) {
         self.resources.invalidate(key);

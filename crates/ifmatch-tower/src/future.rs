@@ -26,13 +26,14 @@ pub(crate) struct ReadContext {
     pub(crate) remember_private: bool,
 }
 
-type WriteFuture<B, E> =
+type BoxedFuture<B, E> =
     Pin<Box<dyn Future<Output = Result<Response<ConditionalBody<B>>, E>> + Send>>;
 
 pin_project! {
     /// The future of [`Conditional`](crate::Conditional): 304s from the cache and the other
-    /// early answers are a variant of their own, reads are a state machine, nothing on the read
-    /// path is boxed.
+    /// early answers are a variant of their own, and reads of known keys are an unboxed state
+    /// machine. Writes, and the first read of a key after it changed, await the version
+    /// backend's futures and are boxed.
     pub struct ResponseFuture<F, B, E> {
         #[pin]
         state: State<F, B, E>,
@@ -52,7 +53,7 @@ pin_project! {
             trailers: Option<HeaderMap>,
             context: Option<ReadContext>,
         },
-        Write { future: WriteFuture<B, E> },
+        Boxed { future: BoxedFuture<B, E> },
     }
 }
 
@@ -80,9 +81,10 @@ impl<F, B, E> ResponseFuture<F, B, E> {
         }
     }
 
-    pub(crate) fn write(future: WriteFuture<B, E>) -> Self {
+    /// Writes, and reads that teach the version backend: they await the backend's futures.
+    pub(crate) fn boxed(future: BoxedFuture<B, E>) -> Self {
         Self {
-            state: State::Write { future },
+            state: State::Boxed { future },
         }
     }
 }
@@ -105,7 +107,7 @@ where
                 StateProjection::Passthrough { future } => {
                     return future.poll(cx).map_ok(|r| r.map(ConditionalBody::new));
                 }
-                StateProjection::Write { future } => return future.as_mut().poll(cx),
+                StateProjection::Boxed { future } => return future.as_mut().poll(cx),
                 StateProjection::Read { future, context } => {
                     let response = ready!(future.poll(cx))?;
                     let context = context.take().expect("polled after completion");

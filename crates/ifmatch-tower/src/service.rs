@@ -2,6 +2,7 @@
 
 use std::future::{Future, poll_fn};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -29,6 +30,10 @@ pub struct Conditional<S, V> {
     versions: V,
     cache: ReadCache,
     config: Arc<Config>,
+    /// Whether this service's inner service has answered a GET: only then may a write probe it
+    /// with one. (axum's `Router::layer` wraps each method's handler on its own; a GET sent to
+    /// the service wrapping a PUT handler would run the PUT handler.)
+    serves_get: Arc<AtomicBool>,
 }
 
 impl<S, V> Conditional<S, V> {
@@ -38,6 +43,7 @@ impl<S, V> Conditional<S, V> {
             versions,
             cache,
             config,
+            serves_get: Arc::default(),
         }
     }
 }
@@ -86,8 +92,15 @@ impl<S, V> Conditional<S, V> {
         key: String,
     ) -> ResponseFuture<S::Future, ResBody, S::Error>
     where
-        S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+        S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+        S::Future: Send,
+        S::Error: Send,
+        V: VersionStore + Clone,
+        ReqBody: Send + 'static,
+        ResBody: Body<Data = Bytes> + Unpin + Send + 'static,
+        ResBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
+        self.serves_get.store(true, Ordering::Relaxed);
         let headers = request.headers();
         // The short-circuit: If-None-Match alone decides (If-Match and If-Unmodified-Since come
         // first in RFC 9110 13.2.2, and only the inner service knows about those).
@@ -119,7 +132,18 @@ impl<S, V> Conditional<S, V> {
         if head {
             *request.method_mut() = Method::GET;
         }
-        ResponseFuture::read(self.inner.call(request), context)
+        if self.cache.knows(&context.key) {
+            // Learned since the last write through the layer: the version backend knows it.
+            return ResponseFuture::read(self.inner.call(request), context);
+        }
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        ResponseFuture::boxed(Box::pin(learn(
+            inner,
+            self.versions.clone(),
+            request,
+            context,
+        )))
     }
 
     fn write<ReqBody, ResBody>(
@@ -147,8 +171,9 @@ impl<S, V> Conditional<S, V> {
         );
         // Boxed on purpose: a write awaits the backend's lock and version, perhaps a probe of the
         // inner service, and the write itself; it already costs a lock and a round trip.
-        ResponseFuture::write(Box::pin(write(
-            inner, versions, cache, config, request, key,
+        let serves_get = self.serves_get.load(Ordering::Relaxed);
+        ResponseFuture::boxed(Box::pin(write(
+            inner, versions, cache, config, serves_get, request, key,
         )))
     }
 }
@@ -160,6 +185,7 @@ async fn write<S, V, ReqBody, ResBody>(
     versions: V,
     cache: ReadCache,
     config: Arc<Config>,
+    serves_get: bool,
     request: Request<ReqBody>,
     key: String,
 ) -> Result<Response<ConditionalBody<ResBody>>, S::Error>
@@ -182,6 +208,9 @@ where
     if conditional {
         let current = match versions.get(&key).await {
             Ok(Some(known)) => Some(known),
+            // The version cannot be known: fail closed. The client re-reads, which teaches the
+            // layer the version, and retries.
+            Ok(None) if !serves_get => return Ok(status(StatusCode::PRECONDITION_FAILED)),
             Ok(None) => match probe(
                 &mut inner,
                 request.uri().clone(),
@@ -214,6 +243,35 @@ where
         let _ = versions.forget(&key).await;
     }
     Ok(response.map(ConditionalBody::new))
+}
+
+/// A read of a key whose version the layer does not know: under the key's write lock, so no
+/// write can come between the answer and the version recorded from it.
+async fn learn<S, V, ReqBody, ResBody>(
+    mut inner: S,
+    versions: V,
+    request: Request<ReqBody>,
+    context: ReadContext,
+) -> Result<Response<ConditionalBody<ResBody>>, S::Error>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    V: VersionStore,
+    ResBody: Body<Data = Bytes> + Unpin,
+    ResBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let key = context.key.clone();
+    // A backend that is down costs the read nothing: it is served, and nothing is learned.
+    let guard = versions.lock(&key).await.ok();
+    poll_fn(|cx| inner.poll_ready(cx)).await?;
+    let response = ResponseFuture::read(inner.call(request), context).await?;
+    let full = matches!(response.status(), StatusCode::OK | StatusCode::NOT_MODIFIED);
+    if guard.is_some()
+        && full
+        && let Some(validators) = validators_of(response.headers())
+    {
+        let _ = versions.set(&key, validators).await;
+    }
+    Ok(response)
 }
 
 enum Probe {

@@ -358,6 +358,16 @@ async fn writes_check_preconditions_before_the_handler() {
     store.put("/doc", "v1");
     let svc = ConditionalLayer::new().layer(store.service());
     let v1 = strong_etag(b"v1").to_string();
+    // A fresh instance that has never served a GET cannot know its inner service routes GETs,
+    // so it never probes: the version is unknown and the write fails closed.
+    let (status, _, _) = send(
+        &svc,
+        request(Method::PUT, "/doc", &[("if-match", &v1)], "x"),
+    )
+    .await;
+    assert_eq!(status, 412);
+    // Once it has served any GET, it may probe for the keys it does not know (/doc here).
+    send(&svc, request(Method::GET, "/elsewhere", &[], "")).await;
 
     // Stale: 412 and the handler never writes.
     let (status, _, _) = send(
@@ -412,6 +422,7 @@ async fn writes_check_preconditions_before_the_handler() {
     let strict = ConditionalLayer::new()
         .require_precondition(true)
         .layer(store.service());
+    send(&strict, request(Method::GET, "/doc", &[], "")).await;
     let (status, _, _) = send(&strict, request(Method::PUT, "/doc", &[], "blind")).await;
     assert_eq!(status, 428);
     let (status, _, _) = send(
