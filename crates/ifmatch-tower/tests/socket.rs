@@ -1,0 +1,90 @@
+//! The layer in a real axum server on a loopback socket, driven by a real HTTP client.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::get;
+use bytes::Bytes;
+use ifmatch_tower::ConditionalLayer;
+
+type Docs = Arc<Mutex<HashMap<String, Bytes>>>;
+
+async fn serve() -> String {
+    async fn read(State(docs): State<Docs>, Path(id): Path<String>) -> Result<Bytes, StatusCode> {
+        docs.lock()
+            .unwrap()
+            .get(&id)
+            .cloned()
+            .ok_or(StatusCode::NOT_FOUND)
+    }
+    async fn write(State(docs): State<Docs>, Path(id): Path<String>, body: Bytes) -> StatusCode {
+        docs.lock().unwrap().insert(id, body);
+        StatusCode::NO_CONTENT
+    }
+    let app = Router::new()
+        .route("/docs/{id}", get(read).put(write))
+        .with_state(Docs::default())
+        .layer(ConditionalLayer::new());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    base
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_a_real_socket() {
+    let base = serve().await;
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let url = format!("{base}/docs/a");
+    assert_eq!(
+        http.put(&url).body("v1").send().await.unwrap().status(),
+        204
+    );
+    let r = http.get(&url).send().await.unwrap();
+    let tag = r.headers()["etag"].to_str().unwrap().to_owned();
+    assert_eq!(tag, ifmatch_core::strong_etag(b"v1").to_string());
+    assert_eq!(r.text().await.unwrap(), "v1");
+    let r = http
+        .get(&url)
+        .header("if-none-match", &tag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 304);
+    assert!(r.bytes().await.unwrap().is_empty());
+    let r = http
+        .put(&url)
+        .header("if-match", "\"stale\"")
+        .body("v2")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 412);
+    let r = http
+        .put(&url)
+        .header("if-match", &tag)
+        .body("v2")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    let r = http
+        .get(&url)
+        .header("if-none-match", &tag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "the write invalidated the cached version");
+    assert_eq!(r.text().await.unwrap(), "v2");
+    let r = http
+        .put(&url)
+        .header("if-match", &tag)
+        .body("v3")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 412, "the old tag lost");
+}
