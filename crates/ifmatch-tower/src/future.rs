@@ -17,6 +17,8 @@ use crate::service::{finish_read, needs_tag, tag};
 /// What a read needs once the inner response arrives.
 #[derive(Debug)]
 pub(crate) struct ReadContext {
+    /// Whether the request carries any precondition; without one there is nothing to evaluate.
+    pub(crate) conditional: bool,
     pub(crate) key: String,
     pub(crate) method: Method,
     pub(crate) request_headers: HeaderMap,
@@ -49,6 +51,8 @@ pin_project! {
         Buffering {
             parts: Option<http::response::Parts>,
             body: Option<B>,
+            // A body of one frame (the usual case) is kept as it came, without a copy.
+            first: Option<Bytes>,
             buffer: BytesMut,
             trailers: Option<HeaderMap>,
             context: Option<ReadContext>,
@@ -117,12 +121,14 @@ where
                             &context,
                             parts,
                             ConditionalBody::new(body),
+                            None,
                         )));
                     }
                     let (parts, body) = response.into_parts();
                     state.set(State::Buffering {
                         parts: Some(parts),
                         body: Some(body),
+                        first: None,
                         buffer: BytesMut::new(),
                         trailers: None,
                         context: Some(context),
@@ -131,6 +137,7 @@ where
                 StateProjection::Buffering {
                     parts,
                     body,
+                    first,
                     buffer,
                     trailers,
                     context,
@@ -146,32 +153,40 @@ where
                         Some(Ok(frame)) => frame,
                         Some(Err(error)) => {
                             // Fail the client's body the way the inner body failed, after what came.
+                            let body =
+                                ConditionalBody::failed(take_all(first, buffer), error.into());
                             let context = context.take().expect("polled after completion");
                             let parts = parts.take().expect("polled after completion");
-                            let body =
-                                ConditionalBody::failed(buffer.split().freeze(), error.into());
-                            return Poll::Ready(Ok(finish_read(&context, parts, body)));
+                            return Poll::Ready(Ok(finish_read(&context, parts, body, None)));
                         }
                         None => {
+                            let bytes = take_all(first, buffer);
                             let context = context.take().expect("polled after completion");
                             let mut parts = parts.take().expect("polled after completion");
-                            let bytes = buffer.split().freeze();
-                            tag(&mut parts, &bytes);
+                            let etag = tag(&mut parts, &bytes);
                             let body = ConditionalBody::full(bytes, trailers.take());
-                            return Poll::Ready(Ok(finish_read(&context, parts, body)));
+                            return Poll::Ready(Ok(finish_read(&context, parts, body, Some(etag))));
                         }
                     };
+                    let read = first.as_ref().map_or(0, Bytes::len) + buffer.len();
                     match frame.into_data() {
-                        Ok(data) if buffer.len() + data.len() > limit => {
+                        Ok(data) if read + data.len() > limit => {
                             // Too large to hash: the rest streams through, untagged.
-                            buffer.extend_from_slice(&data);
+                            let mut prefix = BytesMut::from(take_all(first, buffer));
+                            prefix.extend_from_slice(&data);
                             let context = context.take().expect("polled after completion");
                             let parts = parts.take().expect("polled after completion");
                             let rest = body.take().expect("polled after completion");
-                            let body = ConditionalBody::prefixed(buffer.split().freeze(), rest);
-                            return Poll::Ready(Ok(finish_read(&context, parts, body)));
+                            let body = ConditionalBody::prefixed(prefix.freeze(), rest);
+                            return Poll::Ready(Ok(finish_read(&context, parts, body, None)));
                         }
-                        Ok(data) => buffer.extend_from_slice(&data),
+                        Ok(data) if read == 0 => *first = Some(data),
+                        Ok(data) => {
+                            if let Some(only) = first.take() {
+                                buffer.extend_from_slice(&only);
+                            }
+                            buffer.extend_from_slice(&data);
+                        }
                         Err(frame) => {
                             if let Ok(more) = frame.into_trailers() {
                                 trailers.get_or_insert_with(HeaderMap::new).extend(more);
@@ -181,5 +196,19 @@ where
                 }
             }
         }
+    }
+}
+
+/// Everything buffered so far, as one piece.
+fn take_all(first: &mut Option<Bytes>, buffer: &mut BytesMut) -> Bytes {
+    match first.take() {
+        Some(only) if buffer.is_empty() => only,
+        Some(only) => {
+            let mut all = BytesMut::with_capacity(only.len() + buffer.len());
+            all.extend_from_slice(&only);
+            all.extend_from_slice(buffer);
+            all.freeze()
+        }
+        None => buffer.split().freeze(),
     }
 }

@@ -119,7 +119,16 @@ impl<S, V> Conditional<S, V> {
             }
         }
         let head = request.method() == Method::HEAD;
+        let conditional = [
+            header::IF_MATCH,
+            header::IF_NONE_MATCH,
+            header::IF_MODIFIED_SINCE,
+            header::IF_UNMODIFIED_SINCE,
+        ]
+        .iter()
+        .any(|h| headers.contains_key(h));
         let context = ReadContext {
+            conditional,
             key,
             method: request.method().clone(),
             request_headers: request.headers().clone(),
@@ -360,12 +369,30 @@ pub(crate) fn finish_read<B>(
     context: &ReadContext,
     mut parts: http::response::Parts,
     body: ConditionalBody<B>,
+    hashed: Option<EntityTag>,
 ) -> Response<ConditionalBody<B>> {
     let tagged = parts.status == StatusCode::OK;
-    let validators = validators_of(&parts.headers).filter(|_| tagged);
+    let validators = match hashed {
+        Some(etag) => {
+            let last_modified = parts
+                .headers
+                .get(header::LAST_MODIFIED)
+                .and_then(parse_http_date);
+            Some(Validators::new(Some(etag), last_modified))
+        }
+        None => validators_of(&parts.headers),
+    }
+    .filter(|_| tagged);
+    let known = |etag: &EntityTag| {
+        context
+            .cache
+            .get(&context.key, &context.request_headers)
+            .is_some_and(|r| r.etag == *etag)
+    };
     if let Some(validators) = &validators
-        && rememberable(&parts.headers, context.remember_private)
         && let Some(etag) = &validators.etag
+        && !known(etag)
+        && rememberable(&parts.headers, context.remember_private)
     {
         let mut headers = parts.headers.clone();
         not_modified_headers(&mut headers);
@@ -383,6 +410,7 @@ pub(crate) fn finish_read<B>(
     }
     // RFC 9110 13.2.1: only a 2xx is subject to the preconditions.
     let outcome = match &validators {
+        _ if !context.conditional => Outcome::Proceed,
         Some(current) => evaluate(
             &context.method,
             &context.request_headers,
@@ -445,13 +473,13 @@ fn rememberable(headers: &HeaderMap, remember_private: bool) -> bool {
 }
 
 /// Sets the strong ETag of a body the layer hashed.
-pub(crate) fn tag(parts: &mut http::response::Parts, bytes: &[u8]) {
+pub(crate) fn tag(parts: &mut http::response::Parts, bytes: &[u8]) -> EntityTag {
+    let etag = strong_etag(bytes);
+    parts.headers.insert(header::ETAG, etag.to_header_value());
     parts
         .headers
-        .insert(header::ETAG, strong_etag(bytes).to_header_value());
-    if let Ok(len) = HeaderValue::try_from(bytes.len().to_string()) {
-        parts.headers.insert(header::CONTENT_LENGTH, len);
-    }
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
+    etag
 }
 
 /// Whether a response is to be buffered and hashed: a 200 without an ETag, not known to be
