@@ -21,7 +21,10 @@ pub(crate) struct ReadContext {
     pub(crate) conditional: bool,
     pub(crate) key: String,
     pub(crate) method: Method,
+    /// The request's headers that matter after the response: the preconditions, `Range`, and
+    /// those the resource varies on (all of them while that is not known: `kept` is `None`).
     pub(crate) request_headers: HeaderMap,
+    pub(crate) kept: Option<Vec<http::HeaderName>>,
     pub(crate) head: bool,
     pub(crate) cache: ReadCache,
     pub(crate) hash_limit: usize,
@@ -163,7 +166,7 @@ where
                             let bytes = take_all(first, buffer);
                             let context = context.take().expect("polled after completion");
                             let mut parts = parts.take().expect("polled after completion");
-                            let etag = tag(&mut parts, &bytes);
+                            let etag = tag(&context.cache, &context.key, &mut parts, &bytes);
                             let body = ConditionalBody::full(bytes, trailers.take());
                             return Poll::Ready(Ok(finish_read(&context, parts, body, Some(etag))));
                         }

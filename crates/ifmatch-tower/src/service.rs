@@ -24,26 +24,37 @@ use crate::layer::Config;
 use crate::store::VersionStore;
 
 /// The service of [`ConditionalLayer`](crate::ConditionalLayer).
+///
+/// Cloning it (axum clones a route's service for every request) costs the inner service's
+/// clone and one reference count: everything else is shared behind one `Arc`.
 #[derive(Debug, Clone)]
 pub struct Conditional<S, V> {
     inner: S,
+    shared: Arc<Shared<V>>,
+}
+
+#[derive(Debug)]
+struct Shared<V> {
     versions: V,
     cache: ReadCache,
     config: Arc<Config>,
     /// Whether this service's inner service has answered a GET: only then may a write probe it
     /// with one. (axum's `Router::layer` wraps each method's handler on its own; a GET sent to
     /// the service wrapping a PUT handler would run the PUT handler.)
-    serves_get: Arc<AtomicBool>,
+    serves_get: AtomicBool,
 }
 
 impl<S, V> Conditional<S, V> {
     pub(crate) fn new(inner: S, versions: V, cache: ReadCache, config: Arc<Config>) -> Self {
-        Self {
-            inner,
+        let shared = Shared {
             versions,
             cache,
             config,
-            serves_get: Arc::default(),
+            serves_get: AtomicBool::new(false),
+        };
+        Self {
+            inner,
+            shared: Arc::new(shared),
         }
     }
 }
@@ -74,7 +85,7 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
-        let Some(key) = (self.config.key)(request.uri(), request.headers()) else {
+        let Some(key) = (self.shared.config.key)(request.uri(), request.headers()) else {
             return ResponseFuture::passthrough(self.inner.call(request));
         };
         match *request.method() {
@@ -100,14 +111,16 @@ impl<S, V> Conditional<S, V> {
         ResBody: Body<Data = Bytes> + Unpin + Send + 'static,
         ResBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        self.serves_get.store(true, Ordering::Relaxed);
+        if !self.shared.serves_get.load(Ordering::Relaxed) {
+            self.shared.serves_get.store(true, Ordering::Relaxed);
+        }
         let headers = request.headers();
         // The short-circuit: If-None-Match alone decides (If-Match and If-Unmodified-Since come
         // first in RFC 9110 13.2.2, and only the inner service knows about those).
         let decided_by_inm = headers.contains_key(header::IF_NONE_MATCH)
             && !headers.contains_key(header::IF_MATCH)
             && !headers.contains_key(header::IF_UNMODIFIED_SINCE);
-        if decided_by_inm && let Some(remembered) = self.cache.get(&key, headers) {
+        if decided_by_inm && let Some(remembered) = self.shared.cache.get(&key, headers) {
             let validators = Validators::etag(remembered.etag.clone());
             if evaluate(request.method(), headers, Target::Current(&validators))
                 == Outcome::NotModified
@@ -119,6 +132,7 @@ impl<S, V> Conditional<S, V> {
             }
         }
         let head = request.method() == Method::HEAD;
+        let kept = self.shared.cache.vary(&key);
         let conditional = [
             header::IF_MATCH,
             header::IF_NONE_MATCH,
@@ -131,17 +145,18 @@ impl<S, V> Conditional<S, V> {
             conditional,
             key,
             method: request.method().clone(),
-            request_headers: request.headers().clone(),
+            request_headers: kept_headers(request.headers(), kept.as_deref()),
+            kept,
             head,
-            cache: self.cache.clone(),
-            hash_limit: self.config.hash_limit,
-            remember_private: self.config.custom_key,
+            cache: self.shared.cache.clone(),
+            hash_limit: self.shared.config.hash_limit,
+            remember_private: self.shared.config.custom_key,
         };
         // HEAD gets the ETag of GET: ask for what GET would send, and send no body.
         if head {
             *request.method_mut() = Method::GET;
         }
-        if self.cache.knows(&context.key) {
+        if self.shared.cache.knows(&context.key) {
             // Learned since the last write through the layer: the version backend knows it.
             return ResponseFuture::read(self.inner.call(request), context);
         }
@@ -149,7 +164,7 @@ impl<S, V> Conditional<S, V> {
         let inner = std::mem::replace(&mut self.inner, clone);
         ResponseFuture::boxed(Box::pin(learn(
             inner,
-            self.versions.clone(),
+            self.shared.versions.clone(),
             request,
             context,
         )))
@@ -174,13 +189,13 @@ impl<S, V> Conditional<S, V> {
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
         let (versions, cache, config) = (
-            self.versions.clone(),
-            self.cache.clone(),
-            self.config.clone(),
+            self.shared.versions.clone(),
+            self.shared.cache.clone(),
+            self.shared.config.clone(),
         );
         // Boxed on purpose: a write awaits the backend's lock and version, perhaps a probe of the
         // inner service, and the write itself; it already costs a lock and a round trip.
-        let serves_get = self.serves_get.load(Ordering::Relaxed);
+        let serves_get = self.shared.serves_get.load(Ordering::Relaxed);
         ResponseFuture::boxed(Box::pin(write(
             inner, versions, cache, config, serves_get, request, key,
         )))
@@ -404,6 +419,7 @@ pub(crate) fn finish_read<B>(
         context.cache.remember(
             &context.key,
             &context.request_headers,
+            context.kept.as_deref(),
             &parts.headers,
             remembered,
         );
@@ -446,6 +462,29 @@ pub(crate) fn finish_read<B>(
     }
 }
 
+/// The request headers a read needs after the response: the preconditions, `Range`, and the
+/// headers named in `vary` (all headers when `vary` is not known).
+fn kept_headers(headers: &HeaderMap, vary: Option<&[header::HeaderName]>) -> HeaderMap {
+    let Some(vary) = vary else {
+        return headers.clone();
+    };
+    let mut kept = HeaderMap::new();
+    let wanted = [
+        header::IF_MATCH,
+        header::IF_NONE_MATCH,
+        header::IF_MODIFIED_SINCE,
+        header::IF_UNMODIFIED_SINCE,
+        header::IF_RANGE,
+        header::RANGE,
+    ];
+    for name in wanted.iter().chain(vary) {
+        for value in headers.get_all(name) {
+            kept.append(name.clone(), value.clone());
+        }
+    }
+    kept
+}
+
 /// Whether a 200 may be remembered for other requests: never with `no-store`, and with
 /// `private` or `Set-Cookie` only when the key function separates users.
 fn rememberable(headers: &HeaderMap, remember_private: bool) -> bool {
@@ -473,8 +512,13 @@ fn rememberable(headers: &HeaderMap, remember_private: bool) -> bool {
 }
 
 /// Sets the strong ETag of a body the layer hashed.
-pub(crate) fn tag(parts: &mut http::response::Parts, bytes: &[u8]) -> EntityTag {
-    let etag = strong_etag(bytes);
+pub(crate) fn tag(
+    cache: &ReadCache,
+    key: &str,
+    parts: &mut http::response::Parts,
+    bytes: &Bytes,
+) -> EntityTag {
+    let etag = cache.tag_of(key, bytes);
     parts.headers.insert(header::ETAG, etag.to_header_value());
     parts
         .headers
