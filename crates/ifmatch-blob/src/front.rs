@@ -440,7 +440,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 .authorize(Scope::Blob, Access::Read, lease_id, now)?;
             let outcome =
                 blob::evaluate(blob::Operation::Read, headers, Some(&current.validators()))?;
-            let content = current.content.clone().ok_or(ErrorCode::BlobNotFound)?;
+            let content = current.content.as_ref().ok_or(ErrorCode::BlobNotFound)?;
 
             // A 304 carries the validators and the lease, not the representation's metadata
             // (RFC 9110 15.4.5), so that is built only for a 200 or 206.

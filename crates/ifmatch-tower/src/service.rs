@@ -13,7 +13,7 @@ use http_body_util::{BodyExt, Limited};
 use ifmatch_core::EntityTag;
 use ifmatch_core::date::parse_http_date;
 use ifmatch_core::precondition::http::{Target, evaluate};
-use ifmatch_core::precondition::{Outcome, Validators};
+use ifmatch_core::precondition::{CONDITIONS, Outcome, Validators, is_conditional};
 use ifmatch_core::{not_modified_headers, strong_etag};
 use tower_service::Service;
 
@@ -58,13 +58,6 @@ impl<S, V> Conditional<S, V> {
         }
     }
 }
-
-/// The preconditions of a write (If-Modified-Since does not apply to writes).
-const WRITE_PRECONDITIONS: [header::HeaderName; 3] = [
-    header::IF_MATCH,
-    header::IF_NONE_MATCH,
-    header::IF_UNMODIFIED_SINCE,
-];
 
 impl<S, V, ReqBody, ResBody> Service<Request<ReqBody>> for Conditional<S, V>
 where
@@ -133,14 +126,7 @@ impl<S, V> Conditional<S, V> {
         }
         let head = request.method() == Method::HEAD;
         let kept = self.shared.cache.vary(&key);
-        let conditional = [
-            header::IF_MATCH,
-            header::IF_NONE_MATCH,
-            header::IF_MODIFIED_SINCE,
-            header::IF_UNMODIFIED_SINCE,
-        ]
-        .iter()
-        .any(|h| headers.contains_key(h));
+        let conditional = is_conditional(request.method(), headers);
         let context = ReadContext {
             conditional,
             key,
@@ -220,9 +206,7 @@ where
     ResBody: Body<Data = Bytes> + Unpin,
     ResBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let conditional = WRITE_PRECONDITIONS
-        .iter()
-        .any(|h| request.headers().contains_key(h));
+    let conditional = is_conditional(request.method(), request.headers());
     if config.require_precondition && !conditional {
         return Ok(status(StatusCode::PRECONDITION_REQUIRED));
     }
@@ -322,19 +306,15 @@ where
     let mut get = Request::new(ReqBody::default());
     *get.uri_mut() = uri;
     *get.headers_mut() = headers;
-    for name in [
-        header::IF_MATCH,
-        header::IF_NONE_MATCH,
-        header::IF_MODIFIED_SINCE,
-        header::IF_UNMODIFIED_SINCE,
-        header::IF_RANGE,
-        header::RANGE,
+    let ranges = [header::IF_RANGE, header::RANGE];
+    let body = [
         header::CONTENT_LENGTH,
         header::CONTENT_TYPE,
         header::CONTENT_ENCODING,
         header::TRANSFER_ENCODING,
         header::EXPECT,
-    ] {
+    ];
+    for name in CONDITIONS.iter().chain(&ranges).chain(&body) {
         get.headers_mut().remove(name);
     }
     poll_fn(|cx| inner.poll_ready(cx)).await?;
@@ -469,15 +449,8 @@ fn kept_headers(headers: &HeaderMap, vary: Option<&[header::HeaderName]>) -> Hea
         return headers.clone();
     };
     let mut kept = HeaderMap::new();
-    let wanted = [
-        header::IF_MATCH,
-        header::IF_NONE_MATCH,
-        header::IF_MODIFIED_SINCE,
-        header::IF_UNMODIFIED_SINCE,
-        header::IF_RANGE,
-        header::RANGE,
-    ];
-    for name in wanted.iter().chain(vary) {
+    let ranges = [header::IF_RANGE, header::RANGE];
+    for name in CONDITIONS.iter().chain(&ranges).chain(vary) {
         for value in headers.get_all(name) {
             kept.append(name.clone(), value.clone());
         }

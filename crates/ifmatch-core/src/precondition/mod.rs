@@ -14,6 +14,25 @@ use crate::EntityTag;
 use crate::date::{parse_http_date, single_date};
 use crate::etag::scan_list;
 
+/// The four conditions of RFC 9110 13.1.1-13.1.4, in the order 13.2.2 evaluates them.
+/// (`If-Range` qualifies a `Range`; it is not a condition on the method.)
+pub const CONDITIONS: [header::HeaderName; 4] = [
+    header::IF_MATCH,
+    header::IF_UNMODIFIED_SINCE,
+    header::IF_NONE_MATCH,
+    header::IF_MODIFIED_SINCE,
+];
+
+/// Whether a request carries a condition that applies to its method: `If-Modified-Since` counts
+/// only for GET and HEAD (RFC 9110 13.1.3), so a write carrying only that one is unconditional.
+pub fn is_conditional(method: &::http::Method, headers: &HeaderMap) -> bool {
+    let reads = matches!(*method, ::http::Method::GET | ::http::Method::HEAD);
+    CONDITIONS
+        .iter()
+        .filter(|name| reads || **name != header::IF_MODIFIED_SINCE)
+        .any(|name| headers.contains_key(name))
+}
+
 /// The validators of a resource's current representation.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
@@ -249,6 +268,39 @@ mod unix_seconds {
         match Option::<u64>::deserialize(d)? {
             Some(s) if s > MAX => Err(serde::de::Error::custom("date after year 9999")),
             secs => Ok(secs.map(|s| HttpDate::from(UNIX_EPOCH + Duration::from_secs(s)))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ::http::{HeaderValue, Method};
+
+    use super::*;
+
+    #[test]
+    fn if_modified_since_conditions_only_reads() {
+        let cases: &[(Method, &[header::HeaderName], bool)] = &[
+            (Method::GET, &[], false),
+            (Method::GET, &[header::IF_MODIFIED_SINCE], true),
+            (Method::HEAD, &[header::IF_MODIFIED_SINCE], true),
+            (Method::PUT, &[header::IF_MODIFIED_SINCE], false),
+            (Method::PUT, &[header::IF_MATCH], true),
+            (Method::DELETE, &[header::IF_UNMODIFIED_SINCE], true),
+            (Method::POST, &[header::IF_NONE_MATCH], true),
+            (Method::PUT, &[header::IF_RANGE, header::RANGE], false),
+            (Method::GET, &[header::IF_RANGE, header::RANGE], false),
+        ];
+        for (method, names, want) in cases {
+            let mut headers = HeaderMap::new();
+            for name in *names {
+                headers.insert(name.clone(), HeaderValue::from_static("x"));
+            }
+            assert_eq!(
+                is_conditional(method, &headers),
+                *want,
+                "{method} {names:?}"
+            );
         }
     }
 }
