@@ -1,2 +1,3 @@
-//! Runnable examples of ifmatch: `cargo run -p examples --example axum-docs` and
-//! `cargo run -p examples --example hyper-hello`.
+//! Runnable examples of ifmatch: `cargo run -p examples --example axum-docs`,
+//! `cargo run -p examples --example hyper-hello`, and `bench-app`, the app that
+//! `scripts/bench-tower` measures.
