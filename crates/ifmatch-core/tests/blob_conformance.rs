@@ -1,9 +1,12 @@
 //! Blob-dialect conformance table for `precondition::blob::evaluate`
 //! (`shared/spec/conditional-requests.md`, "Blob dialect").
 
+mod common;
+
+use common::headers;
+
 use std::time::{Duration, UNIX_EPOCH};
 
-use http::{HeaderMap, HeaderName, HeaderValue};
 use ifmatch_core::ErrorCode::{
     self, BlobAlreadyExists, ConditionNotMet as CNM, MultipleConditionHeadersNotSupported as MULTI,
     UnsupportedHeader,
@@ -120,17 +123,6 @@ const ROWS: &[Row] = &[
     ("container, If-Match unsupported",           C,    true,  &[(IM, r#""abc""#)],                         Err(UnsupportedHeader)),
     ("container, If-None-Match unsupported",      C,    true,  &[(INM, "*")],                               Err(UnsupportedHeader)),
 ];
-
-fn headers(lines: &[(&str, &str)]) -> HeaderMap {
-    let mut map = HeaderMap::new();
-    for (name, value) in lines {
-        map.append(
-            HeaderName::from_bytes(name.as_bytes()).unwrap(),
-            HeaderValue::from_str(value).unwrap(),
-        );
-    }
-    map
-}
 
 #[test]
 fn conformance_table() {

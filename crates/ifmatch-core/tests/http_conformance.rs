@@ -4,9 +4,13 @@
 //! GET, for HEAD, and for a write; the write column is checked for PUT, POST, DELETE and PATCH.
 //! So every row is six cases.
 
+mod common;
+
+use common::headers;
+
 use std::time::{Duration, UNIX_EPOCH};
 
-use http::{HeaderMap, HeaderName, HeaderValue, Method};
+use http::Method;
 use ifmatch_core::EntityTag;
 use ifmatch_core::date::{HttpDate, to_http_date};
 use ifmatch_core::precondition::Outcome::{
@@ -191,17 +195,6 @@ const ROWS: &[Row] = &[
 ];
 
 const WRITES: [Method; 4] = [Method::PUT, Method::POST, Method::DELETE, Method::PATCH];
-
-fn headers(lines: &[(&str, &str)]) -> HeaderMap {
-    let mut map = HeaderMap::new();
-    for (name, value) in lines {
-        map.append(
-            HeaderName::from_bytes(name.as_bytes()).unwrap(),
-            HeaderValue::from_str(value).unwrap(),
-        );
-    }
-    map
-}
 
 fn target(validators: &Option<Validators>) -> Target<'_> {
     validators.as_ref().map_or(Target::Absent, Target::Current)

@@ -2,6 +2,10 @@
 //! timing edges, the table of blob and container operations under a lease, header parsing,
 //! and the spec's scenarios at the level of the engine.
 
+mod common;
+
+use common::headers;
+
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::{HeaderMap, HeaderValue, StatusCode};
@@ -506,17 +510,6 @@ fn operations_under_a_lease() {
     }
 }
 
-fn lease_headers(lines: &[(&str, &str)]) -> HeaderMap {
-    let mut map = HeaderMap::new();
-    for (name, value) in lines {
-        map.append(
-            http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
-            HeaderValue::from_str(value).unwrap(),
-        );
-    }
-    map
-}
-
 #[test]
 fn parsing_lease_requests() {
     let g = "5a9b3a4e-1d2c-4b7a-9f00-0123456789ab";
@@ -692,10 +685,10 @@ fn parsing_lease_requests() {
         ),
     ];
     for (lines, want) in cases {
-        let got = LeaseAction::from_headers(&lease_headers(&lines), fresh).map_err(|e| e.code);
+        let got = LeaseAction::from_headers(&headers(&lines), fresh).map_err(|e| e.code);
         assert_eq!(got, want, "{lines:?}");
     }
-    let err = LeaseAction::from_headers(&lease_headers(&[("x-ms-lease-action", "acquire")]), fresh)
+    let err = LeaseAction::from_headers(&headers(&[("x-ms-lease-action", "acquire")]), fresh)
         .unwrap_err();
     assert_eq!(err.header, headers::LEASE_DURATION);
 }
@@ -782,7 +775,7 @@ fn spec_scenarios() {
             ("x-ms-lease-duration", duration),
         ];
         lines.extend(proposed.map(|p| ("x-ms-proposed-lease-id", p)));
-        LeaseAction::from_headers(&lease_headers(&lines), c)
+        LeaseAction::from_headers(&headers(&lines), c)
     };
 
     // 1. acquire 30 s proposing G: 201, x-ms-lease-id G, leased/locked/fixed.
