@@ -1,6 +1,7 @@
 //! The app of the layer's load benchmark (`scripts/bench-tower`): one axum route answering a
-//! fixed 4 KiB body, after DELAY_MS milliseconds, with the layer when LAYER=on, and an ETag of
-//! the handler's own when HANDLER_ETAG=on.
+//! fixed 4 KiB body, with the layer when LAYER=on, and an ETag of the handler's own when
+//! HANDLER_ETAG=on. With DELAY_MS, the handler takes that long: waiting (DELAY_MODE=wait, the
+//! default, as for a database) or computing (DELAY_MODE=compute, as for rendering).
 
 use std::time::Duration;
 
@@ -18,6 +19,7 @@ async fn main() -> std::io::Result<()> {
             .and_then(|d| d.parse().ok())
             .unwrap_or(0),
     );
+    let compute = std::env::var("DELAY_MODE").is_ok_and(|m| m == "compute");
     let layer = std::env::var("LAYER").is_ok_and(|l| l == "on");
     // With HANDLER_ETAG=on the handler names its own version: the layer never buffers or hashes.
     let handler_etag = std::env::var("HANDLER_ETAG").is_ok_and(|l| l == "on");
@@ -29,8 +31,16 @@ async fn main() -> std::io::Result<()> {
     let handler = move || {
         let body = body.clone();
         async move {
-            if !delay.is_zero() {
-                tokio::time::sleep(delay).await;
+            if compute {
+                // Busy for the whole delay, on the worker thread, as CPU-bound work is.
+                let start = std::time::Instant::now();
+                while start.elapsed() < delay {
+                    std::hint::spin_loop();
+                }
+            } else if !delay.is_zero() {
+                // tokio's timer rounds up to the next millisecond tick (a 1 ms sleep takes about
+                // 2 ms); a thread sleep waits the delay itself.
+                let _ = tokio::task::spawn_blocking(move || std::thread::sleep(delay)).await;
             }
             let etag = handler_etag.then_some([(axum::http::header::ETAG, "\"v1\"")]);
             (etag, body)

@@ -1,20 +1,28 @@
 //! What the layer remembers of the resources it has seen: per resource, the request headers
-//! its responses vary on; per variant, the current ETag and the headers of a 304.
+//! its responses vary on and, per variant, the current ETag and the headers of a 304.
+//!
+//! One moka lookup per request finds a resource and all its variants. A read holds on to the
+//! resource it found; a write forgets the key, which detaches that resource, so what a read
+//! that was already under way remembers afterwards lands in a resource nobody can find: a read
+//! can never bring back a version that a write has replaced.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{self, HeaderMap, HeaderName};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use ifmatch_core::{EntityTag, strong_etag};
 
-/// The variants of one resource: which request headers select them, and the generation that
-/// makes every variant of an earlier version unreachable at once.
+/// The variants one resource keeps at most; a new one beyond that replaces the oldest.
+pub(crate) const MAX_VARIANTS: usize = 8;
+
+/// A resource the layer has seen since it last changed.
 #[derive(Debug)]
-struct Resource {
+pub(crate) struct Resource {
+    /// The request headers that select a variant, sorted.
     vary: Vec<HeaderName>,
-    generation: u64,
+    /// The variants: the selecting headers' values, and what a 304 needs. Oldest first.
+    variants: Mutex<Vec<(Vec<u8>, Arc<Remembered>)>>,
 }
 
 /// What a conditional GET needs to be answered 304 without the inner service.
@@ -23,6 +31,49 @@ pub(crate) struct Remembered {
     pub(crate) etag: EntityTag,
     /// The headers of the 304: those of the 200, less the representation metadata.
     pub(crate) headers: HeaderMap,
+}
+
+impl Resource {
+    /// The request headers that select a variant.
+    pub(crate) fn vary(&self) -> &[HeaderName] {
+        &self.vary
+    }
+
+    /// The remembered variant that this request selects.
+    pub(crate) fn get(&self, request: &HeaderMap) -> Option<Arc<Remembered>> {
+        let selector = self.selector(request);
+        let variants = self.variants.lock().unwrap_or_else(PoisonError::into_inner);
+        variants
+            .iter()
+            .find(|(known, _)| *known == selector)
+            .map(|(_, remembered)| remembered.clone())
+    }
+
+    fn put(&self, request: &HeaderMap, remembered: Remembered) {
+        let selector = self.selector(request);
+        let mut variants = self.variants.lock().unwrap_or_else(PoisonError::into_inner);
+        variants.retain(|(known, _)| *known != selector);
+        if variants.len() == MAX_VARIANTS {
+            variants.remove(0);
+        }
+        variants.push((selector, Arc::new(remembered)));
+    }
+
+    /// The values of the headers in `vary`, each list ended by a NUL (which no header value
+    /// holds), so that no two different requests select the same variant.
+    fn selector(&self, request: &HeaderMap) -> Vec<u8> {
+        let mut out = Vec::new();
+        for name in &self.vary {
+            for (i, value) in request.get_all(name).iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                out.extend_from_slice(value.as_bytes());
+            }
+            out.push(0);
+        }
+        out
+    }
 }
 
 /// Shared by every clone of the layer's services: one reference count to clone.
@@ -34,12 +85,17 @@ pub(crate) struct ReadCache {
 #[derive(Debug)]
 struct Caches {
     resources: moka::sync::Cache<String, Arc<Resource>>,
-    variants: moka::sync::Cache<String, Arc<Remembered>>,
-    generations: AtomicU64,
     /// The last body hashed per key, with its tag. Holding the `Bytes` keeps them immutable, so
     /// a handler that answers with the same `Bytes` again (same address and length) answers
     /// with the same content, and the tag is reused without hashing. Bounded in bytes.
-    hashed: moka::sync::Cache<String, (Bytes, EntityTag)>,
+    hashed: moka::sync::Cache<String, Hashed>,
+}
+
+#[derive(Debug, Clone)]
+struct Hashed {
+    body: Bytes,
+    etag: EntityTag,
+    header: HeaderValue,
 }
 
 /// The bytes of bodies the layer keeps to skip hashing them again.
@@ -49,94 +105,58 @@ const HASHED_BUDGET: u64 = 32 << 20;
 const REUSE_MIN: usize = 1024;
 
 impl ReadCache {
+    /// A cache of at most `capacity` resources, each with at most [`MAX_VARIANTS`] variants.
     pub(crate) fn new(capacity: u64, time_to_live: Option<Duration>) -> Self {
         let hashed = moka::sync::Cache::builder()
             .max_capacity(HASHED_BUDGET)
-            .weigher(|_: &String, (bytes, _): &(Bytes, EntityTag)| {
-                u32::try_from(bytes.len()).unwrap_or(u32::MAX)
+            .weigher(|_: &String, hashed: &Hashed| {
+                u32::try_from(hashed.body.len()).unwrap_or(u32::MAX)
             })
             .build();
-        let caches = Caches {
-            resources: cache(capacity, time_to_live),
-            variants: cache(capacity, time_to_live),
-            generations: AtomicU64::new(0),
-            hashed,
+        let resources = moka::sync::Cache::builder().max_capacity(capacity);
+        let resources = match time_to_live {
+            Some(ttl) => resources.time_to_live(ttl).build(),
+            None => resources.build(),
         };
         Self {
-            inner: Arc::new(caches),
+            inner: Arc::new(Caches { resources, hashed }),
         }
     }
 
-    fn variant_key(key: &str, resource: &Resource, request: &HeaderMap) -> String {
-        let mut out = format!("{}\u{0}{key}", resource.generation);
-        for name in &resource.vary {
-            out.push('\u{0}');
-            for value in request.get_all(name) {
-                out.push_str(&String::from_utf8_lossy(value.as_bytes()));
-                out.push(',');
-            }
-        }
-        out
-    }
-
-    /// The remembered variant that this request selects.
-    pub(crate) fn get(&self, key: &str, request: &HeaderMap) -> Option<Arc<Remembered>> {
-        let resource = self.inner.resources.get(key)?;
-        self.inner
-            .variants
-            .get(&Self::variant_key(key, &resource, request))
+    /// The resource `key` names, when it has been seen since it last changed.
+    pub(crate) fn resource(&self, key: &str) -> Option<Arc<Resource>> {
+        self.inner.resources.get(key)
     }
 
     /// Remembers a response's ETag and 304 headers for the variant this request selects.
-    /// `Vary: *` is never remembered: no request can be known to select the same variant.
-    /// `request` must hold the headers the response varies on; when the response varies on
-    /// other headers than the ones known for `key` (`kept`), the key is forgotten instead, so
-    /// that the next request brings all its headers.
+    /// `known` is the resource the read found when it started; `None` when it found none, and
+    /// then `request` holds all the request's headers. `Vary: *` is never remembered: no
+    /// request can be known to select the same variant. When the response varies on other
+    /// headers than `known` says, the key is forgotten, so that the next request keeps all its
+    /// headers.
     pub(crate) fn remember(
         &self,
         key: &str,
+        known: Option<&Resource>,
         request: &HeaderMap,
-        kept: Option<&[HeaderName]>,
         response: &HeaderMap,
         remembered: Remembered,
     ) {
-        let mut vary = Vec::new();
-        for value in response.get_all(header::VARY) {
-            let Ok(value) = value.to_str() else { return };
-            for name in value.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-                if name == "*" {
-                    return;
-                }
-                match HeaderName::try_from(name) {
-                    Ok(name) => vary.push(name),
-                    Err(_) => return,
-                }
+        let Some(vary) = vary(response) else { return };
+        match known {
+            Some(resource) if resource.vary == vary => resource.put(request, remembered),
+            Some(_) => self.invalidate(key),
+            None => {
+                let resource = Resource {
+                    vary,
+                    variants: Mutex::new(Vec::new()),
+                };
+                resource.put(request, remembered);
+                self.inner
+                    .resources
+                    .insert(key.to_owned(), Arc::new(resource));
             }
         }
-        vary.sort_by(|a, b| a.as_str().cmp(b.as_str()));
-        vary.dedup();
-        if kept.is_some_and(|kept| kept != vary.as_slice()) {
-            self.invalidate(key);
-            return;
-        }
-        let resource = match self.inner.resources.get(key) {
-            Some(known) if known.vary == vary => known,
-            _ => {
-                let generation = self.inner.generations.fetch_add(1, Ordering::Relaxed) + 1;
-                let fresh = Arc::new(Resource { vary, generation });
-                self.inner.resources.insert(key.to_owned(), fresh.clone());
-                fresh
-            }
-        };
-        self.inner.variants.insert(
-            Self::variant_key(key, &resource, request),
-            Arc::new(remembered),
-        );
-    }
-
-    /// Whether some variant of `key` has been remembered since the key last changed.
-    pub(crate) fn knows(&self, key: &str) -> bool {
-        self.inner.resources.contains_key(key)
     }
 
     /// Forgets every variant of `key`.
@@ -144,66 +164,83 @@ impl ReadCache {
         self.inner.resources.invalidate(key);
     }
 
-    /// The request headers that select a variant of `key`, when known.
-    pub(crate) fn vary(&self, key: &str) -> Option<Vec<HeaderName>> {
-        self.inner.resources.get(key).map(|r| r.vary.clone())
-    }
-
-    /// The strong tag of `body`, the body served last under `key`: reused when the handler
-    /// answered with the very same bytes, computed (and kept for next time) otherwise.
-    pub(crate) fn tag_of(&self, key: &str, body: &Bytes) -> EntityTag {
+    /// The strong tag of `body`, the body served last under `key`, and its header value:
+    /// reused when the handler answered with the very same bytes, computed (and kept for next
+    /// time) otherwise.
+    pub(crate) fn tag_of(&self, key: &str, body: &Bytes) -> (EntityTag, HeaderValue) {
         if body.len() < REUSE_MIN {
-            return strong_etag(body);
+            let etag = strong_etag(body);
+            let header = etag.to_header_value();
+            return (etag, header);
         }
-        if let Some((last, etag)) = self.inner.hashed.get(key)
-            && last.as_ptr() == body.as_ptr()
-            && last.len() == body.len()
+        if let Some(last) = self.inner.hashed.get(key)
+            && last.body.as_ptr() == body.as_ptr()
+            && last.body.len() == body.len()
         {
-            return etag;
+            return (last.etag, last.header);
         }
         let etag = strong_etag(body);
-        self.inner
-            .hashed
-            .insert(key.to_owned(), (body.clone(), etag.clone()));
-        etag
+        let header = etag.to_header_value();
+        let hashed = Hashed {
+            body: body.clone(),
+            etag: etag.clone(),
+            header: header.clone(),
+        };
+        self.inner.hashed.insert(key.to_owned(), hashed);
+        (etag, header)
     }
 }
 
-fn cache<V: Clone + Send + Sync + 'static>(
-    capacity: u64,
-    time_to_live: Option<Duration>,
-) -> moka::sync::Cache<String, V> {
-    let builder = moka::sync::Cache::builder().max_capacity(capacity);
-    match time_to_live {
-        Some(ttl) => builder.time_to_live(ttl).build(),
-        None => builder.build(),
+/// The header names of a response's `Vary`, sorted; `None` for `Vary: *` or a name that is
+/// not one.
+fn vary(response: &HeaderMap) -> Option<Vec<HeaderName>> {
+    let mut vary = Vec::new();
+    for value in response.get_all(header::VARY) {
+        for name in value.to_str().ok()?.split(',').map(str::trim) {
+            match name {
+                "" => {}
+                "*" => return None,
+                name => vary.push(HeaderName::try_from(name).ok()?),
+            }
+        }
     }
+    vary.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+    vary.dedup();
+    Some(vary)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn remembered(tag: &str) -> Remembered {
+        Remembered {
+            etag: EntityTag::strong(tag).unwrap(),
+            headers: HeaderMap::new(),
+        }
+    }
+
     #[test]
     fn a_tag_is_reused_only_for_the_very_same_bytes() {
         let cache = ReadCache::new(100, None);
         let body = Bytes::from(vec![b'a'; 4096]);
-        let tag = cache.tag_of("/k", &body);
+        let (tag, header) = cache.tag_of("/k", &body);
         assert_eq!(tag, strong_etag(&body));
+        assert_eq!(header, tag.to_header_value());
         assert_eq!(
-            cache.tag_of("/k", &body.clone()),
+            cache.tag_of("/k", &body.clone()).0,
             tag,
             "same bytes, same tag"
         );
         // Equal content elsewhere: hashed again, same tag.
         let copy = Bytes::from(body.to_vec());
-        assert_eq!(cache.tag_of("/k", &copy), tag);
+        assert_eq!(cache.tag_of("/k", &copy).0, tag);
         // Other content of the same length: another tag, never the remembered one.
         let other = Bytes::from(vec![b'b'; 4096]);
-        assert_eq!(cache.tag_of("/k", &other), strong_etag(&other));
+        assert_eq!(cache.tag_of("/k", &other).0, strong_etag(&other));
         // A slice that starts at the same address but is shorter is other content.
         assert_eq!(
-            cache.tag_of("/k", &other.slice(..2048)),
+            cache.tag_of("/k", &other.slice(..2048)).0,
             strong_etag(&other[..2048])
         );
     }
@@ -211,43 +248,84 @@ mod tests {
     #[test]
     fn a_response_that_varies_on_new_headers_is_not_remembered_under_incomplete_ones() {
         let cache = ReadCache::new(100, None);
-        let remembered = |tag: &str| Remembered {
-            etag: EntityTag::strong(tag).unwrap(),
-            headers: HeaderMap::new(),
-        };
         let mut request = HeaderMap::new();
         request.insert("accept-language", "fr".parse().unwrap());
         // Known not to vary: the layer kept no accept-language from the request.
         cache.remember(
             "/k",
-            &HeaderMap::new(),
             None,
+            &HeaderMap::new(),
             &HeaderMap::new(),
             remembered("a"),
         );
-        assert_eq!(cache.vary("/k"), Some(vec![]));
+        let known = cache.resource("/k").unwrap();
+        assert!(known.vary().is_empty());
         let mut varying = HeaderMap::new();
         varying.insert(header::VARY, "accept-language".parse().unwrap());
         cache.remember(
             "/k",
+            Some(&known),
             &HeaderMap::new(),
-            Some(&[]),
             &varying,
             remembered("b"),
         );
-        assert_eq!(
-            cache.vary("/k"),
-            None,
+        assert!(
+            cache.resource("/k").is_none(),
             "forgotten, so the next request keeps all its headers"
         );
-        cache.remember("/k", &request, None, &varying, remembered("b"));
+        cache.remember("/k", None, &request, &varying, remembered("b"));
+        let known = cache.resource("/k").unwrap();
         assert_eq!(
-            cache.get("/k", &request).unwrap().etag,
+            known.get(&request).unwrap().etag,
             EntityTag::strong("b").unwrap()
         );
+        assert!(known.get(&HeaderMap::new()).is_none(), "another variant");
+    }
+
+    #[test]
+    fn a_read_that_finishes_after_a_write_remembers_nothing_findable() {
+        let cache = ReadCache::new(100, None);
+        let none = HeaderMap::new();
+        cache.remember("/k", None, &none, &none, remembered("v1"));
+        let found_by_read = cache.resource("/k").unwrap();
+        cache.invalidate("/k"); // the write
+        cache.remember("/k", Some(&found_by_read), &none, &none, remembered("v1"));
+        assert!(cache.resource("/k").is_none());
+    }
+
+    #[test]
+    fn variants_are_bounded_and_selected_exactly() {
+        let cache = ReadCache::new(100, None);
+        let mut varying = HeaderMap::new();
+        varying.insert(header::VARY, "Accept-Encoding, accept".parse().unwrap());
+        let request = |encoding: &str, accept: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::ACCEPT_ENCODING, encoding.parse().unwrap());
+            headers.insert(header::ACCEPT, accept.parse().unwrap());
+            headers
+        };
+        cache.remember("/k", None, &request("e0", "a"), &varying, remembered("0"));
+        let resource = cache.resource("/k").unwrap();
+        assert_eq!(resource.vary(), [header::ACCEPT, header::ACCEPT_ENCODING]);
+        for i in 1..=MAX_VARIANTS {
+            let tag = i.to_string();
+            cache.remember(
+                "/k",
+                Some(&resource),
+                &request(&format!("e{i}"), "a"),
+                &varying,
+                remembered(&tag),
+            );
+        }
         assert!(
-            cache.get("/k", &HeaderMap::new()).is_none(),
-            "another variant"
+            resource.get(&request("e0", "a")).is_none(),
+            "the oldest went"
         );
+        assert_eq!(
+            resource.get(&request("e1", "a")).unwrap().etag,
+            EntityTag::strong("1").unwrap()
+        );
+        // The values of one header never pass for those of two.
+        assert!(resource.get(&request("e1a", "")).is_none());
     }
 }

@@ -2,6 +2,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use bytes::{Bytes, BytesMut};
@@ -11,7 +12,7 @@ use pin_project_lite::pin_project;
 
 use crate::BoxError;
 use crate::body::ConditionalBody;
-use crate::cache::ReadCache;
+use crate::cache::{ReadCache, Resource};
 use crate::service::{finish_read, needs_tag, tag};
 
 /// What a read needs once the inner response arrives.
@@ -22,9 +23,10 @@ pub(crate) struct ReadContext {
     pub(crate) key: String,
     pub(crate) method: Method,
     /// The request's headers that matter after the response: the preconditions, `Range`, and
-    /// those the resource varies on (all of them while that is not known: `kept` is `None`).
+    /// those the resource varies on (all of them while that is not known).
     pub(crate) request_headers: HeaderMap,
-    pub(crate) kept: Option<Vec<http::HeaderName>>,
+    /// The resource as the read found it in the cache, if it did.
+    pub(crate) resource: Option<Arc<Resource>>,
     pub(crate) head: bool,
     pub(crate) cache: ReadCache,
     pub(crate) hash_limit: usize,

@@ -59,7 +59,7 @@ impl Default for ConditionalLayer {
 
 impl ConditionalLayer {
     /// The layer with an in-memory version backend, a 1 MiB hashing limit, a cache of 10,000
-    /// variants without expiry, and path-and-query keys.
+    /// resources without expiry, and path-and-query keys.
     pub fn new() -> Self {
         let config = Config {
             hash_limit: 1 << 20,
@@ -96,10 +96,11 @@ impl<V> ConditionalLayer<V> {
         self
     }
 
-    /// How many variants the 304 cache remembers.
-    pub fn cache_capacity(mut self, variants: u64) -> Self {
-        self.cache_capacity = variants;
-        self.cache = ReadCache::new(variants, self.time_to_live);
+    /// How many resources the 304 cache remembers, each with at most 8 variants (the 8 last
+    /// seen).
+    pub fn cache_capacity(mut self, resources: u64) -> Self {
+        self.cache_capacity = resources;
+        self.cache = ReadCache::new(resources, self.time_to_live);
         self
     }
 

@@ -18,7 +18,7 @@ use ifmatch_core::{not_modified_headers, strong_etag};
 use tower_service::Service;
 
 use crate::body::ConditionalBody;
-use crate::cache::{ReadCache, Remembered};
+use crate::cache::{ReadCache, Remembered, Resource};
 use crate::future::{ReadContext, ResponseFuture};
 use crate::layer::Config;
 use crate::store::VersionStore;
@@ -108,12 +108,13 @@ impl<S, V> Conditional<S, V> {
             self.shared.serves_get.store(true, Ordering::Relaxed);
         }
         let headers = request.headers();
+        let resource = self.shared.cache.resource(&key);
         // The short-circuit: If-None-Match alone decides (If-Match and If-Unmodified-Since come
         // first in RFC 9110 13.2.2, and only the inner service knows about those).
         let decided_by_inm = headers.contains_key(header::IF_NONE_MATCH)
             && !headers.contains_key(header::IF_MATCH)
             && !headers.contains_key(header::IF_UNMODIFIED_SINCE);
-        if decided_by_inm && let Some(remembered) = self.shared.cache.get(&key, headers) {
+        if decided_by_inm && let Some(remembered) = resource.as_ref().and_then(|r| r.get(headers)) {
             let validators = Validators::etag(remembered.etag.clone());
             if evaluate(request.method(), headers, Target::Current(&validators))
                 == Outcome::NotModified
@@ -125,14 +126,17 @@ impl<S, V> Conditional<S, V> {
             }
         }
         let head = request.method() == Method::HEAD;
-        let kept = self.shared.cache.vary(&key);
         let conditional = is_conditional(request.method(), headers);
         let context = ReadContext {
             conditional,
             key,
             method: request.method().clone(),
-            request_headers: kept_headers(request.headers(), kept.as_deref()),
-            kept,
+            request_headers: kept_headers(
+                headers,
+                conditional,
+                resource.as_deref().map(Resource::vary),
+            ),
+            resource,
             head,
             cache: self.shared.cache.clone(),
             hash_limit: self.shared.config.hash_limit,
@@ -142,8 +146,8 @@ impl<S, V> Conditional<S, V> {
         if head {
             *request.method_mut() = Method::GET;
         }
-        if self.shared.cache.knows(&context.key) {
-            // Learned since the last write through the layer: the version backend knows it.
+        if context.resource.is_some() {
+            // Seen since the last write through the layer: the version backend knows it.
             return ResponseFuture::read(self.inner.call(request), context);
         }
         let clone = self.inner.clone();
@@ -380,8 +384,9 @@ pub(crate) fn finish_read<B>(
     .filter(|_| tagged);
     let known = |etag: &EntityTag| {
         context
-            .cache
-            .get(&context.key, &context.request_headers)
+            .resource
+            .as_ref()
+            .and_then(|r| r.get(&context.request_headers))
             .is_some_and(|r| r.etag == *etag)
     };
     if let Some(validators) = &validators
@@ -398,8 +403,8 @@ pub(crate) fn finish_read<B>(
         };
         context.cache.remember(
             &context.key,
+            context.resource.as_deref(),
             &context.request_headers,
-            context.kept.as_deref(),
             &parts.headers,
             remembered,
         );
@@ -444,11 +449,19 @@ pub(crate) fn finish_read<B>(
 
 /// The request headers a read needs after the response: the preconditions, `Range`, and the
 /// headers named in `vary` (all headers when `vary` is not known).
-fn kept_headers(headers: &HeaderMap, vary: Option<&[header::HeaderName]>) -> HeaderMap {
+fn kept_headers(
+    headers: &HeaderMap,
+    conditional: bool,
+    vary: Option<&[header::HeaderName]>,
+) -> HeaderMap {
     let Some(vary) = vary else {
         return headers.clone();
     };
     let mut kept = HeaderMap::new();
+    // The usual request: nothing to keep, and nothing to look up.
+    if !conditional && vary.is_empty() && !headers.contains_key(header::RANGE) {
+        return kept;
+    }
     let ranges = [header::IF_RANGE, header::RANGE];
     for name in CONDITIONS.iter().chain(&ranges).chain(vary) {
         for value in headers.get_all(name) {
@@ -491,8 +504,8 @@ pub(crate) fn tag(
     parts: &mut http::response::Parts,
     bytes: &Bytes,
 ) -> EntityTag {
-    let etag = cache.tag_of(key, bytes);
-    parts.headers.insert(header::ETAG, etag.to_header_value());
+    let (etag, value) = cache.tag_of(key, bytes);
+    parts.headers.insert(header::ETAG, value);
     parts
         .headers
         .insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
