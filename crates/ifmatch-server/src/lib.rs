@@ -10,10 +10,12 @@
 //! ```
 
 pub mod local;
+pub mod proxy;
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -114,13 +116,42 @@ where
     O: ifmatch_blob::Objects,
     E: Env,
 {
+    serve_with(listener, shutdown, move |_| {
+        let front = front.clone();
+        service_fn(move |request: hyper::Request<Incoming>| {
+            let front = front.clone();
+            async move { Ok::<_, Infallible>(front.handle(request).await) }
+        })
+    })
+    .await
+}
+
+/// The accept loop of every `ifmatch` mode: HTTP/1 and HTTP/2 on each connection, with the
+/// service `service_for` makes for the client's address, until `shutdown` completes; then the
+/// requests in flight may finish (up to 30 s).
+pub(crate) async fn serve_with<F, S, B>(
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()>,
+    service_for: F,
+) -> io::Result<()>
+where
+    F: Fn(SocketAddr) -> S,
+    S: hyper::service::Service<hyper::Request<Incoming>, Response = hyper::Response<B>>
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let builder = auto::Builder::new(TokioExecutor::new());
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
-        let stream = tokio::select! {
+        let (stream, client) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(error) => {
                     // Out of file descriptors and the like: back off instead of spinning.
                     tracing::warn!(%error, "accept failed");
@@ -131,13 +162,8 @@ where
             () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
-        let front = front.clone();
-        let service = service_fn(move |request: hyper::Request<Incoming>| {
-            let front = front.clone();
-            async move { Ok::<_, Infallible>(front.handle(request).await) }
-        });
         let connection = builder
-            .serve_connection_with_upgrades(TokioIo::new(stream), service)
+            .serve_connection_with_upgrades(TokioIo::new(stream), service_for(client))
             .into_owned();
         let connection = graceful.watch(connection);
         tokio::spawn(async move {

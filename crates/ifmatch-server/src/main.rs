@@ -2,10 +2,12 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use ifmatch_blob::DEFAULT_MAX_BODY;
+use ifmatch_server::proxy::ProxyOptions;
 use tokio::net::TcpListener;
 
 #[derive(Parser)]
@@ -24,6 +26,53 @@ enum Command {
     /// Serve the blob front: the Azure Blob REST dialect (containers, blobs, conditional
     /// headers, leases) over the local disk.
     Serve(Serve),
+    /// Put the conditional layer in front of any HTTP origin: strong ETags, 304s from the
+    /// cache without reaching the origin, atomic If-Match / If-Unmodified-Since /
+    /// If-None-Match on writes.
+    Proxy(Proxy),
+}
+
+#[derive(clap::Args)]
+struct Proxy {
+    /// The origin, `http://host:port[/prefix]`.
+    #[arg(long, env = "IFMATCH_UPSTREAM")]
+    upstream: http::Uri,
+    /// The address to listen on.
+    #[arg(long, env = "IFMATCH_LISTEN", default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// How long the origin may take to connect and to send its response head, in seconds;
+    /// then 504.
+    #[arg(long, env = "IFMATCH_TIMEOUT", default_value_t = 30.0)]
+    timeout: f64,
+    /// Forward the client's Host header instead of the origin's authority.
+    #[arg(long, env = "IFMATCH_PRESERVE_HOST")]
+    preserve_host: bool,
+    /// Responses without an ETag are hashed up to this many bytes; larger ones stream
+    /// through untagged.
+    #[arg(long, env = "IFMATCH_HASH_LIMIT", default_value_t = 1 << 20)]
+    hash_limit: usize,
+    /// How many resources the 304 cache remembers (each with up to 8 variants).
+    #[arg(long, env = "IFMATCH_CACHE_CAPACITY", default_value_t = 10_000)]
+    cache_capacity: u64,
+    /// How long the 304 cache trusts what it remembers, in seconds (the bound on staleness
+    /// when the origin changes behind the proxy's back). Without it: until evicted.
+    #[arg(long, env = "IFMATCH_CACHE_TTL")]
+    cache_ttl: Option<f64>,
+    /// Answer 428 Precondition Required to writes without If-Match, If-None-Match or
+    /// If-Unmodified-Since.
+    #[arg(long, env = "IFMATCH_REQUIRE_PRECONDITION")]
+    require_precondition: bool,
+    /// A request header whose value is part of the cache key (repeat for several), e.g.
+    /// Authorization to separate users; responses marked private are then remembered too.
+    #[arg(
+        long = "key-header",
+        env = "IFMATCH_KEY_HEADERS",
+        value_delimiter = ','
+    )]
+    key_headers: Vec<http::HeaderName>,
+    /// Answer GET /metrics (Prometheus text) instead of forwarding it.
+    #[arg(long, env = "IFMATCH_METRICS")]
+    metrics: bool,
 }
 
 #[derive(clap::Args)]
@@ -56,6 +105,7 @@ async fn main() -> anyhow::Result<()> {
         .init();
     match Cli::parse().command {
         Command::Serve(args) => serve(args).await,
+        Command::Proxy(args) => proxy(args).await,
     }
 }
 
@@ -74,6 +124,36 @@ async fn serve(args: Serve) -> anyhow::Result<()> {
         args.data.display()
     );
     ifmatch_server::serve(listener, front, shutdown_signal()).await?;
+    tracing::info!("ifmatch stopped");
+    Ok(())
+}
+
+async fn proxy(args: Proxy) -> anyhow::Result<()> {
+    let seconds = |s: f64, what: &str| {
+        Duration::try_from_secs_f64(s).with_context(|| format!("{what}: {s} is not a duration"))
+    };
+    let mut options = ProxyOptions::new(args.upstream);
+    options.timeout = seconds(args.timeout, "--timeout")?;
+    options.preserve_host = args.preserve_host;
+    options.hash_limit = args.hash_limit;
+    options.cache_capacity = args.cache_capacity;
+    options.cache_ttl = args
+        .cache_ttl
+        .map(|s| seconds(s, "--cache-ttl"))
+        .transpose()?;
+    options.require_precondition = args.require_precondition;
+    options.key_headers = args.key_headers;
+    options.metrics = args.metrics;
+    let proxy = ifmatch_server::proxy::Proxy::new(&options)?;
+    let listener = TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("listening on {}", args.listen))?;
+    tracing::info!(
+        "ifmatch proxy listening on http://{} (upstream: {})",
+        listener.local_addr()?,
+        options.upstream
+    );
+    ifmatch_server::proxy::serve(listener, proxy, shutdown_signal()).await?;
     tracing::info!("ifmatch stopped");
     Ok(())
 }

@@ -21,6 +21,8 @@ pub(crate) struct Config {
     pub(crate) key: KeyFn,
     /// A key function that separates users may remember `private` and `Set-Cookie` answers.
     pub(crate) custom_key: bool,
+    /// The inner service answers GET for every key: probe it from the first write on.
+    pub(crate) answers_every_get: bool,
 }
 
 impl fmt::Debug for Config {
@@ -29,6 +31,7 @@ impl fmt::Debug for Config {
             .field("hash_limit", &self.hash_limit)
             .field("require_precondition", &self.require_precondition)
             .field("custom_key", &self.custom_key)
+            .field("answers_every_get", &self.answers_every_get)
             .finish_non_exhaustive()
     }
 }
@@ -66,6 +69,7 @@ impl ConditionalLayer {
             require_precondition: false,
             key: Arc::new(path_and_query),
             custom_key: false,
+            answers_every_get: false,
         };
         Self {
             config: Arc::new(config),
@@ -116,6 +120,16 @@ impl<V> ConditionalLayer<V> {
     /// can overwrite blindly (RFC 6585).
     pub fn require_precondition(mut self, yes: bool) -> Self {
         Arc::make_mut(&mut self.config).require_precondition = yes;
+        self
+    }
+
+    /// Says that the inner service answers GET for every key it takes writes for (a whole
+    /// router wrapped as one service, a proxy to an origin), so a conditional write whose
+    /// version is not known may ask it with a GET even before it has answered one. Without
+    /// this, the layer waits to see the service answer a GET, because axum's `Router::layer`
+    /// wraps each method's handler on its own.
+    pub fn inner_answers_every_get(mut self, yes: bool) -> Self {
+        Arc::make_mut(&mut self.config).answers_every_get = yes;
         self
     }
 

@@ -47,10 +47,10 @@ struct Shared<V> {
 impl<S, V> Conditional<S, V> {
     pub(crate) fn new(inner: S, versions: V, cache: ReadCache, config: Arc<Config>) -> Self {
         let shared = Shared {
+            serves_get: AtomicBool::new(config.answers_every_get),
             versions,
             cache,
             config,
-            serves_get: AtomicBool::new(false),
         };
         Self {
             inner,

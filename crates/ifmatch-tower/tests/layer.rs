@@ -433,6 +433,32 @@ async fn writes_check_preconditions_before_the_handler() {
     assert_eq!(status, 204);
 }
 
+#[tokio::test]
+async fn an_inner_service_said_to_answer_every_get_is_probed_from_the_first_write() {
+    let store = Store::default();
+    store.put("/doc", "v1");
+    let svc = ConditionalLayer::new()
+        .inner_answers_every_get(true)
+        .layer(store.service());
+    let v1 = strong_etag(b"v1").to_string();
+    let (status, _, _) = send(
+        &svc,
+        request(Method::PUT, "/doc", &[("if-match", &v1)], "v2"),
+    )
+    .await;
+    assert_eq!(status, 204, "probed, found current, written");
+    let (status, _, _) = send(
+        &svc,
+        request(Method::PUT, "/new", &[("if-none-match", "*")], "n"),
+    )
+    .await;
+    assert!(
+        status.is_success(),
+        "probed, found absent: create-only holds: {status}"
+    );
+    assert_eq!(store.writes.load(Ordering::SeqCst), 2);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixty_four_clients_read_modify_write_without_a_lost_update() {
     let store = Store::default();

@@ -1,0 +1,599 @@
+//! `ifmatch proxy`: the Tower layer of `ifmatch-tower` in front of any HTTP origin.
+//!
+//! Every request goes through [`ConditionalLayer`] to a [`Forward`] service, which sends it to
+//! the origin on a pooled hyper client, bodies streaming both ways. The origin gains strong
+//! ETags, 304s answered from the layer's cache without reaching it, and atomic `If-Match` /
+//! `If-Unmodified-Since` / `If-None-Match` on writes, without a line changed in it.
+
+use std::convert::Infallible;
+use std::fmt::Write as _;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Request, Response, StatusCode, Uri, Version};
+use http_body_util::{Either, Full};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use ifmatch_tower::{Conditional, ConditionalLayer, MemoryVersions};
+use tokio::net::TcpListener;
+use tower::{Layer, Service, ServiceExt};
+
+/// The body of a request on its way to the origin: the client's, or none for the layer's own
+/// probe GETs. (A named type rather than a boxed body: no allocation, and no trait object whose
+/// lifetime the compiler's `Send` check for async blocks trips over.)
+#[derive(Debug, Default)]
+pub struct ProxyBody(Option<Incoming>);
+
+impl http_body::Body for ProxyBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, hyper::Error>>> {
+        match &mut self.0 {
+            Some(body) => Pin::new(body).poll_frame(cx),
+            None => Poll::Ready(None),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.as_ref().is_none_or(http_body::Body::is_end_stream)
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.0.as_ref().map_or_else(
+            || http_body::SizeHint::with_exact(0),
+            http_body::Body::size_hint,
+        )
+    }
+}
+
+/// What the origin answered, or what the proxy says instead (502, 504).
+pub type ForwardBody = Either<Incoming, Full<Bytes>>;
+
+/// What the proxy answers: through the layer, or `/metrics`.
+pub type ProxyResponseBody = Either<ifmatch_tower::ConditionalBody<ForwardBody>, Full<Bytes>>;
+
+/// What `ifmatch proxy` can be told.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ProxyOptions {
+    /// The origin: `http://host:port`, optionally with a path prefix.
+    pub upstream: Uri,
+    /// How long the origin may take to answer (to connect, and then to send its head).
+    pub timeout: Duration,
+    /// Sends the client's `Host` to the origin instead of the origin's own authority.
+    pub preserve_host: bool,
+    /// Bodies up to this many bytes are hashed to tag them; larger ones stream through.
+    pub hash_limit: usize,
+    /// How many resources the 304 cache remembers.
+    pub cache_capacity: u64,
+    /// How long the 304 cache trusts what it remembers.
+    pub cache_ttl: Option<Duration>,
+    /// Answers 428 to writes without a precondition.
+    pub require_precondition: bool,
+    /// Request headers whose values are part of the cache key, with the path and query.
+    pub key_headers: Vec<HeaderName>,
+    /// Answers `GET /metrics` itself instead of forwarding it.
+    pub metrics: bool,
+}
+
+impl ProxyOptions {
+    /// The defaults for `upstream`: 30 s timeout, the origin's `Host`, a 1 MiB hashing limit,
+    /// 10,000 resources, no expiry, no 428, path-and-query keys, no metrics.
+    pub fn new(upstream: Uri) -> Self {
+        Self {
+            upstream,
+            timeout: Duration::from_secs(30),
+            preserve_host: false,
+            hash_limit: 1 << 20,
+            cache_capacity: 10_000,
+            cache_ttl: None,
+            require_precondition: false,
+            key_headers: Vec::new(),
+            metrics: false,
+        }
+    }
+}
+
+/// A malformed `--upstream`.
+#[derive(Debug, thiserror::Error)]
+#[error("the upstream must be an http:// URL with a host (https is not spoken: {0})")]
+pub struct BadUpstream(String);
+
+/// What the proxy counts, for `/metrics`.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    requests: AtomicU64,
+    not_modified_from_cache: AtomicU64,
+    precondition_failed: AtomicU64,
+    precondition_required: AtomicU64,
+    upstream_requests: AtomicU64,
+    upstream_errors: AtomicU64,
+    upstream_timeouts: AtomicU64,
+    /// Upstream latency (until the response head), per bucket of [`BUCKETS`], then +Inf.
+    latency_buckets: [AtomicU64; BUCKETS.len() + 1],
+    latency_micros: AtomicU64,
+}
+
+/// The upper bounds of the latency histogram's buckets, in seconds.
+const BUCKETS: [f64; 8] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 2.5];
+
+impl Metrics {
+    fn count<B>(&self, response: &Response<B>) {
+        let from_origin = response.extensions().get::<FromOrigin>().is_some();
+        let counter = match response.status() {
+            StatusCode::NOT_MODIFIED if !from_origin => &self.not_modified_from_cache,
+            StatusCode::PRECONDITION_FAILED => &self.precondition_failed,
+            StatusCode::PRECONDITION_REQUIRED => &self.precondition_required,
+            _ => return,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn observe(&self, latency: Duration) {
+        let seconds = latency.as_secs_f64();
+        let bucket = BUCKETS
+            .iter()
+            .position(|&b| seconds <= b)
+            .unwrap_or(BUCKETS.len());
+        self.latency_buckets[bucket].fetch_add(1, Ordering::Relaxed);
+        let micros = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+        self.latency_micros.fetch_add(micros, Ordering::Relaxed);
+    }
+
+    /// The Prometheus text exposition format. (A handful of counters: not worth a dependency.)
+    pub fn render(&self) -> String {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let mut out = String::new();
+        let counters = [
+            (
+                "ifmatch_requests_total",
+                "Requests received.",
+                &self.requests,
+            ),
+            (
+                "ifmatch_not_modified_from_cache_total",
+                "304s answered from the cache, without reaching the origin.",
+                &self.not_modified_from_cache,
+            ),
+            (
+                "ifmatch_precondition_failed_total",
+                "412s answered (by the layer or the origin).",
+                &self.precondition_failed,
+            ),
+            (
+                "ifmatch_precondition_required_total",
+                "428s answered to writes without a precondition.",
+                &self.precondition_required,
+            ),
+            (
+                "ifmatch_upstream_requests_total",
+                "Requests sent to the origin.",
+                &self.upstream_requests,
+            ),
+            (
+                "ifmatch_upstream_errors_total",
+                "Requests the origin could not be reached for (502).",
+                &self.upstream_errors,
+            ),
+            (
+                "ifmatch_upstream_timeouts_total",
+                "Requests the origin did not answer in time (504).",
+                &self.upstream_timeouts,
+            ),
+        ];
+        for (name, help, counter) in counters {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
+                get(counter)
+            );
+        }
+        let name = "ifmatch_upstream_latency_seconds";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Time until the origin's response head.\n# TYPE {name} histogram"
+        );
+        let mut cumulative = 0;
+        for (i, bound) in BUCKETS.iter().map(|b| b.to_string()).enumerate() {
+            cumulative += get(&self.latency_buckets[i]);
+            let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {cumulative}");
+        }
+        cumulative += get(&self.latency_buckets[BUCKETS.len()]);
+        let sum = get(&self.latency_micros) as f64 / 1e6;
+        let _ = writeln!(
+            out,
+            "{name}_bucket{{le=\"+Inf\"}} {cumulative}\n{name}_sum {sum}\n{name}_count {cumulative}"
+        );
+        out
+    }
+}
+
+/// Marks a response that came from the origin (the layer's own answers carry no mark).
+#[derive(Debug, Clone, Copy)]
+struct FromOrigin;
+
+/// The client's address, for `X-Forwarded-For` and `Forwarded`.
+#[derive(Debug, Clone, Copy)]
+struct ClientAddr(SocketAddr);
+
+#[derive(Debug)]
+struct Upstream {
+    scheme_authority: String,
+    /// The upstream's path prefix, without a trailing `/`.
+    prefix: String,
+    authority: HeaderValue,
+    timeout: Duration,
+    preserve_host: bool,
+}
+
+/// The inner service: sends a request to the origin and streams its answer back.
+#[derive(Debug, Clone)]
+pub struct Forward {
+    client: Client<HttpConnector, ProxyBody>,
+    upstream: Arc<Upstream>,
+    metrics: Arc<Metrics>,
+}
+
+impl Forward {
+    fn new(options: &ProxyOptions, metrics: Arc<Metrics>) -> Result<Self, BadUpstream> {
+        let uri = &options.upstream;
+        let bad = || BadUpstream(uri.to_string());
+        if uri.scheme() != Some(&http::uri::Scheme::HTTP) {
+            return Err(bad());
+        }
+        let authority = uri.authority().ok_or_else(bad)?;
+        let upstream = Upstream {
+            scheme_authority: format!("http://{authority}"),
+            prefix: uri.path().trim_end_matches('/').to_owned(),
+            authority: HeaderValue::from_str(authority.as_str()).map_err(|_| bad())?,
+            timeout: options.timeout,
+            preserve_host: options.preserve_host,
+        };
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(options.timeout));
+        connector.set_nodelay(true);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .build(connector);
+        Ok(Self {
+            client,
+            upstream: Arc::new(upstream),
+            metrics,
+        })
+    }
+
+    fn outbound(&self, mut request: Request<ProxyBody>) -> Request<ProxyBody> {
+        let upstream = &self.upstream;
+        let path = request.uri().path_and_query().map_or("/", |pq| pq.as_str());
+        let uri = format!("{}{}{path}", upstream.scheme_authority, upstream.prefix);
+        *request.uri_mut() = Uri::try_from(uri).unwrap_or_else(|_| request.uri().clone());
+        let client = request.extensions().get::<ClientAddr>().map(|c| c.0);
+        let version = request.version();
+        let headers = request.headers_mut();
+        remove_hop_by_hop(headers);
+        let host = headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .map(str::to_owned);
+        if !upstream.preserve_host || !headers.contains_key(header::HOST) {
+            headers.insert(header::HOST, upstream.authority.clone());
+        }
+        append_via(headers, version);
+        if let Some(client) = client {
+            let ip = client.ip();
+            append(headers, "x-forwarded-for", &ip.to_string());
+            let node = match ip {
+                std::net::IpAddr::V4(v4) => v4.to_string(),
+                std::net::IpAddr::V6(v6) => format!("\"[{v6}]\""),
+            };
+            let mut forwarded = format!("for={node};proto=http");
+            if let Some(host) = host.as_deref().filter(|h| is_token_safe(h)) {
+                let _ = write!(forwarded, ";host=\"{host}\"");
+            }
+            append(headers, "forwarded", &forwarded);
+            headers.insert(
+                HeaderName::from_static("x-forwarded-proto"),
+                HeaderValue::from_static("http"),
+            );
+            if let Some(host) = host.and_then(|h| HeaderValue::from_str(&h).ok()) {
+                headers.insert(HeaderName::from_static("x-forwarded-host"), host);
+            }
+        }
+        // The client speaks to the origin in HTTP/1.1 whatever the client spoke to us.
+        *request.version_mut() = Version::HTTP_11;
+        request
+    }
+}
+
+impl Service<Request<ProxyBody>> for Forward {
+    type Response = Response<ForwardBody>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<ProxyBody>) -> Self::Future {
+        let version = request.version();
+        let request = self.outbound(request);
+        let (client, metrics) = (self.client.clone(), self.metrics.clone());
+        let timeout = self.upstream.timeout;
+        Box::pin(async move {
+            metrics.upstream_requests.fetch_add(1, Ordering::Relaxed);
+            let start = Instant::now();
+            let answer = tokio::time::timeout(timeout, client.request(request)).await;
+            metrics.observe(start.elapsed());
+            let mut response = match answer {
+                Ok(Ok(response)) => response.map(Either::Left),
+                Ok(Err(error)) => {
+                    metrics.upstream_errors.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(error = %chain(&error), "origin unreachable");
+                    let why = format!(
+                        "ifmatch proxy: cannot reach the origin: {}\n",
+                        chain(&error)
+                    );
+                    return Ok(plain(StatusCode::BAD_GATEWAY, why));
+                }
+                Err(_) => {
+                    metrics.upstream_timeouts.fetch_add(1, Ordering::Relaxed);
+                    let why = format!(
+                        "ifmatch proxy: the origin did not answer within {} s\n",
+                        timeout.as_secs_f64()
+                    );
+                    return Ok(plain(StatusCode::GATEWAY_TIMEOUT, why));
+                }
+            };
+            remove_hop_by_hop(response.headers_mut());
+            append_via(response.headers_mut(), version);
+            response.extensions_mut().insert(FromOrigin);
+            Ok(response)
+        })
+    }
+}
+
+/// The service of one client connection: `/metrics` when asked, everything else through the
+/// layer to the origin.
+pub type ProxyService = Conditional<Forward, MemoryVersions>;
+
+/// Everything a connection needs: shared by all of them.
+#[derive(Debug, Clone)]
+pub struct Proxy {
+    service: ProxyService,
+    metrics: Arc<Metrics>,
+    serve_metrics: bool,
+}
+
+impl Proxy {
+    /// The proxy `options` describe.
+    pub fn new(options: &ProxyOptions) -> Result<Self, BadUpstream> {
+        let metrics = Arc::new(Metrics::default());
+        let forward = Forward::new(options, metrics.clone())?;
+        let mut layer = ConditionalLayer::new()
+            .hash_limit(options.hash_limit)
+            .cache_capacity(options.cache_capacity)
+            .require_precondition(options.require_precondition)
+            .inner_answers_every_get(true);
+        if let Some(ttl) = options.cache_ttl {
+            layer = layer.time_to_live(ttl);
+        }
+        if !options.key_headers.is_empty() {
+            let names = options.key_headers.clone();
+            layer = layer.key_fn(move |uri, headers| Some(key(uri, headers, &names)));
+        }
+        Ok(Self {
+            service: layer.layer(forward),
+            metrics,
+            serve_metrics: options.metrics,
+        })
+    }
+
+    /// The counters behind `/metrics`.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Answers one request from a client at `client`.
+    pub fn handle(
+        &self,
+        client: SocketAddr,
+        request: Request<Incoming>,
+    ) -> impl Future<Output = Response<ProxyResponseBody>> + Send + 'static {
+        let metrics = self.metrics.clone();
+        let metrics_page = (self.serve_metrics && request.uri().path() == "/metrics").then(|| {
+            let mut response = Response::new(Full::new(Bytes::from(metrics.render())));
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; version=0.0.4"),
+            );
+            response.map(Either::Right)
+        });
+        let mut request = request.map(|body| ProxyBody(Some(body)));
+        request.extensions_mut().insert(ClientAddr(client));
+        let answer = self.service.clone().oneshot(request);
+        async move {
+            if let Some(page) = metrics_page {
+                return page;
+            }
+            metrics.requests.fetch_add(1, Ordering::Relaxed);
+            let Ok(response) = answer.await;
+            metrics.count(&response);
+            response.map(Either::Left)
+        }
+    }
+}
+
+/// Serves the proxy on `listener` until `shutdown` completes.
+pub async fn serve(
+    listener: TcpListener,
+    proxy: Proxy,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
+    let proxy = Arc::new(proxy);
+    crate::serve_with(listener, shutdown, move |client| {
+        let proxy = proxy.clone();
+        hyper::service::service_fn(move |request| {
+            let proxy = proxy.clone();
+            async move { Ok::<_, Infallible>(proxy.handle(client, request).await) }
+        })
+    })
+    .await
+}
+
+/// The cache key: the path and query, then each named header's values.
+fn key(uri: &Uri, headers: &HeaderMap, names: &[HeaderName]) -> String {
+    let mut key = uri
+        .path_and_query()
+        .map_or_else(|| uri.path().to_owned(), |pq| pq.as_str().to_owned());
+    for name in names {
+        key.push('\0');
+        for value in headers.get_all(name) {
+            key.push_str(&String::from_utf8_lossy(value.as_bytes()));
+            key.push('\n');
+        }
+    }
+    key
+}
+
+/// Removes the connection-specific fields of RFC 9110 section 7.6.1: `Connection`, the fields
+/// it names, and the usual hop-by-hop ones.
+fn remove_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::try_from(name.trim()).ok())
+        .collect();
+    for name in named {
+        headers.remove(name);
+    }
+    for name in [
+        header::CONNECTION,
+        HeaderName::from_static("keep-alive"),
+        HeaderName::from_static("proxy-connection"),
+        header::TE,
+        header::TRAILER,
+        header::TRANSFER_ENCODING,
+        header::UPGRADE,
+    ] {
+        headers.remove(name);
+    }
+}
+
+fn append_via(headers: &mut HeaderMap, version: Version) {
+    let protocol = match version {
+        Version::HTTP_09 => "0.9",
+        Version::HTTP_10 => "1.0",
+        Version::HTTP_2 => "2",
+        Version::HTTP_3 => "3",
+        _ => "1.1",
+    };
+    append(headers, "via", &format!("{protocol} ifmatch"));
+}
+
+/// Appends `value` to the list in the header `name` (one field line, comma-separated).
+fn append(headers: &mut HeaderMap, name: &'static str, value: &str) {
+    let name = HeaderName::from_static(name);
+    let joined = match headers.get(&name).and_then(|v| v.to_str().ok()) {
+        Some(before) => format!("{before}, {value}"),
+        None => value.to_owned(),
+    };
+    if let Ok(joined) = HeaderValue::from_str(&joined) {
+        headers.insert(name, joined);
+    }
+}
+
+/// Whether a host can go into a quoted `Forwarded` parameter as it is.
+fn is_token_safe(host: &str) -> bool {
+    host.bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"-.:[]_".contains(&b))
+}
+
+fn plain(status: StatusCode, text: String) -> Response<ForwardBody> {
+    let mut response = Response::new(Either::Right(Full::new(Bytes::from(text))));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+/// An error and its sources, on one line.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut out = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let _ = write!(out, ": {cause}");
+        source = cause.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hop_by_hop_fields_and_those_connection_names_are_removed() {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::CONNECTION, "keep-alive, X-Secret".parse().unwrap());
+        headers.insert("x-secret", "1".parse().unwrap());
+        headers.insert("keep-alive", "timeout=5".parse().unwrap());
+        headers.insert(header::TE, "trailers".parse().unwrap());
+        headers.insert(header::IF_MATCH, "\"a\"".parse().unwrap());
+        remove_hop_by_hop(&mut headers);
+        assert_eq!(headers.len(), 1);
+        assert!(headers.contains_key(header::IF_MATCH));
+    }
+
+    #[test]
+    fn keys_separate_the_named_headers_values() {
+        let uri: Uri = "/a?b".parse().unwrap();
+        let names = [header::AUTHORIZATION];
+        let with = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::AUTHORIZATION, v.parse().unwrap());
+            key(&uri, &h, &names)
+        };
+        assert_ne!(with("alice"), with("bob"));
+        assert_ne!(with("alice"), key(&uri, &HeaderMap::new(), &names));
+        assert!(with("alice").starts_with("/a?b\0"));
+    }
+
+    #[test]
+    fn only_plain_http_upstreams_are_accepted() {
+        let metrics = Arc::new(Metrics::default());
+        for bad in ["https://example.com", "/relative", "ftp://x"] {
+            let options = ProxyOptions::new(bad.parse().unwrap());
+            assert!(Forward::new(&options, metrics.clone()).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_metrics_render_as_prometheus_text() {
+        let metrics = Metrics::default();
+        metrics.observe(Duration::from_millis(3));
+        metrics.observe(Duration::from_secs(10));
+        let text = metrics.render();
+        assert!(text.contains("ifmatch_upstream_latency_seconds_bucket{le=\"0.005\"} 1\n"));
+        assert!(text.contains("ifmatch_upstream_latency_seconds_bucket{le=\"+Inf\"} 2\n"));
+        assert!(text.contains("ifmatch_upstream_latency_seconds_count 2\n"));
+        assert!(text.contains("ifmatch_requests_total 0\n"));
+    }
+}

@@ -1,0 +1,553 @@
+//! `ifmatch proxy` end to end: a real origin (an axum app that knows nothing of ETags) behind
+//! the real binary, over real sockets.
+
+use std::collections::HashMap;
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::get;
+use futures_util::StreamExt;
+use sha2::{Digest, Sha256};
+
+const BIG: usize = 10 << 20;
+
+/// The origin: documents in memory, no ETags, no conditions; it counts what reaches it.
+#[derive(Default)]
+struct Origin {
+    documents: Mutex<HashMap<String, Bytes>>,
+    gets: AtomicUsize,
+    writes: AtomicUsize,
+}
+
+async fn start_origin() -> (Arc<Origin>, String) {
+    let origin = Arc::new(Origin::default());
+    let app = Router::new()
+        .route(
+            "/docs/{id}",
+            get(read).put(write).delete(
+                |State(o): State<Arc<Origin>>, Path(id): Path<String>| async move {
+                    o.writes.fetch_add(1, Ordering::SeqCst);
+                    o.documents.lock().unwrap().remove(&id);
+                    StatusCode::NO_CONTENT
+                },
+            ),
+        )
+        .route(
+            "/echo",
+            get(|headers: HeaderMap| async move {
+                let mut lines: Vec<String> = headers
+                    .iter()
+                    .map(|(n, v)| format!("{n}: {}", v.to_str().unwrap_or("?")))
+                    .collect();
+                lines.sort();
+                lines.join("\n")
+            }),
+        )
+        .route(
+            "/slow",
+            get(|| async {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                "late"
+            }),
+        )
+        .route(
+            "/big",
+            get(|| async {
+                // 10 MiB in 64 KiB chunks, made as they are sent.
+                let chunks = futures_util::stream::iter(0..BIG / (64 << 10))
+                    .map(|i| Ok::<_, std::io::Error>(Bytes::from(vec![(i % 251) as u8; 64 << 10])));
+                Body::from_stream(chunks)
+            })
+            .put(|body: Body| async move {
+                // Consumed as it streams: the digest of what arrived.
+                let mut stream = body.into_data_stream();
+                let mut hasher = Sha256::new();
+                while let Some(chunk) = stream.next().await {
+                    hasher.update(chunk.unwrap());
+                }
+                hex::encode(hasher.finalize())
+            }),
+        )
+        .with_state(origin.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (origin, base)
+}
+
+async fn read(
+    State(origin): State<Arc<Origin>>,
+    Path(id): Path<String>,
+) -> Result<Bytes, StatusCode> {
+    origin.gets.fetch_add(1, Ordering::SeqCst);
+    let found = origin.documents.lock().unwrap().get(&id).cloned();
+    found.ok_or(StatusCode::NOT_FOUND)
+}
+
+async fn write(
+    State(origin): State<Arc<Origin>>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> StatusCode {
+    origin.writes.fetch_add(1, Ordering::SeqCst);
+    let previous = origin.documents.lock().unwrap().insert(id, body);
+    if previous.is_some() {
+        StatusCode::NO_CONTENT
+    } else {
+        StatusCode::CREATED
+    }
+}
+
+struct Proxy {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Proxy {
+    fn start(upstream: &str, extra: &[&str]) -> Self {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(env!("CARGO_BIN_EXE_ifmatch"))
+            .args([
+                "proxy",
+                "--upstream",
+                upstream,
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+            ])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "the proxy did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Self {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    /// The peak resident memory of the proxy process, in KiB.
+    fn peak_rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+            .unwrap()
+    }
+
+    async fn metric(&self, http: &reqwest::Client, name: &str) -> u64 {
+        let text = http
+            .get(format!("{}/metrics", self.base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix(name).and_then(|rest| rest.strip_prefix(' ')))
+            .unwrap_or_else(|| panic!("no {name} in {text}"))
+            .parse()
+            .unwrap()
+    }
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder().no_proxy().build().unwrap()
+}
+
+fn etag(response: &reqwest::Response) -> String {
+    response.headers()["etag"].to_str().unwrap().to_owned()
+}
+
+fn sha256_tag(bytes: &[u8]) -> String {
+    format!("\"{}\"", hex::encode(Sha256::digest(bytes)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revalidations_are_answered_from_the_cache_and_stale_writes_never_reach_the_origin() {
+    let (origin, upstream) = start_origin().await;
+    let proxy = Proxy::start(&upstream, &["--metrics"]);
+    let http = client();
+    let url = format!("{}/docs/a", proxy.base);
+
+    let created = http
+        .put(&url)
+        .header("if-none-match", "*")
+        .body("v1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let again = http
+        .put(&url)
+        .header("if-none-match", "*")
+        .body("v1 again")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        again.status(),
+        412,
+        "create-only refused on an existing document"
+    );
+    assert_eq!(origin.writes.load(Ordering::SeqCst), 1);
+
+    let first = http.get(&url).send().await.unwrap();
+    assert_eq!(first.status(), 200);
+    let v1 = etag(&first);
+    assert_eq!(
+        v1,
+        sha256_tag(b"v1"),
+        "a strong SHA-256 tag the origin never set"
+    );
+    assert_eq!(first.headers()["via"], "1.1 ifmatch");
+
+    let gets = origin.gets.load(Ordering::SeqCst);
+    for _ in 0..5 {
+        let revalidated = http
+            .get(&url)
+            .header("if-none-match", &v1)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(revalidated.status(), 304);
+        assert_eq!(etag(&revalidated), v1);
+    }
+    assert_eq!(
+        origin.gets.load(Ordering::SeqCst),
+        gets,
+        "no revalidation reached the origin"
+    );
+    assert_eq!(
+        proxy
+            .metric(&http, "ifmatch_not_modified_from_cache_total")
+            .await,
+        5
+    );
+
+    // A write with the current tag goes through, and the next GET has the new tag.
+    let writes = origin.writes.load(Ordering::SeqCst);
+    let updated = http
+        .put(&url)
+        .header("if-match", &v1)
+        .body("v2")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(updated.status(), 204);
+    assert_eq!(origin.writes.load(Ordering::SeqCst), writes + 1);
+    let after = http
+        .get(&url)
+        .header("if-none-match", &v1)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(after.status(), 200, "the old tag no longer revalidates");
+    assert_eq!(etag(&after), sha256_tag(b"v2"));
+    assert_eq!(after.text().await.unwrap(), "v2");
+
+    // A stale write is refused and never reaches the origin.
+    let stale = http
+        .put(&url)
+        .header("if-match", &v1)
+        .body("lost")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stale.status(), 412);
+    let stale_delete = http
+        .delete(&url)
+        .header("if-match", &v1)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stale_delete.status(), 412);
+    assert_eq!(origin.writes.load(Ordering::SeqCst), writes + 1);
+    assert_eq!(
+        proxy
+            .metric(&http, "ifmatch_precondition_failed_total")
+            .await,
+        3
+    );
+    assert_eq!(
+        http.get(&url).send().await.unwrap().text().await.unwrap(),
+        "v2"
+    );
+
+    // /metrics is the proxy's own: the origin's GET count did not move.
+    let gets = origin.gets.load(Ordering::SeqCst);
+    proxy.metric(&http, "ifmatch_requests_total").await;
+    assert_eq!(origin.gets.load(Ordering::SeqCst), gets);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blind_writes_get_428_when_asked() {
+    let (origin, upstream) = start_origin().await;
+    let proxy = Proxy::start(&upstream, &["--require-precondition", "--metrics"]);
+    let http = client();
+    let blind = http
+        .put(format!("{}/docs/b", proxy.base))
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(blind.status(), 428);
+    assert_eq!(origin.writes.load(Ordering::SeqCst), 0);
+    assert_eq!(
+        proxy
+            .metric(&http, "ifmatch_precondition_required_total")
+            .await,
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hop_by_hop_headers_go_and_forwarding_headers_come() {
+    let (_origin, upstream) = start_origin().await;
+    let proxy = Proxy::start(&upstream, &[]);
+    let http = client();
+    let echoed = http
+        .get(format!("{}/echo", proxy.base))
+        .header("connection", "x-private-hop")
+        .header("x-private-hop", "secret")
+        .header("keep-alive", "timeout=5")
+        .header("x-end-to-end", "kept")
+        .header("x-forwarded-for", "203.0.113.7")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let has = |line: &str| echoed.lines().any(|l| l == line);
+    assert!(!echoed.contains("x-private-hop"), "{echoed}");
+    assert!(!echoed.contains("keep-alive"), "{echoed}");
+    assert!(has("x-end-to-end: kept"), "{echoed}");
+    assert!(has("via: 1.1 ifmatch"), "{echoed}");
+    assert!(has("x-forwarded-for: 203.0.113.7, 127.0.0.1"), "{echoed}");
+    assert!(has("x-forwarded-proto: http"), "{echoed}");
+    let proxy_host = proxy.base.trim_start_matches("http://");
+    assert!(
+        has(&format!(
+            "forwarded: for=127.0.0.1;proto=http;host=\"{proxy_host}\""
+        )),
+        "{echoed}"
+    );
+    assert!(
+        has(&format!("host: {}", upstream.trim_start_matches("http://"))),
+        "{echoed}"
+    );
+
+    let preserving = Proxy::start(&upstream, &["--preserve-host"]);
+    let echoed = http
+        .get(format!("{}/echo", preserving.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let preserving_host = preserving.base.trim_start_matches("http://");
+    assert!(
+        echoed
+            .lines()
+            .any(|l| l == format!("host: {preserving_host}")),
+        "{echoed}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_origin_is_502_and_a_slow_one_504_never_a_hang() {
+    let (_origin, upstream) = start_origin().await;
+    let dead_port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dead = Proxy::start(&format!("http://127.0.0.1:{dead_port}"), &["--metrics"]);
+    let http = client();
+    let response = http
+        .get(format!("{}/docs/x", dead.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 502);
+    assert!(
+        response
+            .text()
+            .await
+            .unwrap()
+            .contains("cannot reach the origin")
+    );
+    assert_eq!(dead.metric(&http, "ifmatch_upstream_errors_total").await, 1);
+
+    let slow = Proxy::start(&upstream, &["--timeout", "0.5"]);
+    let start = Instant::now();
+    let response = http
+        .get(format!("{}/slow", slow.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 504);
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        start.elapsed()
+    );
+    assert!(
+        response
+            .text()
+            .await
+            .unwrap()
+            .contains("did not answer within 0.5 s")
+    );
+    // The proxy is still there.
+    let ok = http
+        .get(format!("{}/echo", slow.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_mib_bodies_stream_both_ways_in_bounded_memory() {
+    let (_origin, upstream) = start_origin().await;
+    let proxy = Proxy::start(&upstream, &["--hash-limit", "1048576"]);
+    let http = client();
+    // Warm up: a request of each kind, so the baseline holds the buffers every request needs.
+    assert_eq!(
+        http.get(format!("{}/echo", proxy.base))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    let before = proxy.peak_rss_kib();
+
+    let mut expected = Sha256::new();
+    let chunks: Vec<Bytes> = (0..BIG / (64 << 10))
+        .map(|i| Bytes::from(vec![(i % 7) as u8; 64 << 10]))
+        .collect();
+    for chunk in &chunks {
+        expected.update(chunk);
+    }
+    let upload = reqwest::Body::wrap_stream(futures_util::stream::iter(
+        chunks.into_iter().map(Ok::<_, std::io::Error>),
+    ));
+    let response = http
+        .put(format!("{}/big", proxy.base))
+        .body(upload)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.text().await.unwrap(),
+        hex::encode(expected.finalize())
+    );
+
+    let response = http
+        .get(format!("{}/big", proxy.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(
+        response.headers().get("etag").is_none(),
+        "past the hashing limit: untagged"
+    );
+    let mut received = 0;
+    let mut stream = response.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        received += chunk.unwrap().len();
+    }
+    assert_eq!(received, BIG);
+    let grown = proxy.peak_rss_kib().saturating_sub(before);
+    assert!(
+        grown < 6 * 1024,
+        "the proxy's peak memory grew by {grown} KiB for 10 MiB each way"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_four_clients_read_modify_write_through_the_proxy_without_a_lost_update() {
+    const CLIENTS: usize = 64;
+    const EACH: usize = 8;
+    let (_origin, upstream) = start_origin().await;
+    let proxy = Proxy::start(&upstream, &[]);
+    let http = client();
+    let url = format!("{}/docs/counter", proxy.base);
+    let created = http
+        .put(&url)
+        .header("if-none-match", "*")
+        .body("0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+
+    let conflicts = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..CLIENTS {
+        let (http, url, conflicts) = (http.clone(), url.clone(), conflicts.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut done = 0;
+            while done < EACH {
+                let current = http.get(&url).send().await.unwrap();
+                assert_eq!(current.status(), 200);
+                let tag = etag(&current);
+                let n: usize = current.text().await.unwrap().parse().unwrap();
+                let write = http
+                    .put(&url)
+                    .header("if-match", &tag)
+                    .body((n + 1).to_string())
+                    .send()
+                    .await
+                    .unwrap();
+                match write.status().as_u16() {
+                    204 => done += 1,
+                    412 => {
+                        conflicts.fetch_add(1, Ordering::Relaxed);
+                    }
+                    other => panic!("unexpected {other}"),
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let last = http.get(&url).send().await.unwrap().text().await.unwrap();
+    assert_eq!(
+        last,
+        (CLIENTS * EACH).to_string(),
+        "{} conflicts retried",
+        conflicts.load(Ordering::Relaxed)
+    );
+}
