@@ -1,0 +1,35 @@
+//! ifmatch's distributed mode: many instances share blob records and leases through Redis.
+//!
+//! [`RedisRecords`] implements `ifmatch-blob`'s [`Records`](ifmatch_blob::Records): every
+//! change is one compare-and-swap on the server (a Lua script comparing the record's
+//! generation), and the rules stay in `ifmatch-core`. Blob bytes stay in the storage all
+//! instances share.
+//!
+//! [`connect`] gives a connection manager that reconnects by itself: while Redis is away,
+//! requests fail at once with [`StoreError::Unavailable`](ifmatch_blob::StoreError) (the front
+//! answers 503 `ServerBusy`), nothing is written half-way, and service resumes when Redis is
+//! back.
+
+mod records;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+use std::time::Duration;
+
+pub use records::RedisRecords;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+/// How long a request waits for Redis before it fails.
+pub const TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Connects to the Redis at `url` (`redis://HOST:PORT/DB`), with a manager that reconnects in
+/// the background after a failure and never makes a request wait longer than [`TIMEOUT`].
+pub async fn connect(url: &str) -> redis::RedisResult<ConnectionManager> {
+    let client = redis::Client::open(url)?;
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(TIMEOUT))
+        .set_response_timeout(Some(TIMEOUT))
+        .set_number_of_retries(2)
+        .set_max_delay(Duration::from_millis(500));
+    ConnectionManager::new_with_config(client, config).await
+}
