@@ -57,6 +57,13 @@ struct Failure {
 
 type Result<T, E = Failure> = std::result::Result<T, E>;
 
+impl Failure {
+    /// Whether the backend failed without saying what happened, so a write may have landed.
+    fn may_have_landed(&self) -> bool {
+        matches!(self.code, ErrorCode::ServerBusy | ErrorCode::InternalError)
+    }
+}
+
 impl From<ErrorCode> for Failure {
     fn from(code: ErrorCode) -> Self {
         Self { code, detail: None }
@@ -369,7 +376,10 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let committed = self
             .commit_put(key, headers, lease_id, staged.etag, content, now)
             .await;
-        if committed.is_err() {
+        // A backend that failed without an answer (a timeout, a lost connection) may have
+        // committed the record all the same: its object then stays, an orphan at worst, never
+        // a record naming bytes that are gone.
+        if committed.as_ref().is_err_and(|f| !f.may_have_landed()) {
             self.discard(Some(staged.object)).await;
         }
         committed

@@ -101,6 +101,33 @@ pub fn open_with_env<E: Env>(
     Ok(Arc::new(front))
 }
 
+/// The front of the distributed mode: records and leases in Redis, bytes on a shared disk.
+pub type RedisFront = Front<ifmatch_redis::RedisRecords, LocalObjects, SystemEnv>;
+
+/// Opens the front of the distributed mode: records and leases in the Redis at `backend`
+/// (`redis://HOST:PORT/DB`), blob bytes under `data`, which every instance shares.
+pub async fn open_redis(
+    data: impl Into<PathBuf>,
+    options: Options,
+    backend: &str,
+) -> io::Result<Arc<RedisFront>> {
+    let dir = DataDir::open_shared(data)?;
+    let connection = ifmatch_redis::connect(backend).await.map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::ConnectionRefused,
+            format!("connecting to {backend}: {e}"),
+        )
+    })?;
+    let records = ifmatch_redis::RedisRecords::new(connection, "ifmatch:");
+    let front = Front::new(
+        records,
+        LocalObjects::new(dir, options.cache_bytes),
+        SystemEnv,
+    )
+    .with_max_body(options.max_body);
+    Ok(Arc::new(front))
+}
+
 /// How long requests in flight may take to finish after shutdown is asked for.
 const DRAIN: Duration = Duration::from_secs(30);
 

@@ -48,20 +48,21 @@ const STRIPES: usize = 256;
 /// The read buffer of a streaming object read.
 const READ_CHUNK: usize = 256 << 10;
 
-/// An open data directory, locked against other servers for as long as it lives.
+/// An open data directory: locked against other servers for as long as it lives, or shared by
+/// several (the distributed mode, where records live in Redis).
 #[derive(Debug)]
 pub struct DataDir {
     root: PathBuf,
-    _lock: File,
+    _lock: Option<File>,
 }
+
+/// Temporary files older than this, in a shared data directory, were left by a crash.
+const STALE_TMP: std::time::Duration = std::time::Duration::from_secs(3600);
 
 impl DataDir {
     /// Opens (creating if missing) and locks `root`, and empties its `tmp/`.
     pub fn open(root: impl Into<PathBuf>) -> io::Result<Arc<Self>> {
-        let root = root.into();
-        for dir in ["containers", "objects", "tmp"] {
-            fs::create_dir_all(root.join(dir))?;
-        }
+        let root = Self::create(root.into())?;
         let lock = File::create(root.join(".lock"))?;
         lock.try_lock().map_err(|_| {
             io::Error::new(
@@ -69,15 +70,50 @@ impl DataDir {
                 format!("{} is in use by another ifmatch server", root.display()),
             )
         })?;
+        Self::clean_tmp(&root, std::time::Duration::ZERO)?;
+        Ok(Arc::new(Self {
+            root,
+            _lock: Some(lock),
+        }))
+    }
+
+    /// Opens (creating if missing) `root` to share it with other servers: no lock, and only
+    /// temporary files older than an hour are removed (younger ones may be uploads in flight
+    /// on another server). Objects no record names are never swept here, since the records
+    /// are elsewhere.
+    pub fn open_shared(root: impl Into<PathBuf>) -> io::Result<Arc<Self>> {
+        let root = Self::create(root.into())?;
+        Self::clean_tmp(&root, STALE_TMP)?;
+        Ok(Arc::new(Self { root, _lock: None }))
+    }
+
+    fn create(root: PathBuf) -> io::Result<PathBuf> {
+        for dir in ["containers", "objects", "tmp"] {
+            fs::create_dir_all(root.join(dir))?;
+        }
+        Ok(root)
+    }
+
+    fn clean_tmp(root: &Path, older_than: std::time::Duration) -> io::Result<()> {
         for entry in fs::read_dir(root.join("tmp"))? {
-            let path = entry?.path();
-            if path.is_dir() {
-                fs::remove_dir_all(&path)?
+            let entry = entry?;
+            let age = entry.metadata()?.modified()?.elapsed().unwrap_or_default();
+            if age < older_than {
+                continue;
+            }
+            let path = entry.path();
+            // Another server may remove it first.
+            let removed = if path.is_dir() {
+                fs::remove_dir_all(&path)
             } else {
-                fs::remove_file(&path)?
+                fs::remove_file(&path)
+            };
+            match removed {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
             }
         }
-        Ok(Arc::new(Self { root, _lock: lock }))
+        Ok(())
     }
 
     /// The directory.

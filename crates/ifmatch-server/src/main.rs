@@ -87,6 +87,11 @@ struct Serve {
     /// The largest blob accepted, in bytes; larger uploads answer 413.
     #[arg(long, env = "IFMATCH_MAX_BODY", default_value_t = DEFAULT_MAX_BODY)]
     max_body: u64,
+    /// Share records, leases and write ordering with other instances through Redis
+    /// (`redis://HOST:PORT/DB`); blob bytes stay under --data, which they all must share.
+    /// Without it, everything is in the data directory, for this one server.
+    #[arg(long, env = "IFMATCH_BACKEND")]
+    backend: Option<String>,
     /// How many blob and container records the metadata cache holds.
     #[arg(long, env = "IFMATCH_CACHE_CAPACITY", default_value_t = 100_000)]
     cache_capacity: u64,
@@ -113,17 +118,28 @@ async fn serve(args: Serve) -> anyhow::Result<()> {
     let mut options = ifmatch_server::Options::default().max_body(args.max_body);
     options.cache_capacity = args.cache_capacity;
     options.cache_bytes = args.cache_bytes;
-    let front = ifmatch_server::open(&args.data, options)
-        .with_context(|| format!("opening the data directory {}", args.data.display()))?;
     let listener = TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("listening on {}", args.listen))?;
-    tracing::info!(
-        "ifmatch listening on http://{} (data: {})",
-        listener.local_addr()?,
-        args.data.display()
-    );
-    ifmatch_server::serve(listener, front, shutdown_signal()).await?;
+    let address = listener.local_addr()?;
+    let data = args.data.display();
+    match &args.backend {
+        None => {
+            let front = ifmatch_server::open(&args.data, options)
+                .with_context(|| format!("opening the data directory {data}"))?;
+            tracing::info!("ifmatch listening on http://{address} (data: {data})");
+            ifmatch_server::serve(listener, front, shutdown_signal()).await?;
+        }
+        Some(backend) => {
+            let front = ifmatch_server::open_redis(&args.data, options, backend)
+                .await
+                .with_context(|| format!("opening {backend} and {data}"))?;
+            tracing::info!(
+                "ifmatch listening on http://{address} (data: {data}, backend: {backend})"
+            );
+            ifmatch_server::serve(listener, front, shutdown_signal()).await?;
+        }
+    }
     tracing::info!("ifmatch stopped");
     Ok(())
 }

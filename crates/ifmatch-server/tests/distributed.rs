@@ -1,0 +1,319 @@
+//! The distributed mode: two `ifmatch serve --backend redis://...` processes on one data
+//! directory and one real redis-server.
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use ifmatch_redis::testing::RedisServer;
+use sha2::{Digest, Sha256};
+
+struct Instance {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Instance {
+    fn start(data: &std::path::Path, backend: &str) -> Self {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(env!("CARGO_BIN_EXE_ifmatch"))
+            .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+            .arg("--data")
+            .arg(data)
+            .args(["--backend", backend])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "the instance did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Self {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+        }
+    }
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder().no_proxy().build().unwrap()
+}
+
+fn header(response: &reqwest::Response, name: &str) -> Option<String> {
+    response
+        .headers()
+        .get(name)
+        .map(|v| v.to_str().unwrap().to_owned())
+}
+
+/// Reads the counter through one instance, writes it back with If-Match through the other;
+/// on 412, starts over. Returns the conflicts met.
+async fn increment(http: &reqwest::Client, read: &str, write: &str) -> usize {
+    let mut conflicts = 0;
+    loop {
+        let r = http.get(read).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        let tag = header(&r, "etag").unwrap();
+        let value: u64 = r.text().await.unwrap().parse().unwrap();
+        let r = http
+            .put(write)
+            .header("if-match", &tag)
+            .body((value + 1).to_string())
+            .send()
+            .await
+            .unwrap();
+        match r.status().as_u16() {
+            201 => return conflicts,
+            412 => conflicts += 1,
+            other => panic!("unexpected {other}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_thirty_two_clients_two_thousand_increments_none_lost() {
+    const CLIENTS: usize = 32;
+    const INCREMENTS: usize = 2000;
+    let redis = RedisServer::start();
+    let data = tempfile::tempdir().unwrap();
+    let a = Instance::start(data.path(), &redis.url());
+    let b = Instance::start(data.path(), &redis.url());
+    let http = client();
+    let r = http
+        .put(format!("{}/cnt?restype=container", a.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let r = http
+        .put(format!("{}/cnt/counter", b.base))
+        .body("0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "the container made through A is seen by B");
+
+    let bases = [a.base.clone(), b.base.clone()];
+    let tickets = Arc::new(AtomicUsize::new(INCREMENTS));
+    let conflicts = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|i| {
+            let (http, tickets, conflicts) = (http.clone(), tickets.clone(), conflicts.clone());
+            // Half the clients read through A and write through B, half the other way round.
+            let read = format!("{}/cnt/counter", bases[i % 2]);
+            let write = format!("{}/cnt/counter", bases[(i + 1) % 2]);
+            tokio::spawn(async move {
+                while tickets
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                    .is_ok()
+                {
+                    let met = increment(&http, &read, &write).await;
+                    conflicts.fetch_add(met, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    for client in clients {
+        client.await.unwrap();
+    }
+    let elapsed = started.elapsed();
+    for base in &bases {
+        let r = http
+            .get(format!("{base}/cnt/counter"))
+            .send()
+            .await
+            .unwrap();
+        let tag = header(&r, "etag").unwrap();
+        let body = r.text().await.unwrap();
+        assert_eq!(body, INCREMENTS.to_string(), "every increment counted once");
+        assert_eq!(tag, format!("\"{}\"", hex::encode(Sha256::digest(&body))));
+    }
+    let conflicts = conflicts.load(Ordering::Relaxed);
+    assert!(conflicts > 0, "the test did not contend");
+    eprintln!(
+        "{INCREMENTS} increments by {CLIENTS} clients over two instances in {elapsed:?} \
+         ({:.0} commits/s), {conflicts} answered 412 and retried",
+        INCREMENTS as f64 / elapsed.as_secs_f64()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_taken_through_one_instance_holds_on_the_other() {
+    const LEASE: &str = "6b0c7a47-0f6c-4b36-9d0b-7f6f1f8a2c11";
+    let redis = RedisServer::start();
+    let data = tempfile::tempdir().unwrap();
+    let a = Instance::start(data.path(), &redis.url());
+    let b = Instance::start(data.path(), &redis.url());
+    let http = client();
+    let send = |method: reqwest::Method, url: String, headers: &[(&str, &str)]| {
+        let mut request = http.request(method, url);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        request
+    };
+    let r = send(
+        reqwest::Method::PUT,
+        format!("{}/box?restype=container", a.base),
+        &[],
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 201);
+    let r = send(reqwest::Method::PUT, format!("{}/box/doc", a.base), &[])
+        .body("v1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let acquire = [
+        ("x-ms-lease-action", "acquire"),
+        ("x-ms-lease-duration", "-1"),
+        ("x-ms-proposed-lease-id", LEASE),
+    ];
+    let r = send(
+        reqwest::Method::PUT,
+        format!("{}/box/doc?comp=lease", a.base),
+        &acquire,
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 201);
+
+    let r = send(reqwest::Method::PUT, format!("{}/box/doc", b.base), &[])
+        .body("v2")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 412);
+    assert_eq!(
+        header(&r, "x-ms-error-code").as_deref(),
+        Some("LeaseIdMissing")
+    );
+    let r = send(reqwest::Method::DELETE, format!("{}/box/doc", b.base), &[])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 412);
+    let r = send(
+        reqwest::Method::PUT,
+        format!("{}/box/doc?comp=lease", b.base),
+        &acquire[..2],
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 409, "already leased, seen through B");
+    assert_eq!(
+        header(&r, "x-ms-error-code").as_deref(),
+        Some("LeaseAlreadyPresent")
+    );
+
+    let r = send(
+        reqwest::Method::PUT,
+        format!("{}/box/doc", b.base),
+        &[("x-ms-lease-id", LEASE)],
+    )
+    .body("v2")
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 201, "with the id, through B");
+    let r = http
+        .get(format!("{}/box/doc", a.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.text().await.unwrap(), "v2");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_killed_and_restarted_fails_cleanly_then_recovers() {
+    let mut redis = RedisServer::start();
+    let data = tempfile::tempdir().unwrap();
+    let a = Instance::start(data.path(), &redis.url());
+    let http = client();
+    let r = http
+        .put(format!("{}/fault?restype=container", a.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let r = http
+        .put(format!("{}/fault/doc", a.base))
+        .body("before")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let before = header(&r, "etag").unwrap();
+
+    redis.kill();
+    let started = Instant::now();
+    let r = http
+        .put(format!("{}/fault/doc", a.base))
+        .body("during")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    assert_eq!(header(&r, "x-ms-error-code").as_deref(), Some("ServerBusy"));
+    let r = http
+        .get(format!("{}/fault/doc", a.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+
+    redis.restart();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let r = loop {
+        let r = http
+            .get(format!("{}/fault/doc", a.base))
+            .send()
+            .await
+            .unwrap();
+        if r.status() != 503 || Instant::now() > deadline {
+            break r;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(r.status(), 200, "service resumed by itself");
+    assert_eq!(header(&r, "etag").as_deref(), Some(before.as_str()));
+    assert_eq!(
+        r.text().await.unwrap(),
+        "before",
+        "nothing written half-way"
+    );
+    let r = http
+        .put(format!("{}/fault/doc", a.base))
+        .header("if-match", &before)
+        .body("after")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+}
