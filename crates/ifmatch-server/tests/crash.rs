@@ -1,11 +1,12 @@
 //! Crash safety: the `ifmatch` binary killed with SIGKILL in the middle of a stream of uploads,
 //! then restarted on the same data directory.
 
+mod common;
+
 use std::collections::HashMap;
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 struct Running {
     child: Child,
@@ -13,27 +14,12 @@ struct Running {
 }
 
 fn spawn(data: &std::path::Path) -> Running {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new(env!("CARGO_BIN_EXE_ifmatch"))
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
-        .env("IFMATCH_DATA", data)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "the server did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Running {
-        child,
-        base: format!("http://127.0.0.1:{port}"),
-    }
+    let (child, base) = common::spawn_ifmatch([
+        std::ffi::OsStr::new("serve"),
+        "--data".as_ref(),
+        data.as_os_str(),
+    ]);
+    Running { child, base }
 }
 
 fn client() -> reqwest::Client {

@@ -1,8 +1,9 @@
 //! The distributed mode: two `ifmatch serve --backend redis://...` processes on one data
 //! directory and one real redis-server.
 
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
+mod common;
+
+use std::process::Child;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -24,29 +25,14 @@ impl Drop for Instance {
 
 impl Instance {
     fn start(data: &std::path::Path, backend: &str) -> Self {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new(env!("CARGO_BIN_EXE_ifmatch"))
-            .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
-            .arg("--data")
-            .arg(data)
-            .args(["--backend", backend])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "the instance did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Self {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-        }
+        let (child, base) = common::spawn_ifmatch([
+            std::ffi::OsStr::new("serve"),
+            "--data".as_ref(),
+            data.as_os_str(),
+            "--backend".as_ref(),
+            backend.as_ref(),
+        ]);
+        Self { child, base }
     }
 }
 

@@ -1,9 +1,11 @@
 //! `ifmatch proxy` end to end: a real origin (an axum app that knows nothing of ETags) behind
 //! the real binary, over real sockets.
 
+mod common;
+
 use std::collections::HashMap;
 use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -119,33 +121,11 @@ impl Drop for Proxy {
 
 impl Proxy {
     fn start(upstream: &str, extra: &[&str]) -> Self {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new(env!("CARGO_BIN_EXE_ifmatch"))
-            .args([
-                "proxy",
-                "--upstream",
-                upstream,
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-            ])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "the proxy did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Self {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-        }
+        let args = ["proxy", "--upstream", upstream]
+            .into_iter()
+            .chain(extra.iter().copied());
+        let (child, base) = common::spawn_ifmatch(args);
+        Self { child, base }
     }
 
     /// The peak resident memory of the proxy process, in KiB.

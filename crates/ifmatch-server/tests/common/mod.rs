@@ -176,3 +176,33 @@ pub async fn raw(server: &Server, method: &str, target: &str) -> (u16, Option<St
         .map(|v| v.trim().to_owned());
     (status, error)
 }
+
+/// Starts the `ifmatch` binary with `args`, listening on a free loopback port, and answers the
+/// process and its base URL once it accepts connections.
+pub fn spawn_ifmatch<I, S>(args: I) -> (std::process::Child, String)
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_ifmatch"))
+        .args(args)
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "ifmatch did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (child, format!("http://127.0.0.1:{port}"))
+}
