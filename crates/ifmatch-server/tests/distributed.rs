@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use common::header;
 use ifmatch_redis::testing::RedisServer;
 use sha2::{Digest, Sha256};
 
@@ -40,29 +41,23 @@ fn client() -> reqwest::Client {
     reqwest::Client::builder().no_proxy().build().unwrap()
 }
 
-fn header(response: &reqwest::Response, name: &str) -> Option<String> {
-    response
-        .headers()
-        .get(name)
-        .map(|v| v.to_str().unwrap().to_owned())
-}
-
 /// Reads the counter through one instance, writes it back with If-Match through the other;
 /// on 412, starts over. Returns the conflicts met.
 async fn increment(http: &reqwest::Client, read: &str, write: &str) -> usize {
     let mut conflicts = 0;
     loop {
-        let r = http.get(read).send().await.unwrap();
+        let r = common::send(http, "GET", read, &[], Vec::new()).await;
         assert_eq!(r.status(), 200);
         let tag = header(&r, "etag").unwrap();
         let value: u64 = r.text().await.unwrap().parse().unwrap();
-        let r = http
-            .put(write)
-            .header("if-match", &tag)
-            .body((value + 1).to_string())
-            .send()
-            .await
-            .unwrap();
+        let r = common::send(
+            http,
+            "PUT",
+            write,
+            &[("if-match", &tag)],
+            (value + 1).to_string(),
+        )
+        .await;
         match r.status().as_u16() {
             201 => return conflicts,
             412 => conflicts += 1,
@@ -80,18 +75,16 @@ async fn two_instances_thirty_two_clients_two_thousand_increments_none_lost() {
     let a = Instance::start(data.path(), &redis.url());
     let b = Instance::start(data.path(), &redis.url());
     let http = client();
-    let r = http
-        .put(format!("{}/cnt?restype=container", a.base))
-        .send()
-        .await
-        .unwrap();
+    let r = common::send(
+        &http,
+        "PUT",
+        &format!("{}/cnt?restype=container", a.base),
+        &[],
+        Vec::new(),
+    )
+    .await;
     assert_eq!(r.status(), 201);
-    let r = http
-        .put(format!("{}/cnt/counter", b.base))
-        .body("0")
-        .send()
-        .await
-        .unwrap();
+    let r = common::send(&http, "PUT", &format!("{}/cnt/counter", b.base), &[], "0").await;
     assert_eq!(r.status(), 201, "the container made through A is seen by B");
 
     let bases = [a.base.clone(), b.base.clone()];
@@ -120,11 +113,14 @@ async fn two_instances_thirty_two_clients_two_thousand_increments_none_lost() {
     }
     let elapsed = started.elapsed();
     for base in &bases {
-        let r = http
-            .get(format!("{base}/cnt/counter"))
-            .send()
-            .await
-            .unwrap();
+        let r = common::send(
+            &http,
+            "GET",
+            &format!("{base}/cnt/counter"),
+            &[],
+            Vec::new(),
+        )
+        .await;
         let tag = header(&r, "etag").unwrap();
         let body = r.text().await.unwrap();
         assert_eq!(body, INCREMENTS.to_string(), "every increment counted once");
@@ -147,66 +143,46 @@ async fn a_lease_taken_through_one_instance_holds_on_the_other() {
     let a = Instance::start(data.path(), &redis.url());
     let b = Instance::start(data.path(), &redis.url());
     let http = client();
-    let send = |method: reqwest::Method, url: String, headers: &[(&str, &str)]| {
-        let mut request = http.request(method, url);
-        for (name, value) in headers {
-            request = request.header(*name, *value);
-        }
-        request
+    let send = |method: &'static str,
+                url: String,
+                headers: &'static [(&'static str, &'static str)],
+                body: &'static str| {
+        let http = http.clone();
+        async move { common::send(&http, method, &url, headers, body).await }
     };
-    let r = send(
-        reqwest::Method::PUT,
-        format!("{}/box?restype=container", a.base),
-        &[],
-    )
-    .send()
-    .await
-    .unwrap();
+    let r = send("PUT", format!("{}/box?restype=container", a.base), &[], "").await;
     assert_eq!(r.status(), 201);
-    let r = send(reqwest::Method::PUT, format!("{}/box/doc", a.base), &[])
-        .body("v1")
-        .send()
-        .await
-        .unwrap();
+    let r = send("PUT", format!("{}/box/doc", a.base), &[], "v1").await;
     assert_eq!(r.status(), 201);
-    let acquire = [
+    const ACQUIRE: [(&str, &str); 3] = [
         ("x-ms-lease-action", "acquire"),
         ("x-ms-lease-duration", "-1"),
         ("x-ms-proposed-lease-id", LEASE),
     ];
     let r = send(
-        reqwest::Method::PUT,
+        "PUT",
         format!("{}/box/doc?comp=lease", a.base),
-        &acquire,
+        &ACQUIRE,
+        "",
     )
-    .send()
-    .await
-    .unwrap();
+    .await;
     assert_eq!(r.status(), 201);
 
-    let r = send(reqwest::Method::PUT, format!("{}/box/doc", b.base), &[])
-        .body("v2")
-        .send()
-        .await
-        .unwrap();
+    let r = send("PUT", format!("{}/box/doc", b.base), &[], "v2").await;
     assert_eq!(r.status(), 412);
     assert_eq!(
         header(&r, "x-ms-error-code").as_deref(),
         Some("LeaseIdMissing")
     );
-    let r = send(reqwest::Method::DELETE, format!("{}/box/doc", b.base), &[])
-        .send()
-        .await
-        .unwrap();
+    let r = send("DELETE", format!("{}/box/doc", b.base), &[], "").await;
     assert_eq!(r.status(), 412);
     let r = send(
-        reqwest::Method::PUT,
+        "PUT",
         format!("{}/box/doc?comp=lease", b.base),
-        &acquire[..2],
+        &[ACQUIRE[0], ACQUIRE[1]],
+        "",
     )
-    .send()
-    .await
-    .unwrap();
+    .await;
     assert_eq!(r.status(), 409, "already leased, seen through B");
     assert_eq!(
         header(&r, "x-ms-error-code").as_deref(),
@@ -214,20 +190,21 @@ async fn a_lease_taken_through_one_instance_holds_on_the_other() {
     );
 
     let r = send(
-        reqwest::Method::PUT,
+        "PUT",
         format!("{}/box/doc", b.base),
         &[("x-ms-lease-id", LEASE)],
+        "v2",
     )
-    .body("v2")
-    .send()
-    .await
-    .unwrap();
+    .await;
     assert_eq!(r.status(), 201, "with the id, through B");
-    let r = http
-        .get(format!("{}/box/doc", a.base))
-        .send()
-        .await
-        .unwrap();
+    let r = common::send(
+        &http,
+        "GET",
+        &format!("{}/box/doc", a.base),
+        &[],
+        Vec::new(),
+    )
+    .await;
     assert_eq!(r.text().await.unwrap(), "v2");
 }
 
@@ -237,36 +214,46 @@ async fn redis_killed_and_restarted_fails_cleanly_then_recovers() {
     let data = tempfile::tempdir().unwrap();
     let a = Instance::start(data.path(), &redis.url());
     let http = client();
-    let r = http
-        .put(format!("{}/fault?restype=container", a.base))
-        .send()
-        .await
-        .unwrap();
+    let r = common::send(
+        &http,
+        "PUT",
+        &format!("{}/fault?restype=container", a.base),
+        &[],
+        Vec::new(),
+    )
+    .await;
     assert_eq!(r.status(), 201);
-    let r = http
-        .put(format!("{}/fault/doc", a.base))
-        .body("before")
-        .send()
-        .await
-        .unwrap();
+    let r = common::send(
+        &http,
+        "PUT",
+        &format!("{}/fault/doc", a.base),
+        &[],
+        "before",
+    )
+    .await;
     assert_eq!(r.status(), 201);
     let before = header(&r, "etag").unwrap();
 
     redis.kill();
     let started = Instant::now();
-    let r = http
-        .put(format!("{}/fault/doc", a.base))
-        .body("during")
-        .send()
-        .await
-        .unwrap();
+    let r = common::send(
+        &http,
+        "PUT",
+        &format!("{}/fault/doc", a.base),
+        &[],
+        "during",
+    )
+    .await;
     assert_eq!(r.status(), 503);
     assert_eq!(header(&r, "x-ms-error-code").as_deref(), Some("ServerBusy"));
-    let r = http
-        .get(format!("{}/fault/doc", a.base))
-        .send()
-        .await
-        .unwrap();
+    let r = common::send(
+        &http,
+        "GET",
+        &format!("{}/fault/doc", a.base),
+        &[],
+        Vec::new(),
+    )
+    .await;
     assert_eq!(r.status(), 503);
     assert!(
         started.elapsed() < Duration::from_secs(15),
@@ -277,11 +264,14 @@ async fn redis_killed_and_restarted_fails_cleanly_then_recovers() {
     redis.restart();
     let deadline = Instant::now() + Duration::from_secs(30);
     let r = loop {
-        let r = http
-            .get(format!("{}/fault/doc", a.base))
-            .send()
-            .await
-            .unwrap();
+        let r = common::send(
+            &http,
+            "GET",
+            &format!("{}/fault/doc", a.base),
+            &[],
+            Vec::new(),
+        )
+        .await;
         if r.status() != 503 || Instant::now() > deadline {
             break r;
         }
@@ -294,12 +284,13 @@ async fn redis_killed_and_restarted_fails_cleanly_then_recovers() {
         "before",
         "nothing written half-way"
     );
-    let r = http
-        .put(format!("{}/fault/doc", a.base))
-        .header("if-match", &before)
-        .body("after")
-        .send()
-        .await
-        .unwrap();
+    let r = common::send(
+        &http,
+        "PUT",
+        &format!("{}/fault/doc", a.base),
+        &[("if-match", &before)],
+        "after",
+    )
+    .await;
     assert_eq!(r.status(), 201);
 }

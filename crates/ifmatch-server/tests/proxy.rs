@@ -139,14 +139,17 @@ impl Proxy {
     }
 
     async fn metric(&self, http: &reqwest::Client, name: &str) -> u64 {
-        let text = http
-            .get(format!("{}/metrics", self.base))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let text = common::send(
+            http,
+            "GET",
+            &format!("{}/metrics", self.base),
+            &[],
+            Vec::new(),
+        )
+        .await
+        .text()
+        .await
+        .unwrap();
         text.lines()
             .find_map(|l| l.strip_prefix(name).and_then(|rest| rest.strip_prefix(' ')))
             .unwrap_or_else(|| panic!("no {name} in {text}"))
@@ -174,21 +177,9 @@ async fn revalidations_are_answered_from_the_cache_and_stale_writes_never_reach_
     let http = client();
     let url = format!("{}/docs/a", proxy.base);
 
-    let created = http
-        .put(&url)
-        .header("if-none-match", "*")
-        .body("v1")
-        .send()
-        .await
-        .unwrap();
+    let created = common::send(&http, "PUT", &url, &[("if-none-match", "*")], "v1").await;
     assert_eq!(created.status(), 201);
-    let again = http
-        .put(&url)
-        .header("if-none-match", "*")
-        .body("v1 again")
-        .send()
-        .await
-        .unwrap();
+    let again = common::send(&http, "PUT", &url, &[("if-none-match", "*")], "v1 again").await;
     assert_eq!(
         again.status(),
         412,
@@ -196,7 +187,7 @@ async fn revalidations_are_answered_from_the_cache_and_stale_writes_never_reach_
     );
     assert_eq!(origin.writes.load(Ordering::SeqCst), 1);
 
-    let first = http.get(&url).send().await.unwrap();
+    let first = common::send(&http, "GET", &url, &[], Vec::new()).await;
     assert_eq!(first.status(), 200);
     let v1 = etag(&first);
     assert_eq!(
@@ -208,12 +199,8 @@ async fn revalidations_are_answered_from_the_cache_and_stale_writes_never_reach_
 
     let gets = origin.gets.load(Ordering::SeqCst);
     for _ in 0..5 {
-        let revalidated = http
-            .get(&url)
-            .header("if-none-match", &v1)
-            .send()
-            .await
-            .unwrap();
+        let revalidated =
+            common::send(&http, "GET", &url, &[("if-none-match", &v1)], Vec::new()).await;
         assert_eq!(revalidated.status(), 304);
         assert_eq!(etag(&revalidated), v1);
     }
@@ -231,40 +218,18 @@ async fn revalidations_are_answered_from_the_cache_and_stale_writes_never_reach_
 
     // A write with the current tag goes through, and the next GET has the new tag.
     let writes = origin.writes.load(Ordering::SeqCst);
-    let updated = http
-        .put(&url)
-        .header("if-match", &v1)
-        .body("v2")
-        .send()
-        .await
-        .unwrap();
+    let updated = common::send(&http, "PUT", &url, &[("if-match", &v1)], "v2").await;
     assert_eq!(updated.status(), 204);
     assert_eq!(origin.writes.load(Ordering::SeqCst), writes + 1);
-    let after = http
-        .get(&url)
-        .header("if-none-match", &v1)
-        .send()
-        .await
-        .unwrap();
+    let after = common::send(&http, "GET", &url, &[("if-none-match", &v1)], Vec::new()).await;
     assert_eq!(after.status(), 200, "the old tag no longer revalidates");
     assert_eq!(etag(&after), sha256_tag(b"v2"));
     assert_eq!(after.text().await.unwrap(), "v2");
 
     // A stale write is refused and never reaches the origin.
-    let stale = http
-        .put(&url)
-        .header("if-match", &v1)
-        .body("lost")
-        .send()
-        .await
-        .unwrap();
+    let stale = common::send(&http, "PUT", &url, &[("if-match", &v1)], "lost").await;
     assert_eq!(stale.status(), 412);
-    let stale_delete = http
-        .delete(&url)
-        .header("if-match", &v1)
-        .send()
-        .await
-        .unwrap();
+    let stale_delete = common::send(&http, "DELETE", &url, &[("if-match", &v1)], Vec::new()).await;
     assert_eq!(stale_delete.status(), 412);
     assert_eq!(origin.writes.load(Ordering::SeqCst), writes + 1);
     assert_eq!(
@@ -274,7 +239,11 @@ async fn revalidations_are_answered_from_the_cache_and_stale_writes_never_reach_
         3
     );
     assert_eq!(
-        http.get(&url).send().await.unwrap().text().await.unwrap(),
+        common::send(&http, "GET", &url, &[], Vec::new())
+            .await
+            .text()
+            .await
+            .unwrap(),
         "v2"
     );
 
@@ -289,12 +258,7 @@ async fn blind_writes_get_428_when_asked() {
     let (origin, upstream) = start_origin().await;
     let proxy = Proxy::start(&upstream, &["--require-precondition", "--metrics"]);
     let http = client();
-    let blind = http
-        .put(format!("{}/docs/b", proxy.base))
-        .body("x")
-        .send()
-        .await
-        .unwrap();
+    let blind = common::send(&http, "PUT", &format!("{}/docs/b", proxy.base), &[], "x").await;
     assert_eq!(blind.status(), 428);
     assert_eq!(origin.writes.load(Ordering::SeqCst), 0);
     assert_eq!(
@@ -310,19 +274,23 @@ async fn hop_by_hop_headers_go_and_forwarding_headers_come() {
     let (_origin, upstream) = start_origin().await;
     let proxy = Proxy::start(&upstream, &[]);
     let http = client();
-    let echoed = http
-        .get(format!("{}/echo", proxy.base))
-        .header("connection", "x-private-hop")
-        .header("x-private-hop", "secret")
-        .header("keep-alive", "timeout=5")
-        .header("x-end-to-end", "kept")
-        .header("x-forwarded-for", "203.0.113.7")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let echoed = common::send(
+        &http,
+        "GET",
+        &format!("{}/echo", proxy.base),
+        &[
+            ("connection", "x-private-hop"),
+            ("x-private-hop", "secret"),
+            ("keep-alive", "timeout=5"),
+            ("x-end-to-end", "kept"),
+            ("x-forwarded-for", "203.0.113.7"),
+        ],
+        Vec::new(),
+    )
+    .await
+    .text()
+    .await
+    .unwrap();
     let has = |line: &str| echoed.lines().any(|l| l == line);
     assert!(!echoed.contains("x-private-hop"), "{echoed}");
     assert!(!echoed.contains("keep-alive"), "{echoed}");
@@ -343,14 +311,17 @@ async fn hop_by_hop_headers_go_and_forwarding_headers_come() {
     );
 
     let preserving = Proxy::start(&upstream, &["--preserve-host"]);
-    let echoed = http
-        .get(format!("{}/echo", preserving.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let echoed = common::send(
+        &http,
+        "GET",
+        &format!("{}/echo", preserving.base),
+        &[],
+        Vec::new(),
+    )
+    .await
+    .text()
+    .await
+    .unwrap();
     let preserving_host = preserving.base.trim_start_matches("http://");
     assert!(
         echoed
@@ -370,11 +341,14 @@ async fn a_dead_origin_is_502_and_a_slow_one_504_never_a_hang() {
         .port();
     let dead = Proxy::start(&format!("http://127.0.0.1:{dead_port}"), &["--metrics"]);
     let http = client();
-    let response = http
-        .get(format!("{}/docs/x", dead.base))
-        .send()
-        .await
-        .unwrap();
+    let response = common::send(
+        &http,
+        "GET",
+        &format!("{}/docs/x", dead.base),
+        &[],
+        Vec::new(),
+    )
+    .await;
     assert_eq!(response.status(), 502);
     assert!(
         response
@@ -387,11 +361,14 @@ async fn a_dead_origin_is_502_and_a_slow_one_504_never_a_hang() {
 
     let slow = Proxy::start(&upstream, &["--timeout", "0.5"]);
     let start = Instant::now();
-    let response = http
-        .get(format!("{}/slow", slow.base))
-        .send()
-        .await
-        .unwrap();
+    let response = common::send(
+        &http,
+        "GET",
+        &format!("{}/slow", slow.base),
+        &[],
+        Vec::new(),
+    )
+    .await;
     assert_eq!(response.status(), 504);
     assert!(
         start.elapsed() < Duration::from_secs(3),
@@ -406,11 +383,14 @@ async fn a_dead_origin_is_502_and_a_slow_one_504_never_a_hang() {
             .contains("did not answer within 0.5 s")
     );
     // The proxy is still there.
-    let ok = http
-        .get(format!("{}/echo", slow.base))
-        .send()
-        .await
-        .unwrap();
+    let ok = common::send(
+        &http,
+        "GET",
+        &format!("{}/echo", slow.base),
+        &[],
+        Vec::new(),
+    )
+    .await;
     assert_eq!(ok.status(), 200);
 }
 
@@ -421,11 +401,15 @@ async fn ten_mib_bodies_stream_both_ways_in_bounded_memory() {
     let http = client();
     // Warm up: a request of each kind, so the baseline holds the buffers every request needs.
     assert_eq!(
-        http.get(format!("{}/echo", proxy.base))
-            .send()
-            .await
-            .unwrap()
-            .status(),
+        common::send(
+            &http,
+            "GET",
+            &format!("{}/echo", proxy.base),
+            &[],
+            Vec::new()
+        )
+        .await
+        .status(),
         200
     );
     let before = proxy.peak_rss_kib();
@@ -440,23 +424,21 @@ async fn ten_mib_bodies_stream_both_ways_in_bounded_memory() {
     let upload = reqwest::Body::wrap_stream(futures_util::stream::iter(
         chunks.into_iter().map(Ok::<_, std::io::Error>),
     ));
-    let response = http
-        .put(format!("{}/big", proxy.base))
-        .body(upload)
-        .send()
-        .await
-        .unwrap();
+    let response = common::send(&http, "PUT", &format!("{}/big", proxy.base), &[], upload).await;
     assert_eq!(response.status(), 200);
     assert_eq!(
         response.text().await.unwrap(),
         hex::encode(expected.finalize())
     );
 
-    let response = http
-        .get(format!("{}/big", proxy.base))
-        .send()
-        .await
-        .unwrap();
+    let response = common::send(
+        &http,
+        "GET",
+        &format!("{}/big", proxy.base),
+        &[],
+        Vec::new(),
+    )
+    .await;
     assert_eq!(response.status(), 200);
     assert!(
         response.headers().get("etag").is_none(),
@@ -484,13 +466,7 @@ async fn sixty_four_clients_read_modify_write_through_the_proxy_without_a_lost_u
     let proxy = Proxy::start(&upstream, &[]);
     let http = client();
     let url = format!("{}/docs/counter", proxy.base);
-    let created = http
-        .put(&url)
-        .header("if-none-match", "*")
-        .body("0")
-        .send()
-        .await
-        .unwrap();
+    let created = common::send(&http, "PUT", &url, &[("if-none-match", "*")], "0").await;
     assert_eq!(created.status(), 201);
 
     let conflicts = Arc::new(AtomicUsize::new(0));
@@ -500,17 +476,18 @@ async fn sixty_four_clients_read_modify_write_through_the_proxy_without_a_lost_u
         tasks.push(tokio::spawn(async move {
             let mut done = 0;
             while done < EACH {
-                let current = http.get(&url).send().await.unwrap();
+                let current = common::send(&http, "GET", &url, &[], Vec::new()).await;
                 assert_eq!(current.status(), 200);
                 let tag = etag(&current);
                 let n: usize = current.text().await.unwrap().parse().unwrap();
-                let write = http
-                    .put(&url)
-                    .header("if-match", &tag)
-                    .body((n + 1).to_string())
-                    .send()
-                    .await
-                    .unwrap();
+                let write = common::send(
+                    &http,
+                    "PUT",
+                    &url,
+                    &[("if-match", &tag)],
+                    (n + 1).to_string(),
+                )
+                .await;
                 match write.status().as_u16() {
                     204 => done += 1,
                     412 => {
@@ -524,7 +501,11 @@ async fn sixty_four_clients_read_modify_write_through_the_proxy_without_a_lost_u
     for task in tasks {
         task.await.unwrap();
     }
-    let last = http.get(&url).send().await.unwrap().text().await.unwrap();
+    let last = common::send(&http, "GET", &url, &[], Vec::new())
+        .await
+        .text()
+        .await
+        .unwrap();
     assert_eq!(
         last,
         (CLIENTS * EACH).to_string(),

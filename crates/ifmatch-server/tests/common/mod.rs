@@ -86,15 +86,8 @@ impl Server {
         headers: &[(&str, &str)],
         body: impl Into<reqwest::Body>,
     ) -> Response {
-        let method = Method::from_bytes(method.as_bytes()).unwrap();
-        let mut request = self
-            .client
-            .request(method, format!("{}{path}", self.base))
-            .body(body);
-        for (name, value) in headers {
-            request = request.header(*name, *value);
-        }
-        request.send().await.unwrap()
+        let url = format!("{}{path}", self.base);
+        send(&self.client, method, &url, headers, body).await
     }
 
     pub async fn get(&self, path: &str, headers: &[(&str, &str)]) -> Response {
@@ -140,6 +133,22 @@ impl Server {
         };
         self.put(&path, headers, Vec::new()).await
     }
+}
+
+/// Sends one request to `url` with `client`.
+pub async fn send(
+    client: &reqwest::Client,
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: impl Into<reqwest::Body>,
+) -> Response {
+    let method = Method::from_bytes(method.as_bytes()).unwrap();
+    let mut request = client.request(method, url).body(body);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.send().await.unwrap()
 }
 
 pub fn header(response: &Response, name: &str) -> Option<String> {
