@@ -1,9 +1,13 @@
-//! ifmatch's distributed mode: many instances share blob records and leases through Redis.
+//! ifmatch's distributed mode: many instances share blob records, leases, versions and write
+//! locks through Redis.
 //!
 //! [`RedisRecords`] implements `ifmatch-blob`'s [`Records`](ifmatch_blob::Records): every
 //! change is one compare-and-swap on the server (a Lua script comparing the record's
 //! generation), and the rules stay in `ifmatch-core`. Blob bytes stay in the storage all
 //! instances share.
+//!
+//! [`RedisVersions`] is the Tower layer's version backend: versions every instance sees, and
+//! a per-key write lock that expires when its holder dies, with a fencing token.
 //!
 //! [`connect`] gives a connection manager that reconnects by itself: while Redis is away,
 //! requests fail at once with [`StoreError::Unavailable`](ifmatch_blob::StoreError) (the front
@@ -13,11 +17,13 @@
 mod records;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod versions;
 
 use std::time::Duration;
 
 pub use records::RedisRecords;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+pub use versions::{RedisGuard, RedisVersions, VersionsError};
 
 /// How long a request waits for Redis before it fails.
 pub const TIMEOUT: Duration = Duration::from_secs(2);

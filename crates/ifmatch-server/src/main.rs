@@ -73,6 +73,21 @@ struct Proxy {
     /// Answer GET /metrics (Prometheus text) instead of forwarding it.
     #[arg(long, env = "IFMATCH_METRICS")]
     metrics: bool,
+    /// Share versions and write locks with other proxies through Redis
+    /// (`redis://HOST:PORT/DB`). The 304 cache then trusts what it remembers for
+    /// --cache-ttl (default 1 s): how long a write through another proxy may be answered 304
+    /// with the old tag here.
+    #[arg(long, env = "IFMATCH_BACKEND")]
+    backend: Option<String>,
+    /// With --backend: how long, in seconds, a write lock outlives a proxy that died holding
+    /// it (a live proxy renews its locks).
+    #[arg(long, env = "IFMATCH_LOCK_TTL", default_value_t = 10.0)]
+    lock_ttl: f64,
+    /// With --backend: send each write's fencing token (a number that grows with every lock
+    /// of the resource) to the origin in this header, e.g. Ifmatch-Fencing-Token, so an origin
+    /// that refuses lower tokens cannot take the late write of a proxy whose lock expired.
+    #[arg(long, env = "IFMATCH_FENCING_HEADER")]
+    fencing_header: Option<http::HeaderName>,
 }
 
 #[derive(clap::Args)]
@@ -160,16 +175,35 @@ async fn proxy(args: Proxy) -> anyhow::Result<()> {
     options.require_precondition = args.require_precondition;
     options.key_headers = args.key_headers;
     options.metrics = args.metrics;
-    let proxy = ifmatch_server::proxy::Proxy::new(&options)?;
+    options.fencing_header = args.fencing_header;
     let listener = TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("listening on {}", args.listen))?;
-    tracing::info!(
-        "ifmatch proxy listening on http://{} (upstream: {})",
-        listener.local_addr()?,
-        options.upstream
-    );
-    ifmatch_server::proxy::serve(listener, proxy, shutdown_signal()).await?;
+    let address = listener.local_addr()?;
+    match &args.backend {
+        None => {
+            let proxy = ifmatch_server::proxy::Proxy::new(&options)?;
+            tracing::info!(
+                "ifmatch proxy listening on http://{address} (upstream: {})",
+                options.upstream
+            );
+            ifmatch_server::proxy::serve(listener, proxy, shutdown_signal()).await?;
+        }
+        Some(backend) => {
+            options.cache_ttl = options.cache_ttl.or(Some(Duration::from_secs(1)));
+            let connection = ifmatch_redis::connect(backend)
+                .await
+                .with_context(|| format!("connecting to {backend}"))?;
+            let versions = ifmatch_redis::RedisVersions::new(connection, "ifmatch:versions:")
+                .lock_ttl(seconds(args.lock_ttl, "--lock-ttl")?);
+            let proxy = ifmatch_server::proxy::Proxy::with_versions(&options, versions)?;
+            tracing::info!(
+                "ifmatch proxy listening on http://{address} (upstream: {}, backend: {backend})",
+                options.upstream
+            );
+            ifmatch_server::proxy::serve(listener, proxy, shutdown_signal()).await?;
+        }
+    }
     tracing::info!("ifmatch stopped");
     Ok(())
 }

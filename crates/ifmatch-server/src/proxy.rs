@@ -24,7 +24,7 @@ use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use ifmatch_tower::{Conditional, ConditionalLayer, MemoryVersions};
+use ifmatch_tower::{Conditional, ConditionalLayer, MemoryVersions, VersionStore};
 use tokio::net::TcpListener;
 use tower::{Layer, Service, ServiceExt};
 
@@ -88,6 +88,9 @@ pub struct ProxyOptions {
     pub key_headers: Vec<HeaderName>,
     /// Answers `GET /metrics` itself instead of forwarding it.
     pub metrics: bool,
+    /// Sends each write's fencing token to the origin in this header (with a version backend
+    /// whose locks expire: Redis).
+    pub fencing_header: Option<HeaderName>,
 }
 
 impl ProxyOptions {
@@ -104,6 +107,7 @@ impl ProxyOptions {
             require_precondition: false,
             key_headers: Vec::new(),
             metrics: false,
+            fencing_header: None,
         }
     }
 }
@@ -368,28 +372,40 @@ impl Service<Request<ProxyBody>> for Forward {
 
 /// The service of one client connection: `/metrics` when asked, everything else through the
 /// layer to the origin.
-pub type ProxyService = Conditional<Forward, MemoryVersions>;
+pub type ProxyService<V = MemoryVersions> = Conditional<Forward, V>;
 
 /// Everything a connection needs: shared by all of them.
 #[derive(Debug, Clone)]
-pub struct Proxy {
-    service: ProxyService,
+pub struct Proxy<V = MemoryVersions> {
+    service: ProxyService<V>,
     metrics: Arc<Metrics>,
     serve_metrics: bool,
 }
 
 impl Proxy {
-    /// The proxy `options` describe.
+    /// The proxy `options` describe, with versions and write locks in this process.
     pub fn new(options: &ProxyOptions) -> Result<Self, BadUpstream> {
+        Self::with_versions(options, MemoryVersions::default())
+    }
+}
+
+impl<V: VersionStore + Clone> Proxy<V> {
+    /// The proxy `options` describe, with versions and write locks in `versions` (shared by
+    /// several proxies with a shared backend).
+    pub fn with_versions(options: &ProxyOptions, versions: V) -> Result<Self, BadUpstream> {
         let metrics = Arc::new(Metrics::default());
         let forward = Forward::new(options, metrics.clone())?;
         let mut layer = ConditionalLayer::new()
+            .versions(versions)
             .hash_limit(options.hash_limit)
             .cache_capacity(options.cache_capacity)
             .require_precondition(options.require_precondition)
             .inner_answers_every_get(true);
         if let Some(ttl) = options.cache_ttl {
             layer = layer.time_to_live(ttl);
+        }
+        if let Some(name) = &options.fencing_header {
+            layer = layer.fencing_header(name.clone());
         }
         if !options.key_headers.is_empty() {
             let names = options.key_headers.clone();
@@ -438,9 +454,9 @@ impl Proxy {
 }
 
 /// Serves the proxy on `listener` until `shutdown` completes.
-pub async fn serve(
+pub async fn serve<V: VersionStore + Clone>(
     listener: TcpListener,
-    proxy: Proxy,
+    proxy: Proxy<V>,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let proxy = Arc::new(proxy);

@@ -35,6 +35,16 @@ impl Instance {
         ]);
         Self { child, base }
     }
+
+    /// One instance with the embedded default: everything in its data directory.
+    fn embedded(data: &std::path::Path) -> Self {
+        let (child, base) = common::spawn_ifmatch([
+            std::ffi::OsStr::new("serve"),
+            "--data".as_ref(),
+            data.as_os_str(),
+        ]);
+        Self { child, base }
+    }
 }
 
 fn client() -> reqwest::Client {
@@ -293,4 +303,59 @@ async fn redis_killed_and_restarted_fails_cleanly_then_recovers() {
     )
     .await;
     assert_eq!(r.status(), 201);
+}
+
+/// The time one conditional write takes, uncontended, through an embedded instance and through
+/// one with Redis, measured alternately in one run (the machine is noisy): the figure is the
+/// difference at p50 and p99. Asserts only that every write lands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conditional_write_latency_embedded_vs_redis() {
+    const ROUNDS: usize = 10;
+    const EACH: usize = 50;
+    let redis = RedisServer::start();
+    let (embedded_data, shared_data) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let embedded = Instance::embedded(embedded_data.path());
+    let shared = Instance::start(shared_data.path(), &redis.url());
+    let http = client();
+    let mut tags = Vec::new();
+    for base in [&embedded.base, &shared.base] {
+        let url = format!("{base}/lat?restype=container");
+        assert_eq!(
+            common::send(&http, "PUT", &url, &[], Vec::new())
+                .await
+                .status(),
+            201
+        );
+        let r = common::send(&http, "PUT", &format!("{base}/lat/b"), &[], "0").await;
+        assert_eq!(r.status(), 201);
+        tags.push(header(&r, "etag").unwrap());
+    }
+    let mut times = [Vec::new(), Vec::new()];
+    for round in 0..ROUNDS {
+        for (i, base) in [&embedded.base, &shared.base].into_iter().enumerate() {
+            let url = format!("{base}/lat/b");
+            for n in 0..EACH {
+                let body = format!("{round}:{n}");
+                let started = Instant::now();
+                let r = common::send(&http, "PUT", &url, &[("if-match", &tags[i])], body).await;
+                times[i].push(started.elapsed());
+                assert_eq!(r.status(), 201);
+                tags[i] = header(&r, "etag").unwrap();
+            }
+        }
+    }
+    let quantiles = |t: &mut Vec<Duration>| {
+        t.sort();
+        let at = |q: f64| t[((t.len() - 1) as f64 * q).round() as usize].as_secs_f64() * 1e3;
+        (at(0.5), at(0.99))
+    };
+    let (e50, e99) = quantiles(&mut times[0]);
+    let (r50, r99) = quantiles(&mut times[1]);
+    eprintln!(
+        "conditional write, {} each: embedded p50 {e50:.3} ms p99 {e99:.3} ms; Redis p50 \
+         {r50:.3} ms p99 {r99:.3} ms; added p50 {:+.3} ms p99 {:+.3} ms",
+        ROUNDS * EACH,
+        r50 - e50,
+        r99 - e99
+    );
 }

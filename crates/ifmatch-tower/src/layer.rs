@@ -23,6 +23,8 @@ pub(crate) struct Config {
     pub(crate) custom_key: bool,
     /// The inner service answers GET for every key: probe it from the first write on.
     pub(crate) answers_every_get: bool,
+    /// Writes carry the lock's fencing token in this request header.
+    pub(crate) fencing_header: Option<http::HeaderName>,
 }
 
 impl fmt::Debug for Config {
@@ -32,6 +34,7 @@ impl fmt::Debug for Config {
             .field("require_precondition", &self.require_precondition)
             .field("custom_key", &self.custom_key)
             .field("answers_every_get", &self.answers_every_get)
+            .field("fencing_header", &self.fencing_header)
             .finish_non_exhaustive()
     }
 }
@@ -70,6 +73,7 @@ impl ConditionalLayer {
             key: Arc::new(path_and_query),
             custom_key: false,
             answers_every_get: false,
+            fencing_header: None,
         };
         Self {
             config: Arc::new(config),
@@ -130,6 +134,15 @@ impl<V> ConditionalLayer<V> {
     /// wraps each method's handler on its own.
     pub fn inner_answers_every_get(mut self, yes: bool) -> Self {
         Arc::make_mut(&mut self.config).answers_every_get = yes;
+        self
+    }
+
+    /// Sends each write to the inner service with the fencing token of its lock in this request
+    /// header (when the version backend has tokens, see [`VersionStore::fencing_token`]). An
+    /// inner service or origin that remembers the highest token per resource and refuses lower
+    /// ones cannot be overwritten by a writer whose lock expired while it stalled.
+    pub fn fencing_header(mut self, name: http::HeaderName) -> Self {
+        Arc::make_mut(&mut self.config).fencing_header = Some(name);
         self
     }
 

@@ -2,6 +2,8 @@
 
 mod body;
 mod cache;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 mod future;
 mod layer;
 mod service;

@@ -200,7 +200,7 @@ async fn write<S, V, ReqBody, ResBody>(
     cache: ReadCache,
     config: Arc<Config>,
     serves_get: bool,
-    request: Request<ReqBody>,
+    mut request: Request<ReqBody>,
     key: String,
 ) -> Result<Response<ConditionalBody<ResBody>>, S::Error>
 where
@@ -214,7 +214,7 @@ where
     if config.require_precondition && !conditional {
         return Ok(status(StatusCode::PRECONDITION_REQUIRED));
     }
-    let Ok(_guard) = versions.lock(&key).await else {
+    let Ok(guard) = versions.lock(&key).await else {
         return Ok(status(StatusCode::SERVICE_UNAVAILABLE));
     };
     if conditional {
@@ -241,13 +241,21 @@ where
             return Ok(status(StatusCode::PRECONDITION_FAILED));
         }
     }
+    if let (Some(name), Some(token)) = (&config.fencing_header, versions.fencing_token(&guard)) {
+        request
+            .headers_mut()
+            .insert(name.clone(), HeaderValue::from(token));
+    }
     poll_fn(|cx| inner.poll_ready(cx)).await?;
     let response = inner.call(request).await?;
     cache.invalidate(&key);
     // A write that reports its new ETag makes it current; any other outcome leaves the version
-    // unknown, to be learned again before the next conditional write.
+    // unknown, to be learned again before the next conditional write. A lock that expired
+    // meanwhile refuses the record: forgotten too.
     let learned = match validators_of(response.headers()) {
-        Some(validators) if response.status().is_success() => versions.set(&key, validators).await,
+        Some(validators) if response.status().is_success() => {
+            versions.set(&guard, validators).await
+        }
         _ => versions.forget(&key).await,
     };
     if learned.is_err() {
@@ -277,11 +285,11 @@ where
     poll_fn(|cx| inner.poll_ready(cx)).await?;
     let response = ResponseFuture::read(inner.call(request), context).await?;
     let full = matches!(response.status(), StatusCode::OK | StatusCode::NOT_MODIFIED);
-    if guard.is_some()
+    if let Some(guard) = &guard
         && full
         && let Some(validators) = validators_of(response.headers())
     {
-        let _ = versions.set(&key, validators).await;
+        let _ = versions.set(guard, validators).await;
     }
     Ok(response)
 }

@@ -1,0 +1,89 @@
+//! What every [`VersionStore`] must do, as one async function a backend's tests call
+//! (`conformance` feature). The in-memory backend runs it in this crate, the Redis one in
+//! `ifmatch-redis`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use ifmatch_core::precondition::Validators;
+use ifmatch_core::strong_etag;
+
+use crate::VersionStore;
+
+/// Runs the suite against `store`, whose clones share their versions and locks (as
+/// instances sharing one backend do). Uses keys under `/conformance/`.
+pub async fn versions<V: VersionStore + Clone>(store: &V) {
+    remembers_and_forgets(store).await;
+    one_holder_per_key(store).await;
+    keys_are_independent(store).await;
+    fencing_tokens_grow(store).await;
+}
+
+async fn remembers_and_forgets<V: VersionStore + Clone>(store: &V) {
+    let key = "/conformance/remember";
+    assert_eq!(store.get(key).await.unwrap(), None, "unknown at first");
+    let first = Validators::etag(strong_etag(b"one"));
+    let guard = store.lock(key).await.unwrap();
+    store.set(&guard, first.clone()).await.unwrap();
+    assert_eq!(store.get(key).await.unwrap(), Some(first), "recorded");
+    let second = Validators::new(
+        Some(strong_etag(b"two")),
+        Some(std::time::UNIX_EPOCH.into()),
+    );
+    store.set(&guard, second.clone()).await.unwrap();
+    drop(guard);
+    assert_eq!(
+        store.clone().get(key).await.unwrap(),
+        Some(second),
+        "replaced"
+    );
+    store.forget(key).await.unwrap();
+    assert_eq!(store.get(key).await.unwrap(), None, "forgotten");
+    store.forget(key).await.unwrap();
+}
+
+async fn one_holder_per_key<V: VersionStore + Clone>(store: &V) {
+    let inside = Arc::new(AtomicUsize::new(0));
+    let entered = Arc::new(AtomicUsize::new(0));
+    let tasks: Vec<_> = (0..16)
+        .map(|_| {
+            let (store, inside, entered) = (store.clone(), inside.clone(), entered.clone());
+            tokio::spawn(async move {
+                let _guard = store.lock("/conformance/same").await.unwrap();
+                assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders");
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                inside.fetch_sub(1, Ordering::SeqCst);
+                entered.fetch_add(1, Ordering::SeqCst);
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(
+        entered.load(Ordering::SeqCst),
+        16,
+        "every waiter got the lock"
+    );
+}
+
+async fn keys_are_independent<V: VersionStore + Clone>(store: &V) {
+    let _a = store.lock("/conformance/a").await.unwrap();
+    let b = tokio::time::timeout(Duration::from_secs(2), store.lock("/conformance/b")).await;
+    assert!(b.is_ok(), "a lock on another key waited");
+}
+
+async fn fencing_tokens_grow<V: VersionStore + Clone>(store: &V) {
+    let key = "/conformance/fence";
+    let first = store.lock(key).await.unwrap();
+    let a = store.fencing_token(&first);
+    drop(first);
+    let second = store.lock(key).await.unwrap();
+    let b = store.fencing_token(&second);
+    if let (Some(a), Some(b)) = (a, b) {
+        assert!(b > a, "fencing tokens must grow: {a} then {b}");
+    } else {
+        assert_eq!((a, b), (None, None), "a backend has tokens or has none");
+    }
+}
