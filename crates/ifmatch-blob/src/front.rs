@@ -86,6 +86,7 @@ impl From<StoreError> for Failure {
             StoreError::NotFound => ErrorCode::BlobNotFound,
             StoreError::TooLarge { .. } => ErrorCode::RequestBodyTooLarge,
             StoreError::Body(_) => ErrorCode::IncompleteBody,
+            StoreError::LengthRequired => ErrorCode::MissingContentLengthHeader,
             StoreError::Unavailable(_) => ErrorCode::ServerBusy,
             _ => ErrorCode::InternalError,
         };

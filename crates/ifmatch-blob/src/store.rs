@@ -82,6 +82,10 @@ pub enum StoreError {
         /// The limit, in bytes.
         limit: u64,
     },
+    /// The storage must know the body's length before it streams, and the request did not say
+    /// (no `Content-Length`).
+    #[error("the body's length must be known")]
+    LengthRequired,
     /// Reading the request body failed (the client went away).
     #[error("reading the request body failed: {0}")]
     Body(#[source] BoxError),

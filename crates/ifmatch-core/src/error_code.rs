@@ -48,6 +48,8 @@ error_codes! {
     UnsupportedHeader = BAD_REQUEST, "One of the HTTP headers specified in the request is not supported.";
     /// A required header is missing.
     MissingRequiredHeader = BAD_REQUEST, "An HTTP header that's mandatory for this request is not specified.";
+    /// The storage needs the body's length before it streams (R2), and none was sent.
+    MissingContentLengthHeader = LENGTH_REQUIRED, "The Content-Length header was not specified.";
     /// A header value is malformed or out of range.
     InvalidHeaderValue = BAD_REQUEST, "The value for one of the HTTP headers is not in the correct format.";
     /// A query parameter is malformed or names no known operation.

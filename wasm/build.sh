@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Builds the Worker into build/ with worker-build, using the tools the test command installed
+# (worker-build would otherwise download wasm-bindgen, wasm-opt and esbuild itself):
+# wasm-bindgen from `cargo install wasm-bindgen-cli` at the version in Cargo.lock, wasm-opt and
+# esbuild from this directory's node_modules (`npm ci`). Prints the size of the .wasm.
+set -euo pipefail
+cd "$(dirname "$0")"
+export WASM_BINDGEN_BIN="${WASM_BINDGEN_BIN:-$(command -v wasm-bindgen)}"
+export WASM_OPT_BIN="${WASM_OPT_BIN:-$PWD/node_modules/.bin/wasm-opt}"
+export ESBUILD_BIN="${ESBUILD_BIN:-$PWD/node_modules/.bin/esbuild}"
+worker-build --release
+wasm=build/index_bg.wasm
+raw=$(stat -c %s "$wasm")
+gz=$(gzip -9 -c "$wasm" | wc -c)
+echo "worker wasm: $raw bytes raw, $gz bytes gzipped ($wasm)"

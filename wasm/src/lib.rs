@@ -1,0 +1,111 @@
+//! ifmatch's blob front as a Cloudflare Worker.
+//!
+//! The request handling is `ifmatch-blob`'s [`Front`], the same as the native server's; this
+//! crate only supplies its three parts for the Workers platform:
+//!
+//! - [`records::DurableRecords`]: blob and container records (and so leases) in a Durable
+//!   Object per container, [`records::ContainerRecords`], where each compare-and-swap is one
+//!   atomic step;
+//! - [`objects::R2Objects`]: blob bytes in R2, one object per version under a random name,
+//!   hashed (SHA-256) while the upload streams;
+//! - [`WorkersEnv`]: the Workers clock and `crypto.randomUUID()`, never `SystemTime::now()`.
+
+mod objects;
+mod records;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use ifmatch_blob::{DEFAULT_MAX_BODY, Front, ResponseBody};
+use wasm_bindgen::prelude::wasm_bindgen;
+use worker::{Context, Env, HttpRequest, event};
+
+pub use objects::{R2Objects, R2Reader};
+pub use records::{ContainerRecords, DurableRecords};
+
+/// The R2 bucket binding that holds blob bytes.
+pub const BUCKET: &str = "BLOBS";
+/// The Durable Object namespace binding that holds records.
+pub const RECORDS: &str = "RECORDS";
+
+#[event(fetch)]
+async fn fetch(
+    request: HttpRequest,
+    env: Env,
+    _ctx: Context,
+) -> worker::Result<http::Response<ResponseBody<R2Reader>>> {
+    let max_body = env
+        .var("MAX_BODY")
+        .ok()
+        .and_then(|v| v.to_string().parse().ok())
+        .unwrap_or(DEFAULT_MAX_BODY);
+    let front = Front::new(
+        DurableRecords::new(env.durable_object(RECORDS)?),
+        R2Objects::new(env.bucket(BUCKET)?),
+        WorkersEnv,
+    )
+    .with_max_body(max_body);
+    // R2 must know an upload's length before it streams: tell the body what the client said.
+    let length = request
+        .headers()
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse().ok());
+    let request = request.map(|body| KnownLength { body, length });
+    let mut response = front.handle(request).await;
+    // The bytes as stored: a compressed body would be another representation under the same
+    // strong ETag, and would lose Content-Length.
+    response.extensions_mut().insert(worker::EncodeBody::Manual);
+    Ok(response)
+}
+
+/// The Workers clock and randomness.
+#[derive(Debug, Clone, Copy)]
+pub struct WorkersEnv;
+
+#[wasm_bindgen]
+extern "C" {
+    #[wasm_bindgen(js_namespace = crypto, js_name = randomUUID)]
+    fn random_uuid() -> String;
+}
+
+impl ifmatch_blob::Env for WorkersEnv {
+    fn now(&self) -> SystemTime {
+        UNIX_EPOCH + Duration::from_millis(worker::Date::now().as_millis())
+    }
+
+    fn random_uuid(&self) -> uuid::Uuid {
+        // crypto.randomUUID() is a version 4 UUID from a cryptographic generator.
+        uuid::Uuid::parse_str(&random_uuid()).expect("crypto.randomUUID() answers a UUID")
+    }
+}
+
+/// The request body with the length its `Content-Length` gave, if any.
+struct KnownLength {
+    body: worker::Body,
+    length: Option<u64>,
+}
+
+impl Body for KnownLength {
+    type Data = Bytes;
+    // A JavaScript error is not `Send`: its text is what the front reports.
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        std::pin::Pin::new(&mut self.body)
+            .poll_frame(cx)
+            .map_err(|e| std::io::Error::other(e.to_string()))
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.length
+            .map_or_else(SizeHint::default, SizeHint::with_exact)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.length == Some(0) || self.body.is_end_stream()
+    }
+}

@@ -1,0 +1,298 @@
+//! Blob and container records in a Durable Object per container.
+
+use std::sync::Arc;
+
+use ifmatch_blob::{Key, PutMode, Record, Records, StoreError};
+use serde::{Deserialize, Serialize};
+use worker::send::{SendFuture, SendWrapper};
+use worker::{
+    DurableObject, Env, ListOptions, Method, ObjectNamespace, Request, RequestInit, Response,
+    State, durable_object, js_sys,
+};
+
+/// Records through the Durable Object of each container ([`ContainerRecords`]): every call is
+/// one request to the object, every change one compare-and-swap there. The rules (leases,
+/// conditions) stay in the front, as with every other backend: the object only compares the
+/// generation and writes.
+pub struct DurableRecords {
+    namespace: SendWrapper<ObjectNamespace>,
+}
+
+impl DurableRecords {
+    /// Records in the objects of `namespace`, one per container name.
+    pub fn new(namespace: ObjectNamespace) -> Self {
+        Self {
+            namespace: SendWrapper::new(namespace),
+        }
+    }
+
+    async fn call(&self, container: &str, call: &Call) -> Result<Reply, StoreError> {
+        let stub = self
+            .namespace
+            .id_from_name(container)
+            .and_then(|id| id.get_stub())
+            .map_err(unavailable)?;
+        let body = serde_json::to_string(call).map_err(|e| StoreError::Io(e.into()))?;
+        let mut init = RequestInit::new();
+        init.with_method(Method::Post).with_body(Some(body.into()));
+        let request = Request::new_with_init("https://records/", &init).map_err(unavailable)?;
+        let mut response = stub
+            .fetch_with_request(request)
+            .await
+            .map_err(unavailable)?;
+        // Through serde_json, not JavaScript's JSON: generations are 64-bit.
+        let text = response.text().await.map_err(unavailable)?;
+        match serde_json::from_str(&text).map_err(|e| StoreError::Io(e.into()))? {
+            Reply::Refused(refusal) => Err(refusal.into()),
+            reply => Ok(reply),
+        }
+    }
+}
+
+fn unavailable(error: worker::Error) -> StoreError {
+    StoreError::Unavailable(error.to_string().into())
+}
+
+fn unexpected() -> StoreError {
+    StoreError::Io(std::io::Error::other(
+        "unexpected reply from the records object",
+    ))
+}
+
+fn blob_of(key: &Key) -> Option<String> {
+    match key {
+        Key::Container(_) => None,
+        Key::Blob(_, name) => Some(name.clone()),
+    }
+}
+
+/// A request to a container's records object.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+enum Call {
+    /// The record of the container (`blob: None`) or of one of its blobs.
+    Get { blob: Option<String> },
+    /// Writes a record: created (`expected: None`) or replacing this generation.
+    Put {
+        blob: Option<String>,
+        record: Record,
+        expected: Option<u64>,
+    },
+    /// Deletes a record of this generation; the container takes its blobs with it.
+    Delete {
+        blob: Option<String>,
+        generation: u64,
+    },
+    /// The blobs whose names start with `prefix`, in name order.
+    List { prefix: String },
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Reply {
+    Found(Option<Record>),
+    Done,
+    Deleted(Vec<Record>),
+    Listed(Vec<(String, Record)>),
+    Refused(Refusal),
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+enum Refusal {
+    AlreadyExists,
+    Conflict,
+    NotFound,
+    ContainerNotFound,
+}
+
+impl From<Refusal> for StoreError {
+    fn from(refusal: Refusal) -> Self {
+        match refusal {
+            Refusal::AlreadyExists => Self::AlreadyExists,
+            Refusal::Conflict => Self::Conflict,
+            Refusal::NotFound => Self::NotFound,
+            Refusal::ContainerNotFound => Self::ContainerNotFound,
+        }
+    }
+}
+
+impl Records for DurableRecords {
+    fn get(
+        &self,
+        key: &Key,
+    ) -> impl Future<Output = Result<Option<Arc<Record>>, StoreError>> + Send {
+        let call = Call::Get { blob: blob_of(key) };
+        SendFuture::new(async move {
+            match self.call(key.container(), &call).await? {
+                Reply::Found(record) => Ok(record.map(Arc::new)),
+                _ => Err(unexpected()),
+            }
+        })
+    }
+
+    fn put(
+        &self,
+        key: &Key,
+        record: &Record,
+        mode: PutMode,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let call = Call::Put {
+            blob: blob_of(key),
+            record: record.clone(),
+            expected: match mode {
+                PutMode::Create => None,
+                PutMode::Update(generation) => Some(generation),
+            },
+        };
+        SendFuture::new(async move {
+            match self.call(key.container(), &call).await? {
+                Reply::Done => Ok(()),
+                _ => Err(unexpected()),
+            }
+        })
+    }
+
+    fn delete(
+        &self,
+        key: &Key,
+        generation: u64,
+    ) -> impl Future<Output = Result<Vec<Record>, StoreError>> + Send {
+        let call = Call::Delete {
+            blob: blob_of(key),
+            generation,
+        };
+        SendFuture::new(async move {
+            match self.call(key.container(), &call).await? {
+                Reply::Deleted(records) => Ok(records),
+                _ => Err(unexpected()),
+            }
+        })
+    }
+
+    fn list(
+        &self,
+        container: &str,
+        prefix: &str,
+    ) -> impl Future<Output = Result<Vec<(String, Record)>, StoreError>> + Send {
+        let call = Call::List {
+            prefix: prefix.to_owned(),
+        };
+        SendFuture::new(async move {
+            match self.call(container, &call).await? {
+                Reply::Listed(blobs) => Ok(blobs),
+                _ => Err(unexpected()),
+            }
+        })
+    }
+}
+
+/// The records of one container: its own under `container`, each blob's under `blob/NAME`,
+/// as JSON.
+///
+/// A call reads, compares and writes with storage operations only; the object's input gate
+/// delivers no other request while they are awaited, so each call is one atomic step, and its
+/// output gate holds the reply until the writes are durable.
+#[durable_object]
+pub struct ContainerRecords {
+    state: State,
+}
+
+const CONTAINER: &str = "container";
+const BLOBS: &str = "blob/";
+
+fn storage_key(blob: Option<&str>) -> String {
+    blob.map_or_else(|| CONTAINER.to_owned(), |name| format!("{BLOBS}{name}"))
+}
+
+fn decode(json: &str) -> worker::Result<Record> {
+    serde_json::from_str(json).map_err(|e| worker::Error::RustError(e.to_string()))
+}
+
+impl ContainerRecords {
+    async fn read(&self, key: &str) -> worker::Result<Option<Record>> {
+        let json: Option<String> = self.state.storage().get(key).await?;
+        json.as_deref().map(decode).transpose()
+    }
+
+    async fn scan(&self, prefix: &str) -> worker::Result<Vec<(String, Record)>> {
+        let found = self
+            .state
+            .storage()
+            .list_with_options(ListOptions::new().prefix(prefix))
+            .await?;
+        let mut out = Vec::with_capacity(found.size() as usize);
+        for entry in found.entries() {
+            let pair = js_sys::Array::from(&entry?);
+            let key = pair.get(0).as_string().unwrap_or_default();
+            let json = pair.get(1).as_string().unwrap_or_default();
+            let name = key.strip_prefix(BLOBS).unwrap_or(&key).to_owned();
+            out.push((name, decode(&json)?));
+        }
+        Ok(out)
+    }
+
+    async fn answer(&self, call: Call) -> worker::Result<Result<Reply, Refusal>> {
+        let storage = self.state.storage();
+        Ok(match call {
+            Call::Get { blob } => Ok(Reply::Found(
+                self.read(&storage_key(blob.as_deref())).await?,
+            )),
+            Call::Put {
+                blob,
+                record,
+                expected,
+            } => {
+                if blob.is_some() && self.read(CONTAINER).await?.is_none() {
+                    return Ok(Err(Refusal::ContainerNotFound));
+                }
+                let key = storage_key(blob.as_deref());
+                let mode = expected.map_or(PutMode::Create, PutMode::Update);
+                match mode.check(self.read(&key).await?.as_ref()) {
+                    Ok(()) => {
+                        let json = serde_json::to_string(&record)
+                            .map_err(|e| worker::Error::RustError(e.to_string()))?;
+                        storage.put(&key, json).await?;
+                        Ok(Reply::Done)
+                    }
+                    Err(StoreError::AlreadyExists) => Err(Refusal::AlreadyExists),
+                    Err(_) => Err(Refusal::Conflict),
+                }
+            }
+            Call::Delete { blob, generation } => {
+                let key = storage_key(blob.as_deref());
+                match self.read(&key).await? {
+                    None => Err(Refusal::NotFound),
+                    Some(current) if current.generation != generation => Err(Refusal::Conflict),
+                    Some(_) if blob.is_some() => {
+                        storage.delete(&key).await?;
+                        Ok(Reply::Deleted(Vec::new()))
+                    }
+                    Some(_) => {
+                        let blobs = self.scan(BLOBS).await?;
+                        storage.delete_all().await?;
+                        Ok(Reply::Deleted(blobs.into_iter().map(|(_, r)| r).collect()))
+                    }
+                }
+            }
+            Call::List { prefix } => {
+                Ok(Reply::Listed(self.scan(&format!("{BLOBS}{prefix}")).await?))
+            }
+        })
+    }
+}
+
+impl DurableObject for ContainerRecords {
+    fn new(state: State, _env: Env) -> Self {
+        Self { state }
+    }
+
+    async fn fetch(&self, mut request: Request) -> worker::Result<Response> {
+        // Through serde_json, not JavaScript's JSON: generations are 64-bit.
+        let call: Call = serde_json::from_str(&request.text().await?)
+            .map_err(|e| worker::Error::RustError(e.to_string()))?;
+        let reply = self.answer(call).await?.unwrap_or_else(Reply::Refused);
+        let json =
+            serde_json::to_string(&reply).map_err(|e| worker::Error::RustError(e.to_string()))?;
+        Response::ok(json)
+    }
+}

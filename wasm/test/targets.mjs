@@ -1,0 +1,77 @@
+// The two servers the shared suite runs against: the Worker in miniflare (workerd, with R2
+// and Durable Objects emulated) and the native `ifmatch serve`, each on a loopback port.
+
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { Miniflare } from "miniflare";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = join(here, "..");
+
+/** The Worker as built by worker-build, served by miniflare. */
+export async function startWorker() {
+  const mf = new Miniflare({
+    modules: true,
+    scriptPath: join(root, "build/worker/shim.mjs"),
+    modulesRules: [
+      { type: "ESModule", include: ["**/*.js", "**/*.mjs"] },
+      { type: "CompiledWasm", include: ["**/*.wasm"] },
+    ],
+    compatibilityDate: "2025-09-01",
+    r2Buckets: ["BLOBS"],
+    durableObjects: { RECORDS: { className: "ContainerRecords", useSQLite: true } },
+    bindings: { MAX_BODY: String(8 << 20) },
+    host: "127.0.0.1",
+    port: 0,
+  });
+  const url = await mf.ready;
+  return {
+    base: url.origin,
+    stop: () => mf.dispose(),
+  };
+}
+
+async function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+    server.on("error", reject);
+  });
+}
+
+/** The native server (`IFMATCH_BIN`, default the workspace's debug build) on a fresh data directory. */
+export async function startNative() {
+  const bin = process.env.IFMATCH_BIN ?? join(root, "../target/debug/ifmatch");
+  const data = mkdtempSync(join(tmpdir(), "ifmatch-suite-"));
+  const port = await freePort();
+  const child = spawn(
+    bin,
+    ["serve", "--data", data, "--listen", `127.0.0.1:${port}`, "--max-body", String(8 << 20)],
+    { stdio: "ignore" },
+  );
+  const base = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    try {
+      await fetch(`${base}/`);
+      break;
+    } catch {
+      if (Date.now() > deadline) throw new Error(`${bin} did not start`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+  return {
+    base,
+    stop: async () => {
+      child.kill("SIGKILL");
+      rmSync(data, { recursive: true, force: true });
+    },
+  };
+}
