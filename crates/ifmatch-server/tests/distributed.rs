@@ -3,48 +3,32 @@
 
 mod common;
 
-use std::process::Child;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::header;
+use common::{Ifmatch, header};
 use ifmatch_redis::testing::RedisServer;
 use sha2::{Digest, Sha256};
 
-struct Instance {
-    child: Child,
-    base: String,
+/// An instance sharing records through Redis, bytes under `data`.
+fn shared(data: &std::path::Path, backend: &str) -> Ifmatch {
+    Ifmatch::start([
+        std::ffi::OsStr::new("serve"),
+        "--data".as_ref(),
+        data.as_os_str(),
+        "--backend".as_ref(),
+        backend.as_ref(),
+    ])
 }
 
-impl Drop for Instance {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Instance {
-    fn start(data: &std::path::Path, backend: &str) -> Self {
-        let (child, base) = common::spawn_ifmatch([
-            std::ffi::OsStr::new("serve"),
-            "--data".as_ref(),
-            data.as_os_str(),
-            "--backend".as_ref(),
-            backend.as_ref(),
-        ]);
-        Self { child, base }
-    }
-
-    /// One instance with the embedded default: everything in its data directory.
-    fn embedded(data: &std::path::Path) -> Self {
-        let (child, base) = common::spawn_ifmatch([
-            std::ffi::OsStr::new("serve"),
-            "--data".as_ref(),
-            data.as_os_str(),
-        ]);
-        Self { child, base }
-    }
+/// An instance with the embedded default: everything in its data directory.
+fn embedded(data: &std::path::Path) -> Ifmatch {
+    Ifmatch::start([
+        std::ffi::OsStr::new("serve"),
+        "--data".as_ref(),
+        data.as_os_str(),
+    ])
 }
 
 fn client() -> reqwest::Client {
@@ -82,8 +66,8 @@ async fn two_instances_thirty_two_clients_two_thousand_increments_none_lost() {
     const INCREMENTS: usize = 2000;
     let redis = RedisServer::start();
     let data = tempfile::tempdir().unwrap();
-    let a = Instance::start(data.path(), &redis.url());
-    let b = Instance::start(data.path(), &redis.url());
+    let a = shared(data.path(), &redis.url());
+    let b = shared(data.path(), &redis.url());
     let http = client();
     let r = common::send(
         &http,
@@ -150,8 +134,8 @@ async fn a_lease_taken_through_one_instance_holds_on_the_other() {
     const LEASE: &str = "6b0c7a47-0f6c-4b36-9d0b-7f6f1f8a2c11";
     let redis = RedisServer::start();
     let data = tempfile::tempdir().unwrap();
-    let a = Instance::start(data.path(), &redis.url());
-    let b = Instance::start(data.path(), &redis.url());
+    let a = shared(data.path(), &redis.url());
+    let b = shared(data.path(), &redis.url());
     let http = client();
     let send = |method: &'static str,
                 url: String,
@@ -222,7 +206,7 @@ async fn a_lease_taken_through_one_instance_holds_on_the_other() {
 async fn redis_killed_and_restarted_fails_cleanly_then_recovers() {
     let mut redis = RedisServer::start();
     let data = tempfile::tempdir().unwrap();
-    let a = Instance::start(data.path(), &redis.url());
+    let a = shared(data.path(), &redis.url());
     let http = client();
     let r = common::send(
         &http,
@@ -314,8 +298,8 @@ async fn conditional_write_latency_embedded_vs_redis() {
     const EACH: usize = 50;
     let redis = RedisServer::start();
     let (embedded_data, shared_data) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let embedded = Instance::embedded(embedded_data.path());
-    let shared = Instance::start(shared_data.path(), &redis.url());
+    let embedded = embedded(embedded_data.path());
+    let shared = shared(shared_data.path(), &redis.url());
     let http = client();
     let mut tags = Vec::new();
     for base in [&embedded.base, &shared.base] {
@@ -344,13 +328,8 @@ async fn conditional_write_latency_embedded_vs_redis() {
             }
         }
     }
-    let quantiles = |t: &mut Vec<Duration>| {
-        t.sort();
-        let at = |q: f64| t[((t.len() - 1) as f64 * q).round() as usize].as_secs_f64() * 1e3;
-        (at(0.5), at(0.99))
-    };
-    let (e50, e99) = quantiles(&mut times[0]);
-    let (r50, r99) = quantiles(&mut times[1]);
+    let (e50, e99) = common::p50_p99(&mut times[0]);
+    let (r50, r99) = common::p50_p99(&mut times[1]);
     eprintln!(
         "conditional write, {} each: embedded p50 {e50:.3} ms p99 {e99:.3} ms; Redis p50 \
          {r50:.3} ms p99 {r99:.3} ms; added p50 {:+.3} ms p99 {:+.3} ms",

@@ -5,7 +5,6 @@
 mod common;
 
 use std::collections::HashMap;
-use std::process::Child;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -15,7 +14,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::get;
-use common::header;
+use common::{Ifmatch, header};
 use ifmatch_redis::testing::RedisServer;
 use tokio::sync::{Notify, oneshot};
 
@@ -101,34 +100,19 @@ async fn write(
     .unwrap()
 }
 
-struct Proxy {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Proxy {
-    fn start(upstream: &str, redis: &str, extra: &[&str]) -> Self {
-        let args = [
-            "proxy",
-            "--upstream",
-            upstream,
-            "--backend",
-            redis,
-            "--fencing-header",
-            FENCE,
-        ]
-        .into_iter()
-        .chain(extra.iter().copied());
-        let (child, base) = common::spawn_ifmatch(args);
-        Self { child, base }
-    }
+/// A proxy in front of `upstream` sharing versions and locks through `redis`, sending
+/// fencing tokens to the origin.
+fn start_proxy(upstream: &str, redis: &str, extra: &[&str]) -> Ifmatch {
+    let args = [
+        "proxy",
+        "--upstream",
+        upstream,
+        "--backend",
+        redis,
+        "--fencing-header",
+        FENCE,
+    ];
+    Ifmatch::start(args.into_iter().chain(extra.iter().copied()))
 }
 
 fn client() -> reqwest::Client {
@@ -141,8 +125,8 @@ async fn two_proxies_thirty_two_clients_no_lost_update() {
     const EACH: usize = 12;
     let redis = RedisServer::start();
     let (origin, upstream) = start_origin().await;
-    let a = Proxy::start(&upstream, &redis.url(), &[]);
-    let b = Proxy::start(&upstream, &redis.url(), &[]);
+    let a = start_proxy(&upstream, &redis.url(), &[]);
+    let b = start_proxy(&upstream, &redis.url(), &[]);
     let http = client();
     let on_a = format!("{}/docs/counter", a.base);
     let on_b = format!("{}/docs/counter", b.base);
@@ -202,8 +186,8 @@ async fn a_proxy_killed_holding_the_write_lock_frees_the_key_and_its_late_write_
     let redis = RedisServer::start();
     let (origin, upstream) = start_origin().await;
     let ttl = Duration::from_secs(1);
-    let mut a = Proxy::start(&upstream, &redis.url(), &["--lock-ttl", "1"]);
-    let b = Proxy::start(&upstream, &redis.url(), &["--lock-ttl", "1"]);
+    let mut a = start_proxy(&upstream, &redis.url(), &["--lock-ttl", "1"]);
+    let b = start_proxy(&upstream, &redis.url(), &["--lock-ttl", "1"]);
     let http = client();
     let on_a = format!("{}/docs/d", a.base);
     let on_b = format!("{}/docs/d", b.base);
@@ -279,8 +263,8 @@ async fn a_proxy_killed_holding_the_write_lock_frees_the_key_and_its_late_write_
 async fn a_write_through_one_proxy_is_never_revalidated_by_the_other_past_the_cache_ttl() {
     let redis = RedisServer::start();
     let (_origin, upstream) = start_origin().await;
-    let a = Proxy::start(&upstream, &redis.url(), &["--cache-ttl", "0.5"]);
-    let b = Proxy::start(&upstream, &redis.url(), &["--cache-ttl", "0.5"]);
+    let a = start_proxy(&upstream, &redis.url(), &["--cache-ttl", "0.5"]);
+    let b = start_proxy(&upstream, &redis.url(), &["--cache-ttl", "0.5"]);
     let http = client();
     let on_a = format!("{}/docs/page", a.base);
     let on_b = format!("{}/docs/page", b.base);
@@ -321,9 +305,8 @@ async fn conditional_write_latency_in_memory_vs_redis() {
     const EACH: usize = 50;
     let redis = RedisServer::start();
     let (_origin, upstream) = start_origin().await;
-    let (child, base) = common::spawn_ifmatch(["proxy", "--upstream", &upstream]);
-    let memory = Proxy { child, base };
-    let shared = Proxy::start(&upstream, &redis.url(), &[]);
+    let memory = Ifmatch::start(["proxy", "--upstream", &upstream]);
+    let shared = start_proxy(&upstream, &redis.url(), &[]);
     let http = client();
     let urls = [
         format!("{}/docs/memory", memory.base),
@@ -351,13 +334,8 @@ async fn conditional_write_latency_in_memory_vs_redis() {
             }
         }
     }
-    let quantiles = |t: &mut Vec<Duration>| {
-        t.sort();
-        let at = |q: f64| t[((t.len() - 1) as f64 * q).round() as usize].as_secs_f64() * 1e3;
-        (at(0.5), at(0.99))
-    };
-    let (m50, m99) = quantiles(&mut times[0]);
-    let (r50, r99) = quantiles(&mut times[1]);
+    let (m50, m99) = common::p50_p99(&mut times[0]);
+    let (r50, r99) = common::p50_p99(&mut times[1]);
     eprintln!(
         "proxy conditional write, {} each: in memory p50 {m50:.3} ms p99 {m99:.3} ms; Redis p50 \
          {r50:.3} ms p99 {r99:.3} ms; added p50 {:+.3} ms p99 {:+.3} ms",

@@ -5,7 +5,6 @@ mod common;
 
 use std::collections::HashMap;
 use std::net::TcpListener;
-use std::process::Child;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -107,25 +106,23 @@ async fn write(
     }
 }
 
-struct Proxy {
-    child: Child,
-    base: String,
-}
+/// A proxy in front of `upstream`.
+struct Proxy(common::Ifmatch);
 
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+impl std::ops::Deref for Proxy {
+    type Target = common::Ifmatch;
+
+    fn deref(&self) -> &common::Ifmatch {
+        &self.0
     }
 }
 
 impl Proxy {
     fn start(upstream: &str, extra: &[&str]) -> Self {
-        let args = ["proxy", "--upstream", upstream]
-            .into_iter()
-            .chain(extra.iter().copied());
-        let (child, base) = common::spawn_ifmatch(args);
-        Self { child, base }
+        let args = ["proxy", "--upstream", upstream];
+        Self(common::Ifmatch::start(
+            args.into_iter().chain(extra.iter().copied()),
+        ))
     }
 
     /// The peak resident memory of the proxy process, in KiB.

@@ -186,6 +186,39 @@ pub async fn raw(server: &Server, method: &str, target: &str) -> (u16, Option<St
     (status, error)
 }
 
+/// An `ifmatch` process of a test's own, killed when dropped.
+pub struct Ifmatch {
+    pub child: std::process::Child,
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+}
+
+impl Ifmatch {
+    /// Starts the binary with `args` on a free loopback port and waits until it listens.
+    pub fn start<I, S>(args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        let (child, base) = spawn_ifmatch(args);
+        Self { child, base }
+    }
+}
+
+impl Drop for Ifmatch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The median and the 99th percentile of `times`, in milliseconds.
+pub fn p50_p99(times: &mut [Duration]) -> (f64, f64) {
+    times.sort();
+    let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize].as_secs_f64() * 1e3;
+    (at(0.5), at(0.99))
+}
+
 /// Starts the `ifmatch` binary with `args`, listening on a free loopback port, and answers the
 /// process and its base URL once it accepts connections.
 pub fn spawn_ifmatch<I, S>(args: I) -> (std::process::Child, String)
