@@ -122,11 +122,12 @@ impl Objects for R2Objects {
     fn read(
         &self,
         object: &str,
+        len: u64,
         range: Option<Range<u64>>,
     ) -> impl Future<Output = Result<R2Reader, StoreError>> + Send {
         SendFuture::new(async move {
             let mut get = self.bucket.get(object);
-            if let Some(range) = range {
+            if let Some(range) = range.clone() {
                 get = get.range(worker::Range::OffsetWithLength {
                     offset: range.start,
                     length: range.end - range.start,
@@ -134,6 +135,8 @@ impl Objects for R2Objects {
             }
             let found = get.execute().await.map_err(unavailable)?;
             let found = found.ok_or(StoreError::NotFound)?;
+            // R2 tells the whole object's size with any read, ranged or not.
+            ifmatch_blob::check_len(object, found.size(), len)?;
             let stream = match found.body() {
                 Some(body) => Some(body.stream().map_err(unavailable)?),
                 None => None,

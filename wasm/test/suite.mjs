@@ -37,6 +37,12 @@ export function suite(name, start) {
       return new Promise((resolve, reject) => {
         const data = body === undefined ? undefined : Buffer.from(body);
         const all = { "accept-encoding": "identity", ...headers };
+        // A Put Blob carries its type, as every SDK's does; `raw: true` sends exactly `headers`.
+        const [route, query = ""] = path.split("?");
+        if (method === "PUT" && route.slice(1).includes("/") && !query.includes("comp=") && !headers.raw) {
+          all["x-ms-blob-type"] ??= "BlockBlob";
+        }
+        delete all.raw;
         if (data !== undefined) all["content-length"] = String(data.length);
         const r = request(server.base + path, { method, headers: all, agent: false }, (res) => {
           const chunks = [];
@@ -110,6 +116,27 @@ export function suite(name, start) {
         assert.deepEqual([blob.status, blob.code], [404, "BlobNotFound"]);
         const put = await req("PUT", `/nosuch${randomUUID().slice(0, 8)}/x`, {}, "x");
         assert.deepEqual([put.status, put.code], [404, "ContainerNotFound"]);
+      });
+
+      test("careless requests never replace a blob", async () => {
+        const { c, path, etag } = await fixture("precious");
+        const careless = [
+          // No x-ms-blob-type: not a Put Blob.
+          [path, { raw: true }, [400, "MissingRequiredHeader"]],
+          // A lease action with a misspelt comp.
+          [`${path}?Comp=lease`, { raw: true, "x-ms-lease-action": "acquire", "x-ms-lease-duration": "15" }, [400, "MissingRequiredHeader"]],
+          [`${path}?comp=Lease`, { "x-ms-lease-action": "acquire" }, [400, "InvalidQueryParameterValue"]],
+          [`${path}?comp=blocklist`, {}, [400, "InvalidQueryParameterValue"]],
+          // restype names container operations only.
+          [`${path}?restype=container`, {}, [400, "InvalidQueryParameterValue"]],
+          [path, { "x-ms-blob-type": "PageBlob" }, [400, "InvalidHeaderValue"]],
+        ];
+        for (const [target, headers, want] of careless) {
+          const r = await req("PUT", target, headers, "");
+          assert.deepEqual([r.status, r.code], want, `${target} ${JSON.stringify(headers)}`);
+        }
+        const got = await req("GET", path);
+        assert.deepEqual([got.status, got.text, got.headers.get("etag")], [200, "precious", etag]);
       });
 
       test("bad input is a 4xx with its code, and the server stays up", async () => {

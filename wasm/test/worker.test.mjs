@@ -21,7 +21,8 @@ describe("Cloudflare Worker only", () => {
     const created = await fetch(`${worker.base}/nolength?restype=container`, { method: "PUT" });
     assert.equal(created.status, 201);
     const answer = await new Promise((resolve, reject) => {
-      const r = request(`${worker.base}/nolength/b`, { method: "PUT", agent: false }, (res) => {
+      const headers = { "x-ms-blob-type": "BlockBlob" };
+      const r = request(`${worker.base}/nolength/b`, { method: "PUT", headers, agent: false }, (res) => {
         res.resume();
         res.on("end", () => resolve([res.statusCode, res.headers["x-ms-error-code"]]));
       });

@@ -90,6 +90,11 @@ pub async fn records<R: Records>(store: &R) {
         "second create",
     );
     assert_eq!(*store.get(&c).await.unwrap().unwrap(), container_record(10));
+    match store.containers().await {
+        Ok(names) => assert_eq!(names, vec!["conformance".to_owned()], "the containers"),
+        Err(StoreError::Unsupported(_)) => {}
+        Err(e) => panic!("listing containers: {e}"),
+    }
 
     // Create, then compare-and-swap on the generation.
     let a = blob("conformance", "dir/a");
@@ -226,16 +231,28 @@ pub async fn objects<O: Objects>(store: &O) {
     );
     assert_eq!(staged.len, whole.len() as u64);
 
-    let read = store.read(&staged.object, None).await.unwrap();
+    let len = staged.len;
+    let read = store.read(&staged.object, len, None).await.unwrap();
     assert_eq!(read.collect().await.unwrap().to_bytes(), whole);
     let read = store
-        .read(&staged.object, Some(1500..60_000))
+        .read(&staged.object, len, Some(1500..60_000))
         .await
         .unwrap();
     assert_eq!(
         read.collect().await.unwrap().to_bytes(),
         &whole[1500..60_000]
     );
+    for (wrong, range) in [
+        (len + 1, None),
+        (len - 1, None),
+        (len + 10, Some(len..len + 10)),
+    ] {
+        expect_err(
+            store.read(&staged.object, wrong, range).await,
+            |e| matches!(e, StoreError::Corrupt { .. }),
+            "an object whose length is not its record's",
+        );
+    }
 
     let too_big = store
         .stage(
@@ -261,13 +278,13 @@ pub async fn objects<O: Objects>(store: &O) {
 
     store.discard(&staged.object).await.unwrap();
     expect_err(
-        store.read(&staged.object, None).await,
+        store.read(&staged.object, len, None).await,
         |e| matches!(e, StoreError::NotFound),
         "a discarded object",
     );
     store.discard(&staged.object).await.unwrap();
     expect_err(
-        store.read("no-such-object", None).await,
+        store.read("no-such-object", 0, None).await,
         |e| matches!(e, StoreError::NotFound),
         "an unknown object",
     );

@@ -53,29 +53,36 @@ pub struct Front<R, O, E> {
 struct Failure {
     code: ErrorCode,
     detail: Option<String>,
+    /// The backend could not say whether the change was made (see
+    /// [`StoreError::may_have_landed`]): what the change referred to must be kept.
+    may_have_landed: bool,
 }
 
 type Result<T, E = Failure> = std::result::Result<T, E>;
 
 impl Failure {
-    /// Whether the backend failed without saying what happened, so a write may have landed.
-    fn may_have_landed(&self) -> bool {
-        matches!(self.code, ErrorCode::ServerBusy | ErrorCode::InternalError)
+    fn with_detail(code: ErrorCode, detail: impl Into<String>) -> Self {
+        Self {
+            code,
+            detail: Some(detail.into()),
+            may_have_landed: false,
+        }
     }
 }
 
 impl From<ErrorCode> for Failure {
     fn from(code: ErrorCode) -> Self {
-        Self { code, detail: None }
+        Self {
+            code,
+            detail: None,
+            may_have_landed: false,
+        }
     }
 }
 
 impl From<ifmatch_core::lease::HeaderError> for Failure {
     fn from(e: ifmatch_core::lease::HeaderError) -> Self {
-        Self {
-            code: e.code,
-            detail: Some(format!("{} Header: {}", e.code.message(), e.header)),
-        }
+        Self::with_detail(e.code, format!("{} Header: {}", e.code.message(), e.header))
     }
 }
 
@@ -88,13 +95,44 @@ impl From<StoreError> for Failure {
             StoreError::Body(_) => ErrorCode::IncompleteBody,
             StoreError::LengthRequired => ErrorCode::MissingContentLengthHeader,
             StoreError::Unavailable(_) => ErrorCode::ServerBusy,
+            StoreError::Io(io) if io.kind() == std::io::ErrorKind::StorageFull => {
+                ErrorCode::ServerBusy
+            }
             _ => ErrorCode::InternalError,
         };
         if code == ErrorCode::InternalError || code == ErrorCode::ServerBusy {
             tracing::error!(error = %e, "backend failure");
         }
-        Self { code, detail: None }
+        let detail = match &e {
+            StoreError::Io(io) if io.kind() == std::io::ErrorKind::StorageFull => {
+                Some("The server has no space left for this request. Retry later.".to_owned())
+            }
+            _ => None,
+        };
+        Self {
+            code,
+            detail,
+            may_have_landed: e.may_have_landed(),
+        }
     }
+}
+
+/// What one attempt of a change decided from the record it found.
+enum Step {
+    /// Write this record, as the mode allows.
+    Put(Record, PutMode),
+    /// Remove the record, if it still has this generation.
+    Delete(u64),
+    /// There is no record: answer as [`Front::missing`] does for this operation.
+    Missing(blob::Operation, ErrorCode),
+}
+
+/// A change that landed: the record it found, what it did, and the blob records a removed
+/// container took with it.
+struct Swapped {
+    previous: Option<std::sync::Arc<Record>>,
+    written: Option<Record>,
+    removed: Vec<Record>,
 }
 
 type Answer<R> = Response<ResponseBody<R>>;
@@ -124,6 +162,11 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// The object store.
     pub fn objects(&self) -> &O {
         &self.objects
+    }
+
+    /// The answer for `code` alone: what a host says when the front could not answer.
+    pub fn error(code: ErrorCode) -> Answer<O::Reader> {
+        error_answer(code.into(), false)
     }
 
     /// Answers one request. Never fails: every error is an answer with its code.
@@ -203,32 +246,29 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         now: SystemTime,
     ) -> Result<Answer<O::Reader>> {
         let lease_id = lease_id_from_headers(headers)?;
-        for _ in 0..MAX_ATTEMPTS {
-            let current = self
-                .records
-                .get(key)
-                .await?
-                .ok_or(ErrorCode::ContainerNotFound)?;
-            current
-                .lease
-                .authorize(Scope::Container, Access::Write, lease_id, now)?;
-            blob::evaluate(
-                blob::Operation::Container,
-                headers,
-                Some(&current.validators()),
-            )?;
-            match self.records.delete(key, current.generation).await {
-                Ok(removed) => {
-                    for record in removed {
-                        self.discard(record.content.map(|c| c.object)).await;
-                    }
-                    return Ok(answer(StatusCode::ACCEPTED, HeaderMap::new()));
-                }
-                Err(StoreError::Conflict | StoreError::NotFound) => continue,
-                Err(e) => return Err(e.into()),
-            }
+        let swapped = self
+            .swap(key, headers, |current| {
+                let Some(current) = current else {
+                    return Ok(Step::Missing(
+                        blob::Operation::Container,
+                        ErrorCode::ContainerNotFound,
+                    ));
+                };
+                current
+                    .lease
+                    .authorize(Scope::Container, Access::Write, lease_id, now)?;
+                blob::evaluate(
+                    blob::Operation::Container,
+                    headers,
+                    Some(&current.validators()),
+                )?;
+                Ok(Step::Delete(current.generation))
+            })
+            .await?;
+        for record in swapped.removed {
+            self.discard(record.content.map(|c| c.object)).await;
         }
-        Err(ErrorCode::ServerBusy.into())
+        Ok(answer(StatusCode::ACCEPTED, HeaderMap::new()))
     }
 
     async fn container_properties(
@@ -295,32 +335,27 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             Key::Container(_) => (blob::Operation::Container, ErrorCode::ContainerNotFound),
             Key::Blob(..) => (blob::Operation::Write, ErrorCode::BlobNotFound),
         };
-        for _ in 0..MAX_ATTEMPTS {
-            let Some(current) = self.records.get(key).await? else {
-                return Err(self.missing(key, operation, headers, missing).await);
-            };
-            blob::evaluate(operation, headers, Some(&current.validators()))?;
-            let transition = current.lease.apply(&action, now)?;
-            let record = Record {
-                lease: transition.lease,
-                generation: current.generation + 1,
-                ..(*current).clone()
-            };
-            match self
-                .records
-                .put(key, &record, PutMode::Update(current.generation))
-                .await
-            {
-                Ok(()) => {
-                    let mut out = validator_headers(&record);
-                    out.extend(transition.headers());
-                    return Ok(answer(transition.status, out));
-                }
-                Err(StoreError::Conflict) => continue,
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Err(ErrorCode::ServerBusy.into())
+        let mut status = StatusCode::OK;
+        let mut lease_headers = HeaderMap::new();
+        let swapped = self
+            .swap(key, headers, |current| {
+                let Some(current) = current else {
+                    return Ok(Step::Missing(operation, missing));
+                };
+                blob::evaluate(operation, headers, Some(&current.validators()))?;
+                let transition = current.lease.apply(&action, now)?;
+                (status, lease_headers) = (transition.status, transition.headers());
+                let record = Record {
+                    lease: transition.lease,
+                    generation: current.generation + 1,
+                    ..current.clone()
+                };
+                Ok(Step::Put(record, PutMode::Update(current.generation)))
+            })
+            .await?;
+        let mut out = validator_headers(swapped.written.as_ref().expect("a lease writes"));
+        out.extend(lease_headers);
+        Ok(answer(status, out))
     }
 
     async fn put_blob<B>(
@@ -334,15 +369,22 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
     {
-        if headers
-            .get(BLOB_TYPE)
-            .is_some_and(|kind| kind != "BlockBlob")
-        {
-            let detail = Some("Only BlockBlob is supported.".into());
-            return Err(Failure {
-                code: ErrorCode::InvalidHeaderValue,
-                detail,
-            });
+        // Required, as in Azure: a request that meant something else (a misspelt `comp`, a
+        // lease action without its query) must never replace a blob with its empty body.
+        match headers.get(BLOB_TYPE) {
+            None => {
+                return Err(Failure::with_detail(
+                    ErrorCode::MissingRequiredHeader,
+                    "An HTTP header that's mandatory for this request is not specified. Header: x-ms-blob-type",
+                ));
+            }
+            Some(kind) if kind != "BlockBlob" => {
+                return Err(Failure::with_detail(
+                    ErrorCode::InvalidHeaderValue,
+                    "Only BlockBlob is supported. Header: x-ms-blob-type",
+                ));
+            }
+            Some(_) => {}
         }
         let declared = headers
             .get(header::CONTENT_LENGTH)
@@ -380,7 +422,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         // A backend that failed without an answer (a timeout, a lost connection) may have
         // committed the record all the same: its object then stays, an orphan at worst, never
         // a record naming bytes that are gone.
-        if committed.as_ref().is_err_and(|f| !f.may_have_landed()) {
+        if committed.as_ref().is_err_and(|f| !f.may_have_landed) {
             self.discard(Some(staged.object)).await;
         }
         committed
@@ -395,39 +437,27 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         content: Content,
         now: SystemTime,
     ) -> Result<Answer<O::Reader>> {
-        for _ in 0..MAX_ATTEMPTS {
-            let current = self.records.get(key).await?;
-            let lease = write_allowed(
-                blob::Operation::Put,
-                headers,
-                current.as_deref(),
-                lease_id,
-                now,
-            )?;
-            let (record, mode) = match &current {
-                Some(cur) => {
-                    let mut record = Record::blob(etag.clone(), now, content.clone())
-                        .with_generation(cur.generation + 1);
-                    record.lease = lease;
-                    (record, PutMode::Update(cur.generation))
-                }
-                None => {
-                    let record = Record::blob(etag.clone(), now, content.clone())
-                        .with_generation(self.fresh_generation());
-                    (record, PutMode::Create)
-                }
-            };
-            match self.records.put(key, &record, mode).await {
-                Ok(()) => {
-                    self.discard(current.and_then(|c| c.content.clone()).map(|c| c.object))
-                        .await;
-                    return Ok(answer(StatusCode::CREATED, validator_headers(&record)));
-                }
-                Err(StoreError::Conflict | StoreError::AlreadyExists) => continue,
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Err(ErrorCode::ServerBusy.into())
+        let swapped = self
+            .swap(key, headers, |current| {
+                let lease = write_allowed(blob::Operation::Put, headers, current, lease_id, now)?;
+                let record = Record::blob(etag.clone(), now, content.clone());
+                Ok(match current {
+                    Some(cur) => {
+                        let mut record = record.with_generation(cur.generation + 1);
+                        record.lease = lease;
+                        Step::Put(record, PutMode::Update(cur.generation))
+                    }
+                    None => Step::Put(
+                        record.with_generation(self.fresh_generation()),
+                        PutMode::Create,
+                    ),
+                })
+            })
+            .await?;
+        let replaced = swapped.previous.and_then(|c| c.content.clone());
+        self.discard(replaced.map(|c| c.object)).await;
+        let record = swapped.written.expect("a put writes");
+        Ok(answer(StatusCode::CREATED, validator_headers(&record)))
     }
 
     async fn get_blob(
@@ -485,13 +515,13 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     (StatusCode::PARTIAL_CONTENT, Some(range))
                 }
                 ByteRange::Unsatisfiable => {
-                    return Err(Failure {
-                        code: ErrorCode::InvalidRange,
-                        detail: Some(format!(
+                    return Err(Failure::with_detail(
+                        ErrorCode::InvalidRange,
+                        format!(
                             "The range specified is invalid for the current size of the resource ({} bytes).",
                             content.len
-                        )),
-                    });
+                        ),
+                    ));
                 }
             };
             let len = range.as_ref().map_or(content.len, |r| r.end - r.start);
@@ -499,14 +529,24 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             if head {
                 return Ok(answer(status, out));
             }
-            match self.objects.read(&content.object, range).await {
+            match self.objects.read(&content.object, content.len, range).await {
                 Ok(reader) => {
                     let mut response = answer(status, out);
                     *response.body_mut() = ResponseBody::stream(reader);
                     return Ok(response);
                 }
+                // Discarded by an overwrite since we read the record: read the record again.
                 Err(StoreError::NotFound) => continue,
-                Err(e) => return Err(e.into()),
+                Err(e) => {
+                    let Key::Blob(container, name) = key else {
+                        unreachable!("only blobs have content")
+                    };
+                    tracing::error!(
+                        %container, blob = %name, object = %content.object, error = %e,
+                        "a blob's record names bytes that cannot be served"
+                    );
+                    return Err(e.into());
+                }
             }
         }
         Err(ErrorCode::ServerBusy.into())
@@ -519,35 +559,69 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         now: SystemTime,
     ) -> Result<Answer<O::Reader>> {
         let lease_id = lease_id_from_headers(headers)?;
-        for _ in 0..MAX_ATTEMPTS {
-            let Some(current) = self.records.get(key).await? else {
-                return Err(self
-                    .missing(
-                        key,
+        let swapped = self
+            .swap(key, headers, |current| {
+                let Some(current) = current else {
+                    return Ok(Step::Missing(
                         blob::Operation::Write,
-                        headers,
                         ErrorCode::BlobNotFound,
-                    )
-                    .await);
-            };
-            write_allowed(
-                blob::Operation::Write,
-                headers,
-                Some(&*current),
-                lease_id,
-                now,
-            )?;
-            match self.records.delete(key, current.generation).await {
-                Ok(_) => {
-                    self.discard(current.content.as_ref().map(|c| c.object.clone()))
-                        .await;
-                    return Ok(answer(StatusCode::ACCEPTED, HeaderMap::new()));
+                    ));
+                };
+                write_allowed(
+                    blob::Operation::Write,
+                    headers,
+                    Some(current),
+                    lease_id,
+                    now,
+                )?;
+                Ok(Step::Delete(current.generation))
+            })
+            .await?;
+        let content = swapped.previous.and_then(|c| c.content.clone());
+        self.discard(content.map(|c| c.object)).await;
+        Ok(answer(StatusCode::ACCEPTED, HeaderMap::new()))
+    }
+
+    /// One change of the record under `key`, as a compare-and-swap: read the record, let
+    /// `decide` check the lease and the conditions against it and say what to write, write it
+    /// only if nobody changed the record meanwhile, and start over if somebody did. Every
+    /// change of the front goes through here, so the checks and the write are one atomic step
+    /// on every backend.
+    async fn swap(
+        &self,
+        key: &Key,
+        headers: &HeaderMap,
+        mut decide: impl FnMut(Option<&Record>) -> Result<Step>,
+    ) -> Result<Swapped> {
+        for _ in 0..MAX_ATTEMPTS {
+            let previous = self.records.get(key).await?;
+            let (written, result) = match decide(previous.as_deref())? {
+                Step::Missing(operation, code) => {
+                    return Err(self.missing(key, operation, headers, code).await);
                 }
-                Err(StoreError::Conflict | StoreError::NotFound) => continue,
+                Step::Put(record, mode) => {
+                    let result = self.records.put(key, &record, mode).await;
+                    (Some(record), result.map(|()| Vec::new()))
+                }
+                Step::Delete(generation) => (None, self.records.delete(key, generation).await),
+            };
+            match result {
+                Ok(removed) => {
+                    return Ok(Swapped {
+                        previous,
+                        written,
+                        removed,
+                    });
+                }
+                // Somebody changed (or removed) the record since we read it.
+                Err(StoreError::Conflict | StoreError::AlreadyExists | StoreError::NotFound) => {}
                 Err(e) => return Err(e.into()),
             }
         }
-        Err(ErrorCode::ServerBusy.into())
+        Err(Failure::with_detail(
+            ErrorCode::ServerBusy,
+            format!("The change lost {MAX_ATTEMPTS} races with concurrent changes. Retry later."),
+        ))
     }
 
     /// The error for a record that does not exist: a failed `If-Match` first (412), then a
@@ -578,6 +652,41 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             // An object that cannot be removed now is an orphan; stores sweep them.
             tracing::warn!(%object, %error, "could not discard an object");
         }
+    }
+
+    /// Discards the objects stored more than `age` ago that no record names: what a crash, a
+    /// client gone mid-commit or a backend that could not say whether a commit landed left
+    /// behind. Answers how many it discarded.
+    ///
+    /// Safe while this and other instances serve the same stores, with no coordination: the
+    /// candidates are listed before the records are read, so an object is discarded only if
+    /// no record named it some time after it was `age` old, and a write names its object
+    /// (or gives it up) within moments of staging it. `age` must be far longer than that
+    /// (the servers use an hour). Sweeping twice at once is harmless.
+    pub async fn sweep(&self, age: std::time::Duration) -> std::result::Result<usize, StoreError> {
+        let candidates = self.objects.older_than(age, self.env.now()).await?;
+        if candidates.is_empty() {
+            return Ok(0);
+        }
+        let mut named = std::collections::HashSet::new();
+        for container in self.records.containers().await? {
+            match self.records.list(&container, "").await {
+                Ok(blobs) => named.extend(
+                    blobs
+                        .into_iter()
+                        .filter_map(|(_, record)| record.content.map(|c| c.object)),
+                ),
+                // Deleted meanwhile: its objects went with it.
+                Err(StoreError::ContainerNotFound) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let mut swept = 0;
+        for object in candidates.iter().filter(|o| !named.contains(*o)) {
+            self.objects.discard(object).await?;
+            swept += 1;
+        }
+        Ok(swept)
     }
 
     /// A random first generation, so that a record deleted and created again never repeats a

@@ -15,7 +15,10 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
 //! let front = Front::new(MemoryRecords::default(), MemoryObjects::default(), ManualEnv::default());
-//! let put = |uri: &str| Request::put(uri).body(Full::new(Bytes::from_static(b"hello"))).unwrap();
+//! let put = |uri: &str| {
+//!     let request = Request::put(uri).header("x-ms-blob-type", "BlockBlob");
+//!     request.body(Full::new(Bytes::from_static(b"hello"))).unwrap()
+//! };
 //! assert_eq!(front.handle(put("/box?restype=container")).await.status(), StatusCode::CREATED);
 //! let created = front.handle(put("/box/greeting.txt")).await;
 //! assert_eq!(created.status(), StatusCode::CREATED);
@@ -47,4 +50,4 @@ pub use hashing::HashingBody;
 pub use operation::{ListOptions, MAX_RESULTS, Operation, Target};
 pub use range::ByteRange;
 pub use record::{Content, Record, unix_seconds};
-pub use store::{BoxError, Env, Key, Objects, PutMode, Records, Staged, StoreError};
+pub use store::{BoxError, Env, Key, Objects, PutMode, Records, Staged, StoreError, check_len};

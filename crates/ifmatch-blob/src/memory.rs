@@ -100,6 +100,15 @@ impl Records for MemoryRecords {
             .map(|(name, record)| (name.clone(), record.clone()))
             .collect())
     }
+
+    async fn containers(&self) -> Result<Vec<String>, StoreError> {
+        let map = self.lock();
+        Ok(map
+            .iter()
+            .filter(|(_, c)| c.record.is_some())
+            .map(|(name, _)| name.clone())
+            .collect())
+    }
 }
 
 /// Objects in a map.
@@ -151,10 +160,12 @@ impl Objects for MemoryObjects {
     async fn read(
         &self,
         object: &str,
+        len: u64,
         range: Option<Range<u64>>,
     ) -> Result<MemoryReader, StoreError> {
         let objects = self.objects.lock().unwrap_or_else(|p| p.into_inner());
         let data = objects.get(object).ok_or(StoreError::NotFound)?;
+        crate::store::check_len(object, data.len() as u64, len)?;
         let data = match range {
             Some(r) => data.slice(r.start as usize..r.end as usize),
             None => data.clone(),

@@ -83,6 +83,11 @@ impl Target {
                     _ => return Err(ErrorCode::InvalidQueryParameterValue),
                 }
             }
+            // `restype` names container operations; on a blob path it is a mistake, never a
+            // Put Blob.
+            Some(_) if query.restype.is_some() => {
+                return Err(ErrorCode::InvalidQueryParameterValue);
+            }
             Some(_) => match (method, query.comp.as_deref()) {
                 (&Method::PUT, None) => Operation::PutBlob,
                 (&Method::GET | &Method::HEAD, None) => Operation::GetBlob,
@@ -235,6 +240,21 @@ mod tests {
                 Err(ErrorCode::InvalidQueryParameterValue),
             ),
             (Method::POST, "/box/a", Err(ErrorCode::UnsupportedHttpVerb)),
+            (
+                Method::PUT,
+                "/box/a?restype=container",
+                Err(ErrorCode::InvalidQueryParameterValue),
+            ),
+            (
+                Method::DELETE,
+                "/box/a?restype=container&comp=lease",
+                Err(ErrorCode::InvalidQueryParameterValue),
+            ),
+            (
+                Method::PUT,
+                "/box/a?comp=Lease",
+                Err(ErrorCode::InvalidQueryParameterValue),
+            ),
             (
                 Method::PATCH,
                 "/box?restype=container",

@@ -89,12 +89,43 @@ pub enum StoreError {
     /// Reading the request body failed (the client went away).
     #[error("reading the request body failed: {0}")]
     Body(#[source] BoxError),
-    /// The backend cannot be reached now; retrying later may work.
+    /// The backend cannot be reached now; retrying later may work. A change asked of it may
+    /// or may not have been made (the request went out, the answer did not come back).
     #[error("the backend is unavailable: {0}")]
     Unavailable(#[source] BoxError),
-    /// Any other I/O failure.
+    /// What the backend holds is damaged: a record that does not parse, an object shorter or
+    /// longer than its record says. `what` names it (a file, a key, an object).
+    #[error("{what} is damaged: {source}")]
+    Corrupt {
+        /// The damaged thing.
+        what: String,
+        /// What is wrong with it.
+        #[source]
+        source: BoxError,
+    },
+    /// The backend does not offer this operation.
+    #[error("the backend does not support {0}")]
+    Unsupported(&'static str),
+    /// Any other I/O failure; nothing was changed.
     #[error(transparent)]
     Io(#[from] std::io::Error),
+}
+
+impl StoreError {
+    /// Whether a change that failed with this error may have been made all the same, so that
+    /// what it referred to (a staged object) must be kept: only when the backend could not
+    /// say. A lost compare-and-swap, a refusal or a local I/O error left nothing behind.
+    pub fn may_have_landed(&self) -> bool {
+        matches!(self, Self::Unavailable(_))
+    }
+
+    /// A [`StoreError::Corrupt`] for `what`.
+    pub fn corrupt(what: impl std::fmt::Display, source: impl Into<BoxError>) -> Self {
+        Self::Corrupt {
+            what: what.to_string(),
+            source: source.into(),
+        }
+    }
 }
 
 /// A body staged as an object, hashed while it streamed in, not yet named by any record.
@@ -141,6 +172,12 @@ pub trait Records: Send + Sync + 'static {
         container: &str,
         prefix: &str,
     ) -> impl Future<Output = Result<Vec<(String, Record)>, StoreError>> + Send;
+
+    /// The names of every container, in any order: what the orphan sweep walks. A backend
+    /// that cannot enumerate its containers answers [`StoreError::Unsupported`].
+    fn containers(&self) -> impl Future<Output = Result<Vec<String>, StoreError>> + Send {
+        async { Err(StoreError::Unsupported("listing containers")) }
+    }
 }
 
 /// Blob bytes, stored as immutable objects.
@@ -159,15 +196,41 @@ pub trait Objects: Send + Sync + 'static {
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>;
 
-    /// Reads `range` (or all) of `object`.
+    /// Reads `range` (or all) of `object`, whose record says it holds `len` bytes. An object
+    /// of another length fails with [`StoreError::Corrupt`] before any byte is sent: a read
+    /// never serves bytes that do not match their record.
     fn read(
         &self,
         object: &str,
+        len: u64,
         range: Option<Range<u64>>,
     ) -> impl Future<Output = Result<Self::Reader, StoreError>> + Send;
 
     /// Removes an object no record names any more. A missing object is not an error.
     fn discard(&self, object: &str) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// The objects stored more than `age` ago, as of `now`: the candidates of the orphan
+    /// sweep. A backend that cannot enumerate its objects answers
+    /// [`StoreError::Unsupported`].
+    fn older_than(
+        &self,
+        age: std::time::Duration,
+        now: SystemTime,
+    ) -> impl Future<Output = Result<Vec<String>, StoreError>> + Send {
+        let _ = (age, now);
+        async { Err(StoreError::Unsupported("listing objects")) }
+    }
+}
+
+/// The check every [`Objects::read`] makes: the object holds the bytes its record says.
+pub fn check_len(object: &str, actual: u64, expected: u64) -> Result<(), StoreError> {
+    if actual == expected {
+        return Ok(());
+    }
+    Err(StoreError::corrupt(
+        format_args!("object {object}"),
+        format!("it holds {actual} bytes where its record says {expected}"),
+    ))
 }
 
 /// The clock and the randomness of the host: the front never reads either itself.
@@ -210,5 +273,9 @@ impl<T: Records> Records for Arc<T> {
         prefix: &str,
     ) -> impl Future<Output = Result<Vec<(String, Record)>, StoreError>> + Send {
         T::list(self, container, prefix)
+    }
+
+    fn containers(&self) -> impl Future<Output = Result<Vec<String>, StoreError>> + Send {
+        T::containers(self)
     }
 }

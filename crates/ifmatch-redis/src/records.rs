@@ -242,4 +242,36 @@ impl Records for RedisRecords {
             })
             .collect()
     }
+
+    async fn containers(&self) -> Result<Vec<String>, StoreError> {
+        // Every container's record is `{prefix}{name}:c`; SCAN walks them without blocking
+        // the server. Names are `[a-z0-9-]`, so the pattern needs no escaping.
+        let pattern = format!("{}{{*}}:c", self.prefix);
+        let mut connection = self.connection.clone();
+        let mut cursor = 0u64;
+        let mut out = Vec::new();
+        loop {
+            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(1000)
+                .query_async(&mut connection)
+                .await
+                .map_err(unavailable)?;
+            out.extend(keys.iter().filter_map(|key| {
+                let name = key.strip_prefix(&*self.prefix)?.strip_prefix('{')?;
+                Some(name.strip_suffix("}:c")?.to_owned())
+            }));
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+        // SCAN may answer a key twice.
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
 }

@@ -1,33 +1,35 @@
 //! The `ifmatch` server: the blob front of `ifmatch-blob` on hyper 1 and tokio, over the local
-//! disk ([`local`]).
+//! disk ([`local`]) or with records in Redis; and the reverse proxy ([`proxy`]).
 //!
 //! ```no_run
 //! # async fn run() -> std::io::Result<()> {
-//! let front = ifmatch_server::open("./data", ifmatch_server::Options::default())?;
+//! let options = ifmatch_server::Options::default();
+//! let front = ifmatch_server::open("./data", options.clone())?;
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:10000").await?;
-//! ifmatch_server::serve(listener, front, async { let _ = tokio::signal::ctrl_c().await; }).await
+//! let stop = async { let _ = tokio::signal::ctrl_c().await; };
+//! ifmatch_server::serve(listener, front, options, stop).await
 //! # }
 //! ```
 
+mod accept;
 pub mod local;
 pub mod proxy;
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use hyper::body::Incoming;
+use http::Method;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
-use ifmatch_blob::{DEFAULT_MAX_BODY, Env, Front};
+use ifmatch_blob::{DEFAULT_MAX_BODY, Env, Front, Objects, Records};
+use ifmatch_core::ErrorCode;
 use tokio::net::TcpListener;
 
+pub use crate::accept::{Limits, raise_descriptor_limit};
+use crate::accept::{RequestBody, serve_with};
 use crate::local::{DataDir, LocalObjects, LocalRecords};
 
 /// The clock and the randomness of the operating system.
@@ -58,6 +60,14 @@ pub struct Options {
     pub cache_capacity: u64,
     /// How many bytes of small objects (up to 4 MiB each) the byte cache holds.
     pub cache_bytes: u64,
+    /// What the server tolerates of its clients.
+    pub limits: Limits,
+    /// How old an object no record names must be before the sweep discards it, and a
+    /// temporary file before it is removed: far longer than any write takes between staging
+    /// its bytes and committing its record.
+    pub orphan_age: Duration,
+    /// How often the sweep runs while serving.
+    pub sweep_every: Duration,
 }
 
 impl Default for Options {
@@ -66,6 +76,9 @@ impl Default for Options {
             max_body: DEFAULT_MAX_BODY,
             cache_capacity: 100_000,
             cache_bytes: 256 << 20,
+            limits: Limits::default(),
+            orphan_age: Duration::from_secs(3600),
+            sweep_every: Duration::from_secs(600),
         }
     }
 }
@@ -78,9 +91,36 @@ impl Options {
     }
 }
 
-/// Opens the data directory (creating it, locking it, sweeping what a crash left) and builds
-/// the front over it.
-pub fn open(data: impl Into<PathBuf>, options: Options) -> io::Result<Arc<LocalFront>> {
+/// A front with the data directory it keeps its bytes in: what [`serve`] runs.
+#[derive(Debug)]
+pub struct Served<R, O, E> {
+    /// The front.
+    pub front: Arc<Front<R, O, E>>,
+    /// The data directory.
+    pub dir: Arc<DataDir>,
+    /// How old an orphan must be for the sweep [`serve`] runs before it accepts: zero for
+    /// an embedded server (nothing can be in flight yet), [`Options::orphan_age`] for a shared
+    /// directory (other instances are serving).
+    pub first_sweep: Duration,
+}
+
+impl<R, O, E> Clone for Served<R, O, E> {
+    fn clone(&self) -> Self {
+        Self {
+            front: self.front.clone(),
+            dir: self.dir.clone(),
+            first_sweep: self.first_sweep,
+        }
+    }
+}
+
+/// Opens the data directory for one embedded server (creating it, locking it, checking its
+/// mode, moving damaged records aside) and builds the front over it; [`serve`] sweeps what a
+/// crash left before it accepts.
+pub fn open(
+    data: impl Into<PathBuf>,
+    options: Options,
+) -> io::Result<Served<LocalRecords, LocalObjects, SystemEnv>> {
     open_with_env(data, options, SystemEnv)
 }
 
@@ -89,16 +129,20 @@ pub fn open_with_env<E: Env>(
     data: impl Into<PathBuf>,
     options: Options,
     env: E,
-) -> io::Result<Arc<Front<LocalRecords, LocalObjects, E>>> {
+) -> io::Result<Served<LocalRecords, LocalObjects, E>> {
     let dir = DataDir::open(data)?;
-    let swept = dir.sweep_orphans()?;
-    if swept > 0 {
-        tracing::info!(swept, "removed objects no record named");
-    }
     let records = LocalRecords::new(dir.clone(), options.cache_capacity);
-    let front = Front::new(records, LocalObjects::new(dir, options.cache_bytes), env)
-        .with_max_body(options.max_body);
-    Ok(Arc::new(front))
+    let front = Front::new(
+        records,
+        LocalObjects::new(dir.clone(), options.cache_bytes),
+        env,
+    )
+    .with_max_body(options.max_body);
+    Ok(Served {
+        front: Arc::new(front),
+        dir,
+        first_sweep: Duration::ZERO,
+    })
 }
 
 /// The front of the distributed mode: records and leases in Redis, bytes on a shared disk.
@@ -110,8 +154,8 @@ pub async fn open_redis(
     data: impl Into<PathBuf>,
     options: Options,
     backend: &str,
-) -> io::Result<Arc<RedisFront>> {
-    let dir = DataDir::open_shared(data)?;
+) -> io::Result<Served<ifmatch_redis::RedisRecords, LocalObjects, SystemEnv>> {
+    let dir = DataDir::open_shared(data, options.orphan_age)?;
     let connection = ifmatch_redis::connect(backend).await.map_err(|e| {
         io::Error::new(
             io::ErrorKind::ConnectionRefused,
@@ -121,90 +165,86 @@ pub async fn open_redis(
     let records = ifmatch_redis::RedisRecords::new(connection, "ifmatch:");
     let front = Front::new(
         records,
-        LocalObjects::new(dir, options.cache_bytes),
+        LocalObjects::new(dir.clone(), options.cache_bytes),
         SystemEnv,
     )
     .with_max_body(options.max_body);
-    Ok(Arc::new(front))
+    Ok(Served {
+        front: Arc::new(front),
+        dir,
+        first_sweep: options.orphan_age,
+    })
 }
 
-/// How long requests in flight may take to finish after shutdown is asked for.
-const DRAIN: Duration = Duration::from_secs(30);
+/// Discards the objects older than `age` that no record names, and the temporary files older
+/// than that; never while damaged records (which may name objects) sit in `damaged/`.
+pub async fn sweep<R: Records, O: Objects, E: Env>(served: &Served<R, O, E>, age: Duration) {
+    if served.dir.has_damaged() {
+        tracing::warn!(
+            "not sweeping orphans: damaged records were moved to {}/damaged and may name \
+             some objects (see `ifmatch check`)",
+            served.dir.root().display()
+        );
+        return;
+    }
+    match served.front.sweep(age).await {
+        Ok(0) => {}
+        Ok(swept) => tracing::info!(swept, "removed objects no record named"),
+        Err(error) => tracing::warn!(%error, "sweeping orphans"),
+    }
+    match served.dir.clean_tmp(age) {
+        Ok(0) => {}
+        Ok(removed) => tracing::info!(removed, "removed abandoned temporary files"),
+        Err(error) => tracing::warn!(%error, "cleaning tmp/"),
+    }
+}
 
-/// Serves `front` on `listener` until `shutdown` completes, then stops accepting and lets the
-/// requests in flight finish (up to 30 s).
+/// Serves `served` on `listener` until `shutdown` completes, then stops accepting and lets the
+/// requests in flight finish (up to 30 s). Sweeps orphans every [`Options::sweep_every`].
 pub async fn serve<R, O, E>(
     listener: TcpListener,
-    front: Arc<Front<R, O, E>>,
+    served: Served<R, O, E>,
+    options: Options,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()>
 where
-    R: ifmatch_blob::Records,
-    O: ifmatch_blob::Objects,
+    R: Records,
+    O: Objects,
     E: Env,
 {
-    serve_with(listener, shutdown, move |_| {
+    sweep(&served, served.first_sweep).await;
+    let sweeper = {
+        let (served, age, every) = (served.clone(), options.orphan_age, options.sweep_every);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                sweep(&served, age).await;
+            }
+        })
+    };
+    let front = served.front;
+    let served = serve_with(listener, options.limits, shutdown, move |_| {
         let front = front.clone();
-        service_fn(move |request: hyper::Request<Incoming>| {
+        service_fn(move |request: http::Request<RequestBody>| {
             let front = front.clone();
-            async move { Ok::<_, Infallible>(front.handle(request).await) }
+            async move {
+                if matches!(*request.method(), Method::GET | Method::HEAD) {
+                    return Ok::<_, Infallible>(front.handle(request).await);
+                }
+                // A change runs to its end in a task of its own even if the client goes away
+                // (and hyper drops this future): a staged object is then committed or
+                // discarded, never left behind.
+                let change = tokio::spawn(async move { front.handle(request).await });
+                Ok(change
+                    .await
+                    .unwrap_or_else(|_| Front::<R, O, E>::error(ErrorCode::InternalError)))
+            }
         })
     })
-    .await
-}
-
-/// The accept loop of every `ifmatch` mode: HTTP/1 and HTTP/2 on each connection, with the
-/// service `service_for` makes for the client's address, until `shutdown` completes; then the
-/// requests in flight may finish (up to 30 s).
-pub(crate) async fn serve_with<F, S, B>(
-    listener: TcpListener,
-    shutdown: impl Future<Output = ()>,
-    service_for: F,
-) -> io::Result<()>
-where
-    F: Fn(SocketAddr) -> S,
-    S: hyper::service::Service<hyper::Request<Incoming>, Response = hyper::Response<B>>
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    B: http_body::Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    let builder = auto::Builder::new(TokioExecutor::new());
-    let graceful = GracefulShutdown::new();
-    let mut shutdown = std::pin::pin!(shutdown);
-    loop {
-        let (stream, client) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    // Out of file descriptors and the like: back off instead of spinning.
-                    tracing::warn!(%error, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = &mut shutdown => break,
-        };
-        let _ = stream.set_nodelay(true);
-        let connection = builder
-            .serve_connection_with_upgrades(TokioIo::new(stream), service_for(client))
-            .into_owned();
-        let connection = graceful.watch(connection);
-        tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(%error, "connection ended with an error");
-            }
-        });
-    }
-    drop(listener);
-    if tokio::time::timeout(DRAIN, graceful.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::warn!("requests still in flight after {DRAIN:?}; stopping anyway");
-    }
-    Ok(())
+    .await;
+    sweeper.abort();
+    served
 }

@@ -30,6 +30,58 @@ enum Command {
     /// cache without reaching the origin, atomic If-Match / If-Unmodified-Since /
     /// If-None-Match on writes.
     Proxy(Proxy),
+    /// Verify an embedded data directory: every record against its object (exists, length,
+    /// SHA-256). Exits 1 on damage. Refuses to run beside a server using the directory.
+    Check(Check),
+}
+
+#[derive(clap::Args)]
+struct Check {
+    /// The data directory.
+    #[arg(long, env = "IFMATCH_DATA", default_value = "./data")]
+    data: PathBuf,
+}
+
+/// What a server tolerates of its clients.
+#[derive(clap::Args)]
+struct LimitArgs {
+    /// Seconds a client has to send a request's whole head, from when the connection starts
+    /// waiting for it (on HTTP/1 this also closes kept-alive connections idle that long).
+    #[arg(long, env = "IFMATCH_HEADER_TIMEOUT", default_value_t = 30.0)]
+    header_timeout: f64,
+    /// Seconds a connection may stay open with no request in flight.
+    #[arg(long, env = "IFMATCH_IDLE_TIMEOUT", default_value_t = 120.0)]
+    idle_timeout: f64,
+    /// Seconds an upload may send nothing before it is abandoned.
+    #[arg(long, env = "IFMATCH_BODY_TIMEOUT", default_value_t = 60.0)]
+    body_timeout: f64,
+    /// The most connections open at once (HTTP/1 and HTTP/2); at the cap a new connection
+    /// closes the one idle the longest. Lowered to fit the descriptor limit, which is raised
+    /// to its hard maximum at start.
+    #[arg(long, env = "IFMATCH_MAX_CONNECTIONS", default_value_t = 10_000)]
+    max_connections: usize,
+    /// The most concurrent requests on one HTTP/2 connection.
+    #[arg(long, env = "IFMATCH_MAX_STREAMS", default_value_t = 256)]
+    max_streams: u32,
+}
+
+impl LimitArgs {
+    fn limits(&self) -> anyhow::Result<ifmatch_server::Limits> {
+        let mut limits = ifmatch_server::Limits::default();
+        limits.header_timeout = seconds(self.header_timeout, "--header-timeout")?;
+        limits.idle_timeout = seconds(self.idle_timeout, "--idle-timeout")?;
+        limits.body_timeout = seconds(self.body_timeout, "--body-timeout")?;
+        limits.max_connections = ifmatch_server::raise_descriptor_limit(self.max_connections);
+        limits.max_streams = self.max_streams;
+        Ok(limits)
+    }
+}
+
+fn seconds(s: f64, what: &str) -> anyhow::Result<Duration> {
+    Duration::try_from_secs_f64(s)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .with_context(|| format!("{what}: {s} is not a positive number of seconds"))
 }
 
 #[derive(clap::Args)]
@@ -88,6 +140,8 @@ struct Proxy {
     /// that refuses lower tokens cannot take the late write of a proxy whose lock expired.
     #[arg(long, env = "IFMATCH_FENCING_HEADER")]
     fencing_header: Option<http::HeaderName>,
+    #[command(flatten)]
+    limits: LimitArgs,
 }
 
 #[derive(clap::Args)]
@@ -113,6 +167,15 @@ struct Serve {
     /// How many bytes of blob content (blobs up to 4 MiB) the byte cache holds.
     #[arg(long, env = "IFMATCH_CACHE_BYTES", default_value_t = 256 << 20)]
     cache_bytes: u64,
+    /// Seconds an object no record names must be old before the sweep removes it (and a
+    /// temporary file): far longer than any upload takes to commit.
+    #[arg(long, env = "IFMATCH_ORPHAN_AGE", default_value_t = 3600.0)]
+    orphan_age: f64,
+    /// Seconds between two sweeps of orphans.
+    #[arg(long, env = "IFMATCH_SWEEP_EVERY", default_value_t = 600.0)]
+    sweep_every: f64,
+    #[command(flatten)]
+    limits: LimitArgs,
 }
 
 #[tokio::main]
@@ -126,13 +189,38 @@ async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Serve(args) => serve(args).await,
         Command::Proxy(args) => proxy(args).await,
+        Command::Check(args) => check(args),
     }
+}
+
+fn check(args: Check) -> anyhow::Result<()> {
+    let data = args.data.display();
+    let report = ifmatch_server::local::check::check(&args.data)
+        .with_context(|| format!("checking {data}"))?;
+    for damage in &report.damage {
+        println!("DAMAGED {damage}");
+    }
+    println!(
+        "{data}: {} containers, {} blobs ({} bytes) verified, {} damaged, {} orphaned objects",
+        report.containers,
+        report.blobs,
+        report.bytes,
+        report.damage.len(),
+        report.orphans
+    );
+    if !report.damage.is_empty() {
+        std::process::exit(1);
+    }
+    Ok(())
 }
 
 async fn serve(args: Serve) -> anyhow::Result<()> {
     let mut options = ifmatch_server::Options::default().max_body(args.max_body);
     options.cache_capacity = args.cache_capacity;
     options.cache_bytes = args.cache_bytes;
+    options.orphan_age = seconds(args.orphan_age, "--orphan-age")?;
+    options.sweep_every = seconds(args.sweep_every, "--sweep-every")?;
+    options.limits = args.limits.limits()?;
     let listener = TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("listening on {}", args.listen))?;
@@ -140,19 +228,19 @@ async fn serve(args: Serve) -> anyhow::Result<()> {
     let data = args.data.display();
     match &args.backend {
         None => {
-            let front = ifmatch_server::open(&args.data, options)
+            let served = ifmatch_server::open(&args.data, options.clone())
                 .with_context(|| format!("opening the data directory {data}"))?;
             tracing::info!("ifmatch listening on http://{address} (data: {data})");
-            ifmatch_server::serve(listener, front, shutdown_signal()).await?;
+            ifmatch_server::serve(listener, served, options, shutdown_signal()).await?;
         }
         Some(backend) => {
-            let front = ifmatch_server::open_redis(&args.data, options, backend)
+            let served = ifmatch_server::open_redis(&args.data, options.clone(), backend)
                 .await
                 .with_context(|| format!("opening {backend} and {data}"))?;
             tracing::info!(
                 "ifmatch listening on http://{address} (data: {data}, backend: {backend})"
             );
-            ifmatch_server::serve(listener, front, shutdown_signal()).await?;
+            ifmatch_server::serve(listener, served, options, shutdown_signal()).await?;
         }
     }
     tracing::info!("ifmatch stopped");
@@ -160,9 +248,7 @@ async fn serve(args: Serve) -> anyhow::Result<()> {
 }
 
 async fn proxy(args: Proxy) -> anyhow::Result<()> {
-    let seconds = |s: f64, what: &str| {
-        Duration::try_from_secs_f64(s).with_context(|| format!("{what}: {s} is not a duration"))
-    };
+    let limits = args.limits.limits()?;
     let mut options = ProxyOptions::new(args.upstream);
     options.timeout = seconds(args.timeout, "--timeout")?;
     options.preserve_host = args.preserve_host;
@@ -187,7 +273,7 @@ async fn proxy(args: Proxy) -> anyhow::Result<()> {
                 "ifmatch proxy listening on http://{address} (upstream: {})",
                 options.upstream
             );
-            ifmatch_server::proxy::serve(listener, proxy, shutdown_signal()).await?;
+            ifmatch_server::proxy::serve(listener, proxy, limits, shutdown_signal()).await?;
         }
         Some(backend) => {
             options.cache_ttl = options.cache_ttl.or(Some(Duration::from_secs(1)));
@@ -201,7 +287,7 @@ async fn proxy(args: Proxy) -> anyhow::Result<()> {
                 "ifmatch proxy listening on http://{address} (upstream: {}, backend: {backend})",
                 options.upstream
             );
-            ifmatch_server::proxy::serve(listener, proxy, shutdown_signal()).await?;
+            ifmatch_server::proxy::serve(listener, proxy, limits, shutdown_signal()).await?;
         }
     }
     tracing::info!("ifmatch stopped");

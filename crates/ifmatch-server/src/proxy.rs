@@ -28,22 +28,34 @@ use ifmatch_tower::{Conditional, ConditionalLayer, MemoryVersions, VersionStore}
 use tokio::net::TcpListener;
 use tower::{Layer, Service, ServiceExt};
 
+use crate::accept::RequestBody;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
 /// The body of a request on its way to the origin: the client's, or none for the layer's own
 /// probe GETs. (A named type rather than a boxed body: no allocation, and no trait object whose
 /// lifetime the compiler's `Send` check for async blocks trips over.)
-#[derive(Debug, Default)]
-pub struct ProxyBody(Option<Incoming>);
+/// The client's body is boxed because hyper's client needs an `Unpin` body, and the body
+/// timeout's timer is not.
+#[derive(Default)]
+pub struct ProxyBody(Option<Pin<Box<RequestBody>>>);
+
+impl std::fmt::Debug for ProxyBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ProxyBody").field(&self.0.is_some()).finish()
+    }
+}
 
 impl http_body::Body for ProxyBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = BoxError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, BoxError>>> {
         match &mut self.0 {
-            Some(body) => Pin::new(body).poll_frame(cx),
+            Some(body) => body.as_mut().poll_frame(cx),
             None => Poll::Ready(None),
         }
     }
@@ -346,11 +358,9 @@ impl Service<Request<ProxyBody>> for Forward {
                 Ok(Ok(response)) => response.map(Either::Left),
                 Ok(Err(error)) => {
                     metrics.upstream_errors.fetch_add(1, Ordering::Relaxed);
+                    // The detail (addresses, OS errors) is for the operator's log only.
                     tracing::warn!(error = %chain(&error), "origin unreachable");
-                    let why = format!(
-                        "ifmatch proxy: cannot reach the origin: {}\n",
-                        chain(&error)
-                    );
+                    let why = "ifmatch proxy: origin unreachable\n".to_owned();
                     return Ok(plain(StatusCode::BAD_GATEWAY, why));
                 }
                 Err(_) => {
@@ -427,7 +437,7 @@ impl<V: VersionStore + Clone> Proxy<V> {
     pub fn handle(
         &self,
         client: SocketAddr,
-        request: Request<Incoming>,
+        request: Request<RequestBody>,
     ) -> impl Future<Output = Response<ProxyResponseBody>> + Send + 'static {
         let metrics = self.metrics.clone();
         let metrics_page = (self.serve_metrics && request.uri().path() == "/metrics").then(|| {
@@ -438,7 +448,7 @@ impl<V: VersionStore + Clone> Proxy<V> {
             );
             response.map(Either::Right)
         });
-        let mut request = request.map(|body| ProxyBody(Some(body)));
+        let mut request = request.map(|body| ProxyBody(Some(Box::pin(body))));
         request.extensions_mut().insert(ClientAddr(client));
         let answer = self.service.clone().oneshot(request);
         async move {
@@ -453,14 +463,15 @@ impl<V: VersionStore + Clone> Proxy<V> {
     }
 }
 
-/// Serves the proxy on `listener` until `shutdown` completes.
+/// Serves the proxy on `listener`, under `limits`, until `shutdown` completes.
 pub async fn serve<V: VersionStore + Clone>(
     listener: TcpListener,
     proxy: Proxy<V>,
+    limits: crate::Limits,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let proxy = Arc::new(proxy);
-    crate::serve_with(listener, shutdown, move |client| {
+    crate::accept::serve_with(listener, limits, shutdown, move |client| {
         let proxy = proxy.clone();
         hyper::service::service_fn(move |request| {
             let proxy = proxy.clone();
@@ -486,7 +497,9 @@ fn key(uri: &Uri, headers: &HeaderMap, names: &[HeaderName]) -> String {
 }
 
 /// Removes the connection-specific fields of RFC 9110 section 7.6.1: `Connection`, the fields
-/// it names, and the usual hop-by-hop ones.
+/// it names, and the usual hop-by-hop ones; and the proxy's own credentials
+/// (`Proxy-Authorization`, `Proxy-Authenticate`: RFC 9110 11.7), which are for the proxy and
+/// must never reach the origin.
 fn remove_hop_by_hop(headers: &mut HeaderMap) {
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
@@ -506,6 +519,8 @@ fn remove_hop_by_hop(headers: &mut HeaderMap) {
         header::TRAILER,
         header::TRANSFER_ENCODING,
         header::UPGRADE,
+        header::PROXY_AUTHORIZATION,
+        header::PROXY_AUTHENTICATE,
     ] {
         headers.remove(name);
     }
@@ -573,6 +588,10 @@ mod tests {
         headers.insert("keep-alive", "timeout=5".parse().unwrap());
         headers.insert(header::TE, "trailers".parse().unwrap());
         headers.insert(header::IF_MATCH, "\"a\"".parse().unwrap());
+        headers.insert(
+            header::PROXY_AUTHORIZATION,
+            "Basic cHJveHk6cw==".parse().unwrap(),
+        );
         remove_hop_by_hop(&mut headers);
         assert_eq!(headers.len(), 1);
         assert!(headers.contains_key(header::IF_MATCH));

@@ -69,6 +69,7 @@ async fn sigkill_during_uploads_leaves_every_blob_old_or_new() {
                             .in_flight = Some(tag.clone());
                         let sent = http
                             .put(format!("{base}/crash/{name}"))
+                            .header("x-ms-blob-type", "BlockBlob")
                             .body(body)
                             .send()
                             .await;

@@ -47,13 +47,19 @@ impl Server {
 
     pub async fn start_with(dir: tempfile::TempDir, options: ifmatch_server::Options) -> Self {
         let env = ShiftedEnv::default();
-        let front = ifmatch_server::open_with_env(dir.path(), options, env.clone()).unwrap();
+        let front =
+            ifmatch_server::open_with_env(dir.path(), options.clone(), env.clone()).unwrap();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(ifmatch_server::serve(listener, front, async move {
-            let _ = stopped.await;
-        }));
+        let task = tokio::spawn(ifmatch_server::serve(
+            listener,
+            front,
+            options,
+            async move {
+                let _ = stopped.await;
+            },
+        ));
         let client = reqwest::Client::builder().no_proxy().build().unwrap();
         Self {
             base,
@@ -135,7 +141,9 @@ impl Server {
     }
 }
 
-/// Sends one request to `url` with `client`.
+/// Sends one request to `url` with `client`. A PUT of a blob (a path of two segments or more,
+/// no `comp`) carries `x-ms-blob-type: BlockBlob` unless `headers` name it, as every SDK's Put
+/// Blob does; tests of the header itself send raw requests.
 pub async fn send(
     client: &reqwest::Client,
     method: &str,
@@ -144,7 +152,17 @@ pub async fn send(
     body: impl Into<reqwest::Body>,
 ) -> Response {
     let method = Method::from_bytes(method.as_bytes()).unwrap();
-    let mut request = client.request(method, url).body(body);
+    let mut request = client.request(method.clone(), url).body(body);
+    let parsed = reqwest::Url::parse(url).unwrap();
+    let put_blob = method == Method::PUT
+        && parsed.path().trim_start_matches('/').contains('/')
+        && !parsed.query().unwrap_or("").contains("comp=")
+        && !headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case("x-ms-blob-type"));
+    if put_blob {
+        request = request.header("x-ms-blob-type", "BlockBlob");
+    }
     for (name, value) in headers {
         request = request.header(*name, *value);
     }

@@ -1,0 +1,380 @@
+//! The accept loop of every `ifmatch` mode, and what keeps slow, idle or too many clients from
+//! starving the others: a header timeout, an idle timeout, a body timeout, and a cap on
+//! connections that sheds idle ones first.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode, Version, header};
+use http_body::{Body, Frame, SizeHint};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use pin_project_lite::pin_project;
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+use tower_http::timeout::TimeoutBody;
+
+/// How long requests in flight may take to finish after shutdown is asked for.
+const DRAIN: Duration = Duration::from_secs(30);
+
+/// Descriptors kept for files (objects, records) when the cap on connections is derived from
+/// the descriptor limit.
+const FILE_DESCRIPTORS: u64 = 256;
+
+/// What a server tolerates of its clients.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct Limits {
+    /// From when a connection starts waiting for a request, its whole head must arrive within
+    /// this; otherwise the connection is closed. On HTTP/1 this also closes a kept-alive
+    /// connection idle that long.
+    pub header_timeout: Duration,
+    /// A connection with no request in flight for this long is closed (HTTP/1 and HTTP/2).
+    pub idle_timeout: Duration,
+    /// A request body that sends nothing for this long fails (the upload is abandoned,
+    /// nothing is committed).
+    pub body_timeout: Duration,
+    /// The most connections open at once. At the cap, a new connection closes the one idle
+    /// the longest (no request in flight, or still sending its head); with none idle, the new
+    /// one is closed.
+    pub max_connections: usize,
+    /// The most concurrent requests (streams) on one HTTP/2 connection.
+    pub max_streams: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            header_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(120),
+            body_timeout: Duration::from_secs(60),
+            max_connections: 10_000,
+            max_streams: 256,
+        }
+    }
+}
+
+/// Raises the soft limit on open descriptors to the hard one, and answers the cap on
+/// connections that fits under it.
+pub fn raise_descriptor_limit(wanted: usize) -> usize {
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => {
+            let fits = limit.saturating_sub(FILE_DESCRIPTORS).max(16);
+            let cap = wanted.min(usize::try_from(fits).unwrap_or(usize::MAX));
+            if cap < wanted {
+                tracing::warn!(
+                    descriptors = limit,
+                    "at most {cap} connections fit under the descriptor limit"
+                );
+            }
+            cap
+        }
+        Err(error) => {
+            tracing::warn!(%error, "cannot read or raise the descriptor limit");
+            wanted
+        }
+    }
+}
+
+/// The body every request reaches a service with: `Incoming`, failing when the client sends
+/// nothing for [`Limits::body_timeout`].
+pub(crate) type RequestBody = TimeoutBody<Incoming>;
+
+/// Serves HTTP/1 and HTTP/2 on `listener`, with the service `service_for` makes for each
+/// client's address, under `limits`, until `shutdown` completes; then the requests in flight
+/// may finish (up to 30 s).
+pub(crate) async fn serve_with<F, S, B>(
+    listener: TcpListener,
+    limits: Limits,
+    shutdown: impl Future<Output = ()>,
+    service_for: F,
+) -> io::Result<()>
+where
+    F: Fn(SocketAddr) -> S,
+    S: hyper::service::Service<Request<RequestBody>, Response = Response<B>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(limits.max_streams)
+        .keep_alive_interval(Some(limits.idle_timeout.min(Duration::from_secs(60))))
+        .keep_alive_timeout(Duration::from_secs(20));
+    let table = Arc::new(Table::default());
+    let reaper = tokio::spawn(reap(table.clone(), limits.idle_timeout));
+    let graceful = GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (stream, client) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        if !table.make_room(limits.max_connections) {
+            tracing::warn!(%client, "refused a connection: every connection is busy");
+            continue;
+        }
+        let _ = stream.set_nodelay(true);
+        let state = table.open();
+        let service = Tracked {
+            inner: service_for(client),
+            state: state.clone(),
+            body_timeout: limits.body_timeout,
+        };
+        let connection = builder
+            .serve_connection_with_upgrades(TokioIo::new(stream), service)
+            .into_owned();
+        let connection = graceful.watch(connection);
+        let table = table.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                ended = connection => if let Err(error) = ended {
+                    tracing::debug!(%error, "connection ended with an error");
+                },
+                () = state.close.notified() => {}
+            }
+            table.remove(state.id);
+        });
+    }
+    drop(listener);
+    reaper.abort();
+    if tokio::time::timeout(DRAIN, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("requests still in flight after {DRAIN:?}; stopping anyway");
+    }
+    Ok(())
+}
+
+/// The open connections.
+#[derive(Debug, Default)]
+struct Table {
+    open: Mutex<HashMap<u64, Arc<State>>>,
+    next: AtomicU64,
+}
+
+/// Milliseconds since the first call: the clock of idle times.
+fn now() -> u64 {
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_millis() as u64
+}
+
+/// One connection: how many requests it has in flight, since when it is idle, and how to
+/// close it.
+#[derive(Debug)]
+pub(crate) struct State {
+    id: u64,
+    in_flight: AtomicUsize,
+    /// When (see [`now`]) the last request ended, or the connection opened.
+    idle_since: AtomicU64,
+    close: Notify,
+}
+
+impl Table {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<State>>> {
+        self.open.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn open(&self) -> Arc<State> {
+        let state = Arc::new(State {
+            id: self.next.fetch_add(1, Ordering::Relaxed),
+            in_flight: AtomicUsize::new(0),
+            idle_since: AtomicU64::new(now()),
+            close: Notify::new(),
+        });
+        self.lock().insert(state.id, state.clone());
+        state
+    }
+
+    fn remove(&self, id: u64) {
+        self.lock().remove(&id);
+    }
+
+    /// Whether a new connection may open: below the cap, or after closing the connection
+    /// idle the longest.
+    fn make_room(&self, cap: usize) -> bool {
+        let mut open = self.lock();
+        if open.len() < cap {
+            return true;
+        }
+        let oldest = open
+            .values()
+            .filter(|s| s.in_flight.load(Ordering::Acquire) == 0)
+            .min_by_key(|s| s.idle_since.load(Ordering::Relaxed))
+            .cloned();
+        let Some(oldest) = oldest else {
+            return false;
+        };
+        open.remove(&oldest.id);
+        oldest.close.notify_one();
+        true
+    }
+}
+
+/// Closes the connections idle for longer than `idle`.
+async fn reap(table: Arc<Table>, idle: Duration) {
+    let tick = (idle / 4).clamp(Duration::from_millis(100), Duration::from_secs(5));
+    let idle = idle.as_millis() as u64;
+    loop {
+        tokio::time::sleep(tick).await;
+        let now = now();
+        let stale: Vec<Arc<State>> = table
+            .lock()
+            .values()
+            .filter(|s| {
+                s.in_flight.load(Ordering::Acquire) == 0
+                    && now.saturating_sub(s.idle_since.load(Ordering::Relaxed)) >= idle
+            })
+            .cloned()
+            .collect();
+        for state in stale {
+            table.remove(state.id);
+            state.close.notify_one();
+        }
+    }
+}
+
+/// A request in flight on a connection, until its response body is done.
+#[derive(Debug)]
+pub(crate) struct InFlight(Arc<State>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.idle_since.store(now(), Ordering::Relaxed);
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The service of a connection: counts its requests in flight, refuses HTTP/1.1 requests
+/// without exactly one `Host` (RFC 9112 3.2), and puts the body timeout on request bodies.
+struct Tracked<S> {
+    inner: S,
+    state: Arc<State>,
+    body_timeout: Duration,
+}
+
+impl<S, B> hyper::service::Service<Request<Incoming>> for Tracked<S>
+where
+    S: hyper::service::Service<Request<RequestBody>, Response = Response<B>>,
+    S::Future: Send + 'static,
+    B: Body<Data = Bytes> + Send + 'static,
+{
+    type Response = Response<ServerBody<B>>;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, S::Error>> + Send>>;
+
+    fn call(&self, request: Request<Incoming>) -> Self::Future {
+        if request.version() == Version::HTTP_11
+            && request.headers().get_all(header::HOST).iter().count() != 1
+        {
+            let refused = refuse(
+                StatusCode::BAD_REQUEST,
+                "exactly one Host header is required\n",
+            );
+            return Box::pin(async move { Ok(refused) });
+        }
+        self.state.in_flight.fetch_add(1, Ordering::AcqRel);
+        let in_flight = InFlight(self.state.clone());
+        let request = request.map(|body| TimeoutBody::new(self.body_timeout, body));
+        let future = self.inner.call(request);
+        Box::pin(async move {
+            let response = future.await?;
+            Ok(response.map(|body| ServerBody::Served {
+                body,
+                in_flight: Some(in_flight),
+            }))
+        })
+    }
+}
+
+fn refuse<B>(status: StatusCode, text: &'static str) -> Response<ServerBody<B>> {
+    let mut response = Response::new(ServerBody::Refused {
+        text: Some(Bytes::from_static(text.as_bytes())),
+    });
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, http::HeaderValue::from_static("close"));
+    response
+}
+
+pin_project! {
+    /// A service's response body, which marks the request done when it ends or is dropped; or
+    /// the text of a request refused before any service saw it.
+    #[project = ServerBodyProjection]
+    pub(crate) enum ServerBody<B> {
+        /// The service's answer.
+        Served { #[pin] body: B, in_flight: Option<InFlight> },
+        /// A refusal.
+        Refused { text: Option<Bytes> },
+    }
+}
+
+impl<B: Body<Data = Bytes>> Body for ServerBody<B> {
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        match self.project() {
+            ServerBodyProjection::Served { body, in_flight } => {
+                let frame = std::task::ready!(body.poll_frame(cx));
+                if frame.is_none() {
+                    in_flight.take();
+                }
+                Poll::Ready(frame)
+            }
+            ServerBodyProjection::Refused { text } => {
+                Poll::Ready(text.take().map(|t| Ok(Frame::data(t))))
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            Self::Served { body, .. } => body.is_end_stream(),
+            Self::Refused { text } => text.is_none(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            Self::Served { body, .. } => body.size_hint(),
+            Self::Refused { text } => {
+                SizeHint::with_exact(text.as_ref().map_or(0, |t| t.len() as u64))
+            }
+        }
+    }
+}

@@ -1,0 +1,352 @@
+//! The data directory: its layout, its lock, how it is used, and atomic file writes.
+
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ifmatch_blob::{Key, StoreError};
+use sha2::{Digest, Sha256};
+
+/// How a data directory is used. It is written in `DATA/mode` the first time, and a server
+/// refuses to open the directory in the other mode: an embedded server keeps the records in
+/// the directory and takes every object no record names for an orphan, so opening the shared
+/// directory of Redis-mode instances that way would sweep their live objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// One server keeps records and objects here (`ifmatch serve`).
+    Embedded,
+    /// Instances of the distributed mode keep their objects here, their records in Redis
+    /// (`ifmatch serve --backend redis://...`).
+    Shared,
+}
+
+impl Mode {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Embedded => "embedded",
+            Self::Shared => "shared",
+        }
+    }
+
+    fn parse(text: &str) -> Option<Self> {
+        match text.trim() {
+            "embedded" => Some(Self::Embedded),
+            "shared" => Some(Self::Shared),
+            _ => None,
+        }
+    }
+}
+
+/// An open data directory: locked against other servers for as long as it lives, or shared by
+/// several (the distributed mode, where records live in Redis).
+#[derive(Debug)]
+pub struct DataDir {
+    root: PathBuf,
+    mode: Mode,
+    _lock: Option<File>,
+}
+
+impl DataDir {
+    /// Opens (creating if missing) `root` for one embedded server: locks it, checks its mode,
+    /// empties its `tmp/` and moves damaged records aside (naming each in the log).
+    pub fn open(root: impl Into<PathBuf>) -> io::Result<Arc<Self>> {
+        let dir = Self::lock(root.into(), Mode::Embedded)?;
+        dir.clean_tmp(Duration::ZERO)?;
+        for (path, error) in dir.quarantine()? {
+            tracing::error!(
+                record = %path.display(), %error,
+                "a damaged record was moved to damaged/; its blob is not served"
+            );
+        }
+        Ok(Arc::new(dir))
+    }
+
+    /// Opens (creating if missing) `root` to share it with other servers of the distributed
+    /// mode: no lock, and only temporary files older than `stale` are removed (younger ones
+    /// may be uploads in flight on another server).
+    pub fn open_shared(root: impl Into<PathBuf>, stale: Duration) -> io::Result<Arc<Self>> {
+        let root = Self::create(root.into())?;
+        claim(&root, Mode::Shared)?;
+        let dir = Self {
+            root,
+            mode: Mode::Shared,
+            _lock: None,
+        };
+        dir.clean_tmp(stale)?;
+        Ok(Arc::new(dir))
+    }
+
+    /// Opens `root` for reading only, under the lock (so no server changes it meanwhile):
+    /// what `ifmatch check` does. Creates nothing.
+    pub fn open_to_check(root: impl Into<PathBuf>) -> io::Result<Self> {
+        let root = root.into();
+        if !root.join("containers").is_dir() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{} is not an ifmatch data directory", root.display()),
+            ));
+        }
+        let mode = fs::read_to_string(root.join("mode"))
+            .ok()
+            .and_then(|text| Mode::parse(&text))
+            .unwrap_or(Mode::Embedded);
+        let lock = fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(root.join(".lock"))?;
+        lock.try_lock_shared().map_err(|_| in_use(&root))?;
+        Ok(Self {
+            root,
+            mode,
+            _lock: Some(lock),
+        })
+    }
+
+    fn lock(root: PathBuf, mode: Mode) -> io::Result<Self> {
+        let root = Self::create(root)?;
+        let lock = File::create(root.join(".lock"))?;
+        lock.try_lock().map_err(|_| in_use(&root))?;
+        claim(&root, mode)?;
+        Ok(Self {
+            root,
+            mode,
+            _lock: Some(lock),
+        })
+    }
+
+    fn create(root: PathBuf) -> io::Result<PathBuf> {
+        for dir in ["containers", "objects", "tmp"] {
+            fs::create_dir_all(root.join(dir))?;
+        }
+        Ok(root)
+    }
+
+    /// Removes temporary files older than `older_than`: uploads a crash or a failure left.
+    pub fn clean_tmp(&self, older_than: Duration) -> io::Result<usize> {
+        let mut removed = 0;
+        for entry in fs::read_dir(self.root.join("tmp"))? {
+            let entry = entry?;
+            if age(&entry) < older_than {
+                continue;
+            }
+            let path = entry.path();
+            // Another server may remove it first.
+            let result = if path.is_dir() {
+                fs::remove_dir_all(&path)
+            } else {
+                fs::remove_file(&path)
+            };
+            match result {
+                Ok(()) => removed += 1,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(removed)
+    }
+
+    /// Moves every blob record that does not parse to `damaged/`, and answers them.
+    fn quarantine(&self) -> io::Result<Vec<(PathBuf, StoreError)>> {
+        let mut moved = Vec::new();
+        for container in fs::read_dir(self.root.join("containers"))? {
+            let container = container?.path();
+            let mut files = vec![container.join("container.json")];
+            if let Ok(blobs) = fs::read_dir(container.join("blobs")) {
+                for entry in blobs {
+                    files.push(entry?.path());
+                }
+            }
+            for path in files {
+                let parsed = if path.ends_with("container.json") {
+                    read_json::<ifmatch_blob::Record>(&path).map(|_| ())
+                } else {
+                    read_json::<BlobFile>(&path).map(|_| ())
+                };
+                let Err(error) = parsed else { continue };
+                let damaged = self.root.join("damaged");
+                fs::create_dir_all(&damaged)?;
+                let name = format!(
+                    "{}-{}",
+                    container.file_name().unwrap_or_default().to_string_lossy(),
+                    path.file_name().unwrap_or_default().to_string_lossy()
+                );
+                fs::rename(&path, damaged.join(name))?;
+                moved.push((path, error));
+            }
+        }
+        Ok(moved)
+    }
+
+    /// Whether records were moved aside: then no object may be taken for an orphan, since a
+    /// damaged record may name it.
+    pub fn has_damaged(&self) -> bool {
+        fs::read_dir(self.root.join("damaged")).is_ok_and(|mut d| d.next().is_some())
+    }
+
+    /// The directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// How the directory is used.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    pub(super) fn tmp_path(&self) -> PathBuf {
+        self.root
+            .join("tmp")
+            .join(uuid::Uuid::new_v4().simple().to_string())
+    }
+
+    pub(super) fn containers_dir(&self) -> PathBuf {
+        self.root.join("containers")
+    }
+
+    pub(super) fn objects_dir(&self) -> PathBuf {
+        self.root.join("objects")
+    }
+
+    pub(super) fn container_dir(&self, container: &str) -> PathBuf {
+        self.containers_dir().join(container)
+    }
+
+    pub(super) fn record_path(&self, key: &Key) -> PathBuf {
+        match key {
+            Key::Container(c) => self.container_dir(c).join("container.json"),
+            Key::Blob(c, name) => {
+                let file = format!("{}.json", hex::encode(Sha256::digest(name.as_bytes())));
+                self.container_dir(c).join("blobs").join(file)
+            }
+        }
+    }
+
+    pub(super) fn object_path(&self, object: &str) -> Result<PathBuf, StoreError> {
+        // Object names are ours (a simple UUID); anything else is not an object of this store.
+        let ours = object.len() == 32 && object.bytes().all(|b| b.is_ascii_hexdigit());
+        ours.then(|| self.objects_dir().join(object))
+            .ok_or(StoreError::NotFound)
+    }
+
+    /// Writes `bytes` to `path` all or nothing: temp file, fsync, rename, fsync the directory.
+    /// An error before the rename leaves nothing behind; an error of the last fsync, after the
+    /// rename, is [`StoreError::Unavailable`]: the file may be there.
+    pub(super) fn write_atomic(&self, path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+        let tmp = TempFile(self.tmp_path());
+        let mut file = File::create(&tmp.0)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        drop(file);
+        fs::rename(&tmp.0, path)?;
+        std::mem::forget(tmp);
+        sync_dir(path.parent().expect("records live in a directory"))
+            .map_err(|e| StoreError::Unavailable(Box::new(e)))
+    }
+}
+
+fn in_use(root: &Path) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::WouldBlock,
+        format!("{} is in use by another ifmatch server", root.display()),
+    )
+}
+
+/// Records `mode` in `root/mode`, or refuses when the directory is used the other way.
+fn claim(root: &Path, mode: Mode) -> io::Result<()> {
+    let path = root.join("mode");
+    let found = match fs::read_to_string(&path) {
+        Ok(text) => Some(Mode::parse(&text).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}: unknown mode {:?}", path.display(), text.trim()),
+            )
+        })?),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            // A directory from before the mode file: records mean embedded, objects alone
+            // mean shared.
+            let has =
+                |dir: &str| fs::read_dir(root.join(dir)).is_ok_and(|mut d| d.next().is_some());
+            if has("containers") {
+                Some(Mode::Embedded)
+            } else if has("objects") {
+                Some(Mode::Shared)
+            } else {
+                None
+            }
+        }
+        Err(e) => return Err(e),
+    };
+    match found {
+        Some(found) if found != mode => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            match found {
+                Mode::Shared => format!(
+                    "{} holds the objects of ifmatch instances sharing records through Redis \
+                     (its mode file says `shared`); a server without --backend would take them \
+                     all for orphans and delete them. Serve it with --backend redis://..., or \
+                     give another --data.",
+                    root.display()
+                ),
+                Mode::Embedded => format!(
+                    "{} is the data directory of one ifmatch server with its records in it \
+                     (its mode file says `embedded`); instances with --backend would not see \
+                     them. Serve it without --backend, or give another --data.",
+                    root.display()
+                ),
+            },
+        )),
+        Some(_) => Ok(()),
+        None => {
+            let tmp = root.join("tmp").join("mode");
+            fs::write(&tmp, format!("{}\n", mode.as_str()))?;
+            File::open(&tmp)?.sync_all()?;
+            fs::rename(&tmp, &path)?;
+            sync_dir(root)
+        }
+    }
+}
+
+/// A file in `tmp/` that is removed when dropped, unless forgotten once renamed into place.
+pub(super) struct TempFile(pub(super) PathBuf);
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.0);
+    }
+}
+
+fn age(entry: &fs::DirEntry) -> Duration {
+    entry
+        .metadata()
+        .and_then(|m| m.modified())
+        .map(|t| t.elapsed().unwrap_or_default())
+        .unwrap_or_default()
+}
+
+pub(super) fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// A blob's record file: the blob's name (the file is named by its hash) and its record.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub(super) struct BlobFile {
+    pub(super) name: String,
+    pub(super) record: ifmatch_blob::Record,
+}
+
+/// Reads a JSON file; a missing file is `None`, one that does not parse is
+/// [`StoreError::Corrupt`] naming it.
+pub(super) fn read_json<T: serde::de::DeserializeOwned>(
+    path: &Path,
+) -> Result<Option<T>, StoreError> {
+    match fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| StoreError::corrupt(format_args!("record {}", path.display()), e)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}

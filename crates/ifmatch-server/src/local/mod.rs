@@ -1,0 +1,51 @@
+//! The embedded default: records and objects on the local disk, under one data directory.
+//!
+//! ```text
+//! DATA/.lock                                  held while an embedded server uses DATA
+//! DATA/mode                                   `embedded` or `shared`: how DATA is used
+//! DATA/containers/{container}/container.json  the container's record
+//! DATA/containers/{container}/blobs/{h}.json  a blob's record; h = hex SHA-256 of its name
+//! DATA/objects/{id}                           blob bytes, immutable, named by a random id
+//! DATA/tmp/                                   files being written
+//! DATA/damaged/                               records that did not parse, moved aside
+//! ```
+//!
+//! Every file is written whole to `tmp/`, flushed, fsynced, checked, renamed into place and
+//! its directory fsynced: a crash or a full disk leaves the old file or the new one, never a
+//! torn one, and a write that failed answers an error and leaves nothing. A blob's record holds
+//! its ETag and names its object, which is on disk before the record is renamed into place, so
+//! after any crash a blob's ETag is the SHA-256 of the bytes its record names.
+//!
+//! File names never come from user input: containers are validated `[a-z0-9-]` names and blobs
+//! are named by a hash, so no request can reach outside the data directory.
+//!
+//! We write files by hand rather than through `object_store`'s local store because durability
+//! needs an fsync of the file and of its directory before a write is acknowledged, and the
+//! compare-and-swap needs a lock held across read, compare and rename.
+//!
+//! - [`dir`]: the directory, its lock and mode, atomic file writes;
+//! - [`records`]: the records, with a compare-and-swap per key;
+//! - [`objects`]: the blob bytes, written and read back checked;
+//! - [`check`]: `ifmatch check`, every record against its object.
+
+pub mod check;
+pub mod dir;
+mod objects;
+mod reader;
+mod records;
+
+pub use dir::{DataDir, Mode};
+pub use objects::LocalObjects;
+pub use reader::ObjectReader;
+pub use records::LocalRecords;
+
+use ifmatch_blob::StoreError;
+
+/// Runs blocking file work on tokio's blocking pool.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(std::io::Error::other)?
+}

@@ -1,0 +1,176 @@
+//! Blob bytes as files, written and read back checked, with a byte cache for small ones.
+
+use std::fs::{self, File};
+use std::io;
+use std::ops::Range;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use http_body::Body;
+use http_body_util::BodyExt;
+use ifmatch_blob::{BoxError, HashingBody, Objects, Staged, StoreError, check_len};
+use tokio::io::{AsyncSeekExt, AsyncWriteExt};
+
+use super::blocking;
+use super::dir::{DataDir, TempFile, sync_dir};
+use super::reader::ObjectReader;
+
+/// Objects no larger than this are read whole and kept in the byte cache.
+const CACHED_OBJECT_MAX: u64 = 4 << 20;
+
+/// Blob bytes as files, with the bytes of small, recently read objects in a moka cache.
+///
+/// Objects are immutable and their names are never reused, so a cached object can never be
+/// stale: the cache needs no invalidation for correctness, only to free memory on discard.
+#[derive(Debug, Clone)]
+pub struct LocalObjects {
+    dir: Arc<DataDir>,
+    cache: moka::sync::Cache<String, Bytes>,
+}
+
+impl LocalObjects {
+    /// Objects under `dir`, caching up to `cache_bytes` of their bytes.
+    pub fn new(dir: Arc<DataDir>, cache_bytes: u64) -> Self {
+        let cache = moka::sync::Cache::builder()
+            .max_capacity(cache_bytes)
+            .weigher(|_: &String, bytes: &Bytes| u32::try_from(bytes.len()).unwrap_or(u32::MAX))
+            .build();
+        Self { dir, cache }
+    }
+}
+
+impl Objects for LocalObjects {
+    type Reader = ObjectReader;
+
+    async fn stage<B>(&self, body: B, limit: u64) -> Result<Staged, StoreError>
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        // Removed on any failure, and if this future is dropped half-way.
+        let tmp = TempFile(self.dir.tmp_path());
+        let (etag, len) = write_object(&tmp.0, body, limit).await?;
+        let object = uuid::Uuid::new_v4().simple().to_string();
+        let path = self.dir.object_path(&object)?;
+        tokio::fs::rename(&tmp.0, &path).await?;
+        std::mem::forget(tmp);
+        let objects = self.dir.objects_dir();
+        if let Err(e) = blocking(move || Ok(sync_dir(&objects)?)).await {
+            let _ = tokio::fs::remove_file(&path).await;
+            return Err(e);
+        }
+        Ok(Staged { object, etag, len })
+    }
+
+    async fn read(
+        &self,
+        object: &str,
+        len: u64,
+        range: Option<Range<u64>>,
+    ) -> Result<ObjectReader, StoreError> {
+        let slice = |bytes: Bytes| -> Result<ObjectReader, StoreError> {
+            check_len(object, bytes.len() as u64, len)?;
+            let range = range.clone().unwrap_or(0..len);
+            Ok(ObjectReader::memory(
+                bytes.slice(range.start as usize..range.end as usize),
+            ))
+        };
+        if let Some(bytes) = self.cache.get(object) {
+            return slice(bytes);
+        }
+        let path = self.dir.object_path(object)?;
+        let (this, name) = (self.clone(), object.to_owned());
+        // One trip to the blocking pool: open, and for a small object read it whole.
+        let opened = blocking(move || {
+            let mut file = match File::open(&path) {
+                Ok(file) => file,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(StoreError::NotFound),
+                Err(e) => return Err(e.into()),
+            };
+            let actual = file.metadata()?.len();
+            check_len(&name, actual, len)?;
+            if actual > CACHED_OBJECT_MAX {
+                return Ok(Err(file));
+            }
+            let mut bytes = Vec::with_capacity(actual as usize);
+            io::Read::read_to_end(&mut file, &mut bytes)?;
+            let bytes = Bytes::from(bytes);
+            check_len(&name, bytes.len() as u64, len)?;
+            this.cache.insert(name, bytes.clone());
+            Ok(Ok(bytes))
+        })
+        .await?;
+        match opened {
+            Ok(bytes) => slice(bytes),
+            Err(file) => {
+                let mut file = tokio::fs::File::from_std(file);
+                let range = range.unwrap_or(0..len);
+                if range.start > 0 {
+                    file.seek(io::SeekFrom::Start(range.start)).await?;
+                }
+                Ok(ObjectReader::file(file, range.end - range.start))
+            }
+        }
+    }
+
+    async fn discard(&self, object: &str) -> Result<(), StoreError> {
+        self.cache.invalidate(object);
+        match tokio::fs::remove_file(self.dir.object_path(object)?).await {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e.into()),
+            _ => Ok(()),
+        }
+    }
+
+    async fn older_than(&self, age: Duration, now: SystemTime) -> Result<Vec<String>, StoreError> {
+        let objects = self.dir.objects_dir();
+        blocking(move || {
+            let mut out = Vec::new();
+            for entry in fs::read_dir(objects)? {
+                let entry = entry?;
+                let Ok(modified) = entry.metadata().and_then(|m| m.modified()) else {
+                    continue; // removed meanwhile
+                };
+                if now.duration_since(modified).unwrap_or_default() >= age {
+                    out.push(entry.file_name().to_string_lossy().into_owned());
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+}
+
+/// Streams `body` into a new file at `path`, hashing it on the way. Returns once the bytes are
+/// durably written: every write's error seen (flushed), fsynced, and the file's length equal to
+/// what was hashed.
+async fn write_object<B>(
+    path: &Path,
+    body: B,
+    limit: u64,
+) -> Result<(ifmatch_core::EntityTag, u64), StoreError>
+where
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    let mut file = tokio::fs::File::create(path).await?;
+    let mut body = std::pin::pin!(HashingBody::new(body, limit));
+    while let Some(frame) = body.frame().await {
+        if let Ok(chunk) = frame?.into_data() {
+            file.write_all(&chunk).await?;
+        }
+    }
+    // tokio's File writes in the background: without this flush the last write's error
+    // (ENOSPC) is lost, and `sync_all` does not report it.
+    file.flush().await?;
+    file.sync_all().await?;
+    let (etag, len) = body.as_mut().finish();
+    let written = file.metadata().await?.len();
+    if written != len {
+        return Err(StoreError::Io(io::Error::other(format!(
+            "wrote {written} bytes of {len}"
+        ))));
+    }
+    Ok((etag, len))
+}

@@ -1,0 +1,248 @@
+//! Records as JSON files, with a compare-and-swap per key and a moka cache in front.
+
+use std::fs;
+use std::hash::{BuildHasher, Hash};
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+use ifmatch_blob::{Key, PutMode, Record, Records, StoreError};
+
+use super::blocking;
+use super::dir::{BlobFile, DataDir, read_json, sync_dir};
+
+/// How many locks the keys (and, apart, the containers) are spread over.
+const STRIPES: usize = 256;
+
+/// Records as JSON files, with a compare-and-swap per key and a moka cache in front.
+///
+/// The cache is exact, not a guess: this process is the only writer of the directory (the
+/// lock), every write goes through the key's stripe lock and updates the cache under it, and a
+/// miss fills the cache under that same lock. Deleting a container moves to a new epoch, which
+/// makes every cached record of the old one unreachable at once.
+///
+/// A blob write holds its container's lock shared, a container's deletion holds it exclusive:
+/// so no blob is ever committed into a container being deleted, and the deletion finds every
+/// blob committed before it.
+#[derive(Debug, Clone)]
+pub struct LocalRecords {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    dir: Arc<DataDir>,
+    cache: moka::sync::Cache<(u64, Key), Arc<Record>>,
+    epoch: AtomicU64,
+    keys: Box<[Mutex<()>]>,
+    containers: Box<[RwLock<()>]>,
+    hasher: std::hash::RandomState,
+}
+
+impl LocalRecords {
+    /// Records under `dir`, caching up to `capacity` of them.
+    pub fn new(dir: Arc<DataDir>, capacity: u64) -> Self {
+        let inner = Inner {
+            dir,
+            cache: moka::sync::Cache::new(capacity),
+            epoch: AtomicU64::new(0),
+            keys: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            containers: (0..STRIPES).map(|_| RwLock::new(())).collect(),
+            hasher: std::hash::RandomState::new(),
+        };
+        Self {
+            inner: Arc::new(inner),
+        }
+    }
+}
+
+impl Inner {
+    fn stripe_of(&self, value: impl Hash) -> usize {
+        (self.hasher.hash_one(value) % STRIPES as u64) as usize
+    }
+
+    fn key_lock(&self, key: &Key) -> MutexGuard<'_, ()> {
+        self.keys[self.stripe_of(key)]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn cache_key(&self, key: &Key) -> (u64, Key) {
+        (self.epoch.load(Ordering::Acquire), key.clone())
+    }
+
+    /// The current record, from the cache or the file. Call with the key's lock held.
+    fn load(&self, key: &Key) -> Result<Option<Arc<Record>>, StoreError> {
+        let cache_key = self.cache_key(key);
+        if let Some(record) = self.cache.get(&cache_key) {
+            return Ok(Some(record));
+        }
+        let path = self.dir.record_path(key);
+        let record = match key {
+            Key::Container(_) => read_json::<Record>(&path)?,
+            Key::Blob(..) => read_json::<BlobFile>(&path)?.map(|f| f.record),
+        };
+        let record = record.map(Arc::new);
+        if let Some(record) = &record {
+            self.cache.insert(cache_key, record.clone());
+        }
+        Ok(record)
+    }
+
+    fn put_blocking(&self, key: &Key, record: &Record, mode: PutMode) -> Result<(), StoreError> {
+        let container = &self.containers[self.stripe_of(key.container())];
+        let _container = container.read().unwrap_or_else(|p| p.into_inner());
+        let _key = self.key_lock(key);
+        let current = self.load(key)?;
+        mode.check(current.as_deref())?;
+        let path = self.dir.record_path(key);
+        let bytes = match key {
+            Key::Container(c) => {
+                fs::create_dir_all(self.dir.container_dir(c).join("blobs"))?;
+                serde_json::to_vec(record).map_err(io::Error::other)?
+            }
+            Key::Blob(c, name) => {
+                if !self.dir.record_path(&Key::Container(c.clone())).exists() {
+                    return Err(StoreError::ContainerNotFound);
+                }
+                let file = BlobFile {
+                    name: name.clone(),
+                    record: record.clone(),
+                };
+                serde_json::to_vec(&file).map_err(io::Error::other)?
+            }
+        };
+        let written = self.dir.write_atomic(&path, &bytes);
+        if written.as_ref().is_err_and(StoreError::may_have_landed) {
+            // Whether the file is there is unknown: the next read must look.
+            self.cache.invalidate(&self.cache_key(key));
+        }
+        written?;
+        self.cache
+            .insert(self.cache_key(key), Arc::new(record.clone()));
+        Ok(())
+    }
+
+    fn delete_blocking(&self, key: &Key, generation: u64) -> Result<Vec<Record>, StoreError> {
+        let container = &self.containers[self.stripe_of(key.container())];
+        let (_shared, _exclusive);
+        match key {
+            Key::Blob(..) => _shared = container.read().unwrap_or_else(|p| p.into_inner()),
+            Key::Container(_) => _exclusive = container.write().unwrap_or_else(|p| p.into_inner()),
+        }
+        let _key = self.key_lock(key);
+        let current = self.load(key)?.ok_or(StoreError::NotFound)?;
+        PutMode::Update(generation).check(Some(&current))?;
+        match key {
+            Key::Blob(..) => {
+                let path = self.dir.record_path(key);
+                fs::remove_file(&path)?;
+                self.cache.invalidate(&self.cache_key(key));
+                sync_dir(path.parent().expect("records live in a directory"))
+                    .map_err(|e| StoreError::Unavailable(Box::new(e)))?;
+                Ok(vec![])
+            }
+            Key::Container(c) => {
+                // One rename takes the container and all its blobs out of sight at once; no
+                // blob write can run meanwhile (the exclusive lock).
+                let trash = self.dir.tmp_path();
+                fs::rename(self.dir.container_dir(c), &trash)?;
+                self.epoch.fetch_add(1, Ordering::AcqRel);
+                sync_dir(&self.dir.containers_dir())
+                    .map_err(|e| StoreError::Unavailable(Box::new(e)))?;
+                let mut removed = Vec::new();
+                if let Ok(entries) = fs::read_dir(trash.join("blobs")) {
+                    for entry in entries {
+                        match read_json::<BlobFile>(&entry?.path()) {
+                            Ok(file) => removed.extend(file.map(|f| f.record)),
+                            // Its object stays, and the sweep knows nothing names it.
+                            Err(error) => tracing::warn!(%error, "deleting a container"),
+                        }
+                    }
+                }
+                if let Err(error) = fs::remove_dir_all(&trash) {
+                    // It is out of sight in tmp/, which the next cleaning empties.
+                    tracing::warn!(%error, trash = %trash.display(), "removing a deleted container");
+                }
+                Ok(removed)
+            }
+        }
+    }
+
+    fn list_blocking(
+        &self,
+        container: &str,
+        prefix: &str,
+    ) -> Result<Vec<(String, Record)>, StoreError> {
+        let blobs = self.dir.container_dir(container).join("blobs");
+        let entries = match fs::read_dir(&blobs) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(StoreError::ContainerNotFound);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let mut out = Vec::new();
+        for entry in entries {
+            // A record deleted while we list is simply not listed.
+            if let Some(file) = read_json::<BlobFile>(&entry?.path())?
+                && file.name.starts_with(prefix)
+            {
+                out.push((file.name, file.record));
+            }
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
+    }
+
+    fn containers_blocking(&self) -> Result<Vec<String>, StoreError> {
+        let mut out = Vec::new();
+        for entry in fs::read_dir(self.dir.containers_dir())? {
+            let entry = entry?;
+            if entry.path().join("container.json").exists() {
+                out.push(entry.file_name().to_string_lossy().into_owned());
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl Records for LocalRecords {
+    async fn get(&self, key: &Key) -> Result<Option<Arc<Record>>, StoreError> {
+        let inner = &self.inner;
+        if let Some(record) = inner.cache.get(&inner.cache_key(key)) {
+            return Ok(Some(record));
+        }
+        let (this, key) = (inner.clone(), key.clone());
+        blocking(move || {
+            let _key = this.key_lock(&key);
+            this.load(&key)
+        })
+        .await
+    }
+
+    async fn put(&self, key: &Key, record: &Record, mode: PutMode) -> Result<(), StoreError> {
+        let (this, key, record) = (self.inner.clone(), key.clone(), record.clone());
+        blocking(move || this.put_blocking(&key, &record, mode)).await
+    }
+
+    async fn delete(&self, key: &Key, generation: u64) -> Result<Vec<Record>, StoreError> {
+        let (this, key) = (self.inner.clone(), key.clone());
+        blocking(move || this.delete_blocking(&key, generation)).await
+    }
+
+    async fn list(
+        &self,
+        container: &str,
+        prefix: &str,
+    ) -> Result<Vec<(String, Record)>, StoreError> {
+        let (this, container, prefix) =
+            (self.inner.clone(), container.to_owned(), prefix.to_owned());
+        blocking(move || this.list_blocking(&container, &prefix)).await
+    }
+
+    async fn containers(&self) -> Result<Vec<String>, StoreError> {
+        let this = self.inner.clone();
+        blocking(move || this.containers_blocking()).await
+    }
+}
