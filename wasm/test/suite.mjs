@@ -139,6 +139,18 @@ export function suite(name, start) {
         assert.deepEqual([got.status, got.text, got.headers.get("etag")], [200, "precious", etag]);
       });
 
+      test("a valid date before 1970 is compared, not ignored", async () => {
+        const { path } = await fixture();
+        const old = "Sun, 06 Nov 1960 08:49:37 GMT";
+        const put = await req("PUT", path, { "if-unmodified-since": old }, "overwrite");
+        assert.deepEqual([put.status, put.code], [412, "ConditionNotMet"]);
+        const del = await req("DELETE", path, { "if-unmodified-since": old });
+        assert.deepEqual([del.status, del.code], [412, "ConditionNotMet"]);
+        const get = await req("GET", path, { "if-modified-since": old });
+        assert.equal(get.status, 200);
+        assert.equal(get.text, "v1");
+      });
+
       test("bad input is a 4xx with its code, and the server stays up", async () => {
         const { c } = await fixture();
         const lease = await req("PUT", `/${c}/b?comp=lease`, { "x-ms-lease-action": "grab" });

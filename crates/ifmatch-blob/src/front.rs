@@ -747,3 +747,92 @@ fn error_answer<R>(failure: Failure, head: bool) -> Answer<R> {
     }
     response
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use http_body_util::Full;
+
+    use super::*;
+    use crate::memory::{ManualEnv, MemoryObjects, MemoryRecords};
+
+    /// Memory records whose blob puts always fail with `fail()`.
+    struct FailingPuts {
+        inner: MemoryRecords,
+        fail: fn() -> StoreError,
+    }
+
+    impl Records for FailingPuts {
+        async fn get(&self, key: &Key) -> Result<Option<Arc<Record>>, StoreError> {
+            self.inner.get(key).await
+        }
+
+        async fn put(&self, key: &Key, record: &Record, mode: PutMode) -> Result<(), StoreError> {
+            match key {
+                Key::Blob(..) => Err((self.fail)()),
+                Key::Container(_) => self.inner.put(key, record, mode).await,
+            }
+        }
+
+        async fn delete(&self, key: &Key, generation: u64) -> Result<Vec<Record>, StoreError> {
+            self.inner.delete(key, generation).await
+        }
+
+        async fn list(
+            &self,
+            container: &str,
+            prefix: &str,
+        ) -> Result<Vec<(String, Record)>, StoreError> {
+            self.inner.list(container, prefix).await
+        }
+    }
+
+    async fn put_through(fail: fn() -> StoreError) -> (StatusCode, Option<String>, usize) {
+        let records = FailingPuts {
+            inner: MemoryRecords::default(),
+            fail,
+        };
+        let front = Front::new(records, MemoryObjects::default(), ManualEnv::default());
+        let put = |uri: &str| {
+            Request::put(uri)
+                .header("x-ms-blob-type", "BlockBlob")
+                .body(Full::new(Bytes::from_static(b"bytes")))
+                .unwrap()
+        };
+        front.handle(put("/box?restype=container")).await;
+        let answer = front.handle(put("/box/b")).await;
+        let code = answer
+            .headers()
+            .get(ERROR_CODE)
+            .map(|c| c.to_str().unwrap().to_owned());
+        (answer.status(), code, front.objects().len())
+    }
+
+    #[tokio::test]
+    async fn a_staged_object_is_kept_only_when_the_commit_may_have_landed() {
+        // 64 lost races: nothing landed, the object goes.
+        let lost = put_through(|| StoreError::Conflict).await;
+        assert_eq!(
+            lost,
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Some("ServerBusy".into()),
+                0
+            )
+        );
+        // A refusal or a local failure: nothing landed.
+        let refused = put_through(|| StoreError::Io(std::io::Error::other("disk"))).await;
+        assert_eq!(refused.2, 0);
+        // The backend could not say: the object stays (an orphan at worst, for the sweep).
+        let unknown = put_through(|| StoreError::Unavailable("timeout".into())).await;
+        assert_eq!(
+            unknown,
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Some("ServerBusy".into()),
+                1
+            )
+        );
+    }
+}

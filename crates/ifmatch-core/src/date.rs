@@ -1,12 +1,146 @@
-//! HTTP dates (RFC 9110 5.6.7): the three formats, at whole seconds.
+//! HTTP dates (RFC 9110 5.6.7): the three formats, at whole seconds, before 1970 too.
 //!
-//! [`HttpDate`] comes from the `httpdate` crate: it parses IMF-fixdate, the obsolete RFC 850
-//! form and asctime, holds whole seconds, and orders chronologically.
+//! The `httpdate` crate parses and formats IMF-fixdate, the obsolete RFC 850 form and asctime,
+//! but only from 1970 on. A client may send any valid date (`If-Unmodified-Since: Sun, 06 Nov
+//! 1960 08:49:37 GMT` is valid, and must fail against any resource modified since), so
+//! [`HttpDate`] holds signed seconds and reaches earlier years through the Gregorian
+//! calendar's 400-year cycle: 146,097 days, a whole number of weeks, so a date 400 years on
+//! has the same month, day and weekday.
 
-use std::time::SystemTime;
+use std::fmt;
+use std::str::FromStr;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::{HeaderMap, HeaderValue, header::HeaderName};
-pub use httpdate::HttpDate;
+
+/// 400 Gregorian years, in seconds: the calendar and the weekdays repeat after it.
+const CYCLE: i64 = 146_097 * 86_400;
+
+/// An HTTP date: whole seconds since the Unix epoch (negative before it), ordered
+/// chronologically. Parses the three formats of RFC 9110 5.6.7 for the years 1 to 9999, and
+/// displays as IMF-fixdate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct HttpDate {
+    secs: i64,
+}
+
+impl HttpDate {
+    /// The date `secs` seconds after the Unix epoch (before it, if negative).
+    pub fn from_unix_seconds(secs: i64) -> Self {
+        Self { secs }
+    }
+
+    /// Seconds since the Unix epoch (negative before it).
+    pub fn unix_seconds(self) -> i64 {
+        self.secs
+    }
+}
+
+impl From<SystemTime> for HttpDate {
+    fn from(time: SystemTime) -> Self {
+        let secs = match time.duration_since(UNIX_EPOCH) {
+            Ok(after) => after.as_secs() as i64,
+            // Whole seconds, rounded down: -0.5 s is the second that starts at -1 s.
+            Err(before) => -(before.duration().as_secs_f64().ceil() as i64),
+        };
+        Self { secs }
+    }
+}
+
+impl From<HttpDate> for SystemTime {
+    fn from(date: HttpDate) -> Self {
+        match u64::try_from(date.secs) {
+            Ok(after) => UNIX_EPOCH + Duration::from_secs(after),
+            Err(_) => UNIX_EPOCH - Duration::from_secs(date.secs.unsigned_abs()),
+        }
+    }
+}
+
+/// A value that is not a valid HTTP date.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("not a valid HTTP date")]
+pub struct InvalidDate;
+
+impl FromStr for HttpDate {
+    type Err = InvalidDate;
+
+    fn from_str(text: &str) -> Result<Self, InvalidDate> {
+        if let Ok(date) = text.parse::<httpdate::HttpDate>() {
+            return Ok(SystemTime::from(date).into());
+        }
+        // Before 1970: move the four-digit year on by whole cycles into the range `httpdate`
+        // takes, parse, and move the instant back by as many cycles.
+        let (start, year) = four_digit_year(text).ok_or(InvalidDate)?;
+        if !(1..1970).contains(&year) {
+            return Err(InvalidDate);
+        }
+        let cycles = (1970 - year + 399) / 400;
+        let shifted = format!(
+            "{}{:04}{}",
+            &text[..start],
+            year + 400 * cycles,
+            &text[start + 4..]
+        );
+        let date = shifted
+            .parse::<httpdate::HttpDate>()
+            .map_err(|_| InvalidDate)?;
+        let secs = HttpDate::from(SystemTime::from(date)).secs;
+        Ok(Self {
+            secs: secs - i64::from(cycles) * CYCLE,
+        })
+    }
+}
+
+impl fmt::Display for HttpDate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let cycles = if self.secs < 0 {
+            (-self.secs).div_euclid(CYCLE) + 1
+        } else {
+            0
+        };
+        let shifted = SystemTime::from(HttpDate::from_unix_seconds(self.secs + cycles * CYCLE));
+        let text = httpdate::fmt_http_date(shifted);
+        if cycles == 0 {
+            return f.write_str(&text);
+        }
+        // IMF-fixdate: "Sun, 06 Nov 1994 08:49:37 GMT", the year at bytes 12 to 16.
+        let year: i64 = text[12..16].parse().map_err(|_| fmt::Error)?;
+        write!(
+            f,
+            "{}{:04}{}",
+            &text[..12],
+            year - 400 * cycles,
+            &text[16..]
+        )
+    }
+}
+
+/// The byte offset and value of the one run of exactly four digits standing alone in `text`:
+/// the year of an IMF-fixdate or asctime date.
+fn four_digit_year(text: &str) -> Option<(usize, i32)> {
+    let bytes = text.as_bytes();
+    let mut found = None;
+    let mut i = 0;
+    while i < bytes.len() {
+        if !bytes[i].is_ascii_digit() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len() && bytes[i].is_ascii_digit() {
+            i += 1;
+        }
+        let alone =
+            (start == 0 || bytes[start - 1] == b' ') && (i == bytes.len() || bytes[i] == b' ');
+        if i - start == 4 && alone {
+            if found.is_some() {
+                return None;
+            }
+            found = Some((start, text[start..i].parse().ok()?));
+        }
+    }
+    found
+}
 
 /// Parses one field value as an HTTP date; `None` when it is not a valid one.
 pub fn parse_http_date(value: &HeaderValue) -> Option<HttpDate> {
@@ -87,6 +221,29 @@ mod tests {
             single_date(&headers, &http::header::IF_MODIFIED_SINCE),
             None
         );
+    }
+
+    #[test]
+    fn dates_before_1970_parse_order_and_print() {
+        let cases = [
+            ("Sun, 06 Nov 1960 08:49:37 GMT", -288_803_423),
+            ("Thu, 01 Jan 1970 00:00:00 GMT", 0),
+            ("Wed, 31 Dec 1969 23:59:59 GMT", -1),
+            ("Mon, 01 Jan 1601 00:00:00 GMT", -11_644_473_600),
+            ("Mon, 01 Jan 0001 00:00:00 GMT", -62_135_596_800),
+        ];
+        for (text, secs) in cases {
+            let date: HttpDate = text.parse().unwrap();
+            assert_eq!(date.unix_seconds(), secs, "{text}");
+            assert_eq!(date.to_string(), text, "{text}");
+        }
+        let asctime: HttpDate = "Sun Nov  6 08:49:37 1960".parse().unwrap();
+        assert_eq!(asctime.unix_seconds(), -288_803_423);
+        let old: HttpDate = "Sun, 06 Nov 1960 08:49:37 GMT".parse().unwrap();
+        assert!(old < to_http_date(UNIX_EPOCH));
+        // A wrong weekday is still invalid before 1970, as after.
+        assert!("Mon, 06 Nov 1960 08:49:37 GMT".parse::<HttpDate>().is_err());
+        assert!("Sun, 06 Nov 0000 08:49:37 GMT".parse::<HttpDate>().is_err());
     }
 
     #[test]

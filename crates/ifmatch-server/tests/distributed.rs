@@ -338,3 +338,62 @@ async fn conditional_write_latency_embedded_vs_redis() {
         r99 - e99
     );
 }
+
+/// Orphans in the shared directory (an instance died between staging and committing) are
+/// swept by the instances themselves, with no coordination, and no live object goes with them,
+/// however many instances sweep.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_sweep_shared_orphans_and_nothing_live() {
+    let redis = RedisServer::start();
+    let data = tempfile::tempdir().unwrap();
+    let sweeping = |data: &std::path::Path| {
+        let mut args = vec!["serve".to_owned(), "--data".to_owned()];
+        args.push(data.display().to_string());
+        args.extend(["--backend".to_owned(), redis.url()]);
+        args.extend(["--orphan-age", "1", "--sweep-every", "0.3"].map(str::to_owned));
+        Ifmatch::start(args)
+    };
+    let (a, b) = (sweeping(data.path()), sweeping(data.path()));
+    let http = client();
+    let r = common::send(
+        &http,
+        "PUT",
+        &format!("{}/swp?restype=container", a.base),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(r.status(), 201);
+    for i in 0..20 {
+        let base = if i % 2 == 0 { &a.base } else { &b.base };
+        let r = common::send(
+            &http,
+            "PUT",
+            &format!("{base}/swp/b{i}"),
+            &[],
+            format!("v{i}"),
+        )
+        .await;
+        assert_eq!(r.status(), 201);
+    }
+    let objects = data.path().join("objects");
+    let orphan = objects.join("0000000000000000000000000000abcd");
+    std::fs::write(&orphan, "staged by an instance that died").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while orphan.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the shared orphan was never swept"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Let both sweep a few more times over objects now older than the orphan age.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for i in 0..20 {
+        for base in [&a.base, &b.base] {
+            let r = common::send(&http, "GET", &format!("{base}/swp/b{i}"), &[], "").await;
+            assert_eq!(r.text().await.unwrap(), format!("v{i}"));
+        }
+    }
+    assert_eq!(std::fs::read_dir(&objects).unwrap().count(), 20);
+}

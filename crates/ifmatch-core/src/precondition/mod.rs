@@ -7,12 +7,11 @@
 pub mod blob;
 pub mod http;
 
-use ::http::{HeaderMap, header};
-use httpdate::HttpDate;
-
 use crate::EntityTag;
+use crate::date::HttpDate;
 use crate::date::{parse_http_date, single_date};
 use crate::etag::scan_list;
+use ::http::{HeaderMap, header};
 
 /// The four conditions of RFC 9110 13.1.1-13.1.4, in the order 13.2.2 evaluates them.
 /// (`If-Range` qualifies a `Range`; it is not a condition on the method.)
@@ -243,31 +242,25 @@ fn current_etag(current: Option<&Validators>) -> Option<&EntityTag> {
 }
 
 mod unix_seconds {
-    use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-    use httpdate::HttpDate;
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use crate::date::HttpDate;
 
     pub(super) fn serialize<S: Serializer>(
         date: &Option<HttpDate>,
         s: S,
     ) -> Result<S::Ok, S::Error> {
-        date.map(|d| {
-            SystemTime::from(d)
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs())
-        })
-        .serialize(s)
+        date.map(HttpDate::unix_seconds).serialize(s)
     }
 
     pub(super) fn deserialize<'de, D: Deserializer<'de>>(
         d: D,
     ) -> Result<Option<HttpDate>, D::Error> {
-        // HttpDate stops at the end of year 9999 (and panics past it).
-        const MAX: u64 = 253_402_300_799;
-        match Option::<u64>::deserialize(d)? {
-            Some(s) if s > MAX => Err(serde::de::Error::custom("date after year 9999")),
-            secs => Ok(secs.map(|s| HttpDate::from(UNIX_EPOCH + Duration::from_secs(s)))),
+        // HTTP dates run from year 1 to the end of year 9999.
+        const RANGE: std::ops::RangeInclusive<i64> = -62_135_596_800..=253_402_300_799;
+        match Option::<i64>::deserialize(d)? {
+            Some(s) if !RANGE.contains(&s) => Err(serde::de::Error::custom("date out of range")),
+            secs => Ok(secs.map(HttpDate::from_unix_seconds)),
         }
     }
 }

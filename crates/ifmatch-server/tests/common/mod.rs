@@ -237,6 +237,13 @@ pub fn p50_p99(times: &mut [Duration]) -> (f64, f64) {
     (at(0.5), at(0.99))
 }
 
+/// The `ifmatch` binary under test: this build's, or `IFMATCH_TEST_BIN` (to show that a test
+/// fails against another build, say an older one).
+pub fn binary() -> std::path::PathBuf {
+    std::env::var_os("IFMATCH_TEST_BIN")
+        .map_or_else(|| env!("CARGO_BIN_EXE_ifmatch").into(), Into::into)
+}
+
 /// Starts the `ifmatch` binary with `args`, listening on a free loopback port, and answers the
 /// process and its base URL once it accepts connections.
 pub fn spawn_ifmatch<I, S>(args: I) -> (std::process::Child, String)
@@ -249,7 +256,7 @@ where
         .local_addr()
         .unwrap()
         .port();
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_ifmatch"))
+    let child = std::process::Command::new(binary())
         .args(args)
         .args(["--listen", &format!("127.0.0.1:{port}")])
         .stdout(std::process::Stdio::null())

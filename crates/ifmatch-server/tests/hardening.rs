@@ -1,0 +1,628 @@
+//! What a hostile client and a bad day in production do to `ifmatch serve`: a full disk under
+//! concurrent uploads and deletes, slow and idle clients, damaged files, a data directory
+//! opened in the wrong mode, containers deleted under uploads, clients that leave mid-upload,
+//! and requests that are not what they seem.
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{Ifmatch, Server, code, header, sha256_tag};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+fn serve(data: &Path, extra: &[&str]) -> Ifmatch {
+    let mut args = vec!["serve".to_owned(), "--data".to_owned()];
+    args.push(data.display().to_string());
+    args.extend(extra.iter().map(|s| s.to_string()));
+    Ifmatch::start(args)
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap()
+}
+
+fn ifmatch() -> Command {
+    Command::new(common::binary())
+}
+
+fn files(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |d| d.count())
+}
+
+/// A 4 MiB tmpfs, unmounted when dropped; `None` (with the reason printed) where this process
+/// may not mount one.
+struct Tmpfs(tempfile::TempDir);
+
+impl Tmpfs {
+    fn mount(size: &str) -> Option<Self> {
+        let dir = tempfile::tempdir().unwrap();
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .output();
+        match mounted {
+            Ok(out) if out.status.success() => Some(Self(dir)),
+            Ok(out) => {
+                let why = String::from_utf8_lossy(&out.stderr);
+                println!("SKIPPED: cannot mount a tmpfs here (not root?): {why}");
+                None
+            }
+            Err(e) => {
+                println!("SKIPPED: no mount command: {e}");
+                None
+            }
+        }
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(self.0.path()).status();
+    }
+}
+
+/// Point 1: a disk that fills up under 4 uploaders and a deleter never turns a 201 into lost
+/// or torn bytes: every acknowledged blob that was not deleted reads back whole, as a whole
+/// and by ranges, with the tag it was acknowledged with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_never_loses_an_acknowledged_upload() {
+    let Some(disk) = Tmpfs::mount("4m") else {
+        return;
+    };
+    let data = disk.0.path().join("data");
+    let server = serve(&data, &[]);
+    let http = client();
+    let base = server.base.clone();
+    let r = common::send(
+        &http,
+        "PUT",
+        &format!("{base}/full?restype=container"),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(r.status(), 201);
+
+    // name -> (tag, bytes) of acknowledged, not deleted blobs.
+    let acknowledged: Arc<Mutex<HashMap<String, (String, Vec<u8>)>>> = Arc::default();
+    let refused = Arc::new(Mutex::new(HashMap::<u16, usize>::new()));
+    let uploaders: Vec<_> = (0..4u32)
+        .map(|w| {
+            let (http, base) = (http.clone(), base.clone());
+            let (acknowledged, refused) = (acknowledged.clone(), refused.clone());
+            tokio::spawn(async move {
+                for i in 0..400u32 {
+                    let body: Vec<u8> = (0..3000u32)
+                        .map(|b| (b.wrapping_mul(31) ^ i ^ (w << 5)) as u8)
+                        .collect();
+                    let name = format!("u{w}-{i}");
+                    let url = format!("{base}/full/{name}");
+                    let r = common::send(&http, "PUT", &url, &[], body.clone()).await;
+                    match r.status().as_u16() {
+                        201 => {
+                            let tag = header(&r, "etag").unwrap();
+                            assert_eq!(tag, sha256_tag(&body), "a 201 carries its bytes' tag");
+                            acknowledged.lock().unwrap().insert(name, (tag, body));
+                        }
+                        status => {
+                            assert!(status >= 500, "{name}: {status} {:?}", code(&r));
+                            *refused.lock().unwrap().entry(status).or_default() += 1;
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    let deleter = {
+        let (http, base, acknowledged) = (http.clone(), base.clone(), acknowledged.clone());
+        tokio::spawn(async move {
+            let mut deleted = 0;
+            for round in 0..400u32 {
+                let victim = {
+                    let mut known = acknowledged.lock().unwrap();
+                    let name = known.keys().nth(round as usize % 7).cloned();
+                    name.map(|n| (n.clone(), known.remove(&n).unwrap()))
+                };
+                let Some((name, kept)) = victim else {
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    continue;
+                };
+                let r =
+                    common::send(&http, "DELETE", &format!("{base}/full/{name}"), &[], "").await;
+                if r.status() == 202 {
+                    deleted += 1;
+                } else {
+                    // Not deleted: it must still be whole.
+                    acknowledged.lock().unwrap().insert(name, kept);
+                }
+            }
+            deleted
+        })
+    };
+    for u in uploaders {
+        u.await.unwrap();
+    }
+    let deleted = deleter.await.unwrap();
+    let refused = refused.lock().unwrap().clone();
+    let acknowledged = acknowledged.lock().unwrap().clone();
+    println!(
+        "full disk: {} acknowledged and kept, {deleted} deleted, refused {refused:?}",
+        acknowledged.len()
+    );
+    assert!(
+        refused.values().sum::<usize>() > 0,
+        "the disk never filled: the test proves nothing"
+    );
+    assert!(acknowledged.len() > 100);
+    for (name, (tag, body)) in &acknowledged {
+        let url = format!("{base}/full/{name}");
+        let r = common::send(&http, "GET", &url, &[], "").await;
+        assert_eq!(r.status(), 200, "{name}");
+        assert_eq!(header(&r, "etag").as_deref(), Some(tag.as_str()));
+        assert_eq!(r.bytes().await.unwrap(), &body[..], "{name}: bytes differ");
+        let r = common::send(&http, "GET", &url, &[("range", "bytes=1000-2999")], "").await;
+        assert_eq!(r.status(), 206, "{name}");
+        assert_eq!(r.bytes().await.unwrap(), &body[1000..3000]);
+    }
+    assert_eq!(
+        files(&data.join("tmp")),
+        0,
+        "failed writes left temporary files"
+    );
+    drop(server);
+    let check = ifmatch()
+        .args(["check", "--data"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&check.stdout);
+    assert!(
+        check.status.success(),
+        "ifmatch check after a full disk: {said}"
+    );
+}
+
+/// Sends a request head one byte every `pace`, never finishing it; answers when the server
+/// closed the connection (or `None` if it never did within `patience`).
+async fn slowloris(addr: String, pace: Duration, patience: Duration) -> Option<Duration> {
+    let start = Instant::now();
+    let mut stream = TcpStream::connect(&addr).await.ok()?;
+    let head =
+        b"GET /crowd/x HTTP/1.1\r\nHost: victim\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    for byte in head.iter().cycle() {
+        if start.elapsed() > patience {
+            return None;
+        }
+        if stream.write_all(&[*byte]).await.is_err() {
+            return Some(start.elapsed());
+        }
+        let mut buf = [0u8; 64];
+        match tokio::time::timeout(pace, stream.read(&mut buf)).await {
+            Ok(Ok(0) | Err(_)) => return Some(start.elapsed()),
+            // A 408 or 400 then close, as hyper may answer.
+            Ok(Ok(_)) => return Some(start.elapsed()),
+            Err(_) => {}
+        }
+    }
+    None
+}
+
+/// Point 2: a slowloris crowd three times larger than the connection cap cannot keep a
+/// well-behaved client out, and its connections are closed at the header timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slowloris_crowd_cannot_starve_a_well_behaved_client() {
+    let data = tempfile::tempdir().unwrap();
+    let server = serve(
+        data.path(),
+        &["--max-connections", "64", "--header-timeout", "2"],
+    );
+    let http = client();
+    let base = server.base.clone();
+    let r = common::send(
+        &http,
+        "PUT",
+        &format!("{base}/crowd?restype=container"),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(r.status(), 201);
+    let r = common::send(&http, "PUT", &format!("{base}/crowd/x"), &[], "payload").await;
+    assert_eq!(r.status(), 201);
+
+    let addr = base.trim_start_matches("http://").to_owned();
+    let crowd: Vec<_> = (0..192)
+        .map(|_| {
+            let addr = addr.clone();
+            tokio::spawn(slowloris(
+                addr,
+                Duration::from_millis(300),
+                Duration::from_secs(8),
+            ))
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut worst = Duration::ZERO;
+    for _ in 0..20 {
+        let start = Instant::now();
+        let r = tokio::time::timeout(
+            Duration::from_secs(3),
+            common::send(&http, "GET", &format!("{base}/crowd/x"), &[], ""),
+        )
+        .await
+        .expect("a well-behaved GET waited more than 3 s behind the crowd");
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.text().await.unwrap(), "payload");
+        worst = worst.max(start.elapsed());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut closed = Vec::new();
+    for c in crowd {
+        closed.push(c.await.unwrap());
+    }
+    let never = closed.iter().filter(|c| c.is_none()).count();
+    let late = closed
+        .iter()
+        .flatten()
+        .filter(|d| **d > Duration::from_secs(4))
+        .count();
+    println!(
+        "slowloris: worst well-behaved GET {:.0} ms; crowd connections never closed: {never}, closed after 4 s: {late}",
+        worst.as_secs_f64() * 1e3
+    );
+    assert_eq!(never, 0, "slow connections outlived the header timeout");
+    assert_eq!(late, 0, "slow connections outlived the header timeout");
+}
+
+/// Point 2: an upload that stops sending is abandoned at the body timeout and leaves nothing;
+/// a client that leaves mid-upload leaves nothing either (point 6).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_and_abandoned_uploads_leave_nothing() {
+    let data = tempfile::tempdir().unwrap();
+    let server = serve(data.path(), &["--body-timeout", "1"]);
+    let http = client();
+    let base = server.base.clone();
+    let r = common::send(
+        &http,
+        "PUT",
+        &format!("{base}/slow?restype=container"),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(r.status(), 201);
+    let addr = base.trim_start_matches("http://").to_owned();
+    let head = |len: usize| {
+        format!(
+            "PUT /slow/b HTTP/1.1\r\nHost: x\r\nx-ms-blob-type: BlockBlob\r\ncontent-length: {len}\r\n\r\n"
+        )
+    };
+
+    // Stalls after 64 KiB of 1 MiB: answered (or closed) within the timeout and a margin.
+    let mut stalled = TcpStream::connect(&addr).await.unwrap();
+    stalled.write_all(head(1 << 20).as_bytes()).await.unwrap();
+    stalled.write_all(&vec![7u8; 64 << 10]).await.unwrap();
+    let start = Instant::now();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), stalled.read_to_end(&mut answer)).await;
+    assert!(
+        read.is_ok(),
+        "a stalled upload held its connection past the body timeout"
+    );
+    println!("stalled upload ended after {:?}", start.elapsed());
+
+    // Leaves after 64 KiB.
+    let mut gone = TcpStream::connect(&addr).await.unwrap();
+    gone.write_all(head(1 << 20).as_bytes()).await.unwrap();
+    gone.write_all(&vec![7u8; 64 << 10]).await.unwrap();
+    drop(gone);
+
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let r = common::send(&http, "GET", &format!("{base}/slow/b"), &[], "").await;
+    assert_eq!(code(&r).as_deref(), Some("BlobNotFound"));
+    assert_eq!(files(&data.path().join("tmp")), 0, "temporary files left");
+    assert_eq!(files(&data.path().join("objects")), 0, "objects left");
+}
+
+/// Point 3: one damaged record is moved aside and named; the rest serves. `ifmatch check`
+/// finds damaged records and objects that do not match their records, and exits 1; a read of
+/// a blob whose object is short answers 500, whole or by range, and the server stays up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn damaged_files_are_named_and_the_rest_serves() {
+    let data = tempfile::tempdir().unwrap();
+    let path = data.path();
+    let http = client();
+    {
+        let server = serve(path, &[]);
+        let base = &server.base;
+        common::send(
+            &http,
+            "PUT",
+            &format!("{base}/box?restype=container"),
+            &[],
+            "",
+        )
+        .await;
+        for name in ["a", "b", "c"] {
+            let r = common::send(
+                &http,
+                "PUT",
+                &format!("{base}/box/{name}"),
+                &[],
+                vec![b'x'; 5000],
+            )
+            .await;
+            assert_eq!(r.status(), 201);
+        }
+        let busy = ifmatch()
+            .args(["check", "--data"])
+            .arg(path)
+            .output()
+            .unwrap();
+        assert!(!busy.status.success(), "check ran beside a server");
+        assert!(String::from_utf8_lossy(&busy.stderr).contains("in use"));
+    }
+    let clean = ifmatch()
+        .args(["check", "--data"])
+        .arg(path)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&clean.stdout).into_owned();
+    assert!(clean.status.success(), "{said}");
+    assert!(
+        said.contains("3 blobs (15000 bytes) verified, 0 damaged"),
+        "{said}"
+    );
+
+    // Damage the record of `a`: the next start moves it aside and serves b and c.
+    let blobs = path.join("containers/box/blobs");
+    let record_of = |name: &str| {
+        use sha2::Digest;
+        blobs.join(format!("{}.json", hex::encode(sha2::Sha256::digest(name))))
+    };
+    std::fs::write(record_of("a"), b"{\"name\":\"a\",\"rec").unwrap();
+    let server = serve(path, &[]);
+    let base = server.base.clone();
+    let r = common::send(&http, "GET", &format!("{base}/box/a"), &[], "").await;
+    assert_eq!(r.status(), 404);
+    for name in ["b", "c"] {
+        let r = common::send(&http, "GET", &format!("{base}/box/{name}"), &[], "").await;
+        assert_eq!(r.status(), 200, "{name}");
+    }
+    assert_eq!(files(&path.join("damaged")), 1);
+    // The objects stay: the damaged record may name one of them.
+    assert_eq!(files(&path.join("objects")), 3);
+
+    // Shorten the object of `b`: reads answer 500 and never panic.
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(record_of("b")).unwrap()).unwrap();
+    let object = record["record"]["content"]["object"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    std::fs::write(path.join("objects").join(&object), b"short").unwrap();
+    // (A fresh process, so the byte cache does not hold the old bytes.)
+    drop(server);
+    let server = serve(path, &[]);
+    let base = server.base.clone();
+    for range in [None, Some("bytes=100-200"), Some("bytes=4000-")] {
+        let headers: Vec<(&str, &str)> = range.iter().map(|r| ("range", *r)).collect();
+        let r = common::send(&http, "GET", &format!("{base}/box/b"), &headers, "").await;
+        assert_eq!(r.status(), 500, "{range:?}");
+        assert_eq!(code(&r).as_deref(), Some("InternalError"));
+    }
+    let r = common::send(&http, "GET", &format!("{base}/box/c"), &[], "").await;
+    assert_eq!(r.status(), 200, "the server stays up");
+    drop(server);
+
+    let check = ifmatch()
+        .args(["check", "--data"])
+        .arg(path)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&check.stdout).into_owned();
+    assert_eq!(check.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("the object holds 5 bytes, the record says 5000"),
+        "{said}"
+    );
+    assert!(said.contains(&object), "{said}");
+    assert!(
+        said.contains("damaged record the server moved aside"),
+        "{said}"
+    );
+}
+
+/// Point 4: a data directory remembers how it is used; a plain `serve` refuses the shared
+/// directory of Redis-mode instances (it would take their objects for orphans), and the other
+/// way round, saying why.
+#[test]
+fn a_data_directory_refuses_the_other_mode() {
+    let run = |data: &Path, backend: Option<&str>| {
+        let mut command = ifmatch();
+        command
+            .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+            .arg(data);
+        if let Some(backend) = backend {
+            command.args(["--backend", backend]);
+        }
+        let out = command.output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // Shared: the mode file says so (as the first Redis-mode instance writes it).
+    let shared = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(shared.path().join("objects")).unwrap();
+    std::fs::write(shared.path().join("mode"), "shared\n").unwrap();
+    std::fs::write(
+        shared
+            .path()
+            .join("objects/0123456789abcdef0123456789abcdef"),
+        "live",
+    )
+    .unwrap();
+    let (ok, said) = run(shared.path(), None);
+    assert!(!ok);
+    assert!(said.contains("--backend redis://"), "{said}");
+    assert_eq!(
+        files(&shared.path().join("objects")),
+        1,
+        "the shared objects are untouched"
+    );
+
+    // A directory from before the mode file with objects and no records is taken as shared.
+    std::fs::remove_file(shared.path().join("mode")).unwrap();
+    let (ok, _) = run(shared.path(), None);
+    assert!(!ok);
+    assert_eq!(files(&shared.path().join("objects")), 1);
+
+    // Embedded: refused by an instance with a backend, before it even reaches Redis.
+    let embedded = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(embedded.path()).unwrap();
+    std::fs::write(embedded.path().join("mode"), "embedded\n").unwrap();
+    let (ok, said) = run(embedded.path(), Some("redis://127.0.0.1:1/0"));
+    assert!(!ok);
+    assert!(said.contains("Serve it without --backend"), "{said}");
+}
+
+/// Point 5: deleting a container while uploads stream into it answers 202, nothing is
+/// committed into it afterwards, and every object is reclaimed at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_container_under_uploads_is_atomic_and_reclaims_everything() {
+    let server = Server::start().await;
+    for round in 0..10 {
+        let name = format!("del{round}");
+        server.create_container(&name).await;
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let uploaders: Vec<_> = (0..6)
+            .map(|w| {
+                let (client, base, name, stop) = (
+                    server.client.clone(),
+                    server.base.clone(),
+                    name.clone(),
+                    stop.clone(),
+                );
+                tokio::spawn(async move {
+                    let mut statuses = Vec::new();
+                    for i in 0.. {
+                        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                            break;
+                        }
+                        let url = format!("{base}/{name}/w{w}/{i}");
+                        let r = common::send(&client, "PUT", &url, &[], vec![1u8; 20_000]).await;
+                        statuses.push((r.status().as_u16(), code(&r)));
+                    }
+                    statuses
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let r = server
+            .delete(&format!("/{name}?restype=container"), &[])
+            .await;
+        assert_eq!(r.status(), 202, "round {round}: {:?}", code(&r));
+        let after = server.get(&format!("/{name}/w0/0"), &[]).await;
+        assert_eq!(code(&after).as_deref(), Some("ContainerNotFound"));
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for u in uploaders {
+            for (status, code) in u.await.unwrap() {
+                assert!(
+                    status == 201
+                        || (status == 404 && code.as_deref() == Some("ContainerNotFound")),
+                    "round {round}: {status} {code:?}"
+                );
+            }
+        }
+        assert_eq!(
+            files(&server.dir.path().join("objects")),
+            0,
+            "round {round}: objects outlived their container"
+        );
+        let listed = server
+            .get(&format!("/{name}?restype=container&comp=list"), &[])
+            .await;
+        assert_eq!(listed.status(), 404);
+    }
+    assert_eq!(files(&server.dir.path().join("tmp")), 0);
+}
+
+/// Point 6: objects no record names, older than the orphan age, are swept while the server
+/// runs; younger ones and named ones stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orphans_are_swept_while_serving_and_live_objects_stay() {
+    let data = tempfile::tempdir().unwrap();
+    let server = serve(data.path(), &["--orphan-age", "1", "--sweep-every", "0.5"]);
+    let http = client();
+    let base = server.base.clone();
+    common::send(
+        &http,
+        "PUT",
+        &format!("{base}/sweep?restype=container"),
+        &[],
+        "",
+    )
+    .await;
+    let r = common::send(
+        &http,
+        "PUT",
+        &format!("{base}/sweep/live"),
+        &[],
+        "live bytes",
+    )
+    .await;
+    assert_eq!(r.status(), 201);
+    let orphan = data.path().join("objects/00000000000000000000000000000001");
+    std::fs::write(&orphan, "left by a crash").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while orphan.exists() {
+        assert!(Instant::now() < deadline, "the orphan was never swept");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let r = common::send(&http, "GET", &format!("{base}/sweep/live"), &[], "").await;
+    assert_eq!(r.text().await.unwrap(), "live bytes");
+    assert_eq!(files(&data.path().join("objects")), 1);
+}
+
+/// Point 7: HTTP/1.1 needs exactly one Host (RFC 9112 3.2); HTTP/1.0 may go without.
+#[tokio::test]
+async fn http_1_1_without_exactly_one_host_is_400() {
+    let server = Server::start().await;
+    server.create_container("hosts").await;
+    let addr = server.base.trim_start_matches("http://").to_owned();
+    let cases = [
+        ("GET /hosts?restype=container HTTP/1.1\r\n\r\n", 400),
+        (
+            "GET /hosts?restype=container HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+            400,
+        ),
+        (
+            "GET /hosts?restype=container HTTP/1.1\r\nHost: a\r\n\r\n",
+            200,
+        ),
+        ("GET /hosts?restype=container HTTP/1.0\r\n\r\n", 200),
+    ];
+    for (request, want) in cases {
+        let mut stream = TcpStream::connect(&addr).await.unwrap();
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut buf = vec![0u8; 64];
+        let n = stream.read(&mut buf).await.unwrap();
+        let line = String::from_utf8_lossy(&buf[..n]).into_owned();
+        assert!(
+            line.starts_with(&format!("HTTP/1.1 {want}"))
+                || line.starts_with(&format!("HTTP/1.0 {want}")),
+            "{request:?}: {line}"
+        );
+    }
+}
