@@ -93,7 +93,8 @@ async fn a_full_disk_never_loses_an_acknowledged_upload() {
     assert_eq!(r.status(), 201);
 
     // name -> (tag, bytes) of acknowledged, not deleted blobs.
-    let acknowledged: Arc<Mutex<HashMap<String, (String, Vec<u8>)>>> = Arc::default();
+    type Known = HashMap<String, (String, Vec<u8>)>;
+    let acknowledged: Arc<Mutex<Known>> = Arc::default();
     let refused = Arc::new(Mutex::new(HashMap::<u16, usize>::new()));
     let uploaders: Vec<_> = (0..4u32)
         .map(|w| {
