@@ -536,8 +536,24 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     return Ok(response);
                 }
                 // Discarded by an overwrite since we read the record: read the record again.
-                Err(StoreError::NotFound) => continue,
+                // If the record has not changed, its object is gone: damage, not a race.
+                Err(StoreError::NotFound)
+                    if self
+                        .records
+                        .get(key)
+                        .await?
+                        .is_none_or(|now| now.generation != current.generation) =>
+                {
+                    continue;
+                }
                 Err(e) => {
+                    let e = match e {
+                        StoreError::NotFound => StoreError::corrupt(
+                            format_args!("object {}", content.object),
+                            "its record names it, and it does not exist",
+                        ),
+                        e => e,
+                    };
                     let Key::Blob(container, name) = key else {
                         unreachable!("only blobs have content")
                     };

@@ -403,25 +403,39 @@ async fn damaged_files_are_named_and_the_rest_serves() {
     // The objects stay: the damaged record may name one of them.
     assert_eq!(files(&path.join("objects")), 3);
 
-    // Shorten the object of `b`: reads answer 500 and never panic.
-    let record: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(record_of("b")).unwrap()).unwrap();
-    let object = record["record"]["content"]["object"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    // Shorten the object of `b` and remove the object of `c`: reads answer 500 at once, whole
+    // or by range, and never panic or serve wrong bytes.
+    let object_of = |name: &str| {
+        let record: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(record_of(name)).unwrap()).unwrap();
+        record["record"]["content"]["object"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let (object, gone) = (object_of("b"), object_of("c"));
     std::fs::write(path.join("objects").join(&object), b"short").unwrap();
+    std::fs::remove_file(path.join("objects").join(&gone)).unwrap();
     // (A fresh process, so the byte cache does not hold the old bytes.)
     drop(server);
     let server = serve(path, &[]);
     let base = server.base.clone();
-    for range in [None, Some("bytes=100-200"), Some("bytes=4000-")] {
-        let headers: Vec<(&str, &str)> = range.iter().map(|r| ("range", *r)).collect();
-        let r = common::send(&http, "GET", &format!("{base}/box/b"), &headers, "").await;
-        assert_eq!(r.status(), 500, "{range:?}");
-        assert_eq!(code(&r).as_deref(), Some("InternalError"));
+    for name in ["b", "c"] {
+        for range in [None, Some("bytes=100-200"), Some("bytes=4000-")] {
+            let headers: Vec<(&str, &str)> = range.iter().map(|r| ("range", *r)).collect();
+            let r = common::send(&http, "GET", &format!("{base}/box/{name}"), &headers, "").await;
+            assert_eq!(r.status(), 500, "{name} {range:?}");
+            assert_eq!(code(&r).as_deref(), Some("InternalError"));
+        }
     }
-    let r = common::send(&http, "GET", &format!("{base}/box/c"), &[], "").await;
+    let r = common::send(
+        &http,
+        "GET",
+        &format!("{base}/box?restype=container"),
+        &[],
+        "",
+    )
+    .await;
     assert_eq!(r.status(), 200, "the server stays up");
     drop(server);
 
@@ -437,6 +451,7 @@ async fn damaged_files_are_named_and_the_rest_serves() {
         "{said}"
     );
     assert!(said.contains(&object), "{said}");
+    assert!(said.contains(&gone), "{said}");
     assert!(
         said.contains("damaged record the server moved aside"),
         "{said}"

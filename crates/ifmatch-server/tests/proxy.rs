@@ -281,6 +281,7 @@ async fn hop_by_hop_headers_go_and_forwarding_headers_come() {
             ("keep-alive", "timeout=5"),
             ("x-end-to-end", "kept"),
             ("x-forwarded-for", "203.0.113.7"),
+            ("proxy-authorization", "Basic cHJveHk6c2VjcmV0"),
         ],
         Vec::new(),
     )
@@ -290,6 +291,8 @@ async fn hop_by_hop_headers_go_and_forwarding_headers_come() {
     .unwrap();
     let has = |line: &str| echoed.lines().any(|l| l == line);
     assert!(!echoed.contains("x-private-hop"), "{echoed}");
+    // The proxy's credentials are for the proxy (RFC 9110 11.7.1), never for the origin.
+    assert!(!echoed.contains("proxy-authorization"), "{echoed}");
     assert!(!echoed.contains("keep-alive"), "{echoed}");
     assert!(has("x-end-to-end: kept"), "{echoed}");
     assert!(has("via: 1.1 ifmatch"), "{echoed}");
