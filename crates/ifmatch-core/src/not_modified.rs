@@ -4,12 +4,11 @@ use http::{HeaderMap, HeaderName, header};
 
 /// Turns the headers that a 200 would have carried into those of the 304 that replaces it.
 ///
-/// Kept: `ETag`, `Date`, `Vary`, `Cache-Control`, `Expires`, `Content-Location` (which a 304
-/// MUST carry when the 200 would have), `Last-Modified` (it guides cache updates), and fields
-/// that are not representation metadata (`Set-Cookie`, `x-ms-*`, ...). Dropped: the other
-/// representation metadata and body framing, that is every `Content-*` field but
-/// `Content-Location`, and `Transfer-Encoding`: a 304 has no content, and a `Content-Length` or
-/// `Content-Type` there would describe one.
+/// Kept, and only these: what RFC 9110 15.4.5 lists (`ETag`, `Date`, `Vary`, `Cache-Control`,
+/// `Expires`, `Content-Location`) and `Last-Modified`, which guides cache updates. Everything
+/// else goes: the content's metadata and framing, and every other field of the 200. A 304 may be
+/// answered from a cache to a request the 200 was not made for, so it must not replay
+/// `Set-Cookie`, a user's own fields, or anything else of the 200's.
 ///
 /// ```
 /// use http::{HeaderMap, header};
@@ -18,15 +17,17 @@ use http::{HeaderMap, HeaderName, header};
 /// let mut headers = HeaderMap::new();
 /// headers.insert(header::ETAG, "\"a\"".parse().unwrap());
 /// headers.insert(header::CONTENT_TYPE, "text/plain".parse().unwrap());
+/// headers.insert(header::SET_COOKIE, "session=alice".parse().unwrap());
 /// headers.insert(header::VARY, "accept-encoding".parse().unwrap());
 /// not_modified_headers(&mut headers);
 /// assert!(headers.contains_key(header::ETAG) && headers.contains_key(header::VARY));
 /// assert!(!headers.contains_key(header::CONTENT_TYPE));
+/// assert!(!headers.contains_key(header::SET_COOKIE));
 /// ```
 pub fn not_modified_headers(headers: &mut HeaderMap) {
     let dropped: Vec<HeaderName> = headers
         .keys()
-        .filter(|name| is_dropped_on_304(name))
+        .filter(|name| !KEPT_ON_304.contains(name))
         .cloned()
         .collect();
     for name in dropped {
@@ -34,10 +35,16 @@ pub fn not_modified_headers(headers: &mut HeaderMap) {
     }
 }
 
-fn is_dropped_on_304(name: &HeaderName) -> bool {
-    (name.as_str().starts_with("content-") && *name != header::CONTENT_LOCATION)
-        || *name == header::TRANSFER_ENCODING
-}
+/// The fields a 304 carries (RFC 9110 15.4.5, and `Last-Modified`).
+const KEPT_ON_304: [HeaderName; 7] = [
+    header::ETAG,
+    header::DATE,
+    header::VARY,
+    header::CACHE_CONTROL,
+    header::EXPIRES,
+    header::CONTENT_LOCATION,
+    header::LAST_MODIFIED,
+];
 
 #[cfg(test)]
 mod tests {
@@ -53,9 +60,10 @@ mod tests {
             ("expires", true),
             ("content-location", true),
             ("last-modified", true),
-            ("set-cookie", true),
-            ("x-ms-lease-state", true),
-            ("accept-ranges", true),
+            ("set-cookie", false),
+            ("x-user", false),
+            ("x-ms-lease-state", false),
+            ("accept-ranges", false),
             ("content-type", false),
             ("content-length", false),
             ("content-encoding", false),

@@ -52,6 +52,20 @@ async fn start_origin() -> (Arc<Origin>, String) {
             }),
         )
         .route(
+            "/private",
+            get(|headers: HeaderMap| async move {
+                // Alice's by token or by cookie; anyone else is refused.
+                let has = |name: &str, want: &str| headers.get(name).is_some_and(|v| v == want);
+                if !(has("authorization", "Bearer alice") || has("cookie", "session=alice")) {
+                    return Err(StatusCode::UNAUTHORIZED);
+                }
+                let mut out = HeaderMap::new();
+                out.insert("x-user", "alice".parse().unwrap());
+                out.insert("set-cookie", "seen=1".parse().unwrap());
+                Ok((out, "alice's balance: 1,000"))
+            }),
+        )
+        .route(
             "/slow",
             get(|| async {
                 tokio::time::sleep(Duration::from_secs(5)).await;
@@ -512,4 +526,41 @@ async fn sixty_four_clients_read_modify_write_through_the_proxy_without_a_lost_u
         "{} conflicts retried",
         conflicts.load(Ordering::Relaxed)
     );
+}
+
+/// Issue 13, point 5: the proxy never answers 304 from its cache to a client whose credentials
+/// differ from those the remembered answer was made for, and its 304s carry nothing of the
+/// user's (no `Set-Cookie`, no `X-User`), whatever `--key-header` says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cached_answer_never_reaches_other_credentials() {
+    let (_origin, upstream) = start_origin().await;
+    for extra in [&[][..], &["--key-header", "authorization"][..]] {
+        let proxy = Proxy::start(&upstream, extra);
+        let http = client();
+        let url = format!("{}/private", proxy.base);
+        for alice in [
+            ("authorization", "Bearer alice"),
+            ("cookie", "session=alice"),
+        ] {
+            let first = common::send(&http, "GET", &url, &[alice], Vec::new()).await;
+            assert_eq!(first.status(), 200, "{extra:?}");
+            let tag = first.headers()["etag"].to_str().unwrap().to_owned();
+            let inm = ("if-none-match", tag.as_str());
+            let others: [&[(&str, &str)]; 4] = [
+                &[inm],
+                &[inm, ("authorization", "Bearer mallory")],
+                &[inm, ("cookie", "session=bob")],
+                &[inm, ("cookie", "session=alice2")],
+            ];
+            for headers in others {
+                let r = common::send(&http, "GET", &url, headers, Vec::new()).await;
+                assert_eq!(r.status(), 401, "{extra:?}: {headers:?} after {alice:?}");
+                assert!(r.headers().get("x-user").is_none());
+            }
+            let again = common::send(&http, "GET", &url, &[alice, inm], Vec::new()).await;
+            assert_eq!(again.status(), 304, "{extra:?}");
+            assert!(again.headers().get("x-user").is_none(), "{extra:?}");
+            assert!(again.headers().get("set-cookie").is_none(), "{extra:?}");
+        }
+    }
 }

@@ -60,20 +60,46 @@ impl Resource {
     }
 
     /// The values of the headers in `vary`, each list ended by a NUL (which no header value
-    /// holds), so that no two different requests select the same variant.
+    /// holds), so that no two different requests select the same variant; then the digest of
+    /// the request's credentials, whatever `vary` says.
     fn selector(&self, request: &HeaderMap) -> Vec<u8> {
         let mut out = Vec::new();
         for name in &self.vary {
-            for (i, value) in request.get_all(name).iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                out.extend_from_slice(value.as_bytes());
-            }
-            out.push(0);
+            push_values(&mut out, request, name);
         }
+        out.extend_from_slice(&credentials(request));
         out
     }
+}
+
+/// The request fields that say who is asking.
+pub(crate) const CREDENTIALS: [HeaderName; 2] = [header::AUTHORIZATION, header::COOKIE];
+
+/// Who is asking, as a digest of the request's `Authorization` and `Cookie` values (empty when
+/// it has neither). It is part of every variant's selector: an answer made for one user's
+/// credentials is never replayed as a 304 to a request with other credentials, or none
+/// (RFC 9111 3.5 for `Authorization`, and the same care for `Cookie`). A digest, so the cache
+/// holds no secret.
+fn credentials(request: &HeaderMap) -> Vec<u8> {
+    if !CREDENTIALS.iter().any(|name| request.contains_key(name)) {
+        return Vec::new();
+    }
+    let mut values = Vec::new();
+    for name in &CREDENTIALS {
+        push_values(&mut values, request, name);
+    }
+    strong_etag(&values).opaque().to_vec()
+}
+
+/// Appends the values of `name` in `request`, comma-joined and ended by a NUL.
+fn push_values(out: &mut Vec<u8>, request: &HeaderMap, name: &HeaderName) {
+    for (i, value) in request.get_all(name).iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(value.as_bytes());
+    }
+    out.push(0);
 }
 
 /// Shared by every clone of the layer's services: one reference count to clone.

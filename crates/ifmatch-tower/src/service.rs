@@ -18,7 +18,7 @@ use ifmatch_core::{not_modified_headers, strong_etag};
 use tower_service::Service;
 
 use crate::body::ConditionalBody;
-use crate::cache::{ReadCache, Remembered, Resource};
+use crate::cache::{CREDENTIALS, ReadCache, Remembered, Resource};
 use crate::future::{ReadContext, ResponseFuture};
 use crate::layer::Config;
 use crate::store::VersionStore;
@@ -455,8 +455,8 @@ pub(crate) fn finish_read<B>(
     }
 }
 
-/// The request headers a read needs after the response: the preconditions, `Range`, and the
-/// headers named in `vary` (all headers when `vary` is not known).
+/// The request headers a read needs after the response: the preconditions, `Range`, the
+/// credentials, and the headers named in `vary` (all headers when `vary` is not known).
 fn kept_headers(
     headers: &HeaderMap,
     conditional: bool,
@@ -467,11 +467,20 @@ fn kept_headers(
     };
     let mut kept = HeaderMap::new();
     // The usual request: nothing to keep, and nothing to look up.
-    if !conditional && vary.is_empty() && !headers.contains_key(header::RANGE) {
+    if !conditional
+        && vary.is_empty()
+        && !headers.contains_key(header::RANGE)
+        && !CREDENTIALS.iter().any(|name| headers.contains_key(name))
+    {
         return kept;
     }
     let ranges = [header::IF_RANGE, header::RANGE];
-    for name in CONDITIONS.iter().chain(&ranges).chain(vary) {
+    for name in CONDITIONS
+        .iter()
+        .chain(&ranges)
+        .chain(vary)
+        .chain(&CREDENTIALS)
+    {
         for value in headers.get_all(name) {
             kept.append(name.clone(), value.clone());
         }
