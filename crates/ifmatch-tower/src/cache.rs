@@ -102,10 +102,18 @@ fn push_values(out: &mut Vec<u8>, request: &HeaderMap, name: &HeaderName) {
     out.push(0);
 }
 
-/// Shared by every clone of the layer's services: one reference count to clone.
+/// Shared by the layer, every clone of it and every service it made: one reference count to
+/// clone. The caches are built on first use with the settings given by then, so a handle
+/// cloned before [`ReadCache::configure`] still reaches the one cache every service uses.
 #[derive(Debug, Clone)]
 pub(crate) struct ReadCache {
-    inner: Arc<Caches>,
+    inner: Arc<Cell>,
+}
+
+#[derive(Debug)]
+struct Cell {
+    settings: Mutex<(u64, Option<Duration>)>,
+    caches: std::sync::OnceLock<Caches>,
 }
 
 #[derive(Debug)]
@@ -133,25 +141,53 @@ const REUSE_MIN: usize = 1024;
 impl ReadCache {
     /// A cache of at most `capacity` resources, each with at most [`MAX_VARIANTS`] variants.
     pub(crate) fn new(capacity: u64, time_to_live: Option<Duration>) -> Self {
-        let hashed = moka::sync::Cache::builder()
-            .max_capacity(HASHED_BUDGET)
-            .weigher(|_: &String, hashed: &Hashed| {
-                u32::try_from(hashed.body.len()).unwrap_or(u32::MAX)
-            })
-            .build();
-        let resources = moka::sync::Cache::builder().max_capacity(capacity);
-        let resources = match time_to_live {
-            Some(ttl) => resources.time_to_live(ttl).build(),
-            None => resources.build(),
+        let cell = Cell {
+            settings: Mutex::new((capacity, time_to_live)),
+            caches: std::sync::OnceLock::new(),
         };
         Self {
-            inner: Arc::new(Caches { resources, hashed }),
+            inner: Arc::new(cell),
         }
+    }
+
+    /// Sets the capacity and the time to live; they take effect if the cache has not been
+    /// used yet (the layer's builder methods come before any request).
+    pub(crate) fn configure(&self, capacity: u64, time_to_live: Option<Duration>) {
+        if self.inner.caches.get().is_some() {
+            tracing::warn!("the layer's cache was configured after its first use: ignored");
+        }
+        *self
+            .inner
+            .settings
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = (capacity, time_to_live);
+    }
+
+    fn caches(&self) -> &Caches {
+        self.inner.caches.get_or_init(|| {
+            let (capacity, time_to_live) = *self
+                .inner
+                .settings
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let hashed = moka::sync::Cache::builder()
+                .max_capacity(HASHED_BUDGET)
+                .weigher(|_: &String, hashed: &Hashed| {
+                    u32::try_from(hashed.body.len()).unwrap_or(u32::MAX)
+                })
+                .build();
+            let resources = moka::sync::Cache::builder().max_capacity(capacity);
+            let resources = match time_to_live {
+                Some(ttl) => resources.time_to_live(ttl).build(),
+                None => resources.build(),
+            };
+            Caches { resources, hashed }
+        })
     }
 
     /// The resource `key` names, when it has been seen since it last changed.
     pub(crate) fn resource(&self, key: &str) -> Option<Arc<Resource>> {
-        self.inner.resources.get(key)
+        self.caches().resources.get(key)
     }
 
     /// Remembers a response's ETag and 304 headers for the variant this request selects.
@@ -178,7 +214,7 @@ impl ReadCache {
                     variants: Mutex::new(Vec::new()),
                 };
                 resource.put(request, remembered);
-                self.inner
+                self.caches()
                     .resources
                     .insert(key.to_owned(), Arc::new(resource));
             }
@@ -187,7 +223,7 @@ impl ReadCache {
 
     /// Forgets every variant of `key`.
     pub(crate) fn invalidate(&self, key: &str) {
-        self.inner.resources.invalidate(key);
+        self.caches().resources.invalidate(key);
     }
 
     /// The strong tag of `body`, the body served last under `key`, and its header value:
@@ -199,7 +235,7 @@ impl ReadCache {
             let header = etag.to_header_value();
             return (etag, header);
         }
-        if let Some(last) = self.inner.hashed.get(key)
+        if let Some(last) = self.caches().hashed.get(key)
             && last.body.as_ptr() == body.as_ptr()
             && last.body.len() == body.len()
         {
@@ -212,7 +248,7 @@ impl ReadCache {
             etag: etag.clone(),
             header: header.clone(),
         };
-        self.inner.hashed.insert(key.to_owned(), hashed);
+        self.caches().hashed.insert(key.to_owned(), hashed);
         (etag, header)
     }
 }

@@ -12,7 +12,7 @@ use crate::service::Conditional;
 use crate::store::{MemoryVersions, VersionStore};
 
 /// Computes the resource key of a request; `None` leaves the request alone.
-pub type KeyFn = Arc<dyn Fn(&Uri, &HeaderMap) -> Option<String> + Send + Sync>;
+pub(crate) type KeyFn = Arc<dyn Fn(&Uri, &HeaderMap) -> Option<String> + Send + Sync>;
 
 #[derive(Clone)]
 pub(crate) struct Config {
@@ -108,7 +108,7 @@ impl<V> ConditionalLayer<V> {
     /// seen).
     pub fn cache_capacity(mut self, resources: u64) -> Self {
         self.cache_capacity = resources;
-        self.cache = ReadCache::new(resources, self.time_to_live);
+        self.cache.configure(resources, self.time_to_live);
         self
     }
 
@@ -116,7 +116,7 @@ impl<V> ConditionalLayer<V> {
     /// when the resource changes without going through this layer.
     pub fn time_to_live(mut self, ttl: Duration) -> Self {
         self.time_to_live = Some(ttl);
-        self.cache = ReadCache::new(self.cache_capacity, self.time_to_live);
+        self.cache.configure(self.cache_capacity, self.time_to_live);
         self
     }
 

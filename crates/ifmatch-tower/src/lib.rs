@@ -14,6 +14,7 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 pub use body::ConditionalBody;
 pub use future::ResponseFuture;
-pub use layer::{ConditionalLayer, KeyFn};
+pub use ifmatch_core::precondition::Validators;
+pub use layer::ConditionalLayer;
 pub use service::Conditional;
 pub use store::{MemoryGuard, MemoryVersions, VersionStore};

@@ -212,17 +212,21 @@ where
 {
     let conditional = is_conditional(request.method(), request.headers());
     if config.require_precondition && !conditional {
-        return Ok(status(StatusCode::PRECONDITION_REQUIRED));
+        return Ok(refusal(Refusal::Required));
     }
-    let Ok(guard) = versions.lock(&key).await else {
-        return Ok(status(StatusCode::SERVICE_UNAVAILABLE));
+    let guard = match versions.lock(&key).await {
+        Ok(guard) => guard,
+        Err(error) => {
+            tracing::error!(%key, %error, "the version backend could not lock a key");
+            return Ok(refusal(Refusal::Unavailable));
+        }
     };
     if conditional {
         let current = match versions.get(&key).await {
             Ok(Some(known)) => Some(known),
             // The version cannot be known: fail closed. The client re-reads, which teaches the
             // layer the version, and retries.
-            Ok(None) if !serves_get => return Ok(status(StatusCode::PRECONDITION_FAILED)),
+            Ok(None) if !serves_get => return Ok(refusal(Refusal::Unknown)),
             Ok(None) => match probe(
                 &mut inner,
                 request.uri().clone(),
@@ -232,13 +236,19 @@ where
             .await?
             {
                 Probe::Known(current) => current,
-                Probe::Unknown => return Ok(status(StatusCode::SERVICE_UNAVAILABLE)),
+                Probe::Unknown => {
+                    tracing::warn!(%key, "the inner service did not tell the current version");
+                    return Ok(refusal(Refusal::Unavailable));
+                }
             },
-            Err(_) => return Ok(status(StatusCode::SERVICE_UNAVAILABLE)),
+            Err(error) => {
+                tracing::error!(%key, %error, "the version backend could not read a version");
+                return Ok(refusal(Refusal::Unavailable));
+            }
         };
         let target = Target::of(request.method(), current.as_ref());
         if evaluate(request.method(), request.headers(), target) == Outcome::PreconditionFailed {
-            return Ok(status(StatusCode::PRECONDITION_FAILED));
+            return Ok(refusal(Refusal::Failed));
         }
     }
     if let (Some(name), Some(token)) = (&config.fencing_header, versions.fencing_token(&guard)) {
@@ -258,9 +268,12 @@ where
         }
         _ => versions.forget(&key).await,
     };
-    if learned.is_err() {
+    if let Err(error) = learned {
         // The write happened; the backend could not record it. Nothing stale may stay behind.
-        let _ = versions.forget(&key).await;
+        tracing::warn!(%key, %error, "the version backend could not record a write");
+        if let Err(error) = versions.forget(&key).await {
+            tracing::error!(%key, %error, "the version backend could not forget a key");
+        }
     }
     Ok(response.map(ConditionalBody::new))
 }
@@ -364,9 +377,55 @@ pub(crate) fn validators_of(headers: &HeaderMap) -> Option<Validators> {
     Some(Validators::new(Some(etag), last_modified))
 }
 
-fn status<B>(status: StatusCode) -> Response<ConditionalBody<B>> {
-    let mut response = Response::new(ConditionalBody::empty());
+/// Why the layer answered a request itself, with an error.
+#[derive(Debug, Clone, Copy)]
+enum Refusal {
+    /// 412: the conditions do not hold for the current version.
+    Failed,
+    /// 412: the current version is not known, so no condition can be trusted to hold.
+    Unknown,
+    /// 428: a write without a condition, where conditions are required.
+    Required,
+    /// 503: the version backend (or the inner service, asked for the version) failed.
+    Unavailable,
+}
+
+/// The layer's own error answer: the status, and one line that says what failed and what to
+/// do. It names no validator: a client that may not read the resource learns nothing of it.
+fn refusal<B>(why: Refusal) -> Response<ConditionalBody<B>> {
+    let (status, text) = match why {
+        Refusal::Failed => (
+            StatusCode::PRECONDITION_FAILED,
+            "412 Precondition Failed: the resource's current version does not satisfy the \
+             request's If-Match, If-Unmodified-Since or If-None-Match; read it again and retry\n",
+        ),
+        Refusal::Unknown => (
+            StatusCode::PRECONDITION_FAILED,
+            "412 Precondition Failed: the resource's current version is not known here, so the \
+             conditions cannot be checked; read it (GET) and retry\n",
+        ),
+        Refusal::Required => (
+            StatusCode::PRECONDITION_REQUIRED,
+            "428 Precondition Required: send If-Match with the ETag you read, or \
+             If-None-Match: * to create\n",
+        ),
+        Refusal::Unavailable => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "503 Service Unavailable: the current version cannot be checked now; retry later\n",
+        ),
+    };
+    let mut response = Response::new(ConditionalBody::full(
+        Bytes::from_static(text.as_bytes()),
+        None,
+    ));
     *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+        .headers_mut()
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(text.len()));
     response
 }
 
@@ -447,7 +506,7 @@ pub(crate) fn finish_read<B>(
             parts.status = StatusCode::NOT_MODIFIED;
             Response::from_parts(parts, ConditionalBody::empty())
         }
-        Outcome::PreconditionFailed => status(StatusCode::PRECONDITION_FAILED),
+        Outcome::PreconditionFailed => refusal(Refusal::Failed),
         Outcome::Proceed | Outcome::IgnoreRange if context.head => {
             Response::from_parts(parts, ConditionalBody::empty())
         }

@@ -513,3 +513,77 @@ fn services_and_futures_are_send_and_clone() {
     assert_send::<<Svc as Service<Req>>::Future>();
     assert_clone::<ConditionalLayer>();
 }
+
+/// Issue 13, point 11: the layer's own refusals say what failed and what to do, and name no
+/// validator.
+#[tokio::test]
+async fn refusals_say_what_failed() {
+    let store = Store::default();
+    store.put("/doc", "v1");
+    let svc = ConditionalLayer::new()
+        .require_precondition(true)
+        .layer(store.service());
+    let (status, headers, body) = send(&svc, request(Method::PUT, "/doc", &[], "x")).await;
+    assert_eq!(status, 428);
+    assert_eq!(headers[header::CONTENT_TYPE], "text/plain; charset=utf-8");
+    assert!(String::from_utf8_lossy(&body).contains("If-Match"));
+    // Unknown version: fail closed, and say so.
+    let (status, _, body) = send(
+        &svc,
+        request(Method::PUT, "/doc", &[("if-match", "\"x\"")], "x"),
+    )
+    .await;
+    assert_eq!(status, 412);
+    assert!(String::from_utf8_lossy(&body).contains("not known"));
+    send(&svc, request(Method::GET, "/doc", &[], "")).await;
+    let (status, _, body) = send(
+        &svc,
+        request(Method::PUT, "/doc", &[("if-match", "\"stale\"")], "x"),
+    )
+    .await;
+    assert_eq!(status, 412);
+    let text = String::from_utf8_lossy(&body).into_owned();
+    assert!(text.contains("does not satisfy"), "{text}");
+    assert!(!text.contains(&strong_etag(b"v1").to_string()), "{text}");
+    assert_eq!(store.writes.load(Ordering::SeqCst), 0);
+}
+
+/// Issue 13, point 11: a handle cloned before `time_to_live` or `cache_capacity` still
+/// invalidates the cache the services use.
+#[tokio::test]
+async fn a_handle_cloned_early_invalidates_the_cache_in_use() {
+    let store = Store::default();
+    store.put("/doc", "v1");
+    let handle = ConditionalLayer::new();
+    let layer = handle
+        .clone()
+        .time_to_live(std::time::Duration::from_secs(60))
+        .cache_capacity(100);
+    let svc = layer.layer(store.service());
+    let v1 = strong_etag(b"v1").to_string();
+    send(&svc, request(Method::GET, "/doc", &[], "")).await;
+    let calls = store.calls.load(Ordering::SeqCst);
+    let (status, _, _) = send(
+        &svc,
+        request(Method::GET, "/doc", &[("if-none-match", &v1)], ""),
+    )
+    .await;
+    assert_eq!(status, 304);
+    assert_eq!(
+        store.calls.load(Ordering::SeqCst),
+        calls,
+        "answered from the cache"
+    );
+    handle.invalidate("/doc");
+    let (status, _, _) = send(
+        &svc,
+        request(Method::GET, "/doc", &[("if-none-match", &v1)], ""),
+    )
+    .await;
+    assert_eq!(status, 304);
+    assert_eq!(
+        store.calls.load(Ordering::SeqCst),
+        calls + 1,
+        "the early handle's invalidate reached the cache in use"
+    );
+}
