@@ -210,6 +210,11 @@ fn millis(duration: Duration) -> u64 {
 impl VersionStore for RedisVersions {
     type Guard = RedisGuard;
 
+    fn expire_after(self, ttl: Duration) -> Self {
+        let ttl = self.version_ttl.map_or(ttl, |kept| kept.min(ttl));
+        self.version_ttl(Some(ttl))
+    }
+
     async fn get(&self, key: &str) -> Result<Option<Validators>, BoxError> {
         let [version, ..] = self.keys(key);
         let mut connection = self.connection.clone();

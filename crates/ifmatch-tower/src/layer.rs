@@ -86,8 +86,13 @@ impl ConditionalLayer {
 }
 
 impl<V> ConditionalLayer<V> {
-    /// Uses another version backend (the source of truth for writes).
+    /// Uses another version backend (the source of truth for writes). With a
+    /// [`time_to_live`](Self::time_to_live), its versions expire as the cache's entries do.
     pub fn versions<W: VersionStore + Clone>(self, versions: W) -> ConditionalLayer<W> {
+        let versions = match self.time_to_live {
+            Some(ttl) => versions.expire_after(ttl),
+            None => versions,
+        };
         ConditionalLayer {
             config: self.config,
             versions,
@@ -112,11 +117,17 @@ impl<V> ConditionalLayer<V> {
         self
     }
 
-    /// How long the 304 cache trusts what it remembers: the bound on how stale a 304 can be
-    /// when the resource changes without going through this layer.
-    pub fn time_to_live(mut self, ttl: Duration) -> Self {
+    /// How long the layer trusts what it learned of a resource: the 304 cache's entries and
+    /// the version backend's versions alike (see [`VersionStore::expire_after`]). The bound on
+    /// how stale a 304 can be, and on how long a write can be checked against a version that
+    /// changed without going through this layer.
+    pub fn time_to_live(mut self, ttl: Duration) -> Self
+    where
+        V: VersionStore,
+    {
         self.time_to_live = Some(ttl);
         self.cache.configure(self.cache_capacity, self.time_to_live);
+        self.versions = self.versions.expire_after(ttl);
         self
     }
 
@@ -160,9 +171,18 @@ impl<V> ConditionalLayer<V> {
         self
     }
 
-    /// Forgets what the 304 cache remembers of `key`, for changes made outside the layer.
-    pub fn invalidate(&self, key: &str) {
+    /// Forgets what the layer knows of `key`, for a change made outside the layer: the 304
+    /// cache's variants and the version backend's version. Until the layer learns the version
+    /// again (from a GET), a conditional write of `key` is refused with 412, never checked
+    /// against the version from before the change.
+    pub async fn invalidate(&self, key: &str)
+    where
+        V: VersionStore,
+    {
         self.cache.invalidate(key);
+        if let Err(error) = self.versions.forget(key).await {
+            tracing::error!(%key, %error, "the version backend could not forget a key");
+        }
     }
 }
 

@@ -48,6 +48,19 @@ pub trait VersionStore: Send + Sync + 'static {
         let _ = guard;
         None
     }
+
+    /// This store, keeping each version at most `ttl` after it was recorded. The layer calls
+    /// it with its [`time_to_live`](crate::ConditionalLayer::time_to_live), so that a version
+    /// is trusted no longer than the 304 cache trusts what it remembers: a change made behind
+    /// the layer's back is bounded the same way for reads and for writes. The default keeps
+    /// versions as they are (a store that cannot expire them says so in its docs).
+    fn expire_after(self, ttl: Duration) -> Self
+    where
+        Self: Sized,
+    {
+        let _ = ttl;
+        self
+    }
 }
 
 impl<T: VersionStore> VersionStore for Arc<T> {
@@ -131,6 +144,21 @@ impl VersionStore for MemoryVersions {
     async fn forget(&self, key: &str) -> Result<(), BoxError> {
         self.versions.invalidate(key);
         Ok(())
+    }
+
+    fn expire_after(self, ttl: Duration) -> Self {
+        let capacity = self.versions.policy().max_capacity().unwrap_or(100_000);
+        let versions = moka::sync::Cache::builder()
+            .max_capacity(capacity)
+            .time_to_live(ttl)
+            .build();
+        for (key, validators) in &self.versions {
+            versions.insert(String::clone(&key), validators);
+        }
+        Self {
+            versions,
+            locks: self.locks,
+        }
     }
 
     async fn lock(&self, key: &str) -> Result<MemoryGuard, BoxError> {

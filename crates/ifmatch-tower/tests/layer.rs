@@ -574,7 +574,7 @@ async fn a_handle_cloned_early_invalidates_the_cache_in_use() {
         calls,
         "answered from the cache"
     );
-    handle.invalidate("/doc");
+    handle.invalidate("/doc").await;
     let (status, _, _) = send(
         &svc,
         request(Method::GET, "/doc", &[("if-none-match", &v1)], ""),

@@ -1,0 +1,96 @@
+//! Issue 13, point 1: a change made behind the layer's back (a job, another service) never
+//! lets a write with the old tag through, once the application said so (`invalidate`) or once
+//! `time_to_live` has passed: both forget the version, not only the 304 cache. An axum app as
+//! the README builds it, over a real socket.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::get;
+use bytes::Bytes;
+use ifmatch_tower::ConditionalLayer;
+
+type Rows = Arc<Mutex<HashMap<String, Bytes>>>;
+
+async fn serve(layer: ConditionalLayer) -> (String, Rows) {
+    async fn read(State(rows): State<Rows>, Path(id): Path<String>) -> Result<Bytes, StatusCode> {
+        rows.lock()
+            .unwrap()
+            .get(&id)
+            .cloned()
+            .ok_or(StatusCode::NOT_FOUND)
+    }
+    async fn write(State(rows): State<Rows>, Path(id): Path<String>, body: Bytes) -> StatusCode {
+        rows.lock().unwrap().insert(id, body);
+        StatusCode::NO_CONTENT
+    }
+    let rows = Rows::default();
+    let app = Router::new()
+        .route("/docs/{id}", get(read).put(write))
+        .with_state(rows.clone())
+        .layer(layer);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (base, rows)
+}
+
+async fn put_if_match(base: &str, tag: &str, body: &'static str) -> u16 {
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let r = http
+        .put(format!("{base}/docs/a"))
+        .header("if-match", tag)
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    r.status().as_u16()
+}
+
+async fn read_tag(base: &str) -> String {
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let r = http.get(format!("{base}/docs/a")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    r.headers()["etag"].to_str().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalidate_forgets_the_version_too() {
+    let layer = ConditionalLayer::new();
+    let (base, rows) = serve(layer.clone()).await;
+    rows.lock()
+        .unwrap()
+        .insert("a".into(), Bytes::from_static(b"v1"));
+    let t1 = read_tag(&base).await;
+    // A job changes the row behind the layer, and says so.
+    rows.lock()
+        .unwrap()
+        .insert("a".into(), Bytes::from_static(b"v2 by a job"));
+    layer.invalidate("/docs/a").await;
+    assert_eq!(put_if_match(&base, &t1, "lost update").await, 412);
+    assert_eq!(&rows.lock().unwrap()["a"][..], b"v2 by a job");
+    // A client that reads again writes.
+    let t2 = read_tag(&base).await;
+    assert_eq!(put_if_match(&base, &t2, "v3").await, 204);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn time_to_live_expires_the_version_too() {
+    let layer = ConditionalLayer::new().time_to_live(Duration::from_millis(200));
+    let (base, rows) = serve(layer).await;
+    rows.lock()
+        .unwrap()
+        .insert("a".into(), Bytes::from_static(b"v1"));
+    let t1 = read_tag(&base).await;
+    // Changed behind the layer, nobody told it: after the time to live, the old tag is refused.
+    rows.lock()
+        .unwrap()
+        .insert("a".into(), Bytes::from_static(b"v2 by a job"));
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(put_if_match(&base, &t1, "lost update").await, 412);
+    assert_eq!(&rows.lock().unwrap()["a"][..], b"v2 by a job");
+}
