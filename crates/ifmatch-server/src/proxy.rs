@@ -405,12 +405,24 @@ impl<V: VersionStore + Clone> Proxy<V> {
     pub fn with_versions(options: &ProxyOptions, versions: V) -> Result<Self, BadUpstream> {
         let metrics = Arc::new(Metrics::default());
         let forward = Forward::new(options, metrics.clone())?;
+        // The origin may change behind the proxy: every conditional write asks it for the
+        // current version, under the key's lock, and tags its answer as a GET through the
+        // proxy would be.
+        let origin = forward.clone();
+        let limit = options.hash_limit;
         let mut layer = ConditionalLayer::new()
             .versions(versions)
             .hash_limit(options.hash_limit)
             .cache_capacity(options.cache_capacity)
             .require_precondition(options.require_precondition)
-            .inner_answers_every_get(true);
+            .version_source(move |parts| {
+                let get = ifmatch_tower::current_request::<ProxyBody>(&parts.uri, &parts.headers);
+                let origin = origin.clone();
+                async move {
+                    let Ok(answer) = origin.oneshot(get).await;
+                    Ok(ifmatch_tower::validators_of_answer(answer, limit).await?)
+                }
+            });
         if let Some(ttl) = options.cache_ttl {
             layer = layer.time_to_live(ttl);
         }

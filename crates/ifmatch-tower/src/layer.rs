@@ -21,8 +21,8 @@ pub(crate) struct Config {
     pub(crate) key: KeyFn,
     /// A key function that separates users may remember `private` and `Set-Cookie` answers.
     pub(crate) custom_key: bool,
-    /// The inner service answers GET for every key: probe it from the first write on.
-    pub(crate) answers_every_get: bool,
+    /// The application's version source, asked under the lock by every conditional write.
+    pub(crate) source: Option<crate::source::Source>,
     /// Writes carry the lock's fencing token in this request header.
     pub(crate) fencing_header: Option<http::HeaderName>,
 }
@@ -33,7 +33,7 @@ impl fmt::Debug for Config {
             .field("hash_limit", &self.hash_limit)
             .field("require_precondition", &self.require_precondition)
             .field("custom_key", &self.custom_key)
-            .field("answers_every_get", &self.answers_every_get)
+            .field("source", &self.source.is_some())
             .field("fencing_header", &self.fencing_header)
             .finish_non_exhaustive()
     }
@@ -72,7 +72,7 @@ impl ConditionalLayer {
             require_precondition: false,
             key: Arc::new(path_and_query),
             custom_key: false,
-            answers_every_get: false,
+            source: None,
             fencing_header: None,
         };
         Self {
@@ -138,13 +138,21 @@ impl<V> ConditionalLayer<V> {
         self
     }
 
-    /// Says that the inner service answers GET for every key it takes writes for (a whole
-    /// router wrapped as one service, a proxy to an origin), so a conditional write whose
-    /// version is not known may ask it with a GET even before it has answered one. Without
-    /// this, the layer waits to see the service answer a GET, because axum's `Router::layer`
-    /// wraps each method's handler on its own.
-    pub fn inner_answers_every_get(mut self, yes: bool) -> Self {
-        Arc::make_mut(&mut self.config).answers_every_get = yes;
+    /// Decides every conditional write against the version `source` answers, asked under the
+    /// key's write lock: the current validators of the resource the request names (the `ETag`
+    /// your GET handler sets, read from your database, say), or `None` when it does not exist.
+    /// The usual setup for an application whose data also changes behind the layer (jobs,
+    /// other services): nothing the layer remembers is trusted for a write. An error answers
+    /// 503 and runs no handler.
+    ///
+    /// A source may also ask an origin with a GET and tag its answer as the layer does
+    /// ([`validators_of_answer`](crate::validators_of_answer)): what `ifmatch proxy` does.
+    pub fn version_source<F, Fut>(mut self, source: F) -> Self
+    where
+        F: Fn(&http::request::Parts) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = crate::source::Current> + Send + 'static,
+    {
+        Arc::make_mut(&mut self.config).source = Some(crate::source::boxed(source));
         self
     }
 

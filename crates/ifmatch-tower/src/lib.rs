@@ -7,6 +7,7 @@ pub mod conformance;
 mod future;
 mod layer;
 mod service;
+mod source;
 mod store;
 
 /// A boxed error.
@@ -17,4 +18,5 @@ pub use future::ResponseFuture;
 pub use ifmatch_core::precondition::Validators;
 pub use layer::ConditionalLayer;
 pub use service::Conditional;
+pub use source::{Current, Uncertain, current_request, validators_of_answer};
 pub use store::{MemoryGuard, MemoryVersions, VersionStore};

@@ -9,18 +9,18 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 use http_body::Body;
-use http_body_util::{BodyExt, Limited};
 use ifmatch_core::EntityTag;
 use ifmatch_core::date::parse_http_date;
+use ifmatch_core::not_modified_headers;
 use ifmatch_core::precondition::http::{Target, evaluate};
 use ifmatch_core::precondition::{CONDITIONS, Outcome, Validators, is_conditional};
-use ifmatch_core::{not_modified_headers, strong_etag};
 use tower_service::Service;
 
 use crate::body::ConditionalBody;
 use crate::cache::{CREDENTIALS, ReadCache, Remembered, Resource};
 use crate::future::{ReadContext, ResponseFuture};
 use crate::layer::Config;
+use crate::source::{current_request, validators_of_answer};
 use crate::store::VersionStore;
 
 /// The service of [`ConditionalLayer`](crate::ConditionalLayer).
@@ -47,7 +47,7 @@ struct Shared<V> {
 impl<S, V> Conditional<S, V> {
     pub(crate) fn new(inner: S, versions: V, cache: ReadCache, config: Arc<Config>) -> Self {
         let shared = Shared {
-            serves_get: AtomicBool::new(config.answers_every_get),
+            serves_get: AtomicBool::new(false),
             versions,
             cache,
             config,
@@ -222,29 +222,45 @@ where
         }
     };
     if conditional {
-        let current = match versions.get(&key).await {
-            Ok(Some(known)) => Some(known),
-            // The version cannot be known: fail closed. The client re-reads, which teaches the
-            // layer the version, and retries.
-            Ok(None) if !serves_get => return Ok(refusal(Refusal::Unknown)),
-            Ok(None) => match probe(
-                &mut inner,
-                request.uri().clone(),
-                request.headers().clone(),
-                config.hash_limit,
-            )
-            .await?
-            {
-                Probe::Known(current) => current,
-                Probe::Unknown => {
-                    tracing::warn!(%key, "the inner service did not tell the current version");
+        let current = match &config.source {
+            // The application's source is authoritative: asked under the lock, every time;
+            // its `None` means the resource does not exist.
+            Some(source) => {
+                let (parts, body) = request.into_parts();
+                let current = source(&parts).await;
+                request = Request::from_parts(parts, body);
+                match current {
+                    Ok(current) => current,
+                    Err(error) => {
+                        tracing::error!(%key, %error, "the version source failed");
+                        return Ok(refusal(Refusal::Unavailable));
+                    }
+                }
+            }
+            None => match versions.get(&key).await {
+                Ok(Some(known)) => Some(known),
+                // The version cannot be known: fail closed. The client re-reads, which teaches
+                // the layer the version, and retries.
+                Ok(None) if !serves_get => return Ok(refusal(Refusal::Unknown)),
+                Ok(None) => match probe(
+                    &mut inner,
+                    request.uri().clone(),
+                    request.headers().clone(),
+                    config.hash_limit,
+                )
+                .await?
+                {
+                    Probe::Known(current) => current,
+                    Probe::Unknown => {
+                        tracing::warn!(%key, "the inner service did not tell the current version");
+                        return Ok(refusal(Refusal::Unavailable));
+                    }
+                },
+                Err(error) => {
+                    tracing::error!(%key, %error, "the version backend could not read a version");
                     return Ok(refusal(Refusal::Unavailable));
                 }
             },
-            Err(error) => {
-                tracing::error!(%key, %error, "the version backend could not read a version");
-                return Ok(refusal(Refusal::Unavailable));
-            }
         };
         let target = Target::of(request.method(), current.as_ref());
         if evaluate(request.method(), request.headers(), target) == Outcome::PreconditionFailed {
@@ -328,46 +344,13 @@ where
     ResBody: Body<Data = Bytes>,
     ResBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let mut get = Request::new(ReqBody::default());
-    *get.uri_mut() = uri;
-    *get.headers_mut() = headers;
-    let ranges = [header::IF_RANGE, header::RANGE];
-    let body = [
-        header::CONTENT_LENGTH,
-        header::CONTENT_TYPE,
-        header::CONTENT_ENCODING,
-        header::TRANSFER_ENCODING,
-        header::EXPECT,
-    ];
-    for name in CONDITIONS.iter().chain(&ranges).chain(&body) {
-        get.headers_mut().remove(name);
-    }
+    let get = current_request(&uri, &headers);
     poll_fn(|cx| inner.poll_ready(cx)).await?;
     let response = inner.call(get).await?;
-    let status = response.status();
-    if status == StatusCode::NOT_FOUND || status == StatusCode::GONE {
-        return Ok(Probe::Known(None));
-    }
-    if status != StatusCode::OK {
-        return Ok(Probe::Unknown);
-    }
-    if let Some(validators) = validators_of(response.headers()) {
-        return Ok(Probe::Known(Some(validators)));
-    }
-    let last_modified = response
-        .headers()
-        .get(header::LAST_MODIFIED)
-        .and_then(parse_http_date);
-    match Limited::new(response.into_body(), limit).collect().await {
-        Ok(body) => {
-            let etag = strong_etag(&body.to_bytes());
-            Ok(Probe::Known(Some(Validators::new(
-                Some(etag),
-                last_modified,
-            ))))
-        }
-        Err(_) => Ok(Probe::Unknown),
-    }
+    Ok(match validators_of_answer(response, limit).await {
+        Ok(current) => Probe::Known(current),
+        Err(_) => Probe::Unknown,
+    })
 }
 
 /// The validators a response carries.

@@ -60,3 +60,40 @@ async fn a_write_never_runs_for_a_version_it_cannot_check() {
     );
     assert_eq!(puts.load(Ordering::SeqCst), 1);
 }
+
+/// Issue 13, point 3: under `Router::layer` the layer never sends a GET to a write handler; an
+/// application that wants writes checked without a GET first gives a version source.
+#[tokio::test]
+async fn under_router_layer_a_version_source_decides_and_no_handler_is_probed() {
+    let (puts, gets) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let counted = (puts.clone(), gets.clone());
+    let app = Router::new()
+        .route(
+            "/docs/{id}",
+            get(move || {
+                counted.1.fetch_add(1, Ordering::SeqCst);
+                async { "v1" }
+            })
+            .put(move || {
+                counted.0.fetch_add(1, Ordering::SeqCst);
+                async { StatusCode::NO_CONTENT }
+            }),
+        )
+        .layer(ConditionalLayer::new().version_source(|_| async {
+            Ok(Some(ifmatch_tower::Validators::etag(
+                ifmatch_core::strong_etag(b"v1"),
+            )))
+        }));
+    let tag = ifmatch_core::strong_etag(b"v1").to_string();
+    assert_eq!(
+        put(&app, "\"stale\"").await,
+        StatusCode::PRECONDITION_FAILED
+    );
+    assert_eq!(put(&app, &tag).await, StatusCode::NO_CONTENT);
+    assert_eq!(
+        puts.load(Ordering::SeqCst),
+        1,
+        "one write, and no probe ran the PUT handler"
+    );
+    assert_eq!(gets.load(Ordering::SeqCst), 0, "no GET handler ran either");
+}

@@ -434,19 +434,39 @@ async fn writes_check_preconditions_before_the_handler() {
 }
 
 #[tokio::test]
-async fn an_inner_service_said_to_answer_every_get_is_probed_from_the_first_write() {
+async fn writes_are_decided_by_the_applications_version_source() {
     let store = Store::default();
     store.put("/doc", "v1");
+    let source_store = store.clone();
     let svc = ConditionalLayer::new()
-        .inner_answers_every_get(true)
+        .version_source(move |parts| {
+            // The application's own record of its versions: here, the tag of what it stores.
+            let doc = source_store
+                .docs
+                .lock()
+                .unwrap()
+                .get(parts.uri.path())
+                .cloned();
+            async move { Ok(doc.map(|d| ifmatch_tower::Validators::etag(strong_etag(&d)))) }
+        })
         .layer(store.service());
     let v1 = strong_etag(b"v1").to_string();
+    // No GET has been served: the source answers, not anything remembered.
     let (status, _, _) = send(
         &svc,
         request(Method::PUT, "/doc", &[("if-match", &v1)], "v2"),
     )
     .await;
-    assert_eq!(status, 204, "probed, found current, written");
+    assert_eq!(status, 204, "checked against the source, written");
+    // Changed behind the layer: the source knows at once.
+    store.put("/doc", "v3 by a job");
+    let v2 = strong_etag(b"v2").to_string();
+    let (status, _, _) = send(
+        &svc,
+        request(Method::PUT, "/doc", &[("if-match", &v2)], "lost"),
+    )
+    .await;
+    assert_eq!(status, 412);
     let (status, _, _) = send(
         &svc,
         request(Method::PUT, "/new", &[("if-none-match", "*")], "n"),
@@ -454,9 +474,14 @@ async fn an_inner_service_said_to_answer_every_get_is_probed_from_the_first_writ
     .await;
     assert!(
         status.is_success(),
-        "probed, found absent: create-only holds: {status}"
+        "absent by the source: create-only holds: {status}"
     );
     assert_eq!(store.writes.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        store.calls.load(Ordering::SeqCst),
+        2,
+        "the handler ran for the two writes only: no probe"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

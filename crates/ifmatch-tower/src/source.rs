@@ -1,0 +1,94 @@
+//! Where a conditional write may learn the current version for certain: a source the
+//! application supplies, and the tag the layer gives a GET's answer.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use http::{Response, StatusCode, header};
+use http_body::Body;
+use http_body_util::{BodyExt, Limited};
+use ifmatch_core::date::parse_http_date;
+use ifmatch_core::precondition::{CONDITIONS, Validators};
+use ifmatch_core::strong_etag;
+
+use crate::BoxError;
+use crate::service::validators_of;
+
+/// What a version source answers: the current validators, `None` when the resource does not
+/// exist.
+pub type Current = Result<Option<Validators>, BoxError>;
+
+/// The application's version source, boxed once: a write already awaits a lock and a source.
+pub(crate) type Source = Arc<
+    dyn Fn(&http::request::Parts) -> Pin<Box<dyn Future<Output = Current> + Send>> + Send + Sync,
+>;
+
+/// Boxes `source` for the layer's configuration.
+pub(crate) fn boxed<F, Fut>(source: F) -> Source
+where
+    F: Fn(&http::request::Parts) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Current> + Send + 'static,
+{
+    Arc::new(move |parts| Box::pin(source(parts)))
+}
+
+/// The answer to a GET said nothing certain about the current version: a status other than
+/// 200, 404 or 410, or a body that failed or was larger than the hashing limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the answer does not tell the current version")]
+pub struct Uncertain;
+
+/// The validators the layer gives a GET's answer: its own `ETag` (with `Last-Modified`) when it
+/// has one, otherwise the strong SHA-256 tag of its body, read up to `limit` bytes. `None` for
+/// 404 and 410: the resource does not exist. What a version source that asks an origin with a
+/// GET (a proxy) answers, so that its versions are the very tags the layer serves.
+pub async fn validators_of_answer<B>(
+    response: Response<B>,
+    limit: usize,
+) -> Result<Option<Validators>, Uncertain>
+where
+    B: Body<Data = bytes::Bytes>,
+    B::Error: Into<BoxError>,
+{
+    let status = response.status();
+    if status == StatusCode::NOT_FOUND || status == StatusCode::GONE {
+        return Ok(None);
+    }
+    if status != StatusCode::OK {
+        return Err(Uncertain);
+    }
+    if let Some(validators) = validators_of(response.headers()) {
+        return Ok(Some(validators));
+    }
+    let last_modified = response
+        .headers()
+        .get(header::LAST_MODIFIED)
+        .and_then(parse_http_date);
+    let body = Limited::new(response.into_body(), limit)
+        .collect()
+        .await
+        .map_err(|_| Uncertain)?;
+    let etag = strong_etag(&body.to_bytes());
+    Ok(Some(Validators::new(Some(etag), last_modified)))
+}
+
+/// The GET that asks for the current representation of a write's target: the write's URI and
+/// headers (its credentials, its `Accept-*`), less its conditions, ranges and body metadata.
+pub fn current_request<B: Default>(uri: &http::Uri, headers: &http::HeaderMap) -> http::Request<B> {
+    let mut get = http::Request::new(B::default());
+    *get.uri_mut() = uri.clone();
+    *get.headers_mut() = headers.clone();
+    let ranges = [header::IF_RANGE, header::RANGE];
+    let body = [
+        header::CONTENT_LENGTH,
+        header::CONTENT_TYPE,
+        header::CONTENT_ENCODING,
+        header::TRANSFER_ENCODING,
+        header::EXPECT,
+    ];
+    for name in CONDITIONS.iter().chain(&ranges).chain(&body) {
+        get.headers_mut().remove(name);
+    }
+    get
+}
