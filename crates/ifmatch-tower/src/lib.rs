@@ -17,6 +17,6 @@ pub use body::ConditionalBody;
 pub use future::ResponseFuture;
 pub use ifmatch_core::precondition::Validators;
 pub use layer::ConditionalLayer;
-pub use service::Conditional;
+pub use service::{Conditional, INVALIDATES};
 pub use source::{Current, Uncertain, current_request, validators_of_answer};
 pub use store::{MemoryGuard, MemoryVersions, VersionStore};

@@ -272,9 +272,20 @@ where
             .headers_mut()
             .insert(name.clone(), HeaderValue::from(token));
     }
+    let (uri, headers) = (request.uri().clone(), request.headers().clone());
     poll_fn(|cx| inner.poll_ready(cx)).await?;
-    let response = inner.call(request).await?;
+    let mut response = inner.call(request).await?;
     cache.invalidate(&key);
+    // What else the write changed: forgotten too, in the cache and the version backend.
+    for other in related_keys(&config, &uri, &headers, response.headers_mut()) {
+        if other == key {
+            continue;
+        }
+        cache.invalidate(&other);
+        if let Err(error) = versions.forget(&other).await {
+            tracing::error!(key = %other, %error, "the version backend could not forget a key");
+        }
+    }
     // A write that reports its new ETag makes it current; any other outcome leaves the version
     // unknown, to be learned again before the next conditional write. A lock that expired
     // meanwhile refuses the record: forgotten too.
@@ -292,6 +303,59 @@ where
         }
     }
     Ok(response.map(ConditionalBody::new))
+}
+
+/// The response field in which a handler names the other resources its write changed: URI
+/// references (paths, or absolute URIs of the same host), comma-separated. The layer forgets
+/// them and removes the field.
+pub const INVALIDATES: header::HeaderName = header::HeaderName::from_static("ifmatch-invalidates");
+
+/// The keys of the other resources a write changed: after a 2xx, those its `Location` and
+/// `Content-Location` name (RFC 9111 4.4) and those the handler lists in
+/// [`INVALIDATES`] (which is removed from the response). References to another host are
+/// ignored.
+fn related_keys(
+    config: &Config,
+    uri: &http::Uri,
+    request: &HeaderMap,
+    response: &mut HeaderMap,
+) -> Vec<String> {
+    let declared: Vec<HeaderValue> = response.get_all(INVALIDATES).iter().cloned().collect();
+    response.remove(INVALIDATES);
+    let host = request
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or(uri.authority().map(|a| a.as_str()));
+    let mut references: Vec<String> = Vec::new();
+    for name in [header::LOCATION, header::CONTENT_LOCATION] {
+        references.extend(
+            response
+                .get_all(name)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .map(str::to_owned),
+        );
+    }
+    for value in &declared {
+        if let Ok(text) = value.to_str() {
+            references.extend(text.split(',').map(|r| r.trim().to_owned()));
+        }
+    }
+    references
+        .iter()
+        .filter_map(|reference| {
+            let target: http::Uri = reference.parse().ok()?;
+            let same_host = match target.authority() {
+                None => true,
+                Some(authority) => host.is_some_and(|h| h.eq_ignore_ascii_case(authority.as_str())),
+            };
+            if !same_host || !target.path().starts_with('/') {
+                return None;
+            }
+            let path: http::Uri = target.path_and_query()?.as_str().parse().ok()?;
+            (config.key)(&path, request)
+        })
+        .collect()
 }
 
 /// A read of a key whose version the layer does not know: under the key's write lock, so no

@@ -1,0 +1,156 @@
+//! Issue 13, point 2: a write that changes other resources. RFC 9111 4.4 is the floor (a 2xx
+//! to an unsafe method invalidates its target and what its `Location` and `Content-Location`
+//! name); a handler names anything else its write changed in `Ifmatch-Invalidates`. Old tags
+//! of those resources then get neither a 304 nor a write. An axum app over a real socket.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::{get, post};
+use ifmatch_tower::ConditionalLayer;
+
+type Docs = Arc<Mutex<BTreeMap<String, String>>>;
+
+async fn serve() -> String {
+    async fn read(State(docs): State<Docs>, Path(id): Path<String>) -> Result<String, StatusCode> {
+        docs.lock()
+            .unwrap()
+            .get(&id)
+            .cloned()
+            .ok_or(StatusCode::NOT_FOUND)
+    }
+    async fn list(State(docs): State<Docs>) -> String {
+        docs.lock()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+    async fn write(
+        State(docs): State<Docs>,
+        Path(id): Path<String>,
+        body: String,
+    ) -> (StatusCode, HeaderMap) {
+        docs.lock().unwrap().insert(id.clone(), body);
+        let mut headers = HeaderMap::new();
+        // The listing changed too, and so did the raw view (RFC 9111 4.4).
+        headers.insert("ifmatch-invalidates", "/docs".parse().unwrap());
+        headers.insert(
+            "content-location",
+            format!("/docs/{id}?view=raw").parse().unwrap(),
+        );
+        (StatusCode::NO_CONTENT, headers)
+    }
+    async fn append(
+        State(docs): State<Docs>,
+        Path(id): Path<String>,
+        body: String,
+    ) -> (StatusCode, HeaderMap) {
+        docs.lock()
+            .unwrap()
+            .entry(id.clone())
+            .or_default()
+            .push_str(&body);
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "ifmatch-invalidates",
+            format!("/docs/{id}").parse().unwrap(),
+        );
+        (StatusCode::NO_CONTENT, headers)
+    }
+    let app = Router::new()
+        .route("/docs", get(list))
+        .route("/docs/{id}", get(read).put(write))
+        .route("/docs/{id}/append", post(append))
+        .with_state(Docs::default())
+        .layer(ConditionalLayer::new());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    base
+}
+
+fn http() -> reqwest::Client {
+    reqwest::Client::builder().no_proxy().build().unwrap()
+}
+
+async fn tag_of(base: &str, path: &str) -> String {
+    let r = http().get(format!("{base}{path}")).send().await.unwrap();
+    assert_eq!(r.status(), 200, "{path}");
+    r.headers()["etag"].to_str().unwrap().to_owned()
+}
+
+async fn status(base: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> u16 {
+    let mut request = http()
+        .request(method.parse().unwrap(), format!("{base}{path}"))
+        .body(body.to_owned());
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let r = request.send().await.unwrap();
+    assert!(
+        r.headers().get("ifmatch-invalidates").is_none(),
+        "the field stays inside"
+    );
+    r.status().as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_forgets_what_else_it_changed() {
+    let base = serve().await;
+    assert_eq!(status(&base, "PUT", "/docs/a", &[], "v1").await, 204);
+    let (doc, listing, raw) = (
+        tag_of(&base, "/docs/a").await,
+        tag_of(&base, "/docs").await,
+        tag_of(&base, "/docs/a?view=raw").await,
+    );
+
+    // An append through another URL changes /docs/a: its old tag is neither fresh nor current.
+    assert_eq!(
+        status(&base, "POST", "/docs/a/append", &[], "+more").await,
+        204
+    );
+    assert_eq!(
+        status(&base, "GET", "/docs/a", &[("if-none-match", &doc)], "").await,
+        200
+    );
+    assert_eq!(
+        status(&base, "PUT", "/docs/a", &[("if-match", &doc)], "lost").await,
+        412
+    );
+
+    // A PUT of /docs/b changes the listing it names, and its raw view by Content-Location.
+    let doc = tag_of(&base, "/docs/a").await;
+    let listing_now = tag_of(&base, "/docs").await;
+    assert_eq!(
+        listing_now, listing,
+        "the listing of one document did not change yet"
+    );
+    let raw_now = tag_of(&base, "/docs/a?view=raw").await;
+    assert_ne!(raw_now, raw);
+    assert_eq!(status(&base, "PUT", "/docs/b", &[], "b1").await, 204);
+    assert_eq!(
+        status(&base, "GET", "/docs", &[("if-none-match", &listing)], "").await,
+        200
+    );
+    assert_eq!(
+        status(&base, "PUT", "/docs/a", &[("if-match", &doc)], "v3").await,
+        204
+    );
+    assert_eq!(
+        status(
+            &base,
+            "GET",
+            "/docs/a?view=raw",
+            &[("if-none-match", &raw_now)],
+            ""
+        )
+        .await,
+        200,
+        "named by the write's Content-Location"
+    );
+}
