@@ -155,6 +155,33 @@ impl RedisVersions {
         self
     }
 
+    /// One try at the lock of `key`: the guard, or `None` when someone holds it.
+    async fn attempt(&self, key: &str) -> Result<Option<RedisGuard>, VersionsError> {
+        let [_, lock, fence] = self.keys(key);
+        let token = uuid::Uuid::new_v4().simple().to_string();
+        let mut connection = self.connection.clone();
+        let fencing: u64 = self
+            .scripts
+            .acquire
+            .key(&lock)
+            .key(&fence)
+            .arg(&token)
+            .arg(millis(self.lock_ttl))
+            .invoke_async(&mut connection)
+            .await?;
+        if fencing == 0 {
+            return Ok(None);
+        }
+        let (release, released) = oneshot::channel();
+        self.keep(lock, token.clone(), released);
+        Ok(Some(RedisGuard {
+            key: key.to_owned(),
+            token,
+            fence: fencing,
+            _release: release,
+        }))
+    }
+
     fn keys(&self, key: &str) -> [String; 3] {
         let base = format!("{}{{{key}}}", self.prefix);
         [
@@ -263,31 +290,11 @@ impl VersionStore for RedisVersions {
     }
 
     async fn lock(&self, key: &str) -> Result<RedisGuard, BoxError> {
-        let [_, lock, fence] = self.keys(key);
-        let token = uuid::Uuid::new_v4().simple().to_string();
         let deadline = tokio::time::Instant::now() + self.lock_wait;
         let mut pause = Duration::from_millis(1);
-        let mut connection = self.connection.clone();
         loop {
-            let fencing: u64 = self
-                .scripts
-                .acquire
-                .key(&lock)
-                .key(&fence)
-                .arg(&token)
-                .arg(millis(self.lock_ttl))
-                .invoke_async(&mut connection)
-                .await
-                .map_err(VersionsError::from)?;
-            if fencing > 0 {
-                let (release, released) = oneshot::channel();
-                self.keep(lock, token.clone(), released);
-                return Ok(RedisGuard {
-                    key: key.to_owned(),
-                    token,
-                    fence: fencing,
-                    _release: release,
-                });
+            if let Some(guard) = self.attempt(key).await? {
+                return Ok(guard);
             }
             if tokio::time::Instant::now() + pause > deadline {
                 return Err(VersionsError::LockTimeout(key.to_owned()).into());
@@ -295,6 +302,10 @@ impl VersionStore for RedisVersions {
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(20));
         }
+    }
+
+    async fn try_lock(&self, key: &str) -> Result<Option<RedisGuard>, BoxError> {
+        Ok(self.attempt(key).await?)
     }
 
     fn fencing_token(&self, guard: &RedisGuard) -> Option<u64> {

@@ -31,6 +31,10 @@ pub(crate) struct ReadContext {
     pub(crate) cache: ReadCache,
     pub(crate) hash_limit: usize,
     pub(crate) remember_private: bool,
+    /// Whether what the answer shows may be remembered: a read of a key seen since its last
+    /// change (a write detaches what it remembers), or one that holds the key's lock. A read
+    /// that found the lock taken is served, and teaches nothing.
+    pub(crate) may_remember: bool,
 }
 
 type BoxedFuture<B, E> =

@@ -141,6 +141,7 @@ impl<S, V> Conditional<S, V> {
             cache: self.shared.cache.clone(),
             hash_limit: self.shared.config.hash_limit,
             remember_private: self.shared.config.custom_key,
+            may_remember: true,
         };
         // HEAD gets the ETag of GET: ask for what GET would send, and send no body.
         if head {
@@ -358,8 +359,9 @@ fn related_keys(
         .collect()
 }
 
-/// A read of a key whose version the layer does not know: under the key's write lock, so no
-/// write can come between the answer and the version recorded from it.
+/// A read of a key whose version the layer does not know: under the key's write lock if it is
+/// free, so no write can come between the answer and the version recorded from it; otherwise
+/// served at once, remembering nothing.
 async fn learn<S, V, ReqBody, ResBody>(
     mut inner: S,
     versions: V,
@@ -373,8 +375,12 @@ where
     ResBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let key = context.key.clone();
-    // A backend that is down costs the read nothing: it is served, and nothing is learned.
-    let guard = versions.lock(&key).await.ok();
+    // Reads never wait: the first read of a key takes its lock if it is free and learns the
+    // version; reads meanwhile, and reads while a write holds the lock, are served and learn
+    // nothing. A backend that is down costs the read nothing either.
+    let guard = versions.try_lock(&key).await.ok().flatten();
+    let mut context = context;
+    context.may_remember = guard.is_some();
     poll_fn(|cx| inner.poll_ready(cx)).await?;
     let response = ResponseFuture::read(inner.call(request), context).await?;
     let full = matches!(response.status(), StatusCode::OK | StatusCode::NOT_MODIFIED);
@@ -504,6 +510,7 @@ pub(crate) fn finish_read<B>(
             .is_some_and(|r| r.etag == *etag)
     };
     if let Some(validators) = &validators
+        && context.may_remember
         && let Some(etag) = &validators.etag
         && !known(etag)
         && rememberable(&parts.headers, context.remember_private)

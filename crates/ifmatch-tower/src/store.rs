@@ -41,6 +41,17 @@ pub trait VersionStore: Send + Sync + 'static {
     /// Waits for, and takes, the write lock of `key`. Locks of different keys are independent.
     fn lock(&self, key: &str) -> impl Future<Output = Result<Self::Guard, BoxError>> + Send;
 
+    /// Takes the write lock of `key` if it is free, without waiting; `None` when someone holds
+    /// it. Reads use it to learn a version without ever queueing behind a write. The default
+    /// waits as [`VersionStore::lock`] does: a backend should answer at once.
+    fn try_lock(
+        &self,
+        key: &str,
+    ) -> impl Future<Output = Result<Option<Self::Guard>, BoxError>> + Send {
+        let lock = self.lock(key);
+        async move { lock.await.map(Some) }
+    }
+
     /// A number that grows with every lock taken on the guard's key, if the backend keeps one:
     /// an origin that remembers the highest it has seen can refuse the write of a holder whose
     /// lock expired (a fencing token). `None` where locks cannot expire.
@@ -84,6 +95,13 @@ impl<T: VersionStore> VersionStore for Arc<T> {
 
     fn lock(&self, key: &str) -> impl Future<Output = Result<Self::Guard, BoxError>> + Send {
         T::lock(self, key)
+    }
+
+    fn try_lock(
+        &self,
+        key: &str,
+    ) -> impl Future<Output = Result<Option<Self::Guard>, BoxError>> + Send {
+        T::try_lock(self, key)
     }
 
     fn fencing_token(&self, guard: &Self::Guard) -> Option<u64> {
@@ -162,25 +180,39 @@ impl VersionStore for MemoryVersions {
     }
 
     async fn lock(&self, key: &str) -> Result<MemoryGuard, BoxError> {
-        let mutex = {
-            let mut locks = self.locks.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(live) = locks.get(key).and_then(Weak::upgrade) {
-                live
-            } else {
-                // Drop the entries of keys nobody holds any more, so the map stays as small
-                // as the set of keys being written.
-                if locks.len() > 1024 {
-                    locks.retain(|_, weak| weak.strong_count() > 0);
-                }
-                let fresh = Arc::new(tokio::sync::Mutex::new(()));
-                locks.insert(key.to_owned(), Arc::downgrade(&fresh));
-                fresh
-            }
-        };
         Ok(MemoryGuard {
             key: key.to_owned(),
-            _guard: mutex.lock_owned().await,
+            _guard: self.mutex(key).lock_owned().await,
         })
+    }
+
+    async fn try_lock(&self, key: &str) -> Result<Option<MemoryGuard>, BoxError> {
+        Ok(self
+            .mutex(key)
+            .try_lock_owned()
+            .ok()
+            .map(|guard| MemoryGuard {
+                key: key.to_owned(),
+                _guard: guard,
+            }))
+    }
+}
+
+impl MemoryVersions {
+    /// The mutex of `key`, shared by everyone holding or waiting for it.
+    fn mutex(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.locks.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(live) = locks.get(key).and_then(Weak::upgrade) {
+            return live;
+        }
+        // Drop the entries of keys nobody holds any more, so the map stays as small as the set
+        // of keys being written.
+        if locks.len() > 1024 {
+            locks.retain(|_, weak| weak.strong_count() > 0);
+        }
+        let fresh = Arc::new(tokio::sync::Mutex::new(()));
+        locks.insert(key.to_owned(), Arc::downgrade(&fresh));
+        fresh
     }
 }
 
