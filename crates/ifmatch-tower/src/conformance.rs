@@ -72,6 +72,17 @@ async fn keys_are_independent<V: VersionStore + Clone>(store: &V) {
     let _a = store.lock("/conformance/a").await.unwrap();
     let b = tokio::time::timeout(Duration::from_secs(2), store.lock("/conformance/b")).await;
     assert!(b.is_ok(), "a lock on another key waited");
+    // try_lock answers at once: nothing for a held key (from another clone too), a guard for
+    // a free one.
+    let held = tokio::time::timeout(
+        Duration::from_secs(1),
+        store.clone().try_lock("/conformance/a"),
+    )
+    .await
+    .expect("try_lock waited");
+    assert!(held.unwrap().is_none(), "try_lock took a held lock");
+    let free = store.try_lock("/conformance/c").await.unwrap();
+    assert!(free.is_some(), "try_lock missed a free lock");
 }
 
 async fn fencing_tokens_grow<V: VersionStore + Clone>(store: &V) {
