@@ -37,6 +37,17 @@ pub(crate) struct ReadContext {
     pub(crate) may_remember: bool,
 }
 
+/// Whether an answer to a HEAD (sent to the inner service as a GET) came from a HEAD handler
+/// all the same: no content, but a `Content-Length` that says there would be some. Its empty
+/// body is not the representation, so it is not hashed.
+fn answered_as_head<B: http_body::Body>(response: &Response<B>) -> bool {
+    response.body().is_end_stream()
+        && response
+            .headers()
+            .get(http::header::CONTENT_LENGTH)
+            .is_some_and(|len| len != "0")
+}
+
 type BoxedFuture<B, E> =
     Pin<Box<dyn Future<Output = Result<Response<ConditionalBody<B>>, E>> + Send>>;
 
@@ -124,7 +135,9 @@ where
                 StateProjection::Read { future, context } => {
                     let response = ready!(future.poll(cx))?;
                     let context = context.take().expect("polled after completion");
-                    if !needs_tag(&response, context.hash_limit) {
+                    if !needs_tag(&response, context.hash_limit)
+                        || (context.head && answered_as_head(&response))
+                    {
                         let (parts, body) = response.into_parts();
                         return Poll::Ready(Ok(finish_read(
                             &context,

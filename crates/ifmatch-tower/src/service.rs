@@ -141,7 +141,9 @@ impl<S, V> Conditional<S, V> {
             cache: self.shared.cache.clone(),
             hash_limit: self.shared.config.hash_limit,
             remember_private: self.shared.config.custom_key,
-            may_remember: true,
+            // A HEAD may reach a handler of its own, whose answer is not the GET's: what the
+            // cache remembers comes from GETs.
+            may_remember: !head,
         };
         // HEAD gets the ETag of GET: ask for what GET would send, and send no body.
         if head {
@@ -374,17 +376,18 @@ where
     ResBody: Body<Data = Bytes> + Unpin,
     ResBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let key = context.key.clone();
+    let (key, head) = (context.key.clone(), context.head);
     // Reads never wait: the first read of a key takes its lock if it is free and learns the
     // version; reads meanwhile, and reads while a write holds the lock, are served and learn
     // nothing. A backend that is down costs the read nothing either.
     let guard = versions.try_lock(&key).await.ok().flatten();
     let mut context = context;
-    context.may_remember = guard.is_some();
+    context.may_remember = guard.is_some() && !context.head;
     poll_fn(|cx| inner.poll_ready(cx)).await?;
     let response = ResponseFuture::read(inner.call(request), context).await?;
     let full = matches!(response.status(), StatusCode::OK | StatusCode::NOT_MODIFIED);
     if let Some(guard) = &guard
+        && !head
         && full
         && let Some(validators) = validators_of(response.headers())
     {
@@ -484,12 +487,15 @@ fn refusal<B>(why: Refusal) -> Response<ConditionalBody<B>> {
 
 /// Finishes a read once the response's validators are known: remember them, then answer 304,
 /// 412 or the response itself.
-pub(crate) fn finish_read<B>(
+pub(crate) fn finish_read<B: Body<Data = Bytes>>(
     context: &ReadContext,
     mut parts: http::response::Parts,
     body: ConditionalBody<B>,
     hashed: Option<EntityTag>,
-) -> Response<ConditionalBody<B>> {
+) -> Response<ConditionalBody<B>>
+where
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let tagged = parts.status == StatusCode::OK;
     let validators = match hashed {
         Some(etag) => {
@@ -562,6 +568,15 @@ pub(crate) fn finish_read<B>(
         }
         Outcome::PreconditionFailed => refusal(Refusal::Failed),
         Outcome::Proceed | Outcome::IgnoreRange if context.head => {
+            // The GET's length (RFC 9110 9.3.2), which an empty body would otherwise turn
+            // into `Content-Length: 0`.
+            if !parts.headers.contains_key(header::CONTENT_LENGTH)
+                && let Some(len) = body.size_hint().exact()
+            {
+                parts
+                    .headers
+                    .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+            }
             Response::from_parts(parts, ConditionalBody::empty())
         }
         Outcome::Proceed | Outcome::IgnoreRange => Response::from_parts(parts, body),
