@@ -536,9 +536,22 @@ where
             remembered,
         );
     }
+    // A part (206) is not the representation, and the layer never hashes one: its conditions
+    // are those of the whole representation, whose tag the handler gave or the cache knows
+    // from a GET of the same variant. Knowing neither, the handler's answer stands.
+    let partial = parts.status == StatusCode::PARTIAL_CONTENT;
+    let whole = partial
+        .then(|| {
+            validators_of(&parts.headers).or_else(|| {
+                let remembered = context.resource.as_ref()?.get(&context.request_headers)?;
+                Some(Validators::etag(remembered.etag.clone()))
+            })
+        })
+        .flatten();
     // RFC 9110 13.2.1: only a 2xx is subject to the preconditions.
-    let outcome = match &validators {
+    let outcome = match validators.as_ref().or(whole.as_ref()) {
         _ if !context.conditional => Outcome::Proceed,
+        None if partial => Outcome::Proceed,
         Some(current) => evaluate(
             &context.method,
             &context.request_headers,
@@ -563,6 +576,11 @@ where
     match outcome {
         Outcome::NotModified => {
             not_modified_headers(&mut parts.headers);
+            if let Some(etag) = whole.as_ref().and_then(|w| w.etag.as_ref())
+                && !parts.headers.contains_key(header::ETAG)
+            {
+                parts.headers.insert(header::ETAG, etag.to_header_value());
+            }
             parts.status = StatusCode::NOT_MODIFIED;
             Response::from_parts(parts, ConditionalBody::empty())
         }
