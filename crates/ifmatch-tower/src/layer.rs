@@ -14,6 +14,9 @@ use crate::store::{MemoryVersions, VersionStore};
 /// Computes the resource key of a request; `None` leaves the request alone.
 pub(crate) type KeyFn = Arc<dyn Fn(&Uri, &HeaderMap) -> Option<String> + Send + Sync>;
 
+/// Picks the requests the layer leaves alone.
+pub(crate) type SkipFn = Arc<dyn Fn(&Uri, &HeaderMap) -> bool + Send + Sync>;
+
 #[derive(Clone)]
 pub(crate) struct Config {
     pub(crate) hash_limit: usize,
@@ -21,6 +24,8 @@ pub(crate) struct Config {
     pub(crate) key: KeyFn,
     /// A key function that separates users may remember `private` and `Set-Cookie` answers.
     pub(crate) custom_key: bool,
+    /// Requests the layer leaves alone.
+    pub(crate) skip: Option<SkipFn>,
     /// The application's version source, asked under the lock by every conditional write.
     pub(crate) source: Option<crate::source::Source>,
     /// Writes carry the lock's fencing token in this request header.
@@ -72,6 +77,7 @@ impl ConditionalLayer {
             require_precondition: false,
             key: Arc::new(path_and_query),
             custom_key: false,
+            skip: None,
             source: None,
             fencing_header: None,
         };
@@ -176,6 +182,15 @@ impl<V> ConditionalLayer<V> {
         let config = Arc::make_mut(&mut self.config);
         config.key = Arc::new(key);
         config.custom_key = true;
+        self
+    }
+
+    /// Leaves the requests `skip` picks alone: no tag, no 304, no check; they reach the inner
+    /// service as they came (a route that streams, an upload endpoint). Unlike a
+    /// [`key_fn`](Self::key_fn) answering `None`, it changes nothing of how other answers are
+    /// remembered.
+    pub fn skip(mut self, skip: impl Fn(&Uri, &HeaderMap) -> bool + Send + Sync + 'static) -> Self {
+        Arc::make_mut(&mut self.config).skip = Some(Arc::new(skip));
         self
     }
 

@@ -78,7 +78,12 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
-        let Some(key) = (self.shared.config.key)(request.uri(), request.headers()) else {
+        let skipped = (self.shared.config.skip.as_ref())
+            .is_some_and(|skip| skip(request.uri(), request.headers()));
+        let key = (!skipped)
+            .then(|| (self.shared.config.key)(request.uri(), request.headers()))
+            .flatten();
+        let Some(key) = key else {
             return ResponseFuture::passthrough(self.inner.call(request));
         };
         match *request.method() {
@@ -678,9 +683,21 @@ pub(crate) fn tag(
 /// Whether a response is to be buffered and hashed: a 200 without an ETag, not known to be
 /// larger than the limit.
 pub(crate) fn needs_tag<B: Body>(response: &Response<B>, limit: usize) -> bool {
+    // Only a body whose whole length is known and small is buffered: one that streams (no
+    // length: chunked, server-sent events) passes through at once, untagged, since holding its
+    // first bytes back would hold back the client.
+    let streams = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|t| t.as_bytes().starts_with(b"text/event-stream"));
     response.status() == StatusCode::OK
         && !response.headers().contains_key(header::ETAG)
-        && response.body().size_hint().lower() <= limit as u64
+        && !streams
+        && response
+            .body()
+            .size_hint()
+            .exact()
+            .is_some_and(|len| len <= limit as u64)
 }
 
 #[allow(dead_code)]
