@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use ifmatch_core::precondition::Validators;
 use ifmatch_core::{EntityTag, strong_etag};
 
 /// The variants one resource keeps at most; a new one beyond that replaces the oldest.
@@ -23,6 +24,11 @@ pub(crate) struct Resource {
     vary: Vec<HeaderName>,
     /// The variants: the selecting headers' values, and what a 304 needs. Oldest first.
     variants: Mutex<Vec<(Vec<u8>, Arc<Remembered>)>>,
+    /// The version the version backend held when this instance learned the resource (under
+    /// the key's lock). While the backend still holds exactly that, nobody has written since,
+    /// here or on another instance, and each variant's tag is current for the requests that
+    /// select it.
+    stamp: Mutex<Option<Validators>>,
 }
 
 /// What a conditional GET needs to be answered 304 without the inner service.
@@ -37,6 +43,29 @@ impl Resource {
     /// The request headers that select a variant.
     pub(crate) fn vary(&self) -> &[HeaderName] {
         &self.vary
+    }
+
+    /// Records the version the backend holds as of this resource's learning.
+    pub(crate) fn stamp(&self, version: Validators) {
+        *self.stamp.lock().unwrap_or_else(PoisonError::into_inner) = Some(version);
+    }
+
+    /// The current tag for `request`, if the backend still holds `stored`, the version it
+    /// held when this resource was learned (then nobody has written since): `Some(Some(tag))`,
+    /// the tag of the variant it selects; `Some(None)`, a variant (another user's, another
+    /// encoding) this requester has not been shown, so its tag cannot be vouched for. `None`
+    /// when the stamp does not hold: only the backend's version speaks.
+    pub(crate) fn current_for(
+        &self,
+        request: &HeaderMap,
+        stored: &Validators,
+    ) -> Option<Option<EntityTag>> {
+        let stamp = self.stamp.lock().unwrap_or_else(PoisonError::into_inner);
+        if stamp.as_ref() != Some(stored) {
+            return None;
+        }
+        drop(stamp);
+        Some(self.get(request).map(|remembered| remembered.etag.clone()))
     }
 
     /// The remembered variant that this request selects.
@@ -212,6 +241,7 @@ impl ReadCache {
                 let resource = Resource {
                     vary,
                     variants: Mutex::new(Vec::new()),
+                    stamp: Mutex::new(None),
                 };
                 resource.put(request, remembered);
                 self.caches()

@@ -246,7 +246,17 @@ where
                 }
             }
             None => match versions.get(&key).await {
-                Ok(Some(known)) => Some(known),
+                // Per-variant tags (`Vary`: per user, per encoding): the tag of the variant this
+                // request selects, while nobody has written since this instance learned them;
+                // otherwise the key's one version.
+                Ok(Some(known)) => match cache
+                    .resource(&key)
+                    .and_then(|r| r.current_for(request.headers(), &known))
+                {
+                    None => Some(known),
+                    Some(Some(etag)) => Some(Validators::new(Some(etag), known.last_modified)),
+                    Some(None) => return Ok(refusal(Refusal::Unknown)),
+                },
                 // The version cannot be known: fail closed. The client re-reads, which teaches
                 // the layer the version, and retries.
                 Ok(None) if !serves_get => return Ok(refusal(Refusal::Unknown)),
@@ -388,6 +398,7 @@ where
     let guard = versions.try_lock(&key).await.ok().flatten();
     let mut context = context;
     context.may_remember = guard.is_some() && !context.head;
+    let cache = context.cache.clone();
     poll_fn(|cx| inner.poll_ready(cx)).await?;
     let response = ResponseFuture::read(inner.call(request), context).await?;
     let full = matches!(response.status(), StatusCode::OK | StatusCode::NOT_MODIFIED);
@@ -395,8 +406,10 @@ where
         && !head
         && full
         && let Some(validators) = validators_of(response.headers())
+        && versions.set(guard, validators.clone()).await.is_ok()
+        && let Some(resource) = cache.resource(&key)
     {
-        let _ = versions.set(guard, validators).await;
+        resource.stamp(validators);
     }
     Ok(response)
 }
@@ -632,6 +645,11 @@ fn kept_headers(
         .chain(vary)
         .chain(&CREDENTIALS)
     {
+        // A name listed twice (`Vary: Authorization` is a credential too) is copied once, so
+        // the kept values select the same variant as the request's own.
+        if kept.contains_key(name) {
+            continue;
+        }
         for value in headers.get_all(name) {
             kept.append(name.clone(), value.clone());
         }

@@ -1,0 +1,90 @@
+//! Issue 13, point 4: one resource, one representation per user (`Vary: Authorization`). A
+//! user's `If-Match` of his own tag is checked against his own variant: it passes while nobody
+//! has written, and another user's tag never lets him write.
+
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::routing::get;
+use ifmatch_tower::ConditionalLayer;
+
+type Doc = Arc<Mutex<String>>;
+
+async fn serve() -> String {
+    async fn read(State(doc): State<Doc>, headers: HeaderMap) -> (HeaderMap, String) {
+        let user = headers
+            .get(header::AUTHORIZATION)
+            .map_or("anonymous", |v| v.to_str().unwrap())
+            .to_owned();
+        let mut out = HeaderMap::new();
+        out.insert(header::VARY, "authorization".parse().unwrap());
+        (out, format!("{} as seen by {user}", doc.lock().unwrap()))
+    }
+    async fn write(State(doc): State<Doc>, body: String) -> StatusCode {
+        *doc.lock().unwrap() = body;
+        StatusCode::NO_CONTENT
+    }
+    let app = Router::new()
+        .route("/doc", get(read).put(write))
+        .with_state(Doc::new(Mutex::new("v1".into())))
+        .layer(ConditionalLayer::new());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    base
+}
+
+fn http() -> reqwest::Client {
+    reqwest::Client::builder().no_proxy().build().unwrap()
+}
+
+async fn read(base: &str, user: &str) -> String {
+    let r = http()
+        .get(format!("{base}/doc"))
+        .header("authorization", user)
+        .send()
+        .await
+        .unwrap();
+    r.headers()["etag"].to_str().unwrap().to_owned()
+}
+
+async fn write(base: &str, user: &str, tag: &str, body: &'static str) -> u16 {
+    http()
+        .put(format!("{base}/doc"))
+        .header("authorization", user)
+        .header("if-match", tag)
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_user_writes_with_his_own_tag() {
+    let base = serve().await;
+    let alice = read(&base, "Bearer alice").await;
+    let bob = read(&base, "Bearer bob").await;
+    assert_ne!(alice, bob);
+    assert_eq!(
+        write(&base, "Bearer alice", &bob, "by alice with bob's tag").await,
+        412
+    );
+    assert_eq!(
+        write(&base, "Bearer bob", &bob, "v2 by bob").await,
+        204,
+        "bob's own tag"
+    );
+    assert_eq!(
+        write(&base, "Bearer alice", &alice, "lost update").await,
+        412
+    );
+    let alice = read(&base, "Bearer alice").await;
+    assert_eq!(
+        write(&base, "Bearer alice", &alice, "v3 by alice").await,
+        204
+    );
+}
