@@ -3,6 +3,8 @@
 //! `time_to_live` has passed: both forget the version, not only the 304 cache. An axum app as
 //! the README builds it, over a real socket.
 
+mod common;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -33,14 +35,11 @@ async fn serve(layer: ConditionalLayer) -> (String, Rows) {
         .route("/docs/{id}", get(read).put(write))
         .with_state(rows.clone())
         .layer(layer);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (base, rows)
+    (common::serve(app).await, rows)
 }
 
 async fn put_if_match(base: &str, tag: &str, body: &'static str) -> u16 {
-    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let http = common::http();
     let r = http
         .put(format!("{base}/docs/a"))
         .header("if-match", tag)
@@ -52,7 +51,7 @@ async fn put_if_match(base: &str, tag: &str, body: &'static str) -> u16 {
 }
 
 async fn read_tag(base: &str) -> String {
-    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let http = common::http();
     let r = http.get(format!("{base}/docs/a")).send().await.unwrap();
     assert_eq!(r.status(), 200);
     r.headers()["etag"].to_str().unwrap().to_owned()

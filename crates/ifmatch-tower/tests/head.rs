@@ -1,6 +1,8 @@
 //! Issue 13, point 6: HEAD answers with the GET's length (RFC 9110 9.3.2), and a route's own
 //! HEAD handler never gives the empty body's tag nor replaces what GETs taught the cache.
 
+mod common;
+
 use axum::Router;
 use axum::http::{HeaderMap, header};
 use axum::routing::get;
@@ -26,15 +28,10 @@ async fn serve() -> String {
             }),
         )
         .layer(ConditionalLayer::new());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    base
+    common::serve(app).await
 }
 
-fn http() -> reqwest::Client {
-    reqwest::Client::builder().no_proxy().build().unwrap()
-}
+use common::http;
 
 fn length(r: &reqwest::Response) -> Option<String> {
     r.headers()

@@ -2,6 +2,8 @@
 //! outermost with authentication inside it (the README's order) and the other way round, over
 //! a real socket, with `Authorization` and `Cookie`.
 
+mod common;
+
 use axum::Router;
 use axum::extract::Request;
 use axum::http::{HeaderMap, StatusCode, header};
@@ -32,14 +34,11 @@ async fn document() -> (HeaderMap, &'static str) {
 }
 
 async fn serve(app: Router) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    base
+    common::serve(app).await
 }
 
 async fn get_with(base: &str, headers: &[(&str, &str)]) -> reqwest::Response {
-    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let http = common::http();
     let mut request = http.get(format!("{base}/diary"));
     for (name, value) in headers {
         request = request.header(*name, *value);

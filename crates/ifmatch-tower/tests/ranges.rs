@@ -2,6 +2,8 @@
 //! the conditions are checked against the whole representation's tag (the handler's own, or the
 //! one the cache learned from a GET), never against a hash of the part.
 
+mod common;
+
 use axum::Router;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse;
@@ -35,14 +37,11 @@ async fn serve() -> String {
         .route("/tagged", get(|h: HeaderMap| ranged(h, true)))
         .route("/hashed", get(|h: HeaderMap| ranged(h, false)))
         .layer(ConditionalLayer::new());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    base
+    common::serve(app).await
 }
 
 async fn fetch(base: &str, path: &str, headers: &[(&str, &str)]) -> u16 {
-    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let http = common::http();
     let mut request = http.get(format!("{base}{path}"));
     for (name, value) in headers {
         request = request.header(*name, *value);

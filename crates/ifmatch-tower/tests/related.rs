@@ -3,6 +3,8 @@
 //! name); a handler names anything else its write changed in `Ifmatch-Invalidates`. Old tags
 //! of those resources then get neither a 304 nor a write. An axum app over a real socket.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
@@ -68,15 +70,10 @@ async fn serve() -> String {
         .route("/docs/{id}/append", post(append))
         .with_state(Docs::default())
         .layer(ConditionalLayer::new());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    base
+    common::serve(app).await
 }
 
-fn http() -> reqwest::Client {
-    reqwest::Client::builder().no_proxy().build().unwrap()
-}
+use common::http;
 
 async fn tag_of(base: &str, path: &str) -> String {
     let r = http().get(format!("{base}{path}")).send().await.unwrap();

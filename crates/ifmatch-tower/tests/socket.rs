@@ -1,5 +1,7 @@
 //! The layer in a real axum server on a loopback socket, driven by a real HTTP client.
 
+mod common;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -28,16 +30,13 @@ async fn serve() -> String {
         .route("/docs/{id}", get(read).put(write))
         .with_state(Docs::default())
         .layer(ConditionalLayer::new());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    base
+    common::serve(app).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_a_real_socket() {
     let base = serve().await;
-    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let http = common::http();
     let url = format!("{base}/docs/a");
     assert_eq!(
         http.put(&url).body("v1").send().await.unwrap().status(),

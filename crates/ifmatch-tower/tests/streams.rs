@@ -2,6 +2,8 @@
 //! reach the client as they are sent, and a slow stream's head is not held back. `skip` opts a
 //! route out without changing how other answers are remembered.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -42,15 +44,10 @@ async fn serve() -> String {
         .route("/skipped", get(|| async { "not mine to tag" }))
         .route("/tagged", get(|| async { "tag me" }))
         .layer(ConditionalLayer::new().skip(|uri, _| uri.path() == "/skipped"));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    base
+    common::serve(app).await
 }
 
-fn http() -> reqwest::Client {
-    reqwest::Client::builder().no_proxy().build().unwrap()
-}
+use common::http;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_pass_through_at_once() {

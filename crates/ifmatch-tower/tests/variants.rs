@@ -2,6 +2,8 @@
 //! user's `If-Match` of his own tag is checked against his own variant: it passes while nobody
 //! has written, and another user's tag never lets him write.
 
+mod common;
+
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
@@ -30,15 +32,10 @@ async fn serve() -> String {
         .route("/doc", get(read).put(write))
         .with_state(Doc::new(Mutex::new("v1".into())))
         .layer(ConditionalLayer::new());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    base
+    common::serve(app).await
 }
 
-fn http() -> reqwest::Client {
-    reqwest::Client::builder().no_proxy().build().unwrap()
-}
+use common::http;
 
 async fn read(base: &str, user: &str) -> String {
     let r = http()
