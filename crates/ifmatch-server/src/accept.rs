@@ -282,12 +282,11 @@ struct Tracked<S> {
 impl<S, B> hyper::service::Service<Request<Incoming>> for Tracked<S>
 where
     S: hyper::service::Service<Request<RequestBody>, Response = Response<B>>,
-    S::Future: Send + 'static,
-    B: Body<Data = Bytes> + Send + 'static,
+    B: Body<Data = Bytes>,
 {
     type Response = Response<ServerBody<B>>;
     type Error = S::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, S::Error>> + Send>>;
+    type Future = TrackedFuture<S::Future, B>;
 
     fn call(&self, request: Request<Incoming>) -> Self::Future {
         if request.version() == Version::HTTP_11
@@ -297,19 +296,52 @@ where
                 StatusCode::BAD_REQUEST,
                 "exactly one Host header is required\n",
             );
-            return Box::pin(async move { Ok(refused) });
+            return TrackedFuture::Refused {
+                response: Some(refused),
+            };
         }
         self.state.in_flight.fetch_add(1, Ordering::AcqRel);
         let in_flight = InFlight(self.state.clone());
         let request = request.map(|body| TimeoutBody::new(self.body_timeout, body));
-        let future = self.inner.call(request);
-        Box::pin(async move {
-            let response = future.await?;
-            Ok(response.map(|body| ServerBody::Served {
-                body,
-                in_flight: Some(in_flight),
-            }))
-        })
+        TrackedFuture::Served {
+            future: self.inner.call(request),
+            in_flight: Some(in_flight),
+        }
+    }
+}
+
+pin_project! {
+    /// The future of a [`Tracked`] request: a refusal ready at once, or the service's future,
+    /// whose response body takes over the request's in-flight mark. Not boxed: every request
+    /// goes through it.
+    #[project = TrackedProjection]
+    pub(crate) enum TrackedFuture<F, B> {
+        /// Refused before any service saw it.
+        Refused { response: Option<Response<ServerBody<B>>> },
+        /// The service's answer, on its way.
+        Served { #[pin] future: F, in_flight: Option<InFlight> },
+    }
+}
+
+impl<F, B, E> Future for TrackedFuture<F, B>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+{
+    type Output = Result<Response<ServerBody<B>>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project() {
+            TrackedProjection::Refused { response } => {
+                Poll::Ready(Ok(response.take().expect("polled after completion")))
+            }
+            TrackedProjection::Served { future, in_flight } => {
+                let response = std::task::ready!(future.poll(cx))?;
+                let in_flight = in_flight.take();
+                Poll::Ready(Ok(
+                    response.map(|body| ServerBody::Served { body, in_flight })
+                ))
+            }
+        }
     }
 }
 
