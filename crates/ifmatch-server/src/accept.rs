@@ -136,7 +136,7 @@ where
             () = &mut shutdown => break,
         };
         if !table.make_room(limits.max_connections) {
-            tracing::warn!(%client, "refused a connection: every connection is busy");
+            tracing::debug!(%client, "refused a connection: every connection is busy");
             continue;
         }
         let _ = stream.set_nodelay(true);
