@@ -57,6 +57,7 @@ impl Resource {
     /// when the stamp does not hold: only the backend's version speaks.
     pub(crate) fn current_for(
         &self,
+        query: &str,
         request: &HeaderMap,
         stored: &Validators,
     ) -> Option<Option<EntityTag>> {
@@ -65,12 +66,15 @@ impl Resource {
             return None;
         }
         drop(stamp);
-        Some(self.get(request).map(|remembered| remembered.etag.clone()))
+        Some(
+            self.get(query, request)
+                .map(|remembered| remembered.etag.clone()),
+        )
     }
 
-    /// The remembered variant that this request selects.
-    pub(crate) fn get(&self, request: &HeaderMap) -> Option<Arc<Remembered>> {
-        let selector = self.selector(request);
+    /// The remembered variant that this request (its query and headers) selects.
+    pub(crate) fn get(&self, query: &str, request: &HeaderMap) -> Option<Arc<Remembered>> {
+        let selector = self.selector(query, request);
         let variants = self.variants.lock().unwrap_or_else(PoisonError::into_inner);
         variants
             .iter()
@@ -78,8 +82,8 @@ impl Resource {
             .map(|(_, remembered)| remembered.clone())
     }
 
-    fn put(&self, request: &HeaderMap, remembered: Remembered) {
-        let selector = self.selector(request);
+    fn put(&self, query: &str, request: &HeaderMap, remembered: Remembered) {
+        let selector = self.selector(query, request);
         let mut variants = self.variants.lock().unwrap_or_else(PoisonError::into_inner);
         variants.retain(|(known, _)| *known != selector);
         if variants.len() == MAX_VARIANTS {
@@ -88,11 +92,13 @@ impl Resource {
         variants.push((selector, Arc::new(remembered)));
     }
 
-    /// The values of the headers in `vary`, each list ended by a NUL (which no header value
+    /// The query, then the values of the headers in `vary`, each ended by a NUL (which neither
     /// holds), so that no two different requests select the same variant; then the digest of
-    /// the request's credentials, whatever `vary` says.
-    fn selector(&self, request: &HeaderMap) -> Vec<u8> {
-        let mut out = Vec::new();
+    /// the request's credentials, whatever `vary` says. The query is part of the variant, not
+    /// of the key: a write to a path forgets every query of it.
+    fn selector(&self, query: &str, request: &HeaderMap) -> Vec<u8> {
+        let mut out = query.as_bytes().to_vec();
+        out.push(0);
         for name in &self.vary {
             push_values(&mut out, request, name);
         }
@@ -229,13 +235,14 @@ impl ReadCache {
         &self,
         key: &str,
         known: Option<&Resource>,
+        query: &str,
         request: &HeaderMap,
         response: &HeaderMap,
         remembered: Remembered,
     ) {
         let Some(vary) = vary(response) else { return };
         match known {
-            Some(resource) if resource.vary == vary => resource.put(request, remembered),
+            Some(resource) if resource.vary == vary => resource.put(query, request, remembered),
             Some(_) => self.invalidate(key),
             None => {
                 let resource = Resource {
@@ -243,7 +250,7 @@ impl ReadCache {
                     variants: Mutex::new(Vec::new()),
                     stamp: Mutex::new(None),
                 };
-                resource.put(request, remembered);
+                resource.put(query, request, remembered);
                 self.caches()
                     .resources
                     .insert(key.to_owned(), Arc::new(resource));
@@ -346,6 +353,7 @@ mod tests {
         cache.remember(
             "/k",
             None,
+            "",
             &HeaderMap::new(),
             &HeaderMap::new(),
             remembered("a"),
@@ -357,6 +365,7 @@ mod tests {
         cache.remember(
             "/k",
             Some(&known),
+            "",
             &HeaderMap::new(),
             &varying,
             remembered("b"),
@@ -365,23 +374,33 @@ mod tests {
             cache.resource("/k").is_none(),
             "forgotten, so the next request keeps all its headers"
         );
-        cache.remember("/k", None, &request, &varying, remembered("b"));
+        cache.remember("/k", None, "", &request, &varying, remembered("b"));
         let known = cache.resource("/k").unwrap();
         assert_eq!(
-            known.get(&request).unwrap().etag,
+            known.get("", &request).unwrap().etag,
             EntityTag::strong("b").unwrap()
         );
-        assert!(known.get(&HeaderMap::new()).is_none(), "another variant");
+        assert!(
+            known.get("", &HeaderMap::new()).is_none(),
+            "another variant"
+        );
     }
 
     #[test]
     fn a_read_that_finishes_after_a_write_remembers_nothing_findable() {
         let cache = ReadCache::new(100, None);
         let none = HeaderMap::new();
-        cache.remember("/k", None, &none, &none, remembered("v1"));
+        cache.remember("/k", None, "", &none, &none, remembered("v1"));
         let found_by_read = cache.resource("/k").unwrap();
         cache.invalidate("/k"); // the write
-        cache.remember("/k", Some(&found_by_read), &none, &none, remembered("v1"));
+        cache.remember(
+            "/k",
+            Some(&found_by_read),
+            "",
+            &none,
+            &none,
+            remembered("v1"),
+        );
         assert!(cache.resource("/k").is_none());
     }
 
@@ -396,7 +415,14 @@ mod tests {
             headers.insert(header::ACCEPT, accept.parse().unwrap());
             headers
         };
-        cache.remember("/k", None, &request("e0", "a"), &varying, remembered("0"));
+        cache.remember(
+            "/k",
+            None,
+            "",
+            &request("e0", "a"),
+            &varying,
+            remembered("0"),
+        );
         let resource = cache.resource("/k").unwrap();
         assert_eq!(resource.vary(), [header::ACCEPT, header::ACCEPT_ENCODING]);
         for i in 1..=MAX_VARIANTS {
@@ -404,20 +430,21 @@ mod tests {
             cache.remember(
                 "/k",
                 Some(&resource),
+                "",
                 &request(&format!("e{i}"), "a"),
                 &varying,
                 remembered(&tag),
             );
         }
         assert!(
-            resource.get(&request("e0", "a")).is_none(),
+            resource.get("", &request("e0", "a")).is_none(),
             "the oldest went"
         );
         assert_eq!(
-            resource.get(&request("e1", "a")).unwrap().etag,
+            resource.get("", &request("e1", "a")).unwrap().etag,
             EntityTag::strong("1").unwrap()
         );
         // The values of one header never pass for those of two.
-        assert!(resource.get(&request("e1a", "")).is_none());
+        assert!(resource.get("", &request("e1a", "")).is_none());
     }
 }

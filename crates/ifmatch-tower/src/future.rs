@@ -21,6 +21,8 @@ pub(crate) struct ReadContext {
     /// Whether the request carries any precondition; without one there is nothing to evaluate.
     pub(crate) conditional: bool,
     pub(crate) key: String,
+    /// The request's query: it selects a variant of the key's resource.
+    pub(crate) query: String,
     pub(crate) method: Method,
     /// The request's headers that matter after the response: the preconditions, `Range`, and
     /// those the resource varies on (all of them while that is not known).

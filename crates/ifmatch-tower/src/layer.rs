@@ -44,12 +44,11 @@ impl fmt::Debug for Config {
     }
 }
 
-/// The default resource key: path and query.
-fn path_and_query(uri: &Uri, _: &HeaderMap) -> Option<String> {
-    Some(
-        uri.path_and_query()
-            .map_or_else(|| uri.path().to_owned(), |pq| pq.as_str().to_owned()),
-    )
+/// The default resource key: the path. The query selects a variant of the resource, so a
+/// write to a path forgets every query of it (`?view=raw` cannot outlive a PUT), and the path
+/// has one write lock.
+fn path(uri: &Uri, _: &HeaderMap) -> Option<String> {
+    Some(uri.path().to_owned())
 }
 
 /// Adds conditional requests to a service. See the [crate docs](crate).
@@ -70,12 +69,12 @@ impl Default for ConditionalLayer {
 
 impl ConditionalLayer {
     /// The layer with an in-memory version backend, a 1 MiB hashing limit, a cache of 10,000
-    /// resources without expiry, and path-and-query keys.
+    /// resources without expiry, and keys by path (the query selects a variant).
     pub fn new() -> Self {
         let config = Config {
             hash_limit: 1 << 20,
             require_precondition: false,
-            key: Arc::new(path_and_query),
+            key: Arc::new(path),
             custom_key: false,
             skip: None,
             source: None,

@@ -119,7 +119,10 @@ impl<S, V> Conditional<S, V> {
         let decided_by_inm = headers.contains_key(header::IF_NONE_MATCH)
             && !headers.contains_key(header::IF_MATCH)
             && !headers.contains_key(header::IF_UNMODIFIED_SINCE);
-        if decided_by_inm && let Some(remembered) = resource.as_ref().and_then(|r| r.get(headers)) {
+        let query = request.uri().query().unwrap_or("");
+        if decided_by_inm
+            && let Some(remembered) = resource.as_ref().and_then(|r| r.get(query, headers))
+        {
             let validators = Validators::etag(remembered.etag.clone());
             if evaluate(request.method(), headers, Target::Current(&validators))
                 == Outcome::NotModified
@@ -135,6 +138,7 @@ impl<S, V> Conditional<S, V> {
         let context = ReadContext {
             conditional,
             key,
+            query: request.uri().query().unwrap_or("").to_owned(),
             method: request.method().clone(),
             request_headers: kept_headers(
                 headers,
@@ -249,10 +253,10 @@ where
                 // Per-variant tags (`Vary`: per user, per encoding): the tag of the variant this
                 // request selects, while nobody has written since this instance learned them;
                 // otherwise the key's one version.
-                Ok(Some(known)) => match cache
-                    .resource(&key)
-                    .and_then(|r| r.current_for(request.headers(), &known))
-                {
+                Ok(Some(known)) => match cache.resource(&key).and_then(|r| {
+                    let query = request.uri().query().unwrap_or("");
+                    r.current_for(query, request.headers(), &known)
+                }) {
                     None => Some(known),
                     Some(Some(etag)) => Some(Validators::new(Some(etag), known.last_modified)),
                     Some(None) => return Ok(refusal(Refusal::Unknown)),
@@ -530,7 +534,7 @@ where
         context
             .resource
             .as_ref()
-            .and_then(|r| r.get(&context.request_headers))
+            .and_then(|r| r.get(&context.query, &context.request_headers))
             .is_some_and(|r| r.etag == *etag)
     };
     if let Some(validators) = &validators
@@ -549,6 +553,7 @@ where
         context.cache.remember(
             &context.key,
             context.resource.as_deref(),
+            &context.query,
             &context.request_headers,
             &parts.headers,
             remembered,
@@ -561,7 +566,10 @@ where
     let whole = partial
         .then(|| {
             validators_of(&parts.headers).or_else(|| {
-                let remembered = context.resource.as_ref()?.get(&context.request_headers)?;
+                let remembered = context
+                    .resource
+                    .as_ref()?
+                    .get(&context.query, &context.request_headers)?;
                 Some(Validators::etag(remembered.etag.clone()))
             })
         })
