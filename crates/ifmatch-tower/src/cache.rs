@@ -97,8 +97,14 @@ impl Resource {
     /// the request's credentials, whatever `vary` says. The query is part of the variant, not
     /// of the key: a write to a path forgets every query of it.
     fn selector(&self, query: &str, request: &HeaderMap) -> Vec<u8> {
-        let mut out = query.as_bytes().to_vec();
-        out.push(0);
+        let mut out = Vec::new();
+        // 0x01 starts a query: no header value holds it. No query, no bytes: the usual
+        // request (no query, no `Vary`, no credentials) selects with an empty, unallocated key.
+        if !query.is_empty() {
+            out.push(1);
+            out.extend_from_slice(query.as_bytes());
+            out.push(0);
+        }
         for name in &self.vary {
             push_values(&mut out, request, name);
         }
