@@ -88,27 +88,22 @@ impl From<ifmatch_core::lease::HeaderError> for Failure {
 
 impl From<StoreError> for Failure {
     fn from(e: StoreError) -> Self {
-        let code = match &e {
-            StoreError::ContainerNotFound => ErrorCode::ContainerNotFound,
-            StoreError::NotFound => ErrorCode::BlobNotFound,
-            StoreError::TooLarge { .. } => ErrorCode::RequestBodyTooLarge,
-            StoreError::Body(_) => ErrorCode::IncompleteBody,
-            StoreError::LengthRequired => ErrorCode::MissingContentLengthHeader,
-            StoreError::Unavailable(_) => ErrorCode::ServerBusy,
+        let full = "The server has no space left for this request. Retry later.";
+        let (code, detail) = match &e {
+            StoreError::ContainerNotFound => (ErrorCode::ContainerNotFound, None),
+            StoreError::NotFound => (ErrorCode::BlobNotFound, None),
+            StoreError::TooLarge { .. } => (ErrorCode::RequestBodyTooLarge, None),
+            StoreError::Body(_) => (ErrorCode::IncompleteBody, None),
+            StoreError::LengthRequired => (ErrorCode::MissingContentLengthHeader, None),
+            StoreError::Unavailable(_) => (ErrorCode::ServerBusy, None),
             StoreError::Io(io) if io.kind() == std::io::ErrorKind::StorageFull => {
-                ErrorCode::ServerBusy
+                (ErrorCode::ServerBusy, Some(full.to_owned()))
             }
-            _ => ErrorCode::InternalError,
+            _ => (ErrorCode::InternalError, None),
         };
         if code == ErrorCode::InternalError || code == ErrorCode::ServerBusy {
             tracing::error!(error = %e, "backend failure");
         }
-        let detail = match &e {
-            StoreError::Io(io) if io.kind() == std::io::ErrorKind::StorageFull => {
-                Some("The server has no space left for this request. Retry later.".to_owned())
-            }
-            _ => None,
-        };
         Self {
             code,
             detail,
@@ -165,8 +160,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     }
 
     /// The answer for `code` alone: what a host says when the front could not answer.
-    pub fn error(code: ErrorCode) -> Answer<O::Reader> {
-        error_answer(code.into(), false)
+    pub fn error(&self, code: ErrorCode) -> Answer<O::Reader> {
+        self.stamped(error_answer(code.into(), false))
     }
 
     /// Answers one request. Never fails: every error is an answer with its code.
@@ -177,13 +172,18 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     {
         let head = request.method() == Method::HEAD;
         let (parts, body) = request.into_parts();
-        let mut answer = match self
+        let answer = match self
             .dispatch(&parts.method, &parts.uri, &parts.headers, body)
             .await
         {
             Ok(answer) => answer,
             Err(failure) => error_answer(failure, head),
         };
+        self.stamped(answer)
+    }
+
+    /// `answer` with the headers every answer carries: a request id and the dialect's version.
+    fn stamped(&self, mut answer: Answer<O::Reader>) -> Answer<O::Reader> {
         let headers = answer.headers_mut();
         let id = self.env.random_uuid().hyphenated().to_string();
         headers.insert(

@@ -237,10 +237,13 @@ where
                 // A change runs to its end in a task of its own even if the client goes away
                 // (and hyper drops this future): a staged object is then committed or
                 // discarded, never left behind.
-                let change = tokio::spawn(async move { front.handle(request).await });
+                let change = tokio::spawn({
+                    let front = front.clone();
+                    async move { front.handle(request).await }
+                });
                 Ok(change
                     .await
-                    .unwrap_or_else(|_| Front::<R, O, E>::error(ErrorCode::InternalError)))
+                    .unwrap_or_else(|_| front.error(ErrorCode::InternalError)))
             }
         })
     })
