@@ -13,13 +13,16 @@ use pin_project_lite::pin_project;
 use crate::BoxError;
 use crate::body::ConditionalBody;
 use crate::cache::{ReadCache, Resource};
-use crate::service::{finish_read, needs_tag, tag};
+use crate::encoding::Mark;
+use crate::service::{Hashing, finish_read, hashing, tag};
 
 /// What a read needs once the inner response arrives.
 #[derive(Debug)]
 pub(crate) struct ReadContext {
     /// Whether the request carries any precondition; without one there is nothing to evaluate.
     pub(crate) conditional: bool,
+    /// The mark of the request's `Accept-Encoding`, for the tag it is sent.
+    pub(crate) mark: Option<Mark>,
     pub(crate) key: String,
     /// The request's query: it selects a variant of the key's resource.
     pub(crate) query: String,
@@ -78,6 +81,8 @@ pin_project! {
             buffer: BytesMut,
             trailers: Option<HeaderMap>,
             context: Option<ReadContext>,
+            // Hashed only if the whole body is ready without a wait.
+            if_ready: bool,
         },
         Boxed { future: BoxedFuture<B, E> },
     }
@@ -137,9 +142,8 @@ where
                 StateProjection::Read { future, context } => {
                     let response = ready!(future.poll(cx))?;
                     let context = context.take().expect("polled after completion");
-                    if !needs_tag(&response, context.hash_limit)
-                        || (context.head && answered_as_head(&response))
-                    {
+                    let hashing = hashing(&response, context.hash_limit);
+                    if hashing == Hashing::No || (context.head && answered_as_head(&response)) {
                         let (parts, body) = response.into_parts();
                         return Poll::Ready(Ok(finish_read(
                             &context,
@@ -156,6 +160,7 @@ where
                         buffer: BytesMut::new(),
                         trailers: None,
                         context: Some(context),
+                        if_ready: hashing == Hashing::IfReady,
                     });
                 }
                 StateProjection::Buffering {
@@ -165,14 +170,27 @@ where
                     buffer,
                     trailers,
                     context,
+                    if_ready,
                 } => {
                     let limit = context
                         .as_ref()
                         .expect("polled after completion")
                         .hash_limit;
-                    let polled = ready!(
-                        Pin::new(body.as_mut().expect("polled after completion")).poll_frame(cx)
-                    );
+                    let polled = match Pin::new(body.as_mut().expect("polled after completion"))
+                        .poll_frame(cx)
+                    {
+                        Poll::Ready(polled) => polled,
+                        Poll::Pending if *if_ready => {
+                            // It streams: what came goes now, the rest as it comes, untagged.
+                            let prefix = take_all(first, buffer);
+                            let context = context.take().expect("polled after completion");
+                            let parts = parts.take().expect("polled after completion");
+                            let rest = body.take().expect("polled after completion");
+                            let body = ConditionalBody::prefixed(prefix, rest);
+                            return Poll::Ready(Ok(finish_read(&context, parts, body, None)));
+                        }
+                        Poll::Pending => return Poll::Pending,
+                    };
                     let frame = match polled {
                         Some(Ok(frame)) => frame,
                         Some(Err(error)) => {

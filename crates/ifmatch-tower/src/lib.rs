@@ -4,6 +4,7 @@ mod body;
 mod cache;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+mod encoding;
 mod future;
 mod layer;
 mod service;

@@ -18,6 +18,7 @@ use tower_service::Service;
 
 use crate::body::ConditionalBody;
 use crate::cache::{CREDENTIALS, ReadCache, Remembered, Resource};
+use crate::encoding::{Mark, present};
 use crate::future::{ReadContext, ResponseFuture};
 use crate::layer::Config;
 use crate::source::{current_request, validators_of_answer};
@@ -77,7 +78,7 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+    fn call(&mut self, mut request: Request<ReqBody>) -> Self::Future {
         let skipped = (self.shared.config.skip.as_ref())
             .is_some_and(|skip| skip(request.uri(), request.headers()));
         let key = (!skipped)
@@ -86,8 +87,12 @@ where
         let Some(key) = key else {
             return ResponseFuture::passthrough(self.inner.call(request));
         };
+        let mark = Mark::of(request.headers());
+        if let Some(mark) = &mark {
+            mark.unmark(request.headers_mut());
+        }
         match *request.method() {
-            Method::GET | Method::HEAD => self.read(request, key),
+            Method::GET | Method::HEAD => self.read(request, key, mark),
             Method::PUT | Method::POST | Method::PATCH | Method::DELETE => self.write(request, key),
             _ => ResponseFuture::passthrough(self.inner.call(request)),
         }
@@ -99,6 +104,7 @@ impl<S, V> Conditional<S, V> {
         &mut self,
         mut request: Request<ReqBody>,
         key: String,
+        mark: Option<Mark>,
     ) -> ResponseFuture<S::Future, ResBody, S::Error>
     where
         S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
@@ -130,6 +136,7 @@ impl<S, V> Conditional<S, V> {
                 let mut response = Response::new(ConditionalBody::empty());
                 *response.status_mut() = StatusCode::NOT_MODIFIED;
                 *response.headers_mut() = remembered.headers.clone();
+                present(mark.as_ref(), response.headers_mut());
                 return ResponseFuture::ready(response);
             }
         }
@@ -137,6 +144,7 @@ impl<S, V> Conditional<S, V> {
         let conditional = is_conditional(request.method(), headers);
         let context = ReadContext {
             conditional,
+            mark,
             key,
             query: request.uri().query().unwrap_or("").to_owned(),
             method: request.method().clone(),
@@ -395,7 +403,7 @@ where
     ResBody: Body<Data = Bytes> + Unpin,
     ResBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let (key, head) = (context.key.clone(), context.head);
+    let (key, head, mark) = (context.key.clone(), context.head, context.mark);
     // Reads never wait: the first read of a key takes its lock if it is free and learns the
     // version; reads meanwhile, and reads while a write holds the lock, are served and learn
     // nothing. A backend that is down costs the read nothing either.
@@ -409,7 +417,7 @@ where
     if let Some(guard) = &guard
         && !head
         && full
-        && let Some(validators) = validators_of(response.headers())
+        && let Some(validators) = plain_validators(mark.as_ref(), response.headers())
         && versions.set(guard, validators.clone()).await.is_ok()
         && let Some(resource) = cache.resource(&key)
     {
@@ -446,6 +454,17 @@ where
         Ok(current) => Probe::Known(current),
         Err(_) => Probe::Unknown,
     })
+}
+
+/// The validators of an answer the layer presented to a request with `mark`: its version,
+/// without the mark.
+fn plain_validators(mark: Option<&Mark>, headers: &HeaderMap) -> Option<Validators> {
+    let validators = validators_of(headers)?;
+    let (Some(mark), Some(etag)) = (mark, headers.get(header::ETAG)) else {
+        return Some(validators);
+    };
+    let etag = EntityTag::from_header(&mark.strip(etag)).ok()?;
+    Some(Validators::new(Some(etag), validators.last_modified))
 }
 
 /// The validators a response carries.
@@ -599,7 +618,7 @@ where
         }
         None => Outcome::Proceed,
     };
-    match outcome {
+    let mut response = match outcome {
         Outcome::NotModified => {
             not_modified_headers(&mut parts.headers);
             if let Some(etag) = whole.as_ref().and_then(|w| w.etag.as_ref())
@@ -624,7 +643,11 @@ where
             Response::from_parts(parts, ConditionalBody::empty())
         }
         Outcome::Proceed | Outcome::IgnoreRange => Response::from_parts(parts, body),
+    };
+    if matches!(response.status(), StatusCode::OK | StatusCode::NOT_MODIFIED) {
+        present(context.mark.as_ref(), response.headers_mut());
     }
+    response
 }
 
 /// The request headers a read needs after the response: the preconditions, `Range`, the
@@ -706,24 +729,37 @@ pub(crate) fn tag(
     etag
 }
 
-/// Whether a response is to be buffered and hashed: a 200 without an ETag, not known to be
-/// larger than the limit.
-pub(crate) fn needs_tag<B: Body>(response: &Response<B>, limit: usize) -> bool {
-    // Only a body whose whole length is known and small is buffered: one that streams (no
-    // length: chunked, server-sent events) passes through at once, untagged, since holding its
-    // first bytes back would hold back the client.
+/// How a response's body is to be hashed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Hashing {
+    /// Not at all: not a 200, already tagged, a stream, or known to be too large.
+    No,
+    /// Whole: its length is known and within the limit.
+    Whole,
+    /// Only if all of it is ready at once (a body of unknown length, such as one a compressor
+    /// inside the layer encodes as it goes): at the first wait, what came is sent, the rest
+    /// streams through untagged, and nothing is held back.
+    IfReady,
+}
+
+/// How a response is to be hashed: a 200 without an ETag, not known to be larger than the limit.
+pub(crate) fn hashing<B: Body>(response: &Response<B>, limit: usize) -> Hashing {
+    // Server-sent events are never held back, even for a moment.
     let streams = response
         .headers()
         .get(header::CONTENT_TYPE)
         .is_some_and(|t| t.as_bytes().starts_with(b"text/event-stream"));
-    response.status() == StatusCode::OK
-        && !response.headers().contains_key(header::ETAG)
-        && !streams
-        && response
-            .body()
-            .size_hint()
-            .exact()
-            .is_some_and(|len| len <= limit as u64)
+    if response.status() != StatusCode::OK
+        || response.headers().contains_key(header::ETAG)
+        || streams
+    {
+        return Hashing::No;
+    }
+    match response.body().size_hint().exact() {
+        Some(len) if len <= limit as u64 => Hashing::Whole,
+        Some(_) => Hashing::No,
+        None => Hashing::IfReady,
+    }
 }
 
 #[allow(dead_code)]

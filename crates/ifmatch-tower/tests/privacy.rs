@@ -97,3 +97,47 @@ async fn the_layer_inside_authentication_never_answers_304_to_other_credentials(
         .layer(middleware::from_fn(auth));
     no_304_for_other_credentials(app, "authentication outermost").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_authentication_outside_a_stale_write_without_credentials_is_401_not_412() {
+    // RFC 9110 13.2.1: preconditions are evaluated after authentication. The layer cannot run
+    // an authentication it wraps without running the handler, so authentication goes outside
+    // it (the crate README says so); then nobody learns from a 412 whether a guessed tag is
+    // current.
+    async fn write() -> StatusCode {
+        StatusCode::NO_CONTENT
+    }
+    let app = Router::new()
+        .route("/diary", get(document).put(write))
+        .layer(ConditionalLayer::new())
+        .layer(middleware::from_fn(auth));
+    let base = serve(app).await;
+    let alice = ("authorization", "Bearer alice-token");
+    let tag = get_with(&base, &[alice]).await.headers()["etag"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let put = |headers: Vec<(&'static str, String)>| {
+        let mut request = common::http().put(format!("{base}/diary")).body("x");
+        for (name, value) in headers {
+            request = request.header(name, value);
+        }
+        async move { request.send().await.unwrap().status() }
+    };
+    for guess in [tag.clone(), "\"stale\"".to_owned()] {
+        assert_eq!(put(vec![("if-match", guess.clone())]).await, 401, "{guess}");
+        let header = ("if-none-match", tag.clone());
+        assert_eq!(
+            get_with(&base, &[(header.0, &header.1)]).await.status(),
+            401
+        );
+    }
+    let stale = put(vec![
+        ("if-match", "\"stale\"".to_owned()),
+        (alice.0, alice.1.to_owned()),
+    ])
+    .await;
+    assert_eq!(stale, 412, "Alice's stale write");
+    let current = put(vec![("if-match", tag), (alice.0, alice.1.to_owned())]).await;
+    assert_eq!(current, 204, "Alice's current write");
+}
