@@ -6,7 +6,8 @@
 //! what it encodes, the same fault. What a compressor sends is a function of the body and the
 //! request's `Accept-Encoding`, so the layer makes the tag one too: to a request that carries
 //! `Accept-Encoding`, the strong tag of a GET or HEAD answer (200 or 304) leaves as
-//! `"<tag>+ae<8 hex digits of the field's digest>"`, with `Vary: Accept-Encoding`. Two requests
+//! `"<tag>+ae<8 hex digits of the field's digest>"`, with `Vary: Accept-Encoding` (a request
+//! without the field gets the plain tag, which names the unencoded bytes it is sent). Two requests
 //! that may be sent different bytes never share a tag, whichever order the layers are in, and
 //! whoever set the tag. (Two requests sent the same bytes may get different tags: allowed, it
 //! costs a shared cache a copy.)
@@ -72,10 +73,13 @@ impl Mark {
     }
 }
 
-/// Readies a GET or HEAD answer (200 or 304) for a compressor on either side of the layer: when
-/// it has a tag, adds `Vary: Accept-Encoding` (unless `Vary` already names it, or `*`) and marks
-/// a strong tag with the request's `mark`.
+/// Readies a GET or HEAD answer (200 or 304) for a compressor on either side of the layer: to a
+/// request with a mark, when it has a tag, adds `Vary: Accept-Encoding` (unless `Vary` already
+/// names it, or `*`) and marks a strong tag.
 pub(crate) fn present(mark: Option<&Mark>, response: &mut HeaderMap) {
+    // Without a mark the tag is the plain one, which names the bytes of an unencoded answer:
+    // right for any cache that keeps it, whatever it varies on.
+    let Some(mark) = mark else { return };
     if !response.contains_key(header::ETAG) {
         return;
     }
@@ -91,7 +95,6 @@ pub(crate) fn present(mark: Option<&Mark>, response: &mut HeaderMap) {
     if !named {
         response.append(header::VARY, HeaderValue::from_static("accept-encoding"));
     }
-    let Some(mark) = mark else { return };
     let etag = response[header::ETAG].as_bytes();
     if etag.len() < 2 || etag.starts_with(b"W/") || !etag.ends_with(b"\"") {
         return;
@@ -180,5 +183,8 @@ mod tests {
         let mut untagged = headers(&[]);
         present(Some(&gzip), &mut untagged);
         assert!(untagged.is_empty());
+        let mut plain = headers(&[("etag", "\"abc\"")]);
+        present(None, &mut plain);
+        assert_eq!(plain.len(), 1, "no mark, nothing added");
     }
 }
