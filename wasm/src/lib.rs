@@ -17,7 +17,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
-use ifmatch_blob::{DEFAULT_MAX_BODY, Front, ResponseBody};
+use ifmatch_blob::auth::{ClientIp, Https};
+use ifmatch_blob::{Accounts, DEFAULT_MAX_BODY, Front, ResponseBody};
 use wasm_bindgen::prelude::wasm_bindgen;
 use worker::{Context, Env, HttpRequest, event};
 
@@ -40,18 +41,39 @@ async fn fetch(
         .ok()
         .and_then(|v| v.to_string().parse().ok())
         .unwrap_or(DEFAULT_MAX_BODY);
+    // Accounts and keys from the Worker secret ACCOUNTS (`name:key[,key2]`, `;`-separated);
+    // without it, the development account and its published key.
+    let accounts = match env.secret("ACCOUNTS") {
+        Ok(secret) => Accounts::parse(&secret.to_string())
+            .map_err(|e| worker::Error::RustError(format!("the ACCOUNTS secret: {e}")))?,
+        Err(_) => Accounts::default(),
+    };
+    let anonymous = env
+        .var("ANONYMOUS")
+        .is_ok_and(|v| v.to_string() == "true");
     let front = Front::new(
         DurableRecords::new(env.durable_object(RECORDS)?),
         R2Objects::new(env.bucket(BUCKET)?),
         WorkersEnv,
     )
-    .with_max_body(max_body);
+    .with_max_body(max_body)
+    .with_accounts(accounts)
+    .with_anonymous_access(anonymous);
     // R2 must know an upload's length before it streams: tell the body what the client said.
     let length = request
         .headers()
         .get(http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse().ok());
-    let request = request.map(|body| KnownLength { body, length });
+    let mut request = request.map(|body| KnownLength { body, length });
+    // Cloudflare names the client's address; a SAS may name the addresses it allows.
+    let client = (request.headers().get("cf-connecting-ip"))
+        .and_then(|v| v.to_str().ok()?.parse().ok());
+    if let Some(ip) = client {
+        request.extensions_mut().insert(ClientIp(ip));
+    }
+    if request.uri().scheme_str() == Some("https") {
+        request.extensions_mut().insert(Https);
+    }
     let mut response = front.handle(request).await;
     // The bytes as stored: a compressed body would be another representation under the same
     // strong ETag, and would lose Content-Length.

@@ -246,10 +246,12 @@ export function suite(name, start) {
         for (const [headers, status] of rows) {
           const r = await req("GET", path, headers);
           assert.equal(r.status, status, JSON.stringify(headers));
-          if (status === 412) assert.equal(r.code, "ConditionNotMet");
+          // A 304 carries the code too, as Azure's does: the SDKs read it.
+          if (status === 412 || status === 304) assert.equal(r.code, "ConditionNotMet");
         }
+        // A read of a missing blob is 404 whatever its conditions (live Azure).
         const missing = await req("GET", `/${c}/missing`, { "if-match": etag });
-        assert.deepEqual([missing.status, missing.code], [412, "ConditionNotMet"]);
+        assert.deepEqual([missing.status, missing.code], [404, "BlobNotFound"]);
       });
 
       test("the write table: one condition, the allowed pairs, the rest 400", async () => {

@@ -13,7 +13,7 @@ const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, "..");
 
 /** The Worker as built by worker-build, served by miniflare. */
-export async function startWorker() {
+export async function startWorker({ anonymous = true } = {}) {
   const mf = new Miniflare({
     modules: true,
     scriptPath: join(root, "build/worker/shim.mjs"),
@@ -24,13 +24,16 @@ export async function startWorker() {
     compatibilityDate: "2025-09-01",
     r2Buckets: ["BLOBS"],
     durableObjects: { RECORDS: { className: "ContainerRecords", useSQLite: true } },
-    bindings: { MAX_BODY: String(8 << 20) },
+    // The suite sends no credentials: anonymous access, as `serve --anonymous`. The SDK tests
+    // sign with the development account's key instead (ANONYMOUS unset).
+    bindings: { MAX_BODY: String(8 << 20), ...(anonymous ? { ANONYMOUS: "true" } : {}) },
     host: "127.0.0.1",
     port: 0,
   });
   const url = await mf.ready;
   return {
-    base: url.origin,
+    origin: url.origin,
+    base: `${url.origin}/devstoreaccount1`,
     stop: () => mf.dispose(),
   };
 }
@@ -47,20 +50,24 @@ async function freePort() {
 }
 
 /** The native server (`IFMATCH_BIN`, default the workspace's debug build) on a fresh data directory. */
-export async function startNative() {
+export async function startNative({ anonymous = true } = {}) {
   const bin = process.env.IFMATCH_BIN ?? join(root, "../target/debug/ifmatch");
   const data = mkdtempSync(join(tmpdir(), "ifmatch-suite-"));
   const port = await freePort();
   const child = spawn(
     bin,
-    ["serve", "--data", data, "--listen", `127.0.0.1:${port}`, "--max-body", String(8 << 20)],
+    [
+      "serve", "--data", data, "--listen", `127.0.0.1:${port}`, "--max-body", String(8 << 20),
+      ...(anonymous ? ["--anonymous"] : []),
+    ],
     { stdio: "ignore" },
   );
-  const base = `http://127.0.0.1:${port}`;
+  const origin = `http://127.0.0.1:${port}`;
+  const base = `${origin}/devstoreaccount1`;
   const deadline = Date.now() + 20_000;
   for (;;) {
     try {
-      await fetch(`${base}/`);
+      await fetch(`${origin}/`);
       break;
     } catch {
       if (Date.now() > deadline) throw new Error(`${bin} did not start`);
@@ -68,6 +75,7 @@ export async function startNative() {
     }
   }
   return {
+    origin,
     base,
     stop: async () => {
       child.kill("SIGKILL");

@@ -19,11 +19,13 @@ use ifmatch_core::lease::{Access, Lease, LeaseAction, LeaseId, Scope, lease_id_f
 use ifmatch_core::precondition::{Outcome, blob};
 use ifmatch_core::{ErrorCode, strong_etag};
 
+use crate::account::Accounts;
+use crate::auth::{self, ClientIp, Credential, Https, Signed};
 use crate::body::ResponseBody;
 use crate::operation::{ListOptions, Operation, Target};
 use crate::range::ByteRange;
 use crate::store::{BoxError, Env, Key, Objects, PutMode, Records, StoreError};
-use crate::{Content, Record, listing};
+use crate::{Content, PublicAccess, Record, listing};
 
 /// `x-ms-request-id`
 pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-ms-request-id");
@@ -32,6 +34,7 @@ pub const ERROR_CODE: HeaderName = HeaderName::from_static("x-ms-error-code");
 const BLOB_TYPE: HeaderName = HeaderName::from_static("x-ms-blob-type");
 const MS_RANGE: HeaderName = HeaderName::from_static("x-ms-range");
 const MS_VERSION: HeaderName = HeaderName::from_static("x-ms-version");
+const PUBLIC_ACCESS: HeaderName = HeaderName::from_static("x-ms-blob-public-access");
 
 /// How often a change is retried when its compare-and-swap keeps losing, before 503.
 const MAX_ATTEMPTS: usize = 64;
@@ -46,6 +49,8 @@ pub struct Front<R, O, E> {
     objects: O,
     env: E,
     max_body: u64,
+    accounts: Accounts,
+    anonymous: bool,
 }
 
 /// An error answer: the code, and what to say about it.
@@ -67,6 +72,12 @@ impl Failure {
             detail: Some(detail.into()),
             may_have_landed: false,
         }
+    }
+}
+
+impl From<auth::Denied> for Failure {
+    fn from(denied: auth::Denied) -> Self {
+        Self::with_detail(denied.code, denied.detail)
     }
 }
 
@@ -140,7 +151,28 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             objects,
             env,
             max_body: DEFAULT_MAX_BODY,
+            accounts: Accounts::default(),
+            anonymous: false,
         }
+    }
+
+    /// The accounts served (by default the development account alone, with its published
+    /// key).
+    pub fn with_accounts(mut self, accounts: Accounts) -> Self {
+        self.accounts = accounts;
+        self
+    }
+
+    /// Lets requests without credentials do anything: for development only. Requests that
+    /// carry credentials are still checked.
+    pub fn with_anonymous_access(mut self, yes: bool) -> Self {
+        self.anonymous = yes;
+        self
+    }
+
+    /// The accounts served.
+    pub fn accounts(&self) -> &Accounts {
+        &self.accounts
     }
 
     /// The largest blob accepted; larger uploads answer 413 `RequestBodyTooLarge`.
@@ -172,14 +204,18 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     {
         let head = request.method() == Method::HEAD;
         let (parts, body) = request.into_parts();
-        let answer = match self
-            .dispatch(&parts.method, &parts.uri, &parts.headers, body)
-            .await
-        {
+        let answer = match self.dispatch(&parts, body).await {
             Ok(answer) => answer,
             Err(failure) => error_answer(failure, head),
         };
-        self.stamped(answer)
+        let mut answer = self.stamped(answer);
+        // The version the client speaks, when it names one the dialect knows the form of.
+        if let Some(version) = parts.headers.get(MS_VERSION)
+            && version.len() == 10
+        {
+            answer.headers_mut().insert(MS_VERSION, version.clone());
+        }
+        answer
     }
 
     /// `answer` with the headers every answer carries: a request id and the dialect's version.
@@ -194,28 +230,54 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         answer
     }
 
-    async fn dispatch<B>(
-        &self,
-        method: &Method,
-        uri: &http::Uri,
-        headers: &HeaderMap,
-        body: B,
-    ) -> Result<Answer<O::Reader>>
+    async fn dispatch<B>(&self, parts: &http::request::Parts, body: B) -> Result<Answer<O::Reader>>
     where
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
     {
-        let target = Target::parse(method, uri)?;
+        let (method, uri, headers) = (&parts.method, &parts.uri, &parts.headers);
+        let host = (headers.get(header::HOST))
+            .and_then(|h| h.to_str().ok())
+            .or(uri.authority().map(|a| a.as_str()));
+        let (account, path, _) = self.accounts.locate(host, uri.path())?;
+        let target = Target::parse(method, path, uri.query())?;
         let now = self.env.now();
-        let container = Key::Container(target.container.clone());
-        let blob = Key::Blob(target.container.clone(), target.blob.clone());
+        let signed = Signed {
+            method,
+            uri,
+            headers,
+            client: parts.extensions.get::<ClientIp>().map(|ip| ip.0),
+            https: parts.extensions.get::<Https>().is_some(),
+            container: &target.container,
+            blob: &target.blob,
+        };
+        let credential = auth::authenticate(account, signed, now)?;
+        let stored = self.accounts.stored(account, &target.container);
+        let container = Key::Container(stored.clone());
+        let blob = Key::Blob(stored.clone(), target.blob.clone());
+        if let Err(denied) = auth::authorize(
+            &credential,
+            &target.operation,
+            &target.container,
+            &target.blob,
+        ) {
+            let public = credential == Credential::Anonymous
+                && (self.anonymous || self.public(&container, &target.operation).await?);
+            if !public {
+                return Err(denied.into());
+            }
+        }
         match &target.operation {
-            Operation::CreateContainer => self.create_container(&container, now).await,
+            Operation::CreateContainer => self.create_container(&container, headers, now).await,
+            Operation::GetContainerAcl => self.container_acl(&container, headers, now).await,
+            Operation::SetContainerAcl => {
+                self.set_container_acl(&container, headers, body, now).await
+            }
             Operation::DeleteContainer => self.delete_container(&container, headers, now).await,
             Operation::GetContainerProperties => {
                 self.container_properties(&container, headers, now).await
             }
-            Operation::ListBlobs(options) => self.list(&target.container, options, now).await,
+            Operation::ListBlobs(options) => self.list(&stored, options, now).await,
             Operation::LeaseContainer => self.lease(&container, headers, now).await,
             Operation::PutBlob => self.put_blob(&blob, headers, body, now).await,
             Operation::GetBlob => {
@@ -227,9 +289,33 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         }
     }
 
-    async fn create_container(&self, key: &Key, now: SystemTime) -> Result<Answer<O::Reader>> {
+    /// Whether a container's public access level lets anyone do `operation`: read blobs at
+    /// `blob` level, and also list them and read the container's properties at `container`.
+    async fn public(&self, container: &Key, operation: &Operation) -> Result<bool> {
+        let level = match self.records.get(container).await? {
+            Some(record) => record.public_access,
+            None => None,
+        };
+        Ok(matches!(
+            (level, operation),
+            (Some(_), Operation::GetBlob)
+                | (
+                    Some(PublicAccess::Container),
+                    Operation::ListBlobs(_) | Operation::GetContainerProperties
+                )
+        ))
+    }
+
+    async fn create_container(
+        &self,
+        key: &Key,
+        headers: &HeaderMap,
+        now: SystemTime,
+    ) -> Result<Answer<O::Reader>> {
+        let public_access = public_access(headers)?;
         let etag = strong_etag(self.env.random_uuid().as_bytes());
-        let record = Record::container(etag, now).with_generation(self.fresh_generation());
+        let mut record = Record::container(etag, now).with_generation(self.fresh_generation());
+        record.public_access = public_access;
         match self.records.put(key, &record, PutMode::Create).await {
             Err(StoreError::AlreadyExists) => Err(ErrorCode::ContainerAlreadyExists.into()),
             result => {
@@ -271,6 +357,94 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         Ok(answer(StatusCode::ACCEPTED, HeaderMap::new()))
     }
 
+    async fn container_acl(
+        &self,
+        key: &Key,
+        headers: &HeaderMap,
+        now: SystemTime,
+    ) -> Result<Answer<O::Reader>> {
+        let lease_id = lease_id_from_headers(headers)?;
+        let current = self
+            .records
+            .get(key)
+            .await?
+            .ok_or(ErrorCode::ContainerNotFound)?;
+        current
+            .lease
+            .authorize(Scope::Container, Access::Read, lease_id, now)?;
+        let mut out = validator_headers(&current);
+        if let Some(level) = current.public_access {
+            out.insert(PUBLIC_ACCESS, HeaderValue::from_static(level.as_str()));
+        }
+        out.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/xml"),
+        );
+        let mut response = answer(StatusCode::OK, out);
+        *response.body_mut() = ResponseBody::full(Bytes::from_static(
+            b"<?xml version=\"1.0\" encoding=\"utf-8\"?><SignedIdentifiers />",
+        ));
+        Ok(response)
+    }
+
+    /// Set Container ACL: the public access level. Stored access policies are not kept, so a
+    /// body that names one is refused rather than ignored.
+    async fn set_container_acl<B>(
+        &self,
+        key: &Key,
+        headers: &HeaderMap,
+        body: B,
+        now: SystemTime,
+    ) -> Result<Answer<O::Reader>>
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        use http_body_util::BodyExt;
+        let level = public_access(headers)?;
+        let lease_id = lease_id_from_headers(headers)?;
+        let limited = http_body_util::Limited::new(body, 64 << 10);
+        let xml = limited
+            .collect()
+            .await
+            .map_err(|_| ErrorCode::InvalidXmlDocument)?
+            .to_bytes();
+        if String::from_utf8_lossy(&xml).contains("<SignedIdentifier>") {
+            return Err(Failure::with_detail(
+                ErrorCode::InvalidXmlDocument,
+                "Stored access policies (SignedIdentifier) are not supported by this server; \
+                 sign permissions and expiry into each shared access signature.",
+            ));
+        }
+        let etag = strong_etag(self.env.random_uuid().as_bytes());
+        let swapped = self
+            .swap(key, headers, |current| {
+                let Some(current) = current else {
+                    return Ok(Step::Missing(
+                        blob::Operation::Container,
+                        ErrorCode::ContainerNotFound,
+                    ));
+                };
+                current
+                    .lease
+                    .authorize(Scope::Container, Access::Read, lease_id, now)?;
+                blob::evaluate(
+                    blob::Operation::Container,
+                    headers,
+                    Some(&current.validators()),
+                )?;
+                let mut record = current.clone();
+                record.public_access = level;
+                record.etag = etag.clone();
+                record.last_modified = crate::unix_seconds(now);
+                record.generation = current.generation + 1;
+                Ok(Step::Put(record, PutMode::Update(current.generation)))
+            })
+            .await?;
+        let written = swapped.written.expect("a put");
+        Ok(answer(StatusCode::OK, validator_headers(&written)))
+    }
+
     async fn container_properties(
         &self,
         key: &Key,
@@ -288,6 +462,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             .authorize(Scope::Container, Access::Read, lease_id, now)?;
         let mut out = validator_headers(&current);
         current.lease.insert_headers(now, &mut out);
+        if let Some(level) = current.public_access {
+            out.insert(PUBLIC_ACCESS, HeaderValue::from_static(level.as_str()));
+        }
         Ok(answer(StatusCode::OK, out))
     }
 
@@ -488,6 +665,11 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             let mut out = validator_headers(&current);
             current.lease.insert_headers(now, &mut out);
             if outcome == Outcome::NotModified {
+                // As Azure's: the SDKs pick their exception (or "not modified") from the code.
+                out.insert(
+                    ERROR_CODE,
+                    HeaderValue::from_static(ErrorCode::ConditionNotMet.as_str()),
+                );
                 return Ok(answer(StatusCode::NOT_MODIFIED, out));
             }
             let content_type = content
@@ -640,8 +822,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         ))
     }
 
-    /// The error for a record that does not exist: a failed `If-Match` first (412), then a
-    /// missing container, then `missing`.
+    /// The error for a record that does not exist: for a change, a failed `If-Match` first
+    /// (412); then a missing container, then `missing`.
     async fn missing(
         &self,
         key: &Key,
@@ -649,7 +831,11 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         headers: &HeaderMap,
         missing: ErrorCode,
     ) -> Failure {
-        if let Err(code) = blob::evaluate(operation, headers, None) {
+        // A read of a missing blob is 404 whatever its conditions, as live Azure answers
+        // (RFC 9110 13.2.1: without them the answer would not be a 2xx either).
+        if operation != blob::Operation::Read
+            && let Err(code) = blob::evaluate(operation, headers, None)
+        {
             return code.into();
         }
         if let Key::Blob(container, _) = key {
@@ -731,6 +917,16 @@ fn write_allowed(
     Ok(lease)
 }
 
+/// `x-ms-blob-public-access`, or 400 `InvalidHeaderValue`.
+fn public_access(headers: &HeaderMap) -> Result<Option<PublicAccess>> {
+    PublicAccess::from_header(headers.get(PUBLIC_ACCESS)).ok_or_else(|| {
+        Failure::with_detail(
+            ErrorCode::InvalidHeaderValue,
+            "x-ms-blob-public-access must be `container` or `blob` (absent: private).",
+        )
+    })
+}
+
 fn validator_headers(record: &Record) -> HeaderMap {
     let mut out = HeaderMap::new();
     out.insert(header::ETAG, record.etag.to_header_value());
@@ -809,15 +1005,18 @@ mod tests {
             inner: MemoryRecords::default(),
             fail,
         };
-        let front = Front::new(records, MemoryObjects::default(), ManualEnv::default());
+        let front = Front::new(records, MemoryObjects::default(), ManualEnv::default())
+            .with_anonymous_access(true);
         let put = |uri: &str| {
             Request::put(uri)
                 .header("x-ms-blob-type", "BlockBlob")
                 .body(Full::new(Bytes::from_static(b"bytes")))
                 .unwrap()
         };
-        front.handle(put("/box?restype=container")).await;
-        let answer = front.handle(put("/box/b")).await;
+        front
+            .handle(put("/devstoreaccount1/box?restype=container"))
+            .await;
+        let answer = front.handle(put("/devstoreaccount1/box/b")).await;
         let code = answer
             .headers()
             .get(ERROR_CODE)

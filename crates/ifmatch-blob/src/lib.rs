@@ -14,17 +14,21 @@
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
-//! let front = Front::new(MemoryRecords::default(), MemoryObjects::default(), ManualEnv::default());
+//! // Anonymous access for the example; a real front checks Shared Key and SAS signatures.
+//! let front = Front::new(MemoryRecords::default(), MemoryObjects::default(), ManualEnv::default())
+//!     .with_anonymous_access(true);
 //! let put = |uri: &str| {
 //!     let request = Request::put(uri).header("x-ms-blob-type", "BlockBlob");
 //!     request.body(Full::new(Bytes::from_static(b"hello"))).unwrap()
 //! };
-//! assert_eq!(front.handle(put("/box?restype=container")).await.status(), StatusCode::CREATED);
-//! let created = front.handle(put("/box/greeting.txt")).await;
+//! // Path-style, as the emulators serve: the account, the container, the blob.
+//! let container = "/devstoreaccount1/box?restype=container";
+//! assert_eq!(front.handle(put(container)).await.status(), StatusCode::CREATED);
+//! let created = front.handle(put("/devstoreaccount1/box/greeting.txt")).await;
 //! assert_eq!(created.status(), StatusCode::CREATED);
 //!
 //! // Create-only: a second PUT with `If-None-Match: *` finds the blob and answers 409.
-//! let mut again = put("/box/greeting.txt");
+//! let mut again = put("/devstoreaccount1/box/greeting.txt");
 //! again.headers_mut().insert("if-none-match", "*".parse().unwrap());
 //! let conflict = front.handle(again).await;
 //! assert_eq!(conflict.status(), StatusCode::CONFLICT);
@@ -32,6 +36,8 @@
 //! # }
 //! ```
 
+mod account;
+pub mod auth;
 mod body;
 #[cfg(feature = "conformance")]
 pub mod conformance;
@@ -44,10 +50,11 @@ mod range;
 mod record;
 mod store;
 
+pub use account::{Account, Accounts, DEV_ACCOUNT, DEV_KEY, Style};
 pub use body::ResponseBody;
 pub use front::{DEFAULT_MAX_BODY, ERROR_CODE, Front, REQUEST_ID};
 pub use hashing::HashingBody;
 pub use operation::{ListOptions, MAX_RESULTS, Operation, Target};
 pub use range::ByteRange;
-pub use record::{Content, Record, unix_seconds};
+pub use record::{Content, PublicAccess, Record, unix_seconds};
 pub use store::{BoxError, Env, Key, Objects, PutMode, Records, Staged, StoreError, check_len};

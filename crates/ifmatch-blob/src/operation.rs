@@ -1,6 +1,6 @@
 //! Reading a request line into a blob-dialect operation, and the naming rules.
 
-use http::{Method, Uri};
+use http::Method;
 use ifmatch_core::ErrorCode;
 use percent_encoding::percent_decode_str;
 
@@ -17,6 +17,10 @@ pub enum Operation {
     ListBlobs(ListOptions),
     /// `PUT /{container}?restype=container&comp=lease`
     LeaseContainer,
+    /// `GET` or `HEAD /{container}?restype=container&comp=acl`
+    GetContainerAcl,
+    /// `PUT /{container}?restype=container&comp=acl`
+    SetContainerAcl,
     /// `PUT /{container}/{blob}`
     PutBlob,
     /// `GET` or `HEAD /{container}/{blob}`
@@ -53,18 +57,20 @@ pub struct Target {
 }
 
 impl Target {
-    /// Reads the method, path and query. Names are percent-decoded and validated: a container
-    /// name is 3 to 63 of `a-z 0-9 -` (no leading, trailing or doubled `-`); a blob name is 1
-    /// to 1024 characters with no control characters and no `.` or `..` segment.
-    pub fn parse(method: &Method, uri: &Uri) -> Result<Self, ErrorCode> {
-        let path = uri.path().strip_prefix('/').ok_or(ErrorCode::InvalidUri)?;
+    /// Reads the method, the path below the account (see
+    /// [`Accounts::locate`](crate::Accounts::locate)) and the query. Names are percent-decoded
+    /// and validated: a container name is 3 to 63 of `a-z 0-9 -` (no leading, trailing or
+    /// doubled `-`); a blob name is 1 to 1024 characters with no control characters and no `.`
+    /// or `..` segment.
+    pub fn parse(method: &Method, path: &str, query: Option<&str>) -> Result<Self, ErrorCode> {
+        let path = path.strip_prefix('/').ok_or(ErrorCode::InvalidUri)?;
         let (container, blob) = match path.split_once('/') {
             Some((c, b)) => (c, Some(b)),
             None => (path, None),
         };
         let container = decode(container)?;
         validate_container(&container)?;
-        let query = Query::parse(uri.query().unwrap_or(""))?;
+        let query = Query::parse(query.unwrap_or(""))?;
 
         let operation = match blob {
             None | Some("") => {
@@ -77,7 +83,9 @@ impl Target {
                     (&Method::GET | &Method::HEAD, None) => Operation::GetContainerProperties,
                     (&Method::GET, Some("list")) => Operation::ListBlobs(query.list_options()?),
                     (&Method::PUT, Some("lease")) => Operation::LeaseContainer,
-                    (_, None | Some("list" | "lease")) => {
+                    (&Method::GET | &Method::HEAD, Some("acl")) => Operation::GetContainerAcl,
+                    (&Method::PUT, Some("acl")) => Operation::SetContainerAcl,
+                    (_, None | Some("list" | "lease" | "acl")) => {
                         return Err(ErrorCode::UnsupportedHttpVerb);
                     }
                     _ => return Err(ErrorCode::InvalidQueryParameterValue),
@@ -190,7 +198,8 @@ mod tests {
     use super::*;
 
     fn parse(method: Method, uri: &str) -> Result<Target, ErrorCode> {
-        Target::parse(&method, &uri.parse().unwrap())
+        let uri: http::Uri = uri.parse().unwrap();
+        Target::parse(&method, uri.path(), uri.query())
     }
 
     #[test]
@@ -232,7 +241,12 @@ mod tests {
             (
                 Method::PUT,
                 "/box?restype=container&comp=acl",
-                Err(ErrorCode::InvalidQueryParameterValue),
+                Ok(SetContainerAcl),
+            ),
+            (
+                Method::GET,
+                "/box?restype=container&comp=acl",
+                Ok(GetContainerAcl),
             ),
             (
                 Method::PUT,
@@ -306,9 +320,9 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn any_request_line_parses_or_is_refused(path in "/[ -~]{0,80}", method in "[A-Z]{1,8}") {
-            let parsed = (path.parse::<Uri>(), Method::from_bytes(method.as_bytes()));
+            let parsed = (path.parse::<http::Uri>(), Method::from_bytes(method.as_bytes()));
             if let (Ok(uri), Ok(method)) = parsed
-                && let Ok(target) = Target::parse(&method, &uri)
+                && let Ok(target) = Target::parse(&method, uri.path(), uri.query())
             {
                 proptest::prop_assert!(!target.blob.split('/').any(|s| s == ".."));
             }

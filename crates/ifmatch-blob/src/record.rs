@@ -26,6 +26,40 @@ pub struct Record {
     /// The blob's bytes; `None` for a container.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<Content>,
+    /// A container's public access level: who may read without credentials.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_access: Option<PublicAccess>,
+}
+
+/// A container's public access level (`x-ms-blob-public-access`); private when absent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PublicAccess {
+    /// Anyone may read the container's blobs, not list them.
+    Blob,
+    /// Anyone may read the blobs, list them and read the container's properties.
+    Container,
+}
+
+impl PublicAccess {
+    /// Reads `x-ms-blob-public-access`: `Some(None)` when absent (private), `None` for a value
+    /// that is not a level.
+    pub fn from_header(value: Option<&http::HeaderValue>) -> Option<Option<Self>> {
+        match value.map(http::HeaderValue::as_bytes) {
+            None => Some(None),
+            Some(b"blob") => Some(Some(Self::Blob)),
+            Some(b"container") => Some(Some(Self::Container)),
+            Some(_) => None,
+        }
+    }
+
+    /// The header's value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Blob => "blob",
+            Self::Container => "container",
+        }
+    }
 }
 
 /// Where a blob's bytes are and what they are.
@@ -50,6 +84,7 @@ impl Record {
             lease: Lease::Available,
             generation: 1,
             content: None,
+            public_access: None,
         }
     }
 
@@ -61,6 +96,7 @@ impl Record {
             lease: Lease::Available,
             generation: 1,
             content: Some(content),
+            public_access: None,
         }
     }
 

@@ -96,6 +96,23 @@ error_codes! {
     LeaseIdMismatchWithContainerOperation = PRECONDITION_FAILED, "The lease ID specified did not match the lease ID for the container.";
     /// A container operation named a lease id but the container has no active lease.
     LeaseNotPresentWithContainerOperation = PRECONDITION_FAILED, "There is currently no lease on the container.";
+    /// A credential is missing, malformed or wrong (a signature that does not match, a date
+    /// out of range, a shared access signature out of its time window).
+    AuthenticationFailed = FORBIDDEN, "Server failed to authenticate the request. Make sure the value of the Authorization header is formed correctly including the signature.";
+    /// A shared access signature lacks the permission the operation needs.
+    AuthorizationPermissionMismatch = FORBIDDEN, "This request is not authorized to perform this operation using this permission.";
+    /// A shared access signature does not cover the resource (type) addressed.
+    AuthorizationResourceTypeMismatch = FORBIDDEN, "This request is not authorized to perform this operation using this resource type.";
+    /// An account shared access signature does not cover the blob service.
+    AuthorizationServiceMismatch = FORBIDDEN, "This request is not authorized to perform this operation using this service.";
+    /// A shared access signature allows HTTPS only.
+    AuthorizationProtocolMismatch = FORBIDDEN, "This request is not authorized to perform this operation using this protocol.";
+    /// A shared access signature allows other client addresses only.
+    AuthorizationSourceIPMismatch = FORBIDDEN, "This request is not authorized to perform this operation using this source IP.";
+    /// A request body is not the XML document the operation takes.
+    InvalidXmlDocument = BAD_REQUEST, "The XML specified is not syntactically valid.";
+    /// The `Content-MD5` sent with an upload is not the MD5 of its bytes.
+    Md5Mismatch = BAD_REQUEST, "The MD5 value specified in the request did not match with the MD5 value calculated by the server.";
     /// The backend that holds versions, leases or locks cannot be reached.
     ServerBusy = SERVICE_UNAVAILABLE, "The server is currently unable to receive requests. Please retry your request.";
     /// An unexpected failure on the server.

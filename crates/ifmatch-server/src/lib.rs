@@ -24,7 +24,8 @@ use std::time::{Duration, SystemTime};
 
 use http::Method;
 use hyper::service::service_fn;
-use ifmatch_blob::{DEFAULT_MAX_BODY, Env, Front, Objects, Records};
+use ifmatch_blob::auth::ClientIp;
+use ifmatch_blob::{Accounts, DEFAULT_MAX_BODY, Env, Front, Objects, Records};
 use ifmatch_core::ErrorCode;
 use tokio::net::TcpListener;
 
@@ -68,6 +69,10 @@ pub struct Options {
     pub orphan_age: Duration,
     /// How often the sweep runs while serving.
     pub sweep_every: Duration,
+    /// The storage accounts served and their keys (the development account by default).
+    pub accounts: Accounts,
+    /// Whether requests without credentials may do anything (development only).
+    pub anonymous: bool,
 }
 
 impl Default for Options {
@@ -79,6 +84,8 @@ impl Default for Options {
             limits: Limits::default(),
             orphan_age: Duration::from_secs(3600),
             sweep_every: Duration::from_secs(600),
+            accounts: Accounts::default(),
+            anonymous: false,
         }
     }
 }
@@ -137,7 +144,9 @@ pub fn open_with_env<E: Env>(
         LocalObjects::new(dir.clone(), options.cache_bytes),
         env,
     )
-    .with_max_body(options.max_body);
+    .with_max_body(options.max_body)
+    .with_accounts(options.accounts.clone())
+    .with_anonymous_access(options.anonymous);
     Ok(Served {
         front: Arc::new(front),
         dir,
@@ -168,7 +177,9 @@ pub async fn open_redis(
         LocalObjects::new(dir.clone(), options.cache_bytes),
         SystemEnv,
     )
-    .with_max_body(options.max_body);
+    .with_max_body(options.max_body)
+    .with_accounts(options.accounts.clone())
+    .with_anonymous_access(options.anonymous);
     Ok(Served {
         front: Arc::new(front),
         dir,
@@ -226,10 +237,12 @@ where
         })
     };
     let front = served.front;
-    let served = serve_with(listener, options.limits, shutdown, move |_| {
+    let served = serve_with(listener, options.limits, shutdown, move |client| {
         let front = front.clone();
-        service_fn(move |request: http::Request<RequestBody>| {
+        service_fn(move |mut request: http::Request<RequestBody>| {
             let front = front.clone();
+            // For the address range a shared access signature may name.
+            request.extensions_mut().insert(ClientIp(client.ip()));
             async move {
                 if matches!(*request.method(), Method::GET | Method::HEAD) {
                     return Ok::<_, Infallible>(front.handle(request).await);

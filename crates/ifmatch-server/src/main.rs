@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use ifmatch_blob::DEFAULT_MAX_BODY;
+use ifmatch_blob::{Accounts, DEFAULT_MAX_BODY};
 use ifmatch_server::proxy::ProxyOptions;
 use tokio::net::TcpListener;
 
@@ -174,6 +174,18 @@ struct Serve {
     /// Seconds between two sweeps of orphans.
     #[arg(long, env = "IFMATCH_SWEEP_EVERY", default_value_t = 600.0)]
     sweep_every: f64,
+    /// The storage accounts and their base64 keys, `name:key[,key2]` separated by `;` (the
+    /// first is the default account). Without it (or --accounts-file), the development
+    /// account `devstoreaccount1` with its published key, as every Azure emulator serves.
+    #[arg(long, env = "IFMATCH_ACCOUNTS", conflicts_with = "accounts_file")]
+    accounts: Option<String>,
+    /// A file of accounts, one `name:key[,key2]` per line (`#` starts a comment).
+    #[arg(long, env = "IFMATCH_ACCOUNTS_FILE")]
+    accounts_file: Option<PathBuf>,
+    /// Let requests without credentials read, write and delete anything. For development
+    /// only: anyone who can reach the port can change everything.
+    #[arg(long, env = "IFMATCH_ANONYMOUS")]
+    anonymous: bool,
     #[command(flatten)]
     limits: LimitArgs,
 }
@@ -221,10 +233,33 @@ async fn serve(args: Serve) -> anyhow::Result<()> {
     options.orphan_age = seconds(args.orphan_age, "--orphan-age")?;
     options.sweep_every = seconds(args.sweep_every, "--sweep-every")?;
     options.limits = args.limits.limits()?;
+    options.anonymous = args.anonymous;
+    options.accounts = match (&args.accounts, &args.accounts_file) {
+        (Some(text), _) => Accounts::parse(text).map_err(|e| anyhow::anyhow!("--accounts: {e}"))?,
+        (None, Some(path)) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            Accounts::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
+        }
+        (None, None) => Accounts::default(),
+    };
     let listener = TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("listening on {}", args.listen))?;
     let address = listener.local_addr()?;
+    for account in options.accounts.iter() {
+        println!(
+            "{}",
+            options
+                .accounts
+                .connection_string(account, &format!("http://{address}"))
+        );
+    }
+    if options.anonymous {
+        tracing::warn!(
+            "--anonymous: requests without credentials may change anything; for development only"
+        );
+    }
     let data = args.data.display();
     match &args.backend {
         None => {

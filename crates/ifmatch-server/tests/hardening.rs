@@ -198,7 +198,7 @@ async fn slowloris(addr: String, pace: Duration, patience: Duration) -> Option<D
     let start = Instant::now();
     let mut stream = TcpStream::connect(&addr).await.ok()?;
     let head =
-        b"GET /crowd/x HTTP/1.1\r\nHost: victim\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+        b"GET /devstoreaccount1/crowd/x HTTP/1.1\r\nHost: victim\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
     for byte in head.iter().cycle() {
         if start.elapsed() > patience {
             return None;
@@ -240,7 +240,7 @@ async fn a_slowloris_crowd_cannot_starve_a_well_behaved_client() {
     let r = common::send(&http, "PUT", &format!("{base}/crowd/x"), &[], "payload").await;
     assert_eq!(r.status(), 201);
 
-    let addr = base.trim_start_matches("http://").to_owned();
+    let addr = common::host_of(&base);
     let crowd: Vec<_> = (0..192)
         .map(|_| {
             let addr = addr.clone();
@@ -301,10 +301,10 @@ async fn stalled_and_abandoned_uploads_leave_nothing() {
     )
     .await;
     assert_eq!(r.status(), 201);
-    let addr = base.trim_start_matches("http://").to_owned();
+    let addr = common::host_of(&base);
     let head = |len: usize| {
         format!(
-            "PUT /slow/b HTTP/1.1\r\nHost: x\r\nx-ms-blob-type: BlockBlob\r\ncontent-length: {len}\r\n\r\n"
+            "PUT /devstoreaccount1/slow/b HTTP/1.1\r\nHost: x\r\nx-ms-blob-type: BlockBlob\r\ncontent-length: {len}\r\n\r\n"
         )
     };
 
@@ -616,18 +616,24 @@ async fn orphans_are_swept_while_serving_and_live_objects_stay() {
 async fn http_1_1_without_exactly_one_host_is_400() {
     let server = Server::start().await;
     server.create_container("hosts").await;
-    let addr = server.base.trim_start_matches("http://").to_owned();
+    let addr = server.addr.clone();
     let cases = [
-        ("GET /hosts?restype=container HTTP/1.1\r\n\r\n", 400),
         (
-            "GET /hosts?restype=container HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+            "GET /devstoreaccount1/hosts?restype=container HTTP/1.1\r\n\r\n",
             400,
         ),
         (
-            "GET /hosts?restype=container HTTP/1.1\r\nHost: a\r\n\r\n",
+            "GET /devstoreaccount1/hosts?restype=container HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+            400,
+        ),
+        (
+            "GET /devstoreaccount1/hosts?restype=container HTTP/1.1\r\nHost: a\r\n\r\n",
             200,
         ),
-        ("GET /hosts?restype=container HTTP/1.0\r\n\r\n", 200),
+        (
+            "GET /devstoreaccount1/hosts?restype=container HTTP/1.0\r\n\r\n",
+            200,
+        ),
     ];
     for (request, want) in cases {
         let mut stream = TcpStream::connect(&addr).await.unwrap();

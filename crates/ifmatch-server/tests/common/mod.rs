@@ -27,8 +27,14 @@ impl Env for ShiftedEnv {
     }
 }
 
+/// The account the tests' servers serve, path-style: every test URL starts with it.
+pub const ACCOUNT: &str = "devstoreaccount1";
+
 pub struct Server {
+    /// `http://127.0.0.1:PORT/devstoreaccount1`: the account's root, path-style.
     pub base: String,
+    /// `127.0.0.1:PORT`.
+    pub addr: String,
     pub client: reqwest::Client,
     pub env: ShiftedEnv,
     pub dir: tempfile::TempDir,
@@ -45,12 +51,16 @@ impl Server {
         .await
     }
 
-    pub async fn start_with(dir: tempfile::TempDir, options: ifmatch_server::Options) -> Self {
+    /// A server over `dir` with `options`, open to requests without credentials (the tests of
+    /// authentication start the binary without `--anonymous`).
+    pub async fn start_with(dir: tempfile::TempDir, mut options: ifmatch_server::Options) -> Self {
+        options.anonymous = true;
         let env = ShiftedEnv::default();
         let front =
             ifmatch_server::open_with_env(dir.path(), options.clone(), env.clone()).unwrap();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
+        let addr = listener.local_addr().unwrap().to_string();
+        let base = format!("http://{addr}/{ACCOUNT}");
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(ifmatch_server::serve(
             listener,
@@ -63,6 +73,7 @@ impl Server {
         let client = reqwest::Client::builder().no_proxy().build().unwrap();
         Self {
             base,
+            addr,
             client,
             env,
             dir,
@@ -141,8 +152,8 @@ impl Server {
     }
 }
 
-/// Sends one request to `url` with `client`. A PUT of a blob (a path of two segments or more,
-/// no `comp`) carries `x-ms-blob-type: BlockBlob` unless `headers` name it, as every SDK's Put
+/// Sends one request to `url` with `client`. A PUT of a blob (a path of three segments or
+/// more: account, container, blob; no `comp`) carries `x-ms-blob-type: BlockBlob` unless `headers` name it, as every SDK's Put
 /// Blob does; tests of the header itself send raw requests.
 pub async fn send(
     client: &reqwest::Client,
@@ -155,7 +166,7 @@ pub async fn send(
     let mut request = client.request(method.clone(), url).body(body);
     let parsed = reqwest::Url::parse(url).unwrap();
     let put_blob = method == Method::PUT
-        && parsed.path().trim_start_matches('/').contains('/')
+        && parsed.path().trim_start_matches('/').matches('/').count() >= 2
         && !parsed.query().unwrap_or("").contains("comp=")
         && !headers
             .iter()
@@ -188,10 +199,10 @@ pub fn sha256_tag(bytes: &[u8]) -> String {
 /// returns the status and the error code.
 pub async fn raw(server: &Server, method: &str, target: &str) -> (u16, Option<String>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let addr = server.base.trim_start_matches("http://");
+    let addr = &server.addr;
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     let request = format!(
-        "{method} {target} HTTP/1.1\r\nhost: {addr}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+        "{method} /{ACCOUNT}{target} HTTP/1.1\r\nhost: {addr}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
     );
     stream.write_all(request.as_bytes()).await.unwrap();
     let mut response = String::new();
@@ -207,7 +218,8 @@ pub async fn raw(server: &Server, method: &str, target: &str) -> (u16, Option<St
 /// An `ifmatch` process of a test's own, killed when dropped.
 pub struct Ifmatch {
     pub child: std::process::Child,
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT`, and for `serve` the account's root,
+    /// `http://127.0.0.1:PORT/devstoreaccount1`.
     pub base: String,
 }
 
@@ -230,6 +242,12 @@ impl Drop for Ifmatch {
     }
 }
 
+/// `HOST:PORT` of a base URL.
+pub fn host_of(base: &str) -> String {
+    let rest = base.trim_start_matches("http://");
+    rest.split('/').next().unwrap_or(rest).to_owned()
+}
+
 /// The median and the 99th percentile of `times`, in milliseconds.
 pub fn p50_p99(times: &mut [Duration]) -> (f64, f64) {
     times.sort();
@@ -245,8 +263,40 @@ pub fn binary() -> std::path::PathBuf {
 }
 
 /// Starts the `ifmatch` binary with `args`, listening on a free loopback port, and answers the
-/// process and its base URL once it accepts connections.
+/// process and its base URL once it accepts connections. `serve` is started with
+/// `--anonymous` (see [`spawn_signed`] for one that is not) and its base URL is the development account's root.
 pub fn spawn_ifmatch<I, S>(args: I) -> (std::process::Child, String)
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let args: Vec<std::ffi::OsString> = args.into_iter().map(|a| a.as_ref().to_owned()).collect();
+    let serve = args.first().is_some_and(|a| a == "serve");
+    let extra: &[&str] = if serve { &["--anonymous"] } else { &[] };
+    let (child, base) = spawn_exact(
+        args.iter()
+            .map(|a| a.as_os_str())
+            .chain(extra.iter().map(std::ffi::OsStr::new)),
+    );
+    let base = if serve {
+        format!("{base}/{ACCOUNT}")
+    } else {
+        base
+    };
+    (child, base)
+}
+
+/// Starts `ifmatch serve` with `args` as a user would, without `--anonymous`: requests must
+/// be signed. Answers the process and `http://127.0.0.1:PORT`.
+pub fn spawn_signed<I, S>(args: I) -> (std::process::Child, String)
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    spawn_exact(args)
+}
+
+fn spawn_exact<I, S>(args: I) -> (std::process::Child, String)
 where
     I: IntoIterator<Item = S>,
     S: AsRef<std::ffi::OsStr>,

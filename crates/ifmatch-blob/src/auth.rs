@@ -1,0 +1,646 @@
+//! Who is asking, and may they: Shared Key, Shared Key Lite and shared access signatures
+//! (account and service SAS), checked as Azure's blob service checks them.
+//!
+//! The signatures are HMAC-SHA256 over a string-to-sign built from the request, keyed with the
+//! account's key (`hmac`, compared in constant time). The rules of each string-to-sign come from
+//! Azure's REST reference ("Authorize with Shared Key", "Create an account SAS", "Create a
+//! service SAS"); the official SDKs' requests are the tests' proof that they match.
+
+use std::net::IpAddr;
+use std::time::{Duration, SystemTime};
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use hmac::{Hmac, KeyInit, Mac};
+use http::header::{self, HeaderMap};
+use http::{Method, Uri};
+use ifmatch_core::ErrorCode;
+use ifmatch_core::date::parse_http_date;
+use sha2::Sha256;
+
+use crate::account::Account;
+use crate::operation::Operation;
+
+/// How far a Shared Key request's date may be from the server's clock.
+pub const MAX_SKEW: Duration = Duration::from_secs(15 * 60);
+
+/// The client's address, when the host knows it: a request extension, for SAS `sip`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientIp(pub IpAddr);
+
+/// Whether the request came over HTTPS: a request extension, for SAS `spr=https`. Absent
+/// means plain HTTP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Https;
+
+/// What a request's credentials allow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credential {
+    /// Signed with the account's key: everything in the account.
+    Key,
+    /// A shared access signature: what it grants.
+    Sas(Grant),
+    /// No credentials.
+    Anonymous,
+}
+
+/// What a valid shared access signature grants.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    /// The signed permissions (`sp`), as letters.
+    permissions: String,
+    scope: Scope,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Scope {
+    /// An account SAS: the resource types it covers (`srt`: service, container, object).
+    Account {
+        service: bool,
+        container: bool,
+        object: bool,
+    },
+    /// A service SAS for one container and everything in it.
+    Container(String),
+    /// A service SAS for one blob.
+    Blob(String, String),
+}
+
+/// An authentication or authorization failure: its code and what to say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denied {
+    /// The error code.
+    pub code: ErrorCode,
+    /// What failed, for the error's message.
+    pub detail: String,
+}
+
+fn denied(code: ErrorCode, detail: impl Into<String>) -> Denied {
+    Denied {
+        code,
+        detail: detail.into(),
+    }
+}
+
+fn failed(detail: impl Into<String>) -> Denied {
+    denied(ErrorCode::AuthenticationFailed, detail)
+}
+
+/// The parts of a request authentication reads.
+#[derive(Debug, Clone, Copy)]
+pub struct Signed<'a> {
+    /// The method.
+    pub method: &'a Method,
+    /// The URI as sent (its path percent-encoded, the account segment included when
+    /// path-style).
+    pub uri: &'a Uri,
+    /// The headers.
+    pub headers: &'a HeaderMap,
+    /// The client's address, if known.
+    pub client: Option<IpAddr>,
+    /// Whether the request came over HTTPS.
+    pub https: bool,
+    /// The container it addresses, decoded (empty for the account).
+    pub container: &'a str,
+    /// The blob it addresses, decoded (empty for a container).
+    pub blob: &'a str,
+}
+
+/// Reads a request's credentials for `account`: a Shared Key or Shared Key Lite
+/// `Authorization`, a SAS in the query, or none. A credential that is present and wrong is
+/// an error, never anonymous.
+pub fn authenticate(
+    account: &Account,
+    request: Signed<'_>,
+    now: SystemTime,
+) -> Result<Credential, Denied> {
+    if let Some(value) = request.headers.get(header::AUTHORIZATION) {
+        let value = value
+            .to_str()
+            .map_err(|_| failed("the Authorization header is not ASCII"))?;
+        let (scheme, rest) = value.split_once(' ').unwrap_or((value, ""));
+        let lite = match scheme {
+            "SharedKey" => false,
+            "SharedKeyLite" => true,
+            _ => {
+                return Err(failed(format!(
+                    "the {scheme} authorization scheme is not supported here: sign with \
+                     SharedKey or SharedKeyLite, or use a shared access signature"
+                )));
+            }
+        };
+        let (name, signature) = rest.trim().split_once(':').ok_or_else(|| {
+            failed("the Authorization header is not `SharedKey account:signature`")
+        })?;
+        if name != account.name() {
+            return Err(failed(format!(
+                "the request is signed for account {name:?} but addresses {:?}",
+                account.name()
+            )));
+        }
+        check_date(request.headers, now)?;
+        let text = if lite {
+            shared_key_lite_string(account, request)
+        } else {
+            shared_key_string(account, request)
+        };
+        if !verify(account, &text, signature) {
+            return Err(failed(format!(
+                "the signature does not match: the server signed {:?}",
+                text
+            )));
+        }
+        return Ok(Credential::Key);
+    }
+    let query = Query::of(request.uri);
+    if query.get("sig").is_some() {
+        return sas(account, request, &query, now).map(Credential::Sas);
+    }
+    Ok(Credential::Anonymous)
+}
+
+/// Whether `credential` allows `operation` on `container` / `blob` (empty for container
+/// operations).
+pub fn authorize(
+    credential: &Credential,
+    operation: &Operation,
+    container: &str,
+    blob: &str,
+) -> Result<(), Denied> {
+    let grant = match credential {
+        Credential::Key => return Ok(()),
+        Credential::Anonymous => {
+            return Err(failed(
+                "this request needs credentials: a Shared Key signature or a shared access \
+                 signature (anonymous access is allowed only to public containers)",
+            ));
+        }
+        Credential::Sas(grant) => grant,
+    };
+    let (needs, kind) = needed(operation);
+    let in_scope = match &grant.scope {
+        Scope::Account {
+            service,
+            container: containers,
+            object,
+        } => match kind {
+            Kind::Service => *service,
+            Kind::Container => *containers,
+            Kind::Object => *object,
+        },
+        Scope::Container(c) => c == container && kind != Kind::Service && !creates(operation),
+        Scope::Blob(c, b) => c == container && b == blob && kind == Kind::Object,
+    };
+    if !in_scope {
+        return Err(denied(
+            ErrorCode::AuthorizationResourceTypeMismatch,
+            "this shared access signature does not cover this resource",
+        ));
+    }
+    if !needs.chars().any(|p| grant.permissions.contains(p)) {
+        return Err(denied(
+            ErrorCode::AuthorizationPermissionMismatch,
+            format!(
+                "this operation needs one of the permissions {needs:?}; the signature grants {:?}",
+                grant.permissions
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Service,
+    Container,
+    Object,
+}
+
+/// Whether `operation` creates or deletes a container: only an account SAS may.
+fn creates(operation: &Operation) -> bool {
+    matches!(
+        operation,
+        Operation::CreateContainer | Operation::DeleteContainer
+    )
+}
+
+/// The permissions (any one of them) an operation needs, and the resource type it acts on.
+fn needed(operation: &Operation) -> (&'static str, Kind) {
+    match operation {
+        Operation::CreateContainer => ("cw", Kind::Container),
+        Operation::DeleteContainer => ("d", Kind::Container),
+        Operation::GetContainerProperties | Operation::GetContainerAcl => ("r", Kind::Container),
+        Operation::SetContainerAcl => ("w", Kind::Container),
+        Operation::ListBlobs(_) => ("l", Kind::Container),
+        Operation::LeaseContainer => ("wd", Kind::Container),
+        Operation::PutBlob => ("cw", Kind::Object),
+        Operation::GetBlob => ("r", Kind::Object),
+        Operation::DeleteBlob => ("d", Kind::Object),
+        Operation::LeaseBlob => ("w", Kind::Object),
+    }
+}
+
+/// Verifies a shared access signature and reads what it grants.
+fn sas(
+    account: &Account,
+    request: Signed<'_>,
+    query: &Query,
+    now: SystemTime,
+) -> Result<Grant, Denied> {
+    let field = |name: &str| query.get(name).unwrap_or_default();
+    if query.get("skoid").is_some() {
+        return Err(failed(
+            "user delegation shared access signatures (Entra ID) are not supported here: \
+             sign with the account key",
+        ));
+    }
+    if query.get("si").is_some() {
+        return Err(failed(
+            "stored access policies (`si`) are not supported here: sign the permissions and \
+             the expiry into the signature",
+        ));
+    }
+    let version = field("sv");
+    if version.len() != 10 || version.as_str() < "2015-04-05" {
+        return Err(failed(format!(
+            "signed version (sv) {version:?}: 2015-04-05 or later is needed"
+        )));
+    }
+    let start = optional_time(query, "st")?;
+    let expiry =
+        optional_time(query, "se")?.ok_or_else(|| failed("the signature has no expiry (se)"))?;
+    let now = unix(now);
+    if start.is_some_and(|start| now < start) || now >= expiry {
+        return Err(failed("the signature is not valid at this time (st, se)"));
+    }
+    match field("spr").as_str() {
+        "" | "https,http" | "http,https" => {}
+        "https" if request.https => {}
+        "https" => {
+            return Err(denied(
+                ErrorCode::AuthorizationProtocolMismatch,
+                "the signature allows HTTPS only",
+            ));
+        }
+        other => return Err(failed(format!("signed protocol (spr) {other:?}"))),
+    }
+    let ip = field("sip");
+    if !ip.is_empty() && !request.client.is_some_and(|client| ip_in(&ip, client)) {
+        return Err(denied(
+            ErrorCode::AuthorizationSourceIPMismatch,
+            format!("the signature allows requests from {ip} only"),
+        ));
+    }
+    let permissions = field("sp");
+    let signed_from_2020 = version.as_str() >= "2020-12-06";
+    let (text, scope) = if query.get("ss").is_some() {
+        let services = field("ss");
+        if !services.contains('b') {
+            return Err(denied(
+                ErrorCode::AuthorizationServiceMismatch,
+                "the signature does not cover the blob service (ss)",
+            ));
+        }
+        let types = field("srt");
+        let mut text = [
+            account.name(),
+            &permissions,
+            &services,
+            &types,
+            &field("st"),
+            &field("se"),
+            &ip,
+            &field("spr"),
+            &version,
+        ]
+        .join("\n");
+        text.push('\n');
+        if signed_from_2020 {
+            text.push_str(&field("ses"));
+            text.push('\n');
+        }
+        let scope = Scope::Account {
+            service: types.contains('s'),
+            container: types.contains('c'),
+            object: types.contains('o'),
+        };
+        (text, scope)
+    } else {
+        let resource = field("sr");
+        let (container, blob) = (request.container.to_owned(), request.blob.to_owned());
+        let (canonical, scope) = match resource.as_str() {
+            "c" => (
+                format!("/blob/{}/{container}", account.name()),
+                Scope::Container(container.clone()),
+            ),
+            "b" => (
+                format!("/blob/{}/{container}/{blob}", account.name()),
+                Scope::Blob(container.clone(), blob.clone()),
+            ),
+            other => {
+                return Err(failed(format!(
+                    "signed resource (sr) {other:?}: `b` or `c` is supported"
+                )));
+            }
+        };
+        let mut fields = vec![
+            permissions.clone(),
+            field("st"),
+            field("se"),
+            canonical,
+            field("si"),
+            ip.clone(),
+            field("spr"),
+            version.clone(),
+        ];
+        if version.as_str() >= "2018-11-09" {
+            fields.push(resource.clone());
+            fields.push(field("sst"));
+        }
+        if signed_from_2020 {
+            fields.push(field("ses"));
+        }
+        for name in ["rscc", "rscd", "rsce", "rscl", "rsct"] {
+            fields.push(field(name));
+        }
+        (fields.join("\n"), scope)
+    };
+    if !verify(account, &text, &field("sig")) {
+        return Err(failed(
+            "the shared access signature does not match its fields and this account's key",
+        ));
+    }
+    Ok(Grant { permissions, scope })
+}
+
+/// Whether `client` is `range` (one address, or `low-high` inclusive).
+fn ip_in(range: &str, client: IpAddr) -> bool {
+    let (low, high) = range.split_once('-').unwrap_or((range, range));
+    match (low.parse::<IpAddr>(), high.parse::<IpAddr>()) {
+        (Ok(low), Ok(high)) => low <= client && client <= high,
+        _ => false,
+    }
+}
+
+/// A SAS time field, as Unix seconds; absent is `None`, malformed an error.
+fn optional_time(query: &Query, name: &str) -> Result<Option<i64>, Denied> {
+    let Some(text) = query.get(name) else {
+        return Ok(None);
+    };
+    iso8601(&text)
+        .map(Some)
+        .ok_or_else(|| failed(format!("{name}={text:?} is not an ISO 8601 UTC time")))
+}
+
+/// Unix seconds of `YYYY-MM-DD`, `YYYY-MM-DDThh:mmZ` or `YYYY-MM-DDThh:mm:ss[.fff]Z`, the
+/// forms a SAS may carry. (No crate of this workspace reads ISO 8601; `httpdate` reads only
+/// HTTP's own format.)
+fn iso8601(text: &str) -> Option<i64> {
+    let number = |s: &str| -> Option<i64> {
+        s.bytes()
+            .all(|b| b.is_ascii_digit())
+            .then(|| s.parse().ok())
+            .flatten()
+    };
+    let (date, time) = text.split_once('T').unwrap_or((text, "00:00Z"));
+    let mut ymd = date.splitn(3, '-');
+    let (y, m, d) = (
+        number(ymd.next()?)?,
+        number(ymd.next()?)?,
+        number(ymd.next()?)?,
+    );
+    let time = time.strip_suffix('Z')?;
+    let mut hms = time.splitn(3, ':');
+    let (h, min) = (number(hms.next()?)?, number(hms.next()?)?);
+    let s = match hms.next() {
+        Some(s) => number(s.split('.').next()?)?,
+        None => 0,
+    };
+    if !(1..=12).contains(&m) || !(1..=31).contains(&d) || h > 23 || min > 59 || s > 60 {
+        return None;
+    }
+    // Days from the civil date (the proleptic Gregorian calendar).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(days * 86_400 + h * 3600 + min * 60 + s)
+}
+
+fn unix(time: SystemTime) -> i64 {
+    match time.duration_since(SystemTime::UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        Err(e) => -i64::try_from(e.duration().as_secs()).unwrap_or(i64::MAX),
+    }
+}
+
+/// Refuses a Shared Key request without a date, or one further than [`MAX_SKEW`] from `now`.
+fn check_date(headers: &HeaderMap, now: SystemTime) -> Result<(), Denied> {
+    let date = headers
+        .get("x-ms-date")
+        .or_else(|| headers.get(header::DATE))
+        .ok_or_else(|| failed("a signed request needs x-ms-date or Date"))?;
+    let date = parse_http_date(date)
+        .ok_or_else(|| failed("x-ms-date / Date is not an HTTP date"))?
+        .unix_seconds();
+    if (date - unix(now)).unsigned_abs() > MAX_SKEW.as_secs() {
+        return Err(failed(
+            "the request's date is more than 15 minutes from the server's clock",
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `signature` (base64) is the HMAC-SHA256 of `text` under one of the account's keys;
+/// compared in constant time.
+fn verify(account: &Account, text: &str, signature: &str) -> bool {
+    let Ok(signature) = STANDARD.decode(signature.trim()) else {
+        return false;
+    };
+    account.keys().iter().any(|key| {
+        let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes any key length");
+        mac.update(text.as_bytes());
+        mac.verify_slice(&signature).is_ok()
+    })
+}
+
+/// The signature of `text` under `key`, base64: for clients and tests that sign.
+pub fn sign(key: &[u8], text: &str) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes any key length");
+    mac.update(text.as_bytes());
+    STANDARD.encode(mac.finalize().into_bytes())
+}
+
+/// A header's value for a string-to-sign: empty when absent.
+fn value<'a>(headers: &'a HeaderMap, name: &str) -> &'a str {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+}
+
+/// The Shared Key string-to-sign of the blob service (versions 2015-02-21 and later: a
+/// `Content-Length` of 0 is signed as empty).
+pub fn shared_key_string(account: &Account, request: Signed<'_>) -> String {
+    let headers = request.headers;
+    let length = match value(headers, "content-length") {
+        "0" => "",
+        length => length,
+    };
+    let date = if headers.contains_key("x-ms-date") {
+        ""
+    } else {
+        value(headers, "date")
+    };
+    let mut text = [
+        request.method.as_str(),
+        value(headers, "content-encoding"),
+        value(headers, "content-language"),
+        length,
+        value(headers, "content-md5"),
+        value(headers, "content-type"),
+        date,
+        value(headers, "if-modified-since"),
+        value(headers, "if-match"),
+        value(headers, "if-none-match"),
+        value(headers, "if-unmodified-since"),
+        value(headers, "range"),
+    ]
+    .join("\n");
+    text.push('\n');
+    text.push_str(&canonical_headers(headers));
+    text.push('/');
+    text.push_str(account.name());
+    text.push_str(request.uri.path());
+    let query = Query::of(request.uri);
+    let mut names: Vec<String> = query.pairs.iter().map(|(n, _)| n.to_lowercase()).collect();
+    names.sort();
+    names.dedup();
+    for name in names {
+        let mut values: Vec<&str> = query
+            .pairs
+            .iter()
+            .filter(|(n, _)| n.to_lowercase() == name)
+            .map(|(_, v)| v.as_str())
+            .collect();
+        values.sort_unstable();
+        text.push('\n');
+        text.push_str(&name);
+        text.push(':');
+        text.push_str(&values.join(","));
+    }
+    text
+}
+
+/// The Shared Key Lite string-to-sign of the blob service.
+pub fn shared_key_lite_string(account: &Account, request: Signed<'_>) -> String {
+    let headers = request.headers;
+    let date = if headers.contains_key("x-ms-date") {
+        ""
+    } else {
+        value(headers, "date")
+    };
+    let mut text = [
+        request.method.as_str(),
+        value(headers, "content-md5"),
+        value(headers, "content-type"),
+        date,
+    ]
+    .join("\n");
+    text.push('\n');
+    text.push_str(&canonical_headers(headers));
+    text.push('/');
+    text.push_str(account.name());
+    text.push_str(request.uri.path());
+    if let Some(comp) = Query::of(request.uri).get("comp") {
+        text.push_str("?comp=");
+        text.push_str(&comp);
+    }
+    text
+}
+
+/// The `x-ms-` headers, lowercased and sorted, each `name:value\n` with its value's runs of
+/// whitespace folded to one space.
+fn canonical_headers(headers: &HeaderMap) -> String {
+    let mut names: Vec<&str> = headers
+        .keys()
+        .map(|n| n.as_str())
+        .filter(|n| n.starts_with("x-ms-"))
+        .collect();
+    names.sort_unstable();
+    let mut out = String::new();
+    for name in names {
+        let values: Vec<String> = headers
+            .get_all(name)
+            .iter()
+            .map(|v| {
+                String::from_utf8_lossy(v.as_bytes())
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect();
+        out.push_str(name);
+        out.push(':');
+        out.push_str(&values.join(","));
+        out.push('\n');
+    }
+    out
+}
+
+/// A request's query, decoded.
+struct Query {
+    pairs: Vec<(String, String)>,
+}
+
+impl Query {
+    fn of(uri: &Uri) -> Self {
+        let pairs = form_urlencoded::parse(uri.query().unwrap_or("").as_bytes())
+            .map(|(n, v)| (n.into_owned(), v.into_owned()))
+            .collect();
+        Self { pairs }
+    }
+
+    fn get(&self, name: &str) -> Option<String> {
+        self.pairs
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iso8601_times() {
+        assert_eq!(iso8601("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(iso8601("2026-11-22T08:00:00Z"), Some(1_795_334_400));
+        assert_eq!(iso8601("2026-11-22T08:00Z"), Some(1_795_334_400));
+        assert_eq!(iso8601("2026-11-22T08:00:00.1234567Z"), Some(1_795_334_400));
+        assert_eq!(iso8601("2026-11-22"), Some(1_795_305_600));
+        assert_eq!(iso8601("2000-03-01T00:00:00Z"), Some(951_868_800));
+        for bad in [
+            "",
+            "2026-13-01T00:00Z",
+            "2026-11-22T08:00:00",
+            "x",
+            "2026-11-22T8:0+0Z",
+        ] {
+            assert_eq!(iso8601(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn ip_ranges() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert!(ip_in("127.0.0.1", ip("127.0.0.1")));
+        assert!(ip_in("10.0.0.0-10.0.0.255", ip("10.0.0.7")));
+        assert!(!ip_in("10.0.0.0-10.0.0.255", ip("10.0.1.7")));
+        assert!(!ip_in("nonsense", ip("10.0.1.7")));
+    }
+}
