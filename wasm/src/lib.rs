@@ -16,9 +16,11 @@ mod records;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
+use futures_util::TryStreamExt;
 use http_body::{Body, Frame, SizeHint};
 use ifmatch_blob::auth::{ClientIp, Https};
 use ifmatch_blob::{Accounts, DEFAULT_MAX_BODY, Front, ResponseBody};
+use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::wasm_bindgen;
 use worker::{Context, Env, HttpRequest, event};
 
@@ -31,11 +33,7 @@ pub const BUCKET: &str = "BLOBS";
 pub const RECORDS: &str = "RECORDS";
 
 #[event(fetch)]
-async fn fetch(
-    request: HttpRequest,
-    env: Env,
-    _ctx: Context,
-) -> worker::Result<http::Response<ResponseBody<R2Reader>>> {
+async fn fetch(request: HttpRequest, env: Env, _ctx: Context) -> worker::Result<worker::Response> {
     let max_body = env
         .var("MAX_BODY")
         .ok()
@@ -48,9 +46,7 @@ async fn fetch(
             .map_err(|e| worker::Error::RustError(format!("the ACCOUNTS secret: {e}")))?,
         Err(_) => Accounts::default(),
     };
-    let anonymous = env
-        .var("ANONYMOUS")
-        .is_ok_and(|v| v.to_string() == "true");
+    let anonymous = env.var("ANONYMOUS").is_ok_and(|v| v.to_string() == "true");
     let front = Front::new(
         DurableRecords::new(env.durable_object(RECORDS)?),
         R2Objects::new(env.bucket(BUCKET)?),
@@ -66,19 +62,47 @@ async fn fetch(
         .and_then(|v| v.to_str().ok()?.parse().ok());
     let mut request = request.map(|body| KnownLength { body, length });
     // Cloudflare names the client's address; a SAS may name the addresses it allows.
-    let client = (request.headers().get("cf-connecting-ip"))
-        .and_then(|v| v.to_str().ok()?.parse().ok());
+    let client =
+        (request.headers().get("cf-connecting-ip")).and_then(|v| v.to_str().ok()?.parse().ok());
     if let Some(ip) = client {
         request.extensions_mut().insert(ClientIp(ip));
     }
     if request.uri().scheme_str() == Some("https") {
         request.extensions_mut().insert(Https);
     }
-    let mut response = front.handle(request).await;
-    // The bytes as stored: a compressed body would be another representation under the same
-    // strong ETag, and would lose Content-Length.
-    response.extensions_mut().insert(worker::EncodeBody::Manual);
-    Ok(response)
+    let response = front.handle(request).await;
+    fixed_length(response)
+}
+
+/// The front's answer as a Workers response that keeps its `Content-Length`: a body streamed
+/// from Rust would go out chunked, so it is piped through a `FixedLengthStream` of the length
+/// the front gave (the JS SDK refuses a download without the header). The bytes go as stored:
+/// compressing them would make another representation under the same strong ETag.
+fn fixed_length(
+    response: http::Response<ResponseBody<R2Reader>>,
+) -> worker::Result<worker::Response> {
+    let (parts, body) = response.into_parts();
+    let length = (parts.headers.get(http::header::CONTENT_LENGTH))
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    let builder = worker::ResponseBuilder::new()
+        .with_status(parts.status.as_u16())
+        .with_headers(worker::Headers::from(&parts.headers))
+        .with_encode_body(worker::EncodeBody::Manual);
+    if body.is_end_stream() {
+        return Ok(builder.empty());
+    }
+    let stream = http_body_util::BodyDataStream::new(body)
+        .map_ok(|data| data.to_vec())
+        .map_err(|e| worker::Error::RustError(e.to_string()));
+    let Some(length) = length else {
+        return builder.from_stream(stream);
+    };
+    let fixed: worker::worker_sys::FixedLengthStream =
+        worker::FixedLengthStream::wrap(stream, length).into();
+    let readable = fixed
+        .unchecked_ref::<worker::web_sys::TransformStream>()
+        .readable();
+    Ok(builder.stream(readable))
 }
 
 /// The Workers clock and randomness.

@@ -1,0 +1,384 @@
+"""The patterns of Azure's concurrency docs, run with the official Python SDK (azure-storage-blob)
+against any Blob endpoint, unchanged: ifmatch (native or Worker) or Azurite.
+
+Usage: python patterns.py CONNECTION_STRING [--public-check]
+Prints one line per check and a tally; exits 1 if any check failed.
+"""
+
+import random
+import sys
+import threading
+import time
+import traceback
+import uuid
+from datetime import datetime, timedelta, timezone
+
+from azure.core import MatchConditions
+from azure.core.exceptions import (
+    ClientAuthenticationError,
+    HttpResponseError,
+    ResourceExistsError,
+    ResourceModifiedError,
+    ResourceNotFoundError,
+)
+from azure.storage.blob import (
+    AccountSasPermissions,
+    BlobClient,
+    BlobSasPermissions,
+    BlobServiceClient,
+    ContainerClient,
+    ContainerSasPermissions,
+    ResourceTypes,
+    generate_account_sas,
+    generate_blob_sas,
+    generate_container_sas,
+)
+
+CONNECTION = sys.argv[1]
+SERVICE = BlobServiceClient.from_connection_string(CONNECTION)
+ACCOUNT = SERVICE.account_name
+KEY = SERVICE.credential.account_key
+results = []
+
+
+def check(name):
+    def run(fn):
+        try:
+            fn()
+            results.append((name, None))
+            print(f"ok   {name}", flush=True)
+        except Exception as error:  # noqa: BLE001 - every failure is reported, none stops the run
+            results.append((name, error))
+            print(f"FAIL {name}: {type(error).__name__}: {error}", flush=True)
+            traceback.print_exc(limit=3)
+        return fn
+
+    return run
+
+
+def fresh_container(**kwargs):
+    name = "c" + uuid.uuid4().hex[:20]
+    SERVICE.create_container(name, **kwargs)
+    return SERVICE.get_container_client(name)
+
+
+def error_code(error):
+    return getattr(error, "error_code", None)
+
+
+def expect(exception, fn, code=None):
+    try:
+        fn()
+    except exception as error:
+        if code is not None and error_code(error) != code:
+            raise AssertionError(f"expected {code}, got {error_code(error)}: {error}") from error
+        return error
+    raise AssertionError(f"expected {exception.__name__}")
+
+
+@check("containers: create, exists, properties, delete (a container, not a blob)")
+def _():
+    container = fresh_container()
+    assert container.exists()
+    assert container.get_container_properties().name == container.container_name
+    expect(ResourceExistsError, lambda: SERVICE.create_container(container.container_name), "ContainerAlreadyExists")
+    container.upload_blob("a.txt", b"hello")
+    container.delete_container()
+    assert not container.exists()
+    expect(ResourceNotFoundError, lambda: container.get_blob_client("a.txt").download_blob().readall())
+
+
+@check("optimistic concurrency: If-Match with the ETag read, 412 after another writer")
+def _():
+    blob = fresh_container().get_blob_client("doc.txt")
+    blob.upload_blob(b"v1")
+    etag = blob.get_blob_properties().etag
+    blob.upload_blob(b"v2", overwrite=True, etag=etag, match_condition=MatchConditions.IfNotModified)
+    expect(
+        ResourceModifiedError,
+        lambda: blob.upload_blob(b"lost", overwrite=True, etag=etag, match_condition=MatchConditions.IfNotModified),
+        "ConditionNotMet",
+    )
+    assert blob.download_blob().readall() == b"v2"
+
+
+@check("conditional download: If-None-Match with the current ETag is 304")
+def _():
+    blob = fresh_container().get_blob_client("photo.jpg")
+    etag = blob.upload_blob(b"\xff\xd8 a photo")["etag"]
+    # Azure's 304 carries x-ms-error-code: ConditionNotMet, from which this SDK raises
+    # ResourceModifiedError rather than its generated layer's ResourceNotModifiedError: what it
+    # does against Azure. The status is what the caller checks.
+    error = expect(
+        HttpResponseError,
+        lambda: blob.download_blob(etag=etag, match_condition=MatchConditions.IfModified).readall(),
+    )
+    assert error.status_code == 304, error.status_code
+    blob.upload_blob(b"\xff\xd8 another", overwrite=True)
+    assert blob.download_blob(etag=etag, match_condition=MatchConditions.IfModified).readall() == b"\xff\xd8 another"
+
+
+@check("create-only: upload without overwrite is 409 BlobAlreadyExists the second time")
+def _():
+    blob = fresh_container().get_blob_client("once")
+    blob.upload_blob(b"first")
+    expect(ResourceExistsError, lambda: blob.upload_blob(b"second"), "BlobAlreadyExists")
+    assert blob.download_blob().readall() == b"first"
+
+
+@check("a counter under contention: If-Match, exponential backoff with jitter, exact total")
+def _():
+    blob = fresh_container().get_blob_client("counter")
+    blob.upload_blob(b"0")
+    workers, increments = 8, 10
+    retries = []
+
+    def work():
+        client = BlobClient.from_connection_string(CONNECTION, blob.container_name, blob.blob_name)
+        for _ in range(increments):
+            delay = 0.01
+            while True:
+                download = client.download_blob()
+                value = int(download.readall())
+                try:
+                    client.upload_blob(
+                        str(value + 1).encode(),
+                        overwrite=True,
+                        etag=download.properties.etag,
+                        match_condition=MatchConditions.IfNotModified,
+                    )
+                    break
+                except ResourceModifiedError:
+                    retries.append(1)
+                    time.sleep(delay * random.uniform(0.5, 1.5))
+                    delay = min(delay * 2, 0.5)
+
+    threads = [threading.Thread(target=work) for _ in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    total = int(blob.download_blob().readall())
+    assert total == workers * increments, f"{total} != {workers * increments}"
+    print(f"     ({len(retries)} retries after 412)")
+
+
+@check("lease-guarded writes: without the lease 412 LeaseIdMissing, with it 201")
+def _():
+    blob = fresh_container().get_blob_client("guarded")
+    blob.upload_blob(b"v1")
+    lease = blob.acquire_lease(lease_duration=15)
+    expect(HttpResponseError, lambda: blob.upload_blob(b"intruder", overwrite=True), "LeaseIdMissing")
+    expect(
+        HttpResponseError,
+        lambda: blob.upload_blob(b"wrong", overwrite=True, lease=str(uuid.uuid4())),
+        "LeaseIdMismatchWithBlobOperation",
+    )
+    blob.upload_blob(b"v2", overwrite=True, lease=lease)
+    lease.release()
+    assert blob.download_blob().readall() == b"v2"
+
+
+@check("a container lease guards delete")
+def _():
+    container = fresh_container()
+    lease = container.acquire_lease(lease_duration=15)
+    expect(HttpResponseError, lambda: container.delete_container(), "LeaseIdMissing")
+    assert container.exists()
+    container.delete_container(lease=lease)
+    assert not container.exists()
+
+
+@check("the whole lease lifecycle: acquire, renew, change, break, release")
+def _():
+    blob = fresh_container().get_blob_client("cycle")
+    blob.upload_blob(b"x")
+    lease = blob.acquire_lease(lease_duration=15)
+    props = blob.get_blob_properties()
+    assert (props.lease.state, props.lease.status, props.lease.duration) == ("leased", "locked", "fixed")
+    expect(ResourceExistsError, lambda: blob.acquire_lease(lease_duration=15), "LeaseAlreadyPresent")
+    lease.renew()
+    new_id = str(uuid.uuid4())
+    lease.change(proposed_lease_id=new_id)
+    assert lease.id == new_id
+    seconds = lease.break_lease(lease_break_period=1)
+    assert 0 <= seconds <= 1, seconds
+    assert blob.get_blob_properties().lease.state == "breaking"
+    time.sleep(1.5)
+    assert blob.get_blob_properties().lease.state == "broken"
+    again = blob.acquire_lease(lease_duration=-1)
+    assert blob.get_blob_properties().lease.duration == "infinite"
+    again.release()
+    assert blob.get_blob_properties().lease.state == "available"
+
+
+@check("leader election: one leader among candidates, another after it resigns")
+def _():
+    container = fresh_container()
+    container.upload_blob("leader", b"")
+    winners, lock = [], threading.Lock()
+
+    def candidate(i):
+        client = BlobClient.from_connection_string(CONNECTION, container.container_name, "leader")
+        try:
+            lease = client.acquire_lease(lease_duration=15)
+            with lock:
+                winners.append((i, lease))
+        except ResourceExistsError:
+            pass
+
+    threads = [threading.Thread(target=candidate, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(winners) == 1, winners
+    winners[0][1].release()
+    follower = container.get_blob_client("leader").acquire_lease(lease_duration=15)
+    follower.release()
+
+
+@check("a lock: a lease as a mutex around a read-modify-write, no lost update")
+def _():
+    container = fresh_container()
+    container.upload_blob("state", b"0")
+    container.upload_blob("lock", b"")
+
+    def work():
+        client = ContainerClient.from_connection_string(CONNECTION, container.container_name)
+        lock = client.get_blob_client("lock")
+        state = client.get_blob_client("state")
+        for _ in range(5):
+            while True:
+                try:
+                    lease = lock.acquire_lease(lease_duration=15)
+                    break
+                except ResourceExistsError:
+                    time.sleep(random.uniform(0.005, 0.02))
+            value = int(state.download_blob().readall())
+            state.upload_blob(str(value + 1).encode(), overwrite=True)  # no condition: the lock orders
+            lease.release()
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert int(container.get_blob_client("state").download_blob().readall()) == 20
+
+
+@check("a work queue by leases: each item processed exactly once")
+def _():
+    container = fresh_container()
+    items = [f"item-{i:03d}" for i in range(24)]
+    for item in items:
+        container.upload_blob(item, item.encode())
+    processed, lock = [], threading.Lock()
+
+    def worker():
+        client = ContainerClient.from_connection_string(CONNECTION, container.container_name)
+        for blob in client.list_blobs():
+            item = client.get_blob_client(blob.name)
+            try:
+                lease = item.acquire_lease(lease_duration=15)
+            except (ResourceExistsError, ResourceNotFoundError):
+                continue  # another worker has it, or has finished it
+            with lock:
+                processed.append(blob.name)
+            item.delete_blob(lease=lease)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(processed) == items, (len(processed), len(set(processed)))
+
+
+@check("auth: a request signed with a wrong key is 403 AuthenticationFailed, nothing changed")
+def _():
+    container = fresh_container()
+    wrong = CONNECTION.replace(KEY, "AAAA" + KEY[4:]) if KEY[:4] != "AAAA" else CONNECTION.replace(KEY, "BBBB" + KEY[4:])
+    intruder = BlobServiceClient.from_connection_string(wrong).get_container_client(container.container_name)
+    expect(ClientAuthenticationError, lambda: intruder.upload_blob("x", b"x"), "AuthenticationFailed")
+    expect(ClientAuthenticationError, lambda: intruder.delete_container(), "AuthenticationFailed")
+    assert container.exists()
+    assert not container.get_blob_client("x").exists()
+
+
+@check("auth: service SAS, each missing permission refused, expired refused")
+def _():
+    container = fresh_container()
+    container.upload_blob("doc", b"secret")
+    endpoint = container.url
+    expiry = datetime.now(timezone.utc) + timedelta(hours=1)
+
+    def blob_with(permission, expiry=expiry, name="doc"):
+        sas = generate_blob_sas(
+            ACCOUNT, container.container_name, name, account_key=KEY, permission=permission, expiry=expiry
+        )
+        return BlobClient.from_blob_url(f"{endpoint}/{name}?{sas}")
+
+    assert blob_with(BlobSasPermissions(read=True)).download_blob().readall() == b"secret"
+    expect(HttpResponseError, lambda: blob_with(BlobSasPermissions(write=True)).download_blob().readall(), "AuthorizationPermissionMismatch")
+    expect(HttpResponseError, lambda: blob_with(BlobSasPermissions(read=True)).upload_blob(b"x", overwrite=True), "AuthorizationPermissionMismatch")
+    expect(HttpResponseError, lambda: blob_with(BlobSasPermissions(read=True)).delete_blob(), "AuthorizationPermissionMismatch")
+    blob_with(BlobSasPermissions(write=True)).upload_blob(b"written by SAS", overwrite=True)
+    blob_with(BlobSasPermissions(create=True), name="new").upload_blob(b"created by SAS")
+    container.upload_blob("other", b"another secret")
+    doc_sas = generate_blob_sas(ACCOUNT, container.container_name, "doc", account_key=KEY, permission=BlobSasPermissions(read=True), expiry=expiry)
+    expect(ClientAuthenticationError, lambda: BlobClient.from_blob_url(f"{endpoint}/other?{doc_sas}").download_blob().readall(), "AuthenticationFailed")
+    expired = datetime.now(timezone.utc) - timedelta(minutes=1)
+    expect(ClientAuthenticationError, lambda: blob_with(BlobSasPermissions(read=True), expiry=expired).download_blob().readall(), "AuthenticationFailed")
+    blob_with(BlobSasPermissions(delete=True)).delete_blob()
+    assert not container.get_blob_client("doc").exists()
+
+    listing = generate_container_sas(ACCOUNT, container.container_name, account_key=KEY, permission=ContainerSasPermissions(list=True), expiry=expiry)
+    lister = ContainerClient.from_container_url(f"{endpoint}?{listing}")
+    assert [b.name for b in lister.list_blobs()] == ["new", "other"]
+    reader = ContainerClient.from_container_url(f"{endpoint}?{generate_container_sas(ACCOUNT, container.container_name, account_key=KEY, permission=ContainerSasPermissions(read=True), expiry=expiry)}")
+    expect(HttpResponseError, lambda: list(reader.list_blobs()), "AuthorizationPermissionMismatch")
+
+
+@check("auth: account SAS for containers and blobs")
+def _():
+    expiry = datetime.now(timezone.utc) + timedelta(hours=1)
+    sas = generate_account_sas(
+        ACCOUNT, KEY, resource_types=ResourceTypes(container=True, object=True),
+        permission=AccountSasPermissions(read=True, write=True, create=True, delete=True, list=True), expiry=expiry,
+    )
+    service = BlobServiceClient(account_url=SERVICE.url, credential=sas)
+    name = "c" + uuid.uuid4().hex[:20]
+    container = service.create_container(name)
+    container.upload_blob("a", b"by account SAS")
+    assert container.download_blob("a").readall() == b"by account SAS"
+    container.delete_container()
+    read_only = generate_account_sas(
+        ACCOUNT, KEY, resource_types=ResourceTypes(container=True, object=True),
+        permission=AccountSasPermissions(read=True), expiry=expiry,
+    )
+    service = BlobServiceClient(account_url=SERVICE.url, credential=read_only)
+    expect(HttpResponseError, lambda: service.create_container("c" + uuid.uuid4().hex[:20]), "AuthorizationPermissionMismatch")
+
+
+@check("auth: anonymous reads only where the container's public access level allows")
+def _():
+    private = fresh_container()
+    private.upload_blob("doc", b"private")
+    public = fresh_container(public_access="blob")
+    public.upload_blob("doc", b"public")
+    anonymous = lambda c: BlobClient.from_blob_url(f"{c.url}/doc")  # noqa: E731
+    assert anonymous(public).download_blob().readall() == b"public"
+    expect(HttpResponseError, lambda: anonymous(private).download_blob().readall())
+    expect(HttpResponseError, lambda: anonymous(public).upload_blob(b"vandal", overwrite=True))
+    assert public.get_blob_client("doc").download_blob().readall() == b"public"
+    expect(HttpResponseError, lambda: list(ContainerClient.from_container_url(public.url).list_blobs()))
+    private.set_container_access_policy(signed_identifiers={}, public_access="container")
+    assert private.get_container_access_policy()["public_access"] == "container"
+    assert [b.name for b in ContainerClient.from_container_url(private.url).list_blobs()] == ["doc"]
+    assert anonymous(private).download_blob().readall() == b"private"
+
+
+failed = [name for name, error in results if error is not None]
+print(f"\npython sdk: {len(results) - len(failed)} passed, {len(failed)} failed")
+sys.exit(1 if failed else 0)

@@ -1,0 +1,58 @@
+// The official Azure SDKs, unchanged, against both targets started as a user would (no
+// --anonymous: every request signed with the development account's key, or a SAS), with the
+// connection string a user brings from Azurite: the Python SDK (azure-storage-blob, from the
+// virtual environment the test command makes) and the JS SDK (@azure/storage-blob).
+
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { jsPatterns } from "./sdk.mjs";
+import { startNative, startWorker } from "./targets.mjs";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const python = process.env.IFMATCH_PYTHON ?? join(here, "../../.venv/bin/python");
+const patterns = join(here, "../../tests/sdk/patterns.py");
+
+const DEV_KEY =
+  "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+const connectionString = (origin) =>
+  `DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=${DEV_KEY};` +
+  `BlobEndpoint=${origin}/devstoreaccount1;`;
+
+function runPython(connection) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(python, [patterns, connection], { stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    child.stdout.on("data", (d) => (out += d));
+    child.stderr.on("data", (d) => (out += d));
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code, out }));
+  });
+}
+
+for (const [name, start] of [
+  ["native ifmatch serve", startNative],
+  ["Cloudflare Worker (miniflare)", startWorker],
+]) {
+  describe(`Azure SDKs against ${name}`, { concurrency: true }, () => {
+    let server;
+    before(async () => {
+      server = await start({ anonymous: false });
+    });
+    after(async () => {
+      await server?.stop();
+    });
+
+    test("the Python SDK runs the concurrency docs' patterns and the auth checks", async () => {
+      assert.ok(existsSync(python), `${python} missing: run scripts/test, which makes the venv`);
+      const { code, out } = await runPython(connectionString(server.origin));
+      const tally = out.split("\n").find((l) => l.startsWith("python sdk:")) ?? "no tally";
+      assert.equal(code, 0, `${tally}\n${out}`);
+    });
+
+    jsPatterns(() => connectionString(server.origin));
+  });
+}
