@@ -393,7 +393,7 @@ export function suite(name, start) {
         assert.ok(Number(r.headers.get("x-ms-lease-time")) <= 3);
         assert.deepEqual((await state(path)).slice(0, 2), ["breaking", "locked"]);
         // The breaking column.
-        assert.equal((await lease(path, "acquire", { "x-ms-lease-duration": "15" })).code, "LeaseAlreadyPresent");
+        assert.equal((await lease(path, "acquire", { "x-ms-lease-duration": "15" })).code, "LeaseIsBreakingAndCannotBeAcquired");
         assert.equal((await lease(path, "acquire", { "x-ms-lease-duration": "15", "x-ms-proposed-lease-id": A })).code, "LeaseIsBreakingAndCannotBeAcquired");
         assert.equal((await lease(path, "renew", { "x-ms-lease-id": A })).code, "LeaseIsBrokenAndCannotBeRenewed");
         assert.equal((await lease(path, "change", { "x-ms-lease-id": A, "x-ms-proposed-lease-id": B })).code, "LeaseIsBreakingAndCannotBeChanged");

@@ -22,6 +22,7 @@ use ifmatch_core::{ErrorCode, strong_etag};
 use crate::account::Accounts;
 use crate::auth::{self, ClientIp, Credential, Https, Signed};
 use crate::body::ResponseBody;
+use crate::md5::Md5Body;
 use crate::operation::{ListOptions, Operation, Target};
 use crate::range::ByteRange;
 use crate::store::{BoxError, Env, Key, Objects, PutMode, Records, StoreError};
@@ -35,6 +36,10 @@ const BLOB_TYPE: HeaderName = HeaderName::from_static("x-ms-blob-type");
 const MS_RANGE: HeaderName = HeaderName::from_static("x-ms-range");
 const MS_VERSION: HeaderName = HeaderName::from_static("x-ms-version");
 const PUBLIC_ACCESS: HeaderName = HeaderName::from_static("x-ms-blob-public-access");
+const CONTENT_MD5: HeaderName = HeaderName::from_static("content-md5");
+const RANGE_MD5: HeaderName = HeaderName::from_static("x-ms-range-get-content-md5");
+/// The largest part whose MD5 `x-ms-range-get-content-md5` asks for.
+const RANGE_MD5_MAX: u64 = 4 << 20;
 
 /// How often a change is retried when its compare-and-swap keeps losing, before 503.
 const MAX_ATTEMPTS: usize = 64;
@@ -591,8 +596,28 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             now,
         )?;
 
+        let sent_md5 = headers.get(CONTENT_MD5).cloned();
+        let (body, md5) = Md5Body::new(body);
         let staged = self.objects.stage(body, self.max_body).await?;
-        let content = Content::new(staged.object.clone(), staged.len, content_type);
+        let md5 = md5
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+            .unwrap_or_else(crate::md5::of_empty);
+        if let Some(sent) = sent_md5
+            && sent.as_bytes() != md5.as_bytes()
+        {
+            self.discard(Some(staged.object)).await;
+            return Err(Failure::with_detail(
+                ErrorCode::Md5Mismatch,
+                format!(
+                    "The MD5 value specified in the request did not match with the MD5 value calculated by the server. Sent: {}; calculated: {md5}.",
+                    String::from_utf8_lossy(sent.as_bytes())
+                ),
+            ));
+        }
+        let mut content = Content::new(staged.object.clone(), staged.len, content_type);
+        content.md5 = Some(md5);
         let committed = self
             .commit_put(key, headers, lease_id, staged.etag, content, now)
             .await;
@@ -634,7 +659,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let replaced = swapped.previous.and_then(|c| c.content.clone());
         self.discard(replaced.map(|c| c.object)).await;
         let record = swapped.written.expect("a put writes");
-        Ok(answer(StatusCode::CREATED, validator_headers(&record)))
+        let mut out = validator_headers(&record);
+        insert_md5(&record, &mut out);
+        Ok(answer(StatusCode::CREATED, out))
     }
 
     async fn get_blob(
@@ -706,12 +733,37 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     ));
                 }
             };
+            if range.is_none() {
+                insert_md5(&current, &mut out);
+            }
             let len = range.as_ref().map_or(content.len, |r| r.end - r.start);
             out.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
             if head {
                 return Ok(answer(status, out));
             }
+            // `x-ms-range-get-content-md5`: the MD5 of the part, which must be at most 4 MiB
+            // (it is read into memory to be hashed before the headers go).
+            let part_md5 = range.is_some()
+                && headers
+                    .get(RANGE_MD5)
+                    .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"));
+            if part_md5 && len > RANGE_MD5_MAX {
+                return Err(Failure::with_detail(
+                    ErrorCode::InvalidHeaderValue,
+                    "x-ms-range-get-content-md5 takes a range of at most 4 MiB.",
+                ));
+            }
             match self.objects.read(&content.object, content.len, range).await {
+                Ok(reader) if part_md5 => {
+                    use http_body_util::BodyExt;
+                    let bytes = reader.collect().await?.to_bytes();
+                    if let Ok(value) = HeaderValue::try_from(crate::md5::of(&bytes)) {
+                        out.insert(CONTENT_MD5, value);
+                    }
+                    let mut response = answer(status, out);
+                    *response.body_mut() = ResponseBody::full(bytes);
+                    return Ok(response);
+                }
                 Ok(reader) => {
                     let mut response = answer(status, out);
                     *response.body_mut() = ResponseBody::stream(reader);
@@ -915,6 +967,15 @@ fn write_allowed(
     };
     blob::evaluate(operation, headers, current.map(Record::validators).as_ref())?;
     Ok(lease)
+}
+
+/// The blob's `Content-MD5`, when it has one.
+fn insert_md5(record: &Record, out: &mut HeaderMap) {
+    if let Some(md5) = record.content.as_ref().and_then(|c| c.md5.as_deref())
+        && let Ok(value) = HeaderValue::try_from(md5)
+    {
+        out.insert(CONTENT_MD5, value);
+    }
 }
 
 /// `x-ms-blob-public-access`, or 400 `InvalidHeaderValue`.

@@ -44,6 +44,7 @@ pub mod conformance;
 mod front;
 mod hashing;
 mod listing;
+mod md5;
 pub mod memory;
 mod operation;
 mod range;

@@ -73,6 +73,9 @@ pub struct Content {
     /// The `Content-Type` given when it was written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content_type: Option<String>,
+    /// The MD5 of the bytes, base64, as `Content-MD5` gives it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub md5: Option<String>,
 }
 
 impl Record {
@@ -134,6 +137,7 @@ impl Content {
             object,
             len,
             content_type,
+            md5: None,
         }
     }
 }

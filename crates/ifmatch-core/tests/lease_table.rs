@@ -105,7 +105,8 @@ fn every_cell_of_the_transition_table() {
             [
                 ok(201, Leased, Some(b())),
                 e(LeaseAlreadyPresent),
-                e(LeaseAlreadyPresent),
+                // Issue 14: a breaking lease refuses every acquire with the code naming it.
+                e(LeaseIsBreakingAndCannotBeAcquired),
                 ok(201, Leased, Some(b())),
                 ok(201, Leased, Some(b())),
             ],

@@ -397,7 +397,7 @@ async fn every_cell_of_the_transition_table() {
             [
                 K(201, "leased", Some(B)),
                 E("LeaseAlreadyPresent"),
-                E("LeaseAlreadyPresent"),
+                E("LeaseIsBreakingAndCannotBeAcquired"),
                 K(201, "leased", Some(B)),
                 K(201, "leased", Some(B)),
             ],

@@ -799,3 +799,36 @@ async fn a_304_reads_no_blob_data() {
     assert_eq!(r.status(), 304);
     assert_eq!(header(&r, "etag"), Some(tag));
 }
+
+#[tokio::test]
+async fn content_md5_is_verified_and_returned() {
+    let s = Server::start().await;
+    s.create_container("box").await;
+    // MD5("hello"), base64: a published test vector (RFC 1321's algorithm).
+    let hello = "XUFAKrxLKna5cZ2REBfFkg==";
+    let r = s
+        .put("/box/a", &[("content-md5", hello)], b"hello".to_vec())
+        .await;
+    assert_eq!(r.status(), 201);
+    assert_eq!(header(&r, "content-md5").as_deref(), Some(hello));
+    let r = s.get("/box/a", &[]).await;
+    assert_eq!(header(&r, "content-md5").as_deref(), Some(hello));
+    // A digest that is not the body's: 400 Md5Mismatch, the blob unchanged, no object left.
+    let objects = || std::fs::read_dir(s.dir.path().join("objects")).map_or(0, |d| d.count());
+    let before = objects();
+    let r = s
+        .put("/box/a", &[("content-md5", hello)], b"HELLO".to_vec())
+        .await;
+    assert_eq!(
+        (r.status().as_u16(), code(&r).as_deref()),
+        (400, Some("Md5Mismatch"))
+    );
+    assert_eq!(s.get("/box/a", &[]).await.text().await.unwrap(), "hello");
+    assert_eq!(objects(), before);
+    // Without one, the server's own digest is stored and served.
+    let r = s.put("/box/b", &[], Vec::new()).await;
+    assert_eq!(
+        header(&r, "content-md5").as_deref(),
+        Some("1B2M2Y8AsgTpgAmY7PhCfg==")
+    );
+}

@@ -303,8 +303,11 @@ impl Lease {
 
         let (lease, status) = match *action {
             LeaseAction::Acquire { id, duration } => match state {
-                Leased | Breaking if !held_by(id) => return Err(LeaseAlreadyPresent),
+                // A breaking lease refuses every acquire with the code that names its state,
+                // whoever proposes (issue 14; the spec's table said `LeaseAlreadyPresent` for
+                // other ids).
                 Breaking => return Err(LeaseIsBreakingAndCannotBeAcquired),
+                Leased if !held_by(id) => return Err(LeaseAlreadyPresent),
                 _ => (leased(id, duration, now_ms), StatusCode::CREATED),
             },
             LeaseAction::Renew { id } => match (state, *self) {
