@@ -428,6 +428,20 @@ def _():
         assert b"SharedKey" in error.read()
 
 
+@check("blob batch: delete_blobs deletes several in one request, each checked on its own")
+def _():
+    container = fresh_container()
+    for name in ["a", "b", "c"]:
+        container.upload_blob(name, name.encode())
+    lease = container.get_blob_client("c").acquire_lease(lease_duration=15)
+    responses = list(container.delete_blobs("a", "b", raise_on_any_failure=False))
+    assert [r.status_code for r in responses] == [202, 202], [r.status_code for r in responses]
+    failed = list(container.delete_blobs("c", raise_on_any_failure=False))
+    assert failed[0].status_code == 412, failed[0].status_code  # leased: LeaseIdMissing
+    assert [b.name for b in container.list_blobs()] == ["c"]
+    lease.release()
+
+
 failed = [name for name, error in results if error is not None]
 print(f"\npython sdk: {len(results) - len(failed)} passed, {len(failed)} failed")
 sys.exit(1 if failed else 0)

@@ -233,6 +233,9 @@ fn needed(operation: &Operation) -> (&'static str, Kind) {
         Operation::SetContainerAcl => ("w", Kind::Container),
         Operation::ListBlobs(_) => ("l", Kind::Container),
         Operation::LeaseContainer => ("wd", Kind::Container),
+        // Each subrequest is checked with its own credentials; the envelope needs one that
+        // may delete.
+        Operation::SubmitBatch => ("d", Kind::Container),
         Operation::PutBlob => ("cw", Kind::Object),
         Operation::GetBlob => ("r", Kind::Object),
         Operation::DeleteBlob => ("d", Kind::Object),

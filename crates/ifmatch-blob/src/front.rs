@@ -21,6 +21,7 @@ use ifmatch_core::{ErrorCode, strong_etag};
 
 use crate::account::Accounts;
 use crate::auth::{self, ClientIp, Credential, Https, Signed};
+use crate::batch;
 use crate::body::ResponseBody;
 use crate::md5::Md5Body;
 use crate::operation::{ListOptions, Operation, Target};
@@ -126,6 +127,15 @@ impl From<StoreError> for Failure {
             may_have_landed: e.may_have_landed(),
         }
     }
+}
+
+/// A request its credentials admit: what it addresses, and the keys of its records.
+struct Admitted {
+    target: Target,
+    /// The name its container is stored under.
+    stored: String,
+    container: Key,
+    blob: Key,
 }
 
 /// What one attempt of a change decided from the record it found.
@@ -240,13 +250,46 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
     {
+        let (method, headers) = (&parts.method, &parts.headers);
+        let now = self.env.now();
+        let Admitted {
+            target,
+            stored,
+            container,
+            blob,
+        } = self.admit(parts, now).await?;
+        match &target.operation {
+            Operation::CreateContainer => self.create_container(&container, headers, now).await,
+            Operation::GetContainerAcl => self.container_acl(&container, headers, now).await,
+            Operation::SetContainerAcl => {
+                self.set_container_acl(&container, headers, body, now).await
+            }
+            Operation::SubmitBatch => self.batch(parts, body).await,
+            Operation::DeleteContainer => self.delete_container(&container, headers, now).await,
+            Operation::GetContainerProperties => {
+                self.container_properties(&container, headers, now).await
+            }
+            Operation::ListBlobs(options) => self.list(&stored, options, now).await,
+            Operation::LeaseContainer => self.lease(&container, headers, now).await,
+            Operation::PutBlob => self.put_blob(&blob, headers, body, now).await,
+            Operation::GetBlob => {
+                self.get_blob(&blob, method == Method::HEAD, headers, now)
+                    .await
+            }
+            Operation::DeleteBlob => self.delete_blob(&blob, headers, now).await,
+            Operation::LeaseBlob => self.lease(&blob, headers, now).await,
+        }
+    }
+
+    /// Reads what a request addresses (its account, container and blob, its operation) and
+    /// admits it if its credentials allow that operation there.
+    async fn admit(&self, parts: &http::request::Parts, now: SystemTime) -> Result<Admitted> {
         let (method, uri, headers) = (&parts.method, &parts.uri, &parts.headers);
         let host = (headers.get(header::HOST))
             .and_then(|h| h.to_str().ok())
             .or(uri.authority().map(|a| a.as_str()));
         let (account, path, _) = self.accounts.locate(host, uri.path())?;
         let target = Target::parse(method, path, uri.query())?;
-        let now = self.env.now();
         let signed = Signed {
             method,
             uri,
@@ -272,26 +315,12 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 return Err(denied.into());
             }
         }
-        match &target.operation {
-            Operation::CreateContainer => self.create_container(&container, headers, now).await,
-            Operation::GetContainerAcl => self.container_acl(&container, headers, now).await,
-            Operation::SetContainerAcl => {
-                self.set_container_acl(&container, headers, body, now).await
-            }
-            Operation::DeleteContainer => self.delete_container(&container, headers, now).await,
-            Operation::GetContainerProperties => {
-                self.container_properties(&container, headers, now).await
-            }
-            Operation::ListBlobs(options) => self.list(&stored, options, now).await,
-            Operation::LeaseContainer => self.lease(&container, headers, now).await,
-            Operation::PutBlob => self.put_blob(&blob, headers, body, now).await,
-            Operation::GetBlob => {
-                self.get_blob(&blob, method == Method::HEAD, headers, now)
-                    .await
-            }
-            Operation::DeleteBlob => self.delete_blob(&blob, headers, now).await,
-            Operation::LeaseBlob => self.lease(&blob, headers, now).await,
-        }
+        Ok(Admitted {
+            target,
+            stored,
+            container,
+            blob,
+        })
     }
 
     /// Whether a container's public access level lets anyone do `operation`: read blobs at
@@ -360,6 +389,72 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             self.discard(record.content.map(|c| c.object)).await;
         }
         Ok(answer(StatusCode::ACCEPTED, HeaderMap::new()))
+    }
+
+    /// Blob Batch: each subrequest (a `DELETE` of a blob of the same account) is handled as a
+    /// request of its own, with its own credentials; the answers go back in one
+    /// `multipart/mixed` body, in order.
+    async fn batch<B>(&self, outer: &http::request::Parts, body: B) -> Result<Answer<O::Reader>>
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        use http_body_util::BodyExt;
+        let refused = |(code, detail): batch::Refused| Failure::with_detail(code, detail);
+        let boundary = batch::boundary(outer.headers.get(header::CONTENT_TYPE)).map_err(refused)?;
+        let bytes = http_body_util::Limited::new(body, batch::MAX_BODY)
+            .collect()
+            .await
+            .map_err(|_| {
+                Failure::with_detail(ErrorCode::InvalidInput, "A batch body is at most 4 MiB.")
+            })?
+            .to_bytes();
+        let subrequests = batch::parse(&bytes, &boundary).map_err(refused)?;
+        let mut answers = Vec::with_capacity(subrequests.len());
+        for sub in subrequests {
+            let (mut parts, ()) = sub.request.into_parts();
+            // The envelope's host (host-style accounts) and client address hold for each
+            // subrequest.
+            if let Some(host) = outer.headers.get(header::HOST) {
+                parts.headers.insert(header::HOST, host.clone());
+            }
+            parts.extensions = outer.extensions.clone();
+            let answer = match self.subrequest(&parts).await {
+                Ok(answer) => answer,
+                Err(failure) => error_answer(failure, false),
+            };
+            let answer = self.stamped(answer);
+            let (head, body) = answer.into_parts();
+            let body = body
+                .collect()
+                .await
+                .map(|b| b.to_bytes())
+                .unwrap_or_default();
+            answers.push((sub.content_id, Response::from_parts(head, body)));
+        }
+        let boundary = format!("batchresponse_{}", self.env.random_uuid().hyphenated());
+        let mut out = HeaderMap::new();
+        out.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::try_from(format!("multipart/mixed; boundary={boundary}"))
+                .expect("a UUID boundary"),
+        );
+        let mut response = answer(StatusCode::ACCEPTED, out);
+        *response.body_mut() = ResponseBody::full(batch::answer(&boundary, answers));
+        Ok(response)
+    }
+
+    /// One subrequest of a batch: admitted like any request, and a Delete Blob.
+    async fn subrequest(&self, parts: &http::request::Parts) -> Result<Answer<O::Reader>> {
+        let now = self.env.now();
+        let admitted = self.admit(parts, now).await?;
+        if admitted.target.operation != Operation::DeleteBlob {
+            return Err(Failure::with_detail(
+                ErrorCode::InvalidInput,
+                "A batch carries Delete Blob subrequests only.",
+            ));
+        }
+        self.delete_blob(&admitted.blob, &parts.headers, now).await
     }
 
     async fn container_acl(

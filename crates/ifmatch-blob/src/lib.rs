@@ -38,6 +38,7 @@
 
 mod account;
 pub mod auth;
+mod batch;
 mod body;
 #[cfg(feature = "conformance")]
 pub mod conformance;

@@ -21,6 +21,8 @@ pub enum Operation {
     GetContainerAcl,
     /// `PUT /{container}?restype=container&comp=acl`
     SetContainerAcl,
+    /// `POST /{container}?restype=container&comp=batch`: Blob Batch, subrequests in the body.
+    SubmitBatch,
     /// `PUT /{container}/{blob}`
     PutBlob,
     /// `GET` or `HEAD /{container}/{blob}`
@@ -85,7 +87,8 @@ impl Target {
                     (&Method::PUT, Some("lease")) => Operation::LeaseContainer,
                     (&Method::GET | &Method::HEAD, Some("acl")) => Operation::GetContainerAcl,
                     (&Method::PUT, Some("acl")) => Operation::SetContainerAcl,
-                    (_, None | Some("list" | "lease" | "acl")) => {
+                    (&Method::POST, Some("batch")) => Operation::SubmitBatch,
+                    (_, None | Some("list" | "lease" | "acl" | "batch")) => {
                         return Err(ErrorCode::UnsupportedHttpVerb);
                     }
                     _ => return Err(ErrorCode::InvalidQueryParameterValue),

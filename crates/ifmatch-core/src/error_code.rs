@@ -109,6 +109,8 @@ error_codes! {
     AuthorizationProtocolMismatch = FORBIDDEN, "This request is not authorized to perform this operation using this protocol.";
     /// A shared access signature allows other client addresses only.
     AuthorizationSourceIPMismatch = FORBIDDEN, "This request is not authorized to perform this operation using this source IP.";
+    /// A request input is not valid (a batch that cannot be read, say).
+    InvalidInput = BAD_REQUEST, "One of the request inputs is not valid.";
     /// A request body is not the XML document the operation takes.
     InvalidXmlDocument = BAD_REQUEST, "The XML specified is not syntactically valid.";
     /// The `Content-MD5` sent with an upload is not the MD5 of its bytes.
