@@ -382,7 +382,7 @@ def _():
     assert anonymous(private).download_blob().readall() == b"private"
 
 
-@check("Content-MD5: an upload with validate_content is verified; reads return the digest")
+@check("Content-MD5 and CRC64: uploads with validate_content are verified; reads return the MD5")
 def _():
     blob = fresh_container().get_blob_client("checked")
     data = b"hello, checked" * 1000
@@ -390,6 +390,10 @@ def _():
     assert bytes(blob.get_blob_properties().content_settings.content_md5) == hashlib.md5(data).digest()
     assert blob.download_blob(validate_content=True).readall() == data
     assert blob.download_blob(offset=5, length=100, validate_content=True).readall() == data[5:105]
+    # CRC64 (azure-storage-extensions computes it): verified on upload.
+    crc = fresh_container().get_blob_client("crc")
+    crc.upload_blob(data, validate_content="crc64")
+    assert crc.download_blob().readall() == data
 
 
 @check("auth: a SAS for HTTPS only, or for other addresses, is refused; the right address passes")

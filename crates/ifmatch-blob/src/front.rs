@@ -23,7 +23,7 @@ use crate::account::Accounts;
 use crate::auth::{self, ClientIp, Credential, Https, Signed};
 use crate::batch;
 use crate::body::ResponseBody;
-use crate::md5::Md5Body;
+use crate::checksums::{ChecksumBody, Checksums};
 use crate::operation::{ListOptions, Operation, Target};
 use crate::range::ByteRange;
 use crate::store::{BoxError, Env, Key, Objects, PutMode, Records, StoreError};
@@ -38,6 +38,8 @@ const MS_RANGE: HeaderName = HeaderName::from_static("x-ms-range");
 const MS_VERSION: HeaderName = HeaderName::from_static("x-ms-version");
 const PUBLIC_ACCESS: HeaderName = HeaderName::from_static("x-ms-blob-public-access");
 const CONTENT_MD5: HeaderName = HeaderName::from_static("content-md5");
+const CONTENT_CRC64: HeaderName = HeaderName::from_static("x-ms-content-crc64");
+const STRUCTURED_BODY: HeaderName = HeaderName::from_static("x-ms-structured-body");
 const RANGE_MD5: HeaderName = HeaderName::from_static("x-ms-range-get-content-md5");
 /// The largest part whose MD5 `x-ms-range-get-content-md5` asks for.
 const RANGE_MD5_MAX: u64 = 4 << 20;
@@ -663,6 +665,15 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             }
             Some(_) => {}
         }
+        // A structured body (`x-ms-structured-body`) wraps the bytes in segments with their
+        // CRC64s: stored as is, it would be other bytes than the client's. Refused, never kept.
+        if headers.contains_key(STRUCTURED_BODY) {
+            return Err(Failure::with_detail(
+                ErrorCode::UnsupportedHeader,
+                "Structured message bodies (x-ms-structured-body) are not supported; send \
+                 x-ms-content-crc64 or Content-MD5 with the plain bytes.",
+            ));
+        }
         let declared = headers
             .get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
@@ -691,31 +702,54 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             now,
         )?;
 
-        let sent_md5 = headers.get(CONTENT_MD5).cloned();
-        let (body, md5) = Md5Body::new(body);
+        let sent_crc64 = headers.get(CONTENT_CRC64).cloned();
+        let (body, checksums) = ChecksumBody::new(body, sent_crc64.is_some());
         let staged = self.objects.stage(body, self.max_body).await?;
-        let md5 = md5
+        let checksums = checksums
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take()
-            .unwrap_or_else(crate::md5::of_empty);
-        if let Some(sent) = sent_md5
-            && sent.as_bytes() != md5.as_bytes()
-        {
+            .unwrap_or_else(|| Checksums::of(&[], sent_crc64.is_some()));
+        let mismatch = [
+            (
+                headers.get(CONTENT_MD5),
+                Some(&checksums.md5),
+                ErrorCode::Md5Mismatch,
+            ),
+            (
+                sent_crc64.as_ref(),
+                checksums.crc64.as_ref(),
+                ErrorCode::Crc64Mismatch,
+            ),
+        ]
+        .into_iter()
+        .find(|(sent, ours, _)| {
+            sent.is_some_and(|s| Some(s.as_bytes()) != ours.map(|o| o.as_bytes()))
+        });
+        if let Some((sent, ours, code)) = mismatch {
             self.discard(Some(staged.object)).await;
             return Err(Failure::with_detail(
-                ErrorCode::Md5Mismatch,
+                code,
                 format!(
-                    "The MD5 value specified in the request did not match with the MD5 value calculated by the server. Sent: {}; calculated: {md5}.",
-                    String::from_utf8_lossy(sent.as_bytes())
+                    "{} Sent: {}; calculated: {}.",
+                    code.message(),
+                    sent.map(|s| String::from_utf8_lossy(s.as_bytes()).into_owned())
+                        .unwrap_or_default(),
+                    ours.map(String::as_str).unwrap_or_default()
                 ),
             ));
         }
         let mut content = Content::new(staged.object.clone(), staged.len, content_type);
-        content.md5 = Some(md5);
+        content.md5 = Some(checksums.md5);
         let committed = self
             .commit_put(key, headers, lease_id, staged.etag, content, now)
-            .await;
+            .await
+            .map(|mut answer| {
+                if let Some(crc64) = checksums.crc64.and_then(|c| HeaderValue::try_from(c).ok()) {
+                    answer.headers_mut().insert(CONTENT_CRC64, crc64);
+                }
+                answer
+            });
         // A backend that failed without an answer (a timeout, a lost connection) may have
         // committed the record all the same: its object then stays, an orphan at worst, never
         // a record naming bytes that are gone.
@@ -852,7 +886,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 Ok(reader) if part_md5 => {
                     use http_body_util::BodyExt;
                     let bytes = reader.collect().await?.to_bytes();
-                    if let Ok(value) = HeaderValue::try_from(crate::md5::of(&bytes)) {
+                    if let Ok(value) = HeaderValue::try_from(Checksums::of(&bytes, false).md5) {
                         out.insert(CONTENT_MD5, value);
                     }
                     let mut response = answer(status, out);

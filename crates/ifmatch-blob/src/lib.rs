@@ -40,12 +40,12 @@ mod account;
 pub mod auth;
 mod batch;
 mod body;
+mod checksums;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 mod front;
 mod hashing;
 mod listing;
-mod md5;
 pub mod memory;
 mod operation;
 mod range;

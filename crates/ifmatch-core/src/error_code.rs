@@ -115,6 +115,8 @@ error_codes! {
     InvalidXmlDocument = BAD_REQUEST, "The XML specified is not syntactically valid.";
     /// The `Content-MD5` sent with an upload is not the MD5 of its bytes.
     Md5Mismatch = BAD_REQUEST, "The MD5 value specified in the request did not match with the MD5 value calculated by the server.";
+    /// The `x-ms-content-crc64` sent with an upload is not the CRC64 of its bytes.
+    Crc64Mismatch = BAD_REQUEST, "The CRC64 value specified in the request did not match with the CRC64 value calculated by the server.";
     /// The backend that holds versions, leases or locks cannot be reached.
     ServerBusy = SERVICE_UNAVAILABLE, "The server is currently unable to receive requests. Please retry your request.";
     /// An unexpected failure on the server.

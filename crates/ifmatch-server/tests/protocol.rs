@@ -801,7 +801,7 @@ async fn a_304_reads_no_blob_data() {
 }
 
 #[tokio::test]
-async fn content_md5_is_verified_and_returned() {
+async fn content_md5_and_crc64_are_verified_and_returned() {
     let s = Server::start().await;
     s.create_container("box").await;
     // MD5("hello"), base64: a published test vector (RFC 1321's algorithm).
@@ -825,6 +825,49 @@ async fn content_md5_is_verified_and_returned() {
     );
     assert_eq!(s.get("/box/a", &[]).await.text().await.unwrap(), "hello");
     assert_eq!(objects(), before);
+    // x-ms-content-crc64 (CRC-64/NVME, little-endian, base64): the catalogue's check value.
+    let check = "iJh5CoYUi64=";
+    let r = s
+        .put(
+            "/box/c",
+            &[("x-ms-content-crc64", check)],
+            b"123456789".to_vec(),
+        )
+        .await;
+    assert_eq!(r.status(), 201);
+    assert_eq!(header(&r, "x-ms-content-crc64").as_deref(), Some(check));
+    let r = s
+        .put(
+            "/box/c",
+            &[("x-ms-content-crc64", check)],
+            b"123456780".to_vec(),
+        )
+        .await;
+    assert_eq!(
+        (r.status().as_u16(), code(&r).as_deref()),
+        (400, Some("Crc64Mismatch"))
+    );
+    assert_eq!(
+        s.get("/box/c", &[]).await.text().await.unwrap(),
+        "123456789"
+    );
+    // A structured message body (segments with their CRC64s) would be stored as other bytes
+    // than the client's: refused, nothing kept.
+    let r = s
+        .put(
+            "/box/c",
+            &[("x-ms-structured-body", "XSM/1.0; properties=crc64")],
+            b"wrapped".to_vec(),
+        )
+        .await;
+    assert_eq!(
+        (r.status().as_u16(), code(&r).as_deref()),
+        (400, Some("UnsupportedHeader"))
+    );
+    assert_eq!(
+        s.get("/box/c", &[]).await.text().await.unwrap(),
+        "123456789"
+    );
     // Without one, the server's own digest is stored and served.
     let r = s.put("/box/b", &[], Vec::new()).await;
     assert_eq!(
