@@ -175,6 +175,18 @@ pub fn authorize(
                  signature (anonymous access is allowed only to public containers)",
             ));
         }
+        // A container's access policy is the account owner's alone, as in Azure.
+        Credential::Sas(_)
+            if matches!(
+                operation,
+                Operation::GetContainerAcl | Operation::SetContainerAcl
+            ) =>
+        {
+            return Err(denied(
+                ErrorCode::AuthorizationPermissionMismatch,
+                "a container's access policy is read and set with the account key only",
+            ));
+        }
         Credential::Sas(grant) => grant,
     };
     let (needs, kind) = needed(operation);
@@ -229,8 +241,9 @@ fn needed(operation: &Operation) -> (&'static str, Kind) {
     match operation {
         Operation::CreateContainer => ("cw", Kind::Container),
         Operation::DeleteContainer => ("d", Kind::Container),
-        Operation::GetContainerProperties | Operation::GetContainerAcl => ("r", Kind::Container),
-        Operation::SetContainerAcl => ("w", Kind::Container),
+        Operation::GetContainerProperties => ("r", Kind::Container),
+        // Never reached with a SAS (see `authorize`).
+        Operation::GetContainerAcl | Operation::SetContainerAcl => ("", Kind::Container),
         Operation::ListBlobs(_) => ("l", Kind::Container),
         Operation::LeaseContainer => ("wd", Kind::Container),
         // Each subrequest is checked with its own credentials; the envelope needs one that
@@ -636,6 +649,75 @@ mod tests {
         ] {
             assert_eq!(iso8601(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn what_each_grant_covers() {
+        let grant = |permissions: &str, scope: Scope| {
+            Credential::Sas(Grant {
+                permissions: permissions.into(),
+                scope,
+            })
+        };
+        let allowed = |credential: &Credential, operation: Operation, container, blob| {
+            authorize(credential, &operation, container, blob).map_err(|d| d.code)
+        };
+        let container_sas = grant("rwdl", Scope::Container("box".into()));
+        assert_eq!(
+            allowed(&container_sas, Operation::DeleteBlob, "box", "a"),
+            Ok(())
+        );
+        assert_eq!(
+            allowed(&container_sas, Operation::DeleteBlob, "other", "a"),
+            Err(ErrorCode::AuthorizationResourceTypeMismatch)
+        );
+        assert_eq!(
+            allowed(&container_sas, Operation::DeleteContainer, "box", ""),
+            Err(ErrorCode::AuthorizationResourceTypeMismatch),
+            "only an account SAS deletes a container"
+        );
+        assert_eq!(
+            allowed(&container_sas, Operation::SetContainerAcl, "box", ""),
+            Err(ErrorCode::AuthorizationPermissionMismatch),
+            "the access policy is the key's alone"
+        );
+        let blob_sas = grant("r", Scope::Blob("box".into(), "a".into()));
+        assert_eq!(allowed(&blob_sas, Operation::GetBlob, "box", "a"), Ok(()));
+        assert!(allowed(&blob_sas, Operation::GetBlob, "box", "b").is_err());
+        assert_eq!(
+            allowed(&blob_sas, Operation::PutBlob, "box", "a"),
+            Err(ErrorCode::AuthorizationPermissionMismatch)
+        );
+        let account_sas = grant(
+            "rl",
+            Scope::Account {
+                service: false,
+                container: true,
+                object: false,
+            },
+        );
+        assert_eq!(
+            allowed(
+                &account_sas,
+                Operation::ListBlobs(Default::default()),
+                "box",
+                ""
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            allowed(&account_sas, Operation::GetBlob, "box", "a"),
+            Err(ErrorCode::AuthorizationResourceTypeMismatch),
+            "srt without o"
+        );
+        assert_eq!(
+            allowed(&Credential::Anonymous, Operation::GetBlob, "box", "a"),
+            Err(ErrorCode::AuthenticationFailed)
+        );
+        assert_eq!(
+            allowed(&Credential::Key, Operation::SetContainerAcl, "box", ""),
+            Ok(())
+        );
     }
 
     #[test]
