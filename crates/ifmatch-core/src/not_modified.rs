@@ -5,7 +5,8 @@ use http::{HeaderMap, HeaderName, header};
 /// Turns the headers that a 200 would have carried into those of the 304 that replaces it.
 ///
 /// Kept, and only these: what RFC 9110 15.4.5 lists (`ETag`, `Date`, `Vary`, `Cache-Control`,
-/// `Expires`, `Content-Location`) and `Last-Modified`, which guides cache updates. Everything
+/// `Expires`, `Content-Location`), and `Last-Modified` when there is no `ETag` (15.4.5's own
+/// example of metadata that guides cache updates; with an `ETag` it adds nothing). Everything
 /// else goes: the content's metadata and framing, and every other field of the 200. A 304 may be
 /// answered from a cache to a request the 200 was not made for, so it must not replay
 /// `Set-Cookie`, a user's own fields, or anything else of the 200's.
@@ -32,6 +33,9 @@ pub fn not_modified_headers(headers: &mut HeaderMap) {
         .collect();
     for name in dropped {
         headers.remove(name);
+    }
+    if headers.contains_key(header::ETAG) {
+        headers.remove(header::LAST_MODIFIED);
     }
 }
 
@@ -78,10 +82,16 @@ mod tests {
             headers.append(HeaderName::from_static(name), "x".parse().unwrap());
             headers.append(HeaderName::from_static(name), "y".parse().unwrap());
         }
+        let mut without_tag = headers.clone();
         not_modified_headers(&mut headers);
         for (name, kept) in all {
             let count = headers.get_all(name).iter().count();
+            let kept = kept && name != "last-modified";
             assert_eq!(count, if kept { 2 } else { 0 }, "{name}");
         }
+        // Last-Modified guides a cache only when there is no ETag.
+        without_tag.remove(header::ETAG);
+        not_modified_headers(&mut without_tag);
+        assert_eq!(without_tag.get_all(header::LAST_MODIFIED).iter().count(), 2);
     }
 }
