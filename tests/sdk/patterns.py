@@ -309,7 +309,7 @@ def _():
     assert not container.get_blob_client("x").exists()
 
 
-@check("auth: service SAS, each missing permission refused, expired refused")
+@check("auth: service SAS, each missing permission refused, expired and not yet valid refused")
 def _():
     container = fresh_container()
     container.upload_blob("doc", b"secret")
@@ -333,6 +333,11 @@ def _():
     expect(ClientAuthenticationError, lambda: BlobClient.from_blob_url(f"{endpoint}/other?{doc_sas}").download_blob().readall(), "AuthenticationFailed")
     expired = datetime.now(timezone.utc) - timedelta(minutes=1)
     expect(ClientAuthenticationError, lambda: blob_with(BlobSasPermissions(read=True), expiry=expired).download_blob().readall(), "AuthenticationFailed")
+    later = generate_blob_sas(
+        ACCOUNT, container.container_name, "doc", account_key=KEY, permission=BlobSasPermissions(read=True),
+        start=datetime.now(timezone.utc) + timedelta(hours=1), expiry=expiry + timedelta(hours=1),
+    )
+    expect(ClientAuthenticationError, lambda: BlobClient.from_blob_url(f"{endpoint}/doc?{later}").download_blob().readall(), "AuthenticationFailed")
     blob_with(BlobSasPermissions(delete=True)).delete_blob()
     assert not container.get_blob_client("doc").exists()
 

@@ -9,6 +9,7 @@ import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
+import { BlobServiceClient, StorageSharedKeyCredential } from "@azure/storage-blob";
 import { jsPatterns } from "./sdk.mjs";
 import { startNative, startWorker } from "./targets.mjs";
 
@@ -56,3 +57,28 @@ for (const [name, start] of [
     jsPatterns(() => connectionString(server.origin));
   });
 }
+
+describe("the Worker's accounts come from its ACCOUNTS secret", () => {
+  const second = Buffer.from("the second account's key").toString("base64");
+  let worker;
+  before(async () => {
+    worker = await startWorker({
+      anonymous: false,
+      accounts: `devstoreaccount1:${DEV_KEY};second:${second}`,
+    });
+  });
+  after(async () => {
+    await worker?.stop();
+  });
+
+  test("each account signs with its own key, and only its own", async () => {
+    const client = (account, key) =>
+      new BlobServiceClient(`${worker.origin}/${account}`, new StorageSharedKeyCredential(account, key));
+    const mine = client("second", second).getContainerClient("box");
+    await mine.create();
+    assert.ok(await mine.exists());
+    await assert.rejects(client("second", DEV_KEY).getContainerClient("other").create(), (e) => e.statusCode === 403);
+    // The development account's own `box` is another container.
+    assert.equal(await client("devstoreaccount1", DEV_KEY).getContainerClient("box").exists(), false);
+  });
+});

@@ -13,7 +13,7 @@ const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, "..");
 
 /** The Worker as built by worker-build, served by miniflare. */
-export async function startWorker({ anonymous = true } = {}) {
+export async function startWorker({ anonymous = true, accounts = undefined } = {}) {
   const mf = new Miniflare({
     modules: true,
     scriptPath: join(root, "build/worker/shim.mjs"),
@@ -26,7 +26,12 @@ export async function startWorker({ anonymous = true } = {}) {
     durableObjects: { RECORDS: { className: "ContainerRecords", useSQLite: true } },
     // The suite sends no credentials: anonymous access, as `serve --anonymous`. The SDK tests
     // sign with the development account's key instead (ANONYMOUS unset).
-    bindings: { MAX_BODY: String(8 << 20), ...(anonymous ? { ANONYMOUS: "true" } : {}) },
+    bindings: {
+      MAX_BODY: String(8 << 20),
+      ...(anonymous ? { ANONYMOUS: "true" } : {}),
+      // What `wrangler secret put ACCOUNTS` gives a deployed Worker.
+      ...(accounts ? { ACCOUNTS: accounts } : {}),
+    },
     host: "127.0.0.1",
     port: 0,
   });

@@ -721,6 +721,40 @@ mod tests {
     }
 
     #[test]
+    fn sas_forms_this_server_does_not_take_are_refused_saying_so() {
+        let account = crate::Accounts::default();
+        let account = account.iter().next().unwrap();
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_334_400);
+        let headers = HeaderMap::new();
+        let attempt = |query: &str| {
+            let uri: Uri = format!("/devstoreaccount1/box/a?{query}").parse().unwrap();
+            let signed = Signed {
+                method: &Method::GET,
+                uri: &uri,
+                headers: &headers,
+                client: None,
+                https: false,
+                container: "box",
+                blob: "a",
+            };
+            authenticate(account, signed, now)
+                .map(|_| ())
+                .map_err(|d| d.detail)
+        };
+        let common = "sv=2025-01-05&sr=b&sp=r&se=2026-11-23T00:00:00Z&sig=AAAA";
+        let delegation = attempt(&format!("{common}&skoid=x&sktid=y")).unwrap_err();
+        assert!(delegation.contains("user delegation"), "{delegation}");
+        let stored = attempt(&format!("{common}&si=policy")).unwrap_err();
+        assert!(stored.contains("stored access policies"), "{stored}");
+        let early = attempt(&format!("{common}&st=2026-11-22T09:00:00Z")).unwrap_err();
+        assert!(early.contains("not valid at this time"), "{early}");
+        let old = attempt("sv=2014-02-14&sr=b&sp=r&se=2026-11-23T00:00:00Z&sig=AAAA").unwrap_err();
+        assert!(old.contains("2015-04-05"), "{old}");
+        let forged = attempt(common).unwrap_err();
+        assert!(forged.contains("does not match"), "{forged}");
+    }
+
+    #[test]
     fn ip_ranges() {
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();
         assert!(ip_in("127.0.0.1", ip("127.0.0.1")));
