@@ -451,6 +451,65 @@ def _():
     lease.release()
 
 
+@check("metadata and properties: round trips, and every change a new ETag")
+def _():
+    from azure.storage.blob import ContentSettings
+
+    container = fresh_container()
+    blob = container.get_blob_client("doc.txt")
+    plain = blob.upload_blob(b"bytes")["etag"]
+    assert plain == '"' + hashlib.sha256(b"bytes").hexdigest() + '"', "no metadata: the bytes' tag"
+    settings = ContentSettings(content_type="text/plain", cache_control="max-age=60", content_language="en")
+    tagged = blob.upload_blob(b"bytes", overwrite=True, metadata={"owner": "alice"}, content_settings=settings)["etag"]
+    assert tagged != plain
+    again = blob.upload_blob(b"bytes", overwrite=True, metadata={"owner": "alice"}, content_settings=settings)["etag"]
+    assert again == tagged, "the same bytes and headers: the same tag"
+    props = blob.get_blob_properties()
+    assert props.metadata == {"owner": "alice"}
+    assert (props.content_settings.content_type, props.content_settings.cache_control) == ("text/plain", "max-age=60")
+    assert props.content_settings.content_language == "en"
+    # Another client's metadata change: a stale If-Match on metadata loses nothing.
+    other = blob.set_blob_metadata({"owner": "bob"}, etag=tagged, match_condition=MatchConditions.IfNotModified)["etag"]
+    assert other != tagged
+    expect(ResourceModifiedError, lambda: blob.set_blob_metadata({"owner": "mallory"}, etag=tagged, match_condition=MatchConditions.IfNotModified))
+    restored = blob.set_blob_metadata({"owner": "alice"})["etag"]
+    assert restored not in (tagged, other), "a change back is still a new tag"
+    props_tag = blob.set_http_headers(ContentSettings(content_type="application/json"))["etag"]
+    assert props_tag != restored
+    props = blob.get_blob_properties()
+    assert props.content_settings.content_type == "application/json"
+    assert props.content_settings.cache_control is None, "Set Blob Properties clears what it omits"
+    assert props.metadata == {"owner": "alice"}
+    assert blob.download_blob().readall() == b"bytes"
+    container.set_container_metadata({"team": "storage"})
+    assert container.get_container_properties().metadata == {"team": "storage"}
+    lease = blob.acquire_lease(lease_duration=15)
+    expect(HttpResponseError, lambda: blob.set_blob_metadata({"x": "y"}), "LeaseIdMissing")
+    blob.set_blob_metadata({"x": "y"}, lease=lease)
+    lease.release()
+
+
+@check("listing: walk_blobs with a delimiter, include metadata, list_containers paging")
+def _():
+    container = fresh_container()
+    for name in ["a.txt", "dir1/b.txt", "dir1/c.txt", "dir1/sub/d.txt", "dir2/e.txt"]:
+        container.upload_blob(name, b"x", metadata={"n": name.replace("/", "_").replace(".", "_")})
+    top = sorted(item.name for item in container.walk_blobs())
+    assert top == ["a.txt", "dir1/", "dir2/"], top
+    under = sorted(item.name for item in container.walk_blobs(name_starts_with="dir1/"))
+    assert under == ["dir1/b.txt", "dir1/c.txt", "dir1/sub/"], under
+    with_meta = {b.name: b.metadata for b in container.list_blobs(include=["metadata"])}
+    assert with_meta["dir1/b.txt"] == {"n": "dir1_b_txt"}, with_meta
+    prefix = "p" + uuid.uuid4().hex[:8]
+    made = sorted(f"{prefix}-{i}" for i in range(5))
+    for name in made:
+        SERVICE.create_container(name, metadata={"i": name[-1]})
+    pages = SERVICE.list_containers(name_starts_with=prefix, include_metadata=True, results_per_page=2).by_page()
+    listed = [[(c.name, c.metadata["i"]) for c in page] for page in pages]
+    assert [len(p) for p in listed] == [2, 2, 1], listed
+    assert [name for page in listed for name, _ in page] == made
+
+
 failed = [name for name, error in results if error is not None]
 print(f"\npython sdk: {len(results) - len(failed)} passed, {len(failed)} failed")
 sys.exit(1 if failed else 0)

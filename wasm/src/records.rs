@@ -1,4 +1,5 @@
-//! Blob and container records in a Durable Object per container.
+//! Blob and container records in a Durable Object per container, and one more object that
+//! notes every container's name (List Containers).
 
 use std::sync::Arc;
 
@@ -85,6 +86,12 @@ enum Call {
     },
     /// The blobs whose names start with `prefix`, in name order.
     List { prefix: String },
+    /// In the index object: note that this container exists (or may soon).
+    Index { container: String },
+    /// In the index object: forget this container.
+    Unindex { container: String },
+    /// In the index object: every container noted.
+    Containers,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -94,6 +101,7 @@ enum Reply {
     Done,
     Deleted(Vec<Record>),
     Listed(Vec<(String, Record)>),
+    Names(Vec<String>),
     Refused(Refusal),
 }
 
@@ -144,7 +152,14 @@ impl Records for DurableRecords {
                 PutMode::Update(generation) => Some(generation),
             },
         };
+        let index = matches!((key, mode), (Key::Container(_), PutMode::Create));
         SendFuture::new(async move {
+            if index {
+                // Noted before it exists: a name noted for a container that never came is
+                // skipped when listed (its record is missing); a container is never unlisted.
+                let container = key.container().to_owned();
+                self.call(INDEX, &Call::Index { container }).await?;
+            }
             match self.call(key.container(), &call).await? {
                 Reply::Done => Ok(()),
                 _ => Err(unexpected()),
@@ -161,9 +176,25 @@ impl Records for DurableRecords {
             blob: blob_of(key),
             generation,
         };
+        let unindex = matches!(key, Key::Container(_));
         SendFuture::new(async move {
-            match self.call(key.container(), &call).await? {
-                Reply::Deleted(records) => Ok(records),
+            let deleted = match self.call(key.container(), &call).await? {
+                Reply::Deleted(records) => records,
+                _ => return Err(unexpected()),
+            };
+            if unindex {
+                let container = key.container().to_owned();
+                // Failing here leaves a name whose record is gone: skipped when listed.
+                let _ = self.call(INDEX, &Call::Unindex { container }).await;
+            }
+            Ok(deleted)
+        })
+    }
+
+    fn containers(&self) -> impl Future<Output = Result<Vec<String>, StoreError>> + Send {
+        SendFuture::new(async move {
+            match self.call(INDEX, &Call::Containers).await? {
+                Reply::Names(names) => Ok(names),
                 _ => Err(unexpected()),
             }
         })
@@ -199,6 +230,10 @@ pub struct ContainerRecords {
 
 const CONTAINER: &str = "container";
 const BLOBS: &str = "blob/";
+/// The object that notes every container's name, for List Containers (a name no container's
+/// object has: stored names never start with `~`).
+const INDEX: &str = "~containers";
+const NAMES: &str = "name/";
 
 fn storage_key(blob: Option<&str>) -> String {
     blob.map_or_else(|| CONTAINER.to_owned(), |name| format!("{BLOBS}{name}"))
@@ -276,6 +311,25 @@ impl ContainerRecords {
             }
             Call::List { prefix } => {
                 Ok(Reply::Listed(self.scan(&format!("{BLOBS}{prefix}")).await?))
+            }
+            Call::Index { container } => {
+                storage.put(&format!("{NAMES}{container}"), true).await?;
+                Ok(Reply::Done)
+            }
+            Call::Unindex { container } => {
+                storage.delete(&format!("{NAMES}{container}")).await?;
+                Ok(Reply::Done)
+            }
+            Call::Containers => {
+                let found = storage
+                    .list_with_options(ListOptions::new().prefix(NAMES))
+                    .await?;
+                let mut names = Vec::with_capacity(found.size() as usize);
+                for key in found.keys() {
+                    let key = key?.as_string().unwrap_or_default();
+                    names.push(key.strip_prefix(NAMES).unwrap_or(&key).to_owned());
+                }
+                Ok(Reply::Names(names))
             }
         })
     }

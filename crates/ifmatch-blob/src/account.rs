@@ -147,6 +147,16 @@ impl Accounts {
         }
     }
 
+    /// The name `account` knows a stored container by; `None` when it is another account's.
+    pub(crate) fn name_in(&self, account: &Account, stored: &str) -> Option<String> {
+        let default = account.name == self.accounts[0].name;
+        match stored.split_once('~') {
+            None if default => Some(stored.to_owned()),
+            Some((owner, name)) if owner == account.name && !default => Some(name.to_owned()),
+            _ => None,
+        }
+    }
+
     /// Which account a request addresses, and the rest of its path (starting with `/`): by
     /// its host (`{account}.blob.…`), else by its path's first segment.
     pub fn locate<'a>(

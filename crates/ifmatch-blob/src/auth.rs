@@ -239,6 +239,7 @@ fn creates(operation: &Operation) -> bool {
 /// The permissions (any one of them) an operation needs, and the resource type it acts on.
 fn needed(operation: &Operation) -> (&'static str, Kind) {
     match operation {
+        Operation::ListContainers(_) => ("l", Kind::Service),
         Operation::CreateContainer => ("cw", Kind::Container),
         Operation::DeleteContainer => ("d", Kind::Container),
         Operation::GetContainerProperties => ("r", Kind::Container),
@@ -249,6 +250,10 @@ fn needed(operation: &Operation) -> (&'static str, Kind) {
         // Each subrequest is checked with its own credentials; the envelope needs one that
         // may delete.
         Operation::SubmitBatch => ("d", Kind::Container),
+        Operation::GetContainerMetadata => ("r", Kind::Container),
+        Operation::SetContainerMetadata => ("w", Kind::Container),
+        Operation::GetBlobMetadata => ("r", Kind::Object),
+        Operation::SetBlobMetadata | Operation::SetBlobProperties => ("w", Kind::Object),
         Operation::PutBlob => ("cw", Kind::Object),
         Operation::GetBlob => ("r", Kind::Object),
         Operation::DeleteBlob => ("d", Kind::Object),

@@ -24,6 +24,7 @@ use crate::auth::{self, ClientIp, Credential, Https, Signed};
 use crate::batch;
 use crate::body::ResponseBody;
 use crate::checksums::{ChecksumBody, Checksums};
+use crate::metadata;
 use crate::operation::{ListOptions, Operation, Target};
 use crate::range::ByteRange;
 use crate::store::{BoxError, Env, Key, Objects, PutMode, Records, StoreError};
@@ -134,6 +135,9 @@ impl From<StoreError> for Failure {
 /// A request its credentials admit: what it addresses, and the keys of its records.
 struct Admitted {
     target: Target,
+    account: crate::Account,
+    /// The account's root URL as the request named it (List Containers names it).
+    endpoint: String,
     /// The name its container is stored under.
     stored: String,
     container: Key,
@@ -143,7 +147,7 @@ struct Admitted {
 /// What one attempt of a change decided from the record it found.
 enum Step {
     /// Write this record, as the mode allows.
-    Put(Record, PutMode),
+    Put(Box<Record>, PutMode),
     /// Remove the record, if it still has this generation.
     Delete(u64),
     /// There is no record: answer as [`Front::missing`] does for this operation.
@@ -256,6 +260,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let now = self.env.now();
         let Admitted {
             target,
+            account,
+            endpoint,
             stored,
             container,
             blob,
@@ -280,6 +286,20 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             }
             Operation::DeleteBlob => self.delete_blob(&blob, headers, now).await,
             Operation::LeaseBlob => self.lease(&blob, headers, now).await,
+            Operation::ListContainers(options) => {
+                self.list_containers(&account, &endpoint, options, now)
+                    .await
+            }
+            Operation::GetContainerMetadata => {
+                self.container_properties(&container, headers, now).await
+            }
+            Operation::GetBlobMetadata => self.blob_metadata(&blob, headers, now).await,
+            Operation::SetContainerMetadata
+            | Operation::SetBlobMetadata
+            | Operation::SetBlobProperties => {
+                self.set_metadata(&target.operation, &container, &blob, headers, now)
+                    .await
+            }
         }
     }
 
@@ -290,7 +310,16 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let host = (headers.get(header::HOST))
             .and_then(|h| h.to_str().ok())
             .or(uri.authority().map(|a| a.as_str()));
-        let (account, path, _) = self.accounts.locate(host, uri.path())?;
+        let (account, path, style) = self.accounts.locate(host, uri.path())?;
+        let scheme = if parts.extensions.get::<Https>().is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        let endpoint = match style {
+            crate::Style::Host => format!("{scheme}://{}/", host.unwrap_or("")),
+            crate::Style::Path => format!("{scheme}://{}/{}/", host.unwrap_or(""), account.name()),
+        };
         let target = Target::parse(method, path, uri.query())?;
         let signed = Signed {
             method,
@@ -319,6 +348,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         }
         Ok(Admitted {
             target,
+            account: account.clone(),
+            endpoint,
             stored,
             container,
             blob,
@@ -349,9 +380,11 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         now: SystemTime,
     ) -> Result<Answer<O::Reader>> {
         let public_access = public_access(headers)?;
+        let user_metadata = metadata::metadata(headers)?;
         let etag = strong_etag(self.env.random_uuid().as_bytes());
         let mut record = Record::container(etag, now).with_generation(self.fresh_generation());
         record.public_access = public_access;
+        record.metadata = user_metadata;
         match self.records.put(key, &record, PutMode::Create).await {
             Err(StoreError::AlreadyExists) => Err(ErrorCode::ContainerAlreadyExists.into()),
             result => {
@@ -540,7 +573,10 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 record.etag = etag.clone();
                 record.last_modified = crate::unix_seconds(now);
                 record.generation = current.generation + 1;
-                Ok(Step::Put(record, PutMode::Update(current.generation)))
+                Ok(Step::Put(
+                    Box::new(record),
+                    PutMode::Update(current.generation),
+                ))
             })
             .await?;
         let written = swapped.written.expect("a put");
@@ -567,7 +603,111 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         if let Some(level) = current.public_access {
             out.insert(PUBLIC_ACCESS, HeaderValue::from_static(level.as_str()));
         }
+        metadata::insert_metadata(&current.metadata, &mut out);
         Ok(answer(StatusCode::OK, out))
+    }
+
+    /// Get Blob Metadata: the validators and the `x-ms-meta-*` headers.
+    async fn blob_metadata(
+        &self,
+        key: &Key,
+        headers: &HeaderMap,
+        now: SystemTime,
+    ) -> Result<Answer<O::Reader>> {
+        let lease_id = lease_id_from_headers(headers)?;
+        let Some(current) = self.records.get(key).await? else {
+            return Err(self
+                .missing(key, blob::Operation::Read, headers, ErrorCode::BlobNotFound)
+                .await);
+        };
+        current
+            .lease
+            .authorize(Scope::Blob, Access::Read, lease_id, now)?;
+        blob::evaluate(blob::Operation::Read, headers, Some(&current.validators()))?;
+        let mut out = validator_headers(&current);
+        metadata::insert_metadata(&current.metadata, &mut out);
+        Ok(answer(StatusCode::OK, out))
+    }
+
+    /// Set Container Metadata, Set Blob Metadata and Set Blob Properties: one compare-and-swap
+    /// under the lease and the conditions, and a new ETag (see [`metadata`]).
+    async fn set_metadata(
+        &self,
+        operation: &Operation,
+        container: &Key,
+        blob: &Key,
+        headers: &HeaderMap,
+        now: SystemTime,
+    ) -> Result<Answer<O::Reader>> {
+        let lease_id = lease_id_from_headers(headers)?;
+        let (key, scope, missing) = match operation {
+            Operation::SetContainerMetadata => {
+                (container, Scope::Container, ErrorCode::ContainerNotFound)
+            }
+            _ => (blob, Scope::Blob, ErrorCode::BlobNotFound),
+        };
+        let user_metadata = match operation {
+            Operation::SetBlobProperties => None,
+            _ => Some(metadata::metadata(headers)?),
+        };
+        let nonce = self.env.random_uuid();
+        let swapped = self
+            .swap(key, headers, |current| {
+                let Some(current) = current else {
+                    let operation = match scope {
+                        Scope::Container => blob::Operation::Container,
+                        Scope::Blob => blob::Operation::Put,
+                    };
+                    return Ok(Step::Missing(operation, missing));
+                };
+                // A blob's lease guards its metadata; a container's lease id, when given,
+                // must match (Azure's Set Container Metadata), and is not required.
+                let access = match scope {
+                    Scope::Container => Access::Read,
+                    Scope::Blob => Access::Write,
+                };
+                current.lease.authorize(scope, access, lease_id, now)?;
+                let conditions = match scope {
+                    Scope::Container => blob::Operation::Container,
+                    Scope::Blob => blob::Operation::Put,
+                };
+                blob::evaluate(conditions, headers, Some(&current.validators()))?;
+                let mut record = current.clone();
+                if let Some(user_metadata) = &user_metadata {
+                    record.metadata = user_metadata.clone();
+                }
+                record.etag = match record.content.as_mut() {
+                    Some(content) => {
+                        if user_metadata.is_none() {
+                            // Set Blob Properties: the headers absent from it are cleared.
+                            let (content_type, properties) =
+                                metadata::upload_properties(headers, false);
+                            content.content_type = content_type;
+                            content.properties = properties;
+                        }
+                        let bytes = current.bytes_tag().clone();
+                        let etag = metadata::blob_tag(
+                            &bytes,
+                            content.content_type.as_deref(),
+                            &record.metadata,
+                            &content.properties,
+                            Some(nonce.as_bytes()),
+                        );
+                        content.sha256 = Some(bytes);
+                        etag
+                    }
+                    None => strong_etag(nonce.as_bytes()),
+                };
+                record.last_modified = crate::unix_seconds(now);
+                record.generation = current.generation + 1;
+                Ok(Step::Put(
+                    Box::new(record),
+                    PutMode::Update(current.generation),
+                ))
+            })
+            .await?;
+        let written = swapped.written.expect("a put");
+        Ok(answer(StatusCode::OK, validator_headers(&written)))
     }
 
     async fn list(
@@ -582,14 +722,48 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             .await?
             .ok_or(ErrorCode::ContainerNotFound)?;
         let mut blobs = self.records.list(container, &options.prefix).await?;
-        if let Some(marker) = &options.marker {
-            blobs.retain(|(name, _)| name > marker);
-        }
-        let next_marker =
-            (blobs.len() > options.max_results).then(|| blobs[options.max_results - 1].0.clone());
-        blobs.truncate(options.max_results);
+        blobs.sort_by(|a, b| a.0.cmp(&b.0));
+        let (entries, next_marker) = listing::page(&blobs, options);
         let xml =
-            listing::enumeration_results(container, options, &blobs, next_marker.as_deref(), now);
+            listing::enumeration_results(container, options, &entries, next_marker.as_deref(), now);
+        let mut out = HeaderMap::new();
+        out.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/xml"),
+        );
+        let mut response = answer(StatusCode::OK, out);
+        *response.body_mut() = ResponseBody::full(xml);
+        Ok(response)
+    }
+
+    /// List Containers: the account's containers, by name, a page at a time.
+    async fn list_containers(
+        &self,
+        account: &crate::Account,
+        endpoint: &str,
+        options: &ListOptions,
+        now: SystemTime,
+    ) -> Result<Answer<O::Reader>> {
+        let mut names: Vec<String> = (self.records.containers().await?)
+            .into_iter()
+            .filter_map(|stored| self.accounts.name_in(account, &stored))
+            .filter(|name| name.starts_with(&options.prefix))
+            .filter(|name| options.marker.as_ref().is_none_or(|m| name > m))
+            .collect();
+        names.sort();
+        let next_marker =
+            (names.len() > options.max_results).then(|| names[options.max_results - 1].clone());
+        names.truncate(options.max_results);
+        let mut page = Vec::with_capacity(names.len());
+        for name in names {
+            let key = Key::Container(self.accounts.stored(account, &name));
+            // Deleted meanwhile: not listed.
+            if let Some(record) = self.records.get(&key).await? {
+                page.push((name, record.as_ref().clone()));
+            }
+        }
+        let xml =
+            listing::containers_results(endpoint, options, &page, next_marker.as_deref(), now);
         let mut out = HeaderMap::new();
         out.insert(
             header::CONTENT_TYPE,
@@ -629,7 +803,10 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     generation: current.generation + 1,
                     ..current.clone()
                 };
-                Ok(Step::Put(record, PutMode::Update(current.generation)))
+                Ok(Step::Put(
+                    Box::new(record),
+                    PutMode::Update(current.generation),
+                ))
             })
             .await?;
         let mut out = validator_headers(swapped.written.as_ref().expect("a lease writes"));
@@ -681,10 +858,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             return Err(ErrorCode::RequestBodyTooLarge.into());
         }
         let lease_id = lease_id_from_headers(headers)?;
-        let content_type = headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
+        let (content_type, properties) = metadata::upload_properties(headers, true);
+        let user_metadata = metadata::metadata(headers)?;
 
         // Fail fast, before taking the body: the same checks run again at commit time.
         let current = self.records.get(key).await?;
@@ -739,10 +914,21 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 ),
             ));
         }
+        let etag = metadata::blob_tag(
+            &staged.etag,
+            content_type.as_deref(),
+            &user_metadata,
+            &properties,
+            None,
+        );
         let mut content = Content::new(staged.object.clone(), staged.len, content_type);
         content.md5 = Some(checksums.md5);
+        content.properties = properties;
+        content.sha256 = (etag != staged.etag).then_some(staged.etag);
+        let mut fresh = Record::blob(etag, now, content);
+        fresh.metadata = user_metadata;
         let committed = self
-            .commit_put(key, headers, lease_id, staged.etag, content, now)
+            .commit_put(key, headers, lease_id, fresh, now)
             .await
             .map(|mut answer| {
                 if let Some(crc64) = checksums.crc64.and_then(|c| HeaderValue::try_from(c).ok()) {
@@ -764,22 +950,21 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         key: &Key,
         headers: &HeaderMap,
         lease_id: Option<LeaseId>,
-        etag: ifmatch_core::EntityTag,
-        content: Content,
+        fresh: Record,
         now: SystemTime,
     ) -> Result<Answer<O::Reader>> {
         let swapped = self
             .swap(key, headers, |current| {
                 let lease = write_allowed(blob::Operation::Put, headers, current, lease_id, now)?;
-                let record = Record::blob(etag.clone(), now, content.clone());
+                let record = fresh.clone();
                 Ok(match current {
                     Some(cur) => {
                         let mut record = record.with_generation(cur.generation + 1);
                         record.lease = lease;
-                        Step::Put(record, PutMode::Update(cur.generation))
+                        Step::Put(Box::new(record), PutMode::Update(cur.generation))
                     }
                     None => Step::Put(
-                        record.with_generation(self.fresh_generation()),
+                        Box::new(record.with_generation(self.fresh_generation())),
                         PutMode::Create,
                     ),
                 })
@@ -790,6 +975,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let record = swapped.written.expect("a put writes");
         let mut out = validator_headers(&record);
         insert_md5(&record, &mut out);
+        insert_sha256(&record, &mut out);
         Ok(answer(StatusCode::CREATED, out))
     }
 
@@ -835,6 +1021,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             if let Ok(value) = HeaderValue::try_from(content_type) {
                 out.insert(header::CONTENT_TYPE, value);
             }
+            metadata::insert_properties(&content.properties, &mut out);
+            metadata::insert_metadata(&current.metadata, &mut out);
+            insert_sha256(&current, &mut out);
             out.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
             out.insert(BLOB_TYPE, HeaderValue::from_static("BlockBlob"));
             let requested = headers.get(MS_RANGE).or_else(|| headers.get(header::RANGE));
@@ -980,7 +1169,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 }
                 Step::Put(record, mode) => {
                     let result = self.records.put(key, &record, mode).await;
-                    (Some(record), result.map(|()| Vec::new()))
+                    (Some(*record), result.map(|()| Vec::new()))
                 }
                 Step::Delete(generation) => (None, self.records.delete(key, generation).await),
             };
@@ -1096,6 +1285,16 @@ fn write_allowed(
     };
     blob::evaluate(operation, headers, current.map(Record::validators).as_ref())?;
     Ok(lease)
+}
+
+/// The tag of the blob's bytes alone (`x-ifmatch-content-sha256`).
+fn insert_sha256(record: &Record, out: &mut HeaderMap) {
+    if record.content.is_some() {
+        out.insert(
+            metadata::CONTENT_SHA256,
+            record.bytes_tag().to_header_value(),
+        );
+    }
 }
 
 /// The blob's `Content-MD5`, when it has one.

@@ -7,6 +7,8 @@ use percent_encoding::percent_decode_str;
 /// The operations of the blob dialect.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Operation {
+    /// `GET /?comp=list`: the account's containers.
+    ListContainers(ListOptions),
     /// `PUT /{container}?restype=container`
     CreateContainer,
     /// `DELETE /{container}?restype=container`
@@ -23,6 +25,16 @@ pub enum Operation {
     SetContainerAcl,
     /// `POST /{container}?restype=container&comp=batch`: Blob Batch, subrequests in the body.
     SubmitBatch,
+    /// `GET` or `HEAD /{container}?restype=container&comp=metadata`
+    GetContainerMetadata,
+    /// `PUT /{container}?restype=container&comp=metadata`
+    SetContainerMetadata,
+    /// `GET` or `HEAD /{container}/{blob}?comp=metadata`
+    GetBlobMetadata,
+    /// `PUT /{container}/{blob}?comp=metadata`
+    SetBlobMetadata,
+    /// `PUT /{container}/{blob}?comp=properties`: the blob's HTTP headers.
+    SetBlobProperties,
     /// `PUT /{container}/{blob}`
     PutBlob,
     /// `GET` or `HEAD /{container}/{blob}`
@@ -42,6 +54,11 @@ pub struct ListOptions {
     pub marker: Option<String>,
     /// At most this many names (1 to 5000).
     pub max_results: usize,
+    /// Names that go on past the prefix through this are rolled up into one `BlobPrefix`
+    /// (List Blobs), as a directory listing does.
+    pub delimiter: Option<String>,
+    /// `include=metadata`: each entry carries its metadata.
+    pub metadata: bool,
 }
 
 /// The largest page of List Blobs.
@@ -70,9 +87,19 @@ impl Target {
             Some((c, b)) => (c, Some(b)),
             None => (path, None),
         };
+        let query = Query::parse(query.unwrap_or(""))?;
+        if container.is_empty() && blob.is_none() {
+            return match (method, query.comp.as_deref()) {
+                (&Method::GET, Some("list")) => Ok(Self {
+                    operation: Operation::ListContainers(query.list_options()?),
+                    container: String::new(),
+                    blob: String::new(),
+                }),
+                _ => Err(ErrorCode::InvalidQueryParameterValue),
+            };
+        }
         let container = decode(container)?;
         validate_container(&container)?;
-        let query = Query::parse(query.unwrap_or(""))?;
 
         let operation = match blob {
             None | Some("") => {
@@ -88,7 +115,11 @@ impl Target {
                     (&Method::GET | &Method::HEAD, Some("acl")) => Operation::GetContainerAcl,
                     (&Method::PUT, Some("acl")) => Operation::SetContainerAcl,
                     (&Method::POST, Some("batch")) => Operation::SubmitBatch,
-                    (_, None | Some("list" | "lease" | "acl" | "batch")) => {
+                    (&Method::GET | &Method::HEAD, Some("metadata")) => {
+                        Operation::GetContainerMetadata
+                    }
+                    (&Method::PUT, Some("metadata")) => Operation::SetContainerMetadata,
+                    (_, None | Some("list" | "lease" | "acl" | "batch" | "metadata")) => {
                         return Err(ErrorCode::UnsupportedHttpVerb);
                     }
                     _ => return Err(ErrorCode::InvalidQueryParameterValue),
@@ -104,7 +135,12 @@ impl Target {
                 (&Method::GET | &Method::HEAD, None) => Operation::GetBlob,
                 (&Method::DELETE, None) => Operation::DeleteBlob,
                 (&Method::PUT, Some("lease")) => Operation::LeaseBlob,
-                (_, None | Some("lease")) => return Err(ErrorCode::UnsupportedHttpVerb),
+                (&Method::GET | &Method::HEAD, Some("metadata")) => Operation::GetBlobMetadata,
+                (&Method::PUT, Some("metadata")) => Operation::SetBlobMetadata,
+                (&Method::PUT, Some("properties")) => Operation::SetBlobProperties,
+                (_, None | Some("lease" | "metadata" | "properties")) => {
+                    return Err(ErrorCode::UnsupportedHttpVerb);
+                }
                 _ => return Err(ErrorCode::InvalidQueryParameterValue),
             },
         };
@@ -131,6 +167,8 @@ struct Query {
     prefix: Option<String>,
     marker: Option<String>,
     max_results: Option<String>,
+    delimiter: Option<String>,
+    include: Option<String>,
 }
 
 impl Query {
@@ -143,6 +181,8 @@ impl Query {
                 "prefix" => &mut out.prefix,
                 "marker" => &mut out.marker,
                 "maxresults" => &mut out.max_results,
+                "delimiter" => &mut out.delimiter,
+                "include" => &mut out.include,
                 _ => continue,
             };
             if slot.replace(value.into_owned()).is_some() {
@@ -161,10 +201,13 @@ impl Query {
                 .filter(|n| (1..=MAX_RESULTS).contains(n))
                 .ok_or(ErrorCode::InvalidQueryParameterValue)?,
         };
+        let include = self.include.as_deref().unwrap_or("");
         Ok(ListOptions {
             prefix: self.prefix.clone().unwrap_or_default(),
             marker: self.marker.clone().filter(|m| !m.is_empty()),
             max_results,
+            delimiter: self.delimiter.clone().filter(|d| !d.is_empty()),
+            metadata: include.split(',').any(|i| i.trim() == "metadata"),
         })
     }
 }
@@ -308,6 +351,8 @@ mod tests {
             prefix: "a/b".into(),
             marker: Some("a/b1".into()),
             max_results: 2,
+            delimiter: None,
+            metadata: false,
         };
         assert_eq!(t.operation, Operation::ListBlobs(want));
         for bad in ["0", "5001", "x", "-1"] {

@@ -1,5 +1,6 @@
 //! The records the front keeps per container and per blob.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ifmatch_core::EntityTag;
@@ -29,6 +30,9 @@ pub struct Record {
     /// A container's public access level: who may read without credentials.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub public_access: Option<PublicAccess>,
+    /// The user-defined metadata (`x-ms-meta-*`), names lowercased.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub metadata: BTreeMap<String, String>,
 }
 
 /// A container's public access level (`x-ms-blob-public-access`); private when absent.
@@ -76,6 +80,39 @@ pub struct Content {
     /// The MD5 of the bytes, base64, as `Content-MD5` gives it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub md5: Option<String>,
+    /// The strong tag of the bytes alone (`"` + hex SHA-256 + `"`), when the record's ETag is
+    /// not it (the blob has metadata or properties); absent, the ETag is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<EntityTag>,
+    /// The blob's HTTP headers besides `Content-Type`.
+    #[serde(default, skip_serializing_if = "Properties::is_empty")]
+    pub properties: Properties,
+}
+
+/// A blob's HTTP headers, as Put Blob and Set Blob Properties give them (`Content-Type` is
+/// [`Content::content_type`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
+pub struct Properties {
+    /// `Cache-Control`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_control: Option<String>,
+    /// `Content-Encoding`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_encoding: Option<String>,
+    /// `Content-Language`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_language: Option<String>,
+    /// `Content-Disposition`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_disposition: Option<String>,
+}
+
+impl Properties {
+    /// Whether none is set.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 impl Record {
@@ -88,6 +125,7 @@ impl Record {
             generation: 1,
             content: None,
             public_access: None,
+            metadata: BTreeMap::new(),
         }
     }
 
@@ -100,6 +138,7 @@ impl Record {
             generation: 1,
             content: Some(content),
             public_access: None,
+            metadata: BTreeMap::new(),
         }
     }
 
@@ -128,6 +167,14 @@ impl Record {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// The strong tag of the blob's bytes: `"` + hex SHA-256 + `"`.
+    pub fn bytes_tag(&self) -> &EntityTag {
+        self.content
+            .as_ref()
+            .and_then(|c| c.sha256.as_ref())
+            .unwrap_or(&self.etag)
+    }
 }
 
 impl Content {
@@ -138,6 +185,8 @@ impl Content {
             len,
             content_type,
             md5: None,
+            sha256: None,
+            properties: Properties::default(),
         }
     }
 }

@@ -109,6 +109,10 @@ error_codes! {
     AuthorizationProtocolMismatch = FORBIDDEN, "This request is not authorized to perform this operation using this protocol.";
     /// A shared access signature allows other client addresses only.
     AuthorizationSourceIPMismatch = FORBIDDEN, "This request is not authorized to perform this operation using this source IP.";
+    /// A metadata name is not a valid C# identifier, or a value is not ASCII.
+    InvalidMetadata = BAD_REQUEST, "The metadata specified is invalid. It has characters that are not permitted.";
+    /// The metadata of one resource is larger than 8 KiB.
+    MetadataTooLarge = BAD_REQUEST, "The size of the specified metadata exceeds the maximum size permitted.";
     /// A request input is not valid (a batch that cannot be read, say).
     InvalidInput = BAD_REQUEST, "One of the request inputs is not valid.";
     /// A request body is not the XML document the operation takes.

@@ -65,6 +65,7 @@ pub fn check(root: &Path) -> io::Result<Report> {
                     continue;
                 }
             };
+            let bytes_tag = file.record.bytes_tag().clone();
             let Some(content) = file.record.content else {
                 report
                     .damage
@@ -85,9 +86,8 @@ pub fn check(root: &Path) -> io::Result<Report> {
                     "{what}: the object holds {len} bytes, the record says {}",
                     content.len
                 )),
-                Ok((_, etag)) if etag != file.record.etag => report.damage.push(format!(
-                    "{what}: the object hashes to {etag}, the record says {}",
-                    file.record.etag
+                Ok((_, etag)) if etag != bytes_tag => report.damage.push(format!(
+                    "{what}: the object hashes to {etag}, the record says {bytes_tag}"
                 )),
                 Ok((len, _)) => {
                     report.blobs += 1;
