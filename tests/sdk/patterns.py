@@ -510,6 +510,83 @@ def _():
     assert [name for page in listed for name, _ in page] == made
 
 
+@check("blocks: stage_block / commit_block_list under If-Match and a lease; staged blocks change nothing")
+def _():
+    from azure.storage.blob import BlobBlock, BlockState, ContentSettings
+
+    container = fresh_container()
+    blob = container.get_blob_client("parts.txt")
+    first = blob.upload_blob(b"v1")["etag"]
+    lease = blob.acquire_lease(lease_duration=15)
+    expect(HttpResponseError, lambda: blob.stage_block("b1", b"x"), "LeaseIdMissing")
+    blob.stage_block("b1", b"hello ", lease=lease)
+    blob.stage_block("b2", b"world", lease=lease)
+    committed, uncommitted = blob.get_block_list("all")
+    assert committed == [] and [(b.id, b.size) for b in uncommitted] == [("b1", 6), ("b2", 5)]
+    assert blob.download_blob().readall() == b"v1", "staged blocks are not the blob"
+    assert blob.get_blob_properties().etag == first, "staging keeps the ETag"
+    listed = [BlobBlock("b1"), BlobBlock("b2")]
+    expect(ResourceModifiedError, lambda: blob.commit_block_list(listed, etag='"stale"', match_condition=MatchConditions.IfNotModified, lease=lease))
+    expect(HttpResponseError, lambda: blob.commit_block_list(listed), "LeaseIdMissing")
+    settings = ContentSettings(content_type="text/plain")
+    tag = blob.commit_block_list(listed, etag=first, match_condition=MatchConditions.IfNotModified, lease=lease, metadata={"k": "v"}, content_settings=settings)["etag"]
+    assert blob.download_blob().readall() == b"hello world"
+    props = blob.get_blob_properties()
+    assert (props.etag, props.metadata, props.content_settings.content_type) == (tag, {"k": "v"}, "text/plain")
+    assert props.lease.state == "leased", "the commit keeps the lease"
+    committed, uncommitted = blob.get_block_list("all")
+    assert [(b.id, b.size) for b in committed] == [("b1", 6), ("b2", 5)] and uncommitted == []
+    # A committed block reused beside a new one; an unlisted staged block is dropped.
+    blob.stage_block("b3", b"!", lease=lease)
+    blob.stage_block("b4", b"unused", lease=lease)
+    blob.commit_block_list([BlobBlock("b1", BlockState.Committed), BlobBlock("b3", BlockState.Uncommitted)], lease=lease)
+    assert blob.download_blob().readall() == b"hello !"
+    assert blob.get_block_list("uncommitted")[1] == []
+    expect(HttpResponseError, lambda: blob.commit_block_list([BlobBlock("zz")], lease=lease), "InvalidBlockList")
+    lease.release()
+    # The same bytes and headers, put whole or in blocks: the same ETag.
+    whole = container.get_blob_client("whole").upload_blob(b"hello !")["etag"]
+    parts = container.get_blob_client("parts")
+    parts.stage_block("p1", b"hello")
+    parts.stage_block("p2", b" !")
+    assert parts.commit_block_list([BlobBlock("p1"), BlobBlock("p2")])["etag"] == whole
+    assert whole == '"' + hashlib.sha256(b"hello !").hexdigest() + '"'
+    # A blob with staged blocks only does not exist yet, and is listed only when asked.
+    staged = container.get_blob_client("staged-only")
+    staged.stage_block("s1", b"abc")
+    assert not staged.exists()
+    expect(ResourceNotFoundError, lambda: staged.download_blob().readall(), "BlobNotFound")
+    assert "staged-only" not in [b.name for b in container.list_blobs()]
+    assert "staged-only" in [b.name for b in container.list_blobs(include=["uncommittedblobs"])]
+    assert [b.id for b in staged.get_block_list("uncommitted")[1]] == ["s1"]
+    staged.commit_block_list([BlobBlock("s1")])
+    assert staged.download_blob().readall() == b"abc"
+
+
+@check("blocks: a 200 MiB blob uploaded in parallel 4 MiB blocks, downloaded in parallel ranges")
+def _():
+    size = 200 << 20
+    data = random.randbytes(size)
+    container = fresh_container()
+    blob = container.get_blob_client("big.bin")
+    client = BlobClient.from_connection_string(
+        CONNECTION, container.container_name, "big.bin", max_single_put_size=4 << 20, max_block_size=4 << 20
+    )
+    started = time.monotonic()
+    etag = client.upload_blob(data, max_concurrency=4)["etag"]
+    uploaded = time.monotonic() - started
+    assert etag == '"' + hashlib.sha256(data).hexdigest() + '"', "the tag of all the bytes"
+    committed, _ = blob.get_block_list()
+    assert len(committed) == 50, len(committed)
+    started = time.monotonic()
+    back = blob.download_blob(max_concurrency=4).readall()
+    downloaded = time.monotonic() - started
+    assert len(back) == size and hashlib.sha256(back).digest() == hashlib.sha256(data).digest()
+    part = blob.download_blob(offset=(4 << 20) - 10, length=20).readall()
+    assert part == data[(4 << 20) - 10 : (4 << 20) + 10], "a range across two blocks"
+    print(f"     200 MiB: upload {uploaded:.1f} s, download {downloaded:.1f} s", flush=True)
+
+
 failed = [name for name, error in results if error is not None]
 print(f"\npython sdk: {len(results) - len(failed)} passed, {len(failed)} failed")
 sys.exit(1 if failed else 0)

@@ -76,7 +76,7 @@ enum Call {
     /// Writes a record: created (`expected: None`) or replacing this generation.
     Put {
         blob: Option<String>,
-        record: Record,
+        record: Box<Record>,
         expected: Option<u64>,
     },
     /// Deletes a record of this generation; the container takes its blobs with it.
@@ -97,7 +97,7 @@ enum Call {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 enum Reply {
-    Found(Option<Record>),
+    Found(Option<Box<Record>>),
     Done,
     Deleted(Vec<Record>),
     Listed(Vec<(String, Record)>),
@@ -132,7 +132,7 @@ impl Records for DurableRecords {
         let call = Call::Get { blob: blob_of(key) };
         SendFuture::new(async move {
             match self.call(key.container(), &call).await? {
-                Reply::Found(record) => Ok(record.map(Arc::new)),
+                Reply::Found(record) => Ok(record.map(|r| Arc::new(*r))),
                 _ => Err(unexpected()),
             }
         })
@@ -146,7 +146,7 @@ impl Records for DurableRecords {
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
         let call = Call::Put {
             blob: blob_of(key),
-            record: record.clone(),
+            record: Box::new(record.clone()),
             expected: match mode {
                 PutMode::Create => None,
                 PutMode::Update(generation) => Some(generation),
@@ -270,7 +270,9 @@ impl ContainerRecords {
         let storage = self.state.storage();
         Ok(match call {
             Call::Get { blob } => Ok(Reply::Found(
-                self.read(&storage_key(blob.as_deref())).await?,
+                self.read(&storage_key(blob.as_deref()))
+                    .await?
+                    .map(Box::new),
             )),
             Call::Put {
                 blob,

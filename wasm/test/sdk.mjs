@@ -3,7 +3,8 @@
 // Blob endpoint.
 
 import assert from "node:assert/strict";
-import { randomUUID } from "node:crypto";
+import { createHash, randomBytes, randomUUID } from "node:crypto";
+import { Readable } from "node:stream";
 import { test } from "node:test";
 import {
   AccountSASPermissions,
@@ -246,5 +247,68 @@ export function jsPatterns(connection) {
     assert.equal(await text(anonymous(open)), "public");
     await refused(() => upload(anonymous(open), "vandal"), 403);
     assert.equal(await text(open.getBlobClient("doc")), "public");
+  });
+
+  test("JS SDK: uploadStream in parallel blocks, uploadData, ranged parallel download, block lists", async () => {
+    const container = await freshContainer();
+    const data = randomBytes(10 * 1024 * 1024 + 123);
+    const sha = `"${createHash("sha256").update(data).digest("hex")}"`;
+    const streamed = container.getBlockBlobClient("streamed.bin");
+    const put = await streamed.uploadStream(Readable.from([data]), 1024 * 1024, 4, {
+      metadata: { source: "stream" },
+      blobHTTPHeaders: { blobContentType: "application/x-test" },
+    });
+    assert.notEqual(put.etag, sha, "metadata and headers are in the tag");
+    const blocks = await streamed.getBlockList("committed");
+    assert.equal(blocks.committedBlocks.length, 11);
+    const props = await streamed.getProperties();
+    assert.deepEqual([props.metadata, props.contentType, props.contentLength], [{ source: "stream" }, "application/x-test", data.length]);
+    const whole = container.getBlockBlobClient("data.bin");
+    const plain = await whole.uploadData(data, { blockSize: 2 * 1024 * 1024, concurrency: 4, maxSingleShotSize: 1024 * 1024 });
+    assert.equal(plain.etag, sha, "no metadata: the bytes' tag, put in blocks as put whole");
+    const back = await whole.downloadToBuffer(0, undefined, { blockSize: 1024 * 1024, concurrency: 4 });
+    assert.ok(back.equals(data));
+
+    const staged = container.getBlockBlobClient("staged");
+    const id = (n) => Buffer.from(`block-${n}`).toString("base64");
+    await staged.stageBlock(id(1), "hello ", 6);
+    await staged.stageBlock(id(2), "world", 5);
+    assert.equal(await staged.exists(), false, "staged blocks are no blob yet");
+    const list = await staged.getBlockList("uncommitted");
+    assert.deepEqual(list.uncommittedBlocks.map((b) => [b.name, b.size]), [[id(1), 6], [id(2), 5]]);
+    await refused(() => staged.commitBlockList([id(1), id(3)]), 400, "InvalidBlockList");
+    await staged.commitBlockList([id(1), id(2)], { conditions: { ifNoneMatch: "*" } });
+    assert.equal(await text(staged), "hello world");
+    await refused(() => staged.commitBlockList([id(1)], { conditions: { ifNoneMatch: "*" } }), 409, "BlobAlreadyExists");
+  });
+
+  test("JS SDK: metadata and properties, listing by hierarchy, list containers by page", async () => {
+    const container = await freshContainer();
+    for (const name of ["a.txt", "dir1/b.txt", "dir1/sub/c.txt", "dir2/d.txt"]) {
+      await upload(container.getBlobClient(name), "x", { metadata: { n: name.length.toString() } });
+    }
+    const top = [];
+    for await (const item of container.listBlobsByHierarchy("/")) top.push(item.kind === "prefix" ? item.name : `${item.name}:${item.metadata?.n ?? ""}`);
+    assert.deepEqual(top.sort(), ["a.txt:", "dir1/", "dir2/"]);
+    const withMetadata = [];
+    for await (const item of container.listBlobsFlat({ includeMetadata: true, prefix: "dir1/" })) withMetadata.push([item.name, item.metadata.n]);
+    assert.deepEqual(withMetadata, [["dir1/b.txt", "10"], ["dir1/sub/c.txt", "14"]]);
+    const blob = container.getBlobClient("a.txt");
+    const before = (await blob.getProperties()).etag;
+    const after = (await blob.setMetadata({ owner: "alice" })).etag;
+    assert.notEqual(after, before, "a metadata change is a new tag");
+    await refused(() => blob.setMetadata({ owner: "mallory" }, { conditions: { ifMatch: before } }), 412, "ConditionNotMet");
+    await blob.setHTTPHeaders({ blobContentType: "text/plain", blobCacheControl: "no-cache" });
+    const props = await blob.getProperties();
+    assert.deepEqual([props.metadata, props.contentType, props.cacheControl], [{ owner: "alice" }, "text/plain", "no-cache"]);
+
+    const prefix = `p${randomUUID().slice(0, 8)}`;
+    for (let i = 0; i < 5; i++) await service().getContainerClient(`${prefix}-${i}`).create({ metadata: { i: `${i}` } });
+    const pages = [];
+    for await (const page of service().listContainers({ prefix, includeMetadata: true }).byPage({ maxPageSize: 2 })) {
+      pages.push(page.containerItems.map((c) => `${c.name}:${c.metadata.i}`));
+    }
+    assert.deepEqual(pages.map((p) => p.length), [2, 2, 1]);
+    assert.deepEqual(pages.flat(), [0, 1, 2, 3, 4].map((i) => `${prefix}-${i}:${i}`));
   });
 }

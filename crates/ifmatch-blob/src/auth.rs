@@ -258,6 +258,8 @@ fn needed(operation: &Operation) -> (&'static str, Kind) {
         Operation::GetBlob => ("r", Kind::Object),
         Operation::DeleteBlob => ("d", Kind::Object),
         Operation::LeaseBlob => ("w", Kind::Object),
+        Operation::PutBlock(_) | Operation::PutBlockList => ("cw", Kind::Object),
+        Operation::GetBlockList(_) => ("r", Kind::Object),
     }
 }
 

@@ -1,5 +1,9 @@
-//! The body of the front's responses: nothing, a small buffer, or a stored object streaming.
+//! The body of the front's responses: nothing, a small buffer, or stored objects streaming
+//! (one, or the blocks of a blob committed from a block list, opened one after the other).
 
+use std::collections::VecDeque;
+use std::future::Future;
+use std::ops::Range;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -25,6 +29,84 @@ pin_project! {
         Empty,
         Full { data: Option<Bytes> },
         Stream { #[pin] reader: R },
+        Pieces { pieces: Pieces<R> },
+    }
+}
+
+/// A part of one object to read: its name, its length, the range of it.
+pub(crate) type Piece = (String, u64, Range<u64>);
+
+pub(crate) type Opening<R> = Pin<Box<dyn Future<Output = Result<R, StoreError>> + Send>>;
+
+/// Several objects read one after the other, each opened when the one before has ended, so
+/// that a blob of thousands of blocks holds one open object at a time.
+pub(crate) struct Pieces<R> {
+    open: Box<dyn Fn(Piece) -> Opening<R> + Send>,
+    pending: VecDeque<Piece>,
+    opening: Option<Opening<R>>,
+    reading: Option<Pin<Box<R>>>,
+    remaining: u64,
+}
+
+impl<R> std::fmt::Debug for Pieces<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pieces")
+            .field("pending", &self.pending.len())
+            .field("remaining", &self.remaining)
+            .finish()
+    }
+}
+
+impl<R: Body<Data = Bytes, Error = StoreError>> Pieces<R> {
+    /// `first`, already open, then `rest`, each opened by `open`.
+    pub(crate) fn new(
+        first: R,
+        rest: Vec<Piece>,
+        len: u64,
+        open: impl Fn(Piece) -> Opening<R> + Send + 'static,
+    ) -> Self {
+        Self {
+            open: Box::new(open),
+            pending: rest.into(),
+            opening: None,
+            reading: Some(Box::pin(first)),
+            remaining: len,
+        }
+    }
+
+    fn poll_frame(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, StoreError>>> {
+        loop {
+            if let Some(reader) = &mut self.reading {
+                match std::task::ready!(reader.as_mut().poll_frame(cx)) {
+                    Some(Ok(frame)) => {
+                        if let Some(data) = frame.data_ref() {
+                            self.remaining = self.remaining.saturating_sub(data.len() as u64);
+                        }
+                        return Poll::Ready(Some(Ok(frame)));
+                    }
+                    Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+                    None => self.reading = None,
+                }
+            }
+            if let Some(opening) = &mut self.opening {
+                let reader = std::task::ready!(opening.as_mut().poll(cx));
+                self.opening = None;
+                match reader {
+                    Ok(reader) => self.reading = Some(Box::pin(reader)),
+                    // A later block that cannot be read ends the body early: the client sees
+                    // fewer bytes than Content-Length said, never other bytes.
+                    Err(e) => return Poll::Ready(Some(Err(e))),
+                }
+                continue;
+            }
+            match self.pending.pop_front() {
+                Some(piece) => self.opening = Some((self.open)(piece)),
+                None => return Poll::Ready(None),
+            }
+        }
     }
 }
 
@@ -51,6 +133,13 @@ impl<R> ResponseBody<R> {
             inner: Inner::Stream { reader },
         }
     }
+
+    /// A blob's bytes from several objects in turn.
+    pub(crate) fn pieces(pieces: Pieces<R>) -> Self {
+        Self {
+            inner: Inner::Pieces { pieces },
+        }
+    }
 }
 
 impl<R: Body<Data = Bytes, Error = StoreError>> Body for ResponseBody<R> {
@@ -65,6 +154,7 @@ impl<R: Body<Data = Bytes, Error = StoreError>> Body for ResponseBody<R> {
             Projection::Empty => Poll::Ready(None),
             Projection::Full { data } => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
             Projection::Stream { reader } => reader.poll_frame(cx),
+            Projection::Pieces { pieces } => pieces.poll_frame(cx),
         }
     }
 
@@ -73,6 +163,9 @@ impl<R: Body<Data = Bytes, Error = StoreError>> Body for ResponseBody<R> {
             Inner::Empty => true,
             Inner::Full { data } => data.is_none(),
             Inner::Stream { reader } => reader.is_end_stream(),
+            Inner::Pieces { pieces } => {
+                pieces.remaining == 0 && pieces.pending.is_empty() && pieces.opening.is_none()
+            }
         }
     }
 
@@ -83,6 +176,7 @@ impl<R: Body<Data = Bytes, Error = StoreError>> Body for ResponseBody<R> {
                 SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64))
             }
             Inner::Stream { reader } => reader.size_hint(),
+            Inner::Pieces { pieces } => SizeHint::with_exact(pieces.remaining),
         }
     }
 }

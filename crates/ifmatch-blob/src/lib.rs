@@ -39,6 +39,7 @@
 mod account;
 pub mod auth;
 mod batch;
+mod blocks;
 mod body;
 mod checksums;
 #[cfg(feature = "conformance")]
@@ -57,7 +58,7 @@ pub use account::{Account, Accounts, DEV_ACCOUNT, DEV_KEY, Style};
 pub use body::ResponseBody;
 pub use front::{DEFAULT_MAX_BODY, ERROR_CODE, Front, REQUEST_ID};
 pub use hashing::HashingBody;
-pub use operation::{ListOptions, MAX_RESULTS, Operation, Target};
+pub use operation::{BlockListType, ListOptions, MAX_RESULTS, Operation, Target};
 pub use range::ByteRange;
-pub use record::{Content, Properties, PublicAccess, Record, unix_seconds};
+pub use record::{Block, Content, Properties, PublicAccess, Record, unix_seconds};
 pub use store::{BoxError, Env, Key, Objects, PutMode, Records, Staged, StoreError, check_len};

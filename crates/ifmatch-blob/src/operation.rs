@@ -43,6 +43,24 @@ pub enum Operation {
     DeleteBlob,
     /// `PUT /{container}/{blob}?comp=lease`
     LeaseBlob,
+    /// `PUT /{container}/{blob}?comp=block&blockid=...`: stage one block, by its id (base64,
+    /// as sent).
+    PutBlock(String),
+    /// `PUT /{container}/{blob}?comp=blocklist`: commit a list of blocks as the blob.
+    PutBlockList,
+    /// `GET /{container}/{blob}?comp=blocklist&blocklisttype=...`
+    GetBlockList(BlockListType),
+}
+
+/// Which blocks Get Block List lists (`blocklisttype`; committed when absent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockListType {
+    /// The blocks of the blob as it is.
+    Committed,
+    /// The blocks staged since, not yet committed.
+    Uncommitted,
+    /// Both.
+    All,
 }
 
 /// The options of List Blobs.
@@ -59,6 +77,9 @@ pub struct ListOptions {
     pub delimiter: Option<String>,
     /// `include=metadata`: each entry carries its metadata.
     pub metadata: bool,
+    /// `include=uncommittedblobs`: blobs that have staged blocks and no content yet are listed
+    /// too.
+    pub uncommitted: bool,
 }
 
 /// The largest page of List Blobs.
@@ -138,7 +159,12 @@ impl Target {
                 (&Method::GET | &Method::HEAD, Some("metadata")) => Operation::GetBlobMetadata,
                 (&Method::PUT, Some("metadata")) => Operation::SetBlobMetadata,
                 (&Method::PUT, Some("properties")) => Operation::SetBlobProperties,
-                (_, None | Some("lease" | "metadata" | "properties")) => {
+                (&Method::PUT, Some("block")) => Operation::PutBlock(query.block_id()?),
+                (&Method::PUT, Some("blocklist")) => Operation::PutBlockList,
+                (&Method::GET | &Method::HEAD, Some("blocklist")) => {
+                    Operation::GetBlockList(query.block_list_type()?)
+                }
+                (_, None | Some("lease" | "metadata" | "properties" | "block" | "blocklist")) => {
                     return Err(ErrorCode::UnsupportedHttpVerb);
                 }
                 _ => return Err(ErrorCode::InvalidQueryParameterValue),
@@ -169,6 +195,8 @@ struct Query {
     max_results: Option<String>,
     delimiter: Option<String>,
     include: Option<String>,
+    block_id: Option<String>,
+    block_list_type: Option<String>,
 }
 
 impl Query {
@@ -183,6 +211,8 @@ impl Query {
                 "maxresults" => &mut out.max_results,
                 "delimiter" => &mut out.delimiter,
                 "include" => &mut out.include,
+                "blockid" => &mut out.block_id,
+                "blocklisttype" => &mut out.block_list_type,
                 _ => continue,
             };
             if slot.replace(value.into_owned()).is_some() {
@@ -208,7 +238,33 @@ impl Query {
             max_results,
             delimiter: self.delimiter.clone().filter(|d| !d.is_empty()),
             metadata: include.split(',').any(|i| i.trim() == "metadata"),
+            uncommitted: include.split(',').any(|i| i.trim() == "uncommittedblobs"),
         })
+    }
+
+    /// `blockid`: base64 of 1 to 64 bytes (the dialect's rule), kept as sent.
+    fn block_id(&self) -> Result<String, ErrorCode> {
+        use base64::Engine;
+        let id = self
+            .block_id
+            .as_deref()
+            .ok_or(ErrorCode::InvalidQueryParameterValue)?;
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(id)
+            .map_err(|_| ErrorCode::InvalidBlockId)?;
+        if !(1..=64).contains(&decoded.len()) {
+            return Err(ErrorCode::InvalidBlockId);
+        }
+        Ok(id.to_owned())
+    }
+
+    fn block_list_type(&self) -> Result<BlockListType, ErrorCode> {
+        match self.block_list_type.as_deref() {
+            None | Some("committed") => Ok(BlockListType::Committed),
+            Some("uncommitted") => Ok(BlockListType::Uncommitted),
+            Some("all") => Ok(BlockListType::All),
+            Some(_) => Err(ErrorCode::InvalidQueryParameterValue),
+        }
     }
 }
 
@@ -353,6 +409,7 @@ mod tests {
             max_results: 2,
             delimiter: None,
             metadata: false,
+            uncommitted: false,
         };
         assert_eq!(t.operation, Operation::ListBlobs(want));
         for bad in ["0", "5001", "x", "-1"] {

@@ -33,6 +33,25 @@ pub struct Record {
     /// The user-defined metadata (`x-ms-meta-*`), names lowercased.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub metadata: BTreeMap<String, String>,
+    /// A blob's blocks staged by Put Block and not yet committed, in the order they came. A
+    /// blob record with these and no [`Record::content`] is a blob that does not exist yet.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub uncommitted: Vec<Block>,
+}
+
+/// A block of a block blob: staged by Put Block, then named by a Put Block List.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Block {
+    /// Its id, base64, as the client gave it.
+    pub id: String,
+    /// The object that holds its bytes.
+    pub object: String,
+    /// Its length in bytes.
+    pub len: u64,
+    /// The strong tag of its bytes (`"` + hex SHA-256 + `"`).
+    pub sha256: EntityTag,
+    /// When it was staged, in seconds since the Unix epoch: uncommitted blocks expire.
+    pub staged: u64,
 }
 
 /// A container's public access level (`x-ms-blob-public-access`); private when absent.
@@ -87,6 +106,10 @@ pub struct Content {
     /// The blob's HTTP headers besides `Content-Type`.
     #[serde(default, skip_serializing_if = "Properties::is_empty")]
     pub properties: Properties,
+    /// A blob committed by Put Block List: its blocks, whose bytes one after the other are
+    /// the blob's ([`Content::object`] is then empty).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocks: Vec<Block>,
 }
 
 /// A blob's HTTP headers, as Put Blob and Set Blob Properties give them (`Content-Type` is
@@ -126,6 +149,7 @@ impl Record {
             content: None,
             public_access: None,
             metadata: BTreeMap::new(),
+            uncommitted: Vec::new(),
         }
     }
 
@@ -139,6 +163,7 @@ impl Record {
             content: Some(content),
             public_access: None,
             metadata: BTreeMap::new(),
+            uncommitted: Vec::new(),
         }
     }
 
@@ -168,6 +193,17 @@ impl Record {
         self.len() == 0
     }
 
+    /// Every object this record names: its content's and its uncommitted blocks'. What must
+    /// be discarded when the record goes, and what the orphan sweep keeps.
+    pub fn objects(&self) -> impl Iterator<Item = &str> {
+        let content = self
+            .content
+            .iter()
+            .flat_map(Content::pieces)
+            .map(|(o, _)| o);
+        content.chain(self.uncommitted.iter().map(|b| b.object.as_str()))
+    }
+
     /// The strong tag of the blob's bytes: `"` + hex SHA-256 + `"`.
     pub fn bytes_tag(&self) -> &EntityTag {
         self.content
@@ -187,7 +223,39 @@ impl Content {
             md5: None,
             sha256: None,
             properties: Properties::default(),
+            blocks: Vec::new(),
         }
+    }
+
+    /// The objects that hold the bytes, in order, with their lengths: the one object of a
+    /// blob put whole, or the blocks of one committed from a block list.
+    pub fn pieces(&self) -> Vec<(&str, u64)> {
+        if self.blocks.is_empty() {
+            vec![(self.object.as_str(), self.len)]
+        } else {
+            self.blocks
+                .iter()
+                .map(|b| (b.object.as_str(), b.len))
+                .collect()
+        }
+    }
+
+    /// What a read of `range` of the bytes reads: each object it covers, with that object's
+    /// length and the part of it that falls in `range`.
+    pub fn pieces_in(
+        &self,
+        range: std::ops::Range<u64>,
+    ) -> Vec<(String, u64, std::ops::Range<u64>)> {
+        let mut offset = 0;
+        let mut out = Vec::new();
+        for (object, len) in self.pieces() {
+            let (start, end) = (range.start.max(offset), range.end.min(offset + len));
+            if start < end {
+                out.push((object.to_owned(), len, start - offset..end - offset));
+            }
+            offset += len;
+        }
+        out
     }
 }
 

@@ -279,3 +279,13 @@ impl<T: Records> Records for Arc<T> {
         T::containers(self)
     }
 }
+
+impl<T: Env> Env for Arc<T> {
+    fn now(&self) -> SystemTime {
+        T::now(self)
+    }
+
+    fn random_uuid(&self) -> uuid::Uuid {
+        T::random_uuid(self)
+    }
+}

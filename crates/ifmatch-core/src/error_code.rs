@@ -56,6 +56,16 @@ error_codes! {
     InvalidQueryParameterValue = BAD_REQUEST, "An invalid value was specified for one of the query parameters in the request URI.";
     /// The container or blob name is invalid (empty, `..`, escaping the data directory).
     InvalidResourceName = BAD_REQUEST, "The specified resource name contains invalid characters.";
+    /// Put Block List names a block that is not there, or a block id of another length than the
+    /// blob's other blocks.
+    InvalidBlockList = BAD_REQUEST, "The specified block list is invalid.";
+    /// A block id of another length than the blob's other blocks'.
+    InvalidBlobOrBlock = BAD_REQUEST, "The specified blob or block content is invalid.";
+    /// A block id that is not base64 of at most 64 bytes, or not as long as the blob's other ids.
+    InvalidBlockId = BAD_REQUEST, "The specified block ID is invalid. The block ID must be Base64-encoded.";
+    /// A blob would have more blocks than the dialect allows (50,000 committed, 100,000
+    /// uncommitted).
+    BlockCountExceedsLimit = CONFLICT, "The committed block count cannot exceed the maximum limit of 50,000 blocks.";
     /// The request URI is malformed.
     InvalidUri = BAD_REQUEST, "The requested URI does not represent any resource on the server.";
     /// The requested range cannot be satisfied.

@@ -65,33 +65,30 @@ pub fn check(root: &Path) -> io::Result<Report> {
                     continue;
                 }
             };
-            let bytes_tag = file.record.bytes_tag().clone();
-            let Some(content) = file.record.content else {
-                report
-                    .damage
-                    .push(format!("{}: a blob record without content", path.display()));
+            named.extend(file.record.objects().map(str::to_owned));
+            let what = format!("blob {:?} (record {})", file.name, path.display());
+            // Staged blocks, each its own object with its own tag.
+            for block in &file.record.uncommitted {
+                let pieces = [(block.object.as_str(), block.len)];
+                if let Err(damage) = check_pieces(&dir, &pieces, &block.sha256) {
+                    report
+                        .damage
+                        .push(format!("{what}, staged block {}: {damage}", block.id));
+                }
+            }
+            let Some(content) = &file.record.content else {
+                if file.record.uncommitted.is_empty() {
+                    report
+                        .damage
+                        .push(format!("{}: a blob record without content", path.display()));
+                }
                 continue;
             };
-            named.insert(content.object.clone());
-            let object = dir.objects_dir().join(&content.object);
-            let what = format!(
-                "blob {:?} (record {}, object {})",
-                file.name,
-                path.display(),
-                object.display()
-            );
-            match hash_file(&object) {
-                Err(e) => report.damage.push(format!("{what}: {e}")),
-                Ok((len, _)) if len != content.len => report.damage.push(format!(
-                    "{what}: the object holds {len} bytes, the record says {}",
-                    content.len
-                )),
-                Ok((_, etag)) if etag != bytes_tag => report.damage.push(format!(
-                    "{what}: the object hashes to {etag}, the record says {bytes_tag}"
-                )),
-                Ok((len, _)) => {
+            match check_pieces(&dir, &content.pieces(), file.record.bytes_tag()) {
+                Err(damage) => report.damage.push(format!("{what}: {damage}")),
+                Ok(()) => {
                     report.blobs += 1;
-                    report.bytes += len;
+                    report.bytes += content.len;
                 }
             }
         }
@@ -112,16 +109,42 @@ pub fn check(root: &Path) -> io::Result<Report> {
     Ok(report)
 }
 
-fn hash_file(path: &Path) -> io::Result<(u64, ifmatch_core::EntityTag)> {
-    let mut file = fs::File::open(path)?;
+/// Whether the objects `pieces` name, one after the other, hold what their record says: each
+/// its length, all together the bytes of `expected`.
+fn check_pieces(
+    dir: &DataDir,
+    pieces: &[(&str, u64)],
+    expected: &ifmatch_core::EntityTag,
+) -> Result<(), String> {
     let mut hasher = EtagHasher::new();
     let mut buf = vec![0; 1 << 20];
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            break;
+    for (object, len) in pieces {
+        let path = dir.objects_dir().join(object);
+        let mut file =
+            fs::File::open(&path).map_err(|e| format!("object {}: {e}", path.display()))?;
+        let start = hasher.len();
+        loop {
+            let n = file
+                .read(&mut buf)
+                .map_err(|e| format!("object {}: {e}", path.display()))?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buf[..n]);
         }
-        hasher.update(&buf[..n]);
+        let held = hasher.len() - start;
+        if held != *len {
+            return Err(format!(
+                "object {} holds {held} bytes, the record says {len}",
+                path.display()
+            ));
+        }
     }
-    Ok((hasher.len(), hasher.finish()))
+    let etag = hasher.finish();
+    if etag != *expected {
+        return Err(format!(
+            "the bytes hash to {etag}, the record says {expected}"
+        ));
+    }
+    Ok(())
 }

@@ -1,0 +1,427 @@
+//! Blob operations: Put Blob, Get Blob, Delete Blob, and the metadata and properties of
+//! blobs and containers.
+
+use super::*;
+
+impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
+    /// Get Blob Metadata: the validators and the `x-ms-meta-*` headers.
+    pub(super) async fn blob_metadata(
+        &self,
+        key: &Key,
+        headers: &HeaderMap,
+        now: SystemTime,
+    ) -> Result<Answer<O::Reader>> {
+        let lease_id = lease_id_from_headers(headers)?;
+        let Some(current) = committed(self.records.get(key).await?) else {
+            return Err(self
+                .missing(key, blob::Operation::Read, headers, ErrorCode::BlobNotFound)
+                .await);
+        };
+        current
+            .lease
+            .authorize(Scope::Blob, Access::Read, lease_id, now)?;
+        blob::evaluate(blob::Operation::Read, headers, Some(&current.validators()))?;
+        let mut out = validator_headers(&current);
+        metadata::insert_metadata(&current.metadata, &mut out);
+        Ok(answer(StatusCode::OK, out))
+    }
+    /// Set Container Metadata, Set Blob Metadata and Set Blob Properties: one compare-and-swap
+    /// under the lease and the conditions, and a new ETag (see [`metadata`]).
+    pub(super) async fn set_metadata(
+        &self,
+        operation: &Operation,
+        container: &Key,
+        blob: &Key,
+        headers: &HeaderMap,
+        now: SystemTime,
+    ) -> Result<Answer<O::Reader>> {
+        let lease_id = lease_id_from_headers(headers)?;
+        let (key, scope, missing) = match operation {
+            Operation::SetContainerMetadata => {
+                (container, Scope::Container, ErrorCode::ContainerNotFound)
+            }
+            _ => (blob, Scope::Blob, ErrorCode::BlobNotFound),
+        };
+        let user_metadata = match operation {
+            Operation::SetBlobProperties => None,
+            _ => Some(metadata::metadata(headers)?),
+        };
+        let nonce = self.env.random_uuid();
+        let swapped = self
+            .swap(key, headers, |current| {
+                let Some(current) = existing(key, current) else {
+                    let operation = match scope {
+                        Scope::Container => blob::Operation::Container,
+                        Scope::Blob => blob::Operation::Put,
+                    };
+                    return Ok(Step::Missing(operation, missing));
+                };
+                // A blob's lease guards its metadata; a container's lease id, when given,
+                // must match (Azure's Set Container Metadata), and is not required.
+                let access = match scope {
+                    Scope::Container => Access::Read,
+                    Scope::Blob => Access::Write,
+                };
+                current.lease.authorize(scope, access, lease_id, now)?;
+                let conditions = match scope {
+                    Scope::Container => blob::Operation::Container,
+                    Scope::Blob => blob::Operation::Put,
+                };
+                blob::evaluate(conditions, headers, Some(&current.validators()))?;
+                let mut record = current.clone();
+                if let Some(user_metadata) = &user_metadata {
+                    record.metadata = user_metadata.clone();
+                }
+                record.etag = match record.content.as_mut() {
+                    Some(content) => {
+                        if user_metadata.is_none() {
+                            // Set Blob Properties: the headers absent from it are cleared.
+                            let (content_type, properties) =
+                                metadata::upload_properties(headers, false);
+                            content.content_type = content_type;
+                            content.properties = properties;
+                        }
+                        let bytes = current.bytes_tag().clone();
+                        let etag = metadata::blob_tag(
+                            &bytes,
+                            content.content_type.as_deref(),
+                            &record.metadata,
+                            &content.properties,
+                            Some(nonce.as_bytes()),
+                        );
+                        content.sha256 = Some(bytes);
+                        etag
+                    }
+                    None => strong_etag(nonce.as_bytes()),
+                };
+                record.last_modified = crate::unix_seconds(now);
+                record.generation = current.generation + 1;
+                Ok(Step::Put(
+                    Box::new(record),
+                    PutMode::Update(current.generation),
+                ))
+            })
+            .await?;
+        let written = swapped.written.expect("a put");
+        Ok(answer(StatusCode::OK, validator_headers(&written)))
+    }
+    pub(super) async fn put_blob<B>(
+        &self,
+        key: &Key,
+        headers: &HeaderMap,
+        body: B,
+        now: SystemTime,
+    ) -> Result<Answer<O::Reader>>
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        // Required, as in Azure: a request that meant something else (a misspelt `comp`, a
+        // lease action without its query) must never replace a blob with its empty body.
+        match headers.get(BLOB_TYPE) {
+            None => {
+                return Err(Failure::with_detail(
+                    ErrorCode::MissingRequiredHeader,
+                    "An HTTP header that's mandatory for this request is not specified. Header: x-ms-blob-type",
+                ));
+            }
+            Some(kind) if kind != "BlockBlob" => {
+                return Err(Failure::with_detail(
+                    ErrorCode::InvalidHeaderValue,
+                    "Only BlockBlob is supported. Header: x-ms-blob-type",
+                ));
+            }
+            Some(_) => {}
+        }
+        let lease_id = lease_id_from_headers(headers)?;
+        let (content_type, properties) = metadata::upload_properties(headers, true);
+        let user_metadata = metadata::metadata(headers)?;
+
+        // Fail fast, before taking the body: the same checks run again at commit time.
+        let current = committed(self.records.get(key).await?);
+        if current.is_none() {
+            self.records
+                .get(&Key::Container(key.container().to_owned()))
+                .await?
+                .ok_or(ErrorCode::ContainerNotFound)?;
+        }
+        write_allowed(
+            blob::Operation::Put,
+            headers,
+            current.as_deref(),
+            lease_id,
+            now,
+        )?;
+
+        let (staged, checksums) = self.stage_checked(headers, body).await?;
+        let etag = metadata::blob_tag(
+            &staged.etag,
+            content_type.as_deref(),
+            &user_metadata,
+            &properties,
+            None,
+        );
+        let mut content = Content::new(staged.object.clone(), staged.len, content_type);
+        content.md5 = Some(checksums.md5);
+        content.properties = properties;
+        content.sha256 = (etag != staged.etag).then_some(staged.etag);
+        let mut fresh = Record::blob(etag, now, content);
+        fresh.metadata = user_metadata;
+        let committed = self
+            .commit_put(key, headers, lease_id, fresh, now)
+            .await
+            .map(|mut answer| {
+                if let Some(crc64) = checksums.crc64.and_then(|c| HeaderValue::try_from(c).ok()) {
+                    answer.headers_mut().insert(CONTENT_CRC64, crc64);
+                }
+                answer
+            });
+        // A backend that failed without an answer (a timeout, a lost connection) may have
+        // committed the record all the same: its object then stays, an orphan at worst, never
+        // a record naming bytes that are gone.
+        if committed.as_ref().is_err_and(|f| !f.may_have_landed) {
+            self.discard(Some(staged.object)).await;
+        }
+        committed
+    }
+
+    pub(super) async fn commit_put(
+        &self,
+        key: &Key,
+        headers: &HeaderMap,
+        lease_id: Option<LeaseId>,
+        fresh: Record,
+        now: SystemTime,
+    ) -> Result<Answer<O::Reader>> {
+        let swapped = self
+            .swap(key, headers, |current| {
+                let visible = existing(key, current);
+                let lease = write_allowed(blob::Operation::Put, headers, visible, lease_id, now)?;
+                let record = fresh.clone();
+                Ok(match current {
+                    Some(cur) => {
+                        let mut record = record.with_generation(cur.generation + 1);
+                        record.lease = lease;
+                        Step::Put(Box::new(record), PutMode::Update(cur.generation))
+                    }
+                    None => Step::Put(
+                        Box::new(record.with_generation(self.fresh_generation())),
+                        PutMode::Create,
+                    ),
+                })
+            })
+            .await?;
+        let record = swapped.written.expect("a put writes");
+        // What it replaced, and any blocks staged and not committed: Put Blob drops them.
+        self.discard_replaced(swapped.previous.as_deref(), Some(&record))
+            .await;
+        let mut out = validator_headers(&record);
+        insert_md5(&record, &mut out);
+        insert_sha256(&record, &mut out);
+        Ok(answer(StatusCode::CREATED, out))
+    }
+    pub(super) async fn get_blob(
+        &self,
+        key: &Key,
+        head: bool,
+        headers: &HeaderMap,
+        now: SystemTime,
+    ) -> Result<Answer<O::Reader>> {
+        let lease_id = lease_id_from_headers(headers)?;
+        // A concurrent overwrite may discard the object between reading the record and opening
+        // the object; the record read again names the new one.
+        for _ in 0..MAX_ATTEMPTS {
+            let Some(current) = committed(self.records.get(key).await?) else {
+                return Err(self
+                    .missing(key, blob::Operation::Read, headers, ErrorCode::BlobNotFound)
+                    .await);
+            };
+            current
+                .lease
+                .authorize(Scope::Blob, Access::Read, lease_id, now)?;
+            let outcome =
+                blob::evaluate(blob::Operation::Read, headers, Some(&current.validators()))?;
+            let content = current.content.as_ref().ok_or(ErrorCode::BlobNotFound)?;
+
+            // A 304 carries the validators and the lease, not the representation's metadata
+            // (RFC 9110 15.4.5), so that is built only for a 200 or 206.
+            let mut out = validator_headers(&current);
+            current.lease.insert_headers(now, &mut out);
+            if outcome == Outcome::NotModified {
+                // As Azure's: the SDKs pick their exception (or "not modified") from the code.
+                out.insert(
+                    ERROR_CODE,
+                    HeaderValue::from_static(ErrorCode::ConditionNotMet.as_str()),
+                );
+                return Ok(answer(StatusCode::NOT_MODIFIED, out));
+            }
+            let content_type = content
+                .content_type
+                .as_deref()
+                .unwrap_or("application/octet-stream");
+            if let Ok(value) = HeaderValue::try_from(content_type) {
+                out.insert(header::CONTENT_TYPE, value);
+            }
+            metadata::insert_properties(&content.properties, &mut out);
+            metadata::insert_metadata(&current.metadata, &mut out);
+            insert_sha256(&current, &mut out);
+            out.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+            out.insert(BLOB_TYPE, HeaderValue::from_static("BlockBlob"));
+            let requested = headers.get(MS_RANGE).or_else(|| headers.get(header::RANGE));
+            let range = match (outcome, requested.and_then(|v| v.to_str().ok())) {
+                (Outcome::Proceed, Some(value)) if !head => ByteRange::parse(value, content.len),
+                _ => ByteRange::Whole,
+            };
+            let (status, range) = match range {
+                ByteRange::Whole => (StatusCode::OK, None),
+                ByteRange::Part(range) => {
+                    let value = format!("bytes {}-{}/{}", range.start, range.end - 1, content.len);
+                    out.insert(
+                        header::CONTENT_RANGE,
+                        HeaderValue::try_from(value).expect("digits"),
+                    );
+                    (StatusCode::PARTIAL_CONTENT, Some(range))
+                }
+                ByteRange::Unsatisfiable => {
+                    return Err(Failure::with_detail(
+                        ErrorCode::InvalidRange,
+                        format!(
+                            "The range specified is invalid for the current size of the resource ({} bytes).",
+                            content.len
+                        ),
+                    ));
+                }
+            };
+            if range.is_none() {
+                insert_md5(&current, &mut out);
+            }
+            let len = range.as_ref().map_or(content.len, |r| r.end - r.start);
+            out.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+            if head {
+                return Ok(answer(status, out));
+            }
+            // `x-ms-range-get-content-md5`: the MD5 of the part, which must be at most 4 MiB
+            // (it is read into memory to be hashed before the headers go).
+            let part_md5 = range.is_some()
+                && headers
+                    .get(RANGE_MD5)
+                    .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"));
+            if part_md5 && len > RANGE_MD5_MAX {
+                return Err(Failure::with_detail(
+                    ErrorCode::InvalidHeaderValue,
+                    "x-ms-range-get-content-md5 takes a range of at most 4 MiB.",
+                ));
+            }
+            match self.open(content, range).await {
+                Ok(body) if part_md5 => {
+                    use http_body_util::BodyExt;
+                    let bytes = body.collect().await?.to_bytes();
+                    if let Ok(value) = HeaderValue::try_from(Checksums::of(&bytes, false).md5) {
+                        out.insert(CONTENT_MD5, value);
+                    }
+                    let mut response = answer(status, out);
+                    *response.body_mut() = ResponseBody::full(bytes);
+                    return Ok(response);
+                }
+                Ok(body) => {
+                    let mut response = answer(status, out);
+                    *response.body_mut() = body;
+                    return Ok(response);
+                }
+                // Discarded by an overwrite since we read the record: read the record again.
+                // If the record has not changed, its object is gone: damage, not a race.
+                Err(StoreError::NotFound)
+                    if self
+                        .records
+                        .get(key)
+                        .await?
+                        .is_none_or(|now| now.generation != current.generation) =>
+                {
+                    continue;
+                }
+                Err(e) => {
+                    let e = match e {
+                        StoreError::NotFound => StoreError::corrupt(
+                            format_args!("blob {key:?}"),
+                            "its record names an object that does not exist",
+                        ),
+                        e => e,
+                    };
+                    let Key::Blob(container, name) = key else {
+                        unreachable!("only blobs have content")
+                    };
+                    tracing::error!(
+                        %container, blob = %name, error = %e,
+                        "a blob's record names bytes that cannot be served"
+                    );
+                    return Err(e.into());
+                }
+            }
+        }
+        Err(ErrorCode::ServerBusy.into())
+    }
+    /// The body of a read of `content`, all of it or `range`: its one object, or its blocks
+    /// one after the other (the first opened here, so that a missing or damaged object is
+    /// known before the answer's headers go).
+    async fn open(
+        &self,
+        content: &Content,
+        range: Option<std::ops::Range<u64>>,
+    ) -> Result<ResponseBody<O::Reader>, StoreError> {
+        if content.blocks.is_empty() {
+            let reader = self
+                .objects
+                .read(&content.object, content.len, range)
+                .await?;
+            return Ok(ResponseBody::stream(reader));
+        }
+        let range = range.unwrap_or(0..content.len);
+        let len = range.end - range.start;
+        let mut pieces = content.pieces_in(range).into_iter();
+        let Some((object, object_len, part)) = pieces.next() else {
+            return Ok(ResponseBody::empty());
+        };
+        let first = self.objects.read(&object, object_len, Some(part)).await?;
+        let objects = self.objects.clone();
+        let open = move |(object, len, part): Piece| -> Opening<O::Reader> {
+            let objects = objects.clone();
+            Box::pin(async move { objects.read(&object, len, Some(part)).await })
+        };
+        Ok(ResponseBody::pieces(Pieces::new(
+            first,
+            pieces.collect(),
+            len,
+            open,
+        )))
+    }
+
+    pub(super) async fn delete_blob(
+        &self,
+        key: &Key,
+        headers: &HeaderMap,
+        now: SystemTime,
+    ) -> Result<Answer<O::Reader>> {
+        let lease_id = lease_id_from_headers(headers)?;
+        let swapped = self
+            .swap(key, headers, |current| {
+                let Some(current) = existing(key, current) else {
+                    return Ok(Step::Missing(
+                        blob::Operation::Write,
+                        ErrorCode::BlobNotFound,
+                    ));
+                };
+                write_allowed(
+                    blob::Operation::Write,
+                    headers,
+                    Some(current),
+                    lease_id,
+                    now,
+                )?;
+                Ok(Step::Delete(current.generation))
+            })
+            .await?;
+        self.discard_replaced(swapped.previous.as_deref(), None)
+            .await;
+        Ok(answer(StatusCode::ACCEPTED, HeaderMap::new()))
+    }
+}

@@ -1,0 +1,318 @@
+//! Put Block, Put Block List and Get Block List: a blob uploaded in parts, made visible at
+//! once (see [`crate::blocks`] for the list's rules).
+//!
+//! Each block streams into an object of its own as Put Blob's body does, and is then listed in
+//! the blob's record as uncommitted, by a compare-and-swap. The commit names the blocks in
+//! order: the blob is their objects one after the other, so nothing is copied; it is hashed
+//! once, reading the blocks, so that its ETag follows the same rules as a blob put whole (the
+//! same bytes and headers give the same tag, whichever way they were uploaded). A block list
+//! that changed while it was hashed (a block staged again under the same id) is resolved and
+//! hashed again.
+
+use http_body_util::BodyExt;
+use ifmatch_core::{EntityTag, EtagHasher};
+
+use super::*;
+use crate::Block;
+use crate::blocks::{self as rules, MAX_LIST_BODY, MAX_UNCOMMITTED};
+use crate::operation::BlockListType;
+
+/// `x-ms-blob-content-md5`: the MD5 a Put Block List gives the whole blob.
+const BLOB_CONTENT_MD5: HeaderName = HeaderName::from_static("x-ms-blob-content-md5");
+
+impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
+    /// Put Block: stages one block under the blob's record. The blob's ETag and content do
+    /// not change; a leased blob's lease id is required.
+    pub(super) async fn put_block<B>(
+        &self,
+        key: &Key,
+        id: &str,
+        headers: &HeaderMap,
+        body: B,
+        now: SystemTime,
+    ) -> Result<Answer<O::Reader>>
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        let lease_id = lease_id_from_headers(headers)?;
+        // Fail fast, before taking the body: the same checks run again at commit time.
+        let current = self.records.get(key).await?;
+        let check = |current: Option<&Record>| -> Result<()> {
+            if let Some(blob) = existing(key, current) {
+                blob.lease
+                    .authorize(Scope::Blob, Access::Write, lease_id, now)?;
+            } else if lease_id.is_some() {
+                Lease::Available.authorize(Scope::Blob, Access::Write, lease_id, now)?;
+            }
+            if !rules::id_fits(current, id) {
+                return Err(Failure::with_detail(
+                    ErrorCode::InvalidBlobOrBlock,
+                    "Every block id of a blob must have the same length.",
+                ));
+            }
+            if current.is_some_and(|r| r.uncommitted.len() >= MAX_UNCOMMITTED) {
+                return Err(Failure::with_detail(
+                    ErrorCode::BlockCountExceedsLimit,
+                    "A blob has at most 100,000 uncommitted blocks.",
+                ));
+            }
+            Ok(())
+        };
+        check(current.as_deref())?;
+        if current.is_none() {
+            self.records
+                .get(&Key::Container(key.container().to_owned()))
+                .await?
+                .ok_or(ErrorCode::ContainerNotFound)?;
+        }
+
+        let (staged, checksums) = self.stage_checked(headers, body).await?;
+        let block = Block {
+            id: id.to_owned(),
+            object: staged.object.clone(),
+            len: staged.len,
+            sha256: staged.etag,
+            staged: crate::unix_seconds(now),
+        };
+        let swapped = self
+            .swap(key, headers, |current| {
+                check(current)?;
+                let mut record = match current {
+                    Some(current) => Record {
+                        generation: current.generation + 1,
+                        ..current.clone()
+                    },
+                    // A blob that does not exist yet: a record with blocks and no content (made
+                    // as a container's is: no content, no lease).
+                    None => {
+                        let nonce = strong_etag(self.env.random_uuid().as_bytes());
+                        Record::container(nonce, now).with_generation(self.fresh_generation())
+                    }
+                };
+                record.uncommitted.retain(|b| b.id != id);
+                record.uncommitted.push(block.clone());
+                let mode = current.map_or(PutMode::Create, |c| PutMode::Update(c.generation));
+                Ok(Step::Put(Box::new(record), mode))
+            })
+            .await;
+        match swapped {
+            Ok(swapped) => {
+                // A block staged again under the same id replaces the earlier one.
+                self.discard_replaced(swapped.previous.as_deref(), swapped.written.as_ref())
+                    .await;
+                let mut out = HeaderMap::new();
+                insert_checksums(&checksums, &mut out);
+                Ok(answer(StatusCode::CREATED, out))
+            }
+            Err(failure) => {
+                if !failure.may_have_landed {
+                    self.discard(Some(staged.object)).await;
+                }
+                Err(failure)
+            }
+        }
+    }
+
+    /// Put Block List: the blob becomes the listed blocks, in order, under the conditions
+    /// and lease rules of Put Blob, with the metadata and properties of the request. Every
+    /// uncommitted block not listed is dropped.
+    pub(super) async fn put_block_list<B>(
+        &self,
+        key: &Key,
+        headers: &HeaderMap,
+        body: B,
+        now: SystemTime,
+    ) -> Result<Answer<O::Reader>>
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        let lease_id = lease_id_from_headers(headers)?;
+        let (content_type, properties) = metadata::upload_properties(headers, false);
+        let user_metadata = metadata::metadata(headers)?;
+        let md5 = blob_content_md5(headers)?;
+        let xml = http_body_util::Limited::new(body, MAX_LIST_BODY)
+            .collect()
+            .await
+            .map_err(|_| {
+                Failure::with_detail(
+                    ErrorCode::RequestBodyTooLarge,
+                    "A block list is at most 8 MiB.",
+                )
+            })?
+            .to_bytes();
+        let checksums = Checksums::of(&xml, headers.contains_key(CONTENT_CRC64));
+        verify_checksums(headers, &checksums)?;
+        let list = rules::parse(&xml)?;
+
+        // The blob's bytes are hashed before the compare-and-swap, and again only if what the
+        // list names changed meanwhile.
+        let mut hashed: Option<(Vec<Block>, EntityTag)> = None;
+        for _ in 0..MAX_ATTEMPTS {
+            let current = self.records.get(key).await?;
+            let visible = existing(key, current.as_deref());
+            if current.is_none() {
+                self.records
+                    .get(&Key::Container(key.container().to_owned()))
+                    .await?
+                    .ok_or(ErrorCode::ContainerNotFound)?;
+            }
+            write_allowed(blob::Operation::Put, headers, visible, lease_id, now)?;
+            let blocks = rules::resolve(&list, current.as_deref())?;
+            let sha256 = match &hashed {
+                Some((done, tag)) if *done == blocks => tag.clone(),
+                _ => match self.hash_blocks(&blocks).await {
+                    Ok(tag) => tag,
+                    // A block replaced since the record was read: read it again.
+                    Err(StoreError::NotFound) => continue,
+                    Err(e) => return Err(e.into()),
+                },
+            };
+            hashed = Some((blocks.clone(), sha256.clone()));
+
+            // An empty list makes an empty blob, stored as one empty object.
+            let empty = match blocks.is_empty() {
+                true => Some(self.objects.stage(http_body_util::Empty::new(), 0).await?),
+                false => None,
+            };
+            let len = blocks.iter().map(|b| b.len).sum();
+            let etag = metadata::blob_tag(
+                &sha256,
+                content_type.as_deref(),
+                &user_metadata,
+                &properties,
+                None,
+            );
+            let object = empty.as_ref().map(|e| e.object.clone()).unwrap_or_default();
+            let mut content = Content::new(object, len, content_type.clone());
+            content.md5 = md5.clone();
+            content.properties = properties.clone();
+            content.sha256 = (etag != sha256).then_some(sha256);
+            content.blocks = blocks.clone();
+            let mut fresh = Record::blob(etag, now, content);
+            fresh.metadata = user_metadata.clone();
+
+            let mut stale = false;
+            let swapped = self
+                .swap(key, headers, |current| {
+                    let visible = existing(key, current);
+                    let lease =
+                        write_allowed(blob::Operation::Put, headers, visible, lease_id, now)?;
+                    if rules::resolve(&list, current)? != blocks {
+                        stale = true;
+                        return Err(ErrorCode::ServerBusy.into());
+                    }
+                    // Only an empty list resolves without a record: an empty blob.
+                    let Some(current) = current else {
+                        let record = fresh.clone().with_generation(self.fresh_generation());
+                        return Ok(Step::Put(Box::new(record), PutMode::Create));
+                    };
+                    let mut record = fresh.clone().with_generation(current.generation + 1);
+                    record.lease = lease;
+                    Ok(Step::Put(
+                        Box::new(record),
+                        PutMode::Update(current.generation),
+                    ))
+                })
+                .await;
+            let swapped = match swapped {
+                Ok(swapped) => swapped,
+                Err(failure) => {
+                    if let Some(empty) = empty.filter(|_| !failure.may_have_landed) {
+                        self.discard(Some(empty.object)).await;
+                    }
+                    if stale {
+                        continue;
+                    }
+                    return Err(failure);
+                }
+            };
+            let record = swapped.written.expect("a put writes");
+            // The blocks the blob no longer has, and those staged and not listed.
+            self.discard_replaced(swapped.previous.as_deref(), Some(&record))
+                .await;
+            let mut out = validator_headers(&record);
+            insert_checksums(&checksums, &mut out);
+            insert_sha256(&record, &mut out);
+            return Ok(answer(StatusCode::CREATED, out));
+        }
+        Err(Failure::with_detail(
+            ErrorCode::ServerBusy,
+            "The block list kept changing while it was committed. Retry later.",
+        ))
+    }
+
+    /// Get Block List: the committed blocks, the uncommitted ones, or both.
+    pub(super) async fn get_block_list(
+        &self,
+        key: &Key,
+        kind: BlockListType,
+        headers: &HeaderMap,
+        now: SystemTime,
+    ) -> Result<Answer<O::Reader>> {
+        let lease_id = lease_id_from_headers(headers)?;
+        let Some(current) = self.records.get(key).await? else {
+            return Err(self
+                .missing(key, blob::Operation::Read, headers, ErrorCode::BlobNotFound)
+                .await);
+        };
+        current
+            .lease
+            .authorize(Scope::Blob, Access::Read, lease_id, now)?;
+        let mut out = HeaderMap::new();
+        if current.content.is_some() {
+            out = validator_headers(&current);
+        }
+        out.insert(
+            HeaderName::from_static("x-ms-blob-content-length"),
+            HeaderValue::from(current.len()),
+        );
+        out.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/xml"),
+        );
+        let mut response = answer(StatusCode::OK, out);
+        *response.body_mut() = ResponseBody::full(rules::list_xml(&current, kind));
+        Ok(response)
+    }
+
+    /// The tag of the bytes of `blocks` one after the other: a block's own when there is one,
+    /// else read and hashed. [`StoreError::NotFound`] when a block's object is gone.
+    async fn hash_blocks(&self, blocks: &[Block]) -> Result<EntityTag, StoreError> {
+        if let [one] = blocks {
+            return Ok(one.sha256.clone());
+        }
+        let mut hasher = EtagHasher::new();
+        for block in blocks {
+            let reader = self.objects.read(&block.object, block.len, None).await?;
+            let mut reader = std::pin::pin!(reader);
+            while let Some(frame) = reader.frame().await {
+                if let Ok(data) = frame?.into_data() {
+                    hasher.update(&data);
+                }
+            }
+        }
+        Ok(hasher.finish())
+    }
+}
+
+/// `x-ms-blob-content-md5`, base64 of 16 bytes, or 400 `InvalidHeaderValue`.
+fn blob_content_md5(headers: &HeaderMap) -> Result<Option<String>> {
+    use base64::Engine;
+    let Some(value) = headers.get(BLOB_CONTENT_MD5) else {
+        return Ok(None);
+    };
+    let text = value.to_str().ok().filter(|text| {
+        base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .is_ok_and(|md5| md5.len() == 16)
+    });
+    match text {
+        Some(text) => Ok(Some(text.to_owned())),
+        None => Err(Failure::with_detail(
+            ErrorCode::InvalidHeaderValue,
+            "x-ms-blob-content-md5 must be the base64 of 16 bytes.",
+        )),
+    }
+}

@@ -1,0 +1,241 @@
+//! Container operations: create, delete, properties, the access policy (ACL), and Blob Batch
+//! (its subrequests are blob deletes, answered one by one).
+
+use super::*;
+
+impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
+    pub(super) async fn create_container(
+        &self,
+        key: &Key,
+        headers: &HeaderMap,
+        now: SystemTime,
+    ) -> Result<Answer<O::Reader>> {
+        let public_access = public_access(headers)?;
+        let user_metadata = metadata::metadata(headers)?;
+        let etag = strong_etag(self.env.random_uuid().as_bytes());
+        let mut record = Record::container(etag, now).with_generation(self.fresh_generation());
+        record.public_access = public_access;
+        record.metadata = user_metadata;
+        match self.records.put(key, &record, PutMode::Create).await {
+            Err(StoreError::AlreadyExists) => Err(ErrorCode::ContainerAlreadyExists.into()),
+            result => {
+                result?;
+                Ok(answer(StatusCode::CREATED, validator_headers(&record)))
+            }
+        }
+    }
+    pub(super) async fn delete_container(
+        &self,
+        key: &Key,
+        headers: &HeaderMap,
+        now: SystemTime,
+    ) -> Result<Answer<O::Reader>> {
+        let lease_id = lease_id_from_headers(headers)?;
+        let swapped = self
+            .swap(key, headers, |current| {
+                let Some(current) = current else {
+                    return Ok(Step::Missing(
+                        blob::Operation::Container,
+                        ErrorCode::ContainerNotFound,
+                    ));
+                };
+                current
+                    .lease
+                    .authorize(Scope::Container, Access::Write, lease_id, now)?;
+                blob::evaluate(
+                    blob::Operation::Container,
+                    headers,
+                    Some(&current.validators()),
+                )?;
+                Ok(Step::Delete(current.generation))
+            })
+            .await?;
+        for record in swapped.removed {
+            self.discard_replaced(Some(&record), None).await;
+        }
+        Ok(answer(StatusCode::ACCEPTED, HeaderMap::new()))
+    }
+    /// Blob Batch: each subrequest (a `DELETE` of a blob of the same account) is handled as a
+    /// request of its own, with its own credentials; the answers go back in one
+    /// `multipart/mixed` body, in order.
+    pub(super) async fn batch<B>(
+        &self,
+        outer: &http::request::Parts,
+        body: B,
+    ) -> Result<Answer<O::Reader>>
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        use http_body_util::BodyExt;
+        let refused = |(code, detail): batch::Refused| Failure::with_detail(code, detail);
+        let boundary = batch::boundary(outer.headers.get(header::CONTENT_TYPE)).map_err(refused)?;
+        let bytes = http_body_util::Limited::new(body, batch::MAX_BODY)
+            .collect()
+            .await
+            .map_err(|_| {
+                Failure::with_detail(ErrorCode::InvalidInput, "A batch body is at most 4 MiB.")
+            })?
+            .to_bytes();
+        let subrequests = batch::parse(&bytes, &boundary).map_err(refused)?;
+        let mut answers = Vec::with_capacity(subrequests.len());
+        for sub in subrequests {
+            let (mut parts, ()) = sub.request.into_parts();
+            // The envelope's host (host-style accounts) and client address hold for each
+            // subrequest.
+            if let Some(host) = outer.headers.get(header::HOST) {
+                parts.headers.insert(header::HOST, host.clone());
+            }
+            parts.extensions = outer.extensions.clone();
+            let answer = match self.subrequest(&parts).await {
+                Ok(answer) => answer,
+                Err(failure) => error_answer(failure, false),
+            };
+            let answer = self.stamped(answer);
+            let (head, body) = answer.into_parts();
+            let body = body
+                .collect()
+                .await
+                .map(|b| b.to_bytes())
+                .unwrap_or_default();
+            answers.push((sub.content_id, Response::from_parts(head, body)));
+        }
+        let boundary = format!("batchresponse_{}", self.env.random_uuid().hyphenated());
+        let mut out = HeaderMap::new();
+        out.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::try_from(format!("multipart/mixed; boundary={boundary}"))
+                .expect("a UUID boundary"),
+        );
+        let mut response = answer(StatusCode::ACCEPTED, out);
+        *response.body_mut() = ResponseBody::full(batch::answer(&boundary, answers));
+        Ok(response)
+    }
+    /// One subrequest of a batch: admitted like any request, and a Delete Blob.
+    pub(super) async fn subrequest(
+        &self,
+        parts: &http::request::Parts,
+    ) -> Result<Answer<O::Reader>> {
+        let now = self.env.now();
+        let admitted = self.admit(parts, now).await?;
+        if admitted.target.operation != Operation::DeleteBlob {
+            return Err(Failure::with_detail(
+                ErrorCode::InvalidInput,
+                "A batch carries Delete Blob subrequests only.",
+            ));
+        }
+        self.delete_blob(&admitted.blob, &parts.headers, now).await
+    }
+    pub(super) async fn container_acl(
+        &self,
+        key: &Key,
+        headers: &HeaderMap,
+        now: SystemTime,
+    ) -> Result<Answer<O::Reader>> {
+        let lease_id = lease_id_from_headers(headers)?;
+        let current = self
+            .records
+            .get(key)
+            .await?
+            .ok_or(ErrorCode::ContainerNotFound)?;
+        current
+            .lease
+            .authorize(Scope::Container, Access::Read, lease_id, now)?;
+        let mut out = validator_headers(&current);
+        if let Some(level) = current.public_access {
+            out.insert(PUBLIC_ACCESS, HeaderValue::from_static(level.as_str()));
+        }
+        out.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/xml"),
+        );
+        let mut response = answer(StatusCode::OK, out);
+        *response.body_mut() = ResponseBody::full(Bytes::from_static(
+            b"<?xml version=\"1.0\" encoding=\"utf-8\"?><SignedIdentifiers />",
+        ));
+        Ok(response)
+    }
+    /// Set Container ACL: the public access level. Stored access policies are not kept, so a
+    /// body that names one is refused rather than ignored.
+    pub(super) async fn set_container_acl<B>(
+        &self,
+        key: &Key,
+        headers: &HeaderMap,
+        body: B,
+        now: SystemTime,
+    ) -> Result<Answer<O::Reader>>
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        use http_body_util::BodyExt;
+        let level = public_access(headers)?;
+        let lease_id = lease_id_from_headers(headers)?;
+        let limited = http_body_util::Limited::new(body, 64 << 10);
+        let xml = limited
+            .collect()
+            .await
+            .map_err(|_| ErrorCode::InvalidXmlDocument)?
+            .to_bytes();
+        if String::from_utf8_lossy(&xml).contains("<SignedIdentifier>") {
+            return Err(Failure::with_detail(
+                ErrorCode::InvalidXmlDocument,
+                "Stored access policies (SignedIdentifier) are not supported by this server; \
+                 sign permissions and expiry into each shared access signature.",
+            ));
+        }
+        let etag = strong_etag(self.env.random_uuid().as_bytes());
+        let swapped = self
+            .swap(key, headers, |current| {
+                let Some(current) = current else {
+                    return Ok(Step::Missing(
+                        blob::Operation::Container,
+                        ErrorCode::ContainerNotFound,
+                    ));
+                };
+                current
+                    .lease
+                    .authorize(Scope::Container, Access::Read, lease_id, now)?;
+                blob::evaluate(
+                    blob::Operation::Container,
+                    headers,
+                    Some(&current.validators()),
+                )?;
+                let mut record = current.clone();
+                record.public_access = level;
+                record.etag = etag.clone();
+                record.last_modified = crate::unix_seconds(now);
+                record.generation = current.generation + 1;
+                Ok(Step::Put(
+                    Box::new(record),
+                    PutMode::Update(current.generation),
+                ))
+            })
+            .await?;
+        let written = swapped.written.expect("a put");
+        Ok(answer(StatusCode::OK, validator_headers(&written)))
+    }
+    pub(super) async fn container_properties(
+        &self,
+        key: &Key,
+        headers: &HeaderMap,
+        now: SystemTime,
+    ) -> Result<Answer<O::Reader>> {
+        let lease_id = lease_id_from_headers(headers)?;
+        let current = self
+            .records
+            .get(key)
+            .await?
+            .ok_or(ErrorCode::ContainerNotFound)?;
+        current
+            .lease
+            .authorize(Scope::Container, Access::Read, lease_id, now)?;
+        let mut out = validator_headers(&current);
+        current.lease.insert_headers(now, &mut out);
+        if let Some(level) = current.public_access {
+            out.insert(PUBLIC_ACCESS, HeaderValue::from_static(level.as_str()));
+        }
+        metadata::insert_metadata(&current.metadata, &mut out);
+        Ok(answer(StatusCode::OK, out))
+    }
+}

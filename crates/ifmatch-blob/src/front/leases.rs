@@ -1,0 +1,45 @@
+//! Lease Blob and Lease Container.
+
+use super::*;
+
+impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
+    /// Lease Blob and Lease Container: one transition of the lease state machine, committed with
+    /// a compare-and-swap. The record's ETag and Last-Modified do not change.
+    pub(super) async fn lease(
+        &self,
+        key: &Key,
+        headers: &HeaderMap,
+        now: SystemTime,
+    ) -> Result<Answer<O::Reader>> {
+        let action =
+            LeaseAction::from_headers(headers, || LeaseId::from_uuid(self.env.random_uuid()))?;
+        let (operation, missing) = match key {
+            Key::Container(_) => (blob::Operation::Container, ErrorCode::ContainerNotFound),
+            Key::Blob(..) => (blob::Operation::Write, ErrorCode::BlobNotFound),
+        };
+        let mut status = StatusCode::OK;
+        let mut lease_headers = HeaderMap::new();
+        let swapped = self
+            .swap(key, headers, |current| {
+                let Some(current) = existing(key, current) else {
+                    return Ok(Step::Missing(operation, missing));
+                };
+                blob::evaluate(operation, headers, Some(&current.validators()))?;
+                let transition = current.lease.apply(&action, now)?;
+                (status, lease_headers) = (transition.status, transition.headers());
+                let record = Record {
+                    lease: transition.lease,
+                    generation: current.generation + 1,
+                    ..current.clone()
+                };
+                Ok(Step::Put(
+                    Box::new(record),
+                    PutMode::Update(current.generation),
+                ))
+            })
+            .await?;
+        let mut out = validator_headers(swapped.written.as_ref().expect("a lease writes"));
+        out.extend(lease_headers);
+        Ok(answer(status, out))
+    }
+}

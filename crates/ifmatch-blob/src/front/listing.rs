@@ -1,0 +1,80 @@
+//! List Blobs and List Containers: a page at a time, in name order.
+
+use super::*;
+
+impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
+    pub(super) async fn list(
+        &self,
+        container: &str,
+        options: &ListOptions,
+        now: SystemTime,
+    ) -> Result<Answer<O::Reader>> {
+        let key = Key::Container(container.to_owned());
+        self.records
+            .get(&key)
+            .await?
+            .ok_or(ErrorCode::ContainerNotFound)?;
+        let mut blobs = self.records.list(container, &options.prefix).await?;
+        // Blobs with staged blocks and no content yet, only when asked for.
+        blobs.retain(|(_, record)| options.uncommitted || record.content.is_some());
+        blobs.sort_by(|a, b| a.0.cmp(&b.0));
+        let (entries, next_marker) = crate::listing::page(&blobs, options);
+        let xml = crate::listing::enumeration_results(
+            container,
+            options,
+            &entries,
+            next_marker.as_deref(),
+            now,
+        );
+        let mut out = HeaderMap::new();
+        out.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/xml"),
+        );
+        let mut response = answer(StatusCode::OK, out);
+        *response.body_mut() = ResponseBody::full(xml);
+        Ok(response)
+    }
+    /// List Containers: the account's containers, by name, a page at a time.
+    pub(super) async fn list_containers(
+        &self,
+        account: &crate::Account,
+        endpoint: &str,
+        options: &ListOptions,
+        now: SystemTime,
+    ) -> Result<Answer<O::Reader>> {
+        let mut names: Vec<String> = (self.records.containers().await?)
+            .into_iter()
+            .filter_map(|stored| self.accounts.name_in(account, &stored))
+            .filter(|name| name.starts_with(&options.prefix))
+            .filter(|name| options.marker.as_ref().is_none_or(|m| name > m))
+            .collect();
+        names.sort();
+        let next_marker =
+            (names.len() > options.max_results).then(|| names[options.max_results - 1].clone());
+        names.truncate(options.max_results);
+        let mut page = Vec::with_capacity(names.len());
+        for name in names {
+            let key = Key::Container(self.accounts.stored(account, &name));
+            // Deleted meanwhile: not listed.
+            if let Some(record) = self.records.get(&key).await? {
+                page.push((name, record.as_ref().clone()));
+            }
+        }
+        let xml = crate::listing::containers_results(
+            endpoint,
+            options,
+            &page,
+            next_marker.as_deref(),
+            now,
+        );
+        let mut out = HeaderMap::new();
+        out.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/xml"),
+        );
+        let mut response = answer(StatusCode::OK, out);
+        *response.body_mut() = ResponseBody::full(xml);
+        Ok(response)
+    }
+}
