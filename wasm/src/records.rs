@@ -85,7 +85,11 @@ enum Call {
         generation: u64,
     },
     /// The blobs whose names start with `prefix`, in name order.
-    List { prefix: String },
+    List {
+        prefix: String,
+        from: String,
+        limit: usize,
+    },
     /// In the index object: note that this container exists (or may soon).
     Index { container: String },
     /// In the index object: forget this container.
@@ -204,9 +208,13 @@ impl Records for DurableRecords {
         &self,
         container: &str,
         prefix: &str,
+        from: &str,
+        limit: usize,
     ) -> impl Future<Output = Result<Vec<(String, Record)>, StoreError>> + Send {
         let call = Call::List {
             prefix: prefix.to_owned(),
+            from: from.to_owned(),
+            limit,
         };
         SendFuture::new(async move {
             match self.call(container, &call).await? {
@@ -249,12 +257,20 @@ impl ContainerRecords {
         json.as_deref().map(decode).transpose()
     }
 
-    async fn scan(&self, prefix: &str) -> worker::Result<Vec<(String, Record)>> {
-        let found = self
-            .state
-            .storage()
-            .list_with_options(ListOptions::new().prefix(prefix))
-            .await?;
+    /// The blob records whose keys start with `prefix`, from `start` on, in key order, at
+    /// most `limit` (storage lists keys in order).
+    async fn scan(
+        &self,
+        prefix: &str,
+        start: &str,
+        limit: Option<usize>,
+    ) -> worker::Result<Vec<(String, Record)>> {
+        let options = ListOptions::new().prefix(prefix).start(start);
+        let options = match limit {
+            Some(limit) => options.limit(limit),
+            None => options,
+        };
+        let found = self.state.storage().list_with_options(options).await?;
         let mut out = Vec::with_capacity(found.size() as usize);
         for entry in found.entries() {
             let pair = js_sys::Array::from(&entry?);
@@ -305,15 +321,24 @@ impl ContainerRecords {
                         Ok(Reply::Deleted(Vec::new()))
                     }
                     Some(_) => {
-                        let blobs = self.scan(BLOBS).await?;
+                        let blobs = self.scan(BLOBS, BLOBS, None).await?;
                         storage.delete_all().await?;
                         Ok(Reply::Deleted(blobs.into_iter().map(|(_, r)| r).collect()))
                     }
                 }
             }
-            Call::List { prefix } => {
-                Ok(Reply::Listed(self.scan(&format!("{BLOBS}{prefix}")).await?))
-            }
+            Call::List {
+                prefix,
+                from,
+                limit,
+            } => Ok(Reply::Listed(
+                self.scan(
+                    &format!("{BLOBS}{prefix}"),
+                    &format!("{BLOBS}{}", from.max(prefix.clone())),
+                    Some(limit),
+                )
+                .await?,
+            )),
             Call::Index { container } => {
                 storage.put(&format!("{NAMES}{container}"), true).await?;
                 Ok(Reply::Done)

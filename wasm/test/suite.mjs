@@ -126,7 +126,9 @@ export function suite(name, start) {
           // A lease action with a misspelt comp.
           [`${path}?Comp=lease`, { raw: true, "x-ms-lease-action": "acquire", "x-ms-lease-duration": "15" }, [400, "MissingRequiredHeader"]],
           [`${path}?comp=Lease`, { "x-ms-lease-action": "acquire" }, [400, "InvalidQueryParameterValue"]],
-          [`${path}?comp=blocklist`, {}, [400, "InvalidQueryParameterValue"]],
+          // Put Block List with no list: refused, not an empty blob.
+          [`${path}?comp=blocklist`, {}, [400, "InvalidXmlDocument"]],
+          [`${path}?comp=block`, {}, [400, "InvalidQueryParameterValue"]],
           // restype names container operations only.
           [`${path}?restype=container`, {}, [400, "InvalidQueryParameterValue"]],
           [path, { "x-ms-blob-type": "PageBlob" }, [400, "InvalidHeaderValue"]],

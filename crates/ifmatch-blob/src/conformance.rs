@@ -156,15 +156,28 @@ pub async fn records<R: Records>(store: &R) {
             .await
             .unwrap();
     }
-    let names: Vec<String> = store
-        .list("conformance", "dir/")
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|(n, _)| n)
-        .collect();
+    let names = list(store, "dir/", "", 100).await;
     assert_eq!(names, ["dir/a", "dir/b", "dir/c"]);
-    assert_eq!(store.list("conformance", "").await.unwrap().len(), 5);
+    assert_eq!(
+        list(store, "", "", 100).await,
+        ["dir", "dir/a", "dir/b", "dir/c", "other"]
+    );
+    // A scan starts at `from` (inclusive), within the prefix, and stops at `limit`.
+    assert_eq!(list(store, "dir/", "dir/b", 100).await, ["dir/b", "dir/c"]);
+    assert_eq!(list(store, "dir/", "dir/a\0", 1).await, ["dir/b"]);
+    assert_eq!(list(store, "", "dir/", 2).await, ["dir/a", "dir/b"]);
+    assert_eq!(list(store, "dir/", "", 2).await, ["dir/a", "dir/b"]);
+    assert_eq!(list(store, "", "dir0", 100).await, ["other"]);
+    assert!(list(store, "", "p", 100).await.is_empty());
+    // Scans after a listing see later puts and deletes.
+    let d = blob("conformance", "dir/d");
+    store
+        .put(&d, &record("dir/d", 1), PutMode::Create)
+        .await
+        .unwrap();
+    assert_eq!(list(store, "dir/", "dir/c", 100).await, ["dir/c", "dir/d"]);
+    store.delete(&d, 1).await.unwrap();
+    assert_eq!(list(store, "dir/", "dir/c", 100).await, ["dir/c"]);
 
     // Deletes check the generation.
     let b = blob("conformance", "dir/b");
@@ -211,8 +224,17 @@ pub async fn records<R: Records>(store: &R) {
         .put(&c, &container_record(20), PutMode::Create)
         .await
         .unwrap();
-    assert!(store.list("conformance", "").await.unwrap().is_empty());
+    assert!(list(store, "", "", 100).await.is_empty());
     assert!(store.get(&a).await.unwrap().is_none());
+}
+
+/// The names a scan of the conformance container finds.
+async fn list<R: Records>(store: &R, prefix: &str, from: &str, limit: usize) -> Vec<String> {
+    let scanned = store
+        .list("conformance", prefix, from, limit)
+        .await
+        .unwrap();
+    scanned.into_iter().map(|(name, _)| name).collect()
 }
 
 /// The contract of [`Objects`]: staging hashes and counts what streamed in, reads return the

@@ -13,58 +13,115 @@ use crate::Record;
 use crate::operation::ListOptions;
 
 /// One entry of a page: a blob, or the prefix that stands for every name under it.
-pub(crate) enum Entry<'a> {
-    Blob(&'a str, &'a Record),
+pub(crate) enum Entry {
+    Blob(String, Box<Record>),
     Prefix(String),
 }
 
-/// One page of `names` (sorted, already filtered by the prefix), and the marker of the next
-/// page when there is one. With a delimiter, the names that go on past the prefix through it
-/// count once, as their `BlobPrefix`; a marker that is such a prefix skips everything under it.
-pub(crate) fn page<'a>(
-    names: &'a [(String, Record)],
-    options: &ListOptions,
-) -> (Vec<Entry<'a>>, Option<String>) {
-    let mut entries: Vec<Entry<'a>> = Vec::new();
-    for (name, record) in names {
-        if let Some(marker) = &options.marker {
-            let under_marker = options
-                .delimiter
-                .as_deref()
-                .is_some_and(|d| marker.ends_with(d) && name.starts_with(marker.as_str()));
-            if name <= marker || under_marker {
+/// One page of List Blobs, built from scans of the backend in name order, so that a page
+/// costs about the page, not the container: [`Pager::from`] says where the next scan starts,
+/// [`Pager::take`] takes what it found. With a delimiter, the names that go on past the prefix
+/// through it count once, as their `BlobPrefix`, and the next scan starts past all of them; a
+/// marker that is such a prefix skips everything under it.
+pub(crate) struct Pager<'o> {
+    options: &'o ListOptions,
+    entries: Vec<Entry>,
+    from: Option<String>,
+    next_marker: Option<String>,
+}
+
+impl<'o> Pager<'o> {
+    pub(crate) fn new(options: &'o ListOptions) -> Self {
+        let from = match (&options.marker, options.delimiter.as_deref()) {
+            (Some(marker), Some(d)) if marker.ends_with(d) => past(marker),
+            (Some(marker), _) => Some(format!("{marker}\0")),
+            (None, _) => Some(String::new()),
+        };
+        let from = from.map(|from| from.max(options.prefix.clone()));
+        Self {
+            options,
+            entries: Vec::new(),
+            from,
+            next_marker: None,
+        }
+    }
+
+    /// Where the next scan starts (names at or after it), and how many names it should
+    /// bring; `None` when the page is complete.
+    pub(crate) fn from(&self) -> Option<(&str, usize)> {
+        let want = self.options.max_results + 1 - self.entries.len();
+        self.from.as_deref().map(|from| (from, want))
+    }
+
+    /// Takes a scan's names (in order, starting at [`Pager::from`]; fewer than asked for
+    /// only when no more follow).
+    pub(crate) fn take(&mut self, scanned: Vec<(String, Record)>, asked: usize) {
+        let exhausted = scanned.len() < asked;
+        let options = self.options;
+        let mut last = None;
+        for (name, record) in scanned {
+            last = Some(name.clone());
+            if let Some(Entry::Prefix(prefix)) = self.entries.last()
+                && name.starts_with(prefix.as_str())
+            {
                 continue;
             }
-        }
-        let rolled = options.delimiter.as_deref().and_then(|delimiter| {
-            let rest = name.get(options.prefix.len()..)?;
-            let at = rest.find(delimiter)?;
-            Some(format!(
-                "{}{}",
-                options.prefix,
-                &rest[..at + delimiter.len()]
-            ))
-        });
-        let entry = match rolled {
-            Some(prefix) => {
-                if matches!(entries.last(), Some(Entry::Prefix(last)) if *last == prefix) {
-                    continue;
-                }
-                Entry::Prefix(prefix)
+            // Blobs with staged blocks and no content yet, only when asked for.
+            if record.content.is_none() && !options.uncommitted {
+                continue;
             }
-            None => Entry::Blob(name, record),
-        };
-        if entries.len() == options.max_results {
-            let last = match entries.last() {
-                Some(Entry::Blob(name, _)) => (*name).to_owned(),
-                Some(Entry::Prefix(prefix)) => prefix.clone(),
-                None => unreachable!("a full page has a last entry"),
+            let rolled = options.delimiter.as_deref().and_then(|delimiter| {
+                let rest = name.get(options.prefix.len()..)?;
+                let at = rest.find(delimiter)?;
+                Some(format!(
+                    "{}{}",
+                    options.prefix,
+                    &rest[..at + delimiter.len()]
+                ))
+            });
+            let entry = match rolled {
+                Some(prefix) => Entry::Prefix(prefix),
+                None => Entry::Blob(name, Box::new(record)),
             };
-            return (entries, Some(last));
+            if self.entries.len() == options.max_results {
+                self.next_marker = Some(match self.entries.last() {
+                    Some(Entry::Blob(name, _)) => name.clone(),
+                    Some(Entry::Prefix(prefix)) => prefix.clone(),
+                    None => unreachable!("a full page has a last entry"),
+                });
+                self.from = None;
+                return;
+            }
+            self.entries.push(entry);
         }
-        entries.push(entry);
+        self.from = match (exhausted, last) {
+            (true, _) | (_, None) => None,
+            (false, Some(last)) => match self.entries.last() {
+                // Past every name under the prefix just rolled up.
+                Some(Entry::Prefix(prefix)) if last.starts_with(prefix.as_str()) => past(prefix),
+                _ => Some(format!("{last}\0")),
+            },
+        };
     }
-    (entries, None)
+
+    /// The page, and the marker of the next one when there is one.
+    pub(crate) fn finish(self) -> (Vec<Entry>, Option<String>) {
+        (self.entries, self.next_marker)
+    }
+}
+
+/// The least string greater than every string that starts with `prefix`; `None` if there is
+/// none.
+fn past(prefix: &str) -> Option<String> {
+    let mut chars: Vec<char> = prefix.chars().collect();
+    while let Some(last) = chars.pop() {
+        let next = (u32::from(last) + 1..=u32::from(char::MAX)).find_map(char::from_u32);
+        if let Some(next) = next {
+            chars.push(next);
+            return Some(chars.into_iter().collect());
+        }
+    }
+    None
 }
 
 fn metadata_xml(xml: &mut String, metadata: &BTreeMap<String, String>) {
@@ -142,7 +199,7 @@ pub(crate) fn containers_results(
 pub(crate) fn enumeration_results(
     container: &str,
     options: &ListOptions,
-    entries: &[Entry<'_>],
+    entries: &[Entry],
     next_marker: Option<&str>,
     now: SystemTime,
 ) -> String {
@@ -230,25 +287,50 @@ mod tests {
     use super::*;
     use ifmatch_core::strong_etag;
 
+    /// Blob records under `names`, each with content.
     fn names(list: &[&str]) -> Vec<(String, Record)> {
         list.iter()
             .map(|n| {
-                (
-                    (*n).to_owned(),
-                    Record::container(strong_etag(n.as_bytes()), SystemTime::UNIX_EPOCH),
-                )
+                let content = crate::Content::new(String::new(), 0, None);
+                let record =
+                    Record::blob(strong_etag(n.as_bytes()), SystemTime::UNIX_EPOCH, content);
+                ((*n).to_owned(), record)
             })
             .collect()
     }
 
-    fn shown(entries: &[Entry<'_>]) -> Vec<String> {
+    fn shown(entries: &[Entry]) -> Vec<String> {
         entries
             .iter()
             .map(|e| match e {
-                Entry::Blob(name, _) => (*name).to_owned(),
+                Entry::Blob(name, _) => name.clone(),
                 Entry::Prefix(prefix) => format!("{prefix}*"),
             })
             .collect()
+    }
+
+    /// Every page of `all` as a backend would serve its scans, and how many scans it took.
+    fn pages(all: &[(String, Record)], mut options: ListOptions) -> (Vec<Vec<String>>, usize) {
+        let mut out = Vec::new();
+        let mut scans = 0;
+        loop {
+            let mut pager = Pager::new(&options);
+            while let Some((from, want)) = pager.from() {
+                let scanned: Vec<_> = (all.iter())
+                    .filter(|(n, _)| n.as_str() >= from && n.starts_with(&options.prefix))
+                    .take(want)
+                    .cloned()
+                    .collect();
+                scans += 1;
+                pager.take(scanned, want);
+            }
+            let (entries, next) = pager.finish();
+            out.push(shown(&entries));
+            match next {
+                Some(marker) => options.marker = Some(marker),
+                None => return (out, scans),
+            }
+        }
     }
 
     #[test]
@@ -261,23 +343,14 @@ mod tests {
             "dir2/e.txt",
             "z.txt",
         ]);
-        let mut options = ListOptions {
+        let options = ListOptions {
             max_results: 2,
             delimiter: Some("/".into()),
             ..ListOptions::default()
         };
-        let mut pages = Vec::new();
-        loop {
-            let (entries, next) = page(&all, &options);
-            pages.push(shown(&entries));
-            match next {
-                Some(marker) => options.marker = Some(marker),
-                None => break,
-            }
-        }
-        assert_eq!(pages, [vec!["a.txt", "dir1/*"], vec!["dir2/*", "z.txt"]]);
+        let (top, _) = pages(&all, options);
+        assert_eq!(top, [vec!["a.txt", "dir1/*"], vec!["dir2/*", "z.txt"]]);
 
-        let under = names(&["dir1/b.txt", "dir1/c.txt", "dir1/sub/d.txt"]);
         let options = ListOptions {
             prefix: "dir1/".into(),
             max_results: 10,
@@ -285,8 +358,60 @@ mod tests {
             ..ListOptions::default()
         };
         assert_eq!(
-            shown(&page(&under, &options).0),
-            ["dir1/b.txt", "dir1/c.txt", "dir1/sub/*"]
+            pages(&all, options).0,
+            [vec!["dir1/b.txt", "dir1/c.txt", "dir1/sub/*"]]
         );
+        let options = ListOptions {
+            max_results: 4,
+            ..ListOptions::default()
+        };
+        let (flat, _) = pages(&all, options);
+        assert_eq!(
+            flat.concat(),
+            shown(
+                &all.iter()
+                    .map(|(n, r)| Entry::Blob(n.clone(), Box::new(r.clone())))
+                    .collect::<Vec<_>>()
+            )
+        );
+        assert_eq!(flat.len(), 2);
+    }
+
+    #[test]
+    fn a_page_costs_the_page_not_the_container() {
+        // 10,000 names under one directory and a few around it: a page of the top level
+        // jumps over the directory in one scan, a flat page reads one page of names.
+        let mut list: Vec<String> = (0..10_000).map(|i| format!("big/{i:05}")).collect();
+        list.extend(["a".into(), "c".into(), "d/x".into()]);
+        list.sort();
+        let all = names(&list.iter().map(String::as_str).collect::<Vec<_>>());
+        let options = ListOptions {
+            max_results: 10,
+            delimiter: Some("/".into()),
+            ..ListOptions::default()
+        };
+        let (pages_, scans) = pages(&all, options);
+        assert_eq!(pages_, [vec!["a", "big/*", "c", "d/*"]]);
+        assert!(scans <= 4, "{scans} scans");
+        let options = ListOptions {
+            max_results: 100,
+            ..ListOptions::default()
+        };
+        let mut pager = Pager::new(&options);
+        let (_, want) = pager.from().unwrap();
+        assert_eq!(want, 101, "one page and one name to know there is more");
+        let scanned = all[..want].to_vec();
+        pager.take(scanned, want);
+        assert!(pager.from().is_none());
+        assert_eq!(pager.finish().1.as_deref(), Some("big/00098"));
+    }
+
+    #[test]
+    fn past_is_the_least_string_after_a_prefix() {
+        assert_eq!(past("dir/").as_deref(), Some("dir0"));
+        assert_eq!(past("a").as_deref(), Some("b"));
+        assert_eq!(past("a\u{D7FF}").as_deref(), Some("a\u{E000}"));
+        assert_eq!(past("a\u{10FFFF}").as_deref(), Some("b"));
+        assert_eq!(past(""), None);
     }
 }

@@ -90,13 +90,17 @@ impl Records for MemoryRecords {
         &self,
         container: &str,
         prefix: &str,
+        from: &str,
+        limit: usize,
     ) -> Result<Vec<(String, Record)>, StoreError> {
         let map = self.lock();
         let blobs = map.get(container).map(|c| &c.blobs);
+        let start = from.max(prefix).to_owned();
         Ok(blobs
             .into_iter()
-            .flat_map(|b| b.range(prefix.to_owned()..))
+            .flat_map(|b| b.range(start.clone()..))
             .take_while(|(name, _)| name.starts_with(prefix))
+            .take(limit)
             .map(|(name, record)| (name.clone(), record.clone()))
             .collect())
     }

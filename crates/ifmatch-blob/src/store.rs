@@ -166,11 +166,16 @@ pub trait Records: Send + Sync + 'static {
         generation: u64,
     ) -> impl Future<Output = Result<Vec<Record>, StoreError>> + Send;
 
-    /// The blob records of a container whose names start with `prefix`, sorted by name.
+    /// A scan of a container's blob records in name order: those whose names start with
+    /// `prefix` and are not less than `from`, at most `limit` of them. Fewer than `limit` only
+    /// when no more follow. The front builds its pages (markers, delimiters) from such scans,
+    /// so a backend keeps its records ordered by name and a scan costs what it returns.
     fn list(
         &self,
         container: &str,
         prefix: &str,
+        from: &str,
+        limit: usize,
     ) -> impl Future<Output = Result<Vec<(String, Record)>, StoreError>> + Send;
 
     /// The names of every container, in any order: what the orphan sweep walks. A backend
@@ -271,8 +276,10 @@ impl<T: Records> Records for Arc<T> {
         &self,
         container: &str,
         prefix: &str,
+        from: &str,
+        limit: usize,
     ) -> impl Future<Output = Result<Vec<(String, Record)>, StoreError>> + Send {
-        T::list(self, container, prefix)
+        T::list(self, container, prefix, from, limit)
     }
 
     fn containers(&self) -> impl Future<Output = Result<Vec<String>, StoreError>> + Send {

@@ -77,7 +77,7 @@ return out
 /// container's blob keys. Answers name, record, name, record...
 const LIST: &str = r"
 local out = {}
-for _, name in ipairs(redis.call('ZRANGEBYLEX', KEYS[1], ARGV[1], ARGV[2])) do
+for _, name in ipairs(redis.call('ZRANGEBYLEX', KEYS[1], ARGV[1], ARGV[2], 'LIMIT', 0, ARGV[4])) do
   local record = redis.call('HGET', ARGV[3] .. name, 'r')
   if record then
     table.insert(out, name)
@@ -212,16 +212,15 @@ impl Records for RedisRecords {
         &self,
         container: &str,
         prefix: &str,
+        from: &str,
+        limit: usize,
     ) -> Result<Vec<(String, Record)>, StoreError> {
-        // Names are UTF-8, whose bytes never reach 0xFF: [prefix .. [prefix\xFF holds exactly
-        // the names that start with the prefix.
-        let (min, max) = if prefix.is_empty() {
-            (b"-".to_vec(), b"+".to_vec())
-        } else {
-            let min = [b"[", prefix.as_bytes()].concat();
-            let max = [b"[", prefix.as_bytes(), b"\xff"].concat();
-            (min, max)
-        };
+        // Names are UTF-8, whose bytes never reach 0xFF: [start .. [prefix\xFF holds exactly
+        // the names that start with the prefix and are not less than `from`. The script reads
+        // the index and the records in one step: every name it finds has its record.
+        let start = from.max(prefix);
+        let min = [b"[", start.as_bytes()].concat();
+        let max = [b"[", prefix.as_bytes(), b"\xff"].concat();
         let mut connection = self.connection.clone();
         let answer: Vec<Vec<u8>> = self
             .scripts
@@ -230,6 +229,7 @@ impl Records for RedisRecords {
             .arg(min)
             .arg(max)
             .arg(self.blob_prefix(container))
+            .arg(limit)
             .invoke_async(&mut connection)
             .await
             .map_err(unavailable)?;

@@ -14,11 +14,14 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             .get(&key)
             .await?
             .ok_or(ErrorCode::ContainerNotFound)?;
-        let mut blobs = self.records.list(container, &options.prefix).await?;
-        // Blobs with staged blocks and no content yet, only when asked for.
-        blobs.retain(|(_, record)| options.uncommitted || record.content.is_some());
-        blobs.sort_by(|a, b| a.0.cmp(&b.0));
-        let (entries, next_marker) = crate::listing::page(&blobs, options);
+        let mut pager = crate::listing::Pager::new(options);
+        while let Some((from, limit)) = pager.from() {
+            let scanned = (self.records)
+                .list(container, &options.prefix, from, limit)
+                .await?;
+            pager.take(scanned, limit);
+        }
+        let (entries, next_marker) = pager.finish();
         let xml = crate::listing::enumeration_results(
             container,
             options,
@@ -35,6 +38,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         *response.body_mut() = ResponseBody::full(xml);
         Ok(response)
     }
+
     /// List Containers: the account's containers, by name, a page at a time.
     pub(super) async fn list_containers(
         &self,

@@ -543,7 +543,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         }
         let mut named = std::collections::HashSet::new();
         for container in self.records.containers().await? {
-            match self.records.list(&container, "").await {
+            match self.all_blobs(&container).await {
                 Ok(blobs) => named.extend(
                     (blobs.iter()).flat_map(|(_, record)| record.objects().map(str::to_owned)),
                 ),
@@ -559,6 +559,26 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         Ok(swept)
     }
 
+    /// Every blob record of a container, scanned a thousand at a time.
+    async fn all_blobs(
+        &self,
+        container: &str,
+    ) -> std::result::Result<Vec<(String, Record)>, StoreError> {
+        const SCAN: usize = 1000;
+        let mut out: Vec<(String, Record)> = Vec::new();
+        loop {
+            let from = out
+                .last()
+                .map_or(String::new(), |(name, _)| format!("{name}\0"));
+            let scanned = self.records.list(container, "", &from, SCAN).await?;
+            let done = scanned.len() < SCAN;
+            out.extend(scanned);
+            if done {
+                return Ok(out);
+            }
+        }
+    }
+
     /// Drops the blocks staged more than a week ago and never committed (the dialect's rule),
     /// and a blob record left with nothing; discards their objects. Answers how many.
     async fn expire_blocks(&self) -> std::result::Result<usize, StoreError> {
@@ -568,7 +588,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let fresh = |b: &crate::Block| b.staged > limit;
         let mut expired = 0;
         for container in self.records.containers().await? {
-            let blobs = match self.records.list(&container, "").await {
+            let blobs = match self.all_blobs(&container).await {
                 Ok(blobs) => blobs,
                 Err(StoreError::ContainerNotFound) => continue,
                 Err(e) => return Err(e),
@@ -798,8 +818,10 @@ mod tests {
             &self,
             container: &str,
             prefix: &str,
+            from: &str,
+            limit: usize,
         ) -> Result<Vec<(String, Record)>, StoreError> {
-            self.inner.list(container, prefix).await
+            self.inner.list(container, prefix, from, limit).await
         }
     }
 

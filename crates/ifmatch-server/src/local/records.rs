@@ -1,5 +1,6 @@
 //! Records as JSON files, with a compare-and-swap per key and a moka cache in front.
 
+use std::collections::{BTreeSet, HashMap};
 use std::fs;
 use std::hash::{BuildHasher, Hash};
 use std::io;
@@ -37,6 +38,11 @@ struct Inner {
     keys: Box<[Mutex<()>]>,
     containers: Box<[RwLock<()>]>,
     hasher: std::hash::RandomState,
+    /// Each listed container's blob names in order, so a scan reads only the records it
+    /// returns: built from the container's files the first time it is listed (with its blob
+    /// writes held off), then kept by every put and delete (this process is the only writer).
+    /// Costs the names' memory, for the containers that were listed.
+    names: Mutex<HashMap<String, BTreeSet<String>>>,
 }
 
 impl LocalRecords {
@@ -49,6 +55,7 @@ impl LocalRecords {
             keys: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             containers: (0..STRIPES).map(|_| RwLock::new(())).collect(),
             hasher: std::hash::RandomState::new(),
+            names: Mutex::new(HashMap::new()),
         };
         Self {
             inner: Arc::new(inner),
@@ -120,7 +127,16 @@ impl Inner {
         written?;
         self.cache
             .insert(self.cache_key(key), Arc::new(record.clone()));
+        if let Key::Blob(c, name) = key
+            && let Some(names) = self.names().get_mut(c)
+        {
+            names.insert(name.clone());
+        }
         Ok(())
+    }
+
+    fn names(&self) -> MutexGuard<'_, HashMap<String, BTreeSet<String>>> {
+        self.names.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn delete_blocking(&self, key: &Key, generation: u64) -> Result<Vec<Record>, StoreError> {
@@ -138,6 +154,11 @@ impl Inner {
                 let path = self.dir.record_path(key);
                 fs::remove_file(&path)?;
                 self.cache.invalidate(&self.cache_key(key));
+                if let Key::Blob(c, name) = key
+                    && let Some(names) = self.names().get_mut(c)
+                {
+                    names.remove(name);
+                }
                 sync_dir(path.parent().expect("records live in a directory"))
                     .map_err(|e| StoreError::Unavailable(Box::new(e)))?;
                 Ok(vec![])
@@ -148,6 +169,7 @@ impl Inner {
                 let trash = self.dir.tmp_path();
                 fs::rename(self.dir.container_dir(c), &trash)?;
                 self.epoch.fetch_add(1, Ordering::AcqRel);
+                self.names().remove(c);
                 sync_dir(&self.dir.containers_dir())
                     .map_err(|e| StoreError::Unavailable(Box::new(e)))?;
                 let mut removed = Vec::new();
@@ -173,26 +195,76 @@ impl Inner {
         &self,
         container: &str,
         prefix: &str,
+        from: &str,
+        limit: usize,
     ) -> Result<Vec<(String, Record)>, StoreError> {
-        let blobs = self.dir.container_dir(container).join("blobs");
-        let entries = match fs::read_dir(&blobs) {
+        self.index(container)?;
+        let mut start = from.max(prefix).to_owned();
+        let mut out = Vec::new();
+        loop {
+            let want = limit - out.len();
+            let names: Vec<String> = match self.names().get(container) {
+                Some(names) => (names.range(start.clone()..))
+                    .take_while(|name| name.starts_with(prefix))
+                    .take(want)
+                    .cloned()
+                    .collect(),
+                // Deleted meanwhile.
+                None => return Err(StoreError::ContainerNotFound),
+            };
+            let scanned = names.len();
+            if let Some(last) = names.last() {
+                start = format!("{last}\0");
+            }
+            for name in names {
+                let key = Key::Blob(container.to_owned(), name);
+                let _key = self.key_lock(&key);
+                // A record deleted since is not listed; the scan goes on to fill the page.
+                if let Some(record) = self.load(&key)?
+                    && let Key::Blob(_, name) = key
+                {
+                    out.push((name, record.as_ref().clone()));
+                }
+            }
+            if scanned < want || out.len() == limit {
+                return Ok(out);
+            }
+        }
+    }
+
+    /// Builds `container`'s index of names if it has none yet: reads every record file, with
+    /// the container's blob writes held off meanwhile.
+    fn index(&self, container: &str) -> Result<(), StoreError> {
+        if self.names().contains_key(container) {
+            return Ok(());
+        }
+        let lock = &self.containers[self.stripe_of(container)];
+        let _exclusive = lock.write().unwrap_or_else(|p| p.into_inner());
+        if self.names().contains_key(container) {
+            return Ok(());
+        }
+        let entries = match fs::read_dir(self.dir.container_dir(container).join("blobs")) {
             Ok(entries) => entries,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 return Err(StoreError::ContainerNotFound);
             }
             Err(e) => return Err(e.into()),
         };
-        let mut out = Vec::new();
+        if !self
+            .dir
+            .record_path(&Key::Container(container.to_owned()))
+            .exists()
+        {
+            return Err(StoreError::ContainerNotFound);
+        }
+        let mut names = BTreeSet::new();
         for entry in entries {
-            // A record deleted while we list is simply not listed.
-            if let Some(file) = read_json::<BlobFile>(&entry?.path())?
-                && file.name.starts_with(prefix)
-            {
-                out.push((file.name, file.record));
+            if let Some(file) = read_json::<BlobFile>(&entry?.path())? {
+                names.insert(file.name);
             }
         }
-        out.sort_by(|a, b| a.0.cmp(&b.0));
-        Ok(out)
+        self.names().insert(container.to_owned(), names);
+        Ok(())
     }
 
     fn containers_blocking(&self) -> Result<Vec<String>, StoreError> {
@@ -235,10 +307,12 @@ impl Records for LocalRecords {
         &self,
         container: &str,
         prefix: &str,
+        from: &str,
+        limit: usize,
     ) -> Result<Vec<(String, Record)>, StoreError> {
-        let (this, container, prefix) =
-            (self.inner.clone(), container.to_owned(), prefix.to_owned());
-        blocking(move || this.list_blocking(&container, &prefix)).await
+        let this = self.inner.clone();
+        let (container, prefix, from) = (container.to_owned(), prefix.to_owned(), from.to_owned());
+        blocking(move || this.list_blocking(&container, &prefix, &from, limit)).await
     }
 
     async fn containers(&self) -> Result<Vec<String>, StoreError> {
