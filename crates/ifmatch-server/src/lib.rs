@@ -12,6 +12,7 @@
 //! ```
 
 mod accept;
+pub mod bucket;
 pub mod local;
 pub mod proxy;
 
@@ -31,6 +32,7 @@ use tokio::net::TcpListener;
 
 pub use crate::accept::{Limits, raise_descriptor_limit};
 use crate::accept::{RequestBody, serve_with};
+use crate::bucket::BucketObjects;
 use crate::local::{DataDir, LocalObjects, LocalRecords};
 
 /// The clock and the randomness of the operating system.
@@ -139,19 +141,28 @@ pub fn open_with_env<E: Env>(
 ) -> io::Result<Served<LocalRecords, LocalObjects, E>> {
     let dir = DataDir::open(data)?;
     let records = LocalRecords::new(dir.clone(), options.cache_capacity);
-    let front = Front::new(
-        records,
-        LocalObjects::new(dir.clone(), options.cache_bytes),
-        env,
-    )
-    .with_max_body(options.max_body)
-    .with_accounts(options.accounts.clone())
-    .with_anonymous_access(options.anonymous);
-    Ok(Served {
-        front: Arc::new(front),
-        dir,
-        first_sweep: Duration::ZERO,
-    })
+    let objects = LocalObjects::new(dir.clone(), options.cache_bytes);
+    Ok(served(records, objects, env, dir, &options, Duration::ZERO))
+}
+
+/// Opens the object store `--store` names (see [`BucketObjects::open`]).
+pub fn open_store(url: &str, options: &Options) -> io::Result<BucketObjects> {
+    BucketObjects::open(url, options.cache_bytes)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
+}
+
+/// [`open`] with the blob bytes in an object store: records, leases and local state in
+/// `data`, bytes in `store`. Orphans are swept only once [`Options::orphan_age`] old, since
+/// the store may be shared.
+pub fn open_with_store(
+    data: impl Into<PathBuf>,
+    options: Options,
+    store: BucketObjects,
+) -> io::Result<Served<LocalRecords, BucketObjects, SystemEnv>> {
+    let dir = DataDir::open(data)?;
+    let records = LocalRecords::new(dir.clone(), options.cache_capacity);
+    let age = options.orphan_age;
+    Ok(served(records, store, SystemEnv, dir, &options, age))
 }
 
 /// The front of the distributed mode: records and leases in Redis, bytes on a shared disk.
@@ -165,26 +176,54 @@ pub async fn open_redis(
     backend: &str,
 ) -> io::Result<Served<ifmatch_redis::RedisRecords, LocalObjects, SystemEnv>> {
     let dir = DataDir::open_shared(data, options.orphan_age)?;
+    let records = redis_records(backend).await?;
+    let objects = LocalObjects::new(dir.clone(), options.cache_bytes);
+    let age = options.orphan_age;
+    Ok(served(records, objects, SystemEnv, dir, &options, age))
+}
+
+/// The distributed mode with nothing shared but Redis and an object store: records and
+/// leases in the Redis at `backend`, blob bytes in `store`, and `data` for this instance's
+/// local state alone (never shared).
+pub async fn open_redis_with_store(
+    data: impl Into<PathBuf>,
+    options: Options,
+    backend: &str,
+    store: BucketObjects,
+) -> io::Result<Served<ifmatch_redis::RedisRecords, BucketObjects, SystemEnv>> {
+    let dir = DataDir::open(data)?;
+    let records = redis_records(backend).await?;
+    let age = options.orphan_age;
+    Ok(served(records, store, SystemEnv, dir, &options, age))
+}
+
+async fn redis_records(backend: &str) -> io::Result<ifmatch_redis::RedisRecords> {
     let connection = ifmatch_redis::connect(backend).await.map_err(|e| {
         io::Error::new(
             io::ErrorKind::ConnectionRefused,
             format!("connecting to {backend}: {e}"),
         )
     })?;
-    let records = ifmatch_redis::RedisRecords::new(connection, "ifmatch:");
-    let front = Front::new(
-        records,
-        LocalObjects::new(dir.clone(), options.cache_bytes),
-        SystemEnv,
-    )
-    .with_max_body(options.max_body)
-    .with_accounts(options.accounts.clone())
-    .with_anonymous_access(options.anonymous);
-    Ok(Served {
+    Ok(ifmatch_redis::RedisRecords::new(connection, "ifmatch:"))
+}
+
+fn served<R: Records, O: Objects, E: Env>(
+    records: R,
+    objects: O,
+    env: E,
+    dir: Arc<DataDir>,
+    options: &Options,
+    first_sweep: Duration,
+) -> Served<R, O, E> {
+    let front = Front::new(records, objects, env)
+        .with_max_body(options.max_body)
+        .with_accounts(options.accounts.clone())
+        .with_anonymous_access(options.anonymous);
+    Served {
         front: Arc::new(front),
         dir,
-        first_sweep: options.orphan_age,
-    })
+        first_sweep,
+    }
 }
 
 /// Discards the objects older than `age` that no record names, and the temporary files older

@@ -24,7 +24,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve the blob front: the Azure Blob REST dialect (containers, blobs, conditional
-    /// headers, leases) over the local disk.
+    /// headers, leases) over the local disk, or Redis and an object store.
     Serve(Serve),
     /// Put the conditional layer in front of any HTTP origin: strong ETags, 304s from the
     /// cache without reaching the origin, atomic If-Match / If-Unmodified-Since /
@@ -157,10 +157,18 @@ struct Serve {
     #[arg(long, env = "IFMATCH_MAX_BODY", default_value_t = DEFAULT_MAX_BODY)]
     max_body: u64,
     /// Share records, leases and write ordering with other instances through Redis
-    /// (`redis://HOST:PORT/DB`); blob bytes stay under --data, which they all must share.
-    /// Without it, everything is in the data directory, for this one server.
+    /// (`redis://HOST:PORT/DB`); blob bytes stay under --data, which they all must share,
+    /// unless --store puts them in an object store. Without it, records are in the data
+    /// directory, for this one server.
     #[arg(long, env = "IFMATCH_BACKEND")]
     backend: Option<String>,
+    /// Keep blob bytes in an object store: `s3://bucket/prefix`, `az://container/prefix`,
+    /// `gs://bucket/prefix`, `file:///path`, `memory://`. Credentials and endpoints from the
+    /// store's usual variables (`AWS_ENDPOINT`, `AWS_ALLOW_HTTP`, `AWS_ACCESS_KEY_ID`, ...,
+    /// `AZURE_STORAGE_*`, `GOOGLE_*`). With --backend, --data then holds only this
+    /// instance's own state, never shared.
+    #[arg(long, env = "IFMATCH_STORE")]
+    store: Option<String>,
     /// How many blob and container records the metadata cache holds.
     #[arg(long, env = "IFMATCH_CACHE_CAPACITY", default_value_t = 100_000)]
     cache_capacity: u64,
@@ -261,20 +269,45 @@ async fn serve(args: Serve) -> anyhow::Result<()> {
         );
     }
     let data = args.data.display();
-    match &args.backend {
-        None => {
+    let store = match &args.store {
+        Some(url) => Some(
+            ifmatch_server::open_store(url, &options).with_context(|| format!("--store {url}"))?,
+        ),
+        None => None,
+    };
+    let with = |what: &str| format!("(data: {data}{what})");
+    match (&args.backend, store) {
+        (None, None) => {
             let served = ifmatch_server::open(&args.data, options.clone())
                 .with_context(|| format!("opening the data directory {data}"))?;
-            tracing::info!("ifmatch listening on http://{address} (data: {data})");
+            tracing::info!("ifmatch listening on http://{address} {}", with(""));
             ifmatch_server::serve(listener, served, options, shutdown_signal()).await?;
         }
-        Some(backend) => {
+        (None, Some(store)) => {
+            let served = ifmatch_server::open_with_store(&args.data, options.clone(), store)
+                .with_context(|| format!("opening the data directory {data}"))?;
+            let what = format!(", store: {}", args.store.as_deref().unwrap_or(""));
+            tracing::info!("ifmatch listening on http://{address} {}", with(&what));
+            ifmatch_server::serve(listener, served, options, shutdown_signal()).await?;
+        }
+        (Some(backend), None) => {
             let served = ifmatch_server::open_redis(&args.data, options.clone(), backend)
                 .await
                 .with_context(|| format!("opening {backend} and {data}"))?;
-            tracing::info!(
-                "ifmatch listening on http://{address} (data: {data}, backend: {backend})"
+            let what = format!(", backend: {backend}");
+            tracing::info!("ifmatch listening on http://{address} {}", with(&what));
+            ifmatch_server::serve(listener, served, options, shutdown_signal()).await?;
+        }
+        (Some(backend), Some(store)) => {
+            let served =
+                ifmatch_server::open_redis_with_store(&args.data, options.clone(), backend, store)
+                    .await
+                    .with_context(|| format!("opening {backend} and {data}"))?;
+            let what = format!(
+                ", backend: {backend}, store: {}",
+                args.store.as_deref().unwrap_or("")
             );
+            tracing::info!("ifmatch listening on http://{address} {}", with(&what));
             ifmatch_server::serve(listener, served, options, shutdown_signal()).await?;
         }
     }

@@ -1,0 +1,485 @@
+//! Blob bytes in object storage (`--store`), against real servers on loopback: moto's S3
+//! server and Azurite, both installed by the test command (`scripts/test`). The objects
+//! contract on each; then two instances sharing nothing but a redis-server and an S3 endpoint.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::header;
+use http_body_util::{BodyExt, Full};
+use ifmatch_blob::{DEV_ACCOUNT, DEV_KEY, Objects, StoreError};
+use ifmatch_redis::testing::RedisServer;
+use ifmatch_server::bucket::BucketObjects;
+use object_store::path::Path;
+
+/// A tool the test command installs, under the repository (or where `variable` says).
+fn tool(variable: &str, relative: &str) -> PathBuf {
+    let path = std::env::var_os(variable).map_or_else(
+        || {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../..")
+                .join(relative)
+        },
+        PathBuf::from,
+    );
+    assert!(
+        path.exists(),
+        "{} is missing: run scripts/test, which installs it (or set {variable})",
+        path.display()
+    );
+    path
+}
+
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+fn wait_for(port: u16, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "{what} did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A server process of the test's own, killed when dropped.
+struct Process(Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// moto's S3 server, with one bucket.
+struct Moto {
+    _process: Process,
+    port: u16,
+}
+
+const BUCKET: &str = "ifmatch-test";
+
+impl Moto {
+    async fn start() -> Self {
+        Self::start_on(free_port()).await
+    }
+
+    async fn start_on(port: u16) -> Self {
+        let child = Command::new(tool("IFMATCH_MOTO", ".venv/bin/moto_server"))
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let process = Process(child);
+        wait_for(port, "moto_server");
+        let made = client()
+            .put(format!("http://127.0.0.1:{port}/{BUCKET}"))
+            .send()
+            .await
+            .unwrap();
+        assert!(made.status().is_success(), "{}", made.status());
+        Self {
+            _process: process,
+            port,
+        }
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The variables object_store's S3 builder reads, for this endpoint.
+    fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("AWS_ENDPOINT", self.endpoint()),
+            ("AWS_ALLOW_HTTP", "true".into()),
+            ("AWS_ACCESS_KEY_ID", "test".into()),
+            ("AWS_SECRET_ACCESS_KEY", "test".into()),
+            ("AWS_REGION", "us-east-1".into()),
+        ]
+    }
+
+    fn objects(&self, prefix: &str) -> BucketObjects {
+        let store = object_store::aws::AmazonS3Builder::new()
+            .with_endpoint(self.endpoint())
+            .with_allow_http(true)
+            .with_bucket_name(BUCKET)
+            .with_access_key_id("test")
+            .with_secret_access_key("test")
+            .with_region("us-east-1")
+            .build()
+            .unwrap();
+        BucketObjects::new(Arc::new(store), Path::from(prefix), 1 << 20)
+    }
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder().no_proxy().build().unwrap()
+}
+
+/// What every objects backend must do, and what a bucket adds: a body larger than one part
+/// goes up in parts and reads back whole and in ranges across parts; one over the limit
+/// leaves nothing.
+async fn contract(objects: &BucketObjects) {
+    ifmatch_blob::conformance::objects(objects).await;
+    let big: Vec<u8> = (0..20u32 << 20).map(|i| (i % 251) as u8).collect();
+    let big = Bytes::from(big);
+    let staged = objects
+        .stage(Full::new(big.clone()), 64 << 20)
+        .await
+        .unwrap();
+    assert_eq!(staged.len, big.len() as u64);
+    assert_eq!(staged.etag, ifmatch_core::strong_etag(&big));
+    let len = big.len() as u64;
+    let read = |range: Option<std::ops::Range<u64>>| {
+        let object = staged.object.clone();
+        async move {
+            let reader = objects.read(&object, len, range).await.unwrap();
+            reader.collect().await.unwrap().to_bytes()
+        }
+    };
+    assert_eq!(read(None).await, big);
+    let across = (8 << 20) - 5..(8 << 20) + 5;
+    assert_eq!(
+        read(Some(across.clone())).await,
+        big.slice(across.start as usize..across.end as usize)
+    );
+    assert!(matches!(
+        objects.read(&staged.object, 5, None).await,
+        Err(StoreError::Corrupt { .. })
+    ));
+    let before = objects
+        .older_than(
+            Duration::ZERO,
+            std::time::SystemTime::now() + Duration::from_secs(60),
+        )
+        .await
+        .unwrap();
+    let refused = objects.stage(Full::new(big.clone()), 10 << 20).await;
+    assert!(
+        matches!(refused, Err(StoreError::TooLarge { .. })),
+        "{refused:?}"
+    );
+    let after = objects
+        .older_than(
+            Duration::ZERO,
+            std::time::SystemTime::now() + Duration::from_secs(60),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        before.len(),
+        after.len(),
+        "a refused upload leaves no object"
+    );
+    objects.discard(&staged.object).await.unwrap();
+}
+
+/// The orphan sweep over a bucket: an object no record names goes, a blob's stays.
+async fn sweep(objects: BucketObjects) {
+    let front = ifmatch_blob::Front::new(
+        ifmatch_blob::memory::MemoryRecords::default(),
+        objects,
+        ifmatch_server::SystemEnv,
+    )
+    .with_anonymous_access(true);
+    let put = |uri: &str, body: &'static str| {
+        http::Request::put(uri)
+            .header("x-ms-blob-type", "BlockBlob")
+            .body(Full::new(Bytes::from_static(body.as_bytes())))
+            .unwrap()
+    };
+    let base = "/devstoreaccount1/box";
+    assert_eq!(
+        front
+            .handle(put(&format!("{base}?restype=container"), ""))
+            .await
+            .status(),
+        201
+    );
+    assert_eq!(
+        front
+            .handle(put(&format!("{base}/kept"), "kept"))
+            .await
+            .status(),
+        201
+    );
+    let orphan = front
+        .objects()
+        .stage(Full::new(Bytes::from_static(b"orphan")), 100)
+        .await
+        .unwrap();
+    assert_eq!(front.sweep(Duration::ZERO).await.unwrap(), 1);
+    assert!(matches!(
+        front.objects().read(&orphan.object, 6, None).await,
+        Err(StoreError::NotFound)
+    ));
+    let got = front
+        .handle(
+            http::Request::get(format!("{base}/kept"))
+                .body(Full::new(Bytes::new()))
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(got.into_body().collect().await.unwrap().to_bytes(), "kept");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_in_s3_azure_a_directory_and_memory_keep_the_contract() {
+    let moto = Moto::start().await;
+    contract(&moto.objects("contract")).await;
+    sweep(moto.objects("sweep")).await;
+
+    let port = free_port();
+    let work = tempfile::tempdir().unwrap();
+    let azurite = Process(
+        Command::new(tool(
+            "IFMATCH_AZURITE",
+            "target/azurite/node_modules/.bin/azurite-blob",
+        ))
+        .args(["--blobHost", "127.0.0.1", "--blobPort", &port.to_string()])
+        .arg("--location")
+        .arg(work.path())
+        .args(["--silent", "--skipApiVersionCheck", "--loose"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap(),
+    );
+    wait_for(port, "azurite");
+    let endpoint = format!("http://127.0.0.1:{port}/{DEV_ACCOUNT}");
+    let made = common::signed_key("PUT", &format!("{endpoint}/bytes?restype=container")).await;
+    assert_eq!(made.status(), 201);
+    let store = object_store::azure::MicrosoftAzureBuilder::new()
+        .with_account(DEV_ACCOUNT)
+        .with_access_key(DEV_KEY)
+        .with_container_name("bytes")
+        .with_endpoint(endpoint)
+        .with_allow_http(true)
+        .build()
+        .unwrap();
+    contract(&BucketObjects::new(
+        Arc::new(store),
+        Path::from("p"),
+        1 << 20,
+    ))
+    .await;
+    drop(azurite);
+
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", dir.path().join("store").display());
+    contract(&BucketObjects::open(&url, 1 << 20).unwrap()).await;
+    contract(&BucketObjects::open("memory://", 1 << 20).unwrap()).await;
+}
+
+/// An instance with its own data directory, records in Redis, bytes in S3.
+fn instance(redis: &RedisServer, moto: &Moto, data: &std::path::Path) -> (Process, String) {
+    let env = moto.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let store = format!("s3://{BUCKET}/fleet");
+    let (child, origin) = common::spawn_with_env(
+        [
+            "serve".as_ref(),
+            "--anonymous".as_ref(),
+            "--data".as_ref(),
+            data.as_os_str(),
+            "--backend".as_ref(),
+            redis.url().as_ref(),
+            "--store".as_ref(),
+            store.as_ref(),
+        ],
+        &env,
+    );
+    (Process(child), format!("{origin}/{DEV_ACCOUNT}"))
+}
+
+async fn send(
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: impl Into<reqwest::Body>,
+) -> reqwest::Response {
+    common::send(&client(), method, url, headers, body).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_share_nothing_but_redis_and_s3() {
+    const CLIENTS: usize = 32;
+    // Each round, the 32 writers holding the same tag all upload to moto (a single Python
+    // process) before one commit wins: about half a second a round here.
+    const INCREMENTS: usize = 100;
+    let redis = RedisServer::start();
+    let moto = Moto::start().await;
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (_a, a) = instance(&redis, &moto, dir_a.path());
+    let (_b, b) = instance(&redis, &moto, dir_b.path());
+    assert_eq!(
+        send("PUT", &format!("{a}/fleet?restype=container"), &[], "")
+            .await
+            .status(),
+        201
+    );
+    let put = send(
+        "PUT",
+        &format!("{b}/fleet/counter"),
+        &[("x-ms-blob-type", "BlockBlob")],
+        "0",
+    )
+    .await;
+    assert_eq!(
+        put.status(),
+        201,
+        "the container made through A is seen by B"
+    );
+
+    // A blob of several parts written through A reads back through B: the bytes are in S3.
+    let big: Vec<u8> = (0..(12u32 << 20)).map(|i| (i % 253) as u8).collect();
+    let put = send(
+        "PUT",
+        &format!("{a}/fleet/big"),
+        &[("x-ms-blob-type", "BlockBlob")],
+        big.clone(),
+    )
+    .await;
+    assert_eq!(put.status(), 201);
+    let got = send("GET", &format!("{b}/fleet/big"), &[], "").await;
+    assert_eq!(header(&got, "etag").unwrap(), common::sha256_tag(&big));
+    assert_eq!(got.bytes().await.unwrap(), big);
+
+    // 32 clients, read through one instance, write with If-Match through the other.
+    let tickets = Arc::new(AtomicUsize::new(INCREMENTS));
+    let bases = [a.clone(), b.clone()];
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|i| {
+            let tickets = tickets.clone();
+            let read = format!("{}/fleet/counter", bases[i % 2]);
+            let write = format!("{}/fleet/counter", bases[(i + 1) % 2]);
+            tokio::spawn(async move {
+                while tickets
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                    .is_ok()
+                {
+                    loop {
+                        let r = send("GET", &read, &[], "").await;
+                        let tag = header(&r, "etag").unwrap();
+                        let value: u64 = r.text().await.unwrap().parse().unwrap();
+                        let headers = [("if-match", tag.as_str()), ("x-ms-blob-type", "BlockBlob")];
+                        let w = send("PUT", &write, &headers, (value + 1).to_string()).await;
+                        match w.status().as_u16() {
+                            201 => break,
+                            412 => continue,
+                            other => panic!("unexpected {other}"),
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for client in clients {
+        client.await.unwrap();
+    }
+    for base in &bases {
+        let r = send("GET", &format!("{base}/fleet/counter"), &[], "").await;
+        assert_eq!(
+            r.text().await.unwrap(),
+            INCREMENTS.to_string(),
+            "no increment lost"
+        );
+    }
+
+    // A lease taken through A binds B.
+    let lease = [
+        ("x-ms-lease-action", "acquire"),
+        ("x-ms-lease-duration", "15"),
+    ];
+    let taken = send("PUT", &format!("{a}/fleet/counter?comp=lease"), &lease, "").await;
+    assert_eq!(taken.status(), 201);
+    let id = header(&taken, "x-ms-lease-id").unwrap();
+    let other = send("PUT", &format!("{b}/fleet/counter?comp=lease"), &lease, "").await;
+    assert_eq!(
+        (other.status().as_u16(), common::code(&other).as_deref()),
+        (409, Some("LeaseAlreadyPresent"))
+    );
+    let blind = send(
+        "PUT",
+        &format!("{b}/fleet/counter"),
+        &[("x-ms-blob-type", "BlockBlob")],
+        "x",
+    )
+    .await;
+    assert_eq!(blind.status(), 412);
+    let held = [
+        ("x-ms-blob-type", "BlockBlob"),
+        ("x-ms-lease-id", id.as_str()),
+    ];
+    assert_eq!(
+        send("PUT", &format!("{b}/fleet/counter"), &held, "y")
+            .await
+            .status(),
+        201
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_gone_answers_503_promptly_and_the_instance_recovers_by_itself() {
+    let redis = RedisServer::start();
+    let moto = Moto::start().await;
+    let port = moto.port;
+    let data = tempfile::tempdir().unwrap();
+    let (_a, a) = instance(&redis, &moto, data.path());
+    assert_eq!(
+        send("PUT", &format!("{a}/down?restype=container"), &[], "")
+            .await
+            .status(),
+        201
+    );
+    let blob = [("x-ms-blob-type", "BlockBlob")];
+    assert_eq!(
+        send("PUT", &format!("{a}/down/before"), &blob, "v1")
+            .await
+            .status(),
+        201
+    );
+
+    drop(moto);
+    let started = Instant::now();
+    let put = send("PUT", &format!("{a}/down/during"), &blob, "lost?").await;
+    let took = started.elapsed();
+    assert_eq!(
+        (put.status().as_u16(), common::code(&put).as_deref()),
+        (503, Some("ServerBusy"))
+    );
+    assert!(took < Duration::from_secs(15), "answered after {took:?}");
+    let listed = send(
+        "GET",
+        &format!("{a}/down?restype=container&comp=list"),
+        &[],
+        "",
+    )
+    .await;
+    let listed = listed.text().await.unwrap();
+    assert!(
+        !listed.contains("<Name>during</Name>"),
+        "a failed upload is never listed"
+    );
+
+    // The same endpoint back (moto keeps nothing: a new, empty bucket), no restart of ifmatch.
+    let _moto = Moto::start_on(port).await;
+    assert_eq!(
+        send("PUT", &format!("{a}/down/after"), &blob, "v2")
+            .await
+            .status(),
+        201
+    );
+    let got = send("GET", &format!("{a}/down/after"), &[], "").await;
+    assert_eq!(got.text().await.unwrap(), "v2");
+}
