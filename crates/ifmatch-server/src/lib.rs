@@ -14,6 +14,7 @@
 mod accept;
 pub mod bucket;
 pub mod local;
+pub mod lock;
 pub mod proxy;
 
 use std::convert::Infallible;

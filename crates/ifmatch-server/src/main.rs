@@ -33,6 +33,39 @@ enum Command {
     /// Verify an embedded data directory: every record against its object (exists, length,
     /// SHA-256). Exits 1 on damage. Refuses to run beside a server using the directory.
     Check(Check),
+    /// Run a command while holding a blob's lease (waiting for it), renewed in the background
+    /// and released at exit: a lock for cron jobs on many machines. If the lease is lost, the
+    /// command is stopped and ifmatch exits 75; 73 when --timeout passed first.
+    Lock(LockArgs),
+    /// Wait to become leader (to hold a blob's lease), then run a command while leading; the
+    /// same as `lock` without a timeout.
+    Leader(LockArgs),
+}
+
+#[derive(clap::Args)]
+struct LockArgs {
+    /// The blob: `container/blob` below the connection string's endpoint, or its URL (with
+    /// a SAS, or below the connection string's BlobEndpoint).
+    #[arg(long)]
+    blob: String,
+    /// The account: a connection string, as Azure and Azurite give them.
+    #[arg(
+        long,
+        env = "IFMATCH_CONNECTION_STRING",
+        default_value = "UseDevelopmentStorage=true",
+        hide_default_value = false
+    )]
+    connection_string: String,
+    /// The lease's duration in seconds (15 to 60): how long after this process dies another
+    /// may take it.
+    #[arg(long, default_value_t = 15)]
+    duration: u64,
+    /// With `lock`: give up (exit 73) after this many seconds. Without it: wait.
+    #[arg(long)]
+    timeout: Option<f64>,
+    /// The command and its arguments.
+    #[arg(last = true, required = true)]
+    command: Vec<String>,
 }
 
 #[derive(clap::Args)]
@@ -210,7 +243,20 @@ async fn main() -> anyhow::Result<()> {
         Command::Serve(args) => serve(args).await,
         Command::Proxy(args) => proxy(args).await,
         Command::Check(args) => check(args),
+        Command::Lock(args) => lock(args, true).await,
+        Command::Leader(args) => lock(args, false).await,
     }
+}
+
+async fn lock(args: LockArgs, with_timeout: bool) -> anyhow::Result<()> {
+    let blob = ifmatch_server::lock::blob(&args.connection_string, &args.blob)?;
+    let timeout = match (with_timeout, args.timeout) {
+        (true, Some(s)) => Some(seconds(s, "--timeout")?),
+        _ => None,
+    };
+    let duration = Duration::from_secs(args.duration);
+    let code = ifmatch_server::lock::run(&blob, duration, timeout, &args.command).await?;
+    std::process::exit(code);
 }
 
 fn check(args: Check) -> anyhow::Result<()> {

@@ -1,0 +1,320 @@
+//! The coordination patterns of `ifmatch-client` against the blob front, and `ifmatch lock` as
+//! scripts use it: exact counters under contention, a lock whose holder is SIGKILLed, leaders
+//! that never overlap while leases are broken, a work queue whose workers crash.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use common::Server;
+use ifmatch_blob::{DEV_ACCOUNT, DEV_KEY};
+use ifmatch_client::{Backoff, Client, Conditions, LeaderElection, LeaseGuard, WorkQueue, update};
+
+fn connection(base: &str) -> String {
+    format!(
+        "DefaultEndpointsProtocol=http;AccountName={DEV_ACCOUNT};AccountKey={DEV_KEY};BlobEndpoint={base};"
+    )
+}
+
+fn client(server: &Server) -> Client {
+    Client::from_connection_string(&connection(&server.base)).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thirty_two_concurrent_updates_count_exactly() {
+    let server = Server::start().await;
+    let client = client(&server);
+    assert!(client.create_container("counters").await.unwrap());
+    let counter = client.blob("counters", "n");
+    let attempts = Arc::new(AtomicUsize::new(0));
+    let tasks: Vec<_> = (0..32)
+        .map(|_| {
+            let (counter, attempts) = (counter.clone(), attempts.clone());
+            tokio::spawn(async move {
+                for _ in 0..5 {
+                    let backoff = Backoff {
+                        attempts: 200,
+                        ..Backoff::default()
+                    };
+                    let done = update(&counter, &backoff, None, |old| {
+                        let n: u64 =
+                            old.map_or(0, |b| std::str::from_utf8(b).unwrap().parse().unwrap());
+                        Some((n + 1).to_string().into_bytes())
+                    })
+                    .await
+                    .unwrap();
+                    attempts.fetch_add(done.attempts as usize, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let read = counter.get(&Conditions::default()).await.unwrap().unwrap();
+    assert_eq!(
+        read.bytes, "160",
+        "the first write created it, every one counted once"
+    );
+    assert!(
+        attempts.load(Ordering::Relaxed) > 160,
+        "there was contention"
+    );
+
+    // The conditional-download cache: a 304 costs no body.
+    let cache = ifmatch_client::ReadCache::new();
+    let (first, sent) = cache.get(&counter).await.unwrap();
+    assert!(sent && first.bytes == "160");
+    let (again, sent) = cache.get(&counter).await.unwrap();
+    assert!(
+        !sent && again.bytes == "160",
+        "answered 304, served from the cache"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_whose_holder_is_killed_is_free_after_its_lease_never_before() {
+    let server = Server::start().await;
+    let client = client(&server);
+    let pids = tempfile::tempdir().unwrap();
+    let pid_file = pids.path().join("pid");
+    let mut holder = std::process::Command::new(common::binary())
+        .args(["lock", "--blob", "locks/nightly", "--duration", "15", "--"])
+        .args([
+            "sh",
+            "-c",
+            &format!("echo $$ > {}; exec sleep 120", pid_file.display()),
+        ])
+        .env("IFMATCH_CONNECTION_STRING", connection(&server.base))
+        .spawn()
+        .unwrap();
+    while !pid_file.exists()
+        || std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .is_empty()
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let blob = client.blob("locks", "nightly");
+    let taken = LeaseGuard::acquire(&blob, Duration::from_secs(15))
+        .await
+        .unwrap_err();
+    assert!(taken.is_lease_taken(), "{taken}");
+
+    // SIGKILL: no release. Its last renewal was at most 5 s ago (a third of 15 s).
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let command_pid = std::fs::read_to_string(&pid_file).unwrap();
+    let _ = std::process::Command::new("kill")
+        .arg(command_pid.trim())
+        .status();
+    server.advance(Duration::from_secs(9));
+    let early = LeaseGuard::acquire(&blob, Duration::from_secs(15))
+        .await
+        .unwrap_err();
+    assert!(
+        early.is_lease_taken(),
+        "still held 9 s after the kill: {early}"
+    );
+    server.advance(Duration::from_secs(7));
+    let guard = LeaseGuard::acquire(&blob, Duration::from_secs(15)).await;
+    assert!(guard.is_ok(), "free once the lease ran out: {guard:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_electors_never_lead_at_once_while_leases_are_broken() {
+    let server = Server::start().await;
+    let client = client(&server);
+    client.create_container("election").await.unwrap();
+    let blob = client.blob("election", "leader");
+    let a = Arc::new(LeaderElection::start(blob.clone(), Duration::from_secs(15)));
+    let b = Arc::new(LeaderElection::start(blob.clone(), Duration::from_secs(15)));
+    let overlap = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let (a, b, overlap, stop) = (a.clone(), b.clone(), overlap.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut leaders = Vec::new();
+            while !stop.load(Ordering::SeqCst) {
+                let now = (a.is_leader(), b.is_leader());
+                if now.0 && now.1 {
+                    overlap.store(true, Ordering::SeqCst);
+                }
+                if leaders.last() != Some(&now) {
+                    leaders.push(now);
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            leaders
+        })
+    };
+    // Three breaks, each with a period longer than a third of the lease (the renewal
+    // interval): the holder learns it lost before anyone else can take the lease.
+    for _ in 0..3 {
+        while !(a.is_leader() || b.is_leader()) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        blob.break_lease(Some(Duration::from_secs(6)))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_secs(7)).await;
+    }
+    while !(a.is_leader() || b.is_leader()) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    stop.store(true, Ordering::SeqCst);
+    let leaders = watcher.await.unwrap();
+    assert!(
+        !overlap.load(Ordering::SeqCst),
+        "two leaders at once: {leaders:?}"
+    );
+    let terms = leaders.iter().filter(|l| l.0 || l.1).count();
+    assert!(terms >= 4, "a leader after each break: {leaders:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_lease_stops_the_command_and_ifmatch_lock_exits_75() {
+    let server = Server::start().await;
+    let client = client(&server);
+    let work = tempfile::tempdir().unwrap();
+    let inside = work.path().join("inside");
+    let started = std::time::Instant::now();
+    let mut holder = tokio::process::Command::new(common::binary())
+        .args(["lock", "--blob", "locks/job", "--duration", "15", "--"])
+        .args([
+            "sh",
+            "-c",
+            &format!("touch {}; exec sleep 60", inside.display()),
+        ])
+        .env("IFMATCH_CONNECTION_STRING", connection(&server.base))
+        .spawn()
+        .unwrap();
+    while !inside.exists() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let blob = client.blob("locks", "job");
+    blob.break_lease(Some(Duration::ZERO)).await.unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(20), holder.wait())
+        .await
+        .expect("stopped within a renewal interval")
+        .unwrap();
+    assert_eq!(status.code(), Some(ifmatch_server::lock::LOST));
+    assert!(started.elapsed() < Duration::from_secs(20));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ifmatch_lock_around_commands_in_a_shell() {
+    let server = Server::start().await;
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/lock.sh");
+    let work = tempfile::tempdir().unwrap();
+    let output = tokio::process::Command::new("bash")
+        .arg(&script)
+        .arg(common::binary())
+        .arg(work.path())
+        .env("IFMATCH_CONNECTION_STRING", connection(&server.base))
+        .output()
+        .await
+        .unwrap();
+    let said = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{said}");
+    assert!(said.contains("lock.sh: ok"), "{said}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_work_queue_processes_each_item_exactly_once_while_workers_crash() {
+    const ITEMS: usize = 1000;
+    const WORKERS: usize = 8;
+    let server = Server::start().await;
+    let client = client(&server);
+    let queue = WorkQueue::open(&client, "queue", "item/", Duration::from_secs(15))
+        .await
+        .unwrap();
+    client.create_container("done").await.unwrap();
+    for i in 0..ITEMS {
+        queue.enqueue(i.to_string()).await.unwrap();
+    }
+    let processed = Arc::new(AtomicUsize::new(0));
+    let crashes = Arc::new(AtomicUsize::new(0));
+    let mut round = 0;
+    loop {
+        // Each worker runs on a runtime of its own: a crash drops the runtime, so its leases
+        // are neither renewed nor released, as when a process dies.
+        let workers: Vec<_> = (0..WORKERS)
+            .map(|w| {
+                let connection = connection(&server.base);
+                let (processed, crashes) = (processed.clone(), crashes.clone());
+                // Half the workers of the first round crash at their third item or later:
+                // before its work, or after it and before completing it.
+                let crash_after = (round == 0 && w % 2 == 0).then_some(3 + w);
+                std::thread::spawn(move || {
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .unwrap();
+                    let crashed = runtime.block_on(async {
+                        // A client of its own: its connections die with its runtime.
+                        let client = Client::from_connection_string(&connection).unwrap();
+                        let queue =
+                            WorkQueue::open(&client, "queue", "item/", Duration::from_secs(15))
+                                .await
+                                .unwrap();
+                        let mut taken = 0;
+                        while let Some(item) = queue.dequeue().await.unwrap() {
+                            taken += 1;
+                            let crash = crash_after == Some(taken);
+                            if crash && w % 4 == 0 {
+                                // Neither released nor renewed again.
+                                std::mem::forget(item);
+                                return true;
+                            }
+                            // The work: a result written once (create-only), so an item
+                            // redone after a crash finds it done.
+                            let result = client.blob("done", &item.name);
+                            match result
+                                .put(item.bytes.clone(), &Conditions::create_only())
+                                .await
+                            {
+                                Ok(_) => {
+                                    processed.fetch_add(1, Ordering::SeqCst);
+                                }
+                                Err(e) if e.is_already_exists() => {}
+                                Err(e) => panic!("{e}"),
+                            }
+                            if crash {
+                                std::mem::forget(item);
+                                return true;
+                            }
+                            item.complete().await.unwrap();
+                        }
+                        false
+                    });
+                    if crashed {
+                        crashes.fetch_add(1, Ordering::SeqCst);
+                        runtime.shutdown_background();
+                    }
+                })
+            })
+            .collect();
+        for worker in workers {
+            worker.join().unwrap();
+        }
+        if client.list("queue", "item/").await.unwrap().is_empty() {
+            break;
+        }
+        // Items a crashed worker held come back once their lease runs out.
+        round += 1;
+        assert!(round < 5, "the queue never drained");
+        server.advance(Duration::from_secs(16));
+    }
+    assert_eq!(crashes.load(Ordering::SeqCst), WORKERS / 2);
+    assert_eq!(
+        processed.load(Ordering::SeqCst),
+        ITEMS,
+        "each item's work done exactly once"
+    );
+    assert_eq!(client.list("done", "item/").await.unwrap().len(), ITEMS);
+}
