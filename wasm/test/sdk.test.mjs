@@ -16,6 +16,8 @@ import { startNative, startWorker } from "./targets.mjs";
 const here = dirname(fileURLToPath(import.meta.url));
 const python = process.env.IFMATCH_PYTHON ?? join(here, "../../.venv/bin/python");
 const patterns = join(here, "../../tests/sdk/patterns.py");
+// The Rust client's coordination patterns (examples/patterns.rs, built by the test command).
+const rustPatterns = process.env.IFMATCH_PATTERNS ?? join(here, "../../target/debug/examples/patterns");
 
 const DEV_KEY =
   "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
@@ -24,8 +26,12 @@ const connectionString = (origin) =>
   `BlobEndpoint=${origin}/devstoreaccount1;`;
 
 function runPython(connection) {
+  return run(python, [patterns, connection]);
+}
+
+function run(program, args) {
   return new Promise((resolve, reject) => {
-    const child = spawn(python, [patterns, connection], { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(program, args, { stdio: ["ignore", "pipe", "pipe"] });
     let out = "";
     child.stdout.on("data", (d) => (out += d));
     child.stderr.on("data", (d) => (out += d));
@@ -52,6 +58,12 @@ for (const [name, start] of [
       const { code, out } = await runPython(connectionString(server.origin));
       const tally = out.split("\n").find((l) => l.startsWith("python sdk:")) ?? "no tally";
       assert.equal(code, 0, `${tally}\n${out}`);
+    });
+
+    test("the Rust client (ifmatch-client) runs the coordination patterns", async () => {
+      assert.ok(existsSync(rustPatterns), `${rustPatterns} missing: cargo build -p examples --example patterns`);
+      const { code, out } = await run(rustPatterns, [connectionString(server.origin)]);
+      assert.equal(code, 0, out);
     });
 
     jsPatterns(() => connectionString(server.origin));
