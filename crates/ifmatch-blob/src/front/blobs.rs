@@ -25,6 +25,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         metadata::insert_metadata(&current.metadata, &mut out);
         Ok(answer(StatusCode::OK, out))
     }
+
     /// Set Container Metadata, Set Blob Metadata and Set Blob Properties: one compare-and-swap
     /// under the lease and the conditions, and a new ETag (see [`metadata`]).
     pub(super) async fn set_metadata(
@@ -105,6 +106,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let written = swapped.written.expect("a put");
         Ok(answer(StatusCode::OK, validator_headers(&written)))
     }
+
     pub(super) async fn put_blob<B>(
         &self,
         key: &Key,
@@ -220,6 +222,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         insert_sha256(&record, &mut out);
         Ok(answer(StatusCode::CREATED, out))
     }
+
     pub(super) async fn get_blob(
         &self,
         key: &Key,
@@ -360,6 +363,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         }
         Err(ErrorCode::ServerBusy.into())
     }
+
     /// The body of a read of `content`, all of it or `range`: its one object, or its blocks
     /// one after the other (the first opened here, so that a missing or damaged object is
     /// known before the answer's headers go).

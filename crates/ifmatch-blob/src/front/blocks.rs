@@ -268,13 +268,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             HeaderName::from_static("x-ms-blob-content-length"),
             HeaderValue::from(current.len()),
         );
-        out.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/xml"),
-        );
-        let mut response = answer(StatusCode::OK, out);
-        *response.body_mut() = ResponseBody::full(rules::list_xml(&current, kind));
-        Ok(response)
+        Ok(xml_answer(out, rules::list_xml(&current, kind)))
     }
 
     /// The tag of the bytes of `blocks` one after the other: a block's own when there is one,

@@ -24,6 +24,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             }
         }
     }
+
     pub(super) async fn delete_container(
         &self,
         key: &Key,
@@ -55,6 +56,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         }
         Ok(answer(StatusCode::ACCEPTED, HeaderMap::new()))
     }
+
     /// Blob Batch: each subrequest (a `DELETE` of a blob of the same account) is handled as a
     /// request of its own, with its own credentials; the answers go back in one
     /// `multipart/mixed` body, in order.
@@ -111,6 +113,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         *response.body_mut() = ResponseBody::full(batch::answer(&boundary, answers));
         Ok(response)
     }
+
     /// One subrequest of a batch: admitted like any request, and a Delete Blob.
     pub(super) async fn subrequest(
         &self,
@@ -126,6 +129,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         }
         self.delete_blob(&admitted.blob, &parts.headers, now).await
     }
+
     pub(super) async fn container_acl(
         &self,
         key: &Key,
@@ -145,16 +149,10 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         if let Some(level) = current.public_access {
             out.insert(PUBLIC_ACCESS, HeaderValue::from_static(level.as_str()));
         }
-        out.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/xml"),
-        );
-        let mut response = answer(StatusCode::OK, out);
-        *response.body_mut() = ResponseBody::full(Bytes::from_static(
-            b"<?xml version=\"1.0\" encoding=\"utf-8\"?><SignedIdentifiers />",
-        ));
-        Ok(response)
+        let xml = b"<?xml version=\"1.0\" encoding=\"utf-8\"?><SignedIdentifiers />";
+        Ok(xml_answer(out, Bytes::from_static(xml)))
     }
+
     /// Set Container ACL: the public access level. Stored access policies are not kept, so a
     /// body that names one is refused rather than ignored.
     pub(super) async fn set_container_acl<B>(
@@ -215,6 +213,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let written = swapped.written.expect("a put");
         Ok(answer(StatusCode::OK, validator_headers(&written)))
     }
+
     pub(super) async fn container_properties(
         &self,
         key: &Key,

@@ -29,14 +29,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             next_marker.as_deref(),
             now,
         );
-        let mut out = HeaderMap::new();
-        out.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/xml"),
-        );
-        let mut response = answer(StatusCode::OK, out);
-        *response.body_mut() = ResponseBody::full(xml);
-        Ok(response)
+        Ok(xml_answer(HeaderMap::new(), xml))
     }
 
     /// List Containers: the account's containers, by name, a page at a time.
@@ -72,13 +65,6 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             next_marker.as_deref(),
             now,
         );
-        let mut out = HeaderMap::new();
-        out.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/xml"),
-        );
-        let mut response = answer(StatusCode::OK, out);
-        *response.body_mut() = ResponseBody::full(xml);
-        Ok(response)
+        Ok(xml_answer(HeaderMap::new(), xml))
     }
 }

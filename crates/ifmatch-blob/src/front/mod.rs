@@ -767,6 +767,17 @@ fn answer<R>(status: StatusCode, headers: HeaderMap) -> Answer<R> {
     response
 }
 
+/// A 200 with an XML body and `headers`.
+fn xml_answer<R>(mut headers: HeaderMap, xml: impl Into<Bytes>) -> Answer<R> {
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/xml"),
+    );
+    let mut response = answer(StatusCode::OK, headers);
+    *response.body_mut() = ResponseBody::full(xml);
+    response
+}
+
 fn error_answer<R>(failure: Failure, head: bool) -> Answer<R> {
     let code = failure.code;
     let mut out = HeaderMap::new();

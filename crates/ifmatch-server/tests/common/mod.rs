@@ -261,21 +261,16 @@ pub async fn signed_lite(method: &str, url: &str) -> Response {
         "{method}\n\n\n\nx-ms-date:{date}\nx-ms-version:2021-12-02\n/{ACCOUNT}{}{comp}",
         parsed.path()
     );
-    let signature = ifmatch_blob::auth::sign(&key, &text);
-    reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .unwrap()
-        .request(Method::from_bytes(method.as_bytes()).unwrap(), url)
-        .header("x-ms-date", date)
-        .header("x-ms-version", "2021-12-02")
-        .header(
-            "authorization",
-            format!("SharedKeyLite {ACCOUNT}:{signature}"),
-        )
-        .send()
-        .await
-        .unwrap()
+    send_signed(
+        method,
+        url,
+        &date,
+        &format!(
+            "SharedKeyLite {ACCOUNT}:{}",
+            ifmatch_blob::auth::sign(&key, &text)
+        ),
+    )
+    .await
 }
 
 /// A request with no body signed with Shared Key (not Lite, which Azurite does not take) by
@@ -297,7 +292,20 @@ pub async fn signed_key(method: &str, url: &str) -> Response {
         "{method}\n\n\n\n\n\n\n\n\n\n\n\nx-ms-date:{date}\nx-ms-version:2021-12-02\n/{ACCOUNT}{}{params}",
         parsed.path()
     );
-    let signature = ifmatch_blob::auth::sign(&key, &text);
+    send_signed(
+        method,
+        url,
+        &date,
+        &format!(
+            "SharedKey {ACCOUNT}:{}",
+            ifmatch_blob::auth::sign(&key, &text)
+        ),
+    )
+    .await
+}
+
+/// Sends a request with no body, dated `date` and carrying `authorization`.
+async fn send_signed(method: &str, url: &str, date: &str, authorization: &str) -> Response {
     reqwest::Client::builder()
         .no_proxy()
         .build()
@@ -305,7 +313,7 @@ pub async fn signed_key(method: &str, url: &str) -> Response {
         .request(Method::from_bytes(method.as_bytes()).unwrap(), url)
         .header("x-ms-date", date)
         .header("x-ms-version", "2021-12-02")
-        .header("authorization", format!("SharedKey {ACCOUNT}:{signature}"))
+        .header("authorization", authorization)
         .send()
         .await
         .unwrap()
