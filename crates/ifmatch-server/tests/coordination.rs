@@ -176,6 +176,64 @@ async fn two_electors_never_lead_at_once_while_leases_are_broken() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_leaders_lease_expires_and_the_other_takes_over_never_before() {
+    let server = Server::start().await;
+    let connection = connection(&server.base);
+    let client = client(&server);
+    client.create_container("election").await.unwrap();
+    // The first elector on a runtime of its own: dropping the runtime is a crash (its lease
+    // neither renewed nor released), as when a process dies.
+    let crashed_leading = Arc::new(AtomicBool::new(false));
+    let (crash, crashed) = std::sync::mpsc::channel::<()>();
+    let first = {
+        let (leading, connection) = (crashed_leading.clone(), connection.clone());
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                let client = Client::from_connection_string(&connection).unwrap();
+                let blob = client.blob("election", "crash");
+                let mut election = LeaderElection::start(blob, Duration::from_secs(15));
+                election.wait_until_leader().await;
+                leading.store(true, Ordering::SeqCst);
+                tokio::task::spawn_blocking(move || crashed.recv())
+                    .await
+                    .unwrap()
+                    .unwrap();
+                // Dying now: whatever it believed, it acts no more.
+                leading.store(false, Ordering::SeqCst);
+                std::mem::forget(election);
+            });
+            runtime.shutdown_background();
+        })
+    };
+    while !crashed_leading.load(Ordering::SeqCst) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let second = LeaderElection::start(client.blob("election", "crash"), Duration::from_secs(15));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!second.is_leader(), "the first still holds the lease");
+    let crashed_at = std::time::Instant::now();
+    crash.send(()).unwrap();
+    first.join().unwrap();
+    while !second.is_leader() {
+        assert!(
+            crashed_at.elapsed() < Duration::from_secs(30),
+            "never took over"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let took = crashed_at.elapsed();
+    // The lease was last renewed at most 5 s before the crash: it ran out 10 to 15 s after.
+    assert!(
+        took >= Duration::from_secs(9),
+        "took over after {took:?}: before the lease ran out"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_lease_stops_the_command_and_ifmatch_lock_exits_75() {
     let server = Server::start().await;
     let client = client(&server);
