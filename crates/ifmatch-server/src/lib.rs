@@ -13,6 +13,7 @@
 
 mod accept;
 pub mod bucket;
+mod drain;
 pub mod local;
 pub mod lock;
 pub mod proxy;
@@ -287,6 +288,13 @@ where
                 if matches!(*request.method(), Method::GET | Method::HEAD) {
                     return Ok::<_, Infallible>(front.handle(request).await);
                 }
+                // A body the front refuses unread comes back, to be read before the answer
+                // goes (see `drain`).
+                let (parts, body) = request.into_parts();
+                let declared = (parts.headers.get(http::header::CONTENT_LENGTH))
+                    .and_then(|v| v.to_str().ok()?.parse().ok());
+                let (body, leftover) = drain::keep(body, declared);
+                let request = http::Request::from_parts(parts, body);
                 // A change runs to its end in a task of its own even if the client goes away
                 // (and hyper drops this future): a staged object is then committed or
                 // discarded, never left behind.
@@ -294,9 +302,11 @@ where
                     let front = front.clone();
                     async move { front.handle(request).await }
                 });
-                Ok(change
+                let answer = change
                     .await
-                    .unwrap_or_else(|_| front.error(ErrorCode::InternalError)))
+                    .unwrap_or_else(|_| front.error(ErrorCode::InternalError));
+                leftover.drain().await;
+                Ok(answer)
             }
         })
     })

@@ -648,3 +648,28 @@ async fn http_1_1_without_exactly_one_host_is_400() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_upload_is_read_so_its_client_reads_the_refusal() {
+    // Refused before its body is read (no such container): a body of up to 8 MiB is read and
+    // discarded before the answer goes, so a client that writes it all, then reads, gets the
+    // 404, not a broken pipe (Node's, and the JS SDK's, case).
+    let server = Server::start().await;
+    let body = vec![b'x'; 6 << 20];
+    let mut stream = TcpStream::connect(&server.addr).await.unwrap();
+    let head = format!(
+        "PUT /devstoreaccount1/nocontainer/blob HTTP/1.1\r\nHost: {}\r\nx-ms-blob-type: BlockBlob\r\nContent-Length: {}\r\n\r\n",
+        server.addr,
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream
+        .write_all(&body)
+        .await
+        .expect("the whole body is taken");
+    let mut answer = vec![0; 512];
+    let n = stream.read(&mut answer).await.unwrap();
+    let answer = String::from_utf8_lossy(&answer[..n]);
+    assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
+    assert!(answer.contains("ContainerNotFound"), "{answer}");
+}

@@ -1,0 +1,113 @@
+//! Reading what is left of a refused upload, so its client reads the refusal.
+//!
+//! A request refused before its body is read (403, 404, 412, 413, ...) would otherwise end its
+//! connection with the body still coming: the client's next write fails (EPIPE, a reset) and
+//! most clients report that instead of the answer (Node's, and so the JS SDK, retry it as a
+//! network error). The body is handed to the front wrapped in [`Kept`]; if the front drops it
+//! unread, it comes back here, and what is left is read and discarded before the answer goes,
+//! when it is small enough ([`LIMIT`]) and arrives in time ([`TIME`]). A larger remainder is
+//! left unread: the connection closes, as before.
+
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::BodyExt;
+
+/// The most bytes read to let a refused client read its answer.
+pub(crate) const LIMIT: u64 = 8 << 20;
+/// The longest spent reading them.
+pub(crate) const TIME: Duration = Duration::from_secs(5);
+
+/// An unread body and how many bytes of it remain, if the request said.
+type Slot<B> = Arc<Mutex<Option<(Pin<Box<B>>, Option<u64>)>>>;
+
+/// A request body that, dropped before its end, goes back to its [`Leftover`].
+pub(crate) struct Kept<B> {
+    body: Option<Pin<Box<B>>>,
+    /// What is left to come: the declared length less what was read.
+    left: Option<u64>,
+    slot: Slot<B>,
+}
+
+/// Where an unread body comes back to.
+pub(crate) struct Leftover<B> {
+    slot: Slot<B>,
+}
+
+/// Wraps `body`, of `declared` bytes (its `Content-Length`); the [`Leftover`] gets it back if
+/// it is dropped before its end.
+pub(crate) fn keep<B: Body>(body: B, declared: Option<u64>) -> (Kept<B>, Leftover<B>) {
+    let slot = Arc::new(Mutex::new(None));
+    let kept = Kept {
+        body: Some(Box::pin(body)),
+        left: declared,
+        slot: slot.clone(),
+    };
+    (kept, Leftover { slot })
+}
+
+impl<B: Body<Data = Bytes>> Body for Kept<B> {
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        let this = self.get_mut();
+        let Some(body) = &mut this.body else {
+            return Poll::Ready(None);
+        };
+        let polled = body.as_mut().poll_frame(cx);
+        if let Poll::Ready(Some(Ok(frame))) = &polled
+            && let Some(data) = frame.data_ref()
+        {
+            this.left = this.left.map(|left| left.saturating_sub(data.len() as u64));
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.as_ref().is_none_or(|b| b.is_end_stream())
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body
+            .as_ref()
+            .map_or_else(|| SizeHint::with_exact(0), |b| b.size_hint())
+    }
+}
+
+impl<B> Drop for Kept<B> {
+    fn drop(&mut self) {
+        if let Some(body) = self.body.take() {
+            *self.slot.lock().unwrap_or_else(|p| p.into_inner()) = Some((body, self.left));
+        }
+    }
+}
+
+impl<B: Body<Data = Bytes>> Leftover<B> {
+    /// Reads and discards what is left of the body, if it was dropped unread and at most
+    /// [`LIMIT`] bytes remain by its `Content-Length`, within [`TIME`].
+    pub(crate) async fn drain(self) {
+        let body = self.slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let Some((mut body, left)) = body else { return };
+        if body.is_end_stream() || left.is_none_or(|left| left > LIMIT) {
+            return;
+        }
+        let _ = tokio::time::timeout(TIME, async {
+            let mut read = 0;
+            while let Some(Ok(frame)) = body.frame().await {
+                read += frame.data_ref().map_or(0, |d| d.len() as u64);
+                if read > LIMIT {
+                    return;
+                }
+            }
+        })
+        .await;
+    }
+}
