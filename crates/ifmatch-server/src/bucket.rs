@@ -20,6 +20,8 @@ use http_body::{Body, Frame};
 use http_body_util::{BodyExt, StreamBody};
 use ifmatch_blob::{BoxError, HashingBody, Objects, Staged, StoreError, check_len};
 use object_store::path::Path;
+
+use crate::byte_cache::{ByteCache, CACHED_OBJECT_MAX, byte_cache, slice};
 use object_store::{
     ClientConfigKey, GetOptions, GetRange, ObjectStore, ObjectStoreExt, ObjectStoreScheme,
     PutPayload, RetryConfig, WriteMultipart,
@@ -30,8 +32,6 @@ const PART: usize = 8 << 20;
 /// Parts of one upload in flight at once: with the one being filled, the memory an upload
 /// holds is at most `(PARALLEL_PARTS + 1) * PART`.
 const PARALLEL_PARTS: usize = 2;
-/// Objects no larger than this are read whole and kept in the byte cache.
-const CACHED_OBJECT_MAX: u64 = 4 << 20;
 
 /// Blob bytes in an object store.
 #[derive(Debug, Clone)]
@@ -39,7 +39,7 @@ pub struct BucketObjects {
     store: Arc<dyn ObjectStore>,
     /// Where the objects are: `{prefix}/objects/`.
     objects: Path,
-    cache: moka::sync::Cache<String, Bytes>,
+    cache: ByteCache,
 }
 
 /// The body of a read.
@@ -112,14 +112,10 @@ impl BucketObjects {
 
     /// Objects in `store` under `prefix`, caching up to `cache_bytes` of small ones.
     pub fn new(store: Arc<dyn ObjectStore>, prefix: Path, cache_bytes: u64) -> Self {
-        let cache = moka::sync::Cache::builder()
-            .max_capacity(cache_bytes)
-            .weigher(|_: &String, bytes: &Bytes| u32::try_from(bytes.len()).unwrap_or(u32::MAX))
-            .build();
         Self {
             store,
             objects: prefix.clone().join("objects"),
-            cache,
+            cache: byte_cache(cache_bytes),
         }
     }
 
@@ -220,13 +216,10 @@ impl Objects for BucketObjects {
         len: u64,
         range: Option<Range<u64>>,
     ) -> Result<BucketReader, StoreError> {
-        let range = range.unwrap_or(0..len);
         if let Some(bytes) = self.cache.get(object) {
-            check_len(object, bytes.len() as u64, len)?;
-            return Ok(memory(
-                bytes.slice(range.start as usize..range.end as usize),
-            ));
+            return Ok(memory(slice(object, &bytes, len, range)?));
         }
+        let range = range.unwrap_or(0..len);
         let path = self.path(object)?;
         let small = len <= CACHED_OBJECT_MAX;
         if range.is_empty() && !small {
@@ -248,11 +241,9 @@ impl Objects for BucketObjects {
         check_len(object, got.meta.size, len)?;
         if small {
             let bytes = got.bytes().await.map_err(store_error)?;
-            check_len(object, bytes.len() as u64, len)?;
-            self.cache.insert(object.to_owned(), bytes.clone());
-            return Ok(memory(
-                bytes.slice(range.start as usize..range.end as usize),
-            ));
+            let part = slice(object, &bytes, len, Some(range))?;
+            self.cache.insert(object.to_owned(), bytes);
+            return Ok(memory(part));
         }
         let stream = got
             .into_stream()

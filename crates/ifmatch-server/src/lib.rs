@@ -13,6 +13,7 @@
 
 mod accept;
 pub mod bucket;
+mod byte_cache;
 mod drain;
 pub mod local;
 pub mod lock;

@@ -16,27 +16,19 @@ use tokio::io::{AsyncSeekExt, AsyncWriteExt};
 use super::blocking;
 use super::dir::{DataDir, TempFile, sync_dir};
 use super::reader::ObjectReader;
+use crate::byte_cache::{ByteCache, CACHED_OBJECT_MAX, byte_cache, slice};
 
-/// Objects no larger than this are read whole and kept in the byte cache.
-const CACHED_OBJECT_MAX: u64 = 4 << 20;
-
-/// Blob bytes as files, with the bytes of small, recently read objects in a moka cache.
-///
-/// Objects are immutable and their names are never reused, so a cached object can never be
-/// stale: the cache needs no invalidation for correctness, only to free memory on discard.
+/// Blob bytes as files, with the bytes of small, recently read objects in the byte cache.
 #[derive(Debug, Clone)]
 pub struct LocalObjects {
     dir: Arc<DataDir>,
-    cache: moka::sync::Cache<String, Bytes>,
+    cache: ByteCache,
 }
 
 impl LocalObjects {
     /// Objects under `dir`, caching up to `cache_bytes` of their bytes.
     pub fn new(dir: Arc<DataDir>, cache_bytes: u64) -> Self {
-        let cache = moka::sync::Cache::builder()
-            .max_capacity(cache_bytes)
-            .weigher(|_: &String, bytes: &Bytes| u32::try_from(bytes.len()).unwrap_or(u32::MAX))
-            .build();
+        let cache = byte_cache(cache_bytes);
         Self { dir, cache }
     }
 }
@@ -71,11 +63,12 @@ impl Objects for LocalObjects {
         range: Option<Range<u64>>,
     ) -> Result<ObjectReader, StoreError> {
         let slice = |bytes: Bytes| -> Result<ObjectReader, StoreError> {
-            check_len(object, bytes.len() as u64, len)?;
-            let range = range.clone().unwrap_or(0..len);
-            Ok(ObjectReader::memory(
-                bytes.slice(range.start as usize..range.end as usize),
-            ))
+            Ok(ObjectReader::memory(slice(
+                object,
+                &bytes,
+                len,
+                range.clone(),
+            )?))
         };
         if let Some(bytes) = self.cache.get(object) {
             return slice(bytes);
