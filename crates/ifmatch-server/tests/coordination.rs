@@ -165,6 +165,8 @@ async fn two_electors_never_lead_at_once_while_leases_are_broken() {
     while !(a.is_leader() || b.is_leader()) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // Let the watcher (sampling every 10 ms) see the last term before it stops.
+    tokio::time::sleep(Duration::from_millis(200)).await;
     stop.store(true, Ordering::SeqCst);
     let leaders = watcher.await.unwrap();
     assert!(
