@@ -89,7 +89,10 @@ impl LeaseGuard {
 impl Drop for LeaseGuard {
     fn drop(&mut self) {
         self.renewer.abort();
-        if self.released {
+        // A lost lease is not released: a broken lease ends when its breaker chose (releasing
+        // it would end the break period at once, and its old holder would win it right back),
+        // and one that may have expired is not ours to end.
+        if self.released || self.is_lost() {
             return;
         }
         // Best effort: a lease not released expires by itself.

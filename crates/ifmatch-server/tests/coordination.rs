@@ -152,18 +152,29 @@ async fn two_electors_never_lead_at_once_while_leases_are_broken() {
         })
     };
     // Three breaks, each with a period longer than a third of the lease (the renewal
-    // interval): the holder learns it lost before anyone else can take the lease.
+    // interval): the holder learns it lost before anyone else can take the lease, and nobody
+    // leads again before the period ends (the old holder does not release a lease it lost,
+    // which would end the break at once and hand the lease straight back to it).
+    let leading = || a.is_leader() || b.is_leader();
     for _ in 0..3 {
-        while !(a.is_leader() || b.is_leader()) {
-            tokio::time::sleep(Duration::from_millis(50)).await;
+        while !leading() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
         blob.break_lease(Some(Duration::from_secs(6)))
             .await
             .unwrap();
-        tokio::time::sleep(Duration::from_secs(7)).await;
-    }
-    while !(a.is_leader() || b.is_leader()) {
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        let broken = std::time::Instant::now();
+        while leading() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        while !leading() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let gap = broken.elapsed();
+        assert!(
+            gap >= Duration::from_millis(5500),
+            "a leader {gap:?} after a 6 s break"
+        );
     }
     // Let the watcher (sampling every 10 ms) see the last term before it stops.
     tokio::time::sleep(Duration::from_millis(200)).await;
