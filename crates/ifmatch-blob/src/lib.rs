@@ -56,7 +56,7 @@ mod store;
 
 pub use account::{Account, Accounts, DEV_ACCOUNT, DEV_KEY, Style};
 pub use body::ResponseBody;
-pub use front::{DEFAULT_MAX_BODY, ERROR_CODE, Front, REQUEST_ID};
+pub use front::{DEFAULT_MAX_BODY, ERROR_CODE, Front, OperationName, REQUEST_ID};
 pub use hashing::HashingBody;
 pub use operation::{BlockListType, ListOptions, MAX_RESULTS, Operation, Target};
 pub use range::ByteRange;

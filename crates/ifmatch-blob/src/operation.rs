@@ -52,6 +52,40 @@ pub enum Operation {
     GetBlockList(BlockListType),
 }
 
+impl Operation {
+    /// Azure's name of the operation, as in its REST reference (for metrics and logs).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::ListContainers(_) => "ListContainers",
+            Self::CreateContainer => "CreateContainer",
+            Self::DeleteContainer => "DeleteContainer",
+            Self::GetContainerProperties => "GetContainerProperties",
+            Self::ListBlobs(_) => "ListBlobs",
+            Self::LeaseContainer => "LeaseContainer",
+            Self::GetContainerAcl => "GetContainerACL",
+            Self::SetContainerAcl => "SetContainerACL",
+            Self::SubmitBatch => "SubmitBatch",
+            Self::GetContainerMetadata => "GetContainerMetadata",
+            Self::SetContainerMetadata => "SetContainerMetadata",
+            Self::GetBlobMetadata => "GetBlobMetadata",
+            Self::SetBlobMetadata => "SetBlobMetadata",
+            Self::SetBlobProperties => "SetBlobProperties",
+            Self::PutBlob => "PutBlob",
+            Self::GetBlob => "GetBlob",
+            Self::DeleteBlob => "DeleteBlob",
+            Self::LeaseBlob => "LeaseBlob",
+            Self::PutBlock(_) => "PutBlock",
+            Self::PutBlockList => "PutBlockList",
+            Self::GetBlockList(_) => "GetBlockList",
+        }
+    }
+
+    /// Whether this is a lease action (on a blob or a container).
+    pub fn is_lease(&self) -> bool {
+        matches!(self, Self::LeaseBlob | Self::LeaseContainer)
+    }
+}
+
 /// Which blocks Get Block List lists (`blocklisttype`; committed when absent).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BlockListType {

@@ -24,6 +24,8 @@ use tokio::net::TcpListener;
 use tokio::sync::Notify;
 use tower_http::timeout::TimeoutBody;
 
+use crate::metrics::Metrics;
+
 /// How long requests in flight may take to finish after shutdown is asked for.
 const DRAIN: Duration = Duration::from_secs(30);
 
@@ -96,6 +98,7 @@ pub(crate) type RequestBody = TimeoutBody<Incoming>;
 pub(crate) async fn serve_with<F, S, B>(
     listener: TcpListener,
     limits: Limits,
+    metrics: Arc<Metrics>,
     shutdown: impl Future<Output = ()>,
     service_for: F,
 ) -> io::Result<()>
@@ -137,8 +140,10 @@ where
         };
         if !table.make_room(limits.max_connections) {
             tracing::debug!(%client, "refused a connection: every connection is busy");
+            metrics.connection_refused();
             continue;
         }
+        metrics.connection_opened();
         let _ = stream.set_nodelay(true);
         let state = table.open();
         let service = Tracked {
@@ -150,7 +155,7 @@ where
             .serve_connection_with_upgrades(TokioIo::new(stream), service)
             .into_owned();
         let connection = graceful.watch(connection);
-        let table = table.clone();
+        let (table, metrics) = (table.clone(), metrics.clone());
         tokio::spawn(async move {
             tokio::select! {
                 ended = connection => if let Err(error) = ended {
@@ -159,6 +164,7 @@ where
                 () = state.close.notified() => {}
             }
             table.remove(state.id);
+            metrics.connection_closed();
         });
     }
     drop(listener);

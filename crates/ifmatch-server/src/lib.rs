@@ -17,19 +17,24 @@ mod byte_cache;
 mod drain;
 pub mod local;
 pub mod lock;
+pub mod metrics;
 pub mod proxy;
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use http::Method;
+use http_body::Body;
 use hyper::service::service_fn;
 use ifmatch_blob::auth::ClientIp;
-use ifmatch_blob::{Accounts, DEFAULT_MAX_BODY, Env, Front, Objects, Records};
+use ifmatch_blob::{
+    Accounts, DEFAULT_MAX_BODY, Env, Front, Objects, OperationName, REQUEST_ID, Records,
+};
 use ifmatch_core::ErrorCode;
 use tokio::net::TcpListener;
 
@@ -37,6 +42,7 @@ pub use crate::accept::{Limits, raise_descriptor_limit};
 use crate::accept::{RequestBody, serve_with};
 use crate::bucket::BucketObjects;
 use crate::local::{DataDir, LocalObjects, LocalRecords};
+use crate::metrics::{Metrics, Seen};
 
 /// The clock and the randomness of the operating system.
 #[derive(Debug, Clone, Copy, Default)]
@@ -78,6 +84,10 @@ pub struct Options {
     pub accounts: Accounts,
     /// Whether requests without credentials may do anything (development only).
     pub anonymous: bool,
+    /// Where to answer `GET /metrics` (Prometheus text), on a listener of its own.
+    pub metrics_listen: Option<SocketAddr>,
+    /// Whether to log a line per request (target `ifmatch::access`, at INFO).
+    pub access_log: bool,
 }
 
 impl Default for Options {
@@ -91,6 +101,8 @@ impl Default for Options {
             sweep_every: Duration::from_secs(600),
             accounts: Accounts::default(),
             anonymous: false,
+            metrics_listen: None,
+            access_log: false,
         }
     }
 }
@@ -278,40 +290,107 @@ where
             }
         })
     };
-    let front = served.front;
-    let served = serve_with(listener, options.limits, shutdown, move |client| {
-        let front = front.clone();
-        service_fn(move |mut request: http::Request<RequestBody>| {
-            let front = front.clone();
-            // For the address range a shared access signature may name.
-            request.extensions_mut().insert(ClientIp(client.ip()));
-            async move {
-                if matches!(*request.method(), Method::GET | Method::HEAD) {
-                    return Ok::<_, Infallible>(front.handle(request).await);
+    let metrics = Arc::new(Metrics::default());
+    let page = match options.metrics_listen {
+        Some(address) => {
+            let (metrics, front) = (metrics.clone(), served.front.clone());
+            let listener = TcpListener::bind(address).await?;
+            Some(tokio::spawn(metrics::serve_page(listener, move || {
+                let mut page = String::new();
+                metrics.render(&mut page);
+                metrics::counter(
+                    &mut page,
+                    "ifmatch_cas_retries_total",
+                    "Compare-and-swap attempts that lost a race with a concurrent change and \
+                     started over.",
+                    front.cas_retries(),
+                );
+                page
+            })))
+        }
+        None => None,
+    };
+    let (front, access_log) = (served.front, options.access_log);
+    let served = serve_with(
+        listener,
+        options.limits,
+        metrics.clone(),
+        shutdown,
+        move |client| {
+            let (front, metrics) = (front.clone(), metrics.clone());
+            service_fn(move |mut request: http::Request<RequestBody>| {
+                let (front, metrics) = (front.clone(), metrics.clone());
+                // For the address range a shared access signature may name.
+                request.extensions_mut().insert(ClientIp(client.ip()));
+                let start = Instant::now();
+                let method = request.method().clone();
+                let path = access_log.then(|| request.uri().path().to_owned());
+                let lease_action = (request.headers())
+                    .contains_key("x-ms-lease-action")
+                    .then(|| metrics::lease_action(request.headers()));
+                let bytes_in = metrics::declared_length(request.headers());
+                async move {
+                    let answer = answer(&front, request).await;
+                    let operation = answer.extensions().get::<OperationName>().map(|o| o.0);
+                    metrics.record(
+                        &Seen {
+                            client: client.ip(),
+                            method: &method,
+                            path: path.as_deref().unwrap_or(""),
+                            operation: operation.unwrap_or("Unknown"),
+                            lease_action: lease_action
+                                .filter(|_| operation.is_some_and(|o| o.starts_with("Lease"))),
+                            status: answer.status(),
+                            latency: start.elapsed(),
+                            bytes_in,
+                            bytes_out: answer.body().size_hint().exact().unwrap_or(0),
+                            request_id: (answer.headers().get(REQUEST_ID))
+                                .and_then(|v| v.to_str().ok()),
+                        },
+                        access_log,
+                    );
+                    Ok::<_, Infallible>(answer)
                 }
-                // A body the front refuses unread comes back, to be read before the answer
-                // goes (see `drain`).
-                let (parts, body) = request.into_parts();
-                let declared = (parts.headers.get(http::header::CONTENT_LENGTH))
-                    .and_then(|v| v.to_str().ok()?.parse().ok());
-                let (body, leftover) = drain::keep(body, declared);
-                let request = http::Request::from_parts(parts, body);
-                // A change runs to its end in a task of its own even if the client goes away
-                // (and hyper drops this future): a staged object is then committed or
-                // discarded, never left behind.
-                let change = tokio::spawn({
-                    let front = front.clone();
-                    async move { front.handle(request).await }
-                });
-                let answer = change
-                    .await
-                    .unwrap_or_else(|_| front.error(ErrorCode::InternalError));
-                leftover.drain().await;
-                Ok(answer)
-            }
-        })
-    })
+            })
+        },
+    )
     .await;
+    if let Some(page) = page {
+        page.abort();
+    }
     sweeper.abort();
     served
+}
+
+/// The front's answer to `request`: a read at once; a change in a task of its own.
+async fn answer<R, O, E>(
+    front: &Arc<Front<R, O, E>>,
+    request: http::Request<RequestBody>,
+) -> http::Response<ifmatch_blob::ResponseBody<O::Reader>>
+where
+    R: Records,
+    O: Objects,
+    E: Env,
+{
+    if matches!(*request.method(), Method::GET | Method::HEAD) {
+        return front.handle(request).await;
+    }
+    // A body the front refuses unread comes back, to be read before the answer goes (see
+    // `drain`).
+    let (parts, body) = request.into_parts();
+    let declared = (parts.headers.get(http::header::CONTENT_LENGTH))
+        .and_then(|v| v.to_str().ok()?.parse().ok());
+    let (body, leftover) = drain::keep(body, declared);
+    let request = http::Request::from_parts(parts, body);
+    // A change runs to its end in a task of its own even if the client goes away (and hyper
+    // drops this future): a staged object is then committed or discarded, never left behind.
+    let change = tokio::spawn({
+        let front = front.clone();
+        async move { front.handle(request).await }
+    });
+    let answer = change
+        .await
+        .unwrap_or_else(|_| front.error(ErrorCode::InternalError));
+    leftover.drain().await;
+    answer
 }

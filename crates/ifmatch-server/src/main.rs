@@ -19,6 +19,24 @@ use tokio::net::TcpListener;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log as JSON lines (one object per event, the access log's fields included) instead of
+    /// text.
+    #[arg(long, global = true, env = "IFMATCH_LOG_JSON")]
+    log_json: bool,
+}
+
+/// What an operator sees of a running server.
+#[derive(clap::Args)]
+struct ObserveArgs {
+    /// Answer GET /metrics (Prometheus text) on this address, a listener of its own, off the
+    /// data path: requests by operation and status, latency histograms, bytes, lease
+    /// actions, compare-and-swap retries, open connections.
+    #[arg(long, env = "IFMATCH_METRICS_LISTEN")]
+    metrics_listen: Option<SocketAddr>,
+    /// Log one line per request (target `ifmatch::access`): client, method, path, operation,
+    /// status, microseconds, bytes in and out, request id.
+    #[arg(long, env = "IFMATCH_ACCESS_LOG")]
+    access_log: bool,
 }
 
 #[derive(Subcommand)]
@@ -155,9 +173,12 @@ struct Proxy {
         value_delimiter = ','
     )]
     key_headers: Vec<http::HeaderName>,
-    /// Answer GET /metrics (Prometheus text) instead of forwarding it.
+    /// Answer GET /metrics (Prometheus text) on the proxy's own port instead of forwarding
+    /// it (see --metrics-listen for a port of its own).
     #[arg(long, env = "IFMATCH_METRICS")]
     metrics: bool,
+    #[command(flatten)]
+    observe: ObserveArgs,
     /// Share versions and write locks with other proxies through Redis
     /// (`redis://HOST:PORT/DB`). The 304 cache then trusts what it remembers for
     /// --cache-ttl (default 1 s): how long a write through another proxy may be answered 304
@@ -228,18 +249,26 @@ struct Serve {
     #[arg(long, env = "IFMATCH_ANONYMOUS")]
     anonymous: bool,
     #[command(flatten)]
+    observe: ObserveArgs,
+    #[command(flatten)]
     limits: LimitArgs,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
-        .init();
-    match Cli::parse().command {
+    let cli = Cli::parse();
+    // The access log is on or off by its flag, whatever the level asked for the rest.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| "info".into())
+        .add_directive("ifmatch::access=info".parse()?);
+    let log = tracing_subscriber::fmt().with_env_filter(filter);
+    if cli.log_json {
+        log.json().flatten_event(true).init();
+    } else {
+        log.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+            .init();
+    }
+    match cli.command {
         Command::Serve(args) => serve(args).await,
         Command::Proxy(args) => proxy(args).await,
         Command::Check(args) => check(args),
@@ -288,6 +317,8 @@ async fn serve(args: Serve) -> anyhow::Result<()> {
     options.sweep_every = seconds(args.sweep_every, "--sweep-every")?;
     options.limits = args.limits.limits()?;
     options.anonymous = args.anonymous;
+    options.metrics_listen = args.observe.metrics_listen;
+    options.access_log = args.observe.access_log;
     options.accounts = match (&args.accounts, &args.accounts_file) {
         (Some(text), _) => Accounts::parse(text).map_err(|e| anyhow::anyhow!("--accounts: {e}"))?,
         (None, Some(path)) => {
@@ -375,6 +406,8 @@ async fn proxy(args: Proxy) -> anyhow::Result<()> {
     options.require_precondition = args.require_precondition;
     options.key_headers = args.key_headers;
     options.metrics = args.metrics;
+    options.metrics_listen = args.observe.metrics_listen;
+    options.access_log = args.observe.access_log;
     options.fencing_header = args.fencing_header;
     let listener = TcpListener::bind(args.listen)
         .await

@@ -11,8 +11,8 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -29,6 +29,7 @@ use tokio::net::TcpListener;
 use tower::{Layer, Service, ServiceExt};
 
 use crate::accept::RequestBody;
+use crate::metrics::{self, Histogram, Metrics, Seen};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -100,6 +101,10 @@ pub struct ProxyOptions {
     pub key_headers: Vec<HeaderName>,
     /// Answers `GET /metrics` itself instead of forwarding it.
     pub metrics: bool,
+    /// Where to answer `GET /metrics` on a listener of its own, off the data path.
+    pub metrics_listen: Option<SocketAddr>,
+    /// Whether to log a line per request (target `ifmatch::access`, at INFO).
+    pub access_log: bool,
     /// Sends each write's fencing token to the origin in this header (with a version backend
     /// whose locks expire: Redis).
     pub fencing_header: Option<HeaderName>,
@@ -119,6 +124,8 @@ impl ProxyOptions {
             require_precondition: false,
             key_headers: Vec::new(),
             metrics: false,
+            metrics_listen: None,
+            access_log: false,
             fencing_header: None,
         }
     }
@@ -129,71 +136,36 @@ impl ProxyOptions {
 #[error("the upstream must be an http:// URL with a host (https is not spoken: {0})")]
 pub struct BadUpstream(String);
 
-/// What the proxy counts, for `/metrics`.
+/// What the proxy counts, for `/metrics`: what every server counts (requests by method and
+/// status, latency, bytes, connections), and the origin's side.
 #[derive(Debug, Default)]
-pub struct Metrics {
-    requests: AtomicU64,
+pub struct ProxyMetrics {
+    served: Arc<Metrics>,
     not_modified_from_cache: AtomicU64,
-    precondition_failed: AtomicU64,
-    precondition_required: AtomicU64,
     upstream_requests: AtomicU64,
     upstream_errors: AtomicU64,
     upstream_timeouts: AtomicU64,
-    /// Upstream latency (until the response head), per bucket of [`BUCKETS`], then +Inf.
-    latency_buckets: [AtomicU64; BUCKETS.len() + 1],
-    latency_micros: AtomicU64,
+    /// Upstream latency, until the response head.
+    upstream_latency: Mutex<Histogram>,
 }
 
-/// The upper bounds of the latency histogram's buckets, in seconds.
-const BUCKETS: [f64; 8] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 2.5];
-
-impl Metrics {
-    fn count<B>(&self, response: &Response<B>) {
-        let from_origin = response.extensions().get::<FromOrigin>().is_some();
-        let counter = match response.status() {
-            StatusCode::NOT_MODIFIED if !from_origin => &self.not_modified_from_cache,
-            StatusCode::PRECONDITION_FAILED => &self.precondition_failed,
-            StatusCode::PRECONDITION_REQUIRED => &self.precondition_required,
-            _ => return,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
-
+impl ProxyMetrics {
     fn observe(&self, latency: Duration) {
-        let seconds = latency.as_secs_f64();
-        let bucket = BUCKETS
-            .iter()
-            .position(|&b| seconds <= b)
-            .unwrap_or(BUCKETS.len());
-        self.latency_buckets[bucket].fetch_add(1, Ordering::Relaxed);
-        let micros = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
-        self.latency_micros.fetch_add(micros, Ordering::Relaxed);
+        (self.upstream_latency.lock())
+            .unwrap_or_else(|e| e.into_inner())
+            .observe(latency);
     }
 
-    /// The Prometheus text exposition format. (A handful of counters: not worth a dependency.)
+    /// The Prometheus text exposition format.
     pub fn render(&self) -> String {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         let mut out = String::new();
+        self.served.render(&mut out);
         let counters = [
-            (
-                "ifmatch_requests_total",
-                "Requests received.",
-                &self.requests,
-            ),
             (
                 "ifmatch_not_modified_from_cache_total",
                 "304s answered from the cache, without reaching the origin.",
                 &self.not_modified_from_cache,
-            ),
-            (
-                "ifmatch_precondition_failed_total",
-                "412s answered (by the layer or the origin).",
-                &self.precondition_failed,
-            ),
-            (
-                "ifmatch_precondition_required_total",
-                "428s answered to writes without a precondition.",
-                &self.precondition_required,
             ),
             (
                 "ifmatch_upstream_requests_total",
@@ -211,29 +183,19 @@ impl Metrics {
                 &self.upstream_timeouts,
             ),
         ];
-        for (name, help, counter) in counters {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
-                get(counter)
-            );
+        for (name, help, value) in counters {
+            metrics::counter(&mut out, name, help, get(value));
         }
         let name = "ifmatch_upstream_latency_seconds";
-        let _ = writeln!(
-            out,
-            "# HELP {name} Time until the origin's response head.\n# TYPE {name} histogram"
+        metrics::family(
+            &mut out,
+            name,
+            "histogram",
+            "Time until the origin's response head.",
         );
-        let mut cumulative = 0;
-        for (i, bound) in BUCKETS.iter().map(|b| b.to_string()).enumerate() {
-            cumulative += get(&self.latency_buckets[i]);
-            let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {cumulative}");
-        }
-        cumulative += get(&self.latency_buckets[BUCKETS.len()]);
-        let sum = get(&self.latency_micros) as f64 / 1e6;
-        let _ = writeln!(
-            out,
-            "{name}_bucket{{le=\"+Inf\"}} {cumulative}\n{name}_sum {sum}\n{name}_count {cumulative}"
-        );
+        (self.upstream_latency.lock())
+            .unwrap_or_else(|e| e.into_inner())
+            .render(&mut out, name, "");
         out
     }
 }
@@ -261,11 +223,11 @@ struct Upstream {
 pub struct Forward {
     client: Client<HttpConnector, ProxyBody>,
     upstream: Arc<Upstream>,
-    metrics: Arc<Metrics>,
+    metrics: Arc<ProxyMetrics>,
 }
 
 impl Forward {
-    fn new(options: &ProxyOptions, metrics: Arc<Metrics>) -> Result<Self, BadUpstream> {
+    fn new(options: &ProxyOptions, metrics: Arc<ProxyMetrics>) -> Result<Self, BadUpstream> {
         let uri = &options.upstream;
         let bad = || BadUpstream(uri.to_string());
         if uri.scheme() != Some(&http::uri::Scheme::HTTP) {
@@ -388,8 +350,10 @@ pub type ProxyService<V = MemoryVersions> = Conditional<Forward, V>;
 #[derive(Debug, Clone)]
 pub struct Proxy<V = MemoryVersions> {
     service: ProxyService<V>,
-    metrics: Arc<Metrics>,
+    metrics: Arc<ProxyMetrics>,
     serve_metrics: bool,
+    metrics_listen: Option<SocketAddr>,
+    access_log: bool,
 }
 
 impl Proxy {
@@ -403,7 +367,7 @@ impl<V: VersionStore + Clone> Proxy<V> {
     /// The proxy `options` describe, with versions and write locks in `versions` (shared by
     /// several proxies with a shared backend).
     pub fn with_versions(options: &ProxyOptions, versions: V) -> Result<Self, BadUpstream> {
-        let metrics = Arc::new(Metrics::default());
+        let metrics = Arc::new(ProxyMetrics::default());
         let forward = Forward::new(options, metrics.clone())?;
         // The origin may change behind the proxy: every conditional write asks it for the
         // current version, under the key's lock, and tags its answer as a GET through the
@@ -437,11 +401,13 @@ impl<V: VersionStore + Clone> Proxy<V> {
             service: layer.layer(forward),
             metrics,
             serve_metrics: options.metrics,
+            metrics_listen: options.metrics_listen,
+            access_log: options.access_log,
         })
     }
 
     /// The counters behind `/metrics`.
-    pub fn metrics(&self) -> &Metrics {
+    pub fn metrics(&self) -> &ProxyMetrics {
         &self.metrics
     }
 
@@ -452,24 +418,45 @@ impl<V: VersionStore + Clone> Proxy<V> {
         request: Request<RequestBody>,
     ) -> impl Future<Output = Response<ProxyResponseBody>> + Send + 'static {
         let metrics = self.metrics.clone();
-        let metrics_page = (self.serve_metrics && request.uri().path() == "/metrics").then(|| {
-            let mut response = Response::new(Full::new(Bytes::from(metrics.render())));
-            response.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("text/plain; version=0.0.4"),
-            );
-            response.map(Either::Right)
-        });
+        let page = (self.serve_metrics && request.uri().path() == "/metrics")
+            .then(|| metrics::page_response(Some(metrics.render())).map(Either::Right));
+        let access_log = self.access_log;
+        let start = Instant::now();
+        let method = request.method().clone();
+        let path = access_log.then(|| request.uri().path().to_owned());
+        let bytes_in = metrics::declared_length(request.headers());
         let mut request = request.map(|body| ProxyBody(Some(Box::pin(body))));
         request.extensions_mut().insert(ClientAddr(client));
         let answer = self.service.clone().oneshot(request);
         async move {
-            if let Some(page) = metrics_page {
+            if let Some(page) = page {
                 return page;
             }
-            metrics.requests.fetch_add(1, Ordering::Relaxed);
             let Ok(response) = answer.await;
-            metrics.count(&response);
+            if response.status() == StatusCode::NOT_MODIFIED
+                && response.extensions().get::<FromOrigin>().is_none()
+            {
+                metrics
+                    .not_modified_from_cache
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            metrics.served.record(
+                &Seen {
+                    client: client.ip(),
+                    method: &method,
+                    path: path.as_deref().unwrap_or(""),
+                    operation: metrics::method_name(&method),
+                    lease_action: None,
+                    status: response.status(),
+                    latency: start.elapsed(),
+                    bytes_in,
+                    bytes_out: http_body::Body::size_hint(response.body())
+                        .exact()
+                        .unwrap_or(0),
+                    request_id: None,
+                },
+                access_log,
+            );
             response.map(Either::Left)
         }
     }
@@ -482,15 +469,30 @@ pub async fn serve<V: VersionStore + Clone>(
     limits: crate::Limits,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
+    let page = match proxy.metrics_listen {
+        Some(address) => {
+            let metrics = proxy.metrics.clone();
+            let listener = TcpListener::bind(address).await?;
+            Some(tokio::spawn(metrics::serve_page(listener, move || {
+                metrics.render()
+            })))
+        }
+        None => None,
+    };
+    let served = proxy.metrics.served.clone();
     let proxy = Arc::new(proxy);
-    crate::accept::serve_with(listener, limits, shutdown, move |client| {
+    let result = crate::accept::serve_with(listener, limits, served, shutdown, move |client| {
         let proxy = proxy.clone();
         hyper::service::service_fn(move |request| {
             let proxy = proxy.clone();
             async move { Ok::<_, Infallible>(proxy.handle(client, request).await) }
         })
     })
-    .await
+    .await;
+    if let Some(page) = page {
+        page.abort();
+    }
+    result
 }
 
 /// The cache key: the path and query, then each named header's values.
@@ -625,7 +627,7 @@ mod tests {
 
     #[test]
     fn only_plain_http_upstreams_are_accepted() {
-        let metrics = Arc::new(Metrics::default());
+        let metrics = Arc::new(ProxyMetrics::default());
         for bad in ["https://example.com", "/relative", "ftp://x"] {
             let options = ProxyOptions::new(bad.parse().unwrap());
             assert!(Forward::new(&options, metrics.clone()).is_err(), "{bad}");
@@ -634,13 +636,15 @@ mod tests {
 
     #[test]
     fn the_metrics_render_as_prometheus_text() {
-        let metrics = Metrics::default();
+        let metrics = ProxyMetrics::default();
         metrics.observe(Duration::from_millis(3));
-        metrics.observe(Duration::from_secs(10));
+        metrics.observe(Duration::from_secs(11));
         let text = metrics.render();
         assert!(text.contains("ifmatch_upstream_latency_seconds_bucket{le=\"0.005\"} 1\n"));
+        assert!(text.contains("ifmatch_upstream_latency_seconds_bucket{le=\"10\"} 1\n"));
         assert!(text.contains("ifmatch_upstream_latency_seconds_bucket{le=\"+Inf\"} 2\n"));
         assert!(text.contains("ifmatch_upstream_latency_seconds_count 2\n"));
-        assert!(text.contains("ifmatch_requests_total 0\n"));
+        assert!(text.contains("ifmatch_upstream_requests_total 0\n"));
+        assert!(text.contains("# TYPE ifmatch_requests_total counter\n"));
     }
 }

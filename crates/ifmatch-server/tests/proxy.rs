@@ -243,12 +243,10 @@ async fn revalidations_are_answered_from_the_cache_and_stale_writes_never_reach_
     let stale_delete = common::send(&http, "DELETE", &url, &[("if-match", &v1)], Vec::new()).await;
     assert_eq!(stale_delete.status(), 412);
     assert_eq!(origin.writes.load(Ordering::SeqCst), writes + 1);
-    assert_eq!(
-        proxy
-            .metric(&http, "ifmatch_precondition_failed_total")
-            .await,
-        3
-    );
+    let failed = r#"ifmatch_requests_total{operation="PUT",status="412"}"#;
+    assert_eq!(proxy.metric(&http, failed).await, 2);
+    let failed = r#"ifmatch_requests_total{operation="DELETE",status="412"}"#;
+    assert_eq!(proxy.metric(&http, failed).await, 1);
     assert_eq!(
         common::send(&http, "GET", &url, &[], Vec::new())
             .await
@@ -260,7 +258,7 @@ async fn revalidations_are_answered_from_the_cache_and_stale_writes_never_reach_
 
     // /metrics is the proxy's own: the origin's GET count did not move.
     let gets = origin.gets.load(Ordering::SeqCst);
-    proxy.metric(&http, "ifmatch_requests_total").await;
+    proxy.metric(&http, "ifmatch_connections_total").await;
     assert_eq!(origin.gets.load(Ordering::SeqCst), gets);
 }
 
@@ -272,12 +270,8 @@ async fn blind_writes_get_428_when_asked() {
     let blind = common::send(&http, "PUT", &format!("{}/docs/b", proxy.base), &[], "x").await;
     assert_eq!(blind.status(), 428);
     assert_eq!(origin.writes.load(Ordering::SeqCst), 0);
-    assert_eq!(
-        proxy
-            .metric(&http, "ifmatch_precondition_required_total")
-            .await,
-        1
-    );
+    let required = r#"ifmatch_requests_total{operation="PUT",status="428"}"#;
+    assert_eq!(proxy.metric(&http, required).await, 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -120,7 +120,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         parts: &http::request::Parts,
     ) -> Result<Answer<O::Reader>> {
         let now = self.env.now();
-        let admitted = self.admit(parts, now).await?;
+        let admitted = self.admit(parts, now, &mut None).await?;
         if admitted.target.operation != Operation::DeleteBlob {
             return Err(Failure::with_detail(
                 ErrorCode::InvalidInput,

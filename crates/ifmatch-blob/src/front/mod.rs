@@ -67,7 +67,14 @@ pub struct Front<R, O, E> {
     max_body: u64,
     accounts: Accounts,
     anonymous: bool,
+    /// Compare-and-swap attempts that lost a race and started over.
+    retries: std::sync::atomic::AtomicU64,
 }
+
+/// The extension on every answer to a request whose operation could be read: Azure's name of
+/// it (see [`Operation::name`]), for metrics and logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OperationName(pub &'static str);
 
 /// An error answer: the code, and what to say about it.
 #[derive(Debug)]
@@ -184,7 +191,14 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             max_body: DEFAULT_MAX_BODY,
             accounts: Accounts::default(),
             anonymous: false,
+            retries: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// How many compare-and-swap attempts lost a race with a concurrent change and started
+    /// over, since the front was made.
+    pub fn cas_retries(&self) -> u64 {
+        self.retries.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The accounts served (by default the development account alone, with its published
@@ -235,11 +249,15 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     {
         let head = request.method() == Method::HEAD;
         let (parts, body) = request.into_parts();
-        let answer = match self.dispatch(&parts, body).await {
+        let mut operation = None;
+        let answer = match self.dispatch(&parts, body, &mut operation).await {
             Ok(answer) => answer,
             Err(failure) => error_answer(failure, head),
         };
         let mut answer = self.stamped(answer);
+        if let Some(operation) = operation {
+            answer.extensions_mut().insert(operation);
+        }
         // The version the client speaks, when it names one the dialect knows the form of.
         if let Some(version) = parts.headers.get(MS_VERSION)
             && version.len() == 10
@@ -261,7 +279,12 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         answer
     }
 
-    async fn dispatch<B>(&self, parts: &http::request::Parts, body: B) -> Result<Answer<O::Reader>>
+    async fn dispatch<B>(
+        &self,
+        parts: &http::request::Parts,
+        body: B,
+        operation: &mut Option<OperationName>,
+    ) -> Result<Answer<O::Reader>>
     where
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
@@ -275,7 +298,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             stored,
             container,
             blob,
-        } = self.admit(parts, now).await?;
+        } = self.admit(parts, now, operation).await?;
         match &target.operation {
             Operation::CreateContainer => self.create_container(&container, headers, now).await,
             Operation::GetContainerAcl => self.container_acl(&container, headers, now).await,
@@ -318,7 +341,12 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
 
     /// Reads what a request addresses (its account, container and blob, its operation) and
     /// admits it if its credentials allow that operation there.
-    async fn admit(&self, parts: &http::request::Parts, now: SystemTime) -> Result<Admitted> {
+    async fn admit(
+        &self,
+        parts: &http::request::Parts,
+        now: SystemTime,
+        operation: &mut Option<OperationName>,
+    ) -> Result<Admitted> {
         let (method, uri, headers) = (&parts.method, &parts.uri, &parts.headers);
         let host = (headers.get(header::HOST))
             .and_then(|h| h.to_str().ok())
@@ -334,6 +362,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             crate::Style::Path => format!("{scheme}://{}/{}/", host.unwrap_or(""), account.name()),
         };
         let target = Target::parse(method, path, uri.query())?;
+        *operation = Some(OperationName(target.operation.name()));
         let signed = Signed {
             method,
             uri,
@@ -427,7 +456,10 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     });
                 }
                 // Somebody changed (or removed) the record since we read it.
-                Err(StoreError::Conflict | StoreError::AlreadyExists | StoreError::NotFound) => {}
+                Err(StoreError::Conflict | StoreError::AlreadyExists | StoreError::NotFound) => {
+                    self.retries
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
                 Err(e) => return Err(e.into()),
             }
         }

@@ -1,0 +1,209 @@
+//! What an operator sees of `ifmatch serve`: `/metrics` on a listener of its own, and the JSON
+//! access log, read from the real binary.
+
+mod common;
+
+use std::time::Duration;
+
+use common::send;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn wait_for(port: u16) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(std::time::Instant::now() < deadline, "nothing on {port}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The value of the sample named exactly `sample` (name and labels) on `page`.
+fn sample(page: &str, sample: &str) -> Option<f64> {
+    page.lines()
+        .find_map(|l| l.strip_prefix(sample)?.strip_prefix(' '))
+        .map(|v| v.parse().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_operations_by_status_off_the_data_path_and_the_access_log_has_each_request()
+{
+    let dir = tempfile::tempdir().unwrap();
+    let (port, metrics_port) = (free_port(), free_port());
+    let log = dir.path().join("log.jsonl");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ifmatch"))
+        .args(["--log-json", "serve", "--anonymous", "--access-log"])
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
+        .arg("--data")
+        .arg(dir.path().join("data"))
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(port);
+    wait_for(metrics_port);
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let base = format!("http://127.0.0.1:{port}/devstoreaccount1");
+    let blob = format!("{base}/seen/doc");
+    let status = |r: reqwest::Response| r.status().as_u16();
+
+    let container = format!("{base}/seen?restype=container");
+    assert_eq!(status(send(&http, "PUT", &container, &[], "").await), 201);
+    assert_eq!(status(send(&http, "PUT", &container, &[], "").await), 409);
+    let block = [("x-ms-blob-type", "BlockBlob")];
+    let put = send(&http, "PUT", &blob, &block, vec![7u8; 1000]).await;
+    let tag = put.headers()["etag"].to_str().unwrap().to_owned();
+    assert_eq!(status(put), 201);
+    assert_eq!(status(send(&http, "GET", &blob, &[], "").await), 200);
+    let revalidate = [("if-none-match", tag.as_str())];
+    assert_eq!(
+        status(send(&http, "GET", &blob, &revalidate, "").await),
+        304
+    );
+    let stale = [
+        ("x-ms-blob-type", "BlockBlob"),
+        (
+            "if-match",
+            "\"0000000000000000000000000000000000000000000000000000000000000000\"",
+        ),
+    ];
+    assert_eq!(status(send(&http, "PUT", &blob, &stale, "lost").await), 412);
+    let acquire = [
+        ("x-ms-lease-action", "acquire"),
+        ("x-ms-lease-duration", "15"),
+    ];
+    let lease = format!("{blob}?comp=lease");
+    assert_eq!(status(send(&http, "PUT", &lease, &acquire, "").await), 201);
+    assert_eq!(status(send(&http, "PUT", &lease, &acquire, "").await), 409);
+
+    let page = send(
+        &http,
+        "GET",
+        &format!("http://127.0.0.1:{metrics_port}/metrics"),
+        &[],
+        "",
+    )
+    .await
+    .text()
+    .await
+    .unwrap();
+    let expect = [
+        (
+            r#"ifmatch_requests_total{operation="CreateContainer",status="201"}"#,
+            1.0,
+        ),
+        (
+            r#"ifmatch_requests_total{operation="CreateContainer",status="409"}"#,
+            1.0,
+        ),
+        (
+            r#"ifmatch_requests_total{operation="PutBlob",status="201"}"#,
+            1.0,
+        ),
+        (
+            r#"ifmatch_requests_total{operation="PutBlob",status="412"}"#,
+            1.0,
+        ),
+        (
+            r#"ifmatch_requests_total{operation="GetBlob",status="200"}"#,
+            1.0,
+        ),
+        (
+            r#"ifmatch_requests_total{operation="GetBlob",status="304"}"#,
+            1.0,
+        ),
+        (
+            r#"ifmatch_request_duration_seconds_count{operation="GetBlob"}"#,
+            2.0,
+        ),
+        (
+            r#"ifmatch_request_duration_seconds_bucket{operation="GetBlob",le="+Inf"}"#,
+            2.0,
+        ),
+        (
+            r#"ifmatch_lease_actions_total{action="acquire",status="201"}"#,
+            1.0,
+        ),
+        (
+            r#"ifmatch_lease_actions_total{action="acquire",status="409"}"#,
+            1.0,
+        ),
+        ("ifmatch_request_bytes_total", 1004.0),
+        ("ifmatch_response_bytes_total", 1000.0),
+        ("ifmatch_cas_retries_total", 0.0),
+    ];
+    for (name, value) in expect {
+        let seen = sample(&page, name);
+        if name == "ifmatch_response_bytes_total" {
+            // The 1,000 bytes of the GET, and the XML of the error answers.
+            assert!(seen.unwrap() >= value, "{name}: {seen:?}\n{page}");
+        } else {
+            assert_eq!(seen, Some(value), "{name}\n{page}");
+        }
+    }
+    assert!(
+        sample(&page, "ifmatch_open_connections").unwrap() >= 1.0,
+        "{page}"
+    );
+    assert!(
+        sample(&page, "ifmatch_connections_total").unwrap() >= 1.0,
+        "{page}"
+    );
+
+    // The data port has no /metrics: there it is a container path of the dialect.
+    let data_port = send(
+        &http,
+        "GET",
+        &format!("http://127.0.0.1:{port}/metrics"),
+        &[],
+        "",
+    )
+    .await;
+    assert!(
+        !data_port
+            .text()
+            .await
+            .unwrap()
+            .contains("ifmatch_requests_total")
+    );
+    let missing = send(
+        &http,
+        "GET",
+        &format!("http://127.0.0.1:{metrics_port}/other"),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(missing.status(), 404);
+
+    // One JSON object per request, with its operation, status and request id.
+    let _ = child.kill();
+    let _ = child.wait();
+    let text = std::fs::read_to_string(&log).unwrap();
+    let access: Vec<serde_json::Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["target"] == "ifmatch::access")
+        .collect();
+    assert_eq!(access.len(), 9, "{text}");
+    let stale = access
+        .iter()
+        .find(|v| v["operation"] == "PutBlob" && v["status"] == 412)
+        .unwrap_or_else(|| panic!("no stale PUT in {text}"));
+    assert_eq!(stale["method"], "PUT");
+    assert_eq!(stale["path"], "/devstoreaccount1/seen/doc");
+    assert_eq!(stale["client"], "127.0.0.1");
+    assert!(
+        stale["request_id"]
+            .as_str()
+            .is_some_and(|id| id.len() == 36),
+        "{stale}"
+    );
+    assert!(stale["micros"].as_u64().is_some(), "{stale}");
+}

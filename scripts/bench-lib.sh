@@ -1,0 +1,54 @@
+# What every bench script shares: sourced, not run.
+#   need_tools TOOL...          installs missing tools (wrk, nginx) from Debian's packages
+#   check_rounds N              refuses fewer than 5 rounds (a median of fewer says little)
+#   free_port / wait_port PORT  a free loopback port; waits until something listens on it
+#   rps WRK_ARGS...             wrk's requests per second; fails on any error or non-2xx/3xx
+#   ratio LABEL "A..." "B..."   one line: the median of each side's runs, and the median of the
+#                               per-round ratios B/A with their min-max spread
+# Each script alternates its sides round by round, so that a machine's drift hits both alike.
+
+need_tools() {
+  local missing=()
+  for tool in "$@"; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+  [ ${#missing[@]} -eq 0 ] && return
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null \
+    || { echo "$(basename "$0"): cannot install ${missing[*]}" >&2; exit 1; }
+}
+
+check_rounds() {
+  [ "$1" -ge 5 ] || { echo "$(basename "$0"): at least 5 rounds (got $1): a median of fewer says little" >&2; exit 1; }
+}
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+wait_port() {
+  for _ in $(seq 600); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return; sleep 0.05; done
+  echo "$(basename "$0"): nothing listens on port $1" >&2
+  exit 1
+}
+
+# Defaults a script may change before calling rps.
+wrk_threads=2
+wrk_connections=32
+wrk_seconds=10
+wrk_prefix=()
+
+rps() {
+  local out
+  out=$("${wrk_prefix[@]}" wrk -t"$wrk_threads" -c"$wrk_connections" -d"${wrk_seconds}s" "$@")
+  if grep -qE 'Socket errors|Non-2xx or 3xx' <<<"$out"; then
+    echo "$(basename "$0"): errors in a run: $out" >&2
+    exit 1
+  fi
+  awk '/^Requests\/sec:/ {print $2}' <<<"$out"
+}
+
+ratio() {
+  python3 - "$@" <<'PY'
+import statistics, sys
+label, a, b = sys.argv[1], [float(x) for x in sys.argv[2].split()], [float(x) for x in sys.argv[3].split()]
+r = [y / x for x, y in zip(a, b)]
+med = statistics.median
+print(f"{label:<44} {med(a):11.0f} {med(b):11.0f} {med(r):7.2f}  ({min(r):.2f}-{max(r):.2f})")
+PY
+}
