@@ -10,6 +10,9 @@ use ifmatch_blob::{Accounts, DEFAULT_MAX_BODY};
 use ifmatch_server::proxy::ProxyOptions;
 use tokio::net::TcpListener;
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "ifmatch",

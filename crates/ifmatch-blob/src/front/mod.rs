@@ -146,12 +146,33 @@ impl From<StoreError> for Failure {
     }
 }
 
+/// The host a request names: its `Host`, or the authority of its target.
+fn host(parts: &http::request::Parts) -> Option<&str> {
+    (parts.headers.get(header::HOST))
+        .and_then(|h| h.to_str().ok())
+        .or(parts.uri.authority().map(|a| a.as_str()))
+}
+
+/// The account's root URL as the request named it (List Containers names it).
+fn endpoint(parts: &http::request::Parts, account: &crate::Account, style: crate::Style) -> String {
+    let scheme = if parts.extensions.get::<Https>().is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    let host = host(parts).unwrap_or("");
+    match style {
+        crate::Style::Host => format!("{scheme}://{host}/"),
+        crate::Style::Path => format!("{scheme}://{host}/{}/", account.name()),
+    }
+}
+
 /// A request its credentials admit: what it addresses, and the keys of its records.
-struct Admitted {
+struct Admitted<'a> {
     target: Target,
-    account: crate::Account,
-    /// The account's root URL as the request named it (List Containers names it).
-    endpoint: String,
+    account: &'a crate::Account,
+    /// How the request named the account (for the root URL List Containers names).
+    style: crate::Style,
     /// The name its container is stored under.
     stored: String,
     container: Key,
@@ -270,10 +291,11 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// `answer` with the headers every answer carries: a request id and the dialect's version.
     fn stamped(&self, mut answer: Answer<O::Reader>) -> Answer<O::Reader> {
         let headers = answer.headers_mut();
-        let id = self.env.random_uuid().hyphenated().to_string();
+        let mut id = [0; uuid::fmt::Hyphenated::LENGTH];
+        let id = self.env.random_uuid().hyphenated().encode_lower(&mut id);
         headers.insert(
             REQUEST_ID,
-            HeaderValue::try_from(id).expect("a UUID is ASCII"),
+            HeaderValue::from_str(id).expect("a UUID is ASCII"),
         );
         headers.insert(MS_VERSION, HeaderValue::from_static("2021-12-02"));
         answer
@@ -294,7 +316,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let Admitted {
             target,
             account,
-            endpoint,
+            style,
             stored,
             container,
             blob,
@@ -320,8 +342,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             Operation::DeleteBlob => self.delete_blob(&blob, headers, now).await,
             Operation::LeaseBlob => self.lease(&blob, headers, now).await,
             Operation::ListContainers(options) => {
-                self.list_containers(&account, &endpoint, options, now)
-                    .await
+                let endpoint = endpoint(parts, account, style);
+                self.list_containers(account, &endpoint, options, now).await
             }
             Operation::GetContainerMetadata => {
                 self.container_properties(&container, headers, now).await
@@ -346,21 +368,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         parts: &http::request::Parts,
         now: SystemTime,
         operation: &mut Option<OperationName>,
-    ) -> Result<Admitted> {
+    ) -> Result<Admitted<'_>> {
         let (method, uri, headers) = (&parts.method, &parts.uri, &parts.headers);
-        let host = (headers.get(header::HOST))
-            .and_then(|h| h.to_str().ok())
-            .or(uri.authority().map(|a| a.as_str()));
-        let (account, path, style) = self.accounts.locate(host, uri.path())?;
-        let scheme = if parts.extensions.get::<Https>().is_some() {
-            "https"
-        } else {
-            "http"
-        };
-        let endpoint = match style {
-            crate::Style::Host => format!("{scheme}://{}/", host.unwrap_or("")),
-            crate::Style::Path => format!("{scheme}://{}/{}/", host.unwrap_or(""), account.name()),
-        };
+        let (account, path, style) = self.accounts.locate(host(parts), uri.path())?;
         let target = Target::parse(method, path, uri.query())?;
         *operation = Some(OperationName(target.operation.name()));
         let signed = Signed {
@@ -390,8 +400,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         }
         Ok(Admitted {
             target,
-            account: account.clone(),
-            endpoint,
+            account,
+            style,
             stored,
             container,
             blob,
@@ -783,7 +793,8 @@ fn public_access(headers: &HeaderMap) -> Result<Option<PublicAccess>> {
 }
 
 fn validator_headers(record: &Record) -> HeaderMap {
-    let mut out = HeaderMap::new();
+    // Room for every header a blob's answer carries: the map never grows on the way.
+    let mut out = HeaderMap::with_capacity(24);
     out.insert(header::ETAG, record.etag.to_header_value());
     out.insert(
         header::LAST_MODIFIED,
@@ -812,7 +823,7 @@ fn xml_answer<R>(mut headers: HeaderMap, xml: impl Into<Bytes>) -> Answer<R> {
 
 fn error_answer<R>(failure: Failure, head: bool) -> Answer<R> {
     let code = failure.code;
-    let mut out = HeaderMap::new();
+    let mut out = HeaderMap::with_capacity(8);
     out.insert(ERROR_CODE, HeaderValue::from_static(code.as_str()));
     let mut response = answer(code.status(), out);
     if !head {
