@@ -190,8 +190,9 @@ pub trait Objects: Send + Sync + 'static {
     /// The body of a read.
     type Reader: Body<Data = Bytes, Error = StoreError> + Send + 'static;
 
-    /// Streams `body` into a new object, hashing it on the way, durably (on disk before this
-    /// returns). More than `limit` bytes fail with [`StoreError::TooLarge`] and leave nothing.
+    /// Streams `body` into a new object, hashing it on the way. More than `limit` bytes fail
+    /// with [`StoreError::TooLarge`] and leave nothing. The object may not be durable before
+    /// [`Objects::persist`]: no record may name it until that returned.
     fn stage<B>(
         &self,
         body: B,
@@ -210,6 +211,14 @@ pub trait Objects: Send + Sync + 'static {
         len: u64,
         range: Option<Range<u64>>,
     ) -> impl Future<Output = Result<Self::Reader, StoreError>> + Send;
+
+    /// Makes a staged object durable (on disk, its name too). Split from [`Objects::stage`] so
+    /// that a write which lost its race while its body arrived is discarded before it costs
+    /// the fsyncs. The default does nothing: for a backend whose `stage` is durable itself.
+    fn persist(&self, staged: &Staged) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let _ = staged;
+        async { Ok(()) }
+    }
 
     /// Removes an object no record names any more. A missing object is not an error.
     fn discard(&self, object: &str) -> impl Future<Output = Result<(), StoreError>> + Send;

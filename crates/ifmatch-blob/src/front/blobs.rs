@@ -155,7 +155,20 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             now,
         )?;
 
-        let (staged, checksums) = self.stage_checked(headers, body).await?;
+        // Checked again once the body is in: a write that lost its race meanwhile (a
+        // concurrent If-Match writer won) is refused before its object costs the fsyncs.
+        let still_wanted = async {
+            let current = committed(self.records.get(key).await?);
+            write_allowed(
+                blob::Operation::Put,
+                headers,
+                current.as_deref(),
+                lease_id,
+                now,
+            )
+            .map(drop)
+        };
+        let (staged, checksums) = self.stage_checked(headers, body, still_wanted).await?;
         let etag = metadata::blob_tag(
             &staged.etag,
             content_type.as_deref(),

@@ -521,10 +521,15 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// Streams `body` into a new object, with the checksums of the upload; a `Content-MD5` or
     /// `x-ms-content-crc64` the client sent that does not match answers 400 and keeps
     /// nothing. Put Blob and Put Block upload through here.
+    /// Stages `body` as a new object, checks it against the request's checksums, then asks
+    /// `still_wanted` (the write's conditions against the record as it is now: someone may
+    /// have written while the body arrived) and only then makes it durable. Any failure
+    /// discards the object.
     async fn stage_checked<B>(
         &self,
         headers: &HeaderMap,
         body: B,
+        still_wanted: impl Future<Output = Result<()>> + Send,
     ) -> Result<(crate::Staged, Checksums)>
     where
         B: Body<Data = Bytes> + Send + 'static,
@@ -557,7 +562,20 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             self.discard(Some(staged.object)).await;
             return Err(failure);
         }
-        Ok((staged, checksums))
+        if let Err(failure) = still_wanted.await {
+            self.discard(Some(staged.object)).await;
+            return Err(failure);
+        }
+        Ok((self.persisted(staged).await?, checksums))
+    }
+
+    /// `staged`, durable; discarded if it cannot be made so.
+    async fn persisted(&self, staged: crate::Staged) -> Result<crate::Staged> {
+        if let Err(e) = self.objects.persist(&staged).await {
+            self.discard(Some(staged.object)).await;
+            return Err(e.into());
+        }
+        Ok(staged)
     }
 
     async fn discard(&self, object: Option<String>) {

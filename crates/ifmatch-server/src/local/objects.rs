@@ -41,19 +41,29 @@ impl Objects for LocalObjects {
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
     {
-        // Removed on any failure, and if this future is dropped half-way.
+        // Removed on any failure, and if this future is dropped half-way. Renamed into
+        // `objects/` before it is durable: no record names it until `persist` (and an object
+        // a crash left behind unnamed is an orphan, which the sweep removes).
         let tmp = TempFile(self.dir.tmp_path());
         let (etag, len) = write_object(&tmp.0, body, limit).await?;
         let object = uuid::Uuid::new_v4().simple().to_string();
         let path = self.dir.object_path(&object)?;
         tokio::fs::rename(&tmp.0, &path).await?;
         std::mem::forget(tmp);
-        let objects = self.dir.objects_dir();
-        if let Err(e) = blocking(move || Ok(sync_dir(&objects)?)).await {
-            let _ = tokio::fs::remove_file(&path).await;
-            return Err(e);
-        }
         Ok(Staged { object, etag, len })
+    }
+
+    /// The file's bytes, then its name: two fsyncs, the least that lets a record name it. (A
+    /// writeback error from before this open is still reported here: Linux reports an error
+    /// nobody has seen to the next fsync, whichever descriptor makes it.)
+    async fn persist(&self, staged: &Staged) -> Result<(), StoreError> {
+        let path = self.dir.object_path(&staged.object)?;
+        let objects = self.dir.objects_dir();
+        blocking(move || {
+            fs::File::open(&path)?.sync_all()?;
+            Ok(sync_dir(&objects)?)
+        })
+        .await
     }
 
     async fn read(
@@ -135,9 +145,9 @@ impl Objects for LocalObjects {
     }
 }
 
-/// Streams `body` into a new file at `path`, hashing it on the way. Returns once the bytes are
-/// durably written: every write's error seen (flushed), fsynced, and the file's length equal to
-/// what was hashed.
+/// Streams `body` into a new file at `path`, hashing it on the way. Returns once every write's
+/// error was seen (flushed) and the file's length is what was hashed; not fsynced (see
+/// [`LocalObjects::persist`]).
 async fn write_object<B>(
     path: &Path,
     body: B,
@@ -157,7 +167,6 @@ where
     // tokio's File writes in the background: without this flush the last write's error
     // (ENOSPC) is lost, and `sync_all` does not report it.
     file.flush().await?;
-    file.sync_all().await?;
     let (etag, len) = body.as_mut().finish();
     let written = file.metadata().await?.len();
     if written != len {
