@@ -155,20 +155,27 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             now,
         )?;
 
-        // Checked again once the body is in: a write that lost its race meanwhile (a
-        // concurrent If-Match writer won) is refused before its object costs the fsyncs.
-        let still_wanted = async {
-            let current = committed(self.records.get(key).await?);
-            write_allowed(
+        let (staged, checksums) = self.stage_checked(headers, body).await?;
+        // Checked again once the body is in, in this key's turn: a write that lost its race
+        // meanwhile (a concurrent If-Match writer won) is refused before its object costs the
+        // fsyncs.
+        let _turn = self.commit_turn(key).await;
+        let still = match self.records.get(key).await {
+            Ok(current) => write_allowed(
                 blob::Operation::Put,
                 headers,
-                current.as_deref(),
+                committed(current).as_deref(),
                 lease_id,
                 now,
             )
-            .map(drop)
+            .map(drop),
+            Err(e) => Err(e.into()),
         };
-        let (staged, checksums) = self.stage_checked(headers, body, still_wanted).await?;
+        if let Err(failure) = still {
+            self.discard(Some(staged.object)).await;
+            return Err(failure);
+        }
+        let staged = self.persisted(staged).await?;
         let etag = metadata::blob_tag(
             &staged.etag,
             content_type.as_deref(),

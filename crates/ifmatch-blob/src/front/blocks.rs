@@ -67,7 +67,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 .ok_or(ErrorCode::ContainerNotFound)?;
         }
 
-        let (staged, checksums) = self.stage_checked(headers, body, async { Ok(()) }).await?;
+        let (staged, checksums) = self.stage_checked(headers, body).await?;
+        let staged = self.persisted(staged).await?;
         let block = Block {
             id: id.to_owned(),
             object: staged.object.clone(),

@@ -69,6 +69,8 @@ pub struct Front<R, O, E> {
     anonymous: bool,
     /// Compare-and-swap attempts that lost a race and started over.
     retries: std::sync::atomic::AtomicU64,
+    /// See [`Front::commit_turn`].
+    commits: Box<[futures_util::lock::Mutex<()>]>,
 }
 
 /// The extension on every answer to a request whose operation could be read: Azure's name of
@@ -213,6 +215,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             accounts: Accounts::default(),
             anonymous: false,
             retries: std::sync::atomic::AtomicU64::new(0),
+            commits: (0..64)
+                .map(|_| futures_util::lock::Mutex::new(()))
+                .collect(),
         }
     }
 
@@ -521,15 +526,12 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// Streams `body` into a new object, with the checksums of the upload; a `Content-MD5` or
     /// `x-ms-content-crc64` the client sent that does not match answers 400 and keeps
     /// nothing. Put Blob and Put Block upload through here.
-    /// Stages `body` as a new object, checks it against the request's checksums, then asks
-    /// `still_wanted` (the write's conditions against the record as it is now: someone may
-    /// have written while the body arrived) and only then makes it durable. Any failure
-    /// discards the object.
+    /// Stages `body` as a new object and checks it against the request's checksums (a
+    /// mismatch discards it). Not yet durable: see [`Front::persisted`].
     async fn stage_checked<B>(
         &self,
         headers: &HeaderMap,
         body: B,
-        still_wanted: impl Future<Output = Result<()>> + Send,
     ) -> Result<(crate::Staged, Checksums)>
     where
         B: Body<Data = Bytes> + Send + 'static,
@@ -562,11 +564,18 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             self.discard(Some(staged.object)).await;
             return Err(failure);
         }
-        if let Err(failure) = still_wanted.await {
-            self.discard(Some(staged.object)).await;
-            return Err(failure);
-        }
-        Ok((self.persisted(staged).await?, checksums))
+        Ok((staged, checksums))
+    }
+
+    /// Waits for this instance's turn to commit a write of `key`: one at a time per key, so
+    /// that a write which lost its race while its body arrived learns it (from the record
+    /// the winner committed) before its object costs the fsyncs. The compare-and-swap still
+    /// decides; this only saves the work of writes that would lose it.
+    async fn commit_turn(&self, key: &Key) -> futures_util::lock::MutexGuard<'_, ()> {
+        use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(key);
+        let stripe = (hash % self.commits.len() as u64) as usize;
+        self.commits[stripe].lock().await
     }
 
     /// `staged`, durable; discarded if it cannot be made so.
