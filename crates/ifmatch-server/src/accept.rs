@@ -29,6 +29,9 @@ use crate::metrics::Metrics;
 /// How long requests in flight may take to finish after shutdown is asked for.
 const DRAIN: Duration = Duration::from_secs(30);
 
+/// The most an HTTP/1 connection buffers of what its client sends.
+const READ_BUFFER: usize = 64 << 10;
+
 /// Descriptors kept for files (objects, records) when the cap on connections is derived from
 /// the descriptor limit.
 const FILE_DESCRIPTORS: u64 = 256;
@@ -114,7 +117,12 @@ where
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_timeout);
+        .header_read_timeout(limits.header_timeout)
+        // hyper's read buffer grows to about 400 KiB under a fast upload, and each chunk it
+        // hands on is copied once more into the file's buffer: about 1 MiB per upload in
+        // flight. At 64 KiB (still eight times the largest head Azure allows) an upload holds
+        // about a tenth of that (`scripts/bench-memory`).
+        .max_buf_size(READ_BUFFER);
     builder
         .http2()
         .timer(TokioTimer::new())

@@ -260,6 +260,16 @@ struct Serve {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    // With transparent huge pages on `always` (common on servers), the kernel backs each of
+    // the allocator's arenas touched by a thread with 2 MiB pages: streaming 10 MiB through the
+    // proxy raised peak RSS by 12 MiB instead of 1. Memory is what an operator sizes for, so
+    // this process keeps to 4 KiB pages, as Redis does.
+    #[cfg(target_os = "linux")]
+    if let Err(e) = nix::sys::prctl::set_thp_disable(true) {
+        eprintln!(
+            "ifmatch: could not turn transparent huge pages off ({e}); memory may grow in 2 MiB steps"
+        );
+    }
     // The access log is on or off by its flag, whatever the level asked for the rest.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| "info".into())
