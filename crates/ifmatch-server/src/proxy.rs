@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::uri::{Authority, PathAndQuery};
 use http::{Request, Response, StatusCode, Uri, Version};
 use http_body_util::{Either, Full};
 use hyper::body::Incoming;
@@ -204,13 +205,41 @@ impl ProxyMetrics {
 #[derive(Debug, Clone, Copy)]
 struct FromOrigin;
 
-/// The client's address, for `X-Forwarded-For` and `Forwarded`.
-#[derive(Debug, Clone, Copy)]
-struct ClientAddr(SocketAddr);
+/// A client connection's peer, with its address spelled as the forwarding headers want it:
+/// made once per connection rather than formatted on every request.
+#[derive(Debug)]
+pub struct Peer {
+    address: SocketAddr,
+    /// `X-Forwarded-For`'s element: the bare address.
+    ip: String,
+    /// `Forwarded`'s `for=` node: IPv6 in quoted brackets (RFC 7239 section 6).
+    node: String,
+}
+
+impl Peer {
+    /// The peer at `address`.
+    pub fn new(address: SocketAddr) -> Self {
+        let ip = address.ip();
+        let node = match ip {
+            std::net::IpAddr::V4(v4) => v4.to_string(),
+            std::net::IpAddr::V6(v6) => format!("\"[{v6}]\""),
+        };
+        Self {
+            address,
+            ip: ip.to_string(),
+            node,
+        }
+    }
+}
+
+/// The request's [`Peer`], for `X-Forwarded-For` and `Forwarded`.
+#[derive(Debug, Clone)]
+struct ClientAddr(Arc<Peer>);
 
 #[derive(Debug)]
 struct Upstream {
-    scheme_authority: String,
+    /// The origin's host and port, for the request line.
+    host_port: Authority,
     /// The upstream's path prefix, without a trailing `/`.
     prefix: String,
     authority: HeaderValue,
@@ -235,7 +264,7 @@ impl Forward {
         }
         let authority = uri.authority().ok_or_else(bad)?;
         let upstream = Upstream {
-            scheme_authority: format!("http://{authority}"),
+            host_port: authority.clone(),
             prefix: uri.path().trim_end_matches('/').to_owned(),
             authority: HeaderValue::from_str(authority.as_str()).map_err(|_| bad())?,
             timeout: options.timeout,
@@ -256,10 +285,26 @@ impl Forward {
 
     fn outbound(&self, mut request: Request<ProxyBody>) -> Request<ProxyBody> {
         let upstream = &self.upstream;
-        let path = request.uri().path_and_query().map_or("/", |pq| pq.as_str());
-        let uri = format!("{}{}{path}", upstream.scheme_authority, upstream.prefix);
-        *request.uri_mut() = Uri::try_from(uri).unwrap_or_else(|_| request.uri().clone());
-        let client = request.extensions().get::<ClientAddr>().map(|c| c.0);
+        let path = request.uri().path_and_query();
+        let path = match (upstream.prefix.as_str(), path) {
+            // The usual case: the path as it came, no string built.
+            ("", Some(path)) => Some(path.clone()),
+            (prefix, path) => {
+                let path = path.map_or("/", PathAndQuery::as_str);
+                PathAndQuery::try_from(format!("{prefix}{path}")).ok()
+            }
+        };
+        let mut parts = http::uri::Parts::default();
+        parts.scheme = Some(http::uri::Scheme::HTTP);
+        parts.authority = Some(upstream.host_port.clone());
+        parts.path_and_query = path;
+        if let Ok(uri) = Uri::from_parts(parts) {
+            *request.uri_mut() = uri;
+        }
+        let client = request
+            .extensions()
+            .get::<ClientAddr>()
+            .map(|c| c.0.clone());
         let version = request.version();
         let headers = request.headers_mut();
         remove_hop_by_hop(headers);
@@ -272,13 +317,8 @@ impl Forward {
         }
         append_via(headers, version);
         if let Some(client) = client {
-            let ip = client.ip();
-            append(headers, "x-forwarded-for", &ip.to_string());
-            let node = match ip {
-                std::net::IpAddr::V4(v4) => v4.to_string(),
-                std::net::IpAddr::V6(v6) => format!("\"[{v6}]\""),
-            };
-            let mut forwarded = format!("for={node};proto=http");
+            append(headers, "x-forwarded-for", &client.ip);
+            let mut forwarded = format!("for={};proto=http", client.node);
             if let Some(host) = host.as_deref().filter(|h| is_token_safe(h)) {
                 let _ = write!(forwarded, ";host=\"{host}\"");
             }
@@ -411,12 +451,13 @@ impl<V: VersionStore + Clone> Proxy<V> {
         &self.metrics
     }
 
-    /// Answers one request from a client at `client`.
+    /// Answers one request from the client connection `peer`.
     pub fn handle(
         &self,
-        client: SocketAddr,
+        peer: &Arc<Peer>,
         request: Request<RequestBody>,
-    ) -> impl Future<Output = Response<ProxyResponseBody>> + Send + 'static {
+    ) -> impl Future<Output = Response<ProxyResponseBody>> + Send + 'static + use<V> {
+        let client = peer.address;
         let metrics = self.metrics.clone();
         let page = (self.serve_metrics && request.uri().path() == "/metrics")
             .then(|| metrics::page_response(Some(metrics.render())).map(Either::Right));
@@ -426,7 +467,7 @@ impl<V: VersionStore + Clone> Proxy<V> {
         let path = access_log.then(|| request.uri().path().to_owned());
         let bytes_in = metrics::declared_length(request.headers());
         let mut request = request.map(|body| ProxyBody(Some(Box::pin(body))));
-        request.extensions_mut().insert(ClientAddr(client));
+        request.extensions_mut().insert(ClientAddr(peer.clone()));
         let answer = self.service.clone().oneshot(request);
         async move {
             if let Some(page) = page {
@@ -483,9 +524,10 @@ pub async fn serve<V: VersionStore + Clone>(
     let proxy = Arc::new(proxy);
     let result = crate::accept::serve_with(listener, limits, served, shutdown, move |client| {
         let proxy = proxy.clone();
+        let peer = Arc::new(Peer::new(client));
         hyper::service::service_fn(move |request| {
-            let proxy = proxy.clone();
-            async move { Ok::<_, Infallible>(proxy.handle(client, request).await) }
+            let answer = proxy.handle(&peer, request);
+            async move { Ok::<_, Infallible>(answer.await) }
         })
     })
     .await;
