@@ -314,6 +314,32 @@ fn vary(response: &HeaderMap) -> Option<Vec<HeaderName>> {
     Some(vary)
 }
 
+/// Whether a 200 may be remembered for other requests: never with `no-store`, and with
+/// `private` or `Set-Cookie` only when the key function separates users.
+pub(crate) fn rememberable(headers: &HeaderMap, remember_private: bool) -> bool {
+    let directives = headers
+        .get_all(header::CACHE_CONTROL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|d| {
+            d.trim()
+                .split('=')
+                .next()
+                .unwrap_or("")
+                .to_ascii_lowercase()
+        });
+    let mut private = headers.contains_key(header::SET_COOKIE);
+    for directive in directives {
+        match directive.as_str() {
+            "no-store" => return false,
+            "private" => private = true,
+            _ => {}
+        }
+    }
+    !private || remember_private
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,7 +14,7 @@ use crate::BoxError;
 use crate::body::ConditionalBody;
 use crate::cache::{ReadCache, Resource};
 use crate::encoding::Mark;
-use crate::service::{Hashing, finish_read, hashing, tag};
+use crate::read::{Hashing, finish_read, hashing, tag};
 
 /// What a read needs once the inner response arrives.
 #[derive(Debug)]

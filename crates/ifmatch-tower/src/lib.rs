@@ -7,9 +7,11 @@ pub mod conformance;
 mod encoding;
 mod future;
 mod layer;
+mod read;
 mod service;
 mod source;
 mod store;
+mod write;
 
 /// A boxed error.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -18,6 +20,7 @@ pub use body::ConditionalBody;
 pub use future::ResponseFuture;
 pub use ifmatch_core::precondition::Validators;
 pub use layer::ConditionalLayer;
-pub use service::{Conditional, INVALIDATES};
+pub use service::Conditional;
 pub use source::{Current, Uncertain, current_request, validators_of_answer};
 pub use store::{MemoryGuard, MemoryVersions, VersionStore};
+pub use write::INVALIDATES;

@@ -1,0 +1,364 @@
+//! The read path: a 304 from the cache without the inner service, or the inner service's
+//! answer tagged, remembered, and checked against the request's conditions.
+
+use std::future::poll_fn;
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{Method, Request, Response, StatusCode};
+use http_body::Body;
+use ifmatch_core::EntityTag;
+use ifmatch_core::date::parse_http_date;
+use ifmatch_core::not_modified_headers;
+use ifmatch_core::precondition::http::{Target, evaluate};
+use ifmatch_core::precondition::{CONDITIONS, Outcome, Validators, is_conditional};
+use tower_service::Service;
+
+use crate::body::ConditionalBody;
+use crate::cache::{CREDENTIALS, ReadCache, Remembered, Resource, rememberable};
+use crate::encoding::{Mark, present};
+use crate::future::{ReadContext, ResponseFuture};
+use crate::service::{Conditional, Refusal, refusal, validators_of};
+use crate::store::VersionStore;
+
+impl<S, V> Conditional<S, V> {
+    pub(crate) fn read<ReqBody, ResBody>(
+        &mut self,
+        mut request: Request<ReqBody>,
+        key: String,
+        mark: Option<Mark>,
+    ) -> ResponseFuture<S::Future, ResBody, S::Error>
+    where
+        S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+        S::Future: Send,
+        S::Error: Send,
+        V: VersionStore + Clone,
+        ReqBody: Send + 'static,
+        ResBody: Body<Data = Bytes> + Unpin + Send + 'static,
+        ResBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        if !self.shared.serves_get.load(Ordering::Relaxed) {
+            self.shared.serves_get.store(true, Ordering::Relaxed);
+        }
+        let headers = request.headers();
+        let resource = self.shared.cache.resource(&key);
+        // The short-circuit: If-None-Match alone decides (If-Match and If-Unmodified-Since come
+        // first in RFC 9110 13.2.2, and only the inner service knows about those).
+        let decided_by_inm = headers.contains_key(header::IF_NONE_MATCH)
+            && !headers.contains_key(header::IF_MATCH)
+            && !headers.contains_key(header::IF_UNMODIFIED_SINCE);
+        let query = request.uri().query().unwrap_or("");
+        if decided_by_inm
+            && let Some(remembered) = resource.as_ref().and_then(|r| r.get(query, headers))
+        {
+            let validators = Validators::etag(remembered.etag.clone());
+            if evaluate(request.method(), headers, Target::Current(&validators))
+                == Outcome::NotModified
+            {
+                let mut response = Response::new(ConditionalBody::empty());
+                *response.status_mut() = StatusCode::NOT_MODIFIED;
+                *response.headers_mut() = remembered.headers.clone();
+                present(mark.as_ref(), response.headers_mut());
+                return ResponseFuture::ready(response);
+            }
+        }
+        let head = request.method() == Method::HEAD;
+        let conditional = is_conditional(request.method(), headers);
+        let context = ReadContext {
+            conditional,
+            mark,
+            key,
+            query: request.uri().query().unwrap_or("").to_owned(),
+            method: request.method().clone(),
+            request_headers: kept_headers(
+                headers,
+                conditional,
+                resource.as_deref().map(Resource::vary),
+            ),
+            resource,
+            head,
+            cache: self.shared.cache.clone(),
+            hash_limit: self.shared.config.hash_limit,
+            remember_private: self.shared.config.custom_key,
+            // A HEAD may reach a handler of its own, whose answer is not the GET's: what the
+            // cache remembers comes from GETs.
+            may_remember: !head,
+        };
+        // HEAD gets the ETag of GET: ask for what GET would send, and send no body.
+        if head {
+            *request.method_mut() = Method::GET;
+        }
+        if context.resource.is_some() {
+            // Seen since the last write through the layer: the version backend knows it.
+            return ResponseFuture::read(self.inner.call(request), context);
+        }
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        ResponseFuture::boxed(Box::pin(learn(
+            inner,
+            self.shared.versions.clone(),
+            request,
+            context,
+        )))
+    }
+}
+
+/// A read of a key whose version the layer does not know: under the key's write lock if it is
+/// free, so no write can come between the answer and the version recorded from it; otherwise
+/// served at once, remembering nothing.
+async fn learn<S, V, ReqBody, ResBody>(
+    mut inner: S,
+    versions: V,
+    request: Request<ReqBody>,
+    context: ReadContext,
+) -> Result<Response<ConditionalBody<ResBody>>, S::Error>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    V: VersionStore,
+    ResBody: Body<Data = Bytes> + Unpin,
+    ResBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let (key, head, mark) = (context.key.clone(), context.head, context.mark);
+    // Reads never wait: the first read of a key takes its lock if it is free and learns the
+    // version; reads meanwhile, and reads while a write holds the lock, are served and learn
+    // nothing. A backend that is down costs the read nothing either.
+    let guard = versions.try_lock(&key).await.ok().flatten();
+    let mut context = context;
+    context.may_remember = guard.is_some() && !context.head;
+    let cache = context.cache.clone();
+    poll_fn(|cx| inner.poll_ready(cx)).await?;
+    let response = ResponseFuture::read(inner.call(request), context).await?;
+    let full = matches!(response.status(), StatusCode::OK | StatusCode::NOT_MODIFIED);
+    if let Some(guard) = &guard
+        && !head
+        && full
+        && let Some(validators) = plain_validators(mark.as_ref(), response.headers())
+        && versions.set(guard, validators.clone()).await.is_ok()
+        && let Some(resource) = cache.resource(&key)
+    {
+        resource.stamp(validators);
+    }
+    Ok(response)
+}
+
+/// The validators of an answer the layer presented to a request with `mark`: its version,
+/// without the mark.
+fn plain_validators(mark: Option<&Mark>, headers: &HeaderMap) -> Option<Validators> {
+    let validators = validators_of(headers)?;
+    let (Some(mark), Some(etag)) = (mark, headers.get(header::ETAG)) else {
+        return Some(validators);
+    };
+    let etag = EntityTag::from_header(&mark.strip(etag)).ok()?;
+    Some(Validators::new(Some(etag), validators.last_modified))
+}
+
+/// Finishes a read once the response's validators are known: remember them, then answer 304,
+/// 412 or the response itself.
+pub(crate) fn finish_read<B: Body<Data = Bytes>>(
+    context: &ReadContext,
+    mut parts: http::response::Parts,
+    body: ConditionalBody<B>,
+    hashed: Option<EntityTag>,
+) -> Response<ConditionalBody<B>>
+where
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let tagged = parts.status == StatusCode::OK;
+    let validators = match hashed {
+        Some(etag) => {
+            let last_modified = parts
+                .headers
+                .get(header::LAST_MODIFIED)
+                .and_then(parse_http_date);
+            Some(Validators::new(Some(etag), last_modified))
+        }
+        None => validators_of(&parts.headers),
+    }
+    .filter(|_| tagged);
+    let known = |etag: &EntityTag| {
+        context
+            .resource
+            .as_ref()
+            .and_then(|r| r.get(&context.query, &context.request_headers))
+            .is_some_and(|r| r.etag == *etag)
+    };
+    if let Some(validators) = &validators
+        && context.may_remember
+        && let Some(etag) = &validators.etag
+        && !known(etag)
+        && rememberable(&parts.headers, context.remember_private)
+    {
+        let mut headers = parts.headers.clone();
+        not_modified_headers(&mut headers);
+        headers.remove(header::DATE);
+        let remembered = Remembered {
+            etag: etag.clone(),
+            headers,
+        };
+        context.cache.remember(
+            &context.key,
+            context.resource.as_deref(),
+            &context.query,
+            &context.request_headers,
+            &parts.headers,
+            remembered,
+        );
+    }
+    // A part (206) is not the representation, and the layer never hashes one: its conditions
+    // are those of the whole representation, whose tag the handler gave or the cache knows
+    // from a GET of the same variant. Knowing neither, the handler's answer stands.
+    let partial = parts.status == StatusCode::PARTIAL_CONTENT;
+    let whole = partial
+        .then(|| {
+            validators_of(&parts.headers).or_else(|| {
+                let remembered = context
+                    .resource
+                    .as_ref()?
+                    .get(&context.query, &context.request_headers)?;
+                Some(Validators::etag(remembered.etag.clone()))
+            })
+        })
+        .flatten();
+    // RFC 9110 13.2.1: only a 2xx is subject to the preconditions.
+    let outcome = match validators.as_ref().or(whole.as_ref()) {
+        _ if !context.conditional => Outcome::Proceed,
+        None if partial => Outcome::Proceed,
+        Some(current) => evaluate(
+            &context.method,
+            &context.request_headers,
+            Target::Current(current),
+        ),
+        None if parts.status.is_success() => {
+            let untagged = Validators::new(
+                None,
+                parts
+                    .headers
+                    .get(header::LAST_MODIFIED)
+                    .and_then(parse_http_date),
+            );
+            evaluate(
+                &context.method,
+                &context.request_headers,
+                Target::Current(&untagged),
+            )
+        }
+        None => Outcome::Proceed,
+    };
+    let mut response = match outcome {
+        Outcome::NotModified => {
+            not_modified_headers(&mut parts.headers);
+            if let Some(etag) = whole.as_ref().and_then(|w| w.etag.as_ref())
+                && !parts.headers.contains_key(header::ETAG)
+            {
+                parts.headers.insert(header::ETAG, etag.to_header_value());
+            }
+            parts.status = StatusCode::NOT_MODIFIED;
+            Response::from_parts(parts, ConditionalBody::empty())
+        }
+        Outcome::PreconditionFailed => refusal(Refusal::Failed),
+        Outcome::Proceed | Outcome::IgnoreRange if context.head => {
+            // The GET's length (RFC 9110 9.3.2), which an empty body would otherwise turn
+            // into `Content-Length: 0`.
+            if !parts.headers.contains_key(header::CONTENT_LENGTH)
+                && let Some(len) = body.size_hint().exact()
+            {
+                parts
+                    .headers
+                    .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+            }
+            Response::from_parts(parts, ConditionalBody::empty())
+        }
+        Outcome::Proceed | Outcome::IgnoreRange => Response::from_parts(parts, body),
+    };
+    if matches!(response.status(), StatusCode::OK | StatusCode::NOT_MODIFIED) {
+        present(context.mark.as_ref(), response.headers_mut());
+    }
+    response
+}
+
+/// The request headers a read needs after the response: the preconditions, `Range`, the
+/// credentials, and the headers named in `vary` (all headers when `vary` is not known).
+fn kept_headers(
+    headers: &HeaderMap,
+    conditional: bool,
+    vary: Option<&[header::HeaderName]>,
+) -> HeaderMap {
+    let Some(vary) = vary else {
+        return headers.clone();
+    };
+    let mut kept = HeaderMap::new();
+    // The usual request: nothing to keep, and nothing to look up.
+    if !conditional
+        && vary.is_empty()
+        && !headers.contains_key(header::RANGE)
+        && !CREDENTIALS.iter().any(|name| headers.contains_key(name))
+    {
+        return kept;
+    }
+    let ranges = [header::IF_RANGE, header::RANGE];
+    for name in CONDITIONS
+        .iter()
+        .chain(&ranges)
+        .chain(vary)
+        .chain(&CREDENTIALS)
+    {
+        // A name listed twice (`Vary: Authorization` is a credential too) is copied once, so
+        // the kept values select the same variant as the request's own.
+        if kept.contains_key(name) {
+            continue;
+        }
+        for value in headers.get_all(name) {
+            kept.append(name.clone(), value.clone());
+        }
+    }
+    kept
+}
+
+/// Sets the strong ETag of a body the layer hashed.
+pub(crate) fn tag(
+    cache: &ReadCache,
+    key: &str,
+    parts: &mut http::response::Parts,
+    bytes: &Bytes,
+) -> EntityTag {
+    let (etag, value) = cache.tag_of(key, bytes);
+    parts.headers.insert(header::ETAG, value);
+    parts
+        .headers
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
+    etag
+}
+
+/// How a response's body is to be hashed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Hashing {
+    /// Not at all: not a 200, already tagged, a stream, or known to be too large.
+    No,
+    /// Whole: its length is known and within the limit.
+    Whole,
+    /// Only if all of it is ready at once (a body of unknown length, such as one a compressor
+    /// inside the layer encodes as it goes): at the first wait, what came is sent, the rest
+    /// streams through untagged, and nothing is held back.
+    IfReady,
+}
+
+/// How a response is to be hashed: a 200 without an ETag, not known to be larger than the limit.
+pub(crate) fn hashing<B: Body>(response: &Response<B>, limit: usize) -> Hashing {
+    // Server-sent events are never held back, even for a moment.
+    let streams = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|t| t.as_bytes().starts_with(b"text/event-stream"));
+    if response.status() != StatusCode::OK
+        || response.headers().contains_key(header::ETAG)
+        || streams
+    {
+        return Hashing::No;
+    }
+    match response.body().size_hint().exact() {
+        Some(len) if len <= limit as u64 => Hashing::Whole,
+        Some(_) => Hashing::No,
+        None => Hashing::IfReady,
+    }
+}

@@ -1,0 +1,261 @@
+//! The write path: under the key's lock, the conditions checked against the current version,
+//! the inner service run only if they hold, and what the write changed recorded or forgotten.
+
+use std::future::poll_fn;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{Request, Response};
+use http_body::Body;
+use ifmatch_core::precondition::http::{Target, evaluate};
+use ifmatch_core::precondition::{Outcome, Validators, is_conditional};
+use tower_service::Service;
+
+use crate::body::ConditionalBody;
+use crate::cache::ReadCache;
+use crate::future::ResponseFuture;
+use crate::layer::Config;
+use crate::service::{Conditional, Refusal, refusal, validators_of};
+use crate::source::{current_request, validators_of_answer};
+use crate::store::VersionStore;
+
+impl<S, V> Conditional<S, V> {
+    pub(crate) fn write<ReqBody, ResBody>(
+        &mut self,
+        request: Request<ReqBody>,
+        key: String,
+    ) -> ResponseFuture<S::Future, ResBody, S::Error>
+    where
+        S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+        S::Future: Send,
+        S::Error: Send,
+        V: VersionStore + Clone,
+        ReqBody: Default + Send + 'static,
+        ResBody: Body<Data = Bytes> + Unpin + Send + 'static,
+        ResBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        // The ready service goes into the future; this one keeps a fresh clone
+        // (tower's clone-and-swap: `poll_ready` was called on `self.inner`, not the clone).
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let (versions, cache, config) = (
+            self.shared.versions.clone(),
+            self.shared.cache.clone(),
+            self.shared.config.clone(),
+        );
+        // Boxed on purpose: a write awaits the backend's lock and version, perhaps a probe of the
+        // inner service, and the write itself; it already costs a lock and a round trip.
+        let serves_get = self.shared.serves_get.load(Ordering::Relaxed);
+        ResponseFuture::boxed(Box::pin(write(
+            inner, versions, cache, config, serves_get, request, key,
+        )))
+    }
+}
+
+/// A write: under the key's lock, check the preconditions against the current version, run the
+/// inner service only if they hold, and record what the write made current.
+async fn write<S, V, ReqBody, ResBody>(
+    mut inner: S,
+    versions: V,
+    cache: ReadCache,
+    config: Arc<Config>,
+    serves_get: bool,
+    mut request: Request<ReqBody>,
+    key: String,
+) -> Result<Response<ConditionalBody<ResBody>>, S::Error>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    V: VersionStore,
+    ReqBody: Default,
+    ResBody: Body<Data = Bytes> + Unpin,
+    ResBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let conditional = is_conditional(request.method(), request.headers());
+    if config.require_precondition && !conditional {
+        return Ok(refusal(Refusal::Required));
+    }
+    let guard = match versions.lock(&key).await {
+        Ok(guard) => guard,
+        Err(error) => {
+            tracing::error!(%key, %error, "the version backend could not lock a key");
+            return Ok(refusal(Refusal::Unavailable));
+        }
+    };
+    if conditional {
+        let current = match &config.source {
+            // The application's source is authoritative: asked under the lock, every time;
+            // its `None` means the resource does not exist.
+            Some(source) => {
+                let (parts, body) = request.into_parts();
+                let current = source(&parts).await;
+                request = Request::from_parts(parts, body);
+                match current {
+                    Ok(current) => current,
+                    Err(error) => {
+                        tracing::error!(%key, %error, "the version source failed");
+                        return Ok(refusal(Refusal::Unavailable));
+                    }
+                }
+            }
+            None => match versions.get(&key).await {
+                // Per-variant tags (`Vary`: per user, per encoding): the tag of the variant this
+                // request selects, while nobody has written since this instance learned them;
+                // otherwise the key's one version.
+                Ok(Some(known)) => match cache.resource(&key).and_then(|r| {
+                    let query = request.uri().query().unwrap_or("");
+                    r.current_for(query, request.headers(), &known)
+                }) {
+                    None => Some(known),
+                    Some(Some(etag)) => Some(Validators::new(Some(etag), known.last_modified)),
+                    Some(None) => return Ok(refusal(Refusal::Unknown)),
+                },
+                // The version cannot be known: fail closed. The client re-reads, which teaches
+                // the layer the version, and retries.
+                Ok(None) if !serves_get => return Ok(refusal(Refusal::Unknown)),
+                Ok(None) => match probe(
+                    &mut inner,
+                    request.uri().clone(),
+                    request.headers().clone(),
+                    config.hash_limit,
+                )
+                .await?
+                {
+                    Probe::Known(current) => current,
+                    Probe::Unknown => {
+                        tracing::warn!(%key, "the inner service did not tell the current version");
+                        return Ok(refusal(Refusal::Unavailable));
+                    }
+                },
+                Err(error) => {
+                    tracing::error!(%key, %error, "the version backend could not read a version");
+                    return Ok(refusal(Refusal::Unavailable));
+                }
+            },
+        };
+        let target = Target::of(request.method(), current.as_ref());
+        if evaluate(request.method(), request.headers(), target) == Outcome::PreconditionFailed {
+            return Ok(refusal(Refusal::Failed));
+        }
+    }
+    if let (Some(name), Some(token)) = (&config.fencing_header, versions.fencing_token(&guard)) {
+        request
+            .headers_mut()
+            .insert(name.clone(), HeaderValue::from(token));
+    }
+    let (uri, headers) = (request.uri().clone(), request.headers().clone());
+    poll_fn(|cx| inner.poll_ready(cx)).await?;
+    let mut response = inner.call(request).await?;
+    cache.invalidate(&key);
+    // What else the write changed: forgotten too, in the cache and the version backend.
+    for other in related_keys(&config, &uri, &headers, response.headers_mut()) {
+        if other == key {
+            continue;
+        }
+        cache.invalidate(&other);
+        if let Err(error) = versions.forget(&other).await {
+            tracing::error!(key = %other, %error, "the version backend could not forget a key");
+        }
+    }
+    // A write that reports its new ETag makes it current; any other outcome leaves the version
+    // unknown, to be learned again before the next conditional write. A lock that expired
+    // meanwhile refuses the record: forgotten too.
+    let learned = match validators_of(response.headers()) {
+        Some(validators) if response.status().is_success() => {
+            versions.set(&guard, validators).await
+        }
+        _ => versions.forget(&key).await,
+    };
+    if let Err(error) = learned {
+        // The write happened; the backend could not record it. Nothing stale may stay behind.
+        tracing::warn!(%key, %error, "the version backend could not record a write");
+        if let Err(error) = versions.forget(&key).await {
+            tracing::error!(%key, %error, "the version backend could not forget a key");
+        }
+    }
+    Ok(response.map(ConditionalBody::new))
+}
+
+/// The response field in which a handler names the other resources its write changed: URI
+/// references (paths, or absolute URIs of the same host), comma-separated. The layer forgets
+/// them and removes the field.
+pub const INVALIDATES: header::HeaderName = header::HeaderName::from_static("ifmatch-invalidates");
+
+/// The keys of the other resources a write changed: after a 2xx, those its `Location` and
+/// `Content-Location` name (RFC 9111 4.4) and those the handler lists in
+/// [`INVALIDATES`] (which is removed from the response). References to another host are
+/// ignored.
+fn related_keys(
+    config: &Config,
+    uri: &http::Uri,
+    request: &HeaderMap,
+    response: &mut HeaderMap,
+) -> Vec<String> {
+    let declared: Vec<HeaderValue> = response.get_all(INVALIDATES).iter().cloned().collect();
+    response.remove(INVALIDATES);
+    let host = request
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or(uri.authority().map(|a| a.as_str()));
+    let mut references: Vec<String> = Vec::new();
+    for name in [header::LOCATION, header::CONTENT_LOCATION] {
+        references.extend(
+            response
+                .get_all(name)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .map(str::to_owned),
+        );
+    }
+    for value in &declared {
+        if let Ok(text) = value.to_str() {
+            references.extend(text.split(',').map(|r| r.trim().to_owned()));
+        }
+    }
+    references
+        .iter()
+        .filter_map(|reference| {
+            let target: http::Uri = reference.parse().ok()?;
+            let same_host = match target.authority() {
+                None => true,
+                Some(authority) => host.is_some_and(|h| h.eq_ignore_ascii_case(authority.as_str())),
+            };
+            if !same_host || !target.path().starts_with('/') {
+                return None;
+            }
+            let path: http::Uri = target.path_and_query()?.as_str().parse().ok()?;
+            (config.key)(&path, request)
+        })
+        .collect()
+}
+
+enum Probe {
+    /// The current validators (`None`: the resource does not exist).
+    Known(Option<Validators>),
+    /// The inner service did not say.
+    Unknown,
+}
+
+/// Asks the inner service for the current representation of the write's target, as a GET with
+/// the write's headers (less conditions and body metadata), and tags it as a GET would be.
+async fn probe<S, ReqBody, ResBody>(
+    inner: &mut S,
+    uri: http::Uri,
+    headers: HeaderMap,
+    limit: usize,
+) -> Result<Probe, S::Error>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    ReqBody: Default,
+    ResBody: Body<Data = Bytes>,
+    ResBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let get = current_request(&uri, &headers);
+    poll_fn(|cx| inner.poll_ready(cx)).await?;
+    let response = inner.call(get).await?;
+    Ok(match validators_of_answer(response, limit).await {
+        Ok(current) => Probe::Known(current),
+        Err(_) => Probe::Unknown,
+    })
+}
