@@ -177,7 +177,9 @@ async fn leader(client: &Client, run: &str) -> Outcome {
             _ => tokio::time::sleep(Duration::from_millis(20)).await,
         }
     };
-    blob.break_lease(Some(Duration::from_secs(6)))
+    // The break's period exceeds the renewal interval (a third of the lease, 5 s) by more than
+    // any round trip of a loaded machine: the leader learns it lost before the other can lead.
+    blob.break_lease(Some(Duration::from_secs(10)))
         .await
         .map_err(|e| e.to_string())?;
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -105,8 +105,10 @@ impl Drop for LeaseGuard {
     }
 }
 
-/// Renews `id` every third of `duration`; says "lost" when a renewal is refused, or when the
-/// lease may have expired: `duration` less the margin after the last good renewal was sent.
+/// Renews `id` every third of `duration`, counted from when each renewal was sent (a slow
+/// answer does not push the next one back, so a break is learnt at most a third of the lease
+/// and one round trip after it); says "lost" when a renewal is refused, or when the lease may
+/// have expired: `duration` less the margin after the last good renewal was sent.
 async fn renew(
     blob: BlobClient,
     id: String,
@@ -115,13 +117,14 @@ async fn renew(
     tell: watch::Sender<bool>,
 ) {
     let every = duration / 3;
+    let mut attempt = sent;
     loop {
         let deadline = sent + duration.saturating_sub(MARGIN);
         tokio::select! {
             () = tokio::time::sleep_until(deadline) => break,
-            () = tokio::time::sleep(every) => {}
+            () = tokio::time::sleep_until(attempt + every) => {}
         }
-        let attempt = Instant::now();
+        attempt = Instant::now();
         let renewal = tokio::time::timeout_at(deadline, blob.renew_lease(&id)).await;
         match renewal {
             Ok(Ok(())) => sent = attempt,
