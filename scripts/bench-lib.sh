@@ -3,9 +3,19 @@
 #   check_rounds N              refuses fewer than 5 rounds (a median of fewer says little)
 #   free_port / wait_port PORT  a free loopback port; waits until something listens on it
 #   rps WRK_ARGS...             wrk's requests per second; fails on any error or non-2xx/3xx
+#   started PID                 stops that server when the script exits, also when it was started
+#                               inside $(...) (a subshell's array would be lost with it)
 #   ratio LABEL "A..." "B..."   one line: the median of each side's runs, and the median of the
 #                               per-round ratios B/A with their min-max spread
 # Each script alternates its sides round by round, so that a machine's drift hits both alike.
+
+bench_started=$(mktemp)
+started() { echo "$1" >> "$bench_started"; }
+stop_started() {
+  while read -r pid; do kill "$pid" 2>/dev/null || true; done < "$bench_started"
+  rm -f "$bench_started"
+}
+trap stop_started EXIT
 
 need_tools() {
   local missing=()
