@@ -5,8 +5,10 @@
 #   rps WRK_ARGS...             wrk's requests per second; fails on any error or non-2xx/3xx
 #   started PID                 stops that server when the script exits, also when it was started
 #                               inside $(...) (a subshell's array would be lost with it)
-#   ratio LABEL "A..." "B..."   one line: the median of each side's runs, and the median of the
-#                               per-round ratios B/A with their min-max spread
+#   ratio LABEL "A..." "B..." [DIGITS]
+#                               one line: the median of each side's runs (DIGITS decimals, 0 by
+#                               default), and the median of the per-round ratios B/A with their
+#                               min-max spread
 # Each script alternates its sides round by round, so that a machine's drift hits both alike.
 
 bench_started=$(mktemp)
@@ -59,6 +61,7 @@ import statistics, sys
 label, a, b = sys.argv[1], [float(x) for x in sys.argv[2].split()], [float(x) for x in sys.argv[3].split()]
 r = [y / x for x, y in zip(a, b)]
 med = statistics.median
-print(f"{label:<44} {med(a):11.0f} {med(b):11.0f} {med(r):7.2f}  ({min(r):.2f}-{max(r):.2f})")
+digits = int(sys.argv[4]) if len(sys.argv) > 4 else 0
+print(f"{label:<44} {med(a):11.{digits}f} {med(b):11.{digits}f} {med(r):7.2f}  ({min(r):.2f}-{max(r):.2f})")
 PY
 }
