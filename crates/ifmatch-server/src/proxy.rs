@@ -557,12 +557,8 @@ fn key(uri: &Uri, headers: &HeaderMap, names: &[HeaderName]) -> String {
 /// (`Proxy-Authorization`, `Proxy-Authenticate`: RFC 9110 11.7), which are for the proxy and
 /// must never reach the origin.
 fn remove_hop_by_hop(headers: &mut HeaderMap) {
-    let named: Vec<HeaderName> = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|name| HeaderName::try_from(name.trim()).ok())
+    let named: Vec<HeaderName> = ifmatch_core::header_list(headers, header::CONNECTION)
+        .filter_map(|name| HeaderName::try_from(name).ok())
         .collect();
     for name in named {
         headers.remove(name);

@@ -12,7 +12,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use ifmatch_core::precondition::Validators;
-use ifmatch_core::{EntityTag, strong_etag};
+use ifmatch_core::{EntityTag, header_list, strong_etag};
 
 /// The variants one resource keeps at most; a new one beyond that replaces the oldest.
 pub(crate) const MAX_VARIANTS: usize = 8;
@@ -317,18 +317,13 @@ fn vary(response: &HeaderMap) -> Option<Vec<HeaderName>> {
 /// Whether a 200 may be remembered for other requests: never with `no-store`, and with
 /// `private` or `Set-Cookie` only when the key function separates users.
 pub(crate) fn rememberable(headers: &HeaderMap, remember_private: bool) -> bool {
-    let directives = headers
-        .get_all(header::CACHE_CONTROL)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(|d| {
-            d.trim()
-                .split('=')
-                .next()
-                .unwrap_or("")
-                .to_ascii_lowercase()
-        });
+    let directives = header_list(headers, header::CACHE_CONTROL).map(|d| {
+        d.split('=')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase()
+    });
     let mut private = headers.contains_key(header::SET_COOKIE);
     for directive in directives {
         match directive.as_str() {

@@ -21,7 +21,7 @@
 
 use http::HeaderValue;
 use http::header::{self, HeaderMap};
-use ifmatch_core::strong_etag;
+use ifmatch_core::{header_list, strong_etag};
 
 /// The mark of one request's `Accept-Encoding`: `+ae` and 8 hex digits, then the closing quote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,15 +83,8 @@ pub(crate) fn present(mark: Option<&Mark>, response: &mut HeaderMap) {
     if !response.contains_key(header::ETAG) {
         return;
     }
-    let named = response
-        .get_all(header::VARY)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|name| {
-            let name = name.trim();
-            name == "*" || name.eq_ignore_ascii_case("accept-encoding")
-        });
+    let named = header_list(response, header::VARY)
+        .any(|name| name == "*" || name.eq_ignore_ascii_case("accept-encoding"));
     if !named {
         response.append(header::VARY, HeaderValue::from_static("accept-encoding"));
     }

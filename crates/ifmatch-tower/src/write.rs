@@ -9,6 +9,7 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Request, Response};
 use http_body::Body;
+use ifmatch_core::header_list;
 use ifmatch_core::precondition::http::{Target, evaluate};
 use ifmatch_core::precondition::{Outcome, Validators, is_conditional};
 use tower_service::Service;
@@ -192,27 +193,20 @@ fn related_keys(
     request: &HeaderMap,
     response: &mut HeaderMap,
 ) -> Vec<String> {
-    let declared: Vec<HeaderValue> = response.get_all(INVALIDATES).iter().cloned().collect();
-    response.remove(INVALIDATES);
     let host = request
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
         .or(uri.authority().map(|a| a.as_str()));
-    let mut references: Vec<String> = Vec::new();
-    for name in [header::LOCATION, header::CONTENT_LOCATION] {
-        references.extend(
-            response
-                .get_all(name)
-                .iter()
-                .filter_map(|v| v.to_str().ok())
-                .map(str::to_owned),
-        );
-    }
-    for value in &declared {
-        if let Ok(text) = value.to_str() {
-            references.extend(text.split(',').map(|r| r.trim().to_owned()));
-        }
-    }
+    // `Location` and `Content-Location` hold one URI reference each (which may contain commas);
+    // the handler's own header is a list.
+    let mut references: Vec<String> = [header::LOCATION, header::CONTENT_LOCATION]
+        .iter()
+        .flat_map(|name| response.get_all(name))
+        .filter_map(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .collect();
+    references.extend(header_list(response, INVALIDATES).map(str::to_owned));
+    response.remove(INVALIDATES);
     references
         .iter()
         .filter_map(|reference| {
