@@ -3,7 +3,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -91,7 +91,26 @@ where
         }
         match *request.method() {
             Method::GET | Method::HEAD => self.read(request, key, mark),
-            Method::PUT | Method::POST | Method::PATCH | Method::DELETE => self.write(request, key),
+            Method::PUT | Method::POST | Method::PATCH | Method::DELETE => {
+                // The ready service goes into the future; this one keeps a fresh clone
+                // (tower's clone-and-swap: `poll_ready` was called on `self.inner`, not the
+                // clone).
+                let clone = self.inner.clone();
+                let inner = std::mem::replace(&mut self.inner, clone);
+                let shared = &self.shared;
+                // Boxed on purpose: a write awaits the backend's lock and version, perhaps a
+                // probe of the inner service, and the write itself; it already costs a lock
+                // and a round trip.
+                ResponseFuture::boxed(Box::pin(crate::write::write(
+                    inner,
+                    shared.versions.clone(),
+                    shared.cache.clone(),
+                    shared.config.clone(),
+                    shared.serves_get.load(Ordering::Relaxed),
+                    request,
+                    key,
+                )))
+            }
             _ => ResponseFuture::passthrough(self.inner.call(request)),
         }
     }

@@ -3,7 +3,6 @@
 
 use std::future::poll_fn;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
@@ -16,48 +15,14 @@ use tower_service::Service;
 
 use crate::body::ConditionalBody;
 use crate::cache::ReadCache;
-use crate::future::ResponseFuture;
 use crate::layer::Config;
-use crate::service::{Conditional, Refusal, refusal, validators_of};
+use crate::service::{Refusal, refusal, validators_of};
 use crate::source::{current_request, validators_of_answer};
 use crate::store::VersionStore;
 
-impl<S, V> Conditional<S, V> {
-    pub(crate) fn write<ReqBody, ResBody>(
-        &mut self,
-        request: Request<ReqBody>,
-        key: String,
-    ) -> ResponseFuture<S::Future, ResBody, S::Error>
-    where
-        S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
-        S::Future: Send,
-        S::Error: Send,
-        V: VersionStore + Clone,
-        ReqBody: Default + Send + 'static,
-        ResBody: Body<Data = Bytes> + Unpin + Send + 'static,
-        ResBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    {
-        // The ready service goes into the future; this one keeps a fresh clone
-        // (tower's clone-and-swap: `poll_ready` was called on `self.inner`, not the clone).
-        let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
-        let (versions, cache, config) = (
-            self.shared.versions.clone(),
-            self.shared.cache.clone(),
-            self.shared.config.clone(),
-        );
-        // Boxed on purpose: a write awaits the backend's lock and version, perhaps a probe of the
-        // inner service, and the write itself; it already costs a lock and a round trip.
-        let serves_get = self.shared.serves_get.load(Ordering::Relaxed);
-        ResponseFuture::boxed(Box::pin(write(
-            inner, versions, cache, config, serves_get, request, key,
-        )))
-    }
-}
-
 /// A write: under the key's lock, check the preconditions against the current version, run the
 /// inner service only if they hold, and record what the write made current.
-async fn write<S, V, ReqBody, ResBody>(
+pub(crate) async fn write<S, V, ReqBody, ResBody>(
     mut inner: S,
     versions: V,
     cache: ReadCache,
