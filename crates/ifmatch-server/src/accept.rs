@@ -22,6 +22,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use pin_project_lite::pin_project;
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tower_http::timeout::TimeoutBody;
 
 use crate::metrics::Metrics;
@@ -113,6 +114,84 @@ where
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    let connections = Connections::new(limits, metrics);
+    let served = connections.accept(listener, shutdown, service_for).await;
+    connections.reaper.abort();
+    served
+}
+
+/// The connections of one server, over all the threads it accepts on: the cap on connections
+/// and the idle timeout count them all together.
+#[derive(Debug, Clone)]
+pub(crate) struct Connections {
+    table: Arc<Table>,
+    limits: Limits,
+    metrics: Arc<Metrics>,
+    /// The task closing idle connections, on the runtime `new` was called on.
+    reaper: Arc<tokio::task::AbortHandle>,
+}
+
+impl Connections {
+    /// Connections under `limits`, counted in `metrics`. Must be called on a runtime: the
+    /// reaper of idle connections runs there, until [`Connections::close`].
+    pub(crate) fn new(limits: Limits, metrics: Arc<Metrics>) -> Self {
+        let table = Arc::new(Table::default());
+        let reaper = tokio::spawn(reap(table.clone(), limits.idle_timeout)).abort_handle();
+        Self {
+            table,
+            limits,
+            metrics,
+            reaper: Arc::new(reaper),
+        }
+    }
+
+    /// Stops the reaper of idle connections.
+    pub(crate) fn close(&self) {
+        self.reaper.abort();
+    }
+
+    /// Serves HTTP/1 and HTTP/2 on `listener` until `shutdown` completes, then lets the
+    /// requests in flight finish (up to 30 s).
+    pub(crate) async fn accept<F, S, B>(
+        &self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()>,
+        service_for: F,
+    ) -> io::Result<()>
+    where
+        F: Fn(SocketAddr) -> S,
+        S: hyper::service::Service<Request<RequestBody>, Response = Response<B>> + Send + 'static,
+        S::Future: Send + 'static,
+        S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let Self {
+            table,
+            limits,
+            metrics,
+            ..
+        } = self;
+        accept(listener, table, *limits, metrics, shutdown, service_for).await
+    }
+}
+
+async fn accept<F, S, B>(
+    listener: TcpListener,
+    table: &Arc<Table>,
+    limits: Limits,
+    metrics: &Arc<Metrics>,
+    shutdown: impl Future<Output = ()>,
+    service_for: F,
+) -> io::Result<()>
+where
+    F: Fn(SocketAddr) -> S,
+    S: hyper::service::Service<Request<RequestBody>, Response = Response<B>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -129,8 +208,6 @@ where
         .max_concurrent_streams(limits.max_streams)
         .keep_alive_interval(Some(limits.idle_timeout.min(Duration::from_secs(60))))
         .keep_alive_timeout(Duration::from_secs(20));
-    let table = Arc::new(Table::default());
-    let reaper = tokio::spawn(reap(table.clone(), limits.idle_timeout));
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
@@ -176,7 +253,6 @@ where
         });
     }
     drop(listener);
-    reaper.abort();
     if tokio::time::timeout(DRAIN, graceful.shutdown())
         .await
         .is_err()
@@ -184,6 +260,81 @@ where
         tracing::warn!("requests still in flight after {DRAIN:?}; stopping anyway");
     }
     Ok(())
+}
+
+/// Listening sockets on `address` for `threads` accept loops, all with `SO_REUSEPORT`: the
+/// kernel spreads new connections over them. Fails, as a single listener would, when another
+/// socket already listens there (a plain bind is tried first: sockets of the same user that
+/// set `SO_REUSEPORT` would otherwise share the port silently). Must be called on a runtime.
+pub fn bind_threads(address: SocketAddr, threads: usize) -> io::Result<Vec<std::net::TcpListener>> {
+    let address = std::net::TcpListener::bind(address)?.local_addr()?;
+    (0..threads.max(1))
+        .map(|_| {
+            let socket = match address {
+                SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+                SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+            };
+            socket.set_reuseaddr(true)?;
+            socket.set_reuseport(true)?;
+            socket.bind(address)?;
+            socket.listen(1024)?.into_std()
+        })
+        .collect()
+}
+
+/// Runs one server per listener, each on a thread of its own with a single-threaded runtime
+/// (no task moves between cores, no wakeup crosses threads), until `shutdown` completes;
+/// `per_thread` makes each thread's server, which gets its listener and the signal to stop.
+/// Answers the first error of any of them, after stopping the others.
+pub(crate) async fn on_threads<M, G, Fut>(
+    listeners: Vec<std::net::TcpListener>,
+    shutdown: impl Future<Output = ()>,
+    mut per_thread: M,
+) -> io::Result<()>
+where
+    M: FnMut() -> G,
+    G: FnOnce(TcpListener, WaitForCancellationFutureOwned) -> Fut + Send + 'static,
+    Fut: Future<Output = io::Result<()>>,
+{
+    let stop = CancellationToken::new();
+    let (ended, mut ends) = tokio::sync::mpsc::unbounded_channel();
+    let mut running = 0;
+    for (n, listener) in listeners.into_iter().enumerate() {
+        let serve = per_thread();
+        let (stopped, ended) = (stop.clone().cancelled_owned(), ended.clone());
+        let thread = std::thread::Builder::new().name(format!("ifmatch-serve-{n}"));
+        let spawned = thread.spawn(move || {
+            let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()?;
+                runtime.block_on(async { serve(TcpListener::from_std(listener)?, stopped).await })
+            }));
+            let _ = ended.send(served.unwrap_or_else(|_| Err(io::Error::other("panicked"))));
+        });
+        match spawned {
+            Ok(_) => running += 1,
+            Err(error) => {
+                stop.cancel();
+                ends.close();
+                return Err(error);
+            }
+        }
+    }
+    let mut first = tokio::select! {
+        () = shutdown => Ok(()),
+        Some(served) = ends.recv() => {
+            running -= 1;
+            served.and(Err(io::Error::other("a serving thread stopped")))
+        }
+    };
+    stop.cancel();
+    for _ in 0..running {
+        if let Some(served) = ends.recv().await {
+            first = first.and(served);
+        }
+    }
+    first
 }
 
 /// The open connections.

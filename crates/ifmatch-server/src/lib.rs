@@ -38,7 +38,7 @@ use ifmatch_blob::{
 use ifmatch_core::ErrorCode;
 use tokio::net::TcpListener;
 
-pub use crate::accept::{Limits, raise_descriptor_limit};
+pub use crate::accept::{Limits, bind_threads, raise_descriptor_limit};
 use crate::accept::{RequestBody, serve_with};
 use crate::bucket::BucketObjects;
 use crate::local::{DataDir, LocalObjects, LocalRecords};

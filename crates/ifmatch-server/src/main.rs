@@ -146,6 +146,11 @@ struct Proxy {
     /// The address to listen on.
     #[arg(long, env = "IFMATCH_LISTEN", default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
+    /// How many threads serve clients, each with its own runtime, listening socket
+    /// (SO_REUSEPORT) and pool of origin connections; the cache, versions and write locks are
+    /// shared. Default: one per core.
+    #[arg(long, env = "IFMATCH_THREADS")]
+    threads: Option<usize>,
     /// How long the origin may take to connect and to send its response head, in seconds;
     /// then 504.
     #[arg(long, env = "IFMATCH_TIMEOUT", default_value_t = 30.0)]
@@ -422,10 +427,12 @@ async fn proxy(args: Proxy) -> anyhow::Result<()> {
     options.metrics_listen = args.observe.metrics_listen;
     options.access_log = args.observe.access_log;
     options.fencing_header = args.fencing_header;
-    let listener = TcpListener::bind(args.listen)
-        .await
+    let threads = args.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    });
+    let listeners = ifmatch_server::bind_threads(args.listen, threads)
         .with_context(|| format!("listening on {}", args.listen))?;
-    let address = listener.local_addr()?;
+    let address = listeners[0].local_addr()?;
     match &args.backend {
         None => {
             let proxy = ifmatch_server::proxy::Proxy::new(&options)?;
@@ -433,7 +440,8 @@ async fn proxy(args: Proxy) -> anyhow::Result<()> {
                 "ifmatch proxy listening on http://{address} (upstream: {})",
                 options.upstream
             );
-            ifmatch_server::proxy::serve(listener, proxy, limits, shutdown_signal()).await?;
+            ifmatch_server::proxy::serve_threads(listeners, proxy, limits, shutdown_signal())
+                .await?;
         }
         Some(backend) => {
             options.cache_ttl = options.cache_ttl.or(Some(Duration::from_secs(1)));
@@ -447,7 +455,8 @@ async fn proxy(args: Proxy) -> anyhow::Result<()> {
                 "ifmatch proxy listening on http://{address} (upstream: {}, backend: {backend})",
                 options.upstream
             );
-            ifmatch_server::proxy::serve(listener, proxy, limits, shutdown_signal()).await?;
+            ifmatch_server::proxy::serve_threads(listeners, proxy, limits, shutdown_signal())
+                .await?;
         }
     }
     tracing::info!("ifmatch stopped");

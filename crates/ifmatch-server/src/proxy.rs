@@ -211,7 +211,7 @@ struct FromOrigin;
 pub struct Peer {
     address: SocketAddr,
     /// `X-Forwarded-For`'s element: the bare address.
-    ip: String,
+    ip: HeaderValue,
     /// `Forwarded`'s `for=` node: IPv6 in quoted brackets (RFC 7239 section 6).
     node: String,
 }
@@ -226,7 +226,7 @@ impl Peer {
         };
         Self {
             address,
-            ip: ip.to_string(),
+            ip: HeaderValue::from_str(&ip.to_string()).expect("an address is a header value"),
             node,
         }
     }
@@ -270,17 +270,19 @@ impl Forward {
             timeout: options.timeout,
             preserve_host: options.preserve_host,
         };
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(options.timeout));
-        connector.set_nodelay(true);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .build(connector);
         Ok(Self {
-            client,
+            client: pool(options.timeout),
             upstream: Arc::new(upstream),
             metrics,
         })
+    }
+
+    /// This service with a pool of origin connections of its own.
+    fn with_own_pool(&self) -> Self {
+        Self {
+            client: pool(self.upstream.timeout),
+            ..self.clone()
+        }
     }
 
     fn outbound(&self, mut request: Request<ProxyBody>) -> Request<ProxyBody> {
@@ -317,12 +319,15 @@ impl Forward {
         }
         append_via(headers, version);
         if let Some(client) = client {
-            append(headers, "x-forwarded-for", &client.ip);
+            let x_forwarded_for = HeaderName::from_static("x-forwarded-for");
+            append(headers, x_forwarded_for, client.ip.clone());
             let mut forwarded = format!("for={};proto=http", client.node);
             if let Some(host) = host.as_deref().filter(|h| is_token_safe(h)) {
                 let _ = write!(forwarded, ";host=\"{host}\"");
             }
-            append(headers, "forwarded", &forwarded);
+            if let Ok(forwarded) = HeaderValue::from_str(&forwarded) {
+                append(headers, header::FORWARDED, forwarded);
+            }
             headers.insert(
                 HeaderName::from_static("x-forwarded-proto"),
                 HeaderValue::from_static("http"),
@@ -335,6 +340,17 @@ impl Forward {
         *request.version_mut() = Version::HTTP_11;
         request
     }
+}
+
+/// A pool of connections to the origin. Each connection is a task on the runtime that opened
+/// it.
+fn pool(timeout: Duration) -> Client<HttpConnector, ProxyBody> {
+    let mut connector = HttpConnector::new();
+    connector.set_connect_timeout(Some(timeout));
+    connector.set_nodelay(true);
+    Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(90))
+        .build(connector)
 }
 
 impl Service<Request<ProxyBody>> for Forward {
@@ -446,6 +462,17 @@ impl<V: VersionStore + Clone> Proxy<V> {
         })
     }
 
+    /// This proxy for another thread with a runtime of its own: the same cache, versions,
+    /// write locks and counters, and its own pool of origin connections (a connection is a
+    /// task of the runtime that opened it; sharing one would send every request across
+    /// threads).
+    pub fn for_thread(&self) -> Self {
+        let mut proxy = self.clone();
+        let forward = proxy.service.get_mut();
+        *forward = forward.with_own_pool();
+        proxy
+    }
+
     /// The counters behind `/metrics`.
     pub fn metrics(&self) -> &ProxyMetrics {
         &self.metrics
@@ -466,7 +493,10 @@ impl<V: VersionStore + Clone> Proxy<V> {
         let method = request.method().clone();
         let path = access_log.then(|| request.uri().path().to_owned());
         let bytes_in = metrics::declared_length(request.headers());
-        let mut request = request.map(|body| ProxyBody(Some(Box::pin(body))));
+        // A body that is over before it starts (a GET's) costs no allocation.
+        let mut request = request.map(|body| {
+            ProxyBody((!http_body::Body::is_end_stream(&body)).then(|| Box::pin(body)))
+        });
         request.extensions_mut().insert(ClientAddr(peer.clone()));
         let answer = self.service.clone().oneshot(request);
         async move {
@@ -510,31 +540,79 @@ pub async fn serve<V: VersionStore + Clone>(
     limits: crate::Limits,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
-    let page = match proxy.metrics_listen {
-        Some(address) => {
-            let metrics = proxy.metrics.clone();
-            let listener = TcpListener::bind(address).await?;
-            Some(tokio::spawn(metrics::serve_page(listener, move || {
-                metrics.render()
-            })))
-        }
-        None => None,
-    };
+    let page = metrics_page(&proxy).await?;
     let served = proxy.metrics.served.clone();
     let proxy = Arc::new(proxy);
-    let result = crate::accept::serve_with(listener, limits, served, shutdown, move |client| {
-        let proxy = proxy.clone();
-        let peer = Arc::new(Peer::new(client));
-        hyper::service::service_fn(move |request| {
-            let answer = proxy.handle(&peer, request);
-            async move { Ok::<_, Infallible>(answer.await) }
-        })
+    let result = crate::accept::serve_with(listener, limits, served, shutdown, |client| {
+        connection(&proxy, client)
     })
     .await;
     if let Some(page) = page {
         page.abort();
     }
     result
+}
+
+/// Serves the proxy on `listeners` (from [`crate::bind_threads`]), each on a thread of its
+/// own with a runtime and a pool of origin connections of its own, under `limits` (for all
+/// of them together), until `shutdown` completes. The cache, versions, write locks and
+/// counters are shared.
+pub async fn serve_threads<V: VersionStore + Clone>(
+    listeners: Vec<std::net::TcpListener>,
+    proxy: Proxy<V>,
+    limits: crate::Limits,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
+    let page = metrics_page(&proxy).await?;
+    let connections = crate::accept::Connections::new(limits, proxy.metrics.served.clone());
+    let result = crate::accept::on_threads(listeners, shutdown, || {
+        let (proxy, connections) = (Arc::new(proxy.for_thread()), connections.clone());
+        move |listener, stop| async move {
+            connections
+                .accept(listener, stop, |client| connection(&proxy, client))
+                .await
+        }
+    })
+    .await;
+    connections.close();
+    if let Some(page) = page {
+        page.abort();
+    }
+    result
+}
+
+/// The `/metrics` page on a listener of its own, when asked for.
+async fn metrics_page<V>(
+    proxy: &Proxy<V>,
+) -> io::Result<Option<tokio::task::JoinHandle<io::Result<()>>>> {
+    let Some(address) = proxy.metrics_listen else {
+        return Ok(None);
+    };
+    let metrics = proxy.metrics.clone();
+    let listener = TcpListener::bind(address).await?;
+    Ok(Some(tokio::spawn(metrics::serve_page(
+        listener,
+        move || metrics.render(),
+    ))))
+}
+
+/// The service of the connection of `client`.
+fn connection<V: VersionStore + Clone>(
+    proxy: &Arc<Proxy<V>>,
+    client: SocketAddr,
+) -> impl hyper::service::Service<
+    Request<RequestBody>,
+    Response = Response<ProxyResponseBody>,
+    Error = Infallible,
+    Future: Send + 'static,
+> + Send
++ 'static {
+    let proxy = proxy.clone();
+    let peer = Arc::new(Peer::new(client));
+    hyper::service::service_fn(move |request| {
+        let answer = proxy.handle(&peer, request);
+        async move { Ok::<_, Infallible>(answer.await) }
+    })
 }
 
 /// The cache key: the path and query, then each named header's values.
@@ -557,11 +635,13 @@ fn key(uri: &Uri, headers: &HeaderMap, names: &[HeaderName]) -> String {
 /// (`Proxy-Authorization`, `Proxy-Authenticate`: RFC 9110 11.7), which are for the proxy and
 /// must never reach the origin.
 fn remove_hop_by_hop(headers: &mut HeaderMap) {
-    let named: Vec<HeaderName> = ifmatch_core::header_list(headers, header::CONNECTION)
-        .filter_map(|name| HeaderName::try_from(name).ok())
-        .collect();
-    for name in named {
-        headers.remove(name);
+    if headers.contains_key(header::CONNECTION) {
+        let named: Vec<HeaderName> = ifmatch_core::header_list(headers, header::CONNECTION)
+            .filter_map(|name| HeaderName::try_from(name).ok())
+            .collect();
+        for name in named {
+            headers.remove(name);
+        }
     }
     for name in [
         header::CONNECTION,
@@ -579,24 +659,29 @@ fn remove_hop_by_hop(headers: &mut HeaderMap) {
 }
 
 fn append_via(headers: &mut HeaderMap, version: Version) {
-    let protocol = match version {
-        Version::HTTP_09 => "0.9",
-        Version::HTTP_10 => "1.0",
-        Version::HTTP_2 => "2",
-        Version::HTTP_3 => "3",
-        _ => "1.1",
+    let via = match version {
+        Version::HTTP_09 => "0.9 ifmatch",
+        Version::HTTP_10 => "1.0 ifmatch",
+        Version::HTTP_2 => "2 ifmatch",
+        Version::HTTP_3 => "3 ifmatch",
+        _ => "1.1 ifmatch",
     };
-    append(headers, "via", &format!("{protocol} ifmatch"));
+    append(headers, header::VIA, HeaderValue::from_static(via));
 }
 
 /// Appends `value` to the list in the header `name` (one field line, comma-separated).
-fn append(headers: &mut HeaderMap, name: &'static str, value: &str) {
-    let name = HeaderName::from_static(name);
-    let joined = match headers.get(&name).and_then(|v| v.to_str().ok()) {
-        Some(before) => format!("{before}, {value}"),
-        None => value.to_owned(),
+fn append(headers: &mut HeaderMap, name: HeaderName, value: HeaderValue) {
+    let joined = match headers.get(&name) {
+        None => Some(value),
+        Some(before) => {
+            let mut joined = Vec::with_capacity(before.len() + 2 + value.len());
+            joined.extend_from_slice(before.as_bytes());
+            joined.extend_from_slice(b", ");
+            joined.extend_from_slice(value.as_bytes());
+            HeaderValue::from_bytes(&joined).ok()
+        }
     };
-    if let Ok(joined) = HeaderValue::from_str(&joined) {
+    if let Some(joined) = joined {
         headers.insert(name, joined);
     }
 }

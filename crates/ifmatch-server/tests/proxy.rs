@@ -471,7 +471,9 @@ async fn sixty_four_clients_read_modify_write_through_the_proxy_without_a_lost_u
     const CLIENTS: usize = 64;
     const EACH: usize = 4;
     let (_origin, upstream) = start_origin().await;
-    let proxy = Proxy::start(&upstream, &[]);
+    // Four serving threads, each with its own runtime and origin pool: the write locks are
+    // one for all of them.
+    let proxy = Proxy::start(&upstream, &["--threads", "4"]);
     let http = client();
     let url = format!("{}/docs/counter", proxy.base);
     let created = common::send(&http, "PUT", &url, &[("if-none-match", "*")], "0").await;
@@ -519,6 +521,34 @@ async fn sixty_four_clients_read_modify_write_through_the_proxy_without_a_lost_u
         (CLIENTS * EACH).to_string(),
         "{} conflicts retried",
         conflicts.load(Ordering::Relaxed)
+    );
+}
+
+/// Issue 16: the serving threads (each with its own runtime, listening socket and origin pool)
+/// share one cache: a revalidation on any new connection is answered from it, whichever thread
+/// the kernel hands the connection to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_serving_thread_answers_revalidations_from_the_one_cache() {
+    let (origin, upstream) = start_origin().await;
+    let proxy = Proxy::start(&upstream, &["--threads", "4"]);
+    let url = format!("{}/docs/shared", proxy.base);
+    let http = client();
+    let created = common::send(&http, "PUT", &url, &[("if-none-match", "*")], "v1").await;
+    assert_eq!(created.status(), 201);
+    let first = common::send(&http, "GET", &url, &[], Vec::new()).await;
+    assert_eq!(first.status(), 200);
+    let tag = etag(&first);
+    let gets = origin.gets.load(Ordering::SeqCst);
+    for _ in 0..16 {
+        // A client of its own: a connection of its own.
+        let fresh = client();
+        let again = common::send(&fresh, "GET", &url, &[("if-none-match", &tag)], Vec::new()).await;
+        assert_eq!(again.status(), 304);
+    }
+    assert_eq!(
+        origin.gets.load(Ordering::SeqCst),
+        gets,
+        "no revalidation reached the origin"
     );
 }
 
