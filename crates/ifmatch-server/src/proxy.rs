@@ -635,25 +635,30 @@ fn key(uri: &Uri, headers: &HeaderMap, names: &[HeaderName]) -> String {
 /// (`Proxy-Authorization`, `Proxy-Authenticate`: RFC 9110 11.7), which are for the proxy and
 /// must never reach the origin.
 fn remove_hop_by_hop(headers: &mut HeaderMap) {
-    if headers.contains_key(header::CONNECTION) {
-        let named: Vec<HeaderName> = ifmatch_core::header_list(headers, header::CONNECTION)
-            .filter_map(|name| HeaderName::try_from(name).ok())
-            .collect();
-        for name in named {
-            headers.remove(name);
-        }
+    // One pass over the names present (a handful) instead of a lookup of each hop-by-hop name.
+    let hop_by_hop = |name: &HeaderName| {
+        [
+            header::CONNECTION,
+            header::TE,
+            header::TRAILER,
+            header::TRANSFER_ENCODING,
+            header::UPGRADE,
+            header::PROXY_AUTHORIZATION,
+            header::PROXY_AUTHENTICATE,
+        ]
+        .contains(name)
+            || name == "keep-alive"
+            || name == "proxy-connection"
+    };
+    let mut present: Vec<HeaderName> = headers.keys().filter(|n| hop_by_hop(n)).cloned().collect();
+    if present.is_empty() {
+        return;
     }
-    for name in [
-        header::CONNECTION,
-        HeaderName::from_static("keep-alive"),
-        HeaderName::from_static("proxy-connection"),
-        header::TE,
-        header::TRAILER,
-        header::TRANSFER_ENCODING,
-        header::UPGRADE,
-        header::PROXY_AUTHORIZATION,
-        header::PROXY_AUTHENTICATE,
-    ] {
+    present.extend(
+        ifmatch_core::header_list(headers, header::CONNECTION)
+            .filter_map(|name| HeaderName::try_from(name).ok()),
+    );
+    for name in present {
         headers.remove(name);
     }
 }
