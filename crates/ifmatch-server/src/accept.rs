@@ -116,7 +116,7 @@ where
 {
     let connections = Connections::new(limits, metrics);
     let served = connections.accept(listener, shutdown, service_for).await;
-    connections.reaper.abort();
+    connections.close();
     served
 }
 
@@ -172,94 +172,76 @@ impl Connections {
             metrics,
             ..
         } = self;
-        accept(listener, table, *limits, metrics, shutdown, service_for).await
-    }
-}
-
-async fn accept<F, S, B>(
-    listener: TcpListener,
-    table: &Arc<Table>,
-    limits: Limits,
-    metrics: &Arc<Metrics>,
-    shutdown: impl Future<Output = ()>,
-    service_for: F,
-) -> io::Result<()>
-where
-    F: Fn(SocketAddr) -> S,
-    S: hyper::service::Service<Request<RequestBody>, Response = Response<B>> + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    B: Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_timeout)
-        // hyper's read buffer grows to about 400 KiB under a fast upload, and each chunk it
-        // hands on is copied once more into the file's buffer: about 1 MiB per upload in
-        // flight. At 64 KiB (still eight times the largest head Azure allows) an upload holds
-        // about a tenth of that (`scripts/bench-memory`).
-        .max_buf_size(READ_BUFFER);
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .max_concurrent_streams(limits.max_streams)
-        .keep_alive_interval(Some(limits.idle_timeout.min(Duration::from_secs(60))))
-        .keep_alive_timeout(Duration::from_secs(20));
-    let graceful = GracefulShutdown::new();
-    let mut shutdown = std::pin::pin!(shutdown);
-    loop {
-        let (stream, client) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    // Out of file descriptors and the like: back off instead of spinning.
-                    tracing::warn!(%error, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = &mut shutdown => break,
-        };
-        if !table.make_room(limits.max_connections) {
-            tracing::debug!(%client, "refused a connection: every connection is busy");
-            metrics.connection_refused();
-            continue;
-        }
-        metrics.connection_opened();
-        let _ = stream.set_nodelay(true);
-        let state = table.open();
-        let service = Tracked {
-            inner: service_for(client),
-            state: state.clone(),
-            body_timeout: limits.body_timeout,
-        };
-        let connection = builder
-            .serve_connection_with_upgrades(TokioIo::new(stream), service)
-            .into_owned();
-        let connection = graceful.watch(connection);
-        let (table, metrics) = (table.clone(), metrics.clone());
-        tokio::spawn(async move {
-            tokio::select! {
-                ended = connection => if let Err(error) = ended {
-                    tracing::debug!(%error, "connection ended with an error");
+        let limits = *limits;
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(limits.header_timeout)
+            // hyper's read buffer grows to about 400 KiB under a fast upload, and each chunk it
+            // hands on is copied once more into the file's buffer: about 1 MiB per upload in
+            // flight. At 64 KiB (still eight times the largest head Azure allows) an upload holds
+            // about a tenth of that (`scripts/bench-memory`).
+            .max_buf_size(READ_BUFFER);
+        builder
+            .http2()
+            .timer(TokioTimer::new())
+            .max_concurrent_streams(limits.max_streams)
+            .keep_alive_interval(Some(limits.idle_timeout.min(Duration::from_secs(60))))
+            .keep_alive_timeout(Duration::from_secs(20));
+        let graceful = GracefulShutdown::new();
+        let mut shutdown = std::pin::pin!(shutdown);
+        loop {
+            let (stream, client) = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok(accepted) => accepted,
+                    Err(error) => {
+                        // Out of file descriptors and the like: back off instead of spinning.
+                        tracing::warn!(%error, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
                 },
-                () = state.close.notified() => {}
+                () = &mut shutdown => break,
+            };
+            if !table.make_room(limits.max_connections) {
+                tracing::debug!(%client, "refused a connection: every connection is busy");
+                metrics.connection_refused();
+                continue;
             }
-            table.remove(state.id);
-            metrics.connection_closed();
-        });
+            metrics.connection_opened();
+            let _ = stream.set_nodelay(true);
+            let state = table.open();
+            let service = Tracked {
+                inner: service_for(client),
+                state: state.clone(),
+                body_timeout: limits.body_timeout,
+            };
+            let connection = builder
+                .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                .into_owned();
+            let connection = graceful.watch(connection);
+            let (table, metrics) = (table.clone(), metrics.clone());
+            tokio::spawn(async move {
+                tokio::select! {
+                    ended = connection => if let Err(error) = ended {
+                        tracing::debug!(%error, "connection ended with an error");
+                    },
+                    () = state.close.notified() => {}
+                }
+                table.remove(state.id);
+                metrics.connection_closed();
+            });
+        }
+        drop(listener);
+        if tokio::time::timeout(DRAIN, graceful.shutdown())
+            .await
+            .is_err()
+        {
+            tracing::warn!("requests still in flight after {DRAIN:?}; stopping anyway");
+        }
+        Ok(())
     }
-    drop(listener);
-    if tokio::time::timeout(DRAIN, graceful.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::warn!("requests still in flight after {DRAIN:?}; stopping anyway");
-    }
-    Ok(())
 }
 
 /// Listening sockets on `address` for `threads` accept loops, all with `SO_REUSEPORT`: the

@@ -278,13 +278,12 @@ impl ReadCache {
             let header = etag.to_header_value();
             return (etag, header);
         }
-        let last = self.caches().hashed.get(key);
-        if let Some(last) = &last
-            && last.body.as_ptr() == body.as_ptr()
-            && last.body.len() == body.len()
-        {
-            return (last.etag.clone(), last.header.clone());
-        }
+        let last = match self.caches().hashed.get(key) {
+            Some(last) if last.body.as_ptr() == body.as_ptr() && last.body.len() == body.len() => {
+                return (last.etag, last.header);
+            }
+            last => last,
+        };
         let etag = strong_etag(body);
         if let Some(last) = last
             && last.etag == etag

@@ -57,11 +57,6 @@ impl<S, V> Conditional<S, V> {
         }
     }
 
-    /// The inner service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
     /// The inner service, to replace with one that answers alike (with a pool of connections
     /// of its own, say): each clone of this service has its own inner service, and shares the
     /// layer's cache, versions and write locks with the others.
