@@ -89,7 +89,8 @@ impl PublicAccess {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub struct Content {
-    /// The object that holds the bytes, named by the [`Objects`](crate::Objects) store.
+    /// The object that holds the bytes, named by the [`Objects`](crate::Objects) store
+    /// (empty when they are [`Content::inline`] or in [`Content::blocks`]).
     pub object: String,
     /// Length in bytes.
     pub len: u64,
@@ -110,6 +111,15 @@ pub struct Content {
     /// the blob's ([`Content::object`] is then empty).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub blocks: Vec<Block>,
+    /// The bytes themselves, for a small blob kept in its record (see
+    /// [`Records::inline_max`](crate::Records::inline_max)): no object holds them. Base64 when
+    /// serialized.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "inline_bytes"
+    )]
+    pub inline: Option<bytes::Bytes>,
 }
 
 /// A blob's HTTP headers, as Put Blob and Set Blob Properties give them (`Content-Type` is
@@ -224,13 +234,23 @@ impl Content {
             sha256: None,
             properties: Properties::default(),
             blocks: Vec::new(),
+            inline: None,
         }
+    }
+
+    /// Content kept in the record itself: `bytes`, in no object.
+    pub fn inline(bytes: bytes::Bytes, content_type: Option<String>) -> Self {
+        let mut content = Self::new(String::new(), bytes.len() as u64, content_type);
+        content.inline = Some(bytes);
+        content
     }
 
     /// The objects that hold the bytes, in order, with their lengths: the one object of a
     /// blob put whole, or the blocks of one committed from a block list.
     pub fn pieces(&self) -> Vec<(&str, u64)> {
-        if self.blocks.is_empty() {
+        if self.inline.is_some() {
+            Vec::new()
+        } else if self.blocks.is_empty() {
             vec![(self.object.as_str(), self.len)]
         } else {
             self.blocks
@@ -262,4 +282,31 @@ impl Content {
 /// Whole seconds since the Unix epoch (0 before it).
 pub fn unix_seconds(time: SystemTime) -> u64 {
     time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// [`Content::inline`] as base64 text (a JSON array of numbers would take four times the room).
+mod inline_bytes {
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD;
+    use bytes::Bytes;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(
+        bytes: &Option<Bytes>,
+        out: S,
+    ) -> Result<S::Ok, S::Error> {
+        match bytes {
+            Some(bytes) => out.serialize_str(&STANDARD.encode(bytes)),
+            None => out.serialize_none(),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        input: D,
+    ) -> Result<Option<Bytes>, D::Error> {
+        Option::<String>::deserialize(input)?
+            .map(|text| STANDARD.decode(text).map(Bytes::from))
+            .transpose()
+            .map_err(serde::de::Error::custom)
+    }
 }

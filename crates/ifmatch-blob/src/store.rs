@@ -178,6 +178,14 @@ pub trait Records: Send + Sync + 'static {
         limit: usize,
     ) -> impl Future<Output = Result<Vec<(String, Record)>, StoreError>> + Send;
 
+    /// The largest blob this backend keeps in its record, bytes and all
+    /// ([`Content::inline`](crate::Content::inline)): a Put Blob of at most this many bytes
+    /// stages no object, so it costs one durable write where an object costs two more. 0, the
+    /// default: every blob's bytes go to the objects.
+    fn inline_max(&self) -> u64 {
+        0
+    }
+
     /// The names of every container, in any order: what the orphan sweep walks. A backend
     /// that cannot enumerate its containers answers [`StoreError::Unsupported`].
     fn containers(&self) -> impl Future<Output = Result<Vec<String>, StoreError>> + Send {
@@ -289,6 +297,10 @@ impl<T: Records> Records for Arc<T> {
         limit: usize,
     ) -> impl Future<Output = Result<Vec<(String, Record)>, StoreError>> + Send {
         T::list(self, container, prefix, from, limit)
+    }
+
+    fn inline_max(&self) -> u64 {
+        T::inline_max(self)
     }
 
     fn containers(&self) -> impl Future<Output = Result<Vec<String>, StoreError>> + Send {

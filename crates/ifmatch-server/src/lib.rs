@@ -41,7 +41,7 @@ use tokio::net::TcpListener;
 pub use crate::accept::{Limits, bind_threads, raise_descriptor_limit};
 use crate::accept::{RequestBody, serve_with};
 use crate::bucket::BucketObjects;
-use crate::local::{DataDir, LocalObjects, LocalRecords};
+use crate::local::{DataDir, INLINE_MAX, LocalObjects, LocalRecords};
 use crate::metrics::{Metrics, Seen};
 
 /// The clock and the randomness of the operating system.
@@ -155,7 +155,7 @@ pub fn open_with_env<E: Env>(
     env: E,
 ) -> io::Result<Served<LocalRecords, LocalObjects, E>> {
     let dir = DataDir::open(data)?;
-    let records = LocalRecords::new(dir.clone(), options.cache_capacity);
+    let records = LocalRecords::new(dir.clone(), options.cache_capacity, INLINE_MAX);
     let objects = LocalObjects::new(dir.clone(), options.cache_bytes);
     Ok(served(records, objects, env, dir, &options, Duration::ZERO))
 }
@@ -175,7 +175,8 @@ pub fn open_with_store(
     store: BucketObjects,
 ) -> io::Result<Served<LocalRecords, BucketObjects, SystemEnv>> {
     let dir = DataDir::open(data)?;
-    let records = LocalRecords::new(dir.clone(), options.cache_capacity);
+    // The bytes go to the store, small ones too: what the operator chose it for.
+    let records = LocalRecords::new(dir.clone(), options.cache_capacity, 0);
     let age = options.orphan_age;
     Ok(served(records, store, SystemEnv, dir, &options, age))
 }

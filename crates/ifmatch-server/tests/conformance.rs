@@ -2,16 +2,16 @@
 //! read from disk) and warm (through the caches).
 
 use ifmatch_blob::conformance;
-use ifmatch_server::local::{DataDir, LocalObjects, LocalRecords};
+use ifmatch_server::local::{DataDir, INLINE_MAX, LocalObjects, LocalRecords};
 
 #[tokio::test]
 async fn local_records_conform() {
     let dir = tempfile::tempdir().unwrap();
     let data = DataDir::open(dir.path()).unwrap();
-    conformance::records(&LocalRecords::new(data.clone(), 10_000)).await;
+    conformance::records(&LocalRecords::new(data.clone(), 10_000, INLINE_MAX)).await;
     // With no cache at all, every answer comes from the files.
     let dir = tempfile::tempdir().unwrap();
-    conformance::records(&LocalRecords::new(DataDir::open(dir.path()).unwrap(), 0)).await;
+    conformance::records(&LocalRecords::new(DataDir::open(dir.path()).unwrap(), 0, 0)).await;
 }
 
 #[tokio::test]

@@ -8,6 +8,8 @@ use std::process::Child;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use ifmatch_server::local::INLINE_MAX;
+
 struct Running {
     child: Child,
     base: String,
@@ -54,8 +56,13 @@ async fn sigkill_during_uploads_leaves_every_blob_old_or_new() {
                 let (http, base, known) = (http.clone(), server.base.clone(), known.clone());
                 tokio::spawn(async move {
                     for i in 0u64.. {
-                        // Bodies of 1 KiB to 2 MiB, so that the kill lands inside uploads too.
-                        let len = 1024 + (i * 7919 + w * 104_729) % (2 << 20);
+                        // Bodies of 1 KiB to 2 MiB, so that the kill lands inside uploads too,
+                        // and every third one small enough to be kept in its record.
+                        let spread = i * 7919 + w * 104_729;
+                        let len = match i % 3 {
+                            0 => spread % (INLINE_MAX + 1),
+                            _ => 1024 + spread % (2 << 20),
+                        };
                         let body: Vec<u8> = (0..len)
                             .map(|b| (b as u8) ^ (i as u8) ^ (w as u8))
                             .collect();
@@ -147,11 +154,20 @@ async fn sigkill_during_uploads_leaves_every_blob_old_or_new() {
         .text()
         .await
         .unwrap();
-    let blobs = xml.matches("<Blob>").count();
+    // One object per blob larger than those kept in their records.
+    let lengths = xml
+        .split("<Content-Length>")
+        .skip(1)
+        .map(|rest| rest.split('<').next().unwrap().parse::<u64>().unwrap());
+    let (kept, large): (Vec<u64>, Vec<u64>) = lengths.partition(|len| *len <= INLINE_MAX);
+    assert!(
+        !kept.is_empty() && !large.is_empty(),
+        "both kinds were written"
+    );
     let objects = std::fs::read_dir(data.path().join("objects"))
         .unwrap()
         .count();
-    assert_eq!(objects, blobs, "orphaned objects were not swept");
+    assert_eq!(objects, large.len(), "orphaned objects were not swept");
     let mut child = server.child;
     child.kill().unwrap();
     child.wait().unwrap();

@@ -364,6 +364,9 @@ async fn damaged_files_are_named_and_the_rest_serves() {
             .await;
             assert_eq!(r.status(), 201);
         }
+        // And one small enough to be kept in its record.
+        let r = common::send(&http, "PUT", &format!("{base}/box/d"), &[], "ten bytes!").await;
+        assert_eq!(r.status(), 201);
         let busy = ifmatch()
             .args(["check", "--data"])
             .arg(path)
@@ -380,7 +383,7 @@ async fn damaged_files_are_named_and_the_rest_serves() {
     let said = String::from_utf8_lossy(&clean.stdout).into_owned();
     assert!(clean.status.success(), "{said}");
     assert!(
-        said.contains("3 blobs (15000 bytes) verified, 0 damaged"),
+        said.contains("4 blobs (15010 bytes) verified, 0 damaged"),
         "{said}"
     );
 
@@ -414,6 +417,11 @@ async fn damaged_files_are_named_and_the_rest_serves() {
             .to_owned()
     };
     let (object, gone) = (object_of("b"), object_of("c"));
+    // Change the bytes `d`'s record keeps, keeping their length: only a hash finds it.
+    let mut record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(record_of("d")).unwrap()).unwrap();
+    record["record"]["content"]["inline"] = "VEVOIEJZVEVTIQ==".into(); // "TEN BYTES!"
+    std::fs::write(record_of("d"), serde_json::to_vec(&record).unwrap()).unwrap();
     std::fs::write(path.join("objects").join(&object), b"short").unwrap();
     std::fs::remove_file(path.join("objects").join(&gone)).unwrap();
     // (A fresh process, so the byte cache does not hold the old bytes.)
@@ -452,6 +460,10 @@ async fn damaged_files_are_named_and_the_rest_serves() {
     );
     assert!(said.contains(&object), "{said}");
     assert!(said.contains(&gone), "{said}");
+    assert!(
+        said.contains("blob \"d\"") && said.contains("the bytes hash to"),
+        "{said}"
+    );
     assert!(
         said.contains("damaged record the server moved aside"),
         "{said}"
@@ -590,12 +602,14 @@ async fn orphans_are_swept_while_serving_and_live_objects_stay() {
         "",
     )
     .await;
+    // Larger than a blob kept in its record: it has an object, which must stay.
+    let live = "live bytes".repeat(500);
     let r = common::send(
         &http,
         "PUT",
         &format!("{base}/sweep/live"),
         &[],
-        "live bytes",
+        live.clone(),
     )
     .await;
     assert_eq!(r.status(), 201);
@@ -607,7 +621,7 @@ async fn orphans_are_swept_while_serving_and_live_objects_stay() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let r = common::send(&http, "GET", &format!("{base}/sweep/live"), &[], "").await;
-    assert_eq!(r.text().await.unwrap(), "live bytes");
+    assert_eq!(r.text().await.unwrap(), live);
     assert_eq!(files(&data.path().join("objects")), 1);
 }
 

@@ -246,15 +246,16 @@ async fn overwrites_replace_bytes_and_tag_together() {
     let s = Server::start().await;
     s.create_container("box").await;
     let mut last = String::new();
+    // Small and large in turn: kept in the record, then in an object, and back.
     for i in 0..20 {
-        let body = format!("version {i}").repeat(i + 1);
+        let body = format!("version {i:02}").repeat(if i % 2 == 1 { 500 } else { i + 1 });
         last = s.put_blob("/box/x", body.as_bytes()).await;
         let r = s.get("/box/x", &[]).await;
         assert_eq!(header(&r, "etag"), Some(last.clone()));
         assert_eq!(r.bytes().await.unwrap(), body.as_bytes());
     }
     assert!(!last.is_empty());
-    // Every superseded object is gone: one object for one blob.
+    // Every superseded object is gone: one object for one (large) blob.
     let objects = std::fs::read_dir(s.dir.path().join("objects"))
         .unwrap()
         .count();
@@ -873,5 +874,88 @@ async fn content_md5_and_crc64_are_verified_and_returned() {
     assert_eq!(
         header(&r, "content-md5").as_deref(),
         Some("1B2M2Y8AsgTpgAmY7PhCfg==")
+    );
+}
+
+/// A blob of up to `INLINE_MAX` bytes is kept in its record: no object, the same answers
+/// (whole, by range, 304, Content-MD5, a checksum refused), before and after a restart, and a
+/// blob that grows past the bound moves to an object and back without leaving one behind.
+#[tokio::test]
+async fn small_blobs_live_in_their_records_and_answer_the_same() {
+    use base64::Engine;
+    use ifmatch_server::local::INLINE_MAX;
+    let s = Server::start().await;
+    s.create_container("small").await;
+    let objects = |s: &Server| {
+        std::fs::read_dir(s.dir.path().join("objects"))
+            .unwrap()
+            .count()
+    };
+    let md5 = |bytes: &[u8]| {
+        use md5::Digest;
+        base64::engine::general_purpose::STANDARD.encode(md5::Md5::digest(bytes))
+    };
+
+    let body: Vec<u8> = (0..100u8).collect();
+    let r = s
+        .put("/small/a", &[("content-md5", &md5(&body))], body.clone())
+        .await;
+    assert_eq!(r.status(), 201);
+    assert_eq!(header(&r, "etag"), Some(sha256_tag(&body)));
+    assert_eq!(header(&r, "content-md5"), Some(md5(&body)));
+    let bound = vec![7u8; INLINE_MAX as usize];
+    let bound_tag = s.put_blob("/small/bound", &bound).await;
+    // (reqwest sends no Content-Length with an empty body; the SDKs always do.)
+    let r = s
+        .put("/small/empty", &[("content-length", "0")], Vec::new())
+        .await;
+    let empty_tag = header(&r, "etag").unwrap();
+    assert_eq!(objects(&s), 0, "small blobs staged objects");
+
+    // A checksum that does not match keeps nothing, as for an object.
+    let r = s
+        .put(
+            "/small/a",
+            &[("content-md5", &md5(b"other"))],
+            b"changed".to_vec(),
+        )
+        .await;
+    assert_eq!(code(&r).as_deref(), Some("Md5Mismatch"));
+
+    let s = Server::start_with(s.stop().await, ifmatch_server::Options::default()).await;
+    for _cold_then_cached in 0..2 {
+        let r = s.get("/small/a", &[]).await;
+        assert_eq!(r.status(), 200);
+        assert_eq!(header(&r, "content-length"), Some("100".into()));
+        assert_eq!(header(&r, "content-md5"), Some(md5(&body)));
+        let tag = header(&r, "etag").unwrap();
+        assert_eq!(r.bytes().await.unwrap(), body);
+        let r = s.get("/small/a", &[("range", "bytes=10-19")]).await;
+        assert_eq!(r.status(), 206);
+        assert_eq!(header(&r, "content-range"), Some("bytes 10-19/100".into()));
+        assert_eq!(r.bytes().await.unwrap(), body[10..20]);
+        let r = s.get("/small/a", &[("if-none-match", &tag)]).await;
+        assert_eq!(r.status(), 304);
+        let r = s.head("/small/bound", &[]).await;
+        assert_eq!(header(&r, "etag"), Some(bound_tag.clone()));
+        assert_eq!(header(&r, "content-length"), Some(INLINE_MAX.to_string()));
+        let r = s.get("/small/empty", &[]).await;
+        assert_eq!(header(&r, "etag"), Some(empty_tag.clone()));
+        assert!(r.bytes().await.unwrap().is_empty());
+    }
+
+    // One byte more has an object; shrunk again, the object goes.
+    let large = vec![9u8; INLINE_MAX as usize + 1];
+    s.put_blob("/small/bound", &large).await;
+    assert_eq!(objects(&s), 1);
+    assert_eq!(
+        s.get("/small/bound", &[]).await.bytes().await.unwrap(),
+        large
+    );
+    s.put_blob("/small/bound", &bound).await;
+    assert_eq!(objects(&s), 0);
+    assert_eq!(
+        s.get("/small/bound", &[]).await.bytes().await.unwrap(),
+        bound
     );
 }

@@ -155,7 +155,19 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             now,
         )?;
 
-        let (staged, checksums) = self.stage_checked(headers, body).await?;
+        // A small blob (its length declared, or known to the body) the records keep whole: no
+        // object, none of its fsyncs.
+        let inline_max = self.records.inline_max();
+        let (received, checksums) = match declared_len(headers).or(body.size_hint().upper()) {
+            Some(len) if inline_max > 0 && len <= inline_max => {
+                let (bytes, etag, checksums) = self.read_checked(headers, body, inline_max).await?;
+                (Received::Inline { bytes, etag }, checksums)
+            }
+            _ => {
+                let (staged, checksums) = self.stage_checked(headers, body).await?;
+                (Received::Staged(staged), checksums)
+            }
+        };
         // Checked again once the body is in, in this key's turn: a write that lost its race
         // meanwhile (a concurrent If-Match writer won) is refused before its object costs the
         // fsyncs.
@@ -172,21 +184,32 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             Err(e) => Err(e.into()),
         };
         if let Err(failure) = still {
-            self.discard(Some(staged.object)).await;
+            self.discard(received.object()).await;
             return Err(failure);
         }
-        let staged = self.persisted(staged).await?;
+        let (mut content, bytes_tag) = match received {
+            Received::Staged(staged) => {
+                let staged = self.persisted(staged).await?;
+                (
+                    Content::new(staged.object, staged.len, content_type.clone()),
+                    staged.etag,
+                )
+            }
+            Received::Inline { bytes, etag } => {
+                (Content::inline(bytes, content_type.clone()), etag)
+            }
+        };
         let etag = metadata::blob_tag(
-            &staged.etag,
+            &bytes_tag,
             content_type.as_deref(),
             &user_metadata,
             &properties,
             None,
         );
-        let mut content = Content::new(staged.object.clone(), staged.len, content_type);
+        let object = Some(content.object.clone()).filter(|o| !o.is_empty());
         content.md5 = Some(checksums.md5);
         content.properties = properties;
-        content.sha256 = (etag != staged.etag).then_some(staged.etag);
+        content.sha256 = (etag != bytes_tag).then_some(bytes_tag);
         let mut fresh = Record::blob(etag, now, content);
         fresh.metadata = user_metadata;
         let committed = self
@@ -202,7 +225,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         // committed the record all the same: its object then stays, an orphan at worst, never
         // a record naming bytes that are gone.
         if committed.as_ref().is_err_and(|f| !f.may_have_landed) {
-            self.discard(Some(staged.object)).await;
+            self.discard(object).await;
         }
         committed
     }
@@ -384,14 +407,27 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         Err(ErrorCode::ServerBusy.into())
     }
 
-    /// The body of a read of `content`, all of it or `range`: its one object, or its blocks
-    /// one after the other (the first opened here, so that a missing or damaged object is
+    /// The body of a read of `content`, all of it or `range`: the bytes its record holds, its
+    /// one object, or its blocks one after the other (the first opened here, so that a missing or damaged object is
     /// known before the answer's headers go).
     async fn open(
         &self,
         content: &Content,
         range: Option<std::ops::Range<u64>>,
     ) -> Result<ResponseBody<O::Reader>, StoreError> {
+        if let Some(bytes) = &content.inline {
+            if bytes.len() as u64 != content.len {
+                return Err(StoreError::corrupt(
+                    format_args!("the bytes a record keeps"),
+                    format!("{} bytes where it says {}", bytes.len(), content.len),
+                ));
+            }
+            let range = range.map_or(0..bytes.len(), |r| {
+                let end = (r.end as usize).min(bytes.len());
+                (r.start as usize).min(end)..end
+            });
+            return Ok(ResponseBody::full(bytes.slice(range)));
+        }
         if content.blocks.is_empty() {
             let reader = self
                 .objects
@@ -447,5 +483,25 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         self.discard_replaced(swapped.previous.as_deref(), None)
             .await;
         Ok(answer(StatusCode::ACCEPTED, HeaderMap::new()))
+    }
+}
+
+/// A Put Blob's bytes once received and checked: staged in an object, or held for a record
+/// that keeps them itself ([`Records::inline_max`]).
+enum Received {
+    Staged(crate::Staged),
+    Inline {
+        bytes: Bytes,
+        etag: ifmatch_core::EntityTag,
+    },
+}
+
+impl Received {
+    /// The object to discard if the write goes no further.
+    fn object(self) -> Option<String> {
+        match self {
+            Self::Staged(staged) => Some(staged.object),
+            Self::Inline { .. } => None,
+        }
     }
 }

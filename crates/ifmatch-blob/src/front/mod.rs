@@ -523,11 +523,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         }
     }
 
-    /// Streams `body` into a new object, with the checksums of the upload; a `Content-MD5` or
-    /// `x-ms-content-crc64` the client sent that does not match answers 400 and keeps
-    /// nothing. Put Blob and Put Block upload through here.
-    /// Stages `body` as a new object and checks it against the request's checksums (a
-    /// mismatch discards it). Not yet durable: see [`Front::persisted`].
+    /// Streams `body` into a staged object, checked against the checksums `headers` declare
+    /// (a mismatch discards it: 400 `Md5Mismatch` or `Crc64Mismatch`).
     async fn stage_checked<B>(
         &self,
         headers: &HeaderMap,
@@ -537,6 +534,49 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
     {
+        let (body, checksums) = self.checked_body(headers, body)?;
+        let staged = self.objects.stage(body, self.max_body).await?;
+        match verified(headers, &checksums) {
+            Ok(checksums) => Ok((staged, checksums)),
+            Err(failure) => {
+                self.discard(Some(staged.object)).await;
+                Err(failure)
+            }
+        }
+    }
+
+    /// Reads `body` whole (at most `limit` bytes: 413 beyond), hashed and checked as
+    /// [`Front::stage_checked`] checks an object: the bytes of a blob kept in its record.
+    async fn read_checked<B>(
+        &self,
+        headers: &HeaderMap,
+        body: B,
+        limit: u64,
+    ) -> Result<(Bytes, ifmatch_core::EntityTag, Checksums)>
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        use http_body_util::BodyExt;
+        let (body, checksums) = self.checked_body(headers, body)?;
+        let mut body = std::pin::pin!(crate::HashingBody::new(body, limit));
+        let mut bytes = bytes::BytesMut::new();
+        while let Some(frame) = body.frame().await {
+            if let Ok(data) = frame?.into_data() {
+                bytes.extend_from_slice(&data);
+            }
+        }
+        let (etag, _) = body.as_mut().finish();
+        Ok((bytes.freeze(), etag, verified(headers, &checksums)?))
+    }
+
+    /// `body` with its checksums computed on the way, once refused what cannot be stored: a
+    /// structured body, or a declared length beyond the limit.
+    fn checked_body<B: Body<Data = Bytes>>(
+        &self,
+        headers: &HeaderMap,
+        body: B,
+    ) -> Result<(ChecksumBody<B>, ChecksumCell)> {
         // A structured body (`x-ms-structured-body`) wraps the bytes in segments with their
         // CRC64s: stored as is, it would be other bytes than the client's. Refused, never kept.
         if headers.contains_key(STRUCTURED_BODY) {
@@ -546,25 +586,10 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                  x-ms-content-crc64 or Content-MD5 with the plain bytes.",
             ));
         }
-        let declared = headers
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-        if declared.is_some_and(|len| len > self.max_body) {
+        if declared_len(headers).is_some_and(|len| len > self.max_body) {
             return Err(ErrorCode::RequestBodyTooLarge.into());
         }
-        let crc64 = headers.contains_key(CONTENT_CRC64);
-        let (body, checksums) = ChecksumBody::new(body, crc64);
-        let staged = self.objects.stage(body, self.max_body).await?;
-        let checksums = checksums
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take()
-            .unwrap_or_else(|| Checksums::of(&[], crc64));
-        if let Err(failure) = verify_checksums(headers, &checksums) {
-            self.discard(Some(staged.object)).await;
-            return Err(failure);
-        }
-        Ok((staged, checksums))
+        Ok(ChecksumBody::new(body, headers.contains_key(CONTENT_CRC64)))
     }
 
     /// Waits for this instance's turn to commit a write of `key`: one at a time per key, so
@@ -741,6 +766,27 @@ fn committed(record: Option<std::sync::Arc<Record>>) -> Option<std::sync::Arc<Re
 /// no content is a blob that does not exist yet.
 fn existing<'r>(key: &Key, record: Option<&'r Record>) -> Option<&'r Record> {
     record.filter(|r| matches!(key, Key::Container(_)) || r.content.is_some())
+}
+
+/// Where a [`ChecksumBody`] leaves the checksums of its body once it ended.
+type ChecksumCell = std::sync::Arc<std::sync::Mutex<Option<Checksums>>>;
+
+/// The checksums of a body that ended (`cell`), checked against those `headers` declare.
+fn verified(headers: &HeaderMap, cell: &ChecksumCell) -> Result<Checksums> {
+    let checksums = cell
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take()
+        .unwrap_or_else(|| Checksums::of(&[], headers.contains_key(CONTENT_CRC64)));
+    verify_checksums(headers, &checksums)?;
+    Ok(checksums)
+}
+
+/// The request's `Content-Length`, when it has a valid one.
+fn declared_len(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse().ok())
 }
 
 /// 400 `Md5Mismatch` or `Crc64Mismatch` when the `Content-MD5` or `x-ms-content-crc64` the

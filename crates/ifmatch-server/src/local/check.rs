@@ -1,5 +1,5 @@
-//! `ifmatch check`: every record of an embedded data directory against its object, the `fsck`
-//! of the blob front.
+//! `ifmatch check`: every record of an embedded data directory against its object (or the bytes
+//! it keeps itself), the `fsck` of the blob front.
 
 use std::collections::HashSet;
 use std::fs;
@@ -84,7 +84,12 @@ pub fn check(root: &Path) -> io::Result<Report> {
                 }
                 continue;
             };
-            match check_pieces(&dir, &content.pieces(), file.record.bytes_tag()) {
+            let tag = file.record.bytes_tag();
+            let checked = match &content.inline {
+                Some(bytes) => check_inline(bytes, content.len, tag),
+                None => check_pieces(&dir, &content.pieces(), tag),
+            };
+            match checked {
                 Err(damage) => report.damage.push(format!("{what}: {damage}")),
                 Ok(()) => {
                     report.blobs += 1;
@@ -107,6 +112,20 @@ pub fn check(root: &Path) -> io::Result<Report> {
         }
     }
     Ok(report)
+}
+
+/// Whether the bytes a record keeps itself are what it says: its length, the bytes of
+/// `expected`.
+fn check_inline(bytes: &[u8], len: u64, expected: &ifmatch_core::EntityTag) -> Result<(), String> {
+    if bytes.len() as u64 != len {
+        return Err(format!(
+            "the record keeps {} bytes and says {len}",
+            bytes.len()
+        ));
+    }
+    let mut hasher = EtagHasher::new();
+    hasher.update(bytes);
+    matches(hasher.finish(), expected)
 }
 
 /// Whether the objects `pieces` name, one after the other, hold what their record says: each
@@ -140,7 +159,13 @@ fn check_pieces(
             ));
         }
     }
-    let etag = hasher.finish();
+    matches(hasher.finish(), expected)
+}
+
+fn matches(
+    etag: ifmatch_core::EntityTag,
+    expected: &ifmatch_core::EntityTag,
+) -> Result<(), String> {
     if etag != *expected {
         return Err(format!(
             "the bytes hash to {etag}, the record says {expected}"

@@ -15,6 +15,12 @@ use super::dir::{BlobFile, DataDir, read_json, sync_dir};
 /// How many locks the keys (and, apart, the containers) are spread over.
 const STRIPES: usize = 256;
 
+/// The largest blob kept in its record file, bytes and all: a Put Blob of up to this many bytes
+/// is one durable file write (file and directory fsynced) where an object costs two more
+/// fsyncs and two more files created and removed. A page: counters, leases' and locks' blobs,
+/// small documents.
+pub const INLINE_MAX: u64 = 4096;
+
 /// Records as JSON files, with a compare-and-swap per key and a moka cache in front.
 ///
 /// The cache is exact, not a guess: this process is the only writer of the directory (the
@@ -43,19 +49,33 @@ struct Inner {
     /// writes held off), then kept by every put and delete (this process is the only writer).
     /// Costs the names' memory, for the containers that were listed.
     names: Mutex<HashMap<String, BTreeSet<String>>>,
+    /// See [`Records::inline_max`].
+    inline_max: u64,
 }
 
 impl LocalRecords {
-    /// Records under `dir`, caching up to `capacity` of them.
-    pub fn new(dir: Arc<DataDir>, capacity: u64) -> Self {
+    /// Records under `dir`, caching up to `capacity` of them (a record that keeps its blob's
+    /// bytes counts once more per KiB of them), keeping blobs of up to `inline_max` bytes in
+    /// their records ([`INLINE_MAX`] with the objects on the same disk; 0 to keep every blob's
+    /// bytes in the objects).
+    pub fn new(dir: Arc<DataDir>, capacity: u64, inline_max: u64) -> Self {
         let inner = Inner {
             dir,
-            cache: moka::sync::Cache::new(capacity),
+            // A record weighs one, and one more per KiB of bytes it keeps: `capacity` bounds the
+            // memory of the blobs kept inline as it bounds the records'.
+            cache: moka::sync::Cache::builder()
+                .max_capacity(capacity)
+                .weigher(|_, record: &Arc<Record>| {
+                    let kept = record.content.as_ref().and_then(|c| c.inline.as_ref());
+                    1 + kept.map_or(0, |bytes| bytes.len() as u32 / 1024)
+                })
+                .build(),
             epoch: AtomicU64::new(0),
             keys: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             containers: (0..STRIPES).map(|_| RwLock::new(())).collect(),
             hasher: std::hash::RandomState::new(),
             names: Mutex::new(HashMap::new()),
+            inline_max,
         };
         Self {
             inner: Arc::new(inner),
@@ -296,6 +316,10 @@ impl Records for LocalRecords {
     async fn put(&self, key: &Key, record: &Record, mode: PutMode) -> Result<(), StoreError> {
         let (this, key, record) = (self.inner.clone(), key.clone(), record.clone());
         blocking(move || this.put_blocking(&key, &record, mode)).await
+    }
+
+    fn inline_max(&self) -> u64 {
+        self.inner.inline_max
     }
 
     async fn delete(&self, key: &Key, generation: u64) -> Result<Vec<Record>, StoreError> {
