@@ -68,7 +68,8 @@ pub type LocalFront = Front<LocalRecords, LocalObjects, SystemEnv>;
 pub struct Options {
     /// The largest blob accepted, in bytes.
     pub max_body: u64,
-    /// How many records the metadata cache holds.
+    /// How many records the metadata cache holds (a record that keeps a small blob's bytes
+    /// counts once more per KiB of them).
     pub cache_capacity: u64,
     /// How many bytes of small objects (up to 4 MiB each) the byte cache holds.
     pub cache_bytes: u64,

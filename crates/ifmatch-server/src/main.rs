@@ -231,7 +231,8 @@ struct Serve {
     /// instance's own state, never shared.
     #[arg(long, env = "IFMATCH_STORE")]
     store: Option<String>,
-    /// How many blob and container records the metadata cache holds.
+    /// How many blob and container records the metadata cache holds (a record that keeps a
+    /// small blob's bytes counts once more per KiB of them).
     #[arg(long, env = "IFMATCH_CACHE_CAPACITY", default_value_t = 100_000)]
     cache_capacity: u64,
     /// How many bytes of blob content (blobs up to 4 MiB) the byte cache holds.
