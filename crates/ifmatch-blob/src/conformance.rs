@@ -144,6 +144,16 @@ pub async fn records<R: Records>(store: &R) {
         leased,
         "the record read back is the record written"
     );
+    // So does one that keeps its blob's bytes (any bytes: not text).
+    let bytes: bytes::Bytes = (0..=255u8).collect();
+    let mut kept = record("v4", 8);
+    kept.content = Some(Content::inline(bytes.clone(), None));
+    store.put(&a, &kept, PutMode::Update(7)).await.unwrap();
+    let read = store.get(&a).await.unwrap().unwrap();
+    assert_eq!(*read, kept, "a record keeping bytes reads back whole");
+    let content = read.content.as_ref().unwrap();
+    assert_eq!((content.inline.as_ref(), content.len), (Some(&bytes), 256));
+    assert_eq!(read.objects().count(), 0, "it names no object");
 
     // Listing: by prefix, sorted by name.
     for name in ["dir/c", "dir/b", "other", "dir"] {

@@ -344,3 +344,49 @@ impl Records for LocalRecords {
         blocking(move || this.containers_blocking()).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use ifmatch_blob::Content;
+    use ifmatch_core::strong_etag;
+
+    use super::*;
+
+    /// The cache weighs the bytes a record keeps: at a capacity of 100, it holds a hundred
+    /// bare records but only about twenty that keep 4 KiB each.
+    #[tokio::test]
+    async fn the_cache_counts_kept_bytes_against_its_capacity() {
+        let dir = tempfile::tempdir().unwrap();
+        let records = LocalRecords::new(DataDir::open(dir.path()).unwrap(), 100, INLINE_MAX);
+        let when = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let container = Key::Container("c".into());
+        let record = Record::container(strong_etag(b"c"), when).with_generation(1);
+        records
+            .put(&container, &record, PutMode::Create)
+            .await
+            .unwrap();
+        let records = &records;
+        let fill = |keep: usize| async move {
+            for n in 0..100 {
+                let bytes = bytes::Bytes::from(vec![n as u8; keep]);
+                let content = Content::inline(bytes.clone(), None);
+                let record = Record::blob(strong_etag(&bytes), when, content).with_generation(1);
+                let key = Key::Blob("c".into(), format!("{keep}-{n}"));
+                records.put(&key, &record, PutMode::Create).await.unwrap();
+            }
+            let cache = &records.inner.cache;
+            cache.run_pending_tasks();
+            assert!(cache.weighted_size() <= 100, "{}", cache.weighted_size());
+            let kept = |r: &Record| r.content.as_ref()?.inline.as_ref().map(|b| b.len());
+            cache.iter().filter(|(_, r)| kept(r) == Some(keep)).count()
+        };
+        assert!(fill(0).await >= 95, "bare records fill the capacity");
+        let held = fill(INLINE_MAX as usize).await;
+        assert!(
+            held <= 20,
+            "{held} records of 4 KiB held at a capacity of 100"
+        );
+    }
+}
