@@ -206,7 +206,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             &properties,
             None,
         );
-        let object = Some(content.object.clone()).filter(|o| !o.is_empty());
+        let object = content.inline.is_none().then(|| content.object.clone());
         content.md5 = Some(checksums.md5);
         content.properties = properties;
         content.sha256 = (etag != bytes_tag).then_some(bytes_tag);
@@ -408,8 +408,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     }
 
     /// The body of a read of `content`, all of it or `range`: the bytes its record holds, its
-    /// one object, or its blocks one after the other (the first opened here, so that a missing or damaged object is
-    /// known before the answer's headers go).
+    /// one object, or its blocks one after the other (the first opened here, so that a missing
+    /// or damaged object is known before the answer's headers go).
     async fn open(
         &self,
         content: &Content,

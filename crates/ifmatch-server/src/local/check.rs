@@ -125,7 +125,7 @@ fn check_inline(bytes: &[u8], len: u64, expected: &ifmatch_core::EntityTag) -> R
     }
     let mut hasher = EtagHasher::new();
     hasher.update(bytes);
-    matches(hasher.finish(), expected)
+    tag_matches(hasher.finish(), expected)
 }
 
 /// Whether the objects `pieces` name, one after the other, hold what their record says: each
@@ -159,10 +159,11 @@ fn check_pieces(
             ));
         }
     }
-    matches(hasher.finish(), expected)
+    tag_matches(hasher.finish(), expected)
 }
 
-fn matches(
+/// Whether the bytes hashed to `etag` are those of `expected`.
+fn tag_matches(
     etag: ifmatch_core::EntityTag,
     expected: &ifmatch_core::EntityTag,
 ) -> Result<(), String> {
