@@ -183,30 +183,27 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             .map(drop),
             Err(e) => Err(e.into()),
         };
+        // The object to discard if the write goes no further.
+        let object = received.object();
         if let Err(failure) = still {
-            self.discard(received.object()).await;
+            self.discard(object).await;
             return Err(failure);
         }
         let (mut content, bytes_tag) = match received {
             Received::Staged(staged) => {
                 let staged = self.persisted(staged).await?;
-                (
-                    Content::new(staged.object, staged.len, content_type.clone()),
-                    staged.etag,
-                )
+                let content = Content::new(staged.object, staged.len, content_type);
+                (content, staged.etag)
             }
-            Received::Inline { bytes, etag } => {
-                (Content::inline(bytes, content_type.clone()), etag)
-            }
+            Received::Inline { bytes, etag } => (Content::inline(bytes, content_type), etag),
         };
         let etag = metadata::blob_tag(
             &bytes_tag,
-            content_type.as_deref(),
+            content.content_type.as_deref(),
             &user_metadata,
             &properties,
             None,
         );
-        let object = content.inline.is_none().then(|| content.object.clone());
         content.md5 = Some(checksums.md5);
         content.properties = properties;
         content.sha256 = (etag != bytes_tag).then_some(bytes_tag);
@@ -497,10 +494,10 @@ enum Received {
 }
 
 impl Received {
-    /// The object to discard if the write goes no further.
-    fn object(self) -> Option<String> {
+    /// The object holding the bytes, if they are in one.
+    fn object(&self) -> Option<String> {
         match self {
-            Self::Staged(staged) => Some(staged.object),
+            Self::Staged(staged) => Some(staged.object.clone()),
             Self::Inline { .. } => None,
         }
     }
