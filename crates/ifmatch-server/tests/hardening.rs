@@ -327,9 +327,29 @@ async fn stalled_and_abandoned_uploads_leave_nothing() {
     gone.write_all(&vec![7u8; 64 << 10]).await.unwrap();
     drop(gone);
 
+    // The same for a blob small enough to be kept in its record (read whole before its
+    // record is written): one stalls after 100 of 4,000 bytes, one leaves after them.
+    let small = "PUT /devstoreaccount1/slow/s HTTP/1.1\r\nHost: x\r\nx-ms-blob-type: BlockBlob\r\ncontent-length: 4000\r\n\r\n";
+    let mut stalled = TcpStream::connect(&addr).await.unwrap();
+    stalled.write_all(small.as_bytes()).await.unwrap();
+    stalled.write_all(&[7u8; 100]).await.unwrap();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), stalled.read_to_end(&mut answer)).await;
+    assert!(
+        read.is_ok(),
+        "a stalled small upload outlived the body timeout"
+    );
+    assert!(!String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 201"));
+    let mut gone = TcpStream::connect(&addr).await.unwrap();
+    gone.write_all(small.as_bytes()).await.unwrap();
+    gone.write_all(&[7u8; 100]).await.unwrap();
+    drop(gone);
+
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let r = common::send(&http, "GET", &format!("{base}/slow/b"), &[], "").await;
-    assert_eq!(code(&r).as_deref(), Some("BlobNotFound"));
+    for blob in ["b", "s"] {
+        let r = common::send(&http, "GET", &format!("{base}/slow/{blob}"), &[], "").await;
+        assert_eq!(code(&r).as_deref(), Some("BlobNotFound"), "{blob}");
+    }
     assert_eq!(files(&data.path().join("tmp")), 0, "temporary files left");
     assert_eq!(files(&data.path().join("objects")), 0, "objects left");
 }
