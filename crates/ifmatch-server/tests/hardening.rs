@@ -428,18 +428,22 @@ async fn damaged_files_are_named_and_the_rest_serves() {
 
     // Shorten the object of `b` and remove the object of `c`: reads answer 500 at once, whole
     // or by range, and never panic or serve wrong bytes.
+    // A record file holds the record's JSON in one of its two slots.
+    let json_of = |name: &str| -> serde_json::Value {
+        let bytes = std::fs::read(record_of(name)).unwrap();
+        let (payload, _) = ifmatch_server::local::record_file::read(&bytes).unwrap();
+        serde_json::from_slice(payload).unwrap()
+    };
     let object_of = |name: &str| {
-        let record: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(record_of(name)).unwrap()).unwrap();
-        record["record"]["content"]["object"]
+        json_of(name)["record"]["content"]["object"]
             .as_str()
             .unwrap()
             .to_owned()
     };
     let (object, gone) = (object_of("b"), object_of("c"));
-    // Change the bytes `d`'s record keeps, keeping their length: only a hash finds it.
-    let mut record: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(record_of("d")).unwrap()).unwrap();
+    // Change the bytes `d`'s record keeps, keeping their length: only a hash finds it. (Written
+    // back whole as JSON, as records were before their slots: still read.)
+    let mut record = json_of("d");
     record["record"]["content"]["inline"] = "VEVOIEJZVEVTIQ==".into(); // "TEN BYTES!"
     std::fs::write(record_of("d"), serde_json::to_vec(&record).unwrap()).unwrap();
     std::fs::write(path.join("objects").join(&object), b"short").unwrap();

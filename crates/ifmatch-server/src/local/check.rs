@@ -9,7 +9,7 @@ use std::path::Path;
 use ifmatch_blob::Record;
 use ifmatch_core::EtagHasher;
 
-use super::dir::{BlobFile, DataDir, Mode, read_json};
+use super::dir::{BlobFile, DataDir, Mode, read_record};
 
 /// What [`check`] found.
 #[derive(Debug, Default)]
@@ -47,7 +47,7 @@ pub fn check(root: &Path) -> io::Result<Report> {
     for container in fs::read_dir(dir.containers_dir())? {
         let container = container?.path();
         let record = container.join("container.json");
-        match read_json::<Record>(&record) {
+        match read_record::<Record>(&record) {
             Ok(Some(_)) => report.containers += 1,
             Ok(None) => report.damage.push(format!("{}: missing", record.display())),
             Err(e) => report.damage.push(e.to_string()),
@@ -57,8 +57,8 @@ pub fn check(root: &Path) -> io::Result<Report> {
         };
         for entry in blobs {
             let path = entry?.path();
-            let file = match read_json::<BlobFile>(&path) {
-                Ok(Some(file)) => file,
+            let file = match read_record::<BlobFile>(&path) {
+                Ok(Some((file, _))) => file,
                 Ok(None) => continue,
                 Err(e) => {
                     report.damage.push(e.to_string());

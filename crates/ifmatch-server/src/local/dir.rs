@@ -9,6 +9,8 @@ use std::time::Duration;
 use ifmatch_blob::{Key, StoreError};
 use sha2::{Digest, Sha256};
 
+use super::record_file::{self, Slot};
+
 /// How a data directory is used. It is written in `DATA/mode` the first time, and a server
 /// refuses to open the directory in the other mode: an embedded server keeps the records in
 /// the directory and takes every object no record names for an orphan, so opening the shared
@@ -161,9 +163,9 @@ impl DataDir {
             }
             for path in files {
                 let parsed = if path.ends_with("container.json") {
-                    read_json::<ifmatch_blob::Record>(&path).map(|_| ())
+                    read_record::<ifmatch_blob::Record>(&path).map(|_| ())
                 } else {
-                    read_json::<BlobFile>(&path).map(|_| ())
+                    read_record::<BlobFile>(&path).map(|_| ())
                 };
                 let Err(error) = parsed else { continue };
                 let damaged = self.root.join("damaged");
@@ -337,16 +339,19 @@ pub(super) struct BlobFile {
     pub(super) record: ifmatch_blob::Record,
 }
 
-/// Reads a JSON file; a missing file is `None`, one that does not parse is
+/// Reads a record file ([`record_file`]): its record and the slot that held it. A missing file
+/// is `None`; one whose slots are both torn, or whose record does not parse, is
 /// [`StoreError::Corrupt`] naming it.
-pub(super) fn read_json<T: serde::de::DeserializeOwned>(
+pub(super) fn read_record<T: serde::de::DeserializeOwned>(
     path: &Path,
-) -> Result<Option<T>, StoreError> {
-    match fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| StoreError::corrupt(format_args!("record {}", path.display()), e)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e.into()),
-    }
+) -> Result<Option<(T, Option<Slot>)>, StoreError> {
+    let bytes = match fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let what = || format!("record {}", path.display());
+    let (payload, slot) = record_file::read(&bytes).map_err(|e| StoreError::corrupt(what(), e))?;
+    let record = serde_json::from_slice(payload).map_err(|e| StoreError::corrupt(what(), e))?;
+    Ok(Some((record, slot)))
 }

@@ -11,13 +11,17 @@
 //! DATA/damaged/                               records that did not parse, moved aside
 //! ```
 //!
-//! Every file is written whole to `tmp/`, flushed, fsynced, checked, renamed into place and
-//! its directory fsynced: a crash or a full disk leaves the old file or the new one, never a
-//! torn one, and a write that failed answers an error and leaves nothing. A blob's record holds
-//! its ETag and names its object, which is on disk before the record is renamed into place, so
-//! after any crash a blob's ETag is the SHA-256 of the bytes its record names. A small blob's
-//! record holds its bytes as well ([`INLINE_MAX`]): ETag and bytes in one file, written in one
-//! piece, and two fsyncs per write instead of four.
+//! A record file holds the record's JSON in one of two checksummed slots ([`record_file`]; the
+//! `.json` names are those of the files before the slots, which are still read). A new file
+//! (a new record, an object) is written whole to `tmp/`, fsynced, renamed into place and its
+//! directory fsynced; an update of a record writes the slot that does not hold the current
+//! copy, in place, and `fdatasync`s it. A crash or a full disk leaves the old record or the new
+//! one, never a torn one (a torn slot fails its checksum and the other slot holds the copy
+//! before), and a write that failed answers an error. A blob's record holds its ETag and names
+//! its object, which is on disk before the record names it, so after any crash a blob's ETag
+//! is the SHA-256 of the bytes its record names. A small blob's record holds its bytes as well
+//! ([`INLINE_MAX`]): ETag and bytes in one slot, written in one piece, and one fsync for an
+//! overwrite where an object costs two more.
 //!
 //! File names never come from user input: containers are validated `[a-z0-9-]` names and blobs
 //! are named by a hash, so no request can reach outside the data directory.
@@ -27,6 +31,7 @@
 //! compare-and-swap needs a lock held across read, compare and rename.
 //!
 //! - [`dir`]: the directory, its lock and mode, atomic file writes;
+//! - [`record_file`]: a record's file, two slots updated in turn;
 //! - [`records`]: the records, with a compare-and-swap per key;
 //! - [`objects`]: the blob bytes, written and read back checked;
 //! - [`check`]: `ifmatch check`, every record against its object.
@@ -35,6 +40,7 @@ pub mod check;
 pub mod dir;
 mod objects;
 mod reader;
+pub mod record_file;
 mod records;
 
 pub use dir::{DataDir, Mode};

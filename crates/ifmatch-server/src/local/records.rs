@@ -1,27 +1,31 @@
-//! Records as JSON files, with a compare-and-swap per key and a moka cache in front.
+//! Records in files of two slots ([`record_file`]), with a compare-and-swap per key and a moka
+//! cache in front.
 
 use std::collections::{BTreeSet, HashMap};
 use std::fs;
 use std::hash::{BuildHasher, Hash};
 use std::io;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use ifmatch_blob::{Key, PutMode, Record, Records, StoreError};
 
 use super::blocking;
-use super::dir::{BlobFile, DataDir, read_json, sync_dir};
+use super::dir::{BlobFile, DataDir, read_record, sync_dir};
+use super::record_file::{self, Failed, Slot};
 
 /// How many locks the keys (and, apart, the containers) are spread over.
 const STRIPES: usize = 256;
 
 /// The largest blob kept in its record file, bytes and all: a Put Blob of up to this many bytes
-/// is one durable file write (file and directory fsynced) where an object costs two more
-/// fsyncs and two more files created and removed. A page: counters, leases' and locks' blobs,
-/// small documents.
+/// is one durable write of its record (one `fdatasync` over a blob that exists, two fsyncs for
+/// a new one) where an object costs two more fsyncs and two more files created and removed. A
+/// page: counters, leases' and locks' blobs, small documents.
 pub const INLINE_MAX: u64 = 4096;
 
-/// Records as JSON files, with a compare-and-swap per key and a moka cache in front.
+/// Records in files of two slots, with a compare-and-swap per key and a moka cache in front:
+/// an update of a record is one write in place and one `fdatasync`.
 ///
 /// The cache is exact, not a guess: this process is the only writer of the directory (the
 /// lock), every write goes through the key's stripe lock and updates the cache under it, and a
@@ -39,7 +43,7 @@ pub struct LocalRecords {
 #[derive(Debug)]
 struct Inner {
     dir: Arc<DataDir>,
-    cache: moka::sync::Cache<(u64, Key), Arc<Record>>,
+    cache: moka::sync::Cache<(u64, Key), Loaded>,
     epoch: AtomicU64,
     keys: Box<[Mutex<()>]>,
     containers: Box<[RwLock<()>]>,
@@ -51,6 +55,14 @@ struct Inner {
     names: Mutex<HashMap<String, BTreeSet<String>>>,
     /// See [`Records::inline_max`].
     inline_max: u64,
+}
+
+/// A record as the cache holds it: the record, and which slot of its file holds it (none for a
+/// file written whole as JSON), so that the next update writes the other one.
+#[derive(Debug, Clone)]
+struct Loaded {
+    record: Arc<Record>,
+    slot: Option<Slot>,
 }
 
 impl LocalRecords {
@@ -65,8 +77,9 @@ impl LocalRecords {
             // memory of the blobs kept inline as it bounds the records'.
             cache: moka::sync::Cache::builder()
                 .max_capacity(capacity)
-                .weigher(|_, record: &Arc<Record>| {
-                    let kept = record.content.as_ref().and_then(|c| c.inline.as_ref());
+                .weigher(|_, loaded: &Loaded| {
+                    let content = loaded.record.content.as_ref();
+                    let kept = content.and_then(|c| c.inline.as_ref());
                     1 + kept.map_or(0, |bytes| bytes.len() as u32 / 1024)
                 })
                 .build(),
@@ -98,22 +111,26 @@ impl Inner {
         (self.epoch.load(Ordering::Acquire), key.clone())
     }
 
-    /// The current record, from the cache or the file. Call with the key's lock held.
-    fn load(&self, key: &Key) -> Result<Option<Arc<Record>>, StoreError> {
+    /// The current record and where it is in its file, from the cache or the file. Call with
+    /// the key's lock held.
+    fn load(&self, key: &Key) -> Result<Option<Loaded>, StoreError> {
         let cache_key = self.cache_key(key);
-        if let Some(record) = self.cache.get(&cache_key) {
-            return Ok(Some(record));
+        if let Some(loaded) = self.cache.get(&cache_key) {
+            return Ok(Some(loaded));
         }
         let path = self.dir.record_path(key);
-        let record = match key {
-            Key::Container(_) => read_json::<Record>(&path)?,
-            Key::Blob(..) => read_json::<BlobFile>(&path)?.map(|f| f.record),
+        let loaded = match key {
+            Key::Container(_) => read_record::<Record>(&path)?,
+            Key::Blob(..) => read_record::<BlobFile>(&path)?.map(|(f, slot)| (f.record, slot)),
         };
-        let record = record.map(Arc::new);
-        if let Some(record) = &record {
-            self.cache.insert(cache_key, record.clone());
+        let loaded = loaded.map(|(record, slot)| Loaded {
+            record: Arc::new(record),
+            slot,
+        });
+        if let Some(loaded) = &loaded {
+            self.cache.insert(cache_key, loaded.clone());
         }
-        Ok(record)
+        Ok(loaded)
     }
 
     fn put_blocking(&self, key: &Key, record: &Record, mode: PutMode) -> Result<(), StoreError> {
@@ -121,9 +138,9 @@ impl Inner {
         let _container = container.read().unwrap_or_else(|p| p.into_inner());
         let _key = self.key_lock(key);
         let current = self.load(key)?;
-        mode.check(current.as_deref())?;
+        mode.check(current.as_ref().map(|c| &*c.record))?;
         let path = self.dir.record_path(key);
-        let bytes = match key {
+        let payload = match key {
             Key::Container(c) => {
                 fs::create_dir_all(self.dir.container_dir(c).join("blobs"))?;
                 serde_json::to_vec(record).map_err(io::Error::other)?
@@ -139,20 +156,40 @@ impl Inner {
                 serde_json::to_vec(&file).map_err(io::Error::other)?
             }
         };
-        let written = self.dir.write_atomic(&path, &bytes);
+        let slot = current.and_then(|c| c.slot);
+        let written = self.write(&path, slot, &payload);
         if written.as_ref().is_err_and(StoreError::may_have_landed) {
-            // Whether the file is there is unknown: the next read must look.
+            // Whether the file holds the new record is unknown: the next read must look.
             self.cache.invalidate(&self.cache_key(key));
         }
-        written?;
-        self.cache
-            .insert(self.cache_key(key), Arc::new(record.clone()));
+        let loaded = Loaded {
+            record: Arc::new(record.clone()),
+            slot: Some(written?),
+        };
+        self.cache.insert(self.cache_key(key), loaded);
         if let Key::Blob(c, name) = key
             && let Some(names) = self.names().get_mut(c)
         {
             names.insert(name.clone());
         }
         Ok(())
+    }
+
+    /// Makes `payload` the record file's content, durably: over the other slot of the file
+    /// whose current copy is in `slot` (one write, one `fdatasync`), or as a new file replacing
+    /// it (a new record, one that outgrew its slots, or a file from before the slots).
+    fn write(&self, path: &Path, slot: Option<Slot>, payload: &[u8]) -> Result<Slot, StoreError> {
+        if let Some(current) = slot {
+            match record_file::overwrite(path, current, payload) {
+                Ok(Some(written)) => return Ok(written),
+                Ok(None) => {}
+                Err(Failed::Before(e)) => return Err(e.into()),
+                Err(Failed::During(e)) => return Err(StoreError::Unavailable(Box::new(e))),
+            }
+        }
+        let (file, written) = record_file::create(payload, slot);
+        self.dir.write_atomic(path, &file)?;
+        Ok(written)
     }
 
     fn names(&self) -> MutexGuard<'_, HashMap<String, BTreeSet<String>>> {
@@ -168,7 +205,7 @@ impl Inner {
         }
         let _key = self.key_lock(key);
         let current = self.load(key)?.ok_or(StoreError::NotFound)?;
-        PutMode::Update(generation).check(Some(&current))?;
+        PutMode::Update(generation).check(Some(&current.record))?;
         match key {
             Key::Blob(..) => {
                 let path = self.dir.record_path(key);
@@ -195,8 +232,8 @@ impl Inner {
                 let mut removed = Vec::new();
                 if let Ok(entries) = fs::read_dir(trash.join("blobs")) {
                     for entry in entries {
-                        match read_json::<BlobFile>(&entry?.path()) {
-                            Ok(file) => removed.extend(file.map(|f| f.record)),
+                        match read_record::<BlobFile>(&entry?.path()) {
+                            Ok(file) => removed.extend(file.map(|(f, _)| f.record)),
                             // Its object stays, and the sweep knows nothing names it.
                             Err(error) => tracing::warn!(%error, "deleting a container"),
                         }
@@ -240,10 +277,10 @@ impl Inner {
                 let key = Key::Blob(container.to_owned(), name);
                 let _key = self.key_lock(&key);
                 // A record deleted since is not listed; the scan goes on to fill the page.
-                if let Some(record) = self.load(&key)?
+                if let Some(loaded) = self.load(&key)?
                     && let Key::Blob(_, name) = key
                 {
-                    out.push((name, record.as_ref().clone()));
+                    out.push((name, loaded.record.as_ref().clone()));
                 }
             }
             if scanned < want || out.len() == limit {
@@ -279,7 +316,7 @@ impl Inner {
         }
         let mut names = BTreeSet::new();
         for entry in entries {
-            if let Some(file) = read_json::<BlobFile>(&entry?.path())? {
+            if let Some((file, _)) = read_record::<BlobFile>(&entry?.path())? {
                 names.insert(file.name);
             }
         }
@@ -302,13 +339,13 @@ impl Inner {
 impl Records for LocalRecords {
     async fn get(&self, key: &Key) -> Result<Option<Arc<Record>>, StoreError> {
         let inner = &self.inner;
-        if let Some(record) = inner.cache.get(&inner.cache_key(key)) {
-            return Ok(Some(record));
+        if let Some(loaded) = inner.cache.get(&inner.cache_key(key)) {
+            return Ok(Some(loaded.record));
         }
         let (this, key) = (inner.clone(), key.clone());
         blocking(move || {
             let _key = this.key_lock(&key);
-            this.load(&key)
+            Ok(this.load(&key)?.map(|loaded| loaded.record))
         })
         .await
     }
@@ -354,6 +391,96 @@ mod tests {
 
     use super::*;
 
+    fn counter(n: u64) -> Record {
+        let bytes = bytes::Bytes::from(n.to_le_bytes().to_vec());
+        let when = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let content = Content::inline(bytes.clone(), None);
+        Record::blob(strong_etag(&bytes), when, content).with_generation(n)
+    }
+
+    async fn open_with_container(path: &std::path::Path) -> LocalRecords {
+        let records = LocalRecords::new(DataDir::open(path).unwrap(), 100, INLINE_MAX);
+        let when = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let record = Record::container(strong_etag(b"c"), when).with_generation(1);
+        let _ = records
+            .put(&Key::Container("c".into()), &record, PutMode::Create)
+            .await;
+        records
+    }
+
+    /// An update writes the slot that does not hold the current record: a crash that tears it
+    /// leaves the record acknowledged before, which the next update then replaces.
+    #[tokio::test]
+    async fn a_torn_update_leaves_the_record_before_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = Key::Blob("c".into(), "n".into());
+        let path = {
+            let records = open_with_container(dir.path()).await;
+            records
+                .put(&key, &counter(1), PutMode::Create)
+                .await
+                .unwrap();
+            records
+                .put(&key, &counter(2), PutMode::Update(1))
+                .await
+                .unwrap();
+            records.inner.dir.record_path(&key)
+        };
+        let generation = |records: &LocalRecords| {
+            let (records, key) = (records.clone(), key.clone());
+            async move { records.get(&key).await.unwrap().unwrap().generation }
+        };
+        let mut file = fs::read(&path).unwrap();
+        let slot = file.len() / 2;
+        // Generation 2 is in the second slot; a crash tore its payload.
+        file[slot + 60] ^= 0x20;
+        fs::write(&path, &file).unwrap();
+        {
+            let records = open_with_container(dir.path()).await;
+            assert_eq!(generation(&records).await, 1);
+            let stale = records.put(&key, &counter(3), PutMode::Update(2)).await;
+            assert!(matches!(stale, Err(StoreError::Conflict)), "{stale:?}");
+            records
+                .put(&key, &counter(3), PutMode::Update(1))
+                .await
+                .unwrap();
+        }
+        let records = open_with_container(dir.path()).await;
+        assert_eq!(generation(&records).await, 3);
+        assert_eq!(
+            fs::read(&path).unwrap().len(),
+            file.len(),
+            "updated in place"
+        );
+    }
+
+    /// A record file written whole as JSON, as before the slots, is read, and its next update
+    /// gives it slots.
+    #[tokio::test]
+    async fn a_record_written_whole_as_json_is_read_and_moves_to_slots() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = Key::Blob("c".into(), "n".into());
+        let records = open_with_container(dir.path()).await;
+        let path = records.inner.dir.record_path(&key);
+        let file = BlobFile {
+            name: "n".into(),
+            record: counter(7),
+        };
+        fs::write(&path, serde_json::to_vec(&file).unwrap()).unwrap();
+        drop(records);
+        let records = open_with_container(dir.path()).await;
+        assert_eq!(records.get(&key).await.unwrap().unwrap().generation, 7);
+        records
+            .put(&key, &counter(8), PutMode::Update(7))
+            .await
+            .unwrap();
+        let bytes = fs::read(&path).unwrap();
+        assert_eq!(&bytes[..4], b"ifmR");
+        let (payload, _) = record_file::read(&bytes).unwrap();
+        let file: BlobFile = serde_json::from_slice(payload).unwrap();
+        assert_eq!((file.name.as_str(), file.record.generation), ("n", 8));
+    }
+
     /// The cache weighs the bytes a record keeps: at a capacity of 100, it holds a hundred
     /// bare records but only about twenty that keep 4 KiB each.
     #[tokio::test]
@@ -380,7 +507,10 @@ mod tests {
             cache.run_pending_tasks();
             assert!(cache.weighted_size() <= 100, "{}", cache.weighted_size());
             let kept = |r: &Record| r.content.as_ref()?.inline.as_ref().map(|b| b.len());
-            cache.iter().filter(|(_, r)| kept(r) == Some(keep)).count()
+            cache
+                .iter()
+                .filter(|(_, l)| kept(&l.record) == Some(keep))
+                .count()
         };
         assert!(fill(0).await >= 95, "bare records fill the capacity");
         let held = fill(INLINE_MAX as usize).await;

@@ -1,0 +1,248 @@
+//! A record's file: two slots, each able to hold a whole checksummed copy of the record, so
+//! that an update is one write in place and one `fdatasync`, where replacing the file costs two
+//! fsyncs (the new file, then the directory that names it). LMDB keeps its two meta pages so.
+//!
+//! ```text
+//! slot 0 at 0, slot 1 at S (S a multiple of 4096; the file is 2S bytes)
+//! slot:  "ifmR" | sequence u64 | length u32 | SHA-256(sequence, length, payload) | payload | zeros
+//! ```
+//!
+//! An update writes the slot that does not hold the current copy, with the next sequence
+//! number, and is acknowledged once `fdatasync` returns; a reader takes the valid slot with the
+//! highest sequence number. A crash in the middle of the write leaves that slot torn, which its
+//! checksum shows, and the other slot still holds the copy acknowledged before. The slots are
+//! 4096-byte aligned, so writing one never touches a disk sector of the other, and the file's
+//! blocks are all written when it is created, so an update allocates nothing (it cannot fail
+//! for a full disk, and `fdatasync` has no metadata to flush). A record that outgrows its slots
+//! is written to a new, larger file that replaces the old one.
+//!
+//! A file that starts with `{` is a record written whole as JSON, as before this format: it is
+//! read as it is, and replaced by a slotted file at its next update.
+
+use std::fs::OpenOptions;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+
+const MAGIC: &[u8; 4] = b"ifmR";
+/// Magic, sequence number, length, SHA-256.
+const HEADER: usize = 4 + 8 + 4 + 32;
+/// Slots start on this boundary: a block of the file system, a sector of the disk.
+const ALIGN: usize = 4096;
+
+/// Where a record file's current copy is, so that the next update goes to the other slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slot {
+    index: u64,
+    sequence: u64,
+    size: u64,
+}
+
+/// The payload of a record file (the record's JSON) and the slot that held it; no slot for a
+/// file written whole as JSON. An error says why neither slot holds a whole copy.
+pub fn read(bytes: &[u8]) -> Result<(&[u8], Option<Slot>), String> {
+    if bytes.first() == Some(&b'{') {
+        return Ok((bytes, None));
+    }
+    let size = bytes.len() / 2;
+    if !bytes.len().is_multiple_of(2 * ALIGN) || size == 0 {
+        return Err(format!(
+            "{} bytes: not a record file (two slots of a multiple of {ALIGN} bytes)",
+            bytes.len()
+        ));
+    }
+    let found = (0..2)
+        .filter_map(|index| {
+            let slot = &bytes[index * size..][..size];
+            let (sequence, payload) = parse(slot)?;
+            let size = size as u64;
+            let index = index as u64;
+            Some((
+                payload,
+                Slot {
+                    index,
+                    sequence,
+                    size,
+                },
+            ))
+        })
+        .max_by_key(|(_, slot)| slot.sequence);
+    match found {
+        Some((payload, slot)) => Ok((payload, Some(slot))),
+        None => Err("neither slot holds a whole copy (both torn or overwritten)".into()),
+    }
+}
+
+/// A slot's sequence number and payload, if it holds a whole copy.
+fn parse(slot: &[u8]) -> Option<(u64, &[u8])> {
+    let (header, rest) = slot.split_at(HEADER);
+    if &header[..4] != MAGIC {
+        return None;
+    }
+    let sequence = u64::from_le_bytes(header[4..12].try_into().ok()?);
+    let len = u32::from_le_bytes(header[12..16].try_into().ok()?) as usize;
+    let payload = rest.get(..len)?;
+    (checksum(sequence, payload) == header[16..HEADER]).then_some((sequence, payload))
+}
+
+fn checksum(sequence: u64, payload: &[u8]) -> [u8; 32] {
+    let mut hash = Sha256::new();
+    hash.update(sequence.to_le_bytes());
+    hash.update((payload.len() as u32).to_le_bytes());
+    hash.update(payload);
+    hash.finalize().into()
+}
+
+/// A slot holding `payload` as copy number `sequence`, `size` bytes long.
+fn encode(sequence: u64, payload: &[u8], size: usize) -> Vec<u8> {
+    let mut slot = Vec::with_capacity(size);
+    slot.extend_from_slice(MAGIC);
+    slot.extend_from_slice(&sequence.to_le_bytes());
+    slot.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    slot.extend_from_slice(&checksum(sequence, payload));
+    slot.extend_from_slice(payload);
+    slot.resize(size, 0);
+    slot
+}
+
+/// A whole new file holding `payload` in its first slot, its second slot empty; the sequence
+/// goes on from `after` (the file it replaces). The file's bytes and where its copy is.
+pub fn create(payload: &[u8], after: Option<Slot>) -> (Vec<u8>, Slot) {
+    let size = (HEADER + payload.len()).div_ceil(ALIGN) * ALIGN;
+    let sequence = after.map_or(1, |slot| slot.sequence + 1);
+    let mut file = encode(sequence, payload, size);
+    file.resize(2 * size, 0);
+    let size = size as u64;
+    (
+        file,
+        Slot {
+            index: 0,
+            sequence,
+            size,
+        },
+    )
+}
+
+/// Writes `payload` over the slot of the file at `path` that does not hold `current`, then
+/// `fdatasync`s it: the update is durable when this returns `Ok(Some(_))`, with where the copy
+/// now is. `Ok(None)` when the payload does not fit a slot (nothing was written: the caller
+/// writes a new file with [`create`]). An error of the write or the sync leaves the file
+/// holding either copy.
+pub fn overwrite(path: &Path, current: Slot, payload: &[u8]) -> Result<Option<Slot>, Failed> {
+    if HEADER + payload.len() > current.size as usize {
+        return Ok(None);
+    }
+    let file = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(Failed::Before)?;
+    let next = Slot {
+        index: 1 - current.index,
+        sequence: current.sequence + 1,
+        size: current.size,
+    };
+    let slot = encode(next.sequence, payload, next.size as usize);
+    file.write_all_at(&slot, next.index * next.size)
+        .and_then(|()| file.sync_data())
+        .map_err(Failed::During)?;
+    Ok(Some(next))
+}
+
+/// Why [`overwrite`] failed: before anything was written, or while writing or syncing (the
+/// new copy may be on disk or not).
+#[derive(Debug)]
+pub enum Failed {
+    /// Opening the file failed: nothing was written.
+    Before(io::Error),
+    /// Writing or syncing failed: the file holds the old copy or the new one.
+    During(io::Error),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(path: &Path, bytes: &[u8]) {
+        std::fs::write(path, bytes).unwrap();
+    }
+
+    #[test]
+    fn updates_alternate_slots_and_the_newest_whole_copy_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r");
+        let (bytes, mut slot) = create(b"{\"v\":1}", None);
+        assert_eq!(bytes.len(), 2 * ALIGN);
+        write(&path, &bytes);
+        for v in 2..6 {
+            let payload = format!("{{\"v\":{v}}}");
+            slot = overwrite(&path, slot, payload.as_bytes()).unwrap().unwrap();
+            let bytes = std::fs::read(&path).unwrap();
+            assert_eq!(read(&bytes).unwrap(), (payload.as_bytes(), Some(slot)));
+            assert_eq!(slot.index, (v as u64 - 1) % 2);
+        }
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 2 * ALIGN as u64);
+    }
+
+    /// A crash in the middle of an update: whatever part of the newer slot reached the disk,
+    /// the reader gets the copy before it.
+    #[test]
+    fn a_torn_slot_falls_back_to_the_copy_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r");
+        let (bytes, slot) = create(b"{\"v\":1}", None);
+        write(&path, &bytes);
+        overwrite(&path, slot, b"{\"v\":2}").unwrap().unwrap();
+        let good = std::fs::read(&path).unwrap();
+        // v2 in slot 1: tear it at every byte of its header and payload.
+        for at in ALIGN..ALIGN + HEADER + 7 {
+            let mut torn = good.clone();
+            torn[at] ^= 0x40;
+            let (payload, slot) = read(&torn).unwrap();
+            assert_eq!(payload, b"{\"v\":1}", "flipped byte {at}");
+            assert_eq!(slot.unwrap().index, 0);
+        }
+        // Both torn: damage, said as such.
+        let mut torn = good.clone();
+        torn[5] ^= 1;
+        torn[ALIGN + 5] ^= 1;
+        assert!(read(&torn).unwrap_err().contains("neither slot"));
+        // The next update after a fall back overwrites the torn slot, not the good one.
+        let mut torn = good;
+        torn[ALIGN + HEADER] ^= 1;
+        write(&path, &torn);
+        let (_, slot) = read(&torn).unwrap();
+        let next = overwrite(&path, slot.unwrap(), b"{\"v\":3}")
+            .unwrap()
+            .unwrap();
+        assert_eq!(next.index, 1);
+        assert_eq!(
+            read(&std::fs::read(&path).unwrap()).unwrap().0,
+            b"{\"v\":3}"
+        );
+    }
+
+    #[test]
+    fn a_payload_larger_than_its_slot_asks_for_a_new_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r");
+        let (bytes, slot) = create(b"{}", None);
+        write(&path, &bytes);
+        let large = vec![b' '; ALIGN];
+        assert_eq!(overwrite(&path, slot, &large).unwrap(), None);
+        assert_eq!(std::fs::read(&path).unwrap(), bytes, "nothing written");
+        let (bytes, next) = create(&large, Some(slot));
+        assert_eq!(bytes.len(), 4 * ALIGN);
+        assert_eq!(next.sequence, 2);
+        assert_eq!(read(&bytes).unwrap(), (&large[..], Some(next)));
+    }
+
+    #[test]
+    fn json_written_whole_is_read_as_it_is_and_anything_else_is_damage() {
+        assert_eq!(read(b"{\"a\":1}").unwrap(), (&b"{\"a\":1}"[..], None));
+        assert!(read(b"").is_err());
+        assert!(read(b"garbage").is_err());
+        assert!(read(&[0; 2 * ALIGN]).is_err());
+    }
+}
