@@ -223,6 +223,29 @@ mod tests {
         );
     }
 
+    /// A power cut in the middle of an update leaves any prefix of its sectors on the disk:
+    /// the reader gets the old copy or the new one, whole.
+    #[test]
+    fn any_prefix_of_an_update_reads_as_the_old_copy_or_the_new() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r");
+        let old = vec![b'o'; 3000];
+        let (mut disk, slot) = create(&old, None);
+        write(&path, &disk);
+        // Sequence 2 goes to slot 1, sequence 3 back over slot 0 (the older copy).
+        let slot = overwrite(&path, slot, b"\"two\"").unwrap().unwrap();
+        disk = std::fs::read(&path).unwrap();
+        overwrite(&path, slot, b"\"three\"").unwrap().unwrap();
+        let written = std::fs::read(&path).unwrap();
+        for sectors in 0..=ALIGN / 512 {
+            let mut torn = disk.clone();
+            torn[..sectors * 512].copy_from_slice(&written[..sectors * 512]);
+            let (payload, _) = read(&torn).unwrap();
+            let whole = sectors * 512 >= HEADER + 7;
+            assert_eq!(payload, if whole { &b"\"three\""[..] } else { b"\"two\"" });
+        }
+    }
+
     #[test]
     fn a_payload_larger_than_its_slot_asks_for_a_new_file() {
         let dir = tempfile::tempdir().unwrap();
