@@ -10,6 +10,11 @@
 #                               default), and the median of the per-round ratios B/A with their
 #                               min-max spread
 # Each script alternates its sides round by round, so that a machine's drift hits both alike.
+# Sourcing prints the host first (CPU model, cores, kernel, commit): hosts of one machine kind
+# differ (the same bench has given ratios far apart on two of them), so a figure
+# is quoted with the host it was measured on.
+
+echo "host: $(awk -F': *' '/^model name/ {print $2; exit}' /proc/cpuinfo), $(nproc) cores, Linux $(uname -r), commit $(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet HEAD 2>/dev/null || echo ' (changed)')"
 
 bench_started=$(mktemp)
 started() { echo "$1" >> "$bench_started"; }
