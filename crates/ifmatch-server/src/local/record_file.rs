@@ -12,9 +12,9 @@
 //! highest sequence number. A crash in the middle of the write leaves that slot torn, which its
 //! checksum shows, and the other slot still holds the copy acknowledged before. The slots are
 //! 4096-byte aligned, so writing one never touches a disk sector of the other, and the file's
-//! blocks are all written when it is created, so an update allocates nothing (it cannot fail
-//! for a full disk, and `fdatasync` has no metadata to flush). A record that outgrows its slots
-//! is written to a new, larger file that replaces the old one.
+//! blocks are all written when it is created, so an update allocates nothing on a file system
+//! that overwrites in place (ext4, XFS): it cannot fail for a full disk there. A record that
+//! outgrows its slots is written to a new, larger file that replaces the old one.
 //!
 //! A file that starts with `{` is a record written whole as JSON, as before this format: it is
 //! read as it is, and replaced by a slotted file at its next update.
