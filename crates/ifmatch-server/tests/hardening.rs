@@ -192,6 +192,90 @@ async fn a_full_disk_never_loses_an_acknowledged_upload() {
     );
 }
 
+/// A record is updated over the other slot of its file, which needs no new block: with the
+/// disk full, a small blob (a counter, a lock) still takes conditional writes and its lease
+/// still renews, each acknowledged write durable across a restart, while a new blob is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_still_updates_small_blobs_and_renews_leases() {
+    let Some(disk) = Tmpfs::mount("1m") else {
+        return;
+    };
+    let data = disk.0.path().join("data");
+    let http = client();
+    let mut server = serve(&data, &[]);
+    let base = server.base.clone();
+    let send = |method: &'static str, path: String, headers: Vec<(&'static str, String)>| {
+        let (http, url) = (http.clone(), format!("{base}/full/{path}"));
+        async move {
+            let headers: Vec<(&str, &str)> =
+                headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            let body = if method == "PUT" && !path.contains("comp=") {
+                path.clone()
+            } else {
+                String::new()
+            };
+            common::send(&http, method, &url, &headers, body).await
+        }
+    };
+    let r = send("PUT", "?restype=container".into(), vec![]).await;
+    assert_eq!(r.status(), 201);
+    let r = send("PUT", "counter".into(), vec![]).await;
+    assert_eq!(r.status(), 201);
+    let mut tag = header(&r, "etag").unwrap();
+    let lease = "0f6b5c7e-1d2a-4b3c-8d4e-5f6a7b8c9d0e".to_owned();
+    let acquire = vec![
+        ("x-ms-lease-action", "acquire".into()),
+        ("x-ms-lease-duration", "15".into()),
+        ("x-ms-proposed-lease-id", lease.clone()),
+    ];
+    let r = send("PUT", "counter?comp=lease".into(), acquire).await;
+    assert_eq!(r.status(), 201);
+
+    // Fill the disk to its last byte.
+    {
+        use std::io::Write;
+        let mut filler = std::fs::File::create(disk.0.path().join("filler")).unwrap();
+        let block = vec![0u8; 4096];
+        while filler.write_all(&block).is_ok() {}
+        let _ = filler.sync_all();
+    }
+    let r = send("PUT", "new-blob".into(), vec![]).await;
+    assert!(
+        r.status().is_server_error(),
+        "a new blob on a full disk: {}",
+        r.status()
+    );
+
+    for n in 0..20 {
+        let headers = vec![("if-match", tag.clone()), ("x-ms-lease-id", lease.clone())];
+        // The body is the path: `counter` and a query that only changes the bytes.
+        let r = send("PUT", format!("counter?n={n}"), headers).await;
+        assert_eq!(r.status(), 201, "update {n} on a full disk: {:?}", code(&r));
+        tag = header(&r, "etag").unwrap();
+        let renew = vec![
+            ("x-ms-lease-action", "renew".into()),
+            ("x-ms-lease-id", lease.clone()),
+        ];
+        let r = send("PUT", "counter?comp=lease".into(), renew).await;
+        assert_eq!(
+            r.status(),
+            200,
+            "renewal {n} on a full disk: {:?}",
+            code(&r)
+        );
+    }
+
+    // What was acknowledged is what a restarted server serves.
+    drop(server);
+    server = serve(&data, &[]);
+    let url = format!("{}/full/counter", server.base);
+    let r = common::send(&http, "GET", &url, &[], "").await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(header(&r, "etag").as_deref(), Some(tag.as_str()));
+    assert_eq!(header(&r, "x-ms-lease-state").as_deref(), Some("leased"));
+    assert_eq!(r.bytes().await.unwrap(), "counter?n=19");
+}
+
 /// Sends a request head one byte every `pace`, never finishing it; answers when the server
 /// closed the connection (or `None` if it never did within `patience`).
 async fn slowloris(addr: String, pace: Duration, patience: Duration) -> Option<Duration> {
