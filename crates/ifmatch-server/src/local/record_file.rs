@@ -168,13 +168,20 @@ mod tests {
         std::fs::write(path, bytes).unwrap();
     }
 
-    #[test]
-    fn updates_alternate_slots_and_the_newest_whole_copy_wins() {
+    /// A new record file holding `payload`, in a directory of its own: the directory (removed
+    /// when dropped), the file's path, its bytes and its slot.
+    fn new_file(payload: &[u8]) -> (tempfile::TempDir, std::path::PathBuf, Vec<u8>, Slot) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("r");
-        let (bytes, mut slot) = create(b"{\"v\":1}", None);
-        assert_eq!(bytes.len(), 2 * ALIGN);
+        let (bytes, slot) = create(payload, None);
         write(&path, &bytes);
+        (dir, path, bytes, slot)
+    }
+
+    #[test]
+    fn updates_alternate_slots_and_the_newest_whole_copy_wins() {
+        let (_dir, path, bytes, mut slot) = new_file(b"{\"v\":1}");
+        assert_eq!(bytes.len(), 2 * ALIGN);
         for v in 2..6 {
             let payload = format!("{{\"v\":{v}}}");
             slot = overwrite(&path, slot, payload.as_bytes()).unwrap().unwrap();
@@ -189,10 +196,7 @@ mod tests {
     /// the reader gets the copy before it.
     #[test]
     fn a_torn_slot_falls_back_to_the_copy_before() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("r");
-        let (bytes, slot) = create(b"{\"v\":1}", None);
-        write(&path, &bytes);
+        let (_dir, path, _, slot) = new_file(b"{\"v\":1}");
         overwrite(&path, slot, b"{\"v\":2}").unwrap().unwrap();
         let good = std::fs::read(&path).unwrap();
         // v2 in slot 1: tear it at every byte of its header and payload.
@@ -227,14 +231,10 @@ mod tests {
     /// the reader gets the old copy or the new one, whole.
     #[test]
     fn any_prefix_of_an_update_reads_as_the_old_copy_or_the_new() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("r");
-        let old = vec![b'o'; 3000];
-        let (mut disk, slot) = create(&old, None);
-        write(&path, &disk);
+        let (_dir, path, _, slot) = new_file(&[b'o'; 3000]);
         // Sequence 2 goes to slot 1, sequence 3 back over slot 0 (the older copy).
         let slot = overwrite(&path, slot, b"\"two\"").unwrap().unwrap();
-        disk = std::fs::read(&path).unwrap();
+        let disk = std::fs::read(&path).unwrap();
         overwrite(&path, slot, b"\"three\"").unwrap().unwrap();
         let written = std::fs::read(&path).unwrap();
         for sectors in 0..=ALIGN / 512 {
@@ -248,10 +248,7 @@ mod tests {
 
     #[test]
     fn a_payload_larger_than_its_slot_asks_for_a_new_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("r");
-        let (bytes, slot) = create(b"{}", None);
-        write(&path, &bytes);
+        let (_dir, path, bytes, slot) = new_file(b"{}");
         let large = vec![b' '; ALIGN];
         assert_eq!(overwrite(&path, slot, &large).unwrap(), None);
         assert_eq!(std::fs::read(&path).unwrap(), bytes, "nothing written");
