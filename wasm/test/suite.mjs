@@ -102,6 +102,35 @@ export function suite(name, start) {
         assert.equal((await req("GET", `/${c}/other`)).code, "ContainerNotFound");
       });
 
+      test("paged listings list every blob once, folder blobs (`a/`, `a//`) included", async () => {
+        const { c } = await fixture();
+        const names = ["a/", "a//", "a/b", "a/c", "a/c/d", "a0", "b", "b/"];
+        for (const n of names) assert.equal((await req("PUT", `/${c}/${n}`, {}, n)).status, 201);
+        const entries = (xml) =>
+          [...xml.matchAll(/<(Blob|BlobPrefix)><Name>([^<]*)<\/Name>/g)].map(([, kind, name]) =>
+            kind === "Blob" ? name : `${name}*`);
+        for (const [prefix, delimiter] of [["", "/"], ["a/", "/"], ["a/", ""], ["", ""]]) {
+          const query = `restype=container&comp=list&prefix=${encodeURIComponent(prefix)}` +
+            (delimiter ? `&delimiter=${encodeURIComponent(delimiter)}` : "");
+          const whole = entries((await req("GET", `/${c}?${query}`)).text);
+          for (let size = 1; size <= whole.length + 1; size++) {
+            const paged = [];
+            let marker = "";
+            for (let page = 0; page <= whole.length; page++) {
+              const r = await req("GET", `/${c}?${query}&maxresults=${size}` +
+                (marker ? `&marker=${encodeURIComponent(marker)}` : ""));
+              assert.equal(r.status, 200);
+              paged.push(...entries(r.text));
+              marker = /<NextMarker>([^<]*)<\/NextMarker>/.exec(r.text)?.[1] ?? "";
+              if (!marker) break;
+            }
+            assert.deepEqual(paged, whole, `prefix ${prefix} delimiter ${delimiter} pages of ${size}`);
+          }
+        }
+        assert.deepEqual(entries((await req("GET", `/${c}?restype=container&comp=list&prefix=a/&delimiter=/`)).text),
+          ["a/", "a//*", "a/b", "a/c", "a/c/*"]);
+      });
+
       test("errors carry status, code, request id and the XML body", async () => {
         const { c } = await fixture();
         const again = await req("PUT", `/${c}?restype=container`);

@@ -238,6 +238,91 @@ pub async fn records<R: Records>(store: &R) {
     assert!(store.get(&a).await.unwrap().is_none());
 }
 
+/// Paged listings built from the backend's scans list every blob exactly once, whatever the
+/// delimiter, the prefix, the page size and the names' shapes: pseudo-random names over an
+/// alphabet that holds the delimiters (blobs named like the prefixes they would roll up into,
+/// `a/` and `a//` among them), every page size from 1 to one past the whole, each paging
+/// compared with the listing in one page.
+pub async fn listing<R: Records>(store: &R) {
+    let c = container("paging");
+    store
+        .put(&c, &container_record(1), PutMode::Create)
+        .await
+        .unwrap();
+    let mut names: Vec<String> = ["a/", "a/b", "a/c", "a//"].map(String::from).into();
+    // xorshift64: the same names on every backend and every run.
+    let mut state = 0x9E37_79B9_7F4A_7C15_u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    while names.len() < 40 {
+        let len = 1 + next() % 4;
+        names.push((0..len).map(|_| ['a', 'b', '/'][(next() % 3) as usize]).collect());
+    }
+    names.sort();
+    names.dedup();
+    for name in &names {
+        store
+            .put(&blob("paging", name), &record(name, 1), PutMode::Create)
+            .await
+            .unwrap();
+    }
+    for delimiter in [None, Some("/"), Some("b"), Some("/a")] {
+        for prefix in ["", "a", "a/", "a//", "b/"] {
+            let options = |max_results, marker| crate::ListOptions {
+                prefix: prefix.to_owned(),
+                marker,
+                max_results,
+                delimiter: delimiter.map(str::to_owned),
+                ..crate::ListOptions::default()
+            };
+            let shown = |entries: Vec<crate::listing::Entry>| -> Vec<String> {
+                entries
+                    .into_iter()
+                    .map(|entry| match entry {
+                        crate::listing::Entry::Blob(name, _) => name,
+                        crate::listing::Entry::Prefix(prefix) => format!("{prefix}*"),
+                    })
+                    .collect()
+            };
+            let (whole, none) = crate::listing::page(store, "paging", &options(5000, None))
+                .await
+                .unwrap();
+            assert!(none.is_none(), "one page holds them all");
+            let whole = shown(whole);
+            let under: Vec<&String> = names.iter().filter(|n| n.starts_with(prefix)).collect();
+            if delimiter.is_none() {
+                assert_eq!(whole.iter().collect::<Vec<_>>(), under, "prefix {prefix:?}");
+            }
+            for size in 1..=whole.len() + 1 {
+                let (mut paged, mut marker) = (Vec::new(), None);
+                for _ in 0..=whole.len() {
+                    let (entries, next) =
+                        crate::listing::page(store, "paging", &options(size, marker))
+                            .await
+                            .unwrap();
+                    assert!(entries.len() <= size, "a page holds at most its size");
+                    paged.extend(shown(entries));
+                    marker = next;
+                    if marker.is_none() {
+                        break;
+                    }
+                }
+                assert!(marker.is_none(), "the paging ends");
+                assert_eq!(
+                    paged, whole,
+                    "pages of {size}, delimiter {delimiter:?}, prefix {prefix:?}"
+                );
+            }
+        }
+    }
+    let removed = store.delete(&c, 1).await.unwrap();
+    assert_eq!(removed.len(), names.len());
+}
+
 /// The names a scan of the conformance container finds.
 async fn list<R: Records>(store: &R, prefix: &str, from: &str, limit: usize) -> Vec<String> {
     let scanned = store

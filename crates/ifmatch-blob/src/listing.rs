@@ -9,8 +9,8 @@ use std::time::SystemTime;
 use ifmatch_core::lease::LeaseState;
 use ifmatch_core::xml_escape;
 
-use crate::Record;
 use crate::operation::ListOptions;
+use crate::{Record, Records, StoreError};
 
 /// One entry of a page: a blob, or the prefix that stands for every name under it.
 pub(crate) enum Entry {
@@ -32,10 +32,12 @@ pub(crate) struct Pager<'o> {
 
 impl<'o> Pager<'o> {
     pub(crate) fn new(options: &'o ListOptions) -> Self {
-        let from = match (&options.marker, options.delimiter.as_deref()) {
-            (Some(marker), Some(d)) if marker.ends_with(d) => past(marker),
-            (Some(marker), _) => Some(format!("{marker}\0")),
-            (None, _) => Some(String::new()),
+        // A marker is a rolled-up prefix only if the delimiter would roll it up: a blob named
+        // like one (`a/` under the prefix `a/`) is a blob, and the names after it follow.
+        let from = match &options.marker {
+            Some(marker) if rolled(options, marker).is_some_and(|p| p == *marker) => past(marker),
+            Some(marker) => Some(format!("{marker}\0")),
+            None => Some(String::new()),
         };
         let from = from.map(|from| from.max(options.prefix.clone()));
         Self {
@@ -70,16 +72,7 @@ impl<'o> Pager<'o> {
             if record.content.is_none() && !options.uncommitted {
                 continue;
             }
-            let rolled = options.delimiter.as_deref().and_then(|delimiter| {
-                let rest = name.get(options.prefix.len()..)?;
-                let at = rest.find(delimiter)?;
-                Some(format!(
-                    "{}{}",
-                    options.prefix,
-                    &rest[..at + delimiter.len()]
-                ))
-            });
-            let entry = match rolled {
+            let entry = match rolled(options, &name) {
                 Some(prefix) => Entry::Prefix(prefix),
                 None => Entry::Blob(name, Box::new(record)),
             };
@@ -108,6 +101,30 @@ impl<'o> Pager<'o> {
     pub(crate) fn finish(self) -> (Vec<Entry>, Option<String>) {
         (self.entries, self.next_marker)
     }
+}
+
+/// One page of List Blobs of `container`, scanned from `records`: its entries, and the marker
+/// of the next page when there is one.
+pub(crate) async fn page<R: Records>(
+    records: &R,
+    container: &str,
+    options: &ListOptions,
+) -> Result<(Vec<Entry>, Option<String>), StoreError> {
+    let mut pager = Pager::new(options);
+    while let Some((from, limit)) = pager.from() {
+        let scanned = records.list(container, &options.prefix, from, limit).await?;
+        pager.take(scanned, limit);
+    }
+    Ok(pager.finish())
+}
+
+/// The `BlobPrefix` that `name` rolls up into: the prefix, then the rest of the name up to
+/// and with the first delimiter after it; `None` without a delimiter or when the rest has none.
+fn rolled(options: &ListOptions, name: &str) -> Option<String> {
+    let delimiter = options.delimiter.as_deref()?;
+    let rest = name.strip_prefix(options.prefix.as_str())?;
+    let at = rest.find(delimiter)?;
+    Some(format!("{}{}", options.prefix, &rest[..at + delimiter.len()]))
 }
 
 /// The least string greater than every string that starts with `prefix`; `None` if there is

@@ -234,6 +234,11 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn memory_listings_page_every_blob_once() {
+        crate::conformance::listing(&MemoryRecords::default()).await;
+    }
+
+    #[tokio::test]
     async fn memory_objects_conform() {
         crate::conformance::objects(&MemoryObjects::default()).await;
     }

@@ -15,6 +15,13 @@ async fn redis_records_conform() {
 }
 
 #[tokio::test]
+async fn redis_listings_page_every_blob_once() {
+    let server = RedisServer::start();
+    let connection = connect(&server.url()).await.unwrap();
+    conformance::listing(&RedisRecords::new(connection, "ifmatch:")).await;
+}
+
+#[tokio::test]
 async fn redis_away_is_unavailable_then_service_resumes() {
     let mut server = RedisServer::start();
     let records = RedisRecords::new(connect(&server.url()).await.unwrap(), "ifmatch:");

@@ -15,6 +15,15 @@ async fn local_records_conform() {
 }
 
 #[tokio::test]
+async fn local_listings_page_every_blob_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = DataDir::open(dir.path()).unwrap();
+    conformance::listing(&LocalRecords::new(data, 10_000, INLINE_MAX)).await;
+    let dir = tempfile::tempdir().unwrap();
+    conformance::listing(&LocalRecords::new(DataDir::open(dir.path()).unwrap(), 0, 0)).await;
+}
+
+#[tokio::test]
 async fn local_objects_conform() {
     let dir = tempfile::tempdir().unwrap();
     let data = DataDir::open(dir.path()).unwrap();

@@ -14,14 +14,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             .get(&key)
             .await?
             .ok_or(ErrorCode::ContainerNotFound)?;
-        let mut pager = crate::listing::Pager::new(options);
-        while let Some((from, limit)) = pager.from() {
-            let scanned = (self.records)
-                .list(container, &options.prefix, from, limit)
-                .await?;
-            pager.take(scanned, limit);
-        }
-        let (entries, next_marker) = pager.finish();
+        let (entries, next_marker) =
+            crate::listing::page(&self.records, container, options).await?;
         let xml = crate::listing::enumeration_results(
             container,
             options,
