@@ -76,44 +76,66 @@ pub(crate) fn parse(xml: &[u8]) -> Result<Vec<(Source, String)>, ErrorCode> {
     }
 }
 
-/// The blocks a parsed list names, looked up in `record` (absent: no blob, nothing staged).
-/// A block that is not there answers 400 `InvalidBlockList`, as does a list longer than the
-/// dialect allows.
+/// The blocks a parsed list names, looked up in the blob's `committed` blocks and its
+/// `uncommitted` ones ([`latest`]). A block that is not there answers 400 `InvalidBlockList`,
+/// as does a list longer than the dialect allows.
 pub(crate) fn resolve(
     list: &[(Source, String)],
-    record: Option<&Record>,
+    committed: &[Block],
+    uncommitted: &[Block],
 ) -> Result<Vec<Block>, ErrorCode> {
     if list.len() > MAX_COMMITTED {
         return Err(ErrorCode::BlockCountExceedsLimit);
     }
-    let committed: &[Block] = record
-        .and_then(|r| r.content.as_ref())
-        .map_or(&[], |c| &c.blocks);
-    let uncommitted: &[Block] = record.map_or(&[], |r| &r.uncommitted);
-    let find = |blocks: &[Block], id: &str| blocks.iter().find(|b| b.id == id).cloned();
+    let index = |blocks: &[Block]| -> std::collections::HashMap<String, Block> {
+        blocks.iter().map(|b| (b.id.clone(), b.clone())).collect()
+    };
+    let (committed, uncommitted) = (index(committed), index(uncommitted));
     list.iter()
         .map(|(source, id)| {
             match source {
-                Source::Latest => find(uncommitted, id).or_else(|| find(committed, id)),
-                Source::Committed => find(committed, id),
-                Source::Uncommitted => find(uncommitted, id),
+                Source::Latest => uncommitted.get(id).or_else(|| committed.get(id)),
+                Source::Committed => committed.get(id),
+                Source::Uncommitted => uncommitted.get(id),
             }
+            .cloned()
             .ok_or(ErrorCode::InvalidBlockList)
         })
         .collect()
 }
 
+/// The uncommitted blocks of a blob from what was staged, in order (`entries`): a block
+/// staged again under an id replaces the earlier one and moves to where it was staged last.
+pub(crate) fn latest(entries: Vec<Block>) -> Vec<Block> {
+    let mut last = std::collections::HashMap::with_capacity(entries.len());
+    for (at, block) in entries.iter().enumerate() {
+        last.insert(block.id.clone(), at);
+    }
+    (entries.into_iter().enumerate())
+        .filter(|(at, block)| last[&block.id] == *at)
+        .map(|(_, block)| block)
+        .collect()
+}
+
+/// The blob's committed blocks (none for a blob put whole, or no blob).
+pub(crate) fn committed(record: Option<&Record>) -> &[Block] {
+    record
+        .and_then(|r| r.content.as_ref())
+        .map_or(&[], |c| &c.blocks)
+}
+
 /// Whether `id` may join the blob's blocks: every block id of a blob has the same length.
 pub(crate) fn id_fits(record: Option<&Record>, id: &str) -> bool {
     let Some(record) = record else { return true };
-    let committed = record.content.iter().flat_map(|c| &c.blocks);
-    committed
-        .chain(&record.uncommitted)
-        .all(|b| b.id.len() == id.len())
+    let staged = record.staging.iter().map(|s| s.id_len);
+    let listed = committed(Some(record)).iter().chain(&record.uncommitted);
+    (listed.map(|b| b.id.len()))
+        .chain(staged)
+        .all(|len| len == id.len())
 }
 
 /// The body of Get Block List.
-pub(crate) fn list_xml(record: &Record, kind: BlockListType) -> String {
+pub(crate) fn list_xml(committed: &[Block], uncommitted: &[Block], kind: BlockListType) -> String {
     let mut xml = String::from("<?xml version=\"1.0\" encoding=\"utf-8\"?><BlockList>");
     let section = |xml: &mut String, name: &str, blocks: &[Block]| {
         xml.push_str(&format!("<{name}>"));
@@ -127,11 +149,10 @@ pub(crate) fn list_xml(record: &Record, kind: BlockListType) -> String {
         xml.push_str(&format!("</{name}>"));
     };
     if kind != BlockListType::Uncommitted {
-        let committed = record.content.as_ref().map_or(&[][..], |c| &c.blocks);
         section(&mut xml, "CommittedBlocks", committed);
     }
     if kind != BlockListType::Committed {
-        section(&mut xml, "UncommittedBlocks", &record.uncommitted);
+        section(&mut xml, "UncommittedBlocks", uncommitted);
     }
     xml.push_str("</BlockList>");
     xml

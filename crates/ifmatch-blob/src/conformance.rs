@@ -238,6 +238,108 @@ pub async fn records<R: Records>(store: &R) {
     assert!(store.get(&a).await.unwrap().is_none());
 }
 
+/// The contract of staged blocks ([`Records::stage_block`]): a set per blob and epoch, kept
+/// in the order blocks came, up to its limit, apart from other blobs' and other epochs' sets
+/// and from the records; dropped on request. Concurrent stagings into one set all land.
+pub async fn staging<R: Records>(store: &R) {
+    let block = |i: usize| crate::Block {
+        id: format!("{i:04}"),
+        object: format!("object-{i}"),
+        len: i as u64,
+        sha256: strong_etag(&i.to_le_bytes()),
+        staged: 1_700_000_000 + i as u64,
+    };
+    let a = blob("staging", "a");
+    expect_err(
+        store.stage_block(&a, 1, &block(0), 10).await,
+        |e| matches!(e, StoreError::ContainerNotFound),
+        "staging into a container that does not exist",
+    );
+    let c = container("staging");
+    store
+        .put(&c, &container_record(1), PutMode::Create)
+        .await
+        .unwrap();
+    store
+        .put(&a, &record("a", 1), PutMode::Create)
+        .await
+        .unwrap();
+    for i in 0..3 {
+        assert!(store.stage_block(&a, 7, &block(i), 3).await.unwrap());
+    }
+    assert!(
+        !store.stage_block(&a, 7, &block(3), 3).await.unwrap(),
+        "a full set takes no more"
+    );
+    assert!(
+        store.stage_block(&a, 7, &block(0), 4).await.unwrap(),
+        "an id again"
+    );
+    assert_eq!(
+        store.staged_blocks(&a, 7).await.unwrap(),
+        [block(0), block(1), block(2), block(0)],
+        "in the order they came"
+    );
+    assert!(
+        store.staged_blocks(&a, 8).await.unwrap().is_empty(),
+        "another epoch"
+    );
+    let b = blob("staging", "b");
+    assert!(
+        store.staged_blocks(&b, 7).await.unwrap().is_empty(),
+        "another blob"
+    );
+    assert_eq!(
+        *store.get(&a).await.unwrap().unwrap(),
+        record("a", 1),
+        "the record as it was"
+    );
+    assert_eq!(
+        list_in(store, "staging").await,
+        ["a"],
+        "no listing shows a set"
+    );
+
+    // Writers racing into one set (a client uploading blocks in parallel) all land.
+    let (b, block) = (&b, &block);
+    let writes = (0..8).map(|w| async move {
+        for i in 0..25 {
+            assert!(
+                store
+                    .stage_block(b, 9, &block(100 + w * 25 + i), 1000)
+                    .await
+                    .unwrap()
+            );
+        }
+    });
+    futures_util::future::join_all(writes).await;
+    let mut raced: Vec<String> = (store.staged_blocks(b, 9).await.unwrap())
+        .into_iter()
+        .map(|b| b.id)
+        .collect();
+    raced.sort();
+    let all: Vec<String> = (100..300).map(|i| block(i).id).collect();
+    assert_eq!(raced, all, "every staging of the race, once");
+
+    store.drop_staged(&a, 7).await.unwrap();
+    assert!(
+        store.staged_blocks(&a, 7).await.unwrap().is_empty(),
+        "dropped"
+    );
+    store.drop_staged(&a, 7).await.unwrap();
+    assert_eq!(
+        store.staged_blocks(b, 9).await.unwrap().len(),
+        200,
+        "the other set stays"
+    );
+    store.delete(&c, 1).await.unwrap();
+}
+
+async fn list_in<R: Records>(store: &R, container: &str) -> Vec<String> {
+    let scanned = store.list(container, "", "", 100).await.unwrap();
+    scanned.into_iter().map(|(name, _)| name).collect()
+}
+
 /// Paged listings built from the backend's scans list every blob exactly once, whatever the
 /// delimiter, the prefix, the page size and the names' shapes: pseudo-random names over an
 /// alphabet that holds the delimiters (blobs named like the prefixes they would roll up into,
@@ -260,7 +362,11 @@ pub async fn listing<R: Records>(store: &R) {
     };
     while names.len() < 40 {
         let len = 1 + next() % 4;
-        names.push((0..len).map(|_| ['a', 'b', '/'][(next() % 3) as usize]).collect());
+        names.push(
+            (0..len)
+                .map(|_| ['a', 'b', '/'][(next() % 3) as usize])
+                .collect(),
+        );
     }
     names.sort();
     names.dedup();

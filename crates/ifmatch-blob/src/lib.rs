@@ -60,5 +60,5 @@ pub use front::{DEFAULT_MAX_BODY, ERROR_CODE, Front, OperationName, REQUEST_ID};
 pub use hashing::HashingBody;
 pub use operation::{BlockListType, ListOptions, MAX_RESULTS, Operation, Target};
 pub use range::ByteRange;
-pub use record::{Block, Content, Properties, PublicAccess, Record, unix_seconds};
+pub use record::{Block, Content, Properties, PublicAccess, Record, Staging, unix_seconds};
 pub use store::{BoxError, Env, Key, Objects, PutMode, Records, Staged, StoreError, check_len};

@@ -112,7 +112,9 @@ pub(crate) async fn page<R: Records>(
 ) -> Result<(Vec<Entry>, Option<String>), StoreError> {
     let mut pager = Pager::new(options);
     while let Some((from, limit)) = pager.from() {
-        let scanned = records.list(container, &options.prefix, from, limit).await?;
+        let scanned = records
+            .list(container, &options.prefix, from, limit)
+            .await?;
         pager.take(scanned, limit);
     }
     Ok(pager.finish())
@@ -124,7 +126,11 @@ fn rolled(options: &ListOptions, name: &str) -> Option<String> {
     let delimiter = options.delimiter.as_deref()?;
     let rest = name.strip_prefix(options.prefix.as_str())?;
     let at = rest.find(delimiter)?;
-    Some(format!("{}{}", options.prefix, &rest[..at + delimiter.len()]))
+    Some(format!(
+        "{}{}",
+        options.prefix,
+        &rest[..at + delimiter.len()]
+    ))
 }
 
 /// The least string greater than every string that starts with `prefix`; `None` if there is

@@ -13,12 +13,14 @@ use http_body::Body;
 use http_body_util::{BodyExt, Full, combinators::MapErr};
 
 use crate::store::{BoxError, Env, Key, Objects, PutMode, Records, Staged, StoreError};
-use crate::{HashingBody, Record};
+use crate::{Block, HashingBody, Record};
 
 #[derive(Debug, Default)]
 struct Container {
     record: Option<Record>,
     blobs: BTreeMap<String, Record>,
+    /// Staged blocks by blob name and epoch.
+    staged: HashMap<(String, u64), Vec<Block>>,
 }
 
 /// Records in a map under one mutex.
@@ -103,6 +105,48 @@ impl Records for MemoryRecords {
             .take(limit)
             .map(|(name, record)| (name.clone(), record.clone()))
             .collect())
+    }
+
+    async fn stage_block(
+        &self,
+        key: &Key,
+        epoch: u64,
+        block: &Block,
+        max: usize,
+    ) -> Result<bool, StoreError> {
+        let Key::Blob(container, name) = key else {
+            return Err(StoreError::NotFound);
+        };
+        let mut map = self.lock();
+        let container = map
+            .get_mut(container)
+            .ok_or(StoreError::ContainerNotFound)?;
+        let set = container.staged.entry((name.clone(), epoch)).or_default();
+        if set.len() >= max {
+            return Ok(false);
+        }
+        set.push(block.clone());
+        Ok(true)
+    }
+
+    async fn staged_blocks(&self, key: &Key, epoch: u64) -> Result<Vec<Block>, StoreError> {
+        let Key::Blob(container, name) = key else {
+            return Ok(Vec::new());
+        };
+        let map = self.lock();
+        let set = map
+            .get(container)
+            .and_then(|c| c.staged.get(&(name.clone(), epoch)));
+        Ok(set.cloned().unwrap_or_default())
+    }
+
+    async fn drop_staged(&self, key: &Key, epoch: u64) -> Result<(), StoreError> {
+        if let Key::Blob(container, name) = key
+            && let Some(container) = self.lock().get_mut(container)
+        {
+            container.staged.remove(&(name.clone(), epoch));
+        }
+        Ok(())
     }
 
     async fn containers(&self) -> Result<Vec<String>, StoreError> {
@@ -236,6 +280,11 @@ mod tests {
     #[tokio::test]
     async fn memory_listings_page_every_blob_once() {
         crate::conformance::listing(&MemoryRecords::default()).await;
+    }
+
+    #[tokio::test]
+    async fn memory_staged_blocks_conform() {
+        crate::conformance::staging(&MemoryRecords::default()).await;
     }
 
     #[tokio::test]

@@ -33,10 +33,27 @@ pub struct Record {
     /// The user-defined metadata (`x-ms-meta-*`), names lowercased.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub metadata: BTreeMap<String, String>,
-    /// A blob's blocks staged by Put Block and not yet committed, in the order they came. A
-    /// blob record with these and no [`Record::content`] is a blob that does not exist yet.
+    /// Blocks staged into the record itself by earlier versions, in the order they came: read
+    /// as the first blocks of the staged set, never written any more (see [`Record::staging`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub uncommitted: Vec<Block>,
+    /// The blocks staged by Put Block and not yet committed, kept apart from the record (see
+    /// [`Records::stage_block`](crate::Records::stage_block)): where they are. A blob record
+    /// with staged blocks and no [`Record::content`] is a blob that does not exist yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub staging: Option<Staging>,
+}
+
+/// What a record keeps of its staged blocks, which the backend keeps apart so that staging one
+/// costs one small write however many are staged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Staging {
+    /// Names the set among the backend's: a new random one for every set, so that blocks
+    /// staged for a blob since committed, written whole or deleted are never read as a later
+    /// set's.
+    pub epoch: u64,
+    /// The length of every block id of the set (a blob's block ids all have one length).
+    pub id_len: usize,
 }
 
 /// A block of a block blob: staged by Put Block, then named by a Put Block List.
@@ -160,6 +177,7 @@ impl Record {
             public_access: None,
             metadata: BTreeMap::new(),
             uncommitted: Vec::new(),
+            staging: None,
         }
     }
 
@@ -174,6 +192,7 @@ impl Record {
             public_access: None,
             metadata: BTreeMap::new(),
             uncommitted: Vec::new(),
+            staging: None,
         }
     }
 

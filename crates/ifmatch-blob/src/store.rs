@@ -15,7 +15,7 @@ use bytes::Bytes;
 use http_body::Body;
 use ifmatch_core::EntityTag;
 
-use crate::Record;
+use crate::{Block, Record};
 
 /// A boxed error from a body or a backend.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -178,6 +178,36 @@ pub trait Records: Send + Sync + 'static {
         limit: usize,
     ) -> impl Future<Output = Result<Vec<(String, Record)>, StoreError>> + Send;
 
+    /// Appends `block` to the blocks staged for `key` under `epoch` (its record's
+    /// [`Staging`](crate::Staging)), durably, unless that set already holds `max` entries:
+    /// then `Ok(false)` and nothing is written. One write of the block alone, whatever the set
+    /// holds: the rules (leases, ids, what a commit takes) stay in the front.
+    fn stage_block(
+        &self,
+        key: &Key,
+        epoch: u64,
+        block: &Block,
+        max: usize,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Every block staged for `key` under `epoch`, in the order they were staged (a block
+    /// staged again under an id is there twice: the later counts). Empty when there is no such
+    /// set.
+    fn staged_blocks(
+        &self,
+        key: &Key,
+        epoch: u64,
+    ) -> impl Future<Output = Result<Vec<Block>, StoreError>> + Send;
+
+    /// Forgets the blocks staged for `key` under `epoch`, once its record no longer names the
+    /// set (committed, written whole, deleted): no read asks for them again, so one left behind
+    /// by a crash costs room, never a wrong answer. A set that is not there is not an error.
+    fn drop_staged(
+        &self,
+        key: &Key,
+        epoch: u64,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
     /// The largest blob this backend keeps in its record, bytes and all
     /// ([`Content::inline`](crate::Content::inline)): a Put Blob of at most this many bytes
     /// stages no object, so it costs one durable write where an object costs two more. 0, the
@@ -297,6 +327,32 @@ impl<T: Records> Records for Arc<T> {
         limit: usize,
     ) -> impl Future<Output = Result<Vec<(String, Record)>, StoreError>> + Send {
         T::list(self, container, prefix, from, limit)
+    }
+
+    fn stage_block(
+        &self,
+        key: &Key,
+        epoch: u64,
+        block: &Block,
+        max: usize,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        T::stage_block(self, key, epoch, block, max)
+    }
+
+    fn staged_blocks(
+        &self,
+        key: &Key,
+        epoch: u64,
+    ) -> impl Future<Output = Result<Vec<Block>, StoreError>> + Send {
+        T::staged_blocks(self, key, epoch)
+    }
+
+    fn drop_staged(
+        &self,
+        key: &Key,
+        epoch: u64,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        T::drop_staged(self, key, epoch)
     }
 
     fn inline_max(&self) -> u64 {

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use ifmatch_blob::{Key, PutMode, Record, Records, StoreError};
+use ifmatch_blob::{Block, Key, PutMode, Record, Records, StoreError};
 use redis::Script;
 use redis::aio::ConnectionManager;
 
@@ -32,6 +32,7 @@ struct Scripts {
     put: Script,
     delete: Script,
     list: Script,
+    stage: Script,
 }
 
 /// KEYS: the record, its container's record, the container's index.
@@ -73,6 +74,21 @@ redis.call('DEL', KEYS[2], KEYS[1])
 return out
 ";
 
+/// KEYS: the list of a blob's staged blocks under one epoch, the container's record. ARGV: the
+/// most entries, the block as JSON, the list's time to live in seconds.
+const STAGE: &str = r"
+if redis.call('EXISTS', KEYS[2]) == 0 then return 'container' end
+if redis.call('LLEN', KEYS[1]) >= tonumber(ARGV[1]) then return 'full' end
+redis.call('RPUSH', KEYS[1], ARGV[2])
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+return 'ok'
+";
+
+/// How long a list of staged blocks outlives its last append: past the dialect's week, after
+/// which the front drops the set; a list that a crash or a container's deletion left behind
+/// goes by itself.
+const STAGED_TTL: u64 = 8 * 86_400;
+
 /// KEYS: the container's index. ARGV: lexicographic range (min, max), the prefix of the
 /// container's blob keys. Answers name, record, name, record...
 const LIST: &str = r"
@@ -94,6 +110,7 @@ impl RedisRecords {
             put: Script::new(PUT),
             delete: Script::new(DELETE),
             list: Script::new(LIST),
+            stage: Script::new(STAGE),
         };
         Self {
             connection,
@@ -112,6 +129,12 @@ impl RedisRecords {
 
     fn blob_prefix(&self, container: &str) -> String {
         format!("{}{{{container}}}:b:", self.prefix)
+    }
+
+    /// The list of the blocks staged for a blob under `epoch`, in its container's slot.
+    fn staged_key(&self, key: &Key, epoch: u64) -> Option<String> {
+        let Key::Blob(c, name) = key else { return None };
+        Some(format!("{}{{{c}}}:s:{epoch:016x}:{name}", self.prefix))
     }
 
     fn record_key(&self, key: &Key) -> String {
@@ -243,6 +266,69 @@ impl Records for RedisRecords {
             .collect()
     }
 
+    async fn stage_block(
+        &self,
+        key: &Key,
+        epoch: u64,
+        block: &Block,
+        max: usize,
+    ) -> Result<bool, StoreError> {
+        let list = self.staged_key(key, epoch).ok_or(StoreError::NotFound)?;
+        let json =
+            serde_json::to_string(block).map_err(|e| StoreError::Io(std::io::Error::other(e)))?;
+        let mut connection = self.connection.clone();
+        let answer: String = self
+            .scripts
+            .stage
+            .key(list)
+            .key(self.container_key(key.container()))
+            .arg(max)
+            .arg(json)
+            .arg(STAGED_TTL)
+            .invoke_async(&mut connection)
+            .await
+            .map_err(unavailable)?;
+        match answer.as_str() {
+            "ok" => Ok(true),
+            "full" => Ok(false),
+            "container" => Err(StoreError::ContainerNotFound),
+            other => Err(StoreError::Io(std::io::Error::other(format!(
+                "unexpected answer from the stage script: {other}"
+            )))),
+        }
+    }
+
+    async fn staged_blocks(&self, key: &Key, epoch: u64) -> Result<Vec<Block>, StoreError> {
+        let Some(list) = self.staged_key(key, epoch) else {
+            return Ok(Vec::new());
+        };
+        let mut connection = self.connection.clone();
+        let entries: Vec<Vec<u8>> = redis::cmd("LRANGE")
+            .arg(list)
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut connection)
+            .await
+            .map_err(unavailable)?;
+        (entries.iter())
+            .map(|json| {
+                serde_json::from_slice(json).map_err(|e| StoreError::Io(std::io::Error::other(e)))
+            })
+            .collect()
+    }
+
+    async fn drop_staged(&self, key: &Key, epoch: u64) -> Result<(), StoreError> {
+        let Some(list) = self.staged_key(key, epoch) else {
+            return Ok(());
+        };
+        let mut connection = self.connection.clone();
+        redis::cmd("DEL")
+            .arg(list)
+            .query_async::<()>(&mut connection)
+            .await
+            .map_err(unavailable)
+    }
+
     async fn containers(&self) -> Result<Vec<String>, StoreError> {
         // Every container's record is `{prefix}{name}:c`; SCAN walks them without blocking
         // the server. Names are `[a-z0-9-]`, so the pattern needs no escaping.
@@ -262,7 +348,9 @@ impl Records for RedisRecords {
                 .map_err(unavailable)?;
             out.extend(keys.iter().filter_map(|key| {
                 let name = key.strip_prefix(&*self.prefix)?.strip_prefix('{')?;
-                Some(name.strip_suffix("}:c")?.to_owned())
+                let name = name.strip_suffix("}:c")?;
+                // A blob or staged key whose blob name ends in `}:c` matches too.
+                (!name.contains('}')).then(|| name.to_owned())
             }));
             if next == 0 {
                 break;

@@ -22,6 +22,13 @@ async fn redis_listings_page_every_blob_once() {
 }
 
 #[tokio::test]
+async fn redis_staged_blocks_conform() {
+    let server = RedisServer::start();
+    let connection = connect(&server.url()).await.unwrap();
+    conformance::staging(&RedisRecords::new(connection, "ifmatch:")).await;
+}
+
+#[tokio::test]
 async fn redis_away_is_unavailable_then_service_resumes() {
     let mut server = RedisServer::start();
     let records = RedisRecords::new(connect(&server.url()).await.unwrap(), "ifmatch:");

@@ -1,6 +1,7 @@
 //! The accept loop of every `ifmatch` mode, and what keeps slow, idle or too many clients from
-//! starving the others: a header timeout, an idle timeout, a body timeout, and a cap on
-//! connections that sheds idle ones first.
+//! starving the others: a header timeout, an idle timeout, a body timeout with a floor on the
+//! rate ([`crate::body_rate`]), and a cap on connections that sheds idle ones first (uploads
+//! waiting for their client among them).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -23,8 +24,8 @@ use pin_project_lite::pin_project;
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
-use tower_http::timeout::TimeoutBody;
 
+use crate::body_rate::{RateBody, Waiting};
 use crate::metrics::Metrics;
 
 /// How long requests in flight may take to finish after shutdown is asked for.
@@ -48,8 +49,12 @@ pub struct Limits {
     /// A connection with no request in flight for this long is closed (HTTP/1 and HTTP/2).
     pub idle_timeout: Duration,
     /// A request body that sends nothing for this long fails (the upload is abandoned,
-    /// nothing is committed).
+    /// nothing is committed); so does one that sends less than
+    /// [`Limits::min_body_rate`] times this in this long of waiting for it.
     pub body_timeout: Duration,
+    /// The least a request body must send, in bytes per second of waiting for it, averaged
+    /// over [`Limits::body_timeout`].
+    pub min_body_rate: u64,
     /// The most connections open at once. At the cap, a new connection closes the one idle
     /// the longest (no request in flight, or still sending its head); with none idle, the new
     /// one is closed.
@@ -64,6 +69,7 @@ impl Default for Limits {
             header_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(120),
             body_timeout: Duration::from_secs(60),
+            min_body_rate: 1024,
             max_connections: 10_000,
             max_streams: 256,
         }
@@ -93,8 +99,8 @@ pub fn raise_descriptor_limit(wanted: usize) -> usize {
 }
 
 /// The body every request reaches a service with: `Incoming`, failing when the client sends
-/// nothing for [`Limits::body_timeout`].
-pub(crate) type RequestBody = TimeoutBody<Incoming>;
+/// too little for [`Limits::body_timeout`] (see [`Limits::min_body_rate`]).
+pub(crate) type RequestBody = RateBody<Incoming, BodyWaits>;
 
 /// Serves HTTP/1 and HTTP/2 on `listener`, with the service `service_for` makes for each
 /// client's address, under `limits`, until `shutdown` completes; then the requests in flight
@@ -215,7 +221,7 @@ impl Connections {
             let service = Tracked {
                 inner: service_for(client),
                 state: state.clone(),
-                body_timeout: limits.body_timeout,
+                limits,
             };
             let connection = builder
                 .serve_connection_with_upgrades(TokioIo::new(stream), service)
@@ -340,7 +346,42 @@ pub(crate) struct State {
     in_flight: AtomicUsize,
     /// When (see [`now`]) the last request ended, or the connection opened.
     idle_since: AtomicU64,
+    /// How many of the requests in flight wait for their client to send more of the body.
+    waiting: AtomicUsize,
+    /// When (see [`now`]) the first of them started waiting.
+    waiting_since: AtomicU64,
     close: Notify,
+}
+
+impl State {
+    /// Since when (see [`now`]) nothing is asked of this connection's client but its own
+    /// sending: no request in flight, or every one waiting for its body. `None` while the
+    /// server works on a request.
+    fn idle(&self) -> Option<u64> {
+        match self.in_flight.load(Ordering::Acquire) {
+            0 => Some(self.idle_since.load(Ordering::Relaxed)),
+            n if self.waiting.load(Ordering::Acquire) >= n => {
+                Some(self.waiting_since.load(Ordering::Relaxed))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Tells a connection when a request body of it waits for its client.
+#[derive(Debug)]
+pub(crate) struct BodyWaits(Arc<State>);
+
+impl Waiting for BodyWaits {
+    fn started(&self) {
+        if self.0.waiting.fetch_add(1, Ordering::AcqRel) == 0 {
+            self.0.waiting_since.store(now(), Ordering::Relaxed);
+        }
+    }
+
+    fn stopped(&self) {
+        self.0.waiting.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl Table {
@@ -353,6 +394,8 @@ impl Table {
             id: self.next.fetch_add(1, Ordering::Relaxed),
             in_flight: AtomicUsize::new(0),
             idle_since: AtomicU64::new(now()),
+            waiting: AtomicUsize::new(0),
+            waiting_since: AtomicU64::new(0),
             close: Notify::new(),
         });
         self.lock().insert(state.id, state.clone());
@@ -364,7 +407,8 @@ impl Table {
     }
 
     /// Whether a new connection may open: below the cap, or after closing the connection
-    /// idle the longest.
+    /// idle the longest (an upload waiting for its client is idle as a kept-alive connection
+    /// is: nothing is asked of the server).
     fn make_room(&self, cap: usize) -> bool {
         let mut open = self.lock();
         if open.len() < cap {
@@ -372,9 +416,9 @@ impl Table {
         }
         let oldest = open
             .values()
-            .filter(|s| s.in_flight.load(Ordering::Acquire) == 0)
-            .min_by_key(|s| s.idle_since.load(Ordering::Relaxed))
-            .cloned();
+            .filter_map(|s| Some((s.idle()?, s)))
+            .min_by_key(|(since, _)| *since)
+            .map(|(_, s)| s.clone());
         let Some(oldest) = oldest else {
             return false;
         };
@@ -419,11 +463,12 @@ impl Drop for InFlight {
 }
 
 /// The service of a connection: counts its requests in flight, refuses HTTP/1.1 requests
-/// without exactly one `Host` (RFC 9112 3.2), and puts the body timeout on request bodies.
+/// without exactly one `Host` (RFC 9112 3.2), and puts the body's rate floor on request
+/// bodies.
 struct Tracked<S> {
     inner: S,
     state: Arc<State>,
-    body_timeout: Duration,
+    limits: Limits,
 }
 
 impl<S, B> hyper::service::Service<Request<Incoming>> for Tracked<S>
@@ -449,7 +494,10 @@ where
         }
         self.state.in_flight.fetch_add(1, Ordering::AcqRel);
         let in_flight = InFlight(self.state.clone());
-        let request = request.map(|body| TimeoutBody::new(self.body_timeout, body));
+        let (window, rate) = (self.limits.body_timeout, self.limits.min_body_rate);
+        let floor = (rate.saturating_mul(window.as_secs())).max(1);
+        let waits = BodyWaits(self.state.clone());
+        let request = request.map(|body| RateBody::new(body, window, floor, waits));
         TrackedFuture::Served {
             future: self.inner.call(request),
             in_flight: Some(in_flight),

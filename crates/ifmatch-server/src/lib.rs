@@ -12,6 +12,7 @@
 //! ```
 
 mod accept;
+mod body_rate;
 pub mod bucket;
 mod byte_cache;
 mod drain;
@@ -380,9 +381,7 @@ where
     // A body the front refuses unread comes back, to be read before the answer goes (see
     // `drain`).
     let (parts, body) = request.into_parts();
-    let declared = (parts.headers.get(http::header::CONTENT_LENGTH))
-        .and_then(|v| v.to_str().ok()?.parse().ok());
-    let (body, leftover) = drain::keep(body, declared);
+    let (body, leftover) = drain::keep(body, &parts.headers);
     let request = http::Request::from_parts(parts, body);
     // A change runs to its end in a task of its own even if the client goes away (and hyper
     // drops this future): a staged object is then committed or discarded, never left behind.

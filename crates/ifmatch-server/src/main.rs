@@ -106,9 +106,14 @@ struct LimitArgs {
     /// Seconds a connection may stay open with no request in flight.
     #[arg(long, env = "IFMATCH_IDLE_TIMEOUT", default_value_t = 120.0)]
     idle_timeout: f64,
-    /// Seconds an upload may send nothing before it is abandoned.
+    /// Seconds an upload may send nothing before it is abandoned; also the window of
+    /// --min-body-rate.
     #[arg(long, env = "IFMATCH_BODY_TIMEOUT", default_value_t = 60.0)]
     body_timeout: f64,
+    /// The least an upload must send, in bytes per second of waiting for it, over each
+    /// --body-timeout: a client that trickles its body is cut off after one window.
+    #[arg(long, env = "IFMATCH_MIN_BODY_RATE", default_value_t = 1024)]
+    min_body_rate: u64,
     /// The most connections open at once (HTTP/1 and HTTP/2); at the cap a new connection
     /// closes the one idle the longest. Lowered to fit the descriptor limit, which is raised
     /// to its hard maximum at start.
@@ -125,6 +130,7 @@ impl LimitArgs {
         limits.header_timeout = seconds(self.header_timeout, "--header-timeout")?;
         limits.idle_timeout = seconds(self.idle_timeout, "--idle-timeout")?;
         limits.body_timeout = seconds(self.body_timeout, "--body-timeout")?;
+        limits.min_body_rate = self.min_body_rate;
         limits.max_connections = ifmatch_server::raise_descriptor_limit(self.max_connections);
         limits.max_streams = self.max_streams;
         Ok(limits)

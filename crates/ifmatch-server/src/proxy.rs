@@ -479,7 +479,7 @@ impl<V: VersionStore + Clone> Proxy<V> {
     }
 
     /// Answers one request from the client connection `peer`.
-    pub fn handle(
+    pub(crate) fn handle(
         &self,
         peer: &Arc<Peer>,
         request: Request<RequestBody>,

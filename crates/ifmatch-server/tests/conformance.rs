@@ -24,6 +24,13 @@ async fn local_listings_page_every_blob_once() {
 }
 
 #[tokio::test]
+async fn local_staged_blocks_conform() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = DataDir::open(dir.path()).unwrap();
+    conformance::staging(&LocalRecords::new(data, 10_000, INLINE_MAX)).await;
+}
+
+#[tokio::test]
 async fn local_objects_conform() {
     let dir = tempfile::tempdir().unwrap();
     let data = DataDir::open(dir.path()).unwrap();

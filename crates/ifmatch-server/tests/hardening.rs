@@ -795,3 +795,200 @@ async fn a_refused_upload_is_read_so_its_client_reads_the_refusal() {
     assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
     assert!(answer.contains("ContainerNotFound"), "{answer}");
 }
+
+/// Sends `head` on a new connection and answers what the server sends within `wait` (until it
+/// closes or the time is up).
+async fn exchange(addr: &str, head: &str, wait: Duration) -> String {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    let deadline = Instant::now() + wait;
+    while let Ok(Ok(n)) = tokio::time::timeout_at(deadline.into(), stream.read(&mut buf)).await {
+        if n == 0 {
+            break;
+        }
+        answer.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// An upload with `Expect: 100-continue` that will be refused gets the refusal at once and no
+/// `100 Continue` (RFC 9110 10.1.1): too large by its length, unsigned, or into a container
+/// that does not exist. One that will be taken gets its `100 Continue`, then its 201.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_go_before_100_continue() {
+    let data = tempfile::tempdir().unwrap();
+    let server = serve(data.path(), &["--max-body", "1048576"]);
+    let http = client();
+    let base = server.base.clone();
+    let r = common::send(
+        &http,
+        "PUT",
+        &format!("{base}/box?restype=container"),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(r.status(), 201);
+    let addr = common::host_of(&base);
+    let head = |path: &str, len: u64| {
+        format!(
+            "PUT /devstoreaccount1/{path} HTTP/1.1\r\nHost: x\r\nx-ms-blob-type: BlockBlob\r\n\
+             Expect: 100-continue\r\nContent-Length: {len}\r\n\r\n"
+        )
+    };
+    for (path, len, status, code) in [
+        ("box/big", 2 << 20, "413", "RequestBodyTooLarge"),
+        ("box/huge", 10 << 40, "413", "RequestBodyTooLarge"),
+        ("box/max", u64::MAX - 2, "413", "RequestBodyTooLarge"),
+        ("nocontainer/b", 100, "404", "ContainerNotFound"),
+    ] {
+        let start = Instant::now();
+        let answer = exchange(&addr, &head(path, len), Duration::from_secs(3)).await;
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {status}")),
+            "{path}: {answer}"
+        );
+        assert!(answer.contains(code), "{path}: {answer}");
+        assert!(!answer.contains("100 Continue"), "{path}: {answer}");
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "{path}: {:?}",
+            start.elapsed()
+        );
+    }
+
+    // Taken: 100 Continue, then the body, then 201.
+    let mut stream = TcpStream::connect(&addr).await.unwrap();
+    stream
+        .write_all(head("box/ok", 5).as_bytes())
+        .await
+        .unwrap();
+    let mut buf = [0u8; 1024];
+    let n = tokio::time::timeout(Duration::from_secs(3), stream.read(&mut buf))
+        .await
+        .expect("a 100 Continue")
+        .unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 100 Continue"));
+    stream.write_all(b"hello").await.unwrap();
+    let n = stream.read(&mut buf).await.unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 201"));
+
+    // Unsigned, on a server that wants credentials: 403 at once.
+    let (child, signed) = common::spawn_signed([
+        "serve",
+        "--data",
+        &data.path().join("signed").display().to_string(),
+    ]);
+    let _signed = common::Ifmatch {
+        child,
+        base: signed.clone(),
+    };
+    let start = Instant::now();
+    let answer = exchange(
+        &common::host_of(&signed),
+        &head("box/b", 2 << 20),
+        Duration::from_secs(3),
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    assert!(!answer.contains("100 Continue"), "{answer}");
+    assert!(start.elapsed() < Duration::from_secs(2));
+}
+
+/// Uploads that trickle their bodies (a byte a second) are cut off after one --body-timeout
+/// window, leaving nothing; while they wait, they are shed at the cap on connections as idle
+/// connections are, so a well-behaved client still gets in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trickling_uploads_are_cut_off_and_shed() {
+    let data = tempfile::tempdir().unwrap();
+    let server = serve(
+        data.path(),
+        &[
+            "--max-connections",
+            "40",
+            "--body-timeout",
+            "3",
+            "--min-body-rate",
+            "100",
+        ],
+    );
+    let http = client();
+    let base = server.base.clone();
+    let r = common::send(
+        &http,
+        "PUT",
+        &format!("{base}/trk?restype=container"),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(r.status(), 201);
+    let r = common::send(&http, "PUT", &format!("{base}/trk/x"), &[], "payload").await;
+    assert_eq!(r.status(), 201);
+    let addr = common::host_of(&base);
+
+    // 40 uploads of 1 MiB sending a byte a second: every connection is taken.
+    let trickles: Vec<_> = (0..40)
+        .map(|i| {
+            let addr = addr.clone();
+            tokio::spawn(async move {
+                let start = Instant::now();
+                let mut stream = TcpStream::connect(&addr).await.ok()?;
+                let head = format!(
+                    "PUT /devstoreaccount1/trk/slow{i} HTTP/1.1\r\nHost: x\r\nx-ms-blob-type: BlockBlob\r\ncontent-length: 1048576\r\n\r\n"
+                );
+                stream.write_all(head.as_bytes()).await.ok()?;
+                let mut buf = [0u8; 512];
+                while start.elapsed() < Duration::from_secs(20) {
+                    if stream.write_all(b"x").await.is_err() {
+                        return Some(start.elapsed());
+                    }
+                    let read = tokio::time::timeout(Duration::from_secs(1), stream.read(&mut buf));
+                    if read.await.is_ok() {
+                        return Some(start.elapsed());
+                    }
+                }
+                None
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let temporary = files(&data.path().join("tmp"));
+    assert!(temporary > 0, "the trickling uploads are under way");
+    for _ in 0..5 {
+        let r = tokio::time::timeout(
+            Duration::from_secs(2),
+            common::send(&http, "GET", &format!("{base}/trk/x"), &[], ""),
+        )
+        .await
+        .expect("a GET waited behind trickling uploads");
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.text().await.unwrap(), "payload");
+    }
+    let mut ended = Vec::new();
+    for t in trickles {
+        ended.push(t.await.unwrap());
+    }
+    assert!(
+        ended.iter().all(Option::is_some),
+        "a trickling upload outlived 20 s: {ended:?}"
+    );
+    let late = ended
+        .iter()
+        .flatten()
+        .filter(|d| **d > Duration::from_secs(6))
+        .count();
+    assert_eq!(
+        late, 0,
+        "trickling uploads outlived one window and a margin: {ended:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(files(&data.path().join("tmp")), 0, "temporary files left");
+    assert_eq!(
+        files(&data.path().join("objects")),
+        0,
+        "objects left (x is kept in its record)"
+    );
+}

@@ -255,7 +255,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             .await?;
         let record = swapped.written.expect("a put writes");
         // What it replaced, and any blocks staged and not committed: Put Blob drops them.
-        self.discard_replaced(swapped.previous.as_deref(), Some(&record))
+        self.discard_replaced(key, swapped.previous.as_deref(), Some(&record))
             .await;
         let mut out = validator_headers(&record);
         insert_md5(&record, &mut out);
@@ -477,7 +477,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 Ok(Step::Delete(current.generation))
             })
             .await?;
-        self.discard_replaced(swapped.previous.as_deref(), None)
+        self.discard_replaced(key, swapped.previous.as_deref(), None)
             .await;
         Ok(answer(StatusCode::ACCEPTED, HeaderMap::new()))
     }

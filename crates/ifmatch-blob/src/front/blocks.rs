@@ -21,8 +21,10 @@ use crate::operation::BlockListType;
 const BLOB_CONTENT_MD5: HeaderName = HeaderName::from_static("x-ms-blob-content-md5");
 
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
-    /// Put Block: stages one block under the blob's record. The blob's ETag and content do
-    /// not change; a leased blob's lease id is required.
+    /// Put Block: stages one block for the blob. The blob's ETag and content do not change; a
+    /// leased blob's lease id is required. The block joins the set of staged blocks its record
+    /// names, which the backend keeps apart: one small write, however many are staged. Only
+    /// the first block after a commit (or of a new blob) writes the record, to name a new set.
     pub(super) async fn put_block<B>(
         &self,
         key: &Key,
@@ -36,7 +38,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         B::Error: Into<BoxError>,
     {
         let lease_id = lease_id_from_headers(headers)?;
-        // Fail fast, before taking the body: the same checks run again at commit time.
+        // Fail fast, before taking the body: the same checks run again when the set is named.
         let current = self.records.get(key).await?;
         let check = |current: Option<&Record>| -> Result<()> {
             if let Some(blob) = existing(key, current) {
@@ -49,12 +51,6 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 return Err(Failure::with_detail(
                     ErrorCode::InvalidBlobOrBlock,
                     "Every block id of a blob must have the same length.",
-                ));
-            }
-            if current.is_some_and(|r| r.uncommitted.len() >= MAX_UNCOMMITTED) {
-                return Err(Failure::with_detail(
-                    ErrorCode::BlockCountExceedsLimit,
-                    "A blob has at most 100,000 uncommitted blocks.",
                 ));
             }
             Ok(())
@@ -76,35 +72,60 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             sha256: staged.etag,
             staged: crate::unix_seconds(now),
         };
-        let swapped = self
+        let named = self
             .swap(key, headers, |current| {
                 check(current)?;
-                let mut record = match current {
-                    Some(current) => Record {
-                        generation: current.generation + 1,
-                        ..current.clone()
-                    },
-                    // A blob that does not exist yet: a record with blocks and no content (made
-                    // as a container's is: no content, no lease).
+                let staging = Some(crate::Staging {
+                    epoch: self.fresh_generation(),
+                    id_len: id.len(),
+                });
+                Ok(match current {
+                    Some(current) if current.staging.is_some() => Step::Keep,
+                    Some(current) => {
+                        let mut record = current.clone();
+                        record.staging = staging;
+                        record.generation += 1;
+                        Step::Put(Box::new(record), PutMode::Update(current.generation))
+                    }
+                    // A blob that does not exist yet: a record with staged blocks and no
+                    // content (made as a container's is: no content, no lease).
                     None => {
                         let nonce = strong_etag(self.env.random_uuid().as_bytes());
-                        Record::container(nonce, now).with_generation(self.fresh_generation())
+                        let mut record =
+                            Record::container(nonce, now).with_generation(self.fresh_generation());
+                        record.staging = staging;
+                        Step::Put(Box::new(record), PutMode::Create)
                     }
-                };
-                record.uncommitted.retain(|b| b.id != id);
-                record.uncommitted.push(block.clone());
-                let mode = current.map_or(PutMode::Create, |c| PutMode::Update(c.generation));
-                Ok(Step::Put(Box::new(record), mode))
+                })
             })
             .await;
-        match swapped {
-            Ok(swapped) => {
-                // A block staged again under the same id replaces the earlier one.
-                self.discard_replaced(swapped.previous.as_deref(), swapped.written.as_ref())
-                    .await;
+        let epoch = match &named {
+            Ok(swapped) => (swapped.written.as_ref().or(swapped.previous.as_deref()))
+                .and_then(|record| record.staging)
+                .map(|staging| staging.epoch),
+            Err(_) => None,
+        };
+        let staged_block = match (named, epoch) {
+            (Ok(_), Some(epoch)) => self
+                .records
+                .stage_block(key, epoch, &block, MAX_UNCOMMITTED)
+                .await
+                .map_err(Failure::from),
+            (Ok(_), None) => unreachable!("the record names a set once it is named"),
+            (Err(failure), _) => Err(failure),
+        };
+        match staged_block {
+            Ok(true) => {
                 let mut out = HeaderMap::new();
                 insert_checksums(&checksums, &mut out);
                 Ok(answer(StatusCode::CREATED, out))
+            }
+            Ok(false) => {
+                self.discard(Some(staged.object)).await;
+                Err(Failure::with_detail(
+                    ErrorCode::BlockCountExceedsLimit,
+                    "A blob has at most 100,000 blocks staged between commits.",
+                ))
             }
             Err(failure) => {
                 if !failure.may_have_landed {
@@ -160,7 +181,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     .ok_or(ErrorCode::ContainerNotFound)?;
             }
             write_allowed(blob::Operation::Put, headers, visible, lease_id, now)?;
-            let blocks = rules::resolve(&list, current.as_deref())?;
+            let uncommitted = self.uncommitted(key, current.as_deref()).await?;
+            let blocks = rules::resolve(&list, rules::committed(current.as_deref()), &uncommitted)?;
+            let read = current.as_deref().map(|c| (c.staging, &c.uncommitted));
             let sha256 = match &hashed {
                 Some((done, tag)) if *done == blocks => tag.clone(),
                 _ => match self.hash_blocks(&blocks).await {
@@ -203,7 +226,13 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     let visible = existing(key, current);
                     let lease =
                         write_allowed(blob::Operation::Put, headers, visible, lease_id, now)?;
-                    if rules::resolve(&list, current)? != blocks {
+                    // Blocks staged since the set was read are not this commit's; a set
+                    // dropped or renamed meanwhile, or other committed blocks, are read again.
+                    let now_named = current.map(|c| (c.staging, &c.uncommitted));
+                    let committed = rules::committed(current);
+                    if now_named != read
+                        || rules::resolve(&list, committed, &uncommitted)? != blocks
+                    {
                         stale = true;
                         return Err(ErrorCode::ServerBusy.into());
                     }
@@ -234,7 +263,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             };
             let record = swapped.written.expect("a put writes");
             // The blocks the blob no longer has, and those staged and not listed.
-            self.discard_replaced(swapped.previous.as_deref(), Some(&record))
+            self.discard_replaced(key, swapped.previous.as_deref(), Some(&record))
                 .await;
             let mut out = validator_headers(&record);
             insert_checksums(&checksums, &mut out);
@@ -272,7 +301,15 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             HeaderName::from_static("x-ms-blob-content-length"),
             HeaderValue::from(current.len()),
         );
-        Ok(xml_answer(out, rules::list_xml(&current, kind)))
+        let uncommitted = match kind {
+            BlockListType::Committed => Vec::new(),
+            _ => self.uncommitted(key, Some(&current)).await?,
+        };
+        let committed = rules::committed(Some(&current));
+        Ok(xml_answer(
+            out,
+            rules::list_xml(committed, &uncommitted, kind),
+        ))
     }
 
     /// The tag of the bytes of `blocks` one after the other: a block's own when there is one,

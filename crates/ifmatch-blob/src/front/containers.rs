@@ -51,8 +51,10 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 Ok(Step::Delete(current.generation))
             })
             .await?;
+        // Their staged sets went with the container; the objects of those are orphans, for the
+        // sweep.
         for record in swapped.removed {
-            self.discard_replaced(Some(&record), None).await;
+            self.discard_unnamed(record.objects(), None).await;
         }
         Ok(answer(StatusCode::ACCEPTED, HeaderMap::new()))
     }

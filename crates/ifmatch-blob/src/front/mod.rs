@@ -511,16 +511,71 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     }
 
     /// Discards the objects `previous` named that `written` (if any) does not: after a change
-    /// of a blob, what it no longer holds.
-    async fn discard_replaced(&self, previous: Option<&Record>, written: Option<&Record>) {
+    /// of the blob under `key`, what it no longer holds. When `written` no longer names the
+    /// blocks staged under `previous` (a commit, a Put Blob, a delete), they go too, and
+    /// their set with them.
+    async fn discard_replaced(
+        &self,
+        key: &Key,
+        previous: Option<&Record>,
+        written: Option<&Record>,
+    ) {
         let Some(previous) = previous else { return };
+        let dropped =
+            (previous.staging).filter(|staging| written.and_then(|w| w.staging) != Some(*staging));
+        let staged = match dropped {
+            Some(staging) => self.staged_entries(key, staging.epoch).await,
+            None => Vec::new(),
+        };
+        let staged = staged.iter().map(|b| b.object.as_str());
+        self.discard_unnamed(previous.objects().chain(staged), written)
+            .await;
+        if let Some(staging) = dropped
+            && let Err(error) = self.records.drop_staged(key, staging.epoch).await
+        {
+            tracing::warn!(?key, %error, "could not drop a set of staged blocks");
+        }
+    }
+
+    /// Discards each of `objects` that `written` (if any) does not name.
+    async fn discard_unnamed<'a>(
+        &self,
+        objects: impl Iterator<Item = &'a str>,
+        written: Option<&Record>,
+    ) {
         let kept: std::collections::HashSet<&str> =
             written.into_iter().flat_map(Record::objects).collect();
         let gone: std::collections::BTreeSet<&str> =
-            previous.objects().filter(|o| !kept.contains(o)).collect();
+            objects.filter(|o| !kept.contains(o)).collect();
         for object in gone {
             self.discard(Some(object.to_owned())).await;
         }
+    }
+
+    /// Every entry of the set of blocks staged for `key` under `epoch`, as
+    /// [`Records::staged_blocks`] gives them; none when it cannot be read (logged: its
+    /// objects are then orphans, for the sweep).
+    async fn staged_entries(&self, key: &Key, epoch: u64) -> Vec<crate::Block> {
+        match self.records.staged_blocks(key, epoch).await {
+            Ok(blocks) => blocks,
+            Err(error) => {
+                tracing::warn!(?key, %error, "could not read staged blocks");
+                Vec::new()
+            }
+        }
+    }
+
+    /// The blob's uncommitted blocks, in order: those of its record's staged set, after any
+    /// an earlier version kept in the record itself.
+    async fn uncommitted(&self, key: &Key, record: Option<&Record>) -> Result<Vec<crate::Block>> {
+        let Some(record) = record else {
+            return Ok(Vec::new());
+        };
+        let mut entries = record.uncommitted.clone();
+        if let Some(staging) = record.staging {
+            entries.extend(self.records.staged_blocks(key, staging.epoch).await?);
+        }
+        Ok(crate::blocks::latest(entries))
     }
 
     /// Streams `body` into a staged object, checked against the checksums `headers` declare
@@ -638,9 +693,16 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let mut named = std::collections::HashSet::new();
         for container in self.records.containers().await? {
             match self.all_blobs(&container).await {
-                Ok(blobs) => named.extend(
-                    (blobs.iter()).flat_map(|(_, record)| record.objects().map(str::to_owned)),
-                ),
+                Ok(blobs) => {
+                    for (name, record) in blobs {
+                        named.extend(record.objects().map(str::to_owned));
+                        if let Some(staging) = record.staging {
+                            let key = Key::Blob(container.clone(), name);
+                            let staged = self.records.staged_blocks(&key, staging.epoch).await?;
+                            named.extend(staged.into_iter().map(|b| b.object));
+                        }
+                    }
+                }
                 // Deleted meanwhile: its objects went with it.
                 Err(StoreError::ContainerNotFound) => {}
                 Err(e) => return Err(e),
@@ -673,13 +735,13 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         }
     }
 
-    /// Drops the blocks staged more than a week ago and never committed (the dialect's rule),
-    /// and a blob record left with nothing; discards their objects. Answers how many.
+    /// Drops the blocks of every blob that has staged none for a week and committed none since
+    /// (the dialect's rule), and a blob record left with nothing; discards their objects.
+    /// Answers how many blocks it dropped.
     async fn expire_blocks(&self) -> std::result::Result<usize, StoreError> {
         let now = self.env.now();
         let limit =
             crate::unix_seconds(now).saturating_sub(crate::blocks::UNCOMMITTED_TTL.as_secs());
-        let fresh = |b: &crate::Block| b.staged > limit;
         let mut expired = 0;
         for container in self.records.containers().await? {
             let blobs = match self.all_blobs(&container).await {
@@ -688,40 +750,54 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 Err(e) => return Err(e),
             };
             for (name, record) in blobs {
-                if record.uncommitted.iter().all(fresh) {
+                if record.staging.is_none() && record.uncommitted.is_empty() {
                     continue;
                 }
                 let key = Key::Blob(container.clone(), name);
+                let staged = match self.uncommitted(&key, Some(&record)).await {
+                    Ok(staged) => staged,
+                    Err(failure) => {
+                        tracing::warn!(?key, code = %failure.code, "could not read staged blocks");
+                        continue;
+                    }
+                };
+                // A set with no block yet is as old as its record.
+                let newest =
+                    (staged.iter().map(|b| b.staged).max()).unwrap_or(record.last_modified);
+                if newest > limit {
+                    continue;
+                }
                 let swapped = self
                     .swap(&key, &HeaderMap::new(), |current| {
-                        let Some(current) = current else {
+                        let same = current.is_some_and(|c| {
+                            c.staging == record.staging && c.uncommitted == record.uncommitted
+                        });
+                        let Some(current) = current.filter(|_| same) else {
                             return Ok(Step::Keep);
                         };
-                        if current.uncommitted.iter().all(fresh) {
-                            return Ok(Step::Keep);
-                        }
-                        if current.content.is_none() && !current.uncommitted.iter().any(fresh) {
+                        if current.content.is_none() {
                             return Ok(Step::Delete(current.generation));
                         }
-                        let mut record = current.clone();
-                        record.uncommitted.retain(fresh);
-                        record.generation += 1;
+                        let mut kept = current.clone();
+                        (kept.staging, kept.uncommitted) = (None, Vec::new());
+                        kept.generation += 1;
                         Ok(Step::Put(
-                            Box::new(record),
+                            Box::new(kept),
                             PutMode::Update(current.generation),
                         ))
                     })
                     .await;
                 match swapped {
-                    Ok(swapped) => {
-                        if let Some(previous) = swapped.previous.as_deref()
-                            && (swapped.written.is_some() || swapped.deleted)
-                        {
-                            expired += previous.uncommitted.iter().filter(|b| !fresh(b)).count();
-                            self.discard_replaced(Some(previous), swapped.written.as_ref())
-                                .await;
-                        }
+                    Ok(swapped) if swapped.written.is_some() || swapped.deleted => {
+                        expired += staged.len();
+                        (self.discard_replaced(
+                            &key,
+                            swapped.previous.as_deref(),
+                            swapped.written.as_ref(),
+                        ))
+                        .await;
                     }
+                    Ok(_) => {}
                     Err(failure) => {
                         tracing::warn!(?key, code = %failure.code, "could not expire staged blocks");
                     }
@@ -950,6 +1026,28 @@ mod tests {
         ) -> Result<Vec<(String, Record)>, StoreError> {
             self.inner.list(container, prefix, from, limit).await
         }
+
+        async fn stage_block(
+            &self,
+            key: &Key,
+            epoch: u64,
+            block: &crate::Block,
+            max: usize,
+        ) -> Result<bool, StoreError> {
+            self.inner.stage_block(key, epoch, block, max).await
+        }
+
+        async fn staged_blocks(
+            &self,
+            key: &Key,
+            epoch: u64,
+        ) -> Result<Vec<crate::Block>, StoreError> {
+            self.inner.staged_blocks(key, epoch).await
+        }
+
+        async fn drop_staged(&self, key: &Key, epoch: u64) -> Result<(), StoreError> {
+            self.inner.drop_staged(key, epoch).await
+        }
     }
 
     async fn put_through(fail: fn() -> StoreError) -> (StatusCode, Option<String>, usize) {
@@ -1049,7 +1147,7 @@ mod tests {
         assert!(front.records().get(&gone).await.unwrap().is_none());
         let kept = Key::Blob("box".into(), "kept".into());
         let kept = front.records().get(&kept).await.unwrap().unwrap();
-        assert!(kept.uncommitted.is_empty() && kept.content.is_some());
+        assert!(kept.uncommitted.is_empty() && kept.staging.is_none() && kept.content.is_some());
         let get = Request::get(format!("{base}/kept"))
             .body(Full::new(Bytes::new()))
             .unwrap();

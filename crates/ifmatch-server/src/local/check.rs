@@ -67,8 +67,21 @@ pub fn check(root: &Path) -> io::Result<Report> {
             };
             named.extend(file.record.objects().map(str::to_owned));
             let what = format!("blob {:?} (record {})", file.name, path.display());
-            // Staged blocks, each its own object with its own tag.
-            for block in &file.record.uncommitted {
+            // Staged blocks, each its own object with its own tag: those an earlier version
+            // kept in the record, and those of the set it names.
+            let mut staged = file.record.uncommitted.clone();
+            if let Some(staging) = file.record.staging {
+                let name = container.file_name().unwrap_or_default().to_string_lossy();
+                let key = ifmatch_blob::Key::Blob(name.into_owned(), file.name.clone());
+                let set = dir.staged_path(&key, staging.epoch).expect("a blob's key");
+                match fs::read(&set) {
+                    Ok(bytes) => staged.extend(super::staged_file::blocks(&bytes)),
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(e) => report.damage.push(format!("{}: {e}", set.display())),
+                }
+            }
+            named.extend(staged.iter().map(|b| b.object.clone()));
+            for block in &staged {
                 let pieces = [(block.object.as_str(), block.len)];
                 if let Err(damage) = check_pieces(&dir, &pieces, &block.sha256) {
                     report
@@ -77,7 +90,7 @@ pub fn check(root: &Path) -> io::Result<Report> {
                 }
             }
             let Some(content) = &file.record.content else {
-                if file.record.uncommitted.is_empty() {
+                if file.record.uncommitted.is_empty() && file.record.staging.is_none() {
                     report
                         .damage
                         .push(format!("{}: a blob record without content", path.display()));

@@ -226,6 +226,17 @@ impl DataDir {
         }
     }
 
+    /// The file of the blocks staged for the blob under `key` under `epoch`
+    /// ([`super::staged_file`]), in its container's `staged/`.
+    pub(super) fn staged_path(&self, key: &Key, epoch: u64) -> Option<PathBuf> {
+        let Key::Blob(c, name) = key else { return None };
+        let file = format!(
+            "{}-{epoch:016x}",
+            hex::encode(Sha256::digest(name.as_bytes()))
+        );
+        Some(self.container_dir(c).join("staged").join(file))
+    }
+
     pub(super) fn object_path(&self, object: &str) -> Result<PathBuf, StoreError> {
         // Object names are ours (a simple UUID); anything else is not an object of this store.
         let ours = object.len() == 32 && object.bytes().all(|b| b.is_ascii_hexdigit());

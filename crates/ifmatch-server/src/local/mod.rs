@@ -6,6 +6,8 @@
 //! DATA/containers/{container}/container.json  the container's record
 //! DATA/containers/{container}/blobs/{h}.json  a blob's record; h = hex SHA-256 of its name
 //!                                             (a blob of up to 4 KiB: its bytes too)
+//! DATA/containers/{container}/staged/{h}-{e}  the blocks staged for a blob under epoch e
+//!                                             (hex), in entries of 512 bytes ([`staged_file`])
 //! DATA/objects/{id}                           blob bytes, immutable, named by a random id
 //! DATA/tmp/                                   files being written
 //! DATA/damaged/                               records that did not parse, moved aside
@@ -33,6 +35,7 @@
 //! - [`dir`]: the directory, its lock and mode, atomic file writes;
 //! - [`record_file`]: a record's file, two slots updated in turn;
 //! - [`records`]: the records, with a compare-and-swap per key;
+//! - [`staged_file`]: a blob's staged blocks, appended a block at a time;
 //! - [`objects`]: the blob bytes, written and read back checked;
 //! - [`check`]: `ifmatch check`, every record against its object.
 
@@ -42,6 +45,7 @@ mod objects;
 mod reader;
 pub mod record_file;
 mod records;
+pub mod staged_file;
 
 pub use dir::{DataDir, Mode};
 pub use objects::LocalObjects;

@@ -9,11 +9,12 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
-use ifmatch_blob::{Key, PutMode, Record, Records, StoreError};
+use ifmatch_blob::{Block, Key, PutMode, Record, Records, StoreError};
 
 use super::blocking;
 use super::dir::{BlobFile, DataDir, read_record, sync_dir};
 use super::record_file::{self, Failed, Slot};
+use super::staged_file;
 
 /// How many locks the keys (and, apart, the containers) are spread over.
 const STRIPES: usize = 256;
@@ -324,6 +325,43 @@ impl Inner {
         Ok(())
     }
 
+    fn stage_blocking(
+        &self,
+        key: &Key,
+        epoch: u64,
+        block: &Block,
+        max: usize,
+    ) -> Result<bool, StoreError> {
+        let path = self
+            .dir
+            .staged_path(key, epoch)
+            .ok_or(StoreError::NotFound)?;
+        // Held shared, as a blob write: a container's deletion does not run meanwhile.
+        let container = &self.containers[self.stripe_of(key.container())];
+        let _container = container.read().unwrap_or_else(|p| p.into_inner());
+        let _key = self.key_lock(key);
+        let container = self.dir.container_dir(key.container());
+        if !container.join("container.json").exists() {
+            return Err(StoreError::ContainerNotFound);
+        }
+        let staged = path.parent().expect("staged files live in a directory");
+        match fs::create_dir(staged) {
+            Ok(()) => sync_dir(&container)?,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e.into()),
+        }
+        match staged_file::append(&path, block, max)? {
+            None => Ok(false),
+            Some(created) => {
+                if created {
+                    // The block is acknowledged: the name of the file that holds it must last.
+                    sync_dir(staged).map_err(|e| StoreError::Unavailable(Box::new(e)))?;
+                }
+                Ok(true)
+            }
+        }
+    }
+
     fn containers_blocking(&self) -> Result<Vec<String>, StoreError> {
         let mut out = Vec::new();
         for entry in fs::read_dir(self.dir.containers_dir())? {
@@ -374,6 +412,41 @@ impl Records for LocalRecords {
         let this = self.inner.clone();
         let (container, prefix, from) = (container.to_owned(), prefix.to_owned(), from.to_owned());
         blocking(move || this.list_blocking(&container, &prefix, &from, limit)).await
+    }
+
+    async fn stage_block(
+        &self,
+        key: &Key,
+        epoch: u64,
+        block: &Block,
+        max: usize,
+    ) -> Result<bool, StoreError> {
+        let (this, key, block) = (self.inner.clone(), key.clone(), block.clone());
+        blocking(move || this.stage_blocking(&key, epoch, &block, max)).await
+    }
+
+    async fn staged_blocks(&self, key: &Key, epoch: u64) -> Result<Vec<Block>, StoreError> {
+        let Some(path) = self.inner.dir.staged_path(key, epoch) else {
+            return Ok(Vec::new());
+        };
+        blocking(move || match fs::read(&path) {
+            Ok(bytes) => Ok(staged_file::blocks(&bytes)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
+            Err(e) => Err(e.into()),
+        })
+        .await
+    }
+
+    async fn drop_staged(&self, key: &Key, epoch: u64) -> Result<(), StoreError> {
+        let Some(path) = self.inner.dir.staged_path(key, epoch) else {
+            return Ok(());
+        };
+        // No read asks for the set again: a file a crash brings back costs room, not answers.
+        blocking(move || match fs::remove_file(&path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e.into()),
+            _ => Ok(()),
+        })
+        .await
     }
 
     async fn containers(&self) -> Result<Vec<String>, StoreError> {
