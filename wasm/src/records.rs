@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use ifmatch_blob::{Key, PutMode, Record, Records, StoreError};
+use ifmatch_blob::{Block, Key, PutMode, Record, Records, StoreError};
 use serde::{Deserialize, Serialize};
 use worker::send::{SendFuture, SendWrapper};
 use worker::{
@@ -90,6 +90,17 @@ enum Call {
         from: String,
         limit: usize,
     },
+    /// Appends a block to the set staged for a blob under an epoch, unless it holds `max`.
+    Stage {
+        blob: String,
+        epoch: u64,
+        block: Box<Block>,
+        max: usize,
+    },
+    /// The blocks staged for a blob under an epoch, in order.
+    Staged { blob: String, epoch: u64 },
+    /// Forgets the blocks staged for a blob under an epoch.
+    Unstage { blob: String, epoch: u64 },
     /// In the index object: note that this container exists (or may soon).
     Index { container: String },
     /// In the index object: forget this container.
@@ -106,6 +117,8 @@ enum Reply {
     Deleted(Vec<Record>),
     Listed(Vec<(String, Record)>),
     Names(Vec<String>),
+    Staged(bool),
+    Blocks(Vec<Block>),
     Refused(Refusal),
 }
 
@@ -204,6 +217,59 @@ impl Records for DurableRecords {
         })
     }
 
+    fn stage_block(
+        &self,
+        key: &Key,
+        epoch: u64,
+        block: &Block,
+        max: usize,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        let call = blob_of(key).map(|blob| Call::Stage {
+            blob,
+            epoch,
+            block: Box::new(block.clone()),
+            max,
+        });
+        SendFuture::new(async move {
+            match self.call(key.container(), &call.ok_or(StoreError::NotFound)?).await? {
+                Reply::Staged(staged) => Ok(staged),
+                _ => Err(unexpected()),
+            }
+        })
+    }
+
+    fn staged_blocks(
+        &self,
+        key: &Key,
+        epoch: u64,
+    ) -> impl Future<Output = Result<Vec<Block>, StoreError>> + Send {
+        let call = blob_of(key).map(|blob| Call::Staged { blob, epoch });
+        SendFuture::new(async move {
+            let Some(call) = call else {
+                return Ok(Vec::new());
+            };
+            match self.call(key.container(), &call).await? {
+                Reply::Blocks(blocks) => Ok(blocks),
+                _ => Err(unexpected()),
+            }
+        })
+    }
+
+    fn drop_staged(
+        &self,
+        key: &Key,
+        epoch: u64,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let call = blob_of(key).map(|blob| Call::Unstage { blob, epoch });
+        SendFuture::new(async move {
+            let Some(call) = call else { return Ok(()) };
+            match self.call(key.container(), &call).await? {
+                Reply::Done => Ok(()),
+                _ => Err(unexpected()),
+            }
+        })
+    }
+
     fn list(
         &self,
         container: &str,
@@ -242,6 +308,16 @@ const BLOBS: &str = "blob/";
 /// object has: stored names never start with `~`).
 const INDEX: &str = "~containers";
 const NAMES: &str = "name/";
+
+/// A blob's staged blocks under an epoch: how many (`STAGED_COUNT{epoch}/{blob}`), and each
+/// (`STAGED{epoch}/{blob}/{n}`, n in hex of a fixed width: in order). Not under `BLOBS`: no
+/// listing sees them.
+const STAGED_COUNT: &str = "staged#";
+const STAGED: &str = "staged/";
+
+fn staged_prefix(epoch: u64, blob: &str) -> String {
+    format!("{STAGED}{epoch:016x}/{blob}/")
+}
 
 fn storage_key(blob: Option<&str>) -> String {
     blob.map_or_else(|| CONTAINER.to_owned(), |name| format!("{BLOBS}{name}"))
@@ -339,6 +415,65 @@ impl ContainerRecords {
                 )
                 .await?,
             )),
+            Call::Stage {
+                blob,
+                epoch,
+                block,
+                max,
+            } => {
+                if self.read(CONTAINER).await?.is_none() {
+                    return Ok(Err(Refusal::ContainerNotFound));
+                }
+                let count_key = format!("{STAGED_COUNT}{epoch:016x}/{blob}");
+                let count: usize = match storage.get::<String>(&count_key).await? {
+                    Some(n) => n.parse().unwrap_or(0),
+                    None => 0,
+                };
+                if count >= max {
+                    return Ok(Ok(Reply::Staged(false)));
+                }
+                let json = serde_json::to_string(&block)
+                    .map_err(|e| worker::Error::RustError(e.to_string()))?;
+                // Both keys in one write: the count never names an entry that is not there.
+                let entry = format!("{}{count:08x}", staged_prefix(epoch, &blob));
+                let writes = std::collections::HashMap::from([
+                    (count_key, (count + 1).to_string()),
+                    (entry, json),
+                ]);
+                storage.put_multiple(writes).await?;
+                Ok(Reply::Staged(true))
+            }
+            Call::Staged { blob, epoch } => {
+                let prefix = staged_prefix(epoch, &blob);
+                let found = storage
+                    .list_with_options(ListOptions::new().prefix(&prefix))
+                    .await?;
+                let mut blocks = Vec::with_capacity(found.size() as usize);
+                for value in found.values() {
+                    let json = value?.as_string().unwrap_or_default();
+                    blocks.push(
+                        serde_json::from_str(&json)
+                            .map_err(|e| worker::Error::RustError(e.to_string()))?,
+                    );
+                }
+                Ok(Reply::Blocks(blocks))
+            }
+            Call::Unstage { blob, epoch } => {
+                let prefix = staged_prefix(epoch, &blob);
+                let found = storage
+                    .list_with_options(ListOptions::new().prefix(&prefix))
+                    .await?;
+                let mut keys = Vec::with_capacity(found.size() as usize + 1);
+                for key in found.keys() {
+                    keys.push(key?.as_string().unwrap_or_default());
+                }
+                keys.push(format!("{STAGED_COUNT}{epoch:016x}/{blob}"));
+                // The storage deletes at most 128 keys a call.
+                for chunk in keys.chunks(128) {
+                    storage.delete_multiple(chunk.to_vec()).await?;
+                }
+                Ok(Reply::Done)
+            }
             Call::Index { container } => {
                 storage.put(&format!("{NAMES}{container}"), true).await?;
                 Ok(Reply::Done)

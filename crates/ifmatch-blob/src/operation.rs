@@ -266,6 +266,15 @@ impl Query {
                 .ok_or(ErrorCode::InvalidQueryParameterValue)?,
         };
         let include = self.include.as_deref().unwrap_or("");
+        // Each is echoed in the listing's XML, where no escape makes such characters well-formed.
+        let echoed = [&self.prefix, &self.marker, &self.delimiter];
+        if !echoed
+            .into_iter()
+            .flatten()
+            .all(|text| ifmatch_core::is_xml_text(text))
+        {
+            return Err(ErrorCode::InvalidQueryParameterValue);
+        }
         Ok(ListOptions {
             prefix: self.prefix.clone().unwrap_or_default(),
             marker: self.marker.clone().filter(|m| !m.is_empty()),
@@ -323,6 +332,7 @@ fn validate_container(name: &str) -> Result<(), ErrorCode> {
 fn validate_blob(name: &str) -> Result<(), ErrorCode> {
     let ok = (1..=1024).contains(&name.chars().count())
         && !name.chars().any(|c| c.is_control())
+        && ifmatch_core::is_xml_text(name)
         && !name
             .split(['/', '\\'])
             .any(|segment| segment == "." || segment == "..");

@@ -156,6 +156,16 @@ impl fmt::Display for ErrorCode {
 
 impl std::error::Error for ErrorCode {}
 
+/// Whether `text` is made of characters XML 1.0 allows (its production `Char`: no control
+/// character but tab, newline and carriage return, no U+FFFE or U+FFFF): text that no escape
+/// can make well-formed otherwise.
+pub fn is_xml_text(text: &str) -> bool {
+    text.chars().all(|c| {
+        matches!(c, '\t' | '\n' | '\r' | '\u{20}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}')
+            || c >= '\u{10000}'
+    })
+}
+
 /// Escapes text for an XML element or attribute.
 pub fn xml_escape(text: &str) -> std::borrow::Cow<'_, str> {
     if !text.contains(['&', '<', '>', '"', '\'']) {
@@ -178,6 +188,30 @@ pub fn xml_escape(text: &str) -> std::borrow::Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn xml_text_is_what_xml_1_0_allows() {
+        for ok in [
+            "",
+            "a/b",
+            "tab\there",
+            "\u{D7FF}\u{E000}\u{FFFD}\u{10000}\u{10FFFF}",
+            "\u{7F}",
+        ] {
+            assert!(is_xml_text(ok), "{ok:?}");
+        }
+        for bad in [
+            "\0",
+            "a\u{1}",
+            "\u{B}",
+            "\u{C}",
+            "\u{1F}",
+            "\u{FFFE}",
+            "x\u{FFFF}",
+        ] {
+            assert!(!is_xml_text(bad), "{bad:?}");
+        }
+    }
 
     #[test]
     fn statuses_follow_the_spec() {

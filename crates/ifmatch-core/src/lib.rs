@@ -57,7 +57,7 @@ pub mod lease;
 mod not_modified;
 pub mod precondition;
 
-pub use error_code::{ErrorCode, xml_escape};
+pub use error_code::{ErrorCode, is_xml_text, xml_escape};
 pub use etag::{EntityTag, EntityTagList, InvalidEntityTag};
 pub use hash::{EtagHasher, strong_etag};
 pub use header_list::header_list;

@@ -26,6 +26,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use crate::body_rate::{RateBody, Waiting};
+use crate::huge_length::HugeLength;
 use crate::metrics::Metrics;
 
 /// How long requests in flight may take to finish after shutdown is asked for.
@@ -61,6 +62,10 @@ pub struct Limits {
     pub max_connections: usize,
     /// The most concurrent requests (streams) on one HTTP/2 connection.
     pub max_streams: u32,
+    /// A `Content-Length` of 2^64 - 2 or more (which hyper refuses with an empty 431) reaches
+    /// the service as 2^64 - 3, for it to refuse as too large in its own words (see
+    /// [`crate::huge_length`]): for a server that refuses what it cannot take, not a proxy.
+    pub huge_lengths_reach_service: bool,
 }
 
 impl Default for Limits {
@@ -72,6 +77,7 @@ impl Default for Limits {
             min_body_rate: 1024,
             max_connections: 10_000,
             max_streams: 256,
+            huge_lengths_reach_service: false,
         }
     }
 }
@@ -223,6 +229,8 @@ impl Connections {
                 state: state.clone(),
                 limits,
             };
+            let lowered = limits.huge_lengths_reach_service.then(|| state.clone());
+            let stream = HugeLength::new(stream, lowered);
             let connection = builder
                 .serve_connection_with_upgrades(TokioIo::new(stream), service)
                 .into_owned();
@@ -354,6 +362,12 @@ pub(crate) struct State {
 }
 
 impl State {
+    /// Whether no request of this connection is in flight: what it reads next is a request's
+    /// head (or the rest of a refused body).
+    pub(crate) fn between_requests(&self) -> bool {
+        self.in_flight.load(Ordering::Acquire) == 0
+    }
+
     /// Since when (see [`now`]) nothing is asked of this connection's client but its own
     /// sending: no request in flight, or every one waiting for its body. `None` while the
     /// server works on a request.

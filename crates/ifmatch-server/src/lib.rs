@@ -16,6 +16,7 @@ mod body_rate;
 pub mod bucket;
 mod byte_cache;
 mod drain;
+mod huge_length;
 pub mod local;
 pub mod lock;
 pub mod metrics;
@@ -314,49 +315,46 @@ where
         None => None,
     };
     let (front, access_log) = (served.front, options.access_log);
-    let served = serve_with(
-        listener,
-        options.limits,
-        metrics.clone(),
-        shutdown,
-        move |client| {
+    // The front answers any length past its limit 413, in Azure's words.
+    let mut limits = options.limits;
+    limits.huge_lengths_reach_service = true;
+    let served = serve_with(listener, limits, metrics.clone(), shutdown, move |client| {
+        let (front, metrics) = (front.clone(), metrics.clone());
+        service_fn(move |mut request: http::Request<RequestBody>| {
             let (front, metrics) = (front.clone(), metrics.clone());
-            service_fn(move |mut request: http::Request<RequestBody>| {
-                let (front, metrics) = (front.clone(), metrics.clone());
-                // For the address range a shared access signature may name.
-                request.extensions_mut().insert(ClientIp(client.ip()));
-                let start = Instant::now();
-                let method = request.method().clone();
-                let path = access_log.then(|| request.uri().path().to_owned());
-                let lease_action = (request.headers())
-                    .contains_key("x-ms-lease-action")
-                    .then(|| metrics::lease_action(request.headers()));
-                let bytes_in = metrics::declared_length(request.headers());
-                async move {
-                    let answer = answer(&front, request).await;
-                    let operation = answer.extensions().get::<OperationName>().map(|o| o.0);
-                    metrics.record(
-                        &Seen {
-                            client: client.ip(),
-                            method: &method,
-                            path: path.as_deref().unwrap_or(""),
-                            operation: operation.unwrap_or("Unknown"),
-                            lease_action: lease_action
-                                .filter(|_| operation.is_some_and(|o| o.starts_with("Lease"))),
-                            status: answer.status(),
-                            latency: start.elapsed(),
-                            bytes_in,
-                            bytes_out: answer.body().size_hint().exact().unwrap_or(0),
-                            request_id: (answer.headers().get(REQUEST_ID))
-                                .and_then(|v| v.to_str().ok()),
-                        },
-                        access_log,
-                    );
-                    Ok::<_, Infallible>(answer)
-                }
-            })
-        },
-    )
+            // For the address range a shared access signature may name.
+            request.extensions_mut().insert(ClientIp(client.ip()));
+            let start = Instant::now();
+            let method = request.method().clone();
+            let path = access_log.then(|| request.uri().path().to_owned());
+            let lease_action = (request.headers())
+                .contains_key("x-ms-lease-action")
+                .then(|| metrics::lease_action(request.headers()));
+            let bytes_in = metrics::declared_length(request.headers());
+            async move {
+                let answer = answer(&front, request).await;
+                let operation = answer.extensions().get::<OperationName>().map(|o| o.0);
+                metrics.record(
+                    &Seen {
+                        client: client.ip(),
+                        method: &method,
+                        path: path.as_deref().unwrap_or(""),
+                        operation: operation.unwrap_or("Unknown"),
+                        lease_action: lease_action
+                            .filter(|_| operation.is_some_and(|o| o.starts_with("Lease"))),
+                        status: answer.status(),
+                        latency: start.elapsed(),
+                        bytes_in,
+                        bytes_out: answer.body().size_hint().exact().unwrap_or(0),
+                        request_id: (answer.headers().get(REQUEST_ID))
+                            .and_then(|v| v.to_str().ok()),
+                    },
+                    access_log,
+                );
+                Ok::<_, Infallible>(answer)
+            }
+        })
+    })
     .await;
     if let Some(page) = page {
         page.abort();

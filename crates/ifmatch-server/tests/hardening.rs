@@ -842,6 +842,9 @@ async fn refusals_go_before_100_continue() {
         ("box/big", 2 << 20, "413", "RequestBodyTooLarge"),
         ("box/huge", 10 << 40, "413", "RequestBodyTooLarge"),
         ("box/max", u64::MAX - 2, "413", "RequestBodyTooLarge"),
+        // The two lengths hyper keeps for itself.
+        ("box/max1", u64::MAX - 1, "413", "RequestBodyTooLarge"),
+        ("box/max2", u64::MAX, "413", "RequestBodyTooLarge"),
         ("nocontainer/b", 100, "404", "ContainerNotFound"),
     ] {
         let start = Instant::now();
@@ -990,5 +993,72 @@ async fn trickling_uploads_are_cut_off_and_shed() {
         files(&data.path().join("objects")),
         0,
         "objects left (x is kept in its record)"
+    );
+}
+
+/// A record whose newest copy fails its checksum (a torn write, or bit rot) is served from the
+/// copy before; `ifmatch check` names it, so an operator can tell the two apart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_names_a_record_served_from_its_older_copy() {
+    let data = tempfile::tempdir().unwrap();
+    let path = data.path();
+    let http = client();
+    {
+        let server = serve(path, &[]);
+        let base = server.base.clone();
+        let r = common::send(
+            &http,
+            "PUT",
+            &format!("{base}/rot?restype=container"),
+            &[],
+            "",
+        )
+        .await;
+        assert_eq!(r.status(), 201);
+        for body in ["first", "second"] {
+            let r = common::send(&http, "PUT", &format!("{base}/rot/n"), &[], body).await;
+            assert_eq!(r.status(), 201);
+        }
+    }
+    let check = || {
+        let out = ifmatch()
+            .args(["check", "--data"])
+            .arg(path)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (status, said) = check();
+    assert_eq!(status, Some(0), "{said}");
+
+    // The second write went to the file's second slot: one bit of it flips.
+    let blobs = path.join("containers/rot/blobs");
+    let file = std::fs::read_dir(&blobs)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let mut bytes = std::fs::read(&file).unwrap();
+    let at = bytes.len() / 2 + 60;
+    bytes[at] ^= 0x02;
+    std::fs::write(&file, &bytes).unwrap();
+
+    let (status, said) = check();
+    assert_eq!(status, Some(1), "{said}");
+    let name = file.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        said.contains(&name) && said.contains("fails its checksum"),
+        "{said}"
+    );
+    let server = serve(path, &[]);
+    let r = common::send(&http, "GET", &format!("{}/rot/n", server.base), &[], "").await;
+    assert_eq!(
+        r.text().await.unwrap(),
+        "first",
+        "served from the copy before"
     );
 }

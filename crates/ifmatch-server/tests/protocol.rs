@@ -959,3 +959,41 @@ async fn small_blobs_live_in_their_records_and_answer_the_same() {
         bound
     );
 }
+
+/// What XML 1.0 cannot carry (control characters, U+FFFE) is refused in a listing's prefix,
+/// marker and delimiter, and in blob names, never echoed into a document that is not
+/// well-formed; the listings around them still answer.
+#[tokio::test]
+async fn listing_parameters_xml_cannot_carry_are_refused() {
+    let server = Server::start().await;
+    server.create_container("xmlbox").await;
+    server.put_blob("/xmlbox/a", b"a").await;
+    for bad in ["%00", "%01", "%0B", "%1F", "a%EF%BF%BE", "%EF%BF%BF"] {
+        for param in ["prefix", "marker", "delimiter"] {
+            for list in ["/xmlbox?restype=container&comp=list", "/?comp=list"] {
+                let target = format!("{list}&{param}={bad}");
+                let (status, code) = common::raw(&server, "GET", &target).await;
+                assert_eq!(
+                    (status, code.as_deref()),
+                    (400, Some("InvalidQueryParameterValue")),
+                    "{target}"
+                );
+            }
+        }
+        let (status, code) = common::raw(&server, "PUT", &format!("/xmlbox/n{bad}")).await;
+        assert_eq!(
+            (status, code.as_deref()),
+            (400, Some("InvalidResourceName")),
+            "{bad}"
+        );
+    }
+    let (status, _) = common::raw(
+        &server,
+        "GET",
+        "/xmlbox?restype=container&comp=list&prefix=%09",
+    )
+    .await;
+    assert_eq!(status, 200, "a tab is XML text");
+    let r = server.get("/xmlbox?restype=container&comp=list", &[]).await;
+    assert!(text(r).await.contains("<Name>a</Name>"));
+}

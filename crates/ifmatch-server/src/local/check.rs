@@ -10,6 +10,7 @@ use ifmatch_blob::Record;
 use ifmatch_core::EtagHasher;
 
 use super::dir::{BlobFile, DataDir, Mode, read_record};
+use super::record_file;
 
 /// What [`check`] found.
 #[derive(Debug, Default)]
@@ -47,6 +48,7 @@ pub fn check(root: &Path) -> io::Result<Report> {
     for container in fs::read_dir(dir.containers_dir())? {
         let container = container?.path();
         let record = container.join("container.json");
+        fell_back(&record, &mut report);
         match read_record::<Record>(&record) {
             Ok(Some(_)) => report.containers += 1,
             Ok(None) => report.damage.push(format!("{}: missing", record.display())),
@@ -57,6 +59,7 @@ pub fn check(root: &Path) -> io::Result<Report> {
         };
         for entry in blobs {
             let path = entry?.path();
+            fell_back(&path, &mut report);
             let file = match read_record::<BlobFile>(&path) {
                 Ok(Some((file, _))) => file,
                 Ok(None) => continue,
@@ -125,6 +128,16 @@ pub fn check(root: &Path) -> io::Result<Report> {
         }
     }
     Ok(report)
+}
+
+/// Names the record file at `path` as damage if it is read from its older copy because the
+/// newest fails its checksum ([`record_file::fell_back`]).
+fn fell_back(path: &Path, report: &mut Report) {
+    if let Ok(bytes) = fs::read(path)
+        && let Some(why) = record_file::fell_back(&bytes)
+    {
+        report.damage.push(format!("{}: {why}", path.display()));
+    }
 }
 
 /// Whether the bytes a record keeps itself are what it says: its length, the bytes of

@@ -75,6 +75,33 @@ pub fn read(bytes: &[u8]) -> Result<(&[u8], Option<Slot>), String> {
     }
 }
 
+/// Why the copy [`read`] takes is not the newest one written, if it is not: the other slot
+/// holds bytes that are no whole copy and do not say they are an older one (a write torn by
+/// a crash, or bits that rotted). The reader cannot tell the two apart and serves the copy
+/// before; `ifmatch check` names the record, so an operator can.
+pub fn fell_back(bytes: &[u8]) -> Option<String> {
+    let Ok((_, Some(taken))) = read(bytes) else {
+        return None;
+    };
+    let size = taken.size as usize;
+    let other = &bytes[(1 - taken.index as usize) * size..][..size];
+    if parse(other).is_some() || other.iter().all(|&b| b == 0) {
+        return None;
+    }
+    let sequence = (&other[..4] == MAGIC)
+        .then(|| u64::from_le_bytes(other[4..12].try_into().expect("8 bytes")));
+    match sequence {
+        // An older copy that rotted: the newest is whole.
+        Some(sequence) if sequence < taken.sequence => None,
+        _ => Some(format!(
+            "its newest copy (slot {}) fails its checksum: copy {} (slot {}) is served instead,              an acknowledged write may be lost (a torn write or bit rot)",
+            1 - taken.index,
+            taken.sequence,
+            taken.index
+        )),
+    }
+}
+
 /// A slot's sequence number and payload, if it holds a whole copy.
 fn parse(slot: &[u8]) -> Option<(u64, &[u8])> {
     let (header, rest) = slot.split_at(HEADER);
@@ -190,6 +217,31 @@ mod tests {
             assert_eq!(slot.index, (v as u64 - 1) % 2);
         }
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 2 * ALIGN as u64);
+    }
+
+    #[test]
+    fn a_fall_back_to_the_older_copy_is_named_and_an_older_copy_rotting_is_not() {
+        let (_dir, path, bytes, slot) = new_file(b"{\"v\":1}");
+        assert_eq!(fell_back(&bytes), None, "a new file's empty second slot");
+        let slot = overwrite(&path, slot, b"{\"v\":2}").unwrap().unwrap();
+        let whole = std::fs::read(&path).unwrap();
+        assert_eq!(fell_back(&whole), None);
+        let newest = (slot.index * slot.size) as usize;
+        let older = ((1 - slot.index) * slot.size) as usize;
+        for at in [0, 5, HEADER - 1, HEADER, HEADER + 3] {
+            let mut rotten = whole.clone();
+            rotten[newest + at] ^= 0x01;
+            assert_eq!(read(&rotten).unwrap().0, b"{\"v\":1}");
+            let said = fell_back(&rotten).unwrap_or_else(|| panic!("byte {at}"));
+            assert!(said.contains("copy 1"), "{said}");
+            let mut rotten = whole.clone();
+            rotten[older + HEADER + 2] ^= 0x01;
+            assert_eq!(
+                fell_back(&rotten),
+                None,
+                "the older copy rotted: the newest is whole"
+            );
+        }
     }
 
     /// A crash in the middle of an update: whatever part of the newer slot reached the disk,

@@ -4,7 +4,7 @@
 //! the file holds.
 //!
 //! ```text
-//! entry: "ifmB" | length u16 | the block's JSON | zeros | SHA-256("ifmB", length, JSON)
+//! entry: "ifmB" | length u16 | the block's JSON | zeros | SHA-256 of all that
 //! ```
 //!
 //! An entry is written at the end of the last whole entry and acknowledged once `fdatasync`
@@ -38,7 +38,7 @@ pub fn entry(block: &Block) -> Option<[u8; ENTRY]> {
     out[..4].copy_from_slice(MAGIC);
     out[4..6].copy_from_slice(&(json.len() as u16).to_le_bytes());
     out[6..6 + json.len()].copy_from_slice(&json);
-    let digest = Sha256::digest(&out[..6 + json.len()]);
+    let digest = Sha256::digest(&out[..ENTRY - DIGEST]);
     out[ENTRY - DIGEST..].copy_from_slice(&digest);
     Some(out)
 }
@@ -51,7 +51,7 @@ pub fn blocks(bytes: &[u8]) -> Vec<Block> {
             let len = usize::from(u16::from_le_bytes([entry[4], entry[5]]));
             let ok = &entry[..4] == MAGIC
                 && len <= PAYLOAD
-                && Sha256::digest(&entry[..6 + len])[..] == entry[ENTRY - DIGEST..];
+                && Sha256::digest(&entry[..ENTRY - DIGEST])[..] == entry[ENTRY - DIGEST..];
             ok.then(|| serde_json::from_slice(&entry[6..6 + len]).ok())
                 .flatten()
         })
