@@ -231,7 +231,10 @@ impl Records for DurableRecords {
             max,
         });
         SendFuture::new(async move {
-            match self.call(key.container(), &call.ok_or(StoreError::NotFound)?).await? {
+            match self
+                .call(key.container(), &call.ok_or(StoreError::NotFound)?)
+                .await?
+            {
                 Reply::Staged(staged) => Ok(staged),
                 _ => Err(unexpected()),
             }
@@ -436,11 +439,11 @@ impl ContainerRecords {
                     .map_err(|e| worker::Error::RustError(e.to_string()))?;
                 // Both keys in one write: the count never names an entry that is not there.
                 let entry = format!("{}{count:08x}", staged_prefix(epoch, &blob));
-                let writes = std::collections::HashMap::from([
-                    (count_key, (count + 1).to_string()),
-                    (entry, json),
-                ]);
-                storage.put_multiple(writes).await?;
+                let writes = js_sys::Object::new();
+                for (key, value) in [(count_key, (count + 1).to_string()), (entry, json)] {
+                    js_sys::Reflect::set(&writes, &key.into(), &value.into())?;
+                }
+                storage.put_multiple_raw(writes).await?;
                 Ok(Reply::Staged(true))
             }
             Call::Staged { blob, epoch } => {
