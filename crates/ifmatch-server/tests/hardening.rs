@@ -276,6 +276,49 @@ async fn a_full_disk_still_updates_small_blobs_and_renews_leases() {
     assert_eq!(r.bytes().await.unwrap(), "counter?n=19");
 }
 
+/// Creates the container `name` under `base` with one blob, `x`, holding `payload`: what the
+/// well-behaved client of a crowd test reads ([`gets_get_through`]).
+async fn container_with_x(http: &reqwest::Client, base: &str, name: &str) {
+    let r = common::send(
+        http,
+        "PUT",
+        &format!("{base}/{name}?restype=container"),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(r.status(), 201);
+    let r = common::send(http, "PUT", &format!("{base}/{name}/x"), &[], "payload").await;
+    assert_eq!(r.status(), 201);
+}
+
+/// `times` GETs of `{base}/{container}/x`, one every `pause`, each answered within
+/// `patience`: the slowest.
+async fn gets_get_through(
+    http: &reqwest::Client,
+    base: &str,
+    container: &str,
+    (times, pause, patience): (usize, Duration, Duration),
+) -> Duration {
+    let mut worst = Duration::ZERO;
+    for _ in 0..times {
+        let start = Instant::now();
+        let r = tokio::time::timeout(
+            patience,
+            common::send(http, "GET", &format!("{base}/{container}/x"), &[], ""),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            panic!("a well-behaved GET waited more than {patience:?} behind the crowd")
+        });
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.text().await.unwrap(), "payload");
+        worst = worst.max(start.elapsed());
+        tokio::time::sleep(pause).await;
+    }
+    worst
+}
+
 /// Sends a request head one byte every `pace`, never finishing it; answers when the server
 /// closed the connection (or `None` if it never did within `patience`).
 async fn slowloris(addr: String, pace: Duration, patience: Duration) -> Option<Duration> {
@@ -312,17 +355,7 @@ async fn a_slowloris_crowd_cannot_starve_a_well_behaved_client() {
     );
     let http = client();
     let base = server.base.clone();
-    let r = common::send(
-        &http,
-        "PUT",
-        &format!("{base}/crowd?restype=container"),
-        &[],
-        "",
-    )
-    .await;
-    assert_eq!(r.status(), 201);
-    let r = common::send(&http, "PUT", &format!("{base}/crowd/x"), &[], "payload").await;
-    assert_eq!(r.status(), 201);
+    container_with_x(&http, &base, "crowd").await;
 
     let addr = common::host_of(&base);
     let crowd: Vec<_> = (0..192)
@@ -336,20 +369,8 @@ async fn a_slowloris_crowd_cannot_starve_a_well_behaved_client() {
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let mut worst = Duration::ZERO;
-    for _ in 0..20 {
-        let start = Instant::now();
-        let r = tokio::time::timeout(
-            Duration::from_secs(3),
-            common::send(&http, "GET", &format!("{base}/crowd/x"), &[], ""),
-        )
-        .await
-        .expect("a well-behaved GET waited more than 3 s behind the crowd");
-        assert_eq!(r.status(), 200);
-        assert_eq!(r.text().await.unwrap(), "payload");
-        worst = worst.max(start.elapsed());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let pace = (20, Duration::from_millis(100), Duration::from_secs(3));
+    let worst = gets_get_through(&http, &base, "crowd", pace).await;
     let mut closed = Vec::new();
     for c in crowd {
         closed.push(c.await.unwrap());
@@ -919,17 +940,7 @@ async fn trickling_uploads_are_cut_off_and_shed() {
     );
     let http = client();
     let base = server.base.clone();
-    let r = common::send(
-        &http,
-        "PUT",
-        &format!("{base}/trk?restype=container"),
-        &[],
-        "",
-    )
-    .await;
-    assert_eq!(r.status(), 201);
-    let r = common::send(&http, "PUT", &format!("{base}/trk/x"), &[], "payload").await;
-    assert_eq!(r.status(), 201);
+    container_with_x(&http, &base, "trk").await;
     let addr = common::host_of(&base);
 
     // 40 uploads of 1 MiB sending a byte a second: every connection is taken.
@@ -960,16 +971,8 @@ async fn trickling_uploads_are_cut_off_and_shed() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let temporary = files(&data.path().join("tmp"));
     assert!(temporary > 0, "the trickling uploads are under way");
-    for _ in 0..5 {
-        let r = tokio::time::timeout(
-            Duration::from_secs(2),
-            common::send(&http, "GET", &format!("{base}/trk/x"), &[], ""),
-        )
-        .await
-        .expect("a GET waited behind trickling uploads");
-        assert_eq!(r.status(), 200);
-        assert_eq!(r.text().await.unwrap(), "payload");
-    }
+    let pace = (5, Duration::ZERO, Duration::from_secs(2));
+    gets_get_through(&http, &base, "trk", pace).await;
     let mut ended = Vec::new();
     for t in trickles {
         ended.push(t.await.unwrap());
