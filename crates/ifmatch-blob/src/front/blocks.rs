@@ -99,28 +99,40 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 })
             })
             .await;
-        let epoch = match &named {
-            Ok(swapped) => (swapped.written.as_ref().or(swapped.previous.as_deref()))
-                .and_then(|record| record.staging)
-                .map(|staging| staging.epoch),
-            Err(_) => None,
-        };
-        let staged_block = match (named, epoch) {
-            (Ok(_), Some(epoch)) => self
-                .records
-                .stage_block(key, epoch, &block, MAX_UNCOMMITTED)
-                .await
-                .map_err(Failure::from),
-            (Ok(_), None) => unreachable!("the record names a set once it is named"),
-            (Err(failure), _) => Err(failure),
+        let staged_block = match named {
+            Ok(swapped) => {
+                let record = swapped.written.as_ref().or(swapped.previous.as_deref());
+                let epoch = record
+                    .and_then(|r| r.staging)
+                    .expect("the set is named")
+                    .epoch;
+                (self.records)
+                    .stage_block(key, epoch, &block, MAX_UNCOMMITTED)
+                    .await
+                    .map(|staged| staged.then_some(epoch))
+                    .map_err(Failure::from)
+            }
+            Err(failure) => Err(failure),
         };
         match staged_block {
-            Ok(true) => {
+            Ok(Some(epoch)) => {
+                // A commit, a Put Blob or a delete that dropped the set meanwhile may have read
+                // it before this block joined: then no set holds it, and a 201 would be a lie.
+                // The client retries into the new set; its object is the sweep's if nothing
+                // names it (a commit that read it may have).
+                let current = self.records.get(key).await?;
+                if current.and_then(|r| r.staging).map(|s| s.epoch) != Some(epoch) {
+                    return Err(Failure::with_detail(
+                        ErrorCode::ServerBusy,
+                        "The blob was committed, written or deleted while the block was staged. \
+                         Retry.",
+                    ));
+                }
                 let mut out = HeaderMap::new();
                 insert_checksums(&checksums, &mut out);
                 Ok(answer(StatusCode::CREATED, out))
             }
-            Ok(false) => {
+            Ok(None) => {
                 self.discard(Some(staged.object)).await;
                 Err(Failure::with_detail(
                     ErrorCode::BlockCountExceedsLimit,
