@@ -258,7 +258,10 @@ async fn sigkill_during_put_blocks_loses_no_acknowledged_block() {
         .await
         .unwrap();
     assert_eq!(read.text().await.unwrap(), whole);
-    println!("{} blocks acknowledged before the kill, all there", acknowledged.len());
+    println!(
+        "{} blocks acknowledged before the kill, all there",
+        acknowledged.len()
+    );
     server.child.kill().unwrap();
     server.child.wait().unwrap();
 }
