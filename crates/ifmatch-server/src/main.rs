@@ -171,6 +171,12 @@ struct Proxy {
     /// How many resources the 304 cache remembers (each with up to 8 variants).
     #[arg(long, env = "IFMATCH_CACHE_CAPACITY", default_value_t = 10_000)]
     cache_capacity: u64,
+    /// The bytes the shared cache's stored responses may take, in memory (0: store nothing).
+    #[arg(long, env = "IFMATCH_CACHE_MEMORY", default_value_t = 256 << 20)]
+    cache_memory: u64,
+    /// The largest response the shared cache stores, in bytes; larger ones stream through.
+    #[arg(long, env = "IFMATCH_CACHE_MAX_OBJECT", default_value_t = 8 << 20)]
+    cache_max_object: u64,
     /// How long the 304 cache trusts what it remembers, in seconds (the bound on staleness
     /// when the origin changes behind the proxy's back). Without it: until evicted.
     #[arg(long, env = "IFMATCH_CACHE_TTL")]
@@ -424,6 +430,8 @@ async fn proxy(args: Proxy) -> anyhow::Result<()> {
     options.preserve_host = args.preserve_host;
     options.hash_limit = args.hash_limit;
     options.cache_capacity = args.cache_capacity;
+    options.cache_memory = args.cache_memory;
+    options.cache_max_object = args.cache_max_object;
     options.cache_ttl = args
         .cache_ttl
         .map(|s| seconds(s, "--cache-ttl"))

@@ -25,7 +25,10 @@ use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use ifmatch_tower::{Conditional, ConditionalLayer, MemoryVersions, VersionStore};
+use ifmatch_tower::{
+    CachedBody, Conditional, ConditionalLayer, MemoryVersions, SharedCache, SharedCacheLayer,
+    VersionStore,
+};
 use tokio::net::TcpListener;
 use tower::{Layer, Service, ServiceExt};
 
@@ -78,7 +81,8 @@ impl http_body::Body for ProxyBody {
 pub type ForwardBody = Either<Incoming, Full<Bytes>>;
 
 /// What the proxy answers: through the layer, or `/metrics`.
-pub type ProxyResponseBody = Either<ifmatch_tower::ConditionalBody<ForwardBody>, Full<Bytes>>;
+pub type ProxyResponseBody =
+    Either<ifmatch_tower::ConditionalBody<CachedBody<ForwardBody>>, Full<Bytes>>;
 
 /// What `ifmatch proxy` can be told.
 #[derive(Debug, Clone)]
@@ -94,6 +98,10 @@ pub struct ProxyOptions {
     pub hash_limit: usize,
     /// How many resources the 304 cache remembers.
     pub cache_capacity: u64,
+    /// The bytes the shared cache's stored responses may take.
+    pub cache_memory: u64,
+    /// The largest response the shared cache stores; larger ones stream through.
+    pub cache_max_object: u64,
     /// How long the 304 cache trusts what it remembers.
     pub cache_ttl: Option<Duration>,
     /// Answers 428 to writes without a precondition.
@@ -121,6 +129,8 @@ impl ProxyOptions {
             preserve_host: false,
             hash_limit: 1 << 20,
             cache_capacity: 10_000,
+            cache_memory: 256 << 20,
+            cache_max_object: 8 << 20,
             cache_ttl: None,
             require_precondition: false,
             key_headers: Vec::new(),
@@ -392,6 +402,8 @@ impl Service<Request<ProxyBody>> for Forward {
             };
             remove_hop_by_hop(response.headers_mut());
             append_via(response.headers_mut(), version);
+            // The proxy answers in its own version, whatever the origin spoke (RFC 9110 7.6).
+            *response.version_mut() = version;
             response.extensions_mut().insert(FromOrigin);
             Ok(response)
         })
@@ -400,7 +412,7 @@ impl Service<Request<ProxyBody>> for Forward {
 
 /// The service of one client connection: `/metrics` when asked, everything else through the
 /// layer to the origin.
-pub type ProxyService<V = MemoryVersions> = Conditional<Forward, V>;
+pub type ProxyService<V = MemoryVersions> = Conditional<SharedCache<Forward>, V>;
 
 /// Everything a connection needs: shared by all of them.
 #[derive(Debug, Clone)]
@@ -454,7 +466,13 @@ impl<V: VersionStore + Clone> Proxy<V> {
             layer = layer.key_fn(move |uri, headers| Some(key(uri, headers, &names)));
         }
         Ok(Self {
-            service: layer.layer(forward),
+            service: layer.layer(
+                SharedCacheLayer::new()
+                    .memory(options.cache_memory)
+                    .max_object(options.cache_max_object)
+                    .key_headers(options.key_headers.clone())
+                    .layer(forward),
+            ),
             metrics,
             serve_metrics: options.metrics,
             metrics_listen: options.metrics_listen,
@@ -468,7 +486,7 @@ impl<V: VersionStore + Clone> Proxy<V> {
     /// threads).
     pub fn for_thread(&self) -> Self {
         let mut proxy = self.clone();
-        let forward = proxy.service.get_mut();
+        let forward = proxy.service.get_mut().get_mut();
         *forward = forward.with_own_pool();
         proxy
     }

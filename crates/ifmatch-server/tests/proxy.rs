@@ -588,3 +588,75 @@ async fn a_cached_answer_never_reaches_other_credentials() {
         }
     }
 }
+
+/// An HTTP/1.0 origin that answers every request with a cacheable document carrying its own
+/// tag, and counts the requests it got.
+async fn start_http10_origin() -> (Arc<AtomicUsize>, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let requests = Arc::new(AtomicUsize::new(0));
+    let counted = requests.clone();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let counted = counted.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.ends_with(b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                counted.fetch_add(1, Ordering::SeqCst);
+                let answer = "HTTP/1.0 200 OK\r\nETag: \"abcdef\"\r\nCache-Control: max-age=3600\r\n\
+                              Content-Length: 5\r\n\r\nhello";
+                let _ = stream.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    (requests, format!("http://{address}"))
+}
+
+/// Sends `GET path` on a connection of its own, HTTP/1.1; answers the whole response.
+async fn raw_get(base: &str, path: &str, extra: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let address = base.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    let request =
+        format!("GET {path} HTTP/1.1\r\nHost: {address}\r\n{extra}Connection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    answer
+}
+
+/// The proxy stores what its origin lets a shared cache store and serves it without the
+/// origin while fresh, with `Age` and `Cache-Status`, the origin's tag as the origin sent it,
+/// in the proxy's own HTTP version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_answer_is_served_from_the_store_in_the_proxys_own_version() {
+    let (requests, upstream) = start_http10_origin().await;
+    let proxy = Proxy::start(&upstream, &[]);
+    let first = raw_get(&proxy.base, "/doc", "").await;
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+    assert!(first.ends_with("hello"), "{first}");
+    for _ in 0..5 {
+        let again = raw_get(&proxy.base, "/doc", "").await;
+        assert!(again.starts_with("HTTP/1.1 200"), "{again}");
+        let lower = again.to_ascii_lowercase();
+        assert!(lower.contains("etag: \"abcdef\"\r\n"), "{again}");
+        assert!(lower.contains("\r\nage: "), "{again}");
+        assert!(lower.contains("cache-status: ifmatch; hit"), "{again}");
+        assert!(again.ends_with("hello"), "{again}");
+    }
+    // A client holding the origin's tag revalidates against the store.
+    let revalidated = raw_get(&proxy.base, "/doc", "If-None-Match: \"abcdef\"\r\n").await;
+    assert!(revalidated.starts_with("HTTP/1.1 304"), "{revalidated}");
+    assert_eq!(
+        requests.load(Ordering::SeqCst),
+        1,
+        "one request reached the origin"
+    );
+}

@@ -1,0 +1,37 @@
+//! A shared HTTP cache (RFC 9111) as a Tower layer: responses stored whole, served while fresh
+//! without the inner service, revalidated with their validators when stale, invalidated by
+//! unsafe methods.
+//!
+//! The rules of storing and reusing (storability, `Cache-Control` of requests and responses,
+//! freshness from `s-maxage`, `max-age`, `Expires` and heuristics, `Vary`, `Authorization`, `Age`,
+//! the revalidation request and the update of stored headers by a 304) are
+//! [`http_cache_semantics`]'s, in its shared-cache mode; this module stores, looks up and
+//! plumbs.
+//!
+//! Put it inside [`ConditionalLayer`](crate::ConditionalLayer): the outer layer answers the
+//! client's own conditions (304, 412) from what this one serves, and keeps writes atomic.
+//!
+//! ```
+//! use ifmatch_tower::{ConditionalLayer, SharedCacheLayer};
+//! use tower::ServiceBuilder;
+//! # async fn handler(_: http::Request<http_body_util::Empty<bytes::Bytes>>)
+//! #     -> Result<http::Response<http_body_util::Full<bytes::Bytes>>, std::convert::Infallible> {
+//! #     Ok(http::Response::new(http_body_util::Full::new(bytes::Bytes::from_static(b"hi"))))
+//! # }
+//! let service = ServiceBuilder::new()
+//!     .layer(ConditionalLayer::new())
+//!     .layer(SharedCacheLayer::new().memory(64 << 20))
+//!     .service_fn(handler);
+//! # let _ = service;
+//! ```
+//!
+//! - [`layer`]: the layer and what it can be told;
+//! - [`service`]: a request's way through the store to the inner service and back;
+//! - [`store`]: the stored responses, weighed by their bytes.
+
+mod layer;
+mod service;
+mod store;
+
+pub use layer::SharedCacheLayer;
+pub use service::{CachedBody, SharedCache};

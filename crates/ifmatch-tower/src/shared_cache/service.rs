@@ -1,0 +1,324 @@
+//! A request's way through the store: a fresh stored response is served as it is (with its
+//! `Age`); a stale one is revalidated with the inner service, and a 304 refreshes its head;
+//! anything else goes to the inner service, and a storable answer is stored on its way back.
+//! An unsafe method that succeeds invalidates its target, and what its `Location` and
+//! `Content-Location` name on the same origin (RFC 9111 4.4).
+
+use std::future::{Future, poll_fn};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, Request, Response, Uri};
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::BodyExt;
+use http_cache_semantics::{AfterResponse, BeforeRequest, CacheOptions, CachePolicy};
+use tower_service::Service;
+
+use super::store::{Store, Stored, keyed, variant};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// `Cache-Status` (RFC 9211): what the cache did with each answer.
+const CACHE_STATUS: HeaderName = HeaderName::from_static("cache-status");
+
+/// A shared HTTP cache in front of `S`; see the [module](super).
+#[derive(Debug, Clone)]
+pub struct SharedCache<S> {
+    inner: S,
+    store: Arc<Store>,
+}
+
+impl<S> SharedCache<S> {
+    pub(crate) fn new(inner: S, store: Arc<Store>) -> Self {
+        Self { inner, store }
+    }
+
+    /// The inner service.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The body of an answer: a stored body, the inner service's, or the error that cut the
+    /// inner body short while it was being stored.
+    pub struct CachedBody<B> {
+        #[pin]
+        kind: Kind<B>,
+    }
+}
+
+pin_project_lite::pin_project! {
+    #[project = KindProjection]
+    enum Kind<B> {
+        Stored { bytes: Option<Bytes> },
+        Inner { #[pin] body: B },
+        Failed { error: Option<BoxError> },
+    }
+}
+
+impl<B> CachedBody<B> {
+    fn stored(bytes: Bytes) -> Self {
+        let kind = Kind::Stored { bytes: Some(bytes) };
+        Self { kind }
+    }
+
+    fn inner(body: B) -> Self {
+        let kind = Kind::Inner { body };
+        Self { kind }
+    }
+
+    fn failed(error: BoxError) -> Self {
+        let kind = Kind::Failed { error: Some(error) };
+        Self { kind }
+    }
+}
+
+impl<B> Body for CachedBody<B>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.project().kind.project() {
+            KindProjection::Stored { bytes } => Poll::Ready(
+                bytes
+                    .take()
+                    .filter(|b| !b.is_empty())
+                    .map(|b| Ok(Frame::data(b))),
+            ),
+            KindProjection::Inner { body } => body.poll_frame(cx).map_err(Into::into),
+            KindProjection::Failed { error } => Poll::Ready(error.take().map(Err)),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.kind {
+            Kind::Stored { bytes } => bytes.as_ref().is_none_or(Bytes::is_empty),
+            Kind::Inner { body } => body.is_end_stream(),
+            Kind::Failed { error } => error.is_none(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.kind {
+            Kind::Stored { bytes } => {
+                SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64))
+            }
+            Kind::Inner { body } => body.size_hint(),
+            Kind::Failed { .. } => SizeHint::default(),
+        }
+    }
+}
+
+impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for SharedCache<S>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Error: Send,
+    ReqBody: Default + Send + 'static,
+    ResBody: Body<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
+{
+    type Response = Response<CachedBody<ResBody>>;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        // The service that was made ready answers this request; the clone waits for the next.
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        Box::pin(answer(inner, self.store.clone(), request))
+    }
+}
+
+/// The answer to `request`, from the store or through `inner`.
+async fn answer<S, ReqBody, ResBody>(
+    mut inner: S,
+    store: Arc<Store>,
+    request: Request<ReqBody>,
+) -> Result<Response<CachedBody<ResBody>>, S::Error>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
+    ReqBody: Default,
+    ResBody: Body<Data = Bytes>,
+    ResBody::Error: Into<BoxError>,
+{
+    let method = request.method().clone();
+    let key = key_of(request.uri());
+    if method != Method::GET && method != Method::HEAD {
+        let targets = [request.uri().clone()];
+        let host = request.headers().get(header::HOST).cloned();
+        let response = inner.call(request).await?;
+        let status = response.status();
+        if !is_safe(&method) && (status.is_success() || status.is_redirection()) {
+            invalidate(&store, &targets[0], host.as_ref(), response.headers());
+        }
+        return Ok(response.map(CachedBody::inner));
+    }
+
+    let asked = head_of(&request);
+    let now = SystemTime::now();
+    let own = keyed(asked.headers(), store.key_headers());
+    for stored in store.get(&key).iter().filter(|stored| stored.keyed == own) {
+        match stored.policy.before_request(&asked, now) {
+            BeforeRequest::Fresh(head) => {
+                return Ok(from_store(head, stored.body.clone(), "hit"));
+            }
+            BeforeRequest::Stale {
+                request: revalidation,
+                matches: true,
+            } => {
+                let mut revalidation = Request::from_parts(revalidation, ReqBody::default());
+                *revalidation.extensions_mut() = request.extensions().clone();
+                poll_fn(|cx| inner.poll_ready(cx)).await?;
+                let response = inner.call(revalidation).await?;
+                let now = SystemTime::now();
+                let fresh = match stored.policy.after_response(&asked, &response, now) {
+                    AfterResponse::NotModified(policy, head) => {
+                        let stored_again = Stored {
+                            policy,
+                            body: stored.body.clone(),
+                            variant: stored.variant.clone(),
+                            keyed: stored.keyed.clone(),
+                        };
+                        store.put(&key, stored_again, Some(stored));
+                        return Ok(from_store(
+                            head,
+                            stored.body.clone(),
+                            "fwd=stale; fwd-status=304",
+                        ));
+                    }
+                    AfterResponse::Modified(policy, _) => policy,
+                };
+                return Ok(keep(&store, &key, &asked, response, fresh, Some(stored)).await);
+            }
+            BeforeRequest::Stale { matches: false, .. } => {}
+        }
+    }
+
+    let response = inner.call(request).await?;
+    let policy = CachePolicy::new_options(&asked, &response, now, CacheOptions::default());
+    Ok(keep(&store, &key, &asked, response, policy, None).await)
+}
+
+/// `response`, stored under `key` on its way if `policy` allows and it fits (read whole
+/// first), in place of `replaces`.
+async fn keep<B>(
+    store: &Store,
+    key: &str,
+    asked: &Request<()>,
+    response: Response<B>,
+    policy: CachePolicy,
+    replaces: Option<&Arc<Stored>>,
+) -> Response<CachedBody<B>>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    let declared = (response.headers().get(header::CONTENT_LENGTH))
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    let fits = declared.is_some_and(|len| len <= store.max_object());
+    if asked.method() != Method::GET || !policy.is_storable() || !fits {
+        let status = if policy.is_storable() {
+            "fwd=miss; detail=too-large"
+        } else {
+            "fwd=uri-miss"
+        };
+        let mut response = response.map(CachedBody::inner);
+        add_status(response.headers_mut(), status);
+        return response;
+    }
+    let (mut head, body) = response.into_parts();
+    let bytes = match body.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(error) => {
+            return Response::from_parts(head, CachedBody::failed(error.into()));
+        }
+    };
+    let stored = Stored {
+        variant: variant(asked.headers(), &head.headers),
+        keyed: keyed(asked.headers(), store.key_headers()),
+        policy,
+        body: bytes.clone(),
+    };
+    store.put(key, stored, replaces);
+    add_status(&mut head.headers, "fwd=miss; stored");
+    Response::from_parts(head, CachedBody::stored(bytes))
+}
+
+/// A stored response with the head `head` (the policy's: stored fields, refreshed, with
+/// `Age`).
+fn from_store<B>(
+    head: http::response::Parts,
+    body: Bytes,
+    status: &str,
+) -> Response<CachedBody<B>> {
+    let mut response = Response::from_parts(head, CachedBody::stored(body));
+    add_status(response.headers_mut(), status);
+    response
+}
+
+fn add_status(headers: &mut HeaderMap, status: &str) {
+    if let Ok(value) = HeaderValue::from_str(&format!("ifmatch; {status}")) {
+        headers.append(CACHE_STATUS, value);
+    }
+}
+
+/// The request's head, for the policy (which keeps its fields).
+fn head_of<B>(request: &Request<B>) -> Request<()> {
+    let mut head = Request::new(());
+    *head.method_mut() = request.method().clone();
+    *head.uri_mut() = request.uri().clone();
+    *head.version_mut() = request.version();
+    *head.headers_mut() = request.headers().clone();
+    head
+}
+
+/// Where a request's answers are stored: its path and query.
+fn key_of(uri: &Uri) -> String {
+    uri.path_and_query().map_or("/", |p| p.as_str()).to_owned()
+}
+
+/// Methods that change nothing (RFC 9110 9.2.1): they invalidate nothing.
+fn is_safe(method: &Method) -> bool {
+    matches!(
+        *method,
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
+    )
+}
+
+/// Forgets what is stored for `target` and for the same-origin URIs in the answer's
+/// `Location` and `Content-Location` (RFC 9111 4.4).
+fn invalidate(store: &Store, target: &Uri, host: Option<&HeaderValue>, answer: &HeaderMap) {
+    store.invalidate(&key_of(target));
+    for name in [header::LOCATION, header::CONTENT_LOCATION] {
+        let Some(uri) = answer
+            .get(&name)
+            .and_then(|v| v.to_str().ok()?.parse::<Uri>().ok())
+        else {
+            continue;
+        };
+        let same_origin = match uri.authority() {
+            None => true,
+            Some(authority) => host.is_some_and(|h| h.as_bytes() == authority.as_str().as_bytes()),
+        };
+        if same_origin && uri.path().starts_with('/') {
+            store.invalidate(&key_of(&uri));
+        }
+    }
+}

@@ -1,0 +1,135 @@
+//! The stored responses: for each key (the request's path and query), the variants stored
+//! under it (one per combination of the fields its `Vary` names), weighed by their bytes
+//! against the store's capacity.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_cache_semantics::CachePolicy;
+
+/// One stored response: what decides its reuse, its head, and its body.
+#[derive(Debug)]
+pub(crate) struct Stored {
+    pub(crate) policy: CachePolicy,
+    pub(crate) body: Bytes,
+    /// The response's `Vary` and the request's values of the fields it names, and of the
+    /// store's own key fields: which requests it answers, for a newer response of the same
+    /// to replace it.
+    pub(crate) variant: String,
+    /// The request's values of the store's key fields: only requests with the same are
+    /// answered from it.
+    pub(crate) keyed: String,
+}
+
+/// The values of the fields `names` in `request`: what sets one user's answers apart from
+/// another's when the store is told to (see [`SharedCacheLayer::key_headers`]).
+///
+/// [`SharedCacheLayer::key_headers`]: super::SharedCacheLayer::key_headers
+pub(crate) fn keyed(request: &http::HeaderMap, names: &[http::HeaderName]) -> String {
+    let mut out = String::new();
+    for name in names {
+        for value in request.get_all(name) {
+            out.push_str(&String::from_utf8_lossy(value.as_bytes()));
+            out.push('\n');
+        }
+        out.push('\0');
+    }
+    out
+}
+
+/// [`Stored::variant`] of a response with `response` headers stored for a request with
+/// `request` headers.
+pub(crate) fn variant(request: &http::HeaderMap, response: &http::HeaderMap) -> String {
+    let mut out = String::new();
+    for name in ifmatch_core::header_list(response, http::header::VARY) {
+        let name = name.to_ascii_lowercase();
+        out.push_str(&name);
+        out.push('=');
+        for value in request.get_all(name.as_str()) {
+            out.push_str(&String::from_utf8_lossy(value.as_bytes()));
+            out.push(',');
+        }
+        out.push('\n');
+    }
+    out
+}
+
+impl Stored {
+    /// What it weighs: its body and a kilobyte for its head and policy.
+    fn weight(&self) -> u32 {
+        u32::try_from(self.body.len() + 1024).unwrap_or(u32::MAX)
+    }
+}
+
+/// The variants under one key, the most recently stored first.
+type Variants = Arc<Vec<Arc<Stored>>>;
+
+/// The most variants one key keeps: a `Vary` on a field with many values (`User-Agent`) costs
+/// this many entries at most.
+const MAX_VARIANTS: usize = 16;
+
+#[derive(Debug)]
+pub(crate) struct Store {
+    entries: moka::sync::Cache<String, Variants>,
+    max_object: u64,
+    key_headers: Vec<http::HeaderName>,
+}
+
+impl Store {
+    pub(crate) fn new(capacity: u64, max_object: u64, key_headers: Vec<http::HeaderName>) -> Self {
+        let entries = moka::sync::Cache::builder()
+            .max_capacity(capacity)
+            .weigher(|_, variants: &Variants| {
+                (variants.iter().map(|v| v.weight())).fold(64u32, |sum, w| sum.saturating_add(w))
+            })
+            .build();
+        Self {
+            entries,
+            max_object,
+            key_headers,
+        }
+    }
+
+    /// The request fields that set answers apart besides `Vary`.
+    pub(crate) fn key_headers(&self) -> &[http::HeaderName] {
+        &self.key_headers
+    }
+
+    /// The largest body stored.
+    pub(crate) fn max_object(&self) -> u64 {
+        self.max_object
+    }
+
+    /// The variants stored under `key`, the most recent first.
+    pub(crate) fn get(&self, key: &str) -> Variants {
+        self.entries.get(key).unwrap_or_default()
+    }
+
+    /// Stores `stored` under `key`, in place of `replaces` (the variant it was revalidated
+    /// from) and of every variant the same request would select (same `Vary` fields).
+    pub(crate) fn put(&self, key: &str, stored: Stored, replaces: Option<&Arc<Stored>>) {
+        let stored = Arc::new(stored);
+        self.entries.entry_by_ref(key).and_upsert_with(|current| {
+            let mut variants = vec![stored.clone()];
+            if let Some(current) = current {
+                variants.extend(
+                    current
+                        .value()
+                        .iter()
+                        .filter(|v| {
+                            !replaces.is_some_and(|r| Arc::ptr_eq(r, v))
+                                && (v.variant != stored.variant || v.keyed != stored.keyed)
+                        })
+                        .take(MAX_VARIANTS - 1)
+                        .cloned(),
+                );
+            }
+            Arc::new(variants)
+        });
+    }
+
+    /// Forgets everything stored under `key`.
+    pub(crate) fn invalidate(&self, key: &str) {
+        self.entries.invalidate(key);
+    }
+}

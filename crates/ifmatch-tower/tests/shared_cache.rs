@@ -1,0 +1,344 @@
+//! The shared cache stores what RFC 9111 lets a shared cache store and serves it while fresh
+//! without the inner service, revalidates what is stale, and forgets what an unsafe method
+//! changed; driven with `oneshot` against an origin that counts what reaches it.
+
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Empty, Full};
+use ifmatch_tower::SharedCacheLayer;
+use tower::{Layer, Service, ServiceExt};
+
+/// A canned answer: status, headers, body.
+type Answer = (u16, Vec<(&'static str, String)>, &'static str);
+
+/// What the origin answers, and what reached it.
+#[derive(Clone, Default)]
+struct Origin {
+    answer: Arc<Mutex<Answer>>,
+    seen: Arc<Mutex<Vec<(Method, HeaderMap)>>>,
+}
+
+impl Origin {
+    fn answers(&self, status: u16, headers: &[(&'static str, &str)], body: &'static str) {
+        let headers = headers.iter().map(|(n, v)| (*n, (*v).to_owned())).collect();
+        *self.answer.lock().unwrap() = (status, headers, body);
+    }
+
+    fn reached(&self) -> usize {
+        self.seen.lock().unwrap().len()
+    }
+
+    fn last(&self) -> HeaderMap {
+        self.seen.lock().unwrap().last().unwrap().1.clone()
+    }
+
+    fn service(
+        &self,
+    ) -> impl Service<
+        Request<Empty<Bytes>>,
+        Response = Response<Full<Bytes>>,
+        Error = Infallible,
+        Future: Send,
+    > + Clone
+    + Send
+    + 'static {
+        let origin = self.clone();
+        tower::service_fn(move |request: Request<Empty<Bytes>>| {
+            let origin = origin.clone();
+            async move {
+                (origin.seen.lock().unwrap())
+                    .push((request.method().clone(), request.headers().clone()));
+                let (status, headers, body) = origin.answer.lock().unwrap().clone();
+                let mut response = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
+                *response.status_mut() = StatusCode::from_u16(status).unwrap();
+                for (name, value) in headers {
+                    response.headers_mut().append(name, value.parse().unwrap());
+                }
+                let len = body.len().to_string();
+                response
+                    .headers_mut()
+                    .insert("content-length", len.parse().unwrap());
+                Ok::<_, Infallible>(response)
+            }
+        })
+    }
+}
+
+/// Sends `method path` with `headers` through `layer` to `origin`: status, headers, body.
+async fn send(
+    layer: &SharedCacheLayer,
+    origin: &Origin,
+    method: Method,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (StatusCode, HeaderMap, Bytes) {
+    let mut request = Request::builder().method(method).uri(path);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let request = request.body(Empty::new()).unwrap();
+    let response = layer
+        .layer(origin.service())
+        .oneshot(request)
+        .await
+        .unwrap();
+    let (parts, body) = response.into_parts();
+    (
+        parts.status,
+        parts.headers,
+        body.collect().await.unwrap().to_bytes(),
+    )
+}
+
+fn status_of(headers: &HeaderMap) -> String {
+    headers["cache-status"].to_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn a_fresh_response_is_served_without_the_origin_with_its_age() {
+    let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
+    origin.answers(
+        200,
+        &[("cache-control", "max-age=3600"), ("etag", "\"abcdef\"")],
+        "hello",
+    );
+    let (status, headers, body) = send(&layer, &origin, Method::GET, "/a", &[]).await;
+    assert_eq!((status, &body[..]), (StatusCode::OK, &b"hello"[..]));
+    assert!(status_of(&headers).contains("stored"));
+    for _ in 0..3 {
+        let (status, headers, body) = send(&layer, &origin, Method::GET, "/a", &[]).await;
+        assert_eq!((status, &body[..]), (StatusCode::OK, &b"hello"[..]));
+        assert_eq!(
+            headers["etag"], "\"abcdef\"",
+            "the origin's tag, as it sent it"
+        );
+        assert!(headers.contains_key("age"));
+        assert_eq!(status_of(&headers), "ifmatch; hit");
+    }
+    assert_eq!(origin.reached(), 1);
+    // Another path is another resource.
+    send(&layer, &origin, Method::GET, "/a?x", &[]).await;
+    assert_eq!(origin.reached(), 2);
+}
+
+#[tokio::test]
+async fn what_a_shared_cache_may_not_store_reaches_the_origin_every_time() {
+    for (response, request) in [
+        ("no-store", vec![]),
+        ("private, max-age=3600", vec![]),
+        ("max-age=3600", vec![("authorization", "Bearer alice")]),
+        ("max-age=3600", vec![("cache-control", "no-store")]),
+    ] {
+        let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
+        origin.answers(200, &[("cache-control", response)], "secret");
+        for _ in 0..2 {
+            send(&layer, &origin, Method::GET, "/p", &request).await;
+        }
+        assert_eq!(origin.reached(), 2, "{response} {request:?}");
+    }
+    // `public` lets an answer to a request with credentials be stored (RFC 9111 3.5).
+    let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
+    origin.answers(200, &[("cache-control", "public, max-age=3600")], "shared");
+    for _ in 0..2 {
+        send(
+            &layer,
+            &origin,
+            Method::GET,
+            "/p",
+            &[("authorization", "Bearer a")],
+        )
+        .await;
+    }
+    assert_eq!(origin.reached(), 1);
+}
+
+#[tokio::test]
+async fn a_stale_response_is_revalidated_and_a_304_refreshes_it() {
+    let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
+    origin.answers(
+        200,
+        &[
+            ("cache-control", "max-age=0"),
+            ("etag", "\"v1\""),
+            ("x-kept", "old"),
+        ],
+        "body",
+    );
+    send(&layer, &origin, Method::GET, "/r", &[]).await;
+    origin.answers(
+        304,
+        &[
+            ("cache-control", "max-age=3600"),
+            ("etag", "\"v1\""),
+            ("x-kept", "new"),
+        ],
+        "",
+    );
+    let (status, headers, body) = send(&layer, &origin, Method::GET, "/r", &[]).await;
+    assert_eq!(
+        origin.last()["if-none-match"],
+        "\"v1\"",
+        "revalidated with the stored tag"
+    );
+    assert_eq!(
+        (status, &body[..]),
+        (StatusCode::OK, &b"body"[..]),
+        "the stored body"
+    );
+    assert_eq!(
+        headers["x-kept"], "new",
+        "the 304's fields replace the stored ones"
+    );
+    assert!(status_of(&headers).contains("fwd=stale"));
+    // Now fresh for an hour: no more trips.
+    let (_, headers, _) = send(&layer, &origin, Method::GET, "/r", &[]).await;
+    assert_eq!(status_of(&headers), "ifmatch; hit");
+    assert_eq!(origin.reached(), 2);
+
+    // A changed resource: a 200 replaces what was stored.
+    origin.answers(
+        200,
+        &[("cache-control", "max-age=0"), ("etag", "\"v2\"")],
+        "changed",
+    );
+    send(
+        &layer,
+        &origin,
+        Method::GET,
+        "/r",
+        &[("cache-control", "no-cache")],
+    )
+    .await;
+    let (_, _, body) = send(&layer, &origin, Method::GET, "/r", &[]).await;
+    assert_eq!(&body[..], b"changed");
+}
+
+#[tokio::test]
+async fn an_unsafe_method_that_succeeds_invalidates_its_target_and_its_locations() {
+    let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
+    origin.answers(200, &[("cache-control", "max-age=3600")], "v1");
+    for path in ["/doc", "/other", "/elsewhere"] {
+        send(&layer, &origin, Method::GET, path, &[]).await;
+    }
+    assert_eq!(origin.reached(), 3);
+    origin.answers(
+        201,
+        &[
+            ("location", "/other"),
+            ("content-location", "http://evil.example/elsewhere"),
+        ],
+        "",
+    );
+    send(
+        &layer,
+        &origin,
+        Method::POST,
+        "/doc",
+        &[("host", "origin.example")],
+    )
+    .await;
+    origin.answers(200, &[("cache-control", "max-age=3600")], "v2");
+    let (_, _, body) = send(&layer, &origin, Method::GET, "/doc", &[]).await;
+    assert_eq!(&body[..], b"v2", "the target");
+    let (_, _, body) = send(&layer, &origin, Method::GET, "/other", &[]).await;
+    assert_eq!(&body[..], b"v2", "its Location, on the same origin");
+    let (_, _, body) = send(&layer, &origin, Method::GET, "/elsewhere", &[]).await;
+    assert_eq!(
+        &body[..],
+        b"v1",
+        "a Content-Location on another origin is not invalidated"
+    );
+    // A failed write invalidates nothing.
+    origin.answers(500, &[], "");
+    send(&layer, &origin, Method::PUT, "/doc", &[]).await;
+    let (_, headers, _) = send(&layer, &origin, Method::GET, "/doc", &[]).await;
+    assert_eq!(status_of(&headers), "ifmatch; hit");
+}
+
+#[tokio::test]
+async fn each_variant_is_served_to_its_own_requests() {
+    let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
+    origin.answers(
+        200,
+        &[
+            ("cache-control", "max-age=3600"),
+            ("vary", "accept-language"),
+        ],
+        "english",
+    );
+    send(
+        &layer,
+        &origin,
+        Method::GET,
+        "/v",
+        &[("accept-language", "en")],
+    )
+    .await;
+    origin.answers(
+        200,
+        &[
+            ("cache-control", "max-age=3600"),
+            ("vary", "accept-language"),
+        ],
+        "deutsch",
+    );
+    send(
+        &layer,
+        &origin,
+        Method::GET,
+        "/v",
+        &[("accept-language", "de")],
+    )
+    .await;
+    for (language, want) in [("en", "english"), ("de", "deutsch"), ("en", "english")] {
+        let (_, headers, body) = send(
+            &layer,
+            &origin,
+            Method::GET,
+            "/v",
+            &[("accept-language", language)],
+        )
+        .await;
+        assert_eq!(&body[..], want.as_bytes());
+        assert_eq!(status_of(&headers), "ifmatch; hit");
+    }
+    assert_eq!(origin.reached(), 2);
+}
+
+#[tokio::test]
+async fn a_response_larger_than_the_largest_object_streams_through_unstored() {
+    let layer = SharedCacheLayer::new().max_object(4);
+    let origin = Origin::default();
+    origin.answers(200, &[("cache-control", "max-age=3600")], "too large");
+    for _ in 0..2 {
+        let (_, _, body) = send(&layer, &origin, Method::GET, "/big", &[]).await;
+        assert_eq!(&body[..], b"too large");
+    }
+    assert_eq!(origin.reached(), 2);
+}
+
+#[tokio::test]
+async fn key_headers_keep_answers_apart_as_vary_would_and_a_write_forgets_them_all() {
+    let layer = SharedCacheLayer::new().key_headers(vec!["x-tenant".parse().unwrap()]);
+    let origin = Origin::default();
+    origin.answers(200, &[("cache-control", "max-age=3600")], "tenant a");
+    send(&layer, &origin, Method::GET, "/t", &[("x-tenant", "a")]).await;
+    origin.answers(200, &[("cache-control", "max-age=3600")], "tenant b");
+    let (_, _, body) = send(&layer, &origin, Method::GET, "/t", &[("x-tenant", "b")]).await;
+    assert_eq!(&body[..], b"tenant b", "never another tenant's answer");
+    let (_, _, body) = send(&layer, &origin, Method::GET, "/t", &[("x-tenant", "a")]).await;
+    assert_eq!(&body[..], b"tenant a");
+    assert_eq!(origin.reached(), 2);
+    origin.answers(204, &[], "");
+    send(&layer, &origin, Method::DELETE, "/t", &[("x-tenant", "a")]).await;
+    origin.answers(200, &[("cache-control", "max-age=3600")], "after");
+    let (_, _, body) = send(&layer, &origin, Method::GET, "/t", &[("x-tenant", "b")]).await;
+    assert_eq!(
+        &body[..],
+        b"after",
+        "the write forgot every tenant's answer"
+    );
+}
