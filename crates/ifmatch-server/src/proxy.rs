@@ -447,6 +447,8 @@ impl<V: VersionStore + Clone> Proxy<V> {
             .hash_limit(options.hash_limit)
             .cache_capacity(options.cache_capacity)
             .require_precondition(options.require_precondition)
+            // The proxy encodes nothing: the origin's tags leave as they came.
+            .mark_encodings(false)
             .version_source(move |parts| {
                 let get = ifmatch_tower::current_request::<ProxyBody>(&parts.uri, &parts.headers);
                 let origin = origin.clone();

@@ -30,6 +30,8 @@ pub(crate) struct Config {
     pub(crate) source: Option<crate::source::Source>,
     /// Writes carry the lock's fencing token in this request header.
     pub(crate) fencing_header: Option<http::HeaderName>,
+    /// Strong tags are marked for each `Accept-Encoding` (see [`ConditionalLayer::mark_encodings`]).
+    pub(crate) mark_encodings: bool,
 }
 
 impl fmt::Debug for Config {
@@ -74,6 +76,7 @@ impl ConditionalLayer {
         let config = Config {
             hash_limit: 1 << 20,
             require_precondition: false,
+            mark_encodings: true,
             key: Arc::new(path),
             custom_key: false,
             skip: None,
@@ -133,6 +136,16 @@ impl<V> ConditionalLayer<V> {
         self.time_to_live = Some(ttl);
         self.cache.configure(self.cache_capacity, self.time_to_live);
         self.versions = self.versions.expire_after(ttl);
+        self
+    }
+
+    /// Whether a strong tag leaves marked for the request's `Accept-Encoding`
+    /// (`"<tag>+ae<digest>"`, with `Vary: Accept-Encoding`), so that a compressor outside the
+    /// layer never sends encoded bytes under the tag of others (the default). Off, every tag
+    /// leaves as the inner service or the layer made it: right when nothing outside the layer
+    /// encodes (a proxy, which sends its origin's bytes and tags as they came).
+    pub fn mark_encodings(mut self, yes: bool) -> Self {
+        Arc::make_mut(&mut self.config).mark_encodings = yes;
         self
     }
 

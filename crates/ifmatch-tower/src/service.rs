@@ -92,7 +92,9 @@ where
         let Some(key) = key else {
             return ResponseFuture::passthrough(self.inner.call(request));
         };
-        let mark = Mark::of(request.headers());
+        let mark = (self.shared.config.mark_encodings)
+            .then(|| Mark::of(request.headers()))
+            .flatten();
         if let Some(mark) = &mark {
             mark.unmark(request.headers_mut());
         }

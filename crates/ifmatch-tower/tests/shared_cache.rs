@@ -342,3 +342,56 @@ async fn key_headers_keep_answers_apart_as_vary_would_and_a_write_forgets_them_a
         "the write forgot every tenant's answer"
     );
 }
+
+#[tokio::test]
+async fn an_invalid_age_is_stale_and_the_origins_date_is_kept() {
+    for age in ["abc", "-7200", "7200.0", "1 2"] {
+        let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
+        origin.answers(200, &[("cache-control", "max-age=3600"), ("age", age)], "x");
+        for _ in 0..2 {
+            send(&layer, &origin, Method::GET, "/age", &[]).await;
+        }
+        assert_eq!(origin.reached(), 2, "Age: {age}");
+    }
+    let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
+    let date = "Mon, 23 Nov 2026 10:00:00 GMT";
+    origin.answers(
+        200,
+        &[
+            ("cache-control", "max-age=3600"),
+            ("date", date),
+            ("age", "10"),
+        ],
+        "x",
+    );
+    send(&layer, &origin, Method::GET, "/date", &[]).await;
+    let (_, headers, _) = send(&layer, &origin, Method::GET, "/date", &[]).await;
+    assert_eq!(status_of(&headers), "ifmatch; hit");
+    assert_eq!(headers["date"], date, "the origin's Date, as an HTTP-date");
+}
+
+#[tokio::test]
+async fn a_304_that_selects_nothing_stored_is_asked_again_unconditionally() {
+    let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
+    origin.answers(
+        200,
+        &[("cache-control", "max-age=0"), ("etag", "\"v1\"")],
+        "one",
+    );
+    send(&layer, &origin, Method::GET, "/m", &[]).await;
+    // The origin answers the revalidation with another resource's tag.
+    origin.answers(304, &[("etag", "\"other\"")], "");
+    let (status, _, _) = send(&layer, &origin, Method::GET, "/m", &[]).await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_MODIFIED,
+        "the second, unconditional, request's answer"
+    );
+    let seen = origin.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 3, "stored, revalidated, asked again");
+    assert!(seen[1].1.contains_key("if-none-match"));
+    assert!(
+        !seen[2].1.contains_key("if-none-match"),
+        "the client's request, as it came"
+    );
+}

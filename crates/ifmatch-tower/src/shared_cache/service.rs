@@ -12,7 +12,7 @@ use std::time::SystemTime;
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use http::{Method, Request, Response, Uri};
+use http::{Method, Request, Response, StatusCode, Uri};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use http_cache_semantics::{AfterResponse, BeforeRequest, CacheOptions, CachePolicy};
@@ -177,7 +177,7 @@ where
     for stored in store.get(&key).iter().filter(|stored| stored.keyed == own) {
         match stored.policy.before_request(&asked, now) {
             BeforeRequest::Fresh(head) => {
-                return Ok(from_store(head, stored.body.clone(), "hit"));
+                return Ok(from_store(head, stored, "hit"));
             }
             BeforeRequest::Stale {
                 request: revalidation,
@@ -188,24 +188,31 @@ where
                 poll_fn(|cx| inner.poll_ready(cx)).await?;
                 let response = inner.call(revalidation).await?;
                 let now = SystemTime::now();
-                let fresh = match stored.policy.after_response(&asked, &response, now) {
+                match stored.policy.after_response(&asked, &response, now) {
                     AfterResponse::NotModified(policy, head) => {
-                        let stored_again = Stored {
+                        let date = response.headers().get(header::DATE).cloned();
+                        let refreshed = Arc::new(Stored {
                             policy,
                             body: stored.body.clone(),
+                            date: date.or_else(|| stored.date.clone()),
                             variant: stored.variant.clone(),
                             keyed: stored.keyed.clone(),
-                        };
-                        store.put(&key, stored_again, Some(stored));
-                        return Ok(from_store(
-                            head,
-                            stored.body.clone(),
-                            "fwd=stale; fwd-status=304",
-                        ));
+                        });
+                        store.put(&key, refreshed.clone(), Some(stored));
+                        let status = "fwd=stale; fwd-status=304";
+                        return Ok(from_store(head, &refreshed, status));
                     }
-                    AfterResponse::Modified(policy, _) => policy,
-                };
-                return Ok(keep(&store, &key, &asked, response, fresh, Some(stored)).await);
+                    // A 304 that does not select the stored response (no validator of it, or
+                    // another's): ask again as the client asked, unconditionally.
+                    AfterResponse::Modified(..)
+                        if response.status() == StatusCode::NOT_MODIFIED =>
+                    {
+                        break;
+                    }
+                    AfterResponse::Modified(policy, _) => {
+                        return Ok(keep(&store, &key, &asked, response, policy, Some(stored)).await);
+                    }
+                }
             }
             BeforeRequest::Stale { matches: false, .. } => {}
         }
@@ -233,8 +240,9 @@ where
     let declared = (response.headers().get(header::CONTENT_LENGTH))
         .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     let fits = declared.is_some_and(|len| len <= store.max_object());
-    if asked.method() != Method::GET || !policy.is_storable() || !fits {
-        let status = if policy.is_storable() {
+    let storable = policy.is_storable() && valid_age(response.headers());
+    if asked.method() != Method::GET || !storable || !fits {
+        let status = if storable {
             "fwd=miss; detail=too-large"
         } else {
             "fwd=uri-miss"
@@ -253,24 +261,45 @@ where
     let stored = Stored {
         variant: variant(asked.headers(), &head.headers),
         keyed: keyed(asked.headers(), store.key_headers()),
+        date: head.headers.get(header::DATE).cloned(),
         policy,
         body: bytes.clone(),
     };
-    store.put(key, stored, replaces);
+    store.put(key, Arc::new(stored), replaces);
     add_status(&mut head.headers, "fwd=miss; stored");
     Response::from_parts(head, CachedBody::stored(bytes))
 }
 
-/// A stored response with the head `head` (the policy's: stored fields, refreshed, with
-/// `Age`).
+/// `stored`, with the head `head` the policy made of it (its fields, refreshed, with `Age`).
 fn from_store<B>(
-    head: http::response::Parts,
-    body: Bytes,
+    mut head: http::response::Parts,
+    stored: &Stored,
     status: &str,
 ) -> Response<CachedBody<B>> {
-    let mut response = Response::from_parts(head, CachedBody::stored(body));
+    // The policy stamps `Date` with the time it is served, and not as an HTTP-date: a cache
+    // sends the origin's (RFC 9110 6.6.1), or none for the server to add.
+    head.headers.remove(header::DATE);
+    if let Some(date) = &stored.date {
+        head.headers.insert(header::DATE, date.clone());
+    }
+    let mut response = Response::from_parts(head, CachedBody::stored(stored.body.clone()));
     add_status(response.headers_mut(), status);
     response
+}
+
+/// Whether the response's `Age` is one non-negative whole number of seconds, or absent: a
+/// response with another (`abc`, `-1`, `1.5`, two of them) is taken for stale, and not
+/// stored (RFC 9111 5.1).
+fn valid_age(headers: &HeaderMap) -> bool {
+    let mut ages = headers.get_all(header::AGE).iter();
+    match (ages.next(), ages.next()) {
+        (None, _) => true,
+        (Some(age), None) => {
+            let age = age.as_bytes();
+            !age.is_empty() && age.iter().all(u8::is_ascii_digit)
+        }
+        _ => false,
+    }
 }
 
 fn add_status(headers: &mut HeaderMap, status: &str) {

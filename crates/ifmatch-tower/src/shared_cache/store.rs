@@ -12,6 +12,9 @@ use http_cache_semantics::CachePolicy;
 pub(crate) struct Stored {
     pub(crate) policy: CachePolicy,
     pub(crate) body: Bytes,
+    /// Its `Date`, as the origin sent it (the policy's head carries the time it is served,
+    /// in a form that is no HTTP-date).
+    pub(crate) date: Option<http::HeaderValue>,
     /// The response's `Vary` and the request's values of the fields it names, and of the
     /// store's own key fields: which requests it answers, for a newer response of the same
     /// to replace it.
@@ -107,8 +110,7 @@ impl Store {
 
     /// Stores `stored` under `key`, in place of `replaces` (the variant it was revalidated
     /// from) and of every variant the same request would select (same `Vary` fields).
-    pub(crate) fn put(&self, key: &str, stored: Stored, replaces: Option<&Arc<Stored>>) {
-        let stored = Arc::new(stored);
+    pub(crate) fn put(&self, key: &str, stored: Arc<Stored>, replaces: Option<&Arc<Stored>>) {
         self.entries.entry_by_ref(key).and_upsert_with(|current| {
             let mut variants = vec![stored.clone()];
             if let Some(current) = current {
