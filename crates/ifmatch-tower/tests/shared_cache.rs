@@ -67,7 +67,8 @@ impl Origin {
     }
 }
 
-/// Sends `method path` with `headers` through `layer` to `origin`: status, headers, body.
+/// Sends `method path` with `headers` (and `Host: origin.example` unless they name another)
+/// through `layer` to `origin`: status, headers, body.
 async fn send(
     layer: &SharedCacheLayer,
     origin: &Origin,
@@ -76,6 +77,12 @@ async fn send(
     headers: &[(&str, &str)],
 ) -> (StatusCode, HeaderMap, Bytes) {
     let mut request = Request::builder().method(method).uri(path);
+    if !headers
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case("host"))
+    {
+        request = request.header("host", "origin.example");
+    }
     for (name, value) in headers {
         request = request.header(*name, *value);
     }
@@ -394,4 +401,32 @@ async fn a_304_that_selects_nothing_stored_is_asked_again_unconditionally() {
         !seen[2].1.contains_key("if-none-match"),
         "the client's request, as it came"
     );
+}
+
+#[tokio::test]
+async fn an_answer_made_for_one_host_never_reaches_another() {
+    let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
+    origin.answers(
+        200,
+        &[("cache-control", "max-age=3600")],
+        "<a href=//evil.example/>",
+    );
+    send(
+        &layer,
+        &origin,
+        Method::GET,
+        "/page",
+        &[("host", "evil.example")],
+    )
+    .await;
+    origin.answers(
+        200,
+        &[("cache-control", "max-age=3600")],
+        "<a href=//origin.example/>",
+    );
+    let (_, _, body) = send(&layer, &origin, Method::GET, "/page", &[]).await;
+    assert_eq!(&body[..], b"<a href=//origin.example/>");
+    let (_, headers, _) = send(&layer, &origin, Method::GET, "/page", &[]).await;
+    assert_eq!(status_of(&headers), "ifmatch; hit");
+    assert_eq!(origin.reached(), 2);
 }

@@ -159,14 +159,14 @@ where
     ResBody::Error: Into<BoxError>,
 {
     let method = request.method().clone();
-    let key = key_of(request.uri());
+    let host = host_of(&request);
+    let key = key_of(&host, request.uri());
     if method != Method::GET && method != Method::HEAD {
-        let targets = [request.uri().clone()];
-        let host = request.headers().get(header::HOST).cloned();
+        let target = request.uri().clone();
         let response = inner.call(request).await?;
         let status = response.status();
         if !is_safe(&method) && (status.is_success() || status.is_redirection()) {
-            invalidate(&store, &targets[0], host.as_ref(), response.headers());
+            invalidate(&store, &host, &target, response.headers());
         }
         return Ok(response.map(CachedBody::inner));
     }
@@ -318,9 +318,24 @@ fn head_of<B>(request: &Request<B>) -> Request<()> {
     head
 }
 
-/// Where a request's answers are stored: its path and query.
-fn key_of(uri: &Uri) -> String {
-    uri.path_and_query().map_or("/", |p| p.as_str()).to_owned()
+/// The host a request names (its target's authority, or `Host`), lowercased: a part of every
+/// key, so that an answer made for one host (links built from it, say) never reaches another.
+fn host_of<B>(request: &Request<B>) -> String {
+    let host = (request.uri().authority().map(|a| a.as_str().as_bytes()))
+        .or_else(|| {
+            request
+                .headers()
+                .get(header::HOST)
+                .map(HeaderValue::as_bytes)
+        })
+        .unwrap_or_default();
+    String::from_utf8_lossy(host).to_ascii_lowercase()
+}
+
+/// Where a request's answers are stored: its host, path and query.
+fn key_of(host: &str, uri: &Uri) -> String {
+    let target = uri.path_and_query().map_or("/", |p| p.as_str());
+    format!("{host} {target}")
 }
 
 /// Methods that change nothing (RFC 9110 9.2.1): they invalidate nothing.
@@ -333,8 +348,8 @@ fn is_safe(method: &Method) -> bool {
 
 /// Forgets what is stored for `target` and for the same-origin URIs in the answer's
 /// `Location` and `Content-Location` (RFC 9111 4.4).
-fn invalidate(store: &Store, target: &Uri, host: Option<&HeaderValue>, answer: &HeaderMap) {
-    store.invalidate(&key_of(target));
+fn invalidate(store: &Store, host: &str, target: &Uri, answer: &HeaderMap) {
+    store.invalidate(&key_of(host, target));
     for name in [header::LOCATION, header::CONTENT_LOCATION] {
         let Some(uri) = answer
             .get(&name)
@@ -342,12 +357,9 @@ fn invalidate(store: &Store, target: &Uri, host: Option<&HeaderValue>, answer: &
         else {
             continue;
         };
-        let same_origin = match uri.authority() {
-            None => true,
-            Some(authority) => host.is_some_and(|h| h.as_bytes() == authority.as_str().as_bytes()),
-        };
+        let same_origin = (uri.authority()).is_none_or(|a| a.as_str().eq_ignore_ascii_case(host));
         if same_origin && uri.path().starts_with('/') {
-            store.invalidate(&key_of(&uri));
+            store.invalidate(&key_of(host, &uri));
         }
     }
 }
