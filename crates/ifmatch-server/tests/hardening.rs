@@ -82,15 +82,7 @@ async fn a_full_disk_never_loses_an_acknowledged_upload() {
     let server = serve(&data, &[]);
     let http = client();
     let base = server.base.clone();
-    let r = common::send(
-        &http,
-        "PUT",
-        &format!("{base}/full?restype=container"),
-        &[],
-        "",
-    )
-    .await;
-    assert_eq!(r.status(), 201);
+    create_container(&http, &base, "full").await;
 
     // name -> (tag, bytes) of acknowledged, not deleted blobs.
     type Known = HashMap<String, (String, Vec<u8>)>;
@@ -276,6 +268,19 @@ async fn a_full_disk_still_updates_small_blobs_and_renews_leases() {
     assert_eq!(r.bytes().await.unwrap(), "counter?n=19");
 }
 
+/// Creates the container `name` under `base`.
+async fn create_container(http: &reqwest::Client, base: &str, name: &str) {
+    let r = common::send(
+        http,
+        "PUT",
+        &format!("{base}/{name}?restype=container"),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(r.status(), 201);
+}
+
 /// Creates the container `name` under `base` with one blob, `x`, holding `payload`: what the
 /// well-behaved client of a crowd test reads ([`gets_get_through`]).
 async fn container_with_x(http: &reqwest::Client, base: &str, name: &str) {
@@ -397,15 +402,7 @@ async fn stalled_and_abandoned_uploads_leave_nothing() {
     let server = serve(data.path(), &["--body-timeout", "1"]);
     let http = client();
     let base = server.base.clone();
-    let r = common::send(
-        &http,
-        "PUT",
-        &format!("{base}/slow?restype=container"),
-        &[],
-        "",
-    )
-    .await;
-    assert_eq!(r.status(), 201);
+    create_container(&http, &base, "slow").await;
     let addr = common::host_of(&base);
     let head = |len: usize| {
         format!(
@@ -843,15 +840,7 @@ async fn refusals_go_before_100_continue() {
     let server = serve(data.path(), &["--max-body", "1048576"]);
     let http = client();
     let base = server.base.clone();
-    let r = common::send(
-        &http,
-        "PUT",
-        &format!("{base}/box?restype=container"),
-        &[],
-        "",
-    )
-    .await;
-    assert_eq!(r.status(), 201);
+    create_container(&http, &base, "box").await;
     let addr = common::host_of(&base);
     let head = |path: &str, len: u64| {
         format!(
