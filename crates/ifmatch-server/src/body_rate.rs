@@ -40,8 +40,10 @@ pin_project! {
     pub(crate) struct RateBody<B, W: Waiting> {
         #[pin]
         inner: B,
+        // Made the first time the body waits: a request whose body is never read (every GET)
+        // costs no timer.
         #[pin]
-        sleep: Sleep,
+        sleep: Option<Sleep>,
         window: Duration,
         floor: u64,
         // Of the current window: the time waited before the current wait, and the bytes got.
@@ -68,7 +70,7 @@ impl<B, W: Waiting> RateBody<B, W> {
     pub(crate) fn new(inner: B, window: Duration, floor: u64, waiting: W) -> Self {
         Self {
             inner,
-            sleep: tokio::time::sleep(window),
+            sleep: None,
             window,
             floor,
             waited: Duration::ZERO,
@@ -114,10 +116,18 @@ where
             if this.since.is_none() {
                 *this.since = Some(now);
                 this.waiting.started();
-                let left = this.window.saturating_sub(*this.waited);
-                this.sleep.as_mut().reset(now + left);
+                let deadline = now + this.window.saturating_sub(*this.waited);
+                match this.sleep.as_mut().as_pin_mut() {
+                    Some(sleep) => sleep.reset(deadline),
+                    None => this.sleep.set(Some(tokio::time::sleep_until(deadline))),
+                }
             }
-            ready!(this.sleep.as_mut().poll(cx));
+            let sleep = this
+                .sleep
+                .as_mut()
+                .as_pin_mut()
+                .expect("armed while waiting");
+            ready!(sleep.poll(cx));
             // A whole window waited, this wait included.
             if *this.got < *this.floor {
                 *this.since = None;
@@ -126,7 +136,12 @@ where
             }
             (*this.waited, *this.got) = (Duration::ZERO, 0);
             *this.since = Some(now);
-            this.sleep.as_mut().reset(now + *this.window);
+            let sleep = this
+                .sleep
+                .as_mut()
+                .as_pin_mut()
+                .expect("armed while waiting");
+            sleep.reset(now + *this.window);
         }
     }
 

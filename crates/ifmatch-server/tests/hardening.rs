@@ -284,15 +284,7 @@ async fn create_container(http: &reqwest::Client, base: &str, name: &str) {
 /// Creates the container `name` under `base` with one blob, `x`, holding `payload`: what the
 /// well-behaved client of a crowd test reads ([`gets_get_through`]).
 async fn container_with_x(http: &reqwest::Client, base: &str, name: &str) {
-    let r = common::send(
-        http,
-        "PUT",
-        &format!("{base}/{name}?restype=container"),
-        &[],
-        "",
-    )
-    .await;
-    assert_eq!(r.status(), 201);
+    create_container(http, base, name).await;
     let r = common::send(http, "PUT", &format!("{base}/{name}/x"), &[], "payload").await;
     assert_eq!(r.status(), 201);
 }
@@ -998,15 +990,7 @@ async fn check_names_a_record_served_from_its_older_copy() {
     {
         let server = serve(path, &[]);
         let base = server.base.clone();
-        let r = common::send(
-            &http,
-            "PUT",
-            &format!("{base}/rot?restype=container"),
-            &[],
-            "",
-        )
-        .await;
-        assert_eq!(r.status(), 201);
+        create_container(&http, &base, "rot").await;
         for body in ["first", "second"] {
             let r = common::send(&http, "PUT", &format!("{base}/rot/n"), &[], body).await;
             assert_eq!(r.status(), 201);
