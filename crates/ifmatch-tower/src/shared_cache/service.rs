@@ -218,6 +218,8 @@ where
         }
     }
 
+    // Ready again: a revalidation above may have used the readiness the caller saw.
+    poll_fn(|cx| inner.poll_ready(cx)).await?;
     let response = inner.call(request).await?;
     let policy = CachePolicy::new_options(&asked, &response, now, CacheOptions::default());
     Ok(keep(&store, &key, &asked, response, policy, None).await)
