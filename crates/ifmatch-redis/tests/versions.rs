@@ -52,11 +52,13 @@ async fn two_connections_are_two_instances_sharing_versions_and_locks() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_holder_keeps_its_lock_past_the_time_to_live() {
     let server = RedisServer::start();
-    let ttl = Duration::from_millis(300);
+    // Renewed every third of the time to live: only a stall of two thirds of it (650 ms) could
+    // lose the lock, which a loaded two-core CI machine did to a 300 ms one.
+    let ttl = Duration::from_secs(1);
     let a = RedisVersions::new(connect(&server.url()).await.unwrap(), "ifmatch:").lock_ttl(ttl);
     let b = RedisVersions::new(connect(&server.url()).await.unwrap(), "ifmatch:")
         .lock_ttl(ttl)
-        .lock_wait(Duration::from_millis(900));
+        .lock_wait(ttl * 3);
     let guard = a.lock("/slow").await.unwrap();
     // Three times the time to live: renewed all along, so B gives up.
     let error = b.lock("/slow").await.unwrap_err();
