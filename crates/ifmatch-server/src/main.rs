@@ -175,8 +175,12 @@ struct Proxy {
     #[arg(long, env = "IFMATCH_CACHE_MEMORY", default_value_t = 256 << 20)]
     cache_memory: u64,
     /// The largest response the shared cache stores, in bytes; larger ones stream through.
-    #[arg(long, env = "IFMATCH_CACHE_MAX_OBJECT", default_value_t = 8 << 20)]
+    #[arg(long, env = "IFMATCH_CACHE_MAX_OBJECT", default_value_t = 16 << 20)]
     cache_max_object: u64,
+    /// How long a request that misses the shared cache waits for a request of the same URL
+    /// already on its way to the origin, in seconds, before it goes itself (0: never waits).
+    #[arg(long, env = "IFMATCH_CACHE_COLLAPSE_WAIT", default_value_t = 5.0)]
+    cache_collapse_wait: f64,
     /// How long the 304 cache trusts what it remembers, in seconds (the bound on staleness
     /// when the origin changes behind the proxy's back). Without it: until evicted.
     #[arg(long, env = "IFMATCH_CACHE_TTL")]
@@ -432,6 +436,9 @@ async fn proxy(args: Proxy) -> anyhow::Result<()> {
     options.cache_capacity = args.cache_capacity;
     options.cache_memory = args.cache_memory;
     options.cache_max_object = args.cache_max_object;
+    options.cache_collapse_wait = Duration::try_from_secs_f64(args.cache_collapse_wait)
+        .ok()
+        .context("--cache-collapse-wait: not a number of seconds")?;
     options.cache_ttl = args
         .cache_ttl
         .map(|s| seconds(s, "--cache-ttl"))

@@ -102,6 +102,8 @@ pub struct ProxyOptions {
     pub cache_memory: u64,
     /// The largest response the shared cache stores; larger ones stream through.
     pub cache_max_object: u64,
+    /// How long a miss waits for a request of the same key already on its way to the origin.
+    pub cache_collapse_wait: Duration,
     /// How long the 304 cache trusts what it remembers.
     pub cache_ttl: Option<Duration>,
     /// Answers 428 to writes without a precondition.
@@ -130,7 +132,8 @@ impl ProxyOptions {
             hash_limit: 1 << 20,
             cache_capacity: 10_000,
             cache_memory: 256 << 20,
-            cache_max_object: 8 << 20,
+            cache_max_object: 16 << 20,
+            cache_collapse_wait: Duration::from_secs(5),
             cache_ttl: None,
             require_precondition: false,
             key_headers: Vec::new(),
@@ -472,6 +475,7 @@ impl<V: VersionStore + Clone> Proxy<V> {
                 SharedCacheLayer::new()
                     .memory(options.cache_memory)
                     .max_object(options.cache_max_object)
+                    .collapse_wait(options.cache_collapse_wait)
                     .key_headers(options.key_headers.clone())
                     .layer(forward),
             ),

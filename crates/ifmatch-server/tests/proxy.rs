@@ -25,6 +25,14 @@ struct Origin {
     documents: Mutex<HashMap<String, Bytes>>,
     gets: AtomicUsize,
     writes: AtomicUsize,
+    /// The GETs of `/cold`, and when the last sent its last byte.
+    cold_gets: AtomicUsize,
+    cold_sent: Mutex<Option<Instant>>,
+}
+
+/// The byte at `i` of `/cold`.
+fn cold_byte(i: usize) -> u8 {
+    (i / 4096 % 251) as u8
 }
 
 async fn start_origin() -> (Arc<Origin>, String) {
@@ -88,6 +96,31 @@ async fn start_origin() -> (Arc<Origin>, String) {
                     hasher.update(chunk.unwrap());
                 }
                 hex::encode(hasher.finalize())
+            }),
+        )
+        .route(
+            "/cold",
+            get(|State(o): State<Arc<Origin>>| async move {
+                // 10 MiB a shared cache may store for a minute, sent in 64 KiB chunks over
+                // about a second.
+                o.cold_gets.fetch_add(1, Ordering::SeqCst);
+                let chunks = futures_util::stream::iter(0..BIG / (64 << 10)).then(move |i| {
+                    let o = o.clone();
+                    async move {
+                        tokio::time::sleep(Duration::from_millis(6)).await;
+                        if i + 1 == BIG / (64 << 10) {
+                            *o.cold_sent.lock().unwrap() = Some(Instant::now());
+                        }
+                        let at = i * (64 << 10);
+                        let chunk: Vec<u8> = (at..at + (64 << 10)).map(cold_byte).collect();
+                        Ok::<_, std::io::Error>(Bytes::from(chunk))
+                    }
+                });
+                let headers = [
+                    ("cache-control", "max-age=60".to_owned()),
+                    ("content-length", BIG.to_string()),
+                ];
+                (headers, Body::from_stream(chunks))
             }),
         )
         .with_state(origin.clone());
@@ -659,4 +692,72 @@ async fn a_fresh_answer_is_served_from_the_store_in_the_proxys_own_version() {
         1,
         "one request reached the origin"
     );
+}
+
+/// Concurrent misses of one URL make one request to the origin, and every client reads the
+/// body as it arrives: the first bytes reach clients before the origin sent its last.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_concurrent_misses_reach_the_origin_once_and_stream() {
+    let (origin, upstream) = start_origin().await;
+    let proxy = Proxy::start(&upstream, &[]);
+    let http = client();
+    let expected: Arc<Vec<u8>> = Arc::new((0..BIG).map(cold_byte).collect());
+    let started = Instant::now();
+    let clients = (0..100).map(|_| {
+        let (http, url) = (http.clone(), format!("{}/cold", proxy.base));
+        let expected = expected.clone();
+        tokio::spawn(async move {
+            let response = http.get(url).send().await.unwrap();
+            assert_eq!(response.status(), 200);
+            let mut stream = response.bytes_stream();
+            let (mut first, mut received, mut wrong) = (None, 0, 0);
+            while let Some(chunk) = stream.next().await {
+                let chunk = chunk.unwrap();
+                first.get_or_insert_with(Instant::now);
+                let at = received.min(BIG);
+                wrong += usize::from(expected.get(at..at + chunk.len()) != Some(&chunk[..]));
+                received += chunk.len();
+            }
+            (first.unwrap(), received, wrong)
+        })
+    });
+    let answers = futures_util::future::join_all(clients).await;
+    let sent = origin.cold_sent.lock().unwrap().unwrap();
+    let mut firsts = Vec::new();
+    for answer in answers {
+        let (first, received, wrong) = answer.unwrap();
+        assert_eq!(
+            (received, wrong),
+            (BIG, 0),
+            "every client, every byte (wrong chunks)"
+        );
+        firsts.push(first);
+    }
+    assert_eq!(
+        origin.cold_gets.load(Ordering::SeqCst),
+        1,
+        "one origin request"
+    );
+    let earliest = firsts.iter().min().unwrap();
+    eprintln!(
+        "first byte at {:?}, the origin's last sent at {:?}, all done at {:?}",
+        *earliest - started,
+        sent - started,
+        started.elapsed()
+    );
+    assert!(*earliest < sent, "the first byte waited for the last");
+    // And the next request is a hit.
+    let again = http
+        .get(format!("{}/cold", proxy.base))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        again.headers()["cache-status"]
+            .to_str()
+            .unwrap()
+            .contains("hit")
+    );
+    assert_eq!(again.bytes().await.unwrap().len(), BIG);
+    assert_eq!(origin.cold_gets.load(Ordering::SeqCst), 1);
 }

@@ -19,6 +19,8 @@ type Answer = (u16, Vec<(&'static str, String)>, &'static str);
 struct Origin {
     answer: Arc<Mutex<Answer>>,
     seen: Arc<Mutex<Vec<(Method, HeaderMap)>>>,
+    /// How long it takes to answer.
+    delay: Arc<Mutex<std::time::Duration>>,
 }
 
 impl Origin {
@@ -51,6 +53,8 @@ impl Origin {
             async move {
                 (origin.seen.lock().unwrap())
                     .push((request.method().clone(), request.headers().clone()));
+                let delay = *origin.delay.lock().unwrap();
+                tokio::time::sleep(delay).await;
                 let (status, headers, body) = origin.answer.lock().unwrap().clone();
                 let mut response = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
                 *response.status_mut() = StatusCode::from_u16(status).unwrap();
@@ -429,4 +433,35 @@ async fn an_answer_made_for_one_host_never_reaches_another() {
     let (_, headers, _) = send(&layer, &origin, Method::GET, "/page", &[]).await;
     assert_eq!(status_of(&headers), "ifmatch; hit");
     assert_eq!(origin.reached(), 2);
+}
+
+/// Concurrent requests that find the same response stale make one revalidation, and those
+/// that waited are served what it refreshed; with no wait allowed, each asks itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_revalidations_of_one_key_reach_the_origin_once() {
+    for (wait, reached) in [(5_000, 1), (0, 20)] {
+        let layer = SharedCacheLayer::new().collapse_wait(std::time::Duration::from_millis(wait));
+        let origin = Origin::default();
+        origin.answers(
+            200,
+            &[("cache-control", "max-age=0"), ("etag", "\"v1\"")],
+            "body",
+        );
+        send(&layer, &origin, Method::GET, "/r", &[]).await;
+        origin.answers(
+            304,
+            &[("cache-control", "max-age=3600"), ("etag", "\"v1\"")],
+            "",
+        );
+        *origin.delay.lock().unwrap() = std::time::Duration::from_millis(200);
+        let asks = (0..20).map(|_| {
+            let (layer, origin) = (layer.clone(), origin.clone());
+            tokio::spawn(async move { send(&layer, &origin, Method::GET, "/r", &[]).await })
+        });
+        for answer in futures_util::future::join_all(asks).await {
+            let (status, _, body) = answer.unwrap();
+            assert_eq!((status, &body[..]), (StatusCode::OK, &b"body"[..]));
+        }
+        assert_eq!(origin.reached(), 1 + reached, "collapse wait {wait} ms");
+    }
 }

@@ -1,19 +1,18 @@
 //! The layer and what it can be told.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tower_layer::Layer;
 
 use super::service::SharedCache;
-use super::store::Store;
+use super::store::{Settings, Store};
 
 /// Puts a [`SharedCache`] in front of a service. Every service it makes, and every clone of
 /// it, shares one store.
 #[derive(Debug, Clone)]
 pub struct SharedCacheLayer {
-    memory: u64,
-    max_object: u64,
-    key_headers: Vec<http::HeaderName>,
+    settings: Settings,
     store: Arc<Store>,
 }
 
@@ -24,42 +23,48 @@ impl Default for SharedCacheLayer {
 }
 
 impl SharedCacheLayer {
-    /// A cache of 256 MiB of responses of up to 8 MiB each.
+    /// A cache of 256 MiB of responses of up to 16 MiB each, whose concurrent misses of one
+    /// key wait up to 5 s for the first.
     pub fn new() -> Self {
-        let (memory, max_object) = (256 << 20, 8 << 20);
-        Self {
-            memory,
-            max_object,
+        let settings = Settings {
+            memory: 256 << 20,
+            max_object: 16 << 20,
             key_headers: Vec::new(),
-            store: Arc::new(Store::new(memory, max_object, Vec::new())),
-        }
+            collapse_wait: Duration::from_secs(5),
+        };
+        let store = Arc::new(Store::new(settings.clone()));
+        Self { settings, store }
     }
 
-    fn renew(mut self) -> Self {
-        let key_headers = self.key_headers.clone();
-        self.store = Arc::new(Store::new(self.memory, self.max_object, key_headers));
+    /// With `change` made to its settings, and a new, empty store.
+    fn with(mut self, change: impl FnOnce(&mut Settings)) -> Self {
+        change(&mut self.settings);
+        self.store = Arc::new(Store::new(self.settings.clone()));
         self
     }
 
     /// Request fields whose values set stored answers apart as if every answer named them in
     /// `Vary` (a tenant's header, a session): an answer is served only to requests with the
     /// same values. Invalidation still forgets every answer of the path (a new, empty store).
-    pub fn key_headers(mut self, names: Vec<http::HeaderName>) -> Self {
-        self.key_headers = names;
-        self.renew()
+    pub fn key_headers(self, names: Vec<http::HeaderName>) -> Self {
+        self.with(|s| s.key_headers = names)
     }
 
     /// The bytes the stored responses may take, bodies and headers (a new, empty store).
-    pub fn memory(mut self, bytes: u64) -> Self {
-        self.memory = bytes;
-        self.renew()
+    pub fn memory(self, bytes: u64) -> Self {
+        self.with(|s| s.memory = bytes)
     }
 
     /// The largest response stored, in bytes; larger ones stream through (a new, empty
     /// store).
-    pub fn max_object(mut self, bytes: u64) -> Self {
-        self.max_object = bytes;
-        self.renew()
+    pub fn max_object(self, bytes: u64) -> Self {
+        self.with(|s| s.max_object = bytes)
+    }
+
+    /// How long a request that misses waits for another request of the same key already
+    /// asking, before it asks itself (a new, empty store). Zero: never waits.
+    pub fn collapse_wait(self, wait: Duration) -> Self {
+        self.with(|s| s.collapse_wait = wait)
     }
 }
 

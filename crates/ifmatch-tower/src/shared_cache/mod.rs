@@ -27,8 +27,12 @@
 //!
 //! - [`layer`]: the layer and what it can be told;
 //! - [`service`]: a request's way through the store to the inner service and back;
-//! - [`store`]: the stored responses, weighed by their bytes.
+//! - [`store`]: the stored responses, weighed by their bytes;
+//! - [`fill`]: a stored body, read by every client from its first byte while it arrives;
+//! - [`collapse`]: one request to the inner service for concurrent misses of one key.
 
+mod collapse;
+mod fill;
 mod layer;
 mod service;
 mod store;

@@ -14,10 +14,11 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Response, StatusCode, Uri};
 use http_body::{Body, Frame, SizeHint};
-use http_body_util::BodyExt;
 use http_cache_semantics::{AfterResponse, BeforeRequest, CacheOptions, CachePolicy};
 use tower_service::Service;
 
+use super::collapse::{self, Turn};
+use super::fill::{Fill, Reader};
 use super::store::{Store, Stored, keyed, variant};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -44,8 +45,7 @@ impl<S> SharedCache<S> {
 }
 
 pin_project_lite::pin_project! {
-    /// The body of an answer: a stored body, the inner service's, or the error that cut the
-    /// inner body short while it was being stored.
+    /// The body of an answer: a stored body (whole or arriving), or the inner service's.
     pub struct CachedBody<B> {
         #[pin]
         kind: Kind<B>,
@@ -55,25 +55,19 @@ pin_project_lite::pin_project! {
 pin_project_lite::pin_project! {
     #[project = KindProjection]
     enum Kind<B> {
-        Stored { bytes: Option<Bytes> },
+        Stored { reader: Reader },
         Inner { #[pin] body: B },
-        Failed { error: Option<BoxError> },
     }
 }
 
 impl<B> CachedBody<B> {
-    fn stored(bytes: Bytes) -> Self {
-        let kind = Kind::Stored { bytes: Some(bytes) };
+    fn stored(reader: Reader) -> Self {
+        let kind = Kind::Stored { reader };
         Self { kind }
     }
 
     fn inner(body: B) -> Self {
         let kind = Kind::Inner { body };
-        Self { kind }
-    }
-
-    fn failed(error: BoxError) -> Self {
-        let kind = Kind::Failed { error: Some(error) };
         Self { kind }
     }
 }
@@ -91,32 +85,22 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match self.project().kind.project() {
-            KindProjection::Stored { bytes } => Poll::Ready(
-                bytes
-                    .take()
-                    .filter(|b| !b.is_empty())
-                    .map(|b| Ok(Frame::data(b))),
-            ),
+            KindProjection::Stored { reader } => Pin::new(reader).poll_frame(cx),
             KindProjection::Inner { body } => body.poll_frame(cx).map_err(Into::into),
-            KindProjection::Failed { error } => Poll::Ready(error.take().map(Err)),
         }
     }
 
     fn is_end_stream(&self) -> bool {
         match &self.kind {
-            Kind::Stored { bytes } => bytes.as_ref().is_none_or(Bytes::is_empty),
+            Kind::Stored { reader } => reader.is_end_stream(),
             Kind::Inner { body } => body.is_end_stream(),
-            Kind::Failed { error } => error.is_none(),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match &self.kind {
-            Kind::Stored { bytes } => {
-                SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64))
-            }
+            Kind::Stored { reader } => reader.size_hint(),
             Kind::Inner { body } => body.size_hint(),
-            Kind::Failed { .. } => SizeHint::default(),
         }
     }
 }
@@ -155,7 +139,7 @@ async fn answer<S, ReqBody, ResBody>(
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
     ReqBody: Default,
-    ResBody: Body<Data = Bytes>,
+    ResBody: Body<Data = Bytes> + Send + 'static,
     ResBody::Error: Into<BoxError>,
 {
     let method = request.method().clone();
@@ -172,62 +156,94 @@ where
     }
 
     let asked = head_of(&request);
-    let now = SystemTime::now();
     let own = keyed(asked.headers(), store.key_headers());
-    for stored in store.get(&key).iter().filter(|stored| stored.keyed == own) {
-        match stored.policy.before_request(&asked, now) {
-            BeforeRequest::Fresh(head) => {
-                return Ok(from_store(head, stored, "hit"));
+    let mut found = lookup(&store, &key, &own, &asked);
+    // Held until what this request stores is in the store: the requests of the same key that
+    // came meanwhile are served from it.
+    let mut _lead = None;
+    if method == Method::GET && !matches!(found, Found::Fresh(..)) {
+        match store.gates.turn(&format!("{key}\0{own}")) {
+            Turn::Lead(lead) => _lead = Some(lead),
+            Turn::Follow(leader) => {
+                collapse::wait(leader, store.collapse_wait()).await;
+                found = lookup(&store, &key, &own, &asked);
             }
-            BeforeRequest::Stale {
-                request: revalidation,
-                matches: true,
-            } => {
-                let mut revalidation = Request::from_parts(revalidation, ReqBody::default());
-                *revalidation.extensions_mut() = request.extensions().clone();
-                poll_fn(|cx| inner.poll_ready(cx)).await?;
-                let response = inner.call(revalidation).await?;
-                let now = SystemTime::now();
-                match stored.policy.after_response(&asked, &response, now) {
-                    AfterResponse::NotModified(policy, head) => {
-                        let date = response.headers().get(header::DATE).cloned();
-                        let refreshed = Arc::new(Stored {
-                            policy,
-                            body: stored.body.clone(),
-                            date: date.or_else(|| stored.date.clone()),
-                            variant: stored.variant.clone(),
-                            keyed: stored.keyed.clone(),
-                        });
-                        store.put(&key, refreshed.clone(), Some(stored));
-                        let status = "fwd=stale; fwd-status=304";
-                        return Ok(from_store(head, &refreshed, status));
-                    }
-                    // A 304 that does not select the stored response (no validator of it, or
-                    // another's): ask again as the client asked, unconditionally.
-                    AfterResponse::Modified(..)
-                        if response.status() == StatusCode::NOT_MODIFIED =>
-                    {
-                        break;
-                    }
-                    AfterResponse::Modified(policy, _) => {
-                        return Ok(keep(&store, &key, &asked, response, policy, Some(stored)).await);
-                    }
+        }
+    }
+    match found {
+        Found::Fresh(head, stored) => return Ok(from_store(head, &stored, "hit")),
+        Found::Stale(revalidation, stored) => {
+            let mut revalidation = Request::from_parts(revalidation, ReqBody::default());
+            *revalidation.extensions_mut() = request.extensions().clone();
+            poll_fn(|cx| inner.poll_ready(cx)).await?;
+            let response = inner.call(revalidation).await?;
+            let now = SystemTime::now();
+            match stored.policy.after_response(&asked, &response, now) {
+                AfterResponse::NotModified(policy, head) => {
+                    let date = response.headers().get(header::DATE).cloned();
+                    let refreshed = Arc::new(Stored {
+                        policy,
+                        body: stored.body.clone(),
+                        date: date.or_else(|| stored.date.clone()),
+                        variant: stored.variant.clone(),
+                        keyed: stored.keyed.clone(),
+                    });
+                    store.put(&key, refreshed.clone(), Some(&stored));
+                    let status = "fwd=stale; fwd-status=304";
+                    return Ok(from_store(head, &refreshed, status));
+                }
+                // A 304 that does not select the stored response (no validator of it, or
+                // another's): ask again as the client asked, unconditionally.
+                AfterResponse::Modified(..) if response.status() == StatusCode::NOT_MODIFIED => {}
+                AfterResponse::Modified(policy, _) => {
+                    return Ok(keep(&store, &key, &asked, response, policy, Some(&stored)));
                 }
             }
-            BeforeRequest::Stale { matches: false, .. } => {}
         }
+        Found::Nothing => {}
     }
 
     // Ready again: a revalidation above may have used the readiness the caller saw.
     poll_fn(|cx| inner.poll_ready(cx)).await?;
+    let now = SystemTime::now();
     let response = inner.call(request).await?;
     let policy = CachePolicy::new_options(&asked, &response, now, CacheOptions::default());
-    Ok(keep(&store, &key, &asked, response, policy, None).await)
+    Ok(keep(&store, &key, &asked, response, policy, None))
 }
 
-/// `response`, stored under `key` on its way if `policy` allows and it fits (read whole
-/// first), in place of `replaces`.
-async fn keep<B>(
+/// What the store holds for a request.
+enum Found {
+    /// A response it may be served, with the head to serve.
+    Fresh(http::response::Parts, Arc<Stored>),
+    /// A response it may be served once the inner service says it is still current, with the
+    /// request that asks.
+    Stale(http::request::Parts, Arc<Stored>),
+    Nothing,
+}
+
+/// The stored response `asked` may be served, the most recent first, among those stored
+/// under `key` for requests with the key fields `own`.
+fn lookup(store: &Store, key: &str, own: &str, asked: &Request<()>) -> Found {
+    let now = SystemTime::now();
+    let variants = store.get(key);
+    let usable = (variants.iter()).filter(|stored| stored.keyed == own && !stored.body.failed());
+    for stored in usable {
+        match stored.policy.before_request(asked, now) {
+            BeforeRequest::Fresh(head) => return Found::Fresh(head, stored.clone()),
+            BeforeRequest::Stale {
+                request,
+                matches: true,
+            } => return Found::Stale(request, stored.clone()),
+            BeforeRequest::Stale { matches: false, .. } => {}
+        }
+    }
+    Found::Nothing
+}
+
+/// `response`, stored under `key` in place of `replaces` if `policy` allows and it fits:
+/// its body is then read into the store as its client reads it, and other clients may read
+/// it from the store meanwhile.
+fn keep<B>(
     store: &Store,
     key: &str,
     asked: &Request<()>,
@@ -236,14 +252,14 @@ async fn keep<B>(
     replaces: Option<&Arc<Stored>>,
 ) -> Response<CachedBody<B>>
 where
-    B: Body<Data = Bytes>,
+    B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
     let declared = (response.headers().get(header::CONTENT_LENGTH))
         .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-    let fits = declared.is_some_and(|len| len <= store.max_object());
+    let fits = declared.filter(|len| *len <= store.max_object());
     let storable = policy.is_storable() && valid_age(response.headers());
-    if asked.method() != Method::GET || !storable || !fits {
+    let (Some(len), true, true) = (fits, storable, asked.method() == Method::GET) else {
         let status = if storable {
             "fwd=miss; detail=too-large"
         } else {
@@ -252,24 +268,19 @@ where
         let mut response = response.map(CachedBody::inner);
         add_status(response.headers_mut(), status);
         return response;
-    }
-    let (mut head, body) = response.into_parts();
-    let bytes = match body.collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(error) => {
-            return Response::from_parts(head, CachedBody::failed(error.into()));
-        }
     };
+    let (mut head, body) = response.into_parts();
+    let body = Fill::reading(body, len);
     let stored = Stored {
         variant: variant(asked.headers(), &head.headers),
         keyed: keyed(asked.headers(), store.key_headers()),
         date: head.headers.get(header::DATE).cloned(),
         policy,
-        body: bytes.clone(),
+        body: body.clone(),
     };
     store.put(key, Arc::new(stored), replaces);
     add_status(&mut head.headers, "fwd=miss; stored");
-    Response::from_parts(head, CachedBody::stored(bytes))
+    Response::from_parts(head, CachedBody::stored(body.reader()))
 }
 
 /// `stored`, with the head `head` the policy made of it (its fields, refreshed, with `Age`).
@@ -284,7 +295,7 @@ fn from_store<B>(
     if let Some(date) = &stored.date {
         head.headers.insert(header::DATE, date.clone());
     }
-    let mut response = Response::from_parts(head, CachedBody::stored(stored.body.clone()));
+    let mut response = Response::from_parts(head, CachedBody::stored(stored.body.reader()));
     add_status(response.headers_mut(), status);
     response
 }

@@ -3,15 +3,19 @@
 //! against the store's capacity.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use bytes::Bytes;
 use http_cache_semantics::CachePolicy;
+
+use super::collapse::Gates;
+use super::fill::Fill;
 
 /// One stored response: what decides its reuse, its head, and its body.
 #[derive(Debug)]
 pub(crate) struct Stored {
     pub(crate) policy: CachePolicy,
-    pub(crate) body: Bytes,
+    /// Its body, whole or arriving.
+    pub(crate) body: Arc<Fill>,
     /// Its `Date`, as the origin sent it (the policy's head carries the time it is served,
     /// in a form that is no HTTP-date).
     pub(crate) date: Option<http::HeaderValue>,
@@ -71,36 +75,51 @@ type Variants = Arc<Vec<Arc<Stored>>>;
 /// this many entries at most.
 const MAX_VARIANTS: usize = 16;
 
+/// What a store is made with (see [`SharedCacheLayer`](super::SharedCacheLayer)).
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) memory: u64,
+    pub(crate) max_object: u64,
+    pub(crate) key_headers: Vec<http::HeaderName>,
+    pub(crate) collapse_wait: Duration,
+}
+
 #[derive(Debug)]
 pub(crate) struct Store {
     entries: moka::sync::Cache<String, Variants>,
-    max_object: u64,
-    key_headers: Vec<http::HeaderName>,
+    settings: Settings,
+    /// The keys being asked for.
+    pub(crate) gates: Arc<Gates>,
 }
 
 impl Store {
-    pub(crate) fn new(capacity: u64, max_object: u64, key_headers: Vec<http::HeaderName>) -> Self {
+    pub(crate) fn new(settings: Settings) -> Self {
         let entries = moka::sync::Cache::builder()
-            .max_capacity(capacity)
+            .max_capacity(settings.memory)
             .weigher(|_, variants: &Variants| {
                 (variants.iter().map(|v| v.weight())).fold(64u32, |sum, w| sum.saturating_add(w))
             })
             .build();
         Self {
             entries,
-            max_object,
-            key_headers,
+            settings,
+            gates: Arc::default(),
         }
     }
 
     /// The request fields that set answers apart besides `Vary`.
     pub(crate) fn key_headers(&self) -> &[http::HeaderName] {
-        &self.key_headers
+        &self.settings.key_headers
     }
 
     /// The largest body stored.
     pub(crate) fn max_object(&self) -> u64 {
-        self.max_object
+        self.settings.max_object
+    }
+
+    /// How long a miss waits for another of its key.
+    pub(crate) fn collapse_wait(&self) -> Duration {
+        self.settings.collapse_wait
     }
 
     /// The variants stored under `key`, the most recent first.
@@ -120,6 +139,7 @@ impl Store {
                         .iter()
                         .filter(|v| {
                             !replaces.is_some_and(|r| Arc::ptr_eq(r, v))
+                                && !v.body.failed()
                                 && (v.variant != stored.variant || v.keyed != stored.keyed)
                         })
                         .take(MAX_VARIANTS - 1)

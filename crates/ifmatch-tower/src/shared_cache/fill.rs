@@ -1,0 +1,294 @@
+//! A stored body as it arrives: the inner service's body is read once, into chunks any number
+//! of clients read from, each at its own pace, from the first chunk on. The first client does
+//! not wait for the last byte, and those that come while it arrives read the same bytes
+//! instead of asking the inner service again.
+//!
+//! Whichever reader finds no chunk it has not read polls the inner body (under the lock, which
+//! a poll never blocks on), appends what came and wakes the others; a reader that goes away
+//! wakes them too, so that one of them polls in its place. No task is spawned.
+
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+
+use bytes::{Bytes, BytesMut};
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::BodyExt;
+use http_body_util::combinators::UnsyncBoxBody;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A body being stored, or stored.
+#[derive(Debug)]
+pub(crate) struct Fill {
+    /// The length the inner service declared, which the body must have.
+    len: u64,
+    state: Mutex<State>,
+}
+
+struct State {
+    /// What came so far (or all of it, in one chunk, once whole).
+    chunks: Vec<Bytes>,
+    received: u64,
+    /// The inner body, while it is being read.
+    source: Option<UnsyncBoxBody<Bytes, BoxError>>,
+    failed: bool,
+    /// The readers waiting for a chunk.
+    waiting: Vec<Waker>,
+    /// The readers there are.
+    readers: usize,
+}
+
+impl std::fmt::Debug for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("State")
+            .field("received", &self.received)
+            .field("reading", &self.source.is_some())
+            .field("failed", &self.failed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Fill {
+    /// `body`, which declared `len` bytes, to be read as it comes.
+    pub(crate) fn reading<B>(body: B, len: u64) -> Arc<Self>
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        Arc::new(Self {
+            len,
+            state: Mutex::new(State {
+                chunks: Vec::new(),
+                received: 0,
+                source: Some(body.map_err(Into::into).boxed_unsync()),
+                failed: false,
+                waiting: Vec::new(),
+                readers: 0,
+            }),
+        })
+    }
+
+    /// Its length, as declared.
+    pub(crate) fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the inner body failed or ended at another length than it declared: nothing
+    /// more can be read from it, and it must not be served again.
+    pub(crate) fn failed(&self) -> bool {
+        self.lock().failed
+    }
+
+    /// A reader from its first byte.
+    pub(crate) fn reader(self: &Arc<Self>) -> Reader {
+        self.lock().readers += 1;
+        Reader {
+            fill: self.clone(),
+            next: 0,
+            sent: 0,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl State {
+    fn wake_all(&mut self) {
+        for waker in self.waiting.drain(..) {
+            waker.wake();
+        }
+    }
+
+    fn fail(&mut self) {
+        self.failed = true;
+        self.source = None;
+        self.chunks = Vec::new();
+        self.wake_all();
+    }
+
+    /// Once all of it came: one chunk, so that a stored body is one allocation.
+    fn finish(&mut self) {
+        self.source = None;
+        if self.chunks.len() > 1 {
+            let mut whole = BytesMut::with_capacity(usize::try_from(self.received).unwrap_or(0));
+            for chunk in &self.chunks {
+                whole.extend_from_slice(chunk);
+            }
+            self.chunks = vec![whole.freeze()];
+        }
+        self.wake_all();
+    }
+}
+
+/// One client's way through a [`Fill`].
+#[derive(Debug)]
+pub(crate) struct Reader {
+    fill: Arc<Fill>,
+    /// The chunk it reads next, while the body arrives; the byte, once it is whole.
+    next: usize,
+    /// The bytes it has read.
+    sent: u64,
+}
+
+impl Reader {
+    /// The next piece of what it has not read, if there is one now.
+    fn take(&mut self, state: &State) -> Option<Bytes> {
+        if state.source.is_some() {
+            let chunk = state.chunks.get(self.next)?.clone();
+            self.next += 1;
+            self.sent += chunk.len() as u64;
+            return Some(chunk);
+        }
+        // Whole, in one chunk: where this reader stopped is a byte offset, which the chunk it
+        // read before the merge leaves unchanged.
+        let whole = state.chunks.first()?;
+        let from = usize::try_from(self.sent).ok()?;
+        (from < whole.len()).then(|| {
+            self.sent = whole.len() as u64;
+            whole.slice(from..)
+        })
+    }
+}
+
+impl Body for Reader {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        let fill = this.fill.clone();
+        let mut state = fill.lock();
+        loop {
+            if state.failed {
+                return Poll::Ready(Some(Err("the origin's body was cut short".into())));
+            }
+            if let Some(chunk) = this.take(&state) {
+                return Poll::Ready(Some(Ok(Frame::data(chunk))));
+            }
+            let Some(source) = state.source.as_mut() else {
+                return Poll::Ready(None);
+            };
+            match Pin::new(source).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => {
+                    // Trailers are not stored.
+                    let Ok(data) = frame.into_data() else {
+                        continue;
+                    };
+                    if data.is_empty() {
+                        continue;
+                    }
+                    state.received += data.len() as u64;
+                    if state.received > fill.len {
+                        state.fail();
+                        continue;
+                    }
+                    state.chunks.push(data);
+                    state.wake_all();
+                }
+                Poll::Ready(Some(Err(error))) => {
+                    tracing::debug!(%error, "the origin's body failed while stored");
+                    state.fail();
+                }
+                Poll::Ready(None) if state.received == fill.len => state.finish(),
+                Poll::Ready(None) => state.fail(),
+                Poll::Pending => {
+                    if !state.waiting.iter().any(|w| w.will_wake(cx.waker())) {
+                        state.waiting.push(cx.waker().clone());
+                    }
+                    return Poll::Pending;
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.sent == self.fill.len
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.fill.len - self.sent)
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        let mut state = self.fill.lock();
+        state.readers -= 1;
+        if state.source.is_none() {
+            return;
+        }
+        // It may have been the one the inner body wakes: another takes its place.
+        state.wake_all();
+        // The last one gone (its client left): the body is read to its end all the same, so
+        // that the next client is served what is stored rather than a connection to the
+        // origin that went idle meanwhile.
+        if state.readers == 0
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            drop(state);
+            let rest = self.fill.reader();
+            runtime.spawn(async move {
+                let _ = rest.collect().await;
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::StreamBody;
+
+    fn chunks(parts: &[&'static str]) -> impl Body<Data = Bytes, Error = BoxError> + Send {
+        let frames: Vec<Result<Frame<Bytes>, BoxError>> = parts
+            .iter()
+            .map(|p| Ok(Frame::data(Bytes::from_static(p.as_bytes()))))
+            .collect();
+        StreamBody::new(futures_util::stream::iter(frames))
+    }
+
+    #[tokio::test]
+    async fn readers_started_at_any_time_read_every_byte_once() {
+        let fill = Fill::reading(chunks(&["ab", "cd", "ef"]), 6);
+        let mut first = fill.reader();
+        let one = first.frame().await.unwrap().unwrap().into_data().unwrap();
+        assert_eq!(one, "ab");
+        let second = fill.reader();
+        let rest = first.collect().await.unwrap().to_bytes();
+        assert_eq!(rest, "cdef");
+        assert_eq!(second.collect().await.unwrap().to_bytes(), "abcdef");
+        assert!(!fill.failed());
+        assert_eq!(fill.reader().collect().await.unwrap().to_bytes(), "abcdef");
+    }
+
+    #[tokio::test]
+    async fn a_body_shorter_or_longer_than_declared_fails_every_reader() {
+        for declared in [5, 7] {
+            let fill = Fill::reading(chunks(&["ab", "cd", "ef"]), declared);
+            assert!(
+                fill.reader().collect().await.is_err(),
+                "declared {declared}"
+            );
+            assert!(fill.failed());
+            assert!(fill.reader().collect().await.is_err());
+        }
+    }
+
+    #[tokio::test]
+    async fn a_reader_part_way_through_the_merge_goes_on_where_it_stopped() {
+        let fill = Fill::reading(chunks(&["ab", "cd"]), 4);
+        let mut early = fill.reader();
+        let one = early.frame().await.unwrap().unwrap().into_data().unwrap();
+        assert_eq!(one, "ab");
+        assert_eq!(fill.reader().collect().await.unwrap().to_bytes(), "abcd");
+        assert_eq!(early.collect().await.unwrap().to_bytes(), "cd");
+    }
+}
