@@ -4,7 +4,8 @@
 // tests (information, not conformance) are not.
 //
 // Usage: node scripts/cache-tests-summary.mjs SUITE_DIR RESULTS.json [FLOOR]
-// Prints one line per group and a total; with FLOOR, exits 1 when fewer passed.
+// Prints one line per group and a total (with CACHE_TESTS_FAILED=1 in the environment, the
+// tests each group failed, before it); with FLOOR, exits 1 when fewer passed.
 
 import { readFileSync } from 'node:fs'
 import { pathToFileURL } from 'node:url'
@@ -32,6 +33,7 @@ for (const suite of suites) {
     suiteCounted += 1
     const shown = display.determineTestResult(suites, test.id, results)
     if (shown[2] === '✅') suitePassed += 1
+    else if (process.env.CACHE_TESTS_FAILED) lines.push(`  failed: ${test.id} ${shown[2]} ${test.name}`)
   }
   if (suiteCounted === 0) continue
   passed += suitePassed

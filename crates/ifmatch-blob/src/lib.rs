@@ -50,7 +50,6 @@ mod listing;
 pub mod memory;
 mod metadata;
 mod operation;
-mod range;
 mod record;
 mod store;
 
@@ -58,7 +57,7 @@ pub use account::{Account, Accounts, DEV_ACCOUNT, DEV_KEY, Style};
 pub use body::ResponseBody;
 pub use front::{DEFAULT_MAX_BODY, ERROR_CODE, Front, OperationName, REQUEST_ID};
 pub use hashing::HashingBody;
+pub use ifmatch_core::ByteRange;
 pub use operation::{BlockListType, ListOptions, MAX_RESULTS, Operation, Target};
-pub use range::ByteRange;
 pub use record::{Block, Content, Properties, PublicAccess, Record, Staging, unix_seconds};
 pub use store::{BoxError, Env, Key, Objects, PutMode, Records, Staged, StoreError, check_len};

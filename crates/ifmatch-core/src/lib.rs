@@ -12,6 +12,7 @@
 //! | RFC 9110 13.2 evaluation | [`precondition::http::evaluate`] |
 //! | the Azure Blob dialect of the same | [`precondition::blob::evaluate`] |
 //! | the headers of a 304 (RFC 9110 15.4.5) | [`not_modified_headers`] |
+//! | one `Range: bytes=` of a representation (RFC 9110 14.1.2) | [`ByteRange`] |
 //! | leases: acquire, renew, change, release, break | [`lease::Lease`] |
 //! | blob-dialect error codes and XML bodies | [`ErrorCode`] |
 //!
@@ -56,9 +57,11 @@ mod header_list;
 pub mod lease;
 mod not_modified;
 pub mod precondition;
+mod range;
 
 pub use error_code::{ErrorCode, is_xml_text, xml_escape};
 pub use etag::{EntityTag, EntityTagList, InvalidEntityTag};
 pub use hash::{EtagHasher, strong_etag};
 pub use header_list::header_list;
 pub use not_modified::not_modified_headers;
+pub use range::ByteRange;

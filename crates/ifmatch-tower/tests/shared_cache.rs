@@ -465,3 +465,101 @@ async fn concurrent_revalidations_of_one_key_reach_the_origin_once() {
         assert_eq!(origin.reached(), 1 + reached, "collapse wait {wait} ms");
     }
 }
+
+/// A range of a stored response is served from the store as a 206, while `If-Range` still
+/// names what is stored; a range past its end is a 416; anything else gets the whole.
+#[tokio::test]
+async fn ranges_of_a_stored_response_are_served_from_the_store() {
+    let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
+    let modified = "Mon, 02 Nov 2026 10:00:00 GMT";
+    let headers = [
+        ("cache-control", "max-age=3600"),
+        ("etag", "\"v1\""),
+        ("last-modified", modified),
+        // Sent an hour later: the date is a strong validator.
+        ("date", "Mon, 02 Nov 2026 11:00:00 GMT"),
+    ];
+    origin.answers(200, &headers, "0123456789");
+    send(&layer, &origin, Method::GET, "/r", &[]).await;
+    let cases: &[(&[(&str, &str)], u16, &str, Option<&str>)] = &[
+        (&[("range", "bytes=2-4")], 206, "234", Some("bytes 2-4/10")),
+        (&[("range", "bytes=7-")], 206, "789", Some("bytes 7-9/10")),
+        (&[("range", "bytes=-2")], 206, "89", Some("bytes 8-9/10")),
+        (
+            &[("range", "bytes=5-99")],
+            206,
+            "56789",
+            Some("bytes 5-9/10"),
+        ),
+        (&[("range", "bytes=10-")], 416, "", Some("bytes */10")),
+        (&[("range", "bytes=0-1,4-5")], 200, "0123456789", None),
+        (
+            &[("range", "bytes=2-4"), ("if-range", "\"v1\"")],
+            206,
+            "234",
+            Some("bytes 2-4/10"),
+        ),
+        (
+            &[("range", "bytes=2-4"), ("if-range", modified)],
+            206,
+            "234",
+            Some("bytes 2-4/10"),
+        ),
+        (
+            &[("range", "bytes=2-4"), ("if-range", "\"v0\"")],
+            200,
+            "0123456789",
+            None,
+        ),
+        (
+            &[("range", "bytes=2-4"), ("if-range", "W/\"v1\"")],
+            200,
+            "0123456789",
+            None,
+        ),
+    ];
+    for (request, status, body, content_range) in cases {
+        let (got, headers, bytes) = send(&layer, &origin, Method::GET, "/r", request).await;
+        assert_eq!(
+            (got.as_u16(), &bytes[..]),
+            (*status, body.as_bytes()),
+            "{request:?}"
+        );
+        let described = headers.get("content-range").map(|v| v.to_str().unwrap());
+        assert_eq!(described, *content_range, "{request:?}");
+        assert_eq!(headers["content-length"], body.len().to_string().as_str());
+        assert_eq!(status_of(&headers), "ifmatch; hit", "{request:?}");
+    }
+    assert_eq!(origin.reached(), 1, "every answer came from the store");
+}
+
+/// A 304 without validators to a revalidation that named only the stored response's selects
+/// it: the origin is asked once, not again unconditionally.
+#[tokio::test]
+async fn a_304_without_validators_refreshes_the_response_it_answers() {
+    let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
+    let stored = [
+        ("cache-control", "no-cache"),
+        ("etag", "\"abcd\""),
+        ("x-kept", "old"),
+    ];
+    origin.answers(200, &stored, "body");
+    send(&layer, &origin, Method::GET, "/n", &[]).await;
+    origin.answers(304, &[("x-kept", "new")], "");
+    let (status, headers, body) = send(&layer, &origin, Method::GET, "/n", &[]).await;
+    assert_eq!((status, &body[..]), (StatusCode::OK, &b"body"[..]));
+    assert_eq!(origin.last()["if-none-match"], "\"abcd\"");
+    assert_eq!(headers["etag"], "\"abcd\"");
+    assert_eq!(headers["x-kept"], "new");
+    assert_eq!(origin.reached(), 2, "one revalidation, no second request");
+    // A client's condition naming another tag makes the 304 ambiguous: asked again.
+    send(
+        &layer,
+        &origin,
+        Method::GET,
+        "/n",
+        &[("if-none-match", "\"other\"")],
+    )
+    .await;
+    assert_eq!(origin.reached(), 4);
+}

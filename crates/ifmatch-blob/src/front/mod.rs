@@ -26,9 +26,9 @@ use crate::body::{Opening, Piece, Pieces, ResponseBody};
 use crate::checksums::{ChecksumBody, Checksums};
 use crate::metadata;
 use crate::operation::{ListOptions, Operation, Target};
-use crate::range::ByteRange;
 use crate::store::{BoxError, Env, Key, Objects, PutMode, Records, StoreError};
 use crate::{Content, PublicAccess, Record};
+use ifmatch_core::ByteRange;
 
 mod blobs;
 mod blocks;

@@ -7,6 +7,7 @@
 //! a poll never blocks on), appends what came and wakes the others; a reader that goes away
 //! wakes them too, so that one of them polls in its place. No task is spawned.
 
+use std::ops::Range;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
@@ -80,13 +81,20 @@ impl Fill {
         self.lock().failed
     }
 
-    /// A reader from its first byte.
+    /// A reader of all of it.
     pub(crate) fn reader(self: &Arc<Self>) -> Reader {
+        self.part(0..self.len)
+    }
+
+    /// A reader of the bytes `range` of it (within its length).
+    pub(crate) fn part(self: &Arc<Self>, range: Range<u64>) -> Reader {
         self.lock().readers += 1;
         Reader {
             fill: self.clone(),
+            range,
             next: 0,
-            sent: 0,
+            at: 0,
+            drains: false,
         }
     }
 
@@ -125,33 +133,47 @@ impl State {
     }
 }
 
-/// One client's way through a [`Fill`].
+/// One client's way through a [`Fill`], or through a part of it.
 #[derive(Debug)]
 pub(crate) struct Reader {
     fill: Arc<Fill>,
-    /// The chunk it reads next, while the body arrives; the byte, once it is whole.
+    /// The bytes it sends.
+    range: Range<u64>,
+    /// The chunk it reads next, while the body arrives.
     next: usize,
-    /// The bytes it has read.
-    sent: u64,
+    /// Where that chunk starts: the bytes it went past.
+    at: u64,
+    /// Whether it reads for no client, to the end, after the last one left.
+    drains: bool,
 }
 
 impl Reader {
-    /// The next piece of what it has not read, if there is one now.
-    fn take(&mut self, state: &State) -> Option<Bytes> {
+    /// The next piece it has not gone past, and where it starts, if there is one now.
+    fn take(&mut self, state: &State) -> Option<(u64, Bytes)> {
         if state.source.is_some() {
             let chunk = state.chunks.get(self.next)?.clone();
+            let at = self.at;
             self.next += 1;
-            self.sent += chunk.len() as u64;
-            return Some(chunk);
+            self.at += chunk.len() as u64;
+            return Some((at, chunk));
         }
         // Whole, in one chunk: where this reader stopped is a byte offset, which the chunk it
         // read before the merge leaves unchanged.
         let whole = state.chunks.first()?;
-        let from = usize::try_from(self.sent).ok()?;
-        (from < whole.len()).then(|| {
-            self.sent = whole.len() as u64;
-            whole.slice(from..)
+        let from = self.at.max(self.range.start);
+        let start = usize::try_from(from).ok()?;
+        (start < whole.len()).then(|| {
+            self.at = whole.len() as u64;
+            (from, whole.slice(start..))
         })
+    }
+
+    /// What of `chunk`, which starts at `at`, is in its range.
+    fn within(&self, at: u64, chunk: &Bytes) -> Option<Bytes> {
+        let end = at + chunk.len() as u64;
+        let (from, to) = (self.range.start.max(at), self.range.end.min(end));
+        let slice = |x: u64| usize::try_from(x - at).unwrap_or(usize::MAX);
+        (from < to).then(|| chunk.slice(slice(from)..slice(to)))
     }
 }
 
@@ -170,8 +192,14 @@ impl Body for Reader {
             if state.failed {
                 return Poll::Ready(Some(Err("the origin's body was cut short".into())));
             }
-            if let Some(chunk) = this.take(&state) {
-                return Poll::Ready(Some(Ok(Frame::data(chunk))));
+            if this.at >= this.range.end {
+                return Poll::Ready(None);
+            }
+            if let Some((at, chunk)) = this.take(&state) {
+                if let Some(part) = this.within(at, &chunk) {
+                    return Poll::Ready(Some(Ok(Frame::data(part))));
+                }
+                continue;
             }
             let Some(source) = state.source.as_mut() else {
                 return Poll::Ready(None);
@@ -210,11 +238,11 @@ impl Body for Reader {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.sent == self.fill.len
+        self.at >= self.range.end
     }
 
     fn size_hint(&self) -> SizeHint {
-        SizeHint::with_exact(self.fill.len - self.sent)
+        SizeHint::with_exact(self.range.end.saturating_sub(self.at.max(self.range.start)))
     }
 }
 
@@ -231,10 +259,12 @@ impl Drop for Reader {
         // that the next client is served what is stored rather than a connection to the
         // origin that went idle meanwhile.
         if state.readers == 0
+            && !self.drains
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
             drop(state);
-            let rest = self.fill.reader();
+            let mut rest = self.fill.reader();
+            rest.drains = true;
             runtime.spawn(async move {
                 let _ = rest.collect().await;
             });
@@ -290,5 +320,18 @@ mod tests {
         assert_eq!(one, "ab");
         assert_eq!(fill.reader().collect().await.unwrap().to_bytes(), "abcd");
         assert_eq!(early.collect().await.unwrap().to_bytes(), "cd");
+    }
+
+    #[tokio::test]
+    async fn a_part_is_read_across_chunks_arriving_or_whole() {
+        let fill = Fill::reading(chunks(&["abc", "def", "ghi"]), 9);
+        for (range, want) in [(2..7, "cdefg"), (3..6, "def"), (8..9, "i"), (0..0, "")] {
+            let part = fill.part(range.clone());
+            assert_eq!(part.size_hint().exact(), Some(range.end - range.start));
+            assert_eq!(part.collect().await.unwrap().to_bytes(), want, "{range:?}");
+        }
+        // Now whole: the same parts.
+        assert_eq!(fill.part(2..7).collect().await.unwrap().to_bytes(), "cdefg");
+        assert_eq!(fill.part(8..9).collect().await.unwrap().to_bytes(), "i");
     }
 }

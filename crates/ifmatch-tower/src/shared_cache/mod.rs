@@ -29,11 +29,13 @@
 //! - [`service`]: a request's way through the store to the inner service and back;
 //! - [`store`]: the stored responses, weighed by their bytes;
 //! - [`fill`]: a stored body, read by every client from its first byte while it arrives;
-//! - [`collapse`]: one request to the inner service for concurrent misses of one key.
+//! - [`collapse`]: one request to the inner service for concurrent misses of one key;
+//! - [`range`]: a byte range of a stored response, for a request with `Range`.
 
 mod collapse;
 mod fill;
 mod layer;
+mod range;
 mod service;
 mod store;
 

@@ -19,6 +19,7 @@ use tower_service::Service;
 
 use super::collapse::{self, Turn};
 use super::fill::{Fill, Reader};
+use super::range;
 use super::store::{Store, Stored, keyed, variant};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -171,14 +172,19 @@ where
         }
     }
     match found {
-        Found::Fresh(head, stored) => return Ok(from_store(head, &stored, "hit")),
+        Found::Fresh(head, stored) => return Ok(from_store(head, &stored, &asked, "hit")),
         Found::Stale(revalidation, stored) => {
             let mut revalidation = Request::from_parts(revalidation, ReqBody::default());
             *revalidation.extensions_mut() = request.extensions().clone();
             poll_fn(|cx| inner.poll_ready(cx)).await?;
             let response = inner.call(revalidation).await?;
             let now = SystemTime::now();
-            match stored.policy.after_response(&asked, &response, now) {
+            let judged = selecting(&response, &stored, &asked);
+            let after = match &judged {
+                Some(judged) => stored.policy.after_response(&asked, judged, now),
+                None => stored.policy.after_response(&asked, &response, now),
+            };
+            match after {
                 AfterResponse::NotModified(policy, head) => {
                     let date = response.headers().get(header::DATE).cloned();
                     let refreshed = Arc::new(Stored {
@@ -187,10 +193,11 @@ where
                         date: date.or_else(|| stored.date.clone()),
                         variant: stored.variant.clone(),
                         keyed: stored.keyed.clone(),
+                        validators: stored.validators.clone(),
                     });
                     store.put(&key, refreshed.clone(), Some(&stored));
                     let status = "fwd=stale; fwd-status=304";
-                    return Ok(from_store(head, &refreshed, status));
+                    return Ok(from_store(head, &refreshed, &asked, status));
                 }
                 // A 304 that does not select the stored response (no validator of it, or
                 // another's): ask again as the client asked, unconditionally.
@@ -209,6 +216,48 @@ where
     let response = inner.call(request).await?;
     let policy = CachePolicy::new_options(&asked, &response, now, CacheOptions::default());
     Ok(keep(&store, &key, &asked, response, policy, None))
+}
+
+/// The head the policy is to judge a revalidation's `response` by: for a 304 without
+/// validators to a revalidation that carried only `stored`'s (the client sent no condition
+/// naming another), one with `stored`'s, since no other response can be the one it selects (RFC 9111
+/// 4.3.3). Origins that leave them out of 304s (RFC 9110 15.4.5 says to send them) otherwise
+/// leave a cache no choice but to ask again.
+fn selecting<B>(
+    response: &Response<B>,
+    stored: &Stored,
+    asked: &Request<()>,
+) -> Option<Response<()>> {
+    let headers = response.headers();
+    let conditions = [
+        (header::IF_NONE_MATCH, header::ETAG),
+        (header::IF_MODIFIED_SINCE, header::LAST_MODIFIED),
+    ];
+    let another = conditions.iter().any(|(condition, validator)| {
+        let own = stored.validators.get(validator);
+        (asked.headers().get_all(condition).iter()).any(|value| Some(value) != own)
+    });
+    if response.status() != StatusCode::NOT_MODIFIED
+        || headers.contains_key(header::ETAG)
+        || headers.contains_key(header::LAST_MODIFIED)
+        || another
+        || stored.validators.is_empty()
+    {
+        return None;
+    }
+    let mut judged = Response::new(());
+    *judged.status_mut() = StatusCode::NOT_MODIFIED;
+    *judged.headers_mut() = headers.clone();
+    judged.headers_mut().extend(stored.validators.clone());
+    Some(judged)
+}
+
+/// A response's `ETag` and `Last-Modified`.
+fn validators_of(headers: &HeaderMap) -> HeaderMap {
+    [header::ETAG, header::LAST_MODIFIED]
+        .into_iter()
+        .filter_map(|name| Some((name.clone(), headers.get(&name)?.clone())))
+        .collect()
 }
 
 /// What the store holds for a request.
@@ -275,6 +324,7 @@ where
         variant: variant(asked.headers(), &head.headers),
         keyed: keyed(asked.headers(), store.key_headers()),
         date: head.headers.get(header::DATE).cloned(),
+        validators: validators_of(&head.headers),
         policy,
         body: body.clone(),
     };
@@ -283,10 +333,12 @@ where
     Response::from_parts(head, CachedBody::stored(body.reader()))
 }
 
-/// `stored`, with the head `head` the policy made of it (its fields, refreshed, with `Age`).
+/// `stored` for `asked`, with the head `head` the policy made of it (its fields, refreshed,
+/// with `Age`): all of it, or the part `asked` names in `Range`.
 fn from_store<B>(
     mut head: http::response::Parts,
     stored: &Stored,
+    asked: &Request<()>,
     status: &str,
 ) -> Response<CachedBody<B>> {
     // The policy stamps `Date` with the time it is served, and not as an HTTP-date: a cache
@@ -295,7 +347,11 @@ fn from_store<B>(
     if let Some(date) = &stored.date {
         head.headers.insert(header::DATE, date.clone());
     }
-    let mut response = Response::from_parts(head, CachedBody::stored(stored.body.reader()));
+    let body = match range::part(asked, &mut head, stored.body.len()) {
+        Some(range) => stored.body.part(range),
+        None => stored.body.reader(),
+    };
+    let mut response = Response::from_parts(head, CachedBody::stored(body));
     add_status(response.headers_mut(), status);
     response
 }

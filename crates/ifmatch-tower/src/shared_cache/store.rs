@@ -19,6 +19,8 @@ pub(crate) struct Stored {
     /// Its `Date`, as the origin sent it (the policy's head carries the time it is served,
     /// in a form that is no HTTP-date).
     pub(crate) date: Option<http::HeaderValue>,
+    /// Its `ETag` and `Last-Modified`, as stored first (a 304 changes neither).
+    pub(crate) validators: http::HeaderMap,
     /// The response's `Vary` and the request's values of the fields it names, and of the
     /// store's own key fields: which requests it answers, for a newer response of the same
     /// to replace it.
