@@ -483,7 +483,7 @@ async fn ranges_of_a_stored_response_are_served_from_the_store() {
     send(&layer, &origin, Method::GET, "/r", &[]).await;
     // The request's fields; the answer's status, body and `Content-Range`.
     type Case<'a> = (&'a [(&'a str, &'a str)], u16, &'a str, Option<&'a str>);
-    let cases: &[Case] = &[
+    let cases: &[Case<'_>] = &[
         (&[("range", "bytes=2-4")], 206, "234", Some("bytes 2-4/10")),
         (&[("range", "bytes=7-")], 206, "789", Some("bytes 7-9/10")),
         (&[("range", "bytes=-2")], 206, "89", Some("bytes 8-9/10")),
