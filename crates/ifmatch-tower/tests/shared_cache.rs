@@ -565,3 +565,51 @@ async fn a_304_without_validators_refreshes_the_response_it_answers() {
     .await;
     assert_eq!(origin.reached(), 4);
 }
+
+/// `If-Modified-Since` against a stored response without validators is compared with its
+/// `Date` (RFC 9111 4.3.2).
+#[tokio::test]
+async fn if_modified_since_without_validators_is_answered_by_the_stored_date() {
+    let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
+    let headers = [
+        ("cache-control", "max-age=3600"),
+        ("date", "Mon, 02 Nov 2026 10:00:00 GMT"),
+    ];
+    origin.answers(200, &headers, "body");
+    send(&layer, &origin, Method::GET, "/d", &[]).await;
+    for (since, status) in [
+        ("Mon, 02 Nov 2026 10:00:00 GMT", 304),
+        ("Mon, 02 Nov 2026 11:00:00 GMT", 304),
+        ("Mon, 02 Nov 2026 09:59:59 GMT", 200),
+    ] {
+        let asked = [("if-modified-since", since)];
+        let (got, _, body) = send(&layer, &origin, Method::GET, "/d", &asked).await;
+        assert_eq!(got.as_u16(), status, "{since}");
+        assert_eq!(body.is_empty(), status == 304);
+    }
+    assert_eq!(origin.reached(), 1);
+}
+
+/// Any final status with explicit freshness is stored and served with its own status (RFC
+/// 9111 3), a 204 without a length too; not an undefined status under `must-understand`.
+#[tokio::test]
+async fn final_statuses_with_explicit_freshness_are_stored() {
+    for (status, cache_control, body, stored) in [
+        (500, "max-age=3600", "oops", true),
+        (404, "max-age=3600", "none", true),
+        (599, "max-age=3600", "odd", true),
+        (204, "max-age=3600", "", true),
+        (599, "max-age=3600, must-understand", "odd", false),
+        (500, "no-cache", "oops", false),
+        (503, "", "later", false),
+    ] {
+        let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
+        origin.answers(status, &[("cache-control", cache_control)], body);
+        for _ in 0..2 {
+            let (got, _, bytes) = send(&layer, &origin, Method::GET, "/s", &[]).await;
+            assert_eq!((got.as_u16(), &bytes[..]), (status, body.as_bytes()));
+        }
+        let reached = if stored { 1 } else { 2 };
+        assert_eq!(origin.reached(), reached, "{status} {cache_control}");
+    }
+}

@@ -5,8 +5,8 @@
 //! The rules of storing and reusing (storability, `Cache-Control` of requests and responses,
 //! freshness from `s-maxage`, `max-age`, `Expires` and heuristics, `Vary`, `Authorization`, `Age`,
 //! the revalidation request and the update of stored headers by a 304) are
-//! [`http_cache_semantics`]'s, in its shared-cache mode; this module stores, looks up and
-//! plumbs.
+//! [`http_cache_semantics`]'s, in its shared-cache mode, but where [`policy`] says why not;
+//! this module stores, looks up and plumbs.
 //!
 //! Put it inside [`ConditionalLayer`](crate::ConditionalLayer): the outer layer answers the
 //! client's own conditions (304, 412) from what this one serves, and keeps writes atomic.
@@ -30,12 +30,16 @@
 //! - [`store`]: the stored responses, weighed by their bytes;
 //! - [`fill`]: a stored body, read by every client from its first byte while it arrives;
 //! - [`collapse`]: one request to the inner service for concurrent misses of one key;
-//! - [`range`]: a byte range of a stored response, for a request with `Range`.
+//! - [`range`]: a byte range of a stored response, for a request with `Range`;
+//! - [`received`]: `If-Modified-Since` against a stored response with no validator;
+//! - [`policy`]: where this cache and the crate part, and why.
 
 mod collapse;
 mod fill;
 mod layer;
+mod policy;
 mod range;
+mod received;
 mod service;
 mod store;
 

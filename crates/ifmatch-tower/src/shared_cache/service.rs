@@ -14,13 +14,14 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Response, StatusCode, Uri};
 use http_body::{Body, Frame, SizeHint};
-use http_cache_semantics::{AfterResponse, BeforeRequest, CacheOptions, CachePolicy};
+use http_cache_semantics::{AfterResponse, BeforeRequest, CachePolicy};
 use tower_service::Service;
 
 use super::collapse::{self, Turn};
 use super::fill::{Fill, Reader};
-use super::range;
+use super::policy;
 use super::store::{Store, Stored, keyed, variant};
+use super::{range, received};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -179,7 +180,7 @@ where
             poll_fn(|cx| inner.poll_ready(cx)).await?;
             let response = inner.call(revalidation).await?;
             let now = SystemTime::now();
-            let judged = selecting(&response, &stored, &asked);
+            let judged = policy::judged(&response, &stored, &asked);
             let after = match &judged {
                 Some(judged) => stored.policy.after_response(&asked, judged, now),
                 None => stored.policy.after_response(&asked, &response, now),
@@ -191,6 +192,7 @@ where
                         policy,
                         body: stored.body.clone(),
                         date: date.or_else(|| stored.date.clone()),
+                        status: stored.status,
                         variant: stored.variant.clone(),
                         keyed: stored.keyed.clone(),
                         validators: stored.validators.clone(),
@@ -202,7 +204,8 @@ where
                 // A 304 that does not select the stored response (no validator of it, or
                 // another's): ask again as the client asked, unconditionally.
                 AfterResponse::Modified(..) if response.status() == StatusCode::NOT_MODIFIED => {}
-                AfterResponse::Modified(policy, _) => {
+                AfterResponse::Modified(..) => {
+                    let policy = policy::of(&asked, &response, now);
                     return Ok(keep(&store, &key, &asked, response, policy, Some(&stored)));
                 }
             }
@@ -214,42 +217,8 @@ where
     poll_fn(|cx| inner.poll_ready(cx)).await?;
     let now = SystemTime::now();
     let response = inner.call(request).await?;
-    let policy = CachePolicy::new_options(&asked, &response, now, CacheOptions::default());
+    let policy = policy::of(&asked, &response, now);
     Ok(keep(&store, &key, &asked, response, policy, None))
-}
-
-/// The head the policy is to judge a revalidation's `response` by: for a 304 without
-/// validators to a revalidation that carried only `stored`'s (the client sent no condition
-/// naming another), one with `stored`'s, since no other response can be the one it selects (RFC 9111
-/// 4.3.3). Origins that leave them out of 304s (RFC 9110 15.4.5 says to send them) otherwise
-/// leave a cache no choice but to ask again.
-fn selecting<B>(
-    response: &Response<B>,
-    stored: &Stored,
-    asked: &Request<()>,
-) -> Option<Response<()>> {
-    let headers = response.headers();
-    let conditions = [
-        (header::IF_NONE_MATCH, header::ETAG),
-        (header::IF_MODIFIED_SINCE, header::LAST_MODIFIED),
-    ];
-    let another = conditions.iter().any(|(condition, validator)| {
-        let own = stored.validators.get(validator);
-        (asked.headers().get_all(condition).iter()).any(|value| Some(value) != own)
-    });
-    if response.status() != StatusCode::NOT_MODIFIED
-        || headers.contains_key(header::ETAG)
-        || headers.contains_key(header::LAST_MODIFIED)
-        || another
-        || stored.validators.is_empty()
-    {
-        return None;
-    }
-    let mut judged = Response::new(());
-    *judged.status_mut() = StatusCode::NOT_MODIFIED;
-    *judged.headers_mut() = headers.clone();
-    judged.headers_mut().extend(stored.validators.clone());
-    Some(judged)
 }
 
 /// A response's `ETag` and `Last-Modified`.
@@ -304,10 +273,9 @@ where
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
-    let declared = (response.headers().get(header::CONTENT_LENGTH))
-        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    let declared = policy::length(response.status(), response.headers());
     let fits = declared.filter(|len| *len <= store.max_object());
-    let storable = policy.is_storable() && valid_age(response.headers());
+    let storable = policy.is_storable() && policy::valid_age(response.headers());
     let (Some(len), true, true) = (fits, storable, asked.method() == Method::GET) else {
         let status = if storable {
             "fwd=miss; detail=too-large"
@@ -321,6 +289,7 @@ where
     let (mut head, body) = response.into_parts();
     let body = Fill::reading(body, len);
     let stored = Stored {
+        status: head.status,
         variant: variant(asked.headers(), &head.headers),
         keyed: keyed(asked.headers(), store.key_headers()),
         date: head.headers.get(header::DATE).cloned(),
@@ -334,7 +303,7 @@ where
 }
 
 /// `stored` for `asked`, with the head `head` the policy made of it (its fields, refreshed,
-/// with `Age`): all of it, or the part `asked` names in `Range`.
+/// with `Age`): all of it, the part `asked` names in `Range`, or a 304.
 fn from_store<B>(
     mut head: http::response::Parts,
     stored: &Stored,
@@ -343,32 +312,22 @@ fn from_store<B>(
 ) -> Response<CachedBody<B>> {
     // The policy stamps `Date` with the time it is served, and not as an HTTP-date: a cache
     // sends the origin's (RFC 9110 6.6.1), or none for the server to add.
+    head.status = stored.status;
     head.headers.remove(header::DATE);
     if let Some(date) = &stored.date {
         head.headers.insert(header::DATE, date.clone());
     }
-    let body = match range::part(asked, &mut head, stored.body.len()) {
-        Some(range) => stored.body.part(range),
-        None => stored.body.reader(),
+    let body = if received::not_modified(asked, &mut head) {
+        stored.body.part(0..0)
+    } else {
+        match range::part(asked, &mut head, stored.body.len()) {
+            Some(range) => stored.body.part(range),
+            None => stored.body.reader(),
+        }
     };
     let mut response = Response::from_parts(head, CachedBody::stored(body));
     add_status(response.headers_mut(), status);
     response
-}
-
-/// Whether the response's `Age` is one non-negative whole number of seconds, or absent: a
-/// response with another (`abc`, `-1`, `1.5`, two of them) is taken for stale, and not
-/// stored (RFC 9111 5.1).
-fn valid_age(headers: &HeaderMap) -> bool {
-    let mut ages = headers.get_all(header::AGE).iter();
-    match (ages.next(), ages.next()) {
-        (None, _) => true,
-        (Some(age), None) => {
-            let age = age.as_bytes();
-            !age.is_empty() && age.iter().all(u8::is_ascii_digit)
-        }
-        _ => false,
-    }
 }
 
 fn add_status(headers: &mut HeaderMap, status: &str) {

@@ -14,6 +14,8 @@ use super::fill::Fill;
 #[derive(Debug)]
 pub(crate) struct Stored {
     pub(crate) policy: CachePolicy,
+    /// Its status (which the policy may have been shown as another; see [`super::policy`]).
+    pub(crate) status: http::StatusCode,
     /// Its body, whole or arriving.
     pub(crate) body: Arc<Fill>,
     /// Its `Date`, as the origin sent it (the policy's head carries the time it is served,

@@ -1,0 +1,133 @@
+//! Where this cache and [`http_cache_semantics`] part, each with the reason; everything else
+//! of storing and reusing is the crate's.
+//!
+//! - **Statuses.** The crate stores only the statuses RFC 7234 listed as understood; RFC 9111
+//!   3 lets a cache store any final status with explicit freshness (`max-age`, `s-maxage`,
+//!   `Expires`) or `public`, and `204` heuristically. The crate is shown such a response as a
+//!   `200` (the real status is stored beside it), except under `must-understand` with a
+//!   status RFC 9110 does not define (5.2.2.3).
+//! - **Empty bodies.** A `204` has no `Content-Length`, and its body is empty.
+//! - **A 304 without validators** selects the stored response the revalidation named, and a
+//!   304 never changes `Content-MD5` or `Content-Range` (see [`judged`]).
+//! - **`Age`** that is not one whole number makes a response stale (RFC 9111 5.1); the crate
+//!   reads it as 0.
+//!
+//! Kept from the crate on purpose: a response with `Set-Cookie` is not served from the store
+//! unless `public` (a shared cache handing one user's cookie to another is the worse error).
+
+use std::time::SystemTime;
+
+use http::header::{self, HeaderMap};
+use http::{Request, Response, StatusCode};
+use http_cache_semantics::{CacheOptions, CachePolicy};
+
+use super::store::Stored;
+
+/// The policy of storing and reusing `response` to `asked`, received at `now`.
+pub(crate) fn of<B>(asked: &Request<()>, response: &Response<B>, now: SystemTime) -> CachePolicy {
+    let options = CacheOptions::default();
+    if !stands_in(response.status(), response.headers()) {
+        return CachePolicy::new_options(asked, response, now, options);
+    }
+    let mut shown = Response::new(());
+    *shown.headers_mut() = response.headers().clone();
+    CachePolicy::new_options(asked, &shown, now, options)
+}
+
+/// The length of a response's body, if it is known before it is read.
+pub(crate) fn length(status: StatusCode, headers: &HeaderMap) -> Option<u64> {
+    if status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
+        return Some(0);
+    }
+    let value = headers.get(header::CONTENT_LENGTH)?;
+    value.to_str().ok()?.parse().ok()
+}
+
+/// The statuses the crate understands (stores when the rest allows).
+const CRATE_STORES: &[u16] = &[
+    200, 203, 204, 300, 301, 302, 303, 307, 308, 404, 405, 410, 414, 501,
+];
+
+/// Whether a response the crate would not store for its status alone is to be shown to it
+/// as a 200.
+fn stands_in(status: StatusCode, headers: &HeaderMap) -> bool {
+    let code = status.as_u16();
+    if code < 200 || CRATE_STORES.contains(&code) || code == 206 || code == 304 {
+        return false;
+    }
+    let directives = directives(headers);
+    let has = |name: &str| directives.iter().any(|d| d == name);
+    if has("must-understand") && !defined(code) {
+        return false;
+    }
+    has("max-age") || has("s-maxage") || has("public") || headers.contains_key(header::EXPIRES)
+}
+
+/// The names of a response's `Cache-Control` directives, lowercased.
+fn directives(headers: &HeaderMap) -> Vec<String> {
+    ifmatch_core::header_list(headers, header::CACHE_CONTROL)
+        .map(|directive| {
+            let name = directive.split('=').next().unwrap_or_default();
+            name.trim().to_ascii_lowercase()
+        })
+        .collect()
+}
+
+/// Whether RFC 9110 defines the status.
+fn defined(code: u16) -> bool {
+    matches!(code, 200..=206 | 300..=305 | 307 | 308 | 400..=417 | 421..=426 | 500..=505)
+}
+
+/// The head the policy is to judge a 304 to a revalidation by (`None`: any other response,
+/// as it is):
+/// - without the fields that describe one body, which a 304 cannot change (`Content-MD5`,
+///   `Content-Range`; the crate keeps `Content-Length` and `Content-Encoding` itself);
+/// - if it carries no validator and the revalidation carried only `stored`'s (the client sent
+///   no condition naming another), with `stored`'s: no other response can be the one it
+///   selects (RFC 9111 4.3.3). Origins leave them out of 304s (RFC 9110 15.4.5 says to send
+///   them), and the cache would otherwise have to ask again.
+pub(crate) fn judged<B>(
+    response: &Response<B>,
+    stored: &Stored,
+    asked: &Request<()>,
+) -> Option<Response<()>> {
+    if response.status() != StatusCode::NOT_MODIFIED {
+        return None;
+    }
+    let mut judged = Response::new(());
+    *judged.status_mut() = StatusCode::NOT_MODIFIED;
+    let headers = judged.headers_mut();
+    *headers = response.headers().clone();
+    headers.remove(header::CONTENT_RANGE);
+    headers.remove("content-md5");
+    let conditions = [
+        (header::IF_NONE_MATCH, header::ETAG),
+        (header::IF_MODIFIED_SINCE, header::LAST_MODIFIED),
+    ];
+    let another = conditions.iter().any(|(condition, validator)| {
+        let own = stored.validators.get(validator);
+        (asked.headers().get_all(condition).iter()).any(|value| Some(value) != own)
+    });
+    if !headers.contains_key(header::ETAG)
+        && !headers.contains_key(header::LAST_MODIFIED)
+        && !another
+    {
+        headers.extend(stored.validators.clone());
+    }
+    Some(judged)
+}
+
+/// Whether the response's `Age` is one non-negative whole number of seconds, or absent: a
+/// response with another (`abc`, `-1`, `1.5`, two of them) is taken for stale, and not
+/// stored (RFC 9111 5.1).
+pub(crate) fn valid_age(headers: &HeaderMap) -> bool {
+    let mut ages = headers.get_all(header::AGE).iter();
+    match (ages.next(), ages.next()) {
+        (None, _) => true,
+        (Some(age), None) => {
+            let age = age.as_bytes();
+            !age.is_empty() && age.iter().all(u8::is_ascii_digit)
+        }
+        _ => false,
+    }
+}
