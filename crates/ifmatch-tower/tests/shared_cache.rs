@@ -613,3 +613,58 @@ async fn final_statuses_with_explicit_freshness_are_stored() {
         assert_eq!(origin.reached(), reached, "{status} {cache_control}");
     }
 }
+
+/// `CDN-Cache-Control` and `Surrogate-Control` (for no target, or this cache's) take the
+/// place of `Cache-Control` and `Expires` for this cache, clients still get the origin's
+/// `Cache-Control`, and `Surrogate-Control` stops here; directive names match in any case.
+#[tokio::test]
+async fn targeted_fields_and_any_case_directives_rule_this_cache() {
+    for (fields, stored) in [
+        (
+            &[
+                ("cache-control", "no-store"),
+                ("cdn-cache-control", "max-age=60"),
+            ][..],
+            true,
+        ),
+        (
+            &[
+                ("cache-control", "max-age=60"),
+                ("cdn-cache-control", "no-store"),
+            ],
+            false,
+        ),
+        (
+            &[
+                ("cache-control", "private"),
+                ("surrogate-control", "max-age=60;ifmatch"),
+            ],
+            true,
+        ),
+        (
+            &[
+                ("cache-control", "max-age=60"),
+                ("surrogate-control", "no-store"),
+            ],
+            false,
+        ),
+        (&[("surrogate-control", "max-age=60;another-cache")], false),
+        (&[("cache-control", "MaX-AgE=60")], true),
+        (&[("cache-control", "max-age=60, No-StOrE")], false),
+    ] {
+        let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
+        origin.answers(200, fields, "body");
+        for _ in 0..2 {
+            let (_, headers, _) = send(&layer, &origin, Method::GET, "/t", &[]).await;
+            assert!(!headers.contains_key("surrogate-control"), "{fields:?}");
+            let origin_sent = fields.iter().find(|(name, _)| *name == "cache-control");
+            let served = headers.get("cache-control").map(|v| v.to_str().unwrap());
+            assert_eq!(served, origin_sent.map(|(_, v)| *v), "{fields:?}");
+        }
+        assert_eq!(origin.reached(), if stored { 1 } else { 2 }, "{fields:?}");
+        assert_eq!(
+            origin.last()["surrogate-capability"],
+            "ifmatch=\"Surrogate/1.0\""
+        );
+    }
+}

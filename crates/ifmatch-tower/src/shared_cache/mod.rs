@@ -32,6 +32,7 @@
 //! - [`collapse`]: one request to the inner service for concurrent misses of one key;
 //! - [`range`]: a byte range of a stored response, for a request with `Range`;
 //! - [`received`]: `If-Modified-Since` against a stored response with no validator;
+//! - [`targeted`]: `CDN-Cache-Control` and `Surrogate-Control`, this cache's own directives;
 //! - [`policy`]: where this cache and the crate part, and why.
 
 mod collapse;
@@ -42,6 +43,7 @@ mod range;
 mod received;
 mod service;
 mod store;
+mod targeted;
 
 pub use layer::SharedCacheLayer;
 pub use service::{CachedBody, SharedCache};

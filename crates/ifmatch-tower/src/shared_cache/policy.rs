@@ -9,6 +9,10 @@
 //! - **Empty bodies.** A `204` has no `Content-Length`, and its body is empty.
 //! - **A 304 without validators** selects the stored response the revalidation named, and a
 //!   304 never changes `Content-MD5` or `Content-Range` (see [`judged`]).
+//! - **Targeted fields**: `CDN-Cache-Control` and `Surrogate-Control` are shown to the crate
+//!   as `Cache-Control` (see [`targeted`]).
+//! - **Directive names** are matched in any case (RFC 9111 5.2); the crate is shown them in
+//!   lowercase.
 //! - **`Age`** that is not one whole number makes a response stale (RFC 9111 5.1); the crate
 //!   reads it as 0.
 //!
@@ -22,16 +26,61 @@ use http::{Request, Response, StatusCode};
 use http_cache_semantics::{CacheOptions, CachePolicy};
 
 use super::store::Stored;
+use super::targeted;
 
-/// The policy of storing and reusing `response` to `asked`, received at `now`.
-pub(crate) fn of<B>(asked: &Request<()>, response: &Response<B>, now: SystemTime) -> CachePolicy {
+/// The policy of storing and reusing `response` to `asked`, received at `now`; and, when the
+/// policy was shown other `Cache-Control` or `Expires` fields than the response's, the
+/// response's own, to be served.
+pub(crate) fn of<B>(
+    asked: &Request<()>,
+    response: &Response<B>,
+    now: SystemTime,
+) -> (CachePolicy, Option<HeaderMap>) {
     let options = CacheOptions::default();
-    if !stands_in(response.status(), response.headers()) {
-        return CachePolicy::new_options(asked, response, now, options);
-    }
     let mut shown = Response::new(());
     *shown.headers_mut() = response.headers().clone();
-    CachePolicy::new_options(asked, &shown, now, options)
+    let headers = shown.headers_mut();
+    if let Some(directives) = targeted::directives(headers) {
+        targeted::replace(headers, &directives);
+    }
+    lowercase_directives(headers);
+    if !stands_in(response.status(), headers) {
+        *shown.status_mut() = response.status();
+    }
+    let own = targeted::replaced(response.headers());
+    let changed = targeted::replaced(shown.headers()) != own;
+    let policy = CachePolicy::new_options(asked, &shown, now, options);
+    (policy, changed.then_some(own))
+}
+
+/// `Cache-Control`'s directive names in lowercase, as the crate matches them (RFC 9111 5.2:
+/// they are case-insensitive).
+pub(crate) fn lowercase_directives(headers: &mut HeaderMap) {
+    let values: Vec<_> = headers
+        .get_all(header::CACHE_CONTROL)
+        .iter()
+        .cloned()
+        .collect();
+    if values
+        .iter()
+        .all(|v| !v.as_bytes().iter().any(u8::is_ascii_uppercase))
+    {
+        return;
+    }
+    headers.remove(header::CACHE_CONTROL);
+    for value in values {
+        let Ok(text) = value.to_str() else { continue };
+        let lowered: Vec<String> = text
+            .split(',')
+            .map(|directive| match directive.split_once('=') {
+                Some((name, argument)) => format!("{}={argument}", name.to_ascii_lowercase()),
+                None => directive.to_ascii_lowercase(),
+            })
+            .collect();
+        if let Ok(value) = lowered.join(",").parse() {
+            headers.append(header::CACHE_CONTROL, value);
+        }
+    }
 }
 
 /// The length of a response's body, if it is known before it is read.
@@ -100,6 +149,10 @@ pub(crate) fn judged<B>(
     *headers = response.headers().clone();
     headers.remove(header::CONTENT_RANGE);
     headers.remove("content-md5");
+    if let Some(directives) = targeted::directives(headers) {
+        targeted::replace(headers, &directives);
+    }
+    lowercase_directives(headers);
     let conditions = [
         (header::IF_NONE_MATCH, header::ETAG),
         (header::IF_MODIFIED_SINCE, header::LAST_MODIFIED),

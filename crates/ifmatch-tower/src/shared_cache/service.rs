@@ -21,6 +21,7 @@ use super::collapse::{self, Turn};
 use super::fill::{Fill, Reader};
 use super::policy;
 use super::store::{Store, Stored, keyed, variant};
+use super::targeted::{self, SURROGATE_CAPABILITY, SURROGATE_CONTROL};
 use super::{range, received};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -128,7 +129,13 @@ where
         // The service that was made ready answers this request; the clone waits for the next.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
-        Box::pin(answer(inner, self.store.clone(), request))
+        let store = self.store.clone();
+        Box::pin(async move {
+            let mut response = answer(inner, store, request).await?;
+            // This cache's alone (see `targeted`).
+            response.headers_mut().remove(SURROGATE_CONTROL);
+            Ok(response)
+        })
     }
 }
 
@@ -136,7 +143,7 @@ where
 async fn answer<S, ReqBody, ResBody>(
     mut inner: S,
     store: Arc<Store>,
-    request: Request<ReqBody>,
+    mut request: Request<ReqBody>,
 ) -> Result<Response<CachedBody<ResBody>>, S::Error>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
@@ -145,6 +152,10 @@ where
     ResBody::Error: Into<BoxError>,
 {
     let method = request.method().clone();
+    if method == Method::GET || method == Method::HEAD {
+        let headers = request.headers_mut();
+        headers.append(SURROGATE_CAPABILITY, targeted::capability());
+    }
     let host = host_of(&request);
     let key = key_of(&host, request.uri());
     if method != Method::GET && method != Method::HEAD {
@@ -196,6 +207,7 @@ where
                         variant: stored.variant.clone(),
                         keyed: stored.keyed.clone(),
                         validators: stored.validators.clone(),
+                        own_fields: stored.own_fields.clone(),
                     });
                     store.put(&key, refreshed.clone(), Some(&stored));
                     let status = "fwd=stale; fwd-status=304";
@@ -205,8 +217,8 @@ where
                 // another's): ask again as the client asked, unconditionally.
                 AfterResponse::Modified(..) if response.status() == StatusCode::NOT_MODIFIED => {}
                 AfterResponse::Modified(..) => {
-                    let policy = policy::of(&asked, &response, now);
-                    return Ok(keep(&store, &key, &asked, response, policy, Some(&stored)));
+                    let judged = policy::of(&asked, &response, now);
+                    return Ok(keep(&store, &key, &asked, response, judged, Some(&stored)));
                 }
             }
         }
@@ -217,8 +229,8 @@ where
     poll_fn(|cx| inner.poll_ready(cx)).await?;
     let now = SystemTime::now();
     let response = inner.call(request).await?;
-    let policy = policy::of(&asked, &response, now);
-    Ok(keep(&store, &key, &asked, response, policy, None))
+    let judged = policy::of(&asked, &response, now);
+    Ok(keep(&store, &key, &asked, response, judged, None))
 }
 
 /// A response's `ETag` and `Last-Modified`.
@@ -266,7 +278,7 @@ fn keep<B>(
     key: &str,
     asked: &Request<()>,
     response: Response<B>,
-    policy: CachePolicy,
+    (policy, own_fields): (CachePolicy, Option<HeaderMap>),
     replaces: Option<&Arc<Stored>>,
 ) -> Response<CachedBody<B>>
 where
@@ -294,6 +306,7 @@ where
         keyed: keyed(asked.headers(), store.key_headers()),
         date: head.headers.get(header::DATE).cloned(),
         validators: validators_of(&head.headers),
+        own_fields,
         policy,
         body: body.clone(),
     };
@@ -313,6 +326,11 @@ fn from_store<B>(
     // The policy stamps `Date` with the time it is served, and not as an HTTP-date: a cache
     // sends the origin's (RFC 9110 6.6.1), or none for the server to add.
     head.status = stored.status;
+    if let Some(own) = &stored.own_fields {
+        head.headers.remove(header::CACHE_CONTROL);
+        head.headers.remove(header::EXPIRES);
+        head.headers.extend(own.clone());
+    }
     head.headers.remove(header::DATE);
     if let Some(date) = &stored.date {
         head.headers.insert(header::DATE, date.clone());
@@ -343,6 +361,7 @@ fn head_of<B>(request: &Request<B>) -> Request<()> {
     *head.uri_mut() = request.uri().clone();
     *head.version_mut() = request.version();
     *head.headers_mut() = request.headers().clone();
+    policy::lowercase_directives(head.headers_mut());
     head
 }
 

@@ -23,6 +23,9 @@ pub(crate) struct Stored {
     pub(crate) date: Option<http::HeaderValue>,
     /// Its `ETag` and `Last-Modified`, as stored first (a 304 changes neither).
     pub(crate) validators: http::HeaderMap,
+    /// Its `Cache-Control` and `Expires` as the origin sent them, when the policy was shown a
+    /// targeted field's directives in their place.
+    pub(crate) own_fields: Option<http::HeaderMap>,
     /// The response's `Vary` and the request's values of the fields it names, and of the
     /// store's own key fields: which requests it answers, for a newer response of the same
     /// to replace it.

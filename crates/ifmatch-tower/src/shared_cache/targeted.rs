@@ -1,0 +1,106 @@
+//! `Cache-Control` for this cache alone: `CDN-Cache-Control` (RFC 9213), then
+//! `Surrogate-Control` (Edge Architecture 1.0) directives with no target or this cache's
+//! (`max-age=60;ifmatch`). When a response carries either, the policy sees their directives in
+//! place of `Cache-Control` and `Expires` (which still reach clients as the origin sent them);
+//! `Surrogate-Control` is this cache's alone and is removed from answers. Requests to the
+//! inner service announce the target in `Surrogate-Capability`.
+
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+
+/// This cache's name as a target.
+const TARGET: &str = "ifmatch";
+
+pub(crate) const SURROGATE_CONTROL: HeaderName = HeaderName::from_static("surrogate-control");
+const CDN_CACHE_CONTROL: HeaderName = HeaderName::from_static("cdn-cache-control");
+pub(crate) const SURROGATE_CAPABILITY: HeaderName = HeaderName::from_static("surrogate-capability");
+
+/// What `Surrogate-Capability` says of this cache.
+pub(crate) fn capability() -> HeaderValue {
+    HeaderValue::from_static("ifmatch=\"Surrogate/1.0\"")
+}
+
+/// The directives a response's targeted fields give this cache, in `Cache-Control` syntax, if
+/// any of them is for it.
+pub(crate) fn directives(headers: &HeaderMap) -> Option<String> {
+    if headers.contains_key(CDN_CACHE_CONTROL) {
+        let values = ifmatch_core::header_list(headers, CDN_CACHE_CONTROL);
+        return Some(values.map(str::trim).collect::<Vec<_>>().join(", "));
+    }
+    let mut mine = Vec::new();
+    let mut any = false;
+    for item in ifmatch_core::header_list(headers, SURROGATE_CONTROL) {
+        let (directive, target) = match item.split_once(';') {
+            Some((directive, target)) => (directive, Some(target.trim())),
+            None => (item, None),
+        };
+        if target.is_none_or(|t| t.eq_ignore_ascii_case(TARGET)) {
+            any = true;
+            if !directive.trim().is_empty() {
+                mine.push(directive.trim());
+            }
+        }
+    }
+    any.then(|| mine.join(", "))
+}
+
+/// `headers` with `Cache-Control` made `directives`, and without `Expires`.
+pub(crate) fn replace(headers: &mut HeaderMap, directives: &str) {
+    headers.remove(header::EXPIRES);
+    headers.remove(header::CACHE_CONTROL);
+    if let Ok(value) = HeaderValue::from_str(directives)
+        && !directives.is_empty()
+    {
+        headers.insert(header::CACHE_CONTROL, value);
+    }
+}
+
+/// The fields [`replace`] replaces, as `headers` has them.
+pub(crate) fn replaced(headers: &HeaderMap) -> HeaderMap {
+    let mut own = HeaderMap::new();
+    for name in [header::CACHE_CONTROL, header::EXPIRES] {
+        for value in headers.get_all(&name) {
+            own.append(name.clone(), value.clone());
+        }
+    }
+    own
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_directives_for_this_cache() {
+        let cases: &[(&[(&str, &str)], Option<&str>)] = &[
+            (&[("cache-control", "max-age=1")], None),
+            (&[("surrogate-control", "max-age=60")], Some("max-age=60")),
+            (
+                &[("surrogate-control", "max-age=60;ifmatch")],
+                Some("max-age=60"),
+            ),
+            (
+                &[("surrogate-control", "max-age=60;IfMatch, no-store")],
+                Some("max-age=60, no-store"),
+            ),
+            (&[("surrogate-control", "max-age=60;other")], None),
+            (
+                &[("surrogate-control", "foobar, MaX-aGe=60")],
+                Some("foobar, MaX-aGe=60"),
+            ),
+            (
+                &[
+                    ("cdn-cache-control", "max-age=5"),
+                    ("surrogate-control", "max-age=60"),
+                ],
+                Some("max-age=5"),
+            ),
+        ];
+        for (fields, want) in cases {
+            let mut headers = HeaderMap::new();
+            for (name, value) in *fields {
+                headers.append(*name, value.parse().unwrap());
+            }
+            assert_eq!(directives(&headers).as_deref(), *want, "{fields:?}");
+        }
+    }
+}
