@@ -71,7 +71,9 @@ mod tests {
 
     #[test]
     fn the_directives_for_this_cache() {
-        let cases: &[(&[(&str, &str)], Option<&str>)] = &[
+        // A response's fields; the directives for this cache.
+        type Case = (&'static [(&'static str, &'static str)], Option<&'static str>);
+        let cases: &[Case] = &[
             (&[("cache-control", "max-age=1")], None),
             (&[("surrogate-control", "max-age=60")], Some("max-age=60")),
             (
