@@ -668,3 +668,101 @@ async fn targeted_fields_and_any_case_directives_rule_this_cache() {
         );
     }
 }
+
+/// Within `stale-while-revalidate`, a stale response is served at once and revalidated in
+/// the background (once, whatever the requests meanwhile); what that stores is served next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_response_is_served_while_it_is_revalidated_in_the_background() {
+    let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
+    let stored = [
+        ("cache-control", "max-age=0, stale-while-revalidate=60"),
+        ("etag", "\"v1\""),
+    ];
+    origin.answers(200, &stored, "old");
+    send(&layer, &origin, Method::GET, "/w", &[]).await;
+    origin.answers(
+        200,
+        &[("cache-control", "max-age=60"), ("etag", "\"v2\"")],
+        "new",
+    );
+    *origin.delay.lock().unwrap() = std::time::Duration::from_millis(300);
+    let started = std::time::Instant::now();
+    for _ in 0..5 {
+        let (status, headers, body) = send(&layer, &origin, Method::GET, "/w", &[]).await;
+        assert_eq!((status, &body[..]), (StatusCode::OK, &b"old"[..]));
+        assert_eq!(
+            status_of(&headers),
+            "ifmatch; hit; detail=stale-while-revalidate"
+        );
+    }
+    assert!(started.elapsed() < std::time::Duration::from_millis(250));
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    assert_eq!(origin.reached(), 2, "one revalidation in the background");
+    assert_eq!(origin.last()["if-none-match"], "\"v1\"");
+    let (_, headers, body) = send(&layer, &origin, Method::GET, "/w", &[]).await;
+    assert_eq!(
+        (&body[..], status_of(&headers).as_str()),
+        (&b"new"[..], "ifmatch; hit")
+    );
+    assert_eq!(origin.reached(), 2);
+}
+
+/// A stale response stands in for a failure where `stale-if-error` allows, or for up to a
+/// day when the origin cannot be reached (502, 504); never where the response or the client
+/// forbids it.
+#[tokio::test]
+async fn a_stale_response_stands_in_for_a_failure_where_allowed() {
+    for (cache_control, failure, asked, served) in [
+        ("max-age=0, stale-if-error=60", 500, None, true),
+        ("max-age=0, stale-if-error=60", 503, None, true),
+        ("max-age=0", 500, None, false),
+        ("max-age=0", 502, None, true),
+        ("max-age=0", 504, None, true),
+        ("max-age=0", 404, None, false),
+        (
+            "max-age=0, must-revalidate, stale-if-error=60",
+            500,
+            None,
+            false,
+        ),
+        ("max-age=0, s-maxage=0", 502, None, false),
+        ("max-age=0", 502, Some("no-cache"), false),
+    ] {
+        let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
+        let stored = [("cache-control", cache_control), ("etag", "\"v1\"")];
+        origin.answers(200, &stored, "stored");
+        send(&layer, &origin, Method::GET, "/e", &[]).await;
+        origin.answers(failure, &[], "failed");
+        let request: Vec<(&str, &str)> = asked.map(|a| ("cache-control", a)).into_iter().collect();
+        let (status, headers, body) = send(&layer, &origin, Method::GET, "/e", &request).await;
+        let case = format!("{cache_control} {failure} {asked:?}");
+        if served {
+            assert_eq!(
+                (status, &body[..]),
+                (StatusCode::OK, &b"stored"[..]),
+                "{case}"
+            );
+            let said = format!("ifmatch; fwd=stale; fwd-status={failure}; detail=stale-if-error");
+            assert_eq!(status_of(&headers), said, "{case}");
+        } else {
+            assert_eq!(
+                (status.as_u16(), &body[..]),
+                (failure, &b"failed"[..]),
+                "{case}"
+            );
+        }
+    }
+}
+
+/// A HEAD is answered from a stored GET while it is fresh.
+#[tokio::test]
+async fn a_head_is_answered_from_a_stored_get() {
+    let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
+    origin.answers(200, &[("cache-control", "max-age=60")], "body");
+    send(&layer, &origin, Method::GET, "/h", &[]).await;
+    let (status, headers, _) = send(&layer, &origin, Method::HEAD, "/h", &[]).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(headers["content-length"], "4");
+    assert_eq!(status_of(&headers), "ifmatch; hit");
+    assert_eq!(origin.reached(), 1);
+}

@@ -32,6 +32,8 @@
 //! - [`collapse`]: one request to the inner service for concurrent misses of one key;
 //! - [`range`]: a byte range of a stored response, for a request with `Range`;
 //! - [`received`]: `If-Modified-Since` against a stored response with no validator;
+//! - [`revalidate`]: asking whether a stale response is current, in the foreground or not;
+//! - [`stale`]: when a stale response may be served;
 //! - [`targeted`]: `CDN-Cache-Control` and `Surrogate-Control`, this cache's own directives;
 //! - [`policy`]: where this cache and the crate part, and why.
 
@@ -41,7 +43,9 @@ mod layer;
 mod policy;
 mod range;
 mod received;
+mod revalidate;
 mod service;
+mod stale;
 mod store;
 mod targeted;
 

@@ -26,16 +26,20 @@ use http::{Request, Response, StatusCode};
 use http_cache_semantics::{CacheOptions, CachePolicy};
 
 use super::store::Stored;
-use super::targeted;
+use super::{stale, targeted};
 
-/// The policy of storing and reusing `response` to `asked`, received at `now`; and, when the
-/// policy was shown other `Cache-Control` or `Expires` fields than the response's, the
-/// response's own, to be served.
-pub(crate) fn of<B>(
-    asked: &Request<()>,
-    response: &Response<B>,
-    now: SystemTime,
-) -> (CachePolicy, Option<HeaderMap>) {
+/// What decides the storing and reuse of a response.
+pub(crate) struct Judged {
+    pub(crate) policy: CachePolicy,
+    /// The response's own `Cache-Control` and `Expires`, to be served, when the policy was
+    /// shown others.
+    pub(crate) own_fields: Option<HeaderMap>,
+    /// What it allows once stale.
+    pub(crate) stale: stale::Rules,
+}
+
+/// How `response` to `asked`, received at `now`, is to be stored and reused.
+pub(crate) fn of<B>(asked: &Request<()>, response: &Response<B>, now: SystemTime) -> Judged {
     let options = CacheOptions::default();
     let mut shown = Response::new(());
     *shown.headers_mut() = response.headers().clone();
@@ -50,7 +54,12 @@ pub(crate) fn of<B>(
     let own = targeted::replaced(response.headers());
     let changed = targeted::replaced(shown.headers()) != own;
     let policy = CachePolicy::new_options(asked, &shown, now, options);
-    (policy, changed.then_some(own))
+    let stale = stale::Rules::new(shown.headers(), &policy, now);
+    Judged {
+        policy,
+        own_fields: changed.then_some(own),
+        stale,
+    }
 }
 
 /// `Cache-Control`'s directive names in lowercase, as the crate matches them (RFC 9111 5.2:

@@ -12,19 +12,21 @@ use std::time::SystemTime;
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use http::{Method, Request, Response, StatusCode, Uri};
+use http::{Method, Request, Response, Uri};
 use http_body::{Body, Frame, SizeHint};
-use http_cache_semantics::{AfterResponse, BeforeRequest, CachePolicy};
+use http_cache_semantics::BeforeRequest;
 use tower_service::Service;
 
 use super::collapse::{self, Turn};
 use super::fill::{Fill, Reader};
-use super::policy;
+use super::policy::{self, Judged};
+use super::revalidate::{Revalidated, in_background, revalidate};
+use super::stale;
 use super::store::{Store, Stored, keyed, variant};
 use super::targeted::{self, SURROGATE_CAPABILITY, SURROGATE_CONTROL};
 use super::{range, received};
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// `Cache-Status` (RFC 9211): what the cache did with each answer.
 const CACHE_STATUS: HeaderName = HeaderName::from_static("cache-status");
@@ -146,8 +148,10 @@ async fn answer<S, ReqBody, ResBody>(
     mut request: Request<ReqBody>,
 ) -> Result<Response<CachedBody<ResBody>>, S::Error>
 where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
-    ReqBody: Default,
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Error: Send,
+    ReqBody: Default + Send + 'static,
     ResBody: Body<Data = Bytes> + Send + 'static,
     ResBody::Error: Into<BoxError>,
 {
@@ -170,12 +174,34 @@ where
 
     let asked = head_of(&request);
     let own = keyed(asked.headers(), store.key_headers());
+    let gate = format!("{key}\0{own}");
     let mut found = lookup(&store, &key, &own, &asked);
+    if let Found::Stale(revalidation, stored) = &found {
+        let now = SystemTime::now();
+        if stored.stale.while_revalidating(&asked, now)
+            && let Some(head) = stale::head(&stored.policy, &asked, now)
+        {
+            let mut background = Request::from_parts(revalidation.clone(), ReqBody::default());
+            *background.extensions_mut() = request.extensions().clone();
+            let keys = (key.clone(), gate.as_str());
+            let again = head_of(&asked);
+            in_background(
+                inner,
+                store.clone(),
+                keys,
+                again,
+                stored.clone(),
+                background,
+            );
+            let status = "hit; detail=stale-while-revalidate";
+            return Ok(from_store(head, stored, &asked, status));
+        }
+    }
     // Held until what this request stores is in the store: the requests of the same key that
     // came meanwhile are served from it.
     let mut _lead = None;
     if method == Method::GET && !matches!(found, Found::Fresh(..)) {
-        match store.gates.turn(&format!("{key}\0{own}")) {
+        match store.gates.turn(&gate) {
             Turn::Lead(lead) => _lead = Some(lead),
             Turn::Follow(leader) => {
                 collapse::wait(leader, store.collapse_wait()).await;
@@ -188,38 +214,10 @@ where
         Found::Stale(revalidation, stored) => {
             let mut revalidation = Request::from_parts(revalidation, ReqBody::default());
             *revalidation.extensions_mut() = request.extensions().clone();
-            poll_fn(|cx| inner.poll_ready(cx)).await?;
-            let response = inner.call(revalidation).await?;
-            let now = SystemTime::now();
-            let judged = policy::judged(&response, &stored, &asked);
-            let after = match &judged {
-                Some(judged) => stored.policy.after_response(&asked, judged, now),
-                None => stored.policy.after_response(&asked, &response, now),
-            };
-            match after {
-                AfterResponse::NotModified(policy, head) => {
-                    let date = response.headers().get(header::DATE).cloned();
-                    let refreshed = Arc::new(Stored {
-                        policy,
-                        body: stored.body.clone(),
-                        date: date.or_else(|| stored.date.clone()),
-                        status: stored.status,
-                        variant: stored.variant.clone(),
-                        keyed: stored.keyed.clone(),
-                        validators: stored.validators.clone(),
-                        own_fields: stored.own_fields.clone(),
-                    });
-                    store.put(&key, refreshed.clone(), Some(&stored));
-                    let status = "fwd=stale; fwd-status=304";
-                    return Ok(from_store(head, &refreshed, &asked, status));
-                }
-                // A 304 that does not select the stored response (no validator of it, or
-                // another's): ask again as the client asked, unconditionally.
-                AfterResponse::Modified(..) if response.status() == StatusCode::NOT_MODIFIED => {}
-                AfterResponse::Modified(..) => {
-                    let judged = policy::of(&asked, &response, now);
-                    return Ok(keep(&store, &key, &asked, response, judged, Some(&stored)));
-                }
+            let revalidated =
+                revalidate(&mut inner, &store, &key, &asked, &stored, revalidation).await?;
+            if let Revalidated::Answer(response) = revalidated {
+                return Ok(response);
             }
         }
         Found::Nothing => {}
@@ -253,8 +251,19 @@ enum Found {
 
 /// The stored response `asked` may be served, the most recent first, among those stored
 /// under `key` for requests with the key fields `own`.
+///
+/// A HEAD is answered from a stored GET while it is fresh (RFC 9110 9.3.2: the same fields);
+/// a stale one is left to the inner service, which has no body to send for it.
 fn lookup(store: &Store, key: &str, own: &str, asked: &Request<()>) -> Found {
     let now = SystemTime::now();
+    let head = asked.method() == Method::HEAD;
+    let as_get;
+    let asked = if head {
+        as_get = with_method(asked, Method::GET);
+        &as_get
+    } else {
+        asked
+    };
     let variants = store.get(key);
     let usable = (variants.iter()).filter(|stored| stored.keyed == own && !stored.body.failed());
     for stored in usable {
@@ -263,8 +272,8 @@ fn lookup(store: &Store, key: &str, own: &str, asked: &Request<()>) -> Found {
             BeforeRequest::Stale {
                 request,
                 matches: true,
-            } => return Found::Stale(request, stored.clone()),
-            BeforeRequest::Stale { matches: false, .. } => {}
+            } if !head => return Found::Stale(request, stored.clone()),
+            BeforeRequest::Stale { .. } => {}
         }
     }
     Found::Nothing
@@ -273,12 +282,12 @@ fn lookup(store: &Store, key: &str, own: &str, asked: &Request<()>) -> Found {
 /// `response`, stored under `key` in place of `replaces` if `policy` allows and it fits:
 /// its body is then read into the store as its client reads it, and other clients may read
 /// it from the store meanwhile.
-fn keep<B>(
+pub(crate) fn keep<B>(
     store: &Store,
     key: &str,
     asked: &Request<()>,
     response: Response<B>,
-    (policy, own_fields): (CachePolicy, Option<HeaderMap>),
+    judged: Judged,
     replaces: Option<&Arc<Stored>>,
 ) -> Response<CachedBody<B>>
 where
@@ -287,7 +296,7 @@ where
 {
     let declared = policy::length(response.status(), response.headers());
     let fits = declared.filter(|len| *len <= store.max_object());
-    let storable = policy.is_storable() && policy::valid_age(response.headers());
+    let storable = judged.policy.is_storable() && policy::valid_age(response.headers());
     let (Some(len), true, true) = (fits, storable, asked.method() == Method::GET) else {
         let status = if storable {
             "fwd=miss; detail=too-large"
@@ -306,8 +315,9 @@ where
         keyed: keyed(asked.headers(), store.key_headers()),
         date: head.headers.get(header::DATE).cloned(),
         validators: validators_of(&head.headers),
-        own_fields,
-        policy,
+        own_fields: judged.own_fields,
+        stale: judged.stale,
+        policy: judged.policy,
         body: body.clone(),
     };
     store.put(key, Arc::new(stored), replaces);
@@ -317,7 +327,7 @@ where
 
 /// `stored` for `asked`, with the head `head` the policy made of it (its fields, refreshed,
 /// with `Age`): all of it, the part `asked` names in `Range`, or a 304.
-fn from_store<B>(
+pub(crate) fn from_store<B>(
     mut head: http::response::Parts,
     stored: &Stored,
     asked: &Request<()>,
@@ -352,6 +362,13 @@ fn add_status(headers: &mut HeaderMap, status: &str) {
     if let Ok(value) = HeaderValue::from_str(&format!("ifmatch; {status}")) {
         headers.append(CACHE_STATUS, value);
     }
+}
+
+/// `asked` with `method`.
+fn with_method(asked: &Request<()>, method: Method) -> Request<()> {
+    let mut request = head_of(asked);
+    *request.method_mut() = method;
+    request
 }
 
 /// The request's head, for the policy (which keeps its fields).

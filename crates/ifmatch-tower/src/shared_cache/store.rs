@@ -26,6 +26,8 @@ pub(crate) struct Stored {
     /// Its `Cache-Control` and `Expires` as the origin sent them, when the policy was shown a
     /// targeted field's directives in their place.
     pub(crate) own_fields: Option<http::HeaderMap>,
+    /// What it allows once stale.
+    pub(crate) stale: super::stale::Rules,
     /// The response's `Vary` and the request's values of the fields it names, and of the
     /// store's own key fields: which requests it answers, for a newer response of the same
     /// to replace it.

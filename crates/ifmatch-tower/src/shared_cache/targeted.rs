@@ -72,7 +72,10 @@ mod tests {
     #[test]
     fn the_directives_for_this_cache() {
         // A response's fields; the directives for this cache.
-        type Case = (&'static [(&'static str, &'static str)], Option<&'static str>);
+        type Case = (
+            &'static [(&'static str, &'static str)],
+            Option<&'static str>,
+        );
         let cases: &[Case] = &[
             (&[("cache-control", "max-age=1")], None),
             (&[("surrogate-control", "max-age=60")], Some("max-age=60")),

@@ -1,0 +1,135 @@
+//! Asking the inner service whether a stale stored response is still current: a 304 that
+//! selects it refreshes its head; another answer is stored in its place (if it may be); a
+//! failure is answered with the stale response where [`stale`](super::stale) allows. In the
+//! foreground for the request that found it stale, or in the background while the stale
+//! response is served (`stale-while-revalidate`).
+
+use std::future::poll_fn;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use http::header;
+use http::{Request, Response, StatusCode};
+use http_body::Body;
+use http_cache_semantics::AfterResponse;
+use tower_service::Service;
+
+use super::collapse::Turn;
+use super::policy;
+use super::service::{BoxError, CachedBody, from_store, keep};
+use super::stale;
+use super::store::{Store, Stored};
+
+/// What a revalidation came to.
+pub(crate) enum Revalidated<B> {
+    /// The answer: the refreshed response, a new one, or the stale one in place of a failure.
+    Answer(Response<CachedBody<B>>),
+    /// A 304 that selects nothing stored (no validator of it, or another's): ask again, as
+    /// the client asked.
+    AskAgain,
+}
+
+/// Revalidates `stored` (stored under `key`, found stale for `asked`) with `revalidation`.
+pub(crate) async fn revalidate<S, ReqBody, ResBody>(
+    inner: &mut S,
+    store: &Store,
+    key: &str,
+    asked: &Request<()>,
+    stored: &Arc<Stored>,
+    revalidation: Request<ReqBody>,
+) -> Result<Revalidated<ResBody>, S::Error>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    ResBody: Body<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
+{
+    let stale_in_place = |status: &str, unreachable: bool| {
+        let now = SystemTime::now();
+        if !stored.stale.on_error(asked, now, unreachable) {
+            return None;
+        }
+        let head = stale::head(&stored.policy, asked, now)?;
+        let status = format!("fwd=stale; fwd-status={status}; detail=stale-if-error");
+        Some(Revalidated::Answer(from_store(
+            head, stored, asked, &status,
+        )))
+    };
+    let answer = match poll_fn(|cx| inner.poll_ready(cx)).await {
+        Ok(()) => inner.call(revalidation).await,
+        Err(error) => Err(error),
+    };
+    let response = match answer {
+        Ok(response) => response,
+        Err(error) => return stale_in_place("error", true).ok_or(error),
+    };
+    if let Some(unreachable) = stale::failure(response.status())
+        && let Some(stale) = stale_in_place(response.status().as_str(), unreachable)
+    {
+        return Ok(stale);
+    }
+    let now = SystemTime::now();
+    let judged = policy::judged(&response, stored, asked);
+    let after = match &judged {
+        Some(judged) => stored.policy.after_response(asked, judged, now),
+        None => stored.policy.after_response(asked, &response, now),
+    };
+    Ok(match after {
+        AfterResponse::NotModified(policy, head) => {
+            let date = response.headers().get(header::DATE).cloned();
+            let refreshed = Arc::new(Stored {
+                stale: stored.stale.refreshed(&policy, now),
+                policy,
+                body: stored.body.clone(),
+                date: date.or_else(|| stored.date.clone()),
+                status: stored.status,
+                variant: stored.variant.clone(),
+                keyed: stored.keyed.clone(),
+                validators: stored.validators.clone(),
+                own_fields: stored.own_fields.clone(),
+            });
+            store.put(key, refreshed.clone(), Some(stored));
+            let status = "fwd=stale; fwd-status=304";
+            Revalidated::Answer(from_store(head, &refreshed, asked, status))
+        }
+        AfterResponse::Modified(..) if response.status() == StatusCode::NOT_MODIFIED => {
+            Revalidated::AskAgain
+        }
+        AfterResponse::Modified(..) => {
+            let judged = policy::of(asked, &response, now);
+            Revalidated::Answer(keep(store, key, asked, response, judged, Some(stored)))
+        }
+    })
+}
+
+/// Revalidates `stored` in a task of its own, if no other request of `gate` is asking the
+/// inner service already, and there is a runtime to run it: what it stores, later requests
+/// are served.
+pub(crate) fn in_background<S, ReqBody, ResBody>(
+    mut inner: S,
+    store: Arc<Store>,
+    (key, gate): (String, &str),
+    asked: Request<()>,
+    stored: Arc<Stored>,
+    revalidation: Request<ReqBody>,
+) where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Send + 'static,
+    S::Future: Send,
+    S::Error: Send,
+    ReqBody: Send + 'static,
+    ResBody: Body<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
+{
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let Turn::Lead(lead) = store.gates.turn(gate) else {
+        return;
+    };
+    runtime.spawn(async move {
+        let _lead = lead;
+        let done = revalidate(&mut inner, &store, &key, &asked, &stored, revalidation).await;
+        // A new body being stored is read to its end by itself once its reader is dropped.
+        drop(done);
+    });
+}

@@ -1,0 +1,131 @@
+//! Serving a stored response past its freshness lifetime (RFC 9111 4.2.4): while it is
+//! revalidated in the background, within its `stale-while-revalidate` window (RFC 5861 3);
+//! when the inner service fails, within its `stale-if-error` window (RFC 5861 4) or, with
+//! none given, for up to a day while the inner service cannot be reached (it answered 502 or
+//! 504, or failed). Never when the response forbids it (`must-revalidate`, `proxy-revalidate`,
+//! `no-cache`, and `s-maxage`, which implies `proxy-revalidate` in a shared cache), nor when
+//! the client asks for a fresh or validated answer (`no-cache`, `max-age`, `min-fresh`).
+
+use std::time::{Duration, SystemTime};
+
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{Request, StatusCode};
+use http_cache_semantics::{BeforeRequest, CachePolicy};
+
+/// How stale a response may be served while the inner service cannot be reached, when the
+/// response says nothing of it.
+const UNREACHABLE: Duration = Duration::from_secs(24 * 3600);
+
+/// What a stored response allows once stale.
+#[derive(Debug, Clone)]
+pub(crate) struct Rules {
+    fresh_until: SystemTime,
+    while_revalidate: Option<Duration>,
+    if_error: Option<Duration>,
+    forbidden: bool,
+}
+
+impl Rules {
+    /// The rules of a response with the fields `shown` (as its policy was shown them), stored
+    /// at `now` under `policy`.
+    pub(crate) fn new(shown: &HeaderMap, policy: &CachePolicy, now: SystemTime) -> Self {
+        let mut rules = Self {
+            fresh_until: now + policy.time_to_live(now),
+            while_revalidate: None,
+            if_error: None,
+            forbidden: false,
+        };
+        for (name, value) in directives(shown) {
+            let seconds = value.and_then(|v| v.parse().ok()).map(Duration::from_secs);
+            match name.as_str() {
+                "stale-while-revalidate" => rules.while_revalidate = seconds,
+                "stale-if-error" => rules.if_error = seconds,
+                "must-revalidate" | "proxy-revalidate" | "no-cache" | "s-maxage" => {
+                    rules.forbidden = true;
+                }
+                _ => {}
+            }
+        }
+        rules
+    }
+
+    /// The same rules for the response once the inner service said at `now` that it is still
+    /// current, under its new `policy`.
+    pub(crate) fn refreshed(&self, policy: &CachePolicy, now: SystemTime) -> Self {
+        let fresh_until = now + policy.time_to_live(now);
+        Self {
+            fresh_until,
+            ..self.clone()
+        }
+    }
+
+    /// How long it has been stale at `now`, if it is.
+    fn stale_for(&self, now: SystemTime) -> Option<Duration> {
+        now.duration_since(self.fresh_until)
+            .ok()
+            .filter(|d| !d.is_zero())
+    }
+
+    /// Whether it may be served to `asked` at `now` while it is revalidated.
+    pub(crate) fn while_revalidating(&self, asked: &Request<()>, now: SystemTime) -> bool {
+        let window = self.while_revalidate;
+        self.allowed(asked) && (self.stale_for(now)).is_some_and(|s| window.is_some_and(|w| s <= w))
+    }
+
+    /// Whether it may be served to `asked` at `now` in place of a failure (`unreachable`: the
+    /// inner service could not be reached).
+    pub(crate) fn on_error(&self, asked: &Request<()>, now: SystemTime, unreachable: bool) -> bool {
+        let window = self.if_error.or(unreachable.then_some(UNREACHABLE));
+        self.allowed(asked) && (self.stale_for(now)).is_some_and(|s| window.is_some_and(|w| s <= w))
+    }
+
+    fn allowed(&self, asked: &Request<()>) -> bool {
+        let pragma = (asked.headers().get_all(header::PRAGMA).iter()).any(|v| {
+            v.to_str()
+                .is_ok_and(|v| v.to_ascii_lowercase().contains("no-cache"))
+        });
+        let strict = directives(asked.headers())
+            .any(|(name, _)| matches!(name.as_str(), "no-cache" | "max-age" | "min-fresh"));
+        !self.forbidden && !pragma && !strict
+    }
+}
+
+/// The `Cache-Control` directives of `headers`: names in lowercase, values unquoted.
+fn directives(headers: &HeaderMap) -> impl Iterator<Item = (String, Option<&str>)> {
+    ifmatch_core::header_list(headers, header::CACHE_CONTROL).map(|directive| {
+        let (name, value) = match directive.split_once('=') {
+            Some((name, value)) => (name, Some(value.trim().trim_matches('"'))),
+            None => (directive, None),
+        };
+        (name.trim().to_ascii_lowercase(), value)
+    })
+}
+
+/// Whether an answer of `status` is a failure a stale response may stand in for: `Some(true)`
+/// when it says the inner service could not be reached.
+pub(crate) fn failure(status: StatusCode) -> Option<bool> {
+    match status {
+        StatusCode::BAD_GATEWAY | StatusCode::GATEWAY_TIMEOUT => Some(true),
+        StatusCode::INTERNAL_SERVER_ERROR | StatusCode::SERVICE_UNAVAILABLE => Some(false),
+        _ => None,
+    }
+}
+
+/// The head to serve `policy`'s response to `asked` with, stale (its fields, with `Age`).
+pub(crate) fn head(
+    policy: &CachePolicy,
+    asked: &Request<()>,
+    now: SystemTime,
+) -> Option<http::response::Parts> {
+    let mut relaxed = Request::new(());
+    *relaxed.method_mut() = asked.method().clone();
+    *relaxed.uri_mut() = asked.uri().clone();
+    *relaxed.headers_mut() = asked.headers().clone();
+    let headers = relaxed.headers_mut();
+    headers.remove(header::PRAGMA);
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("max-stale"));
+    match policy.before_request(&relaxed, now) {
+        BeforeRequest::Fresh(head) => Some(head),
+        BeforeRequest::Stale { .. } => None,
+    }
+}
