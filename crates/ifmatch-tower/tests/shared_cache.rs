@@ -766,3 +766,39 @@ async fn a_head_is_answered_from_a_stored_get() {
     assert_eq!(status_of(&headers), "ifmatch; hit");
     assert_eq!(origin.reached(), 1);
 }
+
+/// A field `Vary` names is compared whole, every line of it: a request whose second `Cookie`
+/// line differs is not served another's answer, and one line or two of the same list select
+/// the same.
+#[tokio::test]
+async fn every_line_of_a_varying_field_selects() {
+    let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
+    let stored = [("cache-control", "max-age=60"), ("vary", "cookie, foo")];
+    origin.answers(200, &stored, "alice's");
+    let alice = [("cookie", "theme=dark"), ("cookie", "session=alice")];
+    send(&layer, &origin, Method::GET, "/v", &alice).await;
+    let (_, headers, _) = send(&layer, &origin, Method::GET, "/v", &alice).await;
+    assert_eq!(status_of(&headers), "ifmatch; hit");
+    let bob = [("cookie", "theme=dark"), ("cookie", "session=bob")];
+    origin.answers(200, &stored, "bob's");
+    let (_, _, body) = send(&layer, &origin, Method::GET, "/v", &bob).await;
+    assert_eq!(&body[..], b"bob's");
+    assert_eq!(origin.reached(), 2);
+
+    let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
+    origin.answers(
+        200,
+        &[("cache-control", "max-age=60"), ("vary", "foo")],
+        "x",
+    );
+    send(&layer, &origin, Method::GET, "/v", &[("foo", "1, 2")]).await;
+    let (_, headers, _) = send(
+        &layer,
+        &origin,
+        Method::GET,
+        "/v",
+        &[("foo", "1"), ("foo", "2")],
+    )
+    .await;
+    assert_eq!(status_of(&headers), "ifmatch; hit");
+}

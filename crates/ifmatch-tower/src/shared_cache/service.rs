@@ -377,9 +377,38 @@ fn head_of<B>(request: &Request<B>) -> Request<()> {
     *head.method_mut() = request.method().clone();
     *head.uri_mut() = request.uri().clone();
     *head.version_mut() = request.version();
-    *head.headers_mut() = request.headers().clone();
+    *head.headers_mut() = combined(request.headers());
     policy::lowercase_directives(head.headers_mut());
     head
+}
+
+/// `headers` with the lines of each field combined into one (RFC 9110 5.3; `Cookie`'s with
+/// `; `, RFC 9113 8.2.3): the policy compares the first line of a field `Vary` names, and a
+/// request whose second `Cookie` line differs must not be served another's answer.
+fn combined(headers: &HeaderMap) -> HeaderMap {
+    let mut out = HeaderMap::with_capacity(headers.keys_len());
+    for name in headers.keys() {
+        let mut values = headers.get_all(name).iter();
+        let (Some(first), Some(_)) = (values.next(), values.next()) else {
+            out.extend(
+                headers
+                    .get_all(name)
+                    .iter()
+                    .map(|v| (name.clone(), v.clone())),
+            );
+            continue;
+        };
+        let separator: &[u8] = if name == header::COOKIE { b"; " } else { b", " };
+        let mut joined = first.as_bytes().to_vec();
+        for value in headers.get_all(name).iter().skip(1) {
+            joined.extend_from_slice(separator);
+            joined.extend_from_slice(value.as_bytes());
+        }
+        if let Ok(value) = HeaderValue::from_bytes(&joined) {
+            out.insert(name.clone(), value);
+        }
+    }
+    out
 }
 
 /// The host a request names (its target's authority, or `Host`), lowercased: a part of every
