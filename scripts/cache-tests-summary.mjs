@@ -7,7 +7,7 @@
 // Prints one line per group and a total (with CACHE_TESTS_FAILED=1 in the environment, the
 // tests each group failed, before it); with FLOOR, exits 1 when fewer passed.
 
-import { readFileSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { pathToFileURL } from 'node:url'
 import { join, resolve } from 'node:path'
 
@@ -18,8 +18,11 @@ if (!suiteDir || !resultsFile) {
 }
 const load = (path) => import(pathToFileURL(resolve(join(suiteDir, path))).href)
 const suites = (await load('tests/index.mjs')).default
-suites.push((await load('tests/surrogate-control.mjs')).default)
-const display = await load('lib/display.mjs')
+// The npm package (0.4.x) keeps its engine at the top and Surrogate-Control apart; the
+// GitHub repository keeps its engine in test-engine/.
+const github = existsSync(join(suiteDir, 'test-engine/lib/results.mjs'))
+if (!github) suites.push((await load('tests/surrogate-control.mjs')).default)
+const display = await load(github ? 'test-engine/lib/results.mjs' : 'lib/display.mjs')
 const results = JSON.parse(readFileSync(resultsFile, 'utf8'))
 
 let passed = 0

@@ -147,6 +147,51 @@ pub fn parse_http_date(value: &HeaderValue) -> Option<HttpDate> {
     value.to_str().ok()?.trim_matches([' ', '\t']).parse().ok()
 }
 
+/// Parses a field value as an HTTP date the way a cache reads `Expires` (RFC 9111 5.3 asks
+/// for the three formats; senders get the rest wrong): names in any case, and the weekday,
+/// which the date already fixes, not checked. `None` when it is no date even so (an extra
+/// space, say).
+pub fn parse_http_date_leniently(value: &HeaderValue) -> Option<HttpDate> {
+    if let Some(date) = parse_http_date(value) {
+        return Some(date);
+    }
+    let text = value.to_str().ok()?.trim_matches([' ', '\t']);
+    // Each run of letters as the formats spell it: `GMT`, else capitalised (`Thu`, `Aug`,
+    // `Thursday`).
+    let mut cased = String::with_capacity(text.len());
+    let mut start_of_word = true;
+    for c in text.chars() {
+        if c.is_ascii_alphabetic() {
+            cased.push(if start_of_word {
+                c.to_ascii_uppercase()
+            } else {
+                c.to_ascii_lowercase()
+            });
+            start_of_word = false;
+        } else {
+            cased.push(c);
+            start_of_word = true;
+        }
+    }
+    let cased = cased.replace("Gmt", "GMT");
+    if let Ok(date) = cased.parse() {
+        return Some(date);
+    }
+    let (weekday, rest) = cased.split_at(cased.find([',', ' '])?);
+    let long = weekday.len() > 3;
+    ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
+        .into_iter()
+        .map(|day| match (long, day) {
+            (false, day) => day.to_owned(),
+            (true, "Tue") => "Tuesday".to_owned(),
+            (true, "Wed") => "Wednesday".to_owned(),
+            (true, "Thu") => "Thursday".to_owned(),
+            (true, "Sat") => "Saturday".to_owned(),
+            (true, day) => format!("{day}day"),
+        })
+        .find_map(|day| format!("{day}{rest}").parse().ok())
+}
+
 /// The date in the one field line of `name`.
 ///
 /// `None` when the field is absent, invalid, or has more than one field line: RFC 9110 asks
@@ -173,6 +218,31 @@ pub fn date_header_value(date: HttpDate) -> HeaderValue {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn dates_read_leniently() {
+        let read = |v: &str| {
+            super::parse_http_date_leniently(&http::HeaderValue::from_str(v).unwrap())
+                .map(|d| d.to_string())
+        };
+        let when = Some("Thu, 18 Aug 2050 02:01:18 GMT".to_owned());
+        for value in [
+            "Thu, 18 Aug 2050 02:01:18 GMT",
+            "THU, 18 Aug 2050 02:01:18 GMT",
+            "Thu, 18 AUG 2050 02:01:18 GMT",
+            "Thu, 18 Aug 2050 02:01:18 gMT",
+            "Mon, 18 Aug 2050 02:01:18 GMT",
+            "Thursday, 18-Aug-50 02:01:18 GMT",
+            "Monday, 18-Aug-50 02:01:18 GMT",
+            "Thu Aug 18 02:01:18 2050",
+            "Sun Aug 18 02:01:18 2050",
+        ] {
+            assert_eq!(read(value), when, "{value}");
+        }
+        for value in ["Thu, 18 Aug 2050  02:01:18 GMT", "0", "", "tomorrow"] {
+            assert_eq!(read(value), None, "{value}");
+        }
+    }
+
     use super::*;
     use std::time::{Duration, UNIX_EPOCH};
 

@@ -13,17 +13,18 @@
 //!   as `Cache-Control` (see [`targeted`]).
 //! - **Directive names** are matched in any case (RFC 9111 5.2); the crate is shown them in
 //!   lowercase.
-//! - **`Age`** that is not one whole number makes a response stale (RFC 9111 5.1); the crate
-//!   reads it as 0.
+//! - **`Age`, `Expires`, `must-understand`** are read as RFC 9111 reads them (see
+//!   [`normalise`]).
 //!
 //! Kept from the crate on purpose: a response with `Set-Cookie` is not served from the store
 //! unless `public` (a shared cache handing one user's cookie to another is the worse error).
 
 use std::time::SystemTime;
 
-use http::header::{self, HeaderMap};
+use http::header::{self, HeaderMap, HeaderValue};
 use http::{Request, Response, StatusCode};
 use http_cache_semantics::{CacheOptions, CachePolicy};
+use ifmatch_core::date::{date_header_value, parse_http_date_leniently};
 
 use super::store::Stored;
 use super::{stale, targeted};
@@ -48,6 +49,7 @@ pub(crate) fn of<B>(asked: &Request<()>, response: &Response<B>, now: SystemTime
         targeted::replace(headers, &directives);
     }
     lowercase_directives(headers);
+    normalise(response.status(), headers);
     if !stands_in(response.status(), headers) {
         *shown.status_mut() = response.status();
     }
@@ -59,6 +61,47 @@ pub(crate) fn of<B>(asked: &Request<()>, response: &Response<B>, now: SystemTime
         policy,
         own_fields: changed.then_some(own),
         stale,
+    }
+}
+
+/// The fields of a response as RFC 9111 reads them, for the crate, which reads them otherwise:
+/// - `Age`: the first member of the first line, ignored when it is no whole number of
+///   seconds (5.1); the crate reads the first line whole, as 0 when it is not a number;
+/// - `Expires`: a date in any of the three formats (5.3), names in any case, any weekday; an
+///   invalid one is in the past; the crate reads one format, and more than one space;
+/// - `no-store` does not apply with `must-understand` to a status RFC 9110 defines
+///   (5.2.2.3); the crate knows no `must-understand`.
+fn normalise(status: StatusCode, headers: &mut HeaderMap) {
+    let age = (headers.get(header::AGE)).and_then(|v| {
+        v.to_str()
+            .ok()?
+            .split(',')
+            .next()?
+            .trim()
+            .parse::<u64>()
+            .ok()
+    });
+    headers.remove(header::AGE);
+    if let Some(age) = age {
+        headers.insert(header::AGE, HeaderValue::from(age));
+    }
+    if headers.contains_key(header::EXPIRES) {
+        let mut lines = headers.get_all(header::EXPIRES).iter();
+        let expires = match (lines.next(), lines.next()) {
+            (Some(one), None) => parse_http_date_leniently(one),
+            _ => None,
+        };
+        let value = expires.map_or(HeaderValue::from_static("0"), date_header_value);
+        headers.insert(header::EXPIRES, value);
+    }
+    let names = directives(headers);
+    if names.iter().any(|d| d == "must-understand") && defined(status.as_u16()) {
+        let kept: Vec<&str> = ifmatch_core::header_list(headers, header::CACHE_CONTROL)
+            .filter(|d| !d.trim().eq_ignore_ascii_case("no-store"))
+            .collect();
+        if let Ok(value) = HeaderValue::from_str(&kept.join(",")) {
+            headers.insert(header::CACHE_CONTROL, value);
+        }
     }
 }
 
@@ -177,19 +220,4 @@ pub(crate) fn judged<B>(
         headers.extend(stored.validators.clone());
     }
     Some(judged)
-}
-
-/// Whether the response's `Age` is one non-negative whole number of seconds, or absent: a
-/// response with another (`abc`, `-1`, `1.5`, two of them) is taken for stale, and not
-/// stored (RFC 9111 5.1).
-pub(crate) fn valid_age(headers: &HeaderMap) -> bool {
-    let mut ages = headers.get_all(header::AGE).iter();
-    match (ages.next(), ages.next()) {
-        (None, _) => true,
-        (Some(age), None) => {
-            let age = age.as_bytes();
-            !age.is_empty() && age.iter().all(u8::is_ascii_digit)
-        }
-        _ => false,
-    }
 }

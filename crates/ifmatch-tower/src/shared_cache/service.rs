@@ -296,7 +296,7 @@ where
 {
     let declared = policy::length(response.status(), response.headers());
     let fits = declared.filter(|len| *len <= store.max_object());
-    let storable = judged.policy.is_storable() && policy::valid_age(response.headers());
+    let storable = judged.policy.is_storable();
     let (Some(len), true, true) = (fits, storable, asked.method() == Method::GET) else {
         let status = if storable {
             "fwd=miss; detail=too-large"

@@ -22,9 +22,10 @@ pub(crate) fn capability() -> HeaderValue {
 /// The directives a response's targeted fields give this cache, in `Cache-Control` syntax, if
 /// any of them is for it.
 pub(crate) fn directives(headers: &HeaderMap) -> Option<String> {
-    if headers.contains_key(CDN_CACHE_CONTROL) {
-        let values = ifmatch_core::header_list(headers, CDN_CACHE_CONTROL);
-        return Some(values.map(str::trim).collect::<Vec<_>>().join(", "));
+    if headers.contains_key(CDN_CACHE_CONTROL)
+        && let Some(directives) = cdn_cache_control(headers)
+    {
+        return Some(directives);
     }
     let mut mine = Vec::new();
     let mut any = false;
@@ -41,6 +42,40 @@ pub(crate) fn directives(headers: &HeaderMap) -> Option<String> {
         }
     }
     any.then(|| mine.join(", "))
+}
+
+/// `CDN-Cache-Control`'s directives, if it is a valid Structured Field dictionary (RFC 9213
+/// 2.1: else it is ignored as a whole), in `Cache-Control` syntax; a directive that takes
+/// seconds with a value of another type (`max-age="60"`) is left out.
+fn cdn_cache_control(headers: &HeaderMap) -> Option<String> {
+    let lines: Vec<&str> = (headers.get_all(CDN_CACHE_CONTROL).iter())
+        .map(|v| v.to_str())
+        .collect::<Result<_, _>>()
+        .ok()?;
+    let dictionary: sfv::Dictionary = sfv::Parser::new(&lines.join(", ")).parse().ok()?;
+    let seconds = [
+        "max-age",
+        "s-maxage",
+        "stale-while-revalidate",
+        "stale-if-error",
+    ];
+    let directives: Vec<String> = dictionary
+        .iter()
+        .filter_map(|(name, entry)| {
+            let sfv::ListEntry::Item(item) = entry else {
+                return None;
+            };
+            let name = name.as_str();
+            match &item.bare_item {
+                sfv::BareItem::Boolean(true) => Some(name.to_owned()),
+                sfv::BareItem::Integer(n) => Some(format!("{name}={n}")),
+                _ if seconds.contains(&name) => None,
+                sfv::BareItem::Token(token) => Some(format!("{name}={}", token.as_str())),
+                _ => None,
+            }
+        })
+        .collect();
+    Some(directives.join(", "))
 }
 
 /// `headers` with `Cache-Control` made `directives`, and without `Expires`.
