@@ -4,60 +4,18 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::header;
+use common::{Process, free_port, header, tool, wait_for};
 use http_body_util::{BodyExt, Full};
 use ifmatch_blob::{DEV_ACCOUNT, DEV_KEY, Objects, StoreError};
 use ifmatch_redis::testing::RedisServer;
 use ifmatch_server::bucket::BucketObjects;
 use object_store::path::Path;
-
-/// A tool the test command installs, under the repository (or where `variable` says).
-fn tool(variable: &str, relative: &str) -> PathBuf {
-    let path = std::env::var_os(variable).map_or_else(
-        || {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("../..")
-                .join(relative)
-        },
-        PathBuf::from,
-    );
-    assert!(
-        path.exists(),
-        "{} is missing: run scripts/test, which installs it (or set {variable})",
-        path.display()
-    );
-    path
-}
-
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
-}
-
-fn wait_for(port: u16, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "{what} did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// A server process of the test's own, killed when dropped.
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// moto's S3 server, with one bucket.
 struct Moto {

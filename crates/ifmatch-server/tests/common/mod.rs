@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use ifmatch_blob::Env;
 use reqwest::{Method, Response};
@@ -276,6 +276,16 @@ pub async fn signed_lite(method: &str, url: &str) -> Response {
 /// A request with no body signed with Shared Key (not Lite, which Azurite does not take) by
 /// the development account's key, its string-to-sign written out from Azure's reference.
 pub async fn signed_key(method: &str, url: &str) -> Response {
+    signed_key_with(method, url, &[], Vec::new()).await
+}
+
+/// [`signed_key`] with `x-ms-*` fields and a body.
+pub async fn signed_key_with(
+    method: &str,
+    url: &str,
+    fields: &[(&str, &str)],
+    body: Vec<u8>,
+) -> Response {
     use base64::Engine;
     let key = base64::engine::general_purpose::STANDARD
         .decode(ifmatch_blob::DEV_KEY)
@@ -288,20 +298,40 @@ pub async fn signed_key(method: &str, url: &str) -> Response {
         .collect();
     query.sort();
     let params: String = query.iter().map(|(n, v)| format!("\n{n}:{v}")).collect();
+    let mut signed: Vec<(String, String)> = vec![
+        ("x-ms-date".into(), date.clone()),
+        ("x-ms-version".into(), "2021-12-02".into()),
+    ];
+    signed.extend(
+        fields
+            .iter()
+            .map(|(n, v)| (n.to_lowercase(), (*v).to_owned())),
+    );
+    signed.sort();
+    let canonical: String = signed.iter().map(|(n, v)| format!("{n}:{v}\n")).collect();
+    let length = if body.is_empty() {
+        String::new()
+    } else {
+        body.len().to_string()
+    };
     let text = format!(
-        "{method}\n\n\n\n\n\n\n\n\n\n\n\nx-ms-date:{date}\nx-ms-version:2021-12-02\n/{ACCOUNT}{}{params}",
+        "{method}\n\n\n{length}\n\n\n\n\n\n\n\n\n{canonical}/{ACCOUNT}{}{params}",
         parsed.path()
     );
-    send_signed(
-        method,
-        url,
-        &date,
-        &format!(
-            "SharedKey {ACCOUNT}:{}",
-            ifmatch_blob::auth::sign(&key, &text)
-        ),
-    )
-    .await
+    let authorization = format!(
+        "SharedKey {ACCOUNT}:{}",
+        ifmatch_blob::auth::sign(&key, &text)
+    );
+    let mut request = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap()
+        .request(Method::from_bytes(method.as_bytes()).unwrap(), url)
+        .header("authorization", authorization);
+    for (name, value) in &signed {
+        request = request.header(name, value);
+    }
+    request.body(body).send().await.unwrap()
 }
 
 /// Sends a request with no body, dated `date` and carrying `authorization`.
@@ -416,4 +446,47 @@ where
         std::thread::sleep(Duration::from_millis(20));
     }
     (child, format!("http://127.0.0.1:{port}"))
+}
+
+/// A tool the test command installs, under the repository (or where `variable` says).
+pub fn tool(variable: &str, relative: &str) -> std::path::PathBuf {
+    let path = std::env::var_os(variable).map_or_else(
+        || {
+            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../..")
+                .join(relative)
+        },
+        std::path::PathBuf::from,
+    );
+    assert!(
+        path.exists(),
+        "{} is missing: run scripts/test, which installs it (or set {variable})",
+        path.display()
+    );
+    path
+}
+
+/// A port nothing listens on now.
+pub fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// Waits up to a minute for `what` to listen on `port`.
+pub fn wait_for(port: u16, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "{what} did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A server process of the test's own, killed when dropped.
+pub struct Process(pub std::process::Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

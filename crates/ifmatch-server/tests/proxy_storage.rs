@@ -1,0 +1,211 @@
+//! `ifmatch proxy` in front of real storage, each serving a public object: moto's S3 server,
+//! Azurite and `ifmatch serve` (installed by the test command). Through the proxy, each
+//! object keeps the storage's own `ETag` byte for byte, is revalidated with it (the storage
+//! answers 304), answers clients' revalidations and ranges from the store, and a change made
+//! at the storage is seen at the next revalidation.
+
+mod common;
+
+use std::process::{Command, Stdio};
+
+use common::{Process, free_port, signed_key_with, tool, wait_for};
+
+/// Where an object lives, and how to change it there.
+struct Storage {
+    /// The endpoint the proxy is put in front of.
+    endpoint: String,
+    /// The object's path under it.
+    path: String,
+    kind: Kind,
+}
+
+enum Kind {
+    S3,
+    Azurite,
+    Ifmatch,
+}
+
+impl Storage {
+    fn url(&self) -> String {
+        format!("{}{}", self.endpoint, self.path)
+    }
+
+    /// Writes `body` as the object, straight to the storage.
+    async fn write(&self, body: &[u8]) {
+        let status = match self.kind {
+            Kind::S3 => (client().put(self.url()))
+                .header("x-amz-acl", "public-read")
+                .body(body.to_vec())
+                .send()
+                .await
+                .unwrap()
+                .status(),
+            Kind::Azurite => {
+                let fields = [("x-ms-blob-type", "BlockBlob")];
+                signed_key_with("PUT", &self.url(), &fields, body.to_vec())
+                    .await
+                    .status()
+            }
+            Kind::Ifmatch => (client().put(self.url()))
+                .header("x-ms-blob-type", "BlockBlob")
+                .body(body.to_vec())
+                .send()
+                .await
+                .unwrap()
+                .status(),
+        };
+        assert!(status.is_success(), "{status}");
+    }
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder().no_proxy().build().unwrap()
+}
+
+fn header(response: &reqwest::Response, name: &str) -> String {
+    (response.headers().get(name))
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default()
+}
+
+/// The object at `storage` through a proxy in front of it, as a client sees it.
+async fn through_a_proxy(storage: &Storage) {
+    storage.write(b"version one of the object").await;
+    let direct = client().get(storage.url()).send().await.unwrap();
+    assert_eq!(direct.status(), 200);
+    let tag = header(&direct, "etag");
+    assert!(!tag.is_empty());
+
+    let (_proxy, base) = common::spawn_ifmatch(["proxy", "--upstream", &storage.endpoint]);
+    let url = format!("{base}{}", storage.path);
+    let get = |extra: Option<(&'static str, String)>| {
+        let mut request = client().get(&url);
+        if let Some((name, value)) = extra {
+            request = request.header(name, value);
+        }
+        request.send()
+    };
+    let first = get(None).await.unwrap();
+    assert_eq!(first.status(), 200);
+    assert_eq!(
+        header(&first, "etag"),
+        tag,
+        "the storage's tag, byte for byte"
+    );
+    assert!(header(&first, "cache-status").contains("stored"));
+    assert_eq!(
+        first.bytes().await.unwrap(),
+        &b"version one of the object"[..]
+    );
+
+    // No freshness given: revalidated with the storage's tag, which answers 304.
+    let again = get(None).await.unwrap();
+    assert_eq!(header(&again, "etag"), tag);
+    let status = header(&again, "cache-status");
+    assert!(
+        status.contains("hit") || status.contains("fwd-status=304"),
+        "{status}"
+    );
+    assert_eq!(
+        again.bytes().await.unwrap(),
+        &b"version one of the object"[..]
+    );
+
+    // A client holding the tag: 304 from the proxy; a range: 206 from the store.
+    let revalidated = get(Some(("if-none-match", tag.clone()))).await.unwrap();
+    assert_eq!(revalidated.status(), 304);
+    let part = get(Some(("range", "bytes=8-10".into()))).await.unwrap();
+    assert_eq!(part.status(), 206);
+    assert_eq!(part.bytes().await.unwrap(), &b"one"[..]);
+
+    // Changed at the storage: the next revalidation brings the new bytes and tag.
+    storage.write(b"version two").await;
+    let changed = get(None).await.unwrap();
+    assert_eq!(changed.status(), 200);
+    let new_tag = header(&changed, "etag");
+    assert_ne!(new_tag, tag);
+    assert_eq!(changed.bytes().await.unwrap(), &b"version two"[..]);
+    let direct = client().get(storage.url()).send().await.unwrap();
+    assert_eq!(header(&direct, "etag"), new_tag);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_front_of_moto_s3() {
+    let port = free_port();
+    let _moto = Process(
+        Command::new(tool("IFMATCH_MOTO", ".venv/bin/moto_server"))
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for(port, "moto_server");
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let made = (client().put(format!("{endpoint}/public")))
+        .header("x-amz-acl", "public-read")
+        .send()
+        .await;
+    assert!(made.unwrap().status().is_success());
+    let storage = Storage {
+        endpoint,
+        path: "/public/docs/object.txt".into(),
+        kind: Kind::S3,
+    };
+    through_a_proxy(&storage).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_front_of_azurite() {
+    let port = free_port();
+    let work = tempfile::tempdir().unwrap();
+    let _azurite = Process(
+        Command::new(tool(
+            "IFMATCH_AZURITE",
+            "target/azurite/node_modules/.bin/azurite-blob",
+        ))
+        .args(["--blobHost", "127.0.0.1", "--blobPort", &port.to_string()])
+        .arg("--location")
+        .arg(work.path())
+        .args(["--silent", "--skipApiVersionCheck", "--loose"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap(),
+    );
+    wait_for(port, "azurite");
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let container = format!(
+        "{endpoint}/{}/public?restype=container",
+        ifmatch_blob::DEV_ACCOUNT
+    );
+    let public = [("x-ms-blob-public-access", "blob")];
+    let made = signed_key_with("PUT", &container, &public, Vec::new()).await;
+    assert_eq!(made.status(), 201);
+    let storage = Storage {
+        endpoint,
+        path: format!("/{}/public/docs/object.txt", ifmatch_blob::DEV_ACCOUNT),
+        kind: Kind::Azurite,
+    };
+    through_a_proxy(&storage).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_front_of_ifmatch_serve() {
+    let data = tempfile::tempdir().unwrap();
+    let (_serve, base) =
+        common::spawn_ifmatch(["serve".as_ref(), "--data".as_ref(), data.path().as_os_str()]);
+    let made = (client().put(format!("{base}/public?restype=container")))
+        .header("x-ms-blob-public-access", "blob")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(made.status(), 201);
+    let (endpoint, account) = base.rsplit_once('/').unwrap();
+    let storage = Storage {
+        endpoint: endpoint.to_owned(),
+        path: format!("/{account}/public/docs/object.txt"),
+        kind: Kind::Ifmatch,
+    };
+    through_a_proxy(&storage).await;
+}
