@@ -35,6 +35,7 @@
 //! - [`revalidate`]: asking whether a stale response is current, in the foreground or not;
 //! - [`stale`]: when a stale response may be served;
 //! - [`targeted`]: `CDN-Cache-Control` and `Surrogate-Control`, this cache's own directives;
+//! - [`unkeyed`]: fields that would rewrite a stored request's target or method, removed;
 //! - [`policy`]: where this cache and the crate part, and why.
 
 mod collapse;
@@ -48,6 +49,7 @@ mod service;
 mod stale;
 mod store;
 mod targeted;
+mod unkeyed;
 
 pub use layer::SharedCacheLayer;
 pub use service::{CachedBody, SharedCache};

@@ -24,7 +24,7 @@ use super::revalidate::{Revalidated, in_background, revalidate};
 use super::stale;
 use super::store::{Store, Stored, keyed, variant};
 use super::targeted::{self, SURROGATE_CAPABILITY, SURROGATE_CONTROL};
-use super::{range, received};
+use super::{range, received, unkeyed};
 
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -158,6 +158,7 @@ where
     let method = request.method().clone();
     if method == Method::GET || method == Method::HEAD {
         let headers = request.headers_mut();
+        unkeyed::remove(headers);
         headers.append(SURROGATE_CAPABILITY, targeted::capability());
     }
     let host = host_of(&request);
