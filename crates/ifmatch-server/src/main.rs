@@ -177,6 +177,10 @@ struct Proxy {
     /// The largest response the shared cache stores, in bytes; larger ones stream through.
     #[arg(long, env = "IFMATCH_CACHE_MAX_OBJECT", default_value_t = 16 << 20)]
     cache_max_object: u64,
+    /// Where to answer purges of the shared cache (`POST /purge?url=...` or `?prefix=...`),
+    /// on a listener of its own, off the data path (keep it off the public network).
+    #[arg(long, env = "IFMATCH_ADMIN_LISTEN")]
+    admin_listen: Option<std::net::SocketAddr>,
     /// How long a request that misses the shared cache waits for a request of the same URL
     /// already on its way to the origin, in seconds, before it goes itself (0: never waits).
     #[arg(long, env = "IFMATCH_CACHE_COLLAPSE_WAIT", default_value_t = 5.0)]
@@ -436,6 +440,7 @@ async fn proxy(args: Proxy) -> anyhow::Result<()> {
     options.cache_capacity = args.cache_capacity;
     options.cache_memory = args.cache_memory;
     options.cache_max_object = args.cache_max_object;
+    options.admin_listen = args.admin_listen;
     options.cache_collapse_wait = Duration::try_from_secs_f64(args.cache_collapse_wait)
         .ok()
         .context("--cache-collapse-wait: not a number of seconds")?;

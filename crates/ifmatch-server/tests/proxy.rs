@@ -761,3 +761,78 @@ async fn a_hundred_concurrent_misses_reach_the_origin_once_and_stream() {
     assert_eq!(again.bytes().await.unwrap().len(), BIG);
     assert_eq!(origin.cold_gets.load(Ordering::SeqCst), 1);
 }
+
+/// The admin listener purges by URL and by prefix, and `/metrics` says what the cache did and
+/// holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn purges_and_cache_metrics_on_listeners_of_their_own() {
+    let (requests, upstream) = start_http10_origin().await;
+    let (admin, metrics) = (common::free_port(), common::free_port());
+    let proxy = Proxy::start(
+        &upstream,
+        &[
+            "--admin-listen",
+            &format!("127.0.0.1:{admin}"),
+            "--metrics-listen",
+            &format!("127.0.0.1:{metrics}"),
+        ],
+    );
+    common::wait_for(admin, "the admin listener");
+    let http = client();
+    let host = common::host_of(&proxy.base);
+    for _ in 0..3 {
+        raw_get(&proxy.base, "/doc", "").await;
+        raw_get(&proxy.base, "/doc?page=2", "").await;
+    }
+    assert_eq!(requests.load(Ordering::SeqCst), 2);
+    let page = http
+        .get(format!("http://127.0.0.1:{metrics}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let value = |name: &str| {
+        page.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .unwrap_or_else(|| panic!("no {name} in {page}"))
+            .to_owned()
+    };
+    assert_eq!(value("ifmatch_cache_hits_total"), "4");
+    assert_eq!(value("ifmatch_cache_misses_total"), "2");
+    assert_eq!(value("ifmatch_cache_entries{tier=\"memory\"}"), "2");
+    assert_eq!(value("ifmatch_cache_bytes_from_cache_total"), "20");
+
+    let purge = |query: String| {
+        let http = http.clone();
+        async move {
+            let response = http
+                .post(format!("http://127.0.0.1:{admin}/purge?{query}"))
+                .send()
+                .await
+                .unwrap();
+            (response.status().as_u16(), response.text().await.unwrap())
+        }
+    };
+    let url = format!("url=http%3A%2F%2F{host}%2Fdoc");
+    assert_eq!(purge(url.clone()).await, (200, "purged 1\n".into()));
+    assert_eq!(purge(url).await, (404, "purged 0\n".into()));
+    raw_get(&proxy.base, "/doc", "").await;
+    assert_eq!(
+        requests.load(Ordering::SeqCst),
+        3,
+        "asked again once purged"
+    );
+    let prefix = format!("prefix=http%3A%2F%2F{host}%2F");
+    assert_eq!(purge(prefix).await, (200, "purged 2\n".into()));
+    assert_eq!(purge("url=ftp%3A%2F%2Fx%2F".into()).await.0, 400);
+    let get = http
+        .get(format!("http://127.0.0.1:{admin}/purge"))
+        .send()
+        .await;
+    assert_eq!(get.unwrap().status(), 405);
+    // The data path knows nothing of purging.
+    let forwarded = raw_get(&proxy.base, "/purge?url=x", "").await;
+    assert!(forwarded.starts_with("HTTP/1.1 200"), "{forwarded}");
+}

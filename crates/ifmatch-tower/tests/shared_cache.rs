@@ -813,3 +813,32 @@ async fn every_line_of_a_varying_field_selects() {
     .await;
     assert_eq!(status_of(&headers), "ifmatch; hit");
 }
+
+/// The handle reports what the cache did and holds, and purges by target and by prefix.
+#[tokio::test]
+async fn the_handle_reports_and_purges() {
+    let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
+    let handle = layer.handle();
+    origin.answers(200, &[("cache-control", "max-age=60")], "body");
+    for path in ["/a/1", "/a/2", "/b/1"] {
+        send(&layer, &origin, Method::GET, path, &[]).await;
+        send(&layer, &origin, Method::GET, path, &[]).await;
+    }
+    let report = handle.report();
+    assert_eq!((report.hits, report.misses, report.entries), (3, 3, 3));
+    assert_eq!(
+        (report.bytes_from_cache, report.bytes_from_origin),
+        (12, 12)
+    );
+    assert!(report.bytes > 3 * 1024);
+
+    assert!(handle.purge("ORIGIN.example", "/b/1"));
+    assert!(!handle.purge("origin.example", "/b/1"), "gone already");
+    assert_eq!(handle.purge_prefix("origin.example", "/a/"), 2);
+    assert_eq!(handle.purge_prefix("other.example", "/"), 0);
+    for path in ["/a/1", "/a/2", "/b/1"] {
+        send(&layer, &origin, Method::GET, path, &[]).await;
+    }
+    assert_eq!(origin.reached(), 6, "every purged target asked again");
+    assert_eq!(handle.report().misses, 6);
+}

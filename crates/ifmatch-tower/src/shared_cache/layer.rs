@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use tower_layer::Layer;
 
-use super::service::SharedCache;
+use super::service::{SharedCache, key_of};
+use super::stats::CacheReport;
 use super::store::{Settings, Store};
 
 /// Puts a [`SharedCache`] in front of a service. Every service it makes, and every clone of
@@ -65,6 +66,45 @@ impl SharedCacheLayer {
     /// asking, before it asks itself (a new, empty store). Zero: never waits.
     pub fn collapse_wait(self, wait: Duration) -> Self {
         self.with(|s| s.collapse_wait = wait)
+    }
+}
+
+impl SharedCacheLayer {
+    /// A handle on this layer's store (every service it makes shares it): what the cache did
+    /// and holds, and purging.
+    pub fn handle(&self) -> SharedCacheHandle {
+        SharedCacheHandle {
+            store: self.store.clone(),
+        }
+    }
+}
+
+/// A handle on a [`SharedCacheLayer`]'s store, for an operator.
+#[derive(Debug, Clone)]
+pub struct SharedCacheHandle {
+    store: Arc<Store>,
+}
+
+impl SharedCacheHandle {
+    /// What the cache did since it was made, and what it holds.
+    pub fn report(&self) -> CacheReport {
+        self.store.report()
+    }
+
+    /// Forgets what is stored for `target` (a path and query) on `host`: whether anything
+    /// was.
+    pub fn purge(&self, host: &str, target: &str) -> bool {
+        let key = key_of(&host.to_ascii_lowercase(), target);
+        let stored = self.store.contains(&key);
+        self.store.invalidate(&key);
+        stored
+    }
+
+    /// Forgets what is stored for every target on `host` that starts with `prefix` (`/` for
+    /// all of the host): how many targets.
+    pub fn purge_prefix(&self, host: &str, prefix: &str) -> u64 {
+        self.store
+            .invalidate_prefix(&key_of(&host.to_ascii_lowercase(), prefix))
     }
 }
 

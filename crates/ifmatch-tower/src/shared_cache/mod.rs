@@ -28,6 +28,7 @@
 //! - [`layer`]: the layer and what it can be told;
 //! - [`service`]: a request's way through the store to the inner service and back;
 //! - [`store`]: the stored responses, weighed by their bytes;
+//! - [`stats`]: what the cache did and holds, for an operator;
 //! - [`fill`]: a stored body, read by every client from its first byte while it arrives;
 //! - [`collapse`]: one request to the inner service for concurrent misses of one key;
 //! - [`range`]: a byte range of a stored response, for a request with `Range`;
@@ -47,9 +48,11 @@ mod received;
 mod revalidate;
 mod service;
 mod stale;
+mod stats;
 mod store;
 mod targeted;
 mod unkeyed;
 
-pub use layer::SharedCacheLayer;
+pub use layer::{SharedCacheHandle, SharedCacheLayer};
 pub use service::{CachedBody, SharedCache};
+pub use stats::CacheReport;

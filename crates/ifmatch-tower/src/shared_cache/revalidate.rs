@@ -19,6 +19,7 @@ use super::collapse::Turn;
 use super::policy;
 use super::service::{BoxError, CachedBody, from_store, keep};
 use super::stale;
+use super::stats::Counters;
 use super::store::{Store, Stored};
 
 /// What a revalidation came to.
@@ -44,15 +45,18 @@ where
     ResBody: Body<Data = Bytes> + Send + 'static,
     ResBody::Error: Into<BoxError>,
 {
+    let counters = &store.counters;
     let stale_in_place = |status: &str, unreachable: bool| {
+        Counters::add(&counters.revalidation_failed, 1);
         let now = SystemTime::now();
         if !stored.stale.on_error(asked, now, unreachable) {
             return None;
         }
         let head = stale::head(&stored.policy, asked, now)?;
         let status = format!("fwd=stale; fwd-status={status}; detail=stale-if-error");
+        Counters::add(&counters.stale_served, 1);
         Some(Revalidated::Answer(from_store(
-            head, stored, asked, &status,
+            store, head, stored, asked, &status,
         )))
     };
     let answer = match poll_fn(|cx| inner.poll_ready(cx)).await {
@@ -89,13 +93,15 @@ where
                 own_fields: stored.own_fields.clone(),
             });
             store.put(key, refreshed.clone(), Some(stored));
+            Counters::add(&counters.revalidated_not_modified, 1);
             let status = "fwd=stale; fwd-status=304";
-            Revalidated::Answer(from_store(head, &refreshed, asked, status))
+            Revalidated::Answer(from_store(store, head, &refreshed, asked, status))
         }
         AfterResponse::Modified(..) if response.status() == StatusCode::NOT_MODIFIED => {
             Revalidated::AskAgain
         }
         AfterResponse::Modified(..) => {
+            Counters::add(&counters.revalidated_modified, 1);
             let judged = policy::of(asked, &response, now);
             Revalidated::Answer(keep(store, key, asked, response, judged, Some(stored)))
         }

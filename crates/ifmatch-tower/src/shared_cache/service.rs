@@ -22,6 +22,7 @@ use super::fill::{Fill, Reader};
 use super::policy::{self, Judged};
 use super::revalidate::{Revalidated, in_background, revalidate};
 use super::stale;
+use super::stats::Counters;
 use super::store::{Store, Stored, keyed, variant};
 use super::targeted::{self, SURROGATE_CAPABILITY, SURROGATE_CONTROL};
 use super::{range, received, unkeyed};
@@ -162,7 +163,7 @@ where
         headers.append(SURROGATE_CAPABILITY, targeted::capability());
     }
     let host = host_of(&request);
-    let key = key_of(&host, request.uri());
+    let key = key_of(&host, target_of(request.uri()));
     if method != Method::GET && method != Method::HEAD {
         let target = request.uri().clone();
         let response = inner.call(request).await?;
@@ -195,7 +196,8 @@ where
                 background,
             );
             let status = "hit; detail=stale-while-revalidate";
-            return Ok(from_store(head, stored, &asked, status));
+            Counters::add(&store.counters.stale_served, 1);
+            return Ok(from_store(&store, head, stored, &asked, status));
         }
     }
     // Held until what this request stores is in the store: the requests of the same key that
@@ -207,11 +209,17 @@ where
             Turn::Follow(leader) => {
                 collapse::wait(leader, store.collapse_wait()).await;
                 found = lookup(&store, &key, &own, &asked);
+                if matches!(found, Found::Fresh(..)) {
+                    Counters::add(&store.counters.collapsed, 1);
+                }
             }
         }
     }
     match found {
-        Found::Fresh(head, stored) => return Ok(from_store(head, &stored, &asked, "hit")),
+        Found::Fresh(head, stored) => {
+            Counters::add(&store.counters.hits, 1);
+            return Ok(from_store(&store, head, &stored, &asked, "hit"));
+        }
         Found::Stale(revalidation, stored) => {
             let mut revalidation = Request::from_parts(revalidation, ReqBody::default());
             *revalidation.extensions_mut() = request.extensions().clone();
@@ -227,6 +235,7 @@ where
     // Ready again: a revalidation above may have used the readiness the caller saw.
     poll_fn(|cx| inner.poll_ready(cx)).await?;
     let now = SystemTime::now();
+    Counters::add(&store.counters.misses, 1);
     let response = inner.call(request).await?;
     let judged = policy::of(&asked, &response, now);
     Ok(keep(&store, &key, &asked, response, judged, None))
@@ -296,6 +305,7 @@ where
     B::Error: Into<BoxError>,
 {
     let declared = policy::length(response.status(), response.headers());
+    Counters::add(&store.counters.bytes_from_origin, declared.unwrap_or(0));
     let fits = declared.filter(|len| *len <= store.max_object());
     let storable = judged.policy.is_storable();
     let (Some(len), true, true) = (fits, storable, asked.method() == Method::GET) else {
@@ -329,6 +339,7 @@ where
 /// `stored` for `asked`, with the head `head` the policy made of it (its fields, refreshed,
 /// with `Age`): all of it, the part `asked` names in `Range`, or a 304.
 pub(crate) fn from_store<B>(
+    store: &Store,
     mut head: http::response::Parts,
     stored: &Stored,
     asked: &Request<()>,
@@ -354,6 +365,10 @@ pub(crate) fn from_store<B>(
             None => stored.body.reader(),
         }
     };
+    if asked.method() == Method::GET {
+        let bytes = body.size_hint().exact().unwrap_or(0);
+        Counters::add(&store.counters.bytes_from_cache, bytes);
+    }
     let mut response = Response::from_parts(head, CachedBody::stored(body));
     add_status(response.headers_mut(), status);
     response
@@ -426,10 +441,14 @@ fn host_of<B>(request: &Request<B>) -> String {
     String::from_utf8_lossy(host).to_ascii_lowercase()
 }
 
-/// Where a request's answers are stored: its host, path and query.
-fn key_of(host: &str, uri: &Uri) -> String {
-    let target = uri.path_and_query().map_or("/", |p| p.as_str());
+/// Where a request's answers are stored: its host, and its target (path and query).
+pub(crate) fn key_of(host: &str, target: &str) -> String {
     format!("{host} {target}")
+}
+
+/// A request target's path and query.
+fn target_of(uri: &Uri) -> &str {
+    uri.path_and_query().map_or("/", |p| p.as_str())
 }
 
 /// Methods that change nothing (RFC 9110 9.2.1): they invalidate nothing.
@@ -443,7 +462,7 @@ fn is_safe(method: &Method) -> bool {
 /// Forgets what is stored for `target` and for the same-origin URIs in the answer's
 /// `Location` and `Content-Location` (RFC 9111 4.4).
 fn invalidate(store: &Store, host: &str, target: &Uri, answer: &HeaderMap) {
-    store.invalidate(&key_of(host, target));
+    store.invalidate(&key_of(host, target_of(target)));
     for name in [header::LOCATION, header::CONTENT_LOCATION] {
         let Some(uri) = answer
             .get(&name)
@@ -453,7 +472,7 @@ fn invalidate(store: &Store, host: &str, target: &Uri, answer: &HeaderMap) {
         };
         let same_origin = (uri.authority()).is_none_or(|a| a.as_str().eq_ignore_ascii_case(host));
         if same_origin && uri.path().starts_with('/') {
-            store.invalidate(&key_of(host, &uri));
+            store.invalidate(&key_of(host, target_of(&uri)));
         }
     }
 }

@@ -9,6 +9,7 @@ use http_cache_semantics::CachePolicy;
 
 use super::collapse::Gates;
 use super::fill::Fill;
+use super::stats::{CacheReport, Counters};
 
 /// One stored response: what decides its reuse, its head, and its body.
 #[derive(Debug)]
@@ -99,20 +100,30 @@ pub(crate) struct Store {
     settings: Settings,
     /// The keys being asked for.
     pub(crate) gates: Arc<Gates>,
+    /// What it did.
+    pub(crate) counters: Arc<Counters>,
 }
 
 impl Store {
     pub(crate) fn new(settings: Settings) -> Self {
+        let counters = Arc::new(Counters::default());
+        let evicted = counters.clone();
         let entries = moka::sync::Cache::builder()
             .max_capacity(settings.memory)
             .weigher(|_, variants: &Variants| {
                 (variants.iter().map(|v| v.weight())).fold(64u32, |sum, w| sum.saturating_add(w))
+            })
+            .eviction_listener(move |_, _, cause| {
+                if cause == moka::notification::RemovalCause::Size {
+                    Counters::add(&evicted.evictions, 1);
+                }
             })
             .build();
         Self {
             entries,
             settings,
             gates: Arc::default(),
+            counters,
         }
     }
 
@@ -162,5 +173,30 @@ impl Store {
     /// Forgets everything stored under `key`.
     pub(crate) fn invalidate(&self, key: &str) {
         self.entries.invalidate(key);
+    }
+
+    /// Forgets everything stored under keys that start with `prefix`: how many keys. It walks
+    /// the whole store (an operator's purge, not a request's).
+    pub(crate) fn invalidate_prefix(&self, prefix: &str) -> u64 {
+        let mut forgotten = 0;
+        for (key, _) in &self.entries {
+            if key.starts_with(prefix) {
+                self.entries.invalidate(key.as_str());
+                forgotten += 1;
+            }
+        }
+        forgotten
+    }
+
+    /// Whether anything is stored under `key`.
+    pub(crate) fn contains(&self, key: &str) -> bool {
+        self.entries.contains_key(key)
+    }
+
+    /// Its counters, with what it holds.
+    pub(crate) fn report(&self) -> CacheReport {
+        self.entries.run_pending_tasks();
+        let (entries, bytes) = (self.entries.entry_count(), self.entries.weighted_size());
+        self.counters.report(entries, bytes)
     }
 }

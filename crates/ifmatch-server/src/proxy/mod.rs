@@ -5,6 +5,8 @@
 //! ETags, 304s answered from the layer's cache without reaching it, and atomic `If-Match` /
 //! `If-Unmodified-Since` / `If-None-Match` on writes, without a line changed in it.
 
+mod admin;
+
 use std::convert::Infallible;
 use std::fmt::Write as _;
 use std::future::Future;
@@ -12,7 +14,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -26,8 +28,8 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use ifmatch_tower::{
-    CachedBody, Conditional, ConditionalLayer, MemoryVersions, SharedCache, SharedCacheLayer,
-    VersionStore,
+    CacheReport, CachedBody, Conditional, ConditionalLayer, MemoryVersions, SharedCache,
+    SharedCacheHandle, SharedCacheLayer, VersionStore,
 };
 use tokio::net::TcpListener;
 use tower::{Layer, Service, ServiceExt};
@@ -114,6 +116,8 @@ pub struct ProxyOptions {
     pub metrics: bool,
     /// Where to answer `GET /metrics` on a listener of its own, off the data path.
     pub metrics_listen: Option<SocketAddr>,
+    /// Where to answer purges of the shared cache (`POST /purge`), off the data path.
+    pub admin_listen: Option<SocketAddr>,
     /// Whether to log a line per request (target `ifmatch::access`, at INFO).
     pub access_log: bool,
     /// Sends each write's fencing token to the origin in this header (with a version backend
@@ -139,6 +143,7 @@ impl ProxyOptions {
             key_headers: Vec::new(),
             metrics: false,
             metrics_listen: None,
+            admin_listen: None,
             access_log: false,
             fencing_header: None,
         }
@@ -149,6 +154,79 @@ impl ProxyOptions {
 #[derive(Debug, thiserror::Error)]
 #[error("the upstream must be an http:// URL with a host (https is not spoken: {0})")]
 pub struct BadUpstream(String);
+
+/// The shared cache's lines of `/metrics`.
+fn render_cache(out: &mut String, report: &CacheReport) {
+    let counters = [
+        (
+            "ifmatch_cache_hits_total",
+            "Answers served from the shared cache while fresh.",
+            report.hits,
+        ),
+        (
+            "ifmatch_cache_misses_total",
+            "Requests the shared cache asked the origin for.",
+            report.misses,
+        ),
+        (
+            "ifmatch_cache_stale_served_total",
+            "Stale answers served (while revalidating, or in place of a failure).",
+            report.stale_served,
+        ),
+        (
+            "ifmatch_cache_collapsed_total",
+            "Requests that waited for another of their URL and were served what it stored.",
+            report.collapsed,
+        ),
+        (
+            "ifmatch_cache_bytes_from_cache_total",
+            "Body bytes served from the shared cache.",
+            report.bytes_from_cache,
+        ),
+        (
+            "ifmatch_cache_bytes_from_origin_total",
+            "Body bytes the origin declared for what it answered through the cache.",
+            report.bytes_from_origin,
+        ),
+        (
+            "ifmatch_cache_evictions_total",
+            "Entries evicted from the memory tier for room.",
+            report.evictions,
+        ),
+    ];
+    for (name, help, value) in counters {
+        metrics::counter(out, name, help, value);
+    }
+    let name = "ifmatch_cache_revalidations_total";
+    metrics::family(
+        out,
+        name,
+        "counter",
+        "Revalidations with the origin, by outcome.",
+    );
+    for (outcome, value) in [
+        ("not_modified", report.revalidated_not_modified),
+        ("modified", report.revalidated_modified),
+        ("failed", report.revalidation_failed),
+    ] {
+        let _ = writeln!(out, "{name}{{outcome=\"{outcome}\"}} {value}");
+    }
+    for (name, help, value) in [
+        (
+            "ifmatch_cache_entries",
+            "URLs stored in the memory tier.",
+            report.entries,
+        ),
+        (
+            "ifmatch_cache_bytes",
+            "Bytes the memory tier's entries weigh.",
+            report.bytes,
+        ),
+    ] {
+        metrics::family(out, name, "gauge", help);
+        let _ = writeln!(out, "{name}{{tier=\"memory\"}} {value}");
+    }
+}
 
 /// What the proxy counts, for `/metrics`: what every server counts (requests by method and
 /// status, latency, bytes, connections), and the origin's side.
@@ -161,6 +239,8 @@ pub struct ProxyMetrics {
     upstream_timeouts: AtomicU64,
     /// Upstream latency, until the response head.
     upstream_latency: Mutex<Histogram>,
+    /// The shared cache, for its counters.
+    cache: OnceLock<SharedCacheHandle>,
 }
 
 impl ProxyMetrics {
@@ -210,6 +290,9 @@ impl ProxyMetrics {
         (self.upstream_latency.lock())
             .unwrap_or_else(|e| e.into_inner())
             .render(&mut out, name, "");
+        if let Some(cache) = self.cache.get() {
+            render_cache(&mut out, &cache.report());
+        }
         out
     }
 }
@@ -422,8 +505,11 @@ pub type ProxyService<V = MemoryVersions> = Conditional<SharedCache<Forward>, V>
 pub struct Proxy<V = MemoryVersions> {
     service: ProxyService<V>,
     metrics: Arc<ProxyMetrics>,
+    /// The shared cache, for purges.
+    cache: SharedCacheHandle,
     serve_metrics: bool,
     metrics_listen: Option<SocketAddr>,
+    admin_listen: Option<SocketAddr>,
     access_log: bool,
 }
 
@@ -470,18 +556,20 @@ impl<V: VersionStore + Clone> Proxy<V> {
             let names = options.key_headers.clone();
             layer = layer.key_fn(move |uri, headers| Some(key(uri, headers, &names)));
         }
+        let shared = SharedCacheLayer::new()
+            .memory(options.cache_memory)
+            .max_object(options.cache_max_object)
+            .collapse_wait(options.cache_collapse_wait)
+            .key_headers(options.key_headers.clone());
+        let cache = shared.handle();
+        let _ = metrics.cache.set(cache.clone());
         Ok(Self {
-            service: layer.layer(
-                SharedCacheLayer::new()
-                    .memory(options.cache_memory)
-                    .max_object(options.cache_max_object)
-                    .collapse_wait(options.cache_collapse_wait)
-                    .key_headers(options.key_headers.clone())
-                    .layer(forward),
-            ),
+            service: layer.layer(shared.layer(forward)),
             metrics,
+            cache,
             serve_metrics: options.metrics,
             metrics_listen: options.metrics_listen,
+            admin_listen: options.admin_listen,
             access_log: options.access_log,
         })
     }
@@ -564,14 +652,14 @@ pub async fn serve<V: VersionStore + Clone>(
     limits: crate::Limits,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
-    let page = metrics_page(&proxy).await?;
+    let pages = pages(&proxy).await?;
     let served = proxy.metrics.served.clone();
     let proxy = Arc::new(proxy);
     let result = crate::accept::serve_with(listener, limits, served, shutdown, |client| {
         connection(&proxy, client)
     })
     .await;
-    if let Some(page) = page {
+    for page in pages {
         page.abort();
     }
     result
@@ -587,7 +675,7 @@ pub async fn serve_threads<V: VersionStore + Clone>(
     limits: crate::Limits,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
-    let page = metrics_page(&proxy).await?;
+    let pages = pages(&proxy).await?;
     let connections = crate::accept::Connections::new(limits, proxy.metrics.served.clone());
     let result = crate::accept::on_threads(listeners, shutdown, || {
         let (proxy, connections) = (Arc::new(proxy.for_thread()), connections.clone());
@@ -599,25 +687,27 @@ pub async fn serve_threads<V: VersionStore + Clone>(
     })
     .await;
     connections.close();
-    if let Some(page) = page {
+    for page in pages {
         page.abort();
     }
     result
 }
 
-/// The `/metrics` page on a listener of its own, when asked for.
-async fn metrics_page<V>(
-    proxy: &Proxy<V>,
-) -> io::Result<Option<tokio::task::JoinHandle<io::Result<()>>>> {
-    let Some(address) = proxy.metrics_listen else {
-        return Ok(None);
-    };
-    let metrics = proxy.metrics.clone();
-    let listener = TcpListener::bind(address).await?;
-    Ok(Some(tokio::spawn(metrics::serve_page(
-        listener,
-        move || metrics.render(),
-    ))))
+/// The listeners of their own, off the data path, that were asked for: `/metrics`, and the
+/// admin's purges.
+async fn pages<V>(proxy: &Proxy<V>) -> io::Result<Vec<tokio::task::JoinHandle<io::Result<()>>>> {
+    let mut pages = Vec::new();
+    if let Some(address) = proxy.metrics_listen {
+        let metrics = proxy.metrics.clone();
+        let listener = TcpListener::bind(address).await?;
+        let page = metrics::serve_page(listener, move || metrics.render());
+        pages.push(tokio::spawn(page));
+    }
+    if let Some(address) = proxy.admin_listen {
+        let listener = TcpListener::bind(address).await?;
+        pages.push(tokio::spawn(admin::serve(listener, proxy.cache.clone())));
+    }
+    Ok(pages)
 }
 
 /// The service of the connection of `client`.
