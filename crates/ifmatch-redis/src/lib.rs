@@ -9,11 +9,15 @@
 //! [`RedisVersions`] is the Tower layer's version backend: versions every instance sees, and
 //! a per-key write lock that expires when its holder dies, with a fencing token.
 //!
+//! [`share_invalidations`] makes what one instance's shared cache forgets (a write, a purge)
+//! forgotten by every instance's.
+//!
 //! [`connect`] gives a connection manager that reconnects by itself: while Redis is away,
 //! requests fail at once with [`StoreError::Unavailable`](ifmatch_blob::StoreError) (the front
 //! answers 503 `ServerBusy`), nothing is written half-way, and service resumes when Redis is
 //! back.
 
+mod invalidations;
 mod records;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -21,6 +25,7 @@ mod versions;
 
 use std::time::Duration;
 
+pub use invalidations::share_invalidations;
 pub use records::RedisRecords;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 pub use versions::{RedisGuard, RedisVersions, VersionsError};

@@ -475,9 +475,14 @@ async fn proxy(args: Proxy) -> anyhow::Result<()> {
             let connection = ifmatch_redis::connect(backend)
                 .await
                 .with_context(|| format!("connecting to {backend}"))?;
-            let versions = ifmatch_redis::RedisVersions::new(connection, "ifmatch:versions:")
-                .lock_ttl(seconds(args.lock_ttl, "--lock-ttl")?);
+            let versions =
+                ifmatch_redis::RedisVersions::new(connection.clone(), "ifmatch:versions:")
+                    .lock_ttl(seconds(args.lock_ttl, "--lock-ttl")?);
             let proxy = ifmatch_server::proxy::Proxy::with_versions(&options, versions)?;
+            // What one instance's cache forgets (a write, a purge), every instance forgets.
+            let channel = "ifmatch:invalidations";
+            ifmatch_redis::share_invalidations(backend, connection, channel, proxy.cache().clone())
+                .with_context(|| format!("subscribing to {backend}"))?;
             tracing::info!(
                 "ifmatch proxy listening on http://{address} (upstream: {}, backend: {backend})",
                 options.upstream

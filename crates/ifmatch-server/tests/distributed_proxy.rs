@@ -54,6 +54,15 @@ async fn start_origin() -> (Arc<Origin>, String) {
     let origin = Arc::new(Origin::default());
     let app = Router::new()
         .route("/docs/{id}", get(read).put(write))
+        // The same documents, which a shared cache may keep for a minute.
+        .route(
+            "/cached/{id}",
+            get(|state, path| async move {
+                let found = read(state, path).await?;
+                Ok::<_, StatusCode>(([("cache-control", "max-age=60")], found))
+            })
+            .put(write),
+        )
         .with_state(origin.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
@@ -343,4 +352,46 @@ async fn conditional_write_latency_in_memory_vs_redis() {
         r50 - m50,
         r99 - m99
     );
+}
+
+/// What one proxy's cache forgets because of a write, the other's forgets too (over Redis):
+/// a fresh answer stored by B is not served once A has written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_through_one_proxy_is_forgotten_by_the_others_cache() {
+    let redis = RedisServer::start();
+    let (_origin, upstream) = start_origin().await;
+    let a = start_proxy(&upstream, &redis.url(), &[]);
+    let b = start_proxy(&upstream, &redis.url(), &[]);
+    let http = client();
+    // Both behind one name, as a fleet behind a balancer: one key.
+    let host = ("host", "docs.example");
+    let (on_a, on_b) = (
+        format!("{}/cached/page", a.base),
+        format!("{}/cached/page", b.base),
+    );
+    let created = common::send(&http, "PUT", &on_a, &[host, ("if-none-match", "*")], "v1").await;
+    assert_eq!(created.status(), 201);
+    for _ in 0..2 {
+        let read = common::send(&http, "GET", &on_b, &[host], Vec::new()).await;
+        assert_eq!(read.text().await.unwrap(), "v1");
+    }
+    let hit = common::send(&http, "GET", &on_b, &[host], Vec::new()).await;
+    assert!(header(&hit, "cache-status").unwrap().contains("hit"));
+    let tag = header(&hit, "etag").unwrap();
+
+    let replaced = common::send(&http, "PUT", &on_a, &[host, ("if-match", &tag)], "v2").await;
+    assert_eq!(replaced.status(), 204);
+    let started = std::time::Instant::now();
+    loop {
+        let read = common::send(&http, "GET", &on_b, &[host], Vec::new()).await;
+        if read.text().await.unwrap() == "v2" {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "B still serves what A replaced"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    eprintln!("B forgot within {:?}", started.elapsed());
 }

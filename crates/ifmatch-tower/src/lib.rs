@@ -22,7 +22,9 @@ pub use future::ResponseFuture;
 pub use ifmatch_core::precondition::Validators;
 pub use layer::ConditionalLayer;
 pub use service::Conditional;
-pub use shared_cache::{CacheReport, CachedBody, SharedCache, SharedCacheHandle, SharedCacheLayer};
+pub use shared_cache::{
+    CacheReport, CachedBody, Forgotten, SharedCache, SharedCacheHandle, SharedCacheLayer,
+};
 pub use source::{Current, Uncertain, current_request, validators_of_answer};
 pub use store::{MemoryGuard, MemoryVersions, VersionStore};
 pub use write::INVALIDATES;

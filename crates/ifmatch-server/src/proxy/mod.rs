@@ -590,6 +590,11 @@ impl<V: VersionStore + Clone> Proxy<V> {
         &self.metrics
     }
 
+    /// Its shared cache: what it did and holds, purges, and sharing what it forgets.
+    pub fn cache(&self) -> &SharedCacheHandle {
+        &self.cache
+    }
+
     /// Answers one request from the client connection `peer`.
     pub(crate) fn handle(
         &self,

@@ -7,6 +7,7 @@ use tower_layer::Layer;
 
 use super::service::{SharedCache, key_of};
 use super::stats::CacheReport;
+use super::store::Forgotten;
 use super::store::{Settings, Store};
 
 /// Puts a [`SharedCache`] in front of a service. Every service it makes, and every clone of
@@ -95,16 +96,31 @@ impl SharedCacheHandle {
     /// was.
     pub fn purge(&self, host: &str, target: &str) -> bool {
         let key = key_of(&host.to_ascii_lowercase(), target);
-        let stored = self.store.contains(&key);
-        self.store.invalidate(&key);
-        stored
+        self.store.announce(Forgotten::Key(&key));
+        self.store.forget(Forgotten::Key(&key)) > 0
     }
 
     /// Forgets what is stored for every target on `host` that starts with `prefix` (`/` for
     /// all of the host): how many targets.
     pub fn purge_prefix(&self, host: &str, prefix: &str) -> u64 {
-        self.store
-            .invalidate_prefix(&key_of(&host.to_ascii_lowercase(), prefix))
+        let prefix = key_of(&host.to_ascii_lowercase(), prefix);
+        self.store.announce(Forgotten::Prefix(&prefix));
+        self.store.forget(Forgotten::Prefix(&prefix))
+    }
+
+    /// Has `tell` told of everything this cache forgets from now on because of a request (a
+    /// successful write) or a purge, so that other instances forget it too (at most one
+    /// listener; `false` if there was one already).
+    pub fn on_forget(&self, tell: impl Fn(Forgotten<'_>) + Send + Sync + 'static) -> bool {
+        self.store.announce_to(Box::new(tell))
+    }
+
+    /// Forgets what another instance's cache forgot (as told to its [`on_forget`]), without
+    /// telling anyone: how many keys.
+    ///
+    /// [`on_forget`]: SharedCacheHandle::on_forget
+    pub fn forget(&self, forgotten: Forgotten<'_>) -> u64 {
+        self.store.forget(forgotten)
     }
 }
 

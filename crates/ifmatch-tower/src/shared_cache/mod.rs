@@ -56,3 +56,4 @@ mod unkeyed;
 pub use layer::{SharedCacheHandle, SharedCacheLayer};
 pub use service::{CachedBody, SharedCache};
 pub use stats::CacheReport;
+pub use store::Forgotten;

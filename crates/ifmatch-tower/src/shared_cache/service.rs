@@ -23,7 +23,7 @@ use super::policy::{self, Judged};
 use super::revalidate::{Revalidated, in_background, revalidate};
 use super::stale;
 use super::stats::Counters;
-use super::store::{Store, Stored, keyed, variant};
+use super::store::{Forgotten, Store, Stored, keyed, variant};
 use super::targeted::{self, SURROGATE_CAPABILITY, SURROGATE_CONTROL};
 use super::{range, received, unkeyed};
 
@@ -462,7 +462,11 @@ fn is_safe(method: &Method) -> bool {
 /// Forgets what is stored for `target` and for the same-origin URIs in the answer's
 /// `Location` and `Content-Location` (RFC 9111 4.4).
 fn invalidate(store: &Store, host: &str, target: &Uri, answer: &HeaderMap) {
-    store.invalidate(&key_of(host, target_of(target)));
+    let forget = |key: &str| {
+        store.invalidate(key);
+        store.announce(Forgotten::Key(key));
+    };
+    forget(&key_of(host, target_of(target)));
     for name in [header::LOCATION, header::CONTENT_LOCATION] {
         let Some(uri) = answer
             .get(&name)
@@ -472,7 +476,7 @@ fn invalidate(store: &Store, host: &str, target: &Uri, answer: &HeaderMap) {
         };
         let same_origin = (uri.authority()).is_none_or(|a| a.as_str().eq_ignore_ascii_case(host));
         if same_origin && uri.path().starts_with('/') {
-            store.invalidate(&key_of(host, target_of(&uri)));
+            forget(&key_of(host, target_of(&uri)));
         }
     }
 }

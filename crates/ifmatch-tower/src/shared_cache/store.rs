@@ -2,7 +2,7 @@
 //! under it (one per combination of the fields its `Vary` names), weighed by their bytes
 //! against the store's capacity.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use http_cache_semantics::CachePolicy;
@@ -94,7 +94,6 @@ pub(crate) struct Settings {
     pub(crate) collapse_wait: Duration,
 }
 
-#[derive(Debug)]
 pub(crate) struct Store {
     entries: moka::sync::Cache<String, Variants>,
     settings: Settings,
@@ -102,6 +101,30 @@ pub(crate) struct Store {
     pub(crate) gates: Arc<Gates>,
     /// What it did.
     pub(crate) counters: Arc<Counters>,
+    /// Told of what it forgets because of a request or a purge (another instance's store,
+    /// say).
+    announce: OnceLock<Announce>,
+}
+
+/// Who is told of what a store forgets.
+pub(crate) type Announce = Box<dyn Fn(Forgotten<'_>) + Send + Sync>;
+
+/// What a store forgot, as told to other stores that hold the same URLs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Forgotten<'a> {
+    /// Every answer under this key (the host, a space, the target).
+    Key(&'a str),
+    /// Every answer under keys that start with this.
+    Prefix(&'a str),
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("settings", &self.settings)
+            .field("entries", &self.entries.entry_count())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Store {
@@ -124,6 +147,7 @@ impl Store {
             settings,
             gates: Arc::default(),
             counters,
+            announce: OnceLock::new(),
         }
     }
 
@@ -168,6 +192,31 @@ impl Store {
             }
             Arc::new(variants)
         });
+    }
+
+    /// Has `tell` told of what it forgets from now on, because of a request or a purge (not
+    /// of what [`Store::forget`] is told); once.
+    pub(crate) fn announce_to(&self, tell: Announce) -> bool {
+        self.announce.set(tell).is_ok()
+    }
+
+    /// Tells whoever [`Store::announce_to`] named of `forgotten`.
+    pub(crate) fn announce(&self, forgotten: Forgotten<'_>) {
+        if let Some(tell) = self.announce.get() {
+            tell(forgotten);
+        }
+    }
+
+    /// Forgets what another store forgot: how many keys.
+    pub(crate) fn forget(&self, forgotten: Forgotten<'_>) -> u64 {
+        match forgotten {
+            Forgotten::Key(key) => {
+                let stored = self.contains(key);
+                self.invalidate(key);
+                u64::from(stored)
+            }
+            Forgotten::Prefix(prefix) => self.invalidate_prefix(prefix),
+        }
     }
 
     /// Forgets everything stored under `key`.
