@@ -2,6 +2,10 @@
 //! fixed 4 KiB body, with the layer when LAYER=on, and an ETag of the handler's own when
 //! HANDLER_ETAG=on. With DELAY_MS, the handler takes that long: waiting (DELAY_MODE=wait, the
 //! default, as for a database) or computing (DELAY_MODE=compute, as for rendering).
+//!
+//! For the caching proxy's benchmark (`scripts/bench-cache`), answers a shared cache may keep
+//! for an hour, each with a tag of its own: `/cached/4k`, `/cached/1m` (1 MiB), and
+//! `/keys/{anything}` (4 KiB, one per path).
 
 use std::time::Duration;
 
@@ -46,7 +50,28 @@ async fn main() -> std::io::Result<()> {
             (etag, body)
         }
     };
-    let mut app = Router::new().route("/doc", get(handler));
+    let cacheable = |size: usize, tag: &'static str| {
+        let body = Bytes::from(
+            (0..size)
+                .map(|i| b'a' + (i % 26) as u8)
+                .collect::<Vec<u8>>(),
+        );
+        move || {
+            let body = body.clone();
+            async move {
+                let fields = [
+                    (axum::http::header::CACHE_CONTROL, "max-age=3600"),
+                    (axum::http::header::ETAG, tag),
+                ];
+                (fields, body)
+            }
+        }
+    };
+    let mut app = Router::new()
+        .route("/doc", get(handler))
+        .route("/cached/4k", get(cacheable(4096, "\"c4k\"")))
+        .route("/cached/1m", get(cacheable(1 << 20, "\"c1m\"")))
+        .route("/keys/{key}", get(cacheable(4096, "\"key\"")));
     if layer {
         app = app.layer(ConditionalLayer::new());
     }

@@ -2,6 +2,10 @@
 //! time, one goes to the inner service; the others wait for it, a bounded time, then look
 //! again, and are served what it stored while it arrives. A request whose answer was not
 //! stored (private, too large, another variant) goes on to the inner service itself.
+//!
+//! A key whose last answer could not be stored is remembered for a minute (Varnish's
+//! "hit-for-miss"): its requests do not wait for one another, since the wait would only
+//! serialise them. A stored answer of the key ends that.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -10,9 +14,24 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 /// The keys being asked for, each with the way to wait for its asker.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Gates {
     open: Mutex<HashMap<String, watch::Receiver<()>>>,
+    /// The keys whose last answer could not be stored.
+    uncacheable: moka::sync::Cache<String, ()>,
+}
+
+impl Default for Gates {
+    fn default() -> Self {
+        let uncacheable = moka::sync::Cache::builder()
+            .max_capacity(100_000)
+            .time_to_live(Duration::from_secs(60))
+            .build();
+        Self {
+            open: Mutex::default(),
+            uncacheable,
+        }
+    }
 }
 
 /// A request's place at its key's gate.
@@ -32,6 +51,21 @@ pub(crate) struct Lead {
 }
 
 impl Gates {
+    /// Remembers whether `key`'s last answer could be stored.
+    pub(crate) fn stored(&self, key: &str, stored: bool) {
+        if stored {
+            self.uncacheable.invalidate(key);
+        } else {
+            self.uncacheable.insert(key.to_owned(), ());
+        }
+    }
+
+    /// Whether requests of `key` are worth collapsing: its last answer was stored, or none is
+    /// known.
+    pub(crate) fn worth_waiting(&self, key: &str) -> bool {
+        !self.uncacheable.contains_key(key)
+    }
+
     /// `key`'s gate: led by this request if no other leads it.
     pub(crate) fn turn(self: &Arc<Self>, key: &str) -> Turn {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());

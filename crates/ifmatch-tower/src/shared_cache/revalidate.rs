@@ -91,6 +91,7 @@ where
                 keyed: stored.keyed.clone(),
                 validators: stored.validators.clone(),
                 own_fields: stored.own_fields.clone(),
+                fields: stored.fields,
             });
             store.put(key, refreshed.clone(), Some(stored));
             Counters::add(&counters.revalidated_not_modified, 1);

@@ -23,7 +23,7 @@ use super::policy::{self, Judged};
 use super::revalidate::{Revalidated, in_background, revalidate};
 use super::stale;
 use super::stats::Counters;
-use super::store::{Forgotten, Store, Stored, keyed, variant};
+use super::store::{Forgotten, Store, Stored, fields_size, keyed, variant};
 use super::targeted::{self, SURROGATE_CAPABILITY, SURROGATE_CONTROL};
 use super::{range, received, unkeyed};
 
@@ -176,7 +176,7 @@ where
 
     let asked = head_of(&request);
     let own = keyed(asked.headers(), store.key_headers());
-    let gate = format!("{key}\0{own}");
+    let gate = gate_of(&key, &own);
     let mut found = lookup(&store, &key, &own, &asked);
     if let Found::Stale(revalidation, stored) = &found {
         let now = SystemTime::now();
@@ -203,7 +203,10 @@ where
     // Held until what this request stores is in the store: the requests of the same key that
     // came meanwhile are served from it.
     let mut _lead = None;
-    if method == Method::GET && !matches!(found, Found::Fresh(..)) {
+    if method == Method::GET
+        && !matches!(found, Found::Fresh(..))
+        && store.gates.worth_waiting(&gate)
+    {
         match store.gates.turn(&gate) {
             Turn::Lead(lead) => _lead = Some(lead),
             Turn::Follow(leader) => {
@@ -239,6 +242,11 @@ where
     let response = inner.call(request).await?;
     let judged = policy::of(&asked, &response, now);
     Ok(keep(&store, &key, &asked, response, judged, None))
+}
+
+/// The gate of the requests of `key` with the key fields `own`.
+fn gate_of(key: &str, own: &str) -> String {
+    format!("{key}\0{own}")
 }
 
 /// A response's `ETag` and `Last-Modified`.
@@ -308,7 +316,12 @@ where
     Counters::add(&store.counters.bytes_from_origin, declared.unwrap_or(0));
     let fits = declared.filter(|len| *len <= store.max_object());
     let storable = judged.policy.is_storable();
-    let (Some(len), true, true) = (fits, storable, asked.method() == Method::GET) else {
+    let get = asked.method() == Method::GET;
+    if get {
+        let gate = gate_of(key, &keyed(asked.headers(), store.key_headers()));
+        store.gates.stored(&gate, fits.is_some() && storable);
+    }
+    let (Some(len), true, true) = (fits, storable, get) else {
         let status = if storable {
             "fwd=miss; detail=too-large"
         } else {
@@ -327,6 +340,7 @@ where
         date: head.headers.get(header::DATE).cloned(),
         validators: validators_of(&head.headers),
         own_fields: judged.own_fields,
+        fields: fields_size(asked.headers()) + fields_size(&head.headers),
         stale: judged.stale,
         policy: judged.policy,
         body: body.clone(),

@@ -29,6 +29,8 @@ pub(crate) struct Stored {
     pub(crate) own_fields: Option<http::HeaderMap>,
     /// What it allows once stale.
     pub(crate) stale: super::stale::Rules,
+    /// The bytes of the request's and the response's fields, which its policy keeps.
+    pub(crate) fields: usize,
     /// The response's `Vary` and the request's values of the fields it names, and of the
     /// store's own key fields: which requests it answers, for a newer response of the same
     /// to replace it.
@@ -36,6 +38,14 @@ pub(crate) struct Stored {
     /// The request's values of the store's key fields: only requests with the same are
     /// answered from it.
     pub(crate) keyed: String,
+}
+
+/// The bytes `headers` take: names, values, and 32 bytes of bookkeeping each.
+pub(crate) fn fields_size(headers: &http::HeaderMap) -> usize {
+    headers
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len() + 32)
+        .sum()
 }
 
 /// The values of the fields `names` in `request`: what sets one user's answers apart from
@@ -72,9 +82,12 @@ pub(crate) fn variant(request: &http::HeaderMap, response: &http::HeaderMap) -> 
 }
 
 impl Stored {
-    /// What it weighs: its body and a kilobyte for its head and policy.
+    /// What it weighs: its body, its fields twice (the policy's copy and the head made of
+    /// it), and 2 KiB for the rest (measured: about that per entry beyond these, allocator
+    /// included).
     fn weight(&self) -> u32 {
-        u32::try_from(self.body.len() + 1024).unwrap_or(u32::MAX)
+        let bytes = self.body.len() + 2 * self.fields as u64 + 2048;
+        u32::try_from(bytes).unwrap_or(u32::MAX)
     }
 }
 
