@@ -315,7 +315,15 @@ where
     let declared = policy::length(response.status(), response.headers());
     Counters::add(&store.counters.bytes_from_origin, declared.unwrap_or(0));
     let fits = declared.filter(|len| *len <= store.max_object());
-    let storable = judged.policy.is_storable();
+    // Stored only if it can ever be reused: fresh for a while, revalidated with a validator,
+    // or served stale by its own leave. One with none of these would be fetched whole again
+    // by every request (and would make them wait for one another).
+    let headers = response.headers();
+    let reusable = !judged.policy.time_to_live(SystemTime::now()).is_zero()
+        || headers.contains_key(header::ETAG)
+        || headers.contains_key(header::LAST_MODIFIED)
+        || judged.stale.lingers();
+    let storable = judged.policy.is_storable() && reusable;
     let get = asked.method() == Method::GET;
     if get {
         let gate = gate_of(key, &keyed(asked.headers(), store.key_headers()));

@@ -59,6 +59,11 @@ impl Rules {
         }
     }
 
+    /// Whether it may ever be served stale (a window for it is given).
+    pub(crate) fn lingers(&self) -> bool {
+        !self.forbidden && (self.while_revalidate.is_some() || self.if_error.is_some())
+    }
+
     /// How long it has been stale at `now`, if it is.
     fn stale_for(&self, now: SystemTime) -> Option<Duration> {
         now.duration_since(self.fresh_until)
