@@ -846,20 +846,24 @@ async fn the_handle_reports_and_purges() {
 /// Requests of a key whose answers cannot be stored do not wait for one another.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_of_an_uncacheable_key_do_not_wait_for_one_another() {
-    let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
-    origin.answers(200, &[("cache-control", "no-store")], "fresh each time");
-    *origin.delay.lock().unwrap() = std::time::Duration::from_millis(300);
-    send(&layer, &origin, Method::GET, "/u", &[]).await;
-    let started = std::time::Instant::now();
-    let asks = (0..10).map(|_| {
-        let (layer, origin) = (layer.clone(), origin.clone());
-        tokio::spawn(async move { send(&layer, &origin, Method::GET, "/u", &[]).await })
-    });
-    futures_util::future::join_all(asks).await;
-    let took = started.elapsed();
-    assert!(
-        took < std::time::Duration::from_millis(550),
-        "ten requests of 300 ms took {took:?}: they waited for one another"
-    );
-    assert_eq!(origin.reached(), 11);
+    // Not storable; and storable but never reusable (no freshness, no validator).
+    for fields in [&[("cache-control", "no-store")][..], &[]] {
+        let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
+        origin.answers(200, fields, "fresh each time");
+        *origin.delay.lock().unwrap() = std::time::Duration::from_millis(300);
+        let (_, headers, _) = send(&layer, &origin, Method::GET, "/u", &[]).await;
+        assert_eq!(status_of(&headers), "ifmatch; fwd=uri-miss", "{fields:?}");
+        let started = std::time::Instant::now();
+        let asks = (0..10).map(|_| {
+            let (layer, origin) = (layer.clone(), origin.clone());
+            tokio::spawn(async move { send(&layer, &origin, Method::GET, "/u", &[]).await })
+        });
+        futures_util::future::join_all(asks).await;
+        let took = started.elapsed();
+        assert!(
+            took < std::time::Duration::from_millis(550),
+            "{fields:?}: ten requests of 300 ms took {took:?}: they waited for one another"
+        );
+        assert_eq!(origin.reached(), 11);
+    }
 }
