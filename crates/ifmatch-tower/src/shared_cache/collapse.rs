@@ -53,9 +53,11 @@ pub(crate) struct Lead {
 impl Gates {
     /// Remembers whether `key`'s last answer could be stored.
     pub(crate) fn stored(&self, key: &str, stored: bool) {
-        if stored {
+        // A read first: most answers say what the last said, and an insert costs more.
+        let known = self.uncacheable.contains_key(key);
+        if stored && known {
             self.uncacheable.invalidate(key);
-        } else {
+        } else if !stored && !known {
             self.uncacheable.insert(key.to_owned(), ());
         }
     }
