@@ -132,6 +132,34 @@ where
     served
 }
 
+/// Serves a listener off the data path (`/metrics`, the admin's), under the default limits
+/// and with counters of its own, until the task is dropped: each request is answered by
+/// `answer` from its method and target alone (its body is never read).
+pub(crate) async fn serve_aside<F>(listener: TcpListener, answer: F) -> io::Result<()>
+where
+    F: Fn(&http::Method, &http::Uri) -> Response<http_body_util::Full<Bytes>>
+        + Send
+        + Sync
+        + 'static,
+{
+    let answer = Arc::new(answer);
+    let own = Arc::new(Metrics::default());
+    serve_with(
+        listener,
+        Limits::default(),
+        own,
+        std::future::pending(),
+        |_| {
+            let answer = answer.clone();
+            hyper::service::service_fn(move |request: Request<RequestBody>| {
+                let response = answer(request.method(), request.uri());
+                async move { Ok::<_, std::convert::Infallible>(response) }
+            })
+        },
+    )
+    .await
+}
+
 /// The connections of one server, over all the threads it accepts on: the cap on connections
 /// and the idle timeout count them all together.
 #[derive(Debug, Clone)]

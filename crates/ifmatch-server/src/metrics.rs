@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -250,22 +250,10 @@ pub(crate) async fn serve_page(
     listener: TcpListener,
     render: impl Fn() -> String + Send + Sync + 'static,
 ) -> std::io::Result<()> {
-    let render = Arc::new(render);
-    let own = Arc::new(Metrics::default());
-    crate::accept::serve_with(
-        listener,
-        crate::Limits::default(),
-        own,
-        std::future::pending(),
-        move |_| {
-            let render = render.clone();
-            hyper::service::service_fn(move |request: http::Request<_>| {
-                let page = (request.method() == Method::GET && request.uri().path() == "/metrics")
-                    .then(|| render());
-                async move { Ok::<_, std::convert::Infallible>(page_response(page)) }
-            })
-        },
-    )
+    crate::accept::serve_aside(listener, move |method, target| {
+        let asked = method == Method::GET && target.path() == "/metrics";
+        page_response(asked.then(&render))
+    })
     .await
 }
 

@@ -8,33 +8,17 @@
 //! `HOST` is the host (and port, unless 80) clients name in their requests, as the cache keys
 //! them. Anything else is 404 or 405; a URL that does not parse is 400.
 
-use std::convert::Infallible;
-use std::sync::Arc;
-
 use bytes::Bytes;
-use http::{Method, Request, Response, StatusCode};
+use http::{Method, Response, StatusCode};
 use http_body_util::Full;
 use ifmatch_tower::SharedCacheHandle;
 use tokio::net::TcpListener;
 
-use crate::metrics::Metrics;
-
 /// Serves the admin requests on `listener` until the task is dropped.
 pub(crate) async fn serve(listener: TcpListener, cache: SharedCacheHandle) -> std::io::Result<()> {
-    let own = Arc::new(Metrics::default());
-    crate::accept::serve_with(
-        listener,
-        crate::Limits::default(),
-        own,
-        std::future::pending(),
-        move |_| {
-            let cache = cache.clone();
-            hyper::service::service_fn(move |request: Request<_>| {
-                let answer = answer(&cache, request.method(), request.uri());
-                async move { Ok::<_, Infallible>(answer) }
-            })
-        },
-    )
+    crate::accept::serve_aside(listener, move |method, target| {
+        answer(&cache, method, target)
+    })
     .await
 }
 
