@@ -9,8 +9,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;

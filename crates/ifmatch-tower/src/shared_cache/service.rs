@@ -176,8 +176,15 @@ where
 
     let asked = head_of(&request);
     let own = keyed(asked.headers(), store.key_headers());
+    let mut found = match lookup(&store, &key, &own, &asked) {
+        Found::Fresh(head, stored) => {
+            Counters::add(&store.counters.hits, 1);
+            return Ok(from_store(&store, head, &stored, &asked, "hit"));
+        }
+        other => other,
+    };
+    // Not a hit: the requests of the key may have to meet.
     let gate = gate_of(&key, &own);
-    let mut found = lookup(&store, &key, &own, &asked);
     if let Found::Stale(revalidation, stored) = &found {
         let now = SystemTime::now();
         if stored.stale.while_revalidating(&asked, now)
@@ -203,10 +210,7 @@ where
     // Held until what this request stores is in the store: the requests of the same key that
     // came meanwhile are served from it.
     let mut _lead = None;
-    if method == Method::GET
-        && !matches!(found, Found::Fresh(..))
-        && store.gates.worth_waiting(&gate)
-    {
+    if method == Method::GET && store.gates.worth_waiting(&gate) {
         match store.gates.turn(&gate) {
             Turn::Lead(lead) => _lead = Some(lead),
             Turn::Follow(leader) => {
@@ -219,6 +223,7 @@ where
         }
     }
     match found {
+        // Stored by the request this one waited for.
         Found::Fresh(head, stored) => {
             Counters::add(&store.counters.hits, 1);
             return Ok(from_store(&store, head, &stored, &asked, "hit"));
