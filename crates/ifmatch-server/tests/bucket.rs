@@ -4,13 +4,12 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::{Process, free_port, header, tool, wait_for};
+use common::{Process, free_port, header};
 use http_body_util::{BodyExt, Full};
 use ifmatch_blob::{DEV_ACCOUNT, DEV_KEY, Objects, StoreError};
 use ifmatch_redis::testing::RedisServer;
@@ -31,14 +30,7 @@ impl Moto {
     }
 
     async fn start_on(port: u16) -> Self {
-        let child = Command::new(tool("IFMATCH_MOTO", ".venv/bin/moto_server"))
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let process = Process(child);
-        wait_for(port, "moto_server");
+        let process = common::moto(port);
         let made = client()
             .put(format!("http://127.0.0.1:{port}/{BUCKET}"))
             .send()
@@ -197,23 +189,8 @@ async fn objects_in_s3_azure_a_directory_and_memory_keep_the_contract() {
     contract(&moto.objects("contract")).await;
     sweep(moto.objects("sweep")).await;
 
-    let port = free_port();
     let work = tempfile::tempdir().unwrap();
-    let azurite = Process(
-        Command::new(tool(
-            "IFMATCH_AZURITE",
-            "target/azurite/node_modules/.bin/azurite-blob",
-        ))
-        .args(["--blobHost", "127.0.0.1", "--blobPort", &port.to_string()])
-        .arg("--location")
-        .arg(work.path())
-        .args(["--silent", "--skipApiVersionCheck", "--loose"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap(),
-    );
-    wait_for(port, "azurite");
+    let (azurite, port) = common::azurite(work.path());
     let endpoint = format!("http://127.0.0.1:{port}/{DEV_ACCOUNT}");
     let made = common::signed_key("PUT", &format!("{endpoint}/bytes?restype=container")).await;
     assert_eq!(made.status(), 201);

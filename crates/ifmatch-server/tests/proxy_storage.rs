@@ -6,9 +6,7 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
-
-use common::{Process, free_port, signed_key_with, tool, wait_for};
+use common::{free_port, signed_key_with};
 
 /// Where an object lives, and how to change it there.
 struct Storage {
@@ -132,15 +130,7 @@ async fn through_a_proxy(storage: &Storage) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_front_of_moto_s3() {
     let port = free_port();
-    let _moto = Process(
-        Command::new(tool("IFMATCH_MOTO", ".venv/bin/moto_server"))
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_for(port, "moto_server");
+    let _moto = common::moto(port);
     let endpoint = format!("http://127.0.0.1:{port}");
     let made = (client().put(format!("{endpoint}/public")))
         .header("x-amz-acl", "public-read")
@@ -157,23 +147,8 @@ async fn in_front_of_moto_s3() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_front_of_azurite() {
-    let port = free_port();
     let work = tempfile::tempdir().unwrap();
-    let _azurite = Process(
-        Command::new(tool(
-            "IFMATCH_AZURITE",
-            "target/azurite/node_modules/.bin/azurite-blob",
-        ))
-        .args(["--blobHost", "127.0.0.1", "--blobPort", &port.to_string()])
-        .arg("--location")
-        .arg(work.path())
-        .args(["--silent", "--skipApiVersionCheck", "--loose"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap(),
-    );
-    wait_for(port, "azurite");
+    let (_azurite, port) = common::azurite(work.path());
     let endpoint = format!("http://127.0.0.1:{port}");
     let container = format!(
         "{endpoint}/{}/public?restype=container",
