@@ -1,16 +1,17 @@
-//! Tags that stay strong under a compressor outside the layer.
+//! Tags that stay strong under a compressor outside the layer, when
+//! [`mark_encodings`](crate::ConditionalLayer::mark_encodings) asks for it (off by default: the
+//! compressor's place is inside the layer, which then tags the encoded bytes themselves).
 //!
 //! A compressor placed outside the layer (tower-http's `CompressionLayer` after it, say)
 //! encodes what the layer already tagged: the gzip bytes would leave with the identity bytes'
-//! strong tag, which RFC 9110 8.8.3 forbids. One inside the layer keeps a handler's own tag on
-//! what it encodes, the same fault. What a compressor sends is a function of the body and the
-//! request's `Accept-Encoding`, so the layer makes the tag one too: to a request that carries
-//! `Accept-Encoding`, the strong tag of a GET or HEAD answer (200 or 304) leaves as
+//! strong tag, which RFC 9110 8.8.3 forbids. What a compressor sends is a function of the body
+//! and the request's `Accept-Encoding`, so marking makes the tag one too: to a request that
+//! carries `Accept-Encoding`, the strong tag of a GET or HEAD answer (200 or 304) leaves as
 //! `"<tag>+ae<8 hex digits of the field's digest>"`, with `Vary: Accept-Encoding` (a request
-//! without the field gets the plain tag, which names the unencoded bytes it is sent). Two requests
-//! that may be sent different bytes never share a tag, whichever order the layers are in, and
-//! whoever set the tag. (Two requests sent the same bytes may get different tags: allowed, it
-//! costs a shared cache a copy.)
+//! without the field gets the plain tag, which names the unencoded bytes it is sent). Two
+//! requests that may be sent different bytes never share a tag, whichever order the layers are
+//! in, and whoever set the tag. (Two requests sent the same bytes may get different tags:
+//! allowed, it costs a shared cache a copy.)
 //!
 //! Inside the layer everything speaks the plain tag: on the way in, a request's `If-Match` and
 //! `If-None-Match` have the mark of its own `Accept-Encoding` taken off, so the cache, the

@@ -30,7 +30,8 @@ pub(crate) struct Config {
     pub(crate) source: Option<crate::source::Source>,
     /// Writes carry the lock's fencing token in this request header.
     pub(crate) fencing_header: Option<http::HeaderName>,
-    /// Strong tags are marked for each `Accept-Encoding` (see [`ConditionalLayer::mark_encodings`]).
+    /// Strong tags are marked for each `Accept-Encoding` (see [`ConditionalLayer::mark_encodings`];
+    /// off by default).
     pub(crate) mark_encodings: bool,
 }
 
@@ -76,7 +77,7 @@ impl ConditionalLayer {
         let config = Config {
             hash_limit: 1 << 20,
             require_precondition: false,
-            mark_encodings: true,
+            mark_encodings: false,
             key: Arc::new(path),
             custom_key: false,
             skip: None,
@@ -139,11 +140,17 @@ impl<V> ConditionalLayer<V> {
         self
     }
 
-    /// Whether a strong tag leaves marked for the request's `Accept-Encoding`
-    /// (`"<tag>+ae<digest>"`, with `Vary: Accept-Encoding`), so that a compressor outside the
-    /// layer never sends encoded bytes under the tag of others (the default). Off, every tag
-    /// leaves as the inner service or the layer made it: right when nothing outside the layer
-    /// encodes (a proxy, which sends its origin's bytes and tags as they came).
+    /// Marks every strong tag for the request's `Accept-Encoding` (`"<tag>+ae<digest>"`, with
+    /// `Vary: Accept-Encoding`): only for an app that must put a compressor *outside* the
+    /// layer, which would otherwise send gzip bytes under the tag of the identity bytes (RFC
+    /// 9110 8.8.3 forbids it). Off by default: a tag leaves as the handler set it, or as the
+    /// SHA-256 of the bytes that leave the layer, and a compressor *inside* the layer (the
+    /// usual place) gets the encoded bytes their own tag.
+    ///
+    /// The cost of marking: two clients sent the same bytes get different tags when their
+    /// `Accept-Encoding` fields differ by a byte, so a shared cache below keeps a copy per
+    /// field, and a client holding the tag from elsewhere (the origin's, a CDN's) gets 200s
+    /// where a 304 would do.
     pub fn mark_encodings(mut self, yes: bool) -> Self {
         Arc::make_mut(&mut self.config).mark_encodings = yes;
         self

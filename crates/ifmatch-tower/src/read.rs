@@ -20,7 +20,7 @@ use crate::cache::{CREDENTIALS, ReadCache, Remembered, Resource, rememberable};
 use crate::encoding::{Mark, present};
 use crate::future::{ReadContext, ResponseFuture};
 use crate::service::{Conditional, Refusal, refusal, validators_of};
-use crate::store::VersionStore;
+use crate::store::{VersionStore, absent};
 
 impl<S, V> Conditional<S, V> {
     pub(crate) fn read<ReqBody, ResBody>(
@@ -120,6 +120,14 @@ where
     ResBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let (key, head, mark) = (context.key.clone(), context.head, context.mark);
+    // A 404 says the resource is missing only when it answers for the resource itself: not
+    // for a variant the query selects, nor (under the default key, the path) for one user, to
+    // whom an app may deny a resource that exists.
+    let for_everyone = context.remember_private
+        || !CREDENTIALS
+            .iter()
+            .any(|name| context.request_headers.contains_key(name));
+    let says_absence = context.query.is_empty() && for_everyone;
     // Reads never wait: the first read of a key takes its lock if it is free and learns the
     // version; reads meanwhile, and reads while a write holds the lock, are served and learn
     // nothing. A backend that is down costs the read nothing either.
@@ -129,15 +137,25 @@ where
     let cache = context.cache.clone();
     poll_fn(|cx| inner.poll_ready(cx)).await?;
     let response = ResponseFuture::read(inner.call(request), context).await?;
-    let full = matches!(response.status(), StatusCode::OK | StatusCode::NOT_MODIFIED);
-    if let Some(guard) = &guard
-        && !head
-        && full
-        && let Some(validators) = plain_validators(mark.as_ref(), response.headers())
-        && versions.set(guard, validators.clone()).await.is_ok()
-        && let Some(resource) = cache.resource(&key)
-    {
-        resource.stamp(validators);
+    let Some(guard) = guard.filter(|_| !head) else {
+        return Ok(response);
+    };
+    match response.status() {
+        StatusCode::OK | StatusCode::NOT_MODIFIED => {
+            if let Some(validators) = plain_validators(mark.as_ref(), response.headers())
+                && versions.set(&guard, validators.clone()).await.is_ok()
+                && let Some(resource) = cache.resource(&key)
+            {
+                resource.stamp(validators);
+            }
+        }
+        // Known missing: `If-None-Match: *` may create it, until someone writes it.
+        StatusCode::NOT_FOUND | StatusCode::GONE
+            if says_absence && !response.headers().contains_key(header::VARY) =>
+        {
+            let _ = versions.set(&guard, absent()).await;
+        }
+        _ => {}
     }
     Ok(response)
 }

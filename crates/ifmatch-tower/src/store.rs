@@ -24,7 +24,8 @@ pub trait VersionStore: Send + Sync + 'static {
     /// Held for the duration of one write; dropping it releases the lock.
     type Guard: Send + Sync + 'static;
 
-    /// The current validators of `key`, if known.
+    /// The current validators of `key`, if known. (Validators with neither tag nor date say
+    /// the resource is known not to exist: a backend stores them as it stores any.)
     fn get(&self, key: &str) -> impl Future<Output = Result<Option<Validators>, BoxError>> + Send;
 
     /// Records the current validators of the key `guard` locks. Fails, recording nothing, when
@@ -72,6 +73,19 @@ pub trait VersionStore: Send + Sync + 'static {
         let _ = ttl;
         self
     }
+}
+
+/// What the layer records for a resource a GET found missing (404 or 410): validators with
+/// neither tag nor date, which it never records for one that exists (a version is learned only
+/// from an `ETag`). A store keeps it as any version; a write that creates the resource
+/// replaces or forgets it, so `If-None-Match: *` can create only while nobody has.
+pub(crate) fn absent() -> Validators {
+    Validators::new(None, None)
+}
+
+/// Whether `version` is [`absent`]: the resource is known not to exist.
+pub(crate) fn is_absent(version: &Validators) -> bool {
+    version.etag.is_none() && version.last_modified.is_none()
 }
 
 impl<T: VersionStore> VersionStore for Arc<T> {

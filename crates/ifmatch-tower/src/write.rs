@@ -18,7 +18,7 @@ use crate::cache::ReadCache;
 use crate::layer::Config;
 use crate::service::{Refusal, refusal, validators_of};
 use crate::source::{current_request, validators_of_answer};
-use crate::store::VersionStore;
+use crate::store::{VersionStore, is_absent};
 
 /// A write: under the key's lock, check the preconditions against the current version, run the
 /// inner service only if they hold, and record what the write made current.
@@ -66,6 +66,8 @@ where
                 }
             }
             None => match versions.get(&key).await {
+                // A GET found it missing, and nobody has written since.
+                Ok(Some(known)) if is_absent(&known) => None,
                 // Per-variant tags (`Vary`: per user, per encoding): the tag of the variant this
                 // request selects, while nobody has written since this instance learned them;
                 // otherwise the key's one version.
