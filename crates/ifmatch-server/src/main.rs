@@ -177,6 +177,14 @@ struct Proxy {
     /// The largest response the shared cache stores, in bytes; larger ones stream through.
     #[arg(long, env = "IFMATCH_CACHE_MAX_OBJECT", default_value_t = 16 << 20)]
     cache_max_object: u64,
+    /// A disk tier for the shared cache in this directory (made if missing): answers are
+    /// written there once whole and read back after memory let them go or a restart; a kill
+    /// at any moment leaves every file whole or absent.
+    #[arg(long, env = "IFMATCH_CACHE_DIR")]
+    cache_dir: Option<std::path::PathBuf>,
+    /// The bytes the disk tier's files may take.
+    #[arg(long, env = "IFMATCH_CACHE_DISK_SIZE", default_value_t = 1 << 30)]
+    cache_disk_size: u64,
     /// Where to answer purges of the shared cache (`POST /purge?url=...` or `?prefix=...`),
     /// on a listener of its own, off the data path (keep it off the public network).
     #[arg(long, env = "IFMATCH_ADMIN_LISTEN")]
@@ -440,6 +448,8 @@ async fn proxy(args: Proxy) -> anyhow::Result<()> {
     options.cache_capacity = args.cache_capacity;
     options.cache_memory = args.cache_memory;
     options.cache_max_object = args.cache_max_object;
+    options.cache_dir = args.cache_dir;
+    options.cache_disk_size = args.cache_disk_size;
     options.admin_listen = args.admin_listen;
     options.cache_collapse_wait = Duration::try_from_secs_f64(args.cache_collapse_wait)
         .ok()

@@ -867,3 +867,59 @@ async fn requests_of_an_uncacheable_key_do_not_wait_for_one_another() {
         assert_eq!(origin.reached(), 11);
     }
 }
+
+/// Waits until `layer`'s disk tier has written `n` answers.
+async fn written(layer: &SharedCacheLayer, n: u64) {
+    for _ in 0..200 {
+        if layer.handle().report().disk_writes >= n {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("not written to disk: {:?}", layer.handle().report());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_disk_tier_serves_after_a_restart_and_forgets_what_a_write_changed() {
+    let dir = std::env::temp_dir().join(format!("ifmatch-disk-tier-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let origin = Origin::default();
+    let fresh = [("cache-control", "max-age=600"), ("etag", "\"v1\"")];
+    origin.answers(200, &fresh, "stored on disk");
+    let layer = SharedCacheLayer::new().disk(&dir, 1 << 20).unwrap();
+    for path in ["/a", "/b", "/c"] {
+        send(&layer, &origin, Method::GET, path, &[]).await;
+    }
+    written(&layer, 3).await;
+    assert_eq!(layer.handle().report().disk_entries, 3);
+
+    // A new layer on the same directory (a restart): served without the origin.
+    drop(layer);
+    let layer = SharedCacheLayer::new().disk(&dir, 1 << 20).unwrap();
+    let (status, headers, body) = send(&layer, &origin, Method::GET, "/a", &[]).await;
+    assert_eq!(
+        (status, &body[..]),
+        (StatusCode::OK, &b"stored on disk"[..])
+    );
+    assert_eq!(status_of(&headers), "ifmatch; hit");
+    assert_eq!(headers["etag"], "\"v1\"");
+    assert!(headers.contains_key("age"));
+    assert_eq!(origin.reached(), 3);
+    assert_eq!(layer.handle().report().disk_hits, 1);
+
+    // A write through the cache forgets the answer in both tiers; a purge too.
+    origin.answers(204, &[], "");
+    send(&layer, &origin, Method::PUT, "/b", &[]).await;
+    assert!(layer.handle().purge("origin.example", "/c"));
+    origin.answers(200, &fresh, "fetched again");
+    drop(layer);
+    let layer = SharedCacheLayer::new().disk(&dir, 1 << 20).unwrap();
+    for path in ["/b", "/c"] {
+        let (_, headers, body) = send(&layer, &origin, Method::GET, path, &[]).await;
+        assert_eq!(&body[..], b"fetched again", "{path}");
+        assert!(status_of(&headers).contains("fwd=miss"), "{path}");
+    }
+    let (_, _, body) = send(&layer, &origin, Method::GET, "/a", &[]).await;
+    assert_eq!(&body[..], b"stored on disk");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -106,6 +106,10 @@ pub struct ProxyOptions {
     pub cache_max_object: u64,
     /// How long a miss waits for a request of the same key already on its way to the origin.
     pub cache_collapse_wait: Duration,
+    /// The shared cache's disk tier, if any: its directory.
+    pub cache_dir: Option<std::path::PathBuf>,
+    /// The bytes the disk tier's files may take.
+    pub cache_disk_size: u64,
     /// How long the 304 cache trusts what it remembers.
     pub cache_ttl: Option<Duration>,
     /// Answers 428 to writes without a precondition.
@@ -138,6 +142,8 @@ impl ProxyOptions {
             cache_memory: 256 << 20,
             cache_max_object: 16 << 20,
             cache_collapse_wait: Duration::from_secs(5),
+            cache_dir: None,
+            cache_disk_size: 1 << 30,
             cache_ttl: None,
             require_precondition: false,
             key_headers: Vec::new(),
@@ -150,10 +156,16 @@ impl ProxyOptions {
     }
 }
 
-/// A malformed `--upstream`.
+/// Why a proxy cannot be made.
 #[derive(Debug, thiserror::Error)]
-#[error("the upstream must be an http:// URL with a host (https is not spoken: {0})")]
-pub struct BadUpstream(String);
+pub enum ProxyError {
+    /// A malformed `--upstream`.
+    #[error("the upstream must be an http:// URL with a host (https is not spoken: {0})")]
+    BadUpstream(String),
+    /// A cache directory that cannot be made or read.
+    #[error("the cache directory {0} cannot be used: {1}")]
+    CacheDir(std::path::PathBuf, #[source] std::io::Error),
+}
 
 /// The shared cache's lines of `/metrics`.
 fn render_cache(out: &mut String, report: &CacheReport) {
@@ -193,6 +205,21 @@ fn render_cache(out: &mut String, report: &CacheReport) {
             "Entries evicted from the memory tier for room.",
             report.evictions,
         ),
+        (
+            "ifmatch_cache_disk_hits_total",
+            "Answers read back from the disk tier into memory.",
+            report.disk_hits,
+        ),
+        (
+            "ifmatch_cache_disk_writes_total",
+            "Answers written to the disk tier.",
+            report.disk_writes,
+        ),
+        (
+            "ifmatch_cache_disk_errors_total",
+            "Writes to and reads from the disk tier that failed (a full disk, a torn file).",
+            report.disk_errors,
+        ),
     ];
     for (name, help, value) in counters {
         metrics::counter(out, name, help, value);
@@ -211,20 +238,23 @@ fn render_cache(out: &mut String, report: &CacheReport) {
     ] {
         let _ = writeln!(out, "{name}{{outcome=\"{outcome}\"}} {value}");
     }
-    for (name, help, value) in [
+    for (name, help, memory, disk) in [
         (
             "ifmatch_cache_entries",
-            "URLs stored in the memory tier.",
+            "What each tier holds: URLs in memory, answers on disk.",
             report.entries,
+            report.disk_entries,
         ),
         (
             "ifmatch_cache_bytes",
-            "Bytes the memory tier's entries weigh.",
+            "Bytes each tier's entries take.",
             report.bytes,
+            report.disk_bytes,
         ),
     ] {
         metrics::family(out, name, "gauge", help);
-        let _ = writeln!(out, "{name}{{tier=\"memory\"}} {value}");
+        let _ = writeln!(out, "{name}{{tier=\"memory\"}} {memory}");
+        let _ = writeln!(out, "{name}{{tier=\"disk\"}} {disk}");
     }
 }
 
@@ -352,9 +382,9 @@ pub struct Forward {
 }
 
 impl Forward {
-    fn new(options: &ProxyOptions, metrics: Arc<ProxyMetrics>) -> Result<Self, BadUpstream> {
+    fn new(options: &ProxyOptions, metrics: Arc<ProxyMetrics>) -> Result<Self, ProxyError> {
         let uri = &options.upstream;
-        let bad = || BadUpstream(uri.to_string());
+        let bad = || ProxyError::BadUpstream(uri.to_string());
         if uri.scheme() != Some(&http::uri::Scheme::HTTP) {
             return Err(bad());
         }
@@ -515,7 +545,7 @@ pub struct Proxy<V = MemoryVersions> {
 
 impl Proxy {
     /// The proxy `options` describe, with versions and write locks in this process.
-    pub fn new(options: &ProxyOptions) -> Result<Self, BadUpstream> {
+    pub fn new(options: &ProxyOptions) -> Result<Self, ProxyError> {
         Self::with_versions(options, MemoryVersions::default())
     }
 }
@@ -523,7 +553,7 @@ impl Proxy {
 impl<V: VersionStore + Clone> Proxy<V> {
     /// The proxy `options` describe, with versions and write locks in `versions` (shared by
     /// several proxies with a shared backend).
-    pub fn with_versions(options: &ProxyOptions, versions: V) -> Result<Self, BadUpstream> {
+    pub fn with_versions(options: &ProxyOptions, versions: V) -> Result<Self, ProxyError> {
         let metrics = Arc::new(ProxyMetrics::default());
         let forward = Forward::new(options, metrics.clone())?;
         // The origin may change behind the proxy: every conditional write asks it for the
@@ -556,11 +586,15 @@ impl<V: VersionStore + Clone> Proxy<V> {
             let names = options.key_headers.clone();
             layer = layer.key_fn(move |uri, headers| Some(key(uri, headers, &names)));
         }
-        let shared = SharedCacheLayer::new()
+        let mut shared = SharedCacheLayer::new()
             .memory(options.cache_memory)
             .max_object(options.cache_max_object)
             .collapse_wait(options.cache_collapse_wait)
             .key_headers(options.key_headers.clone());
+        if let Some(dir) = &options.cache_dir {
+            shared = (shared.disk(dir, options.cache_disk_size))
+                .map_err(|error| ProxyError::CacheDir(dir.clone(), error))?;
+        }
         let cache = shared.handle();
         let _ = metrics.cache.set(cache.clone());
         Ok(Self {

@@ -70,6 +70,44 @@ impl Fill {
         })
     }
 
+    /// A body that is whole already (read back from disk).
+    pub(crate) fn whole(body: Bytes) -> Arc<Self> {
+        Arc::new(Self {
+            len: body.len() as u64,
+            state: Mutex::new(State {
+                received: body.len() as u64,
+                chunks: vec![body],
+                source: None,
+                failed: false,
+                waiting: Vec::new(),
+                readers: 0,
+            }),
+        })
+    }
+
+    /// All of it, once it came whole (its readers may have stopped at its declared length,
+    /// before the inner body said it ended).
+    pub(crate) fn bytes(&self) -> Option<Bytes> {
+        let mut state = self.lock();
+        if state.failed || state.received != self.len {
+            return None;
+        }
+        if state.source.is_some() {
+            state.finish();
+        }
+        Some(state.chunks.first().cloned().unwrap_or_default())
+    }
+
+    /// Waits until all of it came (reading it if no client does), or it failed: all of it.
+    pub(crate) async fn complete(self: &Arc<Self>) -> Option<Bytes> {
+        let mut reader = self.reader();
+        while let Some(frame) = reader.frame().await {
+            frame.ok()?;
+        }
+        drop(reader);
+        self.bytes()
+    }
+
     /// Its length, as declared.
     pub(crate) fn len(&self) -> u64 {
         self.len

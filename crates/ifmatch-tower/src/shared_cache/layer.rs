@@ -33,6 +33,7 @@ impl SharedCacheLayer {
             max_object: 16 << 20,
             key_headers: Vec::new(),
             collapse_wait: Duration::from_secs(5),
+            disk: None,
         };
         let store = Arc::new(Store::new(settings.clone()));
         Self { settings, store }
@@ -61,6 +62,15 @@ impl SharedCacheLayer {
     /// store).
     pub fn max_object(self, bytes: u64) -> Self {
         self.with(|s| s.max_object = bytes)
+    }
+
+    /// A disk tier in `dir` (made if missing) of at most `size` bytes: every stored response
+    /// is also written there once whole, and read back when memory no longer holds it, after
+    /// a restart too. A process killed at any moment leaves each file whole or absent (see
+    /// the module docs of `disk`). Fails if the directory cannot be made or read.
+    pub fn disk(self, dir: impl AsRef<std::path::Path>, size: u64) -> std::io::Result<Self> {
+        let disk = Arc::new(super::disk::Disk::open(dir.as_ref(), size)?);
+        Ok(self.with(|s| s.disk = Some(disk)))
     }
 
     /// How long a request that misses waits for another request of the same key already

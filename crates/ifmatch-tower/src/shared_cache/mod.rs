@@ -28,6 +28,7 @@
 //! - [`layer`]: the layer and what it can be told;
 //! - [`service`]: a request's way through the store to the inner service and back;
 //! - [`store`]: the stored responses, weighed by their bytes;
+//! - [`disk`]: the disk tier, whose files survive a restart whole or not at all;
 //! - [`stats`]: what the cache did and holds, for an operator;
 //! - [`fill`]: a stored body, read by every client from its first byte while it arrives;
 //! - [`collapse`]: one request to the inner service for concurrent misses of one key;
@@ -40,6 +41,7 @@
 //! - [`policy`]: where this cache and the crate part, and why.
 
 mod collapse;
+mod disk;
 mod fill;
 mod layer;
 mod policy;

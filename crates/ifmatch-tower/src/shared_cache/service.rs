@@ -176,6 +176,7 @@ where
 
     let asked = head_of(&request);
     let own = keyed(asked.headers(), store.key_headers());
+    store.restore(&key).await;
     let mut found = match lookup(&store, &key, &own, &asked) {
         Found::Fresh(head, stored) => {
             Counters::add(&store.counters.hits, 1);

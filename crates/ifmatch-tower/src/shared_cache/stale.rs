@@ -17,7 +17,7 @@ use http_cache_semantics::{BeforeRequest, CachePolicy};
 const UNREACHABLE: Duration = Duration::from_secs(24 * 3600);
 
 /// What a stored response allows once stale.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Rules {
     fresh_until: SystemTime,
     while_revalidate: Option<Duration>,

@@ -30,6 +30,16 @@ pub struct CacheReport {
     pub entries: u64,
     /// Bytes the stored answers weigh now.
     pub bytes: u64,
+    /// Answers read back from the disk tier into memory.
+    pub disk_hits: u64,
+    /// Answers written to the disk tier.
+    pub disk_writes: u64,
+    /// Writes to and reads from the disk tier that failed (a full disk, a torn file).
+    pub disk_errors: u64,
+    /// Answers on disk now.
+    pub disk_entries: u64,
+    /// Bytes of the disk tier's files now.
+    pub disk_bytes: u64,
 }
 
 /// The counters of [`CacheReport`].
@@ -45,6 +55,7 @@ pub(crate) struct Counters {
     pub(crate) bytes_from_cache: AtomicU64,
     pub(crate) bytes_from_origin: AtomicU64,
     pub(crate) evictions: AtomicU64,
+    pub(crate) disk_hits: AtomicU64,
 }
 
 impl Counters {
@@ -69,6 +80,8 @@ impl Counters {
             evictions: get(&self.evictions),
             entries,
             bytes,
+            disk_hits: get(&self.disk_hits),
+            ..CacheReport::default()
         }
     }
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use http_cache_semantics::CachePolicy;
 
 use super::collapse::Gates;
+use super::disk::Disk;
 use super::fill::Fill;
 use super::stats::{CacheReport, Counters};
 
@@ -105,6 +106,8 @@ pub(crate) struct Settings {
     pub(crate) max_object: u64,
     pub(crate) key_headers: Vec<http::HeaderName>,
     pub(crate) collapse_wait: Duration,
+    /// The disk tier, if there is one.
+    pub(crate) disk: Option<Arc<Disk>>,
 }
 
 pub(crate) struct Store {
@@ -186,7 +189,28 @@ impl Store {
 
     /// Stores `stored` under `key`, in place of `replaces` (the variant it was revalidated
     /// from) and of every variant the same request would select (same `Vary` fields).
+    /// With a disk tier, it is written there too once its body is whole.
     pub(crate) fn put(&self, key: &str, stored: Arc<Stored>, replaces: Option<&Arc<Stored>>) {
+        self.remember(key, stored.clone(), replaces);
+        if let Some(disk) = &self.settings.disk
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let (disk, key) = (disk.clone(), key.to_owned());
+            let generation = disk.generation(&key);
+            runtime.spawn(async move {
+                let Some(body) = stored.body.complete().await else {
+                    return;
+                };
+                let written = tokio::task::spawn_blocking(move || {
+                    disk.write(&key, &stored, &body, generation)
+                });
+                let _ = written.await;
+            });
+        }
+    }
+
+    /// Puts `stored` in the memory tier (see [`Store::put`]).
+    fn remember(&self, key: &str, stored: Arc<Stored>, replaces: Option<&Arc<Stored>>) {
         self.entries.entry_by_ref(key).and_upsert_with(|current| {
             let mut variants = vec![stored.clone()];
             if let Some(current) = current {
@@ -232,33 +256,88 @@ impl Store {
         }
     }
 
-    /// Forgets everything stored under `key`.
+    /// Forgets everything stored under `key`, in both tiers.
     pub(crate) fn invalidate(&self, key: &str) {
-        self.entries.invalidate(key);
-    }
-
-    /// Forgets everything stored under keys that start with `prefix`: how many keys. It walks
-    /// the whole store (an operator's purge, not a request's).
-    pub(crate) fn invalidate_prefix(&self, prefix: &str) -> u64 {
-        let mut forgotten = 0;
-        for (key, _) in &self.entries {
-            if key.starts_with(prefix) {
-                self.entries.invalidate(key.as_str());
-                forgotten += 1;
-            }
+        match &self.settings.disk {
+            Some(disk) => disk.invalidate(key, || self.entries.invalidate(key)),
+            None => self.entries.invalidate(key),
         }
-        forgotten
     }
 
-    /// Whether anything is stored under `key`.
+    /// Forgets everything stored under keys that start with `prefix`, in both tiers: how
+    /// many keys. It walks the whole store (an operator's purge, not a request's).
+    pub(crate) fn invalidate_prefix(&self, prefix: &str) -> u64 {
+        let mut keys: std::collections::BTreeSet<String> = (self.entries.iter())
+            .filter(|(key, _)| key.starts_with(prefix))
+            .map(|(key, _)| String::clone(&key))
+            .collect();
+        let forget = |keys: &std::collections::BTreeSet<String>| {
+            for key in keys {
+                self.entries.invalidate(key.as_str());
+            }
+        };
+        match &self.settings.disk {
+            Some(disk) => {
+                keys.extend(disk.keys_with_prefix(prefix));
+                disk.invalidate_prefix(prefix, || forget(&keys));
+            }
+            None => forget(&keys),
+        }
+        keys.len() as u64
+    }
+
+    /// Whether anything is stored under `key`, in either tier.
     pub(crate) fn contains(&self, key: &str) -> bool {
         self.entries.contains_key(key)
+            || (self.settings.disk.as_ref()).is_some_and(|disk| disk.contains(key))
+    }
+
+    /// Brings what the disk tier holds of `key` back into memory when memory holds nothing
+    /// of it: whether it did.
+    pub(crate) async fn restore(&self, key: &str) -> bool {
+        let Some(disk) = self.settings.disk.clone() else {
+            return false;
+        };
+        if self.entries.contains_key(key) || !disk.contains(key) {
+            return false;
+        }
+        let generation = disk.generation(key);
+        let key = key.to_owned();
+        let read = tokio::task::spawn_blocking(move || {
+            let files = disk.files(&key);
+            // The most recent last, so that it ends first.
+            let found: Vec<Stored> = (files.iter().rev())
+                .filter_map(|file| disk.read(&key, file))
+                .collect();
+            (disk, key, found)
+        });
+        let Ok((disk, key, found)) = read.await else {
+            return false;
+        };
+        if found.is_empty() {
+            return false;
+        }
+        let restored = disk.restore(&key, generation, || {
+            for stored in found {
+                self.remember(&key, Arc::new(stored), None);
+            }
+        });
+        if restored {
+            Counters::add(&self.counters.disk_hits, 1);
+        }
+        restored
     }
 
     /// Its counters, with what it holds.
     pub(crate) fn report(&self) -> CacheReport {
         self.entries.run_pending_tasks();
         let (entries, bytes) = (self.entries.entry_count(), self.entries.weighted_size());
-        self.counters.report(entries, bytes)
+        let mut report = self.counters.report(entries, bytes);
+        if let Some(disk) = &self.settings.disk {
+            (report.disk_entries, report.disk_bytes) = disk.held();
+            report.disk_writes = disk.writes.load(std::sync::atomic::Ordering::Relaxed);
+            report.disk_errors = disk.errors.load(std::sync::atomic::Ordering::Relaxed);
+        }
+        report
     }
 }
