@@ -20,6 +20,7 @@ mod huge_length;
 pub mod local;
 pub mod lock;
 pub mod metrics;
+mod observe;
 pub mod proxy;
 
 use std::convert::Infallible;
@@ -28,15 +29,12 @@ use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use http::Method;
-use http_body::Body;
 use hyper::service::service_fn;
 use ifmatch_blob::auth::ClientIp;
-use ifmatch_blob::{
-    Accounts, DEFAULT_MAX_BODY, Env, Front, Objects, OperationName, REQUEST_ID, Records,
-};
+use ifmatch_blob::{Accounts, DEFAULT_MAX_BODY, Env, Front, Objects, Records};
 use ifmatch_core::ErrorCode;
 use tokio::net::TcpListener;
 
@@ -44,7 +42,8 @@ pub use crate::accept::{Limits, bind_threads, raise_descriptor_limit};
 use crate::accept::{RequestBody, serve_with};
 use crate::bucket::BucketObjects;
 use crate::local::{DataDir, INLINE_MAX, LocalObjects, LocalRecords};
-use crate::metrics::{Metrics, Seen};
+use crate::metrics::Metrics;
+use crate::observe::ObserveLayer;
 
 /// The clock and the randomness of the operating system.
 #[derive(Debug, Clone, Copy, Default)]
@@ -318,42 +317,16 @@ where
     // The front answers any length past its limit 413, in Azure's words.
     let mut limits = options.limits;
     limits.huge_lengths_reach_service = true;
-    let served = serve_with(listener, limits, metrics.clone(), shutdown, move |client| {
-        let (front, metrics) = (front.clone(), metrics.clone());
-        service_fn(move |mut request: http::Request<RequestBody>| {
-            let (front, metrics) = (front.clone(), metrics.clone());
+    let observe = ObserveLayer::new(metrics.clone(), access_log);
+    let served = serve_with(listener, limits, metrics, shutdown, move |client| {
+        let front = front.clone();
+        let service = service_fn(move |mut request: http::Request<RequestBody>| {
+            let front = front.clone();
             // For the address range a shared access signature may name.
             request.extensions_mut().insert(ClientIp(client.ip()));
-            let start = Instant::now();
-            let method = request.method().clone();
-            let path = access_log.then(|| request.uri().path().to_owned());
-            let lease_action = (request.headers())
-                .contains_key("x-ms-lease-action")
-                .then(|| metrics::lease_action(request.headers()));
-            let bytes_in = metrics::declared_length(request.headers());
-            async move {
-                let answer = answer(&front, request).await;
-                let operation = answer.extensions().get::<OperationName>().map(|o| o.0);
-                metrics.record(
-                    &Seen {
-                        client: client.ip(),
-                        method: &method,
-                        path: path.as_deref().unwrap_or(""),
-                        operation: operation.unwrap_or("Unknown"),
-                        lease_action: lease_action
-                            .filter(|_| operation.is_some_and(|o| o.starts_with("Lease"))),
-                        status: answer.status(),
-                        latency: start.elapsed(),
-                        bytes_in,
-                        bytes_out: answer.body().size_hint().exact().unwrap_or(0),
-                        request_id: (answer.headers().get(REQUEST_ID))
-                            .and_then(|v| v.to_str().ok()),
-                    },
-                    access_log,
-                );
-                Ok::<_, Infallible>(answer)
-            }
-        })
+            async move { Ok::<_, Infallible>(answer(&front, request).await) }
+        });
+        observe.layer(service, client.ip())
     })
     .await;
     if let Some(page) = page {

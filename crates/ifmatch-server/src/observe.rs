@@ -1,0 +1,142 @@
+//! What every server records of every request, once, for `serve` and `proxy` alike: its row
+//! in `/metrics` (the operation, the status, the latency until the answer's head, the bytes)
+//! and, when asked, its line in the access log.
+//!
+//! A layer over a connection's service: the operation is the name the answer carries in its
+//! [`OperationName`] extension (Azure's, for the blob front; the method, for the proxy), and
+//! `Unknown` when it carries none.
+
+use std::future::Future;
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use http::{Method, Request, Response};
+use http_body::Body;
+use ifmatch_blob::{OperationName, REQUEST_ID};
+use pin_project_lite::pin_project;
+
+use crate::metrics::{self, Metrics, Seen};
+
+/// Records each request of the services it wraps in `metrics`, and logs it when
+/// `access_log`.
+#[derive(Debug, Clone)]
+pub(crate) struct ObserveLayer {
+    metrics: Arc<Metrics>,
+    access_log: bool,
+}
+
+impl ObserveLayer {
+    pub(crate) fn new(metrics: Arc<Metrics>, access_log: bool) -> Self {
+        Self {
+            metrics,
+            access_log,
+        }
+    }
+
+    /// `inner`, the service of a connection from `client`, observed.
+    pub(crate) fn layer<S>(&self, inner: S, client: IpAddr) -> Observe<S> {
+        Observe {
+            inner,
+            layer: self.clone(),
+            client,
+        }
+    }
+}
+
+/// A connection's service, observed (see [`ObserveLayer`]).
+#[derive(Debug, Clone)]
+pub(crate) struct Observe<S> {
+    inner: S,
+    layer: ObserveLayer,
+    client: IpAddr,
+}
+
+impl<S, B, ReqBody> hyper::service::Service<Request<ReqBody>> for Observe<S>
+where
+    S: hyper::service::Service<Request<ReqBody>, Response = Response<B>>,
+    B: Body,
+{
+    type Response = Response<B>;
+    type Error = S::Error;
+    type Future = Observed<S::Future>;
+
+    fn call(&self, request: Request<ReqBody>) -> Self::Future {
+        let headers = request.headers();
+        let seen = Pending {
+            layer: self.layer.clone(),
+            client: self.client,
+            start: Instant::now(),
+            method: request.method().clone(),
+            path: (self.layer.access_log).then(|| request.uri().path().to_owned()),
+            lease_action: (headers.contains_key("x-ms-lease-action"))
+                .then(|| metrics::lease_action(headers)),
+            bytes_in: metrics::declared_length(headers),
+        };
+        Observed {
+            future: self.inner.call(request),
+            seen: Some(seen),
+        }
+    }
+}
+
+/// What is known of a request before its answer.
+#[derive(Debug)]
+struct Pending {
+    layer: ObserveLayer,
+    client: IpAddr,
+    start: Instant,
+    method: Method,
+    path: Option<String>,
+    lease_action: Option<&'static str>,
+    bytes_in: u64,
+}
+
+impl Pending {
+    fn record<B: Body>(self, answer: &Response<B>) {
+        let operation = answer.extensions().get::<OperationName>().map(|o| o.0);
+        let seen = Seen {
+            client: self.client,
+            method: &self.method,
+            path: self.path.as_deref().unwrap_or(""),
+            operation: operation.unwrap_or("Unknown"),
+            lease_action: (self.lease_action)
+                .filter(|_| operation.is_some_and(|o| o.starts_with("Lease"))),
+            status: answer.status(),
+            latency: self.start.elapsed(),
+            bytes_in: self.bytes_in,
+            bytes_out: answer.body().size_hint().exact().unwrap_or(0),
+            request_id: (answer.headers().get(REQUEST_ID)).and_then(|v| v.to_str().ok()),
+        };
+        self.layer.metrics.record(&seen, self.layer.access_log);
+    }
+}
+
+pin_project! {
+    /// The future of an observed request: the inner service's, recorded when its answer's
+    /// head is ready. Not boxed: every request goes through it.
+    pub(crate) struct Observed<F> {
+        #[pin]
+        future: F,
+        seen: Option<Pending>,
+    }
+}
+
+impl<F, B, E> Future for Observed<F>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+    B: Body,
+{
+    type Output = Result<Response<B>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let answer = std::task::ready!(this.future.poll(cx));
+        if let (Ok(answer), Some(seen)) = (&answer, this.seen.take()) {
+            seen.record(answer);
+        }
+        Poll::Ready(answer)
+    }
+}

@@ -1,0 +1,418 @@
+//! The inner service of the proxy: sends a request to the origin on a pooled hyper client,
+//! bodies streaming both ways, and makes the origin's answer the proxy's (hop-by-hop fields
+//! gone, `Via`, the proxy's own HTTP version).
+
+use std::fmt::Write as _;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::uri::{Authority, PathAndQuery};
+use http::{Request, Response, StatusCode, Uri, Version};
+use http_body_util::{Either, Full};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::{Client, ResponseFuture};
+use hyper_util::rt::TokioExecutor;
+use pin_project_lite::pin_project;
+use std::convert::Infallible;
+use tower::Service;
+
+use super::{ProxyError, ProxyMetrics, ProxyOptions};
+use crate::accept::RequestBody;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The body of a request on its way to the origin: the client's, or none for the layer's own
+/// probe GETs. (A named type rather than a boxed body: no allocation, and no trait object whose
+/// lifetime the compiler's `Send` check for async blocks trips over.)
+/// The client's body is boxed because hyper's client needs an `Unpin` body, and the body
+/// timeout's timer is not.
+#[derive(Default)]
+pub struct ProxyBody(pub(super) Option<Pin<Box<RequestBody>>>);
+
+impl std::fmt::Debug for ProxyBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ProxyBody").field(&self.0.is_some()).finish()
+    }
+}
+
+impl http_body::Body for ProxyBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, BoxError>>> {
+        match &mut self.0 {
+            Some(body) => body.as_mut().poll_frame(cx),
+            None => Poll::Ready(None),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.as_ref().is_none_or(http_body::Body::is_end_stream)
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.0.as_ref().map_or_else(
+            || http_body::SizeHint::with_exact(0),
+            http_body::Body::size_hint,
+        )
+    }
+}
+
+/// What the origin answered, or what the proxy says instead (502, 504).
+pub type ForwardBody = Either<Incoming, Full<Bytes>>;
+
+/// Marks a response that came from the origin (the layer's own answers carry no mark).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct FromOrigin;
+
+/// A client connection's peer, with its address spelled as the forwarding headers want it:
+/// made once per connection rather than formatted on every request.
+#[derive(Debug)]
+pub struct Peer {
+    /// `X-Forwarded-For`'s element: the bare address.
+    ip: HeaderValue,
+    /// `Forwarded`'s `for=` node: IPv6 in quoted brackets (RFC 7239 section 6).
+    node: String,
+}
+
+impl Peer {
+    /// The peer at `address`.
+    pub fn new(address: SocketAddr) -> Self {
+        let ip = address.ip();
+        let node = match ip {
+            std::net::IpAddr::V4(v4) => v4.to_string(),
+            std::net::IpAddr::V6(v6) => format!("\"[{v6}]\""),
+        };
+        Self {
+            ip: HeaderValue::from_str(&ip.to_string()).expect("an address is a header value"),
+            node,
+        }
+    }
+}
+
+/// The request's [`Peer`], for `X-Forwarded-For` and `Forwarded`.
+#[derive(Debug, Clone)]
+pub(super) struct ClientAddr(pub(super) Arc<Peer>);
+
+#[derive(Debug)]
+struct Upstream {
+    /// The origin's host and port, for the request line.
+    host_port: Authority,
+    /// The upstream's path prefix, without a trailing `/`.
+    prefix: String,
+    authority: HeaderValue,
+    timeout: Duration,
+    preserve_host: bool,
+}
+
+/// The inner service: sends a request to the origin and streams its answer back.
+#[derive(Debug, Clone)]
+pub struct Forward {
+    client: Client<HttpConnector, ProxyBody>,
+    upstream: Arc<Upstream>,
+    metrics: Arc<ProxyMetrics>,
+}
+
+impl Forward {
+    pub(super) fn new(
+        options: &ProxyOptions,
+        metrics: Arc<ProxyMetrics>,
+    ) -> Result<Self, ProxyError> {
+        let uri = &options.upstream;
+        let bad = || ProxyError::BadUpstream(uri.to_string());
+        if uri.scheme() != Some(&http::uri::Scheme::HTTP) {
+            return Err(bad());
+        }
+        let authority = uri.authority().ok_or_else(bad)?;
+        let upstream = Upstream {
+            host_port: authority.clone(),
+            prefix: uri.path().trim_end_matches('/').to_owned(),
+            authority: HeaderValue::from_str(authority.as_str()).map_err(|_| bad())?,
+            timeout: options.timeout,
+            preserve_host: options.preserve_host,
+        };
+        Ok(Self {
+            client: pool(options.timeout),
+            upstream: Arc::new(upstream),
+            metrics,
+        })
+    }
+
+    /// This service with a pool of origin connections of its own.
+    pub(super) fn with_own_pool(&self) -> Self {
+        Self {
+            client: pool(self.upstream.timeout),
+            ..self.clone()
+        }
+    }
+
+    fn outbound(&self, mut request: Request<ProxyBody>) -> Request<ProxyBody> {
+        let upstream = &self.upstream;
+        let path = request.uri().path_and_query();
+        let path = match (upstream.prefix.as_str(), path) {
+            // The usual case: the path as it came, no string built.
+            ("", Some(path)) => Some(path.clone()),
+            (prefix, path) => {
+                let path = path.map_or("/", PathAndQuery::as_str);
+                PathAndQuery::try_from(format!("{prefix}{path}")).ok()
+            }
+        };
+        let mut parts = http::uri::Parts::default();
+        parts.scheme = Some(http::uri::Scheme::HTTP);
+        parts.authority = Some(upstream.host_port.clone());
+        parts.path_and_query = path;
+        if let Ok(uri) = Uri::from_parts(parts) {
+            *request.uri_mut() = uri;
+        }
+        let client = request
+            .extensions()
+            .get::<ClientAddr>()
+            .map(|c| c.0.clone());
+        let version = request.version();
+        let headers = request.headers_mut();
+        remove_hop_by_hop(headers);
+        let host = headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .map(str::to_owned);
+        if !upstream.preserve_host || !headers.contains_key(header::HOST) {
+            headers.insert(header::HOST, upstream.authority.clone());
+        }
+        append_via(headers, version);
+        if let Some(client) = client {
+            let x_forwarded_for = HeaderName::from_static("x-forwarded-for");
+            append(headers, x_forwarded_for, client.ip.clone());
+            let mut forwarded = format!("for={};proto=http", client.node);
+            if let Some(host) = host.as_deref().filter(|h| is_token_safe(h)) {
+                let _ = write!(forwarded, ";host=\"{host}\"");
+            }
+            if let Ok(forwarded) = HeaderValue::from_str(&forwarded) {
+                append(headers, header::FORWARDED, forwarded);
+            }
+            headers.insert(
+                HeaderName::from_static("x-forwarded-proto"),
+                HeaderValue::from_static("http"),
+            );
+            if let Some(host) = host.and_then(|h| HeaderValue::from_str(&h).ok()) {
+                headers.insert(HeaderName::from_static("x-forwarded-host"), host);
+            }
+        }
+        // The client speaks to the origin in HTTP/1.1 whatever the client spoke to us.
+        *request.version_mut() = Version::HTTP_11;
+        request
+    }
+}
+
+/// A pool of connections to the origin. Each connection is a task on the runtime that opened
+/// it.
+fn pool(timeout: Duration) -> Client<HttpConnector, ProxyBody> {
+    let mut connector = HttpConnector::new();
+    connector.set_connect_timeout(Some(timeout));
+    connector.set_nodelay(true);
+    Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(90))
+        .build(connector)
+}
+
+impl Service<Request<ProxyBody>> for Forward {
+    type Response = Response<ForwardBody>;
+    type Error = Infallible;
+    type Future = ForwardFuture;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<ProxyBody>) -> ForwardFuture {
+        let version = request.version();
+        let request = self.outbound(request);
+        let timeout = self.upstream.timeout;
+        (self.metrics.upstream_requests).fetch_add(1, Ordering::Relaxed);
+        ForwardFuture {
+            answer: tokio::time::timeout(timeout, self.client.request(request)),
+            version,
+            start: Instant::now(),
+            timeout,
+            metrics: self.metrics.clone(),
+        }
+    }
+}
+
+pin_project! {
+    /// The origin's answer to a forwarded request within the timeout, made the proxy's; or
+    /// the proxy's 502 or 504 in its place. Not boxed: every miss goes through it.
+    pub struct ForwardFuture {
+        #[pin]
+        answer: tokio::time::Timeout<ResponseFuture>,
+        // The client's HTTP version, which the answer is given.
+        version: Version,
+        start: Instant,
+        timeout: Duration,
+        metrics: Arc<ProxyMetrics>,
+    }
+}
+
+impl Future for ForwardFuture {
+    type Output = Result<Response<ForwardBody>, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let answer = std::task::ready!(this.answer.poll(cx));
+        let metrics = &this.metrics;
+        metrics.observe(this.start.elapsed());
+        let mut response = match answer {
+            Ok(Ok(response)) => response.map(Either::Left),
+            Ok(Err(error)) => {
+                metrics.upstream_errors.fetch_add(1, Ordering::Relaxed);
+                // The detail (addresses, OS errors) is for the operator's log only.
+                tracing::warn!(error = %chain(&error), "origin unreachable");
+                let why = "ifmatch proxy: origin unreachable\n".to_owned();
+                return Poll::Ready(Ok(plain(StatusCode::BAD_GATEWAY, why)));
+            }
+            Err(_) => {
+                metrics.upstream_timeouts.fetch_add(1, Ordering::Relaxed);
+                let why = format!(
+                    "ifmatch proxy: the origin did not answer within {} s\n",
+                    this.timeout.as_secs_f64()
+                );
+                return Poll::Ready(Ok(plain(StatusCode::GATEWAY_TIMEOUT, why)));
+            }
+        };
+        remove_hop_by_hop(response.headers_mut());
+        append_via(response.headers_mut(), *this.version);
+        // The proxy answers in its own version, whatever the origin spoke (RFC 9110 7.6).
+        *response.version_mut() = *this.version;
+        response.extensions_mut().insert(FromOrigin);
+        Poll::Ready(Ok(response))
+    }
+}
+
+/// Removes the connection-specific fields of RFC 9110 section 7.6.1: `Connection`, the fields
+/// it names, and the usual hop-by-hop ones; and the proxy's own credentials
+/// (`Proxy-Authorization`, `Proxy-Authenticate`: RFC 9110 11.7), which are for the proxy and
+/// must never reach the origin.
+fn remove_hop_by_hop(headers: &mut HeaderMap) {
+    // One pass over the names present (a handful) instead of a lookup of each hop-by-hop name.
+    let hop_by_hop = |name: &HeaderName| {
+        [
+            header::CONNECTION,
+            header::TE,
+            header::TRAILER,
+            header::TRANSFER_ENCODING,
+            header::UPGRADE,
+            header::PROXY_AUTHORIZATION,
+            header::PROXY_AUTHENTICATE,
+        ]
+        .contains(name)
+            || name == "keep-alive"
+            || name == "proxy-connection"
+    };
+    let mut present: Vec<HeaderName> = headers.keys().filter(|n| hop_by_hop(n)).cloned().collect();
+    if present.is_empty() {
+        return;
+    }
+    present.extend(
+        ifmatch_core::header_list(headers, header::CONNECTION)
+            .filter_map(|name| HeaderName::try_from(name).ok()),
+    );
+    for name in present {
+        headers.remove(name);
+    }
+}
+
+fn append_via(headers: &mut HeaderMap, version: Version) {
+    let via = match version {
+        Version::HTTP_09 => "0.9 ifmatch",
+        Version::HTTP_10 => "1.0 ifmatch",
+        Version::HTTP_2 => "2 ifmatch",
+        Version::HTTP_3 => "3 ifmatch",
+        _ => "1.1 ifmatch",
+    };
+    append(headers, header::VIA, HeaderValue::from_static(via));
+}
+
+/// Appends `value` to the list in the header `name` (one field line, comma-separated).
+fn append(headers: &mut HeaderMap, name: HeaderName, value: HeaderValue) {
+    let joined = match headers.get(&name) {
+        None => Some(value),
+        Some(before) => {
+            let mut joined = Vec::with_capacity(before.len() + 2 + value.len());
+            joined.extend_from_slice(before.as_bytes());
+            joined.extend_from_slice(b", ");
+            joined.extend_from_slice(value.as_bytes());
+            HeaderValue::from_bytes(&joined).ok()
+        }
+    };
+    if let Some(joined) = joined {
+        headers.insert(name, joined);
+    }
+}
+
+/// Whether a host can go into a quoted `Forwarded` parameter as it is.
+fn is_token_safe(host: &str) -> bool {
+    host.bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"-.:[]_".contains(&b))
+}
+
+fn plain(status: StatusCode, text: String) -> Response<ForwardBody> {
+    let mut response = Response::new(Either::Right(Full::new(Bytes::from(text))));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+/// An error and its sources, on one line.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut out = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let _ = write!(out, ": {cause}");
+        source = cause.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hop_by_hop_fields_and_those_connection_names_are_removed() {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::CONNECTION, "keep-alive, X-Secret".parse().unwrap());
+        headers.insert("x-secret", "1".parse().unwrap());
+        headers.insert("keep-alive", "timeout=5".parse().unwrap());
+        headers.insert(header::TE, "trailers".parse().unwrap());
+        headers.insert(header::IF_MATCH, "\"a\"".parse().unwrap());
+        headers.insert(
+            header::PROXY_AUTHORIZATION,
+            "Basic cHJveHk6cw==".parse().unwrap(),
+        );
+        remove_hop_by_hop(&mut headers);
+        assert_eq!(headers.len(), 1);
+        assert!(headers.contains_key(header::IF_MATCH));
+    }
+
+    #[test]
+    fn only_plain_http_upstreams_are_accepted() {
+        let metrics = Arc::new(ProxyMetrics::default());
+        for bad in ["https://example.com", "/relative", "ftp://x"] {
+            let options = ProxyOptions::new(bad.parse().unwrap());
+            assert!(Forward::new(&options, metrics.clone()).is_err(), "{bad}");
+        }
+    }
+}
