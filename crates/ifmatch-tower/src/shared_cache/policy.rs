@@ -39,6 +39,23 @@ pub(crate) struct Judged {
     pub(crate) stale: stale::Rules,
 }
 
+/// Whether a response with `headers` may ever be reused: only if it says how long it is fresh
+/// (`Cache-Control`, `Expires`, this cache's targeted fields) or has a validator (`ETag`,
+/// `Last-Modified`, which also gives heuristic freshness). One that says none of these is
+/// neither fresh nor revalidatable: the usual answer of an API, passed through unjudged.
+pub(crate) fn may_be_reused(headers: &HeaderMap) -> bool {
+    [
+        header::CACHE_CONTROL,
+        header::EXPIRES,
+        header::ETAG,
+        header::LAST_MODIFIED,
+        targeted::CDN_CACHE_CONTROL,
+        targeted::SURROGATE_CONTROL,
+    ]
+    .iter()
+    .any(|name| headers.contains_key(name))
+}
+
 /// How `response` to `asked`, received at `now`, is to be stored and reused.
 pub(crate) fn of<B>(asked: &Request<()>, response: &Response<B>, now: SystemTime) -> Judged {
     let options = CacheOptions::default();

@@ -103,8 +103,7 @@ where
         }
         AfterResponse::Modified(..) => {
             Counters::add(&counters.revalidated_modified, 1);
-            let judged = policy::of(asked, &response, now);
-            Revalidated::Answer(keep(store, key, asked, response, judged, Some(stored)))
+            Revalidated::Answer(keep(store, key, asked, response, now, Some(stored)))
         }
     })
 }

@@ -246,8 +246,7 @@ where
     let now = SystemTime::now();
     Counters::add(&store.counters.misses, 1);
     let response = inner.call(request).await?;
-    let judged = policy::of(&asked, &response, now);
-    Ok(keep(&store, &key, &asked, response, judged, None))
+    Ok(keep(&store, &key, &asked, response, now, None))
 }
 
 /// The gate of the requests of `key` with the key fields `own`.
@@ -303,15 +302,15 @@ fn lookup(store: &Store, key: &str, own: &str, asked: &Request<()>) -> Found {
     Found::Nothing
 }
 
-/// `response`, stored under `key` in place of `replaces` if `policy` allows and it fits:
-/// its body is then read into the store as its client reads it, and other clients may read
-/// it from the store meanwhile.
+/// `response`, received at `now`, stored under `key` in place of `replaces` if the rules
+/// allow and it fits: its body is then read into the store as its client reads it, and other
+/// clients may read it from the store meanwhile.
 pub(crate) fn keep<B>(
     store: &Store,
     key: &str,
     asked: &Request<()>,
     response: Response<B>,
-    judged: Judged,
+    now: SystemTime,
     replaces: Option<&Arc<Stored>>,
 ) -> Response<CachedBody<B>>
 where
@@ -323,19 +322,24 @@ where
     let fits = declared.filter(|len| *len <= store.max_object());
     // Stored only if it can ever be reused: fresh for a while, revalidated with a validator,
     // or served stale by its own leave. One with none of these would be fetched whole again
-    // by every request (and would make them wait for one another).
+    // by every request (and would make them wait for one another). One whose fields say
+    // nothing of any of these is not even judged.
     let headers = response.headers();
-    let reusable = !judged.policy.time_to_live(SystemTime::now()).is_zero()
-        || headers.contains_key(header::ETAG)
-        || headers.contains_key(header::LAST_MODIFIED)
-        || judged.stale.lingers();
-    let storable = judged.policy.is_storable() && reusable;
+    let judged = (policy::may_be_reused(headers)).then(|| policy::of(asked, &response, now));
+    let reusable = |judged: &Judged| {
+        !judged.policy.time_to_live(now).is_zero()
+            || headers.contains_key(header::ETAG)
+            || headers.contains_key(header::LAST_MODIFIED)
+            || judged.stale.lingers()
+    };
+    let judged = judged.filter(|judged| judged.policy.is_storable() && reusable(judged));
     let get = asked.method() == Method::GET;
     if get {
         let gate = gate_of(key, &keyed(asked.headers(), store.key_headers()));
-        store.gates.stored(&gate, fits.is_some() && storable);
+        store.gates.stored(&gate, fits.is_some() && judged.is_some());
     }
-    let (Some(len), true, true) = (fits, storable, get) else {
+    let storable = judged.is_some();
+    let (Some(len), Some(judged), true) = (fits, judged, get) else {
         let status = if storable {
             "fwd=miss; detail=too-large"
         } else {
@@ -430,6 +434,10 @@ fn head_of<B>(request: &Request<B>) -> Request<()> {
 /// `; `, RFC 9113 8.2.3): the policy compares the first line of a field `Vary` names, and a
 /// request whose second `Cookie` line differs must not be served another's answer.
 fn combined(headers: &HeaderMap) -> HeaderMap {
+    // The usual request: one line per field, nothing to join.
+    if headers.len() == headers.keys_len() {
+        return headers.clone();
+    }
     let mut out = HeaderMap::with_capacity(headers.keys_len());
     for name in headers.keys() {
         let mut values = headers.get_all(name).iter();

@@ -11,7 +11,7 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 const TARGET: &str = "ifmatch";
 
 pub(crate) const SURROGATE_CONTROL: HeaderName = HeaderName::from_static("surrogate-control");
-const CDN_CACHE_CONTROL: HeaderName = HeaderName::from_static("cdn-cache-control");
+pub(crate) const CDN_CACHE_CONTROL: HeaderName = HeaderName::from_static("cdn-cache-control");
 pub(crate) const SURROGATE_CAPABILITY: HeaderName = HeaderName::from_static("surrogate-capability");
 
 /// What `Surrogate-Capability` says of this cache.
