@@ -5,14 +5,23 @@
 //!
 //! For the caching proxy's benchmark (`scripts/bench-cache`), answers a shared cache may keep
 //! for an hour, each with a tag of its own: `/cached/4k`, `/cached/1m` (1 MiB), and
-//! `/keys/{anything}` (4 KiB, one per path).
+//! `/keys/{anything}` (4 KiB, one per path); and for its cold misses, `/cold/{anything}`: 10 MiB
+//! a shared cache may keep for an hour, sent in 64 KiB chunks over about a second, whose GETs
+//! `/gets/{anything}` counts.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
+use axum::extract::Path;
 use axum::routing::get;
 use bytes::Bytes;
+use futures_util::StreamExt;
 use ifmatch_tower::ConditionalLayer;
+
+/// The GETs of each `/cold/{key}`.
+type Gets = Arc<Mutex<HashMap<String, u64>>>;
 
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
@@ -67,7 +76,29 @@ async fn main() -> std::io::Result<()> {
             }
         }
     };
+    let gets: Gets = Arc::default();
+    let cold = {
+        let gets = gets.clone();
+        move |Path(key): Path<String>| {
+            *gets.lock().unwrap().entry(key).or_default() += 1;
+            let chunks = futures_util::stream::iter(0..160u8).then(|i| async move {
+                tokio::time::sleep(Duration::from_millis(6)).await;
+                Ok::<_, std::io::Error>(Bytes::from(vec![i; 64 << 10]))
+            });
+            let fields = [
+                (axum::http::header::CACHE_CONTROL, "max-age=3600".to_owned()),
+                (axum::http::header::CONTENT_LENGTH, (160 << 16).to_string()),
+            ];
+            async move { (fields, axum::body::Body::from_stream(chunks)) }
+        }
+    };
+    let counted = move |Path(key): Path<String>| {
+        let n = gets.lock().unwrap().get(&key).copied().unwrap_or(0);
+        async move { n.to_string() }
+    };
     let mut app = Router::new()
+        .route("/cold/{key}", get(cold))
+        .route("/gets/{key}", get(counted))
         .route("/doc", get(handler))
         .route("/cached/4k", get(cacheable(4096, "\"c4k\"")))
         .route("/cached/1m", get(cacheable(1 << 20, "\"c1m\"")))

@@ -74,6 +74,21 @@ async fn start_origin() -> (Arc<Origin>, String) {
             }),
         )
         .route(
+            "/many/{n}",
+            get(|Path(n): Path<String>| async move {
+                // 4 KiB, kept by a shared cache for an hour when `n` is even; neither kept nor
+                // tagged (so hashed by the proxy) when odd.
+                let body = Bytes::from(vec![b'm'; 4096]);
+                let even = n.parse::<u64>().is_ok_and(|n| n % 2 == 0);
+                let mut headers = HeaderMap::new();
+                if even {
+                    headers.insert("cache-control", "max-age=3600".parse().unwrap());
+                    headers.insert("etag", format!("\"{n}\"").parse().unwrap());
+                }
+                (headers, body)
+            }),
+        )
+        .route(
             "/slow",
             get(|| async {
                 tokio::time::sleep(Duration::from_secs(5)).await;
@@ -496,6 +511,43 @@ async fn ten_mib_bodies_stream_both_ways_in_bounded_memory() {
     assert!(
         grown < 6 * 1024,
         "the proxy's peak memory grew by {grown} KiB for 10 MiB each way"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn memory_stays_bounded_by_the_caches_past_their_capacity() {
+    // 20,000 distinct URLs through a 4 MiB memory tier (and the 304 cache's 2,000 resources):
+    // half stored, half hashed and passed through. What stays is what the caches weigh, not
+    // the connections' read buffers their fields and bodies were slices of, nor a version
+    // per URL ever seen.
+    let (_origin, upstream) = start_origin().await;
+    let proxy = Proxy::start(
+        &upstream,
+        &["--cache-memory", "4194304", "--cache-capacity", "2000"],
+    );
+    let http = client();
+    let fetch = |from: u64| {
+        let (http, base) = (http.clone(), proxy.base.clone());
+        tokio::spawn(async move {
+            for n in (from..20_000).step_by(8) {
+                let response = http.get(format!("{base}/many/{n}")).send().await.unwrap();
+                assert_eq!(response.status(), 200);
+                assert_eq!(response.bytes().await.unwrap().len(), 4096);
+            }
+        })
+    };
+    let warm = http.get(format!("{}/many/warm", proxy.base)).send().await;
+    assert_eq!(warm.unwrap().status(), 200);
+    let before = proxy.peak_rss_kib();
+    let clients: Vec<_> = (0..8).map(fetch).collect();
+    for client in clients {
+        client.await.unwrap();
+    }
+    let grown = proxy.peak_rss_kib().saturating_sub(before);
+    eprintln!("peak RSS {before} KiB before, grew by {grown} KiB for 20,000 URLs");
+    assert!(
+        grown < 24 * 1024,
+        "the proxy's memory grew by {grown} KiB past a 4 MiB tier and 2,000 resources"
     );
 }
 

@@ -155,6 +155,9 @@ pub(crate) struct ReadCache {
 struct Cell {
     settings: Mutex<(u64, Option<Duration>)>,
     caches: std::sync::OnceLock<Caches>,
+    /// Whether the last body hashed per key is kept, to reuse its tag (see
+    /// [`ReadCache::tag_of`]).
+    keep_bodies: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Debug)]
@@ -185,6 +188,7 @@ impl ReadCache {
         let cell = Cell {
             settings: Mutex::new((capacity, time_to_live)),
             caches: std::sync::OnceLock::new(),
+            keep_bodies: std::sync::atomic::AtomicBool::new(true),
         };
         Self {
             inner: Arc::new(cell),
@@ -202,6 +206,11 @@ impl ReadCache {
             .settings
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = (capacity, time_to_live);
+    }
+
+    /// Whether the last body hashed per key is kept to reuse its tag.
+    pub(crate) fn keep_bodies(&self, yes: bool) {
+        (self.inner.keep_bodies).store(yes, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn caches(&self) -> &Caches {
@@ -273,7 +282,11 @@ impl ReadCache {
     /// reused when the handler answered with the very same bytes, computed (and kept for next
     /// time) otherwise.
     pub(crate) fn tag_of(&self, key: &str, body: &Bytes) -> (EntityTag, HeaderValue) {
-        if body.len() < REUSE_MIN {
+        let keep = self
+            .inner
+            .keep_bodies
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if body.len() < REUSE_MIN || !keep {
             let etag = strong_etag(body);
             let header = etag.to_header_value();
             return (etag, header);

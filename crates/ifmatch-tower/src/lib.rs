@@ -7,6 +7,7 @@ pub mod conformance;
 mod encoding;
 mod future;
 mod layer;
+mod owned;
 mod read;
 mod service;
 pub mod shared_cache;

@@ -95,23 +95,27 @@ impl<S, V> Conditional<S, V> {
         }
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
+        // With a version source, writes never read the version backend: nothing to record.
+        let record = self.shared.config.source.is_none();
         ResponseFuture::boxed(Box::pin(learn(
             inner,
             self.shared.versions.clone(),
             request,
             context,
+            record,
         )))
     }
 }
 
 /// A read of a key whose version the layer does not know: under the key's write lock if it is
-/// free, so no write can come between the answer and the version recorded from it; otherwise
-/// served at once, remembering nothing.
+/// free, so no write can come between the answer and the version recorded from it (when
+/// `record`) and the 304 headers remembered; otherwise served at once, remembering nothing.
 async fn learn<S, V, ReqBody, ResBody>(
     mut inner: S,
     versions: V,
     request: Request<ReqBody>,
     context: ReadContext,
+    record: bool,
 ) -> Result<Response<ConditionalBody<ResBody>>, S::Error>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
@@ -137,7 +141,7 @@ where
     let cache = context.cache.clone();
     poll_fn(|cx| inner.poll_ready(cx)).await?;
     let response = ResponseFuture::read(inner.call(request), context).await?;
-    let Some(guard) = guard.filter(|_| !head) else {
+    let Some(guard) = guard.filter(|_| !head && record) else {
         return Ok(response);
     };
     match response.status() {
@@ -210,6 +214,7 @@ where
         let mut headers = parts.headers.clone();
         not_modified_headers(&mut headers);
         headers.remove(header::DATE);
+        let headers = crate::owned::headers(&headers);
         let remembered = Remembered {
             etag: etag.clone(),
             headers,

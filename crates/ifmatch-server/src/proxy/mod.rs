@@ -88,6 +88,8 @@ impl<V: VersionStore + Clone> Proxy<V> {
             .require_precondition(options.require_precondition)
             // The proxy encodes nothing: the origin's tags leave as they came.
             .mark_encodings(false)
+            // Its bodies are new bytes from a socket every time.
+            .reuse_tags(false)
             .version_source(move |parts| {
                 let get = ifmatch_tower::current_request::<ProxyBody>(&parts.uri, &parts.headers);
                 let origin = origin.clone();

@@ -157,10 +157,14 @@ impl State {
         self.wake_all();
     }
 
-    /// Once all of it came: one chunk, so that a stored body is one allocation.
+    /// Once all of it came: one chunk, so that a stored body is one allocation, of its own
+    /// size (a body that came in one chunk is copied: the chunk may be a slice of a
+    /// connection's read buffer, which it would keep alive; see `owned`).
     fn finish(&mut self) {
         self.source = None;
-        if self.chunks.len() > 1 {
+        if let [one] = self.chunks.as_slice() {
+            self.chunks = vec![crate::owned::bytes(one)];
+        } else if self.chunks.len() > 1 {
             let mut whole = BytesMut::with_capacity(usize::try_from(self.received).unwrap_or(0));
             for chunk in &self.chunks {
                 whole.extend_from_slice(chunk);
@@ -257,7 +261,13 @@ impl Body for Reader {
                         continue;
                     }
                     state.chunks.push(data);
-                    state.wake_all();
+                    if state.received == fill.len {
+                        // All of it: whole now, without waiting for the inner body to say it
+                        // ended (its framing says no byte can follow), which lets go of it.
+                        state.finish();
+                    } else {
+                        state.wake_all();
+                    }
                 }
                 Poll::Ready(Some(Err(error))) => {
                     tracing::debug!(%error, "the origin's body failed while stored");

@@ -59,8 +59,10 @@ pub(crate) fn may_be_reused(headers: &HeaderMap) -> bool {
 /// How `response` to `asked`, received at `now`, is to be stored and reused.
 pub(crate) fn of<B>(asked: &Request<()>, response: &Response<B>, now: SystemTime) -> Judged {
     let options = CacheOptions::default();
+    // What the policy keeps of both heads lives as long as it does: copies (see `owned`).
+    let asked = &crate::owned::head(asked);
     let mut shown = Response::new(());
-    *shown.headers_mut() = response.headers().clone();
+    *shown.headers_mut() = crate::owned::headers(response.headers());
     let headers = shown.headers_mut();
     if let Some(directives) = targeted::directives(headers) {
         targeted::replace(headers, &directives);
@@ -76,7 +78,7 @@ pub(crate) fn of<B>(asked: &Request<()>, response: &Response<B>, now: SystemTime
     let stale = stale::Rules::new(shown.headers(), &policy, now);
     Judged {
         policy,
-        own_fields: changed.then_some(own),
+        own_fields: changed.then(|| crate::owned::headers(&own)),
         stale,
     }
 }
@@ -215,7 +217,7 @@ pub(crate) fn judged<B>(
     let mut judged = Response::new(());
     *judged.status_mut() = StatusCode::NOT_MODIFIED;
     let headers = judged.headers_mut();
-    *headers = response.headers().clone();
+    *headers = crate::owned::headers(response.headers());
     headers.remove(header::CONTENT_RANGE);
     headers.remove("content-md5");
     if let Some(directives) = targeted::directives(headers) {

@@ -75,12 +75,16 @@ where
     let now = SystemTime::now();
     let judged = policy::judged(&response, stored, asked);
     let after = match &judged {
-        Some(judged) => stored.policy.after_response(asked, judged, now),
+        // The refreshed policy keeps the request's fields: copies (see `owned`).
+        Some(judged) => (stored.policy).after_response(&crate::owned::head(asked), judged, now),
         None => stored.policy.after_response(asked, &response, now),
     };
     Ok(match after {
         AfterResponse::NotModified(policy, head) => {
-            let date = response.headers().get(header::DATE).cloned();
+            let date = response
+                .headers()
+                .get(header::DATE)
+                .map(crate::owned::value);
             let refreshed = Arc::new(Stored {
                 stale: stored.stale.refreshed(&policy, now),
                 policy,

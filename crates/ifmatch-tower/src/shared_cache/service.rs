@@ -336,7 +336,9 @@ where
     let get = asked.method() == Method::GET;
     if get {
         let gate = gate_of(key, &keyed(asked.headers(), store.key_headers()));
-        store.gates.stored(&gate, fits.is_some() && judged.is_some());
+        store
+            .gates
+            .stored(&gate, fits.is_some() && judged.is_some());
     }
     let storable = judged.is_some();
     let (Some(len), Some(judged), true) = (fits, judged, get) else {
@@ -355,8 +357,8 @@ where
         status: head.status,
         variant: variant(asked.headers(), &head.headers),
         keyed: keyed(asked.headers(), store.key_headers()),
-        date: head.headers.get(header::DATE).cloned(),
-        validators: validators_of(&head.headers),
+        date: head.headers.get(header::DATE).map(crate::owned::value),
+        validators: crate::owned::headers(&validators_of(&head.headers)),
         own_fields: judged.own_fields,
         fields: fields_size(asked.headers()) + fields_size(&head.headers),
         stale: judged.stale,

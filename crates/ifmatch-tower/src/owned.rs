@@ -1,0 +1,47 @@
+//! Copies that hold no connection's buffer.
+//!
+//! hyper parses a message without copying: its target, each header value, and a body that came
+//! in one read, are slices of the connection's read buffer, and keeps all of that buffer (kilobytes,
+//! up to hundreds when hyper has grown it) alive as long as it is. What the layers keep past
+//! the request (a 304's fields, a stored response's policy and body) is copied into
+//! allocations of its own size first, so that what a cache holds is what it weighs.
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Request};
+
+/// `value`, in an allocation of its own.
+pub(crate) fn value(value: &HeaderValue) -> HeaderValue {
+    let mut copy = HeaderValue::from_maybe_shared(Bytes::copy_from_slice(value.as_bytes()))
+        .unwrap_or_else(|_| value.clone());
+    copy.set_sensitive(value.is_sensitive());
+    copy
+}
+
+/// `headers`, each value in an allocation of its own.
+pub(crate) fn headers(headers: &HeaderMap) -> HeaderMap {
+    let mut copy = HeaderMap::with_capacity(headers.len());
+    for (name, v) in headers {
+        copy.append(name.clone(), value(v));
+    }
+    copy
+}
+
+/// The head `request`, its fields in allocations of their own.
+pub(crate) fn head(request: &Request<()>) -> Request<()> {
+    let mut copy = Request::new(());
+    *copy.method_mut() = request.method().clone();
+    *copy.uri_mut() = uri(request.uri());
+    *copy.version_mut() = request.version();
+    *copy.headers_mut() = headers(request.headers());
+    copy
+}
+
+/// `uri`, in allocations of its own (a parsed target is a slice of the read buffer too).
+pub(crate) fn uri(uri: &http::Uri) -> http::Uri {
+    uri.to_string().parse().unwrap_or_else(|_| uri.clone())
+}
+
+/// `bytes`, in an allocation of exactly its size.
+pub(crate) fn bytes(bytes: &Bytes) -> Bytes {
+    Bytes::copy_from_slice(bytes)
+}
