@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::client;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -70,10 +71,6 @@ impl Moto {
             .unwrap();
         BucketObjects::new(Arc::new(store), Path::from(prefix), 1 << 20)
     }
-}
-
-fn client() -> reqwest::Client {
-    reqwest::Client::builder().no_proxy().build().unwrap()
 }
 
 /// What every objects backend must do, and what a bucket adds: a body larger than one part

@@ -3,6 +3,7 @@
 
 mod common;
 
+use common::client;
 use std::collections::HashMap;
 use std::process::Child;
 use std::sync::{Arc, Mutex};
@@ -22,10 +23,6 @@ fn spawn(data: &std::path::Path) -> Running {
         data.as_os_str(),
     ]);
     Running { child, base }
-}
-
-fn client() -> reqwest::Client {
-    reqwest::Client::builder().no_proxy().build().unwrap()
 }
 
 /// What a writer knows of its blob: the tag of its last acknowledged write, and of the write

@@ -3,6 +3,7 @@
 
 mod common;
 
+use common::client;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -29,10 +30,6 @@ fn embedded(data: &std::path::Path) -> Ifmatch {
         "--data".as_ref(),
         data.as_os_str(),
     ])
-}
-
-fn client() -> reqwest::Client {
-    reqwest::Client::builder().no_proxy().build().unwrap()
 }
 
 /// Reads the counter through one instance, writes it back with If-Match through the other;

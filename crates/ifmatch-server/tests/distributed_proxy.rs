@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::client;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -122,10 +123,6 @@ fn start_proxy(upstream: &str, redis: &str, extra: &[&str]) -> Ifmatch {
         FENCE,
     ];
     Ifmatch::start(args.into_iter().chain(extra.iter().copied()))
-}
-
-fn client() -> reqwest::Client {
-    reqwest::Client::builder().no_proxy().build().unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,25 +3,7 @@
 
 mod common;
 
-use std::time::Duration;
-
-use common::send;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn wait_for(port: u16) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(std::time::Instant::now() < deadline, "nothing on {port}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+use common::{free_port, send};
 
 /// The value of the sample named exactly `sample` (name and labels) on `page`.
 fn sample(page: &str, sample: &str) -> Option<f64> {
@@ -46,8 +28,8 @@ async fn metrics_count_operations_by_status_off_the_data_path_and_the_access_log
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    wait_for(port);
-    wait_for(metrics_port);
+    common::wait_for(port, "ifmatch");
+    common::wait_for(metrics_port, "the metrics listener");
     let http = reqwest::Client::builder().no_proxy().build().unwrap();
     let base = format!("http://127.0.0.1:{port}/devstoreaccount1");
     let blob = format!("{base}/seen/doc");

@@ -7,6 +7,7 @@
 
 mod common;
 
+use common::client;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -127,10 +128,6 @@ async fn start_origin() -> (Arc<Seen>, String) {
         }
     });
     (seen, base)
-}
-
-fn client() -> reqwest::Client {
-    reqwest::Client::builder().no_proxy().build().unwrap()
 }
 
 async fn get(url: &str, fields: &[(&str, &str)]) -> (u16, String) {

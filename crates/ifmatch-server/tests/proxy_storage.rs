@@ -6,6 +6,7 @@
 
 mod common;
 
+use common::client;
 use common::{free_port, signed_key_with};
 
 /// Where an object lives, and how to change it there.
@@ -54,10 +55,6 @@ impl Storage {
         };
         assert!(status.is_success(), "{status}");
     }
-}
-
-fn client() -> reqwest::Client {
-    reqwest::Client::builder().no_proxy().build().unwrap()
 }
 
 fn header(response: &reqwest::Response, name: &str) -> String {

@@ -448,6 +448,11 @@ where
     (child, format!("http://127.0.0.1:{port}"))
 }
 
+/// A client that never goes through a proxy.
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder().no_proxy().build().unwrap()
+}
+
 /// A tool the test command installs, under the repository (or where `variable` says).
 pub fn tool(variable: &str, relative: &str) -> std::path::PathBuf {
     let path = std::env::var_os(variable).map_or_else(
