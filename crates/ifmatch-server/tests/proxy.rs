@@ -3,6 +3,7 @@
 
 mod common;
 
+use common::client;
 use std::collections::HashMap;
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -136,7 +137,8 @@ async fn start_origin() -> (Arc<Origin>, String) {
                     ("content-length", BIG.to_string()),
                 ];
                 (headers, Body::from_stream(chunks))
-            }),
+            })
+            .put(|| async { StatusCode::NO_CONTENT }),
         )
         .with_state(origin.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -215,10 +217,6 @@ impl Proxy {
             .parse()
             .unwrap()
     }
-}
-
-fn client() -> reqwest::Client {
-    reqwest::Client::builder().no_proxy().build().unwrap()
 }
 
 fn etag(response: &reqwest::Response) -> String {
@@ -744,6 +742,33 @@ async fn a_fresh_answer_is_served_from_the_store_in_the_proxys_own_version() {
         1,
         "one request reached the origin"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_request_after_a_write_never_joins_a_fetch_from_before_it() {
+    // Requests that come while a stored answer arrives read it instead of asking again; but
+    // not once a write has changed the URL: what arrives may be older than the write.
+    let (origin, upstream) = start_origin().await;
+    let proxy = Proxy::start(&upstream, &[]);
+    let http = client();
+    let url = format!("{}/cold", proxy.base);
+    let mut first = http.get(&url).send().await.unwrap().bytes_stream();
+    first.next().await.unwrap().unwrap(); // arriving, for about a second
+    let during = http.get(&url).send().await.unwrap();
+    assert_eq!(during.headers()["cache-status"], "ifmatch; hit");
+    let write = http.put(&url).body("changed").send().await.unwrap();
+    assert_eq!(write.status(), 204);
+    let after = http.get(&url).send().await.unwrap();
+    assert!(
+        after.headers()["cache-status"]
+            .to_str()
+            .unwrap()
+            .contains("fwd=miss"),
+        "asked again after the write: {:?}",
+        after.headers()["cache-status"]
+    );
+    assert_eq!(origin.cold_gets.load(Ordering::SeqCst), 2);
+    drop((first, during, after));
 }
 
 /// Concurrent misses of one URL make one request to the origin, and every client reads the

@@ -923,3 +923,34 @@ async fn the_disk_tier_serves_after_a_restart_and_forgets_what_a_write_changed()
     assert_eq!(&body[..], b"stored on disk");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn followers_are_served_what_the_leader_stored_even_when_the_store_let_it_go() {
+    // A 256 KiB answer through a 64 KiB store: the store cannot keep it, the waiting requests
+    // are served from the leader's answer all the same, and the origin is asked once.
+    let big: &'static str = Box::leak("x".repeat(256 << 10).into_boxed_str());
+    let origin = Origin::default();
+    origin.answers(200, &[("cache-control", "max-age=600")], big);
+    *origin.delay.lock().unwrap() = std::time::Duration::from_millis(200);
+    let layer = SharedCacheLayer::new().memory(64 << 10);
+    // The store's housekeeping, all the time: what it cannot keep goes at once.
+    let handle = layer.handle();
+    let housekeeping = tokio::spawn(async move {
+        loop {
+            handle.report();
+            tokio::task::yield_now().await;
+        }
+    });
+    let requests: Vec<_> = (0..20)
+        .map(|_| {
+            let (layer, origin) = (layer.clone(), origin.clone());
+            tokio::spawn(async move { send(&layer, &origin, Method::GET, "/big", &[]).await })
+        })
+        .collect();
+    for request in requests {
+        let (status, _, body) = request.await.unwrap();
+        assert_eq!((status, body.len()), (StatusCode::OK, 256 << 10));
+    }
+    housekeeping.abort();
+    assert_eq!(origin.reached(), 1, "one origin request for twenty clients");
+}

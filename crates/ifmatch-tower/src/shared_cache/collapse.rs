@@ -3,6 +3,10 @@
 //! again, and are served what it stored while it arrives. A request whose answer was not
 //! stored (private, too large, another variant) goes on to the inner service itself.
 //!
+//! The leader also publishes what it stores to its followers: they are served from it even
+//! when the store had to let it go before they looked (a full store's admission policy may
+//! refuse a large new entry at once).
+//!
 //! A key whose last answer could not be stored is remembered for a minute (Varnish's
 //! "hit-for-miss"): its requests do not wait for one another, since the wait would only
 //! serialise them. A stored answer of the key ends that.
@@ -13,10 +17,15 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use super::store::Stored;
+
+/// What a leader stored, once it has.
+pub(crate) type Published = Option<Arc<Stored>>;
+
 /// The keys being asked for, each with the way to wait for its asker.
 #[derive(Debug)]
 pub(crate) struct Gates {
-    open: Mutex<HashMap<String, watch::Receiver<()>>>,
+    open: Mutex<HashMap<String, Arc<watch::Sender<Published>>>>,
     /// The keys whose last answer could not be stored.
     uncacheable: moka::sync::Cache<String, ()>,
 }
@@ -38,8 +47,8 @@ impl Default for Gates {
 pub(crate) enum Turn {
     /// The first: it asks, and the gate stays closed until it is dropped.
     Lead(Lead),
-    /// Another asks: wait for it.
-    Follow(watch::Receiver<()>),
+    /// Another asks: wait for it, and for what it stores.
+    Follow(watch::Receiver<Published>),
 }
 
 /// The request that asks for its key while others wait; they go on once it is dropped.
@@ -47,7 +56,7 @@ pub(crate) enum Turn {
 pub(crate) struct Lead {
     gates: Arc<Gates>,
     key: String,
-    _done: watch::Sender<()>,
+    _done: Arc<watch::Sender<Published>>,
 }
 
 impl Gates {
@@ -71,32 +80,57 @@ impl Gates {
     /// `key`'s gate: led by this request if no other leads it.
     pub(crate) fn turn(self: &Arc<Self>, key: &str) -> Turn {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(waiting) = open.get(key) {
-            return Turn::Follow(waiting.clone());
+        if let Some(leader) = open.get(key) {
+            return Turn::Follow(leader.subscribe());
         }
-        let (done, waiting) = watch::channel(());
-        open.insert(key.to_owned(), waiting);
+        let done = Arc::new(watch::Sender::new(None));
+        open.insert(key.to_owned(), done.clone());
         Turn::Lead(Lead {
             gates: self.clone(),
             key: key.to_owned(),
             _done: done,
         })
     }
+
+    /// Closes the gates of the keys that start with `prefix` to newcomers (a write changed
+    /// them: what their leaders fetch may be older than the write); those that follow already
+    /// asked before it, and are still served what their leader stores.
+    pub(crate) fn close(&self, prefix: &str) {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        if !open.is_empty() {
+            open.retain(|key, _| !key.starts_with(prefix));
+        }
+    }
+
+    /// Tells the followers of `key`'s leader what it stored.
+    pub(crate) fn publish(&self, key: &str, stored: &Arc<Stored>) {
+        let open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(leader) = open.get(key) {
+            leader.send_replace(Some(stored.clone()));
+        }
+    }
 }
 
 impl Drop for Lead {
     fn drop(&mut self) {
-        // Only this lead inserted under its key, and no other can until it is removed.
-        (self.gates.open.lock().unwrap_or_else(|e| e.into_inner())).remove(&self.key);
+        // Its own gate only: a write may have closed it early, and another opened since.
+        let mut open = self.gates.open.lock().unwrap_or_else(|e| e.into_inner());
+        if open
+            .get(&self.key)
+            .is_some_and(|gate| Arc::ptr_eq(gate, &self._done))
+        {
+            open.remove(&self.key);
+        }
     }
 }
 
-/// Waits until the leader is done, or `at_most`: whether it was done in time.
-pub(crate) async fn wait(mut leader: watch::Receiver<()>, at_most: Duration) -> bool {
-    // Nothing is ever sent: the channel closes when the leader is dropped.
-    tokio::time::timeout(at_most, leader.changed())
-        .await
-        .is_ok()
+/// Waits until the leader has stored its answer or is done, or `at_most`: what it stored.
+pub(crate) async fn wait(mut leader: watch::Receiver<Published>, at_most: Duration) -> Published {
+    if leader.borrow().is_none() {
+        // A value when it stores; the channel closes when it is dropped.
+        let _ = tokio::time::timeout(at_most, leader.changed()).await;
+    }
+    leader.borrow().clone()
 }
 
 #[cfg(test)]
@@ -113,9 +147,20 @@ mod tests {
             panic!("the second follows")
         };
         assert!(matches!(gates.turn("other"), Turn::Lead(_)));
-        assert!(!wait(follower.clone(), Duration::from_millis(20)).await);
+        let started = std::time::Instant::now();
+        assert!(
+            wait(follower.clone(), Duration::from_millis(20))
+                .await
+                .is_none()
+        );
+        assert!(started.elapsed() >= Duration::from_millis(20), "it waited");
         drop(lead);
-        assert!(wait(follower, Duration::from_secs(5)).await);
+        let started = std::time::Instant::now();
+        assert!(wait(follower, Duration::from_secs(5)).await.is_none());
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "woken by the leader's end"
+        );
         assert!(matches!(gates.turn("k"), Turn::Lead(_)));
         assert!(gates.open.lock().unwrap().is_empty());
     }

@@ -38,6 +38,8 @@ struct State {
     waiting: Vec<Waker>,
     /// The readers there are.
     readers: usize,
+    /// Held until all of it came or it failed (the gate of its key: see [`Fill::hold`]).
+    held: Option<Box<dyn Send>>,
 }
 
 impl std::fmt::Debug for State {
@@ -66,6 +68,7 @@ impl Fill {
                 failed: false,
                 waiting: Vec::new(),
                 readers: 0,
+                held: None,
             }),
         })
     }
@@ -81,8 +84,18 @@ impl Fill {
                 failed: false,
                 waiting: Vec::new(),
                 readers: 0,
+                held: None,
             }),
         })
+    }
+
+    /// Keeps `held` until all of it has come or it failed: the collapsing gate of its key,
+    /// so that the requests that come while it arrives read it rather than ask again.
+    pub(crate) fn hold(&self, held: Box<dyn Send>) {
+        let mut state = self.lock();
+        if state.source.is_some() && !state.failed {
+            state.held = Some(held);
+        }
     }
 
     /// All of it, once it came whole (its readers may have stopped at its declared length,
@@ -153,6 +166,7 @@ impl State {
     fn fail(&mut self) {
         self.failed = true;
         self.source = None;
+        self.held = None;
         self.chunks = Vec::new();
         self.wake_all();
     }
@@ -162,6 +176,7 @@ impl State {
     /// connection's read buffer, which it would keep alive; see `owned`).
     fn finish(&mut self) {
         self.source = None;
+        self.held = None;
         if let [one] = self.chunks.as_slice() {
             self.chunks = vec![crate::owned::bytes(one)];
         } else if self.chunks.len() > 1 {

@@ -137,6 +137,7 @@ where
             let mut response = answer(inner, store, request).await?;
             // This cache's alone (see `targeted`).
             response.headers_mut().remove(SURROGATE_CONTROL);
+            response.extensions_mut().remove::<Holding>();
             Ok(response)
         })
     }
@@ -210,13 +211,17 @@ where
     }
     // Held until what this request stores is in the store: the requests of the same key that
     // came meanwhile are served from it.
-    let mut _lead = None;
+    let mut lead = None;
     if method == Method::GET && store.gates.worth_waiting(&gate) {
         match store.gates.turn(&gate) {
-            Turn::Lead(lead) => _lead = Some(lead),
+            Turn::Lead(leading) => lead = Some(leading),
             Turn::Follow(leader) => {
-                collapse::wait(leader, store.collapse_wait()).await;
+                let published = collapse::wait(leader, store.collapse_wait()).await;
                 found = lookup(&store, &key, &own, &asked);
+                // The store may have let it go already: what the leader stored serves.
+                if let (Found::Nothing, Some(stored)) = (&found, published) {
+                    found = lookup_in(std::slice::from_ref(&stored), &own, &asked);
+                }
                 if matches!(found, Found::Fresh(..)) {
                     Counters::add(&store.counters.collapsed, 1);
                 }
@@ -246,8 +251,18 @@ where
     let now = SystemTime::now();
     Counters::add(&store.counters.misses, 1);
     let response = inner.call(request).await?;
-    Ok(keep(&store, &key, &asked, response, now, None))
+    let mut response = keep(&store, &key, &asked, response, now, None);
+    // What it stored arrives still: the requests of the key that come meanwhile follow it
+    // until all of it has come (see `Fill::hold`), whatever the store does with it.
+    if let (Some(lead), Some(Holding(body))) = (lead, response.extensions_mut().remove()) {
+        body.hold(Box::new(lead));
+    }
+    Ok(response)
 }
+
+/// The body a miss is storing, on its answer's way out of [`keep`]: what its gate is held by.
+#[derive(Clone)]
+struct Holding(Arc<Fill>);
 
 /// The gate of the requests of `key` with the key fields `own`.
 fn gate_of(key: &str, own: &str) -> String {
@@ -278,6 +293,11 @@ enum Found {
 /// A HEAD is answered from a stored GET while it is fresh (RFC 9110 9.3.2: the same fields);
 /// a stale one is left to the inner service, which has no body to send for it.
 fn lookup(store: &Store, key: &str, own: &str, asked: &Request<()>) -> Found {
+    lookup_in(&store.get(key), own, asked)
+}
+
+/// [`lookup`] among `variants`.
+fn lookup_in(variants: &[Arc<Stored>], own: &str, asked: &Request<()>) -> Found {
     let now = SystemTime::now();
     let head = asked.method() == Method::HEAD;
     let as_get;
@@ -287,7 +307,6 @@ fn lookup(store: &Store, key: &str, own: &str, asked: &Request<()>) -> Found {
     } else {
         asked
     };
-    let variants = store.get(key);
     let usable = (variants.iter()).filter(|stored| stored.keyed == own && !stored.body.failed());
     for stored in usable {
         match stored.policy.before_request(asked, now) {
@@ -365,7 +384,11 @@ where
         policy: judged.policy,
         body: body.clone(),
     };
-    store.put(key, Arc::new(stored), replaces);
+    let stored = Arc::new(stored);
+    let gate = gate_of(key, &stored.keyed);
+    store.gates.publish(&gate, &stored);
+    store.put(key, stored, replaces);
+    head.extensions.insert(Holding(body.clone()));
     add_status(&mut head.headers, "fwd=miss; stored");
     Response::from_parts(head, CachedBody::stored(body.reader()))
 }

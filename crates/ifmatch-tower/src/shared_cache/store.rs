@@ -258,6 +258,7 @@ impl Store {
 
     /// Forgets everything stored under `key`, in both tiers.
     pub(crate) fn invalidate(&self, key: &str) {
+        self.gates.close(&format!("{key}\0"));
         match &self.settings.disk {
             Some(disk) => disk.invalidate(key, || self.entries.invalidate(key)),
             None => self.entries.invalidate(key),
@@ -267,6 +268,7 @@ impl Store {
     /// Forgets everything stored under keys that start with `prefix`, in both tiers: how
     /// many keys. It walks the whole store (an operator's purge, not a request's).
     pub(crate) fn invalidate_prefix(&self, prefix: &str) -> u64 {
+        self.gates.close(prefix);
         let mut keys: std::collections::BTreeSet<String> = (self.entries.iter())
             .filter(|(key, _)| key.starts_with(prefix))
             .map(|(key, _)| String::clone(&key))
