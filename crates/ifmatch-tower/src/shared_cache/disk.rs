@@ -316,7 +316,9 @@ impl Disk {
             policy: stored.policy.clone(),
         };
         let head = serde_json::to_vec(&head).map_err(io::Error::other)?;
-        let key_digest = hex(&Sha256::digest(key.as_bytes()));
+        // The key's SHA-256 in hex, as the layer's tags spell it.
+        let digest = ifmatch_core::strong_etag(key.as_bytes());
+        let key_digest = String::from_utf8_lossy(digest.opaque()).into_owned();
         let n = self.written.fetch_add(1, Ordering::Relaxed);
         let stamp = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -405,10 +407,6 @@ impl Head {
             keyed: self.keyed,
         }
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn invalid(what: &str) -> io::Error {
