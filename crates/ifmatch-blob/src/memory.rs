@@ -278,6 +278,11 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn memory_racing_writers_lose_no_update() {
+        crate::conformance::race(&MemoryRecords::default()).await;
+    }
+
+    #[tokio::test]
     async fn memory_listings_page_every_blob_once() {
         crate::conformance::listing(&MemoryRecords::default()).await;
     }

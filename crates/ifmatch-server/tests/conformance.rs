@@ -14,6 +14,15 @@ async fn local_records_conform() {
     conformance::records(&LocalRecords::new(DataDir::open(dir.path()).unwrap(), 0, 0)).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_racing_writers_lose_no_update() {
+    for cache in [10_000, 0] {
+        let dir = tempfile::tempdir().unwrap();
+        let data = DataDir::open(dir.path()).unwrap();
+        conformance::race(&LocalRecords::new(data, cache, INLINE_MAX)).await;
+    }
+}
+
 #[tokio::test]
 async fn local_listings_page_every_blob_once() {
     let dir = tempfile::tempdir().unwrap();
