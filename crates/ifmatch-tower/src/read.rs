@@ -211,10 +211,9 @@ where
         && !known(etag)
         && rememberable(&parts.headers, context.remember_private)
     {
-        let mut headers = parts.headers.clone();
+        let mut headers = crate::owned::headers(&parts.headers);
         not_modified_headers(&mut headers);
         headers.remove(header::DATE);
-        let headers = crate::owned::headers(&headers);
         let remembered = Remembered {
             etag: etag.clone(),
             headers,

@@ -22,6 +22,11 @@ use super::store::Stored;
 /// What a leader stored, once it has.
 pub(crate) type Published = Option<Arc<Stored>>;
 
+/// The gate of the requests of `key` with the key fields `own`.
+pub(crate) fn gate_of(key: &str, own: &str) -> String {
+    format!("{key}\0{own}")
+}
+
 /// The keys being asked for, each with the way to wait for its asker.
 #[derive(Debug)]
 pub(crate) struct Gates {
@@ -90,6 +95,11 @@ impl Gates {
             key: key.to_owned(),
             _done: done,
         })
+    }
+
+    /// Closes the gates of `key` (whatever the key fields) to newcomers: see [`Gates::close`].
+    pub(crate) fn close_key(&self, key: &str) {
+        self.close(&gate_of(key, ""));
     }
 
     /// Closes the gates of the keys that start with `prefix` to newcomers (a write changed

@@ -186,7 +186,7 @@ where
         other => other,
     };
     // Not a hit: the requests of the key may have to meet.
-    let gate = gate_of(&key, &own);
+    let gate = collapse::gate_of(&key, &own);
     if let Found::Stale(revalidation, stored) = &found {
         let now = SystemTime::now();
         if stored.stale.while_revalidating(&asked, now)
@@ -264,16 +264,11 @@ where
 #[derive(Clone)]
 struct Holding(Arc<Fill>);
 
-/// The gate of the requests of `key` with the key fields `own`.
-fn gate_of(key: &str, own: &str) -> String {
-    format!("{key}\0{own}")
-}
-
-/// A response's `ETag` and `Last-Modified`.
+/// A response's `ETag` and `Last-Modified`, copied (see `owned`).
 fn validators_of(headers: &HeaderMap) -> HeaderMap {
     [header::ETAG, header::LAST_MODIFIED]
         .into_iter()
-        .filter_map(|name| Some((name.clone(), headers.get(&name)?.clone())))
+        .filter_map(|name| Some((name.clone(), crate::owned::value(headers.get(&name)?))))
         .collect()
 }
 
@@ -354,7 +349,7 @@ where
     let judged = judged.filter(|judged| judged.policy.is_storable() && reusable(judged));
     let get = asked.method() == Method::GET;
     if get {
-        let gate = gate_of(key, &keyed(asked.headers(), store.key_headers()));
+        let gate = collapse::gate_of(key, &keyed(asked.headers(), store.key_headers()));
         store
             .gates
             .stored(&gate, fits.is_some() && judged.is_some());
@@ -377,7 +372,7 @@ where
         variant: variant(asked.headers(), &head.headers),
         keyed: keyed(asked.headers(), store.key_headers()),
         date: head.headers.get(header::DATE).map(crate::owned::value),
-        validators: crate::owned::headers(&validators_of(&head.headers)),
+        validators: validators_of(&head.headers),
         own_fields: judged.own_fields,
         fields: fields_size(asked.headers()) + fields_size(&head.headers),
         stale: judged.stale,
@@ -385,7 +380,7 @@ where
         body: body.clone(),
     };
     let stored = Arc::new(stored);
-    let gate = gate_of(key, &stored.keyed);
+    let gate = collapse::gate_of(key, &stored.keyed);
     store.gates.publish(&gate, &stored);
     store.put(key, stored, replaces);
     head.extensions.insert(Holding(body.clone()));

@@ -258,7 +258,7 @@ impl Store {
 
     /// Forgets everything stored under `key`, in both tiers.
     pub(crate) fn invalidate(&self, key: &str) {
-        self.gates.close(&format!("{key}\0"));
+        self.gates.close_key(key);
         match &self.settings.disk {
             Some(disk) => disk.invalidate(key, || self.entries.invalidate(key)),
             None => self.entries.invalidate(key),
