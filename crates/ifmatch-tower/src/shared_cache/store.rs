@@ -211,6 +211,13 @@ impl Store {
 
     /// Puts `stored` in the memory tier (see [`Store::put`]).
     fn remember(&self, key: &str, stored: Arc<Stored>, replaces: Option<&Arc<Stored>>) {
+        // Most keys hold nothing yet: a plain insert, cheaper than moka's compute (which
+        // takes a lock of its own per key). Another answer stored at the same moment may be
+        // lost to it, never one a write forgot: there was none to bring back.
+        if !self.entries.contains_key(key) {
+            self.entries.insert(key.to_owned(), Arc::new(vec![stored]));
+            return;
+        }
         self.entries.entry_by_ref(key).and_upsert_with(|current| {
             let mut variants = vec![stored.clone()];
             if let Some(current) = current {
