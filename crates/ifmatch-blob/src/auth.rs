@@ -152,7 +152,7 @@ pub fn authenticate(
         }
         return Ok(Credential::Key);
     }
-    let query = Query::of(request.uri);
+    let query = QueryPairs::of(request.uri);
     if query.get("sig").is_some() {
         return sas(account, request, &query, now).map(Credential::Sas);
     }
@@ -267,7 +267,7 @@ fn needed(operation: &Operation) -> (&'static str, Kind) {
 fn sas(
     account: &Account,
     request: Signed<'_>,
-    query: &Query,
+    query: &QueryPairs,
     now: SystemTime,
 ) -> Result<Grant, Denied> {
     let field = |name: &str| query.get(name).unwrap_or_default();
@@ -406,7 +406,7 @@ fn ip_in(range: &str, client: IpAddr) -> bool {
 }
 
 /// A SAS time field, as Unix seconds; absent is `None`, malformed an error.
-fn optional_time(query: &Query, name: &str) -> Result<Option<i64>, Denied> {
+fn optional_time(query: &QueryPairs, name: &str) -> Result<Option<i64>, Denied> {
     let Some(text) = query.get(name) else {
         return Ok(None);
     };
@@ -538,7 +538,7 @@ pub fn shared_key_string(account: &Account, request: Signed<'_>) -> String {
     text.push('/');
     text.push_str(account.name());
     text.push_str(request.uri.path());
-    let query = Query::of(request.uri);
+    let query = QueryPairs::of(request.uri);
     let mut names: Vec<String> = query.pairs.iter().map(|(n, _)| n.to_lowercase()).collect();
     names.sort();
     names.dedup();
@@ -578,7 +578,7 @@ pub fn shared_key_lite_string(account: &Account, request: Signed<'_>) -> String 
     text.push('/');
     text.push_str(account.name());
     text.push_str(request.uri.path());
-    if let Some(comp) = Query::of(request.uri).get("comp") {
+    if let Some(comp) = QueryPairs::of(request.uri).get("comp") {
         text.push_str("?comp=");
         text.push_str(&comp);
     }
@@ -615,11 +615,11 @@ fn canonical_headers(headers: &HeaderMap) -> String {
 }
 
 /// A request's query, decoded.
-struct Query {
+struct QueryPairs {
     pairs: Vec<(String, String)>,
 }
 
-impl Query {
+impl QueryPairs {
     fn of(uri: &Uri) -> Self {
         let pairs = form_urlencoded::parse(uri.query().unwrap_or("").as_bytes())
             .map(|(n, v)| (n.into_owned(), v.into_owned()))

@@ -436,16 +436,16 @@ pub async fn listing<R: Records>(store: &R) {
                 delimiter: delimiter.map(str::to_owned),
                 ..crate::ListOptions::default()
             };
-            let shown = |entries: Vec<crate::listing::Entry>| -> Vec<String> {
+            let shown = |entries: Vec<crate::enumeration::Entry>| -> Vec<String> {
                 entries
                     .into_iter()
                     .map(|entry| match entry {
-                        crate::listing::Entry::Blob(name, _) => name,
-                        crate::listing::Entry::Prefix(prefix) => format!("{prefix}*"),
+                        crate::enumeration::Entry::Blob(name, _) => name,
+                        crate::enumeration::Entry::Prefix(prefix) => format!("{prefix}*"),
                     })
                     .collect()
             };
-            let (whole, none) = crate::listing::page(store, "paging", &options(5000, None))
+            let (whole, none) = crate::enumeration::page(store, "paging", &options(5000, None))
                 .await
                 .unwrap();
             assert!(none.is_none(), "one page holds them all");
@@ -458,7 +458,7 @@ pub async fn listing<R: Records>(store: &R) {
                 let (mut paged, mut marker) = (Vec::new(), None);
                 for _ in 0..=whole.len() {
                     let (entries, next) =
-                        crate::listing::page(store, "paging", &options(size, marker))
+                        crate::enumeration::page(store, "paging", &options(size, marker))
                             .await
                             .unwrap();
                     assert!(entries.len() <= size, "a page holds at most its size");

@@ -39,14 +39,14 @@
 mod account;
 pub mod auth;
 mod batch;
-mod blocks;
+mod block_list;
 mod body;
 mod checksums;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+mod enumeration;
 mod front;
 mod hashing;
-mod listing;
 pub mod memory;
 mod metadata;
 mod operation;

@@ -1,7 +1,30 @@
 //! Blob operations: Put Blob, Get Blob, Delete Blob, and the metadata and properties of
 //! blobs and containers.
 
-use super::*;
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use http::header::{HeaderMap, HeaderValue};
+use http::{StatusCode, header};
+use http_body::Body;
+use ifmatch_core::lease::{Access, LeaseId, Scope, lease_id_from_headers};
+use ifmatch_core::precondition::{Outcome, blob};
+use ifmatch_core::{ByteRange, ErrorCode, strong_etag};
+
+use super::answers::{answer, insert_md5, insert_sha256, validator_headers};
+use super::failure::{Failure, Result};
+use super::gate::gate;
+use super::swap::{MAX_ATTEMPTS, Step, committed, existing};
+use super::uploads::declared_len;
+use super::{
+    Answer, BLOB_TYPE, CONTENT_CRC64, CONTENT_MD5, ERROR_CODE, Front, MS_RANGE, RANGE_MD5,
+    RANGE_MD5_MAX,
+};
+use crate::body::{Opening, Piece, Pieces, ResponseBody};
+use crate::checksums::Checksums;
+use crate::operation::Operation;
+use crate::store::{BoxError, Env, Key, Objects, PutMode, Records, StoreError};
+use crate::{Content, Record, metadata};
 
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// Get Blob Metadata: the validators and the `x-ms-meta-*` headers.
@@ -17,10 +40,14 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 .missing(key, blob::Operation::Read, headers, ErrorCode::BlobNotFound)
                 .await);
         };
-        current
-            .lease
-            .authorize(Scope::Blob, Access::Read, lease_id, now)?;
-        blob::evaluate(blob::Operation::Read, headers, Some(&current.validators()))?;
+        gate(
+            blob::Operation::Read,
+            Access::Read,
+            headers,
+            Some(&current),
+            lease_id,
+            now,
+        )?;
         let mut out = validator_headers(&current);
         metadata::insert_metadata(&current.metadata, &mut out);
         Ok(answer(StatusCode::OK, out))
@@ -63,12 +90,11 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     Scope::Container => Access::Read,
                     Scope::Blob => Access::Write,
                 };
-                current.lease.authorize(scope, access, lease_id, now)?;
                 let conditions = match scope {
                     Scope::Container => blob::Operation::Container,
                     Scope::Blob => blob::Operation::Put,
                 };
-                blob::evaluate(conditions, headers, Some(&current.validators()))?;
+                gate(conditions, access, headers, Some(current), lease_id, now)?;
                 let mut record = current.clone();
                 if let Some(user_metadata) = &user_metadata {
                     record.metadata = user_metadata.clone();
@@ -147,8 +173,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 .await?
                 .ok_or(ErrorCode::ContainerNotFound)?;
         }
-        write_allowed(
+        gate(
             blob::Operation::Put,
+            Access::Write,
             headers,
             current.as_deref(),
             lease_id,
@@ -173,8 +200,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         // fsyncs.
         let _turn = self.commit_turn(key).await;
         let still = match self.records.get(key).await {
-            Ok(current) => write_allowed(
+            Ok(current) => gate(
                 blob::Operation::Put,
+                Access::Write,
                 headers,
                 committed(current).as_deref(),
                 lease_id,
@@ -238,7 +266,15 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let swapped = self
             .swap(key, headers, |current| {
                 let visible = existing(key, current);
-                let lease = write_allowed(blob::Operation::Put, headers, visible, lease_id, now)?;
+                let lease = gate(
+                    blob::Operation::Put,
+                    Access::Write,
+                    headers,
+                    visible,
+                    lease_id,
+                    now,
+                )?
+                .lease;
                 let record = fresh.clone();
                 Ok(match current {
                     Some(cur) => {
@@ -279,11 +315,15 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     .missing(key, blob::Operation::Read, headers, ErrorCode::BlobNotFound)
                     .await);
             };
-            current
-                .lease
-                .authorize(Scope::Blob, Access::Read, lease_id, now)?;
-            let outcome =
-                blob::evaluate(blob::Operation::Read, headers, Some(&current.validators()))?;
+            let outcome = gate(
+                blob::Operation::Read,
+                Access::Read,
+                headers,
+                Some(&current),
+                lease_id,
+                now,
+            )?
+            .outcome;
             let content = current.content.as_ref().ok_or(ErrorCode::BlobNotFound)?;
 
             // A 304 carries the validators and the lease, not the representation's metadata
@@ -467,8 +507,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                         ErrorCode::BlobNotFound,
                     ));
                 };
-                write_allowed(
+                gate(
                     blob::Operation::Write,
+                    Access::Write,
                     headers,
                     Some(current),
                     lease_id,

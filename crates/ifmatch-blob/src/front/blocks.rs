@@ -1,5 +1,5 @@
 //! Put Block, Put Block List and Get Block List: a blob uploaded in parts, made visible at
-//! once (see [`crate::blocks`] for the list's rules).
+//! once (see [`crate::block_list`] for the list's rules).
 //!
 //! Each block streams into an object of its own as Put Blob's body does, and is then listed in
 //! the blob's record as uncommitted, by a compare-and-swap. The commit names the blocks in
@@ -9,13 +9,28 @@
 //! that changed while it was hashed (a block staged again under the same id) is resolved and
 //! hashed again.
 
-use http_body_util::BodyExt;
-use ifmatch_core::{EntityTag, EtagHasher};
+use std::time::SystemTime;
 
-use super::*;
-use crate::Block;
-use crate::blocks::{self as rules, MAX_LIST_BODY, MAX_UNCOMMITTED};
+use bytes::Bytes;
+use http::StatusCode;
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http_body::Body;
+use http_body_util::BodyExt;
+use ifmatch_core::lease::{Access, Lease, Scope, lease_id_from_headers};
+use ifmatch_core::precondition::blob;
+use ifmatch_core::{EntityTag, ErrorCode, EtagHasher, strong_etag};
+
+use super::answers::{answer, insert_checksums, insert_sha256, validator_headers, xml_answer};
+use super::failure::{Failure, Result};
+use super::gate::gate;
+use super::swap::{MAX_ATTEMPTS, Step, existing};
+use super::uploads::verify_checksums;
+use super::{Answer, CONTENT_CRC64, Front};
+use crate::block_list::{self as rules, MAX_LIST_BODY, MAX_UNCOMMITTED};
+use crate::checksums::Checksums;
 use crate::operation::BlockListType;
+use crate::store::{BoxError, Env, Key, Objects, PutMode, Records, StoreError};
+use crate::{Block, Content, Record, metadata};
 
 /// `x-ms-blob-content-md5`: the MD5 a Put Block List gives the whole blob.
 const BLOB_CONTENT_MD5: HeaderName = HeaderName::from_static("x-ms-blob-content-md5");
@@ -192,7 +207,14 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     .await?
                     .ok_or(ErrorCode::ContainerNotFound)?;
             }
-            write_allowed(blob::Operation::Put, headers, visible, lease_id, now)?;
+            gate(
+                blob::Operation::Put,
+                Access::Write,
+                headers,
+                visible,
+                lease_id,
+                now,
+            )?;
             let uncommitted = self.uncommitted(key, current.as_deref()).await?;
             let blocks = rules::resolve(&list, rules::committed(current.as_deref()), &uncommitted)?;
             let read = current.as_deref().map(|c| (c.staging, &c.uncommitted));
@@ -236,8 +258,15 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             let swapped = self
                 .swap(key, headers, |current| {
                     let visible = existing(key, current);
-                    let lease =
-                        write_allowed(blob::Operation::Put, headers, visible, lease_id, now)?;
+                    let lease = gate(
+                        blob::Operation::Put,
+                        Access::Write,
+                        headers,
+                        visible,
+                        lease_id,
+                        now,
+                    )?
+                    .lease;
                     // Blocks staged since the set was read are not this commit's; a set
                     // dropped or renamed meanwhile, or other committed blocks, are read again.
                     let now_named = current.map(|c| (c.staging, &c.uncommitted));

@@ -1,7 +1,25 @@
 //! Container operations: create, delete, properties, the access policy (ACL), and Blob Batch
 //! (its subrequests are blob deletes, answered one by one).
 
-use super::*;
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use http::header::{HeaderMap, HeaderValue};
+use http::{Response, StatusCode, header};
+use http_body::Body;
+use ifmatch_core::lease::{Access, Scope, lease_id_from_headers};
+use ifmatch_core::precondition::blob;
+use ifmatch_core::{ErrorCode, strong_etag};
+
+use super::answers::{answer, validator_headers, xml_answer};
+use super::failure::{Failure, Result, error_answer};
+use super::gate::gate;
+use super::swap::Step;
+use super::{Answer, Front, PUBLIC_ACCESS};
+use crate::body::ResponseBody;
+use crate::operation::Operation;
+use crate::store::{BoxError, Env, Key, Objects, PutMode, Records, StoreError};
+use crate::{PublicAccess, Record, batch, metadata};
 
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     pub(super) async fn create_container(
@@ -40,13 +58,13 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                         ErrorCode::ContainerNotFound,
                     ));
                 };
-                current
-                    .lease
-                    .authorize(Scope::Container, Access::Write, lease_id, now)?;
-                blob::evaluate(
+                gate(
                     blob::Operation::Container,
+                    Access::Write,
                     headers,
-                    Some(&current.validators()),
+                    Some(current),
+                    lease_id,
+                    now,
                 )?;
                 Ok(Step::Delete(current.generation))
             })
@@ -193,13 +211,13 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                         ErrorCode::ContainerNotFound,
                     ));
                 };
-                current
-                    .lease
-                    .authorize(Scope::Container, Access::Read, lease_id, now)?;
-                blob::evaluate(
+                gate(
                     blob::Operation::Container,
+                    Access::Read,
                     headers,
-                    Some(&current.validators()),
+                    Some(current),
+                    lease_id,
+                    now,
                 )?;
                 let mut record = current.clone();
                 record.public_access = level;
@@ -239,4 +257,14 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         metadata::insert_metadata(&current.metadata, &mut out);
         Ok(answer(StatusCode::OK, out))
     }
+}
+
+/// `x-ms-blob-public-access`, or 400 `InvalidHeaderValue`.
+fn public_access(headers: &HeaderMap) -> Result<Option<PublicAccess>> {
+    PublicAccess::from_header(headers.get(PUBLIC_ACCESS)).ok_or_else(|| {
+        Failure::with_detail(
+            ErrorCode::InvalidHeaderValue,
+            "x-ms-blob-public-access must be `container` or `blob` (absent: private).",
+        )
+    })
 }

@@ -1,6 +1,19 @@
 //! Lease Blob and Lease Container.
 
-use super::*;
+use std::time::SystemTime;
+
+use http::StatusCode;
+use http::header::HeaderMap;
+use ifmatch_core::ErrorCode;
+use ifmatch_core::lease::{LeaseAction, LeaseId};
+use ifmatch_core::precondition::blob;
+
+use super::answers::{answer, validator_headers};
+use super::failure::Result;
+use super::swap::{Step, existing};
+use super::{Answer, Front};
+use crate::Record;
+use crate::store::{Env, Key, Objects, PutMode, Records};
 
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// Lease Blob and Lease Container: one transition of the lease state machine, committed with

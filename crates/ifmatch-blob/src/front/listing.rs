@@ -1,6 +1,15 @@
 //! List Blobs and List Containers: a page at a time, in name order.
 
-use super::*;
+use std::time::SystemTime;
+
+use http::header::HeaderMap;
+use ifmatch_core::ErrorCode;
+
+use super::answers::xml_answer;
+use super::failure::Result;
+use super::{Answer, Front};
+use crate::operation::ListOptions;
+use crate::store::{Env, Key, Objects, Records};
 
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     pub(super) async fn list(
@@ -15,8 +24,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             .await?
             .ok_or(ErrorCode::ContainerNotFound)?;
         let (entries, next_marker) =
-            crate::listing::page(&self.records, container, options).await?;
-        let xml = crate::listing::enumeration_results(
+            crate::enumeration::page(&self.records, container, options).await?;
+        let xml = crate::enumeration::enumeration_results(
             container,
             options,
             &entries,
@@ -52,7 +61,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 page.push((name, record.as_ref().clone()));
             }
         }
-        let xml = crate::listing::containers_results(
+        let xml = crate::enumeration::containers_results(
             endpoint,
             options,
             &page,

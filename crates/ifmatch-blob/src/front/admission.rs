@@ -1,0 +1,116 @@
+//! Admission: which account, container and blob a request addresses, what it asks, and
+//! whether its credentials (or the container's public access) let it.
+
+use std::time::SystemTime;
+
+use http::header;
+
+use super::failure::Result;
+use super::{Front, OperationName};
+use crate::auth::{ClientIp, Credential, Https, Signed};
+use crate::operation::{Operation, Target};
+use crate::store::{Env, Key, Objects, Records};
+use crate::{PublicAccess, auth};
+
+/// The host a request names: its `Host`, or the authority of its target.
+pub(super) fn host(parts: &http::request::Parts) -> Option<&str> {
+    (parts.headers.get(header::HOST))
+        .and_then(|h| h.to_str().ok())
+        .or(parts.uri.authority().map(|a| a.as_str()))
+}
+
+/// The account's root URL as the request named it (List Containers names it).
+pub(super) fn endpoint(
+    parts: &http::request::Parts,
+    account: &crate::Account,
+    style: crate::Style,
+) -> String {
+    let scheme = if parts.extensions.get::<Https>().is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    let host = host(parts).unwrap_or("");
+    match style {
+        crate::Style::Host => format!("{scheme}://{host}/"),
+        crate::Style::Path => format!("{scheme}://{host}/{}/", account.name()),
+    }
+}
+
+/// A request its credentials admit: what it addresses, and the keys of its records.
+pub(super) struct Admitted<'a> {
+    pub(super) target: Target,
+    pub(super) account: &'a crate::Account,
+    /// How the request named the account (for the root URL List Containers names).
+    pub(super) style: crate::Style,
+    /// The name its container is stored under.
+    pub(super) stored: String,
+    pub(super) container: Key,
+    pub(super) blob: Key,
+}
+
+impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
+    /// Reads what a request addresses (its account, container and blob, its operation) and
+    /// admits it if its credentials allow that operation there.
+    pub(super) async fn admit(
+        &self,
+        parts: &http::request::Parts,
+        now: SystemTime,
+        operation: &mut Option<OperationName>,
+    ) -> Result<Admitted<'_>> {
+        let (method, uri, headers) = (&parts.method, &parts.uri, &parts.headers);
+        let (account, path, style) = self.accounts.locate(host(parts), uri.path())?;
+        let target = Target::parse(method, path, uri.query())?;
+        *operation = Some(OperationName(target.operation.name()));
+        let signed = Signed {
+            method,
+            uri,
+            headers,
+            client: parts.extensions.get::<ClientIp>().map(|ip| ip.0),
+            https: parts.extensions.get::<Https>().is_some(),
+            container: &target.container,
+            blob: &target.blob,
+        };
+        let credential = auth::authenticate(account, signed, now)?;
+        let stored = self.accounts.stored(account, &target.container);
+        let container = Key::Container(stored.clone());
+        let blob = Key::Blob(stored.clone(), target.blob.clone());
+        if let Err(denied) = auth::authorize(
+            &credential,
+            &target.operation,
+            &target.container,
+            &target.blob,
+        ) {
+            let public = credential == Credential::Anonymous
+                && (self.anonymous || self.public(&container, &target.operation).await?);
+            if !public {
+                return Err(denied.into());
+            }
+        }
+        Ok(Admitted {
+            target,
+            account,
+            style,
+            stored,
+            container,
+            blob,
+        })
+    }
+
+    /// Whether a container's public access level lets anyone do `operation`: read blobs at
+    /// `blob` level, and also list them and read the container's properties at `container`.
+    pub(super) async fn public(&self, container: &Key, operation: &Operation) -> Result<bool> {
+        let level = match self.records.get(container).await? {
+            Some(record) => record.public_access,
+            None => None,
+        };
+        Ok(matches!(
+            (level, operation),
+            (Some(_), Operation::GetBlob)
+                | (
+                    Some(PublicAccess::Container),
+                    Operation::ListBlobs(_) | Operation::GetContainerProperties
+                )
+        ))
+    }
+}

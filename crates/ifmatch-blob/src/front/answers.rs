@@ -1,0 +1,74 @@
+//! The answers' parts: status and headers, XML bodies, and the headers that describe a blob.
+
+use bytes::Bytes;
+use http::header::{HeaderMap, HeaderValue};
+use http::{Response, StatusCode, header};
+use ifmatch_core::date::date_header_value;
+
+use super::{Answer, CONTENT_CRC64, CONTENT_MD5};
+use crate::body::ResponseBody;
+use crate::checksums::Checksums;
+use crate::{Record, metadata};
+
+pub(super) fn validator_headers(record: &Record) -> HeaderMap {
+    // Room for every header a blob's answer carries: the map never grows on the way.
+    let mut out = HeaderMap::with_capacity(24);
+    out.insert(header::ETAG, record.etag.to_header_value());
+    out.insert(
+        header::LAST_MODIFIED,
+        date_header_value(record.last_modified_date()),
+    );
+    out
+}
+
+pub(super) fn answer<R>(status: StatusCode, headers: HeaderMap) -> Answer<R> {
+    let mut response = Response::new(ResponseBody::empty());
+    *response.status_mut() = status;
+    *response.headers_mut() = headers;
+    response
+}
+
+/// A 200 with an XML body and `headers`.
+pub(super) fn xml_answer<R>(mut headers: HeaderMap, xml: impl Into<Bytes>) -> Answer<R> {
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/xml"),
+    );
+    let mut response = answer(StatusCode::OK, headers);
+    *response.body_mut() = ResponseBody::full(xml);
+    response
+}
+
+/// The checksums an upload's answer carries: its `Content-MD5`, and its
+/// `x-ms-content-crc64` when the client sent one.
+pub(super) fn insert_checksums(checksums: &Checksums, out: &mut HeaderMap) {
+    if let Ok(md5) = HeaderValue::try_from(checksums.md5.as_str()) {
+        out.insert(CONTENT_MD5, md5);
+    }
+    if let Some(crc64) = checksums
+        .crc64
+        .as_deref()
+        .and_then(|c| HeaderValue::try_from(c).ok())
+    {
+        out.insert(CONTENT_CRC64, crc64);
+    }
+}
+
+/// The tag of the blob's bytes alone (`x-ifmatch-content-sha256`).
+pub(super) fn insert_sha256(record: &Record, out: &mut HeaderMap) {
+    if record.content.is_some() {
+        out.insert(
+            metadata::CONTENT_SHA256,
+            record.bytes_tag().to_header_value(),
+        );
+    }
+}
+
+/// The blob's `Content-MD5`, when it has one.
+pub(super) fn insert_md5(record: &Record, out: &mut HeaderMap) {
+    if let Some(md5) = record.content.as_ref().and_then(|c| c.md5.as_deref())
+        && let Ok(value) = HeaderValue::try_from(md5)
+    {
+        out.insert(CONTENT_MD5, value);
+    }
+}

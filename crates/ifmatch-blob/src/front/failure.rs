@@ -1,0 +1,98 @@
+//! The front's errors: a [`Failure`] is an answer with Azure's error code and what to say
+//! about it, made from whatever went wrong (credentials, headers, the backends).
+
+use http::header;
+use http::header::{HeaderMap, HeaderValue};
+use ifmatch_core::ErrorCode;
+
+use super::answers::answer;
+use super::{Answer, ERROR_CODE};
+use crate::auth;
+use crate::body::ResponseBody;
+use crate::store::StoreError;
+
+/// An error answer: the code, and what to say about it.
+#[derive(Debug)]
+pub(super) struct Failure {
+    pub(super) code: ErrorCode,
+    pub(super) detail: Option<String>,
+    /// The backend could not say whether the change was made (see
+    /// [`StoreError::may_have_landed`]): what the change referred to must be kept.
+    pub(super) may_have_landed: bool,
+}
+
+pub(super) type Result<T, E = Failure> = std::result::Result<T, E>;
+
+impl Failure {
+    pub(super) fn with_detail(code: ErrorCode, detail: impl Into<String>) -> Self {
+        Self {
+            code,
+            detail: Some(detail.into()),
+            may_have_landed: false,
+        }
+    }
+}
+
+impl From<auth::Denied> for Failure {
+    fn from(denied: auth::Denied) -> Self {
+        Self::with_detail(denied.code, denied.detail)
+    }
+}
+
+impl From<ErrorCode> for Failure {
+    fn from(code: ErrorCode) -> Self {
+        Self {
+            code,
+            detail: None,
+            may_have_landed: false,
+        }
+    }
+}
+
+impl From<ifmatch_core::lease::HeaderError> for Failure {
+    fn from(e: ifmatch_core::lease::HeaderError) -> Self {
+        Self::with_detail(e.code, format!("{} Header: {}", e.code.message(), e.header))
+    }
+}
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Self {
+        let full = "The server has no space left for this request. Retry later.";
+        let (code, detail) = match &e {
+            StoreError::ContainerNotFound => (ErrorCode::ContainerNotFound, None),
+            StoreError::NotFound => (ErrorCode::BlobNotFound, None),
+            StoreError::TooLarge { .. } => (ErrorCode::RequestBodyTooLarge, None),
+            StoreError::Body(_) => (ErrorCode::IncompleteBody, None),
+            StoreError::LengthRequired => (ErrorCode::MissingContentLengthHeader, None),
+            StoreError::Unavailable(_) => (ErrorCode::ServerBusy, None),
+            StoreError::Io(io) if io.kind() == std::io::ErrorKind::StorageFull => {
+                (ErrorCode::ServerBusy, Some(full.to_owned()))
+            }
+            _ => (ErrorCode::InternalError, None),
+        };
+        if code == ErrorCode::InternalError || code == ErrorCode::ServerBusy {
+            tracing::error!(error = %e, "backend failure");
+        }
+        Self {
+            code,
+            detail,
+            may_have_landed: e.may_have_landed(),
+        }
+    }
+}
+
+pub(super) fn error_answer<R>(failure: Failure, head: bool) -> Answer<R> {
+    let code = failure.code;
+    let mut out = HeaderMap::with_capacity(8);
+    out.insert(ERROR_CODE, HeaderValue::from_static(code.as_str()));
+    let mut response = answer(code.status(), out);
+    if !head {
+        let body = code.xml_body(failure.detail.as_deref().unwrap_or(code.message()));
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/xml"),
+        );
+        *response.body_mut() = ResponseBody::full(body);
+    }
+    response
+}

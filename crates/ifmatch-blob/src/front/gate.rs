@@ -1,0 +1,53 @@
+//! The one gate of every operation on an existing record: the lease, then the conditions, in
+//! the order the Blob service checks them. Each handler decides what it asks (which
+//! conditions apply, read or write access); this decides whether it may, step by step.
+
+use std::time::SystemTime;
+
+use http::HeaderMap;
+use ifmatch_core::lease::{Access, Lease, LeaseId, Scope};
+use ifmatch_core::precondition::{Outcome, blob};
+
+use super::failure::Result;
+use crate::Record;
+
+/// What got through the gate.
+pub(super) struct Passed {
+    /// The lease the record keeps after the operation.
+    pub(super) lease: Lease,
+    /// What the conditions decided: a read may be answered 304 (`NotModified`), a range
+    /// ignored (`IgnoreRange`); otherwise `Proceed`.
+    pub(super) outcome: Outcome,
+}
+
+/// Lets a request through to `current` (`None`: the record does not exist, its lease is
+/// available and it has no validators) when:
+/// 1. the lease allows `access` with the request's `x-ms-lease-id` (`lease_id`): a
+///    container's record for [`blob::Operation::Container`], a blob's otherwise; then
+/// 2. the conditional headers hold against the record's validators, as the dialect evaluates
+///    them for `conditions`.
+///
+/// A failure is the first step's error code (a lease error comes before a failed condition).
+pub(super) fn gate(
+    conditions: blob::Operation,
+    access: Access,
+    headers: &HeaderMap,
+    current: Option<&Record>,
+    lease_id: Option<LeaseId>,
+    now: SystemTime,
+) -> Result<Passed> {
+    let scope = match conditions {
+        blob::Operation::Container => Scope::Container,
+        _ => Scope::Blob,
+    };
+    let lease = match current {
+        Some(record) => record.lease.authorize(scope, access, lease_id, now)?,
+        None => Lease::Available.authorize(scope, access, lease_id, now)?,
+    };
+    let outcome = blob::evaluate(
+        conditions,
+        headers,
+        current.map(Record::validators).as_ref(),
+    )?;
+    Ok(Passed { lease, outcome })
+}

@@ -1,0 +1,145 @@
+//! The compare-and-swap every change goes through: read the record, decide, write only if
+//! nobody changed it meanwhile, start over if somebody did.
+
+use http::header::HeaderMap;
+use ifmatch_core::ErrorCode;
+use ifmatch_core::precondition::blob;
+
+use super::Front;
+use super::failure::{Failure, Result};
+use crate::Record;
+use crate::store::{Env, Key, Objects, PutMode, Records, StoreError};
+
+/// How often a change is retried when its compare-and-swap keeps losing, before 503.
+pub(super) const MAX_ATTEMPTS: usize = 64;
+
+/// What one attempt of a change decided from the record it found.
+pub(super) enum Step {
+    /// Write this record, as the mode allows.
+    Put(Box<Record>, PutMode),
+    /// Remove the record, if it still has this generation.
+    Delete(u64),
+    /// There is no record: answer as [`Front::missing`] does for this operation.
+    Missing(blob::Operation, ErrorCode),
+    /// Nothing to change.
+    Keep,
+}
+
+/// A change that landed: the record it found, what it did, and the blob records a removed
+/// container took with it.
+pub(super) struct Swapped {
+    pub(super) previous: Option<std::sync::Arc<Record>>,
+    pub(super) written: Option<Record>,
+    pub(super) deleted: bool,
+    pub(super) removed: Vec<Record>,
+}
+
+impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
+    /// One change of the record under `key`, as a compare-and-swap: read the record, let
+    /// `decide` check the lease and the conditions against it and say what to write, write it
+    /// only if nobody changed the record meanwhile, and start over if somebody did. Every
+    /// change of the front goes through here, so the checks and the write are one atomic step
+    /// on every backend.
+    pub(super) async fn swap(
+        &self,
+        key: &Key,
+        headers: &HeaderMap,
+        mut decide: impl FnMut(Option<&Record>) -> Result<Step>,
+    ) -> Result<Swapped> {
+        for _ in 0..MAX_ATTEMPTS {
+            let previous = self.records.get(key).await?;
+            let (written, result) = match decide(previous.as_deref())? {
+                Step::Missing(operation, code) => {
+                    return Err(self.missing(key, operation, headers, code).await);
+                }
+                Step::Keep => {
+                    return Ok(Swapped {
+                        previous,
+                        written: None,
+                        deleted: false,
+                        removed: Vec::new(),
+                    });
+                }
+                Step::Put(record, mode) => {
+                    let result = self.records.put(key, &record, mode).await;
+                    (Some(*record), result.map(|()| Vec::new()))
+                }
+                Step::Delete(generation) => (None, self.records.delete(key, generation).await),
+            };
+            match result {
+                Ok(removed) => {
+                    return Ok(Swapped {
+                        previous,
+                        deleted: written.is_none(),
+                        written,
+                        removed,
+                    });
+                }
+                // Somebody changed (or removed) the record since we read it.
+                Err(StoreError::Conflict | StoreError::AlreadyExists | StoreError::NotFound) => {
+                    self.retries
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(Failure::with_detail(
+            ErrorCode::ServerBusy,
+            format!("The change lost {MAX_ATTEMPTS} races with concurrent changes. Retry later."),
+        ))
+    }
+
+    /// The error for a record that does not exist: for a change, a failed `If-Match` first
+    /// (412); then a missing container, then `missing`.
+    pub(super) async fn missing(
+        &self,
+        key: &Key,
+        operation: blob::Operation,
+        headers: &HeaderMap,
+        missing: ErrorCode,
+    ) -> Failure {
+        // A read of a missing blob is 404 whatever its conditions, as live Azure answers
+        // (RFC 9110 13.2.1: without them the answer would not be a 2xx either).
+        if operation != blob::Operation::Read
+            && let Err(code) = blob::evaluate(operation, headers, None)
+        {
+            return code.into();
+        }
+        if let Key::Blob(container, _) = key {
+            match self.records.get(&Key::Container(container.clone())).await {
+                Ok(Some(_)) => {}
+                Ok(None) => return ErrorCode::ContainerNotFound.into(),
+                Err(e) => return e.into(),
+            }
+        }
+        missing.into()
+    }
+
+    /// Waits for this instance's turn to commit a write of `key`: one at a time per key, so
+    /// that a write which lost its race while its body arrived learns it (from the record
+    /// the winner committed) before its object costs the fsyncs. The compare-and-swap still
+    /// decides; this only saves the work of writes that would lose it.
+    pub(super) async fn commit_turn(&self, key: &Key) -> futures_util::lock::MutexGuard<'_, ()> {
+        use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(key);
+        let stripe = (hash % self.commits.len() as u64) as usize;
+        self.commits[stripe].lock().await
+    }
+
+    /// A random first generation, so that a record deleted and created again never repeats a
+    /// generation a slow writer may still hold (no ABA).
+    pub(super) fn fresh_generation(&self) -> u64 {
+        self.env.random_uuid().as_u64_pair().0 >> 1
+    }
+}
+
+/// The record of a blob that exists: one with blocks staged and never committed is none yet.
+pub(super) fn committed(record: Option<std::sync::Arc<Record>>) -> Option<std::sync::Arc<Record>> {
+    record.filter(|r| r.content.is_some())
+}
+
+/// The record under `key` if what it describes exists: a blob record with staged blocks and
+/// no content is a blob that does not exist yet.
+pub(super) fn existing<'r>(key: &Key, record: Option<&'r Record>) -> Option<&'r Record> {
+    record.filter(|r| matches!(key, Key::Container(_)) || r.content.is_some())
+}

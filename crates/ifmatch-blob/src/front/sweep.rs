@@ -1,0 +1,142 @@
+//! The sweep: objects no record names, and blocks staged a week ago and never committed.
+
+use http::header::HeaderMap;
+
+use super::Front;
+use super::swap::Step;
+use crate::Record;
+use crate::store::{Env, Key, Objects, PutMode, Records, StoreError};
+
+impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
+    /// Discards the objects stored more than `age` ago that no record names: what a crash, a
+    /// client gone mid-commit or a backend that could not say whether a commit landed left
+    /// behind. Answers how many it discarded.
+    ///
+    /// Safe while this and other instances serve the same stores, with no coordination: the
+    /// candidates are listed before the records are read, so an object is discarded only if
+    /// no record named it some time after it was `age` old, and a write names its object
+    /// (or gives it up) within moments of staging it. `age` must be far longer than that
+    /// (the servers use an hour). Sweeping twice at once is harmless.
+    pub async fn sweep(&self, age: std::time::Duration) -> std::result::Result<usize, StoreError> {
+        let mut swept = self.expire_blocks().await?;
+        let candidates = self.objects.older_than(age, self.env.now()).await?;
+        if candidates.is_empty() {
+            return Ok(swept);
+        }
+        let mut named = std::collections::HashSet::new();
+        for container in self.records.containers().await? {
+            match self.all_blobs(&container).await {
+                Ok(blobs) => {
+                    for (name, record) in blobs {
+                        named.extend(record.objects().map(str::to_owned));
+                        if let Some(staging) = record.staging {
+                            let key = Key::Blob(container.clone(), name);
+                            let staged = self.records.staged_blocks(&key, staging.epoch).await?;
+                            named.extend(staged.into_iter().map(|b| b.object));
+                        }
+                    }
+                }
+                // Deleted meanwhile: its objects went with it.
+                Err(StoreError::ContainerNotFound) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        for object in candidates.iter().filter(|o| !named.contains(*o)) {
+            self.objects.discard(object).await?;
+            swept += 1;
+        }
+        Ok(swept)
+    }
+
+    /// Every blob record of a container, scanned a thousand at a time.
+    pub(super) async fn all_blobs(
+        &self,
+        container: &str,
+    ) -> std::result::Result<Vec<(String, Record)>, StoreError> {
+        const SCAN: usize = 1000;
+        let mut out: Vec<(String, Record)> = Vec::new();
+        loop {
+            let from = out
+                .last()
+                .map_or(String::new(), |(name, _)| format!("{name}\0"));
+            let scanned = self.records.list(container, "", &from, SCAN).await?;
+            let done = scanned.len() < SCAN;
+            out.extend(scanned);
+            if done {
+                return Ok(out);
+            }
+        }
+    }
+
+    /// Drops the blocks of every blob that has staged none for a week and committed none since
+    /// (the dialect's rule), and a blob record left with nothing; discards their objects.
+    /// Answers how many blocks it dropped.
+    pub(super) async fn expire_blocks(&self) -> std::result::Result<usize, StoreError> {
+        let now = self.env.now();
+        let limit =
+            crate::unix_seconds(now).saturating_sub(crate::block_list::UNCOMMITTED_TTL.as_secs());
+        let mut expired = 0;
+        for container in self.records.containers().await? {
+            let blobs = match self.all_blobs(&container).await {
+                Ok(blobs) => blobs,
+                Err(StoreError::ContainerNotFound) => continue,
+                Err(e) => return Err(e),
+            };
+            for (name, record) in blobs {
+                if record.staging.is_none() && record.uncommitted.is_empty() {
+                    continue;
+                }
+                let key = Key::Blob(container.clone(), name);
+                let staged = match self.uncommitted(&key, Some(&record)).await {
+                    Ok(staged) => staged,
+                    Err(failure) => {
+                        tracing::warn!(?key, code = %failure.code, "could not read staged blocks");
+                        continue;
+                    }
+                };
+                // A set with no block yet is as old as its record.
+                let newest =
+                    (staged.iter().map(|b| b.staged).max()).unwrap_or(record.last_modified);
+                if newest > limit {
+                    continue;
+                }
+                let swapped = self
+                    .swap(&key, &HeaderMap::new(), |current| {
+                        let same = current.is_some_and(|c| {
+                            c.staging == record.staging && c.uncommitted == record.uncommitted
+                        });
+                        let Some(current) = current.filter(|_| same) else {
+                            return Ok(Step::Keep);
+                        };
+                        if current.content.is_none() {
+                            return Ok(Step::Delete(current.generation));
+                        }
+                        let mut kept = current.clone();
+                        (kept.staging, kept.uncommitted) = (None, Vec::new());
+                        kept.generation += 1;
+                        Ok(Step::Put(
+                            Box::new(kept),
+                            PutMode::Update(current.generation),
+                        ))
+                    })
+                    .await;
+                match swapped {
+                    Ok(swapped) if swapped.written.is_some() || swapped.deleted => {
+                        expired += staged.len();
+                        (self.discard_replaced(
+                            &key,
+                            swapped.previous.as_deref(),
+                            swapped.written.as_ref(),
+                        ))
+                        .await;
+                    }
+                    Ok(_) => {}
+                    Err(failure) => {
+                        tracing::warn!(?key, code = %failure.code, "could not expire staged blocks");
+                    }
+                }
+            }
+        }
+        Ok(expired)
+    }
+}

@@ -1,0 +1,170 @@
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Request, StatusCode};
+use http_body_util::Full;
+
+use super::failure::Result;
+use super::{ERROR_CODE, Front};
+use crate::Record;
+use crate::memory::{ManualEnv, MemoryObjects, MemoryRecords};
+use crate::store::{Key, PutMode, Records, StoreError};
+
+/// Memory records whose blob puts always fail with `fail()`.
+struct FailingPuts {
+    inner: MemoryRecords,
+    fail: fn() -> StoreError,
+}
+
+impl Records for FailingPuts {
+    async fn get(&self, key: &Key) -> Result<Option<Arc<Record>>, StoreError> {
+        self.inner.get(key).await
+    }
+
+    async fn put(&self, key: &Key, record: &Record, mode: PutMode) -> Result<(), StoreError> {
+        match key {
+            Key::Blob(..) => Err((self.fail)()),
+            Key::Container(_) => self.inner.put(key, record, mode).await,
+        }
+    }
+
+    async fn delete(&self, key: &Key, generation: u64) -> Result<Vec<Record>, StoreError> {
+        self.inner.delete(key, generation).await
+    }
+
+    async fn list(
+        &self,
+        container: &str,
+        prefix: &str,
+        from: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, Record)>, StoreError> {
+        self.inner.list(container, prefix, from, limit).await
+    }
+
+    async fn stage_block(
+        &self,
+        key: &Key,
+        epoch: u64,
+        block: &crate::Block,
+        max: usize,
+    ) -> Result<bool, StoreError> {
+        self.inner.stage_block(key, epoch, block, max).await
+    }
+
+    async fn staged_blocks(&self, key: &Key, epoch: u64) -> Result<Vec<crate::Block>, StoreError> {
+        self.inner.staged_blocks(key, epoch).await
+    }
+
+    async fn drop_staged(&self, key: &Key, epoch: u64) -> Result<(), StoreError> {
+        self.inner.drop_staged(key, epoch).await
+    }
+}
+
+async fn put_through(fail: fn() -> StoreError) -> (StatusCode, Option<String>, usize) {
+    let records = FailingPuts {
+        inner: MemoryRecords::default(),
+        fail,
+    };
+    let front = Front::new(records, MemoryObjects::default(), ManualEnv::default())
+        .with_anonymous_access(true);
+    let put = |uri: &str| {
+        Request::put(uri)
+            .header("x-ms-blob-type", "BlockBlob")
+            .body(Full::new(Bytes::from_static(b"bytes")))
+            .unwrap()
+    };
+    front
+        .handle(put("/devstoreaccount1/box?restype=container"))
+        .await;
+    let answer = front.handle(put("/devstoreaccount1/box/b")).await;
+    let code = answer
+        .headers()
+        .get(ERROR_CODE)
+        .map(|c| c.to_str().unwrap().to_owned());
+    (answer.status(), code, front.objects().len())
+}
+
+#[tokio::test]
+async fn a_staged_object_is_kept_only_when_the_commit_may_have_landed() {
+    // 64 lost races: nothing landed, the object goes.
+    let lost = put_through(|| StoreError::Conflict).await;
+    assert_eq!(
+        lost,
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Some("ServerBusy".into()),
+            0
+        )
+    );
+    // A refusal or a local failure: nothing landed.
+    let refused = put_through(|| StoreError::Io(std::io::Error::other("disk"))).await;
+    assert_eq!(refused.2, 0);
+    // The backend could not say: the object stays (an orphan at worst, for the sweep).
+    let unknown = put_through(|| StoreError::Unavailable("timeout".into())).await;
+    assert_eq!(
+        unknown,
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Some("ServerBusy".into()),
+            1
+        )
+    );
+}
+
+#[tokio::test]
+async fn staged_blocks_never_committed_expire_after_a_week_with_their_objects() {
+    let env = Arc::new(ManualEnv::default());
+    let front = Front::new(
+        MemoryRecords::default(),
+        MemoryObjects::default(),
+        env.clone(),
+    )
+    .with_anonymous_access(true);
+    let put = |uri: &str, body: &'static [u8]| {
+        Request::put(uri)
+            .header("x-ms-blob-type", "BlockBlob")
+            .body(Full::new(Bytes::from_static(body)))
+            .unwrap()
+    };
+    let base = "/devstoreaccount1/box";
+    front
+        .handle(put(&format!("{base}?restype=container"), b""))
+        .await;
+    // A blob with a committed block and a staged one, and a blob with a staged one only.
+    for (blob, id) in [("kept", "QQ=="), ("kept", "Qg=="), ("gone", "QQ==")] {
+        let uri = format!("{base}/{blob}?comp=block&blockid={id}");
+        assert_eq!(front.handle(put(&uri, b"bytes")).await.status(), 201);
+    }
+    let list = b"<BlockList><Latest>QQ==</Latest></BlockList>";
+    let commit = front
+        .handle(put(&format!("{base}/kept?comp=blocklist"), list))
+        .await;
+    assert_eq!(commit.status(), 201);
+    let uri = format!("{base}/kept?comp=block&blockid=Qg==");
+    assert_eq!(front.handle(put(&uri, b"later")).await.status(), 201);
+    assert_eq!(front.objects().len(), 3);
+
+    env.advance(std::time::Duration::from_secs(6 * 86_400));
+    assert_eq!(front.expire_blocks().await.unwrap(), 0, "not a week yet");
+    env.advance(std::time::Duration::from_secs(86_401));
+    assert_eq!(front.expire_blocks().await.unwrap(), 2);
+    assert_eq!(
+        front.objects().len(),
+        1,
+        "the committed block's object stays"
+    );
+    let gone = Key::Blob("box".into(), "gone".into());
+    assert!(front.records().get(&gone).await.unwrap().is_none());
+    let kept = Key::Blob("box".into(), "kept".into());
+    let kept = front.records().get(&kept).await.unwrap().unwrap();
+    assert!(kept.uncommitted.is_empty() && kept.staging.is_none() && kept.content.is_some());
+    let get = Request::get(format!("{base}/kept"))
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let answer = front.handle(get).await;
+    assert_eq!(answer.status(), 200);
+    use http_body_util::BodyExt;
+    let body = answer.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(&body[..], b"bytes");
+}
