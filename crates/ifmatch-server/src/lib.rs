@@ -13,11 +13,8 @@
 
 mod accept;
 mod body_rate;
-pub mod bucket;
-mod byte_cache;
 mod drain;
 mod huge_length;
-pub mod local;
 pub mod lock;
 pub mod metrics;
 mod observe;
@@ -40,10 +37,10 @@ use tokio::net::TcpListener;
 
 pub use crate::accept::{Limits, bind_threads, raise_descriptor_limit};
 use crate::accept::{RequestBody, serve_with};
-use crate::bucket::BucketObjects;
-use crate::local::{DataDir, INLINE_MAX, LocalObjects, LocalRecords};
 use crate::metrics::Metrics;
 use crate::observe::ObserveLayer;
+pub use ifmatch_backends::local::{DataDir, INLINE_MAX, LocalObjects, LocalRecords};
+pub use ifmatch_backends::{AnyObjects, AnyRecords, Choice, Sizes, bucket, local};
 
 /// The clock and the randomness of the operating system.
 #[derive(Debug, Clone, Copy, Default)]
@@ -162,67 +159,32 @@ pub fn open_with_env<E: Env>(
     Ok(served(records, objects, env, dir, &options, Duration::ZERO))
 }
 
-/// Opens the object store `--store` names (see [`BucketObjects::open`]).
-pub fn open_store(url: &str, options: &Options) -> io::Result<BucketObjects> {
-    BucketObjects::open(url, options.cache_bytes)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
-}
-
-/// [`open`] with the blob bytes in an object store: records, leases and local state in
-/// `data`, bytes in `store`. Orphans are swept only once [`Options::orphan_age`] old, since
-/// the store may be shared.
-pub fn open_with_store(
-    data: impl Into<PathBuf>,
+/// The front over the backends `choice` names (see [`Choice`]): the embedded default, or
+/// records in Redis, bytes in an object store, or both. Orphans are swept at once only when
+/// nothing else shares the objects.
+pub async fn open_backends(
+    choice: &Choice,
     options: Options,
-    store: BucketObjects,
-) -> io::Result<Served<LocalRecords, BucketObjects, SystemEnv>> {
-    let dir = DataDir::open(data)?;
-    // The bytes go to the store, small ones too: what the operator chose it for.
-    let records = LocalRecords::new(dir.clone(), options.cache_capacity, 0);
-    let age = options.orphan_age;
-    Ok(served(records, store, SystemEnv, dir, &options, age))
-}
-
-/// The front of the distributed mode: records and leases in Redis, bytes on a shared disk.
-pub type RedisFront = Front<ifmatch_redis::RedisRecords, LocalObjects, SystemEnv>;
-
-/// Opens the front of the distributed mode: records and leases in the Redis at `backend`
-/// (`redis://HOST:PORT/DB`), blob bytes under `data`, which every instance shares.
-pub async fn open_redis(
-    data: impl Into<PathBuf>,
-    options: Options,
-    backend: &str,
-) -> io::Result<Served<ifmatch_redis::RedisRecords, LocalObjects, SystemEnv>> {
-    let dir = DataDir::open_shared(data, options.orphan_age)?;
-    let records = redis_records(backend).await?;
-    let objects = LocalObjects::new(dir.clone(), options.cache_bytes);
-    let age = options.orphan_age;
-    Ok(served(records, objects, SystemEnv, dir, &options, age))
-}
-
-/// The distributed mode with nothing shared but Redis and an object store: records and
-/// leases in the Redis at `backend`, blob bytes in `store`, and `data` for this instance's
-/// local state alone (never shared).
-pub async fn open_redis_with_store(
-    data: impl Into<PathBuf>,
-    options: Options,
-    backend: &str,
-    store: BucketObjects,
-) -> io::Result<Served<ifmatch_redis::RedisRecords, BucketObjects, SystemEnv>> {
-    let dir = DataDir::open(data)?;
-    let records = redis_records(backend).await?;
-    let age = options.orphan_age;
-    Ok(served(records, store, SystemEnv, dir, &options, age))
-}
-
-async fn redis_records(backend: &str) -> io::Result<ifmatch_redis::RedisRecords> {
-    let connection = ifmatch_redis::connect(backend).await.map_err(|e| {
-        io::Error::new(
-            io::ErrorKind::ConnectionRefused,
-            format!("connecting to {backend}: {e}"),
-        )
-    })?;
-    Ok(ifmatch_redis::RedisRecords::new(connection, "ifmatch:"))
+) -> io::Result<Served<AnyRecords, AnyObjects, SystemEnv>> {
+    let sizes = Sizes {
+        records_cache: options.cache_capacity,
+        bytes_cache: options.cache_bytes,
+        orphan_age: options.orphan_age,
+    };
+    let opened = choice.open(&sizes).await?;
+    let first_sweep = if opened.shared {
+        options.orphan_age
+    } else {
+        Duration::ZERO
+    };
+    Ok(served(
+        opened.records,
+        opened.objects,
+        SystemEnv,
+        opened.dir,
+        &options,
+        first_sweep,
+    ))
 }
 
 fn served<R: Records, O: Objects, E: Env>(

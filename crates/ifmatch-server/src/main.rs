@@ -392,49 +392,15 @@ async fn serve(args: Serve) -> anyhow::Result<()> {
             "--anonymous: requests without credentials may change anything; for development only"
         );
     }
-    let data = args.data.display();
-    let store = match &args.store {
-        Some(url) => Some(
-            ifmatch_server::open_store(url, &options).with_context(|| format!("--store {url}"))?,
-        ),
-        None => None,
-    };
-    let with = |what: &str| format!("(data: {data}{what})");
-    match (&args.backend, store) {
-        (None, None) => {
-            let served = ifmatch_server::open(&args.data, options.clone())
-                .with_context(|| format!("opening the data directory {data}"))?;
-            tracing::info!("ifmatch listening on http://{address} {}", with(""));
-            ifmatch_server::serve(listener, served, options, shutdown_signal()).await?;
-        }
-        (None, Some(store)) => {
-            let served = ifmatch_server::open_with_store(&args.data, options.clone(), store)
-                .with_context(|| format!("opening the data directory {data}"))?;
-            let what = format!(", store: {}", args.store.as_deref().unwrap_or(""));
-            tracing::info!("ifmatch listening on http://{address} {}", with(&what));
-            ifmatch_server::serve(listener, served, options, shutdown_signal()).await?;
-        }
-        (Some(backend), None) => {
-            let served = ifmatch_server::open_redis(&args.data, options.clone(), backend)
-                .await
-                .with_context(|| format!("opening {backend} and {data}"))?;
-            let what = format!(", backend: {backend}");
-            tracing::info!("ifmatch listening on http://{address} {}", with(&what));
-            ifmatch_server::serve(listener, served, options, shutdown_signal()).await?;
-        }
-        (Some(backend), Some(store)) => {
-            let served =
-                ifmatch_server::open_redis_with_store(&args.data, options.clone(), backend, store)
-                    .await
-                    .with_context(|| format!("opening {backend} and {data}"))?;
-            let what = format!(
-                ", backend: {backend}, store: {}",
-                args.store.as_deref().unwrap_or("")
-            );
-            tracing::info!("ifmatch listening on http://{address} {}", with(&what));
-            ifmatch_server::serve(listener, served, options, shutdown_signal()).await?;
-        }
-    }
+    // The backends, from their URLs, parsed once: one way to open them, whichever they are.
+    let choice =
+        ifmatch_server::Choice::parse(&args.data, args.backend.as_deref(), args.store.as_deref())?;
+    let what = choice.describe();
+    let served = ifmatch_server::open_backends(&choice, options.clone())
+        .await
+        .with_context(|| format!("opening {what}"))?;
+    tracing::info!("ifmatch listening on http://{address} ({what})");
+    ifmatch_server::serve(listener, served, options, shutdown_signal()).await?;
     tracing::info!("ifmatch stopped");
     Ok(())
 }

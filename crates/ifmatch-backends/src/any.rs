@@ -1,0 +1,202 @@
+//! One records type and one objects type for whichever backends were chosen at start, so a
+//! server is built once (one arm, not one per combination). Each call goes to the backend
+//! chosen; the rules stay in the front.
+
+use std::ops::Range;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use ifmatch_blob::{Block, BoxError, Key, Objects, PutMode, Record, Records, Staged, StoreError};
+
+#[cfg(feature = "object-store")]
+use crate::bucket::{BucketObjects, BucketReader};
+use crate::local::{LocalObjects, LocalRecords, ObjectReader};
+
+/// The records of the backend chosen: the local disk, or Redis.
+#[derive(Debug, Clone)]
+pub enum AnyRecords {
+    /// On the local disk ([`LocalRecords`]).
+    Local(LocalRecords),
+    /// In Redis, shared by a fleet.
+    #[cfg(feature = "redis")]
+    Redis(ifmatch_redis::RedisRecords),
+}
+
+/// The objects of the backend chosen: the local disk, or an object store.
+#[derive(Debug, Clone)]
+pub enum AnyObjects {
+    /// On the local disk ([`LocalObjects`]).
+    Local(LocalObjects),
+    /// In an object store ([`BucketObjects`]).
+    #[cfg(feature = "object-store")]
+    Bucket(BucketObjects),
+}
+
+/// Calls `$call` on the backend inside `$value`, whichever it is.
+macro_rules! records {
+    ($value:expr, $inner:ident => $call:expr) => {
+        match $value {
+            AnyRecords::Local($inner) => $call,
+            #[cfg(feature = "redis")]
+            AnyRecords::Redis($inner) => $call,
+        }
+    };
+}
+
+/// Calls `$call` on the backend inside `$value`, whichever it is.
+macro_rules! objects {
+    ($value:expr, $inner:ident => $call:expr) => {
+        match $value {
+            AnyObjects::Local($inner) => $call,
+            #[cfg(feature = "object-store")]
+            AnyObjects::Bucket($inner) => $call,
+        }
+    };
+}
+
+impl Records for AnyRecords {
+    async fn get(&self, key: &Key) -> Result<Option<Arc<Record>>, StoreError> {
+        records!(self, r => r.get(key).await)
+    }
+
+    async fn put(&self, key: &Key, record: &Record, mode: PutMode) -> Result<(), StoreError> {
+        records!(self, r => r.put(key, record, mode).await)
+    }
+
+    async fn delete(&self, key: &Key, generation: u64) -> Result<Vec<Record>, StoreError> {
+        records!(self, r => r.delete(key, generation).await)
+    }
+
+    async fn list(
+        &self,
+        container: &str,
+        prefix: &str,
+        from: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, Record)>, StoreError> {
+        records!(self, r => r.list(container, prefix, from, limit).await)
+    }
+
+    async fn stage_block(
+        &self,
+        key: &Key,
+        epoch: u64,
+        block: &Block,
+        max: usize,
+    ) -> Result<bool, StoreError> {
+        records!(self, r => r.stage_block(key, epoch, block, max).await)
+    }
+
+    async fn staged_blocks(&self, key: &Key, epoch: u64) -> Result<Vec<Block>, StoreError> {
+        records!(self, r => r.staged_blocks(key, epoch).await)
+    }
+
+    async fn drop_staged(&self, key: &Key, epoch: u64) -> Result<(), StoreError> {
+        records!(self, r => r.drop_staged(key, epoch).await)
+    }
+
+    fn inline_max(&self) -> u64 {
+        records!(self, r => r.inline_max())
+    }
+
+    async fn containers(&self) -> Result<Vec<String>, StoreError> {
+        records!(self, r => r.containers().await)
+    }
+}
+
+/// The body of a read, from whichever objects were chosen.
+pub enum AnyReader {
+    /// From the local disk.
+    Local(ObjectReader),
+    /// From an object store.
+    Bucket(BucketReaderIfAny),
+}
+
+impl std::fmt::Debug for AnyReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Local(reader) => reader.fmt(f),
+            Self::Bucket(_) => f.write_str("AnyReader::Bucket"),
+        }
+    }
+}
+
+/// An object store's reader, when the feature is on; nothing otherwise.
+#[cfg(feature = "object-store")]
+type BucketReaderIfAny = BucketReader;
+#[cfg(not(feature = "object-store"))]
+type BucketReaderIfAny = http_body_util::Empty<Bytes>;
+
+impl Body for AnyReader {
+    type Data = Bytes;
+    type Error = StoreError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, StoreError>>> {
+        // Both readers are `Unpin`: no projection needed.
+        match self.get_mut() {
+            Self::Local(reader) => Pin::new(reader).poll_frame(cx),
+            #[cfg(feature = "object-store")]
+            Self::Bucket(reader) => Pin::new(reader).poll_frame(cx),
+            #[cfg(not(feature = "object-store"))]
+            Self::Bucket(_) => Poll::Ready(None),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            Self::Local(reader) => reader.is_end_stream(),
+            Self::Bucket(reader) => reader.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            Self::Local(reader) => reader.size_hint(),
+            Self::Bucket(reader) => reader.size_hint(),
+        }
+    }
+}
+
+impl Objects for AnyObjects {
+    type Reader = AnyReader;
+
+    async fn stage<B>(&self, body: B, limit: u64) -> Result<Staged, StoreError>
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        objects!(self, o => o.stage(body, limit).await)
+    }
+
+    async fn read(
+        &self,
+        object: &str,
+        len: u64,
+        range: Option<Range<u64>>,
+    ) -> Result<AnyReader, StoreError> {
+        match self {
+            Self::Local(o) => Ok(AnyReader::Local(o.read(object, len, range).await?)),
+            #[cfg(feature = "object-store")]
+            Self::Bucket(o) => Ok(AnyReader::Bucket(o.read(object, len, range).await?)),
+        }
+    }
+
+    async fn persist(&self, staged: &Staged) -> Result<(), StoreError> {
+        objects!(self, o => o.persist(staged).await)
+    }
+
+    async fn discard(&self, object: &str) -> Result<(), StoreError> {
+        objects!(self, o => o.discard(object).await)
+    }
+
+    async fn older_than(&self, age: Duration, now: SystemTime) -> Result<Vec<String>, StoreError> {
+        objects!(self, o => o.older_than(age, now).await)
+    }
+}

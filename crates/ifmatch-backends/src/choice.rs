@@ -1,0 +1,253 @@
+//! The backends a server uses, read once from the command line's URLs: records on the local
+//! disk or in Redis (`--backend redis://HOST:PORT/DB`), bytes on the local disk or in an object
+//! store (`--store s3://bucket/prefix`, `az://`, `gs://`, `file://`, `memory://`), and opened
+//! together, with the data directory in the mode the pair needs.
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::any::{AnyObjects, AnyRecords};
+use crate::local::{DataDir, INLINE_MAX, LocalObjects, LocalRecords};
+
+/// Which backends to use: where records go, where bytes go, and the data directory.
+#[derive(Debug, Clone)]
+pub struct Choice {
+    data: PathBuf,
+    records: RecordsAt,
+    objects: ObjectsAt,
+}
+
+/// Where records and leases go.
+#[derive(Debug, Clone)]
+enum RecordsAt {
+    /// The data directory.
+    Local,
+    /// The Redis at this URL.
+    #[cfg(feature = "redis")]
+    Redis(String),
+}
+
+/// Where blob bytes go.
+#[derive(Debug, Clone)]
+enum ObjectsAt {
+    /// The data directory.
+    Local,
+    /// The object store at this URL.
+    #[cfg(feature = "object-store")]
+    Store(String),
+}
+
+/// A URL that names no backend this build has.
+#[derive(Debug, thiserror::Error)]
+pub enum ChoiceError {
+    /// Not a URL at all.
+    #[error("{url}: {reason}")]
+    Invalid {
+        /// What was given.
+        url: String,
+        /// Why it is not a URL.
+        reason: String,
+    },
+    /// A URL of a backend this build was made without, or of none.
+    #[error("{url}: not {expected}")]
+    Unknown {
+        /// What was given.
+        url: String,
+        /// What was expected there.
+        expected: &'static str,
+    },
+}
+
+/// The sizes of the caches the backends keep, and how old an orphan must be before a shared
+/// store's sweep may take it.
+#[derive(Debug, Clone)]
+pub struct Sizes {
+    /// How many records the local records' cache holds.
+    pub records_cache: u64,
+    /// How many bytes of small objects the byte cache holds.
+    pub bytes_cache: u64,
+    /// How old an unnamed object must be before a sweep of shared objects takes it.
+    pub orphan_age: Duration,
+}
+
+impl Default for Sizes {
+    fn default() -> Self {
+        Self {
+            records_cache: 100_000,
+            bytes_cache: 256 << 20,
+            orphan_age: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// The backends, open.
+#[derive(Debug)]
+pub struct Opened {
+    /// The records.
+    pub records: AnyRecords,
+    /// The objects.
+    pub objects: AnyObjects,
+    /// The data directory (all of the data, or this instance's local state).
+    pub dir: Arc<DataDir>,
+    /// Whether other instances may be writing the same objects: then an orphan is swept only
+    /// once [`Sizes::orphan_age`] old, never at once.
+    pub shared: bool,
+}
+
+impl Choice {
+    /// Reads the choice: `records` is `None` (the data directory) or a Redis URL; `objects`
+    /// is `None` (the data directory) or an object store's URL. Each URL is checked here, once.
+    pub fn parse(
+        data: impl Into<PathBuf>,
+        records: Option<&str>,
+        objects: Option<&str>,
+    ) -> Result<Self, ChoiceError> {
+        let records = match records {
+            None => RecordsAt::Local,
+            Some(url) => redis_url(url)?,
+        };
+        let objects = match objects {
+            None => ObjectsAt::Local,
+            Some(url) => store_url(url)?,
+        };
+        Ok(Self {
+            data: data.into(),
+            records,
+            objects,
+        })
+    }
+
+    /// What was chosen, for the log line of a start: `data: DIR[, backend: URL][, store: URL]`.
+    pub fn describe(&self) -> String {
+        #[cfg_attr(
+            not(any(feature = "redis", feature = "object-store")),
+            allow(unused_mut)
+        )]
+        let mut out = format!("data: {}", self.data.display());
+        #[cfg(feature = "redis")]
+        if let RecordsAt::Redis(url) = &self.records {
+            out.push_str(&format!(", backend: {url}"));
+        }
+        #[cfg(feature = "object-store")]
+        if let ObjectsAt::Store(url) = &self.objects {
+            out.push_str(&format!(", store: {url}"));
+        }
+        out
+    }
+
+    /// Opens the backends. The data directory is opened as the pair needs: whole and locked
+    /// for one embedded server; shared by every instance when records are in Redis and bytes
+    /// on its disk; this instance's local state alone when bytes are in an object store.
+    pub async fn open(&self, sizes: &Sizes) -> io::Result<Opened> {
+        match (&self.records, &self.objects) {
+            (RecordsAt::Local, ObjectsAt::Local) => {
+                let dir = DataDir::open(&self.data)?;
+                let records = LocalRecords::new(dir.clone(), sizes.records_cache, INLINE_MAX);
+                let objects = LocalObjects::new(dir.clone(), sizes.bytes_cache);
+                Ok(Opened {
+                    records: AnyRecords::Local(records),
+                    objects: AnyObjects::Local(objects),
+                    dir,
+                    shared: false,
+                })
+            }
+            #[cfg(feature = "object-store")]
+            (RecordsAt::Local, ObjectsAt::Store(url)) => {
+                let objects = open_store(url, sizes)?;
+                let dir = DataDir::open(&self.data)?;
+                // The bytes go to the store, small ones too: what the operator chose it for.
+                let records = LocalRecords::new(dir.clone(), sizes.records_cache, 0);
+                Ok(Opened {
+                    records: AnyRecords::Local(records),
+                    objects,
+                    dir,
+                    shared: true,
+                })
+            }
+            #[cfg(feature = "redis")]
+            (RecordsAt::Redis(url), ObjectsAt::Local) => {
+                let dir = DataDir::open_shared(&self.data, sizes.orphan_age)?;
+                let records = redis_records(url).await?;
+                let objects = LocalObjects::new(dir.clone(), sizes.bytes_cache);
+                Ok(Opened {
+                    records,
+                    objects: AnyObjects::Local(objects),
+                    dir,
+                    shared: true,
+                })
+            }
+            #[cfg(all(feature = "redis", feature = "object-store"))]
+            (RecordsAt::Redis(url), ObjectsAt::Store(store)) => {
+                let objects = open_store(store, sizes)?;
+                let dir = DataDir::open(&self.data)?;
+                let records = redis_records(url).await?;
+                Ok(Opened {
+                    records,
+                    objects,
+                    dir,
+                    shared: true,
+                })
+            }
+        }
+    }
+}
+
+/// A Redis URL (`redis://`, `rediss://`, `redis+unix://`, `unix://`), checked.
+fn redis_url(url: &str) -> Result<RecordsAt, ChoiceError> {
+    let parsed = parse(url)?;
+    #[cfg(feature = "redis")]
+    if matches!(parsed.scheme(), "redis" | "rediss" | "redis+unix" | "unix") {
+        return Ok(RecordsAt::Redis(url.to_owned()));
+    }
+    let _ = parsed;
+    Err(ChoiceError::Unknown {
+        url: url.to_owned(),
+        expected: "a Redis URL (redis://HOST:PORT/DB) of a build with Redis",
+    })
+}
+
+/// An object store's URL, checked against the schemes `object_store` knows.
+fn store_url(url: &str) -> Result<ObjectsAt, ChoiceError> {
+    let parsed = parse(url)?;
+    #[cfg(feature = "object-store")]
+    if object_store::ObjectStoreScheme::parse(&parsed).is_ok() {
+        return Ok(ObjectsAt::Store(url.to_owned()));
+    }
+    let _ = parsed;
+    Err(ChoiceError::Unknown {
+        url: url.to_owned(),
+        expected: "an object store URL (s3://, az://, gs://, file://, memory://) of a build \
+                   with object stores",
+    })
+}
+
+fn parse(url: &str) -> Result<url::Url, ChoiceError> {
+    url::Url::parse(url).map_err(|e| ChoiceError::Invalid {
+        url: url.to_owned(),
+        reason: e.to_string(),
+    })
+}
+
+/// The object store at `url`, with the byte cache in front of it.
+#[cfg(feature = "object-store")]
+fn open_store(url: &str, sizes: &Sizes) -> io::Result<AnyObjects> {
+    let store = crate::bucket::BucketObjects::open(url, sizes.bytes_cache)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("--store {url}: {e}")))?;
+    Ok(AnyObjects::Bucket(store))
+}
+
+/// The records in the Redis at `url`, under the `ifmatch:` prefix.
+#[cfg(feature = "redis")]
+async fn redis_records(url: &str) -> io::Result<AnyRecords> {
+    let connection = ifmatch_redis::connect(url).await.map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::ConnectionRefused,
+            format!("connecting to {url}: {e}"),
+        )
+    })?;
+    Ok(AnyRecords::Redis(ifmatch_redis::RedisRecords::new(
+        connection, "ifmatch:",
+    )))
+}
