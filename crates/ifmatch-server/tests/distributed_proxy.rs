@@ -65,9 +65,7 @@ async fn start_origin() -> (Arc<Origin>, String) {
             .put(write),
         )
         .with_state(origin.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let base = common::serve_app(app).await;
     (origin, base)
 }
 

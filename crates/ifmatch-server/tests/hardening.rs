@@ -11,7 +11,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Ifmatch, Server, code, header, sha256_tag};
+use common::{Ifmatch, Server, code, header, sha256_tag, unpooled_client as client};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -20,14 +20,6 @@ fn serve(data: &Path, extra: &[&str]) -> Ifmatch {
     args.push(data.display().to_string());
     args.extend(extra.iter().map(|s| s.to_string()));
     Ifmatch::start(args)
-}
-
-fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .no_proxy()
-        .pool_max_idle_per_host(0)
-        .build()
-        .unwrap()
 }
 
 fn ifmatch() -> Command {

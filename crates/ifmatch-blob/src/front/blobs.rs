@@ -13,7 +13,7 @@ use ifmatch_core::{ByteRange, ErrorCode, strong_etag};
 
 use super::answers::{answer, insert_md5, insert_sha256, validator_headers};
 use super::failure::{Failure, Result};
-use super::gate::gate;
+use super::gate::Asking;
 use super::swap::{MAX_ATTEMPTS, Step, committed, existing};
 use super::uploads::declared_len;
 use super::{
@@ -35,19 +35,17 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         now: SystemTime,
     ) -> Result<Answer<O::Reader>> {
         let lease_id = lease_id_from_headers(headers)?;
+        let ask = Asking {
+            headers,
+            lease_id,
+            now,
+        };
         let Some(current) = committed(self.records.get(key).await?) else {
             return Err(self
                 .missing(key, blob::Operation::Read, headers, ErrorCode::BlobNotFound)
                 .await);
         };
-        gate(
-            blob::Operation::Read,
-            Access::Read,
-            headers,
-            Some(&current),
-            lease_id,
-            now,
-        )?;
+        ask.gate(blob::Operation::Read, Access::Read, Some(&current))?;
         let mut out = validator_headers(&current);
         metadata::insert_metadata(&current.metadata, &mut out);
         Ok(answer(StatusCode::OK, out))
@@ -64,6 +62,11 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         now: SystemTime,
     ) -> Result<Answer<O::Reader>> {
         let lease_id = lease_id_from_headers(headers)?;
+        let ask = Asking {
+            headers,
+            lease_id,
+            now,
+        };
         let (key, scope, missing) = match operation {
             Operation::SetContainerMetadata => {
                 (container, Scope::Container, ErrorCode::ContainerNotFound)
@@ -94,7 +97,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     Scope::Container => blob::Operation::Container,
                     Scope::Blob => blob::Operation::Put,
                 };
-                gate(conditions, access, headers, Some(current), lease_id, now)?;
+                ask.gate(conditions, access, Some(current))?;
                 let mut record = current.clone();
                 if let Some(user_metadata) = &user_metadata {
                     record.metadata = user_metadata.clone();
@@ -162,6 +165,11 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             Some(_) => {}
         }
         let lease_id = lease_id_from_headers(headers)?;
+        let ask = Asking {
+            headers,
+            lease_id,
+            now,
+        };
         let (content_type, properties) = metadata::upload_properties(headers, true);
         let user_metadata = metadata::metadata(headers)?;
 
@@ -173,14 +181,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 .await?
                 .ok_or(ErrorCode::ContainerNotFound)?;
         }
-        gate(
-            blob::Operation::Put,
-            Access::Write,
-            headers,
-            current.as_deref(),
-            lease_id,
-            now,
-        )?;
+        ask.gate(blob::Operation::Put, Access::Write, current.as_deref())?;
 
         // A small blob (its length declared, or known to the body) the records keep whole: no
         // object, none of its fsyncs.
@@ -200,15 +201,13 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         // fsyncs.
         let _turn = self.commit_turn(key).await;
         let still = match self.records.get(key).await {
-            Ok(current) => gate(
-                blob::Operation::Put,
-                Access::Write,
-                headers,
-                committed(current).as_deref(),
-                lease_id,
-                now,
-            )
-            .map(drop),
+            Ok(current) => ask
+                .gate(
+                    blob::Operation::Put,
+                    Access::Write,
+                    committed(current).as_deref(),
+                )
+                .map(drop),
             Err(e) => Err(e.into()),
         };
         // The object to discard if the write goes no further.
@@ -263,18 +262,17 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         fresh: Record,
         now: SystemTime,
     ) -> Result<Answer<O::Reader>> {
+        let ask = Asking {
+            headers,
+            lease_id,
+            now,
+        };
         let swapped = self
             .swap(key, headers, |current| {
                 let visible = existing(key, current);
-                let lease = gate(
-                    blob::Operation::Put,
-                    Access::Write,
-                    headers,
-                    visible,
-                    lease_id,
-                    now,
-                )?
-                .lease;
+                let lease = ask
+                    .gate(blob::Operation::Put, Access::Write, visible)?
+                    .lease;
                 let record = fresh.clone();
                 Ok(match current {
                     Some(cur) => {
@@ -307,6 +305,11 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         now: SystemTime,
     ) -> Result<Answer<O::Reader>> {
         let lease_id = lease_id_from_headers(headers)?;
+        let ask = Asking {
+            headers,
+            lease_id,
+            now,
+        };
         // A concurrent overwrite may discard the object between reading the record and opening
         // the object; the record read again names the new one.
         for _ in 0..MAX_ATTEMPTS {
@@ -315,15 +318,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     .missing(key, blob::Operation::Read, headers, ErrorCode::BlobNotFound)
                     .await);
             };
-            let outcome = gate(
-                blob::Operation::Read,
-                Access::Read,
-                headers,
-                Some(&current),
-                lease_id,
-                now,
-            )?
-            .outcome;
+            let outcome = ask
+                .gate(blob::Operation::Read, Access::Read, Some(&current))?
+                .outcome;
             let content = current.content.as_ref().ok_or(ErrorCode::BlobNotFound)?;
 
             // A 304 carries the validators and the lease, not the representation's metadata
@@ -499,6 +496,11 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         now: SystemTime,
     ) -> Result<Answer<O::Reader>> {
         let lease_id = lease_id_from_headers(headers)?;
+        let ask = Asking {
+            headers,
+            lease_id,
+            now,
+        };
         let swapped = self
             .swap(key, headers, |current| {
                 let Some(current) = existing(key, current) else {
@@ -507,14 +509,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                         ErrorCode::BlobNotFound,
                     ));
                 };
-                gate(
-                    blob::Operation::Write,
-                    Access::Write,
-                    headers,
-                    Some(current),
-                    lease_id,
-                    now,
-                )?;
+                ask.gate(blob::Operation::Write, Access::Write, Some(current))?;
                 Ok(Step::Delete(current.generation))
             })
             .await?;

@@ -22,7 +22,7 @@ use ifmatch_core::{EntityTag, ErrorCode, EtagHasher, strong_etag};
 
 use super::answers::{answer, insert_checksums, insert_sha256, validator_headers, xml_answer};
 use super::failure::{Failure, Result};
-use super::gate::gate;
+use super::gate::Asking;
 use super::swap::{MAX_ATTEMPTS, Step, existing};
 use super::uploads::verify_checksums;
 use super::{Answer, CONTENT_CRC64, Front};
@@ -178,6 +178,11 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         B::Error: Into<BoxError>,
     {
         let lease_id = lease_id_from_headers(headers)?;
+        let ask = Asking {
+            headers,
+            lease_id,
+            now,
+        };
         let (content_type, properties) = metadata::upload_properties(headers, false);
         let user_metadata = metadata::metadata(headers)?;
         let md5 = blob_content_md5(headers)?;
@@ -207,14 +212,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     .await?
                     .ok_or(ErrorCode::ContainerNotFound)?;
             }
-            gate(
-                blob::Operation::Put,
-                Access::Write,
-                headers,
-                visible,
-                lease_id,
-                now,
-            )?;
+            ask.gate(blob::Operation::Put, Access::Write, visible)?;
             let uncommitted = self.uncommitted(key, current.as_deref()).await?;
             let blocks = rules::resolve(&list, rules::committed(current.as_deref()), &uncommitted)?;
             let read = current.as_deref().map(|c| (c.staging, &c.uncommitted));
@@ -258,15 +256,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             let swapped = self
                 .swap(key, headers, |current| {
                     let visible = existing(key, current);
-                    let lease = gate(
-                        blob::Operation::Put,
-                        Access::Write,
-                        headers,
-                        visible,
-                        lease_id,
-                        now,
-                    )?
-                    .lease;
+                    let lease = ask
+                        .gate(blob::Operation::Put, Access::Write, visible)?
+                        .lease;
                     // Blocks staged since the set was read are not this commit's; a set
                     // dropped or renamed meanwhile, or other committed blocks, are read again.
                     let now_named = current.map(|c| (c.staging, &c.uncommitted));

@@ -13,7 +13,7 @@ use ifmatch_core::{ErrorCode, strong_etag};
 
 use super::answers::{answer, validator_headers, xml_answer};
 use super::failure::{Failure, Result, error_answer};
-use super::gate::gate;
+use super::gate::Asking;
 use super::swap::Step;
 use super::{Answer, Front, PUBLIC_ACCESS};
 use crate::body::ResponseBody;
@@ -50,6 +50,11 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         now: SystemTime,
     ) -> Result<Answer<O::Reader>> {
         let lease_id = lease_id_from_headers(headers)?;
+        let ask = Asking {
+            headers,
+            lease_id,
+            now,
+        };
         let swapped = self
             .swap(key, headers, |current| {
                 let Some(current) = current else {
@@ -58,14 +63,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                         ErrorCode::ContainerNotFound,
                     ));
                 };
-                gate(
-                    blob::Operation::Container,
-                    Access::Write,
-                    headers,
-                    Some(current),
-                    lease_id,
-                    now,
-                )?;
+                ask.gate(blob::Operation::Container, Access::Write, Some(current))?;
                 Ok(Step::Delete(current.generation))
             })
             .await?;
@@ -189,6 +187,11 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         use http_body_util::BodyExt;
         let level = public_access(headers)?;
         let lease_id = lease_id_from_headers(headers)?;
+        let ask = Asking {
+            headers,
+            lease_id,
+            now,
+        };
         let limited = http_body_util::Limited::new(body, 64 << 10);
         let xml = limited
             .collect()
@@ -211,14 +214,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                         ErrorCode::ContainerNotFound,
                     ));
                 };
-                gate(
-                    blob::Operation::Container,
-                    Access::Read,
-                    headers,
-                    Some(current),
-                    lease_id,
-                    now,
-                )?;
+                ask.gate(blob::Operation::Container, Access::Read, Some(current))?;
                 let mut record = current.clone();
                 record.public_access = level;
                 record.etag = etag.clone();

@@ -20,34 +20,42 @@ pub(super) struct Passed {
     pub(super) outcome: Outcome,
 }
 
-/// Lets a request through to `current` (`None`: the record does not exist, its lease is
-/// available and it has no validators) when:
-/// 1. the lease allows `access` with the request's `x-ms-lease-id` (`lease_id`): a
-///    container's record for [`blob::Operation::Container`], a blob's otherwise; then
-/// 2. the conditional headers hold against the record's validators, as the dialect evaluates
-///    them for `conditions`.
-///
-/// A failure is the first step's error code (a lease error comes before a failed condition).
-pub(super) fn gate(
-    conditions: blob::Operation,
-    access: Access,
-    headers: &HeaderMap,
-    current: Option<&Record>,
-    lease_id: Option<LeaseId>,
-    now: SystemTime,
-) -> Result<Passed> {
-    let scope = match conditions {
-        blob::Operation::Container => Scope::Container,
-        _ => Scope::Blob,
-    };
-    let lease = match current {
-        Some(record) => record.lease.authorize(scope, access, lease_id, now)?,
-        None => Lease::Available.authorize(scope, access, lease_id, now)?,
-    };
-    let outcome = blob::evaluate(
-        conditions,
-        headers,
-        current.map(Record::validators).as_ref(),
-    )?;
-    Ok(Passed { lease, outcome })
+/// What a request brings to the gate: its conditional headers, its `x-ms-lease-id`, and the
+/// time it is judged at.
+#[derive(Clone, Copy)]
+pub(super) struct Asking<'a> {
+    pub(super) headers: &'a HeaderMap,
+    pub(super) lease_id: Option<LeaseId>,
+    pub(super) now: SystemTime,
+}
+
+impl Asking<'_> {
+    /// Lets the request through to `current` (`None`: the record does not exist, its lease is
+    /// available and it has no validators) when:
+    /// 1. the lease allows `access` with the request's lease id: a container's record for
+    ///    [`blob::Operation::Container`], a blob's otherwise; then
+    /// 2. the conditional headers hold against the record's validators, as the dialect
+    ///    evaluates them for `conditions`.
+    ///
+    /// A failure is the first step's error code (a lease error comes before a failed
+    /// condition).
+    pub(super) fn gate(
+        self,
+        conditions: blob::Operation,
+        access: Access,
+        current: Option<&Record>,
+    ) -> Result<Passed> {
+        let scope = match conditions {
+            blob::Operation::Container => Scope::Container,
+            _ => Scope::Blob,
+        };
+        let (lease_id, now) = (self.lease_id, self.now);
+        let lease = match current {
+            Some(record) => record.lease.authorize(scope, access, lease_id, now)?,
+            None => Lease::Available.authorize(scope, access, lease_id, now)?,
+        };
+        let validators = current.map(Record::validators);
+        let outcome = blob::evaluate(conditions, self.headers, validators.as_ref())?;
+        Ok(Passed { lease, outcome })
+    }
 }

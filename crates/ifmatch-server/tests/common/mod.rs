@@ -453,6 +453,23 @@ pub fn client() -> reqwest::Client {
     reqwest::Client::builder().no_proxy().build().unwrap()
 }
 
+/// A client that never goes through a proxy and opens a connection per request.
+pub fn unpooled_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap()
+}
+
+/// Serves `app` on a free loopback port for the rest of the test: its base URL.
+pub async fn serve_app(app: axum::Router) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    base
+}
+
 /// A tool the test command installs, under the repository (or where `variable` says).
 pub fn tool(variable: &str, relative: &str) -> std::path::PathBuf {
     let path = std::env::var_os(variable).map_or_else(
