@@ -134,7 +134,8 @@ impl Objects for R2Objects {
                 });
             }
             let found = get.execute().await.map_err(unavailable)?;
-            let found = found.ok_or(StoreError::NotFound)?;
+            let found =
+                found.ok_or_else(|| StoreError::not_found(format_args!("object {object}")))?;
             // R2 tells the whole object's size with any read, ranged or not.
             ifmatch_blob::check_len(object, found.size(), len)?;
             let stream = match found.body() {

@@ -33,7 +33,7 @@ impl DurableRecords {
             .id_from_name(container)
             .and_then(|id| id.get_stub())
             .map_err(unavailable)?;
-        let body = serde_json::to_string(call).map_err(|e| StoreError::Io(e.into()))?;
+        let body = serde_json::to_string(call).map_err(|e| StoreError::generic(BACKEND, e))?;
         let mut init = RequestInit::new();
         init.with_method(Method::Post).with_body(Some(body.into()));
         let request = Request::new_with_init("https://records/", &init).map_err(unavailable)?;
@@ -43,8 +43,8 @@ impl DurableRecords {
             .map_err(unavailable)?;
         // Through serde_json, not JavaScript's JSON: generations are 64-bit.
         let text = response.text().await.map_err(unavailable)?;
-        match serde_json::from_str(&text).map_err(|e| StoreError::Io(e.into()))? {
-            Reply::Refused(refusal) => Err(refusal.into()),
+        match serde_json::from_str(&text).map_err(|e| StoreError::generic(BACKEND, e))? {
+            Reply::Refused(refusal) => Err(refusal.of(&call.key(container))),
             reply => Ok(reply),
         }
     }
@@ -54,10 +54,11 @@ fn unavailable(error: worker::Error) -> StoreError {
     StoreError::Unavailable(error.to_string().into())
 }
 
+/// The backend's name in errors.
+const BACKEND: &str = "durable-object";
+
 fn unexpected() -> StoreError {
-    StoreError::Io(std::io::Error::other(
-        "unexpected reply from the records object",
-    ))
+    StoreError::generic(BACKEND, "unexpected reply from the records object")
 }
 
 fn blob_of(key: &Key) -> Option<String> {
@@ -130,13 +131,33 @@ enum Refusal {
     ContainerNotFound,
 }
 
-impl From<Refusal> for StoreError {
-    fn from(refusal: Refusal) -> Self {
-        match refusal {
-            Refusal::AlreadyExists => Self::AlreadyExists,
-            Refusal::Conflict => Self::Conflict,
-            Refusal::NotFound => Self::NotFound,
-            Refusal::ContainerNotFound => Self::ContainerNotFound,
+impl Refusal {
+    /// The error of this refusal of a call about `key`.
+    fn of(self, key: &Key) -> StoreError {
+        match self {
+            Self::AlreadyExists => StoreError::already_exists(key),
+            Self::Conflict => StoreError::conflict(key),
+            Self::NotFound => StoreError::not_found(key),
+            Self::ContainerNotFound => StoreError::ContainerNotFound,
+        }
+    }
+}
+
+impl Call {
+    /// The record a call to `container`'s object is about.
+    fn key(&self, container: &str) -> Key {
+        let blob = match self {
+            Self::Get { blob } | Self::Put { blob, .. } | Self::Delete { blob, .. } => blob.clone(),
+            Self::Stage { blob, .. } | Self::Staged { blob, .. } | Self::Unstage { blob, .. } => {
+                Some(blob.clone())
+            }
+            Self::List { .. } | Self::Index { .. } | Self::Unindex { .. } | Self::Containers => {
+                None
+            }
+        };
+        match blob {
+            Some(blob) => Key::Blob(container.to_owned(), blob),
+            None => Key::Container(container.to_owned()),
         }
     }
 }
@@ -232,7 +253,10 @@ impl Records for DurableRecords {
         });
         SendFuture::new(async move {
             match self
-                .call(key.container(), &call.ok_or(StoreError::NotFound)?)
+                .call(
+                    key.container(),
+                    &call.ok_or_else(|| StoreError::not_found(key))?,
+                )
                 .await?
             {
                 Reply::Staged(staged) => Ok(staged),
@@ -379,14 +403,14 @@ impl ContainerRecords {
                 }
                 let key = storage_key(blob.as_deref());
                 let mode = expected.map_or(PutMode::Create, PutMode::Update);
-                match mode.check(self.read(&key).await?.as_ref()) {
+                match mode.check(&key, self.read(&key).await?.as_ref()) {
                     Ok(()) => {
                         let json = serde_json::to_string(&record)
                             .map_err(|e| worker::Error::RustError(e.to_string()))?;
                         storage.put(&key, json).await?;
                         Ok(Reply::Done)
                     }
-                    Err(StoreError::AlreadyExists) => Err(Refusal::AlreadyExists),
+                    Err(StoreError::AlreadyExists { .. }) => Err(Refusal::AlreadyExists),
                     Err(_) => Err(Refusal::Conflict),
                 }
             }

@@ -139,7 +139,9 @@ impl BucketObjects {
 /// else is the store not answering as it should, so whether a change was made is unknown.
 fn store_error(e: object_store::Error) -> StoreError {
     match e {
-        object_store::Error::NotFound { .. } => StoreError::NotFound,
+        object_store::Error::NotFound { path, .. } => {
+            StoreError::not_found(format_args!("object {path}"))
+        }
         e => StoreError::Unavailable(Box::new(e)),
     }
 }

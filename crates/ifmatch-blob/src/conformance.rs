@@ -86,7 +86,7 @@ pub async fn records<R: Records>(store: &R) {
     let again = store.put(&c, &container_record(10), PutMode::Create).await;
     expect_err(
         again,
-        |e| matches!(e, StoreError::AlreadyExists),
+        |e| matches!(e, StoreError::AlreadyExists { .. }),
         "second create",
     );
     assert_eq!(*store.get(&c).await.unwrap().unwrap(), container_record(10));
@@ -105,7 +105,7 @@ pub async fn records<R: Records>(store: &R) {
     let stale = store.put(&a, &record("v2", 6), PutMode::Update(4)).await;
     expect_err(
         stale,
-        |e| matches!(e, StoreError::Conflict),
+        |e| matches!(e, StoreError::Conflict { .. }),
         "update with a stale generation",
     );
     store
@@ -115,7 +115,7 @@ pub async fn records<R: Records>(store: &R) {
     let lost = store.put(&a, &record("v3", 6), PutMode::Update(5)).await;
     expect_err(
         lost,
-        |e| matches!(e, StoreError::Conflict),
+        |e| matches!(e, StoreError::Conflict { .. }),
         "the second of two writers with one generation",
     );
     let missing = store
@@ -127,7 +127,7 @@ pub async fn records<R: Records>(store: &R) {
         .await;
     expect_err(
         missing,
-        |e| matches!(e, StoreError::Conflict),
+        |e| matches!(e, StoreError::Conflict { .. }),
         "update of a missing record",
     );
 
@@ -193,7 +193,7 @@ pub async fn records<R: Records>(store: &R) {
     let b = blob("conformance", "dir/b");
     expect_err(
         store.delete(&b, 2).await,
-        |e| matches!(e, StoreError::Conflict),
+        |e| matches!(e, StoreError::Conflict { .. }),
         "delete with a stale generation",
     );
     assert!(
@@ -203,14 +203,14 @@ pub async fn records<R: Records>(store: &R) {
     assert!(store.get(&b).await.unwrap().is_none());
     expect_err(
         store.delete(&b, 1).await,
-        |e| matches!(e, StoreError::NotFound),
+        |e| matches!(e, StoreError::NotFound { .. }),
         "delete of a missing record",
     );
 
     // A container's delete takes its blobs with it and returns their records.
     expect_err(
         store.delete(&c, 11).await,
-        |e| matches!(e, StoreError::Conflict),
+        |e| matches!(e, StoreError::Conflict { .. }),
         "container delete, stale",
     );
     let mut removed = store.delete(&c, 10).await.unwrap();
@@ -270,7 +270,7 @@ pub async fn race<R: Records>(store: &R) {
                             won.push(next);
                             break;
                         }
-                        Err(StoreError::Conflict) => {}
+                        Err(StoreError::Conflict { .. }) => {}
                         Err(e) => panic!("worker {w}, increment {i}: {e}"),
                     }
                 }
@@ -287,6 +287,56 @@ pub async fn race<R: Records>(store: &R) {
     store.delete(&counter, end.generation).await.unwrap();
     let c_now = store.get(&c).await.unwrap().expect("the container");
     store.delete(&c, c_now.generation).await.unwrap();
+}
+
+/// Errors say which record: a create over a record, an update or a delete of another
+/// generation, a delete of nothing each fail with the record's key as it displays
+/// (`container NAME`, `blob CONTAINER/NAME`), so a log line names what failed.
+pub async fn errors<R: Records>(store: &R) {
+    let c = container("errors");
+    store
+        .put(&c, &container_record(1), PutMode::Create)
+        .await
+        .unwrap();
+    let b = blob("errors", "named");
+    store
+        .put(&b, &record("a", 1), PutMode::Create)
+        .await
+        .unwrap();
+    let says = |result: Result<(), StoreError>, want: &str, key: &str| {
+        let error = result.expect_err(want);
+        let (StoreError::AlreadyExists { key: said }
+        | StoreError::Conflict { key: said }
+        | StoreError::NotFound { key: said }) = &error
+        else {
+            panic!("{want}: got {error:?}");
+        };
+        assert_eq!(said, key, "{want}: {error}");
+        assert!(error.to_string().contains(key), "{want}: {error}");
+    };
+    let created = store.put(&b, &record("b", 1), PutMode::Create).await;
+    says(created, "a create over a blob", "blob errors/named");
+    let stale = store.put(&b, &record("b", 2), PutMode::Update(7)).await;
+    says(
+        stale,
+        "an update of another generation",
+        "blob errors/named",
+    );
+    let stale = store
+        .put(&c, &container_record(2), PutMode::Update(7))
+        .await;
+    says(stale, "an update of another generation", "container errors");
+    let deleted = store.delete(&b, 7).await.map(drop);
+    says(
+        deleted,
+        "a delete of another generation",
+        "blob errors/named",
+    );
+    let gone = blob("errors", "gone");
+    let deleted = store.delete(&gone, 1).await.map(drop);
+    says(deleted, "a delete of nothing", "blob errors/gone");
+    store.delete(&b, 1).await.unwrap();
+    store.delete(&c, 1).await.unwrap();
 }
 
 /// The contract of staged blocks ([`Records::stage_block`]): a set per blob and epoch, kept
@@ -553,13 +603,13 @@ pub async fn objects<O: Objects>(store: &O) {
     store.discard(&staged.object).await.unwrap();
     expect_err(
         store.read(&staged.object, len, None).await,
-        |e| matches!(e, StoreError::NotFound),
+        |e| matches!(e, StoreError::NotFound { .. }),
         "a discarded object",
     );
     store.discard(&staged.object).await.unwrap();
     expect_err(
         store.read("no-such-object", 0, None).await,
-        |e| matches!(e, StoreError::NotFound),
+        |e| matches!(e, StoreError::NotFound { .. }),
         "an unknown object",
     );
 }

@@ -53,7 +53,7 @@ impl Records for MemoryRecords {
         match key {
             Key::Container(name) => {
                 let entry = map.entry(name.clone()).or_default();
-                mode.check(entry.record.as_ref())?;
+                mode.check(key, entry.record.as_ref())?;
                 entry.record = Some(record.clone());
             }
             Key::Blob(container, name) => {
@@ -61,7 +61,7 @@ impl Records for MemoryRecords {
                     .get_mut(container)
                     .filter(|c| c.record.is_some())
                     .ok_or(StoreError::ContainerNotFound)?;
-                mode.check(entry.blobs.get(name))?;
+                mode.check(key, entry.blobs.get(name))?;
                 entry.blobs.insert(name.clone(), record.clone());
             }
         }
@@ -70,12 +70,13 @@ impl Records for MemoryRecords {
 
     async fn delete(&self, key: &Key, generation: u64) -> Result<Vec<Record>, StoreError> {
         let mut map = self.lock();
-        let container = map.get_mut(key.container()).ok_or(StoreError::NotFound)?;
+        let container = (map.get_mut(key.container())).ok_or_else(|| StoreError::not_found(key))?;
         let current = match key {
             Key::Container(_) => container.record.as_ref(),
             Key::Blob(_, name) => container.blobs.get(name),
         };
-        PutMode::Update(generation).check(Some(current.ok_or(StoreError::NotFound)?))?;
+        let current = current.ok_or_else(|| StoreError::not_found(key))?;
+        PutMode::Update(generation).check(key, Some(current))?;
         Ok(match key {
             Key::Container(name) => {
                 let removed = map.remove(name).unwrap_or_default();
@@ -115,7 +116,7 @@ impl Records for MemoryRecords {
         max: usize,
     ) -> Result<bool, StoreError> {
         let Key::Blob(container, name) = key else {
-            return Err(StoreError::NotFound);
+            return Err(StoreError::not_found(key));
         };
         let mut map = self.lock();
         let container = map
@@ -212,7 +213,8 @@ impl Objects for MemoryObjects {
         range: Option<Range<u64>>,
     ) -> Result<MemoryReader, StoreError> {
         let objects = self.objects.lock().unwrap_or_else(|p| p.into_inner());
-        let data = objects.get(object).ok_or(StoreError::NotFound)?;
+        let data = (objects.get(object))
+            .ok_or_else(|| StoreError::not_found(format_args!("object {object}")))?;
         crate::store::check_len(object, data.len() as u64, len)?;
         let data = match range {
             Some(r) => data.slice(r.start as usize..r.end as usize),
@@ -275,6 +277,11 @@ mod tests {
     #[tokio::test]
     async fn memory_records_conform() {
         crate::conformance::records(&MemoryRecords::default()).await;
+    }
+
+    #[tokio::test]
+    async fn memory_errors_name_their_record() {
+        crate::conformance::errors(&MemoryRecords::default()).await;
     }
 
     #[tokio::test]

@@ -29,6 +29,16 @@ pub enum Key {
     Blob(String, String),
 }
 
+impl std::fmt::Display for Key {
+    /// What a log line and an error say: `container NAME` or `blob CONTAINER/NAME`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Container(c) => write!(f, "container {c}"),
+            Self::Blob(c, b) => write!(f, "blob {c}/{b}"),
+        }
+    }
+}
+
 impl Key {
     /// The container this key belongs to.
     pub fn container(&self) -> &str {
@@ -50,12 +60,17 @@ pub enum PutMode {
 impl PutMode {
     /// Whether a put in this mode may replace `current`: the compare of every backend's
     /// compare-and-swap, so that all of them answer alike.
-    pub fn check(self, current: Option<&Record>) -> Result<(), StoreError> {
+    /// `key` names the record, for the error.
+    pub fn check(
+        self,
+        key: impl std::fmt::Display,
+        current: Option<&Record>,
+    ) -> Result<(), StoreError> {
         match (current, self) {
             (None, Self::Create) => Ok(()),
-            (Some(_), Self::Create) => Err(StoreError::AlreadyExists),
+            (Some(_), Self::Create) => Err(StoreError::already_exists(key)),
             (Some(cur), Self::Update(generation)) if cur.generation == generation => Ok(()),
-            (_, Self::Update(_)) => Err(StoreError::Conflict),
+            (_, Self::Update(_)) => Err(StoreError::conflict(key)),
         }
     }
 }
@@ -65,14 +80,23 @@ impl PutMode {
 #[non_exhaustive]
 pub enum StoreError {
     /// [`PutMode::Create`] found a record.
-    #[error("the record already exists")]
-    AlreadyExists,
+    #[error("{key} already exists")]
+    AlreadyExists {
+        /// The record (a [`Key`] as it displays).
+        key: String,
+    },
     /// [`PutMode::Update`] or a delete found another generation: someone else changed it.
-    #[error("the record changed concurrently")]
-    Conflict,
+    #[error("{key} changed concurrently")]
+    Conflict {
+        /// The record (a [`Key`] as it displays).
+        key: String,
+    },
     /// The record or object does not exist.
-    #[error("not found")]
-    NotFound,
+    #[error("{key} not found")]
+    NotFound {
+        /// The record (a [`Key`] as it displays) or the object (`object NAME`).
+        key: String,
+    },
     /// A blob record was written into a container that does not exist (any more).
     #[error("the container does not exist")]
     ContainerNotFound,
@@ -106,6 +130,16 @@ pub enum StoreError {
     /// The backend does not offer this operation.
     #[error("the backend does not support {0}")]
     Unsupported(&'static str),
+    /// What a backend said that it should not have: a reply of a protocol it did not expect,
+    /// a record it could not encode. `backend` names it (`redis`, `durable-object`, `local`).
+    #[error("{backend}: {source}")]
+    Generic {
+        /// The backend.
+        backend: &'static str,
+        /// What went wrong.
+        #[source]
+        source: BoxError,
+    },
     /// Any other I/O failure; nothing was changed.
     #[error(transparent)]
     Io(#[from] std::io::Error),
@@ -117,6 +151,35 @@ impl StoreError {
     /// say. A lost compare-and-swap, a refusal or a local I/O error left nothing behind.
     pub fn may_have_landed(&self) -> bool {
         matches!(self, Self::Unavailable(_))
+    }
+
+    /// A [`StoreError::AlreadyExists`] of `key`.
+    pub fn already_exists(key: impl std::fmt::Display) -> Self {
+        Self::AlreadyExists {
+            key: key.to_string(),
+        }
+    }
+
+    /// A [`StoreError::Conflict`] on `key`.
+    pub fn conflict(key: impl std::fmt::Display) -> Self {
+        Self::Conflict {
+            key: key.to_string(),
+        }
+    }
+
+    /// A [`StoreError::NotFound`] of `key` (a record's [`Key`], or `object NAME`).
+    pub fn not_found(key: impl std::fmt::Display) -> Self {
+        Self::NotFound {
+            key: key.to_string(),
+        }
+    }
+
+    /// A [`StoreError::Generic`] of `backend`.
+    pub fn generic(backend: &'static str, source: impl Into<BoxError>) -> Self {
+        Self::Generic {
+            backend,
+            source: source.into(),
+        }
     }
 
     /// A [`StoreError::Corrupt`] for `what`.

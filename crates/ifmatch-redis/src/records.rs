@@ -150,11 +150,11 @@ fn unavailable(error: redis::RedisError) -> StoreError {
 }
 
 fn decode(json: &[u8]) -> Result<Record, StoreError> {
-    serde_json::from_slice(json).map_err(|e| StoreError::Io(std::io::Error::other(e)))
+    serde_json::from_slice(json).map_err(|e| StoreError::generic("redis", e))
 }
 
 fn encode(record: &Record) -> Result<String, StoreError> {
-    serde_json::to_string(record).map_err(|e| StoreError::Io(std::io::Error::other(e)))
+    serde_json::to_string(record).map_err(|e| StoreError::generic("redis", e))
 }
 
 impl Records for RedisRecords {
@@ -196,12 +196,13 @@ impl Records for RedisRecords {
             .map_err(unavailable)?;
         match answer.as_str() {
             "ok" => Ok(()),
-            "exists" => Err(StoreError::AlreadyExists),
-            "conflict" => Err(StoreError::Conflict),
+            "exists" => Err(StoreError::already_exists(key)),
+            "conflict" => Err(StoreError::conflict(key)),
             "container" => Err(StoreError::ContainerNotFound),
-            other => Err(StoreError::Io(std::io::Error::other(format!(
-                "unexpected answer from the put script: {other}"
-            )))),
+            other => Err(StoreError::generic(
+                "redis",
+                format!("unexpected answer from the put script: {other}"),
+            )),
         }
     }
 
@@ -223,11 +224,11 @@ impl Records for RedisRecords {
             .invoke_async(&mut connection)
             .await
             .map_err(unavailable)?;
-        let (status, records) = answer.split_first().ok_or(StoreError::NotFound)?;
+        let (status, records) = (answer.split_first()).ok_or_else(|| StoreError::not_found(key))?;
         match status.as_slice() {
             b"ok" => records.iter().map(|r| decode(r)).collect(),
-            b"conflict" => Err(StoreError::Conflict),
-            _ => Err(StoreError::NotFound),
+            b"conflict" => Err(StoreError::conflict(key)),
+            _ => Err(StoreError::not_found(key)),
         }
     }
 
@@ -260,7 +261,7 @@ impl Records for RedisRecords {
             .chunks_exact(2)
             .map(|pair| {
                 let name = String::from_utf8(pair[0].clone())
-                    .map_err(|e| StoreError::Io(std::io::Error::other(e)))?;
+                    .map_err(|e| StoreError::generic("redis", e))?;
                 Ok((name, decode(&pair[1])?))
             })
             .collect()
@@ -273,9 +274,8 @@ impl Records for RedisRecords {
         block: &Block,
         max: usize,
     ) -> Result<bool, StoreError> {
-        let list = self.staged_key(key, epoch).ok_or(StoreError::NotFound)?;
-        let json =
-            serde_json::to_string(block).map_err(|e| StoreError::Io(std::io::Error::other(e)))?;
+        let list = (self.staged_key(key, epoch)).ok_or_else(|| StoreError::not_found(key))?;
+        let json = serde_json::to_string(block).map_err(|e| StoreError::generic("redis", e))?;
         let mut connection = self.connection.clone();
         let answer: String = self
             .scripts
@@ -292,9 +292,10 @@ impl Records for RedisRecords {
             "ok" => Ok(true),
             "full" => Ok(false),
             "container" => Err(StoreError::ContainerNotFound),
-            other => Err(StoreError::Io(std::io::Error::other(format!(
-                "unexpected answer from the stage script: {other}"
-            )))),
+            other => Err(StoreError::generic(
+                "redis",
+                format!("unexpected answer from the stage script: {other}"),
+            )),
         }
     }
 
@@ -311,9 +312,7 @@ impl Records for RedisRecords {
             .await
             .map_err(unavailable)?;
         (entries.iter())
-            .map(|json| {
-                serde_json::from_slice(json).map_err(|e| StoreError::Io(std::io::Error::other(e)))
-            })
+            .map(|json| serde_json::from_slice(json).map_err(|e| StoreError::generic("redis", e)))
             .collect()
     }
 

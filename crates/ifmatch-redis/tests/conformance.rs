@@ -14,6 +14,13 @@ async fn redis_records_conform() {
     conformance::records(&RedisRecords::new(connection, "other:")).await;
 }
 
+#[tokio::test]
+async fn redis_errors_name_their_record() {
+    let server = RedisServer::start();
+    let connection = connect(&server.url()).await.unwrap();
+    conformance::errors(&RedisRecords::new(connection, "ifmatch:")).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_racing_writers_lose_no_update() {
     let server = RedisServer::start();

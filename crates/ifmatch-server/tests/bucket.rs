@@ -168,7 +168,7 @@ async fn sweep(objects: BucketObjects) {
     assert_eq!(front.sweep(Duration::ZERO).await.unwrap(), 1);
     assert!(matches!(
         front.objects().read(&orphan.object, 6, None).await,
-        Err(StoreError::NotFound)
+        Err(StoreError::NotFound { .. })
     ));
     let got = front
         .handle(

@@ -241,7 +241,7 @@ impl DataDir {
         // Object names are ours (a simple UUID); anything else is not an object of this store.
         let ours = object.len() == 32 && object.bytes().all(|b| b.is_ascii_hexdigit());
         ours.then(|| self.objects_dir().join(object))
-            .ok_or(StoreError::NotFound)
+            .ok_or_else(|| StoreError::not_found(format_args!("object {object}")))
     }
 
     /// Writes `bytes` to `path` all or nothing: temp file, fsync, rename, fsync the directory.

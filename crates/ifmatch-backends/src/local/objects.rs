@@ -89,7 +89,9 @@ impl Objects for LocalObjects {
         let opened = blocking(move || {
             let mut file = match File::open(&path) {
                 Ok(file) => file,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(StoreError::NotFound),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    return Err(StoreError::not_found(format_args!("object {name}")));
+                }
                 Err(e) => return Err(e.into()),
             };
             let actual = file.metadata()?.len();

@@ -139,12 +139,12 @@ impl Inner {
         let _container = container.read().unwrap_or_else(|p| p.into_inner());
         let _key = self.key_lock(key);
         let current = self.load(key)?;
-        mode.check(current.as_ref().map(|c| &*c.record))?;
+        mode.check(key, current.as_ref().map(|c| &*c.record))?;
         let path = self.dir.record_path(key);
         let payload = match key {
             Key::Container(c) => {
                 fs::create_dir_all(self.dir.container_dir(c).join("blobs"))?;
-                serde_json::to_vec(record).map_err(io::Error::other)?
+                serde_json::to_vec(record).map_err(|e| StoreError::generic("local", e))?
             }
             Key::Blob(c, name) => {
                 if !self.dir.record_path(&Key::Container(c.clone())).exists() {
@@ -154,7 +154,7 @@ impl Inner {
                     name: name.clone(),
                     record: record.clone(),
                 };
-                serde_json::to_vec(&file).map_err(io::Error::other)?
+                serde_json::to_vec(&file).map_err(|e| StoreError::generic("local", e))?
             }
         };
         let slot = current.and_then(|c| c.slot);
@@ -205,8 +205,8 @@ impl Inner {
             Key::Container(_) => _exclusive = container.write().unwrap_or_else(|p| p.into_inner()),
         }
         let _key = self.key_lock(key);
-        let current = self.load(key)?.ok_or(StoreError::NotFound)?;
-        PutMode::Update(generation).check(Some(&current.record))?;
+        let current = self.load(key)?.ok_or_else(|| StoreError::not_found(key))?;
+        PutMode::Update(generation).check(key, Some(&current.record))?;
         match key {
             Key::Blob(..) => {
                 let path = self.dir.record_path(key);
@@ -335,7 +335,7 @@ impl Inner {
         let path = self
             .dir
             .staged_path(key, epoch)
-            .ok_or(StoreError::NotFound)?;
+            .ok_or_else(|| StoreError::not_found(key))?;
         // Held shared, as a blob write: a container's deletion does not run meanwhile.
         let container = &self.containers[self.stripe_of(key.container())];
         let _container = container.read().unwrap_or_else(|p| p.into_inner());
@@ -512,7 +512,10 @@ mod tests {
             let records = open_with_container(dir.path()).await;
             assert_eq!(generation(&records).await, 1);
             let stale = records.put(&key, &counter(3), PutMode::Update(2)).await;
-            assert!(matches!(stale, Err(StoreError::Conflict)), "{stale:?}");
+            assert!(
+                matches!(stale, Err(StoreError::Conflict { .. })),
+                "{stale:?}"
+            );
             records
                 .put(&key, &counter(3), PutMode::Update(1))
                 .await

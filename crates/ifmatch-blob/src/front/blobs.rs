@@ -410,7 +410,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 }
                 // Discarded by an overwrite since we read the record: read the record again.
                 // If the record has not changed, its object is gone: damage, not a race.
-                Err(StoreError::NotFound)
+                Err(StoreError::NotFound { .. })
                     if self
                         .records
                         .get(key)
@@ -421,7 +421,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 }
                 Err(e) => {
                     let e = match e {
-                        StoreError::NotFound => StoreError::corrupt(
+                        StoreError::NotFound { .. } => StoreError::corrupt(
                             format_args!("blob {key:?}"),
                             "its record names an object that does not exist",
                         ),

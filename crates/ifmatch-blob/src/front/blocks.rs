@@ -221,7 +221,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 _ => match self.hash_blocks(&blocks).await {
                     Ok(tag) => tag,
                     // A block replaced since the record was read: read it again.
-                    Err(StoreError::NotFound) => continue,
+                    Err(StoreError::NotFound { .. }) => continue,
                     Err(e) => return Err(e.into()),
                 },
             };

@@ -35,7 +35,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         record.public_access = public_access;
         record.metadata = user_metadata;
         match self.records.put(key, &record, PutMode::Create).await {
-            Err(StoreError::AlreadyExists) => Err(ErrorCode::ContainerAlreadyExists.into()),
+            Err(StoreError::AlreadyExists { .. }) => Err(ErrorCode::ContainerAlreadyExists.into()),
             result => {
                 result?;
                 Ok(answer(StatusCode::CREATED, validator_headers(&record)))

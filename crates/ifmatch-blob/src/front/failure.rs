@@ -60,7 +60,7 @@ impl From<StoreError> for Failure {
         let full = "The server has no space left for this request. Retry later.";
         let (code, detail) = match &e {
             StoreError::ContainerNotFound => (ErrorCode::ContainerNotFound, None),
-            StoreError::NotFound => (ErrorCode::BlobNotFound, None),
+            StoreError::NotFound { .. } => (ErrorCode::BlobNotFound, None),
             StoreError::TooLarge { .. } => (ErrorCode::RequestBodyTooLarge, None),
             StoreError::Body(_) => (ErrorCode::IncompleteBody, None),
             StoreError::LengthRequired => (ErrorCode::MissingContentLengthHeader, None),
@@ -71,7 +71,8 @@ impl From<StoreError> for Failure {
             _ => (ErrorCode::InternalError, None),
         };
         if code == ErrorCode::InternalError || code == ErrorCode::ServerBusy {
-            tracing::error!(error = %e, "backend failure");
+            // The error names what failed (its key, its backend); its causes follow it.
+            tracing::error!(error = %chain(&e), "backend failure");
         }
         Self {
             code,
@@ -79,6 +80,21 @@ impl From<StoreError> for Failure {
             may_have_landed: e.may_have_landed(),
         }
     }
+}
+
+/// `error` and each of its causes its message does not already say, joined by `: `.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut out = error.to_string();
+    let mut cause = error.source();
+    while let Some(next) = cause {
+        let said = next.to_string();
+        if !out.contains(&said) {
+            out.push_str(": ");
+            out.push_str(&said);
+        }
+        cause = next.source();
+    }
+    out
 }
 
 pub(super) fn error_answer<R>(failure: Failure, head: bool) -> Answer<R> {

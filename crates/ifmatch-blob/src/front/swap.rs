@@ -76,7 +76,11 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     });
                 }
                 // Somebody changed (or removed) the record since we read it.
-                Err(StoreError::Conflict | StoreError::AlreadyExists | StoreError::NotFound) => {
+                Err(
+                    StoreError::Conflict { .. }
+                    | StoreError::AlreadyExists { .. }
+                    | StoreError::NotFound { .. },
+                ) => {
                     self.retries
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }

@@ -88,7 +88,7 @@ async fn put_through(fail: fn() -> StoreError) -> (StatusCode, Option<String>, u
 #[tokio::test]
 async fn a_staged_object_is_kept_only_when_the_commit_may_have_landed() {
     // 64 lost races: nothing landed, the object goes.
-    let lost = put_through(|| StoreError::Conflict).await;
+    let lost = put_through(|| StoreError::conflict("blob c/b")).await;
     assert_eq!(
         lost,
         (

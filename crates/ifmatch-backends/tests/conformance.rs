@@ -1,8 +1,8 @@
 //! The local-disk backends pass the same conformance suite as the in-memory ones, cold (every
 //! read from disk) and warm (through the caches).
 
+use ifmatch_backends::local::{DataDir, INLINE_MAX, LocalObjects, LocalRecords};
 use ifmatch_blob::conformance;
-use ifmatch_server::local::{DataDir, INLINE_MAX, LocalObjects, LocalRecords};
 
 #[tokio::test]
 async fn local_records_conform() {
@@ -12,6 +12,13 @@ async fn local_records_conform() {
     // With no cache at all, every answer comes from the files.
     let dir = tempfile::tempdir().unwrap();
     conformance::records(&LocalRecords::new(DataDir::open(dir.path()).unwrap(), 0, 0)).await;
+}
+
+#[tokio::test]
+async fn local_errors_name_their_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = DataDir::open(dir.path()).unwrap();
+    conformance::errors(&LocalRecords::new(data, 10_000, INLINE_MAX)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
