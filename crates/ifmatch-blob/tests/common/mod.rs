@@ -1,0 +1,180 @@
+//! The front's tests' harness: the blob front over the memory backends, spoken to in HTTP/1.1
+//! through hyper over an in-memory pipe (no socket, no disk), so that a reply is framed as a
+//! server frames it (`Content-Length`, no body for a 304 or a HEAD).
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use ifmatch_blob::Front;
+use ifmatch_blob::memory::{ManualEnv, MemoryObjects, MemoryRecords};
+
+/// The account the tests speak to, path-style: every test path follows it.
+pub const ACCOUNT: &str = "devstoreaccount1";
+
+type MemoryFront = Front<MemoryRecords, MemoryObjects, ManualEnv>;
+
+/// A blob front over memory, open to requests without credentials.
+pub struct Server {
+    front: Arc<MemoryFront>,
+}
+
+/// A reply, read whole.
+pub struct Reply {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+impl Reply {
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    pub fn headers(&self) -> &HeaderMap {
+        &self.headers
+    }
+
+    pub async fn bytes(self) -> Result<Bytes, Infallible> {
+        Ok(self.body)
+    }
+
+    pub async fn text(self) -> Result<String, Infallible> {
+        Ok(String::from_utf8_lossy(&self.body).into_owned())
+    }
+}
+
+impl Server {
+    pub async fn start() -> Self {
+        let front = Front::new(
+            MemoryRecords::default(),
+            MemoryObjects::default(),
+            ManualEnv::default(),
+        )
+        .with_anonymous_access(true);
+        Self {
+            front: Arc::new(front),
+        }
+    }
+
+    /// Sends one request on a connection of its own. A PUT of a blob (account, container,
+    /// blob; no `comp`) carries `x-ms-blob-type: BlockBlob` unless `headers` name it, as every
+    /// SDK's Put Blob does.
+    pub async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: impl Into<Bytes>,
+    ) -> Reply {
+        let method = Method::from_bytes(method.as_bytes()).unwrap();
+        let (target, query) = path.split_once('?').unwrap_or((path, ""));
+        let put_blob = method == Method::PUT
+            && target.trim_start_matches('/').contains('/')
+            && !query.contains("comp=")
+            && !headers
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case("x-ms-blob-type"));
+        let mut request = Request::builder()
+            .method(method)
+            .uri(format!("/{ACCOUNT}{}", as_a_url_parser_would(path)))
+            .header("host", "127.0.0.1:10000");
+        if put_blob {
+            request = request.header("x-ms-blob-type", "BlockBlob");
+        }
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let request = request.body(Full::new(body.into())).unwrap();
+
+        let (client, server) = tokio::io::duplex(1 << 20);
+        let front = self.front.clone();
+        let serve = hyper::server::conn::http1::Builder::new().serve_connection(
+            TokioIo::new(server),
+            service_fn(move |request| {
+                let front = front.clone();
+                async move { Ok::<_, Infallible>(front.handle(request).await) }
+            }),
+        );
+        tokio::spawn(serve);
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(client))
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        let (head, body) = sender.send_request(request).await.unwrap().into_parts();
+        let body = body.collect().await.unwrap().to_bytes();
+        Reply {
+            status: head.status,
+            headers: head.headers,
+            body,
+        }
+    }
+
+    pub async fn get(&self, path: &str, headers: &[(&str, &str)]) -> Reply {
+        self.send("GET", path, headers, Vec::new()).await
+    }
+
+    pub async fn head(&self, path: &str, headers: &[(&str, &str)]) -> Reply {
+        self.send("HEAD", path, headers, Vec::new()).await
+    }
+
+    pub async fn put(&self, path: &str, headers: &[(&str, &str)], body: impl Into<Bytes>) -> Reply {
+        self.send("PUT", path, headers, body).await
+    }
+
+    pub async fn delete(&self, path: &str, headers: &[(&str, &str)]) -> Reply {
+        self.send("DELETE", path, headers, Vec::new()).await
+    }
+
+    pub async fn create_container(&self, name: &str) {
+        let r = self
+            .put(&format!("/{name}?restype=container"), &[], Vec::new())
+            .await;
+        assert_eq!(r.status(), 201, "create container {name}");
+    }
+
+    /// Puts a blob and returns its ETag.
+    pub async fn put_blob(&self, path: &str, body: &[u8]) -> String {
+        let r = self.put(path, &[], body.to_vec()).await;
+        assert_eq!(r.status(), 201, "put {path}");
+        header(&r, "etag").unwrap()
+    }
+}
+
+/// `path` with what a URL may not hold raw percent-encoded, as a client's URL parser sends it
+/// (the WHATWG path and query sets: controls, space, `"`, `#`, `<`, `>`, and in a path `?`,
+/// `` ` ``, `{`, `}` too).
+fn as_a_url_parser_would(path: &str) -> String {
+    use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
+    const QUERY: &AsciiSet = &CONTROLS.add(b' ').add(b'"').add(b'#').add(b'<').add(b'>');
+    const PATH: &AsciiSet = &QUERY.add(b'?').add(b'`').add(b'{').add(b'}');
+    match path.split_once('?') {
+        Some((target, query)) => format!(
+            "{}?{}",
+            utf8_percent_encode(target, PATH),
+            utf8_percent_encode(query, QUERY)
+        ),
+        None => utf8_percent_encode(path, PATH).to_string(),
+    }
+}
+
+pub fn header(reply: &Reply, name: &str) -> Option<String> {
+    reply
+        .headers()
+        .get(name)
+        .map(|v| v.to_str().unwrap().to_owned())
+}
+
+pub fn code(reply: &Reply) -> Option<String> {
+    header(reply, "x-ms-error-code")
+}
+
+pub fn sha256_tag(bytes: &[u8]) -> String {
+    ifmatch_core::strong_etag(bytes).to_string()
+}
