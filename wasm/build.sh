@@ -3,11 +3,18 @@
 # (worker-build would otherwise download wasm-bindgen, wasm-opt and esbuild itself):
 # wasm-bindgen from `cargo install wasm-bindgen-cli` at the version in Cargo.lock, wasm-opt and
 # esbuild from this directory's node_modules (`npm ci`). Prints the size of the .wasm.
+# Usage: wasm/build.sh [conformance]
 set -euo pipefail
 cd "$(dirname "$0")"
 export WASM_BINDGEN_BIN="${WASM_BINDGEN_BIN:-$(command -v wasm-bindgen)}"
 export WASM_OPT_BIN="${WASM_OPT_BIN:-$PWD/node_modules/.bin/wasm-opt}"
 export ESBUILD_BIN="${ESBUILD_BIN:-$PWD/node_modules/.bin/esbuild}"
+# `build.sh conformance`: a debug build with the backend conformance suite's route, in
+# build-conformance/, for the tests (test/conformance.test.mjs); the Worker itself has none.
+if [ "${1:-}" = conformance ]; then
+  worker-build --dev --out-dir build-conformance --features conformance
+  exit
+fi
 worker-build --release
 wasm=build/index_bg.wasm
 raw=$(stat -c %s "$wasm")

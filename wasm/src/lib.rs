@@ -10,6 +10,8 @@
 //!   hashed (SHA-256) while the upload streams;
 //! - [`WorkersEnv`]: the Workers clock and `crypto.randomUUID()`, never `SystemTime::now()`.
 
+#[cfg(feature = "conformance")]
+mod conformance;
 mod objects;
 mod records;
 
@@ -34,6 +36,10 @@ pub const RECORDS: &str = "RECORDS";
 
 #[event(fetch)]
 async fn fetch(request: HttpRequest, env: Env, _ctx: Context) -> worker::Result<worker::Response> {
+    #[cfg(feature = "conformance")]
+    if let Some(suite) = request.uri().path().strip_prefix("/__conformance/") {
+        return conformance::run(suite, &env).await;
+    }
     let max_body = env
         .var("MAX_BODY")
         .ok()

@@ -12,11 +12,11 @@ import { Miniflare } from "miniflare";
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, "..");
 
-/** The Worker as built by worker-build, served by miniflare. */
-export async function startWorker({ anonymous = true, accounts = undefined } = {}) {
+/** The Worker as built by worker-build (in `build`, or another output directory), served by miniflare. */
+export async function startWorker({ anonymous = true, accounts = undefined, build = "build" } = {}) {
   const mf = new Miniflare({
     modules: true,
-    scriptPath: join(root, "build/worker/shim.mjs"),
+    scriptPath: join(root, build, "worker/shim.mjs"),
     modulesRules: [
       { type: "ESModule", include: ["**/*.js", "**/*.mjs"] },
       { type: "CompiledWasm", include: ["**/*.wasm"] },

@@ -1,0 +1,26 @@
+// The records conformance suite of ifmatch-blob (records, errors, a race of writers, listings,
+// staged blocks), run inside the Worker against the Durable Object records in miniflare: the
+// same suite memory, the local disk and Redis pass. Needs the build with the suite's route:
+// `build.sh conformance` (build-conformance/). Not the objects suite: see src/conformance.rs.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { startWorker } from "./targets.mjs";
+
+describe("the records conformance suite on the Durable Object (miniflare)", () => {
+  let worker;
+  before(async () => {
+    worker = await startWorker({ build: "build-conformance" });
+  });
+  after(async () => {
+    await worker?.stop();
+  });
+
+  for (const suite of ["records", "errors", "race", "listing", "staging"]) {
+    test(suite, async () => {
+      const answer = await fetch(`${worker.origin}/__conformance/${suite}`);
+      const said = await answer.text();
+      assert.equal(answer.status, 200, said);
+      assert.equal(said, "ok");
+    });
+  }
+});
