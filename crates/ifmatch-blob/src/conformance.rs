@@ -61,8 +61,49 @@ fn expect_err<T>(result: Result<T, StoreError>, want: fn(&StoreError) -> bool, w
 }
 
 /// The contract of [`Records`]: create-only and generation-checked puts, deletes, containers
-/// owning their blobs, sorted prefix listing, and records that round-trip whole.
+/// owning their blobs, sorted prefix listing, and records that round-trip whole; each a
+/// behaviour of its own below, run one after the other on a fresh store.
 pub async fn records<R: Records>(store: &R) {
+    blobs_need_their_container(store).await;
+    creates_once(store).await;
+    swaps_on_the_generation(store).await;
+    round_trips_whole(store).await;
+    scans_in_name_order(store).await;
+    deletes_on_the_generation(store).await;
+}
+
+/// The container `conformance`, made with generation 10, and these blobs in it (generation 1
+/// each, but `dir/a`, generation 5).
+async fn setup<R: Records>(store: &R, blobs: &[&str]) -> Key {
+    let c = container("conformance");
+    store
+        .put(&c, &container_record(10), PutMode::Create)
+        .await
+        .unwrap();
+    for name in blobs {
+        let generation = if *name == "dir/a" { 5 } else { 1 };
+        store
+            .put(
+                &blob("conformance", name),
+                &record(if *name == "dir/a" { "v1" } else { name }, generation),
+                PutMode::Create,
+            )
+            .await
+            .unwrap();
+    }
+    c
+}
+
+/// Removes the container `conformance` and what it holds, whatever its generation.
+async fn teardown<R: Records>(store: &R) {
+    let c = container("conformance");
+    if let Some(current) = store.get(&c).await.unwrap() {
+        store.delete(&c, current.generation).await.unwrap();
+    }
+}
+
+/// A blob record is refused while its container has none.
+pub async fn blobs_need_their_container<R: Records>(store: &R) {
     let c = container("conformance");
     assert!(
         store.get(&c).await.unwrap().is_none(),
@@ -78,7 +119,11 @@ pub async fn records<R: Records>(store: &R) {
         |e| matches!(e, StoreError::ContainerNotFound),
         "blob put without container",
     );
+}
 
+/// [`PutMode::Create`] creates once; the containers are listed (where the backend can).
+pub async fn creates_once<R: Records>(store: &R) {
+    let c = container("conformance");
     store
         .put(&c, &container_record(10), PutMode::Create)
         .await
@@ -95,7 +140,13 @@ pub async fn records<R: Records>(store: &R) {
         Err(StoreError::Unsupported(_)) => {}
         Err(e) => panic!("listing containers: {e}"),
     }
+    teardown(store).await;
+}
 
+/// [`PutMode::Update`] replaces only the generation it names: of two writers holding one
+/// generation, one wins; a missing record is a conflict.
+pub async fn swaps_on_the_generation<R: Records>(store: &R) {
+    setup(store, &[]).await;
     // Create, then compare-and-swap on the generation.
     let a = blob("conformance", "dir/a");
     store
@@ -130,7 +181,17 @@ pub async fn records<R: Records>(store: &R) {
         |e| matches!(e, StoreError::Conflict { .. }),
         "update of a missing record",
     );
+    teardown(store).await;
+}
 
+/// A record reads back as it was written: its lease, and the bytes it keeps.
+pub async fn round_trips_whole<R: Records>(store: &R) {
+    setup(store, &["dir/a"]).await;
+    let a = blob("conformance", "dir/a");
+    store
+        .put(&a, &record("v2", 6), PutMode::Update(5))
+        .await
+        .unwrap();
     // A record round-trips whole, lease included.
     let mut leased = record("v3", 7);
     leased.lease = Lease::Leased {
@@ -154,7 +215,13 @@ pub async fn records<R: Records>(store: &R) {
     let content = read.content.as_ref().unwrap();
     assert_eq!((content.inline.as_ref(), content.len), (Some(&bytes), 256));
     assert_eq!(read.objects().count(), 0, "it names no object");
+    teardown(store).await;
+}
 
+/// A scan lists a container's blobs by prefix, in name order, from a name on, up to a limit,
+/// and sees the puts and deletes made since an earlier one.
+pub async fn scans_in_name_order<R: Records>(store: &R) {
+    setup(store, &["dir/a"]).await;
     // Listing: by prefix, sorted by name.
     for name in ["dir/c", "dir/b", "other", "dir"] {
         store
@@ -188,7 +255,14 @@ pub async fn records<R: Records>(store: &R) {
     assert_eq!(list(store, "dir/", "dir/c", 100).await, ["dir/c", "dir/d"]);
     store.delete(&d, 1).await.unwrap();
     assert_eq!(list(store, "dir/", "dir/c", 100).await, ["dir/c"]);
+    teardown(store).await;
+}
 
+/// A delete removes only the generation it names; a container's takes its blobs with it and
+/// returns their records, and its name can be used again, empty.
+pub async fn deletes_on_the_generation<R: Records>(store: &R) {
+    let c = setup(store, &["dir/a", "dir/c", "dir/b", "other", "dir"]).await;
+    let a = blob("conformance", "dir/a");
     // Deletes check the generation.
     let b = blob("conformance", "dir/b");
     expect_err(
@@ -236,6 +310,7 @@ pub async fn records<R: Records>(store: &R) {
         .unwrap();
     assert!(list(store, "", "", 100).await.is_empty());
     assert!(store.get(&a).await.unwrap().is_none());
+    teardown(store).await;
 }
 
 /// Racing writers lose no update: 5 workers make 10 increments each to one record, each a
