@@ -7,7 +7,7 @@ use bytes::Bytes;
 use http::header::{HeaderMap, HeaderValue};
 use http::{StatusCode, header};
 use http_body::Body;
-use ifmatch_core::lease::{Access, LeaseId, Scope, lease_id_from_headers};
+use ifmatch_core::lease::{Access, Scope};
 use ifmatch_core::precondition::{Outcome, blob};
 use ifmatch_core::{ByteRange, ErrorCode, strong_etag};
 
@@ -34,12 +34,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         headers: &HeaderMap,
         now: SystemTime,
     ) -> Result<Answer<O::Reader>> {
-        let lease_id = lease_id_from_headers(headers)?;
-        let ask = Asking {
-            headers,
-            lease_id,
-            now,
-        };
+        let ask = Asking::of(headers, now)?;
         let Some(current) = committed(self.records.get(key).await?) else {
             return Err(self
                 .missing(key, blob::Operation::Read, headers, ErrorCode::BlobNotFound)
@@ -61,12 +56,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         headers: &HeaderMap,
         now: SystemTime,
     ) -> Result<Answer<O::Reader>> {
-        let lease_id = lease_id_from_headers(headers)?;
-        let ask = Asking {
-            headers,
-            lease_id,
-            now,
-        };
+        let ask = Asking::of(headers, now)?;
         let (key, scope, missing) = match operation {
             Operation::SetContainerMetadata => {
                 (container, Scope::Container, ErrorCode::ContainerNotFound)
@@ -126,10 +116,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 };
                 record.last_modified = crate::unix_seconds(now);
                 record.generation = current.generation + 1;
-                Ok(Step::Put(
-                    Box::new(record),
-                    PutMode::Update(current.generation),
-                ))
+                Ok(Step::update(record, current))
             })
             .await?;
         let written = swapped.written.expect("a put");
@@ -164,12 +151,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             }
             Some(_) => {}
         }
-        let lease_id = lease_id_from_headers(headers)?;
-        let ask = Asking {
-            headers,
-            lease_id,
-            now,
-        };
+        let ask = Asking::of(headers, now)?;
         let (content_type, properties) = metadata::upload_properties(headers, true);
         let user_metadata = metadata::metadata(headers)?;
 
@@ -236,15 +218,12 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         content.sha256 = (etag != bytes_tag).then_some(bytes_tag);
         let mut fresh = Record::blob(etag, now, content);
         fresh.metadata = user_metadata;
-        let committed = self
-            .commit_put(key, headers, lease_id, fresh, now)
-            .await
-            .map(|mut answer| {
-                if let Some(crc64) = checksums.crc64.and_then(|c| HeaderValue::try_from(c).ok()) {
-                    answer.headers_mut().insert(CONTENT_CRC64, crc64);
-                }
-                answer
-            });
+        let committed = self.commit_put(key, ask, fresh).await.map(|mut answer| {
+            if let Some(crc64) = checksums.crc64.and_then(|c| HeaderValue::try_from(c).ok()) {
+                answer.headers_mut().insert(CONTENT_CRC64, crc64);
+            }
+            answer
+        });
         // A backend that failed without an answer (a timeout, a lost connection) may have
         // committed the record all the same: its object then stays, an orphan at worst, never
         // a record naming bytes that are gone.
@@ -257,16 +236,10 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     pub(super) async fn commit_put(
         &self,
         key: &Key,
-        headers: &HeaderMap,
-        lease_id: Option<LeaseId>,
+        ask: Asking<'_>,
         fresh: Record,
-        now: SystemTime,
     ) -> Result<Answer<O::Reader>> {
-        let ask = Asking {
-            headers,
-            lease_id,
-            now,
-        };
+        let headers = ask.headers;
         let swapped = self
             .swap(key, headers, |current| {
                 let visible = existing(key, current);
@@ -304,12 +277,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         headers: &HeaderMap,
         now: SystemTime,
     ) -> Result<Answer<O::Reader>> {
-        let lease_id = lease_id_from_headers(headers)?;
-        let ask = Asking {
-            headers,
-            lease_id,
-            now,
-        };
+        let ask = Asking::of(headers, now)?;
         // A concurrent overwrite may discard the object between reading the record and opening
         // the object; the record read again names the new one.
         for _ in 0..MAX_ATTEMPTS {
@@ -495,23 +463,17 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         headers: &HeaderMap,
         now: SystemTime,
     ) -> Result<Answer<O::Reader>> {
-        let lease_id = lease_id_from_headers(headers)?;
-        let ask = Asking {
-            headers,
-            lease_id,
-            now,
-        };
+        let ask = Asking::of(headers, now)?;
         let swapped = self
-            .swap(key, headers, |current| {
-                let Some(current) = existing(key, current) else {
-                    return Ok(Step::Missing(
-                        blob::Operation::Write,
-                        ErrorCode::BlobNotFound,
-                    ));
-                };
-                ask.gate(blob::Operation::Write, Access::Write, Some(current))?;
-                Ok(Step::Delete(current.generation))
-            })
+            .swap_existing(
+                key,
+                headers,
+                (blob::Operation::Write, ErrorCode::BlobNotFound),
+                |current| {
+                    ask.gate(blob::Operation::Write, Access::Write, Some(current))?;
+                    Ok(Step::Delete(current.generation))
+                },
+            )
             .await?;
         self.discard_replaced(key, swapped.previous.as_deref(), None)
             .await;

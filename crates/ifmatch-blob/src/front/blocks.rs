@@ -100,7 +100,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                         let mut record = current.clone();
                         record.staging = staging;
                         record.generation += 1;
-                        Step::Put(Box::new(record), PutMode::Update(current.generation))
+                        Step::update(record, current)
                     }
                     // A blob that does not exist yet: a record with staged blocks and no
                     // content (made as a container's is: no content, no lease).
@@ -177,12 +177,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
     {
-        let lease_id = lease_id_from_headers(headers)?;
-        let ask = Asking {
-            headers,
-            lease_id,
-            now,
-        };
+        let ask = Asking::of(headers, now)?;
         let (content_type, properties) = metadata::upload_properties(headers, false);
         let user_metadata = metadata::metadata(headers)?;
         let md5 = blob_content_md5(headers)?;
@@ -276,10 +271,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     };
                     let mut record = fresh.clone().with_generation(current.generation + 1);
                     record.lease = lease;
-                    Ok(Step::Put(
-                        Box::new(record),
-                        PutMode::Update(current.generation),
-                    ))
+                    Ok(Step::update(record, current))
                 })
                 .await;
             let swapped = match swapped {

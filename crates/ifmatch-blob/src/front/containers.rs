@@ -49,23 +49,17 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         headers: &HeaderMap,
         now: SystemTime,
     ) -> Result<Answer<O::Reader>> {
-        let lease_id = lease_id_from_headers(headers)?;
-        let ask = Asking {
-            headers,
-            lease_id,
-            now,
-        };
+        let ask = Asking::of(headers, now)?;
         let swapped = self
-            .swap(key, headers, |current| {
-                let Some(current) = current else {
-                    return Ok(Step::Missing(
-                        blob::Operation::Container,
-                        ErrorCode::ContainerNotFound,
-                    ));
-                };
-                ask.gate(blob::Operation::Container, Access::Write, Some(current))?;
-                Ok(Step::Delete(current.generation))
-            })
+            .swap_existing(
+                key,
+                headers,
+                (blob::Operation::Container, ErrorCode::ContainerNotFound),
+                |current| {
+                    ask.gate(blob::Operation::Container, Access::Write, Some(current))?;
+                    Ok(Step::Delete(current.generation))
+                },
+            )
             .await?;
         // Their staged sets went with the container; the objects of those are orphans, for the
         // sweep.
@@ -186,12 +180,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     {
         use http_body_util::BodyExt;
         let level = public_access(headers)?;
-        let lease_id = lease_id_from_headers(headers)?;
-        let ask = Asking {
-            headers,
-            lease_id,
-            now,
-        };
+        let ask = Asking::of(headers, now)?;
         let limited = http_body_util::Limited::new(body, 64 << 10);
         let xml = limited
             .collect()
@@ -207,24 +196,20 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         }
         let etag = strong_etag(self.env.random_uuid().as_bytes());
         let swapped = self
-            .swap(key, headers, |current| {
-                let Some(current) = current else {
-                    return Ok(Step::Missing(
-                        blob::Operation::Container,
-                        ErrorCode::ContainerNotFound,
-                    ));
-                };
-                ask.gate(blob::Operation::Container, Access::Read, Some(current))?;
-                let mut record = current.clone();
-                record.public_access = level;
-                record.etag = etag.clone();
-                record.last_modified = crate::unix_seconds(now);
-                record.generation = current.generation + 1;
-                Ok(Step::Put(
-                    Box::new(record),
-                    PutMode::Update(current.generation),
-                ))
-            })
+            .swap_existing(
+                key,
+                headers,
+                (blob::Operation::Container, ErrorCode::ContainerNotFound),
+                |current| {
+                    ask.gate(blob::Operation::Container, Access::Read, Some(current))?;
+                    let mut record = current.clone();
+                    record.public_access = level;
+                    record.etag = etag.clone();
+                    record.last_modified = crate::unix_seconds(now);
+                    record.generation = current.generation + 1;
+                    Ok(Step::update(record, current))
+                },
+            )
             .await?;
         let written = swapped.written.expect("a put");
         Ok(answer(StatusCode::OK, validator_headers(&written)))

@@ -5,7 +5,7 @@
 use std::time::SystemTime;
 
 use http::HeaderMap;
-use ifmatch_core::lease::{Access, Lease, LeaseId, Scope};
+use ifmatch_core::lease::{Access, Lease, LeaseId, Scope, lease_id_from_headers};
 use ifmatch_core::precondition::{Outcome, blob};
 
 use super::failure::Result;
@@ -29,7 +29,17 @@ pub(super) struct Asking<'a> {
     pub(super) now: SystemTime,
 }
 
-impl Asking<'_> {
+impl<'a> Asking<'a> {
+    /// What a request with `headers` brings, judged at `now`: 400 when its lease id is not one.
+    pub(super) fn of(headers: &'a HeaderMap, now: SystemTime) -> Result<Self> {
+        let lease_id = lease_id_from_headers(headers)?;
+        Ok(Self {
+            headers,
+            lease_id,
+            now,
+        })
+    }
+
     /// Lets the request through to `current` (`None`: the record does not exist, its lease is
     /// available and it has no validators) when:
     /// 1. the lease allows `access` with the request's lease id: a container's record for

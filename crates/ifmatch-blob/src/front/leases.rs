@@ -10,10 +10,10 @@ use ifmatch_core::precondition::blob;
 
 use super::answers::{answer, validator_headers};
 use super::failure::Result;
-use super::swap::{Step, existing};
+use super::swap::Step;
 use super::{Answer, Front};
 use crate::Record;
-use crate::store::{Env, Key, Objects, PutMode, Records};
+use crate::store::{Env, Key, Objects, Records};
 
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// Lease Blob and Lease Container: one transition of the lease state machine, committed with
@@ -33,10 +33,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let mut status = StatusCode::OK;
         let mut lease_headers = HeaderMap::new();
         let swapped = self
-            .swap(key, headers, |current| {
-                let Some(current) = existing(key, current) else {
-                    return Ok(Step::Missing(operation, missing));
-                };
+            .swap_existing(key, headers, (operation, missing), |current| {
                 blob::evaluate(operation, headers, Some(&current.validators()))?;
                 let transition = current.lease.apply(&action, now)?;
                 (status, lease_headers) = (transition.status, transition.headers());
@@ -45,10 +42,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     generation: current.generation + 1,
                     ..current.clone()
                 };
-                Ok(Step::Put(
-                    Box::new(record),
-                    PutMode::Update(current.generation),
-                ))
+                Ok(Step::update(record, current))
             })
             .await?;
         let mut out = validator_headers(swapped.written.as_ref().expect("a lease writes"));

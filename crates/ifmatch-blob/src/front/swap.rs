@@ -25,6 +25,13 @@ pub(super) enum Step {
     Keep,
 }
 
+impl Step {
+    /// `record` in place of `current`, if `current` is still there as read.
+    pub(super) fn update(record: Record, current: &Record) -> Self {
+        Self::Put(Box::new(record), PutMode::Update(current.generation))
+    }
+}
+
 /// A change that landed: the record it found, what it did, and the blob records a removed
 /// container took with it.
 pub(super) struct Swapped {
@@ -40,6 +47,23 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// only if nobody changed the record meanwhile, and start over if somebody did. Every
     /// change of the front goes through here, so the checks and the write are one atomic step
     /// on every backend.
+    /// [`Front::swap`] of a record that must exist (a blob with committed content, a
+    /// container): `decide` sees it; without it, the answer is `missing` (the conditions'
+    /// operation and the error code), as [`Front::missing`] gives it.
+    pub(super) async fn swap_existing(
+        &self,
+        key: &Key,
+        headers: &HeaderMap,
+        missing: (blob::Operation, ErrorCode),
+        mut decide: impl FnMut(&Record) -> Result<Step>,
+    ) -> Result<Swapped> {
+        self.swap(key, headers, |current| match existing(key, current) {
+            Some(current) => decide(current),
+            None => Ok(Step::Missing(missing.0, missing.1)),
+        })
+        .await
+    }
+
     pub(super) async fn swap(
         &self,
         key: &Key,

@@ -5,7 +5,7 @@ use http::header::HeaderMap;
 use super::Front;
 use super::swap::Step;
 use crate::Record;
-use crate::store::{Env, Key, Objects, PutMode, Records, StoreError};
+use crate::store::{Env, Key, Objects, Records, StoreError};
 
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// Discards the objects stored more than `age` ago that no record names: what a crash, a
@@ -114,10 +114,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                         let mut kept = current.clone();
                         (kept.staging, kept.uncommitted) = (None, Vec::new());
                         kept.generation += 1;
-                        Ok(Step::Put(
-                            Box::new(kept),
-                            PutMode::Update(current.generation),
-                        ))
+                        Ok(Step::update(kept, current))
                     })
                     .await;
                 match swapped {
