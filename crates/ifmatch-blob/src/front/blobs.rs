@@ -158,10 +158,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         // Fail fast, before taking the body: the same checks run again at commit time.
         let current = committed(self.records.get(key).await?);
         if current.is_none() {
-            self.records
-                .get(&Key::Container(key.container().to_owned()))
-                .await?
-                .ok_or(ErrorCode::ContainerNotFound)?;
+            self.container_record(key.container()).await?;
         }
         ask.gate(blob::Operation::Put, Access::Write, current.as_deref())?;
 
@@ -464,17 +461,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         now: SystemTime,
     ) -> Result<Answer<O::Reader>> {
         let ask = Asking::of(headers, now)?;
-        let swapped = self
-            .swap_existing(
-                key,
-                headers,
-                (blob::Operation::Write, ErrorCode::BlobNotFound),
-                |current| {
-                    ask.gate(blob::Operation::Write, Access::Write, Some(current))?;
-                    Ok(Step::Delete(current.generation))
-                },
-            )
-            .await?;
+        let (conditions, missing) = (blob::Operation::Write, ErrorCode::BlobNotFound);
+        let swapped = self.delete_existing(key, ask, conditions, missing).await?;
         self.discard_replaced(key, swapped.previous.as_deref(), None)
             .await;
         Ok(answer(StatusCode::ACCEPTED, HeaderMap::new()))

@@ -72,10 +72,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         };
         check(current.as_deref())?;
         if current.is_none() {
-            self.records
-                .get(&Key::Container(key.container().to_owned()))
-                .await?
-                .ok_or(ErrorCode::ContainerNotFound)?;
+            self.container_record(key.container()).await?;
         }
 
         let (staged, checksums) = self.stage_checked(headers, body).await?;
@@ -202,10 +199,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             let current = self.records.get(key).await?;
             let visible = existing(key, current.as_deref());
             if current.is_none() {
-                self.records
-                    .get(&Key::Container(key.container().to_owned()))
-                    .await?
-                    .ok_or(ErrorCode::ContainerNotFound)?;
+                self.container_record(key.container()).await?;
             }
             ask.gate(blob::Operation::Put, Access::Write, visible)?;
             let uncommitted = self.uncommitted(key, current.as_deref()).await?;

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use http::header::{HeaderMap, HeaderValue};
 use http::{Response, StatusCode, header};
 use http_body::Body;
-use ifmatch_core::lease::{Access, Scope, lease_id_from_headers};
+use ifmatch_core::lease::{Access, Scope};
 use ifmatch_core::precondition::blob;
 use ifmatch_core::{ErrorCode, strong_etag};
 
@@ -50,17 +50,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         now: SystemTime,
     ) -> Result<Answer<O::Reader>> {
         let ask = Asking::of(headers, now)?;
-        let swapped = self
-            .swap_existing(
-                key,
-                headers,
-                (blob::Operation::Container, ErrorCode::ContainerNotFound),
-                |current| {
-                    ask.gate(blob::Operation::Container, Access::Write, Some(current))?;
-                    Ok(Step::Delete(current.generation))
-                },
-            )
-            .await?;
+        let (conditions, missing) = (blob::Operation::Container, ErrorCode::ContainerNotFound);
+        let swapped = self.delete_existing(key, ask, conditions, missing).await?;
         // Their staged sets went with the container; the objects of those are orphans, for the
         // sweep.
         for record in swapped.removed {
@@ -148,15 +139,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         headers: &HeaderMap,
         now: SystemTime,
     ) -> Result<Answer<O::Reader>> {
-        let lease_id = lease_id_from_headers(headers)?;
-        let current = self
-            .records
-            .get(key)
-            .await?
-            .ok_or(ErrorCode::ContainerNotFound)?;
-        current
-            .lease
-            .authorize(Scope::Container, Access::Read, lease_id, now)?;
+        let ask = Asking::of(headers, now)?;
+        let current = self.container_record(key.container()).await?;
+        ask.lease(Scope::Container, Access::Read, Some(&current))?;
         let mut out = validator_headers(&current);
         if let Some(level) = current.public_access {
             out.insert(PUBLIC_ACCESS, HeaderValue::from_static(level.as_str()));
@@ -221,15 +206,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         headers: &HeaderMap,
         now: SystemTime,
     ) -> Result<Answer<O::Reader>> {
-        let lease_id = lease_id_from_headers(headers)?;
-        let current = self
-            .records
-            .get(key)
-            .await?
-            .ok_or(ErrorCode::ContainerNotFound)?;
-        current
-            .lease
-            .authorize(Scope::Container, Access::Read, lease_id, now)?;
+        let ask = Asking::of(headers, now)?;
+        let current = self.container_record(key.container()).await?;
+        ask.lease(Scope::Container, Access::Read, Some(&current))?;
         let mut out = validator_headers(&current);
         current.lease.insert_headers(now, &mut out);
         if let Some(level) = current.public_access {

@@ -40,6 +40,22 @@ impl<'a> Asking<'a> {
         })
     }
 
+    /// The first step of the gate alone, for an operation no condition applies to: the lease
+    /// of `current` (available when there is none) allows `access` with the request's lease
+    /// id. The lease the record keeps.
+    pub(super) fn lease(
+        self,
+        scope: Scope,
+        access: Access,
+        current: Option<&Record>,
+    ) -> Result<Lease> {
+        let (lease_id, now) = (self.lease_id, self.now);
+        Ok(match current {
+            Some(record) => record.lease.authorize(scope, access, lease_id, now)?,
+            None => Lease::Available.authorize(scope, access, lease_id, now)?,
+        })
+    }
+
     /// Lets the request through to `current` (`None`: the record does not exist, its lease is
     /// available and it has no validators) when:
     /// 1. the lease allows `access` with the request's lease id: a container's record for
@@ -59,11 +75,7 @@ impl<'a> Asking<'a> {
             blob::Operation::Container => Scope::Container,
             _ => Scope::Blob,
         };
-        let (lease_id, now) = (self.lease_id, self.now);
-        let lease = match current {
-            Some(record) => record.lease.authorize(scope, access, lease_id, now)?,
-            None => Lease::Available.authorize(scope, access, lease_id, now)?,
-        };
+        let lease = self.lease(scope, access, current)?;
         let validators = current.map(Record::validators);
         let outcome = blob::evaluate(conditions, self.headers, validators.as_ref())?;
         Ok(Passed { lease, outcome })

@@ -3,7 +3,6 @@
 use std::time::SystemTime;
 
 use http::header::HeaderMap;
-use ifmatch_core::ErrorCode;
 
 use super::answers::xml_answer;
 use super::failure::Result;
@@ -18,11 +17,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         options: &ListOptions,
         now: SystemTime,
     ) -> Result<Answer<O::Reader>> {
-        let key = Key::Container(container.to_owned());
-        self.records
-            .get(&key)
-            .await?
-            .ok_or(ErrorCode::ContainerNotFound)?;
+        self.container_record(container).await?;
         let (entries, next_marker) =
             crate::enumeration::page(&self.records, container, options).await?;
         let xml = crate::enumeration::enumeration_results(

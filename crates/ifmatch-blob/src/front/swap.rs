@@ -3,10 +3,12 @@
 
 use http::header::HeaderMap;
 use ifmatch_core::ErrorCode;
+use ifmatch_core::lease::Access;
 use ifmatch_core::precondition::blob;
 
 use super::Front;
 use super::failure::{Failure, Result};
+use super::gate::Asking;
 use crate::Record;
 use crate::store::{Env, Key, Objects, PutMode, Records, StoreError};
 
@@ -62,6 +64,32 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             None => Ok(Step::Missing(missing.0, missing.1)),
         })
         .await
+    }
+
+    /// Deletes the record under `key`, which must exist (else `missing`), through the gate
+    /// with `conditions` and write access.
+    pub(super) async fn delete_existing(
+        &self,
+        key: &Key,
+        ask: Asking<'_>,
+        conditions: blob::Operation,
+        missing: ErrorCode,
+    ) -> Result<Swapped> {
+        self.swap_existing(key, ask.headers, (conditions, missing), |current| {
+            ask.gate(conditions, Access::Write, Some(current))?;
+            Ok(Step::Delete(current.generation))
+        })
+        .await
+    }
+
+    /// The record of the container `name`: 404 `ContainerNotFound` when there is none.
+    pub(super) async fn container_record(&self, name: &str) -> Result<std::sync::Arc<Record>> {
+        let key = Key::Container(name.to_owned());
+        Ok(self
+            .records
+            .get(&key)
+            .await?
+            .ok_or(ErrorCode::ContainerNotFound)?)
     }
 
     pub(super) async fn swap(
