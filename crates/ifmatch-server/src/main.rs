@@ -55,12 +55,31 @@ enum Command {
     /// SHA-256). Exits 1 on damage. Refuses to run beside a server using the directory.
     Check(Check),
     /// Run a command while holding a blob's lease (waiting for it), renewed in the background
-    /// and released at exit: a lock for cron jobs on many machines. If the lease is lost, the
-    /// command is stopped and ifmatch exits 75; 73 when --timeout passed first.
+    /// and released at exit: a lock for cron jobs on many machines.
+    ///
+    /// The command runs in a process group of its own, and the lease is released only once
+    /// every process of the group has ended (the command's background jobs too): the command's
+    /// exit status is then ifmatch's. If the lease is lost, or ifmatch gets SIGTERM, SIGINT or
+    /// SIGHUP, the whole group gets SIGTERM, then SIGKILL after --grace; ifmatch exits 75
+    /// (lost) or 128 + the signal (the lease released) once the group is gone. If ifmatch is
+    /// killed outright, a watcher it started stops the group the same way, with a grace of at
+    /// most a third of --duration: before the lease can expire. A process that leaves the group
+    /// (setsid) is beyond this. 73 when --timeout passed first.
     Lock(LockArgs),
     /// Wait to become leader (to hold a blob's lease), then run a command while leading; the
-    /// same as `lock` without a timeout.
+    /// same as `lock` without a timeout, with the same guarantees.
     Leader(LockArgs),
+    /// The watcher `lock` starts (internal): stops a process group once its standard input
+    /// ends.
+    #[command(hide = true)]
+    LockWatch(LockWatch),
+}
+
+#[derive(clap::Args)]
+struct LockWatch {
+    /// Seconds between SIGTERM and SIGKILL.
+    #[arg(long)]
+    grace: f64,
 }
 
 #[derive(clap::Args)]
@@ -84,6 +103,10 @@ struct LockArgs {
     /// With `lock`: give up (exit 73) after this many seconds. Without it: wait.
     #[arg(long)]
     timeout: Option<f64>,
+    /// Seconds the command's processes have between SIGTERM and SIGKILL when they must stop
+    /// (a lost lease overlaps the next holder by at most this).
+    #[arg(long, default_value_t = 10.0)]
+    grace: f64,
     /// The command and its arguments.
     #[arg(last = true, required = true)]
     command: Vec<String>,
@@ -135,6 +158,13 @@ impl LimitArgs {
         limits.max_streams = self.max_streams;
         Ok(limits)
     }
+}
+
+/// `--grace`: zero or more seconds.
+fn grace(s: f64) -> anyhow::Result<Duration> {
+    Duration::try_from_secs_f64(s)
+        .ok()
+        .with_context(|| format!("--grace: {s} is not a number of seconds"))
 }
 
 fn seconds(s: f64, what: &str) -> anyhow::Result<Duration> {
@@ -321,6 +351,10 @@ async fn main() -> anyhow::Result<()> {
         Command::Check(args) => check(args),
         Command::Lock(args) => lock(args, true).await,
         Command::Leader(args) => lock(args, false).await,
+        Command::LockWatch(args) => {
+            let grace = grace(args.grace)?;
+            std::process::exit(ifmatch_server::lock::watch(grace).await)
+        }
     }
 }
 
@@ -331,7 +365,8 @@ async fn lock(args: LockArgs, with_timeout: bool) -> anyhow::Result<()> {
         _ => None,
     };
     let duration = Duration::from_secs(args.duration);
-    let code = ifmatch_server::lock::run(&blob, duration, timeout, &args.command).await?;
+    let grace = grace(args.grace)?;
+    let code = ifmatch_server::lock::run(&blob, duration, timeout, grace, &args.command).await?;
     std::process::exit(code);
 }
 

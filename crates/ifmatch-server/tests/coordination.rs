@@ -389,3 +389,162 @@ async fn a_work_queue_processes_each_item_exactly_once_while_workers_crash() {
     );
     assert_eq!(client.list("done", "item/").await.unwrap().len(), ITEMS);
 }
+
+/// `ifmatch lock` around a shell that starts a background child, as cron jobs are: the process
+/// of `ifmatch`, and the ids the shell wrote of itself and of its child.
+struct ShellJob {
+    ifmatch: tokio::process::Child,
+    shell: u32,
+    child: u32,
+}
+
+impl ShellJob {
+    /// Starts it on `blob` (grace: 2 s), once the shell and its child run. `script` runs after
+    /// the child started; `wait` by default.
+    async fn start(server: &Server, work: &std::path::Path, blob: &str, script: &str) -> Self {
+        let (shell_file, child_file) = (work.join("shell"), work.join("child"));
+        let ifmatch = tokio::process::Command::new(common::binary())
+            .args(["lock", "--blob", blob, "--duration", "15", "--grace", "2"])
+            .arg("--")
+            .args(["bash", "-c"])
+            .arg(format!(
+                "sleep 300 & echo $! > {child}.tmp; mv {child}.tmp {child}; \
+                 echo $$ > {shell}.tmp; mv {shell}.tmp {shell}; {script}",
+                child = child_file.display(),
+                shell = shell_file.display(),
+            ))
+            .env("IFMATCH_CONNECTION_STRING", connection(&server.base))
+            .spawn()
+            .unwrap();
+        while !shell_file.exists() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let read = |path: &std::path::Path| std::fs::read_to_string(path).unwrap().trim().parse();
+        Self {
+            ifmatch,
+            shell: read(&shell_file).unwrap(),
+            child: read(&child_file).unwrap(),
+        }
+    }
+
+    /// Waits for `ifmatch` to exit, at most `within`: its exit status.
+    async fn exits(&mut self, within: Duration) -> std::process::ExitStatus {
+        tokio::time::timeout(within, self.ifmatch.wait())
+            .await
+            .expect("ifmatch exited in time")
+            .unwrap()
+    }
+
+    /// Whether the shell or its child still runs (a zombie does not count).
+    fn anything_runs(&self) -> bool {
+        [self.shell, self.child].into_iter().any(running)
+    }
+}
+
+/// Whether the process `pid` runs: it exists and is not a zombie.
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        let state = stat.rsplit_once(") ").map(|(_, rest)| rest.as_bytes()[0]);
+        state != Some(b'Z') && state != Some(b'X')
+    })
+}
+
+/// Whether another `ifmatch lock --timeout 1` gets `blob` now: its exit status.
+async fn another_gets(server: &Server, blob: &str) -> Option<i32> {
+    let status = tokio::process::Command::new(common::binary())
+        .args(["lock", "--blob", blob, "--timeout", "1", "--", "true"])
+        .env("IFMATCH_CONNECTION_STRING", connection(&server.base))
+        .status()
+        .await
+        .unwrap();
+    status.code()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_to_ifmatch_lock_stops_the_whole_group_then_releases_the_lease() {
+    let server = Server::start().await;
+    let work = tempfile::tempdir().unwrap();
+    let mut job = ShellJob::start(&server, work.path(), "locks/term", "wait").await;
+    assert!(job.anything_runs());
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(job.ifmatch.id().unwrap() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = job.exits(Duration::from_secs(10)).await;
+    assert_eq!(status.code(), Some(143), "128 + SIGTERM");
+    assert!(!job.anything_runs(), "the shell and its child were stopped");
+    assert_eq!(
+        another_gets(&server, "locks/term").await,
+        Some(0),
+        "the lease was released"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_lease_stops_the_shell_and_its_background_child() {
+    let server = Server::start().await;
+    let work = tempfile::tempdir().unwrap();
+    let mut job = ShellJob::start(&server, work.path(), "locks/lost", "wait").await;
+    client(&server)
+        .blob("locks", "lost")
+        .break_lease(Some(Duration::ZERO))
+        .await
+        .unwrap();
+    let status = job.exits(Duration::from_secs(15)).await;
+    assert_eq!(status.code(), Some(ifmatch_server::lock::LOST));
+    assert!(!job.anything_runs(), "the shell and its child were stopped");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_ifmatch_lock_leaves_no_command_running_before_its_lease_expires() {
+    let server = Server::start().await;
+    let work = tempfile::tempdir().unwrap();
+    let mut job = ShellJob::start(&server, work.path(), "locks/killed", "wait").await;
+    let killed = std::time::Instant::now();
+    job.ifmatch.start_kill().unwrap();
+    job.exits(Duration::from_secs(5)).await;
+    while job.anything_runs() {
+        // The lease runs 15 s from its last renewal, at most 5 s before the kill.
+        assert!(
+            killed.elapsed() < Duration::from_secs(9),
+            "the command still runs {:?} after ifmatch was killed",
+            killed.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        another_gets(&server, "locks/killed").await,
+        Some(ifmatch_server::lock::BUSY),
+        "the lease is still held: the command was stopped before it expired"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lease_is_held_until_the_commands_background_child_ends() {
+    let server = Server::start().await;
+    let work = tempfile::tempdir().unwrap();
+    // The shell exits at once; its child sleeps on until it is told to go.
+    let mut job = ShellJob::start(&server, work.path(), "locks/bg", "exit 3").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(running(job.child), "the background child runs on");
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), job.ifmatch.wait())
+            .await
+            .is_err(),
+        "ifmatch waits for it"
+    );
+    assert_eq!(
+        another_gets(&server, "locks/bg").await,
+        Some(ifmatch_server::lock::BUSY),
+        "and holds the lease meanwhile"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(job.child as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = job.exits(Duration::from_secs(5)).await;
+    assert_eq!(status.code(), Some(3), "the command's own exit status");
+    assert_eq!(another_gets(&server, "locks/bg").await, Some(0), "released");
+}
