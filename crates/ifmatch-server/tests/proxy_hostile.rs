@@ -154,7 +154,8 @@ async fn raw(base: &str, bytes: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_origins_are_refused_and_never_stored() {
     let (seen, upstream) = start_origin().await;
-    let (_proxy, base) = common::spawn_ifmatch(["proxy", "--upstream", &upstream]);
+    let (proxy, base) = common::spawn_ifmatch(["proxy", "--upstream", &upstream]);
+    let _proxy = common::Process(proxy);
 
     // A body shorter than its length: the client sees it fail, and it is not stored.
     for round in 1..=2 {
@@ -199,7 +200,8 @@ async fn hostile_origins_are_refused_and_never_stored() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_clients_poison_nothing() {
     let (seen, upstream) = start_origin().await;
-    let (_proxy, base) = common::spawn_ifmatch(["proxy", "--upstream", &upstream]);
+    let (proxy, base) = common::spawn_ifmatch(["proxy", "--upstream", &upstream]);
+    let _proxy = common::Process(proxy);
     let host = common::host_of(&base);
 
     // Fields the key does not hold never reach the origin with a GET.

@@ -71,7 +71,8 @@ async fn through_a_proxy(storage: &Storage) {
     let tag = header(&direct, "etag");
     assert!(!tag.is_empty());
 
-    let (_proxy, base) = common::spawn_ifmatch(["proxy", "--upstream", &storage.endpoint]);
+    let (proxy, base) = common::spawn_ifmatch(["proxy", "--upstream", &storage.endpoint]);
+    let _proxy = common::Process(proxy);
     let url = format!("{base}{}", storage.path);
     let get = |extra: Option<(&'static str, String)>| {
         let mut request = client().get(&url);
@@ -165,8 +166,9 @@ async fn in_front_of_azurite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_front_of_ifmatch_serve() {
     let data = tempfile::tempdir().unwrap();
-    let (_serve, base) =
+    let (serve, base) =
         common::spawn_ifmatch(["serve".as_ref(), "--data".as_ref(), data.path().as_os_str()]);
+    let _serve = common::Process(serve);
     let made = (client().put(format!("{base}/public?restype=container")))
         .header("x-ms-blob-public-access", "blob")
         .send()
