@@ -98,7 +98,11 @@ pub async fn run(
     let (program, args) = command
         .split_first()
         .ok_or_else(|| anyhow::anyhow!("no command to run"))?;
-    // Started first, so that no moment passes with a group nobody watches.
+    // Both before the command starts, so that no moment passes with a group nobody watches
+    // or a signal that would end `ifmatch` alone.
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut hangup = signal(SignalKind::hangup())?;
     let mut watcher = Watcher::start(grace.min(duration / 3))?;
     let mut child = tokio::process::Command::new(program)
         .args(args)
@@ -106,16 +110,14 @@ pub async fn run(
         .process_group(0)
         .spawn()
         .map_err(|e| anyhow::anyhow!("{program}: {e}"))?;
-    let group = Group(Pid::from_raw(
-        child
-            .id()
-            .and_then(|id| i32::try_from(id).ok())
-            .unwrap_or(0),
-    ));
-    watcher.watch(group)?;
-    let mut terminate = signal(SignalKind::terminate())?;
-    let mut interrupt = signal(SignalKind::interrupt())?;
-    let mut hangup = signal(SignalKind::hangup())?;
+    let id = child.id().and_then(|id| i32::try_from(id).ok());
+    let group = Group(Pid::from_raw(id.unwrap_or(0)));
+    if let Err(e) = watcher.watch(group) {
+        // Without its watcher, the command would be unguarded if `ifmatch` died: not run.
+        group.stop(Duration::ZERO, || drop(child.try_wait())).await;
+        release(guard).await;
+        return Err(anyhow::anyhow!("the lock's watcher: {e}"));
+    }
     let mut status = None;
     let stop = loop {
         tokio::select! {
@@ -173,13 +175,17 @@ struct Group(Pid);
 impl Group {
     /// Whether any process of the group is left.
     fn alive(self) -> bool {
-        self.0.as_raw() > 0 && killpg(self.0, None).is_ok()
+        self.0.as_raw() > 1 && killpg(self.0, None).is_ok()
     }
 
     /// SIGTERM to every process of the group, SIGKILL after `grace` to those left, and back
     /// once none is (at most a few seconds after the SIGKILL). `reap` collects what exited
     /// of `ifmatch`'s own child, which would otherwise stay in the group as a zombie.
     async fn stop(self, grace: Duration, mut reap: impl FnMut()) {
+        // Never 0 or 1: `ifmatch`'s own group, or every process it may signal.
+        if self.0.as_raw() <= 1 {
+            return;
+        }
         let _ = killpg(self.0, Signal::SIGTERM);
         if self.gone_by(Instant::now() + grace, &mut reap).await {
             return;
