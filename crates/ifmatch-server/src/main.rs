@@ -64,7 +64,8 @@ enum Command {
     /// (lost) or 128 + the signal (the lease released) once the group is gone. If ifmatch is
     /// killed outright, a watcher it started stops the group the same way, with a grace of at
     /// most a third of --duration: before the lease can expire. A process that leaves the group
-    /// (setsid) is beyond this. 73 when --timeout passed first.
+    /// (setsid) is beyond this; the command cannot read from a terminal (it is not the
+    /// terminal's foreground job). 73 when --timeout passed first.
     Lock(LockArgs),
     /// Wait to become leader (to hold a blob's lease), then run a command while leading; the
     /// same as `lock` without a timeout, with the same guarantees.
