@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use ifmatch_blob::{Block, Key, PutMode, Record, Records, StoreError};
+use ifmatch_blob::{Block, Key, PutMode, Record, Records, Scan, StoreError};
 use serde::{Deserialize, Serialize};
 use worker::send::{SendFuture, SendWrapper};
 use worker::{
@@ -299,15 +299,13 @@ impl Records for DurableRecords {
 
     fn list(
         &self,
-        container: &str,
-        prefix: &str,
-        from: &str,
-        limit: usize,
+        scan: Scan<'_>,
     ) -> impl Future<Output = Result<Vec<(String, Record)>, StoreError>> + Send {
+        let container = scan.container;
         let call = Call::List {
-            prefix: prefix.to_owned(),
-            from: from.to_owned(),
-            limit,
+            prefix: scan.prefix.to_owned(),
+            from: scan.from.to_owned(),
+            limit: scan.limit,
         };
         SendFuture::new(async move {
             match self.call(container, &call).await? {

@@ -10,7 +10,9 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
-use ifmatch_blob::{Block, BoxError, Key, Objects, PutMode, Record, Records, Staged, StoreError};
+use ifmatch_blob::{
+    Block, BoxError, Key, Objects, PutMode, Record, Records, Scan, Staged, StoreError,
+};
 
 #[cfg(feature = "object-store")]
 use crate::bucket::{BucketObjects, BucketReader};
@@ -71,14 +73,8 @@ impl Records for AnyRecords {
         records!(self, r => r.delete(key, generation).await)
     }
 
-    async fn list(
-        &self,
-        container: &str,
-        prefix: &str,
-        from: &str,
-        limit: usize,
-    ) -> Result<Vec<(String, Record)>, StoreError> {
-        records!(self, r => r.list(container, prefix, from, limit).await)
+    async fn list(&self, scan: Scan<'_>) -> Result<Vec<(String, Record)>, StoreError> {
+        records!(self, r => r.list(scan).await)
     }
 
     async fn stage_block(

@@ -19,7 +19,7 @@ use http_body_util::BodyExt;
 use ifmatch_core::lease::{Lease, LeaseDuration, LeaseId};
 use ifmatch_core::strong_etag;
 
-use crate::{Content, Key, Objects, PutMode, Record, Records, StoreError};
+use crate::{Content, Key, Objects, PutMode, Record, Records, Scan, StoreError};
 
 fn container(name: &str) -> Key {
     Key::Container(name.to_owned())
@@ -512,7 +512,13 @@ pub async fn staging<R: Records>(store: &R) {
 }
 
 async fn list_in<R: Records>(store: &R, container: &str) -> Vec<String> {
-    let scanned = store.list(container, "", "", 100).await.unwrap();
+    let scan = Scan {
+        container,
+        prefix: "",
+        from: "",
+        limit: 100,
+    };
+    let scanned = store.list(scan).await.unwrap();
     scanned.into_iter().map(|(name, _)| name).collect()
 }
 
@@ -607,10 +613,14 @@ pub async fn listing<R: Records>(store: &R) {
 
 /// The names a scan of the conformance container finds.
 async fn list<R: Records>(store: &R, prefix: &str, from: &str, limit: usize) -> Vec<String> {
-    let scanned = store
-        .list("conformance", prefix, from, limit)
-        .await
-        .unwrap();
+    let container = "conformance";
+    let scan = Scan {
+        container,
+        prefix,
+        from,
+        limit,
+    };
+    let scanned = store.list(scan).await.unwrap();
     scanned.into_iter().map(|(name, _)| name).collect()
 }
 

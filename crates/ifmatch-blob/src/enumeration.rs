@@ -10,7 +10,7 @@ use ifmatch_core::lease::LeaseState;
 use ifmatch_core::xml_escape;
 
 use crate::operation::ListOptions;
-use crate::{Record, Records, StoreError};
+use crate::{Record, Records, Scan, StoreError};
 
 /// One entry of a page: a blob, or the prefix that stands for every name under it.
 pub(crate) enum Entry {
@@ -112,9 +112,14 @@ pub(crate) async fn page<R: Records>(
 ) -> Result<(Vec<Entry>, Option<String>), StoreError> {
     let mut pager = Pager::new(options);
     while let Some((from, limit)) = pager.from() {
-        let scanned = records
-            .list(container, &options.prefix, from, limit)
-            .await?;
+        let prefix = &options.prefix;
+        let scan = Scan {
+            container,
+            prefix,
+            from,
+            limit,
+        };
+        let scanned = records.list(scan).await?;
         pager.take(scanned, limit);
     }
     Ok(pager.finish())

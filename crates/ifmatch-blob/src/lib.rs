@@ -60,4 +60,6 @@ pub use hashing::HashingBody;
 pub use ifmatch_core::ByteRange;
 pub use operation::{BlockListType, ListOptions, MAX_RESULTS, Operation, Target};
 pub use record::{Block, Content, Properties, PublicAccess, Record, Staging, unix_seconds};
-pub use store::{BoxError, Env, Key, Objects, PutMode, Records, Staged, StoreError, check_len};
+pub use store::{
+    BoxError, Env, Key, Objects, PutMode, Records, Scan, Staged, StoreError, check_len,
+};

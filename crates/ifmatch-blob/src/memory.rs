@@ -12,7 +12,7 @@ use bytes::{Bytes, BytesMut};
 use http_body::Body;
 use http_body_util::{BodyExt, Full, combinators::MapErr};
 
-use crate::store::{BoxError, Env, Key, Objects, PutMode, Records, Staged, StoreError};
+use crate::store::{BoxError, Env, Key, Objects, PutMode, Records, Scan, Staged, StoreError};
 use crate::{Block, HashingBody, Record};
 
 #[derive(Debug, Default)]
@@ -89,21 +89,15 @@ impl Records for MemoryRecords {
         })
     }
 
-    async fn list(
-        &self,
-        container: &str,
-        prefix: &str,
-        from: &str,
-        limit: usize,
-    ) -> Result<Vec<(String, Record)>, StoreError> {
+    async fn list(&self, scan: Scan<'_>) -> Result<Vec<(String, Record)>, StoreError> {
         let map = self.lock();
-        let blobs = map.get(container).map(|c| &c.blobs);
-        let start = from.max(prefix).to_owned();
+        let blobs = map.get(scan.container).map(|c| &c.blobs);
+        let start = scan.from.max(scan.prefix).to_owned();
         Ok(blobs
             .into_iter()
             .flat_map(|b| b.range(start.clone()..))
-            .take_while(|(name, _)| name.starts_with(prefix))
-            .take(limit)
+            .take_while(|(name, _)| name.starts_with(scan.prefix))
+            .take(scan.limit)
             .map(|(name, record)| (name.clone(), record.clone()))
             .collect())
     }

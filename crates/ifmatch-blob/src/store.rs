@@ -48,6 +48,20 @@ impl Key {
     }
 }
 
+/// A scan of a container's blob records ([`Records::list`]): those whose names start with
+/// `prefix` and are not less than `from`, at most `limit` of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scan<'a> {
+    /// The container.
+    pub container: &'a str,
+    /// What the names start with.
+    pub prefix: &'a str,
+    /// The least name.
+    pub from: &'a str,
+    /// The most records.
+    pub limit: usize,
+}
+
 /// How [`Records::put`] may replace what is there (object_store's `PutMode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PutMode {
@@ -229,16 +243,12 @@ pub trait Records: Send + Sync + 'static {
         generation: u64,
     ) -> impl Future<Output = Result<Vec<Record>, StoreError>> + Send;
 
-    /// A scan of a container's blob records in name order: those whose names start with
-    /// `prefix` and are not less than `from`, at most `limit` of them. Fewer than `limit` only
-    /// when no more follow. The front builds its pages (markers, delimiters) from such scans,
-    /// so a backend keeps its records ordered by name and a scan costs what it returns.
+    /// The blob records a [`Scan`] asks for, in name order. Fewer than its `limit` only when
+    /// no more follow. The front builds its pages (markers, delimiters) from such scans, so a
+    /// backend keeps its records ordered by name and a scan costs what it returns.
     fn list(
         &self,
-        container: &str,
-        prefix: &str,
-        from: &str,
-        limit: usize,
+        scan: Scan<'_>,
     ) -> impl Future<Output = Result<Vec<(String, Record)>, StoreError>> + Send;
 
     /// Appends `block` to the blocks staged for `key` under `epoch` (its record's
@@ -384,12 +394,9 @@ impl<T: Records> Records for Arc<T> {
 
     fn list(
         &self,
-        container: &str,
-        prefix: &str,
-        from: &str,
-        limit: usize,
+        scan: Scan<'_>,
     ) -> impl Future<Output = Result<Vec<(String, Record)>, StoreError>> + Send {
-        T::list(self, container, prefix, from, limit)
+        T::list(self, scan)
     }
 
     fn stage_block(

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use ifmatch_blob::{Block, Key, PutMode, Record, Records, StoreError};
+use ifmatch_blob::{Block, Key, PutMode, Record, Records, Scan, StoreError};
 use redis::Script;
 use redis::aio::ConnectionManager;
 
@@ -232,17 +232,12 @@ impl Records for RedisRecords {
         }
     }
 
-    async fn list(
-        &self,
-        container: &str,
-        prefix: &str,
-        from: &str,
-        limit: usize,
-    ) -> Result<Vec<(String, Record)>, StoreError> {
+    async fn list(&self, scan: Scan<'_>) -> Result<Vec<(String, Record)>, StoreError> {
+        let (container, prefix) = (scan.container, scan.prefix);
         // Names are UTF-8, whose bytes never reach 0xFF: [start .. [prefix\xFF holds exactly
         // the names that start with the prefix and are not less than `from`. The script reads
         // the index and the records in one step: every name it finds has its record.
-        let start = from.max(prefix);
+        let start = scan.from.max(prefix);
         let min = [b"[", start.as_bytes()].concat();
         let max = [b"[", prefix.as_bytes(), b"\xff"].concat();
         let mut connection = self.connection.clone();
@@ -253,7 +248,7 @@ impl Records for RedisRecords {
             .arg(min)
             .arg(max)
             .arg(self.blob_prefix(container))
-            .arg(limit)
+            .arg(scan.limit)
             .invoke_async(&mut connection)
             .await
             .map_err(unavailable)?;

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
-use ifmatch_blob::{Block, Key, PutMode, Record, Records, StoreError};
+use ifmatch_blob::{Block, Key, PutMode, Record, Records, Scan, StoreError};
 
 use super::blocking;
 use super::dir::{BlobFile, DataDir, read_record, sync_dir};
@@ -402,15 +402,10 @@ impl Records for LocalRecords {
         blocking(move || this.delete_blocking(&key, generation)).await
     }
 
-    async fn list(
-        &self,
-        container: &str,
-        prefix: &str,
-        from: &str,
-        limit: usize,
-    ) -> Result<Vec<(String, Record)>, StoreError> {
+    async fn list(&self, scan: Scan<'_>) -> Result<Vec<(String, Record)>, StoreError> {
         let this = self.inner.clone();
-        let (container, prefix, from) = (container.to_owned(), prefix.to_owned(), from.to_owned());
+        let container = scan.container.to_owned();
+        let (prefix, from, limit) = (scan.prefix.to_owned(), scan.from.to_owned(), scan.limit);
         blocking(move || this.list_blocking(&container, &prefix, &from, limit)).await
     }
 

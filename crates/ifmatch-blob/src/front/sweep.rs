@@ -5,7 +5,7 @@ use http::header::HeaderMap;
 use super::Front;
 use super::swap::Step;
 use crate::Record;
-use crate::store::{Env, Key, Objects, Records, StoreError};
+use crate::store::{Env, Key, Objects, Records, Scan, StoreError};
 
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// Discards the objects stored more than `age` ago that no record names: what a crash, a
@@ -59,7 +59,13 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             let from = out
                 .last()
                 .map_or(String::new(), |(name, _)| format!("{name}\0"));
-            let scanned = self.records.list(container, "", &from, SCAN).await?;
+            let scan = Scan {
+                container,
+                prefix: "",
+                from: &from,
+                limit: SCAN,
+            };
+            let scanned = self.records.list(scan).await?;
             let done = scanned.len() < SCAN;
             out.extend(scanned);
             if done {

@@ -8,7 +8,7 @@ use super::failure::Result;
 use super::{ERROR_CODE, Front};
 use crate::Record;
 use crate::memory::{ManualEnv, MemoryObjects, MemoryRecords};
-use crate::store::{Key, PutMode, Records, StoreError};
+use crate::store::{Key, PutMode, Records, Scan, StoreError};
 
 /// Memory records whose blob puts always fail with `fail()`.
 struct FailingPuts {
@@ -32,14 +32,8 @@ impl Records for FailingPuts {
         self.inner.delete(key, generation).await
     }
 
-    async fn list(
-        &self,
-        container: &str,
-        prefix: &str,
-        from: &str,
-        limit: usize,
-    ) -> Result<Vec<(String, Record)>, StoreError> {
-        self.inner.list(container, prefix, from, limit).await
+    async fn list(&self, scan: Scan<'_>) -> Result<Vec<(String, Record)>, StoreError> {
+        self.inner.list(scan).await
     }
 
     async fn stage_block(
