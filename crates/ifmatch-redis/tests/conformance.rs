@@ -5,6 +5,13 @@ use ifmatch_blob::{Key, Records, StoreError, conformance};
 use ifmatch_redis::testing::RedisServer;
 use ifmatch_redis::{RedisRecords, connect};
 
+/// A redis-server of the test's own, and records in it under `ifmatch:`.
+async fn records() -> (RedisServer, RedisRecords) {
+    let server = RedisServer::start();
+    let connection = connect(&server.url()).await.unwrap();
+    (server, RedisRecords::new(connection, "ifmatch:"))
+}
+
 #[tokio::test]
 async fn redis_records_conform() {
     let server = RedisServer::start();
@@ -16,30 +23,26 @@ async fn redis_records_conform() {
 
 #[tokio::test]
 async fn redis_errors_name_their_record() {
-    let server = RedisServer::start();
-    let connection = connect(&server.url()).await.unwrap();
-    conformance::errors(&RedisRecords::new(connection, "ifmatch:")).await;
+    let (_server, records) = records().await;
+    conformance::errors(&records).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_racing_writers_lose_no_update() {
-    let server = RedisServer::start();
-    let connection = connect(&server.url()).await.unwrap();
-    conformance::race(&RedisRecords::new(connection, "ifmatch:")).await;
+    let (_server, records) = records().await;
+    conformance::race(&records).await;
 }
 
 #[tokio::test]
 async fn redis_listings_page_every_blob_once() {
-    let server = RedisServer::start();
-    let connection = connect(&server.url()).await.unwrap();
-    conformance::listing(&RedisRecords::new(connection, "ifmatch:")).await;
+    let (_server, records) = records().await;
+    conformance::listing(&records).await;
 }
 
 #[tokio::test]
 async fn redis_staged_blocks_conform() {
-    let server = RedisServer::start();
-    let connection = connect(&server.url()).await.unwrap();
-    conformance::staging(&RedisRecords::new(connection, "ifmatch:")).await;
+    let (_server, records) = records().await;
+    conformance::staging(&records).await;
 }
 
 #[tokio::test]
