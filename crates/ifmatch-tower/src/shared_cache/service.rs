@@ -348,8 +348,10 @@ where
     };
     let judged = judged.filter(|judged| judged.policy.is_storable() && reusable(judged));
     let get = asked.method() == Method::GET;
+    // The request's key fields and its gate, once.
+    let own = keyed(asked.headers(), store.key_headers());
+    let gate = collapse::gate_of(key, &own);
     if get {
-        let gate = collapse::gate_of(key, &keyed(asked.headers(), store.key_headers()));
         store
             .gates
             .stored(&gate, fits.is_some() && judged.is_some());
@@ -370,7 +372,7 @@ where
     let stored = Stored {
         status: head.status,
         variant: variant(asked.headers(), &head.headers),
-        keyed: keyed(asked.headers(), store.key_headers()),
+        keyed: own,
         date: head.headers.get(header::DATE).map(crate::owned::value),
         validators: validators_of(&head.headers),
         own_fields: judged.own_fields,
@@ -380,7 +382,6 @@ where
         body: body.clone(),
     };
     let stored = Arc::new(stored);
-    let gate = collapse::gate_of(key, &stored.keyed);
     store.gates.publish(&gate, &stored);
     store.put(key, stored, replaces);
     head.extensions.insert(Holding(body.clone()));
