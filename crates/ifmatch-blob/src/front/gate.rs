@@ -1,5 +1,5 @@
-//! The one gate of every operation on an existing record: the lease, then the conditions, in
-//! the order the Blob service checks them. Each handler decides what it asks (which
+//! The one gate of every operation on a record (or on its absence): the lease, then the
+//! conditions, in the order the Blob service checks them. Each handler decides what it asks (which
 //! conditions apply, read or write access); this decides whether it may, step by step.
 
 use std::time::SystemTime;
