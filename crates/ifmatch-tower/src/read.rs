@@ -211,9 +211,12 @@ where
         && !known(etag)
         && rememberable(&parts.headers, context.remember_private)
     {
-        let mut headers = crate::owned::headers(&parts.headers);
+        // Reduced first, then copied: a map the size of what a 304 keeps (a copy of the whole
+        // map, reduced after, keeps the whole map's room: 12 MiB more for 10,000 resources).
+        let mut headers = parts.headers.clone();
         not_modified_headers(&mut headers);
         headers.remove(header::DATE);
+        let headers = crate::owned::headers(&headers);
         let remembered = Remembered {
             etag: etag.clone(),
             headers,
