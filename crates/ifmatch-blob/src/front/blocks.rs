@@ -16,7 +16,7 @@ use http::StatusCode;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http_body::Body;
 use http_body_util::BodyExt;
-use ifmatch_core::lease::{Access, Lease, Scope, lease_id_from_headers};
+use ifmatch_core::lease::{Access, Scope};
 use ifmatch_core::precondition::blob;
 use ifmatch_core::{EntityTag, ErrorCode, EtagHasher, strong_etag};
 
@@ -52,16 +52,11 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
     {
-        let lease_id = lease_id_from_headers(headers)?;
+        let ask = Asking::of(headers, now)?;
         // Fail fast, before taking the body: the same checks run again when the set is named.
         let current = self.records.get(key).await?;
         let check = |current: Option<&Record>| -> Result<()> {
-            if let Some(blob) = existing(key, current) {
-                blob.lease
-                    .authorize(Scope::Blob, Access::Write, lease_id, now)?;
-            } else if lease_id.is_some() {
-                Lease::Available.authorize(Scope::Blob, Access::Write, lease_id, now)?;
-            }
+            ask.lease(Scope::Blob, Access::Write, existing(key, current))?;
             if !rules::id_fits(current, id) {
                 return Err(Failure::with_detail(
                     ErrorCode::InvalidBlobOrBlock,
@@ -303,15 +298,13 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         headers: &HeaderMap,
         now: SystemTime,
     ) -> Result<Answer<O::Reader>> {
-        let lease_id = lease_id_from_headers(headers)?;
+        let ask = Asking::of(headers, now)?;
         let Some(current) = self.records.get(key).await? else {
             return Err(self
                 .missing(key, blob::Operation::Read, headers, ErrorCode::BlobNotFound)
                 .await);
         };
-        current
-            .lease
-            .authorize(Scope::Blob, Access::Read, lease_id, now)?;
+        ask.lease(Scope::Blob, Access::Read, Some(&current))?;
         let mut out = HeaderMap::new();
         if current.content.is_some() {
             out = validator_headers(&current);
