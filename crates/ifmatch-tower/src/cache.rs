@@ -162,11 +162,11 @@ struct Cell {
 
 #[derive(Debug)]
 struct Caches {
-    resources: moka::sync::Cache<String, Arc<Resource>>,
+    resources: crate::keyed::Map<String, Arc<Resource>>,
     /// The last body hashed per key, with its tag. Holding the `Bytes` keeps them immutable, so
     /// a handler that answers with the same `Bytes` again (same address and length) answers
     /// with the same content, and the tag is reused without hashing. Bounded in bytes.
-    hashed: moka::sync::Cache<String, Hashed>,
+    hashed: crate::keyed::Map<String, Hashed>,
 }
 
 #[derive(Debug, Clone)]
@@ -225,11 +225,13 @@ impl ReadCache {
                 .weigher(|_: &String, hashed: &Hashed| {
                     u32::try_from(hashed.body.len()).unwrap_or(u32::MAX)
                 })
-                .build();
+                .build_with_hasher(crate::keyed::KeyHasher::default());
             let resources = moka::sync::Cache::builder().max_capacity(capacity);
             let resources = match time_to_live {
-                Some(ttl) => resources.time_to_live(ttl).build(),
-                None => resources.build(),
+                Some(ttl) => resources
+                    .time_to_live(ttl)
+                    .build_with_hasher(crate::keyed::KeyHasher::default()),
+                None => resources.build_with_hasher(crate::keyed::KeyHasher::default()),
             };
             Caches { resources, hashed }
         })

@@ -6,6 +6,7 @@ mod cache;
 pub mod conformance;
 mod encoding;
 mod future;
+mod keyed;
 mod layer;
 mod owned;
 mod read;

@@ -20,6 +20,7 @@ use crate::cache::{CREDENTIALS, ReadCache, Remembered, Resource, rememberable};
 use crate::encoding::{Mark, present};
 use crate::future::{ReadContext, ResponseFuture};
 use crate::service::{Conditional, Refusal, refusal, validators_of};
+use crate::shared_cache::Kept;
 use crate::store::{VersionStore, absent};
 
 impl<S, V> Conditional<S, V> {
@@ -187,6 +188,9 @@ where
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let tagged = parts.status == StatusCode::OK;
+    // A shared cache inside the layer that keeps the answer under the origin's own tag
+    // answers its conditional requests (see `Kept`): nothing to remember.
+    let kept_below = hashed.is_none() && parts.extensions.get::<Kept>().is_some();
     let validators = match hashed {
         Some(etag) => {
             let last_modified = parts
@@ -209,6 +213,7 @@ where
         && context.may_remember
         && let Some(etag) = &validators.etag
         && !known(etag)
+        && !kept_below
         && rememberable(&parts.headers, context.remember_private)
     {
         // Reduced first, then copied: a map the size of what a 304 keeps (a copy of the whole

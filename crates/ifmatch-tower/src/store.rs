@@ -130,7 +130,7 @@ impl<T: VersionStore> VersionStore for Arc<T> {
 /// backend so that locks and versions hold across them.
 #[derive(Debug, Clone)]
 pub struct MemoryVersions {
-    versions: moka::sync::Cache<String, Validators>,
+    versions: crate::keyed::Map<String, Validators>,
     locks: Arc<Mutex<HashMap<String, Weak<tokio::sync::Mutex<()>>>>>,
 }
 
@@ -148,7 +148,7 @@ impl MemoryVersions {
             builder = builder.time_to_live(ttl);
         }
         Self {
-            versions: builder.build(),
+            versions: builder.build_with_hasher(crate::keyed::KeyHasher::default()),
             locks: Arc::default(),
         }
     }
@@ -183,7 +183,7 @@ impl VersionStore for MemoryVersions {
         let versions = moka::sync::Cache::builder()
             .max_capacity(capacity)
             .time_to_live(ttl)
-            .build();
+            .build_with_hasher(crate::keyed::KeyHasher::default());
         for (key, validators) in &self.versions {
             versions.insert(String::clone(&key), validators);
         }

@@ -954,3 +954,54 @@ async fn followers_are_served_what_the_leader_stored_even_when_the_store_let_it_
     housekeeping.abort();
     assert_eq!(origin.reached(), 1, "one origin request for twenty clients");
 }
+
+/// Under a [`ConditionalLayer`](ifmatch_tower::ConditionalLayer), as `ifmatch proxy` composes
+/// them: a fresh answer the cache keeps under the origin's tag is the cache's to revalidate.
+/// While it is fresh, a client's `If-None-Match` gets its 304 without the origin; once it is
+/// stale, the origin is asked, so a changed resource reaches the client (the outer layer
+/// remembering the tag itself would keep answering 304 after the origin's freshness ran out).
+#[tokio::test]
+async fn under_the_conditional_layer_a_kept_answer_is_revalidated_when_stale() {
+    let (cache, origin) = (SharedCacheLayer::new(), Origin::default());
+    let outer = ifmatch_tower::ConditionalLayer::new();
+    let service = outer.layer(cache.layer(origin.service()));
+    let get = |inm: Option<&str>| {
+        let mut request = Request::get("/k").header("host", "origin.example");
+        if let Some(tag) = inm {
+            request = request.header("if-none-match", tag);
+        }
+        let service = service.clone();
+        let request = request.body(Empty::<Bytes>::new()).unwrap();
+        async move {
+            let response = service.oneshot(request).await.unwrap();
+            let status = response.status();
+            let body = response.into_body().collect().await.unwrap().to_bytes();
+            (status, body)
+        }
+    };
+    origin.answers(
+        200,
+        &[("cache-control", "max-age=1"), ("etag", "\"v1\"")],
+        "old",
+    );
+    assert_eq!(get(None).await, (StatusCode::OK, Bytes::from("old")));
+    assert_eq!(get(Some("\"v1\"")).await.0, StatusCode::NOT_MODIFIED);
+    assert_eq!(
+        origin.reached(),
+        1,
+        "the fresh answer's 304 came from the cache"
+    );
+
+    origin.answers(
+        200,
+        &[("cache-control", "max-age=60"), ("etag", "\"v2\"")],
+        "new",
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+    assert_eq!(
+        get(Some("\"v1\"")).await,
+        (StatusCode::OK, Bytes::from("new")),
+        "stale: the origin was asked, and its new answer sent"
+    );
+    assert_eq!(origin.reached(), 2);
+}

@@ -32,7 +32,7 @@ pub(crate) fn gate_of(key: &str, own: &str) -> String {
 pub(crate) struct Gates {
     open: Mutex<HashMap<String, Arc<watch::Sender<Published>>>>,
     /// The keys whose last answer could not be stored.
-    uncacheable: moka::sync::Cache<String, ()>,
+    uncacheable: crate::keyed::Map<String, ()>,
 }
 
 impl Default for Gates {
@@ -40,7 +40,7 @@ impl Default for Gates {
         let uncacheable = moka::sync::Cache::builder()
             .max_capacity(100_000)
             .time_to_live(Duration::from_secs(60))
-            .build();
+            .build_with_hasher(crate::keyed::KeyHasher::default());
         Self {
             open: Mutex::default(),
             uncacheable,

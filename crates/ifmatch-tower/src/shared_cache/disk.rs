@@ -90,7 +90,7 @@ struct Names {
 /// The disk tier of a store.
 pub(crate) struct Disk {
     dir: PathBuf,
-    index: moka::sync::Cache<String, Files>,
+    index: crate::keyed::Map<String, Files>,
     generations: Box<[AtomicU64]>,
     /// Taken by every change of the index, and by a generation's bump.
     changes: Mutex<()>,
@@ -134,7 +134,7 @@ impl Disk {
                     }
                 }
             })
-            .build();
+            .build_with_hasher(crate::keyed::KeyHasher::default());
         let disk = Self {
             dir: dir.to_owned(),
             index,

@@ -56,6 +56,6 @@ mod targeted;
 mod unkeyed;
 
 pub use layer::{SharedCacheHandle, SharedCacheLayer};
-pub use service::{CachedBody, SharedCache};
+pub use service::{CachedBody, Kept, SharedCache};
 pub use stats::CacheReport;
 pub use store::Forgotten;

@@ -260,6 +260,15 @@ where
     Ok(response)
 }
 
+/// Marks an answer this cache stored fresh, or served fresh from its store, under a tag the
+/// origin gave: until it goes stale this cache answers the key's conditional requests itself,
+/// and then asks the origin, as the origin's freshness says. A
+/// [`ConditionalLayer`](crate::ConditionalLayer) outside it remembers no such answer: a second
+/// memory of it would cost every miss an insert, and would answer 304 after the origin's
+/// freshness ran out.
+#[derive(Clone, Copy, Debug)]
+pub struct Kept;
+
 /// The body a miss is storing, on its answer's way out of [`keep`]: what its gate is held by.
 #[derive(Clone)]
 struct Holding(Arc<Fill>);
@@ -357,6 +366,9 @@ where
             .stored(&gate, fits.is_some() && judged.is_some());
     }
     let storable = judged.is_some();
+    let fresh = judged
+        .as_ref()
+        .is_some_and(|j| !j.policy.time_to_live(now).is_zero());
     let (Some(len), Some(judged), true) = (fits, judged, get) else {
         let status = if storable {
             "fwd=miss; detail=too-large"
@@ -386,6 +398,9 @@ where
     store.put(key, stored, replaces);
     head.extensions.insert(Holding(body.clone()));
     add_status(&mut head.headers, "fwd=miss; stored");
+    if fresh && head.headers.contains_key(header::ETAG) {
+        head.extensions.insert(Kept);
+    }
     Response::from_parts(head, CachedBody::stored(body.reader()))
 }
 
@@ -422,8 +437,12 @@ pub(crate) fn from_store<B>(
         let bytes = body.size_hint().exact().unwrap_or(0);
         Counters::add(&store.counters.bytes_from_cache, bytes);
     }
+    let kept = status == "hit" && head.headers.contains_key(header::ETAG);
     let mut response = Response::from_parts(head, CachedBody::stored(body));
     add_status(response.headers_mut(), status);
+    if kept {
+        response.extensions_mut().insert(Kept);
+    }
     response
 }
 

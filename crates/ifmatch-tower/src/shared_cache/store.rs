@@ -111,7 +111,7 @@ pub(crate) struct Settings {
 }
 
 pub(crate) struct Store {
-    entries: moka::sync::Cache<String, Variants>,
+    entries: crate::keyed::Map<String, Variants>,
     settings: Settings,
     /// The keys being asked for.
     pub(crate) gates: Arc<Gates>,
@@ -157,7 +157,7 @@ impl Store {
                     Counters::add(&evicted.evictions, 1);
                 }
             })
-            .build();
+            .build_with_hasher(crate::keyed::KeyHasher::default());
         Self {
             entries,
             settings,
