@@ -311,4 +311,79 @@ export function jsPatterns(connection) {
     assert.deepEqual(pages.map((p) => p.length), [2, 2, 1]);
     assert.deepEqual(pages.flat(), [0, 1, 2, 3, 4].map((i) => `${prefix}-${i}:${i}`));
   });
+
+  test("JS SDK: copy a blob (start, sync, Put Blob From URL), its properties, a SAS source, abort", async () => {
+    const container = await freshContainer();
+    const source = container.getBlockBlobClient("source.bin");
+    const data = randomBytes(3 * 1024 * 1024 + 7);
+    await source.uploadData(data, {
+      blockSize: 1024 * 1024,
+      metadata: { origin: "upload" },
+      blobHTTPHeaders: { blobContentType: "application/x-copied", blobCacheControl: "max-age=60" },
+    });
+    const sourceProps = await source.getProperties();
+
+    // Copy Blob, as rclone, az and adlfs start it: finished when it answers.
+    const copy = container.getBlobClient("copy.bin");
+    const poller = await copy.beginCopyFromURL(source.url);
+    const done = await poller.pollUntilDone();
+    assert.equal(done.copyStatus, "success");
+    const props = await copy.getProperties();
+    assert.deepEqual(
+      [props.copyStatus, props.copyId, props.copySource, props.copyProgress],
+      ["success", done.copyId, source.url, `${data.length}/${data.length}`],
+    );
+    assert.deepEqual([props.metadata, props.contentType, props.cacheControl], [{ origin: "upload" }, "application/x-copied", "max-age=60"]);
+    assert.equal(props.etag, sourceProps.etag, "the same bytes, metadata and headers: the same tag");
+    assert.ok((await copy.downloadToBuffer()).equals(data));
+
+    // The copy owns its bytes: the source replaced, then deleted, leaves it whole.
+    await upload(source, "replaced");
+    assert.ok((await copy.downloadToBuffer()).equals(data));
+    await source.delete();
+    assert.ok((await copy.downloadToBuffer()).equals(data));
+    await refused(() => container.getBlobClient("nothing").beginCopyFromURL(source.url), 404);
+
+    // Copy Blob From URL, metadata replaced; conditions on the source and the destination.
+    await upload(source, "second source");
+    const etag = (await source.getProperties()).etag;
+    const synced = container.getBlobClient("synced.txt");
+    const sync = await synced.syncCopyFromURL(source.url, { metadata: { replaced: "yes" }, sourceConditions: { ifMatch: etag } });
+    assert.equal(sync.copyStatus, "success");
+    assert.deepEqual((await synced.getProperties()).metadata, { replaced: "yes" });
+    assert.equal(await text(synced), "second source");
+    await refused(() => synced.syncCopyFromURL(source.url, { sourceConditions: { ifMatch: '"stale"' } }), 412, "SourceConditionNotMet");
+    await refused(() => synced.syncCopyFromURL(source.url, { conditions: { ifNoneMatch: "*" } }), 409, "BlobAlreadyExists");
+    const lease = synced.getBlobLeaseClient();
+    await lease.acquireLease(15);
+    await refused(() => synced.syncCopyFromURL(source.url), 412, "LeaseIdMissing");
+    await synced.syncCopyFromURL(source.url, { conditions: { leaseId: lease.leaseId } });
+    await lease.releaseLease();
+
+    // Put Blob From URL: a block blob written from the source, no copy properties.
+    const put = container.getBlockBlobClient("put-from-url.txt");
+    await put.syncUploadFromURL(source.url);
+    assert.equal(await text(put), "second source");
+    assert.equal((await put.getProperties()).copyStatus, undefined);
+
+    // A source in another container read through a SAS in its URL, by a client that
+    // holds no key (its own destination reached by a SAS too).
+    const other = await freshContainer();
+    const expiresOn = new Date(Date.now() + 3600_000);
+    const sas = (containerName, blobName, permissions) =>
+      generateBlobSASQueryParameters(
+        { containerName, blobName, permissions: BlobSASPermissions.parse(permissions), expiresOn },
+        credential(),
+      ).toString();
+    const keyless = new BlobClient(`${other.url}/from-sas.txt?${sas(other.containerName, "from-sas.txt", "cw")}`);
+    await keyless.syncCopyFromURL(`${source.url}?${sas(container.containerName, "source.bin", "r")}`);
+    assert.equal(await text(other.getBlobClient("from-sas.txt")), "second source");
+    await refused(() => keyless.syncCopyFromURL(source.url), 403, "CannotVerifyCopySource");
+    await refused(() => keyless.syncCopyFromURL(`${source.url}?${sas(container.containerName, "source.bin", "w")}`), 403, "CannotVerifyCopySource");
+    await refused(() => copy.syncCopyFromURL("http://example.com/devstoreaccount1/c/b"), 403, "CannotVerifyCopySource");
+
+    // Abort Copy Blob: nothing is ever pending.
+    await refused(() => copy.abortCopyFromURL(done.copyId), 409, "NoPendingCopyOperation");
+    await refused(() => copy.abortCopyFromURL(randomUUID()), 409, "CopyIdMismatch");
+  });
 }

@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::ops::Range;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
@@ -28,7 +28,7 @@ pin_project! {
     enum Inner<R> {
         Empty,
         Full { data: Option<Bytes> },
-        Stream { #[pin] reader: R },
+        Stream { #[pin] reader: R, remaining: u64 },
         Pieces { pieces: Pieces<R> },
     }
 }
@@ -127,10 +127,14 @@ impl<R> ResponseBody<R> {
         }
     }
 
-    /// A blob's bytes, streaming from storage.
-    pub fn stream(reader: R) -> Self {
+    /// A blob's `len` bytes, streaming from storage: the size it tells is exact, as a store
+    /// that needs a length before it takes a body (R2) needs it when a copy stages them.
+    pub fn stream(reader: R, len: u64) -> Self {
         Self {
-            inner: Inner::Stream { reader },
+            inner: Inner::Stream {
+                reader,
+                remaining: len,
+            },
         }
     }
 
@@ -153,7 +157,14 @@ impl<R: Body<Data = Bytes, Error = StoreError>> Body for ResponseBody<R> {
         match self.project().inner.project() {
             Projection::Empty => Poll::Ready(None),
             Projection::Full { data } => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
-            Projection::Stream { reader } => reader.poll_frame(cx),
+            Projection::Stream { reader, remaining } => {
+                let frame = ready!(reader.poll_frame(cx));
+                if let Some(Ok(data)) = frame.as_ref().map(|f| f.as_ref().map(Frame::data_ref)) {
+                    let read = data.map_or(0, |d| d.len() as u64);
+                    *remaining = remaining.saturating_sub(read);
+                }
+                Poll::Ready(frame)
+            }
             Projection::Pieces { pieces } => pieces.poll_frame(cx),
         }
     }
@@ -162,7 +173,7 @@ impl<R: Body<Data = Bytes, Error = StoreError>> Body for ResponseBody<R> {
         match &self.inner {
             Inner::Empty => true,
             Inner::Full { data } => data.is_none(),
-            Inner::Stream { reader } => reader.is_end_stream(),
+            Inner::Stream { reader, .. } => reader.is_end_stream(),
             Inner::Pieces { pieces } => {
                 pieces.remaining == 0 && pieces.pending.is_empty() && pieces.opening.is_none()
             }
@@ -175,7 +186,7 @@ impl<R: Body<Data = Bytes, Error = StoreError>> Body for ResponseBody<R> {
             Inner::Full { data } => {
                 SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64))
             }
-            Inner::Stream { reader } => reader.size_hint(),
+            Inner::Stream { remaining, .. } => SizeHint::with_exact(*remaining),
             Inner::Pieces { pieces } => SizeHint::with_exact(pieces.remaining),
         }
     }

@@ -50,6 +50,9 @@ pub enum Operation {
     PutBlockList,
     /// `GET /{container}/{blob}?comp=blocklist&blocklisttype=...`
     GetBlockList(BlockListType),
+    /// `PUT /{container}/{blob}?comp=copy&copyid=...` with `x-ms-copy-action: abort`: Abort
+    /// Copy Blob, of the copy with this id.
+    AbortCopyBlob(String),
 }
 
 impl Operation {
@@ -77,6 +80,7 @@ impl Operation {
             Self::PutBlock(_) => "PutBlock",
             Self::PutBlockList => "PutBlockList",
             Self::GetBlockList(_) => "GetBlockList",
+            Self::AbortCopyBlob(_) => "AbortCopyBlob",
         }
     }
 
@@ -198,7 +202,14 @@ impl Target {
                 (&Method::GET | &Method::HEAD, Some("blocklist")) => {
                     Operation::GetBlockList(query.block_list_type()?)
                 }
-                (_, None | Some("lease" | "metadata" | "properties" | "block" | "blocklist")) => {
+                (&Method::PUT, Some("copy")) => Operation::AbortCopyBlob(
+                    (query.copy_id.clone()).ok_or(ErrorCode::InvalidQueryParameterValue)?,
+                ),
+                (
+                    _,
+                    None
+                    | Some("lease" | "metadata" | "properties" | "block" | "blocklist" | "copy"),
+                ) => {
                     return Err(ErrorCode::UnsupportedHttpVerb);
                 }
                 _ => return Err(ErrorCode::InvalidQueryParameterValue),
@@ -231,6 +242,7 @@ struct Query {
     include: Option<String>,
     block_id: Option<String>,
     block_list_type: Option<String>,
+    copy_id: Option<String>,
 }
 
 impl Query {
@@ -247,6 +259,7 @@ impl Query {
                 "include" => &mut out.include,
                 "blockid" => &mut out.block_id,
                 "blocklisttype" => &mut out.block_list_type,
+                "copyid" => &mut out.copy_id,
                 _ => continue,
             };
             if slot.replace(value.into_owned()).is_some() {

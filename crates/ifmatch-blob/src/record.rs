@@ -42,6 +42,25 @@ pub struct Record {
     /// with staged blocks and no [`Record::content`] is a blob that does not exist yet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub staging: Option<Staging>,
+    /// The last Copy Blob that wrote this blob, until a Put Blob or Put Block List replaces
+    /// it (Azure's `x-ms-copy-*` properties).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copy: Option<Copied>,
+}
+
+/// A Copy Blob that wrote a blob: always finished when its record is written (the front
+/// copies synchronously), so its status is `success` and its progress whole.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Copied {
+    /// `x-ms-copy-id`: a new UUID per copy.
+    pub id: String,
+    /// `x-ms-copy-source`: the source's URL as the request gave it, without its query (a
+    /// shared access signature stays secret).
+    pub source: String,
+    /// The bytes copied.
+    pub len: u64,
+    /// When it finished, in seconds since the Unix epoch.
+    pub completed: u64,
 }
 
 /// What a record keeps of its staged blocks, which the backend keeps apart so that staging one
@@ -178,6 +197,7 @@ impl Record {
             metadata: BTreeMap::new(),
             uncommitted: Vec::new(),
             staging: None,
+            copy: None,
         }
     }
 
@@ -193,6 +213,7 @@ impl Record {
             metadata: BTreeMap::new(),
             uncommitted: Vec::new(),
             staging: None,
+            copy: None,
         }
     }
 

@@ -131,6 +131,16 @@ error_codes! {
     Md5Mismatch = BAD_REQUEST, "The MD5 value specified in the request did not match with the MD5 value calculated by the server.";
     /// The `x-ms-content-crc64` sent with an upload is not the CRC64 of its bytes.
     Crc64Mismatch = BAD_REQUEST, "The CRC64 value specified in the request did not match with the CRC64 value calculated by the server.";
+    /// A copy's source cannot be read: its URL is not one of this server's blobs, or the
+    /// request's credentials, a shared access signature in the URL or the container's public
+    /// access do not let it be read.
+    CannotVerifyCopySource = FORBIDDEN, "The copy source cannot be read with the credentials given.";
+    /// A condition in `x-ms-source-if-*` was not met by a copy's source.
+    SourceConditionNotMet = PRECONDITION_FAILED, "The source condition specified using HTTP conditional header(s) is not met.";
+    /// Abort Copy Blob found no copy in progress (copies here finish before they answer).
+    NoPendingCopyOperation = CONFLICT, "There is currently no pending copy operation.";
+    /// Abort Copy Blob named another copy than the blob's last.
+    CopyIdMismatch = CONFLICT, "The specified copy ID did not match the copy ID for the pending copy operation.";
     /// The backend that holds versions, leases or locks cannot be reached.
     ServerBusy = SERVICE_UNAVAILABLE, "The server is currently unable to receive requests. Please retry your request.";
     /// An unexpected failure on the server.

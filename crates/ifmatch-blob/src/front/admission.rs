@@ -47,6 +47,8 @@ pub(super) struct Admitted<'a> {
     pub(super) stored: String,
     pub(super) container: Key,
     pub(super) blob: Key,
+    /// What its credentials are (a copy's source may be read with them).
+    pub(super) credential: Credential,
 }
 
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
@@ -94,6 +96,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             stored,
             container,
             blob,
+            credential,
         })
     }
 

@@ -309,6 +309,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             }
             metadata::insert_properties(&content.properties, &mut out);
             metadata::insert_metadata(&current.metadata, &mut out);
+            super::copy::insert_copy_properties(&current, &mut out);
             insert_sha256(&current, &mut out);
             out.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
             out.insert(BLOB_TYPE, HeaderValue::from_static("BlockBlob"));
@@ -409,7 +410,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// The body of a read of `content`, all of it or `range`: the bytes its record holds, its
     /// one object, or its blocks one after the other (the first opened here, so that a missing
     /// or damaged object is known before the answer's headers go).
-    async fn open(
+    pub(super) async fn open(
         &self,
         content: &Content,
         range: Option<std::ops::Range<u64>>,
@@ -428,11 +429,12 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             return Ok(ResponseBody::full(bytes.slice(range)));
         }
         if content.blocks.is_empty() {
+            let len = range.as_ref().map_or(content.len, |r| r.end - r.start);
             let reader = self
                 .objects
                 .read(&content.object, content.len, range)
                 .await?;
-            return Ok(ResponseBody::stream(reader));
+            return Ok(ResponseBody::stream(reader, len));
         }
         let range = range.unwrap_or(0..content.len);
         let len = range.end - range.start;

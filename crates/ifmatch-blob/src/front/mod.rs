@@ -26,6 +26,7 @@ mod answers;
 mod blobs;
 mod blocks;
 mod containers;
+mod copy;
 mod failure;
 mod gate;
 mod leases;
@@ -196,6 +197,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             stored,
             container,
             blob,
+            credential,
         } = self.admit(parts, now, operation).await?;
         match &target.operation {
             Operation::CreateContainer => self.create_container(&container, headers, now).await,
@@ -210,6 +212,15 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             }
             Operation::ListBlobs(options) => self.list(&stored, options, now).await,
             Operation::LeaseContainer => self.lease(&container, headers, now).await,
+            Operation::PutBlob if headers.contains_key(copy::COPY_SOURCE) => {
+                let from = copy::Requester {
+                    parts,
+                    account,
+                    credential: &credential,
+                };
+                *operation = Some(OperationName(copy::operation_name(headers)));
+                self.copy_blob(&blob, from, now).await
+            }
             Operation::PutBlob => self.put_blob(&blob, headers, body, now).await,
             Operation::GetBlob => {
                 self.get_blob(&blob, method == Method::HEAD, headers, now)
@@ -234,6 +245,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             Operation::PutBlock(id) => self.put_block(&blob, id, headers, body, now).await,
             Operation::PutBlockList => self.put_block_list(&blob, headers, body, now).await,
             Operation::GetBlockList(kind) => self.get_block_list(&blob, *kind, headers, now).await,
+            Operation::AbortCopyBlob(id) => self.abort_copy(&blob, id, headers, now).await,
         }
     }
 }

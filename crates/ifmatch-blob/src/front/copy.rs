@@ -1,0 +1,409 @@
+//! Copy Blob, Copy Blob From URL and Put Blob From URL: a blob this server serves, written
+//! to another name; and Abort Copy Blob.
+//!
+//! A copy is finished before it answers, so its status is always `success` (as Azure answers
+//! a copy within one account): the source's bytes are read as Get Blob reads them, staged for
+//! the destination as Put Blob stages a body, and the destination's record is written through
+//! Put Blob's gate and compare-and-swap. The bytes are copied, not shared: each record owns its
+//! objects, so an overwrite or a delete of either blob discards its own at once and never the
+//! other's.
+//!
+//! The source must be a blob of this server, read with the request's own Shared Key (same
+//! account), a shared access signature in the source URL, or its container's public access.
+//! A URL of another server is refused with `CannotVerifyCopySource`, never fetched: the front
+//! makes no outbound requests.
+
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http::{Method, StatusCode, Uri};
+use ifmatch_core::ErrorCode;
+use ifmatch_core::date::date_header_value;
+use ifmatch_core::lease::{Access, Scope};
+use ifmatch_core::precondition::blob;
+
+use super::admission::host;
+use super::failure::{Failure, Result};
+use super::gate::Asking;
+use super::swap::{MAX_ATTEMPTS, committed};
+use super::{Answer, BLOB_TYPE, Front};
+use crate::auth::{self, ClientIp, Credential, Signed};
+use crate::operation::{Operation, Target};
+use crate::store::{Env, Key, Objects, Records, StoreError};
+use crate::{Account, Content, Copied, Record, metadata};
+
+/// `x-ms-copy-source`: the URL of the blob to copy.
+pub(super) const COPY_SOURCE: HeaderName = HeaderName::from_static("x-ms-copy-source");
+const REQUIRES_SYNC: HeaderName = HeaderName::from_static("x-ms-requires-sync");
+const SOURCE_PROPERTIES: HeaderName = HeaderName::from_static("x-ms-copy-source-blob-properties");
+const COPY_ACTION: HeaderName = HeaderName::from_static("x-ms-copy-action");
+const COPY_ID: HeaderName = HeaderName::from_static("x-ms-copy-id");
+const COPY_STATUS: HeaderName = HeaderName::from_static("x-ms-copy-status");
+const COPY_PROGRESS: HeaderName = HeaderName::from_static("x-ms-copy-progress");
+const COPY_COMPLETION_TIME: HeaderName = HeaderName::from_static("x-ms-copy-completion-time");
+
+/// The conditions on the source, and the names they take to be evaluated as a write's.
+const SOURCE_CONDITIONS: [(&str, HeaderName); 4] = [
+    ("x-ms-source-if-match", http::header::IF_MATCH),
+    ("x-ms-source-if-none-match", http::header::IF_NONE_MATCH),
+    (
+        "x-ms-source-if-modified-since",
+        http::header::IF_MODIFIED_SINCE,
+    ),
+    (
+        "x-ms-source-if-unmodified-since",
+        http::header::IF_UNMODIFIED_SINCE,
+    ),
+];
+
+/// Azure's name of the operation a `PUT` with `x-ms-copy-source` is.
+pub(super) fn operation_name(headers: &HeaderMap) -> &'static str {
+    if headers.contains_key(BLOB_TYPE) {
+        "PutBlobFromURL"
+    } else if headers
+        .get(REQUIRES_SYNC)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"))
+    {
+        "CopyBlobFromURL"
+    } else {
+        "CopyBlob"
+    }
+}
+
+/// Who asks for a copy: the request, the account it addressed, and its credentials.
+pub(super) struct Requester<'a> {
+    pub(super) parts: &'a http::request::Parts,
+    pub(super) account: &'a Account,
+    pub(super) credential: &'a Credential,
+}
+
+/// A copy's source, found on this server and readable by the requester.
+struct Source {
+    key: Key,
+    /// Its URL without the query, as the destination's `x-ms-copy-source` keeps it.
+    url: String,
+}
+
+/// A copy's bytes, ready for the destination's record.
+enum Copy {
+    Staged(crate::Staged),
+    Inline(Bytes),
+}
+
+impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
+    /// Copy Blob (`202`, `x-ms-copy-status: success`), Copy Blob From URL (the same, as
+    /// `x-ms-requires-sync` asks) and Put Blob From URL (with `x-ms-blob-type`: `201`).
+    pub(super) async fn copy_blob(
+        &self,
+        destination: &Key,
+        from: Requester<'_>,
+        now: SystemTime,
+    ) -> Result<Answer<O::Reader>> {
+        let headers = &from.parts.headers;
+        let put_from_url = headers.contains_key(BLOB_TYPE);
+        if put_from_url && headers[BLOB_TYPE] != "BlockBlob" {
+            return Err(Failure::with_detail(
+                ErrorCode::InvalidHeaderValue,
+                "Put Blob From URL writes a BlockBlob only. Header: x-ms-blob-type",
+            ));
+        }
+        let ask = Asking::of(headers, now)?;
+        let user_metadata = metadata::metadata(headers)?;
+        let source = self.source(&from, now).await?;
+        // The destination's checks first, as Put Blob's: no byte is read for a copy that
+        // cannot land. They run again when its record is written.
+        let current = committed(self.records.get(destination).await?);
+        if current.is_none() {
+            self.container_record(destination.container()).await?;
+        }
+        ask.gate(blob::Operation::Put, Access::Write, current.as_deref())?;
+        let conditions = source_conditions(headers);
+
+        for _ in 0..MAX_ATTEMPTS {
+            let Some(record) = committed(self.records.get(&source.key).await?) else {
+                return Err(Failure::with_detail(
+                    ErrorCode::BlobNotFound,
+                    "The copy source does not exist.",
+                ));
+            };
+            blob::evaluate(
+                blob::Operation::Write,
+                &conditions,
+                Some(&record.validators()),
+            )
+            .map_err(|_| ErrorCode::SourceConditionNotMet)?;
+            let content = record.content.as_ref().ok_or(ErrorCode::BlobNotFound)?;
+            let Some(copy) = self.read_source(&source.key, &record, content).await? else {
+                // Changed while it was read: read what it is now.
+                continue;
+            };
+            let (content_type, properties) = match headers.get(SOURCE_PROPERTIES) {
+                Some(v) if put_from_url && v.as_bytes().eq_ignore_ascii_case(b"false") => {
+                    metadata::upload_properties(headers, true)
+                }
+                _ => (content.content_type.clone(), content.properties.clone()),
+            };
+            let metadata = if put_from_url || !user_metadata.is_empty() {
+                user_metadata.clone()
+            } else {
+                record.metadata.clone()
+            };
+            let bytes_tag = record.bytes_tag().clone();
+            let (mut copied, object) = match copy {
+                Copy::Staged(staged) => {
+                    let object = staged.object.clone();
+                    let content = Content::new(staged.object, staged.len, content_type);
+                    (content, Some(object))
+                }
+                Copy::Inline(bytes) => (Content::inline(bytes, content_type), None),
+            };
+            let etag = metadata::blob_tag(
+                &bytes_tag,
+                copied.content_type.as_deref(),
+                &metadata,
+                &properties,
+                None,
+            );
+            copied.md5 = content.md5.clone();
+            copied.properties = properties;
+            copied.sha256 = (etag != bytes_tag).then_some(bytes_tag);
+            let mut fresh = Record::blob(etag, now, copied);
+            fresh.metadata = metadata;
+            let id = self.env.random_uuid().hyphenated().to_string();
+            if !put_from_url {
+                fresh.copy = Some(Copied {
+                    id: id.clone(),
+                    source: source.url.clone(),
+                    len: content.len,
+                    completed: crate::unix_seconds(now),
+                });
+            }
+            let committed = self.commit_put(destination, ask, fresh).await;
+            if committed.as_ref().is_err_and(|f| !f.may_have_landed) {
+                self.discard(object).await;
+            }
+            let mut answered = committed?;
+            if !put_from_url {
+                *answered.status_mut() = StatusCode::ACCEPTED;
+                let out = answered.headers_mut();
+                out.insert(COPY_ID, HeaderValue::try_from(id).expect("a UUID"));
+                out.insert(COPY_STATUS, HeaderValue::from_static("success"));
+            }
+            return Ok(answered);
+        }
+        Err(ErrorCode::ServerBusy.into())
+    }
+
+    /// The blob `x-ms-copy-source` names, if it is one of this server's and the requester may
+    /// read it.
+    async fn source(&self, from: &Requester<'_>, now: SystemTime) -> Result<Source> {
+        let headers = &from.parts.headers;
+        let cannot = |detail: &str| Failure::with_detail(ErrorCode::CannotVerifyCopySource, detail);
+        let url = headers[COPY_SOURCE]
+            .to_str()
+            .ok()
+            .and_then(|text| text.parse::<Uri>().ok())
+            .filter(|uri| uri.authority().is_some())
+            .ok_or_else(|| {
+                Failure::with_detail(
+                    ErrorCode::InvalidHeaderValue,
+                    "x-ms-copy-source is not an absolute URL.",
+                )
+            })?;
+        let authority = url.authority().expect("checked").as_str();
+        if !same_server(host(from.parts), authority) {
+            return Err(cannot(
+                "The copy source is not a blob of this server; ifmatch copies only the blobs it serves.",
+            ));
+        }
+        let (account, path, _) = self
+            .accounts
+            .locate(Some(authority), url.path())
+            .map_err(|_| cannot("The copy source names no account of this server."))?;
+        let target = Target::parse(&Method::GET, path, url.query())?;
+        if target.operation != Operation::GetBlob || target.blob.is_empty() {
+            return Err(cannot("The copy source does not name a blob."));
+        }
+        let stored = self.accounts.stored(account, &target.container);
+        let key = Key::Blob(stored.clone(), target.blob.clone());
+        let signed = url.query().is_some_and(|query| {
+            form_urlencoded::parse(query.as_bytes()).any(|(name, _)| name == "sig")
+        });
+        let readable = if signed {
+            let no_headers = HeaderMap::new();
+            let request = Signed {
+                method: &Method::GET,
+                uri: &url,
+                headers: &no_headers,
+                client: from.parts.extensions.get::<ClientIp>().map(|ip| ip.0),
+                https: url.scheme_str() == Some("https"),
+                container: &target.container,
+                blob: &target.blob,
+            };
+            let credential = auth::authenticate(account, request, now)
+                .map_err(|denied| cannot(&denied.detail))?;
+            auth::authorize(
+                &credential,
+                &Operation::GetBlob,
+                &target.container,
+                &target.blob,
+            )
+            .map_err(|denied| cannot(&denied.detail))?;
+            true
+        } else {
+            (account.name() == from.account.name() && *from.credential == Credential::Key)
+                || (self.anonymous && *from.credential == Credential::Anonymous)
+                || self
+                    .public(&Key::Container(stored), &Operation::GetBlob)
+                    .await?
+        };
+        if !readable {
+            return Err(cannot(
+                "The copy source is in another account, or the request is not signed with the \
+                 account's key: give the source URL a shared access signature that may read it.",
+            ));
+        }
+        let mut plain = format!(
+            "{}://{authority}{}",
+            url.scheme_str().unwrap_or("http"),
+            url.path()
+        );
+        plain.shrink_to_fit();
+        Ok(Source { key, url: plain })
+    }
+
+    /// The bytes of `record`'s `content`, read and staged (or held, when the records keep a
+    /// blob that small themselves); `None` when the source changed while they were read.
+    async fn read_source(
+        &self,
+        key: &Key,
+        record: &Record,
+        content: &Content,
+    ) -> Result<Option<Copy>> {
+        if let Some(bytes) = &content.inline {
+            return Ok(Some(Copy::Inline(bytes.clone())));
+        }
+        let changed = || async {
+            self.records
+                .get(key)
+                .await
+                .map(|now| now.is_none_or(|now| now.generation != record.generation))
+        };
+        let body = match self.open(content, None).await {
+            Ok(body) => body,
+            Err(StoreError::NotFound { .. }) if changed().await? => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let inline_max = self.records.inline_max();
+        if inline_max > 0 && content.len <= inline_max {
+            use http_body_util::BodyExt;
+            let bytes = match body.collect().await {
+                Ok(collected) => collected.to_bytes(),
+                Err(_) if changed().await? => return Ok(None),
+                Err(e) => return Err(e.into()),
+            };
+            let same = ifmatch_core::strong_etag(&bytes) == *record.bytes_tag();
+            return Ok(same.then_some(Copy::Inline(bytes)));
+        }
+        let staged = match self.objects.stage(body, self.max_body).await {
+            Ok(staged) => staged,
+            Err(_) if changed().await? => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        if staged.etag != *record.bytes_tag() || staged.len != content.len {
+            // Other bytes than the record's: it changed between the record and the read.
+            self.discard(Some(staged.object)).await;
+            return Ok(None);
+        }
+        Ok(Some(Copy::Staged(self.persisted(staged).await?)))
+    }
+
+    /// Abort Copy Blob: a copy here has always finished, so there is never one to abort
+    /// (409 `NoPendingCopyOperation`, or `CopyIdMismatch` for another copy's id).
+    pub(super) async fn abort_copy(
+        &self,
+        key: &Key,
+        copy_id: &str,
+        headers: &HeaderMap,
+        now: SystemTime,
+    ) -> Result<Answer<O::Reader>> {
+        match headers.get(COPY_ACTION) {
+            Some(action) if action == "abort" => {}
+            Some(_) => {
+                return Err(Failure::with_detail(
+                    ErrorCode::InvalidHeaderValue,
+                    "x-ms-copy-action takes abort only.",
+                ));
+            }
+            None => {
+                return Err(Failure::with_detail(
+                    ErrorCode::MissingRequiredHeader,
+                    "An HTTP header that's mandatory for this request is not specified. Header: x-ms-copy-action",
+                ));
+            }
+        }
+        let ask = Asking::of(headers, now)?;
+        let Some(current) = committed(self.records.get(key).await?) else {
+            return Err(self
+                .missing(
+                    key,
+                    blob::Operation::Write,
+                    headers,
+                    ErrorCode::BlobNotFound,
+                )
+                .await);
+        };
+        ask.lease(Scope::Blob, Access::Write, Some(&current))?;
+        Err(match &current.copy {
+            Some(copy) if copy.id != copy_id => ErrorCode::CopyIdMismatch.into(),
+            _ => ErrorCode::NoPendingCopyOperation.into(),
+        })
+    }
+}
+
+/// The `x-ms-copy-*` properties of a blob a copy wrote, for Get Blob and Get Blob Properties.
+pub(super) fn insert_copy_properties(record: &Record, out: &mut HeaderMap) {
+    let Some(copy) = &record.copy else { return };
+    let (Ok(id), Ok(source), Ok(progress)) = (
+        HeaderValue::try_from(copy.id.as_str()),
+        HeaderValue::try_from(copy.source.as_str()),
+        HeaderValue::try_from(format!("{0}/{0}", copy.len)),
+    ) else {
+        return;
+    };
+    out.insert(COPY_ID, id);
+    out.insert(COPY_SOURCE, source);
+    out.insert(COPY_STATUS, HeaderValue::from_static("success"));
+    out.insert(COPY_PROGRESS, progress);
+    let completed = std::time::UNIX_EPOCH + std::time::Duration::from_secs(copy.completed);
+    out.insert(COPY_COMPLETION_TIME, date_header_value(completed.into()));
+}
+
+/// The request's `x-ms-source-if-*`, under the names of the conditions they are.
+fn source_conditions(headers: &HeaderMap) -> HeaderMap {
+    let mut out = HeaderMap::new();
+    for (name, as_condition) in SOURCE_CONDITIONS {
+        for value in headers.get_all(name) {
+            out.append(as_condition.clone(), value.clone());
+        }
+    }
+    out
+}
+
+/// Whether a source URL's authority is this server, as the request reached it: the same host
+/// and port, or, host-style, another account's name before the same `.blob.` suffix.
+fn same_server(request: Option<&str>, source: &str) -> bool {
+    let Some(request) = request else { return false };
+    if request.eq_ignore_ascii_case(source) {
+        return true;
+    }
+    let suffix = |host: &str| {
+        host.split_once('.')
+            .map(|(_, rest)| rest.to_ascii_lowercase())
+    };
+    matches!(
+        (suffix(request), suffix(source)),
+        (Some(a), Some(b)) if a == b && a.starts_with("blob.")
+    )
+}
