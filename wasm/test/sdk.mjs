@@ -386,4 +386,58 @@ export function jsPatterns(connection) {
     await refused(() => copy.abortCopyFromURL(done.copyId), 409, "NoPendingCopyOperation");
     await refused(() => copy.abortCopyFromURL(randomUUID()), 409, "CopyIdMismatch");
   });
+
+  test("JS SDK: append blobs: appendpos and maxsize, racing appenders exactly once, From URL, seal", async () => {
+    const container = await freshContainer();
+    const log = container.getAppendBlobClient("app.log");
+    await log.create({ metadata: { kind: "log" } });
+    const first = await log.appendBlock("hello ", 6);
+    assert.equal(first.blobAppendOffset, "0");
+    const second = await log.appendBlock("world", 5, { conditions: { appendPosition: 6 } });
+    assert.notEqual(second.etag, first.etag, "a new tag per append");
+    await refused(() => log.appendBlock("!", 1, { conditions: { appendPosition: 6 } }), 412, "AppendPositionConditionNotMet");
+    await refused(() => log.appendBlock("!!", 2, { conditions: { maxSize: 12 } }), 412, "MaxBlobSizeConditionNotMet");
+    await refused(() => log.appendBlock("!", 1, { conditions: { ifMatch: first.etag } }), 412, "ConditionNotMet");
+    assert.equal(await text(log), "hello world");
+    const part = await log.download(3, 5);
+    const chunks = [];
+    for await (const chunk of part.readableStreamBody) chunks.push(chunk);
+    assert.equal(Buffer.concat(chunks).toString(), "lo wo", "a range across two blocks");
+    const props = await log.getProperties();
+    assert.deepEqual([props.blobType, props.blobCommittedBlockCount, props.metadata], ["AppendBlob", 2, { kind: "log" }]);
+    await refused(() => container.getBlockBlobClient("app.log").stageBlock(Buffer.from("b1").toString("base64"), "x", 1), 409, "InvalidBlobType");
+
+    // Appenders racing with appendpos: each record lands once.
+    const race = container.getAppendBlobClient("race.log");
+    await race.create();
+    const appenders = 8, records = 25;
+    await Promise.all(Array.from({ length: appenders }, async (_, a) => {
+      let at = 0;
+      for (let n = 0; n < records; n++) {
+        const record = `${a}-${n}\n`;
+        for (;;) {
+          try {
+            const done = await race.appendBlock(record, record.length, { conditions: { appendPosition: at } });
+            at = Number(done.blobAppendOffset) + record.length;
+            break;
+          } catch (error) {
+            assert.equal(error.code, "AppendPositionConditionNotMet", error.message);
+            at = (await race.getProperties()).contentLength;
+          }
+        }
+      }
+    }));
+    const lines = (await text(race)).trim().split("\n");
+    assert.equal(lines.length, appenders * records);
+    assert.equal(new Set(lines).size, appenders * records);
+
+    // Append Block From URL, then sealed.
+    const source = container.getBlockBlobClient("source.txt");
+    await upload(source, "0123456789");
+    await log.appendBlockFromURL(source.url, 2, 3);
+    assert.equal(await text(log), "hello world234");
+    await log.seal();
+    assert.equal((await log.getProperties()).isSealed, true);
+    await refused(() => log.appendBlock("late", 4), 409, "BlobIsSealed");
+  });
 }

@@ -260,7 +260,8 @@ fn needed(operation: &Operation) -> (&'static str, Kind) {
         Operation::LeaseBlob => ("w", Kind::Object),
         Operation::PutBlock(_) | Operation::PutBlockList => ("cw", Kind::Object),
         Operation::GetBlockList(_) => ("r", Kind::Object),
-        Operation::AbortCopyBlob(_) => ("w", Kind::Object),
+        Operation::AbortCopyBlob(_) | Operation::SealBlob => ("w", Kind::Object),
+        Operation::AppendBlock => ("aw", Kind::Object),
     }
 }
 

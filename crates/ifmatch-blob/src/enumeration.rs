@@ -259,16 +259,23 @@ pub(crate) fn enumeration_results(
             .content
             .as_ref()
             .and_then(|c| c.content_type.as_deref());
+        let append = record.content.as_ref().and_then(|c| c.append);
+        let blob_type = if append.is_some() {
+            "AppendBlob"
+        } else {
+            "BlockBlob"
+        };
         let _ = write!(
             xml,
             "<Blob><Name>{}</Name><Properties><Last-Modified>{}</Last-Modified><Etag>{}</Etag>\
              <Content-Length>{}</Content-Length><Content-Type>{}</Content-Type>\
-             <BlobType>BlockBlob</BlobType><LeaseStatus>{}</LeaseStatus><LeaseState>{}</LeaseState>",
+             <BlobType>{}</BlobType><LeaseStatus>{}</LeaseStatus><LeaseState>{}</LeaseState>",
             xml_escape(name),
             record.last_modified_date(),
             xml_escape(&record.etag.to_string()),
             record.len(),
             xml_escape(content_type.unwrap_or("application/octet-stream")),
+            blob_type,
             state.status_str(),
             state.as_str(),
         );
@@ -282,6 +289,9 @@ pub(crate) fn enumeration_results(
                     duration.to_str().unwrap_or("")
                 );
             }
+        }
+        if append.is_some_and(|a| a.sealed) {
+            xml.push_str("<Sealed>true</Sealed>");
         }
         if let Some(content) = &record.content {
             let p = &content.properties;

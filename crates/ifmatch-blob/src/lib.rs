@@ -59,7 +59,9 @@ pub use front::{DEFAULT_MAX_BODY, ERROR_CODE, Front, OperationName, REQUEST_ID};
 pub use hashing::HashingBody;
 pub use ifmatch_core::ByteRange;
 pub use operation::{BlockListType, ListOptions, MAX_RESULTS, Operation, Target};
-pub use record::{Block, Content, Copied, Properties, PublicAccess, Record, Staging, unix_seconds};
+pub use record::{
+    Appended, Block, Content, Copied, Properties, PublicAccess, Record, Staging, unix_seconds,
+};
 pub use store::{
     BoxError, Env, Key, Objects, PutMode, Records, Scan, Staged, StoreError, check_len,
 };

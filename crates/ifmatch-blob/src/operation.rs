@@ -50,6 +50,11 @@ pub enum Operation {
     PutBlockList,
     /// `GET /{container}/{blob}?comp=blocklist&blocklisttype=...`
     GetBlockList(BlockListType),
+    /// `PUT /{container}/{blob}?comp=appendblock`: Append Block (Append Block From URL with
+    /// `x-ms-copy-source`).
+    AppendBlock,
+    /// `PUT /{container}/{blob}?comp=seal`: Append Blob Seal.
+    SealBlob,
     /// `PUT /{container}/{blob}?comp=copy&copyid=...` with `x-ms-copy-action: abort`: Abort
     /// Copy Blob, of the copy with this id.
     AbortCopyBlob(String),
@@ -81,6 +86,8 @@ impl Operation {
             Self::PutBlockList => "PutBlockList",
             Self::GetBlockList(_) => "GetBlockList",
             Self::AbortCopyBlob(_) => "AbortCopyBlob",
+            Self::AppendBlock => "AppendBlock",
+            Self::SealBlob => "SealBlob",
         }
     }
 
@@ -202,13 +209,18 @@ impl Target {
                 (&Method::GET | &Method::HEAD, Some("blocklist")) => {
                     Operation::GetBlockList(query.block_list_type()?)
                 }
+                (&Method::PUT, Some("appendblock")) => Operation::AppendBlock,
+                (&Method::PUT, Some("seal")) => Operation::SealBlob,
                 (&Method::PUT, Some("copy")) => Operation::AbortCopyBlob(
                     (query.copy_id.clone()).ok_or(ErrorCode::InvalidQueryParameterValue)?,
                 ),
                 (
                     _,
                     None
-                    | Some("lease" | "metadata" | "properties" | "block" | "blocklist" | "copy"),
+                    | Some(
+                        "lease" | "metadata" | "properties" | "block" | "blocklist" | "copy"
+                        | "appendblock" | "seal",
+                    ),
                 ) => {
                     return Err(ErrorCode::UnsupportedHttpVerb);
                 }

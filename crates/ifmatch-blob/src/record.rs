@@ -156,6 +156,31 @@ pub struct Content {
         with = "inline_bytes"
     )]
     pub inline: Option<bytes::Bytes>,
+    /// An append blob's state: its bytes are then [`Content::blocks`], one per Append Block,
+    /// and its tag chains each block's to the tag before it (see
+    /// [`Appended::chain`]); `None` for a block blob.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub append: Option<Appended>,
+}
+
+/// What an append blob keeps besides its blocks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Appended {
+    /// Sealed: no block may be appended any more.
+    #[serde(default)]
+    pub sealed: bool,
+}
+
+impl Appended {
+    /// The tag of an append blob's bytes once `block` (the tag of the appended bytes) follows
+    /// the bytes tagged `before`: the SHA-256 of the two tags. A new tag for every append
+    /// whatever the bytes, and the cost of one small hash, not of the blob's length.
+    pub fn chain(before: &EntityTag, block: &EntityTag) -> EntityTag {
+        let mut both = Vec::with_capacity(2 * 66);
+        both.extend_from_slice(before.to_header_value().as_bytes());
+        both.extend_from_slice(block.to_header_value().as_bytes());
+        ifmatch_core::strong_etag(&both)
+    }
 }
 
 /// A blob's HTTP headers, as Put Blob and Set Blob Properties give them (`Content-Type` is
@@ -275,6 +300,7 @@ impl Content {
             properties: Properties::default(),
             blocks: Vec::new(),
             inline: None,
+            append: None,
         }
     }
 
@@ -288,7 +314,8 @@ impl Content {
     /// The objects that hold the bytes, in order, with their lengths: the one object of a
     /// blob put whole, or the blocks of one committed from a block list.
     pub fn pieces(&self) -> Vec<(&str, u64)> {
-        if self.inline.is_some() {
+        if self.inline.is_some() || (self.blocks.is_empty() && self.object.is_empty()) {
+            // Kept in the record, or an append blob with no block yet.
             Vec::new()
         } else if self.blocks.is_empty() {
             vec![(self.object.as_str(), self.len)]

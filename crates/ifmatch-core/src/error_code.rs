@@ -141,6 +141,15 @@ error_codes! {
     NoPendingCopyOperation = CONFLICT, "There is currently no pending copy operation.";
     /// Abort Copy Blob named another copy than the blob's last.
     CopyIdMismatch = CONFLICT, "The specified copy ID did not match the copy ID for the pending copy operation.";
+    /// Append Block's `x-ms-blob-condition-appendpos` is not the blob's length.
+    AppendPositionConditionNotMet = PRECONDITION_FAILED, "The append position condition specified was not met.";
+    /// Append Block would make the blob longer than `x-ms-blob-condition-maxsize`.
+    MaxBlobSizeConditionNotMet = PRECONDITION_FAILED, "The max blob size condition specified was not met.";
+    /// The operation is for another blob type (Append Block on a block blob, a block on an
+    /// append blob).
+    InvalidBlobType = CONFLICT, "The blob type is invalid for this operation.";
+    /// Append Block on a sealed append blob.
+    BlobIsSealed = CONFLICT, "The blob is sealed and its contents cannot be modified.";
     /// The backend that holds versions, leases or locks cannot be reached.
     ServerBusy = SERVICE_UNAVAILABLE, "The server is currently unable to receive requests. Please retry your request.";
     /// An unexpected failure on the server.

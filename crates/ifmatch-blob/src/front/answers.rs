@@ -56,7 +56,8 @@ pub(super) fn insert_checksums(checksums: &Checksums, out: &mut HeaderMap) {
 
 /// The tag of the blob's bytes alone (`x-ifmatch-content-sha256`).
 pub(super) fn insert_sha256(record: &Record, out: &mut HeaderMap) {
-    if record.content.is_some() {
+    // An append blob's tag chains its blocks' (see `Appended::chain`): not its bytes' hash.
+    if record.content.as_ref().is_some_and(|c| c.append.is_none()) {
         out.insert(
             metadata::CONTENT_SHA256,
             record.bytes_tag().to_header_value(),

@@ -143,10 +143,13 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     "An HTTP header that's mandatory for this request is not specified. Header: x-ms-blob-type",
                 ));
             }
+            Some(kind) if kind == "AppendBlob" => {
+                return self.create_append_blob(key, headers, now).await;
+            }
             Some(kind) if kind != "BlockBlob" => {
                 return Err(Failure::with_detail(
                     ErrorCode::InvalidHeaderValue,
-                    "Only BlockBlob is supported. Header: x-ms-blob-type",
+                    "Only BlockBlob and AppendBlob are supported (no page blobs). Header: x-ms-blob-type",
                 ));
             }
             Some(_) => {}
@@ -312,7 +315,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             super::copy::insert_copy_properties(&current, &mut out);
             insert_sha256(&current, &mut out);
             out.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-            out.insert(BLOB_TYPE, HeaderValue::from_static("BlockBlob"));
+            super::append::insert_blob_type(&current, &mut out);
             let requested = headers.get(MS_RANGE).or_else(|| headers.get(header::RANGE));
             let range = match (outcome, requested.and_then(|v| v.to_str().ok())) {
                 (Outcome::Proceed, Some(value)) if !head => ByteRange::parse(value, content.len),
@@ -415,6 +418,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         content: &Content,
         range: Option<std::ops::Range<u64>>,
     ) -> Result<ResponseBody<O::Reader>, StoreError> {
+        if content.len == 0 {
+            return Ok(ResponseBody::empty());
+        }
         if let Some(bytes) = &content.inline {
             if bytes.len() as u64 != content.len {
                 return Err(StoreError::corrupt(

@@ -21,6 +21,7 @@ use ifmatch_core::precondition::blob;
 use ifmatch_core::{EntityTag, ErrorCode, EtagHasher, strong_etag};
 
 use super::answers::{answer, insert_checksums, insert_sha256, validator_headers, xml_answer};
+use super::append::is_append_blob;
 use super::failure::{Failure, Result};
 use super::gate::Asking;
 use super::swap::{MAX_ATTEMPTS, Step, existing};
@@ -57,6 +58,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let current = self.records.get(key).await?;
         let check = |current: Option<&Record>| -> Result<()> {
             ask.lease(Scope::Blob, Access::Write, existing(key, current))?;
+            if is_append_blob(existing(key, current)) {
+                return Err(ErrorCode::InvalidBlobType.into());
+            }
             if !rules::id_fits(current, id) {
                 return Err(Failure::with_detail(
                     ErrorCode::InvalidBlobOrBlock,
@@ -197,6 +201,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 self.container_record(key.container()).await?;
             }
             ask.gate(blob::Operation::Put, Access::Write, visible)?;
+            if is_append_blob(visible) {
+                return Err(ErrorCode::InvalidBlobType.into());
+            }
             let uncommitted = self.uncommitted(key, current.as_deref()).await?;
             let blocks = rules::resolve(&list, rules::committed(current.as_deref()), &uncommitted)?;
             let read = current.as_deref().map(|c| (c.staging, &c.uncommitted));
@@ -243,6 +250,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     let lease = ask
                         .gate(blob::Operation::Put, Access::Write, visible)?
                         .lease;
+                    if is_append_blob(visible) {
+                        return Err(ErrorCode::InvalidBlobType.into());
+                    }
                     // Blocks staged since the set was read are not this commit's; a set
                     // dropped or renamed meanwhile, or other committed blocks, are read again.
                     let now_named = current.map(|c| (c.staging, &c.uncommitted));

@@ -18,16 +18,16 @@ use std::time::SystemTime;
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Uri};
-use ifmatch_core::ErrorCode;
 use ifmatch_core::date::date_header_value;
 use ifmatch_core::lease::{Access, Scope};
 use ifmatch_core::precondition::blob;
+use ifmatch_core::{ByteRange, ErrorCode};
 
 use super::admission::host;
 use super::failure::{Failure, Result};
 use super::gate::Asking;
 use super::swap::{MAX_ATTEMPTS, committed};
-use super::{Answer, BLOB_TYPE, Front};
+use super::{Answer, BLOB_TYPE, CONTENT_CRC64, CONTENT_MD5, Front};
 use crate::auth::{self, ClientIp, Credential, Signed};
 use crate::operation::{Operation, Target};
 use crate::store::{Env, Key, Objects, Records, StoreError};
@@ -37,6 +37,7 @@ use crate::{Account, Content, Copied, Record, metadata};
 pub(super) const COPY_SOURCE: HeaderName = HeaderName::from_static("x-ms-copy-source");
 const REQUIRES_SYNC: HeaderName = HeaderName::from_static("x-ms-requires-sync");
 const SOURCE_PROPERTIES: HeaderName = HeaderName::from_static("x-ms-copy-source-blob-properties");
+const SOURCE_RANGE: HeaderName = HeaderName::from_static("x-ms-source-range");
 const COPY_ACTION: HeaderName = HeaderName::from_static("x-ms-copy-action");
 const COPY_ID: HeaderName = HeaderName::from_static("x-ms-copy-id");
 const COPY_STATUS: HeaderName = HeaderName::from_static("x-ms-copy-status");
@@ -193,6 +194,47 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             return Ok(answered);
         }
         Err(ErrorCode::ServerBusy.into())
+    }
+
+    /// Append Block From URL: `x-ms-source-range` of the source (all of it without one)
+    /// appended to the blob `key` as Append Block appends a body, under the same checks, and
+    /// the source's under `x-ms-source-if-*`.
+    pub(super) async fn append_block_from_url(
+        &self,
+        key: &Key,
+        from: Requester<'_>,
+        now: SystemTime,
+    ) -> Result<Answer<O::Reader>> {
+        let headers = &from.parts.headers;
+        let source = self.source(&from, now).await?;
+        let Some(record) = committed(self.records.get(&source.key).await?) else {
+            return Err(Failure::with_detail(
+                ErrorCode::BlobNotFound,
+                "The copy source does not exist.",
+            ));
+        };
+        blob::evaluate(
+            blob::Operation::Write,
+            &source_conditions(headers),
+            Some(&record.validators()),
+        )
+        .map_err(|_| ErrorCode::SourceConditionNotMet)?;
+        let content = record.content.as_ref().ok_or(ErrorCode::BlobNotFound)?;
+        let range = match headers.get(SOURCE_RANGE).and_then(|v| v.to_str().ok()) {
+            None => None,
+            Some(value) => match ByteRange::parse(value, content.len) {
+                ByteRange::Part(range) => Some(range),
+                ByteRange::Whole => None,
+                ByteRange::Unsatisfiable => return Err(ErrorCode::InvalidRange.into()),
+            },
+        };
+        let body = self.open(content, range).await?;
+        // The request's own length and checksums describe its empty body, not the block.
+        let mut asked = headers.clone();
+        for name in [http::header::CONTENT_LENGTH, CONTENT_MD5, CONTENT_CRC64] {
+            asked.remove(name);
+        }
+        self.append_block(key, &asked, body, now).await
     }
 
     /// The blob `x-ms-copy-source` names, if it is one of this server's and the requester may

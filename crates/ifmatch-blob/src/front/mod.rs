@@ -23,6 +23,7 @@ use crate::store::{BoxError, Env, Objects, Records};
 
 mod admission;
 mod answers;
+mod append;
 mod blobs;
 mod blocks;
 mod containers;
@@ -246,6 +247,17 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             Operation::PutBlockList => self.put_block_list(&blob, headers, body, now).await,
             Operation::GetBlockList(kind) => self.get_block_list(&blob, *kind, headers, now).await,
             Operation::AbortCopyBlob(id) => self.abort_copy(&blob, id, headers, now).await,
+            Operation::AppendBlock if headers.contains_key(copy::COPY_SOURCE) => {
+                let from = copy::Requester {
+                    parts,
+                    account,
+                    credential: &credential,
+                };
+                *operation = Some(OperationName("AppendBlockFromURL"));
+                self.append_block_from_url(&blob, from, now).await
+            }
+            Operation::AppendBlock => self.append_block(&blob, headers, body, now).await,
+            Operation::SealBlob => self.seal(&blob, headers, now).await,
         }
     }
 }

@@ -1,0 +1,286 @@
+//! Append blobs: Put Blob with `x-ms-blob-type: AppendBlob` (an empty blob), Append Block,
+//! Append Block From URL, and Append Blob Seal.
+//!
+//! An append blob's bytes are its record's blocks, one object per Append Block, read one
+//! after the other as a committed block list's are. Each append stages its body first, then
+//! adds its block with one compare-and-swap of the record, in which the lease, the conditions
+//! (`If-Match` and the rest, `x-ms-blob-condition-appendpos`, `x-ms-blob-condition-maxsize`),
+//! the seal and the 50,000-block bound are checked against the record it replaces: two
+//! appenders at one position never both land, and an append that lost its race is discarded
+//! whole. The tag chains each block's to the one before (see [`Appended::chain`]): every append
+//! a new tag, at the cost of one small hash.
+
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use http::StatusCode;
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http_body::Body;
+use ifmatch_core::ErrorCode;
+use ifmatch_core::lease::Access;
+use ifmatch_core::precondition::blob;
+
+use super::answers::{answer, validator_headers};
+use super::failure::{Failure, Result};
+use super::gate::Asking;
+use super::swap::{Step, committed};
+use super::uploads::declared_len;
+use super::{Answer, CONTENT_CRC64, CONTENT_MD5, Front};
+use crate::store::{BoxError, Env, Key, Objects, Records};
+use crate::{Appended, Block, Content, Record, metadata};
+
+const APPEND_POSITION: HeaderName = HeaderName::from_static("x-ms-blob-condition-appendpos");
+const MAX_SIZE: HeaderName = HeaderName::from_static("x-ms-blob-condition-maxsize");
+const APPEND_OFFSET: HeaderName = HeaderName::from_static("x-ms-blob-append-offset");
+const COMMITTED_BLOCKS: HeaderName = HeaderName::from_static("x-ms-blob-committed-block-count");
+const SEALED: HeaderName = HeaderName::from_static("x-ms-blob-sealed");
+
+/// The most blocks an append blob holds, as in Azure.
+pub(super) const MAX_APPENDS: usize = 50_000;
+/// The largest block one Append Block adds: 100 MiB, as in Azure's current versions.
+const MAX_APPEND: u64 = 100 << 20;
+
+/// What an Append Block asks of the blob besides the usual conditions.
+#[derive(Clone, Copy)]
+struct Position {
+    /// `x-ms-blob-condition-appendpos`: the length the blob must have.
+    at: Option<u64>,
+    /// `x-ms-blob-condition-maxsize`: the length it may have after the append.
+    max: Option<u64>,
+}
+
+impl Position {
+    fn of(headers: &HeaderMap) -> Result<Self> {
+        let number = |name: &HeaderName| -> Result<Option<u64>> {
+            headers
+                .get(name)
+                .map(|v| {
+                    v.to_str().ok().and_then(|t| t.parse().ok()).ok_or_else(|| {
+                        Failure::with_detail(
+                            ErrorCode::InvalidHeaderValue,
+                            format!("{name} is not a number of bytes."),
+                        )
+                    })
+                })
+                .transpose()
+        };
+        Ok(Self {
+            at: number(&APPEND_POSITION)?,
+            max: number(&MAX_SIZE)?,
+        })
+    }
+
+    /// Whether `len` more bytes may follow the blob's `content`, as the dialect checks an
+    /// append: sealed, then the position, then the size, then the block count.
+    fn allows(self, content: &Content, len: u64) -> Result<()> {
+        let append = content.append.ok_or(ErrorCode::InvalidBlobType)?;
+        if append.sealed {
+            return Err(ErrorCode::BlobIsSealed.into());
+        }
+        if self.at.is_some_and(|at| at != content.len) {
+            return Err(ErrorCode::AppendPositionConditionNotMet.into());
+        }
+        if self.max.is_some_and(|max| content.len + len > max) {
+            return Err(ErrorCode::MaxBlobSizeConditionNotMet.into());
+        }
+        if content.blocks.len() >= MAX_APPENDS {
+            return Err(ErrorCode::BlockCountExceedsLimit.into());
+        }
+        Ok(())
+    }
+}
+
+impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
+    /// Put Blob with `x-ms-blob-type: AppendBlob`: an empty append blob, in place of any
+    /// blob of the name (as Put Blob replaces).
+    pub(super) async fn create_append_blob(
+        &self,
+        key: &Key,
+        headers: &HeaderMap,
+        now: SystemTime,
+    ) -> Result<Answer<O::Reader>> {
+        if declared_len(headers).is_some_and(|len| len > 0) {
+            return Err(Failure::with_detail(
+                ErrorCode::InvalidHeaderValue,
+                "An append blob is created empty: Content-Length must be 0; append with Append Block.",
+            ));
+        }
+        let ask = Asking::of(headers, now)?;
+        let (content_type, properties) = metadata::upload_properties(headers, true);
+        let user_metadata = metadata::metadata(headers)?;
+        if committed(self.records.get(key).await?).is_none() {
+            self.container_record(key.container()).await?;
+        }
+        let mut content = Content::new(String::new(), 0, content_type);
+        content.append = Some(Appended::default());
+        let bytes_tag = ifmatch_core::strong_etag(b"");
+        let etag = metadata::blob_tag(
+            &bytes_tag,
+            content.content_type.as_deref(),
+            &user_metadata,
+            &properties,
+            Some(self.env.random_uuid().as_bytes()),
+        );
+        content.properties = properties;
+        content.sha256 = Some(bytes_tag);
+        let mut fresh = Record::blob(etag, now, content);
+        fresh.metadata = user_metadata;
+        self.commit_put(key, ask, fresh).await
+    }
+
+    /// Append Block: `body` staged, then added as the blob's next block.
+    pub(super) async fn append_block<B>(
+        &self,
+        key: &Key,
+        headers: &HeaderMap,
+        body: B,
+        now: SystemTime,
+    ) -> Result<Answer<O::Reader>>
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        let ask = Asking::of(headers, now)?;
+        let position = Position::of(headers)?;
+        let declared = declared_len(headers).or(body.size_hint().exact());
+        if declared.is_some_and(|len| len > MAX_APPEND) {
+            return Err(ErrorCode::RequestBodyTooLarge.into());
+        }
+        let missing = (blob::Operation::Write, ErrorCode::BlobNotFound);
+        // Fail fast, before taking the body: the same checks run again at commit time.
+        let Some(current) = committed(self.records.get(key).await?) else {
+            return Err(self.missing(key, missing.0, headers, missing.1).await);
+        };
+        ask.gate(blob::Operation::Write, Access::Write, Some(&current))?;
+        let content = current.content.as_ref().ok_or(ErrorCode::BlobNotFound)?;
+        position.allows(content, declared.unwrap_or(0))?;
+
+        let (staged, checksums) = self.stage_checked(headers, body).await?;
+        if staged.len == 0 || staged.len > MAX_APPEND {
+            self.discard(Some(staged.object)).await;
+            return Err(match staged.len {
+                0 => Failure::with_detail(
+                    ErrorCode::InvalidHeaderValue,
+                    "Append Block needs at least one byte.",
+                ),
+                _ => ErrorCode::RequestBodyTooLarge.into(),
+            });
+        }
+        let staged = self.persisted(staged).await?;
+        let block = Block {
+            id: String::new(),
+            object: staged.object.clone(),
+            len: staged.len,
+            sha256: staged.etag.clone(),
+            staged: crate::unix_seconds(now),
+        };
+        let swapped = self
+            .swap_existing(key, headers, missing, |current| {
+                ask.gate(blob::Operation::Write, Access::Write, Some(current))?;
+                let content = current.content.as_ref().ok_or(ErrorCode::BlobNotFound)?;
+                position.allows(content, block.len)?;
+                let mut record = current.clone();
+                let content = record.content.as_mut().expect("checked");
+                content.blocks.push(block.clone());
+                content.len += block.len;
+                let chained = Appended::chain(current.bytes_tag(), &block.sha256);
+                record.etag = metadata::blob_tag(
+                    &chained,
+                    content.content_type.as_deref(),
+                    &current.metadata,
+                    &content.properties,
+                    None,
+                );
+                content.sha256 = Some(chained);
+                record.last_modified = crate::unix_seconds(now);
+                record.generation = current.generation + 1;
+                Ok(Step::update(record, current))
+            })
+            .await;
+        let swapped = match swapped {
+            Ok(swapped) => swapped,
+            Err(failure) => {
+                if !failure.may_have_landed {
+                    self.discard(Some(staged.object)).await;
+                }
+                return Err(failure);
+            }
+        };
+        let written = swapped.written.expect("an append writes");
+        let content = written.content.as_ref().expect("a blob");
+        let mut out = validator_headers(&written);
+        out.insert(APPEND_OFFSET, HeaderValue::from(content.len - block.len));
+        out.insert(COMMITTED_BLOCKS, HeaderValue::from(content.blocks.len()));
+        if let Ok(md5) = HeaderValue::try_from(checksums.md5) {
+            out.insert(CONTENT_MD5, md5);
+        }
+        if let Some(crc64) = checksums.crc64.and_then(|c| HeaderValue::try_from(c).ok()) {
+            out.insert(CONTENT_CRC64, crc64);
+        }
+        Ok(answer(StatusCode::CREATED, out))
+    }
+
+    /// Append Blob Seal: no block may be appended after it. Its tag and time stay (as in
+    /// Azure); sealing a sealed blob succeeds again.
+    pub(super) async fn seal(
+        &self,
+        key: &Key,
+        headers: &HeaderMap,
+        now: SystemTime,
+    ) -> Result<Answer<O::Reader>> {
+        let ask = Asking::of(headers, now)?;
+        let position = Position::of(headers)?;
+        let missing = (blob::Operation::Write, ErrorCode::BlobNotFound);
+        let swapped = self
+            .swap_existing(key, headers, missing, |current| {
+                ask.gate(blob::Operation::Write, Access::Write, Some(current))?;
+                let content = current.content.as_ref().ok_or(ErrorCode::BlobNotFound)?;
+                let append = content.append.ok_or(ErrorCode::InvalidBlobType)?;
+                if position.at.is_some_and(|at| at != content.len) {
+                    return Err(ErrorCode::AppendPositionConditionNotMet.into());
+                }
+                if append.sealed {
+                    return Ok(Step::Keep);
+                }
+                let mut record = current.clone();
+                let content = record.content.as_mut().expect("checked");
+                content.append = Some(Appended { sealed: true });
+                record.generation = current.generation + 1;
+                Ok(Step::update(record, current))
+            })
+            .await?;
+        let record = match (swapped.written, swapped.previous) {
+            (Some(written), _) => written,
+            (None, Some(previous)) => Record::clone(&previous),
+            (None, None) => return Err(ErrorCode::BlobNotFound.into()),
+        };
+        let mut out = validator_headers(&record);
+        out.insert(SEALED, HeaderValue::from_static("true"));
+        Ok(answer(StatusCode::OK, out))
+    }
+}
+
+/// The headers that say what kind of blob `record` is, for Get Blob and its properties:
+/// `x-ms-blob-type`, and for an append blob its block count and seal.
+pub(super) fn insert_blob_type(record: &Record, out: &mut HeaderMap) {
+    let append = record
+        .content
+        .as_ref()
+        .and_then(|c| c.append.map(|a| (c, a)));
+    let Some((content, append)) = append else {
+        out.insert(super::BLOB_TYPE, HeaderValue::from_static("BlockBlob"));
+        return;
+    };
+    out.insert(super::BLOB_TYPE, HeaderValue::from_static("AppendBlob"));
+    out.insert(COMMITTED_BLOCKS, HeaderValue::from(content.blocks.len()));
+    if append.sealed {
+        out.insert(SEALED, HeaderValue::from_static("true"));
+    }
+}
+
+/// Whether `record` is an append blob: what a block list operation may not touch.
+pub(super) fn is_append_blob(record: Option<&Record>) -> bool {
+    record
+        .and_then(|r| r.content.as_ref())
+        .is_some_and(|c| c.append.is_some())
+}
