@@ -587,6 +587,29 @@ def _():
     print(f"     200 MiB: upload {uploaded:.1f} s, download {downloaded:.1f} s", flush=True)
 
 
+@check("adlfs (fsspec): cp_file and mv copy blobs, open(path, 'ab') appends, as pandas' to_csv(mode='a') does")
+def _():
+    import adlfs  # noqa: PLC0415 - only this check needs it
+
+    fs = adlfs.AzureBlobFileSystem(connection_string=CONNECTION)
+    name = fresh_container().container_name
+    with fs.open(f"{name}/a.csv", "wb") as f:
+        f.write(b"x,y\n1,2\n")
+    fs.cp_file(f"{name}/a.csv", f"{name}/b.csv")
+    assert fs.cat_file(f"{name}/b.csv") == b"x,y\n1,2\n"
+    fs.mv(f"{name}/b.csv", f"{name}/c.csv")
+    fs.invalidate_cache()
+    assert not fs.exists(f"{name}/b.csv"), "moved: the source is gone"
+    assert fs.cat_file(f"{name}/c.csv") == b"x,y\n1,2\n"
+    # 'ab' makes an append blob, then appends to it (a block blob refuses, as in Azure).
+    for line in (b"one\n", b"two\n"):
+        with fs.open(f"{name}/log.txt", "ab") as f:
+            f.write(line)
+    assert fs.cat_file(f"{name}/log.txt") == b"one\ntwo\n"
+    assert SERVICE.get_blob_client(name, "log.txt").get_blob_properties().blob_type == "AppendBlob"
+    assert sorted(p.rsplit("/", 1)[1] for p in fs.ls(name)) == ["a.csv", "c.csv", "log.txt"]
+
+
 failed = [name for name, error in results if error is not None]
 print(f"\npython sdk: {len(results) - len(failed)} passed, {len(failed)} failed")
 sys.exit(1 if failed else 0)
