@@ -5,11 +5,17 @@
 
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
-import { BlobServiceClient, StorageSharedKeyCredential } from "@azure/storage-blob";
+import {
+  BlobServiceClient,
+  ContainerSASPermissions,
+  StorageSharedKeyCredential,
+  generateBlobSASQueryParameters,
+} from "@azure/storage-blob";
 import { jsPatterns } from "./sdk.mjs";
 import { startNative, startWorker } from "./targets.mjs";
 
@@ -64,6 +70,41 @@ for (const [name, start] of [
       assert.ok(existsSync(rustPatterns), `${rustPatterns} missing: cargo build -p examples --example patterns`);
       const { code, out } = await run(rustPatterns, [connectionString(server.origin)]);
       assert.equal(code, 0, out);
+    });
+
+    test("rclone (Debian's) copies and moves server-side, with a container SAS", async () => {
+      const container = BlobServiceClient.fromConnectionString(connectionString(server.origin))
+        .getContainerClient(`rclone${Date.now()}`);
+      await container.create();
+      const sas = generateBlobSASQueryParameters(
+        {
+          containerName: container.containerName,
+          permissions: ContainerSASPermissions.parse("racwdl"),
+          expiresOn: new Date(Date.now() + 3600_000),
+        },
+        new StorageSharedKeyCredential("devstoreaccount1", DEV_KEY),
+      );
+      const dir = mkdtempSync(join(tmpdir(), "rclone-"));
+      const config = join(dir, "rclone.conf");
+      writeFileSync(config, `[ifm]\ntype = azureblob\nsas_url = ${container.url}?${sas}\n`);
+      writeFileSync(join(dir, "a.txt"), "hello rclone\n");
+      const rclone = (...args) =>
+        run("rclone", ["--config", config, "--retries", "1", "--low-level-retries", "1", ...args]);
+      const at = (name) => `ifm:${container.containerName}/${name}`;
+      for (const args of [
+        ["copyto", join(dir, "a.txt"), at("a.txt")],
+        ["copyto", at("a.txt"), at("b.txt"), "-v"],
+        ["moveto", at("b.txt"), at("c.txt"), "-v"],
+      ]) {
+        const { code, out } = await rclone(...args);
+        assert.equal(code, 0, `rclone ${args.join(" ")}: ${out}`);
+        if (args.includes("-v")) assert.match(out, /server-side copy|Moved \(server-side\)/, out);
+      }
+      const listed = await rclone("lsf", `ifm:${container.containerName}`);
+      assert.deepEqual(listed.out.trim().split("\n").sort(), ["a.txt", "c.txt"]);
+      const cat = await rclone("cat", at("c.txt"));
+      assert.equal(cat.out, "hello rclone\n");
+      rmSync(dir, { recursive: true, force: true });
     });
 
     jsPatterns(() => connectionString(server.origin));
