@@ -191,3 +191,12 @@ impl<R: Body<Data = Bytes, Error = StoreError>> Body for ResponseBody<R> {
         }
     }
 }
+
+/// A request's body as the front's handlers take it: bytes, sendable, failing with an error
+/// any failure can carry.
+pub(crate) trait Incoming:
+    Body<Data = Bytes, Error: Into<crate::BoxError>> + Send + 'static
+{
+}
+
+impl<B: Body<Data = Bytes, Error: Into<crate::BoxError>> + Send + 'static> Incoming for B {}

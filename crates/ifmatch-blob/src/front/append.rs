@@ -12,10 +12,8 @@
 
 use std::time::SystemTime;
 
-use bytes::Bytes;
 use http::StatusCode;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
-use http_body::Body;
 use ifmatch_core::ErrorCode;
 use ifmatch_core::lease::Access;
 use ifmatch_core::precondition::blob;
@@ -26,7 +24,8 @@ use super::gate::Asking;
 use super::swap::{Step, committed};
 use super::uploads::declared_len;
 use super::{Answer, CONTENT_CRC64, CONTENT_MD5, Front};
-use crate::store::{BoxError, Env, Key, Objects, Records};
+use crate::body::Incoming;
+use crate::store::{Env, Key, Objects, Records};
 use crate::{Appended, Block, Content, Record, metadata};
 
 const APPEND_POSITION: HeaderName = HeaderName::from_static("x-ms-blob-condition-appendpos");
@@ -129,17 +128,13 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     }
 
     /// Append Block: `body` staged, then added as the blob's next block.
-    pub(super) async fn append_block<B>(
+    pub(super) async fn append_block(
         &self,
         key: &Key,
         headers: &HeaderMap,
-        body: B,
+        body: impl Incoming,
         now: SystemTime,
-    ) -> Result<Answer<O::Reader>>
-    where
-        B: Body<Data = Bytes> + Send + 'static,
-        B::Error: Into<BoxError>,
-    {
+    ) -> Result<Answer<O::Reader>> {
         let ask = Asking::of(headers, now)?;
         let position = Position::of(headers)?;
         let declared = declared_len(headers).or(body.size_hint().exact());

@@ -6,7 +6,6 @@ use std::time::SystemTime;
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderValue};
 use http::{StatusCode, header};
-use http_body::Body;
 use ifmatch_core::lease::{Access, Scope};
 use ifmatch_core::precondition::{Outcome, blob};
 use ifmatch_core::{ByteRange, ErrorCode, strong_etag};
@@ -20,10 +19,11 @@ use super::{
     Answer, BLOB_TYPE, CONTENT_CRC64, CONTENT_MD5, ERROR_CODE, Front, MS_RANGE, RANGE_MD5,
     RANGE_MD5_MAX,
 };
+use crate::body::Incoming;
 use crate::body::{Opening, Piece, Pieces, ResponseBody};
 use crate::checksums::Checksums;
 use crate::operation::Operation;
-use crate::store::{BoxError, Env, Key, Objects, PutMode, Records, StoreError};
+use crate::store::{Env, Key, Objects, PutMode, Records, StoreError};
 use crate::{Content, Record, metadata};
 
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
@@ -123,17 +123,13 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         Ok(answer(StatusCode::OK, validator_headers(&written)))
     }
 
-    pub(super) async fn put_blob<B>(
+    pub(super) async fn put_blob(
         &self,
         key: &Key,
         headers: &HeaderMap,
-        body: B,
+        body: impl Incoming,
         now: SystemTime,
-    ) -> Result<Answer<O::Reader>>
-    where
-        B: Body<Data = Bytes> + Send + 'static,
-        B::Error: Into<BoxError>,
-    {
+    ) -> Result<Answer<O::Reader>> {
         // Required, as in Azure: a request that meant something else (a misspelt `comp`, a
         // lease action without its query) must never replace a blob with its empty body.
         match headers.get(BLOB_TYPE) {

@@ -11,10 +11,8 @@
 
 use std::time::SystemTime;
 
-use bytes::Bytes;
 use http::StatusCode;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
-use http_body::Body;
 use http_body_util::BodyExt;
 use ifmatch_core::lease::{Access, Scope};
 use ifmatch_core::precondition::blob;
@@ -28,9 +26,10 @@ use super::swap::{MAX_ATTEMPTS, Step, existing};
 use super::uploads::verify_checksums;
 use super::{Answer, CONTENT_CRC64, Front};
 use crate::block_list::{self as rules, MAX_LIST_BODY, MAX_UNCOMMITTED};
+use crate::body::Incoming;
 use crate::checksums::Checksums;
 use crate::operation::BlockListType;
-use crate::store::{BoxError, Env, Key, Objects, PutMode, Records, StoreError};
+use crate::store::{Env, Key, Objects, PutMode, Records, StoreError};
 use crate::{Block, Content, Record, metadata};
 
 /// `x-ms-blob-content-md5`: the MD5 a Put Block List gives the whole blob.
@@ -41,18 +40,14 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// leased blob's lease id is required. The block joins the set of staged blocks its record
     /// names, which the backend keeps apart: one small write, however many are staged. Only
     /// the first block after a commit (or of a new blob) writes the record, to name a new set.
-    pub(super) async fn put_block<B>(
+    pub(super) async fn put_block(
         &self,
         key: &Key,
         id: &str,
         headers: &HeaderMap,
-        body: B,
+        body: impl Incoming,
         now: SystemTime,
-    ) -> Result<Answer<O::Reader>>
-    where
-        B: Body<Data = Bytes> + Send + 'static,
-        B::Error: Into<BoxError>,
-    {
+    ) -> Result<Answer<O::Reader>> {
         let ask = Asking::of(headers, now)?;
         // Fail fast, before taking the body: the same checks run again when the set is named.
         let current = self.records.get(key).await?;
@@ -162,17 +157,13 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// Put Block List: the blob becomes the listed blocks, in order, under the conditions
     /// and lease rules of Put Blob, with the metadata and properties of the request. Every
     /// uncommitted block not listed is dropped.
-    pub(super) async fn put_block_list<B>(
+    pub(super) async fn put_block_list(
         &self,
         key: &Key,
         headers: &HeaderMap,
-        body: B,
+        body: impl Incoming,
         now: SystemTime,
-    ) -> Result<Answer<O::Reader>>
-    where
-        B: Body<Data = Bytes> + Send + 'static,
-        B::Error: Into<BoxError>,
-    {
+    ) -> Result<Answer<O::Reader>> {
         let ask = Asking::of(headers, now)?;
         let (content_type, properties) = metadata::upload_properties(headers, false);
         let user_metadata = metadata::metadata(headers)?;

@@ -6,7 +6,6 @@ use std::time::SystemTime;
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderValue};
 use http::{Response, StatusCode, header};
-use http_body::Body;
 use ifmatch_core::lease::{Access, Scope};
 use ifmatch_core::precondition::blob;
 use ifmatch_core::{ErrorCode, strong_etag};
@@ -16,9 +15,10 @@ use super::failure::{Failure, Result, error_answer};
 use super::gate::Asking;
 use super::swap::Step;
 use super::{Answer, Front, PUBLIC_ACCESS};
+use crate::body::Incoming;
 use crate::body::ResponseBody;
 use crate::operation::Operation;
-use crate::store::{BoxError, Env, Key, Objects, PutMode, Records, StoreError};
+use crate::store::{Env, Key, Objects, PutMode, Records, StoreError};
 use crate::{PublicAccess, Record, batch, metadata};
 
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
@@ -63,15 +63,11 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// Blob Batch: each subrequest (a `DELETE` of a blob of the same account) is handled as a
     /// request of its own, with its own credentials; the answers go back in one
     /// `multipart/mixed` body, in order.
-    pub(super) async fn batch<B>(
+    pub(super) async fn batch(
         &self,
         outer: &http::request::Parts,
-        body: B,
-    ) -> Result<Answer<O::Reader>>
-    where
-        B: Body<Data = Bytes> + Send + 'static,
-        B::Error: Into<BoxError>,
-    {
+        body: impl Incoming,
+    ) -> Result<Answer<O::Reader>> {
         use http_body_util::BodyExt;
         let refused = |(code, detail): batch::Refused| Failure::with_detail(code, detail);
         let boundary = batch::boundary(outer.headers.get(header::CONTENT_TYPE)).map_err(refused)?;
@@ -152,17 +148,13 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
 
     /// Set Container ACL: the public access level. Stored access policies are not kept, so a
     /// body that names one is refused rather than ignored.
-    pub(super) async fn set_container_acl<B>(
+    pub(super) async fn set_container_acl(
         &self,
         key: &Key,
         headers: &HeaderMap,
-        body: B,
+        body: impl Incoming,
         now: SystemTime,
-    ) -> Result<Answer<O::Reader>>
-    where
-        B: Body<Data = Bytes> + Send + 'static,
-        B::Error: Into<BoxError>,
-    {
+    ) -> Result<Answer<O::Reader>> {
         use http_body_util::BodyExt;
         let level = public_access(headers)?;
         let ask = Asking::of(headers, now)?;

@@ -17,6 +17,7 @@ use ifmatch_core::ErrorCode;
 use self::admission::{Admitted, endpoint};
 use self::failure::{Result, error_answer};
 use crate::account::Accounts;
+use crate::body::Incoming;
 use crate::body::ResponseBody;
 use crate::operation::Operation;
 use crate::store::{BoxError, Env, Objects, Records};
@@ -179,16 +180,12 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         answer
     }
 
-    async fn dispatch<B>(
+    async fn dispatch(
         &self,
         parts: &http::request::Parts,
-        body: B,
+        body: impl Incoming,
         operation: &mut Option<OperationName>,
-    ) -> Result<Answer<O::Reader>>
-    where
-        B: Body<Data = Bytes> + Send + 'static,
-        B::Error: Into<BoxError>,
-    {
+    ) -> Result<Answer<O::Reader>> {
         let (method, headers) = (&parts.method, &parts.headers);
         let now = self.env.now();
         let Admitted {

@@ -11,8 +11,9 @@ use ifmatch_core::ErrorCode;
 use super::failure::{Failure, Result};
 use super::{CONTENT_CRC64, CONTENT_MD5, Front, STRUCTURED_BODY};
 use crate::Record;
+use crate::body::Incoming;
 use crate::checksums::{ChecksumBody, Checksums};
-use crate::store::{BoxError, Env, Key, Objects, Records};
+use crate::store::{Env, Key, Objects, Records};
 
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// Discards the objects `previous` named that `written` (if any) does not: after a change
@@ -89,15 +90,11 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
 
     /// Streams `body` into a staged object, checked against the checksums `headers` declare
     /// (a mismatch discards it: 400 `Md5Mismatch` or `Crc64Mismatch`).
-    pub(super) async fn stage_checked<B>(
+    pub(super) async fn stage_checked(
         &self,
         headers: &HeaderMap,
-        body: B,
-    ) -> Result<(crate::Staged, Checksums)>
-    where
-        B: Body<Data = Bytes> + Send + 'static,
-        B::Error: Into<BoxError>,
-    {
+        body: impl Incoming,
+    ) -> Result<(crate::Staged, Checksums)> {
         let (body, checksums) = self.checked_body(headers, body)?;
         let staged = self.objects.stage(body, self.max_body).await?;
         match verified(headers, &checksums) {
@@ -111,16 +108,12 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
 
     /// Reads `body` whole (at most `limit` bytes: 413 beyond), hashed and checked as
     /// [`Front::stage_checked`] checks an object: the bytes of a blob kept in its record.
-    pub(super) async fn read_checked<B>(
+    pub(super) async fn read_checked(
         &self,
         headers: &HeaderMap,
-        body: B,
+        body: impl Incoming,
         limit: u64,
-    ) -> Result<(Bytes, ifmatch_core::EntityTag, Checksums)>
-    where
-        B: Body<Data = Bytes> + Send + 'static,
-        B::Error: Into<BoxError>,
-    {
+    ) -> Result<(Bytes, ifmatch_core::EntityTag, Checksums)> {
         use http_body_util::BodyExt;
         let (body, checksums) = self.checked_body(headers, body)?;
         let mut body = std::pin::pin!(crate::HashingBody::new(body, limit));
