@@ -5,7 +5,7 @@
 
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -35,9 +35,16 @@ function runPython(connection) {
   return run(python, [patterns, connection]);
 }
 
+// The Azure CLI, in a virtual environment of its own (scripts/test makes it: it is large).
+const az = process.env.IFMATCH_AZ ?? join(here, "../../target/az-venv/bin/az");
+
 function run(program, args) {
+  return runWith(program, args, {});
+}
+
+function runWith(program, args, env) {
   return new Promise((resolve, reject) => {
-    const child = spawn(program, args, { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(program, args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } });
     let out = "";
     child.stdout.on("data", (d) => (out += d));
     child.stderr.on("data", (d) => (out += d));
@@ -104,6 +111,36 @@ for (const [name, start] of [
       assert.deepEqual(listed.out.trim().split("\n").sort(), ["a.txt", "c.txt"]);
       const cat = await rclone("cat", at("c.txt"));
       assert.equal(cat.out, "hello rclone\n");
+      rmSync(dir, { recursive: true, force: true });
+    });
+
+    test("the Azure CLI (az, from PyPI) copies a blob and writes an append blob", async () => {
+      assert.ok(existsSync(az), `${az} missing: run scripts/test, which installs the Azure CLI`);
+      const connection = connectionString(server.origin);
+      const container = `az${Date.now()}`;
+      const dir = mkdtempSync(join(tmpdir(), "az-"));
+      writeFileSync(join(dir, "a.txt"), "hello az\n");
+      const call = async (...args) => {
+        const { code, out } = await runWith(az, [...args, "--connection-string", connection], {
+          AZURE_CORE_COLLECT_TELEMETRY: "false",
+          AZURE_CORE_ONLY_SHOW_ERRORS: "true",
+          AZURE_CONFIG_DIR: dir,
+        });
+        assert.equal(code, 0, `az ${args.join(" ")}: ${out}`);
+        return out;
+      };
+      await call("storage", "container", "create", "-n", container, "-o", "none");
+      await call("storage", "blob", "upload", "-c", container, "-n", "a.txt", "-f", join(dir, "a.txt"), "-o", "none");
+      const started = JSON.parse(await call("storage", "blob", "copy", "start", "--destination-container", container,
+        "--destination-blob", "b.txt", "--source-uri", `${server.origin}/devstoreaccount1/${container}/a.txt`, "-o", "json"));
+      assert.equal(started.copy_status, "success");
+      const copy = JSON.parse(await call("storage", "blob", "show", "-c", container, "-n", "b.txt", "--query", "properties.copy", "-o", "json"));
+      assert.deepEqual([copy.status, copy.id, copy.progress], ["success", started.copy_id, "9/9"]);
+      await call("storage", "blob", "download", "-c", container, "-n", "b.txt", "-f", join(dir, "b.txt"), "-o", "none");
+      assert.equal(readFileSync(join(dir, "b.txt"), "utf8"), "hello az\n");
+      await call("storage", "blob", "upload", "-c", container, "-n", "log.txt", "-f", join(dir, "a.txt"), "--type", "append", "-o", "none");
+      const kind = await call("storage", "blob", "show", "-c", container, "-n", "log.txt", "--query", "properties.blobType", "-o", "tsv");
+      assert.equal(kind.trim(), "AppendBlob");
       rmSync(dir, { recursive: true, force: true });
     });
 
