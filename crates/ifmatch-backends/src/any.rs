@@ -192,6 +192,10 @@ impl Objects for AnyObjects {
         objects!(self, o => o.discard(object).await)
     }
 
+    async fn share(&self, object: &str, len: u64) -> Result<String, StoreError> {
+        objects!(self, o => o.share(object, len).await)
+    }
+
     async fn older_than(&self, age: Duration, now: SystemTime) -> Result<Vec<String>, StoreError> {
         objects!(self, o => o.older_than(age, now).await)
     }

@@ -625,7 +625,8 @@ async fn list<R: Records>(store: &R, prefix: &str, from: &str, limit: usize) -> 
 }
 
 /// The contract of [`Objects`]: staging hashes and counts what streamed in, reads return the
-/// bytes and ranges of them, a body over the limit is refused, discards are idempotent.
+/// bytes and ranges of them, a body over the limit is refused, a share names the same bytes
+/// anew and outlives what it shares, discards are idempotent.
 pub async fn objects<O: Objects>(store: &O) {
     let frames: VecDeque<Bytes> = (0..64u8)
         .map(|i| Bytes::from(vec![i; 1000 + usize::from(i)]))
@@ -685,7 +686,28 @@ pub async fn objects<O: Objects>(store: &O) {
         "every staged body is a new object"
     );
 
+    // Shared: the same bytes under a new name, each name discarded on its own.
+    let shared = store.share(&staged.object, len).await.unwrap();
+    assert_ne!(shared, staged.object, "a share is a new name");
+    expect_err(
+        store.share(&staged.object, len + 1).await,
+        |e| matches!(e, StoreError::Corrupt { .. }),
+        "a share of an object whose length is not its record's",
+    );
+    expect_err(
+        store.share("no-such-object", 0).await,
+        |e| matches!(e, StoreError::NotFound { .. }),
+        "a share of an unknown object",
+    );
+
     store.discard(&staged.object).await.unwrap();
+    let read = store.read(&shared, len, None).await.unwrap();
+    assert_eq!(
+        read.collect().await.unwrap().to_bytes(),
+        whole,
+        "a share outlives the object it shares"
+    );
+    store.discard(&shared).await.unwrap();
     expect_err(
         store.read(&staged.object, len, None).await,
         |e| matches!(e, StoreError::NotFound { .. }),

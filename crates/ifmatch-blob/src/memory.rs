@@ -13,7 +13,7 @@ use http_body::Body;
 use http_body_util::{BodyExt, Full, combinators::MapErr};
 
 use crate::store::{BoxError, Env, Key, Objects, PutMode, Records, Scan, Staged, StoreError};
-use crate::{Block, HashingBody, Record};
+use crate::{Block, HashingBody, Record, check_len};
 
 #[derive(Debug, Default)]
 struct Container {
@@ -216,6 +216,16 @@ impl Objects for MemoryObjects {
         };
         let never: fn(Infallible) -> StoreError = |never| match never {};
         Ok(Full::new(data).map_err(never))
+    }
+
+    async fn share(&self, object: &str, len: u64) -> Result<String, StoreError> {
+        let mut objects = self.objects.lock().unwrap_or_else(|p| p.into_inner());
+        let bytes = (objects.get(object).cloned())
+            .ok_or_else(|| StoreError::not_found(format_args!("object {object}")))?;
+        check_len(object, bytes.len() as u64, len)?;
+        let name = format!("mem-{}", self.next.fetch_add(1, Ordering::Relaxed));
+        objects.insert(name.clone(), bytes);
+        Ok(name)
     }
 
     async fn discard(&self, object: &str) -> Result<(), StoreError> {

@@ -334,6 +334,39 @@ pub trait Objects: Send + Sync + 'static {
     /// Removes an object no record names any more. A missing object is not an error.
     fn discard(&self, object: &str) -> impl Future<Output = Result<(), StoreError>> + Send;
 
+    /// A new, durable object with the bytes of `object` (whose record says it holds `len`),
+    /// for a copy's record to own: each record then discards its own objects as it always
+    /// does, and the sweep, which discards unnamed objects by their age, counts the new one's
+    /// from now. A backend that can name the same bytes twice (a hard link, a server-side
+    /// copy) copies none through the server; the default reads them and stages them again.
+    fn share(
+        &self,
+        object: &str,
+        len: u64,
+    ) -> impl Future<Output = Result<String, StoreError>> + Send
+    where
+        Self: Sized,
+    {
+        async move {
+            // Its length told exactly, for a store that needs it before the bytes (R2).
+            let reader =
+                crate::body::ResponseBody::stream(self.read(object, len, None).await?, len);
+            let staged = self.stage(reader, len).await?;
+            if staged.len != len {
+                let _ = self.discard(&staged.object).await;
+                return Err(StoreError::corrupt(
+                    format_args!("object {object}"),
+                    format!("{} bytes where its record says {len}", staged.len),
+                ));
+            }
+            if let Err(e) = self.persist(&staged).await {
+                let _ = self.discard(&staged.object).await;
+                return Err(e);
+            }
+            Ok(staged.object)
+        }
+    }
+
     /// The objects stored more than `age` ago, as of `now`: the candidates of the orphan
     /// sweep. A backend that cannot enumerate its objects answers
     /// [`StoreError::Unsupported`].

@@ -2,11 +2,14 @@
 //! to another name; and Abort Copy Blob.
 //!
 //! A copy is finished before it answers, so its status is always `success` (as Azure answers
-//! a copy within one account): the source's bytes are read as Get Blob reads them, staged for
-//! the destination as Put Blob stages a body, and the destination's record is written through
-//! Put Blob's gate and compare-and-swap. The bytes are copied, not shared: each record owns its
-//! objects, so an overwrite or a delete of either blob discards its own at once and never the
-//! other's.
+//! a copy within one account). No byte passes through the front: each object of the source
+//! is shared under a new name ([`Objects::share`]: a hard link on the local disk, a
+//! server-side copy in an object store, a second name for the same bytes in memory; only R2,
+//! which has neither, reads and writes them again), and the destination's record, naming the
+//! new objects with the source's blocks, length and checksums, is written through Put Blob's
+//! gate and compare-and-swap. Each record thus owns its objects: an overwrite or a delete of
+//! either blob discards its own at once, never the other's, and the sweep counts a shared
+//! object's age from the copy.
 //!
 //! The source must be a blob of this server, read with the request's own Shared Key (same
 //! account), a shared access signature in the source URL, or its container's public access.
@@ -15,7 +18,6 @@
 
 use std::time::SystemTime;
 
-use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Uri};
 use ifmatch_core::date::date_header_value;
@@ -86,12 +88,6 @@ struct Source {
     url: String,
 }
 
-/// A copy's bytes, ready for the destination's record.
-enum Copy {
-    Staged(crate::Staged),
-    Inline(Bytes),
-}
-
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// Copy Blob (`202`, `x-ms-copy-status: success`), Copy Blob From URL (the same, as
     /// `x-ms-requires-sync` asks) and Put Blob From URL (with `x-ms-blob-type`: `201`).
@@ -135,7 +131,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             )
             .map_err(|_| ErrorCode::SourceConditionNotMet)?;
             let content = record.content.as_ref().ok_or(ErrorCode::BlobNotFound)?;
-            let Some(copy) = self.read_source(&source.key, &record, content).await? else {
+            let Some(objects) = self.share_source(&source.key, &record, content).await? else {
                 // Changed while it was read: read what it is now.
                 continue;
             };
@@ -151,14 +147,22 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 record.metadata.clone()
             };
             let bytes_tag = record.bytes_tag().clone();
-            let (mut copied, object) = match copy {
-                Copy::Staged(staged) => {
-                    let object = staged.object.clone();
-                    let content = Content::new(staged.object, staged.len, content_type);
-                    (content, Some(object))
+            // The source's content under the new names: its blocks (and their ids), its length,
+            // its inline bytes; Put Blob From URL always makes a block blob.
+            let mut copied = content.clone();
+            copied.content_type = content_type;
+            if copied.blocks.is_empty() {
+                if let Some(object) = objects.first() {
+                    copied.object = object.clone();
                 }
-                Copy::Inline(bytes) => (Content::inline(bytes, content_type), None),
-            };
+            } else {
+                for (block, object) in copied.blocks.iter_mut().zip(&objects) {
+                    block.object = object.clone();
+                }
+            }
+            if put_from_url {
+                copied.append = None;
+            }
             let etag = metadata::blob_tag(
                 &bytes_tag,
                 copied.content_type.as_deref(),
@@ -182,7 +186,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             }
             let committed = self.commit_put(destination, ask, fresh).await;
             if committed.as_ref().is_err_and(|f| !f.may_have_landed) {
-                self.discard(object).await;
+                for object in objects {
+                    self.discard(Some(object)).await;
+                }
             }
             let mut answered = committed?;
             if !put_from_url {
@@ -315,50 +321,37 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         Ok(Source { key, url: plain })
     }
 
-    /// The bytes of `record`'s `content`, read and staged (or held, when the records keep a
-    /// blob that small themselves); `None` when the source changed while they were read.
-    async fn read_source(
+    /// The source's objects under new names for the destination to own (see
+    /// [`Objects::share`]: a hard link or a server-side copy where the backend has one), in
+    /// the order of `content`'s pieces; none for bytes its record keeps. `None` when the source
+    /// changed meanwhile (an object of it gone).
+    async fn share_source(
         &self,
         key: &Key,
         record: &Record,
         content: &Content,
-    ) -> Result<Option<Copy>> {
-        if let Some(bytes) = &content.inline {
-            return Ok(Some(Copy::Inline(bytes.clone())));
+    ) -> Result<Option<Vec<String>>> {
+        let mut shared = Vec::new();
+        for (object, len) in content.pieces() {
+            match self.objects.share(object, len).await {
+                Ok(name) => shared.push(name),
+                Err(e) => {
+                    for name in shared {
+                        self.discard(Some(name)).await;
+                    }
+                    let changed = self
+                        .records
+                        .get(key)
+                        .await?
+                        .is_none_or(|now| now.generation != record.generation);
+                    return match e {
+                        StoreError::NotFound { .. } if changed => Ok(None),
+                        e => Err(e.into()),
+                    };
+                }
+            }
         }
-        let changed = || async {
-            self.records
-                .get(key)
-                .await
-                .map(|now| now.is_none_or(|now| now.generation != record.generation))
-        };
-        let body = match self.open(content, None).await {
-            Ok(body) => body,
-            Err(StoreError::NotFound { .. }) if changed().await? => return Ok(None),
-            Err(e) => return Err(e.into()),
-        };
-        let inline_max = self.records.inline_max();
-        if inline_max > 0 && content.len <= inline_max {
-            use http_body_util::BodyExt;
-            let bytes = match body.collect().await {
-                Ok(collected) => collected.to_bytes(),
-                Err(_) if changed().await? => return Ok(None),
-                Err(e) => return Err(e.into()),
-            };
-            let same = ifmatch_core::strong_etag(&bytes) == *record.bytes_tag();
-            return Ok(same.then_some(Copy::Inline(bytes)));
-        }
-        let staged = match self.objects.stage(body, self.max_body).await {
-            Ok(staged) => staged,
-            Err(_) if changed().await? => return Ok(None),
-            Err(e) => return Err(e.into()),
-        };
-        if staged.etag != *record.bytes_tag() || staged.len != content.len {
-            // Other bytes than the record's: it changed between the record and the read.
-            self.discard(Some(staged.object)).await;
-            return Ok(None);
-        }
-        Ok(Some(Copy::Staged(self.persisted(staged).await?)))
+        Ok(Some(shared))
     }
 
     /// Abort Copy Blob: a copy here has always finished, so there is never one to abort
