@@ -187,9 +187,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     None,
                 );
                 content.sha256 = Some(chained);
-                record.last_modified = crate::unix_seconds(now);
-                record.generation = current.generation + 1;
-                Ok(Step::update(record, current))
+                Ok(Step::changed(record, current, now))
             })
             .await;
         let swapped = match swapped {
@@ -240,7 +238,6 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 let mut record = current.clone();
                 let content = record.content.as_mut().expect("checked");
                 content.append = Some(Appended { sealed: true });
-                record.generation = current.generation + 1;
                 Ok(Step::update(record, current))
             })
             .await?;

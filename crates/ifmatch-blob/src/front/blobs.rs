@@ -114,13 +114,10 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     }
                     None => strong_etag(nonce.as_bytes()),
                 };
-                record.last_modified = crate::unix_seconds(now);
-                record.generation = current.generation + 1;
-                Ok(Step::update(record, current))
+                Ok(Step::changed(record, current, now))
             })
             .await?;
-        let written = swapped.written.expect("a put");
-        Ok(answer(StatusCode::OK, validator_headers(&written)))
+        Ok(swapped.answered())
     }
 
     pub(super) async fn put_blob(

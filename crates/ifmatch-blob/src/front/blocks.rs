@@ -90,7 +90,6 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     Some(current) => {
                         let mut record = current.clone();
                         record.staging = staging;
-                        record.generation += 1;
                         Step::update(record, current)
                     }
                     // A blob that does not exist yet: a record with staged blocks and no
@@ -259,7 +258,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                         let record = fresh.clone().with_generation(self.fresh_generation());
                         return Ok(Step::Put(Box::new(record), PutMode::Create));
                     };
-                    let mut record = fresh.clone().with_generation(current.generation + 1);
+                    let mut record = fresh.clone();
                     record.lease = lease;
                     Ok(Step::update(record, current))
                 })

@@ -182,14 +182,11 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     let mut record = current.clone();
                     record.public_access = level;
                     record.etag = etag.clone();
-                    record.last_modified = crate::unix_seconds(now);
-                    record.generation = current.generation + 1;
-                    Ok(Step::update(record, current))
+                    Ok(Step::changed(record, current, now))
                 },
             )
             .await?;
-        let written = swapped.written.expect("a put");
-        Ok(answer(StatusCode::OK, validator_headers(&written)))
+        Ok(swapped.answered())
     }
 
     pub(super) async fn container_properties(

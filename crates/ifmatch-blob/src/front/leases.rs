@@ -39,7 +39,6 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 (status, lease_headers) = (transition.status, transition.headers());
                 let record = Record {
                     lease: transition.lease,
-                    generation: current.generation + 1,
                     ..current.clone()
                 };
                 Ok(Step::update(record, current))

@@ -28,9 +28,32 @@ pub(super) enum Step {
 }
 
 impl Step {
-    /// `record` in place of `current`, if `current` is still there as read.
-    pub(super) fn update(record: Record, current: &Record) -> Self {
+    /// `record` in place of `current`, if `current` is still there as read: the next
+    /// generation.
+    pub(super) fn update(mut record: Record, current: &Record) -> Self {
+        record.generation = current.generation + 1;
         Self::Put(Box::new(record), PutMode::Update(current.generation))
+    }
+
+    /// [`Step::update`] of a change a client sees: modified `now`.
+    pub(super) fn changed(
+        mut record: Record,
+        current: &Record,
+        now: std::time::SystemTime,
+    ) -> Self {
+        record.last_modified = crate::unix_seconds(now);
+        Self::update(record, current)
+    }
+}
+
+impl Swapped {
+    /// The 200 of a change: the validators of the record it wrote.
+    pub(super) fn answered<R>(self) -> super::Answer<R> {
+        let written = self.written.expect("a change writes");
+        super::answers::answer(
+            http::StatusCode::OK,
+            super::answers::validator_headers(&written),
+        )
     }
 }
 

@@ -119,7 +119,6 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                         }
                         let mut kept = current.clone();
                         (kept.staging, kept.uncommitted) = (None, Vec::new());
-                        kept.generation += 1;
                         Ok(Step::update(kept, current))
                     })
                     .await;
