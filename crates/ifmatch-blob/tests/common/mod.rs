@@ -64,8 +64,8 @@ impl Server {
     }
 
     /// Sends one request on a connection of its own. A PUT of a blob (account, container,
-    /// blob; no `comp`) carries `x-ms-blob-type: BlockBlob` unless `headers` name it, as every
-    /// SDK's Put Blob does.
+    /// blob; no `comp`) carries `x-ms-blob-type: BlockBlob` unless `headers` name it or a copy
+    /// source, as every SDK's Put Blob does (and its Copy Blob does not).
     pub async fn send(
         &self,
         method: &str,
@@ -78,9 +78,10 @@ impl Server {
         let put_blob = method == Method::PUT
             && target.trim_start_matches('/').contains('/')
             && !query.contains("comp=")
-            && !headers
-                .iter()
-                .any(|(n, _)| n.eq_ignore_ascii_case("x-ms-blob-type"));
+            && !headers.iter().any(|(n, _)| {
+                n.eq_ignore_ascii_case("x-ms-blob-type")
+                    || n.eq_ignore_ascii_case("x-ms-copy-source")
+            });
         let mut request = Request::builder()
             .method(method)
             .uri(format!("/{ACCOUNT}{}", as_a_url_parser_would(path)))

@@ -1,0 +1,117 @@
+//! Copy Blob over the memory backends, the cases the SDK tests do not reach: a blob copied
+//! onto itself, a block-list blob and an empty append blob as sources, a copy that outlives its
+//! source, and Put Blob From URL of an append blob.
+
+mod common;
+
+use common::{Server, code, header};
+
+const SOURCE: &str = "http://127.0.0.1:10000/devstoreaccount1/box/";
+
+async fn copy(s: &Server, to: &str, from: &str) -> common::Reply {
+    let source = format!("{SOURCE}{from}");
+    s.put(
+        &format!("/box/{to}"),
+        &[("x-ms-copy-source", source.as_str())],
+        Vec::new(),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn copies_of_every_kind_of_blob_own_their_bytes() {
+    let s = Server::start().await;
+    s.create_container("box").await;
+
+    // A blob of two committed blocks.
+    for (id, part) in [("YQ==", "first,"), ("Yg==", "second")] {
+        let r = s
+            .put(&format!("/box/blocks?comp=block&blockid={id}"), &[], part)
+            .await;
+        assert_eq!(r.status(), 201);
+    }
+    let list = "<BlockList><Latest>YQ==</Latest><Latest>Yg==</Latest></BlockList>";
+    let r = s.put("/box/blocks?comp=blocklist", &[], list).await;
+    assert_eq!(r.status(), 201);
+    let r = copy(&s, "blocks-copy", "blocks").await;
+    assert_eq!(
+        (r.status().as_u16(), header(&r, "x-ms-copy-status")),
+        (202, Some("success".to_owned()))
+    );
+    let r = s.get("/box/blocks-copy?comp=blocklist", &[]).await;
+    let blocks = r.text().await.unwrap();
+    assert!(
+        blocks.contains("YQ==") && blocks.contains("Yg=="),
+        "{blocks}"
+    );
+    s.delete("/box/blocks", &[]).await;
+    let r = s
+        .get("/box/blocks-copy", &[("x-ms-range", "bytes=3-8")])
+        .await;
+    assert_eq!(
+        r.text().await.unwrap(),
+        "st,sec",
+        "whole after its source is gone"
+    );
+
+    // Onto itself: the same bytes, a new copy id, nothing lost.
+    s.put_blob("/box/self", b"itself").await;
+    let first = header(&copy(&s, "self", "self").await, "x-ms-copy-id");
+    let again = copy(&s, "self", "self").await;
+    assert_eq!(again.status(), 202);
+    assert_ne!(header(&again, "x-ms-copy-id"), first);
+    assert_eq!(
+        s.get("/box/self", &[]).await.text().await.unwrap(),
+        "itself"
+    );
+
+    // An empty append blob stays an append blob; Put Blob From URL makes a block blob.
+    let r = s
+        .put("/box/log", &[("x-ms-blob-type", "AppendBlob")], Vec::new())
+        .await;
+    assert_eq!(r.status(), 201);
+    let r = copy(&s, "log-copy", "log").await;
+    assert_eq!(r.status(), 202);
+    let r = s.head("/box/log-copy", &[]).await;
+    assert_eq!(
+        (header(&r, "x-ms-blob-type"), header(&r, "content-length")),
+        (Some("AppendBlob".to_owned()), Some("0".to_owned()))
+    );
+    s.put("/box/log?comp=appendblock", &[], "line\n").await;
+    let source = format!("{SOURCE}log");
+    let r = s
+        .put(
+            "/box/flat",
+            &[
+                ("x-ms-copy-source", source.as_str()),
+                ("x-ms-blob-type", "BlockBlob"),
+            ],
+            Vec::new(),
+        )
+        .await;
+    assert_eq!(r.status(), 201, "{:?}", code(&r));
+    let r = s.get("/box/flat", &[]).await;
+    assert_eq!(header(&r, "x-ms-blob-type").as_deref(), Some("BlockBlob"));
+    assert_eq!(r.text().await.unwrap(), "line\n");
+
+    // A source that is not there, or not a blob of this server.
+    let r = copy(&s, "nothing", "missing").await;
+    assert_eq!(
+        (r.status().as_u16(), code(&r).as_deref()),
+        (404, Some("BlobNotFound"))
+    );
+    let r = s
+        .put(
+            "/box/elsewhere",
+            &[(
+                "x-ms-copy-source",
+                "http://example.com/devstoreaccount1/box/self",
+            )],
+            Vec::new(),
+        )
+        .await;
+    assert_eq!(
+        (r.status().as_u16(), code(&r).as_deref()),
+        (403, Some("CannotVerifyCopySource"))
+    );
+}
