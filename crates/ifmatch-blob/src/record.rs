@@ -156,30 +156,70 @@ pub struct Content {
         with = "inline_bytes"
     )]
     pub inline: Option<bytes::Bytes>,
-    /// An append blob's state: its bytes are then [`Content::blocks`], one per Append Block,
-    /// and its tag chains each block's to the tag before it (see
-    /// [`Appended::chain`]); `None` for a block blob.
+    /// An append blob's state: its bytes are then the blocks of its append set (see
+    /// [`Appended`]), and its tag chains each block's to the tag before it; `None` for a block
+    /// blob.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub append: Option<Appended>,
 }
 
-/// What an append blob keeps besides its blocks.
+/// What an append blob's record keeps of it. Its blocks are not in the record (an append would
+/// then rewrite a record as long as the blob's block list): each Append Block adds an entry to
+/// the blob's append set, as [`Records::stage_block`](crate::Records::stage_block) adds a staged
+/// block, one small write whatever the set holds, and then swaps the record for one counting
+/// it. An entry's id is the chain value it follows (see [`Appended::chain`]); appenders that lost
+/// their compare-and-swap leave entries no later entry follows, which readers pass over.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Appended {
     /// Sealed: no block may be appended any more.
     #[serde(default)]
     pub sealed: bool,
+    /// Names the blob's append set among the backend's sets (as [`Staging::epoch`]).
+    #[serde(default)]
+    pub epoch: u64,
+    /// How many blocks the blob holds.
+    #[serde(default)]
+    pub count: usize,
 }
 
 impl Appended {
-    /// The tag of an append blob's bytes once `block` (the tag of the appended bytes) follows
-    /// the bytes tagged `before`: the SHA-256 of the two tags. A new tag for every append
-    /// whatever the bytes, and the cost of one small hash, not of the blob's length.
-    pub fn chain(before: &EntityTag, block: &EntityTag) -> EntityTag {
-        let mut both = Vec::with_capacity(2 * 66);
-        both.extend_from_slice(before.to_header_value().as_bytes());
-        both.extend_from_slice(block.to_header_value().as_bytes());
-        ifmatch_core::strong_etag(&both)
+    /// The chain value of an append blob once `block` follows the bytes whose chain value is
+    /// `before` (an empty blob's is the tag of no bytes): the SHA-256 of the value before, the
+    /// block's tag and its object's name. A new value for every append, at the cost of one
+    /// small hash; and only the entry an append committed leads on to the next.
+    pub fn chain(before: &EntityTag, block: &Block) -> EntityTag {
+        let mut all = Vec::with_capacity(2 * 66 + block.object.len());
+        all.extend_from_slice(before.to_header_value().as_bytes());
+        all.extend_from_slice(block.sha256.to_header_value().as_bytes());
+        all.extend_from_slice(block.object.as_bytes());
+        ifmatch_core::strong_etag(&all)
+    }
+
+    /// The blocks of the blob whose append set holds `entries` (in the order they were
+    /// staged): from the empty blob's chain value, the `count` entries that each follow the
+    /// one before and lead to `last`; `None` if they do not.
+    pub fn resolve(&self, entries: Vec<Block>, last: &EntityTag) -> Option<Vec<Block>> {
+        let mut after: std::collections::HashMap<String, Vec<Block>> = Default::default();
+        for entry in entries {
+            after.entry(entry.id.clone()).or_default().push(entry);
+        }
+        let mut chained = ifmatch_core::strong_etag(b"");
+        let mut out = Vec::with_capacity(self.count);
+        for n in 0..self.count {
+            let candidates = after.get(&chained.to_string())?;
+            let (next, block) = candidates.iter().find_map(|block| {
+                let next = Appended::chain(&chained, block);
+                let leads = if n + 1 == self.count {
+                    next == *last
+                } else {
+                    after.contains_key(&next.to_string())
+                };
+                leads.then(|| (next, block.clone()))
+            })?;
+            out.push(block);
+            chained = next;
+        }
+        (chained == *last).then_some(out)
     }
 }
 

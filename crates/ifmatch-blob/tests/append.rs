@@ -251,3 +251,34 @@ async fn racing_appenders_at_their_positions_lose_nothing_and_double_nothing() {
         Some((APPENDERS * RECORDS).to_string())
     );
 }
+
+/// An append writes one entry and a record that does not grow with the blob: the record after
+/// 1,000 appends is as large as after one (but for the digits of its counts).
+#[tokio::test]
+async fn an_append_costs_the_same_at_one_block_and_at_a_thousand() {
+    let s = Server::start().await;
+    s.create_container("logs").await;
+    create(&s, "/logs/long").await;
+    let size = |record: ifmatch_blob::Record| serde_json::to_vec(&record).unwrap().len();
+    s.put("/logs/long?comp=appendblock", &[], "0\n").await;
+    let after_one = size(s.record("logs", "long").await);
+    for n in 1..1000 {
+        let r = s
+            .put("/logs/long?comp=appendblock", &[], format!("{n}\n"))
+            .await;
+        assert_eq!(r.status(), 201);
+    }
+    let after_many = size(s.record("logs", "long").await);
+    assert!(
+        after_many <= after_one + 8,
+        "the record grew from {after_one} to {after_many} bytes"
+    );
+    let text = s.get("/logs/long", &[]).await.text().await.unwrap();
+    let expected: String = (0..1000).map(|n| format!("{n}\n")).collect();
+    assert_eq!(text, expected);
+    let r = s.head("/logs/long", &[]).await;
+    assert_eq!(
+        header(&r, "x-ms-blob-committed-block-count").as_deref(),
+        Some("1000")
+    );
+}

@@ -73,16 +73,29 @@ pub fn check(root: &Path) -> io::Result<Report> {
             // Staged blocks, each its own object with its own tag: those an earlier version
             // kept in the record, and those of the set it names.
             let mut staged = file.record.uncommitted.clone();
-            if let Some(staging) = file.record.staging {
-                let name = container.file_name().unwrap_or_default().to_string_lossy();
-                let key = ifmatch_blob::Key::Blob(name.into_owned(), file.name.clone());
-                let set = dir.staged_path(&key, staging.epoch).expect("a blob's key");
+            let name = container.file_name().unwrap_or_default().to_string_lossy();
+            let key = ifmatch_blob::Key::Blob(name.into_owned(), file.name.clone());
+            let set = |epoch: u64, report: &mut Report| -> Vec<ifmatch_blob::Block> {
+                let set = dir.staged_path(&key, epoch).expect("a blob's key");
                 match fs::read(&set) {
-                    Ok(bytes) => staged.extend(super::staged_file::blocks(&bytes)),
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                    Err(e) => report.damage.push(format!("{}: {e}", set.display())),
+                    Ok(bytes) => super::staged_file::blocks(&bytes),
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+                    Err(e) => {
+                        report.damage.push(format!("{}: {e}", set.display()));
+                        Vec::new()
+                    }
                 }
+            };
+            if let Some(staging) = file.record.staging {
+                staged.extend(set(staging.epoch, &mut report));
             }
+            // An append blob's blocks are the entries of its append set its record leads to.
+            let appended = file.record.content.as_ref().and_then(|c| c.append);
+            let append_blocks = appended.map(|appended| {
+                let entries = set(appended.epoch, &mut report);
+                named.extend(entries.iter().map(|b| b.object.clone()));
+                appended.resolve(entries, file.record.bytes_tag())
+            });
             named.extend(staged.iter().map(|b| b.object.clone()));
             for block in &staged {
                 let pieces = [(block.object.as_str(), block.len)];
@@ -101,9 +114,25 @@ pub fn check(root: &Path) -> io::Result<Report> {
                 continue;
             };
             let tag = file.record.bytes_tag();
-            let checked = match &content.inline {
-                Some(bytes) => check_inline(bytes, content.len, tag),
-                None => check_pieces(&dir, &content.pieces(), tag),
+            let checked = match (&content.inline, append_blocks) {
+                (Some(bytes), _) => check_inline(bytes, content.len, tag),
+                (None, None) => check_pieces(&dir, &content.pieces(), tag),
+                (None, Some(None)) => {
+                    Err("its append set does not hold the blocks its record counts".to_owned())
+                }
+                // Each block its own tag, all of them the record's length.
+                (None, Some(Some(blocks))) => blocks
+                    .iter()
+                    .try_for_each(|b| check_pieces(&dir, &[(b.object.as_str(), b.len)], &b.sha256))
+                    .and_then(|()| {
+                        let len: u64 = blocks.iter().map(|b| b.len).sum();
+                        (len == content.len).then_some(()).ok_or_else(|| {
+                            format!(
+                                "its blocks hold {len} bytes, the record says {}",
+                                content.len
+                            )
+                        })
+                    }),
             };
             match checked {
                 Err(damage) => report.damage.push(format!("{what}: {damage}")),

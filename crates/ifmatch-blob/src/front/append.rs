@@ -21,11 +21,11 @@ use ifmatch_core::precondition::blob;
 use super::answers::{answer, validator_headers};
 use super::failure::{Failure, Result};
 use super::gate::Asking;
-use super::swap::{Step, committed};
+use super::swap::{MAX_ATTEMPTS, Step, committed};
 use super::uploads::declared_len;
 use super::{Answer, CONTENT_CRC64, CONTENT_MD5, Front};
 use crate::body::Incoming;
-use crate::store::{Env, Key, Objects, Records};
+use crate::store::{Env, Key, Objects, PutMode, Records, StoreError};
 use crate::{Appended, Block, Content, Record, metadata};
 
 const APPEND_POSITION: HeaderName = HeaderName::from_static("x-ms-blob-condition-appendpos");
@@ -82,7 +82,7 @@ impl Position {
         if self.max.is_some_and(|max| content.len + len > max) {
             return Err(ErrorCode::MaxBlobSizeConditionNotMet.into());
         }
-        if content.blocks.len() >= MAX_APPENDS {
+        if append.count >= MAX_APPENDS {
             return Err(ErrorCode::BlockCountExceedsLimit.into());
         }
         Ok(())
@@ -111,7 +111,10 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             self.container_record(key.container()).await?;
         }
         let mut content = Content::new(String::new(), 0, content_type);
-        content.append = Some(Appended::default());
+        content.append = Some(Appended {
+            epoch: self.fresh_generation(),
+            ..Appended::default()
+        });
         let bytes_tag = ifmatch_core::strong_etag(b"");
         let etag = metadata::blob_tag(
             &bytes_tag,
@@ -162,36 +165,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             });
         }
         let staged = self.persisted(staged).await?;
-        let block = Block {
-            id: String::new(),
-            object: staged.object.clone(),
-            len: staged.len,
-            sha256: staged.etag.clone(),
-            staged: crate::unix_seconds(now),
-        };
-        let swapped = self
-            .swap_existing(key, headers, missing, |current| {
-                ask.gate(blob::Operation::Write, Access::Write, Some(current))?;
-                let content = current.content.as_ref().ok_or(ErrorCode::BlobNotFound)?;
-                position.allows(content, block.len)?;
-                let mut record = current.clone();
-                let content = record.content.as_mut().expect("checked");
-                content.blocks.push(block.clone());
-                content.len += block.len;
-                let chained = Appended::chain(current.bytes_tag(), &block.sha256);
-                record.etag = metadata::blob_tag(
-                    &chained,
-                    content.content_type.as_deref(),
-                    &current.metadata,
-                    &content.properties,
-                    None,
-                );
-                content.sha256 = Some(chained);
-                Ok(Step::changed(record, current, now))
-            })
-            .await;
-        let swapped = match swapped {
-            Ok(swapped) => swapped,
+        let written = match self.commit_append(key, ask, position, &staged, now).await {
+            Ok(written) => written,
             Err(failure) => {
                 if !failure.may_have_landed {
                     self.discard(Some(staged.object)).await;
@@ -199,11 +174,11 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 return Err(failure);
             }
         };
-        let written = swapped.written.expect("an append writes");
         let content = written.content.as_ref().expect("a blob");
         let mut out = validator_headers(&written);
-        out.insert(APPEND_OFFSET, HeaderValue::from(content.len - block.len));
-        out.insert(COMMITTED_BLOCKS, HeaderValue::from(content.blocks.len()));
+        let count = content.append.map_or(0, |a| a.count);
+        out.insert(APPEND_OFFSET, HeaderValue::from(content.len - staged.len));
+        out.insert(COMMITTED_BLOCKS, HeaderValue::from(count));
         if let Ok(md5) = HeaderValue::try_from(checksums.md5) {
             out.insert(CONTENT_MD5, md5);
         }
@@ -211,6 +186,143 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             out.insert(CONTENT_CRC64, crc64);
         }
         Ok(answer(StatusCode::CREATED, out))
+    }
+
+    /// Adds `staged` to the blob under `key`: an entry in its append set following the chain
+    /// value the record has, then the record counting it, swapped if nobody changed it
+    /// meanwhile; read again and retried if somebody did (the entry left behind leads nowhere,
+    /// see [`Appended::resolve`]). The record written.
+    async fn commit_append(
+        &self,
+        key: &Key,
+        ask: Asking<'_>,
+        position: Position,
+        staged: &crate::Staged,
+        now: SystemTime,
+    ) -> Result<Record> {
+        let headers = ask.headers;
+        for _ in 0..MAX_ATTEMPTS {
+            let Some(current) = committed(self.records.get(key).await?) else {
+                let (operation, code) = (blob::Operation::Write, ErrorCode::BlobNotFound);
+                return Err(self.missing(key, operation, headers, code).await);
+            };
+            ask.gate(blob::Operation::Write, Access::Write, Some(&current))?;
+            let content = current.content.as_ref().ok_or(ErrorCode::BlobNotFound)?;
+            position.allows(content, staged.len)?;
+            let appended = content.append.ok_or(ErrorCode::InvalidBlobType)?;
+            let before = current.bytes_tag();
+            let block = Block {
+                id: before.to_string(),
+                object: staged.object.clone(),
+                len: staged.len,
+                sha256: staged.etag.clone(),
+                staged: crate::unix_seconds(now),
+            };
+            let room = 2 * MAX_APPENDS;
+            if !self
+                .records
+                .stage_block(key, appended.epoch, &block, room)
+                .await?
+            {
+                return Err(ErrorCode::BlockCountExceedsLimit.into());
+            }
+            let chained = Appended::chain(before, &block);
+            let mut record = Record::clone(&current);
+            let content = record.content.as_mut().expect("checked");
+            content.len += staged.len;
+            content.append = Some(Appended {
+                count: appended.count + 1,
+                ..appended
+            });
+            record.etag = metadata::blob_tag(
+                &chained,
+                content.content_type.as_deref(),
+                &current.metadata,
+                &content.properties,
+                None,
+            );
+            content.sha256 = Some(chained);
+            record.last_modified = crate::unix_seconds(now);
+            record.generation = current.generation + 1;
+            let mode = PutMode::Update(current.generation);
+            match self.records.put(key, &record, mode).await {
+                Ok(()) => return Ok(record),
+                Err(
+                    StoreError::Conflict { .. }
+                    | StoreError::AlreadyExists { .. }
+                    | StoreError::NotFound { .. },
+                ) => {
+                    self.retries
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(ErrorCode::ServerBusy.into())
+    }
+
+    /// The blocks of `content`, in order: a block list's, or an append blob's as its append set
+    /// and its record say (see [`Appended::resolve`]).
+    pub(super) async fn blocks_of(
+        &self,
+        key: &Key,
+        content: &Content,
+    ) -> std::result::Result<Vec<Block>, StoreError> {
+        let Some(appended) = content.append.filter(|a| a.count > 0) else {
+            return Ok(content.blocks.clone());
+        };
+        let entries = self.records.staged_blocks(key, appended.epoch).await?;
+        let last = content.sha256.as_ref().ok_or_else(|| {
+            StoreError::corrupt(
+                format_args!("append blob {key}"),
+                "its record has no chain value",
+            )
+        })?;
+        appended.resolve(entries, last).ok_or_else(|| {
+            StoreError::corrupt(
+                format_args!("append blob {key}"),
+                "its append set does not hold the blocks its record counts",
+            )
+        })
+    }
+
+    /// Stages `blocks` (objects of the blob's own) as the append set `epoch` of `key`, each
+    /// entry following the one before, as appends would have: the last chain value.
+    pub(super) async fn restage(
+        &self,
+        key: &Key,
+        epoch: u64,
+        blocks: &[Block],
+    ) -> Result<ifmatch_core::EntityTag> {
+        let mut chained = ifmatch_core::strong_etag(b"");
+        for block in blocks {
+            let entry = Block {
+                id: chained.to_string(),
+                ..block.clone()
+            };
+            if !self
+                .records
+                .stage_block(key, epoch, &entry, 2 * MAX_APPENDS)
+                .await?
+            {
+                return Err(ErrorCode::BlockCountExceedsLimit.into());
+            }
+            chained = Appended::chain(&chained, &entry);
+        }
+        Ok(chained)
+    }
+
+    /// `content` with its blocks in it, for a read or a copy of them.
+    pub(super) async fn with_blocks(
+        &self,
+        key: &Key,
+        content: &Content,
+    ) -> std::result::Result<Content, StoreError> {
+        let mut whole = content.clone();
+        if content.append.is_some() {
+            whole.blocks = self.blocks_of(key, content).await?;
+        }
+        Ok(whole)
     }
 
     /// Append Blob Seal: no block may be appended after it. Its tag and time stay (as in
@@ -237,7 +349,10 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 }
                 let mut record = current.clone();
                 let content = record.content.as_mut().expect("checked");
-                content.append = Some(Appended { sealed: true });
+                content.append = Some(Appended {
+                    sealed: true,
+                    ..append
+                });
                 Ok(Step::update(record, current))
             })
             .await?;
@@ -255,16 +370,12 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
 /// The headers that say what kind of blob `record` is, for Get Blob and its properties:
 /// `x-ms-blob-type`, and for an append blob its block count and seal.
 pub(super) fn insert_blob_type(record: &Record, out: &mut HeaderMap) {
-    let append = record
-        .content
-        .as_ref()
-        .and_then(|c| c.append.map(|a| (c, a)));
-    let Some((content, append)) = append else {
+    let Some(append) = record.content.as_ref().and_then(|c| c.append) else {
         out.insert(super::BLOB_TYPE, HeaderValue::from_static("BlockBlob"));
         return;
     };
     out.insert(super::BLOB_TYPE, HeaderValue::from_static("AppendBlob"));
-    out.insert(COMMITTED_BLOCKS, HeaderValue::from(content.blocks.len()));
+    out.insert(COMMITTED_BLOCKS, HeaderValue::from(append.count));
     if append.sealed {
         out.insert(SEALED, HeaderValue::from_static("true"));
     }

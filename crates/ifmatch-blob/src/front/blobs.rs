@@ -354,7 +354,11 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     "x-ms-range-get-content-md5 takes a range of at most 4 MiB.",
                 ));
             }
-            match self.open(content, range).await {
+            let opened = match self.with_blocks(key, content).await {
+                Ok(whole) => self.open(&whole, range).await,
+                Err(e) => Err(e),
+            };
+            match opened {
                 Ok(body) if part_md5 => {
                     use http_body_util::BodyExt;
                     let bytes = body.collect().await?.to_bytes();

@@ -305,6 +305,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 .await);
         };
         ask.lease(Scope::Blob, Access::Read, Some(&current))?;
+        if is_append_blob(Some(&current)) {
+            return Err(ErrorCode::InvalidBlobType.into());
+        }
         let mut out = HeaderMap::new();
         if current.content.is_some() {
             out = validator_headers(&current);

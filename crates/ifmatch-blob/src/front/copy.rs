@@ -131,6 +131,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             )
             .map_err(|_| ErrorCode::SourceConditionNotMet)?;
             let content = record.content.as_ref().ok_or(ErrorCode::BlobNotFound)?;
+            let content = &self.with_blocks(&source.key, content).await?;
             let Some(objects) = self.share_source(&source.key, &record, content).await? else {
                 // Changed while it was read: read what it is now.
                 continue;
@@ -160,9 +161,20 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     block.object = object.clone();
                 }
             }
-            if put_from_url {
-                copied.append = None;
-            }
+            let bytes_tag = match copied.append.filter(|_| !put_from_url) {
+                // An append blob's blocks go to an append set of its own, chained anew.
+                Some(appended) => {
+                    let epoch = self.fresh_generation();
+                    let chained = self.restage(destination, epoch, &copied.blocks).await?;
+                    copied.blocks = Vec::new();
+                    copied.append = Some(crate::Appended { epoch, ..appended });
+                    chained
+                }
+                None => {
+                    copied.append = None;
+                    bytes_tag
+                }
+            };
             let etag = metadata::blob_tag(
                 &bytes_tag,
                 copied.content_type.as_deref(),
@@ -172,7 +184,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             );
             copied.md5 = content.md5.clone();
             copied.properties = properties;
-            copied.sha256 = (etag != bytes_tag).then_some(bytes_tag);
+            // An append blob's chain value is kept whatever its tag: its set is read by it.
+            copied.sha256 = (etag != bytes_tag || copied.append.is_some()).then_some(bytes_tag);
             let mut fresh = Record::blob(etag, now, copied);
             fresh.metadata = metadata;
             let id = self.env.random_uuid().hyphenated().to_string();
@@ -184,10 +197,14 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     completed: crate::unix_seconds(now),
                 });
             }
+            let append_set = fresh.content.as_ref().and_then(|c| c.append);
             let committed = self.commit_put(destination, ask, fresh).await;
             if committed.as_ref().is_err_and(|f| !f.may_have_landed) {
                 for object in objects {
                     self.discard(Some(object)).await;
+                }
+                if let Some(appended) = append_set {
+                    let _ = self.records.drop_staged(destination, appended.epoch).await;
                 }
             }
             let mut answered = committed?;

@@ -29,9 +29,12 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 Ok(blobs) => {
                     for (name, record) in blobs {
                         named.extend(record.objects().map(str::to_owned));
-                        if let Some(staging) = record.staging {
-                            let key = Key::Blob(container.clone(), name);
-                            let staged = self.records.staged_blocks(&key, staging.epoch).await?;
+                        let appended = record.content.as_ref().and_then(|c| c.append);
+                        let sets = (record.staging.map(|s| s.epoch).into_iter())
+                            .chain(appended.map(|a| a.epoch));
+                        let key = Key::Blob(container.clone(), name);
+                        for epoch in sets {
+                            let staged = self.records.staged_blocks(&key, epoch).await?;
                             named.extend(staged.into_iter().map(|b| b.object));
                         }
                     }

@@ -29,17 +29,27 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let Some(previous) = previous else { return };
         let dropped =
             (previous.staging).filter(|staging| written.and_then(|w| w.staging) != Some(*staging));
-        let staged = match dropped {
-            Some(staging) => self.staged_entries(key, staging.epoch).await,
-            None => Vec::new(),
-        };
-        let staged = staged.iter().map(|b| b.object.as_str());
+        // An append blob's set goes when the record no longer names it (an overwrite, a
+        // delete), with the objects of its entries.
+        let append_epoch = |record: &Record| record.content.as_ref()?.append.map(|a| a.epoch);
+        let appended =
+            append_epoch(previous).filter(|e| written.and_then(append_epoch) != Some(*e));
+        let dropped_sets: Vec<u64> = dropped
+            .map(|s| s.epoch)
+            .into_iter()
+            .chain(appended)
+            .collect();
+        let mut entries = Vec::new();
+        for epoch in &dropped_sets {
+            entries.extend(self.staged_entries(key, *epoch).await);
+        }
+        let staged = entries.iter().map(|b| b.object.as_str());
         self.discard_unnamed(previous.objects().chain(staged), written)
             .await;
-        if let Some(staging) = dropped
-            && let Err(error) = self.records.drop_staged(key, staging.epoch).await
-        {
-            tracing::warn!(?key, %error, "could not drop a set of staged blocks");
+        for epoch in dropped_sets {
+            if let Err(error) = self.records.drop_staged(key, epoch).await {
+                tracing::warn!(?key, %error, "could not drop a set of staged blocks");
+            }
         }
     }
 

@@ -140,6 +140,14 @@ impl Server {
         assert_eq!(r.status(), 201, "create container {name}");
     }
 
+    /// The record of blob `name` of container `container`, as the backend holds it.
+    pub async fn record(&self, container: &str, name: &str) -> ifmatch_blob::Record {
+        use ifmatch_blob::Records;
+        let key = ifmatch_blob::Key::Blob(container.to_owned(), name.to_owned());
+        let record = self.front.records().get(&key).await.unwrap().unwrap();
+        ifmatch_blob::Record::clone(&record)
+    }
+
     /// Puts a blob and returns its ETag.
     pub async fn put_blob(&self, path: &str, body: &[u8]) -> String {
         let r = self.put(path, &[], body.to_vec()).await;
