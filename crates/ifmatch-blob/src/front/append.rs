@@ -247,14 +247,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             let mode = PutMode::Update(current.generation);
             match self.records.put(key, &record, mode).await {
                 Ok(()) => return Ok(record),
-                Err(
-                    StoreError::Conflict { .. }
-                    | StoreError::AlreadyExists { .. }
-                    | StoreError::NotFound { .. },
-                ) => {
-                    self.retries
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                }
+                Err(e) if self.lost_race(&e) => {}
                 Err(e) => return Err(e.into()),
             }
         }

@@ -115,21 +115,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             self.container_record(destination.container()).await?;
         }
         ask.gate(blob::Operation::Put, Access::Write, current.as_deref())?;
-        let conditions = source_conditions(headers);
 
         for _ in 0..MAX_ATTEMPTS {
-            let Some(record) = committed(self.records.get(&source.key).await?) else {
-                return Err(Failure::with_detail(
-                    ErrorCode::BlobNotFound,
-                    "The copy source does not exist.",
-                ));
-            };
-            blob::evaluate(
-                blob::Operation::Write,
-                &conditions,
-                Some(&record.validators()),
-            )
-            .map_err(|_| ErrorCode::SourceConditionNotMet)?;
+            let record = self.source_record(&source, headers).await?;
             let content = record.content.as_ref().ok_or(ErrorCode::BlobNotFound)?;
             let content = &self.with_blocks(&source.key, content).await?;
             let Some(objects) = self.share_source(&source.key, &record, content).await? else {
@@ -230,18 +218,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     ) -> Result<Answer<O::Reader>> {
         let headers = &from.parts.headers;
         let source = self.source(&from, now).await?;
-        let Some(record) = committed(self.records.get(&source.key).await?) else {
-            return Err(Failure::with_detail(
-                ErrorCode::BlobNotFound,
-                "The copy source does not exist.",
-            ));
-        };
-        blob::evaluate(
-            blob::Operation::Write,
-            &source_conditions(headers),
-            Some(&record.validators()),
-        )
-        .map_err(|_| ErrorCode::SourceConditionNotMet)?;
+        let record = self.source_record(&source, headers).await?;
         let content = record.content.as_ref().ok_or(ErrorCode::BlobNotFound)?;
         let range = match headers.get(SOURCE_RANGE).and_then(|v| v.to_str().ok()) {
             None => None,
@@ -258,6 +235,29 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             asked.remove(name);
         }
         self.append_block(key, &asked, body, now).await
+    }
+
+    /// The source's record, if it exists and meets the request's `x-ms-source-if-*` (412
+    /// `SourceConditionNotMet`).
+    async fn source_record(
+        &self,
+        source: &Source,
+        headers: &HeaderMap,
+    ) -> Result<std::sync::Arc<Record>> {
+        let Some(record) = committed(self.records.get(&source.key).await?) else {
+            return Err(Failure::with_detail(
+                ErrorCode::BlobNotFound,
+                "The copy source does not exist.",
+            ));
+        };
+        let conditions = source_conditions(headers);
+        blob::evaluate(
+            blob::Operation::Write,
+            &conditions,
+            Some(&record.validators()),
+        )
+        .map_err(|_| ErrorCode::SourceConditionNotMet)?;
+        Ok(record)
     }
 
     /// The blob `x-ms-copy-source` names, if it is one of this server's and the requester may

@@ -197,6 +197,12 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             blob,
             credential,
         } = self.admit(parts, now, operation).await?;
+        // Who asks, for a copy's source.
+        let from = || copy::Requester {
+            parts,
+            account,
+            credential: &credential,
+        };
         match &target.operation {
             Operation::CreateContainer => self.create_container(&container, headers, now).await,
             Operation::GetContainerAcl => self.container_acl(&container, headers, now).await,
@@ -211,13 +217,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             Operation::ListBlobs(options) => self.list(&stored, options, now).await,
             Operation::LeaseContainer => self.lease(&container, headers, now).await,
             Operation::PutBlob if headers.contains_key(copy::COPY_SOURCE) => {
-                let from = copy::Requester {
-                    parts,
-                    account,
-                    credential: &credential,
-                };
                 *operation = Some(OperationName(copy::operation_name(headers)));
-                self.copy_blob(&blob, from, now).await
+                self.copy_blob(&blob, from(), now).await
             }
             Operation::PutBlob => self.put_blob(&blob, headers, body, now).await,
             Operation::GetBlob => {
@@ -245,13 +246,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             Operation::GetBlockList(kind) => self.get_block_list(&blob, *kind, headers, now).await,
             Operation::AbortCopyBlob(id) => self.abort_copy(&blob, id, headers, now).await,
             Operation::AppendBlock if headers.contains_key(copy::COPY_SOURCE) => {
-                let from = copy::Requester {
-                    parts,
-                    account,
-                    credential: &credential,
-                };
                 *operation = Some(OperationName("AppendBlockFromURL"));
-                self.append_block_from_url(&blob, from, now).await
+                self.append_block_from_url(&blob, from(), now).await
             }
             Operation::AppendBlock => self.append_block(&blob, headers, body, now).await,
             Operation::SealBlob => self.seal(&blob, headers, now).await,

@@ -150,15 +150,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                         removed,
                     });
                 }
-                // Somebody changed (or removed) the record since we read it.
-                Err(
-                    StoreError::Conflict { .. }
-                    | StoreError::AlreadyExists { .. }
-                    | StoreError::NotFound { .. },
-                ) => {
-                    self.retries
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                }
+                Err(e) if self.lost_race(&e) => {}
                 Err(e) => return Err(e.into()),
             }
         }
@@ -166,6 +158,22 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             ErrorCode::ServerBusy,
             format!("The change lost {MAX_ATTEMPTS} races with concurrent changes. Retry later."),
         ))
+    }
+
+    /// Whether a write failed because somebody changed (or removed) the record since it was
+    /// read: counted, for the caller to read it again.
+    pub(super) fn lost_race(&self, error: &StoreError) -> bool {
+        let lost = matches!(
+            error,
+            StoreError::Conflict { .. }
+                | StoreError::AlreadyExists { .. }
+                | StoreError::NotFound { .. }
+        );
+        if lost {
+            self.retries
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        lost
     }
 
     /// The error for a record that does not exist: for a change, a failed `If-Match` first
