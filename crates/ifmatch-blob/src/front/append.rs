@@ -1,14 +1,16 @@
 //! Append blobs: Put Blob with `x-ms-blob-type: AppendBlob` (an empty blob), Append Block,
 //! Append Block From URL, and Append Blob Seal.
 //!
-//! An append blob's bytes are its record's blocks, one object per Append Block, read one
-//! after the other as a committed block list's are. Each append stages its body first, then
-//! adds its block with one compare-and-swap of the record, in which the lease, the conditions
+//! An append blob's bytes are the blocks of its append set, one object per Append Block, read
+//! one after the other as a committed block list's are. The set is kept beside the record, as
+//! Put Block's staged blocks are, so that an append costs the same at the first block and at
+//! the 50,000th: it stages its body, adds an entry naming the chain value it follows, and swaps
+//! the record for one counting it, in one compare-and-swap in which the lease, the conditions
 //! (`If-Match` and the rest, `x-ms-blob-condition-appendpos`, `x-ms-blob-condition-maxsize`),
-//! the seal and the 50,000-block bound are checked against the record it replaces: two
-//! appenders at one position never both land, and an append that lost its race is discarded
-//! whole. The tag chains each block's to the one before (see [`Appended::chain`]): every append
-//! a new tag, at the cost of one small hash.
+//! the seal and the 50,000-block bound are checked against the record it replaces. Two
+//! appenders at one position never both land; the entry of one that lost leads nowhere, and a
+//! read, which walks the chain to the record's value ([`Appended::resolve`]), never reads it.
+//! Every append is a new tag, at the cost of one small hash ([`Appended::chain`]).
 
 use std::time::SystemTime;
 
@@ -271,12 +273,11 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 "its record has no chain value",
             )
         })?;
-        appended.resolve(entries, last).ok_or_else(|| {
-            StoreError::corrupt(
-                format_args!("append blob {key}"),
-                "its append set does not hold the blocks its record counts",
-            )
-        })
+        // Not there: the blob was replaced or deleted since its record was read (a reader
+        // reads the record again), or its set is damaged (one whose record is unchanged).
+        appended
+            .resolve(entries, last)
+            .ok_or_else(|| StoreError::not_found(format_args!("the blocks of append blob {key}")))
     }
 
     /// Stages `blocks` (objects of the blob's own) as the append set `epoch` of `key`, each

@@ -119,7 +119,12 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         for _ in 0..MAX_ATTEMPTS {
             let record = self.source_record(&source, headers).await?;
             let content = record.content.as_ref().ok_or(ErrorCode::BlobNotFound)?;
-            let content = &self.with_blocks(&source.key, content).await?;
+            let content = &match self.with_blocks(&source.key, content).await {
+                Ok(content) => content,
+                // Replaced or deleted since its record was read: read what it is now.
+                Err(StoreError::NotFound { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            };
             let Some(objects) = self.share_source(&source.key, &record, content).await? else {
                 // Changed while it was read: read what it is now.
                 continue;
@@ -153,7 +158,17 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 // An append blob's blocks go to an append set of its own, chained anew.
                 Some(appended) => {
                     let epoch = self.fresh_generation();
-                    let chained = self.restage(destination, epoch, &copied.blocks).await?;
+                    let restaged = self.restage(destination, epoch, &copied.blocks).await;
+                    let chained = match restaged {
+                        Ok(chained) => chained,
+                        Err(failure) => {
+                            for object in objects {
+                                self.discard(Some(object)).await;
+                            }
+                            let _ = self.records.drop_staged(destination, epoch).await;
+                            return Err(failure);
+                        }
+                    };
                     copied.blocks = Vec::new();
                     copied.append = Some(crate::Appended { epoch, ..appended });
                     chained
