@@ -64,4 +64,5 @@ pub use record::{
 };
 pub use store::{
     BoxError, Env, Key, Objects, PutMode, Records, Scan, Staged, StoreError, check_len,
+    share_by_copy,
 };

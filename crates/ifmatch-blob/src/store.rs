@@ -347,24 +347,7 @@ pub trait Objects: Send + Sync + 'static {
     where
         Self: Sized,
     {
-        async move {
-            // Its length told exactly, for a store that needs it before the bytes (R2).
-            let reader =
-                crate::body::ResponseBody::stream(self.read(object, len, None).await?, len);
-            let staged = self.stage(reader, len).await?;
-            if staged.len != len {
-                let _ = self.discard(&staged.object).await;
-                return Err(StoreError::corrupt(
-                    format_args!("object {object}"),
-                    format!("{} bytes where its record says {len}", staged.len),
-                ));
-            }
-            if let Err(e) = self.persist(&staged).await {
-                let _ = self.discard(&staged.object).await;
-                return Err(e);
-            }
-            Ok(staged.object)
-        }
+        share_by_copy(self, object, len)
     }
 
     /// The objects stored more than `age` ago, as of `now`: the candidates of the orphan
@@ -378,6 +361,30 @@ pub trait Objects: Send + Sync + 'static {
         let _ = (age, now);
         async { Err(StoreError::Unsupported("listing objects")) }
     }
+}
+
+/// [`Objects::share`] the long way, for any store: the bytes of `object` read and staged again
+/// as a new object, made durable.
+pub async fn share_by_copy<O: Objects>(
+    store: &O,
+    object: &str,
+    len: u64,
+) -> Result<String, StoreError> {
+    // Its length told exactly, for a store that needs it before the bytes (R2).
+    let reader = crate::body::ResponseBody::stream(store.read(object, len, None).await?, len);
+    let staged = store.stage(reader, len).await?;
+    if staged.len != len {
+        let _ = store.discard(&staged.object).await;
+        return Err(StoreError::corrupt(
+            format_args!("object {object}"),
+            format!("{} bytes where its record says {len}", staged.len),
+        ));
+    }
+    if let Err(e) = store.persist(&staged).await {
+        let _ = store.discard(&staged.object).await;
+        return Err(e);
+    }
+    Ok(staged.object)
 }
 
 /// The check every [`Objects::read`] makes: the object holds the bytes its record says.

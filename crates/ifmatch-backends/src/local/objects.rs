@@ -121,35 +121,18 @@ impl Objects for LocalObjects {
     }
 
     /// A hard link: the same bytes under a second name, none copied (objects are never
-    /// written after `persist`). Its time is set to now, so that the sweep, which discards
-    /// unnamed objects by their age, leaves the copy's record the time to name it; then its
-    /// name is made durable.
+    /// written after `persist`), its time set to now so that the sweep, which discards unnamed
+    /// objects by their age, leaves the copy's record the time to name it. Where the file
+    /// system will not link (no hard links; a file linked as often as it may be, `EMLINK`),
+    /// the bytes are copied.
     async fn share(&self, object: &str, len: u64) -> Result<String, StoreError> {
-        let from = self.dir.object_path(object)?;
-        let name = uuid::Uuid::new_v4().simple().to_string();
-        let to = self.dir.object_path(&name)?;
-        let objects = self.dir.objects_dir();
-        let shared = name.clone();
-        let source = object.to_owned();
-        blocking(move || {
-            match fs::hard_link(&from, &to) {
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    return Err(StoreError::not_found(format_args!("object {source}")));
-                }
-                result => result?,
+        match self.link(object, len).await {
+            Err(StoreError::Io(error)) => {
+                tracing::debug!(%object, %error, "no hard link: the bytes are copied");
+                ifmatch_blob::share_by_copy(self, object, len).await
             }
-            let checked = (|| {
-                let file = File::options().write(true).open(&to)?;
-                check_len(&source, file.metadata()?.len(), len)?;
-                file.set_modified(SystemTime::now())?;
-                Ok::<_, StoreError>(sync_dir(&objects)?)
-            })();
-            if checked.is_err() {
-                let _ = fs::remove_file(&to);
-            }
-            checked.map(|()| shared)
-        })
-        .await
+            linked => linked,
+        }
     }
 
     async fn discard(&self, object: &str) -> Result<(), StoreError> {
@@ -174,6 +157,38 @@ impl Objects for LocalObjects {
                 }
             }
             Ok(out)
+        })
+        .await
+    }
+}
+
+impl LocalObjects {
+    /// A second name for `object`'s file, with its own time, made durable (see
+    /// [`Objects::share`]).
+    async fn link(&self, object: &str, len: u64) -> Result<String, StoreError> {
+        let from = self.dir.object_path(object)?;
+        let name = uuid::Uuid::new_v4().simple().to_string();
+        let to = self.dir.object_path(&name)?;
+        let objects = self.dir.objects_dir();
+        let shared = name.clone();
+        let source = object.to_owned();
+        blocking(move || {
+            match fs::hard_link(&from, &to) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    return Err(StoreError::not_found(format_args!("object {source}")));
+                }
+                result => result?,
+            }
+            let checked = (|| {
+                let file = File::options().write(true).open(&to)?;
+                check_len(&source, file.metadata()?.len(), len)?;
+                file.set_modified(SystemTime::now())?;
+                Ok::<_, StoreError>(sync_dir(&objects)?)
+            })();
+            if checked.is_err() {
+                let _ = fs::remove_file(&to);
+            }
+            checked.map(|()| shared)
         })
         .await
     }
