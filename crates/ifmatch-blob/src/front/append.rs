@@ -12,6 +12,7 @@
 //! read, which walks the chain to the record's value ([`Appended::resolve`]), never reads it.
 //! Every append is a new tag, at the cost of one small hash ([`Appended::chain`]).
 
+use std::borrow::Cow;
 use std::time::SystemTime;
 
 use http::StatusCode;
@@ -256,30 +257,6 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         Err(ErrorCode::ServerBusy.into())
     }
 
-    /// The blocks of `content`, in order: a block list's, or an append blob's as its append set
-    /// and its record say (see [`Appended::resolve`]).
-    pub(super) async fn blocks_of(
-        &self,
-        key: &Key,
-        content: &Content,
-    ) -> std::result::Result<Vec<Block>, StoreError> {
-        let Some(appended) = content.append.filter(|a| a.count > 0) else {
-            return Ok(content.blocks.clone());
-        };
-        let entries = self.records.staged_blocks(key, appended.epoch).await?;
-        let last = content.sha256.as_ref().ok_or_else(|| {
-            StoreError::corrupt(
-                format_args!("append blob {key}"),
-                "its record has no chain value",
-            )
-        })?;
-        // Not there: the blob was replaced or deleted since its record was read (a reader
-        // reads the record again), or its set is damaged (one whose record is unchanged).
-        appended
-            .resolve(entries, last)
-            .ok_or_else(|| StoreError::not_found(format_args!("the blocks of append blob {key}")))
-    }
-
     /// Stages `blocks` (objects of the blob's own) as the append set `epoch` of `key`, each
     /// entry following the one before, as appends would have: the last chain value.
     pub(super) async fn restage(
@@ -306,17 +283,32 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         Ok(chained)
     }
 
-    /// `content` with its blocks in it, for a read or a copy of them.
-    pub(super) async fn with_blocks(
+    /// `content` with its blocks in it, for a read or a copy of them: itself, but for an
+    /// append blob, whose blocks are the entries of its append set its record leads to (see
+    /// [`Appended::resolve`]).
+    pub(super) async fn with_blocks<'a>(
         &self,
         key: &Key,
-        content: &Content,
-    ) -> std::result::Result<Content, StoreError> {
+        content: &'a Content,
+    ) -> std::result::Result<Cow<'a, Content>, StoreError> {
+        let Some(appended) = content.append.filter(|a| a.count > 0) else {
+            return Ok(Cow::Borrowed(content));
+        };
+        let entries = self.records.staged_blocks(key, appended.epoch).await?;
+        let last = content.sha256.as_ref().ok_or_else(|| {
+            StoreError::corrupt(
+                format_args!("append blob {key}"),
+                "its record has no chain value",
+            )
+        })?;
+        // Not there: the blob was replaced or deleted since its record was read (a reader
+        // reads the record again), or its set is damaged (one whose record is unchanged).
+        let blocks = appended.resolve(entries, last).ok_or_else(|| {
+            StoreError::not_found(format_args!("the blocks of append blob {key}"))
+        })?;
         let mut whole = content.clone();
-        if content.append.is_some() {
-            whole.blocks = self.blocks_of(key, content).await?;
-        }
-        Ok(whole)
+        whole.blocks = blocks;
+        Ok(Cow::Owned(whole))
     }
 
     /// Append Blob Seal: no block may be appended after it. Its tag and time stay (as in

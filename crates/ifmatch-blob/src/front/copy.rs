@@ -143,7 +143,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             let bytes_tag = record.bytes_tag().clone();
             // The source's content under the new names: its blocks (and their ids), its length,
             // its inline bytes; Put Blob From URL always makes a block blob.
-            let mut copied = content.clone();
+            let mut copied = Content::clone(content);
             copied.content_type = content_type;
             if copied.blocks.is_empty() {
                 if let Some(object) = objects.first() {
@@ -344,12 +344,11 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                  account's key: give the source URL a shared access signature that may read it.",
             ));
         }
-        let mut plain = format!(
+        let plain = format!(
             "{}://{authority}{}",
             url.scheme_str().unwrap_or("http"),
             url.path()
         );
-        plain.shrink_to_fit();
         Ok(Source { key, url: plain })
     }
 
