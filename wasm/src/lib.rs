@@ -19,7 +19,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use futures_util::TryStreamExt;
-use http_body::{Body, Frame, SizeHint};
+use http_body::{Body, SizeHint};
+use ifmatch_blob::FramePoll;
 use ifmatch_blob::auth::{ClientIp, Https};
 use ifmatch_blob::{Accounts, DEFAULT_MAX_BODY, Front, ResponseBody};
 use wasm_bindgen::JsCast;
@@ -146,7 +147,7 @@ impl Body for KnownLength {
     fn poll_frame(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+    ) -> FramePoll<Self::Error> {
         std::pin::Pin::new(&mut self.body)
             .poll_frame(cx)
             .map_err(|e| std::io::Error::other(e.to_string()))

@@ -9,6 +9,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use futures_util::Stream;
 use http_body::{Body, Frame};
+use ifmatch_blob::FramePoll;
 use ifmatch_blob::{BoxError, HashingBody, Objects, Staged, StoreError};
 use ifmatch_core::EntityTag;
 use worker::send::{SendFuture, SendWrapper};
@@ -158,10 +159,7 @@ impl Body for R2Reader {
     type Data = Bytes;
     type Error = StoreError;
 
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, StoreError>>> {
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> FramePoll<Self::Error> {
         let Some(stream) = self.0.as_mut() else {
             return Poll::Ready(None);
         };

@@ -5,11 +5,11 @@
 use std::ops::Range;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::Context;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use http_body::{Body, Frame, SizeHint};
+use http_body::{Body, SizeHint};
 use ifmatch_blob::{
     Block, BoxError, Key, Objects, PutMode, Record, Records, Scan, Staged, StoreError,
 };
@@ -17,6 +17,7 @@ use ifmatch_blob::{
 #[cfg(feature = "object-store")]
 use crate::bucket::{BucketObjects, BucketReader};
 use crate::local::{LocalObjects, LocalRecords, ObjectReader};
+use ifmatch_blob::FramePoll;
 
 /// The records of the backend chosen: the local disk, or Redis.
 #[derive(Debug, Clone)]
@@ -131,10 +132,7 @@ impl Body for AnyReader {
     type Data = Bytes;
     type Error = StoreError;
 
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, StoreError>>> {
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> FramePoll<Self::Error> {
         // Both readers are `Unpin`: no projection needed.
         match self.get_mut() {
             Self::Local(reader) => Pin::new(reader).poll_frame(cx),

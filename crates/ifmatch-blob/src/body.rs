@@ -13,6 +13,9 @@ use pin_project_lite::pin_project;
 
 use crate::StoreError;
 
+/// What [`Body::poll_frame`] returns, for bodies of [`Bytes`].
+pub type FramePoll<E> = Poll<Option<Result<Frame<Bytes>, E>>>;
+
 pin_project! {
     /// A response body. No boxing: an enum over the three shapes a response takes.
     #[derive(Debug)]
@@ -74,10 +77,7 @@ impl<R: Body<Data = Bytes, Error = StoreError>> Pieces<R> {
         }
     }
 
-    fn poll_frame(
-        &mut self,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, StoreError>>> {
+    fn poll_frame(&mut self, cx: &mut Context<'_>) -> FramePoll<StoreError> {
         loop {
             if let Some(reader) = &mut self.reading {
                 match std::task::ready!(reader.as_mut().poll_frame(cx)) {
@@ -150,10 +150,7 @@ impl<R: Body<Data = Bytes, Error = StoreError>> Body for ResponseBody<R> {
     type Data = Bytes;
     type Error = StoreError;
 
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, StoreError>>> {
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> FramePoll<Self::Error> {
         match self.project().inner.project() {
             Projection::Empty => Poll::Ready(None),
             Projection::Full { data } => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),

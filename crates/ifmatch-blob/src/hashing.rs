@@ -5,10 +5,11 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http_body::{Body, Frame, SizeHint};
+use http_body::{Body, SizeHint};
 use ifmatch_core::{EntityTag, EtagHasher};
 use pin_project_lite::pin_project;
 
+use crate::FramePoll;
 use crate::{BoxError, StoreError};
 
 pin_project! {
@@ -42,18 +43,11 @@ impl<B> HashingBody<B> {
     }
 }
 
-impl<B> Body for HashingBody<B>
-where
-    B: Body<Data = Bytes>,
-    B::Error: Into<BoxError>,
-{
+impl<B: Body<Data = Bytes, Error: Into<BoxError>>> Body for HashingBody<B> {
     type Data = Bytes;
     type Error = StoreError;
 
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, StoreError>>> {
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> FramePoll<Self::Error> {
         let this = self.project();
         let frame = match this.body.poll_frame(cx) {
             Poll::Pending => return Poll::Pending,

@@ -28,6 +28,7 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use crate::body_rate::{RateBody, Waiting};
 use crate::huge_length::HugeLength;
 use crate::metrics::Metrics;
+use ifmatch_blob::FramePoll;
 
 /// How long requests in flight may take to finish after shutdown is asked for.
 const DRAIN: Duration = Duration::from_secs(30);
@@ -613,10 +614,7 @@ impl<B: Body<Data = Bytes>> Body for ServerBody<B> {
     type Data = Bytes;
     type Error = B::Error;
 
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> FramePoll<Self::Error> {
         match self.project() {
             ServerBodyProjection::Served { body, in_flight } => {
                 let frame = std::task::ready!(body.poll_frame(cx));

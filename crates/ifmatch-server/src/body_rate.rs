@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
+use ifmatch_blob::FramePoll;
 use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 
@@ -90,10 +91,7 @@ where
     type Data = Bytes;
     type Error = Box<dyn std::error::Error + Send + Sync>;
 
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> FramePoll<Self::Error> {
         let mut this = self.project();
         loop {
             if let Poll::Ready(frame) = this.inner.as_mut().poll_frame(cx) {
@@ -193,10 +191,7 @@ mod tests {
         type Data = Bytes;
         type Error = std::convert::Infallible;
 
-        fn poll_frame(
-            mut self: Pin<&mut Self>,
-            cx: &mut Context<'_>,
-        ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> FramePoll<Self::Error> {
             self.0
                 .poll_recv(cx)
                 .map(|sent| sent.map(|b| Ok(Frame::data(b))))

@@ -19,8 +19,9 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body::{Body, Frame, SizeHint};
+use http_body::{Body, SizeHint};
 use http_body_util::BodyExt;
+use ifmatch_blob::FramePoll;
 
 /// The most bytes read to let a refused client read its answer.
 pub(crate) const LIMIT: u64 = 8 << 20;
@@ -73,10 +74,7 @@ impl<B: Body<Data = Bytes>> Body for Kept<B> {
     type Data = Bytes;
     type Error = B::Error;
 
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> FramePoll<Self::Error> {
         let this = self.get_mut();
         let Some(body) = &mut this.body else {
             return Poll::Ready(None);

@@ -10,6 +10,9 @@ use http_body::{Body, Frame, SizeHint};
 use crate::BoxError;
 use pin_project_lite::pin_project;
 
+/// What [`Body::poll_frame`] returns, for bodies of [`Bytes`].
+pub(crate) type FramePoll<E> = Poll<Option<Result<Frame<Bytes>, E>>>;
+
 pin_project! {
     /// The body of a response that went through the layer: the inner body untouched, the
     /// inner body buffered for hashing, a buffered prefix followed by the rest of a body that
@@ -77,18 +80,11 @@ impl<B> ConditionalBody<B> {
     }
 }
 
-impl<B> Body for ConditionalBody<B>
-where
-    B: Body<Data = Bytes>,
-    B::Error: Into<BoxError>,
-{
+impl<B: Body<Data = Bytes, Error: Into<BoxError>>> Body for ConditionalBody<B> {
     type Data = Bytes;
     type Error = BoxError;
 
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> FramePoll<Self::Error> {
         match self.project().inner.project() {
             Projection::Empty => Poll::Ready(None),
             Projection::Full { data, trailers } => Poll::Ready(match data.take() {

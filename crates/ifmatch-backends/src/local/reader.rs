@@ -6,6 +6,7 @@ use std::task::{Context, Poll};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
+use ifmatch_blob::FramePoll;
 use ifmatch_blob::StoreError;
 use pin_project_lite::pin_project;
 
@@ -54,10 +55,7 @@ impl Body for ObjectReader {
     type Data = Bytes;
     type Error = StoreError;
 
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, StoreError>>> {
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> FramePoll<Self::Error> {
         let (file, buf, remaining) = match self.project().inner.project() {
             SourceProjection::Memory { bytes } => {
                 return Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b))));

@@ -26,6 +26,7 @@ use tower::Service;
 
 use super::{ProxyError, ProxyMetrics, ProxyOptions};
 use crate::accept::RequestBody;
+use ifmatch_blob::FramePoll;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -47,10 +48,7 @@ impl http_body::Body for ProxyBody {
     type Data = Bytes;
     type Error = BoxError;
 
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<Bytes>, BoxError>>> {
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> FramePoll<Self::Error> {
         match &mut self.0 {
             Some(body) => body.as_mut().poll_frame(cx),
             None => Poll::Ready(None),

@@ -12,6 +12,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 
+use crate::body::FramePoll;
 use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
@@ -190,9 +191,10 @@ impl State {
     }
 }
 
-/// One client's way through a [`Fill`], or through a part of it.
+/// A stored body, whole or still arriving, as one client reads it (all of it, or a part):
+/// the body of an answer [`SharedCache`](super::SharedCache) serves from its store.
 #[derive(Debug)]
-pub(crate) struct Reader {
+pub struct Reader {
     fill: Arc<Fill>,
     /// The bytes it sends.
     range: Range<u64>,
@@ -238,10 +240,7 @@ impl Body for Reader {
     type Data = Bytes;
     type Error = BoxError;
 
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> FramePoll<Self::Error> {
         let this = self.get_mut();
         let fill = this.fill.clone();
         let mut state = fill.lock();

@@ -55,6 +55,7 @@ mod store;
 mod targeted;
 mod unkeyed;
 
+pub use fill::Reader;
 pub use layer::{SharedCacheHandle, SharedCacheLayer};
 pub use service::{CachedBody, Kept, SharedCache};
 pub use stats::CacheReport;

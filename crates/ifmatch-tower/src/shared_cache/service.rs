@@ -13,7 +13,8 @@ use std::time::SystemTime;
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Response, Uri};
-use http_body::{Body, Frame, SizeHint};
+use http_body::Body;
+use http_body_util::Either;
 use http_cache_semantics::BeforeRequest;
 use tower_service::Service;
 
@@ -50,66 +51,8 @@ impl<S> SharedCache<S> {
     }
 }
 
-pin_project_lite::pin_project! {
-    /// The body of an answer: a stored body (whole or arriving), or the inner service's.
-    pub struct CachedBody<B> {
-        #[pin]
-        kind: Kind<B>,
-    }
-}
-
-pin_project_lite::pin_project! {
-    #[project = KindProjection]
-    enum Kind<B> {
-        Stored { reader: Reader },
-        Inner { #[pin] body: B },
-    }
-}
-
-impl<B> CachedBody<B> {
-    fn stored(reader: Reader) -> Self {
-        let kind = Kind::Stored { reader };
-        Self { kind }
-    }
-
-    fn inner(body: B) -> Self {
-        let kind = Kind::Inner { body };
-        Self { kind }
-    }
-}
-
-impl<B> Body for CachedBody<B>
-where
-    B: Body<Data = Bytes>,
-    B::Error: Into<BoxError>,
-{
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        match self.project().kind.project() {
-            KindProjection::Stored { reader } => Pin::new(reader).poll_frame(cx),
-            KindProjection::Inner { body } => body.poll_frame(cx).map_err(Into::into),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        match &self.kind {
-            Kind::Stored { reader } => reader.is_end_stream(),
-            Kind::Inner { body } => body.is_end_stream(),
-        }
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match &self.kind {
-            Kind::Stored { reader } => reader.size_hint(),
-            Kind::Inner { body } => body.size_hint(),
-        }
-    }
-}
+/// The body of an answer: a stored body (whole or arriving), or the inner service's.
+pub type CachedBody<B> = Either<Reader, B>;
 
 impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for SharedCache<S>
 where
@@ -172,7 +115,7 @@ where
         if !is_safe(&method) && (status.is_success() || status.is_redirection()) {
             invalidate(&store, &host, &target, response.headers());
         }
-        return Ok(response.map(CachedBody::inner));
+        return Ok(response.map(Either::Right));
     }
 
     let asked = head_of(&request);
@@ -375,7 +318,7 @@ where
         } else {
             "fwd=uri-miss"
         };
-        let mut response = response.map(CachedBody::inner);
+        let mut response = response.map(Either::Right);
         add_status(response.headers_mut(), status);
         return response;
     };
@@ -401,7 +344,7 @@ where
     if fresh && head.headers.contains_key(header::ETAG) {
         head.extensions.insert(Kept);
     }
-    Response::from_parts(head, CachedBody::stored(body.reader()))
+    Response::from_parts(head, Either::Left(body.reader()))
 }
 
 /// `stored` for `asked`, with the head `head` the policy made of it (its fields, refreshed,
@@ -438,7 +381,7 @@ pub(crate) fn from_store<B>(
         Counters::add(&store.counters.bytes_from_cache, bytes);
     }
     let kept = status == "hit" && head.headers.contains_key(header::ETAG);
-    let mut response = Response::from_parts(head, CachedBody::stored(body));
+    let mut response = Response::from_parts(head, Either::Left(body));
     add_status(response.headers_mut(), status);
     if kept {
         response.extensions_mut().insert(Kept);
