@@ -5,37 +5,14 @@
 
 mod common;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::Router;
-use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::get;
 use bytes::Bytes;
 use ifmatch_tower::ConditionalLayer;
 
-type Rows = Arc<Mutex<HashMap<String, Bytes>>>;
-
-async fn serve(layer: ConditionalLayer) -> (String, Rows) {
-    async fn read(State(rows): State<Rows>, Path(id): Path<String>) -> Result<Bytes, StatusCode> {
-        rows.lock()
-            .unwrap()
-            .get(&id)
-            .cloned()
-            .ok_or(StatusCode::NOT_FOUND)
-    }
-    async fn write(State(rows): State<Rows>, Path(id): Path<String>, body: Bytes) -> StatusCode {
-        rows.lock().unwrap().insert(id, body);
-        StatusCode::NO_CONTENT
-    }
-    let rows = Rows::default();
-    let app = Router::new()
-        .route("/docs/{id}", get(read).put(write))
-        .with_state(rows.clone())
-        .layer(layer);
-    (common::serve(app).await, rows)
+async fn serve(layer: ConditionalLayer) -> (String, common::Docs) {
+    common::docs(layer, StatusCode::NO_CONTENT).await
 }
 
 async fn put_if_match(base: &str, tag: &str, body: &'static str) -> u16 {

@@ -5,44 +5,13 @@
 
 mod common;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 
-use axum::Router;
-use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::get;
 use bytes::Bytes;
 use ifmatch_tower::ConditionalLayer;
 
-type Docs = Arc<Mutex<HashMap<String, Bytes>>>;
-
-async fn read(State(docs): State<Docs>, Path(id): Path<String>) -> Result<Bytes, StatusCode> {
-    let docs = docs.lock().unwrap();
-    docs.get(&id).cloned().ok_or(StatusCode::NOT_FOUND)
-}
-
-async fn write(State(docs): State<Docs>, Path(id): Path<String>, body: Bytes) -> StatusCode {
-    match docs.lock().unwrap().insert(id, body) {
-        Some(_) => StatusCode::NO_CONTENT,
-        None => StatusCode::CREATED,
-    }
-}
-
-async fn remove(State(docs): State<Docs>, Path(id): Path<String>) -> StatusCode {
-    match docs.lock().unwrap().remove(&id) {
-        Some(_) => StatusCode::NO_CONTENT,
-        None => StatusCode::NOT_FOUND,
-    }
-}
-
-async fn app(layer: ConditionalLayer) -> (String, Docs) {
-    let docs = Docs::default();
-    let app = Router::new()
-        .route("/docs/{id}", get(read).put(write).delete(remove))
-        .with_state(docs.clone())
-        .layer(layer);
-    (common::serve(app).await, docs)
+async fn app(layer: ConditionalLayer) -> (String, common::Docs) {
+    common::docs(layer, StatusCode::CREATED).await
 }
 
 async fn status(request: reqwest::RequestBuilder) -> u16 {

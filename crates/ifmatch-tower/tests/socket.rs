@@ -2,35 +2,13 @@
 
 mod common;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 
-use axum::Router;
-use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::get;
-use bytes::Bytes;
 use ifmatch_tower::ConditionalLayer;
 
-type Docs = Arc<Mutex<HashMap<String, Bytes>>>;
-
 async fn serve() -> String {
-    async fn read(State(docs): State<Docs>, Path(id): Path<String>) -> Result<Bytes, StatusCode> {
-        docs.lock()
-            .unwrap()
-            .get(&id)
-            .cloned()
-            .ok_or(StatusCode::NOT_FOUND)
-    }
-    async fn write(State(docs): State<Docs>, Path(id): Path<String>, body: Bytes) -> StatusCode {
-        docs.lock().unwrap().insert(id, body);
-        StatusCode::NO_CONTENT
-    }
-    let app = Router::new()
-        .route("/docs/{id}", get(read).put(write))
-        .with_state(Docs::default())
-        .layer(ConditionalLayer::new());
-    common::serve(app).await
+    let (base, _) = common::docs(ConditionalLayer::new(), StatusCode::NO_CONTENT).await;
+    base
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

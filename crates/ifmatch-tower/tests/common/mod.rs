@@ -14,3 +14,47 @@ pub async fn serve(app: axum::Router) -> String {
 pub fn http() -> reqwest::Client {
     reqwest::Client::builder().no_proxy().build().unwrap()
 }
+
+/// Documents by id, what [`docs`] serves.
+pub type Docs = std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, bytes::Bytes>>>;
+
+/// Serves [`Docs`] at `/docs/{id}` behind `layer`: GET (404 when absent), PUT (`created` for
+/// a new document, 204 for a replaced one), DELETE (204, or 404). Answers the base URL and the
+/// documents, for tests that change them behind the layer's back.
+pub async fn docs(
+    layer: ifmatch_tower::ConditionalLayer,
+    created: axum::http::StatusCode,
+) -> (String, Docs) {
+    use axum::extract::{Path, State};
+    use axum::http::StatusCode;
+    let read = async |State(docs): State<Docs>, Path(id): Path<String>| {
+        let docs = docs.lock().unwrap();
+        docs.get(&id).cloned().ok_or(StatusCode::NOT_FOUND)
+    };
+    let write =
+        async move |State(docs): State<Docs>, Path(id): Path<String>, body: bytes::Bytes| {
+            let replaced = docs.lock().unwrap().insert(id, body).is_some();
+            if replaced {
+                StatusCode::NO_CONTENT
+            } else {
+                created
+            }
+        };
+    let remove = async |State(docs): State<Docs>, Path(id): Path<String>| {
+        let removed = docs.lock().unwrap().remove(&id).is_some();
+        if removed {
+            StatusCode::NO_CONTENT
+        } else {
+            StatusCode::NOT_FOUND
+        }
+    };
+    let documents = Docs::default();
+    let app = axum::Router::new()
+        .route(
+            "/docs/{id}",
+            axum::routing::get(read).put(write).delete(remove),
+        )
+        .with_state(documents.clone())
+        .layer(layer);
+    (serve(app).await, documents)
+}
