@@ -5,7 +5,6 @@
 
 mod common;
 
-
 use axum::http::StatusCode;
 use bytes::Bytes;
 use ifmatch_tower::ConditionalLayer;

@@ -2,7 +2,6 @@
 
 mod common;
 
-
 use axum::http::StatusCode;
 use ifmatch_tower::ConditionalLayer;
 

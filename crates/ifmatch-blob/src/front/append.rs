@@ -26,7 +26,8 @@ use super::failure::{Failure, Result};
 use super::gate::Asking;
 use super::swap::{MAX_ATTEMPTS, Step, committed};
 use super::uploads::declared_len;
-use super::{Answer, CONTENT_CRC64, CONTENT_MD5, Front};
+use super::{Answered, Call};
+use super::{CONTENT_CRC64, CONTENT_MD5, Front};
 use crate::body::Incoming;
 use crate::store::{Env, Key, Objects, PutMode, Records, StoreError};
 use crate::{Appended, Block, Content, Record, metadata};
@@ -95,12 +96,8 @@ impl Position {
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// Put Blob with `x-ms-blob-type: AppendBlob`: an empty append blob, in place of any
     /// blob of the name (as Put Blob replaces).
-    pub(super) async fn create_append_blob(
-        &self,
-        key: &Key,
-        headers: &HeaderMap,
-        now: SystemTime,
-    ) -> Result<Answer<O::Reader>> {
+    pub(super) async fn create_append_blob(&self, call: Call<'_>) -> Answered<O> {
+        let Call { key, headers, now } = call;
         if declared_len(headers).is_some_and(|len| len > 0) {
             return Err(Failure::with_detail(
                 ErrorCode::InvalidHeaderValue,
@@ -134,13 +131,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     }
 
     /// Append Block: `body` staged, then added as the blob's next block.
-    pub(super) async fn append_block(
-        &self,
-        key: &Key,
-        headers: &HeaderMap,
-        body: impl Incoming,
-        now: SystemTime,
-    ) -> Result<Answer<O::Reader>> {
+    pub(super) async fn append_block(&self, call: Call<'_>, body: impl Incoming) -> Answered<O> {
+        let Call { key, headers, now } = call;
         let ask = Asking::of(headers, now)?;
         let position = Position::of(headers)?;
         let declared = declared_len(headers).or(body.size_hint().exact());
@@ -313,12 +305,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
 
     /// Append Blob Seal: no block may be appended after it. Its tag and time stay (as in
     /// Azure); sealing a sealed blob succeeds again.
-    pub(super) async fn seal(
-        &self,
-        key: &Key,
-        headers: &HeaderMap,
-        now: SystemTime,
-    ) -> Result<Answer<O::Reader>> {
+    pub(super) async fn seal(&self, call: Call<'_>) -> Answered<O> {
+        let Call { key, headers, now } = call;
         let ask = Asking::of(headers, now)?;
         let position = Position::of(headers)?;
         let missing = (blob::Operation::Write, ErrorCode::BlobNotFound);

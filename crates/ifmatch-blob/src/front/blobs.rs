@@ -15,9 +15,9 @@ use super::failure::{Failure, Result};
 use super::gate::Asking;
 use super::swap::{MAX_ATTEMPTS, Step, committed, existing};
 use super::uploads::declared_len;
+use super::{Answered, Call};
 use super::{
-    Answer, BLOB_TYPE, CONTENT_CRC64, CONTENT_MD5, ERROR_CODE, Front, MS_RANGE, RANGE_MD5,
-    RANGE_MD5_MAX,
+    BLOB_TYPE, CONTENT_CRC64, CONTENT_MD5, ERROR_CODE, Front, MS_RANGE, RANGE_MD5, RANGE_MD5_MAX,
 };
 use crate::body::Incoming;
 use crate::body::{Opening, Piece, Pieces, ResponseBody};
@@ -28,12 +28,8 @@ use crate::{Content, Record, metadata};
 
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// Get Blob Metadata: the validators and the `x-ms-meta-*` headers.
-    pub(super) async fn blob_metadata(
-        &self,
-        key: &Key,
-        headers: &HeaderMap,
-        now: SystemTime,
-    ) -> Result<Answer<O::Reader>> {
+    pub(super) async fn blob_metadata(&self, call: Call<'_>) -> Answered<O> {
+        let Call { key, headers, now } = call;
         let ask = Asking::of(headers, now)?;
         let Some(current) = committed(self.records.get(key).await?) else {
             return Err(self
@@ -55,7 +51,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         blob: &Key,
         headers: &HeaderMap,
         now: SystemTime,
-    ) -> Result<Answer<O::Reader>> {
+    ) -> Answered<O> {
         let ask = Asking::of(headers, now)?;
         let (key, scope, missing) = match operation {
             Operation::SetContainerMetadata => {
@@ -120,13 +116,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         Ok(swapped.answered())
     }
 
-    pub(super) async fn put_blob(
-        &self,
-        key: &Key,
-        headers: &HeaderMap,
-        body: impl Incoming,
-        now: SystemTime,
-    ) -> Result<Answer<O::Reader>> {
+    pub(super) async fn put_blob(&self, call: Call<'_>, body: impl Incoming) -> Answered<O> {
+        let Call { key, headers, now } = call;
         // Required, as in Azure: a request that meant something else (a misspelt `comp`, a
         // lease action without its query) must never replace a blob with its empty body.
         match headers.get(BLOB_TYPE) {
@@ -137,7 +128,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 ));
             }
             Some(kind) if kind == "AppendBlob" => {
-                return self.create_append_blob(key, headers, now).await;
+                return self.create_append_blob(call).await;
             }
             Some(kind) if kind != "BlockBlob" => {
                 return Err(Failure::with_detail(
@@ -231,7 +222,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         key: &Key,
         ask: Asking<'_>,
         fresh: Record,
-    ) -> Result<Answer<O::Reader>> {
+    ) -> Answered<O> {
         let headers = ask.headers;
         let swapped = self
             .swap(key, headers, |current| {
@@ -263,13 +254,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         Ok(answer(StatusCode::CREATED, out))
     }
 
-    pub(super) async fn get_blob(
-        &self,
-        key: &Key,
-        head: bool,
-        headers: &HeaderMap,
-        now: SystemTime,
-    ) -> Result<Answer<O::Reader>> {
+    pub(super) async fn get_blob(&self, call: Call<'_>, head: bool) -> Answered<O> {
+        let Call { key, headers, now } = call;
         let ask = Asking::of(headers, now)?;
         // A concurrent overwrite may discard the object between reading the record and opening
         // the object; the record read again names the new one.
@@ -459,12 +445,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         )))
     }
 
-    pub(super) async fn delete_blob(
-        &self,
-        key: &Key,
-        headers: &HeaderMap,
-        now: SystemTime,
-    ) -> Result<Answer<O::Reader>> {
+    pub(super) async fn delete_blob(&self, call: Call<'_>) -> Answered<O> {
+        let Call { key, headers, now } = call;
         let ask = Asking::of(headers, now)?;
         let (conditions, missing) = (blob::Operation::Write, ErrorCode::BlobNotFound);
         let swapped = self.delete_existing(key, ask, conditions, missing).await?;

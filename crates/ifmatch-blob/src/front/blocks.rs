@@ -9,8 +9,6 @@
 //! that changed while it was hashed (a block staged again under the same id) is resolved and
 //! hashed again.
 
-use std::time::SystemTime;
-
 use http::StatusCode;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http_body_util::BodyExt;
@@ -24,12 +22,13 @@ use super::failure::{Failure, Result};
 use super::gate::Asking;
 use super::swap::{MAX_ATTEMPTS, Step, existing};
 use super::uploads::verify_checksums;
-use super::{Answer, CONTENT_CRC64, Front};
+use super::{Answered, Call};
+use super::{CONTENT_CRC64, Front};
 use crate::block_list::{self as rules, MAX_LIST_BODY, MAX_UNCOMMITTED};
 use crate::body::Incoming;
 use crate::checksums::Checksums;
 use crate::operation::BlockListType;
-use crate::store::{Env, Key, Objects, PutMode, Records, StoreError};
+use crate::store::{Env, Objects, PutMode, Records, StoreError};
 use crate::{Block, Content, Record, metadata};
 
 /// `x-ms-blob-content-md5`: the MD5 a Put Block List gives the whole blob.
@@ -42,12 +41,11 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// the first block after a commit (or of a new blob) writes the record, to name a new set.
     pub(super) async fn put_block(
         &self,
-        key: &Key,
+        call: Call<'_>,
         id: &str,
-        headers: &HeaderMap,
         body: impl Incoming,
-        now: SystemTime,
-    ) -> Result<Answer<O::Reader>> {
+    ) -> Answered<O> {
+        let Call { key, headers, now } = call;
         let ask = Asking::of(headers, now)?;
         // Fail fast, before taking the body: the same checks run again when the set is named.
         let current = self.records.get(key).await?;
@@ -156,13 +154,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// Put Block List: the blob becomes the listed blocks, in order, under the conditions
     /// and lease rules of Put Blob, with the metadata and properties of the request. Every
     /// uncommitted block not listed is dropped.
-    pub(super) async fn put_block_list(
-        &self,
-        key: &Key,
-        headers: &HeaderMap,
-        body: impl Incoming,
-        now: SystemTime,
-    ) -> Result<Answer<O::Reader>> {
+    pub(super) async fn put_block_list(&self, call: Call<'_>, body: impl Incoming) -> Answered<O> {
+        let Call { key, headers, now } = call;
         let ask = Asking::of(headers, now)?;
         let (content_type, properties) = metadata::upload_properties(headers, false);
         let user_metadata = metadata::metadata(headers)?;
@@ -291,13 +284,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     }
 
     /// Get Block List: the committed blocks, the uncommitted ones, or both.
-    pub(super) async fn get_block_list(
-        &self,
-        key: &Key,
-        kind: BlockListType,
-        headers: &HeaderMap,
-        now: SystemTime,
-    ) -> Result<Answer<O::Reader>> {
+    pub(super) async fn get_block_list(&self, call: Call<'_>, kind: BlockListType) -> Answered<O> {
+        let Call { key, headers, now } = call;
         let ask = Asking::of(headers, now)?;
         let Some(current) = self.records.get(key).await? else {
             return Err(self

@@ -1,8 +1,6 @@
 //! Container operations: create, delete, properties, the access policy (ACL), and Blob Batch
 //! (its subrequests are blob deletes, answered one by one).
 
-use std::time::SystemTime;
-
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderValue};
 use http::{Response, StatusCode, header};
@@ -14,20 +12,17 @@ use super::answers::{answer, validator_headers, xml_answer};
 use super::failure::{Failure, Result, error_answer};
 use super::gate::Asking;
 use super::swap::Step;
-use super::{Answer, Front, PUBLIC_ACCESS};
+use super::{Answered, Call};
+use super::{Front, PUBLIC_ACCESS};
 use crate::body::Incoming;
 use crate::body::ResponseBody;
 use crate::operation::Operation;
-use crate::store::{Env, Key, Objects, PutMode, Records, StoreError};
+use crate::store::{Env, Objects, PutMode, Records, StoreError};
 use crate::{PublicAccess, Record, batch, metadata};
 
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
-    pub(super) async fn create_container(
-        &self,
-        key: &Key,
-        headers: &HeaderMap,
-        now: SystemTime,
-    ) -> Result<Answer<O::Reader>> {
+    pub(super) async fn create_container(&self, call: Call<'_>) -> Answered<O> {
+        let Call { key, headers, now } = call;
         let public_access = public_access(headers)?;
         let user_metadata = metadata::metadata(headers)?;
         let etag = strong_etag(self.env.random_uuid().as_bytes());
@@ -43,12 +38,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         }
     }
 
-    pub(super) async fn delete_container(
-        &self,
-        key: &Key,
-        headers: &HeaderMap,
-        now: SystemTime,
-    ) -> Result<Answer<O::Reader>> {
+    pub(super) async fn delete_container(&self, call: Call<'_>) -> Answered<O> {
+        let Call { key, headers, now } = call;
         let ask = Asking::of(headers, now)?;
         let (conditions, missing) = (blob::Operation::Container, ErrorCode::ContainerNotFound);
         let swapped = self.delete_existing(key, ask, conditions, missing).await?;
@@ -67,7 +58,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         &self,
         outer: &http::request::Parts,
         body: impl Incoming,
-    ) -> Result<Answer<O::Reader>> {
+    ) -> Answered<O> {
         use http_body_util::BodyExt;
         let refused = |(code, detail): batch::Refused| Failure::with_detail(code, detail);
         let boundary = batch::boundary(outer.headers.get(header::CONTENT_TYPE)).map_err(refused)?;
@@ -114,10 +105,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     }
 
     /// One subrequest of a batch: admitted like any request, and a Delete Blob.
-    pub(super) async fn subrequest(
-        &self,
-        parts: &http::request::Parts,
-    ) -> Result<Answer<O::Reader>> {
+    pub(super) async fn subrequest(&self, parts: &http::request::Parts) -> Answered<O> {
         let now = self.env.now();
         let admitted = self.admit(parts, now, &mut None).await?;
         if admitted.target.operation != Operation::DeleteBlob {
@@ -126,15 +114,12 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 "A batch carries Delete Blob subrequests only.",
             ));
         }
-        self.delete_blob(&admitted.blob, &parts.headers, now).await
+        let (key, headers) = (&admitted.blob, &parts.headers);
+        self.delete_blob(Call { key, headers, now }).await
     }
 
-    pub(super) async fn container_acl(
-        &self,
-        key: &Key,
-        headers: &HeaderMap,
-        now: SystemTime,
-    ) -> Result<Answer<O::Reader>> {
+    pub(super) async fn container_acl(&self, call: Call<'_>) -> Answered<O> {
+        let Call { key, headers, now } = call;
         let ask = Asking::of(headers, now)?;
         let current = self.container_record(key.container()).await?;
         ask.lease(Scope::Container, Access::Read, Some(&current))?;
@@ -150,11 +135,10 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// body that names one is refused rather than ignored.
     pub(super) async fn set_container_acl(
         &self,
-        key: &Key,
-        headers: &HeaderMap,
+        call: Call<'_>,
         body: impl Incoming,
-        now: SystemTime,
-    ) -> Result<Answer<O::Reader>> {
+    ) -> Answered<O> {
+        let Call { key, headers, now } = call;
         use http_body_util::BodyExt;
         let level = public_access(headers)?;
         let ask = Asking::of(headers, now)?;
@@ -189,12 +173,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         Ok(swapped.answered())
     }
 
-    pub(super) async fn container_properties(
-        &self,
-        key: &Key,
-        headers: &HeaderMap,
-        now: SystemTime,
-    ) -> Result<Answer<O::Reader>> {
+    pub(super) async fn container_properties(&self, call: Call<'_>) -> Answered<O> {
+        let Call { key, headers, now } = call;
         let ask = Asking::of(headers, now)?;
         let current = self.container_record(key.container()).await?;
         ask.lease(Scope::Container, Access::Read, Some(&current))?;

@@ -29,7 +29,8 @@ use super::admission::host;
 use super::failure::{Failure, Result};
 use super::gate::Asking;
 use super::swap::{MAX_ATTEMPTS, committed};
-use super::{Answer, BLOB_TYPE, CONTENT_CRC64, CONTENT_MD5, Front};
+use super::{Answered, Call};
+use super::{BLOB_TYPE, CONTENT_CRC64, CONTENT_MD5, Front};
 use crate::auth::{self, ClientIp, Credential, Signed};
 use crate::operation::{Operation, Target};
 use crate::store::{Env, Key, Objects, Records, StoreError};
@@ -96,7 +97,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         destination: &Key,
         from: Requester<'_>,
         now: SystemTime,
-    ) -> Result<Answer<O::Reader>> {
+    ) -> Answered<O> {
         let headers = &from.parts.headers;
         let put_from_url = headers.contains_key(BLOB_TYPE);
         if put_from_url && headers[BLOB_TYPE] != "BlockBlob" {
@@ -230,7 +231,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         key: &Key,
         from: Requester<'_>,
         now: SystemTime,
-    ) -> Result<Answer<O::Reader>> {
+    ) -> Answered<O> {
         let headers = &from.parts.headers;
         let source = self.source(&from, now).await?;
         let record = self.source_record(&source, headers).await?;
@@ -249,7 +250,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         for name in [http::header::CONTENT_LENGTH, CONTENT_MD5, CONTENT_CRC64] {
             asked.remove(name);
         }
-        self.append_block(key, &asked, body, now).await
+        let headers = &asked;
+        self.append_block(Call { key, headers, now }, body).await
     }
 
     /// The source's record, if it exists and meets the request's `x-ms-source-if-*` (412
@@ -387,13 +389,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
 
     /// Abort Copy Blob: a copy here has always finished, so there is never one to abort
     /// (409 `NoPendingCopyOperation`, or `CopyIdMismatch` for another copy's id).
-    pub(super) async fn abort_copy(
-        &self,
-        key: &Key,
-        copy_id: &str,
-        headers: &HeaderMap,
-        now: SystemTime,
-    ) -> Result<Answer<O::Reader>> {
+    pub(super) async fn abort_copy(&self, call: Call<'_>, copy_id: &str) -> Answered<O> {
+        let Call { key, headers, now } = call;
         match headers.get(COPY_ACTION) {
             Some(action) if action == "abort" => {}
             Some(_) => {

@@ -1,29 +1,23 @@
 //! Lease Blob and Lease Container.
 
-use std::time::SystemTime;
-
 use http::StatusCode;
 use http::header::HeaderMap;
 use ifmatch_core::ErrorCode;
 use ifmatch_core::lease::{LeaseAction, LeaseId};
 use ifmatch_core::precondition::blob;
 
+use super::Front;
 use super::answers::{answer, validator_headers};
-use super::failure::Result;
 use super::swap::Step;
-use super::{Answer, Front};
+use super::{Answered, Call};
 use crate::Record;
 use crate::store::{Env, Key, Objects, Records};
 
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// Lease Blob and Lease Container: one transition of the lease state machine, committed with
     /// a compare-and-swap. The record's ETag and Last-Modified do not change.
-    pub(super) async fn lease(
-        &self,
-        key: &Key,
-        headers: &HeaderMap,
-        now: SystemTime,
-    ) -> Result<Answer<O::Reader>> {
+    pub(super) async fn lease(&self, call: Call<'_>) -> Answered<O> {
+        let Call { key, headers, now } = call;
         let action =
             LeaseAction::from_headers(headers, || LeaseId::from_uuid(self.env.random_uuid()))?;
         let (operation, missing) = match key {

@@ -4,9 +4,9 @@ use std::time::SystemTime;
 
 use http::header::HeaderMap;
 
+use super::Answered;
+use super::Front;
 use super::answers::xml_answer;
-use super::failure::Result;
-use super::{Answer, Front};
 use crate::operation::ListOptions;
 use crate::store::{Env, Key, Objects, Records};
 
@@ -16,7 +16,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         container: &str,
         options: &ListOptions,
         now: SystemTime,
-    ) -> Result<Answer<O::Reader>> {
+    ) -> Answered<O> {
         self.container_record(container).await?;
         let (entries, next_marker) =
             crate::enumeration::page(&self.records, container, options).await?;
@@ -37,7 +37,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         endpoint: &str,
         options: &ListOptions,
         now: SystemTime,
-    ) -> Result<Answer<O::Reader>> {
+    ) -> Answered<O> {
         let mut names: Vec<String> = (self.records.containers().await?)
             .into_iter()
             .filter_map(|stored| self.accounts.name_in(account, &stored))

@@ -71,12 +71,25 @@ pub struct Front<R, O, E> {
     commits: Box<[futures_util::lock::Mutex<()>]>,
 }
 
+/// What a handler answers: the resource the request names (a container's or a blob's key),
+/// the request's headers, and the time it is answered at (one reading of the clock for all
+/// the checks of one request).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Call<'a> {
+    key: &'a crate::store::Key,
+    headers: &'a http::HeaderMap,
+    now: std::time::SystemTime,
+}
+
 /// The extension on every answer to a request whose operation could be read: Azure's name of
 /// it (see [`Operation::name`]), for metrics and logs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OperationName(pub &'static str);
 
 type Answer<R> = Response<ResponseBody<R>>;
+
+/// What a handler of a front over the objects `O` returns.
+type Answered<O> = Result<Answer<<O as Objects>::Reader>>;
 
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// A front over these backends.
@@ -185,7 +198,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         parts: &http::request::Parts,
         body: impl Incoming,
         operation: &mut Option<OperationName>,
-    ) -> Result<Answer<O::Reader>> {
+    ) -> Answered<O> {
         let (method, headers) = (&parts.method, &parts.headers);
         let now = self.env.now();
         let Admitted {
@@ -203,54 +216,48 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             account,
             credential: &credential,
         };
+        let on = |key| Call { key, headers, now };
+        let (container, blob) = (on(&container), on(&blob));
         match &target.operation {
-            Operation::CreateContainer => self.create_container(&container, headers, now).await,
-            Operation::GetContainerAcl => self.container_acl(&container, headers, now).await,
-            Operation::SetContainerAcl => {
-                self.set_container_acl(&container, headers, body, now).await
-            }
+            Operation::CreateContainer => self.create_container(container).await,
+            Operation::GetContainerAcl => self.container_acl(container).await,
+            Operation::SetContainerAcl => self.set_container_acl(container, body).await,
             Operation::SubmitBatch => self.batch(parts, body).await,
-            Operation::DeleteContainer => self.delete_container(&container, headers, now).await,
-            Operation::GetContainerProperties => {
-                self.container_properties(&container, headers, now).await
+            Operation::DeleteContainer => self.delete_container(container).await,
+            Operation::GetContainerProperties | Operation::GetContainerMetadata => {
+                self.container_properties(container).await
             }
             Operation::ListBlobs(options) => self.list(&stored, options, now).await,
-            Operation::LeaseContainer => self.lease(&container, headers, now).await,
+            Operation::LeaseContainer => self.lease(container).await,
             Operation::PutBlob if headers.contains_key(copy::COPY_SOURCE) => {
                 *operation = Some(OperationName(copy::operation_name(headers)));
-                self.copy_blob(&blob, from(), now).await
+                self.copy_blob(blob.key, from(), now).await
             }
-            Operation::PutBlob => self.put_blob(&blob, headers, body, now).await,
-            Operation::GetBlob => {
-                self.get_blob(&blob, method == Method::HEAD, headers, now)
-                    .await
-            }
-            Operation::DeleteBlob => self.delete_blob(&blob, headers, now).await,
-            Operation::LeaseBlob => self.lease(&blob, headers, now).await,
+            Operation::PutBlob => self.put_blob(blob, body).await,
+            Operation::GetBlob => self.get_blob(blob, method == Method::HEAD).await,
+            Operation::DeleteBlob => self.delete_blob(blob).await,
+            Operation::LeaseBlob => self.lease(blob).await,
             Operation::ListContainers(options) => {
                 let endpoint = endpoint(parts, account, style);
                 self.list_containers(account, &endpoint, options, now).await
             }
-            Operation::GetContainerMetadata => {
-                self.container_properties(&container, headers, now).await
-            }
-            Operation::GetBlobMetadata => self.blob_metadata(&blob, headers, now).await,
+            Operation::GetBlobMetadata => self.blob_metadata(blob).await,
             Operation::SetContainerMetadata
             | Operation::SetBlobMetadata
             | Operation::SetBlobProperties => {
-                self.set_metadata(&target.operation, &container, &blob, headers, now)
+                self.set_metadata(&target.operation, container.key, blob.key, headers, now)
                     .await
             }
-            Operation::PutBlock(id) => self.put_block(&blob, id, headers, body, now).await,
-            Operation::PutBlockList => self.put_block_list(&blob, headers, body, now).await,
-            Operation::GetBlockList(kind) => self.get_block_list(&blob, *kind, headers, now).await,
-            Operation::AbortCopyBlob(id) => self.abort_copy(&blob, id, headers, now).await,
+            Operation::PutBlock(id) => self.put_block(blob, id, body).await,
+            Operation::PutBlockList => self.put_block_list(blob, body).await,
+            Operation::GetBlockList(kind) => self.get_block_list(blob, *kind).await,
+            Operation::AbortCopyBlob(id) => self.abort_copy(blob, id).await,
             Operation::AppendBlock if headers.contains_key(copy::COPY_SOURCE) => {
                 *operation = Some(OperationName("AppendBlockFromURL"));
-                self.append_block_from_url(&blob, from(), now).await
+                self.append_block_from_url(blob.key, from(), now).await
             }
-            Operation::AppendBlock => self.append_block(&blob, headers, body, now).await,
-            Operation::SealBlob => self.seal(&blob, headers, now).await,
+            Operation::AppendBlock => self.append_block(blob, body).await,
+            Operation::SealBlob => self.seal(blob).await,
         }
     }
 }
