@@ -10,6 +10,7 @@ use bytes::Bytes;
 use futures_util::Stream;
 use http_body::{Body, Frame};
 use ifmatch_blob::FramePoll;
+use ifmatch_blob::Incoming;
 use ifmatch_blob::{BoxError, HashingBody, Objects, Staged, StoreError};
 use ifmatch_core::EntityTag;
 use worker::send::{SendFuture, SendWrapper};
@@ -84,15 +85,11 @@ where
 impl Objects for R2Objects {
     type Reader = R2Reader;
 
-    fn stage<B>(
+    fn stage(
         &self,
-        body: B,
+        body: impl Incoming,
         limit: u64,
-    ) -> impl Future<Output = Result<Staged, StoreError>> + Send
-    where
-        B: Body<Data = Bytes> + Send + 'static,
-        B::Error: Into<BoxError>,
-    {
+    ) -> impl Future<Output = Result<Staged, StoreError>> + Send {
         SendFuture::new(async move {
             let length = body.size_hint().exact().ok_or(StoreError::LengthRequired)?;
             if length > limit {

@@ -10,9 +10,8 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use http_body::{Body, SizeHint};
-use ifmatch_blob::{
-    Block, BoxError, Key, Objects, PutMode, Record, Records, Scan, Staged, StoreError,
-};
+use ifmatch_blob::Incoming;
+use ifmatch_blob::{Block, Key, Objects, PutMode, Record, Records, Scan, Staged, StoreError};
 
 #[cfg(feature = "object-store")]
 use crate::bucket::{BucketObjects, BucketReader};
@@ -161,11 +160,7 @@ impl Body for AnyReader {
 impl Objects for AnyObjects {
     type Reader = AnyReader;
 
-    async fn stage<B>(&self, body: B, limit: u64) -> Result<Staged, StoreError>
-    where
-        B: Body<Data = Bytes> + Send + 'static,
-        B::Error: Into<BoxError>,
-    {
+    async fn stage(&self, body: impl Incoming, limit: u64) -> Result<Staged, StoreError> {
         objects!(self, o => o.stage(body, limit).await)
     }
 

@@ -16,9 +16,10 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use futures_util::stream::BoxStream;
 use futures_util::{StreamExt, TryStreamExt};
-use http_body::{Body, Frame};
+use http_body::Frame;
 use http_body_util::{BodyExt, StreamBody};
-use ifmatch_blob::{BoxError, HashingBody, Objects, Staged, StoreError, check_len};
+use ifmatch_blob::Incoming;
+use ifmatch_blob::{HashingBody, Objects, Staged, StoreError, check_len};
 use object_store::path::Path;
 
 use crate::byte_cache::{ByteCache, CACHED_OBJECT_MAX, byte_cache, slice};
@@ -153,11 +154,7 @@ fn memory(bytes: Bytes) -> BucketReader {
 impl Objects for BucketObjects {
     type Reader = BucketReader;
 
-    async fn stage<B>(&self, body: B, limit: u64) -> Result<Staged, StoreError>
-    where
-        B: Body<Data = Bytes> + Send + 'static,
-        B::Error: Into<BoxError>,
-    {
+    async fn stage(&self, body: impl Incoming, limit: u64) -> Result<Staged, StoreError> {
         let object = uuid::Uuid::new_v4().simple().to_string();
         let path = self.path(&object)?;
         let mut body = std::pin::pin!(HashingBody::new(body, limit));

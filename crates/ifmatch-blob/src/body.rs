@@ -189,11 +189,8 @@ impl<R: Body<Data = Bytes, Error = StoreError>> Body for ResponseBody<R> {
     }
 }
 
-/// A request's body as the front's handlers take it: bytes, sendable, failing with an error
-/// any failure can carry.
-pub(crate) trait Incoming:
-    Body<Data = Bytes, Error: Into<crate::BoxError>> + Send + 'static
-{
-}
+/// A request's body as the front's handlers and [`Objects::stage`](crate::Objects::stage)
+/// take it: bytes, sendable, failing with an error any failure can carry.
+pub trait Incoming: Body<Data = Bytes, Error: Into<crate::BoxError>> + Send + 'static {}
 
 impl<B: Body<Data = Bytes, Error: Into<crate::BoxError>> + Send + 'static> Incoming for B {}

@@ -54,7 +54,7 @@ mod record;
 mod store;
 
 pub use account::{Account, Accounts, DEV_ACCOUNT, DEV_KEY, Style};
-pub use body::{FramePoll, ResponseBody};
+pub use body::{FramePoll, Incoming, ResponseBody};
 pub use front::{DEFAULT_MAX_BODY, ERROR_CODE, Front, OperationName, REQUEST_ID};
 pub use hashing::HashingBody;
 pub use ifmatch_core::ByteRange;

@@ -9,11 +9,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
-use http_body::Body;
 use http_body_util::{BodyExt, Full, combinators::MapErr};
 
-use crate::store::{BoxError, Env, Key, Objects, PutMode, Records, Scan, Staged, StoreError};
-use crate::{Block, HashingBody, Record, check_len};
+use crate::store::{Env, Key, Objects, PutMode, Records, Scan, Staged, StoreError};
+use crate::{Block, HashingBody, Incoming, Record, check_len};
 
 #[derive(Debug, Default)]
 struct Container {
@@ -179,11 +178,7 @@ pub type MemoryReader = MapErr<Full<Bytes>, fn(Infallible) -> StoreError>;
 impl Objects for MemoryObjects {
     type Reader = MemoryReader;
 
-    async fn stage<B>(&self, body: B, limit: u64) -> Result<Staged, StoreError>
-    where
-        B: Body<Data = Bytes> + Send + 'static,
-        B::Error: Into<BoxError>,
-    {
+    async fn stage(&self, body: impl Incoming, limit: u64) -> Result<Staged, StoreError> {
         let mut body = std::pin::pin!(HashingBody::new(body, limit));
         let mut data = BytesMut::new();
         while let Some(frame) = body.frame().await {

@@ -15,7 +15,7 @@ use bytes::Bytes;
 use http_body::Body;
 use ifmatch_core::EntityTag;
 
-use crate::{Block, Record};
+use crate::{Block, Incoming, Record};
 
 /// A boxed error from a body or a backend.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -304,14 +304,11 @@ pub trait Objects: Send + Sync + 'static {
     /// Streams `body` into a new object, hashing it on the way. More than `limit` bytes fail
     /// with [`StoreError::TooLarge`] and leave nothing. The object may not be durable before
     /// [`Objects::persist`]: no record may name it until that returned.
-    fn stage<B>(
+    fn stage(
         &self,
-        body: B,
+        body: impl Incoming,
         limit: u64,
-    ) -> impl Future<Output = Result<Staged, StoreError>> + Send
-    where
-        B: Body<Data = Bytes> + Send + 'static,
-        B::Error: Into<BoxError>;
+    ) -> impl Future<Output = Result<Staged, StoreError>> + Send;
 
     /// Reads `range` (or all) of `object`, whose record says it holds `len` bytes. An object
     /// of another length fails with [`StoreError::Corrupt`] before any byte is sent: a read

@@ -15,6 +15,13 @@ async fn serve(layer: ConditionalLayer) -> (String, common::Docs) {
     common::docs(layer, StatusCode::NO_CONTENT).await
 }
 
+/// Writes document `a` behind the layer's back.
+fn change(rows: &common::Docs, value: &'static [u8]) {
+    rows.lock()
+        .unwrap()
+        .insert("a".into(), Bytes::from_static(value));
+}
+
 async fn put_if_match(base: &str, tag: &str, body: &'static str) -> u16 {
     let http = common::http();
     let r = http
@@ -38,14 +45,10 @@ async fn read_tag(base: &str) -> String {
 async fn invalidate_forgets_the_version_too() {
     let layer = ConditionalLayer::new();
     let (base, rows) = serve(layer.clone()).await;
-    rows.lock()
-        .unwrap()
-        .insert("a".into(), Bytes::from_static(b"v1"));
+    change(&rows, b"v1");
     let t1 = read_tag(&base).await;
     // A job changes the row behind the layer, and says so.
-    rows.lock()
-        .unwrap()
-        .insert("a".into(), Bytes::from_static(b"v2 by a job"));
+    change(&rows, b"v2 by a job");
     layer.invalidate("/docs/a").await;
     assert_eq!(put_if_match(&base, &t1, "lost update").await, 412);
     assert_eq!(&rows.lock().unwrap()["a"][..], b"v2 by a job");
@@ -58,14 +61,10 @@ async fn invalidate_forgets_the_version_too() {
 async fn time_to_live_expires_the_version_too() {
     let layer = ConditionalLayer::new().time_to_live(Duration::from_millis(200));
     let (base, rows) = serve(layer).await;
-    rows.lock()
-        .unwrap()
-        .insert("a".into(), Bytes::from_static(b"v1"));
+    change(&rows, b"v1");
     let t1 = read_tag(&base).await;
     // Changed behind the layer, nobody told it: after the time to live, the old tag is refused.
-    rows.lock()
-        .unwrap()
-        .insert("a".into(), Bytes::from_static(b"v2 by a job"));
+    change(&rows, b"v2 by a job");
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(put_if_match(&base, &t1, "lost update").await, 412);
     assert_eq!(&rows.lock().unwrap()["a"][..], b"v2 by a job");

@@ -18,11 +18,8 @@ type Docs = Arc<Mutex<BTreeMap<String, String>>>;
 
 async fn serve() -> String {
     async fn read(State(docs): State<Docs>, Path(id): Path<String>) -> Result<String, StatusCode> {
-        docs.lock()
-            .unwrap()
-            .get(&id)
-            .cloned()
-            .ok_or(StatusCode::NOT_FOUND)
+        let docs = docs.lock().unwrap();
+        docs.get(&id).cloned().ok_or(StatusCode::NOT_FOUND)
     }
     async fn list(State(docs): State<Docs>) -> String {
         docs.lock()

@@ -10,6 +10,7 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use http_body::Body;
 use http_body_util::BodyExt;
+use ifmatch_blob::Incoming;
 use ifmatch_blob::{BoxError, HashingBody, Objects, Staged, StoreError, check_len};
 use tokio::io::{AsyncSeekExt, AsyncWriteExt};
 
@@ -36,11 +37,7 @@ impl LocalObjects {
 impl Objects for LocalObjects {
     type Reader = ObjectReader;
 
-    async fn stage<B>(&self, body: B, limit: u64) -> Result<Staged, StoreError>
-    where
-        B: Body<Data = Bytes> + Send + 'static,
-        B::Error: Into<BoxError>,
-    {
+    async fn stage(&self, body: impl Incoming, limit: u64) -> Result<Staged, StoreError> {
         // Removed on any failure, and if this future is dropped half-way. Renamed into
         // `objects/` before it is durable: no record names it until `persist` (and an object
         // a crash left behind unnamed is an orphan, which the sweep removes).

@@ -244,14 +244,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 })
             })
             .await?;
-        let record = swapped.written.expect("a put writes");
         // What it replaced, and any blocks staged and not committed: Put Blob drops them.
-        self.discard_replaced(key, swapped.previous.as_deref(), Some(&record))
-            .await;
-        let mut out = validator_headers(&record);
-        insert_md5(&record, &mut out);
-        insert_sha256(&record, &mut out);
-        Ok(answer(StatusCode::CREATED, out))
+        Ok(self.replaced(key, swapped, insert_md5).await)
     }
 
     pub(super) async fn get_blob(&self, call: Call<'_>, head: bool) -> Answered<O> {

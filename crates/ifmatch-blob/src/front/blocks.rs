@@ -16,7 +16,7 @@ use ifmatch_core::lease::{Access, Scope};
 use ifmatch_core::precondition::blob;
 use ifmatch_core::{EntityTag, ErrorCode, EtagHasher, strong_etag};
 
-use super::answers::{answer, insert_checksums, insert_sha256, validator_headers, xml_answer};
+use super::answers::{answer, insert_checksums, validator_headers, xml_answer};
 use super::append::is_append_blob;
 use super::failure::{Failure, Result};
 use super::gate::Asking;
@@ -268,14 +268,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     return Err(failure);
                 }
             };
-            let record = swapped.written.expect("a put writes");
             // The blocks the blob no longer has, and those staged and not listed.
-            self.discard_replaced(key, swapped.previous.as_deref(), Some(&record))
-                .await;
-            let mut out = validator_headers(&record);
-            insert_checksums(&checksums, &mut out);
-            insert_sha256(&record, &mut out);
-            return Ok(answer(StatusCode::CREATED, out));
+            let sent = |_: &Record, out: &mut HeaderMap| insert_checksums(&checksums, out);
+            return Ok(self.replaced(key, swapped, sent).await);
         }
         Err(Failure::with_detail(
             ErrorCode::ServerBusy,

@@ -14,7 +14,7 @@ use http::{Method, Request, Response};
 use http_body::Body;
 use ifmatch_core::ErrorCode;
 
-use self::admission::{Admitted, endpoint};
+use self::admission::endpoint;
 use self::failure::{Result, error_answer};
 use crate::account::Accounts;
 use crate::body::Incoming;
@@ -201,24 +201,17 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     ) -> Answered<O> {
         let (method, headers) = (&parts.method, &parts.headers);
         let now = self.env.now();
-        let Admitted {
-            target,
-            account,
-            style,
-            stored,
-            container,
-            blob,
-            credential,
-        } = self.admit(parts, now, operation).await?;
+        let admitted = self.admit(parts, now, operation).await?;
+        let (account, credential) = (admitted.account, &admitted.credential);
         // Who asks, for a copy's source.
         let from = || copy::Requester {
             parts,
             account,
-            credential: &credential,
+            credential,
         };
         let on = |key| Call { key, headers, now };
-        let (container, blob) = (on(&container), on(&blob));
-        match &target.operation {
+        let (container, blob) = (on(&admitted.container), on(&admitted.blob));
+        match &admitted.target.operation {
             Operation::CreateContainer => self.create_container(container).await,
             Operation::GetContainerAcl => self.container_acl(container).await,
             Operation::SetContainerAcl => self.set_container_acl(container, body).await,
@@ -227,7 +220,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             Operation::GetContainerProperties | Operation::GetContainerMetadata => {
                 self.container_properties(container).await
             }
-            Operation::ListBlobs(options) => self.list(&stored, options, now).await,
+            Operation::ListBlobs(options) => self.list(&admitted.stored, options, now).await,
             Operation::LeaseContainer => self.lease(container).await,
             Operation::PutBlob if headers.contains_key(copy::COPY_SOURCE) => {
                 *operation = Some(OperationName(copy::operation_name(headers)));
@@ -238,15 +231,21 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             Operation::DeleteBlob => self.delete_blob(blob).await,
             Operation::LeaseBlob => self.lease(blob).await,
             Operation::ListContainers(options) => {
-                let endpoint = endpoint(parts, account, style);
+                let endpoint = endpoint(parts, account, admitted.style);
                 self.list_containers(account, &endpoint, options, now).await
             }
             Operation::GetBlobMetadata => self.blob_metadata(blob).await,
             Operation::SetContainerMetadata
             | Operation::SetBlobMetadata
             | Operation::SetBlobProperties => {
-                self.set_metadata(&target.operation, container.key, blob.key, headers, now)
-                    .await
+                self.set_metadata(
+                    &admitted.target.operation,
+                    container.key,
+                    blob.key,
+                    headers,
+                    now,
+                )
+                .await
             }
             Operation::PutBlock(id) => self.put_block(blob, id, body).await,
             Operation::PutBlockList => self.put_block_list(blob, body).await,

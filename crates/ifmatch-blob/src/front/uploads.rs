@@ -3,19 +3,38 @@
 //! discarded.
 
 use bytes::Bytes;
-use http::header;
 use http::header::HeaderMap;
+use http::{StatusCode, header};
 use http_body::Body;
 use ifmatch_core::ErrorCode;
 
+use super::answers::{answer, insert_sha256, validator_headers};
 use super::failure::{Failure, Result};
-use super::{CONTENT_CRC64, CONTENT_MD5, Front, STRUCTURED_BODY};
+use super::swap::Swapped;
+use super::{Answer, CONTENT_CRC64, CONTENT_MD5, Front, STRUCTURED_BODY};
 use crate::Record;
 use crate::body::Incoming;
 use crate::checksums::{ChecksumBody, Checksums};
 use crate::store::{Env, Key, Objects, Records};
 
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
+    /// The answer to a write that replaced the blob under `key` whole (Put Blob, Put Block
+    /// List), once what the old blob held and the new one does not is discarded: 201 with the
+    /// new one's validators, the checksums `sent` adds, and its SHA-256.
+    pub(super) async fn replaced(
+        &self,
+        key: &Key,
+        swapped: Swapped,
+        sent: impl FnOnce(&Record, &mut HeaderMap),
+    ) -> Answer<O::Reader> {
+        let record = swapped.written.expect("a put writes");
+        (self.discard_replaced(key, swapped.previous.as_deref(), Some(&record))).await;
+        let mut out = validator_headers(&record);
+        sent(&record, &mut out);
+        insert_sha256(&record, &mut out);
+        answer(StatusCode::CREATED, out)
+    }
+
     /// Discards the objects `previous` named that `written` (if any) does not: after a change
     /// of the blob under `key`, what it no longer holds. When `written` no longer names the
     /// blocks staged under `previous` (a commit, a Put Blob, a delete), they go too, and

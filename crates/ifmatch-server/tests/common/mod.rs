@@ -513,36 +513,37 @@ impl Drop for Process {
     }
 }
 
+impl Process {
+    /// Starts `command`, its output discarded, and waits until it listens on `port`.
+    pub fn listening(mut command: std::process::Command, port: u16, what: &str) -> Self {
+        let quiet = std::process::Stdio::null;
+        let child = command.stdout(quiet()).stderr(quiet()).spawn().unwrap();
+        let process = Process(child);
+        wait_for(port, what);
+        process
+    }
+}
+
 /// moto's S3 server on `port` (installed by the test command), listening.
 pub fn moto(port: u16) -> Process {
-    let child = std::process::Command::new(tool("IFMATCH_MOTO", ".venv/bin/moto_server"))
-        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let process = Process(child);
-    wait_for(port, "moto_server");
-    process
+    let mut command = std::process::Command::new(tool("IFMATCH_MOTO", ".venv/bin/moto_server"));
+    command.args(["-H", "127.0.0.1", "-p", &port.to_string()]);
+    Process::listening(command, port, "moto_server")
 }
 
 /// Azurite's blob service (installed by the test command) keeping its data in `work`,
 /// listening: the process and its port.
 pub fn azurite(work: &std::path::Path) -> (Process, u16) {
     let port = free_port();
-    let child = std::process::Command::new(tool(
+    let bin = tool(
         "IFMATCH_AZURITE",
         "target/azurite/node_modules/.bin/azurite-blob",
-    ))
-    .args(["--blobHost", "127.0.0.1", "--blobPort", &port.to_string()])
-    .arg("--location")
-    .arg(work)
-    .args(["--silent", "--skipApiVersionCheck", "--loose"])
-    .stdout(std::process::Stdio::null())
-    .stderr(std::process::Stdio::null())
-    .spawn()
-    .unwrap();
-    let process = Process(child);
-    wait_for(port, "azurite");
-    (process, port)
+    );
+    let mut command = std::process::Command::new(bin);
+    command
+        .args(["--blobHost", "127.0.0.1", "--blobPort", &port.to_string()])
+        .arg("--location")
+        .arg(work)
+        .args(["--silent", "--skipApiVersionCheck", "--loose"]);
+    (Process::listening(command, port, "azurite"), port)
 }
