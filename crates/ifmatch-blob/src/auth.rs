@@ -515,11 +515,6 @@ pub fn shared_key_string(account: &Account, request: Signed<'_>) -> String {
         "0" => "",
         length => length,
     };
-    let date = if headers.contains_key("x-ms-date") {
-        ""
-    } else {
-        value(headers, "date")
-    };
     let mut text = [
         request.method.as_str(),
         value(headers, "content-encoding"),
@@ -527,7 +522,7 @@ pub fn shared_key_string(account: &Account, request: Signed<'_>) -> String {
         length,
         value(headers, "content-md5"),
         value(headers, "content-type"),
-        date,
+        signed_date(headers),
         value(headers, "if-modified-since"),
         value(headers, "if-match"),
         value(headers, "if-none-match"),
@@ -535,11 +530,7 @@ pub fn shared_key_string(account: &Account, request: Signed<'_>) -> String {
         value(headers, "range"),
     ]
     .join("\n");
-    text.push('\n');
-    text.push_str(&canonical_headers(headers));
-    text.push('/');
-    text.push_str(account.name());
-    text.push_str(request.uri.path());
+    push_resource(&mut text, account, request);
     let query = QueryPairs::of(request.uri);
     let mut names: Vec<String> = query.pairs.iter().map(|(n, _)| n.to_lowercase()).collect();
     names.sort();
@@ -563,28 +554,38 @@ pub fn shared_key_string(account: &Account, request: Signed<'_>) -> String {
 /// The Shared Key Lite string-to-sign of the blob service.
 pub fn shared_key_lite_string(account: &Account, request: Signed<'_>) -> String {
     let headers = request.headers;
-    let date = if headers.contains_key("x-ms-date") {
-        ""
-    } else {
-        value(headers, "date")
-    };
     let mut text = [
         request.method.as_str(),
         value(headers, "content-md5"),
         value(headers, "content-type"),
-        date,
+        signed_date(headers),
     ]
     .join("\n");
-    text.push('\n');
-    text.push_str(&canonical_headers(headers));
-    text.push('/');
-    text.push_str(account.name());
-    text.push_str(request.uri.path());
+    push_resource(&mut text, account, request);
     if let Some(comp) = QueryPairs::of(request.uri).get("comp") {
         text.push_str("?comp=");
         text.push_str(&comp);
     }
     text
+}
+
+/// The `Date` a string-to-sign names: none when `x-ms-date` stands in for it.
+fn signed_date(headers: &HeaderMap) -> &str {
+    if headers.contains_key("x-ms-date") {
+        ""
+    } else {
+        value(headers, "date")
+    }
+}
+
+/// Ends `text` with the request's `x-ms-` headers and the resource it names (its account and
+/// path), as both Shared Key strings-to-sign do.
+fn push_resource(text: &mut String, account: &Account, request: Signed<'_>) {
+    text.push('\n');
+    text.push_str(&canonical_headers(request.headers));
+    text.push('/');
+    text.push_str(account.name());
+    text.push_str(request.uri.path());
 }
 
 /// The `x-ms-` headers, lowercased and sorted, each `name:value\n` with its value's runs of
