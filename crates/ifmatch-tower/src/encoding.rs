@@ -122,14 +122,13 @@ mod tests {
     use super::*;
 
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
-        let mut map = HeaderMap::new();
-        for (name, value) in pairs {
-            map.append(
+        let pair = |&(name, value): &(&str, &str)| {
+            (
                 header::HeaderName::from_bytes(name.as_bytes()).unwrap(),
                 value.parse().unwrap(),
-            );
-        }
-        map
+            )
+        };
+        pairs.iter().map(pair).collect()
     }
 
     #[test]
