@@ -143,14 +143,7 @@ async fn sigkill_during_uploads_leaves_every_blob_old_or_new() {
     }
     // After a final clean start, the objects are exactly those the records name.
     let server = spawn(data.path());
-    let xml = client()
-        .get(format!("{}/crash?restype=container&comp=list", server.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let xml = common::text_of(format!("{}/crash?restype=container&comp=list", server.base)).await;
     // One object per blob larger than those kept in their records.
     let lengths = xml
         .split("<Content-Length>")

@@ -69,16 +69,8 @@ async fn start_origin() -> (Arc<Origin>, String) {
     (origin, base)
 }
 
-async fn read(
-    State(origin): State<Arc<Origin>>,
-    Path(id): Path<String>,
-) -> Result<Bytes, StatusCode> {
-    let found = origin
-        .documents
-        .lock()
-        .unwrap()
-        .get(&id)
-        .map(|d| d.0.clone());
+async fn read(State(o): State<Arc<Origin>>, Path(id): Path<String>) -> Result<Bytes, StatusCode> {
+    let found = o.documents.lock().unwrap().get(&id).map(|d| d.0.clone());
     found.ok_or(StatusCode::NOT_FOUND)
 }
 

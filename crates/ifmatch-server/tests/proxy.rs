@@ -860,14 +860,7 @@ async fn purges_and_cache_metrics_on_listeners_of_their_own() {
         raw_get(&proxy.base, "/doc?page=2", "").await;
     }
     assert_eq!(requests.load(Ordering::SeqCst), 2);
-    let page = http
-        .get(format!("http://127.0.0.1:{metrics}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let page = common::text_of(format!("http://127.0.0.1:{metrics}/metrics")).await;
     let value = |name: &str| {
         page.lines()
             .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))

@@ -453,6 +453,12 @@ pub fn client() -> reqwest::Client {
     reqwest::Client::builder().no_proxy().build().unwrap()
 }
 
+/// The body of a GET of `url`, as text.
+pub async fn text_of(url: impl reqwest::IntoUrl) -> String {
+    let response = client().get(url).send().await.unwrap();
+    response.text().await.unwrap()
+}
+
 /// A client that never goes through a proxy and opens a connection per request.
 pub fn unpooled_client() -> reqwest::Client {
     reqwest::Client::builder()
