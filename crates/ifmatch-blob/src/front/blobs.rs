@@ -226,10 +226,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let headers = ask.headers;
         let swapped = self
             .swap(key, headers, |current| {
-                let visible = existing(key, current);
-                let lease = ask
-                    .gate(blob::Operation::Put, Access::Write, visible)?
-                    .lease;
+                let lease = ask.replace(key, current)?;
                 let record = fresh.clone();
                 Ok(match current {
                     Some(cur) => {

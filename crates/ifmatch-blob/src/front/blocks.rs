@@ -229,10 +229,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             let mut stale = false;
             let swapped = self
                 .swap(key, headers, |current| {
+                    let lease = ask.replace(key, current)?;
                     let visible = existing(key, current);
-                    let lease = ask
-                        .gate(blob::Operation::Put, Access::Write, visible)?
-                        .lease;
                     if is_append_blob(visible) {
                         return Err(ErrorCode::InvalidBlobType.into());
                     }

@@ -10,6 +10,7 @@ use ifmatch_core::precondition::{Outcome, blob};
 
 use super::failure::Result;
 use crate::Record;
+use crate::store::Key;
 
 /// What got through the gate.
 pub(super) struct Passed {
@@ -79,5 +80,15 @@ impl<'a> Asking<'a> {
         let validators = current.map(Record::validators);
         let outcome = blob::evaluate(conditions, self.headers, validators.as_ref())?;
         Ok(Passed { lease, outcome })
+    }
+
+    /// [`gate`](Self::gate) for a write that replaces the blob under `key` whole (Put Blob,
+    /// Put Block List), over `current` as the blob it replaces (none where only its name is
+    /// held): the lease the new blob keeps.
+    pub(super) fn replace(self, key: &Key, current: Option<&Record>) -> Result<Lease> {
+        let visible = super::swap::existing(key, current);
+        Ok(self
+            .gate(blob::Operation::Put, Access::Write, visible)?
+            .lease)
     }
 }
