@@ -31,28 +31,22 @@ impl Storage {
 
     /// Writes `body` as the object, straight to the storage.
     async fn write(&self, body: &[u8]) {
-        let status = match self.kind {
-            Kind::S3 => (client().put(self.url()))
-                .header("x-amz-acl", "public-read")
-                .body(body.to_vec())
-                .send()
-                .await
-                .unwrap()
-                .status(),
-            Kind::Azurite => {
-                let fields = [("x-ms-blob-type", "BlockBlob")];
-                signed_key_with("PUT", &self.url(), &fields, body.to_vec())
-                    .await
-                    .status()
-            }
-            Kind::Ifmatch => (client().put(self.url()))
-                .header("x-ms-blob-type", "BlockBlob")
-                .body(body.to_vec())
-                .send()
-                .await
-                .unwrap()
-                .status(),
+        let field = match self.kind {
+            Kind::S3 => ("x-amz-acl", "public-read"),
+            Kind::Azurite | Kind::Ifmatch => ("x-ms-blob-type", "BlockBlob"),
         };
+        let (url, body) = (self.url(), body.to_vec());
+        let response = match self.kind {
+            Kind::Azurite => signed_key_with("PUT", &url, &[field], body).await,
+            _ => (client()
+                .put(url)
+                .header(field.0, field.1)
+                .body(body)
+                .send()
+                .await)
+                .unwrap(),
+        };
+        let status = response.status();
         assert!(status.is_success(), "{status}");
     }
 }
