@@ -17,11 +17,19 @@ pub(crate) fn value(value: &HeaderValue) -> HeaderValue {
     copy
 }
 
-/// `headers`, each value in an allocation of its own.
+/// `headers`, their values copied into one allocation of their own.
 pub(crate) fn headers(headers: &HeaderMap) -> HeaderMap {
+    let mut all = bytes::BytesMut::with_capacity(headers.values().map(|v| v.len()).sum());
+    for v in headers.values() {
+        all.extend_from_slice(v.as_bytes());
+    }
+    let mut all = all.freeze();
     let mut copy = HeaderMap::with_capacity(headers.len());
     for (name, v) in headers {
-        copy.append(name.clone(), value(v));
+        let mine = all.split_to(v.len());
+        let mut mine = HeaderValue::from_maybe_shared(mine).unwrap_or_else(|_| v.clone());
+        mine.set_sensitive(v.is_sensitive());
+        copy.append(name.clone(), mine);
     }
     copy
 }

@@ -72,13 +72,20 @@ pub(crate) fn of<B>(asked: &Request<()>, response: &Response<B>, now: SystemTime
     if !stands_in(response.status(), headers) {
         *shown.status_mut() = response.status();
     }
-    let own = targeted::replaced(response.headers());
-    let changed = targeted::replaced(shown.headers()) != own;
+    let changed = [header::CACHE_CONTROL, header::EXPIRES].iter().any(|name| {
+        let (own, as_shown) = (
+            response.headers().get_all(name),
+            shown.headers().get_all(name),
+        );
+        !own.iter().eq(as_shown.iter())
+    });
+    let own_fields =
+        changed.then(|| crate::owned::headers(&targeted::replaced(response.headers())));
     let policy = CachePolicy::new_options(asked, &shown, now, options);
     let stale = stale::Rules::new(shown.headers(), &policy, now);
     Judged {
         policy,
-        own_fields: changed.then(|| crate::owned::headers(&own)),
+        own_fields,
         stale,
     }
 }

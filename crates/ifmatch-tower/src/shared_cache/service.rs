@@ -293,7 +293,7 @@ where
     let headers = response.headers();
     let judged = (policy::may_be_reused(headers)).then(|| policy::of(asked, &response, now));
     let reusable = |judged: &Judged| {
-        !judged.policy.time_to_live(now).is_zero()
+        judged.stale.fresh_at(now)
             || headers.contains_key(header::ETAG)
             || headers.contains_key(header::LAST_MODIFIED)
             || judged.stale.lingers()
@@ -309,9 +309,7 @@ where
             .stored(&gate, fits.is_some() && judged.is_some());
     }
     let storable = judged.is_some();
-    let fresh = judged
-        .as_ref()
-        .is_some_and(|j| !j.policy.time_to_live(now).is_zero());
+    let fresh = judged.as_ref().is_some_and(|j| j.stale.fresh_at(now));
     let (Some(len), Some(judged), true) = (fits, judged, get) else {
         let status = if storable {
             "fwd=miss; detail=too-large"

@@ -49,6 +49,11 @@ impl Rules {
         rules
     }
 
+    /// Whether the response is still fresh at `now` (its policy's time to live, read once).
+    pub(crate) fn fresh_at(&self, now: SystemTime) -> bool {
+        self.fresh_until > now
+    }
+
     /// The same rules for the response once the inner service said at `now` that it is still
     /// current, under its new `policy`.
     pub(crate) fn refreshed(&self, policy: &CachePolicy, now: SystemTime) -> Self {
