@@ -212,35 +212,35 @@ impl Metrics {
             );
         }
         drop(leases);
-        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        counter(
-            out,
-            "ifmatch_request_bytes_total",
-            "Request body bytes, as declared by Content-Length.",
-            get(&self.bytes_in),
-        );
-        counter(
-            out,
-            "ifmatch_response_bytes_total",
-            "Response body bytes, as declared by Content-Length.",
-            get(&self.bytes_out),
-        );
         let name = "ifmatch_open_connections";
         family(out, name, "gauge", "Client connections open now.");
         let open = self.connections_open.load(Ordering::Relaxed);
         let _ = writeln!(out, "{name} {open}");
-        counter(
-            out,
-            "ifmatch_connections_total",
-            "Client connections accepted.",
-            get(&self.connections_total),
-        );
-        counter(
-            out,
-            "ifmatch_connections_refused_total",
-            "Connections closed at once: every connection was busy at the cap.",
-            get(&self.connections_refused),
-        );
+        let counters = [
+            (
+                "ifmatch_request_bytes_total",
+                "Request body bytes, as declared by Content-Length.",
+                &self.bytes_in,
+            ),
+            (
+                "ifmatch_response_bytes_total",
+                "Response body bytes, as declared by Content-Length.",
+                &self.bytes_out,
+            ),
+            (
+                "ifmatch_connections_total",
+                "Client connections accepted.",
+                &self.connections_total,
+            ),
+            (
+                "ifmatch_connections_refused_total",
+                "Connections closed at once: every connection was busy at the cap.",
+                &self.connections_refused,
+            ),
+        ];
+        for (name, help, value) in counters {
+            counter(out, name, help, value.load(Ordering::Relaxed));
+        }
     }
 }
 
