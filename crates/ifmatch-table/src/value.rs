@@ -1,0 +1,238 @@
+//! An entity and its values, typed as the Table service types them (the EDM types of OData).
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+/// A property's value, of one of the EDM types the Table service keeps.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// `Edm.String`.
+    String(String),
+    /// `Edm.Int32`.
+    Int32(i32),
+    /// `Edm.Int64` (a JSON string on the wire).
+    Int64(i64),
+    /// `Edm.Double`.
+    Double(f64),
+    /// `Edm.Boolean`.
+    Boolean(bool),
+    /// `Edm.DateTime`.
+    DateTime(DateTime),
+    /// `Edm.Guid`, lowercase.
+    Guid(String),
+    /// `Edm.Binary`.
+    Binary(Vec<u8>),
+}
+
+impl Value {
+    /// How `self` compares with `other`, when they can be compared at all: values of one type,
+    /// or two numbers (an `Int32` property against an `L` literal, say). Strings and binaries
+    /// compare by their bytes (Azure's ordinal order); `None` for values of unrelated types,
+    /// which no comparison matches.
+    pub fn compare(&self, other: &Value) -> Option<Ordering> {
+        use Value::*;
+        match (self, other) {
+            (String(a), String(b)) | (Guid(a), Guid(b)) => Some(a.as_bytes().cmp(b.as_bytes())),
+            (Boolean(a), Boolean(b)) => Some(a.cmp(b)),
+            (DateTime(a), DateTime(b)) => Some(a.cmp(b)),
+            (Binary(a), Binary(b)) => Some(a.cmp(b)),
+            (Double(_), _) | (_, Double(_)) => self.number()?.partial_cmp(&other.number()?),
+            (a, b) => Some(a.integer()?.cmp(&b.integer()?)),
+        }
+    }
+
+    /// The value as a number, if it is one.
+    fn number(&self) -> Option<f64> {
+        match self {
+            Value::Double(x) => Some(*x),
+            other => other.integer().map(|n| n as f64),
+        }
+    }
+
+    /// The value as a whole number, if it is an `Int32` or an `Int64`.
+    fn integer(&self) -> Option<i64> {
+        match self {
+            Value::Int32(n) => Some(i64::from(*n)),
+            Value::Int64(n) => Some(*n),
+            _ => None,
+        }
+    }
+}
+
+/// An instant, to the 100 ns tick the Table service keeps (`Edm.DateTime`), UTC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DateTime {
+    /// Ticks of 100 ns since 0001-01-01T00:00:00Z.
+    ticks: i64,
+}
+
+/// Days from 0001-01-01 to 1970-01-01.
+const EPOCH_DAYS: i64 = 719_162;
+const TICKS_PER_SECOND: i64 = 10_000_000;
+
+impl DateTime {
+    /// The instant `seconds` and `nanos` after the Unix epoch.
+    pub fn from_unix(seconds: i64, nanos: u32) -> Self {
+        let ticks = (seconds + EPOCH_DAYS * 86_400) * TICKS_PER_SECOND + i64::from(nanos / 100);
+        Self { ticks }
+    }
+
+    /// Ticks of 100 ns since 0001-01-01T00:00:00Z.
+    pub fn ticks(self) -> i64 {
+        self.ticks
+    }
+
+    /// Parses ISO 8601 as the Table service writes and reads it: `YYYY-MM-DDTHH:MM:SS`, an
+    /// optional fraction of up to 7 digits, and `Z`, an offset (`+01:00`), or nothing (UTC).
+    /// Years 1 to 9999.
+    pub fn parse(text: &str) -> Option<Self> {
+        let b = text.as_bytes();
+        let digits = |from: usize, n: usize| -> Option<i64> {
+            let part = b.get(from..from + n)?;
+            part.iter()
+                .all(u8::is_ascii_digit)
+                .then(|| (part.iter()).fold(0, |sum, d| sum * 10 + i64::from(d - b'0')))
+        };
+        let punctuation = [(4, b'-'), (7, b'-'), (10, b'T'), (13, b':'), (16, b':')];
+        if !punctuation.iter().all(|(at, c)| b.get(*at) == Some(c)) {
+            return None;
+        }
+        let (year, month, day) = (digits(0, 4)?, digits(5, 2)?, digits(8, 2)?);
+        let (hour, minute, second) = (digits(11, 2)?, digits(14, 2)?, digits(17, 2)?);
+        let days_in_month = match month {
+            2 if year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) => 29,
+            2 => 28,
+            4 | 6 | 9 | 11 => 30,
+            1..=12 => 31,
+            _ => return None,
+        };
+        let valid = year >= 1 && (1..=days_in_month).contains(&day);
+        if !valid || hour > 23 || minute > 59 || second > 59 {
+            return None;
+        }
+        let mut at = 19;
+        let mut fraction = 0;
+        if b.get(at) == Some(&b'.') {
+            let end = (at + 1..b.len())
+                .find(|i| !b[*i].is_ascii_digit())
+                .unwrap_or(b.len());
+            let n = end - at - 1;
+            if n == 0 || n > 7 {
+                return None;
+            }
+            fraction = digits(at + 1, n)? * 10_i64.pow(7 - n as u32);
+            at = end;
+        }
+        let offset = match &b[at..] {
+            b"" | b"Z" => 0,
+            [sign @ (b'+' | b'-'), _, _, b':', _, _] => {
+                let (hours, minutes) = (digits(at + 1, 2)?, digits(at + 4, 2)?);
+                if hours > 14 || minutes > 59 {
+                    return None;
+                }
+                let minutes = hours * 60 + minutes;
+                if *sign == b'+' { minutes } else { -minutes }
+            }
+            _ => return None,
+        };
+        let days = days_from_civil(year, month, day) + EPOCH_DAYS;
+        let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset * 60;
+        Some(Self {
+            ticks: seconds * TICKS_PER_SECOND + fraction,
+        })
+    }
+}
+
+/// Days from 1970-01-01 to a date of the proleptic Gregorian calendar (Howard Hinnant's
+/// `days_from_civil`). Written here: the crate needs this one conversion, not a date library.
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let month_index = (month + 9) % 12;
+    let day_of_year = (153 * month_index + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
+}
+
+/// An entity: its keys, its timestamp, and its properties.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entity {
+    /// `PartitionKey`.
+    pub partition_key: String,
+    /// `RowKey`.
+    pub row_key: String,
+    /// `Timestamp`: when it was last written.
+    pub timestamp: DateTime,
+    /// The other properties, by name.
+    pub properties: BTreeMap<String, Value>,
+}
+
+impl Entity {
+    /// The property `name`, the system properties included.
+    pub fn get(&self, name: &str) -> Option<Value> {
+        match name {
+            "PartitionKey" => Some(Value::String(self.partition_key.clone())),
+            "RowKey" => Some(Value::String(self.row_key.clone())),
+            "Timestamp" => Some(Value::DateTime(self.timestamp)),
+            _ => self.properties.get(name).cloned(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_parse_to_the_tick_and_refuse_what_is_not_one() {
+        let unix = |s: i64, n: u32| Some(DateTime::from_unix(s, n));
+        let cases: &[(&str, Option<DateTime>)] = &[
+            ("1970-01-01T00:00:00Z", unix(0, 0)),
+            ("1970-01-01T00:00:00", unix(0, 0)),
+            ("2008-07-10T00:00:00Z", unix(1_215_648_000, 0)),
+            (
+                "2000-02-29T12:30:15.1234567Z",
+                unix(951_827_415, 123_456_700),
+            ),
+            ("2000-02-29T12:30:15.5Z", unix(951_827_415, 500_000_000)),
+            ("2008-07-10T02:00:00+02:00", unix(1_215_648_000, 0)),
+            ("2008-07-09T22:00:00-02:00", unix(1_215_648_000, 0)),
+            ("0001-01-01T00:00:00Z", Some(DateTime { ticks: 0 })),
+            ("1900-02-29T00:00:00Z", None),
+            ("2001-02-29T00:00:00Z", None),
+            ("2008-13-10T00:00:00Z", None),
+            ("2008-07-10T24:00:00Z", None),
+            ("2008-07-10T00:00:00.Z", None),
+            ("2008-07-10T00:00:00.12345678Z", None),
+            ("2008-07-10T00:00:00+2:00", None),
+            ("2008-07-10 00:00:00Z", None),
+            ("0000-01-01T00:00:00Z", None),
+            ("2008-07-10T00:00:00ZZ", None),
+            ("", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(DateTime::parse(text), *want, "{text}");
+        }
+    }
+
+    #[test]
+    fn values_compare_within_a_type_and_across_numbers_only() {
+        use Value::*;
+        let s = |x: &str| String(x.to_owned());
+        assert_eq!(s("a").compare(&s("b")), Some(Ordering::Less));
+        assert_eq!(
+            s("B").compare(&s("a")),
+            Some(Ordering::Less),
+            "ordinal, not by case"
+        );
+        assert_eq!(Int32(5).compare(&Int64(5)), Some(Ordering::Equal));
+        assert_eq!(Int64(6).compare(&Int32(5)), Some(Ordering::Greater));
+        assert_eq!(Double(2.5).compare(&Int32(3)), Some(Ordering::Less));
+        assert_eq!(Int32(3).compare(&Double(2.5)), Some(Ordering::Greater));
+        assert_eq!(Double(f64::NAN).compare(&Double(1.0)), None);
+        assert_eq!(s("5").compare(&Int32(5)), None);
+        assert_eq!(Boolean(true).compare(&Int32(1)), None);
+        assert_eq!(Guid("a".into()).compare(&s("a")), None);
+    }
+}
