@@ -444,14 +444,7 @@ fn iso8601(text: &str) -> Option<i64> {
     if !(1..=12).contains(&m) || !(1..=31).contains(&d) || h > 23 || min > 59 || s > 60 {
         return None;
     }
-    // Days from the civil date (the proleptic Gregorian calendar).
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
+    let days = ifmatch_core::date::days_from_civil(y, m, d);
     Some(days * 86_400 + h * 3600 + min * 60 + s)
 }
 

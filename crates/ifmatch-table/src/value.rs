@@ -135,24 +135,12 @@ impl DateTime {
             }
             _ => return None,
         };
-        let days = days_from_civil(year, month, day) + EPOCH_DAYS;
+        let days = ifmatch_core::date::days_from_civil(year, month, day) + EPOCH_DAYS;
         let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset * 60;
         Some(Self {
             ticks: seconds * TICKS_PER_SECOND + fraction,
         })
     }
-}
-
-/// Days from 1970-01-01 to a date of the proleptic Gregorian calendar (Howard Hinnant's
-/// `days_from_civil`). Written here: the crate needs this one conversion, not a date library.
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let month_index = (month + 9) % 12;
-    let day_of_year = (153 * month_index + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
 }
 
 /// An entity: its keys, its timestamp, and its properties.
