@@ -4,10 +4,16 @@
 //! [`Entity`]. Pure: no I/O, no clock.
 //!
 //! This crate grows into the Table front (issue "Table storage"); what is here now is the part
-//! every other part reads: the values and the filter.
+//! every other part reads: the values, the filter, and what a backend offers ([`Tables`]: a
+//! compare-and-swap over one or many entities of a table, all or none), with the in-memory
+//! backend and the backends' conformance suite (feature `conformance`).
 
+#[cfg(feature = "conformance")]
+pub mod conformance;
 mod filter;
+mod store;
 mod value;
 
 pub use filter::{Filter, FilterError, MAX_COMPARISONS};
+pub use store::{Change, EntityKey, Expected, MemoryTables, Scan, TableError, Tables, satisfies};
 pub use value::{DateTime, Entity, Value};
