@@ -138,7 +138,7 @@ impl Body for AnyReader {
             #[cfg(feature = "object-store")]
             Self::Bucket(reader) => Pin::new(reader).poll_frame(cx),
             #[cfg(not(feature = "object-store"))]
-            Self::Bucket(_) => Poll::Ready(None),
+            Self::Bucket(_) => std::task::Poll::Ready(None),
         }
     }
 

@@ -3,8 +3,10 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
-/// A property's value, of one of the EDM types the Table service keeps.
-#[derive(Debug, Clone, PartialEq)]
+/// A property's value, of one of the EDM types the Table service keeps. Serialized for the
+/// backends' storage as it is (a double by its bits, so NaN and infinities survive; a binary
+/// in hex), not as the wire's OData JSON.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Value {
     /// `Edm.String`.
     String(String),
@@ -13,7 +15,7 @@ pub enum Value {
     /// `Edm.Int64` (a JSON string on the wire).
     Int64(i64),
     /// `Edm.Double`.
-    Double(f64),
+    Double(#[serde(with = "bits")] f64),
     /// `Edm.Boolean`.
     Boolean(bool),
     /// `Edm.DateTime`.
@@ -21,7 +23,7 @@ pub enum Value {
     /// `Edm.Guid`, lowercase.
     Guid(String),
     /// `Edm.Binary`.
-    Binary(Vec<u8>),
+    Binary(#[serde(with = "hex")] Vec<u8>),
 }
 
 impl Value {
@@ -60,10 +62,23 @@ impl Value {
 }
 
 /// An instant, to the 100 ns tick the Table service keeps (`Edm.DateTime`), UTC.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct DateTime {
     /// Ticks of 100 ns since 0001-01-01T00:00:00Z.
     ticks: i64,
+}
+
+/// A double by its bits.
+mod bits {
+    pub(super) fn serialize<S: serde::Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(x.to_bits())
+    }
+
+    pub(super) fn deserialize<'d, D: serde::Deserializer<'d>>(d: D) -> Result<f64, D::Error> {
+        Ok(f64::from_bits(serde::Deserialize::deserialize(d)?))
+    }
 }
 
 /// Days from 0001-01-01 to 1970-01-01.
@@ -144,7 +159,7 @@ impl DateTime {
 }
 
 /// An entity: its keys, its timestamp, and its properties.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Entity {
     /// `PartitionKey`.
     pub partition_key: String,
@@ -201,6 +216,26 @@ mod tests {
         ];
         for (text, want) in cases {
             assert_eq!(DateTime::parse(text), *want, "{text}");
+        }
+    }
+
+    #[test]
+    fn values_survive_their_storage_encoding_nan_and_bytes_included() {
+        let values = [
+            Value::Double(f64::NAN),
+            Value::Double(f64::NEG_INFINITY),
+            Value::Double(-0.0),
+            Value::Binary(vec![0, 255, 16]),
+            Value::Int64(i64::MIN),
+            Value::DateTime(DateTime::parse("9999-12-31T23:59:59.9999999Z").unwrap()),
+        ];
+        for value in values {
+            let json = serde_json::to_string(&value).unwrap();
+            let back: Value = serde_json::from_str(&json).unwrap();
+            match (&value, &back) {
+                (Value::Double(a), Value::Double(b)) => assert_eq!(a.to_bits(), b.to_bits()),
+                _ => assert_eq!(back, value, "{json}"),
+            }
         }
     }
 

@@ -9,6 +9,7 @@
 //! DATA/containers/{container}/staged/{h}-{e}  the blocks staged for a blob under epoch e
 //!                                             (hex), in entries of 512 bytes ([`staged_file`])
 //! DATA/objects/{id}                           blob bytes, immutable, named by a random id
+//! DATA/tables.redb                            the Table front's tables and entities ([`tables`])
 //! DATA/tmp/                                   files being written
 //! DATA/damaged/                               records that did not parse, moved aside
 //! ```
@@ -37,7 +38,8 @@
 //! - [`records`]: the records, with a compare-and-swap per key;
 //! - [`staged_file`]: a blob's staged blocks, appended a block at a time;
 //! - [`objects`]: the blob bytes, written and read back checked;
-//! - [`check`]: `ifmatch check`, every record against its object.
+//! - [`check`]: `ifmatch check`, every record against its object;
+//! - [`tables`]: the Table front's entities, in redb.
 
 pub mod check;
 pub mod dir;
@@ -46,11 +48,13 @@ mod reader;
 pub mod record_file;
 mod records;
 pub mod staged_file;
+mod tables;
 
 pub use dir::{DataDir, Mode};
 pub use objects::LocalObjects;
 pub use reader::ObjectReader;
 pub use records::{INLINE_MAX, LocalRecords};
+pub use tables::LocalTables;
 
 use ifmatch_blob::StoreError;
 

@@ -1,0 +1,229 @@
+//! The Table front's entities on the local disk, in one redb database (`DATA/tables.redb`):
+//! a table `tables` of the table names, and a table `t/{name}` per table of its entities,
+//! keyed by (PartitionKey, RowKey), their JSON as values. redb gives what the Table front
+//! needs and a file of our own would have to build: keys in order (a query reads a key
+//! range), transactions over many keys (a batch is one), and crash safety (a commit is
+//! durable before it returns, with `Durability::Immediate`, its default; a crash leaves the
+//! last commit whole). A commit is one write transaction: redb runs them one at a time, so
+//! the version checks and the writes are one atomic step.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use ifmatch_table::{Change, Entity, EntityKey, Scan, TableError, Tables, satisfies};
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+
+/// The names of the tables.
+const NAMES: TableDefinition<'static, &str, ()> = TableDefinition::new("tables");
+
+/// A table's entities, under the redb table `t/{name}`.
+type Entities<'a> = TableDefinition<'a, (&'static str, &'static str), &'static [u8]>;
+
+/// Tables in a redb database on the local disk.
+#[derive(Clone)]
+pub struct LocalTables {
+    db: Arc<Database>,
+}
+
+impl std::fmt::Debug for LocalTables {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalTables").finish_non_exhaustive()
+    }
+}
+
+impl LocalTables {
+    /// Opens (or creates) the database at `path`.
+    pub fn open(path: &Path) -> Result<Self, TableError> {
+        let db = Database::create(path).map_err(failed)?;
+        Ok(Self { db: Arc::new(db) })
+    }
+
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Database) -> Result<T, TableError> + Send + 'static,
+    ) -> Result<T, TableError> {
+        let db = self.db.clone();
+        (tokio::task::spawn_blocking(move || f(&db)).await).map_err(failed)?
+    }
+
+    /// Runs `f` in a write transaction, committed (durably) when `f` succeeds, dropped, so
+    /// aborted with nothing written, when it fails.
+    async fn write<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&redb::WriteTransaction) -> Result<T, TableError> + Send + 'static,
+    ) -> Result<T, TableError> {
+        self.blocking(move |db| {
+            let tx = db.begin_write().map_err(failed)?;
+            let out = f(&tx)?;
+            tx.commit().map_err(failed)?;
+            Ok(out)
+        })
+        .await
+    }
+}
+
+/// The redb table of `name`'s entities.
+fn entities(name: &str) -> String {
+    format!("t/{name}")
+}
+
+fn failed(error: impl std::fmt::Display) -> TableError {
+    TableError::Generic {
+        backend: "local tables",
+        message: error.to_string(),
+    }
+}
+
+fn decode(bytes: &[u8]) -> Result<Entity, TableError> {
+    serde_json::from_slice(bytes).map_err(failed)
+}
+
+/// Whether the table `name` is there, in `names`.
+fn exists(names: &impl ReadableTable<&'static str, ()>, name: &str) -> Result<bool, TableError> {
+    Ok(names.get(name).map_err(failed)?.is_some())
+}
+
+impl Tables for LocalTables {
+    async fn create_table(&self, name: &str) -> Result<bool, TableError> {
+        let name = name.to_owned();
+        self.write(move |tx| {
+            let mut names = tx.open_table(NAMES).map_err(failed)?;
+            let created = !exists(&names, &name)?;
+            names.insert(name.as_str(), ()).map_err(failed)?;
+            tx.open_table(Entities::new(&entities(&name)))
+                .map_err(failed)?;
+            Ok(created)
+        })
+        .await
+    }
+
+    async fn delete_table(&self, name: &str) -> Result<bool, TableError> {
+        let name = name.to_owned();
+        self.write(move |tx| {
+            let mut names = tx.open_table(NAMES).map_err(failed)?;
+            let deleted = names.remove(name.as_str()).map_err(failed)?.is_some();
+            tx.delete_table(Entities::new(&entities(&name)))
+                .map_err(failed)?;
+            Ok(deleted)
+        })
+        .await
+    }
+
+    async fn tables(&self, after: &str, limit: usize) -> Result<Vec<String>, TableError> {
+        let after = after.to_owned();
+        self.blocking(move |db| {
+            let tx = db.begin_read().map_err(failed)?;
+            let names = match tx.open_table(NAMES) {
+                Ok(names) => names,
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+                Err(error) => return Err(failed(error)),
+            };
+            let mut out = Vec::new();
+            for entry in names.range(after.as_str()..).map_err(failed)? {
+                let name = entry.map_err(failed)?.0.value().to_owned();
+                if name != after {
+                    out.push(name);
+                }
+                if out.len() == limit {
+                    break;
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn get(&self, table: &str, key: &EntityKey) -> Result<Option<Entity>, TableError> {
+        let (table, key) = (table.to_owned(), key.clone());
+        self.blocking(move |db| {
+            let tx = db.begin_read().map_err(failed)?;
+            let entities = open_read(&tx, &table)?;
+            let found = (entities.get((key.0.as_str(), key.1.as_str()))).map_err(failed)?;
+            found.map(|bytes| decode(bytes.value())).transpose()
+        })
+        .await
+    }
+
+    async fn scan(&self, table: &str, scan: Scan<'_>) -> Result<Vec<Entity>, TableError> {
+        let table = table.to_owned();
+        let partition = scan.partition.map(str::to_owned);
+        let from = match (scan.from, scan.partition) {
+            (Some((pk, rk)), _) => (pk.to_owned(), rk.to_owned()),
+            (None, Some(pk)) => (pk.to_owned(), String::new()),
+            (None, None) => (String::new(), String::new()),
+        };
+        let limit = scan.limit;
+        self.blocking(move |db| {
+            let tx = db.begin_read().map_err(failed)?;
+            let entities = open_read(&tx, &table)?;
+            let mut out = Vec::new();
+            let start = (from.0.as_str(), from.1.as_str());
+            for entry in entities.range(start..).map_err(failed)? {
+                if out.len() == limit {
+                    break;
+                }
+                let (key, bytes) = entry.map_err(failed)?;
+                if partition.as_deref().is_some_and(|p| key.value().0 != p) {
+                    break;
+                }
+                out.push(decode(bytes.value())?);
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn commit(&self, table: &str, changes: &[Change]) -> Result<(), TableError> {
+        let (table, changes) = (table.to_owned(), changes.to_vec());
+        self.write(move |tx| {
+            let names = tx.open_table(NAMES).map_err(failed)?;
+            if !exists(&names, &table)? {
+                return Err(TableError::TableNotFound(table));
+            }
+            let name = entities(&table);
+            let mut entities = tx.open_table(Entities::new(&name)).map_err(failed)?;
+            for (index, change) in changes.iter().enumerate() {
+                let key = (change.key.0.as_str(), change.key.1.as_str());
+                let found = entities.get(key).map_err(failed)?;
+                let found = found.map(|bytes| decode(bytes.value())).transpose()?;
+                if !satisfies(change.expected, found.as_ref()) {
+                    let present = found.is_some();
+                    return Err(TableError::Conflict { index, present });
+                }
+            }
+            for change in &changes {
+                let key = (change.key.0.as_str(), change.key.1.as_str());
+                match &change.write {
+                    Some(entity) => {
+                        let json = serde_json::to_vec(entity).map_err(failed)?;
+                        entities.insert(key, json.as_slice()).map_err(failed)?;
+                    }
+                    None => {
+                        entities.remove(key).map_err(failed)?;
+                    }
+                }
+            }
+            Ok(())
+        })
+        .await
+    }
+}
+
+/// `table`'s entities for reading; `TableNotFound` when it is not there.
+fn open_read(
+    tx: &redb::ReadTransaction,
+    table: &str,
+) -> Result<redb::ReadOnlyTable<(&'static str, &'static str), &'static [u8]>, TableError> {
+    let names = match tx.open_table(NAMES) {
+        Ok(names) => names,
+        Err(redb::TableError::TableDoesNotExist(_)) => {
+            return Err(TableError::TableNotFound(table.to_owned()));
+        }
+        Err(error) => return Err(failed(error)),
+    };
+    if !exists(&names, table)? {
+        return Err(TableError::TableNotFound(table.to_owned()));
+    }
+    let name = entities(table);
+    tx.open_table(Entities::new(&name)).map_err(failed)
+}
