@@ -282,7 +282,7 @@ fn typed(prefix: &str, text: &str) -> Option<Value> {
 }
 
 /// A GUID in its 8-4-4-4-12 form, lowercase.
-fn guid(text: &str) -> Option<String> {
+pub(crate) fn guid(text: &str) -> Option<String> {
     let groups: Vec<&str> = text.split('-').collect();
     let lengths = groups.iter().map(|g| g.len()).collect::<Vec<_>>();
     let hex = groups

@@ -70,6 +70,22 @@ pub struct DateTime {
     ticks: i64,
 }
 
+/// ISO 8601 in UTC with the seven digits of a tick, as the Table service writes a
+/// `Timestamp`: `2026-11-24T10:00:00.0000000Z`.
+impl std::fmt::Display for DateTime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let seconds = self.ticks.div_euclid(TICKS_PER_SECOND);
+        let fraction = self.ticks.rem_euclid(TICKS_PER_SECOND);
+        let (days, second) = (seconds.div_euclid(86_400), seconds.rem_euclid(86_400));
+        let (y, m, d) = ifmatch_core::date::civil_from_days(days - EPOCH_DAYS);
+        let (hour, minute, second) = (second / 3600, second / 60 % 60, second % 60);
+        write!(
+            f,
+            "{y:04}-{m:02}-{d:02}T{hour:02}:{minute:02}:{second:02}.{fraction:07}Z"
+        )
+    }
+}
+
 /// A double by its bits.
 mod bits {
     pub(super) fn serialize<S: serde::Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
@@ -95,6 +111,12 @@ impl DateTime {
     /// Ticks of 100 ns since 0001-01-01T00:00:00Z.
     pub fn ticks(self) -> i64 {
         self.ticks
+    }
+
+    /// The ETag of an entity written at this instant, as the Table service spells it:
+    /// `W/"datetime'2026-11-24T10%3A00%3A00.0000000Z'"` (the colons percent-encoded).
+    pub fn etag(self) -> String {
+        format!("W/\"datetime'{}'\"", self.to_string().replace(':', "%3A"))
     }
 
     /// Parses ISO 8601 as the Table service writes and reads it: `YYYY-MM-DDTHH:MM:SS`, an
@@ -172,6 +194,25 @@ pub struct Entity {
 }
 
 impl Entity {
+    /// Its size as Azure weighs it against the 1 MiB limit: 4 bytes, the keys in UTF-16 and 4
+    /// more, and for each property 8 bytes, its name in UTF-16 and its value's size.
+    pub fn size(&self) -> usize {
+        let utf16 = |s: &str| s.encode_utf16().count() * 2;
+        let keys = 4 + utf16(&self.partition_key) + utf16(&self.row_key) + 4;
+        let value = |v: &Value| match v {
+            Value::String(s) => utf16(s) + 4,
+            Value::Binary(b) => b.len() + 4,
+            Value::Boolean(_) => 1,
+            Value::Int32(_) => 4,
+            Value::Int64(_) | Value::Double(_) | Value::DateTime(_) => 8,
+            Value::Guid(_) => 16,
+        };
+        let properties = self.properties.iter();
+        keys + properties
+            .map(|(n, v)| 8 + utf16(n) + value(v))
+            .sum::<usize>()
+    }
+
     /// The property `name`, the system properties included.
     pub fn get(&self, name: &str) -> Option<Value> {
         match name {
@@ -220,6 +261,19 @@ mod tests {
     }
 
     #[test]
+    fn dates_print_as_the_service_writes_them_and_parse_back() {
+        let when = DateTime::parse("2026-11-24T10:03:59.0123456+01:00").unwrap();
+        assert_eq!(when.to_string(), "2026-11-24T09:03:59.0123456Z");
+        assert_eq!(DateTime::parse(&when.to_string()), Some(when));
+        assert_eq!(
+            when.etag(),
+            "W/\"datetime'2026-11-24T09%3A03%3A59.0123456Z'\""
+        );
+        let first = DateTime::parse("0001-01-01T00:00:00Z").unwrap();
+        assert_eq!(first.to_string(), "0001-01-01T00:00:00.0000000Z");
+    }
+
+    #[test]
     fn values_survive_their_storage_encoding_nan_and_bytes_included() {
         let values = [
             Value::Double(f64::NAN),
@@ -237,6 +291,20 @@ mod tests {
                 _ => assert_eq!(back, value, "{json}"),
             }
         }
+    }
+
+    #[test]
+    fn an_entity_weighs_what_azure_says() {
+        let mut entity = Entity {
+            partition_key: "p".into(),
+            row_key: "r".into(),
+            timestamp: DateTime::from_unix(0, 0),
+            properties: BTreeMap::from([("N".to_owned(), Value::Int32(1))]),
+        };
+        assert_eq!(entity.size(), 4 + 2 + 2 + 4 + (8 + 2 + 4));
+        entity.properties.insert("Sé".into(), Value::String("ab".into()));
+        entity.properties.insert("B".into(), Value::Binary(vec![0; 10]));
+        assert_eq!(entity.size(), 26 + (8 + 4 + 4 + 4) + (8 + 2 + 10 + 4));
     }
 
     #[test]
