@@ -1,19 +1,12 @@
 //! What every [`Tables`] backend must do, as named behaviours, one public function each:
 //! a backend's tests call them all (`crates/ifmatch-table/tests/conformance.rs` for memory).
 
-use std::collections::BTreeMap;
-
 use crate::store::{Change, EntityKey, Expected, Scan, TableError, Tables};
 use crate::value::{DateTime, Entity, Value};
 
 /// An entity of `table`'s tests: `n` in its `N` property, written at second `at`.
 pub fn entity(pk: &str, rk: &str, n: i32, at: i64) -> Entity {
-    Entity {
-        partition_key: pk.to_owned(),
-        row_key: rk.to_owned(),
-        timestamp: DateTime::from_unix(at, 0),
-        properties: BTreeMap::from([("N".to_owned(), Value::Int32(n))]),
-    }
+    Entity::new(pk, rk, DateTime::from_unix(at, 0), [("N", Value::Int32(n))])
 }
 
 fn key(pk: &str, rk: &str) -> EntityKey {

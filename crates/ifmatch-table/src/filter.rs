@@ -401,34 +401,29 @@ fn is_keyword(word: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
 
     use super::*;
 
     fn entity() -> Entity {
-        let properties = BTreeMap::from([
-            ("Name".to_owned(), Value::String("O'Brien".to_owned())),
-            ("Age".to_owned(), Value::Int32(42)),
-            ("Big".to_owned(), Value::Int64(5_000_000_000)),
-            ("Score".to_owned(), Value::Double(2.5)),
-            ("Active".to_owned(), Value::Boolean(true)),
-            ("Away".to_owned(), Value::Boolean(false)),
+        let at = DateTime::parse("2026-11-24T10:00:00Z").unwrap();
+        let properties = [
+            ("Name", Value::String("O'Brien".to_owned())),
+            ("Age", Value::Int32(42)),
+            ("Big", Value::Int64(5_000_000_000)),
+            ("Score", Value::Double(2.5)),
+            ("Active", Value::Boolean(true)),
+            ("Away", Value::Boolean(false)),
             (
-                "Born".to_owned(),
+                "Born",
                 Value::DateTime(DateTime::parse("1984-03-05T10:00:00Z").unwrap()),
             ),
             (
-                "Id".to_owned(),
+                "Id",
                 Value::Guid("c9da6455-213d-42c9-9a79-3e9149a57833".to_owned()),
             ),
-            ("Bits".to_owned(), Value::Binary(vec![0x0f, 0xa0])),
-        ]);
-        Entity {
-            partition_key: "p1".to_owned(),
-            row_key: "r042".to_owned(),
-            timestamp: DateTime::parse("2026-11-24T10:00:00Z").unwrap(),
-            properties,
-        }
+            ("Bits", Value::Binary(vec![0x0f, 0xa0])),
+        ];
+        Entity::new("p1", "r042", at, properties)
     }
 
     #[test]

@@ -441,20 +441,16 @@ mod tests {
     }
 
     fn entity() -> Entity {
-        let properties = BTreeMap::from([
-            ("Age".to_owned(), Value::Int32(42)),
-            ("Big".to_owned(), Value::Int64(5_000_000_000)),
-            ("Half".to_owned(), Value::Double(0.5)),
-            ("Whole".to_owned(), Value::Double(3.0)),
-            ("Name".to_owned(), Value::String("Ann".into())),
-            ("Bits".to_owned(), Value::Binary(vec![0x0f, 0xa0])),
-        ]);
-        Entity {
-            partition_key: "p 1".into(),
-            row_key: "O'Brien".into(),
-            timestamp: DateTime::parse("2026-11-24T10:00:00.5Z").unwrap(),
-            properties,
-        }
+        let at = DateTime::parse("2026-11-24T10:00:00.5Z").unwrap();
+        let properties = [
+            ("Age", Value::Int32(42)),
+            ("Big", Value::Int64(5_000_000_000)),
+            ("Half", Value::Double(0.5)),
+            ("Whole", Value::Double(3.0)),
+            ("Name", Value::String("Ann".into())),
+            ("Bits", Value::Binary(vec![0x0f, 0xa0])),
+        ];
+        Entity::new("p 1", "O'Brien", at, properties)
     }
 
     #[test]

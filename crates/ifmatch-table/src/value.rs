@@ -194,6 +194,24 @@ pub struct Entity {
 }
 
 impl Entity {
+    /// The entity under `partition_key` and `row_key`, written at `timestamp`, with
+    /// `properties`.
+    pub fn new<'a>(
+        partition_key: &str,
+        row_key: &str,
+        timestamp: DateTime,
+        properties: impl IntoIterator<Item = (&'a str, Value)>,
+    ) -> Self {
+        Self {
+            partition_key: partition_key.to_owned(),
+            row_key: row_key.to_owned(),
+            timestamp,
+            properties: (properties.into_iter())
+                .map(|(name, value)| (name.to_owned(), value))
+                .collect(),
+        }
+    }
+
     /// Its size as Azure weighs it against the 1 MiB limit: 4 bytes, the keys in UTF-16 and 4
     /// more, and for each property 8 bytes, its name in UTF-16 and its value's size.
     pub fn size(&self) -> usize {
@@ -302,8 +320,12 @@ mod tests {
             properties: BTreeMap::from([("N".to_owned(), Value::Int32(1))]),
         };
         assert_eq!(entity.size(), 4 + 2 + 2 + 4 + (8 + 2 + 4));
-        entity.properties.insert("Sé".into(), Value::String("ab".into()));
-        entity.properties.insert("B".into(), Value::Binary(vec![0; 10]));
+        entity
+            .properties
+            .insert("Sé".into(), Value::String("ab".into()));
+        entity
+            .properties
+            .insert("B".into(), Value::Binary(vec![0; 10]));
         assert_eq!(entity.size(), 26 + (8 + 4 + 4 + 4) + (8 + 2 + 10 + 4));
     }
 
