@@ -14,6 +14,7 @@ mod filter;
 pub mod odata;
 mod store;
 mod value;
+pub mod write;
 
 pub use filter::{Filter, FilterError, MAX_COMPARISONS};
 pub use store::{Change, EntityKey, Expected, MemoryTables, Scan, TableError, Tables, satisfies};

@@ -108,6 +108,11 @@ impl DateTime {
         Self { ticks }
     }
 
+    /// The instant `ticks` of 100 ns after 0001-01-01T00:00:00Z.
+    pub fn from_ticks(ticks: i64) -> Self {
+        Self { ticks }
+    }
+
     /// Ticks of 100 ns since 0001-01-01T00:00:00Z.
     pub fn ticks(self) -> i64 {
         self.ticks
