@@ -170,36 +170,22 @@ mod tests {
             bool,
             Result<Option<i32>, (u16, &'static str)>,
         );
+        const LOST: Result<Option<i32>, (u16, &str)> = Err((412, "UpdateConditionNotSatisfied"));
         let cases: &[Case] = &[
             (Kind::Insert, None, false, Ok(Some(2))),
             (Kind::Insert, None, true, Err((409, "EntityAlreadyExists"))),
             (Kind::Replace, tag, true, Ok(Some(2))),
-            (
-                Kind::Replace,
-                stale,
-                true,
-                Err((412, "UpdateConditionNotSatisfied")),
-            ),
+            (Kind::Replace, stale, true, LOST),
             (Kind::Replace, any, true, Ok(Some(2))),
             (Kind::Replace, any, false, Err((404, "ResourceNotFound"))),
             (Kind::Replace, None, false, Ok(Some(2))),
             (Kind::Replace, None, true, Ok(Some(2))),
             (Kind::Merge, tag, true, Ok(Some(2))),
-            (
-                Kind::Merge,
-                stale,
-                true,
-                Err((412, "UpdateConditionNotSatisfied")),
-            ),
+            (Kind::Merge, stale, true, LOST),
             (Kind::Merge, None, false, Ok(Some(2))),
             (Kind::Delete, tag, true, Ok(None)),
             (Kind::Delete, any, true, Ok(None)),
-            (
-                Kind::Delete,
-                stale,
-                true,
-                Err((412, "UpdateConditionNotSatisfied")),
-            ),
+            (Kind::Delete, stale, true, LOST),
             (Kind::Delete, any, false, Err((404, "ResourceNotFound"))),
             (
                 Kind::Delete,
