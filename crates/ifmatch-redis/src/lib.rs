@@ -19,6 +19,7 @@
 
 mod invalidations;
 mod records;
+mod tables;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod versions;
@@ -28,6 +29,7 @@ use std::time::Duration;
 pub use invalidations::share_invalidations;
 pub use records::RedisRecords;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+pub use tables::RedisTables;
 pub use versions::{RedisGuard, RedisVersions, VersionsError};
 
 /// How long a request waits for Redis before it fails.
