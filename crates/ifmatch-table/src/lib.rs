@@ -11,6 +11,7 @@
 #[cfg(feature = "conformance")]
 pub mod conformance;
 mod filter;
+pub mod front;
 pub mod odata;
 mod store;
 mod value;
