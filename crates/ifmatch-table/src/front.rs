@@ -402,6 +402,8 @@ async fn write(
     key: (String, String),
     kind: Kind,
 ) -> Result<Answer, Failure> {
+    odata::check_key("PartitionKey", &key.0)?;
+    odata::check_key("RowKey", &key.1)?;
     let if_match = asked
         .headers
         .get(header::IF_MATCH)

@@ -205,6 +205,9 @@ async fn merges_upserts_and_deletes() {
     assert_eq!((gone.status, gone.code()), (404, "ResourceNotFound"));
     let bare = bare(&tables, "DELETE", DOC, 4).await;
     assert_eq!(bare.status, 400);
+    let slash = "/people(PartitionKey='p',RowKey='a#b')";
+    let refused = send(&tables, ("PUT", slash), &[], &json!({}), 4).await;
+    assert_eq!((refused.status, refused.code()), (400, "OutOfRangeInput"));
     let other = send(&tables, ("PUT", DOC), &[], &json!({"RowKey": "x"}), 4).await;
     assert_eq!((other.status, other.code()), (400, "InvalidInput"));
 }
