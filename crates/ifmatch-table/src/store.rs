@@ -147,8 +147,11 @@ impl Tables for MemoryTables {
     }
 
     async fn tables(&self, after: &str, limit: usize) -> Result<Vec<String>, TableError> {
+        use std::ops::Bound::{Excluded, Unbounded};
         let tables = self.tables.lock().unwrap();
-        let names = tables.keys().filter(|name| name.as_str() > after);
+        let names = tables
+            .range::<str, _>((Excluded(after), Unbounded))
+            .map(|(name, _)| name);
         Ok(names.take(limit).cloned().collect())
     }
 
