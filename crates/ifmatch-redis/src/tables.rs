@@ -229,11 +229,7 @@ impl Tables for RedisTables {
     }
 
     async fn scan(&self, table: &str, scan: Scan<'_>) -> Result<Vec<Entity>, TableError> {
-        let start = match (scan.from, scan.partition) {
-            (Some((pk, rk)), _) => member(&(pk.to_owned(), rk.to_owned())),
-            (None, Some(pk)) => [pk.as_bytes(), b"\0"].concat(),
-            (None, None) => Vec::new(),
-        };
+        let start = member(&scan.start());
         let min = [b"[", &start[..]].concat();
         // Within a partition: below `PartitionKey \x01`, which no key of another reaches.
         let max = match scan.partition {

@@ -460,8 +460,9 @@ async fn query(
 ) -> Result<Answer, Failure> {
     let url = format!("{}/{table}", asked.base);
     let select = parameter(asked, "$select").map(|s| s.split(',').map(str::trim).collect());
+    let level = metadata(asked);
     let project = |entity: Entity| -> Json {
-        let mut json = odata::encode(&entity, metadata(asked), &url);
+        let mut json = odata::encode(&entity, level, &url);
         if let Some(selected) = &select {
             let selected: &Vec<&str> = selected;
             let kept = |name: &str| {

@@ -111,6 +111,16 @@ pub struct Scan<'a> {
     pub limit: usize,
 }
 
+impl Scan<'_> {
+    /// The first key the scan may return: `from`, or the partition's first, or the table's.
+    pub fn start(&self) -> EntityKey {
+        let (pk, rk) = self
+            .from
+            .unwrap_or((self.partition.unwrap_or_default(), ""));
+        (pk.to_owned(), rk.to_owned())
+    }
+}
+
 /// Tables in memory: for tests, and the front's protocol tables.
 #[derive(Debug, Default)]
 pub struct MemoryTables {
@@ -164,11 +174,7 @@ impl Tables for MemoryTables {
     async fn scan(&self, table: &str, scan: Scan<'_>) -> Result<Vec<Entity>, TableError> {
         let tables = self.tables.lock().unwrap();
         let entities = tables.get(table).ok_or_else(|| not_found(table))?;
-        let start = match (scan.from, scan.partition) {
-            (Some((pk, rk)), _) => (pk.to_owned(), rk.to_owned()),
-            (None, Some(pk)) => (pk.to_owned(), String::new()),
-            (None, None) => (String::new(), String::new()),
-        };
+        let start = scan.start();
         let within = |entity: &&Entity| scan.partition.is_none_or(|p| entity.partition_key == p);
         let found = entities.range(start..).map(|(_, entity)| entity);
         Ok(found.take_while(within).take(scan.limit).cloned().collect())

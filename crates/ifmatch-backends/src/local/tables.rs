@@ -147,11 +147,7 @@ impl Tables for LocalTables {
     async fn scan(&self, table: &str, scan: Scan<'_>) -> Result<Vec<Entity>, TableError> {
         let table = table.to_owned();
         let partition = scan.partition.map(str::to_owned);
-        let from = match (scan.from, scan.partition) {
-            (Some((pk, rk)), _) => (pk.to_owned(), rk.to_owned()),
-            (None, Some(pk)) => (pk.to_owned(), String::new()),
-            (None, None) => (String::new(), String::new()),
-        };
+        let from = scan.start();
         let limit = scan.limit;
         self.blocking(move |db| {
             let tx = db.begin_read().map_err(failed)?;
