@@ -9,10 +9,11 @@ cd "$(dirname "$0")"
 export WASM_BINDGEN_BIN="${WASM_BINDGEN_BIN:-$(command -v wasm-bindgen)}"
 export WASM_OPT_BIN="${WASM_OPT_BIN:-$PWD/node_modules/.bin/wasm-opt}"
 export ESBUILD_BIN="${ESBUILD_BIN:-$PWD/node_modules/.bin/esbuild}"
-# `build.sh conformance`: a debug build with the backend conformance suite's route, in
+# `build.sh conformance`: the build with the backend conformance suite's route, in
 # build-conformance/, for the tests (test/conformance.test.mjs); the Worker itself has none.
+# A release build, as the Worker's: it reuses every dependency the first build compiled.
 if [ "${1:-}" = conformance ]; then
-  worker-build --dev --out-dir build-conformance --features conformance
+  worker-build --release --out-dir build-conformance --features conformance
   exit
 fi
 worker-build --release
