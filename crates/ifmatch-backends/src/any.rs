@@ -1,4 +1,4 @@
-//! One records type and one objects type for whichever backends were chosen at start, so a
+//! One records type, one objects type and one tables type for whichever backends were chosen at start, so a
 //! server is built once (one arm, not one per combination). Each call goes to the backend
 //! chosen; the rules stay in the front.
 
@@ -12,6 +12,7 @@ use bytes::Bytes;
 use http_body::{Body, SizeHint};
 use ifmatch_blob::Incoming;
 use ifmatch_blob::{Block, Key, Objects, PutMode, Record, Records, Scan, Staged, StoreError};
+use ifmatch_table::{Change, Entity, EntityKey, TableError};
 
 #[cfg(feature = "object-store")]
 use crate::bucket::{BucketObjects, BucketReader};
@@ -191,5 +192,56 @@ impl Objects for AnyObjects {
 
     async fn older_than(&self, age: Duration, now: SystemTime) -> Result<Vec<String>, StoreError> {
         objects!(self, o => o.older_than(age, now).await)
+    }
+}
+
+/// The Table front's backend chosen: the local disk, or Redis.
+#[derive(Debug, Clone)]
+pub enum AnyTables {
+    /// In a redb database on the local disk ([`LocalTables`](crate::local::LocalTables)).
+    Local(crate::local::LocalTables),
+    /// In Redis, shared by a fleet.
+    #[cfg(feature = "redis")]
+    Redis(ifmatch_redis::RedisTables),
+}
+
+/// Calls `$call` on the backend inside `$value`, whichever it is.
+macro_rules! tables {
+    ($value:expr, $inner:ident => $call:expr) => {
+        match $value {
+            AnyTables::Local($inner) => $call,
+            #[cfg(feature = "redis")]
+            AnyTables::Redis($inner) => $call,
+        }
+    };
+}
+
+impl ifmatch_table::Tables for AnyTables {
+    async fn create_table(&self, name: &str) -> Result<bool, TableError> {
+        tables!(self, t => t.create_table(name).await)
+    }
+
+    async fn delete_table(&self, name: &str) -> Result<bool, TableError> {
+        tables!(self, t => t.delete_table(name).await)
+    }
+
+    async fn tables(&self, after: &str, limit: usize) -> Result<Vec<String>, TableError> {
+        tables!(self, t => t.tables(after, limit).await)
+    }
+
+    async fn get(&self, table: &str, key: &EntityKey) -> Result<Option<Entity>, TableError> {
+        tables!(self, t => t.get(table, key).await)
+    }
+
+    async fn scan(
+        &self,
+        table: &str,
+        scan: ifmatch_table::Scan<'_>,
+    ) -> Result<Vec<Entity>, TableError> {
+        tables!(self, t => t.scan(table, scan).await)
+    }
+
+    async fn commit(&self, table: &str, changes: &[Change]) -> Result<(), TableError> {
+        tables!(self, t => t.commit(table, changes).await)
     }
 }

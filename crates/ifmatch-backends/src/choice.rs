@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::any::{AnyObjects, AnyRecords};
-use crate::local::{DataDir, INLINE_MAX, LocalObjects, LocalRecords};
+use crate::any::{AnyObjects, AnyRecords, AnyTables};
+use crate::local::{DataDir, INLINE_MAX, LocalObjects, LocalRecords, LocalTables};
 
 /// Which backends to use: where records go, where bytes go, and the data directory.
 #[derive(Debug, Clone)]
@@ -89,6 +89,9 @@ pub struct Opened {
     pub records: AnyRecords,
     /// The objects.
     pub objects: AnyObjects,
+    /// The Table front's tables: beside the records (the data directory's `tables.redb`, or
+    /// the same Redis).
+    pub tables: AnyTables,
     /// The data directory (all of the data, or this instance's local state).
     pub dir: Arc<DataDir>,
     /// Whether other instances may be writing the same objects: then an orphan is swept only
@@ -149,6 +152,7 @@ impl Choice {
                 Ok(Opened {
                     records: AnyRecords::Local(records),
                     objects: AnyObjects::Local(objects),
+                    tables: local_tables(&dir)?,
                     dir,
                     shared: false,
                 })
@@ -162,6 +166,7 @@ impl Choice {
                 Ok(Opened {
                     records: AnyRecords::Local(records),
                     objects,
+                    tables: local_tables(&dir)?,
                     dir,
                     shared: true,
                 })
@@ -169,11 +174,12 @@ impl Choice {
             #[cfg(feature = "redis")]
             (RecordsAt::Redis(url), ObjectsAt::Local) => {
                 let dir = DataDir::open_shared(&self.data, sizes.orphan_age)?;
-                let records = redis_records(url).await?;
+                let (records, tables) = redis(url).await?;
                 let objects = LocalObjects::new(dir.clone(), sizes.bytes_cache);
                 Ok(Opened {
                     records,
                     objects: AnyObjects::Local(objects),
+                    tables,
                     dir,
                     shared: true,
                 })
@@ -182,10 +188,11 @@ impl Choice {
             (RecordsAt::Redis(url), ObjectsAt::Store(store)) => {
                 let objects = open_store(store, sizes)?;
                 let dir = DataDir::open(&self.data)?;
-                let records = redis_records(url).await?;
+                let (records, tables) = redis(url).await?;
                 Ok(Opened {
                     records,
                     objects,
+                    tables,
                     dir,
                     shared: true,
                 })
@@ -238,16 +245,24 @@ fn open_store(url: &str, sizes: &Sizes) -> io::Result<AnyObjects> {
     Ok(AnyObjects::Bucket(store))
 }
 
-/// The records in the Redis at `url`, under the `ifmatch:` prefix.
+/// The records and the tables in the Redis at `url`, under the `ifmatch:` prefix.
 #[cfg(feature = "redis")]
-async fn redis_records(url: &str) -> io::Result<AnyRecords> {
+async fn redis(url: &str) -> io::Result<(AnyRecords, AnyTables)> {
     let connection = ifmatch_redis::connect(url).await.map_err(|e| {
         io::Error::new(
             io::ErrorKind::ConnectionRefused,
             format!("connecting to {url}: {e}"),
         )
     })?;
-    Ok(AnyRecords::Redis(ifmatch_redis::RedisRecords::new(
-        connection, "ifmatch:",
-    )))
+    let tables = ifmatch_redis::RedisTables::new(connection.clone(), "ifmatch:");
+    let records = ifmatch_redis::RedisRecords::new(connection, "ifmatch:");
+    Ok((AnyRecords::Redis(records), AnyTables::Redis(tables)))
+}
+
+/// The tables in the data directory's `tables.redb`.
+fn local_tables(dir: &DataDir) -> io::Result<AnyTables> {
+    let path = dir.root().join("tables.redb");
+    let tables = LocalTables::open(&path)
+        .map_err(|e| io::Error::other(format!("opening {}: {e}", path.display())))?;
+    Ok(AnyTables::Local(tables))
 }

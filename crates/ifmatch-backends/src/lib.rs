@@ -11,7 +11,7 @@
 //! - the Durable Object and R2 are the Worker's own (`wasm/`): they need its runtime.
 //!
 //! [`Choice`] reads which of them to use from URLs, once, and [`Choice::open`] opens them as
-//! one pair of [`AnyRecords`] and [`AnyObjects`].
+//! [`AnyRecords`], [`AnyObjects`] and, for the Table front, [`AnyTables`].
 //!
 //! ```no_run
 //! # async fn run() -> std::io::Result<()> {
@@ -30,8 +30,8 @@ mod byte_cache;
 mod choice;
 pub mod local;
 
-pub use any::{AnyObjects, AnyReader, AnyRecords};
+pub use any::{AnyObjects, AnyReader, AnyRecords, AnyTables};
 pub use choice::{Choice, ChoiceError, Opened, Sizes};
 pub use ifmatch_blob::memory;
 #[cfg(feature = "redis")]
-pub use ifmatch_redis::RedisRecords;
+pub use ifmatch_redis::{RedisRecords, RedisTables};

@@ -157,16 +157,29 @@ impl Accounts {
         }
     }
 
-    /// Which account a request addresses, and the rest of its path (starting with `/`): by
-    /// its host (`{account}.blob.…`), else by its path's first segment.
+    /// Which account a request to the blob service addresses, and the rest of its path
+    /// (starting with `/`): by its host (`{account}.blob.…`), else by its path's first segment.
     pub fn locate<'a>(
         &self,
         host: Option<&str>,
         path: &'a str,
     ) -> Result<(&Account, &'a str, Style), ErrorCode> {
+        self.locate_in("blob", host, path)
+    }
+
+    /// [`Accounts::locate`] for the service named `service` (`blob`, `table`): the host
+    /// `{account}.{service}.…`, else the path's first segment.
+    pub fn locate_in<'a>(
+        &self,
+        service: &str,
+        host: Option<&str>,
+        path: &'a str,
+    ) -> Result<(&Account, &'a str, Style), ErrorCode> {
         if let Some(host) = host
             && let Some((first, rest)) = host.split_once('.')
-            && rest.starts_with("blob.")
+            && rest
+                .strip_prefix(service)
+                .is_some_and(|r| r.starts_with('.'))
             && let Some(account) = self.get(first)
         {
             return Ok((account, path, Style::Host));
@@ -184,6 +197,16 @@ impl Accounts {
     /// the Azure SDKs read. Only the published development key is written out; another key
     /// is a secret, shown as `<key>`.
     pub fn connection_string(&self, account: &Account, endpoint: &str) -> String {
+        self.connection_string_with(account, endpoint, None)
+    }
+
+    /// [`Accounts::connection_string`] naming the Table service's endpoint too.
+    pub fn connection_string_with(
+        &self,
+        account: &Account,
+        endpoint: &str,
+        tables: Option<&str>,
+    ) -> String {
         let key = account
             .keys
             .first()
@@ -194,10 +217,14 @@ impl Accounts {
         } else {
             "<key>".to_owned()
         };
-        format!(
-            "DefaultEndpointsProtocol=http;AccountName={name};AccountKey={key};BlobEndpoint={endpoint}/{name};",
-            name = account.name
-        )
+        let name = &account.name;
+        let mut text = format!(
+            "DefaultEndpointsProtocol=http;AccountName={name};AccountKey={key};BlobEndpoint={endpoint}/{name};"
+        );
+        if let Some(tables) = tables {
+            text.push_str(&format!("TableEndpoint={tables}/{name};"));
+        }
+        text
     }
 }
 

@@ -75,14 +75,16 @@ pub struct Denied {
     pub detail: String,
 }
 
-fn denied(code: ErrorCode, detail: impl Into<String>) -> Denied {
+/// A denial with `code`.
+pub fn denied(code: ErrorCode, detail: impl Into<String>) -> Denied {
     Denied {
         code,
         detail: detail.into(),
     }
 }
 
-fn failed(detail: impl Into<String>) -> Denied {
+/// An `AuthenticationFailed` denial.
+pub fn failed(detail: impl Into<String>) -> Denied {
     denied(ErrorCode::AuthenticationFailed, detail)
 }
 
@@ -265,13 +267,16 @@ fn needed(operation: &Operation) -> (&'static str, Kind) {
     }
 }
 
-/// Verifies a shared access signature and reads what it grants.
-fn sas(
-    account: &Account,
-    request: Signed<'_>,
+/// Checks what every shared access signature carries whatever it signs, for the blob and the
+/// Table service alike: no user delegation or stored policy, a signed version of 2015-04-05 or
+/// later, the time window (`st`, `se`), the protocol (`spr`) and the client's address (`sip`).
+/// Answers the signed version.
+pub fn check_sas_window(
     query: &QueryPairs,
+    https: bool,
+    client: Option<IpAddr>,
     now: SystemTime,
-) -> Result<Grant, Denied> {
+) -> Result<String, Denied> {
     let field = |name: &str| query.get(name).unwrap_or_default();
     if query.get("skoid").is_some() {
         return Err(failed(
@@ -300,7 +305,7 @@ fn sas(
     }
     match field("spr").as_str() {
         "" | "https,http" | "http,https" => {}
-        "https" if request.https => {}
+        "https" if https => {}
         "https" => {
             return Err(denied(
                 ErrorCode::AuthorizationProtocolMismatch,
@@ -310,40 +315,66 @@ fn sas(
         other => return Err(failed(format!("signed protocol (spr) {other:?}"))),
     }
     let ip = field("sip");
-    if !ip.is_empty() && !request.client.is_some_and(|client| ip_in(&ip, client)) {
+    if !ip.is_empty() && !client.is_some_and(|client| ip_in(&ip, client)) {
         return Err(denied(
             ErrorCode::AuthorizationSourceIPMismatch,
             format!("the signature allows requests from {ip} only"),
         ));
     }
+    Ok(version)
+}
+
+/// An account SAS's string-to-sign (any service), if the signature covers `service` (`b`,
+/// `t`: one of the letters of `ss`).
+pub fn account_sas_string(
+    account: &Account,
+    query: &QueryPairs,
+    service: char,
+) -> Result<String, Denied> {
+    let field = |name: &str| query.get(name).unwrap_or_default();
+    let services = field("ss");
+    if !services.contains(service) {
+        return Err(denied(
+            ErrorCode::AuthorizationServiceMismatch,
+            "the signature does not cover this service (ss)",
+        ));
+    }
+    let version = field("sv");
+    let mut text = [
+        account.name(),
+        &field("sp"),
+        &services,
+        &field("srt"),
+        &field("st"),
+        &field("se"),
+        &field("sip"),
+        &field("spr"),
+        &version,
+    ]
+    .join("\n");
+    text.push('\n');
+    if version.as_str() >= "2020-12-06" {
+        text.push_str(&field("ses"));
+        text.push('\n');
+    }
+    Ok(text)
+}
+
+/// Verifies a shared access signature and reads what it grants.
+fn sas(
+    account: &Account,
+    request: Signed<'_>,
+    query: &QueryPairs,
+    now: SystemTime,
+) -> Result<Grant, Denied> {
+    let field = |name: &str| query.get(name).unwrap_or_default();
+    let version = check_sas_window(query, request.https, request.client, now)?;
+    let ip = field("sip");
     let permissions = field("sp");
     let signed_from_2020 = version.as_str() >= "2020-12-06";
     let (text, scope) = if query.get("ss").is_some() {
-        let services = field("ss");
-        if !services.contains('b') {
-            return Err(denied(
-                ErrorCode::AuthorizationServiceMismatch,
-                "the signature does not cover the blob service (ss)",
-            ));
-        }
         let types = field("srt");
-        let mut text = [
-            account.name(),
-            &permissions,
-            &services,
-            &types,
-            &field("st"),
-            &field("se"),
-            &ip,
-            &field("spr"),
-            &version,
-        ]
-        .join("\n");
-        text.push('\n');
-        if signed_from_2020 {
-            text.push_str(&field("ses"));
-            text.push('\n');
-        }
+        let text = account_sas_string(account, query, 'b')?;
         let scope = Scope::Account {
             service: types.contains('s'),
             container: types.contains('c'),
@@ -456,7 +487,7 @@ fn unix(time: SystemTime) -> i64 {
 }
 
 /// Refuses a Shared Key request without a date, or one further than [`MAX_SKEW`] from `now`.
-fn check_date(headers: &HeaderMap, now: SystemTime) -> Result<(), Denied> {
+pub fn check_date(headers: &HeaderMap, now: SystemTime) -> Result<(), Denied> {
     let date = headers
         .get("x-ms-date")
         .or_else(|| headers.get(header::DATE))
@@ -474,7 +505,7 @@ fn check_date(headers: &HeaderMap, now: SystemTime) -> Result<(), Denied> {
 
 /// Whether `signature` (base64) is the HMAC-SHA256 of `text` under one of the account's keys;
 /// compared in constant time.
-fn verify(account: &Account, text: &str, signature: &str) -> bool {
+pub fn verify(account: &Account, text: &str, signature: &str) -> bool {
     let Ok(signature) = STANDARD.decode(signature.trim()) else {
         return false;
     };
@@ -611,19 +642,22 @@ fn canonical_headers(headers: &HeaderMap) -> String {
 }
 
 /// A request's query, decoded.
-struct QueryPairs {
+#[derive(Debug)]
+pub struct QueryPairs {
     pairs: Vec<(String, String)>,
 }
 
 impl QueryPairs {
-    fn of(uri: &Uri) -> Self {
+    /// The pairs of `uri`'s query.
+    pub fn of(uri: &Uri) -> Self {
         let pairs = form_urlencoded::parse(uri.query().unwrap_or("").as_bytes())
             .map(|(n, v)| (n.into_owned(), v.into_owned()))
             .collect();
         Self { pairs }
     }
 
-    fn get(&self, name: &str) -> Option<String> {
+    /// The first value of `name`.
+    pub fn get(&self, name: &str) -> Option<String> {
         self.pairs
             .iter()
             .find(|(n, _)| n == name)

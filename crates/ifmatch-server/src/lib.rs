@@ -19,6 +19,7 @@ pub mod lock;
 pub mod metrics;
 mod observe;
 pub mod proxy;
+pub mod tables;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -39,8 +40,9 @@ pub use crate::accept::{Limits, bind_threads, raise_descriptor_limit};
 use crate::accept::{RequestBody, serve_with};
 use crate::metrics::Metrics;
 use crate::observe::ObserveLayer;
+pub use ifmatch_backends::local::LocalTables;
 pub use ifmatch_backends::local::{DataDir, INLINE_MAX, LocalObjects, LocalRecords};
-pub use ifmatch_backends::{AnyObjects, AnyRecords, Choice, Sizes, bucket, local};
+pub use ifmatch_backends::{AnyObjects, AnyRecords, AnyTables, Choice, Sizes, bucket, local};
 
 /// The clock and the randomness of the operating system.
 #[derive(Debug, Clone, Copy, Default)]
@@ -121,6 +123,8 @@ pub struct Served<R, O, E> {
     pub front: Arc<Front<R, O, E>>,
     /// The data directory.
     pub dir: Arc<DataDir>,
+    /// The Table service's tables, beside the records.
+    pub tables: AnyTables,
     /// How old an orphan must be for the sweep [`serve`] runs before it accepts: zero for
     /// an embedded server (nothing can be in flight yet), [`Options::orphan_age`] for a shared
     /// directory (other instances are serving).
@@ -132,6 +136,7 @@ impl<R, O, E> Clone for Served<R, O, E> {
         Self {
             front: self.front.clone(),
             dir: self.dir.clone(),
+            tables: self.tables.clone(),
             first_sweep: self.first_sweep,
         }
     }
@@ -156,7 +161,19 @@ pub fn open_with_env<E: Env>(
     let dir = DataDir::open(data)?;
     let records = LocalRecords::new(dir.clone(), options.cache_capacity, INLINE_MAX);
     let objects = LocalObjects::new(dir.clone(), options.cache_bytes);
-    Ok(served(records, objects, env, dir, &options, Duration::ZERO))
+    let path = dir.root().join("tables.redb");
+    let tables = LocalTables::open(&path)
+        .map_err(|e| io::Error::other(format!("opening {}: {e}", path.display())))?;
+    let tables = AnyTables::Local(tables);
+    Ok(served(
+        records,
+        objects,
+        tables,
+        env,
+        dir,
+        &options,
+        Duration::ZERO,
+    ))
 }
 
 /// The front over the backends `choice` names (see [`Choice`]): the embedded default, or
@@ -180,6 +197,7 @@ pub async fn open_backends(
     Ok(served(
         opened.records,
         opened.objects,
+        opened.tables,
         SystemEnv,
         opened.dir,
         &options,
@@ -190,6 +208,7 @@ pub async fn open_backends(
 fn served<R: Records, O: Objects, E: Env>(
     records: R,
     objects: O,
+    tables: AnyTables,
     env: E,
     dir: Arc<DataDir>,
     options: &Options,
@@ -202,6 +221,7 @@ fn served<R: Records, O: Objects, E: Env>(
     Served {
         front: Arc::new(front),
         dir,
+        tables,
         first_sweep,
     }
 }
@@ -242,6 +262,31 @@ where
     O: Objects,
     E: Env,
 {
+    serve_with_tables(listener, None, served, options, shutdown).await
+}
+
+/// [`serve`], and the Table service on `tables` (a listener of its own) when given, over
+/// [`Served::tables`] with the same accounts; both stop with `shutdown`.
+pub async fn serve_with_tables<R, O, E>(
+    listener: TcpListener,
+    tables: Option<TcpListener>,
+    served: Served<R, O, E>,
+    options: Options,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()>
+where
+    R: Records,
+    O: Objects,
+    E: Env,
+{
+    let stop = tokio_util::sync::CancellationToken::new();
+    let stopped = {
+        let stop = stop.clone();
+        async move {
+            shutdown.await;
+            stop.cancel();
+        }
+    };
     sweep(&served, served.first_sweep).await;
     let sweeper = {
         let (served, age, every) = (served.clone(), options.orphan_age, options.sweep_every);
@@ -275,12 +320,29 @@ where
         }
         None => None,
     };
-    let (front, access_log) = (served.front, options.access_log);
+    let (front, access_log, served_tables) = (served.front, options.access_log, served.tables);
     // The front answers any length past its limit 413, in Azure's words.
     let mut limits = options.limits;
     limits.huge_lengths_reach_service = true;
     let observe = ObserveLayer::new(metrics.clone(), access_log);
-    let served = serve_with(listener, limits, metrics, shutdown, move |client| {
+    let table_server = tables.map(|listener| {
+        let service = tables::TableService::new(served_tables, SystemEnv)
+            .with_accounts(options.accounts.clone())
+            .with_anonymous_access(options.anonymous);
+        let (metrics, observe) = (metrics.clone(), observe.clone());
+        let stop = stop.clone().cancelled_owned();
+        let limits = options.limits;
+        tokio::spawn(tables::serve_tables(
+            listener,
+            Arc::new(service),
+            limits,
+            metrics,
+            observe,
+            stop,
+        ))
+    });
+    let blobs_stop = stop.clone().cancelled_owned();
+    let serving = serve_with(listener, limits, metrics, blobs_stop, move |client| {
         let front = front.clone();
         let service = service_fn(move |mut request: http::Request<RequestBody>| {
             let front = front.clone();
@@ -289,12 +351,15 @@ where
             async move { Ok::<_, Infallible>(answer(&front, request).await) }
         });
         observe.layer(service, client.ip())
-    })
-    .await;
+    });
+    let (served, ()) = tokio::join!(serving, stopped);
     if let Some(page) = page {
         page.abort();
     }
     sweeper.abort();
+    if let Some(tables) = table_server {
+        tables.await.map_err(io::Error::other)??;
+    }
     served
 }
 

@@ -270,8 +270,13 @@ struct Serve {
     /// The address to listen on.
     #[arg(long, env = "IFMATCH_LISTEN", default_value = "127.0.0.1:10000")]
     listen: SocketAddr,
-    /// The data directory: blobs, their records and leases. Created if missing; one server
-    /// at a time.
+    /// The Table service's address (a listener of its own, as the emulators have). Without
+    /// it, port 10002 on --listen's address, skipped with a warning if that port is taken;
+    /// `off`: no Table service.
+    #[arg(long, env = "IFMATCH_TABLE_LISTEN")]
+    table_listen: Option<String>,
+    /// The data directory: blobs, their records and leases, tables. Created if missing; one
+    /// server at a time.
     #[arg(long, env = "IFMATCH_DATA", default_value = "./data")]
     data: PathBuf,
     /// The largest blob accepted, in bytes; larger uploads answer 413.
@@ -415,12 +420,17 @@ async fn serve(args: Serve) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("listening on {}", args.listen))?;
     let address = listener.local_addr()?;
+    let tables = table_listener(args.table_listen.as_deref(), address).await?;
+    let table_address = tables.as_ref().map(TcpListener::local_addr).transpose()?;
+    let table_endpoint = table_address.map(|a| format!("http://{a}"));
     for account in options.accounts.iter() {
         println!(
             "{}",
-            options
-                .accounts
-                .connection_string(account, &format!("http://{address}"))
+            options.accounts.connection_string_with(
+                account,
+                &format!("http://{address}"),
+                table_endpoint.as_deref()
+            )
         );
     }
     if options.anonymous {
@@ -435,10 +445,48 @@ async fn serve(args: Serve) -> anyhow::Result<()> {
     let served = ifmatch_server::open_backends(&choice, options.clone())
         .await
         .with_context(|| format!("opening {what}"))?;
-    tracing::info!("ifmatch listening on http://{address} ({what})");
-    ifmatch_server::serve(listener, served, options, shutdown_signal()).await?;
+    match table_address {
+        Some(tables) => tracing::info!(
+            "ifmatch listening on http://{address}, tables on http://{tables} ({what})"
+        ),
+        None => tracing::info!("ifmatch listening on http://{address} ({what})"),
+    }
+    ifmatch_server::serve_with_tables(listener, tables, served, options, shutdown_signal()).await?;
     tracing::info!("ifmatch stopped");
     Ok(())
+}
+
+/// The Table service's listener: the address asked for, none for `off`, or port 10002 on
+/// the blob listener's address when that port is free.
+async fn table_listener(
+    asked: Option<&str>,
+    blobs: SocketAddr,
+) -> anyhow::Result<Option<TcpListener>> {
+    match asked {
+        Some("off") => Ok(None),
+        Some(text) => {
+            let address: SocketAddr = text
+                .parse()
+                .with_context(|| format!("--table-listen {text}: not an address or `off`"))?;
+            let listener = TcpListener::bind(address)
+                .await
+                .with_context(|| format!("listening on {address} for tables"))?;
+            Ok(Some(listener))
+        }
+        None => {
+            let address = SocketAddr::new(blobs.ip(), 10002);
+            match TcpListener::bind(address).await {
+                Ok(listener) => Ok(Some(listener)),
+                Err(error) => {
+                    tracing::warn!(
+                        "no Table service: {address} is not free ({error}); choose another \
+                         with --table-listen"
+                    );
+                    Ok(None)
+                }
+            }
+        }
+    }
 }
 
 async fn proxy(args: Proxy) -> anyhow::Result<()> {

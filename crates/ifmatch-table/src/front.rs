@@ -13,6 +13,7 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, Response, StatusCode, header};
 use serde_json::{Map, Value as Json, json};
 
+use crate::auth::KeyRange;
 use crate::filter::Filter;
 use crate::odata::{self, Decoded, Metadata};
 use crate::store::{Scan, TableError, Tables};
@@ -49,6 +50,9 @@ pub struct Asked<'a> {
     pub base: &'a str,
     /// The time it is answered at.
     pub now: DateTime,
+    /// The keys its credentials reach, when a table SAS bounds them: every entity it reads
+    /// or writes is within them.
+    pub within: Option<&'a KeyRange>,
 }
 
 /// An answer: its status, headers and JSON body (or none).
@@ -97,6 +101,11 @@ impl From<odata::OdataError> for Failure {
     }
 }
 
+/// Azure's JSON error with `code` and `message`: what a host answers for the front.
+pub fn failure(status: u16, code: &'static str, message: &str) -> Answer {
+    Failure::new(status, code, message).answer()
+}
+
 fn table_error(error: TableError) -> Failure {
     match error {
         TableError::TableNotFound(name) => {
@@ -106,6 +115,18 @@ fn table_error(error: TableError) -> Failure {
         TableError::Generic { .. } => {
             Failure::new(503, "ServerBusy", "the storage did not answer; try again")
         }
+    }
+}
+
+/// Refuses a key outside the range a table SAS reaches.
+fn reach(asked: &Asked<'_>, (pk, rk): (&str, &str)) -> Result<(), Failure> {
+    match asked.within {
+        Some(range) if !range.contains(pk, rk) => Err(Failure::new(
+            403,
+            "AuthorizationFailure",
+            "the shared access signature does not reach this entity's keys",
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -351,6 +372,7 @@ async fn insert(tables: &impl Tables, asked: &Asked<'_>, table: &str) -> Result<
     let key = pk
         .zip(rk)
         .ok_or_else(|| invalid("PartitionKey and RowKey expected"))?;
+    reach(asked, (&key.0, &key.1))?;
     let change = decide(Kind::Insert, None, &key, None, decoded, asked.now)?;
     let entity = change.write.clone().expect("an insert writes");
     check_size(&entity)?;
@@ -404,6 +426,7 @@ async fn write(
 ) -> Result<Answer, Failure> {
     odata::check_key("PartitionKey", &key.0)?;
     odata::check_key("RowKey", &key.1)?;
+    reach(asked, (&key.0, &key.1))?;
     let if_match = asked
         .headers
         .get(header::IF_MATCH)
@@ -474,6 +497,7 @@ async fn query(
         Json::Object(json)
     };
     if let Some(key) = one {
+        reach(asked, (&key.0, &key.1))?;
         let found = tables.get(table, &key).await.map_err(table_error)?;
         let entity = found.ok_or_else(|| {
             Failure::new(
@@ -495,7 +519,13 @@ async fn query(
     let next = next.transpose()?;
     let partition = filter.as_ref().and_then(Filter::partition);
     let mut found = Vec::new();
-    let mut from = next;
+    // A table SAS's range starts the scan at its first key and ends it past its last.
+    let first = asked.within.and_then(KeyRange::first);
+    let first = first.map(|(pk, rk)| (pk.to_owned(), rk.to_owned()));
+    let mut from = match (next, first) {
+        (Some(next), Some(first)) => Some(next.max(first)),
+        (next, first) => next.or(first),
+    };
     let mut read = 0;
     let mut continuation = None;
     loop {
@@ -506,15 +536,21 @@ async fn query(
             limit,
         };
         let page = tables.scan(table, scan).await.map_err(table_error)?;
-        let exhausted = page.len() < limit;
+        let mut exhausted = page.len() < limit;
         for entity in page {
+            let (pk, rk) = (entity.partition_key.as_str(), entity.row_key.as_str());
+            if asked.within.is_some_and(|r| r.ends_before(pk, rk)) {
+                exhausted = true;
+                break;
+            }
             if found.len() == top || read == MAX_READ {
                 continuation = Some((entity.partition_key.clone(), entity.row_key.clone()));
                 break;
             }
             read += 1;
             from = Some((entity.partition_key.clone(), entity.row_key.clone() + "\0"));
-            if filter.as_ref().is_none_or(|f| f.matches(&entity)) {
+            let reached = asked.within.is_none_or(|r| r.contains(pk, rk));
+            if reached && filter.as_ref().is_none_or(|f| f.matches(&entity)) {
                 found.push(entity);
             }
         }

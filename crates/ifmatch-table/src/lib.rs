@@ -8,15 +8,20 @@
 //! compare-and-swap over one or many entities of a table, all or none), with the in-memory
 //! backend and the backends' conformance suite (feature `conformance`).
 
+pub mod auth;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 mod filter;
 pub mod front;
 pub mod odata;
+mod scoped;
+pub mod service;
 mod store;
 mod value;
 pub mod write;
 
 pub use filter::{Filter, FilterError, MAX_COMPARISONS};
+pub use scoped::Scoped;
+pub use service::Service;
 pub use store::{Change, EntityKey, Expected, MemoryTables, Scan, TableError, Tables, satisfies};
 pub use value::{DateTime, Entity, Value};

@@ -203,3 +203,30 @@ impl Tables for MemoryTables {
 fn not_found(table: &str) -> TableError {
     TableError::TableNotFound(table.to_owned())
 }
+
+/// A shared backend is a backend.
+impl<T: Tables> Tables for std::sync::Arc<T> {
+    async fn create_table(&self, name: &str) -> Result<bool, TableError> {
+        (**self).create_table(name).await
+    }
+
+    async fn delete_table(&self, name: &str) -> Result<bool, TableError> {
+        (**self).delete_table(name).await
+    }
+
+    async fn tables(&self, after: &str, limit: usize) -> Result<Vec<String>, TableError> {
+        (**self).tables(after, limit).await
+    }
+
+    async fn get(&self, table: &str, key: &EntityKey) -> Result<Option<Entity>, TableError> {
+        (**self).get(table, key).await
+    }
+
+    async fn scan(&self, table: &str, scan: Scan<'_>) -> Result<Vec<Entity>, TableError> {
+        (**self).scan(table, scan).await
+    }
+
+    async fn commit(&self, table: &str, changes: &[Change]) -> Result<(), TableError> {
+        (**self).commit(table, changes).await
+    }
+}

@@ -49,6 +49,7 @@ async fn send(
         body: &body,
         base: BASE,
         now: DateTime::from_unix(1_800_000_000 + at, 0),
+        within: None,
     };
     reply(front::answer(tables, &asked).await)
 }

@@ -1,0 +1,502 @@
+//! Who is asking the Table service, and may they: Shared Key and Shared Key Lite with the
+//! Table service's own strings-to-sign, account SAS covering tables (`ss` with `t`), and table
+//! SAS (`tn`, with the partition and row key range `spk`, `srk`, `epk`, `erk`). The accounts,
+//! their keys and what every signature shares (the HMAC, the time window, the protocol, the
+//! client's address) are the blob front's ([`ifmatch_blob::auth`]); what differs is here.
+//!
+//! There is no anonymous access to tables (Azure has no public tables): a request without
+//! credentials is refused unless the operator chose anonymous access for the whole server.
+
+use std::net::IpAddr;
+use std::time::SystemTime;
+
+use http::{HeaderMap, Method, Uri};
+use ifmatch_blob::Account;
+use ifmatch_blob::auth::{
+    Denied, QueryPairs, account_sas_string, check_date, check_sas_window, denied, failed, verify,
+};
+use ifmatch_core::ErrorCode;
+
+/// The parts of a request authentication reads.
+#[derive(Debug, Clone, Copy)]
+pub struct Signed<'a> {
+    /// The method.
+    pub method: &'a Method,
+    /// The URI as sent (its path percent-encoded, the account segment included when
+    /// path-style).
+    pub uri: &'a Uri,
+    /// The headers.
+    pub headers: &'a HeaderMap,
+    /// The client's address, if known.
+    pub client: Option<IpAddr>,
+    /// Whether the request came over HTTPS.
+    pub https: bool,
+}
+
+/// What a request's credentials allow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credential {
+    /// Signed with the account's key: everything in the account.
+    Key,
+    /// A shared access signature: what it grants.
+    Sas(Grant),
+    /// No credentials.
+    Anonymous,
+}
+
+/// What a valid shared access signature grants.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    /// The signed permissions (`sp`), as letters.
+    permissions: String,
+    scope: Scope,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Scope {
+    /// An account SAS: the resource types it covers (`srt`: service, container, object).
+    Account {
+        service: bool,
+        container: bool,
+        object: bool,
+    },
+    /// A table SAS: one table's entities, within a key range.
+    Table { name: String, range: KeyRange },
+}
+
+/// The entities a table SAS reaches: from (`spk`, `srk`) to (`epk`, `erk`), both included; a
+/// missing row key means the partition's first (or last) row, a missing partition no bound.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeyRange {
+    start: Option<(String, Option<String>)>,
+    end: Option<(String, Option<String>)>,
+}
+
+impl KeyRange {
+    /// Whether the range reaches every entity.
+    pub fn is_all(&self) -> bool {
+        self.start.is_none() && self.end.is_none()
+    }
+
+    /// Whether the entity (`pk`, `rk`) is in the range.
+    pub fn contains(&self, pk: &str, rk: &str) -> bool {
+        let after_start = match &self.start {
+            None => true,
+            Some((spk, None)) => pk >= spk.as_str(),
+            Some((spk, Some(srk))) => (pk, rk) >= (spk.as_str(), srk.as_str()),
+        };
+        after_start && !self.ends_before(pk, rk)
+    }
+
+    /// Whether the range ends before (`pk`, `rk`): no key from there on is in it.
+    pub fn ends_before(&self, pk: &str, rk: &str) -> bool {
+        match &self.end {
+            None => false,
+            Some((epk, None)) => pk > epk.as_str(),
+            Some((epk, Some(erk))) => (pk, rk) > (epk.as_str(), erk.as_str()),
+        }
+    }
+
+    /// The first key the range may hold, for a scan to start at.
+    pub fn first(&self) -> Option<(&str, &str)> {
+        (self.start.as_ref()).map(|(pk, rk)| (pk.as_str(), rk.as_deref().unwrap_or("")))
+    }
+}
+
+/// What an operation is, for authorization.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation<'a> {
+    /// Query Tables.
+    QueryTables,
+    /// Create Table.
+    CreateTable,
+    /// Delete Table.
+    DeleteTable(&'a str),
+    /// Query Entities, or Get Entity.
+    Read(&'a str),
+    /// Insert Entity.
+    Insert(&'a str),
+    /// Update or Merge Entity (with `If-Match`).
+    Update(&'a str),
+    /// Insert Or Replace, Insert Or Merge (no `If-Match`).
+    Upsert(&'a str),
+    /// Delete Entity.
+    Delete(&'a str),
+    /// Anything else: left for the front to refuse (only the account key gets that far).
+    Other,
+}
+
+impl<'a> Operation<'a> {
+    /// The operation `method` asks of `path` (below the account).
+    pub fn of(method: &Method, path: &'a str, headers: &HeaderMap) -> Self {
+        let path = path.strip_prefix('/').unwrap_or(path);
+        let (name, keys) = match path.split_once('(') {
+            Some((name, rest)) => (name, rest.strip_suffix(')')),
+            None => (path, Some("")),
+        };
+        let Some(keys) = keys else {
+            return Self::Other;
+        };
+        let conditional = headers.contains_key(http::header::IF_MATCH);
+        match (method.as_str(), name, keys.is_empty()) {
+            ("GET", "Tables", true) => Self::QueryTables,
+            ("POST", "Tables", true) => Self::CreateTable,
+            ("DELETE", "Tables", false) => {
+                let quoted = keys.strip_prefix('\'').and_then(|k| k.strip_suffix('\''));
+                quoted.map_or(Self::Other, Self::DeleteTable)
+            }
+            (_, "Tables", _) => Self::Other,
+            ("GET", table, _) => Self::Read(table),
+            ("POST", table, true) => Self::Insert(table),
+            ("PUT" | "MERGE" | "PATCH", table, false) if conditional => Self::Update(table),
+            ("PUT" | "MERGE" | "PATCH", table, false) => Self::Upsert(table),
+            ("DELETE", table, false) => Self::Delete(table),
+            _ => Self::Other,
+        }
+    }
+
+    /// The permissions it needs (all of them), what kind of resource it acts on, and the
+    /// table it names.
+    fn needs(self) -> (&'static str, Kind, Option<&'a str>) {
+        match self {
+            Self::QueryTables => ("l", Kind::Service, None),
+            Self::CreateTable => ("c", Kind::Container, None),
+            Self::DeleteTable(t) => ("d", Kind::Container, Some(t)),
+            Self::Read(t) => ("r", Kind::Object, Some(t)),
+            Self::Insert(t) => ("a", Kind::Object, Some(t)),
+            Self::Update(t) => ("u", Kind::Object, Some(t)),
+            Self::Upsert(t) => ("au", Kind::Object, Some(t)),
+            Self::Delete(t) => ("d", Kind::Object, Some(t)),
+            Self::Other => ("", Kind::Service, None),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Service,
+    Container,
+    Object,
+}
+
+/// Reads a request's credentials for `account`: a Shared Key or Shared Key Lite
+/// `Authorization`, a SAS in the query, or none. A credential that is present and wrong is
+/// an error, never anonymous.
+pub fn authenticate(
+    account: &Account,
+    request: Signed<'_>,
+    now: SystemTime,
+) -> Result<Credential, Denied> {
+    if let Some(value) = request.headers.get(http::header::AUTHORIZATION) {
+        let value = value
+            .to_str()
+            .map_err(|_| failed("the Authorization header is not ASCII"))?;
+        let (scheme, rest) = value.split_once(' ').unwrap_or((value, ""));
+        let lite = match scheme {
+            "SharedKey" => false,
+            "SharedKeyLite" => true,
+            _ => {
+                return Err(failed(format!(
+                    "the {scheme} authorization scheme is not supported here: sign with \
+                     SharedKey or SharedKeyLite, or use a shared access signature"
+                )));
+            }
+        };
+        let (name, signature) = rest.trim().split_once(':').ok_or_else(|| {
+            failed("the Authorization header is not `SharedKey account:signature`")
+        })?;
+        if name != account.name() {
+            return Err(failed(format!(
+                "the request is signed for account {name:?} but addresses {:?}",
+                account.name()
+            )));
+        }
+        check_date(request.headers, now)?;
+        let texts = strings_to_sign(account, request, lite);
+        if !texts.iter().any(|text| verify(account, text, signature)) {
+            return Err(failed(format!(
+                "the signature does not match: the server signed {:?}",
+                texts[0]
+            )));
+        }
+        return Ok(Credential::Key);
+    }
+    let query = QueryPairs::of(request.uri);
+    if query.get("sig").is_some() {
+        return sas(account, request, &query, now).map(Credential::Sas);
+    }
+    Ok(Credential::Anonymous)
+}
+
+/// The Table service's Shared Key string-to-sign (`VERB`, `Content-MD5`, `Content-Type`, the
+/// date, the resource), or Shared Key Lite's (the date, the resource). The date is
+/// `x-ms-date`'s when there is one; a client that signs `Date` beside it (the legacy Ruby
+/// and Node libraries may) is read with `Date`'s as well: two strings, either may match.
+pub fn strings_to_sign(account: &Account, request: Signed<'_>, lite: bool) -> Vec<String> {
+    let value = |name: &str| {
+        (request.headers.get(name))
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    };
+    let mut resource = format!("/{}{}", account.name(), request.uri.path());
+    if let Some(comp) = QueryPairs::of(request.uri).get("comp") {
+        resource.push_str("?comp=");
+        resource.push_str(&comp);
+    }
+    let mut dates = vec![value("x-ms-date")];
+    if dates[0].is_empty() || !value("date").is_empty() {
+        dates.push(value("date"));
+    }
+    dates.retain(|d| !d.is_empty());
+    dates.dedup();
+    let text = |date: &str| {
+        if lite {
+            format!("{date}\n{resource}")
+        } else {
+            let method = request.method.as_str();
+            let (md5, kind) = (value("content-md5"), value("content-type"));
+            format!("{method}\n{md5}\n{kind}\n{date}\n{resource}")
+        }
+    };
+    if dates.is_empty() {
+        return vec![text("")];
+    }
+    dates.into_iter().map(text).collect()
+}
+
+/// Verifies a shared access signature and reads what it grants.
+fn sas(
+    account: &Account,
+    request: Signed<'_>,
+    query: &QueryPairs,
+    now: SystemTime,
+) -> Result<Grant, Denied> {
+    let field = |name: &str| query.get(name).unwrap_or_default();
+    check_sas_window(query, request.https, request.client, now)?;
+    let permissions = field("sp");
+    let (text, scope) = if query.get("ss").is_some() {
+        let types = field("srt");
+        let scope = Scope::Account {
+            service: types.contains('s'),
+            container: types.contains('c'),
+            object: types.contains('o'),
+        };
+        (account_sas_string(account, query, 't')?, scope)
+    } else {
+        let name = field("tn").to_ascii_lowercase();
+        if name.is_empty() {
+            return Err(failed(
+                "a table SAS names its table (tn); an account SAS its services (ss)",
+            ));
+        }
+        let fields = [
+            permissions.clone(),
+            field("st"),
+            field("se"),
+            format!("/table/{}/{name}", account.name()),
+            field("si"),
+            field("sip"),
+            field("spr"),
+            field("sv"),
+            field("spk"),
+            field("srk"),
+            field("epk"),
+            field("erk"),
+        ];
+        let bound = |pk: &str, rk: &str| {
+            let pk = query.get(pk)?;
+            Some((pk, query.get(rk)))
+        };
+        let range = KeyRange {
+            start: bound("spk", "srk"),
+            end: bound("epk", "erk"),
+        };
+        (fields.join("\n"), Scope::Table { name, range })
+    };
+    if !verify(account, &text, &field("sig")) {
+        return Err(failed(
+            "the shared access signature does not match its fields and this account's key",
+        ));
+    }
+    Ok(Grant { permissions, scope })
+}
+
+/// Whether `credential` allows `operation`; with a table SAS, the key range the front must
+/// keep the operation to (every entity it reads or writes within it).
+pub fn authorize<'c>(
+    credential: &'c Credential,
+    operation: Operation<'_>,
+) -> Result<Option<&'c KeyRange>, Denied> {
+    let grant = match credential {
+        Credential::Key => return Ok(None),
+        Credential::Anonymous => {
+            return Err(failed(
+                "this request needs credentials: a Shared Key signature or a shared access \
+                 signature (tables are never public)",
+            ));
+        }
+        Credential::Sas(grant) => grant,
+    };
+    let (needs, kind, table) = operation.needs();
+    let (in_scope, range) = match &grant.scope {
+        Scope::Account {
+            service,
+            container,
+            object,
+        } => {
+            let covered = match kind {
+                // Query Tables lists tables: the service, or the tables' own level.
+                Kind::Service => *service || *container,
+                Kind::Container => *container,
+                Kind::Object => *object,
+            };
+            (covered, None)
+        }
+        Scope::Table { name, range } => {
+            let same = table.is_some_and(|t| t.eq_ignore_ascii_case(name));
+            (same && kind == Kind::Object, Some(range))
+        }
+    };
+    if !in_scope || operation == Operation::Other {
+        return Err(denied(
+            ErrorCode::AuthorizationResourceTypeMismatch,
+            "this shared access signature does not cover this resource",
+        ));
+    }
+    if !needs.chars().all(|p| grant.permissions.contains(p)) {
+        return Err(denied(
+            ErrorCode::AuthorizationPermissionMismatch,
+            format!(
+                "this operation needs the permissions {needs:?}; the signature grants {:?}",
+                grant.permissions
+            ),
+        ));
+    }
+    Ok(range.filter(|r| !r.is_all()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operations_by_method_and_path() {
+        let none = HeaderMap::new();
+        let mut conditional = HeaderMap::new();
+        conditional.insert(http::header::IF_MATCH, "*".parse().unwrap());
+        let of =
+            |method: &str, path, headers| Operation::of(&method.parse().unwrap(), path, headers);
+        assert_eq!(of("GET", "/Tables", &none), Operation::QueryTables);
+        assert_eq!(of("POST", "/Tables", &none), Operation::CreateTable);
+        assert_eq!(
+            of("DELETE", "/Tables('people')", &none),
+            Operation::DeleteTable("people")
+        );
+        assert_eq!(of("GET", "/people()", &none), Operation::Read("people"));
+        assert_eq!(
+            of("GET", "/people(PartitionKey='a',RowKey='b')", &none),
+            Operation::Read("people")
+        );
+        assert_eq!(of("POST", "/people", &none), Operation::Insert("people"));
+        let one = "/people(PartitionKey='a',RowKey='b')";
+        assert_eq!(of("PUT", one, &conditional), Operation::Update("people"));
+        assert_eq!(of("MERGE", one, &none), Operation::Upsert("people"));
+        assert_eq!(of("DELETE", one, &conditional), Operation::Delete("people"));
+        assert_eq!(of("PUT", "/Tables", &none), Operation::Other);
+        assert_eq!(of("GET", "/people(", &none), Operation::Other);
+    }
+
+    #[test]
+    fn what_each_grant_covers() {
+        let grant = |permissions: &str, scope: Scope| {
+            Credential::Sas(Grant {
+                permissions: permissions.into(),
+                scope,
+            })
+        };
+        let allowed = |credential: &Credential, operation| {
+            authorize(credential, operation)
+                .map(|range| range.cloned())
+                .map_err(|d| d.code)
+        };
+        let range = KeyRange {
+            start: Some(("a".into(), None)),
+            end: Some(("b".into(), Some("5".into()))),
+        };
+        let table = Scope::Table {
+            name: "people".into(),
+            range: range.clone(),
+        };
+        let sas = grant("rau", table);
+        assert_eq!(
+            allowed(&sas, Operation::Read("People")),
+            Ok(Some(range.clone()))
+        );
+        assert_eq!(allowed(&sas, Operation::Upsert("people")), Ok(Some(range)));
+        assert_eq!(
+            allowed(&sas, Operation::Delete("people")),
+            Err(ErrorCode::AuthorizationPermissionMismatch)
+        );
+        assert_eq!(
+            allowed(&sas, Operation::Read("others")),
+            Err(ErrorCode::AuthorizationResourceTypeMismatch)
+        );
+        assert_eq!(
+            allowed(&sas, Operation::CreateTable),
+            Err(ErrorCode::AuthorizationResourceTypeMismatch),
+            "a table SAS creates no table"
+        );
+        let only_add = grant(
+            "a",
+            Scope::Table {
+                name: "people".into(),
+                range: KeyRange::default(),
+            },
+        );
+        assert_eq!(
+            allowed(&only_add, Operation::Upsert("people")),
+            Err(ErrorCode::AuthorizationPermissionMismatch),
+            "insert or replace needs add and update"
+        );
+        assert_eq!(allowed(&only_add, Operation::Insert("people")), Ok(None));
+        let account = grant(
+            "rlc",
+            Scope::Account {
+                service: false,
+                container: true,
+                object: false,
+            },
+        );
+        assert_eq!(allowed(&account, Operation::CreateTable), Ok(None));
+        assert_eq!(allowed(&account, Operation::QueryTables), Ok(None));
+        assert_eq!(
+            allowed(&account, Operation::Read("people")),
+            Err(ErrorCode::AuthorizationResourceTypeMismatch)
+        );
+        assert_eq!(
+            allowed(&Credential::Anonymous, Operation::Read("people")),
+            Err(ErrorCode::AuthenticationFailed)
+        );
+    }
+
+    #[test]
+    fn key_ranges() {
+        let range = KeyRange {
+            start: Some(("b".into(), Some("2".into()))),
+            end: Some(("d".into(), None)),
+        };
+        for (pk, rk, inside) in [
+            ("a", "9", false),
+            ("b", "1", false),
+            ("b", "2", true),
+            ("c", "", true),
+            ("d", "zzz", true),
+            ("e", "", false),
+        ] {
+            assert_eq!(range.contains(pk, rk), inside, "{pk} {rk}");
+        }
+        assert_eq!(range.first(), Some(("b", "2")));
+        assert!(range.ends_before("d\0", ""));
+        assert!(KeyRange::default().is_all());
+    }
+}

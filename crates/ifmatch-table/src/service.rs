@@ -1,0 +1,154 @@
+//! The Table service as a host runs it: a whole request in, an answer out. Which account the
+//! request addresses (its host `{account}.table.…`, else its path's first segment), whether
+//! its credentials allow what it asks ([`crate::auth`]), then the [`front`](crate::front)
+//! over that account's tables ([`Scoped`]); every answer stamped with a request id and the
+//! dialect's version. The native server and the Worker only carry bytes to and from it.
+
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use http::{HeaderValue, Response, header};
+use ifmatch_blob::auth::{ClientIp, Https};
+use ifmatch_blob::{Accounts, Env, Style};
+
+use crate::auth::{self, Credential, Operation, Signed};
+use crate::front::{self, Answer, Asked};
+use crate::scoped::Scoped;
+use crate::store::Tables;
+use crate::value::DateTime;
+
+/// The largest request body taken: a batch's 4 MiB of operations and its multipart framing.
+pub const MAX_BODY: usize = (4 << 20) + (64 << 10);
+
+/// The Table service over `T`, for `accounts`.
+#[derive(Debug, Clone)]
+pub struct Service<T, E> {
+    tables: T,
+    accounts: Accounts,
+    anonymous: bool,
+    env: E,
+}
+
+impl<T: Tables + Clone, E: Env> Service<T, E> {
+    /// The service over `tables`, for the development account alone until
+    /// [`Service::with_accounts`].
+    pub fn new(tables: T, env: E) -> Self {
+        Self {
+            tables,
+            accounts: Accounts::default(),
+            anonymous: false,
+            env,
+        }
+    }
+
+    /// The accounts served.
+    pub fn with_accounts(mut self, accounts: Accounts) -> Self {
+        self.accounts = accounts;
+        self
+    }
+
+    /// Whether requests without credentials may do anything (development only, for the
+    /// whole server: Azure itself has no public tables).
+    pub fn with_anonymous_access(mut self, anonymous: bool) -> Self {
+        self.anonymous = anonymous;
+        self
+    }
+
+    /// Answers a request whose body was read whole (at most [`MAX_BODY`]; see
+    /// [`Service::too_large`] for one that was longer).
+    pub async fn handle(&self, parts: &http::request::Parts, body: &[u8]) -> Answer {
+        let now = self.env.now();
+        let answer = self.answer(parts, body, now).await;
+        self.stamped(answer, parts)
+    }
+
+    /// The answer to a request whose body is longer than [`MAX_BODY`].
+    pub fn too_large(&self, parts: &http::request::Parts) -> Answer {
+        let failure = front::failure(413, "RequestBodyTooLarge", "the body is over 4 MiB");
+        self.stamped(failure, parts)
+    }
+
+    async fn answer(&self, parts: &http::request::Parts, body: &[u8], now: SystemTime) -> Answer {
+        let host = (parts.headers.get(header::HOST))
+            .and_then(|h| h.to_str().ok())
+            .or(parts.uri.authority().map(|a| a.as_str()));
+        let raw = parts.uri.path();
+        let Ok((account, below, style)) = self.accounts.locate_in("table", host, raw) else {
+            return front::failure(400, "InvalidUri", "no account of this server is named");
+        };
+        let signed = Signed {
+            method: &parts.method,
+            uri: &parts.uri,
+            headers: &parts.headers,
+            client: parts.extensions.get::<ClientIp>().map(|ip| ip.0),
+            https: parts.extensions.get::<Https>().is_some(),
+        };
+        let path = percent_encoding::percent_decode_str(below).decode_utf8_lossy();
+        let operation = Operation::of(&parts.method, &path, &parts.headers);
+        let credential = match auth::authenticate(account, signed, now) {
+            Ok(credential) => credential,
+            Err(denied) => return denial(&denied),
+        };
+        let within = match auth::authorize(&credential, operation) {
+            Ok(within) => within,
+            Err(_) if credential == Credential::Anonymous && self.anonymous => None,
+            Err(denied) => return denial(&denied),
+        };
+        let query: Vec<(String, String)> =
+            form_urlencoded::parse(parts.uri.query().unwrap_or("").as_bytes())
+                .map(|(n, v)| (n.into_owned(), v.into_owned()))
+                .collect();
+        let scheme = if parts.extensions.get::<Https>().is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        let host = host.unwrap_or("");
+        let base = match style {
+            Style::Host => format!("{scheme}://{host}"),
+            Style::Path => format!("{scheme}://{host}/{}", account.name()),
+        };
+        let unix = now
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default();
+        let seconds = i64::try_from(unix.as_secs()).unwrap_or(i64::MAX);
+        let asked = Asked {
+            method: &parts.method,
+            path: &path,
+            query: &query,
+            headers: &parts.headers,
+            body,
+            base: &base,
+            now: DateTime::from_unix(seconds, unix.subsec_nanos()),
+            within,
+        };
+        let tables = Scoped::new(self.tables.clone(), account.name());
+        front::answer(&tables, &asked).await
+    }
+
+    /// `answer` with what every answer carries: a request id, the dialect's version (the
+    /// client's, when it names one), the date.
+    fn stamped(&self, mut answer: Answer, parts: &http::request::Parts) -> Answer {
+        let mut id = [0; uuid::fmt::Hyphenated::LENGTH];
+        let id = self.env.random_uuid().hyphenated().encode_lower(&mut id);
+        let headers = answer.headers_mut();
+        if let Ok(id) = HeaderValue::from_str(id) {
+            headers.insert("x-ms-request-id", id);
+        }
+        let version = (parts.headers.get("x-ms-version")).filter(|v| v.len() == 10);
+        let version = version.cloned();
+        let version = version.unwrap_or(HeaderValue::from_static("2019-02-02"));
+        headers.insert("x-ms-version", version);
+        let date = httpdate::fmt_http_date(self.env.now());
+        if let Ok(date) = HeaderValue::from_str(&date) {
+            headers.insert(header::DATE, date);
+        }
+        answer
+    }
+}
+
+/// A refused credential, in the Table service's JSON.
+fn denial(denied: &ifmatch_blob::auth::Denied) -> Response<Bytes> {
+    let status = denied.code.status().as_u16();
+    front::failure(status, denied.code.as_str(), &denied.detail)
+}
