@@ -59,15 +59,18 @@ export async function startNative({ anonymous = true } = {}) {
   const bin = process.env.IFMATCH_BIN ?? join(root, "../target/debug/ifmatch");
   const data = mkdtempSync(join(tmpdir(), "ifmatch-suite-"));
   const port = await freePort();
+  const tablePort = await freePort();
   const child = spawn(
     bin,
     [
       "serve", "--data", data, "--listen", `127.0.0.1:${port}`, "--max-body", String(8 << 20),
+      "--table-listen", `127.0.0.1:${tablePort}`,
       ...(anonymous ? ["--anonymous"] : []),
     ],
     { stdio: "ignore" },
   );
   const origin = `http://127.0.0.1:${port}`;
+  const tableOrigin = `http://127.0.0.1:${tablePort}`;
   const base = `${origin}/devstoreaccount1`;
   const deadline = Date.now() + 20_000;
   for (;;) {
@@ -81,6 +84,7 @@ export async function startNative({ anonymous = true } = {}) {
   }
   return {
     origin,
+    tableOrigin,
     base,
     stop: async () => {
       child.kill("SIGKILL");

@@ -1,0 +1,142 @@
+// The Table service through Azure's own SDKs, unchanged, started as a user would (every request
+// signed with the development account's key, or a SAS), with the connection string a user brings
+// from Azurite: the Python SDK (azure-data-tables, tests/sdk/tables.py, from the virtual
+// environment the test command makes) and the JS SDK (@azure/data-tables). The native server
+// for now; the Worker serves no tables yet.
+
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { fileURLToPath } from "node:url";
+import {
+  AzureNamedKeyCredential,
+  AzureSASCredential,
+  TableClient,
+  TableServiceClient,
+  generateTableSas,
+  odata,
+} from "@azure/data-tables";
+import { startNative } from "./targets.mjs";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const python = process.env.IFMATCH_PYTHON ?? join(here, "../../.venv/bin/python");
+const script = join(here, "../../tests/sdk/tables.py");
+
+const ACCOUNT = "devstoreaccount1";
+const DEV_KEY =
+  "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+const connectionString = (server) =>
+  `DefaultEndpointsProtocol=http;AccountName=${ACCOUNT};AccountKey=${DEV_KEY};` +
+  `BlobEndpoint=${server.origin}/${ACCOUNT};TableEndpoint=${server.tableOrigin}/${ACCOUNT};`;
+
+function run(program, args) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(program, args, { stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    child.stdout.on("data", (d) => (out += d));
+    child.stderr.on("data", (d) => (out += d));
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code, out }));
+  });
+}
+
+/** The error `promise` rejects with (it must reject). */
+async function failure(promise) {
+  try {
+    await promise;
+  } catch (error) {
+    return error;
+  }
+  assert.fail("it succeeded");
+}
+
+describe("Table SDKs against native ifmatch serve", { concurrency: true }, () => {
+  let server;
+  before(async () => {
+    server = await startNative({ anonymous: false });
+  });
+  after(async () => {
+    await server?.stop();
+  });
+
+  test("the Python SDK (azure-data-tables): entities, ETags, queries, a race, SAS", async () => {
+    assert.ok(existsSync(python), `${python} missing: run scripts/test, which makes the venv`);
+    const { code, out } = await run(python, [script, connectionString(server)]);
+    const tally = out.split("\n").find((l) => l.startsWith("python tables:")) ?? "no tally";
+    assert.equal(code, 0, `${tally}\n${out}`);
+  });
+
+  test("the JS SDK (@azure/data-tables): If-Match, 412, 409, types, pages, a table SAS", async () => {
+    const options = { allowInsecureConnection: true };
+    const service = TableServiceClient.fromConnectionString(connectionString(server), options);
+    const name = `js${Date.now()}`;
+    await service.createTable(name);
+    const table = TableClient.fromConnectionString(connectionString(server), name, options);
+
+    const created = await table.createEntity({ partitionKey: "p", rowKey: "r", count: 1 });
+    assert.match(created.etag, /^W\/"datetime'/);
+    const conflict = await failure(table.createEntity({ partitionKey: "p", rowKey: "r" }));
+    assert.equal(conflict.statusCode, 409);
+    assert.equal(conflict.details.errorCode, "EntityAlreadyExists");
+
+    const updated = await table.updateEntity(
+      { partitionKey: "p", rowKey: "r", count: 2 }, "Replace", { etag: created.etag });
+    assert.notEqual(updated.etag, created.etag);
+    const stale = await failure(table.updateEntity(
+      { partitionKey: "p", rowKey: "r", count: 3 }, "Merge", { etag: created.etag }));
+    assert.equal(stale.statusCode, 412);
+    assert.equal(stale.details.errorCode, "UpdateConditionNotSatisfied");
+    const kept = await table.getEntity("p", "r");
+    assert.equal(kept.count, 2);
+    assert.equal(kept.etag, updated.etag);
+
+    await table.upsertEntity({ partitionKey: "p", rowKey: "u", a: 1 }, "Merge");
+    await table.upsertEntity({ partitionKey: "p", rowKey: "u", b: 2 }, "Merge");
+    const merged = await table.getEntity("p", "u");
+    assert.deepEqual([merged.a, merged.b], [1, 2]);
+
+    const big = { value: "9007199254740993", type: "Int64" };
+    const when = new Date("2026-11-24T08:30:15.123Z");
+    await table.createEntity({
+      partitionKey: "t", rowKey: "1", big, when, bytes: new Uint8Array([0, 1, 254, 255]),
+      flag: true, ratio: 0.5,
+    });
+    const typed = await table.getEntity("t", "1");
+    assert.equal(typed.big, 9007199254740993n, "Int64 back as a BigInt, every digit kept");
+    assert.equal(typed.when.getTime(), when.getTime());
+    assert.deepEqual([...typed.bytes], [0, 1, 254, 255]);
+    assert.equal(typed.flag, true);
+    assert.equal(typed.ratio, 0.5);
+
+    for (let i = 0; i < 12; i++) {
+      await table.createEntity({ partitionKey: "q", rowKey: String(i).padStart(2, "0"), n: i });
+    }
+    const filter = odata`PartitionKey eq ${"q"} and n ge ${5}`;
+    const found = [];
+    for await (const page of table.listEntities({ queryOptions: { filter } }).byPage({ maxPageSize: 3 })) {
+      assert.ok(page.length <= 3);
+      found.push(...page.map((e) => e.n));
+    }
+    assert.deepEqual(found, [5, 6, 7, 8, 9, 10, 11]);
+
+    const sas = generateTableSas(name, new AzureNamedKeyCredential(ACCOUNT, DEV_KEY), {
+      permissions: { query: true },
+      expiresOn: new Date(Date.now() + 3600_000),
+    });
+    const reader = new TableClient(
+      `${server.tableOrigin}/${ACCOUNT}`, name, new AzureSASCredential(sas), options);
+    assert.equal((await reader.getEntity("q", "03")).n, 3);
+    const denied = await failure(reader.deleteEntity("q", "03"));
+    assert.equal(denied.statusCode, 403);
+
+    const current = await table.getEntity("p", "r");
+    const gone = await failure(table.deleteEntity("p", "r", { etag: created.etag }));
+    assert.equal(gone.statusCode, 412);
+    await table.deleteEntity("p", "r", { etag: current.etag });
+    const missing = await failure(table.getEntity("p", "r"));
+    assert.equal(missing.statusCode, 404);
+    await service.deleteTable(name);
+  });
+});
