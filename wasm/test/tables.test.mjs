@@ -1,8 +1,9 @@
 // The Table service through Azure's own SDKs, unchanged, started as a user would (every request
 // signed with the development account's key, or a SAS), with the connection string a user brings
 // from Azurite: the Python SDK (azure-data-tables, tests/sdk/tables.py, from the virtual
-// environment the test command makes) and the JS SDK (@azure/data-tables). The native server
-// for now; the Worker serves no tables yet.
+// environment the test command makes), the JS SDK (@azure/data-tables), and the classic Node
+// example with the legacy azure-storage 0.9.0. The native server for now; the Worker serves no
+// tables yet.
 
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
@@ -18,7 +19,11 @@ import {
   generateTableSas,
   odata,
 } from "@azure/data-tables";
+import { createRequire } from "node:module";
 import { startNative } from "./targets.mjs";
+
+// The legacy package (the last version with updateEntity), as the classic Node example uses it.
+const legacy = createRequire(import.meta.url)("azure-storage");
 
 const here = dirname(fileURLToPath(import.meta.url));
 const python = process.env.IFMATCH_PYTHON ?? join(here, "../../.venv/bin/python");
@@ -138,5 +143,38 @@ describe("Table SDKs against native ifmatch serve", { concurrency: true }, () =>
     const missing = await failure(table.getEntity("p", "r"));
     assert.equal(missing.statusCode, 404);
     await service.deleteTable(name);
+  });
+
+  test("the classic Node example with azure-storage 0.9.0: updateEntity with checkEtag", async () => {
+    // The package drops a custom endpoint's path: its requests name no account, and reach the
+    // first account's tables.
+    const tableService = legacy.createTableService(connectionString(server));
+    const entGen = legacy.TableUtilities.entityGenerator;
+    const call = (method, ...args) =>
+      new Promise((resolve) => tableService[method](...args, (error, result) => resolve({ error, result })));
+    assert.equal((await call("createTableIfNotExists", "tasktable")).error, null);
+    const task = {
+      PartitionKey: entGen.String("hometasks"),
+      RowKey: entGen.String("1"),
+      description: entGen.String("take out the trash"),
+    };
+    assert.equal((await call("insertOrReplaceEntity", "tasktable", task)).error, null);
+    const { result: serverEntity } = await call("retrieveEntity", "tasktable", "hometasks", "1");
+    const { result: otherCopy } = await call("retrieveEntity", "tasktable", "hometasks", "1");
+    // Another worker writes first.
+    otherCopy.description._ = "take out the recycling";
+    assert.equal((await call("updateEntity", "tasktable", otherCopy, { checkEtag: true })).error, null);
+    // The example, verbatim: its entity is now stale.
+    const outcome = await new Promise((resolve) => {
+      serverEntity.description._ = "wash the dishes";
+      tableService.updateEntity("tasktable", serverEntity, { checkEtag: true }, function (error) {
+        resolve(error);
+      });
+    });
+    assert.ok(outcome, "a stale entity must not be written");
+    assert.equal(outcome.code, "UpdateConditionNotSatisfied");
+    assert.equal(outcome.statusCode, 412);
+    const { result: now } = await call("retrieveEntity", "tasktable", "hometasks", "1");
+    assert.equal(now.description._, "take out the recycling", "the first write stands");
   });
 });

@@ -141,6 +141,7 @@ impl<'a> Operation<'a> {
         match (method.as_str(), name, keys.is_empty()) {
             ("GET", "Tables", true) => Self::QueryTables,
             ("POST", "Tables", true) => Self::CreateTable,
+            ("GET", "Tables", false) => Self::QueryTables,
             ("DELETE", "Tables", false) => {
                 let quoted = keys.strip_prefix('\'').and_then(|k| k.strip_suffix('\''));
                 quoted.map_or(Self::Other, Self::DeleteTable)

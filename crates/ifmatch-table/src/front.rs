@@ -228,6 +228,7 @@ async fn route(tables: &impl Tables, asked: &Asked<'_>) -> Result<Answer, Failur
     match (method, resource(asked.path)?) {
         ("POST", Resource::Tables) => create_table(tables, asked).await,
         ("GET", Resource::Tables) => query_tables(tables, asked).await,
+        ("GET", Resource::Table(name)) => query_table(tables, asked, &name).await,
         ("DELETE", Resource::Table(name)) => {
             let deleted = tables.delete_table(&name).await.map_err(table_error)?;
             let gone = Failure::new(404, "ResourceNotFound", format!("table {name}"));
@@ -329,6 +330,37 @@ async fn query_tables(tables: &impl Tables, asked: &Asked<'_>) -> Result<Answer,
         );
     }
     Ok(answer)
+}
+
+/// Query Tables naming one table: it, or 404 `ResourceNotFound`.
+async fn query_table(
+    tables: &impl Tables,
+    asked: &Asked<'_>,
+    name: &str,
+) -> Result<Answer, Failure> {
+    let one = Scan {
+        from: None,
+        partition: None,
+        limit: 1,
+    };
+    match tables.scan(name, one).await {
+        Ok(_) => {}
+        Err(TableError::TableNotFound(_)) => {
+            return Err(Failure::new(
+                404,
+                "ResourceNotFound",
+                "The specified resource does not exist.",
+            ));
+        }
+        Err(error) => return Err(table_error(error)),
+    }
+    let mut out = Map::new();
+    if metadata(asked) != Metadata::No {
+        let link = format!("{}/$metadata#Tables/@Element", asked.base);
+        out.insert("odata.metadata".into(), json!(link));
+    }
+    out.insert("TableName".into(), json!(name));
+    Ok(json_answer(200, &Json::Object(out)))
 }
 
 fn parameter<'a>(asked: &'a Asked<'_>, name: &str) -> Option<&'a str> {

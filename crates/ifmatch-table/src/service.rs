@@ -73,8 +73,21 @@ impl<T: Tables + Clone, E: Env> Service<T, E> {
             .and_then(|h| h.to_str().ok())
             .or(parts.uri.authority().map(|a| a.as_str()));
         let raw = parts.uri.path();
-        let Ok((account, below, style)) = self.accounts.locate_in("table", host, raw) else {
-            return front::failure(400, "InvalidUri", "no account of this server is named");
+        // A path that names no account is the first account's: clients that drop an
+        // endpoint's path (the legacy `azure-storage` package does, outside its own
+        // development-storage settings) send `/Tables`, `/people(...)`.
+        let located = self.accounts.locate_in("table", host, raw);
+        let first = self.accounts.iter().next();
+        let (account, below, style) = match (located, first) {
+            (Ok(located), _) => located,
+            (Err(_), Some(first)) => (first, raw, Style::Path),
+            (Err(_), None) => {
+                return front::failure(400, "InvalidUri", "no account of this server is named");
+            }
+        };
+        let style = match (style, below.len() == raw.len()) {
+            (Style::Path, true) => None,
+            (style, _) => Some(style),
         };
         let signed = Signed {
             method: &parts.method,
@@ -105,8 +118,8 @@ impl<T: Tables + Clone, E: Env> Service<T, E> {
         };
         let host = host.unwrap_or("");
         let base = match style {
-            Style::Host => format!("{scheme}://{host}"),
-            Style::Path => format!("{scheme}://{host}/{}", account.name()),
+            Some(Style::Path) => format!("{scheme}://{host}/{}", account.name()),
+            Some(Style::Host) | None => format!("{scheme}://{host}"),
         };
         let unix = now
             .duration_since(SystemTime::UNIX_EPOCH)
