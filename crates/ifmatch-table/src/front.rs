@@ -13,10 +13,10 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, Response, StatusCode, header};
 use serde_json::{Map, Value as Json, json};
 
-use crate::auth::KeyRange;
+use crate::auth::{Credential, KeyRange};
 use crate::filter::Filter;
 use crate::odata::{self, Decoded, Metadata};
-use crate::store::{Scan, TableError, Tables};
+use crate::store::{EntityKey, Scan, TableError, Tables};
 use crate::value::{DateTime, Entity, Value};
 use crate::write::{Kind, Refused, condition, decide};
 
@@ -53,6 +53,9 @@ pub struct Asked<'a> {
     /// The keys its credentials reach, when a table SAS bounds them: every entity it reads
     /// or writes is within them.
     pub within: Option<&'a KeyRange>,
+    /// Its credentials, for what a batch's operations each need (`None`: the operator let
+    /// anyone do anything).
+    pub credential: Option<&'a Credential>,
 }
 
 /// An answer: its status, headers and JSON body (or none).
@@ -60,14 +63,14 @@ pub type Answer = Response<Bytes>;
 
 /// A failure, answered as Azure's JSON error.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Failure {
+pub(crate) struct Failure {
     status: u16,
     code: &'static str,
     message: String,
 }
 
 impl Failure {
-    fn new(status: u16, code: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn new(status: u16, code: &'static str, message: impl Into<String>) -> Self {
         let message = message.into();
         Self {
             status,
@@ -76,12 +79,27 @@ impl Failure {
         }
     }
 
-    fn answer(&self) -> Answer {
-        let body = json!({"odata.error": {
+    pub(crate) fn status(&self) -> u16 {
+        self.status
+    }
+
+    /// This failure as the operation at `index` of a batch: its message starts `"{index}:"`,
+    /// where the SDKs read which operation failed.
+    pub(crate) fn at_index(mut self, index: usize) -> Self {
+        self.message = format!("{index}:{}", self.message);
+        self
+    }
+
+    /// Azure's JSON error body.
+    pub(crate) fn json(&self) -> Json {
+        json!({"odata.error": {
             "code": self.code,
             "message": {"lang": "en-US", "value": self.message},
-        }});
-        let mut answer = json_answer(self.status, &body);
+        }})
+    }
+
+    fn answer(&self) -> Answer {
+        let mut answer = json_answer(self.status, &self.json());
         answer
             .headers_mut()
             .insert(ERROR_CODE, HeaderValue::from_static(self.code));
@@ -106,7 +124,7 @@ pub fn failure(status: u16, code: &'static str, message: &str) -> Answer {
     Failure::new(status, code, message).answer()
 }
 
-fn table_error(error: TableError) -> Failure {
+pub(crate) fn table_error(error: TableError) -> Failure {
     match error {
         TableError::TableNotFound(name) => {
             Failure::new(404, "TableNotFound", format!("table {name} not found"))
@@ -160,6 +178,8 @@ enum Resource {
     Entities(String),
     /// `/name(PartitionKey='p',RowKey='r')`.
     Entity(String, String, String),
+    /// `/$batch`.
+    Batch,
 }
 
 fn resource(path: &str) -> Result<Resource, Failure> {
@@ -174,6 +194,7 @@ fn resource(path: &str) -> Result<Resource, Failure> {
         None => (path, None),
     };
     match (name, keys) {
+        ("$batch", None) => return Ok(Resource::Batch),
         ("Tables", None | Some("")) => return Ok(Resource::Tables),
         ("Tables", Some(quoted)) => return Ok(Resource::Table(literal(quoted)?)),
         _ => {}
@@ -182,14 +203,30 @@ fn resource(path: &str) -> Result<Resource, Failure> {
     let Some(keys) = keys.filter(|k| !k.is_empty()) else {
         return Ok(Resource::Entities(name.to_owned()));
     };
+    let (pk, rk) = entity_key(keys)?;
+    Ok(Resource::Entity(name.to_owned(), pk, rk))
+}
+
+/// The key `PartitionKey='p',RowKey='r'` names.
+pub(crate) fn entity_key(keys: &str) -> Result<EntityKey, Failure> {
     let (pk, rk) = keys
         .split_once(",RowKey=")
         .ok_or_else(|| invalid("keys expected"))?;
     let pk = pk
         .strip_prefix("PartitionKey=")
         .ok_or_else(|| invalid("keys expected"))?;
-    let (pk, rk) = (literal(pk)?, literal(rk)?);
-    Ok(Resource::Entity(name.to_owned(), pk, rk))
+    Ok((literal(pk)?, literal(rk)?))
+}
+
+/// An entity's JSON, at the metadata `accept` asks for.
+pub(crate) fn entity_json(
+    asked: &Asked<'_>,
+    table: &str,
+    entity: &Entity,
+    accept: Option<&str>,
+) -> Json {
+    let url = format!("{}/{table}", asked.base);
+    Json::Object(odata::encode(entity, Metadata::of(accept), &url))
 }
 
 /// The text of a quoted OData string literal (`''` for a quote).
@@ -226,6 +263,7 @@ pub async fn answer(tables: &impl Tables, asked: &Asked<'_>) -> Answer {
 async fn route(tables: &impl Tables, asked: &Asked<'_>) -> Result<Answer, Failure> {
     let method = asked.method.as_str();
     match (method, resource(asked.path)?) {
+        ("POST", Resource::Batch) => crate::batch::answer(tables, asked).await,
         ("POST", Resource::Tables) => create_table(tables, asked).await,
         ("GET", Resource::Tables) => query_tables(tables, asked).await,
         ("GET", Resource::Table(name)) => query_table(tables, asked, &name).await,

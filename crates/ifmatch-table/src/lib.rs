@@ -9,6 +9,7 @@
 //! backend and the backends' conformance suite (feature `conformance`).
 
 pub mod auth;
+pub mod batch;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 mod filter;

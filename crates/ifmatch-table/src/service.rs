@@ -102,9 +102,9 @@ impl<T: Tables + Clone, E: Env> Service<T, E> {
             Ok(credential) => credential,
             Err(denied) => return denial(&denied),
         };
-        let within = match auth::authorize(&credential, operation) {
-            Ok(within) => within,
-            Err(_) if credential == Credential::Anonymous && self.anonymous => None,
+        let (within, credential) = match auth::authorize(&credential, operation) {
+            Ok(within) => (within, Some(&credential)),
+            Err(_) if credential == Credential::Anonymous && self.anonymous => (None, None),
             Err(denied) => return denial(&denied),
         };
         let query: Vec<(String, String)> =
@@ -134,6 +134,7 @@ impl<T: Tables + Clone, E: Env> Service<T, E> {
             base: &base,
             now: DateTime::from_unix(seconds, unix.subsec_nanos()),
             within,
+            credential,
         };
         let tables = Scoped::new(self.tables.clone(), account.name());
         front::answer(&tables, &asked).await

@@ -50,6 +50,7 @@ async fn send(
         base: BASE,
         now: DateTime::from_unix(1_800_000_000 + at, 0),
         within: None,
+        credential: None,
     };
     reply(front::answer(tables, &asked).await)
 }
