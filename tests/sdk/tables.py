@@ -2,7 +2,7 @@
 connection string a user brings from Azurite: tables, entities and their EDM types, ETags and
 If-Match (412 UpdateConditionNotSatisfied, no A-B-A), 409s, queries with filters, projections
 and pages, 32 writers racing on one tag, and shared access signatures (account, and table with
-a key range).
+a key range), and batches (all or none).
 
 Usage: tables.py CONNECTION_STRING   (exits 1 on the first failed check; prints a tally)
 """
@@ -23,6 +23,7 @@ from azure.data.tables import (
     TableClient,
     TableSasPermissions,
     TableServiceClient,
+    TableTransactionError,
     UpdateMode,
     generate_account_sas,
     generate_table_sas,
@@ -198,6 +199,37 @@ def main(connection):
           (sizes, len(keys)))
     ok, why = refused(lambda: list(table.query_entities("n eq")), 400, "InvalidInput")
     check("a malformed filter is 400", ok, why)
+
+    # Entity group transactions: all or none.
+    done = table.submit_transaction(
+        [("create", {"PartitionKey": "b", "RowKey": f"{i:03}", "n": i}) for i in range(100)])
+    check("a batch of 100 inserts applies", len(done) == 100
+          and len(list(table.query_entities("PartitionKey eq 'b'"))) == 100)
+    stale_tag = done[5]["etag"]
+    table.update_entity({"PartitionKey": "b", "RowKey": "005", "n": -5})
+    try:
+        table.submit_transaction([
+            ("update", {"PartitionKey": "b", "RowKey": "001", "n": 1001}),
+            ("upsert", {"PartitionKey": "b", "RowKey": "new", "n": 0}),
+            ("update", {"PartitionKey": "b", "RowKey": "005", "n": 1005},
+             {"etag": stale_tag, "match_condition": MatchConditions.IfNotModified}),
+        ])
+        check("a batch with a stale tag fails", False)
+    except TableTransactionError as error:
+        check("a batch with a stale tag fails at that operation (index 2, 412)",
+              error.index == 2 and error.status_code == 412, (error.index, error.status_code))
+    check("and applies none of it", table.get_entity("b", "001")["n"] == 1
+          and not list(table.query_entities("PartitionKey eq 'b' and RowKey eq 'new'")))
+    mixed = table.submit_transaction([
+        ("delete", {"PartitionKey": "b", "RowKey": "000"}),
+        ("upsert", {"PartitionKey": "b", "RowKey": "001", "extra": True}, {"mode": "merge"}),
+        ("update", {"PartitionKey": "b", "RowKey": "002", "n": 2002}, {"mode": "replace"}),
+    ])
+    merged = table.get_entity("b", "001")
+    check("a batch deletes, merges and replaces", len(mixed) == 3 and merged["n"] == 1
+          and merged["extra"] is True and table.get_entity("b", "002")["n"] == 2002)
+    for row in range(100):
+        table.delete_entity("b", f"{row:03}")
 
     # Shared access signatures.
     credential = AzureNamedKeyCredential(account, key)

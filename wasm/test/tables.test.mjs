@@ -73,7 +73,7 @@ describe("Table SDKs against native ifmatch serve", { concurrency: true }, () =>
     assert.equal(code, 0, `${tally}\n${out}`);
   });
 
-  test("the JS SDK (@azure/data-tables): If-Match, 412, 409, types, pages, a table SAS", async () => {
+  test("the JS SDK (@azure/data-tables): If-Match, 412, 409, types, pages, a batch, a table SAS", async () => {
     const options = { allowInsecureConnection: true };
     const service = TableServiceClient.fromConnectionString(connectionString(server), options);
     const name = `js${Date.now()}`;
@@ -125,6 +125,18 @@ describe("Table SDKs against native ifmatch serve", { concurrency: true }, () =>
       found.push(...page.map((e) => e.n));
     }
     assert.deepEqual(found, [5, 6, 7, 8, 9, 10, 11]);
+
+    const batch = Array.from({ length: 50 }, (_, i) => ["create", { partitionKey: "b", rowKey: `${i}`, i }]);
+    const applied = await table.submitTransaction(batch);
+    assert.equal(applied.status, 202);
+    assert.equal(applied.subResponses.length, 50);
+    const refusedBatch = await failure(table.submitTransaction([
+      ["create", { partitionKey: "b", rowKey: "new" }],
+      ["create", { partitionKey: "b", rowKey: "7" }],
+    ]));
+    assert.equal(refusedBatch.statusCode, 409);
+    const missingNew = await failure(table.getEntity("b", "new"));
+    assert.equal(missingNew.statusCode, 404, "a failed batch applies nothing");
 
     const sas = generateTableSas(name, new AzureNamedKeyCredential(ACCOUNT, DEV_KEY), {
       permissions: { query: true },
