@@ -1,0 +1,202 @@
+//! The Table service of `ifmatch serve`, as its users meet it: Azure's Python SDK
+//! (azure-data-tables, `tests/sdk/tables.py`) over the local disk and over Redis, a blob lease
+//! locking entities across two tables, and batches that a SIGKILL leaves whole or absent.
+
+mod common;
+
+use std::collections::HashMap;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{Process, client, free_port, tool, wait_for};
+use ifmatch_redis::testing::RedisServer;
+
+const ACCOUNT: &str = "devstoreaccount1";
+const KEY: &str =
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+
+/// `ifmatch serve` on `data` with `extra` arguments: the process, the blob and table origins.
+fn serve(data: &std::path::Path, extra: &[&str]) -> (Process, String, String) {
+    let (blobs, tables) = (free_port(), free_port());
+    let mut command = Command::new(common::binary());
+    command.arg("serve").arg("--data").arg(data).args([
+        "--listen",
+        &format!("127.0.0.1:{blobs}"),
+        "--table-listen",
+        &format!("127.0.0.1:{tables}"),
+    ]);
+    command.args(extra);
+    let process = Process::listening(command, blobs, "ifmatch serve");
+    wait_for(tables, "the Table service");
+    let origin = |port| format!("http://127.0.0.1:{port}");
+    (process, origin(blobs), origin(tables))
+}
+
+fn connection_string(blobs: &str, tables: &str) -> String {
+    format!(
+        "DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={KEY};\
+         BlobEndpoint={blobs}/{ACCOUNT};TableEndpoint={tables}/{ACCOUNT};"
+    )
+}
+
+/// Runs a Python script of `tests/sdk` with the virtual environment's SDK; its output.
+fn python(script: &str, args: &[&str]) -> String {
+    let python = tool("IFMATCH_PYTHON", ".venv/bin/python");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/sdk")
+        .join(script);
+    let output = Command::new(python)
+        .arg(script)
+        .args(args)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{text}");
+    text
+}
+
+#[test]
+fn the_python_sdk_over_the_local_disk() {
+    let data = tempfile::tempdir().unwrap();
+    let (_server, blobs, tables) = serve(data.path(), &[]);
+    let out = python("tables.py", &[&connection_string(&blobs, &tables)]);
+    assert!(out.contains("python tables: "), "{out}");
+}
+
+#[test]
+fn the_python_sdk_over_redis() {
+    let redis = RedisServer::start();
+    let data = tempfile::tempdir().unwrap();
+    let (_server, blobs, tables) = serve(data.path(), &["--backend", &redis.url()]);
+    let out = python("tables.py", &[&connection_string(&blobs, &tables)]);
+    assert!(out.contains("python tables: "), "{out}");
+}
+
+#[test]
+fn a_blob_lease_locks_entities_across_two_tables() {
+    let data = tempfile::tempdir().unwrap();
+    let (_server, blobs, tables) = serve(data.path(), &[]);
+    let out = python("table_lock.py", &[&connection_string(&blobs, &tables)]);
+    assert!(out.contains("table lock: "), "{out}");
+}
+
+/// A batch inserting `rows` entities into partition `pk`, as the SDKs send one.
+fn batch(tables: &str, pk: &str, rows: usize) -> (String, String) {
+    let mut body =
+        String::from("--batch_x\r\nContent-Type: multipart/mixed; boundary=changeset_x\r\n\r\n");
+    for row in 0..rows {
+        body.push_str(&format!(
+            "--changeset_x\r\nContent-Type: application/http\r\nContent-Transfer-Encoding: binary\r\n\r\n\
+             POST {tables}/{ACCOUNT}/crash HTTP/1.1\r\nContent-Type: application/json\r\n\
+             Prefer: return-no-content\r\n\r\n\
+             {{\"PartitionKey\":\"{pk}\",\"RowKey\":\"{row:03}\",\"Padding\":\"{}\"}}\r\n",
+            "x".repeat(2000)
+        ));
+    }
+    body.push_str("--changeset_x--\r\n--batch_x--\r\n");
+    (body, "multipart/mixed; boundary=batch_x".to_owned())
+}
+
+/// How many entities each partition of table `crash` holds.
+async fn partitions(tables: &str) -> HashMap<String, usize> {
+    let http = client();
+    let mut counts = HashMap::new();
+    let mut next: Option<(String, String)> = None;
+    loop {
+        let mut url = format!("{tables}/{ACCOUNT}/crash()?$select=PartitionKey");
+        if let Some((pk, rk)) = &next {
+            url.push_str(&format!("&NextPartitionKey={pk}&NextRowKey={rk}"));
+        }
+        let page = http
+            .get(url)
+            .header("accept", "application/json;odata=nometadata");
+        let page = page.send().await.unwrap();
+        assert_eq!(page.status(), 200);
+        let header =
+            |name: &str| (page.headers().get(name)).map(|v| v.to_str().unwrap().to_owned());
+        let more = header("x-ms-continuation-NextPartitionKey")
+            .zip(header("x-ms-continuation-NextRowKey"));
+        let json: serde_json::Value = serde_json::from_slice(&page.bytes().await.unwrap()).unwrap();
+        for entity in json["value"].as_array().unwrap() {
+            let pk = entity["PartitionKey"].as_str().unwrap().to_owned();
+            *counts.entry(pk).or_default() += 1;
+        }
+        match more {
+            Some(more) => next = Some(more),
+            None => return counts,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_during_batches_leaves_each_whole_or_absent() {
+    const ROWS: usize = 100;
+    let data = tempfile::tempdir().unwrap();
+    let acknowledged: Arc<Mutex<Vec<String>>> = Arc::default();
+    for round in 0..3 {
+        let (server, _blobs, tables) = serve(data.path(), &["--anonymous"]);
+        let http = client();
+        if round == 0 {
+            let created = http
+                .post(format!("{tables}/{ACCOUNT}/Tables"))
+                .header("content-type", "application/json")
+                .body(r#"{"TableName":"crash"}"#)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(created.status(), 201);
+        }
+        let writers: Vec<_> = (0..4)
+            .map(|w| {
+                let (http, tables, acknowledged) =
+                    (http.clone(), tables.clone(), acknowledged.clone());
+                tokio::spawn(async move {
+                    for i in 0.. {
+                        let pk = format!("r{round}w{w}b{i}");
+                        let (body, kind) = batch(&tables, &pk, ROWS);
+                        let sent = http
+                            .post(format!("{tables}/{ACCOUNT}/$batch"))
+                            .header("content-type", kind)
+                            .body(body)
+                            .send()
+                            .await;
+                        let Ok(answer) = sent else { return };
+                        let applied = answer.status() == 202;
+                        let Ok(text) = answer.text().await else {
+                            return;
+                        };
+                        assert!(
+                            applied && text.matches("HTTP/1.1 204").count() == ROWS,
+                            "{text}"
+                        );
+                        acknowledged.lock().unwrap().push(pk);
+                    }
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        drop(server);
+        for writer in writers {
+            writer.await.unwrap();
+        }
+        let (_server, _blobs, tables) = serve(data.path(), &["--anonymous"]);
+        let counts = partitions(&tables).await;
+        for (pk, count) in &counts {
+            assert_eq!(*count, ROWS, "partition {pk}: a batch applied in part");
+        }
+        for pk in acknowledged.lock().unwrap().iter() {
+            assert_eq!(
+                counts.get(pk),
+                Some(&ROWS),
+                "acknowledged batch {pk} was lost"
+            );
+        }
+        let applied = counts.len();
+        assert!(
+            applied >= 3,
+            "round {round}: only {applied} batches applied before the kill"
+        );
+    }
+}
