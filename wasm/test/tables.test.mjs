@@ -1,16 +1,11 @@
 // The Table service through Azure's own SDKs, unchanged, started as a user would (every request
 // signed with the development account's key, or a SAS), with the connection string a user brings
-// from Azurite: the Python SDK (azure-data-tables, tests/sdk/tables.py, from the virtual
-// environment the test command makes), the JS SDK (@azure/data-tables), and the classic Node
-// example with the legacy azure-storage 0.9.0. The native server for now; the Worker serves no
-// tables yet.
+// from Azurite: the JS SDK (@azure/data-tables) and the classic Node example with the legacy
+// azure-storage 0.9.0. The native server for now (the Worker serves no tables yet); the Python
+// SDK's run (tests/sdk/tables.py) is in crates/ifmatch-server/tests/tables.rs.
 
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { existsSync } from "node:fs";
-import { dirname, join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { fileURLToPath } from "node:url";
 import {
   AzureNamedKeyCredential,
   AzureSASCredential,
@@ -25,27 +20,12 @@ import { startNative } from "./targets.mjs";
 // The legacy package (the last version with updateEntity), as the classic Node example uses it.
 const legacy = createRequire(import.meta.url)("azure-storage");
 
-const here = dirname(fileURLToPath(import.meta.url));
-const python = process.env.IFMATCH_PYTHON ?? join(here, "../../.venv/bin/python");
-const script = join(here, "../../tests/sdk/tables.py");
-
 const ACCOUNT = "devstoreaccount1";
 const DEV_KEY =
   "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
 const connectionString = (server) =>
   `DefaultEndpointsProtocol=http;AccountName=${ACCOUNT};AccountKey=${DEV_KEY};` +
   `BlobEndpoint=${server.origin}/${ACCOUNT};TableEndpoint=${server.tableOrigin}/${ACCOUNT};`;
-
-function run(program, args) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(program, args, { stdio: ["ignore", "pipe", "pipe"] });
-    let out = "";
-    child.stdout.on("data", (d) => (out += d));
-    child.stderr.on("data", (d) => (out += d));
-    child.on("error", reject);
-    child.on("close", (code) => resolve({ code, out }));
-  });
-}
 
 /** The error `promise` rejects with (it must reject). */
 async function failure(promise) {
@@ -64,13 +44,6 @@ describe("Table SDKs against native ifmatch serve", { concurrency: true }, () =>
   });
   after(async () => {
     await server?.stop();
-  });
-
-  test("the Python SDK (azure-data-tables): entities, ETags, queries, a race, SAS", async () => {
-    assert.ok(existsSync(python), `${python} missing: run scripts/test, which makes the venv`);
-    const { code, out } = await run(python, [script, connectionString(server)]);
-    const tally = out.split("\n").find((l) => l.startsWith("python tables:")) ?? "no tally";
-    assert.equal(code, 0, `${tally}\n${out}`);
   });
 
   test("the JS SDK (@azure/data-tables): If-Match, 412, 409, types, pages, a batch, a table SAS", async () => {
