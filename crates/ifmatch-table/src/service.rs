@@ -4,6 +4,8 @@
 //! over that account's tables ([`Scoped`]); every answer stamped with a request id and the
 //! dialect's version. The native server and the Worker only carry bytes to and from it.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::SystemTime;
 
 use bytes::Bytes;
@@ -27,6 +29,10 @@ pub struct Service<T, E> {
     accounts: Accounts,
     anonymous: bool,
     env: E,
+    /// The last instant a request was answered at, in ticks: the next is later, even when
+    /// the system clock steps back, so a deleted entity inserted again never gets a tag it
+    /// had.
+    last: Arc<AtomicI64>,
 }
 
 impl<T: Tables + Clone, E: Env> Service<T, E> {
@@ -38,6 +44,7 @@ impl<T: Tables + Clone, E: Env> Service<T, E> {
             accounts: Accounts::default(),
             anonymous: false,
             env,
+            last: Arc::default(),
         }
     }
 
@@ -121,10 +128,6 @@ impl<T: Tables + Clone, E: Env> Service<T, E> {
             Some(Style::Path) => format!("{scheme}://{host}/{}", account.name()),
             Some(Style::Host) | None => format!("{scheme}://{host}"),
         };
-        let unix = now
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap_or_default();
-        let seconds = i64::try_from(unix.as_secs()).unwrap_or(i64::MAX);
         let asked = Asked {
             method: &parts.method,
             path: &path,
@@ -132,12 +135,27 @@ impl<T: Tables + Clone, E: Env> Service<T, E> {
             headers: &parts.headers,
             body,
             base: &base,
-            now: DateTime::from_unix(seconds, unix.subsec_nanos()),
+            now: self.instant(now),
             within,
             credential,
         };
         let tables = Scoped::new(self.tables.clone(), account.name());
         front::answer(&tables, &asked).await
+    }
+
+    /// `now` as a tick past every instant answered at before.
+    fn instant(&self, now: SystemTime) -> DateTime {
+        let unix = now
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default();
+        let seconds = i64::try_from(unix.as_secs()).unwrap_or(i64::MAX);
+        let ticks = DateTime::from_unix(seconds, unix.subsec_nanos()).ticks();
+        let previous = self.last.fetch_max(ticks, Ordering::AcqRel);
+        if ticks > previous {
+            return DateTime::from_ticks(ticks);
+        }
+        // The clock has not moved past the last instant (or stepped back): one tick later.
+        DateTime::from_ticks(self.last.fetch_add(1, Ordering::AcqRel) + 1)
     }
 
     /// `answer` with what every answer carries: a request id, the dialect's version (the

@@ -1,0 +1,141 @@
+//! The Table service as a host runs it, over the memory tables and a clock that never moves:
+//! which account a request reaches, that credentials are needed, and that a tag is never given
+//! twice even when the clock does not move on.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use ifmatch_blob::memory::ManualEnv;
+use ifmatch_blob::{Accounts, auth};
+use ifmatch_table::{MemoryTables, Service};
+
+const KEY: &str = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+
+type Tested = Service<Arc<MemoryTables>, Arc<ManualEnv>>;
+
+fn service(anonymous: bool) -> Tested {
+    let accounts = Accounts::parse(&format!("first:{KEY}; second:{KEY}")).unwrap();
+    Service::new(
+        Arc::new(MemoryTables::new()),
+        Arc::new(ManualEnv::default()),
+    )
+    .with_accounts(accounts)
+    .with_anonymous_access(anonymous)
+}
+
+async fn send(
+    service: &Tested,
+    method: &str,
+    uri: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Response<Bytes> {
+    let mut request = Request::builder().method(method).uri(uri);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let (parts, ()) = request.body(()).unwrap().into_parts();
+    service.handle(&parts, body.as_bytes()).await
+}
+
+fn code(answer: &Response<Bytes>) -> &str {
+    (answer.headers().get("x-ms-error-code")).map_or("", |v| v.to_str().unwrap())
+}
+
+#[tokio::test]
+async fn a_tag_is_never_given_twice_though_the_clock_stands_still() {
+    let service = service(true);
+    let created = send(
+        &service,
+        "POST",
+        "/first/Tables",
+        &[],
+        r#"{"TableName":"people"}"#,
+    )
+    .await;
+    assert_eq!(created.status(), 201);
+    let entity = r#"{"PartitionKey":"p","RowKey":"r","N":1}"#;
+    let first = send(&service, "POST", "/first/people", &[], entity).await;
+    assert_eq!(first.status(), 201);
+    let first_tag = first.headers()["etag"].to_str().unwrap().to_owned();
+    let one = "/first/people(PartitionKey='p',RowKey='r')";
+    let deleted = send(&service, "DELETE", one, &[("if-match", "*")], "").await;
+    assert_eq!(deleted.status(), 204);
+    let again = send(&service, "POST", "/first/people", &[], entity).await;
+    let again_tag = again.headers()["etag"].to_str().unwrap().to_owned();
+    assert_ne!(
+        first_tag, again_tag,
+        "the same entity, deleted and inserted again"
+    );
+    let stale = send(&service, "PUT", one, &[("if-match", &first_tag)], entity).await;
+    assert_eq!(
+        (stale.status().as_u16(), code(&stale)),
+        (412, "UpdateConditionNotSatisfied")
+    );
+}
+
+#[tokio::test]
+async fn requests_reach_their_accounts_tables_and_need_credentials() {
+    let open = service(true);
+    for (uri, host) in [
+        ("/first/Tables", "127.0.0.1"),
+        ("/Tables", "second.table.localhost"),
+    ] {
+        let created = send(
+            &open,
+            "POST",
+            uri,
+            &[("host", host)],
+            r#"{"TableName":"shared"}"#,
+        )
+        .await;
+        assert_eq!(created.status(), 201, "{uri} {host}");
+    }
+    let listed = send(&open, "GET", "/second/Tables", &[], "").await;
+    let text = std::str::from_utf8(listed.body()).unwrap();
+    assert!(text.contains(r#""TableName":"shared""#), "{text}");
+    let other = send(
+        &open,
+        "POST",
+        "/first/Tables",
+        &[],
+        r#"{"TableName":"onlyfirst"}"#,
+    )
+    .await;
+    assert_eq!(other.status(), 201);
+    let second = send(&open, "GET", "/second/onlyfirst()", &[], "").await;
+    assert_eq!(
+        (second.status().as_u16(), code(&second)),
+        (404, "TableNotFound")
+    );
+
+    let closed = service(false);
+    let unsigned = send(&closed, "GET", "/first/Tables", &[], "").await;
+    assert_eq!(
+        (unsigned.status().as_u16(), code(&unsigned)),
+        (403, "AuthenticationFailed")
+    );
+    let date = httpdate::fmt_http_date(
+        std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000),
+    );
+    let text = format!("GET\n\n\n{date}\n/first/first/Tables");
+    let key = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, KEY).unwrap();
+    let signature = auth::sign(&key, &text);
+    let authorization = format!("SharedKey first:{signature}");
+    let headers = [
+        ("x-ms-date", date.as_str()),
+        ("authorization", authorization.as_str()),
+    ];
+    let signed = send(&closed, "GET", "/first/Tables", &headers, "").await;
+    assert_eq!(signed.status(), 200, "{:?}", signed.body());
+    let wrong = [
+        ("x-ms-date", date.as_str()),
+        ("authorization", "SharedKey first:AAAA"),
+    ];
+    let forged = send(&closed, "GET", "/first/Tables", &wrong, "").await;
+    assert_eq!(
+        (forged.status().as_u16(), code(&forged)),
+        (403, "AuthenticationFailed")
+    );
+}
