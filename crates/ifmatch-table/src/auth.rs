@@ -159,6 +159,25 @@ impl<'a> Operation<'a> {
         }
     }
 
+    /// Azure's name of the operation `method` asks, for metrics and logs.
+    pub fn name(self, method: &Method) -> &'static str {
+        let merge = matches!(method.as_str(), "MERGE" | "PATCH");
+        match self {
+            Self::QueryTables => "QueryTables",
+            Self::CreateTable => "CreateTable",
+            Self::DeleteTable(_) => "DeleteTable",
+            Self::Read(_) => "QueryEntities",
+            Self::Insert(_) => "InsertEntity",
+            Self::Update(_) if merge => "MergeEntity",
+            Self::Update(_) => "UpdateEntity",
+            Self::Upsert(_) if merge => "InsertOrMergeEntity",
+            Self::Upsert(_) => "InsertOrReplaceEntity",
+            Self::Delete(_) => "DeleteEntity",
+            Self::Batch => "EntityGroupTransaction",
+            Self::Other => "Unknown",
+        }
+    }
+
     /// The permissions it needs (all of them), what kind of resource it acts on, and the
     /// table it names.
     fn needs(self) -> (&'static str, Kind, Option<&'a str>) {

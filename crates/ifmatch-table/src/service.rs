@@ -11,7 +11,7 @@ use std::time::SystemTime;
 use bytes::Bytes;
 use http::{HeaderValue, Response, header};
 use ifmatch_blob::auth::{ClientIp, Https};
-use ifmatch_blob::{Accounts, Env, Style};
+use ifmatch_blob::{Accounts, Env, OperationName, Style};
 
 use crate::auth::{self, Credential, Operation, Signed};
 use crate::front::{self, Answer, Asked};
@@ -65,7 +65,9 @@ impl<T: Tables + Clone, E: Env> Service<T, E> {
     /// [`Service::too_large`] for one that was longer).
     pub async fn handle(&self, parts: &http::request::Parts, body: &[u8]) -> Answer {
         let now = self.env.now();
-        let answer = self.answer(parts, body, now).await;
+        let mut name = "Unknown";
+        let mut answer = self.answer(parts, body, now, &mut name).await;
+        answer.extensions_mut().insert(OperationName(name));
         self.stamped(answer, parts)
     }
 
@@ -75,7 +77,14 @@ impl<T: Tables + Clone, E: Env> Service<T, E> {
         self.stamped(failure, parts)
     }
 
-    async fn answer(&self, parts: &http::request::Parts, body: &[u8], now: SystemTime) -> Answer {
+    /// The answer, and in `name` the operation's name once it is known.
+    async fn answer(
+        &self,
+        parts: &http::request::Parts,
+        body: &[u8],
+        now: SystemTime,
+        name: &mut &'static str,
+    ) -> Answer {
         let host = (parts.headers.get(header::HOST))
             .and_then(|h| h.to_str().ok())
             .or(parts.uri.authority().map(|a| a.as_str()));
@@ -105,6 +114,7 @@ impl<T: Tables + Clone, E: Env> Service<T, E> {
         };
         let path = percent_encoding::percent_decode_str(below).decode_utf8_lossy();
         let operation = Operation::of(&parts.method, &path, &parts.headers);
+        *name = operation.name(&parts.method);
         let credential = match auth::authenticate(account, signed, now) {
             Ok(credential) => credential,
             Err(denied) => return denial(&denied),
