@@ -1,5 +1,5 @@
-//! The backend conformance suite of `ifmatch-blob`, run inside the Worker against its Durable
-//! Object records, as every other records backend runs it:
+//! The backend conformance suites of `ifmatch-blob` and `ifmatch-table`, run inside the Worker
+//! against its Durable Object records and tables, as every other backend runs them:
 //! `GET /__conformance/{suite}` answers 200 `ok` once the suite passed; a failed check
 //! panics, which aborts the request. Built only with the `conformance` feature, for the tests
 //! (`build.sh conformance`); a deployed Worker has no such route.
@@ -9,14 +9,21 @@
 //! `test/worker.test.mjs` checks.
 
 use ifmatch_blob::conformance;
+use ifmatch_table::conformance as tables;
 use worker::{Env, Response};
 
-use crate::{DurableRecords, RECORDS};
+use crate::{DurableRecords, DurableTables, RECORDS, TABLES};
 
 /// Runs the suite `name` names.
 pub async fn run(name: &str, env: &Env) -> worker::Result<Response> {
     let records = DurableRecords::new(env.durable_object(RECORDS)?);
+    let store = DurableTables::new(env.durable_object(TABLES)?);
     match name {
+        "tables" => tables::tables_come_and_go(&store).await,
+        "entities" => tables::entities_come_in_key_order(&store).await,
+        "cas" => tables::commits_compare_and_swap(&store).await,
+        "batch" => tables::a_batch_applies_all_or_none(&store).await,
+        "table-race" => tables::one_of_racing_writers_wins(&store).await,
         "records" => conformance::records(&records).await,
         "errors" => conformance::errors(&records).await,
         "race" => conformance::race(&records).await,

@@ -1,4 +1,4 @@
-//! ifmatch's blob front as a Cloudflare Worker.
+//! ifmatch's blob front and Table service as a Cloudflare Worker.
 //!
 //! The request handling is `ifmatch-blob`'s [`Front`], the same as the native server's; this
 //! crate only supplies its three parts for the Workers platform:
@@ -8,12 +8,16 @@
 //!   atomic step;
 //! - [`objects::R2Objects`]: blob bytes in R2, one object per version under a random name,
 //!   hashed (SHA-256) while the upload streams;
+//! - [`tables::DurableTables`]: the Table service's entities in a Durable Object per table,
+//!   [`tables::TableEntities`], where each commit (a batch too) is one atomic step; the
+//!   service itself is `ifmatch-table`'s, under `/table` or on a host `{account}.table.…`;
 //! - [`WorkersEnv`]: the Workers clock and `crypto.randomUUID()`, never `SystemTime::now()`.
 
 #[cfg(feature = "conformance")]
 mod conformance;
 mod objects;
 mod records;
+mod tables;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -29,11 +33,17 @@ use worker::{Context, Env, HttpRequest, event};
 
 pub use objects::{R2Objects, R2Reader};
 pub use records::{ContainerRecords, DurableRecords};
+pub use tables::{DurableTables, TableEntities};
 
 /// The R2 bucket binding that holds blob bytes.
 pub const BUCKET: &str = "BLOBS";
 /// The Durable Object namespace binding that holds records.
 pub const RECORDS: &str = "RECORDS";
+/// The Durable Object namespace binding that holds tables.
+pub const TABLES: &str = "TABLES";
+/// Where the Table service is mounted beside the blobs: `TableEndpoint=https://HOST/table/ACCOUNT`
+/// (or a host `{account}.table.…`).
+pub const TABLE_MOUNT: &str = "/table";
 
 #[event(fetch)]
 async fn fetch(request: HttpRequest, env: Env, _ctx: Context) -> worker::Result<worker::Response> {
@@ -54,6 +64,9 @@ async fn fetch(request: HttpRequest, env: Env, _ctx: Context) -> worker::Result<
         Err(_) => Accounts::default(),
     };
     let anonymous = env.var("ANONYMOUS").is_ok_and(|v| v.to_string() == "true");
+    if is_table_request(&request) {
+        return tables(request, &env, accounts, anonymous).await;
+    }
     let front = Front::new(
         DurableRecords::new(env.durable_object(RECORDS)?),
         R2Objects::new(env.bucket(BUCKET)?),
@@ -79,6 +92,67 @@ async fn fetch(request: HttpRequest, env: Env, _ctx: Context) -> worker::Result<
     }
     let response = front.handle(request).await;
     fixed_length(response)
+}
+
+/// Whether a request is for the Table service: under [`TABLE_MOUNT`], or to a host
+/// `{account}.table.…`.
+fn is_table_request(request: &HttpRequest) -> bool {
+    let path = request.uri().path();
+    let mounted = path == TABLE_MOUNT || path.starts_with("/table/");
+    let host = (request.headers().get(http::header::HOST))
+        .and_then(|h| h.to_str().ok())
+        .or(request.uri().host())
+        .unwrap_or("");
+    mounted || host.split('.').nth(1) == Some("table")
+}
+
+/// The Table service's answer: `ifmatch-table`'s, over the tables' Durable Objects.
+async fn tables(
+    request: HttpRequest,
+    env: &Env,
+    accounts: Accounts,
+    anonymous: bool,
+) -> worker::Result<worker::Response> {
+    let service =
+        ifmatch_table::Service::new(DurableTables::new(env.durable_object(TABLES)?), WorkersEnv)
+            .with_accounts(accounts)
+            .with_anonymous_access(anonymous)
+            .with_mount(if request.uri().path().starts_with(TABLE_MOUNT) {
+                TABLE_MOUNT
+            } else {
+                ""
+            });
+    let (mut parts, body) = request.into_parts();
+    let client =
+        (parts.headers.get("cf-connecting-ip")).and_then(|v| v.to_str().ok()?.parse().ok());
+    if let Some(ip) = client {
+        parts.extensions.insert(ClientIp(ip));
+    }
+    if parts.uri.scheme_str() == Some("https") {
+        parts.extensions.insert(Https);
+    }
+    let limited = http_body_util::Limited::new(body, ifmatch_table::service::MAX_BODY);
+    let answer = match http_body_util::BodyExt::collect(limited).await {
+        Ok(body) => service.handle(&parts, &body.to_bytes()).await,
+        Err(_) => service.too_large(&parts),
+    };
+    let (mut head, body) = answer.into_parts();
+    if body.is_empty() {
+        // An answer with no body and no type (a 204) gets `Content-Encoding: gzip` from the
+        // front line's compression as miniflare plays it (a response without a type counts
+        // as compressible), with nothing gzipped after it: the SDKs then fail to read it. An
+        // encoding already named is left alone.
+        let identity = http::HeaderValue::from_static("identity");
+        head.headers
+            .insert(http::header::CONTENT_ENCODING, identity);
+    }
+    let builder = worker::ResponseBuilder::new()
+        .with_status(head.status.as_u16())
+        .with_headers(worker::Headers::from(&head.headers));
+    if body.is_empty() {
+        return Ok(builder.empty());
+    }
+    Ok(builder.fixed(body.to_vec()))
 }
 
 /// The front's answer as a Workers response that keeps its `Content-Length`: a body streamed

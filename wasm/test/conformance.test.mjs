@@ -1,6 +1,6 @@
 // The records conformance suite of ifmatch-blob (records, errors, a race of writers, listings,
-// staged blocks), run inside the Worker against the Durable Object records in miniflare: the
-// same suite memory, the local disk and Redis pass. Needs the build with the suite's route:
+// staged blocks) and the tables suite of ifmatch-table, run inside the Worker against the
+// Durable Objects in miniflare: the same suites memory, the local disk and Redis pass. Needs the build with the suite's route:
 // `build.sh conformance` (build-conformance/). Not the objects suite: see src/conformance.rs.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
@@ -15,7 +15,9 @@ describe("the records conformance suite on the Durable Object (miniflare)", () =
     await worker?.stop();
   });
 
-  for (const suite of ["records", "errors", "race", "listing", "staging"]) {
+  // The records suites, then the Table backends' (tables, key order, compare-and-swap,
+  // batches, a 32-writer race).
+  for (const suite of ["records", "errors", "race", "listing", "staging", "tables", "entities", "cas", "batch", "table-race"]) {
     test(suite, async () => {
       const answer = await fetch(`${worker.origin}/__conformance/${suite}`);
       const said = await answer.text();

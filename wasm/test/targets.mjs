@@ -23,7 +23,10 @@ export async function startWorker({ anonymous = true, accounts = undefined, buil
     ],
     compatibilityDate: "2025-09-01",
     r2Buckets: ["BLOBS"],
-    durableObjects: { RECORDS: { className: "ContainerRecords", useSQLite: true } },
+    durableObjects: {
+      RECORDS: { className: "ContainerRecords", useSQLite: true },
+      TABLES: { className: "TableEntities", useSQLite: true },
+    },
     // The suite sends no credentials: anonymous access, as `serve --anonymous`. The SDK tests
     // sign with the development account's key instead (ANONYMOUS unset).
     bindings: {
@@ -38,6 +41,8 @@ export async function startWorker({ anonymous = true, accounts = undefined, buil
   const url = await mf.ready;
   return {
     origin: url.origin,
+    // The Table service beside the blobs, under /table (src/lib.rs).
+    tableOrigin: `${url.origin}/table`,
     base: `${url.origin}/devstoreaccount1`,
     stop: () => mf.dispose(),
   };

@@ -29,6 +29,9 @@ pub struct Service<T, E> {
     accounts: Accounts,
     anonymous: bool,
     env: E,
+    /// A path the service is mounted under (`/table` on a Worker that serves blobs beside),
+    /// taken off before the account is read, kept in what is signed.
+    mount: String,
     /// The last instant a request was answered at, in ticks: the next is later, even when
     /// the system clock steps back, so a deleted entity inserted again never gets a tag it
     /// had.
@@ -44,6 +47,7 @@ impl<T: Tables + Clone, E: Env> Service<T, E> {
             accounts: Accounts::default(),
             anonymous: false,
             env,
+            mount: String::new(),
             last: Arc::default(),
         }
     }
@@ -51,6 +55,12 @@ impl<T: Tables + Clone, E: Env> Service<T, E> {
     /// The accounts served.
     pub fn with_accounts(mut self, accounts: Accounts) -> Self {
         self.accounts = accounts;
+        self
+    }
+
+    /// The service under `mount` (`/table`): `/table/{account}/Tables` and so on.
+    pub fn with_mount(mut self, mount: &str) -> Self {
+        self.mount = mount.trim_end_matches('/').to_owned();
         self
     }
 
@@ -89,6 +99,7 @@ impl<T: Tables + Clone, E: Env> Service<T, E> {
             .and_then(|h| h.to_str().ok())
             .or(parts.uri.authority().map(|a| a.as_str()));
         let raw = parts.uri.path();
+        let raw = raw.strip_prefix(self.mount.as_str()).unwrap_or(raw);
         // A path that names no account is the first account's: clients that drop an
         // endpoint's path (the legacy `azure-storage` package does, outside its own
         // development-storage settings) send `/Tables`, `/people(...)`.
@@ -135,8 +146,8 @@ impl<T: Tables + Clone, E: Env> Service<T, E> {
         };
         let host = host.unwrap_or("");
         let base = match style {
-            Some(Style::Path) => format!("{scheme}://{host}/{}", account.name()),
-            Some(Style::Host) | None => format!("{scheme}://{host}"),
+            Some(Style::Path) => format!("{scheme}://{host}{}/{}", self.mount, account.name()),
+            Some(Style::Host) | None => format!("{scheme}://{host}{}", self.mount),
         };
         let asked = Asked {
             method: &parts.method,

@@ -14,7 +14,7 @@ use crate::value::{DateTime, Entity};
 pub type EntityKey = (String, String);
 
 /// What a change expects of the entity it changes, checked in the same atomic step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Expected {
     /// No entity under the key (an insert).
     Absent,
@@ -26,8 +26,8 @@ pub enum Expected {
     Anything,
 }
 
-/// One change of a [`Tables::commit`].
-#[derive(Debug, Clone, PartialEq)]
+/// One change of a [`Tables::commit`] (serde: for a backend that sends it elsewhere).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Change {
     /// The entity changed.
     pub key: EntityKey,
