@@ -1,0 +1,333 @@
+//! The load client of `scripts/bench-tables`, over the Table REST dialect with Shared Key
+//! (so it runs against `ifmatch serve` and Azurite's table service alike):
+//!
+//! - `counter CONNECTION CLIENTS ENTITIES SECONDS`: CLIENTS tasks doing read-modify-write
+//!   increments of counter entities with `If-Match`, retrying a lost race after exponential
+//!   backoff with full jitter, each increment on one of ENTITIES picked at random; then every
+//!   counter is read back (exit 1 if the sum is not the commits counted). Prints
+//!   `commits/s R retries/commit R p50_ms R p99_ms R`.
+//! - `batch CONNECTION ROUNDS`: ROUNDS batches of 100 inserts, one after another. Prints
+//!   `p50_ms R p99_ms R`.
+//! - `fill CONNECTION TABLE PARTITIONS ROWS`: PARTITIONS x ROWS entities in batches of 100 (8 in
+//!   flight).
+//! - `page CONNECTION TABLE PARTITION ROUNDS`: ROUNDS queries of one page of PARTITION. Prints
+//!   `p50_ms R p99_ms R entities N`.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::Bytes;
+use http::{Method, Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use ifmatch_blob::Account;
+use ifmatch_table::auth::{Signed, strings_to_sign};
+
+/// A Table service endpoint and the account that signs for it.
+#[derive(Clone)]
+struct Tables {
+    http: Client<HttpConnector, Full<Bytes>>,
+    endpoint: String,
+    account: Account,
+    key: Vec<u8>,
+}
+
+struct Answer {
+    status: StatusCode,
+    etag: Option<String>,
+    body: Bytes,
+}
+
+impl Tables {
+    fn new(connection: &str) -> Self {
+        let field = |name: &str| {
+            connection
+                .split(';')
+                .find_map(|part| part.strip_prefix(name)?.strip_prefix('='))
+                .unwrap_or_else(|| panic!("{name} missing from the connection string"))
+                .to_owned()
+        };
+        let (name, key) = (field("AccountName"), field("AccountKey"));
+        let account = Account::new(&name, &[&key]).expect("an account");
+        let key = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, &key)
+            .expect("a base64 key");
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        Self {
+            http: Client::builder(TokioExecutor::new()).build(connector),
+            endpoint: field("TableEndpoint").trim_end_matches('/').to_owned(),
+            account,
+            key,
+        }
+    }
+
+    /// Sends `method path` (below the account) with `headers` and `body`, signed.
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: impl Into<Bytes>,
+    ) -> Answer {
+        let date = httpdate::fmt_http_date(SystemTime::now());
+        let mut request = Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.endpoint))
+            .header("x-ms-date", &date)
+            .header("x-ms-version", "2019-02-02")
+            .header("accept", "application/json;odata=nometadata")
+            .header("dataserviceversion", "3.0");
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let mut request = request.body(Full::new(body.into())).expect("a request");
+        let signed = Signed {
+            method: request.method(),
+            uri: request.uri(),
+            headers: request.headers(),
+            client: None,
+            https: false,
+        };
+        let text = strings_to_sign(&self.account, signed, false).remove(0);
+        let signature = ifmatch_blob::auth::sign(&self.key, &text);
+        let authorization = format!("SharedKey {}:{signature}", self.account.name());
+        (request.headers_mut()).insert("authorization", authorization.parse().unwrap());
+        let response = self
+            .http
+            .request(request)
+            .await
+            .expect("the server answers");
+        let status = response.status();
+        let etag = (response.headers().get("etag")).map(|v| v.to_str().unwrap().to_owned());
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .expect("a body")
+            .to_bytes();
+        Answer { status, etag, body }
+    }
+
+    async fn create_table(&self, name: &str) {
+        let body = format!(r#"{{"TableName":"{name}"}}"#);
+        let json = [("content-type", "application/json")];
+        let answer = self.send(Method::POST, "/Tables", &json, body).await;
+        assert!(answer.status.is_success() || answer.status == StatusCode::CONFLICT);
+    }
+
+    /// A batch of `rows` inserts into `partition` from `from` on: its status.
+    async fn batch(&self, table: &str, partition: &str, from: usize, rows: usize) -> StatusCode {
+        let mut body = String::from(
+            "--batch_b\r\nContent-Type: multipart/mixed; boundary=changeset_c\r\n\r\n",
+        );
+        for row in from..from + rows {
+            body.push_str(&format!(
+                "--changeset_c\r\nContent-Type: application/http\r\n\
+                 Content-Transfer-Encoding: binary\r\n\r\n\
+                 POST {}/{table} HTTP/1.1\r\nContent-Type: application/json\r\n\
+                 Accept: application/json;odata=nometadata\r\nPrefer: return-no-content\r\n\
+                 DataServiceVersion: 3.0\r\n\r\n\
+                 {{\"PartitionKey\":\"{partition}\",\"RowKey\":\"{row:08}\",\"N\":{row}}}\r\n",
+                self.endpoint
+            ));
+        }
+        body.push_str("--changeset_c--\r\n--batch_b--\r\n");
+        let kind = [("content-type", "multipart/mixed; boundary=batch_b")];
+        let answer = self.send(Method::POST, "/$batch", &kind, body).await;
+        let text = String::from_utf8_lossy(&answer.body);
+        assert!(
+            answer.status == StatusCode::ACCEPTED && !text.contains(" 4") && !text.contains(" 5"),
+            "a batch failed: {} {text}",
+            answer.status
+        );
+        answer.status
+    }
+}
+
+/// The value of the counter entity's `N` in a JSON body.
+fn counter_of(body: &[u8]) -> u64 {
+    let json: serde_json::Value = serde_json::from_slice(body).expect("JSON");
+    json["N"].as_u64().expect("N")
+}
+
+fn percentiles(mut times: Vec<Duration>) -> (f64, f64) {
+    times.sort();
+    let at = |q: f64| times[((times.len() - 1) as f64 * q) as usize].as_secs_f64() * 1e3;
+    (at(0.5), at(0.99))
+}
+
+/// One increment of `row` with `If-Match`, retried until it commits: how many attempts.
+async fn increment(tables: &Tables, table: &str, row: u64, state: &mut u64) -> u32 {
+    let path = format!("/{table}(PartitionKey='c',RowKey='{row}')");
+    let json = ("content-type", "application/json");
+    let mut wait_ms = 1.0_f64;
+    for attempt in 1.. {
+        let read = tables.send(Method::GET, &path, &[], Bytes::new()).await;
+        let done = match read.status {
+            StatusCode::NOT_FOUND => {
+                let body = format!(r#"{{"PartitionKey":"c","RowKey":"{row}","N":1}}"#);
+                let headers = [json, ("prefer", "return-no-content")];
+                let path = format!("/{table}");
+                let answer = tables.send(Method::POST, &path, &headers, body).await;
+                answer.status.is_success()
+            }
+            StatusCode::OK => {
+                let n = counter_of(&read.body) + 1;
+                let body = format!(r#"{{"PartitionKey":"c","RowKey":"{row}","N":{n}}}"#);
+                let tag = read.etag.expect("an ETag");
+                let headers = [json, ("if-match", tag.as_str())];
+                let answer = tables.send(Method::PUT, &path, &headers, body).await;
+                match answer.status {
+                    StatusCode::NO_CONTENT => true,
+                    StatusCode::PRECONDITION_FAILED => false,
+                    other => panic!("an update answered {other}"),
+                }
+            }
+            other => panic!("a read answered {other}"),
+        };
+        if done {
+            return attempt;
+        }
+        // Full jitter: a random wait up to the doubling cap.
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        let fraction = (*state % 1000) as f64 / 1000.0;
+        tokio::time::sleep(Duration::from_secs_f64(wait_ms * fraction / 1e3)).await;
+        wait_ms = (wait_ms * 2.0).min(100.0);
+    }
+    unreachable!()
+}
+
+async fn counter(tables: Tables, clients: u64, entities: u64, seconds: u64) {
+    let table = format!("c{}", std::process::id());
+    tables.create_table(&table).await;
+    let stop = Instant::now() + Duration::from_secs(seconds);
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..clients)
+        .map(|i| {
+            let (tables, table) = (tables.clone(), table.clone());
+            tokio::spawn(async move {
+                let (mut latencies, mut attempts) = (Vec::new(), 0u64);
+                let mut state = 0x9E37_79B9_7F4A_7C15_u64 ^ (i + 1);
+                while Instant::now() < stop {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    let began = Instant::now();
+                    let tried = increment(&tables, &table, state % entities, &mut state).await;
+                    attempts += u64::from(tried);
+                    latencies.push(began.elapsed());
+                }
+                (latencies, attempts)
+            })
+        })
+        .collect();
+    let (mut latencies, mut attempts) = (Vec::new(), 0);
+    for task in tasks {
+        let (l, a) = task.await.expect("a client");
+        latencies.extend(l);
+        attempts += a;
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let commits = latencies.len() as u64;
+    let mut total = 0;
+    for row in 0..entities {
+        let path = format!("/{table}(PartitionKey='c',RowKey='{row}')");
+        let read = tables.send(Method::GET, &path, &[], Bytes::new()).await;
+        if read.status == StatusCode::OK {
+            total += counter_of(&read.body);
+        }
+    }
+    let (p50, p99) = percentiles(latencies);
+    println!(
+        "commits/s {:.1} retries/commit {:.2} p50_ms {p50:.2} p99_ms {p99:.2} commits {commits} counted {total}",
+        commits as f64 / elapsed,
+        (attempts - commits) as f64 / commits as f64,
+    );
+    if total != commits {
+        eprintln!("lost updates: {commits} commits acknowledged, the counters sum to {total}");
+        std::process::exit(1);
+    }
+}
+
+async fn batches(tables: Tables, rounds: usize) {
+    let table = format!("b{}", std::process::id());
+    tables.create_table(&table).await;
+    let mut times = Vec::with_capacity(rounds);
+    for round in 0..rounds {
+        let began = Instant::now();
+        tables.batch(&table, &format!("p{round}"), 0, 100).await;
+        times.push(began.elapsed());
+    }
+    let (p50, p99) = percentiles(times);
+    println!("p50_ms {p50:.2} p99_ms {p99:.2}");
+}
+
+async fn fill(tables: Tables, table: &str, partitions: usize, rows: usize) {
+    tables.create_table(table).await;
+    let jobs: Vec<(usize, usize)> = (0..partitions)
+        .flat_map(|p| (0..rows).step_by(100).map(move |from| (p, from)))
+        .collect();
+    let jobs = std::sync::Arc::new(std::sync::Mutex::new(jobs));
+    let workers: Vec<_> = (0..8)
+        .map(|_| {
+            let (tables, table, jobs) = (tables.clone(), table.to_owned(), jobs.clone());
+            tokio::spawn(async move {
+                loop {
+                    let Some((p, from)) = jobs.lock().unwrap().pop() else {
+                        return;
+                    };
+                    let n = (rows - from).min(100);
+                    tables.batch(&table, &format!("p{p:06}"), from, n).await;
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.await.expect("a filler");
+    }
+}
+
+async fn page(tables: Tables, table: &str, partition: &str, rounds: usize) {
+    let path = format!("/{table}()?$filter=PartitionKey%20eq%20'{partition}'");
+    let mut times = Vec::with_capacity(rounds);
+    let mut entities = 0;
+    for _ in 0..rounds {
+        let began = Instant::now();
+        let answer = tables.send(Method::GET, &path, &[], Bytes::new()).await;
+        times.push(began.elapsed());
+        assert_eq!(answer.status, StatusCode::OK);
+        let json: serde_json::Value = serde_json::from_slice(&answer.body).expect("JSON");
+        entities = json["value"].as_array().expect("value").len();
+    }
+    let (p50, p99) = percentiles(times);
+    println!("p50_ms {p50:.2} p99_ms {p99:.2} entities {entities}");
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let usage = "usage: table-load counter CONNECTION CLIENTS ENTITIES SECONDS | batch CONNECTION ROUNDS | fill CONNECTION TABLE PARTITIONS ROWS | page CONNECTION TABLE PARTITION ROUNDS";
+    let (Some(what), Some(connection)) = (args.first(), args.get(1)) else {
+        eprintln!("{usage}");
+        std::process::exit(2);
+    };
+    let tables = Tables::new(connection);
+    let number = |i: usize| -> u64 {
+        let text = args.get(i).unwrap_or_else(|| panic!("{usage}"));
+        text.parse().expect("a number")
+    };
+    let text = |i: usize| args.get(i).unwrap_or_else(|| panic!("{usage}")).as_str();
+    match what.as_str() {
+        "counter" => counter(tables, number(2), number(3), number(4)).await,
+        "batch" => batches(tables, number(2) as usize).await,
+        "fill" => fill(tables, text(2), number(3) as usize, number(4) as usize).await,
+        "page" => page(tables, text(2), text(3), number(4) as usize).await,
+        _ => {
+            eprintln!("{usage}");
+            std::process::exit(2);
+        }
+    }
+}
