@@ -22,7 +22,8 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use ifmatch_blob::Account;
-use ifmatch_table::auth::{Signed, strings_to_sign};
+use ifmatch_blob::auth::Signed;
+use ifmatch_table::auth::strings_to_sign;
 
 /// A Table service endpoint and the account that signs for it.
 #[derive(Clone)]
@@ -88,6 +89,8 @@ impl Tables {
             headers: request.headers(),
             client: None,
             https: false,
+            container: "",
+            blob: "",
         };
         let text = strings_to_sign(&self.account, signed, false).remove(0);
         let signature = ifmatch_blob::auth::sign(&self.key, &text);
@@ -157,6 +160,14 @@ fn percentiles(mut times: Vec<Duration>) -> (f64, f64) {
     (at(0.5), at(0.99))
 }
 
+/// The next number of a client's own small generator (xorshift).
+fn next(state: &mut u64) -> u64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    *state
+}
+
 /// One increment of `row` with `If-Match`, retried until it commits: how many attempts.
 async fn increment(tables: &Tables, table: &str, row: u64, state: &mut u64) -> u32 {
     let path = format!("/{table}(PartitionKey='c',RowKey='{row}')");
@@ -190,14 +201,30 @@ async fn increment(tables: &Tables, table: &str, row: u64, state: &mut u64) -> u
             return attempt;
         }
         // Full jitter: a random wait up to the doubling cap.
-        *state ^= *state << 13;
-        *state ^= *state >> 7;
-        *state ^= *state << 17;
-        let fraction = (*state % 1000) as f64 / 1000.0;
+        let fraction = (next(state) % 1000) as f64 / 1000.0;
         tokio::time::sleep(Duration::from_secs_f64(wait_ms * fraction / 1e3)).await;
         wait_ms = (wait_ms * 2.0).min(100.0);
     }
     unreachable!()
+}
+
+/// One client's increments until `stop`: each one's latency, and the attempts they took.
+async fn increments(
+    tables: &Tables,
+    table: &str,
+    entities: u64,
+    stop: Instant,
+    seed: u64,
+) -> (Vec<Duration>, u64) {
+    let (mut latencies, mut attempts) = (Vec::new(), 0u64);
+    let mut state = 0x9E37_79B9_7F4A_7C15_u64 ^ seed;
+    while Instant::now() < stop {
+        let began = Instant::now();
+        let row = next(&mut state) % entities;
+        attempts += u64::from(increment(tables, table, row, &mut state).await);
+        latencies.push(began.elapsed());
+    }
+    (latencies, attempts)
 }
 
 async fn counter(tables: Tables, clients: u64, entities: u64, seconds: u64) {
@@ -205,32 +232,15 @@ async fn counter(tables: Tables, clients: u64, entities: u64, seconds: u64) {
     tables.create_table(&table).await;
     let stop = Instant::now() + Duration::from_secs(seconds);
     let start = Instant::now();
-    let tasks: Vec<_> = (0..clients)
-        .map(|i| {
-            let (tables, table) = (tables.clone(), table.clone());
-            tokio::spawn(async move {
-                let (mut latencies, mut attempts) = (Vec::new(), 0u64);
-                let mut state = 0x9E37_79B9_7F4A_7C15_u64 ^ (i + 1);
-                while Instant::now() < stop {
-                    state ^= state << 13;
-                    state ^= state >> 7;
-                    state ^= state << 17;
-                    let began = Instant::now();
-                    let tried = increment(&tables, &table, state % entities, &mut state).await;
-                    attempts += u64::from(tried);
-                    latencies.push(began.elapsed());
-                }
-                (latencies, attempts)
-            })
-        })
-        .collect();
-    let (mut latencies, mut attempts) = (Vec::new(), 0);
-    for task in tasks {
-        let (l, a) = task.await.expect("a client");
-        latencies.extend(l);
-        attempts += a;
-    }
+    let tasks = (0..clients).map(|i| {
+        let (tables, table) = (tables.clone(), table.clone());
+        tokio::spawn(async move { increments(&tables, &table, entities, stop, i + 1).await })
+    });
+    let done = futures_util::future::join_all(tasks).await;
     let elapsed = start.elapsed().as_secs_f64();
+    let done: Vec<(Vec<Duration>, u64)> = done.into_iter().map(|d| d.expect("a client")).collect();
+    let attempts: u64 = done.iter().map(|(_, a)| a).sum();
+    let latencies: Vec<Duration> = done.into_iter().flat_map(|(l, _)| l).collect();
     let commits = latencies.len() as u64;
     let mut total = 0;
     for row in 0..entities {

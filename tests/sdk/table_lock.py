@@ -14,22 +14,13 @@ import sys
 import time
 import uuid
 
+from checks import Checks
 from azure.core.exceptions import HttpResponseError, ResourceExistsError
 from azure.data.tables import TableServiceClient, UpdateMode
 from azure.storage.blob import BlobServiceClient
 
 LEASE_SECONDS = 15
-passed = 0
-
-
-def check(name, condition, detail=""):
-    global passed
-    if not condition:
-        print(f"FAIL {name} {detail}")
-        print(f"table lock: {passed} passed, 1 failed")
-        sys.exit(1)
-    passed += 1
-    print(f"ok {name}")
+check = Checks("table lock")
 
 
 def lock_blob(connection, partition):
@@ -113,7 +104,7 @@ def main(connection):
     check("the next worker proceeded in both tables", counts == [3, 3], counts)
     for name in names:
         tables.delete_table(name)
-    print(f"table lock: {passed} passed, 0 failed")
+    check.done()
 
 
 def hold(connection, partition):

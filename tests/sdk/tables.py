@@ -12,6 +12,7 @@ import threading
 import uuid
 from datetime import datetime, timedelta, timezone
 
+from checks import Checks
 from azure.core import MatchConditions
 from azure.core.credentials import AzureNamedKeyCredential, AzureSasCredential
 from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
@@ -29,17 +30,7 @@ from azure.data.tables import (
     generate_table_sas,
 )
 
-passed = 0
-
-
-def check(name, condition, detail=""):
-    global passed
-    if not condition:
-        print(f"FAIL {name} {detail}")
-        print(f"python tables: {passed} passed, 1 failed")
-        sys.exit(1)
-    passed += 1
-    print(f"ok {name}")
+check = Checks("python tables")
 
 
 def refused(call, status, code):
@@ -265,7 +256,7 @@ def main(connection):
     service.delete_table(name)
     ok, why = refused(lambda: table.get_entity("q", "000"), 404, "TableNotFound")
     check("a deleted table's entities are gone: 404 TableNotFound", ok, why)
-    print(f"python tables: {passed} passed, 0 failed")
+    check.done()
 
 
 if __name__ == "__main__":

@@ -107,35 +107,57 @@ enum Reply {
 /// The object that notes every table's name (no table's name starts with `~`).
 const INDEX: &str = "~tables";
 
+impl DurableTables {
+    /// Sends `call` to `object`'s Durable Object and reads its reply with `read`.
+    fn ask<T>(
+        &self,
+        object: &str,
+        call: Call,
+        read: fn(Reply) -> Option<T>,
+    ) -> impl Future<Output = Result<T, TableError>> + Send {
+        let object = object.to_owned();
+        SendFuture::new(
+            async move { read(self.call(&object, &call).await?).ok_or_else(unexpected) },
+        )
+    }
+}
+
+fn done(reply: Reply) -> Option<bool> {
+    match reply {
+        Reply::Done(done) => Some(done),
+        _ => None,
+    }
+}
+
 impl Tables for DurableTables {
     fn create_table(&self, name: &str) -> impl Future<Output = Result<bool, TableError>> + Send {
-        let name = name.to_owned();
+        // Noted before it exists: a name whose table never came is skipped when listed.
+        let index = Call::Index {
+            name: name.to_owned(),
+            present: true,
+        };
+        let (noted, created) = (
+            self.ask(INDEX, index, done),
+            self.ask(name, Call::Create, done),
+        );
         SendFuture::new(async move {
-            // Noted before it exists: a name whose table never came is skipped when listed.
-            let index = Call::Index {
-                name: name.clone(),
-                present: true,
-            };
-            self.call(INDEX, &index).await?;
-            match self.call(&name, &Call::Create).await? {
-                Reply::Done(created) => Ok(created),
-                _ => Err(unexpected()),
-            }
+            noted.await?;
+            created.await
         })
     }
 
     fn delete_table(&self, name: &str) -> impl Future<Output = Result<bool, TableError>> + Send {
-        let name = name.to_owned();
+        let index = Call::Index {
+            name: name.to_owned(),
+            present: false,
+        };
+        let (dropped, forgotten) = (
+            self.ask(name, Call::Drop, done),
+            self.ask(INDEX, index, done),
+        );
         SendFuture::new(async move {
-            let deleted = match self.call(&name, &Call::Drop).await? {
-                Reply::Done(deleted) => deleted,
-                _ => return Err(unexpected()),
-            };
-            let index = Call::Index {
-                name,
-                present: false,
-            };
-            self.call(INDEX, &index).await?;
+            let deleted = dropped.await?;
+            forgotten.await?;
             Ok(deleted)
         })
     }
@@ -145,15 +167,10 @@ impl Tables for DurableTables {
         after: &str,
         limit: usize,
     ) -> impl Future<Output = Result<Vec<String>, TableError>> + Send {
-        let call = Call::Names {
-            after: after.to_owned(),
-            limit,
-        };
-        SendFuture::new(async move {
-            match self.call(INDEX, &call).await? {
-                Reply::Names(names) => Ok(names),
-                _ => Err(unexpected()),
-            }
+        let after = after.to_owned();
+        self.ask(INDEX, Call::Names { after, limit }, |reply| match reply {
+            Reply::Names(names) => Some(names),
+            _ => None,
         })
     }
 
@@ -162,18 +179,10 @@ impl Tables for DurableTables {
         table: &str,
         key: &EntityKey,
     ) -> impl Future<Output = Result<Option<Entity>, TableError>> + Send {
-        let (table, call) = (
-            table.to_owned(),
-            Call::Get {
-                pk: key.0.clone(),
-                rk: key.1.clone(),
-            },
-        );
-        SendFuture::new(async move {
-            match self.call(&table, &call).await? {
-                Reply::Found(entity) => Ok(entity),
-                _ => Err(unexpected()),
-            }
+        let (pk, rk) = key.clone();
+        self.ask(table, Call::Get { pk, rk }, |reply| match reply {
+            Reply::Found(entity) => Some(entity),
+            _ => None,
         })
     }
 
@@ -182,19 +191,14 @@ impl Tables for DurableTables {
         table: &str,
         scan: Scan<'_>,
     ) -> impl Future<Output = Result<Vec<Entity>, TableError>> + Send {
-        let (table, call) = (
-            table.to_owned(),
-            Call::Scan {
-                from: scan.start(),
-                partition: scan.partition.map(str::to_owned),
-                limit: scan.limit,
-            },
-        );
-        SendFuture::new(async move {
-            match self.call(&table, &call).await? {
-                Reply::Entities(entities) => Ok(entities),
-                _ => Err(unexpected()),
-            }
+        let call = Call::Scan {
+            from: scan.start(),
+            partition: scan.partition.map(str::to_owned),
+            limit: scan.limit,
+        };
+        self.ask(table, call, |reply| match reply {
+            Reply::Entities(entities) => Some(entities),
+            _ => None,
         })
     }
 
@@ -203,18 +207,9 @@ impl Tables for DurableTables {
         table: &str,
         changes: &[Change],
     ) -> impl Future<Output = Result<(), TableError>> + Send {
-        let (table, call) = (
-            table.to_owned(),
-            Call::Commit {
-                changes: changes.to_vec(),
-            },
-        );
-        SendFuture::new(async move {
-            match self.call(&table, &call).await? {
-                Reply::Done(_) => Ok(()),
-                _ => Err(unexpected()),
-            }
-        })
+        let changes = changes.to_vec();
+        let committed = self.ask(table, Call::Commit { changes }, done);
+        SendFuture::new(async move { committed.await.map(drop) })
     }
 }
 

@@ -33,33 +33,33 @@ pub struct ClientIp(pub IpAddr);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Https;
 
-/// What a request's credentials allow.
+/// What a request's credentials allow: `G` is what a shared access signature grants, the blob
+/// service's [`Grant`] by default (the Table service has its own).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Credential {
+pub enum Credential<G = Grant> {
     /// Signed with the account's key: everything in the account.
     Key,
     /// A shared access signature: what it grants.
-    Sas(Grant),
+    Sas(G),
     /// No credentials.
     Anonymous,
 }
 
-/// What a valid shared access signature grants.
+/// What a valid shared access signature grants: its permissions over a scope (`S`: the blob
+/// service's [`Scope`] by default; the Table service has its own).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Grant {
+pub struct Grant<S = Scope> {
     /// The signed permissions (`sp`), as letters.
-    permissions: String,
-    scope: Scope,
+    pub permissions: String,
+    /// What it reaches.
+    pub scope: S,
 }
 
+/// What a blob service SAS reaches.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Scope {
-    /// An account SAS: the resource types it covers (`srt`: service, container, object).
-    Account {
-        service: bool,
-        container: bool,
-        object: bool,
-    },
+pub enum Scope {
+    /// An account SAS: the resource types it covers.
+    Account(ResourceTypes),
     /// A service SAS for one container and everything in it.
     Container(String),
     /// A service SAS for one blob.
@@ -116,7 +116,30 @@ pub fn authenticate(
     request: Signed<'_>,
     now: SystemTime,
 ) -> Result<Credential, Denied> {
-    if let Some(value) = request.headers.get(header::AUTHORIZATION) {
+    let strings = |lite| {
+        let text = if lite {
+            shared_key_lite_string(account, request)
+        } else {
+            shared_key_string(account, request)
+        };
+        vec![text]
+    };
+    let sas = |query: &QueryPairs| sas(account, request, query, now);
+    credentials(account, (request.headers, request.uri), now, strings, sas)
+}
+
+/// How every service reads a request's credentials, given its strings-to-sign (for Shared
+/// Key, or Shared Key Lite when `true`: any of them may match) and how it reads a SAS: the
+/// `Authorization` header's scheme, account and date checked, the signature compared; else a
+/// SAS if the query is signed; else none.
+pub fn credentials<G>(
+    account: &Account,
+    (headers, uri): (&HeaderMap, &Uri),
+    now: SystemTime,
+    strings: impl FnOnce(bool) -> Vec<String>,
+    sas: impl FnOnce(&QueryPairs) -> Result<G, Denied>,
+) -> Result<Credential<G>, Denied> {
+    if let Some(value) = headers.get(header::AUTHORIZATION) {
         let value = value
             .to_str()
             .map_err(|_| failed("the Authorization header is not ASCII"))?;
@@ -140,25 +163,31 @@ pub fn authenticate(
                 account.name()
             )));
         }
-        check_date(request.headers, now)?;
-        let text = if lite {
-            shared_key_lite_string(account, request)
-        } else {
-            shared_key_string(account, request)
-        };
-        if !verify(account, &text, signature) {
+        check_date(headers, now)?;
+        let texts = strings(lite);
+        if !texts.iter().any(|text| verify(account, text, signature)) {
             return Err(failed(format!(
                 "the signature does not match: the server signed {:?}",
-                text
+                texts.first().map_or("", String::as_str)
             )));
         }
         return Ok(Credential::Key);
     }
-    let query = QueryPairs::of(request.uri);
+    let query = QueryPairs::of(uri);
     if query.get("sig").is_some() {
-        return sas(account, request, &query, now).map(Credential::Sas);
+        return sas(&query).map(Credential::Sas);
     }
     Ok(Credential::Anonymous)
+}
+
+/// Checks a shared access signature's `sig` against `text`, its string-to-sign.
+pub fn verify_sas(account: &Account, text: &str, query: &QueryPairs) -> Result<(), Denied> {
+    if verify(account, text, &query.get("sig").unwrap_or_default()) {
+        return Ok(());
+    }
+    Err(failed(
+        "the shared access signature does not match its fields and this account's key",
+    ))
 }
 
 /// Whether `credential` allows `operation` on `container` / `blob` (empty for container
@@ -193,34 +222,65 @@ pub fn authorize(
     };
     let (needs, kind) = needed(operation);
     let in_scope = match &grant.scope {
-        Scope::Account {
-            service,
-            container: containers,
-            object,
-        } => match kind {
-            Kind::Service => *service,
-            Kind::Container => *containers,
-            Kind::Object => *object,
+        Scope::Account(types) => match kind {
+            Kind::Service => types.service,
+            Kind::Container => types.container,
+            Kind::Object => types.object,
         },
         Scope::Container(c) => c == container && kind != Kind::Service && !creates(operation),
         Scope::Blob(c, b) => c == container && b == blob && kind == Kind::Object,
     };
-    if !in_scope {
-        return Err(denied(
-            ErrorCode::AuthorizationResourceTypeMismatch,
-            "this shared access signature does not cover this resource",
-        ));
+    grant.allows(in_scope, Needs::AnyOf(needs))
+}
+
+/// The permissions an operation needs: any one of these letters, or all of them.
+#[derive(Debug, Clone, Copy)]
+pub enum Needs<'a> {
+    /// Any one (the blob service's rule: Put Blob takes `c` or `w`).
+    AnyOf(&'a str),
+    /// All (the Table service's Insert Or Replace needs `a` and `u`).
+    AllOf(&'a str),
+}
+
+impl<S> Grant<S> {
+    /// `permissions` (letters) over `scope`.
+    pub fn new(permissions: impl Into<String>, scope: S) -> Self {
+        Self {
+            permissions: permissions.into(),
+            scope,
+        }
     }
-    if !needs.chars().any(|p| grant.permissions.contains(p)) {
-        return Err(denied(
-            ErrorCode::AuthorizationPermissionMismatch,
-            format!(
-                "this operation needs one of the permissions {needs:?}; the signature grants {:?}",
-                grant.permissions
-            ),
-        ));
+
+    /// Whether this grant allows an operation its scope covers (`in_scope`, as the service
+    /// reads it) that needs `needs`.
+    pub fn allows(&self, in_scope: bool, needs: Needs<'_>) -> Result<(), Denied> {
+        if !in_scope {
+            return Err(denied(
+                ErrorCode::AuthorizationResourceTypeMismatch,
+                "this shared access signature does not cover this resource",
+            ));
+        }
+        let has = |p| self.permissions.contains(p);
+        let (allowed, which) = match needs {
+            Needs::AnyOf(letters) => (letters.chars().any(has), letters),
+            Needs::AllOf(letters) => (letters.chars().all(has), letters),
+        };
+        if !allowed {
+            return Err(denied(
+                ErrorCode::AuthorizationPermissionMismatch,
+                format!(
+                    "this operation needs the permissions {which:?} ({}); the signature grants {:?}",
+                    if matches!(needs, Needs::AnyOf(_)) {
+                        "one of them"
+                    } else {
+                        "all"
+                    },
+                    self.permissions
+                ),
+            ));
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -324,13 +384,24 @@ pub fn check_sas_window(
     Ok(version)
 }
 
-/// An account SAS's string-to-sign (any service), if the signature covers `service` (`b`,
-/// `t`: one of the letters of `ss`).
-pub fn account_sas_string(
+/// The resource types an account SAS covers (`srt`: service, container, object).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResourceTypes {
+    /// The service's own operations (`s`).
+    pub service: bool,
+    /// Containers, or tables (`c`).
+    pub container: bool,
+    /// Blobs, or entities (`o`).
+    pub object: bool,
+}
+
+/// An account SAS's string-to-sign (any service) and the resource types it covers, if the
+/// signature covers `service` (`b`, `t`: one of the letters of `ss`).
+pub fn account_sas(
     account: &Account,
     query: &QueryPairs,
     service: char,
-) -> Result<String, Denied> {
+) -> Result<(String, ResourceTypes), Denied> {
     let field = |name: &str| query.get(name).unwrap_or_default();
     let services = field("ss");
     if !services.contains(service) {
@@ -357,7 +428,13 @@ pub fn account_sas_string(
         text.push_str(&field("ses"));
         text.push('\n');
     }
-    Ok(text)
+    let types = field("srt");
+    let types = ResourceTypes {
+        service: types.contains('s'),
+        container: types.contains('c'),
+        object: types.contains('o'),
+    };
+    Ok((text, types))
 }
 
 /// Verifies a shared access signature and reads what it grants.
@@ -373,14 +450,8 @@ fn sas(
     let permissions = field("sp");
     let signed_from_2020 = version.as_str() >= "2020-12-06";
     let (text, scope) = if query.get("ss").is_some() {
-        let types = field("srt");
-        let text = account_sas_string(account, query, 'b')?;
-        let scope = Scope::Account {
-            service: types.contains('s'),
-            container: types.contains('c'),
-            object: types.contains('o'),
-        };
-        (text, scope)
+        let (text, types) = account_sas(account, query, 'b')?;
+        (text, Scope::Account(types))
     } else {
         let resource = field("sr");
         let (container, blob) = (request.container.to_owned(), request.blob.to_owned());
@@ -421,12 +492,8 @@ fn sas(
         }
         (fields.join("\n"), scope)
     };
-    if !verify(account, &text, &field("sig")) {
-        return Err(failed(
-            "the shared access signature does not match its fields and this account's key",
-        ));
-    }
-    Ok(Grant { permissions, scope })
+    verify_sas(account, &text, query)?;
+    Ok(Grant::new(permissions, scope))
 }
 
 /// Whether `client` is `range` (one address, or `low-high` inclusive).
@@ -487,7 +554,7 @@ fn unix(time: SystemTime) -> i64 {
 }
 
 /// Refuses a Shared Key request without a date, or one further than [`MAX_SKEW`] from `now`.
-pub fn check_date(headers: &HeaderMap, now: SystemTime) -> Result<(), Denied> {
+fn check_date(headers: &HeaderMap, now: SystemTime) -> Result<(), Denied> {
     let date = headers
         .get("x-ms-date")
         .or_else(|| headers.get(header::DATE))
@@ -505,7 +572,7 @@ pub fn check_date(headers: &HeaderMap, now: SystemTime) -> Result<(), Denied> {
 
 /// Whether `signature` (base64) is the HMAC-SHA256 of `text` under one of the account's keys;
 /// compared in constant time.
-pub fn verify(account: &Account, text: &str, signature: &str) -> bool {
+fn verify(account: &Account, text: &str, signature: &str) -> bool {
     let Ok(signature) = STANDARD.decode(signature.trim()) else {
         return false;
     };
@@ -690,12 +757,7 @@ mod tests {
 
     #[test]
     fn what_each_grant_covers() {
-        let grant = |permissions: &str, scope: Scope| {
-            Credential::Sas(Grant {
-                permissions: permissions.into(),
-                scope,
-            })
-        };
+        let grant = |permissions: &str, scope| Credential::Sas(Grant::new(permissions, scope));
         let allowed = |credential: &Credential, operation: Operation, container, blob| {
             authorize(credential, &operation, container, blob).map_err(|d| d.code)
         };
@@ -727,11 +789,11 @@ mod tests {
         );
         let account_sas = grant(
             "rl",
-            Scope::Account {
+            Scope::Account(ResourceTypes {
                 service: false,
                 container: true,
                 object: false,
-            },
+            }),
         );
         assert_eq!(
             allowed(

@@ -249,27 +249,30 @@ pub async fn sweep<R: Records, O: Objects, E: Env>(served: &Served<R, O, E>, age
     }
 }
 
-/// Serves `served` on `listener` until `shutdown` completes, then stops accepting and lets the
-/// requests in flight finish (up to 30 s). Sweeps orphans every [`Options::sweep_every`].
-pub async fn serve<R, O, E>(
-    listener: TcpListener,
-    served: Served<R, O, E>,
-    options: Options,
-    shutdown: impl Future<Output = ()>,
-) -> io::Result<()>
-where
-    R: Records,
-    O: Objects,
-    E: Env,
-{
-    serve_with_tables(listener, None, served, options, shutdown).await
+/// Where [`serve`] listens: the blob front, and the Table service when it has a listener.
+#[derive(Debug)]
+pub struct Listeners {
+    /// The blob front's.
+    pub blobs: TcpListener,
+    /// The Table service's, if it is served.
+    pub tables: Option<TcpListener>,
 }
 
-/// [`serve`], and the Table service on `tables` (a listener of its own) when given, over
-/// [`Served::tables`] with the same accounts; both stop with `shutdown`.
-pub async fn serve_with_tables<R, O, E>(
-    listener: TcpListener,
-    tables: Option<TcpListener>,
+impl From<TcpListener> for Listeners {
+    fn from(blobs: TcpListener) -> Self {
+        Self {
+            blobs,
+            tables: None,
+        }
+    }
+}
+
+/// Serves `served` on `listeners` until `shutdown` completes, then stops accepting and lets
+/// the requests in flight finish (up to 30 s): the blob front, and the Table service over
+/// [`Served::tables`] with the same accounts when it has a listener. Sweeps orphans every
+/// [`Options::sweep_every`].
+pub async fn serve<R, O, E>(
+    listeners: impl Into<Listeners>,
     served: Served<R, O, E>,
     options: Options,
     shutdown: impl Future<Output = ()>,
@@ -279,6 +282,10 @@ where
     O: Objects,
     E: Env,
 {
+    let Listeners {
+        blobs: listener,
+        tables,
+    } = listeners.into();
     let stop = tokio_util::sync::CancellationToken::new();
     let stopped = {
         let stop = stop.clone();
@@ -329,29 +336,21 @@ where
         let service = tables::TableService::new(served_tables, SystemEnv)
             .with_accounts(options.accounts.clone())
             .with_anonymous_access(options.anonymous);
-        let (metrics, observe) = (metrics.clone(), observe.clone());
         let stop = stop.clone().cancelled_owned();
-        let limits = options.limits;
-        tokio::spawn(tables::serve_tables(
-            listener,
-            Arc::new(service),
-            limits,
-            metrics,
-            observe,
+        let (limits, metrics, observe) = (options.limits, metrics.clone(), observe.clone());
+        tokio::spawn(serve_observed(
+            (listener, limits, metrics, observe),
             stop,
+            Arc::new(service),
+            |service, request| async move { tables::answer(&service, request).await },
         ))
     });
-    let blobs_stop = stop.clone().cancelled_owned();
-    let serving = serve_with(listener, limits, metrics, blobs_stop, move |client| {
-        let front = front.clone();
-        let service = service_fn(move |mut request: http::Request<RequestBody>| {
-            let front = front.clone();
-            // For the address range a shared access signature may name.
-            request.extensions_mut().insert(ClientIp(client.ip()));
-            async move { Ok::<_, Infallible>(answer(&front, request).await) }
-        });
-        observe.layer(service, client.ip())
-    });
+    let serving = serve_observed(
+        (listener, limits, metrics, observe),
+        stop.clone().cancelled_owned(),
+        front,
+        |front, request| async move { answer(&front, request).await },
+    );
     let (served, ()) = tokio::join!(serving, stopped);
     if let Some(page) = page {
         page.abort();
@@ -361,6 +360,34 @@ where
         tables.await.map_err(io::Error::other)??;
     }
     served
+}
+
+/// Serves on a listener, under its limits, counted in its metrics and observed, until
+/// `shutdown`: each request marked with its client's address (for the address range a shared
+/// access signature may name) and answered by `answer` with `state`.
+async fn serve_observed<T, F, A, B>(
+    (listener, limits, metrics, observe): (TcpListener, Limits, Arc<Metrics>, ObserveLayer),
+    shutdown: impl Future<Output = ()>,
+    state: Arc<T>,
+    answer: F,
+) -> io::Result<()>
+where
+    T: Send + Sync + 'static,
+    F: Fn(Arc<T>, http::Request<RequestBody>) -> A + Copy + Send + Sync + 'static,
+    A: Future<Output = http::Response<B>> + Send + 'static,
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    serve_with(listener, limits, metrics, shutdown, move |client| {
+        let state = state.clone();
+        let service = service_fn(move |mut request: http::Request<RequestBody>| {
+            request.extensions_mut().insert(ClientIp(client.ip()));
+            let reply = answer(state.clone(), request);
+            async move { Ok::<_, Infallible>(reply.await) }
+        });
+        observe.layer(service, client.ip())
+    })
+    .await
 }
 
 /// The front's answer to `request`: a read at once; a change in a task of its own.

@@ -451,7 +451,11 @@ async fn serve(args: Serve) -> anyhow::Result<()> {
         ),
         None => tracing::info!("ifmatch listening on http://{address} ({what})"),
     }
-    ifmatch_server::serve_with_tables(listener, tables, served, options, shutdown_signal()).await?;
+    let listeners = ifmatch_server::Listeners {
+        blobs: listener,
+        tables,
+    };
+    ifmatch_server::serve(listeners, served, options, shutdown_signal()).await?;
     tracing::info!("ifmatch stopped");
     Ok(())
 }

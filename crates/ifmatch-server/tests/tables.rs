@@ -40,46 +40,38 @@ fn connection_string(blobs: &str, tables: &str) -> String {
     )
 }
 
-/// Runs a Python script of `tests/sdk` with the virtual environment's SDK; its output.
-fn python(script: &str, args: &[&str]) -> String {
+/// Runs the Python script `script` of `tests/sdk` (the virtual environment's SDK) against a
+/// fresh `ifmatch serve` with `extra` arguments: it must pass, and end with its tally.
+fn sdk_script(script: &str, tally: &str, extra: &[&str]) {
+    let data = tempfile::tempdir().unwrap();
+    let (_server, blobs, tables) = serve(data.path(), extra);
     let python = tool("IFMATCH_PYTHON", ".venv/bin/python");
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/sdk")
-        .join(script);
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/sdk");
     let output = Command::new(python)
-        .arg(script)
-        .args(args)
+        .arg(path.join(script))
+        .arg(connection_string(&blobs, &tables))
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&output.stdout).into_owned()
         + &String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{text}");
-    text
+    assert!(text.contains(tally), "{text}");
 }
 
 #[test]
 fn the_python_sdk_over_the_local_disk() {
-    let data = tempfile::tempdir().unwrap();
-    let (_server, blobs, tables) = serve(data.path(), &[]);
-    let out = python("tables.py", &[&connection_string(&blobs, &tables)]);
-    assert!(out.contains("python tables: "), "{out}");
+    sdk_script("tables.py", "python tables: ", &[]);
 }
 
 #[test]
 fn the_python_sdk_over_redis() {
     let redis = RedisServer::start();
-    let data = tempfile::tempdir().unwrap();
-    let (_server, blobs, tables) = serve(data.path(), &["--backend", &redis.url()]);
-    let out = python("tables.py", &[&connection_string(&blobs, &tables)]);
-    assert!(out.contains("python tables: "), "{out}");
+    sdk_script("tables.py", "python tables: ", &["--backend", &redis.url()]);
 }
 
 #[test]
 fn a_blob_lease_locks_entities_across_two_tables() {
-    let data = tempfile::tempdir().unwrap();
-    let (_server, blobs, tables) = serve(data.path(), &[]);
-    let out = python("table_lock.py", &[&connection_string(&blobs, &tables)]);
-    assert!(out.contains("table lock: "), "{out}");
+    sdk_script("table_lock.py", "table lock: ", &[]);
 }
 
 /// A batch inserting `rows` entities into partition `pk`, as the SDKs send one.

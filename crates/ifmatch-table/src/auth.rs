@@ -4,64 +4,40 @@
 //! their keys and what every signature shares (the HMAC, the time window, the protocol, the
 //! client's address) are the blob front's ([`ifmatch_blob::auth`]); what differs is here.
 //!
+//! A request is read as the blob front reads it ([`Signed`], its container and blob left
+//! empty).
+//!
 //! There is no anonymous access to tables (Azure has no public tables): a request without
 //! credentials is refused unless the operator chose anonymous access for the whole server.
 
-use std::net::IpAddr;
 use std::time::SystemTime;
 
-use http::{HeaderMap, Method, Uri};
+use http::{HeaderMap, Method};
 use ifmatch_blob::Account;
 use ifmatch_blob::auth::{
-    Denied, QueryPairs, account_sas_string, check_date, check_sas_window, denied, failed, verify,
+    Denied, Needs, QueryPairs, ResourceTypes, Signed, account_sas, check_sas_window, credentials,
+    failed, verify_sas,
 };
-use ifmatch_core::ErrorCode;
 
-/// The parts of a request authentication reads.
-#[derive(Debug, Clone, Copy)]
-pub struct Signed<'a> {
-    /// The method.
-    pub method: &'a Method,
-    /// The URI as sent (its path percent-encoded, the account segment included when
-    /// path-style).
-    pub uri: &'a Uri,
-    /// The headers.
-    pub headers: &'a HeaderMap,
-    /// The client's address, if known.
-    pub client: Option<IpAddr>,
-    /// Whether the request came over HTTPS.
-    pub https: bool,
-}
+/// What a request's credentials allow: the blob service's kinds, with the Table service's
+/// [`Grant`].
+pub type Credential = ifmatch_blob::auth::Credential<Grant>;
 
-/// What a request's credentials allow.
+/// What a valid shared access signature grants: its permissions over a table [`Scope`].
+pub type Grant = ifmatch_blob::auth::Grant<Scope>;
+
+/// What a Table service SAS reaches.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Credential {
-    /// Signed with the account's key: everything in the account.
-    Key,
-    /// A shared access signature: what it grants.
-    Sas(Grant),
-    /// No credentials.
-    Anonymous,
-}
-
-/// What a valid shared access signature grants.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Grant {
-    /// The signed permissions (`sp`), as letters.
-    permissions: String,
-    scope: Scope,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Scope {
-    /// An account SAS: the resource types it covers (`srt`: service, container, object).
-    Account {
-        service: bool,
-        container: bool,
-        object: bool,
-    },
+pub enum Scope {
+    /// An account SAS: the resource types it covers.
+    Account(ResourceTypes),
     /// A table SAS: one table's entities, within a key range.
-    Table { name: String, range: KeyRange },
+    Table {
+        /// The table, lowercased (`tn`).
+        name: String,
+        /// The keys it reaches.
+        range: KeyRange,
+    },
 }
 
 /// The entities a table SAS reaches: from (`spk`, `srk`) to (`epk`, `erk`), both included; a
@@ -204,52 +180,19 @@ enum Kind {
 }
 
 /// Reads a request's credentials for `account`: a Shared Key or Shared Key Lite
-/// `Authorization`, a SAS in the query, or none. A credential that is present and wrong is
-/// an error, never anonymous.
+/// `Authorization` (the Table service's strings-to-sign), a SAS in the query, or none. A
+/// credential that is present and wrong is an error, never anonymous.
 pub fn authenticate(
     account: &Account,
     request: Signed<'_>,
     now: SystemTime,
 ) -> Result<Credential, Denied> {
-    if let Some(value) = request.headers.get(http::header::AUTHORIZATION) {
-        let value = value
-            .to_str()
-            .map_err(|_| failed("the Authorization header is not ASCII"))?;
-        let (scheme, rest) = value.split_once(' ').unwrap_or((value, ""));
-        let lite = match scheme {
-            "SharedKey" => false,
-            "SharedKeyLite" => true,
-            _ => {
-                return Err(failed(format!(
-                    "the {scheme} authorization scheme is not supported here: sign with \
-                     SharedKey or SharedKeyLite, or use a shared access signature"
-                )));
-            }
-        };
-        let (name, signature) = rest.trim().split_once(':').ok_or_else(|| {
-            failed("the Authorization header is not `SharedKey account:signature`")
-        })?;
-        if name != account.name() {
-            return Err(failed(format!(
-                "the request is signed for account {name:?} but addresses {:?}",
-                account.name()
-            )));
-        }
-        check_date(request.headers, now)?;
-        let texts = strings_to_sign(account, request, lite);
-        if !texts.iter().any(|text| verify(account, text, signature)) {
-            return Err(failed(format!(
-                "the signature does not match: the server signed {:?}",
-                texts[0]
-            )));
-        }
-        return Ok(Credential::Key);
-    }
-    let query = QueryPairs::of(request.uri);
-    if query.get("sig").is_some() {
-        return sas(account, request, &query, now).map(Credential::Sas);
-    }
-    Ok(Credential::Anonymous)
+    let strings = |lite| strings_to_sign(account, request, lite);
+    let sas = |query: &QueryPairs| {
+        check_sas_window(query, request.https, request.client, now)?;
+        grant(account, query)
+    };
+    credentials(account, (request.headers, request.uri), now, strings, sas)
 }
 
 /// The Table service's Shared Key string-to-sign (`VERB`, `Content-MD5`, `Content-Type`, the
@@ -288,24 +231,14 @@ pub fn strings_to_sign(account: &Account, request: Signed<'_>, lite: bool) -> Ve
     dates.into_iter().map(text).collect()
 }
 
-/// Verifies a shared access signature and reads what it grants.
-fn sas(
-    account: &Account,
-    request: Signed<'_>,
-    query: &QueryPairs,
-    now: SystemTime,
-) -> Result<Grant, Denied> {
+/// What a shared access signature grants, once its signature is checked (its time window,
+/// protocol and address are checked before).
+fn grant(account: &Account, query: &QueryPairs) -> Result<Grant, Denied> {
     let field = |name: &str| query.get(name).unwrap_or_default();
-    check_sas_window(query, request.https, request.client, now)?;
     let permissions = field("sp");
     let (text, scope) = if query.get("ss").is_some() {
-        let types = field("srt");
-        let scope = Scope::Account {
-            service: types.contains('s'),
-            container: types.contains('c'),
-            object: types.contains('o'),
-        };
-        (account_sas_string(account, query, 't')?, scope)
+        let (text, types) = account_sas(account, query, 't')?;
+        (text, Scope::Account(types))
     } else {
         let name = field("tn").to_ascii_lowercase();
         if name.is_empty() {
@@ -337,12 +270,8 @@ fn sas(
         };
         (fields.join("\n"), Scope::Table { name, range })
     };
-    if !verify(account, &text, &field("sig")) {
-        return Err(failed(
-            "the shared access signature does not match its fields and this account's key",
-        ));
-    }
-    Ok(Grant { permissions, scope })
+    verify_sas(account, &text, query)?;
+    Ok(Grant::new(permissions, scope))
 }
 
 /// Whether `credential` allows `operation`; with a table SAS, the key range the front must
@@ -365,16 +294,12 @@ pub fn authorize<'c>(
     };
     let (needs, kind, table) = operation.needs();
     let (in_scope, range) = match &grant.scope {
-        Scope::Account {
-            service,
-            container,
-            object,
-        } => {
+        Scope::Account(types) => {
             let covered = match kind {
                 // Query Tables lists tables: the service, or the tables' own level.
-                Kind::Service => *service || *container,
-                Kind::Container => *container,
-                Kind::Object => *object,
+                Kind::Service => types.service || types.container,
+                Kind::Container => types.container,
+                Kind::Object => types.object,
             };
             (covered, None)
         }
@@ -383,27 +308,15 @@ pub fn authorize<'c>(
             (same && kind == Kind::Object, Some(range))
         }
     };
-    if !in_scope || operation == Operation::Other {
-        return Err(denied(
-            ErrorCode::AuthorizationResourceTypeMismatch,
-            "this shared access signature does not cover this resource",
-        ));
-    }
-    if !needs.chars().all(|p| grant.permissions.contains(p)) {
-        return Err(denied(
-            ErrorCode::AuthorizationPermissionMismatch,
-            format!(
-                "this operation needs the permissions {needs:?}; the signature grants {:?}",
-                grant.permissions
-            ),
-        ));
-    }
+    let in_scope = in_scope && operation != Operation::Other;
+    grant.allows(in_scope, Needs::AllOf(needs))?;
     Ok(range.filter(|r| !r.is_all()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ifmatch_core::ErrorCode;
 
     #[test]
     fn operations_by_method_and_path() {
@@ -434,12 +347,7 @@ mod tests {
 
     #[test]
     fn what_each_grant_covers() {
-        let grant = |permissions: &str, scope: Scope| {
-            Credential::Sas(Grant {
-                permissions: permissions.into(),
-                scope,
-            })
-        };
+        let grant = |permissions: &str, scope| Credential::Sas(Grant::new(permissions, scope));
         let allowed = |credential: &Credential, operation| {
             authorize(credential, operation)
                 .map(|range| range.cloned())
@@ -487,11 +395,11 @@ mod tests {
         assert_eq!(allowed(&only_add, Operation::Insert("people")), Ok(None));
         let account = grant(
             "rlc",
-            Scope::Account {
+            Scope::Account(ResourceTypes {
                 service: false,
                 container: true,
                 object: false,
-            },
+            }),
         );
         assert_eq!(allowed(&account, Operation::CreateTable), Ok(None));
         assert_eq!(allowed(&account, Operation::QueryTables), Ok(None));

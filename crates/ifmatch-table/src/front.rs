@@ -332,13 +332,18 @@ async fn create_table(tables: &impl Tables, asked: &Asked<'_>) -> Result<Answer,
     if !returns_content(asked, true) {
         return Ok(empty(StatusCode::NO_CONTENT));
     }
+    Ok(table_answer(asked, name, 201))
+}
+
+/// One table as Create Table and Query Tables name it answer it.
+fn table_answer(asked: &Asked<'_>, name: &str, status: u16) -> Answer {
     let mut out = Map::new();
     if metadata(asked) != Metadata::No {
         let link = format!("{}/$metadata#Tables/@Element", asked.base);
         out.insert("odata.metadata".into(), json!(link));
     }
     out.insert("TableName".into(), json!(name));
-    Ok(json_answer(201, &Json::Object(out)))
+    json_answer(status, &Json::Object(out))
 }
 
 async fn query_tables(tables: &impl Tables, asked: &Asked<'_>) -> Result<Answer, Failure> {
@@ -392,13 +397,7 @@ async fn query_table(
         }
         Err(error) => return Err(table_error(error)),
     }
-    let mut out = Map::new();
-    if metadata(asked) != Metadata::No {
-        let link = format!("{}/$metadata#Tables/@Element", asked.base);
-        out.insert("odata.metadata".into(), json!(link));
-    }
-    out.insert("TableName".into(), json!(name));
-    Ok(json_answer(200, &Json::Object(out)))
+    Ok(table_answer(asked, name, 200))
 }
 
 fn parameter<'a>(asked: &'a Asked<'_>, name: &str) -> Option<&'a str> {

@@ -13,11 +13,12 @@ use http::{HeaderValue, Response, header};
 use ifmatch_blob::auth::{ClientIp, Https};
 use ifmatch_blob::{Accounts, Env, OperationName, Style};
 
-use crate::auth::{self, Credential, Operation, Signed};
+use crate::auth::{self, Credential, Operation};
 use crate::front::{self, Answer, Asked};
 use crate::scoped::Scoped;
 use crate::store::Tables;
 use crate::value::DateTime;
+use ifmatch_blob::auth::Signed;
 
 /// The largest request body taken: a batch's 4 MiB of operations and its multipart framing.
 pub const MAX_BODY: usize = (4 << 20) + (64 << 10);
@@ -122,6 +123,8 @@ impl<T: Tables + Clone, E: Env> Service<T, E> {
             headers: &parts.headers,
             client: parts.extensions.get::<ClientIp>().map(|ip| ip.0),
             https: parts.extensions.get::<Https>().is_some(),
+            container: "",
+            blob: "",
         };
         let path = percent_encoding::percent_decode_str(below).decode_utf8_lossy();
         let operation = Operation::of(&parts.method, &path, &parts.headers);

@@ -39,6 +39,12 @@ async fn send(
     service.handle(&parts, body.as_bytes()).await
 }
 
+/// Create Table `name` through `uri` (`/{account}/Tables`), as `host`.
+async fn create(service: &Tested, uri: &str, host: &str, name: &str) -> Response<Bytes> {
+    let body = format!(r#"{{"TableName":"{name}"}}"#);
+    send(service, "POST", uri, &[("host", host)], &body).await
+}
+
 fn code(answer: &Response<Bytes>) -> &str {
     (answer.headers().get("x-ms-error-code")).map_or("", |v| v.to_str().unwrap())
 }
@@ -46,14 +52,7 @@ fn code(answer: &Response<Bytes>) -> &str {
 #[tokio::test]
 async fn a_tag_is_never_given_twice_though_the_clock_stands_still() {
     let service = service(true);
-    let created = send(
-        &service,
-        "POST",
-        "/first/Tables",
-        &[],
-        r#"{"TableName":"people"}"#,
-    )
-    .await;
+    let created = create(&service, "/first/Tables", "127.0.0.1", "people").await;
     assert_eq!(created.status(), 201);
     let entity = r#"{"PartitionKey":"p","RowKey":"r","N":1}"#;
     let first = send(&service, "POST", "/first/people", &[], entity).await;
@@ -82,27 +81,13 @@ async fn requests_reach_their_accounts_tables_and_need_credentials() {
         ("/first/Tables", "127.0.0.1"),
         ("/Tables", "second.table.localhost"),
     ] {
-        let created = send(
-            &open,
-            "POST",
-            uri,
-            &[("host", host)],
-            r#"{"TableName":"shared"}"#,
-        )
-        .await;
+        let created = create(&open, uri, host, "shared").await;
         assert_eq!(created.status(), 201, "{uri} {host}");
     }
     let listed = send(&open, "GET", "/second/Tables", &[], "").await;
     let text = std::str::from_utf8(listed.body()).unwrap();
     assert!(text.contains(r#""TableName":"shared""#), "{text}");
-    let other = send(
-        &open,
-        "POST",
-        "/first/Tables",
-        &[],
-        r#"{"TableName":"onlyfirst"}"#,
-    )
-    .await;
+    let other = create(&open, "/first/Tables", "127.0.0.1", "onlyfirst").await;
     assert_eq!(other.status(), 201);
     let second = send(&open, "GET", "/second/onlyfirst()", &[], "").await;
     assert_eq!(
