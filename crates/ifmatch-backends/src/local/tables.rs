@@ -13,6 +13,10 @@ use std::sync::Arc;
 use ifmatch_table::{Change, Entity, EntityKey, Scan, TableError, Tables, satisfies};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
+/// The most memory redb's page cache takes: reads past it go to the file (the kernel's page
+/// cache), so a table of any size costs the server a bounded amount.
+const CACHE_BYTES: usize = 64 << 20;
+
 /// The names of the tables.
 const NAMES: TableDefinition<'static, &str, ()> = TableDefinition::new("tables");
 
@@ -32,9 +36,13 @@ impl std::fmt::Debug for LocalTables {
 }
 
 impl LocalTables {
-    /// Opens (or creates) the database at `path`.
+    /// Opens (or creates) the database at `path`, with redb's page cache held to
+    /// [`CACHE_BYTES`] (its default grows to 1 GiB).
     pub fn open(path: &Path) -> Result<Self, TableError> {
-        let db = Database::create(path).map_err(failed)?;
+        let db = Database::builder()
+            .set_cache_size(CACHE_BYTES)
+            .create(path)
+            .map_err(failed)?;
         Ok(Self { db: Arc::new(db) })
     }
 
