@@ -64,7 +64,7 @@ async fn fetch(request: HttpRequest, env: Env, _ctx: Context) -> worker::Result<
         Err(_) => Accounts::default(),
     };
     let anonymous = env.var("ANONYMOUS").is_ok_and(|v| v.to_string() == "true");
-    if is_table_request(&request) {
+    if is_table_request(&request, &accounts) {
         return tables(request, &env, accounts, anonymous).await;
     }
     let front = Front::new(
@@ -94,16 +94,21 @@ async fn fetch(request: HttpRequest, env: Env, _ctx: Context) -> worker::Result<
     fixed_length(response)
 }
 
-/// Whether a request is for the Table service: under [`TABLE_MOUNT`], or to a host
-/// `{account}.table.…`.
-fn is_table_request(request: &HttpRequest) -> bool {
+/// Whether a request is for the Table service: under [`TABLE_MOUNT`], to a host
+/// `{account}.table.…`, or, path-style, naming no account first (`/Tables`,
+/// `/people(...)`: no blob request does, and clients that drop an endpoint's path, as the legacy
+/// `azure-storage` package does, send those).
+fn is_table_request(request: &HttpRequest, accounts: &Accounts) -> bool {
     let path = request.uri().path();
     let mounted = path == TABLE_MOUNT || path.starts_with("/table/");
     let host = (request.headers().get(http::header::HOST))
         .and_then(|h| h.to_str().ok())
         .or(request.uri().host())
         .unwrap_or("");
-    mounted || host.split('.').nth(1) == Some("table")
+    let service = host.split('.').nth(1);
+    let first = path.trim_start_matches('/').split('/').next().unwrap_or("");
+    let unnamed = service != Some("blob") && !first.is_empty() && accounts.get(first).is_none();
+    mounted || service == Some("table") || unnamed
 }
 
 /// The Table service's answer: `ifmatch-table`'s, over the tables' Durable Objects.

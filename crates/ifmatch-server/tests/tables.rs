@@ -1,6 +1,7 @@
 //! The Table service of `ifmatch serve`, as its users meet it: Azure's Python SDK
 //! (azure-data-tables, `tests/sdk/tables.py`) over the local disk and over Redis, a blob lease
-//! locking entities across two tables, and batches that a SIGKILL leaves whole or absent.
+//! locking entities across two tables, and batches that a SIGKILL leaves whole or absent (on
+//! both backends).
 
 mod common;
 
@@ -124,11 +125,23 @@ async fn partitions(tables: &str) -> HashMap<String, usize> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_during_batches_leaves_each_whole_or_absent() {
+    sigkill_during_batches(&["--anonymous"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_during_batches_over_redis_leaves_each_whole_or_absent() {
+    let redis = RedisServer::start();
+    sigkill_during_batches(&["--anonymous", "--backend", &redis.url()]).await;
+}
+
+/// Four writers sending 100-entity batches, the server SIGKILLed under them and started again
+/// with `args`, three rounds: every partition whole or absent, every acknowledged batch there.
+async fn sigkill_during_batches(args: &[&str]) {
     const ROWS: usize = 100;
     let data = tempfile::tempdir().unwrap();
     let acknowledged: Arc<Mutex<Vec<String>>> = Arc::default();
     for round in 0..3 {
-        let (server, _blobs, tables) = serve(data.path(), &["--anonymous"]);
+        let (server, _blobs, tables) = serve(data.path(), args);
         let http = client();
         if round == 0 {
             let created = http
@@ -173,7 +186,7 @@ async fn sigkill_during_batches_leaves_each_whole_or_absent() {
         for writer in writers {
             writer.await.unwrap();
         }
-        let (_server, _blobs, tables) = serve(data.path(), &["--anonymous"]);
+        let (_server, _blobs, tables) = serve(data.path(), args);
         let counts = partitions(&tables).await;
         for (pk, count) in &counts {
             assert_eq!(*count, ROWS, "partition {pk}: a batch applied in part");
