@@ -27,15 +27,7 @@ type Entities<'a> = TableDefinition<'a, (&'static str, &'static str), &'static [
 #[derive(Clone)]
 pub struct LocalTables {
     db: Arc<Database>,
-    /// Blocking calls at once: redb runs on threads of tokio's blocking pool, which would
-    /// otherwise grow a thread (and its allocator's heap) for every call waiting its turn.
-    calls: Arc<tokio::sync::Semaphore>,
-    /// The one write transaction redb runs at a time: the others wait here, not on a thread.
-    writer: Arc<tokio::sync::Mutex<()>>,
 }
-
-/// How many blocking calls run at once (reads run side by side in redb; writes one by one).
-const CALLS: usize = 8;
 
 impl std::fmt::Debug for LocalTables {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -51,11 +43,7 @@ impl LocalTables {
             .set_cache_size(CACHE_BYTES)
             .create(path)
             .map_err(failed)?;
-        Ok(Self {
-            db: Arc::new(db),
-            calls: Arc::new(tokio::sync::Semaphore::new(CALLS)),
-            writer: Arc::default(),
-        })
+        Ok(Self { db: Arc::new(db) })
     }
 
     async fn blocking<T: Send + 'static>(
@@ -63,7 +51,6 @@ impl LocalTables {
         f: impl FnOnce(&Database) -> Result<T, TableError> + Send + 'static,
     ) -> Result<T, TableError> {
         let db = self.db.clone();
-        let _turn = self.calls.acquire().await.map_err(failed)?;
         (tokio::task::spawn_blocking(move || f(&db)).await).map_err(failed)?
     }
 
@@ -73,7 +60,6 @@ impl LocalTables {
         &self,
         f: impl FnOnce(&redb::WriteTransaction) -> Result<T, TableError> + Send + 'static,
     ) -> Result<T, TableError> {
-        let _writing = self.writer.lock().await;
         self.blocking(move |db| {
             let tx = db.begin_write().map_err(failed)?;
             let out = f(&tx)?;
