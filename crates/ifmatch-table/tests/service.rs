@@ -116,7 +116,10 @@ async fn requests_reach_their_accounts_tables_and_need_credentials() {
     assert_eq!(signed.status(), 200, "{:?}", signed.body());
     let lite = format!("{date}\n/first/first/Tables");
     let authorization = format!("SharedKeyLite first:{}", auth::sign(&key, &lite));
-    let headers = [("x-ms-date", date.as_str()), ("authorization", authorization.as_str())];
+    let headers = [
+        ("x-ms-date", date.as_str()),
+        ("authorization", authorization.as_str()),
+    ];
     let signed = send(&closed, "GET", "/first/Tables", &headers, "").await;
     assert_eq!(signed.status(), 200, "Shared Key Lite: {:?}", signed.body());
     let wrong = [
