@@ -23,7 +23,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use ifmatch_blob::Account;
 use ifmatch_blob::auth::Signed;
-use ifmatch_table::auth::strings_to_sign;
+use ifmatch_table::auth::string_to_sign;
 
 /// A Table service endpoint and the account that signs for it.
 #[derive(Clone)]
@@ -92,7 +92,7 @@ impl Tables {
             container: "",
             blob: "",
         };
-        let text = strings_to_sign(&self.account, signed, false).remove(0);
+        let text = string_to_sign(&self.account, signed, false);
         let signature = ifmatch_blob::auth::sign(&self.key, &text);
         let authorization = format!("SharedKey {}:{signature}", self.account.name());
         (request.headers_mut()).insert("authorization", authorization.parse().unwrap());

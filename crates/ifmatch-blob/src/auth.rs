@@ -117,26 +117,25 @@ pub fn authenticate(
     now: SystemTime,
 ) -> Result<Credential, Denied> {
     let strings = |lite| {
-        let text = if lite {
+        if lite {
             shared_key_lite_string(account, request)
         } else {
             shared_key_string(account, request)
-        };
-        vec![text]
+        }
     };
     let sas = |query: &QueryPairs| sas(account, request, query, now);
     credentials(account, (request.headers, request.uri), now, strings, sas)
 }
 
-/// How every service reads a request's credentials, given its strings-to-sign (for Shared
-/// Key, or Shared Key Lite when `true`: any of them may match) and how it reads a SAS: the
+/// How every service reads a request's credentials, given its string-to-sign (for Shared
+/// Key, or Shared Key Lite when `true`) and how it reads a SAS: the
 /// `Authorization` header's scheme, account and date checked, the signature compared; else a
 /// SAS if the query is signed; else none.
 pub fn credentials<G>(
     account: &Account,
     (headers, uri): (&HeaderMap, &Uri),
     now: SystemTime,
-    strings: impl FnOnce(bool) -> Vec<String>,
+    strings: impl FnOnce(bool) -> String,
     sas: impl FnOnce(&QueryPairs) -> Result<G, Denied>,
 ) -> Result<Credential<G>, Denied> {
     if let Some(value) = headers.get(header::AUTHORIZATION) {
@@ -164,11 +163,10 @@ pub fn credentials<G>(
             )));
         }
         check_date(headers, now)?;
-        let texts = strings(lite);
-        if !texts.iter().any(|text| verify(account, text, signature)) {
+        let text = strings(lite);
+        if !verify(account, &text, signature) {
             return Err(failed(format!(
-                "the signature does not match: the server signed {:?}",
-                texts.first().map_or("", String::as_str)
+                "the signature does not match: the server signed {text:?}"
             )));
         }
         return Ok(Credential::Key);

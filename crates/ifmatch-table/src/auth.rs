@@ -187,7 +187,7 @@ pub fn authenticate(
     request: Signed<'_>,
     now: SystemTime,
 ) -> Result<Credential, Denied> {
-    let strings = |lite| strings_to_sign(account, request, lite);
+    let strings = |lite| string_to_sign(account, request, lite);
     let sas = |query: &QueryPairs| {
         check_sas_window(query, request.https, request.client, now)?;
         grant(account, query)
@@ -197,9 +197,8 @@ pub fn authenticate(
 
 /// The Table service's Shared Key string-to-sign (`VERB`, `Content-MD5`, `Content-Type`, the
 /// date, the resource), or Shared Key Lite's (the date, the resource). The date is
-/// `x-ms-date`'s when there is one; a client that signs `Date` beside it (the legacy Ruby
-/// and Node libraries may) is read with `Date`'s as well: two strings, either may match.
-pub fn strings_to_sign(account: &Account, request: Signed<'_>, lite: bool) -> Vec<String> {
+/// `x-ms-date`'s when there is one, else `Date`'s.
+pub fn string_to_sign(account: &Account, request: Signed<'_>, lite: bool) -> String {
     let value = |name: &str| {
         (request.headers.get(name))
             .and_then(|v| v.to_str().ok())
@@ -210,25 +209,20 @@ pub fn strings_to_sign(account: &Account, request: Signed<'_>, lite: bool) -> Ve
         resource.push_str("?comp=");
         resource.push_str(&comp);
     }
-    let mut dates = vec![value("x-ms-date")];
-    if dates[0].is_empty() || !value("date").is_empty() {
-        dates.push(value("date"));
-    }
-    dates.retain(|d| !d.is_empty());
-    dates.dedup();
-    let text = |date: &str| {
-        if lite {
-            format!("{date}\n{resource}")
-        } else {
-            let method = request.method.as_str();
-            let (md5, kind) = (value("content-md5"), value("content-type"));
-            format!("{method}\n{md5}\n{kind}\n{date}\n{resource}")
-        }
+    // The date signed is the one whose skew is checked: `x-ms-date` when there is one, else
+    // `Date`. (A string signed over `Date` beside an unsigned `x-ms-date` would let an old
+    // request pass with a fresh `x-ms-date`.)
+    let date = match value("x-ms-date") {
+        "" => value("date"),
+        date => date,
     };
-    if dates.is_empty() {
-        return vec![text("")];
+    if lite {
+        format!("{date}\n{resource}")
+    } else {
+        let method = request.method.as_str();
+        let (md5, kind) = (value("content-md5"), value("content-type"));
+        format!("{method}\n{md5}\n{kind}\n{date}\n{resource}")
     }
-    dates.into_iter().map(text).collect()
 }
 
 /// What a shared access signature grants, once its signature is checked (its time window,

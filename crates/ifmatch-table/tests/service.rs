@@ -122,6 +122,22 @@ async fn requests_reach_their_accounts_tables_and_need_credentials() {
     ];
     let signed = send(&closed, "GET", "/first/Tables", &headers, "").await;
     assert_eq!(signed.status(), 200, "Shared Key Lite: {:?}", signed.body());
+    // Signed over an old `Date` beside a fresh, unsigned `x-ms-date`: a replay, refused.
+    let old = httpdate::fmt_http_date(
+        std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_600_000_000),
+    );
+    let replayed = format!("GET\n\n\n{old}\n/first/first/Tables");
+    let authorization = format!("SharedKey first:{}", auth::sign(&key, &replayed));
+    let headers = [
+        ("date", old.as_str()),
+        ("x-ms-date", date.as_str()),
+        ("authorization", authorization.as_str()),
+    ];
+    let replay = send(&closed, "GET", "/first/Tables", &headers, "").await;
+    assert_eq!(
+        (replay.status().as_u16(), code(&replay)),
+        (403, "AuthenticationFailed")
+    );
     let wrong = [
         ("x-ms-date", date.as_str()),
         ("authorization", "SharedKey first:AAAA"),
