@@ -182,7 +182,10 @@ async fn leader(client: &Client, run: &str) -> Outcome {
     blob.break_lease(Some(Duration::from_secs(10)))
         .await
         .map_err(|e| e.to_string())?;
-    let deadline = Instant::now() + Duration::from_secs(30);
+    // The break lasts 10 s, then the candidates retry at most a third of the lease (5 s)
+    // apart; 60 s leaves room for a Worker in miniflare loaded by the other SDK tests (a CI run
+    // saw no leader within 30 s while the Python SDK's uploads ran beside it).
+    let deadline = Instant::now() + Duration::from_secs(60);
     let mut gap = false;
     loop {
         match (a.is_leader(), b.is_leader()) {
