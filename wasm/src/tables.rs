@@ -131,7 +131,8 @@ fn done(reply: Reply) -> Option<bool> {
 
 impl Tables for DurableTables {
     fn create_table(&self, name: &str) -> impl Future<Output = Result<bool, TableError>> + Send {
-        // Noted before it exists: a name whose table never came is skipped when listed.
+        // Noted before it exists, so a table is never missing from Query Tables; if its
+        // creation then fails, the name stays listed until a Delete Table forgets it.
         let index = Call::Index {
             name: name.to_owned(),
             present: true,
