@@ -86,9 +86,8 @@ impl Stored {
     /// What it weighs: its body, its fields twice (the policy's copy and the head made of
     /// it), and 2 KiB for the rest (measured: about that per entry beyond these, allocator
     /// included).
-    fn weight(&self) -> u32 {
-        let bytes = self.body.len() + 2 * self.fields as u64 + 2048;
-        u32::try_from(bytes).unwrap_or(u32::MAX)
+    fn weight(&self) -> u64 {
+        self.body.len() + 2 * self.fields as u64 + 2048
     }
 }
 
@@ -110,8 +109,40 @@ pub(crate) struct Settings {
     pub(crate) disk: Option<Arc<Disk>>,
 }
 
+/// The memory tier: the variants of each key, weighed by [`Weigh`], evicted (CLOCK-Pro, close
+/// to S3-FIFO) when a shard of it is full. quick_cache rather than moka, which the layer's
+/// smaller maps use: a miss stores a new key, and moka's insert (its write log, its frequency
+/// sketch, its housekeeping on the request's thread, its table's rehashing) was 16% of a stored
+/// miss's time; quick_cache's is a shard's lock and a slot.
+type Entries =
+    quick_cache::sync::Cache<String, Variants, Weigh, crate::keyed::KeyHasher, Evictions>;
+
+/// What the variants under a key weigh; fixed once stored (the vector is never changed in
+/// place, and each body's length is known before it arrives).
+#[derive(Debug, Clone, Copy)]
+struct Weigh;
+
+impl quick_cache::Weighter<String, Variants> for Weigh {
+    fn weight(&self, key: &String, variants: &Variants) -> u64 {
+        let held = variants.iter().map(|v| v.weight()).sum::<u64>();
+        held + key.len() as u64 + 64
+    }
+}
+
+/// Counts what the memory tier drops for room.
+#[derive(Debug, Clone)]
+struct Evictions(Arc<Counters>);
+
+impl quick_cache::Lifecycle<String, Variants> for Evictions {
+    type RequestState = ();
+
+    fn on_evict(&self, _: &mut (), _: String, _: Variants) {
+        Counters::add(&self.0.evictions, 1);
+    }
+}
+
 pub(crate) struct Store {
-    entries: crate::keyed::Map<String, Variants>,
+    entries: Entries,
     settings: Settings,
     /// The keys being asked for.
     pub(crate) gates: Arc<Gates>,
@@ -138,7 +169,7 @@ impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store")
             .field("settings", &self.settings)
-            .field("entries", &self.entries.entry_count())
+            .field("entries", &self.entries.len())
             .finish_non_exhaustive()
     }
 }
@@ -146,18 +177,12 @@ impl std::fmt::Debug for Store {
 impl Store {
     pub(crate) fn new(settings: Settings) -> Self {
         let counters = Arc::new(Counters::default());
-        let evicted = counters.clone();
-        let entries = moka::sync::Cache::builder()
-            .max_capacity(settings.memory)
-            .weigher(|_, variants: &Variants| {
-                (variants.iter().map(|v| v.weight())).fold(64u32, |sum, w| sum.saturating_add(w))
-            })
-            .eviction_listener(move |_, _, cause| {
-                if cause == moka::notification::RemovalCause::Size {
-                    Counters::add(&evicted.evictions, 1);
-                }
-            })
-            .build_with_hasher(crate::keyed::KeyHasher::default());
+        let entries = Entries::with_options(
+            memory_options(settings.memory, settings.max_object),
+            Weigh,
+            crate::keyed::KeyHasher::default(),
+            Evictions(counters.clone()),
+        );
         Self {
             entries,
             settings,
@@ -218,24 +243,24 @@ impl Store {
             self.entries.insert(key.to_owned(), Arc::new(vec![stored]));
             return;
         }
-        self.entries.entry_by_ref(key).and_upsert_with(|current| {
+        let joined = self.entries.entry(key, None, |_, current| {
             let mut variants = vec![stored.clone()];
-            if let Some(current) = current {
-                variants.extend(
-                    current
-                        .value()
-                        .iter()
-                        .filter(|v| {
-                            !replaces.is_some_and(|r| Arc::ptr_eq(r, v))
-                                && !v.body.failed()
-                                && (v.variant != stored.variant || v.keyed != stored.keyed)
-                        })
-                        .take(MAX_VARIANTS - 1)
-                        .cloned(),
-                );
-            }
-            Arc::new(variants)
+            variants.extend(
+                (current.iter())
+                    .filter(|v| {
+                        !replaces.is_some_and(|r| Arc::ptr_eq(r, v))
+                            && !v.body.failed()
+                            && (v.variant != stored.variant || v.keyed != stored.keyed)
+                    })
+                    .take(MAX_VARIANTS - 1)
+                    .cloned(),
+            );
+            *current = Arc::new(variants);
+            quick_cache::sync::EntryAction::Retain(())
         });
+        if let quick_cache::sync::EntryResult::Vacant(slot) = joined {
+            let _ = slot.insert(Arc::new(vec![stored]));
+        }
     }
 
     /// Has `tell` told of what it forgets from now on, because of a request or a purge (not
@@ -267,8 +292,12 @@ impl Store {
     pub(crate) fn invalidate(&self, key: &str) {
         self.gates.close_key(key);
         match &self.settings.disk {
-            Some(disk) => disk.invalidate(key, || self.entries.invalidate(key)),
-            None => self.entries.invalidate(key),
+            Some(disk) => disk.invalidate(key, || {
+                self.entries.remove(key);
+            }),
+            None => {
+                self.entries.remove(key);
+            }
         }
     }
 
@@ -277,12 +306,12 @@ impl Store {
     pub(crate) fn invalidate_prefix(&self, prefix: &str) -> u64 {
         self.gates.close(prefix);
         let mut keys: std::collections::BTreeSet<String> = (self.entries.iter())
-            .filter(|(key, _)| key.starts_with(prefix))
-            .map(|(key, _)| String::clone(&key))
+            .map(|(key, _)| key)
+            .filter(|key| key.starts_with(prefix))
             .collect();
         let forget = |keys: &std::collections::BTreeSet<String>| {
             for key in keys {
-                self.entries.invalidate(key.as_str());
+                self.entries.remove(key.as_str());
             }
         };
         match &self.settings.disk {
@@ -339,8 +368,7 @@ impl Store {
 
     /// Its counters, with what it holds.
     pub(crate) fn report(&self) -> CacheReport {
-        self.entries.run_pending_tasks();
-        let (entries, bytes) = (self.entries.entry_count(), self.entries.weighted_size());
+        let (entries, bytes) = (self.entries.len() as u64, self.entries.weight());
         let mut report = self.counters.report(entries, bytes);
         if let Some(disk) = &self.settings.disk {
             (report.disk_entries, report.disk_bytes) = disk.held();
@@ -349,4 +377,23 @@ impl Store {
         }
         report
     }
+}
+
+/// The memory tier's shape for `memory` bytes: shards of their own lock (up to 16), each of
+/// which holds at least a key of two whole `max_object` answers (a key too heavy for its shard
+/// is not kept, as it is not when heavier than the whole tier).
+fn memory_options(memory: u64, max_object: u64) -> quick_cache::Options {
+    let per_shard = 2 * max_object.max(1 << 20) + 64 * 1024;
+    let shards = (memory / per_shard).clamp(1, 16);
+    let shards = if shards.is_power_of_two() {
+        shards
+    } else {
+        shards.next_power_of_two() / 2
+    };
+    quick_cache::OptionsBuilder::new()
+        .shards(shards as usize)
+        .weight_capacity(memory)
+        .estimated_items_capacity((memory / 8192).clamp(64, 1 << 20) as usize)
+        .build()
+        .expect("a weight capacity and an items estimate are given")
 }
