@@ -466,7 +466,7 @@ fn read_file(path: &Path) -> io::Result<(Head, Bytes)> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::time::SystemTime;
 
     use http::{Request, Response};
@@ -474,7 +474,8 @@ mod tests {
     use super::*;
     use crate::shared_cache::policy;
 
-    fn stored(body: &'static [u8], variant: &str) -> Stored {
+    /// A stored 200 with `body`, fresh for 10 minutes, for `variant`.
+    pub(in crate::shared_cache) fn stored(body: &'static [u8], variant: &str) -> Stored {
         let asked = Request::get("http://h/a").body(()).unwrap();
         let response = Response::builder()
             .header("cache-control", "max-age=600")

@@ -236,8 +236,8 @@ impl Store {
 
     /// Puts `stored` in the memory tier (see [`Store::put`]).
     fn remember(&self, key: &str, stored: Arc<Stored>, replaces: Option<&Arc<Stored>>) {
-        // Most keys hold nothing yet: a plain insert, cheaper than moka's compute (which
-        // takes a lock of its own per key). Another answer stored at the same moment may be
+        // Most keys hold nothing yet: a plain insert, cheaper than an entry's closure (which
+        // always takes its shard's write lock and may wait for a placeholder). Another answer stored at the same moment may be
         // lost to it, never one a write forgot: there was none to bring back.
         if !self.entries.contains_key(key) {
             self.entries.insert(key.to_owned(), Arc::new(vec![stored]));
@@ -396,4 +396,61 @@ fn memory_options(memory: u64, max_object: u64) -> quick_cache::Options {
         .estimated_items_capacity((memory / 8192).clamp(64, 1 << 20) as usize)
         .build()
         .expect("a weight capacity and an items estimate are given")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shared_cache::disk::tests::stored;
+
+    static SMALL: [u8; 4096] = [b's'; 4096];
+    static LARGE: [u8; 1 << 20] = [b'l'; 1 << 20];
+
+    fn store(memory: u64, max_object: u64) -> Store {
+        Store::new(Settings {
+            memory,
+            max_object,
+            key_headers: Vec::new(),
+            collapse_wait: Duration::from_secs(1),
+            disk: None,
+        })
+    }
+
+    #[test]
+    fn the_memory_tier_holds_its_capacity_and_counts_what_it_lets_go() {
+        let store = store(1 << 20, 64 << 10);
+        for n in 0..1000 {
+            store.put(&format!("h /k{n}"), Arc::new(stored(&SMALL, "")), None);
+        }
+        let report = store.report();
+        assert!(report.bytes <= 1 << 20, "{report:?}");
+        assert!(report.entries > 50 && report.entries < 1000, "{report:?}");
+        assert_eq!(report.evictions + report.entries, 1000, "{report:?}");
+    }
+
+    #[test]
+    fn an_answer_as_large_as_the_largest_object_is_kept_in_a_small_tier() {
+        let store = store(4 << 20, 1 << 20);
+        store.put("h /large", Arc::new(stored(&LARGE, "")), None);
+        assert_eq!(store.get("h /large").len(), 1);
+        assert_eq!(store.report().evictions, 0);
+    }
+
+    #[test]
+    fn a_key_keeps_one_answer_per_variant_the_newest_first() {
+        let store = store(1 << 20, 64 << 10);
+        let (gzip, plain) = (
+            Arc::new(stored(&SMALL, "gzip")),
+            Arc::new(stored(&SMALL, "")),
+        );
+        store.put("h /v", gzip.clone(), None);
+        store.put("h /v", plain.clone(), None);
+        let newer = Arc::new(stored(&SMALL, "gzip"));
+        store.put("h /v", newer.clone(), None);
+        let held = store.get("h /v");
+        assert_eq!(held.len(), 2);
+        assert!(Arc::ptr_eq(&held[0], &newer) && Arc::ptr_eq(&held[1], &plain));
+        store.invalidate("h /v");
+        assert!(store.get("h /v").is_empty() && !store.contains("h /v"));
+    }
 }
