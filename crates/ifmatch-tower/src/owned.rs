@@ -7,6 +7,7 @@
 //! allocations of its own size first, so that what a cache holds is what it weighs.
 
 use bytes::Bytes;
+use http::uri::{Authority, PathAndQuery};
 use http::{HeaderMap, HeaderValue, Request};
 
 /// `value`, in an allocation of its own.
@@ -24,12 +25,15 @@ pub(crate) fn headers(headers: &HeaderMap) -> HeaderMap {
         all.extend_from_slice(v.as_bytes());
     }
     let mut all = all.freeze();
-    let mut copy = HeaderMap::with_capacity(headers.len());
-    for (name, v) in headers {
+    // The same map (its names are allocations of their own already), each value replaced in
+    // the order they were copied.
+    let mut copy = headers.clone();
+    for v in copy.values_mut() {
         let mine = all.split_to(v.len());
-        let mut mine = HeaderValue::from_maybe_shared(mine).unwrap_or_else(|_| v.clone());
-        mine.set_sensitive(v.is_sensitive());
-        copy.append(name.clone(), mine);
+        if let Ok(mut mine) = HeaderValue::from_maybe_shared(mine) {
+            mine.set_sensitive(v.is_sensitive());
+            *v = mine;
+        }
     }
     copy
 }
@@ -46,10 +50,41 @@ pub(crate) fn head(request: &Request<()>) -> Request<()> {
 
 /// `uri`, in allocations of its own (a parsed target is a slice of the read buffer too).
 pub(crate) fn uri(uri: &http::Uri) -> http::Uri {
-    uri.to_string().parse().unwrap_or_else(|_| uri.clone())
+    let copy = |part: &str| Bytes::copy_from_slice(part.as_bytes());
+    let mut parts = http::uri::Parts::default();
+    // Parsed from a string, a scheme is one of the two it knows or a copy of its own.
+    parts.scheme = uri.scheme_str().and_then(|s| s.parse().ok());
+    parts.authority =
+        (uri.authority()).and_then(|a| Authority::from_maybe_shared(copy(a.as_str())).ok());
+    parts.path_and_query =
+        (uri.path_and_query()).and_then(|p| PathAndQuery::from_maybe_shared(copy(p.as_str())).ok());
+    http::Uri::from_parts(parts).unwrap_or_else(|_| uri.clone())
 }
 
 /// `bytes`, in an allocation of exactly its size.
 pub(crate) fn bytes(bytes: &Bytes) -> Bytes {
     Bytes::copy_from_slice(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_copied_target_is_the_same_target() {
+        for target in [
+            "/",
+            "/a/b?c=d&e",
+            "http://Example.com:8080/x?y",
+            "https://h/",
+            "coap://h/p",
+            "example.com:443",
+            "*",
+        ] {
+            let parsed: http::Uri = target.parse().unwrap();
+            let copy = uri(&parsed);
+            assert_eq!(copy, parsed, "{target}");
+            assert_eq!(copy.to_string(), parsed.to_string(), "{target}");
+        }
+    }
 }

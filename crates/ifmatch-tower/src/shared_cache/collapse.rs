@@ -24,7 +24,11 @@ pub(crate) type Published = Option<Arc<Stored>>;
 
 /// The gate of the requests of `key` with the key fields `own`.
 pub(crate) fn gate_of(key: &str, own: &str) -> String {
-    format!("{key}\0{own}")
+    let mut gate = String::with_capacity(key.len() + 1 + own.len());
+    gate.push_str(key);
+    gate.push('\0');
+    gate.push_str(own);
+    gate
 }
 
 /// The keys being asked for, each with the way to wait for its asker.

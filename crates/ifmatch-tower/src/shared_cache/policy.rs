@@ -21,7 +21,7 @@
 
 use std::time::SystemTime;
 
-use http::header::{self, HeaderMap, HeaderValue};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode};
 use http_cache_semantics::{CacheOptions, CachePolicy};
 use ifmatch_core::date::{date_header_value, parse_http_date_leniently};
@@ -60,7 +60,7 @@ pub(crate) fn may_be_reused(headers: &HeaderMap) -> bool {
 pub(crate) fn of<B>(asked: &Request<()>, response: &Response<B>, now: SystemTime) -> Judged {
     let options = CacheOptions::default();
     // What the policy keeps of both heads lives as long as it does: copies (see `owned`).
-    let asked = &crate::owned::head(asked);
+    let asked = &kept_request(asked, response.headers());
     let mut shown = Response::new(());
     *shown.headers_mut() = crate::owned::headers(response.headers());
     let headers = shown.headers_mut();
@@ -88,6 +88,32 @@ pub(crate) fn of<B>(asked: &Request<()>, response: &Response<B>, now: SystemTime
         own_fields,
         stale,
     }
+}
+
+/// The copy of `asked` that a policy of a response with `headers` keeps: its target, and the
+/// only fields the policy reads of it: `Host` (an answer serves its host alone), `Authorization`
+/// (RFC 9111 3.5), `Cache-Control` (its request directives), and those the response's `Vary`
+/// names (4.1). A request's other fields (cookies, user agents) are not stored with every
+/// answer.
+fn kept_request(asked: &Request<()>, headers: &HeaderMap) -> Request<()> {
+    let named = ifmatch_core::header_list(headers, header::VARY)
+        .filter_map(|name| HeaderName::from_bytes(name.as_bytes()).ok());
+    let names = [header::HOST, header::AUTHORIZATION, header::CACHE_CONTROL];
+    let mut fields = HeaderMap::new();
+    for name in names.into_iter().chain(named) {
+        if fields.contains_key(&name) {
+            continue;
+        }
+        for value in asked.headers().get_all(&name) {
+            fields.append(name.clone(), value.clone());
+        }
+    }
+    let mut kept = Request::new(());
+    *kept.method_mut() = asked.method().clone();
+    *kept.uri_mut() = crate::owned::uri(asked.uri());
+    *kept.version_mut() = asked.version();
+    *kept.headers_mut() = crate::owned::headers(&fields);
+    kept
 }
 
 /// The fields of a response as RFC 9111 reads them, for the crate, which reads them otherwise:
@@ -246,4 +272,70 @@ pub(crate) fn judged<B>(
         headers.extend(stored.validators.clone());
     }
     Some(judged)
+}
+
+#[cfg(test)]
+mod tests {
+    use http_cache_semantics::BeforeRequest;
+
+    use super::*;
+
+    fn asked(fields: &[(&str, &str)]) -> Request<()> {
+        let mut asked = Request::get("http://h/a?b").body(()).unwrap();
+        for (name, value) in fields {
+            let name = HeaderName::from_bytes(name.as_bytes()).unwrap();
+            asked.headers_mut().append(name, value.parse().unwrap());
+        }
+        asked
+    }
+
+    #[test]
+    fn a_policy_keeps_of_the_request_only_the_fields_it_reads() {
+        let response = Response::builder()
+            .header("cache-control", "max-age=600")
+            .header("vary", "Accept-Language, x-Mode")
+            .body(())
+            .unwrap();
+        let first = asked(&[
+            ("host", "h"),
+            ("cookie", "session=alice"),
+            ("user-agent", "curl"),
+            ("accept-language", "fr"),
+            ("x-mode", "a"),
+            ("x-mode", "b"),
+            ("cache-control", "max-stale=5"),
+        ]);
+        let kept = kept_request(&first, response.headers());
+        let names: Vec<_> = kept.headers().keys().map(HeaderName::as_str).collect();
+        assert_eq!(
+            names,
+            ["host", "cache-control", "accept-language", "x-mode"]
+        );
+        assert_eq!(kept.headers().get_all("x-mode").iter().count(), 2);
+        assert_eq!(kept.uri(), first.uri());
+
+        // What `Vary` names still selects; what it does not name never did.
+        let policy = of(&first, &response, SystemTime::now()).policy;
+        let fresh = |fields: &[(&str, &str)]| {
+            let request = asked(fields);
+            matches!(
+                policy.before_request(&request, SystemTime::now()),
+                BeforeRequest::Fresh(_)
+            )
+        };
+        let same = [("host", "h"), ("accept-language", "fr"), ("x-mode", "a")];
+        assert!(fresh(&same));
+        assert!(fresh(&[
+            same[0],
+            same[1],
+            same[2],
+            ("cookie", "session=bob")
+        ]));
+        assert!(!fresh(&[
+            ("host", "h"),
+            ("accept-language", "de"),
+            ("x-mode", "a")
+        ]));
+        assert!(!fresh(&[("host", "other"), same[1], same[2]]));
+    }
 }

@@ -388,9 +388,17 @@ pub(crate) fn from_store<B>(
 }
 
 fn add_status(headers: &mut HeaderMap, status: &str) {
-    if let Ok(value) = HeaderValue::from_str(&format!("ifmatch; {status}")) {
-        headers.append(CACHE_STATUS, value);
-    }
+    // Those of every hit and miss without building a string.
+    let value = match status {
+        "hit" => HeaderValue::from_static("ifmatch; hit"),
+        "fwd=miss; stored" => HeaderValue::from_static("ifmatch; fwd=miss; stored"),
+        "fwd=uri-miss" => HeaderValue::from_static("ifmatch; fwd=uri-miss"),
+        status => match HeaderValue::from_str(&format!("ifmatch; {status}")) {
+            Ok(value) => value,
+            Err(_) => return,
+        },
+    };
+    headers.append(CACHE_STATUS, value);
 }
 
 /// `asked` with `method`.
@@ -460,7 +468,11 @@ fn host_of<B>(request: &Request<B>) -> String {
 
 /// Where a request's answers are stored: its host, and its target (path and query).
 pub(crate) fn key_of(host: &str, target: &str) -> String {
-    format!("{host} {target}")
+    let mut key = String::with_capacity(host.len() + 1 + target.len());
+    key.push_str(host);
+    key.push(' ');
+    key.push_str(target);
+    key
 }
 
 /// A request target's path and query.
