@@ -9,5 +9,8 @@
 /// The hasher of every map of the layer.
 pub(crate) type KeyHasher = foldhash::quality::RandomState;
 
+/// An unbounded map by key (what is held or asked for now), hashed with [`KeyHasher`].
+pub(crate) type HashMap<K, V> = std::collections::HashMap<K, V, KeyHasher>;
+
 /// A bounded concurrent map of the layer, hashed with [`KeyHasher`].
 pub(crate) type Map<K, V> = moka::sync::Cache<K, V, KeyHasher>;

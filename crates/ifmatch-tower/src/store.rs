@@ -1,7 +1,6 @@
 //! The version backend: where the layer learns and keeps each resource's current validators,
 //! and the per-key lock that makes "check the preconditions, then write" one atomic step.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -131,7 +130,7 @@ impl<T: VersionStore> VersionStore for Arc<T> {
 #[derive(Debug, Clone)]
 pub struct MemoryVersions {
     versions: crate::keyed::Map<String, Validators>,
-    locks: Arc<Mutex<HashMap<String, Weak<tokio::sync::Mutex<()>>>>>,
+    locks: Arc<Mutex<crate::keyed::HashMap<String, Weak<tokio::sync::Mutex<()>>>>>,
 }
 
 impl Default for MemoryVersions {

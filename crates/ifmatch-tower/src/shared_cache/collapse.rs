@@ -11,7 +11,6 @@
 //! "hit-for-miss"): its requests do not wait for one another, since the wait would only
 //! serialise them. A stored answer of the key ends that.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -34,7 +33,7 @@ pub(crate) fn gate_of(key: &str, own: &str) -> String {
 /// The keys being asked for, each with the way to wait for its asker.
 #[derive(Debug)]
 pub(crate) struct Gates {
-    open: Mutex<HashMap<String, Arc<watch::Sender<Published>>>>,
+    open: Mutex<crate::keyed::HashMap<String, Arc<watch::Sender<Published>>>>,
     /// The keys whose last answer could not be stored.
     uncacheable: crate::keyed::Map<String, ()>,
 }

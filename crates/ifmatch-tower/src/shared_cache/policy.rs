@@ -146,8 +146,7 @@ fn normalise(status: StatusCode, headers: &mut HeaderMap) {
         let value = expires.map_or(HeaderValue::from_static("0"), date_header_value);
         headers.insert(header::EXPIRES, value);
     }
-    let names = directives(headers);
-    if names.iter().any(|d| d == "must-understand") && defined(status.as_u16()) {
+    if has_directive(headers, "must-understand") && defined(status.as_u16()) {
         let kept: Vec<&str> = ifmatch_core::header_list(headers, header::CACHE_CONTROL)
             .filter(|d| !d.trim().eq_ignore_ascii_case("no-store"))
             .collect();
@@ -208,22 +207,19 @@ fn stands_in(status: StatusCode, headers: &HeaderMap) -> bool {
     if code < 200 || CRATE_STORES.contains(&code) || code == 206 || code == 304 {
         return false;
     }
-    let directives = directives(headers);
-    let has = |name: &str| directives.iter().any(|d| d == name);
+    let has = |name: &str| has_directive(headers, name);
     if has("must-understand") && !defined(code) {
         return false;
     }
     has("max-age") || has("s-maxage") || has("public") || headers.contains_key(header::EXPIRES)
 }
 
-/// The names of a response's `Cache-Control` directives, lowercased.
-fn directives(headers: &HeaderMap) -> Vec<String> {
-    ifmatch_core::header_list(headers, header::CACHE_CONTROL)
-        .map(|directive| {
-            let name = directive.split('=').next().unwrap_or_default();
-            name.trim().to_ascii_lowercase()
-        })
-        .collect()
+/// Whether `Cache-Control` has the directive `name` (lowercase), in any case.
+fn has_directive(headers: &HeaderMap, name: &str) -> bool {
+    ifmatch_core::header_list(headers, header::CACHE_CONTROL).any(|directive| {
+        let own = directive.split('=').next().unwrap_or_default();
+        own.trim().eq_ignore_ascii_case(name)
+    })
 }
 
 /// Whether RFC 9110 defines the status.

@@ -16,6 +16,10 @@ const REWRITING: [HeaderName; 5] = [
 
 /// Removes them from `headers`.
 pub(crate) fn remove(headers: &mut HeaderMap) {
+    // The usual request has none: one look at its names rather than a lookup of each.
+    if !(headers.keys()).any(|name| name.as_str().starts_with("x-")) {
+        return;
+    }
     for name in &REWRITING {
         headers.remove(name);
     }
