@@ -237,8 +237,9 @@ impl Store {
     /// Puts `stored` in the memory tier (see [`Store::put`]).
     fn remember(&self, key: &str, stored: Arc<Stored>, replaces: Option<&Arc<Stored>>) {
         // Most keys hold nothing yet: a plain insert, cheaper than an entry's closure (which
-        // always takes its shard's write lock and may wait for a placeholder). Another answer stored at the same moment may be
-        // lost to it, never one a write forgot: there was none to bring back.
+        // always takes its shard's write lock and may wait for a placeholder). Another answer
+        // stored at the same moment may be lost to it, never one a write forgot: there was
+        // none to bring back.
         if !self.entries.contains_key(key) {
             self.entries.insert(key.to_owned(), Arc::new(vec![stored]));
             return;
