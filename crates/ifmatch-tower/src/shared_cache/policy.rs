@@ -26,7 +26,7 @@ use http::{Request, Response, StatusCode};
 use http_cache_semantics::{CacheOptions, CachePolicy};
 use ifmatch_core::date::{date_header_value, parse_http_date_leniently};
 
-use super::store::Stored;
+use super::store::{Stored, fields_size};
 use super::{stale, targeted};
 
 /// What decides the storing and reuse of a response.
@@ -37,6 +37,8 @@ pub(crate) struct Judged {
     pub(crate) own_fields: Option<HeaderMap>,
     /// What it allows once stale.
     pub(crate) stale: stale::Rules,
+    /// The bytes of the fields the policy keeps: the response's, and the request's it reads.
+    pub(crate) fields: usize,
 }
 
 /// Whether a response with `headers` may ever be reused: only if it says how long it is fresh
@@ -81,12 +83,14 @@ pub(crate) fn of<B>(asked: &Request<()>, response: &Response<B>, now: SystemTime
     });
     let own_fields =
         changed.then(|| crate::owned::headers(&targeted::replaced(response.headers())));
+    let fields = fields_size(asked.headers()) + fields_size(response.headers());
     let policy = CachePolicy::new_options(asked, &shown, now, options);
     let stale = stale::Rules::new(shown.headers(), &policy, now);
     Judged {
         policy,
         own_fields,
         stale,
+        fields,
     }
 }
 
@@ -310,8 +314,26 @@ mod tests {
         assert_eq!(kept.headers().get_all("x-mode").iter().count(), 2);
         assert_eq!(kept.uri(), first.uri());
 
+        // What it weighs is what it keeps: a cookie and a user agent add nothing.
+        let bare = asked(&[
+            ("host", "h"),
+            ("accept-language", "fr"),
+            ("x-mode", "a"),
+            ("x-mode", "b"),
+            ("cache-control", "max-stale=5"),
+        ]);
+        let judged = of(&first, &response, SystemTime::now());
+        assert_eq!(
+            judged.fields,
+            of(&bare, &response, SystemTime::now()).fields
+        );
+        assert_eq!(
+            judged.fields,
+            fields_size(kept.headers()) + fields_size(response.headers())
+        );
+
         // What `Vary` names still selects; what it does not name never did.
-        let policy = of(&first, &response, SystemTime::now()).policy;
+        let policy = judged.policy;
         let fresh = |fields: &[(&str, &str)]| {
             let request = asked(fields);
             matches!(

@@ -24,7 +24,7 @@ use super::policy::{self, Judged};
 use super::revalidate::{Revalidated, in_background, revalidate};
 use super::stale;
 use super::stats::Counters;
-use super::store::{Forgotten, Store, Stored, fields_size, keyed, variant};
+use super::store::{Forgotten, Store, Stored, keyed, variant};
 use super::targeted::{self, SURROGATE_CAPABILITY, SURROGATE_CONTROL};
 use super::{range, received, unkeyed};
 
@@ -329,7 +329,7 @@ where
         date: head.headers.get(header::DATE).map(crate::owned::value),
         validators: validators_of(&head.headers),
         own_fields: judged.own_fields,
-        fields: fields_size(asked.headers()) + fields_size(&head.headers),
+        fields: judged.fields,
         stale: judged.stale,
         policy: judged.policy,
         body: body.clone(),

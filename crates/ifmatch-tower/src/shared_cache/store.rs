@@ -30,7 +30,8 @@ pub(crate) struct Stored {
     pub(crate) own_fields: Option<http::HeaderMap>,
     /// What it allows once stale.
     pub(crate) stale: super::stale::Rules,
-    /// The bytes of the request's and the response's fields, which its policy keeps.
+    /// The bytes of the fields its policy keeps: the response's, and those of the request's
+    /// it reads (see [`super::policy`]).
     pub(crate) fields: usize,
     /// The response's `Vary` and the request's values of the fields it names, and of the
     /// store's own key fields: which requests it answers, for a newer response of the same
