@@ -405,6 +405,7 @@ impl Head {
             fields: self.fields,
             variant: self.variant,
             keyed: self.keyed,
+            served: std::sync::OnceLock::new(),
         }
     }
 }
@@ -488,6 +489,7 @@ pub(super) mod tests {
             status: http::StatusCode::OK,
             variant: variant.to_owned(),
             keyed: String::new(),
+            served: std::sync::OnceLock::new(),
             date: response.headers().get("date").cloned(),
             validators: response.headers().clone(),
             own_fields: None,

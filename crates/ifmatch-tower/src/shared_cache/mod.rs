@@ -27,6 +27,7 @@
 //!
 //! - [`layer`]: the layer and what it can be told;
 //! - [`service`]: a request's way through the store to the inner service and back;
+//! - [`served`]: the head of a fresh hit, made by the policy once and reused;
 //! - [`store`]: the stored responses, weighed by their bytes;
 //! - [`disk`]: the disk tier, whose files survive a restart whole or not at all;
 //! - [`stats`]: what the cache did and holds, for an operator;
@@ -48,6 +49,7 @@ mod policy;
 mod range;
 mod received;
 mod revalidate;
+mod served;
 mod service;
 mod stale;
 mod stats;

@@ -96,6 +96,7 @@ where
                 validators: stored.validators.clone(),
                 own_fields: stored.own_fields.clone(),
                 fields: stored.fields,
+                served: std::sync::OnceLock::new(),
             });
             store.put(key, refreshed.clone(), Some(stored));
             Counters::add(&counters.revalidated_not_modified, 1);

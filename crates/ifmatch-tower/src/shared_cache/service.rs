@@ -6,7 +6,7 @@
 
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::SystemTime;
 
@@ -22,6 +22,7 @@ use super::collapse::{self, Turn};
 use super::fill::{Fill, Reader};
 use super::policy::{self, Judged};
 use super::revalidate::{Revalidated, in_background, revalidate};
+use super::served::Served;
 use super::stale;
 use super::stats::Counters;
 use super::store::{Forgotten, Store, Stored, keyed, variant};
@@ -256,8 +257,21 @@ fn lookup_in(variants: &[Arc<Stored>], own: &str, asked: &Request<()>) -> Found 
     };
     let usable = (variants.iter()).filter(|stored| stored.keyed == own && !stored.body.failed());
     for stored in usable {
+        let served = stored.served.get().and_then(Option::as_ref);
+        if let Some(head) = served.and_then(|served| served.head(&stored.policy, asked, now)) {
+            return Found::Fresh(head, stored.clone());
+        }
         match stored.policy.before_request(asked, now) {
-            BeforeRequest::Fresh(head) => return Found::Fresh(head, stored.clone()),
+            BeforeRequest::Fresh(head) => {
+                if stored.served.get().is_none() {
+                    let served = Served::of(&stored.policy, &stored.variant, asked, &head, now);
+                    // Made of a request with directives of its own, it says nothing yet.
+                    if served.is_some() {
+                        let _ = stored.served.set(served);
+                    }
+                }
+                return Found::Fresh(head, stored.clone());
+            }
             BeforeRequest::Stale {
                 request,
                 matches: true,
@@ -333,6 +347,7 @@ where
         stale: judged.stale,
         policy: judged.policy,
         body: body.clone(),
+        served: OnceLock::new(),
     };
     let stored = Arc::new(stored);
     store.gates.publish(&gate, &stored);

@@ -10,6 +10,7 @@ use http_cache_semantics::CachePolicy;
 use super::collapse::Gates;
 use super::disk::Disk;
 use super::fill::Fill;
+use super::served::Served;
 use super::stats::{CacheReport, Counters};
 
 /// One stored response: what decides its reuse, its head, and its body.
@@ -40,6 +41,8 @@ pub(crate) struct Stored {
     /// The request's values of the store's key fields: only requests with the same are
     /// answered from it.
     pub(crate) keyed: String,
+    /// The policy's answer to its first fresh hit, for the next ones (see [`super::served`]).
+    pub(crate) served: OnceLock<Option<Served>>,
 }
 
 /// The bytes `headers` take: names, values, and 32 bytes of bookkeeping each.
@@ -81,6 +84,14 @@ pub(crate) fn variant(request: &http::HeaderMap, response: &http::HeaderMap) -> 
         out.push('\n');
     }
     out
+}
+
+/// The names of the fields in a [`Stored::variant`]: those the response's `Vary` names, in
+/// lowercase, from every line of it (the head the policy makes keeps only the last).
+pub(crate) fn varied_names(variant: &str) -> impl Iterator<Item = &str> {
+    variant
+        .lines()
+        .filter_map(|line| Some(line.split_once('=')?.0))
 }
 
 impl Stored {
