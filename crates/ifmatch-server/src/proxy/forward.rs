@@ -1,4 +1,4 @@
-//! The inner service of the proxy: sends a request to the origin on a pooled hyper client,
+//! The inner service of the proxy: sends a request to the origin on a pooled connection,
 //! bodies streaming both ways, and makes the origin's answer the proxy's (hop-by-hop fields
 //! gone, `Via`, the proxy's own HTTP version).
 
@@ -16,14 +16,11 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::uri::{Authority, PathAndQuery};
 use http::{Request, Response, StatusCode, Uri, Version};
 use http_body_util::{Either, Full};
-use hyper::body::Incoming;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::{Client, ResponseFuture};
-use hyper_util::rt::TokioExecutor;
 use pin_project_lite::pin_project;
 use std::convert::Infallible;
 use tower::Service;
 
+use super::origin::{Answer, OriginBody, Pool};
 use super::{ProxyError, ProxyMetrics, ProxyOptions};
 use crate::accept::RequestBody;
 use ifmatch_blob::FramePoll;
@@ -68,7 +65,7 @@ impl http_body::Body for ProxyBody {
 }
 
 /// What the origin answered, or what the proxy says instead (502, 504).
-pub type ForwardBody = Either<Incoming, Full<Bytes>>;
+pub type ForwardBody = Either<OriginBody, Full<Bytes>>;
 
 /// Marks a response that came from the origin (the layer's own answers carry no mark).
 #[derive(Debug, Clone, Copy)]
@@ -117,7 +114,7 @@ struct Upstream {
 /// The inner service: sends a request to the origin and streams its answer back.
 #[derive(Debug, Clone)]
 pub struct Forward {
-    client: Client<HttpConnector, ProxyBody>,
+    origin: Arc<Pool>,
     upstream: Arc<Upstream>,
     metrics: Arc<ProxyMetrics>,
 }
@@ -141,7 +138,7 @@ impl Forward {
             preserve_host: options.preserve_host,
         };
         Ok(Self {
-            client: pool(options.timeout),
+            origin: Pool::new(authority.clone()),
             upstream: Arc::new(upstream),
             metrics,
         })
@@ -150,7 +147,7 @@ impl Forward {
     /// This service with a pool of origin connections of its own.
     pub(super) fn with_own_pool(&self) -> Self {
         Self {
-            client: pool(self.upstream.timeout),
+            origin: Pool::new(self.upstream.host_port.clone()),
             ..self.clone()
         }
     }
@@ -166,13 +163,8 @@ impl Forward {
                 PathAndQuery::try_from(format!("{prefix}{path}")).ok()
             }
         };
-        let mut parts = http::uri::Parts::default();
-        parts.scheme = Some(http::uri::Scheme::HTTP);
-        parts.authority = Some(upstream.host_port.clone());
-        parts.path_and_query = path;
-        if let Ok(uri) = Uri::from_parts(parts) {
-            *request.uri_mut() = uri;
-        }
+        // In origin form: the connection is the origin's already.
+        *request.uri_mut() = Uri::from(path.unwrap_or_else(|| PathAndQuery::from_static("/")));
         let client = request
             .extensions()
             .get::<ClientAddr>()
@@ -212,17 +204,6 @@ impl Forward {
     }
 }
 
-/// A pool of connections to the origin. Each connection is a task on the runtime that opened
-/// it.
-fn pool(timeout: Duration) -> Client<HttpConnector, ProxyBody> {
-    let mut connector = HttpConnector::new();
-    connector.set_connect_timeout(Some(timeout));
-    connector.set_nodelay(true);
-    Client::builder(TokioExecutor::new())
-        .pool_idle_timeout(Duration::from_secs(90))
-        .build(connector)
-}
-
 impl Service<Request<ProxyBody>> for Forward {
     type Response = Response<ForwardBody>;
     type Error = Infallible;
@@ -238,7 +219,7 @@ impl Service<Request<ProxyBody>> for Forward {
         let timeout = self.upstream.timeout;
         (self.metrics.upstream_requests).fetch_add(1, Ordering::Relaxed);
         ForwardFuture {
-            answer: tokio::time::timeout(timeout, self.client.request(request)),
+            answer: tokio::time::timeout(timeout, self.origin.send(request)),
             version,
             start: Instant::now(),
             timeout,
@@ -252,7 +233,7 @@ pin_project! {
     /// the proxy's 502 or 504 in its place. Not boxed: every miss goes through it.
     pub struct ForwardFuture {
         #[pin]
-        answer: tokio::time::Timeout<ResponseFuture>,
+        answer: tokio::time::Timeout<Answer>,
         // The client's HTTP version, which the answer is given.
         version: Version,
         start: Instant,
@@ -274,7 +255,7 @@ impl Future for ForwardFuture {
             Ok(Err(error)) => {
                 metrics.upstream_errors.fetch_add(1, Ordering::Relaxed);
                 // The detail (addresses, OS errors) is for the operator's log only.
-                tracing::warn!(error = %chain(&error), "origin unreachable");
+                tracing::warn!(error = %chain(error.as_ref()), "origin unreachable");
                 let why = "ifmatch proxy: origin unreachable\n".to_owned();
                 return Poll::Ready(Ok(plain(StatusCode::BAD_GATEWAY, why)));
             }

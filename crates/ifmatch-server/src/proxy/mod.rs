@@ -7,6 +7,7 @@
 //!
 //! - [`options`]: what it can be told;
 //! - [`forward`]: the origin's side;
+//! - [`origin`]: the connections to the origin;
 //! - [`metrics`]: what it counts beside what every server counts;
 //! - [`admin`]: purges, on a listener of its own.
 
@@ -14,6 +15,7 @@ mod admin;
 mod forward;
 mod metrics;
 mod options;
+mod origin;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -38,6 +40,7 @@ use self::forward::{ClientAddr, FromOrigin};
 pub use self::forward::{Forward, ForwardBody, Peer, ProxyBody};
 pub use self::metrics::ProxyMetrics;
 pub use self::options::{ProxyError, ProxyOptions};
+pub use self::origin::OriginBody;
 use crate::accept::RequestBody;
 use crate::observe::ObserveLayer;
 

@@ -1,0 +1,187 @@
+//! The connections to the origin: a stack of idle HTTP/1 connections of one serving thread,
+//! the most recently used first.
+//!
+//! Why not hyper_util's pooled client, which this replaced: it keys its pool by scheme and
+//! authority in a SipHash map, checks a connection out and back in through it, and boxes each
+//! request's future; with one origin and one pool per serving thread that was about 5,000
+//! instructions of every miss (callgrind, `scripts/cache-instructions`), a twentieth of it.
+//! What it gave that matters here is kept: a connection is used again only once its last
+//! answer was read to the end, a request the origin's side never took (a connection it closed
+//! while idle) is sent again on another, and a connection idle for longer than
+//! [`IDLE`] is closed rather than used.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::uri::Authority;
+use http::{Request, Response};
+use http_body::{Body, Frame, SizeHint};
+use hyper::body::Incoming;
+use hyper::client::conn::http1::{self, SendRequest};
+use hyper_util::rt::TokioIo;
+
+use super::forward::ProxyBody;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// How long a connection may stay idle before it is closed rather than used.
+pub(super) const IDLE: Duration = Duration::from_secs(90);
+
+/// The origin's answer, before its head is made the proxy's.
+pub(super) type Answer =
+    Pin<Box<dyn Future<Output = Result<Response<OriginBody>, BoxError>> + Send>>;
+
+/// Idle connections to one origin.
+#[derive(Debug)]
+pub(super) struct Pool {
+    /// Where the origin is: `host:port`.
+    address: Authority,
+    /// Idle connections and since when, the most recent last.
+    idle: Mutex<VecDeque<(SendRequest<ProxyBody>, Instant)>>,
+}
+
+impl Pool {
+    pub(super) fn new(address: Authority) -> Arc<Self> {
+        Arc::new(Self {
+            address,
+            idle: Mutex::new(VecDeque::new()),
+        })
+    }
+
+    /// Sends `request` (its target in origin form) on an idle connection, or a new one; again
+    /// on another if the one it was given closed before taking it.
+    pub(super) fn send(self: &Arc<Self>, request: Request<ProxyBody>) -> Answer {
+        let pool = self.clone();
+        Box::pin(async move {
+            let mut request = request;
+            loop {
+                let (mut sender, reused) = match pool.take() {
+                    Some(sender) => (sender, true),
+                    None => (pool.connect().await?, false),
+                };
+                // A connection is put back once its answer was read: its task may not have
+                // seen the end yet. One that closed says so here.
+                if std::future::poll_fn(|cx| sender.poll_ready(cx))
+                    .await
+                    .is_err()
+                {
+                    if reused {
+                        continue;
+                    }
+                    return Err("the origin closed a new connection".into());
+                }
+                match sender.try_send_request(request).await {
+                    Ok(response) => {
+                        let home = Some((sender, pool.clone()));
+                        return Ok(response.map(|body| OriginBody { body, home }));
+                    }
+                    Err(mut error) => match error.take_message() {
+                        // Never written: the connection closed as it was given it.
+                        Some(again) if reused => request = again,
+                        _ => return Err(error.into_error().into()),
+                    },
+                }
+            }
+        })
+    }
+
+    /// The most recently used idle connection that is still open and was not idle too long.
+    fn take(&self) -> Option<SendRequest<ProxyBody>> {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        // The oldest go first: past their time, nothing will use them.
+        while idle.front().is_some_and(|(_, since)| now - *since > IDLE) {
+            idle.pop_front();
+        }
+        while let Some((sender, _)) = idle.pop_back() {
+            if !sender.is_closed() {
+                return Some(sender);
+            }
+        }
+        None
+    }
+
+    fn put(&self, sender: SendRequest<ProxyBody>) {
+        if sender.is_closed() {
+            return;
+        }
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        idle.push_back((sender, Instant::now()));
+    }
+
+    /// A new connection, its task spawned on this thread's runtime.
+    async fn connect(&self) -> Result<SendRequest<ProxyBody>, BoxError> {
+        let stream = tokio::net::TcpStream::connect(self.address.as_str()).await?;
+        stream.set_nodelay(true)?;
+        let (sender, connection) = http1::handshake(TokioIo::new(stream)).await?;
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "an origin connection ended");
+            }
+        });
+        Ok(sender)
+    }
+}
+
+/// The origin's body; its connection goes back to the pool once all of it was read.
+#[derive(Debug)]
+pub struct OriginBody {
+    body: Incoming,
+    home: Option<(SendRequest<ProxyBody>, Arc<Pool>)>,
+}
+
+impl OriginBody {
+    /// Puts the connection back, if all of the body was read.
+    fn release(&mut self) {
+        if self.body.is_end_stream()
+            && let Some((sender, pool)) = self.home.take()
+        {
+            pool.put(sender);
+        }
+    }
+}
+
+impl Body for OriginBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let polled = Pin::new(&mut self.body).poll_frame(cx);
+        match &polled {
+            Poll::Ready(None) => {
+                // The end, whatever its framing said before.
+                if let Some((sender, pool)) = self.home.take() {
+                    pool.put(sender);
+                }
+            }
+            Poll::Ready(Some(Ok(_))) => self.release(),
+            Poll::Ready(Some(Err(_))) => self.home = None,
+            Poll::Pending => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+impl Drop for OriginBody {
+    fn drop(&mut self) {
+        // Read to its end by its framing (an empty body, or all its declared length): the
+        // connection is ready for the next request. Otherwise hyper closes it.
+        self.release();
+    }
+}

@@ -1,0 +1,113 @@
+//! `ifmatch proxy`'s connections to its origin: used again once an answer was read, replaced
+//! when the origin closed one while it was idle (the request is sent again, the client never
+//! sees it), and never used again for a body that was not read to its end. The origin is a
+//! raw socket that counts its connections.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// Answers each request on a connection with `ok`, uncached; after `/close` it closes the
+/// connection without saying so (as an origin whose idle timeout just ran out); `/slow`
+/// sends half its body, then the rest a second later.
+async fn serve(mut stream: TcpStream) {
+    let mut buffer = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") else {
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+            }
+            continue;
+        };
+        let head = String::from_utf8_lossy(&buffer[..end]).into_owned();
+        buffer.drain(..end + 4);
+        let fields = "HTTP/1.1 200 OK\r\nCache-Control: no-store\r\n";
+        if head.starts_with("GET /slow ") {
+            // Tagged, so that the proxy streams it rather than hash it first.
+            let start = format!("{fields}ETag: \"s\"\r\nContent-Length: 4\r\n\r\nsl");
+            if stream.write_all(start.as_bytes()).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let _ = stream.write_all(b"ow").await;
+            continue;
+        }
+        let answer = format!("{fields}Content-Length: 2\r\n\r\nok");
+        if stream.write_all(answer.as_bytes()).await.is_err() {
+            return;
+        }
+        if head.starts_with("GET /close ") {
+            return;
+        }
+    }
+}
+
+async fn start_origin() -> (Arc<AtomicUsize>, String) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let connections = Arc::new(AtomicUsize::new(0));
+    let counted = connections.clone();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            counted.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(serve(stream));
+        }
+    });
+    (connections, base)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn origin_connections_are_reused_replaced_when_closed_and_dropped_when_unread() {
+    let (connections, upstream) = start_origin().await;
+    let (proxy, base) = common::spawn_ifmatch(["proxy", "--upstream", &upstream, "--threads", "1"]);
+    let _proxy = common::Process(proxy);
+    let http = common::client();
+    let get = |path: &str| {
+        let (http, url) = (http.clone(), format!("{base}{path}"));
+        async move {
+            let response = http.get(url).send().await.unwrap();
+            let status = response.status().as_u16();
+            (status, response.text().await.unwrap())
+        }
+    };
+
+    // One after another: one connection.
+    for _ in 0..20 {
+        assert_eq!(get("/keep").await, (200, "ok".to_owned()));
+    }
+    assert_eq!(connections.load(Ordering::SeqCst), 1);
+
+    // Each answer's connection closed by the origin behind it: the next request goes on a new
+    // one and never fails.
+    for round in 0..10 {
+        assert_eq!(get("/close").await, (200, "ok".to_owned()), "round {round}");
+        if round % 2 == 0 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    assert_eq!(get("/keep").await, (200, "ok".to_owned()));
+    assert_eq!(connections.load(Ordering::SeqCst), 11);
+
+    // A client that leaves before the body ends: that connection is not given the next
+    // request (its answer would be the rest of the last body).
+    let before = connections.load(Ordering::SeqCst);
+    let mut response = http.get(format!("{base}/slow")).send().await.unwrap();
+    assert_eq!(response.chunk().await.unwrap().as_deref(), Some(&b"sl"[..]));
+    drop(response);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    for _ in 0..3 {
+        assert_eq!(get("/keep").await, (200, "ok".to_owned()));
+    }
+    assert_eq!(connections.load(Ordering::SeqCst), before + 1);
+    // Read to its end, it is used again.
+    assert_eq!(get("/slow").await, (200, "slow".to_owned()));
+    assert_eq!(get("/keep").await, (200, "ok".to_owned()));
+    assert_eq!(connections.load(Ordering::SeqCst), before + 1);
+}
