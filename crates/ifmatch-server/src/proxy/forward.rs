@@ -27,6 +27,10 @@ use ifmatch_blob::FramePoll;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+
 /// The body of a request on its way to the origin: the client's, or none for the layer's own
 /// probe GETs. (A named type rather than a boxed body: no allocation, and no trait object whose
 /// lifetime the compiler's `Send` check for async blocks trips over.)
@@ -181,8 +185,7 @@ impl Forward {
         }
         append_via(headers, version);
         if let Some(client) = client {
-            let x_forwarded_for = HeaderName::from_static("x-forwarded-for");
-            append(headers, x_forwarded_for, client.ip.clone());
+            append(headers, X_FORWARDED_FOR, client.ip.clone());
             let mut forwarded = format!("for={};proto=http", client.node);
             if let Some(host) = host.as_deref().filter(|h| is_token_safe(h)) {
                 let _ = write!(forwarded, ";host=\"{host}\"");
@@ -190,12 +193,9 @@ impl Forward {
             if let Ok(forwarded) = HeaderValue::from_str(&forwarded) {
                 append(headers, header::FORWARDED, forwarded);
             }
-            headers.insert(
-                HeaderName::from_static("x-forwarded-proto"),
-                HeaderValue::from_static("http"),
-            );
+            headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static("http"));
             if let Some(host) = host.and_then(|h| HeaderValue::from_str(&h).ok()) {
-                headers.insert(HeaderName::from_static("x-forwarded-host"), host);
+                headers.insert(X_FORWARDED_HOST, host);
             }
         }
         // The client speaks to the origin in HTTP/1.1 whatever the client spoke to us.
@@ -323,18 +323,21 @@ fn append_via(headers: &mut HeaderMap, version: Version) {
 
 /// Appends `value` to the list in the header `name` (one field line, comma-separated).
 fn append(headers: &mut HeaderMap, name: HeaderName, value: HeaderValue) {
-    let joined = match headers.get(&name) {
-        None => Some(value),
-        Some(before) => {
+    // One lookup: the usual request has no such field yet.
+    match headers.entry(name) {
+        header::Entry::Vacant(vacant) => {
+            vacant.insert(value);
+        }
+        header::Entry::Occupied(mut occupied) => {
+            let before = occupied.get();
             let mut joined = Vec::with_capacity(before.len() + 2 + value.len());
             joined.extend_from_slice(before.as_bytes());
             joined.extend_from_slice(b", ");
             joined.extend_from_slice(value.as_bytes());
-            HeaderValue::from_bytes(&joined).ok()
+            if let Ok(joined) = HeaderValue::from_bytes(&joined) {
+                occupied.insert(joined);
+            }
         }
-    };
-    if let Some(joined) = joined {
-        headers.insert(name, joined);
     }
 }
 

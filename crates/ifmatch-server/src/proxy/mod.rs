@@ -1,7 +1,7 @@
 //! `ifmatch proxy`: the Tower layers of `ifmatch-tower` in front of any HTTP origin.
 //!
 //! Every request goes through [`ConditionalLayer`] and [`SharedCacheLayer`] to a [`Forward`]
-//! service, which sends it to the origin on a pooled hyper client, bodies streaming both ways.
+//! service, which sends it to the origin on a connection of its own pool ([`origin`]), bodies streaming both ways.
 //! The origin gains a shared cache, strong ETags, 304s answered without reaching it, and atomic
 //! `If-Match` / `If-Unmodified-Since` / `If-None-Match` on writes, without a line changed in it.
 //!
