@@ -142,7 +142,7 @@ impl Forward {
             preserve_host: options.preserve_host,
         };
         Ok(Self {
-            origin: Pool::new(authority.clone()),
+            origin: Pool::new(authority),
             upstream: Arc::new(upstream),
             metrics,
         })
@@ -151,7 +151,7 @@ impl Forward {
     /// This service with a pool of origin connections of its own.
     pub(super) fn with_own_pool(&self) -> Self {
         Self {
-            origin: Pool::new(self.upstream.host_port.clone()),
+            origin: Pool::new(&self.upstream.host_port),
             ..self.clone()
         }
     }

@@ -40,14 +40,18 @@ pub(super) type Answer =
 /// Idle connections to one origin.
 #[derive(Debug)]
 pub(super) struct Pool {
-    /// Where the origin is: `host:port`.
-    address: Authority,
+    /// Where the origin is: `host:port`, the port 80 when the upstream names none.
+    address: String,
     /// Idle connections and since when, the most recent last.
     idle: Mutex<VecDeque<(SendRequest<ProxyBody>, Instant)>>,
 }
 
 impl Pool {
-    pub(super) fn new(address: Authority) -> Arc<Self> {
+    pub(super) fn new(origin: &Authority) -> Arc<Self> {
+        let address = match origin.port_u16() {
+            Some(_) => origin.as_str().to_owned(),
+            None => format!("{}:80", origin.as_str()),
+        };
         Arc::new(Self {
             address,
             idle: Mutex::new(VecDeque::new()),
@@ -117,7 +121,7 @@ impl Pool {
 
     /// A new connection, its task spawned on this thread's runtime.
     async fn connect(&self) -> Result<SendRequest<ProxyBody>, BoxError> {
-        let stream = tokio::net::TcpStream::connect(self.address.as_str()).await?;
+        let stream = tokio::net::TcpStream::connect(&self.address).await?;
         stream.set_nodelay(true)?;
         let (sender, connection) = http1::handshake(TokioIo::new(stream)).await?;
         tokio::spawn(async move {
@@ -184,5 +188,20 @@ impl Drop for OriginBody {
         // Read to its end by its framing (an empty body, or all its declared length): the
         // connection is ready for the next request. Otherwise hyper closes it.
         self.release();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_origin_without_a_port_is_on_port_80() {
+        let address = |origin: &str| Pool::new(&origin.parse().unwrap()).address.clone();
+        assert_eq!(address("example.com"), "example.com:80");
+        assert_eq!(address("example.com:8080"), "example.com:8080");
+        assert_eq!(address("127.0.0.1"), "127.0.0.1:80");
+        assert_eq!(address("[::1]"), "[::1]:80");
+        assert_eq!(address("[::1]:9000"), "[::1]:9000");
     }
 }
