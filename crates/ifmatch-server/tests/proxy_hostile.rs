@@ -96,17 +96,7 @@ fn answer(head: &str) -> Vec<u8> {
 
 async fn serve(mut stream: TcpStream, seen: Arc<Seen>) {
     let mut buffer = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") else {
-            match stream.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buffer.extend_from_slice(&chunk[..n]),
-            }
-            continue;
-        };
-        let head = String::from_utf8_lossy(&buffer[..end]).into_owned();
-        buffer.drain(..end + 4);
+    while let Some(head) = common::next_head(&mut stream, &mut buffer).await {
         seen.0.lock().unwrap().push(head.clone());
         if stream.write_all(&answer(&head)).await.is_err() {
             return;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
 /// Answers each request on a connection with `ok`, uncached; after `/close` it closes the
@@ -17,17 +17,7 @@ use tokio::net::{TcpListener, TcpStream};
 /// sends half its body, then the rest a second later.
 async fn serve(mut stream: TcpStream) {
     let mut buffer = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") else {
-            match stream.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buffer.extend_from_slice(&chunk[..n]),
-            }
-            continue;
-        };
-        let head = String::from_utf8_lossy(&buffer[..end]).into_owned();
-        buffer.drain(..end + 4);
+    while let Some(head) = common::next_head(&mut stream, &mut buffer).await {
         let fields = "HTTP/1.1 200 OK\r\nCache-Control: no-store\r\n";
         if head.starts_with("GET /slow ") {
             // Tagged, so that the proxy streams it rather than hash it first.

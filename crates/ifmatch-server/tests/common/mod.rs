@@ -553,3 +553,21 @@ pub fn azurite(work: &std::path::Path) -> (Process, u16) {
         .args(["--silent", "--skipApiVersionCheck", "--loose"]);
     (Process::listening(command, port, "azurite"), port)
 }
+
+/// The next request head on a raw origin's connection (without its blank line), what came
+/// after it left in `buffer`; `None` once the peer closed or failed.
+pub async fn next_head(stream: &mut tokio::net::TcpStream, buffer: &mut Vec<u8>) -> Option<String> {
+    use tokio::io::AsyncReadExt;
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buffer[..end]).into_owned();
+            buffer.drain(..end + 4);
+            return Some(head);
+        }
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
