@@ -275,12 +275,13 @@ pub(crate) fn judged<B>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use http_cache_semantics::BeforeRequest;
 
     use super::*;
 
-    fn asked(fields: &[(&str, &str)]) -> Request<()> {
+    /// A GET of `http://h/a?b` with `fields`.
+    pub(in crate::shared_cache) fn asked(fields: &[(&str, &str)]) -> Request<()> {
         let mut asked = Request::get("http://h/a?b").body(()).unwrap();
         for (name, value) in fields {
             let name = HeaderName::from_bytes(name.as_bytes()).unwrap();

@@ -110,17 +110,9 @@ mod tests {
     use http::Response;
     use http_cache_semantics::BeforeRequest;
 
+    use super::super::policy::tests::asked;
     use super::super::{policy, store};
     use super::*;
-
-    fn asked(fields: &[(&str, &str)]) -> Request<()> {
-        let mut asked = Request::get("/a?b").body(()).unwrap();
-        for (name, value) in fields {
-            let name = HeaderName::from_bytes(name.as_bytes()).unwrap();
-            asked.headers_mut().append(name, value.parse().unwrap());
-        }
-        asked
-    }
 
     /// The crate's head for `asked` at `now`, if fresh, without `Date` (which a hit replaces).
     fn crates(policy: &CachePolicy, asked: &Request<()>, now: SystemTime) -> Option<HeaderMap> {
@@ -186,7 +178,10 @@ mod tests {
                 ("x-mode", "a"),
                 ("pragma", "no-cache"),
             ]),
-            Request::get("/a?c").header("host", "h").body(()).unwrap(),
+            Request::get("http://h/a?c")
+                .header("host", "h")
+                .body(())
+                .unwrap(),
         ];
         let mut reused = 0;
         for seconds in later {
