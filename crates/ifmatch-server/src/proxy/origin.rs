@@ -141,9 +141,10 @@ pub struct OriginBody {
 }
 
 impl OriginBody {
-    /// Puts the connection back, if all of the body was read.
-    fn release(&mut self) {
-        if self.body.is_end_stream()
+    /// Puts the connection back, if all of the body was read: `ended` (the body said so), or
+    /// all its framing allows.
+    fn release(&mut self, ended: bool) {
+        if (ended || self.body.is_end_stream())
             && let Some((sender, pool)) = self.home.take()
         {
             pool.put(sender);
@@ -161,13 +162,8 @@ impl Body for OriginBody {
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
         let polled = Pin::new(&mut self.body).poll_frame(cx);
         match &polled {
-            Poll::Ready(None) => {
-                // The end, whatever its framing said before.
-                if let Some((sender, pool)) = self.home.take() {
-                    pool.put(sender);
-                }
-            }
-            Poll::Ready(Some(Ok(_))) => self.release(),
+            Poll::Ready(None) => self.release(true),
+            Poll::Ready(Some(Ok(_))) => self.release(false),
             Poll::Ready(Some(Err(_))) => self.home = None,
             Poll::Pending => {}
         }
@@ -187,7 +183,7 @@ impl Drop for OriginBody {
     fn drop(&mut self) {
         // Read to its end by its framing (an empty body, or all its declared length): the
         // connection is ready for the next request. Otherwise hyper closes it.
-        self.release();
+        self.release(false);
     }
 }
 
