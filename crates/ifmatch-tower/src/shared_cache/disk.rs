@@ -313,7 +313,7 @@ impl Disk {
             own_fields: stored.own_fields.clone(),
             stale: stored.stale.clone(),
             fields: stored.fields,
-            policy: stored.policy.clone(),
+            policy: CachePolicy::clone(&stored.policy),
         };
         let head = serde_json::to_vec(&head).map_err(io::Error::other)?;
         // The key's SHA-256 in hex, as the layer's tags spell it.
@@ -395,7 +395,7 @@ impl Disk {
 impl Head {
     fn into_stored(self, body: Bytes) -> Stored {
         Stored {
-            policy: self.policy,
+            policy: super::lazy_policy::made(self.policy),
             status: http::StatusCode::from_u16(self.status).unwrap_or(http::StatusCode::OK),
             body: Fill::whole(body),
             date: self.date.and_then(|d| http::HeaderValue::from_str(&d).ok()),

@@ -39,12 +39,15 @@
 //! - [`stale`]: when a stale response may be served;
 //! - [`targeted`]: `CDN-Cache-Control` and `Surrogate-Control`, this cache's own directives;
 //! - [`unkeyed`]: fields that would rewrite a stored request's target or method, removed;
-//! - [`policy`]: where this cache and the crate part, and why.
+//! - [`policy`]: where this cache and the crate part, and why;
+//! - [`lazy_policy`]: the crate's policy made when first needed, the usual response judged
+//!   without it.
 
 mod collapse;
 mod disk;
 mod fill;
 mod layer;
+mod lazy_policy;
 mod policy;
 mod range;
 mod received;

@@ -26,12 +26,15 @@ use http::{Request, Response, StatusCode};
 use http_cache_semantics::{CacheOptions, CachePolicy};
 use ifmatch_core::date::{date_header_value, parse_http_date_leniently};
 
+use super::lazy_policy::{self, Policy};
 use super::store::{Stored, fields_size};
 use super::{stale, targeted};
 
 /// What decides the storing and reuse of a response.
 pub(crate) struct Judged {
-    pub(crate) policy: CachePolicy,
+    pub(crate) policy: Policy,
+    /// Whether the policy lets it be stored.
+    pub(crate) storable: bool,
     /// The response's own `Cache-Control` and `Expires`, to be served, when the policy was
     /// shown others.
     pub(crate) own_fields: Option<HeaderMap>,
@@ -60,9 +63,45 @@ pub(crate) fn may_be_reused(headers: &HeaderMap) -> bool {
 
 /// How `response` to `asked`, received at `now`, is to be stored and reused.
 pub(crate) fn of<B>(asked: &Request<()>, response: &Response<B>, now: SystemTime) -> Judged {
-    let options = CacheOptions::default();
-    // What the policy keeps of both heads lives as long as it does: copies (see `owned`).
-    let asked = &kept_request(asked, response.headers());
+    let (kept, shown) = self::shown(asked, response);
+    let changed = [header::CACHE_CONTROL, header::EXPIRES].iter().any(|name| {
+        let (own, as_shown) = (
+            response.headers().get_all(name),
+            shown.headers().get_all(name),
+        );
+        !own.iter().eq(as_shown.iter())
+    });
+    let own_fields =
+        changed.then(|| crate::owned::headers(&targeted::replaced(response.headers())));
+    let fields = fields_size(kept.headers()) + fields_size(response.headers());
+    // The usual response is judged without the crate's policy, which is made when first
+    // needed (see `lazy_policy`); any other, by the crate at once.
+    let (storable, lifetime, policy) = match lazy_policy::usual_lifetime(&kept, &shown) {
+        Some(lifetime) => (true, lifetime, None),
+        None => {
+            let policy = CachePolicy::new_options(&kept, &shown, now, CacheOptions::default());
+            (policy.is_storable(), policy.time_to_live(now), Some(policy))
+        }
+    };
+    let stale = stale::Rules::new(shown.headers(), lifetime, now);
+    let policy = match policy {
+        Some(policy) => lazy_policy::made(policy),
+        None => lazy_policy::later(kept, shown, now),
+    };
+    Judged {
+        policy,
+        storable,
+        own_fields,
+        stale,
+        fields,
+    }
+}
+
+/// The heads the crate is shown of `response` to `asked`: what its policy keeps of the
+/// request, and the response's fields as RFC 9111 reads them, in allocations of their own
+/// (see `owned`).
+pub(crate) fn shown<B>(asked: &Request<()>, response: &Response<B>) -> (Request<()>, Response<()>) {
+    let kept = kept_request(asked, response.headers());
     let mut shown = Response::new(());
     *shown.headers_mut() = crate::owned::headers(response.headers());
     let headers = shown.headers_mut();
@@ -74,24 +113,7 @@ pub(crate) fn of<B>(asked: &Request<()>, response: &Response<B>, now: SystemTime
     if !stands_in(response.status(), headers) {
         *shown.status_mut() = response.status();
     }
-    let changed = [header::CACHE_CONTROL, header::EXPIRES].iter().any(|name| {
-        let (own, as_shown) = (
-            response.headers().get_all(name),
-            shown.headers().get_all(name),
-        );
-        !own.iter().eq(as_shown.iter())
-    });
-    let own_fields =
-        changed.then(|| crate::owned::headers(&targeted::replaced(response.headers())));
-    let fields = fields_size(asked.headers()) + fields_size(response.headers());
-    let policy = CachePolicy::new_options(asked, &shown, now, options);
-    let stale = stale::Rules::new(shown.headers(), &policy, now);
-    Judged {
-        policy,
-        own_fields,
-        stale,
-        fields,
-    }
+    (kept, shown)
 }
 
 /// The copy of `asked` that a policy of a response with `headers` keeps: its target, and the
@@ -200,7 +222,7 @@ pub(crate) fn length(status: StatusCode, headers: &HeaderMap) -> Option<u64> {
 }
 
 /// The statuses the crate understands (stores when the rest allows).
-const CRATE_STORES: &[u16] = &[
+pub(super) const CRATE_STORES: &[u16] = &[
     200, 203, 204, 300, 301, 302, 303, 307, 308, 404, 405, 410, 414, 501,
 ];
 

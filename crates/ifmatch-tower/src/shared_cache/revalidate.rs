@@ -16,11 +16,11 @@ use http_cache_semantics::AfterResponse;
 use tower_service::Service;
 
 use super::collapse::Turn;
-use super::policy;
 use super::service::{BoxError, CachedBody, from_store, keep};
 use super::stale;
 use super::stats::Counters;
 use super::store::{Store, Stored};
+use super::{lazy_policy, policy};
 
 /// What a revalidation came to.
 pub(crate) enum Revalidated<B> {
@@ -87,7 +87,7 @@ where
                 .map(crate::owned::value);
             let refreshed = Arc::new(Stored {
                 stale: stored.stale.refreshed(&policy, now),
-                policy,
+                policy: lazy_policy::made(policy),
                 body: stored.body.clone(),
                 date: date.or_else(|| stored.date.clone()),
                 status: stored.status,

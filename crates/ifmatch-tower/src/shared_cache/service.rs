@@ -312,7 +312,7 @@ where
             || headers.contains_key(header::LAST_MODIFIED)
             || judged.stale.lingers()
     };
-    let judged = judged.filter(|judged| judged.policy.is_storable() && reusable(judged));
+    let judged = judged.filter(|judged| judged.storable && reusable(judged));
     let get = asked.method() == Method::GET;
     // The request's key fields and its gate, once.
     let own = keyed(asked.headers(), store.key_headers());

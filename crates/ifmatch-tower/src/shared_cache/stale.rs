@@ -27,10 +27,10 @@ pub(crate) struct Rules {
 
 impl Rules {
     /// The rules of a response with the fields `shown` (as its policy was shown them), stored
-    /// at `now` under `policy`.
-    pub(crate) fn new(shown: &HeaderMap, policy: &CachePolicy, now: SystemTime) -> Self {
+    /// at `now`, fresh for `lifetime` from then.
+    pub(crate) fn new(shown: &HeaderMap, lifetime: Duration, now: SystemTime) -> Self {
         let mut rules = Self {
-            fresh_until: now + policy.time_to_live(now),
+            fresh_until: now + lifetime,
             while_revalidate: None,
             if_error: None,
             forbidden: false,

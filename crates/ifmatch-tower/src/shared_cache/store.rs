@@ -5,18 +5,18 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use http_cache_semantics::CachePolicy;
-
 use super::collapse::Gates;
 use super::disk::Disk;
 use super::fill::Fill;
+use super::lazy_policy::Policy;
 use super::served::Served;
 use super::stats::{CacheReport, Counters};
 
 /// One stored response: what decides its reuse, its head, and its body.
 #[derive(Debug)]
 pub(crate) struct Stored {
-    pub(crate) policy: CachePolicy,
+    /// Made by the crate when first needed (see [`super::lazy_policy`]).
+    pub(crate) policy: Policy,
     /// Its status (which the policy may have been shown as another; see [`super::policy`]).
     pub(crate) status: http::StatusCode,
     /// Its body, whole or arriving.
