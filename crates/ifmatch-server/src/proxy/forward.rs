@@ -81,8 +81,9 @@ pub(super) struct FromOrigin;
 pub struct Peer {
     /// `X-Forwarded-For`'s element: the bare address.
     ip: HeaderValue,
-    /// `Forwarded`'s `for=` node: IPv6 in quoted brackets (RFC 7239 section 6).
-    node: String,
+    /// `Forwarded`'s element without a host: the `for=` node (IPv6 in quoted brackets, RFC
+    /// 7239 section 6) and the protocol.
+    forwarded: HeaderValue,
 }
 
 impl Peer {
@@ -93,10 +94,26 @@ impl Peer {
             std::net::IpAddr::V4(v4) => v4.to_string(),
             std::net::IpAddr::V6(v6) => format!("\"[{v6}]\""),
         };
+        let forwarded = format!("for={node};proto=http");
         Self {
             ip: HeaderValue::from_str(&ip.to_string()).expect("an address is a header value"),
-            node,
+            forwarded: HeaderValue::from_str(&forwarded).expect("an address is a header value"),
         }
+    }
+
+    /// `Forwarded`'s element for a request to `host` (named only when it can go into a quoted
+    /// parameter as it is).
+    fn forwarded(&self, host: Option<&str>) -> HeaderValue {
+        let Some(host) = host.filter(|h| is_token_safe(h)) else {
+            return self.forwarded.clone();
+        };
+        let mut value = Vec::with_capacity(self.forwarded.len() + host.len() + 8);
+        value.extend_from_slice(self.forwarded.as_bytes());
+        value.extend_from_slice(b";host=\"");
+        value.extend_from_slice(host.as_bytes());
+        value.push(b'"');
+        HeaderValue::from_maybe_shared(Bytes::from(value))
+            .unwrap_or_else(|_| self.forwarded.clone())
     }
 }
 
@@ -176,25 +193,19 @@ impl Forward {
         let version = request.version();
         let headers = request.headers_mut();
         remove_hop_by_hop(headers);
-        let host = headers
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .map(str::to_owned);
+        // The client's `Host`, when it is text (the forwarding fields carry it).
+        let host = (headers.get(header::HOST)).filter(|h| h.to_str().is_ok());
+        let host = host.cloned();
         if !upstream.preserve_host || !headers.contains_key(header::HOST) {
             headers.insert(header::HOST, upstream.authority.clone());
         }
         append_via(headers, version);
         if let Some(client) = client {
             append(headers, X_FORWARDED_FOR, client.ip.clone());
-            let mut forwarded = format!("for={};proto=http", client.node);
-            if let Some(host) = host.as_deref().filter(|h| is_token_safe(h)) {
-                let _ = write!(forwarded, ";host=\"{host}\"");
-            }
-            if let Ok(forwarded) = HeaderValue::from_str(&forwarded) {
-                append(headers, header::FORWARDED, forwarded);
-            }
+            let named = host.as_ref().and_then(|h| h.to_str().ok());
+            append(headers, header::FORWARDED, client.forwarded(named));
             headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static("http"));
-            if let Some(host) = host.and_then(|h| HeaderValue::from_str(&h).ok()) {
+            if let Some(host) = host {
                 headers.insert(X_FORWARDED_HOST, host);
             }
         }

@@ -42,6 +42,9 @@ pub(crate) struct Judged {
     pub(crate) stale: stale::Rules,
     /// The bytes of the fields the policy keeps: the response's, and the request's it reads.
     pub(crate) fields: usize,
+    /// The response's `ETag` and `Last-Modified`, and its `Date`, in the policy's copy.
+    pub(crate) validators: HeaderMap,
+    pub(crate) date: Option<HeaderValue>,
 }
 
 /// Whether a response with `headers` may ever be reused: only if it says how long it is fresh
@@ -84,6 +87,11 @@ pub(crate) fn of<B>(asked: &Request<()>, response: &Response<B>, now: SystemTime
         }
     };
     let stale = stale::Rules::new(shown.headers(), lifetime, now);
+    let validators = [header::ETAG, header::LAST_MODIFIED]
+        .into_iter()
+        .filter_map(|name| Some((name.clone(), shown.headers().get(&name)?.clone())))
+        .collect();
+    let date = shown.headers().get(header::DATE).cloned();
     let policy = match policy {
         Some(policy) => lazy_policy::made(policy),
         None => lazy_policy::later(kept, shown, now),
@@ -94,6 +102,8 @@ pub(crate) fn of<B>(asked: &Request<()>, response: &Response<B>, now: SystemTime
         own_fields,
         stale,
         fields,
+        validators,
+        date,
     }
 }
 
@@ -131,14 +141,14 @@ fn kept_request(asked: &Request<()>, headers: &HeaderMap) -> Request<()> {
             continue;
         }
         for value in asked.headers().get_all(&name) {
-            fields.append(name.clone(), value.clone());
+            fields.append(name.clone(), crate::owned::value(value));
         }
     }
     let mut kept = Request::new(());
     *kept.method_mut() = asked.method().clone();
     *kept.uri_mut() = crate::owned::uri(asked.uri());
     *kept.version_mut() = asked.version();
-    *kept.headers_mut() = crate::owned::headers(&fields);
+    *kept.headers_mut() = fields;
     kept
 }
 
@@ -150,18 +160,23 @@ fn kept_request(asked: &Request<()>, headers: &HeaderMap) -> Request<()> {
 /// - `no-store` does not apply with `must-understand` to a status RFC 9110 defines
 ///   (5.2.2.3); the crate knows no `must-understand`.
 fn normalise(status: StatusCode, headers: &mut HeaderMap) {
-    let age = (headers.get(header::AGE)).and_then(|v| {
-        v.to_str()
-            .ok()?
-            .split(',')
-            .next()?
-            .trim()
-            .parse::<u64>()
-            .ok()
-    });
-    headers.remove(header::AGE);
-    if let Some(age) = age {
-        headers.insert(header::AGE, HeaderValue::from(age));
+    let mut lines = headers.get_all(header::AGE).iter();
+    if let Some(line) = lines.next() {
+        let one = lines.next().is_none();
+        let age = line.to_str().ok().and_then(|v| {
+            let first = v.split(',').next()?.trim();
+            Some((first.parse::<u64>().ok()?, one && first.len() == v.len()))
+        });
+        match age {
+            // The usual `Age`: one number, as it is.
+            Some((_, true)) => {}
+            Some((age, false)) => {
+                headers.insert(header::AGE, HeaderValue::from(age));
+            }
+            None => {
+                headers.remove(header::AGE);
+            }
+        }
     }
     if headers.contains_key(header::EXPIRES) {
         let mut lines = headers.get_all(header::EXPIRES).iter();
@@ -172,7 +187,11 @@ fn normalise(status: StatusCode, headers: &mut HeaderMap) {
         let value = expires.map_or(HeaderValue::from_static("0"), date_header_value);
         headers.insert(header::EXPIRES, value);
     }
-    if has_directive(headers, "must-understand") && defined(status.as_u16()) {
+    // Directive names are in lowercase here (see `lowercase_directives`): the bytes tell
+    // whether the directive can be there before the list is read.
+    let mentioned = (headers.get_all(header::CACHE_CONTROL).iter())
+        .any(|v| v.as_bytes().windows(15).any(|w| w == b"must-understand"));
+    if mentioned && has_directive(headers, "must-understand") && defined(status.as_u16()) {
         let kept: Vec<&str> = ifmatch_core::header_list(headers, header::CACHE_CONTROL)
             .filter(|d| !d.trim().eq_ignore_ascii_case("no-store"))
             .collect();
@@ -185,17 +204,11 @@ fn normalise(status: StatusCode, headers: &mut HeaderMap) {
 /// `Cache-Control`'s directive names in lowercase, as the crate matches them (RFC 9111 5.2:
 /// they are case-insensitive).
 pub(crate) fn lowercase_directives(headers: &mut HeaderMap) {
-    let values: Vec<_> = headers
-        .get_all(header::CACHE_CONTROL)
-        .iter()
-        .cloned()
-        .collect();
-    if values
-        .iter()
-        .all(|v| !v.as_bytes().iter().any(u8::is_ascii_uppercase))
-    {
+    let lines = headers.get_all(header::CACHE_CONTROL);
+    if (lines.iter()).all(|v| !v.as_bytes().iter().any(u8::is_ascii_uppercase)) {
         return;
     }
+    let values: Vec<_> = lines.iter().cloned().collect();
     headers.remove(header::CACHE_CONTROL);
     for value in values {
         let Ok(text) = value.to_str() else { continue };

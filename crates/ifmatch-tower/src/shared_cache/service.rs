@@ -217,14 +217,6 @@ pub struct Kept;
 #[derive(Clone)]
 struct Holding(Arc<Fill>);
 
-/// A response's `ETag` and `Last-Modified`, copied (see `owned`).
-fn validators_of(headers: &HeaderMap) -> HeaderMap {
-    [header::ETAG, header::LAST_MODIFIED]
-        .into_iter()
-        .filter_map(|name| Some((name.clone(), crate::owned::value(headers.get(&name)?))))
-        .collect()
-}
-
 /// What the store holds for a request.
 enum Found {
     /// A response it may be served, with the head to serve.
@@ -340,8 +332,8 @@ where
         status: head.status,
         variant: variant(asked.headers(), &head.headers),
         keyed: own,
-        date: head.headers.get(header::DATE).map(crate::owned::value),
-        validators: validators_of(&head.headers),
+        date: judged.date,
+        validators: judged.validators,
         own_fields: judged.own_fields,
         fields: judged.fields,
         stale: judged.stale,
