@@ -33,7 +33,7 @@ pub(crate) fn gate_of(key: &str, own: &str) -> String {
 /// The keys being asked for, each with the way to wait for its asker.
 #[derive(Debug)]
 pub(crate) struct Gates {
-    open: Mutex<crate::keyed::HashMap<String, Arc<watch::Sender<Published>>>>,
+    open: Mutex<crate::keyed::HashMap<Arc<str>, watch::Sender<Published>>>,
     /// The keys whose last answer could not be stored.
     uncacheable: crate::keyed::Map<String, ()>,
 }
@@ -63,8 +63,8 @@ pub(crate) enum Turn {
 #[derive(Debug)]
 pub(crate) struct Lead {
     gates: Arc<Gates>,
-    key: String,
-    _done: Arc<watch::Sender<Published>>,
+    key: Arc<str>,
+    done: watch::Sender<Published>,
 }
 
 impl Gates {
@@ -91,12 +91,12 @@ impl Gates {
         if let Some(leader) = open.get(key) {
             return Turn::Follow(leader.subscribe());
         }
-        let done = Arc::new(watch::Sender::new(None));
-        open.insert(key.to_owned(), done.clone());
+        let (done, key) = (watch::Sender::new(None), Arc::<str>::from(key));
+        open.insert(key.clone(), done.clone());
         Turn::Lead(Lead {
             gates: self.clone(),
-            key: key.to_owned(),
-            _done: done,
+            key,
+            done,
         })
     }
 
@@ -140,7 +140,7 @@ impl Drop for Lead {
         let mut open = self.gates.open.lock().unwrap_or_else(|e| e.into_inner());
         if open
             .get(&self.key)
-            .is_some_and(|gate| Arc::ptr_eq(gate, &self._done))
+            .is_some_and(|gate| gate.same_channel(&self.done))
         {
             open.remove(&self.key);
         }

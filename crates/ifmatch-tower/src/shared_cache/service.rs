@@ -233,7 +233,7 @@ enum Found {
 /// A HEAD is answered from a stored GET while it is fresh (RFC 9110 9.3.2: the same fields);
 /// a stale one is left to the inner service, which has no body to send for it.
 fn lookup(store: &Store, key: &str, own: &str, asked: &Request<()>) -> Found {
-    lookup_in(&store.get(key), own, asked)
+    lookup_in(store.get(key).as_deref().unwrap_or_default(), own, asked)
 }
 
 /// [`lookup`] among `variants`.

@@ -104,7 +104,7 @@ impl Stored {
 }
 
 /// The variants under one key, the most recently stored first.
-type Variants = Arc<Vec<Arc<Stored>>>;
+type Variants = Arc<[Arc<Stored>]>;
 
 /// The most variants one key keeps: a `Vary` on a field with many values (`User-Agent`) costs
 /// this many entries at most.
@@ -220,8 +220,8 @@ impl Store {
     }
 
     /// The variants stored under `key`, the most recent first.
-    pub(crate) fn get(&self, key: &str) -> Variants {
-        self.entries.get(key).unwrap_or_default()
+    pub(crate) fn get(&self, key: &str) -> Option<Variants> {
+        self.entries.get(key)
     }
 
     /// Stores `stored` under `key`, in place of `replaces` (the variant it was revalidated
@@ -253,7 +253,7 @@ impl Store {
         // stored at the same moment may be lost to it, never one a write forgot: there was
         // none to bring back.
         if !self.entries.contains_key(key) {
-            self.entries.insert(key.to_owned(), Arc::new(vec![stored]));
+            self.entries.insert(key.to_owned(), Arc::from([stored]));
             return;
         }
         let joined = self.entries.entry(key, None, |_, current| {
@@ -268,11 +268,11 @@ impl Store {
                     .take(MAX_VARIANTS - 1)
                     .cloned(),
             );
-            *current = Arc::new(variants);
+            *current = Arc::from(variants);
             quick_cache::sync::EntryAction::Retain(())
         });
         if let quick_cache::sync::EntryResult::Vacant(slot) = joined {
-            let _ = slot.insert(Arc::new(vec![stored]));
+            let _ = slot.insert(Arc::from([stored]));
         }
     }
 
@@ -445,7 +445,7 @@ mod tests {
     fn an_answer_as_large_as_the_largest_object_is_kept_in_a_small_tier() {
         let store = store(4 << 20, 1 << 20);
         store.put("h /large", Arc::new(stored(&LARGE, "")), None);
-        assert_eq!(store.get("h /large").len(), 1);
+        assert_eq!(store.get("h /large").unwrap().len(), 1);
         assert_eq!(store.report().evictions, 0);
     }
 
@@ -460,10 +460,10 @@ mod tests {
         store.put("h /v", plain.clone(), None);
         let newer = Arc::new(stored(&SMALL, "gzip"));
         store.put("h /v", newer.clone(), None);
-        let held = store.get("h /v");
+        let held = store.get("h /v").unwrap();
         assert_eq!(held.len(), 2);
         assert!(Arc::ptr_eq(&held[0], &newer) && Arc::ptr_eq(&held[1], &plain));
         store.invalidate("h /v");
-        assert!(store.get("h /v").is_empty() && !store.contains("h /v"));
+        assert!(store.get("h /v").is_none() && !store.contains("h /v"));
     }
 }
