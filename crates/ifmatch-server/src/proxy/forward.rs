@@ -194,8 +194,9 @@ impl Forward {
         let headers = request.headers_mut();
         remove_hop_by_hop(headers);
         // The client's `Host`, when it is text (the forwarding fields carry it).
-        let host = (headers.get(header::HOST)).filter(|h| h.to_str().is_ok());
-        let host = host.cloned();
+        let host = (headers.get(header::HOST))
+            .filter(|h| h.to_str().is_ok())
+            .cloned();
         if !upstream.preserve_host || !headers.contains_key(header::HOST) {
             headers.insert(header::HOST, upstream.authority.clone());
         }
