@@ -12,6 +12,7 @@
 //! ```
 
 mod accept;
+pub mod allocator;
 mod body_rate;
 mod drain;
 mod huge_length;

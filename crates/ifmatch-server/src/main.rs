@@ -11,7 +11,7 @@ use ifmatch_server::proxy::ProxyOptions;
 use tokio::net::TcpListener;
 
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: ifmatch_server::allocator::Allocator = ifmatch_server::allocator::Allocator;
 
 #[derive(Parser)]
 #[command(

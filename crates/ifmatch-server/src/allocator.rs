@@ -1,0 +1,145 @@
+//! The binary's allocator: mimalloc, asked the way its fast paths expect.
+//!
+//! The `mimalloc` crate's `GlobalAlloc` passes every request to `mi_malloc_aligned`, alignment
+//! 1 and 8 included. In mimalloc 3 that call takes its fast path only for blocks of 1 KiB or
+//! less; a larger block whose size class is not a power of two (a 4 KiB body with its head, a
+//! connection's read buffer) goes to the over-allocating path, about 300 instructions more
+//! than `mi_malloc`, and its block is flagged as holding an interior pointer, which slows its
+//! free. A stored miss of the proxy made nine such calls (callgrind, `scripts/cache-instructions`);
+//! see also mimalloc_rust's open pull request 170, which proposes the same dispatch.
+//!
+//! So, as std's own `System` allocator does with `malloc`: a request whose alignment is at
+//! most mimalloc's natural one (16 bytes) and divides its size goes to the plain calls, whose
+//! blocks are then aligned by their size class (classes are multiples of 8 bytes, and of 16
+//! from 16 on; a page's first block is 16-aligned). Anything else keeps the aligned calls.
+//!
+//! The one module of the workspace allowed `unsafe`: an allocator is C's calls.
+#![allow(unsafe_code)]
+
+use std::alloc::{GlobalAlloc, Layout};
+use std::ffi::c_void;
+
+use libmimalloc_sys as mi;
+
+/// mimalloc, with plain calls where the alignment asked for is one a size class gives anyway.
+pub struct Allocator;
+
+/// The alignment every block of mimalloc whose size is a multiple of it has (`MI_MAX_ALIGN_SIZE`).
+const NATURAL: usize = 16;
+
+fn natural(size: usize, align: usize) -> bool {
+    align <= NATURAL && size >= align && size.is_multiple_of(align)
+}
+
+// SAFETY: each call is mimalloc's own for the same request, and a block from either kind of
+// call may be given to `mi_free` and `mi_realloc` (mimalloc finds a block's page from any
+// pointer into it).
+unsafe impl GlobalAlloc for Allocator {
+    #[inline]
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded as the caller gave it.
+        unsafe {
+            if natural(layout.size(), layout.align()) {
+                mi::mi_malloc(layout.size()).cast()
+            } else {
+                mi::mi_malloc_aligned(layout.size(), layout.align()).cast()
+            }
+        }
+    }
+
+    #[inline]
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded as the caller gave it.
+        unsafe {
+            if natural(layout.size(), layout.align()) {
+                mi::mi_zalloc(layout.size()).cast()
+            } else {
+                mi::mi_zalloc_aligned(layout.size(), layout.align()).cast()
+            }
+        }
+    }
+
+    #[inline]
+    unsafe fn dealloc(&self, ptr: *mut u8, _layout: Layout) {
+        // SAFETY: `ptr` came from this allocator.
+        unsafe { mi::mi_free(ptr.cast::<c_void>()) }
+    }
+
+    #[inline]
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: `ptr` came from this allocator with `layout`. `mi_realloc` keeps the block
+        // when it fits (the block met `layout.align()` already) and otherwise moves the bytes
+        // to a new plain block, aligned by its size class as `natural` requires.
+        unsafe {
+            if natural(new_size, layout.align()) {
+                mi::mi_realloc(ptr.cast(), new_size).cast()
+            } else {
+                mi::mi_realloc_aligned(ptr.cast(), new_size, layout.align()).cast()
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every size up to 64 KiB and a few beyond, at every alignment up to 4 KiB: each block is
+    /// aligned as asked, writable over its whole size, and keeps its bytes through a realloc
+    /// that grows it, one that shrinks it, and one that crosses between the two kinds of call.
+    #[test]
+    fn every_block_is_aligned_as_asked_and_keeps_its_bytes_through_realloc() {
+        let sizes = (1..=1024).chain((1025..=65_536).step_by(56)).chain([
+            100_000,
+            1 << 20,
+            (1 << 20) + 24,
+            5 << 20,
+        ]);
+        let mut checked = 0;
+        let pattern = |n: usize, len: usize| vec![n as u8 + 1; len];
+        for size in sizes {
+            for align in (0..=12).map(|shift| 1usize << shift) {
+                let Ok(layout) = Layout::from_size_align(size, align) else {
+                    continue;
+                };
+                // Several blocks of one class at once, so that not only a page's first is seen.
+                let blocks: Vec<*mut u8> =
+                    (0..3).map(|_| unsafe { Allocator.alloc(layout) }).collect();
+                for (n, &block) in blocks.iter().enumerate() {
+                    assert!(!block.is_null(), "{layout:?}");
+                    assert_eq!(block as usize % align, 0, "{layout:?}, block {n}");
+                    unsafe { block.write_bytes(n as u8 + 1, size) };
+                }
+                for (n, block) in blocks.into_iter().enumerate() {
+                    let mut block = block;
+                    let mut len = size;
+                    for new_size in [size * 2 + 8, size / 2 + 1, size + 1] {
+                        let kept = len.min(new_size);
+                        block = unsafe {
+                            Allocator.realloc(
+                                block,
+                                Layout::from_size_align(len, align).unwrap(),
+                                new_size,
+                            )
+                        };
+                        assert!(!block.is_null());
+                        assert_eq!(block as usize % align, 0, "{layout:?} to {new_size}");
+                        let bytes = unsafe { std::slice::from_raw_parts(block, kept) };
+                        assert!(bytes == pattern(n, kept), "{layout:?} to {new_size}");
+                        unsafe { block.write_bytes(n as u8 + 1, new_size) };
+                        len = new_size;
+                    }
+                    unsafe {
+                        Allocator.dealloc(block, Layout::from_size_align(len, align).unwrap())
+                    };
+                }
+                let zeroed = unsafe { Allocator.alloc_zeroed(layout) };
+                assert_eq!(zeroed as usize % align, 0, "zeroed {layout:?}");
+                assert!(unsafe { std::slice::from_raw_parts(zeroed, size) } == vec![0; size]);
+                unsafe { Allocator.dealloc(zeroed, layout) };
+                checked += 1;
+            }
+        }
+        assert!(checked > 20_000, "{checked} layouts checked");
+    }
+}
