@@ -29,6 +29,8 @@ struct Origin {
     /// The GETs of `/cold`, and when the last sent its last byte.
     cold_gets: AtomicUsize,
     cold_sent: Mutex<Option<Instant>>,
+    /// The GETs of `/streamed/...`.
+    streamed_gets: AtomicUsize,
 }
 
 /// The byte at `i` of `/cold`.
@@ -113,6 +115,23 @@ async fn start_origin() -> (Arc<Origin>, String) {
                 }
                 hex::encode(hasher.finalize())
             }),
+        )
+        .route(
+            "/streamed/{kib}",
+            get(
+                |State(o): State<Arc<Origin>>, Path(kib): Path<usize>| async move {
+                    // `kib` KiB a shared cache may keep for an hour, in 4 KiB chunks 10 ms apart,
+                    // of no declared length (chunked).
+                    o.streamed_gets.fetch_add(1, Ordering::SeqCst);
+                    let chunks = futures_util::stream::iter(0..kib).then(|i| async move {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        Ok::<_, std::io::Error>(Bytes::from(vec![(i % 251) as u8; 4096]))
+                    });
+                    let headers = [("cache-control", "max-age=3600")];
+                    (headers, Body::from_stream(chunks))
+                },
+            )
+            .put(|| async { StatusCode::NO_CONTENT }),
         )
         .route(
             "/cold",
@@ -767,6 +786,65 @@ async fn a_request_after_a_write_never_joins_a_fetch_from_before_it() {
     );
     assert_eq!(origin.cold_gets.load(Ordering::SeqCst), 2);
     drop((first, during, after));
+}
+
+/// An answer of no declared length (chunked) is sent on as it comes and stored once it ended
+/// whole: unless it is larger than the largest object, or a write came while it arrived.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chunked_answer_is_stored_once_whole_unless_too_large_or_written_meanwhile() {
+    let (origin, upstream) = start_origin().await;
+    let proxy = Proxy::start(&upstream, &["--cache-max-object", "100000"]);
+    let http = client();
+    let gets = || origin.streamed_gets.load(Ordering::SeqCst);
+    let want =
+        |kib: usize| -> Vec<u8> { (0..kib).flat_map(|i| vec![(i % 251) as u8; 4096]).collect() };
+    let url = format!("{}/streamed/16", proxy.base);
+
+    let first = http.get(&url).send().await.unwrap();
+    assert_eq!(first.status(), 200);
+    assert!(
+        first.headers().get("content-length").is_none(),
+        "sent on as it came"
+    );
+    assert_eq!(first.bytes().await.unwrap(), want(16));
+    let again = http.get(&url).send().await.unwrap();
+    assert_eq!(again.headers()["cache-status"], "ifmatch; hit");
+    assert_eq!(again.headers()["content-length"], "65536");
+    assert!(again.headers().get("transfer-encoding").is_none());
+    assert_eq!(again.bytes().await.unwrap(), want(16));
+    assert_eq!(gets(), 1, "the second from the store");
+
+    // 128 KiB, past the largest object (100,000 bytes): every client gets all of it, from
+    // the origin every time.
+    let large = format!("{}/streamed/32", proxy.base);
+    for n in 1..=2 {
+        let response = http.get(&large).send().await.unwrap();
+        assert_eq!(response.bytes().await.unwrap(), want(32));
+        assert_eq!(gets(), 1 + n);
+    }
+
+    // A write while it arrives: what arrives may be older than the write, and is not kept.
+    let written = format!("{}/streamed/20", proxy.base);
+    let mut arriving = http.get(&written).send().await.unwrap().bytes_stream();
+    arriving.next().await.unwrap().unwrap();
+    let write = http.put(&written).body("changed").send().await.unwrap();
+    assert_eq!(write.status(), 204);
+    let mut rest = 0;
+    while let Some(chunk) = arriving.next().await {
+        rest += chunk.unwrap().len();
+    }
+    assert!(rest > 0);
+    let after = http.get(&written).send().await.unwrap();
+    assert!(
+        after.headers()["cache-status"]
+            .to_str()
+            .unwrap()
+            .contains("fwd=miss"),
+        "asked again: {:?}",
+        after.headers()["cache-status"]
+    );
+    assert_eq!(after.bytes().await.unwrap(), want(20));
+    assert_eq!(gets(), 5);
 }
 
 /// Concurrent misses of one URL make one request to the origin, and every client reads the

@@ -58,6 +58,7 @@ mod stale;
 mod stats;
 mod store;
 mod targeted;
+mod tee;
 mod unkeyed;
 
 pub use fill::Reader;
@@ -65,3 +66,4 @@ pub use layer::{SharedCacheHandle, SharedCacheLayer};
 pub use service::{CachedBody, Kept, SharedCache};
 pub use stats::CacheReport;
 pub use store::Forgotten;
+pub use tee::Tee;

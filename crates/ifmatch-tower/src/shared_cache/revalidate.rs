@@ -12,6 +12,7 @@ use bytes::Bytes;
 use http::header;
 use http::{Request, Response, StatusCode};
 use http_body::Body;
+use http_body_util::{BodyExt, Either};
 use http_cache_semantics::AfterResponse;
 use tower_service::Service;
 
@@ -34,7 +35,7 @@ pub(crate) enum Revalidated<B> {
 /// Revalidates `stored` (stored under `key`, found stale for `asked`) with `revalidation`.
 pub(crate) async fn revalidate<S, ReqBody, ResBody>(
     inner: &mut S,
-    store: &Store,
+    store: &Arc<Store>,
     key: &str,
     asked: &Request<()>,
     stored: &Arc<Stored>,
@@ -140,7 +141,13 @@ pub(crate) fn in_background<S, ReqBody, ResBody>(
     runtime.spawn(async move {
         let _lead = lead;
         let done = revalidate(&mut inner, &store, &key, &asked, &stored, revalidation).await;
-        // A new body being stored is read to its end by itself once its reader is dropped.
-        drop(done);
+        // A new body being stored is read to its end by itself once its reader is dropped;
+        // one of no declared length is stored only once read to its end, here.
+        if let Ok(Revalidated::Answer(response)) = done
+            && let Either::Right(body) = response.into_body()
+        {
+            let mut body = std::pin::pin!(body);
+            while let Some(Ok(_)) = body.frame().await {}
+        }
     });
 }

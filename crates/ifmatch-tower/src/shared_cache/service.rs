@@ -12,7 +12,7 @@ use std::time::SystemTime;
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use http::{Method, Request, Response, Uri};
+use http::{Method, Request, Response, StatusCode, Uri};
 use http_body::Body;
 use http_body_util::Either;
 use http_cache_semantics::BeforeRequest;
@@ -27,6 +27,7 @@ use super::stale;
 use super::stats::Counters;
 use super::store::{Forgotten, Store, Stored, keyed, variant};
 use super::targeted::{self, SURROGATE_CAPABILITY, SURROGATE_CONTROL};
+use super::tee::{self, Tee};
 use super::{range, received, unkeyed};
 
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -52,8 +53,9 @@ impl<S> SharedCache<S> {
     }
 }
 
-/// The body of an answer: a stored body (whole or arriving), or the inner service's.
-pub type CachedBody<B> = Either<Reader, B>;
+/// The body of an answer: a stored body (whole or arriving), or the inner service's (kept
+/// as it passes when it has no declared length and is to be stored once whole).
+pub type CachedBody<B> = Either<Reader, Tee<B>>;
 
 impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for SharedCache<S>
 where
@@ -116,7 +118,7 @@ where
         if !is_safe(&method) && (status.is_success() || status.is_redirection()) {
             invalidate(&store, &host, &target, response.headers());
         }
-        return Ok(response.map(Either::Right));
+        return Ok(response.map(|body| Either::Right(Tee::passing(body))));
     }
 
     let asked = head_of(&request);
@@ -278,7 +280,7 @@ fn lookup_in(variants: &[Arc<Stored>], own: &str, asked: &Request<()>) -> Found 
 /// allow and it fits: its body is then read into the store as its client reads it, and other
 /// clients may read it from the store meanwhile.
 pub(crate) fn keep<B>(
-    store: &Store,
+    store: &Arc<Store>,
     key: &str,
     asked: &Request<()>,
     response: Response<B>,
@@ -291,7 +293,6 @@ where
 {
     let declared = policy::length(response.status(), response.headers());
     Counters::add(&store.counters.bytes_from_origin, declared.unwrap_or(0));
-    let fits = declared.filter(|len| *len <= store.max_object());
     // Stored only if it can ever be reused: fresh for a while, revalidated with a validator,
     // or served stale by its own leave. One with none of these would be fetched whole again
     // by every request (and would make them wait for one another). One whose fields say
@@ -306,50 +307,83 @@ where
     };
     let judged = judged.filter(|judged| judged.storable && reusable(judged));
     let get = asked.method() == Method::GET;
+    let fits = declared.is_none_or(|len| len <= store.max_object());
     // The request's key fields and its gate, once.
     let own = keyed(asked.headers(), store.key_headers());
     let gate = collapse::gate_of(key, &own);
     if get {
-        store
-            .gates
-            .stored(&gate, fits.is_some() && judged.is_some());
+        // A body of no declared length is stored, if at all, once it ended: nothing for the
+        // requests meanwhile to wait for.
+        let stored_now = fits && declared.is_some() && judged.is_some();
+        store.gates.stored(&gate, stored_now);
     }
-    let storable = judged.is_some();
     let fresh = judged.as_ref().is_some_and(|j| j.stale.fresh_at(now));
-    let (Some(len), Some(judged), true) = (fits, judged, get) else {
-        let status = if storable {
+    let storable = judged.is_some();
+    let (Some(judged), true, true) = (judged, fits, get) else {
+        let status = if storable && !fits {
             "fwd=miss; detail=too-large"
         } else {
             "fwd=uri-miss"
         };
-        let mut response = response.map(Either::Right);
+        let mut response = response.map(|body| Either::Right(Tee::passing(body)));
         add_status(response.headers_mut(), status);
         return response;
     };
     let (mut head, body) = response.into_parts();
+    if fresh && head.headers.contains_key(header::ETAG) {
+        head.extensions.insert(Kept);
+    }
+    let variant = variant(asked.headers(), &head.headers);
+    let status = head.status;
+    let Some(len) = declared else {
+        // Kept as it passes, and stored once whole, unless something was forgotten meanwhile
+        // (a write, a purge: what it holds may be older than that).
+        let (into, key, replaces) = (store.clone(), key.to_owned(), replaces.cloned());
+        let forgotten = store.forgotten();
+        let keep: tee::Keep = Box::new(move |bytes| {
+            if into.forgotten() != forgotten {
+                return;
+            }
+            Counters::add(&into.counters.bytes_from_origin, bytes.len() as u64);
+            let stored = entry(status, variant, own, judged, Fill::whole(bytes));
+            into.gates.stored(&gate, true);
+            into.put(&key, Arc::new(stored), replaces.as_ref());
+        });
+        let body = Tee::keeping(body, store.max_object(), keep);
+        add_status(&mut head.headers, "fwd=miss; detail=stored-once-whole");
+        return Response::from_parts(head, Either::Right(body));
+    };
     let body = Fill::reading(body, len);
-    let stored = Stored {
-        status: head.status,
-        variant: variant(asked.headers(), &head.headers),
-        keyed: own,
+    let stored = Arc::new(entry(status, variant, own, judged, body.clone()));
+    store.gates.publish(&gate, &stored);
+    store.put(key, stored, replaces);
+    head.extensions.insert(Holding(body.clone()));
+    add_status(&mut head.headers, "fwd=miss; stored");
+    Response::from_parts(head, Either::Left(body.reader()))
+}
+
+/// The entry of a response with `status` that `judged` judged, for the requests `variant` and
+/// `keyed` select, with `body`.
+fn entry(
+    status: StatusCode,
+    variant: String,
+    keyed: String,
+    judged: Judged,
+    body: Arc<Fill>,
+) -> Stored {
+    Stored {
+        status,
+        variant,
+        keyed,
         date: judged.date,
         validators: judged.validators,
         own_fields: judged.own_fields,
         fields: judged.fields,
         stale: judged.stale,
         policy: judged.policy,
-        body: body.clone(),
+        body,
         served: OnceLock::new(),
-    };
-    let stored = Arc::new(stored);
-    store.gates.publish(&gate, &stored);
-    store.put(key, stored, replaces);
-    head.extensions.insert(Holding(body.clone()));
-    add_status(&mut head.headers, "fwd=miss; stored");
-    if fresh && head.headers.contains_key(header::ETAG) {
-        head.extensions.insert(Kept);
     }
-    Response::from_parts(head, Either::Left(body.reader()))
 }
 
 /// `stored` for `asked`, with the head `head` the policy made of it (its fields, refreshed,

@@ -2,6 +2,7 @@
 //! under it (one per combination of the fields its `Vary` names), weighed by their bytes
 //! against the store's capacity.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -163,6 +164,8 @@ pub(crate) struct Store {
     /// Told of what it forgets because of a request or a purge (another instance's store,
     /// say).
     announce: OnceLock<Announce>,
+    /// How many times it forgot something (see [`Store::forgotten`]).
+    forgotten: AtomicU64,
 }
 
 /// Who is told of what a store forgets.
@@ -201,6 +204,7 @@ impl Store {
             gates: Arc::default(),
             counters,
             announce: OnceLock::new(),
+            forgotten: AtomicU64::new(0),
         }
     }
 
@@ -301,8 +305,15 @@ impl Store {
         }
     }
 
+    /// How many times it has forgotten a key or a prefix so far: an answer fetched before
+    /// it changed may be older than what was forgotten, and is not stored after it.
+    pub(crate) fn forgotten(&self) -> u64 {
+        self.forgotten.load(Ordering::Acquire)
+    }
+
     /// Forgets everything stored under `key`, in both tiers.
     pub(crate) fn invalidate(&self, key: &str) {
+        self.forgotten.fetch_add(1, Ordering::AcqRel);
         self.gates.close_key(key);
         match &self.settings.disk {
             Some(disk) => disk.invalidate(key, || {
@@ -317,6 +328,7 @@ impl Store {
     /// Forgets everything stored under keys that start with `prefix`, in both tiers: how
     /// many keys. It walks the whole store (an operator's purge, not a request's).
     pub(crate) fn invalidate_prefix(&self, prefix: &str) -> u64 {
+        self.forgotten.fetch_add(1, Ordering::AcqRel);
         self.gates.close(prefix);
         let mut keys: std::collections::BTreeSet<String> = (self.entries.iter())
             .map(|(key, _)| key)
