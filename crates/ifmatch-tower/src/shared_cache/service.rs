@@ -339,9 +339,9 @@ where
         // Kept as it passes, and stored once whole, unless something was forgotten meanwhile
         // (a write, a purge: what it holds may be older than that).
         let (into, key, replaces) = (store.clone(), key.to_owned(), replaces.cloned());
-        let forgotten = store.forgotten();
+        let forgotten = store.forgotten(&key);
         let keep: tee::Keep = Box::new(move |bytes| {
-            if into.forgotten() != forgotten {
+            if into.forgotten(&key) != forgotten {
                 return;
             }
             Counters::add(&into.counters.bytes_from_origin, bytes.len() as u64);

@@ -165,7 +165,41 @@ pub(crate) struct Store {
     /// say).
     announce: OnceLock<Announce>,
     /// How many times it forgot something (see [`Store::forgotten`]).
-    forgotten: AtomicU64,
+    forgotten: Generations,
+}
+
+/// How many times a store forgot keys, by stripe of keys (a write forgets one key), and
+/// prefixes (a purge).
+#[derive(Debug)]
+struct Generations {
+    stripes: Box<[AtomicU64]>,
+    prefixes: AtomicU64,
+    hasher: crate::keyed::KeyHasher,
+}
+
+impl Generations {
+    /// 8 KiB of counters: a write to another key of the same stripe, one in 1,024, costs a
+    /// body being stored nothing but its storing.
+    const STRIPES: usize = 1024;
+
+    fn new() -> Self {
+        Self {
+            stripes: (0..Self::STRIPES).map(|_| AtomicU64::new(0)).collect(),
+            prefixes: AtomicU64::new(0),
+            hasher: crate::keyed::KeyHasher::default(),
+        }
+    }
+
+    fn stripe(&self, key: &str) -> &AtomicU64 {
+        let hash = std::hash::BuildHasher::hash_one(&self.hasher, key);
+        &self.stripes[usize::try_from(hash % Self::STRIPES as u64).unwrap_or(0)]
+    }
+
+    /// A number that changes whenever `key` is forgotten.
+    fn of(&self, key: &str) -> u64 {
+        let prefixes = self.prefixes.load(Ordering::Acquire);
+        prefixes.wrapping_add(self.stripe(key).load(Ordering::Acquire))
+    }
 }
 
 /// Who is told of what a store forgets.
@@ -204,7 +238,7 @@ impl Store {
             gates: Arc::default(),
             counters,
             announce: OnceLock::new(),
-            forgotten: AtomicU64::new(0),
+            forgotten: Generations::new(),
         }
     }
 
@@ -305,15 +339,16 @@ impl Store {
         }
     }
 
-    /// How many times it has forgotten a key or a prefix so far: an answer fetched before
-    /// it changed may be older than what was forgotten, and is not stored after it.
-    pub(crate) fn forgotten(&self) -> u64 {
-        self.forgotten.load(Ordering::Acquire)
+    /// A number that changes whenever `key` is forgotten (by a write, a purge, another
+    /// instance): an answer fetched before it changed may be older than what was forgotten,
+    /// and is not stored after it.
+    pub(crate) fn forgotten(&self, key: &str) -> u64 {
+        self.forgotten.of(key)
     }
 
     /// Forgets everything stored under `key`, in both tiers.
     pub(crate) fn invalidate(&self, key: &str) {
-        self.forgotten.fetch_add(1, Ordering::AcqRel);
+        self.forgotten.stripe(key).fetch_add(1, Ordering::AcqRel);
         self.gates.close_key(key);
         match &self.settings.disk {
             Some(disk) => disk.invalidate(key, || {
@@ -328,7 +363,7 @@ impl Store {
     /// Forgets everything stored under keys that start with `prefix`, in both tiers: how
     /// many keys. It walks the whole store (an operator's purge, not a request's).
     pub(crate) fn invalidate_prefix(&self, prefix: &str) -> u64 {
-        self.forgotten.fetch_add(1, Ordering::AcqRel);
+        self.forgotten.prefixes.fetch_add(1, Ordering::AcqRel);
         self.gates.close(prefix);
         let mut keys: std::collections::BTreeSet<String> = (self.entries.iter())
             .map(|(key, _)| key)
@@ -477,5 +512,30 @@ mod tests {
         assert!(Arc::ptr_eq(&held[0], &newer) && Arc::ptr_eq(&held[1], &plain));
         store.invalidate("h /v");
         assert!(store.get("h /v").is_none() && !store.contains("h /v"));
+    }
+
+    #[test]
+    fn what_is_forgotten_changes_its_keys_number_and_mostly_no_others() {
+        let store = store(1 << 20, 64 << 10);
+        let before: Vec<u64> = (0..100)
+            .map(|n| store.forgotten(&format!("h /k{n}")))
+            .collect();
+        store.invalidate("h /k0");
+        let changed = |store: &Store, before: &[u64]| -> Vec<usize> {
+            (0..100)
+                .filter(|&n| store.forgotten(&format!("h /k{n}")) != before[n])
+                .collect()
+        };
+        // Another key shares its stripe once in 1,024: one of 99 rarely does.
+        let after_write = changed(&store, &before);
+        assert!(
+            after_write.contains(&0) && after_write.len() <= 3,
+            "{after_write:?}"
+        );
+        let before: Vec<u64> = (0..100)
+            .map(|n| store.forgotten(&format!("h /k{n}")))
+            .collect();
+        store.invalidate_prefix("h /unrelated/");
+        assert_eq!(changed(&store, &before).len(), 100, "a purge: every key");
     }
 }
