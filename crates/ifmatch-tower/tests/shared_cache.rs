@@ -812,6 +812,16 @@ async fn every_line_of_a_varying_field_selects() {
     )
     .await;
     assert_eq!(status_of(&headers), "ifmatch; hit");
+    // The whitespace beside a list's commas is no part of its members (RFC 9110 5.6.1).
+    for (foo, hit) in [
+        ("1,2", true),
+        ("1 ,\t2", true),
+        ("1, 3", false),
+        ("1 2", false),
+    ] {
+        let (_, headers, _) = send(&layer, &origin, Method::GET, "/v", &[("foo", foo)]).await;
+        assert_eq!(status_of(&headers) == "ifmatch; hit", hit, "{foo:?}");
+    }
 }
 
 /// The handle reports what the cache did and holds, and purges by target and by prefix.

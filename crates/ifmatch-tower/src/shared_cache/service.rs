@@ -461,34 +461,68 @@ fn head_of<B>(request: &Request<B>) -> Request<()> {
 }
 
 /// `headers` with the lines of each field combined into one (RFC 9110 5.3; `Cookie`'s with
-/// `; `, RFC 9113 8.2.3): the policy compares the first line of a field `Vary` names, and a
-/// request whose second `Cookie` line differs must not be served another's answer.
+/// `; `, RFC 9113 8.2.3), and without the whitespace around a list's commas: the policy
+/// compares the first line of a field `Vary` names, a request whose second `Cookie` line
+/// differs must not be served another's answer, and one that differs from another only in
+/// that whitespace (no part of a list's members, RFC 9110 5.6.1) is served the same (RFC 9111
+/// 4.1 lets a cache normalise it). A date's comma is not a list's.
 fn combined(headers: &HeaderMap) -> HeaderMap {
-    // The usual request: one line per field, nothing to join.
-    if headers.len() == headers.keys_len() {
+    let loose_list = |name: &HeaderName, value: &[u8]| {
+        let date = [
+            header::DATE,
+            header::IF_MODIFIED_SINCE,
+            header::IF_UNMODIFIED_SINCE,
+            header::IF_RANGE,
+        ];
+        loose(value) && !date.contains(name)
+    };
+    // The usual request: one line per field, no space after a list's comma.
+    if headers.len() == headers.keys_len()
+        && !(headers.iter()).any(|(name, value)| loose_list(name, value.as_bytes()))
+    {
         return headers.clone();
     }
     let mut out = HeaderMap::with_capacity(headers.keys_len());
     for name in headers.keys() {
         let mut values = headers.get_all(name).iter();
-        let (Some(first), Some(_)) = (values.next(), values.next()) else {
-            out.extend(
-                headers
-                    .get_all(name)
-                    .iter()
-                    .map(|v| (name.clone(), v.clone())),
-            );
+        if let (Some(only), None) = (values.next(), values.next())
+            && !loose_list(name, only.as_bytes())
+        {
+            out.insert(name.clone(), only.clone());
             continue;
-        };
+        }
         let separator: &[u8] = if name == header::COOKIE { b"; " } else { b", " };
-        let mut joined = first.as_bytes().to_vec();
-        for value in headers.get_all(name).iter().skip(1) {
-            joined.extend_from_slice(separator);
+        let mut joined = Vec::new();
+        for (n, value) in headers.get_all(name).iter().enumerate() {
+            if n > 0 {
+                joined.extend_from_slice(separator);
+            }
             joined.extend_from_slice(value.as_bytes());
+        }
+        if loose_list(name, &joined) {
+            joined = tight(&joined);
         }
         if let Ok(value) = HeaderValue::from_bytes(&joined) {
             out.insert(name.clone(), value);
         }
+    }
+    out
+}
+
+/// Whether a comma in `value` has whitespace beside it.
+fn loose(value: &[u8]) -> bool {
+    value.contains(&b',')
+        && (value.windows(2)).any(|w| matches!(w, [b',', b' ' | b'\t'] | [b' ' | b'\t', b',']))
+}
+
+/// `value` without the whitespace beside its commas.
+fn tight(value: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(value.len());
+    for (n, member) in value.split(|&b| b == b',').enumerate() {
+        if n > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(member.trim_ascii());
     }
     out
 }
