@@ -25,7 +25,8 @@ pin_project_lite::pin_project! {
     pub struct Tee<B> {
         #[pin]
         inner: B,
-        keeping: Option<Keeping>,
+        // Boxed: every answer that passes carries the field, moved from layer to layer.
+        keeping: Option<Box<Keeping>>,
     }
 }
 
@@ -64,7 +65,7 @@ impl<B> Tee<B> {
         };
         Self {
             inner,
-            keeping: Some(keeping),
+            keeping: Some(Box::new(keeping)),
         }
     }
 }
@@ -72,7 +73,7 @@ impl<B> Tee<B> {
 impl Keeping {
     /// All of it, in one allocation of its own size (the chunks may be slices of a
     /// connection's read buffer, which they would keep alive; see `owned`), to be kept.
-    fn keep(self) {
+    fn keep(self: Box<Self>) {
         let mut whole = BytesMut::with_capacity(usize::try_from(self.len).unwrap_or(0));
         for chunk in &self.chunks {
             whole.extend_from_slice(chunk);
