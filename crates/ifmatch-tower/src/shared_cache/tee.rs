@@ -73,7 +73,7 @@ impl<B> Tee<B> {
 impl Keeping {
     /// All of it, in one allocation of its own size (the chunks may be slices of a
     /// connection's read buffer, which they would keep alive; see `owned`), to be kept.
-    fn keep(self: Box<Self>) {
+    fn keep(self) {
         let mut whole = BytesMut::with_capacity(usize::try_from(self.len).unwrap_or(0));
         for chunk in &self.chunks {
             whole.extend_from_slice(chunk);
@@ -109,12 +109,12 @@ where
                 if this.inner.is_end_stream()
                     && let Some(keeping) = this.keeping.take()
                 {
-                    keeping.keep();
+                    (*keeping).keep();
                 }
             }
             Poll::Ready(None) => {
                 if let Some(keeping) = this.keeping.take() {
-                    keeping.keep();
+                    (*keeping).keep();
                 }
             }
             Poll::Ready(Some(Err(_))) => *this.keeping = None,
