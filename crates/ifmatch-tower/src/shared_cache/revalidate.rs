@@ -142,12 +142,15 @@ pub(crate) fn in_background<S, ReqBody, ResBody>(
         let _lead = lead;
         let done = revalidate(&mut inner, &store, &key, &asked, &stored, revalidation).await;
         // A new body being stored is read to its end by itself once its reader is dropped;
-        // one of no declared length is stored only once read to its end, here.
+        // one of no declared length is stored only once read to its end, here, for as long
+        // as it may still be stored (an endless one is let go past the largest object).
         if let Ok(Revalidated::Answer(response)) = done
             && let Either::Right(body) = response.into_body()
         {
             let mut body = std::pin::pin!(body);
-            while let Some(Ok(_)) = body.frame().await {}
+            while body.is_keeping()
+                && let Some(Ok(_)) = body.frame().await
+            {}
         }
     });
 }

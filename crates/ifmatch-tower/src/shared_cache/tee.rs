@@ -55,6 +55,11 @@ impl<B> Tee<B> {
         }
     }
 
+    /// Whether it still keeps what passes (it has not ended, grown past its limit or failed).
+    pub(crate) fn is_keeping(&self) -> bool {
+        self.keeping.is_some()
+    }
+
     /// `inner`, passed on, and handed to `keep` once it ended whole within `limit` bytes.
     pub(crate) fn keeping(inner: B, limit: u64, keep: Keep) -> Self {
         let keeping = Keeping {
@@ -185,6 +190,11 @@ mod tests {
         let (kept, sent) = tee(&[Ok("ab"), Ok("cd"), Ok("ef")], 5).await;
         assert_eq!(sent.unwrap(), "abcdef", "its client gets all of it");
         assert!(kept.is_none());
+        let mut past = Tee::keeping(body(&[Ok("abc"), Ok("def"), Ok("g")]), 5, Box::new(|_| {}));
+        past.frame().await.unwrap().unwrap();
+        assert!(past.is_keeping());
+        past.frame().await.unwrap().unwrap();
+        assert!(!past.is_keeping(), "no longer once past its limit");
         let (kept, sent) = tee(&[Ok("ab"), Err("reset")], 5).await;
         assert!(sent.is_err());
         assert!(kept.is_none());
