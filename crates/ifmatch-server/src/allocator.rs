@@ -8,10 +8,12 @@
 //! free. A stored miss of the proxy made nine such calls (callgrind, `scripts/cache-instructions`);
 //! see also mimalloc_rust's open pull request 170, which proposes the same dispatch.
 //!
-//! So, as std's own `System` allocator does with `malloc`: a request whose alignment is at
-//! most mimalloc's natural one (16 bytes) and divides its size goes to the plain calls, whose
-//! blocks are then aligned by their size class (classes are multiples of 8 bytes, and of 16
-//! from 16 on; a page's first block is 16-aligned). Anything else keeps the aligned calls.
+//! So, much as std's own `System` allocator does with `malloc` (which asks only that the
+//! alignment be at most 16 and no larger than the size): a request whose alignment is at most
+//! mimalloc's natural one (16 bytes) and divides its size goes to the plain calls, whose blocks
+//! are then aligned by their size class (classes are multiples of 8 bytes, and of 16 from 16
+//! on; a page's first block is 16-aligned; a 24-byte class gives 8-byte alignment only, hence
+//! "divides"). Anything else keeps the aligned calls.
 //!
 //! The one module of the workspace allowed `unsafe`: an allocator is C's calls.
 #![allow(unsafe_code)]
