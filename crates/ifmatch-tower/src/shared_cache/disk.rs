@@ -43,11 +43,6 @@ use super::store::Stored;
 
 const MAGIC: &[u8] = b"ifmatch-cache 1\n";
 
-/// The generations of the keys, by a hash of each key: a few slots, shared by many keys (a
-/// bump for one key discards the in-flight writes of the others in its slot, which only costs
-/// them their copy on disk).
-const GENERATIONS: usize = 1024;
-
 /// The files of one key, the most recent first.
 type Files = Arc<Vec<Arc<OnDisk>>>;
 
@@ -91,7 +86,9 @@ struct Names {
 pub(crate) struct Disk {
     dir: PathBuf,
     index: crate::keyed::Map<String, Files>,
-    generations: Box<[AtomicU64]>,
+    /// A bump for one key discards the in-flight writes of the others in its slot, which
+    /// only costs them their copy on disk.
+    generations: super::generations::Generations,
     /// Taken by every change of the index, and by a generation's bump.
     changes: Mutex<()>,
     /// Makes file names unique within this process.
@@ -138,7 +135,7 @@ impl Disk {
         let disk = Self {
             dir: dir.to_owned(),
             index,
-            generations: (0..GENERATIONS).map(|_| AtomicU64::new(0)).collect(),
+            generations: super::generations::Generations::new(),
             changes: Mutex::new(()),
             written: AtomicU64::new(0),
             writes: AtomicU64::new(0),
@@ -182,15 +179,9 @@ impl Disk {
         Ok(())
     }
 
-    fn slot(&self, key: &str) -> &AtomicU64 {
-        let digest = Sha256::digest(key.as_bytes());
-        let n = u16::from_le_bytes([digest[0], digest[1]]) as usize;
-        &self.generations[n % GENERATIONS]
-    }
-
     /// The generation of `key` now: what a write or a read started now must find unchanged.
     pub(crate) fn generation(&self, key: &str) -> u64 {
-        self.slot(key).load(Ordering::Acquire)
+        self.generations.of(key)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
@@ -206,7 +197,7 @@ impl Disk {
     /// memory tier's own forgetting, so that no read from disk puts back what it forgot).
     pub(crate) fn invalidate(&self, key: &str, also: impl FnOnce()) {
         let _changes = self.lock();
-        self.slot(key).fetch_add(1, Ordering::AcqRel);
+        self.generations.bump(key);
         also();
         self.delete(key);
     }
@@ -222,9 +213,7 @@ impl Disk {
     /// [`Disk::invalidate`]. Walks the whole index.
     pub(crate) fn invalidate_prefix(&self, prefix: &str, also: impl FnOnce()) {
         let _changes = self.lock();
-        for slot in self.generations.iter() {
-            slot.fetch_add(1, Ordering::AcqRel);
-        }
+        self.generations.bump_all();
         also();
         for key in self.keys_with_prefix(prefix) {
             self.delete(&key);

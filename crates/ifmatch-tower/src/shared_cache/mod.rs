@@ -46,6 +46,7 @@
 mod collapse;
 mod disk;
 mod fill;
+mod generations;
 mod layer;
 mod lazy_policy;
 mod policy;

@@ -348,6 +348,11 @@ where
             let stored = entry(status, variant, own, judged, Fill::whole(bytes));
             into.gates.stored(&gate, true);
             into.put(&key, Arc::new(stored), replaces.as_ref());
+            // Forgotten between the look above and the put (an invalidation moves the number
+            // before it removes): forgotten again.
+            if into.forgotten(&key) != forgotten {
+                into.invalidate(&key);
+            }
         });
         let body = Tee::keeping(body, store.max_object(), keep);
         add_status(&mut head.headers, "fwd=miss; detail=stored-once-whole");

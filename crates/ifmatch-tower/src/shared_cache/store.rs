@@ -2,7 +2,6 @@
 //! under it (one per combination of the fields its `Vary` names), weighed by their bytes
 //! against the store's capacity.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -165,41 +164,7 @@ pub(crate) struct Store {
     /// say).
     announce: OnceLock<Announce>,
     /// How many times it forgot something (see [`Store::forgotten`]).
-    forgotten: Generations,
-}
-
-/// How many times a store forgot keys, by stripe of keys (a write forgets one key), and
-/// prefixes (a purge).
-#[derive(Debug)]
-struct Generations {
-    stripes: Box<[AtomicU64]>,
-    prefixes: AtomicU64,
-    hasher: crate::keyed::KeyHasher,
-}
-
-impl Generations {
-    /// 8 KiB of counters: a write to another key of the same stripe, one in 1,024, costs a
-    /// body being stored nothing but its storing.
-    const STRIPES: usize = 1024;
-
-    fn new() -> Self {
-        Self {
-            stripes: (0..Self::STRIPES).map(|_| AtomicU64::new(0)).collect(),
-            prefixes: AtomicU64::new(0),
-            hasher: crate::keyed::KeyHasher::default(),
-        }
-    }
-
-    fn stripe(&self, key: &str) -> &AtomicU64 {
-        let hash = std::hash::BuildHasher::hash_one(&self.hasher, key);
-        &self.stripes[usize::try_from(hash % Self::STRIPES as u64).unwrap_or(0)]
-    }
-
-    /// A number that changes whenever `key` is forgotten.
-    fn of(&self, key: &str) -> u64 {
-        let prefixes = self.prefixes.load(Ordering::Acquire);
-        prefixes.wrapping_add(self.stripe(key).load(Ordering::Acquire))
-    }
+    forgotten: super::generations::Generations,
 }
 
 /// Who is told of what a store forgets.
@@ -238,7 +203,7 @@ impl Store {
             gates: Arc::default(),
             counters,
             announce: OnceLock::new(),
-            forgotten: Generations::new(),
+            forgotten: super::generations::Generations::new(),
         }
     }
 
@@ -348,7 +313,7 @@ impl Store {
 
     /// Forgets everything stored under `key`, in both tiers.
     pub(crate) fn invalidate(&self, key: &str) {
-        self.forgotten.stripe(key).fetch_add(1, Ordering::AcqRel);
+        self.forgotten.bump(key);
         self.gates.close_key(key);
         match &self.settings.disk {
             Some(disk) => disk.invalidate(key, || {
@@ -363,7 +328,7 @@ impl Store {
     /// Forgets everything stored under keys that start with `prefix`, in both tiers: how
     /// many keys. It walks the whole store (an operator's purge, not a request's).
     pub(crate) fn invalidate_prefix(&self, prefix: &str) -> u64 {
-        self.forgotten.prefixes.fetch_add(1, Ordering::AcqRel);
+        self.forgotten.bump_all();
         self.gates.close(prefix);
         let mut keys: std::collections::BTreeSet<String> = (self.entries.iter())
             .map(|(key, _)| key)
