@@ -2,7 +2,8 @@
 //! Azurite and `ifmatch serve` (installed by the test command). Through the proxy, each
 //! object keeps the storage's own `ETag` byte for byte, is revalidated with it (the storage
 //! answers 304), answers clients' revalidations and ranges from the store, and a change made
-//! at the storage is seen at the next revalidation.
+//! at the storage is seen at the next revalidation. Azure's Python SDK downloads a blob
+//! through the proxy in parts (`x-ms-range`), from the store once a plain GET stored it whole.
 
 mod common;
 
@@ -176,4 +177,48 @@ async fn in_front_of_ifmatch_serve() {
         kind: Kind::Ifmatch,
     };
     through_a_proxy(&storage).await;
+}
+
+/// Runs `tests/sdk/proxy_download.py`: Azure's Python SDK downloads a blob in parts through a
+/// proxy in front of `origin` (the development account's storage), before and after a plain
+/// GET stored it whole, and with each part's MD5.
+fn python_downloads_through_a_proxy(origin: &str) {
+    let (proxy, base) = common::spawn_ifmatch(["proxy", "--upstream", origin]);
+    let _proxy = common::Process(proxy);
+    let account = ifmatch_blob::DEV_ACCOUNT;
+    let connection = format!(
+        "DefaultEndpointsProtocol=http;AccountName={account};AccountKey={};\
+         BlobEndpoint={origin}/{account};",
+        ifmatch_blob::DEV_KEY
+    );
+    let python = common::tool("IFMATCH_PYTHON", ".venv/bin/python");
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/sdk/proxy_download.py");
+    let output = std::process::Command::new(python)
+        .arg(script)
+        .arg(connection)
+        .arg(format!("{base}/{account}"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{text}");
+    assert!(text.contains("python proxy downloads: 3 passed"), "{text}");
+}
+
+#[test]
+fn the_python_sdk_downloads_in_parts_through_a_proxy_in_front_of_ifmatch_serve() {
+    let data = tempfile::tempdir().unwrap();
+    let (serve, base) =
+        common::spawn_ifmatch(["serve".as_ref(), "--data".as_ref(), data.path().as_os_str()]);
+    let _serve = common::Process(serve);
+    let (origin, _) = base.rsplit_once('/').unwrap();
+    python_downloads_through_a_proxy(origin);
+}
+
+#[test]
+fn the_python_sdk_downloads_in_parts_through_a_proxy_in_front_of_azurite() {
+    let work = tempfile::tempdir().unwrap();
+    let (_azurite, port) = common::azurite(work.path());
+    python_downloads_through_a_proxy(&format!("http://127.0.0.1:{port}"));
 }

@@ -9,6 +9,7 @@ use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty, Full};
 use ifmatch_tower::SharedCacheLayer;
+use ifmatch_tower::shared_cache::Pass;
 use tower::{Layer, Service, ServiceExt};
 
 /// A canned answer: status, headers, body.
@@ -133,6 +134,34 @@ async fn a_fresh_response_is_served_without_the_origin_with_its_age() {
     // Another path is another resource.
     send(&layer, &origin, Method::GET, "/a?x", &[]).await;
     assert_eq!(origin.reached(), 2);
+}
+
+#[tokio::test]
+async fn a_request_marked_to_pass_is_neither_answered_from_the_store_nor_stored() {
+    let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
+    origin.answers(200, &[("cache-control", "max-age=3600")], "hello");
+    let passing = |path: &str| {
+        let mut request = Request::get(path).header("host", "origin.example");
+        request.extensions_mut().unwrap().insert(Pass);
+        layer
+            .layer(origin.service())
+            .oneshot(request.body(Empty::new()).unwrap())
+    };
+    send(&layer, &origin, Method::GET, "/a", &[]).await;
+    for path in ["/a", "/a", "/b"] {
+        let response = passing(path).await.unwrap();
+        assert_eq!(status_of(response.headers()), "ifmatch; fwd=bypass");
+        assert_eq!(
+            &response.into_body().collect().await.unwrap().to_bytes()[..],
+            b"hello"
+        );
+    }
+    assert_eq!(origin.reached(), 4);
+    // What passed was not stored; what was stored before still serves.
+    let (_, headers, _) = send(&layer, &origin, Method::GET, "/b", &[]).await;
+    assert!(status_of(&headers).contains("stored"), "{headers:?}");
+    let (_, headers, _) = send(&layer, &origin, Method::GET, "/a", &[]).await;
+    assert_eq!(status_of(&headers), "ifmatch; hit");
 }
 
 #[tokio::test]

@@ -9,9 +9,11 @@
 //! - [`forward`]: the origin's side;
 //! - [`origin`]: the connections to the origin;
 //! - [`metrics`]: what it counts beside what every server counts;
-//! - [`admin`]: purges, on a listener of its own.
+//! - [`admin`]: purges, on a listener of its own;
+//! - [`dialect`]: a storage dialect's range fields, made ones the cache understands.
 
 mod admin;
+mod dialect;
 mod forward;
 mod metrics;
 mod options;
@@ -171,6 +173,7 @@ impl<V: VersionStore + Clone> Proxy<V> {
             ProxyBody((!http_body::Body::is_end_stream(&body)).then(|| Box::pin(body)))
         });
         request.extensions_mut().insert(ClientAddr(peer.clone()));
+        dialect::adapt(&mut request);
         let answer = self.service.clone().oneshot(request);
         async move {
             let mut response = match page {

@@ -64,7 +64,7 @@ mod unkeyed;
 
 pub use fill::Reader;
 pub use layer::{SharedCacheHandle, SharedCacheLayer};
-pub use service::{CachedBody, Kept, SharedCache};
+pub use service::{CachedBody, Kept, Pass, SharedCache};
 pub use stats::CacheReport;
 pub use store::Forgotten;
 pub use tee::Tee;

@@ -109,6 +109,14 @@ where
         unkeyed::remove(headers);
         headers.append(SURROGATE_CAPABILITY, targeted::capability());
     }
+    if request.extensions().get::<Pass>().is_some() && is_safe(&method) {
+        let mut response = inner
+            .call(request)
+            .await?
+            .map(|b| Either::Right(Tee::passing(b)));
+        add_status(response.headers_mut(), "fwd=bypass");
+        return Ok(response);
+    }
     let host = host_of(&request);
     let key = key_of(&host, target_of(request.uri()));
     if method != Method::GET && method != Method::HEAD {
@@ -214,6 +222,14 @@ where
 /// freshness ran out.
 #[derive(Clone, Copy, Debug)]
 pub struct Kept;
+
+/// Marks a request this cache is to pass to the inner service untouched: not answered from
+/// the store, its answer not stored (`Cache-Status: fwd=bypass`). For a request whose answer
+/// depends on a field no stored response could have been chosen by: a digest of a part that
+/// only the origin computes, say (Azure's `x-ms-range-get-content-md5`). An unsafe method's
+/// success still invalidates its target.
+#[derive(Clone, Copy, Debug)]
+pub struct Pass;
 
 /// The body a miss is storing, on its answer's way out of [`keep`]: what its gate is held by.
 #[derive(Clone)]

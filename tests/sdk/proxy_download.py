@@ -1,0 +1,54 @@
+"""Azure's Python SDK through `ifmatch proxy`: a blob downloaded in parts (`x-ms-range`, 1 MiB
+each) before anything is stored, after a plain GET stored it whole (the parts then come from
+the store), and with each part's MD5 (which only the origin sends: those pass the cache).
+Every download must give the bytes written.
+
+Usage: proxy_download.py ORIGIN_CONNECTION_STRING PROXY_ACCOUNT_URL
+"""
+
+import os
+import sys
+import urllib.request
+
+from azure.storage.blob import BlobClient, BlobServiceClient, ContentSettings
+
+origin, proxy = sys.argv[1], sys.argv[2]
+container = BlobServiceClient.from_connection_string(origin).get_container_client("downloads")
+container.create_container(public_access="blob")
+data = os.urandom(3 * 1024 * 1024 + 5)
+settings = ContentSettings(cache_control="public, max-age=3600")
+container.upload_blob("big.bin", data, content_settings=settings)
+
+passed = 0
+
+
+def download(**options):
+    """The blob through the proxy in parts, and the `Cache-Status` of each part."""
+    statuses = []
+    blob = BlobClient(
+        account_url=proxy,
+        container_name="downloads",
+        blob_name="big.bin",
+        max_single_get_size=1024 * 1024,
+        max_chunk_get_size=1024 * 1024,
+    )
+    hook = lambda response: statuses.append(response.http_response.headers.get("cache-status"))
+    got = blob.download_blob(max_concurrency=2, raw_response_hook=hook, **options).readall()
+    return got, statuses
+
+
+def check(name, got, statuses, want):
+    global passed
+    assert got == data, f"{name}: {len(got)} bytes, not the {len(data)} written"
+    assert len(statuses) == 4, f"{name}: {statuses}"
+    assert all(want in (s or "") for s in statuses), f"{name}: {statuses}"
+    passed += 1
+
+
+check("in parts, nothing stored", *download(), "fwd=")
+with urllib.request.urlopen(f"{proxy}/downloads/big.bin") as whole:
+    assert "stored" in whole.headers["cache-status"], whole.headers["cache-status"]
+    assert whole.read() == data
+check("in parts, from the stored whole", *download(), "hit")
+check("in parts with their MD5", *download(validate_content=True), "fwd=bypass")
+print(f"python proxy downloads: {passed} passed")
