@@ -1,6 +1,7 @@
 """Azure's Python SDK through `ifmatch proxy`: a blob downloaded in parts (`x-ms-range`, 1 MiB
-each) before anything is stored, after a plain GET stored it whole (the parts then come from
-the store), and with each part's MD5 (which only the origin sends: those pass the cache).
+each) before anything is stored, again (each part from the store, as the 206 that answered it
+first), after a plain GET stored it whole (the parts then come from the whole), and with each
+part's MD5 (which only the origin sends: those pass the cache).
 Every download must give the bytes written.
 
 Usage: proxy_download.py ORIGIN_CONNECTION_STRING PROXY_ACCOUNT_URL
@@ -46,6 +47,7 @@ def check(name, got, statuses, want):
 
 
 check("in parts, nothing stored", *download(), "fwd=")
+check("in parts again, from the parts stored", *download(), "hit")
 with urllib.request.urlopen(f"{proxy}/downloads/big.bin") as whole:
     assert "stored" in whole.headers["cache-status"], whole.headers["cache-status"]
     assert whole.read() == data

@@ -165,6 +165,112 @@ async fn a_request_marked_to_pass_is_neither_answered_from_the_store_nor_stored(
 }
 
 #[tokio::test]
+async fn a_stored_206_answers_the_ranges_it_holds_and_nothing_else() {
+    let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
+    let piece = [
+        ("cache-control", "max-age=3600"),
+        ("etag", "\"v1\""),
+        ("content-range", "bytes 4-9/10"),
+    ];
+    origin.answers(206, &piece, "456789");
+    let range = |range| [("range", range)];
+    let (status, headers, body) =
+        send(&layer, &origin, Method::GET, "/a", &range("bytes=-6")).await;
+    assert_eq!((status.as_u16(), &body[..]), (206, &b"456789"[..]));
+    assert!(status_of(&headers).contains("stored"), "{headers:?}");
+    for (asked, want, described) in [
+        ("bytes=-6", "456789", "bytes 4-9/10"),
+        ("bytes=6-8", "678", "bytes 6-8/10"),
+        ("bytes=6-", "6789", "bytes 6-9/10"),
+        ("bytes=-1", "9", "bytes 9-9/10"),
+        ("bytes=4-99", "456789", "bytes 4-9/10"),
+    ] {
+        let (status, headers, body) = send(&layer, &origin, Method::GET, "/a", &range(asked)).await;
+        assert_eq!(
+            (status.as_u16(), &body[..]),
+            (206, want.as_bytes()),
+            "{asked}"
+        );
+        assert_eq!(status_of(&headers), "ifmatch; hit", "{asked}");
+        assert_eq!(headers["content-range"], described, "{asked}");
+        assert_eq!(headers["content-length"], want.len().to_string().as_str());
+        assert_eq!(headers["etag"], "\"v1\"");
+    }
+    assert_eq!(origin.reached(), 1);
+    // What it does not hold is asked of the origin: another range, the whole, a HEAD, a range
+    // under `If-Range`.
+    for (method, fields) in [
+        (Method::GET, vec![("range", "bytes=0-5")]),
+        (Method::GET, vec![("range", "bytes=-7")]),
+        (Method::GET, vec![("range", "bytes=5-6,8-9")]),
+        (Method::GET, vec![]),
+        (Method::HEAD, vec![]),
+        (
+            Method::GET,
+            vec![("range", "bytes=6-8"), ("if-range", "\"v1\"")],
+        ),
+    ] {
+        let before = origin.reached();
+        let (_, headers, _) = send(&layer, &origin, method.clone(), "/a", &fields).await;
+        assert_eq!(origin.reached(), before + 1, "{method} {fields:?}");
+        assert!(!status_of(&headers).contains("hit"), "{method} {fields:?}");
+    }
+    // Another piece of the same representation is kept beside it.
+    let other = [
+        ("cache-control", "max-age=3600"),
+        ("etag", "\"v1\""),
+        ("content-range", "bytes 0-1/10"),
+    ];
+    origin.answers(206, &other, "01");
+    send(&layer, &origin, Method::GET, "/a", &range("bytes=0-1")).await;
+    for (asked, want) in [("bytes=0-0", "0"), ("bytes=7-8", "78")] {
+        let (_, headers, body) = send(&layer, &origin, Method::GET, "/a", &range(asked)).await;
+        assert_eq!(
+            (status_of(&headers).as_str(), &body[..]),
+            ("ifmatch; hit", want.as_bytes())
+        );
+    }
+    // A piece of another representation takes the place of the first's.
+    let changed = [
+        ("cache-control", "max-age=3600"),
+        ("etag", "\"v2\""),
+        ("content-range", "bytes 2-3/10"),
+    ];
+    origin.answers(206, &changed, "ab");
+    send(&layer, &origin, Method::GET, "/a", &range("bytes=2-3")).await;
+    let before = origin.reached();
+    send(&layer, &origin, Method::GET, "/a", &range("bytes=7-8")).await;
+    send(&layer, &origin, Method::GET, "/a", &range("bytes=0-1")).await;
+    assert_eq!(origin.reached(), before + 2);
+    // The whole takes the place of every piece, and answers every range.
+    origin.answers(
+        200,
+        &[("cache-control", "max-age=3600"), ("etag", "\"v3\"")],
+        "ABCDEFGHIJ",
+    );
+    send(&layer, &origin, Method::GET, "/a", &[]).await;
+    for (asked, want) in [("bytes=2-3", "CD"), ("bytes=0-1", "AB")] {
+        let (_, headers, body) = send(&layer, &origin, Method::GET, "/a", &range(asked)).await;
+        assert_eq!(
+            (status_of(&headers).as_str(), &body[..]),
+            ("ifmatch; hit", want.as_bytes())
+        );
+    }
+    // A 206 of no known length, or of several ranges, is not stored.
+    for content_range in ["bytes 0-1/*", ""] {
+        let mut fields = vec![("cache-control", "max-age=3600")];
+        if !content_range.is_empty() {
+            fields.push(("content-range", content_range));
+        }
+        origin.answers(206, &fields, "01");
+        send(&layer, &origin, Method::GET, "/b", &range("bytes=0-1")).await;
+        let before = origin.reached();
+        send(&layer, &origin, Method::GET, "/b", &range("bytes=0-1")).await;
+        assert_eq!(origin.reached(), before + 1, "{content_range:?}");
+    }
+}
+
+#[tokio::test]
 async fn what_a_shared_cache_may_not_store_reaches_the_origin_every_time() {
     for (response, request) in [
         ("no-store", vec![]),

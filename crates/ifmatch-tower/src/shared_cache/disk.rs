@@ -395,6 +395,7 @@ impl Head {
             variant: self.variant,
             keyed: self.keyed,
             served: std::sync::OnceLock::new(),
+            piece: None,
         }
     }
 }
@@ -479,6 +480,7 @@ pub(super) mod tests {
             variant: variant.to_owned(),
             keyed: String::new(),
             served: std::sync::OnceLock::new(),
+            piece: None,
             date: response.headers().get("date").cloned(),
             validators: response.headers().clone(),
             own_fields: None,

@@ -5,7 +5,8 @@
 //!   3 lets a cache store any final status with explicit freshness (`max-age`, `s-maxage`,
 //!   `Expires`) or `public`, and `204` heuristically. The crate is shown such a response as a
 //!   `200` (the real status is stored beside it), except under `must-understand` with a
-//!   status RFC 9110 does not define (5.2.2.3).
+//!   status RFC 9110 does not define (5.2.2.3). A `206` of one range is shown as a `200` too
+//!   (RFC 9111 3.3 lets a cache store it): it is stored as a piece of its representation.
 //! - **Empty bodies.** A `204` has no `Content-Length`, and its body is empty.
 //! - **A 304 without validators** selects the stored response the revalidation named, and a
 //!   304 never changes `Content-MD5` or `Content-Range` (see [`judged`]).
@@ -240,10 +241,14 @@ pub(super) const CRATE_STORES: &[u16] = &[
 ];
 
 /// Whether a response the crate would not store for its status alone is to be shown to it
-/// as a 200.
+/// as a 200: a 206 that is a piece of its representation, stored and reused as a 200 would be
+/// (see [`Piece`](super::range::Piece)).
 fn stands_in(status: StatusCode, headers: &HeaderMap) -> bool {
     let code = status.as_u16();
-    if code < 200 || CRATE_STORES.contains(&code) || code == 206 || code == 304 {
+    if code == 206 {
+        return super::range::Piece::of(headers).is_some();
+    }
+    if code < 200 || CRATE_STORES.contains(&code) || code == 304 {
         return false;
     }
     let has = |name: &str| has_directive(headers, name);

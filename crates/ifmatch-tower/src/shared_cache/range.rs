@@ -1,11 +1,15 @@
 //! A part of a stored response for a request with `Range` (RFC 9110 14.2): one byte range of
 //! a stored 200, as a 206, when `If-Range` (if any) still names the stored response; 416 when
 //! the range starts past its end; else the whole, as a cache may always send.
+//!
+//! A stored 206 is a [`Piece`] of its representation (RFC 9111 3.3: a cache may store
+//! incomplete responses): it answers a request whose one range lies within it, with that
+//! range, and no other request.
 
 use std::ops::Range;
 use std::time::{Duration, SystemTime};
 
-use http::header::{self, HeaderValue};
+use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Request, StatusCode};
 use ifmatch_core::ByteRange;
 use ifmatch_core::EntityTag;
@@ -65,4 +69,138 @@ pub(crate) fn part(
         headers.insert(header::CONTENT_RANGE, value);
     }
     Some(range)
+}
+
+/// The bytes of its representation a stored 206 holds: `start..end` of `complete`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Piece {
+    start: u64,
+    end: u64,
+    complete: u64,
+}
+
+impl Piece {
+    /// The piece a 206 with `headers` holds: one range (`Content-Range: bytes A-B/N`) of a
+    /// representation whose length is known, its body as long as the range. Anything else (a
+    /// multipart body, an unknown length, a length that disagrees) is no piece to store.
+    pub(crate) fn of(headers: &HeaderMap) -> Option<Self> {
+        let mut lines = headers.get_all(header::CONTENT_RANGE).iter();
+        let (Some(value), None) = (lines.next(), lines.next()) else {
+            return None;
+        };
+        let (range, complete) = (value.to_str().ok()?.strip_prefix("bytes "))?.split_once('/')?;
+        let (first, last) = range.split_once('-')?;
+        let number = |s: &str| -> Option<u64> {
+            (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok())?
+        };
+        let (start, last, complete) = (number(first)?, number(last)?, number(complete)?);
+        let piece = Self {
+            start,
+            end: last.checked_add(1)?,
+            complete,
+        };
+        let length = super::policy::length(http::StatusCode::PARTIAL_CONTENT, headers)?;
+        (start <= last && last < complete && length == piece.end - start).then_some(piece)
+    }
+
+    /// The bytes of the representation `asked` (a GET) wants, within this piece's body, if it
+    /// holds them all: its one satisfiable range, and no `If-Range` (which could ask for the
+    /// whole).
+    pub(crate) fn holds(&self, asked: &Request<()>) -> Option<Range<u64>> {
+        let headers = asked.headers();
+        if asked.method() != Method::GET || headers.contains_key(header::IF_RANGE) {
+            return None;
+        }
+        let value = headers.get(header::RANGE)?.to_str().ok()?;
+        match ByteRange::parse(value, self.complete) {
+            ByteRange::Part(range) if self.start <= range.start && range.end <= self.end => {
+                Some(range.start - self.start..range.end - self.start)
+            }
+            _ => None,
+        }
+    }
+
+    /// `head` (this piece's) made the answer that sends `within` of its body.
+    pub(crate) fn answer(&self, head: &mut http::response::Parts, within: &Range<u64>) {
+        let (first, last) = (self.start + within.start, self.start + within.end - 1);
+        let described = format!("bytes {first}-{last}/{}", self.complete);
+        let headers = &mut head.headers;
+        headers.insert(
+            header::CONTENT_LENGTH,
+            HeaderValue::from(within.end - within.start),
+        );
+        if let Ok(value) = HeaderValue::from_str(&described) {
+            headers.insert(header::CONTENT_RANGE, value);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn piece(range: &str, length: &str) -> Option<Piece> {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::CONTENT_RANGE, range.parse().unwrap());
+        headers.insert(header::CONTENT_LENGTH, length.parse().unwrap());
+        Piece::of(&headers)
+    }
+
+    fn asked(fields: &[(&str, &str)]) -> Request<()> {
+        let mut request = Request::get("/a");
+        for (name, value) in fields {
+            request = request.header(*name, *value);
+        }
+        request.body(()).unwrap()
+    }
+
+    #[test]
+    fn a_piece_is_one_range_of_a_known_length_as_long_as_its_body() {
+        assert!(piece("bytes 4-9/10", "6").is_some());
+        assert!(piece("bytes 0-0/1", "1").is_some());
+        for (range, length) in [
+            ("bytes 4-9/10", "5"),
+            ("bytes 4-9/*", "6"),
+            ("bytes 4-10/10", "7"),
+            ("bytes 9-4/10", "0"),
+            ("bytes */10", "0"),
+            ("bytes 4-9", "6"),
+            ("items 4-9/10", "6"),
+            ("bytes 4-9/10, 0-1", "6"),
+            ("bytes +4-9/10", "6"),
+        ] {
+            assert_eq!(piece(range, length), None, "{range} {length}");
+        }
+    }
+
+    #[test]
+    fn a_piece_holds_the_ranges_within_it_and_nothing_else() {
+        let held = piece("bytes 4-9/10", "6").unwrap();
+        for (range, want) in [
+            ("bytes=4-9", Some(0..6)),
+            ("bytes=6-8", Some(2..5)),
+            ("bytes=6-", Some(2..6)),
+            ("bytes=-1", Some(5..6)),
+            ("bytes=-5", Some(1..6)),
+            ("bytes=4-100", Some(0..6)),
+            ("bytes=3-5", None),
+            ("bytes=-7", None),
+            ("bytes=10-", None),
+            ("bytes=4-5,7-8", None),
+            ("lines=4-5", None),
+        ] {
+            assert_eq!(held.holds(&asked(&[("range", range)])), want, "{range}");
+        }
+        assert_eq!(held.holds(&asked(&[])), None, "a request for the whole");
+        let if_range = asked(&[("range", "bytes=6-8"), ("if-range", "\"a\"")]);
+        assert_eq!(held.holds(&if_range), None);
+        let mut head = asked(&[("range", "bytes=6-8")]);
+        *head.method_mut() = Method::HEAD;
+        assert_eq!(held.holds(&head), None);
+
+        let (mut parts, ()) = http::Response::new(()).into_parts();
+        held.answer(&mut parts, &(2..5));
+        assert_eq!(parts.headers[header::CONTENT_RANGE], "bytes 6-8/10");
+        assert_eq!(parts.headers[header::CONTENT_LENGTH], "3");
+    }
 }

@@ -92,6 +92,7 @@ where
                 body: stored.body.clone(),
                 date: date.or_else(|| stored.date.clone()),
                 status: stored.status,
+                piece: stored.piece,
                 variant: stored.variant.clone(),
                 keyed: stored.keyed.clone(),
                 validators: stored.validators.clone(),

@@ -21,6 +21,7 @@ use tower_service::Service;
 use super::collapse::{self, Turn};
 use super::fill::{Fill, Reader};
 use super::policy::{self, Judged};
+use super::range::{self, Piece};
 use super::revalidate::{Revalidated, in_background, revalidate};
 use super::served::Served;
 use super::stale;
@@ -28,7 +29,7 @@ use super::stats::Counters;
 use super::store::{Forgotten, Store, Stored, keyed, variant};
 use super::targeted::{self, SURROGATE_CAPABILITY, SURROGATE_CONTROL};
 use super::tee::{self, Tee};
-use super::{range, received, unkeyed};
+use super::{received, unkeyed};
 
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -265,7 +266,13 @@ fn lookup_in(variants: &[Arc<Stored>], own: &str, asked: &Request<()>) -> Found 
     } else {
         asked
     };
-    let usable = (variants.iter()).filter(|stored| stored.keyed == own && !stored.body.failed());
+    // A piece answers only a GET of a range it holds.
+    let answers = |stored: &Stored| match stored.piece {
+        None => stored.status != StatusCode::PARTIAL_CONTENT,
+        Some(piece) => !head && piece.holds(asked).is_some(),
+    };
+    let usable = (variants.iter())
+        .filter(|stored| stored.keyed == own && !stored.body.failed() && answers(stored));
     for stored in usable {
         let served = stored.served.get().and_then(Option::as_ref);
         if let Some(head) = served.and_then(|served| served.head(&stored.policy, asked, now)) {
@@ -321,7 +328,10 @@ where
             || headers.contains_key(header::LAST_MODIFIED)
             || judged.stale.lingers()
     };
-    let judged = judged.filter(|judged| judged.storable && reusable(judged));
+    // A 206 is stored only as one piece of its representation (see `range`).
+    let whole_or_piece =
+        response.status() != StatusCode::PARTIAL_CONTENT || Piece::of(headers).is_some();
+    let judged = judged.filter(|judged| judged.storable && reusable(judged) && whole_or_piece);
     let get = asked.method() == Method::GET;
     let fits = declared.is_none_or(|len| len <= store.max_object());
     // The request's key fields and its gate, once.
@@ -350,7 +360,7 @@ where
         head.extensions.insert(Kept);
     }
     let variant = variant(asked.headers(), &head.headers);
-    let status = head.status;
+    let status = (head.status, Piece::of(&head.headers));
     let Some(len) = declared else {
         // Kept as it passes, and stored once whole, unless something was forgotten meanwhile
         // (a write, a purge: what it holds may be older than that).
@@ -383,10 +393,10 @@ where
     Response::from_parts(head, Either::Left(body.reader()))
 }
 
-/// The entry of a response with `status` that `judged` judged, for the requests `variant` and
+/// The entry of a response with `status` (a piece, if a 206) that `judged` judged, for the requests `variant` and
 /// `keyed` select, with `body`.
 fn entry(
-    status: StatusCode,
+    (status, piece): (StatusCode, Option<Piece>),
     variant: String,
     keyed: String,
     judged: Judged,
@@ -394,6 +404,7 @@ fn entry(
 ) -> Stored {
     Stored {
         status,
+        piece,
         variant,
         keyed,
         date: judged.date,
@@ -430,6 +441,11 @@ pub(crate) fn from_store<B>(
     }
     let body = if received::not_modified(asked, &mut head) {
         stored.body.part(0..0)
+    } else if let Some(piece) = stored.piece {
+        // Found for a range it holds (see `lookup_in`).
+        let within = piece.holds(asked).unwrap_or(0..stored.body.len());
+        piece.answer(&mut head, &within);
+        stored.body.part(within)
     } else {
         match range::part(asked, &mut head, stored.body.len()) {
             Some(range) => stored.body.part(range),

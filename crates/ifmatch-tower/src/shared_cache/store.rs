@@ -9,6 +9,7 @@ use super::collapse::Gates;
 use super::disk::Disk;
 use super::fill::Fill;
 use super::lazy_policy::Policy;
+use super::range::Piece;
 use super::served::Served;
 use super::stats::{CacheReport, Counters};
 
@@ -19,6 +20,8 @@ pub(crate) struct Stored {
     pub(crate) policy: Policy,
     /// Its status (which the policy may have been shown as another; see [`super::policy`]).
     pub(crate) status: http::StatusCode,
+    /// Which bytes of its representation it holds, if it is a 206 (see [`Piece`]).
+    pub(crate) piece: Option<Piece>,
     /// Its body, whole or arriving.
     pub(crate) body: Arc<Fill>,
     /// Its `Date`, as the origin sent it (the policy's head carries the time it is served,
@@ -95,6 +98,17 @@ pub(crate) fn varied_names(variant: &str) -> impl Iterator<Item = &str> {
 }
 
 impl Stored {
+    /// Whether it takes `older`'s place: for the same requests, a whole representation or
+    /// the same piece of it, or another representation (other validators). Pieces of the
+    /// same representation and the whole are kept side by side.
+    fn supersedes(&self, older: &Self) -> bool {
+        self.variant == older.variant
+            && self.keyed == older.keyed
+            && (self.piece.is_none()
+                || self.piece == older.piece
+                || self.validators != older.validators)
+    }
+
     /// What it weighs: its body, its fields twice (the policy's copy and the head made of
     /// it), and 2 KiB for the rest (measured: about that per entry beyond these, allocator
     /// included).
@@ -107,7 +121,7 @@ impl Stored {
 type Variants = Arc<[Arc<Stored>]>;
 
 /// The most variants one key keeps: a `Vary` on a field with many values (`User-Agent`) costs
-/// this many entries at most.
+/// this many entries at most, and so do the pieces of a representation stored as 206s.
 const MAX_VARIANTS: usize = 16;
 
 /// What a store is made with (see [`SharedCacheLayer`](super::SharedCacheLayer)).
@@ -232,7 +246,9 @@ impl Store {
     /// With a disk tier, it is written there too once its body is whole.
     pub(crate) fn put(&self, key: &str, stored: Arc<Stored>, replaces: Option<&Arc<Stored>>) {
         self.remember(key, stored.clone(), replaces);
+        // A piece of a representation stays in memory: the disk tier holds whole ones.
         if let Some(disk) = &self.settings.disk
+            && stored.piece.is_none()
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
             let (disk, key) = (disk.clone(), key.to_owned());
@@ -266,7 +282,7 @@ impl Store {
                     .filter(|v| {
                         !replaces.is_some_and(|r| Arc::ptr_eq(r, v))
                             && !v.body.failed()
-                            && (v.variant != stored.variant || v.keyed != stored.keyed)
+                            && !stored.supersedes(v)
                     })
                     .take(MAX_VARIANTS - 1)
                     .cloned(),
