@@ -181,8 +181,8 @@ async fn in_front_of_ifmatch_serve() {
 
 /// Runs `tests/sdk/proxy_download.py`: Azure's Python SDK downloads a blob in parts through a
 /// proxy in front of `origin` (the development account's storage): before anything is
-/// stored, again from the parts stored, after a plain GET stored it whole, and with each
-/// part's MD5.
+/// stored, again from the parts stored, after a plain GET stored it whole, with each part's
+/// MD5, and signed with the account's key (fresh and stale).
 fn python_downloads_through_a_proxy(origin: &str) {
     let (proxy, base) = common::spawn_ifmatch(["proxy", "--upstream", origin]);
     let _proxy = common::Process(proxy);
@@ -204,7 +204,7 @@ fn python_downloads_through_a_proxy(origin: &str) {
     let text = String::from_utf8_lossy(&output.stdout).into_owned()
         + &String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{text}");
-    assert!(text.contains("python proxy downloads: 4 passed"), "{text}");
+    assert!(text.contains("python proxy downloads: 7 passed"), "{text}");
 }
 
 #[test]

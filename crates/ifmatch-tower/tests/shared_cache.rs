@@ -271,6 +271,70 @@ async fn a_stored_206_answers_the_ranges_it_holds_and_nothing_else() {
 }
 
 #[tokio::test]
+async fn a_range_field_is_read_as_the_range_and_sent_on_as_it_came() {
+    let layer = SharedCacheLayer::new().range_field(http::HeaderName::from_static("x-ms-range"));
+    let origin = Origin::default();
+    let piece = [
+        ("cache-control", "max-age=0"),
+        ("etag", "\"v1\""),
+        ("content-range", "bytes 2-5/10"),
+    ];
+    origin.answers(206, &piece, "2345");
+    let field = |range| [("x-ms-range", range)];
+    send(&layer, &origin, Method::GET, "/a", &field("bytes=2-5")).await;
+    let sent = origin.last();
+    assert_eq!(sent["x-ms-range"], "bytes=2-5");
+    assert!(!sent.contains_key("range"), "{sent:?}");
+    // Stale at once: revalidated, with the field as the client sent it and no `Range`.
+    origin.answers(
+        304,
+        &[("cache-control", "max-age=3600"), ("etag", "\"v1\"")],
+        "",
+    );
+    let (status, headers, body) =
+        send(&layer, &origin, Method::GET, "/a", &field("bytes=3-4")).await;
+    let sent = origin.last();
+    assert_eq!(sent["if-none-match"], "\"v1\"");
+    assert_eq!(sent["x-ms-range"], "bytes=3-4");
+    assert!(!sent.contains_key("range"), "{sent:?}");
+    assert_eq!((status.as_u16(), &body[..]), (206, &b"34"[..]));
+    assert_eq!(headers["content-range"], "bytes 3-4/10");
+    // The field wins over `Range`.
+    let both = [("x-ms-range", "bytes=4-5"), ("range", "bytes=0-9")];
+    let (_, headers, body) = send(&layer, &origin, Method::GET, "/a", &both).await;
+    assert_eq!(
+        (status_of(&headers).as_str(), &body[..]),
+        ("ifmatch; hit", &b"45"[..])
+    );
+    // A stored whole answers it with its part.
+    origin.answers(200, &[("cache-control", "max-age=3600")], "0123456789");
+    send(&layer, &origin, Method::GET, "/b", &[]).await;
+    let (status, headers, body) =
+        send(&layer, &origin, Method::GET, "/b", &field("bytes=7-")).await;
+    assert_eq!((status.as_u16(), &body[..]), (206, &b"789"[..]));
+    assert_eq!(status_of(&headers), "ifmatch; hit");
+}
+
+#[tokio::test]
+async fn a_request_with_credentials_is_sent_as_it_came_not_revalidated() {
+    let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
+    let fields = [("cache-control", "public, max-age=0"), ("etag", "\"v1\"")];
+    origin.answers(200, &fields, "one");
+    let signed = [("authorization", "SharedKey account:c2lnbmVk")];
+    send(&layer, &origin, Method::GET, "/a", &signed).await;
+    origin.answers(200, &fields, "two");
+    let (_, headers, body) = send(&layer, &origin, Method::GET, "/a", &signed).await;
+    let sent = origin.last();
+    assert!(!sent.contains_key("if-none-match"), "{sent:?}");
+    assert_eq!(sent["authorization"], "SharedKey account:c2lnbmVk");
+    assert_eq!(&body[..], b"two");
+    assert!(status_of(&headers).contains("stored"), "{headers:?}");
+    // Without credentials, the same stale answer is revalidated.
+    send(&layer, &origin, Method::GET, "/a", &[]).await;
+    assert_eq!(origin.last()["if-none-match"], "\"v1\"");
+}
+
+#[tokio::test]
 async fn what_a_shared_cache_may_not_store_reaches_the_origin_every_time() {
     for (response, request) in [
         ("no-store", vec![]),

@@ -10,7 +10,7 @@
 //! - [`origin`]: the connections to the origin;
 //! - [`metrics`]: what it counts beside what every server counts;
 //! - [`admin`]: purges, on a listener of its own;
-//! - [`dialect`]: a storage dialect's range fields, made ones the cache understands.
+//! - [`dialect`]: a storage dialect's range fields, which the cache is told of.
 
 mod admin;
 mod dialect;
@@ -117,7 +117,8 @@ impl<V: VersionStore + Clone> Proxy<V> {
             .memory(options.cache_memory)
             .max_object(options.cache_max_object)
             .collapse_wait(options.cache_collapse_wait)
-            .key_headers(options.key_headers.clone());
+            .key_headers(options.key_headers.clone())
+            .range_field(dialect::RANGE_FIELD);
         if let Some(dir) = &options.cache_dir {
             shared = (shared.disk(dir, options.cache_disk_size))
                 .map_err(|error| ProxyError::CacheDir(dir.clone(), error))?;
@@ -173,7 +174,7 @@ impl<V: VersionStore + Clone> Proxy<V> {
             ProxyBody((!http_body::Body::is_end_stream(&body)).then(|| Box::pin(body)))
         });
         request.extensions_mut().insert(ClientAddr(peer.clone()));
-        dialect::adapt(&mut request);
+        dialect::mark(&mut request);
         let answer = self.service.clone().oneshot(request);
         async move {
             let mut response = match page {

@@ -32,6 +32,7 @@ impl SharedCacheLayer {
             memory: 256 << 20,
             max_object: 16 << 20,
             key_headers: Vec::new(),
+            range_field: None,
             collapse_wait: Duration::from_secs(5),
             disk: None,
         };
@@ -51,6 +52,14 @@ impl SharedCacheLayer {
     /// same values. Invalidation still forgets every answer of the path (a new, empty store).
     pub fn key_headers(self, names: Vec<http::HeaderName>) -> Self {
         self.with(|s| s.key_headers = names)
+    }
+
+    /// A request field that names the range wanted in place of `Range`, and wins over it when
+    /// both are sent: Azure's `x-ms-range`, which its SDKs and tools send. The cache answers
+    /// it from a stored response as it answers `Range`; the request reaches the inner service
+    /// as it came (a signature may cover its fields). A new, empty store.
+    pub fn range_field(self, name: http::HeaderName) -> Self {
+        self.with(|s| s.range_field = Some(name))
     }
 
     /// The bytes the stored responses may take, bodies and headers (a new, empty store).

@@ -130,7 +130,12 @@ where
         return Ok(response.map(|body| Either::Right(Tee::passing(body))));
     }
 
-    let asked = head_of(&request);
+    let mut asked = head_of(&request);
+    if let Some(name) = store.range_field()
+        && let Some(range) = asked.headers().get(name).cloned()
+    {
+        asked.headers_mut().insert(header::RANGE, range);
+    }
     let own = keyed(asked.headers(), store.key_headers());
     store.restore(&key).await;
     let mut found = match lookup(&store, &key, &own, &asked) {
@@ -148,6 +153,7 @@ where
             && let Some(head) = stale::head(&stored.policy, &asked, now)
         {
             let mut background = Request::from_parts(revalidation.clone(), ReqBody::default());
+            with_sent_range(background.headers_mut(), request.headers());
             *background.extensions_mut() = request.extensions().clone();
             let keys = (key.clone(), gate.as_str());
             let again = head_of(&asked);
@@ -191,6 +197,7 @@ where
         }
         Found::Stale(revalidation, stored) => {
             let mut revalidation = Request::from_parts(revalidation, ReqBody::default());
+            with_sent_range(revalidation.headers_mut(), request.headers());
             *revalidation.extensions_mut() = request.extensions().clone();
             let revalidated =
                 revalidate(&mut inner, &store, &key, &asked, &stored, revalidation).await?;
@@ -259,6 +266,7 @@ fn lookup(store: &Store, key: &str, own: &str, asked: &Request<()>) -> Found {
 fn lookup_in(variants: &[Arc<Stored>], own: &str, asked: &Request<()>) -> Found {
     let now = SystemTime::now();
     let head = asked.method() == Method::HEAD;
+    let signed = asked.headers().contains_key(header::AUTHORIZATION);
     let as_get;
     let asked = if head {
         as_get = with_method(asked, Method::GET);
@@ -289,10 +297,13 @@ fn lookup_in(variants: &[Arc<Stored>], own: &str, asked: &Request<()>) -> Found 
                 }
                 return Found::Fresh(head, stored.clone());
             }
+            // A request with credentials reaches the inner service as it came: a signature may
+            // cover the conditions a revalidation adds (Azure's Shared Key covers
+            // `If-None-Match`), so what is stale is fetched again for it, not revalidated.
             BeforeRequest::Stale {
                 request,
                 matches: true,
-            } if !head => return Found::Stale(request, stored.clone()),
+            } if !head && !signed => return Found::Stale(request, stored.clone()),
             BeforeRequest::Stale { .. } => {}
         }
     }
@@ -477,6 +488,17 @@ fn add_status(headers: &mut HeaderMap, status: &str) {
         },
     };
     headers.append(CACHE_STATUS, value);
+}
+
+/// `headers`, of a request the cache makes of the client's `sent`, with the client's own
+/// `Range` or none: the cache may read another field as the range (see
+/// [`SharedCacheLayer::range_field`](super::SharedCacheLayer::range_field)), and sends the
+/// origin what the client sent.
+fn with_sent_range(headers: &mut HeaderMap, sent: &HeaderMap) {
+    match sent.get(header::RANGE) {
+        Some(range) => headers.insert(header::RANGE, range.clone()),
+        None => headers.remove(header::RANGE),
+    };
 }
 
 /// `asked` with `method`.

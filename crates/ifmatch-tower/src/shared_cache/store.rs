@@ -130,6 +130,9 @@ pub(crate) struct Settings {
     pub(crate) memory: u64,
     pub(crate) max_object: u64,
     pub(crate) key_headers: Vec<http::HeaderName>,
+    /// A field that names the range in place of `Range` (see
+    /// [`SharedCacheLayer::range_field`](super::SharedCacheLayer::range_field)).
+    pub(crate) range_field: Option<http::HeaderName>,
     pub(crate) collapse_wait: Duration,
     /// The disk tier, if there is one.
     pub(crate) disk: Option<Arc<Disk>>,
@@ -224,6 +227,11 @@ impl Store {
     /// The request fields that set answers apart besides `Vary`.
     pub(crate) fn key_headers(&self) -> &[http::HeaderName] {
         &self.settings.key_headers
+    }
+
+    /// The field that names the range in place of `Range`, if any.
+    pub(crate) fn range_field(&self) -> Option<&http::HeaderName> {
+        self.settings.range_field.as_ref()
     }
 
     /// The largest body stored.
@@ -452,6 +460,7 @@ mod tests {
             memory,
             max_object,
             key_headers: Vec::new(),
+            range_field: None,
             collapse_wait: Duration::from_secs(1),
             disk: None,
         })
