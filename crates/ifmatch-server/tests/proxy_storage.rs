@@ -3,7 +3,8 @@
 //! object keeps the storage's own `ETag` byte for byte, is revalidated with it (the storage
 //! answers 304), answers clients' revalidations and ranges from the store, and a change made
 //! at the storage is seen at the next revalidation. Azure's Python SDK downloads a blob
-//! through the proxy in parts (`x-ms-range`), from the store the second time.
+//! through the proxy in parts (`x-ms-range`), from the store the second time; boto3 reads an
+//! S3 object by ranges through it, checking every answer's checksum.
 
 mod common;
 
@@ -222,4 +223,24 @@ fn the_python_sdk_downloads_in_parts_through_a_proxy_in_front_of_azurite() {
     let work = tempfile::tempdir().unwrap();
     let (_azurite, port) = common::azurite(work.path());
     python_downloads_through_a_proxy(&format!("http://127.0.0.1:{port}"));
+}
+
+#[test]
+fn boto3_reads_ranges_through_a_proxy_in_front_of_moto_s3() {
+    let port = free_port();
+    let _moto = common::moto(port);
+    let origin = format!("http://127.0.0.1:{port}");
+    let (proxy, base) = common::spawn_ifmatch(["proxy", "--upstream", &origin]);
+    let _proxy = common::Process(proxy);
+    let python = common::tool("IFMATCH_PYTHON", ".venv/bin/python");
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/sdk/proxy_s3.py");
+    let output = std::process::Command::new(python)
+        .args([script.as_os_str(), origin.as_ref(), base.as_ref()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{text}");
+    assert!(text.contains("boto3 proxy reads: 7 passed"), "{text}");
 }

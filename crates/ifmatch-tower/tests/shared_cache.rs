@@ -335,6 +335,65 @@ async fn a_request_with_credentials_is_sent_as_it_came_not_revalidated() {
 }
 
 #[tokio::test]
+async fn a_part_served_from_the_store_goes_without_the_digests_of_the_whole() {
+    let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
+    let digests = [
+        ("content-md5", "ZGlnZXN0"),
+        ("x-amz-checksum-crc32", "VxYZrw=="),
+        ("content-digest", "sha-256=:ZGlnZXN0:"),
+        ("repr-digest", "sha-256=:cmVwcg==:"),
+    ];
+    let mut fields = vec![("cache-control", "max-age=3600")];
+    fields.extend(digests);
+    origin.answers(200, &fields, "0123456789");
+    send(&layer, &origin, Method::GET, "/a", &[]).await;
+    let (_, whole, _) = send(&layer, &origin, Method::GET, "/a", &[]).await;
+    let (_, part, body) = send(
+        &layer,
+        &origin,
+        Method::GET,
+        "/a",
+        &[("range", "bytes=2-3")],
+    )
+    .await;
+    assert_eq!(&body[..], b"23");
+    for (name, _) in digests {
+        assert!(whole.contains_key(name), "{name}");
+        assert_eq!(part.contains_key(name), name == "repr-digest", "{name}");
+    }
+    // A piece: its own digests with all of it, none with a part of it.
+    fields.push(("content-range", "bytes 2-5/10"));
+    origin.answers(206, &fields, "2345");
+    send(
+        &layer,
+        &origin,
+        Method::GET,
+        "/b",
+        &[("range", "bytes=2-5")],
+    )
+    .await;
+    let (_, all, _) = send(
+        &layer,
+        &origin,
+        Method::GET,
+        "/b",
+        &[("range", "bytes=2-5")],
+    )
+    .await;
+    let (_, some, _) = send(
+        &layer,
+        &origin,
+        Method::GET,
+        "/b",
+        &[("range", "bytes=3-5")],
+    )
+    .await;
+    assert_eq!(status_of(&some), "ifmatch; hit");
+    assert!(all.contains_key("content-md5") && !some.contains_key("content-md5"));
+    assert_eq!(origin.reached(), 2);
+}
+
+#[tokio::test]
 async fn what_a_shared_cache_may_not_store_reaches_the_origin_every_time() {
     for (response, request) in [
         ("no-store", vec![]),

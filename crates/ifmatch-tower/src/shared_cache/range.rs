@@ -61,6 +61,7 @@ pub(crate) fn part(
     };
     head.status = status;
     let headers = &mut head.headers;
+    without_digests(headers);
     headers.insert(
         header::CONTENT_LENGTH,
         HeaderValue::from(range.end - range.start),
@@ -69,6 +70,30 @@ pub(crate) fn part(
         headers.insert(header::CONTENT_RANGE, value);
     }
     Some(range)
+}
+
+/// The fields that carry a digest of the bytes of the body they came with: HTTP's
+/// (`Content-MD5`, `Content-Digest`, RFC 9530) and the storage dialects' (S3's checksums, which
+/// boto3 checks, Azure's CRC64). Sent with a part of those bytes, they would fail a client's
+/// check of the part: a part served from the store goes without them, as the origin's own
+/// parts do (`Repr-Digest`, of the representation, stays).
+const DIGESTS: [&str; 9] = [
+    "content-md5",
+    "content-digest",
+    "x-amz-checksum-crc32",
+    "x-amz-checksum-crc32c",
+    "x-amz-checksum-crc64nvme",
+    "x-amz-checksum-sha1",
+    "x-amz-checksum-sha256",
+    "x-amz-checksum-type",
+    "x-ms-content-crc64",
+];
+
+/// `headers` without the [`DIGESTS`] of a body.
+fn without_digests(headers: &mut HeaderMap) {
+    for name in DIGESTS {
+        headers.remove(name);
+    }
 }
 
 /// The bytes of its representation a stored 206 holds: `start..end` of `complete`.
@@ -125,6 +150,9 @@ impl Piece {
         let (first, last) = (self.start + within.start, self.start + within.end - 1);
         let described = format!("bytes {first}-{last}/{}", self.complete);
         let headers = &mut head.headers;
+        if within.end - within.start != self.end - self.start {
+            without_digests(headers);
+        }
         headers.insert(
             header::CONTENT_LENGTH,
             HeaderValue::from(within.end - within.start),
