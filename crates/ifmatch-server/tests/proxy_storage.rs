@@ -3,8 +3,9 @@
 //! object keeps the storage's own `ETag` byte for byte, is revalidated with it (the storage
 //! answers 304), answers clients' revalidations and ranges from the store, and a change made
 //! at the storage is seen at the next revalidation. Azure's Python SDK downloads a blob
-//! through the proxy in parts (`x-ms-range`), from the store the second time; boto3 reads an
-//! S3 object by ranges through it, checking every answer's checksum.
+//! through the proxy in parts (`x-ms-range`), from the store the second time, and writes
+//! through it signed with the account's key; boto3 reads an S3 object by ranges through it,
+//! checking every answer's checksum.
 
 mod common;
 
@@ -243,4 +244,45 @@ fn boto3_reads_ranges_through_a_proxy_in_front_of_moto_s3() {
         + &String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{text}");
     assert!(text.contains("boto3 proxy reads: 7 passed"), "{text}");
+}
+
+/// Runs `tests/sdk/proxy_upload.py`: Azure's Python SDK writes through a proxy in front of
+/// `origin` (a private container, every request signed).
+fn python_writes_through_a_proxy(origin: &str) {
+    let (proxy, base) = common::spawn_ifmatch(["proxy", "--upstream", origin]);
+    let _proxy = common::Process(proxy);
+    let account = ifmatch_blob::DEV_ACCOUNT;
+    let connection = format!(
+        "DefaultEndpointsProtocol=http;AccountName={account};AccountKey={};\
+         BlobEndpoint={base}/{account};",
+        ifmatch_blob::DEV_KEY
+    );
+    let python = common::tool("IFMATCH_PYTHON", ".venv/bin/python");
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/sdk/proxy_upload.py");
+    let output = std::process::Command::new(python)
+        .arg(script)
+        .arg(connection)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{text}");
+    assert!(text.contains("python proxy writes: 7 passed"), "{text}");
+}
+
+#[test]
+fn the_python_sdk_writes_through_a_proxy_in_front_of_a_signed_ifmatch_serve() {
+    let data = tempfile::tempdir().unwrap();
+    let (serve, origin) =
+        common::spawn_signed(["serve".as_ref(), "--data".as_ref(), data.path().as_os_str()]);
+    let _serve = common::Process(serve);
+    python_writes_through_a_proxy(&origin);
+}
+
+#[test]
+fn the_python_sdk_writes_through_a_proxy_in_front_of_azurite() {
+    let work = tempfile::tempdir().unwrap();
+    let (_azurite, port) = common::azurite(work.path());
+    python_writes_through_a_proxy(&format!("http://127.0.0.1:{port}"));
 }

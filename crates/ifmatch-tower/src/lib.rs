@@ -27,6 +27,6 @@ pub use service::Conditional;
 pub use shared_cache::{
     CacheReport, CachedBody, Forgotten, SharedCache, SharedCacheHandle, SharedCacheLayer,
 };
-pub use source::{Current, Uncertain, current_request, validators_of_answer};
+pub use source::{Current, Deferred, Uncertain, current_request, validators_of_answer};
 pub use store::{MemoryGuard, MemoryVersions, VersionStore};
 pub use write::INVALIDATES;

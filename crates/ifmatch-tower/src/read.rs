@@ -86,8 +86,10 @@ impl<S, V> Conditional<S, V> {
             // cache remembers comes from GETs.
             may_remember: !head,
         };
-        // HEAD gets the ETag of GET: ask for what GET would send, and send no body.
-        if head {
+        // HEAD gets the ETag of GET: ask for what GET would send, and send no body. Not with
+        // credentials, whose signature may cover the method (Azure's Shared Key does): that
+        // HEAD goes on as it came, and its answer's own fields are sent.
+        if head && !request.headers().contains_key(header::AUTHORIZATION) {
             *request.method_mut() = Method::GET;
         }
         if context.resource.is_some() {

@@ -39,6 +39,15 @@ where
 #[error("the answer does not tell the current version")]
 pub struct Uncertain;
 
+/// What a version source answers, as its error, when it cannot learn the current version but
+/// the inner service judges the write's conditions itself: an origin that would not tell the
+/// version to the write's credentials (a signature made for the write, a token that may write
+/// and not read), and that evaluates `If-Match` and `If-None-Match` as storage does. The write
+/// is passed on with its conditions, under the key's lock, for the inner service to judge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the inner service judges the write's conditions")]
+pub struct Deferred;
+
 /// The validators the layer gives a GET's answer: its own `ETag` (with `Last-Modified`) when it
 /// has one, otherwise the strong SHA-256 tag of its body, read up to `limit` bytes. `None` for
 /// 404 and 410: the resource does not exist. What a version source that asks an origin with a

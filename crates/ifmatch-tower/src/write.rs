@@ -17,7 +17,7 @@ use crate::body::ConditionalBody;
 use crate::cache::ReadCache;
 use crate::layer::Config;
 use crate::service::{Refusal, refusal, validators_of};
-use crate::source::{current_request, validators_of_answer};
+use crate::source::{Deferred, current_request, validators_of_answer};
 use crate::store::{VersionStore, is_absent};
 
 /// A write: under the key's lock, check the preconditions against the current version, run the
@@ -58,14 +58,18 @@ where
                 let current = source(&parts).await;
                 request = Request::from_parts(parts, body);
                 match current {
-                    Ok(current) => current,
+                    Ok(current) => Some(current),
+                    Err(error) if error.is::<Deferred>() => {
+                        tracing::debug!(%key, "the inner service judges the conditions");
+                        None
+                    }
                     Err(error) => {
                         tracing::error!(%key, %error, "the version source failed");
                         return Ok(refusal(Refusal::Unavailable));
                     }
                 }
             }
-            None => match versions.get(&key).await {
+            None => Some(match versions.get(&key).await {
                 // A GET found it missing, and nobody has written since.
                 Ok(Some(known)) if is_absent(&known) => None,
                 // Per-variant tags (`Vary`: per user, per encoding): the tag of the variant this
@@ -100,11 +104,16 @@ where
                     tracing::error!(%key, %error, "the version backend could not read a version");
                     return Ok(refusal(Refusal::Unavailable));
                 }
-            },
+            }),
         };
-        let target = Target::of(request.method(), current.as_ref());
-        if evaluate(request.method(), request.headers(), target) == Outcome::PreconditionFailed {
-            return Ok(refusal(Refusal::Failed));
+        // Unknown here when the source deferred to the inner service, which has the
+        // conditions still.
+        if let Some(current) = current {
+            let target = Target::of(request.method(), current.as_ref());
+            let outcome = evaluate(request.method(), request.headers(), target);
+            if outcome == Outcome::PreconditionFailed {
+                return Ok(refusal(Refusal::Failed));
+            }
         }
     }
     if let (Some(name), Some(token)) = (&config.fencing_header, versions.fencing_token(&guard)) {

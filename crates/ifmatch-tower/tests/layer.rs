@@ -484,6 +484,60 @@ async fn writes_are_decided_by_the_applications_version_source() {
     );
 }
 
+/// A storage-like origin that judges `If-Match` itself, and records the methods it is sent.
+fn judging_origin(
+    seen: Arc<Mutex<Vec<Method>>>,
+) -> impl Service<Req, Response = Response<Full<Bytes>>, Error = Infallible, Future: Send>
++ Clone
++ Send
++ 'static {
+    tower::service_fn(move |request: Req| {
+        seen.lock().unwrap().push(request.method().clone());
+        let mut response = Response::new(Full::new(Bytes::from_static(b"doc")));
+        let current = "\"current\"";
+        response
+            .headers_mut()
+            .insert(header::ETAG, current.parse().unwrap());
+        let stale = (request.headers().get(header::IF_MATCH)).is_some_and(|tag| tag != current);
+        if stale {
+            *response.status_mut() = StatusCode::PRECONDITION_FAILED;
+        }
+        async move { Ok::<_, Infallible>(response) }
+    })
+}
+
+#[tokio::test]
+async fn a_source_that_defers_leaves_the_conditions_to_the_inner_service() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let with = |answer: fn() -> ifmatch_tower::Current| {
+        ConditionalLayer::new()
+            .version_source(move |_| async move { answer() })
+            .layer(judging_origin(seen.clone()))
+    };
+    let deferring = with(|| Err(ifmatch_tower::Deferred.into()));
+    for (tag, want) in [("\"current\"", 200), ("\"old\"", 412)] {
+        let asked = request(Method::PUT, "/doc", &[("if-match", tag)], "new");
+        let (status, _, _) = send(&deferring, asked).await;
+        assert_eq!(status, want, "{tag}: the inner service's answer");
+    }
+    assert_eq!(seen.lock().unwrap().len(), 2);
+    // Any other failure of the source still fails closed, the inner service never asked.
+    let failing = with(|| Err("down".into()));
+    let asked = request(Method::PUT, "/doc", &[("if-match", "\"current\"")], "new");
+    assert_eq!(send(&failing, asked).await.0, 503);
+    assert_eq!(seen.lock().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn a_head_with_credentials_goes_on_as_a_head() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let svc = ConditionalLayer::new().layer(judging_origin(seen.clone()));
+    let signed = [("authorization", "SharedKey account:c2lnbmVk")];
+    send(&svc, request(Method::HEAD, "/a", &signed, "")).await;
+    send(&svc, request(Method::HEAD, "/b", &[], "")).await;
+    assert_eq!(*seen.lock().unwrap(), [Method::HEAD, Method::GET]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixty_four_clients_read_modify_write_without_a_lost_update() {
     let store = Store::default();

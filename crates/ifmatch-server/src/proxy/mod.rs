@@ -83,7 +83,9 @@ impl<V: VersionStore + Clone> Proxy<V> {
         let forward = Forward::new(options, metrics.clone())?;
         // The origin may change behind the proxy: every conditional write asks it for the
         // current version, under the key's lock, and tags its answer as a GET through the
-        // proxy would be.
+        // proxy would be. An origin that will not tell it to the write's credentials (401,
+        // 403: Azure's Shared Key signs each request for itself, a SAS may write and not
+        // read) judges the conditions it is sent, as storage does.
         let origin = forward.clone();
         let limit = options.hash_limit;
         let mut layer = ConditionalLayer::new()
@@ -100,6 +102,10 @@ impl<V: VersionStore + Clone> Proxy<V> {
                 let origin = origin.clone();
                 async move {
                     let Ok(answer) = origin.oneshot(get).await;
+                    let refused = [StatusCode::UNAUTHORIZED, StatusCode::FORBIDDEN];
+                    if refused.contains(&answer.status()) {
+                        return Err(ifmatch_tower::Deferred.into());
+                    }
                     Ok(ifmatch_tower::validators_of_answer(answer, limit).await?)
                 }
             });
