@@ -1040,6 +1040,37 @@ async fn a_head_is_answered_from_a_stored_get() {
 /// line differs is not served another's answer, and one line or two of the same list select
 /// the same.
 #[tokio::test]
+async fn accept_language_selects_in_any_case_and_in_its_order() {
+    let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
+    let stored = [("cache-control", "max-age=60"), ("vary", "accept-language")];
+    origin.answers(200, &stored, "english");
+    send(
+        &layer,
+        &origin,
+        Method::GET,
+        "/l",
+        &[("accept-language", "en, De;Q=0.5")],
+    )
+    .await;
+    for same in ["en, de;q=0.5", "EN,DE;q=0.5", "En, dE;q=0.5"] {
+        let asked = [("accept-language", same)];
+        let (_, headers, _) = send(&layer, &origin, Method::GET, "/l", &asked).await;
+        assert_eq!(status_of(&headers), "ifmatch; hit", "{same}");
+    }
+    // Another order is another request: servers read it as a priority (RFC 9110 12.5.4).
+    let (_, headers, _) = send(
+        &layer,
+        &origin,
+        Method::GET,
+        "/l",
+        &[("accept-language", "de;q=0.5, en")],
+    )
+    .await;
+    assert!(!status_of(&headers).contains("hit"));
+    assert_eq!(origin.reached(), 2);
+}
+
+#[tokio::test]
 async fn every_line_of_a_varying_field_selects() {
     let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
     let stored = [("cache-control", "max-age=60"), ("vary", "cookie, foo")];

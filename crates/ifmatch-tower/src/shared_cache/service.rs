@@ -524,8 +524,26 @@ fn head_of<B>(request: &Request<B>) -> Request<()> {
 /// compares the first line of a field `Vary` names, a request whose second `Cookie` line
 /// differs must not be served another's answer, and one that differs from another only in
 /// that whitespace (no part of a list's members, RFC 9110 5.6.1) is served the same (RFC 9111
-/// 4.1 lets a cache normalise it). A date's comma is not a list's.
+/// 4.1 lets a cache normalise it). A date's comma is not a list's. `Accept-Language` is in
+/// lowercase: language tags and parameter names are case-insensitive (RFC 5646 2.1.1, RFC
+/// 9110 5.6.6). The order of its members stays: RFC 9110 12.5.4 notes that servers read it
+/// as a priority among equal weights.
 fn combined(headers: &HeaderMap) -> HeaderMap {
+    let mut out = joined(headers);
+    let languages = out.get(header::ACCEPT_LANGUAGE);
+    if let Some(lowered) = languages.and_then(|value| {
+        let bytes = value.as_bytes();
+        let upper = bytes.iter().any(u8::is_ascii_uppercase);
+        upper.then(|| HeaderValue::from_bytes(&bytes.to_ascii_lowercase()).ok())?
+    }) {
+        out.insert(header::ACCEPT_LANGUAGE, lowered);
+    }
+    out
+}
+
+/// `headers` with the lines of each field combined, and a list's commas tight (see
+/// [`combined`]).
+fn joined(headers: &HeaderMap) -> HeaderMap {
     let loose_list = |name: &HeaderName, value: &[u8]| {
         let date = [
             header::DATE,
