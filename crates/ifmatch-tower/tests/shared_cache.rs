@@ -1040,6 +1040,68 @@ async fn a_head_is_answered_from_a_stored_get() {
 /// line differs is not served another's answer, and one line or two of the same list select
 /// the same.
 #[tokio::test]
+async fn a_posts_answer_that_names_its_target_and_its_freshness_answers_a_later_get() {
+    let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
+    for (path, fields) in [
+        (
+            "/stored",
+            vec![
+                ("cache-control", "max-age=3600"),
+                ("content-location", "/stored"),
+            ],
+        ),
+        (
+            "/absolute",
+            vec![
+                ("expires", "Thu, 01 Jan 2099 00:00:00 GMT"),
+                ("content-location", "http://origin.example/absolute"),
+            ],
+        ),
+    ] {
+        origin.answers(200, &fields, "posted");
+        send(&layer, &origin, Method::POST, path, &[]).await;
+        let (_, headers, body) = send(&layer, &origin, Method::GET, path, &[]).await;
+        assert_eq!(
+            (status_of(&headers).as_str(), &body[..]),
+            ("ifmatch; hit", &b"posted"[..]),
+            "{path}"
+        );
+    }
+    assert_eq!(origin.reached(), 2);
+    // Not without both: its target named, and freshness said.
+    for (path, fields) in [
+        ("/unnamed", vec![("cache-control", "max-age=3600")]),
+        (
+            "/another",
+            vec![
+                ("cache-control", "max-age=3600"),
+                ("content-location", "/other"),
+            ],
+        ),
+        (
+            "/elsewhere",
+            vec![
+                ("cache-control", "max-age=3600"),
+                ("content-location", "http://evil.example/elsewhere"),
+            ],
+        ),
+        (
+            "/heuristic",
+            vec![
+                ("last-modified", "Thu, 01 Jan 2015 00:00:00 GMT"),
+                ("content-location", "/heuristic"),
+            ],
+        ),
+    ] {
+        origin.answers(200, &fields, "posted");
+        send(&layer, &origin, Method::POST, path, &[]).await;
+        let before = origin.reached();
+        send(&layer, &origin, Method::GET, path, &[]).await;
+        assert_eq!(origin.reached(), before + 1, "{path}");
+    }
+}
+
+#[tokio::test]
 async fn accept_language_selects_in_any_case_and_in_its_order() {
     let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
     let stored = [("cache-control", "max-age=60"), ("vary", "accept-language")];

@@ -258,6 +258,16 @@ fn stands_in(status: StatusCode, headers: &HeaderMap) -> bool {
     has("max-age") || has("s-maxage") || has("public") || headers.contains_key(header::EXPIRES)
 }
 
+/// Whether a response with `headers` says how long it is fresh (`max-age`, `s-maxage`,
+/// `Expires`, or a targeted field), not left to heuristics: what a POST's answer needs to be
+/// stored (RFC 9110 9.3.3).
+pub(crate) fn explicitly_fresh(headers: &HeaderMap) -> bool {
+    has_directive(headers, "max-age")
+        || has_directive(headers, "s-maxage")
+        || headers.contains_key(header::EXPIRES)
+        || targeted::directives(headers).is_some()
+}
+
 /// Whether `Cache-Control` has the directive `name` (lowercase), in any case.
 fn has_directive(headers: &HeaderMap, name: &str) -> bool {
     ifmatch_core::header_list(headers, header::CACHE_CONTROL).any(|directive| {

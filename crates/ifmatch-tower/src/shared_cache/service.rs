@@ -122,10 +122,26 @@ where
     let key = key_of(&host, target_of(request.uri()));
     if method != Method::GET && method != Method::HEAD {
         let target = request.uri().clone();
+        // What a later GET would ask, should the answer say it is the target's.
+        let as_get = (method == Method::POST).then(|| with_method(&head_of(&request), Method::GET));
         let response = inner.call(request).await?;
         let status = response.status();
         if !is_safe(&method) && (status.is_success() || status.is_redirection()) {
             invalidate(&store, &host, &target, response.headers());
+        }
+        if let Some(as_get) = as_get
+            && status.is_success()
+            && names_its_target(response.headers(), &host, &target)
+            && policy::explicitly_fresh(response.headers())
+        {
+            return Ok(keep(
+                &store,
+                &key,
+                &as_get,
+                response,
+                SystemTime::now(),
+                None,
+            ));
         }
         return Ok(response.map(|body| Either::Right(Tee::passing(body))));
     }
@@ -642,6 +658,19 @@ fn is_safe(method: &Method) -> bool {
 
 /// Forgets what is stored for `target` and for the same-origin URIs in the answer's
 /// `Location` and `Content-Location` (RFC 9111 4.4).
+/// Whether `answer` says with its `Content-Location` that it is the representation of
+/// `target` on `host`: a POST's answer that does, with explicit freshness, answers a later GET
+/// of the target (RFC 9110 9.3.3, RFC 9111 4.3.5's reading of `Content-Location`).
+fn names_its_target(answer: &HeaderMap, host: &str, target: &Uri) -> bool {
+    let Some(named) =
+        (answer.get(header::CONTENT_LOCATION)).and_then(|v| v.to_str().ok()?.parse::<Uri>().ok())
+    else {
+        return false;
+    };
+    let same_origin = (named.authority()).is_none_or(|a| a.as_str().eq_ignore_ascii_case(host));
+    same_origin && target_of(&named) == target_of(target)
+}
+
 fn invalidate(store: &Store, host: &str, target: &Uri, answer: &HeaderMap) {
     let forget = |key: &str| {
         store.invalidate(key);
