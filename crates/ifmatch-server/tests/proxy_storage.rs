@@ -194,19 +194,12 @@ fn python_downloads_through_a_proxy(origin: &str) {
          BlobEndpoint={origin}/{account};",
         ifmatch_blob::DEV_KEY
     );
-    let python = common::tool("IFMATCH_PYTHON", ".venv/bin/python");
-    let script =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/sdk/proxy_download.py");
-    let output = std::process::Command::new(python)
-        .arg(script)
-        .arg(connection)
-        .arg(format!("{base}/{account}"))
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&output.stdout).into_owned()
-        + &String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{text}");
-    assert!(text.contains("python proxy downloads: 7 passed"), "{text}");
+    let args = [connection, format!("{base}/{account}")];
+    common::python_script(
+        "proxy_download.py",
+        &args,
+        "python proxy downloads: 7 passed",
+    );
 }
 
 #[test]
@@ -233,17 +226,11 @@ fn boto3_reads_ranges_through_a_proxy_in_front_of_moto_s3() {
     let origin = format!("http://127.0.0.1:{port}");
     let (proxy, base) = common::spawn_ifmatch(["proxy", "--upstream", &origin]);
     let _proxy = common::Process(proxy);
-    let python = common::tool("IFMATCH_PYTHON", ".venv/bin/python");
-    let script =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/sdk/proxy_s3.py");
-    let output = std::process::Command::new(python)
-        .args([script.as_os_str(), origin.as_ref(), base.as_ref()])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&output.stdout).into_owned()
-        + &String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{text}");
-    assert!(text.contains("boto3 proxy reads: 7 passed"), "{text}");
+    common::python_script(
+        "proxy_s3.py",
+        &[origin, base],
+        "boto3 proxy reads: 7 passed",
+    );
 }
 
 /// Runs `tests/sdk/proxy_upload.py`: Azure's Python SDK writes through a proxy in front of
@@ -257,18 +244,11 @@ fn python_writes_through_a_proxy(origin: &str) {
          BlobEndpoint={base}/{account};",
         ifmatch_blob::DEV_KEY
     );
-    let python = common::tool("IFMATCH_PYTHON", ".venv/bin/python");
-    let script =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/sdk/proxy_upload.py");
-    let output = std::process::Command::new(python)
-        .arg(script)
-        .arg(connection)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&output.stdout).into_owned()
-        + &String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{text}");
-    assert!(text.contains("python proxy writes: 7 passed"), "{text}");
+    common::python_script(
+        "proxy_upload.py",
+        &[connection],
+        "python proxy writes: 7 passed",
+    );
 }
 
 #[test]

@@ -10,7 +10,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Process, client, free_port, tool, wait_for};
+use common::{Process, client, free_port, wait_for};
 use ifmatch_redis::testing::RedisServer;
 
 const ACCOUNT: &str = "devstoreaccount1";
@@ -46,17 +46,7 @@ fn connection_string(blobs: &str, tables: &str) -> String {
 fn sdk_script(script: &str, tally: &str, extra: &[&str]) {
     let data = tempfile::tempdir().unwrap();
     let (_server, blobs, tables) = serve(data.path(), extra);
-    let python = tool("IFMATCH_PYTHON", ".venv/bin/python");
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/sdk");
-    let output = Command::new(python)
-        .arg(path.join(script))
-        .arg(connection_string(&blobs, &tables))
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&output.stdout).into_owned()
-        + &String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{text}");
-    assert!(text.contains(tally), "{text}");
+    common::python_script(script, &[connection_string(&blobs, &tables)], tally);
 }
 
 #[test]

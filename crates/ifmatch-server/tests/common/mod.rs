@@ -476,6 +476,22 @@ pub async fn serve_app(app: axum::Router) -> String {
     base
 }
 
+/// Runs the Python script `script` of `tests/sdk` with `args`, in the virtual environment the
+/// test command makes (its Azure SDK, boto3): it must succeed and print `tally`.
+pub fn python_script<S: AsRef<std::ffi::OsStr>>(script: &str, args: &[S], tally: &str) {
+    let python = tool("IFMATCH_PYTHON", ".venv/bin/python");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/sdk");
+    let output = std::process::Command::new(python)
+        .arg(path.join(script))
+        .args(args)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{script}: {text}");
+    assert!(text.contains(tally), "{script}: {text}");
+}
+
 /// A tool the test command installs, under the repository (or where `variable` says).
 pub fn tool(variable: &str, relative: &str) -> std::path::PathBuf {
     let path = std::env::var_os(variable).map_or_else(
