@@ -1040,6 +1040,45 @@ async fn a_head_is_answered_from_a_stored_get() {
 /// line differs is not served another's answer, and one line or two of the same list select
 /// the same.
 #[tokio::test]
+async fn a_request_for_a_part_neither_waits_for_the_keys_others_nor_makes_them_wait() {
+    let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
+    let piece = [
+        ("cache-control", "max-age=60"),
+        ("content-range", "bytes 0-1/10"),
+    ];
+    origin.answers(206, &piece, "01");
+    *origin.delay.lock().unwrap() = std::time::Duration::from_secs(1);
+    let part = {
+        let (layer, origin) = (layer.clone(), origin.clone());
+        tokio::spawn(async move {
+            send(
+                &layer,
+                &origin,
+                Method::GET,
+                "/a",
+                &[("range", "bytes=0-1")],
+            )
+            .await
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let others: Vec<_> = [&[("range", "bytes=5-6")][..], &[]]
+        .into_iter()
+        .map(|fields| {
+            let (layer, origin) = (layer.clone(), origin.clone());
+            let fields: Vec<(&'static str, &'static str)> = fields.to_vec();
+            tokio::spawn(async move { send(&layer, &origin, Method::GET, "/a", &fields).await })
+        })
+        .collect();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(origin.reached(), 3, "each asked the origin at once");
+    part.await.unwrap();
+    for other in others {
+        other.await.unwrap();
+    }
+}
+
+#[tokio::test]
 async fn a_posts_answer_that_names_its_target_and_its_freshness_answers_a_later_get() {
     let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
     for (path, fields) in [

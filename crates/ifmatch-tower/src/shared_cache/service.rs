@@ -188,8 +188,11 @@ where
     }
     // Held until what this request stores is in the store: the requests of the same key that
     // came meanwhile are served from it.
+    // A request for a part neither waits nor is waited for: what it stores (a piece) answers
+    // few of the others.
     let mut lead = None;
-    if method == Method::GET && store.gates.worth_waiting(&gate) {
+    let part = asked.headers().contains_key(header::RANGE);
+    if method == Method::GET && !part && store.gates.worth_waiting(&gate) {
         match store.gates.turn(&gate) {
             Turn::Lead(leading) => lead = Some(leading),
             Turn::Follow(leader) => {
@@ -356,15 +359,18 @@ where
             || judged.stale.lingers()
     };
     // A 206 is stored only as one piece of its representation (see `range`).
-    let whole_or_piece =
-        response.status() != StatusCode::PARTIAL_CONTENT || Piece::of(headers).is_some();
+    let piece = (response.status() == StatusCode::PARTIAL_CONTENT)
+        .then(|| Piece::of(headers))
+        .flatten();
+    let whole_or_piece = response.status() != StatusCode::PARTIAL_CONTENT || piece.is_some();
     let judged = judged.filter(|judged| judged.storable && reusable(judged) && whole_or_piece);
     let get = asked.method() == Method::GET;
     let fits = declared.is_none_or(|len| len <= store.max_object());
     // The request's key fields and its gate, once.
     let own = keyed(asked.headers(), store.key_headers());
     let gate = collapse::gate_of(key, &own);
-    if get {
+    // What a request for a part stores (a piece) is nothing for the key's gate to know of.
+    if get && piece.is_none() {
         // A body of no declared length is stored, if at all, once it ended: nothing for the
         // requests meanwhile to wait for.
         let stored_now = fits && declared.is_some() && judged.is_some();
@@ -387,7 +393,7 @@ where
         head.extensions.insert(Kept);
     }
     let variant = variant(asked.headers(), &head.headers);
-    let status = (head.status, Piece::of(&head.headers));
+    let status = (head.status, piece);
     let Some(len) = declared else {
         // Kept as it passes, and stored once whole, unless something was forgotten meanwhile
         // (a write, a purge: what it holds may be older than that).
@@ -413,7 +419,9 @@ where
     };
     let body = Fill::reading(body, len);
     let stored = Arc::new(entry(status, variant, own, judged, body.clone()));
-    store.gates.publish(&gate, &stored);
+    if piece.is_none() {
+        store.gates.publish(&gate, &stored);
+    }
     store.put(key, stored, replaces);
     head.extensions.insert(Holding(body.clone()));
     add_status(&mut head.headers, "fwd=miss; stored");
