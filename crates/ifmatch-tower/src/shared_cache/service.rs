@@ -187,9 +187,8 @@ where
         }
     }
     // Held until what this request stores is in the store: the requests of the same key that
-    // came meanwhile are served from it.
-    // A request for a part neither waits nor is waited for: what it stores (a piece) answers
-    // few of the others.
+    // came meanwhile are served from it. A request for a part neither waits nor is waited
+    // for: what it stores (a piece) answers few of the others.
     let mut lead = None;
     let part = asked.headers().contains_key(header::RANGE);
     if method == Method::GET && !part && store.gates.worth_waiting(&gate) {
@@ -428,8 +427,8 @@ where
     Response::from_parts(head, Either::Left(body.reader()))
 }
 
-/// The entry of a response with `status` (a piece, if a 206) that `judged` judged, for the requests `variant` and
-/// `keyed` select, with `body`.
+/// The entry of a response with `status` (and the piece it holds, if a 206) that `judged`
+/// judged, for the requests `variant` and `keyed` select, with `body`.
 fn entry(
     (status, piece): (StatusCode, Option<Piece>),
     variant: String,
