@@ -26,9 +26,9 @@ const DIGESTS: [HeaderName; 2] = [
 
 /// Marks `request` to pass the cache if it asks for a digest only the origin can send.
 pub(super) fn mark<B>(request: &mut Request<B>) {
-    let digest = DIGESTS.iter().any(|name| {
-        (request.headers().get(name))
-            .is_some_and(|value| value.as_bytes().eq_ignore_ascii_case(b"true"))
+    // One pass over the few fields of a request costs less than a lookup of each name.
+    let digest = (request.headers().iter()).any(|(name, value)| {
+        DIGESTS.contains(name) && value.as_bytes().eq_ignore_ascii_case(b"true")
     });
     if digest {
         request.extensions_mut().insert(Pass);
