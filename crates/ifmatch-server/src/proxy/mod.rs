@@ -10,7 +10,8 @@
 //! - [`origin`]: the connections to the origin;
 //! - [`metrics`]: what it counts beside what every server counts;
 //! - [`admin`]: purges, on a listener of its own;
-//! - [`dialect`]: a storage dialect's range fields, which the cache is told of.
+//! - [`dialect`]: a storage dialect's range field, which the cache reads as the range, and its
+//!   requests for a digest of a part, which pass the cache.
 
 mod admin;
 mod dialect;
