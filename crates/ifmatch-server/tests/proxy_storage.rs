@@ -4,8 +4,8 @@
 //! answers 304), answers clients' revalidations and ranges from the store, and a change made
 //! at the storage is seen at the next revalidation. Azure's Python SDK downloads a blob
 //! through the proxy in parts (`x-ms-range`), from the store the second time, and writes
-//! through it signed with the account's key; boto3 reads an S3 object by ranges through it,
-//! checking every answer's checksum.
+//! through it signed with the account's key, as the Azure CLI does; boto3 reads an S3 object
+//! by ranges through it, checking every answer's checksum.
 
 mod common;
 
@@ -265,4 +265,53 @@ fn the_python_sdk_writes_through_a_proxy_in_front_of_azurite() {
     let work = tempfile::tempdir().unwrap();
     let (_azurite, port) = common::azurite(work.path());
     python_writes_through_a_proxy(&format!("http://127.0.0.1:{port}"));
+}
+
+#[test]
+fn the_azure_cli_uploads_and_downloads_through_a_proxy_in_front_of_a_signed_ifmatch_serve() {
+    let data = tempfile::tempdir().unwrap();
+    let (serve, origin) =
+        common::spawn_signed(["serve".as_ref(), "--data".as_ref(), data.path().as_os_str()]);
+    let _serve = common::Process(serve);
+    let (proxy, base) = common::spawn_ifmatch(["proxy", "--upstream", &origin]);
+    let _proxy = common::Process(proxy);
+    let account = ifmatch_blob::DEV_ACCOUNT;
+    let connection = format!(
+        "DefaultEndpointsProtocol=http;AccountName={account};AccountKey={};\
+         BlobEndpoint={base}/{account};",
+        ifmatch_blob::DEV_KEY
+    );
+    let work = tempfile::tempdir().unwrap();
+    let file = work.path().join("up.bin");
+    let bytes: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(&file, &bytes).unwrap();
+    let az = |args: &[&str]| {
+        let output =
+            std::process::Command::new(common::tool("IFMATCH_AZ", "target/az-venv/bin/az"))
+                .args(args)
+                .args(["--connection-string", &connection, "--only-show-errors"])
+                .env("AZURE_CONFIG_DIR", work.path().join("az"))
+                .output()
+                .unwrap();
+        let text = String::from_utf8_lossy(&output.stderr).into_owned();
+        (output.status.success(), text)
+    };
+    let up = file.to_str().unwrap();
+    let (made, text) = az(&["storage", "container", "create", "-n", "cli"]);
+    assert!(made, "{text}");
+    // Create-only, the CLI's default: `If-None-Match: *`, signed.
+    let upload = [
+        "storage", "blob", "upload", "-c", "cli", "-n", "b.bin", "-f", up,
+    ];
+    let (uploaded, text) = az(&upload);
+    assert!(uploaded, "{text}");
+    let (again, text) = az(&upload);
+    assert!(!again && text.contains("already exists"), "{text}");
+    let down = work.path().join("down.bin");
+    let download = ["storage", "blob", "download", "-c", "cli", "-n", "b.bin"];
+    let (downloaded, text) = az(&[&download[..], &["-f", down.to_str().unwrap()]].concat());
+    assert!(downloaded, "{text}");
+    assert!(std::fs::read(&down).unwrap() == bytes, "the bytes uploaded");
+    let (deleted, text) = az(&["storage", "blob", "delete", "-c", "cli", "-n", "b.bin"]);
+    assert!(deleted, "{text}");
 }
