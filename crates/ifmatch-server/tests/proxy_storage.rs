@@ -68,8 +68,7 @@ async fn through_a_proxy(storage: &Storage) {
     let tag = header(&direct, "etag");
     assert!(!tag.is_empty());
 
-    let (proxy, base) = common::spawn_ifmatch(["proxy", "--upstream", &storage.endpoint]);
-    let _proxy = common::Process(proxy);
+    let (_proxy, base) = proxy_in_front_of(&storage.endpoint);
     let url = format!("{base}{}", storage.path);
     let get = |extra: Option<(&'static str, String)>| {
         let mut request = client().get(&url);
@@ -181,20 +180,32 @@ async fn in_front_of_ifmatch_serve() {
     through_a_proxy(&storage).await;
 }
 
+/// `ifmatch proxy` in front of `origin`: the process, and its base URL.
+fn proxy_in_front_of(origin: &str) -> (common::Process, String) {
+    let (proxy, base) = common::spawn_ifmatch(["proxy", "--upstream", origin]);
+    (common::Process(proxy), base)
+}
+
+/// The connection string of the development account's blobs at `endpoint` (a host's root).
+fn connection_to(endpoint: &str) -> String {
+    let account = ifmatch_blob::DEV_ACCOUNT;
+    format!(
+        "DefaultEndpointsProtocol=http;AccountName={account};AccountKey={};\
+         BlobEndpoint={endpoint}/{account};",
+        ifmatch_blob::DEV_KEY
+    )
+}
+
 /// Runs `tests/sdk/proxy_download.py`: Azure's Python SDK downloads a blob in parts through a
 /// proxy in front of `origin` (the development account's storage): before anything is
 /// stored, again from the parts stored, after a plain GET stored it whole, with each part's
 /// MD5, and signed with the account's key (fresh and stale).
 fn python_downloads_through_a_proxy(origin: &str) {
-    let (proxy, base) = common::spawn_ifmatch(["proxy", "--upstream", origin]);
-    let _proxy = common::Process(proxy);
-    let account = ifmatch_blob::DEV_ACCOUNT;
-    let connection = format!(
-        "DefaultEndpointsProtocol=http;AccountName={account};AccountKey={};\
-         BlobEndpoint={origin}/{account};",
-        ifmatch_blob::DEV_KEY
-    );
-    let args = [connection, format!("{base}/{account}")];
+    let (_proxy, base) = proxy_in_front_of(origin);
+    let args = [
+        connection_to(origin),
+        format!("{base}/{}", ifmatch_blob::DEV_ACCOUNT),
+    ];
     common::python_script(
         "proxy_download.py",
         &args,
@@ -224,8 +235,7 @@ fn boto3_reads_ranges_through_a_proxy_in_front_of_moto_s3() {
     let port = free_port();
     let _moto = common::moto(port);
     let origin = format!("http://127.0.0.1:{port}");
-    let (proxy, base) = common::spawn_ifmatch(["proxy", "--upstream", &origin]);
-    let _proxy = common::Process(proxy);
+    let (_proxy, base) = proxy_in_front_of(&origin);
     common::python_script(
         "proxy_s3.py",
         &[origin, base],
@@ -236,17 +246,10 @@ fn boto3_reads_ranges_through_a_proxy_in_front_of_moto_s3() {
 /// Runs `tests/sdk/proxy_upload.py`: Azure's Python SDK writes through a proxy in front of
 /// `origin` (a private container, every request signed).
 fn python_writes_through_a_proxy(origin: &str) {
-    let (proxy, base) = common::spawn_ifmatch(["proxy", "--upstream", origin]);
-    let _proxy = common::Process(proxy);
-    let account = ifmatch_blob::DEV_ACCOUNT;
-    let connection = format!(
-        "DefaultEndpointsProtocol=http;AccountName={account};AccountKey={};\
-         BlobEndpoint={base}/{account};",
-        ifmatch_blob::DEV_KEY
-    );
+    let (_proxy, base) = proxy_in_front_of(origin);
     common::python_script(
         "proxy_upload.py",
-        &[connection],
+        &[connection_to(&base)],
         "python proxy writes: 7 passed",
     );
 }
@@ -273,14 +276,8 @@ fn the_azure_cli_uploads_and_downloads_through_a_proxy_in_front_of_a_signed_ifma
     let (serve, origin) =
         common::spawn_signed(["serve".as_ref(), "--data".as_ref(), data.path().as_os_str()]);
     let _serve = common::Process(serve);
-    let (proxy, base) = common::spawn_ifmatch(["proxy", "--upstream", &origin]);
-    let _proxy = common::Process(proxy);
-    let account = ifmatch_blob::DEV_ACCOUNT;
-    let connection = format!(
-        "DefaultEndpointsProtocol=http;AccountName={account};AccountKey={};\
-         BlobEndpoint={base}/{account};",
-        ifmatch_blob::DEV_KEY
-    );
+    let (_proxy, base) = proxy_in_front_of(&origin);
+    let connection = connection_to(&base);
     let work = tempfile::tempdir().unwrap();
     let file = work.path().join("up.bin");
     let bytes: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 251) as u8).collect();

@@ -60,16 +60,17 @@ pub(crate) fn part(
         ),
     };
     head.status = status;
-    let headers = &mut head.headers;
-    without_digests(headers);
-    headers.insert(
-        header::CONTENT_LENGTH,
-        HeaderValue::from(range.end - range.start),
-    );
-    if let Ok(value) = HeaderValue::from_str(&content_range) {
+    without_digests(&mut head.headers);
+    describe(&mut head.headers, range.end - range.start, &content_range);
+    Some(range)
+}
+
+/// `headers` made those of a part of `length` bytes that `content_range` describes.
+fn describe(headers: &mut HeaderMap, length: u64, content_range: &str) {
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+    if let Ok(value) = HeaderValue::from_str(content_range) {
         headers.insert(header::CONTENT_RANGE, value);
     }
-    Some(range)
 }
 
 /// The fields that carry a digest of the bytes of the body they came with: HTTP's
@@ -149,17 +150,11 @@ impl Piece {
     pub(crate) fn answer(&self, head: &mut http::response::Parts, within: &Range<u64>) {
         let (first, last) = (self.start + within.start, self.start + within.end - 1);
         let described = format!("bytes {first}-{last}/{}", self.complete);
-        let headers = &mut head.headers;
-        if within.end - within.start != self.end - self.start {
-            without_digests(headers);
+        let length = within.end - within.start;
+        if length != self.end - self.start {
+            without_digests(&mut head.headers);
         }
-        headers.insert(
-            header::CONTENT_LENGTH,
-            HeaderValue::from(within.end - within.start),
-        );
-        if let Ok(value) = HeaderValue::from_str(&described) {
-            headers.insert(header::CONTENT_RANGE, value);
-        }
+        describe(&mut head.headers, length, &described);
     }
 }
 
