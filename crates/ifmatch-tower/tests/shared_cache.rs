@@ -105,6 +105,16 @@ async fn send(
     )
 }
 
+/// A GET of `path` for the part `range`, as [`send`] sends it.
+async fn get_part(
+    layer: &SharedCacheLayer,
+    origin: &Origin,
+    path: &str,
+    range: &str,
+) -> (StatusCode, HeaderMap, Bytes) {
+    send(layer, origin, Method::GET, path, &[("range", range)]).await
+}
+
 fn status_of(headers: &HeaderMap) -> String {
     headers["cache-status"].to_str().unwrap().to_owned()
 }
@@ -348,14 +358,7 @@ async fn a_part_served_from_the_store_goes_without_the_digests_of_the_whole() {
     origin.answers(200, &fields, "0123456789");
     send(&layer, &origin, Method::GET, "/a", &[]).await;
     let (_, whole, _) = send(&layer, &origin, Method::GET, "/a", &[]).await;
-    let (_, part, body) = send(
-        &layer,
-        &origin,
-        Method::GET,
-        "/a",
-        &[("range", "bytes=2-3")],
-    )
-    .await;
+    let (_, part, body) = get_part(&layer, &origin, "/a", "bytes=2-3").await;
     assert_eq!(&body[..], b"23");
     for (name, _) in digests {
         assert!(whole.contains_key(name), "{name}");
@@ -364,30 +367,9 @@ async fn a_part_served_from_the_store_goes_without_the_digests_of_the_whole() {
     // A piece: its own digests with all of it, none with a part of it.
     fields.push(("content-range", "bytes 2-5/10"));
     origin.answers(206, &fields, "2345");
-    send(
-        &layer,
-        &origin,
-        Method::GET,
-        "/b",
-        &[("range", "bytes=2-5")],
-    )
-    .await;
-    let (_, all, _) = send(
-        &layer,
-        &origin,
-        Method::GET,
-        "/b",
-        &[("range", "bytes=2-5")],
-    )
-    .await;
-    let (_, some, _) = send(
-        &layer,
-        &origin,
-        Method::GET,
-        "/b",
-        &[("range", "bytes=3-5")],
-    )
-    .await;
+    get_part(&layer, &origin, "/b", "bytes=2-5").await;
+    let (_, all, _) = get_part(&layer, &origin, "/b", "bytes=2-5").await;
+    let (_, some, _) = get_part(&layer, &origin, "/b", "bytes=3-5").await;
     assert_eq!(status_of(&some), "ifmatch; hit");
     assert!(all.contains_key("content-md5") && !some.contains_key("content-md5"));
     assert_eq!(origin.reached(), 2);
