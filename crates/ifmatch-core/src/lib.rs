@@ -49,6 +49,7 @@
 //! );
 //! ```
 
+mod credentials;
 pub mod date;
 mod error_code;
 mod etag;
@@ -59,6 +60,7 @@ mod not_modified;
 pub mod precondition;
 mod range;
 
+pub use credentials::signs_request;
 pub use error_code::{ErrorCode, is_xml_text, xml_escape};
 pub use etag::{EntityTag, EntityTagList, InvalidEntityTag};
 pub use hash::{EtagHasher, strong_etag};

@@ -326,6 +326,34 @@ async fn revalidations_are_answered_from_the_cache_and_stale_writes_never_reach_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_conditional_write_is_left_to_the_origin_without_asking_it_first() {
+    let (origin, upstream) = start_origin().await;
+    let proxy = Proxy::start(&upstream, &[]);
+    let http = client();
+    let create = async |path: &str, authorization: &str| {
+        let (url, fields) = (
+            format!("{}{path}", proxy.base),
+            [("if-none-match", "*"), ("authorization", authorization)],
+        );
+        common::send(&http, "PUT", &url, &fields, "v1")
+            .await
+            .status()
+    };
+    // A signature made for the PUT is no good for a GET: the origin, which here judges no
+    // condition, gets both writes and no GET.
+    let signed = "SharedKey account:c2lnbmVk";
+    assert_eq!(create("/docs/s", signed).await, 201);
+    assert_eq!(create("/docs/s", signed).await, 204);
+    assert_eq!(origin.gets.load(Ordering::SeqCst), 0);
+    assert_eq!(origin.writes.load(Ordering::SeqCst), 2);
+    // A bearer token is asked for the current version, and the proxy judges.
+    assert_eq!(create("/docs/b", "Bearer dG9rZW4").await, 201);
+    assert_eq!(create("/docs/b", "Bearer dG9rZW4").await, 412);
+    assert_eq!(origin.gets.load(Ordering::SeqCst), 2);
+    assert_eq!(origin.writes.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn blind_writes_get_428_when_asked() {
     let (origin, upstream) = start_origin().await;
     let proxy = Proxy::start(&upstream, &["--require-precondition", "--metrics"]);

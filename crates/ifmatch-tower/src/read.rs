@@ -10,9 +10,9 @@ use http::{Method, Request, Response, StatusCode};
 use http_body::Body;
 use ifmatch_core::EntityTag;
 use ifmatch_core::date::parse_http_date;
-use ifmatch_core::not_modified_headers;
 use ifmatch_core::precondition::http::{Target, evaluate};
 use ifmatch_core::precondition::{CONDITIONS, Outcome, Validators, is_conditional};
+use ifmatch_core::{not_modified_headers, signs_request};
 use tower_service::Service;
 
 use crate::body::ConditionalBody;
@@ -87,9 +87,9 @@ impl<S, V> Conditional<S, V> {
             may_remember: !head,
         };
         // HEAD gets the ETag of GET: ask for what GET would send, and send no body. Not with
-        // credentials, whose signature may cover the method (Azure's Shared Key does): that
-        // HEAD goes on as it came, and its answer's own fields are sent.
-        if head && !request.headers().contains_key(header::AUTHORIZATION) {
+        // credentials that may sign the method (Azure's Shared Key does): that HEAD goes on as
+        // it came, and its answer's own fields are sent.
+        if head && !signs_request(request.headers()) {
             *request.method_mut() = Method::GET;
         }
         if context.resource.is_some() {

@@ -529,13 +529,18 @@ async fn a_source_that_defers_leaves_the_conditions_to_the_inner_service() {
 }
 
 #[tokio::test]
-async fn a_head_with_credentials_goes_on_as_a_head() {
+async fn a_head_with_signed_credentials_goes_on_as_a_head() {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let svc = ConditionalLayer::new().layer(judging_origin(seen.clone()));
     let signed = [("authorization", "SharedKey account:c2lnbmVk")];
     send(&svc, request(Method::HEAD, "/a", &signed, "")).await;
     send(&svc, request(Method::HEAD, "/b", &[], "")).await;
-    assert_eq!(*seen.lock().unwrap(), [Method::HEAD, Method::GET]);
+    let bearer = [("authorization", "Bearer dG9rZW4")];
+    send(&svc, request(Method::HEAD, "/c", &bearer, "")).await;
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [Method::HEAD, Method::GET, Method::GET]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -84,9 +84,10 @@ impl<V: VersionStore + Clone> Proxy<V> {
         let forward = Forward::new(options, metrics.clone())?;
         // The origin may change behind the proxy: every conditional write asks it for the
         // current version, under the key's lock, and tags its answer as a GET through the
-        // proxy would be. An origin that will not tell it to the write's credentials (401,
-        // 403: Azure's Shared Key signs each request for itself, a SAS may write and not
-        // read) judges the conditions it is sent, as storage does.
+        // proxy would be. An origin that will not tell it to the write's credentials judges
+        // the conditions it is sent, as storage does: credentials that sign the write (Azure's
+        // Shared Key, AWS's signatures) are no good for a GET, so it is not asked; others it
+        // may refuse (401, 403: a SAS may write and not read).
         let origin = forward.clone();
         let limit = options.hash_limit;
         let mut layer = ConditionalLayer::new()
@@ -99,9 +100,13 @@ impl<V: VersionStore + Clone> Proxy<V> {
             // Its bodies are new bytes from a socket every time.
             .reuse_tags(false)
             .version_source(move |parts| {
+                let signed = ifmatch_core::signs_request(&parts.headers);
                 let get = ifmatch_tower::current_request::<ProxyBody>(&parts.uri, &parts.headers);
                 let origin = origin.clone();
                 async move {
+                    if signed {
+                        return Err(ifmatch_tower::Deferred.into());
+                    }
                     let Ok(answer) = origin.oneshot(get).await;
                     let refused = [StatusCode::UNAUTHORIZED, StatusCode::FORBIDDEN];
                     if refused.contains(&answer.status()) {

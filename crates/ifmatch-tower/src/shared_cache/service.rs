@@ -16,6 +16,7 @@ use http::{Method, Request, Response, StatusCode, Uri};
 use http_body::Body;
 use http_body_util::Either;
 use http_cache_semantics::BeforeRequest;
+use ifmatch_core::signs_request;
 use tower_service::Service;
 
 use super::collapse::{self, Turn};
@@ -284,7 +285,7 @@ fn lookup(store: &Store, key: &str, own: &str, asked: &Request<()>) -> Found {
 fn lookup_in(variants: &[Arc<Stored>], own: &str, asked: &Request<()>) -> Found {
     let now = SystemTime::now();
     let head = asked.method() == Method::HEAD;
-    let signed = asked.headers().contains_key(header::AUTHORIZATION);
+    let signed = signs_request(asked.headers());
     let as_get;
     let asked = if head {
         as_get = with_method(asked, Method::GET);
@@ -315,8 +316,8 @@ fn lookup_in(variants: &[Arc<Stored>], own: &str, asked: &Request<()>) -> Found 
                 }
                 return Found::Fresh(head, stored.clone());
             }
-            // A request with credentials reaches the inner service as it came: a signature may
-            // cover the conditions a revalidation adds (Azure's Shared Key covers
+            // A request whose credentials may sign it reaches the inner service as it came: the
+            // signature may cover the conditions a revalidation adds (Azure's Shared Key covers
             // `If-None-Match`), so what is stale is fetched again for it, not revalidated.
             BeforeRequest::Stale {
                 request,
