@@ -1126,6 +1126,36 @@ async fn a_posts_answer_that_names_its_target_and_its_freshness_answers_a_later_
 }
 
 #[tokio::test]
+async fn a_response_in_a_language_answers_requests_whose_first_choice_it_is() {
+    let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
+    let fields = [
+        ("cache-control", "max-age=60"),
+        ("vary", "accept-language, x-mode"),
+        ("content-language", "de"),
+    ];
+    origin.answers(200, &fields, "deutsch");
+    let asked = |languages| [("accept-language", languages), ("x-mode", "a")];
+    send(&layer, &origin, Method::GET, "/l", &asked("en, de")).await;
+    for first_de in ["fr;q=0.5, de;q=1.0", "DE", "de, en", "de;q=0.9, *;q=0.1"] {
+        let (_, headers, body) = send(&layer, &origin, Method::GET, "/l", &asked(first_de)).await;
+        assert_eq!(status_of(&headers), "ifmatch; hit", "{first_de}");
+        assert_eq!(&body[..], b"deutsch");
+    }
+    assert_eq!(origin.reached(), 1);
+    // Another first choice, a narrower one, or none at all is the origin's to answer; so is a
+    // request that differs in another field the response varies by.
+    let others = ["en", "fr, de", "de-ch", "*", "de;q=0", ""];
+    for other in others {
+        let (_, headers, _) = send(&layer, &origin, Method::GET, "/l", &asked(other)).await;
+        assert!(!status_of(&headers).contains("hit"), "{other}");
+    }
+    let mode = [("accept-language", "de"), ("x-mode", "b")];
+    let (_, headers, _) = send(&layer, &origin, Method::GET, "/l", &mode).await;
+    assert!(!status_of(&headers).contains("hit"));
+    assert_eq!(origin.reached(), 2 + others.len());
+}
+
+#[tokio::test]
 async fn accept_language_selects_in_any_case_and_in_its_order() {
     let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
     let stored = [("cache-control", "max-age=60"), ("vary", "accept-language")];

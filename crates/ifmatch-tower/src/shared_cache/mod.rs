@@ -34,6 +34,7 @@
 //! - [`fill`]: a stored body, read by every client from its first byte while it arrives;
 //! - [`collapse`]: one request to the inner service for concurrent misses of one key;
 //! - [`range`]: a byte range of a stored response, for a request with `Range`;
+//! - [`language`]: a response chosen by `Accept-Language`, reused for the same first choice;
 //! - [`received`]: `If-Modified-Since` against a stored response with no validator;
 //! - [`revalidate`]: asking whether a stale response is current, in the foreground or not;
 //! - [`stale`]: when a stale response may be served;
@@ -47,6 +48,7 @@ mod collapse;
 mod disk;
 mod fill;
 mod generations;
+mod language;
 mod layer;
 mod lazy_policy;
 mod policy;

@@ -21,6 +21,7 @@ use tower_service::Service;
 
 use super::collapse::{self, Turn};
 use super::fill::{Fill, Reader};
+use super::language;
 use super::policy::{self, Judged};
 use super::range::{self, Piece};
 use super::revalidate::{Revalidated, in_background, revalidate};
@@ -323,6 +324,11 @@ fn lookup_in(variants: &[Arc<Stored>], own: &str, asked: &Request<()>) -> Found 
                 request,
                 matches: true,
             } if !head && !signed => return Found::Stale(request, stored.clone()),
+            BeforeRequest::Stale { matches: false, .. } => {
+                if let Some(head) = language::first_choice_head(stored, asked, now) {
+                    return Found::Fresh(head, stored.clone());
+                }
+            }
             BeforeRequest::Stale { .. } => {}
         }
     }
