@@ -27,6 +27,7 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use crate::body_rate::{RateBody, Waiting};
 use crate::huge_length::HugeLength;
+use crate::interim::{Interim, InterimIo, Open};
 use crate::metrics::Metrics;
 use ifmatch_blob::FramePoll;
 
@@ -253,13 +254,15 @@ impl Connections {
             metrics.connection_opened();
             let _ = stream.set_nodelay(true);
             let state = table.open();
+            let interim = Arc::new(Interim::default());
             let service = Tracked {
                 inner: service_for(client),
                 state: state.clone(),
                 limits,
+                interim: interim.clone(),
             };
             let lowered = limits.huge_lengths_reach_service.then(|| state.clone());
-            let stream = HugeLength::new(stream, lowered);
+            let stream = InterimIo::new(HugeLength::new(stream, lowered), interim);
             let connection = builder
                 .serve_connection_with_upgrades(TokioIo::new(stream), service)
                 .into_owned();
@@ -506,12 +509,13 @@ impl Drop for InFlight {
 }
 
 /// The service of a connection: counts its requests in flight, refuses HTTP/1.1 requests
-/// without exactly one `Host` (RFC 9112 3.2), and puts the body's rate floor on request
-/// bodies.
+/// without exactly one `Host` (RFC 9112 3.2), puts the body's rate floor on request bodies,
+/// and gives each HTTP/1.1 request a sender of interim responses.
 struct Tracked<S> {
     inner: S,
     state: Arc<State>,
     limits: Limits,
+    interim: Arc<Interim>,
 }
 
 impl<S, B> hyper::service::Service<Request<Incoming>> for Tracked<S>
@@ -540,10 +544,16 @@ where
         let (window, rate) = (self.limits.body_timeout, self.limits.min_body_rate);
         let floor = (rate.saturating_mul(window.as_secs())).max(1);
         let waits = BodyWaits(self.state.clone());
-        let request = request.map(|body| RateBody::new(body, window, floor, waits));
+        let mut request = request.map(|body| RateBody::new(body, window, floor, waits));
+        let interim = (request.version() == Version::HTTP_11).then(|| {
+            let (sender, open) = self.interim.open();
+            request.extensions_mut().insert(sender);
+            open
+        });
         TrackedFuture::Served {
             future: self.inner.call(request),
             in_flight: Some(in_flight),
+            interim,
         }
     }
 }
@@ -556,8 +566,8 @@ pin_project! {
     pub(crate) enum TrackedFuture<F, B> {
         /// Refused before any service saw it.
         Refused { response: Option<Response<ServerBody<B>>> },
-        /// The service's answer, on its way.
-        Served { #[pin] future: F, in_flight: Option<InFlight> },
+        /// The service's answer, on its way; its interim responses end when it comes.
+        Served { #[pin] future: F, in_flight: Option<InFlight>, interim: Option<Open> },
     }
 }
 
@@ -572,8 +582,19 @@ where
             TrackedProjection::Refused { response } => {
                 Poll::Ready(Ok(response.take().expect("polled after completion")))
             }
-            TrackedProjection::Served { future, in_flight } => {
-                let response = std::task::ready!(future.poll(cx))?;
+            TrackedProjection::Served {
+                future,
+                in_flight,
+                interim,
+            } => {
+                let Poll::Ready(response) = future.poll(cx) else {
+                    if let Some(open) = interim {
+                        open.register(cx.waker());
+                    }
+                    return Poll::Pending;
+                };
+                interim.take();
+                let response = response?;
                 let in_flight = in_flight.take();
                 Poll::Ready(Ok(
                     response.map(|body| ServerBody::Served { body, in_flight })

@@ -16,6 +16,7 @@ pub mod allocator;
 mod body_rate;
 mod drain;
 mod huge_length;
+mod interim;
 pub mod lock;
 pub mod metrics;
 mod observe;

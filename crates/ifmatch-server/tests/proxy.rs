@@ -760,6 +760,98 @@ async fn raw_get(base: &str, path: &str, extra: &str) -> String {
     answer
 }
 
+/// An origin that answers every request with a `103 Early Hints` at once and its final
+/// response half a second later; it counts the requests.
+async fn start_early_hints_origin() -> (Arc<AtomicUsize>, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let requests = Arc::new(AtomicUsize::new(0));
+    let counted = requests.clone();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let counted = counted.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.ends_with(b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                counted.fetch_add(1, Ordering::SeqCst);
+                let hints = "HTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n\
+                             X-Hint: early\r\n\r\n";
+                let _ = stream.write_all(hints.as_bytes()).await;
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                let last = "HTTP/1.1 200 OK\r\nCache-Control: max-age=3600\r\n\
+                            Content-Length: 5\r\nConnection: close\r\n\r\nhello";
+                let _ = stream.write_all(last.as_bytes()).await;
+            });
+        }
+    });
+    (requests, format!("http://{address}"))
+}
+
+/// Sends `GET path` in `version` on a connection of its own; answers when the first head came
+/// and the whole answer.
+async fn timed_get(base: &str, path: &str, version: &str) -> (Duration, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let address = base.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    let request = format!("GET {path} {version}\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+    let sent = Instant::now();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let (mut answer, mut buf) = (Vec::new(), [0u8; 4096]);
+    let mut first_head = None;
+    loop {
+        let n = stream.read(&mut buf).await.unwrap();
+        if n == 0 {
+            break;
+        }
+        answer.extend_from_slice(&buf[..n]);
+        if first_head.is_none() && answer.windows(4).any(|w| w == b"\r\n\r\n") {
+            first_head = Some(sent.elapsed());
+        }
+    }
+    (first_head.unwrap(), String::from_utf8(answer).unwrap())
+}
+
+/// A proxy passes its origin's interim responses on (RFC 9110 15.2) as they come, to HTTP/1.1
+/// clients only, and stores none of them, nor their fields.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn early_hints_reach_the_client_at_once_and_are_never_stored() {
+    let (requests, upstream) = start_early_hints_origin().await;
+    let proxy = Proxy::start(&upstream, &[]);
+    let (first, answer) = timed_get(&proxy.base, "/page", "HTTP/1.1").await;
+    let (hints, last) = answer.split_once("\r\n\r\n").unwrap();
+    assert!(
+        hints.starts_with("HTTP/1.1 103 Early Hints\r\n"),
+        "{answer}"
+    );
+    assert!(hints.contains("link: </s.css>; rel=preload"), "{answer}");
+    assert!(
+        first < Duration::from_millis(400),
+        "the hints waited {first:?}"
+    );
+    assert!(last.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
+    assert!(!last.to_ascii_lowercase().contains("x-hint"), "{answer}");
+    assert!(last.ends_with("hello"), "{answer}");
+    // From the store: the final response alone.
+    let (_, cached) = timed_get(&proxy.base, "/page", "HTTP/1.1").await;
+    assert!(cached.starts_with("HTTP/1.1 200 OK\r\n"), "{cached}");
+    assert!(cached.contains("cache-status: ifmatch; hit"), "{cached}");
+    assert_eq!(requests.load(Ordering::SeqCst), 1);
+    // An HTTP/1.0 client gets no 1xx (RFC 9110 15.2).
+    let (_, old) = timed_get(&proxy.base, "/other", "HTTP/1.0").await;
+    assert!(
+        !old.contains(" 103 ") && old.contains(" 200 OK\r\n"),
+        "{old}"
+    );
+    assert_eq!(requests.load(Ordering::SeqCst), 2);
+}
+
 /// The proxy stores what its origin lets a shared cache store and serves it without the
 /// origin while fresh, with `Age` and `Cache-Status`, the origin's tag as the origin sent it,
 /// in the proxy's own HTTP version.

@@ -23,6 +23,7 @@ use tower::Service;
 use super::origin::{Answer, OriginBody, Pool};
 use super::{ProxyError, ProxyMetrics, ProxyOptions};
 use crate::accept::RequestBody;
+use crate::interim::InterimSender;
 use ifmatch_blob::FramePoll;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -212,6 +213,14 @@ impl Forward {
         }
         // The client speaks to the origin in HTTP/1.1 whatever the client spoke to us.
         *request.version_mut() = Version::HTTP_11;
+        // The origin's interim responses go on to a client that can take them (RFC 9110 15.2).
+        if let Some(sender) = request.extensions_mut().remove::<InterimSender>() {
+            hyper::ext::on_informational(&mut request, move |interim| {
+                let mut fields = interim.headers().clone();
+                remove_hop_by_hop(&mut fields);
+                sender.send(interim.status(), &fields);
+            });
+        }
         request
     }
 }
