@@ -68,6 +68,9 @@ pub struct Limits {
     /// the service as 2^64 - 3, for it to refuse as too large in its own words (see
     /// [`crate::huge_length`]): for a server that refuses what it cannot take, not a proxy.
     pub huge_lengths_reach_service: bool,
+    /// Each HTTP/1.1 request carries a sender of interim (1xx) responses to its client (see
+    /// [`crate::interim`]): for a proxy, which passes on its origin's.
+    pub interim_responses: bool,
 }
 
 impl Default for Limits {
@@ -80,6 +83,7 @@ impl Default for Limits {
             max_connections: 10_000,
             max_streams: 256,
             huge_lengths_reach_service: false,
+            interim_responses: false,
         }
     }
 }
@@ -545,7 +549,8 @@ where
         let floor = (rate.saturating_mul(window.as_secs())).max(1);
         let waits = BodyWaits(self.state.clone());
         let mut request = request.map(|body| RateBody::new(body, window, floor, waits));
-        let interim = (request.version() == Version::HTTP_11).then(|| {
+        let interim = self.limits.interim_responses && request.version() == Version::HTTP_11;
+        let interim = interim.then(|| {
             let (sender, open) = self.interim.open();
             request.extensions_mut().insert(sender);
             open

@@ -20,6 +20,9 @@ use futures_util::task::AtomicWaker;
 use http::{HeaderMap, StatusCode};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+/// The most bytes of 1xx heads a connection holds for its client.
+const MAX_QUEUED: usize = 64 << 10;
+
 /// A connection's queue of 1xx heads.
 #[derive(Default)]
 pub(crate) struct Interim {
@@ -109,7 +112,9 @@ impl InterimSender {
         }
         head.extend_from_slice(b"\r\n");
         let mut queue = self.interim.queue();
-        if queue.open != Some(self.request) {
+        // An origin that sends 1xx heads without end, to a client that reads none, is not
+        // let grow the queue past its bound: the rest are dropped.
+        if queue.open != Some(self.request) || queue.bytes.len() + head.len() > MAX_QUEUED {
             return;
         }
         queue.bytes.extend_from_slice(&head);
@@ -197,5 +202,47 @@ impl<T: AsyncWrite> AsyncWrite for InterimIo<T> {
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.project().io.poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queued(interim: &Interim) -> usize {
+        interim.queue().bytes.len()
+    }
+
+    #[test]
+    fn a_request_sends_until_its_final_response_and_within_the_bound() {
+        let interim = Arc::new(Interim::default());
+        let mut fields = HeaderMap::new();
+        fields.insert("link", "</s.css>; rel=preload".parse().unwrap());
+        let (sender, open) = interim.open();
+        sender.send(StatusCode::CONTINUE, &fields);
+        sender.send(StatusCode::OK, &fields);
+        assert_eq!(
+            queued(&interim),
+            0,
+            "100 is hyper's, 200 no interim response"
+        );
+        sender.send(StatusCode::from_u16(103).unwrap(), &fields);
+        let head = b"HTTP/1.1 103 Early Hints\r\nlink: </s.css>; rel=preload\r\n\r\n";
+        assert_eq!(interim.queue().bytes, head);
+        for _ in 0..10_000 {
+            sender.send(StatusCode::from_u16(103).unwrap(), &fields);
+        }
+        assert!(queued(&interim) <= MAX_QUEUED && queued(&interim) > MAX_QUEUED - head.len());
+        interim.queue().bytes.clear();
+        // The final response is ready: nothing more, from this request or an older one.
+        let (next, next_open) = interim.open();
+        drop(open);
+        sender.send(StatusCode::from_u16(103).unwrap(), &fields);
+        assert_eq!(queued(&interim), 0);
+        next.send(StatusCode::from_u16(102).unwrap(), &HeaderMap::new());
+        assert_eq!(interim.queue().bytes, b"HTTP/1.1 102 Processing\r\n\r\n");
+        drop(next_open);
+        next.send(StatusCode::from_u16(102).unwrap(), &HeaderMap::new());
+        assert_eq!(queued(&interim), b"HTTP/1.1 102 Processing\r\n\r\n".len());
     }
 }

@@ -207,6 +207,14 @@ impl<V: VersionStore + Clone> Proxy<V> {
     }
 }
 
+/// `limits`, with the origin's interim (1xx) responses passed on to clients (RFC 9110 15.2).
+fn passing_interim(limits: crate::Limits) -> crate::Limits {
+    crate::Limits {
+        interim_responses: true,
+        ..limits
+    }
+}
+
 /// Serves the proxy on `listener`, under `limits`, until `shutdown` completes.
 pub async fn serve<V: VersionStore + Clone>(
     listener: TcpListener,
@@ -217,6 +225,7 @@ pub async fn serve<V: VersionStore + Clone>(
     let pages = pages(&proxy).await?;
     let served = proxy.metrics.served.clone();
     let proxy = Arc::new(proxy);
+    let limits = passing_interim(limits);
     let result = crate::accept::serve_with(listener, limits, served, shutdown, |client| {
         connection(&proxy, client)
     })
@@ -238,6 +247,7 @@ pub async fn serve_threads<V: VersionStore + Clone>(
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let pages = pages(&proxy).await?;
+    let limits = passing_interim(limits);
     let connections = crate::accept::Connections::new(limits, proxy.metrics.served.clone());
     let result = crate::accept::on_threads(listeners, shutdown, || {
         let (proxy, connections) = (Arc::new(proxy.for_thread()), connections.clone());
