@@ -61,15 +61,22 @@ impl Interim {
         (sender.clone(), Open(sender))
     }
 
-    /// Writes what is queued to `io`, all of it, before anything else.
-    fn drain<T: AsyncWrite>(
+    /// Writes what is queued to `io`, all of it, before anything else. Inlined: every write
+    /// and flush of the connection asks, and almost never is anything queued.
+    #[inline]
+    fn drain<T: AsyncWrite>(&self, io: Pin<&mut T>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if !self.queued.load(Ordering::Acquire) {
+            return Poll::Ready(Ok(()));
+        }
+        self.write_queued(io, cx)
+    }
+
+    #[cold]
+    fn write_queued<T: AsyncWrite>(
         &self,
         mut io: Pin<&mut T>,
         cx: &mut Context<'_>,
     ) -> Poll<io::Result<()>> {
-        if !self.queued.load(Ordering::Acquire) {
-            return Poll::Ready(Ok(()));
-        }
         let mut queue = self.queue();
         while !queue.bytes.is_empty() {
             let written = ready!(io.as_mut().poll_write(cx, &queue.bytes))?;
