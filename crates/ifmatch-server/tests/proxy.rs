@@ -717,9 +717,11 @@ async fn a_cached_answer_never_reaches_other_credentials() {
     }
 }
 
-/// An HTTP/1.0 origin that answers every request with a cacheable document carrying its own
-/// tag, and counts the requests it got.
-async fn start_http10_origin() -> (Arc<AtomicUsize>, String) {
+/// An origin on a raw socket that answers every request by writing `parts` in turn, each
+/// after its wait, and counts the requests it got.
+async fn start_raw_origin(
+    parts: &'static [(Duration, &'static str)],
+) -> (Arc<AtomicUsize>, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
@@ -738,13 +740,42 @@ async fn start_http10_origin() -> (Arc<AtomicUsize>, String) {
                     }
                 }
                 counted.fetch_add(1, Ordering::SeqCst);
-                let answer = "HTTP/1.0 200 OK\r\nETag: \"abcdef\"\r\nCache-Control: max-age=3600\r\n\
-                              Content-Length: 5\r\n\r\nhello";
-                let _ = stream.write_all(answer.as_bytes()).await;
+                for (wait, part) in parts {
+                    tokio::time::sleep(*wait).await;
+                    let _ = stream.write_all(part.as_bytes()).await;
+                }
             });
         }
     });
     (requests, format!("http://{address}"))
+}
+
+/// An HTTP/1.0 origin that answers every request with a cacheable document carrying its own
+/// tag, and counts the requests it got.
+async fn start_http10_origin() -> (Arc<AtomicUsize>, String) {
+    const ANSWER: &[(Duration, &str)] = &[(
+        Duration::ZERO,
+        "HTTP/1.0 200 OK\r\nETag: \"abcdef\"\r\nCache-Control: max-age=3600\r\n\
+         Content-Length: 5\r\n\r\nhello",
+    )];
+    start_raw_origin(ANSWER).await
+}
+
+/// An origin that answers every request with a `103 Early Hints` at once and its final
+/// response 2 s later; it counts the requests.
+async fn start_early_hints_origin() -> (Arc<AtomicUsize>, String) {
+    const ANSWER: &[(Duration, &str)] = &[
+        (
+            Duration::ZERO,
+            "HTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\nX-Hint: early\r\n\r\n",
+        ),
+        (
+            Duration::from_secs(2),
+            "HTTP/1.1 200 OK\r\nCache-Control: max-age=3600\r\n\
+             Content-Length: 5\r\nConnection: close\r\n\r\nhello",
+        ),
+    ];
+    start_raw_origin(ANSWER).await
 }
 
 /// Sends `GET path` on a connection of its own, HTTP/1.1; answers the whole response.
@@ -758,40 +789,6 @@ async fn raw_get(base: &str, path: &str, extra: &str) -> String {
     let mut answer = String::new();
     stream.read_to_string(&mut answer).await.unwrap();
     answer
-}
-
-/// An origin that answers every request with a `103 Early Hints` at once and its final
-/// response 2 s later; it counts the requests.
-async fn start_early_hints_origin() -> (Arc<AtomicUsize>, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    let requests = Arc::new(AtomicUsize::new(0));
-    let counted = requests.clone();
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            let counted = counted.clone();
-            tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut buf = [0u8; 1024];
-                while !head.ends_with(b"\r\n\r\n") {
-                    match stream.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => head.extend_from_slice(&buf[..n]),
-                    }
-                }
-                counted.fetch_add(1, Ordering::SeqCst);
-                let hints = "HTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n\
-                             X-Hint: early\r\n\r\n";
-                let _ = stream.write_all(hints.as_bytes()).await;
-                tokio::time::sleep(Duration::from_secs(2)).await;
-                let last = "HTTP/1.1 200 OK\r\nCache-Control: max-age=3600\r\n\
-                            Content-Length: 5\r\nConnection: close\r\n\r\nhello";
-                let _ = stream.write_all(last.as_bytes()).await;
-            });
-        }
-    });
-    (requests, format!("http://{address}"))
 }
 
 /// Sends `GET path` in `version` on a connection of its own; answers when the first head came
