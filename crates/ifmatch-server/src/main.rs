@@ -177,9 +177,13 @@ fn seconds(s: f64, what: &str) -> anyhow::Result<Duration> {
 
 #[derive(clap::Args)]
 struct Proxy {
-    /// The origin, `http://host:port[/prefix]`.
+    /// The origin, `http://host:port[/prefix]` or `https://host:port[/prefix]`.
     #[arg(long, env = "IFMATCH_UPSTREAM")]
     upstream: http::Uri,
+    /// A PEM file of CA certificates to trust for an https:// upstream, besides the system's
+    /// (a private CA, a storage emulator's own certificate).
+    #[arg(long, env = "IFMATCH_UPSTREAM_CA")]
+    upstream_ca: Option<std::path::PathBuf>,
     /// The address to listen on.
     #[arg(long, env = "IFMATCH_LISTEN", default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
@@ -498,6 +502,7 @@ async fn proxy(args: Proxy) -> anyhow::Result<()> {
     let mut options = ProxyOptions::new(args.upstream);
     options.timeout = seconds(args.timeout, "--timeout")?;
     options.preserve_host = args.preserve_host;
+    options.upstream_ca = args.upstream_ca;
     options.hash_limit = args.hash_limit;
     options.cache_capacity = args.cache_capacity;
     options.cache_memory = args.cache_memory;

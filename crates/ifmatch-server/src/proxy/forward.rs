@@ -21,6 +21,7 @@ use std::convert::Infallible;
 use tower::Service;
 
 use super::origin::{Answer, OriginBody, Pool};
+use super::tls::Tls;
 use super::{ProxyError, ProxyMetrics, ProxyOptions};
 use crate::accept::RequestBody;
 use crate::interim::InterimSender;
@@ -137,6 +138,8 @@ struct Upstream {
 #[derive(Debug, Clone)]
 pub struct Forward {
     origin: Arc<Pool>,
+    /// How an `https://` origin's connections are made secure.
+    tls: Option<Tls>,
     upstream: Arc<Upstream>,
     metrics: Arc<ProxyMetrics>,
 }
@@ -148,10 +151,12 @@ impl Forward {
     ) -> Result<Self, ProxyError> {
         let uri = &options.upstream;
         let bad = || ProxyError::BadUpstream(uri.to_string());
-        if uri.scheme() != Some(&http::uri::Scheme::HTTP) {
-            return Err(bad());
-        }
         let authority = uri.authority().ok_or_else(bad)?;
+        let tls = match uri.scheme_str() {
+            Some("http") => None,
+            Some("https") => Some(Tls::new(authority.host(), options.upstream_ca.as_deref())?),
+            _ => return Err(bad()),
+        };
         let upstream = Upstream {
             host_port: authority.clone(),
             prefix: uri.path().trim_end_matches('/').to_owned(),
@@ -160,7 +165,8 @@ impl Forward {
             preserve_host: options.preserve_host,
         };
         Ok(Self {
-            origin: Pool::new(authority),
+            origin: Pool::new(authority, tls.clone()),
+            tls,
             upstream: Arc::new(upstream),
             metrics,
         })
@@ -169,7 +175,7 @@ impl Forward {
     /// This service with a pool of origin connections of its own.
     pub(super) fn with_own_pool(&self) -> Self {
         Self {
-            origin: Pool::new(&self.upstream.host_port),
+            origin: Pool::new(&self.upstream.host_port, self.tls.clone()),
             ..self.clone()
         }
     }
@@ -411,9 +417,13 @@ mod tests {
     }
 
     #[test]
-    fn only_plain_http_upstreams_are_accepted() {
+    fn only_http_and_https_upstreams_are_accepted() {
         let metrics = Arc::new(ProxyMetrics::default());
-        for bad in ["https://example.com", "/relative", "ftp://x"] {
+        for good in ["http://example.com", "https://example.com:8443/prefix"] {
+            let options = ProxyOptions::new(good.parse().unwrap());
+            assert!(Forward::new(&options, metrics.clone()).is_ok(), "{good}");
+        }
+        for bad in ["/relative", "ftp://x"] {
             let options = ProxyOptions::new(bad.parse().unwrap());
             assert!(Forward::new(&options, metrics.clone()).is_err(), "{bad}");
         }

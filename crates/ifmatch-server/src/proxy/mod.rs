@@ -8,6 +8,7 @@
 //! - [`options`]: what it can be told;
 //! - [`forward`]: the origin's side;
 //! - [`origin`]: the connections to the origin;
+//! - [`tls`]: TLS to an `https://` origin;
 //! - [`metrics`]: what it counts beside what every server counts;
 //! - [`admin`]: purges, on a listener of its own;
 //! - [`dialect`]: a storage dialect's range field, which the cache reads as the range, and its
@@ -19,6 +20,7 @@ mod forward;
 mod metrics;
 mod options;
 mod origin;
+mod tls;
 
 use std::convert::Infallible;
 use std::future::Future;

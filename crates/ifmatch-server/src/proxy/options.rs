@@ -10,8 +10,11 @@ use http::header::HeaderName;
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ProxyOptions {
-    /// The origin: `http://host:port`, optionally with a path prefix.
+    /// The origin: `http://host:port` or `https://host:port`, optionally with a path prefix.
     pub upstream: Uri,
+    /// A PEM file of certificates an `https://` origin's may be issued by, besides the
+    /// system's trusted roots.
+    pub upstream_ca: Option<std::path::PathBuf>,
     /// How long the origin may take to answer (to connect, and then to send its head).
     pub timeout: Duration,
     /// Sends the client's `Host` to the origin instead of the origin's own authority.
@@ -55,6 +58,7 @@ impl ProxyOptions {
     pub fn new(upstream: Uri) -> Self {
         Self {
             upstream,
+            upstream_ca: None,
             timeout: Duration::from_secs(30),
             preserve_host: false,
             hash_limit: 1 << 20,
@@ -80,8 +84,14 @@ impl ProxyOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum ProxyError {
     /// A malformed `--upstream`.
-    #[error("the upstream must be an http:// URL with a host (https is not spoken: {0})")]
+    #[error("the upstream must be an http:// or https:// URL with a host: {0}")]
     BadUpstream(String),
+    /// A `--upstream-ca` file that cannot be read, or holds no certificate.
+    #[error("the upstream's CA file {0} cannot be used: {1}")]
+    UpstreamCa(std::path::PathBuf, String),
+    /// TLS to the origin cannot be set up.
+    #[error("TLS to the upstream cannot be set up: {0}")]
+    Tls(String),
     /// A cache directory that cannot be made or read.
     #[error("the cache directory {0} cannot be used: {1}")]
     CacheDir(std::path::PathBuf, #[source] std::io::Error),

@@ -10,6 +10,8 @@
 //! answer was read to the end, a request the origin's side never took (a connection it closed
 //! while idle) is sent again on another, and a connection idle for longer than
 //! [`IDLE`] is closed rather than used.
+//!
+//! An `https://` origin's connections are made secure first (see [`super::tls`]).
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -25,8 +27,10 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::forward::ProxyBody;
+use super::tls::Tls;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -40,20 +44,25 @@ pub(super) type Answer =
 /// Idle connections to one origin.
 #[derive(Debug)]
 pub(super) struct Pool {
-    /// Where the origin is: `host:port`, the port 80 when the upstream names none.
+    /// Where the origin is: `host:port`, the port 80 (443 with TLS) when the upstream names
+    /// none.
     address: String,
+    /// How its connections are made secure, for an `https://` origin.
+    tls: Option<Tls>,
     /// Idle connections and since when, the most recent last.
     idle: Mutex<VecDeque<(SendRequest<ProxyBody>, Instant)>>,
 }
 
 impl Pool {
-    pub(super) fn new(origin: &Authority) -> Arc<Self> {
-        let address = match origin.port_u16() {
-            Some(_) => origin.as_str().to_owned(),
-            None => format!("{}:80", origin.as_str()),
+    pub(super) fn new(origin: &Authority, tls: Option<Tls>) -> Arc<Self> {
+        let address = match (origin.port_u16(), &tls) {
+            (Some(_), _) => origin.as_str().to_owned(),
+            (None, None) => format!("{}:80", origin.as_str()),
+            (None, Some(_)) => format!("{}:443", origin.as_str()),
         };
         Arc::new(Self {
             address,
+            tls,
             idle: Mutex::new(VecDeque::new()),
         })
     }
@@ -123,14 +132,25 @@ impl Pool {
     async fn connect(&self) -> Result<SendRequest<ProxyBody>, BoxError> {
         let stream = tokio::net::TcpStream::connect(&self.address).await?;
         stream.set_nodelay(true)?;
-        let (sender, connection) = http1::handshake(TokioIo::new(stream)).await?;
-        tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(%error, "an origin connection ended");
-            }
-        });
-        Ok(sender)
+        match &self.tls {
+            None => handshake(stream).await,
+            Some(tls) => handshake(tls.connect(stream).await?).await,
+        }
     }
+}
+
+/// HTTP/1.1 on `io`, its connection's task spawned on this thread's runtime.
+async fn handshake<I>(io: I) -> Result<SendRequest<ProxyBody>, BoxError>
+where
+    I: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+{
+    let (sender, connection) = http1::handshake(TokioIo::new(io)).await?;
+    tokio::spawn(async move {
+        if let Err(error) = connection.await {
+            tracing::debug!(%error, "an origin connection ended");
+        }
+    });
+    Ok(sender)
 }
 
 /// The origin's body; its connection goes back to the pool once all of it was read.
@@ -192,8 +212,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_origin_without_a_port_is_on_port_80() {
-        let address = |origin: &str| Pool::new(&origin.parse().unwrap()).address.clone();
+    fn an_origin_without_a_port_is_on_port_80_or_443_with_tls() {
+        let address = |origin: &str| Pool::new(&origin.parse().unwrap(), None).address.clone();
+        let tls = Tls::new("example.com", None).unwrap();
+        let secure = Pool::new(&"example.com".parse().unwrap(), Some(tls));
+        assert_eq!(secure.address, "example.com:443");
         assert_eq!(address("example.com"), "example.com:80");
         assert_eq!(address("example.com:8080"), "example.com:8080");
         assert_eq!(address("127.0.0.1"), "127.0.0.1:80");

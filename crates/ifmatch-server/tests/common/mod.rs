@@ -587,3 +587,79 @@ pub async fn next_head(stream: &mut tokio::net::TcpStream, buffer: &mut Vec<u8>)
         }
     }
 }
+
+/// A certificate authority made for one test, and a server certificate it issued for
+/// `localhost` only, as PEM files in a temporary directory; or one self-signed certificate
+/// for `localhost` that says `CA:TRUE`, as `openssl req -x509` makes them.
+pub struct TestCertificates {
+    pub dir: tempfile::TempDir,
+    /// The authority's certificate: what a client is told to trust.
+    pub ca: std::path::PathBuf,
+    pub cert: std::path::PathBuf,
+    pub key: std::path::PathBuf,
+}
+
+impl TestCertificates {
+    pub fn new() -> Self {
+        Self::made(false)
+    }
+
+    /// One certificate, its own authority.
+    pub fn self_signed() -> Self {
+        Self::made(true)
+    }
+
+    fn made(self_signed: bool) -> Self {
+        use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+        let names = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let mut authority =
+            CertificateParams::new(names(if self_signed { &["localhost"] } else { &[] })).unwrap();
+        authority.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let authority_key = KeyPair::generate().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, pem: String| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, pem).unwrap();
+            path
+        };
+        if self_signed {
+            let cert = write(
+                "cert.pem",
+                authority.self_signed(&authority_key).unwrap().pem(),
+            );
+            return Self {
+                ca: cert.clone(),
+                cert,
+                key: write("key.pem", authority_key.serialize_pem()),
+                dir,
+            };
+        }
+        let issuer = CertifiedIssuer::self_signed(authority, authority_key).unwrap();
+        let key = KeyPair::generate().unwrap();
+        let server = CertificateParams::new(names(&["localhost"])).unwrap();
+        let cert = server.signed_by(&key, &issuer).unwrap();
+        Self {
+            ca: write("ca.pem", issuer.pem()),
+            cert: write("cert.pem", cert.pem()),
+            key: write("key.pem", key.serialize_pem()),
+            dir,
+        }
+    }
+
+    /// A TLS server's configuration with the server certificate, offering HTTP/1.1 by ALPN.
+    pub fn server_config(&self) -> Arc<rustls::ServerConfig> {
+        use rustls_pki_types::pem::PemObject;
+        use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+        let chain = vec![CertificateDer::from_pem_file(&self.cert).unwrap()];
+        let key = PrivateKeyDer::from_pem_file(&self.key).unwrap();
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .unwrap();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Arc::new(config)
+    }
+}
