@@ -10,7 +10,7 @@
 mod common;
 
 use common::client;
-use common::{free_port, signed_key_with};
+use common::{TestCertificates, free_port, signed_key_with};
 
 /// Where an object lives, and how to change it there.
 struct Storage {
@@ -182,8 +182,37 @@ async fn in_front_of_ifmatch_serve() {
 
 /// `ifmatch proxy` in front of `origin`: the process, and its base URL.
 fn proxy_in_front_of(origin: &str) -> (common::Process, String) {
-    let (proxy, base) = common::spawn_ifmatch(["proxy", "--upstream", origin]);
+    proxy_in_front_of_with(origin, None)
+}
+
+/// `ifmatch proxy` in front of `origin`, trusting the authority of `tls` for an `https://`
+/// origin.
+fn proxy_in_front_of_with(
+    origin: &str,
+    tls: Option<&TestCertificates>,
+) -> (common::Process, String) {
+    let mut args = vec!["proxy".as_ref(), "--upstream".as_ref(), origin.as_ref()];
+    if let Some(tls) = tls {
+        args.extend(["--upstream-ca".as_ref(), tls.ca.as_os_str()]);
+    }
+    let (proxy, base) = common::spawn_ifmatch::<_, &std::ffi::OsStr>(args);
     (common::Process(proxy), base)
+}
+
+/// The variables that make the Python SDK trust the authority of `tls`, if any, when it
+/// speaks to the storage itself.
+fn trusting(tls: Option<&TestCertificates>) -> Vec<(&'static str, &std::ffi::OsStr)> {
+    tls.map(|tls| ("REQUESTS_CA_BUNDLE", tls.ca.as_os_str()))
+        .into_iter()
+        .collect()
+}
+
+/// Azurite over HTTPS with a certificate for `localhost` from an authority made for the test:
+/// the process, its origin, and the certificates.
+fn azurite_over_https(work: &std::path::Path) -> (common::Process, String, TestCertificates) {
+    let tls = TestCertificates::new();
+    let (azurite, port) = common::azurite_with(work, Some(&tls));
+    (azurite, format!("https://localhost:{port}"), tls)
 }
 
 /// The connection string of the development account's blobs at `endpoint` (a host's root).
@@ -200,15 +229,17 @@ fn connection_to(endpoint: &str) -> String {
 /// proxy in front of `origin` (the development account's storage): before anything is
 /// stored, again from the parts stored, after a plain GET stored it whole, with each part's
 /// MD5, and signed with the account's key (fresh and stale).
-fn python_downloads_through_a_proxy(origin: &str) {
-    let (_proxy, base) = proxy_in_front_of(origin);
+/// With `tls`, the origin is spoken to over HTTPS (see [`proxy_in_front_of_with`]).
+fn python_downloads_through_a_proxy(origin: &str, tls: Option<&TestCertificates>) {
+    let (_proxy, base) = proxy_in_front_of_with(origin, tls);
     let args = [
         connection_to(origin),
         format!("{base}/{}", ifmatch_blob::DEV_ACCOUNT),
     ];
-    common::python_script(
+    common::python_script_with(
         "proxy_download.py",
         &args,
+        &trusting(tls),
         "python proxy downloads: 7 passed",
     );
 }
@@ -220,14 +251,21 @@ fn the_python_sdk_downloads_in_parts_through_a_proxy_in_front_of_ifmatch_serve()
         common::spawn_ifmatch(["serve".as_ref(), "--data".as_ref(), data.path().as_os_str()]);
     let _serve = common::Process(serve);
     let (origin, _) = base.rsplit_once('/').unwrap();
-    python_downloads_through_a_proxy(origin);
+    python_downloads_through_a_proxy(origin, None);
 }
 
 #[test]
 fn the_python_sdk_downloads_in_parts_through_a_proxy_in_front_of_azurite() {
     let work = tempfile::tempdir().unwrap();
     let (_azurite, port) = common::azurite(work.path());
-    python_downloads_through_a_proxy(&format!("http://127.0.0.1:{port}"));
+    python_downloads_through_a_proxy(&format!("http://127.0.0.1:{port}"), None);
+}
+
+#[test]
+fn the_python_sdk_downloads_in_parts_through_a_proxy_in_front_of_azurite_over_https() {
+    let work = tempfile::tempdir().unwrap();
+    let (_azurite, origin, tls) = azurite_over_https(work.path());
+    python_downloads_through_a_proxy(&origin, Some(&tls));
 }
 
 #[test]
@@ -245,8 +283,9 @@ fn boto3_reads_ranges_through_a_proxy_in_front_of_moto_s3() {
 
 /// Runs `tests/sdk/proxy_upload.py`: Azure's Python SDK writes through a proxy in front of
 /// `origin` (a private container, every request signed).
-fn python_writes_through_a_proxy(origin: &str) {
-    let (_proxy, base) = proxy_in_front_of(origin);
+/// With `tls`, the origin is spoken to over HTTPS (see [`proxy_in_front_of_with`]).
+fn python_writes_through_a_proxy(origin: &str, tls: Option<&TestCertificates>) {
+    let (_proxy, base) = proxy_in_front_of_with(origin, tls);
     common::python_script(
         "proxy_upload.py",
         &[connection_to(&base)],
@@ -260,14 +299,21 @@ fn the_python_sdk_writes_through_a_proxy_in_front_of_a_signed_ifmatch_serve() {
     let (serve, origin) =
         common::spawn_signed(["serve".as_ref(), "--data".as_ref(), data.path().as_os_str()]);
     let _serve = common::Process(serve);
-    python_writes_through_a_proxy(&origin);
+    python_writes_through_a_proxy(&origin, None);
 }
 
 #[test]
 fn the_python_sdk_writes_through_a_proxy_in_front_of_azurite() {
     let work = tempfile::tempdir().unwrap();
     let (_azurite, port) = common::azurite(work.path());
-    python_writes_through_a_proxy(&format!("http://127.0.0.1:{port}"));
+    python_writes_through_a_proxy(&format!("http://127.0.0.1:{port}"), None);
+}
+
+#[test]
+fn the_python_sdk_writes_through_a_proxy_in_front_of_azurite_over_https() {
+    let work = tempfile::tempdir().unwrap();
+    let (_azurite, origin, tls) = azurite_over_https(work.path());
+    python_writes_through_a_proxy(&origin, Some(&tls));
 }
 
 #[test]

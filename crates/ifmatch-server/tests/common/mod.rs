@@ -479,11 +479,22 @@ pub async fn serve_app(app: axum::Router) -> String {
 /// Runs the Python script `script` of `tests/sdk` with `args`, in the virtual environment the
 /// test command makes (its Azure SDK, boto3): it must succeed and print `tally`.
 pub fn python_script<S: AsRef<std::ffi::OsStr>>(script: &str, args: &[S], tally: &str) {
+    python_script_with(script, args, &[], tally);
+}
+
+/// [`python_script`], with the variables `vars` set for it.
+pub fn python_script_with<S: AsRef<std::ffi::OsStr>>(
+    script: &str,
+    args: &[S],
+    vars: &[(&str, &std::ffi::OsStr)],
+    tally: &str,
+) {
     let python = tool("IFMATCH_PYTHON", ".venv/bin/python");
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/sdk");
     let output = std::process::Command::new(python)
         .arg(path.join(script))
         .args(args)
+        .envs(vars.iter().copied())
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&output.stdout).into_owned()
@@ -556,6 +567,15 @@ pub fn moto(port: u16) -> Process {
 /// Azurite's blob service (installed by the test command) keeping its data in `work`,
 /// listening: the process and its port.
 pub fn azurite(work: &std::path::Path) -> (Process, u16) {
+    azurite_with(work, None)
+}
+
+/// Azurite's blob service, as [`azurite`], over HTTPS with `certificates`' server certificate
+/// when given.
+pub fn azurite_with(
+    work: &std::path::Path,
+    certificates: Option<&TestCertificates>,
+) -> (Process, u16) {
     let port = free_port();
     let bin = tool(
         "IFMATCH_AZURITE",
@@ -567,6 +587,10 @@ pub fn azurite(work: &std::path::Path) -> (Process, u16) {
         .arg("--location")
         .arg(work)
         .args(["--silent", "--skipApiVersionCheck", "--loose"]);
+    if let Some(certificates) = certificates {
+        command.arg("--cert").arg(&certificates.cert);
+        command.arg("--key").arg(&certificates.key);
+    }
     (Process::listening(command, port, "azurite"), port)
 }
 
@@ -610,10 +634,21 @@ impl TestCertificates {
     }
 
     fn made(self_signed: bool) -> Self {
-        use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
-        let names = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        let mut authority =
-            CertificateParams::new(names(if self_signed { &["localhost"] } else { &[] })).unwrap();
+        use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+        // Each its own subject: OpenSSL takes a certificate whose issuer is its subject for
+        // a self-signed one.
+        let params = |names: &[&str], subject: &str| {
+            let mut params =
+                CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+                    .unwrap();
+            params.distinguished_name.push(DnType::CommonName, subject);
+            params
+        };
+        let mut authority = if self_signed {
+            params(&["localhost"], "localhost")
+        } else {
+            params(&[], "ifmatch test authority")
+        };
         authority.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         let authority_key = KeyPair::generate().unwrap();
         let dir = tempfile::tempdir().unwrap();
@@ -636,7 +671,7 @@ impl TestCertificates {
         }
         let issuer = CertifiedIssuer::self_signed(authority, authority_key).unwrap();
         let key = KeyPair::generate().unwrap();
-        let server = CertificateParams::new(names(&["localhost"])).unwrap();
+        let server = params(&["localhost"], "localhost");
         let cert = server.signed_by(&key, &issuer).unwrap();
         Self {
             ca: write("ca.pem", issuer.pem()),
