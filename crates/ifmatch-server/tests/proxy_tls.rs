@@ -1,6 +1,7 @@
 //! `ifmatch proxy` in front of an `https://` origin, as S3, Azure Storage and R2 are: the
 //! origin's certificate is verified (against the system's roots and `--upstream-ca`) for the
-//! upstream's name, its connections are pooled, and its answers cached as a plain origin's.
+//! upstream's name, its connections are pooled, and its answers cached as a plain origin's; a
+//! handshake that never ends is bounded by `--timeout`.
 //! The origin is hyper over rustls on a loopback port, with a certificate authority made for
 //! each test.
 
@@ -181,6 +182,23 @@ async fn a_self_signed_certificate_given_to_trust_is_trusted_as_itself_for_its_n
         502
     );
     assert_eq!(seen.lock().unwrap().requests, ["GET /a"]);
+}
+
+#[tokio::test]
+async fn a_handshake_the_origin_never_finishes_is_a_504_within_the_timeout() {
+    // Takes the connection, says nothing.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((tcp, _)) = listener.accept().await {
+            held.push(tcp);
+        }
+    });
+    let upstream = format!("https://localhost:{port}");
+    let start = std::time::Instant::now();
+    assert_eq!(status_through(&upstream, &["--timeout", "1"]).await, 504);
+    assert!(start.elapsed() < std::time::Duration::from_secs(5));
 }
 
 #[test]
