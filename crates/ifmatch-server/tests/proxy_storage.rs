@@ -316,6 +316,37 @@ fn the_python_sdk_writes_through_a_proxy_in_front_of_azurite_over_https() {
     python_writes_through_a_proxy(&origin, Some(&tls));
 }
 
+/// Runs `tests/sdk/proxy_rclone.py`: Debian's rclone uploads, copies and moves server-side,
+/// lists and reads through a proxy in front of `origin`, with a container SAS naming the proxy;
+/// with `signed_copy`, the Python SDK copies with the account's key too.
+fn rclone_through_a_proxy(origin: &str, signed_copy: bool) {
+    let (_proxy, base) = proxy_in_front_of(origin);
+    let mut args = vec![connection_to(&base), ifmatch_blob::DEV_KEY.to_owned()];
+    let tally = if signed_copy {
+        args.push("--signed-copy".into());
+        "rclone through the proxy: 8 passed"
+    } else {
+        "rclone through the proxy: 7 passed"
+    };
+    common::python_script("proxy_rclone.py", &args, tally);
+}
+
+#[test]
+fn rclone_copies_and_moves_server_side_through_a_proxy_in_front_of_a_signed_ifmatch_serve() {
+    let data = tempfile::tempdir().unwrap();
+    let (serve, origin) =
+        common::spawn_signed(["serve".as_ref(), "--data".as_ref(), data.path().as_os_str()]);
+    let _serve = common::Process(serve);
+    rclone_through_a_proxy(&origin, true);
+}
+
+#[test]
+fn rclone_copies_and_moves_server_side_through_a_proxy_in_front_of_azurite() {
+    let work = tempfile::tempdir().unwrap();
+    let (_azurite, port) = common::azurite(work.path());
+    rclone_through_a_proxy(&format!("http://127.0.0.1:{port}"), false);
+}
+
 #[test]
 fn the_azure_cli_uploads_and_downloads_through_a_proxy_in_front_of_a_signed_ifmatch_serve() {
     let data = tempfile::tempdir().unwrap();

@@ -19,6 +19,16 @@ pub(super) fn host(parts: &http::request::Parts) -> Option<&str> {
         .or(parts.uri.authority().map(|a| a.as_str()))
 }
 
+/// The hosts a reverse proxy in front says the client named (`X-Forwarded-Host`, each proxy's
+/// in turn), which reach this server as its own.
+pub(super) fn forwarded_hosts(parts: &http::request::Parts) -> impl Iterator<Item = &str> {
+    (parts.headers.get_all("x-forwarded-host").iter())
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .map(str::trim)
+        .filter(|host| !host.is_empty())
+}
+
 /// The account's root URL as the request named it (List Containers names it).
 pub(super) fn endpoint(
     parts: &http::request::Parts,

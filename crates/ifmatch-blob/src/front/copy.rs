@@ -14,7 +14,11 @@
 //! The source must be a blob of this server, read with the request's own Shared Key (same
 //! account), a shared access signature in the source URL, or its container's public access.
 //! A URL of another server is refused with `CannotVerifyCopySource`, never fetched: the front
-//! makes no outbound requests.
+//! makes no outbound requests. A URL naming the host a reverse proxy in front was asked for
+//! (`X-Forwarded-Host`) names this server: a client behind `ifmatch proxy` (rclone's
+//! server-side copies) names the proxy, which sends the origin its own `Host`. Trusting the
+//! field costs nothing: it only says which URLs are read as this server's paths, whose blobs
+//! the request's credentials must still be allowed to read.
 
 use std::time::SystemTime;
 
@@ -25,7 +29,7 @@ use ifmatch_core::lease::{Access, Scope};
 use ifmatch_core::precondition::blob;
 use ifmatch_core::{ByteRange, ErrorCode};
 
-use super::admission::host;
+use super::admission::{forwarded_hosts, host};
 use super::failure::{Failure, Result};
 use super::gate::Asking;
 use super::swap::{MAX_ATTEMPTS, committed};
@@ -294,7 +298,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 )
             })?;
         let authority = url.authority().expect("checked").as_str();
-        if !same_server(host(from.parts), authority) {
+        let mut reached =
+            std::iter::once(host(from.parts)).chain(forwarded_hosts(from.parts).map(Some));
+        if !reached.any(|host| same_server(host, authority)) {
             return Err(cannot(
                 "The copy source is not a blob of this server; ifmatch copies only the blobs it serves.",
             ));

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::uri::{Authority, PathAndQuery};
-use http::{Request, Response, StatusCode, Uri, Version};
+use http::{Method, Request, Response, StatusCode, Uri, Version};
 use http_body_util::{Either, Full};
 use pin_project_lite::pin_project;
 use std::convert::Infallible;
@@ -127,6 +127,8 @@ pub(super) struct ClientAddr(pub(super) Arc<Peer>);
 struct Upstream {
     /// The origin's host and port, for the request line.
     host_port: Authority,
+    /// Its scheme, authority and path prefix: `https://host:port/prefix`.
+    base: String,
     /// The upstream's path prefix, without a trailing `/`.
     prefix: String,
     authority: HeaderValue,
@@ -157,9 +159,14 @@ impl Forward {
             Some("https") => Some(Tls::new(authority.host(), options.upstream_ca.as_deref())?),
             _ => return Err(bad()),
         };
+        let prefix = uri.path().trim_end_matches('/').to_owned();
         let upstream = Upstream {
             host_port: authority.clone(),
-            prefix: uri.path().trim_end_matches('/').to_owned(),
+            base: format!(
+                "{}://{authority}{prefix}",
+                uri.scheme_str().unwrap_or("http")
+            ),
+            prefix,
             authority: HeaderValue::from_str(authority.as_str()).map_err(|_| bad())?,
             timeout: options.timeout,
             preserve_host: options.preserve_host,
@@ -198,6 +205,8 @@ impl Forward {
             .get::<ClientAddr>()
             .map(|c| c.0.clone());
         let version = request.version();
+        // Only writes read a copy source.
+        let write = request.method() == Method::PUT;
         let headers = request.headers_mut();
         remove_hop_by_hop(headers);
         // The client's `Host`, when it is text (the forwarding fields carry it).
@@ -206,12 +215,18 @@ impl Forward {
             .cloned();
         if !upstream.preserve_host || !headers.contains_key(header::HOST) {
             headers.insert(header::HOST, upstream.authority.clone());
+            if let (true, Some(client_host)) = (write, named_host(&host)) {
+                super::dialect::retarget_copy_source(headers, client_host, &upstream.base);
+            }
         }
         append_via(headers, version);
         if let Some(client) = client {
             append(headers, X_FORWARDED_FOR, client.ip.clone());
-            let named = host.as_ref().and_then(|h| h.to_str().ok());
-            append(headers, header::FORWARDED, client.forwarded(named));
+            append(
+                headers,
+                header::FORWARDED,
+                client.forwarded(named_host(&host)),
+            );
             headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static("http"));
             if let Some(host) = host {
                 headers.insert(X_FORWARDED_HOST, host);
@@ -335,6 +350,11 @@ fn remove_hop_by_hop(headers: &mut HeaderMap) {
     for name in present {
         headers.remove(name);
     }
+}
+
+/// The client's `Host`, as text.
+fn named_host(host: &Option<HeaderValue>) -> Option<&str> {
+    host.as_ref().and_then(|h| h.to_str().ok())
 }
 
 fn append_via(headers: &mut HeaderMap, version: Version) {

@@ -188,13 +188,14 @@ impl<V: VersionStore + Clone> Proxy<V> {
             ProxyBody((!http_body::Body::is_end_stream(&body)).then(|| Box::pin(body)))
         });
         request.extensions_mut().insert(ClientAddr(peer.clone()));
-        dialect::mark(&mut request);
+        let echo = dialect::mark(&mut request);
         let answer = self.service.clone().oneshot(request);
         async move {
             let mut response = match page {
                 Some(page) => page,
                 None => {
-                    let Ok(response) = answer.await;
+                    let Ok(mut response) = answer.await;
+                    echo.apply(&mut response);
                     if response.status() == StatusCode::NOT_MODIFIED
                         && response.extensions().get::<FromOrigin>().is_none()
                     {
