@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use http::uri::{Authority, PathAndQuery};
+use http::uri::PathAndQuery;
 use http::{Method, Request, Response, StatusCode, Uri, Version};
 use http_body_util::{Either, Full};
 use pin_project_lite::pin_project;
@@ -125,8 +125,6 @@ pub(super) struct ClientAddr(pub(super) Arc<Peer>);
 
 #[derive(Debug)]
 struct Upstream {
-    /// The origin's host and port, for the request line.
-    host_port: Authority,
     /// Its scheme, authority and path prefix: `https://host:port/prefix`.
     base: String,
     /// The upstream's path prefix, without a trailing `/`.
@@ -140,8 +138,6 @@ struct Upstream {
 #[derive(Debug, Clone)]
 pub struct Forward {
     origin: Arc<Pool>,
-    /// How an `https://` origin's connections are made secure.
-    tls: Option<Tls>,
     upstream: Arc<Upstream>,
     metrics: Arc<ProxyMetrics>,
 }
@@ -161,7 +157,6 @@ impl Forward {
         };
         let prefix = uri.path().trim_end_matches('/').to_owned();
         let upstream = Upstream {
-            host_port: authority.clone(),
             base: format!(
                 "{}://{authority}{prefix}",
                 uri.scheme_str().unwrap_or("http")
@@ -172,8 +167,7 @@ impl Forward {
             preserve_host: options.preserve_host,
         };
         Ok(Self {
-            origin: Pool::new(authority, tls.clone()),
-            tls,
+            origin: Pool::new(authority, tls),
             upstream: Arc::new(upstream),
             metrics,
         })
@@ -182,7 +176,7 @@ impl Forward {
     /// This service with a pool of origin connections of its own.
     pub(super) fn with_own_pool(&self) -> Self {
         Self {
-            origin: Pool::new(&self.upstream.host_port, self.tls.clone()),
+            origin: self.origin.empty_copy(),
             ..self.clone()
         }
     }

@@ -67,6 +67,15 @@ impl Pool {
         })
     }
 
+    /// A pool of no connections yet to the same origin.
+    pub(super) fn empty_copy(&self) -> Arc<Self> {
+        Arc::new(Self {
+            address: self.address.clone(),
+            tls: self.tls.clone(),
+            idle: Mutex::new(VecDeque::new()),
+        })
+    }
+
     /// Sends `request` (its target in origin form) on an idle connection, or a new one; again
     /// on another if the one it was given closed before taking it.
     pub(super) fn send(self: &Arc<Self>, request: Request<ProxyBody>) -> Answer {
