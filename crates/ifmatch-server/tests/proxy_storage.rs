@@ -207,6 +207,22 @@ fn trusting(tls: Option<&TestCertificates>) -> Vec<(&'static str, &std::ffi::OsS
         .collect()
 }
 
+/// A signed `ifmatch serve` over a temporary directory: the directory, the process, its origin
+/// (dropped in that order's reverse).
+fn signed_serve() -> (tempfile::TempDir, common::Process, String) {
+    let data = tempfile::tempdir().unwrap();
+    let (serve, origin) =
+        common::spawn_signed(["serve".as_ref(), "--data".as_ref(), data.path().as_os_str()]);
+    (data, common::Process(serve), origin)
+}
+
+/// Azurite over HTTP on a temporary directory: the directory, the process, its origin.
+fn plain_azurite() -> (tempfile::TempDir, common::Process, String) {
+    let work = tempfile::tempdir().unwrap();
+    let (azurite, port) = common::azurite(work.path());
+    (work, azurite, format!("http://127.0.0.1:{port}"))
+}
+
 /// Azurite over HTTPS with a certificate for `localhost` from an authority made for the test:
 /// the process, its origin, and the certificates.
 fn azurite_over_https(work: &std::path::Path) -> (common::Process, String, TestCertificates) {
@@ -256,9 +272,8 @@ fn the_python_sdk_downloads_in_parts_through_a_proxy_in_front_of_ifmatch_serve()
 
 #[test]
 fn the_python_sdk_downloads_in_parts_through_a_proxy_in_front_of_azurite() {
-    let work = tempfile::tempdir().unwrap();
-    let (_azurite, port) = common::azurite(work.path());
-    python_downloads_through_a_proxy(&format!("http://127.0.0.1:{port}"), None);
+    let (_work, _azurite, origin) = plain_azurite();
+    python_downloads_through_a_proxy(&origin, None);
 }
 
 #[test]
@@ -295,18 +310,14 @@ fn python_writes_through_a_proxy(origin: &str, tls: Option<&TestCertificates>) {
 
 #[test]
 fn the_python_sdk_writes_through_a_proxy_in_front_of_a_signed_ifmatch_serve() {
-    let data = tempfile::tempdir().unwrap();
-    let (serve, origin) =
-        common::spawn_signed(["serve".as_ref(), "--data".as_ref(), data.path().as_os_str()]);
-    let _serve = common::Process(serve);
+    let (_data, _serve, origin) = signed_serve();
     python_writes_through_a_proxy(&origin, None);
 }
 
 #[test]
 fn the_python_sdk_writes_through_a_proxy_in_front_of_azurite() {
-    let work = tempfile::tempdir().unwrap();
-    let (_azurite, port) = common::azurite(work.path());
-    python_writes_through_a_proxy(&format!("http://127.0.0.1:{port}"), None);
+    let (_work, _azurite, origin) = plain_azurite();
+    python_writes_through_a_proxy(&origin, None);
 }
 
 #[test]
@@ -333,26 +344,19 @@ fn rclone_through_a_proxy(origin: &str, signed_copy: bool) {
 
 #[test]
 fn rclone_copies_and_moves_server_side_through_a_proxy_in_front_of_a_signed_ifmatch_serve() {
-    let data = tempfile::tempdir().unwrap();
-    let (serve, origin) =
-        common::spawn_signed(["serve".as_ref(), "--data".as_ref(), data.path().as_os_str()]);
-    let _serve = common::Process(serve);
+    let (_data, _serve, origin) = signed_serve();
     rclone_through_a_proxy(&origin, true);
 }
 
 #[test]
 fn rclone_copies_and_moves_server_side_through_a_proxy_in_front_of_azurite() {
-    let work = tempfile::tempdir().unwrap();
-    let (_azurite, port) = common::azurite(work.path());
-    rclone_through_a_proxy(&format!("http://127.0.0.1:{port}"), false);
+    let (_work, _azurite, origin) = plain_azurite();
+    rclone_through_a_proxy(&origin, false);
 }
 
 #[test]
 fn the_azure_cli_uploads_and_downloads_through_a_proxy_in_front_of_a_signed_ifmatch_serve() {
-    let data = tempfile::tempdir().unwrap();
-    let (serve, origin) =
-        common::spawn_signed(["serve".as_ref(), "--data".as_ref(), data.path().as_os_str()]);
-    let _serve = common::Process(serve);
+    let (_data, _serve, origin) = signed_serve();
     let (_proxy, base) = proxy_in_front_of(&origin);
     let connection = connection_to(&base);
     let work = tempfile::tempdir().unwrap();
