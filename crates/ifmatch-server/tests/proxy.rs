@@ -430,6 +430,70 @@ async fn hop_by_hop_headers_go_and_forwarding_headers_come() {
     );
 }
 
+/// An HTTP/2 client names its host in `:authority` and sends no `Host` (RFC 9113 8.3.1): the
+/// proxy serves it what an HTTP/1.1 client of the same URL stored, and the other way round,
+/// and names its host to the origin as it does an HTTP/1.1 client's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_clients_share_the_cache_with_http11_ones_and_name_their_host() {
+    let (_origin, upstream) = start_origin().await;
+    let proxy = Proxy::start(&upstream, &[]);
+    let h1 = reqwest::Client::new();
+    let h2 = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .build()
+        .unwrap();
+    let status = |response: &reqwest::Response| {
+        (response.headers()["cache-status"].to_str().unwrap()).to_owned()
+    };
+    let url = |path: &str| format!("{}{path}", proxy.base);
+    let first = h1.get(url("/many/2")).send().await.unwrap();
+    assert!(status(&first).contains("stored"), "{first:?}");
+    for method in [reqwest::Method::GET, reqwest::Method::HEAD] {
+        let again = h2.request(method, url("/many/2")).send().await.unwrap();
+        assert_eq!(again.version(), reqwest::Version::HTTP_2);
+        assert_eq!(status(&again), "ifmatch; hit", "{again:?}");
+    }
+    let first = h2.get(url("/many/4")).send().await.unwrap();
+    assert!(status(&first).contains("stored"), "{first:?}");
+    assert_eq!(first.bytes().await.unwrap().len(), 4096);
+    for client in [&h1, &h2, &h1] {
+        let again = client.get(url("/many/4")).send().await.unwrap();
+        assert_eq!(status(&again), "ifmatch; hit", "{again:?}");
+        assert_eq!(again.bytes().await.unwrap().len(), 4096);
+    }
+
+    let proxy_host = proxy.base.trim_start_matches("http://");
+    let echoed = h2.get(url("/echo")).send().await.unwrap();
+    let echoed = echoed.text().await.unwrap();
+    let has = |line: &str| echoed.lines().any(|l| l == line);
+    assert!(has(&format!("x-forwarded-host: {proxy_host}")), "{echoed}");
+    assert!(
+        has(&format!(
+            "forwarded: for=127.0.0.1;proto=http;host=\"{proxy_host}\""
+        )),
+        "{echoed}"
+    );
+    assert!(has("via: 2 ifmatch"), "{echoed}");
+    assert!(
+        has(&format!("host: {}", upstream.trim_start_matches("http://"))),
+        "{echoed}"
+    );
+    let preserving = Proxy::start(&upstream, &["--preserve-host"]);
+    let echoed = h2
+        .get(format!("{}/echo", preserving.base))
+        .send()
+        .await
+        .unwrap();
+    let echoed = echoed.text().await.unwrap();
+    let preserving_host = preserving.base.trim_start_matches("http://");
+    assert!(
+        echoed
+            .lines()
+            .any(|l| l == format!("host: {preserving_host}")),
+        "{echoed}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_origin_is_502_and_a_slow_one_504_never_a_hang() {
     let (_origin, upstream) = start_origin().await;

@@ -146,6 +146,63 @@ async fn a_fresh_response_is_served_without_the_origin_with_its_age() {
     assert_eq!(origin.reached(), 2);
 }
 
+/// An HTTP/2 request names its host in its target's authority, with no `Host` (RFC 9113
+/// 8.3.1), as hyper hands it on; an HTTP/1.1 request names it in `Host`, its target in origin
+/// form. Both ask for the same resource, and one's answer serves the other: a cache in front
+/// of clients of both versions would otherwise fetch it again at each switch, and store it
+/// over the other's answer each time.
+#[tokio::test]
+async fn an_answer_serves_a_request_for_the_same_url_in_either_http_version() {
+    let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
+    origin.answers(200, &[("cache-control", "max-age=3600")], "hello");
+    let as_h2 = |path: &str, method: Method| {
+        let request = Request::builder()
+            .method(method)
+            .version(http::Version::HTTP_2)
+            .uri(format!("http://Origin.example{path}"))
+            .body(Empty::new())
+            .unwrap();
+        layer.layer(origin.service()).oneshot(request)
+    };
+    let (_, headers, _) = send(&layer, &origin, Method::GET, "/a", &[]).await;
+    assert!(status_of(&headers).contains("stored"), "{headers:?}");
+    for method in [Method::GET, Method::HEAD] {
+        let response = as_h2("/a", method).await.unwrap();
+        assert_eq!(status_of(response.headers()), "ifmatch; hit");
+    }
+    let (_, headers, _) = send(&layer, &origin, Method::GET, "/a", &[]).await;
+    assert_eq!(status_of(&headers), "ifmatch; hit");
+    // The other way round.
+    let response = as_h2("/b", Method::GET).await.unwrap();
+    assert!(status_of(response.headers()).contains("stored"));
+    for _ in 0..2 {
+        let (_, headers, _) = send(&layer, &origin, Method::GET, "/b", &[]).await;
+        assert_eq!(status_of(&headers), "ifmatch; hit");
+    }
+    // A host's name is the same in any case (RFC 9110 4.2.3).
+    let (_, headers, _) = send(
+        &layer,
+        &origin,
+        Method::GET,
+        "/b",
+        &[("host", "ORIGIN.example")],
+    )
+    .await;
+    assert_eq!(status_of(&headers), "ifmatch; hit");
+    assert_eq!(origin.reached(), 2);
+    // Another host is another resource.
+    let (_, headers, _) = send(
+        &layer,
+        &origin,
+        Method::GET,
+        "/b",
+        &[("host", "other.example")],
+    )
+    .await;
+    assert!(status_of(&headers).contains("stored"), "{headers:?}");
+    assert_eq!(origin.reached(), 3);
+}
+
 #[tokio::test]
 async fn a_request_marked_to_pass_is_neither_answered_from_the_store_nor_stored() {
     let (layer, origin) = (SharedCacheLayer::new(), Origin::default());

@@ -183,6 +183,15 @@ impl Forward {
 
     fn outbound(&self, mut request: Request<ProxyBody>) -> Request<ProxyBody> {
         let upstream = &self.upstream;
+        // The host the client named, when it is text (the forwarding fields carry it): its
+        // target's authority (an HTTP/2 request's, which sends no `Host`; RFC 9113 8.3.1), else
+        // its `Host`.
+        let host = match request.uri().authority() {
+            Some(authority) => HeaderValue::from_str(authority.as_str()).ok(),
+            None => (request.headers().get(header::HOST))
+                .filter(|h| h.to_str().is_ok())
+                .cloned(),
+        };
         let path = request.uri().path_and_query();
         let path = match (upstream.prefix.as_str(), path) {
             // The usual case: the path as it came, no string built.
@@ -203,14 +212,15 @@ impl Forward {
         let write = request.method() == Method::PUT;
         let headers = request.headers_mut();
         remove_hop_by_hop(headers);
-        // The client's `Host`, when it is text (the forwarding fields carry it).
-        let host = (headers.get(header::HOST))
-            .filter(|h| h.to_str().is_ok())
-            .cloned();
-        if !upstream.preserve_host || !headers.contains_key(header::HOST) {
-            headers.insert(header::HOST, upstream.authority.clone());
-            if let (true, Some(client_host)) = (write, named_host(&host)) {
-                super::dialect::retarget_copy_source(headers, client_host, &upstream.base);
+        match &host {
+            Some(host) if upstream.preserve_host => {
+                headers.insert(header::HOST, host.clone());
+            }
+            _ => {
+                headers.insert(header::HOST, upstream.authority.clone());
+                if let (true, Some(client_host)) = (write, named_host(&host)) {
+                    super::dialect::retarget_copy_source(headers, client_host, &upstream.base);
+                }
             }
         }
         append_via(headers, version);

@@ -12,6 +12,7 @@ use std::time::SystemTime;
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::uri::PathAndQuery;
 use http::{Method, Request, Response, StatusCode, Uri};
 use http_body::Body;
 use http_body_util::Either;
@@ -539,12 +540,32 @@ fn with_method(asked: &Request<()>, method: Method) -> Request<()> {
 }
 
 /// The request's head, for the policy (which keeps its fields).
+///
+/// Its target is in origin form and its host in `Host`, as the key has them (in lowercase): an HTTP/2 request
+/// names its host in its target's authority and sends no `Host` (RFC 9113 8.3.1), an HTTP/1.1
+/// one names it in `Host`, and the policy compares targets and `Host` as they are, so that
+/// neither would be served the other's answer (and each would store its own over the other's).
 fn head_of<B>(request: &Request<B>) -> Request<()> {
     let mut head = Request::new(());
     *head.method_mut() = request.method().clone();
-    *head.uri_mut() = request.uri().clone();
     *head.version_mut() = request.version();
     *head.headers_mut() = combined(request.headers());
+    let uri = request.uri();
+    *head.uri_mut() = match uri.authority() {
+        None => uri.clone(),
+        Some(_) => Uri::from(
+            uri.path_and_query()
+                .cloned()
+                .unwrap_or_else(|| PathAndQuery::from_static("/")),
+        ),
+    };
+    let host = request.headers().get(header::HOST);
+    if (uri.authority().is_some()
+        || host.is_some_and(|h| h.as_bytes().iter().any(u8::is_ascii_uppercase)))
+        && let Ok(host) = HeaderValue::try_from(host_of(request))
+    {
+        head.headers_mut().insert(header::HOST, host);
+    }
     policy::lowercase_directives(head.headers_mut());
     head
 }
