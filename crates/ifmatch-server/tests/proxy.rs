@@ -492,6 +492,20 @@ async fn http2_clients_share_the_cache_with_http11_ones_and_name_their_host() {
             .any(|l| l == format!("host: {preserving_host}")),
         "{echoed}"
     );
+    // A target in absolute form names the host, whatever `Host` says (RFC 9112 3.2.2): the
+    // one the answer is stored under is the one the origin is told.
+    let echoed = raw_get(&preserving.base, "http://named.example/echo", "").await;
+    assert!(echoed.contains("\r\n\r\n"), "{echoed}");
+    assert!(
+        echoed.lines().any(|l| l == "host: named.example"),
+        "{echoed}"
+    );
+    assert!(
+        echoed
+            .lines()
+            .any(|l| l == "x-forwarded-host: named.example"),
+        "{echoed}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
