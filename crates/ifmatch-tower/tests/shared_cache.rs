@@ -1351,6 +1351,20 @@ async fn written(layer: &SharedCacheLayer, n: u64) {
     panic!("not written to disk: {:?}", layer.handle().report());
 }
 
+/// Waits until `layer`'s disk tier has indexed what a previous layer left.
+async fn indexed(layer: &SharedCacheLayer) {
+    for _ in 0..200 {
+        if !layer.handle().report().disk_indexing {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!(
+        "the disk tier is still indexing: {:?}",
+        layer.handle().report()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_disk_tier_serves_after_a_restart_and_forgets_what_a_write_changed() {
     let dir = std::env::temp_dir().join(format!("ifmatch-disk-tier-{}", std::process::id()));
@@ -1365,9 +1379,11 @@ async fn the_disk_tier_serves_after_a_restart_and_forgets_what_a_write_changed()
     written(&layer, 3).await;
     assert_eq!(layer.handle().report().disk_entries, 3);
 
-    // A new layer on the same directory (a restart): served without the origin.
+    // A new layer on the same directory (a restart): served without the origin, once the
+    // files are indexed (in the background: the layer serves at once).
     drop(layer);
     let layer = SharedCacheLayer::new().disk(&dir, 1 << 20).unwrap();
+    indexed(&layer).await;
     let (status, headers, body) = send(&layer, &origin, Method::GET, "/a", &[]).await;
     assert_eq!(
         (status, &body[..]),
@@ -1386,6 +1402,7 @@ async fn the_disk_tier_serves_after_a_restart_and_forgets_what_a_write_changed()
     origin.answers(200, &fresh, "fetched again");
     drop(layer);
     let layer = SharedCacheLayer::new().disk(&dir, 1 << 20).unwrap();
+    indexed(&layer).await;
     for path in ["/b", "/c"] {
         let (_, headers, body) = send(&layer, &origin, Method::GET, path, &[]).await;
         assert_eq!(&body[..], b"fetched again", "{path}");

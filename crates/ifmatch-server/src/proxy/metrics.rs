@@ -81,6 +81,17 @@ fn render_cache(out: &mut String, report: &CacheReport) {
     ] {
         let _ = writeln!(out, "{name}{{outcome=\"{outcome}\"}} {value}");
     }
+    metrics::family(
+        out,
+        "ifmatch_cache_disk_indexing",
+        "gauge",
+        "1 while the disk tier indexes the files a previous process left (their URLs are misses until then).",
+    );
+    let _ = writeln!(
+        out,
+        "ifmatch_cache_disk_indexing {}",
+        u8::from(report.disk_indexing)
+    );
     for (name, help, memory, disk) in [
         (
             "ifmatch_cache_entries",

@@ -9,8 +9,16 @@
 //! fsync; a cache can fetch again what it lost) is taken for absent and deleted, never served.
 //!
 //! **Bounded.** An index in memory (moka, weighed by file sizes against the tier's size) names
-//! each key's files; what it evicts or forgets, it deletes. It is rebuilt at start from the
-//! files' headers, so the start reads a few bytes of each file.
+//! each key's files; what it evicts or forgets, it deletes.
+//!
+//! **Serving from the start.** The index is rebuilt from the headers of the files a previous
+//! process left, by a thread of its own, one subdirectory of `entries/` at a time (in order),
+//! while the tier serves: a key is a miss until its subdirectory is indexed, and the start
+//! does not wait for a read of every file. What is forgotten meanwhile is deleted from disk at
+//! once all the same: a key's files are found by their names (see [`Disk::invalidate`]), a
+//! prefix's among the files not yet indexed are all deleted, their keys being unknown unread.
+//! Of two files a previous process left for the same variant (a kill between placing one and
+//! deleting the other), the newer is kept.
 //!
 //! **Never stale after a write, a crash included.** An invalidation bumps its key's
 //! generation and deletes its files before it returns (so before the write's answer leaves),
@@ -51,6 +59,8 @@ type Files = Arc<Vec<Arc<OnDisk>>>;
 pub(crate) struct OnDisk {
     path: PathBuf,
     size: u64,
+    /// When it was written (nanoseconds since the epoch, from its name).
+    stamp: u128,
     /// As in [`Stored`]: which requests it answers.
     variant: String,
     keyed: String,
@@ -82,6 +92,15 @@ struct Names {
     keyed: String,
 }
 
+/// How far the index of the files a previous process left has come.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Loading {
+    /// The subdirectories of `entries/` before this one (by name) are indexed; this one and
+    /// those after are not.
+    Before(String),
+    Done,
+}
+
 /// The disk tier of a store.
 pub(crate) struct Disk {
     dir: PathBuf,
@@ -89,8 +108,11 @@ pub(crate) struct Disk {
     /// A bump for one key discards the in-flight writes of the others in its slot, which
     /// only costs them their copy on disk.
     generations: super::generations::Generations,
-    /// Taken by every change of the index, and by a generation's bump.
-    changes: Mutex<()>,
+    /// Taken by every change of the index, and by a generation's bump; what the index holds of
+    /// the files a previous process left.
+    changes: Mutex<Loading>,
+    /// When it was opened: files stamped earlier were left by a previous process.
+    opened: u128,
     /// Makes file names unique within this process.
     written: AtomicU64,
     /// Files written, and writes or reads that failed.
@@ -109,8 +131,21 @@ impl std::fmt::Debug for Disk {
 
 impl Disk {
     /// The tier in `dir` (made if missing), of at most `size` bytes of files, with the files a
-    /// previous process left there.
-    pub(crate) fn open(dir: &Path, size: u64) -> io::Result<Self> {
+    /// previous process left there, indexed by a thread of its own from now on.
+    pub(crate) fn open(dir: &Path, size: u64) -> io::Result<Arc<Self>> {
+        let (disk, subs) = Self::unindexed(dir, size)?;
+        if !subs.is_empty() {
+            let loading = disk.clone();
+            std::thread::Builder::new()
+                .name("ifmatch-cache-index".to_owned())
+                .spawn(move || loading.load(&subs))?;
+        }
+        Ok(disk)
+    }
+
+    /// The tier in `dir`, the files a previous process left not indexed yet: it, and the
+    /// subdirectories to index.
+    fn unindexed(dir: &Path, size: u64) -> io::Result<(Arc<Self>, Vec<String>)> {
         fs::create_dir_all(dir.join("entries"))?;
         let tmp = dir.join("tmp");
         if tmp.exists() {
@@ -132,51 +167,162 @@ impl Disk {
                 }
             })
             .build_with_hasher(crate::keyed::KeyHasher::default());
-        let disk = Self {
+        let subs = subdirectories(&dir.join("entries"))?;
+        let disk = Arc::new(Self {
             dir: dir.to_owned(),
             index,
             generations: super::generations::Generations::new(),
-            changes: Mutex::new(()),
+            changes: Mutex::new(match subs.first() {
+                Some(first) => Loading::Before(first.clone()),
+                None => Loading::Done,
+            }),
+            opened: now_stamp(),
             written: AtomicU64::new(0),
             writes: AtomicU64::new(0),
             errors: AtomicU64::new(0),
-        };
-        disk.load()?;
-        Ok(disk)
+        });
+        Ok((disk, subs))
     }
 
-    /// Indexes the files in `entries/`, deleting those whose head cannot be read.
-    fn load(&self) -> io::Result<()> {
-        for sub in fs::read_dir(self.dir.join("entries"))? {
-            let sub = sub?.path();
-            if !sub.is_dir() {
-                continue;
-            }
-            for file in fs::read_dir(&sub)? {
-                let path = file?.path();
+    /// Indexes the files a previous process left in the subdirectories `subs` of `entries/`
+    /// (sorted), one subdirectory at a time: their heads read first, then all of them indexed
+    /// under the lock at once (so that a subdirectory is indexed whole or not at all).
+    fn load(&self, subs: &[String]) {
+        let (started, mut files) = (std::time::Instant::now(), 0);
+        for (at, sub) in subs.iter().enumerate() {
+            let mut found = Vec::new();
+            for entry in fs::read_dir(self.dir.join("entries").join(sub))
+                .into_iter()
+                .flatten()
+            {
+                let Ok(entry) = entry else { continue };
+                let path = entry.path();
+                let stamp = stamp_of(&path);
+                // Written by this process: indexed when it was placed.
+                if stamp >= self.opened {
+                    continue;
+                }
                 match read_names(&path) {
-                    Ok((names, size)) => {
-                        let file = Arc::new(OnDisk {
-                            path,
-                            size,
-                            variant: names.variant,
-                            keyed: names.keyed,
-                        });
-                        self.index.entry(names.key).and_upsert_with(|files| {
-                            let mut all = files.map(|f| f.value().to_vec()).unwrap_or_default();
-                            all.push(file);
-                            Arc::new(all)
-                        });
-                    }
+                    Ok((names, size)) => found.push((names, size, path, stamp)),
+                    // Deleted meanwhile (a key forgotten, a purge).
+                    Err(error) if error.kind() == io::ErrorKind::NotFound => {}
                     Err(error) => {
                         tracing::warn!(path = %path.display(), %error, "an unreadable cache file, deleted");
                         let _ = fs::remove_file(&path);
                     }
                 }
             }
+            files += found.len();
+            let mut loading = self.lock();
+            for (names, size, path, stamp) in found {
+                let file = OnDisk {
+                    path,
+                    size,
+                    stamp,
+                    variant: names.variant,
+                    keyed: names.keyed,
+                };
+                self.index_left(names.key, file);
+            }
+            *loading = subs
+                .get(at + 1)
+                .map_or(Loading::Done, |next| Loading::Before(next.clone()));
         }
         self.index.run_pending_tasks();
-        Ok(())
+        let seconds = started.elapsed().as_secs_f64();
+        tracing::info!(
+            files,
+            seconds,
+            "the disk tier indexed what it held at start"
+        );
+    }
+
+    /// Indexes `file` of `key`, left by a previous process, under the lock: unless `key` was
+    /// forgotten since the start (then the file is deleted), and in place of an older file of
+    /// the same variant (a newer one kept in its place), the most recent first.
+    fn index_left(&self, key: String, file: OnDisk) {
+        // Generations start at 0 with this process: a key whose generation moved was forgotten
+        // since, and so was every file of it from before.
+        if self.generation(&key) != 0 {
+            let _ = fs::remove_file(&file.path);
+            return;
+        }
+        let file = Arc::new(file);
+        let mut dropped = None;
+        self.index.entry(key).and_upsert_with(|files| {
+            let mut all = files.map(|f| f.value().to_vec()).unwrap_or_default();
+            let same = |f: &Arc<OnDisk>| f.variant == file.variant && f.keyed == file.keyed;
+            match all.iter().position(same) {
+                Some(at) if all[at].stamp >= file.stamp => dropped = Some(file.clone()),
+                Some(at) => {
+                    dropped = Some(all.remove(at));
+                    all.push(file.clone());
+                }
+                None => all.push(file.clone()),
+            }
+            all.sort_by_key(|f| std::cmp::Reverse(f.stamp));
+            Arc::new(all)
+        });
+        if let Some(dropped) = dropped {
+            let _ = fs::remove_file(&dropped.path);
+        }
+    }
+
+    /// Deletes every file of `key` in `entries/` that is not indexed yet (a previous process
+    /// left it, and its subdirectory is still to be indexed), found by its name.
+    fn delete_unindexed(&self, key: &str, loading: &Loading) {
+        let digest = key_digest(key);
+        let sub = &digest[..2];
+        if !matches!(loading, Loading::Before(next) if sub >= next.as_str()) {
+            return;
+        }
+        let dir = self.dir.join("entries").join(sub);
+        for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            let named = (path.file_name().and_then(|n| n.to_str()))
+                .is_some_and(|name| name.starts_with(&digest));
+            if named && stamp_of(&path) < self.opened {
+                let _ = fs::remove_file(&path);
+            }
+        }
+    }
+
+    /// Deletes every file a previous process left that is not indexed yet: their keys are
+    /// unknown until they are read.
+    fn delete_all_unindexed(&self, loading: &Loading) {
+        let Loading::Before(next) = loading else {
+            return;
+        };
+        let entries = self.dir.join("entries");
+        for sub in subdirectories(&entries).unwrap_or_default() {
+            if sub < *next {
+                continue;
+            }
+            for entry in fs::read_dir(entries.join(&sub))
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                let path = entry.path();
+                if stamp_of(&path) < self.opened {
+                    let _ = fs::remove_file(&path);
+                }
+            }
+        }
+    }
+
+    /// Whether the files a previous process left are still being indexed.
+    pub(crate) fn indexing(&self) -> bool {
+        *self.lock() != Loading::Done
+    }
+
+    /// Waits until the files a previous process left are indexed (for tests, which read the
+    /// index right after a reopening).
+    #[cfg(test)]
+    pub(crate) fn wait_until_indexed(&self) {
+        while self.indexing() {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     }
 
     /// The generation of `key` now: what a write or a read started now must find unchanged.
@@ -184,7 +330,7 @@ impl Disk {
         self.generations.of(key)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Loading> {
         self.changes.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -194,12 +340,14 @@ impl Disk {
     }
 
     /// Forgets `key`, and the writes of it under way; `also` runs under the same lock (the
-    /// memory tier's own forgetting, so that no read from disk puts back what it forgot).
+    /// memory tier's own forgetting, so that no read from disk puts back what it forgot). Its
+    /// files are gone from disk when it returns, those not indexed yet too.
     pub(crate) fn invalidate(&self, key: &str, also: impl FnOnce()) {
-        let _changes = self.lock();
+        let loading = self.lock();
         self.generations.bump(key);
         also();
         self.delete(key);
+        self.delete_unindexed(key, &loading);
     }
 
     /// Takes `key` out of the index and deletes its files, now (under the lock).
@@ -212,12 +360,13 @@ impl Disk {
     /// Forgets every key that starts with `prefix`, and every write under way; `also` as in
     /// [`Disk::invalidate`]. Walks the whole index.
     pub(crate) fn invalidate_prefix(&self, prefix: &str, also: impl FnOnce()) {
-        let _changes = self.lock();
+        let loading = self.lock();
         self.generations.bump_all();
         also();
         for key in self.keys_with_prefix(prefix) {
             self.delete(&key);
         }
+        self.delete_all_unindexed(&loading);
     }
 
     /// The keys on disk that start with `prefix`.
@@ -305,14 +454,10 @@ impl Disk {
             policy: CachePolicy::clone(&stored.policy),
         };
         let head = serde_json::to_vec(&head).map_err(io::Error::other)?;
-        // The key's SHA-256 in hex, as the layer's tags spell it.
-        let digest = ifmatch_core::strong_etag(key.as_bytes());
-        let key_digest = String::from_utf8_lossy(digest.opaque()).into_owned();
+        let key_digest = key_digest(key);
         let n = self.written.fetch_add(1, Ordering::Relaxed);
-        let stamp = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos();
+        // At least the opening's, so that a clock set back does not make it look left over.
+        let stamp = now_stamp().max(self.opened);
         let name = format!("{key_digest}-{stamp:x}-{n:x}");
         let tmp = self.dir.join("tmp").join(&name);
         let mut out = io::BufWriter::new(fs::File::create(&tmp)?);
@@ -336,6 +481,7 @@ impl Disk {
         let file = OnDisk {
             path: self.dir.join("entries").join(&key_digest[..2]).join(name),
             size: (MAGIC.len() + 8 + head.len() + 8 + body.len() + 32) as u64,
+            stamp,
             variant: stored.variant.clone(),
             keyed: stored.keyed.clone(),
         };
@@ -398,6 +544,41 @@ impl Head {
             piece: None,
         }
     }
+}
+
+/// A key's SHA-256 in hex, as the layer's tags spell it: its files' names start with it, and
+/// their subdirectory is its first two digits.
+fn key_digest(key: &str) -> String {
+    let digest = ifmatch_core::strong_etag(key.as_bytes());
+    String::from_utf8_lossy(digest.opaque()).into_owned()
+}
+
+/// Nanoseconds since the epoch, now.
+fn now_stamp() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos()
+}
+
+/// When the file at `path` was written, from its name (`digest-stamp-n`, in hex); 0 for a name
+/// of another shape.
+fn stamp_of(path: &Path) -> u128 {
+    (path.file_name().and_then(|n| n.to_str()))
+        .and_then(|name| name.split('-').nth(1))
+        .and_then(|stamp| u128::from_str_radix(stamp, 16).ok())
+        .unwrap_or(0)
+}
+
+/// The subdirectories of `entries`, by name.
+fn subdirectories(entries: &Path) -> io::Result<Vec<String>> {
+    let mut subs: Vec<String> = fs::read_dir(entries)?
+        .flatten()
+        .filter(|entry| entry.path().is_dir())
+        .filter_map(|entry| entry.file_name().into_string().ok())
+        .collect();
+    subs.sort();
+    Ok(subs)
 }
 
 fn invalid(what: &str) -> io::Error {
@@ -523,6 +704,7 @@ pub(super) mod tests {
 
         let disk = Disk::open(&dir, 1 << 20).unwrap();
         assert_eq!(fs::read_dir(dir.join("tmp")).unwrap().count(), 0);
+        disk.wait_until_indexed();
         let files = disk.files("h /a");
         assert_eq!(files.len(), 2);
         let file = files.iter().find(|f| f.path == second).unwrap();
@@ -536,6 +718,76 @@ pub(super) mod tests {
             read.policy.before_request(&asked, now),
             http_cache_semantics::BeforeRequest::Fresh(_)
         ));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The files of `key` in `dir`, found by their names.
+    fn files_of(dir: &Path, key: &str) -> Vec<PathBuf> {
+        let digest = key_digest(key);
+        let sub = dir.join("entries").join(&digest[..2]);
+        let mut found: Vec<PathBuf> = (fs::read_dir(sub).into_iter().flatten().flatten())
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_str()
+                    .unwrap()
+                    .starts_with(&digest)
+            })
+            .collect();
+        found.sort();
+        found
+    }
+
+    #[test]
+    fn what_is_forgotten_while_the_index_is_rebuilt_is_gone_from_disk_at_once() {
+        let dir = scratch("rebuilt");
+        let disk = Disk::open(&dir, 1 << 20).unwrap();
+        for key in ["h /a", "h /c/1", "h /c/2"] {
+            write(&disk, key, &stored(b"kept", ""));
+        }
+        // A kill between placing a file and deleting the one it replaced leaves both.
+        write(&disk, "h /b", &stored(b"first", ""));
+        let first = only_file(&disk, "h /b");
+        let kept = fs::read(&first).unwrap();
+        write(&disk, "h /b", &stored(b"second", ""));
+        fs::write(&first, kept).unwrap();
+        assert_eq!(files_of(&dir, "h /b").len(), 2);
+        drop(disk);
+
+        // Not indexed yet: a key forgotten now loses its files now, as a write's answer must
+        // not wait for the index and a kill must not bring them back.
+        let (disk, subs) = Disk::unindexed(&dir, 1 << 20).unwrap();
+        assert!(!disk.contains("h /a") && !disk.contains("h /b"));
+        disk.invalidate("h /a", || {});
+        assert!(files_of(&dir, "h /a").is_empty());
+        disk.load(&subs);
+        assert!(!disk.contains("h /a"));
+        let b = disk.files("h /b");
+        assert_eq!(b.len(), 1, "the newer of the two");
+        assert_eq!(
+            disk.read("h /b", &b[0]).unwrap().body.bytes().unwrap(),
+            "second"
+        );
+        assert_eq!(files_of(&dir, "h /b").len(), 1, "the older is deleted");
+        assert!(disk.contains("h /c/1") && disk.contains("h /c/2"));
+        drop(disk);
+
+        // A purge by prefix cannot know which files not indexed yet are its keys': it deletes
+        // them all, and not what this process wrote.
+        let (disk, subs) = Disk::unindexed(&dir, 1 << 20).unwrap();
+        write(&disk, "h /d", &stored(b"new", ""));
+        disk.invalidate_prefix("h /c/", || {});
+        for key in ["h /b", "h /c/1", "h /c/2"] {
+            assert!(files_of(&dir, key).is_empty(), "{key}");
+        }
+        assert_eq!(files_of(&dir, "h /d").len(), 1);
+        disk.load(&subs);
+        assert!(!disk.contains("h /c/1") && !disk.contains("h /b"));
+        drop(disk);
+        let disk = Disk::open(&dir, 1 << 20).unwrap();
+        disk.wait_until_indexed();
+        assert!(disk.contains("h /d"), "written after the purge");
         fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -558,6 +810,7 @@ pub(super) mod tests {
             let file = OnDisk {
                 path: path.clone(),
                 size: bytes.len() as u64,
+                stamp: stamp_of(&path),
                 variant: String::new(),
                 keyed: String::new(),
             };

@@ -78,7 +78,7 @@ impl SharedCacheLayer {
     /// a restart too. A process killed at any moment leaves each file whole or absent (see
     /// the module docs of `disk`). Fails if the directory cannot be made or read.
     pub fn disk(self, dir: impl AsRef<std::path::Path>, size: u64) -> std::io::Result<Self> {
-        let disk = Arc::new(super::disk::Disk::open(dir.as_ref(), size)?);
+        let disk = super::disk::Disk::open(dir.as_ref(), size)?;
         Ok(self.with(|s| s.disk = Some(disk)))
     }
 

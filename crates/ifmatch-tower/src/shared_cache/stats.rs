@@ -40,6 +40,9 @@ pub struct CacheReport {
     pub disk_entries: u64,
     /// Bytes of the disk tier's files now.
     pub disk_bytes: u64,
+    /// Whether the disk tier is still indexing the files a previous process left: their keys
+    /// are misses until it has.
+    pub disk_indexing: bool,
 }
 
 /// The counters of [`CacheReport`].

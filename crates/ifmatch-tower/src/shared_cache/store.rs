@@ -421,6 +421,7 @@ impl Store {
         let mut report = self.counters.report(entries, bytes);
         if let Some(disk) = &self.settings.disk {
             (report.disk_entries, report.disk_bytes) = disk.held();
+            report.disk_indexing = disk.indexing();
             report.disk_writes = disk.writes.load(std::sync::atomic::Ordering::Relaxed);
             report.disk_errors = disk.errors.load(std::sync::atomic::Ordering::Relaxed);
         }
