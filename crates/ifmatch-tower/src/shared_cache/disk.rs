@@ -32,7 +32,9 @@
 //!
 //! File layout: `ifmatch-cache 1\n`, the length of the head (8 bytes, little-endian), the head
 //! (JSON: the key, what the store needs to serve it, its policy), the body's length and the
-//! body, then the SHA-256 of all of it.
+//! body, then the SHA-256 of all of it. File name: `entries/`, the first two hex digits of the
+//! key's SHA-256, `/`, all of them, then the time it was written, a count, and the time the
+//! tier was opened (`digest-stamp-n-opened`, in hex).
 
 use std::fs;
 use std::io::{self, Read, Write};
@@ -111,7 +113,8 @@ pub(crate) struct Disk {
     /// Taken by every change of the index, and by a generation's bump; what the index holds of
     /// the files a previous process left.
     changes: Mutex<Loading>,
-    /// When it was opened: files stamped earlier were left by a previous process.
+    /// When it was opened, which the names of the files it writes end with: the others were
+    /// left by a previous process.
     opened: u128,
     /// Makes file names unique within this process.
     written: AtomicU64,
@@ -197,11 +200,11 @@ impl Disk {
             {
                 let Ok(entry) = entry else { continue };
                 let path = entry.path();
-                let stamp = stamp_of(&path);
                 // Written by this process: indexed when it was placed.
-                if stamp >= self.opened {
+                if self.written_here(&path) {
                     continue;
                 }
+                let stamp = stamp_of(&path);
                 match read_names(&path) {
                     Ok((names, size)) => found.push((names, size, path, stamp)),
                     // Deleted meanwhile (a key forgotten, a purge).
@@ -281,7 +284,7 @@ impl Disk {
             let path = entry.path();
             let named = (path.file_name().and_then(|n| n.to_str()))
                 .is_some_and(|name| name.starts_with(&digest));
-            if named && stamp_of(&path) < self.opened {
+            if named && !self.written_here(&path) {
                 let _ = fs::remove_file(&path);
             }
         }
@@ -304,11 +307,20 @@ impl Disk {
                 .flatten()
             {
                 let path = entry.path();
-                if stamp_of(&path) < self.opened {
+                if !self.written_here(&path) {
                     let _ = fs::remove_file(&path);
                 }
             }
         }
+    }
+
+    /// Whether the file at `path` was written by this process (its name ends with the time
+    /// the tier was opened).
+    fn written_here(&self, path: &Path) -> bool {
+        (path.file_name().and_then(|n| n.to_str()))
+            .and_then(|name| name.split('-').nth(3))
+            .and_then(|opened| u128::from_str_radix(opened, 16).ok())
+            == Some(self.opened)
     }
 
     /// Whether the files a previous process left are still being indexed.
@@ -456,9 +468,8 @@ impl Disk {
         let head = serde_json::to_vec(&head).map_err(io::Error::other)?;
         let key_digest = key_digest(key);
         let n = self.written.fetch_add(1, Ordering::Relaxed);
-        // At least the opening's, so that a clock set back does not make it look left over.
-        let stamp = now_stamp().max(self.opened);
-        let name = format!("{key_digest}-{stamp:x}-{n:x}");
+        let stamp = now_stamp();
+        let name = format!("{key_digest}-{stamp:x}-{n:x}-{:x}", self.opened);
         let tmp = self.dir.join("tmp").join(&name);
         let mut out = io::BufWriter::new(fs::File::create(&tmp)?);
         let mut digest = Sha256::new();
@@ -561,8 +572,8 @@ fn now_stamp() -> u128 {
         .as_nanos()
 }
 
-/// When the file at `path` was written, from its name (`digest-stamp-n`, in hex); 0 for a name
-/// of another shape.
+/// When the file at `path` was written, from its name (`digest-stamp-n-opened`, in hex; a
+/// file of an earlier version has no `opened`); 0 for a name of another shape.
 fn stamp_of(path: &Path) -> u128 {
     (path.file_name().and_then(|n| n.to_str()))
         .and_then(|name| name.split('-').nth(1))
@@ -753,6 +764,11 @@ pub(super) mod tests {
         write(&disk, "h /b", &stored(b"second", ""));
         fs::write(&first, kept).unwrap();
         assert_eq!(files_of(&dir, "h /b").len(), 2);
+        // A file stamped later than the next start (a clock set back since), named as an
+        // earlier version named them, is left over all the same.
+        let c2 = only_file(&disk, "h /c/2");
+        let later = format!("{}-{:x}-0", key_digest("h /c/2"), now_stamp() + (1 << 50));
+        fs::rename(&c2, c2.with_file_name(later)).unwrap();
         drop(disk);
 
         // Not indexed yet: a key forgotten now loses its files now, as a write's answer must
