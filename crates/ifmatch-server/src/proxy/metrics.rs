@@ -95,7 +95,7 @@ fn render_cache(out: &mut String, report: &CacheReport) {
     for (name, help, memory, disk) in [
         (
             "ifmatch_cache_entries",
-            "What each tier holds: URLs in memory, answers on disk.",
+            "The URLs each tier holds answers of.",
             report.entries,
             report.disk_entries,
         ),

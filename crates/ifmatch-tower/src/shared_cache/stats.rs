@@ -36,7 +36,7 @@ pub struct CacheReport {
     pub disk_writes: u64,
     /// Writes to and reads from the disk tier that failed (a full disk, a torn file).
     pub disk_errors: u64,
-    /// Answers on disk now.
+    /// URLs with answers on disk now.
     pub disk_entries: u64,
     /// Bytes of the disk tier's files now.
     pub disk_bytes: u64,
