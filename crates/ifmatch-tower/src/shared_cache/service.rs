@@ -541,10 +541,11 @@ fn with_method(asked: &Request<()>, method: Method) -> Request<()> {
 
 /// The request's head, for the policy (which keeps its fields).
 ///
-/// Its target is in origin form and its host in `Host`, as the key has them (in lowercase): an HTTP/2 request
-/// names its host in its target's authority and sends no `Host` (RFC 9113 8.3.1), an HTTP/1.1
-/// one names it in `Host`, and the policy compares targets and `Host` as they are, so that
-/// neither would be served the other's answer (and each would store its own over the other's).
+/// Its target is in origin form and its host in `Host`, as the key has them (in lowercase):
+/// an HTTP/2 request names its host in its target's authority and sends no `Host` (RFC 9113
+/// 8.3.1), an HTTP/1.1 one names it in `Host`, and the policy compares targets and `Host` as
+/// they are, so that neither would be served the other's answer (and each would store its own
+/// over the other's).
 fn head_of<B>(request: &Request<B>) -> Request<()> {
     let mut head = Request::new(());
     *head.method_mut() = request.method().clone();
