@@ -63,6 +63,11 @@ fn render_cache(out: &mut String, report: &CacheReport) {
             "Writes to and reads from the disk tier that failed (a full disk, a torn file).",
             report.disk_errors,
         ),
+        (
+            "ifmatch_cache_disk_skipped_total",
+            "Answers not written to the disk tier, its queue of writes being full.",
+            report.disk_skipped,
+        ),
     ];
     for (name, help, value) in counters {
         metrics::counter(out, name, help, value);

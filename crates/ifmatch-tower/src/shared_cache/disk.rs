@@ -47,6 +47,7 @@ use http_cache_semantics::CachePolicy;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::disk_writer::{self, DiskWriter};
 use super::fill::Fill;
 use super::stale::Rules;
 use super::store::Stored;
@@ -121,6 +122,8 @@ pub(crate) struct Disk {
     /// Files written, and writes or reads that failed.
     pub(crate) writes: AtomicU64,
     pub(crate) errors: AtomicU64,
+    /// Writes the answers queued for the tier, by a thread of its own.
+    pub(crate) writer: DiskWriter,
 }
 
 impl std::fmt::Debug for Disk {
@@ -171,6 +174,7 @@ impl Disk {
             })
             .build_with_hasher(crate::keyed::KeyHasher::default());
         let subs = subdirectories(&dir.join("entries"))?;
+        let (writer, queue) = disk_writer::queue();
         let disk = Arc::new(Self {
             dir: dir.to_owned(),
             index,
@@ -183,7 +187,9 @@ impl Disk {
             written: AtomicU64::new(0),
             writes: AtomicU64::new(0),
             errors: AtomicU64::new(0),
+            writer,
         });
+        queue.start(Arc::downgrade(&disk))?;
         Ok((disk, subs))
     }
 
@@ -340,6 +346,12 @@ impl Disk {
     /// The generation of `key` now: what a write or a read started now must find unchanged.
     pub(crate) fn generation(&self, key: &str) -> u64 {
         self.generations.of(key)
+    }
+
+    /// Holds every change of the index, a write's placing included, until dropped.
+    #[cfg(test)]
+    pub(crate) fn stall(&self) -> impl Sized + '_ {
+        self.lock()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Loading> {

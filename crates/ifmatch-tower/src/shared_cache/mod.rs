@@ -30,6 +30,7 @@
 //! - [`served`]: the head of a fresh hit, made by the policy once and reused;
 //! - [`store`]: the stored responses, weighed by their bytes;
 //! - [`disk`]: the disk tier, whose files survive a restart whole or not at all;
+//! - [`disk_writer`]: its writes, by a thread of its own from a bounded queue;
 //! - [`stats`]: what the cache did and holds, for an operator;
 //! - [`fill`]: a stored body, read by every client from its first byte while it arrives;
 //! - [`collapse`]: one request to the inner service for concurrent misses of one key;
@@ -46,6 +47,7 @@
 
 mod collapse;
 mod disk;
+mod disk_writer;
 mod fill;
 mod generations;
 mod language;

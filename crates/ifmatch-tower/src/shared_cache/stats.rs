@@ -36,6 +36,9 @@ pub struct CacheReport {
     pub disk_writes: u64,
     /// Writes to and reads from the disk tier that failed (a full disk, a torn file).
     pub disk_errors: u64,
+    /// Answers not written to the disk tier because its queue of writes was full: misses
+    /// came faster than the disk took them.
+    pub disk_skipped: u64,
     /// URLs with answers on disk now.
     pub disk_entries: u64,
     /// Bytes of the disk tier's files now.

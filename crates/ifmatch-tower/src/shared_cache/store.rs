@@ -251,7 +251,8 @@ impl Store {
 
     /// Stores `stored` under `key`, in place of `replaces` (the variant it was revalidated
     /// from) and of every variant the same request would select (same `Vary` fields).
-    /// With a disk tier, it is written there too once its body is whole.
+    /// With a disk tier, it is queued to be written there too once its body is whole (see
+    /// [`super::disk_writer`]).
     pub(crate) fn put(&self, key: &str, stored: Arc<Stored>, replaces: Option<&Arc<Stored>>) {
         self.remember(key, stored.clone(), replaces);
         // A piece of a representation stays in memory: the disk tier holds whole ones.
@@ -262,13 +263,9 @@ impl Store {
             let (disk, key) = (disk.clone(), key.to_owned());
             let generation = disk.generation(&key);
             runtime.spawn(async move {
-                let Some(body) = stored.body.complete().await else {
-                    return;
-                };
-                let written = tokio::task::spawn_blocking(move || {
-                    disk.write(&key, &stored, &body, generation)
-                });
-                let _ = written.await;
+                if let Some(body) = stored.body.complete().await {
+                    disk.writer.write(&key, stored, body, generation);
+                }
             });
         }
     }
@@ -424,6 +421,7 @@ impl Store {
             report.disk_indexing = disk.indexing();
             report.disk_writes = disk.writes.load(std::sync::atomic::Ordering::Relaxed);
             report.disk_errors = disk.errors.load(std::sync::atomic::Ordering::Relaxed);
+            report.disk_skipped = (disk.writer.skipped).load(std::sync::atomic::Ordering::Relaxed);
         }
         report
     }
