@@ -47,7 +47,20 @@ async fn start_origin() -> (Arc<AtomicUsize>, String) {
 
 fn proxy(upstream: &str, dir: &std::path::Path) -> common::Ifmatch {
     let dir = dir.to_str().unwrap();
-    common::Ifmatch::start(["proxy", "--upstream", upstream, "--cache-dir", dir])
+    common::Ifmatch::start([
+        "proxy",
+        "--upstream",
+        upstream,
+        "--cache-dir",
+        dir,
+        "--metrics",
+    ])
+}
+
+/// The value of the counter `name` on the proxy's metrics page `page`.
+fn counter(page: &str, name: &str) -> Option<usize> {
+    page.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -121,4 +134,18 @@ async fn a_sigkill_leaves_every_answer_on_disk_whole_or_absent() {
         "every answer from disk or from the origin, once"
     );
     eprintln!("{from_disk} of {OBJECTS} answers came back from disk after the SIGKILL");
+
+    // What was fetched again is written to disk by the tier's writer, none of it skipped at
+    // this pace.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let metrics = http.get(format!("{}/metrics", second.base)).send();
+        let page = metrics.await.unwrap().text().await.unwrap();
+        if counter(&page, "ifmatch_cache_disk_writes_total") == Some(fetched_after) {
+            assert_eq!(counter(&page, "ifmatch_cache_disk_skipped_total"), Some(0));
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{page}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
