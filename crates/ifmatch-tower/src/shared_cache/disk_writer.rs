@@ -46,14 +46,6 @@ pub(crate) struct Queue {
     queued: Arc<AtomicU64>,
 }
 
-impl std::fmt::Debug for DiskWriter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DiskWriter")
-            .field("queued", &self.queued())
-            .finish_non_exhaustive()
-    }
-}
-
 /// A writer, and the queue it fills.
 pub(crate) fn queue() -> (DiskWriter, Queue) {
     let (jobs, queue) = std::sync::mpsc::sync_channel(QUEUE_ANSWERS);
@@ -93,7 +85,8 @@ impl DiskWriter {
     }
 
     /// Bytes of answers waiting to be written.
-    pub(crate) fn queued(&self) -> u64 {
+    #[cfg(test)]
+    fn queued(&self) -> u64 {
         self.queued.load(Ordering::Acquire)
     }
 }
