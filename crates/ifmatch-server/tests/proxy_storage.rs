@@ -393,3 +393,42 @@ fn the_azure_cli_uploads_and_downloads_through_a_proxy_in_front_of_a_signed_ifma
     let (deleted, text) = az(&["storage", "blob", "delete", "-c", "cli", "-n", "b.bin"]);
     assert!(deleted, "{text}");
 }
+
+/// A site kept in a public container of `ifmatch serve`, visited through the proxy with a real
+/// browser (Debian's Chromium, driven by playwright-core; `tests/browser/site.mjs`, both
+/// installed by the test command): it renders, a second user gets every part the site keeps an
+/// hour from the proxy's store, a reload revalidates, and a write through the proxy reaches the
+/// next visitor at once.
+#[test]
+fn a_browser_visits_a_site_kept_in_ifmatch_serve_through_the_proxy() {
+    let data = tempfile::tempdir().unwrap();
+    let (serve, origin) =
+        common::spawn_ifmatch(["serve".as_ref(), "--data".as_ref(), data.path().as_os_str()]);
+    let _serve = common::Process(serve);
+    let (endpoint, account) = origin.rsplit_once('/').unwrap();
+    let (_proxy, base) = proxy_in_front_of(endpoint);
+    common::tool(
+        "IFMATCH_PLAYWRIGHT",
+        "tests/browser/node_modules/playwright-core",
+    );
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    assert!(
+        std::path::Path::new(&chromium).exists(),
+        "{chromium} is missing: run scripts/test, which installs it (or set CHROMIUM)"
+    );
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/browser/site.mjs");
+    let output = std::process::Command::new("node")
+        .arg(script)
+        .arg(format!("{base}/{account}/site"))
+        .env("CHROMIUM", &chromium)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{text}");
+    assert!(
+        text.contains("browser through the proxy: 4 passed"),
+        "{text}"
+    );
+}
