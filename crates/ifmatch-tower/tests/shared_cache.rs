@@ -528,6 +528,29 @@ async fn a_stale_response_is_revalidated_and_a_304_refreshes_it() {
 }
 
 #[tokio::test]
+async fn a_revalidation_names_each_tag_once() {
+    let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
+    let stale = [("cache-control", "max-age=0"), ("etag", "\"v1\"")];
+    origin.answers(200, &stale, "body");
+    send(&layer, &origin, Method::GET, "/r", &[]).await;
+    // A browser revalidating the copy it was given here names the stored tag itself.
+    origin.answers(304, &stale, "");
+    send(
+        &layer,
+        &origin,
+        Method::GET,
+        "/r",
+        &[("if-none-match", "\"v1\"")],
+    )
+    .await;
+    assert_eq!(origin.last()["if-none-match"], "\"v1\"");
+    // Tags of its own are kept beside the stored one, each once.
+    let asked = [("if-none-match", "\"v0\", \"v1\", \"v0\"")];
+    send(&layer, &origin, Method::GET, "/r", &asked).await;
+    assert_eq!(origin.last()["if-none-match"], "\"v0\", \"v1\"");
+}
+
+#[tokio::test]
 async fn an_unsafe_method_that_succeeds_invalidates_its_target_and_its_locations() {
     let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
     origin.answers(200, &[("cache-control", "max-age=3600")], "v1");

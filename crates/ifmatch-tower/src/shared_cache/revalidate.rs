@@ -14,6 +14,7 @@ use http::{Request, Response, StatusCode};
 use http_body::Body;
 use http_body_util::{BodyExt, Either};
 use http_cache_semantics::AfterResponse;
+use ifmatch_core::{EntityTag, EntityTagList};
 use tower_service::Service;
 
 use super::collapse::Turn;
@@ -22,6 +23,27 @@ use super::stale;
 use super::stats::Counters;
 use super::store::{Store, Stored};
 use super::{lazy_policy, policy};
+
+/// `revalidation` with each tag of its `If-None-Match` once: the crate adds the stored
+/// response's tag to the client's own, which is most often the same one (a browser
+/// revalidating the copy it was given from this store), and the origin was asked
+/// `If-None-Match: "a", "a"`.
+pub(crate) fn tags_once(mut revalidation: http::request::Parts) -> http::request::Parts {
+    let lines = revalidation.headers.get_all(header::IF_NONE_MATCH);
+    if let Ok(EntityTagList::Tags(tags)) = EntityTagList::parse(lines.iter())
+        && (1..tags.len()).any(|i| tags[..i].contains(&tags[i]))
+    {
+        let mut once: Vec<EntityTag> = Vec::with_capacity(tags.len());
+        for tag in tags {
+            if !once.contains(&tag) {
+                once.push(tag);
+            }
+        }
+        let value = EntityTagList::Tags(once).to_header_value();
+        revalidation.headers.insert(header::IF_NONE_MATCH, value);
+    }
+    revalidation
+}
 
 /// What a revalidation came to.
 pub(crate) enum Revalidated<B> {

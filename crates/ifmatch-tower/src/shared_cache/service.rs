@@ -25,7 +25,7 @@ use super::fill::{Fill, Reader};
 use super::language;
 use super::policy::{self, Judged};
 use super::range::{self, Piece};
-use super::revalidate::{Revalidated, in_background, revalidate};
+use super::revalidate::{Revalidated, in_background, revalidate, tags_once};
 use super::served::Served;
 use super::stale;
 use super::stats::Counters;
@@ -324,7 +324,7 @@ fn lookup_in(variants: &[Arc<Stored>], own: &str, asked: &Request<()>) -> Found 
             BeforeRequest::Stale {
                 request,
                 matches: true,
-            } if !head && !signed => return Found::Stale(request, stored.clone()),
+            } if !head && !signed => return Found::Stale(tags_once(request), stored.clone()),
             BeforeRequest::Stale { matches: false, .. } => {
                 if let Some(head) = language::first_choice_head(stored, asked, now) {
                     return Found::Fresh(head, stored.clone());
