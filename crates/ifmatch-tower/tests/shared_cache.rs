@@ -1236,6 +1236,84 @@ async fn a_response_in_a_language_answers_requests_whose_first_choice_it_is() {
 }
 
 #[tokio::test]
+async fn a_response_in_a_coding_answers_requests_that_take_it_as_readily_as_any() {
+    let origin = Origin::default();
+    let asked = |codings: Option<&'static str>, mode: &'static str| {
+        let mut fields = vec![("x-mode", mode)];
+        fields.extend(codings.map(|codings| ("accept-encoding", codings)));
+        fields
+    };
+    let zipped = [
+        ("cache-control", "max-age=60"),
+        ("vary", "Accept-Encoding, x-mode"),
+        ("content-encoding", "gzip"),
+    ];
+    // A browser's wording stores the origin's gzip; other wordings that take gzip first read it.
+    let stored_zipped = async || {
+        let layer = SharedCacheLayer::new();
+        origin.answers(200, &zipped, "zipped");
+        let browser = asked(Some("gzip, deflate, br, zstd"), "a");
+        send(&layer, &origin, Method::GET, "/z", &browser).await;
+        layer
+    };
+    let layer = stored_zipped().await;
+    let before = origin.reached();
+    for taker in [
+        "gzip",
+        "br, GZIP",
+        "deflate;q=0.5, gzip",
+        "x-gzip, br;q=0.1",
+    ] {
+        let (_, headers, body) =
+            send(&layer, &origin, Method::GET, "/z", &asked(Some(taker), "a")).await;
+        assert_eq!(status_of(&headers), "ifmatch; hit", "{taker}");
+        assert_eq!(&body[..], b"zipped");
+        assert_eq!(headers["content-encoding"], "gzip");
+    }
+    assert_eq!(origin.reached(), before);
+    // Not to a client that ranks another coding above it, takes any, none, or no gzip; nor to
+    // one that differs in another field the response varies by.
+    let others = [
+        asked(Some("br"), "a"),
+        asked(Some("gzip;q=0.5, br"), "a"),
+        asked(Some("*"), "a"),
+        asked(Some("gzip;q=0"), "a"),
+        asked(Some("identity"), "a"),
+        asked(Some(""), "a"),
+        asked(None, "a"),
+        asked(Some("gzip"), "b"),
+    ];
+    for other in others {
+        let layer = stored_zipped().await;
+        let (_, headers, _) = send(&layer, &origin, Method::GET, "/z", &other).await;
+        assert!(!status_of(&headers).contains("hit"), "{other:?}");
+    }
+
+    // An answer in no coding, stored for a client that takes none, answers those that take
+    // none; one that names a coding is the origin's to answer.
+    let layer = SharedCacheLayer::new();
+    let plain = [("cache-control", "max-age=60"), ("vary", "accept-encoding")];
+    origin.answers(200, &plain, "plain");
+    send(&layer, &origin, Method::GET, "/p", &asked(None, "a")).await;
+    let before = origin.reached();
+    for none in [Some("identity"), Some(""), Some(" , identity;q=0.5"), None] {
+        let (_, headers, body) = send(&layer, &origin, Method::GET, "/p", &asked(none, "a")).await;
+        assert_eq!(status_of(&headers), "ifmatch; hit", "{none:?}");
+        assert_eq!(&body[..], b"plain");
+    }
+    assert_eq!(origin.reached(), before);
+    let (_, headers, _) = send(
+        &layer,
+        &origin,
+        Method::GET,
+        "/p",
+        &asked(Some("gzip"), "a"),
+    )
+    .await;
+    assert!(!status_of(&headers).contains("hit"));
+}
+
+#[tokio::test]
 async fn accept_language_selects_in_any_case_and_in_its_order() {
     let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
     let stored = [("cache-control", "max-age=60"), ("vary", "accept-language")];

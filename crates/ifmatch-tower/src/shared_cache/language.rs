@@ -11,9 +11,9 @@ use std::time::SystemTime;
 
 use http::header::{ACCEPT_LANGUAGE, CONTENT_LANGUAGE, HeaderValue};
 use http::{Request, response};
-use http_cache_semantics::BeforeRequest;
 
 use super::store::Stored;
+use super::weights;
 
 /// The head to serve `asked` from `stored`, fresh, if `stored` varies by `Accept-Language`
 /// (and by nothing `asked` differs in otherwise) and is in `asked`'s first choice.
@@ -22,25 +22,8 @@ pub(super) fn first_choice_head(
     asked: &Request<()>,
     now: SystemTime,
 ) -> Option<response::Parts> {
-    let line = (stored.variant.lines()).find_map(|line| line.strip_prefix("accept-language="))?;
     let first = first_choice(asked.headers().get(ACCEPT_LANGUAGE)?)?;
-    // `asked`, with the languages of the request that stored it.
-    let mut as_stored = Request::new(());
-    *as_stored.method_mut() = asked.method().clone();
-    *as_stored.uri_mut() = asked.uri().clone();
-    *as_stored.headers_mut() = asked.headers().clone();
-    match line.strip_suffix(',').filter(|value| !value.is_empty()) {
-        Some(value) => {
-            let value = HeaderValue::from_str(value).ok()?;
-            as_stored.headers_mut().insert(ACCEPT_LANGUAGE, value);
-        }
-        None => {
-            as_stored.headers_mut().remove(ACCEPT_LANGUAGE);
-        }
-    }
-    let BeforeRequest::Fresh(head) = stored.policy.before_request(&as_stored, now) else {
-        return None;
-    };
+    let head = stored.fresh_head_as_stored(&ACCEPT_LANGUAGE, asked, now)?;
     let language = head.headers.get(CONTENT_LANGUAGE)?.as_bytes();
     language
         .eq_ignore_ascii_case(first.as_bytes())
@@ -50,40 +33,10 @@ pub(super) fn first_choice_head(
 /// The language range `accept_language` weighs above every other, if one does (the first of
 /// those of the highest weight, RFC 9110 12.5.4), and it is not `*`.
 fn first_choice(accept_language: &HeaderValue) -> Option<&str> {
-    let mut best: Option<(&str, u16)> = None;
-    for member in accept_language.to_str().ok()?.split(',') {
-        let mut parts = member.split(';').map(str::trim);
-        // Empty members count for nothing (RFC 9110 5.6.1).
-        let Some(range) = parts.next().filter(|range| !range.is_empty()) else {
-            continue;
-        };
-        let mut weight = 1000;
-        for parameter in parts {
-            let (name, value) = parameter.split_once('=')?;
-            if name.trim().eq_ignore_ascii_case("q") {
-                weight = thousandths(value.trim())?;
-            }
-        }
-        if best.is_none_or(|(_, top)| weight > top) {
-            best = Some((range, weight));
-        }
-    }
-    let (range, weight) = best?;
-    (weight > 0 && range != "*").then_some(range)
-}
-
-/// A weight (RFC 9110 12.4.2: `0`, `1`, up to three decimals) in thousandths.
-fn thousandths(qvalue: &str) -> Option<u16> {
-    let (whole, decimals) = qvalue.split_once('.').unwrap_or((qvalue, ""));
-    if decimals.len() > 3 || !decimals.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let thousandths = format!("{decimals:0<3}").parse::<u16>().ok()?;
-    match whole {
-        "0" => Some(thousandths),
-        "1" if thousandths == 0 => Some(1000),
-        _ => None,
-    }
+    let members = weights::members(accept_language)?;
+    let top = members.iter().map(|(_, weight)| *weight).max()?;
+    let (range, _) = members.into_iter().find(|(_, weight)| *weight == top)?;
+    (top > 0 && range != "*").then_some(range)
 }
 
 #[cfg(test)]

@@ -36,6 +36,8 @@
 //! - [`collapse`]: one request to the inner service for concurrent misses of one key;
 //! - [`range`]: a byte range of a stored response, for a request with `Range`;
 //! - [`language`]: a response chosen by `Accept-Language`, reused for the same first choice;
+//! - [`coding`]: a response chosen by `Accept-Encoding`, reused for requests that take its coding;
+//! - [`weights`]: the weighted lists those two read;
 //! - [`received`]: `If-Modified-Since` against a stored response with no validator;
 //! - [`revalidate`]: asking whether a stale response is current, in the foreground or not;
 //! - [`stale`]: when a stale response may be served;
@@ -45,6 +47,7 @@
 //! - [`lazy_policy`]: the crate's policy made when first needed, the usual response judged
 //!   without it.
 
+mod coding;
 mod collapse;
 mod disk;
 mod disk_writer;
@@ -65,6 +68,7 @@ mod store;
 mod targeted;
 mod tee;
 mod unkeyed;
+mod weights;
 
 pub use fill::Reader;
 pub use layer::{SharedCacheHandle, SharedCacheLayer};

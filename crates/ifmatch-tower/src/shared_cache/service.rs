@@ -22,7 +22,6 @@ use tower_service::Service;
 
 use super::collapse::{self, Turn};
 use super::fill::{Fill, Reader};
-use super::language;
 use super::policy::{self, Judged};
 use super::range::{self, Piece};
 use super::revalidate::{Revalidated, in_background, revalidate, tags_once};
@@ -32,6 +31,7 @@ use super::stats::Counters;
 use super::store::{Forgotten, Store, Stored, keyed, variant};
 use super::targeted::{self, SURROGATE_CAPABILITY, SURROGATE_CONTROL};
 use super::tee::{self, Tee};
+use super::{coding, language};
 use super::{received, unkeyed};
 
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -326,7 +326,9 @@ fn lookup_in(variants: &[Arc<Stored>], own: &str, asked: &Request<()>) -> Found 
                 matches: true,
             } if !head && !signed => return Found::Stale(tags_once(request), stored.clone()),
             BeforeRequest::Stale { matches: false, .. } => {
-                if let Some(head) = language::first_choice_head(stored, asked, now) {
+                let negotiated = language::first_choice_head(stored, asked, now)
+                    .or_else(|| coding::acceptable_head(stored, asked, now));
+                if let Some(head) = negotiated {
                     return Found::Fresh(head, stored.clone());
                 }
             }

@@ -3,7 +3,9 @@
 //! against the store's capacity.
 
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
+
+use http_cache_semantics::BeforeRequest;
 
 use super::collapse::Gates;
 use super::disk::Disk;
@@ -98,6 +100,38 @@ pub(crate) fn varied_names(variant: &str) -> impl Iterator<Item = &str> {
 }
 
 impl Stored {
+    /// The head to serve `asked` with, fresh, had `asked` sent `field` (a lowercase name) as the
+    /// request that stored it did: for a field the cache knows the meaning of, which may select
+    /// the same response for other values (see [`super::language`], [`super::coding`]). `None`
+    /// if it does not vary by `field`, differs from `asked` in another field it varies by, or is
+    /// not fresh.
+    pub(crate) fn fresh_head_as_stored(
+        &self,
+        field: &http::HeaderName,
+        asked: &http::Request<()>,
+        now: SystemTime,
+    ) -> Option<http::response::Parts> {
+        let line = (self.variant.lines())
+            .find_map(|line| line.strip_prefix(field.as_str())?.strip_prefix('='))?;
+        let mut as_stored = http::Request::new(());
+        *as_stored.method_mut() = asked.method().clone();
+        *as_stored.uri_mut() = asked.uri().clone();
+        *as_stored.headers_mut() = asked.headers().clone();
+        match line.strip_suffix(',').filter(|value| !value.is_empty()) {
+            Some(value) => {
+                let value = http::HeaderValue::from_str(value).ok()?;
+                as_stored.headers_mut().insert(field, value);
+            }
+            None => {
+                as_stored.headers_mut().remove(field);
+            }
+        }
+        match self.policy.before_request(&as_stored, now) {
+            BeforeRequest::Fresh(head) => Some(head),
+            BeforeRequest::Stale { .. } => None,
+        }
+    }
+
     /// Whether it takes `older`'s place: for the same requests, a whole representation or
     /// the same piece of it, or another representation (other validators). Pieces of the
     /// same representation and the whole are kept side by side.
