@@ -1311,6 +1311,24 @@ async fn a_response_in_a_coding_answers_requests_that_take_it_as_readily_as_any(
     )
     .await;
     assert!(!status_of(&headers).contains("hit"));
+
+    // One the origin sent in no coding to a client that offered codings (nginx's default
+    // through a proxy) answers clients that offer no other; one that offers more is asked.
+    let layer = SharedCacheLayer::new();
+    let browser = asked(Some("gzip, deflate, br, zstd"), "a");
+    send(&layer, &origin, Method::GET, "/n", &browser).await;
+    let before = origin.reached();
+    for fewer in [Some("gzip, deflate, br"), Some("br;q=0.5, gzip"), None] {
+        let (_, headers, body) = send(&layer, &origin, Method::GET, "/n", &asked(fewer, "a")).await;
+        assert_eq!(status_of(&headers), "ifmatch; hit", "{fewer:?}");
+        assert_eq!(&body[..], b"plain");
+    }
+    assert_eq!(origin.reached(), before);
+    for more in ["gzip, compress", "*", "gzip, identity;q=0"] {
+        let (_, headers, _) =
+            send(&layer, &origin, Method::GET, "/n", &asked(Some(more), "a")).await;
+        assert!(!status_of(&headers).contains("hit"), "{more}");
+    }
 }
 
 #[tokio::test]

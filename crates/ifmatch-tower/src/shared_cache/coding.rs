@@ -8,9 +8,11 @@
 //! 4.1 lets a cache match selecting fields by what it knows of their meaning. So, while fresh:
 //! - a response in one coding (`gzip`, `br`, ...) answers a request that names that coding at
 //!   the highest weight it gives any coding (RFC 9110 12.5.3), whatever else it names;
-//! - a response in no coding answers a request that takes no coding: no `Accept-Encoding`, an
-//!   empty one, or `identity` alone. A client that names codings gets what the origin chooses
-//!   for it (most often a smaller body), not the identity another client was given.
+//! - a response in no coding answers a request that takes no coding (no `Accept-Encoding`, an
+//!   empty one, or `identity` alone), and one that offers no coding the request that stored it
+//!   did not offer too: the origin chose no coding among those (nginx, by default, compresses
+//!   nothing for a request that came through a proxy, and tells every client `Vary:
+//!   Accept-Encoding`). A client that offers another coding gets what the origin chooses for it.
 //!
 //! Nothing else is presumed: a coding named below another's weight, `*`, or several codings
 //! in one response go to the origin.
@@ -33,7 +35,10 @@ pub(super) fn acceptable_head(
     let head = stored.fresh_head_as_stored(&ACCEPT_ENCODING, asked, now)?;
     let accepts = asked.headers().get(ACCEPT_ENCODING);
     let taken = match head.headers.get(CONTENT_ENCODING) {
-        None => takes_no_coding(accepts)?,
+        None => {
+            let declined = stored.varied_value(&ACCEPT_ENCODING)?;
+            takes_no_coding(accepts)? || offers_only(accepts, declined)?
+        }
         Some(coding) => {
             let coding = coding.to_str().ok()?.trim();
             !coding.contains(',') && best_codings(accepts?)?.iter().any(|c| same(c, coding))
@@ -56,6 +61,30 @@ fn takes_no_coding(accept_encoding: Option<&HeaderValue>) -> Option<bool> {
     )
 }
 
+/// Whether `accept_encoding` takes identity and offers only codings that `declined` (the field
+/// of a request the origin answered in no coding) offered too: the origin chose no coding among
+/// more (`None`: a field this cannot read).
+fn offers_only(accept_encoding: Option<&HeaderValue>, declined: &str) -> Option<bool> {
+    let offered = |members: Vec<(&str, u16)>| -> Vec<String> {
+        (members.into_iter())
+            .filter(|(coding, weight)| *weight > 0 && !coding.eq_ignore_ascii_case("identity"))
+            .map(|(coding, _)| plain(coding))
+            .collect()
+    };
+    let asked = members(accept_encoding?)?;
+    let excluded = |name: &str| {
+        (asked.iter()).any(|(coding, weight)| coding.eq_ignore_ascii_case(name) && *weight == 0)
+    };
+    let names_identity = asked
+        .iter()
+        .any(|(c, _)| c.eq_ignore_ascii_case("identity"));
+    if excluded("identity") || (excluded("*") && !names_identity) {
+        return Some(false);
+    }
+    let before = offered(members(&HeaderValue::from_str(declined).ok()?)?);
+    Some(offered(asked).iter().all(|coding| before.contains(coding)))
+}
+
 /// The codings `accept_encoding` names at its highest weight, if that weight is above 0 and
 /// none of them is `*` or `identity`.
 fn best_codings(accept_encoding: &HeaderValue) -> Option<Vec<&str>> {
@@ -69,17 +98,18 @@ fn best_codings(accept_encoding: &HeaderValue) -> Option<Vec<&str>> {
     (top > 0 && !best.iter().any(plain)).then_some(best)
 }
 
-/// Whether two content codings are the same (without case; `x-gzip` is `gzip`, RFC 9110
-/// 8.4.1.3).
+/// Whether two content codings are the same (RFC 9110 8.4.1).
 fn same(a: &str, b: &str) -> bool {
-    let plain = |c: &str| {
-        if c.eq_ignore_ascii_case("x-gzip") {
-            "gzip".to_owned()
-        } else {
-            c.to_ascii_lowercase()
-        }
-    };
     plain(a) == plain(b)
+}
+
+/// A content coding as compared: without case, `x-gzip` as `gzip` (RFC 9110 8.4.1.3).
+fn plain(coding: &str) -> String {
+    if coding.eq_ignore_ascii_case("x-gzip") {
+        "gzip".to_owned()
+    } else {
+        coding.to_ascii_lowercase()
+    }
 }
 
 #[cfg(test)]
@@ -118,5 +148,22 @@ mod tests {
             assert_eq!(takes_no_coding(field.as_ref()), want, "{field:?}");
         }
         assert!(same("GZIP", "x-gzip") && same("br", "Br") && !same("gzip", "br"));
+        let browser = "gzip, deflate, br, zstd";
+        for (field, want) in [
+            (Some("gzip, deflate, br, zstd"), Some(true)),
+            (Some("br,GZIP"), Some(true)),
+            (Some("x-gzip;q=0.5, deflate"), Some(true)),
+            (Some("gzip, compress"), Some(false)),
+            (Some("*"), Some(false)),
+            (Some("gzip, identity;q=0"), Some(false)),
+            (Some("gzip, *;q=0"), Some(false)),
+            (Some("gzip, identity, *;q=0"), Some(true)),
+            (Some("gzip;q=x"), None),
+            (None, None),
+        ] {
+            let field = field.map(value);
+            assert_eq!(offers_only(field.as_ref(), browser), want, "{field:?}");
+        }
+        assert_eq!(offers_only(Some(&value("gzip")), ""), Some(false));
     }
 }

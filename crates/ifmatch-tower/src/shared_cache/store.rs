@@ -100,6 +100,14 @@ pub(crate) fn varied_names(variant: &str) -> impl Iterator<Item = &str> {
 }
 
 impl Stored {
+    /// The value of `field` (a lowercase name) in the request that stored it, its lines joined
+    /// with commas (`Some("")`: it had none), if it varies by `field`.
+    pub(crate) fn varied_value(&self, field: &http::HeaderName) -> Option<&str> {
+        let line = (self.variant.lines())
+            .find_map(|line| line.strip_prefix(field.as_str())?.strip_prefix('='))?;
+        Some(line.strip_suffix(',').unwrap_or(line))
+    }
+
     /// The head to serve `asked` with, fresh, had `asked` sent `field` (a lowercase name) as the
     /// request that stored it did: for a field the cache knows the meaning of, which may select
     /// the same response for other values (see [`super::language`], [`super::coding`]). `None`
@@ -111,20 +119,16 @@ impl Stored {
         asked: &http::Request<()>,
         now: SystemTime,
     ) -> Option<http::response::Parts> {
-        let line = (self.variant.lines())
-            .find_map(|line| line.strip_prefix(field.as_str())?.strip_prefix('='))?;
+        let value = self.varied_value(field)?;
         let mut as_stored = http::Request::new(());
         *as_stored.method_mut() = asked.method().clone();
         *as_stored.uri_mut() = asked.uri().clone();
         *as_stored.headers_mut() = asked.headers().clone();
-        match line.strip_suffix(',').filter(|value| !value.is_empty()) {
-            Some(value) => {
-                let value = http::HeaderValue::from_str(value).ok()?;
-                as_stored.headers_mut().insert(field, value);
-            }
-            None => {
-                as_stored.headers_mut().remove(field);
-            }
+        if value.is_empty() {
+            as_stored.headers_mut().remove(field);
+        } else {
+            let value = http::HeaderValue::from_str(value).ok()?;
+            as_stored.headers_mut().insert(field, value);
         }
         match self.policy.before_request(&as_stored, now) {
             BeforeRequest::Fresh(head) => Some(head),
