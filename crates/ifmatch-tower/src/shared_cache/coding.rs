@@ -17,6 +17,7 @@
 //! Nothing else is presumed: a coding named below another's weight, `*`, or several codings
 //! in one response go to the origin.
 
+use std::collections::HashSet;
 use std::time::SystemTime;
 
 use http::header::{ACCEPT_ENCODING, CONTENT_ENCODING, HeaderValue};
@@ -81,7 +82,9 @@ fn offers_only(accept_encoding: Option<&HeaderValue>, declined: &str) -> Option<
     if excluded("identity") || (excluded("*") && !names_identity) {
         return Some(false);
     }
-    let before = offered(members(&HeaderValue::from_str(declined).ok()?)?);
+    let before: HashSet<String> = offered(members(&HeaderValue::from_str(declined).ok()?)?)
+        .into_iter()
+        .collect();
     Some(offered(asked).iter().all(|coding| before.contains(coding)))
 }
 

@@ -4,6 +4,7 @@
 //! foreground for the request that found it stale, or in the background while the stale
 //! response is served (`stale-while-revalidate`).
 
+use std::collections::HashSet;
 use std::future::poll_fn;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -28,17 +29,18 @@ use super::{lazy_policy, policy};
 /// response's tag to the client's own, which is most often the same one (a browser
 /// revalidating the copy it was given from this store), and the origin was asked
 /// `If-None-Match: "a", "a"`.
+/// A client's list may be long: each tag is looked up once, not against every other.
 pub(crate) fn tags_once(mut revalidation: http::request::Parts) -> http::request::Parts {
     let lines = revalidation.headers.get_all(header::IF_NONE_MATCH);
-    if let Ok(EntityTagList::Tags(tags)) = EntityTagList::parse(lines.iter())
-        && (1..tags.len()).any(|i| tags[..i].contains(&tags[i]))
-    {
-        let mut once: Vec<EntityTag> = Vec::with_capacity(tags.len());
-        for tag in tags {
-            if !once.contains(&tag) {
-                once.push(tag);
-            }
-        }
+    let Ok(EntityTagList::Tags(tags)) = EntityTagList::parse(lines.iter()) else {
+        return revalidation;
+    };
+    let mut seen = HashSet::with_capacity(tags.len());
+    let once: Vec<EntityTag> = (tags.iter())
+        .filter(|tag| seen.insert(*tag))
+        .cloned()
+        .collect();
+    if once.len() < tags.len() {
         let value = EntityTagList::Tags(once).to_header_value();
         revalidation.headers.insert(header::IF_NONE_MATCH, value);
     }
