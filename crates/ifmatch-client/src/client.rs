@@ -188,6 +188,9 @@ impl Client {
             .no_proxy()
             .connect_timeout(Duration::from_secs(5))
             .timeout(Duration::from_secs(60))
+            // Below the 5 s after which Node's servers (Azurite, miniflare) close an idle
+            // connection: a connection is not reused just as the server lets it go.
+            .pool_idle_timeout(Duration::from_secs(4))
             .build()?;
         Ok(Self {
             http,
@@ -283,13 +286,20 @@ impl Client {
                 HeaderValue::from_str(&authorization).expect("base64"),
             );
         }
-        let response = self
-            .http
-            .request(method, &url)
-            .headers(headers)
-            .body(body)
-            .send()
-            .await?;
+        let attempt = || {
+            (self.http.request(method.clone(), &url))
+                .headers(headers.clone())
+                .body(body.clone())
+                .send()
+        };
+        let response = match attempt().await {
+            // A kept connection the server closed as the request went out (no answer came): a
+            // read changes nothing, so it is sent once more, on another connection.
+            Err(e) if matches!(method, Method::GET | Method::HEAD) && e.is_request() => {
+                attempt().await?
+            }
+            sent => sent?,
+        };
         let status = response.status();
         let headers = response.headers().clone();
         let body = response.bytes().await?;
@@ -510,5 +520,58 @@ fn elements(xml: &str, tag: &str) -> Vec<String> {
             Ok(Event::Eof) | Err(_) => return out,
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+
+    use super::*;
+
+    const LISTING: &str = "<EnumerationResults><Blobs><Blob><Name>a</Name></Blob></Blobs>\
+        <NextMarker/></EnumerationResults>";
+
+    /// Reads one request head from `stream`; false once the peer closed.
+    async fn head(stream: &mut TcpStream) -> bool {
+        let mut seen = Vec::new();
+        let mut byte = [0u8; 1];
+        while !seen.ends_with(b"\r\n\r\n") {
+            if stream.read(&mut byte).await.unwrap_or(0) == 0 {
+                return false;
+            }
+            seen.push(byte[0]);
+        }
+        true
+    }
+
+    async fn answer(stream: &mut TcpStream) {
+        let response = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/xml\r\ncontent-length: {}\r\n\r\n{LISTING}",
+            LISTING.len()
+        );
+        stream.write_all(response.as_bytes()).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_read_on_a_kept_connection_the_server_closed_is_sent_again() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = tokio::spawn(async move {
+            // The first connection answers one request, and is closed when the next comes.
+            let (mut kept, _) = listener.accept().await.unwrap();
+            assert!(head(&mut kept).await);
+            answer(&mut kept).await;
+            assert!(head(&mut kept).await);
+            drop(kept);
+            let (mut fresh, _) = listener.accept().await.unwrap();
+            assert!(head(&mut fresh).await);
+            answer(&mut fresh).await;
+        });
+        let client = Client::anonymous(&format!("http://127.0.0.1:{port}/account")).unwrap();
+        assert_eq!(client.list("c", "").await.unwrap(), ["a"]);
+        assert_eq!(client.list("c", "").await.unwrap(), ["a"]);
+        server.await.unwrap();
     }
 }
