@@ -294,8 +294,13 @@ impl Client {
         };
         let response = match attempt().await {
             // A kept connection the server closed as the request went out (no answer came): a
-            // read changes nothing, so it is sent once more, on another connection.
-            Err(e) if matches!(method, Method::GET | Method::HEAD) && e.is_request() => {
+            // read changes nothing, so it is sent once more, on another connection. One that
+            // timed out is not: it already took its time.
+            Err(e)
+                if matches!(method, Method::GET | Method::HEAD)
+                    && e.is_request()
+                    && !e.is_timeout() =>
+            {
                 attempt().await?
             }
             sent => sent?,
