@@ -4,9 +4,12 @@
 //! connection with the body still coming: the client's next write fails (EPIPE, a reset) and
 //! most clients report that instead of the answer (Node's, and so the JS SDK, retry it as a
 //! network error). The body is handed to the front wrapped in [`Kept`]; if the front drops it
-//! unread, it comes back here, and what is left is read and discarded before the answer goes,
-//! when it is small enough ([`LIMIT`]) and arrives in time ([`TIME`]). A larger remainder is
-//! left unread: the connection closes, as before.
+//! unread, it comes back here, and what is left is read and discarded while the answer goes
+//! (hyper writes a response while its request's body still comes), when it is small enough
+//! ([`LIMIT`]) and arrives in time ([`TIME`]); then the connection serves its next request. A
+//! larger remainder, or one that does not come, is left unread: the connection closes. The
+//! answer never waits for it: a client that sends its head and waits for the answer before its
+//! body gets the refusal at once.
 //!
 //! A client that sent `Expect: 100-continue` sends nothing before `100 Continue`, which hyper
 //! sends when the body is first read: a body the front refused without reading it is then

@@ -405,7 +405,7 @@ where
     if matches!(*request.method(), Method::GET | Method::HEAD) {
         return front.handle(request).await;
     }
-    // A body the front refuses unread comes back, to be read before the answer goes (see
+    // A body the front refuses unread comes back, to be read while the answer goes (see
     // `drain`).
     let (parts, body) = request.into_parts();
     let (body, leftover) = drain::keep(body, &parts.headers);
@@ -419,6 +419,7 @@ where
     let answer = change
         .await
         .unwrap_or_else(|_| front.error(ErrorCode::InternalError));
-    leftover.drain().await;
+    // The answer goes at once; what is left of the body is read meanwhile.
+    tokio::spawn(leftover.drain());
     answer
 }

@@ -175,6 +175,13 @@ fn seconds(s: f64, what: &str) -> anyhow::Result<Duration> {
         .with_context(|| format!("{what}: {s} is not a positive number of seconds"))
 }
 
+/// A trusted hop: a network, or one address.
+fn hop(s: &str) -> Result<ipnet::IpNet, String> {
+    s.parse::<ipnet::IpNet>()
+        .or_else(|_| s.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+        .map_err(|_| format!("{s} is neither an address nor a CIDR network (10.0.0.0/8)"))
+}
+
 #[derive(clap::Args)]
 struct Proxy {
     /// The origin, `http://host:port[/prefix]` or `https://host:port[/prefix]`.
@@ -244,6 +251,18 @@ struct Proxy {
         value_delimiter = ','
     )]
     key_headers: Vec<http::HeaderName>,
+    /// A hop whose forwarding fields (Forwarded, X-Forwarded-For, X-Forwarded-Proto, ...) are
+    /// believed, as an address or CIDR (repeat for several): a TLS terminator or load balancer
+    /// in front. Every other client's are dropped; the proxy sends the origin its own. What a
+    /// trusted hop says of how it was reached (X-Forwarded-Proto, -Host, -Port, ...) becomes
+    /// part of the cache key.
+    #[arg(
+        long = "trusted-proxy",
+        env = "IFMATCH_TRUSTED_PROXIES",
+        value_delimiter = ',',
+        value_parser = hop
+    )]
+    trusted_proxies: Vec<ipnet::IpNet>,
     /// Answer GET /metrics (Prometheus text) on the proxy's own port instead of forwarding
     /// it (see --metrics-listen for a port of its own).
     #[arg(long, env = "IFMATCH_METRICS")]
@@ -519,6 +538,7 @@ async fn proxy(args: Proxy) -> anyhow::Result<()> {
         .transpose()?;
     options.require_precondition = args.require_precondition;
     options.key_headers = args.key_headers;
+    options.trusted_proxies = ifmatch_server::proxy::TrustedHops::new(args.trusted_proxies);
     options.metrics = args.metrics;
     options.metrics_listen = args.observe.metrics_listen;
     options.access_log = args.observe.access_log;

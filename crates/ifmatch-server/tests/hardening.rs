@@ -11,7 +11,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Ifmatch, Server, code, header, sha256_tag, unpooled_client as client};
+use common::{ACCOUNT, Ifmatch, Server, code, header, sha256_tag, unpooled_client as client};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -892,6 +892,60 @@ async fn refusals_go_before_100_continue() {
     assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
     assert!(!answer.contains("100 Continue"), "{answer}");
     assert!(start.elapsed() < Duration::from_secs(2));
+}
+
+/// A client that sends its head and waits for an answer before its body, without `Expect`:
+/// a refusal by the declared length goes at once (the body is read, if it comes, while the
+/// answer goes), and a length past what the server takes is 413 whatever signs it, even the
+/// two lengths the server lowers before hyper sees them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_by_length_go_at_once_signed_or_not() {
+    let data = tempfile::tempdir().unwrap();
+    let (child, signed) = common::spawn_signed([
+        "serve",
+        "--data",
+        &data.path().display().to_string(),
+        "--max-body",
+        "1048576",
+    ]);
+    let _signed = common::Ifmatch {
+        child,
+        base: signed.clone(),
+    };
+    let addr = common::host_of(&signed);
+    common::signed_key("PUT", &format!("{signed}/{ACCOUNT}/box?restype=container")).await;
+    for len in [2 << 20, u64::MAX - 2, u64::MAX - 1, u64::MAX] {
+        let url = format!("{signed}/{ACCOUNT}/box/b");
+        let fields = common::shared_key("PUT", &url, &[("x-ms-blob-type", "BlockBlob")], Some(len));
+        let fields: String = fields
+            .iter()
+            .map(|(n, v)| format!("{n}: {v}\r\n"))
+            .collect();
+        let head = format!(
+            "PUT /{ACCOUNT}/box/b HTTP/1.1\r\nHost: {addr}\r\n{fields}Content-Length: {len}\r\n\r\n"
+        );
+        let start = Instant::now();
+        let answer = exchange_first(&addr, &head).await;
+        assert!(answer.starts_with("HTTP/1.1 413"), "{len}: {answer}");
+        assert!(answer.contains("RequestBodyTooLarge"), "{len}: {answer}");
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "{len}: {:?}",
+            start.elapsed()
+        );
+    }
+}
+
+/// Sends `head` on a new connection and answers the first bytes the server sends.
+async fn exchange_first(addr: &str, head: &str) -> String {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut buf = [0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf))
+        .await
+        .expect("an answer")
+        .unwrap();
+    String::from_utf8_lossy(&buf[..n]).into_owned()
 }
 
 /// Uploads that trickle their bodies (a byte a second) are cut off after one --body-timeout

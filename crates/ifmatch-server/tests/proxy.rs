@@ -395,7 +395,8 @@ async fn hop_by_hop_headers_go_and_forwarding_headers_come() {
     assert!(!echoed.contains("keep-alive"), "{echoed}");
     assert!(has("x-end-to-end: kept"), "{echoed}");
     assert!(has("via: 1.1 ifmatch"), "{echoed}");
-    assert!(has("x-forwarded-for: 203.0.113.7, 127.0.0.1"), "{echoed}");
+    // A client's forwarding fields are its own word: dropped (see proxy_poisoning.rs).
+    assert!(has("x-forwarded-for: 127.0.0.1"), "{echoed}");
     assert!(has("x-forwarded-proto: http"), "{echoed}");
     let proxy_host = proxy.base.trim_start_matches("http://");
     assert!(

@@ -53,6 +53,21 @@ fn answer(head: &str) -> Vec<u8> {
             "x".repeat(50)
         )
         .into_bytes(),
+        // Five bytes of a thousand, sent as a 200.
+        "/part-as-whole" => format!(
+            "HTTP/1.1 200 OK\r\n{fresh}Content-Range: bytes 0-4/1000\r\nContent-Length: 5\r\n\r\nhello"
+        )
+        .into_bytes(),
+        // One chunk, then the connection closes before the last.
+        "/chunked-cut" => {
+            format!("HTTP/1.1 200 OK\r\n{fresh}Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
+                .into_bytes()
+        }
+        // A part, to a request that asked for all of it.
+        "/unasked-part" => format!(
+            "HTTP/1.1 206 Partial Content\r\n{fresh}ETag: \"p\"\r\nContent-Range: bytes 0-4/10\r\nContent-Length: 5\r\n\r\nhello"
+        )
+        .into_bytes(),
         "/many-fields" => {
             let fields: String = (0..10_000).map(|i| format!("X-F{i}: {i}\r\n")).collect();
             format!("HTTP/1.1 200 OK\r\n{fresh}{fields}Content-Length: 2\r\n\r\nok").into_bytes()
@@ -101,7 +116,7 @@ async fn serve(mut stream: TcpStream, seen: Arc<Seen>) {
         if stream.write_all(&answer(&head)).await.is_err() {
             return;
         }
-        if head.starts_with("GET /short ") {
+        if head.starts_with("GET /short ") || head.starts_with("GET /chunked-cut ") {
             return;
         }
     }
@@ -160,6 +175,32 @@ async fn hostile_origins_are_refused_and_never_stored() {
             seen.of("/short").len(),
             round,
             "asked again: nothing stored"
+        );
+    }
+
+    // Only complete answers are stored, and a part is never served as all of it.
+    for round in 1..=2 {
+        let (status, body) = get(&format!("{base}/part-as-whole"), &[]).await;
+        assert_eq!(status, 502, "round {round}: {body}");
+        assert_eq!(seen.of("/part-as-whole").len(), round, "never stored");
+
+        let cut = match client().get(format!("{base}/chunked-cut")).send().await {
+            Err(_) => true,
+            Ok(response) => response.bytes().await.is_err(),
+        };
+        assert!(cut, "round {round}: a cut chunked body ends in an error");
+        assert_eq!(seen.of("/chunked-cut").len(), round, "never stored");
+
+        let response = client()
+            .get(format!("{base}/unasked-part"))
+            .send()
+            .await
+            .unwrap();
+        assert_ne!(response.status(), 200, "round {round}");
+        assert_eq!(
+            seen.of("/unasked-part").len(),
+            round,
+            "a part never answers a request for the whole"
         );
     }
 

@@ -466,6 +466,25 @@ async fn what_a_shared_cache_may_not_store_reaches_the_origin_every_time() {
     assert_eq!(origin.reached(), 1);
 }
 
+/// A 200 whose `Content-Range` names part of the representation is incomplete (RFC 9111 3.3):
+/// stored, it would answer every request for the whole with the part.
+#[tokio::test]
+async fn a_part_sent_as_a_200_is_never_stored() {
+    let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
+    let fresh = ("cache-control", "max-age=3600");
+    origin.answers(200, &[fresh, ("content-range", "bytes 0-4/1000")], "hello");
+    for _ in 0..2 {
+        send(&layer, &origin, Method::GET, "/p", &[]).await;
+    }
+    assert_eq!(origin.reached(), 2);
+    // One that names all of it is whole.
+    origin.answers(200, &[fresh, ("content-range", "bytes 0-4/5")], "hello");
+    for _ in 0..2 {
+        send(&layer, &origin, Method::GET, "/whole", &[]).await;
+    }
+    assert_eq!(origin.reached(), 3);
+}
+
 #[tokio::test]
 async fn a_stale_response_is_revalidated_and_a_304_refreshes_it() {
     let (layer, origin) = (SharedCacheLayer::new(), Origin::default());

@@ -200,6 +200,12 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         operation: &mut Option<OperationName>,
     ) -> Answered<O> {
         let (method, headers) = (&parts.method, &parts.headers);
+        // No operation takes a body larger than the largest blob: refused before anything else,
+        // so that a length the server itself lowered (see `ifmatch-server`'s `huge_length`),
+        // which no signature can cover, is 413 as any other too large.
+        if uploads::declared_len(headers).is_some_and(|len| len > self.max_body) {
+            return Err(ErrorCode::RequestBodyTooLarge.into());
+        }
         let now = self.env.now();
         let admitted = self.admit(parts, now, operation).await?;
         let (account, credential) = (admitted.account, &admitted.credential);

@@ -4,7 +4,6 @@
 
 use std::fmt::Write as _;
 use std::future::Future;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -20,6 +19,7 @@ use pin_project_lite::pin_project;
 use std::convert::Infallible;
 use tower::Service;
 
+use super::forwarding::{Peer, append};
 use super::origin::{Answer, OriginBody, Pool};
 use super::tls::Tls;
 use super::{ProxyError, ProxyMetrics, ProxyOptions};
@@ -28,10 +28,6 @@ use crate::interim::InterimSender;
 use ifmatch_blob::FramePoll;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
-const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
-const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 
 /// The body of a request on its way to the origin: the client's, or none for the layer's own
 /// probe GETs. (A named type rather than a boxed body: no allocation, and no trait object whose
@@ -76,48 +72,6 @@ pub type ForwardBody = Either<OriginBody, Full<Bytes>>;
 /// Marks a response that came from the origin (the layer's own answers carry no mark).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct FromOrigin;
-
-/// A client connection's peer, with its address spelled as the forwarding headers want it:
-/// made once per connection rather than formatted on every request.
-#[derive(Debug)]
-pub struct Peer {
-    /// `X-Forwarded-For`'s element: the bare address.
-    ip: HeaderValue,
-    /// `Forwarded`'s element without a host: the `for=` node (IPv6 in quoted brackets, RFC
-    /// 7239 section 6) and the protocol.
-    forwarded: HeaderValue,
-}
-
-impl Peer {
-    /// The peer at `address`.
-    pub fn new(address: SocketAddr) -> Self {
-        let ip = address.ip();
-        let node = match ip {
-            std::net::IpAddr::V4(v4) => v4.to_string(),
-            std::net::IpAddr::V6(v6) => format!("\"[{v6}]\""),
-        };
-        let forwarded = format!("for={node};proto=http");
-        Self {
-            ip: HeaderValue::from_str(&ip.to_string()).expect("an address is a header value"),
-            forwarded: HeaderValue::from_str(&forwarded).expect("an address is a header value"),
-        }
-    }
-
-    /// `Forwarded`'s element for a request to `host` (named only when it can go into a quoted
-    /// parameter as it is).
-    fn forwarded(&self, host: Option<&str>) -> HeaderValue {
-        let Some(host) = host.filter(|h| is_token_safe(h)) else {
-            return self.forwarded.clone();
-        };
-        let mut value = Vec::with_capacity(self.forwarded.len() + host.len() + 8);
-        value.extend_from_slice(self.forwarded.as_bytes());
-        value.extend_from_slice(b";host=\"");
-        value.extend_from_slice(host.as_bytes());
-        value.push(b'"');
-        HeaderValue::from_maybe_shared(Bytes::from(value))
-            .unwrap_or_else(|_| self.forwarded.clone())
-    }
-}
 
 /// The request's [`Peer`], for `X-Forwarded-For` and `Forwarded`.
 #[derive(Debug, Clone)]
@@ -225,16 +179,7 @@ impl Forward {
         }
         append_via(headers, version);
         if let Some(client) = client {
-            append(headers, X_FORWARDED_FOR, client.ip.clone());
-            append(
-                headers,
-                header::FORWARDED,
-                client.forwarded(named_host(&host)),
-            );
-            headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static("http"));
-            if let Some(host) = host {
-                headers.insert(X_FORWARDED_HOST, host);
-            }
+            client.forward(headers, host.as_ref());
         }
         // The client speaks to the origin in HTTP/1.1 whatever the client spoke to us.
         *request.version_mut() = Version::HTTP_11;
@@ -314,6 +259,14 @@ impl Future for ForwardFuture {
                 return Poll::Ready(Ok(plain(StatusCode::GATEWAY_TIMEOUT, why)));
             }
         };
+        if ifmatch_tower::shared_cache::is_part_as_whole(response.status(), response.headers()) {
+            // A part sent as the whole, by a broken or hostile origin: a client that asked for
+            // all of it must not take it for all of it, any more than a body cut short.
+            metrics.upstream_errors.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!("the origin sent a 200 with a Content-Range of part of it");
+            let why = "ifmatch proxy: the origin sent part of the resource as all of it\n";
+            return Poll::Ready(Ok(plain(StatusCode::BAD_GATEWAY, why.to_owned())));
+        }
         remove_hop_by_hop(response.headers_mut());
         append_via(response.headers_mut(), *this.version);
         // The proxy answers in its own version, whatever the origin spoke (RFC 9110 7.6).
@@ -370,32 +323,6 @@ fn append_via(headers: &mut HeaderMap, version: Version) {
         _ => "1.1 ifmatch",
     };
     append(headers, header::VIA, HeaderValue::from_static(via));
-}
-
-/// Appends `value` to the list in the header `name` (one field line, comma-separated).
-fn append(headers: &mut HeaderMap, name: HeaderName, value: HeaderValue) {
-    // One lookup: the usual request has no such field yet.
-    match headers.entry(name) {
-        header::Entry::Vacant(vacant) => {
-            vacant.insert(value);
-        }
-        header::Entry::Occupied(mut occupied) => {
-            let before = occupied.get();
-            let mut joined = Vec::with_capacity(before.len() + 2 + value.len());
-            joined.extend_from_slice(before.as_bytes());
-            joined.extend_from_slice(b", ");
-            joined.extend_from_slice(value.as_bytes());
-            if let Ok(joined) = HeaderValue::from_bytes(&joined) {
-                occupied.insert(joined);
-            }
-        }
-    }
-}
-
-/// Whether a host can go into a quoted `Forwarded` parameter as it is.
-fn is_token_safe(host: &str) -> bool {
-    host.bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b"-.:[]_".contains(&b))
 }
 
 fn plain(status: StatusCode, text: String) -> Response<ForwardBody> {

@@ -7,6 +7,8 @@
 //!
 //! - [`options`]: what it can be told;
 //! - [`forward`]: the origin's side;
+//! - [`forwarding`]: which forwarding fields of a client are believed, and what the origin is
+//!   told of who asked;
 //! - [`origin`]: the connections to the origin;
 //! - [`tls`]: TLS to an `https://` origin;
 //! - [`metrics`]: what it counts beside what every server counts;
@@ -17,6 +19,7 @@
 mod admin;
 mod dialect;
 mod forward;
+mod forwarding;
 mod metrics;
 mod options;
 mod origin;
@@ -31,9 +34,10 @@ use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName};
-use http::{Request, Response, StatusCode, Uri};
+use http::{Method, Request, Response, StatusCode, Uri};
 use http_body_util::{Either, Full};
 use ifmatch_blob::OperationName;
+use ifmatch_tower::shared_cache::Pass;
 use ifmatch_tower::{
     CachedBody, Conditional, ConditionalLayer, MemoryVersions, SharedCache, SharedCacheHandle,
     SharedCacheLayer, VersionStore,
@@ -42,7 +46,8 @@ use tokio::net::TcpListener;
 use tower::{Layer, ServiceExt};
 
 use self::forward::{ClientAddr, FromOrigin};
-pub use self::forward::{Forward, ForwardBody, Peer, ProxyBody};
+pub use self::forward::{Forward, ForwardBody, ProxyBody};
+pub use self::forwarding::{Peer, TrustedHops};
 pub use self::metrics::ProxyMetrics;
 pub use self::options::{ProxyError, ProxyOptions};
 pub use self::origin::OriginBody;
@@ -69,6 +74,8 @@ pub struct Proxy<V = MemoryVersions> {
     admin_listen: Option<SocketAddr>,
     /// Records every request in the metrics, and the access log.
     observe: ObserveLayer,
+    /// The hops whose forwarding fields are believed.
+    trusted: TrustedHops,
 }
 
 impl Proxy {
@@ -123,15 +130,18 @@ impl<V: VersionStore + Clone> Proxy<V> {
         if let Some(name) = &options.fencing_header {
             layer = layer.fencing_header(name.clone());
         }
-        if !options.key_headers.is_empty() {
-            let names = options.key_headers.clone();
+        // What a trusted hop says of how it was reached shapes answers: it is keyed.
+        let mut key_headers = options.key_headers.clone();
+        key_headers.extend(forwarding::key_headers(&options.trusted_proxies));
+        if !key_headers.is_empty() {
+            let names = key_headers.clone();
             layer = layer.key_fn(move |uri, headers| Some(key(uri, headers, &names)));
         }
         let mut shared = SharedCacheLayer::new()
             .memory(options.cache_memory)
             .max_object(options.cache_max_object)
             .collapse_wait(options.cache_collapse_wait)
-            .key_headers(options.key_headers.clone())
+            .key_headers(key_headers)
             .range_field(dialect::RANGE_FIELD);
         if let Some(dir) = &options.cache_dir {
             shared = (shared.disk(dir, options.cache_disk_size))
@@ -148,6 +158,7 @@ impl<V: VersionStore + Clone> Proxy<V> {
             metrics_listen: options.metrics_listen,
             admin_listen: options.admin_listen,
             observe,
+            trusted: options.trusted_proxies.clone(),
         })
     }
 
@@ -187,7 +198,15 @@ impl<V: VersionStore + Clone> Proxy<V> {
         let mut request = request.map(|body| {
             ProxyBody((!http_body::Body::is_end_stream(&body)).then(|| Box::pin(body)))
         });
+        peer.admit(request.headers_mut());
         request.extensions_mut().insert(ClientAddr(peer.clone()));
+        // Content in a GET or HEAD has no meaning HTTP defines (RFC 9110 9.3.1), so no key
+        // holds it; an origin that reads it anyway answers that one request, never stored.
+        if (request.method() == Method::GET || request.method() == Method::HEAD)
+            && request.body().0.is_some()
+        {
+            request.extensions_mut().insert(Pass);
+        }
         let echo = dialect::mark(&mut request);
         let answer = self.service.clone().oneshot(request);
         async move {
@@ -298,7 +317,7 @@ fn connection<V: VersionStore + Clone>(
 + 'static {
     let observe = proxy.observe.clone();
     let proxy = proxy.clone();
-    let peer = Arc::new(Peer::new(client));
+    let peer = Arc::new(Peer::new(client, &proxy.trusted));
     let service = hyper::service::service_fn(move |request| {
         let answer = proxy.handle(&peer, request);
         async move { Ok::<_, Infallible>(answer.await) }

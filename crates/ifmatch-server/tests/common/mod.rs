@@ -286,6 +286,28 @@ pub async fn signed_key_with(
     fields: &[(&str, &str)],
     body: Vec<u8>,
 ) -> Response {
+    let length = (!body.is_empty()).then_some(body.len() as u64);
+    let signed = shared_key(method, url, fields, length);
+    let mut request = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap()
+        .request(Method::from_bytes(method.as_bytes()).unwrap(), url);
+    for (name, value) in &signed {
+        request = request.header(name, value);
+    }
+    request.body(body).send().await.unwrap()
+}
+
+/// The fields that sign a request with Shared Key by the development account's key, its
+/// string-to-sign written out from Azure's reference: `x-ms-date`, `x-ms-version`, `fields`
+/// (lowercase) and `authorization`, for a body of `length` bytes.
+pub fn shared_key(
+    method: &str,
+    url: &str,
+    fields: &[(&str, &str)],
+    length: Option<u64>,
+) -> Vec<(String, String)> {
     use base64::Engine;
     let key = base64::engine::general_purpose::STANDARD
         .decode(ifmatch_blob::DEV_KEY)
@@ -309,11 +331,7 @@ pub async fn signed_key_with(
     );
     signed.sort();
     let canonical: String = signed.iter().map(|(n, v)| format!("{n}:{v}\n")).collect();
-    let length = if body.is_empty() {
-        String::new()
-    } else {
-        body.len().to_string()
-    };
+    let length = length.map_or(String::new(), |len| len.to_string());
     let text = format!(
         "{method}\n\n\n{length}\n\n\n\n\n\n\n\n\n{canonical}/{ACCOUNT}{}{params}",
         parsed.path()
@@ -322,16 +340,8 @@ pub async fn signed_key_with(
         "SharedKey {ACCOUNT}:{}",
         ifmatch_blob::auth::sign(&key, &text)
     );
-    let mut request = reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .unwrap()
-        .request(Method::from_bytes(method.as_bytes()).unwrap(), url)
-        .header("authorization", authorization);
-    for (name, value) in &signed {
-        request = request.header(name, value);
-    }
-    request.body(body).send().await.unwrap()
+    signed.push(("authorization".into(), authorization));
+    signed
 }
 
 /// Sends a request with no body, dated `date` and carrying `authorization`.

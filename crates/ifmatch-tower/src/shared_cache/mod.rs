@@ -72,6 +72,7 @@ mod weights;
 
 pub use fill::Reader;
 pub use layer::{SharedCacheHandle, SharedCacheLayer};
+pub use range::is_part_as_whole;
 pub use service::{CachedBody, Kept, Pass, SharedCache};
 pub use stats::CacheReport;
 pub use store::Forgotten;

@@ -97,6 +97,15 @@ fn without_digests(headers: &mut HeaderMap) {
     }
 }
 
+/// Whether an answer with `status` and `headers` is a part of its representation sent as all
+/// of it: a 200 whose `Content-Range` names less than the whole (or cannot be read). Such an
+/// answer is incomplete (RFC 9111 3.3): never stored, and never served as the resource.
+pub fn is_part_as_whole(status: StatusCode, headers: &HeaderMap) -> bool {
+    status == StatusCode::OK
+        && headers.contains_key(header::CONTENT_RANGE)
+        && !Piece::of(headers).is_some_and(|piece| piece.start == 0 && piece.end == piece.complete)
+}
+
 /// The bytes of its representation a stored 206 holds: `start..end` of `complete`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Piece {
@@ -194,6 +203,23 @@ mod tests {
         ] {
             assert_eq!(piece(range, length), None, "{range} {length}");
         }
+    }
+
+    #[test]
+    fn a_200_with_a_content_range_is_whole_only_when_the_range_is_all_of_it() {
+        let with = |range: &str, length: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::CONTENT_RANGE, range.parse().unwrap());
+            headers.insert(header::CONTENT_LENGTH, length.parse().unwrap());
+            headers
+        };
+        let part = with("bytes 0-4/1000", "5");
+        assert!(is_part_as_whole(StatusCode::OK, &part));
+        assert!(!is_part_as_whole(StatusCode::PARTIAL_CONTENT, &part));
+        assert!(is_part_as_whole(StatusCode::OK, &with("bytes 0-4/*", "5")));
+        assert!(is_part_as_whole(StatusCode::OK, &with("nonsense", "5")));
+        assert!(!is_part_as_whole(StatusCode::OK, &with("bytes 0-4/5", "5")));
+        assert!(!is_part_as_whole(StatusCode::OK, &HeaderMap::new()));
     }
 
     #[test]

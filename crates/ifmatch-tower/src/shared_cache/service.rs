@@ -371,7 +371,10 @@ where
     let piece = (response.status() == StatusCode::PARTIAL_CONTENT)
         .then(|| Piece::of(headers))
         .flatten();
-    let whole_or_piece = response.status() != StatusCode::PARTIAL_CONTENT || piece.is_some();
+    let whole_or_piece = match response.status() {
+        StatusCode::PARTIAL_CONTENT => piece.is_some(),
+        status => !range::is_part_as_whole(status, headers),
+    };
     let judged = judged.filter(|judged| judged.storable && reusable(judged) && whole_or_piece);
     let get = asked.method() == Method::GET;
     let fits = declared.is_none_or(|len| len <= store.max_object());
