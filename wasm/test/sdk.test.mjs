@@ -138,6 +138,13 @@ for (const [name, start] of [
       assert.deepEqual([copy.status, copy.id, copy.progress], ["success", started.copy_id, "9/9"]);
       await call("storage", "blob", "download", "-c", container, "-n", "b.txt", "-f", join(dir, "b.txt"), "-o", "none");
       assert.equal(readFileSync(join(dir, "b.txt"), "utf8"), "hello az\n");
+      // Named by container and blob, the CLI sends the source host-style
+      // (https://devstoreaccount1.blob.core.windows.net/...), unsigned: the same account's.
+      const named = JSON.parse(await call("storage", "blob", "copy", "start", "--destination-container", container,
+        "--destination-blob", "c.txt", "--source-container", container, "--source-blob", "a.txt", "-o", "json"));
+      assert.equal(named.copy_status, "success");
+      await call("storage", "blob", "download", "-c", container, "-n", "c.txt", "-f", join(dir, "c.txt"), "-o", "none");
+      assert.equal(readFileSync(join(dir, "c.txt"), "utf8"), "hello az\n");
       await call("storage", "blob", "upload", "-c", container, "-n", "log.txt", "-f", join(dir, "a.txt"), "--type", "append", "-o", "none");
       const kind = await call("storage", "blob", "show", "-c", container, "-n", "log.txt", "--query", "properties.blobType", "-o", "tsv");
       assert.equal(kind.trim(), "AppendBlob");

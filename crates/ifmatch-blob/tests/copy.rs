@@ -18,6 +18,17 @@ async fn copy(s: &Server, to: &str, from: &str) -> common::Reply {
     .await
 }
 
+/// A copy of `box/self` to `box/by-host`, its source named host-style in `account`.
+async fn by_host(s: &Server, account: &str) -> common::Reply {
+    let url = format!("https://{account}.blob.core.windows.net/box/self");
+    s.put(
+        "/box/by-host",
+        &[("x-ms-copy-source", url.as_str())],
+        Vec::new(),
+    )
+    .await
+}
+
 #[tokio::test]
 async fn copies_of_every_kind_of_blob_own_their_bytes() {
     let s = Server::start().await;
@@ -93,6 +104,20 @@ async fn copies_of_every_kind_of_blob_own_their_bytes() {
     let r = s.get("/box/flat", &[]).await;
     assert_eq!(header(&r, "x-ms-blob-type").as_deref(), Some("BlockBlob"));
     assert_eq!(r.text().await.unwrap(), "line\n");
+
+    // Host-style, as the Azure CLI names a source whatever its endpoint: a blob of this
+    // server's account, not of another.
+    let r = by_host(&s, "devstoreaccount1").await;
+    assert_eq!(r.status(), 202, "{:?}", code(&r));
+    assert_eq!(
+        s.get("/box/by-host", &[]).await.text().await.unwrap(),
+        "itself"
+    );
+    let r = by_host(&s, "someoneelse").await;
+    assert_eq!(
+        (r.status().as_u16(), code(&r).as_deref()),
+        (403, Some("CannotVerifyCopySource"))
+    );
 
     // A source that is not there, or not a blob of this server.
     let r = copy(&s, "nothing", "missing").await;

@@ -13,6 +13,7 @@ use serde_json::Value as Json;
 use crate::auth::{self, Credential, Operation};
 use crate::front::{Asked, Failure, entity_json, entity_key, table_error};
 use crate::odata::{self, Decoded};
+use crate::prefer::Preference;
 use crate::store::{Change, EntityKey, TableError, Tables};
 use crate::write::{Kind, condition, decide};
 
@@ -45,6 +46,8 @@ struct Planned {
     body: Decoded,
     /// Whether its answer carries the entity (an insert without `return-no-content`).
     content: bool,
+    /// The `Prefer` of an insert, which its answer says it applied.
+    preference: Option<Preference>,
     /// The `Accept` it named, for that entity's JSON.
     accept: Option<String>,
 }
@@ -312,14 +315,17 @@ fn plan_one(op: &Sent<'_>, credential: Option<&Credential>) -> Result<Planned, F
             "the shared access signature does not reach this entity's keys",
         ));
     }
-    let prefer = (op.headers.get("prefer")).and_then(|v| v.to_str().ok());
+    let preference = (kind == Kind::Insert)
+        .then(|| Preference::of(&op.headers))
+        .flatten();
     Ok(Planned {
         table: table.to_owned(),
         key,
         kind,
         condition,
         body,
-        content: kind == Kind::Insert && !prefer.is_some_and(|p| p.contains("return-no-content")),
+        content: kind == Kind::Insert && Preference::returns_content(preference, true),
+        preference,
         accept: (op.headers.get(header::ACCEPT))
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned),
@@ -331,6 +337,7 @@ struct Done {
     status: StatusCode,
     etag: Option<String>,
     body: Option<Json>,
+    preference: Option<Preference>,
 }
 
 /// Decides every operation against the entities as they are and commits them as one; again
@@ -388,11 +395,13 @@ fn done(asked: &Asked<'_>, planned: &[Planned], changes: &[Change]) -> Vec<Done>
                     status: StatusCode::CREATED,
                     etag,
                     body: Some(entity_json(asked, &op.table, entity, op.accept.as_deref())),
+                    preference: op.preference,
                 },
                 _ => Done {
                     status: StatusCode::NO_CONTENT,
                     etag,
                     body: None,
+                    preference: op.preference,
                 },
             }
         })
@@ -428,8 +437,12 @@ fn respond(outer: &str, outcome: Result<Vec<Done>, (Option<usize>, Failure)>) ->
     match outcome {
         Ok(done) => {
             for op in done {
-                let headers: Vec<(&str, String)> =
-                    op.etag.into_iter().map(|e| ("ETag", e)).collect();
+                let applied = (op.preference).map(|p| {
+                    let value = p.applied().to_str().unwrap_or_default().to_owned();
+                    ("Preference-Applied", value)
+                });
+                let etag = op.etag.map(|e| ("ETag", e));
+                let headers: Vec<(&str, String)> = etag.into_iter().chain(applied).collect();
                 part(op.status, &headers, op.body.map(|b| b.to_string()));
             }
         }

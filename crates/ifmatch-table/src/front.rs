@@ -16,6 +16,7 @@ use serde_json::{Map, Value as Json, json};
 use crate::auth::{Credential, KeyRange};
 use crate::filter::Filter;
 use crate::odata::{self, Decoded, Metadata};
+use crate::prefer::{PREFERENCE_APPLIED, Preference};
 use crate::store::{EntityKey, Scan, TableError, Tables};
 use crate::value::{DateTime, Entity, Value};
 use crate::write::{Kind, Refused, condition, decide};
@@ -297,14 +298,20 @@ async fn route(tables: &impl Tables, asked: &Asked<'_>) -> Result<Answer, Failur
     }
 }
 
-/// Whether the client asked for the written entity back (`Prefer: return-content`, the
-/// default of an insert) or not (`return-no-content`).
-fn returns_content(asked: &Asked<'_>, default: bool) -> bool {
-    match asked.headers.get("prefer").and_then(|v| v.to_str().ok()) {
-        Some(p) if p.contains("return-no-content") => false,
-        Some(p) if p.contains("return-content") => true,
-        _ => default,
+/// The answer to a write that could return what it wrote (an insert, Create Table): 201 with
+/// it, made by `with_content`, or 204, as the client's `Prefer` asks (with
+/// `Preference-Applied`) or, without one, with it.
+fn as_preferred(asked: &Asked<'_>, with_content: impl FnOnce() -> Answer) -> Answer {
+    let preference = Preference::of(asked.headers);
+    let mut answer = if Preference::returns_content(preference, true) {
+        with_content()
+    } else {
+        empty(StatusCode::NO_CONTENT)
+    };
+    if let Some(preference) = preference {
+        (answer.headers_mut()).insert(PREFERENCE_APPLIED, preference.applied());
     }
+    answer
 }
 
 fn metadata(asked: &Asked<'_>) -> Metadata {
@@ -329,10 +336,7 @@ async fn create_table(tables: &impl Tables, asked: &Asked<'_>) -> Result<Answer,
             format!("table {name}"),
         ));
     }
-    if !returns_content(asked, true) {
-        return Ok(empty(StatusCode::NO_CONTENT));
-    }
-    Ok(table_answer(asked, name, 201))
+    Ok(as_preferred(asked, || table_answer(asked, name, 201)))
 }
 
 /// One table as Create Table and Query Tables name it answer it.
@@ -473,12 +477,15 @@ fn check_size(entity: &Entity) -> Result<(), Failure> {
 /// The answer to a write that left `entity`: 201 with it (an insert that returns content),
 /// or 204; its ETag either way.
 fn written(asked: &Asked<'_>, table: &str, entity: &Entity, created: bool) -> Answer {
-    let mut answer = if created && returns_content(asked, true) {
+    let with_content = || {
         let url = format!("{}/{table}", asked.base);
         json_answer(
             201,
             &Json::Object(odata::encode(entity, metadata(asked), &url)),
         )
+    };
+    let mut answer = if created {
+        as_preferred(asked, with_content)
     } else {
         empty(StatusCode::NO_CONTENT)
     };

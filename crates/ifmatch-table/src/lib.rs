@@ -15,6 +15,7 @@ pub mod conformance;
 mod filter;
 pub mod front;
 pub mod odata;
+mod prefer;
 mod scoped;
 pub mod service;
 mod store;

@@ -103,6 +103,17 @@ async fn a_batch_applies_every_operation() {
     );
     assert_eq!(statuses(&answer), vec!["201"; 100]);
     assert_eq!(count(&tables).await, 100);
+    // An insert that prefers no content: 204, and its part says it applied the preference.
+    let body = r#"{"PartitionKey":"p","RowKey":"quiet"}"#;
+    let quiet = operation("POST", "people", "Prefer: return-no-content\r\n", body);
+    let answer = ask(&tables, "POST", "/$batch", KIND, &batch(&[quiet])).await;
+    assert_eq!(statuses(&answer), ["204"], "{}", text(&answer));
+    assert!(
+        text(&answer).contains("Preference-Applied: return-no-content\r\n"),
+        "{}",
+        text(&answer)
+    );
+    assert_eq!(count(&tables).await, 101);
     let key: EntityKey = ("p".into(), "007".into());
     let before = tables.get("people", &key).await.unwrap().unwrap();
     let tag = before.timestamp.etag();
@@ -135,7 +146,7 @@ async fn a_batch_applies_every_operation() {
     );
     let after = tables.get("people", &key).await.unwrap().unwrap();
     assert_eq!(after.properties.len(), 2, "merged: N kept, M added");
-    assert_eq!(count(&tables).await, 100);
+    assert_eq!(count(&tables).await, 101);
 }
 
 #[tokio::test]

@@ -120,6 +120,30 @@ async fn tables_are_created_listed_and_deleted() {
     assert_eq!((missing.status, missing.code()), (404, "TableNotFound"));
 }
 
+/// `Prefer` chooses between 201 with what was written and 204, and the answer says it did
+/// (`Preference-Applied`); without one, an insert returns content and says nothing.
+#[tokio::test]
+async fn an_insert_answers_as_preferred_and_says_so() {
+    let tables = MemoryTables::new();
+    for (prefer, status, applied) in [
+        (Some("return-no-content"), 204, Some("return-no-content")),
+        (Some("return-content"), 201, Some("return-content")),
+        (None, 201, None),
+    ] {
+        let name = format!("t{status}{}", prefer.map_or(0, str::len));
+        let headers: Vec<(&str, &str)> = prefer.iter().map(|p| ("prefer", *p)).collect();
+        let body = json!({"TableName": name});
+        let made = send(&tables, ("POST", "/Tables"), &headers, &body, 0).await;
+        assert_eq!(made.status, status, "{prefer:?}");
+        assert_eq!(made.header("preference-applied"), applied, "{prefer:?}");
+        let entity = json!({"PartitionKey": "p", "RowKey": "r"});
+        let inserted = send(&tables, ("POST", &format!("/{name}")), &headers, &entity, 0).await;
+        assert_eq!(inserted.status, status, "{prefer:?}");
+        assert_eq!(inserted.header("preference-applied"), applied, "{prefer:?}");
+        assert!(inserted.header("etag").is_some());
+    }
+}
+
 #[tokio::test]
 async fn etags_never_repeat_and_stale_ones_change_nothing() {
     let tables = MemoryTables::new();

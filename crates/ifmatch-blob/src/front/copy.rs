@@ -14,7 +14,11 @@
 //! The source must be a blob of this server, read with the request's own Shared Key (same
 //! account), a shared access signature in the source URL, or its container's public access.
 //! A URL of another server is refused with `CannotVerifyCopySource`, never fetched: the front
-//! makes no outbound requests. A URL naming the host a reverse proxy in front was asked for
+//! makes no outbound requests. A URL of this server is one naming the host the request reached,
+//! or, host-style, one of its accounts: `{account}.blob.{any domain}`, as requests are
+//! accepted; the Azure CLI names a copy's source so (`https://{account}.blob.core.windows.net/
+//! C/B`) whatever endpoint its connection string gives. A URL naming the host a reverse proxy
+//! in front was asked for
 //! (`X-Forwarded-Host`) names this server: a client behind `ifmatch proxy` (rclone's
 //! server-side copies) names the proxy, which sends the origin its own `Host`. Trusting the
 //! field costs nothing: it only says which URLs are read as this server's paths, whose blobs
@@ -35,6 +39,7 @@ use super::gate::Asking;
 use super::swap::{MAX_ATTEMPTS, committed};
 use super::{Answered, Call};
 use super::{BLOB_TYPE, CONTENT_CRC64, CONTENT_MD5, Front};
+use crate::account::Style;
 use crate::auth::{self, ClientIp, Credential, Signed};
 use crate::operation::{Operation, Target};
 use crate::store::{Env, Key, Objects, Records, StoreError};
@@ -298,9 +303,13 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 )
             })?;
         let authority = url.authority().expect("checked").as_str();
-        let mut reached =
-            std::iter::once(host(from.parts)).chain(forwarded_hosts(from.parts).map(Some));
-        if !reached.any(|host| same_server(host, authority)) {
+        let named_account = matches!(
+            self.accounts.locate(Some(authority), "/"),
+            Ok((_, _, Style::Host))
+        );
+        let reached = host(from.parts).is_some_and(|h| h.eq_ignore_ascii_case(authority))
+            || forwarded_hosts(from.parts).any(|h| h.eq_ignore_ascii_case(authority));
+        if !named_account && !reached {
             return Err(cannot(
                 "The copy source is not a blob of this server; ifmatch copies only the blobs it serves.",
             ));
@@ -458,21 +467,4 @@ fn source_conditions(headers: &HeaderMap) -> HeaderMap {
         }
     }
     out
-}
-
-/// Whether a source URL's authority is this server, as the request reached it: the same host
-/// and port, or, host-style, another account's name before the same `.blob.` suffix.
-fn same_server(request: Option<&str>, source: &str) -> bool {
-    let Some(request) = request else { return false };
-    if request.eq_ignore_ascii_case(source) {
-        return true;
-    }
-    let suffix = |host: &str| {
-        host.split_once('.')
-            .map(|(_, rest)| rest.to_ascii_lowercase())
-    };
-    matches!(
-        (suffix(request), suffix(source)),
-        (Some(a), Some(b)) if a == b && a.starts_with("blob.")
-    )
 }
