@@ -1174,3 +1174,60 @@ async fn purges_and_cache_metrics_on_listeners_of_their_own() {
     let forwarded = raw_get(&proxy.base, "/purge?url=x", "").await;
     assert!(forwarded.starts_with("HTTP/1.1 200"), "{forwarded}");
 }
+
+/// A client's `max-stale` lets a stale answer be served only where the answer allows it: never
+/// past `must-revalidate`, `proxy-revalidate`, `no-cache` or `s-maxage` (RFC 9111 5.2.2), which
+/// http-cache-semantics honours for the first alone (its issue 22).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_stale_never_overrides_what_the_answer_forbids() {
+    let reached: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
+    let counter = reached.clone();
+    let app = Router::new().route(
+        "/s/{case}",
+        get(move |Path(case): Path<String>| {
+            let counter = counter.clone();
+            async move {
+                *counter.lock().unwrap().entry(case.clone()).or_default() += 1;
+                let directives = match case.as_str() {
+                    "plain" => "max-age=1",
+                    "s-maxage" => "s-maxage=1",
+                    other => &format!("max-age=1, {other}"),
+                };
+                ([("cache-control", directives.to_owned())], case)
+            }
+        }),
+    );
+    let upstream = common::serve_app(app).await;
+    let proxy = Proxy::start(&upstream, &[]);
+    let cases = [
+        "plain",
+        "must-revalidate",
+        "proxy-revalidate",
+        "no-cache",
+        "s-maxage",
+    ];
+    let http = client();
+    let get = |case: &str, directive: Option<&str>| {
+        let mut request = http.get(format!("{}/s/{case}", proxy.base));
+        if let Some(directive) = directive {
+            request = request.header("cache-control", directive);
+        }
+        async move { request.send().await.unwrap().text().await.unwrap() }
+    };
+    for case in cases {
+        assert_eq!(get(case, None).await, case);
+    }
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    for case in cases {
+        for directive in ["max-stale", "max-stale=1000"] {
+            assert_eq!(get(case, Some(directive)).await, case);
+        }
+    }
+    let reached = reached.lock().unwrap().clone();
+    // Stale, and let be: served from the store. Forbidden: the first stale request asks the
+    // origin again (what it answers is fresh for the next).
+    assert_eq!(reached["plain"], 1, "{reached:?}");
+    for case in &cases[1..] {
+        assert!(reached[*case] >= 2, "{case} was served stale: {reached:?}");
+    }
+}

@@ -303,6 +303,8 @@ fn lookup_in(variants: &[Arc<Stored>], own: &str, asked: &Request<()>) -> Found 
     let usable = (variants.iter())
         .filter(|stored| stored.keyed == own && !stored.body.failed() && answers(stored));
     for stored in usable {
+        let honoured = stored.stale.honoured(asked);
+        let asked = honoured.as_ref();
         let served = stored.served.get().and_then(Option::as_ref);
         if let Some(head) = served.and_then(|served| served.head(&stored.policy, asked, now)) {
             return Found::Fresh(head, stored.clone());

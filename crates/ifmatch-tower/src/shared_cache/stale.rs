@@ -4,8 +4,10 @@
 //! none given, for up to a day while the inner service cannot be reached (it answered 502 or
 //! 504, or failed). Never when the response forbids it (`must-revalidate`, `proxy-revalidate`,
 //! `no-cache`, and `s-maxage`, which implies `proxy-revalidate` in a shared cache), nor when
-//! the client asks for a fresh or validated answer (`no-cache`, `max-age`, `min-fresh`).
+//! the client asks for a fresh or validated answer (`no-cache`, `max-age`, `min-fresh`). A
+//! client's `max-stale` never overrides the response's own word either.
 
+use std::borrow::Cow;
 use std::time::{Duration, SystemTime};
 
 use http::header::{self, HeaderMap, HeaderValue};
@@ -62,6 +64,36 @@ impl Rules {
             fresh_until,
             ..self.clone()
         }
+    }
+
+    /// `asked`, without a `max-stale` this response does not let it serve it stale: it says
+    /// `must-revalidate`, `proxy-revalidate`, `no-cache` or `s-maxage` (RFC 9111 5.2.2.2,
+    /// 5.2.2.8, 5.2.2.4, 5.2.2.10). The policy's crate honours `max-stale` against all but
+    /// `must-revalidate` (its issue 22), so the request it is shown says nothing of it.
+    pub(crate) fn honoured<'a>(&self, asked: &'a Request<()>) -> Cow<'a, Request<()>> {
+        if !self.forbidden || !directives(asked.headers()).any(|(name, _)| name == "max-stale") {
+            return Cow::Borrowed(asked);
+        }
+        let kept: Vec<String> = ifmatch_core::header_list(asked.headers(), header::CACHE_CONTROL)
+            .filter(|directive| {
+                let name = directive.split_once('=').map_or(*directive, |(n, _)| n);
+                !name.trim().eq_ignore_ascii_case("max-stale")
+            })
+            .map(str::to_owned)
+            .collect();
+        let mut request = Request::new(());
+        *request.method_mut() = asked.method().clone();
+        *request.uri_mut() = asked.uri().clone();
+        *request.version_mut() = asked.version();
+        *request.headers_mut() = asked.headers().clone();
+        let headers = request.headers_mut();
+        headers.remove(header::CACHE_CONTROL);
+        if let Ok(value) = HeaderValue::from_str(&kept.join(", "))
+            && !kept.is_empty()
+        {
+            headers.insert(header::CACHE_CONTROL, value);
+        }
+        Cow::Owned(request)
     }
 
     /// Whether it may ever be served stale (a window for it is given).
