@@ -7,6 +7,7 @@
 //! curl -i localhost:3000/docs/a                       # ETag: "<sha-256 of v1>"
 //! curl -i -H 'If-None-Match: "<tag>"' localhost:3000/docs/a            # 304, handler not run
 //! curl -i -X PUT -H 'If-Match: "<an older tag>"' --data 'v2' localhost:3000/docs/a   # 412
+//! curl -i -X PUT -H 'If-None-Match: *' --data 'new' localhost:3000/docs/b           # 201
 //! ```
 
 use std::collections::HashMap;
@@ -18,6 +19,7 @@ use axum::http::StatusCode;
 use axum::routing::get;
 use bytes::Bytes;
 use ifmatch_tower::ConditionalLayer;
+use tower::Layer;
 
 type Docs = Arc<Mutex<HashMap<String, Bytes>>>;
 
@@ -43,12 +45,14 @@ async fn remove(State(docs): State<Docs>, Path(id): Path<String>) -> StatusCode 
     }
 }
 
-/// The document store, behind the layer.
+/// The document store, behind the layer. The layer goes around the whole router, so that a
+/// conditional write can ask the GET route for the document as it is now (axum's
+/// `Router::layer` would wrap each method's handler apart).
 fn app() -> Router {
-    Router::new()
+    let routes = Router::new()
         .route("/docs/{id}", get(read).put(write).delete(remove))
-        .with_state(Docs::default())
-        .layer(ConditionalLayer::new())
+        .with_state(Docs::default());
+    Router::new().fallback_service(ConditionalLayer::new().layer(routes))
 }
 
 #[tokio::main]

@@ -22,13 +22,24 @@ pub(crate) const MAX_VARIANTS: usize = 8;
 pub(crate) struct Resource {
     /// The request headers that select a variant, sorted.
     vary: Vec<HeaderName>,
-    /// The variants: the selecting headers' values, and what a 304 needs. Oldest first.
-    variants: Mutex<Vec<(Vec<u8>, Arc<Remembered>)>>,
+    /// The variants, oldest first.
+    variants: Mutex<Vec<Variant>>,
     /// The version the version backend held when this instance learned the resource (under
     /// the key's lock). While the backend still holds exactly that, nobody has written since,
     /// here or on another instance, and each variant's tag is current for the requests that
     /// select it.
     stamp: Mutex<Option<Validators>>,
+}
+
+/// One variant of a resource.
+#[derive(Debug)]
+struct Variant {
+    /// The query and the selecting headers' values (see [`Resource::selector`]).
+    selector: Vec<u8>,
+    /// The selecting headers but the credentials, as the request that was shown it sent them:
+    /// what a write asks the application with to learn whether its tag is still current.
+    selected_by: HeaderMap,
+    remembered: Arc<Remembered>,
 }
 
 /// What a conditional GET needs to be answered 304 without the inner service.
@@ -78,18 +89,49 @@ impl Resource {
         let variants = self.variants.lock().unwrap_or_else(PoisonError::into_inner);
         variants
             .iter()
-            .find(|(known, _)| *known == selector)
-            .map(|(_, remembered)| remembered.clone())
+            .find(|variant| variant.selector == selector)
+            .map(|variant| variant.remembered.clone())
+    }
+
+    /// The selecting headers, but the credentials, of a remembered variant of `query` whose
+    /// tag `wanted` picks: how to ask for that representation again. Never another user's
+    /// credentials: a tag shown to someone else is asked for with the asker's own.
+    pub(crate) fn selecting(
+        &self,
+        query: &str,
+        wanted: impl Fn(&EntityTag) -> bool,
+    ) -> Option<HeaderMap> {
+        let variants = self.variants.lock().unwrap_or_else(PoisonError::into_inner);
+        let of_query = |selector: &[u8]| match selector.strip_prefix(&[1]) {
+            None => query.is_empty(),
+            Some(rest) => rest
+                .strip_prefix(query.as_bytes())
+                .is_some_and(|rest| !query.is_empty() && rest.first() == Some(&0)),
+        };
+        variants
+            .iter()
+            .find(|v| wanted(&v.remembered.etag) && of_query(&v.selector))
+            .map(|v| v.selected_by.clone())
     }
 
     fn put(&self, query: &str, request: &HeaderMap, remembered: Remembered) {
         let selector = self.selector(query, request);
+        let mut selected_by = HeaderMap::new();
+        for name in self.vary.iter().filter(|n| !CREDENTIALS.contains(n)) {
+            for value in request.get_all(name) {
+                selected_by.append(name.clone(), value.clone());
+            }
+        }
         let mut variants = self.variants.lock().unwrap_or_else(PoisonError::into_inner);
-        variants.retain(|(known, _)| *known != selector);
+        variants.retain(|variant| variant.selector != selector);
         if variants.len() == MAX_VARIANTS {
             variants.remove(0);
         }
-        variants.push((selector, Arc::new(remembered)));
+        variants.push(Variant {
+            selector,
+            selected_by,
+            remembered: Arc::new(remembered),
+        });
     }
 
     /// The query, then the values of the headers in `vary`, each ended by a NUL (which neither

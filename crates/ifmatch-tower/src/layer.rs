@@ -17,6 +17,9 @@ pub(crate) type KeyFn = Arc<dyn Fn(&Uri, &HeaderMap) -> Option<String> + Send + 
 /// Picks the requests the layer leaves alone.
 pub(crate) type SkipFn = Arc<dyn Fn(&Uri, &HeaderMap) -> bool + Send + Sync>;
 
+/// Names the keys of the other resources a write to a request's target changes.
+pub(crate) type RelatedFn = Arc<dyn Fn(&Uri, &HeaderMap) -> Vec<String> + Send + Sync>;
+
 #[derive(Clone)]
 pub(crate) struct Config {
     pub(crate) hash_limit: usize,
@@ -33,6 +36,15 @@ pub(crate) struct Config {
     /// Strong tags are marked for each `Accept-Encoding` (see [`ConditionalLayer::mark_encodings`];
     /// off by default).
     pub(crate) mark_encodings: bool,
+    /// The application promised that every change passes through this layer: a conditional
+    /// write may be judged against what the layer remembers (see
+    /// [`ConditionalLayer::every_change_passes_through`]).
+    pub(crate) trust_memory: bool,
+    /// A write forgets what the layer remembers of its target's ancestors (`/docs/a/append`:
+    /// `/docs/a`, `/docs`, `/`).
+    pub(crate) forget_ancestors: bool,
+    /// The application's own relations between resources.
+    pub(crate) related: Option<RelatedFn>,
 }
 
 impl fmt::Debug for Config {
@@ -43,6 +55,8 @@ impl fmt::Debug for Config {
             .field("custom_key", &self.custom_key)
             .field("source", &self.source.is_some())
             .field("fencing_header", &self.fencing_header)
+            .field("trust_memory", &self.trust_memory)
+            .field("forget_ancestors", &self.forget_ancestors)
             .finish_non_exhaustive()
     }
 }
@@ -83,6 +97,9 @@ impl ConditionalLayer {
             skip: None,
             source: None,
             fencing_header: None,
+            trust_memory: false,
+            forget_ancestors: true,
+            related: None,
         };
         Self {
             config: Arc::new(config),
@@ -166,8 +183,12 @@ impl<V> ConditionalLayer<V> {
         self
     }
 
-    /// Answers 428 Precondition Required to writes that carry no precondition, so no client
-    /// can overwrite blindly (RFC 6585).
+    /// Answers 428 Precondition Required to PUT, PATCH and DELETE requests that carry no
+    /// precondition, so no client can overwrite blindly (RFC 6585): `If-Match` with the tag it
+    /// read, or `If-None-Match: *` to create (which holds where the resource is absent). A POST
+    /// passes without one: it creates what the server names (a collection's new member) or
+    /// acts, and overwrites no representation a client read; give it `If-Match` where it
+    /// changes its own target.
     pub fn require_precondition(mut self, yes: bool) -> Self {
         Arc::make_mut(&mut self.config).require_precondition = yes;
         self
@@ -188,6 +209,43 @@ impl<V> ConditionalLayer<V> {
         Fut: std::future::Future<Output = crate::source::Current> + Send + 'static,
     {
         Arc::make_mut(&mut self.config).source = Some(crate::source::boxed(source));
+        self
+    }
+
+    /// Promises that every change to the resources behind this layer passes through it (and,
+    /// with a shared [`VersionStore`], through the layers that share it): no job, console,
+    /// other service or other route writes them unseen. A conditional write is then judged
+    /// against the version the layer remembers (learned from the GETs it served and the
+    /// writes it passed) without asking the service for the resource first, which saves a GET
+    /// of the inner service per conditional write.
+    ///
+    /// What breaks if the promise does not hold: a write carrying a tag read before an unseen
+    /// change is accepted, and that change is lost. Without this promise (the default), every
+    /// conditional write asks the inner service for the resource with a GET under the key's
+    /// write lock and is judged against its answer: the resource as it is now.
+    pub fn every_change_passes_through(mut self) -> Self {
+        Arc::make_mut(&mut self.config).trust_memory = true;
+        self
+    }
+
+    /// Whether a successful write forgets what the layer remembers of its target's ancestors
+    /// (on by default): a `POST /docs/a/append` or a `PUT /docs/b` changes `/docs/a` or the
+    /// listing `/docs` too, whose old tags must not be answered 304. Each ancestor path is
+    /// turned into a key by the key function.
+    pub fn forget_ancestors(mut self, yes: bool) -> Self {
+        Arc::make_mut(&mut self.config).forget_ancestors = yes;
+        self
+    }
+
+    /// Names the keys of the other resources a write to a request's target changes, beyond its
+    /// ancestors, its `Location`, its `Content-Location` and the handler's
+    /// [`INVALIDATES`](crate::INVALIDATES): a write to `/users/7` that changes `/teams/3`, say.
+    /// A successful write forgets what the layer remembers of them.
+    pub fn relates(
+        mut self,
+        related: impl Fn(&Uri, &HeaderMap) -> Vec<String> + Send + Sync + 'static,
+    ) -> Self {
+        Arc::make_mut(&mut self.config).related = Some(Arc::new(related));
         self
     }
 
@@ -247,6 +305,17 @@ impl<S, V: Clone> Layer<S> for ConditionalLayer<V> {
             self.versions.clone(),
             self.cache.clone(),
             self.config.clone(),
+            wraps_one_method::<S>(),
         )
     }
+}
+
+/// Whether `S` may be a single method's handler: axum's `Router::layer` and `route_layer` wrap
+/// each method's handler of a route apart, each as a `Route`, and a GET sent to the one that
+/// wraps a PUT handler would run the PUT handler. Such a service is asked for the current
+/// version only once it has answered a GET itself; any other service is the whole
+/// application, and is asked from the first write. (The type's name is the one mark axum
+/// leaves; a `Route` that wraps a whole nested service is told apart by its first GET.)
+fn wraps_one_method<S>() -> bool {
+    std::any::type_name::<S>().starts_with("axum::routing::route::Route")
 }

@@ -98,8 +98,10 @@ impl<S, V> Conditional<S, V> {
         }
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
-        // With a version source, writes never read the version backend: nothing to record.
-        let record = self.shared.config.source.is_none();
+        // Only a layer that trusts its memory judges writes by the version backend's versions:
+        // otherwise nothing to record.
+        let config = &self.shared.config;
+        let record = config.source.is_none() && config.trust_memory;
         ResponseFuture::boxed(Box::pin(learn(
             inner,
             self.shared.versions.clone(),
@@ -279,7 +281,18 @@ where
     };
     let mut response = match outcome {
         Outcome::NotModified => {
+            // Made of the handler's own answer to this very request: what it says to this
+            // client (a session renewed on every view) stays; a 304 from memory carries none.
+            let cookies: Vec<HeaderValue> = parts
+                .headers
+                .get_all(header::SET_COOKIE)
+                .iter()
+                .cloned()
+                .collect();
             not_modified_headers(&mut parts.headers);
+            for cookie in cookies {
+                parts.headers.append(header::SET_COOKIE, cookie);
+            }
             if let Some(etag) = whole.as_ref().and_then(|w| w.etag.as_ref())
                 && !parts.headers.contains_key(header::ETAG)
             {

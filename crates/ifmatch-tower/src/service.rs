@@ -37,16 +37,23 @@ pub(crate) struct Shared<V> {
     pub(crate) versions: V,
     pub(crate) cache: ReadCache,
     pub(crate) config: Arc<Config>,
-    /// Whether this service's inner service has answered a GET: only then may a write probe it
-    /// with one. (axum's `Router::layer` wraps each method's handler on its own; a GET sent to
-    /// the service wrapping a PUT handler would run the PUT handler.)
+    /// Whether a write may ask the inner service for the current version with a GET: from the
+    /// start when it is the whole application, once it has answered a GET when it may be one
+    /// method's handler (axum's `Router::layer` wraps each on its own; a GET sent to the
+    /// service wrapping a PUT handler would run the PUT handler).
     pub(crate) serves_get: AtomicBool,
 }
 
 impl<S, V> Conditional<S, V> {
-    pub(crate) fn new(inner: S, versions: V, cache: ReadCache, config: Arc<Config>) -> Self {
+    pub(crate) fn new(
+        inner: S,
+        versions: V,
+        cache: ReadCache,
+        config: Arc<Config>,
+        one_method: bool,
+    ) -> Self {
         let shared = Shared {
-            serves_get: AtomicBool::new(false),
+            serves_get: AtomicBool::new(!one_method),
             versions,
             cache,
             config,
@@ -143,7 +150,19 @@ pub(crate) enum Refusal {
     Required,
     /// 503: the version backend (or the inner service, asked for the version) failed.
     Unavailable,
+    /// 500: the layer wraps a single method's handler and has nothing to ask the current
+    /// version of: a setup to fix, said at the first write.
+    Blind,
 }
+
+/// What the layer says, and logs, when it wraps a single method's handler and can learn no
+/// version: the setup's fix.
+pub(crate) const BLIND: &str = "500 Internal Server Error: ifmatch's ConditionalLayer wraps \
+    this route's write handler alone (axum's Router::layer and route_layer wrap each method \
+    apart), so it cannot read the resource's current version to check this write's \
+    conditions. Wrap the whole router instead: \
+    Router::new().fallback_service(ConditionalLayer::new().layer(router)); or give the layer a \
+    version_source\n";
 
 /// The layer's own error answer: the status, and one line that says what failed and what to
 /// do. It names no validator: a client that may not read the resource learns nothing of it.
@@ -168,6 +187,7 @@ pub(crate) fn refusal<B>(why: Refusal) -> Response<ConditionalBody<B>> {
             StatusCode::SERVICE_UNAVAILABLE,
             "503 Service Unavailable: the current version cannot be checked now; retry later\n",
         ),
+        Refusal::Blind => (StatusCode::INTERNAL_SERVER_ERROR, BLIND),
     };
     let mut response = Response::new(ConditionalBody::full(
         Bytes::from_static(text.as_bytes()),

@@ -6,15 +6,15 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
-use http::{Request, Response};
+use http::{Method, Request, Response, StatusCode};
 use http_body::Body;
-use ifmatch_core::header_list;
 use ifmatch_core::precondition::http::{Target, evaluate};
 use ifmatch_core::precondition::{Outcome, Validators, is_conditional};
+use ifmatch_core::{EntityTag, EntityTagList, header_list};
 use tower_service::Service;
 
 use crate::body::ConditionalBody;
-use crate::cache::ReadCache;
+use crate::cache::{CREDENTIALS, ReadCache};
 use crate::layer::Config;
 use crate::service::{Refusal, refusal, validators_of};
 use crate::source::{Deferred, current_request, validators_of_answer};
@@ -39,7 +39,9 @@ where
     ResBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let conditional = is_conditional(request.method(), request.headers());
-    if config.require_precondition && !conditional {
+    // A POST creates what the server names, or acts: it overwrites no representation the
+    // client could have read, so 428 mode lets it through.
+    if config.require_precondition && !conditional && request.method() != Method::POST {
         return Ok(refusal(Refusal::Required));
     }
     let guard = match versions.lock(&key).await {
@@ -65,6 +67,24 @@ where
                     }
                     Err(error) => {
                         tracing::error!(%key, %error, "the version source failed");
+                        return Ok(refusal(Refusal::Unavailable));
+                    }
+                }
+            }
+            // Asked of the application itself: the resource as it is now.
+            None if !config.trust_memory => {
+                if !serves_get {
+                    tracing::error!(%key, "{}", crate::service::BLIND.trim_end());
+                    return Ok(refusal(Refusal::Blind));
+                }
+                let (uri, headers) = (request.uri().clone(), request.headers().clone());
+                match probe(&mut inner, uri, headers, config.hash_limit).await? {
+                    Probe::Known(current) => Some(current),
+                    // The application's own refusal of these credentials comes first: a 412
+                    // would tell a stranger the resource exists and has moved on.
+                    Probe::Refused(response) => return Ok(response.map(ConditionalBody::new)),
+                    Probe::Unknown => {
+                        tracing::warn!(%key, "the inner service did not tell the current version");
                         return Ok(refusal(Refusal::Unavailable));
                     }
                 }
@@ -95,6 +115,7 @@ where
                 .await?
                 {
                     Probe::Known(current) => current,
+                    Probe::Refused(response) => return Ok(response.map(ConditionalBody::new)),
                     Probe::Unknown => {
                         tracing::warn!(%key, "the inner service did not tell the current version");
                         return Ok(refusal(Refusal::Unavailable));
@@ -110,7 +131,25 @@ where
         // conditions still.
         if let Some(current) = current {
             let target = Target::of(request.method(), current.as_ref());
-            let outcome = evaluate(request.method(), request.headers(), target);
+            let mut outcome = evaluate(request.method(), request.headers(), target);
+            // A tag of another representation of the resource (the gzip bytes, another
+            // language) is a tag of the version it was read from: asked for that
+            // representation again, the application says whether it still is.
+            let asked = config.source.is_none() && !config.trust_memory;
+            if outcome == Outcome::PreconditionFailed
+                && asked
+                && let Some(other) = another_representation(
+                    &mut inner,
+                    (&cache, &key),
+                    request.uri(),
+                    request.headers(),
+                    config.hash_limit,
+                )
+                .await?
+            {
+                let target = Target::of(request.method(), Some(&other));
+                outcome = evaluate(request.method(), request.headers(), target);
+            }
             if outcome == Outcome::PreconditionFailed {
                 return Ok(refusal(Refusal::Failed));
             }
@@ -126,14 +165,19 @@ where
     let mut response = inner.call(request).await?;
     cache.invalidate(&key);
     // What else the write changed: forgotten too, in the cache and the version backend.
+    let memory = config.trust_memory && config.source.is_none();
     for other in related_keys(&config, &uri, &headers, response.headers_mut()) {
         if other == key {
             continue;
         }
         cache.invalidate(&other);
-        if let Err(error) = versions.forget(&other).await {
+        if memory && let Err(error) = versions.forget(&other).await {
             tracing::error!(key = %other, %error, "the version backend could not forget a key");
         }
+    }
+    // Only a layer that trusts its memory reads the version backend's versions.
+    if !memory {
+        return Ok(response.map(ConditionalBody::new));
     }
     // A write that reports its new ETag makes it current; any other outcome leaves the version
     // unknown, to be learned again before the next conditional write. A lock that expired
@@ -159,10 +203,11 @@ where
 /// them and removes the field.
 pub const INVALIDATES: header::HeaderName = header::HeaderName::from_static("ifmatch-invalidates");
 
-/// The keys of the other resources a write changed: after a 2xx, those its `Location` and
-/// `Content-Location` name (RFC 9111 4.4) and those the handler lists in
-/// [`INVALIDATES`] (which is removed from the response). References to another host are
-/// ignored.
+/// The keys of the other resources a write changed: its target's ancestors (unless told
+/// otherwise), those the application's [`relates`](crate::ConditionalLayer::relates) names,
+/// those its `Location` and `Content-Location` name (RFC 9111 4.4) and those the handler
+/// lists in [`INVALIDATES`] (which is removed from the response). References to another host
+/// are ignored.
 fn related_keys(
     config: &Config,
     uri: &http::Uri,
@@ -183,26 +228,92 @@ fn related_keys(
         .collect();
     references.extend(header_list(response, INVALIDATES).map(str::to_owned));
     response.remove(INVALIDATES);
-    references
-        .iter()
-        .filter_map(|reference| {
-            let target: http::Uri = reference.parse().ok()?;
-            let same_host = match target.authority() {
-                None => true,
-                Some(authority) => host.is_some_and(|h| h.eq_ignore_ascii_case(authority.as_str())),
-            };
-            if !same_host || !target.path().starts_with('/') {
-                return None;
-            }
-            let path: http::Uri = target.path_and_query()?.as_str().parse().ok()?;
-            (config.key)(&path, request)
-        })
-        .collect()
+    if config.forget_ancestors {
+        references.extend(ancestors(uri.path()));
+    }
+    let mut keys: Vec<String> = (config.related.as_ref())
+        .map(|related| related(uri, request))
+        .unwrap_or_default();
+    keys.extend(references.iter().filter_map(|reference| {
+        let target: http::Uri = reference.parse().ok()?;
+        let same_host = match target.authority() {
+            None => true,
+            Some(authority) => host.is_some_and(|h| h.eq_ignore_ascii_case(authority.as_str())),
+        };
+        if !same_host || !target.path().starts_with('/') {
+            return None;
+        }
+        let path: http::Uri = target.path_and_query()?.as_str().parse().ok()?;
+        (config.key)(&path, request)
+    }));
+    keys
 }
 
-enum Probe {
-    /// The current validators (`None`: the resource does not exist).
+/// The paths above `path`, nearest first, each with and without its trailing slash (a listing
+/// may be served at either): `/docs/a/append` gives `/docs/a`, `/docs/a/`, `/docs`, `/docs/`,
+/// `/`.
+fn ancestors(path: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = path.trim_end_matches('/');
+    while let Some(at) = rest.rfind('/') {
+        rest = &rest[..at];
+        if rest.is_empty() {
+            out.push("/".to_owned());
+            break;
+        }
+        out.push(rest.to_owned());
+        out.push(format!("{rest}/"));
+    }
+    out
+}
+
+/// The current validators of the representation that the write's `If-Match` names, when that
+/// is another variant of the resource than the one the write itself selects: asked of the inner
+/// service with that variant's selecting fields (never its credentials: the writer's own go).
+async fn another_representation<S, ReqBody, ResBody>(
+    inner: &mut S,
+    (cache, key): (&ReadCache, &str),
+    uri: &http::Uri,
+    headers: &HeaderMap,
+    limit: usize,
+) -> Result<Option<Validators>, S::Error>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    ReqBody: Default,
+    ResBody: Body<Data = Bytes>,
+    ResBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let lines = headers.get_all(header::IF_MATCH);
+    let Ok(EntityTagList::Tags(tags)) = EntityTagList::parse(lines.iter().map(|v| v.as_bytes()))
+    else {
+        return Ok(None);
+    };
+    let Some(resource) = cache.resource(key) else {
+        return Ok(None);
+    };
+    let query = uri.query().unwrap_or("");
+    let wanted = |etag: &EntityTag| tags.iter().any(|t| t.strong_eq(etag));
+    let Some(selecting) = resource.selecting(query, wanted) else {
+        return Ok(None);
+    };
+    let mut headers = headers.clone();
+    for name in resource.vary().iter().filter(|n| !CREDENTIALS.contains(n)) {
+        headers.remove(name);
+    }
+    for (name, value) in &selecting {
+        headers.append(name.clone(), value.clone());
+    }
+    Ok(match probe(inner, uri.clone(), headers, limit).await? {
+        Probe::Known(current) => current,
+        Probe::Refused(_) | Probe::Unknown => None,
+    })
+}
+
+enum Probe<B> {
+    /// The current validators (`None`: the resource has no representation).
     Known(Option<Validators>),
+    /// The inner service refused the requester (401, 403): its answer, for the write.
+    Refused(Response<B>),
     /// The inner service did not say.
     Unknown,
 }
@@ -214,7 +325,7 @@ async fn probe<S, ReqBody, ResBody>(
     uri: http::Uri,
     headers: HeaderMap,
     limit: usize,
-) -> Result<Probe, S::Error>
+) -> Result<Probe<ResBody>, S::Error>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
     ReqBody: Default,
@@ -224,8 +335,31 @@ where
     let get = current_request(&uri, &headers);
     poll_fn(|cx| inner.poll_ready(cx)).await?;
     let response = inner.call(get).await?;
+    match response.status() {
+        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => return Ok(Probe::Refused(response)),
+        // A target that has no GET (an action such as `POST /docs/a/append`) has no current
+        // representation: `If-Match` fails on it, `If-None-Match: *` holds (RFC 9110 13.1).
+        StatusCode::METHOD_NOT_ALLOWED => return Ok(Probe::Known(None)),
+        _ => {}
+    }
     Ok(match validators_of_answer(response, limit).await {
         Ok(current) => Probe::Known(current),
         Err(_) => Probe::Unknown,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ancestors;
+
+    #[test]
+    fn the_ancestors_of_a_path() {
+        assert_eq!(
+            ancestors("/docs/a/append"),
+            ["/docs/a", "/docs/a/", "/docs", "/docs/", "/"]
+        );
+        assert_eq!(ancestors("/docs/"), ["/"]);
+        assert_eq!(ancestors("/"), Vec::<String>::new());
+        assert_eq!(ancestors("/docs"), ["/"]);
+    }
 }

@@ -150,17 +150,17 @@ async fn strong_tags_stay_unique(app: Router, order: &str, marked: bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compression_outside_the_layer_never_shares_a_strong_tag() {
-    let app = routes()
-        .layer(ConditionalLayer::new().mark_encodings(true))
+    let app = common::around(ConditionalLayer::new().mark_encodings(true), routes())
         .layer(CompressionLayer::new());
     strong_tags_stay_unique(app, "compression outside", true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compression_inside_the_layer_never_shares_a_strong_tag() {
-    let app = routes()
-        .layer(CompressionLayer::new())
-        .layer(ConditionalLayer::new());
+    let app = common::around(
+        ConditionalLayer::new(),
+        routes().layer(CompressionLayer::new()),
+    );
     strong_tags_stay_unique(app, "compression inside", false).await;
 }
 

@@ -1,7 +1,8 @@
-//! The create-only pattern with the README's one-line setup (issue 30, point 3): a GET that
-//! answered 404 teaches the layer that the key is absent, so `If-None-Match: *` creates, in
-//! 428 mode too; with no knowledge at all, or a 404 that speaks only for a variant or a user,
-//! it still fails closed. Over a real socket, axum's per-method routing.
+//! The create-only pattern with the README's setup (the layer around the whole router): a
+//! conditional write asks the application for the resource, so `If-None-Match: *` creates a
+//! document nobody has read, exactly once among 32 racing creators, in 428 mode too; with the
+//! layer trusting its memory, a 404 that speaks only for a variant or a user is not taken for
+//! the resource's absence. Over a real socket.
 
 mod common;
 
@@ -39,12 +40,14 @@ async fn a_404_lets_if_none_match_star_create_once() {
         let layer = ConditionalLayer::new().require_precondition(required);
         let (base, docs) = app(layer).await;
         let mode = if required { "428 mode" } else { "default" };
+        // Nobody has read it: the layer asks the application, which answers 404.
         assert_eq!(
             create(&base, "/docs/never-read", "x").await,
-            412,
-            "{mode}: nothing known, fails closed"
+            201,
+            "{mode}: absent, created"
         );
-        assert!(docs.lock().unwrap().is_empty(), "{mode}");
+        assert_eq!(create(&base, "/docs/never-read", "y").await, 412, "{mode}");
+        assert_eq!(docs.lock().unwrap()["never-read"], "x", "{mode}");
 
         assert_eq!(fetch(&base, "/docs/a", &[]).await, 404);
         assert_eq!(create(&base, "/docs/a", "first").await, 201, "{mode}");
@@ -73,10 +76,10 @@ async fn a_404_lets_if_none_match_star_create_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn of_sixteen_racing_creators_exactly_one_wins() {
+async fn of_thirty_two_racing_creators_exactly_one_wins() {
     let (base, docs) = app(ConditionalLayer::new()).await;
-    assert_eq!(fetch(&base, "/docs/race", &[]).await, 404);
-    let racers = (0..16).map(|i| {
+    // Nobody read it first: each creator's check asks the application under the key's lock.
+    let racers = (0..32).map(|i| {
         let base = base.clone();
         tokio::spawn(async move { create(&base, "/docs/race", &format!("racer {i}")).await })
     });
@@ -100,25 +103,28 @@ async fn of_sixteen_racing_creators_exactly_one_wins() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_404_for_a_variant_or_a_user_says_nothing_of_the_resource() {
-    let (base, docs) = app(ConditionalLayer::new()).await;
+    // With the layer trusting its memory and unable to ask (it wraps each method's handler
+    // apart), a 404 it saw for a query or for one user (an app may hide a document from a
+    // user) is not taken for the resource's absence.
+    let trusting = ConditionalLayer::new().every_change_passes_through();
+    let (base, docs) = common::docs_per_method(trusting, StatusCode::CREATED).await;
     docs.lock()
         .unwrap()
         .insert("kept".into(), Bytes::from_static(b"kept"));
-    // The handler answers 404 to these although `kept` exists (a query it does not know, a
-    // user it hides the document from, as an app may).
     assert_eq!(fetch(&base, "/docs/missing?view=raw", &[]).await, 404);
     assert_eq!(create(&base, "/docs/missing", "x").await, 412, "a query");
-    assert_eq!(
-        fetch(
-            &base,
-            "/docs/missing",
-            &[("authorization", "Bearer someone")]
-        )
-        .await,
-        404
-    );
+    let someone = [("authorization", "Bearer someone")];
+    assert_eq!(fetch(&base, "/docs/missing", &someone).await, 404);
     assert_eq!(create(&base, "/docs/missing", "x").await, 412, "one user");
     assert_eq!(create(&base, "/docs/kept", "lost").await, 412);
     assert_eq!(docs.lock().unwrap()["kept"], "kept");
     assert!(!docs.lock().unwrap().contains_key("missing"));
+    // Asked (the default), the application says what it says to the writer.
+    let (base, docs) = app(ConditionalLayer::new()).await;
+    docs.lock()
+        .unwrap()
+        .insert("kept".into(), Bytes::from_static(b"kept"));
+    assert_eq!(create(&base, "/docs/kept", "lost").await, 412);
+    assert_eq!(create(&base, "/docs/missing", "x").await, 201);
+    assert_eq!(docs.lock().unwrap()["kept"], "kept");
 }

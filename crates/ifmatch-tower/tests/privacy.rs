@@ -98,19 +98,12 @@ async fn the_layer_inside_authentication_never_answers_304_to_other_credentials(
     no_304_for_other_credentials(app, "authentication outermost").await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn with_authentication_outside_a_stale_write_without_credentials_is_401_not_412() {
-    // RFC 9110 13.2.1: preconditions are evaluated after authentication. The layer cannot run
-    // an authentication it wraps without running the handler, so authentication goes outside
-    // it (the crate README says so); then nobody learns from a 412 whether a guessed tag is
-    // current.
-    async fn write() -> StatusCode {
-        StatusCode::NO_CONTENT
-    }
-    let app = Router::new()
-        .route("/diary", get(document).put(write))
-        .layer(ConditionalLayer::new())
-        .layer(middleware::from_fn(auth));
+/// RFC 9110 13.2.1: preconditions are evaluated after authentication, so a request whose
+/// credentials the application refuses gets the application's 401, never a 412 that would
+/// tell a stranger whether a guessed tag is current: with authentication outside the layer,
+/// and inside it (the layer's GET for the current version carries the write's credentials,
+/// and the application's refusal of it is the answer).
+async fn refused_writes_get_the_applications_answer(app: Router, order: &str) {
     let base = serve(app).await;
     let alice = ("authorization", "Bearer alice-token");
     let tag = get_with(&base, &[alice]).await.headers()["etag"]
@@ -125,11 +118,13 @@ async fn with_authentication_outside_a_stale_write_without_credentials_is_401_no
         async move { request.send().await.unwrap().status() }
     };
     for guess in [tag.clone(), "\"stale\"".to_owned()] {
-        assert_eq!(put(vec![("if-match", guess.clone())]).await, 401, "{guess}");
+        let status = put(vec![("if-match", guess.clone())]).await;
+        assert_eq!(status, 401, "{order}: {guess}");
         let header = ("if-none-match", tag.clone());
         assert_eq!(
             get_with(&base, &[(header.0, &header.1)]).await.status(),
-            401
+            401,
+            "{order}"
         );
     }
     let stale = put(vec![
@@ -137,7 +132,27 @@ async fn with_authentication_outside_a_stale_write_without_credentials_is_401_no
         (alice.0, alice.1.to_owned()),
     ])
     .await;
-    assert_eq!(stale, 412, "Alice's stale write");
+    assert_eq!(stale, 412, "{order}: Alice's stale write");
     let current = put(vec![("if-match", tag), (alice.0, alice.1.to_owned())]).await;
-    assert_eq!(current, 204, "Alice's current write");
+    assert_eq!(current, 204, "{order}: Alice's current write");
+}
+
+async fn write() -> StatusCode {
+    StatusCode::NO_CONTENT
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_authentication_outside_a_refused_write_is_401_not_412() {
+    let routes = Router::new().route("/diary", get(document).put(write));
+    let app = common::around(ConditionalLayer::new(), routes).layer(middleware::from_fn(auth));
+    refused_writes_get_the_applications_answer(app, "authentication outside").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_authentication_inside_a_refused_write_is_401_not_412() {
+    let routes = Router::new()
+        .route("/diary", get(document).put(write))
+        .layer(middleware::from_fn(auth));
+    let app = common::around(ConditionalLayer::new(), routes);
+    refused_writes_get_the_applications_answer(app, "authentication inside").await;
 }

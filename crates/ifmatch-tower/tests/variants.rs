@@ -1,4 +1,4 @@
-//! Issue 13, point 4: one resource, one representation per user (`Vary: Authorization`). A
+//! One resource, one representation per user (`Vary: Authorization`). A
 //! user's `If-Match` of his own tag is checked against his own variant: it passes while nobody
 //! has written, and another user's tag never lets him write.
 
@@ -30,9 +30,8 @@ async fn serve() -> String {
     }
     let app = Router::new()
         .route("/doc", get(read).put(write))
-        .with_state(Doc::new(Mutex::new("v1".into())))
-        .layer(ConditionalLayer::new());
-    common::serve(app).await
+        .with_state(Doc::new(Mutex::new("v1".into())));
+    common::serve(common::around(ConditionalLayer::new(), app)).await
 }
 
 use common::http;

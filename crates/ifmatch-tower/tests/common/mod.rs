@@ -25,6 +25,22 @@ pub async fn docs(
     layer: ifmatch_tower::ConditionalLayer,
     created: axum::http::StatusCode,
 ) -> (String, Docs) {
+    let (app, documents) = docs_app(created);
+    (serve(around(layer, app)).await, documents)
+}
+
+/// [`docs`] with the layer given to axum's `Router::layer`, which wraps each method's handler
+/// apart.
+pub async fn docs_per_method(
+    layer: ifmatch_tower::ConditionalLayer,
+    created: axum::http::StatusCode,
+) -> (String, Docs) {
+    let (app, documents) = docs_app(created);
+    (serve(app.layer(layer)).await, documents)
+}
+
+/// The application [`docs`] serves, and its documents.
+pub fn docs_app(created: axum::http::StatusCode) -> (axum::Router, Docs) {
     use axum::extract::{Path, State};
     use axum::http::StatusCode;
     let read = async |State(docs): State<Docs>, Path(id): Path<String>| {
@@ -54,7 +70,16 @@ pub async fn docs(
             "/docs/{id}",
             axum::routing::get(read).put(write).delete(remove),
         )
-        .with_state(documents.clone())
-        .layer(layer);
-    (serve(app).await, documents)
+        .with_state(documents.clone());
+    (app, documents)
+}
+
+/// `app` with `layer` around the whole of it, as the README sets it up: the layer then asks
+/// the application for the current version of whatever a conditional write names.
+pub fn around<V>(layer: ifmatch_tower::ConditionalLayer<V>, app: axum::Router) -> axum::Router
+where
+    V: ifmatch_tower::VersionStore + Clone + Send + Sync + 'static,
+{
+    use tower::Layer;
+    axum::Router::new().fallback_service(layer.layer(app))
 }
