@@ -1,0 +1,133 @@
+//! Two instances of one axum app, each behind the Tower layer around its whole router, sharing
+//! one database (a map both read and write) and one Redis for the layer's write locks, as a
+//! fleet behind a load balancer runs: conditional writes are judged against the document as it
+//! is now, whichever instance took them; of 32 creators spread over both, one wins; 32 clients
+//! read-modify-write one counter through both and lose no increment.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::get;
+use ifmatch_redis::testing::RedisServer;
+use ifmatch_redis::{RedisVersions, connect};
+use ifmatch_tower::ConditionalLayer;
+use tower::Layer;
+
+type Docs = Arc<Mutex<BTreeMap<String, String>>>;
+
+fn routes(docs: Docs) -> Router {
+    async fn read(State(docs): State<Docs>, Path(id): Path<String>) -> Result<String, StatusCode> {
+        let docs = docs.lock().unwrap();
+        docs.get(&id).cloned().ok_or(StatusCode::NOT_FOUND)
+    }
+    async fn write(State(docs): State<Docs>, Path(id): Path<String>, body: String) -> StatusCode {
+        // A database round trip: long enough for a write on the other instance to come between,
+        // were the lock not shared.
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        match docs.lock().unwrap().insert(id, body) {
+            Some(_) => StatusCode::NO_CONTENT,
+            None => StatusCode::CREATED,
+        }
+    }
+    Router::new()
+        .route("/docs/{id}", get(read).put(write))
+        .with_state(docs)
+}
+
+/// Two instances over `docs`, their layers' locks in `server`: their base URLs.
+async fn fleet(server: &RedisServer, docs: &Docs) -> [String; 2] {
+    let mut bases = Vec::new();
+    for _ in 0..2 {
+        let versions = RedisVersions::new(connect(&server.url()).await.unwrap(), "ifmatch:v:");
+        let layer = ConditionalLayer::new().versions(versions);
+        let app = Router::new().fallback_service(layer.layer(routes(docs.clone())));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        bases.push(format!("http://{}", listener.local_addr().unwrap()));
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    }
+    [bases[0].clone(), bases[1].clone()]
+}
+
+fn http() -> reqwest::Client {
+    reqwest::Client::builder().no_proxy().build().unwrap()
+}
+
+async fn put(base: &str, path: &str, condition: (&str, &str), body: String) -> u16 {
+    let response = http()
+        .put(format!("{base}{path}"))
+        .header(condition.0, condition.1)
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    response.status().as_u16()
+}
+
+async fn read(base: &str, path: &str) -> (String, String) {
+    let response = http().get(format!("{base}{path}")).send().await.unwrap();
+    let tag = response.headers()["etag"].to_str().unwrap().to_owned();
+    (tag, response.text().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_loses_no_update_and_creates_once() {
+    let server = RedisServer::start();
+    let docs = Docs::default();
+    let [a, b] = fleet(&server, &docs).await;
+
+    // Of 32 creators over both instances, one wins.
+    let creators = (0..32).map(|i| {
+        let base = if i % 2 == 0 { a.clone() } else { b.clone() };
+        tokio::spawn(
+            async move { put(&base, "/docs/c", ("if-none-match", "*"), format!("{i}")).await },
+        )
+    });
+    let mut statuses = Vec::new();
+    for creator in creators {
+        statuses.push(creator.await.unwrap());
+    }
+    assert_eq!(
+        statuses.iter().filter(|&&s| s == 201).count(),
+        1,
+        "{statuses:?}"
+    );
+    assert!(
+        statuses.iter().all(|&s| s == 201 || s == 412),
+        "{statuses:?}"
+    );
+
+    // Read through A; a job changes the document; neither instance takes the old tag.
+    let (tag, _) = read(&a, "/docs/c").await;
+    docs.lock().unwrap().insert("c".into(), "by the job".into());
+    for base in [&a, &b] {
+        assert_eq!(
+            put(base, "/docs/c", ("if-match", &tag), "lost".into()).await,
+            412
+        );
+    }
+    assert_eq!(docs.lock().unwrap()["c"], "by the job");
+
+    // 32 clients add one each to a counter, read-modify-write with If-Match, retrying on 412.
+    docs.lock().unwrap().insert("n".into(), "0".into());
+    let clients = (0..32).map(|i| {
+        let base = if i % 2 == 0 { a.clone() } else { b.clone() };
+        tokio::spawn(async move {
+            loop {
+                let (tag, value) = read(&base, "/docs/n").await;
+                let next = (value.parse::<u64>().unwrap() + 1).to_string();
+                match put(&base, "/docs/n", ("if-match", &tag), next).await {
+                    204 => return,
+                    412 => continue,
+                    other => panic!("{other}"),
+                }
+            }
+        })
+    });
+    for client in clients {
+        client.await.unwrap();
+    }
+    assert_eq!(docs.lock().unwrap()["n"], "32", "no increment lost");
+}

@@ -1,0 +1,297 @@
+//! The layer's promise in the axum apps a user writes from the README, over a real socket: no
+//! lost update when the documents change behind the layer (a background job) or through another
+//! route; create-only and 428 mode; the setups users write (the whole router, a
+//! `ServiceBuilder`, `Router::layer` and `route_layer`, which must say at once why they cannot
+//! check a write); a HEAD handler of its own; a sliding session cookie on a 304.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::routing::{get, post};
+use ifmatch_tower::ConditionalLayer;
+use tower::Layer;
+
+type Docs = Arc<Mutex<BTreeMap<String, String>>>;
+
+/// A document store as the README's readers write it: a listing, documents, an append route.
+fn routes(docs: Docs) -> Router {
+    async fn list(State(docs): State<Docs>) -> String {
+        let docs = docs.lock().unwrap();
+        docs.keys().cloned().collect::<Vec<_>>().join("\n")
+    }
+    async fn read(State(docs): State<Docs>, Path(id): Path<String>) -> Result<String, StatusCode> {
+        let docs = docs.lock().unwrap();
+        docs.get(&id).cloned().ok_or(StatusCode::NOT_FOUND)
+    }
+    async fn write(State(docs): State<Docs>, Path(id): Path<String>, body: String) -> StatusCode {
+        match docs.lock().unwrap().insert(id, body) {
+            Some(_) => StatusCode::NO_CONTENT,
+            None => StatusCode::CREATED,
+        }
+    }
+    async fn create(State(docs): State<Docs>, body: String) -> (StatusCode, HeaderMap) {
+        let mut docs = docs.lock().unwrap();
+        let id = format!("n{}", docs.len());
+        docs.insert(id.clone(), body);
+        let mut headers = HeaderMap::new();
+        headers.insert(header::LOCATION, format!("/docs/{id}").parse().unwrap());
+        (StatusCode::CREATED, headers)
+    }
+    async fn append(State(docs): State<Docs>, Path(id): Path<String>, body: String) -> StatusCode {
+        match docs.lock().unwrap().get_mut(&id) {
+            Some(doc) => {
+                doc.push_str(&body);
+                StatusCode::NO_CONTENT
+            }
+            None => StatusCode::NOT_FOUND,
+        }
+    }
+    Router::new()
+        .route("/docs", get(list).post(create))
+        .route("/docs/{id}", get(read).put(write))
+        .route("/docs/{id}/append", post(append))
+        .with_state(docs)
+}
+
+/// Serves `routes` with `layer` around the whole router, as the README says.
+async fn serve(layer: ConditionalLayer) -> (String, Docs) {
+    let docs = Docs::default();
+    let app = Router::new().fallback_service(layer.layer(routes(docs.clone())));
+    (common::serve(app).await, docs)
+}
+
+async fn send(base: &str, method: &str, path: &str, fields: &[(&str, &str)], body: &str) -> u16 {
+    let mut request = common::http()
+        .request(method.parse().unwrap(), format!("{base}{path}"))
+        .body(body.to_owned());
+    for (name, value) in fields {
+        request = request.header(*name, *value);
+    }
+    request.send().await.unwrap().status().as_u16()
+}
+
+async fn tag_of(base: &str, path: &str) -> String {
+    let response = common::http()
+        .get(format!("{base}{path}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "{path}");
+    response.headers()["etag"].to_str().unwrap().to_owned()
+}
+
+/// A background job, another service, a SQL console: the document changes behind the layer. A
+/// write carrying the tag read before that change is refused, and the change stands; so is one
+/// carrying the tag read before an append through another route.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_update_is_lost_to_a_change_the_layer_never_saw() {
+    let (base, docs) = serve(ConditionalLayer::new()).await;
+    assert_eq!(send(&base, "PUT", "/docs/a", &[], "v1").await, 201);
+    let before = tag_of(&base, "/docs/a").await;
+    // Read twice, so that the layer has all it could remember of `a`.
+    assert_eq!(
+        send(&base, "GET", "/docs/a", &[("if-none-match", &before)], "").await,
+        304
+    );
+
+    docs.lock().unwrap().insert("a".into(), "by the job".into());
+    let stale = send(&base, "PUT", "/docs/a", &[("if-match", &before)], "lost").await;
+    assert_eq!(stale, 412, "a write with the tag from before the job");
+    assert_eq!(docs.lock().unwrap()["a"], "by the job");
+
+    let current = tag_of(&base, "/docs/a").await;
+    assert_eq!(
+        send(&base, "POST", "/docs/a/append", &[], "+more").await,
+        204
+    );
+    let stale = send(&base, "PUT", "/docs/a", &[("if-match", &current)], "lost").await;
+    assert_eq!(stale, 412, "a write with the tag from before the append");
+    assert_eq!(docs.lock().unwrap()["a"], "by the job+more");
+    // And no 304 for the tag from before the append either.
+    assert_eq!(
+        send(&base, "GET", "/docs/a", &[("if-none-match", &current)], "").await,
+        200
+    );
+    let now = tag_of(&base, "/docs/a").await;
+    assert_eq!(
+        send(&base, "PUT", "/docs/a", &[("if-match", &now)], "v2").await,
+        204
+    );
+}
+
+/// `If-None-Match: *` creates a document nobody has read, once; in 428 mode a blind write is
+/// refused, a create-only one passes, and a POST to the collection goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_only_and_428_mode_let_new_documents_in() {
+    for required in [false, true] {
+        let layer = ConditionalLayer::new().require_precondition(required);
+        let (base, docs) = serve(layer).await;
+        let only = [("if-none-match", "*")];
+        assert_eq!(send(&base, "PUT", "/docs/new", &only, "one").await, 201);
+        assert_eq!(send(&base, "PUT", "/docs/new", &only, "two").await, 412);
+        assert_eq!(docs.lock().unwrap()["new"], "one");
+        let blind = send(&base, "PUT", "/docs/new", &[], "blind").await;
+        assert_eq!(blind, if required { 428 } else { 204 }, "{required}");
+        assert_eq!(send(&base, "POST", "/docs", &[], "posted").await, 201);
+        assert_eq!(docs.lock().unwrap().len(), 2, "{required}");
+    }
+}
+
+/// Of 32 concurrent creators of one document nobody has read, exactly one wins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn of_thirty_two_concurrent_creators_exactly_one_wins() {
+    let (base, docs) = serve(ConditionalLayer::new()).await;
+    let creators = (0..32).map(|i| {
+        let base = base.clone();
+        tokio::spawn(async move {
+            let only = [("if-none-match", "*")];
+            send(&base, "PUT", "/docs/race", &only, &format!("creator {i}")).await
+        })
+    });
+    let mut statuses = Vec::new();
+    for creator in creators {
+        statuses.push(creator.await.unwrap());
+    }
+    assert_eq!(
+        statuses.iter().filter(|&&s| s == 201).count(),
+        1,
+        "{statuses:?}"
+    );
+    assert!(
+        statuses.iter().all(|&s| s == 201 || s == 412),
+        "{statuses:?}"
+    );
+    assert!(docs.lock().unwrap()["race"].starts_with("creator "));
+}
+
+/// Every setup a user writes either checks writes against the document as it is now, or says
+/// at the first conditional write what to change: never a silent 412 for every create.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_setup_checks_writes_or_says_why_not_at_once() {
+    let only = [("if-none-match", "*")];
+    // The whole router, with `ServiceBuilder` and `fallback_service`.
+    let docs = Docs::default();
+    let whole = tower::ServiceBuilder::new()
+        .layer(ConditionalLayer::new())
+        .service(routes(docs.clone()));
+    let base = common::serve(Router::new().fallback_service(whole)).await;
+    assert_eq!(send(&base, "PUT", "/docs/a", &only, "one").await, 201);
+    docs.lock().unwrap().insert("a".into(), "by the job".into());
+    assert_eq!(send(&base, "PUT", "/docs/a", &only, "two").await, 412);
+
+    // `Router::layer` and `route_layer` wrap each method's handler apart: a 500 that names the
+    // fix, and no handler runs.
+    for route_layer in [false, true] {
+        let docs = Docs::default();
+        let app = if route_layer {
+            routes(docs.clone()).route_layer(ConditionalLayer::new())
+        } else {
+            routes(docs.clone()).layer(ConditionalLayer::new())
+        };
+        let base = common::serve(app).await;
+        let response = common::http()
+            .put(format!("{base}/docs/a"))
+            .header("if-none-match", "*")
+            .body("one")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 500, "route_layer: {route_layer}");
+        let text = response.text().await.unwrap();
+        assert!(text.contains("fallback_service"), "{text}");
+        assert!(docs.lock().unwrap().is_empty());
+        // Reads are served and tagged all the same.
+        docs.lock().unwrap().insert("b".into(), "b".into());
+        let tag = tag_of(&base, "/docs/b").await;
+        let revalidated = send(&base, "GET", "/docs/b", &[("if-none-match", &tag)], "").await;
+        assert_eq!(revalidated, 304);
+    }
+}
+
+/// A HEAD with a handler of its own gets the GET's tag and length; a 304 made of the
+/// handler's own answer keeps the session cookie it renews on every view.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_handler_and_a_sliding_session() {
+    async fn page() -> (HeaderMap, &'static str) {
+        let mut headers = HeaderMap::new();
+        let renewed = "session=s1; Max-Age=1800; HttpOnly";
+        headers.insert(header::SET_COOKIE, renewed.parse().unwrap());
+        (headers, "the page")
+    }
+    async fn head() -> StatusCode {
+        StatusCode::OK
+    }
+    let routes = Router::new().route("/page", get(page).head(head));
+    let app = Router::new().fallback_service(ConditionalLayer::new().layer(routes));
+    let base = common::serve(app).await;
+    let http = common::http();
+    let got = http.get(format!("{base}/page")).send().await.unwrap();
+    let tag = got.headers()["etag"].to_str().unwrap().to_owned();
+    let headed = http.head(format!("{base}/page")).send().await.unwrap();
+    assert_eq!(headed.headers()["etag"], tag.as_str());
+    assert_eq!(headed.headers()["content-length"], "8");
+
+    let again = http
+        .get(format!("{base}/page"))
+        .header("if-none-match", &tag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 304);
+    assert_eq!(
+        again.headers()[header::SET_COOKIE],
+        "session=s1; Max-Age=1800; HttpOnly",
+        "the renewal is not lost to the 304"
+    );
+}
+
+/// A compressor inside the layer: each representation has its own strong tag, and while the
+/// document is unchanged a write carrying the tag of either passes, whatever the writer's
+/// `Accept-Encoding`; after a change, neither does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_representations_tag_is_current_until_the_document_changes() {
+    let docs = Docs::default();
+    docs.lock()
+        .unwrap()
+        .insert("a".into(), "long enough to be compressed. ".repeat(20));
+    let compressed = routes(docs.clone()).layer(tower_http::compression::CompressionLayer::new());
+    let app = Router::new().fallback_service(ConditionalLayer::new().layer(compressed));
+    let base = common::serve(app).await;
+    let read = |accept: &'static str| {
+        let base = base.clone();
+        async move {
+            let response = common::http()
+                .get(format!("{base}/docs/a"))
+                .header("accept-encoding", accept)
+                .send()
+                .await
+                .unwrap();
+            response.headers()["etag"].to_str().unwrap().to_owned()
+        }
+    };
+    let (gzip, identity) = (read("gzip").await, read("identity").await);
+    assert_ne!(gzip, identity, "two byte sequences, two strong tags");
+    // An identity writer holding the gzip reader's tag: the same version.
+    let write = |accept: &'static str, tag: String, body: String| {
+        let base = base.clone();
+        async move {
+            let fields = [("accept-encoding", accept), ("if-match", tag.as_str())];
+            send(&base, "PUT", "/docs/a", &fields, &body).await
+        }
+    };
+    assert_eq!(
+        write("identity", gzip.clone(), "v2. ".repeat(30)).await,
+        204
+    );
+    assert_eq!(write("identity", gzip.clone(), "lost".into()).await, 412);
+    assert_eq!(write("gzip", identity.clone(), "lost".into()).await, 412);
+    let (gzip, identity) = (read("gzip").await, read("identity").await);
+    assert_eq!(write("gzip", identity, "v3. ".repeat(30)).await, 204);
+    assert_eq!(write("identity", gzip, "lost".into()).await, 412);
+    assert!(docs.lock().unwrap()["a"].starts_with("v3. "));
+}
