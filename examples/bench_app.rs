@@ -1,6 +1,8 @@
 //! The app of the layer's load benchmark (`scripts/bench-tower`): one axum route answering a
-//! fixed 4 KiB body, with the layer when LAYER=on, and an ETag of the handler's own when
-//! HANDLER_ETAG=on. With DELAY_MS, the handler takes that long: waiting (DELAY_MODE=wait, the
+//! fixed 4 KiB body (a PUT of it stores nothing and answers 204), with the layer around the
+//! whole router when LAYER=on (every conditional write asks the GET route for the document) or
+//! LAYER=trusting (the layer judges writes by what it remembers, `every_change_passes_through`),
+//! and an ETag of the handler's own when HANDLER_ETAG=on. With DELAY_MS, the handler takes that long: waiting (DELAY_MODE=wait, the
 //! default, as for a database) or computing (DELAY_MODE=compute, as for rendering).
 //!
 //! For the caching proxy's benchmark (`scripts/bench-cache`), answers a shared cache may keep
@@ -33,7 +35,8 @@ async fn main() -> std::io::Result<()> {
             .unwrap_or(0),
     );
     let compute = std::env::var("DELAY_MODE").is_ok_and(|m| m == "compute");
-    let layer = std::env::var("LAYER").is_ok_and(|l| l == "on");
+    let mode = std::env::var("LAYER").unwrap_or_default();
+    let layer = mode == "on" || mode == "trusting";
     // With HANDLER_ETAG=on the handler names its own version: the layer never buffers or hashes.
     let handler_etag = std::env::var("HANDLER_ETAG").is_ok_and(|l| l == "on");
     let body = Bytes::from(
@@ -41,6 +44,9 @@ async fn main() -> std::io::Result<()> {
             .map(|i| b'a' + (i % 26) as u8)
             .collect::<Vec<u8>>(),
     );
+    // A write that leaves the document as it was, and says its version, as a handler that
+    // knows it does (what lets a layer that trusts its memory skip asking next time).
+    let tag = ifmatch_core::strong_etag(&body).to_header_value();
     let handler = move || {
         let body = body.clone();
         async move {
@@ -57,6 +63,13 @@ async fn main() -> std::io::Result<()> {
             }
             let etag = handler_etag.then_some([(axum::http::header::ETAG, "\"v1\"")]);
             (etag, body)
+        }
+    };
+    let stored = move || {
+        let tag = tag.clone();
+        async move {
+            let fields = [(axum::http::header::ETAG, tag)];
+            (axum::http::StatusCode::NO_CONTENT, fields)
         }
     };
     let cacheable = |size: usize, tag: &'static str| {
@@ -99,18 +112,22 @@ async fn main() -> std::io::Result<()> {
     let mut app = Router::new()
         .route("/cold/{key}", get(cold))
         .route("/gets/{key}", get(counted))
-        .route("/doc", get(handler))
+        .route("/doc", get(handler).put(stored))
         .route("/cached/4k", get(cacheable(4096, "\"c4k\"")))
         .route("/cached/1m", get(cacheable(1 << 20, "\"c1m\"")))
         .route("/keys/{key}", get(cacheable(4096, "\"key\"")));
     if layer {
-        app = app.layer(ConditionalLayer::new());
+        let mut conditional = ConditionalLayer::new();
+        if mode == "trusting" {
+            conditional = conditional.every_change_passes_through();
+        }
+        app = Router::new().fallback_service(tower::Layer::layer(&conditional, app));
     }
     let listener = tokio::net::TcpListener::bind(&addr).await?;
     println!(
         "bench-app on http://{} (layer {}, delay {delay:?})",
         listener.local_addr()?,
-        if layer { "on" } else { "off" }
+        if layer { mode.as_str() } else { "off" }
     );
     axum::serve(listener, app).await
 }

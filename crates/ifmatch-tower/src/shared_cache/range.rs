@@ -98,12 +98,36 @@ fn without_digests(headers: &mut HeaderMap) {
 }
 
 /// Whether an answer with `status` and `headers` is a part of its representation sent as all
-/// of it: a 200 whose `Content-Range` names less than the whole (or cannot be read). Such an
-/// answer is incomplete (RFC 9111 3.3): never stored, and never served as the resource.
+/// of it: a 200 whose `Content-Range` names a byte range (`bytes A-B/N`, `bytes A-B/*`) that is
+/// not all of it. Such an answer is incomplete (RFC 9111 3.3): never stored, and never served
+/// as the resource. A `Content-Range` that names no byte range has no meaning on a 200 (RFC
+/// 9110 14.4) and is a field like any other.
 pub fn is_part_as_whole(status: StatusCode, headers: &HeaderMap) -> bool {
-    status == StatusCode::OK
-        && headers.contains_key(header::CONTENT_RANGE)
-        && !Piece::of(headers).is_some_and(|piece| piece.start == 0 && piece.end == piece.complete)
+    if status != StatusCode::OK {
+        return false;
+    }
+    let Some(value) = headers.get(header::CONTENT_RANGE) else {
+        return false;
+    };
+    let named = (value.to_str().ok())
+        .and_then(|v| v.strip_prefix("bytes "))
+        .and_then(|v| v.split_once('/'))
+        .and_then(|(range, complete)| {
+            let (first, last) = range.split_once('-')?;
+            let number = |s: &str| -> Option<u64> {
+                (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok())?
+            };
+            let complete = if complete == "*" {
+                None
+            } else {
+                Some(number(complete)?)
+            };
+            Some((number(first)?, number(last)?, complete))
+        });
+    match named {
+        None => false,
+        Some((first, last, complete)) => first != 0 || complete != last.checked_add(1),
+    }
 }
 
 /// The bytes of its representation a stored 206 holds: `start..end` of `complete`.
@@ -217,7 +241,9 @@ mod tests {
         assert!(is_part_as_whole(StatusCode::OK, &part));
         assert!(!is_part_as_whole(StatusCode::PARTIAL_CONTENT, &part));
         assert!(is_part_as_whole(StatusCode::OK, &with("bytes 0-4/*", "5")));
-        assert!(is_part_as_whole(StatusCode::OK, &with("nonsense", "5")));
+        assert!(is_part_as_whole(StatusCode::OK, &with("bytes 5-9/10", "5")));
+        // No byte range named: a field with no meaning on a 200, stored as any other.
+        assert!(!is_part_as_whole(StatusCode::OK, &with("nonsense", "5")));
         assert!(!is_part_as_whole(StatusCode::OK, &with("bytes 0-4/5", "5")));
         assert!(!is_part_as_whole(StatusCode::OK, &HeaderMap::new()));
     }
