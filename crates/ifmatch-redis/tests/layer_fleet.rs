@@ -2,7 +2,9 @@
 //! one database (a map both read and write) and one Redis for the layer's write locks, as a
 //! fleet behind a load balancer runs: conditional writes are judged against the document as it
 //! is now, whichever instance took them; of 32 creators spread over both, one wins; 32 clients
-//! read-modify-write one counter through both and lose no increment.
+//! read-modify-write one counter through both and lose no increment; with a compressor inside
+//! the layer, a tag of either representation read on one instance is current on the other
+//! until the document changes.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -37,18 +39,27 @@ fn routes(docs: Docs) -> Router {
         .with_state(docs)
 }
 
-/// Two instances over `docs`, their layers' locks in `server`: their base URLs.
-async fn fleet(server: &RedisServer, docs: &Docs) -> [String; 2] {
+/// Two instances over `docs`, their layers' locks in `server`, with a compressor inside the
+/// layer when `compressed`: their base URLs.
+async fn fleet_of(server: &RedisServer, docs: &Docs, compressed: bool) -> [String; 2] {
     let mut bases = Vec::new();
     for _ in 0..2 {
         let versions = RedisVersions::new(connect(&server.url()).await.unwrap(), "ifmatch:v:");
         let layer = ConditionalLayer::new().versions(versions);
-        let app = Router::new().fallback_service(layer.layer(routes(docs.clone())));
+        let mut routes = routes(docs.clone());
+        if compressed {
+            routes = routes.layer(tower_http::compression::CompressionLayer::new());
+        }
+        let app = Router::new().fallback_service(layer.layer(routes));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         bases.push(format!("http://{}", listener.local_addr().unwrap()));
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     }
     [bases[0].clone(), bases[1].clone()]
+}
+
+async fn fleet(server: &RedisServer, docs: &Docs) -> [String; 2] {
+    fleet_of(server, docs, false).await
 }
 
 fn http() -> reqwest::Client {
@@ -130,4 +141,49 @@ async fn a_fleet_loses_no_update_and_creates_once() {
         client.await.unwrap();
     }
     assert_eq!(docs.lock().unwrap()["n"], "32", "no increment lost");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tag_of_either_representation_is_current_on_either_instance() {
+    let server = RedisServer::start();
+    let docs = Docs::default();
+    let long = |version: &str| format!("{version}, long enough to be compressed. ").repeat(20);
+    docs.lock().unwrap().insert("a".into(), long("v1"));
+    let [a, b] = fleet_of(&server, &docs, true).await;
+    let read = |base: String, accept: &'static str| async move {
+        let response = http()
+            .get(format!("{base}/docs/a"))
+            .header("accept-encoding", accept)
+            .send()
+            .await
+            .unwrap();
+        response.headers()["etag"].to_str().unwrap().to_owned()
+    };
+    let write = |base: String, accept: &'static str, tag: String, body: String| async move {
+        let response = http()
+            .put(format!("{base}/docs/a"))
+            .header("accept-encoding", accept)
+            .header("if-match", tag)
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        response.status().as_u16()
+    };
+    // A gzip reader on A, an identity writer on B, which never served the gzip bytes.
+    let gzip = read(a.clone(), "gzip").await;
+    let identity = read(a.clone(), "identity").await;
+    assert_ne!(gzip, identity);
+    assert_eq!(
+        write(b.clone(), "identity", gzip.clone(), long("v2")).await,
+        204
+    );
+    // Changed: neither old tag passes, on either instance.
+    for base in [&a, &b] {
+        for tag in [&gzip, &identity] {
+            let status = write(base.clone(), "identity", tag.clone(), "lost".into()).await;
+            assert_eq!(status, 412, "{tag}");
+        }
+    }
+    assert_eq!(docs.lock().unwrap()["a"], long("v2"));
 }

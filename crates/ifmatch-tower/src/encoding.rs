@@ -22,7 +22,43 @@
 
 use http::HeaderValue;
 use http::header::{self, HeaderMap};
-use ifmatch_core::{header_list, strong_etag};
+use ifmatch_core::{EntityTag, header_list, strong_etag};
+
+/// `etag`, the layer's tag of a body, for a response with `headers`: bytes in a content coding
+/// (a compressor inside the layer) get its name after the digest, `"<hex>-gzip"`. Tags are
+/// opaque to clients; the name lets any instance asked for a write with that tag ask for the
+/// same representation again (`Accept-Encoding: gzip`) without having served it.
+pub(crate) fn coded(etag: EntityTag, headers: &HeaderMap) -> EntityTag {
+    let Some(coding) = headers.get(header::CONTENT_ENCODING) else {
+        return etag;
+    };
+    let coding = coding.as_bytes();
+    let token = !coding.is_empty()
+        && coding.len() <= 16
+        && (coding.iter()).all(|b| b.is_ascii_alphanumeric() || *b == b'-');
+    if !token || coding.eq_ignore_ascii_case(b"identity") {
+        return etag;
+    }
+    let mut opaque = etag.opaque().to_vec();
+    opaque.push(b'-');
+    opaque.extend(coding.iter().map(u8::to_ascii_lowercase));
+    EntityTag::strong(opaque).unwrap_or(etag)
+}
+
+/// The content coding a tag the layer made names: `identity` for a bare digest, the name after
+/// it otherwise; `None` for a tag the layer did not make.
+pub(crate) fn coding_of(etag: &EntityTag) -> Option<&str> {
+    let opaque = etag.opaque();
+    let digest = opaque.get(..64)?;
+    if etag.is_weak() || !digest.iter().all(u8::is_ascii_hexdigit) {
+        return None;
+    }
+    match &opaque[64..] {
+        [] => Some("identity"),
+        [b'-', name @ ..] if !name.is_empty() => std::str::from_utf8(name).ok(),
+        _ => None,
+    }
+}
 
 /// The mark of one request's `Accept-Encoding`: `+ae` and 8 hex digits, then the closing quote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,6 +156,23 @@ fn replace(haystack: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tag_of_encoded_bytes_names_its_coding() {
+        let plain = strong_etag(b"bytes");
+        let mut headers = HeaderMap::new();
+        assert_eq!(coded(plain.clone(), &headers), plain);
+        assert_eq!(coding_of(&plain), Some("identity"));
+        headers.insert(header::CONTENT_ENCODING, "GZip".parse().unwrap());
+        let gzip = coded(plain.clone(), &headers);
+        assert_eq!(gzip.opaque(), [plain.opaque(), b"-gzip"].concat());
+        assert_eq!(coding_of(&gzip), Some("gzip"));
+        // Not the layer's: a name with no digest, a weak tag, a list of codings.
+        assert_eq!(coding_of(&EntityTag::strong("v1").unwrap()), None);
+        assert_eq!(coding_of(&EntityTag::weak(plain.opaque()).unwrap()), None);
+        headers.insert(header::CONTENT_ENCODING, "gzip, br".parse().unwrap());
+        assert_eq!(coded(plain.clone(), &headers), plain);
+    }
 
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
         let pair = |&(name, value): &(&str, &str)| {

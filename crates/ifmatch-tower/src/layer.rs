@@ -197,9 +197,9 @@ impl<V> ConditionalLayer<V> {
     /// Decides every conditional write against the version `source` answers, asked under the
     /// key's write lock: the current validators of the resource the request names (the `ETag`
     /// your GET handler sets, read from your database, say), or `None` when it does not exist.
-    /// The usual setup for an application whose data also changes behind the layer (jobs,
-    /// other services): nothing the layer remembers is trusted for a write. An error answers
-    /// 503 and runs no handler.
+    /// Instead of a GET of the wrapped service (the default), which renders the resource: one
+    /// query per conditional write, and it works where the layer wraps each method's handler
+    /// apart (axum's `Router::layer`). An error answers 503 and runs no handler.
     ///
     /// A source may also ask an origin with a GET and tag its answer as the layer does
     /// ([`validators_of_answer`](crate::validators_of_answer)): what `ifmatch proxy` does.

@@ -368,6 +368,14 @@ pub(crate) fn tag(
     bytes: &Bytes,
 ) -> EntityTag {
     let (etag, value) = cache.tag_of(key, bytes);
+    let (etag, value) = match parts.headers.contains_key(header::CONTENT_ENCODING) {
+        false => (etag, value),
+        true => {
+            let etag = crate::encoding::coded(etag, &parts.headers);
+            let value = etag.to_header_value();
+            (etag, value)
+        }
+    };
     parts.headers.insert(header::ETAG, value);
     parts
         .headers

@@ -49,7 +49,8 @@ pub struct Uncertain;
 pub struct Deferred;
 
 /// The validators the layer gives a GET's answer: its own `ETag` (with `Last-Modified`) when it
-/// has one, otherwise the strong SHA-256 tag of its body, read up to `limit` bytes. `None` for
+/// has one, otherwise the strong SHA-256 tag of its body, read up to `limit` bytes (with the
+/// name of its content coding, if any, after the digest). `None` for
 /// 404 and 410: the resource does not exist. What a version source that asks an origin with a
 /// GET (a proxy) answers, so that its versions are the very tags the layer serves.
 pub async fn validators_of_answer<B>(
@@ -74,11 +75,12 @@ where
         .headers()
         .get(header::LAST_MODIFIED)
         .and_then(parse_http_date);
-    let body = Limited::new(response.into_body(), limit)
+    let (parts, body) = response.into_parts();
+    let body = Limited::new(body, limit)
         .collect()
         .await
         .map_err(|_| Uncertain)?;
-    let etag = strong_etag(&body.to_bytes());
+    let etag = crate::encoding::coded(strong_etag(&body.to_bytes()), &parts.headers);
     Ok(Some(Validators::new(Some(etag), last_modified)))
 }
 

@@ -15,6 +15,7 @@ use tower_service::Service;
 
 use crate::body::ConditionalBody;
 use crate::cache::{CREDENTIALS, ReadCache};
+use crate::encoding::coding_of;
 use crate::layer::Config;
 use crate::service::{Refusal, refusal, validators_of};
 use crate::source::{Deferred, current_request, validators_of_answer};
@@ -288,25 +289,41 @@ where
     else {
         return Ok(None);
     };
-    let Some(resource) = cache.resource(key) else {
-        return Ok(None);
-    };
+    // A variant this instance served: asked for with the fields that selected it.
     let query = uri.query().unwrap_or("");
     let wanted = |etag: &EntityTag| tags.iter().any(|t| t.strong_eq(etag));
-    let Some(selecting) = resource.selecting(query, wanted) else {
-        return Ok(None);
-    };
-    let mut headers = headers.clone();
-    for name in resource.vary().iter().filter(|n| !CREDENTIALS.contains(n)) {
-        headers.remove(name);
+    if let Some(resource) = cache.resource(key)
+        && let Some(selecting) = resource.selecting(query, wanted)
+    {
+        let mut headers = headers.clone();
+        for name in resource.vary().iter().filter(|n| !CREDENTIALS.contains(n)) {
+            headers.remove(name);
+        }
+        for (name, value) in &selecting {
+            headers.append(name.clone(), value.clone());
+        }
+        return Ok(match probe(inner, uri.clone(), headers, limit).await? {
+            Probe::Known(current) => current,
+            Probe::Refused(_) | Probe::Unknown => None,
+        });
     }
-    for (name, value) in &selecting {
-        headers.append(name.clone(), value.clone());
+    // Any instance's: a tag the layer made names its content coding, asked for by name (at most
+    // two codings, whatever the list).
+    let mut codings: Vec<&str> = tags.iter().filter_map(coding_of).collect();
+    codings.dedup();
+    for coding in codings.into_iter().take(2) {
+        let mut headers = headers.clone();
+        headers.insert(
+            header::ACCEPT_ENCODING,
+            HeaderValue::from_str(coding).expect("a token"),
+        );
+        if let Probe::Known(Some(current)) = probe(inner, uri.clone(), headers, limit).await?
+            && current.etag.as_ref().is_some_and(wanted)
+        {
+            return Ok(Some(current));
+        }
     }
-    Ok(match probe(inner, uri.clone(), headers, limit).await? {
-        Probe::Known(current) => current,
-        Probe::Refused(_) | Probe::Unknown => None,
-    })
+    Ok(None)
 }
 
 enum Probe<B> {
@@ -332,7 +349,10 @@ where
     ResBody: Body<Data = Bytes>,
     ResBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let get = current_request(&uri, &headers);
+    let mut get = current_request(&uri, &headers);
+    // A shared cache inside the layer must not answer it from its store: the resource as it
+    // is now is the question.
+    get.extensions_mut().insert(crate::shared_cache::Pass);
     poll_fn(|cx| inner.poll_ready(cx)).await?;
     let response = inner.call(get).await?;
     match response.status() {

@@ -1634,3 +1634,36 @@ async fn under_the_conditional_layer_a_kept_answer_is_revalidated_when_stale() {
     );
     assert_eq!(origin.reached(), 2);
 }
+
+/// A conditional write under the layer asks the origin for the resource as it is now, never
+/// the shared cache's fresh copy of it: a write with a tag the origin has moved on from is
+/// refused though the cache still holds that tag's answer.
+#[tokio::test]
+async fn under_the_conditional_layer_a_write_asks_past_the_store() {
+    let (cache, origin) = (SharedCacheLayer::new(), Origin::default());
+    let service = ifmatch_tower::ConditionalLayer::new().layer(cache.layer(origin.service()));
+    let send = |method: Method, fields: &[(&str, &str)]| {
+        let mut request = Request::builder()
+            .method(method)
+            .uri("/k")
+            .header("host", "origin.example");
+        for (name, value) in fields {
+            request = request.header(*name, *value);
+        }
+        let request = request.body(Empty::<Bytes>::new()).unwrap();
+        let service = service.clone();
+        async move { service.oneshot(request).await.unwrap().status() }
+    };
+    let fresh = ("cache-control", "max-age=3600");
+    origin.answers(200, &[fresh, ("etag", "\"v1\"")], "old");
+    assert_eq!(send(Method::GET, &[]).await, StatusCode::OK);
+    // Changed at the origin behind both layers; the store still holds v1, fresh.
+    origin.answers(200, &[fresh, ("etag", "\"v2\"")], "new");
+    let reached = origin.reached();
+    assert_eq!(
+        send(Method::PUT, &[("if-match", "\"v1\"")]).await,
+        StatusCode::PRECONDITION_FAILED
+    );
+    assert_eq!(origin.reached(), reached + 1, "the origin was asked");
+    assert_eq!(origin.last().get("if-match"), None);
+}
