@@ -282,9 +282,11 @@ impl<V> ConditionalLayer<V> {
     }
 
     /// Forgets what the layer knows of `key`, for a change made outside the layer: the 304
-    /// cache's variants and the version backend's version. Until the layer learns the version
-    /// again (from a GET), a conditional write of `key` is refused with 412, never checked
-    /// against the version from before the change.
+    /// cache's variants and the version backend's version, so no 304 answers an old tag. (A
+    /// conditional write asks the service anyway; under
+    /// [`every_change_passes_through`](Self::every_change_passes_through), this is how a change
+    /// made outside is reported: until the layer learns the version again, a conditional write
+    /// of `key` is checked against the service's answer, never the version from before.)
     pub async fn invalidate(&self, key: &str)
     where
         V: VersionStore,
