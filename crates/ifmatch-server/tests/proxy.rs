@@ -791,7 +791,10 @@ async fn a_cached_answer_never_reaches_other_credentials() {
             // A 304 made of the origin's answer to Alice's own request keeps the cookie it set
             // for her; one from memory carries none.
             let cookie = again.headers().get("set-cookie");
-            assert!(cookie.is_none_or(|c| c == "seen=1"), "{extra:?}: {cookie:?}");
+            assert!(
+                cookie.is_none_or(|c| c == "seen=1"),
+                "{extra:?}: {cookie:?}"
+            );
         }
     }
 }
