@@ -37,6 +37,9 @@ async fn main() -> std::io::Result<()> {
     let compute = std::env::var("DELAY_MODE").is_ok_and(|m| m == "compute");
     let mode = std::env::var("LAYER").unwrap_or_default();
     let layer = mode == "on" || mode == "trusting";
+    // LAYER=service: the layer around the router served as a service of its own, without the
+    // outer router that `fallback_service` adds (axum's way for a middleware before routing).
+    let service = mode == "service";
     // With HANDLER_ETAG=on the handler names its own version: the layer never buffers or hashes.
     let handler_etag = std::env::var("HANDLER_ETAG").is_ok_and(|l| l == "on");
     let body = Bytes::from(
@@ -127,7 +130,20 @@ async fn main() -> std::io::Result<()> {
     println!(
         "bench-app on http://{} (layer {}, delay {delay:?})",
         listener.local_addr()?,
-        if layer { mode.as_str() } else { "off" }
+        if layer || service {
+            mode.as_str()
+        } else {
+            "off"
+        }
     );
+    if service {
+        use axum::response::IntoResponse;
+        let app = tower::ServiceBuilder::new()
+            .map_response(IntoResponse::into_response)
+            .layer(ConditionalLayer::new())
+            .service(app);
+        let app = axum::ServiceExt::<axum::extract::Request>::into_make_service(app);
+        return axum::serve(listener, app).await;
+    }
     axum::serve(listener, app).await
 }
