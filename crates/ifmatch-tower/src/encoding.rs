@@ -33,10 +33,7 @@ pub(crate) fn coded(etag: EntityTag, headers: &HeaderMap) -> EntityTag {
         return etag;
     };
     let coding = coding.as_bytes();
-    let token = !coding.is_empty()
-        && coding.len() <= 16
-        && (coding.iter()).all(|b| b.is_ascii_alphanumeric() || *b == b'-');
-    if !token || coding.eq_ignore_ascii_case(b"identity") {
+    if !is_coding(coding) || coding.eq_ignore_ascii_case(b"identity") {
         return etag;
     }
     let mut opaque = etag.opaque().to_vec();
@@ -55,9 +52,17 @@ pub(crate) fn coding_of(etag: &EntityTag) -> Option<&str> {
     }
     match &opaque[64..] {
         [] => Some("identity"),
-        [b'-', name @ ..] if !name.is_empty() => std::str::from_utf8(name).ok(),
+        // Only what `coded` writes: a short token (the tag may be a client's invention).
+        [b'-', name @ ..] if is_coding(name) => std::str::from_utf8(name).ok(),
         _ => None,
     }
+}
+
+/// Whether `name` may name a content coding in a tag: a short token.
+fn is_coding(name: &[u8]) -> bool {
+    !name.is_empty()
+        && name.len() <= 16
+        && (name.iter()).all(|b| b.is_ascii_alphanumeric() || *b == b'-')
 }
 
 /// The mark of one request's `Accept-Encoding`: `+ae` and 8 hex digits, then the closing quote.
@@ -167,8 +172,11 @@ mod tests {
         let gzip = coded(plain.clone(), &headers);
         assert_eq!(gzip.opaque(), [plain.opaque(), b"-gzip"].concat());
         assert_eq!(coding_of(&gzip), Some("gzip"));
-        // Not the layer's: a name with no digest, a weak tag, a list of codings.
+        // Not the layer's: a name with no digest, a weak tag, a list of codings, a name no
+        // coding has.
         assert_eq!(coding_of(&EntityTag::strong("v1").unwrap()), None);
+        let odd = [plain.opaque(), "-gz/ip".as_bytes()].concat();
+        assert_eq!(coding_of(&EntityTag::strong(odd).unwrap()), None);
         assert_eq!(coding_of(&EntityTag::weak(plain.opaque()).unwrap()), None);
         headers.insert(header::CONTENT_ENCODING, "gzip, br".parse().unwrap());
         assert_eq!(coded(plain.clone(), &headers), plain);
