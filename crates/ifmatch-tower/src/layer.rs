@@ -61,6 +61,19 @@ impl fmt::Debug for Config {
     }
 }
 
+impl Config {
+    /// Whether a conditional write is judged by the version backend's versions (learned from
+    /// GETs and writes): only when promised, and with no version source.
+    pub(crate) fn judges_by_memory(&self) -> bool {
+        self.trust_memory && self.source.is_none()
+    }
+
+    /// Whether a conditional write asks the wrapped service for the resource: the default.
+    pub(crate) fn asks_service(&self) -> bool {
+        !self.trust_memory && self.source.is_none()
+    }
+}
+
 /// The default resource key: the path. The query selects a variant of the resource, so a
 /// write to a path forgets every query of it (`?view=raw` cannot outlive a PUT), and the path
 /// has one write lock.

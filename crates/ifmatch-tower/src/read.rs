@@ -100,8 +100,7 @@ impl<S, V> Conditional<S, V> {
         let inner = std::mem::replace(&mut self.inner, clone);
         // Only a layer that trusts its memory judges writes by the version backend's versions:
         // otherwise nothing to record.
-        let config = &self.shared.config;
-        let record = config.source.is_none() && config.trust_memory;
+        let record = self.shared.config.judges_by_memory();
         ResponseFuture::boxed(Box::pin(learn(
             inner,
             self.shared.versions.clone(),

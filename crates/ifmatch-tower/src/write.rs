@@ -73,21 +73,15 @@ where
                 }
             }
             // Asked of the application itself: the resource as it is now.
-            None if !config.trust_memory => {
+            None if config.asks_service() => {
                 if !serves_get {
                     tracing::error!(%key, "{}", crate::service::BLIND.trim_end());
                     return Ok(refusal(Refusal::Blind));
                 }
                 let (uri, headers) = (request.uri().clone(), request.headers().clone());
-                match probe(&mut inner, uri, headers, config.hash_limit).await? {
-                    Probe::Known(current) => Some(current),
-                    // The application's own refusal of these credentials comes first: a 412
-                    // would tell a stranger the resource exists and has moved on.
-                    Probe::Refused(response) => return Ok(response.map(ConditionalBody::new)),
-                    Probe::Unknown => {
-                        tracing::warn!(%key, "the inner service did not tell the current version");
-                        return Ok(refusal(Refusal::Unavailable));
-                    }
+                match ask(&mut inner, uri, headers, config.hash_limit).await? {
+                    Ok(current) => Some(current),
+                    Err(answer) => return Ok(answer),
                 }
             }
             None => Some(match versions.get(&key).await {
@@ -107,21 +101,13 @@ where
                 // The version cannot be known: fail closed. The client re-reads, which teaches
                 // the layer the version, and retries.
                 Ok(None) if !serves_get => return Ok(refusal(Refusal::Unknown)),
-                Ok(None) => match probe(
-                    &mut inner,
-                    request.uri().clone(),
-                    request.headers().clone(),
-                    config.hash_limit,
-                )
-                .await?
-                {
-                    Probe::Known(current) => current,
-                    Probe::Refused(response) => return Ok(response.map(ConditionalBody::new)),
-                    Probe::Unknown => {
-                        tracing::warn!(%key, "the inner service did not tell the current version");
-                        return Ok(refusal(Refusal::Unavailable));
+                Ok(None) => {
+                    let (uri, headers) = (request.uri().clone(), request.headers().clone());
+                    match ask(&mut inner, uri, headers, config.hash_limit).await? {
+                        Ok(current) => current,
+                        Err(answer) => return Ok(answer),
                     }
-                },
+                }
                 Err(error) => {
                     tracing::error!(%key, %error, "the version backend could not read a version");
                     return Ok(refusal(Refusal::Unavailable));
@@ -136,9 +122,8 @@ where
             // A tag of another representation of the resource (the gzip bytes, another
             // language) is a tag of the version it was read from: asked for that
             // representation again, the application says whether it still is.
-            let asked = config.source.is_none() && !config.trust_memory;
             if outcome == Outcome::PreconditionFailed
-                && asked
+                && config.asks_service()
                 && let Some(other) = another_representation(
                     &mut inner,
                     (&cache, &key),
@@ -166,7 +151,7 @@ where
     let mut response = inner.call(request).await?;
     cache.invalidate(&key);
     // What else the write changed: forgotten too, in the cache and the version backend.
-    let memory = config.trust_memory && config.source.is_none();
+    let memory = config.judges_by_memory();
     for other in related_keys(&config, &uri, &headers, response.headers_mut()) {
         if other == key {
             continue;
@@ -302,10 +287,10 @@ where
         for (name, value) in &selecting {
             headers.append(name.clone(), value.clone());
         }
-        return Ok(match probe(inner, uri.clone(), headers, limit).await? {
-            Probe::Known(current) => current,
-            Probe::Refused(_) | Probe::Unknown => None,
-        });
+        return Ok(ask(inner, uri.clone(), headers, limit)
+            .await?
+            .ok()
+            .flatten());
     }
     // Any instance's: a tag the layer made names its content coding, asked for by name (at most
     // two codings, whatever the list).
@@ -317,7 +302,7 @@ where
         };
         let mut headers = headers.clone();
         headers.insert(header::ACCEPT_ENCODING, coding);
-        if let Probe::Known(Some(current)) = probe(inner, uri.clone(), headers, limit).await?
+        if let Ok(Some(current)) = ask(inner, uri.clone(), headers, limit).await?
             && current.etag.as_ref().is_some_and(wanted)
         {
             return Ok(Some(current));
@@ -326,23 +311,20 @@ where
     Ok(None)
 }
 
-enum Probe<B> {
-    /// The current validators (`None`: the resource has no representation).
-    Known(Option<Validators>),
-    /// The inner service refused the requester (401, 403): its answer, for the write.
-    Refused(Response<B>),
-    /// The inner service did not say.
-    Unknown,
-}
+/// What asking the inner service for the current version gives: the validators (`None`: the
+/// resource has no representation), or the answer the write gets instead.
+type Asked<B> = Result<Option<Validators>, Response<ConditionalBody<B>>>;
 
 /// Asks the inner service for the current representation of the write's target, as a GET with
-/// the write's headers (less conditions and body metadata), and tags it as a GET would be.
-async fn probe<S, ReqBody, ResBody>(
+/// the write's headers (less conditions and body metadata), and tags it as a GET would be. The
+/// application's refusal of the requester (401, 403) is the write's answer: a 412 would tell a
+/// stranger the resource exists and has moved on; an answer that tells no version is a 503.
+async fn ask<S, ReqBody, ResBody>(
     inner: &mut S,
     uri: http::Uri,
     headers: HeaderMap,
     limit: usize,
-) -> Result<Probe<ResBody>, S::Error>
+) -> Result<Asked<ResBody>, S::Error>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
     ReqBody: Default,
@@ -356,15 +338,23 @@ where
     poll_fn(|cx| inner.poll_ready(cx)).await?;
     let response = inner.call(get).await?;
     match response.status() {
-        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => return Ok(Probe::Refused(response)),
+        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+            return Ok(Err(response.map(ConditionalBody::new)));
+        }
         // A target that has no GET (an action such as `POST /docs/a/append`) has no current
         // representation: `If-Match` fails on it, `If-None-Match: *` holds (RFC 9110 13.1).
-        StatusCode::METHOD_NOT_ALLOWED => return Ok(Probe::Known(None)),
+        StatusCode::METHOD_NOT_ALLOWED => return Ok(Ok(None)),
         _ => {}
     }
     Ok(match validators_of_answer(response, limit).await {
-        Ok(current) => Probe::Known(current),
-        Err(_) => Probe::Unknown,
+        Ok(current) => Ok(current),
+        Err(_) => {
+            tracing::warn!(
+                path = uri.path(),
+                "the inner service did not tell the current version"
+            );
+            Err(refusal(Refusal::Unavailable))
+        }
     })
 }
 

@@ -140,17 +140,7 @@ impl Peer {
     /// then what the key holds.
     pub(super) fn admit(&self, headers: &mut HeaderMap) {
         // The usual request has none: one look at its names rather than a lookup of each.
-        let suspect = |name: &HeaderName| {
-            let name = name.as_str();
-            name.starts_with("x-")
-                || name == "forwarded"
-                || name == "front-end-https"
-                || name == "client-ip"
-                || name == "true-client-ip"
-                || name.starts_with("cf-")
-                || name.starts_with("fastly-")
-        };
-        if !headers.keys().any(suspect) {
+        if !headers.keys().any(may_forward) {
             return;
         }
         let dropped = |name: &HeaderName| {
@@ -199,6 +189,19 @@ impl Peer {
         HeaderValue::from_maybe_shared(Bytes::from(value))
             .unwrap_or_else(|_| self.forwarded.clone())
     }
+}
+
+/// Whether `name` may be a forwarding field: a cheap look that every name of the lists above
+/// passes (a test says so), for the usual request, which has none.
+fn may_forward(name: &HeaderName) -> bool {
+    let name = name.as_str();
+    name.starts_with("x-")
+        || name == "forwarded"
+        || name == "front-end-https"
+        || name == "client-ip"
+        || name == "true-client-ip"
+        || name.starts_with("cf-")
+        || name.starts_with("fastly-")
 }
 
 /// Appends `value` to the list in the header `name` (one field line, comma-separated).
@@ -255,6 +258,13 @@ mod tests {
         ("x-http-host-override", "evil.example"),
         ("accept", "*/*"),
     ];
+
+    #[test]
+    fn the_cheap_look_misses_no_listed_field() {
+        for name in CHAIN.iter().chain(&SHAPING).chain(&UNTRUSTED) {
+            assert!(may_forward(name), "{name}");
+        }
+    }
 
     #[test]
     fn a_stranger_keeps_no_forwarding_field() {

@@ -106,28 +106,25 @@ pub fn is_part_as_whole(status: StatusCode, headers: &HeaderMap) -> bool {
     if status != StatusCode::OK {
         return false;
     }
-    let Some(value) = headers.get(header::CONTENT_RANGE) else {
-        return false;
-    };
-    let named = (value.to_str().ok())
-        .and_then(|v| v.strip_prefix("bytes "))
-        .and_then(|v| v.split_once('/'))
-        .and_then(|(range, complete)| {
-            let (first, last) = range.split_once('-')?;
-            let number = |s: &str| -> Option<u64> {
-                (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok())?
-            };
-            let complete = if complete == "*" {
-                None
-            } else {
-                Some(number(complete)?)
-            };
-            Some((number(first)?, number(last)?, complete))
-        });
-    match named {
+    match headers.get(header::CONTENT_RANGE).and_then(byte_range) {
         None => false,
         Some((first, last, complete)) => first != 0 || complete != last.checked_add(1),
     }
+}
+
+/// The byte range a `Content-Range` value names: its first and last byte, and the length of
+/// the representation when known (`bytes A-B/N`, `bytes A-B/*`).
+fn byte_range(value: &HeaderValue) -> Option<(u64, u64, Option<u64>)> {
+    let (range, complete) = (value.to_str().ok()?.strip_prefix("bytes "))?.split_once('/')?;
+    let (first, last) = range.split_once('-')?;
+    let number = |s: &str| -> Option<u64> {
+        (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok())?
+    };
+    let complete = match complete {
+        "*" => None,
+        complete => Some(number(complete)?),
+    };
+    Some((number(first)?, number(last)?, complete))
 }
 
 /// The bytes of its representation a stored 206 holds: `start..end` of `complete`.
@@ -147,12 +144,8 @@ impl Piece {
         let (Some(value), None) = (lines.next(), lines.next()) else {
             return None;
         };
-        let (range, complete) = (value.to_str().ok()?.strip_prefix("bytes "))?.split_once('/')?;
-        let (first, last) = range.split_once('-')?;
-        let number = |s: &str| -> Option<u64> {
-            (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok())?
-        };
-        let (start, last, complete) = (number(first)?, number(last)?, number(complete)?);
+        let (start, last, complete) = byte_range(value)?;
+        let complete = complete?;
         let piece = Self {
             start,
             end: last.checked_add(1)?,

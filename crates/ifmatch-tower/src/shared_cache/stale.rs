@@ -81,19 +81,14 @@ impl Rules {
             })
             .map(str::to_owned)
             .collect();
-        let mut request = Request::new(());
-        *request.method_mut() = asked.method().clone();
-        *request.uri_mut() = asked.uri().clone();
-        *request.version_mut() = asked.version();
-        *request.headers_mut() = asked.headers().clone();
-        let headers = request.headers_mut();
+        let mut headers = asked.headers().clone();
         headers.remove(header::CACHE_CONTROL);
         if let Ok(value) = HeaderValue::from_str(&kept.join(", "))
             && !kept.is_empty()
         {
             headers.insert(header::CACHE_CONTROL, value);
         }
-        Cow::Owned(request)
+        Cow::Owned(with_headers(asked, headers))
     }
 
     /// Whether it may ever be served stale (a window for it is given).
@@ -159,15 +154,21 @@ pub(crate) fn head(
     asked: &Request<()>,
     now: SystemTime,
 ) -> Option<http::response::Parts> {
-    let mut relaxed = Request::new(());
-    *relaxed.method_mut() = asked.method().clone();
-    *relaxed.uri_mut() = asked.uri().clone();
-    *relaxed.headers_mut() = asked.headers().clone();
-    let headers = relaxed.headers_mut();
+    let mut headers = asked.headers().clone();
     headers.remove(header::PRAGMA);
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("max-stale"));
-    match policy.before_request(&relaxed, now) {
+    match policy.before_request(&with_headers(asked, headers), now) {
         BeforeRequest::Fresh(head) => Some(head),
         BeforeRequest::Stale { .. } => None,
     }
+}
+
+/// `asked` with `headers` in place of its own.
+fn with_headers(asked: &Request<()>, headers: HeaderMap) -> Request<()> {
+    let mut request = Request::new(());
+    *request.method_mut() = asked.method().clone();
+    *request.uri_mut() = asked.uri().clone();
+    *request.version_mut() = asked.version();
+    *request.headers_mut() = headers;
+    request
 }
