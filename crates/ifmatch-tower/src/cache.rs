@@ -48,6 +48,46 @@ pub(crate) struct Remembered {
     pub(crate) etag: EntityTag,
     /// The headers of the 304: those of the 200, less the representation metadata.
     pub(crate) headers: HeaderMap,
+    /// The bytes the tag was hashed from, when kept (see [`ReadCache::keep`]).
+    pub(crate) shown: Option<KeptBody>,
+}
+
+impl Remembered {
+    /// The tag's field value and the length's, when `bytes` are the very bytes the tag was
+    /// hashed from, sent with the same `Content-Encoding`: a handler that answers with the
+    /// same `Bytes` again (same address and length; holding them keeps them immutable)
+    /// answers with the same content, and its tag is reused without hashing.
+    pub(crate) fn fields_of(
+        &self,
+        bytes: &Bytes,
+        coding: Option<&HeaderValue>,
+    ) -> Option<(HeaderValue, HeaderValue)> {
+        let shown = self.shown.as_ref()?;
+        let same = shown.bytes.as_ptr() == bytes.as_ptr()
+            && shown.bytes.len() == bytes.len()
+            && shown.coding.as_ref() == coding;
+        let etag = self.headers.get(header::ETAG).filter(|_| same)?;
+        Some((etag.clone(), shown.length.clone()))
+    }
+}
+
+/// A body kept beside its tag, counted against the bytes all kept bodies may hold.
+#[derive(Debug)]
+pub(crate) struct KeptBody {
+    bytes: Bytes,
+    coding: Option<HeaderValue>,
+    /// `Content-Length` of the bytes.
+    length: HeaderValue,
+    held: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Drop for KeptBody {
+    fn drop(&mut self) {
+        (self.held).fetch_sub(
+            self.bytes.len() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
 }
 
 impl Resource {
@@ -197,29 +237,20 @@ pub(crate) struct ReadCache {
 struct Cell {
     settings: Mutex<(u64, Option<Duration>)>,
     caches: std::sync::OnceLock<Caches>,
-    /// Whether the last body hashed per key is kept, to reuse its tag (see
-    /// [`ReadCache::tag_of`]).
+    /// Whether the body a remembered tag was hashed from is kept, to reuse the tag (see
+    /// [`ReadCache::keep`]).
     keep_bodies: std::sync::atomic::AtomicBool,
+    /// The bytes of the bodies kept now.
+    held: Arc<std::sync::atomic::AtomicU64>,
 }
 
 #[derive(Debug)]
 struct Caches {
     resources: crate::keyed::Map<String, Arc<Resource>>,
-    /// The last body hashed per key, with its tag. Holding the `Bytes` keeps them immutable, so
-    /// a handler that answers with the same `Bytes` again (same address and length) answers
-    /// with the same content, and the tag is reused without hashing. Bounded in bytes.
-    hashed: crate::keyed::Map<String, Hashed>,
-}
-
-#[derive(Debug, Clone)]
-struct Hashed {
-    body: Bytes,
-    etag: EntityTag,
-    header: HeaderValue,
 }
 
 /// The bytes of bodies the layer keeps to skip hashing them again.
-const HASHED_BUDGET: u64 = 32 << 20;
+const KEPT_BUDGET: u64 = 32 << 20;
 
 /// Bodies smaller than this are hashed every time: a lookup would cost as much.
 const REUSE_MIN: usize = 1024;
@@ -231,6 +262,7 @@ impl ReadCache {
             settings: Mutex::new((capacity, time_to_live)),
             caches: std::sync::OnceLock::new(),
             keep_bodies: std::sync::atomic::AtomicBool::new(true),
+            held: Arc::default(),
         };
         Self {
             inner: Arc::new(cell),
@@ -250,7 +282,7 @@ impl ReadCache {
             .unwrap_or_else(PoisonError::into_inner) = (capacity, time_to_live);
     }
 
-    /// Whether the last body hashed per key is kept to reuse its tag.
+    /// Whether the body a remembered tag was hashed from is kept, to reuse the tag.
     pub(crate) fn keep_bodies(&self, yes: bool) {
         (self.inner.keep_bodies).store(yes, std::sync::atomic::Ordering::Relaxed);
     }
@@ -262,12 +294,6 @@ impl ReadCache {
                 .settings
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            let hashed = moka::sync::Cache::builder()
-                .max_capacity(HASHED_BUDGET)
-                .weigher(|_: &String, hashed: &Hashed| {
-                    u32::try_from(hashed.body.len()).unwrap_or(u32::MAX)
-                })
-                .build_with_hasher(crate::keyed::KeyHasher::default());
             let resources = moka::sync::Cache::builder().max_capacity(capacity);
             let resources = match time_to_live {
                 Some(ttl) => resources
@@ -275,7 +301,7 @@ impl ReadCache {
                     .build_with_hasher(crate::keyed::KeyHasher::default()),
                 None => resources.build_with_hasher(crate::keyed::KeyHasher::default()),
             };
-            Caches { resources, hashed }
+            Caches { resources }
         })
     }
 
@@ -322,41 +348,25 @@ impl ReadCache {
         self.caches().resources.invalidate(key);
     }
 
-    /// The strong tag of `body`, the body served last under `key`, and its header value:
-    /// reused when the handler answered with the very same bytes, computed (and kept for next
-    /// time) otherwise.
-    pub(crate) fn tag_of(&self, key: &str, body: &Bytes) -> (EntityTag, HeaderValue) {
-        let keep = self
-            .inner
-            .keep_bodies
-            .load(std::sync::atomic::Ordering::Relaxed);
-        if body.len() < REUSE_MIN || !keep {
-            let etag = strong_etag(body);
-            let header = etag.to_header_value();
-            return (etag, header);
+    /// `bytes`, sent with `coding`, to keep beside the tag hashed from them, if bodies are
+    /// kept, these are worth a lookup, and the budget has room: bodies smaller than
+    /// [`REUSE_MIN`] cost as much to hash as to look up.
+    pub(crate) fn keep(&self, bytes: &Bytes, coding: Option<&HeaderValue>) -> Option<KeptBody> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if bytes.len() < REUSE_MIN || !self.inner.keep_bodies.load(Relaxed) {
+            return None;
         }
-        let last = match self.caches().hashed.get(key) {
-            Some(last) if last.body.as_ptr() == body.as_ptr() && last.body.len() == body.len() => {
-                return (last.etag, last.header);
-            }
-            last => last,
-        };
-        let etag = strong_etag(body);
-        if let Some(last) = last
-            && last.etag == etag
-        {
-            // The same bytes in another buffer (a proxy's origin answers so): nothing new to
-            // remember.
-            return (etag, last.header);
+        let len = bytes.len() as u64;
+        if self.inner.held.fetch_add(len, Relaxed) + len > KEPT_BUDGET {
+            self.inner.held.fetch_sub(len, Relaxed);
+            return None;
         }
-        let header = etag.to_header_value();
-        let hashed = Hashed {
-            body: body.clone(),
-            etag: etag.clone(),
-            header: header.clone(),
-        };
-        self.caches().hashed.insert(key.to_owned(), hashed);
-        (etag, header)
+        Some(KeptBody {
+            bytes: bytes.clone(),
+            coding: coding.cloned(),
+            length: HeaderValue::from(bytes.len()),
+            held: self.inner.held.clone(),
+        })
     }
 }
 
@@ -407,31 +417,60 @@ mod tests {
         Remembered {
             etag: EntityTag::strong(tag).unwrap(),
             headers: HeaderMap::new(),
+            shown: None,
         }
     }
 
     #[test]
-    fn a_tag_is_reused_only_for_the_very_same_bytes() {
+    fn a_tag_is_reused_only_for_the_very_same_bytes_and_coding() {
         let cache = ReadCache::new(100, None);
         let body = Bytes::from(vec![b'a'; 4096]);
-        let (tag, header) = cache.tag_of("/k", &body);
-        assert_eq!(tag, strong_etag(&body));
-        assert_eq!(header, tag.to_header_value());
+        let tag = strong_etag(&body);
+        let mut headers = HeaderMap::new();
+        headers.insert(header::ETAG, tag.to_header_value());
+        let remembered = Remembered {
+            etag: tag.clone(),
+            headers,
+            shown: cache.keep(&body, None),
+        };
         assert_eq!(
-            cache.tag_of("/k", &body.clone()).0,
-            tag,
+            remembered.fields_of(&body.clone(), None),
+            Some((tag.to_header_value(), HeaderValue::from(4096))),
             "same bytes, same tag"
         );
-        // Equal content elsewhere: hashed again, same tag.
-        let copy = Bytes::from(body.to_vec());
-        assert_eq!(cache.tag_of("/k", &copy).0, tag);
-        // Other content of the same length: another tag, never the remembered one.
-        let other = Bytes::from(vec![b'b'; 4096]);
-        assert_eq!(cache.tag_of("/k", &other).0, strong_etag(&other));
-        // A slice that starts at the same address but is shorter is other content.
+        // Equal content elsewhere, or other content, is hashed again.
         assert_eq!(
-            cache.tag_of("/k", &other.slice(..2048)).0,
-            strong_etag(&other[..2048])
+            remembered.fields_of(&Bytes::from(body.to_vec()), None),
+            None
+        );
+        // A slice that starts at the same address but is shorter is other content.
+        assert_eq!(remembered.fields_of(&body.slice(..2048), None), None);
+        // The same bytes sent with a coding are another representation.
+        let gzip = HeaderValue::from_static("gzip");
+        assert_eq!(remembered.fields_of(&body, Some(&gzip)), None);
+    }
+
+    #[test]
+    fn kept_bodies_stay_within_their_budget_and_give_it_back() {
+        let cache = ReadCache::new(100, None);
+        let big = Bytes::from(vec![0u8; (KEPT_BUDGET / 2) as usize]);
+        let first = cache.keep(&big, None).expect("room for one");
+        let second = cache.keep(&big, None).expect("room for two");
+        assert!(cache.keep(&big, None).is_none(), "no room for a third");
+        drop(first);
+        assert!(
+            cache.keep(&big, None).is_some(),
+            "room again once one is gone"
+        );
+        drop(second);
+        assert!(
+            cache.keep(&Bytes::from_static(b"small"), None).is_none(),
+            "too small to keep"
+        );
+        cache.keep_bodies(false);
+        assert!(
+            cache.keep(&big, None).is_none(),
+            "not kept when told not to"
         );
     }
 

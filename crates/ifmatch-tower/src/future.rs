@@ -12,7 +12,7 @@ use pin_project_lite::pin_project;
 
 use crate::BoxError;
 use crate::body::ConditionalBody;
-use crate::cache::{ReadCache, Resource};
+use crate::cache::{ReadCache, Remembered, Resource};
 use crate::encoding::Mark;
 use crate::read::{Hashing, finish_read, hashing, tag};
 
@@ -32,6 +32,8 @@ pub(crate) struct ReadContext {
     pub(crate) request_headers: HeaderMap,
     /// The resource as the read found it in the cache, if it did.
     pub(crate) resource: Option<Arc<Resource>>,
+    /// The variant of it this request selects, if remembered.
+    pub(crate) remembered: Option<Arc<Remembered>>,
     pub(crate) head: bool,
     pub(crate) cache: ReadCache,
     pub(crate) hash_limit: usize,
@@ -205,9 +207,14 @@ where
                             let bytes = take_all(first, buffer);
                             let context = context.take().expect("polled after completion");
                             let mut parts = parts.take().expect("polled after completion");
-                            let etag = tag(&context.cache, &context.key, &mut parts, &bytes);
-                            let body = ConditionalBody::full(bytes, trailers.take());
-                            return Poll::Ready(Ok(finish_read(&context, parts, body, Some(etag))));
+                            let body = ConditionalBody::full(bytes.clone(), trailers.take());
+                            let tagged = tag(&context, &mut parts, bytes);
+                            return Poll::Ready(Ok(finish_read(
+                                &context,
+                                parts,
+                                body,
+                                Some(tagged),
+                            )));
                         }
                     };
                     let read = first.as_ref().map_or(0, Bytes::len) + buffer.len();

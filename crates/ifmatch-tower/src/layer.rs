@@ -186,9 +186,9 @@ impl<V> ConditionalLayer<V> {
         self
     }
 
-    /// Whether the layer keeps the last body it hashed per key (up to 32 MiB in all), so that
-    /// a handler answering with the very same `Bytes` again gets its tag without a hash (the
-    /// default). Off for a service whose bodies are never the same `Bytes` twice, such as a
+    /// Whether the layer keeps the body each remembered tag was hashed from (up to 32 MiB in
+    /// all), so that a handler answering with the very same `Bytes` again gets its tag without
+    /// a hash (the default). Off for a service whose bodies are never the same `Bytes` twice, such as a
     /// proxy's, read from a socket: there a kept body is only memory, and may be a slice
     /// that keeps a whole read buffer alive.
     pub fn reuse_tags(self, yes: bool) -> Self {

@@ -11,12 +11,12 @@ use http_body::Body;
 use ifmatch_core::EntityTag;
 use ifmatch_core::date::parse_http_date;
 use ifmatch_core::precondition::http::{Target, evaluate};
-use ifmatch_core::precondition::{CONDITIONS, Outcome, Validators, is_conditional};
-use ifmatch_core::{not_modified_headers, signs_request};
+use ifmatch_core::precondition::{CONDITIONS, Outcome, Validators};
+use ifmatch_core::{not_modified_headers, signs_request, strong_etag};
 use tower_service::Service;
 
 use crate::body::ConditionalBody;
-use crate::cache::{CREDENTIALS, ReadCache, Remembered, Resource, rememberable};
+use crate::cache::{CREDENTIALS, Remembered, Resource, rememberable};
 use crate::encoding::{Mark, present};
 use crate::future::{ReadContext, ResponseFuture};
 use crate::service::{Conditional, Refusal, refusal, validators_of};
@@ -43,16 +43,14 @@ impl<S, V> Conditional<S, V> {
             self.shared.serves_get.store(true, Ordering::Relaxed);
         }
         let headers = request.headers();
+        let asks = Asks::of(headers);
         let resource = self.shared.cache.resource(&key);
         // The short-circuit: If-None-Match alone decides (If-Match and If-Unmodified-Since come
         // first in RFC 9110 13.2.2, and only the inner service knows about those).
-        let decided_by_inm = headers.contains_key(header::IF_NONE_MATCH)
-            && !headers.contains_key(header::IF_MATCH)
-            && !headers.contains_key(header::IF_UNMODIFIED_SINCE);
+        let decided_by_inm = asks.if_none_match && !asks.if_match_or_unmodified;
         let query = request.uri().query().unwrap_or("");
-        if decided_by_inm
-            && let Some(remembered) = resource.as_ref().and_then(|r| r.get(query, headers))
-        {
+        let remembered = resource.as_ref().and_then(|r| r.get(query, headers));
+        if decided_by_inm && let Some(remembered) = &remembered {
             let validators = Validators::etag(remembered.etag.clone());
             if evaluate(request.method(), headers, Target::Current(&validators))
                 == Outcome::NotModified
@@ -65,19 +63,16 @@ impl<S, V> Conditional<S, V> {
             }
         }
         let head = request.method() == Method::HEAD;
-        let conditional = is_conditional(request.method(), headers);
+        let conditional = asks.conditional();
         let context = ReadContext {
             conditional,
             mark,
             key,
             query: request.uri().query().unwrap_or("").to_owned(),
             method: request.method().clone(),
-            request_headers: kept_headers(
-                headers,
-                conditional,
-                resource.as_deref().map(Resource::vary),
-            ),
+            request_headers: kept_headers(headers, asks, resource.as_deref().map(Resource::vary)),
             resource,
+            remembered,
             head,
             cache: self.shared.cache.clone(),
             hash_limit: self.shared.config.hash_limit,
@@ -185,11 +180,23 @@ pub(crate) fn finish_read<B: Body<Data = Bytes>>(
     context: &ReadContext,
     mut parts: http::response::Parts,
     body: ConditionalBody<B>,
-    hashed: Option<EntityTag>,
+    tagged: Option<Tagged>,
 ) -> Response<ConditionalBody<B>>
 where
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    let (hashed, bytes) = match tagged {
+        Some(Tagged::Reused) if !context.conditional && !context.head => {
+            // The very bytes of the remembered variant, for a request without conditions:
+            // nothing to learn, nothing to evaluate.
+            let mut response = Response::from_parts(parts, body);
+            present(context.mark.as_ref(), response.headers_mut());
+            return response;
+        }
+        Some(Tagged::Reused) => (context.remembered.as_ref().map(|r| r.etag.clone()), None),
+        Some(Tagged::Hashed(etag, bytes)) => (Some(etag), Some(bytes)),
+        None => (None, None),
+    };
     let tagged = parts.status == StatusCode::OK;
     // A shared cache inside the layer that keeps the answer under the origin's own tag
     // answers its conditional requests (see `Kept`): nothing to remember.
@@ -205,13 +212,7 @@ where
         None => validators_of(&parts.headers),
     }
     .filter(|_| tagged);
-    let known = |etag: &EntityTag| {
-        context
-            .resource
-            .as_ref()
-            .and_then(|r| r.get(&context.query, &context.request_headers))
-            .is_some_and(|r| r.etag == *etag)
-    };
+    let known = |etag: &EntityTag| (context.remembered.as_ref()).is_some_and(|r| r.etag == *etag);
     if let Some(validators) = &validators
         && context.may_remember
         && let Some(etag) = &validators.etag
@@ -225,9 +226,11 @@ where
         not_modified_headers(&mut headers);
         headers.remove(header::DATE);
         let headers = crate::owned::headers(&headers);
+        let coding = parts.headers.get(header::CONTENT_ENCODING);
         let remembered = Remembered {
             etag: etag.clone(),
             headers,
+            shown: bytes.and_then(|bytes| context.cache.keep(&bytes, coding)),
         };
         context.cache.remember(
             &context.key,
@@ -245,10 +248,7 @@ where
     let whole = partial
         .then(|| {
             validators_of(&parts.headers).or_else(|| {
-                let remembered = context
-                    .resource
-                    .as_ref()?
-                    .get(&context.query, &context.request_headers)?;
+                let remembered = context.remembered.as_ref()?;
                 Some(Validators::etag(remembered.etag.clone()))
             })
         })
@@ -321,23 +321,52 @@ where
     response
 }
 
+/// The fields of a read's request that the layer acts on, found in one pass over its names
+/// (a lookup each would hash a dozen names on every request).
+#[derive(Debug, Default, Clone, Copy)]
+struct Asks {
+    if_none_match: bool,
+    /// `If-Match` or `If-Unmodified-Since`, which come before `If-None-Match`.
+    if_match_or_unmodified: bool,
+    if_modified_since: bool,
+    range: bool,
+    credentials: bool,
+}
+
+impl Asks {
+    fn of(headers: &HeaderMap) -> Self {
+        let mut asks = Self::default();
+        for name in headers.keys() {
+            if name == header::IF_NONE_MATCH {
+                asks.if_none_match = true;
+            } else if name == header::IF_MATCH || name == header::IF_UNMODIFIED_SINCE {
+                asks.if_match_or_unmodified = true;
+            } else if name == header::IF_MODIFIED_SINCE {
+                asks.if_modified_since = true;
+            } else if name == header::RANGE {
+                asks.range = true;
+            } else if CREDENTIALS.contains(name) {
+                asks.credentials = true;
+            }
+        }
+        asks
+    }
+
+    /// Whether a read carries a precondition (for GET and HEAD, all of them count).
+    fn conditional(self) -> bool {
+        self.if_none_match || self.if_match_or_unmodified || self.if_modified_since
+    }
+}
+
 /// The request headers a read needs after the response: the preconditions, `Range`, the
 /// credentials, and the headers named in `vary` (all headers when `vary` is not known).
-fn kept_headers(
-    headers: &HeaderMap,
-    conditional: bool,
-    vary: Option<&[header::HeaderName]>,
-) -> HeaderMap {
+fn kept_headers(headers: &HeaderMap, asks: Asks, vary: Option<&[header::HeaderName]>) -> HeaderMap {
     let Some(vary) = vary else {
         return headers.clone();
     };
     let mut kept = HeaderMap::new();
     // The usual request: nothing to keep, and nothing to look up.
-    if !conditional
-        && vary.is_empty()
-        && !headers.contains_key(header::RANGE)
-        && !CREDENTIALS.iter().any(|name| headers.contains_key(name))
-    {
+    if !asks.conditional() && vary.is_empty() && !asks.range && !asks.credentials {
         return kept;
     }
     let ranges = [header::IF_RANGE, header::RANGE];
@@ -359,27 +388,36 @@ fn kept_headers(
     kept
 }
 
-/// Sets the strong ETag of a body the layer hashed.
+/// The tag the layer gave a body.
+pub(crate) enum Tagged {
+    /// The remembered variant's (`ReadContext::remembered`): the handler answered with the
+    /// very bytes it was hashed from.
+    Reused,
+    /// Their digest, just computed, and the bytes.
+    Hashed(EntityTag, Bytes),
+}
+
+/// Sets the strong ETag of a body the layer hashed, and its length: the remembered ones when
+/// the handler answered with the very bytes the tag was hashed from, computed otherwise.
 pub(crate) fn tag(
-    cache: &ReadCache,
-    key: &str,
+    context: &ReadContext,
     parts: &mut http::response::Parts,
-    bytes: &Bytes,
-) -> EntityTag {
-    let (etag, value) = cache.tag_of(key, bytes);
-    let (etag, value) = match parts.headers.contains_key(header::CONTENT_ENCODING) {
-        false => (etag, value),
-        true => {
-            let etag = crate::encoding::coded(etag, &parts.headers);
-            let value = etag.to_header_value();
-            (etag, value)
-        }
-    };
-    parts.headers.insert(header::ETAG, value);
+    bytes: Bytes,
+) -> Tagged {
+    let coding = parts.headers.get(header::CONTENT_ENCODING);
+    if let Some(remembered) = &context.remembered
+        && let Some((value, length)) = remembered.fields_of(&bytes, coding)
+    {
+        parts.headers.insert(header::ETAG, value);
+        parts.headers.insert(header::CONTENT_LENGTH, length);
+        return Tagged::Reused;
+    }
+    let etag = crate::encoding::coded(strong_etag(&bytes), &parts.headers);
+    parts.headers.insert(header::ETAG, etag.to_header_value());
     parts
         .headers
         .insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
-    etag
+    Tagged::Hashed(etag, bytes)
 }
 
 /// How a response's body is to be hashed.
