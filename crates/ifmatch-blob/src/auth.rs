@@ -569,8 +569,9 @@ fn check_date(headers: &HeaderMap, now: SystemTime) -> Result<(), Denied> {
 }
 
 /// Whether `signature` (base64) is the HMAC-SHA256 of `text` under one of the account's keys;
-/// compared in constant time.
-fn verify(account: &Account, text: &str, signature: &str) -> bool {
+/// compared in constant time. Every dialect's signatures are checked here (Shared Key, SAS,
+/// Cosmos DB's master-key tokens).
+pub fn verify(account: &Account, text: &str, signature: &str) -> bool {
     let Ok(signature) = STANDARD.decode(signature.trim()) else {
         return false;
     };

@@ -14,6 +14,7 @@
 mod accept;
 pub mod allocator;
 mod body_rate;
+pub mod cosmos;
 mod drain;
 mod huge_length;
 mod interim;
@@ -258,6 +259,8 @@ pub struct Listeners {
     pub blobs: TcpListener,
     /// The Table service's, if it is served.
     pub tables: Option<TcpListener>,
+    /// The Cosmos DB endpoint's, if it is served.
+    pub cosmos: Option<TcpListener>,
 }
 
 impl From<TcpListener> for Listeners {
@@ -265,6 +268,7 @@ impl From<TcpListener> for Listeners {
         Self {
             blobs,
             tables: None,
+            cosmos: None,
         }
     }
 }
@@ -287,6 +291,7 @@ where
     let Listeners {
         blobs: listener,
         tables,
+        cosmos,
     } = listeners.into();
     let stop = tokio_util::sync::CancellationToken::new();
     let stopped = {
@@ -334,6 +339,19 @@ where
     let mut limits = options.limits;
     limits.huge_lengths_reach_service = true;
     let observe = ObserveLayer::new(metrics.clone(), access_log);
+    let cosmos_server = cosmos.map(|listener| {
+        let service = cosmos::CosmosService::new(served_tables.clone(), SystemEnv)
+            .with_accounts(&options.accounts)
+            .with_anonymous_access(options.anonymous);
+        let stop = stop.clone().cancelled_owned();
+        let (limits, metrics, observe) = (options.limits, metrics.clone(), observe.clone());
+        tokio::spawn(serve_observed(
+            (listener, limits, metrics, observe),
+            stop,
+            Arc::new(service),
+            |service, request| async move { cosmos::answer(&service, request).await },
+        ))
+    });
     let table_server = tables.map(|listener| {
         let service = tables::TableService::new(served_tables, SystemEnv)
             .with_accounts(options.accounts.clone())
@@ -360,6 +378,9 @@ where
     sweeper.abort();
     if let Some(tables) = table_server {
         tables.await.map_err(io::Error::other)??;
+    }
+    if let Some(cosmos) = cosmos_server {
+        cosmos.await.map_err(io::Error::other)??;
     }
     served
 }

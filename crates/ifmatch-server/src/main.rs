@@ -298,6 +298,11 @@ struct Serve {
     /// `off`: no Table service.
     #[arg(long, env = "IFMATCH_TABLE_LISTEN")]
     table_listen: Option<String>,
+    /// The Cosmos DB (NoSQL API, gateway mode) endpoint's address. Without it, port 8081 on
+    /// --listen's address (the emulator's), skipped with a warning if that port is taken;
+    /// `off`: no Cosmos endpoint.
+    #[arg(long, env = "IFMATCH_COSMOS_LISTEN")]
+    cosmos_listen: Option<String>,
     /// The data directory: blobs, their records and leases, tables. Created if missing; one
     /// server at a time.
     #[arg(long, env = "IFMATCH_DATA", default_value = "./data")]
@@ -443,7 +448,19 @@ async fn serve(args: Serve) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("listening on {}", args.listen))?;
     let address = listener.local_addr()?;
-    let tables = table_listener(args.table_listen.as_deref(), address).await?;
+    let tables =
+        side_listener("table-listen", args.table_listen.as_deref(), address, 10002).await?;
+    let cosmos = side_listener(
+        "cosmos-listen",
+        args.cosmos_listen.as_deref(),
+        address,
+        8081,
+    )
+    .await?;
+    if let Some(cosmos) = &cosmos {
+        let endpoint = format!("http://{}", cosmos.local_addr()?);
+        println!("{}", ifmatch_cosmos::connection_string(&endpoint));
+    }
     let table_address = tables.as_ref().map(TcpListener::local_addr).transpose()?;
     let table_endpoint = table_address.map(|a| format!("http://{a}"));
     for account in options.accounts.iter() {
@@ -477,37 +494,41 @@ async fn serve(args: Serve) -> anyhow::Result<()> {
     let listeners = ifmatch_server::Listeners {
         blobs: listener,
         tables,
+        cosmos,
     };
     ifmatch_server::serve(listeners, served, options, shutdown_signal()).await?;
     tracing::info!("ifmatch stopped");
     Ok(())
 }
 
-/// The Table service's listener: the address asked for, none for `off`, or port 10002 on
-/// the blob listener's address when that port is free.
-async fn table_listener(
+/// The listener of the Table service or the Cosmos endpoint (the option `--{flag}`): the
+/// address asked for, none for `off`, or port `port` on the blob listener's address when that
+/// port is free.
+async fn side_listener(
+    flag: &str,
     asked: Option<&str>,
     blobs: SocketAddr,
+    port: u16,
 ) -> anyhow::Result<Option<TcpListener>> {
     match asked {
         Some("off") => Ok(None),
         Some(text) => {
             let address: SocketAddr = text
                 .parse()
-                .with_context(|| format!("--table-listen {text}: not an address or `off`"))?;
+                .with_context(|| format!("--{flag} {text}: not an address or `off`"))?;
             let listener = TcpListener::bind(address)
                 .await
-                .with_context(|| format!("listening on {address} for tables"))?;
+                .with_context(|| format!("listening on {address} for --{flag}"))?;
             Ok(Some(listener))
         }
         None => {
-            let address = SocketAddr::new(blobs.ip(), 10002);
+            let address = SocketAddr::new(blobs.ip(), port);
             match TcpListener::bind(address).await {
                 Ok(listener) => Ok(Some(listener)),
                 Err(error) => {
                     tracing::warn!(
-                        "no Table service: {address} is not free ({error}); choose another \
-                         with --table-listen"
+                        "{address} is not free ({error}): not listening for --{flag}; choose \
+                         another address with --{flag}"
                     );
                     Ok(None)
                 }

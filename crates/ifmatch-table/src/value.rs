@@ -109,7 +109,7 @@ impl DateTime {
     }
 
     /// The instant `ticks` of 100 ns after 0001-01-01T00:00:00Z.
-    pub fn from_ticks(ticks: i64) -> Self {
+    pub const fn from_ticks(ticks: i64) -> Self {
         Self { ticks }
     }
 

@@ -1,0 +1,120 @@
+//! What a request's path names: the account, a feed (databases, containers, documents,
+//! partition key ranges) or one resource, and what a master-key signature covers of it (its
+//! resource type and link).
+
+/// A resource or a feed of them, by the names in the path (decoded).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Address {
+    /// `/`: the database account.
+    Account,
+    /// `/dbs`.
+    Databases,
+    /// `/dbs/{db}`.
+    Database(String),
+    /// `/dbs/{db}/colls`.
+    Containers(String),
+    /// `/dbs/{db}/colls/{coll}`.
+    Container(String, String),
+    /// `/dbs/{db}/colls/{coll}/docs`.
+    Documents(String, String),
+    /// `/dbs/{db}/colls/{coll}/docs/{id}`.
+    Document(String, String, String),
+    /// `/dbs/{db}/colls/{coll}/pkranges`.
+    Ranges(String, String),
+}
+
+/// Why a path names nothing this server serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unknown {
+    /// Not valid UTF-8 once decoded.
+    Encoding,
+    /// A resource kind Cosmos has that this server does not serve (users, stored
+    /// procedures, triggers, ...), or no kind at all.
+    Kind(String),
+}
+
+impl Address {
+    /// The address of `path` (percent-encoded, as it came).
+    pub fn parse(path: &str) -> Result<Self, Unknown> {
+        let path = path.trim_matches('/');
+        let mut names = Vec::new();
+        if !path.is_empty() {
+            for segment in path.split('/') {
+                let decoded = percent_encoding::percent_decode_str(segment)
+                    .decode_utf8()
+                    .map_err(|_| Unknown::Encoding)?;
+                names.push(decoded.into_owned());
+            }
+        }
+        let kind = |i: usize| names.get(i).map(String::as_str);
+        let address = match (names.len(), kind(0), kind(2), kind(4)) {
+            (0, ..) => Self::Account,
+            (1, Some("dbs"), ..) => Self::Databases,
+            (2, Some("dbs"), ..) => Self::Database(names[1].clone()),
+            (3, Some("dbs"), Some("colls"), _) => Self::Containers(names[1].clone()),
+            (4, Some("dbs"), Some("colls"), _) => {
+                Self::Container(names[1].clone(), names[3].clone())
+            }
+            (5, Some("dbs"), Some("colls"), Some("docs")) => {
+                Self::Documents(names[1].clone(), names[3].clone())
+            }
+            (6, Some("dbs"), Some("colls"), Some("docs")) => {
+                Self::Document(names[1].clone(), names[3].clone(), names[5].clone())
+            }
+            (5, Some("dbs"), Some("colls"), Some("pkranges")) => {
+                Self::Ranges(names[1].clone(), names[3].clone())
+            }
+            _ => return Err(Unknown::Kind(path.to_owned())),
+        };
+        Ok(address)
+    }
+
+    /// The resource type and link a master-key signature covers: a feed is signed as its
+    /// kind under its parent's link, a resource as its kind under its own.
+    pub fn signed(&self) -> (&'static str, String) {
+        match self {
+            Self::Account => ("", String::new()),
+            Self::Databases => ("dbs", String::new()),
+            Self::Database(db) => ("dbs", format!("dbs/{db}")),
+            Self::Containers(db) => ("colls", format!("dbs/{db}")),
+            Self::Container(db, coll) => ("colls", format!("dbs/{db}/colls/{coll}")),
+            Self::Documents(db, coll) => ("docs", format!("dbs/{db}/colls/{coll}")),
+            Self::Document(db, coll, id) => ("docs", format!("dbs/{db}/colls/{coll}/docs/{id}")),
+            Self::Ranges(db, coll) => ("pkranges", format!("dbs/{db}/colls/{coll}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_name_feeds_and_resources_and_what_is_signed() {
+        let doc = Address::parse("/dbs/shop/colls/carts/docs/a%20b/").unwrap();
+        assert_eq!(
+            doc,
+            Address::Document("shop".into(), "carts".into(), "a b".into())
+        );
+        assert_eq!(
+            doc.signed(),
+            ("docs", "dbs/shop/colls/carts/docs/a b".into())
+        );
+        let feed = Address::parse("dbs/shop/colls/carts/docs").unwrap();
+        assert_eq!(feed.signed(), ("docs", "dbs/shop/colls/carts".into()));
+        assert_eq!(Address::parse("/").unwrap(), Address::Account);
+        assert_eq!(
+            Address::parse("/dbs").unwrap().signed(),
+            ("dbs", String::new())
+        );
+        assert!(matches!(
+            Address::parse("/dbs/shop/users/u"),
+            Err(Unknown::Kind(_))
+        ));
+        assert!(matches!(
+            Address::parse("/dbs/shop/colls/c/sprocs"),
+            Err(Unknown::Kind(_))
+        ));
+        assert_eq!(Address::parse("/dbs/%ff"), Err(Unknown::Encoding));
+    }
+}

@@ -1,0 +1,845 @@
+//! The operations on databases, containers and documents, over one account's tables: each
+//! resource one entity, kept as its JSON with the instant it was written (its version), and
+//! every write a compare-and-swap against the version it was decided on, decided again when
+//! another write came first.
+//!
+//! Where things are kept: databases in the table `#dbs` (partition `""`, row the id),
+//! containers in `#colls` (partition the database, row the id), and a container's documents
+//! in the table `{db}/{container}` (partition the partition key's JSON, row the id). `#`
+//! and `/` are in no id, so no name is two things.
+
+use http::{HeaderMap, Method, StatusCode};
+use ifmatch_table::{
+    Change, DateTime, Entity, EntityKey, Expected, Scan, TableError, Tables, Value,
+};
+use serde_json::{Map, Value as Json, json};
+
+use crate::address::Address;
+use crate::document::{self, MAX_DOCUMENT};
+use crate::failure::{
+    Answer, Failure, bad_request, conflict, failure, not_found, precondition_failed, unavailable,
+};
+
+const DATABASES: &str = "#dbs";
+const CONTAINERS: &str = "#colls";
+/// The property an entity keeps a resource's JSON in.
+const JSON: &str = "json";
+/// How many times a write is decided again after losing a race, before it answers 503.
+const RETRIES: usize = 64;
+/// The most resources a feed page holds.
+const MAX_PAGE: usize = 1000;
+/// The partition key ranges' own version: there is one range, and it never splits.
+const RANGES_AT: DateTime = DateTime::from_ticks(1);
+
+/// What a front needs of a request.
+#[derive(Debug)]
+pub struct Asked<'a> {
+    /// Its method.
+    pub method: &'a Method,
+    /// Its headers.
+    pub headers: &'a HeaderMap,
+    /// What its path names.
+    pub address: &'a Address,
+    /// Its body, whole.
+    pub body: &'a [u8],
+}
+
+impl Asked<'_> {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    fn is_true(&self, name: &str) -> bool {
+        self.header(name)
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+    }
+}
+
+/// One account's resources over `T`, at one instant source.
+pub struct Front<'a, T> {
+    /// The account's tables.
+    pub tables: &'a T,
+    /// The instant a write is made at: later than `before` (the version it replaces) and
+    /// than every instant given before.
+    pub stamp: &'a (dyn Fn(Option<DateTime>) -> DateTime + Send + Sync),
+    /// The account's endpoint, as the client reached it (`http://host:port/`).
+    pub endpoint: &'a str,
+}
+
+/// What a successful operation answers: its status, its body, and the version it wrote or
+/// read (for the `etag` and session headers).
+pub struct Done {
+    pub(crate) status: StatusCode,
+    pub(crate) body: Option<Json>,
+    pub(crate) at: Option<DateTime>,
+    pub(crate) count: Option<usize>,
+    pub(crate) continuation: Option<String>,
+}
+
+impl Done {
+    fn of(status: StatusCode, body: Json, at: Option<DateTime>) -> Self {
+        Self {
+            status,
+            body: Some(body),
+            at,
+            count: None,
+            continuation: None,
+        }
+    }
+
+    fn empty(status: StatusCode, at: Option<DateTime>) -> Self {
+        Self {
+            status,
+            body: None,
+            at,
+            count: None,
+            continuation: None,
+        }
+    }
+}
+
+impl<T: Tables> Front<'_, T> {
+    /// The answer to `asked`.
+    pub async fn answer(&self, asked: &Asked<'_>) -> Result<Done, Failure> {
+        use Address as A;
+        match (asked.method, asked.address) {
+            (&Method::GET, A::Account) => Ok(self.account()),
+            (&Method::GET, A::Databases) => self.databases().await,
+            (&Method::POST, A::Databases) => self.create_database(asked).await,
+            (&Method::GET, A::Database(db)) => self.database(db).await,
+            (&Method::DELETE, A::Database(db)) => self.delete_database(db).await,
+            (&Method::GET, A::Containers(db)) => self.containers(db).await,
+            (&Method::POST, A::Containers(db)) => self.create_container(db, asked).await,
+            (&Method::GET, A::Container(db, coll)) => self.container_read(db, coll).await,
+            (&Method::DELETE, A::Container(db, coll)) => self.delete_container(db, coll).await,
+            (&Method::GET, A::Ranges(db, coll)) => self.ranges(db, coll, asked).await,
+            (&Method::GET, A::Documents(db, coll)) => self.documents(db, coll, asked).await,
+            (&Method::POST, A::Documents(db, coll)) => self.create_document(db, coll, asked).await,
+            (&Method::GET, A::Document(db, coll, id)) => self.read(db, coll, id, asked).await,
+            (&Method::PUT, A::Document(db, coll, id)) => self.replace(db, coll, id, asked).await,
+            (&Method::DELETE, A::Document(db, coll, id)) => self.delete(db, coll, id, asked).await,
+            _ => Err(failure(
+                405,
+                "MethodNotAllowed",
+                format!("{} is not served on this resource.", asked.method),
+            )),
+        }
+    }
+
+    fn account(&self) -> Done {
+        let location = json!([{ "name": "local", "databaseAccountEndpoint": self.endpoint }]);
+        let body = json!({
+            "_self": "",
+            "id": "localhost",
+            "_rid": "localhost",
+            "media": "//media/",
+            "addresses": "//addresses/",
+            "_dbs": "//dbs/",
+            "writableLocations": location,
+            "readableLocations": location,
+            "enableMultipleWriteLocations": false,
+            "userReplicationPolicy": { "asyncReplication": false, "minReplicaSetSize": 1, "maxReplicasetSize": 1 },
+            "userConsistencyPolicy": { "defaultConsistencyLevel": "Session" },
+            "systemReplicationPolicy": { "minReplicaSetSize": 1, "maxReplicasetSize": 1 },
+            "readPolicy": { "primaryReadCoefficient": 1, "secondaryReadCoefficient": 1 },
+            "queryEngineConfiguration": "{\"maxSqlQueryInputLength\":262144,\"maxJoinsPerSqlQuery\":5,\"maxLogicalAndPerSqlQuery\":500,\"maxLogicalOrPerSqlQuery\":500,\"maxUdfRefPerSqlQuery\":10,\"maxInExpressionItemsCount\":16000,\"queryMaxInMemorySortDocumentCount\":500,\"maxQueryRequestTimeoutFraction\":0.9,\"sqlAllowNonFiniteNumbers\":false,\"sqlAllowAggregateFunctions\":true,\"sqlAllowSubQuery\":true,\"sqlAllowScalarSubQuery\":true,\"allowNewKeywords\":true,\"sqlAllowLike\":true,\"sqlAllowGroupByClause\":true,\"maxSpatialQueryCells\":12,\"spatialMaxGeometryPointCount\":256,\"sqlDisableOptimizationFlags\":0,\"sqlAllowTop\":true,\"enableSpatialIndexing\":true}"
+        });
+        Done::of(StatusCode::OK, body, None)
+    }
+
+    // Databases.
+
+    async fn databases(&self) -> Result<Done, Failure> {
+        let found = self.scan_all(DATABASES, Some("")).await?;
+        let databases: Vec<Json> = found.iter().map(database_json).collect();
+        let count = databases.len();
+        let mut done = Done::of(
+            StatusCode::OK,
+            json!({ "_rid": "", "Databases": databases, "_count": count }),
+            None,
+        );
+        done.count = Some(count);
+        Ok(done)
+    }
+
+    async fn database(&self, db: &str) -> Result<Done, Failure> {
+        let entity = self.get(DATABASES, "", db).await?.ok_or_else(not_found)?;
+        Ok(Done::of(
+            StatusCode::OK,
+            database_json(&entity),
+            Some(entity.timestamp),
+        ))
+    }
+
+    async fn create_database(&self, asked: &Asked<'_>) -> Result<Done, Failure> {
+        let resource = document::resource(asked.body)?;
+        let id = id_of(&resource);
+        let entity = self.entity("", &id, None, &resource);
+        let change = Change {
+            key: key("", &id),
+            expected: Expected::Absent,
+            write: Some(entity.clone()),
+        };
+        match self.commit(DATABASES, &[change]).await {
+            Err(Committed::Conflict) => Err(conflict()),
+            Err(Committed::Failed(failure)) => Err(failure),
+            Ok(()) => Ok(Done::of(
+                StatusCode::CREATED,
+                database_json(&entity),
+                Some(entity.timestamp),
+            )),
+        }
+    }
+
+    async fn delete_database(&self, db: &str) -> Result<Done, Failure> {
+        let change = Change {
+            key: key("", db),
+            expected: Expected::Present,
+            write: None,
+        };
+        match self.commit(DATABASES, &[change]).await {
+            Err(Committed::Conflict) => return Err(not_found()),
+            Err(Committed::Failed(failure)) => return Err(failure),
+            Ok(()) => {}
+        }
+        // Gone for every client from here; its containers go after.
+        for container in self.scan_all(CONTAINERS, Some(db)).await? {
+            self.drop_container(db, &container.row_key).await?;
+        }
+        Ok(Done::empty(StatusCode::NO_CONTENT, None))
+    }
+
+    // Containers.
+
+    async fn containers(&self, db: &str) -> Result<Done, Failure> {
+        self.get(DATABASES, "", db).await?.ok_or_else(not_found)?;
+        let found = self.scan_all(CONTAINERS, Some(db)).await?;
+        let containers: Vec<Json> = found.iter().map(|e| container_json(db, e)).collect();
+        let count = containers.len();
+        let mut done = Done::of(
+            StatusCode::OK,
+            json!({ "_rid": rid(&[db]), "DocumentCollections": containers, "_count": count }),
+            None,
+        );
+        done.count = Some(count);
+        Ok(done)
+    }
+
+    async fn container_read(&self, db: &str, coll: &str) -> Result<Done, Failure> {
+        let entity = self.container(db, coll).await?;
+        Ok(Done::of(
+            StatusCode::OK,
+            container_json(db, &entity),
+            Some(entity.timestamp),
+        ))
+    }
+
+    async fn create_container(&self, db: &str, asked: &Asked<'_>) -> Result<Done, Failure> {
+        self.get(DATABASES, "", db).await?.ok_or_else(not_found)?;
+        let mut resource = document::resource(asked.body)?;
+        let id = id_of(&resource);
+        let paths = resource
+            .get("partitionKey")
+            .and_then(|k| k.get("paths"))
+            .and_then(Json::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let kind = resource
+            .get("partitionKey")
+            .and_then(|k| k.get("kind"))
+            .and_then(Json::as_str);
+        match (paths.as_slice(), kind) {
+            (_, Some("MultiHash")) => {
+                return Err(bad_request(
+                    "Hierarchical partition keys (kind MultiHash) are not served by this server yet: use one path.",
+                ));
+            }
+            ([Json::String(path)], _) if path.starts_with('/') && path.len() > 1 => {}
+            ([], _) => {
+                return Err(bad_request(
+                    "A container needs a partition key: partitionKey.paths with one path, such as [\"/id\"].",
+                ));
+            }
+            _ => {
+                return Err(bad_request(
+                    "partitionKey.paths holds one path that starts with '/'.",
+                ));
+            }
+        }
+        let defaults = json!({
+            "indexingPolicy": { "indexingMode": "consistent", "automatic": true, "includedPaths": [{ "path": "/*" }], "excludedPaths": [{ "path": "/\"_etag\"/?" }] },
+            "conflictResolutionPolicy": { "mode": "LastWriterWins", "conflictResolutionPath": "/_ts", "conflictResolutionProcedure": "" },
+            "geospatialConfig": { "type": "Geography" },
+        });
+        for (name, value) in defaults.as_object().into_iter().flatten() {
+            resource
+                .entry(name.clone())
+                .or_insert_with(|| value.clone());
+        }
+        if let Some(Json::Object(key)) = resource.get_mut("partitionKey") {
+            key.entry("kind").or_insert_with(|| "Hash".into());
+            key.entry("version").or_insert_with(|| 2.into());
+        }
+        // The documents' table first: a container is there once its entry is.
+        self.tables
+            .create_table(&documents_table(db, &id))
+            .await
+            .map_err(backend)?;
+        let entity = self.entity(db, &id, None, &resource);
+        let change = Change {
+            key: key(db, &id),
+            expected: Expected::Absent,
+            write: Some(entity.clone()),
+        };
+        match self.commit(CONTAINERS, &[change]).await {
+            Err(Committed::Conflict) => Err(conflict()),
+            Err(Committed::Failed(failure)) => Err(failure),
+            Ok(()) => Ok(Done::of(
+                StatusCode::CREATED,
+                container_json(db, &entity),
+                Some(entity.timestamp),
+            )),
+        }
+    }
+
+    async fn delete_container(&self, db: &str, coll: &str) -> Result<Done, Failure> {
+        self.container(db, coll).await?;
+        let change = Change {
+            key: key(db, coll),
+            expected: Expected::Present,
+            write: None,
+        };
+        match self.commit(CONTAINERS, &[change]).await {
+            Err(Committed::Conflict) => return Err(not_found()),
+            Err(Committed::Failed(failure)) => return Err(failure),
+            Ok(()) => {}
+        }
+        self.tables
+            .delete_table(&documents_table(db, coll))
+            .await
+            .map_err(backend)?;
+        Ok(Done::empty(StatusCode::NO_CONTENT, None))
+    }
+
+    async fn drop_container(&self, db: &str, coll: &str) -> Result<(), Failure> {
+        let change = Change {
+            key: key(db, coll),
+            expected: Expected::Anything,
+            write: None,
+        };
+        if let Err(Committed::Failed(failure)) = self.commit(CONTAINERS, &[change]).await {
+            return Err(failure);
+        }
+        self.tables
+            .delete_table(&documents_table(db, coll))
+            .await
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn ranges(&self, db: &str, coll: &str, asked: &Asked<'_>) -> Result<Done, Failure> {
+        self.container(db, coll).await?;
+        if asked.header("if-none-match").and_then(document::version) == Some(RANGES_AT) {
+            return Ok(Done::empty(StatusCode::NOT_MODIFIED, Some(RANGES_AT)));
+        }
+        let range = json!({
+            "id": "0", "minInclusive": "", "maxExclusive": "FF", "ridPrefix": 0,
+            "throughputFraction": 1.0, "status": "online", "parents": [],
+            "_rid": rid(&[db, coll, "0"]), "_self": format!("dbs/{db}/colls/{coll}/pkranges/0/"),
+            "_etag": document::etag(RANGES_AT), "_ts": 0,
+        });
+        let mut done = Done::of(
+            StatusCode::OK,
+            json!({ "_rid": rid(&[db, coll]), "PartitionKeyRanges": [range], "_count": 1 }),
+            Some(RANGES_AT),
+        );
+        done.count = Some(1);
+        Ok(done)
+    }
+
+    // Documents.
+
+    async fn documents(&self, db: &str, coll: &str, asked: &Asked<'_>) -> Result<Done, Failure> {
+        self.container(db, coll).await?;
+        let partition = match asked.header("x-ms-documentdb-partitionkey") {
+            Some(header) => Some(document::stored_key(&document::key_of_header(header)?)?),
+            None => None,
+        };
+        let limit = match asked.header("x-ms-max-item-count").map(str::parse::<i64>) {
+            None | Some(Ok(-1)) => 100,
+            Some(Ok(n)) if n > 0 => (n as usize).min(MAX_PAGE),
+            _ => {
+                return Err(bad_request(
+                    "x-ms-max-item-count is a positive number, or -1.",
+                ));
+            }
+        };
+        let from = match asked.header("x-ms-continuation") {
+            Some(token) => Some(continuation_key(token)?),
+            None => None,
+        };
+        let table = documents_table(db, coll);
+        let scan = Scan {
+            from: from.as_ref().map(|(p, r)| (p.as_str(), r.as_str())),
+            partition: partition.as_deref(),
+            limit: limit + 1,
+        };
+        let mut found = self.tables.scan(&table, scan).await.map_err(backend)?;
+        let next = (found.len() > limit).then(|| found.remove(limit));
+        let documents: Vec<Json> = found.iter().map(|e| document_json(db, coll, e)).collect();
+        let count = documents.len();
+        let mut done = Done::of(
+            StatusCode::OK,
+            json!({ "_rid": rid(&[db, coll]), "Documents": documents, "_count": count }),
+            None,
+        );
+        done.count = Some(count);
+        done.continuation = next.map(|e| continuation_token(&e.partition_key, &e.row_key));
+        Ok(done)
+    }
+
+    async fn create_document(
+        &self,
+        db: &str,
+        coll: &str,
+        asked: &Asked<'_>,
+    ) -> Result<Done, Failure> {
+        if asked.is_true("x-ms-documentdb-isquery")
+            || asked
+                .header("content-type")
+                .is_some_and(|t| t.starts_with("application/query+json"))
+        {
+            return Err(bad_request("Queries are not served by this server yet."));
+        }
+        let container = self.container(db, coll).await?;
+        let (resource, partition) = self.incoming(&container, asked)?;
+        let id = id_of(&resource);
+        let upsert = asked.is_true("x-ms-documentdb-is-upsert");
+        let condition = self.condition(asked)?;
+        let table = documents_table(db, coll);
+        for _ in 0..RETRIES {
+            let current = match upsert {
+                true => self.get(&table, &partition, &id).await?,
+                false => None,
+            };
+            if upsert && !holds(condition, current.as_ref()) {
+                return Err(precondition_failed());
+            }
+            let before = current.as_ref().map(|e| e.timestamp);
+            let entity = self.entity(&partition, &id, before, &resource);
+            let expected = before.map_or(Expected::Absent, Expected::Version);
+            let change = Change {
+                key: key(&partition, &id),
+                expected,
+                write: Some(entity.clone()),
+            };
+            match self.commit(&table, &[change]).await {
+                Ok(()) => {
+                    let status = match current {
+                        Some(_) => StatusCode::OK,
+                        None => StatusCode::CREATED,
+                    };
+                    return Ok(Done::of(
+                        status,
+                        document_json(db, coll, &entity),
+                        Some(entity.timestamp),
+                    ));
+                }
+                Err(Committed::Conflict) if !upsert => return Err(conflict()),
+                Err(Committed::Conflict) => continue,
+                Err(Committed::Failed(failure)) => return Err(failure),
+            }
+        }
+        Err(raced())
+    }
+
+    async fn read(
+        &self,
+        db: &str,
+        coll: &str,
+        id: &str,
+        asked: &Asked<'_>,
+    ) -> Result<Done, Failure> {
+        let container = self.container(db, coll).await?;
+        let partition = self.partition(&container, asked)?;
+        let table = documents_table(db, coll);
+        let entity = self
+            .get(&table, &partition, id)
+            .await?
+            .ok_or_else(not_found)?;
+        let unchanged = asked.header("if-none-match").is_some_and(|tags| {
+            tags.split(',')
+                .any(|tag| tag.trim() == "*" || document::version(tag) == Some(entity.timestamp))
+        });
+        if unchanged {
+            return Ok(Done::empty(
+                StatusCode::NOT_MODIFIED,
+                Some(entity.timestamp),
+            ));
+        }
+        Ok(Done::of(
+            StatusCode::OK,
+            document_json(db, coll, &entity),
+            Some(entity.timestamp),
+        ))
+    }
+
+    async fn replace(
+        &self,
+        db: &str,
+        coll: &str,
+        id: &str,
+        asked: &Asked<'_>,
+    ) -> Result<Done, Failure> {
+        let container = self.container(db, coll).await?;
+        let (resource, partition) = self.incoming(&container, asked)?;
+        if id_of(&resource) != id {
+            return Err(bad_request(
+                "The id in the body is not the id the path names: a replace keeps its id.",
+            ));
+        }
+        let condition = self.condition(asked)?;
+        let table = documents_table(db, coll);
+        for _ in 0..RETRIES {
+            let current = self
+                .get(&table, &partition, id)
+                .await?
+                .ok_or_else(not_found)?;
+            if !holds(condition, Some(&current)) {
+                return Err(precondition_failed());
+            }
+            let entity = self.entity(&partition, id, Some(current.timestamp), &resource);
+            let change = Change {
+                key: key(&partition, id),
+                expected: Expected::Version(current.timestamp),
+                write: Some(entity.clone()),
+            };
+            match self.commit(&table, &[change]).await {
+                Ok(()) => {
+                    return Ok(Done::of(
+                        StatusCode::OK,
+                        document_json(db, coll, &entity),
+                        Some(entity.timestamp),
+                    ));
+                }
+                Err(Committed::Conflict) => continue,
+                Err(Committed::Failed(failure)) => return Err(failure),
+            }
+        }
+        Err(raced())
+    }
+
+    async fn delete(
+        &self,
+        db: &str,
+        coll: &str,
+        id: &str,
+        asked: &Asked<'_>,
+    ) -> Result<Done, Failure> {
+        let container = self.container(db, coll).await?;
+        let partition = self.partition(&container, asked)?;
+        let condition = self.condition(asked)?;
+        let table = documents_table(db, coll);
+        for _ in 0..RETRIES {
+            let current = self
+                .get(&table, &partition, id)
+                .await?
+                .ok_or_else(not_found)?;
+            if !holds(condition, Some(&current)) {
+                return Err(precondition_failed());
+            }
+            let change = Change {
+                key: key(&partition, id),
+                expected: Expected::Version(current.timestamp),
+                write: None,
+            };
+            match self.commit(&table, &[change]).await {
+                Ok(()) => return Ok(Done::empty(StatusCode::NO_CONTENT, None)),
+                Err(Committed::Conflict) => continue,
+                Err(Committed::Failed(failure)) => return Err(failure),
+            }
+        }
+        Err(raced())
+    }
+
+    // Parts.
+
+    /// The container's entry, or 404.
+    async fn container(&self, db: &str, coll: &str) -> Result<Entity, Failure> {
+        self.get(CONTAINERS, db, coll).await?.ok_or_else(not_found)
+    }
+
+    /// A document's body and its partition (stored form), checked against the container's
+    /// partition key path and the request's partition key header.
+    fn incoming(
+        &self,
+        container: &Entity,
+        asked: &Asked<'_>,
+    ) -> Result<(Map<String, Json>, String), Failure> {
+        if asked.body.len() > MAX_DOCUMENT {
+            return Err(failure(
+                413,
+                "RequestEntityTooLarge",
+                "Request size is too large: a document is at most 2 MB.",
+            ));
+        }
+        let resource = document::resource(asked.body)?;
+        let path = partition_path(container);
+        let in_body = document::stored_key(&document::key_at(&resource, &path))?;
+        if let Some(header) = asked.header("x-ms-documentdb-partitionkey") {
+            let named = document::stored_key(&document::key_of_header(header)?)?;
+            if named != in_body {
+                return Err(bad_request(
+                    "PartitionKey extracted from document doesn't match the one specified in the header.",
+                ));
+            }
+        }
+        Ok((resource, in_body))
+    }
+
+    /// The partition a point operation names in its header.
+    fn partition(&self, _container: &Entity, asked: &Asked<'_>) -> Result<String, Failure> {
+        let header = asked.header("x-ms-documentdb-partitionkey").ok_or_else(|| {
+            bad_request("PartitionKey value must be supplied for this operation (x-ms-documentdb-partitionkey).")
+        })?;
+        document::stored_key(&document::key_of_header(header)?)
+    }
+
+    /// The request's `If-Match`: absent, `*`, or a version (one this service never wrote
+    /// matches nothing).
+    fn condition(&self, asked: &Asked<'_>) -> Result<Condition, Failure> {
+        Ok(match asked.header("if-match").map(str::trim) {
+            None => Condition::None,
+            Some("*") => Condition::Any,
+            Some(tag) => Condition::Version(document::version(tag)),
+        })
+    }
+
+    fn entity(
+        &self,
+        partition: &str,
+        id: &str,
+        before: Option<DateTime>,
+        resource: &Map<String, Json>,
+    ) -> Entity {
+        let at = (self.stamp)(before);
+        let json = Json::Object(resource.clone()).to_string();
+        Entity::new(partition, id, at, [(JSON, Value::String(json))])
+    }
+
+    async fn get(&self, table: &str, partition: &str, id: &str) -> Result<Option<Entity>, Failure> {
+        match self.tables.get(table, &key(partition, id)).await {
+            Ok(found) => Ok(found),
+            Err(TableError::TableNotFound(_)) => Ok(None),
+            Err(error) => Err(backend(error)),
+        }
+    }
+
+    /// Every entity of `table` (in `partition`), for the metadata tables, which hold few.
+    async fn scan_all(&self, table: &str, partition: Option<&str>) -> Result<Vec<Entity>, Failure> {
+        let scan = Scan {
+            from: None,
+            partition,
+            limit: 10_000,
+        };
+        match self.tables.scan(table, scan).await {
+            Ok(found) => Ok(found),
+            Err(TableError::TableNotFound(_)) => Ok(Vec::new()),
+            Err(error) => Err(backend(error)),
+        }
+    }
+
+    async fn commit(&self, table: &str, changes: &[Change]) -> Result<(), Committed> {
+        let mut result = self.tables.commit(table, changes).await;
+        if matches!(result, Err(TableError::TableNotFound(_))) && table.starts_with('#') {
+            // The metadata tables are made on first use.
+            self.tables
+                .create_table(table)
+                .await
+                .map_err(|e| Committed::Failed(backend(e)))?;
+            result = self.tables.commit(table, changes).await;
+        }
+        match result {
+            Ok(()) => Ok(()),
+            Err(TableError::Conflict { .. }) => Err(Committed::Conflict),
+            Err(TableError::TableNotFound(_)) => Err(Committed::Failed(not_found())),
+            Err(error) => Err(Committed::Failed(backend(error))),
+        }
+    }
+}
+
+/// How a commit ended, when it did not apply.
+enum Committed {
+    /// Another write came first.
+    Conflict,
+    Failed(Failure),
+}
+
+/// An `If-Match`.
+#[derive(Debug, Clone, Copy)]
+enum Condition {
+    None,
+    Any,
+    /// The version the tag names; `None` for a tag this service never wrote.
+    Version(Option<DateTime>),
+}
+
+fn holds(condition: Condition, current: Option<&Entity>) -> bool {
+    match (condition, current) {
+        (Condition::None, _) => true,
+        (Condition::Any, found) => found.is_some(),
+        (Condition::Version(wanted), Some(entity)) => wanted == Some(entity.timestamp),
+        (Condition::Version(_), None) => false,
+    }
+}
+
+fn key(partition: &str, id: &str) -> EntityKey {
+    (partition.to_owned(), id.to_owned())
+}
+
+fn documents_table(db: &str, coll: &str) -> String {
+    format!("{db}/{coll}")
+}
+
+fn id_of(resource: &Map<String, Json>) -> String {
+    resource
+        .get("id")
+        .and_then(Json::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn json_of(entity: &Entity) -> Map<String, Json> {
+    match entity.properties.get(JSON) {
+        Some(Value::String(text)) => serde_json::from_str(text).unwrap_or_default(),
+        _ => Map::new(),
+    }
+}
+
+fn partition_path(container: &Entity) -> String {
+    let json = json_of(container);
+    let path = json
+        .get("partitionKey")
+        .and_then(|k| k.get("paths"))
+        .and_then(|p| p.get(0));
+    path.and_then(Json::as_str).unwrap_or("/id").to_owned()
+}
+
+fn database_json(entity: &Entity) -> Json {
+    let id = &entity.row_key;
+    let mut json = document::with_system(
+        json_of(entity),
+        &format!("dbs/{id}"),
+        &rid(&[id]),
+        entity.timestamp,
+    );
+    json.insert("_colls".into(), "colls/".into());
+    json.insert("_users".into(), "users/".into());
+    Json::Object(json)
+}
+
+fn container_json(db: &str, entity: &Entity) -> Json {
+    let id = &entity.row_key;
+    let link = format!("dbs/{db}/colls/{id}");
+    let mut json = document::with_system(json_of(entity), &link, &rid(&[db, id]), entity.timestamp);
+    for (name, value) in [
+        ("_docs", "docs/"),
+        ("_sprocs", "sprocs/"),
+        ("_triggers", "triggers/"),
+        ("_udfs", "udfs/"),
+        ("_conflicts", "conflicts/"),
+    ] {
+        json.insert(name.into(), value.into());
+    }
+    Json::Object(json)
+}
+
+fn document_json(db: &str, coll: &str, entity: &Entity) -> Json {
+    let id = &entity.row_key;
+    let link = format!("dbs/{db}/colls/{coll}/docs/{id}");
+    let rid = rid(&[db, coll, &entity.partition_key, id]);
+    let mut json = document::with_system(json_of(entity), &link, &rid, entity.timestamp);
+    json.insert("_attachments".into(), "attachments/".into());
+    Json::Object(json)
+}
+
+/// A short resource id of `names`, stable for them: base64 of an FNV-1a digest.
+fn rid(names: &[&str]) -> String {
+    use base64::Engine;
+    let mut digest: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in names.join("\0").bytes() {
+        digest = (digest ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+    }
+    base64::engine::general_purpose::STANDARD.encode(digest.to_be_bytes())
+}
+
+/// A continuation token: the key of the first resource not yet sent (base64 of its JSON, so
+/// any id fits in a header).
+fn continuation_token(partition: &str, id: &str) -> String {
+    use base64::Engine;
+    let json = json!([partition, id]).to_string();
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
+}
+
+/// The key a continuation token says to go on from.
+fn continuation_key(token: &str) -> Result<EntityKey, Failure> {
+    use base64::Engine;
+    let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token.trim())
+        .unwrap_or_default();
+    match serde_json::from_slice::<Json>(&json) {
+        Ok(Json::Array(parts)) => match parts.as_slice() {
+            [Json::String(p), Json::String(r)] => Ok((p.clone(), r.clone())),
+            _ => Err(bad_request(
+                "The continuation token is not one this server gave.",
+            )),
+        },
+        _ => Err(bad_request(
+            "The continuation token is not one this server gave.",
+        )),
+    }
+}
+
+fn backend(error: TableError) -> Failure {
+    unavailable(error)
+}
+
+fn raced() -> Failure {
+    failure(
+        429,
+        "TooManyRequests",
+        "The document changed under this write more times than it retries: retry it.",
+    )
+}
+
+/// The answer a front gives for `done`, without the service's own headers.
+pub(crate) fn answer_of(done: &Done) -> Answer {
+    let body = done
+        .body
+        .as_ref()
+        .map(|b| b.to_string())
+        .unwrap_or_default();
+    let mut answer = http::Response::new(bytes::Bytes::from(body));
+    *answer.status_mut() = done.status;
+    let headers = answer.headers_mut();
+    if done.body.is_some() {
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
+    }
+    if let Some(at) = done.at
+        && let Ok(value) = http::HeaderValue::from_str(&document::etag(at))
+    {
+        headers.insert(http::header::ETAG, value);
+    }
+    if let Some(count) = done.count {
+        headers.insert("x-ms-item-count", count.into());
+    }
+    if let Some(next) = &done.continuation
+        && let Ok(value) = http::HeaderValue::from_str(next)
+    {
+        headers.insert("x-ms-continuation", value);
+    }
+    answer
+}

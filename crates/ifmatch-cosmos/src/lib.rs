@@ -1,0 +1,16 @@
+//! Azure Cosmos DB's NoSQL API in gateway mode, the dialect the official SDKs speak: an
+//! account, its databases, their containers and the documents in them, each with an `_etag`
+//! that a write replaces and `If-Match` / `If-None-Match` test (412 when someone wrote first,
+//! 304 when nothing changed). Written once for every backend: documents are kept through the
+//! Table front's [`Tables`](ifmatch_table::Tables), a compare-and-swap over keys in order,
+//! which every backend (local disk, Redis, Durable Objects) already offers. Pure: no I/O but
+//! the backend's, no clock but the [`Env`](ifmatch_blob::Env)'s.
+
+pub mod address;
+pub mod auth;
+pub mod document;
+pub mod failure;
+pub mod front;
+pub mod service;
+
+pub use service::{EMULATOR_ACCOUNT, EMULATOR_KEY, MAX_BODY, Service, connection_string};

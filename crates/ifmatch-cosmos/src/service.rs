@@ -1,0 +1,178 @@
+//! The Cosmos DB endpoint as a host runs it: a whole request in, an answer out. What the path
+//! names, whose key signed it ([`crate::auth`]), then the [`front`](crate::front) over that
+//! account's tables; every answer stamped with Cosmos's headers (activity id, request
+//! charge, session token).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::UNIX_EPOCH;
+
+use http::{HeaderValue, header};
+use ifmatch_blob::{Account, Accounts, Env};
+use ifmatch_table::{DateTime, Scoped, Tables};
+
+use crate::address::{Address, Unknown};
+use crate::failure::{Answer, Failure, bad_request, failure};
+use crate::front::{Asked, Front, answer_of};
+
+/// The largest request body taken: a document of 2 MB and some room.
+pub const MAX_BODY: usize = (2 << 20) + (64 << 10);
+
+/// The account the emulators serve, and its published key: what SDK samples connect with.
+pub const EMULATOR_ACCOUNT: &str = "localhost";
+/// The Cosmos DB emulator's published key.
+pub const EMULATOR_KEY: &str =
+    "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw==";
+
+/// The connection string of the emulator's account at `endpoint` (`http://host:port`).
+pub fn connection_string(endpoint: &str) -> String {
+    format!("AccountEndpoint={endpoint}/;AccountKey={EMULATOR_KEY};")
+}
+
+/// The Cosmos DB endpoint over `T`.
+#[derive(Debug, Clone)]
+pub struct Service<T, E> {
+    tables: T,
+    accounts: Vec<Account>,
+    anonymous: bool,
+    env: E,
+    /// The last instant a write was made at, in ticks: the next is later, even when the
+    /// system clock steps back, so a tag never names two versions.
+    last: Arc<AtomicI64>,
+}
+
+impl<T: Tables + Clone, E: Env> Service<T, E> {
+    /// The endpoint over `tables`, for the emulator's account alone until
+    /// [`Service::with_accounts`].
+    pub fn new(tables: T, env: E) -> Self {
+        let emulator = Account::new(EMULATOR_ACCOUNT, &[EMULATOR_KEY]).expect("the published key");
+        Self {
+            tables,
+            accounts: vec![emulator],
+            anonymous: false,
+            env,
+            last: Arc::default(),
+        }
+    }
+
+    /// Serves `accounts` too, each with its own keys and its own databases.
+    pub fn with_accounts(mut self, accounts: &Accounts) -> Self {
+        self.accounts.extend(accounts.iter().cloned());
+        self
+    }
+
+    /// Whether requests without credentials may do anything (development only).
+    pub fn with_anonymous_access(mut self, anonymous: bool) -> Self {
+        self.anonymous = anonymous;
+        self
+    }
+
+    /// Answers a request whose body was read whole (at most [`MAX_BODY`]; see
+    /// [`Service::too_large`] for one that was longer).
+    pub async fn handle(&self, parts: &http::request::Parts, body: &[u8]) -> Answer {
+        let answer = match self.answer(parts, body).await {
+            Ok(answer) => answer,
+            Err(failure) => failure.answer(),
+        };
+        self.stamped(answer)
+    }
+
+    /// The answer to a request whose body is longer than [`MAX_BODY`].
+    pub fn too_large(&self, _parts: &http::request::Parts) -> Answer {
+        let refused = failure(
+            413,
+            "RequestEntityTooLarge",
+            "Request size is too large: a document is at most 2 MB.",
+        );
+        self.stamped(refused.answer())
+    }
+
+    async fn answer(&self, parts: &http::request::Parts, body: &[u8]) -> Result<Answer, Failure> {
+        let address = Address::parse(parts.uri.path()).map_err(|unknown| match unknown {
+            Unknown::Encoding => bad_request("The path is not UTF-8 once decoded."),
+            Unknown::Kind(path) => bad_request(format!("/{path} names nothing this server serves (databases, containers, documents and partition key ranges).")),
+        })?;
+        let host = (parts.headers.get(header::HOST))
+            .and_then(|h| h.to_str().ok())
+            .or(parts.uri.authority().map(|a| a.as_str()))
+            .unwrap_or("localhost");
+        // A host named for an account (`{account}.documents.…`) is that account's alone.
+        let label = host.split(['.', ':']).next().unwrap_or_default();
+        let named: Vec<&Account> = self.accounts.iter().filter(|a| a.name() == label).collect();
+        let candidates = if named.is_empty() {
+            self.accounts.iter().collect()
+        } else {
+            named
+        };
+        let account = match self.anonymous {
+            true => candidates[0],
+            false => crate::auth::authorize(
+                candidates,
+                &parts.method,
+                &parts.headers,
+                &address,
+                self.env.now(),
+            )
+            .map_err(|refused| failure(401, "Unauthorized", refused.0))?,
+        };
+        let tables = Scoped::new(self.tables.clone(), &format!("~cosmos~{}", account.name()));
+        let stamp = |before: Option<DateTime>| self.stamp(before);
+        let endpoint = format!("http://{host}/");
+        let front = Front {
+            tables: &tables,
+            stamp: &stamp,
+            endpoint: &endpoint,
+        };
+        let asked = Asked {
+            method: &parts.method,
+            headers: &parts.headers,
+            address: &address,
+            body,
+        };
+        let done = front.answer(&asked).await?;
+        Ok(answer_of(&done))
+    }
+
+    /// An instant later than `before` and than every instant given before.
+    fn stamp(&self, before: Option<DateTime>) -> DateTime {
+        let since = self
+            .env
+            .now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        let now = DateTime::from_unix(since.as_secs() as i64, since.subsec_nanos()).ticks();
+        let floor = before.map_or(i64::MIN, |b| b.ticks());
+        let mut last = self.last.load(Ordering::Relaxed);
+        loop {
+            let next = now.max(last + 1).max(floor.saturating_add(1));
+            match (self.last).compare_exchange_weak(
+                last,
+                next,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return DateTime::from_ticks(next),
+                Err(seen) => last = seen,
+            }
+        }
+    }
+
+    /// `answer` with the headers every Cosmos answer carries.
+    fn stamped(&self, mut answer: Answer) -> Answer {
+        let activity = self.env.random_uuid().to_string();
+        let lsn = self.last.load(Ordering::Relaxed).max(1);
+        let headers = answer.headers_mut();
+        if let Ok(value) = HeaderValue::from_str(&activity) {
+            headers.insert("x-ms-activity-id", value);
+        }
+        headers.insert("x-ms-request-charge", HeaderValue::from_static("1"));
+        if let Ok(value) = HeaderValue::from_str(&format!("0:-1#{lsn}")) {
+            headers.insert("x-ms-session-token", value);
+        }
+        headers.insert("x-ms-gatewayversion", HeaderValue::from_static("2.0.0"));
+        if let Ok(value) = HeaderValue::from_str(&httpdate::fmt_http_date(self.env.now())) {
+            headers.insert(header::DATE, value);
+        }
+        answer
+    }
+}

@@ -1,0 +1,32 @@
+//! The Cosmos DB endpoint on a listener of its own (`127.0.0.1:8081` by default, the
+//! emulator's port): each request's body read whole, up to the endpoint's limit, then
+//! answered by [`ifmatch_cosmos::Service`], which holds every rule, over the tables the
+//! Table service keeps (each Cosmos account in names of its own).
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use ifmatch_cosmos::MAX_BODY;
+
+use crate::accept::RequestBody;
+use crate::{AnyTables, SystemEnv};
+
+/// The Cosmos DB endpoint as the server runs it.
+pub type CosmosService = ifmatch_cosmos::Service<AnyTables, SystemEnv>;
+
+/// The endpoint's answer to `request`, its body read whole first (up to the limit).
+pub(crate) async fn answer(
+    service: &CosmosService,
+    request: http::Request<RequestBody>,
+) -> http::Response<Full<Bytes>> {
+    let (parts, body) = request.into_parts();
+    let answer = match Limited::new(body, MAX_BODY).collect().await {
+        Ok(body) => service.handle(&parts, &body.to_bytes()).await,
+        Err(error) if error.is::<http_body_util::LengthLimitError>() => service.too_large(&parts),
+        Err(error) => {
+            tracing::debug!(%error, "reading a Cosmos request's body");
+            let cut = ifmatch_cosmos::failure::bad_request("The body was cut.");
+            cut.answer()
+        }
+    };
+    answer.map(Full::new)
+}

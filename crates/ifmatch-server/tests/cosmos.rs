@@ -1,0 +1,206 @@
+//! The Cosmos DB endpoint of `ifmatch serve`, as its users meet it: Azure's Python SDK
+//! (azure-cosmos, `tests/sdk/cosmos.py`) over the local disk and over Redis, and what the SDKs
+//! never send (bad ids, bodies that are not documents, partition keys that disagree, tags
+//! this server never wrote, no credentials) answered as Cosmos answers it, over raw signed
+//! requests.
+
+mod common;
+
+use std::process::Command;
+
+use common::{Process, free_port};
+use ifmatch_cosmos::EMULATOR_KEY;
+use ifmatch_cosmos::address::Address;
+use ifmatch_redis::testing::RedisServer;
+
+/// `ifmatch serve` on `data` with `extra` arguments: the process and the Cosmos endpoint.
+fn serve(data: &std::path::Path, extra: &[&str]) -> (Process, String) {
+    let (blobs, cosmos) = (free_port(), free_port());
+    let mut command = Command::new(common::binary());
+    command.arg("serve").arg("--data").arg(data).args([
+        "--listen",
+        &format!("127.0.0.1:{blobs}"),
+        "--table-listen",
+        "off",
+        "--cosmos-listen",
+        &format!("127.0.0.1:{cosmos}"),
+    ]);
+    command.args(extra);
+    let process = Process::listening(command, blobs, "ifmatch serve");
+    common::wait_for(cosmos, "the Cosmos endpoint");
+    (process, format!("http://127.0.0.1:{cosmos}"))
+}
+
+fn sdk_script(extra: &[&str]) {
+    let data = tempfile::tempdir().unwrap();
+    let (_server, endpoint) = serve(data.path(), extra);
+    let connection = ifmatch_cosmos::connection_string(&endpoint);
+    common::python_script("cosmos.py", &[connection], "python cosmos: ");
+}
+
+#[test]
+fn the_python_sdk_over_the_local_disk() {
+    sdk_script(&[]);
+}
+
+#[test]
+fn the_python_sdk_over_redis() {
+    let redis = RedisServer::start();
+    sdk_script(&["--backend", &redis.url()]);
+}
+
+/// A request signed with the emulator's key, as the SDKs sign one.
+async fn signed(
+    endpoint: &str,
+    method: reqwest::Method,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, serde_json::Value, reqwest::header::HeaderMap) {
+    let address = Address::parse(path).unwrap();
+    let date = httpdate::fmt_http_date(std::time::SystemTime::now());
+    let http_method = http::Method::from_bytes(method.as_str().as_bytes()).unwrap();
+    let text = ifmatch_cosmos::auth::string_to_sign(&http_method, &address, &date);
+    use base64::Engine;
+    let key = base64::engine::general_purpose::STANDARD
+        .decode(EMULATOR_KEY)
+        .unwrap();
+    let mut request = common::client()
+        .request(method, format!("{endpoint}{path}"))
+        .header("x-ms-date", &date)
+        .header("authorization", ifmatch_cosmos::auth::token(&key, &text))
+        .body(body.to_owned());
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let text = response.text().await.unwrap();
+    let json = serde_json::from_str(&text).unwrap_or(serde_json::Value::Null);
+    (status, json, headers)
+}
+
+#[tokio::test]
+async fn what_the_sdks_never_send_is_answered_as_cosmos_answers_it() {
+    use reqwest::Method;
+    let data = tempfile::tempdir().unwrap();
+    let (_server, endpoint) = serve(data.path(), &[]);
+    let e = endpoint.as_str();
+    assert_eq!(
+        signed(e, Method::POST, "/dbs", &[], r#"{"id":"shop"}"#)
+            .await
+            .0,
+        201
+    );
+    let container = r#"{"id":"carts","partitionKey":{"paths":["/user"],"kind":"Hash"}}"#;
+    assert_eq!(
+        signed(e, Method::POST, "/dbs/shop/colls", &[], container)
+            .await
+            .0,
+        201
+    );
+    let docs = "/dbs/shop/colls/carts/docs";
+    let ann = [("x-ms-documentdb-partitionkey", r#"["ann"]"#)];
+    let refused = |(status, json, _): (u16, serde_json::Value, _), want: u16, code: &str| {
+        assert_eq!(status, want, "{json}");
+        assert_eq!(json["code"], code, "{json}");
+        assert!(
+            json["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "{json}"
+        );
+    };
+    for (body, why) in [
+        ("not json", "malformed"),
+        ("[1,2]", "not an object"),
+        (r#"{"user":"ann"}"#, "no id"),
+        (r#"{"id":"a/b","user":"ann"}"#, "an id with /"),
+        (r#"{"id":"a#b","user":"ann"}"#, "an id with #"),
+        (r#"{"id":7,"user":"ann"}"#, "an id that is not a string"),
+        (
+            r#"{"id":"a","user":"bob"}"#,
+            "a partition key that disagrees with the header",
+        ),
+    ] {
+        let answer = signed(e, Method::POST, docs, &ann, body).await;
+        assert_eq!(answer.0, 400, "{why}: {}", answer.1);
+        refused(answer, 400, "BadRequest");
+    }
+    let long = format!(r#"{{"id":"{}","user":"ann"}}"#, "x".repeat(256));
+    refused(
+        signed(e, Method::POST, docs, &ann, &long).await,
+        400,
+        "BadRequest",
+    );
+    let (status, created, headers) =
+        signed(e, Method::POST, docs, &ann, r#"{"id":"a","user":"ann"}"#).await;
+    assert_eq!(status, 201);
+    assert_eq!(headers["etag"].to_str().unwrap(), created["_etag"]);
+    let doc = "/dbs/shop/colls/carts/docs/a";
+    // A tag this server never wrote matches nothing: 412, never a write.
+    for tag in [r#""00000000-0000-0000-8ac5-1ad2a10d01db""#, "garbage"] {
+        let conditional = [ann[0], ("if-match", tag)];
+        let body = r#"{"id":"a","user":"ann","n":1}"#;
+        refused(
+            signed(e, Method::PUT, doc, &conditional, body).await,
+            412,
+            "PreconditionFailed",
+        );
+    }
+    let (_, now, _) = signed(e, Method::GET, doc, &ann, "").await;
+    assert_eq!(now["_etag"], created["_etag"], "nothing changed");
+    // A point operation names its partition.
+    refused(
+        signed(e, Method::GET, doc, &[], "").await,
+        400,
+        "BadRequest",
+    );
+    let bad_key = [("x-ms-documentdb-partitionkey", "ann")];
+    refused(
+        signed(e, Method::GET, doc, &bad_key, "").await,
+        400,
+        "BadRequest",
+    );
+    refused(
+        signed(e, Method::GET, "/dbs/shop/colls/none/docs/a", &ann, "").await,
+        404,
+        "NotFound",
+    );
+    refused(
+        signed(e, Method::POST, "/dbs/shop/colls", &[], r#"{"id":"nokey"}"#).await,
+        400,
+        "BadRequest",
+    );
+    let garbage = [("x-ms-continuation", "not a token")];
+    refused(
+        signed(e, Method::GET, docs, &garbage, "").await,
+        400,
+        "BadRequest",
+    );
+    // No credentials, or a forged signature: 401, and nothing written.
+    let unsigned = common::client()
+        .post(format!("{e}{docs}"))
+        .header("x-ms-documentdb-partitionkey", r#"["ann"]"#)
+        .body(r#"{"id":"intruder","user":"ann"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unsigned.status(), 401);
+    let forged = common::client()
+        .post(format!("{e}{docs}"))
+        .header(
+            "x-ms-date",
+            httpdate::fmt_http_date(std::time::SystemTime::now()),
+        )
+        .header("authorization", "type%3Dmaster%26ver%3D1.0%26sig%3DAAAA")
+        .header("x-ms-documentdb-partitionkey", r#"["ann"]"#)
+        .body(r#"{"id":"intruder","user":"ann"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), 401);
+    let intruder = "/dbs/shop/colls/carts/docs/intruder";
+    assert_eq!(signed(e, Method::GET, intruder, &ann, "").await.0, 404);
+    // The server is still up, and reads what it holds.
+    assert_eq!(signed(e, Method::GET, doc, &ann, "").await.0, 200);
+}

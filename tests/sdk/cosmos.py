@@ -1,0 +1,214 @@
+"""The Cosmos DB endpoint through Azure's own Python SDK (azure-cosmos), unchanged, with the
+emulator's connection string: databases and containers, the seed flow of optimistic
+concurrency (read, replace with the _etag, a stale replace is 412 and changes nothing), the
+304 of a read with If-None-Match, create-only (409), delete with a stale tag, 16 writers
+incrementing one counter with retries on 412 (an exact total), pages of a container's
+documents, bad input answered as Cosmos answers it, and a wrong key refused.
+
+Usage: cosmos.py CONNECTION_STRING   (exits 1 on the first failed check; prints a tally)
+"""
+
+import sys
+import threading
+import uuid
+
+from checks import Checks
+from azure.core import MatchConditions
+from azure.cosmos import CosmosClient, PartitionKey, exceptions
+
+check = Checks("python cosmos")
+
+
+def status_of(call):
+    """The status `call` fails with, or 0 when it succeeds."""
+    try:
+        call()
+    except exceptions.CosmosHttpResponseError as error:
+        return error.status_code
+    return 0
+
+
+def main(connection_string):
+    client = CosmosClient.from_connection_string(connection_string)
+    name = "db" + uuid.uuid4().hex[:8]
+    database = client.create_database(name)
+    check("a database is created", database.read()["id"] == name)
+    check(
+        "creating it again is 409",
+        status_of(lambda: client.create_database(name)) == 409,
+    )
+    check(
+        "the account lists it",
+        name in [d["id"] for d in client.list_databases()],
+    )
+    carts = database.create_container("carts", partition_key=PartitionKey(path="/user"))
+    properties = carts.read()
+    check(
+        "a container keeps its partition key",
+        properties["partitionKey"]["paths"] == ["/user"],
+        properties,
+    )
+    check(
+        "the database lists it",
+        [c["id"] for c in database.list_containers()] == ["carts"],
+    )
+
+    # The seed flow.
+    created = carts.create_item({"id": "cart1", "user": "ann", "items": []})
+    for system in ["_rid", "_self", "_etag", "_ts", "_attachments"]:
+        check(f"a document has {system}", system in created, created)
+    check(
+        "the etag header is the body's _etag",
+        carts.client_connection.last_response_headers["etag"] == created["_etag"],
+    )
+    check(
+        "creating the same id in the same partition is 409",
+        status_of(lambda: carts.create_item({"id": "cart1", "user": "ann"})) == 409,
+    )
+    carts.create_item({"id": "cart1", "user": "bob"})
+    check("the same id in another partition is another document", True)
+    read = carts.read_item("cart1", partition_key="ann")
+    stale = dict(read)
+    read["items"].append("apple")
+    replaced = carts.replace_item(
+        "cart1", read, etag=read["_etag"], match_condition=MatchConditions.IfNotModified
+    )
+    check("a replace with the current _etag passes", replaced["items"] == ["apple"])
+    check("a replace gives a new _etag", replaced["_etag"] != read["_etag"])
+    stale["items"].append("pear")
+    check(
+        "a replace with a stale _etag is 412",
+        status_of(
+            lambda: carts.replace_item(
+                "cart1", stale, etag=stale["_etag"], match_condition=MatchConditions.IfNotModified
+            )
+        )
+        == 412,
+    )
+    check(
+        "and changes nothing",
+        carts.read_item("cart1", partition_key="ann")["items"] == ["apple"],
+    )
+
+    # The 304 of a read with the current tag.
+    statuses = []
+    unchanged = carts.read_item(
+        "cart1",
+        partition_key="ann",
+        etag=replaced["_etag"],
+        match_condition=MatchConditions.IfModified,
+        response_hook=lambda headers, body: statuses.append(body),
+    )
+    check("a read with the current tag is 304, empty", not unchanged, unchanged)
+    changed = carts.read_item(
+        "cart1", partition_key="ann", etag=read["_etag"], match_condition=MatchConditions.IfModified
+    )
+    check("a read with an old tag is the document", changed["items"] == ["apple"])
+    check(
+        "a read of a missing document is 404",
+        status_of(lambda: carts.read_item("nobody", partition_key="ann")) == 404,
+    )
+
+    # Upsert and delete.
+    upserted = carts.upsert_item({"id": "cart2", "user": "ann", "items": ["fig"]})
+    again = carts.upsert_item({"id": "cart2", "user": "ann", "items": ["kiwi"]})
+    check("an upsert creates, then replaces", again["items"] == ["kiwi"])
+    check("each with a new _etag", again["_etag"] != upserted["_etag"])
+    check(
+        "a delete with a stale _etag is 412",
+        status_of(
+            lambda: carts.delete_item(
+                "cart2",
+                partition_key="ann",
+                etag=upserted["_etag"],
+                match_condition=MatchConditions.IfNotModified,
+            )
+        )
+        == 412,
+    )
+    carts.delete_item(
+        "cart2", partition_key="ann", etag=again["_etag"], match_condition=MatchConditions.IfNotModified
+    )
+    check(
+        "a delete with the current _etag passes",
+        status_of(lambda: carts.read_item("cart2", partition_key="ann")) == 404,
+    )
+
+    # 16 writers, one counter, retries on 412.
+    carts.create_item({"id": "counter", "user": "shared", "n": 0})
+    retries = []
+
+    def writer():
+        for _ in range(8):
+            while True:
+                doc = carts.read_item("counter", partition_key="shared")
+                doc["n"] += 1
+                try:
+                    carts.replace_item(
+                        "counter", doc, etag=doc["_etag"], match_condition=MatchConditions.IfNotModified
+                    )
+                    break
+                except exceptions.CosmosAccessConditionFailedError:
+                    retries.append(1)
+
+    threads = [threading.Thread(target=writer) for _ in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    total = carts.read_item("counter", partition_key="shared")["n"]
+    check(
+        "16 writers with retries on 412 count exactly",
+        total == 128,
+        f"{total} after {len(retries)} retries",
+    )
+
+    # Pages of a container's documents.
+    pages = database.create_container("pages", partition_key=PartitionKey(path="/pk"))
+    for i in range(25):
+        pages.create_item({"id": f"d{i:02}", "pk": "p" + str(i % 3)})
+    paged = pages.read_all_items(max_item_count=10)
+    ids = []
+    for page in paged.by_page():
+        ids.extend(item["id"] for item in page)
+    check("every document is read, once, in pages", sorted(ids) == [f"d{i:02}" for i in range(25)], ids)
+
+    # Bad input.
+    check(
+        "a document over 2 MB is 413",
+        status_of(lambda: carts.create_item({"id": "big", "user": "ann", "x": "y" * (2 << 20)})) == 413,
+    )
+    check(
+        "a hierarchical partition key is refused, clearly",
+        status_of(
+            lambda: database.create_container(
+                "h", partition_key=PartitionKey(path=["/a", "/b"], kind="MultiHash")
+            )
+        )
+        == 400,
+    )
+
+    # A wrong key.
+    endpoint = connection_string.split("AccountEndpoint=")[1].split(";")[0]
+    wrong = "d3Jvbmcga2V5IHdyb25nIGtleSB3cm9uZyBrZXk="
+    check(
+        "a wrong key is 401",
+        status_of(lambda: CosmosClient(endpoint, credential=wrong).get_database_client(name).read())
+        == 401,
+    )
+
+    database.delete_container("pages")
+    check(
+        "a deleted container is gone",
+        status_of(lambda: pages.read_item("d00", partition_key="p0")) == 404,
+    )
+    client.delete_database(name)
+    check(
+        "a deleted database is gone",
+        status_of(lambda: client.get_database_client(name).read()) == 404,
+    )
+    check.done()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
