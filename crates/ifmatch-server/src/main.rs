@@ -457,10 +457,6 @@ async fn serve(args: Serve) -> anyhow::Result<()> {
         8081,
     )
     .await?;
-    if let Some(cosmos) = &cosmos {
-        let endpoint = format!("http://{}", cosmos.local_addr()?);
-        println!("{}", ifmatch_cosmos::connection_string(&endpoint));
-    }
     let table_address = tables.as_ref().map(TcpListener::local_addr).transpose()?;
     let table_endpoint = table_address.map(|a| format!("http://{a}"));
     for account in options.accounts.iter() {
@@ -472,6 +468,10 @@ async fn serve(args: Serve) -> anyhow::Result<()> {
                 table_endpoint.as_deref()
             )
         );
+    }
+    if let Some(cosmos) = &cosmos {
+        let endpoint = format!("http://{}", cosmos.local_addr()?);
+        println!("{}", ifmatch_cosmos::connection_string(&endpoint));
     }
     if options.anonymous {
         tracing::warn!(
