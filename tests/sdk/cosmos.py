@@ -173,6 +173,61 @@ def main(connection_string):
         ids.extend(item["id"] for item in page)
     check("every document is read, once, in pages", sorted(ids) == [f"d{i:02}" for i in range(25)], ids)
 
+    # Queries: scoped to a partition and across them, with parameters and pages.
+    in_p1 = list(
+        pages.query_items(
+            "SELECT VALUE c.id FROM c WHERE c.pk = @pk ORDER BY c.id DESC",
+            parameters=[{"name": "@pk", "value": "p1"}],
+            partition_key="p1",
+        )
+    )
+    check(
+        "a partition's query, ordered",
+        in_p1 == [f"d{i:02}" for i in reversed(range(25)) if i % 3 == 1],
+        in_p1,
+    )
+    across = pages.query_items(
+        "SELECT c.id, c.pk FROM c WHERE STARTSWITH(c.id, 'd1') OR c.id IN ('d20', 'd21')",
+        enable_cross_partition_query=True,
+        max_item_count=4,
+    )
+    seen = []
+    page_count = 0
+    for page in across.by_page():
+        page_count += 1
+        seen.extend(row["id"] for row in page)
+    check(
+        "a query across partitions, in pages",
+        sorted(seen) == [f"d{i}" for i in range(10, 22)] and page_count >= 3,
+        f"{seen} in {page_count} pages",
+    )
+    count = list(pages.query_items("SELECT VALUE COUNT(1) FROM c", enable_cross_partition_query=True))
+    check("COUNT across partitions", count == [25], count)
+    top = list(
+        pages.query_items(
+            "SELECT TOP 3 VALUE c.id FROM c ORDER BY c.id", enable_cross_partition_query=True
+        )
+    )
+    check("TOP with ORDER BY", top == ["d00", "d01", "d02"], top)
+    window = list(
+        pages.query_items(
+            "SELECT VALUE c.id FROM c ORDER BY c.id OFFSET 5 LIMIT 3",
+            enable_cross_partition_query=True,
+        )
+    )
+    check("OFFSET LIMIT", window == ["d05", "d06", "d07"], window)
+    check(
+        "a query the server does not serve is 400, never a wrong answer",
+        status_of(
+            lambda: list(
+                pages.query_items(
+                    "SELECT * FROM c JOIN t IN c.tags", enable_cross_partition_query=True
+                )
+            )
+        )
+        == 400,
+    )
+
     # Bad input.
     check(
         "a document over 2 MB is 413",

@@ -365,15 +365,7 @@ impl<T: Tables> Front<'_, T> {
             Some(header) => Some(document::stored_key(&document::key_of_header(header)?)?),
             None => None,
         };
-        let limit = match asked.header("x-ms-max-item-count").map(str::parse::<i64>) {
-            None | Some(Ok(-1)) => 100,
-            Some(Ok(n)) if n > 0 => (n as usize).min(MAX_PAGE),
-            _ => {
-                return Err(bad_request(
-                    "x-ms-max-item-count is a positive number, or -1.",
-                ));
-            }
-        };
+        let limit = page_size(asked)?;
         let from = match asked.header("x-ms-continuation") {
             Some(token) => Some(continuation_key(token)?),
             None => None,
@@ -409,7 +401,7 @@ impl<T: Tables> Front<'_, T> {
                 .header("content-type")
                 .is_some_and(|t| t.starts_with("application/query+json"))
         {
-            return Err(bad_request("Queries are not served by this server yet."));
+            return self.query(db, coll, asked).await;
         }
         let container = self.container(db, coll).await?;
         let (resource, partition) = self.incoming(&container, asked)?;
@@ -451,6 +443,52 @@ impl<T: Tables> Front<'_, T> {
             }
         }
         Err(raced())
+    }
+
+    async fn query(&self, db: &str, coll: &str, asked: &Asked<'_>) -> Result<Done, Failure> {
+        self.container(db, coll).await?;
+        let body: Json = serde_json::from_slice(asked.body).map_err(|_| {
+            bad_request("A query's body is JSON: {\"query\": ..., \"parameters\": [...]}.")
+        })?;
+        let text = body.get("query").and_then(Json::as_str).ok_or_else(|| {
+            bad_request("A query's body names its text: {\"query\": \"SELECT ...\"}.")
+        })?;
+        let parameters = match body.get("parameters") {
+            None | Some(Json::Null) => Vec::new(),
+            Some(Json::Array(list)) => list.clone(),
+            Some(_) => {
+                return Err(bad_request(
+                    "A query's parameters are a list of {name, value}.",
+                ));
+            }
+        };
+        let query = crate::sql::Query::parse(text, &parameters)
+            .map_err(|error| bad_request(format!("Query: {}", error.message)))?;
+        let partition = match asked.header("x-ms-documentdb-partitionkey") {
+            Some(header) => Some(document::stored_key(&document::key_of_header(header)?)?),
+            None => None,
+        };
+        let size = page_size(asked)?;
+        let table = documents_table(db, coll);
+        let page = crate::query::page(
+            self.tables,
+            &table,
+            partition.as_deref(),
+            &query,
+            size,
+            asked.header("x-ms-continuation"),
+            |entity| document_json(db, coll, entity),
+        )
+        .await?;
+        let count = page.results.len();
+        let mut done = Done::of(
+            StatusCode::OK,
+            json!({ "_rid": rid(&[db, coll]), "Documents": page.results, "_count": count }),
+            None,
+        );
+        done.count = Some(count);
+        done.continuation = page.continuation;
+        Ok(done)
     }
 
     async fn read(
@@ -690,6 +728,17 @@ fn holds(condition: Condition, current: Option<&Entity>) -> bool {
         (Condition::Any, found) => found.is_some(),
         (Condition::Version(wanted), Some(entity)) => wanted == Some(entity.timestamp),
         (Condition::Version(_), None) => false,
+    }
+}
+
+/// The page size a feed or query asks for (`x-ms-max-item-count`; -1 or none: 100).
+fn page_size(asked: &Asked<'_>) -> Result<usize, Failure> {
+    match asked.header("x-ms-max-item-count").map(str::parse::<i64>) {
+        None | Some(Ok(-1)) => Ok(100),
+        Some(Ok(n)) if n > 0 => Ok((n as usize).min(MAX_PAGE)),
+        _ => Err(bad_request(
+            "x-ms-max-item-count is a positive number, or -1.",
+        )),
     }
 }
 

@@ -11,6 +11,8 @@ pub mod auth;
 pub mod document;
 pub mod failure;
 pub mod front;
+pub mod query;
 pub mod service;
+pub mod sql;
 
 pub use service::{EMULATOR_ACCOUNT, EMULATOR_KEY, MAX_BODY, Service, connection_string};

@@ -1,0 +1,314 @@
+//! Running a query over a container's documents, one page at a time: a partition's when the
+//! request names one, else the container's, read in key order in chunks.
+//!
+//! A query that streams (no `ORDER BY`, aggregate or `DISTINCT`) reads from where the last
+//! page stopped, at most [`SCAN_BUDGET`] documents a page, and its continuation token says
+//! where to go on (with what `OFFSET` and `TOP` have used). One that needs every match first
+//! reads its whole scope for each page, and keeps at most [`MAX_SORTED`] results: past that,
+//! it asks for `TOP` or `OFFSET ... LIMIT` rather than hold the container in memory.
+
+use std::cmp::Ordering;
+
+use base64::Engine;
+use ifmatch_table::{Entity, Scan, TableError, Tables};
+use serde_json::{Value as Json, json};
+
+use crate::failure::{Failure, bad_request, unavailable};
+use crate::sql::{Accumulator, Expr, Query, Select, compare_for_order};
+
+/// Documents read from the backend at a time.
+const CHUNK: usize = 200;
+/// The most documents a streaming page reads before it answers with what it found.
+pub const SCAN_BUDGET: usize = 10_000;
+/// The most results a sorting or de-duplicating query keeps.
+pub const MAX_SORTED: usize = 100_000;
+
+/// A page of results, and the token of the next, if any.
+pub struct Page {
+    /// The results.
+    pub results: Vec<Json>,
+    /// Where the next page starts.
+    pub continuation: Option<String>,
+}
+
+/// Where a query's next page starts.
+#[derive(Default)]
+struct Position {
+    /// The key of the next document to read (streaming queries).
+    key: Option<(String, String)>,
+    /// Results `OFFSET` has skipped so far, or (for queries that need every match) the
+    /// results already sent.
+    skipped: u64,
+    /// Results sent so far (for `TOP` and `LIMIT`).
+    sent: u64,
+}
+
+impl Position {
+    fn token(&self) -> String {
+        let json = json!({ "k": self.key, "s": self.skipped, "n": self.sent }).to_string();
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
+    }
+
+    fn of(token: &str) -> Result<Self, Failure> {
+        let bad = || bad_request("The continuation token is not one this server gave.");
+        let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(token.trim())
+            .map_err(|_| bad())?;
+        let json: Json = serde_json::from_slice(&json).map_err(|_| bad())?;
+        let key = match &json["k"] {
+            Json::Null => None,
+            Json::Array(parts) => match parts.as_slice() {
+                [Json::String(p), Json::String(r)] => Some((p.clone(), r.clone())),
+                _ => return Err(bad()),
+            },
+            _ => return Err(bad()),
+        };
+        Ok(Self {
+            key,
+            skipped: json["s"].as_u64().ok_or_else(bad)?,
+            sent: json["n"].as_u64().ok_or_else(bad)?,
+        })
+    }
+}
+
+/// One page of `query` over `table` (within `partition`, when given), at most `size`
+/// results, from `token`; `document` makes a stored entity the JSON a query sees.
+pub async fn page<T: Tables>(
+    tables: &T,
+    table: &str,
+    partition: Option<&str>,
+    query: &Query,
+    size: usize,
+    token: Option<&str>,
+    document: impl Fn(&Entity) -> Json,
+) -> Result<Page, Failure> {
+    let position = match token {
+        Some(token) => Position::of(token)?,
+        None => Position::default(),
+    };
+    match query.needs_all() {
+        false => streamed(tables, table, partition, query, size, position, document).await,
+        true => gathered(tables, table, partition, query, size, position, document).await,
+    }
+}
+
+/// The most results the query may still send, after `sent`.
+fn remaining(query: &Query, sent: u64) -> u64 {
+    let top = query.top.unwrap_or(u64::MAX);
+    let limit = query.offset_limit.map_or(u64::MAX, |(_, limit)| limit);
+    top.min(limit).saturating_sub(sent)
+}
+
+async fn streamed<T: Tables>(
+    tables: &T,
+    table: &str,
+    partition: Option<&str>,
+    query: &Query,
+    size: usize,
+    mut position: Position,
+    document: impl Fn(&Entity) -> Json,
+) -> Result<Page, Failure> {
+    let offset = query.offset_limit.map_or(0, |(offset, _)| offset);
+    let mut results = Vec::new();
+    let mut read = 0;
+    loop {
+        if remaining(query, position.sent) == 0 {
+            return Ok(Page {
+                results,
+                continuation: None,
+            });
+        }
+        let from = position.key.as_ref().map(|(p, r)| (p.as_str(), r.as_str()));
+        let scan = Scan {
+            from,
+            partition,
+            limit: CHUNK + 1,
+        };
+        let mut chunk = scan_of(tables, table, scan).await?;
+        let next = (chunk.len() > CHUNK).then(|| chunk.remove(CHUNK));
+        for (i, entity) in chunk.iter().enumerate() {
+            let Some(result) = query.result(&document(entity)) else {
+                continue;
+            };
+            if position.skipped < offset {
+                position.skipped += 1;
+                continue;
+            }
+            results.push(result);
+            position.sent += 1;
+            let full = results.len() == size || remaining(query, position.sent) == 0;
+            if full {
+                // Go on from the document after this one.
+                let after = chunk.get(i + 1).or(next.as_ref());
+                position.key = after.map(|e| (e.partition_key.clone(), e.row_key.clone()));
+                let more = position.key.is_some() && remaining(query, position.sent) > 0;
+                return Ok(Page {
+                    results,
+                    continuation: more.then(|| position.token()),
+                });
+            }
+        }
+        read += chunk.len();
+        position.key = next.map(|e| (e.partition_key, e.row_key));
+        if position.key.is_none() {
+            return Ok(Page {
+                results,
+                continuation: None,
+            });
+        }
+        if read >= SCAN_BUDGET {
+            // A page may be short, even empty: the client asks again from here.
+            return Ok(Page {
+                results,
+                continuation: Some(position.token()),
+            });
+        }
+    }
+}
+
+async fn gathered<T: Tables>(
+    tables: &T,
+    table: &str,
+    partition: Option<&str>,
+    query: &Query,
+    size: usize,
+    position: Position,
+    document: impl Fn(&Entity) -> Json,
+) -> Result<Page, Failure> {
+    let aggregates = aggregates_of(query);
+    let mut accumulators = vec![Accumulator::default(); aggregates.len()];
+    let mut rows: Vec<(Vec<Option<Json>>, Json)> = Vec::new();
+    let mut from: Option<(String, String)> = None;
+    loop {
+        let start = from.as_ref().map(|(p, r)| (p.as_str(), r.as_str()));
+        let scan = Scan {
+            from: start,
+            partition,
+            limit: CHUNK + 1,
+        };
+        let mut chunk = scan_of(tables, table, scan).await?;
+        let next = (chunk.len() > CHUNK).then(|| chunk.remove(CHUNK));
+        for entity in &chunk {
+            let doc = document(entity);
+            if !crate::sql::matches(query.filter.as_ref(), &doc) {
+                continue;
+            }
+            if !aggregates.is_empty() {
+                for ((_, argument), accumulator) in aggregates.iter().zip(&mut accumulators) {
+                    accumulator.add(crate::sql::evaluate(argument, &doc));
+                }
+                continue;
+            }
+            let Some(result) = query.project(&doc) else {
+                continue;
+            };
+            if query.distinct && rows.iter().any(|(_, seen)| *seen == result) {
+                continue;
+            }
+            if rows.len() == MAX_SORTED {
+                return Err(bad_request(format!(
+                    "The query sorts or de-duplicates more than {MAX_SORTED} results: add TOP or OFFSET ... LIMIT, or narrow it to a partition."
+                )));
+            }
+            rows.push((query.order_values(&doc), result));
+        }
+        from = next.map(|e| (e.partition_key, e.row_key));
+        if from.is_none() {
+            break;
+        }
+    }
+    if !aggregates.is_empty() {
+        return Ok(Page {
+            results: aggregated(query, &aggregates, &accumulators),
+            continuation: None,
+        });
+    }
+    rows.sort_by(|(a, _), (b, _)| {
+        for ((x, y), (_, descending)) in a.iter().zip(b).zip(&query.order) {
+            let order = compare_for_order(x, y);
+            let order = if *descending { order.reverse() } else { order };
+            if order != Ordering::Equal {
+                return order;
+            }
+        }
+        Ordering::Equal
+    });
+    let offset = query.offset_limit.map_or(0, |(offset, _)| offset);
+    let total = (rows.len() as u64)
+        .saturating_sub(offset)
+        .min(remaining(query, 0));
+    let start = (offset + position.skipped) as usize;
+    let end = (start + size).min((offset + total) as usize);
+    let results: Vec<Json> = rows
+        .into_iter()
+        .take(end)
+        .skip(start)
+        .map(|(_, r)| r)
+        .collect();
+    let sent = position.skipped + results.len() as u64;
+    let continuation = (sent < total).then(|| {
+        Position {
+            key: None,
+            skipped: sent,
+            sent,
+        }
+        .token()
+    });
+    Ok(Page {
+        results,
+        continuation,
+    })
+}
+
+/// The aggregates a query selects, with their arguments, and the name each result has.
+fn aggregates_of(query: &Query) -> Vec<(String, Expr)> {
+    let named = |e: &Expr, name: &str| match e {
+        Expr::Aggregate(function, argument) => {
+            Some((format!("{function}\0{name}"), (**argument).clone()))
+        }
+        _ => None,
+    };
+    match &query.select {
+        Select::Value(e) => named(e, "").into_iter().collect(),
+        Select::Items(items) => items
+            .iter()
+            .filter_map(|(e, name)| named(e, name))
+            .collect(),
+        Select::Star => Vec::new(),
+    }
+}
+
+fn aggregated(
+    query: &Query,
+    aggregates: &[(String, Expr)],
+    accumulators: &[Accumulator],
+) -> Vec<Json> {
+    let values = aggregates
+        .iter()
+        .zip(accumulators)
+        .map(|((label, _), accumulator)| {
+            let (function, name) = label.split_once('\0').unwrap_or_default();
+            (name.to_owned(), accumulator.value(function))
+        });
+    match query.select {
+        Select::Value(_) => values.filter_map(|(_, value)| value).collect(),
+        _ => {
+            let object = values
+                .filter_map(|(name, value)| Some((name, value?)))
+                .collect();
+            vec![Json::Object(object)]
+        }
+    }
+}
+
+async fn scan_of<T: Tables>(
+    tables: &T,
+    table: &str,
+    scan: Scan<'_>,
+) -> Result<Vec<Entity>, Failure> {
+    match tables.scan(table, scan).await {
+        Ok(found) => Ok(found),
+        Err(TableError::TableNotFound(_)) => Ok(Vec::new()),
+        Err(error) => Err(unavailable(error)),
+    }
+}
