@@ -163,6 +163,79 @@ def main(connection_string):
         f"{total} after {len(retries)} retries",
     )
 
+    # Patch: operations all or none, with If-Match and with a condition.
+    carts.create_item({"id": "cart3", "user": "ann", "n": 1, "items": ["a"]})
+    patched = carts.patch_item(
+        "cart3",
+        partition_key="ann",
+        patch_operations=[
+            {"op": "incr", "path": "/n", "value": 2},
+            {"op": "add", "path": "/items/-", "value": "b"},
+            {"op": "set", "path": "/note", "value": "hi"},
+        ],
+    )
+    check(
+        "a patch applies its operations",
+        (patched["n"], patched["items"], patched["note"]) == (3, ["a", "b"], "hi"),
+        patched,
+    )
+    check(
+        "a patch whose condition is false is 412",
+        status_of(
+            lambda: carts.patch_item(
+                "cart3",
+                partition_key="ann",
+                patch_operations=[{"op": "incr", "path": "/n", "value": 1}],
+                filter_predicate="from c where c.n > 10",
+            )
+        )
+        == 412,
+    )
+    conditioned = carts.patch_item(
+        "cart3",
+        partition_key="ann",
+        patch_operations=[{"op": "incr", "path": "/n", "value": 1}],
+        filter_predicate="from c where c.n = 3 AND ARRAY_CONTAINS(c.items, 'b')",
+    )
+    check("a patch whose condition holds applies", conditioned["n"] == 4)
+    check(
+        "a patch with a stale _etag is 412",
+        status_of(
+            lambda: carts.patch_item(
+                "cart3",
+                partition_key="ann",
+                patch_operations=[{"op": "incr", "path": "/n", "value": 1}],
+                etag=patched["_etag"],
+                match_condition=MatchConditions.IfNotModified,
+            )
+        )
+        == 412,
+    )
+    check(
+        "a patch that cannot apply is 400 and changes nothing",
+        status_of(
+            lambda: carts.patch_item(
+                "cart3",
+                partition_key="ann",
+                patch_operations=[
+                    {"op": "incr", "path": "/n", "value": 1},
+                    {"op": "replace", "path": "/missing", "value": 1},
+                ],
+            )
+        )
+        == 400
+        and carts.read_item("cart3", partition_key="ann")["n"] == 4,
+    )
+    check(
+        "a patch of the partition key is 400",
+        status_of(
+            lambda: carts.patch_item(
+                "cart3", partition_key="ann", patch_operations=[{"op": "set", "path": "/user", "value": "x"}]
+            )
+        )
+        == 400,
+    )
+
     # Pages of a container's documents.
     pages = database.create_container("pages", partition_key=PartitionKey(path="/pk"))
     for i in range(25):

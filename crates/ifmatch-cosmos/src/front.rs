@@ -117,6 +117,7 @@ impl<T: Tables> Front<'_, T> {
             (&Method::POST, A::Documents(db, coll)) => self.create_document(db, coll, asked).await,
             (&Method::GET, A::Document(db, coll, id)) => self.read(db, coll, id, asked).await,
             (&Method::PUT, A::Document(db, coll, id)) => self.replace(db, coll, id, asked).await,
+            (&Method::PATCH, A::Document(db, coll, id)) => self.patch(db, coll, id, asked).await,
             (&Method::DELETE, A::Document(db, coll, id)) => self.delete(db, coll, id, asked).await,
             _ => Err(failure(
                 405,
@@ -445,6 +446,62 @@ impl<T: Tables> Front<'_, T> {
         Err(raced())
     }
 
+    async fn patch(
+        &self,
+        db: &str,
+        coll: &str,
+        id: &str,
+        asked: &Asked<'_>,
+    ) -> Result<Done, Failure> {
+        let container = self.container(db, coll).await?;
+        let partition = self.partition(&container, asked)?;
+        let (operations, condition) = crate::patch::parse(asked.body)?;
+        let predicate = match condition {
+            Some(text) => crate::sql::predicate(&text)
+                .map_err(|error| bad_request(format!("Condition: {}", error.message)))?,
+            None => None,
+        };
+        let if_match = self.condition(asked)?;
+        let fixed = partition_path(&container);
+        let table = documents_table(db, coll);
+        for _ in 0..RETRIES {
+            let current = self
+                .get(&table, &partition, id)
+                .await?
+                .ok_or_else(not_found)?;
+            if !holds(if_match, Some(&current)) {
+                return Err(precondition_failed());
+            }
+            let seen = document_json(db, coll, &current);
+            if !crate::sql::matches(predicate.as_ref(), &seen) {
+                return Err(precondition_failed());
+            }
+            let patched = crate::patch::apply(&json_of(&current), &operations, &fixed)?;
+            if Json::Object(patched.clone()).to_string().len() > MAX_DOCUMENT {
+                return Err(too_large());
+            }
+            let entity = self.entity(&partition, id, Some(current.timestamp), &patched);
+            let expected = Expected::Version(current.timestamp);
+            let change = Change {
+                key: key(&partition, id),
+                expected,
+                write: Some(entity.clone()),
+            };
+            match self.commit(&table, &[change]).await {
+                Ok(()) => {
+                    return Ok(Done::of(
+                        StatusCode::OK,
+                        document_json(db, coll, &entity),
+                        Some(entity.timestamp),
+                    ));
+                }
+                Err(Committed::Conflict) => continue,
+                Err(Committed::Failed(failure)) => return Err(failure),
+            }
+        }
+        Err(raced())
+    }
+
     async fn query(&self, db: &str, coll: &str, asked: &Asked<'_>) -> Result<Done, Failure> {
         self.container(db, coll).await?;
         let body: Json = serde_json::from_slice(asked.body).map_err(|_| {
@@ -615,11 +672,7 @@ impl<T: Tables> Front<'_, T> {
         asked: &Asked<'_>,
     ) -> Result<(Map<String, Json>, String), Failure> {
         if asked.body.len() > MAX_DOCUMENT {
-            return Err(failure(
-                413,
-                "RequestEntityTooLarge",
-                "Request size is too large: a document is at most 2 MB.",
-            ));
+            return Err(too_large());
         }
         let resource = document::resource(asked.body)?;
         let path = partition_path(container);
@@ -851,6 +904,14 @@ fn continuation_key(token: &str) -> Result<EntityKey, Failure> {
 
 fn backend(error: TableError) -> Failure {
     unavailable(error)
+}
+
+fn too_large() -> Failure {
+    failure(
+        413,
+        "RequestEntityTooLarge",
+        "Request size is too large: a document is at most 2 MB.",
+    )
 }
 
 fn raced() -> Failure {

@@ -11,6 +11,7 @@ pub mod auth;
 pub mod document;
 pub mod failure;
 pub mod front;
+pub mod patch;
 pub mod query;
 pub mod service;
 pub mod sql;
