@@ -236,6 +236,56 @@ def main(connection_string):
         == 400,
     )
 
+    # Transactional batches: all or none.
+    done = carts.execute_item_batch(
+        [
+            ("create", ({"id": "b1", "user": "cat", "n": 1},)),
+            ("upsert", ({"id": "b2", "user": "cat", "n": 2},)),
+            ("patch", ("b1", [{"op": "incr", "path": "/n", "value": 10}])),
+            ("read", ("b2",)),
+        ],
+        partition_key="cat",
+    )
+    check(
+        "a batch applies every operation",
+        [r["statusCode"] for r in done] == [201, 201, 200, 200]
+        and carts.read_item("b1", partition_key="cat")["n"] == 11,
+        done,
+    )
+    b2 = carts.read_item("b2", partition_key="cat")
+    try:
+        carts.execute_item_batch(
+            [
+                ("upsert", ({"id": "b3", "user": "cat"},)),
+                ("replace", ("b2", {"id": "b2", "user": "cat", "n": 99}), {"if_match_etag": b2["_etag"]}),
+                ("create", ({"id": "b1", "user": "cat"},)),
+                ("delete", ("b2",)),
+            ],
+            partition_key="cat",
+        )
+        check("a failing batch raises", False)
+    except exceptions.CosmosBatchOperationError as error:
+        statuses = [r["statusCode"] for r in error.operation_responses]
+        check(
+            "a failing batch names the failure and 424s the rest",
+            error.error_index == 2 and statuses == [424, 424, 409, 424],
+            statuses,
+        )
+    check(
+        "and leaves nothing of itself",
+        status_of(lambda: carts.read_item("b3", partition_key="cat")) == 404
+        and carts.read_item("b2", partition_key="cat")["n"] == 2,
+    )
+    stale = carts.execute_item_batch
+    try:
+        stale(
+            [("replace", ("b2", {"id": "b2", "user": "cat", "n": 3}), {"if_match_etag": done[1]["eTag"] + "x"})],
+            partition_key="cat",
+        )
+        check("a batch operation's stale ifMatch raises", False)
+    except exceptions.CosmosBatchOperationError as error:
+        check("a batch operation's ifMatch is honoured", error.status_code == 412)
+
     # Pages of a container's documents.
     pages = database.create_container("pages", partition_key=PartitionKey(path="/pk"))
     for i in range(25):

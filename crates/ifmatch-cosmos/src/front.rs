@@ -25,7 +25,7 @@ const CONTAINERS: &str = "#colls";
 /// The property an entity keeps a resource's JSON in.
 const JSON: &str = "json";
 /// How many times a write is decided again after losing a race, before it answers 503.
-const RETRIES: usize = 64;
+pub(crate) const RETRIES: usize = 64;
 /// The most resources a feed page holds.
 const MAX_PAGE: usize = 1000;
 /// The partition key ranges' own version: there is one range, and it never splits.
@@ -45,11 +45,11 @@ pub struct Asked<'a> {
 }
 
 impl Asked<'_> {
-    fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
 
-    fn is_true(&self, name: &str) -> bool {
+    pub(crate) fn is_true(&self, name: &str) -> bool {
         self.header(name)
             .is_some_and(|v| v.eq_ignore_ascii_case("true"))
     }
@@ -77,7 +77,7 @@ pub struct Done {
 }
 
 impl Done {
-    fn of(status: StatusCode, body: Json, at: Option<DateTime>) -> Self {
+    pub(crate) fn of(status: StatusCode, body: Json, at: Option<DateTime>) -> Self {
         Self {
             status,
             body: Some(body),
@@ -404,6 +404,9 @@ impl<T: Tables> Front<'_, T> {
         {
             return self.query(db, coll, asked).await;
         }
+        if asked.is_true("x-ms-cosmos-is-batch-request") {
+            return self.batch(db, coll, asked).await;
+        }
         let container = self.container(db, coll).await?;
         let (resource, partition) = self.incoming(&container, asked)?;
         let id = id_of(&resource);
@@ -660,7 +663,7 @@ impl<T: Tables> Front<'_, T> {
     // Parts.
 
     /// The container's entry, or 404.
-    async fn container(&self, db: &str, coll: &str) -> Result<Entity, Failure> {
+    pub(crate) async fn container(&self, db: &str, coll: &str) -> Result<Entity, Failure> {
         self.get(CONTAINERS, db, coll).await?.ok_or_else(not_found)
     }
 
@@ -689,7 +692,11 @@ impl<T: Tables> Front<'_, T> {
     }
 
     /// The partition a point operation names in its header.
-    fn partition(&self, _container: &Entity, asked: &Asked<'_>) -> Result<String, Failure> {
+    pub(crate) fn partition(
+        &self,
+        _container: &Entity,
+        asked: &Asked<'_>,
+    ) -> Result<String, Failure> {
         let header = asked.header("x-ms-documentdb-partitionkey").ok_or_else(|| {
             bad_request("PartitionKey value must be supplied for this operation (x-ms-documentdb-partitionkey).")
         })?;
@@ -706,7 +713,7 @@ impl<T: Tables> Front<'_, T> {
         })
     }
 
-    fn entity(
+    pub(crate) fn entity(
         &self,
         partition: &str,
         id: &str,
@@ -718,7 +725,12 @@ impl<T: Tables> Front<'_, T> {
         Entity::new(partition, id, at, [(JSON, Value::String(json))])
     }
 
-    async fn get(&self, table: &str, partition: &str, id: &str) -> Result<Option<Entity>, Failure> {
+    pub(crate) async fn get(
+        &self,
+        table: &str,
+        partition: &str,
+        id: &str,
+    ) -> Result<Option<Entity>, Failure> {
         match self.tables.get(table, &key(partition, id)).await {
             Ok(found) => Ok(found),
             Err(TableError::TableNotFound(_)) => Ok(None),
@@ -740,7 +752,7 @@ impl<T: Tables> Front<'_, T> {
         }
     }
 
-    async fn commit(&self, table: &str, changes: &[Change]) -> Result<(), Committed> {
+    pub(crate) async fn commit(&self, table: &str, changes: &[Change]) -> Result<(), Committed> {
         let mut result = self.tables.commit(table, changes).await;
         if matches!(result, Err(TableError::TableNotFound(_))) && table.starts_with('#') {
             // The metadata tables are made on first use.
@@ -760,7 +772,7 @@ impl<T: Tables> Front<'_, T> {
 }
 
 /// How a commit ended, when it did not apply.
-enum Committed {
+pub(crate) enum Committed {
     /// Another write came first.
     Conflict,
     Failed(Failure),
@@ -768,14 +780,14 @@ enum Committed {
 
 /// An `If-Match`.
 #[derive(Debug, Clone, Copy)]
-enum Condition {
+pub(crate) enum Condition {
     None,
     Any,
     /// The version the tag names; `None` for a tag this service never wrote.
     Version(Option<DateTime>),
 }
 
-fn holds(condition: Condition, current: Option<&Entity>) -> bool {
+pub(crate) fn holds(condition: Condition, current: Option<&Entity>) -> bool {
     match (condition, current) {
         (Condition::None, _) => true,
         (Condition::Any, found) => found.is_some(),
@@ -795,15 +807,15 @@ fn page_size(asked: &Asked<'_>) -> Result<usize, Failure> {
     }
 }
 
-fn key(partition: &str, id: &str) -> EntityKey {
+pub(crate) fn key(partition: &str, id: &str) -> EntityKey {
     (partition.to_owned(), id.to_owned())
 }
 
-fn documents_table(db: &str, coll: &str) -> String {
+pub(crate) fn documents_table(db: &str, coll: &str) -> String {
     format!("{db}/{coll}")
 }
 
-fn id_of(resource: &Map<String, Json>) -> String {
+pub(crate) fn id_of(resource: &Map<String, Json>) -> String {
     resource
         .get("id")
         .and_then(Json::as_str)
@@ -811,14 +823,14 @@ fn id_of(resource: &Map<String, Json>) -> String {
         .to_owned()
 }
 
-fn json_of(entity: &Entity) -> Map<String, Json> {
+pub(crate) fn json_of(entity: &Entity) -> Map<String, Json> {
     match entity.properties.get(JSON) {
         Some(Value::String(text)) => serde_json::from_str(text).unwrap_or_default(),
         _ => Map::new(),
     }
 }
 
-fn partition_path(container: &Entity) -> String {
+pub(crate) fn partition_path(container: &Entity) -> String {
     let json = json_of(container);
     let path = json
         .get("partitionKey")
@@ -856,7 +868,7 @@ fn container_json(db: &str, entity: &Entity) -> Json {
     Json::Object(json)
 }
 
-fn document_json(db: &str, coll: &str, entity: &Entity) -> Json {
+pub(crate) fn document_json(db: &str, coll: &str, entity: &Entity) -> Json {
     let id = &entity.row_key;
     let link = format!("dbs/{db}/colls/{coll}/docs/{id}");
     let rid = rid(&[db, coll, &entity.partition_key, id]);
@@ -906,7 +918,7 @@ fn backend(error: TableError) -> Failure {
     unavailable(error)
 }
 
-fn too_large() -> Failure {
+pub(crate) fn too_large() -> Failure {
     failure(
         413,
         "RequestEntityTooLarge",
@@ -914,7 +926,7 @@ fn too_large() -> Failure {
     )
 }
 
-fn raced() -> Failure {
+pub(crate) fn raced() -> Failure {
     failure(
         429,
         "TooManyRequests",

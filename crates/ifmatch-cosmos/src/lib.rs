@@ -8,6 +8,7 @@
 
 pub mod address;
 pub mod auth;
+pub mod batch;
 pub mod document;
 pub mod failure;
 pub mod front;

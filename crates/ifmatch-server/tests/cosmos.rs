@@ -177,6 +177,30 @@ async fn what_the_sdks_never_send_is_answered_as_cosmos_answers_it() {
         400,
         "BadRequest",
     );
+    // Batches: at most 100 operations, all on the batch's partition.
+    let batch = [ann[0], ("x-ms-cosmos-is-batch-request", "True")];
+    let op = |id: &str, user: &str| {
+        format!(r#"{{"operationType":"Create","resourceBody":{{"id":"{id}","user":"{user}"}}}}"#)
+    };
+    let many: Vec<String> = (0..101).map(|i| op(&format!("m{i}"), "ann")).collect();
+    let body = format!("[{}]", many.join(","));
+    refused(
+        signed(e, Method::POST, docs, &batch, &body).await,
+        400,
+        "BadRequest",
+    );
+    let body = format!("[{},{}]", op("two1", "ann"), op("two2", "bob"));
+    refused(
+        signed(e, Method::POST, docs, &batch, &body).await,
+        400,
+        "BadRequest",
+    );
+    let two = "/dbs/shop/colls/carts/docs/two1";
+    assert_eq!(
+        signed(e, Method::GET, two, &ann, "").await.0,
+        404,
+        "nothing of a refused batch"
+    );
     // No credentials, or a forged signature: 401, and nothing written.
     let unsigned = common::client()
         .post(format!("{e}{docs}"))

@@ -1,0 +1,308 @@
+//! Transactional batch: up to 100 operations on one partition key, decided in order against
+//! the documents as they were read and as the batch's earlier operations left them, then
+//! committed as one compare-and-swap over every document they touch, so all apply or none
+//! (on every backend; a lost race decides the whole batch again). When an operation fails,
+//! it keeps its status, every other answers 424 Failed Dependency, and nothing is written:
+//! the answer is then 207 Multi-Status, as the SDKs read it.
+
+use std::collections::BTreeMap;
+
+use http::StatusCode;
+use ifmatch_table::{Change, Entity, Expected, Tables};
+use serde_json::{Map, Value as Json, json};
+
+use crate::document;
+use crate::failure::{Failure, bad_request, failure};
+use crate::front::{
+    Asked, Committed, Condition, Done, Front, RETRIES, document_json, documents_table, holds,
+    id_of, json_of, key, partition_path, raced,
+};
+
+/// The most operations one batch holds.
+pub const MAX_OPERATIONS: usize = 100;
+
+/// One operation's outcome: its status, and the document it wrote or read.
+struct Outcome {
+    status: u16,
+    entity: Option<Entity>,
+}
+
+impl<T: Tables> Front<'_, T> {
+    /// A transactional batch on the container `coll` of `db`.
+    pub(crate) async fn batch(
+        &self,
+        db: &str,
+        coll: &str,
+        asked: &Asked<'_>,
+    ) -> Result<Done, Failure> {
+        let container = self.container(db, coll).await?;
+        let partition = self.partition(&container, asked)?;
+        let Ok(Json::Array(operations)) = serde_json::from_slice::<Json>(asked.body) else {
+            return Err(bad_request("A batch's body is a JSON array of operations."));
+        };
+        if operations.is_empty() || operations.len() > MAX_OPERATIONS {
+            return Err(bad_request(format!(
+                "A batch holds 1 to {MAX_OPERATIONS} operations; this one holds {}.",
+                operations.len()
+            )));
+        }
+        let path = partition_path(&container);
+        let table = documents_table(db, coll);
+        for _ in 0..RETRIES {
+            // The documents as read, and as the batch leaves them so far.
+            let mut read: BTreeMap<String, Option<Entity>> = BTreeMap::new();
+            let mut now: BTreeMap<String, Option<Entity>> = BTreeMap::new();
+            let mut outcomes = Vec::new();
+            let mut failed = None;
+            for (index, operation) in operations.iter().enumerate() {
+                let id = operation_id(operation)?;
+                if !now.contains_key(&id) {
+                    let found = self.get(&table, &partition, &id).await?;
+                    read.insert(id.clone(), found.clone());
+                    now.insert(id.clone(), found);
+                }
+                let current = now.get(&id).cloned().flatten();
+                let outcome = self.decide(operation, &id, current.as_ref(), &partition, &path)?;
+                if outcome.status >= 400 {
+                    failed = Some(index);
+                    outcomes.push(outcome);
+                    break;
+                }
+                if matches!(
+                    operation_kind(operation).as_str(),
+                    "create" | "upsert" | "replace" | "patch" | "delete"
+                ) {
+                    let after = match outcome.status {
+                        204 => None,
+                        _ => outcome.entity.clone(),
+                    };
+                    now.insert(id, after);
+                }
+                outcomes.push(outcome);
+            }
+            if let Some(index) = failed {
+                return Ok(answer(db, coll, &outcomes, Some(index), operations.len()));
+            }
+            let changes: Vec<Change> = now
+                .iter()
+                .filter(|(id, after)| {
+                    read.get(*id).map(version) != Some(version(after))
+                })
+                .map(|(id, after)| Change {
+                    key: key(&partition, id),
+                    expected: read
+                        .get(id)
+                        .cloned()
+                        .flatten()
+                        .map_or(Expected::Absent, |e| Expected::Version(e.timestamp)),
+                    write: after.clone(),
+                })
+                .collect();
+            if changes.is_empty() {
+                return Ok(answer(db, coll, &outcomes, None, operations.len()));
+            }
+            match self.commit(&table, &changes).await {
+                Ok(()) => return Ok(answer(db, coll, &outcomes, None, operations.len())),
+                Err(Committed::Conflict) => continue,
+                Err(Committed::Failed(failure)) => return Err(failure),
+            }
+        }
+        Err(raced())
+    }
+
+    /// One operation against `current` (the document as the batch has left it).
+    fn decide(
+        &self,
+        operation: &Json,
+        id: &str,
+        current: Option<&Entity>,
+        partition: &str,
+        path: &str,
+    ) -> Result<Outcome, Failure> {
+        let kind = operation_kind(operation);
+        let condition = match (
+            operation.get("ifMatch").and_then(Json::as_str),
+            operation.get("ifNoneMatch").and_then(Json::as_str),
+        ) {
+            (Some("*"), _) => Condition::Any,
+            (Some(tag), _) => Condition::Version(document::version(tag)),
+            _ => Condition::None,
+        };
+        let unchanged = operation
+            .get("ifNoneMatch")
+            .and_then(Json::as_str)
+            .is_some_and(|tag| {
+                current.is_some_and(|e| {
+                    tag.trim() == "*" || document::version(tag) == Some(e.timestamp)
+                })
+            });
+        let fail = |status: u16| {
+            Ok(Outcome {
+                status,
+                entity: None,
+            })
+        };
+        let before = current.map(|e| e.timestamp);
+        let body = || -> Result<Map<String, Json>, Failure> {
+            let body = operation.get("resourceBody").cloned().unwrap_or(Json::Null);
+            let resource = document::resource(body.to_string().as_bytes())?;
+            let in_body = document::stored_key(&document::key_at(&resource, path))?;
+            if in_body != partition {
+                return Err(bad_request(
+                    "An operation's document has another partition key than the batch's.",
+                ));
+            }
+            Ok(resource)
+        };
+        match kind.as_str() {
+            "read" => match current {
+                None => fail(404),
+                Some(_) if !holds(condition, current) => fail(412),
+                Some(e) if unchanged => Ok(Outcome {
+                    status: 304,
+                    entity: Some(e.clone()),
+                }),
+                Some(e) => Ok(Outcome {
+                    status: 200,
+                    entity: Some(e.clone()),
+                }),
+            },
+            "create" => {
+                // A body that is no document of this partition refuses the whole batch.
+                let resource = body()?;
+                match current {
+                    Some(_) => fail(409),
+                    None => Ok(Outcome {
+                        status: 201,
+                        entity: Some(self.entity(partition, id, before, &resource)),
+                    }),
+                }
+            }
+            "upsert" | "replace" => {
+                // A body that is no document of this partition refuses the whole batch.
+                let resource = body()?;
+                match (kind.as_str(), current) {
+                    ("replace", None) => fail(404),
+                    (_, _) if condition_fails(condition, current) => fail(412),
+                    (_, found) => {
+                        let status = if found.is_some() { 200 } else { 201 };
+                        Ok(Outcome {
+                            status,
+                            entity: Some(self.entity(partition, id, before, &resource)),
+                        })
+                    }
+                }
+            }
+            "delete" => match current {
+                None => fail(404),
+                Some(_) if !holds(condition, current) => fail(412),
+                Some(_) => Ok(Outcome {
+                    status: 204,
+                    entity: None,
+                }),
+            },
+            "patch" => {
+                let Some(found) = current else {
+                    return fail(404);
+                };
+                if !holds(condition, current) {
+                    return fail(412);
+                }
+                let body = operation
+                    .get("resourceBody")
+                    .map(Json::to_string)
+                    .unwrap_or_default();
+                let Ok((operations, condition)) = crate::patch::parse(body.as_bytes()) else {
+                    return fail(400);
+                };
+                if let Some(text) = condition {
+                    let predicate = crate::sql::predicate(&text)
+                        .map_err(|e| bad_request(format!("Condition: {}", e.message)))?;
+                    // The condition sees the document as the batch has left it.
+                    let seen = json!(json_of(found));
+                    if !crate::sql::matches(predicate.as_ref(), &seen) {
+                        return fail(412);
+                    }
+                }
+                match crate::patch::apply(&json_of(found), &operations, path) {
+                    Ok(patched) => Ok(Outcome {
+                        status: 200,
+                        entity: Some(self.entity(partition, id, before, &patched)),
+                    }),
+                    Err(_) => fail(400),
+                }
+            }
+            other => Err(failure(
+                400,
+                "BadRequest",
+                format!(
+                    "{other:?} is not a batch operation: Create, Upsert, Read, Replace, Delete or Patch."
+                ),
+            )),
+        }
+    }
+}
+
+fn condition_fails(condition: Condition, current: Option<&Entity>) -> bool {
+    !matches!(condition, Condition::None) && !holds(condition, current)
+}
+
+fn operation_kind(operation: &Json) -> String {
+    operation
+        .get("operationType")
+        .and_then(Json::as_str)
+        .unwrap_or_default()
+        .to_ascii_lowercase()
+}
+
+/// The id an operation acts on: its `id`, or its body's.
+fn operation_id(operation: &Json) -> Result<String, Failure> {
+    let id = match operation.get("id").and_then(Json::as_str) {
+        Some(id) => id.to_owned(),
+        None => {
+            let body = operation
+                .get("resourceBody")
+                .and_then(Json::as_object)
+                .cloned()
+                .unwrap_or_default();
+            id_of(&body)
+        }
+    };
+    document::check_id(&id)?;
+    Ok(id)
+}
+
+fn version(entity: &Option<Entity>) -> Option<ifmatch_table::DateTime> {
+    entity.as_ref().map(|e| e.timestamp)
+}
+
+/// The batch's answer: each operation's result; when `failed` names one, it keeps its status
+/// and every other operation (before it and after) is 424.
+fn answer(db: &str, coll: &str, outcomes: &[Outcome], failed: Option<usize>, count: usize) -> Done {
+    let results: Vec<Json> = (0..count)
+        .map(|i| {
+            let outcome = outcomes.get(i);
+            let status = match failed {
+                Some(f) if f == i => outcome.map_or(424, |o| o.status),
+                Some(_) => 424,
+                None => outcome.map_or(424, |o| o.status),
+            };
+            let mut result = json!({ "statusCode": status, "requestCharge": 1.0 });
+            if failed.is_none()
+                && let Some(entity) = outcome.and_then(|o| o.entity.as_ref())
+            {
+                result["eTag"] = document::etag(entity.timestamp).into();
+                if status != 304 {
+                    result["resourceBody"] = document_json(db, coll, entity);
+                }
+            }
+            result
+        })
+        .collect();
+    let status = if failed.is_some() {
+        StatusCode::MULTI_STATUS
+    } else {
+        StatusCode::OK
+    };
+    Done::of(status, Json::Array(results), None)
+}
