@@ -351,6 +351,26 @@ def main(connection_string):
         == 400,
     )
 
+    # The change feed: from the beginning, resumed from its token, from now.
+    feed = database.create_container("feed", partition_key=PartitionKey(path="/pk"))
+    for i in range(5):
+        feed.create_item({"id": f"f{i}", "pk": f"p{i % 2}", "n": i})
+    first = [d["id"] for d in feed.query_items_change_feed(start_time="Beginning")]
+    check("the change feed from the beginning, in write order", first == [f"f{i}" for i in range(5)], first)
+    token = feed.client_connection.last_response_headers["etag"]
+    feed.upsert_item({"id": "f1", "pk": "p1", "n": 100})
+    feed.create_item({"id": "f9", "pk": "p1", "n": 9})
+    feed.delete_item("f3", partition_key="p1")
+    since = [(d["id"], d["n"]) for d in feed.query_items_change_feed(continuation=token)]
+    check("resumed from its token, what changed since, latest versions", since == [("f1", 100), ("f9", 9)], since)
+    token = feed.client_connection.last_response_headers["etag"]
+    check("nothing new is nothing", list(feed.query_items_change_feed(continuation=token)) == [])
+    check("from now is nothing yet", list(feed.query_items_change_feed(start_time="Now")) == [])
+    check(
+        "a feed scoped to a partition key is refused, never the whole feed",
+        status_of(lambda: list(feed.query_items_change_feed(start_time="Beginning", partition_key="p0"))) == 400,
+    )
+
     # Bad input.
     check(
         "a document over 2 MB is 413",

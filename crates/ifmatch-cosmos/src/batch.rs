@@ -85,9 +85,7 @@ impl<T: Tables> Front<'_, T> {
             }
             let changes: Vec<Change> = now
                 .iter()
-                .filter(|(id, after)| {
-                    read.get(*id).map(version) != Some(version(after))
-                })
+                .filter(|(id, after)| read.get(*id).map(version) != Some(version(after)))
                 .map(|(id, after)| Change {
                     key: key(&partition, id),
                     expected: read
@@ -101,7 +99,7 @@ impl<T: Tables> Front<'_, T> {
             if changes.is_empty() {
                 return Ok(answer(db, coll, &outcomes, None, operations.len()));
             }
-            match self.commit(&table, &changes).await {
+            match self.commit_documents(&table, &changes).await {
                 Ok(()) => return Ok(answer(db, coll, &outcomes, None, operations.len())),
                 Err(Committed::Conflict) => continue,
                 Err(Committed::Failed(failure)) => return Err(failure),

@@ -6,7 +6,13 @@
 //! Where things are kept: databases in the table `#dbs` (partition `""`, row the id),
 //! containers in `#colls` (partition the database, row the id), and a container's documents
 //! in the table `{db}/{container}` (partition the partition key's JSON, row the id). `#`
-//! and `/` are in no id, so no name is two things.
+//! and `/` are in no id, so no name is two things. The change feed is the partition `~feed`
+//! of that table (no partition key's JSON starts with `~`, so it sorts after all of them):
+//! one entry per document, keyed by the instant of its version, moved by the same commit
+//! that writes the document.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::SystemTime;
 
 use http::{HeaderMap, Method, StatusCode};
 use ifmatch_table::{
@@ -15,6 +21,7 @@ use ifmatch_table::{
 use serde_json::{Map, Value as Json, json};
 
 use crate::address::Address;
+use crate::clock::{Clock, Stamped};
 use crate::document::{self, MAX_DOCUMENT};
 use crate::failure::{
     Answer, Failure, bad_request, conflict, failure, not_found, precondition_failed, unavailable,
@@ -24,6 +31,8 @@ const DATABASES: &str = "#dbs";
 const CONTAINERS: &str = "#colls";
 /// The property an entity keeps a resource's JSON in.
 const JSON: &str = "json";
+/// The partition of a documents' table that holds the change feed.
+pub(crate) const FEED: &str = "~feed";
 /// How many times a write is decided again after losing a race, before it answers 503.
 pub(crate) const RETRIES: usize = 64;
 /// The most resources a feed page holds.
@@ -55,15 +64,19 @@ impl Asked<'_> {
     }
 }
 
-/// One account's resources over `T`, at one instant source.
+/// One account's resources over `T`, for one request.
 pub struct Front<'a, T> {
     /// The account's tables.
     pub tables: &'a T,
-    /// The instant a write is made at: later than `before` (the version it replaces) and
-    /// than every instant given before.
-    pub stamp: &'a (dyn Fn(Option<DateTime>) -> DateTime + Send + Sync),
+    /// The instants writes are made at.
+    pub clock: &'a Arc<Clock>,
+    /// The request's time.
+    pub now: SystemTime,
     /// The account's endpoint, as the client reached it (`http://host:port/`).
     pub endpoint: &'a str,
+    /// The instants this request's writes were made at: pending until the request is done
+    /// (the front is dropped), after every commit it made.
+    pub held: Mutex<Vec<Stamped>>,
 }
 
 /// What a successful operation answers: its status, its body, and the version it wrote or
@@ -72,6 +85,8 @@ pub struct Done {
     pub(crate) status: StatusCode,
     pub(crate) body: Option<Json>,
     pub(crate) at: Option<DateTime>,
+    /// An `etag` of another kind than a version's (the change feed's position).
+    pub(crate) etag: Option<String>,
     pub(crate) count: Option<usize>,
     pub(crate) continuation: Option<String>,
 }
@@ -82,6 +97,7 @@ impl Done {
             status,
             body: Some(body),
             at,
+            etag: None,
             count: None,
             continuation: None,
         }
@@ -92,6 +108,7 @@ impl Done {
             status,
             body: None,
             at,
+            etag: None,
             count: None,
             continuation: None,
         }
@@ -361,6 +378,12 @@ impl<T: Tables> Front<'_, T> {
     // Documents.
 
     async fn documents(&self, db: &str, coll: &str, asked: &Asked<'_>) -> Result<Done, Failure> {
+        if asked
+            .header("a-im")
+            .is_some_and(|v| v.eq_ignore_ascii_case("incremental feed"))
+        {
+            return self.changes(db, coll, asked).await;
+        }
         self.container(db, coll).await?;
         let partition = match asked.header("x-ms-documentdb-partitionkey") {
             Some(header) => Some(document::stored_key(&document::key_of_header(header)?)?),
@@ -378,7 +401,8 @@ impl<T: Tables> Front<'_, T> {
             limit: limit + 1,
         };
         let mut found = self.tables.scan(&table, scan).await.map_err(backend)?;
-        let next = (found.len() > limit).then(|| found.remove(limit));
+        let ended = crate::query::documents_only(&mut found);
+        let next = (!ended && found.len() > limit).then(|| found.remove(limit));
         let documents: Vec<Json> = found.iter().map(|e| document_json(db, coll, e)).collect();
         let count = documents.len();
         let mut done = Done::of(
@@ -388,6 +412,103 @@ impl<T: Tables> Front<'_, T> {
         );
         done.count = Some(count);
         done.continuation = next.map(|e| continuation_token(&e.partition_key, &e.row_key));
+        Ok(done)
+    }
+
+    /// The change feed: the documents written since the position `If-None-Match` names
+    /// (none: from the beginning; `*`: from now; else the `etag` of an earlier page), each
+    /// in its latest version, in the order they were written; 304 when none is. It reads no
+    /// further than the earliest write still under way, so a write that commits after a page
+    /// was read is never behind that page's position.
+    async fn changes(&self, db: &str, coll: &str, asked: &Asked<'_>) -> Result<Done, Failure> {
+        self.container(db, coll).await?;
+        if asked.header("x-ms-start-epk").is_some() || asked.header("x-ms-end-epk").is_some() {
+            // A range of effective partition keys (hashes) is how the SDKs scope a feed to a
+            // partition key; this server does not hash keys yet. Never the whole feed instead.
+            return Err(bad_request(
+                "A change feed scoped to a range of effective partition keys is not served by this server yet: read the container's feed.",
+            ));
+        }
+        let horizon = self.clock.horizon();
+        let after = match asked.header("if-none-match").map(str::trim) {
+            None => match asked
+                .header("if-modified-since")
+                .map(httpdate::parse_http_date)
+            {
+                None => 0,
+                Some(Ok(since)) => {
+                    let since = since
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .unwrap_or_default();
+                    DateTime::from_unix(since.as_secs() as i64, 0).ticks() - 1
+                }
+                Some(Err(_)) => return Err(bad_request("If-Modified-Since is not an HTTP date.")),
+            },
+            Some("*") => horizon - 1,
+            Some(tag) => tag.trim_matches('"').parse::<i64>().map_err(|_| {
+                bad_request("The change feed's If-None-Match is *, or an etag of the feed.")
+            })?,
+        };
+        let partition = match asked.header("x-ms-documentdb-partitionkey") {
+            Some(header) => Some(document::stored_key(&document::key_of_header(header)?)?),
+            None => None,
+        };
+        let size = page_size(asked)?;
+        let table = documents_table(db, coll);
+        let mut position = after;
+        let mut documents = Vec::new();
+        'pages: loop {
+            let from = feed_key(position + 1);
+            let scan = Scan {
+                from: Some((FEED, &from)),
+                partition: Some(FEED),
+                limit: size,
+            };
+            let entries = match self.tables.scan(&table, scan).await {
+                Ok(entries) => entries,
+                Err(TableError::TableNotFound(_)) => Vec::new(),
+                Err(error) => return Err(backend(error)),
+            };
+            let full = entries.len() == size;
+            for entry in &entries {
+                let ticks = entry.timestamp.ticks();
+                if ticks >= horizon {
+                    break 'pages;
+                }
+                position = ticks;
+                let text = |name: &str| match entry.properties.get(name) {
+                    Some(Value::String(s)) => s.clone(),
+                    _ => String::new(),
+                };
+                let pk = text("pk");
+                if partition.as_ref().is_some_and(|p| *p != pk) {
+                    continue;
+                }
+                if let Some(doc) = self.get(&table, &pk, &text("id")).await? {
+                    documents.push(document_json(db, coll, &doc));
+                    if documents.len() == size {
+                        break 'pages;
+                    }
+                }
+            }
+            if !full {
+                break;
+            }
+        }
+        let etag = Some(format!("\"{position}\""));
+        if documents.is_empty() {
+            let mut done = Done::empty(StatusCode::NOT_MODIFIED, None);
+            done.etag = etag;
+            return Ok(done);
+        }
+        let count = documents.len();
+        let mut done = Done::of(
+            StatusCode::OK,
+            json!({ "_rid": rid(&[db, coll]), "Documents": documents, "_count": count }),
+            None,
+        );
+        done.etag = etag;
+        done.count = Some(count);
         Ok(done)
     }
 
@@ -429,7 +550,7 @@ impl<T: Tables> Front<'_, T> {
                 expected,
                 write: Some(entity.clone()),
             };
-            match self.commit(&table, &[change]).await {
+            match self.commit_documents(&table, &[change]).await {
                 Ok(()) => {
                     let status = match current {
                         Some(_) => StatusCode::OK,
@@ -490,7 +611,7 @@ impl<T: Tables> Front<'_, T> {
                 expected,
                 write: Some(entity.clone()),
             };
-            match self.commit(&table, &[change]).await {
+            match self.commit_documents(&table, &[change]).await {
                 Ok(()) => {
                     return Ok(Done::of(
                         StatusCode::OK,
@@ -612,7 +733,7 @@ impl<T: Tables> Front<'_, T> {
                 expected: Expected::Version(current.timestamp),
                 write: Some(entity.clone()),
             };
-            match self.commit(&table, &[change]).await {
+            match self.commit_documents(&table, &[change]).await {
                 Ok(()) => {
                     return Ok(Done::of(
                         StatusCode::OK,
@@ -651,7 +772,7 @@ impl<T: Tables> Front<'_, T> {
                 expected: Expected::Version(current.timestamp),
                 write: None,
             };
-            match self.commit(&table, &[change]).await {
+            match self.commit_documents(&table, &[change]).await {
                 Ok(()) => return Ok(Done::empty(StatusCode::NO_CONTENT, None)),
                 Err(Committed::Conflict) => continue,
                 Err(Committed::Failed(failure)) => return Err(failure),
@@ -720,7 +841,12 @@ impl<T: Tables> Front<'_, T> {
         before: Option<DateTime>,
         resource: &Map<String, Json>,
     ) -> Entity {
-        let at = (self.stamp)(before);
+        let stamped = self.clock.stamp(self.now, before);
+        let at = stamped.at;
+        self.held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(stamped);
         let json = Json::Object(resource.clone()).to_string();
         Entity::new(partition, id, at, [(JSON, Value::String(json))])
     }
@@ -750,6 +876,40 @@ impl<T: Tables> Front<'_, T> {
             Err(TableError::TableNotFound(_)) => Ok(Vec::new()),
             Err(error) => Err(backend(error)),
         }
+    }
+
+    /// Commits changes to documents, with the change feed's entries: each document's
+    /// version has one, keyed by its instant, replaced with it in the same commit.
+    pub(crate) async fn commit_documents(
+        &self,
+        table: &str,
+        changes: &[Change],
+    ) -> Result<(), Committed> {
+        let mut all = changes.to_vec();
+        for change in changes {
+            if let Expected::Version(before) = change.expected {
+                let key = (FEED.to_owned(), feed_key(before.ticks()));
+                all.push(Change {
+                    key,
+                    expected: Expected::Anything,
+                    write: None,
+                });
+            }
+            if let Some(entity) = &change.write {
+                let key = (FEED.to_owned(), feed_key(entity.timestamp.ticks()));
+                let names = [
+                    ("pk", Value::String(entity.partition_key.clone())),
+                    ("id", Value::String(entity.row_key.clone())),
+                ];
+                let entry = Entity::new(&key.0, &key.1, entity.timestamp, names);
+                all.push(Change {
+                    key,
+                    expected: Expected::Absent,
+                    write: Some(entry),
+                });
+            }
+        }
+        self.commit(table, &all).await
     }
 
     pub(crate) async fn commit(&self, table: &str, changes: &[Change]) -> Result<(), Committed> {
@@ -805,6 +965,16 @@ fn page_size(asked: &Asked<'_>) -> Result<usize, Failure> {
             "x-ms-max-item-count is a positive number, or -1.",
         )),
     }
+}
+
+/// The change feed's key of a version written at `ticks`: ordered as the instants are.
+fn feed_key(ticks: i64) -> String {
+    format!("{ticks:020}")
+}
+
+/// Whether `entity` is a change feed entry, not a document.
+pub(crate) fn is_feed(entity: &Entity) -> bool {
+    entity.partition_key == FEED
 }
 
 pub(crate) fn key(partition: &str, id: &str) -> EntityKey {
@@ -950,8 +1120,9 @@ pub(crate) fn answer_of(done: &Done) -> Answer {
             http::HeaderValue::from_static("application/json"),
         );
     }
-    if let Some(at) = done.at
-        && let Ok(value) = http::HeaderValue::from_str(&document::etag(at))
+    let etag = done.etag.clone().or_else(|| done.at.map(document::etag));
+    if let Some(etag) = etag
+        && let Ok(value) = http::HeaderValue::from_str(&etag)
     {
         headers.insert(http::header::ETAG, value);
     }

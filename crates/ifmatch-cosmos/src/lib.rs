@@ -9,6 +9,7 @@
 pub mod address;
 pub mod auth;
 pub mod batch;
+pub mod clock;
 pub mod document;
 pub mod failure;
 pub mod front;

@@ -125,7 +125,8 @@ async fn streamed<T: Tables>(
             limit: CHUNK + 1,
         };
         let mut chunk = scan_of(tables, table, scan).await?;
-        let next = (chunk.len() > CHUNK).then(|| chunk.remove(CHUNK));
+        let ended = documents_only(&mut chunk);
+        let next = (!ended && chunk.len() > CHUNK).then(|| chunk.remove(CHUNK));
         for (i, entity) in chunk.iter().enumerate() {
             let Some(result) = query.result(&document(entity)) else {
                 continue;
@@ -187,7 +188,8 @@ async fn gathered<T: Tables>(
             limit: CHUNK + 1,
         };
         let mut chunk = scan_of(tables, table, scan).await?;
-        let next = (chunk.len() > CHUNK).then(|| chunk.remove(CHUNK));
+        let ended = documents_only(&mut chunk);
+        let next = (!ended && chunk.len() > CHUNK).then(|| chunk.remove(CHUNK));
         for entity in &chunk {
             let doc = document(entity);
             if !crate::sql::matches(query.filter.as_ref(), &doc) {
@@ -298,6 +300,18 @@ fn aggregated(
                 .collect();
             vec![Json::Object(object)]
         }
+    }
+}
+
+/// Drops the change feed's entries from a chunk read across partitions (they sort after
+/// every document); `true` when it reached them, and so the end of the documents.
+pub(crate) fn documents_only(chunk: &mut Vec<Entity>) -> bool {
+    match chunk.iter().position(crate::front::is_feed) {
+        Some(first) => {
+            chunk.truncate(first);
+            true
+        }
+        None => false,
     }
 }
 

@@ -3,15 +3,14 @@
 //! account's tables; every answer stamped with Cosmos's headers (activity id, request
 //! charge, session token).
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::time::UNIX_EPOCH;
+use std::sync::{Arc, Mutex};
 
 use http::{HeaderValue, header};
 use ifmatch_blob::{Account, Accounts, Env};
-use ifmatch_table::{DateTime, Scoped, Tables};
+use ifmatch_table::{Scoped, Tables};
 
 use crate::address::{Address, Unknown};
+use crate::clock::Clock;
 use crate::failure::{Answer, Failure, bad_request, failure};
 use crate::front::{Asked, Front, answer_of};
 
@@ -36,9 +35,8 @@ pub struct Service<T, E> {
     accounts: Vec<Account>,
     anonymous: bool,
     env: E,
-    /// The last instant a write was made at, in ticks: the next is later, even when the
-    /// system clock steps back, so a tag never names two versions.
-    last: Arc<AtomicI64>,
+    /// The instants writes are made at.
+    clock: Arc<Clock>,
 }
 
 impl<T: Tables + Clone, E: Env> Service<T, E> {
@@ -51,7 +49,7 @@ impl<T: Tables + Clone, E: Env> Service<T, E> {
             accounts: vec![emulator],
             anonymous: false,
             env,
-            last: Arc::default(),
+            clock: Arc::default(),
         }
     }
 
@@ -116,12 +114,13 @@ impl<T: Tables + Clone, E: Env> Service<T, E> {
             .map_err(|refused| failure(401, "Unauthorized", refused.0))?,
         };
         let tables = Scoped::new(self.tables.clone(), &format!("~cosmos~{}", account.name()));
-        let stamp = |before: Option<DateTime>| self.stamp(before);
         let endpoint = format!("http://{host}/");
         let front = Front {
             tables: &tables,
-            stamp: &stamp,
+            clock: &self.clock,
+            now: self.env.now(),
             endpoint: &endpoint,
+            held: Mutex::default(),
         };
         let asked = Asked {
             method: &parts.method,
@@ -133,34 +132,10 @@ impl<T: Tables + Clone, E: Env> Service<T, E> {
         Ok(answer_of(&done))
     }
 
-    /// An instant later than `before` and than every instant given before.
-    fn stamp(&self, before: Option<DateTime>) -> DateTime {
-        let since = self
-            .env
-            .now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
-        let now = DateTime::from_unix(since.as_secs() as i64, since.subsec_nanos()).ticks();
-        let floor = before.map_or(i64::MIN, |b| b.ticks());
-        let mut last = self.last.load(Ordering::Relaxed);
-        loop {
-            let next = now.max(last + 1).max(floor.saturating_add(1));
-            match (self.last).compare_exchange_weak(
-                last,
-                next,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return DateTime::from_ticks(next),
-                Err(seen) => last = seen,
-            }
-        }
-    }
-
     /// `answer` with the headers every Cosmos answer carries.
     fn stamped(&self, mut answer: Answer) -> Answer {
         let activity = self.env.random_uuid().to_string();
-        let lsn = self.last.load(Ordering::Relaxed).max(1);
+        let lsn = self.clock.last().max(1);
         let headers = answer.headers_mut();
         if let Ok(value) = HeaderValue::from_str(&activity) {
             headers.insert("x-ms-activity-id", value);
