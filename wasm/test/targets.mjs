@@ -65,11 +65,13 @@ export async function startNative({ anonymous = true } = {}) {
   const data = mkdtempSync(join(tmpdir(), "ifmatch-suite-"));
   const port = await freePort();
   const tablePort = await freePort();
+  const cosmosPort = await freePort();
   const child = spawn(
     bin,
     [
       "serve", "--data", data, "--listen", `127.0.0.1:${port}`, "--max-body", String(8 << 20),
       "--table-listen", `127.0.0.1:${tablePort}`,
+      "--cosmos-listen", `127.0.0.1:${cosmosPort}`,
       ...(anonymous ? ["--anonymous"] : []),
     ],
     { stdio: "ignore" },
@@ -90,6 +92,7 @@ export async function startNative({ anonymous = true } = {}) {
   return {
     origin,
     tableOrigin,
+    cosmosOrigin: `http://127.0.0.1:${cosmosPort}`,
     base,
     stop: async () => {
       child.kill("SIGKILL");

@@ -645,6 +645,9 @@ impl<T: Tables> Front<'_, T> {
         };
         let query = crate::sql::Query::parse(text, &parameters)
             .map_err(|error| bad_request(format!("Query: {}", error.message)))?;
+        if asked.is_true("x-ms-cosmos-is-query-plan-request") {
+            return Ok(plan(text));
+        }
         let partition = match asked.header("x-ms-documentdb-partitionkey") {
             Some(header) => Some(document::stored_key(&document::key_of_header(header)?)?),
             None => None,
@@ -954,6 +957,24 @@ pub(crate) fn holds(condition: Condition, current: Option<&Entity>) -> bool {
         (Condition::Version(wanted), Some(entity)) => wanted == Some(entity.timestamp),
         (Condition::Version(_), None) => false,
     }
+}
+
+/// The plan an SDK asks for before a query across partitions: this server runs every query
+/// whole, over the one partition key range it has, so the plan is "send it as it is" (no
+/// ordering, aggregation or paging for the SDK to do).
+fn plan(text: &str) -> Done {
+    let body = json!({
+        "partitionedQueryExecutionInfoVersion": 2,
+        "queryInfo": {
+            "distinctType": "None", "top": null, "offset": null, "limit": null,
+            "orderBy": [], "orderByExpressions": [], "groupByExpressions": [],
+            "groupByAliases": [], "aggregates": [], "groupByAliasToAggregateType": {},
+            "rewrittenQuery": text, "hasSelectValue": false, "dCountInfo": null,
+            "hasNonStreamingOrderBy": false,
+        },
+        "queryRanges": [{ "min": "", "max": "FF", "isMinInclusive": true, "isMaxInclusive": false }],
+    });
+    Done::of(StatusCode::OK, body, None)
 }
 
 /// The page size a feed or query asks for (`x-ms-max-item-count`; -1 or none: 100).

@@ -1,0 +1,191 @@
+// The Cosmos DB endpoint through Azure's own JS SDK (@azure/cosmos), unchanged, with the
+// emulator's key, against the native server: the seed flow (read, replace with the _etag, a
+// stale replace is 412 and changes nothing), the 304 read, 16 writers on one counter with
+// retries on 412, queries across partitions (the SDK asks for a query plan first) and in one,
+// patch with a condition, a batch that fails and leaves nothing, the change feed resumed from
+// its token, and a wrong key refused. The Worker does not serve Cosmos yet.
+
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { ChangeFeedStartFrom, CosmosClient } from "@azure/cosmos";
+import { startNative } from "./targets.mjs";
+
+const KEY =
+  "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw==";
+
+/** The error `promise` rejects with (it must reject). */
+async function failure(promise) {
+  try {
+    await promise;
+  } catch (error) {
+    return error;
+  }
+  assert.fail("it succeeded");
+}
+
+describe("the JS SDK (@azure/cosmos) against native ifmatch serve", () => {
+  let server;
+  let client;
+  let database;
+  before(async () => {
+    server = await startNative({ anonymous: false });
+    client = new CosmosClient({ endpoint: server.cosmosOrigin, key: KEY });
+    ({ database } = await client.databases.createIfNotExists({ id: "shop" }));
+  });
+  after(() => server?.stop());
+
+  test("the seed flow: a stale _etag is 412 and changes nothing; the current one is 304", async () => {
+    const { container } = await database.containers.createIfNotExists({
+      id: "carts",
+      partitionKey: { paths: ["/user"] },
+    });
+    await container.items.create({ id: "cart1", user: "ann", items: [] });
+    const item = container.item("cart1", "ann");
+    const { resource: read, etag } = await item.read();
+    assert.equal(etag, read._etag);
+    const stale = { ...read, items: ["pear"] };
+    const { resource: replaced } = await item.replace(
+      { ...read, items: ["apple"] },
+      { accessCondition: { type: "IfMatch", condition: read._etag } },
+    );
+    assert.notEqual(replaced._etag, read._etag);
+    const refused = await failure(
+      item.replace(stale, { accessCondition: { type: "IfMatch", condition: read._etag } }),
+    );
+    assert.equal(refused.code, 412);
+    assert.deepEqual((await item.read()).resource.items, ["apple"]);
+    const unchanged = await item.read({
+      accessCondition: { type: "IfNoneMatch", condition: replaced._etag },
+    });
+    assert.equal(unchanged.statusCode, 304);
+    assert.ok(!unchanged.resource, "no body");
+    assert.equal((await failure(container.items.create({ id: "cart1", user: "ann" }))).code, 409);
+  });
+
+  test("16 writers with retries on 412 count exactly", async () => {
+    const { container } = await database.containers.createIfNotExists({
+      id: "counters",
+      partitionKey: { paths: ["/id"] },
+    });
+    await container.items.create({ id: "c", n: 0 });
+    const item = container.item("c", "c");
+    const writer = async () => {
+      for (let i = 0; i < 8; i++) {
+        for (;;) {
+          const { resource } = await item.read();
+          try {
+            await item.replace(
+              { ...resource, n: resource.n + 1 },
+              { accessCondition: { type: "IfMatch", condition: resource._etag } },
+            );
+            break;
+          } catch (error) {
+            if (error.code !== 412) throw error;
+          }
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: 16 }, writer));
+    assert.equal((await item.read()).resource.n, 128);
+  });
+
+  test("queries across partitions and in one, with parameters, order, aggregates and pages", async () => {
+    const { container } = await database.containers.createIfNotExists({
+      id: "docs",
+      partitionKey: { paths: ["/pk"] },
+    });
+    for (let i = 0; i < 25; i++) {
+      await container.items.create({ id: `d${String(i).padStart(2, "0")}`, pk: `p${i % 3}`, n: i });
+    }
+    const { resources: ordered } = await container.items
+      .query({
+        query: "SELECT VALUE c.id FROM c WHERE c.n >= @low ORDER BY c.n DESC",
+        parameters: [{ name: "@low", value: 20 }],
+      })
+      .fetchAll();
+    assert.deepEqual(ordered, ["d24", "d23", "d22", "d21", "d20"]);
+    const { resources: count } = await container.items.query("SELECT VALUE COUNT(1) FROM c").fetchAll();
+    assert.deepEqual(count, [25]);
+    const { resources: top } = await container.items
+      .query("SELECT TOP 2 c.id FROM c ORDER BY c.id")
+      .fetchAll();
+    assert.deepEqual(top, [{ id: "d00" }, { id: "d01" }]);
+    const { resources: inOne } = await container.items
+      .query("SELECT VALUE c.id FROM c WHERE c.n < 7", { partitionKey: "p1" })
+      .fetchAll();
+    assert.deepEqual(inOne.sort(), ["d01", "d04"]);
+    const pages = container.items.query("SELECT * FROM c", { maxItemCount: 10 });
+    let seen = 0;
+    let pageCount = 0;
+    while (pages.hasMoreResults()) {
+      const { resources } = await pages.fetchNext();
+      seen += resources.length;
+      if (resources.length) pageCount++;
+    }
+    assert.equal(seen, 25);
+    assert.ok(pageCount >= 3, `${pageCount} pages`);
+    const refused = await failure(container.items.query("SELECT * FROM c JOIN t IN c.tags").fetchAll());
+    assert.equal(refused.code, 400);
+  });
+
+  test("patch with a condition, and a batch that fails and leaves nothing", async () => {
+    const { container } = await database.containers.createIfNotExists({
+      id: "patches",
+      partitionKey: { paths: ["/pk"] },
+    });
+    await container.items.create({ id: "a", pk: "p", n: 1 });
+    const item = container.item("a", "p");
+    const { resource } = await item.patch({
+      operations: [{ op: "incr", path: "/n", value: 2 }],
+      condition: "from c where c.n = 1",
+    });
+    assert.equal(resource.n, 3);
+    const refused = await failure(
+      item.patch({ operations: [{ op: "incr", path: "/n", value: 2 }], condition: "from c where c.n = 1" }),
+    );
+    assert.equal(refused.code, 412);
+    const response = await container.items.batch(
+      [
+        { operationType: "Create", resourceBody: { id: "b", pk: "p" } },
+        { operationType: "Create", resourceBody: { id: "a", pk: "p" } },
+      ],
+      "p",
+    );
+    assert.deepEqual(
+      response.result.map((r) => r.statusCode),
+      [424, 409],
+    );
+    assert.equal((await failure(container.item("b", "p").read().then((r) => {
+      if (r.statusCode === 404) throw Object.assign(new Error("absent"), { code: 404 });
+      return r;
+    }))).code, 404);
+  });
+
+  test("the change feed from the beginning, resumed from its token", async () => {
+    const { container } = await database.containers.createIfNotExists({
+      id: "feed",
+      partitionKey: { paths: ["/pk"] },
+    });
+    for (let i = 0; i < 3; i++) await container.items.create({ id: `f${i}`, pk: "p", n: i });
+    const iterator = container.items.getChangeFeedIterator({
+      changeFeedStartFrom: ChangeFeedStartFrom.Beginning(),
+    });
+    const first = await iterator.readNext();
+    assert.deepEqual(first.result.map((d) => d.id), ["f0", "f1", "f2"]);
+    await container.items.upsert({ id: "f1", pk: "p", n: 100 });
+    const resumed = container.items.getChangeFeedIterator({
+      changeFeedStartFrom: ChangeFeedStartFrom.Continuation(first.continuationToken),
+    });
+    const next = await resumed.readNext();
+    assert.deepEqual(next.result.map((d) => [d.id, d.n]), [["f1", 100]]);
+  });
+
+  test("a wrong key is refused", async () => {
+    const stranger = new CosmosClient({
+      endpoint: server.cosmosOrigin,
+      key: Buffer.from("a wrong key, a wrong key").toString("base64"),
+    });
+    const refused = await failure(stranger.database("shop").read());
+    assert.equal(refused.code, 401);
+  });
+});
