@@ -14,29 +14,40 @@ pub fn matches(filter: Option<&Expr>, document: &Json) -> bool {
 }
 
 /// The value of `expr` for `document`; `None` when undefined.
+///
+/// Chains (`c.a.b.c`, `a AND b AND c`, `1 + 2 + 3`) nest the tree as deep as they are long,
+/// down its left side: that side is walked in a loop, not by recursion, so only parentheses,
+/// calls and right operands (at most [`MAX_DEPTH`](super::MAX_DEPTH) deep) take the stack.
 pub(crate) fn eval(expr: &Expr, document: &Json) -> Option<Json> {
     match expr {
+        Expr::Member(..) | Expr::Index(..) | Expr::Binary(..) => {
+            let mut spine = Vec::new();
+            let mut base = expr;
+            while let Expr::Member(inner, _) | Expr::Index(inner, _) | Expr::Binary(_, inner, _) =
+                base
+            {
+                spine.push(base);
+                base = inner;
+            }
+            let mut value = eval(base, document);
+            for step in spine.iter().rev() {
+                value = match step {
+                    Expr::Member(_, name) => value.and_then(|v| member(v, name)),
+                    Expr::Index(_, index) => value.and_then(|v| indexed(v, eval(index, document)?)),
+                    Expr::Binary(op, _, right) => binary(*op, value, right, document),
+                    _ => unreachable!("the spine holds chains only"),
+                };
+            }
+            value
+        }
         Expr::Literal(value) => Some(value.clone()),
         Expr::Undefined => None,
         Expr::Root => Some(document.clone()),
-        Expr::Member(inner, name) => member(eval(inner, document)?, name),
-        Expr::Index(inner, index) => {
-            let base = eval(inner, document)?;
-            match eval(index, document)? {
-                Json::String(name) => member(base, &name),
-                Json::Number(n) => {
-                    let i = n.as_f64().filter(|i| i.fract() == 0.0 && *i >= 0.0)? as usize;
-                    base.get(i).cloned()
-                }
-                _ => None,
-            }
-        }
         Expr::Negate(inner) => num(-eval(inner, document)?.as_f64()?),
         Expr::Not(inner) => match eval(inner, document)? {
             Json::Bool(b) => Some(Json::Bool(!b)),
             _ => None,
         },
-        Expr::Binary(op, left, right) => binary(*op, left, right, document),
         Expr::Between(value, low, high, negated) => {
             let value = eval(value, document)?;
             let above = compare(&value, &eval(low, document)?)? != Ordering::Less;
@@ -57,7 +68,7 @@ pub(crate) fn eval(expr: &Expr, document: &Json) -> Option<Json> {
             else {
                 return None;
             };
-            Some(Json::Bool(like(&value, &pattern) != *negated))
+            Some(Json::Bool(like(&value, &pattern)? != *negated))
         }
         Expr::Ternary(condition, then, otherwise) => match eval(condition, document) {
             Some(Json::Bool(true)) => eval(then, document),
@@ -84,6 +95,17 @@ pub(crate) fn eval(expr: &Expr, document: &Json) -> Option<Json> {
     }
 }
 
+fn indexed(base: Json, index: Json) -> Option<Json> {
+    match index {
+        Json::String(name) => member(base, &name),
+        Json::Number(n) => {
+            let i = n.as_f64().filter(|i| i.fract() == 0.0 && *i >= 0.0)? as usize;
+            base.get(i).cloned()
+        }
+        _ => None,
+    }
+}
+
 fn member(base: Json, name: &str) -> Option<Json> {
     match base {
         Json::Object(mut object) => object.remove(name),
@@ -95,33 +117,33 @@ fn num(n: f64) -> Option<Json> {
     serde_json::Number::from_f64(n).map(Json::Number)
 }
 
-fn binary(op: Op, left: &Expr, right: &Expr, document: &Json) -> Option<Json> {
+/// `left op right`, with `left` already evaluated and `right` evaluated only when needed
+/// (`AND` and `OR` are three-valued and stop at what decides them).
+fn binary(op: Op, left: Option<Json>, right: &Expr, document: &Json) -> Option<Json> {
+    let boolean = |v: Option<Json>| match v {
+        Some(Json::Bool(b)) => Some(b),
+        _ => None,
+    };
     match op {
-        Op::And => match eval(left, document) {
-            Some(Json::Bool(false)) => Some(Json::Bool(false)),
-            Some(Json::Bool(true)) => match eval(right, document)? {
-                Json::Bool(b) => Some(Json::Bool(b)),
-                _ => None,
-            },
-            _ => match eval(right, document) {
-                Some(Json::Bool(false)) => Some(Json::Bool(false)),
+        Op::And => match boolean(left) {
+            Some(false) => Some(Json::Bool(false)),
+            Some(true) => boolean(eval(right, document)).map(Json::Bool),
+            None => match boolean(eval(right, document)) {
+                Some(false) => Some(Json::Bool(false)),
                 _ => None,
             },
         },
-        Op::Or => match eval(left, document) {
-            Some(Json::Bool(true)) => Some(Json::Bool(true)),
-            Some(Json::Bool(false)) => match eval(right, document)? {
-                Json::Bool(b) => Some(Json::Bool(b)),
-                _ => None,
-            },
-            _ => match eval(right, document) {
-                Some(Json::Bool(true)) => Some(Json::Bool(true)),
+        Op::Or => match boolean(left) {
+            Some(true) => Some(Json::Bool(true)),
+            Some(false) => boolean(eval(right, document)).map(Json::Bool),
+            None => match boolean(eval(right, document)) {
+                Some(true) => Some(Json::Bool(true)),
                 _ => None,
             },
         },
-        Op::Coalesce => eval(left, document).or_else(|| eval(right, document)),
+        Op::Coalesce => left.or_else(|| eval(right, document)),
         _ => {
-            let (a, b) = (eval(left, document)?, eval(right, document)?);
+            let (a, b) = (left?, eval(right, document)?);
             match op {
                 Op::Eq => equal(&a, &b).map(Json::Bool),
                 Op::Ne => equal(&a, &b).map(|e| Json::Bool(!e)),
@@ -207,9 +229,16 @@ pub fn compare_for_order(a: &Option<Json>, b: &Option<Json>) -> Ordering {
     }
 }
 
+/// The longest `LIKE` pattern matched, in characters: matching costs the value's length times
+/// the pattern's.
+pub(crate) const MAX_LIKE: usize = 1024;
+
 /// `LIKE`: `%` any run, `_` any one character.
-fn like(value: &str, pattern: &str) -> bool {
+fn like(value: &str, pattern: &str) -> Option<bool> {
     let (v, p): (Vec<char>, Vec<char>) = (value.chars().collect(), pattern.chars().collect());
+    if p.len() > MAX_LIKE {
+        return None;
+    }
     // Matches by dynamic programming: `at[j]`, whether the value's first i characters match
     // the pattern's first j.
     let mut at = vec![false; p.len() + 1];
@@ -228,7 +257,7 @@ fn like(value: &str, pattern: &str) -> bool {
         }
         at = next;
     }
-    at[p.len()]
+    Some(at[p.len()])
 }
 
 fn text(value: &Option<Json>) -> Option<&str> {
@@ -578,6 +607,32 @@ mod tests {
                 .message
                 .contains("deeply")
         );
+        // Chains nest as deep as they are long: bounded, and what is taken evaluates.
+        let chain = format!(
+            "SELECT * FROM c WHERE {}",
+            vec!["c.n = 1"; 400].join(" AND ")
+        );
+        let query = Query::parse(&chain, &[]).unwrap();
+        assert_eq!(query.result(&json!({"n": 1})), Some(json!({"n": 1})));
+        for long in [
+            format!("SELECT * FROM c WHERE c{} = 1", ".a".repeat(100_000)),
+            format!("SELECT * FROM c WHERE c{} = 1", "[0]".repeat(50_000)),
+            format!("SELECT VALUE {} FROM c", vec!["1"; 50_000].join("+")),
+            format!(
+                "SELECT * FROM c WHERE {}",
+                vec!["true"; 20_000].join(" OR ")
+            ),
+        ] {
+            assert!(
+                Query::parse(&long, &[])
+                    .unwrap_err()
+                    .message
+                    .contains("1000")
+            );
+        }
+        let longest = format!("SELECT VALUE c{} FROM c", ".a".repeat(990));
+        let query = Query::parse(&longest, &[]).unwrap();
+        assert_eq!(query.result(&json!({"n": 1})), None);
         let nots = format!("SELECT * FROM c WHERE {} true", "NOT ".repeat(100));
         assert!(Query::parse(&nots, &[]).is_err());
         assert!(Query::parse(&"x".repeat(300_000), &[]).is_err());

@@ -15,8 +15,12 @@ use serde_json::Value as Json;
 
 /// The longest query text taken.
 pub const MAX_QUERY: usize = 256 << 10;
-/// The deepest expression taken.
+/// The deepest expression taken, in nested parentheses, calls and unary operators.
 pub const MAX_DEPTH: usize = 64;
+/// The most operators and property accesses a query holds (Cosmos takes 500 `AND`s): what
+/// bounds how deep a chain such as `a AND b AND c` or `c.a.b.c` nests the tree that every
+/// evaluation walks recursively.
+pub const MAX_NODES: usize = 1000;
 
 /// Why a query is refused: a message that names what is wrong or not served.
 #[derive(Debug, Clone, PartialEq, Eq)]

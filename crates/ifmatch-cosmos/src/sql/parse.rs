@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use serde_json::Value as Json;
 
 use super::lex::Token;
-use super::{Expr, MAX_DEPTH, Op, Query, Select, SqlError};
+use super::{Expr, MAX_DEPTH, MAX_NODES, Op, Query, Select, SqlError};
 
 /// The built-in functions served, with how many arguments each takes.
 const FUNCTIONS: [(&str, usize, usize); 37] = [
@@ -64,6 +64,9 @@ struct Parser<'a> {
     parameters: &'a HashMap<String, Option<Json>>,
     /// The names used as the document, checked against the `FROM` alias once it is read.
     roots: Vec<String>,
+    /// The operators and accesses read so far: each chained one nests the tree a level
+    /// deeper (`a AND b AND c`, `c.a.b.c`), so their count bounds its depth.
+    nodes: usize,
 }
 
 /// The query of `tokens`.
@@ -77,6 +80,7 @@ pub(crate) fn query(
         depth: 0,
         parameters,
         roots: Vec::new(),
+        nodes: 0,
     };
     p.keyword("SELECT")?;
     let distinct = p.eat_keyword("DISTINCT");
@@ -334,6 +338,17 @@ impl Parser<'_> {
         }
     }
 
+    /// Counts one more operator or access, refusing the query past [`MAX_NODES`].
+    fn node(&mut self) -> Result<(), SqlError> {
+        self.nodes += 1;
+        match self.nodes > MAX_NODES {
+            true => Err(SqlError::new(format!(
+                "The query has more than {MAX_NODES} operators and property accesses."
+            ))),
+            false => Ok(()),
+        }
+    }
+
     fn expr(&mut self) -> Result<Expr, SqlError> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
@@ -364,6 +379,7 @@ impl Parser<'_> {
     fn coalesce(&mut self) -> Result<Expr, SqlError> {
         let mut left = self.or()?;
         while self.eat_symbol("??") {
+            self.node()?;
             left = Expr::Binary(Op::Coalesce, Box::new(left), Box::new(self.or()?));
         }
         Ok(left)
@@ -372,6 +388,7 @@ impl Parser<'_> {
     fn or(&mut self) -> Result<Expr, SqlError> {
         let mut left = self.and()?;
         while self.eat_keyword("OR") {
+            self.node()?;
             left = Expr::Binary(Op::Or, Box::new(left), Box::new(self.and()?));
         }
         Ok(left)
@@ -380,6 +397,7 @@ impl Parser<'_> {
     fn and(&mut self) -> Result<Expr, SqlError> {
         let mut left = self.not()?;
         while self.eat_keyword("AND") {
+            self.node()?;
             left = Expr::Binary(Op::And, Box::new(left), Box::new(self.not()?));
         }
         Ok(left)
@@ -443,6 +461,11 @@ impl Parser<'_> {
         }
         if self.eat_keyword("LIKE") {
             let pattern = self.concat()?;
+            if let Expr::Literal(Json::String(text)) = &pattern
+                && text.chars().count() > super::eval::MAX_LIKE
+            {
+                return Err(SqlError::new("A LIKE pattern is at most 1024 characters."));
+            }
             if self.peek_keyword("ESCAPE") {
                 return Err(SqlError::new(
                     "LIKE ... ESCAPE is not served by this server.",
@@ -459,6 +482,7 @@ impl Parser<'_> {
     fn concat(&mut self) -> Result<Expr, SqlError> {
         let mut left = self.additive()?;
         while self.eat_symbol("||") {
+            self.node()?;
             left = Expr::Binary(Op::Concat, Box::new(left), Box::new(self.additive()?));
         }
         Ok(left)
@@ -472,6 +496,7 @@ impl Parser<'_> {
                 _ if self.eat_symbol("-") => Op::Sub,
                 _ => return Ok(left),
             };
+            self.node()?;
             left = Expr::Binary(op, Box::new(left), Box::new(self.multiplicative()?));
         }
     }
@@ -485,6 +510,7 @@ impl Parser<'_> {
                 _ if self.eat_symbol("%") => Op::Mod,
                 _ => return Ok(left),
             };
+            self.node()?;
             left = Expr::Binary(op, Box::new(left), Box::new(self.unary()?));
         }
     }
@@ -518,8 +544,10 @@ impl Parser<'_> {
                         return Err(self.expected("a property name after '.'"));
                     }
                 };
+                self.node()?;
                 expr = Expr::Member(Box::new(expr), name);
             } else if self.eat_symbol("[") {
+                self.node()?;
                 let index = self.expr()?;
                 self.symbol("]")?;
                 expr = match index {
