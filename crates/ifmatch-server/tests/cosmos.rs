@@ -1,12 +1,16 @@
 //! The Cosmos DB endpoint of `ifmatch serve`, as its users meet it: Azure's Python SDK
-//! (azure-cosmos, `tests/sdk/cosmos.py`) over the local disk and over Redis, and what the SDKs
+//! (azure-cosmos, `tests/sdk/cosmos.py`) over the local disk and over Redis; what the SDKs
 //! never send (bad ids, bodies that are not documents, partition keys that disagree, tags
-//! this server never wrote, no credentials) answered as Cosmos answers it, over raw signed
-//! requests.
+//! this server never wrote, queries too deep, no credentials) answered as Cosmos answers it,
+//! over raw signed requests; and transactional batches that a SIGKILL leaves whole or absent
+//! (on both backends).
 
 mod common;
 
+use std::collections::HashMap;
 use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use common::{Process, free_port};
 use ifmatch_cosmos::EMULATOR_KEY;
@@ -201,6 +205,29 @@ async fn what_the_sdks_never_send_is_answered_as_cosmos_answers_it() {
         404,
         "nothing of a refused batch"
     );
+    // Queries that would take the server's stack or time are refused, and it stays up.
+    let query = [
+        ("x-ms-documentdb-isquery", "True"),
+        ("content-type", "application/query+json"),
+    ];
+    for text in [
+        format!("SELECT * FROM c WHERE c{} = 1", ".a".repeat(20_000)),
+        format!(
+            "SELECT * FROM c WHERE {}1{}",
+            "(".repeat(500),
+            ")".repeat(500)
+        ),
+        format!("SELECT * FROM c WHERE c.s LIKE '{}'", "%_".repeat(1000)),
+        "SELECT * FROM c WHERE".to_owned(),
+        "x".repeat(300_000),
+    ] {
+        let body = serde_json::json!({ "query": text }).to_string();
+        refused(
+            signed(e, Method::POST, docs, &query, &body).await,
+            400,
+            "BadRequest",
+        );
+    }
     // No credentials, or a forged signature: 401, and nothing written.
     let unsigned = common::client()
         .post(format!("{e}{docs}"))
@@ -227,4 +254,131 @@ async fn what_the_sdks_never_send_is_answered_as_cosmos_answers_it() {
     assert_eq!(signed(e, Method::GET, intruder, &ann, "").await.0, 404);
     // The server is still up, and reads what it holds.
     assert_eq!(signed(e, Method::GET, doc, &ann, "").await.0, 200);
+}
+
+/// A transactional batch creating `rows` documents in partition `pk`, as the SDKs send one.
+fn batch(pk: &str, rows: usize) -> String {
+    let operations: Vec<serde_json::Value> = (0..rows)
+        .map(|row| {
+            serde_json::json!({
+                "operationType": "Create",
+                "resourceBody": { "id": format!("{row:03}"), "pk": pk, "padding": "x".repeat(2000) },
+            })
+        })
+        .collect();
+    serde_json::Value::Array(operations).to_string()
+}
+
+/// How many documents each partition holds, by a query across partitions, in pages.
+async fn partitions(endpoint: &str) -> HashMap<String, usize> {
+    let mut counts = HashMap::new();
+    let mut continuation: Option<String> = None;
+    loop {
+        let mut request = common::client()
+            .post(format!("{endpoint}/dbs/crash/colls/c/docs"))
+            .header("x-ms-documentdb-isquery", "True")
+            .header("content-type", "application/query+json")
+            .header("x-ms-max-item-count", "1000")
+            .body(r#"{"query": "SELECT VALUE c.pk FROM c"}"#);
+        if let Some(token) = &continuation {
+            request = request.header("x-ms-continuation", token);
+        }
+        let page = request.send().await.unwrap();
+        assert_eq!(page.status(), 200);
+        let next =
+            (page.headers().get("x-ms-continuation")).map(|v| v.to_str().unwrap().to_owned());
+        let json: serde_json::Value = serde_json::from_slice(&page.bytes().await.unwrap()).unwrap();
+        for pk in json["Documents"].as_array().unwrap() {
+            *counts.entry(pk.as_str().unwrap().to_owned()).or_default() += 1;
+        }
+        match next {
+            Some(token) => continuation = Some(token),
+            None => return counts,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_during_batches_leaves_each_whole_or_absent() {
+    sigkill_during_batches(&["--anonymous"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_during_batches_over_redis_leaves_each_whole_or_absent() {
+    let redis = RedisServer::start();
+    sigkill_during_batches(&["--anonymous", "--backend", &redis.url()]).await;
+}
+
+/// Four writers sending 100-document batches, the server SIGKILLed under them and started
+/// again with `args`, three rounds: every partition whole or absent, every acknowledged batch
+/// there.
+async fn sigkill_during_batches(args: &[&str]) {
+    const ROWS: usize = 100;
+    let data = tempfile::tempdir().unwrap();
+    let acknowledged: Arc<Mutex<Vec<String>>> = Arc::default();
+    for round in 0..3 {
+        let (server, endpoint) = serve(data.path(), args);
+        let http = common::client();
+        if round == 0 {
+            let created = http
+                .post(format!("{endpoint}/dbs"))
+                .body(r#"{"id":"crash"}"#);
+            assert_eq!(created.send().await.unwrap().status(), 201);
+            let container = r#"{"id":"c","partitionKey":{"paths":["/pk"]}}"#;
+            let created = http
+                .post(format!("{endpoint}/dbs/crash/colls"))
+                .body(container);
+            assert_eq!(created.send().await.unwrap().status(), 201);
+        }
+        let writers: Vec<_> = (0..4)
+            .map(|w| {
+                let (http, endpoint, acknowledged) =
+                    (http.clone(), endpoint.clone(), acknowledged.clone());
+                tokio::spawn(async move {
+                    for i in 0.. {
+                        let pk = format!("r{round}w{w}b{i}");
+                        let sent = http
+                            .post(format!("{endpoint}/dbs/crash/colls/c/docs"))
+                            .header("x-ms-cosmos-is-batch-request", "True")
+                            .header("x-ms-documentdb-partitionkey", format!("[\"{pk}\"]"))
+                            .body(batch(&pk, ROWS))
+                            .send()
+                            .await;
+                        let Ok(answer) = sent else { return };
+                        let applied = answer.status() == 200;
+                        let Ok(text) = answer.text().await else {
+                            return;
+                        };
+                        assert!(
+                            applied && text.matches("\"statusCode\":201").count() == ROWS,
+                            "{text}"
+                        );
+                        acknowledged.lock().unwrap().push(pk);
+                    }
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        drop(server);
+        for writer in writers {
+            writer.await.unwrap();
+        }
+        let (_server, endpoint) = serve(data.path(), args);
+        let counts = partitions(&endpoint).await;
+        for (pk, count) in &counts {
+            assert_eq!(*count, ROWS, "partition {pk}: a batch applied in part");
+        }
+        for pk in acknowledged.lock().unwrap().iter() {
+            assert_eq!(
+                counts.get(pk),
+                Some(&ROWS),
+                "acknowledged batch {pk} was lost"
+            );
+        }
+        let applied = counts.len();
+        assert!(
+            applied >= 3,
+            "round {round}: only {applied} batches applied before the kill"
+        );
+    }
 }
