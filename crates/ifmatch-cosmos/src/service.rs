@@ -37,6 +37,8 @@ pub struct Service<T, E> {
     env: E,
     /// The instants writes are made at.
     clock: Arc<Clock>,
+    /// Whether clients reach it over HTTPS: the endpoint the account read names.
+    https: bool,
 }
 
 impl<T: Tables + Clone, E: Env> Service<T, E> {
@@ -50,12 +52,20 @@ impl<T: Tables + Clone, E: Env> Service<T, E> {
             anonymous: false,
             env,
             clock: Arc::default(),
+            https: false,
         }
     }
 
     /// Serves `accounts` too, each with its own keys and its own databases.
     pub fn with_accounts(mut self, accounts: &Accounts) -> Self {
         self.accounts.extend(accounts.iter().cloned());
+        self
+    }
+
+    /// Whether clients reach the endpoint over HTTPS (the account read names an `https://`
+    /// endpoint, so the SDKs stay on it).
+    pub fn with_https(mut self, https: bool) -> Self {
+        self.https = https;
         self
     }
 
@@ -114,7 +124,8 @@ impl<T: Tables + Clone, E: Env> Service<T, E> {
             .map_err(|refused| failure(401, "Unauthorized", refused.0))?,
         };
         let tables = Scoped::new(self.tables.clone(), &format!("~cosmos~{}", account.name()));
-        let endpoint = format!("http://{host}/");
+        let scheme = if self.https { "https" } else { "http" };
+        let endpoint = format!("{scheme}://{host}/");
         let front = Front {
             tables: &tables,
             clock: &self.clock,

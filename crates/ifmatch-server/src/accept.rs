@@ -132,7 +132,29 @@ where
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let connections = Connections::new(limits, metrics);
+    serve_over(listener, None, limits, metrics, shutdown, service_for).await
+}
+
+/// [`serve_with`], over TLS when `tls` is given: each connection's handshake in its own task,
+/// within the header timeout.
+pub(crate) async fn serve_over<F, S, B>(
+    listener: TcpListener,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    limits: Limits,
+    metrics: Arc<Metrics>,
+    shutdown: impl Future<Output = ()>,
+    service_for: F,
+) -> io::Result<()>
+where
+    F: Fn(SocketAddr) -> S,
+    S: hyper::service::Service<Request<RequestBody>, Response = Response<B>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let mut connections = Connections::new(limits, metrics);
+    connections.tls = tls;
     let served = connections.accept(listener, shutdown, service_for).await;
     connections.close();
     served
@@ -173,6 +195,8 @@ pub(crate) struct Connections {
     table: Arc<Table>,
     limits: Limits,
     metrics: Arc<Metrics>,
+    /// The TLS of every connection, when served over HTTPS.
+    tls: Option<Arc<rustls::ServerConfig>>,
     /// The task closing idle connections, on the runtime `new` was called on.
     reaper: Arc<tokio::task::AbortHandle>,
 }
@@ -187,6 +211,7 @@ impl Connections {
             table,
             limits,
             metrics,
+            tls: None,
             reaper: Arc::new(reaper),
         }
     }
@@ -216,6 +241,7 @@ impl Connections {
             table,
             limits,
             metrics,
+            tls,
             ..
         } = self;
         let limits = *limits;
@@ -266,15 +292,32 @@ impl Connections {
                 interim: interim.clone(),
             };
             let lowered = limits.huge_lengths_reach_service.then(|| state.clone());
-            let stream = InterimIo::new(HugeLength::new(stream, lowered), interim);
-            let connection = builder
-                .serve_connection_with_upgrades(TokioIo::new(stream), service)
-                .into_owned();
-            let connection = graceful.watch(connection);
             let (table, metrics) = (table.clone(), metrics.clone());
+            let (builder, watcher, tls) = (builder.clone(), graceful.watcher(), tls.clone());
             tokio::spawn(async move {
+                let served = async {
+                    let Some(tls) = tls else {
+                        let stream = InterimIo::new(HugeLength::new(stream, lowered), interim);
+                        let connection =
+                            builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+                        return watcher.watch(connection.into_owned()).await;
+                    };
+                    // The handshake is part of the head: a client that does not finish it in
+                    // the header timeout is dropped.
+                    let accepting = tokio_rustls::TlsAcceptor::from(tls).accept(stream);
+                    let stream = match tokio::time::timeout(limits.header_timeout, accepting).await
+                    {
+                        Ok(Ok(stream)) => stream,
+                        Ok(Err(error)) => return Err(error.into()),
+                        Err(_) => return Ok(()),
+                    };
+                    let stream = InterimIo::new(HugeLength::new(stream, lowered), interim);
+                    let connection =
+                        builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+                    watcher.watch(connection.into_owned()).await
+                };
                 tokio::select! {
-                    ended = connection => if let Err(error) = ended {
+                    ended = served => if let Err(error) = ended {
                         tracing::debug!(%error, "connection ended with an error");
                     },
                     () = state.close.notified() => {}

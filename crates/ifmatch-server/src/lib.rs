@@ -16,6 +16,7 @@ pub mod allocator;
 mod body_rate;
 pub mod cosmos;
 mod drain;
+pub mod https;
 mod huge_length;
 mod interim;
 pub mod lock;
@@ -39,8 +40,8 @@ use ifmatch_blob::{Accounts, DEFAULT_MAX_BODY, Env, Front, Objects, Records};
 use ifmatch_core::ErrorCode;
 use tokio::net::TcpListener;
 
+use crate::accept::RequestBody;
 pub use crate::accept::{Limits, bind_threads, raise_descriptor_limit};
-use crate::accept::{RequestBody, serve_with};
 use crate::metrics::Metrics;
 use crate::observe::ObserveLayer;
 pub use ifmatch_backends::local::LocalTables;
@@ -259,8 +260,8 @@ pub struct Listeners {
     pub blobs: TcpListener,
     /// The Table service's, if it is served.
     pub tables: Option<TcpListener>,
-    /// The Cosmos DB endpoint's, if it is served.
-    pub cosmos: Option<TcpListener>,
+    /// The Cosmos DB endpoint's, if it is served, and its TLS when it is served over HTTPS.
+    pub cosmos: Option<(TcpListener, Option<Arc<rustls::ServerConfig>>)>,
 }
 
 impl From<TcpListener> for Listeners {
@@ -339,14 +340,15 @@ where
     let mut limits = options.limits;
     limits.huge_lengths_reach_service = true;
     let observe = ObserveLayer::new(metrics.clone(), access_log);
-    let cosmos_server = cosmos.map(|listener| {
+    let cosmos_server = cosmos.map(|(listener, tls)| {
         let service = cosmos::CosmosService::new(served_tables.clone(), SystemEnv)
             .with_accounts(&options.accounts)
-            .with_anonymous_access(options.anonymous);
+            .with_anonymous_access(options.anonymous)
+            .with_https(tls.is_some());
         let stop = stop.clone().cancelled_owned();
         let (limits, metrics, observe) = (options.limits, metrics.clone(), observe.clone());
         tokio::spawn(serve_observed(
-            (listener, limits, metrics, observe),
+            (listener, tls, limits, metrics, observe),
             stop,
             Arc::new(service),
             |service, request| async move { cosmos::answer(&service, request).await },
@@ -359,14 +361,14 @@ where
         let stop = stop.clone().cancelled_owned();
         let (limits, metrics, observe) = (options.limits, metrics.clone(), observe.clone());
         tokio::spawn(serve_observed(
-            (listener, limits, metrics, observe),
+            (listener, None, limits, metrics, observe),
             stop,
             Arc::new(service),
             |service, request| async move { tables::answer(&service, request).await },
         ))
     });
     let serving = serve_observed(
-        (listener, limits, metrics, observe),
+        (listener, None, limits, metrics, observe),
         stop.clone().cancelled_owned(),
         front,
         |front, request| async move { answer(&front, request).await },
@@ -389,7 +391,13 @@ where
 /// `shutdown`: each request marked with its client's address (for the address range a shared
 /// access signature may name) and answered by `answer` with `state`.
 async fn serve_observed<T, F, A, B>(
-    (listener, limits, metrics, observe): (TcpListener, Limits, Arc<Metrics>, ObserveLayer),
+    (listener, tls, limits, metrics, observe): (
+        TcpListener,
+        Option<Arc<rustls::ServerConfig>>,
+        Limits,
+        Arc<Metrics>,
+        ObserveLayer,
+    ),
     shutdown: impl Future<Output = ()>,
     state: Arc<T>,
     answer: F,
@@ -401,7 +409,7 @@ where
     B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    serve_with(listener, limits, metrics, shutdown, move |client| {
+    accept::serve_over(listener, tls, limits, metrics, shutdown, move |client| {
         let state = state.clone();
         let service = service_fn(move |mut request: http::Request<RequestBody>| {
             request.extensions_mut().insert(ClientIp(client.ip()));

@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use ifmatch_blob::{Accounts, DEFAULT_MAX_BODY};
+use ifmatch_server::https::Certificate;
 use ifmatch_server::proxy::ProxyOptions;
 use tokio::net::TcpListener;
 
@@ -303,6 +304,18 @@ struct Serve {
     /// `off`: no Cosmos endpoint.
     #[arg(long, env = "IFMATCH_COSMOS_LISTEN")]
     cosmos_listen: Option<String>,
+    /// Serves the Cosmos DB endpoint over HTTPS, as the emulator does: with --tls-cert and
+    /// --tls-key when given, else with a self-signed certificate for localhost and the listen
+    /// address, made on first start under the data directory (`tls/cert.pem`, printed at start:
+    /// the file a client is told to trust).
+    #[arg(long, env = "IFMATCH_COSMOS_HTTPS")]
+    cosmos_https: bool,
+    /// The certificate chain (PEM) of the endpoints served over HTTPS; implies --cosmos-https.
+    #[arg(long, env = "IFMATCH_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, env = "IFMATCH_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
     /// The data directory: blobs, their records and leases, tables. Created if missing; one
     /// server at a time.
     #[arg(long, env = "IFMATCH_DATA", default_value = "./data")]
@@ -469,10 +482,39 @@ async fn serve(args: Serve) -> anyhow::Result<()> {
             )
         );
     }
-    if let Some(cosmos) = &cosmos {
-        let endpoint = format!("http://{}", cosmos.local_addr()?);
-        println!("{}", ifmatch_cosmos::connection_string(&endpoint));
-    }
+    let cosmos = match cosmos {
+        Some(listener) => {
+            let address = listener.local_addr()?;
+            let certificate = match (&args.tls_cert, &args.tls_key) {
+                (Some(cert), Some(key)) => Some(Certificate::Given(cert.clone(), key.clone())),
+                _ if args.cosmos_https => {
+                    let names = vec!["localhost".to_owned(), address.ip().to_string()];
+                    Some(Certificate::SelfSigned(args.data.join("tls"), names))
+                }
+                _ => None,
+            };
+            let tls = match certificate {
+                Some(certificate) => {
+                    let (config, path) = certificate
+                        .config()
+                        .context("the Cosmos endpoint's certificate")?;
+                    tracing::info!(
+                        "Cosmos DB over HTTPS with the certificate {}",
+                        path.display()
+                    );
+                    Some(config)
+                }
+                None => None,
+            };
+            let scheme = if tls.is_some() { "https" } else { "http" };
+            println!(
+                "{}",
+                ifmatch_cosmos::connection_string(&format!("{scheme}://{address}"))
+            );
+            Some((listener, tls))
+        }
+        None => None,
+    };
     if options.anonymous {
         tracing::warn!(
             "--anonymous: requests without credentials may change anything; for development only"

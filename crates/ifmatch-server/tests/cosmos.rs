@@ -48,6 +48,23 @@ fn the_python_sdk_over_the_local_disk() {
 }
 
 #[test]
+fn the_python_sdk_over_https_with_the_certificate_made_on_first_start() {
+    let data = tempfile::tempdir().unwrap();
+    let (_server, endpoint) = serve(data.path(), &["--cosmos-https"]);
+    let endpoint = endpoint.replace("http://127.0.0.1", "https://localhost");
+    let connection = ifmatch_cosmos::connection_string(&endpoint);
+    // The client trusts the certificate the server made, and nothing else.
+    let certificate = data.path().join("tls/cert.pem");
+    let vars = [("REQUESTS_CA_BUNDLE", certificate.as_os_str())];
+    common::python_script_with("cosmos.py", &[connection], &vars, "python cosmos: ");
+    // The same certificate on the next start: a client told to trust it once still does.
+    let before = std::fs::read(&certificate).unwrap();
+    drop(_server);
+    let (_server, _) = serve(data.path(), &["--cosmos-https"]);
+    assert_eq!(std::fs::read(&certificate).unwrap(), before);
+}
+
+#[test]
 fn the_python_sdk_over_redis() {
     let redis = RedisServer::start();
     sdk_script(&["--backend", &redis.url()]);
