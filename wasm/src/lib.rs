@@ -1,4 +1,4 @@
-//! ifmatch's blob front and Table service as a Cloudflare Worker.
+//! ifmatch's blob front, Table service and Cosmos DB endpoint as a Cloudflare Worker.
 //!
 //! The request handling is `ifmatch-blob`'s [`Front`], the same as the native server's; this
 //! crate only supplies its three parts for the Workers platform:
@@ -64,6 +64,9 @@ async fn fetch(request: HttpRequest, env: Env, _ctx: Context) -> worker::Result<
         Err(_) => Accounts::default(),
     };
     let anonymous = env.var("ANONYMOUS").is_ok_and(|v| v.to_string() == "true");
+    if is_cosmos_request(&request) {
+        return cosmos(request, &env, accounts, anonymous).await;
+    }
     if is_table_request(&request, &accounts) {
         return tables(request, &env, accounts, anonymous).await;
     }
@@ -111,6 +114,49 @@ fn is_table_request(request: &HttpRequest, accounts: &Accounts) -> bool {
     mounted || service == Some("table") || unnamed
 }
 
+/// Whether a request is for the Cosmos DB endpoint: to a host `{account}.documents.…`, or a
+/// path under `/dbs` (no blob account is named `dbs`: names have 3 letters at least, but the
+/// Cosmos SDKs take the endpoint's root), or the account read (`GET /`) signed with a Cosmos
+/// master-key token.
+fn is_cosmos_request(request: &HttpRequest) -> bool {
+    let path = request.uri().path();
+    let host = (request.headers().get(http::header::HOST))
+        .and_then(|h| h.to_str().ok())
+        .or(request.uri().host())
+        .unwrap_or("");
+    let first = path.trim_start_matches('/').split('/').next().unwrap_or("");
+    let master = (request.headers().get(http::header::AUTHORIZATION)).is_some_and(|v| {
+        v.as_bytes().starts_with(b"type%3Dmaster") || v.as_bytes().starts_with(b"type=master")
+    });
+    host.split('.').nth(1) == Some("documents") || first == "dbs" || (path == "/" && master)
+}
+
+/// The Cosmos DB endpoint's answer: `ifmatch-cosmos`'s, over the same Durable Objects as the
+/// tables (each Cosmos container a table of names no table account reaches). Without the
+/// change feed: each request runs in an isolate of its own, none of which sees every write
+/// under way.
+async fn cosmos(
+    request: HttpRequest,
+    env: &Env,
+    accounts: Accounts,
+    anonymous: bool,
+) -> worker::Result<worker::Response> {
+    let https = request.uri().scheme_str() == Some("https");
+    let service =
+        ifmatch_cosmos::Service::new(DurableTables::new(env.durable_object(TABLES)?), WorkersEnv)
+            .with_accounts(&accounts)
+            .with_anonymous_access(anonymous)
+            .with_https(https)
+            .without_change_feed();
+    let (parts, body) = request.into_parts();
+    let limited = http_body_util::Limited::new(body, ifmatch_cosmos::MAX_BODY);
+    let answer = match http_body_util::BodyExt::collect(limited).await {
+        Ok(body) => service.handle(&parts, &body.to_bytes()).await,
+        Err(_) => service.too_large(&parts),
+    };
+    whole(answer)
+}
+
 /// The Table service's answer: `ifmatch-table`'s, over the tables' Durable Objects.
 async fn tables(
     request: HttpRequest,
@@ -141,6 +187,11 @@ async fn tables(
         Ok(body) => service.handle(&parts, &body.to_bytes()).await,
         Err(_) => service.too_large(&parts),
     };
+    whole(answer)
+}
+
+/// A whole answer of the Table service or the Cosmos endpoint, as the Worker sends it.
+fn whole(answer: http::Response<bytes::Bytes>) -> worker::Result<worker::Response> {
     let (mut head, body) = answer.into_parts();
     if body.is_empty() {
         // An answer with no body and no type (a 204) gets `Content-Encoding: gzip` from the

@@ -1,14 +1,22 @@
 // The Cosmos DB endpoint through Azure's own JS SDK (@azure/cosmos), unchanged, with the
-// emulator's key, against the native server: the seed flow (read, replace with the _etag, a
-// stale replace is 412 and changes nothing), the 304 read, 16 writers on one counter with
-// retries on 412, queries across partitions (the SDK asks for a query plan first) and in one,
-// patch with a condition, a batch that fails and leaves nothing, the change feed resumed from
-// its token, and a wrong key refused. The Worker does not serve Cosmos yet.
+// emulator's key, against the native server and the Worker (documents in its tables' Durable
+// Objects): the seed flow (read, replace with the _etag, a stale replace is 412 and changes
+// nothing), the 304 read, 16 writers on one counter with retries on 412, queries across
+// partitions and in one, patch with a condition, a batch that fails and leaves nothing, the
+// change feed resumed from its token (native; the Worker refuses it, saying why), and a wrong
+// key refused. The Python SDK runs against the Worker here, against the native server in
+// crates/ifmatch-server/tests/cosmos.rs.
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { ChangeFeedStartFrom, CosmosClient } from "@azure/cosmos";
-import { startNative } from "./targets.mjs";
+import { spawn } from "node:child_process";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { startNative, startWorker } from "./targets.mjs";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const python = process.env.IFMATCH_PYTHON ?? join(here, "../../.venv/bin/python");
 
 const KEY =
   "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw==";
@@ -23,12 +31,16 @@ async function failure(promise) {
   assert.fail("it succeeded");
 }
 
-describe("the JS SDK (@azure/cosmos) against native ifmatch serve", () => {
+for (const [name, start] of [
+  ["native ifmatch serve", startNative],
+  ["Cloudflare Worker (miniflare)", startWorker],
+]) describe(`the Cosmos SDKs against ${name}`, () => {
   let server;
   let client;
   let database;
+  const native = start === startNative;
   before(async () => {
-    server = await startNative({ anonymous: false });
+    server = await start({ anonymous: false });
     client = new CosmosClient({ endpoint: server.cosmosOrigin, key: KEY });
     ({ database } = await client.databases.createIfNotExists({ id: "shop" }));
   });
@@ -161,7 +173,36 @@ describe("the JS SDK (@azure/cosmos) against native ifmatch serve", () => {
     }))).code, 404);
   });
 
-  test("the change feed from the beginning, resumed from its token", async () => {
+  test("the Python SDK's checks (azure-cosmos, tests/sdk/cosmos.py)", { skip: native }, async () => {
+    const connection = `AccountEndpoint=${server.cosmosOrigin}/;AccountKey=${KEY};`;
+    const { code, out } = await new Promise((resolve, reject) => {
+      const child = spawn(python, [join(here, "../../tests/sdk/cosmos.py"), connection, "--no-change-feed"], {
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      let out = "";
+      child.stdout.on("data", (d) => (out += d));
+      child.stderr.on("data", (d) => (out += d));
+      child.on("error", reject);
+      child.on("close", (code) => resolve({ code, out }));
+    });
+    assert.equal(code, 0, out);
+    assert.match(out, /python cosmos: \d+ passed, 0 failed/);
+  });
+
+  test("the Worker refuses the change feed, saying why", { skip: native }, async () => {
+    const { container } = await database.containers.createIfNotExists({
+      id: "nofeed",
+      partitionKey: { paths: ["/pk"] },
+    });
+    const iterator = container.items.getChangeFeedIterator({
+      changeFeedStartFrom: ChangeFeedStartFrom.Beginning(),
+    });
+    const refused = await failure(iterator.readNext());
+    assert.equal(refused.code, 400);
+    assert.match(refused.message, /change feed is not served here/);
+  });
+
+  test("the change feed from the beginning, resumed from its token", { skip: !native }, async () => {
     const { container } = await database.containers.createIfNotExists({
       id: "feed",
       partitionKey: { paths: ["/pk"] },

@@ -43,6 +43,8 @@ export async function startWorker({ anonymous = true, accounts = undefined, buil
     origin: url.origin,
     // The Table service beside the blobs, under /table (src/lib.rs).
     tableOrigin: `${url.origin}/table`,
+    // The Cosmos endpoint at the root, as the SDKs take it (src/lib.rs).
+    cosmosOrigin: url.origin,
     base: `${url.origin}/devstoreaccount1`,
     stop: () => mf.dispose(),
   };

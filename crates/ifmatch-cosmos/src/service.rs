@@ -39,6 +39,9 @@ pub struct Service<T, E> {
     clock: Arc<Clock>,
     /// Whether clients reach it over HTTPS: the endpoint the account read names.
     https: bool,
+    /// Whether the change feed is served: only where every write of the endpoint goes through
+    /// this one [`Clock`] (one process), which is what keeps the feed from skipping a write.
+    change_feed: bool,
 }
 
 impl<T: Tables + Clone, E: Env> Service<T, E> {
@@ -53,6 +56,7 @@ impl<T: Tables + Clone, E: Env> Service<T, E> {
             env,
             clock: Arc::default(),
             https: false,
+            change_feed: true,
         }
     }
 
@@ -66,6 +70,14 @@ impl<T: Tables + Clone, E: Env> Service<T, E> {
     /// endpoint, so the SDKs stay on it).
     pub fn with_https(mut self, https: bool) -> Self {
         self.https = https;
+        self
+    }
+
+    /// Refuses the change feed (400, saying why): for a host whose requests are served by
+    /// many instances of the service, each with a clock of its own (a Worker's isolates), where
+    /// no instance knows every write still under way.
+    pub fn without_change_feed(mut self) -> Self {
+        self.change_feed = false;
         self
     }
 
@@ -126,6 +138,13 @@ impl<T: Tables + Clone, E: Env> Service<T, E> {
         let tables = Scoped::new(self.tables.clone(), &format!("~cosmos~{}", account.name()));
         let scheme = if self.https { "https" } else { "http" };
         let endpoint = format!("{scheme}://{host}/");
+        let feed = (parts.headers.get("a-im"))
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"incremental feed"));
+        if feed && !self.change_feed {
+            return Err(bad_request(
+                "The change feed is not served here: this host runs the endpoint in many instances, none of which sees every write under way, so a feed could skip one. Read it from `ifmatch serve`.",
+            ));
+        }
         let front = Front {
             tables: &tables,
             clock: &self.clock,
