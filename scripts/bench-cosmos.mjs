@@ -1,0 +1,107 @@
+// The load client of scripts/bench-cosmos, with Azure's JS SDK (@azure/cosmos, from wasm/):
+//   counter ENDPOINT KEY DOCS SECONDS  16 writers incrementing DOCS counters (read, replace with
+//                                      If-Match, again on 412): prints commits/s, 412s, and
+//                                      whether the counters add up to the commits
+//   load ENDPOINT KEY DOCS             DOCS documents in 100-document batches over 1,000
+//                                      partitions, 8 at a time
+//   reads ENDPOINT KEY COUNT           COUNT point reads and COUNT partition-scoped query pages,
+//                                      one at a time: prints the median latency of each (ms)
+//   batches ENDPOINT KEY COUNT         COUNT 100-operation batches, one at a time: the median (ms)
+// Every command prints one JSON line.
+
+import { CosmosClient } from "../wasm/node_modules/@azure/cosmos/dist/esm/index.js";
+
+const [command, endpoint, key, arg, seconds] = process.argv.slice(2);
+const client = new CosmosClient({ endpoint, key, connectionPolicy: { enableEndpointDiscovery: false } });
+const { database } = await client.databases.createIfNotExists({ id: "bench" });
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+async function container(id) {
+  const { container } = await database.containers.createIfNotExists({ id, partitionKey: { paths: ["/pk"] } });
+  return container;
+}
+
+if (command === "counter") {
+  const docs = Number(arg);
+  const id = `counter${docs}-${Date.now()}`;
+  const c = await container(id);
+  for (let i = 0; i < docs; i++) await c.items.create({ id: `c${i}`, pk: `c${i}`, n: 0 });
+  const end = Date.now() + Number(seconds) * 1000;
+  let commits = 0;
+  let conflicts = 0;
+  const writer = async () => {
+    while (Date.now() < end) {
+      const i = Math.floor(Math.random() * docs);
+      const item = c.item(`c${i}`, `c${i}`);
+      const { resource } = await item.read();
+      try {
+        await item.replace({ ...resource, n: resource.n + 1 }, { accessCondition: { type: "IfMatch", condition: resource._etag } });
+        commits++;
+      } catch (error) {
+        if (error.code !== 412) throw error;
+        conflicts++;
+      }
+    }
+  };
+  const started = Date.now();
+  await Promise.all(Array.from({ length: 16 }, writer));
+  const elapsed = (Date.now() - started) / 1000;
+  let total = 0;
+  for (let i = 0; i < docs; i++) total += (await c.item(`c${i}`, `c${i}`).read()).resource.n;
+  console.log(JSON.stringify({ commits_per_s: commits / elapsed, conflicts, commits, total, exact: total === commits }));
+} else if (command === "load") {
+  const docs = Number(arg);
+  const c = await container("big");
+  let next = 0;
+  const loader = async () => {
+    for (;;) {
+      const batch = next++;
+      if (batch * 100 >= docs) return;
+      const pk = `p${batch % 1000}`;
+      const operations = Array.from({ length: 100 }, (_, j) => ({
+        operationType: "Upsert",
+        resourceBody: { id: `d${batch * 100 + j}`, pk, n: batch * 100 + j, body: "x".repeat(200) },
+      }));
+      const response = await c.items.batch(operations, pk);
+      if (response.code >= 400) throw new Error(`batch ${batch}: ${response.code}`);
+    }
+  };
+  const started = Date.now();
+  await Promise.all(Array.from({ length: 8 }, loader));
+  console.log(JSON.stringify({ loaded: docs, seconds: (Date.now() - started) / 1000 }));
+} else if (command === "reads") {
+  const count = Number(arg);
+  const c = await container("big");
+  const { resources: [known] } = await c.items.query("SELECT VALUE COUNT(1) FROM c", { partitionKey: "p7" }).fetchAll();
+  const reads = [];
+  const pages = [];
+  for (let i = 0; i < count; i++) {
+    const batch = 7 + 1000 * (i % Math.max(1, Math.floor(known / 100)));
+    const id = `d${batch * 100 + (i % 100)}`;
+    let t = performance.now();
+    const read = await c.item(id, "p7").read();
+    reads.push(performance.now() - t);
+    if (read.statusCode !== 200) throw new Error(`read ${id}: ${read.statusCode}`);
+    t = performance.now();
+    await c.items.query({ query: "SELECT * FROM c WHERE c.n >= @n", parameters: [{ name: "@n", value: i }] }, { partitionKey: "p7", maxItemCount: 10 }).fetchNext();
+    pages.push(performance.now() - t);
+  }
+  console.log(JSON.stringify({ point_read_ms: median(reads), query_page_ms: median(pages), partition_documents: known }));
+} else if (command === "batches") {
+  const count = Number(arg);
+  const c = await container(`batches-${Date.now()}`);
+  const times = [];
+  for (let i = 0; i < count; i++) {
+    const operations = Array.from({ length: 100 }, (_, j) => ({
+      operationType: "Create",
+      resourceBody: { id: `b${i}-${j}`, pk: `b${i}`, n: j },
+    }));
+    const t = performance.now();
+    const response = await c.items.batch(operations, `b${i}`);
+    times.push(performance.now() - t);
+    if (response.code >= 400) throw new Error(`batch ${i}: ${response.code}`);
+  }
+  console.log(JSON.stringify({ batch_ms: median(times) }));
+} else {
+  throw new Error(`unknown command ${command}`);
+}
