@@ -422,13 +422,27 @@ impl<T: Tables> Front<'_, T> {
     /// was read is never behind that page's position.
     async fn changes(&self, db: &str, coll: &str, asked: &Asked<'_>) -> Result<Done, Failure> {
         self.container(db, coll).await?;
-        if asked.header("x-ms-start-epk").is_some() || asked.header("x-ms-end-epk").is_some() {
-            // A range of effective partition keys (hashes) is how the SDKs scope a feed to a
-            // partition key; this server does not hash keys yet. Never the whole feed instead.
-            return Err(bad_request(
-                "A change feed scoped to a range of effective partition keys is not served by this server yet: read the container's feed.",
-            ));
-        }
+        // The SDKs scope a feed to a partition key by a range of effective partition keys
+        // (its hash): a point range, both ends the key's.
+        let range = match (asked.header("x-ms-start-epk"), asked.header("x-ms-end-epk")) {
+            (Some(start), Some(end)) => {
+                Some((start.to_ascii_uppercase(), end.to_ascii_uppercase()))
+            }
+            (None, None) => None,
+            _ => {
+                return Err(bad_request(
+                    "x-ms-start-epk and x-ms-end-epk come together.",
+                ));
+            }
+        };
+        let in_range = |stored: &str| {
+            let Some((start, end)) = &range else {
+                return true;
+            };
+            let value: Json = serde_json::from_str(stored).unwrap_or(Json::Null);
+            let key = crate::hashed_key::effective(&value);
+            key >= *start && (key < *end || (start == end && key == *end))
+        };
         let horizon = self.clock.horizon();
         let after = match asked.header("if-none-match").map(str::trim) {
             None => match asked
@@ -481,7 +495,7 @@ impl<T: Tables> Front<'_, T> {
                     _ => String::new(),
                 };
                 let pk = text("pk");
-                if partition.as_ref().is_some_and(|p| *p != pk) {
+                if partition.as_ref().is_some_and(|p| *p != pk) || !in_range(&pk) {
                     continue;
                 }
                 if let Some(doc) = self.get(&table, &pk, &text("id")).await? {

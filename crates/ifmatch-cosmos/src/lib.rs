@@ -13,6 +13,7 @@ pub mod clock;
 pub mod document;
 pub mod failure;
 pub mod front;
+pub mod hashed_key;
 pub mod patch;
 pub mod query;
 pub mod service;
