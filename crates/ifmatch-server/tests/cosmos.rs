@@ -401,132 +401,21 @@ async fn sigkill_during_batches(args: &[&str]) {
     }
 }
 
-/// The Rust SDK's client of the emulator's account at `endpoint`.
-async fn rust_client(endpoint: &str) -> azure_data_cosmos::CosmosClient {
-    use azure_data_cosmos::options::Region;
-    use azure_data_cosmos::{AccountReference, CosmosClientBuilder, RoutingStrategy};
-    let endpoint = format!("{endpoint}/").parse().unwrap();
-    let key = azure_core::credentials::Secret::from(EMULATOR_KEY.to_owned());
-    let account = AccountReference::with_authentication_key(endpoint, key);
-    let routing = RoutingStrategy::ProximityTo(Region::EAST_US);
-    CosmosClientBuilder::new()
-        .build(account, routing)
-        .await
-        .unwrap()
-}
-
-/// The status an SDK call failed with (0 when it succeeded).
-fn status_of<T>(result: azure_data_cosmos::Result<T>) -> u16 {
-    match result {
-        Ok(_) => 0,
-        Err(error) => u16::from(error.status().status_code()),
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_rust_sdk_seed_flow_the_304_and_a_counter_of_16_writers() {
-    use azure_data_cosmos::models::ContainerProperties;
-    use azure_data_cosmos::options::{ItemReadOptions, ItemWriteOptions, Precondition};
+#[test]
+fn the_rust_sdk_seed_flow_the_304_and_a_counter_of_16_writers() {
+    // Built by the test command in a workspace of its own (tests/rust-sdk).
+    let checker = common::tool(
+        "IFMATCH_RUST_SDK",
+        "tests/rust-sdk/target/debug/cosmos-rust-sdk",
+    );
     let data = tempfile::tempdir().unwrap();
     let (_server, endpoint) = serve(data.path(), &[]);
-    let client = rust_client(&endpoint).await;
-    client.create_database("rust", None).await.unwrap();
-    let database = client.database_client("rust");
-    let properties = ContainerProperties::new("carts", "/user".into());
-    database.create_container(properties, None).await.unwrap();
-    let carts = database.container_client("carts").await.unwrap();
-    let cart = serde_json::json!({"id": "a", "user": "ann", "items": []});
-    let created = carts
-        .create_item("ann", "a", cart.clone(), None)
-        .await
+    let output = Command::new(checker)
+        .args([format!("{endpoint}/"), EMULATOR_KEY.to_owned()])
+        .output()
         .unwrap();
-    assert_eq!(u16::from(created.status().status_code()), 201);
-    assert_eq!(
-        status_of(carts.create_item("ann", "a", cart, None).await),
-        409
-    );
-    // The seed flow: read, replace with the tag read, a second replace with it is 412.
-    let read = carts.read_item("ann", "a", None).await.unwrap();
-    let tag = read.headers().etag().cloned().unwrap();
-    let if_match =
-        || Some(ItemWriteOptions::default().with_precondition(Precondition::IfMatch(tag.clone())));
-    let apple = serde_json::json!({"id": "a", "user": "ann", "items": ["apple"]});
-    let replaced = carts
-        .replace_item("ann", "a", apple, if_match())
-        .await
-        .unwrap();
-    let current = replaced.headers().etag().cloned().unwrap();
-    assert_ne!(current, tag);
-    let pear = serde_json::json!({"id": "a", "user": "ann", "items": ["pear"]});
-    assert_eq!(
-        status_of(carts.replace_item("ann", "a", pear, if_match()).await),
-        412
-    );
-    let now: serde_json::Value = carts
-        .read_item("ann", "a", None)
-        .await
-        .unwrap()
-        .into_model()
-        .unwrap();
-    assert_eq!(
-        now["items"],
-        serde_json::json!(["apple"]),
-        "the stale replace changed nothing"
-    );
-    // A read with the current tag is 304, with an old one the document.
-    let if_none =
-        |tag| Some(ItemReadOptions::default().with_precondition(Precondition::IfNoneMatch(tag)));
-    let unchanged = carts.read_item("ann", "a", if_none(current.clone())).await;
-    let status = match &unchanged {
-        Ok(response) => u16::from(response.status().status_code()),
-        Err(error) => u16::from(error.status().status_code()),
-    };
-    assert_eq!(status, 304);
-    let changed = carts
-        .read_item("ann", "a", if_none(tag.clone()))
-        .await
-        .unwrap();
-    assert_eq!(u16::from(changed.status().status_code()), 200);
-    // 16 writers, one counter, retries on 412: an exact total.
-    let counter = serde_json::json!({"id": "counter", "user": "shared", "n": 0});
-    carts
-        .create_item("shared", "counter", counter, None)
-        .await
-        .unwrap();
-    let writers: Vec<_> = (0..16)
-        .map(|_| {
-            let carts = carts.clone();
-            tokio::spawn(async move {
-                for _ in 0..8 {
-                    loop {
-                        let read = carts.read_item("shared", "counter", None).await.unwrap();
-                        let tag = read.headers().etag().cloned().unwrap();
-                        let mut doc: serde_json::Value = read.into_model().unwrap();
-                        doc["n"] = (doc["n"].as_i64().unwrap() + 1).into();
-                        let options = ItemWriteOptions::default()
-                            .with_precondition(Precondition::IfMatch(tag));
-                        match status_of(
-                            carts
-                                .replace_item("shared", "counter", doc, Some(options))
-                                .await,
-                        ) {
-                            0 => break,
-                            412 => continue,
-                            other => panic!("a write failed with {other}"),
-                        }
-                    }
-                }
-            })
-        })
-        .collect();
-    for writer in writers {
-        writer.await.unwrap();
-    }
-    let total: serde_json::Value = carts
-        .read_item("shared", "counter", None)
-        .await
-        .unwrap()
-        .into_model()
-        .unwrap();
-    assert_eq!(total["n"], 128);
+    let text = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{text}");
+    assert!(text.contains("rust cosmos: 8 passed"), "{text}");
 }

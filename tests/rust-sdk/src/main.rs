@@ -1,0 +1,168 @@
+//! Azure's Rust SDK for Cosmos DB (`azure_data_cosmos`, key authentication), unchanged, against
+//! the endpoint given: the seed flow (read, replace with the tag read; a second replace with it
+//! is 412 and changes nothing), a 409, the 304 of a read with the current tag, and 16 writers on
+//! one counter with retries on 412 (an exact total). Prints a line per check and a last line
+//! `rust cosmos: N passed`; exits 1 at the first failure.
+//!
+//! Usage: cosmos-rust-sdk ENDPOINT KEY
+
+use azure_data_cosmos::models::ContainerProperties;
+use azure_data_cosmos::options::{ItemReadOptions, ItemWriteOptions, Precondition, Region};
+use azure_data_cosmos::{AccountReference, CosmosClientBuilder, RoutingStrategy};
+use serde_json::{Value, json};
+
+/// The status an SDK call answered or failed with.
+fn status<T>(result: &azure_data_cosmos::Result<T>, ok: impl Fn(&T) -> u16) -> u16 {
+    match result {
+        Ok(response) => ok(response),
+        Err(error) => u16::from(error.status().status_code()),
+    }
+}
+
+struct Checks(usize);
+
+impl Checks {
+    fn check(&mut self, what: &str, holds: bool, detail: impl std::fmt::Debug) {
+        if !holds {
+            println!("FAIL {what} {detail:?}");
+            std::process::exit(1);
+        }
+        self.0 += 1;
+        println!("ok {what}");
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let endpoint = args[1].parse().expect("an endpoint URL");
+    let key = azure_core::credentials::Secret::from(args[2].clone());
+    let account = AccountReference::with_authentication_key(endpoint, key);
+    let routing = RoutingStrategy::ProximityTo(Region::EAST_US);
+    let client = CosmosClientBuilder::new()
+        .build(account, routing)
+        .await
+        .expect("a client");
+    let mut checks = Checks(0);
+    client
+        .create_database("rust", None)
+        .await
+        .expect("the database");
+    let database = client.database_client("rust");
+    let properties = ContainerProperties::new("carts", "/user".into());
+    database
+        .create_container(properties, None)
+        .await
+        .expect("the container");
+    let carts = database
+        .container_client("carts")
+        .await
+        .expect("its client");
+    let cart = json!({"id": "a", "user": "ann", "items": []});
+    let created = carts.create_item("ann", "a", cart.clone(), None).await;
+    checks.check(
+        "create is 201",
+        status(&created, |r| u16::from(r.status().status_code())) == 201,
+        (),
+    );
+    let again = carts.create_item("ann", "a", cart, None).await;
+    checks.check(
+        "create of the same id is 409",
+        status(&again, |_| 0) == 409,
+        (),
+    );
+
+    let read = carts.read_item("ann", "a", None).await.expect("a read");
+    let tag = read.headers().etag().cloned().expect("an etag");
+    let if_match =
+        |tag| Some(ItemWriteOptions::default().with_precondition(Precondition::IfMatch(tag)));
+    let apple = json!({"id": "a", "user": "ann", "items": ["apple"]});
+    let replaced = carts
+        .replace_item("ann", "a", apple, if_match(tag.clone()))
+        .await
+        .expect("a replace");
+    let current = replaced.headers().etag().cloned().expect("an etag");
+    checks.check(
+        "a replace with the tag read passes, with a new tag",
+        current != tag,
+        (),
+    );
+    let pear = json!({"id": "a", "user": "ann", "items": ["pear"]});
+    let stale = carts
+        .replace_item("ann", "a", pear, if_match(tag.clone()))
+        .await;
+    checks.check(
+        "a replace with a stale tag is 412",
+        status(&stale, |_| 0) == 412,
+        (),
+    );
+    let now: Value = carts
+        .read_item("ann", "a", None)
+        .await
+        .expect("a read")
+        .into_model()
+        .expect("JSON");
+    checks.check(
+        "and changes nothing",
+        now["items"] == json!(["apple"]),
+        &now,
+    );
+
+    let if_none =
+        |tag| Some(ItemReadOptions::default().with_precondition(Precondition::IfNoneMatch(tag)));
+    let unchanged = carts.read_item("ann", "a", if_none(current)).await;
+    let code = status(&unchanged, |r| u16::from(r.status().status_code()));
+    checks.check("a read with the current tag is 304", code == 304, code);
+    let changed = carts.read_item("ann", "a", if_none(tag)).await;
+    let code = status(&changed, |r| u16::from(r.status().status_code()));
+    checks.check("a read with an old tag is 200", code == 200, code);
+
+    let counter = json!({"id": "counter", "user": "shared", "n": 0});
+    carts
+        .create_item("shared", "counter", counter, None)
+        .await
+        .expect("the counter");
+    let writers: Vec<_> = (0..16)
+        .map(|_| {
+            let carts = carts.clone();
+            tokio::spawn(async move {
+                for _ in 0..8 {
+                    loop {
+                        let read = carts
+                            .read_item("shared", "counter", None)
+                            .await
+                            .expect("a read");
+                        let tag = read.headers().etag().cloned().expect("an etag");
+                        let mut doc: Value = read.into_model().expect("JSON");
+                        doc["n"] = (doc["n"].as_i64().expect("a number") + 1).into();
+                        let options = ItemWriteOptions::default()
+                            .with_precondition(Precondition::IfMatch(tag));
+                        let written = carts
+                            .replace_item("shared", "counter", doc, Some(options))
+                            .await;
+                        match status(&written, |_| 0) {
+                            0 => break,
+                            412 => continue,
+                            other => panic!("a write failed with {other}"),
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.await.expect("a writer");
+    }
+    let total: Value = carts
+        .read_item("shared", "counter", None)
+        .await
+        .expect("a read")
+        .into_model()
+        .expect("JSON");
+    checks.check(
+        "16 writers with retries on 412 count exactly",
+        total["n"] == 128,
+        &total,
+    );
+    println!("rust cosmos: {} passed", checks.0);
+}
