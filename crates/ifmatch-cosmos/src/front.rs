@@ -6,10 +6,8 @@
 //! Where things are kept: databases in the table `#dbs` (partition `""`, row the id),
 //! containers in `#colls` (partition the database, row the id), and a container's documents
 //! in the table `{db}/{container}` (partition the partition key's JSON, row the id). `#`
-//! and `/` are in no id, so no name is two things. The change feed is the partition `~feed`
-//! of that table (no partition key's JSON starts with `~`, so it sorts after all of them):
-//! one entry per document, keyed by the instant of its version, moved by the same commit
-//! that writes the document.
+//! and `/` are in no id, so no name is two things. The change feed is a partition of that table
+//! (see `feed.rs`), moved by the same commit that writes a document.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::SystemTime;
@@ -26,13 +24,12 @@ use crate::document::{self, MAX_DOCUMENT};
 use crate::failure::{
     Answer, Failure, bad_request, conflict, failure, not_found, precondition_failed, unavailable,
 };
+use crate::feed::{self, FEED, feed_key};
 
 const DATABASES: &str = "#dbs";
 const CONTAINERS: &str = "#colls";
 /// The property an entity keeps a resource's JSON in.
 const JSON: &str = "json";
-/// The partition of a documents' table that holds the change feed.
-pub(crate) const FEED: &str = "~feed";
 /// How many times a write is decided again after losing a race, before it answers 503.
 pub(crate) const RETRIES: usize = 64;
 /// The most resources a feed page holds.
@@ -401,7 +398,7 @@ impl<T: Tables> Front<'_, T> {
             limit: limit + 1,
         };
         let mut found = self.tables.scan(&table, scan).await.map_err(backend)?;
-        let ended = crate::query::documents_only(&mut found);
+        let ended = feed::documents_only(&mut found);
         let next = (!ended && found.len() > limit).then(|| found.remove(limit));
         let documents: Vec<Json> = found.iter().map(|e| document_json(db, coll, e)).collect();
         let count = documents.len();
@@ -1000,16 +997,6 @@ fn page_size(asked: &Asked<'_>) -> Result<usize, Failure> {
             "x-ms-max-item-count is a positive number, or -1.",
         )),
     }
-}
-
-/// The change feed's key of a version written at `ticks`: ordered as the instants are.
-fn feed_key(ticks: i64) -> String {
-    format!("{ticks:020}")
-}
-
-/// Whether `entity` is a change feed entry, not a document.
-pub(crate) fn is_feed(entity: &Entity) -> bool {
-    entity.partition_key == FEED
 }
 
 pub(crate) fn key(partition: &str, id: &str) -> EntityKey {

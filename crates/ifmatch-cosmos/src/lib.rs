@@ -12,6 +12,7 @@ pub mod batch;
 pub mod clock;
 pub mod document;
 pub mod failure;
+mod feed;
 pub mod front;
 pub mod hashed_key;
 pub mod patch;

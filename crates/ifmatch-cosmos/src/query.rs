@@ -14,6 +14,7 @@ use ifmatch_table::{Entity, Scan, TableError, Tables};
 use serde_json::{Value as Json, json};
 
 use crate::failure::{Failure, bad_request, unavailable};
+use crate::feed::documents_only;
 use crate::sql::{Accumulator, Expr, Query, Select, compare_for_order};
 
 /// Documents read from the backend at a time.
@@ -300,18 +301,6 @@ fn aggregated(
                 .collect();
             vec![Json::Object(object)]
         }
-    }
-}
-
-/// Drops the change feed's entries from a chunk read across partitions (they sort after
-/// every document); `true` when it reached them, and so the end of the documents.
-pub(crate) fn documents_only(chunk: &mut Vec<Entity>) -> bool {
-    match chunk.iter().position(crate::front::is_feed) {
-        Some(first) => {
-            chunk.truncate(first);
-            true
-        }
-        None => false,
     }
 }
 
