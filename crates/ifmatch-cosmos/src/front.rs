@@ -598,43 +598,20 @@ impl<T: Tables> Front<'_, T> {
         };
         let if_match = self.condition(asked)?;
         let fixed = partition_path(&container);
-        let table = documents_table(db, coll);
-        for _ in 0..RETRIES {
-            let current = self
-                .get(&table, &partition, id)
-                .await?
-                .ok_or_else(not_found)?;
-            if !holds(if_match, Some(&current)) {
-                return Err(precondition_failed());
-            }
-            let seen = document_json(db, coll, &current);
-            if !crate::sql::matches(predicate.as_ref(), &seen) {
-                return Err(precondition_failed());
-            }
-            let patched = crate::patch::apply(&json_of(&current), &operations, &fixed)?;
-            if Json::Object(patched.clone()).to_string().len() > MAX_DOCUMENT {
-                return Err(too_large());
-            }
-            let entity = self.entity(&partition, id, Some(current.timestamp), &patched);
-            let expected = Expected::Version(current.timestamp);
-            let change = Change {
-                key: key(&partition, id),
-                expected,
-                write: Some(entity.clone()),
-            };
-            match self.commit_documents(&table, &[change]).await {
-                Ok(()) => {
-                    return Ok(Done::of(
-                        StatusCode::OK,
-                        document_json(db, coll, &entity),
-                        Some(entity.timestamp),
-                    ));
+        let written = self
+            .change_existing(db, coll, &partition, id, if_match, |current| {
+                let seen = document_json(db, coll, current);
+                if !crate::sql::matches(predicate.as_ref(), &seen) {
+                    return Err(precondition_failed());
                 }
-                Err(Committed::Conflict) => continue,
-                Err(Committed::Failed(failure)) => return Err(failure),
-            }
-        }
-        Err(raced())
+                let patched = crate::patch::apply(&json_of(current), &operations, &fixed)?;
+                if Json::Object(patched.clone()).to_string().len() > MAX_DOCUMENT {
+                    return Err(too_large());
+                }
+                Ok(Some(patched))
+            })
+            .await?;
+        Ok(written_answer(db, coll, written))
     }
 
     async fn query(&self, db: &str, coll: &str, asked: &Asked<'_>) -> Result<Done, Failure> {
@@ -732,34 +709,12 @@ impl<T: Tables> Front<'_, T> {
             ));
         }
         let condition = self.condition(asked)?;
-        let table = documents_table(db, coll);
-        for _ in 0..RETRIES {
-            let current = self
-                .get(&table, &partition, id)
-                .await?
-                .ok_or_else(not_found)?;
-            if !holds(condition, Some(&current)) {
-                return Err(precondition_failed());
-            }
-            let entity = self.entity(&partition, id, Some(current.timestamp), &resource);
-            let change = Change {
-                key: key(&partition, id),
-                expected: Expected::Version(current.timestamp),
-                write: Some(entity.clone()),
-            };
-            match self.commit_documents(&table, &[change]).await {
-                Ok(()) => {
-                    return Ok(Done::of(
-                        StatusCode::OK,
-                        document_json(db, coll, &entity),
-                        Some(entity.timestamp),
-                    ));
-                }
-                Err(Committed::Conflict) => continue,
-                Err(Committed::Failed(failure)) => return Err(failure),
-            }
-        }
-        Err(raced())
+        let written = self
+            .change_existing(db, coll, &partition, id, condition, |_| {
+                Ok(Some(resource.clone()))
+            })
+            .await?;
+        Ok(written_answer(db, coll, written))
     }
 
     async fn delete(
@@ -772,30 +727,50 @@ impl<T: Tables> Front<'_, T> {
         let container = self.container(db, coll).await?;
         let partition = self.partition(&container, asked)?;
         let condition = self.condition(asked)?;
+        self.change_existing(db, coll, &partition, id, condition, |_| Ok(None))
+            .await?;
+        Ok(Done::empty(StatusCode::NO_CONTENT, None))
+    }
+
+    // Parts.
+
+    /// Changes the document `id`, which must be there and meet `condition`: `decide` makes
+    /// what it becomes of it as it is now (`None`: deleted), or refuses. Committed as a
+    /// compare-and-swap against the version read, and decided again when another write came
+    /// first. Answers what was written.
+    async fn change_existing(
+        &self,
+        db: &str,
+        coll: &str,
+        partition: &str,
+        id: &str,
+        condition: Condition,
+        decide: impl Fn(&Entity) -> Result<Option<Map<String, Json>>, Failure>,
+    ) -> Result<Option<Entity>, Failure> {
         let table = documents_table(db, coll);
         for _ in 0..RETRIES {
             let current = self
-                .get(&table, &partition, id)
+                .get(&table, partition, id)
                 .await?
                 .ok_or_else(not_found)?;
             if !holds(condition, Some(&current)) {
                 return Err(precondition_failed());
             }
+            let before = Some(current.timestamp);
+            let written = decide(&current)?.map(|json| self.entity(partition, id, before, &json));
             let change = Change {
-                key: key(&partition, id),
+                key: key(partition, id),
                 expected: Expected::Version(current.timestamp),
-                write: None,
+                write: written.clone(),
             };
             match self.commit_documents(&table, &[change]).await {
-                Ok(()) => return Ok(Done::empty(StatusCode::NO_CONTENT, None)),
+                Ok(()) => return Ok(written),
                 Err(Committed::Conflict) => continue,
                 Err(Committed::Failed(failure)) => return Err(failure),
             }
         }
         Err(raced())
     }
-
-    // Parts.
 
     /// The container's entry, or 404.
     pub(crate) async fn container(&self, db: &str, coll: &str) -> Result<Entity, Failure> {
@@ -967,6 +942,18 @@ pub(crate) fn holds(condition: Condition, current: Option<&Entity>) -> bool {
         (Condition::Any, found) => found.is_some(),
         (Condition::Version(wanted), Some(entity)) => wanted == Some(entity.timestamp),
         (Condition::Version(_), None) => false,
+    }
+}
+
+/// The answer to a replace or a patch: the document as written.
+fn written_answer(db: &str, coll: &str, written: Option<Entity>) -> Done {
+    match written {
+        Some(entity) => Done::of(
+            StatusCode::OK,
+            document_json(db, coll, &entity),
+            Some(entity.timestamp),
+        ),
+        None => Done::empty(StatusCode::NO_CONTENT, None),
     }
 }
 

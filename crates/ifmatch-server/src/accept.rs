@@ -117,26 +117,8 @@ pub(crate) type RequestBody = RateBody<Incoming, BodyWaits>;
 /// Serves HTTP/1 and HTTP/2 on `listener`, with the service `service_for` makes for each
 /// client's address, under `limits`, until `shutdown` completes; then the requests in flight
 /// may finish (up to 30 s).
-pub(crate) async fn serve_with<F, S, B>(
-    listener: TcpListener,
-    limits: Limits,
-    metrics: Arc<Metrics>,
-    shutdown: impl Future<Output = ()>,
-    service_for: F,
-) -> io::Result<()>
-where
-    F: Fn(SocketAddr) -> S,
-    S: hyper::service::Service<Request<RequestBody>, Response = Response<B>> + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    B: Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    serve_over(listener, None, limits, metrics, shutdown, service_for).await
-}
-
-/// [`serve_with`], over TLS when `tls` is given: each connection's handshake in its own task,
-/// within the header timeout.
+/// Over TLS when `tls` is given: each connection's handshake in its own task, within the
+/// header timeout.
 pub(crate) async fn serve_over<F, S, B>(
     listener: TcpListener,
     tls: Option<Arc<rustls::ServerConfig>>,
@@ -172,8 +154,9 @@ where
 {
     let answer = Arc::new(answer);
     let own = Arc::new(Metrics::default());
-    serve_with(
+    serve_over(
         listener,
+        None,
         Limits::default(),
         own,
         std::future::pending(),

@@ -248,7 +248,7 @@ pub async fn serve<V: VersionStore + Clone>(
     let served = proxy.metrics.served.clone();
     let proxy = Arc::new(proxy);
     let limits = passing_interim(limits);
-    let result = crate::accept::serve_with(listener, limits, served, shutdown, |client| {
+    let result = crate::accept::serve_over(listener, None, limits, served, shutdown, |client| {
         connection(&proxy, client)
     })
     .await;
