@@ -20,6 +20,8 @@ pub(crate) const MAX_VARIANTS: usize = 8;
 /// A resource the layer has seen since it last changed.
 #[derive(Debug)]
 pub(crate) struct Resource {
+    /// Its key, shared with the map that finds it: a read of a known resource needs no copy.
+    key: Arc<str>,
     /// The request headers that select a variant, sorted.
     vary: Vec<HeaderName>,
     /// The variants, oldest first.
@@ -53,21 +55,20 @@ pub(crate) struct Remembered {
 }
 
 impl Remembered {
-    /// The tag's field value and the length's, when `bytes` are the very bytes the tag was
-    /// hashed from, sent with the same `Content-Encoding`: a handler that answers with the
-    /// same `Bytes` again (same address and length; holding them keeps them immutable)
-    /// answers with the same content, and its tag is reused without hashing.
-    pub(crate) fn fields_of(
+    /// The tag's field value, when `bytes` are the very bytes the tag was hashed from, sent
+    /// with the same `Content-Encoding`: a handler that answers with the same `Bytes` again
+    /// (same address and length; holding them keeps them immutable) answers with the same
+    /// content, and its tag is reused without hashing.
+    pub(crate) fn etag_of(
         &self,
         bytes: &Bytes,
         coding: Option<&HeaderValue>,
-    ) -> Option<(HeaderValue, HeaderValue)> {
+    ) -> Option<HeaderValue> {
         let shown = self.shown.as_ref()?;
         let same = shown.bytes.as_ptr() == bytes.as_ptr()
             && shown.bytes.len() == bytes.len()
             && shown.coding.as_ref() == coding;
-        let etag = self.headers.get(header::ETAG).filter(|_| same)?;
-        Some((etag.clone(), shown.length.clone()))
+        same.then(|| shown.etag.clone())
     }
 }
 
@@ -76,8 +77,8 @@ impl Remembered {
 pub(crate) struct KeptBody {
     bytes: Bytes,
     coding: Option<HeaderValue>,
-    /// `Content-Length` of the bytes.
-    length: HeaderValue,
+    /// The `ETag` field hashed from them.
+    etag: HeaderValue,
     held: Arc<std::sync::atomic::AtomicU64>,
 }
 
@@ -91,6 +92,11 @@ impl Drop for KeptBody {
 }
 
 impl Resource {
+    /// Its key.
+    pub(crate) fn key(&self) -> &Arc<str> {
+        &self.key
+    }
+
     /// The request headers that select a variant.
     pub(crate) fn vary(&self) -> &[HeaderName] {
         &self.vary
@@ -125,7 +131,17 @@ impl Resource {
 
     /// The remembered variant that this request (its query and headers) selects.
     pub(crate) fn get(&self, query: &str, request: &HeaderMap) -> Option<Arc<Remembered>> {
-        let selector = self.selector(query, request);
+        self.get_known(query, request, has_credentials(request))
+    }
+
+    /// [`Resource::get`], for a request already known to carry credentials or not.
+    pub(crate) fn get_known(
+        &self,
+        query: &str,
+        request: &HeaderMap,
+        credentials: bool,
+    ) -> Option<Arc<Remembered>> {
+        let selector = self.selector(query, request, credentials);
         let variants = self.variants.lock().unwrap_or_else(PoisonError::into_inner);
         variants
             .iter()
@@ -155,7 +171,7 @@ impl Resource {
     }
 
     fn put(&self, query: &str, request: &HeaderMap, remembered: Remembered) {
-        let selector = self.selector(query, request);
+        let selector = self.selector(query, request, has_credentials(request));
         let mut selected_by = HeaderMap::new();
         for name in self.vary.iter().filter(|n| !CREDENTIALS.contains(n)) {
             for value in request.get_all(name) {
@@ -178,7 +194,7 @@ impl Resource {
     /// holds), so that no two different requests select the same variant; then the digest of
     /// the request's credentials, whatever `vary` says. The query is part of the variant, not
     /// of the key: a write to a path forgets every query of it.
-    fn selector(&self, query: &str, request: &HeaderMap) -> Vec<u8> {
+    fn selector(&self, query: &str, request: &HeaderMap, credentials: bool) -> Vec<u8> {
         let mut out = Vec::new();
         // 0x01 starts a query: no header value holds it. No query, no bytes: the usual
         // request (no query, no `Vary`, no credentials) selects with an empty, unallocated key.
@@ -190,7 +206,9 @@ impl Resource {
         for name in &self.vary {
             push_values(&mut out, request, name);
         }
-        out.extend_from_slice(&credentials(request));
+        if credentials {
+            out.extend_from_slice(&who(request));
+        }
         out
     }
 }
@@ -203,15 +221,17 @@ pub(crate) const CREDENTIALS: [HeaderName; 2] = [header::AUTHORIZATION, header::
 /// credentials is never replayed as a 304 to a request with other credentials, or none
 /// (RFC 9111 3.5 for `Authorization`, and the same care for `Cookie`). A digest, so the cache
 /// holds no secret.
-fn credentials(request: &HeaderMap) -> Vec<u8> {
-    if !CREDENTIALS.iter().any(|name| request.contains_key(name)) {
-        return Vec::new();
-    }
+fn who(request: &HeaderMap) -> Vec<u8> {
     let mut values = Vec::new();
     for name in &CREDENTIALS {
         push_values(&mut values, request, name);
     }
     strong_etag(&values).opaque().to_vec()
+}
+
+/// Whether the request carries credentials.
+fn has_credentials(request: &HeaderMap) -> bool {
+    CREDENTIALS.iter().any(|name| request.contains_key(name))
 }
 
 /// Appends the values of `name` in `request`, comma-joined and ended by a NUL.
@@ -246,7 +266,7 @@ struct Cell {
 
 #[derive(Debug)]
 struct Caches {
-    resources: crate::keyed::Map<String, Arc<Resource>>,
+    resources: crate::keyed::Map<Arc<str>, Arc<Resource>>,
 }
 
 /// The bytes of bodies the layer keeps to skip hashing them again.
@@ -330,15 +350,15 @@ impl ReadCache {
             Some(resource) if resource.vary == vary => resource.put(query, request, remembered),
             Some(_) => self.invalidate(key),
             None => {
+                let key: Arc<str> = Arc::from(key);
                 let resource = Resource {
+                    key: key.clone(),
                     vary,
                     variants: Mutex::new(Vec::new()),
                     stamp: Mutex::new(None),
                 };
                 resource.put(query, request, remembered);
-                self.caches()
-                    .resources
-                    .insert(key.to_owned(), Arc::new(resource));
+                self.caches().resources.insert(key, Arc::new(resource));
             }
         }
     }
@@ -351,7 +371,12 @@ impl ReadCache {
     /// `bytes`, sent with `coding`, to keep beside the tag hashed from them, if bodies are
     /// kept, these are worth a lookup, and the budget has room: bodies smaller than
     /// [`REUSE_MIN`] cost as much to hash as to look up.
-    pub(crate) fn keep(&self, bytes: &Bytes, coding: Option<&HeaderValue>) -> Option<KeptBody> {
+    pub(crate) fn keep(
+        &self,
+        bytes: &Bytes,
+        coding: Option<&HeaderValue>,
+        etag: &EntityTag,
+    ) -> Option<KeptBody> {
         use std::sync::atomic::Ordering::Relaxed;
         if bytes.len() < REUSE_MIN || !self.inner.keep_bodies.load(Relaxed) {
             return None;
@@ -364,7 +389,7 @@ impl ReadCache {
         Some(KeptBody {
             bytes: bytes.clone(),
             coding: coding.cloned(),
-            length: HeaderValue::from(bytes.len()),
+            etag: etag.to_header_value(),
             held: self.inner.held.clone(),
         })
     }
@@ -431,45 +456,48 @@ mod tests {
         let remembered = Remembered {
             etag: tag.clone(),
             headers,
-            shown: cache.keep(&body, None),
+            shown: cache.keep(&body, None, &tag),
         };
         assert_eq!(
-            remembered.fields_of(&body.clone(), None),
-            Some((tag.to_header_value(), HeaderValue::from(4096))),
+            remembered.etag_of(&body.clone(), None),
+            Some(tag.to_header_value()),
             "same bytes, same tag"
         );
         // Equal content elsewhere, or other content, is hashed again.
-        assert_eq!(
-            remembered.fields_of(&Bytes::from(body.to_vec()), None),
-            None
-        );
+        assert_eq!(remembered.etag_of(&Bytes::from(body.to_vec()), None), None);
         // A slice that starts at the same address but is shorter is other content.
-        assert_eq!(remembered.fields_of(&body.slice(..2048), None), None);
+        assert_eq!(remembered.etag_of(&body.slice(..2048), None), None);
         // The same bytes sent with a coding are another representation.
         let gzip = HeaderValue::from_static("gzip");
-        assert_eq!(remembered.fields_of(&body, Some(&gzip)), None);
+        assert_eq!(remembered.etag_of(&body, Some(&gzip)), None);
     }
 
     #[test]
     fn kept_bodies_stay_within_their_budget_and_give_it_back() {
         let cache = ReadCache::new(100, None);
         let big = Bytes::from(vec![0u8; (KEPT_BUDGET / 2) as usize]);
-        let first = cache.keep(&big, None).expect("room for one");
-        let second = cache.keep(&big, None).expect("room for two");
-        assert!(cache.keep(&big, None).is_none(), "no room for a third");
+        let tag = strong_etag(&big);
+        let first = cache.keep(&big, None, &tag).expect("room for one");
+        let second = cache.keep(&big, None, &tag).expect("room for two");
+        assert!(
+            cache.keep(&big, None, &tag).is_none(),
+            "no room for a third"
+        );
         drop(first);
         assert!(
-            cache.keep(&big, None).is_some(),
+            cache.keep(&big, None, &tag).is_some(),
             "room again once one is gone"
         );
         drop(second);
         assert!(
-            cache.keep(&Bytes::from_static(b"small"), None).is_none(),
+            cache
+                .keep(&Bytes::from_static(b"small"), None, &tag)
+                .is_none(),
             "too small to keep"
         );
         cache.keep_bodies(false);
         assert!(
-            cache.keep(&big, None).is_none(),
+            cache.keep(&big, None, &tag).is_none(),
             "not kept when told not to"
         );
     }

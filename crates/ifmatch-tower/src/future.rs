@@ -14,7 +14,7 @@ use crate::BoxError;
 use crate::body::ConditionalBody;
 use crate::cache::{ReadCache, Remembered, Resource};
 use crate::encoding::Mark;
-use crate::read::{Hashing, finish_read, hashing, tag};
+use crate::read::{Hashing, Shape, finish_read, shape, tag};
 
 /// What a read needs once the inner response arrives.
 #[derive(Debug)]
@@ -23,7 +23,7 @@ pub(crate) struct ReadContext {
     pub(crate) conditional: bool,
     /// The mark of the request's `Accept-Encoding`, for the tag it is sent.
     pub(crate) mark: Option<Mark>,
-    pub(crate) key: String,
+    pub(crate) key: Arc<str>,
     /// The request's query: it selects a variant of the key's resource.
     pub(crate) query: String,
     pub(crate) method: Method,
@@ -85,6 +85,8 @@ pin_project! {
             context: Option<ReadContext>,
             // Hashed only if the whole body is ready without a wait.
             if_ready: bool,
+            // Whether it has a `Content-Encoding`.
+            coded: bool,
         },
         Boxed { future: BoxedFuture<B, E> },
     }
@@ -144,7 +146,7 @@ where
                 StateProjection::Read { future, context } => {
                     let response = ready!(future.poll(cx))?;
                     let context = context.take().expect("polled after completion");
-                    let hashing = hashing(&response, context.hash_limit);
+                    let Shape { hashing, coded } = shape(&response, context.hash_limit);
                     if hashing == Hashing::No || (context.head && answered_as_head(&response)) {
                         let (parts, body) = response.into_parts();
                         return Poll::Ready(Ok(finish_read(
@@ -163,6 +165,7 @@ where
                         trailers: None,
                         context: Some(context),
                         if_ready: hashing == Hashing::IfReady,
+                        coded,
                     });
                 }
                 StateProjection::Buffering {
@@ -173,6 +176,7 @@ where
                     trailers,
                     context,
                     if_ready,
+                    coded,
                 } => {
                     let limit = context
                         .as_ref()
@@ -208,7 +212,7 @@ where
                             let context = context.take().expect("polled after completion");
                             let mut parts = parts.take().expect("polled after completion");
                             let body = ConditionalBody::full(bytes.clone(), trailers.take());
-                            let tagged = tag(&context, &mut parts, bytes);
+                            let tagged = tag(&context, &mut parts, bytes, *coded);
                             return Poll::Ready(Ok(finish_read(
                                 &context,
                                 parts,

@@ -2,6 +2,7 @@
 //! answer tagged, remembered, and checked against the request's conditions.
 
 use std::future::poll_fn;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
@@ -19,7 +20,7 @@ use crate::body::ConditionalBody;
 use crate::cache::{CREDENTIALS, Remembered, Resource, rememberable};
 use crate::encoding::{Mark, present};
 use crate::future::{ReadContext, ResponseFuture};
-use crate::service::{Conditional, Refusal, refusal, validators_of};
+use crate::service::{Conditional, Key, Refusal, refusal, validators_of};
 use crate::shared_cache::Kept;
 use crate::store::{VersionStore, absent};
 
@@ -27,7 +28,7 @@ impl<S, V> Conditional<S, V> {
     pub(crate) fn read<ReqBody, ResBody>(
         &mut self,
         mut request: Request<ReqBody>,
-        key: String,
+        key: Key,
         mark: Option<Mark>,
     ) -> ResponseFuture<S::Future, ResBody, S::Error>
     where
@@ -44,12 +45,18 @@ impl<S, V> Conditional<S, V> {
         }
         let headers = request.headers();
         let asks = Asks::of(headers);
-        let resource = self.shared.cache.resource(&key);
+        let key_text = key.of(&request);
+        let resource = self.shared.cache.resource(key_text);
+        let key = match &resource {
+            Some(resource) => resource.key().clone(),
+            None => Arc::from(key_text),
+        };
         // The short-circuit: If-None-Match alone decides (If-Match and If-Unmodified-Since come
         // first in RFC 9110 13.2.2, and only the inner service knows about those).
         let decided_by_inm = asks.if_none_match && !asks.if_match_or_unmodified;
         let query = request.uri().query().unwrap_or("");
-        let remembered = resource.as_ref().and_then(|r| r.get(query, headers));
+        let remembered =
+            (resource.as_ref()).and_then(|r| r.get_known(query, headers, asks.credentials));
         if decided_by_inm && let Some(remembered) = &remembered {
             let validators = Validators::etag(remembered.etag.clone());
             if evaluate(request.method(), headers, Target::Current(&validators))
@@ -230,7 +237,7 @@ where
         let remembered = Remembered {
             etag: etag.clone(),
             headers,
-            shown: bytes.and_then(|bytes| context.cache.keep(&bytes, coding)),
+            shown: bytes.and_then(|bytes| context.cache.keep(&bytes, coding, etag)),
         };
         context.cache.remember(
             &context.key,
@@ -403,21 +410,28 @@ pub(crate) fn tag(
     context: &ReadContext,
     parts: &mut http::response::Parts,
     bytes: Bytes,
+    coded: bool,
 ) -> Tagged {
-    let coding = parts.headers.get(header::CONTENT_ENCODING);
+    // The length goes as the body's exact size, which the server writes as `Content-Length`.
+    let coding = coded
+        .then(|| parts.headers.get(header::CONTENT_ENCODING))
+        .flatten();
     if let Some(remembered) = &context.remembered
-        && let Some((value, length)) = remembered.fields_of(&bytes, coding)
+        && let Some(value) = remembered.etag_of(&bytes, coding)
     {
         parts.headers.insert(header::ETAG, value);
-        parts.headers.insert(header::CONTENT_LENGTH, length);
         return Tagged::Reused;
     }
     let etag = crate::encoding::coded(strong_etag(&bytes), &parts.headers);
     parts.headers.insert(header::ETAG, etag.to_header_value());
-    parts
-        .headers
-        .insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
     Tagged::Hashed(etag, bytes)
+}
+
+/// How a response's body is to be hashed, and whether it has a `Content-Encoding`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Shape {
+    pub(crate) hashing: Hashing,
+    pub(crate) coded: bool,
 }
 
 /// How a response's body is to be hashed.
@@ -434,21 +448,29 @@ pub(crate) enum Hashing {
 }
 
 /// How a response is to be hashed: a 200 without an ETag, not known to be larger than the limit.
-pub(crate) fn hashing<B: Body>(response: &Response<B>, limit: usize) -> Hashing {
-    // Server-sent events are never held back, even for a moment.
-    let streams = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|t| t.as_bytes().starts_with(b"text/event-stream"));
-    if response.status() != StatusCode::OK
-        || response.headers().contains_key(header::ETAG)
-        || streams
-    {
-        return Hashing::No;
+pub(crate) fn shape<B: Body>(response: &Response<B>, limit: usize) -> Shape {
+    let no = Shape {
+        hashing: Hashing::No,
+        coded: false,
+    };
+    if response.status() != StatusCode::OK {
+        return no;
     }
-    match response.body().size_hint().exact() {
+    // One pass over the names (a response has few): already tagged, or server-sent events,
+    // which are never held back, even for a moment.
+    let mut coded = false;
+    for (name, value) in response.headers() {
+        if name == header::ETAG
+            || (name == header::CONTENT_TYPE && value.as_bytes().starts_with(b"text/event-stream"))
+        {
+            return no;
+        }
+        coded |= name == header::CONTENT_ENCODING;
+    }
+    let hashing = match response.body().size_hint().exact() {
         Some(len) if len <= limit as u64 => Hashing::Whole,
         Some(_) => Hashing::No,
         None => Hashing::IfReady,
-    }
+    };
+    Shape { hashing, coded }
 }

@@ -93,9 +93,13 @@ where
     fn call(&mut self, mut request: Request<ReqBody>) -> Self::Future {
         let skipped = (self.shared.config.skip.as_ref())
             .is_some_and(|skip| skip(request.uri(), request.headers()));
-        let key = (!skipped)
-            .then(|| (self.shared.config.key)(request.uri(), request.headers()))
-            .flatten();
+        let key = match () {
+            _ if skipped => None,
+            _ if self.shared.config.custom_key => {
+                (self.shared.config.key)(request.uri(), request.headers()).map(Key::Custom)
+            }
+            _ => Some(Key::Path),
+        };
         let Some(key) = key else {
             return ResponseFuture::passthrough(self.inner.call(request));
         };
@@ -114,6 +118,7 @@ where
                 let clone = self.inner.clone();
                 let inner = std::mem::replace(&mut self.inner, clone);
                 let shared = &self.shared;
+                let key = key.of(&request).to_owned();
                 // Boxed on purpose: a write awaits the backend's lock and version, perhaps a
                 // probe of the inner service, and the write itself; it already costs a lock
                 // and a round trip.
@@ -128,6 +133,22 @@ where
                 )))
             }
             _ => ResponseFuture::passthrough(self.inner.call(request)),
+        }
+    }
+}
+
+/// A request's resource key: the key function's, or the path (the default), read from the
+/// request where it is needed, so that a read of a known resource copies none.
+pub(crate) enum Key {
+    Custom(String),
+    Path,
+}
+
+impl Key {
+    pub(crate) fn of<'a, B>(&'a self, request: &'a Request<B>) -> &'a str {
+        match self {
+            Key::Custom(key) => key,
+            Key::Path => request.uri().path(),
         }
     }
 }
