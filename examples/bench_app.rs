@@ -1,8 +1,10 @@
 //! The app of the layer's load benchmark (`scripts/bench-tower`): one axum route answering a
 //! fixed 4 KiB body (a PUT of it stores nothing and answers 204), with the layer around the
-//! whole router when LAYER=on (every conditional write asks the GET route for the document) or
-//! LAYER=trusting (the layer judges writes by what it remembers, `every_change_passes_through`),
-//! and an ETag of the handler's own when HANDLER_ETAG=on. With DELAY_MS, the handler takes that long: waiting (DELAY_MODE=wait, the
+//! whole router: served as a service of its own when LAYER=service (the README's setup), as the
+//! fallback service of an outer router when LAYER=on; every conditional write asks the GET
+//! route for the document, or with LAYER=service-trusting / trusting the layer judges writes by
+//! what it remembers (`every_change_passes_through`). An ETag of the handler's own when
+//! HANDLER_ETAG=on. With DELAY_MS, the handler takes that long: waiting (DELAY_MODE=wait, the
 //! default, as for a database) or computing (DELAY_MODE=compute, as for rendering).
 //!
 //! For the caching proxy's benchmark (`scripts/bench-cache`), answers a shared cache may keep
@@ -36,10 +38,17 @@ async fn main() -> std::io::Result<()> {
     );
     let compute = std::env::var("DELAY_MODE").is_ok_and(|m| m == "compute");
     let mode = std::env::var("LAYER").unwrap_or_default();
+    // LAYER=service (and service-trusting): the layer around the router served as a service of
+    // its own (the README's setup, axum's way for a middleware before routing); LAYER=on (and
+    // trusting): the layer as the fallback service of an outer router, one router more.
+    let service = mode == "service" || mode == "service-trusting";
     let layer = mode == "on" || mode == "trusting";
-    // LAYER=service: the layer around the router served as a service of its own, without the
-    // outer router that `fallback_service` adds (axum's way for a middleware before routing).
-    let service = mode == "service";
+    let trusting = mode.ends_with("trusting");
+    let conditional = if trusting {
+        ConditionalLayer::new().every_change_passes_through()
+    } else {
+        ConditionalLayer::new()
+    };
     // With HANDLER_ETAG=on the handler names its own version: the layer never buffers or hashes.
     let handler_etag = std::env::var("HANDLER_ETAG").is_ok_and(|l| l == "on");
     let body = Bytes::from(
@@ -120,10 +129,6 @@ async fn main() -> std::io::Result<()> {
         .route("/cached/1m", get(cacheable(1 << 20, "\"c1m\"")))
         .route("/keys/{key}", get(cacheable(4096, "\"key\"")));
     if layer {
-        let mut conditional = ConditionalLayer::new();
-        if mode == "trusting" {
-            conditional = conditional.every_change_passes_through();
-        }
         app = Router::new().fallback_service(tower::Layer::layer(&conditional, app));
     }
     let listener = tokio::net::TcpListener::bind(&addr).await?;
@@ -140,7 +145,7 @@ async fn main() -> std::io::Result<()> {
         use axum::response::IntoResponse;
         let app = tower::ServiceBuilder::new()
             .map_response(IntoResponse::into_response)
-            .layer(ConditionalLayer::new())
+            .layer(conditional)
             .service(app);
         let app = axum::ServiceExt::<axum::extract::Request>::into_make_service(app);
         return axum::serve(listener, app).await;
