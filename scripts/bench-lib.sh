@@ -3,6 +3,9 @@
 #   check_rounds N              refuses fewer than 5 rounds (a median of fewer says little)
 #   free_port / wait_port PORT  a free loopback port; waits until something listens on it
 #   rps WRK_ARGS...             wrk's requests per second; fails on any error or non-2xx/3xx
+#   rps_cpu PID WRK_ARGS...     "RATE MICROSECONDS": rps's rate, and the CPU time (user and system)
+#                               process PID spent per request over the run: a cost that other
+#                               tenants' load, which moves a rate on a shared machine, moves less
 #   started PID                 stops that server when the script exits, also when it was started
 #                               inside $(...) (a subshell's array would be lost with it)
 #   ratio LABEL "A..." "B..." [DIGITS]
@@ -58,6 +61,21 @@ rps() {
     exit 1
   fi
   awk '/^Requests\/sec:/ {print $2}' <<<"$out"
+}
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+rps_cpu() {
+  local pid=$1 before after out; shift
+  before=$(cpu_ticks "$pid")
+  out=$("${wrk_prefix[@]}" wrk -t"$wrk_threads" -c"$wrk_connections" -d"${wrk_seconds}s" "$@")
+  after=$(cpu_ticks "$pid")
+  if grep -qE 'Socket errors|Non-2xx or 3xx' <<<"$out"; then
+    echo "$(basename "$0"): errors in a run: $out" >&2
+    exit 1
+  fi
+  awk -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" \
+    '/requests in/ {n = $1} /^Requests\/sec:/ {rate = $2} END {printf "%s %.3f\n", rate, ticks * 1e6 / hz / n}' <<<"$out"
 }
 
 ratio() {

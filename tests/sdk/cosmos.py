@@ -5,8 +5,7 @@ concurrency (read, replace with the _etag, a stale replace is 412 and changes no
 incrementing one counter with retries on 412 (an exact total), pages of a container's
 documents, bad input answered as Cosmos answers it, and a wrong key refused.
 
-Usage: cosmos.py CONNECTION_STRING [--no-change-feed]   (exits 1 on the first failed check;
-prints a tally; --no-change-feed leaves out the change feed, for a host that refuses it)
+Usage: cosmos.py CONNECTION_STRING   (exits 1 on the first failed check; prints a tally)
 """
 
 import sys
@@ -29,7 +28,7 @@ def status_of(call):
     return 0
 
 
-def main(connection_string, change_feed=True):
+def main(connection_string):
     client = CosmosClient.from_connection_string(connection_string)
     name = "db" + uuid.uuid4().hex[:8]
     database = client.create_database(name)
@@ -353,8 +352,7 @@ def main(connection_string, change_feed=True):
     )
 
     # The change feed: from the beginning, resumed from its token, from now.
-    if change_feed:
-        change_feed_checks(database)
+    change_feed_checks(database)
 
     # Bad input.
     bad_input_checks(database, carts)
@@ -417,4 +415,4 @@ def bad_input_checks(database, carts):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], change_feed="--no-change-feed" not in sys.argv[2:])
+    main(sys.argv[1])

@@ -132,9 +132,7 @@ fn is_cosmos_request(request: &HttpRequest) -> bool {
 }
 
 /// The Cosmos DB endpoint's answer: `ifmatch-cosmos`'s, over the same Durable Objects as the
-/// tables (each Cosmos container a table of names no table account reaches). Without the
-/// change feed: each request runs in an isolate of its own, none of which sees every write
-/// under way.
+/// tables (each Cosmos container a table of names no table account reaches).
 async fn cosmos(
     request: HttpRequest,
     env: &Env,
@@ -146,8 +144,7 @@ async fn cosmos(
         ifmatch_cosmos::Service::new(DurableTables::new(env.durable_object(TABLES)?), WorkersEnv)
             .with_accounts(&accounts)
             .with_anonymous_access(anonymous)
-            .with_https(https)
-            .without_change_feed();
+            .with_https(https);
     let (parts, body) = request.into_parts();
     let limited = http_body_util::Limited::new(body, ifmatch_cosmos::MAX_BODY);
     let answer = match http_body_util::BodyExt::collect(limited).await {

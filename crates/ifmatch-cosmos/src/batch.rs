@@ -83,17 +83,18 @@ impl<T: Tables> Front<'_, T> {
             if let Some(index) = failed {
                 return Ok(answer(db, coll, &outcomes, Some(index), operations.len()));
             }
-            let changes: Vec<Change> = now
+            let changes: Vec<(Change, Option<&Entity>)> = now
                 .iter()
                 .filter(|(id, after)| read.get(*id).map(version) != Some(version(after)))
-                .map(|(id, after)| Change {
-                    key: key(&partition, id),
-                    expected: read
-                        .get(id)
-                        .cloned()
-                        .flatten()
-                        .map_or(Expected::Absent, |e| Expected::Version(e.timestamp)),
-                    write: after.clone(),
+                .map(|(id, after)| {
+                    let before = read.get(id).and_then(Option::as_ref);
+                    let change = Change {
+                        key: key(&partition, id),
+                        expected: before
+                            .map_or(Expected::Absent, |e| Expected::Version(e.timestamp)),
+                        write: after.clone(),
+                    };
+                    (change, before)
                 })
                 .collect();
             if changes.is_empty() {

@@ -1,60 +1,37 @@
-//! The instants writes are made at: each later than every one before it (even when the
-//! system clock steps back), so an `_etag` never names two versions, and each pending until
-//! its commit is done, so the change feed never reads past a write that may still land
-//! before what it has read (it would skip it for good).
+//! The instants writes are made at: each later than every one this instance gave before (even
+//! when the system clock steps back) and than the version it replaces, so an `_etag` never
+//! names two versions of a document.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use ifmatch_table::DateTime;
 
-/// The instants given, and those whose writes are still under way.
+/// The last instant given.
 #[derive(Debug, Default)]
 pub struct Clock {
-    /// The last instant given, in ticks.
+    /// In ticks.
     last: AtomicI64,
-    /// The instants whose writes have not finished, with how many writes hold each.
-    pending: Mutex<BTreeMap<i64, u32>>,
-}
-
-/// An instant a write is made at; pending until dropped, which a write does once its commit
-/// has applied or failed.
-#[derive(Debug)]
-pub struct Stamped {
-    /// The instant.
-    pub at: DateTime,
-    clock: Arc<Clock>,
 }
 
 impl Clock {
-    /// An instant later than `before`, than every instant given before, and not before
-    /// `now`; pending until the [`Stamped`] is dropped.
-    pub fn stamp(self: &Arc<Self>, now: SystemTime, before: Option<DateTime>) -> Stamped {
+    /// An instant later than `before`, than every instant given before, and not before `now`.
+    pub fn stamp(&self, now: SystemTime, before: Option<DateTime>) -> DateTime {
         let since = now.duration_since(UNIX_EPOCH).unwrap_or_default();
         let now = DateTime::from_unix(since.as_secs() as i64, since.subsec_nanos()).ticks();
         let floor = before.map_or(i64::MIN, |b| b.ticks().saturating_add(1));
-        // Taken under the lock, so that no reader sees a later instant settled while this
-        // one is not yet pending.
-        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
-        let last = self.last.load(Ordering::Relaxed);
-        let next = now.max(last + 1).max(floor);
-        self.last.store(next, Ordering::Relaxed);
-        *pending.entry(next).or_default() += 1;
-        Stamped {
-            at: DateTime::from_ticks(next),
-            clock: self.clone(),
-        }
-    }
-
-    /// The instant below which every write has finished: the earliest pending one, or the
-    /// one after the last given.
-    pub fn horizon(&self) -> i64 {
-        let pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
-        match pending.keys().next() {
-            Some(earliest) => *earliest,
-            None => self.last.load(Ordering::Relaxed) + 1,
+        let mut last = self.last.load(Ordering::Relaxed);
+        loop {
+            let next = now.max(last + 1).max(floor);
+            match (self.last).compare_exchange_weak(
+                last,
+                next,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return DateTime::from_ticks(next),
+                Err(seen) => last = seen,
+            }
         }
     }
 
@@ -64,44 +41,26 @@ impl Clock {
     }
 }
 
-impl Drop for Stamped {
-    fn drop(&mut self) {
-        let mut pending = (self.clock.pending)
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let ticks = self.at.ticks();
-        if let Some(count) = pending.get_mut(&ticks) {
-            *count -= 1;
-            if *count == 0 {
-                pending.remove(&ticks);
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn instants_rise_and_the_horizon_waits_for_pending_writes() {
-        let clock = Arc::new(Clock::default());
+    fn instants_rise_even_when_the_clock_steps_back() {
+        let clock = Clock::default();
         let now = SystemTime::now();
         let a = clock.stamp(now, None);
         let b = clock.stamp(now, None);
-        assert!(b.at > a.at);
-        let c = clock.stamp(now - std::time::Duration::from_secs(60), Some(b.at));
+        assert!(b > a);
+        let c = clock.stamp(now - std::time::Duration::from_secs(60), None);
         assert!(
-            c.at > b.at,
+            c > b,
             "a clock stepped back gives a later instant all the same"
         );
-        assert_eq!(clock.horizon(), a.at.ticks());
-        drop(a);
-        assert_eq!(clock.horizon(), b.at.ticks());
-        drop(c);
-        assert_eq!(clock.horizon(), b.at.ticks(), "b is still pending");
-        let last = clock.last();
-        drop(b);
-        assert_eq!(clock.horizon(), last + 1);
+        let far = DateTime::from_ticks(c.ticks() + 1_000_000);
+        assert!(
+            clock.stamp(now, Some(far)) > far,
+            "later than the version it replaces"
+        );
     }
 }

@@ -1,19 +1,56 @@
 //! Where the change feed lives in a container's table: the partition `~feed` (no partition
-//! key's JSON starts with `~`, so it sorts after every document), one entry per document,
-//! keyed by the instant of its version. The front moves an entry in the same commit that
-//! writes its document; queries and feeds of documents stop where the entries start.
+//! key's JSON starts with `~`, so it sorts after every document), one entry per document, keyed
+//! by a number the container's counter gives, in commit order.
+//!
+//! The counter is an entity of the same partition (row key `""`, before every entry), and every
+//! commit that writes documents also moves it from the number it read to the numbers it gives,
+//! as one more compare-and-swap of the same atomic commit. So numbers are given in the order
+//! commits land, on every backend and across every instance that writes the container: a
+//! reader that has seen entry `n` has seen every entry below it, and one that resumes after `n`
+//! misses no change. A document holds the number of its entry (`~feed`), so the commit that
+//! replaces or deletes it removes that entry: the feed keeps one entry per document.
 
-use ifmatch_table::Entity;
+use std::time::UNIX_EPOCH;
+
+use http::StatusCode;
+use ifmatch_table::{
+    Change, DateTime, Entity, EntityKey, Expected, Scan, TableError, Tables, Value,
+};
+use serde_json::{Value as Json, json};
+
+use crate::document;
+use crate::failure::{Failure, bad_request, not_found};
+use crate::front::{
+    Asked, Committed, Done, Front, RETRIES, backend, document_json, documents_table, page_size,
+    raced, rid,
+};
 
 /// The partition of a documents' table that holds the change feed.
 pub(crate) const FEED: &str = "~feed";
 
-/// The change feed's key of a version written at `ticks`: ordered as the instants are.
-pub(crate) fn feed_key(ticks: i64) -> String {
-    format!("{ticks:020}")
+/// The property of a document that holds the number of its feed entry, and of the counter
+/// that holds the last number given.
+pub(crate) const NUMBER: &str = "~feed";
+
+/// The counter's key.
+pub(crate) fn counter_key() -> EntityKey {
+    (FEED.to_owned(), String::new())
 }
 
-/// Whether `entity` is a change feed entry, not a document.
+/// The key of the feed entry numbered `number`: ordered as the numbers are.
+pub(crate) fn entry_key(number: i64) -> String {
+    format!("{number:020}")
+}
+
+/// The number an entity holds: a document's entry, or the counter's last number given.
+pub(crate) fn number_of(entity: &Entity) -> Option<i64> {
+    match entity.properties.get(NUMBER) {
+        Some(Value::Int64(number)) => Some(*number),
+        _ => None,
+    }
+}
+
+/// Whether `entity` is a change feed entry (or its counter), not a document.
 pub(crate) fn is_feed(entity: &Entity) -> bool {
     entity.partition_key == FEED
 }
@@ -27,5 +64,222 @@ pub(crate) fn documents_only(chunk: &mut Vec<Entity>) -> bool {
             true
         }
         None => false,
+    }
+}
+
+impl<T: Tables> Front<'_, T> {
+    /// The change feed: the documents written since the position `If-None-Match` names
+    /// (none: from the beginning; `*`: from now; else the `etag` of an earlier page), each
+    /// in its latest version, in the order their commits landed; 304 when none is.
+    pub(crate) async fn changes(
+        &self,
+        db: &str,
+        coll: &str,
+        asked: &Asked<'_>,
+    ) -> Result<Done, Failure> {
+        self.container(db, coll).await?;
+        // The SDKs scope a feed to a partition key by a range of effective partition keys
+        // (its hash): a point range, both ends the key's.
+        let range = match (asked.header("x-ms-start-epk"), asked.header("x-ms-end-epk")) {
+            (Some(start), Some(end)) => {
+                Some((start.to_ascii_uppercase(), end.to_ascii_uppercase()))
+            }
+            (None, None) => None,
+            _ => {
+                return Err(bad_request(
+                    "x-ms-start-epk and x-ms-end-epk come together.",
+                ));
+            }
+        };
+        let in_range = |stored: &str| {
+            let Some((start, end)) = &range else {
+                return true;
+            };
+            let value: Json = serde_json::from_str(stored).unwrap_or(Json::Null);
+            let key = crate::hashed_key::effective(&value);
+            key >= *start && (key < *end || (start == end && key == *end))
+        };
+        let table = documents_table(db, coll);
+        // Documents written before `since` are not news (a start from a point in time).
+        let mut since = None;
+        let after = match asked.header("if-none-match").map(str::trim) {
+            None => {
+                if let Some(date) = asked.header("if-modified-since") {
+                    let date = httpdate::parse_http_date(date)
+                        .map_err(|_| bad_request("If-Modified-Since is not an HTTP date."))?;
+                    let date = date.duration_since(UNIX_EPOCH).unwrap_or_default();
+                    since = Some(DateTime::from_unix(date.as_secs() as i64, 0));
+                }
+                0
+            }
+            Some("*") => self.last_number(&table).await?,
+            Some(tag) => tag.trim_matches('"').parse::<i64>().map_err(|_| {
+                bad_request("The change feed's If-None-Match is *, or an etag of the feed.")
+            })?,
+        };
+        let partition = match asked.header("x-ms-documentdb-partitionkey") {
+            Some(header) => Some(document::stored_key(&document::key_of_header(header)?)?),
+            None => None,
+        };
+        let size = page_size(asked)?;
+        let mut position = after;
+        let mut documents = Vec::new();
+        'pages: loop {
+            let from = entry_key(position + 1);
+            let scan = Scan {
+                from: Some((FEED, &from)),
+                partition: Some(FEED),
+                limit: size,
+            };
+            let entries = match self.tables.scan(&table, scan).await {
+                Ok(entries) => entries,
+                Err(TableError::TableNotFound(_)) => Vec::new(),
+                Err(error) => return Err(backend(error)),
+            };
+            let full = entries.len() == size;
+            for entry in &entries {
+                let Ok(number) = entry.row_key.parse::<i64>() else {
+                    continue;
+                };
+                position = number;
+                let text = |name: &str| match entry.properties.get(name) {
+                    Some(Value::String(s)) => s.clone(),
+                    _ => String::new(),
+                };
+                let pk = text("pk");
+                if partition.as_ref().is_some_and(|p| *p != pk)
+                    || !in_range(&pk)
+                    || since.is_some_and(|since| entry.timestamp < since)
+                {
+                    continue;
+                }
+                // The entry is the document's latest (a later write would have moved it), but
+                // the document is read again: it may have been written since the scan.
+                if let Some(doc) = self.get(&table, &pk, &text("id")).await?
+                    && number_of(&doc) == Some(number)
+                {
+                    documents.push(document_json(db, coll, &doc));
+                    if documents.len() == size {
+                        break 'pages;
+                    }
+                }
+            }
+            if !full {
+                break;
+            }
+        }
+        let etag = Some(format!("\"{position}\""));
+        if documents.is_empty() {
+            let mut done = Done::empty(StatusCode::NOT_MODIFIED, None);
+            done.etag = etag;
+            return Ok(done);
+        }
+        let count = documents.len();
+        let mut done = Done::of(
+            StatusCode::OK,
+            json!({ "_rid": rid(&[db, coll]), "Documents": documents, "_count": count }),
+            None,
+        );
+        done.etag = etag;
+        done.count = Some(count);
+        Ok(done)
+    }
+
+    /// The last number the counter of `table` gave (0: none yet).
+    async fn last_number(&self, table: &str) -> Result<i64, Failure> {
+        let counter = self.get(table, FEED, "").await?;
+        Ok(counter.as_ref().and_then(number_of).unwrap_or(0))
+    }
+
+    /// Commits changes to documents, each with what it replaces (`None`: nothing), with the
+    /// change feed's entries: each document written gets the next number of the counter and an
+    /// entry under it, each document replaced or deleted loses its entry, and the counter moves,
+    /// all in the one commit. Another instance's commit that took the counter's numbers first
+    /// makes this one start over (the documents' own checks still decide); on this instance the
+    /// commits of a container take turns, so they never race for the counter.
+    pub(crate) async fn commit_documents(
+        &self,
+        table: &str,
+        changes: &[(Change, Option<&Entity>)],
+    ) -> Result<(), Committed> {
+        let _turn = self.turns.take(table).await;
+        for _ in 0..RETRIES {
+            let counter = self.get(table, FEED, "").await.map_err(Committed::Failed)?;
+            let last = counter.as_ref().and_then(number_of).unwrap_or(0);
+            let mut all = Vec::with_capacity(changes.len() * 3 + 1);
+            let mut number = last;
+            let mut entries = Vec::new();
+            for (change, before) in changes {
+                let mut change = change.clone();
+                if let Some(old) = before.and_then(number_of) {
+                    entries.push(Change {
+                        key: (FEED.to_owned(), entry_key(old)),
+                        expected: Expected::Anything,
+                        write: None,
+                    });
+                }
+                if let Some(entity) = &mut change.write {
+                    number += 1;
+                    entity
+                        .properties
+                        .insert(NUMBER.to_owned(), Value::Int64(number));
+                    let names = [
+                        ("pk", Value::String(entity.partition_key.clone())),
+                        ("id", Value::String(entity.row_key.clone())),
+                    ];
+                    let key = entry_key(number);
+                    entries.push(Change {
+                        key: (FEED.to_owned(), key.clone()),
+                        expected: Expected::Absent,
+                        write: Some(Entity::new(FEED, &key, entity.timestamp, names)),
+                    });
+                }
+                all.push(change);
+            }
+            // The counter comes after the documents, so that a conflict of both is the
+            // documents' (`Conflict` names the first change that failed).
+            let documents = all.len();
+            let at = (self.clock).stamp(self.now, counter.as_ref().map(|c| c.timestamp));
+            all.push(Change {
+                key: counter_key(),
+                expected: counter
+                    .as_ref()
+                    .map_or(Expected::Absent, |c| Expected::Version(c.timestamp)),
+                write: Some(Entity::new(FEED, "", at, [(NUMBER, Value::Int64(number))])),
+            });
+            all.extend(entries);
+            return match self.tables.commit(table, &all).await {
+                Ok(()) => Ok(()),
+                Err(TableError::Conflict { index, .. }) if index == documents => continue,
+                Err(TableError::Conflict { .. }) => Err(Committed::Conflict),
+                Err(TableError::TableNotFound(_)) => Err(Committed::Failed(not_found())),
+                Err(error) => Err(Committed::Failed(backend(error))),
+            };
+        }
+        Err(Committed::Failed(raced()))
+    }
+}
+
+/// Turns of this instance's commits to a container: one at a time per container (per stripe
+/// of containers), so that they take the counter's numbers one after the other instead of
+/// racing for them.
+#[derive(Debug)]
+pub struct Turns(Box<[futures_util::lock::Mutex<()>]>);
+
+impl Default for Turns {
+    fn default() -> Self {
+        Self(
+            (0..64)
+                .map(|_| futures_util::lock::Mutex::new(()))
+                .collect(),
+        )
+    }
+}
+
+impl Turns {
+    async fn take(&self, table: &str) -> futures_util::lock::MutexGuard<'_, ()> {
+        use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(table);
+        self.0[(hash % self.0.len() as u64) as usize].lock().await
     }
 }

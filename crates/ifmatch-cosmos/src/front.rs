@@ -9,7 +9,7 @@
 //! and `/` are in no id, so no name is two things. The change feed is a partition of that table
 //! (see `feed.rs`), moved by the same commit that writes a document.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use http::{HeaderMap, Method, StatusCode};
@@ -19,12 +19,12 @@ use ifmatch_table::{
 use serde_json::{Map, Value as Json, json};
 
 use crate::address::Address;
-use crate::clock::{Clock, Stamped};
+use crate::clock::Clock;
 use crate::document::{self, MAX_DOCUMENT};
 use crate::failure::{
     Answer, Failure, bad_request, conflict, failure, not_found, precondition_failed, unavailable,
 };
-use crate::feed::{self, FEED, feed_key};
+use crate::feed::{self, Turns};
 
 const DATABASES: &str = "#dbs";
 const CONTAINERS: &str = "#colls";
@@ -71,9 +71,8 @@ pub struct Front<'a, T> {
     pub now: SystemTime,
     /// The account's endpoint, as the client reached it (`http://host:port/`).
     pub endpoint: &'a str,
-    /// The instants this request's writes were made at: pending until the request is done
-    /// (the front is dropped), after every commit it made.
-    pub held: Mutex<Vec<Stamped>>,
+    /// This instance's turns to commit to a container.
+    pub turns: &'a Turns,
 }
 
 /// What a successful operation answers: its status, its body, and the version it wrote or
@@ -100,7 +99,7 @@ impl Done {
         }
     }
 
-    fn empty(status: StatusCode, at: Option<DateTime>) -> Self {
+    pub(crate) fn empty(status: StatusCode, at: Option<DateTime>) -> Self {
         Self {
             status,
             body: None,
@@ -412,117 +411,6 @@ impl<T: Tables> Front<'_, T> {
         Ok(done)
     }
 
-    /// The change feed: the documents written since the position `If-None-Match` names
-    /// (none: from the beginning; `*`: from now; else the `etag` of an earlier page), each
-    /// in its latest version, in the order they were written; 304 when none is. It reads no
-    /// further than the earliest write still under way, so a write that commits after a page
-    /// was read is never behind that page's position.
-    async fn changes(&self, db: &str, coll: &str, asked: &Asked<'_>) -> Result<Done, Failure> {
-        self.container(db, coll).await?;
-        // The SDKs scope a feed to a partition key by a range of effective partition keys
-        // (its hash): a point range, both ends the key's.
-        let range = match (asked.header("x-ms-start-epk"), asked.header("x-ms-end-epk")) {
-            (Some(start), Some(end)) => {
-                Some((start.to_ascii_uppercase(), end.to_ascii_uppercase()))
-            }
-            (None, None) => None,
-            _ => {
-                return Err(bad_request(
-                    "x-ms-start-epk and x-ms-end-epk come together.",
-                ));
-            }
-        };
-        let in_range = |stored: &str| {
-            let Some((start, end)) = &range else {
-                return true;
-            };
-            let value: Json = serde_json::from_str(stored).unwrap_or(Json::Null);
-            let key = crate::hashed_key::effective(&value);
-            key >= *start && (key < *end || (start == end && key == *end))
-        };
-        let horizon = self.clock.horizon();
-        let after = match asked.header("if-none-match").map(str::trim) {
-            None => match asked
-                .header("if-modified-since")
-                .map(httpdate::parse_http_date)
-            {
-                None => 0,
-                Some(Ok(since)) => {
-                    let since = since
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .unwrap_or_default();
-                    DateTime::from_unix(since.as_secs() as i64, 0).ticks() - 1
-                }
-                Some(Err(_)) => return Err(bad_request("If-Modified-Since is not an HTTP date.")),
-            },
-            Some("*") => horizon - 1,
-            Some(tag) => tag.trim_matches('"').parse::<i64>().map_err(|_| {
-                bad_request("The change feed's If-None-Match is *, or an etag of the feed.")
-            })?,
-        };
-        let partition = match asked.header("x-ms-documentdb-partitionkey") {
-            Some(header) => Some(document::stored_key(&document::key_of_header(header)?)?),
-            None => None,
-        };
-        let size = page_size(asked)?;
-        let table = documents_table(db, coll);
-        let mut position = after;
-        let mut documents = Vec::new();
-        'pages: loop {
-            let from = feed_key(position + 1);
-            let scan = Scan {
-                from: Some((FEED, &from)),
-                partition: Some(FEED),
-                limit: size,
-            };
-            let entries = match self.tables.scan(&table, scan).await {
-                Ok(entries) => entries,
-                Err(TableError::TableNotFound(_)) => Vec::new(),
-                Err(error) => return Err(backend(error)),
-            };
-            let full = entries.len() == size;
-            for entry in &entries {
-                let ticks = entry.timestamp.ticks();
-                if ticks >= horizon {
-                    break 'pages;
-                }
-                position = ticks;
-                let text = |name: &str| match entry.properties.get(name) {
-                    Some(Value::String(s)) => s.clone(),
-                    _ => String::new(),
-                };
-                let pk = text("pk");
-                if partition.as_ref().is_some_and(|p| *p != pk) || !in_range(&pk) {
-                    continue;
-                }
-                if let Some(doc) = self.get(&table, &pk, &text("id")).await? {
-                    documents.push(document_json(db, coll, &doc));
-                    if documents.len() == size {
-                        break 'pages;
-                    }
-                }
-            }
-            if !full {
-                break;
-            }
-        }
-        let etag = Some(format!("\"{position}\""));
-        if documents.is_empty() {
-            let mut done = Done::empty(StatusCode::NOT_MODIFIED, None);
-            done.etag = etag;
-            return Ok(done);
-        }
-        let count = documents.len();
-        let mut done = Done::of(
-            StatusCode::OK,
-            json!({ "_rid": rid(&[db, coll]), "Documents": documents, "_count": count }),
-            None,
-        );
-        done.etag = etag;
-        done.count = Some(count);
-        Ok(done)
-    }
-
     async fn create_document(
         &self,
         db: &str,
@@ -561,7 +449,10 @@ impl<T: Tables> Front<'_, T> {
                 expected,
                 write: Some(entity.clone()),
             };
-            match self.commit_documents(&table, &[change]).await {
+            match self
+                .commit_documents(&table, &[(change, current.as_ref())])
+                .await
+            {
                 Ok(()) => {
                     let status = match current {
                         Some(_) => StatusCode::OK,
@@ -763,7 +654,7 @@ impl<T: Tables> Front<'_, T> {
                 expected: Expected::Version(current.timestamp),
                 write: written.clone(),
             };
-            match self.commit_documents(&table, &[change]).await {
+            match (self.commit_documents(&table, &[(change, Some(&current))])).await {
                 Ok(()) => return Ok(written),
                 Err(Committed::Conflict) => continue,
                 Err(Committed::Failed(failure)) => return Err(failure),
@@ -830,12 +721,7 @@ impl<T: Tables> Front<'_, T> {
         before: Option<DateTime>,
         resource: &Map<String, Json>,
     ) -> Entity {
-        let stamped = self.clock.stamp(self.now, before);
-        let at = stamped.at;
-        self.held
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(stamped);
+        let at = self.clock.stamp(self.now, before);
         let json = Json::Object(resource.clone()).to_string();
         Entity::new(partition, id, at, [(JSON, Value::String(json))])
     }
@@ -865,40 +751,6 @@ impl<T: Tables> Front<'_, T> {
             Err(TableError::TableNotFound(_)) => Ok(Vec::new()),
             Err(error) => Err(backend(error)),
         }
-    }
-
-    /// Commits changes to documents, with the change feed's entries: each document's
-    /// version has one, keyed by its instant, replaced with it in the same commit.
-    pub(crate) async fn commit_documents(
-        &self,
-        table: &str,
-        changes: &[Change],
-    ) -> Result<(), Committed> {
-        let mut all = changes.to_vec();
-        for change in changes {
-            if let Expected::Version(before) = change.expected {
-                let key = (FEED.to_owned(), feed_key(before.ticks()));
-                all.push(Change {
-                    key,
-                    expected: Expected::Anything,
-                    write: None,
-                });
-            }
-            if let Some(entity) = &change.write {
-                let key = (FEED.to_owned(), feed_key(entity.timestamp.ticks()));
-                let names = [
-                    ("pk", Value::String(entity.partition_key.clone())),
-                    ("id", Value::String(entity.row_key.clone())),
-                ];
-                let entry = Entity::new(&key.0, &key.1, entity.timestamp, names);
-                all.push(Change {
-                    key,
-                    expected: Expected::Absent,
-                    write: Some(entry),
-                });
-            }
-        }
-        self.commit(table, &all).await
     }
 
     pub(crate) async fn commit(&self, table: &str, changes: &[Change]) -> Result<(), Committed> {
@@ -976,7 +828,7 @@ fn plan(text: &str) -> Done {
 }
 
 /// The page size a feed or query asks for (`x-ms-max-item-count`; -1 or none: 100).
-fn page_size(asked: &Asked<'_>) -> Result<usize, Failure> {
+pub(crate) fn page_size(asked: &Asked<'_>) -> Result<usize, Failure> {
     match asked.header("x-ms-max-item-count").map(str::parse::<i64>) {
         None | Some(Ok(-1)) => Ok(100),
         Some(Ok(n)) if n > 0 => Ok((n as usize).min(MAX_PAGE)),
@@ -1057,7 +909,7 @@ pub(crate) fn document_json(db: &str, coll: &str, entity: &Entity) -> Json {
 }
 
 /// A short resource id of `names`, stable for them: base64 of an FNV-1a digest.
-fn rid(names: &[&str]) -> String {
+pub(crate) fn rid(names: &[&str]) -> String {
     use base64::Engine;
     let mut digest: u64 = 0xcbf2_9ce4_8422_2325;
     for byte in names.join("\0").bytes() {
@@ -1093,7 +945,7 @@ fn continuation_key(token: &str) -> Result<EntityKey, Failure> {
     }
 }
 
-fn backend(error: TableError) -> Failure {
+pub(crate) fn backend(error: TableError) -> Failure {
     unavailable(error)
 }
 

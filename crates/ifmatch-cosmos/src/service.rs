@@ -3,7 +3,7 @@
 //! account's tables; every answer stamped with Cosmos's headers (activity id, request
 //! charge, session token).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use http::{HeaderValue, header};
 use ifmatch_blob::{Account, Accounts, Env};
@@ -12,6 +12,7 @@ use ifmatch_table::{Scoped, Tables};
 use crate::address::{Address, Unknown};
 use crate::clock::Clock;
 use crate::failure::{Answer, Failure, bad_request, failure};
+use crate::feed::Turns;
 use crate::front::{Asked, Front, answer_of};
 
 /// The largest request body taken: a document of 2 MB and some room.
@@ -37,11 +38,10 @@ pub struct Service<T, E> {
     env: E,
     /// The instants writes are made at.
     clock: Arc<Clock>,
+    /// This instance's turns to commit to a container.
+    turns: Arc<Turns>,
     /// Whether clients reach it over HTTPS: the endpoint the account read names.
     https: bool,
-    /// Whether the change feed is served: only where every write of the endpoint goes through
-    /// this one [`Clock`] (one process), which is what keeps the feed from skipping a write.
-    change_feed: bool,
 }
 
 impl<T: Tables + Clone, E: Env> Service<T, E> {
@@ -55,8 +55,8 @@ impl<T: Tables + Clone, E: Env> Service<T, E> {
             anonymous: false,
             env,
             clock: Arc::default(),
+            turns: Arc::default(),
             https: false,
-            change_feed: true,
         }
     }
 
@@ -70,14 +70,6 @@ impl<T: Tables + Clone, E: Env> Service<T, E> {
     /// endpoint, so the SDKs stay on it).
     pub fn with_https(mut self, https: bool) -> Self {
         self.https = https;
-        self
-    }
-
-    /// Refuses the change feed (400, saying why): for a host whose requests are served by
-    /// many instances of the service, each with a clock of its own (a Worker's isolates), where
-    /// no instance knows every write still under way.
-    pub fn without_change_feed(mut self) -> Self {
-        self.change_feed = false;
         self
     }
 
@@ -138,19 +130,12 @@ impl<T: Tables + Clone, E: Env> Service<T, E> {
         let tables = Scoped::new(self.tables.clone(), &format!("~cosmos~{}", account.name()));
         let scheme = if self.https { "https" } else { "http" };
         let endpoint = format!("{scheme}://{host}/");
-        let feed = (parts.headers.get("a-im"))
-            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"incremental feed"));
-        if feed && !self.change_feed {
-            return Err(bad_request(
-                "The change feed is not served here: this host runs the endpoint in many instances, none of which sees every write under way, so a feed could skip one. Read it from `ifmatch serve`.",
-            ));
-        }
         let front = Front {
             tables: &tables,
             clock: &self.clock,
             now: self.env.now(),
             endpoint: &endpoint,
-            held: Mutex::default(),
+            turns: &self.turns,
         };
         let asked = Asked {
             method: &parts.method,
