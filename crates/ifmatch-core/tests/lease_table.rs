@@ -105,7 +105,7 @@ fn every_cell_of_the_transition_table() {
             [
                 ok(201, Leased, Some(b())),
                 e(LeaseAlreadyPresent),
-                // Issue 14: a breaking lease refuses every acquire with the code naming it.
+                // A breaking lease refuses every acquire with the code naming it, as Azure answers.
                 e(LeaseIsBreakingAndCannotBeAcquired),
                 ok(201, Leased, Some(b())),
                 ok(201, Leased, Some(b())),

@@ -64,7 +64,7 @@ impl Drop for Tmpfs {
     }
 }
 
-/// Point 1: a disk that fills up under 4 uploaders and a deleter never turns a 201 into lost
+/// A disk that fills up under 4 uploaders and a deleter never turns a 201 into lost
 /// or torn bytes: every acknowledged blob that was not deleted reads back whole, as a whole
 /// and by ranges, with the tag it was acknowledged with.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -335,7 +335,7 @@ async fn slowloris(addr: String, pace: Duration, patience: Duration) -> Option<D
     None
 }
 
-/// Point 2: a slowloris crowd three times larger than the connection cap cannot keep a
+/// A slowloris crowd three times larger than the connection cap cannot keep a
 /// well-behaved client out, and its connections are closed at the header timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slowloris_crowd_cannot_starve_a_well_behaved_client() {
@@ -380,8 +380,8 @@ async fn a_slowloris_crowd_cannot_starve_a_well_behaved_client() {
     assert_eq!(late, 0, "slow connections outlived the header timeout");
 }
 
-/// Point 2: an upload that stops sending is abandoned at the body timeout and leaves nothing;
-/// a client that leaves mid-upload leaves nothing either (point 6).
+/// An upload that stops sending is abandoned at the body timeout and leaves nothing;
+/// a client that leaves mid-upload leaves nothing either.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stalled_and_abandoned_uploads_leave_nothing() {
     let data = tempfile::tempdir().unwrap();
@@ -442,7 +442,7 @@ async fn stalled_and_abandoned_uploads_leave_nothing() {
     assert_eq!(files(&data.path().join("objects")), 0, "objects left");
 }
 
-/// Point 3: one damaged record is moved aside and named; the rest serves. `ifmatch check`
+/// One damaged record is moved aside and named; the rest serves. `ifmatch check`
 /// finds damaged records and objects that do not match their records, and exits 1; a read of
 /// a blob whose object is short answers 500, whole or by range, and the server stays up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -582,7 +582,7 @@ async fn damaged_files_are_named_and_the_rest_serves() {
     );
 }
 
-/// Point 4: a data directory remembers how it is used; a plain `serve` refuses the shared
+/// A data directory remembers how it is used; a plain `serve` refuses the shared
 /// directory of Redis-mode instances (it would take their objects for orphans), and the other
 /// way round, saying why.
 #[test]
@@ -636,7 +636,7 @@ fn a_data_directory_refuses_the_other_mode() {
     assert!(said.contains("Serve it without --backend"), "{said}");
 }
 
-/// Point 5: deleting a container while uploads stream into it answers 202, nothing is
+/// Deleting a container while uploads stream into it answers 202, nothing is
 /// committed into it afterwards, and every object is reclaimed at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_container_under_uploads_is_atomic_and_reclaims_everything() {
@@ -698,7 +698,7 @@ async fn deleting_a_container_under_uploads_is_atomic_and_reclaims_everything() 
     assert_eq!(files(&server.dir.path().join("tmp")), 0);
 }
 
-/// Point 6: objects no record names, older than the orphan age, are swept while the server
+/// Objects no record names, older than the orphan age, are swept while the server
 /// runs; younger ones and named ones stay.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn orphans_are_swept_while_serving_and_live_objects_stay() {
@@ -737,7 +737,7 @@ async fn orphans_are_swept_while_serving_and_live_objects_stay() {
     assert_eq!(files(&data.path().join("objects")), 1);
 }
 
-/// Point 7: HTTP/1.1 needs exactly one Host (RFC 9112 3.2); HTTP/1.0 may go without.
+/// HTTP/1.1 needs exactly one Host (RFC 9112 3.2); HTTP/1.0 may go without.
 #[tokio::test]
 async fn http_1_1_without_exactly_one_host_is_400() {
     let server = Server::start().await;

@@ -727,7 +727,7 @@ async fn sixty_four_clients_read_modify_write_through_the_proxy_without_a_lost_u
     );
 }
 
-/// Issue 16: the serving threads (each with its own runtime, listening socket and origin pool)
+/// The serving threads (each with its own runtime, listening socket and origin pool)
 /// share one cache: a revalidation on any new connection is answered from it, whichever thread
 /// the kernel hands the connection to.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,4 +1,4 @@
-//! The shared cache's disk tier through the real binary (issue 30, point 4): `ifmatch proxy
+//! The shared cache's disk tier through the real binary: `ifmatch proxy
 //! --cache-dir` killed with SIGKILL while it stores hundreds of answers comes back serving
 //! every answer it kept whole, byte for byte, without the origin, and fetches the rest again:
 //! no answer is ever served torn.

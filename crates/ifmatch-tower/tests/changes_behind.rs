@@ -1,4 +1,4 @@
-//! Issue 13, point 1: a change made behind the layer's back (a job, another service) never
+//! A change made behind the layer's back (a job, another service) never
 //! lets a write with the old tag through, once the application said so (`invalidate`) or once
 //! `time_to_live` has passed: both forget the version, not only the 304 cache. An axum app as
 //! the README builds it, over a real socket.

@@ -1,4 +1,4 @@
-//! Compression keeps strong tags honest (issue 13, point 10; issue 30, point 3): no two
+//! Compression keeps strong tags honest (RFC 9110 8.8.3: a strong tag names one byte sequence): no two
 //! different byte sequences ever leave with the same strong tag, revalidation and conditional
 //! writes work with the tag each client was shown, over a real socket with tower-http's
 //! `CompressionLayer` inside the layer (the default: the gzip bytes get their own tag,

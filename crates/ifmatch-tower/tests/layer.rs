@@ -594,8 +594,8 @@ fn services_and_futures_are_send_and_clone() {
     assert_clone::<ConditionalLayer>();
 }
 
-/// Issue 13, point 11: the layer's own refusals say what failed and what to do, and name no
-/// validator.
+/// The layer's own refusals say what failed and what to do, and name no validator (a client
+/// that may not read the resource learns nothing of it).
 #[tokio::test]
 async fn refusals_say_what_failed() {
     let store = Store::default();
@@ -620,7 +620,7 @@ async fn refusals_say_what_failed() {
     assert_eq!(store.writes.load(Ordering::SeqCst), 0);
 }
 
-/// Issue 13, point 11: a handle cloned before `time_to_live` or `cache_capacity` still
+/// A handle cloned before `time_to_live` or `cache_capacity` still
 /// invalidates the cache the services use.
 #[tokio::test]
 async fn a_handle_cloned_early_invalidates_the_cache_in_use() {

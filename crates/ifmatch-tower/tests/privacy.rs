@@ -1,4 +1,4 @@
-//! No cached answer reaches a user it was not made for (issue 13, point 5): the layer
+//! No cached answer reaches a user it was not made for (RFC 9111 3.5): the layer
 //! outermost with authentication inside it (the README's order) and the other way round, over
 //! a real socket, with `Authorization` and `Cookie`.
 

@@ -1,4 +1,4 @@
-//! Issue 13, point 7: a handler that serves ranges itself. Its 206 is not the representation:
+//! A handler that serves ranges itself. Its 206 is not the representation:
 //! the conditions are checked against the whole representation's tag (the handler's own, or the
 //! one the cache learned from a GET), never against a hash of the part.
 

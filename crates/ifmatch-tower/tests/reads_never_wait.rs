@@ -1,4 +1,4 @@
-//! Issue 13, point 9: only writes wait for a key's write lock. Sixteen concurrent first reads
+//! Only writes wait for a key's write lock (a read that waited would make the layer a queue). Sixteen concurrent first reads
 //! of one key run side by side, and a read while a write holds the lock is served at once.
 
 use std::convert::Infallible;

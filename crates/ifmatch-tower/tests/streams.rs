@@ -1,4 +1,4 @@
-//! Issue 13, point 8: a body that streams passes through at once, untagged: server-sent events
+//! A body that streams passes through at once, untagged: server-sent events
 //! reach the client as they are sent, and a slow stream's head is not held back. `skip` opts a
 //! route out without changing how other answers are remembered.
 

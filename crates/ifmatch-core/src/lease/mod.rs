@@ -304,8 +304,8 @@ impl Lease {
         let (lease, status) = match *action {
             LeaseAction::Acquire { id, duration } => match state {
                 // A breaking lease refuses every acquire with the code that names its state,
-                // whoever proposes (issue 14; the spec's table said `LeaseAlreadyPresent` for
-                // other ids).
+                // whoever proposes, as Azure answers (the spec's table said
+                // `LeaseAlreadyPresent` for other ids).
                 Breaking => return Err(LeaseIsBreakingAndCannotBeAcquired),
                 Leased if !held_by(id) => return Err(LeaseAlreadyPresent),
                 _ => (leased(id, duration, now_ms), StatusCode::CREATED),

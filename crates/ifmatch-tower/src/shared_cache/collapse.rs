@@ -176,8 +176,9 @@ mod tests {
         drop(lead);
         let started = std::time::Instant::now();
         assert!(wait(follower, Duration::from_secs(5)).await.is_none());
+        // Woken by the leader's end, well before its own 5 s limit (room for a loaded machine).
         assert!(
-            started.elapsed() < Duration::from_secs(1),
+            started.elapsed() < Duration::from_secs(4),
             "woken by the leader's end"
         );
         assert!(matches!(gates.turn("k"), Turn::Lead(_)));
@@ -198,7 +199,10 @@ mod tests {
         let started = std::time::Instant::now();
         let published = wait(follower, Duration::from_secs(5)).await;
         assert!(published.is_some_and(|p| Arc::ptr_eq(&p, &stored)));
-        assert!(started.elapsed() < Duration::from_secs(1), "no wait");
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "no wait for the 5 s limit"
+        );
         drop(lead);
     }
 }
