@@ -17,8 +17,7 @@ use ifmatch_core::EntityTag;
 
 use crate::{Block, Incoming, Record};
 
-/// A boxed error from a body or a backend.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub use ifmatch_core::BoxError;
 
 /// What a record is stored under.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -67,3 +67,7 @@ pub use hash::{EtagHasher, strong_etag};
 pub use header_list::header_list;
 pub use not_modified::not_modified_headers;
 pub use range::ByteRange;
+
+/// The error of a body or a service that may fail in any way: what `http-body` and `tower`
+/// users pass around, named once for every crate of ifmatch.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

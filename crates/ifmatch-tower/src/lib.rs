@@ -16,8 +16,7 @@ mod source;
 mod store;
 mod write;
 
-/// A boxed error.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub use ifmatch_core::BoxError;
 
 pub use body::ConditionalBody;
 pub use future::ResponseFuture;

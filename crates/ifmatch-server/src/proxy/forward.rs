@@ -27,7 +27,7 @@ use crate::accept::RequestBody;
 use crate::interim::InterimSender;
 use ifmatch_blob::FramePoll;
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use ifmatch_core::BoxError;
 
 /// The body of a request on its way to the origin: the client's, or none for the layer's own
 /// probe GETs. (A named type rather than a boxed body: no allocation, and no trait object whose

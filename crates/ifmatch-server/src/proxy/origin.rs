@@ -32,7 +32,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use super::forward::ProxyBody;
 use super::tls::Tls;
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use ifmatch_core::BoxError;
 
 /// How long a connection may stay idle before it is closed rather than used.
 pub(super) const IDLE: Duration = Duration::from_secs(90);

@@ -18,7 +18,7 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use http_body_util::combinators::UnsyncBoxBody;
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use ifmatch_core::BoxError;
 
 /// A body being stored, or stored.
 #[derive(Debug)]

@@ -34,7 +34,7 @@ use super::tee::{self, Tee};
 use super::{coding, language};
 use super::{received, unkeyed};
 
-pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub(crate) use ifmatch_core::BoxError;
 
 /// `Cache-Status` (RFC 9211): what the cache did with each answer.
 const CACHE_STATUS: HeaderName = HeaderName::from_static("cache-status");

@@ -144,7 +144,7 @@ mod tests {
     use http_body_util::{BodyExt, StreamBody};
     use std::sync::{Arc, Mutex};
 
-    type BoxError = Box<dyn std::error::Error + Send + Sync>;
+    use ifmatch_core::BoxError;
 
     fn body(
         parts: &[Result<&'static str, &'static str>],
