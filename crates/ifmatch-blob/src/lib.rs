@@ -52,6 +52,7 @@ mod metadata;
 mod operation;
 mod record;
 mod store;
+mod turns;
 
 pub use account::{Account, Accounts, DEV_ACCOUNT, DEV_KEY, Style};
 pub use body::{FramePoll, Incoming, ResponseBody};
@@ -66,3 +67,4 @@ pub use store::{
     BoxError, Env, Key, Objects, PutMode, Records, Scan, Staged, StoreError, check_len,
     share_by_copy,
 };
+pub use turns::Turns;

@@ -1,6 +1,5 @@
-//! Where the change feed lives in a container's table: the partition `~feed` (no partition
-//! key's JSON starts with `~`, so it sorts after every document), one entry per document, keyed
-//! by a number the container's counter gives, in commit order.
+//! The change feed: read in the order commits landed, and moved by every commit that writes
+//! documents (where it lives: `feed_entries.rs`).
 //!
 //! The counter is an entity of the same partition (row key `""`, before every entry), and every
 //! commit that writes documents also moves it from the number it read to the numbers it gives,
@@ -13,59 +12,16 @@
 use std::time::UNIX_EPOCH;
 
 use http::StatusCode;
-use ifmatch_table::{
-    Change, DateTime, Entity, EntityKey, Expected, Scan, TableError, Tables, Value,
-};
+use ifmatch_table::{Change, DateTime, Entity, Expected, Scan, TableError, Tables, Value};
 use serde_json::{Value as Json, json};
 
 use crate::document;
 use crate::failure::{Failure, bad_request, not_found};
+use crate::feed_entries::{FEED, NUMBER, counter_key, entry_key, number_of};
 use crate::front::{
     Asked, Committed, Done, Front, RETRIES, backend, document_json, documents_table, page_size,
     raced, rid,
 };
-
-/// The partition of a documents' table that holds the change feed.
-pub(crate) const FEED: &str = "~feed";
-
-/// The property of a document that holds the number of its feed entry, and of the counter
-/// that holds the last number given.
-pub(crate) const NUMBER: &str = "~feed";
-
-/// The counter's key.
-pub(crate) fn counter_key() -> EntityKey {
-    (FEED.to_owned(), String::new())
-}
-
-/// The key of the feed entry numbered `number`: ordered as the numbers are.
-pub(crate) fn entry_key(number: i64) -> String {
-    format!("{number:020}")
-}
-
-/// The number an entity holds: a document's entry, or the counter's last number given.
-pub(crate) fn number_of(entity: &Entity) -> Option<i64> {
-    match entity.properties.get(NUMBER) {
-        Some(Value::Int64(number)) => Some(*number),
-        _ => None,
-    }
-}
-
-/// Whether `entity` is a change feed entry (or its counter), not a document.
-pub(crate) fn is_feed(entity: &Entity) -> bool {
-    entity.partition_key == FEED
-}
-
-/// Drops the change feed's entries from a chunk read across partitions (they sort after every
-/// document); `true` when it reached them, and so the end of the documents.
-pub(crate) fn documents_only(chunk: &mut Vec<Entity>) -> bool {
-    match chunk.iter().position(is_feed) {
-        Some(first) => {
-            chunk.truncate(first);
-            true
-        }
-        None => false,
-    }
-}
 
 impl<T: Tables> Front<'_, T> {
     /// The change feed: the documents written since the position `If-None-Match` names
@@ -257,29 +213,5 @@ impl<T: Tables> Front<'_, T> {
             };
         }
         Err(Committed::Failed(raced()))
-    }
-}
-
-/// Turns of this instance's commits to a container: one at a time per container (per stripe
-/// of containers), so that they take the counter's numbers one after the other instead of
-/// racing for them.
-#[derive(Debug)]
-pub struct Turns(Box<[futures_util::lock::Mutex<()>]>);
-
-impl Default for Turns {
-    fn default() -> Self {
-        Self(
-            (0..64)
-                .map(|_| futures_util::lock::Mutex::new(()))
-                .collect(),
-        )
-    }
-}
-
-impl Turns {
-    async fn take(&self, table: &str) -> futures_util::lock::MutexGuard<'_, ()> {
-        use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
-        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(table);
-        self.0[(hash % self.0.len() as u64) as usize].lock().await
     }
 }

@@ -24,7 +24,8 @@ use crate::document::{self, MAX_DOCUMENT};
 use crate::failure::{
     Answer, Failure, bad_request, conflict, failure, not_found, precondition_failed, unavailable,
 };
-use crate::feed::{self, Turns};
+use crate::feed_entries;
+use ifmatch_blob::Turns;
 
 const DATABASES: &str = "#dbs";
 const CONTAINERS: &str = "#colls";
@@ -397,7 +398,7 @@ impl<T: Tables> Front<'_, T> {
             limit: limit + 1,
         };
         let mut found = self.tables.scan(&table, scan).await.map_err(backend)?;
-        let ended = feed::documents_only(&mut found);
+        let ended = feed_entries::documents_only(&mut found);
         let next = (!ended && found.len() > limit).then(|| found.remove(limit));
         let documents: Vec<Json> = found.iter().map(|e| document_json(db, coll, e)).collect();
         let count = documents.len();

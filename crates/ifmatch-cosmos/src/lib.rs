@@ -13,6 +13,7 @@ pub mod clock;
 pub mod document;
 pub mod failure;
 mod feed;
+mod feed_entries;
 pub mod front;
 pub mod hashed_key;
 pub mod patch;

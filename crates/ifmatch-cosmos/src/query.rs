@@ -14,7 +14,7 @@ use ifmatch_table::{Entity, Scan, TableError, Tables};
 use serde_json::{Value as Json, json};
 
 use crate::failure::{Failure, bad_request, unavailable};
-use crate::feed::documents_only;
+use crate::feed_entries::documents_only;
 use crate::sql::{Accumulator, Expr, Query, Select, compare_for_order};
 
 /// Documents read from the backend at a time.

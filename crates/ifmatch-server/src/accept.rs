@@ -3,15 +3,13 @@
 //! rate ([`crate::body_rate`]), and a cap on connections that sheds idle ones first (uploads
 //! waiting for their client among them).
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode, Version, header};
@@ -22,10 +20,10 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use pin_project_lite::pin_project;
 use tokio::net::TcpListener;
-use tokio::sync::Notify;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
-use crate::body_rate::{RateBody, Waiting};
+use crate::body_rate::RateBody;
+use crate::connections::{BodyWaits, InFlight, State, Table, reap};
 use crate::huge_length::HugeLength;
 use crate::interim::{Interim, InterimIo, Open};
 use crate::metrics::Metrics;
@@ -140,6 +138,19 @@ where
     let served = connections.accept(listener, shutdown, service_for).await;
     connections.close();
     served
+}
+
+/// Answers `GET /metrics` on `listener` with what `render` makes, and 404 to anything else,
+/// until dropped (aborted). The same limits on clients as the data listener.
+pub(crate) async fn serve_metrics_page(
+    listener: TcpListener,
+    render: impl Fn() -> String + Send + Sync + 'static,
+) -> io::Result<()> {
+    serve_aside(listener, move |method, target| {
+        let asked = method == http::Method::GET && target.path() == "/metrics";
+        crate::metrics::page_response(asked.then(&render))
+    })
+    .await
 }
 
 /// Serves a listener off the data path (`/metrics`, the admin's), under the default limits
@@ -303,9 +314,9 @@ impl Connections {
                     ended = served => if let Err(error) = ended {
                         tracing::debug!(%error, "connection ended with an error");
                     },
-                    () = state.close.notified() => {}
+                    () = state.close_asked() => {}
                 }
-                table.remove(state.id);
+                table.remove(&state);
                 metrics.connection_closed();
             });
         }
@@ -395,149 +406,6 @@ where
     first
 }
 
-/// The open connections.
-#[derive(Debug, Default)]
-struct Table {
-    open: Mutex<HashMap<u64, Arc<State>>>,
-    next: AtomicU64,
-}
-
-/// Milliseconds since the first call: the clock of idle times.
-fn now() -> u64 {
-    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-    START.get_or_init(Instant::now).elapsed().as_millis() as u64
-}
-
-/// One connection: how many requests it has in flight, since when it is idle, and how to
-/// close it.
-#[derive(Debug)]
-pub(crate) struct State {
-    id: u64,
-    in_flight: AtomicUsize,
-    /// When (see [`now`]) the last request ended, or the connection opened.
-    idle_since: AtomicU64,
-    /// How many of the requests in flight wait for their client to send more of the body.
-    waiting: AtomicUsize,
-    /// When (see [`now`]) the first of them started waiting.
-    waiting_since: AtomicU64,
-    close: Notify,
-}
-
-impl State {
-    /// Whether no request of this connection is in flight: what it reads next is a request's
-    /// head (or the rest of a refused body).
-    pub(crate) fn between_requests(&self) -> bool {
-        self.in_flight.load(Ordering::Acquire) == 0
-    }
-
-    /// Since when (see [`now`]) nothing is asked of this connection's client but its own
-    /// sending: no request in flight, or every one waiting for its body. `None` while the
-    /// server works on a request.
-    fn idle(&self) -> Option<u64> {
-        match self.in_flight.load(Ordering::Acquire) {
-            0 => Some(self.idle_since.load(Ordering::Relaxed)),
-            n if self.waiting.load(Ordering::Acquire) >= n => {
-                Some(self.waiting_since.load(Ordering::Relaxed))
-            }
-            _ => None,
-        }
-    }
-}
-
-/// Tells a connection when a request body of it waits for its client.
-#[derive(Debug)]
-pub(crate) struct BodyWaits(Arc<State>);
-
-impl Waiting for BodyWaits {
-    fn started(&self) {
-        if self.0.waiting.fetch_add(1, Ordering::AcqRel) == 0 {
-            self.0.waiting_since.store(now(), Ordering::Relaxed);
-        }
-    }
-
-    fn stopped(&self) {
-        self.0.waiting.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-impl Table {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<State>>> {
-        self.open.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn open(&self) -> Arc<State> {
-        let state = Arc::new(State {
-            id: self.next.fetch_add(1, Ordering::Relaxed),
-            in_flight: AtomicUsize::new(0),
-            idle_since: AtomicU64::new(now()),
-            waiting: AtomicUsize::new(0),
-            waiting_since: AtomicU64::new(0),
-            close: Notify::new(),
-        });
-        self.lock().insert(state.id, state.clone());
-        state
-    }
-
-    fn remove(&self, id: u64) {
-        self.lock().remove(&id);
-    }
-
-    /// Whether a new connection may open: below the cap, or after closing the connection
-    /// idle the longest (an upload waiting for its client is idle as a kept-alive connection
-    /// is: nothing is asked of the server).
-    fn make_room(&self, cap: usize) -> bool {
-        let mut open = self.lock();
-        if open.len() < cap {
-            return true;
-        }
-        let oldest = open
-            .values()
-            .filter_map(|s| Some((s.idle()?, s)))
-            .min_by_key(|(since, _)| *since)
-            .map(|(_, s)| s.clone());
-        let Some(oldest) = oldest else {
-            return false;
-        };
-        open.remove(&oldest.id);
-        oldest.close.notify_one();
-        true
-    }
-}
-
-/// Closes the connections idle for longer than `idle`.
-async fn reap(table: Arc<Table>, idle: Duration) {
-    let tick = (idle / 4).clamp(Duration::from_millis(100), Duration::from_secs(5));
-    let idle = idle.as_millis() as u64;
-    loop {
-        tokio::time::sleep(tick).await;
-        let now = now();
-        let stale: Vec<Arc<State>> = table
-            .lock()
-            .values()
-            .filter(|s| {
-                s.in_flight.load(Ordering::Acquire) == 0
-                    && now.saturating_sub(s.idle_since.load(Ordering::Relaxed)) >= idle
-            })
-            .cloned()
-            .collect();
-        for state in stale {
-            table.remove(state.id);
-            state.close.notify_one();
-        }
-    }
-}
-
-/// A request in flight on a connection, until its response body is done.
-#[derive(Debug)]
-pub(crate) struct InFlight(Arc<State>);
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.idle_since.store(now(), Ordering::Relaxed);
-        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
 /// The service of a connection: counts its requests in flight, refuses HTTP/1.1 requests
 /// without exactly one `Host` (RFC 9112 3.2), puts the body's rate floor on request bodies,
 /// and gives each HTTP/1.1 request a sender of interim responses.
@@ -569,11 +437,10 @@ where
                 response: Some(refused),
             };
         }
-        self.state.in_flight.fetch_add(1, Ordering::AcqRel);
-        let in_flight = InFlight(self.state.clone());
+        let in_flight = self.state.request_started();
         let (window, rate) = (self.limits.body_timeout, self.limits.min_body_rate);
         let floor = (rate.saturating_mul(window.as_secs())).max(1);
-        let waits = BodyWaits(self.state.clone());
+        let waits = self.state.body_waits();
         let mut request = request.map(|body| RateBody::new(body, window, floor, waits));
         let interim = self.limits.interim_responses && request.version() == Version::HTTP_11;
         let interim = interim.then(|| {

@@ -14,6 +14,7 @@
 mod accept;
 pub mod allocator;
 mod body_rate;
+mod connections;
 pub mod cosmos;
 mod drain;
 pub mod https;
@@ -320,18 +321,21 @@ where
         Some(address) => {
             let (metrics, front) = (metrics.clone(), served.front.clone());
             let listener = TcpListener::bind(address).await?;
-            Some(tokio::spawn(metrics::serve_page(listener, move || {
-                let mut page = String::new();
-                metrics.render(&mut page);
-                metrics::counter(
-                    &mut page,
-                    "ifmatch_cas_retries_total",
-                    "Compare-and-swap attempts that lost a race with a concurrent change and \
+            Some(tokio::spawn(accept::serve_metrics_page(
+                listener,
+                move || {
+                    let mut page = String::new();
+                    metrics.render(&mut page);
+                    metrics::counter(
+                        &mut page,
+                        "ifmatch_cas_retries_total",
+                        "Compare-and-swap attempts that lost a race with a concurrent change and \
                      started over.",
-                    front.cas_retries(),
-                );
-                page
-            })))
+                        front.cas_retries(),
+                    );
+                    page
+                },
+            )))
         }
         None => None,
     };

@@ -16,7 +16,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode};
 use http_body_util::Full;
-use tokio::net::TcpListener;
 
 /// The upper bounds of the latency histograms' buckets, in seconds.
 const BUCKETS: [f64; 12] = [
@@ -242,19 +241,6 @@ impl Metrics {
             counter(out, name, help, value.load(Ordering::Relaxed));
         }
     }
-}
-
-/// Answers `GET /metrics` on `listener` with what `render` makes, and 404 to anything else,
-/// until dropped (aborted). The same limits on clients as the data listener.
-pub(crate) async fn serve_page(
-    listener: TcpListener,
-    render: impl Fn() -> String + Send + Sync + 'static,
-) -> std::io::Result<()> {
-    crate::accept::serve_aside(listener, move |method, target| {
-        let asked = method == Method::GET && target.path() == "/metrics";
-        page_response(asked.then(&render))
-    })
-    .await
 }
 
 /// The metrics page, or 404 without one.

@@ -13,7 +13,8 @@ use ifmatch_core::{ByteRange, ErrorCode, strong_etag};
 use super::answers::{answer, insert_md5, insert_sha256, validator_headers};
 use super::failure::{Failure, Result};
 use super::gate::Asking;
-use super::swap::{MAX_ATTEMPTS, Step, committed, existing};
+use super::gate::{committed, existing};
+use super::swap::{MAX_ATTEMPTS, Step};
 use super::uploads::declared_len;
 use super::{Answered, Call};
 use super::{

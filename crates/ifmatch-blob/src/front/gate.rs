@@ -86,9 +86,20 @@ impl<'a> Asking<'a> {
     /// Put Block List), over `current` as the blob it replaces (none where only its name is
     /// held): the lease the new blob keeps.
     pub(super) fn replace(self, key: &Key, current: Option<&Record>) -> Result<Lease> {
-        let visible = super::swap::existing(key, current);
+        let visible = existing(key, current);
         Ok(self
             .gate(blob::Operation::Put, Access::Write, visible)?
             .lease)
     }
+}
+
+/// The record of a blob that exists: one with blocks staged and never committed is none yet.
+pub(super) fn committed(record: Option<std::sync::Arc<Record>>) -> Option<std::sync::Arc<Record>> {
+    record.filter(|r| r.content.is_some())
+}
+
+/// The record under `key` if what it describes exists: a blob record with staged blocks and
+/// no content is a blob that does not exist yet.
+pub(super) fn existing<'r>(key: &Key, record: Option<&'r Record>) -> Option<&'r Record> {
+    record.filter(|r| matches!(key, Key::Container(_)) || r.content.is_some())
 }

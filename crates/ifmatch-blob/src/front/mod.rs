@@ -68,7 +68,7 @@ pub struct Front<R, O, E> {
     /// Compare-and-swap attempts that lost a race and started over.
     retries: std::sync::atomic::AtomicU64,
     /// See [`Front::commit_turn`].
-    commits: Box<[futures_util::lock::Mutex<()>]>,
+    commits: crate::Turns,
 }
 
 /// What a handler answers: the resource the request names (a container's or a blob's key),
@@ -102,9 +102,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             accounts: Accounts::default(),
             anonymous: false,
             retries: std::sync::atomic::AtomicU64::new(0),
-            commits: (0..64)
-                .map(|_| futures_util::lock::Mutex::new(()))
-                .collect(),
+            commits: crate::Turns::default(),
         }
     }
 

@@ -8,7 +8,7 @@ use ifmatch_core::precondition::blob;
 
 use super::Front;
 use super::failure::{Failure, Result};
-use super::gate::Asking;
+use super::gate::{Asking, existing};
 use crate::Record;
 use crate::store::{Env, Key, Objects, PutMode, Records, StoreError};
 
@@ -207,10 +207,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// the winner committed) before its object costs the fsyncs. The compare-and-swap still
     /// decides; this only saves the work of writes that would lose it.
     pub(super) async fn commit_turn(&self, key: &Key) -> futures_util::lock::MutexGuard<'_, ()> {
-        use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
-        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(key);
-        let stripe = (hash % self.commits.len() as u64) as usize;
-        self.commits[stripe].lock().await
+        self.commits.take(key).await
     }
 
     /// A random first generation, so that a record deleted and created again never repeats a
@@ -218,15 +215,4 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     pub(super) fn fresh_generation(&self) -> u64 {
         self.env.random_uuid().as_u64_pair().0 >> 1
     }
-}
-
-/// The record of a blob that exists: one with blocks staged and never committed is none yet.
-pub(super) fn committed(record: Option<std::sync::Arc<Record>>) -> Option<std::sync::Arc<Record>> {
-    record.filter(|r| r.content.is_some())
-}
-
-/// The record under `key` if what it describes exists: a blob record with staged blocks and
-/// no content is a blob that does not exist yet.
-pub(super) fn existing<'r>(key: &Key, record: Option<&'r Record>) -> Option<&'r Record> {
-    record.filter(|r| matches!(key, Key::Container(_)) || r.content.is_some())
 }

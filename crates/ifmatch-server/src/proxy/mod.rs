@@ -23,6 +23,7 @@ mod forwarding;
 mod metrics;
 mod options;
 mod origin;
+mod proxy_body;
 mod tls;
 
 use std::convert::Infallible;
@@ -46,11 +47,12 @@ use tokio::net::TcpListener;
 use tower::{Layer, ServiceExt};
 
 use self::forward::{ClientAddr, FromOrigin};
-pub use self::forward::{Forward, ForwardBody, ProxyBody};
+pub use self::forward::{Forward, ForwardBody};
 pub use self::forwarding::{Peer, TrustedHops};
 pub use self::metrics::ProxyMetrics;
 pub use self::options::{ProxyError, ProxyOptions};
 pub use self::origin::OriginBody;
+pub use self::proxy_body::ProxyBody;
 use crate::accept::RequestBody;
 use crate::observe::ObserveLayer;
 
@@ -294,7 +296,7 @@ async fn pages<V>(proxy: &Proxy<V>) -> io::Result<Vec<tokio::task::JoinHandle<io
     if let Some(address) = proxy.metrics_listen {
         let metrics = proxy.metrics.clone();
         let listener = TcpListener::bind(address).await?;
-        let page = crate::metrics::serve_page(listener, move || metrics.render());
+        let page = crate::accept::serve_metrics_page(listener, move || metrics.render());
         pages.push(tokio::spawn(page));
     }
     if let Some(address) = proxy.admin_listen {

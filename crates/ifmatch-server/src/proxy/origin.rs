@@ -29,7 +29,7 @@ use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use super::forward::ProxyBody;
+use super::proxy_body::ProxyBody;
 use super::tls::Tls;
 
 use ifmatch_core::BoxError;

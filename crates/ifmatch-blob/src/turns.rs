@@ -1,0 +1,26 @@
+//! Turns of one instance's writes to a key: one at a time per key (per stripe of keys, so
+//! memory stays bounded whatever the keys), waited for without a runtime (the fronts run on
+//! tokio and in a Worker). They spare work that a compare-and-swap would refuse anyway; the
+//! compare-and-swap still decides, between instances too.
+
+use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher, Hash};
+
+use futures_util::lock::{Mutex, MutexGuard};
+
+/// The stripes of turns.
+#[derive(Debug)]
+pub struct Turns(Box<[Mutex<()>]>);
+
+impl Default for Turns {
+    fn default() -> Self {
+        Self((0..64).map(|_| Mutex::new(())).collect())
+    }
+}
+
+impl Turns {
+    /// Waits for this instance's turn at `key`, held until the guard drops.
+    pub async fn take(&self, key: &(impl Hash + ?Sized)) -> MutexGuard<'_, ()> {
+        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(key);
+        self.0[(hash % self.0.len() as u64) as usize].lock().await
+    }
+}

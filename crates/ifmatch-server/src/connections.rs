@@ -1,0 +1,171 @@
+//! The open connections of a listener: each one's state (requests in flight, since when it is
+//! idle, whether its requests wait for their bodies), closing those idle too long, and making
+//! room at the cap by closing the one idle the longest.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+
+use crate::body_rate::Waiting;
+
+/// The open connections.
+#[derive(Debug, Default)]
+pub(crate) struct Table {
+    open: Mutex<HashMap<u64, Arc<State>>>,
+    next: AtomicU64,
+}
+
+/// Milliseconds since the first call: the clock of idle times.
+fn now() -> u64 {
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_millis() as u64
+}
+
+/// One connection: how many requests it has in flight, since when it is idle, and how to
+/// close it.
+#[derive(Debug)]
+pub(crate) struct State {
+    id: u64,
+    in_flight: AtomicUsize,
+    /// When (see [`now`]) the last request ended, or the connection opened.
+    idle_since: AtomicU64,
+    /// How many of the requests in flight wait for their client to send more of the body.
+    waiting: AtomicUsize,
+    /// When (see [`now`]) the first of them started waiting.
+    waiting_since: AtomicU64,
+    close: Notify,
+}
+
+impl State {
+    /// Whether no request of this connection is in flight: what it reads next is a request's
+    /// head (or the rest of a refused body).
+    pub(crate) fn between_requests(&self) -> bool {
+        self.in_flight.load(Ordering::Acquire) == 0
+    }
+
+    /// A request starts on this connection: in flight until the guard drops.
+    pub(crate) fn request_started(self: &Arc<Self>) -> InFlight {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        InFlight(self.clone())
+    }
+
+    /// What tells this connection when a request body of it waits for its client.
+    pub(crate) fn body_waits(self: &Arc<Self>) -> BodyWaits {
+        BodyWaits(self.clone())
+    }
+
+    /// Resolves when the connection is to be closed (idle too long, or shed at the cap).
+    pub(crate) fn close_asked(&self) -> tokio::sync::futures::Notified<'_> {
+        self.close.notified()
+    }
+
+    /// Since when (see [`now`]) nothing is asked of this connection's client but its own
+    /// sending: no request in flight, or every one waiting for its body. `None` while the
+    /// server works on a request.
+    fn idle(&self) -> Option<u64> {
+        match self.in_flight.load(Ordering::Acquire) {
+            0 => Some(self.idle_since.load(Ordering::Relaxed)),
+            n if self.waiting.load(Ordering::Acquire) >= n => {
+                Some(self.waiting_since.load(Ordering::Relaxed))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Tells a connection when a request body of it waits for its client.
+#[derive(Debug)]
+pub(crate) struct BodyWaits(Arc<State>);
+
+impl Waiting for BodyWaits {
+    fn started(&self) {
+        if self.0.waiting.fetch_add(1, Ordering::AcqRel) == 0 {
+            self.0.waiting_since.store(now(), Ordering::Relaxed);
+        }
+    }
+
+    fn stopped(&self) {
+        self.0.waiting.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Table {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<State>>> {
+        self.open.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn open(&self) -> Arc<State> {
+        let state = Arc::new(State {
+            id: self.next.fetch_add(1, Ordering::Relaxed),
+            in_flight: AtomicUsize::new(0),
+            idle_since: AtomicU64::new(now()),
+            waiting: AtomicUsize::new(0),
+            waiting_since: AtomicU64::new(0),
+            close: Notify::new(),
+        });
+        self.lock().insert(state.id, state.clone());
+        state
+    }
+
+    pub(crate) fn remove(&self, state: &State) {
+        self.lock().remove(&state.id);
+    }
+
+    /// Whether a new connection may open: below the cap, or after closing the connection
+    /// idle the longest (an upload waiting for its client is idle as a kept-alive connection
+    /// is: nothing is asked of the server).
+    pub(crate) fn make_room(&self, cap: usize) -> bool {
+        let mut open = self.lock();
+        if open.len() < cap {
+            return true;
+        }
+        let oldest = open
+            .values()
+            .filter_map(|s| Some((s.idle()?, s)))
+            .min_by_key(|(since, _)| *since)
+            .map(|(_, s)| s.clone());
+        let Some(oldest) = oldest else {
+            return false;
+        };
+        open.remove(&oldest.id);
+        oldest.close.notify_one();
+        true
+    }
+}
+
+/// Closes the connections idle for longer than `idle`.
+pub(crate) async fn reap(table: Arc<Table>, idle: Duration) {
+    let tick = (idle / 4).clamp(Duration::from_millis(100), Duration::from_secs(5));
+    let idle = idle.as_millis() as u64;
+    loop {
+        tokio::time::sleep(tick).await;
+        let now = now();
+        let stale: Vec<Arc<State>> = table
+            .lock()
+            .values()
+            .filter(|s| {
+                s.in_flight.load(Ordering::Acquire) == 0
+                    && now.saturating_sub(s.idle_since.load(Ordering::Relaxed)) >= idle
+            })
+            .cloned()
+            .collect();
+        for state in stale {
+            table.remove(&state);
+            state.close.notify_one();
+        }
+    }
+}
+
+/// A request in flight on a connection, until its response body is done.
+#[derive(Debug)]
+pub(crate) struct InFlight(Arc<State>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.idle_since.store(now(), Ordering::Relaxed);
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
