@@ -2,47 +2,16 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use bytes::{Bytes, BytesMut};
-use http::{HeaderMap, Method, Response};
+use http::{HeaderMap, Response};
 use http_body::Body;
 use pin_project_lite::pin_project;
 
 use crate::BoxError;
 use crate::body::ConditionalBody;
-use crate::cache::{ReadCache, Remembered, Resource};
-use crate::encoding::Mark;
-use crate::read::{Hashing, Shape, finish_read, shape, tag};
-
-/// What a read needs once the inner response arrives.
-#[derive(Debug)]
-pub(crate) struct ReadContext {
-    /// Whether the request carries any precondition; without one there is nothing to evaluate.
-    pub(crate) conditional: bool,
-    /// The mark of the request's `Accept-Encoding`, for the tag it is sent.
-    pub(crate) mark: Option<Mark>,
-    pub(crate) key: Arc<str>,
-    /// The request's query: it selects a variant of the key's resource.
-    pub(crate) query: String,
-    pub(crate) method: Method,
-    /// The request's headers that matter after the response: the preconditions, `Range`, and
-    /// those the resource varies on (all of them while that is not known).
-    pub(crate) request_headers: HeaderMap,
-    /// The resource as the read found it in the cache, if it did.
-    pub(crate) resource: Option<Arc<Resource>>,
-    /// The variant of it this request selects, if remembered.
-    pub(crate) remembered: Option<Arc<Remembered>>,
-    pub(crate) head: bool,
-    pub(crate) cache: ReadCache,
-    pub(crate) hash_limit: usize,
-    pub(crate) remember_private: bool,
-    /// Whether what the answer shows may be remembered: a read of a key seen since its last
-    /// change (a write detaches what it remembers), or one that holds the key's lock. A read
-    /// that found the lock taken is served, and teaches nothing.
-    pub(crate) may_remember: bool,
-}
+use crate::read_answer::{Hashing, ReadContext, Shape, finish_read, shape, tag};
 
 /// Whether an answer to a HEAD (sent to the inner service as a GET) came from a HEAD handler
 /// all the same: no content, but a `Content-Length` that says there would be some. Its empty

@@ -2,6 +2,7 @@
 
 mod body;
 mod cache;
+mod config;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 mod encoding;
@@ -10,10 +11,13 @@ mod keyed;
 mod layer;
 mod owned;
 mod read;
+mod read_answer;
+mod refusal;
 mod service;
 pub mod shared_cache;
 mod source;
 mod store;
+mod validators;
 mod write;
 
 pub use ifmatch_core::BoxError;

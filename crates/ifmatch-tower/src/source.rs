@@ -13,7 +13,7 @@ use ifmatch_core::precondition::{CONDITIONS, Validators};
 use ifmatch_core::strong_etag;
 
 use crate::BoxError;
-use crate::service::validators_of;
+use crate::validators::validators_of;
 
 /// What a version source answers: the current validators, `None` when the resource does not
 /// exist.

@@ -15,11 +15,12 @@ use tower_service::Service;
 
 use crate::body::ConditionalBody;
 use crate::cache::{CREDENTIALS, ReadCache};
+use crate::config::Config;
 use crate::encoding::coding_of;
-use crate::layer::Config;
-use crate::service::{Refusal, refusal, validators_of};
+use crate::refusal::{Refusal, refusal};
 use crate::source::{Deferred, current_request, validators_of_answer};
 use crate::store::{VersionStore, is_absent};
+use crate::validators::validators_of;
 
 /// A write: under the key's lock, check the preconditions against the current version, run the
 /// inner service only if they hold, and record what the write made current.
@@ -75,7 +76,7 @@ where
             // Asked of the application itself: the resource as it is now.
             None if config.asks_service() => {
                 if !serves_get {
-                    tracing::error!(%key, "{}", crate::service::BLIND.trim_end());
+                    tracing::error!(%key, "{}", crate::refusal::BLIND.trim_end());
                     return Ok(refusal(Refusal::Blind));
                 }
                 let (uri, headers) = (request.uri().clone(), request.headers().clone());

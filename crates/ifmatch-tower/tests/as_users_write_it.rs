@@ -58,11 +58,20 @@ fn routes(docs: Docs) -> Router {
         .with_state(docs)
 }
 
-/// Serves `routes` with `layer` around the whole router, as the README says.
+/// Serves `routes` with `layer` around the whole router, served as a service of its own, as the
+/// README says.
 async fn serve(layer: ConditionalLayer) -> (String, Docs) {
+    use axum::response::IntoResponse;
     let docs = Docs::default();
-    let app = Router::new().fallback_service(layer.layer(routes(docs.clone())));
-    (common::serve(app).await, docs)
+    let app = tower::ServiceBuilder::new()
+        .map_response(IntoResponse::into_response)
+        .layer(layer)
+        .service(routes(docs.clone()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let app = axum::ServiceExt::<axum::extract::Request>::into_make_service(app);
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (base, docs)
 }
 
 async fn send(base: &str, method: &str, path: &str, fields: &[(&str, &str)], body: &str) -> u16 {
@@ -174,7 +183,14 @@ async fn of_thirty_two_concurrent_creators_exactly_one_wins() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_setup_checks_writes_or_says_why_not_at_once() {
     let only = [("if-none-match", "*")];
-    // The whole router, with `ServiceBuilder` and `fallback_service`.
+    // The whole router as the fallback service of an outer router (the one-liner that keeps
+    // a `Router`), and with `ServiceBuilder`.
+    let docs = Docs::default();
+    let whole = ConditionalLayer::new().layer(routes(docs.clone()));
+    let base = common::serve(Router::new().fallback_service(whole)).await;
+    assert_eq!(send(&base, "PUT", "/docs/a", &only, "one").await, 201);
+    docs.lock().unwrap().insert("a".into(), "by the job".into());
+    assert_eq!(send(&base, "PUT", "/docs/a", &only, "two").await, 412);
     let docs = Docs::default();
     let whole = tower::ServiceBuilder::new()
         .layer(ConditionalLayer::new())
