@@ -11,7 +11,11 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method, Response, StatusCode, hea
 use serde_json::Value as Json;
 
 use crate::auth::{self, Credential, Operation};
-use crate::front::{Asked, Failure, entity_json, entity_key, table_error};
+use crate::ErrorCode;
+use crate::front::asked::Asked;
+use crate::front::entities::entity_json;
+use crate::front::failure::{Failure, table_error};
+use crate::front::path::entity_key;
 use crate::odata::{self, Decoded};
 use crate::prefer::Preference;
 use crate::store::{Change, EntityKey, TableError, Tables};
@@ -63,10 +67,7 @@ pub(crate) async fn answer(
     asked: &Asked<'_>,
 ) -> Result<Response<Bytes>, Failure> {
     if asked.body.len() > MAX_BATCH {
-        return Err(Failure::new(
-            413,
-            "RequestBodyTooLarge",
-            "a batch's body is at most 4 MiB",
+        return Err(Failure::new(ErrorCode::RequestBodyTooLarge, "a batch's body is at most 4 MiB",
         ));
     }
     let content_type = (asked.headers.get(header::CONTENT_TYPE))
@@ -83,7 +84,7 @@ pub(crate) async fn answer(
 }
 
 fn invalid(message: impl Into<String>) -> Failure {
-    Failure::new(400, "InvalidInput", message)
+    Failure::new(ErrorCode::InvalidInput, message)
 }
 
 /// The boundary a `multipart/mixed` content type names.
@@ -234,16 +235,13 @@ fn plan(
         let one = plan_one(op, credential).map_err(|f| at(index, f))?;
         if let Some(first) = planned.first() {
             if one.table != first.table {
-                let other = Failure::new(400, "InvalidInput", "a batch acts on one table");
+                let other = Failure::new(ErrorCode::InvalidInput, "a batch acts on one table");
                 return Err(at(index, other));
             }
             if one.key.0 != first.key.0 {
                 return Err(at(
                     index,
-                    Failure::new(
-                        400,
-                        "CommandsInBatchActOnDifferentPartitions",
-                        "a batch acts on one partition",
+                    Failure::new(ErrorCode::CommandsInBatchActOnDifferentPartitions, "a batch acts on one partition",
                     ),
                 ));
             }
@@ -251,7 +249,7 @@ fn plan(
         if planned.iter().any(|p| p.key == one.key) {
             return Err(at(
                 index,
-                Failure::new(400, "InvalidDuplicateRow", "a batch names each entity once"),
+                Failure::new(ErrorCode::InvalidDuplicateRow, "a batch names each entity once"),
             ));
         }
         planned.push(one);
@@ -264,7 +262,7 @@ fn plan_one(op: &Sent<'_>, credential: Option<&Credential>) -> Result<Planned, F
         Some(credential) => {
             let operation = Operation::of(&op.method, &op.path, &op.headers);
             auth::authorize(credential, operation)
-                .map_err(|d| Failure::new(d.code.status().as_u16(), d.code.as_str(), d.detail))?
+                .map_err(|d| Failure::shared(d.code, d.detail))?
         }
         None => None,
     };
@@ -282,10 +280,7 @@ fn plan_one(op: &Sent<'_>, credential: Option<&Credential>) -> Result<Planned, F
         ("MERGE" | "PATCH", false) => (Kind::Merge, Some(keys)),
         ("DELETE", false) => (Kind::Delete, Some(keys)),
         (method, _) => {
-            return Err(Failure::new(
-                400,
-                "InvalidInput",
-                format!("{method} is not an operation a changeset holds"),
+            return Err(Failure::new(ErrorCode::InvalidInput, format!("{method} is not an operation a changeset holds"),
             ));
         }
     };
@@ -309,10 +304,7 @@ fn plan_one(op: &Sent<'_>, credential: Option<&Credential>) -> Result<Planned, F
         return Err(invalid("the body names another entity than the URL"));
     }
     if within.is_some_and(|range| !range.contains(&key.0, &key.1)) {
-        return Err(Failure::new(
-            403,
-            "AuthorizationFailure",
-            "the shared access signature does not reach this entity's keys",
+        return Err(Failure::new(ErrorCode::AuthorizationFailure, "the shared access signature does not reach this entity's keys",
         ));
     }
     let preference = (kind == Kind::Insert)
@@ -365,7 +357,7 @@ async fn commit(
             if let Some(entity) = &change.write
                 && entity.size() > odata::MAX_ENTITY
             {
-                let large = Failure::new(400, "EntityTooLarge", "the entity is over 1 MiB");
+                let large = Failure::new(ErrorCode::EntityTooLarge, "the entity is over 1 MiB");
                 return Err(at(index, large));
             }
             changes.push(change);
@@ -378,10 +370,7 @@ async fn commit(
     }
     Err((
         None,
-        Failure::new(
-            503,
-            "ServerBusy",
-            "the entities changed under every attempt",
+        Failure::new(ErrorCode::ServerBusy, "the entities changed under every attempt",
         ),
     ))
 }

@@ -12,6 +12,7 @@ pub mod auth;
 pub mod batch;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+mod error_code;
 mod filter;
 pub mod front;
 pub mod odata;
@@ -22,6 +23,7 @@ mod store;
 mod value;
 pub mod write;
 
+pub use error_code::ErrorCode;
 pub use filter::{Filter, FilterError, MAX_COMPARISONS};
 pub use scoped::Scoped;
 pub use service::Service;

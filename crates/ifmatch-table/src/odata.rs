@@ -3,6 +3,7 @@
 //! and written at the metadata level a client asks for (`nometadata`, `minimalmetadata`,
 //! `fullmetadata`).
 
+use crate::ErrorCode;
 use std::collections::BTreeMap;
 
 use base64::Engine;
@@ -52,12 +53,12 @@ impl Metadata {
 #[error("{code}: {detail}")]
 pub struct OdataError {
     /// Azure's error code (`InvalidInput`, `PropertyValueTooLarge`, ...); every one is a 400.
-    pub code: &'static str,
+    pub code: ErrorCode,
     /// What was wrong, for the answer's message.
     pub detail: String,
 }
 
-fn refuse(code: &'static str, detail: impl Into<String>) -> OdataError {
+fn refuse(code: ErrorCode, detail: impl Into<String>) -> OdataError {
     let detail = detail.into();
     OdataError { code, detail }
 }
@@ -75,7 +76,7 @@ pub struct Decoded {
 
 /// Reads an entity from a request's JSON body.
 pub fn decode(body: &[u8]) -> Result<Decoded, OdataError> {
-    let invalid = |e: serde_json::Error| refuse("InvalidInput", format!("not a JSON object: {e}"));
+    let invalid = |e: serde_json::Error| refuse(ErrorCode::InvalidInput, format!("not a JSON object: {e}"));
     let mut deserializer = serde_json::Deserializer::from_slice(body);
     let Pairs(pairs) = (&mut deserializer)
         .deserialize_map(PairsVisitor)
@@ -91,7 +92,7 @@ pub fn decode(body: &[u8]) -> Result<Decoded, OdataError> {
             None => (&mut values, name),
         };
         if map.insert(key.clone(), json).is_some() {
-            return Err(refuse("DuplicatePropertiesSpecified", key));
+            return Err(refuse(ErrorCode::DuplicatePropertiesSpecified, key));
         }
     }
     let mut decoded = Decoded::default();
@@ -129,7 +130,7 @@ pub fn decode(body: &[u8]) -> Result<Decoded, OdataError> {
         ));
     }
     if decoded.properties.len() + 3 > MAX_PROPERTIES {
-        return Err(refuse("TooManyProperties", "more than 255 properties"));
+        return Err(refuse(ErrorCode::TooManyProperties, "more than 255 properties"));
     }
     Ok(decoded)
 }
@@ -137,7 +138,7 @@ pub fn decode(body: &[u8]) -> Result<Decoded, OdataError> {
 /// A key's value: a string of at most 1 KiB without `/ \ # ?` or control characters.
 fn key_of(name: &str, json: &Json, typed: Option<&str>) -> Result<String, OdataError> {
     let (Json::String(key), None | Some("Edm.String")) = (json, typed) else {
-        return Err(refuse("InvalidInput", format!("{name} is a string")));
+        return Err(refuse(ErrorCode::InvalidInput, format!("{name} is a string")));
     };
     check_key(name, key)?;
     Ok(key.clone())
@@ -146,12 +147,12 @@ fn key_of(name: &str, json: &Json, typed: Option<&str>) -> Result<String, OdataE
 /// Whether `key` may be a `PartitionKey` or `RowKey` (`name`).
 pub fn check_key(name: &str, key: &str) -> Result<(), OdataError> {
     if key.encode_utf16().count() * 2 > MAX_KEY {
-        return Err(refuse("KeyValueTooLarge", format!("{name} is over 1 KiB")));
+        return Err(refuse(ErrorCode::KeyValueTooLarge, format!("{name} is over 1 KiB")));
     }
     let forbidden = |c: char| matches!(c, '/' | '\\' | '#' | '?') || c.is_control();
     if key.chars().any(forbidden) {
         let detail = format!("{name} holds / \\ # ? or a control character");
-        return Err(refuse("OutOfRangeInput", detail));
+        return Err(refuse(ErrorCode::OutOfRangeInput, detail));
     }
     Ok(())
 }
@@ -167,7 +168,7 @@ fn check_name(name: &str) -> Result<(), OdataError> {
     let mut chars = name.chars();
     let first = chars.next().is_some_and(|c| c.is_alphabetic() || c == '_');
     if !first || !chars.all(|c| c.is_alphanumeric() || c == '_') {
-        return Err(refuse("PropertyNameInvalid", name));
+        return Err(refuse(ErrorCode::PropertyNameInvalid, name));
     }
     Ok(())
 }
@@ -185,7 +186,7 @@ fn value_of(name: &str, json: Json, typed: Option<&str>) -> Result<Option<Value>
         (_, Json::Null) => return Ok(None),
         (None | Some("Edm.String"), Json::String(text)) => {
             if text.encode_utf16().count() * 2 > MAX_VALUE {
-                return Err(refuse("PropertyValueTooLarge", name));
+                return Err(refuse(ErrorCode::PropertyValueTooLarge, name));
             }
             Value::String(text)
         }
@@ -217,7 +218,7 @@ fn value_of(name: &str, json: Json, typed: Option<&str>) -> Result<Option<Value>
             let engine = base64::engine::general_purpose::STANDARD;
             let bytes = engine.decode(text).map_err(|_| wrong())?;
             if bytes.len() > MAX_VALUE {
-                return Err(refuse("PropertyValueTooLarge", name));
+                return Err(refuse(ErrorCode::PropertyValueTooLarge, name));
             }
             Value::Binary(bytes)
         }

@@ -14,6 +14,7 @@ use ifmatch_blob::auth::{ClientIp, Https};
 use ifmatch_blob::{Accounts, Env, OperationName, Style};
 
 use crate::auth::{self, Credential, Operation};
+use crate::ErrorCode;
 use crate::front::{self, Answer, Asked};
 use crate::scoped::Scoped;
 use crate::store::Tables;
@@ -84,7 +85,7 @@ impl<T: Tables + Clone, E: Env> Service<T, E> {
 
     /// The answer to a request whose body is longer than [`MAX_BODY`].
     pub fn too_large(&self, parts: &http::request::Parts) -> Answer {
-        let failure = front::failure(413, "RequestBodyTooLarge", "the body is over 4 MiB");
+        let failure = front::failure(ErrorCode::RequestBodyTooLarge, "the body is over 4 MiB");
         self.stamped(failure, parts)
     }
 
@@ -110,7 +111,7 @@ impl<T: Tables + Clone, E: Env> Service<T, E> {
             (Ok(located), _) => located,
             (Err(_), Some(first)) => (first, raw, Style::Path),
             (Err(_), None) => {
-                return front::failure(400, "InvalidUri", "no account of this server is named");
+                return front::failure(ErrorCode::InvalidUri, "no account of this server is named");
             }
         };
         let style = match (style, below.len() == raw.len()) {
@@ -205,6 +206,5 @@ impl<T: Tables + Clone, E: Env> Service<T, E> {
 
 /// A refused credential, in the Table service's JSON.
 fn denial(denied: &ifmatch_blob::auth::Denied) -> Response<Bytes> {
-    let status = denied.code.status().as_u16();
-    front::failure(status, denied.code.as_str(), &denied.detail)
+    front::denial(denied.code, &denied.detail)
 }

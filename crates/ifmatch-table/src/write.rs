@@ -4,6 +4,7 @@
 //! calls [`decide`], and commits the [`Change`] it makes as a compare-and-swap against the
 //! entity it read, deciding again if another write came first.
 
+use crate::ErrorCode;
 use crate::odata::Decoded;
 use crate::store::{Change, EntityKey, Expected};
 use crate::value::{DateTime, Entity};
@@ -31,18 +32,16 @@ pub enum Condition {
     Tag(DateTime),
 }
 
-/// Why a write is refused: its status and the Table service's code.
+/// Why a write is refused: the Table service's code (which gives the status).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{status} {code}")]
+#[error("{code}")]
 pub struct Refused {
-    /// The answer's status.
-    pub status: u16,
     /// Azure's error code.
-    pub code: &'static str,
+    pub code: ErrorCode,
 }
 
-const fn refused(status: u16, code: &'static str) -> Refused {
-    Refused { status, code }
+const fn refused(code: ErrorCode) -> Refused {
+    Refused { code }
 }
 
 /// Reads an `If-Match` value: `*`, or an entity's ETag as the service writes it
@@ -55,9 +54,9 @@ pub fn condition(value: &str) -> Result<Condition, Refused> {
     }
     let inner = (value.strip_prefix("W/\"datetime'"))
         .and_then(|rest| rest.strip_suffix("'\""))
-        .ok_or(refused(400, "InvalidInput"))?;
+        .ok_or(refused(ErrorCode::InvalidInput))?;
     let decoded = inner.replace("%3A", ":").replace("%3a", ":");
-    let when = DateTime::parse(&decoded).ok_or(refused(400, "InvalidInput"))?;
+    let when = DateTime::parse(&decoded).ok_or(refused(ErrorCode::InvalidInput))?;
     Ok(Condition::Tag(when))
 }
 
@@ -83,11 +82,11 @@ pub fn decide(
     now: DateTime,
 ) -> Result<Change, Refused> {
     match (kind, condition, current) {
-        (Kind::Insert, _, Some(_)) => return Err(refused(409, "EntityAlreadyExists")),
-        (Kind::Delete, None, _) => return Err(refused(400, "MissingRequiredHeader")),
-        (_, Some(_), None) => return Err(refused(404, "ResourceNotFound")),
+        (Kind::Insert, _, Some(_)) => return Err(refused(ErrorCode::EntityAlreadyExists)),
+        (Kind::Delete, None, _) => return Err(refused(ErrorCode::MissingRequiredHeader)),
+        (_, Some(_), None) => return Err(refused(ErrorCode::ResourceNotFound)),
         (_, Some(Condition::Tag(tag)), Some(entity)) if entity.timestamp != tag => {
-            return Err(refused(412, "UpdateConditionNotSatisfied"));
+            return Err(refused(ErrorCode::UpdateConditionNotSatisfied));
         }
         _ => {}
     }
@@ -153,7 +152,7 @@ mod tests {
         let plain = tag.replace("%3A", ":");
         assert_eq!(condition(&plain), Ok(Condition::Tag(at(10))));
         for bad in ["\"v1\"", "W/\"datetime'yesterday'\"", "", "W/\"datetime'\""] {
-            assert_eq!(condition(bad), Err(refused(400, "InvalidInput")), "{bad}");
+            assert_eq!(condition(bad), Err(refused(ErrorCode::InvalidInput)), "{bad}");
         }
     }
 
