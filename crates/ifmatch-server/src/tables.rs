@@ -24,7 +24,10 @@ pub(crate) async fn answer(
         Err(error) if error.is::<http_body_util::LengthLimitError>() => service.too_large(&parts),
         Err(error) => {
             tracing::debug!(%error, "reading a Table request's body");
-            ifmatch_table::front::failure(ifmatch_table::ErrorCode::InvalidInput, "the body was cut")
+            ifmatch_table::front::failure(
+                ifmatch_table::ErrorCode::InvalidInput,
+                "the body was cut",
+            )
         }
     };
     answer.map(Full::new)

@@ -10,8 +10,8 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Response, StatusCode, header};
 use serde_json::Value as Json;
 
-use crate::auth::{self, Credential, Operation};
 use crate::ErrorCode;
+use crate::auth::{self, Credential, Operation};
 use crate::front::asked::Asked;
 use crate::front::entities::entity_json;
 use crate::front::failure::{Failure, table_error};
@@ -67,7 +67,9 @@ pub(crate) async fn answer(
     asked: &Asked<'_>,
 ) -> Result<Response<Bytes>, Failure> {
     if asked.body.len() > MAX_BATCH {
-        return Err(Failure::new(ErrorCode::RequestBodyTooLarge, "a batch's body is at most 4 MiB",
+        return Err(Failure::new(
+            ErrorCode::RequestBodyTooLarge,
+            "a batch's body is at most 4 MiB",
         ));
     }
     let content_type = (asked.headers.get(header::CONTENT_TYPE))
@@ -241,7 +243,9 @@ fn plan(
             if one.key.0 != first.key.0 {
                 return Err(at(
                     index,
-                    Failure::new(ErrorCode::CommandsInBatchActOnDifferentPartitions, "a batch acts on one partition",
+                    Failure::new(
+                        ErrorCode::CommandsInBatchActOnDifferentPartitions,
+                        "a batch acts on one partition",
                     ),
                 ));
             }
@@ -249,7 +253,10 @@ fn plan(
         if planned.iter().any(|p| p.key == one.key) {
             return Err(at(
                 index,
-                Failure::new(ErrorCode::InvalidDuplicateRow, "a batch names each entity once"),
+                Failure::new(
+                    ErrorCode::InvalidDuplicateRow,
+                    "a batch names each entity once",
+                ),
             ));
         }
         planned.push(one);
@@ -261,8 +268,7 @@ fn plan_one(op: &Sent<'_>, credential: Option<&Credential>) -> Result<Planned, F
     let within = match credential {
         Some(credential) => {
             let operation = Operation::of(&op.method, &op.path, &op.headers);
-            auth::authorize(credential, operation)
-                .map_err(|d| Failure::shared(d.code, d.detail))?
+            auth::authorize(credential, operation).map_err(|d| Failure::shared(d.code, d.detail))?
         }
         None => None,
     };
@@ -280,7 +286,9 @@ fn plan_one(op: &Sent<'_>, credential: Option<&Credential>) -> Result<Planned, F
         ("MERGE" | "PATCH", false) => (Kind::Merge, Some(keys)),
         ("DELETE", false) => (Kind::Delete, Some(keys)),
         (method, _) => {
-            return Err(Failure::new(ErrorCode::InvalidInput, format!("{method} is not an operation a changeset holds"),
+            return Err(Failure::new(
+                ErrorCode::InvalidInput,
+                format!("{method} is not an operation a changeset holds"),
             ));
         }
     };
@@ -304,7 +312,9 @@ fn plan_one(op: &Sent<'_>, credential: Option<&Credential>) -> Result<Planned, F
         return Err(invalid("the body names another entity than the URL"));
     }
     if within.is_some_and(|range| !range.contains(&key.0, &key.1)) {
-        return Err(Failure::new(ErrorCode::AuthorizationFailure, "the shared access signature does not reach this entity's keys",
+        return Err(Failure::new(
+            ErrorCode::AuthorizationFailure,
+            "the shared access signature does not reach this entity's keys",
         ));
     }
     let preference = (kind == Kind::Insert)
@@ -370,7 +380,9 @@ async fn commit(
     }
     Err((
         None,
-        Failure::new(ErrorCode::ServerBusy, "the entities changed under every attempt",
+        Failure::new(
+            ErrorCode::ServerBusy,
+            "the entities changed under every attempt",
         ),
     ))
 }

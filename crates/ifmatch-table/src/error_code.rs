@@ -61,6 +61,12 @@ error_codes! {
     EntityTooLarge = BAD_REQUEST;
     /// A batch names an entity twice.
     InvalidDuplicateRow = BAD_REQUEST;
+    /// A batch's operations name two partitions.
+    CommandsInBatchActOnDifferentPartitions = BAD_REQUEST;
+    /// A property name longer than 255 characters.
+    PropertyNameTooLong = BAD_REQUEST;
+    /// A value that is not of the type its annotation names.
+    InvalidValueType = BAD_REQUEST;
     /// A property is named twice in one body.
     DuplicatePropertiesSpecified = BAD_REQUEST;
     /// More than 255 properties.

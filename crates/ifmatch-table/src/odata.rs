@@ -76,7 +76,8 @@ pub struct Decoded {
 
 /// Reads an entity from a request's JSON body.
 pub fn decode(body: &[u8]) -> Result<Decoded, OdataError> {
-    let invalid = |e: serde_json::Error| refuse(ErrorCode::InvalidInput, format!("not a JSON object: {e}"));
+    let invalid =
+        |e: serde_json::Error| refuse(ErrorCode::InvalidInput, format!("not a JSON object: {e}"));
     let mut deserializer = serde_json::Deserializer::from_slice(body);
     let Pairs(pairs) = (&mut deserializer)
         .deserialize_map(PairsVisitor)
@@ -102,7 +103,7 @@ pub fn decode(body: &[u8]) -> Result<Decoded, OdataError> {
             Some(Json::String(edm)) => Some(edm.as_str()),
             Some(_) => {
                 return Err(refuse(
-                    "InvalidInput",
+                    ErrorCode::InvalidInput,
                     format!("{name}: a type is a string"),
                 ));
             }
@@ -125,12 +126,15 @@ pub fn decode(body: &[u8]) -> Result<Decoded, OdataError> {
     }
     if let Some(name) = types.keys().find(|name| name.as_str() != "Timestamp") {
         return Err(refuse(
-            "InvalidInput",
+            ErrorCode::InvalidInput,
             format!("{name}: a type with no value"),
         ));
     }
     if decoded.properties.len() + 3 > MAX_PROPERTIES {
-        return Err(refuse(ErrorCode::TooManyProperties, "more than 255 properties"));
+        return Err(refuse(
+            ErrorCode::TooManyProperties,
+            "more than 255 properties",
+        ));
     }
     Ok(decoded)
 }
@@ -138,7 +142,10 @@ pub fn decode(body: &[u8]) -> Result<Decoded, OdataError> {
 /// A key's value: a string of at most 1 KiB without `/ \ # ?` or control characters.
 fn key_of(name: &str, json: &Json, typed: Option<&str>) -> Result<String, OdataError> {
     let (Json::String(key), None | Some("Edm.String")) = (json, typed) else {
-        return Err(refuse(ErrorCode::InvalidInput, format!("{name} is a string")));
+        return Err(refuse(
+            ErrorCode::InvalidInput,
+            format!("{name} is a string"),
+        ));
     };
     check_key(name, key)?;
     Ok(key.clone())
@@ -147,7 +154,10 @@ fn key_of(name: &str, json: &Json, typed: Option<&str>) -> Result<String, OdataE
 /// Whether `key` may be a `PartitionKey` or `RowKey` (`name`).
 pub fn check_key(name: &str, key: &str) -> Result<(), OdataError> {
     if key.encode_utf16().count() * 2 > MAX_KEY {
-        return Err(refuse(ErrorCode::KeyValueTooLarge, format!("{name} is over 1 KiB")));
+        return Err(refuse(
+            ErrorCode::KeyValueTooLarge,
+            format!("{name} is over 1 KiB"),
+        ));
     }
     let forbidden = |c: char| matches!(c, '/' | '\\' | '#' | '?') || c.is_control();
     if key.chars().any(forbidden) {
@@ -161,7 +171,7 @@ pub fn check_key(name: &str, key: &str) -> Result<(), OdataError> {
 fn check_name(name: &str) -> Result<(), OdataError> {
     if name.chars().count() > MAX_NAME {
         return Err(refuse(
-            "PropertyNameTooLong",
+            ErrorCode::PropertyNameTooLong,
             name.chars().take(64).collect::<String>(),
         ));
     }
@@ -178,7 +188,7 @@ fn check_name(name: &str) -> Result<(), OdataError> {
 fn value_of(name: &str, json: Json, typed: Option<&str>) -> Result<Option<Value>, OdataError> {
     let wrong = || {
         refuse(
-            "InvalidValueType",
+            ErrorCode::InvalidValueType,
             format!("{name} is not a {}", typed.unwrap_or("value")),
         )
     };
@@ -433,7 +443,7 @@ mod tests {
         for (body, code) in cases {
             let error = decode(body.as_bytes()).expect_err(body);
             assert_eq!(
-                error.code,
+                error.code.as_str(),
                 *code,
                 "{}: {error}",
                 &body[..body.len().min(60)]

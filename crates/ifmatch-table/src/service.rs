@@ -13,8 +13,8 @@ use http::{HeaderValue, Response, header};
 use ifmatch_blob::auth::{ClientIp, Https};
 use ifmatch_blob::{Accounts, Env, OperationName, Style};
 
-use crate::auth::{self, Credential, Operation};
 use crate::ErrorCode;
+use crate::auth::{self, Credential, Operation};
 use crate::front::{self, Answer, Asked};
 use crate::scoped::Scoped;
 use crate::store::Tables;

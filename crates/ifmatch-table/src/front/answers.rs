@@ -8,7 +8,7 @@ use super::asked::{Answer, Asked};
 use crate::odata::Metadata;
 use crate::prefer::{PREFERENCE_APPLIED, Preference};
 
-fn json_answer(status: u16, body: &Json) -> Answer {
+pub(crate) fn json_answer(status: u16, body: &Json) -> Answer {
     let bytes = Bytes::from(serde_json::to_vec(body).unwrap_or_default());
     let mut answer = Response::new(bytes);
     *answer.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
@@ -17,7 +17,7 @@ fn json_answer(status: u16, body: &Json) -> Answer {
     answer
 }
 
-fn empty(status: StatusCode) -> Answer {
+pub(crate) fn empty(status: StatusCode) -> Answer {
     let mut answer = Response::new(Bytes::new());
     *answer.status_mut() = status;
     answer
@@ -26,7 +26,7 @@ fn empty(status: StatusCode) -> Answer {
 /// The answer to a write that could return what it wrote (an insert, Create Table): 201 with
 /// it, made by `with_content`, or 204, as the client's `Prefer` asks (with
 /// `Preference-Applied`) or, without one, with it.
-fn as_preferred(asked: &Asked<'_>, with_content: impl FnOnce() -> Answer) -> Answer {
+pub(crate) fn as_preferred(asked: &Asked<'_>, with_content: impl FnOnce() -> Answer) -> Answer {
     let preference = Preference::of(asked.headers);
     let mut answer = if Preference::returns_content(preference, true) {
         with_content()
@@ -39,7 +39,7 @@ fn as_preferred(asked: &Asked<'_>, with_content: impl FnOnce() -> Answer) -> Ans
     answer
 }
 
-fn metadata(asked: &Asked<'_>) -> Metadata {
+pub(crate) fn metadata(asked: &Asked<'_>) -> Metadata {
     Metadata::of(
         asked
             .headers
@@ -48,7 +48,7 @@ fn metadata(asked: &Asked<'_>) -> Metadata {
     )
 }
 
-fn insert_header(headers: &mut HeaderMap, name: &'static str, value: &str) {
+pub(crate) fn insert_header(headers: &mut HeaderMap, name: &'static str, value: &str) {
     if let Ok(value) = HeaderValue::from_str(value) {
         headers.insert(name, value);
     }

@@ -3,8 +3,6 @@
 use bytes::Bytes;
 use http::{HeaderMap, Method, Response};
 
-use super::failure::Failure;
-use crate::ErrorCode;
 use crate::auth::{Credential, KeyRange};
 use crate::value::DateTime;
 
@@ -35,12 +33,3 @@ pub struct Asked<'a> {
 
 /// An answer: its status, headers and JSON body (or none).
 pub type Answer = Response<Bytes>;
-
-/// Refuses a key outside the range a table SAS reaches.
-fn reach(asked: &Asked<'_>, (pk, rk): (&str, &str)) -> Result<(), Failure> {
-    match asked.within {
-        Some(range) if !range.contains(pk, rk) => Err(Failure::new(ErrorCode::AuthorizationFailure, "the shared access signature does not reach this entity's keys",
-        )),
-        _ => Ok(()),
-    }
-}

@@ -1,20 +1,20 @@
 //! Insert, Update, Merge and Delete Entity and their `Insert Or` forms: every write a
 //! compare-and-swap, decided again when another write came first.
 
-use http::StatusCode;
+use http::{StatusCode, header};
 use serde_json::Value as Json;
 
 use super::answers::{as_preferred, empty, insert_header, json_answer, metadata};
-use super::asked::{Answer, Asked, reach};
-use super::failure::{Failure, invalid, table_error};
+use super::asked::{Answer, Asked};
+use super::failure::{Failure, invalid, reach, table_error};
 use crate::ErrorCode;
 use crate::odata::{self, Decoded, Metadata};
-use crate::store::{Change, Expected, TableError, Tables};
-use crate::value::{Entity, Value};
+use crate::store::{TableError, Tables};
+use crate::value::Entity;
 use crate::write::{Kind, condition, decide};
 
 /// How many times a write decides again when other writes keep coming first.
-const ATTEMPTS: usize = 32;
+pub(crate) const ATTEMPTS: usize = 32;
 
 /// An entity's JSON, at the metadata `accept` asks for.
 pub(crate) fn entity_json(
@@ -27,7 +27,11 @@ pub(crate) fn entity_json(
     Json::Object(odata::encode(entity, Metadata::of(accept), &url))
 }
 
-async fn insert(tables: &impl Tables, asked: &Asked<'_>, table: &str) -> Result<Answer, Failure> {
+pub(crate) async fn insert(
+    tables: &impl Tables,
+    asked: &Asked<'_>,
+    table: &str,
+) -> Result<Answer, Failure> {
     let decoded = odata::decode(asked.body)?;
     let pk = decoded.partition_key.clone();
     let rk = decoded.row_key.clone();
@@ -41,7 +45,9 @@ async fn insert(tables: &impl Tables, asked: &Asked<'_>, table: &str) -> Result<
     match tables.commit(table, &[change]).await {
         Ok(()) => {}
         Err(TableError::Conflict { .. }) => {
-            return Err(Failure::new(ErrorCode::EntityAlreadyExists, "the entity exists",
+            return Err(Failure::new(
+                ErrorCode::EntityAlreadyExists,
+                "the entity exists",
             ));
         }
         Err(error) => return Err(table_error(error)),
@@ -49,9 +55,11 @@ async fn insert(tables: &impl Tables, asked: &Asked<'_>, table: &str) -> Result<
     Ok(written(asked, table, &entity, true))
 }
 
-fn check_size(entity: &Entity) -> Result<(), Failure> {
+pub(crate) fn check_size(entity: &Entity) -> Result<(), Failure> {
     if entity.size() > odata::MAX_ENTITY {
-        return Err(Failure::new(ErrorCode::EntityTooLarge, "the entity is over 1 MiB",
+        return Err(Failure::new(
+            ErrorCode::EntityTooLarge,
+            "the entity is over 1 MiB",
         ));
     }
     Ok(())
@@ -59,7 +67,7 @@ fn check_size(entity: &Entity) -> Result<(), Failure> {
 
 /// The answer to a write that left `entity`: 201 with it (an insert that returns content),
 /// or 204; its ETag either way.
-fn written(asked: &Asked<'_>, table: &str, entity: &Entity, created: bool) -> Answer {
+pub(crate) fn written(asked: &Asked<'_>, table: &str, entity: &Entity, created: bool) -> Answer {
     let with_content = || {
         let url = format!("{}/{table}", asked.base);
         json_answer(
@@ -76,7 +84,7 @@ fn written(asked: &Asked<'_>, table: &str, entity: &Entity, created: bool) -> An
     answer
 }
 
-async fn write(
+pub(crate) async fn write(
     tables: &impl Tables,
     asked: &Asked<'_>,
     table: &str,
@@ -127,6 +135,8 @@ async fn write(
             Err(error) => return Err(table_error(error)),
         }
     }
-    Err(Failure::new(ErrorCode::ServerBusy, "the entity changed under every attempt",
+    Err(Failure::new(
+        ErrorCode::ServerBusy,
+        "the entity changed under every attempt",
     ))
 }

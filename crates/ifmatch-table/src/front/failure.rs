@@ -4,14 +4,14 @@ use http::HeaderValue;
 use serde_json::{Value as Json, json};
 
 use super::answers::json_answer;
-use super::asked::Answer;
+use super::asked::{Answer, Asked};
 use crate::ErrorCode;
 use crate::odata;
 use crate::store::TableError;
 use crate::write::Refused;
 
 /// `x-ms-error-code`.
-const ERROR_CODE: &str = "x-ms-error-code";
+pub(crate) const ERROR_CODE: &str = "x-ms-error-code";
 
 /// A failure, answered as Azure's JSON error.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,12 +97,24 @@ pub(crate) fn table_error(error: TableError) -> Failure {
             Failure::new(ErrorCode::TableNotFound, format!("table {name} not found"))
         }
         TableError::Conflict { .. } => Failure::new(ErrorCode::Conflict, "a write came first"),
-        TableError::Generic { .. } => {
-            Failure::new(ErrorCode::ServerBusy, "the storage did not answer; try again")
-        }
+        TableError::Generic { .. } => Failure::new(
+            ErrorCode::ServerBusy,
+            "the storage did not answer; try again",
+        ),
     }
 }
 
 pub(crate) fn invalid(message: impl Into<String>) -> Failure {
     Failure::new(ErrorCode::InvalidInput, message)
+}
+
+/// Refuses a key outside the range a table SAS reaches.
+pub(crate) fn reach(asked: &Asked<'_>, (pk, rk): (&str, &str)) -> Result<(), Failure> {
+    match asked.within {
+        Some(range) if !range.contains(pk, rk) => Err(Failure::new(
+            ErrorCode::AuthorizationFailure,
+            "the shared access signature does not reach this entity's keys",
+        )),
+        _ => Ok(()),
+    }
 }

@@ -18,13 +18,13 @@ mod tables;
 
 use http::StatusCode;
 
-pub use self::asked::{Answer, Asked};
-pub use self::failure::{denial, failure};
-pub use self::query::MAX_PAGE;
-use self::failure::{Failure, table_error};
 use self::answers::empty;
+pub use self::asked::{Answer, Asked};
 use self::entities::{insert, write};
+use self::failure::{Failure, table_error};
+pub use self::failure::{denial, failure};
 use self::path::{Resource, resource};
+pub use self::query::MAX_PAGE;
 use self::query::{query, query_tables};
 use self::tables::{create_table, query_table};
 use crate::ErrorCode;
@@ -68,7 +68,9 @@ async fn route(tables: &impl Tables, asked: &Asked<'_>) -> Result<Answer, Failur
             };
             write(tables, asked, &table, (pk, rk), kind).await
         }
-        _ => Err(Failure::new(ErrorCode::MethodNotAllowed, format!("{method} here"),
+        _ => Err(Failure::new(
+            ErrorCode::MethodNotAllowed,
+            format!("{method} here"),
         )),
     }
 }

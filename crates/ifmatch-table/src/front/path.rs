@@ -6,7 +6,7 @@ use crate::store::EntityKey;
 
 /// What a request's path names.
 #[derive(Debug, PartialEq, Eq)]
-enum Resource {
+pub(crate) enum Resource {
     /// `/Tables`.
     Tables,
     /// `/Tables('name')`.
@@ -19,7 +19,7 @@ enum Resource {
     Batch,
 }
 
-fn resource(path: &str) -> Result<Resource, Failure> {
+pub(crate) fn resource(path: &str) -> Result<Resource, Failure> {
     let path = path.strip_prefix('/').unwrap_or(path);
     let (name, keys) = match path.split_once('(') {
         Some((name, rest)) => {
@@ -56,7 +56,7 @@ pub(crate) fn entity_key(keys: &str) -> Result<EntityKey, Failure> {
 }
 
 /// The text of a quoted OData string literal (`''` for a quote).
-fn literal(quoted: &str) -> Result<String, Failure> {
+pub(crate) fn literal(quoted: &str) -> Result<String, Failure> {
     let inner = (quoted.strip_prefix('\''))
         .and_then(|q| q.strip_suffix('\''))
         .ok_or_else(|| invalid("a quoted key expected"))?;
@@ -64,12 +64,14 @@ fn literal(quoted: &str) -> Result<String, Failure> {
 }
 
 /// Azure's table names: 3 to 63 letters and digits, a letter first, not `tables`.
-fn check_table_name(name: &str) -> Result<(), Failure> {
+pub(crate) fn check_table_name(name: &str) -> Result<(), Failure> {
     let mut chars = name.chars();
     let first = chars.next().is_some_and(|c| c.is_ascii_alphabetic());
     let valid = first && chars.all(|c| c.is_ascii_alphanumeric());
     if !valid || !(3..=63).contains(&name.len()) || name.eq_ignore_ascii_case("tables") {
-        return Err(Failure::new(ErrorCode::InvalidResourceName, format!("{name:?}"),
+        return Err(Failure::new(
+            ErrorCode::InvalidResourceName,
+            format!("{name:?}"),
         ));
     }
     Ok(())

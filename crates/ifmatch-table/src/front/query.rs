@@ -5,23 +5,26 @@ use base64::Engine;
 use serde_json::{Value as Json, json};
 
 use super::answers::{insert_header, json_answer, metadata};
-use super::asked::{Answer, Asked, reach};
-use super::failure::{Failure, invalid, table_error};
+use super::asked::{Answer, Asked};
+use super::failure::{Failure, invalid, reach, table_error};
 use crate::ErrorCode;
 use crate::auth::KeyRange;
 use crate::filter::Filter;
 use crate::odata;
 use crate::store::{Scan, Tables};
-use crate::value::Entity;
+use crate::value::{Entity, Value};
 
 /// The most entities one page of Query Entities returns (Azure's limit).
 pub const MAX_PAGE: usize = 1000;
 
 /// How many entities one page reads at the most while it looks for matches: a filter over a
 /// whole table answers a page of what it read and a continuation, never reads the table.
-const MAX_READ: usize = 10 * MAX_PAGE;
+pub(crate) const MAX_READ: usize = 10 * MAX_PAGE;
 
-async fn query_tables(tables: &impl Tables, asked: &Asked<'_>) -> Result<Answer, Failure> {
+pub(crate) async fn query_tables(
+    tables: &impl Tables,
+    asked: &Asked<'_>,
+) -> Result<Answer, Failure> {
     let top = top(asked)?;
     let after = parameter(asked, "NextTableName").map(untoken).transpose()?;
     let after = after.as_deref().unwrap_or_default();
@@ -50,13 +53,13 @@ async fn query_tables(tables: &impl Tables, asked: &Asked<'_>) -> Result<Answer,
     Ok(answer)
 }
 
-fn parameter<'a>(asked: &'a Asked<'_>, name: &str) -> Option<&'a str> {
+pub(crate) fn parameter<'a>(asked: &'a Asked<'_>, name: &str) -> Option<&'a str> {
     (asked.query.iter())
         .find(|(n, _)| n == name)
         .map(|(_, v)| v.as_str())
 }
 
-fn top(asked: &Asked<'_>) -> Result<usize, Failure> {
+pub(crate) fn top(asked: &Asked<'_>) -> Result<usize, Failure> {
     match parameter(asked, "$top") {
         None => Ok(MAX_PAGE),
         Some(top) => match top.parse::<usize>() {
@@ -68,17 +71,17 @@ fn top(asked: &Asked<'_>) -> Result<usize, Failure> {
 
 /// A continuation token: the key a page stopped at, opaque to the client (base64url), so any
 /// key (spaces, quotes, non-ASCII) fits in a header and comes back whole.
-fn token(key: &str) -> String {
+pub(crate) fn token(key: &str) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(key)
 }
 
-fn untoken(token: &str) -> Result<String, Failure> {
+pub(crate) fn untoken(token: &str) -> Result<String, Failure> {
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token);
     let key = bytes.ok().and_then(|b| String::from_utf8(b).ok());
     key.ok_or_else(|| invalid("not a continuation token of this service"))
 }
 
-async fn query(
+pub(crate) async fn query(
     tables: &impl Tables,
     asked: &Asked<'_>,
     table: &str,
@@ -103,7 +106,9 @@ async fn query(
         reach(asked, (&key.0, &key.1))?;
         let found = tables.get(table, &key).await.map_err(table_error)?;
         let entity = found.ok_or_else(|| {
-            Failure::new(ErrorCode::ResourceNotFound, "The specified resource does not exist.",
+            Failure::new(
+                ErrorCode::ResourceNotFound,
+                "The specified resource does not exist.",
             )
         })?;
         let etag = entity.timestamp.etag();
