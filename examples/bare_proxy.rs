@@ -4,7 +4,7 @@
 //! origin pool). `scripts/bench-proxy` measures it beside nginx and `ifmatch proxy`: what
 //! hyper and tokio cost a proxied request before ifmatch does anything.
 //!
-//! `LISTEN=127.0.0.1:8081 UPSTREAM=127.0.0.1:8080 cargo run --release -p examples --example bare-proxy`
+//! `LISTEN=127.0.0.1:8081 UPSTREAM=127.0.0.1:8080 cargo run --profile dist -p examples --example bare-proxy`
 
 use std::convert::Infallible;
 use std::net::SocketAddr;

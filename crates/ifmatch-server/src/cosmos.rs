@@ -4,10 +4,11 @@
 //! Table service keeps (each Cosmos account in names of its own).
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::Full;
 use ifmatch_cosmos::MAX_BODY;
 
 use crate::accept::RequestBody;
+use crate::whole_body::{self, Unread};
 use crate::{AnyTables, SystemEnv};
 
 /// The Cosmos DB endpoint as the server runs it.
@@ -19,14 +20,10 @@ pub(crate) async fn answer(
     request: http::Request<RequestBody>,
 ) -> http::Response<Full<Bytes>> {
     let (parts, body) = request.into_parts();
-    let answer = match Limited::new(body, MAX_BODY).collect().await {
-        Ok(body) => service.handle(&parts, &body.to_bytes()).await,
-        Err(error) if error.is::<http_body_util::LengthLimitError>() => service.too_large(&parts),
-        Err(error) => {
-            tracing::debug!(%error, "reading a Cosmos request's body");
-            let cut = ifmatch_cosmos::failure::bad_request("The body was cut.");
-            cut.answer()
-        }
+    let answer = match whole_body::read(body, MAX_BODY, "a Cosmos request").await {
+        Ok(body) => service.handle(&parts, &body).await,
+        Err(Unread::TooLarge) => service.too_large(&parts),
+        Err(Unread::Cut) => ifmatch_cosmos::failure::bad_request("The body was cut.").answer(),
     };
     answer.map(Full::new)
 }

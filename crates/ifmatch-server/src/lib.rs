@@ -25,6 +25,7 @@ pub mod metrics;
 mod observe;
 pub mod proxy;
 pub mod tables;
+mod whole_body;
 
 use std::convert::Infallible;
 use std::future::Future;

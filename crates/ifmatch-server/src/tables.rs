@@ -3,10 +3,12 @@
 //! limit, then answered by [`ifmatch_table::Service`], which holds every rule.
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::Full;
 use ifmatch_table::service::MAX_BODY;
+use ifmatch_table::{ErrorCode, front};
 
 use crate::accept::RequestBody;
+use crate::whole_body::{self, Unread};
 use crate::{AnyTables, SystemEnv};
 
 /// The Table service as the server runs it.
@@ -19,16 +21,10 @@ pub(crate) async fn answer(
     request: http::Request<RequestBody>,
 ) -> http::Response<Full<Bytes>> {
     let (parts, body) = request.into_parts();
-    let answer = match Limited::new(body, MAX_BODY).collect().await {
-        Ok(body) => service.handle(&parts, &body.to_bytes()).await,
-        Err(error) if error.is::<http_body_util::LengthLimitError>() => service.too_large(&parts),
-        Err(error) => {
-            tracing::debug!(%error, "reading a Table request's body");
-            ifmatch_table::front::failure(
-                ifmatch_table::ErrorCode::InvalidInput,
-                "the body was cut",
-            )
-        }
+    let answer = match whole_body::read(body, MAX_BODY, "a Table request").await {
+        Ok(body) => service.handle(&parts, &body).await,
+        Err(Unread::TooLarge) => service.too_large(&parts),
+        Err(Unread::Cut) => front::failure(ErrorCode::InvalidInput, "the body was cut"),
     };
     answer.map(Full::new)
 }
