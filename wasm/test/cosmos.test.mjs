@@ -3,7 +3,8 @@
 // Objects): the seed flow (read, replace with the _etag, a stale replace is 412 and changes
 // nothing), the 304 read, 16 writers on one counter with retries on 412, queries across
 // partitions and in one, patch with a condition, a batch that fails and leaves nothing, the
-// change feed resumed from its token, and a wrong key refused. The Python SDK runs against the Worker here, against the native server in
+// change feed resumed from its token, and a wrong key refused. The Python SDK and the Rust SDK's
+// program (tests/rust-sdk) run against the Worker here, against the native server in
 // crates/ifmatch-server/tests/cosmos.rs.
 
 import assert from "node:assert/strict";
@@ -186,6 +187,25 @@ for (const [name, start] of [
     });
     assert.equal(code, 0, out);
     assert.match(out, /python cosmos: \d+ passed, 0 failed/);
+  });
+
+  test("the Rust SDK's checks (azure_data_cosmos, tests/rust-sdk)", { skip: native }, async () => {
+    // Built by the test command (a cargo workspace of its own); run against the native server
+    // by crates/ifmatch-server/tests/cosmos.rs.
+    const program = join(here, "../../tests/rust-sdk/target/debug/cosmos-rust-sdk");
+    const { code, out } = await new Promise((resolve, reject) => {
+      // The SDK speaks HTTP/2 without TLS by default; miniflare serves HTTP/1.1 there (the
+      // Workers edge speaks HTTP/2 over TLS), so the SDK's own setting turns it off here.
+      const env = { ...process.env, AZURE_COSMOS_CONNECTION_POOL_IS_HTTP2_ALLOWED: "false" };
+      const child = spawn(program, [`${server.cosmosOrigin}/`, KEY], { env, stdio: ["ignore", "pipe", "pipe"] });
+      let out = "";
+      child.stdout.on("data", (d) => (out += d));
+      child.stderr.on("data", (d) => (out += d));
+      child.on("error", reject);
+      child.on("close", (code) => resolve({ code, out }));
+    });
+    assert.equal(code, 0, out);
+    assert.match(out, /rust cosmos: 11 passed/);
   });
 
   test("the change feed from the beginning, resumed from its token", async () => {

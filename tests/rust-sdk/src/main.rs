@@ -1,14 +1,22 @@
 //! Azure's Rust SDK for Cosmos DB (`azure_data_cosmos`, key authentication), unchanged, against
 //! the endpoint given: the seed flow (read, replace with the tag read; a second replace with it
-//! is 412 and changes nothing), a 409, the 304 of a read with the current tag, and 16 writers on
-//! one counter with retries on 412 (an exact total). Prints a line per check and a last line
-//! `rust cosmos: N passed`; exits 1 at the first failure.
+//! is 412 and changes nothing), a 409, the 304 of a read with the current tag, 16 writers on one
+//! counter with retries on 412 (an exact total), a query with a parameter in one partition in
+//! pages, a transactional batch that fails and leaves nothing, and a wrong key refused. Prints a
+//! line per check and a last line `rust cosmos: N passed`; exits 1 at the first failure.
 //!
 //! Usage: cosmos-rust-sdk ENDPOINT KEY
 
+use std::num::NonZeroU32;
+
 use azure_data_cosmos::models::ContainerProperties;
-use azure_data_cosmos::options::{ItemReadOptions, ItemWriteOptions, Precondition, Region};
-use azure_data_cosmos::{AccountReference, CosmosClientBuilder, RoutingStrategy};
+use azure_data_cosmos::options::{
+    ItemReadOptions, ItemWriteOptions, MaxItemCountHint, Precondition, QueryOptions, Region,
+};
+use azure_data_cosmos::{
+    AccountReference, CosmosClientBuilder, FeedScope, Query, RoutingStrategy, TransactionalBatch,
+};
+use futures::StreamExt;
 use serde_json::{Value, json};
 
 /// The status an SDK call answered or failed with.
@@ -164,5 +172,72 @@ async fn main() {
         total["n"] == 128,
         &total,
     );
+    // A query with a parameter, in one partition, in pages of two.
+    for i in 0..5 {
+        let id = format!("q{i}");
+        let doc = json!({"id": id, "user": "quinn", "n": i});
+        carts.create_item("quinn", &id, doc, None).await.expect("a document");
+    }
+    let query = Query::from("SELECT * FROM c WHERE c.n >= @min")
+        .with_parameter("@min", 2)
+        .expect("a parameter");
+    let mut options = QueryOptions::default();
+    options.feed.max_item_count = Some(MaxItemCountHint::Limit(NonZeroU32::new(2).unwrap()));
+    let mut pages = carts
+        .query_items::<Value>(query, FeedScope::partition("quinn"), Some(options))
+        .await
+        .expect("a query")
+        .into_pages();
+    let (mut ids, mut count) = (Vec::new(), 0);
+    while let Some(page) = pages.next().await {
+        count += 1;
+        let page = page.expect("a page");
+        ids.extend(page.items().iter().map(|d| d["id"].as_str().unwrap_or("").to_owned()));
+    }
+    ids.sort();
+    checks.check(
+        "a query with a parameter in one partition, in pages",
+        ids == ["q2", "q3", "q4"] && count >= 2,
+        (&ids, count),
+    );
+
+    // A batch whose second operation fails leaves nothing of the first.
+    let batch = TransactionalBatch::new("quinn")
+        .create_item(json!({"id": "b1", "user": "quinn"}))
+        .expect("an operation")
+        .create_item(json!({"id": "q0", "user": "quinn"}))
+        .expect("an operation");
+    let answered = carts.execute_transactional_batch(batch, None).await;
+    let failed = match answered {
+        Err(_) => true,
+        Ok(response) => match response.into_model() {
+            Ok(model) => model.results().iter().any(|r| r.status_code() == 409),
+            Err(_) => true,
+        },
+    };
+    let left = carts.read_item("quinn", "b1", None).await;
+    checks.check(
+        "a batch with a failing operation applies nothing",
+        failed && status(&left, |_| 0) == 404,
+        (),
+    );
+
+    // A client with another key is refused.
+    let stranger = AccountReference::with_authentication_key(
+        args[1].parse().expect("an endpoint URL"),
+        azure_core::credentials::Secret::from("d3Jvbmcga2V5IHdyb25nIGtleSB3cm9uZyBrZXk="),
+    );
+    let refused = match CosmosClientBuilder::new()
+        .build(stranger, RoutingStrategy::ProximityTo(Region::EAST_US))
+        .await
+    {
+        Err(error) => u16::from(error.status().status_code()),
+        Ok(client) => {
+            let read = client.database_client("rust").read(None).await;
+            status(&read, |_| 0)
+        }
+    };
+    checks.check("a wrong key is refused (401)", refused == 401, refused);
+
     println!("rust cosmos: {} passed", checks.0);
 }
