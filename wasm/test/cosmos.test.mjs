@@ -205,7 +205,7 @@ for (const [name, start] of [
       child.on("close", (code) => resolve({ code, out }));
     });
     assert.equal(code, 0, out);
-    assert.match(out, /rust cosmos: 11 passed/);
+    assert.match(out, /rust cosmos: 13 passed/);
   });
 
   test("the change feed from the beginning, resumed from its token", async () => {

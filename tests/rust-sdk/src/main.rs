@@ -2,8 +2,9 @@
 //! the endpoint given: the seed flow (read, replace with the tag read; a second replace with it
 //! is 412 and changes nothing), a 409, the 304 of a read with the current tag, 16 writers on one
 //! counter with retries on 412 (an exact total), a query with a parameter in one partition in
-//! pages, a transactional batch that fails and leaves nothing, and a wrong key refused. Prints a
-//! line per check and a last line `rust cosmos: N passed`; exits 1 at the first failure.
+//! pages, a transactional batch that fails and leaves nothing, the change feed resumed from its
+//! token, and a wrong key refused. (A patch with a predicate: the SDK exposes none, on purpose.)
+//! Prints a line per check and a last line `rust cosmos: N passed`; exits 1 at the first failure.
 //!
 //! Usage: cosmos-rust-sdk ENDPOINT KEY
 
@@ -11,7 +12,8 @@ use std::num::NonZeroU32;
 
 use azure_data_cosmos::models::ContainerProperties;
 use azure_data_cosmos::options::{
-    ItemReadOptions, ItemWriteOptions, MaxItemCountHint, Precondition, QueryOptions, Region,
+    ChangeFeedOptions, ChangeFeedStartFrom, ItemReadOptions, ItemWriteOptions, MaxItemCountHint,
+    Precondition, QueryOptions, Region,
 };
 use azure_data_cosmos::{
     AccountReference, CosmosClientBuilder, FeedScope, Query, RoutingStrategy, TransactionalBatch,
@@ -176,7 +178,10 @@ async fn main() {
     for i in 0..5 {
         let id = format!("q{i}");
         let doc = json!({"id": id, "user": "quinn", "n": i});
-        carts.create_item("quinn", &id, doc, None).await.expect("a document");
+        carts
+            .create_item("quinn", &id, doc, None)
+            .await
+            .expect("a document");
     }
     let query = Query::from("SELECT * FROM c WHERE c.n >= @min")
         .with_parameter("@min", 2)
@@ -192,7 +197,11 @@ async fn main() {
     while let Some(page) = pages.next().await {
         count += 1;
         let page = page.expect("a page");
-        ids.extend(page.items().iter().map(|d| d["id"].as_str().unwrap_or("").to_owned()));
+        ids.extend(
+            page.items()
+                .iter()
+                .map(|d| d["id"].as_str().unwrap_or("").to_owned()),
+        );
     }
     ids.sort();
     checks.check(
@@ -220,6 +229,78 @@ async fn main() {
         "a batch with a failing operation applies nothing",
         failed && status(&left, |_| 0) == 404,
         (),
+    );
+
+    // The change feed of one partition from the beginning, then resumed from its token: only
+    // what changed since.
+    let ids_of = |page: &azure_data_cosmos::feed::FeedPage<_>| -> Vec<(String, i64)> {
+        let items: &[azure_data_cosmos::models::ChangeFeedItem<Value>] = page.items();
+        items
+            .iter()
+            .filter_map(|item| item.current())
+            .map(|d| {
+                (
+                    d["id"].as_str().unwrap_or("").to_owned(),
+                    d["n"].as_i64().unwrap_or(-1),
+                )
+            })
+            .collect()
+    };
+    let mut feed = carts
+        .query_change_feed::<Value>(
+            FeedScope::partition("quinn"),
+            ChangeFeedStartFrom::Beginning,
+            None,
+        )
+        .await
+        .expect("a change feed");
+    let mut first = Vec::new();
+    for _ in 0..10 {
+        let Some(page) = feed.next().await else { break };
+        let page = page.expect("a page");
+        if page.items().is_empty() {
+            break;
+        }
+        first.extend(ids_of(&page));
+    }
+    let token = feed.to_continuation_token().expect("a token");
+    let mut from_start: Vec<String> = first.iter().map(|(id, _)| id.clone()).collect();
+    from_start.sort();
+    checks.check(
+        "the change feed from the beginning",
+        from_start == ["q0", "q1", "q2", "q3", "q4"],
+        &from_start,
+    );
+    let q1 = json!({"id": "q1", "user": "quinn", "n": 100});
+    carts
+        .upsert_item("quinn", "q1", q1, None)
+        .await
+        .expect("an upsert");
+    let mut options = ChangeFeedOptions::default();
+    options.feed.continuation_token = Some(token);
+    let mut resumed = carts
+        .query_change_feed::<Value>(
+            FeedScope::partition("quinn"),
+            ChangeFeedStartFrom::Beginning,
+            Some(options),
+        )
+        .await
+        .expect("a change feed");
+    let mut since = Vec::new();
+    for _ in 0..10 {
+        let Some(page) = resumed.next().await else {
+            break;
+        };
+        let page = page.expect("a page");
+        if page.items().is_empty() {
+            break;
+        }
+        since.extend(ids_of(&page));
+    }
+    checks.check(
+        "the change feed resumed from its token: only what changed since",
+        since == [("q1".to_owned(), 100)],
+        &since,
     );
 
     // A client with another key is refused.
