@@ -141,7 +141,7 @@ async fn cosmos(
 ) -> worker::Result<worker::Response> {
     let https = request.uri().scheme_str() == Some("https");
     let service =
-        ifmatch_cosmos::Service::new(DurableTables::new(env.durable_object(TABLES)?), WorkersEnv)
+        ifmatch_cosmos::Endpoint::new(DurableTables::new(env.durable_object(TABLES)?), WorkersEnv)
             .with_accounts(&accounts)
             .with_anonymous_access(anonymous)
             .with_https(https);
@@ -162,7 +162,7 @@ async fn tables(
     anonymous: bool,
 ) -> worker::Result<worker::Response> {
     let service =
-        ifmatch_table::Service::new(DurableTables::new(env.durable_object(TABLES)?), WorkersEnv)
+        ifmatch_table::Endpoint::new(DurableTables::new(env.durable_object(TABLES)?), WorkersEnv)
             .with_accounts(accounts)
             .with_anonymous_access(anonymous)
             .with_mount(if request.uri().path().starts_with(TABLE_MOUNT) {
@@ -179,7 +179,7 @@ async fn tables(
     if parts.uri.scheme_str() == Some("https") {
         parts.extensions.insert(Https);
     }
-    let limited = http_body_util::Limited::new(body, ifmatch_table::service::MAX_BODY);
+    let limited = http_body_util::Limited::new(body, ifmatch_table::endpoint::MAX_BODY);
     let answer = match http_body_util::BodyExt::collect(limited).await {
         Ok(body) => service.handle(&parts, &body.to_bytes()).await,
         Err(_) => service.too_large(&parts),

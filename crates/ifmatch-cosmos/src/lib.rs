@@ -11,6 +11,7 @@ pub mod auth;
 pub mod batch;
 pub mod clock;
 pub mod document;
+pub mod endpoint;
 pub mod failure;
 mod feed;
 mod feed_entries;
@@ -18,7 +19,6 @@ pub mod front;
 pub mod hashed_key;
 pub mod patch;
 pub mod query;
-pub mod service;
 pub mod sql;
 
-pub use service::{EMULATOR_ACCOUNT, EMULATOR_KEY, MAX_BODY, Service, connection_string};
+pub use endpoint::{EMULATOR_ACCOUNT, EMULATOR_KEY, Endpoint, MAX_BODY, connection_string};

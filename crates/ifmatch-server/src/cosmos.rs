@@ -1,6 +1,6 @@
 //! The Cosmos DB endpoint on a listener of its own (`127.0.0.1:8081` by default, the
 //! emulator's port): each request's body read whole, up to the endpoint's limit, then
-//! answered by [`ifmatch_cosmos::Service`], which holds every rule, over the tables the
+//! answered by [`ifmatch_cosmos::Endpoint`], which holds every rule, over the tables the
 //! Table service keeps (each Cosmos account in names of its own).
 
 use bytes::Bytes;
@@ -12,17 +12,17 @@ use crate::whole_body::{self, Unread};
 use crate::{AnyTables, SystemEnv};
 
 /// The Cosmos DB endpoint as the server runs it.
-pub type CosmosService = ifmatch_cosmos::Service<AnyTables, SystemEnv>;
+pub type CosmosEndpoint = ifmatch_cosmos::Endpoint<AnyTables, SystemEnv>;
 
 /// The endpoint's answer to `request`, its body read whole first (up to the limit).
 pub(crate) async fn answer(
-    service: &CosmosService,
+    endpoint: &CosmosEndpoint,
     request: http::Request<RequestBody>,
 ) -> http::Response<Full<Bytes>> {
     let (parts, body) = request.into_parts();
     let answer = match whole_body::read(body, MAX_BODY, "a Cosmos request").await {
-        Ok(body) => service.handle(&parts, &body).await,
-        Err(Unread::TooLarge) => service.too_large(&parts),
+        Ok(body) => endpoint.handle(&parts, &body).await,
+        Err(Unread::TooLarge) => endpoint.too_large(&parts),
         Err(Unread::Cut) => ifmatch_cosmos::failure::bad_request("The body was cut.").answer(),
     };
     answer.map(Full::new)

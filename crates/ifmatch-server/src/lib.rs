@@ -124,7 +124,7 @@ impl Options {
 
 /// A front with the data directory it keeps its bytes in: what [`serve`] runs.
 #[derive(Debug)]
-pub struct Served<R, O, E> {
+pub struct BlobFront<R, O, E> {
     /// The front.
     pub front: Arc<Front<R, O, E>>,
     /// The data directory.
@@ -137,7 +137,7 @@ pub struct Served<R, O, E> {
     pub first_sweep: Duration,
 }
 
-impl<R, O, E> Clone for Served<R, O, E> {
+impl<R, O, E> Clone for BlobFront<R, O, E> {
     fn clone(&self) -> Self {
         Self {
             front: self.front.clone(),
@@ -154,7 +154,7 @@ impl<R, O, E> Clone for Served<R, O, E> {
 pub fn open(
     data: impl Into<PathBuf>,
     options: Options,
-) -> io::Result<Served<LocalRecords, LocalObjects, SystemEnv>> {
+) -> io::Result<BlobFront<LocalRecords, LocalObjects, SystemEnv>> {
     open_with_env(data, options, SystemEnv)
 }
 
@@ -163,7 +163,7 @@ pub fn open_with_env<E: Env>(
     data: impl Into<PathBuf>,
     options: Options,
     env: E,
-) -> io::Result<Served<LocalRecords, LocalObjects, E>> {
+) -> io::Result<BlobFront<LocalRecords, LocalObjects, E>> {
     let dir = DataDir::open(data)?;
     let records = LocalRecords::new(dir.clone(), options.cache_capacity, INLINE_MAX);
     let objects = LocalObjects::new(dir.clone(), options.cache_bytes);
@@ -171,7 +171,7 @@ pub fn open_with_env<E: Env>(
     let tables = LocalTables::open(&path)
         .map_err(|e| io::Error::other(format!("opening {}: {e}", path.display())))?;
     let tables = AnyTables::Local(tables);
-    Ok(served(
+    Ok(blob_front(
         records,
         objects,
         tables,
@@ -188,7 +188,7 @@ pub fn open_with_env<E: Env>(
 pub async fn open_backends(
     choice: &Choice,
     options: Options,
-) -> io::Result<Served<AnyRecords, AnyObjects, SystemEnv>> {
+) -> io::Result<BlobFront<AnyRecords, AnyObjects, SystemEnv>> {
     let sizes = Sizes {
         records_cache: options.cache_capacity,
         bytes_cache: options.cache_bytes,
@@ -200,7 +200,7 @@ pub async fn open_backends(
     } else {
         Duration::ZERO
     };
-    Ok(served(
+    Ok(blob_front(
         opened.records,
         opened.objects,
         opened.tables,
@@ -211,7 +211,7 @@ pub async fn open_backends(
     ))
 }
 
-fn served<R: Records, O: Objects, E: Env>(
+fn blob_front<R: Records, O: Objects, E: Env>(
     records: R,
     objects: O,
     tables: AnyTables,
@@ -219,12 +219,12 @@ fn served<R: Records, O: Objects, E: Env>(
     dir: Arc<DataDir>,
     options: &Options,
     first_sweep: Duration,
-) -> Served<R, O, E> {
+) -> BlobFront<R, O, E> {
     let front = Front::new(records, objects, env)
         .with_max_body(options.max_body)
         .with_accounts(options.accounts.clone())
         .with_anonymous_access(options.anonymous);
-    Served {
+    BlobFront {
         front: Arc::new(front),
         dir,
         tables,
@@ -234,7 +234,7 @@ fn served<R: Records, O: Objects, E: Env>(
 
 /// Discards the objects older than `age` that no record names, and the temporary files older
 /// than that; never while damaged records (which may name objects) sit in `damaged/`.
-pub async fn sweep<R: Records, O: Objects, E: Env>(served: &Served<R, O, E>, age: Duration) {
+pub async fn sweep<R: Records, O: Objects, E: Env>(served: &BlobFront<R, O, E>, age: Duration) {
     if served.dir.has_damaged() {
         tracing::warn!(
             "not sweeping orphans: damaged records were moved to {}/damaged and may name \
@@ -278,11 +278,11 @@ impl From<TcpListener> for Listeners {
 
 /// Serves `served` on `listeners` until `shutdown` completes, then stops accepting and lets
 /// the requests in flight finish (up to 30 s): the blob front, and the Table service over
-/// [`Served::tables`] with the same accounts when it has a listener. Sweeps orphans every
+/// [`BlobFront::tables`] with the same accounts when it has a listener. Sweeps orphans every
 /// [`Options::sweep_every`].
 pub async fn serve<R, O, E>(
     listeners: impl Into<Listeners>,
-    served: Served<R, O, E>,
+    served: BlobFront<R, O, E>,
     options: Options,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()>
@@ -346,7 +346,7 @@ where
     limits.huge_lengths_reach_service = true;
     let observe = ObserveLayer::new(metrics.clone(), access_log);
     let cosmos_server = cosmos.map(|(listener, tls)| {
-        let service = cosmos::CosmosService::new(served_tables.clone(), SystemEnv)
+        let service = cosmos::CosmosEndpoint::new(served_tables.clone(), SystemEnv)
             .with_accounts(&options.accounts)
             .with_anonymous_access(options.anonymous)
             .with_https(tls.is_some());
@@ -360,7 +360,7 @@ where
         ))
     });
     let table_server = tables.map(|listener| {
-        let service = tables::TableService::new(served_tables, SystemEnv)
+        let service = tables::TableEndpoint::new(served_tables, SystemEnv)
             .with_accounts(options.accounts.clone())
             .with_anonymous_access(options.anonymous);
         let stop = stop.clone().cancelled_owned();

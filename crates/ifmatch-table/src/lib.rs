@@ -12,20 +12,20 @@ pub mod auth;
 pub mod batch;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+pub mod endpoint;
 mod error_code;
 mod filter;
 pub mod front;
 pub mod odata;
 mod prefer;
 mod scoped;
-pub mod service;
 mod store;
 mod value;
 pub mod write;
 
+pub use endpoint::Endpoint;
 pub use error_code::ErrorCode;
 pub use filter::{Filter, FilterError, MAX_COMPARISONS};
 pub use scoped::Scoped;
-pub use service::Service;
 pub use store::{Change, EntityKey, Expected, MemoryTables, Scan, TableError, Tables, satisfies};
 pub use value::{DateTime, Entity, Value};

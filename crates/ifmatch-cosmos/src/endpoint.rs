@@ -31,7 +31,7 @@ pub fn connection_string(endpoint: &str) -> String {
 
 /// The Cosmos DB endpoint over `T`.
 #[derive(Debug, Clone)]
-pub struct Service<T, E> {
+pub struct Endpoint<T, E> {
     tables: T,
     accounts: Vec<Account>,
     anonymous: bool,
@@ -44,9 +44,9 @@ pub struct Service<T, E> {
     https: bool,
 }
 
-impl<T: Tables + Clone, E: Env> Service<T, E> {
+impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
     /// The endpoint over `tables`, for the emulator's account alone until
-    /// [`Service::with_accounts`].
+    /// [`Endpoint::with_accounts`].
     pub fn new(tables: T, env: E) -> Self {
         let emulator = Account::new(EMULATOR_ACCOUNT, &[EMULATOR_KEY]).expect("the published key");
         Self {
@@ -80,7 +80,7 @@ impl<T: Tables + Clone, E: Env> Service<T, E> {
     }
 
     /// Answers a request whose body was read whole (at most [`MAX_BODY`]; see
-    /// [`Service::too_large`] for one that was longer).
+    /// [`Endpoint::too_large`] for one that was longer).
     pub async fn handle(&self, parts: &http::request::Parts, body: &[u8]) -> Answer {
         let answer = match self.answer(parts, body).await {
             Ok(answer) => answer,

@@ -8,15 +8,15 @@ use bytes::Bytes;
 use http::{Request, Response};
 use ifmatch_blob::memory::ManualEnv;
 use ifmatch_blob::{Accounts, auth};
-use ifmatch_table::{MemoryTables, Service};
+use ifmatch_table::{Endpoint, MemoryTables};
 
 const KEY: &str = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
 
-type Tested = Service<Arc<MemoryTables>, Arc<ManualEnv>>;
+type Tested = Endpoint<Arc<MemoryTables>, Arc<ManualEnv>>;
 
 fn service(anonymous: bool) -> Tested {
     let accounts = Accounts::parse(&format!("first:{KEY}; second:{KEY}")).unwrap();
-    Service::new(
+    Endpoint::new(
         Arc::new(MemoryTables::new()),
         Arc::new(ManualEnv::default()),
     )

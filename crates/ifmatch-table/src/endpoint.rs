@@ -26,7 +26,7 @@ pub const MAX_BODY: usize = (4 << 20) + (64 << 10);
 
 /// The Table service over `T`, for `accounts`.
 #[derive(Debug, Clone)]
-pub struct Service<T, E> {
+pub struct Endpoint<T, E> {
     tables: T,
     accounts: Accounts,
     anonymous: bool,
@@ -40,9 +40,9 @@ pub struct Service<T, E> {
     last: Arc<AtomicI64>,
 }
 
-impl<T: Tables + Clone, E: Env> Service<T, E> {
+impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
     /// The service over `tables`, for the development account alone until
-    /// [`Service::with_accounts`].
+    /// [`Endpoint::with_accounts`].
     pub fn new(tables: T, env: E) -> Self {
         Self {
             tables,
@@ -74,7 +74,7 @@ impl<T: Tables + Clone, E: Env> Service<T, E> {
     }
 
     /// Answers a request whose body was read whole (at most [`MAX_BODY`]; see
-    /// [`Service::too_large`] for one that was longer).
+    /// [`Endpoint::too_large`] for one that was longer).
     pub async fn handle(&self, parts: &http::request::Parts, body: &[u8]) -> Answer {
         let now = self.env.now();
         let mut name = "Unknown";
