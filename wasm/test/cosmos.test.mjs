@@ -21,6 +21,18 @@ const python = process.env.IFMATCH_PYTHON ?? join(here, "../../.venv/bin/python"
 const KEY =
   "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw==";
 
+/** `program` with `args` (and `env`): its exit code and everything it printed. */
+function run(program, args, env = process.env) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(program, args, { env, stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    child.stdout.on("data", (d) => (out += d));
+    child.stderr.on("data", (d) => (out += d));
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code, out }));
+  });
+}
+
 /** The error `promise` rejects with (it must reject). */
 async function failure(promise) {
   try {
@@ -175,35 +187,19 @@ for (const [name, start] of [
 
   test("the Python SDK's checks (azure-cosmos, tests/sdk/cosmos.py)", { skip: native }, async () => {
     const connection = `AccountEndpoint=${server.cosmosOrigin}/;AccountKey=${KEY};`;
-    const { code, out } = await new Promise((resolve, reject) => {
-      const child = spawn(python, [join(here, "../../tests/sdk/cosmos.py"), connection], {
-        stdio: ["ignore", "pipe", "pipe"],
-      });
-      let out = "";
-      child.stdout.on("data", (d) => (out += d));
-      child.stderr.on("data", (d) => (out += d));
-      child.on("error", reject);
-      child.on("close", (code) => resolve({ code, out }));
-    });
+    const { code, out } = await run(python, [join(here, "../../tests/sdk/cosmos.py"), connection]);
     assert.equal(code, 0, out);
     assert.match(out, /python cosmos: \d+ passed, 0 failed/);
   });
 
   test("the Rust SDK's checks (azure_data_cosmos, tests/rust-sdk)", { skip: native }, async () => {
     // Built by the test command (a cargo workspace of its own); run against the native server
-    // by crates/ifmatch-server/tests/cosmos.rs.
+    // by crates/ifmatch-server/tests/cosmos.rs. The SDK speaks HTTP/2 without TLS by default;
+    // miniflare serves HTTP/1.1 there (the Workers edge speaks HTTP/2 over TLS), so the SDK's
+    // own setting turns it off here.
     const program = join(here, "../../tests/rust-sdk/target/debug/cosmos-rust-sdk");
-    const { code, out } = await new Promise((resolve, reject) => {
-      // The SDK speaks HTTP/2 without TLS by default; miniflare serves HTTP/1.1 there (the
-      // Workers edge speaks HTTP/2 over TLS), so the SDK's own setting turns it off here.
-      const env = { ...process.env, AZURE_COSMOS_CONNECTION_POOL_IS_HTTP2_ALLOWED: "false" };
-      const child = spawn(program, [`${server.cosmosOrigin}/`, KEY], { env, stdio: ["ignore", "pipe", "pipe"] });
-      let out = "";
-      child.stdout.on("data", (d) => (out += d));
-      child.stderr.on("data", (d) => (out += d));
-      child.on("error", reject);
-      child.on("close", (code) => resolve({ code, out }));
-    });
+    const env = { ...process.env, AZURE_COSMOS_CONNECTION_POOL_IS_HTTP2_ALLOWED: "false" };
+    const { code, out } = await run(program, [`${server.cosmosOrigin}/`, KEY], env);
     assert.equal(code, 0, out);
     assert.match(out, /rust cosmos: 13 passed/);
   });

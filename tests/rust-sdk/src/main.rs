@@ -10,6 +10,8 @@
 
 use std::num::NonZeroU32;
 
+use azure_data_cosmos::feed::ChangeFeedPageIterator;
+use azure_data_cosmos::models::ChangeFeedItem;
 use azure_data_cosmos::models::ContainerProperties;
 use azure_data_cosmos::options::{
     ChangeFeedOptions, ChangeFeedStartFrom, ItemReadOptions, ItemWriteOptions, MaxItemCountHint,
@@ -40,6 +42,25 @@ impl Checks {
         self.0 += 1;
         println!("ok {what}");
     }
+}
+
+/// The ids and `n` of the documents a change feed iterator gives until its first empty page
+/// (nothing new).
+async fn changes(feed: &mut ChangeFeedPageIterator<ChangeFeedItem<Value>>) -> Vec<(String, i64)> {
+    let mut out = Vec::new();
+    for _ in 0..10 {
+        let Some(page) = feed.next().await else { break };
+        let page = page.expect("a page");
+        if page.items().is_empty() {
+            break;
+        }
+        let documents = page.items().iter().filter_map(|item| item.current());
+        out.extend(documents.map(|d| {
+            let id = d["id"].as_str().unwrap_or("").to_owned();
+            (id, d["n"].as_i64().unwrap_or(-1))
+        }));
+    }
+    out
 }
 
 #[tokio::main]
@@ -233,19 +254,6 @@ async fn main() {
 
     // The change feed of one partition from the beginning, then resumed from its token: only
     // what changed since.
-    let ids_of = |page: &azure_data_cosmos::feed::FeedPage<_>| -> Vec<(String, i64)> {
-        let items: &[azure_data_cosmos::models::ChangeFeedItem<Value>] = page.items();
-        items
-            .iter()
-            .filter_map(|item| item.current())
-            .map(|d| {
-                (
-                    d["id"].as_str().unwrap_or("").to_owned(),
-                    d["n"].as_i64().unwrap_or(-1),
-                )
-            })
-            .collect()
-    };
     let mut feed = carts
         .query_change_feed::<Value>(
             FeedScope::partition("quinn"),
@@ -254,15 +262,7 @@ async fn main() {
         )
         .await
         .expect("a change feed");
-    let mut first = Vec::new();
-    for _ in 0..10 {
-        let Some(page) = feed.next().await else { break };
-        let page = page.expect("a page");
-        if page.items().is_empty() {
-            break;
-        }
-        first.extend(ids_of(&page));
-    }
+    let first = changes(&mut feed).await;
     let token = feed.to_continuation_token().expect("a token");
     let mut from_start: Vec<String> = first.iter().map(|(id, _)| id.clone()).collect();
     from_start.sort();
@@ -286,17 +286,7 @@ async fn main() {
         )
         .await
         .expect("a change feed");
-    let mut since = Vec::new();
-    for _ in 0..10 {
-        let Some(page) = resumed.next().await else {
-            break;
-        };
-        let page = page.expect("a page");
-        if page.items().is_empty() {
-            break;
-        }
-        since.extend(ids_of(&page));
-    }
+    let since = changes(&mut resumed).await;
     checks.check(
         "the change feed resumed from its token: only what changed since",
         since == [("q1".to_owned(), 100)],
