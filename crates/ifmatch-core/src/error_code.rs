@@ -4,28 +4,30 @@
 //! ([`ErrorCode::xml_body`]); the native server and the Worker build the response from this one
 //! table so they cannot drift.
 
-use std::fmt;
-
-use http::StatusCode;
-
+/// Declares a dialect's error codes, each with the status it is answered with and its standard
+/// message (`Code = STATUS, "message";`, inside `pub enum Name { ... }`). The enum gets `as_str`, `status`, `message`, `ALL` and `Display`. One table per dialect, so
+/// that no answer pairs a code with another status. (Used by the Table dialect too.)
+#[macro_export]
 macro_rules! error_codes {
-    ($($(#[$doc:meta])* $name:ident = $status:ident, $message:literal;)*) => {
-        /// An error code of the Azure Blob Storage REST dialect.
+    ($(#[$meta:meta])* pub enum $enum:ident {
+        $($(#[$doc:meta])* $name:ident = $status:ident, $message:literal;)*
+    }) => {
+        $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
         #[non_exhaustive]
-        pub enum ErrorCode {
+        pub enum $enum {
             $($(#[$doc])* $name,)*
         }
 
-        impl ErrorCode {
-            /// The code as it appears in `x-ms-error-code` and the XML body.
+        impl $enum {
+            /// The code as it appears in `x-ms-error-code` and the error body.
             pub fn as_str(self) -> &'static str {
                 match self { $(Self::$name => stringify!($name),)* }
             }
 
             /// The HTTP status this code is answered with.
-            pub fn status(self) -> StatusCode {
-                match self { $(Self::$name => StatusCode::$status,)* }
+            pub fn status(self) -> ::http::StatusCode {
+                match self { $(Self::$name => ::http::StatusCode::$status,)* }
             }
 
             /// A human-readable description.
@@ -34,12 +36,20 @@ macro_rules! error_codes {
             }
 
             /// Every code, for tests and documentation.
-            pub const ALL: &'static [ErrorCode] = &[$(Self::$name,)*];
+            pub const ALL: &'static [$enum] = &[$(Self::$name,)*];
+        }
+
+        impl ::std::fmt::Display for $enum {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                f.write_str(self.as_str())
+            }
         }
     };
 }
 
 error_codes! {
+    /// An error code of the Azure Blob Storage REST dialect.
+    pub enum ErrorCode {
     /// A condition in If-Match, If-None-Match, If-Modified-Since or If-Unmodified-Since was not met.
     ConditionNotMet = PRECONDITION_FAILED, "The condition specified using HTTP conditional header(s) is not met.";
     /// A write combined conditions that the dialect does not allow together, or listed several tags.
@@ -154,6 +164,7 @@ error_codes! {
     ServerBusy = SERVICE_UNAVAILABLE, "The server is currently unable to receive requests. Please retry your request.";
     /// An unexpected failure on the server.
     InternalError = INTERNAL_SERVER_ERROR, "The server encountered an internal error. Please retry the request.";
+    }
 }
 
 impl ErrorCode {
@@ -164,12 +175,6 @@ impl ErrorCode {
             self.as_str(),
             xml_escape(message)
         )
-    }
-}
-
-impl fmt::Display for ErrorCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
