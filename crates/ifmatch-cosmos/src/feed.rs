@@ -22,6 +22,7 @@ use crate::front::{
     Asked, Committed, Done, Front, RETRIES, backend, document_json, documents_table, page_size,
     raced, rid,
 };
+use crate::query::SCAN_BUDGET;
 
 impl<T: Tables> Front<'_, T> {
     /// The change feed: the documents written since the position `If-None-Match` names
@@ -79,6 +80,11 @@ impl<T: Tables> Front<'_, T> {
         };
         let size = page_size(asked)?;
         let mut position = after;
+        // Entries of other partitions count too: a page reads at most the budget, and its etag
+        // says how far it got, so the next goes on from there. (Not so for a start from a point
+        // in time: the SDKs resume from the etag alone, without `If-Modified-Since`, so its
+        // first page reads on until it finds news or the end.)
+        let mut scanned = 0;
         let mut documents = Vec::new();
         'pages: loop {
             let from = entry_key(position + 1);
@@ -93,6 +99,7 @@ impl<T: Tables> Front<'_, T> {
                 Err(error) => return Err(backend(error)),
             };
             let full = entries.len() == size;
+            scanned += entries.len();
             for entry in &entries {
                 let Ok(number) = entry.row_key.parse::<i64>() else {
                     continue;
@@ -120,7 +127,7 @@ impl<T: Tables> Front<'_, T> {
                     }
                 }
             }
-            if !full {
+            if !full || (since.is_none() && scanned >= SCAN_BUDGET) {
                 break;
             }
         }

@@ -532,6 +532,69 @@ async fn the_change_feed_across_two_instances_over_redis_misses_no_change() {
     );
 }
 
+/// A feed page reads at most a budget of entries, other partitions' included: of 12,000
+/// documents in 120 partitions, the last partition's feed is a 304 that stops part way, with an
+/// etag the next page goes on from to find the partition's 100 (one page used to read the
+/// whole feed, however large).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_feed_page_reads_a_bounded_number_of_entries() {
+    let data = tempfile::tempdir().unwrap();
+    let (_server, endpoint) = serve(data.path(), &["--anonymous"]);
+    let http = common::client();
+    let created = http
+        .post(format!("{endpoint}/dbs"))
+        .body(r#"{"id":"scan"}"#);
+    assert_eq!(created.send().await.unwrap().status(), 201);
+    let container = r#"{"id":"c","partitionKey":{"paths":["/pk"]}}"#;
+    let created = http
+        .post(format!("{endpoint}/dbs/scan/colls"))
+        .body(container);
+    assert_eq!(created.send().await.unwrap().status(), 201);
+    for b in 0..120 {
+        let pk = format!("p{b}");
+        let operations: Vec<serde_json::Value> = (0..100)
+            .map(|row| {
+                let body = serde_json::json!({ "id": format!("{row}"), "pk": pk });
+                serde_json::json!({ "operationType": "Create", "resourceBody": body })
+            })
+            .collect();
+        let sent = http
+            .post(format!("{endpoint}/dbs/scan/colls/c/docs"))
+            .header("x-ms-cosmos-is-batch-request", "True")
+            .header("x-ms-documentdb-partitionkey", format!("[\"{pk}\"]"))
+            .body(serde_json::Value::Array(operations).to_string());
+        assert_eq!(sent.send().await.unwrap().status(), 200);
+    }
+    let page = |etag: Option<String>| {
+        let mut request = http
+            .get(format!("{endpoint}/dbs/scan/colls/c/docs"))
+            .header("a-im", "Incremental feed")
+            .header("x-ms-max-item-count", "1000")
+            .header("x-ms-documentdb-partitionkey", "[\"p119\"]");
+        if let Some(etag) = etag {
+            request = request.header("if-none-match", etag);
+        }
+        async move {
+            let answer = request.send().await.unwrap();
+            let etag = answer.headers()["etag"].to_str().unwrap().to_owned();
+            let status = answer.status().as_u16();
+            let body: serde_json::Value =
+                serde_json::from_slice(&answer.bytes().await.unwrap()).unwrap_or_default();
+            let count = body["Documents"].as_array().map_or(0, Vec::len);
+            (status, etag, count)
+        }
+    };
+    let position = |etag: &str| etag.trim_matches('"').parse::<u64>().unwrap();
+    let (status, first, _) = page(None).await;
+    assert_eq!(status, 304);
+    assert!(
+        (10_000..12_000).contains(&position(&first)),
+        "the first page stops at the budget: {first}"
+    );
+    let (status, second, count) = page(Some(first)).await;
+    assert_eq!((status, count, position(&second)), (200, 100, 12_000));
+}
+
 #[test]
 fn the_rust_sdk_seed_flow_the_304_and_a_counter_of_16_writers() {
     // Built by the test command in a workspace of its own (tests/rust-sdk).
