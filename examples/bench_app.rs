@@ -127,7 +127,10 @@ async fn main() -> std::io::Result<()> {
         .route("/doc", get(handler).put(stored))
         .route("/cached/4k", get(cacheable(4096, "\"c4k\"")))
         .route("/cached/1m", get(cacheable(1 << 20, "\"c1m\"")))
-        .route("/keys/{key}", get(cacheable(4096, "\"key\"")));
+        .route("/keys/{key}", get(cacheable(4096, "\"key\"")))
+        // A router served as a plain service turns its handlers into routes now rather than
+        // on every request (`axum::serve` does it for the router it is given).
+        .with_state(());
     if layer {
         app = Router::new().fallback_service(tower::Layer::layer(&conditional, app));
     }

@@ -30,7 +30,8 @@ pin_project! {
     #[derive(Debug)]
     enum Inner<B> {
         Empty,
-        Full { data: Option<Bytes>, trailers: Option<HeaderMap> },
+        // Trailers are rare: boxed, so that the usual body is small to move.
+        Full { data: Option<Bytes>, trailers: Option<Box<HeaderMap>> },
         Body { prefix: Option<Bytes>, #[pin] rest: B },
         Failed { prefix: Option<Bytes>, error: Option<BoxError> },
     }
@@ -43,7 +44,7 @@ impl<B> ConditionalBody<B> {
         }
     }
 
-    pub(crate) fn full(data: Bytes, trailers: Option<HeaderMap>) -> Self {
+    pub(crate) fn full(data: Bytes, trailers: Option<Box<HeaderMap>>) -> Self {
         Self {
             inner: Inner::Full {
                 data: (!data.is_empty()).then_some(data),
@@ -89,7 +90,7 @@ impl<B: Body<Data = Bytes, Error: Into<BoxError>>> Body for ConditionalBody<B> {
             Projection::Empty => Poll::Ready(None),
             Projection::Full { data, trailers } => Poll::Ready(match data.take() {
                 Some(data) => Some(Ok(Frame::data(data))),
-                None => trailers.take().map(|t| Ok(Frame::trailers(t))),
+                None => trailers.take().map(|t| Ok(Frame::trailers(*t))),
             }),
             Projection::Body { prefix, rest } => match prefix.take() {
                 Some(prefix) => Poll::Ready(Some(Ok(Frame::data(prefix)))),

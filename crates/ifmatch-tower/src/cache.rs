@@ -1,7 +1,7 @@
-//! What the layer remembers of the resources it has seen: per resource, the request headers
-//! its responses vary on and, per variant, the current ETag and the headers of a 304.
+//! The cache of the resources the layer has seen (each one: `resource.rs`), by key.
 //!
-//! One moka lookup per request finds a resource and all its variants. A read holds on to the
+//! One moka lookup per request finds a resource and all its variants (a thread's repeat read
+//! of a hot one finds it in `recent.rs` first). A read holds on to the
 //! resource it found; a write forgets the key, which detaches that resource, so what a read
 //! that was already under way remembers afterwards lands in a resource nobody can find: a read
 //! can never bring back a version that a write has replaced.
@@ -11,239 +11,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use ifmatch_core::precondition::Validators;
-use ifmatch_core::{EntityTag, header_list, strong_etag};
+use ifmatch_core::{EntityTag, header_list};
 
-/// The variants one resource keeps at most; a new one beyond that replaces the oldest.
-pub(crate) const MAX_VARIANTS: usize = 8;
-
-/// A resource the layer has seen since it last changed.
-#[derive(Debug)]
-pub(crate) struct Resource {
-    /// Its key, shared with the map that finds it: a read of a known resource needs no copy.
-    key: Arc<str>,
-    /// The request headers that select a variant, sorted.
-    vary: Vec<HeaderName>,
-    /// The variants, oldest first.
-    variants: Mutex<Vec<Variant>>,
-    /// The version the version backend held when this instance learned the resource (under
-    /// the key's lock). While the backend still holds exactly that, nobody has written since,
-    /// here or on another instance, and each variant's tag is current for the requests that
-    /// select it.
-    stamp: Mutex<Option<Validators>>,
-}
-
-/// One variant of a resource.
-#[derive(Debug)]
-struct Variant {
-    /// The query and the selecting headers' values (see [`Resource::selector`]).
-    selector: Vec<u8>,
-    /// The selecting headers but the credentials, as the request that was shown it sent them:
-    /// what a write asks the application with to learn whether its tag is still current.
-    selected_by: HeaderMap,
-    remembered: Arc<Remembered>,
-}
-
-/// What a conditional GET needs to be answered 304 without the inner service.
-#[derive(Debug)]
-pub(crate) struct Remembered {
-    pub(crate) etag: EntityTag,
-    /// The headers of the 304: those of the 200, less the representation metadata.
-    pub(crate) headers: HeaderMap,
-    /// The bytes the tag was hashed from, when kept (see [`ReadCache::keep`]).
-    pub(crate) shown: Option<KeptBody>,
-}
-
-impl Remembered {
-    /// The tag's field value, when `bytes` are the very bytes the tag was hashed from, sent
-    /// with the same `Content-Encoding`: a handler that answers with the same `Bytes` again
-    /// (same address and length; holding them keeps them immutable) answers with the same
-    /// content, and its tag is reused without hashing.
-    pub(crate) fn etag_of(
-        &self,
-        bytes: &Bytes,
-        coding: Option<&HeaderValue>,
-    ) -> Option<HeaderValue> {
-        let shown = self.shown.as_ref()?;
-        let same = shown.bytes.as_ptr() == bytes.as_ptr()
-            && shown.bytes.len() == bytes.len()
-            && shown.coding.as_ref() == coding;
-        same.then(|| shown.etag.clone())
-    }
-}
-
-/// A body kept beside its tag, counted against the bytes all kept bodies may hold.
-#[derive(Debug)]
-pub(crate) struct KeptBody {
-    bytes: Bytes,
-    coding: Option<HeaderValue>,
-    /// The `ETag` field hashed from them.
-    etag: HeaderValue,
-    held: Arc<std::sync::atomic::AtomicU64>,
-}
-
-impl Drop for KeptBody {
-    fn drop(&mut self) {
-        (self.held).fetch_sub(
-            self.bytes.len() as u64,
-            std::sync::atomic::Ordering::Relaxed,
-        );
-    }
-}
-
-impl Resource {
-    /// Its key.
-    pub(crate) fn key(&self) -> &Arc<str> {
-        &self.key
-    }
-
-    /// The request headers that select a variant.
-    pub(crate) fn vary(&self) -> &[HeaderName] {
-        &self.vary
-    }
-
-    /// Records the version the backend holds as of this resource's learning.
-    pub(crate) fn stamp(&self, version: Validators) {
-        *self.stamp.lock().unwrap_or_else(PoisonError::into_inner) = Some(version);
-    }
-
-    /// The current tag for `request`, if the backend still holds `stored`, the version it
-    /// held when this resource was learned (then nobody has written since): `Some(Some(tag))`,
-    /// the tag of the variant it selects; `Some(None)`, a variant (another user's, another
-    /// encoding) this requester has not been shown, so its tag cannot be vouched for. `None`
-    /// when the stamp does not hold: only the backend's version speaks.
-    pub(crate) fn current_for(
-        &self,
-        query: &str,
-        request: &HeaderMap,
-        stored: &Validators,
-    ) -> Option<Option<EntityTag>> {
-        let stamp = self.stamp.lock().unwrap_or_else(PoisonError::into_inner);
-        if stamp.as_ref() != Some(stored) {
-            return None;
-        }
-        drop(stamp);
-        Some(
-            self.get(query, request)
-                .map(|remembered| remembered.etag.clone()),
-        )
-    }
-
-    /// The remembered variant that this request (its query and headers) selects.
-    pub(crate) fn get(&self, query: &str, request: &HeaderMap) -> Option<Arc<Remembered>> {
-        self.get_known(query, request, has_credentials(request))
-    }
-
-    /// [`Resource::get`], for a request already known to carry credentials or not.
-    pub(crate) fn get_known(
-        &self,
-        query: &str,
-        request: &HeaderMap,
-        credentials: bool,
-    ) -> Option<Arc<Remembered>> {
-        let selector = self.selector(query, request, credentials);
-        let variants = self.variants.lock().unwrap_or_else(PoisonError::into_inner);
-        variants
-            .iter()
-            .find(|variant| variant.selector == selector)
-            .map(|variant| variant.remembered.clone())
-    }
-
-    /// The selecting headers, but the credentials, of a remembered variant of `query` whose
-    /// tag `wanted` picks: how to ask for that representation again. Never another user's
-    /// credentials: a tag shown to someone else is asked for with the asker's own.
-    pub(crate) fn selecting(
-        &self,
-        query: &str,
-        wanted: impl Fn(&EntityTag) -> bool,
-    ) -> Option<HeaderMap> {
-        let variants = self.variants.lock().unwrap_or_else(PoisonError::into_inner);
-        let of_query = |selector: &[u8]| match selector.strip_prefix(&[1]) {
-            None => query.is_empty(),
-            Some(rest) => rest
-                .strip_prefix(query.as_bytes())
-                .is_some_and(|rest| !query.is_empty() && rest.first() == Some(&0)),
-        };
-        variants
-            .iter()
-            .find(|v| wanted(&v.remembered.etag) && of_query(&v.selector))
-            .map(|v| v.selected_by.clone())
-    }
-
-    fn put(&self, query: &str, request: &HeaderMap, remembered: Remembered) {
-        let selector = self.selector(query, request, has_credentials(request));
-        let mut selected_by = HeaderMap::new();
-        for name in self.vary.iter().filter(|n| !CREDENTIALS.contains(n)) {
-            for value in request.get_all(name) {
-                selected_by.append(name.clone(), value.clone());
-            }
-        }
-        let mut variants = self.variants.lock().unwrap_or_else(PoisonError::into_inner);
-        variants.retain(|variant| variant.selector != selector);
-        if variants.len() == MAX_VARIANTS {
-            variants.remove(0);
-        }
-        variants.push(Variant {
-            selector,
-            selected_by,
-            remembered: Arc::new(remembered),
-        });
-    }
-
-    /// The query, then the values of the headers in `vary`, each ended by a NUL (which neither
-    /// holds), so that no two different requests select the same variant; then the digest of
-    /// the request's credentials, whatever `vary` says. The query is part of the variant, not
-    /// of the key: a write to a path forgets every query of it.
-    fn selector(&self, query: &str, request: &HeaderMap, credentials: bool) -> Vec<u8> {
-        let mut out = Vec::new();
-        // 0x01 starts a query: no header value holds it. No query, no bytes: the usual
-        // request (no query, no `Vary`, no credentials) selects with an empty, unallocated key.
-        if !query.is_empty() {
-            out.push(1);
-            out.extend_from_slice(query.as_bytes());
-            out.push(0);
-        }
-        for name in &self.vary {
-            push_values(&mut out, request, name);
-        }
-        if credentials {
-            out.extend_from_slice(&who(request));
-        }
-        out
-    }
-}
-
-/// The request fields that say who is asking.
-pub(crate) const CREDENTIALS: [HeaderName; 2] = [header::AUTHORIZATION, header::COOKIE];
-
-/// Who is asking, as a digest of the request's `Authorization` and `Cookie` values (empty when
-/// it has neither). It is part of every variant's selector: an answer made for one user's
-/// credentials is never replayed as a 304 to a request with other credentials, or none
-/// (RFC 9111 3.5 for `Authorization`, and the same care for `Cookie`). A digest, so the cache
-/// holds no secret.
-fn who(request: &HeaderMap) -> Vec<u8> {
-    let mut values = Vec::new();
-    for name in &CREDENTIALS {
-        push_values(&mut values, request, name);
-    }
-    strong_etag(&values).opaque().to_vec()
-}
-
-/// Whether the request carries credentials.
-fn has_credentials(request: &HeaderMap) -> bool {
-    CREDENTIALS.iter().any(|name| request.contains_key(name))
-}
-
-/// Appends the values of `name` in `request`, comma-joined and ended by a NUL.
-fn push_values(out: &mut Vec<u8>, request: &HeaderMap, name: &HeaderName) {
-    for (i, value) in request.get_all(name).iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        out.extend_from_slice(value.as_bytes());
-    }
-    out.push(0);
-}
+use crate::resource::{KeptBody, Remembered, Resource};
 
 /// Shared by the layer, every clone of it and every service it made: one reference count to
 /// clone. The caches are built on first use with the settings given by then, so a handle
@@ -262,11 +32,20 @@ struct Cell {
     keep_bodies: std::sync::atomic::AtomicBool,
     /// The bytes of the bodies kept now.
     held: Arc<std::sync::atomic::AtomicU64>,
+    /// This cache among all (see `recent.rs`), and how many times what it holds changed.
+    id: u64,
+    epoch: std::sync::atomic::AtomicU64,
 }
+
+/// The ids of caches: an address could be reused by a cache made after one was dropped.
+static CACHE_IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 #[derive(Debug)]
 struct Caches {
     resources: crate::keyed::Map<Arc<str>, Arc<Resource>>,
+    /// Whether reads look in the thread's recent resources first: not when what is
+    /// remembered expires, which only moka knows.
+    recent: bool,
 }
 
 /// The bytes of bodies the layer keeps to skip hashing them again.
@@ -283,6 +62,8 @@ impl ReadCache {
             caches: std::sync::OnceLock::new(),
             keep_bodies: std::sync::atomic::AtomicBool::new(true),
             held: Arc::default(),
+            id: CACHE_IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            epoch: std::sync::atomic::AtomicU64::new(0),
         };
         Self {
             inner: Arc::new(cell),
@@ -321,13 +102,41 @@ impl ReadCache {
                     .build_with_hasher(crate::keyed::KeyHasher::default()),
                 None => resources.build_with_hasher(crate::keyed::KeyHasher::default()),
             };
-            Caches { resources }
+            Caches {
+                resources,
+                recent: time_to_live.is_none(),
+            }
         })
     }
 
     /// The resource `key` names, when it has been seen since it last changed.
     pub(crate) fn resource(&self, key: &str) -> Option<Arc<Resource>> {
         self.caches().resources.get(key)
+    }
+
+    /// [`ReadCache::resource`] for a read, found among the resources this thread found last
+    /// when nothing changed since (see `recent.rs`).
+    pub(crate) fn resource_to_read(&self, key: &str) -> Option<Arc<Resource>> {
+        use std::sync::atomic::Ordering::Acquire;
+        let caches = self.caches();
+        if !caches.recent {
+            return caches.resources.get(key);
+        }
+        let epoch = self.inner.epoch.load(Acquire);
+        if let Some((resource, sample)) = crate::recent::find(self.inner.id, epoch, key) {
+            if sample {
+                caches.resources.get(key);
+            }
+            return Some(resource);
+        }
+        let resource = caches.resources.get(key)?;
+        crate::recent::keep(self.inner.id, epoch, &resource);
+        Some(resource)
+    }
+
+    /// Marks a change of what the cache holds: what threads found before it is looked up again.
+    fn changed(&self) {
+        (self.inner.epoch).fetch_add(1, std::sync::atomic::Ordering::Release);
     }
 
     /// Remembers a response's ETag and 304 headers for the variant this request selects.
@@ -347,18 +156,14 @@ impl ReadCache {
     ) {
         let Some(vary) = vary(response) else { return };
         match known {
-            Some(resource) if resource.vary == vary => resource.put(query, request, remembered),
+            Some(resource) if resource.vary() == vary => resource.put(query, request, remembered),
             Some(_) => self.invalidate(key),
             None => {
                 let key: Arc<str> = Arc::from(key);
-                let resource = Resource {
-                    key: key.clone(),
-                    vary,
-                    variants: Mutex::new(Vec::new()),
-                    stamp: Mutex::new(None),
-                };
+                let resource = Resource::new(key.clone(), vary);
                 resource.put(query, request, remembered);
                 self.caches().resources.insert(key, Arc::new(resource));
+                self.changed();
             }
         }
     }
@@ -366,6 +171,7 @@ impl ReadCache {
     /// Forgets every variant of `key`.
     pub(crate) fn invalidate(&self, key: &str) {
         self.caches().resources.invalidate(key);
+        self.changed();
     }
 
     /// `bytes`, sent with `coding`, to keep beside the tag hashed from them, if bodies are
@@ -386,12 +192,12 @@ impl ReadCache {
             self.inner.held.fetch_sub(len, Relaxed);
             return None;
         }
-        Some(KeptBody {
-            bytes: bytes.clone(),
-            coding: coding.cloned(),
-            etag: etag.to_header_value(),
-            held: self.inner.held.clone(),
-        })
+        Some(KeptBody::new(
+            bytes.clone(),
+            coding.cloned(),
+            etag.to_header_value(),
+            self.inner.held.clone(),
+        ))
     }
 }
 
@@ -437,6 +243,8 @@ pub(crate) fn rememberable(headers: &HeaderMap, remember_private: bool) -> bool 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::resource::MAX_VARIANTS;
+    use ifmatch_core::strong_etag;
 
     fn remembered(tag: &str) -> Remembered {
         Remembered {
@@ -560,6 +368,46 @@ mod tests {
             remembered("v1"),
         );
         assert!(cache.resource("/k").is_none());
+    }
+
+    #[test]
+    fn a_thread_finds_again_only_what_nothing_changed_since() {
+        let cache = ReadCache::new(100, None);
+        let none = HeaderMap::new();
+        cache.remember("/k", None, "", &none, &none, remembered("v1"));
+        let first = cache.resource_to_read("/k").unwrap();
+        let again = cache.resource_to_read("/k").unwrap();
+        assert!(Arc::ptr_eq(&first, &again), "found again");
+        cache.invalidate("/k"); // a write
+        assert!(cache.resource_to_read("/k").is_none(), "forgotten");
+        cache.remember("/k", None, "", &none, &none, remembered("v2"));
+        let learned = cache.resource_to_read("/k").unwrap();
+        assert_eq!(
+            learned.get("", &none).unwrap().etag,
+            EntityTag::strong("v2").unwrap()
+        );
+        // Another write, to another key: what this thread found is looked up again, and
+        // still there.
+        cache.invalidate("/other");
+        assert!(Arc::ptr_eq(
+            &learned,
+            &cache.resource_to_read("/k").unwrap()
+        ));
+        // Another cache (another layer), made after this one was dropped, finds nothing of it.
+        drop((first, again, learned));
+        drop(cache);
+        let other = ReadCache::new(100, None);
+        assert!(other.resource_to_read("/k").is_none());
+    }
+
+    #[test]
+    fn a_read_with_a_time_to_live_finds_nothing_once_it_expired() {
+        let cache = ReadCache::new(100, Some(Duration::from_millis(50)));
+        let none = HeaderMap::new();
+        cache.remember("/k", None, "", &none, &none, remembered("v1"));
+        assert!(cache.resource_to_read("/k").is_some());
+        std::thread::sleep(Duration::from_millis(120));
+        assert!(cache.resource_to_read("/k").is_none());
     }
 
     #[test]

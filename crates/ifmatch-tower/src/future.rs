@@ -16,10 +16,10 @@ use crate::read_answer::{Hashing, ReadContext, Shape, finish_read, shape, tag};
 /// Whether an answer to a HEAD (sent to the inner service as a GET) came from a HEAD handler
 /// all the same: no content, but a `Content-Length` that says there would be some. Its empty
 /// body is not the representation, so it is not hashed.
-fn answered_as_head<B: http_body::Body>(response: &Response<B>) -> bool {
-    response.body().is_end_stream()
-        && response
-            .headers()
+fn answered_as_head<B: http_body::Body>(parts: &http::response::Parts, body: &B) -> bool {
+    body.is_end_stream()
+        && parts
+            .headers
             .get(http::header::CONTENT_LENGTH)
             .is_some_and(|len| len != "0")
 }
@@ -47,10 +47,7 @@ pin_project! {
         Buffering {
             parts: Option<http::response::Parts>,
             body: Option<B>,
-            // A body of one frame (the usual case) is kept as it came, without a copy.
-            first: Option<Bytes>,
-            buffer: BytesMut,
-            trailers: Option<HeaderMap>,
+            taken: Taken,
             context: Option<ReadContext>,
             // Hashed only if the whole body is ready without a wait.
             if_ready: bool,
@@ -116,33 +113,34 @@ where
                     let response = ready!(future.poll(cx))?;
                     let context = context.take().expect("polled after completion");
                     let Shape { hashing, coded } = shape(&response, context.hash_limit);
-                    if hashing == Hashing::No || (context.head && answered_as_head(&response)) {
-                        let (parts, body) = response.into_parts();
-                        return Poll::Ready(Ok(finish_read(
-                            &context,
-                            parts,
-                            ConditionalBody::new(body),
-                            None,
+                    let (parts, mut body) = response.into_parts();
+                    if hashing == Hashing::No || (context.head && answered_as_head(&parts, &body)) {
+                        let body = ConditionalBody::new(body);
+                        return Poll::Ready(Ok(finish_read(&context, parts, body, None)));
+                    }
+                    // The usual body, all of it ready now, is read here: no state to move into.
+                    let mut taken = Taken::default();
+                    let if_ready = hashing == Hashing::IfReady;
+                    if let Poll::Ready(buffered) =
+                        taken.poll(cx, &mut body, context.hash_limit, if_ready)
+                    {
+                        return Poll::Ready(Ok(finish_buffered(
+                            &context, parts, body, buffered, coded,
                         )));
                     }
-                    let (parts, body) = response.into_parts();
                     state.set(State::Buffering {
                         parts: Some(parts),
                         body: Some(body),
-                        first: None,
-                        buffer: BytesMut::new(),
-                        trailers: None,
+                        taken,
                         context: Some(context),
-                        if_ready: hashing == Hashing::IfReady,
+                        if_ready,
                         coded,
                     });
                 }
                 StateProjection::Buffering {
                     parts,
                     body,
-                    first,
-                    buffer,
-                    trailers,
+                    taken,
                     context,
                     if_ready,
                     coded,
@@ -151,72 +149,125 @@ where
                         .as_ref()
                         .expect("polled after completion")
                         .hash_limit;
-                    let polled = match Pin::new(body.as_mut().expect("polled after completion"))
-                        .poll_frame(cx)
-                    {
-                        Poll::Ready(polled) => polled,
-                        Poll::Pending if *if_ready => {
-                            // It streams: what came goes now, the rest as it comes, untagged.
-                            let prefix = take_all(first, buffer);
-                            let context = context.take().expect("polled after completion");
-                            let parts = parts.take().expect("polled after completion");
-                            let rest = body.take().expect("polled after completion");
-                            let body = ConditionalBody::prefixed(prefix, rest);
-                            return Poll::Ready(Ok(finish_read(&context, parts, body, None)));
-                        }
-                        Poll::Pending => return Poll::Pending,
-                    };
-                    let frame = match polled {
-                        Some(Ok(frame)) => frame,
-                        Some(Err(error)) => {
-                            // Fail the client's body the way the inner body failed, after what came.
-                            let body =
-                                ConditionalBody::failed(take_all(first, buffer), error.into());
-                            let context = context.take().expect("polled after completion");
-                            let parts = parts.take().expect("polled after completion");
-                            return Poll::Ready(Ok(finish_read(&context, parts, body, None)));
-                        }
-                        None => {
-                            let bytes = take_all(first, buffer);
-                            let context = context.take().expect("polled after completion");
-                            let mut parts = parts.take().expect("polled after completion");
-                            let body = ConditionalBody::full(bytes.clone(), trailers.take());
-                            let tagged = tag(&context, &mut parts, bytes, *coded);
-                            return Poll::Ready(Ok(finish_read(
-                                &context,
-                                parts,
-                                body,
-                                Some(tagged),
-                            )));
-                        }
-                    };
-                    let read = first.as_ref().map_or(0, Bytes::len) + buffer.len();
-                    match frame.into_data() {
-                        Ok(data) if read + data.len() > limit => {
-                            // Too large to hash: the rest streams through, untagged.
-                            let mut prefix = BytesMut::from(take_all(first, buffer));
-                            prefix.extend_from_slice(&data);
-                            let context = context.take().expect("polled after completion");
-                            let parts = parts.take().expect("polled after completion");
-                            let rest = body.take().expect("polled after completion");
-                            let body = ConditionalBody::prefixed(prefix.freeze(), rest);
-                            return Poll::Ready(Ok(finish_read(&context, parts, body, None)));
-                        }
-                        Ok(data) if read == 0 => *first = Some(data),
-                        Ok(data) => {
-                            if let Some(only) = first.take() {
-                                buffer.extend_from_slice(&only);
-                            }
-                            buffer.extend_from_slice(&data);
-                        }
-                        Err(frame) => {
-                            if let Ok(more) = frame.into_trailers() {
-                                trailers.get_or_insert_with(HeaderMap::new).extend(more);
-                            }
-                        }
+                    let inner = body.as_mut().expect("polled after completion");
+                    let buffered = ready!(taken.poll(cx, inner, limit, *if_ready));
+                    let context = context.take().expect("polled after completion");
+                    let parts = parts.take().expect("polled after completion");
+                    let body = body.take().expect("polled after completion");
+                    return Poll::Ready(Ok(finish_buffered(
+                        &context, parts, body, buffered, *coded,
+                    )));
+                }
+            }
+        }
+    }
+}
+
+/// What a body came to, once read for hashing.
+enum Buffered {
+    /// All of it, with its trailers.
+    Whole(Bytes, Option<Box<HeaderMap>>),
+    /// What came before it turned out too large, or had to wait: the rest streams through.
+    Prefix(Bytes),
+    /// What came before it failed, and how.
+    Failed(Bytes, BoxError),
+}
+
+/// What came of a body so far.
+#[derive(Default)]
+struct Taken {
+    // A body of one frame (the usual case) is kept as it came, without a copy.
+    first: Option<Bytes>,
+    buffer: BytesMut,
+    trailers: Option<Box<HeaderMap>>,
+}
+
+impl Taken {
+    /// Reads `body` on until it ends, fails, turns out larger than `limit`, or (when
+    /// `if_ready`: only a body ready at once is hashed) has to wait.
+    fn poll<B>(
+        &mut self,
+        cx: &mut Context<'_>,
+        body: &mut B,
+        limit: usize,
+        if_ready: bool,
+    ) -> Poll<Buffered>
+    where
+        B: Body<Data = Bytes> + Unpin,
+        B::Error: Into<BoxError>,
+    {
+        loop {
+            let frame = match Pin::new(&mut *body).poll_frame(cx) {
+                Poll::Pending if if_ready => return Poll::Ready(Buffered::Prefix(self.all())),
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(None) => {
+                    return Poll::Ready(Buffered::Whole(self.all(), self.trailers.take()));
+                }
+                Poll::Ready(Some(Err(error))) => {
+                    return Poll::Ready(Buffered::Failed(self.all(), error.into()));
+                }
+                Poll::Ready(Some(Ok(frame))) => frame,
+            };
+            let read = self.first.as_ref().map_or(0, Bytes::len) + self.buffer.len();
+            match frame.into_data() {
+                Ok(data) if read + data.len() > limit => {
+                    let mut prefix = BytesMut::from(self.all());
+                    prefix.extend_from_slice(&data);
+                    return Poll::Ready(Buffered::Prefix(prefix.freeze()));
+                }
+                // One frame, and the end: the usual body, without waiting for another poll.
+                Ok(data) if read == 0 && body.is_end_stream() => {
+                    return Poll::Ready(Buffered::Whole(data, None));
+                }
+                Ok(data) if read == 0 => self.first = Some(data),
+                Ok(data) => {
+                    if let Some(only) = self.first.take() {
+                        self.buffer.extend_from_slice(&only);
+                    }
+                    self.buffer.extend_from_slice(&data);
+                }
+                Err(frame) => {
+                    if let Ok(more) = frame.into_trailers() {
+                        self.trailers.get_or_insert_with(Box::default).extend(more);
                     }
                 }
             }
+        }
+    }
+
+    /// Everything taken so far, as one piece.
+    fn all(&mut self) -> Bytes {
+        take_all(&mut self.first, &mut self.buffer)
+    }
+}
+
+/// The answer made of a body read for hashing: tagged when whole; otherwise what came, then
+/// the rest of `body` untagged, or its failure.
+fn finish_buffered<B>(
+    context: &ReadContext,
+    mut parts: http::response::Parts,
+    body: B,
+    buffered: Buffered,
+    coded: bool,
+) -> Response<ConditionalBody<B>>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    match buffered {
+        Buffered::Whole(bytes, trailers) => {
+            let full = ConditionalBody::full(bytes.clone(), trailers);
+            let tagged = tag(context, &mut parts, bytes, coded);
+            finish_read(context, parts, full, Some(tagged))
+        }
+        Buffered::Prefix(prefix) => finish_read(
+            context,
+            parts,
+            ConditionalBody::prefixed(prefix, body),
+            None,
+        ),
+        Buffered::Failed(prefix, error) => {
+            finish_read(context, parts, ConditionalBody::failed(prefix, error), None)
         }
     }
 }

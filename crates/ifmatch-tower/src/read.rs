@@ -17,11 +17,11 @@ use ifmatch_core::signs_request;
 use tower_service::Service;
 
 use crate::body::ConditionalBody;
-use crate::cache::{CREDENTIALS, Resource};
 use crate::config::Key;
 use crate::encoding::{Mark, present};
 use crate::future::ResponseFuture;
 use crate::read_answer::ReadContext;
+use crate::resource::{CREDENTIALS, Resource};
 use crate::service::Conditional;
 use crate::store::{VersionStore, absent};
 use crate::validators::validators_of;
@@ -48,7 +48,7 @@ impl<S, V> Conditional<S, V> {
         let headers = request.headers();
         let asks = Asks::of(headers);
         let key_text = key.of(&request);
-        let resource = self.shared.cache.resource(key_text);
+        let resource = self.shared.cache.resource_to_read(key_text);
         let key = match &resource {
             Some(resource) => resource.key().clone(),
             None => Arc::from(key_text),
@@ -78,7 +78,6 @@ impl<S, V> Conditional<S, V> {
             mark,
             key,
             query: request.uri().query().unwrap_or("").to_owned(),
-            method: request.method().clone(),
             request_headers: kept_headers(headers, asks, resource.as_deref().map(Resource::vary)),
             resource,
             remembered,

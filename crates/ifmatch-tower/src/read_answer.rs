@@ -15,9 +15,10 @@ use ifmatch_core::precondition::{Outcome, Validators};
 use ifmatch_core::{not_modified_headers, strong_etag};
 
 use crate::body::ConditionalBody;
-use crate::cache::{ReadCache, Remembered, Resource, rememberable};
+use crate::cache::{ReadCache, rememberable};
 use crate::encoding::{Mark, present};
 use crate::refusal::{Refusal, refusal};
+use crate::resource::{Remembered, Resource};
 use crate::shared_cache::Kept;
 use crate::validators::validators_of;
 
@@ -31,7 +32,6 @@ pub(crate) struct ReadContext {
     pub(crate) key: Arc<str>,
     /// The request's query: it selects a variant of the key's resource.
     pub(crate) query: String,
-    pub(crate) method: Method,
     /// The request's headers that matter after the response: the preconditions, `Range`, and
     /// those the resource varies on (all of them while that is not known).
     pub(crate) request_headers: HeaderMap,
@@ -47,6 +47,17 @@ pub(crate) struct ReadContext {
     /// change (a write detaches what it remembers), or one that holds the key's lock. A read
     /// that found the lock taken is served, and teaches nothing.
     pub(crate) may_remember: bool,
+}
+
+impl ReadContext {
+    /// The request's method: a read is a GET or a HEAD.
+    fn method(&self) -> &'static Method {
+        if self.head {
+            &Method::HEAD
+        } else {
+            &Method::GET
+        }
+    }
 }
 
 /// Finishes a read once the response's validators are known: remember them, then answer 304,
@@ -133,7 +144,7 @@ where
         _ if !context.conditional => Outcome::Proceed,
         None if partial => Outcome::Proceed,
         Some(current) => evaluate(
-            &context.method,
+            context.method(),
             &context.request_headers,
             Target::Current(current),
         ),
@@ -146,7 +157,7 @@ where
                     .and_then(parse_http_date),
             );
             evaluate(
-                &context.method,
+                context.method(),
                 &context.request_headers,
                 Target::Current(&untagged),
             )

@@ -14,10 +14,11 @@ use ifmatch_core::{EntityTag, EntityTagList, header_list};
 use tower_service::Service;
 
 use crate::body::ConditionalBody;
-use crate::cache::{CREDENTIALS, ReadCache};
+use crate::cache::ReadCache;
 use crate::config::Config;
 use crate::encoding::coding_of;
 use crate::refusal::{Refusal, refusal};
+use crate::resource::CREDENTIALS;
 use crate::source::{Deferred, current_request, validators_of_answer};
 use crate::store::{VersionStore, is_absent};
 use crate::validators::validators_of;
