@@ -49,10 +49,7 @@ impl<S, V> Conditional<S, V> {
         let asks = Asks::of(headers);
         let key_text = key.of(&request);
         let resource = self.shared.cache.resource_to_read(key_text);
-        let key = match &resource {
-            Some(resource) => resource.key().clone(),
-            None => Arc::from(key_text),
-        };
+        let key = resource.is_none().then(|| Arc::from(key_text));
         // The short-circuit: If-None-Match alone decides (If-Match and If-Unmodified-Since come
         // first in RFC 9110 13.2.2, and only the inner service knows about those).
         let decided_by_inm = asks.if_none_match && !asks.if_match_or_unmodified;
@@ -130,14 +127,14 @@ where
     ResBody: Body<Data = Bytes> + Unpin,
     ResBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let (key, head, mark) = (context.key.clone(), context.head, context.mark);
+    let (key, head, mark) = (context.key().clone(), context.head, context.mark);
     // A 404 says the resource is missing only when it answers for the resource itself: not
     // for a variant the query selects, nor (under the default key, the path) for one user, to
     // whom an app may deny a resource that exists.
     let for_everyone = context.remember_private
         || !CREDENTIALS
             .iter()
-            .any(|name| context.request_headers.contains_key(name));
+            .any(|name| context.request_headers().contains_key(name));
     let says_absence = context.query.is_empty() && for_everyone;
     // Reads never wait: the first read of a key takes its lock if it is free and learns the
     // version; reads meanwhile, and reads while a write holds the lock, are served and learn
@@ -220,16 +217,21 @@ impl Asks {
 }
 
 /// The request headers a read needs after the response: the preconditions, `Range`, the
-/// credentials, and the headers named in `vary` (all headers when `vary` is not known).
-fn kept_headers(headers: &HeaderMap, asks: Asks, vary: Option<&[header::HeaderName]>) -> HeaderMap {
+/// credentials, and the headers named in `vary` (all headers when `vary` is not known); `None`
+/// for the usual request, which has none of them.
+fn kept_headers(
+    headers: &HeaderMap,
+    asks: Asks,
+    vary: Option<&[header::HeaderName]>,
+) -> Option<Box<HeaderMap>> {
     let Some(vary) = vary else {
-        return headers.clone();
+        return Some(Box::new(headers.clone()));
     };
-    let mut kept = HeaderMap::new();
     // The usual request: nothing to keep, and nothing to look up.
     if !asks.conditional() && vary.is_empty() && !asks.range && !asks.credentials {
-        return kept;
+        return None;
     }
+    let mut kept = HeaderMap::new();
     let ranges = [header::IF_RANGE, header::RANGE];
     for name in CONDITIONS
         .iter()
@@ -246,5 +248,5 @@ fn kept_headers(headers: &HeaderMap, asks: Asks, vary: Option<&[header::HeaderNa
             kept.append(name.clone(), value.clone());
         }
     }
-    kept
+    Some(Box::new(kept))
 }

@@ -29,12 +29,14 @@ pub(crate) struct ReadContext {
     pub(crate) conditional: bool,
     /// The mark of the request's `Accept-Encoding`, for the tag it is sent.
     pub(crate) mark: Option<Mark>,
-    pub(crate) key: Arc<str>,
+    /// The key, when the read found no resource (which has its own).
+    pub(crate) key: Option<Arc<str>>,
     /// The request's query: it selects a variant of the key's resource.
     pub(crate) query: String,
     /// The request's headers that matter after the response: the preconditions, `Range`, and
-    /// those the resource varies on (all of them while that is not known).
-    pub(crate) request_headers: HeaderMap,
+    /// those the resource varies on (all of them while that is not known); `None` when none
+    /// of them came (the usual read), so that the context is small to move.
+    pub(crate) request_headers: Option<Box<HeaderMap>>,
     /// The resource as the read found it in the cache, if it did.
     pub(crate) resource: Option<Arc<Resource>>,
     /// The variant of it this request selects, if remembered.
@@ -50,6 +52,21 @@ pub(crate) struct ReadContext {
 }
 
 impl ReadContext {
+    /// The key of the resource read.
+    pub(crate) fn key(&self) -> &Arc<str> {
+        match (&self.key, &self.resource) {
+            (Some(key), _) => key,
+            (None, Some(resource)) => resource.key(),
+            (None, None) => unreachable!("a read knows its key or its resource"),
+        }
+    }
+
+    /// The request's headers that matter after the response.
+    pub(crate) fn request_headers(&self) -> &HeaderMap {
+        static NONE: std::sync::LazyLock<HeaderMap> = std::sync::LazyLock::new(HeaderMap::new);
+        self.request_headers.as_deref().unwrap_or(&NONE)
+    }
+
     /// The request's method: a read is a GET or a HEAD.
     fn method(&self) -> &'static Method {
         if self.head {
@@ -119,10 +136,10 @@ where
             shown: bytes.and_then(|bytes| context.cache.keep(&bytes, coding, etag)),
         };
         context.cache.remember(
-            &context.key,
+            context.key(),
             context.resource.as_deref(),
             &context.query,
-            &context.request_headers,
+            context.request_headers(),
             &parts.headers,
             remembered,
         );
@@ -145,7 +162,7 @@ where
         None if partial => Outcome::Proceed,
         Some(current) => evaluate(
             context.method(),
-            &context.request_headers,
+            context.request_headers(),
             Target::Current(current),
         ),
         None if parts.status.is_success() => {
@@ -158,7 +175,7 @@ where
             );
             evaluate(
                 context.method(),
-                &context.request_headers,
+                context.request_headers(),
                 Target::Current(&untagged),
             )
         }
