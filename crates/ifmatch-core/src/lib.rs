@@ -55,8 +55,10 @@ mod error_code;
 mod etag;
 mod hash;
 mod header_list;
+pub mod keyed;
 pub mod lease;
 mod not_modified;
+pub mod owned;
 pub mod precondition;
 mod range;
 

@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use ifmatch_tower::{Forgotten, SharedCacheHandle};
+use ifmatch_cache::{Forgotten, SharedCacheHandle};
 use redis::aio::ConnectionManager;
 
 /// Shares `cache`'s invalidations with every instance on `channel` of the Redis at `url`:

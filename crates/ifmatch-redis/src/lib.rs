@@ -17,6 +17,7 @@
 //! answers 503 `ServerBusy`), nothing is written half-way, and service resumes when Redis is
 //! back.
 
+#[cfg(feature = "shared-cache")]
 mod invalidations;
 mod records;
 mod tables;
@@ -26,6 +27,7 @@ mod versions;
 
 use std::time::Duration;
 
+#[cfg(feature = "shared-cache")]
 pub use invalidations::share_invalidations;
 pub use records::RedisRecords;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};

@@ -42,7 +42,7 @@ static CACHE_IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::n
 
 #[derive(Debug)]
 struct Caches {
-    resources: crate::keyed::Map<Arc<str>, Arc<Resource>>,
+    resources: moka::sync::Cache<Arc<str>, Arc<Resource>, ifmatch_core::keyed::KeyHasher>,
     /// Whether reads look in the thread's recent resources first: not when what is
     /// remembered expires, which only moka knows.
     recent: bool,
@@ -99,8 +99,8 @@ impl ReadCache {
             let resources = match time_to_live {
                 Some(ttl) => resources
                     .time_to_live(ttl)
-                    .build_with_hasher(crate::keyed::KeyHasher::default()),
-                None => resources.build_with_hasher(crate::keyed::KeyHasher::default()),
+                    .build_with_hasher(ifmatch_core::keyed::KeyHasher::default()),
+                None => resources.build_with_hasher(ifmatch_core::keyed::KeyHasher::default()),
             };
             Caches {
                 resources,

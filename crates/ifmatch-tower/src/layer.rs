@@ -145,7 +145,7 @@ impl<V> ConditionalLayer<V> {
     /// apart (axum's `Router::layer`). An error answers 503 and runs no handler.
     ///
     /// A source may also ask an origin with a GET and tag its answer as the layer does
-    /// ([`validators_of_answer`](crate::validators_of_answer)): what `ifmatch proxy` does.
+    /// ([`validators_of_answer`](crate::source::validators_of_answer)): what `ifmatch proxy` does.
     pub fn version_source<F, Fut>(mut self, source: F) -> Self
     where
         F: Fn(&http::request::Parts) -> Fut + Send + Sync + 'static,

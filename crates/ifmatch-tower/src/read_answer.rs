@@ -16,10 +16,10 @@ use ifmatch_core::{not_modified_headers, strong_etag};
 
 use crate::body::ConditionalBody;
 use crate::cache::{ReadCache, rememberable};
+use crate::cache_markers::FreshInSharedCache;
 use crate::encoding::{Mark, present};
 use crate::refusal::{Refusal, refusal};
 use crate::resource::{Remembered, Resource};
-use crate::shared_cache::Kept;
 use crate::validators::validators_of;
 
 /// What a read needs once the inner response arrives.
@@ -102,8 +102,8 @@ where
     };
     let tagged = parts.status == StatusCode::OK;
     // A shared cache inside the layer that keeps the answer under the origin's own tag
-    // answers its conditional requests (see `Kept`): nothing to remember.
-    let kept_below = hashed.is_none() && parts.extensions.get::<Kept>().is_some();
+    // answers its conditional requests (see `FreshInSharedCache`): nothing to remember.
+    let kept_below = hashed.is_none() && parts.extensions.get::<FreshInSharedCache>().is_some();
     let validators = match hashed {
         Some(etag) => {
             let last_modified = parts
@@ -128,7 +128,7 @@ where
         let mut headers = parts.headers.clone();
         not_modified_headers(&mut headers);
         headers.remove(header::DATE);
-        let headers = crate::owned::headers(&headers);
+        let headers = ifmatch_core::owned::headers(&headers);
         let coding = parts.headers.get(header::CONTENT_ENCODING);
         let remembered = Remembered {
             etag: etag.clone(),

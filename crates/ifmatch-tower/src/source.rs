@@ -1,5 +1,7 @@
 //! Where a conditional write may learn the current version for certain: a source the
-//! application supplies, and the tag the layer gives a GET's answer.
+//! application supplies ([`ConditionalLayer::version_source`](crate::ConditionalLayer::version_source)),
+//! and the parts of one that asks an origin with a GET, as the proxy's does: the request
+//! ([`current_request`]) and the tag the layer gives its answer ([`validators_of_answer`]).
 
 use std::future::Future;
 use std::pin::Pin;

@@ -129,8 +129,8 @@ impl<T: VersionStore> VersionStore for Arc<T> {
 /// backend so that locks and versions hold across them.
 #[derive(Debug, Clone)]
 pub struct MemoryVersions {
-    versions: crate::keyed::Map<String, Validators>,
-    locks: Arc<Mutex<crate::keyed::HashMap<String, Weak<tokio::sync::Mutex<()>>>>>,
+    versions: moka::sync::Cache<String, Validators, ifmatch_core::keyed::KeyHasher>,
+    locks: Arc<Mutex<ifmatch_core::keyed::HashMap<String, Weak<tokio::sync::Mutex<()>>>>>,
 }
 
 impl Default for MemoryVersions {
@@ -147,7 +147,7 @@ impl MemoryVersions {
             builder = builder.time_to_live(ttl);
         }
         Self {
-            versions: builder.build_with_hasher(crate::keyed::KeyHasher::default()),
+            versions: builder.build_with_hasher(ifmatch_core::keyed::KeyHasher::default()),
             locks: Arc::default(),
         }
     }
@@ -182,7 +182,7 @@ impl VersionStore for MemoryVersions {
         let versions = moka::sync::Cache::builder()
             .max_capacity(capacity)
             .time_to_live(ttl)
-            .build_with_hasher(crate::keyed::KeyHasher::default());
+            .build_with_hasher(ifmatch_core::keyed::KeyHasher::default());
         for (key, validators) in &self.versions {
             versions.insert(String::clone(&key), validators);
         }

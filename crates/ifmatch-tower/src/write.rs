@@ -336,7 +336,8 @@ where
     let mut get = current_request(&uri, &headers);
     // A shared cache inside the layer must not answer it from its store: the resource as it
     // is now is the question.
-    get.extensions_mut().insert(crate::shared_cache::Pass);
+    get.extensions_mut()
+        .insert(crate::cache_markers::BypassSharedCache);
     poll_fn(|cx| inner.poll_ready(cx)).await?;
     let response = inner.call(get).await?;
     match response.status() {

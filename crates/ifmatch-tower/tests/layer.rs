@@ -510,7 +510,7 @@ async fn a_source_that_defers_leaves_the_conditions_to_the_inner_service() {
             .version_source(move |_| async move { answer() })
             .layer(judging_origin(seen.clone()))
     };
-    let deferring = with(|| Err(ifmatch_tower::Deferred.into()));
+    let deferring = with(|| Err(ifmatch_tower::source::Deferred.into()));
     for (tag, want) in [("\"current\"", 200), ("\"old\"", 412)] {
         let asked = request(Method::PUT, "/doc", &[("if-match", tag)], "new");
         let (status, _, _) = send(&deferring, asked).await;

@@ -11,7 +11,7 @@
 use bytes::Bytes;
 use http::{Method, Response, StatusCode};
 use http_body_util::Full;
-use ifmatch_tower::SharedCacheHandle;
+use ifmatch_cache::SharedCacheHandle;
 use tokio::net::TcpListener;
 
 /// Serves the admin requests on `listener` until the task is dropped.

@@ -6,7 +6,7 @@
 //! and the Python SDK then fails the download ("Required Content-Range response header is
 //! missing or malformed"). So:
 //! - the cache reads `x-ms-range` as the range ([`RANGE_FIELD`], given to
-//!   [`SharedCacheLayer::range_field`](ifmatch_tower::SharedCacheLayer::range_field)), while
+//!   [`SharedCacheLayer::range_field`](ifmatch_cache::SharedCacheLayer::range_field)), while
 //!   the origin gets the request as the client sent it: Shared Key signs both fields;
 //! - a request for the digest of its part (`x-ms-range-get-content-md5` or `-crc64`, `true`)
 //!   passes the cache ([`Pass`]): only the origin sends that digest.
@@ -26,7 +26,7 @@
 
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, Uri};
-use ifmatch_tower::shared_cache::Pass;
+use ifmatch_tower::cache_markers::BypassSharedCache;
 
 /// The field the cache reads as the range, in place of `Range`.
 pub(super) const RANGE_FIELD: HeaderName = HeaderName::from_static("x-ms-range");
@@ -96,7 +96,7 @@ pub(super) fn mark<B>(request: &mut Request<B>) -> Echo {
         }
     }
     if digest {
-        request.extensions_mut().insert(Pass);
+        request.extensions_mut().insert(BypassSharedCache);
     }
     Echo(id)
 }
@@ -112,7 +112,7 @@ mod tests {
         }
         let mut request = request.body(()).unwrap();
         mark(&mut request);
-        request.extensions().get::<Pass>().is_some()
+        request.extensions().get::<BypassSharedCache>().is_some()
     }
 
     #[test]

@@ -219,7 +219,7 @@ impl Future for ForwardFuture {
                 return Poll::Ready(Ok(plain(StatusCode::GATEWAY_TIMEOUT, why)));
             }
         };
-        if ifmatch_tower::shared_cache::is_part_as_whole(response.status(), response.headers()) {
+        if ifmatch_cache::is_part_as_whole(response.status(), response.headers()) {
             // A part sent as the whole, by a broken or hostile origin: a client that asked for
             // all of it must not take it for all of it, any more than a body cut short.
             metrics.upstream_errors.fetch_add(1, Ordering::Relaxed);

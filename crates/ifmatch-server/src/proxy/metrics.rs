@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use ifmatch_tower::{CacheReport, SharedCacheHandle};
+use ifmatch_cache::{CacheReport, SharedCacheHandle};
 
 use crate::metrics::{self, Histogram, Metrics};
 

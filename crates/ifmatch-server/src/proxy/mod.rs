@@ -38,10 +38,9 @@ use http::header::{HeaderMap, HeaderName};
 use http::{Method, Request, Response, StatusCode, Uri};
 use http_body_util::{Either, Full};
 use ifmatch_blob::OperationName;
-use ifmatch_tower::shared_cache::Pass;
+use ifmatch_cache::{CachedBody, SharedCache, SharedCacheHandle, SharedCacheLayer};
 use ifmatch_tower::{
-    CachedBody, Conditional, ConditionalLayer, MemoryVersions, SharedCache, SharedCacheHandle,
-    SharedCacheLayer, VersionStore,
+    Conditional, ConditionalLayer, MemoryVersions, VersionStore, cache_markers::BypassSharedCache,
 };
 use tokio::net::TcpListener;
 use tower::{Layer, ServiceExt};
@@ -112,18 +111,19 @@ impl<V: VersionStore + Clone> Proxy<V> {
             .reuse_tags(false)
             .version_source(move |parts| {
                 let signed = ifmatch_core::signs_request(&parts.headers);
-                let get = ifmatch_tower::current_request::<ProxyBody>(&parts.uri, &parts.headers);
+                let get =
+                    ifmatch_tower::source::current_request::<ProxyBody>(&parts.uri, &parts.headers);
                 let origin = origin.clone();
                 async move {
                     if signed {
-                        return Err(ifmatch_tower::Deferred.into());
+                        return Err(ifmatch_tower::source::Deferred.into());
                     }
                     let Ok(answer) = origin.oneshot(get).await;
                     let refused = [StatusCode::UNAUTHORIZED, StatusCode::FORBIDDEN];
                     if refused.contains(&answer.status()) {
-                        return Err(ifmatch_tower::Deferred.into());
+                        return Err(ifmatch_tower::source::Deferred.into());
                     }
-                    Ok(ifmatch_tower::validators_of_answer(answer, limit).await?)
+                    Ok(ifmatch_tower::source::validators_of_answer(answer, limit).await?)
                 }
             });
         if let Some(ttl) = options.cache_ttl {
@@ -207,7 +207,7 @@ impl<V: VersionStore + Clone> Proxy<V> {
         if (request.method() == Method::GET || request.method() == Method::HEAD)
             && request.body().0.is_some()
         {
-            request.extensions_mut().insert(Pass);
+            request.extensions_mut().insert(BypassSharedCache);
         }
         let echo = dialect::mark(&mut request);
         let answer = self.service.clone().oneshot(request);

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty, Full};
-use ifmatch_tower::SharedCacheLayer;
-use ifmatch_tower::shared_cache::Pass;
+use ifmatch_cache::SharedCacheLayer;
+use ifmatch_tower::cache_markers::BypassSharedCache;
 use tower::{Layer, Service, ServiceExt};
 
 /// A canned answer: status, headers, body.
@@ -209,7 +209,7 @@ async fn a_request_marked_to_pass_is_neither_answered_from_the_store_nor_stored(
     origin.answers(200, &[("cache-control", "max-age=3600")], "hello");
     let passing = |path: &str| {
         let mut request = Request::get(path).header("host", "origin.example");
-        request.extensions_mut().unwrap().insert(Pass);
+        request.extensions_mut().unwrap().insert(BypassSharedCache);
         layer
             .layer(origin.service())
             .oneshot(request.body(Empty::new()).unwrap())

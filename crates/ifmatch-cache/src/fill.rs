@@ -12,7 +12,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 
-use crate::body::FramePoll;
+use crate::FramePoll;
 use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
@@ -179,7 +179,7 @@ impl State {
         self.source = None;
         self.held = None;
         if let [one] = self.chunks.as_slice() {
-            self.chunks = vec![crate::owned::bytes(one)];
+            self.chunks = vec![ifmatch_core::owned::bytes(one)];
         } else if self.chunks.len() > 1 {
             let mut whole = BytesMut::with_capacity(usize::try_from(self.received).unwrap_or(0));
             for chunk in &self.chunks {

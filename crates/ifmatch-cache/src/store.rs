@@ -182,7 +182,7 @@ pub(crate) struct Settings {
 /// sketch, its housekeeping on the request's thread, its table's rehashing) was 16% of a stored
 /// miss's time; quick_cache's is a shard's lock and a slot.
 type Entries =
-    quick_cache::sync::Cache<String, Variants, Weigh, crate::keyed::KeyHasher, Evictions>;
+    quick_cache::sync::Cache<String, Variants, Weigh, ifmatch_core::keyed::KeyHasher, Evictions>;
 
 /// What the variants under a key weigh; fixed once stored (the vector is never changed in
 /// place, and each body's length is known before it arrives).
@@ -249,7 +249,7 @@ impl Store {
         let entries = Entries::with_options(
             memory_options(settings.memory, settings.max_object),
             Weigh,
-            crate::keyed::KeyHasher::default(),
+            ifmatch_core::keyed::KeyHasher::default(),
             Evictions(counters.clone()),
         );
         Self {
@@ -487,7 +487,7 @@ fn memory_options(memory: u64, max_object: u64) -> quick_cache::Options {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shared_cache::disk::tests::stored;
+    use crate::disk::tests::stored;
 
     static SMALL: [u8; 4096] = [b's'; 4096];
     static LARGE: [u8; 1 << 20] = [b'l'; 1 << 20];

@@ -11,14 +11,14 @@ const SLOTS: usize = 1024;
 #[derive(Debug)]
 pub(crate) struct Generations {
     slots: Box<[AtomicU64]>,
-    hasher: crate::keyed::KeyHasher,
+    hasher: ifmatch_core::keyed::KeyHasher,
 }
 
 impl Generations {
     pub(crate) fn new() -> Self {
         Self {
             slots: (0..SLOTS).map(|_| AtomicU64::new(0)).collect(),
-            hasher: crate::keyed::KeyHasher::default(),
+            hasher: ifmatch_core::keyed::KeyHasher::default(),
         }
     }
 

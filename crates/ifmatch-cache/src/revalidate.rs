@@ -101,7 +101,9 @@ where
     let judged = policy::judged(&response, stored, asked);
     let after = match &judged {
         // The refreshed policy keeps the request's fields: copies (see `owned`).
-        Some(judged) => (stored.policy).after_response(&crate::owned::head(asked), judged, now),
+        Some(judged) => {
+            (stored.policy).after_response(&ifmatch_core::owned::head(asked), judged, now)
+        }
         None => stored.policy.after_response(asked, &response, now),
     };
     Ok(match after {
@@ -109,7 +111,7 @@ where
             let date = response
                 .headers()
                 .get(header::DATE)
-                .map(crate::owned::value);
+                .map(ifmatch_core::owned::value);
             let refreshed = Arc::new(Stored {
                 stale: stored.stale.refreshed(&policy, now),
                 policy: lazy_policy::made(policy),

@@ -120,7 +120,7 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::*;
-    use crate::shared_cache::disk::tests::stored;
+    use crate::disk::tests::stored;
 
     fn wait_for(what: impl Fn() -> bool) {
         let start = Instant::now();

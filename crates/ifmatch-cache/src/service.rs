@@ -35,6 +35,7 @@ use super::{coding, language};
 use super::{received, unkeyed};
 
 pub(crate) use ifmatch_core::BoxError;
+use ifmatch_tower::cache_markers::{BypassSharedCache, FreshInSharedCache};
 
 /// `Cache-Status` (RFC 9211): what the cache did with each answer.
 const CACHE_STATUS: HeaderName = HeaderName::from_static("cache-status");
@@ -113,7 +114,7 @@ where
         unkeyed::remove(headers);
         headers.append(SURROGATE_CAPABILITY, targeted::capability());
     }
-    if request.extensions().get::<Pass>().is_some() && is_safe(&method) {
+    if request.extensions().get::<BypassSharedCache>().is_some() && is_safe(&method) {
         let mut response = inner
             .call(request)
             .await?
@@ -242,23 +243,6 @@ where
     }
     Ok(response)
 }
-
-/// Marks an answer this cache stored fresh, or served fresh from its store, under a tag the
-/// origin gave: until it goes stale this cache answers the key's conditional requests itself,
-/// and then asks the origin, as the origin's freshness says. A
-/// [`ConditionalLayer`](crate::ConditionalLayer) outside it remembers no such answer: a second
-/// memory of it would cost every miss an insert, and would answer 304 after the origin's
-/// freshness ran out.
-#[derive(Clone, Copy, Debug)]
-pub struct Kept;
-
-/// Marks a request this cache is to pass to the inner service untouched: not answered from
-/// the store, its answer not stored (`Cache-Status: fwd=bypass`). For a request whose answer
-/// depends on a field no stored response could have been chosen by: a digest of a part that
-/// only the origin computes, say (Azure's `x-ms-range-get-content-md5`). An unsafe method's
-/// success still invalidates its target.
-#[derive(Clone, Copy, Debug)]
-pub struct Pass;
 
 /// The body a miss is storing, on its answer's way out of [`keep`]: what its gate is held by.
 #[derive(Clone)]
@@ -404,7 +388,7 @@ where
     };
     let (mut head, body) = response.into_parts();
     if fresh && head.headers.contains_key(header::ETAG) {
-        head.extensions.insert(Kept);
+        head.extensions.insert(FreshInSharedCache);
     }
     let variant = variant(asked.headers(), &head.headers);
     let status = (head.status, piece);
@@ -509,7 +493,7 @@ pub(crate) fn from_store<B>(
     let mut response = Response::from_parts(head, Either::Left(body));
     add_status(response.headers_mut(), status);
     if kept {
-        response.extensions_mut().insert(Kept);
+        response.extensions_mut().insert(FreshInSharedCache);
     }
     response
 }

@@ -107,7 +107,7 @@ enum Loading {
 /// The disk tier of a store.
 pub(crate) struct Disk {
     dir: PathBuf,
-    index: crate::keyed::Map<String, Files>,
+    index: moka::sync::Cache<String, Files, ifmatch_core::keyed::KeyHasher>,
     /// A bump for one key discards the in-flight writes of the others in its slot, which
     /// only costs them their copy on disk.
     generations: super::generations::Generations,
@@ -172,7 +172,7 @@ impl Disk {
                     }
                 }
             })
-            .build_with_hasher(crate::keyed::KeyHasher::default());
+            .build_with_hasher(ifmatch_core::keyed::KeyHasher::default());
         let subs = subdirectories(&dir.join("entries"))?;
         let (writer, queue) = disk_writer::queue();
         let disk = Arc::new(Self {
@@ -667,10 +667,10 @@ pub(super) mod tests {
     use http::{Request, Response};
 
     use super::*;
-    use crate::shared_cache::policy;
+    use crate::policy;
 
     /// A stored 200 with `body`, fresh for 10 minutes, for `variant`.
-    pub(in crate::shared_cache) fn stored(body: &'static [u8], variant: &str) -> Stored {
+    pub(crate) fn stored(body: &'static [u8], variant: &str) -> Stored {
         let asked = Request::get("http://h/a").body(()).unwrap();
         let response = Response::builder()
             .header("cache-control", "max-age=600")

@@ -33,9 +33,9 @@ pub(crate) fn gate_of(key: &str, own: &str) -> String {
 /// The keys being asked for, each with the way to wait for its asker.
 #[derive(Debug)]
 pub(crate) struct Gates {
-    open: Mutex<crate::keyed::HashMap<Arc<str>, watch::Sender<Published>>>,
+    open: Mutex<ifmatch_core::keyed::HashMap<Arc<str>, watch::Sender<Published>>>,
     /// The keys whose last answer could not be stored.
-    uncacheable: crate::keyed::Map<String, ()>,
+    uncacheable: moka::sync::Cache<String, (), ifmatch_core::keyed::KeyHasher>,
 }
 
 impl Default for Gates {
@@ -43,7 +43,7 @@ impl Default for Gates {
         let uncacheable = moka::sync::Cache::builder()
             .max_capacity(100_000)
             .time_to_live(Duration::from_secs(60))
-            .build_with_hasher(crate::keyed::KeyHasher::default());
+            .build_with_hasher(ifmatch_core::keyed::KeyHasher::default());
         Self {
             open: Mutex::default(),
             uncacheable,
@@ -191,7 +191,7 @@ mod tests {
         let Turn::Lead(lead) = gates.turn("k") else {
             panic!("the first leads")
         };
-        let stored = Arc::new(crate::shared_cache::disk::tests::stored(b"body", ""));
+        let stored = Arc::new(crate::disk::tests::stored(b"body", ""));
         gates.publish("k", &stored);
         let Turn::Follow(follower) = gates.turn("k") else {
             panic!("the second follows")

@@ -76,7 +76,7 @@ pub(crate) fn of<B>(asked: &Request<()>, response: &Response<B>, now: SystemTime
         !own.iter().eq(as_shown.iter())
     });
     let own_fields =
-        changed.then(|| crate::owned::headers(&targeted::replaced(response.headers())));
+        changed.then(|| ifmatch_core::owned::headers(&targeted::replaced(response.headers())));
     let fields = fields_size(kept.headers()) + fields_size(response.headers());
     // The usual response is judged without the crate's policy, which is made when first
     // needed (see `lazy_policy`); any other, by the crate at once.
@@ -114,7 +114,7 @@ pub(crate) fn of<B>(asked: &Request<()>, response: &Response<B>, now: SystemTime
 pub(crate) fn shown<B>(asked: &Request<()>, response: &Response<B>) -> (Request<()>, Response<()>) {
     let kept = kept_request(asked, response.headers());
     let mut shown = Response::new(());
-    *shown.headers_mut() = crate::owned::headers(response.headers());
+    *shown.headers_mut() = ifmatch_core::owned::headers(response.headers());
     let headers = shown.headers_mut();
     if let Some(directives) = targeted::directives(headers) {
         targeted::replace(headers, &directives);
@@ -142,12 +142,12 @@ fn kept_request(asked: &Request<()>, headers: &HeaderMap) -> Request<()> {
             continue;
         }
         for value in asked.headers().get_all(&name) {
-            fields.append(name.clone(), crate::owned::value(value));
+            fields.append(name.clone(), ifmatch_core::owned::value(value));
         }
     }
     let mut kept = Request::new(());
     *kept.method_mut() = asked.method().clone();
-    *kept.uri_mut() = crate::owned::uri(asked.uri());
+    *kept.uri_mut() = ifmatch_core::owned::uri(asked.uri());
     *kept.version_mut() = asked.version();
     *kept.headers_mut() = fields;
     kept
@@ -300,7 +300,7 @@ pub(crate) fn judged<B>(
     let mut judged = Response::new(());
     *judged.status_mut() = StatusCode::NOT_MODIFIED;
     let headers = judged.headers_mut();
-    *headers = crate::owned::headers(response.headers());
+    *headers = ifmatch_core::owned::headers(response.headers());
     headers.remove(header::CONTENT_RANGE);
     headers.remove("content-md5");
     if let Some(directives) = targeted::directives(headers) {
@@ -331,7 +331,7 @@ pub(super) mod tests {
     use super::*;
 
     /// A GET of `http://h/a?b` with `fields`.
-    pub(in crate::shared_cache) fn asked(fields: &[(&str, &str)]) -> Request<()> {
+    pub(crate) fn asked(fields: &[(&str, &str)]) -> Request<()> {
         let mut asked = Request::get("http://h/a?b").body(()).unwrap();
         for (name, value) in fields {
             let name = HeaderName::from_bytes(name.as_bytes()).unwrap();

@@ -11,7 +11,7 @@ use http::uri::{Authority, PathAndQuery};
 use http::{HeaderMap, HeaderValue, Request};
 
 /// `value`, in an allocation of its own.
-pub(crate) fn value(value: &HeaderValue) -> HeaderValue {
+pub fn value(value: &HeaderValue) -> HeaderValue {
     let mut copy = HeaderValue::from_maybe_shared(Bytes::copy_from_slice(value.as_bytes()))
         .unwrap_or_else(|_| value.clone());
     copy.set_sensitive(value.is_sensitive());
@@ -19,7 +19,7 @@ pub(crate) fn value(value: &HeaderValue) -> HeaderValue {
 }
 
 /// `headers`, their values copied into one allocation of their own.
-pub(crate) fn headers(headers: &HeaderMap) -> HeaderMap {
+pub fn headers(headers: &HeaderMap) -> HeaderMap {
     let mut all = bytes::BytesMut::with_capacity(headers.values().map(|v| v.len()).sum());
     for v in headers.values() {
         all.extend_from_slice(v.as_bytes());
@@ -39,7 +39,7 @@ pub(crate) fn headers(headers: &HeaderMap) -> HeaderMap {
 }
 
 /// The head `request`, its fields in allocations of their own.
-pub(crate) fn head(request: &Request<()>) -> Request<()> {
+pub fn head(request: &Request<()>) -> Request<()> {
     let mut copy = Request::new(());
     *copy.method_mut() = request.method().clone();
     *copy.uri_mut() = uri(request.uri());
@@ -49,7 +49,7 @@ pub(crate) fn head(request: &Request<()>) -> Request<()> {
 }
 
 /// `uri`, in allocations of its own (a parsed target is a slice of the read buffer too).
-pub(crate) fn uri(uri: &http::Uri) -> http::Uri {
+pub fn uri(uri: &http::Uri) -> http::Uri {
     let copy = |part: &str| Bytes::copy_from_slice(part.as_bytes());
     let mut parts = http::uri::Parts::default();
     // Parsed from a string, a scheme is one of the two it knows or a copy of its own.
@@ -62,7 +62,7 @@ pub(crate) fn uri(uri: &http::Uri) -> http::Uri {
 }
 
 /// `bytes`, in an allocation of exactly its size.
-pub(crate) fn bytes(bytes: &Bytes) -> Bytes {
+pub fn bytes(bytes: &Bytes) -> Bytes {
     Bytes::copy_from_slice(bytes)
 }
 

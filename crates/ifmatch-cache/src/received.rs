@@ -4,7 +4,7 @@
 //! (tags, `Last-Modified`, `If-Match`) is the outer [`ConditionalLayer`]'s, from the fields
 //! the answer carries.
 //!
-//! [`ConditionalLayer`]: crate::ConditionalLayer
+//! [`ConditionalLayer`]: ifmatch_tower::ConditionalLayer
 
 use http::header::{self, HeaderMap};
 use http::{Method, Request, StatusCode};
