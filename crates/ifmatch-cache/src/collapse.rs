@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::store::Stored;
+use super::stored::Stored;
 
 /// What a leader stored, once it has.
 pub(crate) type Published = Option<Arc<Stored>>;
@@ -32,13 +32,13 @@ pub(crate) fn gate_of(key: &str, own: &str) -> String {
 
 /// The keys being asked for, each with the way to wait for its asker.
 #[derive(Debug)]
-pub(crate) struct Gates {
+pub(crate) struct CollapsedMisses {
     open: Mutex<ifmatch_core::keyed::HashMap<Arc<str>, watch::Sender<Published>>>,
     /// The keys whose last answer could not be stored.
     uncacheable: moka::sync::Cache<String, (), ifmatch_core::keyed::KeyHasher>,
 }
 
-impl Default for Gates {
+impl Default for CollapsedMisses {
     fn default() -> Self {
         let uncacheable = moka::sync::Cache::builder()
             .max_capacity(100_000)
@@ -52,7 +52,7 @@ impl Default for Gates {
 }
 
 /// A request's place at its key's gate.
-pub(crate) enum Turn {
+pub(crate) enum MissTurn {
     /// The first: it asks, and the gate stays closed until it is dropped.
     Lead(Lead),
     /// Another asks: wait for it, and for what it stores.
@@ -62,12 +62,12 @@ pub(crate) enum Turn {
 /// The request that asks for its key while others wait; they go on once it is dropped.
 #[derive(Debug)]
 pub(crate) struct Lead {
-    gates: Arc<Gates>,
+    gates: Arc<CollapsedMisses>,
     key: Arc<str>,
     done: watch::Sender<Published>,
 }
 
-impl Gates {
+impl CollapsedMisses {
     /// Remembers whether `key`'s last answer could be stored.
     pub(crate) fn stored(&self, key: &str, stored: bool) {
         // A read first: most answers say what the last said, and an insert costs more.
@@ -86,21 +86,21 @@ impl Gates {
     }
 
     /// `key`'s gate: led by this request if no other leads it.
-    pub(crate) fn turn(self: &Arc<Self>, key: &str) -> Turn {
+    pub(crate) fn turn(self: &Arc<Self>, key: &str) -> MissTurn {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(leader) = open.get(key) {
-            return Turn::Follow(leader.subscribe());
+            return MissTurn::Follow(leader.subscribe());
         }
         let (done, key) = (watch::Sender::new(None), Arc::<str>::from(key));
         open.insert(key.clone(), done.clone());
-        Turn::Lead(Lead {
+        MissTurn::Lead(Lead {
             gates: self.clone(),
             key,
             done,
         })
     }
 
-    /// Closes the gates of `key` (whatever the key fields) to newcomers: see [`Gates::close`].
+    /// Closes the gates of `key` (whatever the key fields) to newcomers: see [`CollapsedMisses::close`].
     pub(crate) fn close_key(&self, key: &str) {
         self.close(&gate_of(key, ""));
     }
@@ -158,14 +158,14 @@ mod tests {
 
     #[tokio::test]
     async fn followers_wait_for_the_leader_and_the_next_request_leads_again() {
-        let gates = Arc::new(Gates::default());
-        let Turn::Lead(lead) = gates.turn("k") else {
+        let gates = Arc::new(CollapsedMisses::default());
+        let MissTurn::Lead(lead) = gates.turn("k") else {
             panic!("the first leads")
         };
-        let Turn::Follow(follower) = gates.turn("k") else {
+        let MissTurn::Follow(follower) = gates.turn("k") else {
             panic!("the second follows")
         };
-        assert!(matches!(gates.turn("other"), Turn::Lead(_)));
+        assert!(matches!(gates.turn("other"), MissTurn::Lead(_)));
         let started = std::time::Instant::now();
         assert!(
             wait(follower.clone(), Duration::from_millis(20))
@@ -181,19 +181,19 @@ mod tests {
             started.elapsed() < Duration::from_secs(4),
             "woken by the leader's end"
         );
-        assert!(matches!(gates.turn("k"), Turn::Lead(_)));
+        assert!(matches!(gates.turn("k"), MissTurn::Lead(_)));
         assert!(gates.open.lock().unwrap().is_empty());
     }
 
     #[tokio::test]
     async fn a_follower_after_the_leader_stored_is_served_what_it_stored_at_once() {
-        let gates = Arc::new(Gates::default());
-        let Turn::Lead(lead) = gates.turn("k") else {
+        let gates = Arc::new(CollapsedMisses::default());
+        let MissTurn::Lead(lead) = gates.turn("k") else {
             panic!("the first leads")
         };
         let stored = Arc::new(crate::disk::tests::stored(b"body", ""));
         gates.publish("k", &stored);
-        let Turn::Follow(follower) = gates.turn("k") else {
+        let MissTurn::Follow(follower) = gates.turn("k") else {
             panic!("the second follows")
         };
         let started = std::time::Instant::now();

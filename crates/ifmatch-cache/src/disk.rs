@@ -48,9 +48,9 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::disk_writer::{self, DiskWriter};
-use super::fill::Fill;
-use super::stale::Rules;
-use super::store::Stored;
+use super::freshness::Freshness;
+use super::stored::Stored;
+use super::stored_body::StoredBody;
 
 const MAGIC: &[u8] = b"ifmatch-cache 1\n";
 
@@ -82,7 +82,7 @@ struct Head {
     validators: http::HeaderMap,
     #[serde(with = "http_serde::option::header_map")]
     own_fields: Option<http::HeaderMap>,
-    stale: Rules,
+    stale: Freshness,
     fields: usize,
     policy: CachePolicy,
 }
@@ -189,7 +189,14 @@ impl Disk {
             errors: AtomicU64::new(0),
             writer,
         });
-        queue.start(Arc::downgrade(&disk))?;
+        let tier = Arc::downgrade(&disk);
+        queue.start(move |key, stored, body, generation| match tier.upgrade() {
+            Some(disk) => {
+                disk.write(key, stored, body, generation);
+                true
+            }
+            None => false,
+        })?;
         Ok((disk, subs))
     }
 
@@ -555,7 +562,7 @@ impl Head {
         Stored {
             policy: super::lazy_policy::made(self.policy),
             status: http::StatusCode::from_u16(self.status).unwrap_or(http::StatusCode::OK),
-            body: Fill::whole(body),
+            body: StoredBody::whole(body),
             date: self.date.and_then(|d| http::HeaderValue::from_str(&d).ok()),
             validators: self.validators,
             own_fields: self.own_fields,
@@ -691,7 +698,7 @@ pub(super) mod tests {
             fields: 100,
             stale: judged.stale,
             policy: judged.policy,
-            body: Fill::whole(Bytes::from_static(body)),
+            body: StoredBody::whole(Bytes::from_static(body)),
         }
     }
 

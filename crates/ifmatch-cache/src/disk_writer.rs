@@ -8,14 +8,13 @@
 //! 2 cores, contending for the directories' locks) and, behind a slow disk, a backlog that grew
 //! without bound, each entry holding its answer after the memory tier had let it go.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender};
-use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
 
-use super::disk::Disk;
-use super::store::Stored;
+use super::stored::Stored;
 
 /// The most bytes of answers waiting to be written.
 pub(crate) const QUEUE_BYTES: u64 = 64 << 20;
@@ -24,7 +23,7 @@ pub(crate) const QUEUE_BYTES: u64 = 64 << 20;
 const QUEUE_ANSWERS: usize = 4096;
 
 /// One answer to write: under its key, if the key's generation is still the one it was
-/// stored under (see [`Disk::write`]).
+/// stored under (see `Disk::write` in `disk.rs`).
 struct Job {
     key: String,
     stored: Arc<Stored>,
@@ -92,16 +91,19 @@ impl DiskWriter {
 }
 
 impl Queue {
-    /// Starts the thread that writes what is queued to `disk`, until `disk` (which holds the
-    /// writer) is gone.
-    pub(crate) fn start(self, disk: Weak<Disk>) -> std::io::Result<()> {
+    /// Starts the thread that writes what is queued with `write` (the key, the answer, its
+    /// body, the key's generation when it was stored), until `write` says the disk tier (which
+    /// holds the writer) is gone.
+    pub(crate) fn start<W>(self, write: W) -> std::io::Result<()>
+    where
+        W: Fn(&str, &Stored, &Bytes, u64) -> bool + Send + 'static,
+    {
         std::thread::Builder::new()
             .name("ifmatch-cache-writer".to_owned())
             .spawn(move || {
                 while let Ok(job) = self.jobs.recv() {
-                    match disk.upgrade() {
-                        Some(disk) => disk.write(&job.key, &job.stored, &job.body, job.generation),
-                        None => return,
+                    if !write(&job.key, &job.stored, &job.body, job.generation) {
+                        return;
                     }
                     self.queued.fetch_sub(weight(&job.body), Ordering::AcqRel);
                 }
@@ -120,6 +122,7 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::*;
+    use crate::disk::Disk;
     use crate::disk::tests::stored;
 
     fn wait_for(what: impl Fn() -> bool) {

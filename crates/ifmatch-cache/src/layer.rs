@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use tower_layer::Layer;
 
-use super::service::{SharedCache, key_of};
+use super::key::key_of;
+use super::service::SharedCache;
 use super::stats::CacheReport;
 use super::store::Forgotten;
 use super::store::{Settings, Store};

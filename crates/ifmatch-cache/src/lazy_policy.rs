@@ -18,13 +18,10 @@
 //! else its `max-age`, less its `Age`: `Expires`, `Date` and `Last-Modified` do not count.
 
 use std::sync::LazyLock;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
-use http::header::{self, HeaderMap};
-use http::{Method, Request, Response};
+use http::{Request, Response};
 use http_cache_semantics::{CacheOptions, CachePolicy};
-
-use super::policy::CRATE_STORES;
 
 /// The policy of a stored response: the crate's, made when first asked for.
 pub(crate) type Policy = LazyLock<CachePolicy, Box<dyn FnOnce() -> CachePolicy + Send>>;
@@ -41,78 +38,6 @@ pub(crate) fn later(asked: Request<()>, shown: Response<()>, at: SystemTime) -> 
     }))
 }
 
-/// How long `shown`, received for `asked` (both as the crate is shown them), is fresh from
-/// the time it was received, if it has the usual shape (see the [module](self)): the crate's
-/// `time_to_live` then, for a response its `is_storable` accepts. `None` for any other shape,
-/// which the crate judges.
-pub(crate) fn usual_lifetime(asked: &Request<()>, shown: &Response<()>) -> Option<Duration> {
-    let request = asked.headers();
-    let plain_request = matches!(*asked.method(), Method::GET | Method::HEAD)
-        && !request.contains_key(header::CACHE_CONTROL)
-        && !request.contains_key(header::AUTHORIZATION);
-    let headers = shown.headers();
-    if !plain_request
-        || !CRATE_STORES.contains(&shown.status().as_u16())
-        || headers.contains_key(header::SET_COOKIE)
-        || (headers.get_all(header::VARY).iter()).any(|v| v.as_bytes().contains(&b'*'))
-    {
-        return None;
-    }
-    let (max_age, s_maxage) = lifetimes(headers)?;
-    let lifetime = Duration::from_secs(s_maxage.or(max_age)?);
-    // Its `Age` as the crate reads it (whole seconds, or none; see `policy::normalise`).
-    let age = headers
-        .get(header::AGE)
-        .map_or(Some(0), |age| age.to_str().ok()?.parse::<u64>().ok())?;
-    Some(lifetime.saturating_sub(Duration::from_secs(age)))
-}
-
-/// `max-age` and `s-maxage` of `Cache-Control` made only of the directives the usual shape
-/// allows, each once.
-fn lifetimes(headers: &HeaderMap) -> Option<(Option<u64>, Option<u64>)> {
-    const FLAGS: [&str; 4] = ["public", "must-revalidate", "immutable", "no-transform"];
-    const SECONDS: [&str; 4] = [
-        "max-age",
-        "s-maxage",
-        "stale-while-revalidate",
-        "stale-if-error",
-    ];
-    let mut seen = [false; FLAGS.len() + SECONDS.len()];
-    let (mut max_age, mut s_maxage) = (None, None);
-    for line in headers.get_all(header::CACHE_CONTROL) {
-        for directive in line.to_str().ok()?.split(',') {
-            let directive = directive.trim();
-            if directive.is_empty() {
-                continue;
-            }
-            let (name, value) = match directive.split_once('=') {
-                Some((name, value)) => (name.trim(), Some(value.trim())),
-                None => (directive, None),
-            };
-            let at = match value {
-                None => FLAGS.iter().position(|flag| *flag == name)?,
-                Some(value) => {
-                    let at = SECONDS.iter().position(|known| *known == name)?;
-                    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
-                        return None;
-                    }
-                    let seconds = value.parse::<u64>().ok()?;
-                    match at {
-                        0 => max_age = Some(seconds),
-                        1 => s_maxage = Some(seconds),
-                        _ => {}
-                    }
-                    FLAGS.len() + at
-                }
-            };
-            if std::mem::replace(&mut seen[at], true) {
-                return None;
-            }
-        }
-    }
-    Some((max_age, s_maxage))
-}
-
 #[cfg(test)]
 mod tests {
     use http::StatusCode;
@@ -120,6 +45,9 @@ mod tests {
 
     use super::super::policy;
     use super::*;
+    use crate::freshness::usual_lifetime;
+    use http::{Method, header};
+    use std::time::Duration;
 
     const CACHE_CONTROLS: &[&str] = &[
         "",

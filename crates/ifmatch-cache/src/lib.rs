@@ -28,12 +28,18 @@
 //!
 //! - `layer.rs`: the layer and what it can be told;
 //! - `service.rs`: a request's way through the store to the inner service and back;
+//! - `key.rs`: the keys a response is stored under, and which requests it answers;
+//! - `keep.rs`: a miss's answer, stored on its way back;
+//! - `from_store.rs`: a stored response served (whole, a part, or a 304);
 //! - `served.rs`: the head of a fresh hit, made by the policy once and reused;
-//! - `store.rs`: the stored responses, weighed by their bytes;
+//! - `stored.rs`: one stored response;
+//! - `store.rs`: the stored responses by key, weighed by their bytes;
 //! - `disk.rs`: the disk tier, whose files survive a restart whole or not at all;
 //! - `disk_writer.rs`: its writes, by a thread of its own from a bounded queue;
 //! - `stats.rs`: what the cache did and holds, for an operator;
-//! - `fill.rs`: a stored body, read by every client from its first byte while it arrives;
+//! - `cache_status.rs`: the `Cache-Status` field of each answer;
+//! - `cached_body.rs`: the body of the cache's answers;
+//! - `stored_body.rs`: a stored body, read by every client from its first byte while it arrives;
 //! - `collapse.rs`: one request to the inner service for concurrent misses of one key;
 //! - `range.rs`: a byte range of a stored response, for a request with `Range`;
 //! - `language.rs`: a response chosen by `Accept-Language`, reused for the same first choice;
@@ -41,7 +47,7 @@
 //! - `weights.rs`: the weighted lists those two read;
 //! - `received.rs`: `If-Modified-Since` against a stored response with no validator;
 //! - `revalidate.rs`: asking whether a stale response is current, in the foreground or not;
-//! - `stale.rs`: when a stale response may be served;
+//! - `freshness.rs`: how long a response is fresh, and when a stale one may be served;
 //! - `targeted.rs`: `CDN-Cache-Control` and `Surrogate-Control`, this cache's own directives;
 //! - `unkeyed.rs`: fields that would rewrite a stored request's target or method, removed;
 //! - `policy.rs`: where this cache and the crate part, and why;
@@ -51,12 +57,17 @@
 //!
 //! [`ConditionalLayer`]: ifmatch_tower::ConditionalLayer
 
+mod cache_status;
+mod cached_body;
 mod coding;
 mod collapse;
 mod disk;
 mod disk_writer;
-mod fill;
+mod freshness;
+mod from_store;
 mod generations;
+mod keep;
+mod key;
 mod language;
 mod layer;
 mod lazy_policy;
@@ -66,20 +77,22 @@ mod received;
 mod revalidate;
 mod served;
 mod service;
-mod stale;
 mod stats;
 mod store;
+mod stored;
+mod stored_body;
 mod targeted;
 mod tee;
 mod unkeyed;
 mod weights;
 
-pub use fill::Reader;
+pub use cached_body::CachedBody;
 pub use layer::{SharedCacheHandle, SharedCacheLayer};
 pub use range::is_part_as_whole;
-pub use service::{CachedBody, SharedCache};
+pub use service::SharedCache;
 pub use stats::CacheReport;
 pub use store::Forgotten;
+pub use stored_body::Reader;
 pub use tee::Tee;
 
 /// What [`http_body::Body::poll_frame`] returns, for bodies of [`bytes::Bytes`].

@@ -27,9 +27,10 @@ use http::{Request, Response, StatusCode};
 use http_cache_semantics::{CacheOptions, CachePolicy};
 use ifmatch_core::date::{date_header_value, parse_http_date_leniently};
 
+use super::freshness::CRATE_STORES;
 use super::lazy_policy::{self, Policy};
-use super::store::{Stored, fields_size};
-use super::{stale, targeted};
+use super::stored::{Stored, fields_size};
+use super::{freshness, targeted};
 
 /// What decides the storing and reuse of a response.
 pub(crate) struct Judged {
@@ -40,7 +41,7 @@ pub(crate) struct Judged {
     /// shown others.
     pub(crate) own_fields: Option<HeaderMap>,
     /// What it allows once stale.
-    pub(crate) stale: stale::Rules,
+    pub(crate) stale: freshness::Freshness,
     /// The bytes of the fields the policy keeps: the response's, and the request's it reads.
     pub(crate) fields: usize,
     /// The response's `ETag` and `Last-Modified`, and its `Date`, in the policy's copy.
@@ -80,14 +81,14 @@ pub(crate) fn of<B>(asked: &Request<()>, response: &Response<B>, now: SystemTime
     let fields = fields_size(kept.headers()) + fields_size(response.headers());
     // The usual response is judged without the crate's policy, which is made when first
     // needed (see `lazy_policy`); any other, by the crate at once.
-    let (storable, lifetime, policy) = match lazy_policy::usual_lifetime(&kept, &shown) {
+    let (storable, lifetime, policy) = match freshness::usual_lifetime(&kept, &shown) {
         Some(lifetime) => (true, lifetime, None),
         None => {
             let policy = CachePolicy::new_options(&kept, &shown, now, CacheOptions::default());
             (policy.is_storable(), policy.time_to_live(now), Some(policy))
         }
     };
-    let stale = stale::Rules::new(shown.headers(), lifetime, now);
+    let stale = freshness::Freshness::new(shown.headers(), lifetime, now);
     let validators = [header::ETAG, header::LAST_MODIFIED]
         .into_iter()
         .filter_map(|name| Some((name.clone(), shown.headers().get(&name)?.clone())))
@@ -225,20 +226,6 @@ pub(crate) fn lowercase_directives(headers: &mut HeaderMap) {
         }
     }
 }
-
-/// The length of a response's body, if it is known before it is read.
-pub(crate) fn length(status: StatusCode, headers: &HeaderMap) -> Option<u64> {
-    if status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
-        return Some(0);
-    }
-    let value = headers.get(header::CONTENT_LENGTH)?;
-    value.to_str().ok()?.parse().ok()
-}
-
-/// The statuses the crate understands (stores when the rest allows).
-pub(super) const CRATE_STORES: &[u16] = &[
-    200, 203, 204, 300, 301, 302, 303, 307, 308, 404, 405, 410, 414, 501,
-];
 
 /// Whether a response the crate would not store for its status alone is to be shown to it
 /// as a 200: a 206 that is a piece of its representation, stored and reused as a 200 would be

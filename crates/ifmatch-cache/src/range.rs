@@ -151,7 +151,7 @@ impl Piece {
             end: last.checked_add(1)?,
             complete,
         };
-        let length = super::policy::length(http::StatusCode::PARTIAL_CONTENT, headers)?;
+        let length = length(http::StatusCode::PARTIAL_CONTENT, headers)?;
         (start <= last && last < complete && length == piece.end - start).then_some(piece)
     }
 
@@ -182,6 +182,15 @@ impl Piece {
         }
         describe(&mut head.headers, length, &described);
     }
+}
+
+/// The length of a response's body, if it is known before it is read.
+pub(crate) fn length(status: StatusCode, headers: &HeaderMap) -> Option<u64> {
+    if status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
+        return Some(0);
+    }
+    let value = headers.get(header::CONTENT_LENGTH)?;
+    value.to_str().ok()?.parse().ok()
 }
 
 #[cfg(test)]

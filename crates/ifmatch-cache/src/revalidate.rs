@@ -18,12 +18,16 @@ use http_cache_semantics::AfterResponse;
 use ifmatch_core::{EntityTag, EntityTagList};
 use tower_service::Service;
 
-use super::collapse::Turn;
-use super::service::{BoxError, CachedBody, from_store, keep};
-use super::stale;
+use super::cached_body::CachedBody;
+use super::collapse::MissTurn;
+use super::freshness;
+use super::from_store::from_store;
+use super::keep::keep;
 use super::stats::Counters;
-use super::store::{Store, Stored};
+use super::store::Store;
+use super::stored::Stored;
 use super::{lazy_policy, policy};
+use ifmatch_core::BoxError;
 
 /// `revalidation` with each tag of its `If-None-Match` once: the crate adds the stored
 /// response's tag to the client's own, which is most often the same one (a browser
@@ -77,7 +81,7 @@ where
         if !stored.stale.on_error(asked, now, unreachable) {
             return None;
         }
-        let head = stale::head(&stored.policy, asked, now)?;
+        let head = freshness::head(&stored.policy, asked, now)?;
         let status = format!("fwd=stale; fwd-status={status}; detail=stale-if-error");
         Counters::add(&counters.stale_served, 1);
         Some(Revalidated::Answer(from_store(
@@ -92,7 +96,7 @@ where
         Ok(response) => response,
         Err(error) => return stale_in_place("error", true).ok_or(error),
     };
-    if let Some(unreachable) = stale::failure(response.status())
+    if let Some(unreachable) = freshness::failure(response.status())
         && let Some(stale) = stale_in_place(response.status().as_str(), unreachable)
     {
         return Ok(stale);
@@ -162,7 +166,7 @@ pub(crate) fn in_background<S, ReqBody, ResBody>(
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         return;
     };
-    let Turn::Lead(lead) = store.gates.turn(gate) else {
+    let MissTurn::Lead(lead) = store.gates.turn(gate) else {
         return;
     };
     runtime.spawn(async move {

@@ -18,14 +18,14 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, StatusCode, Uri};
 use http_cache_semantics::CachePolicy;
 
-use super::store::varied_names;
+use super::key::varied_names;
 
 /// Past this age the crate may add a `Warning` to a heuristically fresh response: asked.
 const DAY: Duration = Duration::from_secs(24 * 3600);
 
 /// The crate's answer to one fresh hit, and what the request that got it was.
 #[derive(Debug)]
-pub(crate) struct Served {
+pub(crate) struct FreshHead {
     status: StatusCode,
     /// Its fields but `Age` and `Date`, which change with each answer.
     fields: HeaderMap,
@@ -37,10 +37,10 @@ pub(crate) struct Served {
     varied: Vec<(HeaderName, Option<HeaderValue>)>,
 }
 
-impl Served {
+impl FreshHead {
     /// What the crate's answer `head` to `asked` (a request with no directives of its own, the
     /// crate's `Fresh` at `now`) says of the next such request, if it can say anything, for
-    /// a stored response of the variant `variant` (see [`Stored::variant`](super::store::Stored::variant)).
+    /// a stored response of the variant `variant` (see `Stored::variant`).
     pub(crate) fn of(
         policy: &CachePolicy,
         variant: &str,
@@ -111,7 +111,7 @@ mod tests {
     use http_cache_semantics::BeforeRequest;
 
     use super::super::policy::tests::asked;
-    use super::super::{policy, store};
+    use super::super::{key, policy};
     use super::*;
 
     /// The crate's head for `asked` at `now`, if fresh, without `Date` (which a hit replaces).
@@ -142,12 +142,12 @@ mod tests {
         let first = asked(&[("host", "h"), ("accept-language", "fr"), ("x-mode", "a")]);
         let stored_at = SystemTime::now();
         let policy = policy::of(&first, &response, stored_at).policy;
-        let variant = store::variant(first.headers(), response.headers());
+        let variant = key::variant(first.headers(), response.headers());
         let head = match policy.before_request(&first, stored_at) {
             BeforeRequest::Fresh(head) => head,
             BeforeRequest::Stale { .. } => panic!("a fresh response"),
         };
-        let served = Served::of(&policy, &variant, &first, &head, stored_at).unwrap();
+        let served = FreshHead::of(&policy, &variant, &first, &head, stored_at).unwrap();
 
         let later = [0, 1, 300, 589, 590, 591, 3600];
         let requests = [
@@ -208,6 +208,6 @@ mod tests {
 
         // Made of a request with directives of its own, it is not made at all.
         let directed = &requests[6];
-        assert!(Served::of(&policy, &variant, directed, &head, stored_at).is_none());
+        assert!(FreshHead::of(&policy, &variant, directed, &head, stored_at).is_none());
     }
 }

@@ -6,7 +6,7 @@
 
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::SystemTime;
 
@@ -20,25 +20,26 @@ use http_cache_semantics::BeforeRequest;
 use ifmatch_core::signs_request;
 use tower_service::Service;
 
-use super::collapse::{self, Turn};
-use super::fill::{Fill, Reader};
-use super::policy::{self, Judged};
-use super::range::{self, Piece};
+use super::cache_status::add_status;
+use super::cached_body::CachedBody;
+use super::collapse::{self, MissTurn};
+use super::freshness;
+use super::from_store::from_store;
+use super::keep::{BodyBeingStored, keep};
+use super::key::{host_of, key_of, keyed, target_of};
+use super::policy::{self};
 use super::revalidate::{Revalidated, in_background, revalidate, tags_once};
-use super::served::Served;
-use super::stale;
+use super::served::FreshHead;
 use super::stats::Counters;
-use super::store::{Forgotten, Store, Stored, keyed, variant};
+use super::store::{Forgotten, Store};
+use super::stored::Stored;
 use super::targeted::{self, SURROGATE_CAPABILITY, SURROGATE_CONTROL};
-use super::tee::{self, Tee};
+use super::tee::Tee;
+use super::unkeyed;
 use super::{coding, language};
-use super::{received, unkeyed};
 
-pub(crate) use ifmatch_core::BoxError;
-use ifmatch_tower::cache_markers::{BypassSharedCache, FreshInSharedCache};
-
-/// `Cache-Status` (RFC 9211): what the cache did with each answer.
-const CACHE_STATUS: HeaderName = HeaderName::from_static("cache-status");
+use ifmatch_core::BoxError;
+use ifmatch_tower::cache_markers::BypassSharedCache;
 
 /// A shared HTTP cache in front of `S`; see the [module](super).
 #[derive(Debug, Clone)]
@@ -57,10 +58,6 @@ impl<S> SharedCache<S> {
         &mut self.inner
     }
 }
-
-/// The body of an answer: a stored body (whole or arriving), or the inner service's (kept
-/// as it passes when it has no declared length and is to be stored once whole).
-pub type CachedBody<B> = Either<Reader, Tee<B>>;
 
 impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for SharedCache<S>
 where
@@ -88,7 +85,7 @@ where
             let mut response = answer(inner, store, request).await?;
             // This cache's alone (see `targeted`).
             response.headers_mut().remove(SURROGATE_CONTROL);
-            response.extensions_mut().remove::<Holding>();
+            response.extensions_mut().remove::<BodyBeingStored>();
             Ok(response)
         })
     }
@@ -170,7 +167,7 @@ where
     if let Found::Stale(revalidation, stored) = &found {
         let now = SystemTime::now();
         if stored.stale.while_revalidating(&asked, now)
-            && let Some(head) = stale::head(&stored.policy, &asked, now)
+            && let Some(head) = freshness::head(&stored.policy, &asked, now)
         {
             let mut background = Request::from_parts(revalidation.clone(), ReqBody::default());
             with_sent_range(background.headers_mut(), request.headers());
@@ -197,8 +194,8 @@ where
     let part = asked.headers().contains_key(header::RANGE);
     if method == Method::GET && !part && store.gates.worth_waiting(&gate) {
         match store.gates.turn(&gate) {
-            Turn::Lead(leading) => lead = Some(leading),
-            Turn::Follow(leader) => {
+            MissTurn::Lead(leading) => lead = Some(leading),
+            MissTurn::Follow(leader) => {
                 let published = collapse::wait(leader, store.collapse_wait()).await;
                 found = lookup(&store, &key, &own, &asked);
                 // The store may have let it go already: what the leader stored serves.
@@ -237,16 +234,12 @@ where
     let response = inner.call(request).await?;
     let mut response = keep(&store, &key, &asked, response, now, None);
     // What it stored arrives still: the requests of the key that come meanwhile follow it
-    // until all of it has come (see `Fill::hold`), whatever the store does with it.
-    if let (Some(lead), Some(Holding(body))) = (lead, response.extensions_mut().remove()) {
+    // until all of it has come (see `StoredBody::hold`), whatever the store does with it.
+    if let (Some(lead), Some(BodyBeingStored(body))) = (lead, response.extensions_mut().remove()) {
         body.hold(Box::new(lead));
     }
     Ok(response)
 }
-
-/// The body a miss is storing, on its answer's way out of [`keep`]: what its gate is held by.
-#[derive(Clone)]
-struct Holding(Arc<Fill>);
 
 /// What the store holds for a request.
 enum Found {
@@ -296,7 +289,7 @@ fn lookup_in(variants: &[Arc<Stored>], own: &str, asked: &Request<()>) -> Found 
         match stored.policy.before_request(asked, now) {
             BeforeRequest::Fresh(head) => {
                 if stored.served.get().is_none() {
-                    let served = Served::of(&stored.policy, &stored.variant, asked, &head, now);
+                    let served = FreshHead::of(&stored.policy, &stored.variant, asked, &head, now);
                     // Made of a request with directives of its own, it says nothing yet.
                     if served.is_some() {
                         let _ = stored.served.set(served);
@@ -322,194 +315,6 @@ fn lookup_in(variants: &[Arc<Stored>], own: &str, asked: &Request<()>) -> Found 
         }
     }
     Found::Nothing
-}
-
-/// `response`, received at `now`, stored under `key` in place of `replaces` if the rules
-/// allow and it fits: its body is then read into the store as its client reads it, and other
-/// clients may read it from the store meanwhile.
-pub(crate) fn keep<B>(
-    store: &Arc<Store>,
-    key: &str,
-    asked: &Request<()>,
-    response: Response<B>,
-    now: SystemTime,
-    replaces: Option<&Arc<Stored>>,
-) -> Response<CachedBody<B>>
-where
-    B: Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<BoxError>,
-{
-    let declared = policy::length(response.status(), response.headers());
-    Counters::add(&store.counters.bytes_from_origin, declared.unwrap_or(0));
-    // Stored only if it can ever be reused: fresh for a while, revalidated with a validator,
-    // or served stale by its own leave. One with none of these would be fetched whole again
-    // by every request (and would make them wait for one another). One whose fields say
-    // nothing of any of these is not even judged.
-    let headers = response.headers();
-    let judged = (policy::may_be_reused(headers)).then(|| policy::of(asked, &response, now));
-    let reusable = |judged: &Judged| {
-        judged.stale.fresh_at(now)
-            || headers.contains_key(header::ETAG)
-            || headers.contains_key(header::LAST_MODIFIED)
-            || judged.stale.lingers()
-    };
-    // A 206 is stored only as one piece of its representation (see `range`).
-    let piece = (response.status() == StatusCode::PARTIAL_CONTENT)
-        .then(|| Piece::of(headers))
-        .flatten();
-    let whole_or_piece = match response.status() {
-        StatusCode::PARTIAL_CONTENT => piece.is_some(),
-        status => !range::is_part_as_whole(status, headers),
-    };
-    let judged = judged.filter(|judged| judged.storable && reusable(judged) && whole_or_piece);
-    let get = asked.method() == Method::GET;
-    let fits = declared.is_none_or(|len| len <= store.max_object());
-    // The request's key fields and its gate, once.
-    let own = keyed(asked.headers(), store.key_headers());
-    let gate = collapse::gate_of(key, &own);
-    // What a request for a part stores (a piece) is nothing for the key's gate to know of.
-    if get && piece.is_none() {
-        // A body of no declared length is stored, if at all, once it ended: nothing for the
-        // requests meanwhile to wait for.
-        let stored_now = fits && declared.is_some() && judged.is_some();
-        store.gates.stored(&gate, stored_now);
-    }
-    let fresh = judged.as_ref().is_some_and(|j| j.stale.fresh_at(now));
-    let storable = judged.is_some();
-    let (Some(judged), true, true) = (judged, fits, get) else {
-        let status = if storable && !fits {
-            "fwd=miss; detail=too-large"
-        } else {
-            "fwd=uri-miss"
-        };
-        let mut response = response.map(|body| Either::Right(Tee::passing(body)));
-        add_status(response.headers_mut(), status);
-        return response;
-    };
-    let (mut head, body) = response.into_parts();
-    if fresh && head.headers.contains_key(header::ETAG) {
-        head.extensions.insert(FreshInSharedCache);
-    }
-    let variant = variant(asked.headers(), &head.headers);
-    let status = (head.status, piece);
-    let Some(len) = declared else {
-        // Kept as it passes, and stored once whole, unless something was forgotten meanwhile
-        // (a write, a purge: what it holds may be older than that).
-        let (into, key, replaces) = (store.clone(), key.to_owned(), replaces.cloned());
-        let forgotten = store.forgotten(&key);
-        let keep: tee::Keep = Box::new(move |bytes| {
-            if into.forgotten(&key) != forgotten {
-                return;
-            }
-            Counters::add(&into.counters.bytes_from_origin, bytes.len() as u64);
-            let stored = entry(status, variant, own, judged, Fill::whole(bytes));
-            into.gates.stored(&gate, true);
-            into.put(&key, Arc::new(stored), replaces.as_ref());
-            // Forgotten between the look above and the put (an invalidation moves the number
-            // before it removes): forgotten again.
-            if into.forgotten(&key) != forgotten {
-                into.invalidate(&key);
-            }
-        });
-        let body = Tee::keeping(body, store.max_object(), keep);
-        add_status(&mut head.headers, "fwd=miss; detail=stored-once-whole");
-        return Response::from_parts(head, Either::Right(body));
-    };
-    let body = Fill::reading(body, len);
-    let stored = Arc::new(entry(status, variant, own, judged, body.clone()));
-    if piece.is_none() {
-        store.gates.publish(&gate, &stored);
-    }
-    store.put(key, stored, replaces);
-    head.extensions.insert(Holding(body.clone()));
-    add_status(&mut head.headers, "fwd=miss; stored");
-    Response::from_parts(head, Either::Left(body.reader()))
-}
-
-/// The entry of a response with `status` (and the piece it holds, if a 206) that `judged`
-/// judged, for the requests `variant` and `keyed` select, with `body`.
-fn entry(
-    (status, piece): (StatusCode, Option<Piece>),
-    variant: String,
-    keyed: String,
-    judged: Judged,
-    body: Arc<Fill>,
-) -> Stored {
-    Stored {
-        status,
-        piece,
-        variant,
-        keyed,
-        date: judged.date,
-        validators: judged.validators,
-        own_fields: judged.own_fields,
-        fields: judged.fields,
-        stale: judged.stale,
-        policy: judged.policy,
-        body,
-        served: OnceLock::new(),
-    }
-}
-
-/// `stored` for `asked`, with the head `head` the policy made of it (its fields, refreshed,
-/// with `Age`): all of it, the part `asked` names in `Range`, or a 304.
-pub(crate) fn from_store<B>(
-    store: &Store,
-    mut head: http::response::Parts,
-    stored: &Stored,
-    asked: &Request<()>,
-    status: &str,
-) -> Response<CachedBody<B>> {
-    // The policy stamps `Date` with the time it is served, and not as an HTTP-date: a cache
-    // sends the origin's (RFC 9110 6.6.1), or none for the server to add.
-    head.status = stored.status;
-    if let Some(own) = &stored.own_fields {
-        head.headers.remove(header::CACHE_CONTROL);
-        head.headers.remove(header::EXPIRES);
-        head.headers.extend(own.clone());
-    }
-    head.headers.remove(header::DATE);
-    if let Some(date) = &stored.date {
-        head.headers.insert(header::DATE, date.clone());
-    }
-    let body = if received::not_modified(asked, &mut head) {
-        stored.body.part(0..0)
-    } else if let Some(piece) = stored.piece {
-        // Found for a range it holds (see `lookup_in`).
-        let within = piece.holds(asked).unwrap_or(0..stored.body.len());
-        piece.answer(&mut head, &within);
-        stored.body.part(within)
-    } else {
-        match range::part(asked, &mut head, stored.body.len()) {
-            Some(range) => stored.body.part(range),
-            None => stored.body.reader(),
-        }
-    };
-    if asked.method() == Method::GET {
-        let bytes = body.size_hint().exact().unwrap_or(0);
-        Counters::add(&store.counters.bytes_from_cache, bytes);
-    }
-    let kept = status == "hit" && head.headers.contains_key(header::ETAG);
-    let mut response = Response::from_parts(head, Either::Left(body));
-    add_status(response.headers_mut(), status);
-    if kept {
-        response.extensions_mut().insert(FreshInSharedCache);
-    }
-    response
-}
-
-fn add_status(headers: &mut HeaderMap, status: &str) {
-    // Those of every hit and miss without building a string.
-    let value = match status {
-        "hit" => HeaderValue::from_static("ifmatch; hit"),
-        "fwd=miss; stored" => HeaderValue::from_static("ifmatch; fwd=miss; stored"),
-        "fwd=uri-miss" => HeaderValue::from_static("ifmatch; fwd=uri-miss"),
-        status => match HeaderValue::from_str(&format!("ifmatch; {status}")) {
-            Ok(value) => value,
-            Err(_) => return,
-        },
-    };
-    headers.append(CACHE_STATUS, value);
 }
 
 /// `headers`, of a request the cache makes of the client's `sent`, with the client's own
@@ -645,34 +450,6 @@ fn tight(value: &[u8]) -> Vec<u8> {
         out.extend_from_slice(member.trim_ascii());
     }
     out
-}
-
-/// The host a request names (its target's authority, or `Host`), lowercased: a part of every
-/// key, so that an answer made for one host (links built from it, say) never reaches another.
-fn host_of<B>(request: &Request<B>) -> String {
-    let host = (request.uri().authority().map(|a| a.as_str().as_bytes()))
-        .or_else(|| {
-            request
-                .headers()
-                .get(header::HOST)
-                .map(HeaderValue::as_bytes)
-        })
-        .unwrap_or_default();
-    String::from_utf8_lossy(host).to_ascii_lowercase()
-}
-
-/// Where a request's answers are stored: its host, and its target (path and query).
-pub(crate) fn key_of(host: &str, target: &str) -> String {
-    let mut key = String::with_capacity(host.len() + 1 + target.len());
-    key.push_str(host);
-    key.push(' ');
-    key.push_str(target);
-    key
-}
-
-/// A request target's path and query.
-fn target_of(uri: &Uri) -> &str {
-    uri.path_and_query().map_or("/", |p| p.as_str())
 }
 
 /// Methods that change nothing (RFC 9110 9.2.1): they invalidate nothing.

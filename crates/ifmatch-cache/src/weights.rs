@@ -1,6 +1,6 @@
 //! The weighted lists of proactive negotiation (`Accept-Language`, `Accept-Encoding`: members,
-//! each with an optional `q`, RFC 9110 12.4.2), read for [`super::language`] and
-//! [`super::coding`].
+//! each with an optional `q`, RFC 9110 12.4.2), read for `language.rs` and
+//! `coding.rs`.
 
 use http::HeaderValue;
 

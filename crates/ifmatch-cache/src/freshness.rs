@@ -1,4 +1,6 @@
-//! Serving a stored response past its freshness lifetime (RFC 9111 4.2.4): while it is
+//! Freshness: how long a stored response is fresh (RFC 9111 4.2.1, for the usual shape of
+//! response, which the crate's policy need not be made for: [`usual_lifetime`]), and serving it
+//! past that lifetime (RFC 9111 4.2.4): while it is
 //! revalidated in the background, within its `stale-while-revalidate` window (RFC 5861 3);
 //! when the inner service fails, within its `stale-if-error` window (RFC 5861 4) or, with
 //! none given, for up to a day while the inner service cannot be reached (it answered 502 or
@@ -11,7 +13,7 @@ use std::borrow::Cow;
 use std::time::{Duration, SystemTime};
 
 use http::header::{self, HeaderMap, HeaderValue};
-use http::{Request, StatusCode};
+use http::{Method, Request, Response, StatusCode};
 use http_cache_semantics::{BeforeRequest, CachePolicy};
 
 /// How stale a response may be served while the inner service cannot be reached, when the
@@ -20,14 +22,14 @@ const UNREACHABLE: Duration = Duration::from_secs(24 * 3600);
 
 /// What a stored response allows once stale.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub(crate) struct Rules {
+pub(crate) struct Freshness {
     fresh_until: SystemTime,
     while_revalidate: Option<Duration>,
     if_error: Option<Duration>,
     forbidden: bool,
 }
 
-impl Rules {
+impl Freshness {
     /// The rules of a response with the fields `shown` (as its policy was shown them), stored
     /// at `now`, fresh for `lifetime` from then.
     pub(crate) fn new(shown: &HeaderMap, lifetime: Duration, now: SystemTime) -> Self {
@@ -171,4 +173,80 @@ fn with_headers(asked: &Request<()>, headers: HeaderMap) -> Request<()> {
     *request.version_mut() = asked.version();
     *request.headers_mut() = headers;
     request
+}
+/// The statuses the crate understands (stores when the rest allows).
+pub(crate) const CRATE_STORES: &[u16] = &[
+    200, 203, 204, 300, 301, 302, 303, 307, 308, 404, 405, 410, 414, 501,
+];
+
+/// How long `shown`, received for `asked` (both as the crate is shown them), is fresh from
+/// the time it was received, if it has the usual shape (see the [module](self)): the crate's
+/// `time_to_live` then, for a response its `is_storable` accepts. `None` for any other shape,
+/// which the crate judges.
+pub(crate) fn usual_lifetime(asked: &Request<()>, shown: &Response<()>) -> Option<Duration> {
+    let request = asked.headers();
+    let plain_request = matches!(*asked.method(), Method::GET | Method::HEAD)
+        && !request.contains_key(header::CACHE_CONTROL)
+        && !request.contains_key(header::AUTHORIZATION);
+    let headers = shown.headers();
+    if !plain_request
+        || !CRATE_STORES.contains(&shown.status().as_u16())
+        || headers.contains_key(header::SET_COOKIE)
+        || (headers.get_all(header::VARY).iter()).any(|v| v.as_bytes().contains(&b'*'))
+    {
+        return None;
+    }
+    let (max_age, s_maxage) = lifetimes(headers)?;
+    let lifetime = Duration::from_secs(s_maxage.or(max_age)?);
+    // Its `Age` as the crate reads it (whole seconds, or none; see `policy::normalise`).
+    let age = headers
+        .get(header::AGE)
+        .map_or(Some(0), |age| age.to_str().ok()?.parse::<u64>().ok())?;
+    Some(lifetime.saturating_sub(Duration::from_secs(age)))
+}
+
+/// `max-age` and `s-maxage` of `Cache-Control` made only of the directives the usual shape
+/// allows, each once.
+fn lifetimes(headers: &HeaderMap) -> Option<(Option<u64>, Option<u64>)> {
+    const FLAGS: [&str; 4] = ["public", "must-revalidate", "immutable", "no-transform"];
+    const SECONDS: [&str; 4] = [
+        "max-age",
+        "s-maxage",
+        "stale-while-revalidate",
+        "stale-if-error",
+    ];
+    let mut seen = [false; FLAGS.len() + SECONDS.len()];
+    let (mut max_age, mut s_maxage) = (None, None);
+    for line in headers.get_all(header::CACHE_CONTROL) {
+        for directive in line.to_str().ok()?.split(',') {
+            let directive = directive.trim();
+            if directive.is_empty() {
+                continue;
+            }
+            let (name, value) = match directive.split_once('=') {
+                Some((name, value)) => (name.trim(), Some(value.trim())),
+                None => (directive, None),
+            };
+            let at = match value {
+                None => FLAGS.iter().position(|flag| *flag == name)?,
+                Some(value) => {
+                    let at = SECONDS.iter().position(|known| *known == name)?;
+                    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+                        return None;
+                    }
+                    let seconds = value.parse::<u64>().ok()?;
+                    match at {
+                        0 => max_age = Some(seconds),
+                        1 => s_maxage = Some(seconds),
+                        _ => {}
+                    }
+                    FLAGS.len() + at
+                }
+            };
+            if std::mem::replace(&mut seen[at], true) {
+                return None;
+            }
+        }
+    }
+    Some((max_age, s_maxage))
 }

@@ -22,7 +22,7 @@ use ifmatch_core::BoxError;
 
 /// A body being stored, or stored.
 #[derive(Debug)]
-pub(crate) struct Fill {
+pub(crate) struct StoredBody {
     /// The length the inner service declared, which the body must have.
     len: u64,
     state: Mutex<State>,
@@ -39,7 +39,7 @@ struct State {
     waiting: Vec<Waker>,
     /// The readers there are.
     readers: usize,
-    /// Held until all of it came or it failed (the gate of its key: see [`Fill::hold`]).
+    /// Held until all of it came or it failed (the gate of its key: see [`StoredBody::hold`]).
     held: Option<Box<dyn Send>>,
 }
 
@@ -53,7 +53,7 @@ impl std::fmt::Debug for State {
     }
 }
 
-impl Fill {
+impl StoredBody {
     /// `body`, which declared `len` bytes, to be read as it comes.
     pub(crate) fn reading<B>(body: B, len: u64) -> Arc<Self>
     where
@@ -195,7 +195,7 @@ impl State {
 /// the body of an answer [`SharedCache`](super::SharedCache) serves from its store.
 #[derive(Debug)]
 pub struct Reader {
-    fill: Arc<Fill>,
+    fill: Arc<StoredBody>,
     /// The bytes it sends.
     range: Range<u64>,
     /// The chunk it reads next, while the body arrives.
@@ -349,7 +349,7 @@ mod tests {
 
     #[tokio::test]
     async fn readers_started_at_any_time_read_every_byte_once() {
-        let fill = Fill::reading(chunks(&["ab", "cd", "ef"]), 6);
+        let fill = StoredBody::reading(chunks(&["ab", "cd", "ef"]), 6);
         let mut first = fill.reader();
         let one = first.frame().await.unwrap().unwrap().into_data().unwrap();
         assert_eq!(one, "ab");
@@ -364,7 +364,7 @@ mod tests {
     #[tokio::test]
     async fn a_body_shorter_or_longer_than_declared_fails_every_reader() {
         for declared in [5, 7] {
-            let fill = Fill::reading(chunks(&["ab", "cd", "ef"]), declared);
+            let fill = StoredBody::reading(chunks(&["ab", "cd", "ef"]), declared);
             assert!(
                 fill.reader().collect().await.is_err(),
                 "declared {declared}"
@@ -376,7 +376,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_reader_part_way_through_the_merge_goes_on_where_it_stopped() {
-        let fill = Fill::reading(chunks(&["ab", "cd"]), 4);
+        let fill = StoredBody::reading(chunks(&["ab", "cd"]), 4);
         let mut early = fill.reader();
         let one = early.frame().await.unwrap().unwrap().into_data().unwrap();
         assert_eq!(one, "ab");
@@ -386,7 +386,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_part_is_read_across_chunks_arriving_or_whole() {
-        let fill = Fill::reading(chunks(&["abc", "def", "ghi"]), 9);
+        let fill = StoredBody::reading(chunks(&["abc", "def", "ghi"]), 9);
         for (range, want) in [(2..7, "cdefg"), (3..6, "def"), (8..9, "i"), (0..0, "")] {
             let part = fill.part(range.clone());
             assert_eq!(part.size_hint().exact(), Some(range.end - range.start));
