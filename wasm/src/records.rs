@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use ifmatch_blob::{Block, Key, PutMode, Record, Records, Scan, StoreError};
+use ifmatch_blob::{Block, BlockToStage, Key, PutMode, Record, Records, Scan, StoreError};
 use serde::{Deserialize, Serialize};
 use worker::send::{SendFuture, SendWrapper};
 use worker::{
@@ -240,11 +240,9 @@ impl Records for DurableRecords {
 
     fn stage_block(
         &self,
-        key: &Key,
-        epoch: u64,
-        block: &Block,
-        max: usize,
+        stage: BlockToStage<'_>,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        let (key, epoch, block, max) = (stage.key, stage.epoch, stage.block, stage.max);
         let call = blob_of(key).map(|blob| Call::Stage {
             blob,
             epoch,

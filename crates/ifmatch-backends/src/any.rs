@@ -11,7 +11,9 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use http_body::{Body, SizeHint};
 use ifmatch_blob::Incoming;
-use ifmatch_blob::{Block, Key, Objects, PutMode, Record, Records, Scan, Staged, StoreError};
+use ifmatch_blob::{
+    Block, BlockToStage, Key, Objects, PutMode, Record, Records, Scan, Staged, StoreError,
+};
 use ifmatch_table::{Change, Entity, EntityKey, TableError};
 
 #[cfg(feature = "object-store")]
@@ -78,14 +80,8 @@ impl Records for AnyRecords {
         records!(self, r => r.list(scan).await)
     }
 
-    async fn stage_block(
-        &self,
-        key: &Key,
-        epoch: u64,
-        block: &Block,
-        max: usize,
-    ) -> Result<bool, StoreError> {
-        records!(self, r => r.stage_block(key, epoch, block, max).await)
+    async fn stage_block(&self, stage: BlockToStage<'_>) -> Result<bool, StoreError> {
+        records!(self, r => r.stage_block(stage).await)
     }
 
     async fn staged_blocks(&self, key: &Key, epoch: u64) -> Result<Vec<Block>, StoreError> {

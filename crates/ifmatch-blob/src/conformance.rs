@@ -19,7 +19,7 @@ use http_body_util::BodyExt;
 use ifmatch_core::lease::{Lease, LeaseDuration, LeaseId};
 use ifmatch_core::strong_etag;
 
-use crate::{Content, Key, Objects, PutMode, Record, Records, Scan, StoreError};
+use crate::{BlockToStage, Content, Key, Objects, PutMode, Record, Records, Scan, StoreError};
 
 fn container(name: &str) -> Key {
     Key::Container(name.to_owned())
@@ -427,7 +427,14 @@ pub async fn staging<R: Records>(store: &R) {
     };
     let a = blob("staging", "a");
     expect_err(
-        store.stage_block(&a, 1, &block(0), 10).await,
+        store
+            .stage_block(BlockToStage {
+                key: &a,
+                epoch: 1,
+                block: &block(0),
+                max: 10,
+            })
+            .await,
         |e| matches!(e, StoreError::ContainerNotFound),
         "staging into a container that does not exist",
     );
@@ -441,14 +448,40 @@ pub async fn staging<R: Records>(store: &R) {
         .await
         .unwrap();
     for i in 0..3 {
-        assert!(store.stage_block(&a, 7, &block(i), 3).await.unwrap());
+        assert!(
+            store
+                .stage_block(BlockToStage {
+                    key: &a,
+                    epoch: 7,
+                    block: &block(i),
+                    max: 3
+                })
+                .await
+                .unwrap()
+        );
     }
     assert!(
-        !store.stage_block(&a, 7, &block(3), 3).await.unwrap(),
+        !store
+            .stage_block(BlockToStage {
+                key: &a,
+                epoch: 7,
+                block: &block(3),
+                max: 3
+            })
+            .await
+            .unwrap(),
         "a full set takes no more"
     );
     assert!(
-        store.stage_block(&a, 7, &block(0), 4).await.unwrap(),
+        store
+            .stage_block(BlockToStage {
+                key: &a,
+                epoch: 7,
+                block: &block(0),
+                max: 4
+            })
+            .await
+            .unwrap(),
         "an id again"
     );
     assert_eq!(
@@ -482,7 +515,12 @@ pub async fn staging<R: Records>(store: &R) {
         for i in 0..25 {
             assert!(
                 store
-                    .stage_block(b, 9, &block(100 + w * 25 + i), 1000)
+                    .stage_block(BlockToStage {
+                        key: b,
+                        epoch: 9,
+                        block: &block(100 + w * 25 + i),
+                        max: 1000
+                    })
                     .await
                     .unwrap()
             );

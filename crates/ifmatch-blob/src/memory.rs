@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::{Bytes, BytesMut};
 use http_body_util::{BodyExt, Full, combinators::MapErr};
 
-use crate::store::{Env, Key, Objects, PutMode, Records, Scan, Staged, StoreError};
+use crate::store::{BlockToStage, Env, Key, Objects, PutMode, Records, Scan, Staged, StoreError};
 use crate::{Block, HashingBody, Incoming, Record, check_len};
 
 #[derive(Debug, Default)]
@@ -101,13 +101,8 @@ impl Records for MemoryRecords {
             .collect())
     }
 
-    async fn stage_block(
-        &self,
-        key: &Key,
-        epoch: u64,
-        block: &Block,
-        max: usize,
-    ) -> Result<bool, StoreError> {
+    async fn stage_block(&self, stage: BlockToStage<'_>) -> Result<bool, StoreError> {
+        let (key, epoch, block, max) = (stage.key, stage.epoch, stage.block, stage.max);
         let Key::Blob(container, name) = key else {
             return Err(StoreError::not_found(key));
         };

@@ -47,6 +47,20 @@ impl Key {
     }
 }
 
+/// A block to stage ([`Records::stage_block`]): under `key`'s set of uncommitted blocks of
+/// `epoch`, unless the set holds `max` already.
+#[derive(Debug, Clone, Copy)]
+pub struct BlockToStage<'a> {
+    /// The blob it is staged for.
+    pub key: &'a Key,
+    /// The staging set it joins (the record's [`Staging`](crate::Staging) epoch).
+    pub epoch: u64,
+    /// The block.
+    pub block: &'a Block,
+    /// The most entries the set may hold.
+    pub max: usize,
+}
+
 /// A scan of a container's blob records ([`Records::list`]): those whose names start with
 /// `prefix` and are not less than `from`, at most `limit` of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -250,16 +264,13 @@ pub trait Records: Send + Sync + 'static {
         scan: Scan<'_>,
     ) -> impl Future<Output = Result<Vec<(String, Record)>, StoreError>> + Send;
 
-    /// Appends `block` to the blocks staged for `key` under `epoch` (its record's
+    /// Appends the block to the blocks staged for its key under its epoch (the record's
     /// [`Staging`](crate::Staging)), durably, unless that set already holds `max` entries:
     /// then `Ok(false)` and nothing is written. One write of the block alone, whatever the set
     /// holds: the rules (leases, ids, what a commit takes) stay in the front.
     fn stage_block(
         &self,
-        key: &Key,
-        epoch: u64,
-        block: &Block,
-        max: usize,
+        stage: BlockToStage<'_>,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
     /// Every block staged for `key` under `epoch`, in the order they were staged (a block

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use ifmatch_blob::{Block, Key, PutMode, Record, Records, Scan, StoreError};
+use ifmatch_blob::{Block, BlockToStage, Key, PutMode, Record, Records, Scan, StoreError};
 use redis::Script;
 use redis::aio::ConnectionManager;
 
@@ -262,13 +262,8 @@ impl Records for RedisRecords {
             .collect()
     }
 
-    async fn stage_block(
-        &self,
-        key: &Key,
-        epoch: u64,
-        block: &Block,
-        max: usize,
-    ) -> Result<bool, StoreError> {
+    async fn stage_block(&self, stage: BlockToStage<'_>) -> Result<bool, StoreError> {
+        let (key, epoch, block, max) = (stage.key, stage.epoch, stage.block, stage.max);
         let list = (self.staged_key(key, epoch)).ok_or_else(|| StoreError::not_found(key))?;
         let json = serde_json::to_string(block).map_err(|e| StoreError::generic("redis", e))?;
         let mut connection = self.connection.clone();

@@ -80,7 +80,12 @@ async fn bytes_written_per_put_block_do_not_grow_with_the_blocks_staged() {
         };
         assert!(
             records
-                .stage_block(&key, epoch, &block, 100_000)
+                .stage_block(ifmatch_blob::BlockToStage {
+                    key: &key,
+                    epoch,
+                    block: &block,
+                    max: 100_000,
+                })
                 .await
                 .unwrap()
         );

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
-use ifmatch_blob::{Block, Key, PutMode, Record, Records, Scan, StoreError};
+use ifmatch_blob::{Block, BlockToStage, Key, PutMode, Record, Records, Scan, StoreError};
 
 use super::blocking;
 use super::dir::{BlobFile, DataDir, read_record, sync_dir};
@@ -409,13 +409,8 @@ impl Records for LocalRecords {
         blocking(move || this.list_blocking(&container, &prefix, &from, limit)).await
     }
 
-    async fn stage_block(
-        &self,
-        key: &Key,
-        epoch: u64,
-        block: &Block,
-        max: usize,
-    ) -> Result<bool, StoreError> {
+    async fn stage_block(&self, stage: BlockToStage<'_>) -> Result<bool, StoreError> {
+        let (key, epoch, block, max) = (stage.key, stage.epoch, stage.block, stage.max);
         let (this, key, block) = (self.inner.clone(), key.clone(), block.clone());
         blocking(move || this.stage_blocking(&key, epoch, &block, max)).await
     }

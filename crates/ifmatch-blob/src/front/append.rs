@@ -30,7 +30,7 @@ use super::uploads::declared_len;
 use super::{Answered, Call};
 use super::{CONTENT_CRC64, CONTENT_MD5, Front};
 use crate::body::Incoming;
-use crate::store::{Env, Key, Objects, PutMode, Records, StoreError};
+use crate::store::{BlockToStage, Env, Key, Objects, PutMode, Records, StoreError};
 use crate::{Appended, Block, Content, Record, metadata};
 
 const APPEND_POSITION: HeaderName = HeaderName::from_static("x-ms-blob-condition-appendpos");
@@ -217,7 +217,12 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             let room = 2 * MAX_APPENDS;
             if !self
                 .records
-                .stage_block(key, appended.epoch, &block, room)
+                .stage_block(BlockToStage {
+                    key,
+                    epoch: appended.epoch,
+                    block: &block,
+                    max: room,
+                })
                 .await?
             {
                 return Err(ErrorCode::BlockCountExceedsLimit.into());
@@ -266,7 +271,12 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             };
             if !self
                 .records
-                .stage_block(key, epoch, &entry, 2 * MAX_APPENDS)
+                .stage_block(BlockToStage {
+                    key,
+                    epoch,
+                    block: &entry,
+                    max: 2 * MAX_APPENDS,
+                })
                 .await?
             {
                 return Err(ErrorCode::BlockCountExceedsLimit.into());

@@ -29,7 +29,7 @@ use crate::block_list::{self as rules, MAX_LIST_BODY, MAX_UNCOMMITTED};
 use crate::body::Incoming;
 use crate::checksums::Checksums;
 use crate::operation::BlockListType;
-use crate::store::{Env, Objects, PutMode, Records, StoreError};
+use crate::store::{BlockToStage, Env, Objects, PutMode, Records, StoreError};
 use crate::{Block, Content, Record, metadata};
 
 /// `x-ms-blob-content-md5`: the MD5 a Put Block List gives the whole blob.
@@ -111,7 +111,12 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     .expect("the set is named")
                     .epoch;
                 (self.records)
-                    .stage_block(key, epoch, &block, MAX_UNCOMMITTED)
+                    .stage_block(BlockToStage {
+                        key,
+                        epoch,
+                        block: &block,
+                        max: MAX_UNCOMMITTED,
+                    })
                     .await
                     .map(|staged| staged.then_some(epoch))
                     .map_err(Failure::from)

@@ -36,14 +36,8 @@ impl Records for FailingPuts {
         self.inner.list(scan).await
     }
 
-    async fn stage_block(
-        &self,
-        key: &Key,
-        epoch: u64,
-        block: &crate::Block,
-        max: usize,
-    ) -> Result<bool, StoreError> {
-        self.inner.stage_block(key, epoch, block, max).await
+    async fn stage_block(&self, stage: crate::BlockToStage<'_>) -> Result<bool, StoreError> {
+        self.inner.stage_block(stage).await
     }
 
     async fn staged_blocks(&self, key: &Key, epoch: u64) -> Result<Vec<crate::Block>, StoreError> {
