@@ -128,6 +128,22 @@ where
     )
 }
 
+/// A GET of `path` with `headers`.
+async fn get<S>(
+    service: &S,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (StatusCode, http::HeaderMap, Bytes)
+where
+    S: Service<
+            Req,
+            Response = Response<ifmatch_tower::ConditionalBody<Full<Bytes>>>,
+            Error = Infallible,
+        > + Clone,
+{
+    send(service, request(Method::GET, path, headers, "")).await
+}
+
 fn etag(headers: &http::HeaderMap) -> String {
     headers[header::ETAG].to_str().unwrap().to_owned()
 }
@@ -144,7 +160,7 @@ async fn untagged_200_gets_the_sha256_tag_and_keeps_its_body() {
         .await)
         .unwrap();
     assert_eq!(http_body::Body::size_hint(response.body()).exact(), Some(5));
-    let (status, headers, body) = send(&svc, request(Method::GET, "/doc", &[], "")).await;
+    let (status, headers, body) = get(&svc, "/doc", &[]).await;
     assert_eq!(status, 200);
     assert_eq!(etag(&headers), strong_etag(b"hello").to_string());
     assert_eq!(body, "hello");
@@ -155,15 +171,11 @@ async fn a_conditional_get_with_the_current_tag_is_answered_without_the_handler(
     let store = Store::default();
     store.put("/doc", "hello");
     let svc = ConditionalLayer::new().layer(store.service());
-    let (_, headers, _) = send(&svc, request(Method::GET, "/doc", &[], "")).await;
+    let (_, headers, _) = get(&svc, "/doc", &[]).await;
     let tag = etag(&headers);
     let before = store.calls();
     for inm in [tag.clone(), format!("W/{tag}"), format!("\"other\", {tag}")] {
-        let (status, headers, body) = send(
-            &svc,
-            request(Method::GET, "/doc", &[("if-none-match", &inm)], ""),
-        )
-        .await;
+        let (status, headers, body) = get(&svc, "/doc", &[("if-none-match", &inm)]).await;
         assert_eq!(status, 304, "{inm}");
         assert_eq!(etag(&headers), tag);
         assert!(body.is_empty());
@@ -174,11 +186,7 @@ async fn a_conditional_get_with_the_current_tag_is_answered_without_the_handler(
     }
     assert_eq!(store.calls(), before, "the handler never ran");
     // A tag that is not current goes to the handler and gets the 200.
-    let (status, _, body) = send(
-        &svc,
-        request(Method::GET, "/doc", &[("if-none-match", "\"old\"")], ""),
-    )
-    .await;
+    let (status, _, body) = get(&svc, "/doc", &[("if-none-match", "\"old\"")]).await;
     assert_eq!((status, body), (StatusCode::OK, Bytes::from("hello")));
     assert_eq!(store.calls(), before + 1);
 }
@@ -189,17 +197,9 @@ async fn the_first_conditional_get_is_decided_after_hashing() {
     store.put("/doc", "hello");
     let svc = ConditionalLayer::new().layer(store.service());
     let tag = strong_etag(b"hello").to_string();
-    let (status, _, body) = send(
-        &svc,
-        request(Method::GET, "/doc", &[("if-none-match", &tag)], ""),
-    )
-    .await;
+    let (status, _, body) = get(&svc, "/doc", &[("if-none-match", &tag)]).await;
     assert_eq!((status, body.len()), (StatusCode::NOT_MODIFIED, 0));
-    let (status, _, _) = send(
-        &svc,
-        request(Method::GET, "/doc", &[("if-match", "\"stale\"")], ""),
-    )
-    .await;
+    let (status, _, _) = get(&svc, "/doc", &[("if-match", "\"stale\"")]).await;
     assert_eq!(status, 412);
 }
 
@@ -208,21 +208,12 @@ async fn a_handler_tag_is_kept_and_not_rehashed() {
     let store = Store::default();
     store.put("/tagged/doc", "hello");
     let svc = ConditionalLayer::new().layer(store.service());
-    let (_, headers, body) = send(&svc, request(Method::GET, "/tagged/doc", &[], "")).await;
+    let (_, headers, body) = get(&svc, "/tagged/doc", &[]).await;
     assert_eq!(
         (etag(&headers).as_str(), body),
         ("\"handler-tag\"", Bytes::from("hello"))
     );
-    let (status, _, _) = send(
-        &svc,
-        request(
-            Method::GET,
-            "/tagged/doc",
-            &[("if-none-match", "\"handler-tag\"")],
-            "",
-        ),
-    )
-    .await;
+    let (status, _, _) = get(&svc, "/tagged/doc", &[("if-none-match", "\"handler-tag\"")]).await;
     assert_eq!(status, 304);
 }
 
@@ -232,7 +223,7 @@ async fn a_body_past_the_limit_streams_through_untagged() {
     let svc = ConditionalLayer::new()
         .hash_limit(1 << 20)
         .layer(store.service());
-    let (status, headers, body) = send(&svc, request(Method::GET, "/big/file", &[], "")).await;
+    let (status, headers, body) = get(&svc, "/big/file", &[]).await;
     assert_eq!(status, 200);
     assert!(!headers.contains_key(header::ETAG));
     assert_eq!(body.len(), 4 << 20);
@@ -267,32 +258,19 @@ async fn variants_named_by_vary_are_kept_apart() {
     store.put("/vary/doc", "bonjour");
     let svc = ConditionalLayer::new().layer(store.service());
     let fr = [("accept-language", "fr")];
-    let (_, headers, _) = send(&svc, request(Method::GET, "/vary/doc", &fr, "")).await;
+    let (_, headers, _) = get(&svc, "/vary/doc", &fr).await;
     let tag = etag(&headers);
     let calls = store.calls();
-    let (status, _, _) = send(
-        &svc,
-        request(
-            Method::GET,
-            "/vary/doc",
-            &[fr[0], ("if-none-match", &tag)],
-            "",
-        ),
-    )
-    .await;
+    let (status, _, _) = get(&svc, "/vary/doc", &[fr[0], ("if-none-match", &tag)]).await;
     assert_eq!(
         (status, store.calls()),
         (StatusCode::NOT_MODIFIED, calls),
         "the same variant: from the cache"
     );
-    let (_, _, _) = send(
+    let (_, _, _) = get(
         &svc,
-        request(
-            Method::GET,
-            "/vary/doc",
-            &[("accept-language", "de"), ("if-none-match", &tag)],
-            "",
-        ),
+        "/vary/doc",
+        &[("accept-language", "de"), ("if-none-match", &tag)],
     )
     .await;
     assert_eq!(
@@ -307,14 +285,10 @@ async fn private_answers_are_not_remembered_without_a_key_function() {
     let store = Store::default();
     store.put("/private/doc", "mine");
     let svc = ConditionalLayer::new().layer(store.service());
-    let (_, headers, _) = send(&svc, request(Method::GET, "/private/doc", &[], "")).await;
+    let (_, headers, _) = get(&svc, "/private/doc", &[]).await;
     let tag = etag(&headers);
     let calls = store.calls();
-    let (status, _, _) = send(
-        &svc,
-        request(Method::GET, "/private/doc", &[("if-none-match", &tag)], ""),
-    )
-    .await;
+    let (status, _, _) = get(&svc, "/private/doc", &[("if-none-match", &tag)]).await;
     assert_eq!(status, 304, "still correct, decided after the handler");
     assert_eq!(store.calls(), calls + 1, "but never from the cache");
     // With a key that separates users, it may be remembered per user.
@@ -328,27 +302,14 @@ async fn private_answers_are_not_remembered_without_a_key_function() {
         })
         .layer(store.service());
     let alice = [("x-user", "alice")];
-    send(&svc, request(Method::GET, "/private/doc", &alice, "")).await;
+    get(&svc, "/private/doc", &alice).await;
     let calls = store.calls();
-    let (status, _, _) = send(
-        &svc,
-        request(
-            Method::GET,
-            "/private/doc",
-            &[alice[0], ("if-none-match", &tag)],
-            "",
-        ),
-    )
-    .await;
+    let (status, _, _) = get(&svc, "/private/doc", &[alice[0], ("if-none-match", &tag)]).await;
     assert_eq!((status, store.calls()), (StatusCode::NOT_MODIFIED, calls));
-    send(
+    get(
         &svc,
-        request(
-            Method::GET,
-            "/private/doc",
-            &[("x-user", "bob"), ("if-none-match", &tag)],
-            "",
-        ),
+        "/private/doc",
+        &[("x-user", "bob"), ("if-none-match", &tag)],
     )
     .await;
     assert_eq!(
@@ -387,11 +348,7 @@ async fn writes_check_preconditions_before_the_handler() {
     )
     .await;
     assert_eq!(status, 412);
-    let (status, _, body) = send(
-        &svc,
-        request(Method::GET, "/doc", &[("if-none-match", &v1)], ""),
-    )
-    .await;
+    let (status, _, body) = get(&svc, "/doc", &[("if-none-match", &v1)]).await;
     assert_eq!((status, body), (StatusCode::OK, Bytes::from("v2")));
     // Create-only.
     let (status, _, _) = send(
@@ -418,7 +375,7 @@ async fn writes_check_preconditions_before_the_handler() {
     let strict = ConditionalLayer::new()
         .require_precondition(true)
         .layer(store.service());
-    send(&strict, request(Method::GET, "/doc", &[], "")).await;
+    get(&strict, "/doc", &[]).await;
     let (status, _, _) = send(&strict, request(Method::PUT, "/doc", &[], "blind")).await;
     assert_eq!(status, 428);
     let (status, _, _) = send(
@@ -551,8 +508,7 @@ async fn sixty_four_clients_read_modify_write_without_a_lost_update() {
             tokio::spawn(async move {
                 for _ in 0..10 {
                     loop {
-                        let (_, headers, body) =
-                            send(&svc, request(Method::GET, "/counter", &[], "")).await;
+                        let (_, headers, body) = get(&svc, "/counter", &[]).await;
                         let value: u64 = std::str::from_utf8(&body).unwrap().parse().unwrap();
                         let tag = etag(&headers);
                         let next = (value + 1).to_string();
@@ -575,7 +531,7 @@ async fn sixty_four_clients_read_modify_write_without_a_lost_update() {
     for c in clients {
         c.await.unwrap();
     }
-    let (_, _, body) = send(&svc, request(Method::GET, "/counter", &[], "")).await;
+    let (_, _, body) = get(&svc, "/counter", &[]).await;
     assert_eq!(body, successes.load(Ordering::SeqCst).to_string());
     assert_eq!(body, "640");
 }
@@ -607,7 +563,7 @@ async fn refusals_say_what_failed() {
     assert_eq!(status, 428);
     assert_eq!(headers[header::CONTENT_TYPE], "text/plain; charset=utf-8");
     assert!(String::from_utf8_lossy(&body).contains("If-Match"));
-    send(&svc, request(Method::GET, "/doc", &[], "")).await;
+    get(&svc, "/doc", &[]).await;
     let (status, _, body) = send(
         &svc,
         request(Method::PUT, "/doc", &[("if-match", "\"stale\"")], "x"),
@@ -633,13 +589,9 @@ async fn a_handle_cloned_early_invalidates_the_cache_in_use() {
         .cache_capacity(100);
     let svc = layer.layer(store.service());
     let v1 = strong_etag(b"v1").to_string();
-    send(&svc, request(Method::GET, "/doc", &[], "")).await;
+    get(&svc, "/doc", &[]).await;
     let calls = store.calls.load(Ordering::SeqCst);
-    let (status, _, _) = send(
-        &svc,
-        request(Method::GET, "/doc", &[("if-none-match", &v1)], ""),
-    )
-    .await;
+    let (status, _, _) = get(&svc, "/doc", &[("if-none-match", &v1)]).await;
     assert_eq!(status, 304);
     assert_eq!(
         store.calls.load(Ordering::SeqCst),
@@ -647,11 +599,7 @@ async fn a_handle_cloned_early_invalidates_the_cache_in_use() {
         "answered from the cache"
     );
     handle.invalidate("/doc").await;
-    let (status, _, _) = send(
-        &svc,
-        request(Method::GET, "/doc", &[("if-none-match", &v1)], ""),
-    )
-    .await;
+    let (status, _, _) = get(&svc, "/doc", &[("if-none-match", &v1)]).await;
     assert_eq!(status, 304);
     assert_eq!(
         store.calls.load(Ordering::SeqCst),
