@@ -41,7 +41,7 @@ pub(crate) fn from_store<B>(
     } else if let Some(piece) = stored.piece {
         // Found for a range it holds (see `lookup_in`).
         let within = piece.holds(asked).unwrap_or(0..stored.body.len());
-        piece.answer(&mut head, &within);
+        piece.head_for(&mut head, &within);
         stored.body.part(within)
     } else {
         match range::part(asked, &mut head, stored.body.len()) {

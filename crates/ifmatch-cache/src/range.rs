@@ -172,8 +172,8 @@ impl Piece {
         }
     }
 
-    /// `head` (this piece's) made the answer that sends `within` of its body.
-    pub(crate) fn answer(&self, head: &mut http::response::Parts, within: &Range<u64>) {
+    /// `head` (this piece's) made the head of an answer that sends `within` of its body.
+    pub(crate) fn head_for(&self, head: &mut http::response::Parts, within: &Range<u64>) {
         let (first, last) = (self.start + within.start, self.start + within.end - 1);
         let described = format!("bytes {first}-{last}/{}", self.complete);
         let length = within.end - within.start;
@@ -276,7 +276,7 @@ mod tests {
         assert_eq!(held.holds(&head), None);
 
         let (mut parts, ()) = http::Response::new(()).into_parts();
-        held.answer(&mut parts, &(2..5));
+        held.head_for(&mut parts, &(2..5));
         assert_eq!(parts.headers[header::CONTENT_RANGE], "bytes 6-8/10");
         assert_eq!(parts.headers[header::CONTENT_LENGTH], "3");
     }

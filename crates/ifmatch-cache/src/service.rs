@@ -82,7 +82,7 @@ where
         let inner = std::mem::replace(&mut self.inner, clone);
         let store = self.store.clone();
         Box::pin(async move {
-            let mut response = answer(inner, store, request).await?;
+            let mut response = through_store(inner, store, request).await?;
             // This cache's alone (see `targeted`).
             response.headers_mut().remove(SURROGATE_CONTROL);
             response.extensions_mut().remove::<BodyBeingStored>();
@@ -92,7 +92,7 @@ where
 }
 
 /// The answer to `request`, from the store or through `inner`.
-async fn answer<S, ReqBody, ResBody>(
+async fn through_store<S, ReqBody, ResBody>(
     mut inner: S,
     store: Arc<Store>,
     mut request: Request<ReqBody>,

@@ -15,7 +15,7 @@ use crate::{AnyTables, SystemEnv};
 pub type CosmosEndpoint = ifmatch_cosmos::Endpoint<AnyTables, SystemEnv>;
 
 /// The endpoint's answer to `request`, its body read whole first (up to the limit).
-pub(crate) async fn answer(
+pub(crate) async fn handle(
     endpoint: &CosmosEndpoint,
     request: http::Request<RequestBody>,
 ) -> http::Response<Full<Bytes>> {

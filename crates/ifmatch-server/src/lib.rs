@@ -356,7 +356,7 @@ where
             (listener, tls, limits, metrics, observe),
             stop,
             Arc::new(service),
-            |service, request| async move { cosmos::answer(&service, request).await },
+            |service, request| async move { cosmos::handle(&service, request).await },
         ))
     });
     let table_server = tables.map(|listener| {
@@ -369,14 +369,14 @@ where
             (listener, None, limits, metrics, observe),
             stop,
             Arc::new(service),
-            |service, request| async move { tables::answer(&service, request).await },
+            |service, request| async move { tables::handle(&service, request).await },
         ))
     });
     let serving = serve_observed(
         (listener, None, limits, metrics, observe),
         stop.clone().cancelled_owned(),
         front,
-        |front, request| async move { answer(&front, request).await },
+        |front, request| async move { handle_blob(&front, request).await },
     );
     let (served, ()) = tokio::join!(serving, stopped);
     if let Some(page) = page {
@@ -427,7 +427,7 @@ where
 }
 
 /// The front's answer to `request`: a read at once; a change in a task of its own.
-async fn answer<R, O, E>(
+async fn handle_blob<R, O, E>(
     front: &Arc<Front<R, O, E>>,
     request: http::Request<RequestBody>,
 ) -> http::Response<ifmatch_blob::ResponseBody<O::Reader>>

@@ -16,7 +16,7 @@ pub type TableEndpoint = ifmatch_table::Endpoint<AnyTables, SystemEnv>;
 
 /// The Table service's answer to `request`, its body read whole first (up to the service's
 /// limit).
-pub(crate) async fn answer(
+pub(crate) async fn handle(
     endpoint: &TableEndpoint,
     request: http::Request<RequestBody>,
 ) -> http::Response<Full<Bytes>> {

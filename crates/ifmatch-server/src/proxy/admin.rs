@@ -17,13 +17,13 @@ use tokio::net::TcpListener;
 /// Serves the admin requests on `listener` until the task is dropped.
 pub(crate) async fn serve(listener: TcpListener, cache: SharedCacheHandle) -> std::io::Result<()> {
     crate::accept::serve_aside(listener, move |method, target| {
-        answer(&cache, method, target)
+        purge(&cache, method, target)
     })
     .await
 }
 
-/// The answer to `method target`.
-fn answer(cache: &SharedCacheHandle, method: &Method, target: &http::Uri) -> Response<Full<Bytes>> {
+/// The answer to `method target`: `POST /purge` forgets what it names.
+fn purge(cache: &SharedCacheHandle, method: &Method, target: &http::Uri) -> Response<Full<Bytes>> {
     if target.path() != "/purge" {
         return text(StatusCode::NOT_FOUND, "not found\n".into());
     }
