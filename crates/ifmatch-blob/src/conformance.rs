@@ -19,7 +19,9 @@ use http_body_util::BodyExt;
 use ifmatch_core::lease::{Lease, LeaseDuration, LeaseId};
 use ifmatch_core::strong_etag;
 
-use crate::{BlockToStage, Content, Key, Objects, PutMode, Record, Records, Scan, StoreError};
+use crate::{
+    Block, BlockToStage, Content, Key, Objects, PutMode, Record, Records, Scan, StoreError,
+};
 
 fn container(name: &str) -> Key {
     Key::Container(name.to_owned())
@@ -427,14 +429,7 @@ pub async fn staging<R: Records>(store: &R) {
     };
     let a = blob("staging", "a");
     expect_err(
-        store
-            .stage_block(BlockToStage {
-                key: &a,
-                epoch: 1,
-                block: &block(0),
-                max: 10,
-            })
-            .await,
+        stage_in(store, &a, 1, &block(0), 10).await,
         |e| matches!(e, StoreError::ContainerNotFound),
         "staging into a container that does not exist",
     );
@@ -448,40 +443,14 @@ pub async fn staging<R: Records>(store: &R) {
         .await
         .unwrap();
     for i in 0..3 {
-        assert!(
-            store
-                .stage_block(BlockToStage {
-                    key: &a,
-                    epoch: 7,
-                    block: &block(i),
-                    max: 3
-                })
-                .await
-                .unwrap()
-        );
+        assert!(stage_in(store, &a, 7, &block(i), 3).await.unwrap());
     }
     assert!(
-        !store
-            .stage_block(BlockToStage {
-                key: &a,
-                epoch: 7,
-                block: &block(3),
-                max: 3
-            })
-            .await
-            .unwrap(),
+        !stage_in(store, &a, 7, &block(3), 3).await.unwrap(),
         "a full set takes no more"
     );
     assert!(
-        store
-            .stage_block(BlockToStage {
-                key: &a,
-                epoch: 7,
-                block: &block(0),
-                max: 4
-            })
-            .await
-            .unwrap(),
+        stage_in(store, &a, 7, &block(0), 4).await.unwrap(),
         "an id again"
     );
     assert_eq!(
@@ -514,13 +483,7 @@ pub async fn staging<R: Records>(store: &R) {
     let writes = (0..8).map(|w| async move {
         for i in 0..25 {
             assert!(
-                store
-                    .stage_block(BlockToStage {
-                        key: b,
-                        epoch: 9,
-                        block: &block(100 + w * 25 + i),
-                        max: 1000
-                    })
+                stage_in(store, b, 9, &block(100 + w * 25 + i), 1000)
                     .await
                     .unwrap()
             );
@@ -772,4 +735,22 @@ impl http_body::Body for Frames {
     ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
         std::task::Poll::Ready(self.0.pop_front().map(|b| Ok(http_body::Frame::data(b))))
     }
+}
+
+/// Stages `block` for `key` under `epoch`, in a set of at most `max`.
+async fn stage_in<S: Records>(
+    store: &S,
+    key: &Key,
+    epoch: u64,
+    block: &Block,
+    max: usize,
+) -> Result<bool, StoreError> {
+    store
+        .stage_block(BlockToStage {
+            key,
+            epoch,
+            block,
+            max,
+        })
+        .await
 }

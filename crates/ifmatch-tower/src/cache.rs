@@ -352,11 +352,18 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_read_that_finishes_after_a_write_remembers_nothing_findable() {
+    /// A cache that remembers `/k` as `tag`, shown to a request with no fields.
+    fn knowing_k(tag: &str) -> ReadCache {
         let cache = ReadCache::new(100, None);
         let none = HeaderMap::new();
-        cache.remember("/k", None, "", &none, &none, remembered("v1"));
+        cache.remember("/k", None, "", &none, &none, remembered(tag));
+        cache
+    }
+
+    #[test]
+    fn a_read_that_finishes_after_a_write_remembers_nothing_findable() {
+        let cache = knowing_k("v1");
+        let none = HeaderMap::new();
         let found_by_read = cache.resource("/k").unwrap();
         cache.invalidate("/k"); // the write
         cache.remember(
@@ -372,9 +379,8 @@ mod tests {
 
     #[test]
     fn a_thread_finds_again_only_what_nothing_changed_since() {
-        let cache = ReadCache::new(100, None);
+        let cache = knowing_k("v1");
         let none = HeaderMap::new();
-        cache.remember("/k", None, "", &none, &none, remembered("v1"));
         let first = cache.resource_to_read("/k").unwrap();
         let again = cache.resource_to_read("/k").unwrap();
         assert!(Arc::ptr_eq(&first, &again), "found again");

@@ -111,14 +111,26 @@ fn request(method: Method, path: &str, headers: &[(&str, &str)], body: &str) -> 
     r.body(Full::new(Bytes::from(body.to_owned()))).unwrap()
 }
 
-async fn send<S>(service: &S, r: Req) -> (StatusCode, http::HeaderMap, Bytes)
-where
+/// A service of the layer as these tests build it.
+trait Layered:
+    Service<
+        Req,
+        Response = Response<ifmatch_tower::ConditionalBody<Full<Bytes>>>,
+        Error = Infallible,
+    > + Clone
+{
+}
+
+impl<S> Layered for S where
     S: Service<
             Req,
             Response = Response<ifmatch_tower::ConditionalBody<Full<Bytes>>>,
             Error = Infallible,
-        > + Clone,
+        > + Clone
 {
+}
+
+async fn send<S: Layered>(service: &S, r: Req) -> (StatusCode, http::HeaderMap, Bytes) {
     let response = service.clone().oneshot(r).await.unwrap();
     let (parts, body) = response.into_parts();
     (
@@ -129,18 +141,11 @@ where
 }
 
 /// A GET of `path` with `headers`.
-async fn get<S>(
+async fn get<S: Layered>(
     service: &S,
     path: &str,
     headers: &[(&str, &str)],
-) -> (StatusCode, http::HeaderMap, Bytes)
-where
-    S: Service<
-            Req,
-            Response = Response<ifmatch_tower::ConditionalBody<Full<Bytes>>>,
-            Error = Infallible,
-        > + Clone,
-{
+) -> (StatusCode, http::HeaderMap, Bytes) {
     send(service, request(Method::GET, path, headers, "")).await
 }
 
