@@ -381,7 +381,7 @@ impl ContainerRecords {
         Ok(out)
     }
 
-    async fn answer(&self, call: Call) -> worker::Result<Result<Reply, Refusal>> {
+    async fn serve_call(&self, call: Call) -> worker::Result<Result<Reply, Refusal>> {
         let storage = self.state.storage();
         Ok(match call {
             Call::Get { blob } => Ok(Reply::Found(
@@ -529,7 +529,7 @@ impl DurableObject for ContainerRecords {
         // Through serde_json, not JavaScript's JSON: generations are 64-bit.
         let call: Call = serde_json::from_str(&request.text().await?)
             .map_err(|e| worker::Error::RustError(e.to_string()))?;
-        let reply = self.answer(call).await?.unwrap_or_else(Reply::Refused);
+        let reply = self.serve_call(call).await?.unwrap_or_else(Reply::Refused);
         let json =
             serde_json::to_string(&reply).map_err(|e| worker::Error::RustError(e.to_string()))?;
         Response::ok(json)

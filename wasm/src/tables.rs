@@ -252,7 +252,7 @@ impl TableEntities {
             .map_err(rust_error)
     }
 
-    async fn answer(&self, call: Call) -> worker::Result<Reply> {
+    async fn serve_call(&self, call: Call) -> worker::Result<Reply> {
         let storage = self.state.storage();
         let needs_table = matches!(
             call,
@@ -360,7 +360,7 @@ impl DurableObject for TableEntities {
 
     async fn fetch(&self, mut request: Request) -> worker::Result<Response> {
         let call: Call = serde_json::from_str(&request.text().await?).map_err(rust_error)?;
-        let reply = self.answer(call).await?;
+        let reply = self.serve_call(call).await?;
         Response::ok(serde_json::to_string(&reply).map_err(rust_error)?)
     }
 }

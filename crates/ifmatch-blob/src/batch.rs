@@ -114,7 +114,7 @@ fn subrequest(part: &[u8]) -> Option<Subrequest> {
 
 /// The body of a batch's answer: each subresponse (status, headers, body) as a part with its
 /// subrequest's `Content-ID`.
-pub(crate) fn answer(
+pub(crate) fn multipart_body(
     boundary: &str,
     subresponses: Vec<(Option<HeaderValue>, Response<Bytes>)>,
 ) -> Bytes {

@@ -551,7 +551,7 @@ mod tests {
         true
     }
 
-    async fn answer(stream: &mut TcpStream) {
+    async fn reply_ok(stream: &mut TcpStream) {
         let response = format!(
             "HTTP/1.1 200 OK\r\ncontent-type: application/xml\r\ncontent-length: {}\r\n\r\n{LISTING}",
             LISTING.len()
@@ -567,12 +567,12 @@ mod tests {
             // The first connection answers one request, and is closed when the next comes.
             let (mut kept, _) = listener.accept().await.unwrap();
             assert!(head(&mut kept).await);
-            answer(&mut kept).await;
+            reply_ok(&mut kept).await;
             assert!(head(&mut kept).await);
             drop(kept);
             let (mut fresh, _) = listener.accept().await.unwrap();
             assert!(head(&mut fresh).await);
-            answer(&mut fresh).await;
+            reply_ok(&mut fresh).await;
         });
         let client = Client::anonymous(&format!("http://127.0.0.1:{port}/account")).unwrap();
         assert_eq!(client.list("c", "").await.unwrap(), ["a"]);

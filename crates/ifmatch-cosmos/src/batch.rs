@@ -81,7 +81,7 @@ impl<T: Tables> Front<'_, T> {
                 outcomes.push(outcome);
             }
             if let Some(index) = failed {
-                return Ok(answer(db, coll, &outcomes, Some(index), operations.len()));
+                return Ok(results(db, coll, &outcomes, Some(index), operations.len()));
             }
             let changes: Vec<(Change, Option<&Entity>)> = now
                 .iter()
@@ -98,10 +98,10 @@ impl<T: Tables> Front<'_, T> {
                 })
                 .collect();
             if changes.is_empty() {
-                return Ok(answer(db, coll, &outcomes, None, operations.len()));
+                return Ok(results(db, coll, &outcomes, None, operations.len()));
             }
             match self.commit_documents(&table, &changes).await {
-                Ok(()) => return Ok(answer(db, coll, &outcomes, None, operations.len())),
+                Ok(()) => return Ok(results(db, coll, &outcomes, None, operations.len())),
                 Err(Committed::Conflict) => continue,
                 Err(Committed::Failed(failure)) => return Err(failure),
             }
@@ -277,7 +277,13 @@ fn version(entity: &Option<Entity>) -> Option<ifmatch_table::DateTime> {
 
 /// The batch's answer: each operation's result; when `failed` names one, it keeps its status
 /// and every other operation (before it and after) is 424.
-fn answer(db: &str, coll: &str, outcomes: &[Outcome], failed: Option<usize>, count: usize) -> Done {
+fn results(
+    db: &str,
+    coll: &str,
+    outcomes: &[Outcome],
+    failed: Option<usize>,
+    count: usize,
+) -> Done {
     let results: Vec<Json> = (0..count)
         .map(|i| {
             let outcome = outcomes.get(i);

@@ -82,7 +82,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
     /// Answers a request whose body was read whole (at most [`MAX_BODY`]; see
     /// [`Endpoint::too_large`] for one that was longer).
     pub async fn handle(&self, parts: &http::request::Parts, body: &[u8]) -> Answer {
-        let answer = match self.answer(parts, body).await {
+        let answer = match self.dispatch(parts, body).await {
             Ok(answer) => answer,
             Err(failure) => failure.answer(),
         };
@@ -99,7 +99,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         self.stamped(refused.answer())
     }
 
-    async fn answer(&self, parts: &http::request::Parts, body: &[u8]) -> Result<Answer, Failure> {
+    async fn dispatch(&self, parts: &http::request::Parts, body: &[u8]) -> Result<Answer, Failure> {
         let address = Address::parse(parts.uri.path()).map_err(|unknown| match unknown {
             Unknown::Encoding => bad_request("The path is not UTF-8 once decoded."),
             Unknown::Kind(path) => bad_request(format!("/{path} names nothing this server serves (databases, containers, documents and partition key ranges).")),
@@ -143,7 +143,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
             address: &address,
             body,
         };
-        let done = front.answer(&asked).await?;
+        let done = front.handle(&asked).await?;
         Ok(answer_of(&done))
     }
 

@@ -114,7 +114,7 @@ impl Done {
 
 impl<T: Tables> Front<'_, T> {
     /// The answer to `asked`.
-    pub async fn answer(&self, asked: &Asked<'_>) -> Result<Done, Failure> {
+    pub async fn handle(&self, asked: &Asked<'_>) -> Result<Done, Failure> {
         use Address as A;
         match (asked.method, asked.address) {
             (&Method::GET, A::Account) => Ok(self.account()),

@@ -62,7 +62,7 @@ fn at(index: usize, failure: Failure) -> (Option<usize>, Failure) {
 }
 
 /// Answers a `$batch` request.
-pub(crate) async fn answer(
+pub(crate) async fn run(
     tables: &impl Tables,
     asked: &Asked<'_>,
 ) -> Result<Response<Bytes>, Failure> {

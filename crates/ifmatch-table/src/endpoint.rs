@@ -78,7 +78,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
     pub async fn handle(&self, parts: &http::request::Parts, body: &[u8]) -> Answer {
         let now = self.env.now();
         let mut name = "Unknown";
-        let mut answer = self.answer(parts, body, now, &mut name).await;
+        let mut answer = self.dispatch(parts, body, now, &mut name).await;
         answer.extensions_mut().insert(OperationName(name));
         self.stamped(answer, parts)
     }
@@ -90,7 +90,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
     }
 
     /// The answer, and in `name` the operation's name once it is known.
-    async fn answer(
+    async fn dispatch(
         &self,
         parts: &http::request::Parts,
         body: &[u8],
@@ -165,7 +165,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
             credential,
         };
         let tables = Scoped::new(self.tables.clone(), account.name());
-        front::answer(&tables, &asked).await
+        front::handle(&tables, &asked).await
     }
 
     /// `now` as a tick past every instant answered at before.

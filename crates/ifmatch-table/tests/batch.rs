@@ -31,7 +31,7 @@ async fn ask(
         within: None,
         credential: None,
     };
-    front::answer(tables, &asked).await
+    front::handle(tables, &asked).await
 }
 
 /// One operation of a changeset: its request line, headers and body.

@@ -52,7 +52,7 @@ async fn send(
         within: None,
         credential: None,
     };
-    reply(front::answer(tables, &asked).await)
+    reply(front::handle(tables, &asked).await)
 }
 
 /// `method target` with no headers and no body.

@@ -100,7 +100,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 .expect("a UUID boundary"),
         );
         let mut response = answer(StatusCode::ACCEPTED, out);
-        *response.body_mut() = ResponseBody::full(batch::answer(&boundary, answers));
+        *response.body_mut() = ResponseBody::full(batch::multipart_body(&boundary, answers));
         Ok(response)
     }
 

@@ -32,7 +32,7 @@ use crate::store::Tables;
 use crate::write::Kind;
 
 /// Answers `asked` over `tables`.
-pub async fn answer(tables: &impl Tables, asked: &Asked<'_>) -> Answer {
+pub async fn handle(tables: &impl Tables, asked: &Asked<'_>) -> Answer {
     match route(tables, asked).await {
         Ok(answer) => answer,
         Err(failure) => failure.answer(),
@@ -42,7 +42,7 @@ pub async fn answer(tables: &impl Tables, asked: &Asked<'_>) -> Answer {
 async fn route(tables: &impl Tables, asked: &Asked<'_>) -> Result<Answer, Failure> {
     let method = asked.method.as_str();
     match (method, resource(asked.path)?) {
-        ("POST", Resource::Batch) => crate::batch::answer(tables, asked).await,
+        ("POST", Resource::Batch) => crate::batch::run(tables, asked).await,
         ("POST", Resource::Tables) => create_table(tables, asked).await,
         ("GET", Resource::Tables) => query_tables(tables, asked).await,
         ("GET", Resource::Table(name)) => query_table(tables, asked, &name).await,
