@@ -123,18 +123,10 @@ impl ReadCache {
             return caches.resources.get(key);
         }
         let epoch = self.inner.epoch.load(Acquire);
-        if let Some((resource, sample)) = crate::recent::find(self.inner.id, epoch, key) {
-            if sample {
-                caches.resources.get(key);
-            }
-            return Some(resource);
-        }
-        let resource = caches.resources.get(key)?;
-        crate::recent::keep(self.inner.id, epoch, &resource);
-        Some(resource)
+        crate::recent::find(self.inner.id, epoch, key, |key| caches.resources.get(key))
     }
 
-    /// Marks a change of what the cache holds: what threads found before it is looked up again.
+    /// Marks a forget: what threads found before it is looked up again.
     fn changed(&self) {
         (self.inner.epoch).fetch_add(1, std::sync::atomic::Ordering::Release);
     }
@@ -163,7 +155,6 @@ impl ReadCache {
                 let resource = Resource::new(key.clone(), vary);
                 resource.put(query, request, remembered);
                 self.caches().resources.insert(key, Arc::new(resource));
-                self.changed();
             }
         }
     }
