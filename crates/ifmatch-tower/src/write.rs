@@ -139,6 +139,12 @@ where
                 outcome = evaluate(request.method(), request.headers(), target);
             }
             if outcome == Outcome::PreconditionFailed {
+                // Asked, the application said the client's tag is not current: if that tag
+                // came from what the layer remembers, the memory is what is stale (a change
+                // behind the layer), so it goes too, and no 304 answers that tag again.
+                if !config.judges_by_memory() {
+                    cache.invalidate(&key);
+                }
                 return Ok(refusal(Refusal::Failed));
             }
         }

@@ -95,8 +95,9 @@ async fn tag_of(base: &str, path: &str) -> String {
 }
 
 /// A background job, another service, a SQL console: the document changes behind the layer. A
-/// write carrying the tag read before that change is refused, and the change stands; so is one
-/// carrying the tag read before an append through another route.
+/// write carrying the tag read before that change is refused, and the change stands (and the
+/// layer, told so, no longer answers that tag with 304); so is one carrying the tag read before
+/// an append through another route.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_update_is_lost_to_a_change_the_layer_never_saw() {
     let (base, docs) = serve(ConditionalLayer::new()).await;
@@ -112,6 +113,11 @@ async fn no_update_is_lost_to_a_change_the_layer_never_saw() {
     let stale = send(&base, "PUT", "/docs/a", &[("if-match", &before)], "lost").await;
     assert_eq!(stale, 412, "a write with the tag from before the job");
     assert_eq!(docs.lock().unwrap()["a"], "by the job");
+    // The refusal taught the layer that what it remembered is stale: no 304 for that tag.
+    assert_eq!(
+        send(&base, "GET", "/docs/a", &[("if-none-match", &before)], "").await,
+        200
+    );
 
     let current = tag_of(&base, "/docs/a").await;
     assert_eq!(
