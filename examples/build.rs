@@ -28,13 +28,26 @@ fn main() {
     for page in &pages {
         println!("cargo::rerun-if-changed={}", page.display());
         let text = fs::read_to_string(page).expect("a page");
-        let name = page.strip_prefix(&root).expect("under the root").display().to_string();
+        let name = page
+            .strip_prefix(&root)
+            .expect("under the root")
+            .display()
+            .to_string();
         for (line, context, code) in rust_blocks(&text, &name) {
-            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("doc_blocks").join(format!("{context}.rs"));
+            let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("doc_blocks")
+                .join(format!("{context}.rs"));
             let wrapper = fs::read_to_string(&path)
                 .unwrap_or_else(|e| panic!("{name}:{line}: no context {}: {e}", path.display()));
-            assert!(wrapper.contains(MARKER), "{} has no {MARKER}", path.display());
-            let module = format!("{}_{line}", name.replace(['/', '.', '-'], "_").to_lowercase());
+            assert!(
+                wrapper.contains(MARKER),
+                "{} has no {MARKER}",
+                path.display()
+            );
+            let module = format!(
+                "{}_{line}",
+                name.replace(['/', '.', '-'], "_").to_lowercase()
+            );
             let _ = writeln!(
                 out,
                 "/// {name}, line {line}, in `doc_blocks/{context}.rs`.\n\
@@ -62,13 +75,19 @@ fn rust_blocks(text: &str, page: &str) -> Vec<(usize, String, String)> {
             .find(|&i| lines[i].trim_start().starts_with("```"))
             .unwrap_or_else(|| panic!("{page}:{}: a block that never closes", at + 1));
         if fence.trim_start_matches('`').trim() == "rust" {
-            let directive = at.checked_sub(1).map(|i| lines[i].trim()).unwrap_or_default();
+            let directive = at
+                .checked_sub(1)
+                .map(|i| lines[i].trim())
+                .unwrap_or_default();
             let context = directive
                 .strip_prefix("<!-- check: rust ")
                 .and_then(|rest| rest.strip_suffix("-->"))
                 .map(str::trim)
                 .unwrap_or_else(|| {
-                    panic!("{page}:{}: a Rust block needs `<!-- check: rust CONTEXT -->` above it", at + 1)
+                    panic!(
+                        "{page}:{}: a Rust block needs `<!-- check: rust CONTEXT -->` above it",
+                        at + 1
+                    )
                 });
             blocks.push((at + 1, context.to_owned(), lines[at + 1..end].join("\n")));
         }

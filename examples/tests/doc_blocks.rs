@@ -28,7 +28,9 @@ fn development_server() {
                     .unwrap();
             });
         });
-        is_bound.recv().expect("the development server did not start");
+        is_bound
+            .recv()
+            .expect("the development server did not start");
     });
 }
 

@@ -146,7 +146,10 @@ pub struct Lock;
 
 impl Lock {
     /// Waits up to `timeout` for `blob`'s lease, creating the blob if it does not exist,
-    /// retrying with backoff and jitter while another holder has it.
+    /// retrying with backoff and jitter while another holder has it or the service cannot be
+    /// reached. [`Error::Timeout`] when another held it to the end; the last failure when the
+    /// service was what failed (unreachable, busy), so that nobody is told a lock is taken
+    /// when no one could ask.
     pub async fn acquire(
         blob: &BlobClient,
         duration: Duration,
@@ -159,6 +162,7 @@ impl Lock {
             attempts: u32::MAX,
         };
         let mut retry = 0;
+        let mut unreachable = None;
         loop {
             match LeaseGuard::acquire(blob, duration).await {
                 Ok(guard) => return Ok(guard),
@@ -172,7 +176,8 @@ impl Lock {
                         Err(e) => return Err(e),
                     }
                 }
-                Err(e) if e.is_lease_taken() || e.is_transient() => {}
+                Err(e) if e.is_lease_taken() => unreachable = None,
+                Err(e) if e.is_transient() => unreachable = Some(e),
                 Err(e) => return Err(e),
             }
             let wait = backoff.delay(retry);
@@ -180,7 +185,7 @@ impl Lock {
             if let Some(deadline) = deadline {
                 let left = deadline.saturating_duration_since(Instant::now());
                 if left.is_zero() {
-                    return Err(Error::Timeout(timeout.unwrap_or_default()));
+                    return Err(unreachable.unwrap_or(Error::Timeout(timeout.unwrap_or_default())));
                 }
                 tokio::time::sleep(wait.min(left)).await;
             } else {

@@ -169,6 +169,28 @@ async fn a_lock_excludes_times_out_and_passes_on_when_released() {
     next.await.unwrap().unwrap();
 }
 
+/// A lock that could not be asked for (nothing listens) is not reported as held by another:
+/// the wait ends with the failure itself.
+#[tokio::test]
+async fn a_lock_nobody_could_ask_for_is_not_said_to_be_taken() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}/devstoreaccount1", closed.local_addr().unwrap());
+    drop(closed);
+    let client = Client::anonymous(&endpoint).unwrap();
+    let failed = Lock::acquire(
+        &client.blob("locks", "job"),
+        Duration::from_secs(15),
+        Some(Duration::from_millis(300)),
+    )
+    .await
+    .unwrap_err();
+    assert!(failed.is_transient(), "{failed}");
+    assert!(
+        !matches!(failed, ifmatch_client::Error::Timeout(_)),
+        "{failed}"
+    );
+}
+
 #[tokio::test]
 async fn a_lease_broken_by_someone_else_is_lost_loudly() {
     let client = server().await;
