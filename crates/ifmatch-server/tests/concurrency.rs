@@ -106,20 +106,7 @@ async fn of_writers_holding_the_same_etag_exactly_one_wins() {
                 })
             })
             .collect();
-        let mut statuses = Vec::new();
-        for w in writers {
-            statuses.push(w.await.unwrap());
-        }
-        assert_eq!(
-            statuses.iter().filter(|&&s| s == 201).count(),
-            1,
-            "round {round}: {statuses:?}"
-        );
-        assert_eq!(
-            statuses.iter().filter(|&&s| s == 412).count(),
-            15,
-            "round {round}: {statuses:?}"
-        );
+        ifmatch_tower::conformance::one_won(writers).await;
     }
 }
 

@@ -40,12 +40,7 @@ async fn sigkill_during_uploads_leaves_every_blob_old_or_new() {
         let server = spawn(data.path());
         let http = client();
         if round == 0 {
-            let r = http
-                .put(format!("{}/crash?restype=container", server.base))
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(r.status(), 201);
+            common::create_container(&http, &server.base, "crash").await;
         }
         let known: Arc<Mutex<HashMap<String, Known>>> = Arc::default();
         let writers: Vec<_> = (0..8)
@@ -172,12 +167,7 @@ async fn sigkill_during_put_blocks_loses_no_acknowledged_block() {
     let data = tempfile::tempdir().unwrap();
     let mut server = spawn(data.path());
     let http = client();
-    let r = http
-        .put(format!("{}/staged?restype=container", server.base))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
+    common::create_container(&http, &server.base, "staged").await;
     let id =
         |w: u64, i: u64| base64::engine::general_purpose::STANDARD.encode(format!("{w:02}-{i:06}"));
     let body = |w: u64, i: u64| format!("block {w} {i};").repeat(1 + (i % 50) as usize);

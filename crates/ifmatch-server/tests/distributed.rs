@@ -66,15 +66,7 @@ async fn two_instances_thirty_two_clients_two_thousand_increments_none_lost() {
     let a = shared(data.path(), &redis.url());
     let b = shared(data.path(), &redis.url());
     let http = client();
-    let r = common::send(
-        &http,
-        "PUT",
-        &format!("{}/cnt?restype=container", a.base),
-        &[],
-        Vec::new(),
-    )
-    .await;
-    assert_eq!(r.status(), 201);
+    common::create_container(&http, &a.base, "cnt").await;
     let r = common::send(&http, "PUT", &format!("{}/cnt/counter", b.base), &[], "0").await;
     assert_eq!(r.status(), 201, "the container made through A is seen by B");
 
@@ -205,15 +197,7 @@ async fn redis_killed_and_restarted_fails_cleanly_then_recovers() {
     let data = tempfile::tempdir().unwrap();
     let a = shared(data.path(), &redis.url());
     let http = client();
-    let r = common::send(
-        &http,
-        "PUT",
-        &format!("{}/fault?restype=container", a.base),
-        &[],
-        Vec::new(),
-    )
-    .await;
-    assert_eq!(r.status(), 201);
+    common::create_container(&http, &a.base, "fault").await;
     let r = common::send(
         &http,
         "PUT",
@@ -300,13 +284,7 @@ async fn conditional_write_latency_embedded_vs_redis() {
     let http = client();
     let mut tags = Vec::new();
     for base in [&embedded.base, &shared.base] {
-        let url = format!("{base}/lat?restype=container");
-        assert_eq!(
-            common::send(&http, "PUT", &url, &[], Vec::new())
-                .await
-                .status(),
-            201
-        );
+        common::create_container(&http, base, "lat").await;
         let r = common::send(&http, "PUT", &format!("{base}/lat/b"), &[], "0").await;
         assert_eq!(r.status(), 201);
         tags.push(header(&r, "etag").unwrap());
@@ -352,15 +330,7 @@ async fn instances_sweep_shared_orphans_and_nothing_live() {
     };
     let (a, b) = (sweeping(data.path()), sweeping(data.path()));
     let http = client();
-    let r = common::send(
-        &http,
-        "PUT",
-        &format!("{}/swp?restype=container", a.base),
-        &[],
-        "",
-    )
-    .await;
-    assert_eq!(r.status(), 201);
+    common::create_container(&http, &a.base, "swp").await;
     for i in 0..20 {
         let base = if i % 2 == 0 { &a.base } else { &b.base };
         let r = common::send(

@@ -1,6 +1,7 @@
 //! What every [`VersionStore`] must do, as one async function a backend's tests call
 //! (`conformance` feature). The in-memory backend runs it in this crate, the Redis one in
-//! `ifmatch-redis`.
+//! `ifmatch-redis`. And how a race of conditional writers must end ([`one_won`]), for the
+//! tests of every front that takes them.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -10,6 +11,23 @@ use ifmatch_core::precondition::Validators;
 use ifmatch_core::strong_etag;
 
 use crate::VersionStore;
+
+/// Awaits `racers`, writers that raced with the same precondition (`If-None-Match: *`, or
+/// `If-Match` of one tag), each answering its status, and checks that exactly one wrote (201)
+/// and every other was refused (412). Answers the statuses.
+pub async fn one_won(racers: impl IntoIterator<Item = tokio::task::JoinHandle<u16>>) -> Vec<u16> {
+    let mut statuses = Vec::new();
+    for racer in racers {
+        statuses.push(racer.await.expect("a racer panicked"));
+    }
+    let won = statuses.iter().filter(|&&s| s == 201).count();
+    assert_eq!(won, 1, "one writer wins: {statuses:?}");
+    assert!(
+        statuses.iter().all(|&s| s == 201 || s == 412),
+        "the others get 412: {statuses:?}"
+    );
+    statuses
+}
 
 /// Runs the suite against `store`, whose clones share their versions and locks (as
 /// instances sharing one backend do). Uses keys under `/conformance/`.

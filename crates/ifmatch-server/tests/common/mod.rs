@@ -129,10 +129,7 @@ impl Server {
     }
 
     pub async fn create_container(&self, name: &str) {
-        let r = self
-            .put(&format!("/{name}?restype=container"), &[], Vec::new())
-            .await;
-        assert_eq!(r.status(), 201, "create container {name}");
+        create_container(&self.client, &self.base, name).await;
     }
 
     /// Puts a blob and returns its ETag.
@@ -178,6 +175,13 @@ pub async fn send(
         request = request.header(*name, *value);
     }
     request.send().await.unwrap()
+}
+
+/// Creates container `name` on the account at `base` (201, or the test fails).
+pub async fn create_container(client: &reqwest::Client, base: &str, name: &str) {
+    let url = format!("{base}/{name}?restype=container");
+    let r = send(client, "PUT", &url, &[], Vec::new()).await;
+    assert_eq!(r.status(), 201, "create container {name}");
 }
 
 pub fn header(response: &Response, name: &str) -> Option<String> {
