@@ -59,16 +59,34 @@ impl<S> SharedCache<S> {
     }
 }
 
-impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for SharedCache<S>
+/// What the cache can stand in front of: a service that can be cloned and moved between tasks,
+/// answering a body of `Bytes`.
+pub trait Cacheable<ReqBody>:
+    Service<Request<ReqBody>, Response = Response<Self::Answer>, Future: Send, Error: Send>
+    + Clone
+    + Send
+    + 'static
+{
+    /// The body of its responses.
+    type Answer: Body<Data = Bytes, Error: Into<BoxError>> + Send + 'static;
+}
+
+impl<S, ReqBody, ResBody> Cacheable<ReqBody> for S
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
     S::Future: Send,
     S::Error: Send,
-    ReqBody: Default + Send + 'static,
-    ResBody: Body<Data = Bytes> + Send + 'static,
-    ResBody::Error: Into<BoxError>,
+    ResBody: Body<Data = Bytes, Error: Into<BoxError>> + Send + 'static,
 {
-    type Response = Response<CachedBody<ResBody>>;
+    type Answer = ResBody;
+}
+
+impl<S, ReqBody> Service<Request<ReqBody>> for SharedCache<S>
+where
+    S: Cacheable<ReqBody>,
+    ReqBody: Default + Send + 'static,
+{
+    type Response = Response<CachedBody<S::Answer>>;
     type Error = S::Error;
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, S::Error>> + Send>>;
 
@@ -92,18 +110,14 @@ where
 }
 
 /// The answer to `request`, from the store or through `inner`.
-async fn through_store<S, ReqBody, ResBody>(
+async fn through_store<S, ReqBody>(
     mut inner: S,
     store: Arc<Store>,
     mut request: Request<ReqBody>,
-) -> Result<Response<CachedBody<ResBody>>, S::Error>
+) -> Result<Response<CachedBody<S::Answer>>, S::Error>
 where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
-    S::Future: Send,
-    S::Error: Send,
+    S: Cacheable<ReqBody>,
     ReqBody: Default + Send + 'static,
-    ResBody: Body<Data = Bytes> + Send + 'static,
-    ResBody::Error: Into<BoxError>,
 {
     let method = request.method().clone();
     if method == Method::GET || method == Method::HEAD {

@@ -112,27 +112,46 @@ pub fn raise_descriptor_limit(wanted: usize) -> usize {
 /// too little for [`Limits::body_timeout`] (see [`Limits::min_body_rate`]).
 pub(crate) type RequestBody = RateBody<Incoming, BodyWaits>;
 
+/// What a connection serves: a hyper service of the server's request body, whose future can
+/// move between tasks, answering a body of `Bytes`.
+pub(crate) trait ConnectionService:
+    hyper::service::Service<
+        Request<RequestBody>,
+        Response = Response<Self::Answer>,
+        Future: Send + 'static,
+        Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    > + Send
+    + 'static
+{
+    /// The body of its responses.
+    type Answer: Body<Data = Bytes, Error: Into<Box<dyn std::error::Error + Send + Sync>>>
+        + Send
+        + 'static;
+}
+
+impl<S, B> ConnectionService for S
+where
+    S: hyper::service::Service<Request<RequestBody>, Response = Response<B>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: Body<Data = Bytes, Error: Into<Box<dyn std::error::Error + Send + Sync>>> + Send + 'static,
+{
+    type Answer = B;
+}
+
 /// Serves HTTP/1 and HTTP/2 on `listener`, with the service `service_for` makes for each
 /// client's address, under `limits`, until `shutdown` completes; then the requests in flight
 /// may finish (up to 30 s).
 /// Over TLS when `tls` is given: each connection's handshake in its own task, within the
 /// header timeout.
-pub(crate) async fn serve_over<F, S, B>(
+pub(crate) async fn serve_over<S: ConnectionService>(
     listener: TcpListener,
     tls: Option<Arc<rustls::ServerConfig>>,
     limits: Limits,
     metrics: Arc<Metrics>,
     shutdown: impl Future<Output = ()>,
-    service_for: F,
-) -> io::Result<()>
-where
-    F: Fn(SocketAddr) -> S,
-    S: hyper::service::Service<Request<RequestBody>, Response = Response<B>> + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    B: Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
+    service_for: impl Fn(SocketAddr) -> S,
+) -> io::Result<()> {
     let mut connections = Connections::new(limits, metrics);
     connections.tls = tls;
     let served = connections.accept(listener, shutdown, service_for).await;
@@ -217,20 +236,12 @@ impl Connections {
 
     /// Serves HTTP/1 and HTTP/2 on `listener` until `shutdown` completes, then lets the
     /// requests in flight finish (up to 30 s).
-    pub(crate) async fn accept<F, S, B>(
+    pub(crate) async fn accept<S: ConnectionService>(
         &self,
         listener: TcpListener,
         shutdown: impl Future<Output = ()>,
-        service_for: F,
-    ) -> io::Result<()>
-    where
-        F: Fn(SocketAddr) -> S,
-        S: hyper::service::Service<Request<RequestBody>, Response = Response<B>> + Send + 'static,
-        S::Future: Send + 'static,
-        S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-        B: Body<Data = Bytes> + Send + 'static,
-        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    {
+        service_for: impl Fn(SocketAddr) -> S,
+    ) -> io::Result<()> {
         let Self {
             table,
             limits,

@@ -15,52 +15,34 @@ async fn over_a_real_socket() {
     let base = serve().await;
     let http = common::http();
     let url = format!("{base}/docs/a");
-    assert_eq!(
-        http.put(&url).body("v1").send().await.unwrap().status(),
-        204
-    );
-    let r = http.get(&url).send().await.unwrap();
+    // A request to `url` with one field (`("", "")`: none) and a body for a PUT.
+    let send = |method: &str, field: (&str, &str), body: &'static str| {
+        let request = match method {
+            "PUT" => http.put(&url).body(body),
+            _ => http.get(&url),
+        };
+        let request = if field.0.is_empty() {
+            request
+        } else {
+            request.header(field.0, field.1)
+        };
+        async move { request.send().await.unwrap() }
+    };
+    assert_eq!(send("PUT", ("", ""), "v1").await.status(), 204);
+    let r = send("GET", ("", ""), "").await;
     let tag = r.headers()["etag"].to_str().unwrap().to_owned();
     assert_eq!(tag, ifmatch_core::strong_etag(b"v1").to_string());
     assert_eq!(r.text().await.unwrap(), "v1");
-    let r = http
-        .get(&url)
-        .header("if-none-match", &tag)
-        .send()
-        .await
-        .unwrap();
+    let r = send("GET", ("if-none-match", &tag), "").await;
     assert_eq!(r.status(), 304);
     assert!(r.bytes().await.unwrap().is_empty());
-    let r = http
-        .put(&url)
-        .header("if-match", "\"stale\"")
-        .body("v2")
-        .send()
-        .await
-        .unwrap();
+    let r = send("PUT", ("if-match", "\"stale\""), "v2").await;
     assert_eq!(r.status(), 412);
-    let r = http
-        .put(&url)
-        .header("if-match", &tag)
-        .body("v2")
-        .send()
-        .await
-        .unwrap();
+    let r = send("PUT", ("if-match", &tag), "v2").await;
     assert_eq!(r.status(), 204);
-    let r = http
-        .get(&url)
-        .header("if-none-match", &tag)
-        .send()
-        .await
-        .unwrap();
+    let r = send("GET", ("if-none-match", &tag), "").await;
     assert_eq!(r.status(), 200, "the write invalidated the cached version");
     assert_eq!(r.text().await.unwrap(), "v2");
-    let r = http
-        .put(&url)
-        .header("if-match", &tag)
-        .body("v3")
-        .send()
-        .await
-        .unwrap();
+    let r = send("PUT", ("if-match", &tag), "v3").await;
     assert_eq!(r.status(), 412, "the old tag lost");
 }
