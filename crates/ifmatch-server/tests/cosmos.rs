@@ -275,6 +275,19 @@ async fn what_the_sdks_never_send_is_answered_as_cosmos_answers_it() {
 }
 
 /// A transactional batch creating `rows` documents in partition `pk`, as the SDKs send one.
+/// Creates database `id` with a container `c` partitioned by `/pk` (201 each).
+async fn create_database(http: &reqwest::Client, endpoint: &str, id: &str) {
+    let created = http
+        .post(format!("{endpoint}/dbs"))
+        .body(format!(r#"{{"id":"{id}"}}"#));
+    assert_eq!(created.send().await.unwrap().status(), 201);
+    let container = r#"{"id":"c","partitionKey":{"paths":["/pk"]}}"#;
+    let created = http
+        .post(format!("{endpoint}/dbs/{id}/colls"))
+        .body(container);
+    assert_eq!(created.send().await.unwrap().status(), 201);
+}
+
 fn batch(pk: &str, rows: usize) -> String {
     let operations: Vec<serde_json::Value> = (0..rows)
         .map(|row| {
@@ -338,15 +351,7 @@ async fn sigkill_during_batches(args: &[&str]) {
         let (server, endpoint) = serve(data.path(), args);
         let http = common::client();
         if round == 0 {
-            let created = http
-                .post(format!("{endpoint}/dbs"))
-                .body(r#"{"id":"crash"}"#);
-            assert_eq!(created.send().await.unwrap().status(), 201);
-            let container = r#"{"id":"c","partitionKey":{"paths":["/pk"]}}"#;
-            let created = http
-                .post(format!("{endpoint}/dbs/crash/colls"))
-                .body(container);
-            assert_eq!(created.send().await.unwrap().status(), 201);
+            create_database(&http, &endpoint, "crash").await;
         }
         let writers: Vec<_> = (0..4)
             .map(|w| {
@@ -541,15 +546,7 @@ async fn a_feed_page_reads_a_bounded_number_of_entries() {
     let data = tempfile::tempdir().unwrap();
     let (_server, endpoint) = serve(data.path(), &["--anonymous"]);
     let http = common::client();
-    let created = http
-        .post(format!("{endpoint}/dbs"))
-        .body(r#"{"id":"scan"}"#);
-    assert_eq!(created.send().await.unwrap().status(), 201);
-    let container = r#"{"id":"c","partitionKey":{"paths":["/pk"]}}"#;
-    let created = http
-        .post(format!("{endpoint}/dbs/scan/colls"))
-        .body(container);
-    assert_eq!(created.send().await.unwrap().status(), 201);
+    create_database(&http, &endpoint, "scan").await;
     for b in 0..120 {
         let pk = format!("p{b}");
         let operations: Vec<serde_json::Value> = (0..100)

@@ -96,14 +96,7 @@ async fn two_instances_thirty_two_clients_two_thousand_increments_none_lost() {
     }
     let elapsed = started.elapsed();
     for base in &bases {
-        let r = common::send(
-            &http,
-            "GET",
-            &format!("{base}/cnt/counter"),
-            &[],
-            Vec::new(),
-        )
-        .await;
+        let r = common::get(&http, &format!("{base}/cnt/counter")).await;
         let tag = header(&r, "etag").unwrap();
         let body = r.text().await.unwrap();
         assert_eq!(body, INCREMENTS.to_string(), "every increment counted once");
@@ -180,14 +173,7 @@ async fn a_lease_taken_through_one_instance_holds_on_the_other() {
     )
     .await;
     assert_eq!(r.status(), 201, "with the id, through B");
-    let r = common::send(
-        &http,
-        "GET",
-        &format!("{}/box/doc", a.base),
-        &[],
-        Vec::new(),
-    )
-    .await;
+    let r = common::get(&http, &format!("{}/box/doc", a.base)).await;
     assert_eq!(r.text().await.unwrap(), "v2");
 }
 
@@ -198,55 +184,27 @@ async fn redis_killed_and_restarted_fails_cleanly_then_recovers() {
     let a = shared(data.path(), &redis.url());
     let http = client();
     common::create_container(&http, &a.base, "fault").await;
-    let r = common::send(
-        &http,
-        "PUT",
-        &format!("{}/fault/doc", a.base),
-        &[],
-        "before",
-    )
-    .await;
+    let doc = format!("{}/fault/doc", a.base);
+    let put = |fields: &'static [(&'static str, &'static str)], body: &'static str| {
+        common::send(&http, "PUT", &doc, fields, body)
+    };
+    let r = put(&[], "before").await;
     assert_eq!(r.status(), 201);
     let before = header(&r, "etag").unwrap();
 
     redis.kill();
     let started = Instant::now();
-    let r = common::send(
-        &http,
-        "PUT",
-        &format!("{}/fault/doc", a.base),
-        &[],
-        "during",
-    )
-    .await;
+    let r = put(&[], "during").await;
     assert_eq!(r.status(), 503);
     assert_eq!(header(&r, "x-ms-error-code").as_deref(), Some("ServerBusy"));
-    let r = common::send(
-        &http,
-        "GET",
-        &format!("{}/fault/doc", a.base),
-        &[],
-        Vec::new(),
-    )
-    .await;
-    assert_eq!(r.status(), 503);
-    assert!(
-        started.elapsed() < Duration::from_secs(15),
-        "{:?}",
-        started.elapsed()
-    );
+    assert_eq!(common::get(&http, &doc).await.status(), 503);
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(15), "{took:?}");
 
     redis.restart();
     let deadline = Instant::now() + Duration::from_secs(30);
     let r = loop {
-        let r = common::send(
-            &http,
-            "GET",
-            &format!("{}/fault/doc", a.base),
-            &[],
-            Vec::new(),
-        )
-        .await;
+        let r = common::get(&http, &doc).await;
         if r.status() != 503 || Instant::now() > deadline {
             break r;
         }
@@ -259,14 +217,8 @@ async fn redis_killed_and_restarted_fails_cleanly_then_recovers() {
         "before",
         "nothing written half-way"
     );
-    let r = common::send(
-        &http,
-        "PUT",
-        &format!("{}/fault/doc", a.base),
-        &[("if-match", &before)],
-        "after",
-    )
-    .await;
+    let condition = [("if-match", before.as_str())];
+    let r = common::send(&http, "PUT", &doc, &condition, "after").await;
     assert_eq!(r.status(), 201);
 }
 

@@ -548,14 +548,7 @@ async fn damaged_files_are_named_and_the_rest_serves() {
             assert_eq!(code(&r).as_deref(), Some("InternalError"));
         }
     }
-    let r = common::send(
-        &http,
-        "GET",
-        &format!("{base}/box?restype=container"),
-        &[],
-        "",
-    )
-    .await;
+    let r = common::get(&http, &format!("{base}/box?restype=container")).await;
     assert_eq!(r.status(), 200, "the server stays up");
     drop(server);
 

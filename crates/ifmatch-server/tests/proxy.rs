@@ -217,17 +217,11 @@ impl Proxy {
     }
 
     async fn metric(&self, http: &reqwest::Client, name: &str) -> u64 {
-        let text = common::send(
-            http,
-            "GET",
-            &format!("{}/metrics", self.base),
-            &[],
-            Vec::new(),
-        )
-        .await
-        .text()
-        .await
-        .unwrap();
+        let text = common::get(http, &format!("{}/metrics", self.base))
+            .await
+            .text()
+            .await
+            .unwrap();
         text.lines()
             .find_map(|l| l.strip_prefix(name).and_then(|rest| rest.strip_prefix(' ')))
             .unwrap_or_else(|| panic!("no {name} in {text}"))
@@ -411,17 +405,11 @@ async fn hop_by_hop_headers_go_and_forwarding_headers_come() {
     );
 
     let preserving = Proxy::start(&upstream, &["--preserve-host"]);
-    let echoed = common::send(
-        &http,
-        "GET",
-        &format!("{}/echo", preserving.base),
-        &[],
-        Vec::new(),
-    )
-    .await
-    .text()
-    .await
-    .unwrap();
+    let echoed = common::get(&http, &format!("{}/echo", preserving.base))
+        .await
+        .text()
+        .await
+        .unwrap();
     let preserving_host = preserving.base.trim_start_matches("http://");
     assert!(
         echoes(&echoed, &format!("host: {preserving_host}")),
@@ -515,14 +503,7 @@ async fn a_dead_origin_is_502_and_a_slow_one_504_never_a_hang() {
         .port();
     let dead = Proxy::start(&format!("http://127.0.0.1:{dead_port}"), &["--metrics"]);
     let http = client();
-    let response = common::send(
-        &http,
-        "GET",
-        &format!("{}/docs/x", dead.base),
-        &[],
-        Vec::new(),
-    )
-    .await;
+    let response = common::get(&http, &format!("{}/docs/x", dead.base)).await;
     assert_eq!(response.status(), 502);
     let text = response.text().await.unwrap();
     assert!(text.contains("origin unreachable"), "{text}");
@@ -535,14 +516,7 @@ async fn a_dead_origin_is_502_and_a_slow_one_504_never_a_hang() {
 
     let slow = Proxy::start(&upstream, &["--timeout", "0.5"]);
     let start = Instant::now();
-    let response = common::send(
-        &http,
-        "GET",
-        &format!("{}/slow", slow.base),
-        &[],
-        Vec::new(),
-    )
-    .await;
+    let response = common::get(&http, &format!("{}/slow", slow.base)).await;
     assert_eq!(response.status(), 504);
     assert!(
         start.elapsed() < Duration::from_secs(3),
@@ -557,14 +531,7 @@ async fn a_dead_origin_is_502_and_a_slow_one_504_never_a_hang() {
             .contains("did not answer within 0.5 s")
     );
     // The proxy is still there.
-    let ok = common::send(
-        &http,
-        "GET",
-        &format!("{}/echo", slow.base),
-        &[],
-        Vec::new(),
-    )
-    .await;
+    let ok = common::get(&http, &format!("{}/echo", slow.base)).await;
     assert_eq!(ok.status(), 200);
 }
 
@@ -605,14 +572,7 @@ async fn ten_mib_bodies_stream_both_ways_in_bounded_memory() {
         hex::encode(expected.finalize())
     );
 
-    let response = common::send(
-        &http,
-        "GET",
-        &format!("{}/big", proxy.base),
-        &[],
-        Vec::new(),
-    )
-    .await;
+    let response = common::get(&http, &format!("{}/big", proxy.base)).await;
     assert_eq!(response.status(), 200);
     assert!(
         response.headers().get("etag").is_none(),

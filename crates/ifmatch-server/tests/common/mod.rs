@@ -177,6 +177,11 @@ pub async fn send(
     request.send().await.unwrap()
 }
 
+/// A GET of `url` with no fields.
+pub async fn get(client: &reqwest::Client, url: &str) -> Response {
+    send(client, "GET", url, &[], Vec::new()).await
+}
+
 /// Creates container `name` on the account at `base` (201, or the test fails).
 pub async fn create_container(client: &reqwest::Client, base: &str, name: &str) {
     let url = format!("{base}/{name}?restype=container");
