@@ -6,7 +6,6 @@ mod common;
 
 use common::client;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -288,37 +287,8 @@ async fn two_instances_share_nothing_but_redis_and_s3() {
     assert_eq!(got.bytes().await.unwrap(), big);
 
     // 32 clients, read through one instance, write with If-Match through the other.
-    let tickets = Arc::new(AtomicUsize::new(INCREMENTS));
-    let bases = [a.clone(), b.clone()];
-    let clients: Vec<_> = (0..CLIENTS)
-        .map(|i| {
-            let tickets = tickets.clone();
-            let read = format!("{}/fleet/counter", bases[i % 2]);
-            let write = format!("{}/fleet/counter", bases[(i + 1) % 2]);
-            tokio::spawn(async move {
-                while tickets
-                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-                    .is_ok()
-                {
-                    loop {
-                        let r = send("GET", &read, &[], "").await;
-                        let tag = header(&r, "etag").unwrap();
-                        let value: u64 = r.text().await.unwrap().parse().unwrap();
-                        let headers = [("if-match", tag.as_str()), ("x-ms-blob-type", "BlockBlob")];
-                        let w = send("PUT", &write, &headers, (value + 1).to_string()).await;
-                        match w.status().as_u16() {
-                            201 => break,
-                            412 => continue,
-                            other => panic!("unexpected {other}"),
-                        }
-                    }
-                }
-            })
-        })
-        .collect();
-    for client in clients {
-        client.await.unwrap();
-    }
+    let bases = [a.as_str(), b.as_str()];
+    common::count_across(&client(), bases, "/fleet/counter", CLIENTS, INCREMENTS).await;
     for base in &bases {
         let r = send("GET", &format!("{base}/fleet/counter"), &[], "").await;
         assert_eq!(

@@ -4,8 +4,6 @@
 mod common;
 
 use common::client;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{Ifmatch, header};
@@ -32,31 +30,6 @@ fn embedded(data: &std::path::Path) -> Ifmatch {
     ])
 }
 
-/// Reads the counter through one instance, writes it back with If-Match through the other;
-/// on 412, starts over. Returns the conflicts met.
-async fn increment(http: &reqwest::Client, read: &str, write: &str) -> usize {
-    let mut conflicts = 0;
-    loop {
-        let r = common::send(http, "GET", read, &[], Vec::new()).await;
-        assert_eq!(r.status(), 200);
-        let tag = header(&r, "etag").unwrap();
-        let value: u64 = r.text().await.unwrap().parse().unwrap();
-        let r = common::send(
-            http,
-            "PUT",
-            write,
-            &[("if-match", &tag)],
-            (value + 1).to_string(),
-        )
-        .await;
-        match r.status().as_u16() {
-            201 => return conflicts,
-            412 => conflicts += 1,
-            other => panic!("unexpected {other}"),
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_instances_thirty_two_clients_two_thousand_increments_none_lost() {
     const CLIENTS: usize = 32;
@@ -70,30 +43,9 @@ async fn two_instances_thirty_two_clients_two_thousand_increments_none_lost() {
     let r = common::send(&http, "PUT", &format!("{}/cnt/counter", b.base), &[], "0").await;
     assert_eq!(r.status(), 201, "the container made through A is seen by B");
 
-    let bases = [a.base.clone(), b.base.clone()];
-    let tickets = Arc::new(AtomicUsize::new(INCREMENTS));
-    let conflicts = Arc::new(AtomicUsize::new(0));
+    let bases = [a.base.as_str(), b.base.as_str()];
     let started = Instant::now();
-    let clients: Vec<_> = (0..CLIENTS)
-        .map(|i| {
-            let (http, tickets, conflicts) = (http.clone(), tickets.clone(), conflicts.clone());
-            // Half the clients read through A and write through B, half the other way round.
-            let read = format!("{}/cnt/counter", bases[i % 2]);
-            let write = format!("{}/cnt/counter", bases[(i + 1) % 2]);
-            tokio::spawn(async move {
-                while tickets
-                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-                    .is_ok()
-                {
-                    let met = increment(&http, &read, &write).await;
-                    conflicts.fetch_add(met, Ordering::Relaxed);
-                }
-            })
-        })
-        .collect();
-    for client in clients {
-        client.await.unwrap();
-    }
+    let conflicts = common::count_across(&http, bases, "/cnt/counter", CLIENTS, INCREMENTS).await;
     let elapsed = started.elapsed();
     for base in &bases {
         let r = common::get(&http, &format!("{base}/cnt/counter")).await;
@@ -102,7 +54,6 @@ async fn two_instances_thirty_two_clients_two_thousand_increments_none_lost() {
         assert_eq!(body, INCREMENTS.to_string(), "every increment counted once");
         assert_eq!(tag, format!("\"{}\"", hex::encode(Sha256::digest(&body))));
     }
-    let conflicts = conflicts.load(Ordering::Relaxed);
     assert!(conflicts > 0, "the test did not contend");
     eprintln!(
         "{INCREMENTS} increments by {CLIENTS} clients over two instances in {elapsed:?} \

@@ -182,6 +182,59 @@ pub async fn get(client: &reqwest::Client, url: &str) -> Response {
     send(client, "GET", url, &[], Vec::new()).await
 }
 
+/// `clients` clients add one to the counter blob at `path` (a decimal number) under each of
+/// `bases` until `increments` were made in all: each reads through one instance and writes
+/// back with `If-Match` through the other, starting over on 412. Answers the 412s met.
+pub async fn count_across(
+    http: &reqwest::Client,
+    bases: [&str; 2],
+    path: &str,
+    clients: usize,
+    increments: usize,
+) -> usize {
+    let tickets = Arc::new(std::sync::atomic::AtomicUsize::new(increments));
+    let conflicts = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let clients: Vec<_> = (0..clients)
+        .map(|i| {
+            let (http, tickets, conflicts) = (http.clone(), tickets.clone(), conflicts.clone());
+            let read = format!("{}{path}", bases[i % 2]);
+            let write = format!("{}{path}", bases[(i + 1) % 2]);
+            tokio::spawn(async move {
+                while tickets
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                    .is_ok()
+                {
+                    let met = increment(&http, &read, &write).await;
+                    conflicts.fetch_add(met, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    for client in clients {
+        client.await.unwrap();
+    }
+    conflicts.load(Ordering::Relaxed)
+}
+
+/// Reads the counter at `read`, writes it back plus one with `If-Match` to `write`; on 412,
+/// starts over. Answers the 412s met.
+async fn increment(http: &reqwest::Client, read: &str, write: &str) -> usize {
+    let mut conflicts = 0;
+    loop {
+        let r = get(http, read).await;
+        assert_eq!(r.status(), 200);
+        let tag = header(&r, "etag").unwrap();
+        let value: u64 = r.text().await.unwrap().parse().unwrap();
+        let next = (value + 1).to_string();
+        let r = send(http, "PUT", write, &[("if-match", &tag)], next).await;
+        match r.status().as_u16() {
+            201 => return conflicts,
+            412 => conflicts += 1,
+            other => panic!("unexpected {other}"),
+        }
+    }
+}
+
 /// Creates container `name` on the account at `base` (201, or the test fails).
 pub async fn create_container(client: &reqwest::Client, base: &str, name: &str) {
     let url = format!("{base}/{name}?restype=container");
