@@ -179,35 +179,20 @@ def main(connection_string):
         (patched["n"], patched["items"], patched["note"]) == (3, ["a", "b"], "hi"),
         patched,
     )
+    increment = [{"op": "incr", "path": "/n", "value": 1}]
+    patch_n = lambda **options: carts.patch_item(  # noqa: E731
+        "cart3", partition_key="ann", patch_operations=increment, **options
+    )
     check(
         "a patch whose condition is false is 412",
-        status_of(
-            lambda: carts.patch_item(
-                "cart3",
-                partition_key="ann",
-                patch_operations=[{"op": "incr", "path": "/n", "value": 1}],
-                filter_predicate="from c where c.n > 10",
-            )
-        )
-        == 412,
+        status_of(lambda: patch_n(filter_predicate="from c where c.n > 10")) == 412,
     )
-    conditioned = carts.patch_item(
-        "cart3",
-        partition_key="ann",
-        patch_operations=[{"op": "incr", "path": "/n", "value": 1}],
-        filter_predicate="from c where c.n = 3 AND ARRAY_CONTAINS(c.items, 'b')",
-    )
+    conditioned = patch_n(filter_predicate="from c where c.n = 3 AND ARRAY_CONTAINS(c.items, 'b')")
     check("a patch whose condition holds applies", conditioned["n"] == 4)
     check(
         "a patch with a stale _etag is 412",
         status_of(
-            lambda: carts.patch_item(
-                "cart3",
-                partition_key="ann",
-                patch_operations=[{"op": "incr", "path": "/n", "value": 1}],
-                etag=patched["_etag"],
-                match_condition=MatchConditions.IfNotModified,
-            )
+            lambda: patch_n(etag=patched["_etag"], match_condition=MatchConditions.IfNotModified)
         )
         == 412,
     )

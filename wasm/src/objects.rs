@@ -1,7 +1,6 @@
 //! Blob bytes in R2.
 
 use std::cell::RefCell;
-use std::ops::Range;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
@@ -10,8 +9,8 @@ use bytes::Bytes;
 use futures_util::Stream;
 use http_body::{Body, Frame};
 use ifmatch_blob::FramePoll;
-use ifmatch_blob::Incoming;
 use ifmatch_blob::{BoxError, HashingBody, Objects, Staged, StoreError};
+use ifmatch_blob::{Incoming, Span};
 use ifmatch_core::EntityTag;
 use worker::send::{SendFuture, SendWrapper};
 use worker::{Bucket, ByteStream, FixedLengthStream};
@@ -121,7 +120,7 @@ impl Objects for R2Objects {
         &self,
         object: &str,
         len: u64,
-        range: Option<Range<u64>>,
+        range: Span,
     ) -> impl Future<Output = Result<R2Reader, StoreError>> + Send {
         SendFuture::new(async move {
             let mut get = self.bucket.get(object);

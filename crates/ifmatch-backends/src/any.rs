@@ -2,7 +2,6 @@
 //! server is built once (one arm, not one per combination). Each call goes to the backend
 //! chosen; the rules stay in the front.
 
-use std::ops::Range;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Context;
@@ -10,10 +9,10 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use http_body::{Body, SizeHint};
-use ifmatch_blob::Incoming;
 use ifmatch_blob::{
     Block, BlockToStage, Key, Objects, PutMode, Record, Records, Scan, Staged, StoreError,
 };
+use ifmatch_blob::{Incoming, Span};
 use ifmatch_table::{Change, Entity, EntityKey, TableError};
 
 #[cfg(feature = "object-store")]
@@ -161,12 +160,7 @@ impl Objects for AnyObjects {
         objects!(self, o => o.stage(body, limit).await)
     }
 
-    async fn read(
-        &self,
-        object: &str,
-        len: u64,
-        range: Option<Range<u64>>,
-    ) -> Result<AnyReader, StoreError> {
+    async fn read(&self, object: &str, len: u64, range: Span) -> Result<Self::Reader, StoreError> {
         match self {
             Self::Local(o) => Ok(AnyReader::Local(o.read(object, len, range).await?)),
             #[cfg(feature = "object-store")]

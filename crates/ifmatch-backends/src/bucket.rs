@@ -9,7 +9,6 @@
 //! check the object's length against the record's before any byte goes. Small objects are
 //! kept in a byte cache: they never change, so it is never stale, on any instance.
 
-use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -18,8 +17,8 @@ use futures_util::stream::BoxStream;
 use futures_util::{StreamExt, TryStreamExt};
 use http_body::Frame;
 use http_body_util::{BodyExt, StreamBody};
-use ifmatch_blob::Incoming;
 use ifmatch_blob::{HashingBody, Objects, Staged, StoreError, check_len};
+use ifmatch_blob::{Incoming, Span};
 use object_store::path::Path;
 
 use crate::byte_cache::{ByteCache, CACHED_OBJECT_MAX, byte_cache, slice};
@@ -209,12 +208,7 @@ impl Objects for BucketObjects {
         Ok(Staged { object, etag, len })
     }
 
-    async fn read(
-        &self,
-        object: &str,
-        len: u64,
-        range: Option<Range<u64>>,
-    ) -> Result<BucketReader, StoreError> {
+    async fn read(&self, object: &str, len: u64, range: Span) -> Result<Self::Reader, StoreError> {
         if let Some(bytes) = self.cache.get(object) {
             return Ok(memory(slice(object, &bytes, len, range)?));
         }

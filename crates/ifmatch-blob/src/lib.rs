@@ -64,7 +64,7 @@ pub use record::{
     Appended, Block, Content, Copied, Properties, PublicAccess, Record, Staging, unix_seconds,
 };
 pub use store::{
-    BlockToStage, BoxError, Env, Key, Objects, PutMode, Records, Scan, Staged, StoreError,
+    BlockToStage, BoxError, Env, Key, Objects, PutMode, Records, Scan, Span, Staged, StoreError,
     check_len, share_by_copy,
 };
 pub use turns::Turns;

@@ -3,7 +3,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
-use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -11,7 +10,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::{Bytes, BytesMut};
 use http_body_util::{BodyExt, Full, combinators::MapErr};
 
-use crate::store::{BlockToStage, Env, Key, Objects, PutMode, Records, Scan, Staged, StoreError};
+use crate::store::{
+    BlockToStage, Env, Key, Objects, PutMode, Records, Scan, Span, Staged, StoreError,
+};
 use crate::{Block, HashingBody, Incoming, Record, check_len};
 
 #[derive(Debug, Default)]
@@ -190,12 +191,7 @@ impl Objects for MemoryObjects {
         Ok(Staged { object, etag, len })
     }
 
-    async fn read(
-        &self,
-        object: &str,
-        len: u64,
-        range: Option<Range<u64>>,
-    ) -> Result<MemoryReader, StoreError> {
+    async fn read(&self, object: &str, len: u64, range: Span) -> Result<Self::Reader, StoreError> {
         let objects = self.objects.lock().unwrap_or_else(|p| p.into_inner());
         let data = (objects.get(object))
             .ok_or_else(|| StoreError::not_found(format_args!("object {object}")))?;

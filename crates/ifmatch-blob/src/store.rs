@@ -306,6 +306,9 @@ pub trait Records: Send + Sync + 'static {
     }
 }
 
+/// The bytes of an object a read wants: a range of them, or all of them (`None`).
+pub type Span = Option<Range<u64>>;
+
 /// Blob bytes, stored as immutable objects.
 pub trait Objects: Send + Sync + 'static {
     /// The body of a read.
@@ -327,7 +330,7 @@ pub trait Objects: Send + Sync + 'static {
         &self,
         object: &str,
         len: u64,
-        range: Option<Range<u64>>,
+        range: Span,
     ) -> impl Future<Output = Result<Self::Reader, StoreError>> + Send;
 
     /// Makes a staged object durable (on disk, its name too). Split from [`Objects::stage`] so

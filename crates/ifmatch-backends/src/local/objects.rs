@@ -2,7 +2,6 @@
 
 use std::fs::{self, File};
 use std::io;
-use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -10,8 +9,8 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use http_body::Body;
 use http_body_util::BodyExt;
-use ifmatch_blob::Incoming;
 use ifmatch_blob::{BoxError, HashingBody, Objects, Staged, StoreError, check_len};
+use ifmatch_blob::{Incoming, Span};
 use tokio::io::{AsyncSeekExt, AsyncWriteExt};
 
 use super::blocking;
@@ -63,12 +62,7 @@ impl Objects for LocalObjects {
         .await
     }
 
-    async fn read(
-        &self,
-        object: &str,
-        len: u64,
-        range: Option<Range<u64>>,
-    ) -> Result<ObjectReader, StoreError> {
+    async fn read(&self, object: &str, len: u64, range: Span) -> Result<Self::Reader, StoreError> {
         let slice = |bytes: Bytes| -> Result<ObjectReader, StoreError> {
             Ok(ObjectReader::memory(slice(
                 object,
