@@ -116,3 +116,74 @@ async fn fencing_tokens_grow<V: VersionStore + Clone>(store: &V) {
         assert_eq!((a, b), (None, None), "a backend has tokens or has none");
     }
 }
+
+/// What a store whose locks expire must do, `open(lock_ttl, lock_wait)` opening one more
+/// instance over the same backend each time it is called: a live holder keeps its lock past
+/// the time to live (renewed), so another instance gives up waiting; a dead holder (its
+/// runtime stopped while it held the lock, as a crash or a stall would) loses it after the
+/// time to live, to a holder with a greater fencing token, and can then record nothing.
+pub fn expiring_locks<V, F, Fut>(open: F)
+where
+    V: VersionStore,
+    F: Fn(Duration, Duration) -> Fut,
+    Fut: std::future::Future<Output = V>,
+{
+    let runtime = || {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a runtime")
+    };
+    // Renewed every third of the time to live: only a stall of two thirds of it could lose the
+    // lock, which a loaded two-core machine did to a 300 ms one.
+    let ttl = Duration::from_secs(1);
+    runtime().block_on(async {
+        let (a, b) = (open(ttl, ttl).await, open(ttl, ttl * 3).await);
+        let guard = a.lock("/conformance/slow").await.unwrap();
+        // Three times the time to live: renewed all along, so B gives up.
+        assert!(
+            b.lock("/conformance/slow").await.is_err(),
+            "B took a live lock"
+        );
+        let slow = Validators::etag(strong_etag(b"slow"));
+        a.set(&guard, slow).await.expect("the live holder records");
+    });
+
+    let ttl = Duration::from_millis(400);
+    // `asked` is taken before the lock is asked for: the lock cannot expire sooner than a time
+    // to live after it, however long the machine takes to hand the guard back.
+    let dead = runtime();
+    let (stale, asked, fence) = dead.block_on(async {
+        let versions = open(ttl, ttl * 10).await;
+        let asked = std::time::Instant::now();
+        let guard = versions.lock("/conformance/dead").await.unwrap();
+        let fence = versions.fencing_token(&guard);
+        (guard, asked, fence)
+    });
+    dead.shutdown_background();
+    runtime().block_on(async {
+        let versions = open(ttl, ttl * 10).await;
+        let guard = versions.lock("/conformance/dead").await.unwrap();
+        // Not sooner than the time to live; and not held for ever (a renewal may have run
+        // before the runtime stopped, and a loaded machine is slow to stop it).
+        let waited = asked.elapsed();
+        assert!(
+            waited >= ttl && waited < ttl * 10,
+            "the key was writable again after {waited:?} (lock time to live {ttl:?})"
+        );
+        assert!(
+            versions.fencing_token(&guard) > fence,
+            "fencing tokens grow"
+        );
+        let fresh = Validators::etag(strong_etag(b"fresh"));
+        versions.set(&guard, fresh.clone()).await.unwrap();
+        // The dead holder's late record is refused and changes nothing.
+        let late = Validators::etag(strong_etag(b"late"));
+        assert!(versions.set(&stale, late).await.is_err(), "a late record");
+        assert_eq!(
+            versions.get("/conformance/dead").await.unwrap(),
+            Some(fresh)
+        );
+    });
+}

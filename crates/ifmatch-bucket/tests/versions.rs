@@ -1,0 +1,93 @@
+//! The bucket version backend passes the conformance suite of every version backend, over
+//! object stores whose conditional puts are atomic: memory, and `ifmatch serve` itself through
+//! object_store's Azure backend (each instance a client of its own); its locks expire with
+//! their holders only.
+
+mod common;
+
+use std::sync::Arc;
+
+use ifmatch_bucket::BucketVersions;
+use ifmatch_tower::conformance;
+use object_store::memory::InMemory;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_memory_it_conforms() {
+    let store = Arc::new(InMemory::new());
+    conformance::versions(&BucketVersions::new(store.clone(), "versions")).await;
+    // Another prefix is another backend in the same bucket.
+    conformance::versions(&BucketVersions::new(store, "other")).await;
+}
+
+#[test]
+fn over_memory_locks_expire_with_their_holders_only() {
+    let store = Arc::new(InMemory::new());
+    conformance::expiring_locks(|ttl, wait| {
+        let versions = BucketVersions::new(store.clone(), "versions");
+        async move { versions.lock_ttl(ttl).lock_wait(wait) }
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_ifmatch_serve_it_conforms() {
+    let served = common::Served::start().await;
+    conformance::versions(&BucketVersions::new(served.client(), "versions")).await;
+}
+
+#[test]
+fn over_ifmatch_serve_locks_expire_with_their_holders_only() {
+    // The server lives on a runtime of its own: the suite stops the runtime of a "dead" holder.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let served = runtime.block_on(common::Served::start());
+    conformance::expiring_locks(|ttl, wait| {
+        let versions = BucketVersions::new(served.client(), "versions");
+        async move { versions.lock_ttl(ttl).lock_wait(wait) }
+    });
+    drop(runtime);
+}
+
+/// Before moto stands for S3 in these tests: its conditional puts hold under concurrency.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_writer_of_sixteen_wins_on_moto() {
+    use object_store::path::Path;
+    use object_store::{ObjectStoreExt, PutMode, PutOptions, UpdateVersion};
+    let moto = common::Moto::start().await;
+    let store = moto.client();
+    for round in 0..20 {
+        let path = Path::from(format!("race/{round}"));
+        // Each writer's bytes its own: S3's ETag is the MD5 of the bytes.
+        let put = |mode: PutMode, writer: usize| {
+            let (store, path) = (store.clone(), path.clone());
+            tokio::spawn(async move {
+                let options = PutOptions::from(mode);
+                let body = format!("writer {writer}");
+                store.put_opts(&path, body.into(), options).await.is_ok()
+            })
+        };
+        let creators: Vec<_> = (0..16).map(|i| put(PutMode::Create, i)).collect();
+        let mut won = 0;
+        for creator in creators {
+            won += usize::from(creator.await.unwrap());
+        }
+        assert_eq!(won, 1, "round {round}: create-only");
+        let current = store.head(&path).await.unwrap();
+        let version = UpdateVersion {
+            e_tag: current.e_tag,
+            version: current.version,
+        };
+        let updaters: Vec<_> = (0..16)
+            .map(|i| put(PutMode::Update(version.clone()), 16 + i))
+            .collect();
+        let mut won = 0;
+        for updater in updaters {
+            won += usize::from(updater.await.unwrap());
+        }
+        assert_eq!(won, 1, "round {round}: If-Match");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_moto_s3_it_conforms() {
+    let moto = common::Moto::start().await;
+    conformance::versions(&BucketVersions::new(moto.client(), "versions")).await;
+}
