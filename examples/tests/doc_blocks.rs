@@ -34,4 +34,64 @@ fn development_server() {
     });
 }
 
+/// Runs `test` in this process when the S3 variables are set, or else runs the test at
+/// `module` (its `runs`) again in a process of its own with the variables of a moto S3 server
+/// holding `bucket`: a block may read them (`AmazonS3Builder::from_env`), and a test may not set
+/// a variable of its own process while others run.
+async fn in_a_process_with_s3<F, Fut>(bucket: &str, module: &str, test: F)
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    if std::env::var_os("AWS_ENDPOINT").is_some() {
+        return test().await;
+    }
+    let moto = ifmatch_bucket::testing::Moto::start(bucket).await;
+    let name = format!("{}::runs", module.split_once("::").unwrap().1);
+    let ran = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", &name, "--nocapture"])
+        .envs(ifmatch_bucket::testing::s3_variables(&moto))
+        .status()
+        .unwrap();
+    assert!(ran.success(), "{name} over moto: {ran}");
+}
+
+/// Serves a router behind `layer` and checks that of eight concurrent `If-None-Match: *`
+/// writers of one document, one creates it.
+async fn create_only_creates_once<V: ifmatch_tower::VersionStore + Clone>(
+    layer: ifmatch_tower::ConditionalLayer<V>,
+) {
+    use axum::routing::get;
+    use tower::Layer;
+    let created = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let routes = axum::Router::new().route(
+        "/docs/a",
+        get({
+            let created = created.clone();
+            move || async move {
+                match created.load(std::sync::atomic::Ordering::SeqCst) {
+                    true => Ok("a"),
+                    false => Err(axum::http::StatusCode::NOT_FOUND),
+                }
+            }
+        })
+        .put(move || async move {
+            created.store(true, std::sync::atomic::Ordering::SeqCst);
+            axum::http::StatusCode::CREATED
+        }),
+    );
+    let app = axum::Router::new().fallback_service(layer.layer(routes));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/docs/a", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let writers = (0..8).map(|_| {
+        let url = url.clone();
+        tokio::spawn(async move {
+            let put = reqwest::Client::new().put(url).header("if-none-match", "*");
+            put.send().await.unwrap().status().as_u16()
+        })
+    });
+    ifmatch_tower::conformance::one_won(writers).await;
+}
+
 include!(concat!(env!("OUT_DIR"), "/doc_blocks.rs"));

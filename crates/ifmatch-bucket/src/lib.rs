@@ -11,6 +11,8 @@
 //! itself (through the Azure backend), or memory. The local filesystem backend of
 //! `object_store` has no conditional update and is refused at the first write.
 
+#[cfg(feature = "testing")]
+pub mod testing;
 mod versions;
 
 pub use versions::{BucketGuard, BucketVersions, VersionsError};

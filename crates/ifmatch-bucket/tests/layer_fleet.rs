@@ -34,7 +34,7 @@ async fn over_ifmatch_serve_a_fleet_loses_no_update_and_creates_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_moto_s3_a_fleet_loses_no_update_and_creates_once() {
-    let moto = common::Moto::start().await;
+    let moto = ifmatch_bucket::testing::Moto::start("bucket").await;
     let instances = || [0, 1].map(|_| BucketVersions::new(moto.client(), "app/versions"));
     fleet::loses_no_update_and_creates_once(instances()).await;
 }

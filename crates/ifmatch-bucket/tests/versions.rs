@@ -51,7 +51,7 @@ fn over_ifmatch_serve_locks_expire_with_their_holders_only() {
 async fn one_writer_of_sixteen_wins_on_moto() {
     use object_store::path::Path;
     use object_store::{ObjectStoreExt, PutMode, PutOptions, UpdateVersion};
-    let moto = common::Moto::start().await;
+    let moto = ifmatch_bucket::testing::Moto::start("bucket").await;
     let store = moto.client();
     for round in 0..20 {
         let path = Path::from(format!("race/{round}"));
@@ -88,6 +88,6 @@ async fn one_writer_of_sixteen_wins_on_moto() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_moto_s3_it_conforms() {
-    let moto = common::Moto::start().await;
+    let moto = ifmatch_bucket::testing::Moto::start("bucket").await;
     conformance::versions(&BucketVersions::new(moto.client(), "versions")).await;
 }
