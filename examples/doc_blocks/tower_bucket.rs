@@ -6,9 +6,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ifmatch_tower::ConditionalLayer;
+use ifmatch_tower::{ConditionalLayer, Shared};
 
-async fn block() -> Result<ConditionalLayer<ifmatch_bucket::BucketVersions>, crate::BoxError> {
+async fn block() -> Result<ConditionalLayer<Shared<ifmatch_bucket::BucketVersions>>, crate::BoxError> {
     /* the block */
     Ok(layer)
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::routing::get;
 use ifmatch_core::EntityTag;
-use ifmatch_tower::ConditionalLayer;
+use ifmatch_tower::{ConditionalLayer, Shared};
 use tower::ServiceBuilder;
 
 #[derive(Clone)]

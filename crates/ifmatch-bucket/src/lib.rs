@@ -3,8 +3,9 @@
 //! create-only), retried when another instance wrote first. Optimistic concurrency with ETags,
 //! the pattern ifmatch is about, applied to its own state.
 //!
-//! [`BucketVersions`] is the Tower layer's version backend: versions every instance sees, and
-//! a per-key write lock that expires when its holder dies, with a fencing token.
+//! [`BucketVersions`] is the Tower layer's version backend (through
+//! [`ifmatch_tower::Shared`]): versions every instance sees, and a per-key write lock that
+//! expires when its holder dies, with a fencing token.
 //!
 //! Any [`ObjectStore`](object_store::ObjectStore) whose conditional puts are atomic serves:
 //! S3 (with `aws_conditional_put=etag`), Azure Blob, Google Cloud Storage, R2, `ifmatch serve`
@@ -15,4 +16,4 @@
 pub mod testing;
 mod versions;
 
-pub use versions::{BucketGuard, BucketVersions, VersionsError};
+pub use versions::{BucketVersions, VersionsError};

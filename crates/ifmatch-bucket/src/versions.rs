@@ -5,44 +5,35 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ifmatch_core::precondition::Validators;
-use ifmatch_tower::{BoxError, VersionStore};
+use ifmatch_tower::{BoxError, Recorded, SharedBackend};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use tokio::sync::oneshot;
 
-/// Versions and write locks in a bucket, for [`ifmatch_tower::ConditionalLayer::versions`]: a
-/// fleet of axum instances that shares nothing but its own bucket.
+/// Versions and write locks in a bucket, for [`ifmatch_tower::ConditionalLayer::versions`]
+/// through [`ifmatch_tower::Shared`] (which keeps a live holder's lock renewed, and says how
+/// long a writer waits and a lock outlives its holder): a fleet of axum instances that shares
+/// nothing but its own bucket.
 ///
 /// Per resource key, one small JSON object (named by the SHA-256 of the key, under a prefix)
 /// holding the version, the lock (its holder's random token and when it expires) and the
-/// fencing counter. Every change reads the object and writes it back only if its ETag is still
+/// fencing counter. Every step reads the object and writes it back only if its ETag is still
 /// the one read (`If-Match`; create-only when there is none), starting over when another
-/// instance wrote first:
+/// instance wrote first: a lock is taken when the object holds none or an expired one, and the
+/// counter grows in the same write (the fencing token); a version is recorded, a lock renewed
+/// or released, only in a write that finds the token still holding the lock.
 ///
-/// - A lock is taken when the object holds none or an expired one, and the counter grows in
-///   the same write: the counter is the guard's fencing token
-///   ([`VersionStore::fencing_token`]).
-/// - While the guard lives, a task renews the lock every third of its time to live; a crashed
-///   or stalled instance loses it after [`BucketVersions::lock_ttl`].
-/// - A version is recorded only in a write that finds the guard's token still holding the lock:
-///   a writer whose lock expired cannot record over a newer write. Dropping the guard releases
-///   the lock if it is still this guard's.
+/// Expiry is judged by each instance's clock: keep the fleet's clocks within a fraction of the
+/// lock's time to live (NTP does). The objects stay when a key is forgotten (their counter
+/// keeps fencing tokens growing); each costs a few hundred bytes.
 ///
-/// Expiry is judged by each instance's clock: keep the fleet's clocks within a fraction of
-/// [`BucketVersions::lock_ttl`] (NTP does). The objects stay when a key is forgotten (their
-/// counter keeps fencing tokens growing); each costs a few hundred bytes.
-///
-/// What it costs: a lock is one GET and one PUT (more under contention), a recorded version
-/// one GET and one PUT, a renewal every `lock_ttl / 3` the same, a read of a version one GET.
+/// What it costs: each step is one GET and one PUT of the key's object (more under
+/// contention), a read of a version one GET.
 #[derive(Clone)]
 pub struct BucketVersions {
     store: Arc<dyn ObjectStore>,
     prefix: Path,
-    lock_ttl: Duration,
-    lock_wait: Duration,
-    version_ttl: Option<Duration>,
 }
 
 impl std::fmt::Debug for BucketVersions {
@@ -98,16 +89,6 @@ enum Decision<T> {
     Keep(T),
 }
 
-/// The write lock of one key in [`BucketVersions`]; dropping it releases the lock.
-#[derive(Debug)]
-pub struct BucketGuard {
-    key: String,
-    token: String,
-    fence: u64,
-    /// Dropped with the guard: tells the renewing task to stop and release.
-    _release: oneshot::Sender<()>,
-}
-
 /// Why [`BucketVersions`] could not do what was asked.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -115,49 +96,18 @@ pub enum VersionsError {
     /// The object store failed, or does not offer conditional puts.
     #[error("object store: {0}")]
     Store(#[from] object_store::Error),
-    /// The lock stayed taken for longer than [`BucketVersions::lock_wait`].
-    #[error("the write lock of {0:?} stayed taken")]
-    LockTimeout(String),
-    /// The guard's lock expired (the holder stalled longer than its time to live): someone
-    /// else may have written since, so nothing was recorded.
-    #[error("the write lock of {0:?} was lost")]
-    LockLost(String),
     /// A stored entry did not parse.
     #[error("a stored version did not parse: {0}")]
     Corrupt(#[from] serde_json::Error),
 }
 
 impl BucketVersions {
-    /// Versions in `store`, under `prefix` (say `myapp/versions`). Locks live 10 s unless
-    /// renewed, a writer waits at most 10 s for one, versions are kept a day.
+    /// Versions in `store`, under `prefix` (say `myapp/versions`).
     pub fn new(store: Arc<dyn ObjectStore>, prefix: &str) -> Self {
         Self {
             store,
             prefix: Path::from(prefix),
-            lock_ttl: Duration::from_secs(10),
-            lock_wait: Duration::from_secs(10),
-            version_ttl: Some(Duration::from_secs(24 * 3600)),
         }
-    }
-
-    /// How long a lock outlives a holder that stopped renewing it (crashed, stalled, cut off
-    /// from the store): how long its key stays unwritable after such a failure.
-    pub fn lock_ttl(mut self, ttl: Duration) -> Self {
-        self.lock_ttl = ttl.max(Duration::from_millis(300));
-        self
-    }
-
-    /// How long a writer waits for a taken lock before giving up (the layer answers 503).
-    pub fn lock_wait(mut self, wait: Duration) -> Self {
-        self.lock_wait = wait;
-        self
-    }
-
-    /// How long a version is trusted after it was recorded (`None`: until replaced). A
-    /// forgotten version only costs a GET of the inner service to learn it again.
-    pub fn version_ttl(mut self, ttl: Option<Duration>) -> Self {
-        self.version_ttl = ttl;
-        self
     }
 
     /// The object of `key`: named by the SHA-256 of the key, so any key fits any store.
@@ -168,7 +118,10 @@ impl BucketVersions {
     }
 
     /// The entry of `key` and the version of its object (`None`: there is none yet).
-    async fn read(&self, path: &Path) -> Result<(Entry, Option<UpdateVersion>), VersionsError> {
+    async fn read_entry(
+        &self,
+        path: &Path,
+    ) -> Result<(Entry, Option<UpdateVersion>), VersionsError> {
         match self.store.get(path).await {
             Ok(found) => {
                 let version = UpdateVersion {
@@ -193,7 +146,7 @@ impl BucketVersions {
         let path = self.path(key);
         let mut pause = Duration::from_millis(1);
         loop {
-            let (mut entry, version) = self.read(&path).await?;
+            let (mut entry, version) = self.read_entry(&path).await?;
             let outcome = match decide(&mut entry, now_millis()) {
                 Decision::Keep(outcome) => return Ok(outcome),
                 Decision::Write(outcome) => outcome,
@@ -219,106 +172,71 @@ impl BucketVersions {
             }
         }
     }
+}
 
-    /// One try at the lock of `key`: the guard, or `None` when someone holds it.
-    async fn attempt(&self, key: &str) -> Result<Option<BucketGuard>, VersionsError> {
-        let token = uuid::Uuid::new_v4().simple().to_string();
-        let ttl = millis(self.lock_ttl);
-        let fence = self
-            .change(key, |entry, now| match &entry.lock {
-                Some(lock) if lock.until > now => Decision::Keep(None),
-                _ => {
-                    entry.fence += 1;
-                    entry.lock = Some(Held {
-                        token: token.clone(),
-                        until: now.saturating_add(ttl),
-                    });
-                    Decision::Write(Some(entry.fence))
-                }
-            })
-            .await?;
-        let Some(fence) = fence else {
-            return Ok(None);
-        };
-        let (release, released) = oneshot::channel();
-        self.keep(key.to_owned(), token.clone(), released);
-        Ok(Some(BucketGuard {
-            key: key.to_owned(),
-            token,
-            fence,
-            _release: release,
-        }))
-    }
+/// This instance's clock, in Unix milliseconds: what lock and version expiries are judged by.
+fn now_millis() -> u64 {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    u64::try_from(now.as_millis()).unwrap_or(u64::MAX)
+}
 
-    /// Keeps the lock of `key` alive until `release` fires, then releases it.
-    fn keep(&self, key: String, token: String, mut release: oneshot::Receiver<()>) {
-        let this = self.clone();
-        let ttl = millis(self.lock_ttl);
-        let period = self.lock_ttl / 3;
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = &mut release => break,
-                    () = tokio::time::sleep(period) => {
-                        let renewed = this.change(&key, |entry, now| {
-                            if !entry.held_by(&token, now) {
-                                return Decision::Keep(false);
-                            }
-                            if let Some(lock) = &mut entry.lock {
-                                lock.until = now.saturating_add(ttl);
-                            }
-                            Decision::Write(true)
-                        });
-                        match renewed.await {
-                            Ok(true) => {}
-                            Ok(false) => {
-                                tracing::warn!(key, "a write lock expired while held");
-                                // Lost: nothing to renew or release. Wait for the drop.
-                                let _ = release.await;
-                                return;
-                            }
-                            Err(error) => tracing::debug!(%error, key, "renewing a lock failed"),
-                        }
-                    }
-                }
-            }
-            let released = this.change(&key, |entry, now| {
-                if entry.held_by(&token, now) {
-                    entry.lock = None;
-                    Decision::Write(())
-                } else {
-                    Decision::Keep(())
-                }
-            });
-            if let Err(error) = released.await {
-                tracing::debug!(%error, key, "release failed; the lock expires instead");
+impl SharedBackend for BucketVersions {
+    async fn acquire(&self, key: &str, token: &str, ttl_ms: u64) -> Result<Option<u64>, BoxError> {
+        let fence = self.change(key, |entry, now| match &entry.lock {
+            Some(lock) if lock.until > now => Decision::Keep(None),
+            _ => {
+                entry.fence += 1;
+                entry.lock = Some(Held {
+                    token: token.to_owned(),
+                    until: now.saturating_add(ttl_ms),
+                });
+                Decision::Write(Some(entry.fence))
             }
         });
-    }
-}
-
-fn now_millis() -> u64 {
-    millis(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default(),
-    )
-}
-
-fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
-}
-
-impl VersionStore for BucketVersions {
-    type Guard = BucketGuard;
-
-    fn expire_after(self, ttl: Duration) -> Self {
-        let ttl = self.version_ttl.map_or(ttl, |kept| kept.min(ttl));
-        self.version_ttl(Some(ttl))
+        Ok(fence.await?)
     }
 
-    async fn get(&self, key: &str) -> Result<Option<Validators>, BoxError> {
-        let (entry, _) = self.read(&self.path(key)).await?;
+    async fn renew(&self, key: &str, token: &str, ttl_ms: u64) -> Result<bool, BoxError> {
+        let renewed = self.change(key, |entry, now| match &mut entry.lock {
+            Some(lock) if lock.token == token && lock.until > now => {
+                lock.until = now.saturating_add(ttl_ms);
+                Decision::Write(true)
+            }
+            _ => Decision::Keep(false),
+        });
+        Ok(renewed.await?)
+    }
+
+    async fn release(&self, key: &str, token: &str) -> Result<(), BoxError> {
+        let released = self.change(key, |entry, now| {
+            if entry.held_by(token, now) {
+                entry.lock = None;
+                Decision::Write(())
+            } else {
+                Decision::Keep(())
+            }
+        });
+        Ok(released.await?)
+    }
+
+    async fn record(&self, key: &str, token: &str, version: &Recorded) -> Result<bool, BoxError> {
+        let recorded = self.change(key, |entry, now| {
+            if !entry.held_by(token, now) {
+                return Decision::Keep(false);
+            }
+            entry.version = Some(Kept {
+                validators: version.validators.clone(),
+                until: version.keep_ms.map(|keep| now.saturating_add(keep)),
+            });
+            Decision::Write(true)
+        });
+        Ok(recorded.await?)
+    }
+
+    async fn read(&self, key: &str) -> Result<Option<Validators>, BoxError> {
+        let (entry, _) = self.read_entry(&self.path(key)).await?;
         let now = now_millis();
         Ok(entry
             .version
@@ -326,56 +244,11 @@ impl VersionStore for BucketVersions {
             .map(|kept| kept.validators))
     }
 
-    async fn set(&self, guard: &BucketGuard, validators: Validators) -> Result<(), BoxError> {
-        let ttl = self.version_ttl.map(millis);
-        let recorded = self
-            .change(&guard.key, |entry, now| {
-                if !entry.held_by(&guard.token, now) {
-                    return Decision::Keep(false);
-                }
-                entry.version = Some(Kept {
-                    validators: validators.clone(),
-                    until: ttl.map(|ttl| now.saturating_add(ttl)),
-                });
-                Decision::Write(true)
-            })
-            .await?;
-        if recorded {
-            Ok(())
-        } else {
-            Err(VersionsError::LockLost(guard.key.clone()).into())
-        }
-    }
-
     async fn forget(&self, key: &str) -> Result<(), BoxError> {
-        self.change(key, |entry, _| match entry.version.take() {
+        let forgotten = self.change(key, |entry, _| match entry.version.take() {
             Some(_) => Decision::Write(()),
             None => Decision::Keep(()),
-        })
-        .await?;
-        Ok(())
-    }
-
-    async fn lock(&self, key: &str) -> Result<BucketGuard, BoxError> {
-        let deadline = tokio::time::Instant::now() + self.lock_wait;
-        let mut pause = Duration::from_millis(2);
-        loop {
-            if let Some(guard) = self.attempt(key).await? {
-                return Ok(guard);
-            }
-            if tokio::time::Instant::now() + pause > deadline {
-                return Err(VersionsError::LockTimeout(key.to_owned()).into());
-            }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_millis(50));
-        }
-    }
-
-    async fn try_lock(&self, key: &str) -> Result<Option<BucketGuard>, BoxError> {
-        Ok(self.attempt(key).await?)
-    }
-
-    fn fencing_token(&self, guard: &BucketGuard) -> Option<u64> {
-        Some(guard.fence)
+        });
+        Ok(forgotten.await?)
     }
 }

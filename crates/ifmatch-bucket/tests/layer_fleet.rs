@@ -11,10 +11,11 @@ mod common;
 use std::sync::Arc;
 
 use ifmatch_bucket::BucketVersions;
+use ifmatch_tower::Shared;
 use object_store::memory::InMemory;
 
-fn over(store: &Arc<InMemory>) -> [BucketVersions; 2] {
-    [0, 1].map(|_| BucketVersions::new(store.clone(), "app/versions"))
+fn over(store: &Arc<InMemory>) -> [Shared<BucketVersions>; 2] {
+    [0, 1].map(|_| Shared::new(BucketVersions::new(store.clone(), "app/versions")))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -27,7 +28,8 @@ async fn over_memory_a_fleet_loses_no_update_and_creates_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_ifmatch_serve_a_fleet_loses_no_update_and_creates_once() {
     let served = common::Served::start().await;
-    let instances = || [0, 1].map(|_| BucketVersions::new(served.client(), "app/versions"));
+    let instances =
+        || [0, 1].map(|_| Shared::new(BucketVersions::new(served.client(), "app/versions")));
     fleet::loses_no_update_and_creates_once(instances()).await;
     fleet::either_representation_is_current_on_either_instance(instances()).await;
 }
@@ -35,6 +37,7 @@ async fn over_ifmatch_serve_a_fleet_loses_no_update_and_creates_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_moto_s3_a_fleet_loses_no_update_and_creates_once() {
     let moto = ifmatch_bucket::testing::Moto::start("bucket").await;
-    let instances = || [0, 1].map(|_| BucketVersions::new(moto.client(), "app/versions"));
+    let instances =
+        || [0, 1].map(|_| Shared::new(BucketVersions::new(moto.client(), "app/versions")));
     fleet::loses_no_update_and_creates_once(instances()).await;
 }

@@ -8,22 +8,23 @@ mod common;
 use std::sync::Arc;
 
 use ifmatch_bucket::BucketVersions;
+use ifmatch_tower::Shared;
 use ifmatch_tower::conformance;
 use object_store::memory::InMemory;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_memory_it_conforms() {
     let store = Arc::new(InMemory::new());
-    conformance::versions(&BucketVersions::new(store.clone(), "versions")).await;
+    conformance::versions(&Shared::new(BucketVersions::new(store.clone(), "versions"))).await;
     // Another prefix is another backend in the same bucket.
-    conformance::versions(&BucketVersions::new(store, "other")).await;
+    conformance::versions(&Shared::new(BucketVersions::new(store, "other"))).await;
 }
 
 #[test]
 fn over_memory_locks_expire_with_their_holders_only() {
     let store = Arc::new(InMemory::new());
     conformance::expiring_locks(|ttl, wait| {
-        let versions = BucketVersions::new(store.clone(), "versions");
+        let versions = Shared::new(BucketVersions::new(store.clone(), "versions"));
         async move { versions.lock_ttl(ttl).lock_wait(wait) }
     });
 }
@@ -31,7 +32,11 @@ fn over_memory_locks_expire_with_their_holders_only() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_ifmatch_serve_it_conforms() {
     let served = common::Served::start().await;
-    conformance::versions(&BucketVersions::new(served.client(), "versions")).await;
+    conformance::versions(&Shared::new(BucketVersions::new(
+        served.client(),
+        "versions",
+    )))
+    .await;
 }
 
 #[test]
@@ -40,7 +45,7 @@ fn over_ifmatch_serve_locks_expire_with_their_holders_only() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let served = runtime.block_on(common::Served::start());
     conformance::expiring_locks(|ttl, wait| {
-        let versions = BucketVersions::new(served.client(), "versions");
+        let versions = Shared::new(BucketVersions::new(served.client(), "versions"));
         async move { versions.lock_ttl(ttl).lock_wait(wait) }
     });
     drop(runtime);
@@ -89,5 +94,5 @@ async fn one_writer_of_sixteen_wins_on_moto() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_moto_s3_it_conforms() {
     let moto = ifmatch_bucket::testing::Moto::start("bucket").await;
-    conformance::versions(&BucketVersions::new(moto.client(), "versions")).await;
+    conformance::versions(&Shared::new(BucketVersions::new(moto.client(), "versions"))).await;
 }

@@ -6,8 +6,9 @@
 //! generation), and the rules stay in `ifmatch-core`. Blob bytes stay in the storage all
 //! instances share.
 //!
-//! [`RedisVersions`] is the Tower layer's version backend: versions every instance sees, and
-//! a per-key write lock that expires when its holder dies, with a fencing token.
+//! [`RedisVersions`] is the Tower layer's version backend (through
+//! [`ifmatch_tower::Shared`]): versions every instance sees, and a per-key write lock that
+//! expires when its holder dies, with a fencing token.
 //!
 //! [`share_invalidations`] makes what one instance's shared cache forgets (a write, a purge)
 //! forgotten by every instance's.
@@ -32,7 +33,7 @@ pub use invalidations::share_invalidations;
 pub use records::RedisRecords;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 pub use tables::RedisTables;
-pub use versions::{RedisGuard, RedisVersions, VersionsError};
+pub use versions::RedisVersions;
 
 /// How long a request waits for Redis before it fails.
 pub const TIMEOUT: Duration = Duration::from_secs(2);

@@ -6,11 +6,18 @@ mod fleet;
 
 use ifmatch_redis::testing::RedisServer;
 use ifmatch_redis::{RedisVersions, connect};
+use ifmatch_tower::Shared;
 
-async fn two_instances(server: &RedisServer) -> [RedisVersions; 2] {
+async fn two_instances(server: &RedisServer) -> [Shared<RedisVersions>; 2] {
     let url = server.url();
-    let a = RedisVersions::new(connect(&url).await.unwrap(), "ifmatch:v:");
-    let b = RedisVersions::new(connect(&url).await.unwrap(), "ifmatch:v:");
+    let a = Shared::new(RedisVersions::new(
+        connect(&url).await.unwrap(),
+        "ifmatch:v:",
+    ));
+    let b = Shared::new(RedisVersions::new(
+        connect(&url).await.unwrap(),
+        "ifmatch:v:",
+    ));
     [a, b]
 }
 

@@ -7,26 +7,30 @@ use ifmatch_core::precondition::Validators;
 use ifmatch_core::strong_etag;
 use ifmatch_redis::testing::RedisServer;
 use ifmatch_redis::{RedisVersions, connect};
-use ifmatch_tower::{VersionStore, conformance};
+use ifmatch_tower::{Shared, VersionStore, conformance};
+
+/// An instance's versions over `server`, under `prefix`.
+async fn versions(server: &RedisServer, prefix: &str) -> Shared<RedisVersions> {
+    Shared::new(RedisVersions::new(
+        connect(&server.url()).await.unwrap(),
+        prefix,
+    ))
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_versions_conform() {
     let server = RedisServer::start();
-    let one = RedisVersions::new(connect(&server.url()).await.unwrap(), "ifmatch:");
+    let one = versions(&server, "ifmatch:").await;
     conformance::versions(&one).await;
     // Another prefix is another store on the same server.
-    conformance::versions(&RedisVersions::new(
-        connect(&server.url()).await.unwrap(),
-        "b:",
-    ))
-    .await;
+    conformance::versions(&versions(&server, "b:").await).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_connections_are_two_instances_sharing_versions_and_locks() {
     let server = RedisServer::start();
-    let a = RedisVersions::new(connect(&server.url()).await.unwrap(), "ifmatch:");
-    let b = RedisVersions::new(connect(&server.url()).await.unwrap(), "ifmatch:");
+    let a = versions(&server, "ifmatch:").await;
+    let b = versions(&server, "ifmatch:").await;
     let guard = a.lock("/k").await.unwrap();
     let tag = Validators::etag(strong_etag(b"v1"));
     a.set(&guard, tag.clone()).await.unwrap();
@@ -58,7 +62,7 @@ fn locks_expire_with_their_holder_only() {
         let url = url.clone();
         async move {
             let connection = connect(&url).await.unwrap();
-            RedisVersions::new(connection, "ifmatch:")
+            Shared::new(RedisVersions::new(connection, "ifmatch:"))
                 .lock_ttl(ttl)
                 .lock_wait(wait)
         }

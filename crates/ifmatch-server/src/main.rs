@@ -628,8 +628,9 @@ async fn proxy(args: Proxy) -> anyhow::Result<()> {
                 .await
                 .with_context(|| format!("connecting to {backend}"))?;
             let versions =
-                ifmatch_redis::RedisVersions::new(connection.clone(), "ifmatch:versions:")
-                    .lock_ttl(seconds(args.lock_ttl, "--lock-ttl")?);
+                ifmatch_redis::RedisVersions::new(connection.clone(), "ifmatch:versions:");
+            let versions = ifmatch_tower::Shared::new(versions)
+                .lock_ttl(seconds(args.lock_ttl, "--lock-ttl")?);
             let proxy = ifmatch_server::proxy::Proxy::with_versions(&options, versions)?;
             // What one instance's cache forgets (a write, a purge), every instance forgets.
             let channel = "ifmatch:invalidations";
