@@ -4,7 +4,7 @@
 use std::sync::OnceLock;
 
 /// What a block's `?` turns every error into.
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use ifmatch_core::BoxError;
 
 /// `ifmatch serve` where `UseDevelopmentStorage=true` points (127.0.0.1:10000), over a
 /// temporary directory, started once for every block that takes it for granted and kept until
