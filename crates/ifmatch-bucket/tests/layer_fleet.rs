@@ -1,7 +1,7 @@
 //! Two instances of one axum app sharing nothing but a bucket for the layer's versions and
 //! write locks pass the fleet scenarios of every shared version backend
-//! (`ifmatch-tower/tests/fleet`): over memory, and over `ifmatch serve` through object_store's
-//! Azure backend, each instance with a client of its own.
+//! (`ifmatch-tower/tests/fleet`): over memory, moto's S3, Azurite, and `ifmatch serve` through
+//! object_store's Azure backend, each instance with a client of its own.
 
 #[path = "../../ifmatch-tower/tests/fleet/mod.rs"]
 mod fleet;
@@ -39,5 +39,12 @@ async fn over_moto_s3_a_fleet_loses_no_update_and_creates_once() {
     let moto = ifmatch_bucket::testing::Moto::start("bucket").await;
     let instances =
         || [0, 1].map(|_| Shared::new(BucketVersions::new(moto.client(), "app/versions")));
+    fleet::loses_no_update_and_creates_once(instances()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_azurite_a_fleet_loses_no_update_and_creates_once() {
+    let azurite = common::Azurite::start().await;
+    let instances = || [0, 1].map(|_| Shared::new(BucketVersions::new(azurite.client(), "app")));
     fleet::loses_no_update_and_creates_once(instances()).await;
 }

@@ -1,7 +1,7 @@
 //! The bucket version backend passes the conformance suite of every version backend, over
-//! object stores whose conditional puts are atomic: memory, and `ifmatch serve` itself through
-//! object_store's Azure backend (each instance a client of its own); its locks expire with
-//! their holders only.
+//! object stores whose conditional puts are atomic (each emulator checked first): memory,
+//! moto's S3, Azurite, and `ifmatch serve` itself through object_store's Azure backend (each
+//! instance a client of its own); its locks expire with their holders only.
 
 mod common;
 
@@ -11,6 +11,11 @@ use ifmatch_bucket::BucketVersions;
 use ifmatch_tower::Shared;
 use ifmatch_tower::conformance;
 use object_store::memory::InMemory;
+
+/// The conformance suite over `store`.
+async fn conforms(store: Arc<dyn object_store::ObjectStore>) {
+    conformance::versions(&Shared::new(BucketVersions::new(store, "versions"))).await;
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_memory_it_conforms() {
@@ -32,11 +37,7 @@ fn over_memory_locks_expire_with_their_holders_only() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_ifmatch_serve_it_conforms() {
     let served = common::Served::start().await;
-    conformance::versions(&Shared::new(BucketVersions::new(
-        served.client(),
-        "versions",
-    )))
-    .await;
+    conforms(served.client()).await;
 }
 
 #[test]
@@ -51,13 +52,12 @@ fn over_ifmatch_serve_locks_expire_with_their_holders_only() {
     drop(runtime);
 }
 
-/// Before moto stands for S3 in these tests: its conditional puts hold under concurrency.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_writer_of_sixteen_wins_on_moto() {
+/// Whether `store`'s conditional puts hold under concurrency, before it stands for a real store
+/// in these tests: of 16 concurrent writers with one precondition, one wins, in each of 20
+/// rounds of create-only and of `If-Match`.
+async fn one_writer_of_sixteen_wins(store: Arc<dyn object_store::ObjectStore>) {
     use object_store::path::Path;
     use object_store::{ObjectStoreExt, PutMode, PutOptions, UpdateVersion};
-    let moto = ifmatch_bucket::testing::Moto::start("bucket").await;
-    let store = moto.client();
     for round in 0..20 {
         let path = Path::from(format!("race/{round}"));
         // Each writer's bytes its own: S3's ETag is the MD5 of the bytes.
@@ -92,7 +92,25 @@ async fn one_writer_of_sixteen_wins_on_moto() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_writer_of_sixteen_wins_on_moto() {
+    let moto = ifmatch_bucket::testing::Moto::start("bucket").await;
+    one_writer_of_sixteen_wins(moto.client()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_writer_of_sixteen_wins_on_azurite() {
+    let azurite = common::Azurite::start().await;
+    one_writer_of_sixteen_wins(azurite.client()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_azurite_it_conforms() {
+    let azurite = common::Azurite::start().await;
+    conforms(azurite.client()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_moto_s3_it_conforms() {
     let moto = ifmatch_bucket::testing::Moto::start("bucket").await;
-    conformance::versions(&Shared::new(BucketVersions::new(moto.client(), "versions"))).await;
+    conforms(moto.client()).await;
 }
