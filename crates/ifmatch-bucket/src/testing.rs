@@ -26,29 +26,24 @@ impl Moto {
             .local_addr()
             .unwrap()
             .port();
-        let bin = concat!(env!("CARGO_MANIFEST_DIR"), "/../../.venv/bin/moto_server");
-        let process = std::process::Command::new(bin)
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("{bin} (the test command installs it): {e}"));
-        let endpoint = format!("http://127.0.0.1:{port}");
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            match make_bucket(port, bucket).await {
-                Ok(true) => break,
-                _ if Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                other => panic!("moto_server did not make the bucket: {other:?}"),
-            }
-        }
         Self {
-            process,
-            endpoint,
+            process: spawn(port, bucket).await,
+            endpoint: format!("http://127.0.0.1:{port}"),
             bucket: bucket.to_owned(),
         }
+    }
+
+    /// Kills the server, as a store's outage would.
+    pub fn kill(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+
+    /// Starts the server again on its port, with its bucket made anew (moto keeps nothing).
+    pub async fn restart(&mut self) {
+        self.kill();
+        let port = self.endpoint.rsplit(':').next().unwrap().parse().unwrap();
+        self.process = spawn(port, &self.bucket).await;
     }
 
     /// A client of the bucket with S3's conditional puts (`aws_conditional_put=etag`), as one
@@ -72,6 +67,27 @@ impl Drop for Moto {
     fn drop(&mut self) {
         let _ = self.process.kill();
         let _ = self.process.wait();
+    }
+}
+
+/// moto's server on `port`, once it made `bucket`.
+async fn spawn(port: u16, bucket: &str) -> std::process::Child {
+    let bin = concat!(env!("CARGO_MANIFEST_DIR"), "/../../.venv/bin/moto_server");
+    let process = std::process::Command::new(bin)
+        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{bin} (the test command installs it): {e}"));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match make_bucket(port, bucket).await {
+            Ok(true) => return process,
+            _ if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            other => panic!("moto_server did not make the bucket: {other:?}"),
+        }
     }
 }
 

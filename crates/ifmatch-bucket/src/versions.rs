@@ -34,6 +34,7 @@ use sha2::{Digest, Sha256};
 pub struct BucketVersions {
     store: Arc<dyn ObjectStore>,
     prefix: Path,
+    timeout: Duration,
 }
 
 impl std::fmt::Debug for BucketVersions {
@@ -99,15 +100,39 @@ pub enum VersionsError {
     /// A stored entry did not parse.
     #[error("a stored version did not parse: {0}")]
     Corrupt(#[from] serde_json::Error),
+    /// The store did not answer within [`BucketVersions::timeout`].
+    #[error("the object store did not answer within {0:?}")]
+    Timeout(Duration),
 }
 
 impl BucketVersions {
-    /// Versions in `store`, under `prefix` (say `myapp/versions`).
+    /// Versions in `store`, under `prefix` (say `myapp/versions`). Each step is given up after
+    /// 5 s.
     pub fn new(store: Arc<dyn ObjectStore>, prefix: &str) -> Self {
         Self {
             store,
             prefix: Path::from(prefix),
+            timeout: Duration::from_secs(5),
         }
+    }
+
+    /// How long one step (a lock, a record, a read: its GETs and PUTs, retries included) may
+    /// take before it fails: a store that does not answer fails the request at once (the layer
+    /// answers 503) instead of holding it through the client's retries, and service resumes
+    /// when the store is back. A step given up may still land: a lock taken so expires
+    /// unrenewed, as a crashed holder's does.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// `step`, given up after [`BucketVersions::timeout`].
+    async fn within<T>(
+        &self,
+        step: impl Future<Output = Result<T, VersionsError>>,
+    ) -> Result<T, VersionsError> {
+        let bounded = tokio::time::timeout(self.timeout, step).await;
+        bounded.unwrap_or(Err(VersionsError::Timeout(self.timeout)))
     }
 
     /// The object of `key`: named by the SHA-256 of the key, so any key fits any store.
@@ -139,6 +164,14 @@ impl BucketVersions {
     /// Reads the entry of `key`, lets `decide` change it, and writes it back only if nobody
     /// wrote the object since it was read: one conditional PUT, tried again on a lost race.
     async fn change<T>(
+        &self,
+        key: &str,
+        decide: impl FnMut(&mut Entry, u64) -> Decision<T>,
+    ) -> Result<T, VersionsError> {
+        self.within(self.change_unbounded(key, decide)).await
+    }
+
+    async fn change_unbounded<T>(
         &self,
         key: &str,
         mut decide: impl FnMut(&mut Entry, u64) -> Decision<T>,
@@ -236,7 +269,7 @@ impl SharedBackend for BucketVersions {
     }
 
     async fn read(&self, key: &str) -> Result<Option<Validators>, BoxError> {
-        let (entry, _) = self.read_entry(&self.path(key)).await?;
+        let (entry, _) = self.within(self.read_entry(&self.path(key))).await?;
         let now = now_millis();
         Ok(entry
             .version

@@ -9,6 +9,7 @@ mod fleet;
 mod common;
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use ifmatch_bucket::BucketVersions;
 use ifmatch_tower::Shared;
@@ -47,4 +48,25 @@ async fn over_azurite_a_fleet_loses_no_update_and_creates_once() {
     let azurite = common::Azurite::start().await;
     let instances = || [0, 1].map(|_| Shared::new(BucketVersions::new(azurite.client(), "app")));
     fleet::loses_no_update_and_creates_once(instances()).await;
+}
+
+/// The store killed and back: while it is away, a conditional write through the layer is
+/// answered 503 within the step's timeout and nothing is written; once it is back (moto keeps
+/// nothing, so the key's lock is free), writes go through again with no restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_moto_s3_the_store_killed_and_back() {
+    let mut moto = ifmatch_bucket::testing::Moto::start("bucket").await;
+    let versions = BucketVersions::new(moto.client(), "app").timeout(Duration::from_secs(1));
+    let (base, docs) = fleet::one_instance(Shared::new(versions)).await;
+    let create = || fleet::put(&base, "/docs/k", ("if-none-match", "*"), "v1".into());
+
+    moto.kill();
+    let started = Instant::now();
+    assert_eq!(create().await, 503, "the store is away");
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(10), "answered after {took:?}");
+    assert!(docs.lock().unwrap().is_empty(), "nothing was written");
+
+    moto.restart().await;
+    assert_eq!(create().await, 201, "service resumed by itself");
 }

@@ -16,7 +16,7 @@ use axum::routing::get;
 use ifmatch_tower::{ConditionalLayer, VersionStore};
 use tower::Layer;
 
-type Docs = Arc<Mutex<BTreeMap<String, String>>>;
+pub type Docs = Arc<Mutex<BTreeMap<String, String>>>;
 
 fn routes(docs: Docs) -> Router {
     async fn read(State(docs): State<Docs>, Path(id): Path<String>) -> Result<String, StatusCode> {
@@ -63,7 +63,7 @@ fn http() -> reqwest::Client {
     reqwest::Client::builder().no_proxy().build().unwrap()
 }
 
-async fn put(base: &str, path: &str, condition: (&str, &str), body: String) -> u16 {
+pub async fn put(base: &str, path: &str, condition: (&str, &str), body: String) -> u16 {
     let response = http()
         .put(format!("{base}{path}"))
         .header(condition.0, condition.1)
@@ -78,6 +78,18 @@ async fn read(base: &str, path: &str) -> (String, String) {
     let response = http().get(format!("{base}{path}")).send().await.unwrap();
     let tag = response.headers()["etag"].to_str().unwrap().to_owned();
     (tag, response.text().await.unwrap())
+}
+
+/// One instance over a database of its own, with `versions` as its layer's version backend:
+/// its base URL and its database.
+pub async fn one_instance<V: VersionStore + Clone>(versions: V) -> (String, Docs) {
+    let docs = Docs::default();
+    let layer = ConditionalLayer::new().versions(versions);
+    let app = Router::new().fallback_service(layer.layer(routes(docs.clone())));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (base, docs)
 }
 
 /// Of 32 creators spread over both instances, one wins; a write carrying a tag read before a
