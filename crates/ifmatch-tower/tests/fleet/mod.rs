@@ -1,5 +1,5 @@
 //! What every shared version backend must give a fleet, as scenarios its tests run (included
-//! with `#[path]` by `ifmatch-redis` and `ifmatch-bucket`): two instances of one axum app, each
+//! with `#[path]` by `ifmatch-redis`, `ifmatch-bucket` and `examples/fleet_versions.rs`): two instances of one axum app, each
 //! behind the layer around its whole router, sharing one database (a map both read and write)
 //! and one backend for the layer's versions and write locks, as a fleet behind a load
 //! balancer runs.
@@ -39,7 +39,7 @@ fn routes(docs: Docs) -> Router {
 
 /// Two instances over `docs`, each with one of `versions` as its layer's version backend, with
 /// a compressor inside the layer when `compressed`: their base URLs.
-async fn fleet_of<V: VersionStore + Clone>(
+pub async fn fleet_of<V: VersionStore + Clone>(
     versions: [V; 2],
     docs: &Docs,
     compressed: bool,
@@ -59,8 +59,13 @@ async fn fleet_of<V: VersionStore + Clone>(
     [bases[0].clone(), bases[1].clone()]
 }
 
+/// One client per thread (a client made anew reads the system's certificates; one kept past
+/// its runtime would hold connections of a runtime that is gone, and a thread ends with it).
 fn http() -> reqwest::Client {
-    reqwest::Client::builder().no_proxy().build().unwrap()
+    thread_local! {
+        static CLIENT: reqwest::Client = reqwest::Client::builder().no_proxy().build().unwrap();
+    }
+    CLIENT.with(Clone::clone)
 }
 
 pub async fn put(base: &str, path: &str, condition: (&str, &str), body: String) -> u16 {
@@ -74,7 +79,7 @@ pub async fn put(base: &str, path: &str, condition: (&str, &str), body: String) 
     response.status().as_u16()
 }
 
-async fn read(base: &str, path: &str) -> (String, String) {
+pub async fn read(base: &str, path: &str) -> (String, String) {
     let response = http().get(format!("{base}{path}")).send().await.unwrap();
     let tag = response.headers()["etag"].to_str().unwrap().to_owned();
     (tag, response.text().await.unwrap())
