@@ -1,7 +1,7 @@
 // A layer over a bucket, as docs/fleet.md takes it: the S3 variables of a bucket that exists.
 // The block reads them from the environment, so the test runs it in a process of its own that
 // has them (over moto's S3 server), and checks that the layer it builds creates a document
-// once: its write locks hold in that bucket.
+// once: its versions and write locks are kept in that bucket.
 
 use std::sync::Arc;
 use std::time::Duration;

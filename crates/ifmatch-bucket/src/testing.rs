@@ -6,9 +6,11 @@ use std::time::{Duration, Instant};
 use object_store::ObjectStore;
 
 /// moto's S3 server (installed into the workspace's `.venv` by the test command) on a free
-/// loopback port, with a bucket; killed when dropped. Its conditional puts (`If-Match`,
-/// `If-None-Match: *`) are atomic: of 16 concurrent writers with one precondition, one wins
-/// (checked in this crate's tests, `one_writer_of_sixteen_wins_on_moto`).
+/// loopback port, with a bucket; killed when dropped. It speaks S3's conditional puts
+/// (`If-Match`, `If-None-Match: *`) but does not make them atomic under concurrency: two of 16
+/// writers with one `If-Match` both won a round on a loaded machine. Use it for what has no
+/// race (a store that goes away and comes back, a setup); test races against a store that is
+/// atomic (Azurite, `ifmatch serve`).
 #[derive(Debug)]
 pub struct Moto {
     process: std::process::Child,

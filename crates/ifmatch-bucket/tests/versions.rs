@@ -1,7 +1,9 @@
 //! The bucket version backend passes the conformance suite of every version backend, over
-//! object stores whose conditional puts are atomic (each emulator checked first): memory,
-//! moto's S3, Azurite, and `ifmatch serve` itself through object_store's Azure backend (each
-//! instance a client of its own); its locks expire with their holders only.
+//! object stores whose conditional puts are atomic (the emulator checked first): memory,
+//! Azurite, and `ifmatch serve` itself through object_store's Azure backend (each instance a
+//! client of its own); its locks expire with their holders only. Not over moto's S3 server:
+//! its conditional puts are not atomic under concurrency (two of 16 writers with one `If-Match`
+//! both won a round on a loaded CI machine), so it serves only the tests without races.
 
 mod common;
 
@@ -54,13 +56,13 @@ fn over_ifmatch_serve_locks_expire_with_their_holders_only() {
 
 /// Whether `store`'s conditional puts hold under concurrency, before it stands for a real store
 /// in these tests: of 16 concurrent writers with one precondition, one wins, in each of 20
-/// rounds of create-only and of `If-Match`.
+/// rounds of create-only and of `If-Match`. (Each writer's bytes are its own: an S3 ETag is
+/// the MD5 of the bytes.)
 async fn one_writer_of_sixteen_wins(store: Arc<dyn object_store::ObjectStore>) {
     use object_store::path::Path;
     use object_store::{ObjectStoreExt, PutMode, PutOptions, UpdateVersion};
     for round in 0..20 {
         let path = Path::from(format!("race/{round}"));
-        // Each writer's bytes its own: S3's ETag is the MD5 of the bytes.
         let put = |mode: PutMode, writer: usize| {
             let (store, path) = (store.clone(), path.clone());
             tokio::spawn(async move {
@@ -92,12 +94,6 @@ async fn one_writer_of_sixteen_wins(store: Arc<dyn object_store::ObjectStore>) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_writer_of_sixteen_wins_on_moto() {
-    let moto = ifmatch_bucket::testing::Moto::start("bucket").await;
-    one_writer_of_sixteen_wins(moto.client()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_writer_of_sixteen_wins_on_azurite() {
     let azurite = common::Azurite::start().await;
     one_writer_of_sixteen_wins(azurite.client()).await;
@@ -107,10 +103,4 @@ async fn one_writer_of_sixteen_wins_on_azurite() {
 async fn over_azurite_it_conforms() {
     let azurite = common::Azurite::start().await;
     conforms(azurite.client()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn over_moto_s3_it_conforms() {
-    let moto = ifmatch_bucket::testing::Moto::start("bucket").await;
-    conforms(moto.client()).await;
 }
