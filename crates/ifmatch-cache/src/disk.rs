@@ -773,7 +773,7 @@ pub(super) mod tests {
     fn what_is_forgotten_while_the_index_is_rebuilt_is_gone_from_disk_at_once() {
         let dir = scratch("rebuilt");
         let disk = Disk::open(&dir, 1 << 20).unwrap();
-        for key in ["h /a", "h /c/1", "h /c/2"] {
+        for key in ["h /a", "h /a2", "h /a3", "h /c/1", "h /c/2"] {
             write(&disk, key, &stored(b"kept", ""));
         }
         // A kill between placing a file and deleting the one it replaced leaves both.
@@ -794,10 +794,18 @@ pub(super) mod tests {
         // not wait for the index and a kill must not bring them back.
         let (disk, subs) = Disk::unindexed(&dir, 1 << 20).unwrap();
         assert!(!disk.contains("h /a") && !disk.contains("h /b"));
-        disk.invalidate("h /a", || {});
-        assert!(files_of(&dir, "h /a").is_empty());
+        // Keys share generations by slot (a random hash): the key forgotten here is one of
+        // the three written whose slot no other key of the test shares, or forgetting it
+        // would forget them too.
+        let others = ["h /b", "h /c/1", "h /c/2"];
+        let forgotten = ["h /a", "h /a2", "h /a3"]
+            .into_iter()
+            .find(|key| !others.iter().any(|o| disk.generations.share_slot(key, o)))
+            .expect("each of three keys sharing a slot with another: one chance in 40 million");
+        disk.invalidate(forgotten, || {});
+        assert!(files_of(&dir, forgotten).is_empty());
         disk.load(&subs);
-        assert!(!disk.contains("h /a"));
+        assert!(!disk.contains(forgotten));
         let b = disk.files("h /b");
         assert_eq!(b.len(), 1, "the newer of the two");
         assert_eq!(

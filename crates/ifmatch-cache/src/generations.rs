@@ -37,6 +37,13 @@ impl Generations {
         self.slot(key).fetch_add(1, Ordering::AcqRel);
     }
 
+    /// Whether `a` and `b` share a slot: forgetting one moves the other (a test picks keys
+    /// that do not).
+    #[cfg(test)]
+    pub(crate) fn share_slot(&self, a: &str, b: &str) -> bool {
+        std::ptr::eq(self.slot(a), self.slot(b))
+    }
+
     /// Moves every key's generation (a prefix's keys are not known by slot).
     pub(crate) fn bump_all(&self) {
         for slot in &self.slots {
