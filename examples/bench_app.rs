@@ -1,11 +1,13 @@
 //! The app of the layer's load benchmark (`scripts/bench-tower`): one axum route answering a
 //! fixed 4 KiB body (a PUT of it stores nothing and answers 204), with the layer around the
 //! whole router: served as a service of its own when LAYER=service (the README's setup), as the
-//! fallback service of an outer router when LAYER=on; every conditional write asks the GET
-//! route for the document, or with LAYER=service-trusting / trusting the layer judges writes by
-//! what it remembers (`every_change_passes_through`). An ETag of the handler's own when
-//! HANDLER_ETAG=on. With DELAY_MS, the handler takes that long: waiting (DELAY_MODE=wait, the
-//! default, as for a database) or computing (DELAY_MODE=compute, as for rendering).
+//! fallback service of an outer router when LAYER=on, or served as a service of its own but
+//! skipping every request when LAYER=service-skip (what wrapping alone costs); every
+//! conditional write asks the GET route for the document, or with LAYER=service-trusting /
+//! trusting the layer judges writes by what it remembers (`every_change_passes_through`). An
+//! ETag of the handler's own when HANDLER_ETAG=on. With DELAY_MS, the handler takes that long:
+//! waiting (DELAY_MODE=wait, the default, as for a database) or computing (DELAY_MODE=compute,
+//! as for rendering).
 //!
 //! For the caching proxy's benchmark (`scripts/bench-cache`), answers a shared cache may keep
 //! for an hour, each with a tag of its own: `/cached/4k`, `/cached/1m` (1 MiB), and
@@ -41,10 +43,12 @@ async fn main() -> std::io::Result<()> {
     // LAYER=service (and service-trusting): the layer around the router served as a service of
     // its own (the README's setup, axum's way for a middleware before routing); LAYER=on (and
     // trusting): the layer as the fallback service of an outer router, one router more.
-    let service = mode == "service" || mode == "service-trusting";
+    let service = mode == "service" || mode == "service-trusting" || mode == "service-skip";
     let layer = mode == "on" || mode == "trusting";
     let trusting = mode.ends_with("trusting");
-    let conditional = if trusting {
+    let conditional = if mode == "service-skip" {
+        ConditionalLayer::new().skip(|_, _| true)
+    } else if trusting {
         ConditionalLayer::new().every_change_passes_through()
     } else {
         ConditionalLayer::new()

@@ -100,6 +100,15 @@ pub enum VersionsError {
     /// A stored entry did not parse.
     #[error("a stored version did not parse: {0}")]
     Corrupt(#[from] serde_json::Error),
+    /// The store does not offer the conditional puts every step needs: a create-only put and
+    /// an `If-Match` update (object_store's `LocalFileSystem` offers only the first).
+    #[error(
+        "the object store {store} does not offer conditional updates (`If-Match` puts), which \
+         every step needs: use a store that does (S3, Azure Blob, Google Cloud Storage, R2, \
+         `ifmatch serve`), or Redis ({0})",
+        store = .1
+    )]
+    Unsupported(object_store::Error, String),
     /// The store did not answer within [`BucketVersions::timeout`].
     #[error("the object store did not answer within {0:?}")]
     Timeout(Duration),
@@ -124,6 +133,53 @@ impl BucketVersions {
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
+    }
+
+    /// Checks that the store offers what every step needs, with a create-only put, an
+    /// `If-Match` update and a delete of an object of its own under the prefix: call it at
+    /// start-up, so that a store without conditional updates is refused before the first write
+    /// rather than at it ([`VersionsError::Unsupported`]).
+    pub async fn check(&self) -> Result<(), VersionsError> {
+        let probe = self
+            .prefix
+            .clone()
+            .join(format!("probe-{:016x}", rand::random::<u64>()));
+        let step = async {
+            let created = (self.store)
+                .put_opts(
+                    &probe,
+                    PutPayload::from_static(b"{}"),
+                    PutMode::Create.into(),
+                )
+                .await
+                .map_err(|e| self.refusal(e))?;
+            let update = UpdateVersion {
+                e_tag: created.e_tag,
+                version: created.version,
+            };
+            let updated = (self.store)
+                .put_opts(
+                    &probe,
+                    PutPayload::from_static(b"{}"),
+                    PutMode::Update(update).into(),
+                )
+                .await
+                .map_err(|e| self.refusal(e));
+            self.store.delete(&probe).await?;
+            updated.map(drop)
+        };
+        self.within(step).await
+    }
+
+    /// A store's error, as [`VersionsError::Unsupported`] when it says conditional puts are not
+    /// offered.
+    fn refusal(&self, error: object_store::Error) -> VersionsError {
+        match error {
+            object_store::Error::NotImplemented { .. } => {
+                VersionsError::Unsupported(error, self.store.to_string())
+            }
+            error => error.into(),
+        }
     }
 
     /// `step`, given up after [`BucketVersions::timeout`].
@@ -201,7 +257,7 @@ impl BucketVersions {
                     tokio::time::sleep(pause.mul_f64(0.5 + rand::random::<f64>())).await;
                     pause = (pause * 2).min(Duration::from_millis(50));
                 }
-                Err(error) => return Err(error.into()),
+                Err(error) => return Err(self.refusal(error)),
             }
         }
     }
@@ -232,12 +288,14 @@ impl SharedBackend for BucketVersions {
     }
 
     async fn renew(&self, key: &str, token: &str, ttl_ms: u64) -> Result<bool, BoxError> {
-        let renewed = self.change(key, |entry, now| match &mut entry.lock {
-            Some(lock) if lock.token == token && lock.until > now => {
-                lock.until = now.saturating_add(ttl_ms);
-                Decision::Write(true)
+        let renewed = self.change(key, |entry, now| {
+            if !entry.held_by(token, now) {
+                return Decision::Keep(false);
             }
-            _ => Decision::Keep(false),
+            if let Some(lock) = &mut entry.lock {
+                lock.until = now.saturating_add(ttl_ms);
+            }
+            Decision::Write(true)
         });
         Ok(renewed.await?)
     }

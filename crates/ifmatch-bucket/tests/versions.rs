@@ -104,3 +104,51 @@ async fn over_azurite_it_conforms() {
     let azurite = common::Azurite::start().await;
     conforms(azurite.client()).await;
 }
+
+/// The local filesystem offers create-only puts but no `If-Match` update: `check` refuses it
+/// at start-up, and a step that needs an update fails with the same refusal, naming the fix;
+/// never a silent success. A store that offers both passes the check and leaves nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_without_conditional_updates_is_refused() {
+    use ifmatch_bucket::VersionsError;
+    use ifmatch_tower::SharedBackend;
+    use object_store::ObjectStore;
+
+    let dir = tempfile::tempdir().unwrap();
+    let local = object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap();
+    let versions = BucketVersions::new(Arc::new(local), "versions");
+    let refused = versions.check().await.unwrap_err();
+    assert!(
+        matches!(refused, VersionsError::Unsupported(..)),
+        "{refused:?}"
+    );
+    assert!(
+        refused.to_string().contains("conditional updates"),
+        "{refused}"
+    );
+
+    // Without the check: the first lock creates the key's object, its release needs an update.
+    assert_eq!(
+        versions.acquire("/a", "token", 10_000).await.unwrap(),
+        Some(1)
+    );
+    let failed = versions.release("/a", "token").await.unwrap_err();
+    let failed = failed
+        .downcast_ref::<VersionsError>()
+        .expect("a VersionsError");
+    assert!(
+        matches!(failed, VersionsError::Unsupported(..)),
+        "{failed:?}"
+    );
+
+    let memory = Arc::new(InMemory::new());
+    BucketVersions::new(memory.clone(), "versions")
+        .check()
+        .await
+        .unwrap();
+    let left = memory.list_with_delimiter(None).await.unwrap();
+    assert!(
+        left.objects.is_empty() && left.common_prefixes.is_empty(),
+        "{left:?}"
+    );
+}

@@ -59,6 +59,7 @@ pin_project! {
 }
 
 impl<F, B, E> ResponseFuture<F, B, E> {
+    #[inline(always)]
     pub(crate) fn ready(response: Response<ConditionalBody<B>>) -> Self {
         Self {
             state: State::Ready {
@@ -67,12 +68,14 @@ impl<F, B, E> ResponseFuture<F, B, E> {
         }
     }
 
+    #[inline(always)]
     pub(crate) fn passthrough(future: F) -> Self {
         Self {
             state: State::Passthrough { future },
         }
     }
 
+    #[inline(always)]
     pub(crate) fn read(future: F, context: ReadContext) -> Self {
         Self {
             state: State::Read {
@@ -256,8 +259,8 @@ where
 {
     match buffered {
         Buffered::Whole(bytes, trailers) => {
-            let full = ConditionalBody::full(bytes.clone(), trailers);
-            let tagged = tag(context, &mut parts, bytes, coded);
+            let tagged = tag(context, &mut parts, &bytes, coded);
+            let full = ConditionalBody::full(bytes, trailers);
             finish_read(context, parts, full, Some(tagged))
         }
         Buffered::Prefix(prefix) => finish_read(

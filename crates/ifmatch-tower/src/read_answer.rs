@@ -238,7 +238,7 @@ pub(crate) enum Tagged {
 pub(crate) fn tag(
     context: &ReadContext,
     parts: &mut http::response::Parts,
-    bytes: Bytes,
+    bytes: &Bytes,
     coded: bool,
 ) -> Tagged {
     // The length goes as the body's exact size, which the server writes as `Content-Length`.
@@ -246,14 +246,14 @@ pub(crate) fn tag(
         .then(|| parts.headers.get(header::CONTENT_ENCODING))
         .flatten();
     if let Some(remembered) = &context.remembered
-        && let Some(value) = remembered.etag_of(&bytes, coding)
+        && let Some(value) = remembered.etag_of(bytes, coding)
     {
         parts.headers.insert(header::ETAG, value);
         return Tagged::Reused;
     }
-    let etag = crate::encoding::coded(strong_etag(&bytes), &parts.headers);
+    let etag = crate::encoding::coded(strong_etag(bytes), &parts.headers);
     parts.headers.insert(header::ETAG, etag.to_header_value());
-    Tagged::Hashed(etag, bytes)
+    Tagged::Hashed(etag, bytes.clone())
 }
 
 /// How a response's body is to be hashed, and whether it has a `Content-Encoding`.

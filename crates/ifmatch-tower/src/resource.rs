@@ -172,6 +172,14 @@ impl Resource {
             .map(|variant| variant.remembered.clone())
     }
 
+    /// Whether some variant's remembered tag is `etag`.
+    pub(crate) fn remembers(&self, etag: &EntityTag) -> bool {
+        let variants = self.variants.lock().unwrap_or_else(PoisonError::into_inner);
+        variants
+            .iter()
+            .any(|variant| variant.remembered.etag == *etag)
+    }
+
     /// The selecting headers, but the credentials, of a remembered variant of `query` whose
     /// tag `wanted` picks: how to ask for that representation again. Never another user's
     /// credentials: a tag shown to someone else is asked for with the asker's own.

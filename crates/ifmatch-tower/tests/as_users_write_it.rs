@@ -139,6 +139,29 @@ async fn no_update_is_lost_to_a_change_the_layer_never_saw() {
     );
 }
 
+/// A write refused for a tag the layer never gave (a made-up one, sent again and again) leaves
+/// what the layer remembers: the application's current tag is the one it remembers, so its
+/// 304s still come from memory, without the handler (which would now show a change made
+/// behind the layer).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_with_made_up_tags_do_not_make_the_layer_forget() {
+    let (base, docs) = serve(ConditionalLayer::new()).await;
+    assert_eq!(send(&base, "PUT", "/docs/a", &[], "v1").await, 201);
+    let tag = tag_of(&base, "/docs/a").await;
+    let made_up = [("if-match", "\"made-up\"")];
+    for _ in 0..3 {
+        assert_eq!(send(&base, "PUT", "/docs/a", &made_up, "lost").await, 412);
+    }
+    docs.lock()
+        .unwrap()
+        .insert("a".into(), "behind the layer".into());
+    assert_eq!(
+        send(&base, "GET", "/docs/a", &[("if-none-match", &tag)], "").await,
+        304,
+        "the 304 from memory"
+    );
+}
+
 /// `If-None-Match: *` creates a document nobody has read, once; in 428 mode a blind write is
 /// refused, a create-only one passes, and a POST to the collection goes through.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
