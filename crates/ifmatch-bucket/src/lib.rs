@@ -12,8 +12,12 @@
 //! itself (through the Azure backend), or memory. The local filesystem backend of
 //! `object_store` has no conditional update and is refused at the first write.
 
+mod name;
+mod object;
+mod records;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod versions;
 
+pub use records::BucketRecords;
 pub use versions::{BucketVersions, VersionsError};

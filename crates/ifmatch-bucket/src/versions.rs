@@ -7,9 +7,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use ifmatch_core::precondition::Validators;
 use ifmatch_tower::{BoxError, Recorded, SharedBackend};
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutPayload, UpdateVersion};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+
+use crate::object::{self, Backoff, Failure};
 
 /// Versions and write locks in a bucket, for [`ifmatch_tower::ConditionalLayer::versions`]
 /// through [`ifmatch_tower::Shared`] (which keeps a live holder's lock renewed, and says how
@@ -203,18 +205,9 @@ impl BucketVersions {
         &self,
         path: &Path,
     ) -> Result<(Entry, Option<UpdateVersion>), VersionsError> {
-        match self.store.get(path).await {
-            Ok(found) => {
-                let version = UpdateVersion {
-                    e_tag: found.meta.e_tag.clone(),
-                    version: found.meta.version.clone(),
-                };
-                let bytes = found.bytes().await?;
-                Ok((serde_json::from_slice(&bytes)?, Some(version)))
-            }
-            Err(object_store::Error::NotFound { .. }) => Ok((Entry::default(), None)),
-            Err(error) => Err(error.into()),
-        }
+        let found = object::read::<Entry>(&*self.store, path).await;
+        let found = found.map_err(|failure| self.failure(failure))?;
+        Ok(found.map_or_else(Default::default, |(entry, version)| (entry, Some(version))))
     }
 
     /// Reads the entry of `key`, lets `decide` change it, and writes it back only if nobody
@@ -233,32 +226,28 @@ impl BucketVersions {
         mut decide: impl FnMut(&mut Entry, u64) -> Decision<T>,
     ) -> Result<T, VersionsError> {
         let path = self.path(key);
-        let mut pause = Duration::from_millis(1);
+        let mut backoff = Backoff::default();
         loop {
             let (mut entry, version) = self.read_entry(&path).await?;
             let outcome = match decide(&mut entry, now_millis()) {
                 Decision::Keep(outcome) => return Ok(outcome),
                 Decision::Write(outcome) => outcome,
             };
-            let mode = version.map_or(PutMode::Create, PutMode::Update);
-            let payload = PutPayload::from(serde_json::to_vec(&entry)?);
-            match self
-                .store
-                .put_opts(&path, payload, PutOptions::from(mode))
-                .await
-            {
-                Ok(_) => return Ok(outcome),
-                Err(
-                    object_store::Error::Precondition { .. }
-                    | object_store::Error::AlreadyExists { .. },
-                ) => {
-                    // Another instance wrote first: read again, after a short wait so that a
-                    // crowd of writers spreads out.
-                    tokio::time::sleep(pause.mul_f64(0.5 + rand::random::<f64>())).await;
-                    pause = (pause * 2).min(Duration::from_millis(50));
-                }
-                Err(error) => return Err(self.refusal(error)),
+            let written = object::write_if(&*self.store, &path, &entry, version).await;
+            if written.map_err(|failure| self.failure(failure))? {
+                return Ok(outcome);
             }
+            // Another instance wrote first: read again.
+            backoff.wait().await;
+        }
+    }
+
+    /// A failure of the store, as [`VersionsError::Unsupported`] when it says conditional puts
+    /// are not offered.
+    fn failure(&self, failure: Failure) -> VersionsError {
+        match failure {
+            Failure::Store(error) => self.refusal(error),
+            Failure::Corrupt(error) => VersionsError::Corrupt(error),
         }
     }
 }

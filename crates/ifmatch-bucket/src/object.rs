@@ -1,0 +1,80 @@
+//! One JSON object changed by compare-and-swap: read it with the version its ETag names, write
+//! it back only if the store still holds that version (`If-Match`; create-only when there was
+//! none), and wait a short jittered while before reading again when another writer came first.
+//! What every state of this crate is made of.
+
+use std::time::Duration;
+
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// Why a read or a write of an object failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Failure {
+    /// The store failed, or does not offer conditional puts.
+    #[error("object store: {0}")]
+    Store(#[from] object_store::Error),
+    /// The object's bytes did not parse, or a value did not encode.
+    #[error("an object did not parse: {0}")]
+    Corrupt(#[from] serde_json::Error),
+}
+
+/// The value of the JSON object at `path` and the version a conditional write names; `None`
+/// when there is no such object.
+pub(crate) async fn read<T: DeserializeOwned>(
+    store: &dyn ObjectStore,
+    path: &Path,
+) -> Result<Option<(T, UpdateVersion)>, Failure> {
+    match store.get(path).await {
+        Ok(found) => {
+            let version = UpdateVersion {
+                e_tag: found.meta.e_tag.clone(),
+                version: found.meta.version.clone(),
+            };
+            let bytes = found.bytes().await?;
+            Ok(Some((serde_json::from_slice(&bytes)?, version)))
+        }
+        Err(object_store::Error::NotFound { .. }) => Ok(None),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// Writes `value` at `path` if the object is still at `version` (none: if there is still no
+/// object). `Ok(false)` when another writer came first: read again.
+pub(crate) async fn write_if<T: Serialize>(
+    store: &dyn ObjectStore,
+    path: &Path,
+    value: &T,
+    version: Option<UpdateVersion>,
+) -> Result<bool, Failure> {
+    let mode = version.map_or(PutMode::Create, PutMode::Update);
+    let payload = PutPayload::from(serde_json::to_vec(value)?);
+    match store.put_opts(path, payload, PutOptions::from(mode)).await {
+        Ok(_) => Ok(true),
+        Err(
+            object_store::Error::Precondition { .. } | object_store::Error::AlreadyExists { .. },
+        ) => Ok(false),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// The waits between tries of one change: short and jittered, so that a crowd of writers on
+/// one object spreads out, doubling up to 50 ms.
+#[derive(Debug)]
+pub(crate) struct Backoff(Duration);
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self(Duration::from_millis(1))
+    }
+}
+
+impl Backoff {
+    /// Waits before the next try.
+    pub(crate) async fn wait(&mut self) {
+        tokio::time::sleep(self.0.mul_f64(0.5 + rand::random::<f64>())).await;
+        self.0 = (self.0 * 2).min(Duration::from_millis(50));
+    }
+}
