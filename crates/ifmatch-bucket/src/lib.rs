@@ -15,9 +15,11 @@
 mod name;
 mod object;
 mod records;
+mod tables;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod versions;
 
 pub use records::BucketRecords;
+pub use tables::BucketTables;
 pub use versions::{BucketVersions, VersionsError};

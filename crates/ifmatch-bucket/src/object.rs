@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use futures_util::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
 use serde::Serialize;
@@ -77,4 +78,29 @@ impl Backoff {
         tokio::time::sleep(self.0.mul_f64(0.5 + rand::random::<f64>())).await;
         self.0 = (self.0 * 2).min(Duration::from_millis(50));
     }
+}
+
+/// The paths of every object under `path`, in the order the store lists them.
+pub(crate) async fn paths_under(
+    store: &dyn ObjectStore,
+    path: &Path,
+) -> Result<Vec<Path>, Failure> {
+    let listing = store.list(Some(path)).map_ok(|meta| meta.location);
+    Ok(listing.try_collect().await?)
+}
+
+/// Deletes every object under `path` (unconditionally: only what nobody reads any more).
+pub(crate) async fn remove_all(store: &dyn ObjectStore, path: &Path) -> Result<(), Failure> {
+    let locations = store.list(Some(path)).map_ok(|meta| meta.location).boxed();
+    store
+        .delete_stream(locations)
+        .try_for_each(|_| async { Ok(()) })
+        .await?;
+    Ok(())
+}
+
+/// A new incarnation: what a container's or a table's contents are kept under from its
+/// creation to its deletion, so that one write (its tombstone) takes them all out of sight.
+pub(crate) fn incarnation() -> String {
+    format!("{:016x}", rand::random::<u64>())
 }

@@ -182,7 +182,7 @@ impl BucketRecords {
                     record: Some(current),
                     incarnation,
                 }) => (Some(current), incarnation),
-                _ => (None, format!("{:016x}", rand::random::<u64>())),
+                _ => (None, object::incarnation()),
             };
             mode.check(key, current.as_ref())?;
             let slot = Slot {
@@ -246,11 +246,8 @@ impl BucketRecords {
     /// leaves them to the orphan sweep.
     async fn sweep(&self, container: &str, incarnation: &str) -> Result<Vec<Record>, StoreError> {
         let blobs = self.blobs_path(container, incarnation);
-        let found: Vec<Path> = (self.store.list(Some(&blobs)))
-            .map_ok(|meta| meta.location)
-            .try_collect()
-            .await
-            .map_err(|e| store_error(&blobs, e.into()))?;
+        let found = object::paths_under(&*self.store, &blobs).await;
+        let found = found.map_err(|f| store_error(&blobs, f))?;
         let mut records = Vec::with_capacity(found.len());
         for path in &found {
             if let (
@@ -272,13 +269,8 @@ impl BucketRecords {
 
     /// Deletes every object under `path`.
     async fn remove_all(&self, path: Path) -> Result<(), StoreError> {
-        let locations = (self.store.list(Some(&path)))
-            .map_ok(|meta| meta.location)
-            .boxed();
-        (self.store.delete_stream(locations))
-            .try_for_each(|_| async { Ok(()) })
-            .await
-            .map_err(|e| store_error(&path, e.into()))
+        let removed = object::remove_all(&*self.store, &path).await;
+        removed.map_err(|f| store_error(&path, f))
     }
 
     async fn list_unbounded(&self, scan: Scan<'_>) -> Result<Vec<(String, Record)>, StoreError> {
@@ -365,11 +357,8 @@ impl BucketRecords {
             return Ok(Vec::new());
         };
         let blocks = (self.staged_path(container, &incarnation, Some((blob, epoch)))).join("b");
-        let mut paths: Vec<Path> = (self.store.list(Some(&blocks)))
-            .map_ok(|meta| meta.location)
-            .try_collect()
-            .await
-            .map_err(|e| store_error(&blocks, e.into()))?;
+        let paths = object::paths_under(&*self.store, &blocks).await;
+        let mut paths = paths.map_err(|f| store_error(&blocks, f))?;
         // Named by their number: in the order they were staged, whatever order the store lists.
         paths.sort();
         let reads = paths.into_iter().map(|path| async move {
@@ -471,11 +460,8 @@ impl Records for BucketRecords {
     async fn containers(&self) -> Result<Vec<String>, StoreError> {
         self.within(async {
             let containers = self.prefix.clone().join("c");
-            let found: Vec<Path> = (self.store.list(Some(&containers)))
-                .map_ok(|meta| meta.location)
-                .try_collect()
-                .await
-                .map_err(|e| store_error(&containers, e.into()))?;
+            let found = object::paths_under(&*self.store, &containers).await;
+            let found = found.map_err(|f| store_error(&containers, f))?;
             let mut names = Vec::new();
             for path in found {
                 let live = matches!(
