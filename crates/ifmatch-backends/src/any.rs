@@ -20,7 +20,7 @@ use crate::bucket::{BucketObjects, BucketReader};
 use crate::local::{LocalObjects, LocalRecords, ObjectReader};
 use ifmatch_blob::FramePoll;
 
-/// The records of the backend chosen: the local disk, or Redis.
+/// The records of the backend chosen: the local disk, Redis, or an object store.
 #[derive(Debug, Clone)]
 pub enum AnyRecords {
     /// On the local disk ([`LocalRecords`]).
@@ -28,6 +28,9 @@ pub enum AnyRecords {
     /// In Redis, shared by a fleet.
     #[cfg(feature = "redis")]
     Redis(ifmatch_redis::RedisRecords),
+    /// In an object store, shared by a fleet.
+    #[cfg(feature = "bucket")]
+    Bucket(ifmatch_bucket::BucketRecords),
 }
 
 /// The objects of the backend chosen: the local disk, or an object store.
@@ -47,6 +50,8 @@ macro_rules! records {
             AnyRecords::Local($inner) => $call,
             #[cfg(feature = "redis")]
             AnyRecords::Redis($inner) => $call,
+            #[cfg(feature = "bucket")]
+            AnyRecords::Bucket($inner) => $call,
         }
     };
 }
@@ -185,7 +190,7 @@ impl Objects for AnyObjects {
     }
 }
 
-/// The Table front's backend chosen: the local disk, or Redis.
+/// The Table front's backend chosen: the local disk, Redis, or an object store.
 #[derive(Debug, Clone)]
 pub enum AnyTables {
     /// In a redb database on the local disk ([`LocalTables`](crate::local::LocalTables)).
@@ -193,6 +198,9 @@ pub enum AnyTables {
     /// In Redis, shared by a fleet.
     #[cfg(feature = "redis")]
     Redis(ifmatch_redis::RedisTables),
+    /// In an object store, shared by a fleet.
+    #[cfg(feature = "bucket")]
+    Bucket(ifmatch_bucket::BucketTables),
 }
 
 /// Calls `$call` on the backend inside `$value`, whichever it is.
@@ -202,6 +210,8 @@ macro_rules! tables {
             AnyTables::Local($inner) => $call,
             #[cfg(feature = "redis")]
             AnyTables::Redis($inner) => $call,
+            #[cfg(feature = "bucket")]
+            AnyTables::Bucket($inner) => $call,
         }
     };
 }

@@ -46,67 +46,10 @@ pub struct BucketObjects {
 pub type BucketReader = StreamBody<BoxStream<'static, Result<Frame<Bytes>, StoreError>>>;
 
 impl BucketObjects {
-    /// Opens the store a URL names: `s3://bucket/prefix`, `az://container/prefix`,
-    /// `gs://bucket/prefix`, `file:///path`, `memory://`. Credentials and endpoints come
-    /// from the store's usual environment variables (`AWS_*`, `AZURE_*`, `GOOGLE_*`). A
-    /// store that does not answer is given up on within seconds (the request answers 503),
-    /// not retried for minutes.
+    /// Opens the store a URL names (see [`store_at`]), caching up to `cache_bytes` of small
+    /// objects.
     pub fn open(url: &str, cache_bytes: u64) -> Result<Self, String> {
-        let parsed = url::Url::parse(url).map_err(|e| format!("{url}: {e}"))?;
-        let (scheme, prefix) = ObjectStoreScheme::parse(&parsed).map_err(|e| e.to_string())?;
-        let prefix = Path::parse(prefix).map_err(|e| e.to_string())?;
-        let retry = RetryConfig {
-            max_retries: 3,
-            retry_timeout: Duration::from_secs(10),
-            ..RetryConfig::default()
-        };
-        // Set key by key: a whole `ClientOptions` would replace what the environment set
-        // (`AWS_ALLOW_HTTP`, ...).
-        let timeouts = [
-            (ClientConfigKey::ConnectTimeout, "5s"),
-            (ClientConfigKey::Timeout, "120s"),
-        ];
-        let store: Arc<dyn ObjectStore> = match scheme {
-            ObjectStoreScheme::AmazonS3 => {
-                use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
-                let builder = AmazonS3Builder::from_env().with_url(url).with_retry(retry);
-                let builder = timeouts.into_iter().fold(builder, |b, (key, value)| {
-                    b.with_config(AmazonS3ConfigKey::Client(key), value)
-                });
-                Arc::new(builder.build().map_err(|e| e.to_string())?)
-            }
-            ObjectStoreScheme::MicrosoftAzure => {
-                use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
-                let builder = MicrosoftAzureBuilder::from_env()
-                    .with_url(url)
-                    .with_retry(retry);
-                let builder = timeouts.into_iter().fold(builder, |b, (key, value)| {
-                    b.with_config(AzureConfigKey::Client(key), value)
-                });
-                Arc::new(builder.build().map_err(|e| e.to_string())?)
-            }
-            ObjectStoreScheme::GoogleCloudStorage => {
-                use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
-                let builder = GoogleCloudStorageBuilder::from_env()
-                    .with_url(url)
-                    .with_retry(retry);
-                let builder = timeouts.into_iter().fold(builder, |b, (key, value)| {
-                    b.with_config(GoogleConfigKey::Client(key), value)
-                });
-                Arc::new(builder.build().map_err(|e| e.to_string())?)
-            }
-            ObjectStoreScheme::Local => {
-                let root = parsed
-                    .to_file_path()
-                    .map_err(|()| format!("{url}: not a local path"))?;
-                std::fs::create_dir_all(&root).map_err(|e| format!("{}: {e}", root.display()))?;
-                let local = object_store::local::LocalFileSystem::new_with_prefix(&root)
-                    .map_err(|e| e.to_string())?;
-                return Ok(Self::new(Arc::new(local), Path::default(), cache_bytes));
-            }
-            ObjectStoreScheme::Memory => Arc::new(object_store::memory::InMemory::new()),
-            other => return Err(format!("{url}: {other:?} stores are not supported")),
-        };
+        let (store, prefix) = store_at(url)?;
         Ok(Self::new(store, prefix, cache_bytes))
     }
 
@@ -282,4 +225,68 @@ impl Objects for BucketObjects {
         }
         Ok(out)
     }
+}
+
+/// The store a URL names, and the prefix under which things go in it: `s3://bucket/prefix`,
+/// `az://container/prefix`, `gs://bucket/prefix`, `file:///path`, `memory://`. Credentials and
+/// endpoints come from the store's usual environment variables (`AWS_*`, `AZURE_*`,
+/// `GOOGLE_*`). A store that does not answer is given up on within seconds (the request
+/// answers 503), not retried for minutes.
+pub fn store_at(url: &str) -> Result<(Arc<dyn ObjectStore>, Path), String> {
+    let parsed = url::Url::parse(url).map_err(|e| format!("{url}: {e}"))?;
+    let (scheme, prefix) = ObjectStoreScheme::parse(&parsed).map_err(|e| e.to_string())?;
+    let prefix = Path::parse(prefix).map_err(|e| e.to_string())?;
+    let retry = RetryConfig {
+        max_retries: 3,
+        retry_timeout: Duration::from_secs(10),
+        ..RetryConfig::default()
+    };
+    // Set key by key: a whole `ClientOptions` would replace what the environment set
+    // (`AWS_ALLOW_HTTP`, ...).
+    let timeouts = [
+        (ClientConfigKey::ConnectTimeout, "5s"),
+        (ClientConfigKey::Timeout, "120s"),
+    ];
+    let store: Arc<dyn ObjectStore> = match scheme {
+        ObjectStoreScheme::AmazonS3 => {
+            use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+            let builder = AmazonS3Builder::from_env().with_url(url).with_retry(retry);
+            let builder = timeouts.into_iter().fold(builder, |b, (key, value)| {
+                b.with_config(AmazonS3ConfigKey::Client(key), value)
+            });
+            Arc::new(builder.build().map_err(|e| e.to_string())?)
+        }
+        ObjectStoreScheme::MicrosoftAzure => {
+            use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
+            let builder = MicrosoftAzureBuilder::from_env()
+                .with_url(url)
+                .with_retry(retry);
+            let builder = timeouts.into_iter().fold(builder, |b, (key, value)| {
+                b.with_config(AzureConfigKey::Client(key), value)
+            });
+            Arc::new(builder.build().map_err(|e| e.to_string())?)
+        }
+        ObjectStoreScheme::GoogleCloudStorage => {
+            use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
+            let builder = GoogleCloudStorageBuilder::from_env()
+                .with_url(url)
+                .with_retry(retry);
+            let builder = timeouts.into_iter().fold(builder, |b, (key, value)| {
+                b.with_config(GoogleConfigKey::Client(key), value)
+            });
+            Arc::new(builder.build().map_err(|e| e.to_string())?)
+        }
+        ObjectStoreScheme::Local => {
+            let root = parsed
+                .to_file_path()
+                .map_err(|()| format!("{url}: not a local path"))?;
+            std::fs::create_dir_all(&root).map_err(|e| format!("{}: {e}", root.display()))?;
+            let local = object_store::local::LocalFileSystem::new_with_prefix(&root)
+                .map_err(|e| e.to_string())?;
+            return Ok((Arc::new(local), Path::default()));
+        }
+        ObjectStoreScheme::Memory => Arc::new(object_store::memory::InMemory::new()),
+        other => return Err(format!("{url}: {other:?} stores are not supported")),
+    };
+    Ok((store, prefix))
 }

@@ -1,7 +1,9 @@
 //! The backends a server uses, read once from the command line's URLs: records on the local
-//! disk or in Redis (`--backend redis://HOST:PORT/DB`), bytes on the local disk or in an object
-//! store (`--store s3://bucket/prefix`, `az://`, `gs://`, `file://`, `memory://`), and opened
-//! together, with the data directory in the mode the pair needs.
+//! disk, in Redis (`--backend redis://HOST:PORT/DB`) or in an object store itself (`--backend
+//! s3://bucket/prefix`), bytes on the local disk or in an object store (`--store
+//! s3://bucket/prefix`, `az://`, `gs://`, `file://`, `memory://`; with a bucket backend and no
+//! --store, in the same bucket), and opened together, with the data directory in the mode the
+//! pair needs.
 
 use std::io;
 use std::path::PathBuf;
@@ -27,6 +29,9 @@ enum RecordsAt {
     /// The Redis at this URL.
     #[cfg(feature = "redis")]
     Redis(String),
+    /// The object store at this URL.
+    #[cfg(feature = "bucket")]
+    Bucket(String),
 }
 
 /// Where blob bytes go.
@@ -109,7 +114,7 @@ impl Choice {
     ) -> Result<Self, ChoiceError> {
         let records = match records {
             None => RecordsAt::Local,
-            Some(url) => redis_url(url)?,
+            Some(url) => backend_url(url)?,
         };
         let objects = match objects {
             None => ObjectsAt::Local,
@@ -129,9 +134,12 @@ impl Choice {
             allow(unused_mut)
         )]
         let mut out = format!("data: {}", self.data.display());
-        #[cfg(feature = "redis")]
-        if let RecordsAt::Redis(url) = &self.records {
-            out.push_str(&format!(", backend: {url}"));
+        match &self.records {
+            RecordsAt::Local => {}
+            #[cfg(feature = "redis")]
+            RecordsAt::Redis(url) => out.push_str(&format!(", backend: {url}")),
+            #[cfg(feature = "bucket")]
+            RecordsAt::Bucket(url) => out.push_str(&format!(", backend: {url}")),
         }
         #[cfg(feature = "object-store")]
         if let ObjectsAt::Store(url) = &self.objects {
@@ -184,6 +192,30 @@ impl Choice {
                     shared: true,
                 })
             }
+            #[cfg(feature = "bucket")]
+            (RecordsAt::Bucket(url), objects) => {
+                let (store, prefix) = crate::bucket::store_at(url).map_err(|e| {
+                    io::Error::new(io::ErrorKind::InvalidInput, format!("--backend {url}: {e}"))
+                })?;
+                let (records, tables) = bucket(url, &store, &prefix).await?;
+                // The bytes in the same bucket, unless --store names another place.
+                let objects = match objects {
+                    ObjectsAt::Store(other) => open_store(other, sizes)?,
+                    ObjectsAt::Local => AnyObjects::Bucket(crate::bucket::BucketObjects::new(
+                        store,
+                        prefix,
+                        sizes.bytes_cache,
+                    )),
+                };
+                let dir = DataDir::open(&self.data)?;
+                Ok(Opened {
+                    records,
+                    objects,
+                    tables,
+                    dir,
+                    shared: true,
+                })
+            }
             #[cfg(all(feature = "redis", feature = "object-store"))]
             (RecordsAt::Redis(url), ObjectsAt::Store(store)) => {
                 let objects = open_store(store, sizes)?;
@@ -201,17 +233,23 @@ impl Choice {
     }
 }
 
-/// A Redis URL (`redis://`, `rediss://`, `redis+unix://`, `unix://`), checked.
-fn redis_url(url: &str) -> Result<RecordsAt, ChoiceError> {
+/// A backend's URL, checked: Redis (`redis://`, `rediss://`, `redis+unix://`, `unix://`), or
+/// an object store that keeps the records itself (`s3://`, `az://`, `gs://`, `memory://`).
+fn backend_url(url: &str) -> Result<RecordsAt, ChoiceError> {
     let parsed = parse(url)?;
     #[cfg(feature = "redis")]
     if matches!(parsed.scheme(), "redis" | "rediss" | "redis+unix" | "unix") {
         return Ok(RecordsAt::Redis(url.to_owned()));
     }
+    #[cfg(feature = "bucket")]
+    if object_store::ObjectStoreScheme::parse(&parsed).is_ok() {
+        return Ok(RecordsAt::Bucket(url.to_owned()));
+    }
     let _ = parsed;
     Err(ChoiceError::Unknown {
         url: url.to_owned(),
-        expected: "a Redis URL (redis://HOST:PORT/DB) of a build with Redis",
+        expected: "a Redis URL (redis://HOST:PORT/DB) of a build with Redis, or an object \
+                   store URL (s3://, az://, gs://) of a build with buckets",
     })
 }
 
@@ -257,6 +295,23 @@ async fn redis(url: &str) -> io::Result<(AnyRecords, AnyTables)> {
     let tables = ifmatch_redis::RedisTables::new(connection.clone(), "ifmatch:");
     let records = ifmatch_redis::RedisRecords::new(connection, "ifmatch:");
     Ok((AnyRecords::Redis(records), AnyTables::Redis(tables)))
+}
+
+/// The records and the tables in the object store `store` (named by `url`), under `prefix`'s
+/// `records/` and `tables/`, once the store is seen to offer conditional puts.
+#[cfg(feature = "bucket")]
+async fn bucket(
+    url: &str,
+    store: &Arc<dyn object_store::ObjectStore>,
+    prefix: &object_store::path::Path,
+) -> io::Result<(AnyRecords, AnyTables)> {
+    let under = |part: &str| prefix.clone().join(part).to_string();
+    let records = ifmatch_bucket::BucketRecords::new(store.clone(), &under("records"));
+    records.check().await.map_err(|e| {
+        io::Error::new(io::ErrorKind::InvalidInput, format!("--backend {url}: {e}"))
+    })?;
+    let tables = ifmatch_bucket::BucketTables::new(store.clone(), &under("tables"));
+    Ok((AnyRecords::Bucket(records), AnyTables::Bucket(tables)))
 }
 
 /// The tables in the data directory's `tables.redb`.

@@ -43,20 +43,23 @@ pub(crate) async fn read<T: DeserializeOwned>(
 }
 
 /// Writes `value` at `path` if the object is still at `version` (none: if there is still no
-/// object). `Ok(false)` when another writer came first: read again.
+/// object): the version written, or `None` when another writer came first (read again).
 pub(crate) async fn write_if<T: Serialize>(
     store: &dyn ObjectStore,
     path: &Path,
     value: &T,
     version: Option<UpdateVersion>,
-) -> Result<bool, Failure> {
+) -> Result<Option<UpdateVersion>, Failure> {
     let mode = version.map_or(PutMode::Create, PutMode::Update);
     let payload = PutPayload::from(serde_json::to_vec(value)?);
     match store.put_opts(path, payload, PutOptions::from(mode)).await {
-        Ok(_) => Ok(true),
+        Ok(put) => Ok(Some(UpdateVersion {
+            e_tag: put.e_tag,
+            version: put.version,
+        })),
         Err(
             object_store::Error::Precondition { .. } | object_store::Error::AlreadyExists { .. },
-        ) => Ok(false),
+        ) => Ok(None),
         Err(error) => Err(error.into()),
     }
 }
@@ -96,6 +99,27 @@ pub(crate) async fn remove_all(store: &dyn ObjectStore, path: &Path) -> Result<(
         .delete_stream(locations)
         .try_for_each(|_| async { Ok(()) })
         .await?;
+    Ok(())
+}
+
+/// Tries what every change needs of `store` on an object of its own under `prefix`: a
+/// create-only put, an `If-Match` update, a delete. Fails as the store does: a store without
+/// conditional updates (object_store's local filesystem) with `NotImplemented`.
+pub(crate) async fn check(store: &dyn ObjectStore, prefix: &Path) -> Result<(), Failure> {
+    let probe = prefix
+        .clone()
+        .join(format!("probe-{:016x}", rand::random::<u64>()));
+    let payload = || PutPayload::from_static(b"{}");
+    let created = store
+        .put_opts(&probe, payload(), PutMode::Create.into())
+        .await?;
+    let update = UpdateVersion {
+        e_tag: created.e_tag,
+        version: created.version,
+    };
+    let updated = (store.put_opts(&probe, payload(), PutMode::Update(update).into())).await;
+    store.delete(&probe).await?;
+    updated?;
     Ok(())
 }
 

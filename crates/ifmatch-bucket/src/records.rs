@@ -101,6 +101,17 @@ impl BucketRecords {
         self
     }
 
+    /// Checks that the store offers the conditional puts every change needs, with an object of
+    /// its own under the prefix: a store without them (object_store's local filesystem) is
+    /// refused with [`StoreError::Unsupported`], before the first write rather than at it.
+    pub async fn check(&self) -> Result<(), StoreError> {
+        self.within(async {
+            let checked = object::check(&*self.store, &self.prefix).await;
+            checked.map_err(|failure| store_error(&self.prefix, failure))
+        })
+        .await
+    }
+
     /// `operation`, given up after [`BucketRecords::timeout`].
     async fn within<T>(
         &self,
@@ -150,7 +161,8 @@ impl BucketRecords {
         version: Option<UpdateVersion>,
     ) -> Result<bool, StoreError> {
         let written = object::write_if(&*self.store, path, slot, version).await;
-        written.map_err(|failure| store_error(path, failure))
+        let written = written.map_err(|failure| store_error(path, failure))?;
+        Ok(written.is_some())
     }
 
     /// The incarnation of `container` while it has a record.
@@ -337,7 +349,7 @@ impl BucketRecords {
                 return Ok(false);
             }
             let written = object::write_if(&*self.store, &counter, &(count + 1), version).await;
-            if written.map_err(|f| store_error(&counter, f))? {
+            if written.map_err(|f| store_error(&counter, f))?.is_some() {
                 break count;
             }
             backoff.wait().await;
@@ -381,9 +393,10 @@ impl BucketRecords {
 /// refused as such; anything else of the store may be retried.
 fn store_error(path: &Path, failure: Failure) -> StoreError {
     match failure {
-        Failure::Store(object_store::Error::NotImplemented { .. }) => {
-            StoreError::Unsupported("conditional updates (`If-Match` puts) of this object store")
-        }
+        Failure::Store(object_store::Error::NotImplemented { .. }) => StoreError::Unsupported(
+            "conditional updates (`If-Match` puts) of this object store, which every change \
+                 needs: use S3, Azure Blob, Google Cloud Storage, R2 or Redis",
+        ),
         Failure::Store(error) => StoreError::Unavailable(Box::new(error)),
         Failure::Corrupt(error) => StoreError::corrupt(path, error),
     }

@@ -6,14 +6,18 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use futures_util::TryStreamExt;
+use futures_util::{StreamExt, TryStreamExt};
 use ifmatch_table::{Change, Entity, EntityKey, Scan, TableError, Tables, satisfies};
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, UpdateVersion};
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload, UpdateVersion};
 use serde::{Deserialize, Serialize};
 
 use crate::name;
 use crate::object::{self, Backoff, Failure};
+
+/// How many times a scan reads a page again, batches committing under it, before it holds new
+/// batches off.
+const OPTIMISTIC: u32 = 3;
 
 /// Tables and their entities in a bucket, for a fleet of `ifmatch serve` instances that shares
 /// nothing but the bucket (`--backend s3://...`).
@@ -86,6 +90,12 @@ struct Intent {
     state: State,
     /// When it started, in Unix milliseconds.
     started: u64,
+    /// The partitions it changes.
+    #[serde(default)]
+    partitions: Vec<String>,
+    /// Committed, whether its partitions' epochs moved since (see [`BucketTables::seal`]).
+    #[serde(default)]
+    sealed: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -100,6 +110,8 @@ enum State {
 struct Place {
     entities: Path,
     intents: Path,
+    epochs: Path,
+    barriers: Path,
 }
 
 impl Place {
@@ -112,7 +124,21 @@ impl Place {
     fn intent(&self, id: &str) -> Path {
         self.intents.clone().join(id)
     }
+
+    /// The object counting the batches committed in partition `pk`.
+    fn epoch(&self, pk: &str) -> Path {
+        self.epochs.clone().join(name::encode(pk))
+    }
+
+    /// The object by which a scan holds batches off partition `pk` (until a time it holds).
+    fn barrier(&self, pk: &str) -> Path {
+        self.barriers.clone().join(name::encode(pk))
+    }
 }
+
+/// What a commit's lock wrote on an entity: the value the entity takes on release, and the
+/// version of its object the lock left.
+type Held = (Option<Entity>, UpdateVersion);
 
 /// What an entity's lock comes to, its intent asked.
 enum Settled {
@@ -180,6 +206,8 @@ impl BucketTables {
         Place {
             entities: at("e"),
             intents: at("i"),
+            epochs: at("p"),
+            barriers: at("h"),
         }
     }
 
@@ -231,6 +259,10 @@ impl BucketTables {
         let Some((intent, version)) = found.map_err(failed)? else {
             return Ok(Settled::Gone);
         };
+        if intent.state == State::Committed && !intent.sealed {
+            // Its partitions' epochs move before anyone shows its values under way.
+            self.seal(place, &path, &intent, version.clone()).await?;
+        }
         let state = match intent.state {
             State::Pending
                 if writer && now_millis() > intent.started + self.stale.as_millis() as u64 =>
@@ -240,7 +272,7 @@ impl BucketTables {
                     ..intent
                 };
                 let written = object::write_if(&*self.store, &path, &aborted, Some(version)).await;
-                if !written.map_err(failed)? {
+                if written.map_err(failed)?.is_none() {
                     // Its commit or another writer came first: ask again.
                     return Ok(Settled::Pending);
                 }
@@ -254,6 +286,51 @@ impl BucketTables {
             State::Pending if writer => Settled::Pending,
             State::Pending => Settled::Value(slot.entity.clone()),
         })
+    }
+
+    /// Moves the epoch of each partition of the committed intent at `path`, then marks it
+    /// sealed: done by its commit before its entities take their values, and by whoever finds
+    /// one of its locks first. A scan reads a partition's epoch before and after its page: a
+    /// batch that committed under it moved the epoch (if its commit stalled before, the scan
+    /// found its lock and moved it), and the page is read again. Moving it twice only costs a
+    /// scan a read again.
+    async fn seal(
+        &self,
+        place: &Place,
+        path: &Path,
+        intent: &Intent,
+        version: UpdateVersion,
+    ) -> Result<(), TableError> {
+        for pk in &intent.partitions {
+            let epoch = place.epoch(pk);
+            loop {
+                let found = object::read::<u64>(&*self.store, &epoch).await;
+                let (n, version) = match found.map_err(failed)? {
+                    Some((n, version)) => (n, Some(version)),
+                    None => (0, None),
+                };
+                let written = object::write_if(&*self.store, &epoch, &(n + 1), version).await;
+                if written.map_err(failed)?.is_some() {
+                    break;
+                }
+            }
+        }
+        let sealed = Intent {
+            state: intent.state,
+            started: intent.started,
+            partitions: intent.partitions.clone(),
+            sealed: true,
+        };
+        // Lost: sealed by someone else meanwhile.
+        let written = object::write_if(&*self.store, path, &sealed, Some(version)).await;
+        written.map_err(failed)?;
+        Ok(())
+    }
+
+    /// The epoch of partition `pk`: how many batches committed in it.
+    async fn epoch(&self, place: &Place, pk: &str) -> Result<u64, TableError> {
+        let found = object::read::<u64>(&*self.store, &place.epoch(pk)).await;
+        Ok(found.map_err(failed)?.map_or(0, |(n, _)| n))
     }
 
     /// The entity at `path` as readers see it.
@@ -307,7 +384,7 @@ impl BucketTables {
                 lock: None,
             };
             let written = object::write_if(&*self.store, &path, &slot, version).await;
-            if written.map_err(failed)? {
+            if written.map_err(failed)?.is_some() {
                 return Ok(());
             }
             backoff.wait().await;
@@ -315,107 +392,145 @@ impl BucketTables {
     }
 
     /// A commit of several changes: all of them at the instant its intent commits, or none.
+    /// Its entities are locked all at once; when another commit holds one of them, this try
+    /// is abandoned and made again after a short wait (no commit waits holding locks, so none
+    /// waits for another in a circle).
     async fn commit_many(&self, place: &Place, changes: &[Change]) -> Result<(), TableError> {
+        // The value each key will have: the last change's to it.
+        let mut writes: BTreeMap<&EntityKey, &Option<Entity>> = BTreeMap::new();
+        for change in changes {
+            writes.insert(&change.key, &change.write);
+        }
+        let keys: Vec<&EntityKey> = writes.keys().copied().collect();
+        let mut partitions: Vec<String> = keys.iter().map(|(pk, _)| pk.clone()).collect();
+        partitions.dedup();
+        let mut backoff = Backoff::default();
         loop {
             let id = uuid::Uuid::new_v4().simple().to_string();
             let intent_path = place.intent(&id);
             let intent = Intent {
                 state: State::Pending,
                 started: now_millis(),
+                partitions: partitions.clone(),
+                sealed: false,
             };
-            object::write_if(&*self.store, &intent_path, &intent, None)
-                .await
-                .map_err(failed)?;
-            // The value each key will have: the last change's to it.
-            let mut writes: BTreeMap<&EntityKey, &Option<Entity>> = BTreeMap::new();
-            for change in changes {
-                writes.insert(&change.key, &change.write);
-            }
-            let mut found: BTreeMap<&EntityKey, Option<Entity>> = BTreeMap::new();
-            let mut locked: Vec<&EntityKey> = Vec::new();
-            let mut outcome = Ok(());
-            for (key, write) in &writes {
-                match self.lock(place, key, &id, (*write).clone()).await {
-                    Ok(entity) => {
-                        found.insert(key, entity);
-                        locked.push(key);
+            let written = object::write_if(&*self.store, &intent_path, &intent, None).await;
+            let Some(version) = written.map_err(failed)? else {
+                continue;
+            };
+            let locks = (writes.iter()).map(|(key, write)| self.lock(place, key, &id, write));
+            let locked = futures_util::future::try_join_all(locks).await;
+            // What each lock wrote: its entity's value then and the version of its object.
+            let mut held = vec![None; keys.len()];
+            let (outcome, busy) = match locked {
+                Err(error) => (Err(error), false),
+                Ok(found) => {
+                    let busy = found.iter().any(Option::is_none);
+                    let found: Vec<_> = found.into_iter().flatten().collect();
+                    let values = keys
+                        .iter()
+                        .copied()
+                        .zip(found.iter().map(|(e, _)| e.clone()));
+                    let outcome = first_conflict(changes, &values.collect());
+                    if !busy {
+                        held = found
+                            .into_iter()
+                            .map(|(entity, v)| Some((entity, v)))
+                            .collect();
                     }
-                    Err(error) => {
-                        outcome = Err(error);
-                        break;
-                    }
+                    (if busy { Ok(()) } else { outcome }, busy)
                 }
-            }
-            if outcome.is_ok() {
-                outcome = first_conflict(changes, &found);
-            }
-            let state = if outcome.is_ok() {
+            };
+            // A scan that kept seeing batches commit under it holds them off for a while.
+            let busy = busy || (outcome.is_ok() && self.held_off(place, &partitions).await?);
+            let state = if outcome.is_ok() && !busy {
                 State::Committed
             } else {
                 State::Aborted
             };
-            let decided = Intent { state, ..intent };
             // The instant of the commit (or of its abort). Lost only to a writer that judged
             // this intent stale and aborted it: undone, and tried again.
-            let version = object::read::<Intent>(&*self.store, &intent_path).await;
-            let version = version.map_err(failed)?.map(|(_, version)| version);
-            let won = match version {
-                Some(version) => {
-                    let written =
-                        object::write_if(&*self.store, &intent_path, &decided, Some(version)).await;
-                    written.map_err(failed)?
-                }
-                None => false,
-            };
-            let committed = won && state == State::Committed;
-            self.release(place, &locked, &id).await?;
-            let _ = self.store.delete(&intent_path).await;
-            match (committed, outcome) {
-                (true, _) => return Ok(()),
-                (false, Err(error)) => return Err(error),
-                (false, Ok(())) => {}
+            let decided = Intent { state, ..intent };
+            let written = object::write_if(&*self.store, &intent_path, &decided, Some(version));
+            let decided_version = written.await.map_err(failed)?;
+            let won = decided_version.is_some();
+            if let Some(version) = decided_version
+                && state == State::Committed
+            {
+                self.seal(place, &intent_path, &decided, version).await?;
             }
+            let committed = won && state == State::Committed;
+            let settled = keys.iter().zip(held).map(|(key, held)| {
+                let value = match (&held, committed) {
+                    (Some(_), true) => writes[key].clone(),
+                    (Some((entity, _)), false) => entity.clone(),
+                    (None, _) => None,
+                };
+                (*key, held.map(|(_, version)| (value, version)))
+            });
+            // Lost, the intent was aborted by another writer.
+            let decided = if won { state } else { State::Aborted };
+            self.release(place, settled.collect(), &id, decided).await?;
+            let _ = self.store.delete(&intent_path).await;
+            if committed {
+                return Ok(());
+            }
+            // A change that found otherwise than it expected, or a failure: nothing applied.
+            outcome?;
+            backoff.wait().await;
         }
     }
 
-    /// Locks the entity under `key` for the intent `id`, to take `write` when it commits; the
-    /// entity's value as the lock found it.
+    /// Locks the entity under `key` for the intent `id`, to take `write` when it commits: the
+    /// entity's value as the lock found it and the version the lock wrote, or `None` when
+    /// another commit holds it now.
     async fn lock(
         &self,
         place: &Place,
         key: &EntityKey,
         id: &str,
-        write: Option<Entity>,
-    ) -> Result<Option<Entity>, TableError> {
+        write: &Option<Entity>,
+    ) -> Result<Option<Held>, TableError> {
         let path = place.entity(key);
-        let mut backoff = Backoff::default();
         loop {
-            let (entity, version) = self.unlocked(place, &path).await?;
+            let (slot, version) = self.read_entity(&path).await?;
+            let entity = match &slot.lock {
+                None => slot.entity,
+                // A decided commit's lock is settled and replaced in the same write.
+                Some(_) => match self.settle(place, &slot, true).await? {
+                    Settled::Value(entity) => entity,
+                    Settled::Gone => continue,
+                    Settled::Pending => return Ok(None),
+                },
+            };
             let lock = Lock {
                 intent: id.to_owned(),
                 write: write.clone(),
             };
-            let slot = EntitySlot {
+            let ours = EntitySlot {
                 entity: entity.clone(),
                 lock: Some(lock),
             };
-            let written = object::write_if(&*self.store, &path, &slot, version).await;
-            if written.map_err(failed)? {
-                return Ok(entity);
+            let written = object::write_if(&*self.store, &path, &ours, version).await;
+            if let Some(version) = written.map_err(failed)? {
+                return Ok(Some((entity, version)));
             }
-            backoff.wait().await;
         }
     }
 
-    /// Drops the locks of the decided intent `id` on `keys`, each entity taking its value (a
-    /// batch holds at most 100).
+    /// Drops the locks of the intent `id`, decided `state`, each entity taking its value: with
+    /// the value and the version its lock wrote when this commit locked it (one conditional
+    /// PUT, unless someone settled it first); otherwise read, in case a lock landed (a batch
+    /// holds at most 100).
     async fn release(
         &self,
         place: &Place,
-        keys: &[&EntityKey],
+        keys: Vec<(&EntityKey, Option<Held>)>,
         id: &str,
+        state: State,
     ) -> Result<(), TableError> {
-        let releases = keys.iter().map(|key| self.release_one(place, key, id));
+        let releases =
+            (keys.into_iter()).map(|(key, held)| self.release_one(place, key, held, id, state));
         futures_util::future::try_join_all(releases).await?;
         Ok(())
     }
@@ -424,170 +539,166 @@ impl BucketTables {
         &self,
         place: &Place,
         key: &EntityKey,
+        mut held: Option<Held>,
         id: &str,
+        state: State,
     ) -> Result<(), TableError> {
         let path = place.entity(key);
         loop {
-            let (slot, version) = self.read_entity(&path).await?;
-            if slot.lock.as_ref().is_none_or(|lock| lock.intent != id) {
-                // Settled by someone else already.
-                return Ok(());
-            }
-            let Settled::Value(entity) = self.settle(place, &slot, false).await? else {
-                return Ok(());
+            let (entity, version) = match held.take() {
+                Some((entity, version)) => (entity, Some(version)),
+                None => {
+                    let (slot, version) = self.read_entity(&path).await?;
+                    let Some(lock) = slot.lock.filter(|lock| lock.intent == id) else {
+                        // Never locked, or settled by someone else already.
+                        return Ok(());
+                    };
+                    let entity = match state {
+                        State::Committed => lock.write,
+                        State::Pending | State::Aborted => slot.entity,
+                    };
+                    (entity, version)
+                }
             };
             let settled = EntitySlot { entity, lock: None };
             let written = object::write_if(&*self.store, &path, &settled, version).await;
-            if written.map_err(failed)? {
+            if written.map_err(failed)?.is_some() {
                 return Ok(());
             }
         }
     }
 
-    /// A page of a scan, as it was at one instant: read, then checked by a second listing of
-    /// its range and a HEAD of every object it depended on (each entity's, each lock's intent);
-    /// read again when anything changed between (a batch committed under the scan).
+    /// A page of a scan, each partition of it as it was at one instant: the partition's epoch
+    /// read before its entities are listed and read, and again after the page; read again when
+    /// a batch committed in one of them meanwhile.
+    ///
+    /// Under batches that keep committing in its partitions, a scan would read again for ever:
+    /// after [`OPTIMISTIC`] tries it holds new batches off its partitions (a barrier object
+    /// each, which a batch reads before it commits, and which expires with the scan's time),
+    /// so that the next try sees only the batches already under way land.
     async fn scan_unbounded(&self, table: &str, scan: Scan<'_>) -> Result<Vec<Entity>, TableError> {
         let place = self.live(table).await?;
         let mut backoff = Backoff::default();
-        loop {
-            let (page, seen) = self.read_page(&place, scan).await?;
-            if self.unchanged(&place, scan, &seen).await? {
+        let mut barriers: Vec<String> = Vec::new();
+        for tries in 1.. {
+            let (page, epochs) = self.read_page(&place, scan).await?;
+            let mut moved = Vec::new();
+            for (pk, before) in epochs {
+                if self.epoch(&place, &pk).await? != before {
+                    moved.push(pk);
+                }
+            }
+            if moved.is_empty() {
+                for pk in &barriers {
+                    let _ = self.store.delete(&place.barrier(pk)).await;
+                }
                 return Ok(page);
+            }
+            if tries >= OPTIMISTIC {
+                let until = now_millis() + self.timeout.as_millis() as u64;
+                for pk in moved {
+                    let path = place.barrier(&pk);
+                    let json = serde_json::to_vec(&until).map_err(|e| generic(e.to_string()))?;
+                    (self.store.put(&path, PutPayload::from(json)).await)
+                        .map_err(|e| failed(e.into()))?;
+                    barriers.push(pk);
+                }
             }
             backoff.wait().await;
         }
+        unreachable!("a scan tries until it reads a page whole, or its time runs out")
     }
 
-    /// The objects of a scan's range, from its start, in order.
+    /// Whether a scan holds batches off one of `partitions` now.
+    async fn held_off(&self, place: &Place, partitions: &[String]) -> Result<bool, TableError> {
+        for pk in partitions {
+            let found = object::read::<u64>(&*self.store, &place.barrier(pk)).await;
+            if found
+                .map_err(failed)?
+                .is_some_and(|(until, _)| until > now_millis())
+            {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// The objects of a table's incarnation from `(pk, rk)` on, in order.
     fn listing(
         &self,
         place: &Place,
-        scan: Scan<'_>,
+        (pk, rk): (&str, &str),
     ) -> impl futures_util::Stream<Item = Result<object_store::ObjectMeta, TableError>> + use<>
     {
-        let (pk, rk) = scan.start();
         // The store lists after an offset, in order: just before the start's object.
         let listing = match (pk.is_empty(), rk.is_empty()) {
             (true, true) => self.store.list(Some(&place.entities)),
             (_, true) => {
-                let offset = place.entities.clone().join(name::open(&pk));
+                let offset = place.entities.clone().join(name::open(pk));
                 self.store.list_with_offset(Some(&place.entities), &offset)
             }
             _ => {
                 let offset = (place.entities.clone())
-                    .join(name::encode(&pk))
-                    .join(name::open(&rk));
+                    .join(name::encode(pk))
+                    .join(name::open(rk));
                 self.store.list_with_offset(Some(&place.entities), &offset)
             }
         };
         listing.map_err(|e| failed(e.into()))
     }
 
-    /// A page of a scan, and what it saw: each object read and its ETag, and the ETag of the
-    /// intent of each lock found.
+    /// A page of a scan, and the epoch of each partition it read, taken before its entities
+    /// were listed: on reaching a partition, its epoch is read, then the listing starts again
+    /// at it.
     async fn read_page(
         &self,
         place: &Place,
         scan: Scan<'_>,
-    ) -> Result<(Vec<Entity>, Seen), TableError> {
+    ) -> Result<(Vec<Entity>, Vec<(String, u64)>), TableError> {
         let start = scan.start();
-        let mut listing = self.listing(place, scan);
-        let (mut page, mut seen) = (Vec::new(), Seen::default());
+        let mut from = start.clone();
+        let mut listing = self.listing(place, (&from.0, &from.1)).boxed();
+        let mut page = Vec::new();
+        let mut epochs: Vec<(String, u64)> = Vec::new();
         while page.len() < scan.limit
             && let Some(meta) = listing.try_next().await?
         {
-            let (entity, tags) = self.read_for_scan(place, &meta.location).await?;
-            seen.objects.push((meta.location, tags.0));
-            seen.intents.extend(tags.1);
-            let Some(entity) = entity else { continue };
-            let key = (entity.partition_key.clone(), entity.row_key.clone());
-            if key < start {
+            let key = key_of(&meta.location)?;
+            if key < from {
                 // A store that lists from the start all the same (an emulator).
                 continue;
             }
-            if scan.partition.is_some_and(|p| p != entity.partition_key) {
-                break;
-            }
-            page.push(entity);
-        }
-        Ok((page, seen))
-    }
-
-    /// The entity at `path` as readers see it, with its object's ETag and, when locked, its
-    /// intent's path and ETag.
-    async fn read_for_scan(
-        &self,
-        place: &Place,
-        path: &Path,
-    ) -> Result<
-        (
-            Option<Entity>,
-            (Option<String>, Option<(Path, Option<String>)>),
-        ),
-        TableError,
-    > {
-        loop {
-            let (slot, version) = self.read_entity(path).await?;
-            let tag = version.and_then(|v| v.e_tag);
-            let Some(lock) = &slot.lock else {
-                return Ok((slot.entity, (tag, None)));
-            };
-            let intent_path = place.intent(&lock.intent);
-            let found = object::read::<Intent>(&*self.store, &intent_path).await;
-            let Some((intent, version)) = found.map_err(failed)? else {
-                // Its commit ended meanwhile: the lock is gone now.
+            if epochs.last().is_none_or(|(current, _)| *current != key.0) {
+                if scan.partition.is_some_and(|p| p != key.0) {
+                    break;
+                }
+                let epoch = self.epoch(place, &key.0).await?;
+                let rk = if key.0 == start.0 {
+                    start.1.clone()
+                } else {
+                    String::new()
+                };
+                from = (key.0.clone(), rk);
+                listing = self.listing(place, (&from.0, &from.1)).boxed();
+                epochs.push((key.0, epoch));
                 continue;
-            };
-            let entity = match intent.state {
-                State::Committed => lock.write.clone(),
-                State::Pending | State::Aborted => slot.entity.clone(),
-            };
-            return Ok((entity, (tag, Some((intent_path, version.e_tag)))));
-        }
-    }
-
-    /// Whether what a page saw is still so: the same objects in its range, each with the same
-    /// ETag, and each intent it asked with the same ETag.
-    async fn unchanged(
-        &self,
-        place: &Place,
-        scan: Scan<'_>,
-        seen: &Seen,
-    ) -> Result<bool, TableError> {
-        let Some((last, _)) = seen.objects.last() else {
-            return Ok(true);
-        };
-        let mut listing = self.listing(place, scan);
-        let mut listed = Vec::with_capacity(seen.objects.len());
-        while let Some(meta) = listing.try_next().await? {
-            if meta.location > *last {
-                break;
             }
-            listed.push(meta.location);
-        }
-        let read: Vec<&Path> = seen.objects.iter().map(|(path, _)| path).collect();
-        if listed.iter().collect::<Vec<_>>() != read {
-            return Ok(false);
-        }
-        let objects = (seen.objects.iter()).map(|(path, tag)| (path, tag));
-        let intents = (seen.intents.iter()).map(|(path, tag)| (path, tag));
-        for (path, tag) in objects.chain(intents) {
-            match self.store.head(path).await {
-                Ok(meta) if meta.e_tag == *tag => {}
-                Ok(_) | Err(object_store::Error::NotFound { .. }) => return Ok(false),
-                Err(error) => return Err(failed(error.into())),
+            if let Some(entity) = self.visible(place, &meta.location).await? {
+                page.push(entity);
             }
         }
-        Ok(true)
+        Ok((page, epochs))
     }
 }
 
-/// What a page of a scan read: the objects (with their ETags) and the intents of their locks.
-#[derive(Debug, Default)]
-struct Seen {
-    objects: Vec<(Path, Option<String>)>,
-    intents: Vec<(Path, Option<String>)>,
+/// The key of an entity's object, from its path.
+fn key_of(path: &Path) -> Result<EntityKey, TableError> {
+    let parts: Vec<_> = path.parts().collect();
+    let key = match parts.as_slice() {
+        [.., pk, rk] => name::decode(pk.as_ref()).zip(name::decode(rk.as_ref())),
+        _ => None,
+    };
+    key.ok_or_else(|| generic(format!("{path}: not an entity's object")))
 }
 
 /// The first change, in the order given, that does not find what it expects.
@@ -647,6 +758,7 @@ impl Tables for BucketTables {
                 if object::write_if(&*self.store, &path, &slot, version)
                     .await
                     .map_err(failed)?
+                    .is_some()
                 {
                     return Ok(true);
                 }
@@ -675,6 +787,7 @@ impl Tables for BucketTables {
                 if object::write_if(&*self.store, &path, &tombstone, Some(version))
                     .await
                     .map_err(failed)?
+                    .is_some()
                 {
                     break incarnation;
                 }

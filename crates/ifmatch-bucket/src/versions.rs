@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use ifmatch_core::precondition::Validators;
 use ifmatch_tower::{BoxError, Recorded, SharedBackend};
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutPayload, UpdateVersion};
+use object_store::{ObjectStore, UpdateVersion};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -142,35 +142,11 @@ impl BucketVersions {
     /// start-up, so that a store without conditional updates is refused before the first write
     /// rather than at it ([`VersionsError::Unsupported`]).
     pub async fn check(&self) -> Result<(), VersionsError> {
-        let probe = self
-            .prefix
-            .clone()
-            .join(format!("probe-{:016x}", rand::random::<u64>()));
-        let step = async {
-            let created = (self.store)
-                .put_opts(
-                    &probe,
-                    PutPayload::from_static(b"{}"),
-                    PutMode::Create.into(),
-                )
-                .await
-                .map_err(|e| self.refusal(e))?;
-            let update = UpdateVersion {
-                e_tag: created.e_tag,
-                version: created.version,
-            };
-            let updated = (self.store)
-                .put_opts(
-                    &probe,
-                    PutPayload::from_static(b"{}"),
-                    PutMode::Update(update).into(),
-                )
-                .await
-                .map_err(|e| self.refusal(e));
-            self.store.delete(&probe).await?;
-            updated.map(drop)
-        };
-        self.within(step).await
+        let checked = self.within(async {
+            let checked = object::check(&*self.store, &self.prefix).await;
+            checked.map_err(|failure| self.failure(failure))
+        });
+        checked.await
     }
 
     /// A store's error, as [`VersionsError::Unsupported`] when it says conditional puts are not
@@ -234,7 +210,7 @@ impl BucketVersions {
                 Decision::Write(outcome) => outcome,
             };
             let written = object::write_if(&*self.store, &path, &entry, version).await;
-            if written.map_err(|failure| self.failure(failure))? {
+            if written.map_err(|failure| self.failure(failure))?.is_some() {
                 return Ok(outcome);
             }
             // Another instance wrote first: read again.

@@ -3,7 +3,7 @@
 //! a container's deletion, cut short after each number of requests in turn, a live instance
 //! then sees all of it or none of it, and goes on writing at once.
 
-mod common;
+mod dying;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,7 +48,7 @@ async fn a_batch_cut_short_anywhere_is_whole_or_absent() {
         ];
         live.commit("t", &inserts).await.unwrap();
 
-        let dying = BucketTables::new(common::Dying::after(store.clone(), budget), "t");
+        let dying = BucketTables::new(dying::Dying::after(store.clone(), budget), "t");
         let moves = [
             change(
                 conformance::entity("p", "a", 1, 2),
@@ -129,7 +129,7 @@ async fn a_container_deletion_cut_short_anywhere_is_whole_or_absent() {
                 .unwrap();
         }
 
-        let dying = BucketRecords::new(common::Dying::after(store.clone(), budget), "r");
+        let dying = BucketRecords::new(dying::Dying::after(store.clone(), budget), "r");
         let done = dying.delete(&container, 1).await;
 
         let listed = live.list(scan).await.unwrap().len();

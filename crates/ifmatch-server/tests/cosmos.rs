@@ -1,5 +1,6 @@
 //! The Cosmos DB endpoint of `ifmatch serve`, as its users meet it: Azure's Python SDK
-//! (azure-cosmos, `tests/sdk/cosmos.py`) over the local disk, over HTTPS and over Redis, and
+//! (azure-cosmos, `tests/sdk/cosmos.py`) over the local disk, over HTTPS, over Redis and over a
+//! bucket (Azurite), and
 //! the Rust SDK (azure_data_cosmos: the seed flow, the 304, 16 writers on a counter); what the SDKs
 //! never send (bad ids, bodies that are not documents, partition keys that disagree, tags
 //! this server never wrote, queries too deep, no credentials) answered as Cosmos answers it,
@@ -20,8 +21,14 @@ use ifmatch_redis::testing::RedisServer;
 
 /// `ifmatch serve` on `data` with `extra` arguments: the process and the Cosmos endpoint.
 fn serve(data: &std::path::Path, extra: &[&str]) -> (Process, String) {
+    serve_with(data, extra, &[])
+}
+
+/// [`serve`] with `env` set.
+fn serve_with(data: &std::path::Path, extra: &[&str], env: &[(&str, &str)]) -> (Process, String) {
     let (blobs, cosmos) = (free_port(), free_port());
     let mut command = Command::new(common::binary());
+    command.envs(env.iter().copied());
     command.arg("serve").arg("--data").arg(data).args([
         "--listen",
         &format!("127.0.0.1:{blobs}"),
@@ -37,8 +44,12 @@ fn serve(data: &std::path::Path, extra: &[&str]) -> (Process, String) {
 }
 
 fn sdk_script(extra: &[&str]) {
+    sdk_script_with(extra, &[]);
+}
+
+fn sdk_script_with(extra: &[&str], env: &[(&str, &str)]) {
     let data = tempfile::tempdir().unwrap();
-    let (_server, endpoint) = serve(data.path(), extra);
+    let (_server, endpoint) = serve_with(data.path(), extra, env);
     let connection = ifmatch_cosmos::connection_string(&endpoint);
     common::python_script("cosmos.py", &[connection], "python cosmos: ");
 }
@@ -69,6 +80,14 @@ fn the_python_sdk_over_https_with_the_certificate_made_on_first_start() {
 fn the_python_sdk_over_redis() {
     let redis = RedisServer::start();
     sdk_script(&["--backend", &redis.url()]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_over_a_bucket() {
+    let bucket = common::Bucket::start().await;
+    let backend = ["--backend", &bucket.url("ifmatch")];
+    let vars = bucket.vars();
+    tokio::task::block_in_place(|| sdk_script_with(&backend, &vars));
 }
 
 /// A request signed with the emulator's key, as the SDKs sign one.
@@ -440,9 +459,29 @@ async fn feed_page(endpoint: &str, etag: Option<&str>) -> (Vec<serde_json::Value
 async fn the_change_feed_across_two_instances_over_redis_misses_no_change() {
     let redis = RedisServer::start();
     let args = ["--anonymous", "--backend", &redis.url()];
+    the_change_feed_across_two_instances_misses_no_change(&args, &[], 120).await;
+}
+
+/// The same over nothing but a bucket (Azurite), with fewer writes: each costs a few dozen
+/// requests of Azurite's (every write moves the feed's counter, in a commit of several
+/// entities).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_change_feed_across_two_instances_over_a_bucket_misses_no_change() {
+    let bucket = common::Bucket::start().await;
+    let url = bucket.url("ifmatch");
+    let args = ["--anonymous", "--backend", &url];
+    the_change_feed_across_two_instances_misses_no_change(&args, &bucket.vars(), 20).await;
+}
+
+/// Eight writers across two instances with `args` and `env`, `writes` each.
+async fn the_change_feed_across_two_instances_misses_no_change(
+    args: &[&str],
+    env: &[(&str, &str)],
+    writes: usize,
+) {
     let (data_a, data_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let (_a, a) = serve(data_a.path(), &args);
-    let (_b, b) = serve(data_b.path(), &args);
+    let (_a, a) = serve_with(data_a.path(), args, env);
+    let (_b, b) = serve_with(data_b.path(), args, env);
     let http = common::client();
     let created = http.post(format!("{a}/dbs")).body(r#"{"id":"feed"}"#);
     assert_eq!(created.send().await.unwrap().status(), 201);
@@ -478,7 +517,7 @@ async fn the_change_feed_across_two_instances_over_redis_misses_no_change() {
             let endpoint = if w < 6 { a.clone() } else { b.clone() };
             let http = http.clone();
             tokio::spawn(async move {
-                for k in 0..120 {
+                for k in 0..writes {
                     // A document of its own, and a write to one of four shared ones.
                     for id in [format!("w{w}-{k}"), format!("shared{}", k % 4)] {
                         let body = serde_json::json!({ "id": id, "pk": "p", "by": w, "k": k });
@@ -526,7 +565,7 @@ async fn the_change_feed_across_two_instances_over_redis_misses_no_change() {
             None => break,
         }
     }
-    assert_eq!(final_versions.len(), 8 * 120 + 4);
+    assert_eq!(final_versions.len(), 8 * writes + 4);
     let missed: Vec<_> = (final_versions.iter())
         .filter(|(id, etag)| seen.get(*id) != Some(etag))
         .map(|(id, _)| id.clone())

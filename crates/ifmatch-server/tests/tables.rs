@@ -1,7 +1,7 @@
 //! The Table service of `ifmatch serve`, as its users meet it: Azure's Python SDK
-//! (azure-data-tables, `tests/sdk/tables.py`) over the local disk and over Redis, a blob lease
-//! locking entities across two tables, and batches that a SIGKILL leaves whole or absent (on
-//! both backends).
+//! (azure-data-tables, `tests/sdk/tables.py`) over the local disk, over Redis and over a bucket
+//! (Azurite), a blob lease locking entities across two tables, and batches that a SIGKILL
+//! leaves whole or absent (on each backend).
 
 mod common;
 
@@ -17,10 +17,16 @@ const ACCOUNT: &str = "devstoreaccount1";
 const KEY: &str =
     "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
 
-/// `ifmatch serve` on `data` with `extra` arguments: the process, the blob and table origins.
-fn serve(data: &std::path::Path, extra: &[&str]) -> (Process, String, String) {
+/// `ifmatch serve` on `data` with `extra` arguments and `env` set: the process, the blob and
+/// table origins.
+fn serve_with(
+    data: &std::path::Path,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (Process, String, String) {
     let (blobs, tables) = (free_port(), free_port());
     let mut command = Command::new(common::binary());
+    command.envs(env.iter().copied());
     command.arg("serve").arg("--data").arg(data).args([
         "--listen",
         &format!("127.0.0.1:{blobs}"),
@@ -44,8 +50,13 @@ fn connection_string(blobs: &str, tables: &str) -> String {
 /// Runs the Python script `script` of `tests/sdk` (the virtual environment's SDK) against a
 /// fresh `ifmatch serve` with `extra` arguments: it must pass, and end with its tally.
 fn sdk_script(script: &str, tally: &str, extra: &[&str]) {
+    sdk_script_with(script, tally, extra, &[]);
+}
+
+/// [`sdk_script`] with the server's `env` set.
+fn sdk_script_with(script: &str, tally: &str, extra: &[&str], env: &[(&str, &str)]) {
     let data = tempfile::tempdir().unwrap();
-    let (_server, blobs, tables) = serve(data.path(), extra);
+    let (_server, blobs, tables) = serve_with(data.path(), extra, env);
     common::python_script(script, &[connection_string(&blobs, &tables)], tally);
 }
 
@@ -58,6 +69,16 @@ fn the_python_sdk_over_the_local_disk() {
 fn the_python_sdk_over_redis() {
     let redis = RedisServer::start();
     sdk_script("tables.py", "python tables: ", &["--backend", &redis.url()]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_over_a_bucket() {
+    let bucket = common::Bucket::start().await;
+    let backend = ["--backend", &bucket.url("ifmatch")];
+    let vars = bucket.vars();
+    tokio::task::block_in_place(|| {
+        sdk_script_with("tables.py", "python tables: ", &backend, &vars)
+    });
 }
 
 #[test]
@@ -115,23 +136,36 @@ async fn partitions(tables: &str) -> HashMap<String, usize> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_during_batches_leaves_each_whole_or_absent() {
-    sigkill_during_batches(&["--anonymous"]).await;
+    let args = ["--anonymous"];
+    sigkill_during_batches(&args, &[], Duration::from_millis(1500)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_during_batches_over_redis_leaves_each_whole_or_absent() {
     let redis = RedisServer::start();
-    sigkill_during_batches(&["--anonymous", "--backend", &redis.url()]).await;
+    let args = ["--anonymous", "--backend", &redis.url()];
+    sigkill_during_batches(&args, &[], Duration::from_millis(1500)).await;
 }
 
-/// Four writers sending 100-entity batches, the server SIGKILLed under them and started again
-/// with `args`, three rounds: every partition whole or absent, every acknowledged batch there.
-async fn sigkill_during_batches(args: &[&str]) {
+/// Over a bucket, a batch costs a few hundred requests of Azurite's (a batch's intent, a lock
+/// and a release of each entity): the server runs longer before it is killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_during_batches_over_a_bucket_leaves_each_whole_or_absent() {
+    let bucket = common::Bucket::start().await;
+    let url = bucket.url("ifmatch");
+    let args = ["--anonymous", "--backend", &url];
+    sigkill_during_batches(&args, &bucket.vars(), Duration::from_secs(5)).await;
+}
+
+/// Four writers sending 100-entity batches, the server (with `args` and `env`) SIGKILLed under
+/// them after `running` and started again, three rounds: every partition whole or absent,
+/// every acknowledged batch there.
+async fn sigkill_during_batches(args: &[&str], env: &[(&str, &str)], running: Duration) {
     const ROWS: usize = 100;
     let data = tempfile::tempdir().unwrap();
     let acknowledged: Arc<Mutex<Vec<String>>> = Arc::default();
     for round in 0..3 {
-        let (server, _blobs, tables) = serve(data.path(), args);
+        let (server, _blobs, tables) = serve_with(data.path(), args, env);
         let http = client();
         if round == 0 {
             let created = http
@@ -171,12 +205,12 @@ async fn sigkill_during_batches(args: &[&str]) {
                 })
             })
             .collect();
-        tokio::time::sleep(Duration::from_millis(1500)).await;
+        tokio::time::sleep(running).await;
         drop(server);
         for writer in writers {
             writer.await.unwrap();
         }
-        let (_server, _blobs, tables) = serve(data.path(), args);
+        let (_server, _blobs, tables) = serve_with(data.path(), args, env);
         let counts = partitions(&tables).await;
         for (pk, count) in &counts {
             assert_eq!(*count, ROWS, "partition {pk}: a batch applied in part");

@@ -770,3 +770,46 @@ impl TestCertificates {
         Arc::new(config)
     }
 }
+
+/// A bucket for `--backend az://...`: Azurite's blob service (whose conditional puts are
+/// atomic) with a container `fleet`, and what an instance needs to reach it.
+pub struct Bucket {
+    _azurite: Process,
+    _work: tempfile::TempDir,
+    /// The variables object_store's Azure builder reads, for this Azurite.
+    pub env: Vec<(&'static str, String)>,
+}
+
+impl Bucket {
+    pub async fn start() -> Self {
+        let work = tempfile::tempdir().unwrap();
+        let (azurite, port) = azurite(work.path());
+        let endpoint = format!("http://127.0.0.1:{port}/{ACCOUNT}");
+        let made = signed_key("PUT", &format!("{endpoint}/fleet?restype=container")).await;
+        assert_eq!(made.status(), 201);
+        let env = vec![
+            ("AZURE_STORAGE_ACCOUNT_NAME", ACCOUNT.to_owned()),
+            (
+                "AZURE_STORAGE_ACCOUNT_KEY",
+                ifmatch_blob::DEV_KEY.to_owned(),
+            ),
+            ("AZURE_STORAGE_ENDPOINT", endpoint),
+            ("AZURE_ALLOW_HTTP", "true".to_owned()),
+        ];
+        Self {
+            _azurite: azurite,
+            _work: work,
+            env,
+        }
+    }
+
+    /// The `--backend` URL of records, tables and bytes under `prefix` in the container.
+    pub fn url(&self, prefix: &str) -> String {
+        format!("az://fleet/{prefix}")
+    }
+
+    /// [`Bucket::env`] as `spawn_with_env` takes it.
+    pub fn vars(&self) -> Vec<(&str, &str)> {
+        self.env.iter().map(|(k, v)| (*k, v.as_str())).collect()
+    }
+}

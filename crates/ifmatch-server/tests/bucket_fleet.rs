@@ -1,0 +1,144 @@
+//! A fleet with nothing but a bucket: two `ifmatch serve --backend az://...` instances, each
+//! with a data directory of its own and no Redis, keeping records, leases, staged blocks and
+//! bytes in one container of Azurite (an object store whose conditional puts are atomic).
+
+mod common;
+
+use common::{Bucket, client, header};
+
+/// An instance with its own data directory, everything else in `bucket`.
+fn instance(bucket: &Bucket, data: &std::path::Path) -> (common::Process, String) {
+    let url = bucket.url("ifmatch");
+    let (child, origin) = common::spawn_with_env(
+        [
+            "serve".as_ref(),
+            "--anonymous".as_ref(),
+            "--data".as_ref(),
+            data.as_os_str(),
+            "--backend".as_ref(),
+            url.as_ref(),
+        ],
+        &bucket.vars(),
+    );
+    (
+        common::Process(child),
+        format!("{origin}/{}", common::ACCOUNT),
+    )
+}
+
+async fn send(method: &str, url: &str, headers: &[(&str, &str)], body: &str) -> reqwest::Response {
+    common::send(&client(), method, url, headers, body.to_owned()).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_share_nothing_but_a_bucket() {
+    const CLIENTS: usize = 32;
+    const INCREMENTS: usize = 100;
+    let bucket = Bucket::start().await;
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (_a, a) = instance(&bucket, dir_a.path());
+    let (_b, b) = instance(&bucket, dir_b.path());
+    let http = client();
+    common::create_container(&http, &a, "fleet").await;
+    let blob = [("x-ms-blob-type", "BlockBlob")];
+    let put = send("PUT", &format!("{b}/fleet/counter"), &blob, "0").await;
+    assert_eq!(
+        put.status(),
+        201,
+        "the container made through A is seen by B"
+    );
+
+    // Blocks staged through A, committed through B, read through A.
+    for (id, part) in [("YQ==", "first "), ("Yg==", "second")] {
+        let url = format!("{a}/fleet/blocks?comp=block&blockid={id}");
+        assert_eq!(send("PUT", &url, &[], part).await.status(), 201);
+    }
+    let list = "<BlockList><Latest>YQ==</Latest><Latest>Yg==</Latest></BlockList>";
+    let committed = send(
+        "PUT",
+        &format!("{b}/fleet/blocks?comp=blocklist"),
+        &[],
+        list,
+    )
+    .await;
+    assert_eq!(committed.status(), 201);
+    let got = common::get(&http, &format!("{a}/fleet/blocks")).await;
+    assert_eq!(got.text().await.unwrap(), "first second");
+
+    // 32 clients, read through one instance, write with If-Match through the other.
+    let bases = [a.as_str(), b.as_str()];
+    let conflicts = common::count_across(&http, bases, "/fleet/counter", CLIENTS, INCREMENTS).await;
+    for base in &bases {
+        let r = common::get(&http, &format!("{base}/fleet/counter")).await;
+        assert_eq!(
+            r.text().await.unwrap(),
+            INCREMENTS.to_string(),
+            "no increment lost"
+        );
+    }
+    assert!(conflicts > 0, "the test did not contend");
+
+    // A lease taken through A binds B.
+    let lease = [
+        ("x-ms-lease-action", "acquire"),
+        ("x-ms-lease-duration", "15"),
+    ];
+    let taken = send("PUT", &format!("{a}/fleet/counter?comp=lease"), &lease, "").await;
+    assert_eq!(taken.status(), 201);
+    let id = header(&taken, "x-ms-lease-id").unwrap();
+    let other = send("PUT", &format!("{b}/fleet/counter?comp=lease"), &lease, "").await;
+    assert_eq!(
+        (other.status().as_u16(), common::code(&other).as_deref()),
+        (409, Some("LeaseAlreadyPresent"))
+    );
+    assert_eq!(
+        send("PUT", &format!("{b}/fleet/counter"), &blob, "x")
+            .await
+            .status(),
+        412
+    );
+    let held = [
+        ("x-ms-blob-type", "BlockBlob"),
+        ("x-ms-lease-id", id.as_str()),
+    ];
+    let written = send("PUT", &format!("{b}/fleet/counter"), &held, "y").await;
+    assert_eq!(written.status(), 201);
+
+    // Deleted through B, the container and its blobs are gone through A; made again, empty.
+    let deleted = send("DELETE", &format!("{b}/fleet?restype=container"), &[], "").await;
+    assert_eq!(deleted.status(), 202);
+    let gone = send("GET", &format!("{a}/fleet/blocks"), &[], "").await;
+    assert_eq!(gone.status(), 404);
+    common::create_container(&http, &a, "fleet").await;
+    let listed = send(
+        "GET",
+        &format!("{b}/fleet?restype=container&comp=list"),
+        &[],
+        "",
+    )
+    .await;
+    let listed = listed.text().await.unwrap();
+    assert!(!listed.contains("<Blob>"), "{listed}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_without_conditional_updates_is_refused_at_start() {
+    let (store, data) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let url = format!("file://{}", store.path().display());
+    let out = std::process::Command::new(common::binary())
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--backend",
+            &url,
+            "--data",
+        ])
+        .arg(data.path())
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("conditional updates"), "{said}");
+}
