@@ -142,3 +142,55 @@ async fn a_store_without_conditional_updates_is_refused_at_start() {
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(said.contains("conditional updates"), "{said}");
 }
+
+/// The bucket gone: a write through the instance is answered 503 promptly and lands nowhere;
+/// the bucket back (what it held kept: `ifmatch serve` as the store), the instance serves again
+/// with no restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bucket_gone_answers_503_promptly_and_the_instance_recovers_by_itself() {
+    let mut bucket = Bucket::served().await;
+    let data = tempfile::tempdir().unwrap();
+    let (_a, a) = instance(&bucket, data.path());
+    let http = client();
+    common::create_container(&http, &a, "down").await;
+    let blob = [("x-ms-blob-type", "BlockBlob")];
+    assert_eq!(
+        send("PUT", &format!("{a}/down/before"), &blob, "v1")
+            .await
+            .status(),
+        201
+    );
+
+    bucket.kill();
+    let started = std::time::Instant::now();
+    let put = send("PUT", &format!("{a}/down/during"), &blob, "lost?").await;
+    let took = started.elapsed();
+    assert_eq!(
+        (put.status().as_u16(), common::code(&put).as_deref()),
+        (503, Some("ServerBusy"))
+    );
+    assert!(
+        took < std::time::Duration::from_secs(15),
+        "answered after {took:?}"
+    );
+
+    bucket.restart();
+    let got = common::get(&http, &format!("{a}/down/before")).await;
+    assert_eq!(
+        got.text().await.unwrap(),
+        "v1",
+        "what the bucket held is served again"
+    );
+    let missing = send("GET", &format!("{a}/down/during"), &[], "").await;
+    assert_eq!(
+        missing.status(),
+        404,
+        "the write answered 503 landed nowhere"
+    );
+    assert_eq!(
+        send("PUT", &format!("{a}/down/after"), &blob, "v2")
+            .await
+            .status(),
+        201
+    );
+}

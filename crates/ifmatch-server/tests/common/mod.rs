@@ -648,7 +648,16 @@ pub fn azurite_with(
     work: &std::path::Path,
     certificates: Option<&TestCertificates>,
 ) -> (Process, u16) {
-    let port = free_port();
+    azurite_on(work, certificates, free_port())
+}
+
+/// [`azurite_with`] on `port`: started again on the same port and `work`, Azurite is back with
+/// what it held.
+pub fn azurite_on(
+    work: &std::path::Path,
+    certificates: Option<&TestCertificates>,
+    port: u16,
+) -> (Process, u16) {
     let bin = tool(
         "IFMATCH_AZURITE",
         "target/azurite/node_modules/.bin/azurite-blob",
@@ -772,22 +781,44 @@ impl TestCertificates {
 }
 
 /// A bucket for `--backend az://...`: Azurite's blob service (whose conditional puts are
-/// atomic) with a container `fleet`, and what an instance needs to reach it.
+/// atomic), or `ifmatch serve` itself, with a container `fleet`, and what an instance needs to
+/// reach it.
 pub struct Bucket {
-    _azurite: Process,
-    _work: tempfile::TempDir,
-    /// The variables object_store's Azure builder reads, for this Azurite.
+    process: Option<Process>,
+    work: tempfile::TempDir,
+    port: u16,
+    served: bool,
+    /// The variables object_store's Azure builder reads, for this store.
     pub env: Vec<(&'static str, String)>,
 }
 
 impl Bucket {
+    /// Over Azurite.
     pub async fn start() -> Self {
+        Self::start_as(false).await
+    }
+
+    /// Over `ifmatch serve` itself, whose data is durable: killed and started again, it is
+    /// back with what it held (Azurite saves its metadata every few seconds).
+    pub async fn served() -> Self {
+        Self::start_as(true).await
+    }
+
+    async fn start_as(served: bool) -> Self {
         let work = tempfile::tempdir().unwrap();
-        let (azurite, port) = azurite(work.path());
+        let port = free_port();
+        let mut bucket = Self {
+            process: None,
+            work,
+            port,
+            served,
+            env: Vec::new(),
+        };
+        bucket.restart();
         let endpoint = format!("http://127.0.0.1:{port}/{ACCOUNT}");
         let made = signed_key("PUT", &format!("{endpoint}/fleet?restype=container")).await;
         assert_eq!(made.status(), 201);
-        let env = vec![
+        bucket.env = vec![
             ("AZURE_STORAGE_ACCOUNT_NAME", ACCOUNT.to_owned()),
             (
                 "AZURE_STORAGE_ACCOUNT_KEY",
@@ -796,11 +827,34 @@ impl Bucket {
             ("AZURE_STORAGE_ENDPOINT", endpoint),
             ("AZURE_ALLOW_HTTP", "true".to_owned()),
         ];
-        Self {
-            _azurite: azurite,
-            _work: work,
-            env,
-        }
+        bucket
+    }
+
+    /// Kills the store: the bucket is gone until [`Bucket::restart`].
+    pub fn kill(&mut self) {
+        self.process = None;
+    }
+
+    /// The store (again), on the same port, with what it held.
+    pub fn restart(&mut self) {
+        self.process = Some(if self.served {
+            let mut command = std::process::Command::new(binary());
+            command
+                .arg("serve")
+                .arg("--data")
+                .arg(self.work.path())
+                .args([
+                    "--listen",
+                    &format!("127.0.0.1:{}", self.port),
+                    "--table-listen",
+                    "off",
+                    "--cosmos-listen",
+                    "off",
+                ]);
+            Process::listening(command, self.port, "ifmatch serve, the bucket")
+        } else {
+            azurite_on(self.work.path(), None, self.port).0
+        });
     }
 
     /// The `--backend` URL of records, tables and bytes under `prefix` in the container.
