@@ -1,0 +1,322 @@
+//! Conditional writes per second through a fleet of two `ifmatch serve` instances (release
+//! build, `IFMATCH_BIN`), their records kept in Redis (`--backend redis://`, bytes under a
+//! shared `--data`) or in nothing but a bucket (`--backend az://`, over a third `ifmatch serve`
+//! as the object store: its conditional puts are atomic, moto's are not), and, as a reference,
+//! the same client's compare-and-swap straight on etcd (v3's JSON gateway: a range, then a
+//! transaction comparing the key's `mod_revision`). 32 clients read a counter and write it back
+//! with `If-Match` through the other instance, starting over when they lose, on one key and
+//! spread over 1,000 keys. Rounds alternate the backends (the machine is noisy); each line
+//! gives the median commits per second over the rounds, its min-max spread, and its ratio to
+//! Redis's. At the end of each run every counter is read back: their sum must be the commits
+//! counted, or an update was lost.
+//!
+//! Run by `bash scripts/bench-fleet [SECONDS_PER_RUN] [ROUNDS]`.
+
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use serde_json::{Value, json};
+
+const CLIENTS: usize = 32;
+const ACCOUNT: &str = "devstoreaccount1";
+
+/// A process killed when dropped.
+struct Process(Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// `command` started quietly, once it listens on `port`.
+fn listening(mut command: Command, port: u16) -> Process {
+    let child = command.stdout(Stdio::null()).stderr(Stdio::null()).spawn();
+    let process = Process(child.unwrap_or_else(|e| panic!("{command:?}: {e}")));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "{command:?} did not listen");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    process
+}
+
+/// `ifmatch serve` with `args` and `env`: the process and its account's root.
+fn serve(args: &[&str], env: &[(&str, String)]) -> (Process, String) {
+    let binary = std::env::var("IFMATCH_BIN").unwrap_or_else(|_| "target/release/ifmatch".into());
+    let port = free_port();
+    let mut command = Command::new(binary);
+    command.arg("serve").args(args).args([
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+        "--table-listen",
+        "off",
+        "--cosmos-listen",
+        "off",
+    ]);
+    command.envs(env.iter().map(|(k, v)| (k, v)));
+    (
+        listening(command, port),
+        format!("http://127.0.0.1:{port}/{ACCOUNT}"),
+    )
+}
+
+/// Where the counters are, and how to read and swap one.
+#[derive(Clone)]
+enum Target {
+    /// Two instances' account roots.
+    Fleet([String; 2]),
+    /// etcd's client URL.
+    Etcd(String),
+}
+
+#[tokio::main]
+async fn main() {
+    let mut args = std::env::args().skip(1);
+    let seconds: u64 = args
+        .next()
+        .map_or(5, |s| s.parse().expect("SECONDS_PER_RUN"));
+    let rounds: usize = args.next().map_or(5, |s| s.parse().expect("ROUNDS"));
+    let http = reqwest::Client::new();
+    let work = tempfile::tempdir().unwrap();
+
+    let redis = ifmatch_redis::testing::RedisServer::start();
+    let shared = work.path().join("shared");
+    let redis_args = ["--anonymous", "--backend", &redis.url(), "--data"];
+    let shared = shared.to_str().unwrap();
+    let (_r1, r1) = serve(&[&redis_args[..], &[shared]].concat(), &[]);
+    let (_r2, r2) = serve(&[&redis_args[..], &[shared]].concat(), &[]);
+
+    // The object store: `ifmatch serve`, signed requests, a container `fleet`.
+    let store_data = work.path().join("store");
+    let (_store, store) = serve(&["--data", store_data.to_str().unwrap()], &[]);
+    let made = ifmatch_client::Client::from_connection_string(&format!(
+        "DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={};BlobEndpoint={store};",
+        ifmatch_blob::DEV_KEY
+    ))
+    .unwrap()
+    .create_container("fleet")
+    .await;
+    made.expect("the store's container");
+    let env = [
+        ("AZURE_STORAGE_ACCOUNT_NAME", ACCOUNT.to_owned()),
+        (
+            "AZURE_STORAGE_ACCOUNT_KEY",
+            ifmatch_blob::DEV_KEY.to_owned(),
+        ),
+        ("AZURE_STORAGE_ENDPOINT", store.clone()),
+        ("AZURE_ALLOW_HTTP", "true".to_owned()),
+    ];
+    let bucket_args = |data: &str| {
+        let data = work.path().join(data);
+        let data = data.to_str().unwrap().to_owned();
+        vec![
+            "--anonymous".to_owned(),
+            "--backend".into(),
+            "az://fleet/bench".into(),
+            "--data".into(),
+            data,
+        ]
+    };
+    let (a, b) = (bucket_args("a"), bucket_args("b"));
+    let (_b1, b1) = serve(&a.iter().map(String::as_str).collect::<Vec<_>>(), &env);
+    let (_b2, b2) = serve(&b.iter().map(String::as_str).collect::<Vec<_>>(), &env);
+
+    let etcd_port = free_port();
+    let etcd_url = format!("http://127.0.0.1:{etcd_port}");
+    let mut command = Command::new("etcd");
+    command
+        .arg("--data-dir")
+        .arg(work.path().join("etcd"))
+        .args([
+            "--listen-client-urls",
+            &etcd_url,
+            "--advertise-client-urls",
+            &etcd_url,
+        ])
+        .args([
+            "--listen-peer-urls",
+            &format!("http://127.0.0.1:{}", free_port()),
+        ]);
+    let _etcd = listening(command, etcd_port);
+
+    let targets = [
+        ("redis", Target::Fleet([r1, r2])),
+        ("bucket: ifmatch serve", Target::Fleet([b1, b2])),
+        ("etcd (the same client, raw)", Target::Etcd(etcd_url)),
+    ];
+    for keys in [1, 1000] {
+        let mut rates = vec![Vec::new(); targets.len()];
+        for round in 0..rounds {
+            for ((_, target), rate) in targets.iter().zip(rates.iter_mut()) {
+                let run = format!("k{keys}r{round}");
+                setup(&http, target, &run, keys).await;
+                let commits = load(&http, target, &run, keys, Duration::from_secs(seconds)).await;
+                let sum = total(&http, target, &run, keys).await;
+                assert_eq!(sum, commits, "{run}: an update was lost");
+                rate.push(commits as f64 / seconds as f64);
+            }
+        }
+        let redis_median = median(&rates[0]);
+        for ((name, _), rate) in targets.iter().zip(&rates) {
+            let (low, high) = spread(rate);
+            println!(
+                "{keys:>5} key(s), {name:<28} {:>7.0} commits/s ({low:.0}-{high:.0}), {:.2} of Redis",
+                median(rate),
+                median(rate) / redis_median
+            );
+        }
+    }
+}
+
+fn b64(text: &str) -> String {
+    STANDARD.encode(text)
+}
+
+async fn etcd(http: &reqwest::Client, url: &str, call: &str, body: Value) -> Value {
+    let request = http.post(format!("{url}/v3/kv/{call}"));
+    let answer = request.body(body.to_string()).send().await.unwrap();
+    serde_json::from_slice(&answer.bytes().await.unwrap()).unwrap()
+}
+
+/// `keys` counters at 0, under the run's name.
+async fn setup(http: &reqwest::Client, target: &Target, run: &str, keys: usize) {
+    match target {
+        Target::Fleet(bases) => {
+            let made = http
+                .put(format!("{}/{run}?restype=container", bases[0]))
+                .send()
+                .await;
+            assert_eq!(made.unwrap().status(), 201);
+            for key in 0..keys {
+                let url = format!("{}/{run}/n{key}", bases[0]);
+                let put = http
+                    .put(url)
+                    .header("x-ms-blob-type", "BlockBlob")
+                    .body("0");
+                assert_eq!(put.send().await.unwrap().status(), 201);
+            }
+        }
+        Target::Etcd(url) => {
+            for key in 0..keys {
+                let put = json!({ "key": b64(&format!("{run}/n{key}")), "value": b64("0") });
+                etcd(http, url, "put", put).await;
+            }
+        }
+    }
+}
+
+/// One counter's value and version (an ETag, or a `mod_revision`).
+async fn read(http: &reqwest::Client, target: &Target, client: usize, key: &str) -> (u64, String) {
+    match target {
+        Target::Fleet(bases) => {
+            let got = http
+                .get(format!("{}/{key}", bases[client % 2]))
+                .send()
+                .await
+                .unwrap();
+            let tag = got.headers()["etag"].to_str().unwrap().to_owned();
+            (got.text().await.unwrap().parse().unwrap(), tag)
+        }
+        Target::Etcd(url) => {
+            let found = etcd(http, url, "range", json!({ "key": b64(key) })).await;
+            let kv = &found["kvs"][0];
+            let value = STANDARD.decode(kv["value"].as_str().unwrap()).unwrap();
+            let revision = kv["mod_revision"].as_str().unwrap().to_owned();
+            (String::from_utf8(value).unwrap().parse().unwrap(), revision)
+        }
+    }
+}
+
+/// Writes `value` if the counter is still at `version`, through the other instance.
+async fn swap(
+    http: &reqwest::Client,
+    target: &Target,
+    client: usize,
+    key: &str,
+    version: &str,
+    value: u64,
+) -> bool {
+    match target {
+        Target::Fleet(bases) => {
+            let put = http.put(format!("{}/{key}", bases[(client + 1) % 2]));
+            let put = put
+                .header("x-ms-blob-type", "BlockBlob")
+                .header("if-match", version);
+            put.body(value.to_string()).send().await.unwrap().status() == 201
+        }
+        Target::Etcd(url) => {
+            let txn = json!({
+                "compare": [{ "key": b64(key), "target": "MOD", "result": "EQUAL", "mod_revision": version }],
+                "success": [{ "request_put": { "key": b64(key), "value": b64(&value.to_string()) } }],
+            });
+            etcd(http, url, "txn", txn).await["succeeded"]
+                .as_bool()
+                .unwrap_or(false)
+        }
+    }
+}
+
+/// The commits of `CLIENTS` clients incrementing the run's `keys` counters for `run_for`.
+async fn load(
+    http: &reqwest::Client,
+    target: &Target,
+    run: &str,
+    keys: usize,
+    run_for: Duration,
+) -> u64 {
+    let done = Arc::new(AtomicUsize::new(0));
+    let deadline = Instant::now() + run_for;
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|client| {
+            let (http, target, done, run) =
+                (http.clone(), target.clone(), done.clone(), run.to_owned());
+            tokio::spawn(async move {
+                let mut turn = client;
+                while Instant::now() < deadline {
+                    turn += CLIENTS;
+                    let key = format!("{run}/n{}", turn % keys);
+                    let (value, version) = read(&http, &target, client, &key).await;
+                    if swap(&http, &target, client, &key, &version, value + 1).await {
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+        })
+        .collect();
+    for client in clients {
+        client.await.unwrap();
+    }
+    done.load(Ordering::Relaxed) as u64
+}
+
+/// The sum of the run's counters.
+async fn total(http: &reqwest::Client, target: &Target, run: &str, keys: usize) -> u64 {
+    let mut sum = 0;
+    for key in 0..keys {
+        sum += read(http, target, 0, &format!("{run}/n{key}")).await.0;
+    }
+    sum
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted[sorted.len() / 2]
+}
+
+fn spread(values: &[f64]) -> (f64, f64) {
+    let low = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let high = values.iter().copied().fold(0.0, f64::max);
+    (low, high)
+}
