@@ -12,6 +12,7 @@
 //!
 //! Run by `bash scripts/bench-fleet [SECONDS_PER_RUN] [ROUNDS]`.
 
+use examples::{median, spread};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -82,11 +83,7 @@ enum Target {
 
 #[tokio::main]
 async fn main() {
-    let mut args = std::env::args().skip(1);
-    let seconds: u64 = args
-        .next()
-        .map_or(5, |s| s.parse().expect("SECONDS_PER_RUN"));
-    let rounds: usize = args.next().map_or(5, |s| s.parse().expect("ROUNDS"));
+    let (seconds, rounds) = examples::seconds_and_rounds();
     let http = reqwest::Client::new();
     let work = tempfile::tempdir().unwrap();
 
@@ -307,16 +304,4 @@ async fn total(http: &reqwest::Client, target: &Target, run: &str, keys: usize) 
         sum += read(http, target, 0, &format!("{run}/n{key}")).await.0;
     }
     sum
-}
-
-fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    sorted[sorted.len() / 2]
-}
-
-fn spread(values: &[f64]) -> (f64, f64) {
-    let low = values.iter().copied().fold(f64::INFINITY, f64::min);
-    let high = values.iter().copied().fold(0.0, f64::max);
-    (low, high)
 }

@@ -16,6 +16,7 @@ mod fleet;
 #[allow(missing_docs)]
 mod stores;
 
+use examples::{median, spread};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -27,11 +28,7 @@ const CLIENTS: usize = 32;
 
 #[tokio::main]
 async fn main() {
-    let mut args = std::env::args().skip(1);
-    let seconds: u64 = args
-        .next()
-        .map_or(5, |s| s.parse().expect("SECONDS_PER_RUN"));
-    let rounds: usize = args.next().map_or(5, |s| s.parse().expect("ROUNDS"));
+    let (seconds, rounds) = examples::seconds_and_rounds();
     let redis = ifmatch_redis::testing::RedisServer::start();
     let served = stores::Served::start().await;
     let backends = ["redis", "bucket: ifmatch serve"];
@@ -103,16 +100,4 @@ async fn commits<V: VersionStore + Clone>(versions: [V; 2], keys: usize, run: Du
         client.await.unwrap();
     }
     done.load(Ordering::Relaxed) as f64 / run.as_secs_f64()
-}
-
-fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    sorted[sorted.len() / 2]
-}
-
-fn spread(values: &[f64]) -> (f64, f64) {
-    let low = values.iter().copied().fold(f64::INFINITY, f64::min);
-    let high = values.iter().copied().fold(0.0, f64::max);
-    (low, high)
 }

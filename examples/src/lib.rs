@@ -1,3 +1,27 @@
 //! Runnable examples of ifmatch: `cargo run -p examples --example axum-docs`,
 //! `cargo run -p examples --example hyper-hello`, and `bench-app`, the app that
 //! `scripts/bench-tower` measures.
+
+/// The median of a benchmark's runs (the upper one of an even count).
+pub fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted[sorted.len() / 2]
+}
+
+/// The least and the greatest of a benchmark's runs.
+pub fn spread(values: &[f64]) -> (f64, f64) {
+    let low = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let high = values.iter().copied().fold(0.0, f64::max);
+    (low, high)
+}
+
+/// A benchmark's `SECONDS_PER_RUN` and `ROUNDS` arguments (5 and 5 when not given).
+pub fn seconds_and_rounds() -> (u64, usize) {
+    let mut args = std::env::args().skip(1);
+    let seconds = args
+        .next()
+        .map_or(5, |s| s.parse().expect("SECONDS_PER_RUN"));
+    let rounds = args.next().map_or(5, |s| s.parse().expect("ROUNDS"));
+    (seconds, rounds)
+}

@@ -3,6 +3,7 @@
 //! none), and wait a short jittered while before reading again when another writer came first.
 //! What every state of this crate is made of.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{StreamExt, TryStreamExt};
@@ -10,6 +11,46 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+
+/// Where a type of this crate keeps its objects: a store, a prefix in it, and how long one of
+/// its operations (requests, retries and waits included) may take.
+#[derive(Clone)]
+pub(crate) struct Bucket {
+    pub(crate) store: Arc<dyn ObjectStore>,
+    pub(crate) prefix: Path,
+    pub(crate) timeout: Duration,
+}
+
+impl std::fmt::Debug for Bucket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bucket")
+            .field("store", &self.store.to_string())
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Bucket {
+    pub(crate) fn new(store: Arc<dyn ObjectStore>, prefix: &str, timeout: Duration) -> Self {
+        Self {
+            store,
+            prefix: Path::from(prefix),
+            timeout,
+        }
+    }
+
+    /// `operation`, or the error `late` makes of the timeout once it took longer.
+    pub(crate) async fn within<T, E>(
+        &self,
+        operation: impl Future<Output = Result<T, E>>,
+        late: impl FnOnce(Duration) -> E,
+    ) -> Result<T, E> {
+        match tokio::time::timeout(self.timeout, operation).await {
+            Ok(done) => done,
+            Err(_) => Err(late(self.timeout)),
+        }
+    }
+}
 
 /// Why a read or a write of an object failed.
 #[derive(Debug, thiserror::Error)]
@@ -127,4 +168,13 @@ pub(crate) async fn check(store: &dyn ObjectStore, prefix: &Path) -> Result<(), 
 /// creation to its deletion, so that one write (its tombstone) takes them all out of sight.
 pub(crate) fn incarnation() -> String {
     format!("{:016x}", rand::random::<u64>())
+}
+
+/// This instance's clock, in Unix milliseconds: what lock, version and intent ages are judged
+/// by.
+pub(crate) fn now_millis() -> u64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    u64::try_from(now.as_millis()).unwrap_or(u64::MAX)
 }

@@ -11,7 +11,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutPayload, UpdateVersion};
 use serde::{Deserialize, Serialize};
 
 use crate::name;
-use crate::object::{self, Backoff, Failure};
+use crate::object::{self, Backoff, Bucket, Failure};
 
 /// Blob and container records in a bucket, for a fleet of `ifmatch serve` instances that
 /// shares nothing but the bucket (`--backend s3://...`).
@@ -54,20 +54,9 @@ use crate::object::{self, Backoff, Failure};
 /// put or delete, a GET and a PUT (and, for a delete, a listing of its blobs, a GET and a
 /// DELETE each); staging a block, 2 GETs and 2 PUTs; a listing, the container's GET, the
 /// listing's pages, and a GET per record listed. Lost races cost a GET and a PUT each.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct BucketRecords {
-    store: Arc<dyn ObjectStore>,
-    prefix: Path,
-    timeout: Duration,
-}
-
-impl std::fmt::Debug for BucketRecords {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BucketRecords")
-            .field("store", &self.store.to_string())
-            .field("prefix", &self.prefix)
-            .finish_non_exhaustive()
-    }
+    bucket: Bucket,
 }
 
 /// What a record's object holds: the record, none once deleted; for a container, the
@@ -86,18 +75,15 @@ impl BucketRecords {
     /// Records in `store` under `prefix` (say `ifmatch/records`). Each operation is given up
     /// after 10 s.
     pub fn new(store: Arc<dyn ObjectStore>, prefix: &str) -> Self {
-        Self {
-            store,
-            prefix: Path::from(prefix),
-            timeout: Duration::from_secs(10),
-        }
+        let bucket = Bucket::new(store, prefix, Duration::from_secs(10));
+        Self { bucket }
     }
 
     /// How long one operation (its GETs and PUTs, retries included) may take before it fails
     /// with [`StoreError::Unavailable`]. An operation given up may still land, as the error
     /// says.
     pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
+        self.bucket.timeout = timeout;
         self
     }
 
@@ -106,8 +92,8 @@ impl BucketRecords {
     /// refused with [`StoreError::Unsupported`], before the first write rather than at it.
     pub async fn check(&self) -> Result<(), StoreError> {
         self.within(async {
-            let checked = object::check(&*self.store, &self.prefix).await;
-            checked.map_err(|failure| store_error(&self.prefix, failure))
+            let checked = object::check(&*self.bucket.store, &self.bucket.prefix).await;
+            checked.map_err(|failure| store_error(&self.bucket.prefix, failure))
         })
         .await
     }
@@ -117,28 +103,41 @@ impl BucketRecords {
         &self,
         operation: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
-        match tokio::time::timeout(self.timeout, operation).await {
-            Ok(done) => done,
-            Err(_) => Err(StoreError::Unavailable(
-                format!("the object store did not answer within {:?}", self.timeout).into(),
-            )),
-        }
+        let late = |timeout| {
+            let said = format!("the object store did not answer within {timeout:?}");
+            StoreError::Unavailable(said.into())
+        };
+        self.bucket.within(operation, late).await
     }
 
     fn container_path(&self, container: &str) -> Path {
-        self.prefix.clone().join("c").join(name::encode(container))
+        self.bucket
+            .prefix
+            .clone()
+            .join("c")
+            .join(name::encode(container))
     }
 
     /// Where the blobs of a container's incarnation are.
     fn blobs_path(&self, container: &str, incarnation: &str) -> Path {
-        let path = self.prefix.clone().join("b").join(name::encode(container));
+        let path = self
+            .bucket
+            .prefix
+            .clone()
+            .join("b")
+            .join(name::encode(container));
         path.join(incarnation)
     }
 
     /// Where the staged blocks of a container's incarnation are; of one blob's set, with
     /// `blob` and `epoch`.
     fn staged_path(&self, container: &str, incarnation: &str, set: Option<(&str, u64)>) -> Path {
-        let path = self.prefix.clone().join("s").join(name::encode(container));
+        let path = self
+            .bucket
+            .prefix
+            .clone()
+            .join("s")
+            .join(name::encode(container));
         let path = path.join(incarnation);
         match set {
             None => path,
@@ -147,7 +146,7 @@ impl BucketRecords {
     }
 
     async fn read(&self, path: &Path) -> Result<Read, StoreError> {
-        match object::read::<Slot>(&*self.store, path).await {
+        match object::read::<Slot>(&*self.bucket.store, path).await {
             Ok(Some((slot, version))) => Ok((Some(slot), Some(version))),
             Ok(None) => Ok((None, None)),
             Err(failure) => Err(store_error(path, failure)),
@@ -160,7 +159,7 @@ impl BucketRecords {
         slot: &Slot,
         version: Option<UpdateVersion>,
     ) -> Result<bool, StoreError> {
-        let written = object::write_if(&*self.store, path, slot, version).await;
+        let written = object::write_if(&*self.bucket.store, path, slot, version).await;
         let written = written.map_err(|failure| store_error(path, failure))?;
         Ok(written.is_some())
     }
@@ -258,7 +257,7 @@ impl BucketRecords {
     /// leaves them to the orphan sweep.
     async fn sweep(&self, container: &str, incarnation: &str) -> Result<Vec<Record>, StoreError> {
         let blobs = self.blobs_path(container, incarnation);
-        let found = object::paths_under(&*self.store, &blobs).await;
+        let found = object::paths_under(&*self.bucket.store, &blobs).await;
         let found = found.map_err(|f| store_error(&blobs, f))?;
         let mut records = Vec::with_capacity(found.len());
         for path in &found {
@@ -281,7 +280,7 @@ impl BucketRecords {
 
     /// Deletes every object under `path`.
     async fn remove_all(&self, path: Path) -> Result<(), StoreError> {
-        let removed = object::remove_all(&*self.store, &path).await;
+        let removed = object::remove_all(&*self.bucket.store, &path).await;
         removed.map_err(|f| store_error(&path, f))
     }
 
@@ -294,10 +293,10 @@ impl BucketRecords {
         // The store lists after an offset, in order: the open form of `start` sorts just
         // before its segment, and after every lesser name's.
         let listing = if start.is_empty() {
-            self.store.list(Some(&blobs))
+            self.bucket.store.list(Some(&blobs))
         } else {
             let offset = blobs.clone().join(name::open(start));
-            self.store.list_with_offset(Some(&blobs), &offset)
+            self.bucket.store.list_with_offset(Some(&blobs), &offset)
         };
         let mut listing = listing.map_err(|e| store_error(&blobs, e.into()));
         let mut out = Vec::new();
@@ -340,7 +339,7 @@ impl BucketRecords {
         let counter = set.clone().join("n");
         let mut backoff = Backoff::default();
         let number = loop {
-            let read = object::read::<u64>(&*self.store, &counter).await;
+            let read = object::read::<u64>(&*self.bucket.store, &counter).await;
             let (count, version) = match read.map_err(|f| store_error(&counter, f))? {
                 Some((count, version)) => (count, Some(version)),
                 None => (0, None),
@@ -348,7 +347,8 @@ impl BucketRecords {
             if count >= stage.max as u64 {
                 return Ok(false);
             }
-            let written = object::write_if(&*self.store, &counter, &(count + 1), version).await;
+            let written =
+                object::write_if(&*self.bucket.store, &counter, &(count + 1), version).await;
             if written.map_err(|f| store_error(&counter, f))?.is_some() {
                 break count;
             }
@@ -356,7 +356,7 @@ impl BucketRecords {
         };
         let path = set.join("b").join(format!("{number:016x}"));
         let json = serde_json::to_vec(stage.block).map_err(|e| StoreError::corrupt(&path, e))?;
-        (self.store.put(&path, PutPayload::from(json)).await)
+        (self.bucket.store.put(&path, PutPayload::from(json)).await)
             .map_err(|e| store_error(&path, e.into()))?;
         Ok(true)
     }
@@ -369,12 +369,12 @@ impl BucketRecords {
             return Ok(Vec::new());
         };
         let blocks = (self.staged_path(container, &incarnation, Some((blob, epoch)))).join("b");
-        let paths = object::paths_under(&*self.store, &blocks).await;
+        let paths = object::paths_under(&*self.bucket.store, &blocks).await;
         let mut paths = paths.map_err(|f| store_error(&blocks, f))?;
         // Named by their number: in the order they were staged, whatever order the store lists.
         paths.sort();
         let reads = paths.into_iter().map(|path| async move {
-            let read = object::read::<Block>(&*self.store, &path).await;
+            let read = object::read::<Block>(&*self.bucket.store, &path).await;
             read.map_err(|f| store_error(&path, f))
         });
         let found: Vec<Option<(Block, UpdateVersion)>> = futures_util::stream::iter(reads)
@@ -472,8 +472,8 @@ impl Records for BucketRecords {
 
     async fn containers(&self) -> Result<Vec<String>, StoreError> {
         self.within(async {
-            let containers = self.prefix.clone().join("c");
-            let found = object::paths_under(&*self.store, &containers).await;
+            let containers = self.bucket.prefix.clone().join("c");
+            let found = object::paths_under(&*self.bucket.store, &containers).await;
             let found = found.map_err(|f| store_error(&containers, f))?;
             let mut names = Vec::new();
             for path in found {

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use futures_util::{StreamExt, TryStreamExt};
 use ifmatch_table::{Change, Entity, EntityKey, Scan, TableError, Tables, satisfies};
@@ -13,7 +13,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutPayload, UpdateVersion};
 use serde::{Deserialize, Serialize};
 
 use crate::name;
-use crate::object::{self, Backoff, Failure};
+use crate::object::{self, Backoff, Bucket, Failure, now_millis};
 
 /// How many times a scan reads a page again, batches committing under it, before it holds new
 /// batches off.
@@ -43,24 +43,14 @@ const OPTIMISTIC: u32 = 3;
 /// commit's atomicity does not depend on its instance surviving. Intents' ages are judged by
 /// each instance's clock.
 ///
-/// A scan's page is read as it was at one instant: read, then checked by a second listing of
-/// its range and a HEAD of each object it depended on, and read again if anything changed
-/// between; a page costs twice its objects' requests.
-#[derive(Clone)]
+/// A scan's page never shows half a batch: each batch moves its partitions' epochs as it
+/// commits (before any of its entities shows its new value), and a page reads each
+/// partition's epoch before listing it and again at the end, reading the page again when one
+/// moved; after three tries it holds new batches off its partitions for a moment.
+#[derive(Clone, Debug)]
 pub struct BucketTables {
-    store: Arc<dyn ObjectStore>,
-    prefix: Path,
-    timeout: Duration,
+    bucket: Bucket,
     stale: Duration,
-}
-
-impl std::fmt::Debug for BucketTables {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BucketTables")
-            .field("store", &self.store.to_string())
-            .field("prefix", &self.prefix)
-            .finish_non_exhaustive()
-    }
 }
 
 /// A table's object: the incarnation its entities are kept under; none once deleted.
@@ -154,12 +144,9 @@ impl BucketTables {
     /// Tables in `store` under `prefix` (say `ifmatch/tables`). Each operation is given up
     /// after 10 s.
     pub fn new(store: Arc<dyn ObjectStore>, prefix: &str) -> Self {
-        Self {
-            store,
-            prefix: Path::from(prefix),
-            timeout: Duration::from_secs(10),
-            stale: Duration::from_secs(30),
-        }
+        let bucket = Bucket::new(store, prefix, Duration::from_secs(10));
+        let stale = Duration::from_secs(30);
+        Self { bucket, stale }
     }
 
     /// How long a commit's intent may stay pending before another writer aborts it, taking it
@@ -173,7 +160,7 @@ impl BucketTables {
     /// How long one operation (its requests, retries and waits for other commits included) may
     /// take before it fails. An operation given up may still land.
     pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
+        self.bucket.timeout = timeout;
         self
     }
 
@@ -181,23 +168,27 @@ impl BucketTables {
         &self,
         operation: impl Future<Output = Result<T, TableError>>,
     ) -> Result<T, TableError> {
-        match tokio::time::timeout(self.timeout, operation).await {
-            Ok(done) => done,
-            Err(_) => Err(generic(format!(
-                "the object store did not answer within {:?}",
-                self.timeout
-            ))),
-        }
+        let late = |timeout| {
+            generic(format!(
+                "the object store did not answer within {timeout:?}"
+            ))
+        };
+        self.bucket.within(operation, late).await
     }
 
     fn table_path(&self, table: &str) -> Path {
-        self.prefix.clone().join("t").join(name::encode(table))
+        self.bucket
+            .prefix
+            .clone()
+            .join("t")
+            .join(name::encode(table))
     }
 
     fn place(&self, table: &str, incarnation: &str) -> Place {
         let table = name::encode(table);
         let at = |kind: &str| {
-            self.prefix
+            self.bucket
+                .prefix
                 .clone()
                 .join(kind)
                 .join(table.as_str())
@@ -213,7 +204,7 @@ impl BucketTables {
 
     /// The place of a table that exists.
     async fn live(&self, table: &str) -> Result<Place, TableError> {
-        let found = object::read::<TableSlot>(&*self.store, &self.table_path(table)).await;
+        let found = object::read::<TableSlot>(&*self.bucket.store, &self.table_path(table)).await;
         match found.map_err(failed)? {
             Some((
                 TableSlot {
@@ -229,7 +220,7 @@ impl BucketTables {
         &self,
         path: &Path,
     ) -> Result<(EntitySlot, Option<UpdateVersion>), TableError> {
-        let found = object::read::<EntitySlot>(&*self.store, path).await;
+        let found = object::read::<EntitySlot>(&*self.bucket.store, path).await;
         Ok(match found.map_err(failed)? {
             Some((slot, version)) => (slot, Some(version)),
             None => (
@@ -255,7 +246,7 @@ impl BucketTables {
             return Ok(Settled::Value(slot.entity.clone()));
         };
         let path = place.intent(&lock.intent);
-        let found = object::read::<Intent>(&*self.store, &path).await;
+        let found = object::read::<Intent>(&*self.bucket.store, &path).await;
         let Some((intent, version)) = found.map_err(failed)? else {
             return Ok(Settled::Gone);
         };
@@ -271,7 +262,8 @@ impl BucketTables {
                     state: State::Aborted,
                     ..intent
                 };
-                let written = object::write_if(&*self.store, &path, &aborted, Some(version)).await;
+                let written =
+                    object::write_if(&*self.bucket.store, &path, &aborted, Some(version)).await;
                 if written.map_err(failed)?.is_none() {
                     // Its commit or another writer came first: ask again.
                     return Ok(Settled::Pending);
@@ -304,12 +296,13 @@ impl BucketTables {
         for pk in &intent.partitions {
             let epoch = place.epoch(pk);
             loop {
-                let found = object::read::<u64>(&*self.store, &epoch).await;
+                let found = object::read::<u64>(&*self.bucket.store, &epoch).await;
                 let (n, version) = match found.map_err(failed)? {
                     Some((n, version)) => (n, Some(version)),
                     None => (0, None),
                 };
-                let written = object::write_if(&*self.store, &epoch, &(n + 1), version).await;
+                let written =
+                    object::write_if(&*self.bucket.store, &epoch, &(n + 1), version).await;
                 if written.map_err(failed)?.is_some() {
                     break;
                 }
@@ -322,14 +315,14 @@ impl BucketTables {
             sealed: true,
         };
         // Lost: sealed by someone else meanwhile.
-        let written = object::write_if(&*self.store, path, &sealed, Some(version)).await;
+        let written = object::write_if(&*self.bucket.store, path, &sealed, Some(version)).await;
         written.map_err(failed)?;
         Ok(())
     }
 
     /// The epoch of partition `pk`: how many batches committed in it.
     async fn epoch(&self, place: &Place, pk: &str) -> Result<u64, TableError> {
-        let found = object::read::<u64>(&*self.store, &place.epoch(pk)).await;
+        let found = object::read::<u64>(&*self.bucket.store, &place.epoch(pk)).await;
         Ok(found.map_err(failed)?.map_or(0, |(n, _)| n))
     }
 
@@ -361,7 +354,8 @@ impl BucketTables {
                 Settled::Value(entity) => {
                     // Settle it for everyone: the value, and no lock.
                     let settled = EntitySlot { entity, lock: None };
-                    let written = object::write_if(&*self.store, path, &settled, version).await;
+                    let written =
+                        object::write_if(&*self.bucket.store, path, &settled, version).await;
                     written.map_err(failed)?;
                 }
                 Settled::Gone => {}
@@ -383,7 +377,7 @@ impl BucketTables {
                 entity: change.write.clone(),
                 lock: None,
             };
-            let written = object::write_if(&*self.store, &path, &slot, version).await;
+            let written = object::write_if(&*self.bucket.store, &path, &slot, version).await;
             if written.map_err(failed)?.is_some() {
                 return Ok(());
             }
@@ -414,7 +408,7 @@ impl BucketTables {
                 partitions: partitions.clone(),
                 sealed: false,
             };
-            let written = object::write_if(&*self.store, &intent_path, &intent, None).await;
+            let written = object::write_if(&*self.bucket.store, &intent_path, &intent, None).await;
             let Some(version) = written.map_err(failed)? else {
                 continue;
             };
@@ -451,7 +445,8 @@ impl BucketTables {
             // The instant of the commit (or of its abort). Lost only to a writer that judged
             // this intent stale and aborted it: undone, and tried again.
             let decided = Intent { state, ..intent };
-            let written = object::write_if(&*self.store, &intent_path, &decided, Some(version));
+            let written =
+                object::write_if(&*self.bucket.store, &intent_path, &decided, Some(version));
             let decided_version = written.await.map_err(failed)?;
             let won = decided_version.is_some();
             if let Some(version) = decided_version
@@ -471,7 +466,7 @@ impl BucketTables {
             // Lost, the intent was aborted by another writer.
             let decided = if won { state } else { State::Aborted };
             self.release(place, settled.collect(), &id, decided).await?;
-            let _ = self.store.delete(&intent_path).await;
+            let _ = self.bucket.store.delete(&intent_path).await;
             if committed {
                 return Ok(());
             }
@@ -511,7 +506,7 @@ impl BucketTables {
                 entity: entity.clone(),
                 lock: Some(lock),
             };
-            let written = object::write_if(&*self.store, &path, &ours, version).await;
+            let written = object::write_if(&*self.bucket.store, &path, &ours, version).await;
             if let Some(version) = written.map_err(failed)? {
                 return Ok(Some((entity, version)));
             }
@@ -561,7 +556,7 @@ impl BucketTables {
                 }
             };
             let settled = EntitySlot { entity, lock: None };
-            let written = object::write_if(&*self.store, &path, &settled, version).await;
+            let written = object::write_if(&*self.bucket.store, &path, &settled, version).await;
             if written.map_err(failed)?.is_some() {
                 return Ok(());
             }
@@ -590,16 +585,16 @@ impl BucketTables {
             }
             if moved.is_empty() {
                 for pk in &barriers {
-                    let _ = self.store.delete(&place.barrier(pk)).await;
+                    let _ = self.bucket.store.delete(&place.barrier(pk)).await;
                 }
                 return Ok(page);
             }
             if tries >= OPTIMISTIC {
-                let until = now_millis() + self.timeout.as_millis() as u64;
+                let until = now_millis() + self.bucket.timeout.as_millis() as u64;
                 for pk in moved {
                     let path = place.barrier(&pk);
                     let json = serde_json::to_vec(&until).map_err(|e| generic(e.to_string()))?;
-                    (self.store.put(&path, PutPayload::from(json)).await)
+                    (self.bucket.store.put(&path, PutPayload::from(json)).await)
                         .map_err(|e| failed(e.into()))?;
                     barriers.push(pk);
                 }
@@ -612,7 +607,7 @@ impl BucketTables {
     /// Whether a scan holds batches off one of `partitions` now.
     async fn held_off(&self, place: &Place, partitions: &[String]) -> Result<bool, TableError> {
         for pk in partitions {
-            let found = object::read::<u64>(&*self.store, &place.barrier(pk)).await;
+            let found = object::read::<u64>(&*self.bucket.store, &place.barrier(pk)).await;
             if found
                 .map_err(failed)?
                 .is_some_and(|(until, _)| until > now_millis())
@@ -632,16 +627,20 @@ impl BucketTables {
     {
         // The store lists after an offset, in order: just before the start's object.
         let listing = match (pk.is_empty(), rk.is_empty()) {
-            (true, true) => self.store.list(Some(&place.entities)),
+            (true, true) => self.bucket.store.list(Some(&place.entities)),
             (_, true) => {
                 let offset = place.entities.clone().join(name::open(pk));
-                self.store.list_with_offset(Some(&place.entities), &offset)
+                self.bucket
+                    .store
+                    .list_with_offset(Some(&place.entities), &offset)
             }
             _ => {
                 let offset = (place.entities.clone())
                     .join(name::encode(pk))
                     .join(name::open(rk));
-                self.store.list_with_offset(Some(&place.entities), &offset)
+                self.bucket
+                    .store
+                    .list_with_offset(Some(&place.entities), &offset)
             }
         };
         listing.map_err(|e| failed(e.into()))
@@ -727,21 +726,13 @@ fn failed(failure: Failure) -> TableError {
     generic(failure.to_string())
 }
 
-/// This instance's clock, in Unix milliseconds: what an intent's age is judged by.
-fn now_millis() -> u64 {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    u64::try_from(now.as_millis()).unwrap_or(u64::MAX)
-}
-
 impl Tables for BucketTables {
     async fn create_table(&self, name: &str) -> Result<bool, TableError> {
         self.within(async {
             let path = self.table_path(name);
             let mut backoff = Backoff::default();
             loop {
-                let found = object::read::<TableSlot>(&*self.store, &path).await;
+                let found = object::read::<TableSlot>(&*self.bucket.store, &path).await;
                 let version = match found.map_err(failed)? {
                     Some((
                         TableSlot {
@@ -755,7 +746,7 @@ impl Tables for BucketTables {
                 let slot = TableSlot {
                     incarnation: Some(object::incarnation()),
                 };
-                if object::write_if(&*self.store, &path, &slot, version)
+                if object::write_if(&*self.bucket.store, &path, &slot, version)
                     .await
                     .map_err(failed)?
                     .is_some()
@@ -773,7 +764,7 @@ impl Tables for BucketTables {
             let path = self.table_path(name);
             let mut backoff = Backoff::default();
             let incarnation = loop {
-                let found = object::read::<TableSlot>(&*self.store, &path).await;
+                let found = object::read::<TableSlot>(&*self.bucket.store, &path).await;
                 let (incarnation, version) = match found.map_err(failed)? {
                     Some((
                         TableSlot {
@@ -784,7 +775,7 @@ impl Tables for BucketTables {
                     _ => return Ok(false),
                 };
                 let tombstone = TableSlot { incarnation: None };
-                if object::write_if(&*self.store, &path, &tombstone, Some(version))
+                if object::write_if(&*self.bucket.store, &path, &tombstone, Some(version))
                     .await
                     .map_err(failed)?
                     .is_some()
@@ -797,7 +788,7 @@ impl Tables for BucketTables {
             // before the end leaves it unread).
             let place = self.place(name, &incarnation);
             for path in [place.entities, place.intents] {
-                object::remove_all(&*self.store, &path)
+                object::remove_all(&*self.bucket.store, &path)
                     .await
                     .map_err(failed)?;
             }
@@ -808,19 +799,19 @@ impl Tables for BucketTables {
 
     async fn tables(&self, after: &str, limit: usize) -> Result<Vec<String>, TableError> {
         self.within(async {
-            let tables = self.prefix.clone().join("t");
+            let tables = self.bucket.prefix.clone().join("t");
             let listing = if after.is_empty() {
-                self.store.list(Some(&tables))
+                self.bucket.store.list(Some(&tables))
             } else {
                 let offset = tables.clone().join(name::encode(after));
-                self.store.list_with_offset(Some(&tables), &offset)
+                self.bucket.store.list_with_offset(Some(&tables), &offset)
             };
             let mut listing = listing.map_err(|e| failed(e.into()));
             let mut out = Vec::new();
             while out.len() < limit
                 && let Some(meta) = listing.try_next().await?
             {
-                let found = object::read::<TableSlot>(&*self.store, &meta.location).await;
+                let found = object::read::<TableSlot>(&*self.bucket.store, &meta.location).await;
                 let live = matches!(
                     found.map_err(failed)?,
                     Some((

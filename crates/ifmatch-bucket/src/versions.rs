@@ -2,7 +2,7 @@
 //! per-key write lock, with an expiry and a fencing token, each change one conditional PUT.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use ifmatch_core::precondition::Validators;
 use ifmatch_tower::{BoxError, Recorded, SharedBackend};
@@ -11,7 +11,7 @@ use object_store::{ObjectStore, UpdateVersion};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::object::{self, Backoff, Failure};
+use crate::object::{self, Backoff, Bucket, Failure, now_millis};
 
 /// Versions and write locks in a bucket, for [`ifmatch_tower::ConditionalLayer::versions`]
 /// through [`ifmatch_tower::Shared`] (which keeps a live holder's lock renewed, and says how
@@ -32,20 +32,9 @@ use crate::object::{self, Backoff, Failure};
 ///
 /// What it costs: each step is one GET and one PUT of the key's object (more under
 /// contention), a read of a version one GET.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct BucketVersions {
-    store: Arc<dyn ObjectStore>,
-    prefix: Path,
-    timeout: Duration,
-}
-
-impl std::fmt::Debug for BucketVersions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BucketVersions")
-            .field("store", &self.store.to_string())
-            .field("prefix", &self.prefix)
-            .finish_non_exhaustive()
-    }
+    bucket: Bucket,
 }
 
 /// What the object of one key holds.
@@ -120,11 +109,8 @@ impl BucketVersions {
     /// Versions in `store`, under `prefix` (say `myapp/versions`). Each step is given up after
     /// 5 s.
     pub fn new(store: Arc<dyn ObjectStore>, prefix: &str) -> Self {
-        Self {
-            store,
-            prefix: Path::from(prefix),
-            timeout: Duration::from_secs(5),
-        }
+        let bucket = Bucket::new(store, prefix, Duration::from_secs(5));
+        Self { bucket }
     }
 
     /// How long one step (a lock, a record, a read: its GETs and PUTs, retries included) may
@@ -133,7 +119,7 @@ impl BucketVersions {
     /// when the store is back. A step given up may still land: a lock taken so expires
     /// unrenewed, as a crashed holder's does.
     pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
+        self.bucket.timeout = timeout;
         self
     }
 
@@ -143,7 +129,7 @@ impl BucketVersions {
     /// rather than at it ([`VersionsError::Unsupported`]).
     pub async fn check(&self) -> Result<(), VersionsError> {
         let checked = self.within(async {
-            let checked = object::check(&*self.store, &self.prefix).await;
+            let checked = object::check(&*self.bucket.store, &self.bucket.prefix).await;
             checked.map_err(|failure| self.failure(failure))
         });
         checked.await
@@ -154,7 +140,7 @@ impl BucketVersions {
     fn refusal(&self, error: object_store::Error) -> VersionsError {
         match error {
             object_store::Error::NotImplemented { .. } => {
-                VersionsError::Unsupported(error, self.store.to_string())
+                VersionsError::Unsupported(error, self.bucket.store.to_string())
             }
             error => error.into(),
         }
@@ -165,13 +151,13 @@ impl BucketVersions {
         &self,
         step: impl Future<Output = Result<T, VersionsError>>,
     ) -> Result<T, VersionsError> {
-        let bounded = tokio::time::timeout(self.timeout, step).await;
-        bounded.unwrap_or(Err(VersionsError::Timeout(self.timeout)))
+        self.bucket.within(step, VersionsError::Timeout).await
     }
 
     /// The object of `key`: named by the SHA-256 of the key, so any key fits any store.
     fn path(&self, key: &str) -> Path {
-        self.prefix
+        self.bucket
+            .prefix
             .clone()
             .join(hex::encode(Sha256::digest(key.as_bytes())))
     }
@@ -181,7 +167,7 @@ impl BucketVersions {
         &self,
         path: &Path,
     ) -> Result<(Entry, Option<UpdateVersion>), VersionsError> {
-        let found = object::read::<Entry>(&*self.store, path).await;
+        let found = object::read::<Entry>(&*self.bucket.store, path).await;
         let found = found.map_err(|failure| self.failure(failure))?;
         Ok(found.map_or_else(Default::default, |(entry, version)| (entry, Some(version))))
     }
@@ -209,7 +195,7 @@ impl BucketVersions {
                 Decision::Keep(outcome) => return Ok(outcome),
                 Decision::Write(outcome) => outcome,
             };
-            let written = object::write_if(&*self.store, &path, &entry, version).await;
+            let written = object::write_if(&*self.bucket.store, &path, &entry, version).await;
             if written.map_err(|failure| self.failure(failure))?.is_some() {
                 return Ok(outcome);
             }
@@ -226,14 +212,6 @@ impl BucketVersions {
             Failure::Corrupt(error) => VersionsError::Corrupt(error),
         }
     }
-}
-
-/// This instance's clock, in Unix milliseconds: what lock and version expiries are judged by.
-fn now_millis() -> u64 {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    u64::try_from(now.as_millis()).unwrap_or(u64::MAX)
 }
 
 impl SharedBackend for BucketVersions {

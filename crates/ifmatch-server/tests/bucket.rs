@@ -299,36 +299,7 @@ async fn two_instances_share_nothing_but_redis_and_s3() {
     }
 
     // A lease taken through A binds B.
-    let lease = [
-        ("x-ms-lease-action", "acquire"),
-        ("x-ms-lease-duration", "15"),
-    ];
-    let taken = send("PUT", &format!("{a}/fleet/counter?comp=lease"), &lease, "").await;
-    assert_eq!(taken.status(), 201);
-    let id = header(&taken, "x-ms-lease-id").unwrap();
-    let other = send("PUT", &format!("{b}/fleet/counter?comp=lease"), &lease, "").await;
-    assert_eq!(
-        (other.status().as_u16(), common::code(&other).as_deref()),
-        (409, Some("LeaseAlreadyPresent"))
-    );
-    let blind = send(
-        "PUT",
-        &format!("{b}/fleet/counter"),
-        &[("x-ms-blob-type", "BlockBlob")],
-        "x",
-    )
-    .await;
-    assert_eq!(blind.status(), 412);
-    let held = [
-        ("x-ms-blob-type", "BlockBlob"),
-        ("x-ms-lease-id", id.as_str()),
-    ];
-    assert_eq!(
-        send("PUT", &format!("{b}/fleet/counter"), &held, "y")
-            .await
-            .status(),
-        201
-    );
+    common::a_lease_binds(&a, &b, "/fleet/counter").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Bucket, client, header};
+use common::{Bucket, client};
 
 /// An instance with its own data directory, everything else in `bucket`.
 fn instance(bucket: &Bucket, data: &std::path::Path) -> (common::Process, String) {
@@ -79,30 +79,7 @@ async fn two_instances_share_nothing_but_a_bucket() {
     assert!(conflicts > 0, "the test did not contend");
 
     // A lease taken through A binds B.
-    let lease = [
-        ("x-ms-lease-action", "acquire"),
-        ("x-ms-lease-duration", "15"),
-    ];
-    let taken = send("PUT", &format!("{a}/fleet/counter?comp=lease"), &lease, "").await;
-    assert_eq!(taken.status(), 201);
-    let id = header(&taken, "x-ms-lease-id").unwrap();
-    let other = send("PUT", &format!("{b}/fleet/counter?comp=lease"), &lease, "").await;
-    assert_eq!(
-        (other.status().as_u16(), common::code(&other).as_deref()),
-        (409, Some("LeaseAlreadyPresent"))
-    );
-    assert_eq!(
-        send("PUT", &format!("{b}/fleet/counter"), &blob, "x")
-            .await
-            .status(),
-        412
-    );
-    let held = [
-        ("x-ms-blob-type", "BlockBlob"),
-        ("x-ms-lease-id", id.as_str()),
-    ];
-    let written = send("PUT", &format!("{b}/fleet/counter"), &held, "y").await;
-    assert_eq!(written.status(), 201);
+    common::a_lease_binds(&a, &b, "/fleet/counter").await;
 
     // Deleted through B, the container and its blobs are gone through A; made again, empty.
     let deleted = send("DELETE", &format!("{b}/fleet?restype=container"), &[], "").await;

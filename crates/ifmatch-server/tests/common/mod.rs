@@ -867,3 +867,33 @@ impl Bucket {
         self.env.iter().map(|(k, v)| (*k, v.as_str())).collect()
     }
 }
+
+/// A lease taken through instance `a` on the blob at `path` binds instance `b`: another
+/// acquire is 409 `LeaseAlreadyPresent`, a write without the lease 412, a write with it 201.
+pub async fn a_lease_binds(a: &str, b: &str, path: &str) {
+    let http = client();
+    let lease = [
+        ("x-ms-lease-action", "acquire"),
+        ("x-ms-lease-duration", "15"),
+    ];
+    let url = |base: &str, query: &str| format!("{base}{path}{query}");
+    let taken = send(&http, "PUT", &url(a, "?comp=lease"), &lease, Vec::new()).await;
+    assert_eq!(taken.status(), 201);
+    let id = header(&taken, "x-ms-lease-id").unwrap();
+    let other = send(&http, "PUT", &url(b, "?comp=lease"), &lease, Vec::new()).await;
+    assert_eq!(
+        (other.status().as_u16(), code(&other).as_deref()),
+        (409, Some("LeaseAlreadyPresent"))
+    );
+    let blob = [("x-ms-blob-type", "BlockBlob")];
+    let blind = send(&http, "PUT", &url(b, ""), &blob, "x").await;
+    assert_eq!(blind.status(), 412);
+    let held = [
+        ("x-ms-blob-type", "BlockBlob"),
+        ("x-ms-lease-id", id.as_str()),
+    ];
+    assert_eq!(
+        send(&http, "PUT", &url(b, ""), &held, "y").await.status(),
+        201
+    );
+}

@@ -1,43 +1,10 @@
-//! The Table front's entities in a bucket pass the conformance suite of every tables backend
-//! (tables come and go, entities in key order, compare-and-swap commits, batches all or none,
-//! one of racing writers wins), over memory, Azurite and `ifmatch serve` itself through
-//! object_store's Azure backend.
+//! A batch is seen whole or not at all: scans of a partition while racing batches move
+//! amounts between its entities.
 
 mod common;
 
-use std::sync::Arc;
-
 use ifmatch_bucket::BucketTables;
 use ifmatch_table::conformance;
-use object_store::ObjectStore;
-use object_store::memory::InMemory;
-
-/// Every check of the suite, each on tables of a prefix of its own in `store`.
-async fn conforms(store: Arc<dyn ObjectStore>) {
-    let tables = |prefix: &str| BucketTables::new(store.clone(), prefix);
-    conformance::tables_come_and_go(&tables("a")).await;
-    conformance::entities_come_in_key_order(&tables("b")).await;
-    conformance::commits_compare_and_swap(&tables("c")).await;
-    conformance::a_batch_applies_all_or_none(&tables("d")).await;
-    conformance::one_of_racing_writers_wins(&tables("e")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn over_memory_it_conforms() {
-    conforms(Arc::new(InMemory::new())).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn over_ifmatch_serve_it_conforms() {
-    let served = common::Served::start().await;
-    conforms(served.client()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn over_azurite_it_conforms() {
-    let azurite = common::Azurite::start().await;
-    conforms(azurite.client()).await;
-}
 
 /// Two entities whose `N`s sum to 0, and `writers` batches moving an amount from one to the
 /// other, each expecting the versions it read; meanwhile, scans of the partition. A batch is
