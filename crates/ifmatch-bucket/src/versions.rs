@@ -71,7 +71,7 @@ impl Entry {
     fn held_by(&self, token: &str, now: u64) -> bool {
         self.lock
             .as_ref()
-            .is_some_and(|lock| lock.token == token && lock.until > now)
+            .is_some_and(|lock| lock.token == token && lock.until >= now)
     }
 }
 
@@ -217,7 +217,9 @@ impl BucketVersions {
 impl SharedBackend for BucketVersions {
     async fn acquire(&self, key: &str, token: &str, ttl_ms: u64) -> Result<Option<u64>, BoxError> {
         let fence = self.change(key, |entry, now| match &entry.lock {
-            Some(lock) if lock.until > now => Decision::Keep(None),
+            // Held through the millisecond of its expiry: clocks read in whole milliseconds
+            // (the taker's rounded down), a lock never frees before its time to live.
+            Some(lock) if lock.until >= now => Decision::Keep(None),
             _ => {
                 entry.fence += 1;
                 entry.lock = Some(Held {
