@@ -105,6 +105,32 @@ pub(crate) async fn write_if<T: Serialize>(
     }
 }
 
+/// Moves the counter at `path` (none yet: 0) up by one, unless it has reached `max`: the
+/// number it held, or `None` when it is full. A lost race reads it again.
+pub(crate) async fn take_number(
+    store: &dyn ObjectStore,
+    path: &Path,
+    max: u64,
+) -> Result<Option<u64>, Failure> {
+    let mut backoff = Backoff::default();
+    loop {
+        let (count, version) = match read::<u64>(store, path).await? {
+            Some((count, version)) => (count, Some(version)),
+            None => (0, None),
+        };
+        if count >= max {
+            return Ok(None);
+        }
+        if write_if(store, path, &(count + 1), version)
+            .await?
+            .is_some()
+        {
+            return Ok(Some(count));
+        }
+        backoff.wait().await;
+    }
+}
+
 /// The waits between tries of one change: short and jittered, so that a crowd of writers on
 /// one object spreads out, doubling up to 50 ms.
 #[derive(Debug)]

@@ -337,22 +337,9 @@ impl BucketRecords {
         let set = self.staged_path(container, &incarnation, Some((blob, stage.epoch)));
         // The set's counter gives the block its place, and bounds the set.
         let counter = set.clone().join("n");
-        let mut backoff = Backoff::default();
-        let number = loop {
-            let read = object::read::<u64>(&*self.bucket.store, &counter).await;
-            let (count, version) = match read.map_err(|f| store_error(&counter, f))? {
-                Some((count, version)) => (count, Some(version)),
-                None => (0, None),
-            };
-            if count >= stage.max as u64 {
-                return Ok(false);
-            }
-            let written =
-                object::write_if(&*self.bucket.store, &counter, &(count + 1), version).await;
-            if written.map_err(|f| store_error(&counter, f))?.is_some() {
-                break count;
-            }
-            backoff.wait().await;
+        let taken = object::take_number(&*self.bucket.store, &counter, stage.max as u64).await;
+        let Some(number) = taken.map_err(|f| store_error(&counter, f))? else {
+            return Ok(false);
         };
         let path = set.join("b").join(format!("{number:016x}"));
         let json = serde_json::to_vec(stage.block).map_err(|e| StoreError::corrupt(&path, e))?;

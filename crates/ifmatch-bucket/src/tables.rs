@@ -295,18 +295,8 @@ impl BucketTables {
     ) -> Result<(), TableError> {
         for pk in &intent.partitions {
             let epoch = place.epoch(pk);
-            loop {
-                let found = object::read::<u64>(&*self.bucket.store, &epoch).await;
-                let (n, version) = match found.map_err(failed)? {
-                    Some((n, version)) => (n, Some(version)),
-                    None => (0, None),
-                };
-                let written =
-                    object::write_if(&*self.bucket.store, &epoch, &(n + 1), version).await;
-                if written.map_err(failed)?.is_some() {
-                    break;
-                }
-            }
+            let moved = object::take_number(&*self.bucket.store, &epoch, u64::MAX).await;
+            moved.map_err(failed)?;
         }
         let sealed = Intent {
             state: intent.state,
