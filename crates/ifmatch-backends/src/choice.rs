@@ -307,9 +307,22 @@ async fn bucket(
 ) -> io::Result<(AnyRecords, AnyTables)> {
     let under = |part: &str| prefix.clone().join(part).to_string();
     let records = ifmatch_bucket::BucketRecords::new(store.clone(), &under("records"));
-    records.check().await.map_err(|e| {
-        io::Error::new(io::ErrorKind::InvalidInput, format!("--backend {url}: {e}"))
-    })?;
+    // A store busy or slow to answer (just started, or still serving what a killed instance
+    // sent it) is asked again for a minute; one that answers without conditional puts is
+    // refused at once.
+    let refused = |e| io::Error::new(io::ErrorKind::InvalidInput, format!("--backend {url}: {e}"));
+    let mut tries = 6;
+    loop {
+        match records.check().await {
+            Ok(()) => break,
+            Err(error @ ifmatch_blob::StoreError::Unavailable(_)) if tries > 1 => {
+                tries -= 1;
+                tracing::warn!("--backend {url}: {error}; asking again");
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            }
+            Err(error) => return Err(refused(error)),
+        }
+    }
     let tables = ifmatch_bucket::BucketTables::new(store.clone(), &under("tables"));
     Ok((AnyRecords::Bucket(records), AnyTables::Bucket(tables)))
 }

@@ -18,6 +18,7 @@
 //! [`BucketVersions::check`] refuse it at start (`ifmatch serve` calls the first), and every
 //! change fails on it with the same error.
 
+mod index;
 mod name;
 mod object;
 mod records;

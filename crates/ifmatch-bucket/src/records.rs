@@ -10,6 +10,7 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload, UpdateVersion};
 use serde::{Deserialize, Serialize};
 
+use crate::index::{Entry, Index};
 use crate::name;
 use crate::object::{self, Backoff, Bucket, Failure};
 
@@ -21,8 +22,12 @@ use crate::object::{self, Backoff, Bucket, Failure};
 /// - `c/<container>`: the container's record, and the *incarnation* its blobs are kept under
 ///   (random, new each time the container is created). A deleted container leaves its object
 ///   with no record (a tombstone) until the name is created again.
-/// - `b/<container>/<incarnation>/<name>`: a blob's record. A deleted blob leaves a tombstone
+/// - `b/<container>/<incarnation>/<name>`: a blob's record, and its own incarnation (new each
+///   time the blob is created, kept while it is changed). A deleted blob leaves a tombstone
 ///   likewise.
+/// - `live/c/<container>/<incarnation>` and `live/b/<container>/<incarnation>/<name>/<blob's
+///   incarnation>`: the index of the living, one empty object each (see `index.rs`), which the
+///   listings read: a listing reads the living, not the tombstones.
 /// - `s/<container>/<incarnation>/<name>/<epoch>/`: a blob's staged blocks: a counter (`n`),
 ///   and one object per block, named by its number in the set (`b/<number>`).
 ///
@@ -46,21 +51,22 @@ use crate::object::{self, Backoff, Bucket, Failure};
 ///   first).
 ///
 /// Tombstones stay because an object store deletes unconditionally (object_store offers no
-/// `If-Match` on a delete): removing one could remove a record created over it meanwhile. A
-/// listing reads past the tombstones in its range.
+/// `If-Match` on a delete): removing one could remove a record created over it meanwhile. The
+/// index's entries, one per life, can be removed safely, so listings pass the tombstones by.
 ///
 /// What it costs, in store requests: reading a blob's record, 2 GETs (the container's, for its
-/// incarnation, then the blob's); a put or a delete of a blob, those and a PUT; a container's
-/// put or delete, a GET and a PUT (and, for a delete, a listing of its blobs, a GET and a
-/// DELETE each); staging a block, 2 GETs and 2 PUTs; a listing, the container's GET, the
-/// listing's pages, and a GET per record listed. Lost races cost a GET and a PUT each.
+/// incarnation, then the blob's); a change of a blob, those and a PUT, and one more PUT (its
+/// entry) when it creates the blob, one more DELETE when it deletes it; a container's put or
+/// delete likewise, less the first GET (and, for a delete, a listing of its blobs, a GET and
+/// 2 DELETEs each); staging a block, 2 GETs and 2 PUTs; a listing, the container's GET, the
+/// index's listing pages, and a GET per record listed. Lost races cost a GET and a PUT each.
 #[derive(Clone, Debug)]
 pub struct BucketRecords {
     bucket: Bucket,
 }
 
-/// What a record's object holds: the record, none once deleted; for a container, the
-/// incarnation its blobs are kept under.
+/// What a record's object holds: the record, none once deleted, and the incarnation of its
+/// life (for a container, what its blobs are kept under).
 #[derive(Debug, Serialize, Deserialize)]
 struct Slot {
     record: Option<Record>,
@@ -70,6 +76,21 @@ struct Slot {
 
 /// A slot's object as read: its record, and the version a conditional write names.
 type Read = (Option<Slot>, Option<UpdateVersion>);
+
+/// Where a record's slot is, and the index its lives are entered in.
+struct At {
+    slot: Path,
+    index: Index,
+    /// The slot's name in the index.
+    segment: String,
+}
+
+impl At {
+    /// The index entry of the slot's life `incarnation`.
+    fn entry(&self, incarnation: &str) -> Path {
+        self.index.entry(&[&self.segment], incarnation)
+    }
+}
 
 impl BucketRecords {
     /// Records in `store` under `prefix` (say `ifmatch/records`). Each operation is given up
@@ -116,6 +137,20 @@ impl BucketRecords {
             .clone()
             .join("c")
             .join(name::encode(container))
+    }
+
+    /// The index of the containers' lives.
+    fn containers_index(&self) -> Index {
+        let path = self.bucket.prefix.clone().join("live").join("c");
+        Index::new(self.bucket.store.clone(), path, self.bucket.timeout)
+    }
+
+    /// The index of the blobs' lives in a container's incarnation.
+    fn blobs_index(&self, container: &str, incarnation: &str) -> Index {
+        let path = (self.bucket.prefix.clone().join("live").join("b"))
+            .join(name::encode(container))
+            .join(incarnation);
+        Index::new(self.bucket.store.clone(), path, self.bucket.timeout)
     }
 
     /// Where the blobs of a container's incarnation are.
@@ -172,71 +207,65 @@ impl BucketRecords {
             .map(|slot| slot.incarnation))
     }
 
-    /// The path of a blob's record, while its container has one.
-    async fn blob_path(&self, container: &str, blob: &str) -> Result<Option<Path>, StoreError> {
-        let incarnation = self.incarnation(container).await?;
-        Ok(incarnation.map(|i| self.blobs_path(container, &i).join(name::encode(blob))))
+    /// Where the record of `key` is: for a blob, while its container has a record.
+    async fn at(&self, key: &Key) -> Result<Option<At>, StoreError> {
+        Ok(match key {
+            Key::Container(container) => Some(At {
+                slot: self.container_path(container),
+                index: self.containers_index(),
+                segment: name::encode(container),
+            }),
+            Key::Blob(container, blob) => {
+                let incarnation = self.incarnation(container).await?;
+                incarnation.map(|i| At {
+                    slot: self.blobs_path(container, &i).join(name::encode(blob)),
+                    index: self.blobs_index(container, &i),
+                    segment: name::encode(blob),
+                })
+            }
+        })
     }
 
-    async fn put_container(
+    /// Writes `record` at `key` if `mode` holds against the record there; a creation starts a
+    /// life, entered in the index first.
+    async fn put_unbounded(
         &self,
         key: &Key,
         record: &Record,
         mode: PutMode,
     ) -> Result<(), StoreError> {
-        let path = self.container_path(key.container());
         let mut backoff = Backoff::default();
         loop {
-            let (slot, version) = self.read(&path).await?;
-            let (current, incarnation) = match slot {
-                Some(Slot {
-                    record: Some(current),
-                    incarnation,
-                }) => (Some(current), incarnation),
-                _ => (None, object::incarnation()),
-            };
-            mode.check(key, current.as_ref())?;
+            let at = (self.at(key).await?).ok_or(StoreError::ContainerNotFound)?;
+            let (slot, version) = self.read(&at.slot).await?;
+            let live = slot.filter(|s| s.record.is_some());
+            mode.check(key, live.as_ref().and_then(|s| s.record.as_ref()))?;
+            let created = live.is_none();
+            let incarnation = live.map_or_else(object::incarnation, |s| s.incarnation);
+            let entry = at.entry(&incarnation);
+            if created {
+                (at.index.add(&entry).await).map_err(|f| store_error(&entry, f))?;
+            }
             let slot = Slot {
                 record: Some(record.clone()),
                 incarnation,
             };
-            if self.write_if(&path, &slot, version).await? {
+            if self.write_if(&at.slot, &slot, version).await? {
                 return Ok(());
+            }
+            if created {
+                (at.index.remove(&entry).await).map_err(|f| store_error(&entry, f))?;
             }
             backoff.wait().await;
         }
     }
 
-    async fn put_blob(
-        &self,
-        key: &Key,
-        blob: &str,
-        record: &Record,
-        mode: PutMode,
-    ) -> Result<(), StoreError> {
+    /// Writes the tombstone of the record at `at` if its generation is `generation`, then
+    /// removes the index entry of the life it ended; its slot as it was.
+    async fn bury(&self, key: &Key, at: &At, generation: u64) -> Result<Slot, StoreError> {
         let mut backoff = Backoff::default();
         loop {
-            let path = (self.blob_path(key.container(), blob).await?)
-                .ok_or(StoreError::ContainerNotFound)?;
-            let (slot, version) = self.read(&path).await?;
-            mode.check(key, slot.and_then(|s| s.record).as_ref())?;
-            let slot = Slot {
-                record: Some(record.clone()),
-                incarnation: String::new(),
-            };
-            if self.write_if(&path, &slot, version).await? {
-                return Ok(());
-            }
-            backoff.wait().await;
-        }
-    }
-
-    /// Writes the tombstone of the record at `path` if its generation is `generation`; its
-    /// slot as it was.
-    async fn bury(&self, key: &Key, path: &Path, generation: u64) -> Result<Slot, StoreError> {
-        let mut backoff = Backoff::default();
-        loop {
-            let (slot, version) = self.read(path).await?;
+            let (slot, version) = self.read(&at.slot).await?;
             let Some(slot) = slot.filter(|s| s.record.is_some()) else {
                 return Err(StoreError::not_found(key));
             };
@@ -245,34 +274,67 @@ impl BucketRecords {
                 record: None,
                 incarnation: String::new(),
             };
-            if self.write_if(path, &tombstone, version).await? {
+            if self.write_if(&at.slot, &tombstone, version).await? {
+                let entry = at.entry(&slot.incarnation);
+                (at.index.remove(&entry).await).map_err(|f| store_error(&entry, f))?;
                 return Ok(slot);
             }
             backoff.wait().await;
         }
     }
 
-    /// Removes what a deleted container's incarnation held: its blobs' objects, whose records
-    /// it returns, and its staged blocks. Nobody reads them any more; a crash before the end
-    /// leaves them to the orphan sweep.
-    async fn sweep(&self, container: &str, incarnation: &str) -> Result<Vec<Record>, StoreError> {
-        let blobs = self.blobs_path(container, incarnation);
-        let found = object::paths_under(&*self.bucket.store, &blobs).await;
-        let found = found.map_err(|f| store_error(&blobs, f))?;
-        let mut records = Vec::with_capacity(found.len());
-        for path in &found {
-            if let (
+    /// The record an index entry names, if its slot (in `slots`) confirms it is alive in the
+    /// entry's incarnation; an entry it does not confirm is removed once it is a leftover.
+    async fn confirmed(
+        &self,
+        index: &Index,
+        slots: &Path,
+        entry: &Entry,
+    ) -> Result<Option<Record>, StoreError> {
+        match self.read(&entry.slot(slots)).await? {
+            (
                 Some(Slot {
                     record: Some(record),
-                    ..
+                    incarnation,
                 }),
                 _,
-            ) = self.read(path).await?
-            {
+            ) if incarnation == entry.incarnation => Ok(Some(record)),
+            _ => {
+                let removed = index.unconfirmed(entry).await;
+                removed.map_err(|f| store_error(index.path(), f))?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// The name of the slot an entry of a one-level index names.
+    fn named(index: &Index, entry: &Entry) -> Result<String, StoreError> {
+        match entry.segments.as_slice() {
+            [segment] => name::decode(segment),
+            _ => None,
+        }
+        .ok_or_else(|| StoreError::corrupt(index.path(), "an index entry names no record"))
+    }
+
+    /// Removes what a deleted container's incarnation held: its blobs' objects, whose records
+    /// it returns, their index and its staged blocks. Nobody reads them any more; a crash
+    /// before the end leaves them to the orphan sweep.
+    async fn sweep(&self, container: &str, incarnation: &str) -> Result<Vec<Record>, StoreError> {
+        let blobs = self.blobs_path(container, incarnation);
+        let index = self.blobs_index(container, incarnation);
+        let mut listing = index.list(None);
+        let mut records = Vec::new();
+        while let Some(entry) = listing
+            .try_next()
+            .await
+            .map_err(|f| store_error(&blobs, f))?
+        {
+            if let Some(record) = self.confirmed(&index, &blobs, &entry).await? {
                 records.push(record);
             }
         }
         self.remove_all(blobs).await?;
+        self.remove_all(index.path().clone()).await?;
         self.remove_all(self.staged_path(container, incarnation, None))
             .await?;
         Ok(records)
@@ -289,24 +351,20 @@ impl BucketRecords {
             return Ok(Vec::new());
         };
         let blobs = self.blobs_path(scan.container, &incarnation);
+        let index = self.blobs_index(scan.container, &incarnation);
         let start = scan.from.max(scan.prefix);
         // The store lists after an offset, in order: the open form of `start` sorts just
         // before its segment, and after every lesser name's.
-        let listing = if start.is_empty() {
-            self.bucket.store.list(Some(&blobs))
-        } else {
-            let offset = blobs.clone().join(name::open(start));
-            self.bucket.store.list_with_offset(Some(&blobs), &offset)
-        };
-        let mut listing = listing.map_err(|e| store_error(&blobs, e.into()));
+        let offset = (!start.is_empty()).then(|| [name::open(start)]);
+        let mut listing = index.list(offset.as_ref().map(|o| o.as_slice()));
         let mut out = Vec::new();
         while out.len() < scan.limit
-            && let Some(meta) = listing.try_next().await?
+            && let Some(entry) = listing
+                .try_next()
+                .await
+                .map_err(|f| store_error(&blobs, f))?
         {
-            let segment = meta.location.filename().unwrap_or_default();
-            let name = name::decode(segment).ok_or_else(|| {
-                StoreError::corrupt(&meta.location, "not the name of a blob record")
-            })?;
+            let name = Self::named(&index, &entry)?;
             if name.as_str() < start {
                 // A store that lists from the start all the same (an emulator).
                 continue;
@@ -314,14 +372,7 @@ impl BucketRecords {
             if !name.starts_with(scan.prefix) {
                 break;
             }
-            if let (
-                Some(Slot {
-                    record: Some(record),
-                    ..
-                }),
-                _,
-            ) = self.read(&meta.location).await?
-            {
+            if let Some(record) = self.confirmed(&index, &blobs, &entry).await? {
                 out.push((name, record));
             }
         }
@@ -392,40 +443,26 @@ fn store_error(path: &Path, failure: Failure) -> StoreError {
 impl Records for BucketRecords {
     async fn get(&self, key: &Key) -> Result<Option<Arc<Record>>, StoreError> {
         self.within(async {
-            let path = match key {
-                Key::Container(c) => Some(self.container_path(c)),
-                Key::Blob(c, blob) => self.blob_path(c, blob).await?,
+            let Some(at) = self.at(key).await? else {
+                return Ok(None);
             };
-            let Some(path) = path else { return Ok(None) };
-            let (slot, _) = self.read(&path).await?;
+            let (slot, _) = self.read(&at.slot).await?;
             Ok(slot.and_then(|s| s.record).map(Arc::new))
         })
         .await
     }
 
     async fn put(&self, key: &Key, record: &Record, mode: PutMode) -> Result<(), StoreError> {
-        self.within(async {
-            match key {
-                Key::Container(_) => self.put_container(key, record, mode).await,
-                Key::Blob(_, blob) => self.put_blob(key, blob, record, mode).await,
-            }
-        })
-        .await
+        self.within(self.put_unbounded(key, record, mode)).await
     }
 
     async fn delete(&self, key: &Key, generation: u64) -> Result<Vec<Record>, StoreError> {
         self.within(async {
+            let at = (self.at(key).await?).ok_or_else(|| StoreError::not_found(key))?;
+            let buried = self.bury(key, &at, generation).await?;
             match key {
-                Key::Container(c) => {
-                    let buried = self.bury(key, &self.container_path(c), generation).await?;
-                    self.sweep(c, &buried.incarnation).await
-                }
-                Key::Blob(c, blob) => {
-                    let path = (self.blob_path(c, blob).await?)
-                        .ok_or_else(|| StoreError::not_found(key))?;
-                    self.bury(key, &path, generation).await?;
-                    Ok(Vec::new())
-                }
+                Key::Container(c) => self.sweep(c, &buried.incarnation).await,
+                Key::Blob(..) => Ok(Vec::new()),
             }
         })
         .await
@@ -460,22 +497,14 @@ impl Records for BucketRecords {
     async fn containers(&self) -> Result<Vec<String>, StoreError> {
         self.within(async {
             let containers = self.bucket.prefix.clone().join("c");
-            let found = object::paths_under(&*self.bucket.store, &containers).await;
-            let found = found.map_err(|f| store_error(&containers, f))?;
+            let index = self.containers_index();
+            let mut listing = index.list(None);
             let mut names = Vec::new();
-            for path in found {
-                let live = matches!(
-                    self.read(&path).await?,
-                    (
-                        Some(Slot {
-                            record: Some(_),
-                            ..
-                        }),
-                        _
-                    )
-                );
-                let name = path.filename().and_then(name::decode);
-                if let (true, Some(name)) = (live, name) {
+            while let Some(entry) =
+                (listing.try_next().await).map_err(|f| store_error(&containers, f))?
+            {
+                let name = Self::named(&index, &entry)?;
+                if self.confirmed(&index, &containers, &entry).await?.is_some() {
                     names.push(name);
                 }
             }
