@@ -12,6 +12,9 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload,
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+/// How many objects a listing reads at once.
+pub(crate) const READS: usize = 32;
+
 /// Where a type of this crate keeps its objects: a store, a prefix in it, and how long one of
 /// its operations (requests, retries and waits included) may take.
 #[derive(Clone)]

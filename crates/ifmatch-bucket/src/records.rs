@@ -59,7 +59,7 @@ use crate::object::{self, Backoff, Bucket, Failure};
 /// entry) when it creates the blob, one more DELETE when it deletes it; a container's put or
 /// delete likewise, less the first GET (and, for a delete, a listing of its blobs, a GET and
 /// 2 DELETEs each); staging a block, 2 GETs and 2 PUTs; a listing, the container's GET, the
-/// index's listing pages, and a GET per record listed. Lost races cost a GET and a PUT each.
+/// index's listing pages, and a GET per record listed (up to 32 at once). Lost races cost a GET and a PUT each.
 #[derive(Clone, Debug)]
 pub struct BucketRecords {
     bucket: Bucket,
@@ -322,22 +322,20 @@ impl BucketRecords {
     async fn sweep(&self, container: &str, incarnation: &str) -> Result<Vec<Record>, StoreError> {
         let blobs = self.blobs_path(container, incarnation);
         let index = self.blobs_index(container, incarnation);
-        let mut listing = index.list(None);
-        let mut records = Vec::new();
-        while let Some(entry) = listing
-            .try_next()
-            .await
-            .map_err(|f| store_error(&blobs, f))?
-        {
-            if let Some(record) = self.confirmed(&index, &blobs, &entry).await? {
-                records.push(record);
-            }
-        }
+        let records: Vec<Option<Record>> = (index.list(None))
+            .map_err(|f| store_error(&blobs, f))
+            .map_ok(|entry| {
+                let (index, blobs) = (&index, &blobs);
+                async move { self.confirmed(index, blobs, &entry).await }
+            })
+            .try_buffered(object::READS)
+            .try_collect()
+            .await?;
         self.remove_all(blobs).await?;
         self.remove_all(index.path().clone()).await?;
         self.remove_all(self.staged_path(container, incarnation, None))
             .await?;
-        Ok(records)
+        Ok(records.into_iter().flatten().collect())
     }
 
     /// Deletes every object under `path`.
@@ -358,23 +356,39 @@ impl BucketRecords {
         let offset = (!start.is_empty()).then(|| [name::open(start)]);
         let mut listing = index.list(offset.as_ref().map(|o| o.as_slice()));
         let mut out = Vec::new();
-        while out.len() < scan.limit
-            && let Some(entry) = listing
-                .try_next()
-                .await
-                .map_err(|f| store_error(&blobs, f))?
-        {
-            let name = Self::named(&index, &entry)?;
-            if name.as_str() < start {
-                // A store that lists from the start all the same (an emulator).
-                continue;
+        let mut listed = false;
+        while out.len() < scan.limit && !listed {
+            // The next entries that may fill the page, their records read together.
+            let mut next = Vec::new();
+            while next.len() < scan.limit - out.len() {
+                let entry = listing.try_next().await;
+                let Some(entry) = entry.map_err(|f| store_error(&blobs, f))? else {
+                    listed = true;
+                    break;
+                };
+                let name = Self::named(&index, &entry)?;
+                if name.as_str() < start {
+                    // A store that lists from the start all the same (an emulator).
+                    continue;
+                }
+                if !name.starts_with(scan.prefix) {
+                    listed = true;
+                    break;
+                }
+                next.push((name, entry));
             }
-            if !name.starts_with(scan.prefix) {
-                break;
-            }
-            if let Some(record) = self.confirmed(&index, &blobs, &entry).await? {
-                out.push((name, record));
-            }
+            let reads = next.into_iter().map(|(name, entry)| {
+                let (index, blobs) = (&index, &blobs);
+                async move {
+                    let record = self.confirmed(index, blobs, &entry).await?;
+                    Ok::<_, StoreError>(record.map(|record| (name, record)))
+                }
+            });
+            let read: Vec<_> = futures_util::stream::iter(reads)
+                .buffered(object::READS)
+                .try_collect()
+                .await?;
+            out.extend(read.into_iter().flatten());
         }
         Ok(out)
     }
@@ -498,17 +512,20 @@ impl Records for BucketRecords {
         self.within(async {
             let containers = self.bucket.prefix.clone().join("c");
             let index = self.containers_index();
-            let mut listing = index.list(None);
-            let mut names = Vec::new();
-            while let Some(entry) =
-                (listing.try_next().await).map_err(|f| store_error(&containers, f))?
-            {
-                let name = Self::named(&index, &entry)?;
-                if self.confirmed(&index, &containers, &entry).await?.is_some() {
-                    names.push(name);
-                }
-            }
-            Ok(names)
+            let names: Vec<Option<String>> = (index.list(None))
+                .map_err(|f| store_error(&containers, f))
+                .map_ok(|entry| {
+                    let (index, containers) = (&index, &containers);
+                    async move {
+                        let name = Self::named(index, &entry)?;
+                        let record = self.confirmed(index, containers, &entry).await?;
+                        Ok(record.map(|_| name))
+                    }
+                })
+                .try_buffered(object::READS)
+                .try_collect()
+                .await?;
+            Ok(names.into_iter().flatten().collect())
         })
         .await
     }

@@ -12,6 +12,7 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload, UpdateVersion};
 use serde::{Deserialize, Serialize};
 
+use crate::index::{Entry, Index};
 use crate::name;
 use crate::object::{self, Backoff, Bucket, Failure, now_millis};
 
@@ -27,9 +28,15 @@ const OPTIMISTIC: u32 = 3;
 /// - `t/<table>`: the table, and the *incarnation* its entities are kept under (new each time
 ///   the table is created); a deleted table leaves a tombstone, so deleting it is one write;
 /// - `e/<table>/<incarnation>/<PartitionKey>/<RowKey>`: an entity (keys encoded to sort as
-///   they do, so that the store's ordered listing scans in key order); a deleted entity leaves
-///   a tombstone (object_store offers no conditional delete);
-/// - `i/<table>/<incarnation>/<id>`: the intent of a commit of several entities while it runs.
+///   they do, so that the store's ordered listing scans in key order), and the incarnation of
+///   its life (new when it is created, kept while it changes); a deleted entity leaves a
+///   tombstone (object_store offers no conditional delete);
+/// - `live/t/<table>/<incarnation>` and `live/e/<table>/<incarnation>/<PartitionKey>/<RowKey>/
+///   <entity's incarnation>`: the index of the living, one empty object each (see `index.rs`),
+///   which the listings and scans read, so that they pass the tombstones by;
+/// - `i/<table>/<incarnation>/<id>`: the intent of a commit of several entities while it runs;
+/// - `p/` and `h/<table>/<incarnation>/<PartitionKey>`: a partition's epoch and barrier (see
+///   below).
 ///
 /// A commit of one entity is one conditional PUT of its object. A commit of several (a batch)
 /// is made atomic the way Percolator does it: it writes its intent (pending), then locks each
@@ -53,18 +60,51 @@ pub struct BucketTables {
     stale: Duration,
 }
 
-/// A table's object: the incarnation its entities are kept under; none once deleted.
+/// A table's object: the incarnation its entities are kept under (and of its life); none once
+/// deleted.
 #[derive(Debug, Serialize, Deserialize)]
 struct TableSlot {
     incarnation: Option<String>,
 }
 
-/// An entity's object: its value (none: deleted), and the lock of a commit under way.
+/// An entity's object: its value (none: deleted) and the incarnation of its life, and the lock
+/// of a commit under way.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct EntitySlot {
     entity: Option<Entity>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    incarnation: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     lock: Option<Lock>,
+}
+
+/// An entity's value (none: deleted) and the incarnation of its life (empty when none).
+type Life = (Option<Entity>, String);
+
+impl EntitySlot {
+    /// A slot with `life` and no lock.
+    fn settled((entity, incarnation): Life) -> Self {
+        Self {
+            entity,
+            incarnation,
+            lock: None,
+        }
+    }
+
+    /// The entity as it is before its lock (if any) commits.
+    fn current(&self) -> Life {
+        (self.entity.clone(), self.incarnation.clone())
+    }
+
+    /// The entity once `lock` commits: a changed entity keeps its life; a created one begins
+    /// the life named by the lock's intent (entered in the index when it was locked).
+    fn committed(&self, lock: &Lock) -> Life {
+        match (&lock.write, &self.entity) {
+            (None, _) => (None, String::new()),
+            (Some(write), Some(_)) => (Some(write.clone()), self.incarnation.clone()),
+            (Some(write), None) => (Some(write.clone()), lock.intent.clone()),
+        }
+    }
 }
 
 /// A commit's lock on an entity: its intent, and the entity's value once it commits.
@@ -99,12 +139,19 @@ enum State {
 /// Where one table's incarnation keeps things.
 struct Place {
     entities: Path,
+    index: Index,
     intents: Path,
     epochs: Path,
     barriers: Path,
 }
 
 impl Place {
+    /// The index entry of the entity under `key` in its life `incarnation`.
+    fn entry(&self, (pk, rk): &EntityKey, incarnation: &str) -> Path {
+        let segments = [name::encode(pk), name::encode(rk)];
+        self.index.entry(&segments, incarnation)
+    }
+
     fn entity(&self, (pk, rk): &EntityKey) -> Path {
         (self.entities.clone())
             .join(name::encode(pk))
@@ -126,14 +173,13 @@ impl Place {
     }
 }
 
-/// What a commit's lock wrote on an entity: the value the entity takes on release, and the
-/// version of its object the lock left.
-type Held = (Option<Entity>, UpdateVersion);
+/// What a commit's lock wrote on an entity: its object, and the version of it.
+type Held = (EntitySlot, UpdateVersion);
 
 /// What an entity's lock comes to, its intent asked.
 enum Settled {
-    /// The entity's value: the lock's intent is decided (or pending, for a reader).
-    Value(Option<Entity>),
+    /// The entity: the lock's intent is decided (or pending, for a reader).
+    Value(Life),
     /// The intent is pending and may still commit: a writer waits.
     Pending,
     /// The intent is gone: the lock was dropped meanwhile; read the entity again.
@@ -184,6 +230,18 @@ impl BucketTables {
             .join(name::encode(table))
     }
 
+    /// The index of the tables' lives.
+    fn tables_index(&self) -> Index {
+        let path = self.bucket.prefix.clone().join("live").join("t");
+        Index::new(self.bucket.store.clone(), path, self.bucket.timeout)
+    }
+
+    /// The index entry of a table's life.
+    fn table_entry(&self, table: &str, incarnation: &str) -> Path {
+        self.tables_index()
+            .entry(&[name::encode(table)], incarnation)
+    }
+
     fn place(&self, table: &str, incarnation: &str) -> Place {
         let table = name::encode(table);
         let at = |kind: &str| {
@@ -194,8 +252,11 @@ impl BucketTables {
                 .join(table.as_str())
                 .join(incarnation)
         };
+        let index = self.bucket.prefix.clone().join("live").join("e");
+        let index = index.join(table.as_str()).join(incarnation);
         Place {
             entities: at("e"),
+            index: Index::new(self.bucket.store.clone(), index, self.bucket.timeout),
             intents: at("i"),
             epochs: at("p"),
             barriers: at("h"),
@@ -223,13 +284,7 @@ impl BucketTables {
         let found = object::read::<EntitySlot>(&*self.bucket.store, path).await;
         Ok(match found.map_err(failed)? {
             Some((slot, version)) => (slot, Some(version)),
-            None => (
-                EntitySlot {
-                    entity: None,
-                    lock: None,
-                },
-                None,
-            ),
+            None => (EntitySlot::settled((None, String::new())), None),
         })
     }
 
@@ -243,7 +298,7 @@ impl BucketTables {
         writer: bool,
     ) -> Result<Settled, TableError> {
         let Some(lock) = &slot.lock else {
-            return Ok(Settled::Value(slot.entity.clone()));
+            return Ok(Settled::Value(slot.current()));
         };
         let path = place.intent(&lock.intent);
         let found = object::read::<Intent>(&*self.bucket.store, &path).await;
@@ -273,10 +328,10 @@ impl BucketTables {
             state => state,
         };
         Ok(match state {
-            State::Committed => Settled::Value(lock.write.clone()),
-            State::Aborted => Settled::Value(slot.entity.clone()),
+            State::Committed => Settled::Value(slot.committed(lock)),
+            State::Aborted => Settled::Value(slot.current()),
             State::Pending if writer => Settled::Pending,
-            State::Pending => Settled::Value(slot.entity.clone()),
+            State::Pending => Settled::Value(slot.current()),
         })
     }
 
@@ -316,37 +371,46 @@ impl BucketTables {
         Ok(found.map_err(failed)?.map_or(0, |(n, _)| n))
     }
 
-    /// The entity at `path` as readers see it.
-    async fn visible(&self, place: &Place, path: &Path) -> Result<Option<Entity>, TableError> {
+    /// The entity under `key` as readers see it.
+    async fn visible(&self, place: &Place, key: &EntityKey) -> Result<Life, TableError> {
+        let path = place.entity(key);
         loop {
-            let (slot, _) = self.read_entity(path).await?;
+            let (slot, _) = self.read_entity(&path).await?;
             match self.settle(place, &slot, false).await? {
-                Settled::Value(entity) => return Ok(entity),
+                Settled::Value(life) => return Ok(life),
                 Settled::Gone | Settled::Pending => {}
             }
         }
     }
 
-    /// Reads the entity at `path` for a writer: its object's version and its value, with no
+    /// Reads the entity under `key` for a writer: its object's version and the entity, with no
     /// lock on it (a decided one settled, a pending one waited for).
     async fn unlocked(
         &self,
         place: &Place,
-        path: &Path,
-    ) -> Result<(Option<Entity>, Option<UpdateVersion>), TableError> {
+        key: &EntityKey,
+    ) -> Result<(Life, Option<UpdateVersion>), TableError> {
+        let path = place.entity(key);
         let mut backoff = Backoff::default();
         loop {
-            let (slot, version) = self.read_entity(path).await?;
+            let (slot, version) = self.read_entity(&path).await?;
             if slot.lock.is_none() {
-                return Ok((slot.entity, version));
+                return Ok((slot.current(), version));
             }
             match self.settle(place, &slot, true).await? {
-                Settled::Value(entity) => {
+                Settled::Value(life) => {
                     // Settle it for everyone: the value, and no lock.
-                    let settled = EntitySlot { entity, lock: None };
+                    let ended = (slot.entity.is_some() && life.0.is_none())
+                        .then(|| place.entry(key, &slot.incarnation));
+                    let settled = EntitySlot::settled(life);
                     let written =
-                        object::write_if(&*self.bucket.store, path, &settled, version).await;
-                    written.map_err(failed)?;
+                        object::write_if(&*self.bucket.store, &path, &settled, version).await;
+                    if written.map_err(failed)?.is_some()
+                        && let Some(entry) = ended
+                    {
+                        // A deletion whose commit did not get to remove the entry.
+                        place.index.remove(&entry).await.map_err(failed)?;
+                    }
                 }
                 Settled::Gone => {}
                 Settled::Pending => backoff.wait().await,
@@ -354,22 +418,38 @@ impl BucketTables {
         }
     }
 
+    /// A commit of one change: one conditional PUT of its entity; a creation enters the life
+    /// it begins in the index first, a deletion removes the one it ended after.
     async fn commit_one(&self, place: &Place, change: &Change) -> Result<(), TableError> {
         let path = place.entity(&change.key);
         let mut backoff = Backoff::default();
         loop {
-            let (found, version) = self.unlocked(place, &path).await?;
+            let ((found, life), version) = self.unlocked(place, &change.key).await?;
             if !satisfies(change.expected, found.as_ref()) {
                 let present = found.is_some();
                 return Err(TableError::Conflict { index: 0, present });
             }
-            let slot = EntitySlot {
-                entity: change.write.clone(),
-                lock: None,
+            let incarnation = match (&found, &change.write) {
+                (_, None) => String::new(),
+                (Some(_), Some(_)) => life.clone(),
+                (None, Some(_)) => object::incarnation(),
             };
+            let begun = (found.is_none() && change.write.is_some())
+                .then(|| place.entry(&change.key, &incarnation));
+            if let Some(entry) = &begun {
+                place.index.add(entry).await.map_err(failed)?;
+            }
+            let slot = EntitySlot::settled((change.write.clone(), incarnation));
             let written = object::write_if(&*self.bucket.store, &path, &slot, version).await;
             if written.map_err(failed)?.is_some() {
+                if found.is_some() && change.write.is_none() {
+                    let ended = place.entry(&change.key, &life);
+                    place.index.remove(&ended).await.map_err(failed)?;
+                }
                 return Ok(());
+            }
+            if let Some(entry) = &begun {
+                place.index.remove(entry).await.map_err(failed)?;
             }
             backoff.wait().await;
         }
@@ -404,23 +484,18 @@ impl BucketTables {
             };
             let locks = (writes.iter()).map(|(key, write)| self.lock(place, key, &id, write));
             let locked = futures_util::future::try_join_all(locks).await;
-            // What each lock wrote: its entity's value then and the version of its object.
+            // What each lock wrote: its entity's object and the version of it.
             let mut held = vec![None; keys.len()];
             let (outcome, busy) = match locked {
                 Err(error) => (Err(error), false),
                 Ok(found) => {
                     let busy = found.iter().any(Option::is_none);
                     let found: Vec<_> = found.into_iter().flatten().collect();
-                    let values = keys
-                        .iter()
-                        .copied()
-                        .zip(found.iter().map(|(e, _)| e.clone()));
+                    let values = (keys.iter().copied())
+                        .zip(found.iter().map(|(slot, _)| slot.entity.clone()));
                     let outcome = first_conflict(changes, &values.collect());
                     if !busy {
-                        held = found
-                            .into_iter()
-                            .map(|(entity, v)| Some((entity, v)))
-                            .collect();
+                        held = found.into_iter().map(Some).collect();
                     }
                     (if busy { Ok(()) } else { outcome }, busy)
                 }
@@ -445,17 +520,10 @@ impl BucketTables {
                 self.seal(place, &intent_path, &decided, version).await?;
             }
             let committed = won && state == State::Committed;
-            let settled = keys.iter().zip(held).map(|(key, held)| {
-                let value = match (&held, committed) {
-                    (Some(_), true) => writes[key].clone(),
-                    (Some((entity, _)), false) => entity.clone(),
-                    (None, _) => None,
-                };
-                (*key, held.map(|(_, version)| (value, version)))
-            });
             // Lost, the intent was aborted by another writer.
             let decided = if won { state } else { State::Aborted };
-            self.release(place, settled.collect(), &id, decided).await?;
+            let settled = keys.iter().copied().zip(held).collect();
+            self.release(place, settled, &id, decided).await?;
             let _ = self.bucket.store.delete(&intent_path).await;
             if committed {
                 return Ok(());
@@ -467,8 +535,9 @@ impl BucketTables {
     }
 
     /// Locks the entity under `key` for the intent `id`, to take `write` when it commits: the
-    /// entity's value as the lock found it and the version the lock wrote, or `None` when
-    /// another commit holds it now.
+    /// object the lock wrote (the entity as it found it) and its version, or `None` when
+    /// another commit holds it now. A creation enters the life it would begin (named by the
+    /// intent) in the index before its lock: before the intent can commit.
     async fn lock(
         &self,
         place: &Place,
@@ -479,34 +548,42 @@ impl BucketTables {
         let path = place.entity(key);
         loop {
             let (slot, version) = self.read_entity(&path).await?;
-            let entity = match &slot.lock {
-                None => slot.entity,
+            let (entity, incarnation) = match &slot.lock {
+                None => slot.current(),
                 // A decided commit's lock is settled and replaced in the same write.
                 Some(_) => match self.settle(place, &slot, true).await? {
-                    Settled::Value(entity) => entity,
+                    Settled::Value(life) => life,
                     Settled::Gone => continue,
                     Settled::Pending => return Ok(None),
                 },
             };
+            if entity.is_none() && write.is_some() {
+                place
+                    .index
+                    .add(&place.entry(key, id))
+                    .await
+                    .map_err(failed)?;
+            }
             let lock = Lock {
                 intent: id.to_owned(),
                 write: write.clone(),
             };
             let ours = EntitySlot {
-                entity: entity.clone(),
+                entity,
+                incarnation,
                 lock: Some(lock),
             };
             let written = object::write_if(&*self.bucket.store, &path, &ours, version).await;
             if let Some(version) = written.map_err(failed)? {
-                return Ok(Some((entity, version)));
+                return Ok(Some((ours, version)));
             }
         }
     }
 
-    /// Drops the locks of the intent `id`, decided `state`, each entity taking its value: with
-    /// the value and the version its lock wrote when this commit locked it (one conditional
+    /// Drops the locks of the intent `id`, decided `state`, each entity taking its value: from
+    /// the object and the version its lock wrote when this commit locked it (one conditional
     /// PUT, unless someone settled it first); otherwise read, in case a lock landed (a batch
-    /// holds at most 100).
+    /// holds at most 100). The index loses the lives the commit ended, or would have begun.
     async fn release(
         &self,
         place: &Place,
@@ -530,24 +607,30 @@ impl BucketTables {
     ) -> Result<(), TableError> {
         let path = place.entity(key);
         loop {
-            let (entity, version) = match held.take() {
-                Some((entity, version)) => (entity, Some(version)),
-                None => {
-                    let (slot, version) = self.read_entity(&path).await?;
-                    let Some(lock) = slot.lock.filter(|lock| lock.intent == id) else {
-                        // Never locked, or settled by someone else already.
-                        return Ok(());
-                    };
-                    let entity = match state {
-                        State::Committed => lock.write,
-                        State::Pending | State::Aborted => slot.entity,
-                    };
-                    (entity, version)
-                }
+            let (locked, version) = match held.take() {
+                Some((slot, version)) => (slot, Some(version)),
+                None => self.read_entity(&path).await?,
             };
-            let settled = EntitySlot { entity, lock: None };
+            let Some(lock) = locked.lock.as_ref().filter(|lock| lock.intent == id) else {
+                // Never locked, or settled by someone else already.
+                return Ok(());
+            };
+            let life = match state {
+                State::Committed => locked.committed(lock),
+                State::Pending | State::Aborted => locked.current(),
+            };
+            let settled = EntitySlot::settled(life);
             let written = object::write_if(&*self.bucket.store, &path, &settled, version).await;
             if written.map_err(failed)?.is_some() {
+                let ended = match (state, &locked.entity, &lock.write) {
+                    (State::Committed, Some(_), None) => Some(locked.incarnation.as_str()),
+                    (State::Pending | State::Aborted, None, Some(_)) => Some(id),
+                    _ => None,
+                };
+                if let Some(incarnation) = ended {
+                    let entry = place.entry(key, incarnation);
+                    place.index.remove(&entry).await.map_err(failed)?;
+                }
                 return Ok(());
             }
         }
@@ -608,37 +691,25 @@ impl BucketTables {
         Ok(false)
     }
 
-    /// The objects of a table's incarnation from `(pk, rk)` on, in order.
+    /// The index entries of a table's incarnation from `(pk, rk)` on, in order.
     fn listing(
         &self,
         place: &Place,
         (pk, rk): (&str, &str),
-    ) -> impl futures_util::Stream<Item = Result<object_store::ObjectMeta, TableError>> + use<>
-    {
-        // The store lists after an offset, in order: just before the start's object.
-        let listing = match (pk.is_empty(), rk.is_empty()) {
-            (true, true) => self.bucket.store.list(Some(&place.entities)),
-            (_, true) => {
-                let offset = place.entities.clone().join(name::open(pk));
-                self.bucket
-                    .store
-                    .list_with_offset(Some(&place.entities), &offset)
-            }
-            _ => {
-                let offset = (place.entities.clone())
-                    .join(name::encode(pk))
-                    .join(name::open(rk));
-                self.bucket
-                    .store
-                    .list_with_offset(Some(&place.entities), &offset)
-            }
+    ) -> futures_util::stream::BoxStream<'static, Result<Entry, TableError>> {
+        // The store lists after an offset, in order: just before the start's entries.
+        let offset = match (pk.is_empty(), rk.is_empty()) {
+            (true, true) => None,
+            (_, true) => Some(vec![name::open(pk)]),
+            _ => Some(vec![name::encode(pk), name::open(rk)]),
         };
-        listing.map_err(|e| failed(e.into()))
+        place.index.list(offset.as_deref()).map_err(failed).boxed()
     }
 
     /// A page of a scan, and the epoch of each partition it read, taken before its entities
     /// were listed: on reaching a partition, its epoch is read, then the listing starts again
-    /// at it.
+    /// at it. The entities the index lists are read together, up to what the page still
+    /// needs; each is kept if it lives in the life its entry names.
     async fn read_page(
         &self,
         place: &Place,
@@ -646,48 +717,65 @@ impl BucketTables {
     ) -> Result<(Vec<Entity>, Vec<(String, u64)>), TableError> {
         let start = scan.start();
         let mut from = start.clone();
-        let mut listing = self.listing(place, (&from.0, &from.1)).boxed();
+        let mut listing = self.listing(place, (&from.0, &from.1));
         let mut page = Vec::new();
         let mut epochs: Vec<(String, u64)> = Vec::new();
-        while page.len() < scan.limit
-            && let Some(meta) = listing.try_next().await?
-        {
-            let key = key_of(&meta.location)?;
-            if key < from {
-                // A store that lists from the start all the same (an emulator).
-                continue;
-            }
-            if epochs.last().is_none_or(|(current, _)| *current != key.0) {
-                if scan.partition.is_some_and(|p| p != key.0) {
+        let mut listed = false;
+        while page.len() < scan.limit && !listed {
+            let mut next = Vec::new();
+            while next.len() < scan.limit - page.len() {
+                let Some(entry) = listing.try_next().await? else {
+                    listed = true;
                     break;
-                }
-                let epoch = self.epoch(place, &key.0).await?;
-                let rk = if key.0 == start.0 {
-                    start.1.clone()
-                } else {
-                    String::new()
                 };
-                from = (key.0.clone(), rk);
-                listing = self.listing(place, (&from.0, &from.1)).boxed();
-                epochs.push((key.0, epoch));
-                continue;
+                let key = key_of(&entry)?;
+                if key < from {
+                    // A store that lists from the start all the same (an emulator).
+                    continue;
+                }
+                if epochs.last().is_none_or(|(current, _)| *current != key.0) {
+                    if scan.partition.is_some_and(|p| p != key.0) {
+                        listed = true;
+                        break;
+                    }
+                    let epoch = self.epoch(place, &key.0).await?;
+                    let rk = if key.0 == start.0 {
+                        start.1.clone()
+                    } else {
+                        String::new()
+                    };
+                    from = (key.0.clone(), rk);
+                    listing = self.listing(place, (&from.0, &from.1));
+                    epochs.push((key.0, epoch));
+                    continue;
+                }
+                next.push((key, entry));
             }
-            if let Some(entity) = self.visible(place, &meta.location).await? {
-                page.push(entity);
-            }
+            let reads = next.into_iter().map(|(key, entry)| async move {
+                let (entity, incarnation) = self.visible(place, &key).await?;
+                if entity.is_some() && incarnation == entry.incarnation {
+                    return Ok(entity);
+                }
+                place.index.unconfirmed(&entry).await.map_err(failed)?;
+                Ok::<_, TableError>(None)
+            });
+            let read: Vec<_> = futures_util::stream::iter(reads)
+                .buffered(object::READS)
+                .try_collect()
+                .await?;
+            page.extend(read.into_iter().flatten());
         }
         Ok((page, epochs))
     }
 }
 
-/// The key of an entity's object, from its path.
-fn key_of(path: &Path) -> Result<EntityKey, TableError> {
-    let parts: Vec<_> = path.parts().collect();
-    let key = match parts.as_slice() {
-        [.., pk, rk] => name::decode(pk.as_ref()).zip(name::decode(rk.as_ref())),
+/// The key of the entity an index entry names.
+fn key_of(entry: &Entry) -> Result<EntityKey, TableError> {
+    let key = match entry.segments.as_slice() {
+        [pk, rk] => name::decode(pk).zip(name::decode(rk)),
         _ => None,
     };
-    key.ok_or_else(|| generic(format!("{path}: not an entity's object")))
+    key.ok_or_else(|| generic(format!("{:?}: not an entity's entry", entry.segments)))
 }
 
 /// The first change, in the order given, that does not find what it expects.
@@ -733,16 +821,18 @@ impl Tables for BucketTables {
                     Some((_, version)) => Some(version),
                     None => None,
                 };
+                let incarnation = object::incarnation();
+                let entry = self.table_entry(name, &incarnation);
+                let index = self.tables_index();
+                index.add(&entry).await.map_err(failed)?;
                 let slot = TableSlot {
-                    incarnation: Some(object::incarnation()),
+                    incarnation: Some(incarnation),
                 };
-                if object::write_if(&*self.bucket.store, &path, &slot, version)
-                    .await
-                    .map_err(failed)?
-                    .is_some()
-                {
+                let written = object::write_if(&*self.bucket.store, &path, &slot, version).await;
+                if written.map_err(failed)?.is_some() {
                     return Ok(true);
                 }
+                index.remove(&entry).await.map_err(failed)?;
                 backoff.wait().await;
             }
         })
@@ -774,10 +864,19 @@ impl Tables for BucketTables {
                 }
                 backoff.wait().await;
             };
+            let entry = self.table_entry(name, &incarnation);
+            self.tables_index().remove(&entry).await.map_err(failed)?;
             // Out of sight since the tombstone: what the incarnation held goes (a crash
             // before the end leaves it unread).
             let place = self.place(name, &incarnation);
-            for path in [place.entities, place.intents] {
+            let held = [
+                place.entities,
+                place.index.path().clone(),
+                place.intents,
+                place.epochs,
+                place.barriers,
+            ];
+            for path in held {
                 object::remove_all(&*self.bucket.store, &path)
                     .await
                     .map_err(failed)?;
@@ -790,35 +889,38 @@ impl Tables for BucketTables {
     async fn tables(&self, after: &str, limit: usize) -> Result<Vec<String>, TableError> {
         self.within(async {
             let tables = self.bucket.prefix.clone().join("t");
-            let listing = if after.is_empty() {
-                self.bucket.store.list(Some(&tables))
-            } else {
-                let offset = tables.clone().join(name::encode(after));
-                self.bucket.store.list_with_offset(Some(&tables), &offset)
-            };
-            let mut listing = listing.map_err(|e| failed(e.into()));
-            let mut out = Vec::new();
-            while out.len() < limit
-                && let Some(meta) = listing.try_next().await?
-            {
-                let found = object::read::<TableSlot>(&*self.bucket.store, &meta.location).await;
-                let live = matches!(
-                    found.map_err(failed)?,
-                    Some((
-                        TableSlot {
-                            incarnation: Some(_)
-                        },
-                        _
-                    ))
-                );
-                let name = meta.location.filename().and_then(name::decode);
-                if let (true, Some(name)) = (live, name)
-                    && name.as_str() > after
-                {
-                    out.push(name);
+            let index = self.tables_index();
+            let offset = (!after.is_empty()).then(|| [name::encode(after)]);
+            let confirm = |entry: Entry| {
+                let (index, tables) = (&index, &tables);
+                async move {
+                    let name = match entry.segments.as_slice() {
+                        [segment] => name::decode(segment),
+                        _ => None,
+                    };
+                    let name = name.ok_or_else(|| {
+                        generic(format!("{:?}: not a table's entry", entry.segments))
+                    })?;
+                    let found =
+                        object::read::<TableSlot>(&*self.bucket.store, &entry.slot(tables)).await;
+                    let live = found
+                        .map_err(failed)?
+                        .and_then(|(slot, _)| slot.incarnation);
+                    if live.as_ref() == Some(&entry.incarnation) {
+                        return Ok((name.as_str() > after).then_some(name));
+                    }
+                    index.unconfirmed(&entry).await.map_err(failed)?;
+                    Ok(None)
                 }
-            }
-            Ok(out)
+            };
+            (index.list(offset.as_ref().map(|o| o.as_slice())))
+                .map_err(failed)
+                .map_ok(confirm)
+                .try_buffered(object::READS)
+                .try_filter_map(|name| async move { Ok(name) })
+                .take(limit)
+                .try_collect()
+                .await
         })
         .await
     }
@@ -826,7 +928,7 @@ impl Tables for BucketTables {
     async fn get(&self, table: &str, key: &EntityKey) -> Result<Option<Entity>, TableError> {
         self.within(async {
             let place = self.live(table).await?;
-            self.visible(&place, &place.entity(key)).await
+            Ok(self.visible(&place, key).await?.0)
         })
         .await
     }

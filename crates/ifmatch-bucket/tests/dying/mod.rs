@@ -1,4 +1,6 @@
-//! A store that dies part way, for the crash tests.
+//! A store that dies part way, for the crash tests; or that counts requests.
+
+#![allow(dead_code)]
 
 use std::sync::Arc;
 
@@ -17,6 +19,17 @@ impl Dying {
     pub(crate) fn after(inner: Arc<dyn ObjectStore>, budget: i64) -> Arc<dyn ObjectStore> {
         let left = std::sync::atomic::AtomicI64::new(budget);
         Arc::new(Self { inner, left })
+    }
+
+    /// `inner` with its requests counted (none refused): see [`Dying::requests`].
+    pub(crate) fn counting(inner: Arc<dyn ObjectStore>) -> Arc<Self> {
+        let left = std::sync::atomic::AtomicI64::new(i64::MAX);
+        Arc::new(Self { inner, left })
+    }
+
+    /// How many requests a counting store was sent.
+    pub(crate) fn requests(&self) -> i64 {
+        i64::MAX - self.left.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// One more request, if the instance is still alive.
