@@ -39,7 +39,9 @@ impl<'o> Pager<'o> {
             Some(marker) => Some(format!("{marker}\0")),
             None => Some(String::new()),
         };
-        let from = from.map(|from| from.max(options.prefix.clone()));
+        let at_least =
+            (options.start_from.as_ref()).map_or(&options.prefix, |s| s.max(&options.prefix));
+        let from = from.map(|from| from.max(at_least.clone()));
         Self {
             options,
             entries: Vec::new(),
@@ -413,6 +415,26 @@ mod tests {
             )
         );
         assert_eq!(flat.len(), 2);
+    }
+
+    #[test]
+    fn start_from_lists_from_a_name_on_and_a_marker_after_it_wins() {
+        let all = names(&["a", "b", "c", "d/x", "d/y", "e"]);
+        let options = |start: &str, marker: Option<&str>| ListOptions {
+            max_results: 10,
+            delimiter: Some("/".into()),
+            start_from: Some(start.into()),
+            marker: marker.map(Into::into),
+            ..ListOptions::default()
+        };
+        assert_eq!(
+            pages(&all, options("b", None)).0,
+            [vec!["b", "c", "d/*", "e"]]
+        );
+        assert_eq!(pages(&all, options("bb", None)).0, [vec!["c", "d/*", "e"]]);
+        assert_eq!(pages(&all, options("d/y", None)).0, [vec!["d/*", "e"]]);
+        assert_eq!(pages(&all, options("b", Some("c"))).0, [vec!["d/*", "e"]]);
+        assert_eq!(pages(&all, options("e", Some("a"))).0, [vec!["e"]]);
     }
 
     #[test]

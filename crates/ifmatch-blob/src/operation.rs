@@ -115,6 +115,9 @@ pub struct ListOptions {
     pub prefix: String,
     /// Only names after this one (the `NextMarker` of an earlier page).
     pub marker: Option<String>,
+    /// `startFrom`: only names at or after this one (object_store's Azure backend lists from
+    /// an offset with it).
+    pub start_from: Option<String>,
     /// At most this many names (1 to 5000).
     pub max_results: usize,
     /// Names that go on past the prefix through this are rolled up into one `BlobPrefix`
@@ -255,6 +258,7 @@ struct Query {
     block_id: Option<String>,
     block_list_type: Option<String>,
     copy_id: Option<String>,
+    start_from: Option<String>,
 }
 
 impl Query {
@@ -272,6 +276,7 @@ impl Query {
                 "blockid" => &mut out.block_id,
                 "blocklisttype" => &mut out.block_list_type,
                 "copyid" => &mut out.copy_id,
+                "startFrom" => &mut out.start_from,
                 _ => continue,
             };
             if slot.replace(value.into_owned()).is_some() {
@@ -303,6 +308,7 @@ impl Query {
         Ok(ListOptions {
             prefix: self.prefix.clone().unwrap_or_default(),
             marker: self.marker.clone().filter(|m| !m.is_empty()),
+            start_from: self.start_from.clone().filter(|s| !s.is_empty()),
             max_results,
             delimiter: self.delimiter.clone().filter(|d| !d.is_empty()),
             metadata: include.split(',').any(|i| i.trim() == "metadata"),
@@ -469,12 +475,13 @@ mod tests {
     fn list_options() {
         let t = parse(
             Method::GET,
-            "/box?restype=container&comp=list&prefix=a%2Fb&maxresults=2&marker=a%2Fb1",
+            "/box?restype=container&comp=list&prefix=a%2Fb&maxresults=2&marker=a%2Fb1&startFrom=a%2Fb0",
         )
         .unwrap();
         let want = ListOptions {
             prefix: "a/b".into(),
             marker: Some("a/b1".into()),
+            start_from: Some("a/b0".into()),
             max_results: 2,
             delimiter: None,
             metadata: false,

@@ -622,8 +622,8 @@ impl Process {
     /// Starts `command`, its output discarded, and waits until it listens on `port`.
     pub fn listening(mut command: std::process::Command, port: u16, what: &str) -> Self {
         let quiet = std::process::Stdio::null;
-        // IFMATCH_TEST_LOG names a file that collects the processes' error output.
-        let errors = match std::env::var_os("IFMATCH_TEST_LOG") {
+        // IFMATCH_TEST_LOG names a file that collects the processes' output.
+        let log = || match std::env::var_os("IFMATCH_TEST_LOG") {
             Some(log) => std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
@@ -632,7 +632,7 @@ impl Process {
                 .into(),
             None => quiet(),
         };
-        let child = command.stdout(quiet()).stderr(errors).spawn().unwrap();
+        let child = command.stdout(log()).stderr(log()).spawn().unwrap();
         let process = Process(child);
         wait_for(port, what);
         process
