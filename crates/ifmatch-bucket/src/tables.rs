@@ -96,6 +96,22 @@ impl EntitySlot {
         (self.entity.clone(), self.incarnation.clone())
     }
 
+    /// The lives this slot has or its lock would begin, but that the slot written over it,
+    /// whose life is `after`, does not keep: their index entries go.
+    fn abandoned(&self, after: &str) -> Vec<String> {
+        let had = self.entity.as_ref().map(|_| self.incarnation.clone());
+        let promised = match &self.lock {
+            Some(Lock {
+                intent,
+                write: Some(_),
+            }) if self.entity.is_none() => Some(intent.clone()),
+            _ => None,
+        };
+        (had.into_iter().chain(promised))
+            .filter(|life| life != after)
+            .collect()
+    }
+
     /// The entity once `lock` commits: a changed entity keeps its life; a created one begins
     /// the life named by the lock's intent (entered in the index when it was locked).
     fn committed(&self, lock: &Lock) -> Life {
@@ -400,22 +416,33 @@ impl BucketTables {
             match self.settle(place, &slot, true).await? {
                 Settled::Value(life) => {
                     // Settle it for everyone: the value, and no lock.
-                    let ended = (slot.entity.is_some() && life.0.is_none())
-                        .then(|| place.entry(key, &slot.incarnation));
                     let settled = EntitySlot::settled(life);
                     let written =
                         object::write_if(&*self.bucket.store, &path, &settled, version).await;
-                    if written.map_err(failed)?.is_some()
-                        && let Some(entry) = ended
-                    {
-                        // A deletion whose commit did not get to remove the entry.
-                        place.index.remove(&entry).await.map_err(failed)?;
+                    if written.map_err(failed)?.is_some() {
+                        self.forget(place, key, &slot, &settled.incarnation).await?;
                     }
                 }
                 Settled::Gone => {}
                 Settled::Pending => backoff.wait().await,
             }
         }
+    }
+
+    /// Removes the index entries of the lives `before` (an entity's object as it was) had or
+    /// promised that the object written over it, living `after`, does not keep.
+    async fn forget(
+        &self,
+        place: &Place,
+        key: &EntityKey,
+        before: &EntitySlot,
+        after: &str,
+    ) -> Result<(), TableError> {
+        for life in before.abandoned(after) {
+            let entry = place.entry(key, &life);
+            place.index.remove(&entry).await.map_err(failed)?;
+        }
+        Ok(())
     }
 
     /// A commit of one change: one conditional PUT of its entity; a creation enters the life
@@ -442,10 +469,9 @@ impl BucketTables {
             let slot = EntitySlot::settled((change.write.clone(), incarnation));
             let written = object::write_if(&*self.bucket.store, &path, &slot, version).await;
             if written.map_err(failed)?.is_some() {
-                if found.is_some() && change.write.is_none() {
-                    let ended = place.entry(&change.key, &life);
-                    place.index.remove(&ended).await.map_err(failed)?;
-                }
+                let before = EntitySlot::settled((found, life));
+                self.forget(place, &change.key, &before, &slot.incarnation)
+                    .await?;
                 return Ok(());
             }
             if let Some(entry) = &begun {
@@ -575,6 +601,8 @@ impl BucketTables {
             };
             let written = object::write_if(&*self.bucket.store, &path, &ours, version).await;
             if let Some(version) = written.map_err(failed)? {
+                // What a decided lock settled here ended.
+                self.forget(place, key, &slot, &ours.incarnation).await?;
                 return Ok(Some((ours, version)));
             }
         }
@@ -622,16 +650,7 @@ impl BucketTables {
             let settled = EntitySlot::settled(life);
             let written = object::write_if(&*self.bucket.store, &path, &settled, version).await;
             if written.map_err(failed)?.is_some() {
-                let ended = match (state, &locked.entity, &lock.write) {
-                    (State::Committed, Some(_), None) => Some(locked.incarnation.as_str()),
-                    (State::Pending | State::Aborted, None, Some(_)) => Some(id),
-                    _ => None,
-                };
-                if let Some(incarnation) = ended {
-                    let entry = place.entry(key, incarnation);
-                    place.index.remove(&entry).await.map_err(failed)?;
-                }
-                return Ok(());
+                return self.forget(place, key, &locked, &settled.incarnation).await;
             }
         }
     }

@@ -225,3 +225,51 @@ async fn a_blob_creation_cut_short_anywhere_is_listed_once_or_not() {
         assert_eq!(live.list(scan).await.unwrap().len(), 1, "budget {budget}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_cut_short_anywhere_leaves_at_most_a_leftover_per_key() {
+    let keys = [
+        ("p".to_owned(), "a".to_owned()),
+        ("p".to_owned(), "b".to_owned()),
+    ];
+    let scan = ifmatch_table::Scan {
+        from: None,
+        partition: None,
+        limit: 10,
+    };
+    let mut whole = 0;
+    for budget in 0..40 {
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        // The live instance takes a pending intent for its dead instance's at once.
+        let live = BucketTables::new(store.clone(), "t").stale_after(Duration::ZERO);
+        live.create_table("t").await.unwrap();
+        let puts: Vec<Change> = keys.iter().map(|k| put(k.clone(), 1)).collect();
+        live.commit("t", &puts).await.unwrap();
+        let dying = BucketTables::new(Dying::after(store.clone(), budget), "t");
+        let deletes: Vec<Change> = keys.iter().map(|k| delete(k.clone())).collect();
+        let done = dying.commit("t", &deletes).await.is_ok();
+        // Written over whatever the batch left (its locks settled, their ended lives' entries
+        // removed), then deleted: the table's entry stays, and at most one entry per key that
+        // the cut left between a slot's write and its entry's removal (a leftover, which goes
+        // once old).
+        for key in &keys {
+            live.commit("t", &[put(key.clone(), 2)]).await.unwrap();
+        }
+        assert_eq!(
+            live.scan("t", scan).await.unwrap().len(),
+            2,
+            "budget {budget}"
+        );
+        for key in &keys {
+            live.commit("t", &[delete(key.clone())]).await.unwrap();
+        }
+        assert!(live.scan("t", scan).await.unwrap().is_empty());
+        let left = entries(&*store, "t").await;
+        assert!(left <= 1 + keys.len(), "budget {budget}: {left} entries");
+        if done {
+            assert_eq!(left, 1, "budget {budget}: the batch finished");
+            whole += 1;
+        }
+    }
+    assert!(whole > 0, "some budget let the batch finish");
+}
