@@ -17,7 +17,7 @@ import {
   generateBlobSASQueryParameters,
 } from "@azure/storage-blob";
 import { jsPatterns } from "./sdk.mjs";
-import { startNative, startWorker } from "./targets.mjs";
+import { startNative, startNativeOverBucket, startWorker } from "./targets.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const python = process.env.IFMATCH_PYTHON ?? join(here, "../../.venv/bin/python");
@@ -55,6 +55,7 @@ function runWith(program, args, env) {
 
 for (const [name, start] of [
   ["native ifmatch serve", startNative],
+  ["native ifmatch serve over a bucket", startNativeOverBucket],
   ["Cloudflare Worker (miniflare)", startWorker],
 ]) {
   describe(`Azure SDKs against ${name}`, { concurrency: true }, () => {

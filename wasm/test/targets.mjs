@@ -61,8 +61,11 @@ async function freePort() {
   });
 }
 
-/** The native server (`IFMATCH_BIN`, default the workspace's debug build) on a fresh data directory. */
-export async function startNative({ anonymous = true } = {}) {
+/**
+ * The native server (`IFMATCH_BIN`, default the workspace's debug build) on a fresh data
+ * directory, with `args` more and `env` set.
+ */
+export async function startNative({ anonymous = true, args = [], env = {} } = {}) {
   const bin = process.env.IFMATCH_BIN ?? join(root, "../target/debug/ifmatch");
   const data = mkdtempSync(join(tmpdir(), "ifmatch-suite-"));
   const port = await freePort();
@@ -75,8 +78,9 @@ export async function startNative({ anonymous = true } = {}) {
       "--table-listen", `127.0.0.1:${tablePort}`,
       "--cosmos-listen", `127.0.0.1:${cosmosPort}`,
       ...(anonymous ? ["--anonymous"] : []),
+      ...args,
     ],
-    { stdio: "ignore" },
+    { stdio: "ignore", env: { ...process.env, ...env } },
   );
   const origin = `http://127.0.0.1:${port}`;
   const tableOrigin = `http://127.0.0.1:${tablePort}`;
@@ -99,6 +103,34 @@ export async function startNative({ anonymous = true } = {}) {
     stop: async () => {
       child.kill("SIGKILL");
       rmSync(data, { recursive: true, force: true });
+    },
+  };
+}
+
+const DEV_KEY =
+  "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+
+/**
+ * The native server with nothing but a bucket (`--backend az://fleet/ifmatch`: records,
+ * leases, staged blocks, entities and bytes as objects changed by conditional PUTs), the bucket
+ * being a second `ifmatch serve` on its own disk, reached through object_store's Azure backend.
+ */
+export async function startNativeOverBucket({ anonymous = true } = {}) {
+  const store = await startNative();
+  const made = await fetch(`${store.base}/fleet?restype=container`, { method: "PUT" });
+  if (made.status !== 201) throw new Error(`the bucket's container: ${made.status}`);
+  const env = {
+    AZURE_STORAGE_ACCOUNT_NAME: "devstoreaccount1",
+    AZURE_STORAGE_ACCOUNT_KEY: DEV_KEY,
+    AZURE_STORAGE_ENDPOINT: store.base,
+    AZURE_ALLOW_HTTP: "true",
+  };
+  const front = await startNative({ anonymous, args: ["--backend", "az://fleet/ifmatch"], env });
+  return {
+    ...front,
+    stop: async () => {
+      await front.stop();
+      await store.stop();
     },
   };
 }
