@@ -26,7 +26,8 @@ use futures_util::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutPayload};
 
-use crate::object::{Failure, now_millis};
+use crate::name;
+use crate::object::{Failure, joined, now_millis};
 
 /// How old, in operation timeouts, an entry its slot does not confirm must be before a listing
 /// removes it: far longer than any operation may take, since each gives up after its timeout
@@ -59,7 +60,20 @@ impl std::fmt::Debug for Index {
 impl Entry {
     /// The slot the entry names, in the directory `slots`.
     pub(crate) fn slot(&self, slots: &Path) -> Path {
-        (self.segments.iter()).fold(slots.clone(), |path, s| path.join(&**s))
+        joined(slots, &self.segments)
+    }
+
+    /// The names the entry's segments encode (see `name.rs`); `None` if one is not a name.
+    pub(crate) fn names(&self) -> Option<Vec<String>> {
+        self.segments.iter().map(|s| name::decode(s)).collect()
+    }
+
+    /// The name of the slot an entry of a one-level index names.
+    pub(crate) fn name(&self) -> Option<String> {
+        match self.names()?.as_mut_slice() {
+            [name] => Some(std::mem::take(name)),
+            _ => None,
+        }
     }
 }
 
@@ -81,8 +95,7 @@ impl Index {
 
     /// The entry of the slot named by `segments` (encoded) in its life `incarnation`.
     pub(crate) fn entry<S: AsRef<str>>(&self, segments: &[S], incarnation: &str) -> Path {
-        let path = (segments.iter()).fold(self.path.clone(), |path, s| path.join(s.as_ref()));
-        path.join(incarnation)
+        joined(&self.path, segments).join(incarnation)
     }
 
     /// Writes an entry, before its slot's creation.
@@ -106,10 +119,9 @@ impl Index {
     ) -> BoxStream<'static, Result<Entry, Failure>> {
         let listing = match offset {
             None => self.store.list(Some(&self.path)),
-            Some(offset) => {
-                let offset = (offset.iter()).fold(self.path.clone(), |path, s| path.join(&**s));
-                self.store.list_with_offset(Some(&self.path), &offset)
-            }
+            Some(offset) => self
+                .store
+                .list_with_offset(Some(&self.path), &joined(&self.path, offset)),
         };
         let depth = self.path.parts().count();
         listing

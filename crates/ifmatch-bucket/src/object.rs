@@ -33,7 +33,24 @@ impl std::fmt::Debug for Bucket {
     }
 }
 
+/// `path` with `segments` joined on, in order.
+pub(crate) fn joined<S: AsRef<str>>(path: &Path, segments: &[S]) -> Path {
+    (segments.iter()).fold(path.clone(), |path, s| path.join(s.as_ref()))
+}
+
 impl Bucket {
+    /// The path of `segments` under the prefix.
+    pub(crate) fn path<S: AsRef<str>>(&self, segments: &[S]) -> Path {
+        joined(&self.prefix, segments)
+    }
+
+    /// The index of the lives of the slots under `segments` (see `index.rs`), kept under
+    /// `live/` and those segments.
+    pub(crate) fn index<S: AsRef<str>>(&self, segments: &[S]) -> crate::index::Index {
+        let path = joined(&self.prefix.clone().join("live"), segments);
+        crate::index::Index::new(self.store.clone(), path, self.timeout)
+    }
+
     pub(crate) fn new(store: Arc<dyn ObjectStore>, prefix: &str, timeout: Duration) -> Self {
         Self {
             store,

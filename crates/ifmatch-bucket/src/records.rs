@@ -132,36 +132,24 @@ impl BucketRecords {
     }
 
     fn container_path(&self, container: &str) -> Path {
-        self.bucket
-            .prefix
-            .clone()
-            .join("c")
-            .join(name::encode(container))
+        self.bucket.path(&["c", &name::encode(container)])
     }
 
     /// The index of the containers' lives.
     fn containers_index(&self) -> Index {
-        let path = self.bucket.prefix.clone().join("live").join("c");
-        Index::new(self.bucket.store.clone(), path, self.bucket.timeout)
+        self.bucket.index(&["c"])
     }
 
     /// The index of the blobs' lives in a container's incarnation.
     fn blobs_index(&self, container: &str, incarnation: &str) -> Index {
-        let path = (self.bucket.prefix.clone().join("live").join("b"))
-            .join(name::encode(container))
-            .join(incarnation);
-        Index::new(self.bucket.store.clone(), path, self.bucket.timeout)
+        self.bucket
+            .index(&["b", &name::encode(container), incarnation])
     }
 
     /// Where the blobs of a container's incarnation are.
     fn blobs_path(&self, container: &str, incarnation: &str) -> Path {
-        let path = self
-            .bucket
-            .prefix
-            .clone()
-            .join("b")
-            .join(name::encode(container));
-        path.join(incarnation)
+        self.bucket
+            .path(&["b", &name::encode(container), incarnation])
     }
 
     /// Where the staged blocks of a container's incarnation are; of one blob's set, with
@@ -169,11 +157,7 @@ impl BucketRecords {
     fn staged_path(&self, container: &str, incarnation: &str, set: Option<(&str, u64)>) -> Path {
         let path = self
             .bucket
-            .prefix
-            .clone()
-            .join("s")
-            .join(name::encode(container));
-        let path = path.join(incarnation);
+            .path(&["s", &name::encode(container), incarnation]);
         match set {
             None => path,
             Some((blob, epoch)) => path.join(name::encode(blob)).join(format!("{epoch:016x}")),
@@ -309,11 +293,8 @@ impl BucketRecords {
 
     /// The name of the slot an entry of a one-level index names.
     fn named(index: &Index, entry: &Entry) -> Result<String, StoreError> {
-        match entry.segments.as_slice() {
-            [segment] => name::decode(segment),
-            _ => None,
-        }
-        .ok_or_else(|| StoreError::corrupt(index.path(), "an index entry names no record"))
+        (entry.name())
+            .ok_or_else(|| StoreError::corrupt(index.path(), "an index entry names no record"))
     }
 
     /// Removes what a deleted container's incarnation held: its blobs' objects, whose records
@@ -510,7 +491,7 @@ impl Records for BucketRecords {
 
     async fn containers(&self) -> Result<Vec<String>, StoreError> {
         self.within(async {
-            let containers = self.bucket.prefix.clone().join("c");
+            let containers = self.bucket.path(&["c"]);
             let index = self.containers_index();
             let names: Vec<Option<String>> = (index.list(None))
                 .map_err(|f| store_error(&containers, f))

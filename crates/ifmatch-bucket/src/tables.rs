@@ -239,17 +239,12 @@ impl BucketTables {
     }
 
     fn table_path(&self, table: &str) -> Path {
-        self.bucket
-            .prefix
-            .clone()
-            .join("t")
-            .join(name::encode(table))
+        self.bucket.path(&["t", &name::encode(table)])
     }
 
     /// The index of the tables' lives.
     fn tables_index(&self) -> Index {
-        let path = self.bucket.prefix.clone().join("live").join("t");
-        Index::new(self.bucket.store.clone(), path, self.bucket.timeout)
+        self.bucket.index(&["t"])
     }
 
     /// The index entry of a table's life.
@@ -260,19 +255,10 @@ impl BucketTables {
 
     fn place(&self, table: &str, incarnation: &str) -> Place {
         let table = name::encode(table);
-        let at = |kind: &str| {
-            self.bucket
-                .prefix
-                .clone()
-                .join(kind)
-                .join(table.as_str())
-                .join(incarnation)
-        };
-        let index = self.bucket.prefix.clone().join("live").join("e");
-        let index = index.join(table.as_str()).join(incarnation);
+        let at = |kind: &str| self.bucket.path(&[kind, &table, incarnation]);
         Place {
             entities: at("e"),
-            index: Index::new(self.bucket.store.clone(), index, self.bucket.timeout),
+            index: self.bucket.index(&["e", &table, incarnation]),
             intents: at("i"),
             epochs: at("p"),
             barriers: at("h"),
@@ -790,11 +776,13 @@ impl BucketTables {
 
 /// The key of the entity an index entry names.
 fn key_of(entry: &Entry) -> Result<EntityKey, TableError> {
-    let key = match entry.segments.as_slice() {
-        [pk, rk] => name::decode(pk).zip(name::decode(rk)),
-        _ => None,
-    };
-    key.ok_or_else(|| generic(format!("{:?}: not an entity's entry", entry.segments)))
+    match entry.names().as_deref() {
+        Some([pk, rk]) => Ok((pk.clone(), rk.clone())),
+        _ => Err(generic(format!(
+            "{:?}: not an entity's entry",
+            entry.segments
+        ))),
+    }
 }
 
 /// The first change, in the order given, that does not find what it expects.
@@ -907,17 +895,13 @@ impl Tables for BucketTables {
 
     async fn tables(&self, after: &str, limit: usize) -> Result<Vec<String>, TableError> {
         self.within(async {
-            let tables = self.bucket.prefix.clone().join("t");
+            let tables = self.bucket.path(&["t"]);
             let index = self.tables_index();
             let offset = (!after.is_empty()).then(|| [name::encode(after)]);
             let confirm = |entry: Entry| {
                 let (index, tables) = (&index, &tables);
                 async move {
-                    let name = match entry.segments.as_slice() {
-                        [segment] => name::decode(segment),
-                        _ => None,
-                    };
-                    let name = name.ok_or_else(|| {
+                    let name = entry.name().ok_or_else(|| {
                         generic(format!("{:?}: not a table's entry", entry.segments))
                     })?;
                     let found =

@@ -157,9 +157,7 @@ impl BucketVersions {
     /// The object of `key`: named by the SHA-256 of the key, so any key fits any store.
     fn path(&self, key: &str) -> Path {
         self.bucket
-            .prefix
-            .clone()
-            .join(hex::encode(Sha256::digest(key.as_bytes())))
+            .path(&[hex::encode(Sha256::digest(key.as_bytes()))])
     }
 
     /// The entry of `key` and the version of its object (`None`: there is none yet).
