@@ -147,8 +147,24 @@ impl Index {
             .boxed()
     }
 
-    /// Called on an entry its slot does not confirm: removes it once it is a leftover.
-    pub(crate) async fn unconfirmed(&self, entry: &Entry) -> Result<(), Failure> {
+    /// What the slot `entry` names shows, if it confirms the entry: `found` is its value and
+    /// the life it is in, when it is alive. An entry its slot does not confirm is not listed,
+    /// and is removed once it is a leftover.
+    pub(crate) async fn confirm<T, L: AsRef<str>>(
+        &self,
+        entry: &Entry,
+        found: Option<(T, L)>,
+    ) -> Result<Option<T>, Failure> {
+        match found {
+            Some((value, life)) if life.as_ref() == entry.incarnation => Ok(Some(value)),
+            _ => {
+                self.unconfirmed(entry).await?;
+                Ok(None)
+            }
+        }
+    }
+
+    async fn unconfirmed(&self, entry: &Entry) -> Result<(), Failure> {
         let written = u64::try_from(entry.meta.last_modified.timestamp_millis()).unwrap_or(0);
         if now_millis().saturating_sub(written) > self.leftover.as_millis() as u64 {
             self.remove(&entry.meta.location).await?;

@@ -275,20 +275,10 @@ impl BucketRecords {
         slots: &Path,
         entry: &Entry,
     ) -> Result<Option<Record>, StoreError> {
-        match self.read(&entry.slot(slots)).await? {
-            (
-                Some(Slot {
-                    record: Some(record),
-                    incarnation,
-                }),
-                _,
-            ) if incarnation == entry.incarnation => Ok(Some(record)),
-            _ => {
-                let removed = index.unconfirmed(entry).await;
-                removed.map_err(|f| store_error(index.path(), f))?;
-                Ok(None)
-            }
-        }
+        let (slot, _) = self.read(&entry.slot(slots)).await?;
+        let found = slot.and_then(|s| Some((s.record?, s.incarnation)));
+        let confirmed = index.confirm(entry, found).await;
+        confirmed.map_err(|f| store_error(index.path(), f))
     }
 
     /// The name of the slot an entry of a one-level index names.

@@ -757,12 +757,9 @@ impl BucketTables {
                 next.push((key, entry));
             }
             let reads = next.into_iter().map(|(key, entry)| async move {
-                let (entity, incarnation) = self.visible(place, &key).await?;
-                if entity.is_some() && incarnation == entry.incarnation {
-                    return Ok(entity);
-                }
-                place.index.unconfirmed(&entry).await.map_err(failed)?;
-                Ok::<_, TableError>(None)
+                let (entity, life) = self.visible(place, &key).await?;
+                let found = entity.map(|entity| (entity, life));
+                place.index.confirm(&entry, found).await.map_err(failed)
             });
             let read: Vec<_> = futures_util::stream::iter(reads)
                 .buffered(object::READS)
@@ -906,14 +903,12 @@ impl Tables for BucketTables {
                     })?;
                     let found =
                         object::read::<TableSlot>(&*self.bucket.store, &entry.slot(tables)).await;
-                    let live = found
+                    let life = found
                         .map_err(failed)?
                         .and_then(|(slot, _)| slot.incarnation);
-                    if live.as_ref() == Some(&entry.incarnation) {
-                        return Ok((name.as_str() > after).then_some(name));
-                    }
-                    index.unconfirmed(&entry).await.map_err(failed)?;
-                    Ok(None)
+                    let found = life.map(|life| ((), life));
+                    let confirmed = index.confirm(&entry, found).await.map_err(failed)?;
+                    Ok(confirmed.and((name.as_str() > after).then_some(name)))
                 }
             };
             (index.list(offset.as_ref().map(|o| o.as_slice())))
