@@ -907,3 +907,17 @@ pub async fn a_lease_binds(a: &str, b: &str, path: &str) {
         201
     );
 }
+
+/// A blob PUT to `url` through an instance whose store is gone: refused with 503 `ServerBusy`,
+/// promptly (within 15 s, not after the store client's retries).
+pub async fn a_put_is_refused_promptly(url: &str) {
+    let blob = [("x-ms-blob-type", "BlockBlob")];
+    let started = std::time::Instant::now();
+    let put = send(&client(), "PUT", url, &blob, "lost?").await;
+    let took = started.elapsed();
+    assert_eq!(
+        (put.status().as_u16(), code(&put).as_deref()),
+        (503, Some("ServerBusy"))
+    );
+    assert!(took < Duration::from_secs(15), "answered after {took:?}");
+}
