@@ -39,8 +39,8 @@ impl<'o> Pager<'o> {
             Some(marker) => Some(format!("{marker}\0")),
             None => Some(String::new()),
         };
-        let at_least =
-            (options.start_from.as_ref()).map_or(&options.prefix, |s| s.max(&options.prefix));
+        // Names under the prefix, and at or after `startFrom`.
+        let at_least = (options.start_from.iter()).fold(&options.prefix, |a, s| a.max(s));
         let from = from.map(|from| from.max(at_least.clone()));
         Self {
             options,
