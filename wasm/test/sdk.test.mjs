@@ -17,7 +17,7 @@ import {
   generateBlobSASQueryParameters,
 } from "@azure/storage-blob";
 import { jsPatterns } from "./sdk.mjs";
-import { startNative, startNativeOverBucket, startWorker } from "./targets.mjs";
+import { DEV_KEY, startNative, startNativeOverBucket, startWorker } from "./targets.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const python = process.env.IFMATCH_PYTHON ?? join(here, "../../.venv/bin/python");
@@ -25,8 +25,6 @@ const patterns = join(here, "../../tests/sdk/patterns.py");
 // The Rust client's coordination patterns (examples/patterns.rs, built by the test command).
 const rustPatterns = process.env.IFMATCH_PATTERNS ?? join(here, "../../target/debug/examples/patterns");
 
-const DEV_KEY =
-  "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
 const connectionString = (origin) =>
   `DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=${DEV_KEY};` +
   `BlobEndpoint=${origin}/devstoreaccount1;`;

@@ -20,7 +20,7 @@ import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { startNative, startWorker } from "./targets.mjs";
+import { DEV_KEY, startNative, startWorker } from "./targets.mjs";
 
 // The legacy package (the last version with updateEntity), as the classic Node example uses it.
 const legacy = createRequire(import.meta.url)("azure-storage");
@@ -42,8 +42,6 @@ function runPython(script, args) {
 }
 
 const ACCOUNT = "devstoreaccount1";
-const DEV_KEY =
-  "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
 const connectionString = (server) =>
   `DefaultEndpointsProtocol=http;AccountName=${ACCOUNT};AccountKey=${DEV_KEY};` +
   `BlobEndpoint=${server.origin}/${ACCOUNT};TableEndpoint=${server.tableOrigin}/${ACCOUNT};`;

@@ -107,7 +107,8 @@ export async function startNative({ anonymous = true, args = [], env = {} } = {}
   };
 }
 
-const DEV_KEY =
+/** The development account's key (Azurite's, public), which the native server and the Worker accept. */
+export const DEV_KEY =
   "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
 
 /**
