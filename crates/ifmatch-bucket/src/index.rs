@@ -27,7 +27,7 @@ use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutPayload};
 
 use crate::name;
-use crate::object::{Failure, joined, now_millis};
+use crate::object::{Bucket, Failure, joined, now_millis};
 
 /// How old, in operation timeouts, an entry its slot does not confirm must be before a listing
 /// removes it: far longer than any operation may take, since each gives up after its timeout
@@ -74,6 +74,15 @@ impl Entry {
             [name] => Some(std::mem::take(name)),
             _ => None,
         }
+    }
+}
+
+impl Bucket {
+    /// The index of the lives of the slots under `segments`, kept under `live/` and those
+    /// segments.
+    pub(crate) fn index<S: AsRef<str>>(&self, segments: &[S]) -> Index {
+        let path = joined(&self.prefix.clone().join("live"), segments);
+        Index::new(self.store.clone(), path, self.timeout)
     }
 }
 

@@ -44,13 +44,6 @@ impl Bucket {
         joined(&self.prefix, segments)
     }
 
-    /// The index of the lives of the slots under `segments` (see `index.rs`), kept under
-    /// `live/` and those segments.
-    pub(crate) fn index<S: AsRef<str>>(&self, segments: &[S]) -> crate::index::Index {
-        let path = joined(&self.prefix.clone().join("live"), segments);
-        crate::index::Index::new(self.store.clone(), path, self.timeout)
-    }
-
     pub(crate) fn new(store: Arc<dyn ObjectStore>, prefix: &str, timeout: Duration) -> Self {
         Self {
             store,
