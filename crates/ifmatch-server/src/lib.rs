@@ -418,7 +418,13 @@ where
         let state = state.clone();
         let service = service_fn(move |mut request: http::Request<RequestBody>| {
             request.extensions_mut().insert(ClientIp(client.ip()));
-            let reply = answer(state.clone(), request);
+            // Boxed: a front's future holds the state of every operation it may run (the
+            // blob front's, 16 KiB), and every future that wraps it (this one, the access
+            // log's, the connection's tracking, hyper's slot for the request in flight) would
+            // otherwise move all of it on every request (the figures: docs/figures.md). Here
+            // rather than in `Observe`, which would still move it twice before boxing it. The
+            // proxy's future, 1 KiB, is not boxed.
+            let reply = Box::pin(answer(state.clone(), request));
             async move { Ok::<_, Infallible>(reply.await) }
         });
         observe.layer(service, client.ip())

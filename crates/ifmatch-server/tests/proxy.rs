@@ -5,7 +5,6 @@ mod common;
 
 use common::client;
 use std::collections::HashMap;
-use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -496,11 +495,7 @@ async fn http2_clients_share_the_cache_with_http11_ones_and_name_their_host() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_origin_is_502_and_a_slow_one_504_never_a_hang() {
     let (_origin, upstream) = start_origin().await;
-    let dead_port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let (_refusing, dead_port) = common::refusing_port();
     let dead = Proxy::start(&format!("http://127.0.0.1:{dead_port}"), &["--metrics"]);
     let http = client();
     let response = common::get(&http, &format!("{}/docs/x", dead.base)).await;

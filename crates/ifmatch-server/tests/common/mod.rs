@@ -599,6 +599,16 @@ pub fn free_port() -> u16 {
     listener.local_addr().unwrap().port()
 }
 
+/// A port that refuses every connection while the returned socket lives: bound and never
+/// listening. A port found free and let go (`free_port`) may be taken meanwhile by a server
+/// another test starts, which answers, or not at all.
+pub fn refusing_port() -> (tokio::net::TcpSocket, u16) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(([127, 0, 0, 1], 0).into()).unwrap();
+    let port = socket.local_addr().unwrap().port();
+    (socket, port)
+}
+
 /// Waits up to a minute for `what` to listen on `port`.
 pub fn wait_for(port: u16, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
