@@ -6,9 +6,10 @@
 #   rps_cpu PID WRK_ARGS...     "RATE MICROSECONDS": rps's rate, and the CPU time (user and system)
 #                               process PID spent per request over the run: a cost that other
 #                               tenants' load, which moves a rate on a shared machine, moves less
-#   rps_cpu_pair PID_A URL_A PID_B URL_B
-#                               "RATE_A US_A RATE_B US_B": rps_cpu against both at once, a wrk each,
-#                               so that whatever the machine does meanwhile hits both alike
+#   rps_cpu_pair PID_A URL_A PID_B URL_B [WRK_ARGS...]
+#                               "RATE_A US_A RATE_B US_B": rps_cpu against both at once, a wrk each
+#                               (WRK_ARGS given to both), so that whatever the machine does
+#                               meanwhile hits both alike
 #   started PID                 stops that server when the script exits, also when it was started
 #                               inside $(...) (a subshell's array would be lost with it)
 #   ratio LABEL "A..." "B..." [DIGITS]
@@ -83,10 +84,11 @@ rps_cpu() {
 
 rps_cpu_pair() {
   local pid_a=$1 url_a=$2 pid_b=$3 url_b=$4 out_a
+  shift 4
   out_a=$(mktemp)
-  rps_cpu "$pid_a" "$url_a" > "$out_a" &
+  rps_cpu "$pid_a" "$@" "$url_a" > "$out_a" &
   local job=$!
-  local b; b=$(rps_cpu "$pid_b" "$url_b")
+  local b; b=$(rps_cpu "$pid_b" "$@" "$url_b")
   wait "$job" && [ -s "$out_a" ] || { echo "$(basename "$0"): a paired run failed" >&2; exit 1; }
   echo "$(cat "$out_a") $b"
   rm -f "$out_a"
