@@ -85,8 +85,16 @@ impl<F, B, E> ResponseFuture<F, B, E> {
         }
     }
 
-    /// Writes, and reads that teach the version backend: they await the backend's futures.
-    pub(crate) fn boxed(future: BoxedFuture<B, E>) -> Self {
+    /// Writes, and reads that teach the version backend: they await the backend's futures,
+    /// boxed. `make` builds the future here, in a frame of its own: built in the caller's, it
+    /// would be taken on the stack (and probed, page by page, when it passes 4 KiB) by every
+    /// request the caller serves, reads of known keys included.
+    #[inline(never)]
+    pub(crate) fn boxed<Fut>(make: impl FnOnce() -> Fut) -> Self
+    where
+        Fut: Future<Output = Result<Response<ConditionalBody<B>>, E>> + Send + 'static,
+    {
+        let future: BoxedFuture<B, E> = Box::pin(make());
         Self {
             state: State::Boxed { future },
         }

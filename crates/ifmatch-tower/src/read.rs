@@ -96,38 +96,13 @@ impl<S, V> Conditional<S, V> {
             // Seen since the last write through the layer: the version backend knows it.
             return ResponseFuture::read(self.inner.call(request), context);
         }
-        self.read_unknown(request, context)
-    }
-
-    /// The read of a key the layer does not know, boxed: it awaits the version backend.
-    /// Never inlined, so that its future's room on the stack is not every read's.
-    #[inline(never)]
-    fn read_unknown<ReqBody, ResBody>(
-        &mut self,
-        request: Request<ReqBody>,
-        context: ReadContext,
-    ) -> ResponseFuture<S::Future, ResBody, S::Error>
-    where
-        S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
-        S::Future: Send,
-        S::Error: Send,
-        V: VersionStore + Clone,
-        ReqBody: Send + 'static,
-        ResBody: Body<Data = Bytes> + Unpin + Send + 'static,
-        ResBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    {
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
         // Only a layer that trusts its memory judges writes by the version backend's versions:
         // otherwise nothing to record.
         let record = self.shared.config.judges_by_memory();
-        ResponseFuture::boxed(Box::pin(learn(
-            inner,
-            self.shared.versions.clone(),
-            request,
-            context,
-            record,
-        )))
+        let versions = self.shared.versions.clone();
+        ResponseFuture::boxed(move || learn(inner, versions, request, context, record))
     }
 }
 

@@ -107,48 +107,28 @@ where
         match *request.method() {
             Method::GET | Method::HEAD => self.read(request, key, mark),
             Method::PUT | Method::POST | Method::PATCH | Method::DELETE => {
+                // The ready service goes into the future; this one keeps a fresh clone
+                // (tower's clone-and-swap: `poll_ready` was called on `self.inner`, not the
+                // clone).
+                let clone = self.inner.clone();
+                let inner = std::mem::replace(&mut self.inner, clone);
+                let shared = &self.shared;
                 let key = key.of(&request).to_owned();
-                self.write(request, key)
+                let (versions, cache, config) = (
+                    shared.versions.clone(),
+                    shared.cache.clone(),
+                    shared.config.clone(),
+                );
+                let serves_get = shared.serves_get.load(Ordering::Relaxed);
+                // Boxed on purpose: a write awaits the backend's lock and version, perhaps a
+                // probe of the inner service, and the write itself; it already costs a lock
+                // and a round trip.
+                ResponseFuture::boxed(move || {
+                    crate::write::write(inner, versions, cache, config, serves_get, request, key)
+                })
             }
             _ => ResponseFuture::passthrough(self.inner.call(request)),
         }
-    }
-}
-
-impl<S, V> Conditional<S, V> {
-    /// A write's future, boxed: it awaits the backend's lock and version, perhaps a probe of
-    /// the inner service, and the write itself; it already costs a lock and a round trip.
-    /// Never inlined: the future is built on the stack before it is boxed, and that room
-    /// would otherwise be taken (and probed, page by page) by every read's call as well.
-    #[inline(never)]
-    fn write<ReqBody, ResBody>(
-        &mut self,
-        request: Request<ReqBody>,
-        key: String,
-    ) -> ResponseFuture<S::Future, ResBody, S::Error>
-    where
-        S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
-        S::Future: Send,
-        S::Error: Send,
-        V: VersionStore + Clone,
-        ReqBody: Default + Send + 'static,
-        ResBody: Body<Data = Bytes> + Unpin + Send + 'static,
-        ResBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    {
-        // The ready service goes into the future; this one keeps a fresh clone (tower's
-        // clone-and-swap: `poll_ready` was called on `self.inner`, not the clone).
-        let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
-        let shared = &self.shared;
-        ResponseFuture::boxed(Box::pin(crate::write::write(
-            inner,
-            shared.versions.clone(),
-            shared.cache.clone(),
-            shared.config.clone(),
-            shared.serves_get.load(Ordering::Relaxed),
-            request,
-            key,
-        )))
     }
 }
 
