@@ -219,7 +219,9 @@ impl<T: Tables> Front<'_, T> {
                         .map_err(|e| bad_request(format!("Condition: {}", e.message)))?;
                     // The condition sees the document as the batch has left it.
                     let seen = json!(json_of(found));
-                    if !crate::sql::matches(predicate.as_ref(), &seen) {
+                    let held = crate::sql::holds(predicate.as_ref(), &seen)
+                        .map_err(|e| bad_request(format!("Condition: {}", e.message)))?;
+                    if !held {
                         return fail(412);
                     }
                 }

@@ -493,7 +493,9 @@ impl<T: Tables> Front<'_, T> {
         let written = self
             .change_existing(db, coll, &partition, id, if_match, |current| {
                 let seen = document_json(db, coll, current);
-                if !crate::sql::matches(predicate.as_ref(), &seen) {
+                let held = crate::sql::holds(predicate.as_ref(), &seen)
+                    .map_err(|error| bad_request(format!("Condition: {}", error.message)))?;
+                if !held {
                     return Err(precondition_failed());
                 }
                 let patched = crate::patch::apply(&json_of(current), &operations, &fixed)?;

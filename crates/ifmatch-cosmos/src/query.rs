@@ -2,27 +2,46 @@
 //! request names one, else the container's, read in key order in chunks.
 //!
 //! A query that streams (no `ORDER BY`, aggregate or `DISTINCT`) reads from where the last
-//! page stopped, at most [`SCAN_BUDGET`] documents a page, and its continuation token says
-//! where to go on (with what `OFFSET` and `TOP` have used). One that needs every match first
-//! reads its whole scope for each page, and keeps at most [`MAX_SORTED`] results: past that,
-//! it asks for `TOP` or `OFFSET ... LIMIT` rather than hold the container in memory.
+//! page stopped, at most [`SCAN_BUDGET`] documents, [`PAGE_WORK`] units of evaluation and
+//! [`PAGE_BYTES`] of results a page, and its continuation token says where to go on (with what
+//! `OFFSET` and `TOP` have used). One that needs every match first reads its whole scope for
+//! each page, and keeps at most [`MAX_SORTED`] results and [`MAX_GATHERED`] bytes: past that,
+//! it asks for `TOP` or `OFFSET ... LIMIT` rather than hold the container in memory; past
+//! [`GATHER_WORK`] units it is answered 408. Each document's evaluation is bounded on its own
+//! ([`DOCUMENT_WORK`](crate::sql::DOCUMENT_WORK)), and a page gives the runtime back its
+//! thread every [`SLICE_WORK`] units, so that one query never holds up the others.
 
 use std::cmp::Ordering;
+use std::collections::HashSet;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use base64::Engine;
 use ifmatch_table::{Entity, Scan, TableError, Tables};
 use serde_json::{Value as Json, json};
 
-use crate::failure::{Failure, bad_request, unavailable};
+use crate::failure::{Failure, bad_request, failure, unavailable};
 use crate::feed_entries::documents_only;
-use crate::sql::{Accumulator, Expr, Query, Select, compare_for_order};
+use crate::sql::{Accumulator, Expr, Meter, Query, Select, SqlError, compare_for_order, weight};
 
 /// Documents read from the backend at a time.
 const CHUNK: usize = 200;
 /// The most documents a streaming page reads before it answers with what it found.
 pub const SCAN_BUDGET: usize = 10_000;
+/// The most work units (see [`Meter`]) a streaming page's evaluation spends before it answers
+/// with what it found.
+pub const PAGE_WORK: u64 = 256 << 20;
+/// The most bytes of results a page holds (Cosmos's limit of a response).
+pub const PAGE_BYTES: usize = 4 << 20;
 /// The most results a sorting or de-duplicating query keeps.
 pub const MAX_SORTED: usize = 100_000;
+/// The most bytes of results a sorting or de-duplicating query keeps.
+pub const MAX_GATHERED: usize = 64 << 20;
+/// The most work units a query that needs every match first spends on one page.
+pub const GATHER_WORK: u64 = 1 << 30;
+/// The work units between two yields to the runtime.
+pub const SLICE_WORK: u64 = 4 << 20;
 
 /// A page of results, and the token of the next, if any.
 pub struct Page {
@@ -112,6 +131,8 @@ async fn streamed<T: Tables>(
     let offset = query.offset_limit.map_or(0, |(offset, _)| offset);
     let mut results = Vec::new();
     let mut read = 0;
+    let mut bytes = 0;
+    let mut work = Work::default();
     loop {
         if remaining(query, position.sent) == 0 {
             return Ok(Page {
@@ -129,16 +150,22 @@ async fn streamed<T: Tables>(
         let ended = documents_only(&mut chunk);
         let next = (!ended && chunk.len() > CHUNK).then(|| chunk.remove(CHUNK));
         for (i, entity) in chunk.iter().enumerate() {
-            let Some(result) = query.result(&document(entity)) else {
-                continue;
-            };
-            if position.skipped < offset {
-                position.skipped += 1;
-                continue;
+            let doc = document(entity);
+            let result = work.evaluate(|meter| query.result(&doc, meter))?;
+            work.pause().await;
+            if let Some(result) = result {
+                if position.skipped < offset {
+                    position.skipped += 1;
+                } else {
+                    bytes += weight(&result);
+                    results.push(result);
+                    position.sent += 1;
+                }
             }
-            results.push(result);
-            position.sent += 1;
-            let full = results.len() == size || remaining(query, position.sent) == 0;
+            let full = results.len() == size
+                || remaining(query, position.sent) == 0
+                || bytes >= PAGE_BYTES
+                || work.spent > PAGE_WORK;
             if full {
                 // Go on from the document after this one.
                 let after = chunk.get(i + 1).or(next.as_ref());
@@ -180,6 +207,9 @@ async fn gathered<T: Tables>(
     let aggregates = aggregates_of(query);
     let mut accumulators = vec![Accumulator::default(); aggregates.len()];
     let mut rows: Vec<(Vec<Option<Json>>, Json)> = Vec::new();
+    let mut seen = HashSet::new();
+    let mut held = 0;
+    let mut work = Work::default();
     let mut from: Option<(String, String)> = None;
     loop {
         let start = from.as_ref().map(|(p, r)| (p.as_str(), r.as_str()));
@@ -193,27 +223,50 @@ async fn gathered<T: Tables>(
         let next = (!ended && chunk.len() > CHUNK).then(|| chunk.remove(CHUNK));
         for entity in &chunk {
             let doc = document(entity);
-            if !crate::sql::matches(query.filter.as_ref(), &doc) {
-                continue;
-            }
-            if !aggregates.is_empty() {
-                for ((_, argument), accumulator) in aggregates.iter().zip(&mut accumulators) {
-                    accumulator.add(crate::sql::evaluate(argument, &doc));
+            let row = work.evaluate(|meter| {
+                if !crate::sql::matches(query.filter.as_ref(), &doc, meter) {
+                    return None;
                 }
-                continue;
+                if !aggregates.is_empty() {
+                    for ((_, argument), accumulator) in aggregates.iter().zip(&mut accumulators) {
+                        accumulator.add(crate::sql::evaluate(argument, &doc, meter));
+                    }
+                    return None;
+                }
+                let result = query.project(&doc, meter)?;
+                Some((query.order_values(&doc, meter), result))
+            })?;
+            work.pause().await;
+            if work.spent > GATHER_WORK {
+                return Err(failure(
+                    408,
+                    "RequestTimeout",
+                    format!(
+                        "The query spent more than {} Mi units of work (bytes built and compared) before its first result: add TOP or OFFSET ... LIMIT, narrow its filter, or narrow it to a partition.",
+                        GATHER_WORK >> 20
+                    ),
+                ));
             }
-            let Some(result) = query.project(&doc) else {
+            let Some((order, result)) = row else {
                 continue;
             };
-            if query.distinct && rows.iter().any(|(_, seen)| *seen == result) {
-                continue;
+            if query.distinct {
+                // Objects' keys are in order (a map of serde_json's without preserve_order):
+                // equal results print alike.
+                let printed = result.to_string();
+                held += printed.len();
+                if !seen.insert(printed) {
+                    continue;
+                }
             }
-            if rows.len() == MAX_SORTED {
+            held += weight(&result) + order.iter().flatten().map(weight).sum::<usize>();
+            if rows.len() == MAX_SORTED || held > MAX_GATHERED {
                 return Err(bad_request(format!(
-                    "The query sorts or de-duplicates more than {MAX_SORTED} results: add TOP or OFFSET ... LIMIT, or narrow it to a partition."
+                    "The query sorts or de-duplicates more than {MAX_SORTED} results or {} MiB: add TOP or OFFSET ... LIMIT, or narrow it to a partition.",
+                    MAX_GATHERED >> 20
                 )));
             }
-            rows.push((query.order_values(&doc), result));
+            rows.push((order, result));
         }
         from = next.map(|e| (e.partition_key, e.row_key));
         if from.is_none() {
@@ -228,7 +281,7 @@ async fn gathered<T: Tables>(
     }
     rows.sort_by(|(a, _), (b, _)| {
         for ((x, y), (_, descending)) in a.iter().zip(b).zip(&query.order) {
-            let order = compare_for_order(x, y);
+            let order = compare_for_order(x.as_ref(), y.as_ref());
             let order = if *descending { order.reverse() } else { order };
             if order != Ordering::Equal {
                 return order;
@@ -313,5 +366,53 @@ async fn scan_of<T: Tables>(
         Ok(found) => Ok(found),
         Err(TableError::TableNotFound(_)) => Ok(Vec::new()),
         Err(error) => Err(unavailable(error)),
+    }
+}
+
+/// The work a page has spent evaluating, and when it last gave the runtime its thread back.
+#[derive(Default)]
+struct Work {
+    spent: u64,
+    since_pause: u64,
+}
+
+impl Work {
+    /// `evaluate` for one document, with a meter of its own; refused when the meter is spent.
+    fn evaluate<R>(&mut self, evaluate: impl FnOnce(&Meter) -> R) -> Result<R, Failure> {
+        let meter = Meter::per_document();
+        let result = evaluate(&meter);
+        if meter.exceeded() {
+            return Err(bad_request(format!("Query: {}", SqlError::exceeded())));
+        }
+        // A document costs a unit even when nothing was built for it.
+        self.spent += meter.spent() + 1;
+        self.since_pause += meter.spent() + 1;
+        Ok(result)
+    }
+
+    /// Gives the runtime the thread back once [`SLICE_WORK`] units were spent since the last
+    /// time.
+    async fn pause(&mut self) {
+        if self.since_pause >= SLICE_WORK {
+            self.since_pause = 0;
+            YieldNow(false).await;
+        }
+    }
+}
+
+/// A future that is pending once, having asked to be polled again: what lets other tasks run
+/// between two slices of a query's work, on any runtime (this crate depends on none).
+struct YieldNow(bool);
+
+impl Future for YieldNow {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            return Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
     }
 }

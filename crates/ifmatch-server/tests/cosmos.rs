@@ -649,3 +649,144 @@ fn the_rust_sdk_seed_flow_the_304_and_a_counter_of_16_writers() {
     assert!(output.status.success(), "{text}");
     assert!(text.contains("rust cosmos: 13 passed"), "{text}");
 }
+
+/// The peak resident memory of process `pid`, in MiB.
+fn peak_mib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse::<u64>()
+        .unwrap()
+        / 1024
+}
+
+/// Queries that make a value grow with itself (a string doubled forty times, a document copied
+/// once per mention) are refused at once with a 400 that names the bound; the server's peak
+/// memory stays within the figure `docs/cosmos.md` gives, and other clients are served
+/// meanwhile, quickly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_query_that_amplifies_a_value_is_refused_at_once_while_others_are_served() {
+    let data = tempfile::tempdir().unwrap();
+    let (server, endpoint) = serve(data.path(), &["--anonymous"]);
+    let http = common::client();
+    create_database(&http, &endpoint, "bomb").await;
+    let docs = format!("{endpoint}/dbs/bomb/colls/c/docs");
+    for i in 0..20 {
+        let body = serde_json::json!({ "id": format!("d{i}"), "pk": "p", "s": "a".repeat(1000), "a": [1, 2], "big": "b".repeat(50_000) });
+        let created = http
+            .post(&docs)
+            .header("x-ms-documentdb-partitionkey", r#"["p"]"#)
+            .body(body.to_string());
+        assert_eq!(created.send().await.unwrap().status(), 201);
+    }
+    let nested = |open: &str, inner: &str, close: &str, times: usize| {
+        format!("{}{inner}{}", open.repeat(times), close.repeat(times))
+    };
+    let bombs = [
+        format!(
+            "SELECT VALUE {} FROM c",
+            nested("REPLACE(", "c.s", ", 'a', 'aa')", 40)
+        ),
+        format!(
+            "SELECT VALUE {} FROM c",
+            nested("CONCAT(REPLICATE(c.s, 10), ", "c.s", ")", 60)
+        ),
+        format!(
+            "SELECT VALUE LENGTH({}) FROM c",
+            vec!["REPLICATE(c.s, 10)"; 120].join(" || ")
+        ),
+        format!(
+            "SELECT VALUE ARRAY_CONCAT({}) FROM c",
+            vec!["[c, c, c, c, c, c, c, c]"; 60].join(", ")
+        ),
+        format!(
+            "SELECT VALUE StringJoin([{}], c.big) FROM c",
+            vec!["c.big"; 300].join(", ")
+        ),
+        format!(
+            "SELECT VALUE REPLACE(REPLICATE(c.s, 10), 'a', '{}') FROM c",
+            "b".repeat(2000)
+        ),
+        format!(
+            "SELECT * FROM c ORDER BY {}",
+            nested("REPLACE(", "c.s", ", 'a', 'aa')", 40)
+        ),
+        format!(
+            "SELECT VALUE COUNT(1) FROM c WHERE LENGTH({}) > 0",
+            nested("REPLACE(", "c.s", ", 'a', 'aa')", 40)
+        ),
+    ];
+    // A point read, timed, all along.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (stop, url, http) = (stop.clone(), format!("{docs}/d0"), http.clone());
+        tokio::spawn(async move {
+            let mut slowest = Duration::ZERO;
+            let mut reads = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let started = std::time::Instant::now();
+                let read = http
+                    .get(&url)
+                    .header("x-ms-documentdb-partitionkey", r#"["p"]"#);
+                assert_eq!(read.send().await.unwrap().status(), 200);
+                slowest = slowest.max(started.elapsed());
+                reads += 1;
+            }
+            (reads, slowest)
+        })
+    };
+    let mut attackers = Vec::new();
+    for _ in 0..4 {
+        let (bombs, docs, http) = (bombs.clone(), docs.clone(), http.clone());
+        attackers.push(tokio::spawn(async move {
+            for bomb in bombs.iter().cycle().take(3 * bombs.len()) {
+                let started = std::time::Instant::now();
+                let answer = http
+                    .post(&docs)
+                    .header("x-ms-documentdb-isquery", "True")
+                    .header("content-type", "application/query+json")
+                    .header("x-ms-documentdb-partitionkey", r#"["p"]"#)
+                    .body(serde_json::json!({ "query": bomb }).to_string())
+                    .send()
+                    .await
+                    .unwrap();
+                let status = answer.status().as_u16();
+                let body: serde_json::Value =
+                    serde_json::from_slice(&answer.bytes().await.unwrap()).unwrap();
+                let said = body.to_string();
+                assert_eq!(
+                    (status, body["code"].as_str()),
+                    (400, Some("BadRequest")),
+                    "{}: {}",
+                    &bomb[..50],
+                    &said[..said.len().min(200)]
+                );
+                assert!(
+                    body["message"].as_str().unwrap().contains("16 MiB"),
+                    "{body}"
+                );
+                assert!(
+                    started.elapsed() < Duration::from_secs(1),
+                    "{}: {:?}",
+                    &bomb[..50],
+                    started.elapsed()
+                );
+            }
+        }));
+    }
+    for attacker in attackers {
+        attacker.await.unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (reads, slowest) = reader.await.unwrap();
+    assert!(reads > 10, "{reads} point reads while the queries ran");
+    assert!(
+        slowest < Duration::from_millis(500),
+        "the slowest point read took {slowest:?}"
+    );
+    let peak = peak_mib(server.0.id());
+    assert!(peak < 256, "the server's peak resident memory: {peak} MiB");
+    eprintln!("{reads} point reads meanwhile, the slowest {slowest:?}; peak memory {peak} MiB");
+}

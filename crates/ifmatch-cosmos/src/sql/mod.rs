@@ -5,12 +5,18 @@
 //! answered wrong. Evaluated as Cosmos does: names are case-sensitive, keywords are not; a
 //! missing property is *undefined*, which no comparison holds for; values of two types
 //! compare as undefined.
+//!
+//! A query is code a client sends, so its evaluation is metered ([`Meter`]): what it builds
+//! and compares for one document is bounded by [`DOCUMENT_WORK`], and [`crate::query`] bounds
+//! a page's.
 
 mod eval;
 mod lex;
+mod meter;
 mod parse;
 
 pub use eval::{Accumulator, compare_for_order, matches};
+pub use meter::{DOCUMENT_WORK, Meter, weight};
 use serde_json::Value as Json;
 
 /// The longest query text taken.
@@ -34,6 +40,16 @@ impl SqlError {
         Self {
             message: message.into(),
         }
+    }
+
+    /// The error of an evaluation whose meter was spent.
+    pub fn exceeded() -> Self {
+        Self::new(format!(
+            "The query builds or compares more than {} MiB for one document (the strings, arrays \
+             and objects its functions and constructors make, the copies it makes of the document): \
+             it is refused rather than allowed to take the server's memory.",
+            DOCUMENT_WORK >> 20
+        ))
     }
 }
 
@@ -178,23 +194,23 @@ impl Query {
     }
 
     /// The result for `document`, if the filter holds for it (`None` when it does not, or
-    /// when its `VALUE` is undefined).
-    pub fn result(&self, document: &Json) -> Option<Json> {
-        if !matches(self.filter.as_ref(), document) {
+    /// when its `VALUE` is undefined); what it builds is charged to `meter`.
+    pub fn result(&self, document: &Json, meter: &Meter) -> Option<Json> {
+        if !matches(self.filter.as_ref(), document, meter) {
             return None;
         }
-        self.project(document)
+        self.project(document, meter)
     }
 
     /// What the selection makes of `document`.
-    pub fn project(&self, document: &Json) -> Option<Json> {
+    pub fn project(&self, document: &Json, meter: &Meter) -> Option<Json> {
         match &self.select {
-            Select::Star => Some(document.clone()),
-            Select::Value(expr) => eval::eval(expr, document),
+            Select::Star => meter.copy(document),
+            Select::Value(expr) => eval::eval(expr, document, meter),
             Select::Items(items) => {
                 let mut object = serde_json::Map::new();
                 for (expr, name) in items {
-                    if let Some(value) = eval::eval(expr, document) {
+                    if let Some(value) = eval::eval(expr, document, meter) {
                         object.insert(name.clone(), value);
                     }
                 }
@@ -204,17 +220,28 @@ impl Query {
     }
 
     /// The values of the `ORDER BY` paths for `document`.
-    pub fn order_values(&self, document: &Json) -> Vec<Option<Json>> {
+    pub fn order_values(&self, document: &Json, meter: &Meter) -> Vec<Option<Json>> {
         self.order
             .iter()
-            .map(|(e, _)| eval::eval(e, document))
+            .map(|(e, _)| eval::eval(e, document, meter))
             .collect()
     }
 }
 
 /// Evaluates `expr` against `document` (`None`: undefined).
-pub fn evaluate(expr: &Expr, document: &Json) -> Option<Json> {
-    eval::eval(expr, document)
+pub fn evaluate(expr: &Expr, document: &Json, meter: &Meter) -> Option<Json> {
+    eval::eval(expr, document, meter)
+}
+
+/// Whether `predicate` (a patch's condition) holds for `document`, within one document's
+/// bound.
+pub fn holds(predicate: Option<&Expr>, document: &Json) -> Result<bool, SqlError> {
+    let meter = Meter::per_document();
+    let held = matches(predicate, document, &meter);
+    match meter.exceeded() {
+        true => Err(SqlError::exceeded()),
+        false => Ok(held),
+    }
 }
 
 /// A predicate on its own (`FROM c WHERE ...`, as a patch's condition is written).

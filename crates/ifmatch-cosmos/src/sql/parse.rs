@@ -9,7 +9,7 @@ use super::lex::Token;
 use super::{Expr, MAX_DEPTH, MAX_NODES, Op, Query, Select, SqlError};
 
 /// The built-in functions served, with how many arguments each takes.
-const FUNCTIONS: [(&str, usize, usize); 37] = [
+const FUNCTIONS: [(&str, usize, usize); 40] = [
     ("STARTSWITH", 2, 3),
     ("ENDSWITH", 2, 3),
     ("CONTAINS", 2, 3),
@@ -25,6 +25,8 @@ const FUNCTIONS: [(&str, usize, usize); 37] = [
     ("RTRIM", 1, 1),
     ("INDEX_OF", 2, 3),
     ("REPLACE", 3, 3),
+    ("REPLICATE", 2, 2),
+    ("STRINGJOIN", 2, 2),
     ("REVERSE", 1, 1),
     ("TOSTRING", 1, 1),
     ("STRINGEQUALS", 2, 3),
@@ -39,6 +41,7 @@ const FUNCTIONS: [(&str, usize, usize); 37] = [
     ("ARRAY_CONTAINS", 2, 3),
     ("ARRAY_LENGTH", 1, 1),
     ("ARRAY_SLICE", 2, 3),
+    ("ARRAY_CONCAT", 2, 64),
     ("ABS", 1, 1),
     ("FLOOR", 1, 1),
     ("CEILING", 1, 1),

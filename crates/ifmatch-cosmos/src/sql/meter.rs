@@ -1,0 +1,96 @@
+//! What evaluating a query may spend. A query is code a client sends: forty nested
+//! `REPLACE(s, 'a', 'aa')` double a string forty times, and `[c, c, c, ...]` copies the
+//! document once per `c`. So every value the evaluator builds is charged, a byte a unit,
+//! *before* it is built, and so is every step of a comparison or a match that costs more than
+//! one: once a meter is spent, nothing more is built, the value is undefined, and whoever
+//! holds the meter answers with an error that names the bound.
+//!
+//! The units are work, not time, so the bound is the same on every host and in a Worker, whose
+//! clock does not move while it computes.
+
+use std::cell::Cell;
+
+use serde_json::Value as Json;
+
+/// What evaluating a query for one document may build and compare: 16 MiB, eight times the
+/// largest document. The memory one evaluation holds is within it.
+pub const DOCUMENT_WORK: u64 = 16 << 20;
+
+/// A budget of work units, spent as the evaluator builds and compares.
+#[derive(Debug)]
+pub struct Meter {
+    limit: u64,
+    spent: Cell<u64>,
+    exceeded: Cell<bool>,
+}
+
+impl Meter {
+    /// A meter of `limit` units.
+    pub fn new(limit: u64) -> Self {
+        Self {
+            limit,
+            spent: Cell::new(0),
+            exceeded: Cell::new(false),
+        }
+    }
+
+    /// A meter for one document's evaluation: [`DOCUMENT_WORK`] units.
+    pub fn per_document() -> Self {
+        Self::new(DOCUMENT_WORK)
+    }
+
+    /// Takes `units`, or, when fewer are left, marks the meter exceeded for good and takes
+    /// nothing: `None`, so that `meter.take(n)?` stops the evaluation where it stands.
+    pub(crate) fn take(&self, units: usize) -> Option<()> {
+        let spent = self.spent.get().saturating_add(units as u64);
+        if self.exceeded.get() || spent > self.limit {
+            self.exceeded.set(true);
+            return None;
+        }
+        self.spent.set(spent);
+        Some(())
+    }
+
+    /// Takes what a copy of `value` costs.
+    pub(crate) fn copy(&self, value: &Json) -> Option<Json> {
+        self.take(weight(value))?;
+        Some(value.clone())
+    }
+
+    /// Whether something was refused: the evaluation's result is not to be used.
+    pub fn exceeded(&self) -> bool {
+        self.exceeded.get()
+    }
+
+    /// The units taken so far.
+    pub fn spent(&self) -> u64 {
+        self.spent.get()
+    }
+}
+
+/// About what `value` takes in memory, in bytes: its JSON's length, give or take the quotes
+/// and commas.
+pub fn weight(value: &Json) -> usize {
+    match value {
+        Json::Null | Json::Bool(_) | Json::Number(_) => 8,
+        Json::String(s) => s.len() + 2,
+        Json::Array(items) => items.iter().map(weight).sum::<usize>() + 2,
+        Json::Object(fields) => fields.iter().map(|(k, v)| k.len() + 4 + weight(v)).sum(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_meter_refuses_for_good_once_spent() {
+        let meter = Meter::new(10);
+        assert_eq!(meter.take(6), Some(()));
+        assert_eq!(meter.take(6), None, "6 more would pass the limit");
+        assert!(meter.exceeded());
+        assert_eq!(meter.take(1), None, "exceeded stays exceeded");
+        assert_eq!(meter.spent(), 6);
+        assert_eq!(weight(&serde_json::json!({"ab": "cd"})), 2 + 4 + 4);
+    }
+}
