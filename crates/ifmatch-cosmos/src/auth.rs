@@ -15,7 +15,13 @@ const SKEW: Duration = Duration::from_secs(15 * 60);
 
 /// Why a request's credentials are refused, in words a user can act on.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refused(pub String);
+pub struct Refused {
+    /// 401 for a missing or wrong token, 403 for a token signed for another time (Azure's
+    /// answers, which the SDKs tell apart: a wrong key, or a clock to set).
+    pub status: u16,
+    /// What is wrong.
+    pub message: String,
+}
 
 /// The account among `accounts` whose key signed the request, or why none did.
 pub fn authorize<'a>(
@@ -55,9 +61,20 @@ pub fn authorize<'a>(
         .or_else(|_| when.duration_since(now))
         .unwrap_or_default();
     if apart > SKEW {
-        return Err(refused(
-            "The request's date is more than 15 minutes from the server's clock.",
-        ));
+        // Azure's words: a token holds from its date for 15 minutes (and as long before it,
+        // for clocks that run ahead).
+        let time = httpdate::fmt_http_date;
+        return Err(Refused {
+            status: 403,
+            message: format!(
+                "The authorization token is not valid at the current time. Please create another \
+                 token and retry (token start time: {}, token expiry time: {}, current server \
+                 time: {}).",
+                time(when),
+                time(when + SKEW),
+                time(now)
+            ),
+        });
     }
     let text = string_to_sign(method, address, date);
     accounts
@@ -92,7 +109,10 @@ pub fn token(key: &[u8], text: &str) -> String {
 }
 
 fn refused(message: &str) -> Refused {
-    Refused(message.to_owned())
+    Refused {
+        status: 401,
+        message: message.to_owned(),
+    }
 }
 
 #[cfg(test)]
@@ -136,8 +156,18 @@ mod tests {
             )
             .is_err()
         );
-        let late = now + Duration::from_secs(16 * 60);
-        assert!(authorize(&accounts, &get, &signed(b"the key"), &address, late).is_err());
+        for late in [
+            now + Duration::from_secs(16 * 60),
+            now - Duration::from_secs(16 * 60),
+            now + Duration::from_secs(24 * 3600),
+        ] {
+            let refused = authorize(&accounts, &get, &signed(b"the key"), &address, late);
+            let refused = refused.unwrap_err();
+            assert_eq!(refused.status, 403);
+            assert!(refused.message.starts_with("The authorization token is not valid at the current time"));
+        }
+        let wrong = authorize(&accounts, &get, &signed(b"another"), &address, now);
+        assert_eq!(wrong.unwrap_err().status, 401);
         assert!(authorize(&accounts, &get, &headers, &address, now).is_err());
     }
 }

@@ -10,8 +10,8 @@ use crate::failure::{Failure, bad_request};
 /// The largest document, in bytes of its JSON.
 pub const MAX_DOCUMENT: usize = 2 << 20;
 
-/// The longest id, in characters.
-pub const MAX_ID: usize = 255;
+/// The longest id, in bytes of UTF-8 (Azure's documented limit).
+pub const MAX_ID: usize = 1023;
 
 /// The properties the service writes; a client's own values for them are dropped.
 const SYSTEM: [&str; 5] = ["_rid", "_self", "_etag", "_ts", "_attachments"];
@@ -43,11 +43,14 @@ pub fn resource(body: &[u8]) -> Result<Map<String, Value>, Failure> {
     Ok(object)
 }
 
-/// Whether `id` may name a resource: 1 to 255 characters, none of `/ \ ? #`, not ending in
-/// a space.
+/// Whether `id` may name a resource: 1 to 1,023 bytes, none of `/ \ ? #` (which Azure refuses
+/// too: a link could not name it), not ending in a space.
 pub fn check_id(id: &str) -> Result<(), Failure> {
-    if id.is_empty() || id.chars().count() > MAX_ID {
-        return Err(bad_request("The id must be 1 to 255 characters long."));
+    if id.is_empty() || id.len() > MAX_ID {
+        return Err(bad_request(format!(
+            "The id must be 1 to {MAX_ID} bytes of UTF-8 long; this one is {} bytes.",
+            id.len()
+        )));
     }
     if id.contains(['/', '\\', '?', '#']) {
         return Err(bad_request(
@@ -58,6 +61,19 @@ pub fn check_id(id: &str) -> Result<(), Failure> {
         return Err(bad_request("The id ends with a space, which ids may not."));
     }
     Ok(())
+}
+
+/// The longest database or container id, in characters.
+pub const MAX_NAME: usize = 255;
+
+/// Whether `id` may name a database or a container: an id of at most 255 characters.
+pub fn check_name(id: &str) -> Result<(), Failure> {
+    match id.chars().count() {
+        ..=MAX_NAME => Ok(()),
+        _ => Err(bad_request(format!(
+            "A database's or container's id is 1 to {MAX_NAME} characters long."
+        ))),
+    }
 }
 
 /// The `_etag` of a version written at `at`: a quoted GUID-shaped string of its ticks.
@@ -171,7 +187,12 @@ mod tests {
         for bad in ["", "a/b", "a\\b", "a?b", "a#b", "ends "] {
             assert!(check_id(bad).is_err(), "{bad:?}");
         }
-        assert!(check_id(&"x".repeat(256)).is_err());
+        assert!(check_id(&"x".repeat(1023)).is_ok());
+        assert!(check_id(&"€".repeat(341)).is_ok(), "1,023 bytes");
+        assert!(check_id(&"x".repeat(1024)).is_err());
+        assert!(check_id(&"€".repeat(342)).is_err(), "1,026 bytes");
+        assert!(check_name(&"x".repeat(255)).is_ok());
+        assert!(check_name(&"x".repeat(256)).is_err());
         assert_eq!(
             stored_key(&serde_json::json!(1)).unwrap(),
             stored_key(&serde_json::json!(1.0)).unwrap()

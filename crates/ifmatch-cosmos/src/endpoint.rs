@@ -125,7 +125,10 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
                 &address,
                 self.env.now(),
             )
-            .map_err(|refused| failure(401, "Unauthorized", refused.0))?,
+            .map_err(|refused| match refused.status {
+                403 => failure(403, "Forbidden", refused.message),
+                _ => failure(401, "Unauthorized", refused.message),
+            })?,
         };
         let tables = Scoped::new(self.tables.clone(), &format!("~cosmos~{}", account.name()));
         let scheme = if self.https { "https" } else { "http" };

@@ -189,6 +189,7 @@ impl<T: Tables> Front<'_, T> {
     async fn create_database(&self, asked: &Asked<'_>) -> Result<Done, Failure> {
         let resource = document::resource(asked.body)?;
         let id = id_of(&resource);
+        document::check_name(&id)?;
         let entity = self.entity("", &id, None, &resource);
         let change = Change {
             key: key("", &id),
@@ -253,6 +254,7 @@ impl<T: Tables> Front<'_, T> {
         self.get(DATABASES, "", db).await?.ok_or_else(not_found)?;
         let mut resource = document::resource(asked.body)?;
         let id = id_of(&resource);
+        document::check_name(&id)?;
         let paths = resource
             .get("partitionKey")
             .and_then(|k| k.get("paths"))

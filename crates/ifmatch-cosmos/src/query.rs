@@ -416,3 +416,81 @@ impl Future for YieldNow {
         Poll::Pending
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ifmatch_table::{Change, DateTime, Expected, MemoryTables};
+
+    /// A table of `count` documents, each with a string `s` of 1,000 characters.
+    async fn documents(count: usize) -> MemoryTables {
+        let tables = MemoryTables::new();
+        tables.create_table("t").await.unwrap();
+        let changes: Vec<Change> = (0..count)
+            .map(|i| {
+                let entity = Entity::new("p", &format!("{i:05}"), DateTime::from_unix(0, 0), []);
+                Change {
+                    key: ("p".to_owned(), entity.row_key.clone()),
+                    expected: Expected::Absent,
+                    write: Some(entity),
+                }
+            })
+            .collect();
+        tables.commit("t", &changes).await.unwrap();
+        tables
+    }
+
+    fn document(entity: &Entity) -> Json {
+        json!({ "id": entity.row_key, "s": "a".repeat(1000) })
+    }
+
+    /// Each document costs about 640 KB of work: 20 strings of 10,000 characters, joined by
+    /// another, and counted.
+    const COSTLY: &str = "LENGTH(StringJoin([REPLICATE(c.s, 10), REPLICATE(c.s, 10), REPLICATE(c.s, 10), REPLICATE(c.s, 10), REPLICATE(c.s, 10), REPLICATE(c.s, 10), REPLICATE(c.s, 10), REPLICATE(c.s, 10), REPLICATE(c.s, 10), REPLICATE(c.s, 10), REPLICATE(c.s, 10), REPLICATE(c.s, 10), REPLICATE(c.s, 10), REPLICATE(c.s, 10), REPLICATE(c.s, 10), REPLICATE(c.s, 10), REPLICATE(c.s, 10), REPLICATE(c.s, 10), REPLICATE(c.s, 10), REPLICATE(c.s, 10)], REPLICATE(c.s, 10)))";
+
+    #[tokio::test]
+    async fn a_costly_streaming_query_is_paged_by_its_work_and_loses_nothing() {
+        let tables = documents(600).await;
+        let query = Query::parse(&format!("SELECT VALUE c.id FROM c WHERE {COSTLY} > 0"), &[]).unwrap();
+        let (mut pages, mut found, mut token) = (0, Vec::new(), None::<String>);
+        loop {
+            let page = page(&tables, "t", None, &query, 1000, token.as_deref(), document)
+                .await
+                .unwrap();
+            pages += 1;
+            found.extend(page.results);
+            match page.continuation {
+                Some(next) => token = Some(next),
+                None => break,
+            }
+        }
+        assert!(pages >= 3, "{pages} pages: each stops at {PAGE_WORK} units");
+        let expected: Vec<Json> = (0..600).map(|i| json!(format!("{i:05}"))).collect();
+        assert_eq!(found, expected, "every document once, in order");
+    }
+
+    #[tokio::test]
+    async fn a_costly_query_that_needs_every_match_first_is_answered_408() {
+        let tables = documents(2000).await;
+        let query = Query::parse(&format!("SELECT VALUE COUNT(1) FROM c WHERE {COSTLY} > 0"), &[]).unwrap();
+        let refused = page(&tables, "t", None, &query, 100, None, document).await;
+        let failure = refused.err().expect("refused");
+        assert_eq!((failure.status, failure.code), (408, "RequestTimeout"));
+        // The same over fewer documents answers.
+        let tables = documents(100).await;
+        let counted = page(&tables, "t", None, &query, 100, None, document).await.unwrap();
+        assert_eq!(counted.results, [json!(100)]);
+    }
+
+    #[tokio::test]
+    async fn a_page_holds_at_most_its_bytes_and_distinct_results_are_kept_once() {
+        let tables = documents(500).await;
+        let query = Query::parse("SELECT VALUE REPLICATE(c.s, 10) FROM c", &[]).unwrap();
+        let first = page(&tables, "t", None, &query, 1000, None, document).await.unwrap();
+        let bytes: usize = first.results.iter().map(weight).sum();
+        assert!(first.continuation.is_some() && bytes <= PAGE_BYTES + 10_002, "{bytes}");
+        let query = Query::parse("SELECT DISTINCT VALUE LENGTH(c.id) FROM c", &[]).unwrap();
+        let distinct = page(&tables, "t", None, &query, 1000, None, document).await.unwrap();
+        assert_eq!(distinct.results, [json!(5)]);
+    }
+}
