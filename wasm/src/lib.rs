@@ -46,7 +46,16 @@ pub const TABLES: &str = "TABLES";
 pub const TABLE_MOUNT: &str = "/table";
 
 #[event(fetch)]
-async fn fetch(request: HttpRequest, env: Env, _ctx: Context) -> worker::Result<worker::Response> {
+async fn fetch(
+    raw: worker::web_sys::Request,
+    env: Env,
+    _ctx: Context,
+) -> worker::Result<worker::Response> {
+    // The runtime passes headers that `http` cannot hold (a name that is no HTTP token, a value
+    // beyond visible ASCII), and the conversion of such a request fails: it is read without
+    // them and answered 400 in its dialect, never the 500 a failed conversion gives.
+    let (raw, unreadable) = readable(raw)?;
+    let request = worker::request_from_wasm(raw)?;
     #[cfg(feature = "conformance")]
     if let Some(suite) = request.uri().path().strip_prefix("/__conformance/") {
         return conformance::run(suite, &env).await;
@@ -64,11 +73,12 @@ async fn fetch(request: HttpRequest, env: Env, _ctx: Context) -> worker::Result<
         Err(_) => Accounts::default(),
     };
     let anonymous = env.var("ANONYMOUS").is_ok_and(|v| v.to_string() == "true");
+    let unreadable = unreadable.as_deref();
     if is_cosmos_request(&request) {
-        return cosmos(request, &env, accounts, anonymous).await;
+        return cosmos(request, &env, accounts, anonymous, unreadable).await;
     }
     if is_table_request(&request, &accounts) {
-        return tables(request, &env, accounts, anonymous).await;
+        return tables(request, &env, accounts, anonymous, unreadable).await;
     }
     let front = Front::new(
         DurableRecords::new(env.durable_object(RECORDS)?),
@@ -78,6 +88,13 @@ async fn fetch(request: HttpRequest, env: Env, _ctx: Context) -> worker::Result<
     .with_max_body(max_body)
     .with_accounts(accounts)
     .with_anonymous_access(anonymous);
+    if let Some(name) = unreadable {
+        let code = match name.starts_with("x-ms-meta-") {
+            true => ifmatch_core::ErrorCode::InvalidMetadata,
+            false => ifmatch_core::ErrorCode::InvalidHeaderValue,
+        };
+        return fixed_length(front.error(code));
+    }
     // R2 must know an upload's length before it streams: tell the body what the client said.
     let length = request
         .headers()
@@ -138,6 +155,7 @@ async fn cosmos(
     env: &Env,
     accounts: Accounts,
     anonymous: bool,
+    unreadable: Option<&str>,
 ) -> worker::Result<worker::Response> {
     let https = request.uri().scheme_str() == Some("https");
     let service =
@@ -145,6 +163,9 @@ async fn cosmos(
             .with_accounts(&accounts)
             .with_anonymous_access(anonymous)
             .with_https(https);
+    if let Some(name) = unreadable {
+        return whole(service.unreadable_header(name));
+    }
     let (parts, body) = request.into_parts();
     let limited = http_body_util::Limited::new(body, ifmatch_cosmos::MAX_BODY);
     let answer = match http_body_util::BodyExt::collect(limited).await {
@@ -160,6 +181,7 @@ async fn tables(
     env: &Env,
     accounts: Accounts,
     anonymous: bool,
+    unreadable: Option<&str>,
 ) -> worker::Result<worker::Response> {
     let service =
         ifmatch_table::Endpoint::new(DurableTables::new(env.durable_object(TABLES)?), WorkersEnv)
@@ -179,12 +201,43 @@ async fn tables(
     if parts.uri.scheme_str() == Some("https") {
         parts.extensions.insert(Https);
     }
+    if let Some(name) = unreadable {
+        return whole(service.unreadable_header(&parts, name));
+    }
     let limited = http_body_util::Limited::new(body, ifmatch_table::endpoint::MAX_BODY);
     let answer = match http_body_util::BodyExt::collect(limited).await {
         Ok(body) => service.handle(&parts, &body.to_bytes()).await,
         Err(_) => service.too_large(&parts),
     };
     whole(answer)
+}
+
+/// `raw` as `http` can hold it, and the name of the first header it could not, if any: a
+/// request without that header is read instead (and answered 400 by its dialect).
+fn readable(
+    raw: worker::web_sys::Request,
+) -> worker::Result<(worker::web_sys::Request, Option<String>)> {
+    let headers = raw.headers();
+    let kept = worker::web_sys::Headers::new()?;
+    let mut unreadable = None;
+    for entry in headers.entries() {
+        let pair = worker::js_sys::Array::from(&entry?);
+        let name = pair.get(0).as_string().unwrap_or_default();
+        let value = pair.get(1).as_string().unwrap_or_default();
+        let holds = http::HeaderName::from_bytes(name.as_bytes()).is_ok()
+            && http::HeaderValue::from_str(&value).is_ok();
+        match holds {
+            true => kept.append(&name, &value)?,
+            false => unreadable = unreadable.or(Some(name)),
+        }
+    }
+    if unreadable.is_none() {
+        return Ok((raw, None));
+    }
+    let init = worker::web_sys::RequestInit::new();
+    init.set_headers(&kept);
+    let clean = worker::web_sys::Request::new_with_request_and_init(&raw, &init)?;
+    Ok((clean, unreadable))
 }
 
 /// A whole answer of the Table service or the Cosmos endpoint, as the Worker sends it.

@@ -342,6 +342,24 @@ fn staged_prefix(epoch: u64, blob: &str) -> String {
     format!("{STAGED}{epoch:016x}/{blob}/")
 }
 
+/// A record's JSON longer than this is kept in parts: a Durable Object value holds at most
+/// 2 MB, and a blob's record holds its block list (Azure takes 50,000 blocks, about 10 MB of
+/// JSON). Half a MiB of characters stays under the limit even when stored two bytes each.
+const PART: usize = 512 << 10;
+/// A parted record's value under its key: this, then how many parts, each under
+/// `PARTS{key}/{n}` (n in hex of a fixed width), written in the same call as the value.
+const PARTED: &str = "parts:";
+const PARTS: &str = "part/";
+
+fn part_key(key: &str, n: usize) -> String {
+    format!("{PARTS}{key}/{n:08x}")
+}
+
+/// How many parts a stored value names (`None`: the value is the record itself).
+fn parts_of(value: &str) -> Option<usize> {
+    value.strip_prefix(PARTED)?.parse().ok()
+}
+
 fn storage_key(blob: Option<&str>) -> String {
     blob.map_or_else(|| CONTAINER.to_owned(), |name| format!("{BLOBS}{name}"))
 }
@@ -352,8 +370,69 @@ fn decode(json: &str) -> worker::Result<Record> {
 
 impl ContainerRecords {
     async fn read(&self, key: &str) -> worker::Result<Option<Record>> {
-        let json: Option<String> = self.state.storage().get(key).await?;
-        json.as_deref().map(decode).transpose()
+        let value: Option<String> = self.state.storage().get(key).await?;
+        match value {
+            Some(value) => Ok(Some(decode(&self.whole(key, value).await?)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The record's JSON that `value`, stored under `key`, is or names the parts of.
+    async fn whole(&self, key: &str, value: String) -> worker::Result<String> {
+        let Some(count) = parts_of(&value) else {
+            return Ok(value);
+        };
+        let prefix = format!("{PARTS}{key}/");
+        let options = ListOptions::new().prefix(&prefix).limit(count);
+        let found = self.state.storage().list_with_options(options).await?;
+        let mut json = String::new();
+        for part in found.values() {
+            json.push_str(&part?.as_string().unwrap_or_default());
+        }
+        Ok(json)
+    }
+
+    /// Writes `json` under `key`, in parts when it is long, in one atomic call; `before` is
+    /// how many parts the value it replaces had (any beyond the new count are deleted after:
+    /// until then no value names them).
+    async fn write(&self, key: &str, json: String, before: usize) -> worker::Result<()> {
+        let storage = self.state.storage();
+        let mut parts = Vec::new();
+        let mut rest = json.as_str();
+        if rest.len() > PART {
+            while !rest.is_empty() {
+                let mut end = PART.min(rest.len());
+                while !rest.is_char_boundary(end) {
+                    end -= 1;
+                }
+                parts.push(&rest[..end]);
+                rest = &rest[end..];
+            }
+        }
+        if parts.is_empty() {
+            storage.put(key, &json).await?;
+        } else {
+            let writes = js_sys::Object::new();
+            let head = format!("{PARTED}{}", parts.len());
+            js_sys::Reflect::set(&writes, &key.into(), &head.into())?;
+            for (n, part) in parts.iter().enumerate() {
+                js_sys::Reflect::set(&writes, &part_key(key, n).into(), &(*part).into())?;
+            }
+            // At most 128 keys a call: a record of 127 parts is 63 MiB of JSON, more than a
+            // request to this object carries.
+            storage.put_multiple_raw(writes).await?;
+        }
+        let stale: Vec<String> = (parts.len()..before).map(|n| part_key(key, n)).collect();
+        for chunk in stale.chunks(128) {
+            storage.delete_multiple(chunk.to_vec()).await?;
+        }
+        Ok(())
+    }
+
+    /// How many parts the value under `key` has now.
+    async fn parts_now(&self, key: &str) -> worker::Result<usize> {
+        let value: Option<String> = self.state.storage().get(key).await?;
+        Ok(value.as_deref().and_then(parts_of).unwrap_or(0))
     }
 
     /// The blob records whose keys start with `prefix`, from `start` on, in key order, at
@@ -375,6 +454,7 @@ impl ContainerRecords {
             let pair = js_sys::Array::from(&entry?);
             let key = pair.get(0).as_string().unwrap_or_default();
             let json = pair.get(1).as_string().unwrap_or_default();
+            let json = self.whole(&key, json).await?;
             let name = key.strip_prefix(BLOBS).unwrap_or(&key).to_owned();
             out.push((name, decode(&json)?));
         }
@@ -403,7 +483,8 @@ impl ContainerRecords {
                     Ok(()) => {
                         let json = serde_json::to_string(&record)
                             .map_err(|e| worker::Error::RustError(e.to_string()))?;
-                        storage.put(&key, json).await?;
+                        let before = self.parts_now(&key).await?;
+                        self.write(&key, json, before).await?;
                         Ok(Reply::Done)
                     }
                     Err(StoreError::AlreadyExists { .. }) => Err(Refusal::AlreadyExists),
@@ -416,7 +497,12 @@ impl ContainerRecords {
                     None => Err(Refusal::NotFound),
                     Some(current) if current.generation != generation => Err(Refusal::Conflict),
                     Some(_) if blob.is_some() => {
+                        let parts = self.parts_now(&key).await?;
                         storage.delete(&key).await?;
+                        let stale: Vec<String> = (0..parts).map(|n| part_key(&key, n)).collect();
+                        for chunk in stale.chunks(128) {
+                            storage.delete_multiple(chunk.to_vec()).await?;
+                        }
                         Ok(Reply::Deleted(Vec::new()))
                     }
                     Some(_) => {

@@ -152,6 +152,49 @@ for (const [name, start] of [
     assert.equal(refused.code, 400);
   });
 
+  test("a query that amplifies a value is refused at once while point reads go on; ids of 1,023 bytes", async () => {
+    const { container } = await database.containers.createIfNotExists({
+      id: "hostile",
+      partitionKey: { paths: ["/pk"] },
+    });
+    await container.items.create({ id: "d", pk: "p", s: "a".repeat(1000) });
+    const nested = "REPLACE(".repeat(40) + "c.s" + ", 'a', 'aa')".repeat(40);
+    const bombs = [
+      `SELECT VALUE ${nested} FROM c`,
+      `SELECT VALUE LENGTH(${Array(120).fill("REPLICATE(c.s, 10)").join(" || ")}) FROM c`,
+      `SELECT VALUE ARRAY_CONCAT(${Array(60).fill("[c, c, c, c, c, c, c, c, c, c, c, c, c, c, c, c]").join(", ")}) FROM c`,
+    ];
+    let reading = true;
+    let reads = 0;
+    let slowest = 0;
+    const reader = (async () => {
+      while (reading) {
+        const started = Date.now();
+        await container.item("d", "p").read();
+        slowest = Math.max(slowest, Date.now() - started);
+        reads++;
+      }
+    })();
+    for (const bomb of [...bombs, ...bombs]) {
+      const started = Date.now();
+      const refused = await failure(container.items.query(bomb, { partitionKey: "p" }).fetchAll());
+      const took = Date.now() - started;
+      assert.equal(refused.code, 400, `${bomb.slice(0, 40)}: ${refused.message}`);
+      assert.match(refused.message, /16 MiB/);
+      assert.ok(took < 2000, `${bomb.slice(0, 40)} took ${took} ms`);
+    }
+    reading = false;
+    await reader;
+    assert.ok(reads > 3 && slowest < 1000, `${reads} reads meanwhile, the slowest ${slowest} ms`);
+    for (const id of ["a".repeat(1023), "\u20ac".repeat(341)]) {
+      await container.items.create({ id, pk: "p", n: 1 });
+      const { resource } = await container.item(id, "p").read();
+      assert.equal(resource.id, id);
+      await container.item(id, "p").delete();
+    }
+    assert.equal((await failure(container.items.create({ id: "a".repeat(1024), pk: "p" }))).code, 400);
+  });
+
   test("patch with a condition, and a batch that fails and leaves nothing", async () => {
     const { container } = await database.containers.createIfNotExists({
       id: "patches",

@@ -15,7 +15,7 @@ use hmac::{Hmac, KeyInit, Mac};
 use http::header::{self, HeaderMap};
 use http::{Method, Uri};
 use ifmatch_core::ErrorCode;
-use ifmatch_core::date::parse_http_date;
+use ifmatch_core::date::{HttpDate, parse_http_date};
 use sha2::Sha256;
 
 use crate::account::Account;
@@ -359,7 +359,14 @@ pub fn check_sas_window(
         optional_time(query, "se")?.ok_or_else(|| failed("the signature has no expiry (se)"))?;
     let now = unix(now);
     if start.is_some_and(|start| now < start) || now >= expiry {
-        return Err(failed("the signature is not valid at this time (st, se)"));
+        // Azure's words, which tools show as they are.
+        let at = |secs: i64| HttpDate::from_unix_seconds(secs).to_string();
+        return Err(failed(format!(
+            "Signature not valid in the specified time frame: Start [{}] - Expiry [{}] - Current [{}]",
+            start.map(at).unwrap_or_default(),
+            at(expiry),
+            at(now)
+        )));
     }
     match field("spr").as_str() {
         "" | "https,http" | "http,https" => {}
@@ -560,10 +567,16 @@ fn check_date(headers: &HeaderMap, now: SystemTime) -> Result<(), Denied> {
     let date = parse_http_date(date)
         .ok_or_else(|| failed("x-ms-date / Date is not an HTTP date"))?
         .unix_seconds();
-    if (date - unix(now)).unsigned_abs() > MAX_SKEW.as_secs() {
-        return Err(failed(
-            "the request's date is more than 15 minutes from the server's clock",
-        ));
+    let apart = date - unix(now);
+    if apart.unsigned_abs() > MAX_SKEW.as_secs() {
+        // Azure's words for an old date; a date ahead is refused alike (403).
+        let date = HttpDate::from_unix_seconds(date);
+        return Err(failed(match apart < 0 {
+            true => format!("Request date header too old: '{date}'"),
+            false => format!(
+                "Request date header not valid: '{date}' is more than 15 minutes ahead of the server's clock"
+            ),
+        }));
     }
     Ok(())
 }
@@ -845,7 +858,10 @@ mod tests {
         let stored = attempt(&format!("{common}&si=policy")).unwrap_err();
         assert!(stored.contains("stored access policies"), "{stored}");
         let early = attempt(&format!("{common}&st=2026-11-22T09:00:00Z")).unwrap_err();
-        assert!(early.contains("not valid at this time"), "{early}");
+        assert!(
+            early.contains("not valid in the specified time frame"),
+            "{early}"
+        );
         let old = attempt("sv=2014-02-14&sr=b&sp=r&se=2026-11-23T00:00:00Z&sig=AAAA").unwrap_err();
         assert!(old.contains("2015-04-05"), "{old}");
         let forged = attempt(common).unwrap_err();

@@ -164,7 +164,11 @@ mod tests {
             let refused = authorize(&accounts, &get, &signed(b"the key"), &address, late);
             let refused = refused.unwrap_err();
             assert_eq!(refused.status, 403);
-            assert!(refused.message.starts_with("The authorization token is not valid at the current time"));
+            assert!(
+                refused
+                    .message
+                    .starts_with("The authorization token is not valid at the current time")
+            );
         }
         let wrong = authorize(&accounts, &get, &signed(b"another"), &address, now);
         assert_eq!(wrong.unwrap_err().status, 401);

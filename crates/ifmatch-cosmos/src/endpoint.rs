@@ -99,6 +99,15 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         self.stamped(refused.answer())
     }
 
+    /// The answer to a request a host could not read: a header named `name` that is no HTTP
+    /// token (a Worker's runtime passes it; `http` cannot hold it).
+    pub fn unreadable_header(&self, name: &str) -> Answer {
+        let refused = bad_request(format!(
+            "The header name {name:?} is not an HTTP token: the request cannot be read."
+        ));
+        self.stamped(refused.answer())
+    }
+
     async fn dispatch(&self, parts: &http::request::Parts, body: &[u8]) -> Result<Answer, Failure> {
         let address = Address::parse(parts.uri.path()).map_err(|unknown| match unknown {
             Unknown::Encoding => bad_request("The path is not UTF-8 once decoded."),

@@ -451,7 +451,8 @@ mod tests {
     #[tokio::test]
     async fn a_costly_streaming_query_is_paged_by_its_work_and_loses_nothing() {
         let tables = documents(600).await;
-        let query = Query::parse(&format!("SELECT VALUE c.id FROM c WHERE {COSTLY} > 0"), &[]).unwrap();
+        let query =
+            Query::parse(&format!("SELECT VALUE c.id FROM c WHERE {COSTLY} > 0"), &[]).unwrap();
         let (mut pages, mut found, mut token) = (0, Vec::new(), None::<String>);
         loop {
             let page = page(&tables, "t", None, &query, 1000, token.as_deref(), document)
@@ -472,13 +473,19 @@ mod tests {
     #[tokio::test]
     async fn a_costly_query_that_needs_every_match_first_is_answered_408() {
         let tables = documents(2000).await;
-        let query = Query::parse(&format!("SELECT VALUE COUNT(1) FROM c WHERE {COSTLY} > 0"), &[]).unwrap();
+        let query = Query::parse(
+            &format!("SELECT VALUE COUNT(1) FROM c WHERE {COSTLY} > 0"),
+            &[],
+        )
+        .unwrap();
         let refused = page(&tables, "t", None, &query, 100, None, document).await;
         let failure = refused.err().expect("refused");
         assert_eq!((failure.status, failure.code), (408, "RequestTimeout"));
         // The same over fewer documents answers.
         let tables = documents(100).await;
-        let counted = page(&tables, "t", None, &query, 100, None, document).await.unwrap();
+        let counted = page(&tables, "t", None, &query, 100, None, document)
+            .await
+            .unwrap();
         assert_eq!(counted.results, [json!(100)]);
     }
 
@@ -486,11 +493,18 @@ mod tests {
     async fn a_page_holds_at_most_its_bytes_and_distinct_results_are_kept_once() {
         let tables = documents(500).await;
         let query = Query::parse("SELECT VALUE REPLICATE(c.s, 10) FROM c", &[]).unwrap();
-        let first = page(&tables, "t", None, &query, 1000, None, document).await.unwrap();
+        let first = page(&tables, "t", None, &query, 1000, None, document)
+            .await
+            .unwrap();
         let bytes: usize = first.results.iter().map(weight).sum();
-        assert!(first.continuation.is_some() && bytes <= PAGE_BYTES + 10_002, "{bytes}");
+        assert!(
+            first.continuation.is_some() && bytes <= PAGE_BYTES + 10_002,
+            "{bytes}"
+        );
         let query = Query::parse("SELECT DISTINCT VALUE LENGTH(c.id) FROM c", &[]).unwrap();
-        let distinct = page(&tables, "t", None, &query, 1000, None, document).await.unwrap();
+        let distinct = page(&tables, "t", None, &query, 1000, None, document)
+            .await
+            .unwrap();
         assert_eq!(distinct.results, [json!(5)]);
     }
 }

@@ -95,6 +95,23 @@ async fn shared_key_lite_skew_accounts_and_styles() {
     .await;
     assert_eq!(old.status(), 403);
     assert_eq!(old.headers()["x-ms-error-code"], "AuthenticationFailed");
+    let said = old.text().await.unwrap();
+    assert!(
+        said.contains("Request date header too old"),
+        "Azure's words: {said}"
+    );
+    let ahead = lite(
+        &http,
+        Method::PUT,
+        &url,
+        &path,
+        DEV_ACCOUNT,
+        &dev,
+        &date(1200),
+    )
+    .await;
+    assert_eq!(ahead.status(), 403, "20 minutes ahead");
+    assert_eq!(ahead.headers()["x-ms-error-code"], "AuthenticationFailed");
     let wrong = lite(
         &http,
         Method::PUT,

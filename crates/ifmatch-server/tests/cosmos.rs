@@ -98,7 +98,15 @@ async fn signed(
     headers: &[(&str, &str)],
     body: &str,
 ) -> (u16, serde_json::Value, reqwest::header::HeaderMap) {
-    signed_at(endpoint, method, path, headers, body, std::time::SystemTime::now()).await
+    signed_at(
+        endpoint,
+        method,
+        path,
+        headers,
+        body,
+        std::time::SystemTime::now(),
+    )
+    .await
 }
 
 /// [`signed`], dated `at`.
@@ -215,9 +223,16 @@ async fn what_the_sdks_never_send_is_answered_as_cosmos_answers_it() {
         now - Duration::from_secs(24 * 3600),
     ] {
         let (status, json, _) = signed_at(e, Method::GET, "/dbs/shop", &[], "", at).await;
-        assert_eq!((status, json["code"].as_str()), (403, Some("Forbidden")), "{json}");
+        assert_eq!(
+            (status, json["code"].as_str()),
+            (403, Some("Forbidden")),
+            "{json}"
+        );
         let message = json["message"].as_str().unwrap();
-        assert!(message.starts_with("The authorization token is not valid at the current time"), "{message}");
+        assert!(
+            message.starts_with("The authorization token is not valid at the current time"),
+            "{message}"
+        );
     }
     let (status, created, headers) =
         signed(e, Method::POST, docs, &ann, r#"{"id":"a","user":"ann"}"#).await;

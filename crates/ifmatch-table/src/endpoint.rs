@@ -89,6 +89,13 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         self.stamped(failure, parts)
     }
 
+    /// The answer to a request a host could not read: a header named `name` that is no HTTP
+    /// token (a Worker's runtime passes it; `http` cannot hold it).
+    pub fn unreadable_header(&self, parts: &http::request::Parts, name: &str) -> Answer {
+        let detail = format!("the header name {name:?} is not an HTTP token");
+        self.stamped(front::failure(ErrorCode::InvalidInput, &detail), parts)
+    }
+
     /// The answer, and in `name` the operation's name once it is known.
     async fn dispatch(
         &self,
