@@ -960,4 +960,28 @@ mod tests {
             assert_eq!(found, [json!(like)], "{value} LIKE {pattern}");
         }
     }
+
+    /// The fuzz target's seeds (fuzz/seeds/cosmos_queries: the shapes hostile campaigns
+    /// found) hold the target's promise here too: parsed or refused, evaluated within the bound.
+    #[test]
+    fn the_fuzz_seeds_evaluate_within_the_bound() {
+        let seeds = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../fuzz/seeds/cosmos_queries"
+        );
+        let doc = json!({"id": "a", "n": 1.5, "s": "text ".repeat(200), "a": [1, {"b": 2}]});
+        let mut count = 0;
+        for entry in std::fs::read_dir(seeds).unwrap() {
+            let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+            count += 1;
+            let Ok(query) = Query::parse(&text, &[]) else {
+                continue;
+            };
+            let meter = Meter::per_document();
+            let _ = query.result(&doc, &meter);
+            let _ = query.order_values(&doc, &meter);
+            assert!(meter.spent() <= super::super::DOCUMENT_WORK, "{text}");
+        }
+        assert!(count >= 9, "{count} seeds");
+    }
 }
