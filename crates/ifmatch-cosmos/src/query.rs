@@ -11,8 +11,6 @@
 //! ([`DOCUMENT_WORK`](crate::sql::DOCUMENT_WORK)), and a page gives the runtime back its
 //! thread every [`SLICE_WORK`] units, so that one query never holds up the others.
 
-use std::cmp::Ordering;
-use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -23,7 +21,7 @@ use serde_json::{Value as Json, json};
 
 use crate::failure::{Failure, bad_request, failure, unavailable};
 use crate::feed_entries::documents_only;
-use crate::sql::{Accumulator, Expr, Meter, Query, Select, SqlError, compare_for_order, weight};
+use crate::sql::{Collector, Meter, Query, SqlError, weight};
 
 /// Documents read from the backend at a time.
 const CHUNK: usize = 200;
@@ -56,6 +54,9 @@ pub struct Page {
 struct Position {
     /// The key of the next document to read (streaming queries).
     key: Option<(String, String)>,
+    /// The results of the document at `key` already skipped or sent (its rows are many
+    /// under a `JOIN`, and a page may end among them).
+    rows: u64,
     /// Results `OFFSET` has skipped so far, or (for queries that need every match) the
     /// results already sent.
     skipped: u64,
@@ -65,8 +66,8 @@ struct Position {
 
 impl Position {
     fn token(&self) -> String {
-        let json = json!({ "k": self.key, "s": self.skipped, "n": self.sent }).to_string();
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
+        let json = json!({ "k": self.key, "r": self.rows, "s": self.skipped, "n": self.sent });
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json.to_string())
     }
 
     fn of(token: &str) -> Result<Self, Failure> {
@@ -85,6 +86,7 @@ impl Position {
         };
         Ok(Self {
             key,
+            rows: json["r"].as_u64().unwrap_or(0),
             skipped: json["s"].as_u64().ok_or_else(bad)?,
             sent: json["n"].as_u64().ok_or_else(bad)?,
         })
@@ -106,9 +108,45 @@ pub async fn page<T: Tables>(
         Some(token) => Position::of(token)?,
         None => Position::default(),
     };
+    if !query.reads_container() {
+        // One row of nothing: its results, whole.
+        let mut work = Work::default();
+        let mut collector = Collector::new(query);
+        work.evaluate(|meter| collector.add(None, meter))?;
+        let results = work.evaluate(|meter| collector.finish(meter))?;
+        return Ok(paged(results, size, position));
+    }
     match query.needs_all() {
         false => streamed(tables, table, partition, query, size, position, document).await,
         true => gathered(tables, table, partition, query, size, position, document).await,
+    }
+}
+
+/// The page of `results` (every one of the query's) from `position`.
+fn paged(results: Vec<Json>, size: usize, position: Position) -> Page {
+    let total = results.len() as u64;
+    let start = usize::try_from(position.skipped).unwrap_or(usize::MAX);
+    let mut bytes = 0;
+    let mut page = Vec::new();
+    for result in results.into_iter().skip(start) {
+        if page.len() == size || (bytes >= PAGE_BYTES && !page.is_empty()) {
+            break;
+        }
+        bytes += weight(&result);
+        page.push(result);
+    }
+    let sent = position.skipped + page.len() as u64;
+    let continuation = (sent < total).then(|| {
+        Position {
+            skipped: sent,
+            sent,
+            ..Position::default()
+        }
+        .token()
+    });
+    Page {
+        results: page,
+        continuation,
     }
 }
 
@@ -133,6 +171,8 @@ async fn streamed<T: Tables>(
     let mut read = 0;
     let mut bytes = 0;
     let mut work = Work::default();
+    // The results of the first document already taken by the pages before.
+    let mut done_rows = position.rows;
     loop {
         if remaining(query, position.sent) == 0 {
             return Ok(Page {
@@ -151,15 +191,34 @@ async fn streamed<T: Tables>(
         let next = (!ended && chunk.len() > CHUNK).then(|| chunk.remove(CHUNK));
         for (i, entity) in chunk.iter().enumerate() {
             let doc = document(entity);
-            let result = work.evaluate(|meter| query.result(&doc, meter))?;
+            let made = work.evaluate(|meter| query.results(&doc, meter))?;
             work.pause().await;
-            if let Some(result) = result {
+            let count = made.len() as u64;
+            let mut taken = std::mem::take(&mut done_rows);
+            for result in made
+                .into_iter()
+                .skip(usize::try_from(taken).unwrap_or(usize::MAX))
+            {
+                taken += 1;
                 if position.skipped < offset {
                     position.skipped += 1;
                 } else {
                     bytes += weight(&result);
                     results.push(result);
                     position.sent += 1;
+                }
+                let full = results.len() == size
+                    || remaining(query, position.sent) == 0
+                    || bytes >= PAGE_BYTES;
+                if full && taken < count {
+                    // Go on from this document's next result.
+                    position.key = Some((entity.partition_key.clone(), entity.row_key.clone()));
+                    position.rows = taken;
+                    let more = remaining(query, position.sent) > 0;
+                    return Ok(Page {
+                        results,
+                        continuation: more.then(|| position.token()),
+                    });
                 }
             }
             let full = results.len() == size
@@ -170,6 +229,7 @@ async fn streamed<T: Tables>(
                 // Go on from the document after this one.
                 let after = chunk.get(i + 1).or(next.as_ref());
                 position.key = after.map(|e| (e.partition_key.clone(), e.row_key.clone()));
+                position.rows = 0;
                 let more = position.key.is_some() && remaining(query, position.sent) > 0;
                 return Ok(Page {
                     results,
@@ -179,6 +239,7 @@ async fn streamed<T: Tables>(
         }
         read += chunk.len();
         position.key = next.map(|e| (e.partition_key, e.row_key));
+        position.rows = 0;
         if position.key.is_none() {
             return Ok(Page {
                 results,
@@ -204,11 +265,7 @@ async fn gathered<T: Tables>(
     position: Position,
     document: impl Fn(&Entity) -> Json,
 ) -> Result<Page, Failure> {
-    let aggregates = aggregates_of(query);
-    let mut accumulators = vec![Accumulator::default(); aggregates.len()];
-    let mut rows: Vec<(Vec<Option<Json>>, Json)> = Vec::new();
-    let mut seen = HashSet::new();
-    let mut held = 0;
+    let mut collector = Collector::new(query);
     let mut work = Work::default();
     let mut from: Option<(String, String)> = None;
     loop {
@@ -223,19 +280,7 @@ async fn gathered<T: Tables>(
         let next = (!ended && chunk.len() > CHUNK).then(|| chunk.remove(CHUNK));
         for entity in &chunk {
             let doc = document(entity);
-            let row = work.evaluate(|meter| {
-                if !crate::sql::matches(query.filter.as_ref(), &doc, meter) {
-                    return None;
-                }
-                if !aggregates.is_empty() {
-                    for ((_, argument), accumulator) in aggregates.iter().zip(&mut accumulators) {
-                        accumulator.add(crate::sql::evaluate(argument, &doc, meter));
-                    }
-                    return None;
-                }
-                let result = query.project(&doc, meter)?;
-                Some((query.order_values(&doc, meter), result))
-            })?;
+            work.evaluate(|meter| collector.add(Some(&doc), meter))?;
             work.pause().await;
             if work.spent > GATHER_WORK {
                 return Err(failure(
@@ -247,114 +292,21 @@ async fn gathered<T: Tables>(
                     ),
                 ));
             }
-            let Some((order, result)) = row else {
-                continue;
-            };
-            if query.distinct {
-                // Objects' keys are in order (a map of serde_json's without preserve_order):
-                // equal results print alike.
-                let printed = result.to_string();
-                held += printed.len();
-                if !seen.insert(printed) {
-                    continue;
-                }
-            }
-            held += weight(&result) + order.iter().flatten().map(weight).sum::<usize>();
-            if rows.len() == MAX_SORTED || held > MAX_GATHERED {
+            let (kept, held) = collector.held();
+            if kept > MAX_SORTED || held > MAX_GATHERED {
                 return Err(bad_request(format!(
-                    "The query sorts or de-duplicates more than {MAX_SORTED} results or {} MiB: add TOP or OFFSET ... LIMIT, or narrow it to a partition.",
+                    "The query sorts, groups or de-duplicates more than {MAX_SORTED} results or {} MiB: add TOP or OFFSET ... LIMIT, or narrow it to a partition.",
                     MAX_GATHERED >> 20
                 )));
             }
-            rows.push((order, result));
         }
         from = next.map(|e| (e.partition_key, e.row_key));
         if from.is_none() {
             break;
         }
     }
-    if !aggregates.is_empty() {
-        return Ok(Page {
-            results: aggregated(query, &aggregates, &accumulators),
-            continuation: None,
-        });
-    }
-    rows.sort_by(|(a, _), (b, _)| {
-        for ((x, y), (_, descending)) in a.iter().zip(b).zip(&query.order) {
-            let order = compare_for_order(x.as_ref(), y.as_ref());
-            let order = if *descending { order.reverse() } else { order };
-            if order != Ordering::Equal {
-                return order;
-            }
-        }
-        Ordering::Equal
-    });
-    let offset = query.offset_limit.map_or(0, |(offset, _)| offset);
-    let total = (rows.len() as u64)
-        .saturating_sub(offset)
-        .min(remaining(query, 0));
-    let start = (offset + position.skipped) as usize;
-    let end = (start + size).min((offset + total) as usize);
-    let results: Vec<Json> = rows
-        .into_iter()
-        .take(end)
-        .skip(start)
-        .map(|(_, r)| r)
-        .collect();
-    let sent = position.skipped + results.len() as u64;
-    let continuation = (sent < total).then(|| {
-        Position {
-            key: None,
-            skipped: sent,
-            sent,
-        }
-        .token()
-    });
-    Ok(Page {
-        results,
-        continuation,
-    })
-}
-
-/// The aggregates a query selects, with their arguments, and the name each result has.
-fn aggregates_of(query: &Query) -> Vec<(String, Expr)> {
-    let named = |e: &Expr, name: &str| match e {
-        Expr::Aggregate(function, argument) => {
-            Some((format!("{function}\0{name}"), (**argument).clone()))
-        }
-        _ => None,
-    };
-    match &query.select {
-        Select::Value(e) => named(e, "").into_iter().collect(),
-        Select::Items(items) => items
-            .iter()
-            .filter_map(|(e, name)| named(e, name))
-            .collect(),
-        Select::Star => Vec::new(),
-    }
-}
-
-fn aggregated(
-    query: &Query,
-    aggregates: &[(String, Expr)],
-    accumulators: &[Accumulator],
-) -> Vec<Json> {
-    let values = aggregates
-        .iter()
-        .zip(accumulators)
-        .map(|((label, _), accumulator)| {
-            let (function, name) = label.split_once('\0').unwrap_or_default();
-            (name.to_owned(), accumulator.value(function))
-        });
-    match query.select {
-        Select::Value(_) => values.filter_map(|(_, value)| value).collect(),
-        _ => {
-            let object = values
-                .filter_map(|(name, value)| Some((name, value?)))
-                .collect();
-            vec![Json::Object(object)]
-        }
-    }
+    let results = work.evaluate(|meter| collector.finish(meter))?;
+    Ok(paged(results, size, position))
 }
 
 async fn scan_of<T: Tables>(

@@ -1,22 +1,33 @@
-//! Cosmos SQL, the part applications write: `SELECT` (`*`, `VALUE`, projections with
-//! aliases, `DISTINCT`, `TOP`) `FROM` one container with its alias, `WHERE`, `ORDER BY` one
-//! or more paths, `OFFSET ... LIMIT`, aggregates (`COUNT`, `SUM`, `MIN`, `MAX`, `AVG`) and
-//! parameters (`@name`). Anything else is refused with a message that names it, never
-//! answered wrong. Evaluated as Cosmos does: names are case-sensitive, keywords are not; a
-//! missing property is *undefined*, which no comparison holds for; values of two types
-//! compare as undefined.
+//! Cosmos SQL: `SELECT` with or without `FROM` (`*`, `VALUE`, projections with aliases,
+//! `DISTINCT`, `TOP`), `FROM` the container, a path into it or an array iterated (`IN`),
+//! `JOIN`s, `WHERE`, `GROUP BY`, `ORDER BY`, `OFFSET ... LIMIT`, aggregates, `EXISTS`, `ARRAY`
+//! and scalar subqueries (correlated or not), every operator and the system functions
+//! (`functions.rs`), and parameters (`@name`). What is not served is refused with a message
+//! that names it, never answered wrong. Evaluated as Cosmos does: names are case-sensitive,
+//! keywords are not; a missing property is *undefined*, which no comparison holds for; values
+//! of two types compare as undefined.
+//!
+//! A query is parsed into a tree (`parse.rs`), whose names are then bound to slots: each
+//! source of rows (`FROM`, `JOIN`) binds one, after those of the queries around it. A row is
+//! the values of its slots (`rows.rs`); an expression is evaluated against a row
+//! (`eval.rs`).
 //!
 //! A query is code a client sends, so its evaluation is metered ([`Meter`]): what it builds
 //! and compares for one document is bounded by [`DOCUMENT_WORK`], and [`crate::query`] bounds
 //! a page's.
 
 mod eval;
+mod functions;
 mod lex;
 mod meter;
 mod parse;
+mod rows;
+#[cfg(test)]
+mod tests;
 
-pub use eval::{Accumulator, compare_for_order, matches};
+pub use eval::compare_for_order;
 pub use meter::{DOCUMENT_WORK, Meter, weight};
+pub use rows::{Accumulator, Collector};
 use serde_json::Value as Json;
 
 /// The longest query text taken.
@@ -68,18 +79,40 @@ pub struct Query {
     pub top: Option<u64>,
     /// What each result is.
     pub select: Select,
+    /// Where rows come from: the `FROM` source, then each `JOIN`; each binds the next slot
+    /// (after the enclosing queries' slots). Empty for a query without `FROM`: one row.
+    pub from: Vec<Source>,
     /// The predicate, if any.
     pub filter: Option<Expr>,
-    /// `ORDER BY`: each path, and whether it is descending.
+    /// `GROUP BY`: the expressions rows are grouped by.
+    pub group: Vec<Expr>,
+    /// `ORDER BY`: each expression, and whether it is descending.
     pub order: Vec<(Expr, bool)>,
     /// `OFFSET n LIMIT m`.
     pub offset_limit: Option<(u64, u64)>,
+    /// The aggregates of the selection, by their index in [`Expr::Aggregate`]: the function
+    /// and its argument.
+    pub aggregates: Vec<(&'static str, Expr)>,
+    /// The names its sources bind, by slot (after the enclosing queries').
+    pub names: Vec<String>,
+    /// How many slots the enclosing queries bind (a subquery sees theirs first).
+    pub outer: usize,
+}
+
+/// One source of rows, binding a slot.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Source {
+    /// `expr [AS] alias` (`FROM c`, `FROM c.children[0] ch`, `JOIN (SELECT ...) x`): the value,
+    /// when it is defined; an array from a subquery binds each of its items.
+    Bind(Expr),
+    /// `alias IN expr`: each item of the array.
+    Iterate(Expr),
 }
 
 /// What a query selects.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Select {
-    /// `*`: the document.
+    /// `*`: the row's only source.
     Star,
     /// `VALUE expr`: the value itself.
     Value(Expr),
@@ -94,14 +127,20 @@ pub enum Expr {
     Literal(Json),
     /// `undefined`.
     Undefined,
-    /// The document (the `FROM` alias).
+    /// The container's item, in the `FROM` source's expression.
     Root,
+    /// A name the parser has not bound yet (never evaluated).
+    Name(String),
+    /// The value a source bound: a slot of the row.
+    Var(usize),
     /// `e.name` or `e["name"]`.
     Member(Box<Expr>, String),
     /// `e[i]` with a computed index or name.
     Index(Box<Expr>, Box<Expr>),
-    /// `-e`, `+e`, `~e`.
+    /// `-e`.
     Negate(Box<Expr>),
+    /// `~e`.
+    BitNot(Box<Expr>),
     /// `NOT e`.
     Not(Box<Expr>),
     /// A binary operator.
@@ -110,18 +149,24 @@ pub enum Expr {
     Between(Box<Expr>, Box<Expr>, Box<Expr>, bool),
     /// `e [NOT] IN (values)`.
     In(Box<Expr>, Vec<Expr>, bool),
-    /// `e [NOT] LIKE pattern`.
-    Like(Box<Expr>, Box<Expr>, bool),
+    /// `e [NOT] LIKE pattern [ESCAPE c]`.
+    Like(Box<Expr>, Box<Expr>, Option<char>, bool),
     /// `c ? a : b`.
     Ternary(Box<Expr>, Box<Expr>, Box<Expr>),
     /// A built-in function, by its upper-case name.
     Call(&'static str, Vec<Expr>),
-    /// An aggregate, by its upper-case name, over its argument.
-    Aggregate(&'static str, Box<Expr>),
+    /// An aggregate of the query's selection, by its index in [`Query::aggregates`].
+    Aggregate(usize),
     /// `[a, b]`.
     Array(Vec<Expr>),
     /// `{"a": e}`.
     Object(Vec<(String, Expr)>),
+    /// `EXISTS (subquery)`.
+    Exists(Box<Query>),
+    /// `ARRAY (subquery)`.
+    ArrayOf(Box<Query>),
+    /// `(subquery)`: its first result.
+    Scalar(Box<Query>),
 }
 
 /// A binary operator.
@@ -153,6 +198,18 @@ pub enum Op {
     Div,
     /// `%`.
     Mod,
+    /// `&`.
+    BitAnd,
+    /// `|`.
+    BitOr,
+    /// `^`.
+    BitXor,
+    /// `<<`.
+    Shl,
+    /// `>>`.
+    Shr,
+    /// `>>>`: shifted right with zeros.
+    Ushr,
     /// `||`: string concatenation.
     Concat,
     /// `??`: the left value, or the right when it is undefined.
@@ -178,66 +235,40 @@ impl Query {
         parse::query(&lex::tokens(text)?, &values)
     }
 
-    /// Whether the query sorts, aggregates or removes duplicates: it needs every match
-    /// before its first result.
+    /// Whether the query needs every row before its first result: it sorts, groups,
+    /// aggregates or removes duplicates.
     pub fn needs_all(&self) -> bool {
-        !self.order.is_empty() || self.distinct || self.aggregates()
+        !self.order.is_empty() || self.distinct || !self.group.is_empty() || self.aggregates()
     }
 
-    /// Whether the selection is made of aggregates.
+    /// Whether the selection holds aggregates.
     pub fn aggregates(&self) -> bool {
-        match &self.select {
-            Select::Value(Expr::Aggregate(..)) => true,
-            Select::Items(items) => items.iter().any(|(e, _)| matches!(e, Expr::Aggregate(..))),
-            _ => false,
-        }
+        !self.aggregates.is_empty()
     }
 
-    /// The result for `document`, if the filter holds for it (`None` when it does not, or
-    /// when its `VALUE` is undefined); what it builds is charged to `meter`.
-    pub fn result(&self, document: &Json, meter: &Meter) -> Option<Json> {
-        if !matches(self.filter.as_ref(), document, meter) {
-            return None;
-        }
-        self.project(document, meter)
+    /// Whether the query reads the container: one without `FROM` makes one row of nothing.
+    pub fn reads_container(&self) -> bool {
+        !self.from.is_empty()
     }
 
-    /// What the selection makes of `document`.
-    pub fn project(&self, document: &Json, meter: &Meter) -> Option<Json> {
-        match &self.select {
-            Select::Star => meter.copy(document),
-            Select::Value(expr) => eval::eval(expr, document, meter),
-            Select::Items(items) => {
-                let mut object = serde_json::Map::new();
-                for (expr, name) in items {
-                    if let Some(value) = eval::eval(expr, document, meter) {
-                        object.insert(name.clone(), value);
-                    }
-                }
-                Some(Json::Object(object))
-            }
-        }
-    }
-
-    /// The values of the `ORDER BY` paths for `document`.
-    pub fn order_values(&self, document: &Json, meter: &Meter) -> Vec<Option<Json>> {
-        self.order
-            .iter()
-            .map(|(e, _)| eval::eval(e, document, meter))
-            .collect()
+    /// The results the query makes of `document`, row by row (for a query that streams:
+    /// [`needs_all`](Self::needs_all) is false); what it builds is charged to `meter`.
+    pub fn results(&self, document: &Json, meter: &Meter) -> Vec<Json> {
+        rows::results(self, Some(document), meter)
     }
 }
 
-/// Evaluates `expr` against `document` (`None`: undefined).
-pub fn evaluate(expr: &Expr, document: &Json, meter: &Meter) -> Option<Json> {
-    eval::eval(expr, document, meter)
-}
+/// The filter of a patch's condition, `FROM c WHERE ...`, as a query.
+pub type Predicate = Query;
 
 /// Whether `predicate` (a patch's condition) holds for `document`, within one document's
 /// bound.
-pub fn holds(predicate: Option<&Expr>, document: &Json) -> Result<bool, SqlError> {
+pub fn holds(predicate: Option<&Predicate>, document: &Json) -> Result<bool, SqlError> {
+    let Some(predicate) = predicate else {
+        return Ok(true);
+    };
     let meter = Meter::per_document();
-    let held = matches(predicate, document, &meter);
+    let held = !rows::results(predicate, Some(document), &meter).is_empty();
     match meter.exceeded() {
         true => Err(SqlError::exceeded()),
         false => Ok(held),
@@ -245,12 +276,17 @@ pub fn holds(predicate: Option<&Expr>, document: &Json) -> Result<bool, SqlError
 }
 
 /// A predicate on its own (`FROM c WHERE ...`, as a patch's condition is written).
-pub fn predicate(text: &str) -> Result<Option<Expr>, SqlError> {
+pub fn predicate(text: &str) -> Result<Option<Predicate>, SqlError> {
     let query = Query::parse(&format!("SELECT * {text}"), &[])?;
-    if query.top.is_some() || !query.order.is_empty() || query.offset_limit.is_some() {
+    let plain = query.top.is_none()
+        && query.order.is_empty()
+        && query.offset_limit.is_none()
+        && query.group.is_empty()
+        && query.from.len() == 1;
+    if !plain {
         return Err(SqlError::new(
             "A condition is FROM c WHERE ..., nothing more.",
         ));
     }
-    Ok(query.filter)
+    Ok(query.filter.is_some().then_some(query))
 }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use serde_json::Value as Json;
 
 use super::lex::Token;
-use super::{Expr, MAX_DEPTH, MAX_NODES, Op, Query, Select, SqlError};
+use super::{Expr, MAX_DEPTH, MAX_NODES, Op, Query, Select, Source, SqlError};
 
 /// The built-in functions served, with how many arguments each takes.
 const FUNCTIONS: [(&str, usize, usize); 40] = [
@@ -65,14 +65,16 @@ struct Parser<'a> {
     at: usize,
     depth: usize,
     parameters: &'a HashMap<String, Option<Json>>,
-    /// The names used as the document, checked against the `FROM` alias once it is read.
-    roots: Vec<String>,
     /// The operators and accesses read so far: each chained one nests the tree a level
     /// deeper (`a AND b AND c`, `c.a.b.c`), so their count bounds its depth.
     nodes: usize,
+    /// The aggregates of the query being read (a subquery has its own).
+    aggregates: Vec<(&'static str, Expr)>,
+    /// Whether aggregates may be read here: in a selection, outside another aggregate.
+    aggregates_allowed: bool,
 }
 
-/// The query of `tokens`.
+/// The query of `tokens`, its names bound.
 pub(crate) fn query(
     tokens: &[Token],
     parameters: &HashMap<String, Option<Json>>,
@@ -82,161 +84,141 @@ pub(crate) fn query(
         at: 0,
         depth: 0,
         parameters,
-        roots: Vec::new(),
         nodes: 0,
+        aggregates: Vec::new(),
+        aggregates_allowed: false,
     };
-    p.keyword("SELECT")?;
-    let distinct = p.eat_keyword("DISTINCT");
-    let top = match p.eat_keyword("TOP") {
-        true => Some(p.count("TOP")?),
-        false => None,
-    };
-    let select = if p.eat_symbol("*") {
-        Select::Star
-    } else if p.eat_keyword("VALUE") {
-        Select::Value(p.expr()?)
-    } else {
-        let mut items = Vec::new();
-        loop {
-            let expr = p.expr()?;
-            let name = match p.eat_keyword("AS") {
-                true => Some(p.name()?),
-                false => match p.peek() {
-                    Some(Token::Word(w)) if !is_reserved(w) => Some(p.name()?),
-                    _ => None,
-                },
-            };
-            let name = name.unwrap_or_else(|| match &expr {
-                Expr::Member(_, last) => last.clone(),
-                _ => format!("${}", items.len() + 1),
-            });
-            items.push((expr, name));
-            if !p.eat_symbol(",") {
-                break;
-            }
-        }
-        Select::Items(items)
-    };
-    p.keyword("FROM")?;
-    let container = p.name()?;
-    if p.eat_keyword("IN") {
-        return Err(SqlError::new(
-            "FROM ... IN (iterating an array) is not served by this server.",
-        ));
-    }
-    let alias = match p.eat_keyword("AS") {
-        true => p.name()?,
-        false => match p.peek() {
-            Some(Token::Word(w)) if !is_reserved(w) => p.name()?,
-            _ => container,
-        },
-    };
-    if p.peek_keyword("JOIN") {
-        return Err(SqlError::new("JOIN is not served by this server."));
-    }
-    let filter = match p.eat_keyword("WHERE") {
-        true => Some(p.expr()?),
-        false => None,
-    };
-    if p.peek_keyword("GROUP") {
-        return Err(SqlError::new("GROUP BY is not served by this server."));
-    }
-    let mut order = Vec::new();
-    if p.eat_keyword("ORDER") {
-        p.keyword("BY")?;
-        loop {
-            let expr = p.expr()?;
-            let descending = p.eat_keyword("DESC");
-            if !descending {
-                p.eat_keyword("ASC");
-            }
-            order.push((expr, descending));
-            if !p.eat_symbol(",") {
-                break;
-            }
-        }
-    }
-    let offset_limit = match p.eat_keyword("OFFSET") {
-        true => {
-            let offset = p.count("OFFSET")?;
-            p.keyword("LIMIT")?;
-            Some((offset, p.count("LIMIT")?))
-        }
-        false => None,
-    };
+    let mut query = p.select_query()?;
     if let Some(token) = p.peek() {
         return Err(SqlError::new(format!(
             "Syntax error near {}.",
             describe(token)
         )));
     }
-    if let Some(other) = p.roots.iter().find(|name| **name != alias) {
-        return Err(SqlError::new(format!(
-            "Identifier '{other}' could not be resolved: the query reads from '{alias}'."
-        )));
-    }
-    let query = Query {
-        distinct,
-        top,
-        select,
-        filter,
-        order,
-        offset_limit,
-    };
-    check_aggregates(&query)?;
+    bind_query(&mut query, &mut Vec::new(), true)?;
     Ok(query)
 }
 
-/// Aggregates only as the whole `VALUE`, or as every item of the selection; never in
-/// `WHERE` or `ORDER BY`, never nested.
-fn check_aggregates(query: &Query) -> Result<(), SqlError> {
-    let misplaced = || {
-        SqlError::new(
-            "An aggregate is the whole selection here (SELECT VALUE COUNT(1) FROM c): GROUP BY and aggregates inside expressions are not served.",
-        )
-    };
-    let top_level = |e: &Expr| match e {
-        Expr::Aggregate(_, inner) => !contains_aggregate(inner),
-        other => !contains_aggregate(other),
-    };
-    let selection_ok = match &query.select {
-        Select::Star => true,
-        Select::Value(e) => top_level(e),
-        Select::Items(items) => {
-            let all = items.iter().all(|(e, _)| matches!(e, Expr::Aggregate(..)));
-            let none = items.iter().all(|(e, _)| !contains_aggregate(e));
-            (all && items.iter().all(|(e, _)| top_level(e))) || none
+/// The words queries bind rows to, by slot.
+type Names = Vec<String>;
+
+/// Binds the names of `query` to slots: `chain` holds the enclosing queries' names. In a top
+/// query's `FROM` source, a name is the container's item.
+fn bind_query(query: &mut Query, chain: &mut Names, top: bool) -> Result<(), SqlError> {
+    query.outer = chain.len();
+    for (at, source) in query.from.iter_mut().enumerate() {
+        let (Source::Bind(expr) | Source::Iterate(expr)) = source;
+        match top && at == 0 {
+            true => rooted(expr),
+            false => bind(expr, chain)?,
         }
-    };
-    let elsewhere = query
-        .filter
-        .iter()
-        .chain(query.order.iter().map(|(e, _)| e));
-    if !selection_ok || elsewhere.into_iter().any(contains_aggregate) {
-        return Err(misplaced());
+        chain.push(query.names[at].clone());
     }
-    if query.aggregates() && !query.order.is_empty() {
-        return Err(SqlError::new(
-            "ORDER BY with aggregates is not served by this server.",
-        ));
-    }
-    Ok(())
+    let bound = (|| {
+        match &mut query.select {
+            Select::Star => {}
+            Select::Value(expr) => bind(expr, chain)?,
+            Select::Items(items) => {
+                for (expr, _) in items {
+                    bind(expr, chain)?;
+                }
+            }
+        }
+        let filter = query.filter.iter_mut();
+        let group = query.group.iter_mut();
+        let order = query.order.iter_mut().map(|(e, _)| e);
+        let aggregates = query.aggregates.iter_mut().map(|(_, e)| e);
+        for expr in filter.chain(group).chain(order).chain(aggregates) {
+            bind(expr, chain)?;
+        }
+        Ok(())
+    })();
+    chain.truncate(query.outer);
+    bound
 }
 
-fn contains_aggregate(expr: &Expr) -> bool {
-    match expr {
-        Expr::Aggregate(..) => true,
-        Expr::Literal(_) | Expr::Undefined | Expr::Root => false,
-        Expr::Member(e, _) | Expr::Negate(e) | Expr::Not(e) => contains_aggregate(e),
-        Expr::Index(a, b) | Expr::Binary(_, a, b) | Expr::Like(a, b, _) => {
-            contains_aggregate(a) || contains_aggregate(b)
+/// Every name in the `FROM` source of a top query stands for the container's item.
+fn rooted(expr: &mut Expr) {
+    visit(expr, &mut |e| {
+        if matches!(e, Expr::Name(_)) {
+            *e = Expr::Root;
         }
-        Expr::Between(a, b, c, _) | Expr::Ternary(a, b, c) => {
-            contains_aggregate(a) || contains_aggregate(b) || contains_aggregate(c)
-        }
-        Expr::In(e, list, _) => contains_aggregate(e) || list.iter().any(contains_aggregate),
-        Expr::Call(_, args) | Expr::Array(args) => args.iter().any(contains_aggregate),
-        Expr::Object(fields) => fields.iter().any(|(_, e)| contains_aggregate(e)),
+        Ok(())
+    })
+    .expect("rooting refuses nothing");
+}
+
+/// Binds each name in `expr` to the innermost slot of that name in `chain`.
+fn bind(expr: &mut Expr, chain: &mut Names) -> Result<(), SqlError> {
+    visit(expr, &mut |e| match e {
+        Expr::Name(name) => match chain.iter().rposition(|n| n == name) {
+            Some(slot) => {
+                *e = Expr::Var(slot);
+                Ok(())
+            }
+            None => Err(SqlError::new(format!(
+                "Identifier '{name}' could not be resolved: the query's sources are {}.",
+                match chain.is_empty() {
+                    true => "none".to_owned(),
+                    false => chain.join(", "),
+                }
+            ))),
+        },
+        Expr::Exists(sub) | Expr::ArrayOf(sub) | Expr::Scalar(sub) => bind_query(sub, chain, false),
+        _ => Ok(()),
+    })
+}
+
+/// Calls `each` on `expr` and every expression in it, outermost first; a subquery is passed
+/// whole (its own expressions are `each`'s to visit). The left side of chains is walked in a
+/// loop, as evaluation walks it.
+fn visit(
+    expr: &mut Expr,
+    each: &mut dyn FnMut(&mut Expr) -> Result<(), SqlError>,
+) -> Result<(), SqlError> {
+    let mut current = expr;
+    loop {
+        each(current)?;
+        current = match current {
+            Expr::Member(inner, _) => inner,
+            Expr::Index(inner, index) => {
+                visit(index, each)?;
+                inner
+            }
+            Expr::Binary(_, left, right) => {
+                visit(right, each)?;
+                left
+            }
+            Expr::Negate(inner) | Expr::BitNot(inner) | Expr::Not(inner) => inner,
+            Expr::Between(a, b, c, _) | Expr::Ternary(a, b, c) => {
+                visit(b, each)?;
+                visit(c, each)?;
+                a
+            }
+            Expr::In(tested, list, _) => {
+                for e in list {
+                    visit(e, each)?;
+                }
+                tested
+            }
+            Expr::Like(tested, pattern, ..) => {
+                visit(pattern, each)?;
+                tested
+            }
+            Expr::Call(_, items) | Expr::Array(items) => {
+                for e in items {
+                    visit(e, each)?;
+                }
+                return Ok(());
+            }
+            Expr::Object(fields) => {
+                for (_, e) in fields {
+                    visit(e, each)?;
+                }
+                return Ok(());
+            }
+            _ => return Ok(()),
+        };
     }
 }
 
@@ -255,6 +237,195 @@ fn describe(token: &Token) -> String {
 }
 
 impl Parser<'_> {
+    /// `SELECT ... [FROM ... [JOIN ...]*] [WHERE ...] [GROUP BY ...] [ORDER BY ...]
+    /// [OFFSET ... LIMIT ...]`, its names not bound yet.
+    fn select_query(&mut self) -> Result<Query, SqlError> {
+        let aggregates = std::mem::take(&mut self.aggregates);
+        let query = self.clauses();
+        let own = std::mem::replace(&mut self.aggregates, aggregates);
+        let mut query = query?;
+        query.aggregates = own;
+        Ok(query)
+    }
+
+    fn clauses(&mut self) -> Result<Query, SqlError> {
+        self.keyword("SELECT")?;
+        let distinct = self.eat_keyword("DISTINCT");
+        let top = match self.eat_keyword("TOP") {
+            true => Some(self.count("TOP")?),
+            false => None,
+        };
+        let allowed = std::mem::replace(&mut self.aggregates_allowed, true);
+        let select = self.selection();
+        self.aggregates_allowed = allowed;
+        let select = select?;
+        let (mut from, mut names) = (Vec::new(), Vec::new());
+        if self.eat_keyword("FROM") {
+            loop {
+                let (source, name) = self.source()?;
+                from.push(source);
+                names.push(name);
+                if !self.eat_keyword("JOIN") {
+                    break;
+                }
+            }
+        }
+        if matches!(select, Select::Star) && from.len() != 1 {
+            return Err(SqlError::new(
+                "SELECT * takes one source: name what to select from each (SELECT VALUE ..., or SELECT c.a, t ...).",
+            ));
+        }
+        let filter = match self.eat_keyword("WHERE") {
+            true => Some(self.expr()?),
+            false => None,
+        };
+        let mut group = Vec::new();
+        if self.eat_keyword("GROUP") {
+            self.keyword("BY")?;
+            loop {
+                group.push(self.expr()?);
+                if !self.eat_symbol(",") {
+                    break;
+                }
+            }
+        }
+        let mut order = Vec::new();
+        if self.eat_keyword("ORDER") {
+            self.keyword("BY")?;
+            loop {
+                let expr = self.expr()?;
+                let descending = self.eat_keyword("DESC");
+                if !descending {
+                    self.eat_keyword("ASC");
+                }
+                order.push((expr, descending));
+                if !self.eat_symbol(",") {
+                    break;
+                }
+            }
+        }
+        let offset_limit = match self.eat_keyword("OFFSET") {
+            true => {
+                let offset = self.count("OFFSET")?;
+                self.keyword("LIMIT")?;
+                Some((offset, self.count("LIMIT")?))
+            }
+            false => None,
+        };
+        Ok(Query {
+            distinct,
+            top,
+            select,
+            from,
+            filter,
+            group,
+            order,
+            offset_limit,
+            aggregates: Vec::new(),
+            names,
+            outer: 0,
+        })
+    }
+
+    /// `*`, `VALUE expr`, or `expr [AS name], ...`.
+    fn selection(&mut self) -> Result<Select, SqlError> {
+        if self.eat_symbol("*") {
+            return Ok(Select::Star);
+        }
+        if self.eat_keyword("VALUE") {
+            return Ok(Select::Value(self.expr()?));
+        }
+        let mut items = Vec::new();
+        loop {
+            let expr = self.expr()?;
+            let name = match self.eat_keyword("AS") {
+                true => Some(self.name()?),
+                false => match self.peek() {
+                    Some(Token::Word(w)) if !is_reserved(w) => Some(self.name()?),
+                    _ => None,
+                },
+            };
+            let name = name.unwrap_or_else(|| match &expr {
+                Expr::Member(_, last) | Expr::Name(last) => last.clone(),
+                _ => format!("${}", items.len() + 1),
+            });
+            items.push((expr, name));
+            if !self.eat_symbol(",") {
+                break;
+            }
+        }
+        Ok(Select::Items(items))
+    }
+
+    /// A source of rows and the name it binds: `name IN expr` (each item), or `expr [AS]
+    /// [name]` (the value; a subquery's each result).
+    fn source(&mut self) -> Result<(Source, String), SqlError> {
+        let iterates = matches!(self.peek(), Some(Token::Word(w)) if !is_reserved(w))
+            && matches!(self.tokens.get(self.at + 1), Some(Token::Word(w)) if w.eq_ignore_ascii_case("IN"));
+        if iterates {
+            let name = self.name()?;
+            self.keyword("IN")?;
+            return Ok((Source::Iterate(self.source_expr()?), name));
+        }
+        let expr = self.source_expr()?;
+        let name = match self.eat_keyword("AS") {
+            true => Some(self.name()?),
+            false => match self.peek() {
+                Some(Token::Word(w)) if !is_reserved(w) => Some(self.name()?),
+                _ => None,
+            },
+        };
+        let name = match (name, &expr) {
+            (Some(name), _) => name,
+            (None, Expr::Member(_, last) | Expr::Name(last)) => last.clone(),
+            (None, _) => {
+                return Err(SqlError::new(
+                    "A source that is not a name or a path needs one: (SELECT ...) AS x.",
+                ));
+            }
+        };
+        match expr {
+            Expr::ArrayOf(query) => Ok((Source::Iterate(Expr::ArrayOf(query)), name)),
+            expr => Ok((Source::Bind(expr), name)),
+        }
+    }
+
+    /// What a source reads: a path (`c`, `c.children[0]`), or a subquery, whose results it
+    /// takes.
+    fn source_expr(&mut self) -> Result<Expr, SqlError> {
+        if self.starts_subquery() {
+            self.symbol("(")?;
+            let query = self.select_query()?;
+            self.symbol(")")?;
+            return Ok(Expr::ArrayOf(Box::new(query)));
+        }
+        self.postfix()
+    }
+
+    /// Whether a `(` that starts a subquery is next.
+    fn starts_subquery(&self) -> bool {
+        matches!(self.peek(), Some(Token::Symbol("(")))
+            && matches!(self.tokens.get(self.at + 1), Some(Token::Word(w)) if w.eq_ignore_ascii_case("SELECT"))
+    }
+
+    /// A subquery in parentheses, at most [`MAX_DEPTH`] deep: its aggregates are its own.
+    fn subquery(&mut self) -> Result<Query, SqlError> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(SqlError::new(
+                "The query's expressions are nested too deeply (64 levels at most).",
+            ));
+        }
+        self.symbol("(")?;
+        let allowed = std::mem::replace(&mut self.aggregates_allowed, false);
+        let query = self.select_query();
+        self.aggregates_allowed = allowed;
+        let query = query?;
+        self.symbol(")")?;
+        self.depth -= 1;
+        Ok(query)
+    }
+
     fn peek(&self) -> Option<&Token> {
         self.tokens.get(self.at)
     }
@@ -469,12 +640,19 @@ impl Parser<'_> {
             {
                 return Err(SqlError::new("A LIKE pattern is at most 1024 characters."));
             }
-            if self.peek_keyword("ESCAPE") {
-                return Err(SqlError::new(
-                    "LIKE ... ESCAPE is not served by this server.",
-                ));
-            }
-            return Ok(Expr::Like(Box::new(left), Box::new(pattern), negated));
+            let escape = match self.eat_keyword("ESCAPE") {
+                true => match self.next() {
+                    Some(Token::Text(t)) if t.chars().count() == 1 => t.chars().next(),
+                    _ => return Err(SqlError::new("ESCAPE takes one character: ESCAPE '!'.")),
+                },
+                false => None,
+            };
+            return Ok(Expr::Like(
+                Box::new(left),
+                Box::new(pattern),
+                escape,
+                negated,
+            ));
         }
         if negated {
             return Err(self.expected("IN, BETWEEN or LIKE after NOT"));
@@ -483,12 +661,37 @@ impl Parser<'_> {
     }
 
     fn concat(&mut self) -> Result<Expr, SqlError> {
-        let mut left = self.additive()?;
+        let mut left = self.bitwise(0)?;
         while self.eat_symbol("||") {
             self.node()?;
-            left = Expr::Binary(Op::Concat, Box::new(left), Box::new(self.additive()?));
+            left = Expr::Binary(Op::Concat, Box::new(left), Box::new(self.bitwise(0)?));
         }
         Ok(left)
+    }
+
+    /// The bitwise operators, loosest first: `|`, `^`, `&`, then the shifts.
+    fn bitwise(&mut self, level: usize) -> Result<Expr, SqlError> {
+        const LEVELS: [&[(&str, Op)]; 4] = [
+            &[("|", Op::BitOr)],
+            &[("^", Op::BitXor)],
+            &[("&", Op::BitAnd)],
+            &[(">>>", Op::Ushr), ("<<", Op::Shl), (">>", Op::Shr)],
+        ];
+        let Some(operators) = LEVELS.get(level) else {
+            return self.additive();
+        };
+        let mut left = self.bitwise(level + 1)?;
+        'more: loop {
+            for (symbol, op) in *operators {
+                if self.eat_symbol(symbol) {
+                    self.node()?;
+                    let right = self.bitwise(level + 1)?;
+                    left = Expr::Binary(*op, Box::new(left), Box::new(right));
+                    continue 'more;
+                }
+            }
+            return Ok(left);
+        }
     }
 
     fn additive(&mut self) -> Result<Expr, SqlError> {
@@ -529,6 +732,17 @@ impl Parser<'_> {
             let inner = self.unary();
             self.depth -= 1;
             return Ok(Expr::Negate(Box::new(inner?)));
+        }
+        if self.eat_symbol("~") {
+            self.depth += 1;
+            if self.depth > MAX_DEPTH {
+                return Err(SqlError::new(
+                    "The query's expressions are nested too deeply (64 levels at most).",
+                ));
+            }
+            let inner = self.unary();
+            self.depth -= 1;
+            return Ok(Expr::BitNot(Box::new(inner?)));
         }
         if self.eat_symbol("+") {
             return self.unary();
@@ -579,6 +793,10 @@ impl Parser<'_> {
                     "The parameter {p} has no value in the request's parameters."
                 ))),
             },
+            Token::Symbol("(") if self.peek_keyword("SELECT") => {
+                self.at -= 1;
+                Ok(Expr::Scalar(Box::new(self.subquery()?)))
+            }
             Token::Symbol("(") => {
                 let inner = self.expr()?;
                 self.symbol(")")?;
@@ -635,6 +853,31 @@ impl Parser<'_> {
             "UNDEFINED" => return Ok(Expr::Undefined),
             _ => {}
         }
+        if (upper == "EXISTS" || upper == "ARRAY") && self.starts_subquery() {
+            let query = Box::new(self.subquery()?);
+            return Ok(match upper.as_str() {
+                "EXISTS" => Expr::Exists(query),
+                _ => Expr::ArrayOf(query),
+            });
+        }
+        let aggregate = AGGREGATES.iter().find(|a| **a == upper);
+        if let Some(name) = aggregate
+            && self.peek() == Some(&Token::Symbol("("))
+        {
+            if !self.aggregates_allowed {
+                return Err(SqlError::new(format!(
+                    "{name} is an aggregate: it goes in a selection, not in WHERE, GROUP BY, ORDER BY or another aggregate."
+                )));
+            }
+            self.symbol("(")?;
+            self.aggregates_allowed = false;
+            let argument = self.expr();
+            self.aggregates_allowed = true;
+            let argument = argument?;
+            self.symbol(")")?;
+            self.aggregates.push((name, argument));
+            return Ok(Expr::Aggregate(self.aggregates.len() - 1));
+        }
         if self.eat_symbol("(") {
             let mut args = Vec::new();
             if !self.eat_symbol(")") {
@@ -645,11 +888,6 @@ impl Parser<'_> {
                     }
                 }
                 self.symbol(")")?;
-            }
-            if let Some(name) = AGGREGATES.iter().find(|a| **a == upper) {
-                let [arg] = <[Expr; 1]>::try_from(args)
-                    .map_err(|_| SqlError::new(format!("{name} takes one argument.")))?;
-                return Ok(Expr::Aggregate(name, Box::new(arg)));
             }
             let Some((name, min, max)) = FUNCTIONS.iter().find(|(f, ..)| *f == upper) else {
                 return Err(SqlError::new(format!(
@@ -666,8 +904,7 @@ impl Parser<'_> {
         if is_reserved(&word) {
             return Err(SqlError::new(format!("Syntax error near '{word}'.")));
         }
-        self.roots.push(word);
-        Ok(Expr::Root)
+        Ok(Expr::Name(word))
     }
 }
 
