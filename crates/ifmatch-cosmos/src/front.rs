@@ -538,13 +538,17 @@ impl<T: Tables> Front<'_, T> {
         };
         let size = page_size(asked)?;
         let table = documents_table(db, coll);
+        let reading = crate::query::Reading {
+            tables: self.tables,
+            table: &table,
+            partition: partition.as_deref(),
+        };
         let page = crate::query::page(
-            self.tables,
-            &table,
-            partition.as_deref(),
+            reading,
             &query,
             size,
             asked.header("x-ms-continuation"),
+            self.now,
             |entity| document_json(db, coll, entity),
         )
         .await?;

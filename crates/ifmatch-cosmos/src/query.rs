@@ -93,32 +93,41 @@ impl Position {
     }
 }
 
-/// One page of `query` over `table` (within `partition`, when given), at most `size`
-/// results, from `token`; `document` makes a stored entity the JSON a query sees.
+/// Where a query reads: a container's table, and the partition it is narrowed to, if any.
+pub struct Reading<'a, T> {
+    /// The account's tables.
+    pub tables: &'a T,
+    /// The container's table.
+    pub table: &'a str,
+    /// The partition, when the request names one.
+    pub partition: Option<&'a str>,
+}
+
+/// One page of `query` over what `reading` names, at most `size` results, from `token`, at
+/// `now`; `document` makes a stored entity the JSON a query sees.
 pub async fn page<T: Tables>(
-    tables: &T,
-    table: &str,
-    partition: Option<&str>,
+    reading: Reading<'_, T>,
     query: &Query,
     size: usize,
     token: Option<&str>,
+    now: std::time::SystemTime,
     document: impl Fn(&Entity) -> Json,
 ) -> Result<Page, Failure> {
+    let mut work = Work::at(now);
     let position = match token {
         Some(token) => Position::of(token)?,
         None => Position::default(),
     };
     if !query.reads_container() {
         // One row of nothing: its results, whole.
-        let mut work = Work::default();
         let mut collector = Collector::new(query);
         work.evaluate(|meter| collector.add(None, meter))?;
         let results = work.evaluate(|meter| collector.finish(meter))?;
         return Ok(paged(results, size, position));
     }
     match query.needs_all() {
-        false => streamed(tables, table, partition, query, size, position, document).await,
-        true => gathered(tables, table, partition, query, size, position, document).await,
+        false => streamed(reading, query, size, position, work, document).await,
+        true => gathered(reading, query, size, position, work, document).await,
     }
 }
 
@@ -158,19 +167,17 @@ fn remaining(query: &Query, sent: u64) -> u64 {
 }
 
 async fn streamed<T: Tables>(
-    tables: &T,
-    table: &str,
-    partition: Option<&str>,
+    reading: Reading<'_, T>,
     query: &Query,
     size: usize,
     mut position: Position,
+    mut work: Work,
     document: impl Fn(&Entity) -> Json,
 ) -> Result<Page, Failure> {
     let offset = query.offset_limit.map_or(0, |(offset, _)| offset);
     let mut results = Vec::new();
     let mut read = 0;
     let mut bytes = 0;
-    let mut work = Work::default();
     // The results of the first document already taken by the pages before.
     let mut done_rows = position.rows;
     loop {
@@ -183,10 +190,10 @@ async fn streamed<T: Tables>(
         let from = position.key.as_ref().map(|(p, r)| (p.as_str(), r.as_str()));
         let scan = Scan {
             from,
-            partition,
+            partition: reading.partition,
             limit: CHUNK + 1,
         };
-        let mut chunk = scan_of(tables, table, scan).await?;
+        let mut chunk = scan_of(reading, scan).await?;
         let ended = documents_only(&mut chunk);
         let next = (!ended && chunk.len() > CHUNK).then(|| chunk.remove(CHUNK));
         for (i, entity) in chunk.iter().enumerate() {
@@ -257,25 +264,23 @@ async fn streamed<T: Tables>(
 }
 
 async fn gathered<T: Tables>(
-    tables: &T,
-    table: &str,
-    partition: Option<&str>,
+    reading: Reading<'_, T>,
     query: &Query,
     size: usize,
     position: Position,
+    mut work: Work,
     document: impl Fn(&Entity) -> Json,
 ) -> Result<Page, Failure> {
     let mut collector = Collector::new(query);
-    let mut work = Work::default();
     let mut from: Option<(String, String)> = None;
     loop {
         let start = from.as_ref().map(|(p, r)| (p.as_str(), r.as_str()));
         let scan = Scan {
             from: start,
-            partition,
+            partition: reading.partition,
             limit: CHUNK + 1,
         };
-        let mut chunk = scan_of(tables, table, scan).await?;
+        let mut chunk = scan_of(reading, scan).await?;
         let ended = documents_only(&mut chunk);
         let next = (!ended && chunk.len() > CHUNK).then(|| chunk.remove(CHUNK));
         for entity in &chunk {
@@ -309,12 +314,19 @@ async fn gathered<T: Tables>(
     Ok(paged(results, size, position))
 }
 
+impl<T> Clone for Reading<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Reading<'_, T> {}
+
 async fn scan_of<T: Tables>(
-    tables: &T,
-    table: &str,
+    reading: Reading<'_, T>,
     scan: Scan<'_>,
 ) -> Result<Vec<Entity>, Failure> {
-    match tables.scan(table, scan).await {
+    match reading.tables.scan(reading.table, scan).await {
         Ok(found) => Ok(found),
         Err(TableError::TableNotFound(_)) => Ok(Vec::new()),
         Err(error) => Err(unavailable(error)),
@@ -322,16 +334,30 @@ async fn scan_of<T: Tables>(
 }
 
 /// The work a page has spent evaluating, and when it last gave the runtime its thread back.
-#[derive(Default)]
 struct Work {
+    /// The page's instant, in ticks of 100 ns since the Unix epoch: what the clock functions
+    /// read, for each document alike.
+    at: i64,
     spent: u64,
     since_pause: u64,
 }
 
 impl Work {
+    /// No work yet, for a page read at `now`.
+    fn at(now: std::time::SystemTime) -> Self {
+        let since = now
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        Self {
+            at: i64::try_from(since.as_nanos() / 100).unwrap_or(i64::MAX),
+            spent: 0,
+            since_pause: 0,
+        }
+    }
+
     /// `evaluate` for one document, with a meter of its own; refused when the meter is spent.
     fn evaluate<R>(&mut self, evaluate: impl FnOnce(&Meter) -> R) -> Result<R, Failure> {
-        let meter = Meter::per_document();
+        let meter = Meter::per_document().at(self.at);
         let result = evaluate(&meter);
         if meter.exceeded() {
             return Err(bad_request(format!("Query: {}", SqlError::exceeded())));
@@ -407,9 +433,20 @@ mod tests {
             Query::parse(&format!("SELECT VALUE c.id FROM c WHERE {COSTLY} > 0"), &[]).unwrap();
         let (mut pages, mut found, mut token) = (0, Vec::new(), None::<String>);
         loop {
-            let page = page(&tables, "t", None, &query, 1000, token.as_deref(), document)
-                .await
-                .unwrap();
+            let page = page(
+                Reading {
+                    tables: &tables,
+                    table: "t",
+                    partition: None,
+                },
+                &query,
+                1000,
+                token.as_deref(),
+                std::time::SystemTime::now(),
+                document,
+            )
+            .await
+            .unwrap();
             pages += 1;
             found.extend(page.results);
             match page.continuation {
@@ -430,14 +467,37 @@ mod tests {
             &[],
         )
         .unwrap();
-        let refused = page(&tables, "t", None, &query, 100, None, document).await;
+        let refused = page(
+            Reading {
+                tables: &tables,
+                table: "t",
+                partition: None,
+            },
+            &query,
+            100,
+            None,
+            std::time::SystemTime::now(),
+            document,
+        )
+        .await;
         let failure = refused.err().expect("refused");
         assert_eq!((failure.status, failure.code), (408, "RequestTimeout"));
         // The same over fewer documents answers.
         let tables = documents(100).await;
-        let counted = page(&tables, "t", None, &query, 100, None, document)
-            .await
-            .unwrap();
+        let counted = page(
+            Reading {
+                tables: &tables,
+                table: "t",
+                partition: None,
+            },
+            &query,
+            100,
+            None,
+            std::time::SystemTime::now(),
+            document,
+        )
+        .await
+        .unwrap();
         assert_eq!(counted.results, [json!(100)]);
     }
 
@@ -445,18 +505,129 @@ mod tests {
     async fn a_page_holds_at_most_its_bytes_and_distinct_results_are_kept_once() {
         let tables = documents(500).await;
         let query = Query::parse("SELECT VALUE REPLICATE(c.s, 10) FROM c", &[]).unwrap();
-        let first = page(&tables, "t", None, &query, 1000, None, document)
-            .await
-            .unwrap();
+        let first = page(
+            Reading {
+                tables: &tables,
+                table: "t",
+                partition: None,
+            },
+            &query,
+            1000,
+            None,
+            std::time::SystemTime::now(),
+            document,
+        )
+        .await
+        .unwrap();
         let bytes: usize = first.results.iter().map(weight).sum();
         assert!(
             first.continuation.is_some() && bytes <= PAGE_BYTES + 10_002,
             "{bytes}"
         );
         let query = Query::parse("SELECT DISTINCT VALUE LENGTH(c.id) FROM c", &[]).unwrap();
-        let distinct = page(&tables, "t", None, &query, 1000, None, document)
+        let distinct = page(
+            Reading {
+                tables: &tables,
+                table: "t",
+                partition: None,
+            },
+            &query,
+            1000,
+            None,
+            std::time::SystemTime::now(),
+            document,
+        )
+        .await
+        .unwrap();
+        assert_eq!(distinct.results, [json!(5)]);
+    }
+
+    #[tokio::test]
+    async fn a_join_is_paged_among_one_documents_rows_and_loses_nothing() {
+        let tables = documents(5).await;
+        let tagged = |entity: &Entity| {
+            let tags: Vec<String> = (0..30)
+                .map(|t| format!("{}-{t:02}", entity.row_key))
+                .collect();
+            json!({ "id": entity.row_key, "tags": tags })
+        };
+        let query = Query::parse(
+            "SELECT VALUE t FROM c JOIN t IN c.tags WHERE t != '00002-00'",
+            &[],
+        )
+        .unwrap();
+        let (mut found, mut token, mut pages) = (Vec::new(), None::<String>, 0);
+        loop {
+            let now = std::time::SystemTime::now();
+            let page = page(
+                Reading {
+                    tables: &tables,
+                    table: "t",
+                    partition: None,
+                },
+                &query,
+                7,
+                token.as_deref(),
+                now,
+                tagged,
+            )
             .await
             .unwrap();
-        assert_eq!(distinct.results, [json!(5)]);
+            assert!(page.results.len() <= 7);
+            pages += 1;
+            found.extend(page.results);
+            match page.continuation {
+                Some(next) => token = Some(next),
+                None => break,
+            }
+        }
+        let expected: Vec<Json> = (0..5)
+            .flat_map(|d| (0..30).map(move |t| format!("{d:05}-{t:02}")))
+            .filter(|t| t != "00002-00")
+            .map(Json::String)
+            .collect();
+        assert_eq!(found, expected);
+        assert_eq!(pages, 22, "149 results, 7 a page");
+        // OFFSET and TOP count rows, not documents.
+        let query = Query::parse(
+            "SELECT TOP 5 VALUE t FROM c JOIN t IN c.tags OFFSET 28 LIMIT 3",
+            &[],
+        )
+        .unwrap();
+        let now = std::time::SystemTime::now();
+        let first = page(
+            Reading {
+                tables: &tables,
+                table: "t",
+                partition: None,
+            },
+            &query,
+            2,
+            None,
+            now,
+            tagged,
+        )
+        .await
+        .unwrap();
+        assert_eq!(first.results, [json!("00000-28"), json!("00000-29")]);
+        let token = first.continuation.unwrap();
+        let second = page(
+            Reading {
+                tables: &tables,
+                table: "t",
+                partition: None,
+            },
+            &query,
+            2,
+            Some(&token),
+            now,
+            tagged,
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            (second.results, second.continuation),
+            (vec![json!("00001-00")], None)
+        );
     }
 }

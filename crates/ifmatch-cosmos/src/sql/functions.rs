@@ -4,10 +4,166 @@
 
 use std::borrow::Cow;
 
-use serde_json::Value as Json;
+use serde_json::{Map, Value as Json};
 
-use super::eval::{Value, equal, whole_or};
+use super::datetime::{self, Part};
+use super::eval::{Value, equal, integer, num, whole_or};
 use super::meter::{Meter, weight};
+
+/// What a function works on.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Group {
+    Math,
+    Integer,
+    String,
+    Array,
+    Type,
+    Conditional,
+    Date,
+    Spatial,
+}
+
+/// Every system function served: its name in capitals, the fewest and the most arguments it
+/// takes, and its group.
+pub(crate) const FUNCTIONS: &[(&str, usize, usize, Group)] = &[
+    // Math.
+    ("ABS", 1, 1, Group::Math),
+    ("ACOS", 1, 1, Group::Math),
+    ("ASIN", 1, 1, Group::Math),
+    ("ATAN", 1, 1, Group::Math),
+    ("ATN2", 2, 2, Group::Math),
+    ("CEILING", 1, 1, Group::Math),
+    ("COS", 1, 1, Group::Math),
+    ("COT", 1, 1, Group::Math),
+    ("DEGREES", 1, 1, Group::Math),
+    ("EXP", 1, 1, Group::Math),
+    ("FLOOR", 1, 1, Group::Math),
+    ("LOG", 1, 2, Group::Math),
+    ("LOG10", 1, 1, Group::Math),
+    ("NUMBERBIN", 1, 2, Group::Math),
+    ("PI", 0, 0, Group::Math),
+    ("POWER", 2, 2, Group::Math),
+    ("RADIANS", 1, 1, Group::Math),
+    ("RAND", 0, 0, Group::Math),
+    ("ROUND", 1, 1, Group::Math),
+    ("SIGN", 1, 1, Group::Math),
+    ("SIN", 1, 1, Group::Math),
+    ("SQRT", 1, 1, Group::Math),
+    ("SQUARE", 1, 1, Group::Math),
+    ("TAN", 1, 1, Group::Math),
+    ("TRUNC", 1, 1, Group::Math),
+    // Integers, 64 bits.
+    ("INTADD", 2, 2, Group::Integer),
+    ("INTBITAND", 2, 2, Group::Integer),
+    ("INTBITLEFTSHIFT", 2, 2, Group::Integer),
+    ("INTBITNOT", 1, 1, Group::Integer),
+    ("INTBITOR", 2, 2, Group::Integer),
+    ("INTBITRIGHTSHIFT", 2, 2, Group::Integer),
+    ("INTBITXOR", 2, 2, Group::Integer),
+    ("INTDIV", 2, 2, Group::Integer),
+    ("INTMOD", 2, 2, Group::Integer),
+    ("INTMUL", 2, 2, Group::Integer),
+    ("INTSUB", 2, 2, Group::Integer),
+    // Strings.
+    ("CONCAT", 2, 64, Group::String),
+    ("CONTAINS", 2, 3, Group::String),
+    ("ENDSWITH", 2, 3, Group::String),
+    ("INDEX_OF", 2, 3, Group::String),
+    ("LEFT", 2, 2, Group::String),
+    ("LENGTH", 1, 1, Group::String),
+    ("LOWER", 1, 1, Group::String),
+    ("LTRIM", 1, 2, Group::String),
+    ("REGEXMATCH", 2, 3, Group::String),
+    ("REPLACE", 3, 3, Group::String),
+    ("REPLICATE", 2, 2, Group::String),
+    ("REVERSE", 1, 1, Group::String),
+    ("RIGHT", 2, 2, Group::String),
+    ("RTRIM", 1, 2, Group::String),
+    ("STARTSWITH", 2, 3, Group::String),
+    ("STRINGEQUALS", 2, 3, Group::String),
+    ("STRINGJOIN", 2, 2, Group::String),
+    ("STRINGSPLIT", 2, 2, Group::String),
+    ("STRINGTOARRAY", 1, 1, Group::String),
+    ("STRINGTOBOOLEAN", 1, 1, Group::String),
+    ("STRINGTONULL", 1, 1, Group::String),
+    ("STRINGTONUMBER", 1, 1, Group::String),
+    ("STRINGTOOBJECT", 1, 1, Group::String),
+    ("SUBSTRING", 3, 3, Group::String),
+    ("TOSTRING", 1, 1, Group::String),
+    ("TRIM", 1, 2, Group::String),
+    ("UPPER", 1, 1, Group::String),
+    // Arrays and items.
+    ("ARRAY_CONCAT", 2, 64, Group::Array),
+    ("ARRAY_CONTAINS", 2, 3, Group::Array),
+    ("ARRAY_CONTAINS_ALL", 2, 64, Group::Array),
+    ("ARRAY_CONTAINS_ANY", 2, 64, Group::Array),
+    ("ARRAY_LENGTH", 1, 1, Group::Array),
+    ("ARRAY_SLICE", 2, 3, Group::Array),
+    ("OBJECTTOARRAY", 1, 3, Group::Array),
+    ("SETINTERSECT", 2, 2, Group::Array),
+    ("SETUNION", 2, 2, Group::Array),
+    // Types.
+    ("IS_ARRAY", 1, 1, Group::Type),
+    ("IS_BOOL", 1, 1, Group::Type),
+    ("IS_DEFINED", 1, 1, Group::Type),
+    ("IS_FINITE_NUMBER", 1, 1, Group::Type),
+    ("IS_INTEGER", 1, 1, Group::Type),
+    ("IS_NULL", 1, 1, Group::Type),
+    ("IS_NUMBER", 1, 1, Group::Type),
+    ("IS_OBJECT", 1, 1, Group::Type),
+    ("IS_PRIMITIVE", 1, 1, Group::Type),
+    ("IS_STRING", 1, 1, Group::Type),
+    // Conditional.
+    ("CHOOSE", 2, 64, Group::Conditional),
+    ("IIF", 3, 3, Group::Conditional),
+    // Date and time.
+    ("DATETIMEADD", 3, 3, Group::Date),
+    ("DATETIMEBIN", 2, 4, Group::Date),
+    ("DATETIMEDIFF", 3, 3, Group::Date),
+    ("DATETIMEFROMPARTS", 3, 7, Group::Date),
+    ("DATETIMEPART", 2, 2, Group::Date),
+    ("DATETIMETOTICKS", 1, 1, Group::Date),
+    ("DATETIMETOTIMESTAMP", 1, 1, Group::Date),
+    ("GETCURRENTDATETIME", 0, 0, Group::Date),
+    ("GETCURRENTDATETIMESTATIC", 0, 0, Group::Date),
+    ("GETCURRENTTICKS", 0, 0, Group::Date),
+    ("GETCURRENTTICKSSTATIC", 0, 0, Group::Date),
+    ("GETCURRENTTIMESTAMP", 0, 0, Group::Date),
+    ("GETCURRENTTIMESTAMPSTATIC", 0, 0, Group::Date),
+    ("TICKSTODATETIME", 1, 1, Group::Date),
+    ("TIMESTAMPTODATETIME", 1, 1, Group::Date),
+    // Spatial (GeoJSON on a sphere; see `spatial.rs`).
+    ("ST_AREA", 1, 1, Group::Spatial),
+    ("ST_DISTANCE", 2, 2, Group::Spatial),
+    ("ST_INTERSECTS", 2, 2, Group::Spatial),
+    ("ST_ISVALID", 1, 1, Group::Spatial),
+    ("ST_ISVALIDDETAILED", 1, 1, Group::Spatial),
+    ("ST_WITHIN", 2, 2, Group::Spatial),
+];
+
+/// The function named `name` (any case): its name in capitals and arity.
+pub(crate) fn lookup(name: &str) -> Option<(&'static str, usize, usize)> {
+    let upper = name.to_ascii_uppercase();
+    FUNCTIONS
+        .iter()
+        .find(|(f, ..)| *f == upper)
+        .map(|(f, min, max, _)| (*f, *min, *max))
+}
+
+/// A built-in function of `args` (each possibly undefined).
+pub(crate) fn call(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
+    let group = FUNCTIONS.iter().find(|(f, ..)| *f == name)?.3;
+    match group {
+        Group::Math => math(name, args, meter),
+        Group::Integer => integers(name, args),
+        Group::String => strings(name, args, meter),
+        Group::Array => arrays(name, args, meter),
+        Group::Type => types(name, args),
+        Group::Conditional => conditional(name, args, meter),
+        Group::Date => dates(name, args, meter),
+        Group::Spatial => super::spatial::call(name, args, meter),
+    }
+}
 
 fn text<'v>(value: &'v Value<'_>) -> Option<&'v str> {
     value.as_deref()?.as_str()
@@ -17,11 +173,20 @@ fn number(value: &Value<'_>) -> Option<f64> {
     value.as_deref()?.as_f64()
 }
 
+fn whole(value: &Value<'_>) -> Option<i64> {
+    integer(value.as_deref()?)
+}
+
 fn flag(value: Option<&Value<'_>>) -> Option<bool> {
     match value {
         None => Some(false),
         Some(value) => value.as_deref()?.as_bool(),
     }
+}
+
+/// `value` copied as an argument's result, charged.
+fn copied(value: &Value<'_>, meter: &Meter) -> Option<Json> {
+    meter.copy(value.as_deref()?)
 }
 
 /// The part of `s` from character `start`, `count` characters long (both clamped).
@@ -45,8 +210,95 @@ fn string(out: &str, meter: &Meter) -> Option<Json> {
 /// The longest string `REPLICATE` makes, in characters, as Cosmos documents.
 const MAX_REPLICATE: usize = 10_000;
 
-/// A built-in function of `args` (each possibly undefined).
-pub(crate) fn call(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
+fn math(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
+    match name {
+        "PI" => return num(std::f64::consts::PI),
+        "RAND" => return num(meter.random()),
+        _ => {}
+    }
+    let x = number(&args[0])?;
+    let value = match name {
+        "ABS" => x.abs(),
+        "ACOS" => x.acos(),
+        "ASIN" => x.asin(),
+        "ATAN" => x.atan(),
+        // ATN2(x, y): the angle of the point (x, y), as Cosmos orders its arguments.
+        "ATN2" => number(&args[1])?.atan2(x),
+        "CEILING" => x.ceil(),
+        "COS" => x.cos(),
+        "COT" => 1.0 / x.tan(),
+        "DEGREES" => x.to_degrees(),
+        "EXP" => x.exp(),
+        "FLOOR" => x.floor(),
+        "LOG" => match args.get(1) {
+            Some(base) => x.log(number(base)?),
+            None => x.ln(),
+        },
+        "LOG10" => x.log10(),
+        "NUMBERBIN" => {
+            let size = match args.get(1) {
+                Some(size) => number(size)?,
+                None => 1.0,
+            };
+            if size == 0.0 {
+                return None;
+            }
+            (x / size).floor() * size
+        }
+        "POWER" => x.powf(number(&args[1])?),
+        "RADIANS" => x.to_radians(),
+        "ROUND" => x.round(),
+        "SIGN" => x.signum() * f64::from(x != 0.0),
+        "SIN" => x.sin(),
+        "SQRT" => x.sqrt(),
+        "SQUARE" => x * x,
+        "TAN" => x.tan(),
+        "TRUNC" => x.trunc(),
+        _ => return None,
+    };
+    // NaN and the infinities are no JSON: undefined.
+    whole_or(value)
+}
+
+fn integers(name: &str, args: &[Value<'_>]) -> Option<Json> {
+    let a = whole(&args[0])?;
+    if name == "INTBITNOT" {
+        return Some(Json::from(!a));
+    }
+    let b = whole(&args[1])?;
+    let value = match name {
+        "INTADD" => a.checked_add(b)?,
+        "INTSUB" => a.checked_sub(b)?,
+        "INTMUL" => a.checked_mul(b)?,
+        "INTDIV" => a.checked_div(b)?,
+        "INTMOD" => a.checked_rem(b)?,
+        "INTBITAND" => a & b,
+        "INTBITOR" => a | b,
+        "INTBITXOR" => a ^ b,
+        "INTBITLEFTSHIFT" => a.checked_shl(u32::try_from(b).ok()?)?,
+        "INTBITRIGHTSHIFT" => a.checked_shr(u32::try_from(b).ok()?)?,
+        _ => return None,
+    };
+    Some(Json::from(value))
+}
+
+/// The characters `TRIM` and its kin take off: whitespace, or those of the second argument.
+fn trimmed<'s>(name: &str, s: &'s str, set: Option<&str>) -> &'s str {
+    let gone = |c: char| set.map_or(c.is_whitespace(), |set| set.contains(c));
+    match name {
+        "LTRIM" => s.trim_start_matches(gone),
+        "RTRIM" => s.trim_end_matches(gone),
+        _ => s.trim_matches(gone),
+    }
+}
+
+/// JSON text that must parse as a value of one kind.
+fn parsed(s: &str, meter: &Meter, fits: fn(&Json) -> bool) -> Option<Json> {
+    meter.take(2 * s.len())?;
+    serde_json::from_str::<Json>(s.trim()).ok().filter(fits)
+}
+
+fn strings(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
     let boolean = |b: bool| Some(Json::Bool(b));
     match name {
         "STARTSWITH" | "ENDSWITH" | "CONTAINS" | "STRINGEQUALS" => {
@@ -79,9 +331,13 @@ pub(crate) fn call(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json
             meter.take(s.len())?;
             Some(Json::from(s.chars().count()))
         }
-        "TRIM" => string(text(&args[0])?.trim(), meter),
-        "LTRIM" => string(text(&args[0])?.trim_start(), meter),
-        "RTRIM" => string(text(&args[0])?.trim_end(), meter),
+        "TRIM" | "LTRIM" | "RTRIM" => {
+            let set = match args.get(1) {
+                Some(set) => Some(text(set)?),
+                None => None,
+            };
+            string(trimmed(name, text(&args[0])?, set), meter)
+        }
         "REVERSE" => {
             let s = text(&args[0])?;
             meter.take(s.len())?;
@@ -152,31 +408,83 @@ pub(crate) fn call(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json
                 Some(Json::String(other.to_string()))
             }
         },
-        "IS_DEFINED" => boolean(args[0].is_some()),
-        "IS_NULL" => boolean(matches!(args[0].as_deref(), Some(Json::Null))),
-        "IS_NUMBER" => boolean(matches!(args[0].as_deref(), Some(Json::Number(_)))),
-        "IS_STRING" => boolean(matches!(args[0].as_deref(), Some(Json::String(_)))),
-        "IS_BOOL" => boolean(matches!(args[0].as_deref(), Some(Json::Bool(_)))),
-        "IS_ARRAY" => boolean(matches!(args[0].as_deref(), Some(Json::Array(_)))),
-        "IS_OBJECT" => boolean(matches!(args[0].as_deref(), Some(Json::Object(_)))),
-        "IS_PRIMITIVE" => boolean(matches!(
-            args[0].as_deref(),
-            Some(Json::Null | Json::Bool(_) | Json::Number(_) | Json::String(_))
-        )),
+        "STRINGJOIN" => {
+            let (Json::Array(items), separator) = (args[0].as_deref()?, text(&args[1])?) else {
+                return None;
+            };
+            let parts: Vec<&str> = items.iter().map(Json::as_str).collect::<Option<_>>()?;
+            let size = parts.iter().map(|p| p.len() + separator.len()).sum();
+            meter.take(size)?;
+            Some(Json::String(parts.join(separator)))
+        }
+        "STRINGSPLIT" => {
+            let (s, separator) = (text(&args[0])?, text(&args[1])?);
+            meter.take(2 * s.len() + 16)?;
+            let parts: Vec<Json> = match separator.is_empty() {
+                true => s.chars().map(|c| Json::String(c.to_string())).collect(),
+                false => s
+                    .split(separator)
+                    .map(|p| Json::String(p.to_owned()))
+                    .collect(),
+            };
+            meter.take(8 * parts.len())?;
+            Some(Json::Array(parts))
+        }
+        "STRINGTOARRAY" => parsed(text(&args[0])?, meter, Json::is_array),
+        "STRINGTOOBJECT" => parsed(text(&args[0])?, meter, Json::is_object),
+        "STRINGTONUMBER" => parsed(text(&args[0])?, meter, Json::is_number),
+        "STRINGTOBOOLEAN" => parsed(text(&args[0])?, meter, Json::is_boolean),
+        "STRINGTONULL" => parsed(text(&args[0])?, meter, Json::is_null),
+        "REGEXMATCH" => {
+            let (s, pattern) = (text(&args[0])?, text(&args[1])?);
+            let modifiers = match args.get(2) {
+                Some(m) => text(m)?,
+                None => "",
+            };
+            // A regex engine of finite automata: linear in the text, never backtracking, and
+            // its memory bounded; charged for the text it reads and the pattern it compiles.
+            meter.take(s.len() + 64 * pattern.len())?;
+            let mut builder = regex::RegexBuilder::new(pattern);
+            builder.size_limit(1 << 20).dfa_size_limit(1 << 20);
+            for modifier in modifiers.chars() {
+                match modifier {
+                    'i' => builder.case_insensitive(true),
+                    'm' => builder.multi_line(true),
+                    's' => builder.dot_matches_new_line(true),
+                    'x' => builder.ignore_whitespace(true),
+                    _ => return None,
+                };
+            }
+            boolean(builder.build().ok()?.is_match(s))
+        }
+        _ => None,
+    }
+}
+
+fn arrays(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
+    match name {
         "ARRAY_CONTAINS" => {
             let Some(Json::Array(items)) = args[0].as_deref() else {
                 return None;
             };
             let wanted = args[1].as_deref()?;
             let partial = flag(args.get(2))?;
-            let found = items.iter().any(|item| match (partial, item, wanted) {
-                (true, Json::Object(have), Json::Object(want)) => want.iter().all(|(k, v)| {
-                    have.get(k)
-                        .is_some_and(|h| equal(h, v, meter) == Some(true))
-                }),
-                _ => equal(item, wanted, meter) == Some(true),
-            });
+            let found = items
+                .iter()
+                .any(|item| contains(item, wanted, partial, meter));
             (!meter.exceeded()).then_some(Json::Bool(found))
+        }
+        "ARRAY_CONTAINS_ANY" | "ARRAY_CONTAINS_ALL" => {
+            let Some(Json::Array(items)) = args[0].as_deref() else {
+                return None;
+            };
+            let mut wanted = args[1..].iter().filter_map(|w| w.as_deref());
+            let found = |w: &Json| items.iter().any(|item| contains(item, w, false, meter));
+            let answer = match name {
+                "ARRAY_CONTAINS_ANY" => wanted.any(found),
+                _ => wanted.all(found),
+            };
+            (!meter.exceeded()).then_some(Json::Bool(answer))
         }
         "ARRAY_LENGTH" => match args[0].as_deref() {
             Some(Json::Array(items)) => Some(Json::from(items.len())),
@@ -214,29 +522,162 @@ pub(crate) fn call(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json
             }
             Some(Json::Array(out))
         }
-        "STRINGJOIN" => {
-            let (Json::Array(items), separator) = (args[0].as_deref()?, text(&args[1])?) else {
+        "SETINTERSECT" | "SETUNION" => {
+            let (Some(Json::Array(a)), Some(Json::Array(b))) =
+                (args[0].as_deref(), args[1].as_deref())
+            else {
                 return None;
             };
-            let parts: Vec<&str> = items.iter().map(Json::as_str).collect::<Option<_>>()?;
-            let size = parts.iter().map(|p| p.len() + separator.len()).sum();
-            meter.take(size)?;
-            Some(Json::String(parts.join(separator)))
-        }
-        _ => {
-            let x = number(&args[0])?;
-            let value = match name {
-                "ABS" => x.abs(),
-                "FLOOR" => x.floor(),
-                "CEILING" => x.ceil(),
-                "ROUND" => x.round(),
-                "SQRT" => x.sqrt(),
-                "SIGN" => x.signum() * f64::from(x != 0.0),
-                "TRUNC" => x.trunc(),
-                "POWER" => x.powf(number(&args[1])?),
-                _ => return None,
+            meter.take(a.len().saturating_mul(b.len().max(1)))?;
+            let mut out: Vec<Json> = Vec::new();
+            let add = |item: &Json, out: &mut Vec<Json>| -> Option<()> {
+                if !out
+                    .iter()
+                    .any(|seen| equal(seen, item, meter) == Some(true))
+                {
+                    out.push(meter.copy(item)?);
+                }
+                Some(())
             };
-            whole_or(value)
+            match name {
+                "SETUNION" => {
+                    for item in a.iter().chain(b) {
+                        add(item, &mut out)?;
+                    }
+                }
+                _ => {
+                    for item in a {
+                        if b.iter()
+                            .any(|other| equal(item, other, meter) == Some(true))
+                        {
+                            add(item, &mut out)?;
+                        }
+                    }
+                }
+            }
+            (!meter.exceeded()).then_some(Json::Array(out))
         }
+        "OBJECTTOARRAY" => {
+            let Some(Json::Object(fields)) = args[0].as_deref() else {
+                return None;
+            };
+            let key = match args.get(1) {
+                Some(k) => text(k)?,
+                None => "k",
+            };
+            let value = match args.get(2) {
+                Some(v) => text(v)?,
+                None => "v",
+            };
+            let mut out = Vec::with_capacity(fields.len());
+            for (name, field) in fields {
+                meter.take(name.len() + key.len() + value.len() + 8)?;
+                let mut pair = Map::new();
+                pair.insert(key.to_owned(), Json::String(name.clone()));
+                pair.insert(value.to_owned(), meter.copy(field)?);
+                out.push(Json::Object(pair));
+            }
+            Some(Json::Array(out))
+        }
+        _ => None,
+    }
+}
+
+/// Whether `item` is `wanted`, or, `partial`, an object holding each of its fields.
+fn contains(item: &Json, wanted: &Json, partial: bool, meter: &Meter) -> bool {
+    match (partial, item, wanted) {
+        (true, Json::Object(have), Json::Object(want)) => want.iter().all(|(k, v)| {
+            have.get(k)
+                .is_some_and(|h| equal(h, v, meter) == Some(true))
+        }),
+        _ => equal(item, wanted, meter) == Some(true),
+    }
+}
+
+fn types(name: &str, args: &[Value<'_>]) -> Option<Json> {
+    let value = args[0].as_deref();
+    let answer = match name {
+        "IS_DEFINED" => value.is_some(),
+        "IS_NULL" => matches!(value, Some(Json::Null)),
+        "IS_NUMBER" => matches!(value, Some(Json::Number(_))),
+        "IS_FINITE_NUMBER" => value.and_then(Json::as_f64).is_some_and(f64::is_finite),
+        "IS_INTEGER" => matches!(value, Some(Json::Number(n)) if n.is_i64() || n.is_u64()),
+        "IS_STRING" => matches!(value, Some(Json::String(_))),
+        "IS_BOOL" => matches!(value, Some(Json::Bool(_))),
+        "IS_ARRAY" => matches!(value, Some(Json::Array(_))),
+        "IS_OBJECT" => matches!(value, Some(Json::Object(_))),
+        _ => matches!(
+            value,
+            Some(Json::Null | Json::Bool(_) | Json::Number(_) | Json::String(_))
+        ),
+    };
+    Some(Json::Bool(answer))
+}
+
+fn conditional(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
+    match name {
+        "IIF" => match args[0].as_deref() {
+            Some(Json::Bool(true)) => copied(&args[1], meter),
+            _ => copied(&args[2], meter),
+        },
+        _ => {
+            let at = whole(&args[0])?;
+            let chosen = usize::try_from(at).ok().filter(|at| *at >= 1)?;
+            copied(args.get(chosen)?, meter)
+        }
+    }
+}
+
+fn dates(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
+    let instant = |value: &Value<'_>| datetime::parse(text(value)?);
+    let part = |value: &Value<'_>| Part::of(text(value)?);
+    match name {
+        "GETCURRENTDATETIME" | "GETCURRENTDATETIMESTATIC" => datetime::format(meter.instant()?),
+        "GETCURRENTTICKS" | "GETCURRENTTICKSSTATIC" => Some(Json::from(meter.instant()?)),
+        "GETCURRENTTIMESTAMP" | "GETCURRENTTIMESTAMPSTATIC" => Some(Json::from(
+            meter.instant()?.div_euclid(datetime::TICKS_PER_MILLISECOND),
+        )),
+        "DATETIMEADD" => {
+            let ticks = datetime::add(part(&args[0])?, whole(&args[1])?, instant(&args[2])?)?;
+            datetime::format(ticks)
+        }
+        "DATETIMEPART" => Some(Json::from(datetime::part(
+            part(&args[0])?,
+            instant(&args[1])?,
+        ))),
+        "DATETIMEDIFF" => Some(Json::from(datetime::diff(
+            part(&args[0])?,
+            instant(&args[1])?,
+            instant(&args[2])?,
+        ))),
+        "DATETIMEBIN" => {
+            let size = match args.get(2) {
+                Some(size) => whole(size)?,
+                None => 1,
+            };
+            let origin = match args.get(3) {
+                Some(origin) => instant(origin)?,
+                None => 0,
+            };
+            datetime::format(datetime::bin(
+                instant(&args[0])?,
+                part(&args[1])?,
+                size,
+                origin,
+            )?)
+        }
+        "DATETIMEFROMPARTS" => {
+            let parts: Vec<i64> = args.iter().map(whole).collect::<Option<_>>()?;
+            datetime::format(datetime::from_parts(&parts)?)
+        }
+        "DATETIMETOTICKS" => Some(Json::from(instant(&args[0])?)),
+        "DATETIMETOTIMESTAMP" => Some(Json::from(
+            instant(&args[0])?.div_euclid(datetime::TICKS_PER_MILLISECOND),
+        )),
+        "TICKSTODATETIME" => datetime::format(whole(&args[0])?),
+        "TIMESTAMPTODATETIME" => {
+            datetime::format(whole(&args[0])?.checked_mul(datetime::TICKS_PER_MILLISECOND)?)
+        }
+        _ => None,
     }
 }

@@ -16,12 +16,17 @@ use serde_json::Value as Json;
 /// largest document. The memory one evaluation holds is within it.
 pub const DOCUMENT_WORK: u64 = 16 << 20;
 
-/// A budget of work units, spent as the evaluator builds and compares.
+/// A budget of work units, spent as the evaluator builds and compares; it also carries what
+/// an evaluation reads besides its rows: the query's instant (for the clock functions, the
+/// same for every document of a page) and a stream of random numbers (`RAND`).
 #[derive(Debug)]
 pub struct Meter {
     limit: u64,
     spent: Cell<u64>,
     exceeded: Cell<bool>,
+    /// Ticks of 100 ns since the Unix epoch.
+    instant: Option<i64>,
+    random: Cell<u64>,
 }
 
 impl Meter {
@@ -31,7 +36,32 @@ impl Meter {
             limit,
             spent: Cell::new(0),
             exceeded: Cell::new(false),
+            instant: None,
+            random: Cell::new(0x2545_F491_4F6C_DD1D),
         }
+    }
+
+    /// The meter with the query's instant, `unix_ticks` of 100 ns since the Unix epoch
+    /// (which also seeds its random numbers).
+    pub fn at(mut self, unix_ticks: i64) -> Self {
+        self.instant = Some(unix_ticks);
+        self.random.set(unix_ticks as u64 | 1);
+        self
+    }
+
+    /// The query's instant, in ticks since the Unix epoch, if it was given one.
+    pub(crate) fn instant(&self) -> Option<i64> {
+        self.instant
+    }
+
+    /// A number in [0, 1) (xorshift64*: `RAND` promises no more than an even spread).
+    pub(crate) fn random(&self) -> f64 {
+        let mut x = self.random.get();
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.random.set(x);
+        (x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
     }
 
     /// A meter for one document's evaluation: [`DOCUMENT_WORK`] units.

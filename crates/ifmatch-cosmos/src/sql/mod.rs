@@ -16,12 +16,14 @@
 //! and compares for one document is bounded by [`DOCUMENT_WORK`], and [`crate::query`] bounds
 //! a page's.
 
+mod datetime;
 mod eval;
 mod functions;
 mod lex;
 mod meter;
 mod parse;
 mod rows;
+mod spatial;
 #[cfg(test)]
 mod tests;
 

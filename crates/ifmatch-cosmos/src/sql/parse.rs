@@ -8,50 +8,6 @@ use serde_json::Value as Json;
 use super::lex::Token;
 use super::{Expr, MAX_DEPTH, MAX_NODES, Op, Query, Select, Source, SqlError};
 
-/// The built-in functions served, with how many arguments each takes.
-const FUNCTIONS: [(&str, usize, usize); 40] = [
-    ("STARTSWITH", 2, 3),
-    ("ENDSWITH", 2, 3),
-    ("CONTAINS", 2, 3),
-    ("LOWER", 1, 1),
-    ("UPPER", 1, 1),
-    ("LENGTH", 1, 1),
-    ("CONCAT", 2, 64),
-    ("SUBSTRING", 3, 3),
-    ("LEFT", 2, 2),
-    ("RIGHT", 2, 2),
-    ("TRIM", 1, 1),
-    ("LTRIM", 1, 1),
-    ("RTRIM", 1, 1),
-    ("INDEX_OF", 2, 3),
-    ("REPLACE", 3, 3),
-    ("REPLICATE", 2, 2),
-    ("STRINGJOIN", 2, 2),
-    ("REVERSE", 1, 1),
-    ("TOSTRING", 1, 1),
-    ("STRINGEQUALS", 2, 3),
-    ("IS_DEFINED", 1, 1),
-    ("IS_NULL", 1, 1),
-    ("IS_NUMBER", 1, 1),
-    ("IS_STRING", 1, 1),
-    ("IS_BOOL", 1, 1),
-    ("IS_ARRAY", 1, 1),
-    ("IS_OBJECT", 1, 1),
-    ("IS_PRIMITIVE", 1, 1),
-    ("ARRAY_CONTAINS", 2, 3),
-    ("ARRAY_LENGTH", 1, 1),
-    ("ARRAY_SLICE", 2, 3),
-    ("ARRAY_CONCAT", 2, 64),
-    ("ABS", 1, 1),
-    ("FLOOR", 1, 1),
-    ("CEILING", 1, 1),
-    ("ROUND", 1, 1),
-    ("SQRT", 1, 1),
-    ("POWER", 2, 2),
-    ("SIGN", 1, 1),
-    ("TRUNC", 1, 1),
-];
-
 const AGGREGATES: [&str; 5] = ["COUNT", "SUM", "MIN", "MAX", "AVG"];
 
 /// Words that end an expression or a clause, and so never name a property alone.
@@ -889,12 +845,12 @@ impl Parser<'_> {
                 }
                 self.symbol(")")?;
             }
-            let Some((name, min, max)) = FUNCTIONS.iter().find(|(f, ..)| *f == upper) else {
+            let Some((name, min, max)) = super::functions::lookup(&upper) else {
                 return Err(SqlError::new(format!(
                     "The function {word} is not served by this server."
                 )));
             };
-            if args.len() < *min || args.len() > *max {
+            if args.len() < min || args.len() > max {
                 return Err(SqlError::new(format!(
                     "{name} takes {min} to {max} arguments."
                 )));

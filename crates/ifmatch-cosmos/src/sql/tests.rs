@@ -125,8 +125,8 @@ fn what_is_not_served_is_named_and_what_is_wrong_is_refused() {
         ("SELECT VALUE c FROM c GROUP BY COUNT(1)", "aggregate"),
         ("SELECT * FROM c WHERE c.s LIKE 'a' ESCAPE 'ab'", "ESCAPE"),
         (
-            "SELECT * FROM c WHERE ST_DISTANCE(c.a, c.b) < 1",
-            "ST_DISTANCE",
+            "SELECT * FROM c WHERE VectorDistance(c.a, c.b) < 1",
+            "VectorDistance",
         ),
         ("SELECT * FROM c WHERE x.a = 1", "'x'"),
         ("SELECT * FROM c WHERE c.a = @missing", "@missing"),
@@ -620,4 +620,297 @@ fn group_by_with_every_aggregate() {
         [json!("Bergen"), json!("Oslo")],
         "undefined is no value to keep"
     );
+}
+
+/// One value, from a query without `FROM`.
+fn value_of(text: &str) -> serde_json::Value {
+    let query = Query::parse(&format!("SELECT VALUE {text}"), &[]).unwrap();
+    let meter = Meter::per_document().at(17_000_000_000_000_000);
+    let mut collector = super::Collector::new(&query);
+    collector.add(None, &meter);
+    collector.finish(&meter).pop().unwrap_or(json!("undefined"))
+}
+
+#[test]
+fn math_and_integer_functions() {
+    for (text, want) in [
+        ("ABS(-1)", json!(1)),
+        ("CEILING(-2.4)", json!(-2)),
+        ("FLOOR(-2.4)", json!(-3)),
+        ("ROUND(-2.5)", json!(-3)),
+        ("ROUND(2.4)", json!(2)),
+        ("TRUNC(-2.7)", json!(-2)),
+        ("SIGN(-3)", json!(-1)),
+        ("SQUARE(3)", json!(9)),
+        ("POWER(2, 10)", json!(1024)),
+        ("LOG10(100)", json!(2)),
+        ("LOG(8, 2)", json!(3)),
+        ("EXP(0)", json!(1)),
+        ("DEGREES(PI())", json!(180)),
+        ("NUMBERBIN(23.2, 5)", json!(20)),
+        ("NUMBERBIN(-3.6)", json!(-4)),
+        ("ATN2(35.175643, 129.44)", json!(1.3054517947300646)),
+        ("SQRT(-1)", json!("undefined")),
+        ("ABS('1')", json!("undefined")),
+        (
+            "IntAdd(9007199254740000, 991)",
+            json!(9_007_199_254_740_991_i64),
+        ),
+        ("IntDiv(7, 2)", json!(3)),
+        ("IntDiv(7, 0)", json!("undefined")),
+        ("IntMod(-7, 2)", json!(-1)),
+        ("IntBitLeftShift(1, 40)", json!(1_099_511_627_776_i64)),
+        ("IntBitNot(0)", json!(-1)),
+        ("IntAdd(1.5, 1)", json!("undefined")),
+    ] {
+        assert_eq!(value_of(text), want, "{text}");
+    }
+    let random = value_of("RAND()").as_f64().unwrap();
+    assert!((0.0..1.0).contains(&random), "{random}");
+}
+
+#[test]
+fn string_functions() {
+    for (text, want) in [
+        ("CONCAT('a', 'b', 'c')", json!("abc")),
+        ("CONTAINS('abc', 'B', true)", json!(true)),
+        ("ENDSWITH('abc', 'bc')", json!(true)),
+        ("INDEX_OF('abcb', 'b', 2)", json!(3)),
+        ("LEFT('abc', 2)", json!("ab")),
+        ("LENGTH('héllo')", json!(5)),
+        ("LOWER('ÀB')", json!("àb")),
+        ("TRIM('  a  ')", json!("a")),
+        ("TRIM('xxaxx', 'x')", json!("a")),
+        ("LTRIM('xxaxx', 'x')", json!("axx")),
+        ("RTRIM('  a  ')", json!("  a")),
+        ("REPLACE('aaa', 'a', 'b')", json!("bbb")),
+        ("REVERSE('abc')", json!("cba")),
+        ("RIGHT('abc', 2)", json!("bc")),
+        ("STARTSWITH('abc', 'ab')", json!(true)),
+        ("STRINGEQUALS('a', 'A', true)", json!(true)),
+        ("SUBSTRING('abcdef', 2, 3)", json!("cde")),
+        ("TOSTRING(1.5)", json!("1.5")),
+        ("TOSTRING([1, 'a'])", json!("[1,\"a\"]")),
+        ("UPPER('ß')", json!("SS")),
+        ("STRINGSPLIT('a,b,,c', ',')", json!(["a", "b", "", "c"])),
+        ("STRINGTOARRAY('[1, \"a\", null]')", json!([1, "a", null])),
+        ("STRINGTOARRAY(\"['a']\")", json!("undefined")),
+        ("STRINGTOARRAY('{}')", json!("undefined")),
+        ("STRINGTOBOOLEAN(' true ')", json!(true)),
+        ("STRINGTOBOOLEAN('TRUE')", json!("undefined")),
+        ("STRINGTONULL('null')", json!(null)),
+        ("STRINGTONUMBER('1.5e3')", json!(1500.0)),
+        ("STRINGTONUMBER('0x1F')", json!("undefined")),
+        ("STRINGTOOBJECT('{\"a\": [1]}')", json!({"a": [1]})),
+        ("REGEXMATCH('abc', 'B', 'i')", json!(true)),
+        ("REGEXMATCH('abc', '^b')", json!(false)),
+        ("REGEXMATCH('a\nb', '^b', 'm')", json!(true)),
+        ("REGEXMATCH('abc', 'b', 'q')", json!("undefined")),
+        ("REGEXMATCH('abc', '(')", json!("undefined")),
+    ] {
+        assert_eq!(value_of(text), want, "{text}");
+    }
+    // A pattern that backtracks in engines that backtrack is linear here.
+    let started = std::time::Instant::now();
+    let text = format!("REGEXMATCH('{}b', '^(a+)+$')", "a".repeat(5000));
+    assert_eq!(value_of(&text), json!(false));
+    assert!(started.elapsed() < std::time::Duration::from_secs(1));
+}
+
+#[test]
+fn array_type_and_conditional_functions() {
+    for (text, want) in [
+        ("ARRAY_CONCAT([1], [2, 3])", json!([1, 2, 3])),
+        (
+            "ARRAY_CONTAINS([{'a': 1, 'b': 2}], {'a': 1}, true)",
+            json!(true),
+        ),
+        ("ARRAY_CONTAINS([{'a': 1, 'b': 2}], {'a': 1})", json!(false)),
+        ("ARRAY_CONTAINS_ANY([1, 2], 3, 2)", json!(true)),
+        ("ARRAY_CONTAINS_ALL([1, 2], 1, 3)", json!(false)),
+        ("ARRAY_LENGTH([1, 2])", json!(2)),
+        ("ARRAY_SLICE([1, 2, 3, 4], -2)", json!([3, 4])),
+        ("ARRAY_SLICE([1, 2, 3, 4], 1, 2)", json!([2, 3])),
+        ("SETINTERSECT([1, 2, 2, 3], [2, 3, 4])", json!([2, 3])),
+        ("SETUNION([1, 2, 2], [2, 3])", json!([1, 2, 3])),
+        (
+            "OBJECTTOARRAY({'a': 1, 'b': [2]})",
+            json!([{"k": "a", "v": 1}, {"k": "b", "v": [2]}]),
+        ),
+        (
+            "OBJECTTOARRAY({'a': 1}, 'key', 'value')",
+            json!([{"key": "a", "value": 1}]),
+        ),
+        ("IS_INTEGER(1)", json!(true)),
+        ("IS_INTEGER(1.5)", json!(false)),
+        ("IS_FINITE_NUMBER(1.5)", json!(true)),
+        ("IS_PRIMITIVE(null)", json!(true)),
+        ("IS_DEFINED(undefined)", json!(false)),
+        ("IIF(true, 'y', 'n')", json!("y")),
+        ("IIF(1, 'y', 'n')", json!("n")),
+        ("CHOOSE(2, 'a', 'b', 'c')", json!("b")),
+        ("CHOOSE(4, 'a', 'b', 'c')", json!("undefined")),
+        ("CHOOSE(0, 'a')", json!("undefined")),
+    ] {
+        assert_eq!(value_of(text), want, "{text}");
+    }
+}
+
+#[test]
+fn date_and_time_functions() {
+    let at = "'2021-01-08T18:35:00.0000000'";
+    for (text, want) in [
+        (
+            format!("DATETIMEBIN({at}, 'dd')"),
+            json!("2021-01-08T00:00:00.0000000Z"),
+        ),
+        (
+            format!("DATETIMEBIN({at}, 'hh')"),
+            json!("2021-01-08T18:00:00.0000000Z"),
+        ),
+        (
+            format!("DATETIMEBIN({at}, 'ss')"),
+            json!("2021-01-08T18:35:00.0000000Z"),
+        ),
+        (
+            format!("DATETIMEBIN({at}, 'hh', 5)"),
+            json!("2021-01-08T15:00:00.0000000Z"),
+        ),
+        (
+            format!("DATETIMEBIN({at}, 'dd', 7)"),
+            json!("2021-01-07T00:00:00.0000000Z"),
+        ),
+        (
+            format!("DATETIMEBIN({at}, 'dd', 7, '1601-01-01T00:00:00.0000000')"),
+            json!("2021-01-04T00:00:00.0000000Z"),
+        ),
+        (format!("DATETIMEBIN({at}, 'dd', 0)"), json!("undefined")),
+        (
+            "DATETIMEADD('mm', 1, '2020-01-31T00:00:00.0000000Z')".into(),
+            json!("2020-02-29T00:00:00.0000000Z"),
+        ),
+        (
+            "DATETIMEADD('yyyy', -1, '2020-02-29T10:00:00Z')".into(),
+            json!("2019-02-28T10:00:00.0000000Z"),
+        ),
+        (
+            "DATETIMEADD('ms', 1500, '2020-01-01T00:00:00Z')".into(),
+            json!("2020-01-01T00:00:01.5000000Z"),
+        ),
+        (
+            "DATETIMEADD('week', 1, '2020-01-01T00:00:00Z')".into(),
+            json!("undefined"),
+        ),
+        (
+            "DATETIMEDIFF('yyyy', '2020-12-31T23:59:59Z', '2021-01-01T00:00:00Z')".into(),
+            json!(1),
+        ),
+        (
+            "DATETIMEDIFF('hh', '2020-01-01T10:59:00Z', '2020-01-01T09:00:00Z')".into(),
+            json!(-1),
+        ),
+        (
+            "DATETIMEDIFF('mm', '2019-11-15T00:00:00Z', '2020-02-01T00:00:00Z')".into(),
+            json!(3),
+        ),
+        (
+            "DATETIMEFROMPARTS(2017, 4, 20, 13, 15, 20, 3)".into(),
+            json!("2017-04-20T13:15:20.0000003Z"),
+        ),
+        ("DATETIMEFROMPARTS(2017, 2, 29)".into(), json!("undefined")),
+        (
+            "DATETIMEPART('mcs', '2016-05-29T08:30:00.1301617Z')".into(),
+            json!(130_161),
+        ),
+        (
+            "DATETIMEPART('ns', '2016-05-29T08:30:00.1301617Z')".into(),
+            json!(130_161_700),
+        ),
+        (
+            "DATETIMEPART('m', '2016-05-29T08:30:00.1301617Z')".into(),
+            json!(5),
+        ),
+        (
+            "DATETIMETOTICKS('1970-01-01T00:00:01Z')".into(),
+            json!(10_000_000),
+        ),
+        (
+            "DATETIMETOTIMESTAMP('1970-01-01T00:00:01.5Z')".into(),
+            json!(1500),
+        ),
+        (
+            "TICKSTODATETIME(15000000)".into(),
+            json!("1970-01-01T00:00:01.5000000Z"),
+        ),
+        (
+            "TIMESTAMPTODATETIME(86400000)".into(),
+            json!("1970-01-02T00:00:00.0000000Z"),
+        ),
+        ("DATETIMETOTICKS('not a date')".into(), json!("undefined")),
+        (
+            "GETCURRENTTICKS()".into(),
+            json!(17_000_000_000_000_000_i64),
+        ),
+        ("GETCURRENTTIMESTAMP()".into(), json!(1_700_000_000_000_i64)),
+        (
+            "GETCURRENTDATETIMESTATIC()".into(),
+            json!("2023-11-14T22:13:20.0000000Z"),
+        ),
+    ] {
+        assert_eq!(value_of(&text), want, "{text}");
+    }
+}
+
+#[test]
+fn spatial_functions() {
+    let point = |lon: f64, lat: f64| format!("{{'type': 'Point', 'coordinates': [{lon}, {lat}]}}");
+    let square = "{'type': 'Polygon', 'coordinates': [[[31.8, -5], [32, -5], [32, -4.7], [31.8, -4.7], [31.8, -5]]]}";
+    assert_eq!(
+        value_of(&format!("ST_WITHIN({}, {square})", point(31.9, -4.8))),
+        json!(true)
+    );
+    assert_eq!(
+        value_of(&format!("ST_WITHIN({}, {square})", point(30.0, -4.8))),
+        json!(false)
+    );
+    assert_eq!(
+        value_of(&format!("ST_INTERSECTS({square}, {})", point(31.9, -4.8))),
+        json!(true)
+    );
+    assert_eq!(
+        value_of(&format!(
+            "ST_DISTANCE({}, {})",
+            point(0.0, 0.0),
+            point(0.0, 0.0)
+        )),
+        json!(0)
+    );
+    // One degree of longitude at the equator on WGS-84: 111,319.49 m.
+    let degree = value_of(&format!(
+        "ST_DISTANCE({}, {})",
+        point(0.0, 0.0),
+        point(1.0, 0.0)
+    ));
+    assert!(
+        (degree.as_f64().unwrap() - 111_319.49).abs() < 0.01,
+        "{degree}"
+    );
+    assert_eq!(
+        value_of(&format!("ST_ISVALID({})", point(31.9, -4.8))),
+        json!(true)
+    );
+    assert_eq!(
+        value_of(&format!("ST_ISVALID({})", point(200.0, -4.8))),
+        json!(false)
+    );
+    let detailed = value_of(
+        "ST_ISVALIDDETAILED({'type': 'Polygon', 'coordinates': [[[31.8, -5], [31.8, -4.7], [32, -5]]]})",
+    );
+    assert_eq!(detailed["valid"], json!(false));
+    assert!(detailed["reason"].as_str().is_some());
+    // A square of 0.1 degree at the equator: about 123.6 km².
+    let area = value_of(
+        "ST_AREA({'type': 'Polygon', 'coordinates': [[[0, 0], [0.1, 0], [0.1, 0.1], [0, 0.1], [0, 0]]]})",
+    );
+    assert!((area.as_f64().unwrap() - 1.236e8).abs() < 0.01e8, "{area}");
 }

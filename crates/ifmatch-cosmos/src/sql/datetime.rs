@@ -1,0 +1,191 @@
+//! The date and time functions: instants are ISO 8601 strings in UTC with seven digits of
+//! fraction (`2026-11-27T10:00:00.0000000Z`, the Table service's `DateTime` spells them),
+//! ticks of 100 ns since the Unix epoch, or milliseconds since it (timestamps).
+
+use ifmatch_core::date::{civil_from_days, days_from_civil};
+use ifmatch_table::DateTime;
+use serde_json::Value as Json;
+
+/// Days from 0001-01-01 to 1970-01-01.
+const EPOCH_DAYS: i64 = 719_162;
+const TICK: i64 = 1;
+const MILLISECOND: i64 = 10_000;
+const SECOND: i64 = 10_000_000;
+const MINUTE: i64 = 60 * SECOND;
+const HOUR: i64 = 60 * MINUTE;
+const DAY: i64 = 24 * HOUR;
+/// Ticks of 0001-01-01 and of 9999-12-31T23:59:59.9999999, from the Unix epoch.
+const FIRST: i64 = -EPOCH_DAYS * DAY;
+const LAST: i64 = (days_before_10000() - EPOCH_DAYS) * DAY - 1;
+
+const fn days_before_10000() -> i64 {
+    // 9999 years of 365 days, and their leap days.
+    9999 * 365 + 9999 / 4 - 9999 / 100 + 9999 / 400
+}
+
+/// A part of an instant, as the functions name it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Part {
+    Year,
+    Month,
+    Day,
+    Hour,
+    Minute,
+    Second,
+    Millisecond,
+    Microsecond,
+    Nanosecond,
+}
+
+impl Part {
+    /// The part `name` names (`year`, `yyyy`, `yy`, `month`, `mm`, `m`, ...), any case.
+    pub(crate) fn of(name: &str) -> Option<Self> {
+        Some(match name.to_ascii_lowercase().as_str() {
+            "year" | "yyyy" | "yy" => Self::Year,
+            "month" | "mm" | "m" => Self::Month,
+            "day" | "dd" | "d" => Self::Day,
+            "hour" | "hh" => Self::Hour,
+            "minute" | "mi" | "n" => Self::Minute,
+            "second" | "ss" | "s" => Self::Second,
+            "millisecond" | "ms" => Self::Millisecond,
+            "microsecond" | "mcs" => Self::Microsecond,
+            "nanosecond" | "ns" => Self::Nanosecond,
+            _ => return None,
+        })
+    }
+
+    /// Ticks in one of this part, for the parts of a fixed length (nanoseconds count as a
+    /// tick's hundredth: `None`, like months and years).
+    fn ticks(self) -> Option<i64> {
+        match self {
+            Self::Day => Some(DAY),
+            Self::Hour => Some(HOUR),
+            Self::Minute => Some(MINUTE),
+            Self::Second => Some(SECOND),
+            Self::Millisecond => Some(MILLISECOND),
+            Self::Microsecond => Some(10 * TICK),
+            _ => None,
+        }
+    }
+}
+
+/// The ticks since the Unix epoch of an ISO 8601 instant.
+pub(crate) fn parse(text: &str) -> Option<i64> {
+    Some(DateTime::parse(text)?.ticks() - EPOCH_DAYS * DAY)
+}
+
+/// An instant `ticks` after the Unix epoch, as ISO 8601 (years 1 to 9999; else undefined).
+pub(crate) fn format(ticks: i64) -> Option<Json> {
+    (FIRST..=LAST)
+        .contains(&ticks)
+        .then(|| Json::String(DateTime::from_ticks(ticks + EPOCH_DAYS * DAY).to_string()))
+}
+
+/// Year, month, day, and the ticks into that day.
+fn civil(ticks: i64) -> (i64, i64, i64, i64) {
+    let (y, m, d) = civil_from_days(ticks.div_euclid(DAY));
+    (y, m, d, ticks.rem_euclid(DAY))
+}
+
+fn days_in_month(year: i64, month: i64) -> i64 {
+    let next = if month == 12 {
+        days_from_civil(year + 1, 1, 1)
+    } else {
+        days_from_civil(year, month + 1, 1)
+    };
+    next - days_from_civil(year, month, 1)
+}
+
+/// `DateTimeAdd`: `n` of `part` added to `ticks` (months keep the day, or the month's last).
+pub(crate) fn add(part: Part, n: i64, ticks: i64) -> Option<i64> {
+    let added = match part {
+        Part::Year | Part::Month => {
+            let months = if part == Part::Year {
+                n.checked_mul(12)?
+            } else {
+                n
+            };
+            let (y, m, d, within) = civil(ticks);
+            let total = (y * 12 + m - 1).checked_add(months)?;
+            let (year, month) = (total.div_euclid(12), total.rem_euclid(12) + 1);
+            if !(1..=9999).contains(&year) {
+                return None;
+            }
+            let day = d.min(days_in_month(year, month));
+            days_from_civil(year, month, day) * DAY + within
+        }
+        Part::Nanosecond => ticks.checked_add(n / 100)?,
+        _ => ticks.checked_add(n.checked_mul(part.ticks()?)?)?,
+    };
+    (FIRST..=LAST).contains(&added).then_some(added)
+}
+
+/// `DateTimePart`: the part of the instant, as an integer.
+pub(crate) fn part(part: Part, ticks: i64) -> i64 {
+    let (y, m, d, within) = civil(ticks);
+    let fraction = within % SECOND;
+    match part {
+        Part::Year => y,
+        Part::Month => m,
+        Part::Day => d,
+        Part::Hour => within / HOUR,
+        Part::Minute => within / MINUTE % 60,
+        Part::Second => within / SECOND % 60,
+        Part::Millisecond => fraction / MILLISECOND,
+        Part::Microsecond => fraction / 10,
+        Part::Nanosecond => fraction * 100,
+    }
+}
+
+/// `DateTimeDiff`: how many boundaries of `part` lie between `start` and `end` (negative when
+/// `end` is before `start`).
+pub(crate) fn diff(part: Part, start: i64, end: i64) -> i64 {
+    let months = |ticks: i64| {
+        let (y, m, ..) = civil(ticks);
+        y * 12 + m
+    };
+    match part {
+        Part::Year => civil(end).0 - civil(start).0,
+        Part::Month => months(end) - months(start),
+        Part::Nanosecond => (end - start) * 100,
+        _ => {
+            let unit = part.ticks().unwrap_or(TICK);
+            end.div_euclid(unit) - start.div_euclid(unit)
+        }
+    }
+}
+
+/// `DateTimeBin`: the start of the bin of `size` parts, counted from `origin`, that holds
+/// the instant; for the parts of a fixed length (days and shorter).
+pub(crate) fn bin(ticks: i64, part: Part, size: i64, origin: i64) -> Option<i64> {
+    let width = part.ticks()?.checked_mul(size)?;
+    if width <= 0 {
+        return None;
+    }
+    Some(origin + (ticks - origin).div_euclid(width) * width)
+}
+
+/// `DateTimeFromParts`: the instant of its parts (`fraction` in ticks of 100 ns), when they
+/// name one.
+pub(crate) fn from_parts(parts: &[i64]) -> Option<i64> {
+    let get = |at: usize| parts.get(at).copied().unwrap_or(0);
+    let (year, month, day) = (get(0), get(1), get(2));
+    let (hour, minute, second, fraction) = (get(3), get(4), get(5), get(6));
+    let valid = (1..=9999).contains(&year)
+        && (1..=12).contains(&month)
+        && (1..=days_in_month(year, month)).contains(&day)
+        && (0..24).contains(&hour)
+        && (0..60).contains(&minute)
+        && (0..60).contains(&second)
+        && (0..SECOND).contains(&fraction);
+    valid.then(|| {
+        days_from_civil(year, month, day) * DAY
+            + hour * HOUR
+            + minute * MINUTE
+            + second * SECOND
+            + fraction
+    })
+}
+
+/// Ticks in a millisecond, for timestamps.
+pub(crate) const TICKS_PER_MILLISECOND: i64 = MILLISECOND;
