@@ -3,7 +3,7 @@
 //! meter's bound (run with `-rss_limit_mb`: what a query builds may not take the memory).
 #![no_main]
 
-use ifmatch_cosmos::sql::{DOCUMENT_WORK, Meter, Query};
+use ifmatch_cosmos::sql::{Collector, DOCUMENT_WORK, Meter, Query};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -14,8 +14,10 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(query) = Query::parse(text, &parameters) {
         let document = serde_json::json!({"id": "a", "n": 1.5, "s": "text", "a": [1, {"b": 2}], "o": {"x": null}});
         let meter = Meter::per_document();
-        let _ = query.result(&document, &meter);
-        let _ = query.order_values(&document, &meter);
+        let _ = query.results(&document, &meter);
+        let mut collector = Collector::new(&query);
+        collector.add(Some(&document), &meter);
+        let _ = collector.finish(&meter);
         assert!(meter.spent() <= DOCUMENT_WORK);
     }
     if let Ok((operations, _)) = ifmatch_cosmos::patch::parse(data) {
