@@ -198,6 +198,28 @@ for (const [name, start] of [
     assert.equal((await failure(container.items.create({ id: "a".repeat(1024), pk: "p" }))).code, 400);
   });
 
+  test("JOIN, GROUP BY, DISTINCT and subqueries, across partitions and paged", async () => {
+    const { container } = await database.containers.createIfNotExists({
+      id: "families",
+      partitionKey: { paths: ["/id"] },
+    });
+    await container.items.create({ id: "A", state: "WA", children: [{ grade: 5, pets: ["Fluffy"] }] });
+    await container.items.create({ id: "W", state: "NY", children: [{ grade: 1, pets: ["Goofy", "Shadow"] }, { grade: 8 }] });
+    await container.items.create({ id: "M", state: "NY", children: [] });
+    const all = async (query, options) => (await container.items.query(query, options).fetchAll()).resources;
+    const pets = await all("SELECT VALUE p FROM f JOIN c IN f.children JOIN p IN c.pets");
+    assert.deepEqual(pets.sort(), ["Fluffy", "Goofy", "Shadow"]);
+    const grades = await all("SELECT VALUE c.grade FROM f JOIN c IN f.children", { maxItemCount: 1 });
+    assert.deepEqual(grades.sort(), [1, 5, 8]);
+    const groups = await all("SELECT f.state, COUNT(1) AS n FROM f GROUP BY f.state");
+    assert.deepEqual(groups.map((g) => `${g.state}:${g.n}`).sort(), ["NY:2", "WA:1"]);
+    assert.deepEqual((await all("SELECT DISTINCT VALUE f.state FROM f")).sort(), ["NY", "WA"]);
+    const older = await all("SELECT VALUE f.id FROM f WHERE EXISTS(SELECT VALUE c FROM c IN f.children WHERE c.grade > 5)");
+    assert.deepEqual(older, ["W"]);
+    const counts = await all("SELECT VALUE ARRAY_LENGTH(ARRAY(SELECT VALUE c FROM c IN f.children)) FROM f");
+    assert.deepEqual(counts.sort(), [0, 1, 2]);
+  });
+
   test("patch with a condition, and a batch that fails and leaves nothing", async () => {
     const { container } = await database.containers.createIfNotExists({
       id: "patches",
