@@ -441,21 +441,7 @@ fn strings(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
                 Some(m) => text(m)?,
                 None => "",
             };
-            // A regex engine of finite automata: linear in the text, never backtracking, and
-            // its memory bounded; charged for the text it reads and the pattern it compiles.
-            meter.take(s.len() + 64 * pattern.len())?;
-            let mut builder = regex::RegexBuilder::new(pattern);
-            builder.size_limit(1 << 20).dfa_size_limit(1 << 20);
-            for modifier in modifiers.chars() {
-                match modifier {
-                    'i' => builder.case_insensitive(true),
-                    'm' => builder.multi_line(true),
-                    's' => builder.dot_matches_new_line(true),
-                    'x' => builder.ignore_whitespace(true),
-                    _ => return None,
-                };
-            }
-            boolean(builder.build().ok()?.is_match(s))
+            boolean(meter.regex_match(s, pattern, modifiers)?)
         }
         _ => None,
     }

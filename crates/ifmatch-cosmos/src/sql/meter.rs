@@ -8,7 +8,7 @@
 //! The units are work, not time, so the bound is the same on every host and in a Worker, whose
 //! clock does not move while it computes.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 
 use serde_json::Value as Json;
 
@@ -27,6 +27,9 @@ pub struct Meter {
     /// Ticks of 100 ns since the Unix epoch.
     instant: Option<i64>,
     random: Cell<u64>,
+    /// The last regular expression compiled, by its pattern and modifiers: a `RegexMatch`
+    /// is compiled once for all the rows of a document, not once a row.
+    regex: RefCell<Option<(String, regex::Regex)>>,
 }
 
 impl Meter {
@@ -38,6 +41,7 @@ impl Meter {
             exceeded: Cell::new(false),
             instant: None,
             random: Cell::new(0x2545_F491_4F6C_DD1D),
+            regex: RefCell::new(None),
         }
     }
 
@@ -79,6 +83,32 @@ impl Meter {
         }
         self.spent.set(spent);
         Some(())
+    }
+
+    /// Whether `text` matches `pattern` with `modifiers` (`i`, `m`, `s`, `x`); `None` for a
+    /// pattern or a modifier that is not one. Compiling is charged by the pattern's length,
+    /// matching by the text's: the engine is of finite automata (linear in the text, never
+    /// backtracking), its memory bounded.
+    pub(crate) fn regex_match(&self, text: &str, pattern: &str, modifiers: &str) -> Option<bool> {
+        self.take(text.len())?;
+        let key = format!("{modifiers}/{pattern}");
+        let mut last = self.regex.borrow_mut();
+        if last.as_ref().is_none_or(|(k, _)| *k != key) {
+            self.take(64 * pattern.len())?;
+            let mut builder = regex::RegexBuilder::new(pattern);
+            builder.size_limit(1 << 20).dfa_size_limit(1 << 20);
+            for modifier in modifiers.chars() {
+                match modifier {
+                    'i' => builder.case_insensitive(true),
+                    'm' => builder.multi_line(true),
+                    's' => builder.dot_matches_new_line(true),
+                    'x' => builder.ignore_whitespace(true),
+                    _ => return None,
+                };
+            }
+            *last = Some((key, builder.build().ok()?));
+        }
+        last.as_ref().map(|(_, regex)| regex.is_match(text))
     }
 
     /// Takes what a copy of `value` costs.
