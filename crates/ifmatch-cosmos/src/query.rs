@@ -418,6 +418,23 @@ mod tests {
         tables
     }
 
+    /// A page of `query` over the table `t` of `tables`, read now.
+    async fn over(
+        tables: &MemoryTables,
+        query: &Query,
+        size: usize,
+        token: Option<&str>,
+        document: impl Fn(&Entity) -> Json,
+    ) -> Result<Page, Failure> {
+        let reading = Reading {
+            tables,
+            table: "t",
+            partition: None,
+        };
+        let now = std::time::SystemTime::now();
+        page(reading, query, size, token, now, document).await
+    }
+
     fn document(entity: &Entity) -> Json {
         json!({ "id": entity.row_key, "s": "a".repeat(1000) })
     }
@@ -433,20 +450,9 @@ mod tests {
             Query::parse(&format!("SELECT VALUE c.id FROM c WHERE {COSTLY} > 0"), &[]).unwrap();
         let (mut pages, mut found, mut token) = (0, Vec::new(), None::<String>);
         loop {
-            let page = page(
-                Reading {
-                    tables: &tables,
-                    table: "t",
-                    partition: None,
-                },
-                &query,
-                1000,
-                token.as_deref(),
-                std::time::SystemTime::now(),
-                document,
-            )
-            .await
-            .unwrap();
+            let page = over(&tables, &query, 1000, token.as_deref(), document)
+                .await
+                .unwrap();
             pages += 1;
             found.extend(page.results);
             match page.continuation {
@@ -467,37 +473,12 @@ mod tests {
             &[],
         )
         .unwrap();
-        let refused = page(
-            Reading {
-                tables: &tables,
-                table: "t",
-                partition: None,
-            },
-            &query,
-            100,
-            None,
-            std::time::SystemTime::now(),
-            document,
-        )
-        .await;
+        let refused = over(&tables, &query, 100, None, document).await;
         let failure = refused.err().expect("refused");
         assert_eq!((failure.status, failure.code), (408, "RequestTimeout"));
         // The same over fewer documents answers.
         let tables = documents(100).await;
-        let counted = page(
-            Reading {
-                tables: &tables,
-                table: "t",
-                partition: None,
-            },
-            &query,
-            100,
-            None,
-            std::time::SystemTime::now(),
-            document,
-        )
-        .await
-        .unwrap();
+        let counted = over(&tables, &query, 100, None, document).await.unwrap();
         assert_eq!(counted.results, [json!(100)]);
     }
 
@@ -505,40 +486,14 @@ mod tests {
     async fn a_page_holds_at_most_its_bytes_and_distinct_results_are_kept_once() {
         let tables = documents(500).await;
         let query = Query::parse("SELECT VALUE REPLICATE(c.s, 10) FROM c", &[]).unwrap();
-        let first = page(
-            Reading {
-                tables: &tables,
-                table: "t",
-                partition: None,
-            },
-            &query,
-            1000,
-            None,
-            std::time::SystemTime::now(),
-            document,
-        )
-        .await
-        .unwrap();
+        let first = over(&tables, &query, 1000, None, document).await.unwrap();
         let bytes: usize = first.results.iter().map(weight).sum();
         assert!(
             first.continuation.is_some() && bytes <= PAGE_BYTES + 10_002,
             "{bytes}"
         );
         let query = Query::parse("SELECT DISTINCT VALUE LENGTH(c.id) FROM c", &[]).unwrap();
-        let distinct = page(
-            Reading {
-                tables: &tables,
-                table: "t",
-                partition: None,
-            },
-            &query,
-            1000,
-            None,
-            std::time::SystemTime::now(),
-            document,
-        )
-        .await
-        .unwrap();
+        let distinct = over(&tables, &query, 1000, None, document).await.unwrap();
         assert_eq!(distinct.results, [json!(5)]);
     }
 
@@ -558,21 +513,9 @@ mod tests {
         .unwrap();
         let (mut found, mut token, mut pages) = (Vec::new(), None::<String>, 0);
         loop {
-            let now = std::time::SystemTime::now();
-            let page = page(
-                Reading {
-                    tables: &tables,
-                    table: "t",
-                    partition: None,
-                },
-                &query,
-                7,
-                token.as_deref(),
-                now,
-                tagged,
-            )
-            .await
-            .unwrap();
+            let page = over(&tables, &query, 7, token.as_deref(), tagged)
+                .await
+                .unwrap();
             assert!(page.results.len() <= 7);
             pages += 1;
             found.extend(page.results);
@@ -594,37 +537,12 @@ mod tests {
             &[],
         )
         .unwrap();
-        let now = std::time::SystemTime::now();
-        let first = page(
-            Reading {
-                tables: &tables,
-                table: "t",
-                partition: None,
-            },
-            &query,
-            2,
-            None,
-            now,
-            tagged,
-        )
-        .await
-        .unwrap();
+        let first = over(&tables, &query, 2, None, tagged).await.unwrap();
         assert_eq!(first.results, [json!("00000-28"), json!("00000-29")]);
         let token = first.continuation.unwrap();
-        let second = page(
-            Reading {
-                tables: &tables,
-                table: "t",
-                partition: None,
-            },
-            &query,
-            2,
-            Some(&token),
-            now,
-            tagged,
-        )
-        .await
-        .unwrap();
+        let second = over(&tables, &query, 2, Some(&token), tagged)
+            .await
+            .unwrap();
         assert_eq!(
             (second.results, second.continuation),
             (vec![json!("00001-00")], None)

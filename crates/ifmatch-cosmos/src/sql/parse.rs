@@ -366,20 +366,32 @@ impl Parser<'_> {
 
     /// A subquery in parentheses, at most [`MAX_DEPTH`] deep: its aggregates are its own.
     fn subquery(&mut self) -> Result<Query, SqlError> {
+        self.deeper(|p| {
+            p.symbol("(")?;
+            let allowed = std::mem::replace(&mut p.aggregates_allowed, false);
+            let query = p.select_query();
+            p.aggregates_allowed = allowed;
+            let query = query?;
+            p.symbol(")")?;
+            Ok(query)
+        })
+    }
+
+    /// What `inner` reads, one level deeper: past [`MAX_DEPTH`] levels the query is refused
+    /// (each level is a frame of the recursive descent, and of evaluation).
+    fn deeper<T>(
+        &mut self,
+        inner: impl FnOnce(&mut Self) -> Result<T, SqlError>,
+    ) -> Result<T, SqlError> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
             return Err(SqlError::new(
                 "The query's expressions are nested too deeply (64 levels at most).",
             ));
         }
-        self.symbol("(")?;
-        let allowed = std::mem::replace(&mut self.aggregates_allowed, false);
-        let query = self.select_query();
-        self.aggregates_allowed = allowed;
-        let query = query?;
-        self.symbol(")")?;
+        let read = inner(self);
         self.depth -= 1;
-        Ok(query)
+        read
     }
 
     fn peek(&self) -> Option<&Token> {
@@ -480,15 +492,7 @@ impl Parser<'_> {
     }
 
     fn expr(&mut self) -> Result<Expr, SqlError> {
-        self.depth += 1;
-        if self.depth > MAX_DEPTH {
-            return Err(SqlError::new(
-                "The query's expressions are nested too deeply (64 levels at most).",
-            ));
-        }
-        let expr = self.ternary();
-        self.depth -= 1;
-        expr
+        self.deeper(Self::ternary)
     }
 
     fn ternary(&mut self) -> Result<Expr, SqlError> {
@@ -535,15 +539,7 @@ impl Parser<'_> {
 
     fn not(&mut self) -> Result<Expr, SqlError> {
         if self.eat_keyword("NOT") {
-            self.depth += 1;
-            if self.depth > MAX_DEPTH {
-                return Err(SqlError::new(
-                    "The query's expressions are nested too deeply (64 levels at most).",
-                ));
-            }
-            let inner = self.not();
-            self.depth -= 1;
-            return Ok(Expr::Not(Box::new(inner?)));
+            return Ok(Expr::Not(Box::new(self.deeper(Self::not)?)));
         }
         self.comparison()
     }
@@ -679,26 +675,10 @@ impl Parser<'_> {
 
     fn unary(&mut self) -> Result<Expr, SqlError> {
         if self.eat_symbol("-") {
-            self.depth += 1;
-            if self.depth > MAX_DEPTH {
-                return Err(SqlError::new(
-                    "The query's expressions are nested too deeply (64 levels at most).",
-                ));
-            }
-            let inner = self.unary();
-            self.depth -= 1;
-            return Ok(Expr::Negate(Box::new(inner?)));
+            return Ok(Expr::Negate(Box::new(self.deeper(Self::unary)?)));
         }
         if self.eat_symbol("~") {
-            self.depth += 1;
-            if self.depth > MAX_DEPTH {
-                return Err(SqlError::new(
-                    "The query's expressions are nested too deeply (64 levels at most).",
-                ));
-            }
-            let inner = self.unary();
-            self.depth -= 1;
-            return Ok(Expr::BitNot(Box::new(inner?)));
+            return Ok(Expr::BitNot(Box::new(self.deeper(Self::unary)?)));
         }
         if self.eat_symbol("+") {
             return self.unary();
