@@ -201,8 +201,12 @@ pub(crate) fn num(n: f64) -> Option<Json> {
     serde_json::Number::from_f64(n).map(Json::Number)
 }
 
-/// A number as a 64-bit integer, for the bitwise operators: whole numbers only.
+/// A number as a 64-bit integer, for the bitwise operators and the integer functions: whole
+/// numbers only (exact when they were written as integers).
 pub(crate) fn integer(value: &Json) -> Option<i64> {
+    if let Some(exact) = value.as_i64() {
+        return Some(exact);
+    }
     let n = value.as_f64()?;
     (n.fract() == 0.0 && n.abs() <= 9_007_199_254_740_992.0).then_some(n as i64)
 }

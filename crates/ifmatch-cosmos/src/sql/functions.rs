@@ -222,17 +222,19 @@ fn math(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
         "ACOS" => x.acos(),
         "ASIN" => x.asin(),
         "ATAN" => x.atan(),
-        // ATN2(x, y): the angle of the point (x, y), as Cosmos orders its arguments.
-        "ATN2" => number(&args[1])?.atan2(x),
+        // ATN2(y, x): the arc tangent of y / x, in the quadrant of the point (x, y).
+        "ATN2" => x.atan2(number(&args[1])?),
         "CEILING" => x.ceil(),
         "COS" => x.cos(),
         "COT" => 1.0 / x.tan(),
         "DEGREES" => x.to_degrees(),
         "EXP" => x.exp(),
         "FLOOR" => x.floor(),
-        "LOG" => match args.get(1) {
-            Some(base) => x.log(number(base)?),
+        "LOG" => match args.get(1).map(number) {
             None => x.ln(),
+            Some(Some(10.0)) => x.log10(),
+            Some(Some(2.0)) => x.log2(),
+            Some(base) => x.ln() / base?.ln(),
         },
         "LOG10" => x.log10(),
         "NUMBERBIN" => {
@@ -587,7 +589,7 @@ fn types(name: &str, args: &[Value<'_>]) -> Option<Json> {
         "IS_NULL" => matches!(value, Some(Json::Null)),
         "IS_NUMBER" => matches!(value, Some(Json::Number(_))),
         "IS_FINITE_NUMBER" => value.and_then(Json::as_f64).is_some_and(f64::is_finite),
-        "IS_INTEGER" => matches!(value, Some(Json::Number(n)) if n.is_i64() || n.is_u64()),
+        "IS_INTEGER" => matches!(value, Some(Json::Number(n)) if n.is_i64()),
         "IS_STRING" => matches!(value, Some(Json::String(_))),
         "IS_BOOL" => matches!(value, Some(Json::Bool(_))),
         "IS_ARRAY" => matches!(value, Some(Json::Array(_))),

@@ -9,6 +9,8 @@ use super::SqlError;
 pub(crate) enum Token {
     /// A keyword or a name, as written.
     Word(String),
+    /// A whole number that fits 64 bits, kept exact.
+    Integer(i64),
     Number(f64),
     Text(String),
     /// `@name`, with its `@`.
@@ -55,7 +57,7 @@ pub(crate) fn tokens(text: &str) -> Result<Vec<Token>, SqlError> {
                 }
                 let value = i64::from_str_radix(&text[start + 2..i], 16)
                     .map_err(|_| SqlError::new("a hexadecimal number out of range"))?;
-                out.push(Token::Number(value as f64));
+                out.push(Token::Integer(value));
                 continue;
             }
             while i < bytes.len() && (bytes[i].is_ascii_digit() || bytes[i] == b'.') {
@@ -70,9 +72,14 @@ pub(crate) fn tokens(text: &str) -> Result<Vec<Token>, SqlError> {
                     i += 1;
                 }
             }
-            let number = text[start..i]
+            let written = &text[start..i];
+            if let Ok(whole) = written.parse::<i64>() {
+                out.push(Token::Integer(whole));
+                continue;
+            }
+            let number = written
                 .parse::<f64>()
-                .map_err(|_| SqlError::new(format!("{} is not a number", &text[start..i])))?;
+                .map_err(|_| SqlError::new(format!("{written} is not a number")))?;
             out.push(Token::Number(number));
         } else if c == b'\'' || c == b'"' {
             let (value, end) = string(text, i)?;
@@ -135,7 +142,11 @@ mod tests {
         assert_eq!(found[4], Token::Text("a b".into()));
         assert_eq!(found[found.len() - 2], Token::Symbol("<>"));
         assert_eq!(found[found.len() - 1], Token::Parameter("@n".into()));
-        assert_eq!(tokens("0x1F").unwrap(), vec![Token::Number(31.0)]);
+        assert_eq!(tokens("0x1F").unwrap(), vec![Token::Integer(31)]);
+        assert_eq!(
+            tokens("9223372036854775807").unwrap(),
+            vec![Token::Integer(i64::MAX)]
+        );
         assert_eq!(tokens("1.5e1").unwrap(), vec![Token::Number(15.0)]);
         assert_eq!(
             tokens(r"'it\'s'").unwrap(),

@@ -185,6 +185,7 @@ fn is_reserved(word: &str) -> bool {
 fn describe(token: &Token) -> String {
     match token {
         Token::Word(w) => format!("'{w}'"),
+        Token::Integer(n) => format!("'{n}'"),
         Token::Number(n) => format!("'{n}'"),
         Token::Text(t) => format!("'\"{t}\"'"),
         Token::Parameter(p) => format!("'{p}'"),
@@ -463,6 +464,7 @@ impl Parser<'_> {
     /// A non-negative whole number, or a parameter holding one.
     fn count(&mut self, clause: &str) -> Result<u64, SqlError> {
         let value = match self.next().cloned() {
+            Some(Token::Integer(n)) => Some(n as f64),
             Some(Token::Number(n)) => Some(n),
             Some(Token::Parameter(p)) => self
                 .parameters
@@ -675,6 +677,19 @@ impl Parser<'_> {
 
     fn unary(&mut self) -> Result<Expr, SqlError> {
         if self.eat_symbol("-") {
+            // A negative number written out is a literal, exact: -9223372036854775808 too.
+            match self.peek() {
+                Some(Token::Integer(n)) => {
+                    let n = *n;
+                    self.at += 1;
+                    return Ok(Expr::Literal(Json::from(-n)));
+                }
+                Some(Token::Number(n)) if *n == 9_223_372_036_854_775_808.0 => {
+                    self.at += 1;
+                    return Ok(Expr::Literal(Json::from(i64::MIN)));
+                }
+                _ => {}
+            }
             return Ok(Expr::Negate(Box::new(self.deeper(Self::unary)?)));
         }
         if self.eat_symbol("~") {
@@ -720,6 +735,7 @@ impl Parser<'_> {
             ));
         };
         match token {
+            Token::Integer(n) => Ok(Expr::Literal(Json::from(n))),
             Token::Number(n) => Ok(Expr::Literal(number(n))),
             Token::Text(t) => Ok(Expr::Literal(Json::String(t))),
             Token::Parameter(p) => match self.parameters.get(&p) {
@@ -786,7 +802,8 @@ impl Parser<'_> {
             "TRUE" => return Ok(Expr::Literal(Json::Bool(true))),
             "FALSE" => return Ok(Expr::Literal(Json::Bool(false))),
             "NULL" => return Ok(Expr::Literal(Json::Null)),
-            "UNDEFINED" => return Ok(Expr::Undefined),
+            // No JSON holds them: whatever takes them is undefined.
+            "UNDEFINED" | "NAN" | "INFINITY" => return Ok(Expr::Undefined),
             _ => {}
         }
         if (upper == "EXISTS" || upper == "ARRAY") && self.starts_subquery() {

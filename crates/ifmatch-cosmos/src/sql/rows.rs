@@ -307,7 +307,10 @@ impl<'q> Collector<'q> {
 #[derive(Debug, Clone, Default)]
 pub struct Accumulator {
     count: u64,
+    /// The sum, and what its rounding lost (Neumaier's compensated sum): the same total in
+    /// whatever order the rows come.
     sum: f64,
+    lost: f64,
     /// Whether a value that is not a number came: `SUM` and `AVG` are then undefined.
     mixed: bool,
     min: Option<Json>,
@@ -320,7 +323,14 @@ impl Accumulator {
         let Some(value) = value else { return };
         self.count += 1;
         match value.as_f64() {
-            Some(n) => self.sum += n,
+            Some(n) => {
+                let sum = self.sum + n;
+                self.lost += match self.sum.abs() >= n.abs() {
+                    true => (self.sum - sum) + n,
+                    false => (n - sum) + self.sum,
+                };
+                self.sum = sum;
+            }
             None => self.mixed = true,
         }
         let order = |a: &Json, b: &Json| compare_for_order(Some(a), Some(b));
@@ -344,8 +354,10 @@ impl Accumulator {
     pub fn value(&self, name: &str) -> Option<Json> {
         match name {
             "COUNT" => Some(Json::from(self.count)),
-            "SUM" if !self.mixed => whole_or(self.sum),
-            "AVG" if !self.mixed && self.count > 0 => num(self.sum / self.count as f64),
+            "SUM" if !self.mixed => whole_or(self.sum + self.lost),
+            "AVG" if !self.mixed && self.count > 0 => {
+                num((self.sum + self.lost) / self.count as f64)
+            }
             "MIN" => self.min.clone(),
             "MAX" => self.max.clone(),
             _ => None,

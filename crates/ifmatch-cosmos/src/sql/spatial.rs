@@ -1,7 +1,8 @@
 //! The spatial functions over GeoJSON (`Point`, `LineString`, `Polygon`, `MultiPolygon`),
 //! as geography: longitude and latitude in degrees on the WGS-84 ellipsoid. Distances between
 //! points are geodesics on the ellipsoid (Vincenty's inverse formula), other distances the
-//! least between their vertices and edges' points; areas are spherical (the authalic radius);
+//! least between their vertices; areas are those of great-circle polygons on the authalic
+//! sphere (latitudes made authalic), which is how Cosmos measures them;
 //! containment and intersection are judged with edges as straight lines in longitude and
 //! latitude, which is what a polygon of a few kilometres needs. Each function charges the
 //! meter for the vertices it reads.
@@ -15,7 +16,7 @@ use super::meter::Meter;
 const A: f64 = 6_378_137.0;
 const F: f64 = 1.0 / 298.257_223_563;
 /// The radius of the sphere of the ellipsoid's area.
-const AUTHALIC: f64 = 6_371_007.180_9;
+const AUTHALIC: f64 = 6_371_007.180_918_475;
 
 type Point = (f64, f64);
 
@@ -141,10 +142,27 @@ fn check(value: &Json, meter: &Meter) -> Result<(), String> {
     if value.get("coordinates").is_none() {
         return Err("A geometry has coordinates.".into());
     }
+    let coordinates = &value["coordinates"];
+    let ranges = |p: &Json| -> Result<(), String> {
+        let (lon, lat) = (
+            p.get(0).and_then(Json::as_f64),
+            p.get(1).and_then(Json::as_f64),
+        );
+        if lat.is_some_and(|lat| !(-90.0..=90.0).contains(&lat)) {
+            return Err("Latitude values must be between -90 and 90 degrees.".into());
+        }
+        if lon.is_some_and(|lon| !(-180.0..=180.0).contains(&lon)) {
+            return Err("Longitude values must be between -180 and 180 degrees.".into());
+        }
+        Ok(())
+    };
+    if kind == Some("Point") {
+        ranges(coordinates)?;
+    }
     match shape(value, meter) {
         Some(_) => Ok(()),
         None => Err(match kind {
-            Some("Point") => "A point is [longitude, latitude], within [-180, 180] and [-90, 90].",
+            Some("Point") => "A point is [longitude, latitude], two numbers.",
             Some("LineString") => "A line has two positions or more, each within range.",
             _ => "A polygon's rings have four positions or more, within range, the last the same as the first.",
         }
@@ -237,16 +255,33 @@ fn in_polygons(p: Point, polygons: &[Vec<Vec<Point>>]) -> bool {
     })
 }
 
-/// A ring's area on the authalic sphere, in square metres (signed by its winding).
+/// A ring's area, in square metres (signed by its winding): the exact spherical excess of its
+/// great-circle edges, on the authalic sphere, its latitudes made authalic.
 fn ring_area(ring: &[Point]) -> f64 {
-    let total: f64 = ring
+    let excess: f64 = ring
         .windows(2)
         .map(|w| {
-            let ((x1, y1), (x2, y2)) = (w[0], w[1]);
-            (x2 - x1).to_radians() * (2.0 + y1.to_radians().sin() + y2.to_radians().sin())
+            let ((l1, f1), (l2, f2)) = (w[0], w[1]);
+            let (t1, t2) = ((authalic(f1) / 2.0).tan(), (authalic(f2) / 2.0).tan());
+            let dl = (l2 - l1).to_radians();
+            2.0 * ((dl / 2.0).tan() * (t1 + t2)).atan2(1.0 + t1 * t2)
         })
         .sum();
-    total * AUTHALIC * AUTHALIC / 2.0
+    excess * AUTHALIC * AUTHALIC
+}
+
+/// The authalic latitude, in radians, of a geodetic latitude in degrees: the latitude on the
+/// sphere of the same area that bounds the same area towards the pole.
+fn authalic(latitude: f64) -> f64 {
+    let e2 = F * (2.0 - F);
+    let e = e2.sqrt();
+    let q = |sin: f64| {
+        (1.0 - e2)
+            * (sin / (1.0 - e2 * sin * sin) - ((1.0 - e * sin) / (1.0 + e * sin)).ln() / (2.0 * e))
+    };
+    (q(latitude.to_radians().sin()) / q(1.0))
+        .clamp(-1.0, 1.0)
+        .asin()
 }
 
 /// The geodesic distance between two points on WGS-84, in metres (Vincenty's inverse

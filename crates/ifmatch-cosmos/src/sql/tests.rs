@@ -649,7 +649,11 @@ fn math_and_integer_functions() {
         ("DEGREES(PI())", json!(180)),
         ("NUMBERBIN(23.2, 5)", json!(20)),
         ("NUMBERBIN(-3.6)", json!(-4)),
-        ("ATN2(35.175643, 129.44)", json!(1.3054517947300646)),
+        ("ATN2(35.175643, 129.44)", json!(0.265344532064832)),
+        ("LOG(2, 10)", json!(0.3010299956639812)),
+        ("IS_INTEGER(-9223372036854775808)", json!(true)),
+        ("IS_INTEGER(18446744073709551615)", json!(false)),
+        ("StringToNumber(NaN)", json!("undefined")),
         ("SQRT(-1)", json!("undefined")),
         ("ABS('1')", json!("undefined")),
         (
@@ -908,9 +912,17 @@ fn spatial_functions() {
     );
     assert_eq!(detailed["valid"], json!(false));
     assert!(detailed["reason"].as_str().is_some());
-    // A square of 0.1 degree at the equator: about 123.6 km².
+    // The area the reference states for this polygon: 735,970,283.05 m².
     let area = value_of(
-        "ST_AREA({'type': 'Polygon', 'coordinates': [[[0, 0], [0.1, 0], [0.1, 0.1], [0, 0.1], [0, 0]]]})",
+        "ST_AREA({'type': 'Polygon', 'coordinates': [[[31.8, -5], [32, -5], [32, -4.7], [31.8, -4.7], [31.8, -5]]]})",
     );
-    assert!((area.as_f64().unwrap() - 1.236e8).abs() < 0.01e8, "{area}");
+    assert!(
+        (area.as_f64().unwrap() - 735_970_283.052_261_4).abs() < 1.0,
+        "{area}"
+    );
+    let reason = value_of(&format!("ST_ISVALIDDETAILED({})", point(133.75, -184.38)));
+    assert_eq!(
+        reason["reason"],
+        json!("Latitude values must be between -90 and 90 degrees.")
+    );
 }
