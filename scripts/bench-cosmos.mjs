@@ -7,6 +7,9 @@
 //   reads ENDPOINT KEY COUNT           COUNT point reads and COUNT partition-scoped query pages,
 //                                      one at a time: prints the median latency of each (ms)
 //   batches ENDPOINT KEY COUNT         COUNT 100-operation batches, one at a time: the median (ms)
+//   tag ENDPOINT KEY DOCS              DOCS documents with five tags each, in one partition
+//   join ENDPOINT KEY                  a JOIN over that partition, every page: ms and rows
+//   group ENDPOINT KEY                 GROUP BY across the loaded container: ms and groups
 // Every command prints one JSON line.
 
 import { CosmosClient } from "../wasm/node_modules/@azure/cosmos/dist/esm/index.js";
@@ -102,6 +105,39 @@ if (command === "counter") {
     if (response.code >= 400) throw new Error(`batch ${i}: ${response.code}`);
   }
   console.log(JSON.stringify({ batch_ms: median(times) }));
+} else if (command === "tag") {
+  // DOCS documents in one partition, each with five tags of fifty: the JOIN's data.
+  const docs = Number(arg);
+  const c = await container("tagged");
+  let next = 0;
+  const loader = async () => {
+    for (;;) {
+      const i = next++;
+      if (i >= docs) return;
+      const tags = Array.from({ length: 5 }, (_, t) => `tag${(i * 7 + t * 13) % 50}`);
+      await c.items.upsert({ id: `t${i}`, pk: "one", n: i, tags });
+    }
+  };
+  const started = Date.now();
+  await Promise.all(Array.from({ length: 16 }, loader));
+  console.log(JSON.stringify({ loaded: docs, seconds: (Date.now() - started) / 1000 }));
+} else if (command === "join") {
+  // The JOIN over the tagged partition, every page fetched: how long, and how many rows.
+  const c = await container("tagged");
+  const t = performance.now();
+  const { resources } = await c.items
+    .query("SELECT c.id, t FROM c JOIN t IN c.tags WHERE t = 'tag7'", { partitionKey: "one", maxItemCount: 1000 })
+    .fetchAll();
+  console.log(JSON.stringify({ ms: performance.now() - t, rows: resources.length }));
+} else if (command === "group") {
+  // GROUP BY across the whole of the loaded container: how long, and how many groups.
+  const c = await container("big");
+  const t = performance.now();
+  const { resources } = await c.items
+    .query("SELECT c.pk, COUNT(1) AS n, SUM(c.n) AS total FROM c GROUP BY c.pk")
+    .fetchAll();
+  const rows = resources.reduce((sum, g) => sum + g.n, 0);
+  console.log(JSON.stringify({ ms: performance.now() - t, groups: resources.length, rows }));
 } else {
   throw new Error(`unknown command ${command}`);
 }
