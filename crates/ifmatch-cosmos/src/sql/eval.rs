@@ -11,12 +11,14 @@ use std::cmp::Ordering;
 
 use serde_json::{Map, Value as Json};
 
+use super::like::like;
 use super::meter::Meter;
-use super::{Expr, Op, Query, rows};
+use super::value::{Value, compare, equal, integer, num, owned, whole_or};
+use super::{Expr, Op, Query};
 
-/// A value as the evaluator holds it: borrowed from the document or the query, or built;
-/// `None` is undefined.
-pub(crate) type Value<'a> = Option<Cow<'a, Json>>;
+/// How a subquery's rows are made and collected, which the maker of a scope knows (`rows.rs`):
+/// an expression only asks for its results.
+pub(crate) type Subquery = for<'a, 'e> fn(&Query, &Scope<'a, 'e>) -> Vec<Json>;
 
 /// What an expression is evaluated against: a row's slots, the container's item (in a `FROM`
 /// source), and, once rows are grouped, the group's keys and aggregates.
@@ -29,6 +31,8 @@ pub(crate) struct Scope<'a, 'e> {
     pub meter: &'a Meter,
     /// A group's `GROUP BY` expressions with their values, and its aggregates' values.
     pub group: Option<Grouped<'e>>,
+    /// How a subquery is answered in this scope.
+    pub subquery: Subquery,
 }
 
 /// What a group's projection sees in place of its rows.
@@ -37,14 +41,6 @@ pub(crate) struct Grouped<'e> {
     pub by: &'e [Expr],
     pub keys: &'e [Option<Json>],
     pub aggregates: &'e [Option<Json>],
-}
-
-/// `value` as a value of its own: a borrowed one is copied, and the copy charged.
-pub(crate) fn owned(value: Value<'_>, meter: &Meter) -> Option<Json> {
-    match value? {
-        Cow::Borrowed(borrowed) => meter.copy(borrowed),
-        Cow::Owned(built) => Some(built),
-    }
 }
 
 fn built<'a>(value: Json) -> Value<'a> {
@@ -169,7 +165,7 @@ fn subquery(query: &Query, s: &Scope<'_, '_>) -> Vec<Json> {
     if s.group.is_some() {
         return Vec::new();
     }
-    rows::nested(query, s)
+    (s.subquery)(query, s)
 }
 
 fn member<'a>(base: Cow<'a, Json>, name: &str) -> Value<'a> {
@@ -195,20 +191,6 @@ fn indexed<'a>(base: Cow<'a, Json>, index: Cow<'_, Json>) -> Value<'a> {
         }
         _ => None,
     }
-}
-
-pub(crate) fn num(n: f64) -> Option<Json> {
-    serde_json::Number::from_f64(n).map(Json::Number)
-}
-
-/// A number as a 64-bit integer, for the bitwise operators and the integer functions: whole
-/// numbers only (exact when they were written as integers).
-pub(crate) fn integer(value: &Json) -> Option<i64> {
-    if let Some(exact) = value.as_i64() {
-        return Some(exact);
-    }
-    let n = value.as_f64()?;
-    (n.fract() == 0.0 && n.abs() <= 9_007_199_254_740_992.0).then_some(n as i64)
 }
 
 /// `left op right`, with `left` already evaluated and `right` evaluated only when needed
@@ -276,196 +258,4 @@ fn binary<'a>(op: Op, left: Value<'a>, right: &'a Expr, s: &Scope<'a, '_>) -> Va
             }
         }
     }
-}
-
-/// A number, whole ones as integers.
-pub(crate) fn whole_or(value: f64) -> Option<Json> {
-    if value.fract() == 0.0 && value.abs() < 9_007_199_254_740_992.0 {
-        Some(Json::from(value as i64))
-    } else {
-        num(value)
-    }
-}
-
-/// `=` between two values: `None` (undefined) when their types differ. Each value compared,
-/// and each byte of two strings, is a unit of work.
-pub(crate) fn equal(a: &Json, b: &Json, meter: &Meter) -> Option<bool> {
-    meter.take(1)?;
-    match (a, b) {
-        (Json::Number(x), Json::Number(y)) => Some(x.as_f64() == y.as_f64()),
-        (Json::Null, Json::Null) => Some(true),
-        (Json::Bool(x), Json::Bool(y)) => Some(x == y),
-        (Json::String(x), Json::String(y)) => {
-            meter.take(x.len().min(y.len()))?;
-            Some(x == y)
-        }
-        (Json::Array(x), Json::Array(y)) => {
-            if x.len() != y.len() {
-                return Some(false);
-            }
-            for (a, b) in x.iter().zip(y) {
-                if equal(a, b, meter) != Some(true) {
-                    return (!meter.exceeded()).then_some(false);
-                }
-            }
-            Some(true)
-        }
-        (Json::Object(x), Json::Object(y)) => {
-            if x.len() != y.len() {
-                return Some(false);
-            }
-            for (k, v) in x {
-                if y.get(k).is_none_or(|w| equal(v, w, meter) != Some(true)) {
-                    return (!meter.exceeded()).then_some(false);
-                }
-            }
-            Some(true)
-        }
-        _ => None,
-    }
-}
-
-/// `<` and its kin between two values of one type (numbers, strings, booleans, null); `None`
-/// for two types, or for arrays and objects. Comparing two strings costs their bytes.
-fn compare(a: &Json, b: &Json, meter: &Meter) -> Option<Ordering> {
-    if let (Json::String(x), Json::String(y)) = (a, b) {
-        meter.take(x.len().min(y.len()))?;
-    }
-    scalar_order(a, b)
-}
-
-fn scalar_order(a: &Json, b: &Json) -> Option<Ordering> {
-    match (a, b) {
-        (Json::Number(x), Json::Number(y)) => x.as_f64()?.partial_cmp(&y.as_f64()?),
-        (Json::String(x), Json::String(y)) => Some(x.cmp(y)),
-        (Json::Bool(x), Json::Bool(y)) => Some(x.cmp(y)),
-        (Json::Null, Json::Null) => Some(Ordering::Equal),
-        _ => None,
-    }
-}
-
-/// The order of `ORDER BY` across types: undefined, null, booleans, numbers, strings, then
-/// arrays and objects.
-pub fn compare_for_order(a: Option<&Json>, b: Option<&Json>) -> Ordering {
-    let rank = |v: Option<&Json>| match v {
-        None => 0,
-        Some(Json::Null) => 1,
-        Some(Json::Bool(_)) => 2,
-        Some(Json::Number(_)) => 3,
-        Some(Json::String(_)) => 4,
-        Some(Json::Array(_)) => 5,
-        Some(Json::Object(_)) => 6,
-    };
-    match (a, b) {
-        (Some(x), Some(y)) if rank(a) == rank(b) => scalar_order(x, y).unwrap_or(Ordering::Equal),
-        _ => rank(a).cmp(&rank(b)),
-    }
-}
-
-/// The longest `LIKE` pattern matched, in characters.
-pub(crate) const MAX_LIKE: usize = 1024;
-
-/// A `LIKE` pattern's item.
-#[derive(Clone, Copy, PartialEq)]
-enum Pattern {
-    /// `%`: any run.
-    Any,
-    /// `_`: any one character.
-    One,
-    /// A character as it is (escaped or plain).
-    Char(char),
-    /// `[abc]`, `[a-f]` or `[^abc]`: one character of (or not of) a set, by its index.
-    Set(usize),
-}
-
-/// `LIKE`: `%` any run, `_` any one character, `[...]` a set or range (`[^...]` not in it),
-/// and an `ESCAPE` character making the next one plain. Greedy, going back only to the last
-/// `%`: each step is a unit of work, so a pattern that makes it go back often is charged for it.
-fn like(value: &str, pattern: &str, escape: Option<char>, meter: &Meter) -> Option<bool> {
-    meter.take(4 * (value.len() + pattern.len()))?;
-    let v: Vec<char> = value.chars().collect();
-    let (p, sets) = compile_like(pattern, escape)?;
-    let fits = |item: Pattern, c: char| match item {
-        Pattern::One => true,
-        Pattern::Char(x) => x == c,
-        Pattern::Set(at) => {
-            let (negated, ranges): &(bool, Vec<(char, char)>) = &sets[at];
-            ranges.iter().any(|(low, high)| (*low..=*high).contains(&c)) != *negated
-        }
-        Pattern::Any => false,
-    };
-    let (mut i, mut j) = (0, 0);
-    // Where the last `%` was, and where in the value it is taken to end.
-    let mut back: Option<(usize, usize)> = None;
-    let mut steps = 0usize;
-    while i < v.len() {
-        steps += 1;
-        if steps & 0xfff == 0 {
-            meter.take(0x1000)?;
-        }
-        if j < p.len() && p[j] != Pattern::Any && fits(p[j], v[i]) {
-            i += 1;
-            j += 1;
-        } else if j < p.len() && p[j] == Pattern::Any {
-            back = Some((j, i));
-            j += 1;
-        } else if let Some((star, taken)) = back {
-            back = Some((star, taken + 1));
-            j = star + 1;
-            i = taken + 1;
-        } else {
-            return Some(false);
-        }
-    }
-    Some(p[j..].iter().all(|item| *item == Pattern::Any))
-}
-
-type Sets = Vec<(bool, Vec<(char, char)>)>;
-
-/// A `LIKE` pattern's items, and its sets; `None` for one longer than [`MAX_LIKE`] or
-/// malformed (an escape at its end, a set not closed), which matches nothing.
-fn compile_like(pattern: &str, escape: Option<char>) -> Option<(Vec<Pattern>, Sets)> {
-    let chars: Vec<char> = pattern.chars().collect();
-    if chars.len() > MAX_LIKE {
-        return None;
-    }
-    let (mut items, mut sets) = (Vec::new(), Vec::new());
-    let mut at = 0;
-    while at < chars.len() {
-        let c = chars[at];
-        at += 1;
-        items.push(match c {
-            c if Some(c) == escape => {
-                let plain = *chars.get(at)?;
-                at += 1;
-                Pattern::Char(plain)
-            }
-            '%' => Pattern::Any,
-            '_' => Pattern::One,
-            '[' => {
-                let close = chars[at..].iter().position(|c| *c == ']')? + at;
-                let mut inner = &chars[at..close];
-                at = close + 1;
-                let negated = inner.first() == Some(&'^');
-                if negated {
-                    inner = &inner[1..];
-                }
-                let mut ranges = Vec::new();
-                let mut k = 0;
-                while k < inner.len() {
-                    if k + 2 < inner.len() && inner[k + 1] == '-' {
-                        ranges.push((inner[k], inner[k + 2]));
-                        k += 3;
-                    } else {
-                        ranges.push((inner[k], inner[k]));
-                        k += 1;
-                    }
-                }
-                sets.push((negated, ranges));
-                Pattern::Set(sets.len() - 1)
-            }
-            c => Pattern::Char(c),
-        });
-    }
-    Some((items, sets))
 }

@@ -7,8 +7,8 @@ use std::borrow::Cow;
 use serde_json::{Map, Value as Json};
 
 use super::datetime::{self, Part};
-use super::eval::{Value, equal, integer, num, whole_or};
 use super::meter::{Meter, weight};
+use super::value::{Value, equal, integer, num, whole_or};
 
 /// What a function works on.
 #[derive(Clone, Copy, PartialEq, Eq)]

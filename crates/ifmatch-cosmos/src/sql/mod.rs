@@ -20,17 +20,19 @@ mod datetime;
 mod eval;
 mod functions;
 mod lex;
+mod like;
 mod meter;
 mod parse;
 mod rows;
 mod spatial;
 #[cfg(test)]
 mod tests;
+mod value;
 
-pub use eval::compare_for_order;
 pub use meter::{DOCUMENT_WORK, Meter, weight};
 pub use rows::{Accumulator, Collector};
 use serde_json::Value as Json;
+pub use value::compare_for_order;
 
 /// The longest query text taken.
 pub const MAX_QUERY: usize = 256 << 10;

@@ -590,7 +590,7 @@ impl Parser<'_> {
         if self.eat_keyword("LIKE") {
             let pattern = self.concat()?;
             if let Expr::Literal(Json::String(text)) = &pattern
-                && text.chars().count() > super::eval::MAX_LIKE
+                && text.chars().count() > super::like::MAX_LIKE
             {
                 return Err(SqlError::new("A LIKE pattern is at most 1024 characters."));
             }

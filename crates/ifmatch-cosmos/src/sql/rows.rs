@@ -11,8 +11,9 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value as Json};
 
-use super::eval::{Grouped, Scope, compare_for_order, holds, num, owned, value, whole_or};
+use super::eval::{Grouped, Scope, holds, value};
 use super::meter::{Meter, weight};
+use super::value::{compare_for_order, num, owned, whole_or};
 use super::{Query, Select, Source};
 
 /// What a row costs beyond what it builds: its slots, its filter's bookkeeping.
@@ -28,6 +29,7 @@ pub(crate) fn results(query: &Query, document: Option<&Json>, meter: &Meter) -> 
             env,
             meter,
             group: None,
+            subquery: nested,
         };
         if let Some(result) = project(query, &scope) {
             out.push(result);
@@ -37,7 +39,7 @@ pub(crate) fn results(query: &Query, document: Option<&Json>, meter: &Meter) -> 
 }
 
 /// The results of a subquery evaluated in the row `s`, collected whole.
-pub(crate) fn nested(query: &Query, s: &Scope<'_, '_>) -> Vec<Json> {
+fn nested(query: &Query, s: &Scope<'_, '_>) -> Vec<Json> {
     let mut collector = Collector::new(query);
     // The enclosing row's slots, for the subquery's rows to start from: what the row built
     // is copied, and charged.
@@ -86,6 +88,7 @@ fn walk<'a>(
         env,
         meter,
         group: None,
+        subquery: nested,
     };
     let Some((source, rest)) = sources.split_first() else {
         if meter.take(ROW).is_none() {
@@ -201,6 +204,7 @@ impl<'q> Collector<'q> {
             env,
             meter,
             group: None,
+            subquery: nested,
         };
         if !self.groups.is_empty() || !query.group.is_empty() {
             let keys: Vec<Option<Json>> = (query.group.iter())
@@ -273,6 +277,7 @@ impl<'q> Collector<'q> {
                     keys: &keys,
                     aggregates: &aggregates,
                 }),
+                subquery: nested,
             };
             if let Some(result) = project(query, &scope) {
                 self.keep(result, |query| {

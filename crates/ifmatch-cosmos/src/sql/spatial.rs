@@ -9,8 +9,8 @@
 
 use serde_json::{Map, Value as Json};
 
-use super::eval::Value;
 use super::meter::Meter;
+use super::value::Value;
 
 /// WGS-84: the semi-major axis and the flattening.
 const A: f64 = 6_378_137.0;
@@ -57,7 +57,7 @@ pub(crate) fn call(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json
                     outer - rings.sum::<f64>()
                 })
                 .sum();
-            super::eval::num(area)
+            super::value::num(area)
         }
         "ST_DISTANCE" => {
             let (a, b) = (shape(geometry(0)?, meter)?, shape(geometry(1)?, meter)?);
@@ -68,7 +68,7 @@ pub(crate) fn call(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json
                 .iter()
                 .flat_map(|p| vertices(&b).into_iter().map(move |q| geodesic(*p, q)))
                 .fold(f64::INFINITY, f64::min);
-            super::eval::num(distance)
+            super::value::num(distance)
         }
         "ST_WITHIN" => {
             let (a, b) = (shape(geometry(0)?, meter)?, shape(geometry(1)?, meter)?);
