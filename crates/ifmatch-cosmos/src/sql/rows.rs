@@ -19,18 +19,27 @@ use super::{Query, Select, Source};
 /// What a row costs beyond what it builds: its slots, its filter's bookkeeping.
 const ROW: usize = 64;
 
+/// The scope of one row: its slots, over `document` (in a `FROM` source).
+fn row_scope<'a, 'e>(
+    document: Option<&'a Json>,
+    env: &'e [Cow<'a, Json>],
+    meter: &'a Meter,
+) -> Scope<'a, 'e> {
+    Scope {
+        document,
+        env,
+        meter,
+        group: None,
+        subquery: nested,
+    }
+}
+
 /// The results `query` makes of `document` (`None`: a query without `FROM`), row by row:
 /// for a query that streams.
 pub(crate) fn results(query: &Query, document: Option<&Json>, meter: &Meter) -> Vec<Json> {
     let mut out = Vec::new();
     each_row(query, document, &[], meter, &mut |env| {
-        let scope = Scope {
-            document,
-            env,
-            meter,
-            group: None,
-            subquery: nested,
-        };
+        let scope = row_scope(document, env, meter);
         if let Some(result) = project(query, &scope) {
             out.push(result);
         }
@@ -83,13 +92,7 @@ fn walk<'a>(
     if meter.exceeded() {
         return;
     }
-    let scope = Scope {
-        document,
-        env,
-        meter,
-        group: None,
-        subquery: nested,
-    };
+    let scope = row_scope(document, env, meter);
     let Some((source, rest)) = sources.split_first() else {
         if meter.take(ROW).is_none() {
             return;
@@ -199,13 +202,7 @@ impl<'q> Collector<'q> {
 
     fn row(&mut self, env: &[Cow<'_, Json>], document: Option<&Json>, meter: &Meter) {
         let query = self.query;
-        let scope = Scope {
-            document,
-            env,
-            meter,
-            group: None,
-            subquery: nested,
-        };
+        let scope = row_scope(document, env, meter);
         if !self.groups.is_empty() || !query.group.is_empty() {
             let keys: Vec<Option<Json>> = (query.group.iter())
                 .map(|by| owned(value(by, &scope), meter))
