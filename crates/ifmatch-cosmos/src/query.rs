@@ -7,7 +7,7 @@
 //! `OFFSET` and `TOP` have used). One that needs every match first reads its whole scope for
 //! each page, and keeps at most [`MAX_SORTED`] results and [`MAX_GATHERED`] bytes: past that,
 //! it asks for `TOP` or `OFFSET ... LIMIT` rather than hold the container in memory; past
-//! [`GATHER_WORK`] units it is answered 408. Each document's evaluation is bounded on its own
+//! [`GATHER_WORK`] units or [`GATHER_DOCUMENTS`] documents it is answered 408. Each document's evaluation is bounded on its own
 //! ([`DOCUMENT_WORK`](crate::sql::DOCUMENT_WORK)), and a page gives the runtime back its
 //! thread every [`SLICE_WORK`] units, so that one query never holds up the others.
 
@@ -38,6 +38,9 @@ pub const MAX_SORTED: usize = 100_000;
 pub const MAX_GATHERED: usize = 64 << 20;
 /// The most work units a query that needs every match first spends on one page.
 pub const GATHER_WORK: u64 = 1 << 30;
+/// The most documents a query that needs every match first reads for one page: what bounds
+/// its time where evaluating each costs little (`SELECT VALUE COUNT(1)`), since reading does.
+pub const GATHER_DOCUMENTS: usize = 2_000_000;
 /// The work units between two yields to the runtime.
 pub const SLICE_WORK: u64 = 4 << 20;
 
@@ -272,6 +275,7 @@ async fn gathered<T: Tables>(
     document: impl Fn(&Entity) -> Json,
 ) -> Result<Page, Failure> {
     let mut collector = Collector::new(query);
+    let mut read = 0;
     let mut from: Option<(String, String)> = None;
     loop {
         let start = from.as_ref().map(|(p, r)| (p.as_str(), r.as_str()));
@@ -287,12 +291,13 @@ async fn gathered<T: Tables>(
             let doc = document(entity);
             work.evaluate(|meter| collector.add(Some(&doc), meter))?;
             work.pause().await;
-            if work.spent > GATHER_WORK {
+            read += 1;
+            if work.spent > GATHER_WORK || read > GATHER_DOCUMENTS {
                 return Err(failure(
                     408,
                     "RequestTimeout",
                     format!(
-                        "The query spent more than {} Mi units of work (bytes built and compared) before its first result: add TOP or OFFSET ... LIMIT, narrow its filter, or narrow it to a partition.",
+                        "The query read more than {GATHER_DOCUMENTS} documents or spent more than {} Mi units of work (bytes built and compared) before its first result: narrow its filter, or narrow it to a partition.",
                         GATHER_WORK >> 20
                     ),
                 ));
