@@ -8,7 +8,7 @@ use serde_json::{Map, Value as Json};
 
 use super::datetime::{self, Part};
 use super::meter::{Meter, weight};
-use super::value::{Value, equal, integer, num, whole_or};
+use super::value::{Value, compare_for_order, equal, integer, neumaier, num, whole_or};
 
 /// What a function works on.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -67,8 +67,13 @@ pub(crate) const FUNCTIONS: &[(&str, usize, usize, Group)] = &[
     // Strings.
     ("CONCAT", 2, 64, Group::String),
     ("CONTAINS", 2, 3, Group::String),
+    ("CONTAINS_ALL_CI", 2, 64, Group::String),
+    ("CONTAINS_ALL_CS", 2, 64, Group::String),
+    ("CONTAINS_ANY_CI", 2, 64, Group::String),
+    ("CONTAINS_ANY_CS", 2, 64, Group::String),
     ("ENDSWITH", 2, 3, Group::String),
     ("INDEX_OF", 2, 3, Group::String),
+    ("LASTINDEXOF", 2, 2, Group::String),
     ("LEFT", 2, 2, Group::String),
     ("LENGTH", 1, 1, Group::String),
     ("LOWER", 1, 1, Group::String),
@@ -97,9 +102,16 @@ pub(crate) const FUNCTIONS: &[(&str, usize, usize, Group)] = &[
     ("ARRAY_CONTAINS", 2, 3, Group::Array),
     ("ARRAY_CONTAINS_ALL", 2, 64, Group::Array),
     ("ARRAY_CONTAINS_ANY", 2, 64, Group::Array),
+    ("ARRAY_AVG", 1, 1, Group::Array),
     ("ARRAY_LENGTH", 1, 1, Group::Array),
+    ("ARRAY_MAX", 1, 1, Group::Array),
+    ("ARRAY_MEDIAN", 1, 1, Group::Array),
+    ("ARRAY_MIN", 1, 1, Group::Array),
     ("ARRAY_SLICE", 2, 3, Group::Array),
+    ("ARRAY_SUM", 1, 1, Group::Array),
     ("OBJECTTOARRAY", 1, 3, Group::Array),
+    ("SETDIFFERENCE", 2, 2, Group::Array),
+    ("SETEQUAL", 2, 2, Group::Array),
     ("SETINTERSECT", 2, 2, Group::Array),
     ("SETUNION", 2, 2, Group::Array),
     // Types.
@@ -380,6 +392,25 @@ fn strings(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
                 .map(|at| s[..offset + at].chars().count());
             Some(Json::from(found.map_or(-1, |i| i as i64)))
         }
+        "LASTINDEXOF" => {
+            let (s, t) = (text(&args[0])?, text(&args[1])?);
+            meter.take(s.len() + t.len())?;
+            let found = s.rfind(t).map(|at| s[..at].chars().count());
+            Some(Json::from(found.map_or(-1, |i| i as i64)))
+        }
+        "CONTAINS_ALL_CI" | "CONTAINS_ALL_CS" | "CONTAINS_ANY_CI" | "CONTAINS_ANY_CS" => {
+            let s = text(&args[0])?;
+            let wanted: Vec<&str> = args[1..].iter().map(text).collect::<Option<_>>()?;
+            let fold = name.ends_with("_CI");
+            let size: usize = s.len() + wanted.iter().map(|w| w.len()).sum::<usize>();
+            meter.take(size * if fold { 3 } else { 1 } * wanted.len().max(1))?;
+            let s = folded(s, fold);
+            let mut found = wanted.iter().map(|w| s.contains(&*folded(w, fold)));
+            boolean(match name.starts_with("CONTAINS_ALL") {
+                true => found.all(|f| f),
+                false => found.any(|f| f),
+            })
+        }
         "REPLACE" => {
             let (s, from, to) = (text(&args[0])?, text(&args[1])?, text(&args[2])?);
             // What the result takes is known before it is made: count, charge, then build.
@@ -422,8 +453,9 @@ fn strings(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
         "STRINGSPLIT" => {
             let (s, separator) = (text(&args[0])?, text(&args[1])?);
             meter.take(2 * s.len() + 16)?;
+            // An empty separator splits nothing: the string whole, as Cosmos answers.
             let parts: Vec<Json> = match separator.is_empty() {
-                true => s.chars().map(|c| Json::String(c.to_string())).collect(),
+                true => vec![Json::String(s.to_owned())],
                 false => s
                     .split(separator)
                     .map(|p| Json::String(p.to_owned()))
@@ -509,6 +541,66 @@ fn arrays(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
                 }
             }
             Some(Json::Array(out))
+        }
+        "ARRAY_SUM" | "ARRAY_AVG" | "ARRAY_MEDIAN" => {
+            let Some(Json::Array(items)) = args[0].as_deref() else {
+                return None;
+            };
+            meter.take(8 * items.len())?;
+            let mut numbers: Vec<f64> = items.iter().map(Json::as_f64).collect::<Option<_>>()?;
+            if numbers.is_empty() {
+                return (name == "ARRAY_SUM").then(|| Json::from(0));
+            }
+            let total = || {
+                let (sum, lost) = numbers.iter().fold((0.0, 0.0), neumaier);
+                sum + lost
+            };
+            match name {
+                "ARRAY_SUM" => whole_or(total()),
+                "ARRAY_AVG" => num(total() / numbers.len() as f64),
+                _ => {
+                    numbers.sort_by(f64::total_cmp);
+                    let middle = numbers.len() / 2;
+                    whole_or(match numbers.len() % 2 {
+                        1 => numbers[middle],
+                        _ => (numbers[middle - 1] + numbers[middle]) / 2.0,
+                    })
+                }
+            }
+        }
+        "ARRAY_MIN" | "ARRAY_MAX" => {
+            let Some(Json::Array(items)) = args[0].as_deref() else {
+                return None;
+            };
+            let order = |a: &&Json, b: &&Json| compare_for_order(Some(a), Some(b));
+            let chosen = match name {
+                "ARRAY_MIN" => items.iter().min_by(order),
+                _ => items.iter().max_by(order),
+            };
+            meter.copy(chosen?)
+        }
+        "SETDIFFERENCE" | "SETEQUAL" => {
+            let (Some(Json::Array(a)), Some(Json::Array(b))) =
+                (args[0].as_deref(), args[1].as_deref())
+            else {
+                return None;
+            };
+            meter.take(
+                a.len().saturating_mul(b.len().max(1)) + b.len().saturating_mul(a.len().max(1)),
+            )?;
+            let within =
+                |x: &Json, set: &[Json]| set.iter().any(|y| equal(x, y, meter) == Some(true));
+            if name == "SETEQUAL" {
+                let same = a.iter().all(|x| within(x, b)) && b.iter().all(|y| within(y, a));
+                return (!meter.exceeded()).then_some(Json::Bool(same));
+            }
+            let mut out: Vec<Json> = Vec::new();
+            for item in a {
+                if !within(item, b) && !within(item, &out) {
+                    out.push(meter.copy(item)?);
+                }
+            }
+            (!meter.exceeded()).then_some(Json::Array(out))
         }
         "SETINTERSECT" | "SETUNION" => {
             let (Some(Json::Array(a)), Some(Json::Array(b))) =
@@ -667,5 +759,13 @@ fn dates(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
             datetime::format(whole(&args[0])?.checked_mul(datetime::TICKS_PER_MILLISECOND)?)
         }
         _ => None,
+    }
+}
+
+/// `text` in lower case when `fold`.
+fn folded(text: &str, fold: bool) -> Cow<'_, str> {
+    match fold {
+        true => Cow::Owned(text.to_lowercase()),
+        false => Cow::Borrowed(text),
     }
 }

@@ -13,7 +13,7 @@ use serde_json::{Map, Value as Json};
 
 use super::eval::{Grouped, Scope, holds, value};
 use super::meter::{Meter, weight};
-use super::value::{compare_for_order, num, owned, whole_or};
+use super::value::{compare_for_order, neumaier, num, owned, whole_or};
 use super::{Query, Select, Source};
 
 /// What a row costs beyond what it builds: its slots, its filter's bookkeeping.
@@ -325,14 +325,7 @@ impl Accumulator {
         let Some(value) = value else { return };
         self.count += 1;
         match value.as_f64() {
-            Some(n) => {
-                let sum = self.sum + n;
-                self.lost += match self.sum.abs() >= n.abs() {
-                    true => (self.sum - sum) + n,
-                    false => (n - sum) + self.sum,
-                };
-                self.sum = sum;
-            }
+            Some(n) => (self.sum, self.lost) = neumaier((self.sum, self.lost), &n),
             None => self.mixed = true,
         }
         let order = |a: &Json, b: &Json| compare_for_order(Some(a), Some(b));

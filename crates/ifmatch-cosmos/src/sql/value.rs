@@ -118,3 +118,14 @@ pub fn compare_for_order(a: Option<&Json>, b: Option<&Json>) -> Ordering {
         _ => rank(a).cmp(&rank(b)),
     }
 }
+
+/// One step of Neumaier's compensated sum: (the sum, what its rounding lost so far).
+pub(crate) fn neumaier((sum, lost): (f64, f64), n: &f64) -> (f64, f64) {
+    let next = sum + n;
+    let lost = lost
+        + match sum.abs() >= n.abs() {
+            true => (sum - next) + n,
+            false => (n - next) + sum,
+        };
+    (next, lost)
+}
