@@ -89,11 +89,7 @@ async fn fetch(
     .with_accounts(accounts)
     .with_anonymous_access(anonymous);
     if let Some(name) = unreadable {
-        let code = match name.starts_with("x-ms-meta-") {
-            true => ifmatch_core::ErrorCode::InvalidMetadata,
-            false => ifmatch_core::ErrorCode::InvalidHeaderValue,
-        };
-        return fixed_length(front.error(code));
+        return fixed_length(front.unreadable_header(name));
     }
     // R2 must know an upload's length before it streams: tell the body what the client said.
     let length = request

@@ -152,6 +152,16 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         self.stamped(error_answer(code.into(), false))
     }
 
+    /// The answer to a request a host could not read: a header named `name` that `http`
+    /// cannot hold (a Worker's runtime passes it). Metadata's is `InvalidMetadata`, as the
+    /// front answers a metadata name it reads and refuses.
+    pub fn unreadable_header(&self, name: &str) -> Answer<O::Reader> {
+        match name.to_ascii_lowercase().starts_with("x-ms-meta-") {
+            true => self.error(ErrorCode::InvalidMetadata),
+            false => self.error(ErrorCode::InvalidHeaderValue),
+        }
+    }
+
     /// Answers one request. Never fails: every error is an answer with its code.
     pub async fn handle<B>(&self, request: Request<B>) -> Answer<O::Reader>
     where
