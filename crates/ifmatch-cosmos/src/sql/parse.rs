@@ -295,13 +295,7 @@ impl Parser<'_> {
         let mut items = Vec::new();
         loop {
             let expr = self.expr()?;
-            let name = match self.eat_keyword("AS") {
-                true => Some(self.name()?),
-                false => match self.peek() {
-                    Some(Token::Word(w)) if !is_reserved(w) => Some(self.name()?),
-                    _ => None,
-                },
-            };
+            let name = self.alias()?;
             let name = name.unwrap_or_else(|| match &expr {
                 Expr::Member(_, last) | Expr::Name(last) => last.clone(),
                 _ => format!("${}", items.len() + 1),
@@ -312,6 +306,17 @@ impl Parser<'_> {
             }
         }
         Ok(Select::Items(items))
+    }
+
+    /// `AS name`, or a name alone that is no keyword: what an item or a source is called.
+    fn alias(&mut self) -> Result<Option<String>, SqlError> {
+        match self.eat_keyword("AS") {
+            true => Ok(Some(self.name()?)),
+            false => match self.peek() {
+                Some(Token::Word(w)) if !is_reserved(w) => Ok(Some(self.name()?)),
+                _ => Ok(None),
+            },
+        }
     }
 
     /// A source of rows and the name it binds: `name IN expr` (each item), or `expr [AS]
@@ -325,13 +330,7 @@ impl Parser<'_> {
             return Ok((Source::Iterate(self.source_expr()?), name));
         }
         let expr = self.source_expr()?;
-        let name = match self.eat_keyword("AS") {
-            true => Some(self.name()?),
-            false => match self.peek() {
-                Some(Token::Word(w)) if !is_reserved(w) => Some(self.name()?),
-                _ => None,
-            },
-        };
+        let name = self.alias()?;
         let name = match (name, &expr) {
             (Some(name), _) => name,
             (None, Expr::Member(_, last) | Expr::Name(last)) => last.clone(),
