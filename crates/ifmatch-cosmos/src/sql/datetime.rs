@@ -69,9 +69,54 @@ impl Part {
     }
 }
 
-/// The ticks since the Unix epoch of an ISO 8601 instant.
+/// The ticks since the Unix epoch of a date and time string as Cosmos reads one (the rules
+/// `IS_DATETIME` documents): `YYYY-MM-DD`, then `Z`, or a `T` or a space and `hh:mm:ss`, then
+/// optionally `.` and one to seven digits of fraction, then optionally `Z`. Always UTC: an
+/// offset (`+01:00`) is no date and time here.
 pub(crate) fn parse(text: &str) -> Option<i64> {
-    Some(DateTime::parse(text)?.ticks() - EPOCH_DAYS * DAY)
+    let b = text.as_bytes();
+    let digits = |from: usize, n: usize| -> Option<i64> {
+        let part = b.get(from..from + n)?;
+        part.iter()
+            .all(u8::is_ascii_digit)
+            .then(|| part.iter().fold(0, |sum, d| sum * 10 + i64::from(d - b'0')))
+    };
+    if b.get(4) != Some(&b'-') || b.get(7) != Some(&b'-') {
+        return None;
+    }
+    let (year, month, day) = (digits(0, 4)?, digits(5, 2)?, digits(8, 2)?);
+    if !(1..=12).contains(&month) || !(1..=days_in_month(year, month)).contains(&day) || year < 1 {
+        return None;
+    }
+    let date = days_from_civil(year, month, day) * DAY;
+    let rest = &b[10..];
+    if rest.is_empty() || rest == b"Z" {
+        return Some(date);
+    }
+    if !matches!(rest[0], b'T' | b' ') || b.get(13) != Some(&b':') || b.get(16) != Some(&b':') {
+        return None;
+    }
+    let (hour, minute, second) = (digits(11, 2)?, digits(14, 2)?, digits(17, 2)?);
+    if hour > 23 || minute > 59 || second > 59 {
+        return None;
+    }
+    let mut at = 19;
+    let mut fraction = 0;
+    if b.get(at) == Some(&b'.') {
+        let n = b[at + 1..]
+            .iter()
+            .take_while(|c| c.is_ascii_digit())
+            .count();
+        if !(1..=7).contains(&n) {
+            return None;
+        }
+        fraction = digits(at + 1, n)? * 10_i64.pow(7 - n as u32);
+        at += 1 + n;
+    }
+    if !matches!(&b[at..], b"" | b"Z") {
+        return None;
+    }
+    Some(date + hour * HOUR + minute * MINUTE + second * SECOND + fraction)
 }
 
 /// An instant `ticks` after the Unix epoch, as ISO 8601 (years 1 to 9999; else undefined).
@@ -189,3 +234,121 @@ pub(crate) fn from_parts(parts: &[i64]) -> Option<i64> {
 
 /// Ticks in a millisecond, for timestamps.
 pub(crate) const TICKS_PER_MILLISECOND: i64 = MILLISECOND;
+
+const MONTHS: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
+const WEEKDAYS: [&str; 7] = [
+    "Sunday",
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+    "Thursday",
+    "Friday",
+    "Saturday",
+];
+
+/// At most how many characters one character of a `DateTimeFormat` pattern writes (`g`:
+/// `A.D.`), so a pattern's result is charged before it is made.
+pub(crate) const FORMAT_GROWTH: usize = 4;
+
+/// `DateTimeFormat`: the instant written by a .NET custom format pattern, in the invariant
+/// culture and UTC (`yyyy-MM-dd HH:mm:ss.fff`, `dddd d MMMM`, `h:mm tt`, quoted or
+/// `\`-escaped literals). Cosmos keeps the `.` before an `F` fraction that is all zeros
+/// (`ss.FFF` of a whole second is `20.`), as its page shows. `None` for a pattern .NET refuses
+/// (more than seven `f`, an unclosed quote, a lone `\` or `%` at its end).
+pub(crate) fn format_with(ticks: i64, pattern: &str) -> Option<String> {
+    let (year, month, day, within) = civil(ticks);
+    let weekday = (ticks.div_euclid(DAY) + 4).rem_euclid(7) as usize;
+    let (hour, minute, second) = (within / HOUR, within / MINUTE % 60, within / SECOND % 60);
+    let fraction = within % SECOND;
+    let chars: Vec<char> = pattern.chars().collect();
+    let mut out = String::new();
+    let mut at = 0;
+    let number = |out: &mut String, n: i64, width: usize| out.push_str(&format!("{n:0width$}"));
+    while at < chars.len() {
+        let c = chars[at];
+        let run = chars[at..].iter().take_while(|d| **d == c).count();
+        let short = |n: i64| if run == 1 { (n, 1) } else { (n, 2) };
+        match c {
+            'y' => match run {
+                1 => number(&mut out, year % 100, 1),
+                2 => number(&mut out, year % 100, 2),
+                _ => number(&mut out, year, run),
+            },
+            'M' if run >= 3 => {
+                let name = MONTHS[month as usize - 1];
+                out.push_str(if run == 3 { &name[..3] } else { name });
+            }
+            'd' if run >= 3 => {
+                let name = WEEKDAYS[weekday];
+                out.push_str(if run == 3 { &name[..3] } else { name });
+            }
+            'M' | 'd' | 'H' | 'h' | 'm' | 's' => {
+                let value = match c {
+                    'M' => month,
+                    'd' => day,
+                    'H' => hour,
+                    'h' => (hour + 11) % 12 + 1,
+                    'm' => minute,
+                    _ => second,
+                };
+                let (value, width) = short(value);
+                number(&mut out, value, width);
+            }
+            'f' | 'F' => {
+                if run > 7 {
+                    return None;
+                }
+                let digits = format!("{fraction:07}");
+                let digits = &digits[..run];
+                out.push_str(match c {
+                    'f' => digits,
+                    _ => digits.trim_end_matches('0'),
+                });
+            }
+            't' => {
+                let noon = if hour < 12 { "AM" } else { "PM" };
+                out.push_str(if run == 1 { &noon[..1] } else { noon });
+            }
+            'z' => out.push_str(["+0", "+00", "+00:00"][run.min(3) - 1]),
+            'K' => out.push_str(&"Z".repeat(run)),
+            'g' => out.push_str("A.D."),
+            '\\' | '%' => {
+                let next = *chars.get(at + 1)?;
+                if c == '\\' {
+                    out.push(next);
+                    at += 2;
+                } else {
+                    // `%` makes the one specifier after it stand alone: `%d` is the day.
+                    at += 1;
+                }
+                continue;
+            }
+            '\'' | '"' => {
+                let close = chars[at + 1..].iter().position(|d| *d == c)?;
+                out.extend(&chars[at + 1..at + 1 + close]);
+                at += close + 2;
+                continue;
+            }
+            other => {
+                out.push(other);
+                at += 1;
+                continue;
+            }
+        }
+        at += run;
+    }
+    Some(out)
+}

@@ -20,6 +20,7 @@ pub(crate) enum Group {
     Type,
     Conditional,
     Date,
+    Item,
     Spatial,
 }
 
@@ -74,6 +75,8 @@ pub(crate) const FUNCTIONS: &[(&str, usize, usize, Group)] = &[
     ("ENDSWITH", 2, 3, Group::String),
     ("INDEX_OF", 2, 3, Group::String),
     ("LASTINDEXOF", 2, 2, Group::String),
+    ("LASTSUBSTRINGAFTER", 2, 2, Group::String),
+    ("LASTSUBSTRINGBEFORE", 2, 2, Group::String),
     ("LEFT", 2, 2, Group::String),
     ("LENGTH", 1, 1, Group::String),
     ("LOWER", 1, 1, Group::String),
@@ -94,6 +97,8 @@ pub(crate) const FUNCTIONS: &[(&str, usize, usize, Group)] = &[
     ("STRINGTONUMBER", 1, 1, Group::String),
     ("STRINGTOOBJECT", 1, 1, Group::String),
     ("SUBSTRING", 3, 3, Group::String),
+    ("SUBSTRINGAFTER", 2, 2, Group::String),
+    ("SUBSTRINGBEFORE", 2, 2, Group::String),
     ("TOSTRING", 1, 1, Group::String),
     ("TRIM", 1, 2, Group::String),
     ("UPPER", 1, 1, Group::String),
@@ -129,21 +134,30 @@ pub(crate) const FUNCTIONS: &[(&str, usize, usize, Group)] = &[
     ("CHOOSE", 2, 64, Group::Conditional),
     ("IIF", 3, 3, Group::Conditional),
     // Date and time.
+    ("AGO", 2, 2, Group::Date),
     ("DATETIMEADD", 3, 3, Group::Date),
     ("DATETIMEBIN", 2, 4, Group::Date),
     ("DATETIMEDIFF", 3, 3, Group::Date),
+    ("DATETIMEFORMAT", 2, 2, Group::Date),
     ("DATETIMEFROMPARTS", 3, 7, Group::Date),
     ("DATETIMEPART", 2, 2, Group::Date),
     ("DATETIMETOTICKS", 1, 1, Group::Date),
     ("DATETIMETOTIMESTAMP", 1, 1, Group::Date),
+    ("DAY", 1, 1, Group::Date),
     ("GETCURRENTDATETIME", 0, 0, Group::Date),
     ("GETCURRENTDATETIMESTATIC", 0, 0, Group::Date),
     ("GETCURRENTTICKS", 0, 0, Group::Date),
     ("GETCURRENTTICKSSTATIC", 0, 0, Group::Date),
     ("GETCURRENTTIMESTAMP", 0, 0, Group::Date),
     ("GETCURRENTTIMESTAMPSTATIC", 0, 0, Group::Date),
+    ("IS_DATETIME", 1, 1, Group::Date),
+    ("MONTH", 1, 1, Group::Date),
+    ("NOW", 0, 2, Group::Date),
     ("TICKSTODATETIME", 1, 1, Group::Date),
     ("TIMESTAMPTODATETIME", 1, 1, Group::Date),
+    ("YEAR", 1, 1, Group::Date),
+    // Items.
+    ("DOCUMENTID", 1, 1, Group::Item),
     // Spatial (GeoJSON on a sphere; see `spatial.rs`).
     ("ST_AREA", 1, 1, Group::Spatial),
     ("ST_DISTANCE", 2, 2, Group::Spatial),
@@ -173,6 +187,7 @@ pub(crate) fn call(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json
         Group::Type => types(name, args),
         Group::Conditional => conditional(name, args, meter),
         Group::Date => dates(name, args, meter),
+        Group::Item => document_id(&args[0]),
         Group::Spatial => super::spatial::call(name, args, meter),
     }
 }
@@ -391,6 +406,21 @@ fn strings(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
                 .find(t)
                 .map(|at| s[..offset + at].chars().count());
             Some(Json::from(found.map_or(-1, |i| i as i64)))
+        }
+        "SUBSTRINGAFTER" | "SUBSTRINGBEFORE" | "LASTSUBSTRINGAFTER" | "LASTSUBSTRINGBEFORE" => {
+            let (s, delimiter) = (text(&args[0])?, text(&args[1])?);
+            meter.take(s.len() + delimiter.len())?;
+            let found = match name.starts_with("LAST") {
+                true => s.rfind(delimiter),
+                false => s.find(delimiter),
+            };
+            // Without the delimiter there is nothing before or after it: the empty string,
+            // as XPath's functions of these names answer (Cosmos's pages do not say).
+            let part = found.map_or("", |at| match name.ends_with("AFTER") {
+                true => &s[at + delimiter.len()..],
+                false => &s[..at],
+            });
+            string(part, meter)
         }
         "LASTINDEXOF" => {
             let (s, t) = (text(&args[0])?, text(&args[1])?);
@@ -721,6 +751,36 @@ fn dates(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
             let ticks = datetime::add(part(&args[0])?, whole(&args[1])?, instant(&args[2])?)?;
             datetime::format(ticks)
         }
+        // `NOW()` is the page's instant; `NOW(part, n)` and `AGO(part, n)` move it by `n`.
+        "NOW" | "AGO" => {
+            let now = meter.instant()?;
+            let ticks = match args {
+                [] => now,
+                [part_name, n] => {
+                    let n = whole(n)?;
+                    let n = if name == "AGO" { n.checked_neg()? } else { n };
+                    datetime::add(part(part_name)?, n, now)?
+                }
+                _ => return None,
+            };
+            datetime::format(ticks)
+        }
+        "YEAR" | "MONTH" | "DAY" => {
+            let which = match name {
+                "YEAR" => Part::Year,
+                "MONTH" => Part::Month,
+                _ => Part::Day,
+            };
+            Some(Json::from(datetime::part(which, instant(&args[0])?)))
+        }
+        "IS_DATETIME" => Some(Json::Bool(
+            text(&args[0]).and_then(datetime::parse).is_some(),
+        )),
+        "DATETIMEFORMAT" => {
+            let (ticks, pattern) = (instant(&args[0])?, text(&args[1])?);
+            meter.take(datetime::FORMAT_GROWTH * pattern.len() + 32)?;
+            datetime::format_with(ticks, pattern).map(Json::String)
+        }
         "DATETIMEPART" => Some(Json::from(datetime::part(
             part(&args[0])?,
             instant(&args[1])?,
@@ -760,6 +820,17 @@ fn dates(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
         }
         _ => None,
     }
+}
+
+/// `DocumentId`: a document's number, unique among the documents of its container (Cosmos's
+/// is unique in a physical partition): the 53 low bits of its `_rid`'s digest, so that every
+/// client reads it exactly. Undefined for what is not a document read from the container.
+fn document_id(item: &Value<'_>) -> Option<Json> {
+    use base64::Engine;
+    let rid = item.as_deref()?.get("_rid")?.as_str()?;
+    let bytes = base64::engine::general_purpose::STANDARD.decode(rid).ok()?;
+    let digest = u64::from_be_bytes(bytes.try_into().ok()?);
+    Some(Json::from(digest & ((1 << 53) - 1)))
 }
 
 /// `text` in lower case when `fold`.

@@ -249,6 +249,15 @@ impl Parser<'_> {
         let mut order = Vec::new();
         if self.eat_keyword("ORDER") {
             self.keyword("BY")?;
+            // `ORDER BY RANK <score>` ranks by full-text or hybrid search, which comes with the
+            // containers' full-text policies (`RANK` followed by a function, not a name alone).
+            if self.peek_keyword("RANK")
+                && matches!(self.tokens.get(self.at + 1), Some(Token::Word(_)))
+            {
+                return Err(SqlError::new(
+                    "ORDER BY RANK (full-text and hybrid search) is not served by this server.",
+                ));
+            }
             loop {
                 let expr = self.expr()?;
                 let descending = self.eat_keyword("DESC");

@@ -128,6 +128,10 @@ fn what_is_not_served_is_named_and_what_is_wrong_is_refused() {
             "SELECT * FROM c WHERE VectorDistance(c.a, c.b) < 1",
             "VectorDistance",
         ),
+        (
+            "SELECT * FROM c ORDER BY RANK FullTextScore(c.text, 'bike')",
+            "ORDER BY RANK",
+        ),
         ("SELECT * FROM c WHERE x.a = 1", "'x'"),
         ("SELECT * FROM c WHERE c.a = @missing", "@missing"),
         ("SELECT * FROM c WHERE", "end"),
@@ -945,5 +949,143 @@ fn spatial_functions() {
     assert_eq!(
         reason["reason"],
         json!("Latitude values must be between -90 and 90 degrees.")
+    );
+}
+
+#[test]
+fn the_newest_functions_as_their_pages_show_them() {
+    // The pages' `NOW` and `AGO` examples take this instant for the present.
+    let now = super::datetime::parse("2024-10-14T14:20:30.6668888Z").unwrap();
+    let at = |text: &str| {
+        let query = Query::parse(&format!("SELECT VALUE {text}"), &[]).unwrap();
+        let meter = Meter::per_document().at(now);
+        let mut collector = super::Collector::new(&query);
+        collector.add(None, &meter);
+        collector.finish(&meter).pop().unwrap_or(json!("undefined"))
+    };
+    for (text, want) in [
+        (r#"AGO("yyyy", 1)"#, json!("2023-10-14T14:20:30.6668888Z")),
+        (r#"AGO("yyyy", -1)"#, json!("2025-10-14T14:20:30.6668888Z")),
+        (r#"AGO("ss", 30)"#, json!("2024-10-14T14:20:00.6668888Z")),
+        (r#"AGO("ms", 4)"#, json!("2024-10-14T14:20:30.6628888Z")),
+        ("NOW()", json!("2024-10-14T14:20:30.6668888Z")),
+        (r#"NOW("yyyy", 1)"#, json!("2025-10-14T14:20:30.6668888Z")),
+        (r#"NOW("yyyy", -1)"#, json!("2023-10-14T14:20:30.6668888Z")),
+        (r#"NOW("ss", 30)"#, json!("2024-10-14T14:21:00.6668888Z")),
+        (r#"NOW("ms", 4)"#, json!("2024-10-14T14:20:30.6708888Z")),
+        (r#"NOW("week", 4)"#, json!("undefined")),
+        (r#"NOW("ss")"#, json!("undefined")),
+        (r#"DAY("2024-01-10")"#, json!(10)),
+        (r#"DAY("2000-12-12T10:00:00")"#, json!(12)),
+        (r#"DAY("1989-03-03T12:12:12.1234567Z")"#, json!(3)),
+        (r#"MONTH("2024-01-10")"#, json!(1)),
+        (r#"MONTH("2000-12-12 10:00:00")"#, json!(12)),
+        (r#"YEAR("1989-03-03T12:12:12.1234567Z")"#, json!(1989)),
+        (r#"YEAR("1989-02-30")"#, json!("undefined")),
+        (r#"YEAR(1989)"#, json!("undefined")),
+        (r#"IS_DATETIME("2024-12-12")"#, json!(true)),
+        (r#"IS_DATETIME("2024-12-12Z")"#, json!(true)),
+        (r#"IS_DATETIME("2024-12-12 20:21:25")"#, json!(true)),
+        (r#"IS_DATETIME("2024-12-12T20:21:25Z")"#, json!(true)),
+        (r#"IS_DATETIME("2024-12-12T20:21:25.123")"#, json!(true)),
+        (r#"IS_DATETIME("2024-12-12 20:21:25.123Z")"#, json!(true)),
+        (r#"IS_DATETIME("2024-12-12T20Z")"#, json!(false)),
+        (r#"IS_DATETIME("2024-12-12 20:21:25.")"#, json!(false)),
+        (
+            r#"IS_DATETIME("2024-12-12T20:21:25.12345678")"#,
+            json!(false),
+        ),
+        (r#"IS_DATETIME("2024-12-12T20:21:25+01:00")"#, json!(false)),
+        (r#"IS_DATETIME("2024-13-12")"#, json!(false)),
+        (r#"IS_DATETIME(20241212)"#, json!(false)),
+        ("IS_DATETIME(undefined)", json!(false)),
+        (
+            r#"DATETIMEFORMAT("2024-10-10 14:40:20", "yyyyMMdd")"#,
+            json!("20241010"),
+        ),
+        (
+            r#"DATETIMEFORMAT("2024-10-10 14:40:20", "yyyy-MM-dd [HH:mm:ss]")"#,
+            json!("2024-10-10 [14:40:20]"),
+        ),
+        (
+            r#"DATETIMEFORMAT("2024-10-10 14:40:20", "To\\da\\y i\\s: yyyy-MM-ddTHH:mm:ss.fff")"#,
+            json!("Today is: 2024-10-10T14:40:20.000"),
+        ),
+        (
+            r#"DATETIMEFORMAT("2024-10-10 14:40:20", "To\\da\\y i\\s: yyyy-MM-ddTHH:mm:ss.FFF")"#,
+            json!("Today is: 2024-10-10T14:40:20."),
+        ),
+        (
+            r#"DATETIMEFORMAT("2024-10-10T09:05:07.1234567Z", "dddd d MMMM yy, h:m:s tt 'at' K, ffff|FFFFFFF")"#,
+            json!("Thursday 10 October 24, 9:5:7 AM at Z, 1234|1234567"),
+        ),
+        (
+            r#"DATETIMEFORMAT("2024-10-13T21:00:00Z", "ddd MMM %d hh t zzz")"#,
+            json!("Sun Oct 13 09 P +00:00"),
+        ),
+        (
+            r#"DATETIMEFORMAT("2024-10-10", "ffffffff")"#,
+            json!("undefined"),
+        ),
+        (
+            r#"DATETIMEFORMAT("2024-10-10", "'open")"#,
+            json!("undefined"),
+        ),
+        (
+            r#"DATETIMEFORMAT("not a date", "yyyy")"#,
+            json!("undefined"),
+        ),
+        (
+            r#"SUBSTRINGAFTER("contoso|north|2026", "|")"#,
+            json!("north|2026"),
+        ),
+        (r#"SUBSTRINGAFTER("a/b/c", "/")"#, json!("b/c")),
+        (
+            r#"SUBSTRINGAFTER("bike::touring::frame", "::")"#,
+            json!("touring::frame"),
+        ),
+        (
+            r#"SUBSTRINGBEFORE("contoso|north|2026", "|")"#,
+            json!("contoso"),
+        ),
+        (
+            r#"SUBSTRINGBEFORE("bike::touring::frame", "::")"#,
+            json!("bike"),
+        ),
+        (
+            r#"LASTSUBSTRINGAFTER("/products/shoes/boots", "/")"#,
+            json!("boots"),
+        ),
+        (
+            r#"LASTSUBSTRINGAFTER("bike::touring::frame", "::")"#,
+            json!("frame"),
+        ),
+        (
+            r#"LASTSUBSTRINGBEFORE("/products/shoes/boots", "/")"#,
+            json!("/products/shoes"),
+        ),
+        (r#"LASTSUBSTRINGBEFORE("A-B-C", "-")"#, json!("A-B")),
+        (r#"SUBSTRINGAFTER("a/b", "|")"#, json!("")),
+        (r#"SUBSTRINGAFTER("a/b", 1)"#, json!("undefined")),
+        ("DOCUMENTID({})", json!("undefined")),
+    ] {
+        assert_eq!(at(text), want, "{text}");
+    }
+    // A document's number comes from its `_rid`: the same for the same document, different
+    // for others, and exact in every JSON reader.
+    let docs = [
+        json!({"id": "a", "_rid": "AAAAAAAAAA0="}),
+        json!({"id": "b", "_rid": "/////////w8="}),
+        json!({"id": "c", "_rid": "not base64"}),
+    ];
+    assert_eq!(
+        results(
+            "SELECT c.id, DOCUMENTID(c) AS n FROM c WHERE DOCUMENTID(c) >= 5",
+            &docs
+        ),
+        [
+            json!({"id": "a", "n": 13}),
+            json!({"id": "b", "n": 0x1f_ffff_ffff_ff0f_u64}),
+        ]
     );
 }
