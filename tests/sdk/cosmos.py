@@ -68,6 +68,11 @@ def main(connection_string):
     carts.create_item({"id": "cart1", "user": "bob"})
     check("the same id in another partition is another document", True)
     read = carts.read_item("cart1", partition_key="ann")
+    check(
+        "a document's properties come back in its order, the system ones last",
+        list(read)[:3] == ["id", "user", "items"] and list(read)[-1] == "_attachments",
+        list(read),
+    )
     stale = dict(read)
     read["items"].append("apple")
     replaced = carts.replace_item(
@@ -402,6 +407,10 @@ def query_language_checks(database):
     check("an aggregate of a function, across partitions", total == [3], total)
     none = query("SELECT VALUE DateTimeAdd('dd', 1, '2020-02-28T00:00:00Z')")
     check("a query without FROM", none == ["2020-02-29T00:00:00.0000000Z"], none)
+    shaped = query("SELECT f.id, f.address.state AS place FROM f WHERE f.id = 'MillerFamily'")
+    check("a projection's properties in the selection's order", [list(r) for r in shaped] == [["id", "place"]], shaped)
+    newest = query("SELECT VALUE [YEAR('2024-10-14'), SUBSTRINGAFTER('a::b', '::'), IS_DATETIME('2024-13-01')]")
+    check("the reference's newest functions", newest == [[2024, "b", False]], newest)
 
 
 def change_feed_checks(database):

@@ -25,7 +25,7 @@ pub fn resource(body: &[u8]) -> Result<Map<String, Value>, Failure> {
         ));
     };
     for name in SYSTEM {
-        object.remove(name);
+        object.shift_remove(name);
     }
     match object.get("id") {
         Some(Value::String(id)) => check_id(id)?,

@@ -204,7 +204,7 @@ fn insert(value: &mut Json, path: &[String], new: Json, how: Insert) -> Result<(
 fn remove(value: &mut Json, path: &[String]) -> Result<Json, Failure> {
     let last = path.last().cloned().unwrap_or_default();
     let removed = match parent(value, path)? {
-        Json::Object(object) => object.remove(&last),
+        Json::Object(object) => object.shift_remove(&last),
         Json::Array(items) => match last.parse::<usize>() {
             Ok(i) if i < items.len() => Some(items.remove(i)),
             _ => None,

@@ -13,7 +13,7 @@ use serde_json::{Map, Value as Json};
 
 use super::eval::{Grouped, Scope, holds, value};
 use super::meter::{Meter, weight};
-use super::value::{compare_for_order, neumaier, num, owned, whole_or};
+use super::value::{compare_for_order, neumaier, num, owned, printed, whole_or};
 use super::{Query, Select, Source};
 
 /// What a row costs beyond what it builds: its slots, its filter's bookkeeping.
@@ -209,7 +209,7 @@ impl<'q> Collector<'q> {
                 .collect();
             let printed = keys
                 .iter()
-                .map(|k| k.as_ref().map_or_else(|| "~".to_owned(), Json::to_string))
+                .map(|k| k.as_ref().map_or_else(|| "~".to_owned(), printed))
                 .collect::<Vec<_>>()
                 .join("\u{0}");
             let at = match self.index.get(&printed) {
@@ -242,9 +242,7 @@ impl<'q> Collector<'q> {
     /// Keeps `result` (once, under `DISTINCT`), with its `ORDER BY` values.
     fn keep(&mut self, result: Json, order: impl FnOnce(&Query) -> Vec<Option<Json>>) {
         if self.query.distinct {
-            // Objects' keys are in order (a map of serde_json's without preserve_order):
-            // equal results print alike.
-            let printed = result.to_string();
+            let printed = printed(&result);
             if self.seen.contains(&printed) {
                 return;
             }

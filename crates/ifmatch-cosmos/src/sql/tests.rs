@@ -1089,3 +1089,38 @@ fn the_newest_functions_as_their_pages_show_them() {
         ]
     );
 }
+
+#[test]
+fn properties_keep_their_order_and_equal_values_are_one() {
+    let docs = [
+        json!({"id": "1", "zone": "north", "amount": 1, "tags": {"b": 1, "a": 2}}),
+        json!({"id": "2", "zone": "south", "amount": 1.0, "tags": {"a": 2, "b": 1}}),
+    ];
+    let printed = |text: &str| {
+        let all: Vec<String> = results(text, &docs).iter().map(|v| v.to_string()).collect();
+        all.join(" ")
+    };
+    // A document's properties in its own order; a projection's in the selection's.
+    assert_eq!(
+        printed("SELECT * FROM c WHERE c.id = '1'"),
+        r#"{"id":"1","zone":"north","amount":1,"tags":{"b":1,"a":2}}"#
+    );
+    assert_eq!(
+        printed("SELECT c.zone, c.id, {'y': 1, 'x': 2} AS o FROM c WHERE c.id = '1'"),
+        r#"{"zone":"north","id":"1","o":{"y":1,"x":2}}"#
+    );
+    // Equal values are one under DISTINCT and GROUP BY, whatever their properties' order and
+    // however their numbers are spelled.
+    assert_eq!(
+        collected("SELECT DISTINCT VALUE c.tags FROM c", &docs).len(),
+        1
+    );
+    assert_eq!(
+        collected("SELECT DISTINCT VALUE c.amount FROM c", &docs).len(),
+        1
+    );
+    assert_eq!(
+        collected("SELECT c.tags, COUNT(1) AS n FROM c GROUP BY c.tags", &docs),
+        [json!({"tags": {"b": 1, "a": 2}, "n": 2})]
+    );
+}

@@ -129,3 +129,38 @@ pub(crate) fn neumaier((sum, lost): (f64, f64), n: &f64) -> (f64, f64) {
         };
     (next, lost)
 }
+
+/// `value` printed so that equal values print alike, whatever the order of their objects'
+/// properties (kept as a document has them) and however their numbers are spelled (`1` and
+/// `1.0`): what `DISTINCT` and `GROUP BY` tell values apart by.
+pub(crate) fn printed(value: &Json) -> String {
+    fn print(value: &Json, out: &mut String) {
+        match value {
+            Json::Number(n) => out.push_str(&n.as_f64().unwrap_or(f64::NAN).to_string()),
+            Json::Array(items) => {
+                out.push('[');
+                for item in items {
+                    print(item, out);
+                    out.push(',');
+                }
+                out.push(']');
+            }
+            Json::Object(object) => {
+                let mut names: Vec<&String> = object.keys().collect();
+                names.sort_unstable();
+                out.push('{');
+                for name in names {
+                    out.push_str(&Json::String(name.clone()).to_string());
+                    out.push(':');
+                    print(&object[name], out);
+                    out.push(',');
+                }
+                out.push('}');
+            }
+            scalar => out.push_str(&scalar.to_string()),
+        }
+    }
+    let mut out = String::new();
+    print(value, &mut out);
+    out
+}
