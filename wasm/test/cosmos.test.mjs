@@ -220,6 +220,85 @@ for (const [name, start] of [
     assert.deepEqual(counts.sort(), [0, 1, 2]);
   });
 
+  test("bulk: each operation on its own partition key, one that fails undoes nothing", async () => {
+    const { container } = await database.containers.createIfNotExists({
+      id: "bulk",
+      partitionKey: { paths: ["/pk"] },
+    });
+    await container.items.create({ id: "taken", pk: "a" });
+    const answers = await container.items.bulk([
+      { operationType: "Create", resourceBody: { id: "x", pk: "a", n: 1 } },
+      { operationType: "Create", resourceBody: { id: "taken", pk: "a" } },
+      { operationType: "Upsert", resourceBody: { id: "y", pk: "b", n: 2 } },
+      { operationType: "Read", id: "x", partitionKey: "a" },
+      { operationType: "Delete", id: "nobody", partitionKey: "b" },
+    ]);
+    assert.deepEqual(
+      answers.map((a) => a.statusCode),
+      [201, 409, 201, 200, 404],
+    );
+    assert.equal(answers[3].resourceBody.n, 1);
+    assert.equal((await container.item("y", "b").read()).resource.n, 2);
+    // Stopping at the first failure: what follows is not tried.
+    const stopped = await container.items.bulk(
+      [
+        { operationType: "Create", resourceBody: { id: "taken", pk: "a" } },
+        { operationType: "Create", resourceBody: { id: "z", pk: "c" } },
+      ],
+      { continueOnError: false },
+    );
+    assert.deepEqual(
+      stopped.map((a) => a.statusCode),
+      [409, 424],
+    );
+    assert.equal((await container.item("z", "c").read()).statusCode, 404);
+    // The newer API, through the SDK's own batching.
+    const results = await container.items.executeBulkOperations([
+      { operationType: "Create", resourceBody: { id: "w", pk: "d" } },
+      { operationType: "Patch", id: "y", partitionKey: "b", resourceBody: { operations: [{ op: "incr", path: "/n", value: 1 }] } },
+    ]);
+    assert.deepEqual(
+      results.map((r) => r.response?.statusCode ?? r.error?.code),
+      [201, 200],
+    );
+    assert.equal((await container.item("y", "b").read()).resource.n, 3);
+  });
+
+  test("the SDK's other calls: readMany, upsert under If-Match, a container's properties replaced", async () => {
+    const { container } = await database.containers.createIfNotExists({
+      id: "calls",
+      partitionKey: { paths: ["/pk"] },
+    });
+    const { resource: a } = await container.items.create({ id: "a", pk: "p", n: 1 });
+    await container.items.create({ id: "b", pk: "q", n: 2 });
+    const many = await container.items.readMany([
+      { id: "a", partitionKey: "p" },
+      { id: "b", partitionKey: "q" },
+      { id: "c", partitionKey: "p" },
+    ]);
+    assert.deepEqual(many.resources.map((r) => r.id).sort(), ["a", "b"]);
+    const stale = await failure(
+      container.items.upsert({ id: "a", pk: "p", n: 5 }, { accessCondition: { type: "IfMatch", condition: '"0x1"' } }),
+    );
+    assert.equal(stale.code, 412);
+    const { resource: upserted } = await container.items.upsert(
+      { id: "a", pk: "p", n: 5 },
+      { accessCondition: { type: "IfMatch", condition: a._etag } },
+    );
+    assert.equal(upserted.n, 5);
+    const { resource: properties } = await container.read();
+    const indexingPolicy = { ...properties.indexingPolicy, excludedPaths: [{ path: "/big/*" }, { path: '/"_etag"/?' }] };
+    const { resource: replaced } = await container.replace({ ...properties, indexingPolicy });
+    assert.deepEqual(replaced.indexingPolicy.excludedPaths.map((p) => p.path), ["/big/*", '/"_etag"/?']);
+    assert.deepEqual((await container.read()).resource.indexingPolicy, replaced.indexingPolicy);
+    const moved = await failure(container.replace({ ...properties, partitionKey: { paths: ["/other"], kind: "Hash" } }));
+    assert.equal(moved.code, 400);
+    const staleReplace = await failure(
+      container.replace(properties, { accessCondition: { type: "IfMatch", condition: properties._etag } }),
+    );
+    assert.equal(staleReplace.code, 412);
+  });
+
   test("patch with a condition, and a batch that fails and leaves nothing", async () => {
     const { container } = await database.containers.createIfNotExists({
       id: "patches",
@@ -236,6 +315,10 @@ for (const [name, start] of [
       item.patch({ operations: [{ op: "incr", path: "/n", value: 2 }], condition: "from c where c.n = 1" }),
     );
     assert.equal(refused.code, 412);
+    // The form of the JS samples: the operations alone, as an array.
+    const bare = await item.patch([{ op: "incr", path: "/n", value: 1 }, { op: "add", path: "/tag", value: "x" }]);
+    assert.equal(bare.resource.n, 4);
+    assert.equal(bare.resource.tag, "x");
     const response = await container.items.batch(
       [
         { operationType: "Create", resourceBody: { id: "b", pk: "p" } },

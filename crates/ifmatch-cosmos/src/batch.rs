@@ -28,7 +28,8 @@ struct Outcome {
 }
 
 impl<T: Tables> Front<'_, T> {
-    /// A transactional batch on the container `coll` of `db`.
+    /// A batch on the container `coll` of `db`: transactional (one partition key, all or
+    /// none), or, with `x-ms-cosmos-batch-atomic: false`, the SDKs' bulk.
     pub(crate) async fn batch(
         &self,
         db: &str,
@@ -36,7 +37,6 @@ impl<T: Tables> Front<'_, T> {
         asked: &Asked<'_>,
     ) -> Result<Done, Failure> {
         let container = self.container(db, coll).await?;
-        let partition = self.partition(&container, asked)?;
         let Ok(Json::Array(operations)) = serde_json::from_slice::<Json>(asked.body) else {
             return Err(bad_request("A batch's body is a JSON array of operations."));
         };
@@ -48,25 +48,108 @@ impl<T: Tables> Front<'_, T> {
         }
         let path = partition_path(&container);
         let table = documents_table(db, coll);
+        if asked
+            .header("x-ms-cosmos-batch-atomic")
+            .is_some_and(|atomic| atomic.eq_ignore_ascii_case("false"))
+        {
+            return self.bulk(db, coll, &container, &operations, asked).await;
+        }
+        let partition = self.partition(&container, asked)?;
+        let (outcomes, failed) = self
+            .transact(&table, &partition, &path, &operations)
+            .await?;
+        Ok(results(db, coll, &outcomes, failed, operations.len()))
+    }
+
+    /// Bulk, as the JS SDK's `items.bulk` sends it: each operation on its own, on its own
+    /// partition key (its `partitionKey`, or the request's), in order; one that fails undoes
+    /// nothing else. With `x-ms-cosmos-batch-continue-on-error: false`, the operations after
+    /// the first that fails are not tried (424). 207 when any failed, as the SDKs read it.
+    async fn bulk(
+        &self,
+        db: &str,
+        coll: &str,
+        container: &Entity,
+        operations: &[Json],
+        asked: &Asked<'_>,
+    ) -> Result<Done, Failure> {
+        let (table, path) = (documents_table(db, coll), partition_path(container));
+        let stop = asked
+            .header("x-ms-cosmos-batch-continue-on-error")
+            .is_some_and(|go_on| go_on.eq_ignore_ascii_case("false"));
+        let mut answers = Vec::new();
+        let mut failed = false;
+        for operation in operations {
+            let answer = if stop && failed {
+                json!({ "statusCode": 424, "requestCharge": 1.0 })
+            } else {
+                match self.alone(&table, &path, container, operation, asked).await {
+                    Ok(outcome) => result(db, coll, &outcome, outcome.status < 400),
+                    Err(refused) => json!({
+                        "statusCode": refused.status, "requestCharge": 1.0, "message": refused.message,
+                    }),
+                }
+            };
+            failed |= answer["statusCode"]
+                .as_u64()
+                .is_none_or(|status| status >= 400);
+            answers.push(answer);
+        }
+        let status = match failed {
+            true => StatusCode::MULTI_STATUS,
+            false => StatusCode::OK,
+        };
+        Ok(Done::of(status, Json::Array(answers), None))
+    }
+
+    /// One operation of a bulk, as a batch of its own on its partition key.
+    async fn alone(
+        &self,
+        table: &str,
+        path: &str,
+        container: &Entity,
+        operation: &Json,
+        asked: &Asked<'_>,
+    ) -> Result<Outcome, Failure> {
+        let partition = match operation.get("partitionKey") {
+            Some(Json::String(key)) => document::stored_key(&document::key_of_header(key)?)?,
+            Some(_) => return Err(bad_request("An operation's partitionKey is a JSON string.")),
+            None => self.partition(container, asked)?,
+        };
+        let (mut outcomes, _) = self
+            .transact(table, &partition, path, std::slice::from_ref(operation))
+            .await?;
+        outcomes
+            .pop()
+            .ok_or_else(|| bad_request("An operation was not decided."))
+    }
+
+    /// `operations` on the documents of `partition`, decided in order and committed as one
+    /// compare-and-swap: their outcomes, and the first that failed (then nothing is written).
+    async fn transact(
+        &self,
+        table: &str,
+        partition: &str,
+        path: &str,
+        operations: &[Json],
+    ) -> Result<(Vec<Outcome>, Option<usize>), Failure> {
         for _ in 0..RETRIES {
             // The documents as read, and as the batch leaves them so far.
             let mut read: BTreeMap<String, Option<Entity>> = BTreeMap::new();
             let mut now: BTreeMap<String, Option<Entity>> = BTreeMap::new();
             let mut outcomes = Vec::new();
-            let mut failed = None;
             for (index, operation) in operations.iter().enumerate() {
                 let id = operation_id(operation)?;
                 if !now.contains_key(&id) {
-                    let found = self.get(&table, &partition, &id).await?;
+                    let found = self.get(table, partition, &id).await?;
                     read.insert(id.clone(), found.clone());
                     now.insert(id.clone(), found);
                 }
                 let current = now.get(&id).cloned().flatten();
-                let outcome = self.decide(operation, &id, current.as_ref(), &partition, &path)?;
+                let outcome = self.decide(operation, &id, current.as_ref(), partition, path)?;
                 if outcome.status >= 400 {
-                    failed = Some(index);
                     outcomes.push(outcome);
-                    break;
+                    return Ok((outcomes, Some(index)));
                 }
                 if matches!(
                     operation_kind(operation).as_str(),
@@ -80,16 +163,13 @@ impl<T: Tables> Front<'_, T> {
                 }
                 outcomes.push(outcome);
             }
-            if let Some(index) = failed {
-                return Ok(results(db, coll, &outcomes, Some(index), operations.len()));
-            }
             let changes: Vec<(Change, Option<&Entity>)> = now
                 .iter()
                 .filter(|(id, after)| read.get(*id).map(version) != Some(version(after)))
                 .map(|(id, after)| {
                     let before = read.get(id).and_then(Option::as_ref);
                     let change = Change {
-                        key: key(&partition, id),
+                        key: key(partition, id),
                         expected: before
                             .map_or(Expected::Absent, |e| Expected::Version(e.timestamp)),
                         write: after.clone(),
@@ -98,10 +178,10 @@ impl<T: Tables> Front<'_, T> {
                 })
                 .collect();
             if changes.is_empty() {
-                return Ok(results(db, coll, &outcomes, None, operations.len()));
+                return Ok((outcomes, None));
             }
-            match self.commit_documents(&table, &changes).await {
-                Ok(()) => return Ok(results(db, coll, &outcomes, None, operations.len())),
+            match self.commit_documents(table, &changes).await {
+                Ok(()) => return Ok((outcomes, None)),
                 Err(Committed::Conflict) => continue,
                 Err(Committed::Failed(failure)) => return Err(failure),
             }
@@ -287,23 +367,10 @@ fn results(
     count: usize,
 ) -> Done {
     let results: Vec<Json> = (0..count)
-        .map(|i| {
-            let outcome = outcomes.get(i);
-            let status = match failed {
-                Some(f) if f == i => outcome.map_or(424, |o| o.status),
-                Some(_) => 424,
-                None => outcome.map_or(424, |o| o.status),
-            };
-            let mut result = json!({ "statusCode": status, "requestCharge": 1.0 });
-            if failed.is_none()
-                && let Some(entity) = outcome.and_then(|o| o.entity.as_ref())
-            {
-                result["eTag"] = document::etag(entity.timestamp).into();
-                if status != 304 {
-                    result["resourceBody"] = document_json(db, coll, entity);
-                }
-            }
-            result
+        .map(|i| match (outcomes.get(i), failed) {
+            (Some(outcome), Some(f)) if f == i => result(db, coll, outcome, false),
+            (Some(outcome), None) => result(db, coll, outcome, true),
+            _ => json!({ "statusCode": 424, "requestCharge": 1.0 }),
         })
         .collect();
     let status = if failed.is_some() {
@@ -312,4 +379,17 @@ fn results(
         StatusCode::OK
     };
     Done::of(status, Json::Array(results), None)
+}
+
+/// One operation's result: its status, and, when `written` stands, the document's tag and
+/// body (not the body of a 304).
+fn result(db: &str, coll: &str, outcome: &Outcome, written: bool) -> Json {
+    let mut result = json!({ "statusCode": outcome.status, "requestCharge": 1.0 });
+    if written && let Some(entity) = &outcome.entity {
+        result["eTag"] = document::etag(entity.timestamp).into();
+        if outcome.status != 304 {
+            result["resourceBody"] = document_json(db, coll, entity);
+        }
+    }
+    result
 }

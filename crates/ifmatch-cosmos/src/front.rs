@@ -125,6 +125,7 @@ impl<T: Tables> Front<'_, T> {
             (&Method::GET, A::Containers(db)) => self.containers(db).await,
             (&Method::POST, A::Containers(db)) => self.create_container(db, asked).await,
             (&Method::GET, A::Container(db, coll)) => self.container_read(db, coll).await,
+            (&Method::PUT, A::Container(db, coll)) => self.replace_container(db, coll, asked).await,
             (&Method::DELETE, A::Container(db, coll)) => self.delete_container(db, coll).await,
             (&Method::GET, A::Ranges(db, coll)) => self.ranges(db, coll, asked).await,
             (&Method::GET, A::Documents(db, coll)) => self.documents(db, coll, asked).await,
@@ -283,16 +284,7 @@ impl<T: Tables> Front<'_, T> {
                 ));
             }
         }
-        let defaults = json!({
-            "indexingPolicy": { "indexingMode": "consistent", "automatic": true, "includedPaths": [{ "path": "/*" }], "excludedPaths": [{ "path": "/\"_etag\"/?" }] },
-            "conflictResolutionPolicy": { "mode": "LastWriterWins", "conflictResolutionPath": "/_ts", "conflictResolutionProcedure": "" },
-            "geospatialConfig": { "type": "Geography" },
-        });
-        for (name, value) in defaults.as_object().into_iter().flatten() {
-            resource
-                .entry(name.clone())
-                .or_insert_with(|| value.clone());
-        }
+        with_container_defaults(&mut resource);
         if let Some(Json::Object(key)) = resource.get_mut("partitionKey") {
             key.entry("kind").or_insert_with(|| "Hash".into());
             key.entry("version").or_insert_with(|| 2.into());
@@ -313,6 +305,62 @@ impl<T: Tables> Front<'_, T> {
             Err(Committed::Failed(failure)) => Err(failure),
             Ok(()) => Ok(Done::of(
                 StatusCode::CREATED,
+                container_json(db, &entity),
+                Some(entity.timestamp),
+            )),
+        }
+    }
+
+    /// A container's properties replaced (the SDKs' `container.replace`): its indexing, time
+    /// to live and other policies, under `If-Match`. Its id, partition key and unique keys stay
+    /// as they were created (400 for a body that changes them, as Azure answers).
+    async fn replace_container(
+        &self,
+        db: &str,
+        coll: &str,
+        asked: &Asked<'_>,
+    ) -> Result<Done, Failure> {
+        let before = self.container(db, coll).await?;
+        if !holds(self.condition(asked)?, Some(&before)) {
+            return Err(precondition_failed());
+        }
+        let stored = json_of(&before);
+        let mut resource = document::resource(asked.body)?;
+        if id_of(&resource) != coll {
+            return Err(bad_request(
+                "A container's id is not changed by a replace: the body's id is the container's.",
+            ));
+        }
+        // The partition key: the same paths, or none sent; kept with its kind and version.
+        let paths = |r: &Map<String, Json>| r.get("partitionKey").map(|k| k.get("paths").cloned());
+        let unique = |r: &Map<String, Json>| r.get("uniqueKeyPolicy").cloned();
+        if resource.contains_key("partitionKey") && paths(&resource) != paths(&stored) {
+            return Err(bad_request(
+                "A container's partition key is not changed by a replace.",
+            ));
+        }
+        if resource.contains_key("uniqueKeyPolicy") && unique(&resource) != unique(&stored) {
+            return Err(bad_request(
+                "A container's unique keys are not changed by a replace.",
+            ));
+        }
+        for kept in ["partitionKey", "uniqueKeyPolicy"] {
+            if let Some(value) = stored.get(kept) {
+                resource.insert(kept.into(), value.clone());
+            }
+        }
+        with_container_defaults(&mut resource);
+        let entity = self.entity(db, coll, Some(before.timestamp), &resource);
+        let change = Change {
+            key: key(db, coll),
+            expected: Expected::Version(before.timestamp),
+            write: Some(entity.clone()),
+        };
+        match self.commit(CONTAINERS, &[change]).await {
+            Err(Committed::Conflict) => Err(precondition_failed()),
+            Err(Committed::Failed(failure)) => Err(failure),
+            Ok(()) => Ok(Done::of(
+                StatusCode::OK,
                 container_json(db, &entity),
                 Some(entity.timestamp),
             )),
@@ -867,6 +915,20 @@ pub(crate) fn json_of(entity: &Entity) -> Map<String, Json> {
     match entity.properties.get(JSON) {
         Some(Value::String(text)) => serde_json::from_str(text).unwrap_or_default(),
         _ => Map::new(),
+    }
+}
+
+/// The policies a container has when its properties do not name them, as Azure fills them.
+fn with_container_defaults(resource: &mut Map<String, Json>) {
+    let defaults = json!({
+        "indexingPolicy": { "indexingMode": "consistent", "automatic": true, "includedPaths": [{ "path": "/*" }], "excludedPaths": [{ "path": "/\"_etag\"/?" }] },
+        "conflictResolutionPolicy": { "mode": "LastWriterWins", "conflictResolutionPath": "/_ts", "conflictResolutionProcedure": "" },
+        "geospatialConfig": { "type": "Geography" },
+    });
+    for (name, value) in defaults.as_object().into_iter().flatten() {
+        resource
+            .entry(name.clone())
+            .or_insert_with(|| value.clone());
     }
 }
 

@@ -11,16 +11,24 @@ use crate::failure::{Failure, bad_request};
 pub const MAX_OPERATIONS: usize = 10;
 
 /// A patch request's body: its operations, and its condition (`from c where ...`), if any.
+/// Two forms: the object `{"operations": [...], "condition": "..."}`, and the bare array of
+/// operations the JS SDK sends for `item.patch([...])`.
 pub fn parse(body: &[u8]) -> Result<(Vec<Json>, Option<String>), Failure> {
-    let Ok(Json::Object(mut body)) = serde_json::from_slice::<Json>(body) else {
-        return Err(bad_request(
-            "A patch's body is a JSON object: {\"operations\": [...]}.",
-        ));
-    };
-    let Some(Json::Array(operations)) = body.remove("operations") else {
-        return Err(bad_request(
-            "A patch names its operations: {\"operations\": [...]}.",
-        ));
+    let (operations, mut body) = match serde_json::from_slice::<Json>(body) {
+        Ok(Json::Array(operations)) => (operations, Map::new()),
+        Ok(Json::Object(mut body)) => match body.remove("operations") {
+            Some(Json::Array(operations)) => (operations, body),
+            _ => {
+                return Err(bad_request(
+                    "A patch names its operations: {\"operations\": [...]}.",
+                ));
+            }
+        },
+        _ => {
+            return Err(bad_request(
+                "A patch's body is a JSON object ({\"operations\": [...]}) or an array of operations.",
+            ));
+        }
     };
     if operations.is_empty() || operations.len() > MAX_OPERATIONS {
         return Err(bad_request(format!(
@@ -263,5 +271,10 @@ mod tests {
             (ops.len(), condition.as_deref()),
             (1, Some("from c where c.n > 0"))
         );
+        // The JS SDK's form: the operations alone.
+        let (ops, condition) = parse(br#"[{"op": "incr", "path": "/n", "value": 1}]"#).unwrap();
+        assert_eq!((ops.len(), condition), (1, None));
+        assert!(parse(b"[]").is_err());
+        assert!(parse(br#""incr""#).is_err());
     }
 }
