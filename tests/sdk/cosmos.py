@@ -73,6 +73,12 @@ def main(connection_string):
         list(read)[:3] == ["id", "user", "items"] and list(read)[-1] == "_attachments",
         list(read),
     )
+    many = carts.read_items([("cart1", "ann"), ("cart1", "bob"), ("nobody", "ann")])
+    check(
+        "read_items (read many) finds each item by id and partition key",
+        sorted(i["user"] for i in many) == ["ann", "bob"],
+        list(many),
+    )
     stale = dict(read)
     read["items"].append("apple")
     replaced = carts.replace_item(
