@@ -73,6 +73,18 @@ def main(connection_string):
         list(read)[:3] == ["id", "user", "items"] and list(read)[-1] == "_attachments",
         list(read),
     )
+    def session_lsn():
+        return int(carts.client_connection.last_response_headers["x-ms-session-token"].split("#")[1])
+
+    before = session_lsn()
+    carts.upsert_item({"id": "session", "user": "ann"})
+    after_one = session_lsn()
+    carts.upsert_item({"id": "session", "user": "ann", "n": 1})
+    check(
+        "the session token advances with every write, and the SDK's session reads go on",
+        before < after_one < session_lsn()
+        and carts.read_item("session", partition_key="ann")["n"] == 1,
+    )
     many = carts.read_items([("cart1", "ann"), ("cart1", "bob"), ("nobody", "ann")])
     check(
         "read_items (read many) finds each item by id and partition key",

@@ -139,6 +139,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
                 _ => failure(401, "Unauthorized", refused.message),
             })?,
         };
+        consistency(&parts.headers)?;
         let tables = Scoped::new(self.tables.clone(), &format!("~cosmos~{}", account.name()));
         let scheme = if self.https { "https" } else { "http" };
         let endpoint = format!("{scheme}://{host}/");
@@ -176,5 +177,92 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
             headers.insert(header::DATE, value);
         }
         answer
+    }
+}
+
+/// The consistency headers a request may carry: a level of the five Cosmos names, and a
+/// session token as the SDKs send it back (`0:-1#42`, `0:42`, several ranges joined by
+/// commas). Every level is met: each read is served from the store every instance commits to
+/// (a redb file, Redis, a bucket), which shows every write acknowledged before it, so a read
+/// carrying any token this service gave is served at or after it, on any instance of a fleet.
+fn consistency(headers: &http::HeaderMap) -> Result<(), Failure> {
+    const LEVELS: [&str; 5] = [
+        "Strong",
+        "BoundedStaleness",
+        "Session",
+        "Eventual",
+        "ConsistentPrefix",
+    ];
+    if let Some(level) = headers.get("x-ms-consistency-level") {
+        let level = level.to_str().unwrap_or_default();
+        if !LEVELS.iter().any(|known| known.eq_ignore_ascii_case(level)) {
+            return Err(bad_request(format!(
+                "The consistency level {level:?} is none of Strong, BoundedStaleness, Session, Eventual and ConsistentPrefix."
+            )));
+        }
+    }
+    if let Some(token) = headers.get("x-ms-session-token") {
+        let text = token.to_str().unwrap_or_default();
+        let numbers = |part: &str| {
+            let part = part.strip_prefix('-').unwrap_or(part);
+            !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit())
+        };
+        let valid = text.trim().is_empty()
+            || text.split(',').all(|range| {
+                let Some((id, progress)) = range.trim().split_once(':') else {
+                    return false;
+                };
+                let mut parts = progress.split('#');
+                numbers(id)
+                    && parts.next().is_some_and(numbers)
+                    && parts.all(|p| p.split('=').all(numbers))
+            });
+        if !valid {
+            return Err(bad_request(format!(
+                "The session token provided {text:?} is invalid."
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::consistency;
+
+    fn with(name: &str, value: &str) -> http::HeaderMap {
+        let mut headers = http::HeaderMap::new();
+        headers.insert(
+            http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+            value.parse().unwrap(),
+        );
+        headers
+    }
+
+    #[test]
+    fn consistency_headers_as_the_sdks_send_them_and_nothing_else() {
+        for token in ["0:-1#42", "0:42", "0:-1#42#1=20#2=3,1:-1#7", ""] {
+            assert!(
+                consistency(&with("x-ms-session-token", token)).is_ok(),
+                "{token}"
+            );
+        }
+        for token in ["abc", "0:-1#x", "0:", ":-1#4", "0:-1#4#1=", "0:-1#4,"] {
+            let refused = consistency(&with("x-ms-session-token", token)).unwrap_err();
+            assert_eq!(refused.status, 400, "{token}");
+        }
+        for level in [
+            "Strong",
+            "BoundedStaleness",
+            "session",
+            "Eventual",
+            "ConsistentPrefix",
+        ] {
+            assert!(
+                consistency(&with("x-ms-consistency-level", level)).is_ok(),
+                "{level}"
+            );
+        }
+        assert!(consistency(&with("x-ms-consistency-level", "Linearizable")).is_err());
     }
 }
