@@ -362,6 +362,7 @@ def main(connection_string):
     # The query language beyond one container's items: JOINs, GROUP BY, DISTINCT and
     # subqueries, across partitions and paged.
     query_language_checks(database)
+    unique_key_checks(database)
 
     # The change feed: from the beginning, resumed from its token, from now.
     change_feed_checks(database)
@@ -389,6 +390,62 @@ def main(connection_string):
         status_of(lambda: client.get_database_client(name).read()) == 404,
     )
     check.done()
+
+
+def unique_key_checks(database):
+    users = database.create_container(
+        id="users",
+        partition_key=PartitionKey(path="/tenant"),
+        unique_key_policy={"uniqueKeys": [{"paths": ["/email"]}, {"paths": ["/first", "/last"]}]},
+    )
+    check(
+        "a container keeps its unique keys",
+        users.read()["uniqueKeyPolicy"]["uniqueKeys"][1]["paths"] == ["/first", "/last"],
+    )
+    users.create_item({"id": "1", "tenant": "a", "email": "x@e", "first": "A", "last": "B"})
+    check(
+        "a unique key taken in the partition is 409 and writes nothing",
+        status_of(lambda: users.create_item({"id": "2", "tenant": "a", "email": "x@e"})) == 409
+        and status_of(lambda: users.read_item("2", partition_key="a")) == 404,
+    )
+    users.create_item({"id": "2", "tenant": "b", "email": "x@e"})
+    check("the same values in another partition are free", True)
+    users.create_item({"id": "3", "tenant": "a", "email": "y@e", "first": "A", "last": "C"})
+    check(
+        "a replace, an upsert and a patch onto a taken key are 409",
+        status_of(lambda: users.replace_item("3", {"id": "3", "tenant": "a", "email": "x@e"})) == 409
+        and status_of(lambda: users.upsert_item({"id": "4", "tenant": "a", "email": "y@e"})) == 409
+        and status_of(lambda: users.patch_item(
+            "3", partition_key="a", patch_operations=[{"op": "set", "path": "/last", "value": "B"}])) == 409
+        and users.read_item("3", partition_key="a")["last"] == "C",
+    )
+    users.patch_item("1", partition_key="a", patch_operations=[{"op": "set", "path": "/email", "value": "z@e"}])
+    users.create_item({"id": "5", "tenant": "a", "email": "x@e"})
+    check("a value a document leaves is free again", True)
+    check(
+        "a path a document lacks counts as null: a second document lacking it is 409",
+        status_of(lambda: users.create_item({"id": "6", "tenant": "a", "email": "w@e"})) == 409,
+    )
+    users.delete_item("5", partition_key="a")
+    users.create_item({"id": "6", "tenant": "a", "email": "x@e"})
+    check("a deleted document's values are free again", True)
+    check(
+        "a batch whose documents would share a key is refused whole",
+        status_of(lambda: users.execute_item_batch(
+            [
+                ("create", ({"id": "7", "tenant": "a", "email": "v@e", "first": "Q"},)),
+                ("create", ({"id": "8", "tenant": "a", "email": "v@e", "first": "R"},)),
+            ],
+            partition_key="a",
+        )) == 409
+        and status_of(lambda: users.read_item("7", partition_key="a")) == 404,
+    )
+    check(
+        "a unique key policy of another shape is 400",
+        status_of(lambda: database.create_container(
+            id="bad", partition_key=PartitionKey(path="/tenant"),
+            unique_key_policy={"uniqueKeys": [{"paths": ["email"]}]})) == 400,
+    )
 
 
 def query_language_checks(database):

@@ -293,6 +293,24 @@ for (const [name, start] of [
     assert.equal(staleReplace.code, 412);
   });
 
+  test("unique keys: a value taken in a partition is 409, free in another and once left", async () => {
+    const { container } = await database.containers.createIfNotExists({
+      id: "unique",
+      partitionKey: { paths: ["/tenant"] },
+      uniqueKeyPolicy: { uniqueKeys: [{ paths: ["/email"] }] },
+    });
+    await container.items.create({ id: "1", tenant: "a", email: "x@e" });
+    assert.equal((await failure(container.items.create({ id: "2", tenant: "a", email: "x@e" }))).code, 409);
+    assert.equal((await container.item("2", "a").read()).statusCode, 404);
+    await container.items.create({ id: "2", tenant: "b", email: "x@e" });
+    await container.item("1", "a").patch([{ op: "set", path: "/email", value: "y@e" }]);
+    await container.items.create({ id: "3", tenant: "a", email: "x@e" });
+    const { resources } = await container.items
+      .query("SELECT VALUE c.id FROM c", { partitionKey: "a" })
+      .fetchAll();
+    assert.deepEqual(resources.sort(), ["1", "3"]);
+  });
+
   test("patch with a condition, and a batch that fails and leaves nothing", async () => {
     const { container } = await database.containers.createIfNotExists({
       id: "patches",

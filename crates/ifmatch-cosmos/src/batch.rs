@@ -17,6 +17,7 @@ use crate::front::{
     Asked, Committed, Condition, Done, Front, RETRIES, document_json, documents_table, holds,
     id_of, json_of, key, partition_path, raced,
 };
+use crate::unique;
 
 /// The most operations one batch holds.
 pub const MAX_OPERATIONS: usize = 100;
@@ -46,7 +47,6 @@ impl<T: Tables> Front<'_, T> {
                 operations.len()
             )));
         }
-        let path = partition_path(&container);
         let table = documents_table(db, coll);
         if asked
             .header("x-ms-cosmos-batch-atomic")
@@ -55,9 +55,8 @@ impl<T: Tables> Front<'_, T> {
             return self.bulk(db, coll, &container, &operations, asked).await;
         }
         let partition = self.partition(&container, asked)?;
-        let (outcomes, failed) = self
-            .transact(&table, &partition, &path, &operations)
-            .await?;
+        let (outcomes, failed) =
+            (self.transact(&table, &container, &partition, &operations)).await?;
         Ok(results(db, coll, &outcomes, failed, operations.len()))
     }
 
@@ -73,7 +72,7 @@ impl<T: Tables> Front<'_, T> {
         operations: &[Json],
         asked: &Asked<'_>,
     ) -> Result<Done, Failure> {
-        let (table, path) = (documents_table(db, coll), partition_path(container));
+        let table = documents_table(db, coll);
         let stop = asked
             .header("x-ms-cosmos-batch-continue-on-error")
             .is_some_and(|go_on| go_on.eq_ignore_ascii_case("false"));
@@ -83,7 +82,7 @@ impl<T: Tables> Front<'_, T> {
             let answer = if stop && failed {
                 json!({ "statusCode": 424, "requestCharge": 1.0 })
             } else {
-                match self.alone(&table, &path, container, operation, asked).await {
+                match self.alone(&table, container, operation, asked).await {
                     Ok(outcome) => result(db, coll, &outcome, outcome.status < 400),
                     Err(refused) => json!({
                         "statusCode": refused.status, "requestCharge": 1.0, "message": refused.message,
@@ -106,7 +105,6 @@ impl<T: Tables> Front<'_, T> {
     async fn alone(
         &self,
         table: &str,
-        path: &str,
         container: &Entity,
         operation: &Json,
         asked: &Asked<'_>,
@@ -117,7 +115,12 @@ impl<T: Tables> Front<'_, T> {
             None => self.partition(container, asked)?,
         };
         let (mut outcomes, _) = self
-            .transact(table, &partition, path, std::slice::from_ref(operation))
+            .transact(
+                table,
+                container,
+                &partition,
+                std::slice::from_ref(operation),
+            )
             .await?;
         outcomes
             .pop()
@@ -129,10 +132,11 @@ impl<T: Tables> Front<'_, T> {
     async fn transact(
         &self,
         table: &str,
+        container: &Entity,
         partition: &str,
-        path: &str,
         operations: &[Json],
     ) -> Result<(Vec<Outcome>, Option<usize>), Failure> {
+        let (path, unique) = (partition_path(container), unique::of(container));
         for _ in 0..RETRIES {
             // The documents as read, and as the batch leaves them so far.
             let mut read: BTreeMap<String, Option<Entity>> = BTreeMap::new();
@@ -146,7 +150,7 @@ impl<T: Tables> Front<'_, T> {
                     now.insert(id.clone(), found);
                 }
                 let current = now.get(&id).cloned().flatten();
-                let outcome = self.decide(operation, &id, current.as_ref(), partition, path)?;
+                let outcome = self.decide(operation, &id, current.as_ref(), partition, &path)?;
                 if outcome.status >= 400 {
                     outcomes.push(outcome);
                     return Ok((outcomes, Some(index)));
@@ -180,7 +184,7 @@ impl<T: Tables> Front<'_, T> {
             if changes.is_empty() {
                 return Ok((outcomes, None));
             }
-            match self.commit_documents(table, &changes).await {
+            match self.commit_documents(table, &unique, &changes).await {
                 Ok(()) => return Ok((outcomes, None)),
                 Err(Committed::Conflict) => continue,
                 Err(Committed::Failed(failure)) => return Err(failure),

@@ -23,6 +23,7 @@ use crate::front::{
     raced, rid,
 };
 use crate::query::SCAN_BUDGET;
+use crate::unique::{self, Keys};
 
 impl<T: Tables> Front<'_, T> {
     /// The change feed: the documents written since the position `If-None-Match` names
@@ -163,8 +164,10 @@ impl<T: Tables> Front<'_, T> {
     pub(crate) async fn commit_documents(
         &self,
         table: &str,
+        unique: &Keys,
         changes: &[(Change, Option<&Entity>)],
     ) -> Result<(), Committed> {
+        let moves = unique::moves(unique, changes).map_err(Committed::Failed)?;
         let _turn = self.turns.take(table).await;
         for _ in 0..RETRIES {
             let counter = self.get(table, FEED, "").await.map_err(Committed::Failed)?;
@@ -211,9 +214,14 @@ impl<T: Tables> Front<'_, T> {
                 write: Some(Entity::new(FEED, "", at, [(NUMBER, Value::Int64(number))])),
             });
             all.extend(entries);
+            let unique_from = all.len();
+            all.extend(moves.iter().cloned());
             return match self.tables.commit(table, &all).await {
                 Ok(()) => Ok(()),
                 Err(TableError::Conflict { index, .. }) if index == documents => continue,
+                Err(TableError::Conflict { index, .. }) if index >= unique_from => {
+                    Err(Committed::Failed(unique::violation()))
+                }
                 Err(TableError::Conflict { .. }) => Err(Committed::Conflict),
                 Err(TableError::TableNotFound(_)) => Err(Committed::Failed(not_found())),
                 Err(error) => Err(Committed::Failed(backend(error))),

@@ -31,9 +31,11 @@ pub(crate) fn number_of(entity: &Entity) -> Option<i64> {
     }
 }
 
-/// Whether `entity` is a change feed entry (or its counter), not a document.
+/// Whether `entity` is a change feed entry (or its counter), or another entry of the
+/// container's own (a unique key's): not a document. Their partitions start with `~`, which
+/// no partition key's JSON does.
 pub(crate) fn is_feed(entity: &Entity) -> bool {
-    entity.partition_key == FEED
+    entity.partition_key.starts_with('~')
 }
 
 /// Drops the change feed's entries from a chunk read across partitions (they sort after every

@@ -25,6 +25,7 @@ use crate::failure::{
     Answer, Failure, bad_request, conflict, failure, not_found, precondition_failed, unavailable,
 };
 use crate::feed_entries;
+use crate::unique;
 use ifmatch_blob::Turns;
 
 const DATABASES: &str = "#dbs";
@@ -284,6 +285,7 @@ impl<T: Tables> Front<'_, T> {
                 ));
             }
         }
+        unique::declared(&resource)?;
         with_container_defaults(&mut resource);
         if let Some(Json::Object(key)) = resource.get_mut("partitionKey") {
             key.entry("kind").or_insert_with(|| "Hash".into());
@@ -484,6 +486,7 @@ impl<T: Tables> Front<'_, T> {
         let upsert = asked.is_true("x-ms-documentdb-is-upsert");
         let condition = self.condition(asked)?;
         let table = documents_table(db, coll);
+        let unique = unique::of(&container);
         for _ in 0..RETRIES {
             let current = match upsert {
                 true => self.get(&table, &partition, &id).await?,
@@ -501,7 +504,7 @@ impl<T: Tables> Front<'_, T> {
                 write: Some(entity.clone()),
             };
             match self
-                .commit_documents(&table, &[(change, current.as_ref())])
+                .commit_documents(&table, &unique, &[(change, current.as_ref())])
                 .await
             {
                 Ok(()) => {
@@ -541,7 +544,7 @@ impl<T: Tables> Front<'_, T> {
         let if_match = self.condition(asked)?;
         let fixed = partition_path(&container);
         let written = self
-            .change_existing(db, coll, &partition, id, if_match, |current| {
+            .change_existing(db, coll, &container, &partition, id, if_match, |current| {
                 let seen = document_json(db, coll, current);
                 let held = crate::sql::holds(predicate.as_ref(), &seen)
                     .map_err(|error| bad_request(format!("Condition: {}", error.message)))?;
@@ -658,7 +661,7 @@ impl<T: Tables> Front<'_, T> {
         }
         let condition = self.condition(asked)?;
         let written = self
-            .change_existing(db, coll, &partition, id, condition, |_| {
+            .change_existing(db, coll, &container, &partition, id, condition, |_| {
                 Ok(Some(resource.clone()))
             })
             .await?;
@@ -675,8 +678,10 @@ impl<T: Tables> Front<'_, T> {
         let container = self.container(db, coll).await?;
         let partition = self.partition(&container, asked)?;
         let condition = self.condition(asked)?;
-        self.change_existing(db, coll, &partition, id, condition, |_| Ok(None))
-            .await?;
+        self.change_existing(db, coll, &container, &partition, id, condition, |_| {
+            Ok(None)
+        })
+        .await?;
         Ok(Done::empty(StatusCode::NO_CONTENT, None))
     }
 
@@ -690,12 +695,14 @@ impl<T: Tables> Front<'_, T> {
         &self,
         db: &str,
         coll: &str,
+        container: &Entity,
         partition: &str,
         id: &str,
         condition: Condition,
         decide: impl Fn(&Entity) -> Result<Option<Map<String, Json>>, Failure>,
     ) -> Result<Option<Entity>, Failure> {
         let table = documents_table(db, coll);
+        let unique = unique::of(container);
         for _ in 0..RETRIES {
             let current = self
                 .get(&table, partition, id)
@@ -711,7 +718,7 @@ impl<T: Tables> Front<'_, T> {
                 expected: Expected::Version(current.timestamp),
                 write: written.clone(),
             };
-            match (self.commit_documents(&table, &[(change, Some(&current))])).await {
+            match (self.commit_documents(&table, &unique, &[(change, Some(&current))])).await {
                 Ok(()) => return Ok(written),
                 Err(Committed::Conflict) => continue,
                 Err(Committed::Failed(failure)) => return Err(failure),

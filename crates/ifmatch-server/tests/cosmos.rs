@@ -858,3 +858,64 @@ async fn a_query_that_amplifies_a_value_is_refused_at_once_while_others_are_serv
     assert!(peak < 256, "the server's peak resident memory: {peak} MiB");
     eprintln!("{reads} point reads meanwhile, the slowest {slowest:?}; peak memory {peak} MiB");
 }
+
+/// A unique key across a fleet: for each of 20 values, eight creators of documents of their
+/// own race for it through two instances over one Redis; exactly one of each eight is
+/// created (201), the others are 409 and leave nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_unique_key_raced_for_through_two_instances_goes_to_one_creator() {
+    let redis = RedisServer::start();
+    let args = ["--anonymous", "--backend", &redis.url()];
+    let (data_a, data_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (_a, a) = serve_with(data_a.path(), &args, &[]);
+    let (_b, b) = serve_with(data_b.path(), &args, &[]);
+    let http = common::client();
+    let created = http.post(format!("{a}/dbs")).body(r#"{"id":"u"}"#);
+    assert_eq!(created.send().await.unwrap().status(), 201);
+    let container = r#"{"id":"c","partitionKey":{"paths":["/pk"]},"uniqueKeyPolicy":{"uniqueKeys":[{"paths":["/email"]}]}}"#;
+    let created = http.post(format!("{a}/dbs/u/colls")).body(container);
+    assert_eq!(created.send().await.unwrap().status(), 201);
+    let creators: Vec<_> = (0..8)
+        .map(|w| {
+            let endpoint = if w % 2 == 0 { a.clone() } else { b.clone() };
+            let http = http.clone();
+            tokio::spawn(async move {
+                let mut statuses = Vec::new();
+                for value in 0..20 {
+                    let body = serde_json::json!({ "id": format!("{w}-{value}"), "pk": "p", "email": format!("{value}@e") });
+                    let written = http
+                        .post(format!("{endpoint}/dbs/u/colls/c/docs"))
+                        .header("x-ms-documentdb-partitionkey", "[\"p\"]")
+                        .body(body.to_string())
+                        .send()
+                        .await
+                        .unwrap();
+                    statuses.push(written.status().as_u16());
+                }
+                statuses
+            })
+        })
+        .collect();
+    let mut won = [0; 20];
+    for creator in creators {
+        for (value, status) in creator.await.unwrap().into_iter().enumerate() {
+            assert!(status == 201 || status == 409, "{status}");
+            won[value] += usize::from(status == 201);
+        }
+    }
+    assert_eq!(won, [1; 20], "each value to exactly one creator");
+    let page = http
+        .post(format!("{b}/dbs/u/colls/c/docs"))
+        .header("x-ms-documentdb-isquery", "True")
+        .header("content-type", "application/query+json")
+        .body(r#"{"query": "SELECT VALUE COUNT(1) FROM c"}"#)
+        .send()
+        .await
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&page.bytes().await.unwrap()).unwrap();
+    assert_eq!(
+        json["Documents"],
+        serde_json::json!([20]),
+        "nothing of a loser is left"
+    );
+}

@@ -33,6 +33,7 @@ pub use meter::{DOCUMENT_WORK, Meter, weight};
 pub use rows::{Accumulator, Collector};
 use serde_json::Value as Json;
 pub use value::compare_for_order;
+pub(crate) use value::printed;
 
 /// The longest query text taken.
 pub const MAX_QUERY: usize = 256 << 10;
