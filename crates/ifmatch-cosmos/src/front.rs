@@ -544,7 +544,7 @@ impl<T: Tables> Front<'_, T> {
         let if_match = self.condition(asked)?;
         let fixed = partition_path(&container);
         let written = self
-            .change_existing(db, coll, &container, &partition, id, if_match, |current| {
+            .change_existing(&container, &partition, id, if_match, |current| {
                 let seen = document_json(db, coll, current);
                 let held = crate::sql::holds(predicate.as_ref(), &seen)
                     .map_err(|error| bad_request(format!("Condition: {}", error.message)))?;
@@ -661,7 +661,7 @@ impl<T: Tables> Front<'_, T> {
         }
         let condition = self.condition(asked)?;
         let written = self
-            .change_existing(db, coll, &container, &partition, id, condition, |_| {
+            .change_existing(&container, &partition, id, condition, |_| {
                 Ok(Some(resource.clone()))
             })
             .await?;
@@ -678,30 +678,26 @@ impl<T: Tables> Front<'_, T> {
         let container = self.container(db, coll).await?;
         let partition = self.partition(&container, asked)?;
         let condition = self.condition(asked)?;
-        self.change_existing(db, coll, &container, &partition, id, condition, |_| {
-            Ok(None)
-        })
-        .await?;
+        self.change_existing(&container, &partition, id, condition, |_| Ok(None))
+            .await?;
         Ok(Done::empty(StatusCode::NO_CONTENT, None))
     }
 
     // Parts.
 
-    /// Changes the document `id`, which must be there and meet `condition`: `decide` makes
-    /// what it becomes of it as it is now (`None`: deleted), or refuses. Committed as a
-    /// compare-and-swap against the version read, and decided again when another write came
-    /// first. Answers what was written.
+    /// Changes the document `id` of `container` (its entry, keyed by database and id), which
+    /// must be there and meet `condition`: `decide` makes what it becomes of it as it is now
+    /// (`None`: deleted), or refuses. Committed as a compare-and-swap against the version
+    /// read, and decided again when another write came first. Answers what was written.
     async fn change_existing(
         &self,
-        db: &str,
-        coll: &str,
         container: &Entity,
         partition: &str,
         id: &str,
         condition: Condition,
         decide: impl Fn(&Entity) -> Result<Option<Map<String, Json>>, Failure>,
     ) -> Result<Option<Entity>, Failure> {
-        let table = documents_table(db, coll);
+        let table = documents_table(&container.partition_key, &container.row_key);
         let unique = unique::of(container);
         for _ in 0..RETRIES {
             let current = self
