@@ -10,6 +10,7 @@ Usage: cosmos.py CONNECTION_STRING   (exits 1 on the first failed check; prints 
 
 import sys
 import threading
+import time
 import uuid
 
 from checks import Checks
@@ -363,6 +364,7 @@ def main(connection_string):
     # subqueries, across partitions and paged.
     query_language_checks(database)
     unique_key_checks(database)
+    time_to_live_checks(database)
 
     # The change feed: from the beginning, resumed from its token, from now.
     change_feed_checks(database)
@@ -445,6 +447,65 @@ def unique_key_checks(database):
         status_of(lambda: database.create_container(
             id="bad", partition_key=PartitionKey(path="/tenant"),
             unique_key_policy={"uniqueKeys": [{"paths": ["email"]}]})) == 400,
+    )
+
+
+def time_to_live_checks(database):
+    short = database.create_container(
+        id="short",
+        partition_key=PartitionKey(path="/pk"),
+        default_ttl=2,
+        unique_key_policy={"uniqueKeys": [{"paths": ["/email"]}]},
+    )
+    check("a container keeps its defaultTtl", short.read()["defaultTtl"] == 2)
+    short.create_item({"id": "gone", "pk": "p", "email": "a@e"})
+    short.create_item({"id": "kept", "pk": "p", "ttl": -1, "email": "k@e"})
+    short.create_item({"id": "longer", "pk": "p", "ttl": 60, "email": "l@e"})
+    later = database.create_container(id="later", partition_key=PartitionKey(path="/pk"))
+    later.create_item({"id": "old", "pk": "p"})
+    later.create_item({"id": "own", "pk": "p", "ttl": 1})
+    check(
+        "a ttl of 0 is 400, and so is a defaultTtl of 0",
+        status_of(lambda: short.create_item({"id": "zero", "pk": "p", "ttl": 0})) == 400
+        and status_of(lambda: database.create_container(
+            id="zero", partition_key=PartitionKey(path="/pk"), default_ttl=0)) == 400,
+    )
+    check(
+        "an item lives until its time; its ttl shows as written",
+        short.read_item("gone", partition_key="p")["id"] == "gone"
+        and short.read_item("longer", partition_key="p")["ttl"] == 60
+        and later.read_item("own", partition_key="p")["ttl"] == 1,
+    )
+    # A container given a defaultTtl: it counts for the items it holds already.
+    database.replace_container(later, partition_key=PartitionKey(path="/pk"), default_ttl=1)
+    time.sleep(2.5)
+    check(
+        "past its time an item is gone for point reads, queries and the change feed",
+        status_of(lambda: short.read_item("gone", partition_key="p")) == 404
+        and sorted(short.query_items("SELECT VALUE c.id FROM c", partition_key="p")) == ["kept", "longer"]
+        and sorted(i["id"] for i in short.query_items_change_feed(start_time="Beginning")) == ["kept", "longer"],
+    )
+    check(
+        "a defaultTtl given later counts for the items there already",
+        status_of(lambda: later.read_item("old", partition_key="p")) == 404
+        and list(later.query_items("SELECT VALUE COUNT(1) FROM c", enable_cross_partition_query=True)) == [0],
+    )
+    short.create_item({"id": "gone", "pk": "p", "email": "b@e"})
+    short.create_item({"id": "other", "pk": "p", "email": "a@e"})
+    check(
+        "a create over an item past its time succeeds, and its unique values are free",
+        short.read_item("gone", partition_key="p")["email"] == "b@e",
+    )
+    try:
+        later.execute_item_batch([("read", ("old",))], partition_key="p")
+        failed_at = None
+    except exceptions.CosmosBatchOperationError as error:
+        failed_at = (error.error_index, error.status_code)
+    created = later.execute_item_batch([("create", ({"id": "own", "pk": "p", "ttl": -1},))], partition_key="p")
+    check(
+        "a batch sees an item past its time as absent: a read is 404, a create succeeds",
+        failed_at == (0, 404) and created[0]["statusCode"] == 201,
+        failed_at,
     )
 
 

@@ -45,6 +45,33 @@ pub const TABLES: &str = "TABLES";
 /// (or a host `{account}.table.…`).
 pub const TABLE_MOUNT: &str = "/table";
 
+/// How many stored Cosmos items one run of the cron trigger reads at most in each account
+/// while it removes those past their time to live (`ifmatch_cosmos::Endpoint::sweep`): with
+/// the trigger of `wrangler.toml` (each minute), a container's storage is freed within about
+/// its items / 10,000 minutes of an item's time passing. They are gone for every read at once.
+pub const SWEEP_BUDGET: usize = 10_000;
+
+/// The cron trigger: Cosmos items past their time to live leave the Durable Objects.
+#[event(scheduled)]
+async fn scheduled(_event: worker::ScheduledEvent, env: Env, _ctx: worker::ScheduleContext) {
+    let (Ok(accounts), Ok(namespace)) = (accounts(&env), env.durable_object(TABLES)) else {
+        return;
+    };
+    let service = ifmatch_cosmos::Endpoint::new(DurableTables::new(namespace), WorkersEnv)
+        .with_accounts(&accounts);
+    service.sweep(SWEEP_BUDGET).await;
+}
+
+/// Accounts and keys from the Worker secret ACCOUNTS (`name:key[,key2]`, `;`-separated);
+/// without it, the development account and its published key.
+fn accounts(env: &Env) -> worker::Result<Accounts> {
+    match env.secret("ACCOUNTS") {
+        Ok(secret) => Accounts::parse(&secret.to_string())
+            .map_err(|e| worker::Error::RustError(format!("the ACCOUNTS secret: {e}"))),
+        Err(_) => Ok(Accounts::default()),
+    }
+}
+
 #[event(fetch)]
 async fn fetch(
     raw: worker::web_sys::Request,
@@ -65,13 +92,7 @@ async fn fetch(
         .ok()
         .and_then(|v| v.to_string().parse().ok())
         .unwrap_or(DEFAULT_MAX_BODY);
-    // Accounts and keys from the Worker secret ACCOUNTS (`name:key[,key2]`, `;`-separated);
-    // without it, the development account and its published key.
-    let accounts = match env.secret("ACCOUNTS") {
-        Ok(secret) => Accounts::parse(&secret.to_string())
-            .map_err(|e| worker::Error::RustError(format!("the ACCOUNTS secret: {e}")))?,
-        Err(_) => Accounts::default(),
-    };
+    let accounts = accounts(&env)?;
     let anonymous = env.var("ANONYMOUS").is_ok_and(|v| v.to_string() == "true");
     let unreadable = unreadable.as_deref();
     if is_cosmos_request(&request) {

@@ -311,6 +311,27 @@ for (const [name, start] of [
     assert.deepEqual(resources.sort(), ["1", "3"]);
   });
 
+  test("time to live: an item past its time is gone at once, and leaves storage on the sweep", async () => {
+    const { container } = await database.containers.createIfNotExists({
+      id: "ttl",
+      partitionKey: { paths: ["/pk"] },
+      defaultTtl: 1,
+    });
+    for (let n = 0; n < 10; n++) await container.items.create({ id: `i${n}`, pk: `p${n % 3}` });
+    await container.items.create({ id: "kept", pk: "p0", ttl: -1 });
+    await new Promise((r) => setTimeout(r, 1300));
+    assert.equal((await container.item("i0", "p0").read()).statusCode, 404);
+    const ids = async () => (await container.items.query("SELECT VALUE c.id FROM c").fetchAll()).resources;
+    assert.deepEqual(await ids(), ["kept"]);
+    await container.items.create({ id: "i1", pk: "p1" });
+    await server.sweep();
+    // With its time to live turned off, a container shows what its storage still holds.
+    const { resource: properties } = await container.read();
+    delete properties.defaultTtl;
+    await container.replace(properties);
+    assert.deepEqual((await ids()).sort(), ["i1", "kept"]);
+  });
+
   test("patch with a condition, and a batch that fails and leaves nothing", async () => {
     const { container } = await database.containers.createIfNotExists({
       id: "patches",

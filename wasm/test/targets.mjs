@@ -46,6 +46,8 @@ export async function startWorker({ anonymous = true, accounts = undefined, buil
     // The Cosmos endpoint at the root, as the SDKs take it (src/lib.rs).
     cosmosOrigin: url.origin,
     base: `${url.origin}/devstoreaccount1`,
+    // What the cron trigger of wrangler.toml runs: the Cosmos items past their time removed.
+    sweep: async () => (await mf.getWorker()).scheduled({ cron: "* * * * *" }),
     stop: () => mf.dispose(),
   };
 }
@@ -100,6 +102,8 @@ export async function startNative({ anonymous = true, args = [], env = {} } = {}
     tableOrigin,
     cosmosOrigin: `http://127.0.0.1:${cosmosPort}`,
     base,
+    // The native server sweeps on a timer (every 2 s): a sweep has gone by after 2.5 s.
+    sweep: () => new Promise((r) => setTimeout(r, 2500)),
     stop: async () => {
       child.kill("SIGKILL");
       rmSync(data, { recursive: true, force: true });

@@ -14,10 +14,9 @@ use serde_json::{Map, Value as Json, json};
 use crate::document;
 use crate::failure::{Failure, bad_request, failure};
 use crate::front::{
-    Asked, Committed, Condition, Done, Front, RETRIES, document_json, documents_table, holds,
-    id_of, json_of, key, partition_path, raced,
+    Asked, Committed, Condition, Done, Front, Policies, RETRIES, document_json, documents_table,
+    holds, id_of, json_of, key, partition_path, raced,
 };
-use crate::unique;
 
 /// The most operations one batch holds.
 pub const MAX_OPERATIONS: usize = 100;
@@ -136,18 +135,22 @@ impl<T: Tables> Front<'_, T> {
         partition: &str,
         operations: &[Json],
     ) -> Result<(Vec<Outcome>, Option<usize>), Failure> {
-        let (path, unique) = (partition_path(container), unique::of(container));
+        let (path, policies) = (partition_path(container), Policies::of(container));
         for _ in 0..RETRIES {
-            // The documents as read, and as the batch leaves them so far.
+            // The documents as stored, the versions of those live (not past their time to
+            // live), and the documents as the batch leaves them so far.
             let mut read: BTreeMap<String, Option<Entity>> = BTreeMap::new();
+            let mut live = BTreeMap::new();
             let mut now: BTreeMap<String, Option<Entity>> = BTreeMap::new();
             let mut outcomes = Vec::new();
             for (index, operation) in operations.iter().enumerate() {
                 let id = operation_id(operation)?;
                 if !now.contains_key(&id) {
                     let found = self.get(table, partition, &id).await?;
-                    read.insert(id.clone(), found.clone());
-                    now.insert(id.clone(), found);
+                    let current = self.live(container, found.clone());
+                    live.insert(id.clone(), version(&current));
+                    read.insert(id.clone(), found);
+                    now.insert(id.clone(), current);
                 }
                 let current = now.get(&id).cloned().flatten();
                 let outcome = self.decide(operation, &id, current.as_ref(), partition, &path)?;
@@ -169,7 +172,7 @@ impl<T: Tables> Front<'_, T> {
             }
             let changes: Vec<(Change, Option<&Entity>)> = now
                 .iter()
-                .filter(|(id, after)| read.get(*id).map(version) != Some(version(after)))
+                .filter(|(id, after)| live.get(*id) != Some(&version(after)))
                 .map(|(id, after)| {
                     let before = read.get(id).and_then(Option::as_ref);
                     let change = Change {
@@ -184,7 +187,7 @@ impl<T: Tables> Front<'_, T> {
             if changes.is_empty() {
                 return Ok((outcomes, None));
             }
-            match self.commit_documents(table, &unique, &changes).await {
+            match self.commit_documents(table, &policies, &changes).await {
                 Ok(()) => return Ok((outcomes, None)),
                 Err(Committed::Conflict) => continue,
                 Err(Committed::Failed(failure)) => return Err(failure),
@@ -229,6 +232,7 @@ impl<T: Tables> Front<'_, T> {
         let body = || -> Result<Map<String, Json>, Failure> {
             let body = operation.get("resourceBody").cloned().unwrap_or(Json::Null);
             let resource = document::resource(body.to_string().as_bytes())?;
+            crate::ttl::check_item(&resource)?;
             let in_body = document::stored_key(&document::key_at(&resource, path))?;
             if in_body != partition {
                 return Err(bad_request(
@@ -309,7 +313,9 @@ impl<T: Tables> Front<'_, T> {
                         return fail(412);
                     }
                 }
-                match crate::patch::apply(&json_of(found), &operations, path) {
+                let patched = crate::patch::apply(&json_of(found), &operations, path)
+                    .and_then(|patched| crate::ttl::check_item(&patched).map(|()| patched));
+                match patched {
                     Ok(patched) => Ok(Outcome {
                         status: 200,
                         entity: Some(self.entity(partition, id, before, &patched)),

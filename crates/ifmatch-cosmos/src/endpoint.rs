@@ -60,6 +60,27 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         }
     }
 
+    /// Removes items past their time to live, in every account, reading at most about
+    /// `budget` stored items of each from where the last sweep stopped: called on a timer, it
+    /// goes round every container that has a time to live, `budget` items a call (see
+    /// `ttl.rs`). Answers how many it removed; a backend that fails leaves the rest for the
+    /// next call.
+    pub async fn sweep(&self, budget: usize) -> usize {
+        let mut removed = 0;
+        for account in &self.accounts {
+            let tables = Scoped::new(self.tables.clone(), &format!("~cosmos~{}", account.name()));
+            let front = Front {
+                tables: &tables,
+                clock: &self.clock,
+                now: self.env.now(),
+                endpoint: "",
+                turns: &self.turns,
+            };
+            removed += front.sweep(budget).await.unwrap_or(0);
+        }
+        removed
+    }
+
     /// Serves `accounts` too, each with its own keys and its own databases.
     pub fn with_accounts(mut self, accounts: &Accounts) -> Self {
         self.accounts.extend(accounts.iter().cloned());

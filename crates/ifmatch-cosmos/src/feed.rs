@@ -12,18 +12,21 @@
 use std::time::UNIX_EPOCH;
 
 use http::StatusCode;
-use ifmatch_table::{Change, DateTime, Entity, Expected, Scan, TableError, Tables, Value};
+use ifmatch_table::{
+    Change, DateTime, Entity, EntityKey, Expected, Scan, TableError, Tables, Value,
+};
 use serde_json::{Value as Json, json};
 
 use crate::document;
 use crate::failure::{Failure, bad_request, not_found};
 use crate::feed_entries::{FEED, NUMBER, counter_key, entry_key, number_of};
+use crate::front::Policies;
 use crate::front::{
     Asked, Committed, Done, Front, RETRIES, backend, document_json, documents_table, page_size,
     raced, rid,
 };
 use crate::query::SCAN_BUDGET;
-use crate::unique::{self, Keys};
+use crate::unique;
 
 impl<T: Tables> Front<'_, T> {
     /// The change feed: the documents written since the position `If-None-Match` names
@@ -35,7 +38,8 @@ impl<T: Tables> Front<'_, T> {
         coll: &str,
         asked: &Asked<'_>,
     ) -> Result<Done, Failure> {
-        self.container(db, coll).await?;
+        let container = self.container(db, coll).await?;
+        let (default, now) = (crate::ttl::of(&container), crate::ttl::ticks(self.now));
         // The SDKs scope a feed to a partition key by a range of effective partition keys
         // (its hash): a point range, both ends the key's.
         let range = match (asked.header("x-ms-start-epk"), asked.header("x-ms-end-epk")) {
@@ -121,6 +125,7 @@ impl<T: Tables> Front<'_, T> {
                 // the document is read again: it may have been written since the scan.
                 if let Some(doc) = self.get(&table, &pk, &text("id")).await?
                     && number_of(&doc) == Some(number)
+                    && !crate::ttl::expired(default, &doc, now)
                 {
                     documents.push(document_json(db, coll, &doc));
                     if documents.len() == size {
@@ -158,75 +163,147 @@ impl<T: Tables> Front<'_, T> {
     /// Commits changes to documents, each with what it replaces (`None`: nothing), with the
     /// change feed's entries: each document written gets the next number of the counter and an
     /// entry under it, each document replaced or deleted loses its entry, and the counter moves,
-    /// all in the one commit. Another instance's commit that took the counter's numbers first
-    /// makes this one start over (the documents' own checks still decide); on this instance the
-    /// commits of a container take turns, so they never race for the counter.
+    /// all in the one commit, with the unique keys' entries the documents take and leave.
+    /// Another instance's commit that took the counter's numbers first makes this one start
+    /// over (the documents' own checks still decide); on this instance the commits of a
+    /// container take turns, so they never race for the counter. A unique value held by an
+    /// item past its time to live is freed (that item removed) and the commit tried again.
     pub(crate) async fn commit_documents(
         &self,
         table: &str,
-        unique: &Keys,
+        policies: &Policies,
         changes: &[(Change, Option<&Entity>)],
     ) -> Result<(), Committed> {
-        let moves = unique::moves(unique, changes).map_err(Committed::Failed)?;
+        let moves = unique::moves(&policies.unique, changes).map_err(Committed::Failed)?;
         let _turn = self.turns.take(table).await;
         for _ in 0..RETRIES {
-            let counter = self.get(table, FEED, "").await.map_err(Committed::Failed)?;
-            let last = counter.as_ref().and_then(number_of).unwrap_or(0);
-            let mut all = Vec::with_capacity(changes.len() * 3 + 1);
-            let mut number = last;
-            let mut entries = Vec::new();
-            for (change, before) in changes {
-                let mut change = change.clone();
-                if let Some(old) = before.and_then(number_of) {
-                    entries.push(Change {
-                        key: (FEED.to_owned(), entry_key(old)),
-                        expected: Expected::Anything,
-                        write: None,
-                    });
+            match self.commit_once(table, changes, &moves).await? {
+                Attempt::Done => return Ok(()),
+                Attempt::Counter => continue,
+                Attempt::Conflict => return Err(Committed::Conflict),
+                Attempt::Taken(entry) => {
+                    if !self.free(table, policies, &entry).await? {
+                        return Err(Committed::Failed(unique::violation()));
+                    }
                 }
-                if let Some(entity) = &mut change.write {
-                    number += 1;
-                    entity
-                        .properties
-                        .insert(NUMBER.to_owned(), Value::Int64(number));
-                    let names = [
-                        ("pk", Value::String(entity.partition_key.clone())),
-                        ("id", Value::String(entity.row_key.clone())),
-                    ];
-                    let key = entry_key(number);
-                    entries.push(Change {
-                        key: (FEED.to_owned(), key.clone()),
-                        expected: Expected::Absent,
-                        write: Some(Entity::new(FEED, &key, entity.timestamp, names)),
-                    });
-                }
-                all.push(change);
             }
-            // The counter comes after the documents, so that a conflict of both is the
-            // documents' (`Conflict` names the first change that failed).
-            let documents = all.len();
-            let at = (self.clock).stamp(self.now, counter.as_ref().map(|c| c.timestamp));
-            all.push(Change {
-                key: counter_key(),
-                expected: counter
-                    .as_ref()
-                    .map_or(Expected::Absent, |c| Expected::Version(c.timestamp)),
-                write: Some(Entity::new(FEED, "", at, [(NUMBER, Value::Int64(number))])),
-            });
-            all.extend(entries);
-            let unique_from = all.len();
-            all.extend(moves.iter().cloned());
-            return match self.tables.commit(table, &all).await {
-                Ok(()) => Ok(()),
-                Err(TableError::Conflict { index, .. }) if index == documents => continue,
-                Err(TableError::Conflict { index, .. }) if index >= unique_from => {
-                    Err(Committed::Failed(unique::violation()))
-                }
-                Err(TableError::Conflict { .. }) => Err(Committed::Conflict),
-                Err(TableError::TableNotFound(_)) => Err(Committed::Failed(not_found())),
-                Err(error) => Err(Committed::Failed(backend(error))),
-            };
         }
         Err(Committed::Failed(raced()))
     }
+
+    /// One try of [`Self::commit_documents`] (its turn taken).
+    async fn commit_once(
+        &self,
+        table: &str,
+        changes: &[(Change, Option<&Entity>)],
+        moves: &[Change],
+    ) -> Result<Attempt, Committed> {
+        let counter = self.get(table, FEED, "").await.map_err(Committed::Failed)?;
+        let last = counter.as_ref().and_then(number_of).unwrap_or(0);
+        let mut all = Vec::with_capacity(changes.len() * 3 + 1 + moves.len());
+        let mut number = last;
+        let mut entries = Vec::new();
+        for (change, before) in changes {
+            let mut change = change.clone();
+            if let Some(old) = before.and_then(number_of) {
+                entries.push(Change {
+                    key: (FEED.to_owned(), entry_key(old)),
+                    expected: Expected::Anything,
+                    write: None,
+                });
+            }
+            if let Some(entity) = &mut change.write {
+                number += 1;
+                entity
+                    .properties
+                    .insert(NUMBER.to_owned(), Value::Int64(number));
+                let names = [
+                    ("pk", Value::String(entity.partition_key.clone())),
+                    ("id", Value::String(entity.row_key.clone())),
+                ];
+                let key = entry_key(number);
+                entries.push(Change {
+                    key: (FEED.to_owned(), key.clone()),
+                    expected: Expected::Absent,
+                    write: Some(Entity::new(FEED, &key, entity.timestamp, names)),
+                });
+            }
+            all.push(change);
+        }
+        // The counter comes after the documents, so that a conflict of both is the
+        // documents' (`Conflict` names the first change that failed); the unique keys'
+        // entries come last.
+        let documents = all.len();
+        let at = (self.clock).stamp(self.now, counter.as_ref().map(|c| c.timestamp));
+        all.push(Change {
+            key: counter_key(),
+            expected: counter
+                .as_ref()
+                .map_or(Expected::Absent, |c| Expected::Version(c.timestamp)),
+            write: Some(Entity::new(FEED, "", at, [(NUMBER, Value::Int64(number))])),
+        });
+        all.extend(entries);
+        let unique_from = all.len();
+        all.extend(moves.iter().cloned());
+        match self.tables.commit(table, &all).await {
+            Ok(()) => Ok(Attempt::Done),
+            Err(TableError::Conflict { index, .. }) if index == documents => Ok(Attempt::Counter),
+            Err(TableError::Conflict { index, .. }) if index >= unique_from => {
+                Ok(Attempt::Taken(all[index].key.clone()))
+            }
+            Err(TableError::Conflict { .. }) => Ok(Attempt::Conflict),
+            Err(TableError::TableNotFound(_)) => Err(Committed::Failed(not_found())),
+            Err(error) => Err(Committed::Failed(backend(error))),
+        }
+    }
+
+    /// Frees the unique keys' entry `entry` when the item holding it is past its time to live,
+    /// by removing that item (as the background sweep would): whether the entry may be free
+    /// now (then the commit that wanted it tries again).
+    async fn free(
+        &self,
+        table: &str,
+        policies: &Policies,
+        entry: &EntityKey,
+    ) -> Result<bool, Committed> {
+        let read = |partition: String, id: String| async move {
+            self.get(table, &partition, &id)
+                .await
+                .map_err(Committed::Failed)
+        };
+        let Some(held) = read(entry.0.clone(), entry.1.clone()).await? else {
+            return Ok(true);
+        };
+        let Some((partition, id)) = unique::holder(&held) else {
+            return Ok(false);
+        };
+        let Some(holder) = read(partition, id).await? else {
+            return Ok(false);
+        };
+        if !crate::ttl::expired(policies.ttl, &holder, crate::ttl::ticks(self.now)) {
+            return Ok(false);
+        }
+        let removal = [(
+            Change {
+                key: (holder.partition_key.clone(), holder.row_key.clone()),
+                expected: Expected::Version(holder.timestamp),
+                write: None,
+            },
+            Some(&holder),
+        )];
+        let moves = unique::moves(&policies.unique, &removal).map_err(Committed::Failed)?;
+        self.commit_once(table, &removal, &moves).await?;
+        Ok(true)
+    }
+}
+
+/// How one try of a commit ended.
+enum Attempt {
+    Done,
+    /// Another instance moved the feed's counter first.
+    Counter,
+    /// A document was not as expected.
+    Conflict,
+    /// A unique keys' entry another document holds.
+    Taken(EntityKey),
 }

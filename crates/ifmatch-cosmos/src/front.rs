@@ -25,11 +25,12 @@ use crate::failure::{
     Answer, Failure, bad_request, conflict, failure, not_found, precondition_failed, unavailable,
 };
 use crate::feed_entries;
+use crate::ttl;
 use crate::unique;
 use ifmatch_blob::Turns;
 
 const DATABASES: &str = "#dbs";
-const CONTAINERS: &str = "#colls";
+pub(crate) const CONTAINERS: &str = "#colls";
 /// The property an entity keeps a resource's JSON in.
 const JSON: &str = "json";
 /// How many times a write is decided again after losing a race, before it answers 503.
@@ -286,6 +287,7 @@ impl<T: Tables> Front<'_, T> {
             }
         }
         unique::declared(&resource)?;
+        ttl::declared(&resource)?;
         with_container_defaults(&mut resource);
         if let Some(Json::Object(key)) = resource.get_mut("partitionKey") {
             key.entry("kind").or_insert_with(|| "Hash".into());
@@ -346,6 +348,7 @@ impl<T: Tables> Front<'_, T> {
                 "A container's unique keys are not changed by a replace.",
             ));
         }
+        ttl::declared(&resource)?;
         for kept in ["partitionKey", "uniqueKeyPolicy"] {
             if let Some(value) = stored.get(kept) {
                 resource.insert(kept.into(), value.clone());
@@ -433,7 +436,7 @@ impl<T: Tables> Front<'_, T> {
         {
             return self.changes(db, coll, asked).await;
         }
-        self.container(db, coll).await?;
+        let container = self.container(db, coll).await?;
         let partition = match asked.header("x-ms-documentdb-partitionkey") {
             Some(header) => Some(document::stored_key(&document::key_of_header(header)?)?),
             None => None,
@@ -452,7 +455,11 @@ impl<T: Tables> Front<'_, T> {
         let mut found = self.tables.scan(&table, scan).await.map_err(backend)?;
         let ended = feed_entries::documents_only(&mut found);
         let next = (!ended && found.len() > limit).then(|| found.remove(limit));
-        let documents: Vec<Json> = found.iter().map(|e| document_json(db, coll, e)).collect();
+        let (default, now) = (ttl::of(&container), ttl::ticks(self.now));
+        let documents: Vec<Json> = (found.iter())
+            .filter(|e| !ttl::expired(default, e, now))
+            .map(|e| document_json(db, coll, e))
+            .collect();
         let count = documents.len();
         let mut done = Done::of(
             StatusCode::OK,
@@ -486,16 +493,23 @@ impl<T: Tables> Front<'_, T> {
         let upsert = asked.is_true("x-ms-documentdb-is-upsert");
         let condition = self.condition(asked)?;
         let table = documents_table(db, coll);
-        let unique = unique::of(&container);
+        let policies = Policies::of(&container);
+        // With a time to live, an id may be held by an item past its time: read first, so a
+        // create over it replaces what is stored.
+        let read_first = upsert || ttl::of(&container).is_some();
         for _ in 0..RETRIES {
-            let current = match upsert {
+            let stored = match read_first {
                 true => self.get(&table, &partition, &id).await?,
                 false => None,
             };
+            let current = self.live(&container, stored.clone());
+            if !upsert && current.is_some() {
+                return Err(conflict());
+            }
             if upsert && !holds(condition, current.as_ref()) {
                 return Err(precondition_failed());
             }
-            let before = current.as_ref().map(|e| e.timestamp);
+            let before = stored.as_ref().map(|e| e.timestamp);
             let entity = self.entity(&partition, &id, before, &resource);
             let expected = before.map_or(Expected::Absent, Expected::Version);
             let change = Change {
@@ -504,7 +518,7 @@ impl<T: Tables> Front<'_, T> {
                 write: Some(entity.clone()),
             };
             match self
-                .commit_documents(&table, &unique, &[(change, current.as_ref())])
+                .commit_documents(&table, &policies, &[(change, stored.as_ref())])
                 .await
             {
                 Ok(()) => {
@@ -518,7 +532,7 @@ impl<T: Tables> Front<'_, T> {
                         Some(entity.timestamp),
                     ));
                 }
-                Err(Committed::Conflict) if !upsert => return Err(conflict()),
+                Err(Committed::Conflict) if !read_first => return Err(conflict()),
                 Err(Committed::Conflict) => continue,
                 Err(Committed::Failed(failure)) => return Err(failure),
             }
@@ -552,6 +566,7 @@ impl<T: Tables> Front<'_, T> {
                     return Err(precondition_failed());
                 }
                 let patched = crate::patch::apply(&json_of(current), &operations, &fixed)?;
+                ttl::check_item(&patched)?;
                 if Json::Object(patched.clone()).to_string().len() > MAX_DOCUMENT {
                     return Err(too_large());
                 }
@@ -562,7 +577,7 @@ impl<T: Tables> Front<'_, T> {
     }
 
     async fn query(&self, db: &str, coll: &str, asked: &Asked<'_>) -> Result<Done, Failure> {
-        self.container(db, coll).await?;
+        let container = self.container(db, coll).await?;
         let body: Json = serde_json::from_slice(asked.body).map_err(|_| {
             bad_request("A query's body is JSON: {\"query\": ..., \"parameters\": [...]}.")
         })?;
@@ -589,6 +604,7 @@ impl<T: Tables> Front<'_, T> {
         };
         let size = page_size(asked)?;
         let table = documents_table(db, coll);
+        let (default, now) = (ttl::of(&container), ttl::ticks(self.now));
         let reading = crate::query::Reading {
             tables: self.tables,
             table: &table,
@@ -600,7 +616,7 @@ impl<T: Tables> Front<'_, T> {
             size,
             asked.header("x-ms-continuation"),
             self.now,
-            |entity| document_json(db, coll, entity),
+            |entity| (!ttl::expired(default, entity, now)).then(|| document_json(db, coll, entity)),
         )
         .await?;
         let count = page.results.len();
@@ -624,10 +640,8 @@ impl<T: Tables> Front<'_, T> {
         let container = self.container(db, coll).await?;
         let partition = self.partition(&container, asked)?;
         let table = documents_table(db, coll);
-        let entity = self
-            .get(&table, &partition, id)
-            .await?
-            .ok_or_else(not_found)?;
+        let stored = self.get(&table, &partition, id).await?;
+        let entity = self.live(&container, stored).ok_or_else(not_found)?;
         let unchanged = asked.header("if-none-match").is_some_and(|tags| {
             tags.split(',')
                 .any(|tag| tag.trim() == "*" || document::version(tag) == Some(entity.timestamp))
@@ -698,12 +712,10 @@ impl<T: Tables> Front<'_, T> {
         decide: impl Fn(&Entity) -> Result<Option<Map<String, Json>>, Failure>,
     ) -> Result<Option<Entity>, Failure> {
         let table = documents_table(&container.partition_key, &container.row_key);
-        let unique = unique::of(container);
+        let policies = Policies::of(container);
         for _ in 0..RETRIES {
-            let current = self
-                .get(&table, partition, id)
-                .await?
-                .ok_or_else(not_found)?;
+            let stored = self.get(&table, partition, id).await?;
+            let current = self.live(container, stored).ok_or_else(not_found)?;
             if !holds(condition, Some(&current)) {
                 return Err(precondition_failed());
             }
@@ -714,13 +726,18 @@ impl<T: Tables> Front<'_, T> {
                 expected: Expected::Version(current.timestamp),
                 write: written.clone(),
             };
-            match (self.commit_documents(&table, &unique, &[(change, Some(&current))])).await {
+            match (self.commit_documents(&table, &policies, &[(change, Some(&current))])).await {
                 Ok(()) => return Ok(written),
                 Err(Committed::Conflict) => continue,
                 Err(Committed::Failed(failure)) => return Err(failure),
             }
         }
         Err(raced())
+    }
+
+    /// `stored` when it is there and not past its time to live in `container`.
+    pub(crate) fn live(&self, container: &Entity, stored: Option<Entity>) -> Option<Entity> {
+        ttl::live(ttl::of(container), stored, ttl::ticks(self.now))
     }
 
     /// The container's entry, or 404.
@@ -739,6 +756,7 @@ impl<T: Tables> Front<'_, T> {
             return Err(too_large());
         }
         let resource = document::resource(asked.body)?;
+        ttl::check_item(&resource)?;
         let path = partition_path(container);
         let in_body = document::stored_key(&document::key_at(&resource, &path))?;
         if let Some(header) = asked.header("x-ms-documentdb-partitionkey") {
@@ -800,7 +818,11 @@ impl<T: Tables> Front<'_, T> {
     }
 
     /// Every entity of `table` (in `partition`), for the metadata tables, which hold few.
-    async fn scan_all(&self, table: &str, partition: Option<&str>) -> Result<Vec<Entity>, Failure> {
+    pub(crate) async fn scan_all(
+        &self,
+        table: &str,
+        partition: Option<&str>,
+    ) -> Result<Vec<Entity>, Failure> {
         let scan = Scan {
             from: None,
             partition,
@@ -837,6 +859,22 @@ pub(crate) enum Committed {
     /// Another write came first.
     Conflict,
     Failed(Failure),
+}
+
+/// What a container's properties ask of every write of its documents: its unique keys and
+/// its time to live.
+pub(crate) struct Policies {
+    pub(crate) unique: unique::Keys,
+    pub(crate) ttl: ttl::Default,
+}
+
+impl Policies {
+    pub(crate) fn of(container: &Entity) -> Self {
+        Self {
+            unique: unique::of(container),
+            ttl: ttl::of(container),
+        }
+    }
 }
 
 /// An `If-Match`.

@@ -20,6 +20,7 @@ pub mod hashed_key;
 pub mod patch;
 pub mod query;
 pub mod sql;
+mod ttl;
 mod unique;
 
 pub use endpoint::{EMULATOR_ACCOUNT, EMULATOR_KEY, Endpoint, MAX_BODY, connection_string};

@@ -114,7 +114,7 @@ pub async fn page<T: Tables>(
     size: usize,
     token: Option<&str>,
     now: std::time::SystemTime,
-    document: impl Fn(&Entity) -> Json,
+    document: impl Fn(&Entity) -> Option<Json>,
 ) -> Result<Page, Failure> {
     let mut work = Work::at(now);
     let position = match token {
@@ -175,7 +175,7 @@ async fn streamed<T: Tables>(
     size: usize,
     mut position: Position,
     mut work: Work,
-    document: impl Fn(&Entity) -> Json,
+    document: impl Fn(&Entity) -> Option<Json>,
 ) -> Result<Page, Failure> {
     let offset = query.offset_limit.map_or(0, |(offset, _)| offset);
     let mut results = Vec::new();
@@ -200,7 +200,12 @@ async fn streamed<T: Tables>(
         let ended = documents_only(&mut chunk);
         let next = (!ended && chunk.len() > CHUNK).then(|| chunk.remove(CHUNK));
         for (i, entity) in chunk.iter().enumerate() {
-            let doc = document(entity);
+            // A document past its time to live is gone (and so are the rows of it a page
+            // sent before).
+            let Some(doc) = document(entity) else {
+                done_rows = 0;
+                continue;
+            };
             let made = work.evaluate(|meter| query.results(&doc, meter))?;
             work.pause().await;
             let count = made.len() as u64;
@@ -272,7 +277,7 @@ async fn gathered<T: Tables>(
     size: usize,
     position: Position,
     mut work: Work,
-    document: impl Fn(&Entity) -> Json,
+    document: impl Fn(&Entity) -> Option<Json>,
 ) -> Result<Page, Failure> {
     let mut collector = Collector::new(query);
     let mut read = 0;
@@ -288,7 +293,9 @@ async fn gathered<T: Tables>(
         let ended = documents_only(&mut chunk);
         let next = (!ended && chunk.len() > CHUNK).then(|| chunk.remove(CHUNK));
         for entity in &chunk {
-            let doc = document(entity);
+            let Some(doc) = document(entity) else {
+                continue;
+            };
             work.evaluate(|meter| collector.add(Some(&doc), meter))?;
             work.pause().await;
             read += 1;
@@ -429,7 +436,7 @@ mod tests {
         query: &Query,
         size: usize,
         token: Option<&str>,
-        document: impl Fn(&Entity) -> Json,
+        document: impl Fn(&Entity) -> Option<Json>,
     ) -> Result<Page, Failure> {
         let reading = Reading {
             tables,
@@ -440,8 +447,8 @@ mod tests {
         page(reading, query, size, token, now, document).await
     }
 
-    fn document(entity: &Entity) -> Json {
-        json!({ "id": entity.row_key, "s": "a".repeat(1000) })
+    fn document(entity: &Entity) -> Option<Json> {
+        Some(json!({ "id": entity.row_key, "s": "a".repeat(1000) }))
     }
 
     /// Each document costs about 640 KB of work: 20 strings of 10,000 characters, joined by
@@ -509,7 +516,7 @@ mod tests {
             let tags: Vec<String> = (0..30)
                 .map(|t| format!("{}-{t:02}", entity.row_key))
                 .collect();
-            json!({ "id": entity.row_key, "tags": tags })
+            Some(json!({ "id": entity.row_key, "tags": tags }))
         };
         let query = Query::parse(
             "SELECT VALUE t FROM c JOIN t IN c.tags WHERE t != '00002-00'",

@@ -128,7 +128,10 @@ pub(crate) fn moves(
                 UNIQUE,
                 &entry,
                 writer.timestamp,
-                [("id", Value::String(writer.row_key.clone()))],
+                [
+                    ("pk", Value::String(writer.partition_key.clone())),
+                    ("id", Value::String(writer.row_key.clone())),
+                ],
             )),
             _ => return Err(violation()),
         };
@@ -145,6 +148,15 @@ pub(crate) fn moves(
         });
     }
     Ok(out)
+}
+
+/// The document (its partition and id) an entry names as its holder.
+pub(crate) fn holder(entry: &Entity) -> Option<(String, String)> {
+    let text = |name: &str| match entry.properties.get(name) {
+        Some(Value::String(s)) => Some(s.clone()),
+        _ => None,
+    };
+    Some((text("pk")?, text("id")?))
 }
 
 /// 409, as Azure words a unique key taken.

@@ -350,12 +350,17 @@ where
             .with_accounts(&options.accounts)
             .with_anonymous_access(options.anonymous)
             .with_https(tls.is_some());
+        let service = Arc::new(service);
+        tokio::spawn(cosmos::sweep(
+            service.clone(),
+            stop.clone().cancelled_owned(),
+        ));
         let stop = stop.clone().cancelled_owned();
         let (limits, metrics, observe) = (options.limits, metrics.clone(), observe.clone());
         tokio::spawn(serve_observed(
             (listener, tls, limits, metrics, observe),
             stop,
-            Arc::new(service),
+            service,
             |service, request| async move { cosmos::handle(&service, request).await },
         ))
     });

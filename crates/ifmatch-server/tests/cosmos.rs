@@ -919,3 +919,66 @@ async fn a_unique_key_raced_for_through_two_instances_goes_to_one_creator() {
         "nothing of a loser is left"
     );
 }
+
+/// Items past their time to live leave storage in the background, on the local disk and over
+/// Redis: once the sweep has gone by, a container whose time to live is turned off shows none
+/// of them again (before it, they would be there still).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn items_past_their_time_leave_storage_in_the_background() {
+    let redis = RedisServer::start();
+    for backend in [None, Some(redis.url())] {
+        let data = tempfile::tempdir().unwrap();
+        let mut args = vec!["--anonymous"];
+        if let Some(url) = &backend {
+            args.extend(["--backend", url]);
+        }
+        let (_server, endpoint) = serve(data.path(), &args);
+        let http = common::client();
+        let created = http.post(format!("{endpoint}/dbs")).body(r#"{"id":"t"}"#);
+        assert_eq!(created.send().await.unwrap().status(), 201);
+        for (id, ttl) in [
+            ("swept", r#","defaultTtl":1"#),
+            ("kept", r#","defaultTtl":1"#),
+        ] {
+            let container = format!(r#"{{"id":"{id}","partitionKey":{{"paths":["/pk"]}}{ttl}}}"#);
+            let created = http.post(format!("{endpoint}/dbs/t/colls")).body(container);
+            assert_eq!(created.send().await.unwrap().status(), 201);
+            for n in 0..50 {
+                let body = serde_json::json!({ "id": format!("{n}"), "pk": format!("p{}", n % 5) });
+                let written = http
+                    .post(format!("{endpoint}/dbs/t/colls/{id}/docs"))
+                    .header("x-ms-documentdb-partitionkey", format!("[\"p{}\"]", n % 5))
+                    .body(body.to_string());
+                assert_eq!(written.send().await.unwrap().status(), 201);
+            }
+        }
+        let off = |id: &str| {
+            http.put(format!("{endpoint}/dbs/t/colls/{id}"))
+                .body(format!(
+                    r#"{{"id":"{id}","partitionKey":{{"paths":["/pk"]}}}}"#
+                ))
+                .send()
+        };
+        // Turned off before the items' time: they all stay.
+        assert_eq!(off("kept").await.unwrap().status(), 200);
+        tokio::time::sleep(std::time::Duration::from_millis(3500)).await;
+        assert_eq!(off("swept").await.unwrap().status(), 200);
+        for (id, left) in [("swept", 0), ("kept", 50)] {
+            let page = http
+                .post(format!("{endpoint}/dbs/t/colls/{id}/docs"))
+                .header("x-ms-documentdb-isquery", "True")
+                .header("content-type", "application/query+json")
+                .body(r#"{"query": "SELECT VALUE COUNT(1) FROM c"}"#)
+                .send()
+                .await
+                .unwrap();
+            let json: serde_json::Value =
+                serde_json::from_slice(&page.bytes().await.unwrap()).unwrap();
+            assert_eq!(
+                json["Documents"],
+                serde_json::json!([left]),
+                "{id} over {backend:?}"
+            );
+        }
+    }
+}
