@@ -204,3 +204,89 @@ impl<T: Tables> Front<'_, T> {
         Ok(removed)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::{Duration, SystemTime};
+
+    use ifmatch_blob::memory::ManualEnv;
+    use ifmatch_table::MemoryTables;
+    use serde_json::json;
+
+    use crate::Endpoint;
+
+    /// A clock the test moves, shared with the endpoint.
+    #[derive(Clone, Default)]
+    struct Moved(Arc<ManualEnv>);
+
+    impl ifmatch_blob::Env for Moved {
+        fn now(&self) -> SystemTime {
+            self.0.now()
+        }
+
+        fn random_uuid(&self) -> uuid::Uuid {
+            self.0.random_uuid()
+        }
+    }
+
+    async fn send(
+        endpoint: &Endpoint<Arc<MemoryTables>, Moved>,
+        method: &str,
+        path: &str,
+        body: serde_json::Value,
+    ) -> u16 {
+        let (parts, ()) = http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("x-ms-documentdb-partitionkey", "[\"p\"]")
+            .body(())
+            .unwrap()
+            .into_parts();
+        endpoint
+            .handle(&parts, body.to_string().as_bytes())
+            .await
+            .status()
+            .as_u16()
+    }
+
+    #[tokio::test]
+    async fn an_item_past_its_time_frees_its_values_at_once_and_the_sweep_removes_it() {
+        let clock = Moved::default();
+        let endpoint =
+            Endpoint::new(Arc::new(MemoryTables::new()), clock.clone()).with_anonymous_access(true);
+        assert_eq!(
+            send(&endpoint, "POST", "/dbs", json!({"id": "d"})).await,
+            201
+        );
+        let container = json!({
+            "id": "c", "partitionKey": {"paths": ["/pk"]}, "defaultTtl": 10,
+            "uniqueKeyPolicy": {"uniqueKeys": [{"paths": ["/email"]}]},
+        });
+        assert_eq!(
+            send(&endpoint, "POST", "/dbs/d/colls", container).await,
+            201
+        );
+        let docs = "/dbs/d/colls/c/docs";
+        let item = |id: &str, email: &str| json!({"id": id, "pk": "p", "email": email});
+        assert_eq!(send(&endpoint, "POST", docs, item("a", "x")).await, 201);
+        assert_eq!(send(&endpoint, "POST", docs, item("b", "x")).await, 409);
+        clock.0.advance(Duration::from_secs(11));
+        assert_eq!(
+            send(&endpoint, "GET", "/dbs/d/colls/c/docs/a", json!(null)).await,
+            404
+        );
+        // No sweep has run: the value is freed by the create that wants it.
+        assert_eq!(send(&endpoint, "POST", docs, item("b", "x")).await, 201);
+        assert_eq!(send(&endpoint, "POST", docs, item("c", "z")).await, 201);
+        clock.0.advance(Duration::from_secs(11));
+        assert_eq!(send(&endpoint, "POST", docs, item("a", "y")).await, 201);
+        // `b` and `c` are past their time: the sweep removes both, then nothing more.
+        assert_eq!(endpoint.sweep(100).await, 2);
+        assert_eq!(endpoint.sweep(100).await, 0);
+        assert_eq!(
+            send(&endpoint, "GET", "/dbs/d/colls/c/docs/a", json!(null)).await,
+            200
+        );
+    }
+}
