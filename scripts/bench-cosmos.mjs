@@ -10,6 +10,11 @@
 //   tag ENDPOINT KEY DOCS              DOCS documents with five tags each, in one partition
 //   join ENDPOINT KEY                  a JOIN over that partition, every page: ms and rows
 //   group ENDPOINT KEY                 GROUP BY across the loaded container: ms and groups
+//   vectors ENDPOINT KEY DOCS DIMS     DOCS documents with a vector of DIMS numbers each (a
+//                                      container whose policy says cosine), in 100-document
+//                                      batches over 1,000 partitions, 8 at a time
+//   nearest ENDPOINT KEY DIMS          the 10 most similar to a vector, across the container:
+//                                      ms and the ids
 // Every command prints one JSON line.
 
 import { CosmosClient } from "../wasm/node_modules/@azure/cosmos/dist/esm/index.js";
@@ -138,6 +143,53 @@ if (command === "counter") {
     .fetchAll();
   const rows = resources.reduce((sum, g) => sum + g.n, 0);
   console.log(JSON.stringify({ ms: performance.now() - t, groups: resources.length, rows }));
+} else if (command === "vectors") {
+  const [docs, dims] = [Number(arg), Number(seconds)];
+  const { container: c } = await database.containers.createIfNotExists({
+    id: "vectors",
+    partitionKey: { paths: ["/pk"] },
+    vectorEmbeddingPolicy: {
+      vectorEmbeddings: [{ path: "/v", dataType: "float32", distanceFunction: "cosine", dimensions: dims }],
+    },
+    indexingPolicy: { vectorIndexes: [{ path: "/v", type: "diskANN" }] },
+  });
+  // The same vectors on every run: a linear congruential generator seeded by the index.
+  const vector = (i) => {
+    let x = (i * 2654435761) % 4294967296;
+    return Array.from({ length: dims }, () => {
+      x = (x * 1664525 + 1013904223) % 4294967296;
+      return Math.round((x / 4294967296 - 0.5) * 1e6) / 1e6;
+    });
+  };
+  let next = 0;
+  const loader = async () => {
+    for (;;) {
+      const b = next++;
+      if (b * 100 >= docs) return;
+      const pk = `p${b % 1000}`;
+      const operations = Array.from({ length: Math.min(100, docs - b * 100) }, (_, j) => ({
+        operationType: "Create",
+        resourceBody: { id: `v${b * 100 + j}`, pk, v: vector(b * 100 + j) },
+      }));
+      const response = await c.items.batch(operations, pk);
+      if (response.code >= 400) throw new Error(`batch ${b}: ${response.code}`);
+    }
+  };
+  const started = Date.now();
+  await Promise.all(Array.from({ length: 8 }, loader));
+  console.log(JSON.stringify({ loaded: docs, seconds: (Date.now() - started) / 1000 }));
+} else if (command === "nearest") {
+  const dims = Number(arg);
+  const c = (await database.container("vectors").read()).container;
+  const query = Array.from({ length: dims }, (_, i) => Math.sin(i + 1));
+  const t = performance.now();
+  const { resources } = await c.items
+    .query({
+      query: "SELECT TOP 10 c.id, VectorDistance(c.v, @q) AS score FROM c ORDER BY VectorDistance(c.v, @q)",
+      parameters: [{ name: "@q", value: query }],
+    })
+    .fetchAll();
+  console.log(JSON.stringify({ ms: performance.now() - t, ids: resources.map((r) => r.id) }));
 } else {
   throw new Error(`unknown command ${command}`);
 }

@@ -365,6 +365,7 @@ def main(connection_string):
     query_language_checks(database)
     unique_key_checks(database)
     time_to_live_checks(database)
+    vector_checks(database)
 
     # The change feed: from the beginning, resumed from its token, from now.
     change_feed_checks(database)
@@ -506,6 +507,41 @@ def time_to_live_checks(database):
         "a batch sees an item past its time as absent: a read is 404, a create succeeds",
         failed_at == (0, 404) and created[0]["statusCode"] == 201,
         failed_at,
+    )
+
+
+def vector_checks(database):
+    policy = {"vectorEmbeddings": [
+        {"path": "/v", "dataType": "float32", "distanceFunction": "euclidean", "dimensions": 2}]}
+    indexing = {"vectorIndexes": [{"path": "/v", "type": "diskANN"}],
+                "includedPaths": [{"path": "/*"}], "excludedPaths": [{"path": "/v/*"}]}
+    vectors = database.create_container(
+        id="vectors", partition_key=PartitionKey(path="/pk"),
+        vector_embedding_policy=policy, indexing_policy=indexing)
+    check(
+        "a container keeps its vector policy and its vector indexes",
+        vectors.read()["vectorEmbeddingPolicy"] == policy
+        and vectors.read()["indexingPolicy"]["vectorIndexes"] == indexing["vectorIndexes"],
+    )
+    for id, v in [("near", [1, 0.1]), ("mid", [0.5, 0.5]), ("far", [-1, 0])]:
+        vectors.create_item({"id": id, "pk": id[0], "v": v})
+    top = list(vectors.query_items(
+        "SELECT TOP 2 c.id, VectorDistance(c.v, [1, 0]) AS d FROM c ORDER BY VectorDistance(c.v, [1, 0])",
+        enable_cross_partition_query=True))
+    check(
+        "VectorDistance by the container's function (Euclidean), the nearest first, across partitions",
+        [r["id"] for r in top] == ["near", "mid"] and abs(top[0]["d"] - 0.1) < 1e-9,
+        top,
+    )
+    cosine = list(vectors.query_items(
+        "SELECT VALUE c.id FROM c ORDER BY VectorDistance(c.v, [1, 0], false, {'distanceFunction': 'cosine'})",
+        enable_cross_partition_query=True))
+    check("VectorDistance by cosine, the most similar first", cosine == ["near", "mid", "far"], cosine)
+    check(
+        "a vector policy of another shape is 400",
+        status_of(lambda: database.create_container(
+            id="badvectors", partition_key=PartitionKey(path="/pk"),
+            vector_embedding_policy={"vectorEmbeddings": [{"path": "/v", "distanceFunction": "hamming", "dimensions": 2}]})) == 400,
     )
 
 

@@ -288,6 +288,7 @@ impl<T: Tables> Front<'_, T> {
         }
         unique::declared(&resource)?;
         ttl::declared(&resource)?;
+        crate::sql::embeddings(&resource).map_err(bad_request)?;
         with_container_defaults(&mut resource);
         if let Some(Json::Object(key)) = resource.get_mut("partitionKey") {
             key.entry("kind").or_insert_with(|| "Hash".into());
@@ -349,6 +350,7 @@ impl<T: Tables> Front<'_, T> {
             ));
         }
         ttl::declared(&resource)?;
+        crate::sql::embeddings(&resource).map_err(bad_request)?;
         for kept in ["partitionKey", "uniqueKeyPolicy"] {
             if let Some(value) = stored.get(kept) {
                 resource.insert(kept.into(), value.clone());
@@ -593,8 +595,10 @@ impl<T: Tables> Front<'_, T> {
                 ));
             }
         };
-        let query = crate::sql::Query::parse(text, &parameters)
+        let mut query = crate::sql::Query::parse(text, &parameters)
             .map_err(|error| bad_request(format!("Query: {}", error.message)))?;
+        let embeddings = crate::sql::embeddings(&json_of(&container)).unwrap_or_default();
+        query.with_embeddings(&embeddings);
         if asked.is_true("x-ms-cosmos-is-query-plan-request") {
             return Ok(plan(text));
         }

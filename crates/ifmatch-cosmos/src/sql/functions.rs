@@ -22,6 +22,7 @@ pub(crate) enum Group {
     Date,
     Item,
     Spatial,
+    Vector,
 }
 
 /// Every system function served: its name in capitals, the fewest and the most arguments it
@@ -165,6 +166,8 @@ pub(crate) const FUNCTIONS: &[(&str, usize, usize, Group)] = &[
     ("ST_ISVALID", 1, 1, Group::Spatial),
     ("ST_ISVALIDDETAILED", 1, 1, Group::Spatial),
     ("ST_WITHIN", 2, 2, Group::Spatial),
+    // Vector search (see `vector.rs`).
+    ("VECTORDISTANCE", 2, 4, Group::Vector),
 ];
 
 /// The function named `name` (any case): its name in capitals and arity.
@@ -189,6 +192,7 @@ pub(crate) fn call(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json
         Group::Date => dates(name, args, meter),
         Group::Item => document_id(&args[0]),
         Group::Spatial => super::spatial::call(name, args, meter),
+        Group::Vector => super::vector::distance(args, meter),
     }
 }
 

@@ -28,12 +28,14 @@ mod spatial;
 #[cfg(test)]
 mod tests;
 mod value;
+mod vector;
 
 pub use meter::{DOCUMENT_WORK, Meter, weight};
 pub use rows::{Accumulator, Collector};
 use serde_json::Value as Json;
 pub use value::compare_for_order;
 pub(crate) use value::printed;
+pub use vector::{Embedding, embeddings};
 
 /// The longest query text taken.
 pub const MAX_QUERY: usize = 256 << 10;
@@ -237,7 +239,9 @@ impl Query {
             };
             values.insert(name.to_owned(), parameter.get("value").cloned());
         }
-        parse::query(&lex::tokens(text)?, &values)
+        let mut query = parse::query(&lex::tokens(text)?, &values)?;
+        query.with_embeddings(&[]);
+        Ok(query)
     }
 
     /// Whether the query needs every row before its first result: it sorts, groups,

@@ -128,7 +128,7 @@ fn bind(expr: &mut Expr, chain: &mut Names) -> Result<(), SqlError> {
 /// Calls `each` on `expr` and every expression in it, outermost first; a subquery is passed
 /// whole (its own expressions are `each`'s to visit). The left side of chains is walked in a
 /// loop, as evaluation walks it.
-fn visit(
+pub(super) fn visit(
     expr: &mut Expr,
     each: &mut dyn FnMut(&mut Expr) -> Result<(), SqlError>,
 ) -> Result<(), SqlError> {

@@ -125,8 +125,8 @@ fn what_is_not_served_is_named_and_what_is_wrong_is_refused() {
         ("SELECT VALUE c FROM c GROUP BY COUNT(1)", "aggregate"),
         ("SELECT * FROM c WHERE c.s LIKE 'a' ESCAPE 'ab'", "ESCAPE"),
         (
-            "SELECT * FROM c WHERE VectorDistance(c.a, c.b) < 1",
-            "VectorDistance",
+            "SELECT * FROM c WHERE FullTextContains(c.text, 'bike')",
+            "FullTextContains",
         ),
         (
             "SELECT * FROM c ORDER BY RANK FullTextScore(c.text, 'bike')",
@@ -1123,4 +1123,77 @@ fn properties_keep_their_order_and_equal_values_are_one() {
         collected("SELECT c.tags, COUNT(1) AS n FROM c GROUP BY c.tags", &docs),
         [json!({"tags": {"b": 1, "a": 2}, "n": 2})]
     );
+}
+
+#[test]
+fn vector_distance_and_the_most_similar_first() {
+    for (text, want) in [
+        ("VECTORDISTANCE([1, 0], [1, 0])", json!(1)),
+        ("VECTORDISTANCE([1, 0], [0, 1])", json!(0)),
+        ("VECTORDISTANCE([1, 0], [-1, 0])", json!(-1)),
+        (
+            "VECTORDISTANCE([1, 2, 3], [4, 5, 6], false, {'distanceFunction': 'dotproduct'})",
+            json!(32),
+        ),
+        (
+            "VECTORDISTANCE([0, 0], [3, 4], true, {'distanceFunction': 'Euclidean', 'dataType': 'int8'})",
+            json!(5),
+        ),
+        ("VECTORDISTANCE([1, 2], [1, 2, 3])", json!("undefined")),
+        ("VECTORDISTANCE([1, 'a'], [1, 2])", json!("undefined")),
+        ("VECTORDISTANCE([0, 0], [1, 2])", json!("undefined")),
+        (
+            "VECTORDISTANCE([1, 2], [1, 2], false, {'distanceFunction': 'manhattan'})",
+            json!("undefined"),
+        ),
+    ] {
+        assert_eq!(value_of(text), want, "{text}");
+    }
+    let docs = [
+        json!({"id": "near", "v": [1.0, 0.1]}),
+        json!({"id": "far", "v": [-1.0, 0.0]}),
+        json!({"id": "mid", "v": [0.5, 0.5]}),
+    ];
+    // Cosine (the default): highest first.
+    assert_eq!(
+        collected(
+            "SELECT VALUE c.id FROM c ORDER BY VectorDistance(c.v, [1, 0])",
+            &docs
+        ),
+        [json!("near"), json!("mid"), json!("far")]
+    );
+    // Euclidean: lowest first, by the call's options or by the container's policy.
+    let euclidean = "SELECT TOP 2 VALUE c.id FROM c ORDER BY VectorDistance(c.v, [1, 0], false, {'distanceFunction': 'euclidean'})";
+    assert_eq!(collected(euclidean, &docs), [json!("near"), json!("mid")]);
+    let properties = json!({"vectorEmbeddingPolicy": {"vectorEmbeddings": [
+        {"path": "/v", "dataType": "float32", "distanceFunction": "euclidean", "dimensions": 2}
+    ]}});
+    let embeddings = super::embeddings(properties.as_object().unwrap()).unwrap();
+    let mut query = Query::parse(
+        "SELECT c.id, VectorDistance(c.v, [1, 0]) AS d FROM c ORDER BY VectorDistance(c.v, [1, 0])",
+        &[],
+    )
+    .unwrap();
+    query.with_embeddings(&embeddings);
+    let meter = Meter::per_document();
+    let mut collector = super::Collector::new(&query);
+    for doc in &docs {
+        collector.add(Some(doc), &meter);
+    }
+    let ids: Vec<_> = collector
+        .finish(&meter)
+        .into_iter()
+        .map(|r| r["id"].clone())
+        .collect();
+    assert_eq!(ids, [json!("near"), json!("mid"), json!("far")]);
+    for bad in [
+        json!({"vectorEmbeddingPolicy": {"vectorEmbeddings": [{"path": "v", "distanceFunction": "cosine", "dimensions": 2}]}}),
+        json!({"vectorEmbeddingPolicy": {"vectorEmbeddings": [{"path": "/v", "distanceFunction": "hamming", "dimensions": 2}]}}),
+        json!({"vectorEmbeddingPolicy": {"vectorEmbeddings": [{"path": "/v", "distanceFunction": "cosine", "dimensions": 0}]}}),
+    ] {
+        assert!(
+            super::embeddings(bad.as_object().unwrap()).is_err(),
+            "{bad}"
+        );
+    }
 }
