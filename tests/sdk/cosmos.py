@@ -366,6 +366,7 @@ def main(connection_string):
     unique_key_checks(database)
     time_to_live_checks(database)
     vector_checks(database)
+    full_text_checks(database)
 
     # The change feed: from the beginning, resumed from its token, from now.
     change_feed_checks(database)
@@ -542,6 +543,36 @@ def vector_checks(database):
         status_of(lambda: database.create_container(
             id="badvectors", partition_key=PartitionKey(path="/pk"),
             vector_embedding_policy={"vectorEmbeddings": [{"path": "/v", "distanceFunction": "hamming", "dimensions": 2}]})) == 400,
+    )
+
+
+def full_text_checks(database):
+    policy = {"defaultLanguage": "en-US", "fullTextPaths": [{"path": "/text", "language": "en-US"}]}
+    indexing = {"fullTextIndexes": [{"path": "/text"}], "includedPaths": [{"path": "/*"}]}
+    texts = database.create_container(
+        id="texts", partition_key=PartitionKey(path="/pk"),
+        full_text_policy=policy, indexing_policy=indexing)
+    check("a container keeps its full-text policy", texts.read()["fullTextPolicy"] == policy)
+    for id, text, v in [
+        ("once", "a bike for the city and the road and more words here", [0, 1]),
+        ("twice", "bike bike", [1, 0]),
+        ("other", "a boat on the lake", [0.9, 0.1]),
+        ("both", "a mountain bike", [0.7, 0.7]),
+    ]:
+        texts.create_item({"id": id, "pk": id[0], "text": text, "v": v})
+
+    def query(text):
+        return list(texts.query_items(text, enable_cross_partition_query=True))
+
+    found = query("SELECT VALUE c.id FROM c WHERE FullTextContainsAny(c.text, 'mountain', 'boat')")
+    check("FullTextContainsAny across partitions", sorted(found) == ["both", "other"], found)
+    ranked = query("SELECT VALUE c.id FROM c ORDER BY RANK FullTextScore(c.text, 'bike')")
+    check("ORDER BY RANK FullTextScore: BM25, the most relevant first", ranked == ["twice", "both", "once", "other"], ranked)
+    hybrid = query("SELECT TOP 2 VALUE c.id FROM c ORDER BY RANK RRF(FullTextScore(c.text, 'bike'), VectorDistance(c.v, [1, 0]))")
+    check("hybrid search: RRF of BM25 and VectorDistance", hybrid == ["twice", "both"], hybrid)
+    check(
+        "FullTextScore outside ORDER BY RANK is 400",
+        status_of(lambda: query("SELECT FullTextScore(c.text, 'bike') AS s FROM c")) == 400,
     )
 
 

@@ -22,6 +22,7 @@ pub(crate) enum Group {
     Date,
     Item,
     Spatial,
+    Text,
     Vector,
 }
 
@@ -166,6 +167,12 @@ pub(crate) const FUNCTIONS: &[(&str, usize, usize, Group)] = &[
     ("ST_ISVALID", 1, 1, Group::Spatial),
     ("ST_ISVALIDDETAILED", 1, 1, Group::Spatial),
     ("ST_WITHIN", 2, 2, Group::Spatial),
+    // Full-text search (see `text.rs`).
+    ("FULLTEXTCONTAINS", 2, 2, Group::Text),
+    ("FULLTEXTCONTAINSALL", 2, 64, Group::Text),
+    ("FULLTEXTCONTAINSANY", 2, 64, Group::Text),
+    ("FULLTEXTSCORE", 2, 64, Group::Text),
+    ("RRF", 2, 64, Group::Text),
     // Vector search (see `vector.rs`).
     ("VECTORDISTANCE", 2, 4, Group::Vector),
 ];
@@ -192,6 +199,7 @@ pub(crate) fn call(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json
         Group::Date => dates(name, args, meter),
         Group::Item => document_id(&args[0]),
         Group::Spatial => super::spatial::call(name, args, meter),
+        Group::Text => super::text::call(name, args, meter),
         Group::Vector => super::vector::distance(args, meter),
     }
 }

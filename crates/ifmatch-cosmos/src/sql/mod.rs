@@ -27,6 +27,7 @@ mod rows;
 mod spatial;
 #[cfg(test)]
 mod tests;
+mod text;
 mod value;
 mod vector;
 
@@ -95,6 +96,8 @@ pub struct Query {
     pub group: Vec<Expr>,
     /// `ORDER BY`: each expression, and whether it is descending.
     pub order: Vec<(Expr, bool)>,
+    /// `ORDER BY RANK`: the one order is a scoring function's (see `text.rs`), highest first.
+    pub rank: bool,
     /// `OFFSET n LIMIT m`.
     pub offset_limit: Option<(u64, u64)>,
     /// The aggregates of the selection, by their index in [`Expr::Aggregate`]: the function
@@ -240,6 +243,7 @@ impl Query {
             values.insert(name.to_owned(), parameter.get("value").cloned());
         }
         let mut query = parse::query(&lex::tokens(text)?, &values)?;
+        text::check_placement(&mut query)?;
         query.with_embeddings(&[]);
         Ok(query)
     }

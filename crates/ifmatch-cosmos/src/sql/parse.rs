@@ -247,18 +247,28 @@ impl Parser<'_> {
             }
         }
         let mut order = Vec::new();
+        let mut rank = false;
         if self.eat_keyword("ORDER") {
             self.keyword("BY")?;
-            // `ORDER BY RANK <score>` ranks by full-text or hybrid search, which comes with the
-            // containers' full-text policies (`RANK` followed by a function, not a name alone).
+            // `ORDER BY RANK <score>`: the rows by a scoring function, the most relevant first
+            // (`RANK` followed by a function, not a name alone); the only order then.
             if self.peek_keyword("RANK")
                 && matches!(self.tokens.get(self.at + 1), Some(Token::Word(_)))
             {
-                return Err(SqlError::new(
-                    "ORDER BY RANK (full-text and hybrid search) is not served by this server.",
-                ));
+                self.at += 1;
+                let score = self.expr()?;
+                if !matches!(
+                    score,
+                    Expr::Call("FULLTEXTSCORE" | "RRF" | "VECTORDISTANCE", _)
+                ) {
+                    return Err(SqlError::new(
+                        "ORDER BY RANK takes a scoring function: FullTextScore, VectorDistance or RRF.",
+                    ));
+                }
+                rank = true;
+                order.push((score, true));
             }
-            loop {
+            while !rank {
                 let expr = self.expr()?;
                 let descending = self.eat_keyword("DESC");
                 if !descending {
@@ -286,6 +296,7 @@ impl Parser<'_> {
             filter,
             group,
             order,
+            rank,
             offset_limit,
             aggregates: Vec::new(),
             names,

@@ -283,6 +283,15 @@ impl<'q> Collector<'q> {
             }
         }
         let mut rows = self.rows;
+        if query.rank {
+            // What the rank's function kept for each row becomes its score, now that every
+            // row is in (BM25 and RRF need them all).
+            let kept: Vec<Option<&Json>> = rows.iter().map(|(o, _)| o[0].as_ref()).collect();
+            let scores = super::text::rank(&kept);
+            for ((order, _), score) in rows.iter_mut().zip(scores) {
+                order[0] = score.and_then(num);
+            }
+        }
         rows.sort_by(|(a, _), (b, _)| {
             for ((x, y), (_, descending)) in a.iter().zip(b).zip(&query.order) {
                 let order = compare_for_order(x.as_ref(), y.as_ref());

@@ -125,11 +125,7 @@ fn what_is_not_served_is_named_and_what_is_wrong_is_refused() {
         ("SELECT VALUE c FROM c GROUP BY COUNT(1)", "aggregate"),
         ("SELECT * FROM c WHERE c.s LIKE 'a' ESCAPE 'ab'", "ESCAPE"),
         (
-            "SELECT * FROM c WHERE FullTextContains(c.text, 'bike')",
-            "FullTextContains",
-        ),
-        (
-            "SELECT * FROM c ORDER BY RANK FullTextScore(c.text, 'bike')",
+            "SELECT FullTextScore(c.text, 'bike') FROM c",
             "ORDER BY RANK",
         ),
         ("SELECT * FROM c WHERE x.a = 1", "'x'"),
@@ -1195,5 +1191,89 @@ fn vector_distance_and_the_most_similar_first() {
             super::embeddings(bad.as_object().unwrap()).is_err(),
             "{bad}"
         );
+    }
+}
+
+#[test]
+fn full_text_search_and_hybrid_ranking() {
+    for (text, want) in [
+        (
+            "FULLTEXTCONTAINS('The red Bike, for hills.', 'bike')",
+            json!(true),
+        ),
+        (
+            "FULLTEXTCONTAINS('The red Bike, for hills.', 'red bike')",
+            json!(true),
+        ),
+        (
+            "FULLTEXTCONTAINS('The red Bike, for hills.', 'bike red')",
+            json!(false),
+        ),
+        ("FULLTEXTCONTAINS('The red Bike', 'bikes')", json!(false)),
+        (
+            "FULLTEXTCONTAINSALL('red bike for hills', 'red', 'hills')",
+            json!(true),
+        ),
+        (
+            "FULLTEXTCONTAINSALL('red bike for hills', 'red', 'road')",
+            json!(false),
+        ),
+        (
+            "FULLTEXTCONTAINSANY('red bike for hills', 'blue', 'hills')",
+            json!(true),
+        ),
+        (
+            "FULLTEXTCONTAINSANY('red bike for hills', 'blue', 'road')",
+            json!(false),
+        ),
+        ("FULLTEXTCONTAINS(42, 'bike')", json!("undefined")),
+    ] {
+        assert_eq!(value_of(text), want, "{text}");
+    }
+    let docs = [
+        json!({"id": "once", "text": "a bike for the city and the road and more words here", "v": [0.0, 1.0]}),
+        json!({"id": "twice", "text": "bike bike", "v": [1.0, 0.0]}),
+        json!({"id": "other", "text": "a boat on the lake", "v": [0.9, 0.1]}),
+        json!({"id": "both", "text": "a mountain bike", "v": [0.7, 0.7]}),
+    ];
+    // BM25: the short text that says it twice first; the text without it last.
+    assert_eq!(
+        collected(
+            "SELECT VALUE c.id FROM c ORDER BY RANK FullTextScore(c.text, 'bike')",
+            &docs
+        ),
+        [json!("twice"), json!("both"), json!("once"), json!("other")]
+    );
+    assert_eq!(
+        collected(
+            "SELECT TOP 1 VALUE c.id FROM c WHERE FullTextContains(c.text, 'bike') ORDER BY RANK FullTextScore(c.text, ['mountain', 'bike'])",
+            &docs
+        ),
+        [json!("both")]
+    );
+    // RRF of the text's rank (twice, both, once, other) and the vector's (twice, other, both,
+    // once): `twice` leads both, `both` is second and third.
+    assert_eq!(
+        collected(
+            "SELECT TOP 2 VALUE c.id FROM c ORDER BY RANK RRF(FullTextScore(c.text, 'bike'), VectorDistance(c.v, [1, 0]))",
+            &docs
+        ),
+        [json!("twice"), json!("both")]
+    );
+    // Weights: the vector's rank counts ten times the text's; Euclidean ranks nearest first.
+    assert_eq!(
+        collected(
+            "SELECT TOP 2 VALUE c.id FROM c ORDER BY RANK RRF(FullTextScore(c.text, 'bike'), VectorDistance(c.v, [1, 0], false, {'distanceFunction': 'euclidean'}), [1, 10])",
+            &docs
+        ),
+        [json!("twice"), json!("other")]
+    );
+    for misplaced in [
+        "SELECT FullTextScore(c.text, 'bike') FROM c",
+        "SELECT * FROM c WHERE RRF(FullTextScore(c.text, 'a'), FullTextScore(c.text, 'b')) > 0",
+        "SELECT * FROM c ORDER BY FullTextScore(c.text, 'bike')",
+        "SELECT * FROM c ORDER BY RANK c.id",
+    ] {
+        assert!(Query::parse(misplaced, &[]).is_err(), "{misplaced}");
     }
 }

@@ -100,12 +100,22 @@ impl Query {
             if let Expr::Call("VECTORDISTANCE", args) = expr {
                 *descending = function_of(args.get(3)) != "euclidean";
             }
+            // RRF ranks each score highest first: a Euclidean distance, negated.
+            if let Expr::Call("RRF", parts) = expr {
+                for part in parts {
+                    if let Expr::Call("VECTORDISTANCE", args) = part
+                        && function_of(args.get(3)) == "euclidean"
+                    {
+                        *part = Expr::Negate(Box::new(part.clone()));
+                    }
+                }
+            }
         }
     }
 }
 
 /// Calls `each` on every expression of `query` and of its subqueries.
-fn each_expr(query: &mut Query, each: &mut dyn FnMut(&mut Expr)) {
+pub(super) fn each_expr(query: &mut Query, each: &mut dyn FnMut(&mut Expr)) {
     let mut all: Vec<&mut Expr> = Vec::new();
     for source in &mut query.from {
         let (Source::Bind(expr) | Source::Iterate(expr)) = source;
