@@ -323,7 +323,7 @@ for (const [name, start] of [
     assert.equal((await container.item("i0", "p0").read()).statusCode, 404);
     const ids = async () => (await container.items.query("SELECT VALUE c.id FROM c").fetchAll()).resources;
     assert.deepEqual(await ids(), ["kept"]);
-    await container.items.create({ id: "i1", pk: "p1" });
+    await container.items.create({ id: "i1", pk: "p1", ttl: -1 });
     await server.sweep();
     // With its time to live turned off, a container shows what its storage still holds.
     const { resource: properties } = await container.read();

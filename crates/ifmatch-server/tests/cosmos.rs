@@ -938,7 +938,7 @@ async fn items_past_their_time_leave_storage_in_the_background() {
         assert_eq!(created.send().await.unwrap().status(), 201);
         for (id, ttl) in [
             ("swept", r#","defaultTtl":1"#),
-            ("kept", r#","defaultTtl":1"#),
+            ("kept", r#","defaultTtl":60"#),
         ] {
             let container = format!(r#"{{"id":"{id}","partitionKey":{{"paths":["/pk"]}}{ttl}}}"#);
             let created = http.post(format!("{endpoint}/dbs/t/colls")).body(container);
