@@ -267,16 +267,17 @@ impl Parser<'_> {
                 }
                 rank = true;
                 order.push((score, true));
-            }
-            while !rank {
-                let expr = self.expr()?;
-                let descending = self.eat_keyword("DESC");
-                if !descending {
-                    self.eat_keyword("ASC");
-                }
-                order.push((expr, descending));
-                if !self.eat_symbol(",") {
-                    break;
+            } else {
+                loop {
+                    let expr = self.expr()?;
+                    let descending = self.eat_keyword("DESC");
+                    if !descending {
+                        self.eat_keyword("ASC");
+                    }
+                    order.push((expr, descending));
+                    if !self.eat_symbol(",") {
+                        break;
+                    }
                 }
             }
         }
