@@ -14,7 +14,7 @@ use serde_json::{Map, Value as Json};
 use super::eval::{Grouped, Scope, holds, value};
 use super::meter::{Meter, weight};
 use super::value::{compare_for_order, neumaier, num, owned, printed, whole_or};
-use super::{Query, Select, Source};
+use super::{Expr, Query, Select, Source};
 
 /// What a row costs beyond what it builds: its slots, its filter's bookkeeping.
 const ROW: usize = 64;
@@ -252,6 +252,37 @@ impl<'q> Collector<'q> {
         let order = order(self.query);
         self.held += weight(&result) + order.iter().flatten().map(weight).sum::<usize>();
         self.rows.push((order, result));
+        // A sorted query that answers its first `TOP` (or `OFFSET + LIMIT`) results keeps no
+        // more than those and as many again: past that the rows are sorted and cut.
+        if let Some(bound) = self.bound()
+            && self.rows.len() >= 2 * bound.max(512)
+        {
+            let query = self.query;
+            self.rows.sort_by(|(a, _), (b, _)| by_order(query, a, b));
+            self.rows.truncate(bound);
+            self.held = (self.rows.iter())
+                .map(|(order, result)| {
+                    weight(result) + order.iter().flatten().map(weight).sum::<usize>()
+                })
+                .sum();
+        }
+    }
+
+    /// How many of the sorted rows the results can come from, when that is fewer than all:
+    /// a query sorted, neither grouped, aggregated nor de-duplicated, nor ranked by a score
+    /// that needs every row (`FullTextScore`, `RRF`), with `TOP` or `OFFSET ... LIMIT`.
+    fn bound(&self) -> Option<usize> {
+        let query = self.query;
+        let whole = query.distinct
+            || !query.group.is_empty()
+            || query.aggregates()
+            || (query.rank && !matches!(query.order[0].0, Expr::Call("VECTORDISTANCE", _)));
+        if query.order.is_empty() || whole {
+            return None;
+        }
+        let (offset, limit) = query.offset_limit.unwrap_or((0, u64::MAX));
+        let wanted = offset.saturating_add(limit.min(query.top.unwrap_or(u64::MAX)));
+        usize::try_from(wanted).ok().filter(|n| *n < usize::MAX / 4)
     }
 
     /// The results: each group projected, then sorted, and cut by `OFFSET ... LIMIT` and
@@ -292,16 +323,7 @@ impl<'q> Collector<'q> {
                 order[0] = score.and_then(num);
             }
         }
-        rows.sort_by(|(a, _), (b, _)| {
-            for ((x, y), (_, descending)) in a.iter().zip(b).zip(&query.order) {
-                let order = compare_for_order(x.as_ref(), y.as_ref());
-                let order = if *descending { order.reverse() } else { order };
-                if order != Ordering::Equal {
-                    return order;
-                }
-            }
-            Ordering::Equal
-        });
+        rows.sort_by(|(a, _), (b, _)| by_order(query, a, b));
         let (offset, limit) = query.offset_limit.unwrap_or((0, u64::MAX));
         let take = limit.min(query.top.unwrap_or(u64::MAX));
         rows.into_iter()
@@ -310,6 +332,18 @@ impl<'q> Collector<'q> {
             .map(|(_, result)| result)
             .collect()
     }
+}
+
+/// How two rows' `ORDER BY` values order them.
+fn by_order(query: &Query, a: &[Option<Json>], b: &[Option<Json>]) -> Ordering {
+    for ((x, y), (_, descending)) in a.iter().zip(b).zip(&query.order) {
+        let order = compare_for_order(x.as_ref(), y.as_ref());
+        let order = if *descending { order.reverse() } else { order };
+        if order != Ordering::Equal {
+            return order;
+        }
+    }
+    Ordering::Equal
 }
 
 /// An aggregate accumulated over the results of a query.

@@ -1277,3 +1277,39 @@ fn full_text_search_and_hybrid_ranking() {
         assert!(Query::parse(misplaced, &[]).is_err(), "{misplaced}");
     }
 }
+
+#[test]
+fn a_sorted_query_with_top_keeps_no_more_rows_than_it_answers_and_as_many_again() {
+    let query = Query::parse(
+        "SELECT TOP 3 VALUE c.n FROM c ORDER BY VectorDistance(c.v, [1, 0], false, {'distanceFunction': 'euclidean'})",
+        &[],
+    )
+    .unwrap();
+    let meter = Meter::per_document();
+    let mut collector = super::Collector::new(&query);
+    let mut most = 0;
+    for n in 0..250_000_i64 {
+        // Nearest to [1, 0]: n = 125,000, then its neighbours.
+        let x = (n - 125_000) as f64 / 1000.0;
+        // Each document has its meter, as a page gives it.
+        let meter = Meter::per_document();
+        collector.add(Some(&json!({"n": n, "v": [1.0 + x, 0.0]})), &meter);
+        most = most.max(collector.held().0);
+    }
+    assert!(most <= 1024, "kept {most} rows");
+    let mut nearest = collector.finish(&meter);
+    assert_eq!(nearest.remove(0), json!(125_000));
+    nearest.sort_by_key(|n| n.as_i64());
+    assert_eq!(nearest, [json!(124_999), json!(125_001)]);
+    // FullTextScore needs every row: nothing is cut.
+    let ranked = Query::parse(
+        "SELECT TOP 1 VALUE c.n FROM c ORDER BY RANK FullTextScore(c.t, 'a')",
+        &[],
+    )
+    .unwrap();
+    let mut collector = super::Collector::new(&ranked);
+    for n in 0..2_000 {
+        collector.add(Some(&json!({"n": n, "t": "a b"})), &Meter::per_document());
+    }
+    assert_eq!(collector.held().0, 2_000);
+}
