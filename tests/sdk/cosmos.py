@@ -633,6 +633,18 @@ def change_feed_checks(database):
     check("from now is nothing yet", list(feed.query_items_change_feed(start_time="Now")) == [])
     scoped = [d["id"] for d in feed.query_items_change_feed(start_time="Beginning", partition_key="p0")]
     check("a feed scoped to a partition key holds that partition's changes", scoped == ["f0", "f2", "f4"], scoped)
+    versions = database.create_container(
+        "versions", partition_key=PartitionKey(path="/pk"), change_feed_policy={"retentionDuration": 60})
+    check("from now in all-versions mode is nothing yet",
+          list(versions.query_items_change_feed(mode="AllVersionsAndDeletes", start_time="Now")) == [])
+    token = versions.client_connection.last_response_headers["etag"]
+    versions.create_item({"id": "v", "pk": "p", "n": 1})
+    versions.upsert_item({"id": "v", "pk": "p", "n": 2})
+    versions.delete_item("v", partition_key="p")
+    every = [(i["metadata"]["operationType"], (i.get("current") or {}).get("n"))
+             for i in versions.query_items_change_feed(mode="AllVersionsAndDeletes", continuation=token)]
+    check("the all-versions-and-deletes feed: each write and the delete, in order",
+          every == [("create", 1), ("replace", 2), ("delete", None)], every)
 
 
 def long_id_checks(carts):

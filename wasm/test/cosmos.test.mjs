@@ -9,7 +9,7 @@
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { ChangeFeedStartFrom, CosmosClient } from "@azure/cosmos";
+import { ChangeFeedMode, ChangeFeedStartFrom, CosmosClient } from "@azure/cosmos";
 import { spawn } from "node:child_process";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -405,6 +405,49 @@ for (const [name, start] of [
     });
     const next = await resumed.readNext();
     assert.deepEqual(next.result.map((d) => [d.id, d.n]), [["f1", 100]]);
+  });
+
+  test("the all-versions-and-deletes change feed: every write and the delete, in order", async () => {
+    const { container } = await database.containers.createIfNotExists({
+      id: "versions",
+      partitionKey: { paths: ["/pk"] },
+      changeFeedPolicy: { retentionDuration: 60 },
+    });
+    await container.items.create({ id: "before", pk: "p" });
+    const iterator = container.items.getChangeFeedIterator({
+      changeFeedStartFrom: ChangeFeedStartFrom.Now(),
+      changeFeedMode: ChangeFeedMode.AllVersionsAndDeletes,
+    });
+    assert.equal((await iterator.readNext()).statusCode, 304);
+    await container.items.create({ id: "a", pk: "p", n: 1 });
+    await container.item("a", "p").replace({ id: "a", pk: "p", n: 2 });
+    await container.item("a", "p").patch([{ op: "incr", path: "/n", value: 1 }]);
+    await container.items.upsert({ id: "b", pk: "q", n: 9 });
+    await container.item("a", "p").delete();
+    const items = [];
+    for (let turn = 0; turn < 10 && items.length < 5; turn++) {
+      const page = await iterator.readNext();
+      items.push(...page.result);
+    }
+    assert.deepEqual(
+      items.map((i) => [i.metadata.operationType, i.current?.id ?? i.previous?.id, i.current?.n]),
+      [["create", "a", 1], ["replace", "a", 2], ["replace", "a", 3], ["create", "b", 9], ["delete", "a", undefined]],
+    );
+    const lsns = items.map((i) => i.metadata.lsn);
+    assert.deepEqual(lsns, [...lsns].sort((x, y) => x - y));
+    assert.equal(items[1].metadata.previousImageLSN, items[0].metadata.lsn);
+    assert.equal(items[4].metadata.previousImageLSN, items[2].metadata.lsn);
+    // The latest-version feed of the same container is unchanged: each document once.
+    const latest = container.items.getChangeFeedIterator({ changeFeedStartFrom: ChangeFeedStartFrom.Beginning() });
+    assert.deepEqual((await latest.readNext()).result.map((d) => d.id).sort(), ["b", "before"]);
+    // A container that keeps no versions says so.
+    const { container: plain } = await database.containers.createIfNotExists({ id: "plain", partitionKey: { paths: ["/pk"] } });
+    const refused = await failure(
+      plain.items
+        .getChangeFeedIterator({ changeFeedStartFrom: ChangeFeedStartFrom.Now(), changeFeedMode: ChangeFeedMode.AllVersionsAndDeletes })
+        .readNext(),
+    );
+    assert.equal(refused.code, 400);
   });
 
   test("a wrong key is refused", async () => {

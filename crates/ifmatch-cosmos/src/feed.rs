@@ -27,6 +27,7 @@ use crate::front::{
 };
 use crate::query::SCAN_BUDGET;
 use crate::unique;
+use crate::versions::{self, VERSIONS};
 
 impl<T: Tables> Front<'_, T> {
     /// The change feed: the documents written since the position `If-None-Match` names
@@ -40,6 +41,15 @@ impl<T: Tables> Front<'_, T> {
     ) -> Result<Done, Failure> {
         let container = self.container(db, coll).await?;
         let (default, now) = (crate::ttl::of(&container), crate::ttl::ticks(self.now));
+        let all_versions = asked
+            .header("a-im")
+            .is_some_and(|v| v.eq_ignore_ascii_case("full-fidelity feed"));
+        if all_versions && versions::of(&container).is_none() {
+            return Err(bad_request(
+                "The all-versions-and-deletes change feed is the container's when its changeFeedPolicy has a retentionDuration (minutes).",
+            ));
+        }
+        let log = if all_versions { VERSIONS } else { FEED };
         // The SDKs scope a feed to a partition key by a range of effective partition keys
         // (its hash): a point range, both ends the key's.
         let range = match (asked.header("x-ms-start-epk"), asked.header("x-ms-end-epk")) {
@@ -94,8 +104,8 @@ impl<T: Tables> Front<'_, T> {
         'pages: loop {
             let from = entry_key(position + 1);
             let scan = Scan {
-                from: Some((FEED, &from)),
-                partition: Some(FEED),
+                from: Some((log, &from)),
+                partition: Some(log),
                 limit: size,
             };
             let entries = match self.tables.scan(&table, scan).await {
@@ -119,6 +129,13 @@ impl<T: Tables> Front<'_, T> {
                     || !in_range(&pk)
                     || since.is_some_and(|since| entry.timestamp < since)
                 {
+                    continue;
+                }
+                if all_versions {
+                    documents.extend(versions::item(entry, |e| document_json(db, coll, e)));
+                    if documents.len() == size {
+                        break 'pages;
+                    }
                     continue;
                 }
                 // The entry is the document's latest (a later write would have moved it), but
@@ -177,7 +194,7 @@ impl<T: Tables> Front<'_, T> {
         let moves = unique::moves(&policies.unique, changes).map_err(Committed::Failed)?;
         let _turn = self.turns.take(table).await;
         for _ in 0..RETRIES {
-            match self.commit_once(table, changes, &moves).await? {
+            match self.commit_once(table, policies, changes, &moves).await? {
                 Attempt::Done => return Ok(()),
                 Attempt::Counter => continue,
                 Attempt::Conflict => return Err(Committed::Conflict),
@@ -195,6 +212,7 @@ impl<T: Tables> Front<'_, T> {
     async fn commit_once(
         &self,
         table: &str,
+        policies: &Policies,
         changes: &[(Change, Option<&Entity>)],
         moves: &[Change],
     ) -> Result<Attempt, Committed> {
@@ -203,8 +221,21 @@ impl<T: Tables> Front<'_, T> {
         let mut all = Vec::with_capacity(changes.len() * 3 + 1 + moves.len());
         let mut number = last;
         let mut entries = Vec::new();
+        let at = (self.clock).stamp(self.now, counter.as_ref().map(|c| c.timestamp));
         for (change, before) in changes {
             let mut change = change.clone();
+            if policies.versions.is_some() && change.write.is_none() {
+                number += 1;
+                let expired = policies.expiring;
+                entries.push(versions::entry(
+                    number,
+                    &change.key,
+                    None,
+                    *before,
+                    expired,
+                    at,
+                ));
+            }
             if let Some(old) = before.and_then(number_of) {
                 entries.push(Change {
                     key: (FEED.to_owned(), entry_key(old)),
@@ -228,13 +259,24 @@ impl<T: Tables> Front<'_, T> {
                     write: Some(Entity::new(FEED, &key, entity.timestamp, names)),
                 });
             }
+            if policies.versions.is_some()
+                && let Some(written) = &change.write
+            {
+                entries.push(versions::entry(
+                    number,
+                    &change.key,
+                    Some(written),
+                    *before,
+                    false,
+                    at,
+                ));
+            }
             all.push(change);
         }
         // The counter comes after the documents, so that a conflict of both is the
         // documents' (`Conflict` names the first change that failed); the unique keys'
         // entries come last.
         let documents = all.len();
-        let at = (self.clock).stamp(self.now, counter.as_ref().map(|c| c.timestamp));
         all.push(Change {
             key: counter_key(),
             expected: counter
@@ -292,7 +334,7 @@ impl<T: Tables> Front<'_, T> {
             Some(&holder),
         )];
         let moves = unique::moves(&policies.unique, &removal).map_err(Committed::Failed)?;
-        self.commit_once(table, &removal, &moves).await?;
+        self.commit_once(table, policies, &removal, &moves).await?;
         Ok(true)
     }
 }

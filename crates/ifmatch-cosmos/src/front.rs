@@ -32,7 +32,7 @@ use ifmatch_blob::Turns;
 const DATABASES: &str = "#dbs";
 pub(crate) const CONTAINERS: &str = "#colls";
 /// The property an entity keeps a resource's JSON in.
-const JSON: &str = "json";
+pub(crate) const JSON: &str = "json";
 /// How many times a write is decided again after losing a race, before it answers 503.
 pub(crate) const RETRIES: usize = 64;
 /// The most resources a feed page holds.
@@ -432,10 +432,10 @@ impl<T: Tables> Front<'_, T> {
     // Documents.
 
     async fn documents(&self, db: &str, coll: &str, asked: &Asked<'_>) -> Result<Done, Failure> {
-        if asked
-            .header("a-im")
-            .is_some_and(|v| v.eq_ignore_ascii_case("incremental feed"))
-        {
+        if asked.header("a-im").is_some_and(|v| {
+            v.eq_ignore_ascii_case("incremental feed")
+                || v.eq_ignore_ascii_case("full-fidelity feed")
+        }) {
             return self.changes(db, coll, asked).await;
         }
         let container = self.container(db, coll).await?;
@@ -870,13 +870,20 @@ pub(crate) enum Committed {
 pub(crate) struct Policies {
     pub(crate) unique: unique::Keys,
     pub(crate) ttl: ttl::Default,
+    /// How long every version is kept (the all-versions-and-deletes feed), if at all.
+    pub(crate) versions: crate::versions::Retention,
+    /// Whether the writes are deletes of items past their time to live (the sweep's).
+    pub(crate) expiring: bool,
 }
 
 impl Policies {
     pub(crate) fn of(container: &Entity) -> Self {
+        let properties = json_of(container);
         Self {
-            unique: unique::of(container),
-            ttl: ttl::of(container),
+            unique: unique::declared(&properties).unwrap_or_default(),
+            ttl: ttl::declared(&properties).unwrap_or_default(),
+            versions: crate::versions::declared(&properties),
+            expiring: false,
         }
     }
 }

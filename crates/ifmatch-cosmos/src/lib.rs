@@ -22,5 +22,6 @@ pub mod query;
 pub mod sql;
 mod ttl;
 mod unique;
+mod versions;
 
 pub use endpoint::{EMULATOR_ACCOUNT, EMULATOR_KEY, Endpoint, MAX_BODY, connection_string};

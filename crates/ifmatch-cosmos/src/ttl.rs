@@ -133,7 +133,7 @@ impl<T: Tables> Front<'_, T> {
         let kept = self.get(SWEEP, "", "").await?;
         let mut at = Sweep::read(kept.as_ref());
         let was = at.clone();
-        let removed = self.sweep_from(&mut at, budget).await?;
+        let removed = self.sweep_from(&mut at, budget).await? + self.prune_versions(budget).await?;
         if at != was {
             let change = Change {
                 key: key("", ""),
@@ -163,7 +163,10 @@ impl<T: Tables> Front<'_, T> {
         let (mut read, mut removed) = (0, 0);
         while read < budget && index < containers.len() {
             let container = &containers[index];
-            let policies = Policies::of(container);
+            let policies = Policies {
+                expiring: true,
+                ..Policies::of(container)
+            };
             let table = documents_table(&container.partition_key, &container.row_key);
             let limit = (budget - read).min(1_000);
             let scan = Scan {
@@ -218,7 +221,7 @@ mod tests {
 
     /// A clock the test moves, shared with the endpoint.
     #[derive(Clone, Default)]
-    struct Moved(Arc<ManualEnv>);
+    pub(super) struct Moved(pub(super) Arc<ManualEnv>);
 
     impl ifmatch_blob::Env for Moved {
         fn now(&self) -> SystemTime {
@@ -230,7 +233,7 @@ mod tests {
         }
     }
 
-    async fn send(
+    pub(super) async fn send(
         endpoint: &Endpoint<Arc<MemoryTables>, Moved>,
         method: &str,
         path: &str,
@@ -288,5 +291,83 @@ mod tests {
             send(&endpoint, "GET", "/dbs/d/colls/c/docs/a", json!(null)).await,
             200
         );
+    }
+}
+
+#[cfg(test)]
+mod versions_tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use ifmatch_table::MemoryTables;
+    use serde_json::json;
+
+    use super::tests::Moved;
+    use crate::Endpoint;
+
+    /// The all-versions feed of `endpoint`'s container `d/c` from its beginning: each entry's
+    /// operation, id, and whether a time to live deleted it.
+    async fn versions(
+        endpoint: &Endpoint<Arc<MemoryTables>, Moved>,
+    ) -> Vec<(String, String, bool)> {
+        let (parts, ()) = http::Request::builder()
+            .method("GET")
+            .uri("/dbs/d/colls/c/docs")
+            .header("a-im", "Full-Fidelity Feed")
+            .body(())
+            .unwrap()
+            .into_parts();
+        let answer = endpoint.handle(&parts, b"").await;
+        if answer.status() == 304 {
+            return Vec::new();
+        }
+        let body: serde_json::Value = serde_json::from_slice(answer.body()).unwrap();
+        (body["Documents"].as_array().unwrap().iter())
+            .map(|item| {
+                let metadata = &item["metadata"];
+                (
+                    metadata["operationType"].as_str().unwrap().to_owned(),
+                    metadata["id"].as_str().unwrap().to_owned(),
+                    metadata["timeToLiveExpired"].as_bool().unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_delete_by_time_to_live_is_marked_and_versions_leave_after_their_retention() {
+        let clock = Moved::default();
+        let endpoint =
+            Endpoint::new(Arc::new(MemoryTables::new()), clock.clone()).with_anonymous_access(true);
+        assert_eq!(
+            super::tests::send(&endpoint, "POST", "/dbs", json!({"id": "d"})).await,
+            201
+        );
+        let container = json!({
+            "id": "c", "partitionKey": {"paths": ["/pk"]}, "defaultTtl": 10,
+            "changeFeedPolicy": {"retentionDuration": 5},
+        });
+        assert_eq!(
+            super::tests::send(&endpoint, "POST", "/dbs/d/colls", container).await,
+            201
+        );
+        let item = json!({"id": "a", "pk": "p"});
+        assert_eq!(
+            super::tests::send(&endpoint, "POST", "/dbs/d/colls/c/docs", item).await,
+            201
+        );
+        clock.0.advance(Duration::from_secs(11));
+        assert_eq!(endpoint.sweep(100).await, 1);
+        assert_eq!(
+            versions(&endpoint).await,
+            [
+                ("create".into(), "a".into(), false),
+                ("delete".into(), "a".into(), true)
+            ]
+        );
+        // Five minutes on, both versions are past the retention: the sweep removes them.
+        clock.0.advance(Duration::from_secs(301));
+        assert_eq!(endpoint.sweep(100).await, 2);
+        assert_eq!(versions(&endpoint).await, []);
     }
 }

@@ -63,11 +63,6 @@ pub(crate) fn declared(resource: &Map<String, Json>) -> Result<Keys, Failure> {
         .collect()
 }
 
-/// The unique keys of a container as stored (created through [`declared`]).
-pub(crate) fn of(container: &Entity) -> Keys {
-    declared(&json_of(container)).unwrap_or_default()
-}
-
 /// The row keys of the entries `document`, of the logical partition `partition`, holds.
 fn entries(keys: &Keys, partition: &str, document: &Map<String, Json>) -> Vec<String> {
     (keys.iter().enumerate())
