@@ -367,6 +367,7 @@ def main(connection_string):
     time_to_live_checks(database)
     vector_checks(database)
     full_text_checks(database)
+    hierarchical_key_checks(database)
 
     # The change feed: from the beginning, resumed from its token, from now.
     change_feed_checks(database)
@@ -576,6 +577,49 @@ def full_text_checks(database):
     )
 
 
+def hierarchical_key_checks(database):
+    sessions = database.create_container(
+        id="sessions",
+        partition_key=PartitionKey(path=["/tenant", "/user", "/session"], kind="MultiHash"),
+    )
+    check("a hierarchical key's container keeps its paths and kind",
+          sessions.read()["partitionKey"]["kind"] == "MultiHash"
+          and sessions.read()["partitionKey"]["paths"] == ["/tenant", "/user", "/session"])
+    for tenant, user, session in [("t1", "u1", "s1"), ("t1", "u1", "s2"), ("t1", "u2", "s1"), ("t2", "u1", "s1")]:
+        sessions.create_item({"id": f"{tenant}-{user}-{session}", "tenant": tenant, "user": user, "session": session, "n": 0})
+    key = ["t1", "u1", "s2"]
+    read = sessions.read_item("t1-u1-s2", partition_key=key)
+    sessions.replace_item("t1-u1-s2", {**read, "n": 1}, etag=read["_etag"], match_condition=MatchConditions.IfNotModified)
+    sessions.patch_item("t1-u1-s2", partition_key=key, patch_operations=[{"op": "incr", "path": "/n", "value": 1}])
+    check(
+        "point reads and writes with the whole key; a stale tag is 412; the key's paths cannot be patched",
+        sessions.read_item("t1-u1-s2", partition_key=key)["n"] == 2
+        and status_of(lambda: sessions.replace_item("t1-u1-s2", read, etag=read["_etag"],
+                                                     match_condition=MatchConditions.IfNotModified)) == 412
+        and status_of(lambda: sessions.read_item("t1-u1-s2", partition_key=["t1", "u1", "s1"])) == 404
+        and status_of(lambda: sessions.patch_item(
+            "t1-u1-s2", partition_key=key, patch_operations=[{"op": "set", "path": "/user", "value": "x"}])) == 400,
+    )
+
+    def ids(**options):
+        return sorted(sessions.query_items("SELECT VALUE c.id FROM c", **options))
+
+    check("a query scoped to a tenant (a prefix of the key)", ids(partition_key=["t1"]) == ["t1-u1-s1", "t1-u1-s2", "t1-u2-s1"], ids(partition_key=["t1"]))
+    check("a query scoped to a tenant's user", ids(partition_key=["t1", "u1"]) == ["t1-u1-s1", "t1-u1-s2"], ids(partition_key=["t1", "u1"]))
+    check("a query scoped to the whole key", ids(partition_key=["t2", "u1", "s1"]) == ["t2-u1-s1"])
+    check("a query across the container", len(ids(enable_cross_partition_query=True)) == 4)
+    done = sessions.execute_item_batch(
+        [("upsert", ({"id": "t2-u1-s1", "tenant": "t2", "user": "u1", "session": "s1", "n": 5},)),
+         ("read", ("t2-u1-s1",))],
+        partition_key=["t2", "u1", "s1"],
+    )
+    check("a transactional batch on a whole key", done[1]["resourceBody"]["n"] == 5, done)
+    feed = [d["id"] for d in sessions.query_items_change_feed(start_time="Beginning", partition_key=["t1"])]
+    check("the change feed of a tenant (a prefix)", sorted(feed) == ["t1-u1-s1", "t1-u1-s2", "t1-u2-s1"], feed)
+    sessions.delete_item("t1-u2-s1", partition_key=["t1", "u2", "s1"])
+    check("a delete with the whole key", ids(partition_key=["t1"]) == ["t1-u1-s1", "t1-u1-s2"])
+
+
 def query_language_checks(database):
     families = database.create_container("families", partition_key=PartitionKey(path="/id"))
     families.create_item({"id": "AndersenFamily", "address": {"state": "WA"},
@@ -679,10 +723,10 @@ def bad_input_checks(database, carts):
         status_of(lambda: carts.create_item({"id": "big", "user": "ann", "x": "y" * (2 << 20)})) == 413,
     )
     check(
-        "a hierarchical partition key is refused, clearly",
+        "a hierarchical partition key of four paths is refused, clearly",
         status_of(
             lambda: database.create_container(
-                "h", partition_key=PartitionKey(path=["/a", "/b"], kind="MultiHash")
+                "h", partition_key=PartitionKey(path=["/a", "/b", "/c", "/d"], kind="MultiHash")
             )
         )
         == 400,

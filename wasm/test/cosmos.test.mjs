@@ -385,7 +385,7 @@ for (const [name, start] of [
     const env = { ...process.env, AZURE_COSMOS_CONNECTION_POOL_IS_HTTP2_ALLOWED: "false" };
     const { code, out } = await run(program, [`${server.cosmosOrigin}/`, KEY], env);
     assert.equal(code, 0, out);
-    assert.match(out, /rust cosmos: 15 passed/);
+    assert.match(out, /rust cosmos: 17 passed/);
   });
 
   test("the change feed from the beginning, resumed from its token", async () => {
@@ -448,6 +448,31 @@ for (const [name, start] of [
         .readNext(),
     );
     assert.equal(refused.code, 400);
+  });
+
+  test("hierarchical partition keys: whole keys for points, a prefix for queries and the feed", async () => {
+    const { container } = await database.containers.createIfNotExists({
+      id: "sessions",
+      partitionKey: { paths: ["/tenant", "/user"], kind: "MultiHash", version: 2 },
+    });
+    for (const [tenant, user] of [["t1", "u1"], ["t1", "u2"], ["t2", "u1"]]) {
+      await container.items.create({ id: `${tenant}-${user}`, tenant, user, n: 0 });
+    }
+    const item = container.item("t1-u2", ["t1", "u2"]);
+    const { resource } = await item.read();
+    await item.replace({ ...resource, n: 1 }, { accessCondition: { type: "IfMatch", condition: resource._etag } });
+    assert.equal((await item.read()).resource.n, 1);
+    assert.equal((await container.item("t1-u2", ["t1", "u1"]).read()).statusCode, 404);
+    const ids = async (partitionKey) =>
+      (await container.items.query("SELECT VALUE c.id FROM c", { partitionKey }).fetchAll()).resources.sort();
+    assert.deepEqual(await ids(["t1"]), ["t1-u1", "t1-u2"]);
+    assert.deepEqual(await ids(["t2", "u1"]), ["t2-u1"]);
+    const feed = container.items.getChangeFeedIterator({
+      changeFeedStartFrom: ChangeFeedStartFrom.Beginning(["t1"]),
+    });
+    assert.deepEqual((await feed.readNext()).result.map((d) => d.id).sort(), ["t1-u1", "t1-u2"]);
+    await item.delete();
+    assert.deepEqual(await ids(["t1"]), ["t1-u1"]);
   });
 
   test("a wrong key is refused", async () => {

@@ -14,8 +14,8 @@ use serde_json::{Map, Value as Json, json};
 use crate::document;
 use crate::failure::{Failure, bad_request, failure};
 use crate::front::{
-    Asked, Committed, Condition, Done, Front, Policies, RETRIES, document_json, documents_table,
-    holds, id_of, json_of, key, partition_path, raced,
+    Asked, Committed, Condition, Done, Front, Policies, RETRIES, Scope, document_json,
+    documents_table, holds, id_of, json_of, key, partition_paths, raced, stored_key_of,
 };
 
 /// The most operations one batch holds.
@@ -109,7 +109,12 @@ impl<T: Tables> Front<'_, T> {
         asked: &Asked<'_>,
     ) -> Result<Outcome, Failure> {
         let partition = match operation.get("partitionKey") {
-            Some(Json::String(key)) => document::stored_key(&document::key_of_header(key)?)?,
+            Some(Json::String(key)) => match Scope::of_header(container, key)? {
+                Scope::Key(stored) => stored,
+                Scope::Prefix(_) => {
+                    return Err(bad_request("An operation's partitionKey is the whole key."));
+                }
+            },
             Some(_) => return Err(bad_request("An operation's partitionKey is a JSON string.")),
             None => self.partition(container, asked)?,
         };
@@ -135,7 +140,7 @@ impl<T: Tables> Front<'_, T> {
         partition: &str,
         operations: &[Json],
     ) -> Result<(Vec<Outcome>, Option<usize>), Failure> {
-        let (path, policies) = (partition_path(container), Policies::of(container));
+        let (paths, policies) = (partition_paths(container), Policies::of(container));
         for _ in 0..RETRIES {
             // The documents as stored, the versions of those live (not past their time to
             // live), and the documents as the batch leaves them so far.
@@ -153,7 +158,7 @@ impl<T: Tables> Front<'_, T> {
                     now.insert(id.clone(), current);
                 }
                 let current = now.get(&id).cloned().flatten();
-                let outcome = self.decide(operation, &id, current.as_ref(), partition, &path)?;
+                let outcome = self.decide(operation, &id, current.as_ref(), partition, &paths)?;
                 if outcome.status >= 400 {
                     outcomes.push(outcome);
                     return Ok((outcomes, Some(index)));
@@ -203,7 +208,7 @@ impl<T: Tables> Front<'_, T> {
         id: &str,
         current: Option<&Entity>,
         partition: &str,
-        path: &str,
+        paths: &[String],
     ) -> Result<Outcome, Failure> {
         let kind = operation_kind(operation);
         let condition = match (
@@ -233,7 +238,7 @@ impl<T: Tables> Front<'_, T> {
             let body = operation.get("resourceBody").cloned().unwrap_or(Json::Null);
             let resource = document::resource(body.to_string().as_bytes())?;
             crate::ttl::check_item(&resource)?;
-            let in_body = document::stored_key(&document::key_at(&resource, path))?;
+            let in_body = stored_key_of(&resource, paths)?;
             if in_body != partition {
                 return Err(bad_request(
                     "An operation's document has another partition key than the batch's.",
@@ -313,7 +318,7 @@ impl<T: Tables> Front<'_, T> {
                         return fail(412);
                     }
                 }
-                let patched = crate::patch::apply(&json_of(found), &operations, path)
+                let patched = crate::patch::apply(&json_of(found), &operations, paths)
                     .and_then(|patched| crate::ttl::check_item(&patched).map(|()| patched));
                 match patched {
                     Ok(patched) => Ok(Outcome {

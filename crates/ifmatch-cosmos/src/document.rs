@@ -137,15 +137,66 @@ pub fn key_at(document: &Map<String, Value>, path: &str) -> Value {
 
 /// The `x-ms-documentdb-partitionkey` header's value: a JSON array of one value.
 pub fn key_of_header(header: &str) -> Result<Value, Failure> {
-    match serde_json::from_str::<Value>(header) {
-        Ok(Value::Array(mut values)) if values.len() == 1 => Ok(values.remove(0)),
-        Ok(Value::Array(values)) if values.len() > 1 => Err(bad_request(
-            "Hierarchical partition keys are not served by this server yet: send one value.",
+    match keys_of_header(header)?.as_slice() {
+        [value] => Ok(value.clone()),
+        _ => Err(bad_request(
+            "The partition key supplied in x-ms-partitionkey header has one value per path of the container's partition key.",
         )),
+    }
+}
+
+/// The `x-ms-documentdb-partitionkey` header's values: a JSON array of one or more (a
+/// hierarchical key's, or a prefix of it).
+pub fn keys_of_header(header: &str) -> Result<Vec<Value>, Failure> {
+    match serde_json::from_str::<Value>(header) {
+        Ok(Value::Array(values)) if !values.is_empty() => Ok(values),
         _ => Err(bad_request(
             "The partition key supplied in x-ms-partitionkey header has an incorrect format.",
         )),
     }
+}
+
+/// The stored form of a hierarchical partition key (`MultiHash`), whole or a prefix of it:
+/// its effective partition key (each value's, one after another, as the SDKs compute it)
+/// then the JSON array of its values. Stored keys that share a prefix's values share its
+/// effective key's start, so a prefix, by its values or by the SDKs' effective-key range, is
+/// one run of keys. A prefix's form has its effective key alone.
+pub fn stored_keys(values: &[Value], whole: bool) -> Result<String, Failure> {
+    let canonical: Vec<Value> = (values.iter())
+        .map(|value| Ok(serde_json::from_str(&stored_key(value)?).unwrap_or(Value::Null)))
+        .collect::<Result<_, Failure>>()?;
+    let effective: String = (canonical.iter())
+        .map(crate::hashed_key::effective)
+        .collect();
+    Ok(match whole {
+        true => format!("{effective}{}", Value::Array(canonical)),
+        false => effective,
+    })
+}
+
+/// The partition key value a stored key holds (for a hierarchical key, the array of its
+/// values).
+pub fn stored_value(stored: &str) -> Value {
+    let json = match hierarchical(stored) {
+        Some(at) => &stored[at..],
+        None => stored,
+    };
+    serde_json::from_str(json).unwrap_or(Value::Null)
+}
+
+/// The effective partition key of a stored key, as the SDKs scope feeds and queries by it.
+pub fn stored_effective(stored: &str) -> String {
+    match hierarchical(stored) {
+        Some(at) => stored[..at].to_owned(),
+        None => crate::hashed_key::effective(&stored_value(stored)),
+    }
+}
+
+/// Where a hierarchical stored key's JSON starts (after its effective key), if it is one: a
+/// one-value key's JSON is never an array, and its own text starts with no hex digit and a `[`.
+fn hierarchical(stored: &str) -> Option<usize> {
+    let at = stored.find('[')?;
+    (at > 0 && stored[..at].bytes().all(|b| b.is_ascii_hexdigit())).then_some(at)
 }
 
 /// The stored form of a partition key value: one JSON text per value, so `1` and `1.0` are
@@ -169,6 +220,32 @@ pub fn stored_key(value: &Value) -> Result<String, Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_hierarchical_key_is_stored_after_its_effective_key_as_the_sdks_compute_it() {
+        // The JS SDK's hashMultiHashPartitionKey (4.10.1) for these values.
+        let whole = [json!("tenant1"), json!("user1"), json!("s1")];
+        let stored = stored_keys(&whole, true).unwrap();
+        let effective = "0DAE0B8467B011E957BC0B8B0DEB5ACA236A5BE3329A7AD57D4B998E8602BD7B2924A879AFFF52A411F93F1A83532751";
+        assert_eq!(stored, format!(r#"{effective}["tenant1","user1","s1"]"#));
+        assert_eq!(stored_effective(&stored), effective);
+        assert_eq!(stored_value(&stored), json!(["tenant1", "user1", "s1"]));
+        let prefix = stored_keys(&whole[..1], false).unwrap();
+        assert_eq!(prefix, "0DAE0B8467B011E957BC0B8B0DEB5ACA");
+        assert!(stored.starts_with(&prefix));
+        assert_eq!(
+            stored_effective(&stored_keys(&[json!(1), json!(true)], true).unwrap()),
+            "20CD98B339BA78A5D0CF6953B87070B00E711127C5B5A8E4726AC6DD306A3E59"
+        );
+        // One-value keys are what they were: their JSON, whatever it holds.
+        for one in [r#""a[b]""#, "123", "{}", "null"] {
+            assert_eq!(
+                stored_value(one),
+                serde_json::from_str::<Value>(one).unwrap()
+            );
+        }
+    }
 
     #[test]
     fn a_tag_names_its_version_and_nothing_else_names_one() {

@@ -15,16 +15,16 @@ use http::StatusCode;
 use ifmatch_table::{
     Change, DateTime, Entity, EntityKey, Expected, Scan, TableError, Tables, Value,
 };
-use serde_json::{Value as Json, json};
+use serde_json::json;
 
 use crate::document;
 use crate::failure::{Failure, bad_request, not_found};
 use crate::feed_entries::{FEED, NUMBER, counter_key, entry_key, number_of};
-use crate::front::Policies;
 use crate::front::{
     Asked, Committed, Done, Front, RETRIES, backend, document_json, documents_table, page_size,
     raced, rid,
 };
+use crate::front::{Policies, Scope};
 use crate::query::SCAN_BUDGET;
 use crate::unique;
 use crate::versions::{self, VERSIONS};
@@ -67,8 +67,7 @@ impl<T: Tables> Front<'_, T> {
             let Some((start, end)) = &range else {
                 return true;
             };
-            let value: Json = serde_json::from_str(stored).unwrap_or(Json::Null);
-            let key = crate::hashed_key::effective(&value);
+            let key = document::stored_effective(stored);
             key >= *start && (key < *end || (start == end && key == *end))
         };
         let table = documents_table(db, coll);
@@ -90,8 +89,13 @@ impl<T: Tables> Front<'_, T> {
             })?,
         };
         let partition = match asked.header("x-ms-documentdb-partitionkey") {
-            Some(header) => Some(document::stored_key(&document::key_of_header(header)?)?),
+            Some(header) => Some(Scope::of_header(&container, header)?),
             None => None,
+        };
+        let in_partition = |pk: &str| match &partition {
+            None => true,
+            Some(Scope::Key(stored)) => pk == stored,
+            Some(Scope::Prefix(start)) => pk.starts_with(start.as_str()),
         };
         let size = page_size(asked)?;
         let mut position = after;
@@ -125,7 +129,7 @@ impl<T: Tables> Front<'_, T> {
                     _ => String::new(),
                 };
                 let pk = text("pk");
-                if partition.as_ref().is_some_and(|p| *p != pk)
+                if !in_partition(&pk)
                     || !in_range(&pk)
                     || since.is_some_and(|since| entry.timestamp < since)
                 {

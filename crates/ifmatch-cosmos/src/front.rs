@@ -268,10 +268,17 @@ impl<T: Tables> Front<'_, T> {
             .get("partitionKey")
             .and_then(|k| k.get("kind"))
             .and_then(Json::as_str);
+        let is_path = |p: &Json| {
+            p.as_str()
+                .is_some_and(|p| p.starts_with('/') && p.len() > 1)
+        };
         match (paths.as_slice(), kind) {
+            // A hierarchical key: two or three paths, as Azure takes them.
+            (paths, Some("MultiHash"))
+                if (2..=3).contains(&paths.len()) && paths.iter().all(is_path) => {}
             (_, Some("MultiHash")) => {
                 return Err(bad_request(
-                    "Hierarchical partition keys (kind MultiHash) are not served by this server yet: use one path.",
+                    "A hierarchical partition key (kind MultiHash) has two or three paths that start with '/'.",
                 ));
             }
             ([Json::String(path)], _) if path.starts_with('/') && path.len() > 1 => {}
@@ -440,7 +447,14 @@ impl<T: Tables> Front<'_, T> {
         }
         let container = self.container(db, coll).await?;
         let partition = match asked.header("x-ms-documentdb-partitionkey") {
-            Some(header) => Some(document::stored_key(&document::key_of_header(header)?)?),
+            Some(header) => match Scope::of_header(&container, header)? {
+                Scope::Key(stored) => Some(stored),
+                Scope::Prefix(_) => {
+                    return Err(bad_request(
+                        "A list of documents names the whole partition key, or none: query a prefix.",
+                    ));
+                }
+            },
             None => None,
         };
         let limit = page_size(asked)?;
@@ -558,7 +572,7 @@ impl<T: Tables> Front<'_, T> {
             None => None,
         };
         let if_match = self.condition(asked)?;
-        let fixed = partition_path(&container);
+        let fixed = partition_paths(&container);
         let written = self
             .change_existing(&container, &partition, id, if_match, |current| {
                 let seen = document_json(db, coll, current);
@@ -602,17 +616,21 @@ impl<T: Tables> Front<'_, T> {
         if asked.is_true("x-ms-cosmos-is-query-plan-request") {
             return Ok(plan(text));
         }
-        let partition = match asked.header("x-ms-documentdb-partitionkey") {
-            Some(header) => Some(document::stored_key(&document::key_of_header(header)?)?),
-            None => None,
-        };
+        let scope = self.scope(&container, asked)?;
         let size = page_size(asked)?;
         let table = documents_table(db, coll);
         let (default, now) = (ttl::of(&container), ttl::ticks(self.now));
         let reading = crate::query::Reading {
             tables: self.tables,
             table: &table,
-            partition: partition.as_deref(),
+            partition: match &scope {
+                Some(Scope::Key(stored)) => Some(stored),
+                _ => None,
+            },
+            prefix: match &scope {
+                Some(Scope::Prefix(start)) => Some(start),
+                _ => None,
+            },
         };
         let page = crate::query::page(
             reading,
@@ -761,10 +779,9 @@ impl<T: Tables> Front<'_, T> {
         }
         let resource = document::resource(asked.body)?;
         ttl::check_item(&resource)?;
-        let path = partition_path(container);
-        let in_body = document::stored_key(&document::key_at(&resource, &path))?;
-        if let Some(header) = asked.header("x-ms-documentdb-partitionkey") {
-            let named = document::stored_key(&document::key_of_header(header)?)?;
+        let in_body = stored_key_of(&resource, &partition_paths(container))?;
+        if asked.header("x-ms-documentdb-partitionkey").is_some() {
+            let named = self.partition(container, asked)?;
             if named != in_body {
                 return Err(bad_request(
                     "PartitionKey extracted from document doesn't match the one specified in the header.",
@@ -777,13 +794,39 @@ impl<T: Tables> Front<'_, T> {
     /// The partition a point operation names in its header.
     pub(crate) fn partition(
         &self,
-        _container: &Entity,
+        container: &Entity,
         asked: &Asked<'_>,
     ) -> Result<String, Failure> {
         let header = asked.header("x-ms-documentdb-partitionkey").ok_or_else(|| {
             bad_request("PartitionKey value must be supplied for this operation (x-ms-documentdb-partitionkey).")
         })?;
-        document::stored_key(&document::key_of_header(header)?)
+        match Scope::of_header(container, header)? {
+            Scope::Key(stored) => Ok(stored),
+            Scope::Prefix(_) => Err(bad_request(
+                "The partition key supplied in x-ms-partitionkey header has fewer values than the container's partition key has paths: a point operation names the whole key.",
+            )),
+        }
+    }
+
+    /// The partitions a query or a feed reads: none named (the container), a whole key, or a
+    /// hierarchical key's prefix (by its values, or by the SDKs' effective-key range).
+    pub(crate) fn scope(
+        &self,
+        container: &Entity,
+        asked: &Asked<'_>,
+    ) -> Result<Option<Scope>, Failure> {
+        if let Some(header) = asked.header("x-ms-documentdb-partitionkey") {
+            return Scope::of_header(container, header).map(Some);
+        }
+        let range = (asked.header("x-ms-start-epk"), asked.header("x-ms-end-epk"));
+        if let (Some(start), Some(end)) = range
+            && partition_paths(container).len() > 1
+            && !start.is_empty()
+            && end.eq_ignore_ascii_case(&format!("{start}FF"))
+        {
+            return Ok(Some(Scope::Prefix(start.to_ascii_uppercase())));
+        }
+        Ok(None)
     }
 
     /// The request's `If-Match`: absent, `*`, or a version (one this service never wrote
@@ -984,13 +1027,59 @@ fn with_container_defaults(resource: &mut Map<String, Json>) {
     }
 }
 
-pub(crate) fn partition_path(container: &Entity) -> String {
+/// The paths of a container's partition key: one, or two or three for a hierarchical key.
+pub(crate) fn partition_paths(container: &Entity) -> Vec<String> {
     let json = json_of(container);
-    let path = json
+    let paths = json
         .get("partitionKey")
         .and_then(|k| k.get("paths"))
-        .and_then(|p| p.get(0));
-    path.and_then(Json::as_str).unwrap_or("/id").to_owned()
+        .and_then(Json::as_array);
+    let paths: Vec<String> = (paths.into_iter().flatten())
+        .filter_map(|p| p.as_str().map(str::to_owned))
+        .collect();
+    match paths.is_empty() {
+        true => vec!["/id".to_owned()],
+        false => paths,
+    }
+}
+
+/// The stored partition key of `resource` in a container whose key has `paths`.
+pub(crate) fn stored_key_of(
+    resource: &Map<String, Json>,
+    paths: &[String],
+) -> Result<String, Failure> {
+    let values: Vec<Json> = paths
+        .iter()
+        .map(|p| document::key_at(resource, p))
+        .collect();
+    match values.as_slice() {
+        [value] => document::stored_key(value),
+        values => document::stored_keys(values, true),
+    }
+}
+
+/// Which partitions a request names.
+pub(crate) enum Scope {
+    /// One partition: its stored key.
+    Key(String),
+    /// The partitions of a hierarchical key's prefix: the start their stored keys share.
+    Prefix(String),
+}
+
+impl Scope {
+    /// The partitions an `x-ms-documentdb-partitionkey` header names in `container`.
+    pub(crate) fn of_header(container: &Entity, header: &str) -> Result<Self, Failure> {
+        let paths = partition_paths(container).len();
+        let values = document::keys_of_header(header)?;
+        match (paths, values.len()) {
+            (1, 1) => Ok(Self::Key(document::stored_key(&values[0])?)),
+            (n, m) if n > 1 && m == n => Ok(Self::Key(document::stored_keys(&values, true)?)),
+            (n, m) if n > 1 && m < n => Ok(Self::Prefix(document::stored_keys(&values, false)?)),
+            _ => Err(bad_request(
+                "The partition key supplied in x-ms-partitionkey header has one value per path of the container's partition key.",
+            )),
+        }
+    }
 }
 
 fn database_json(entity: &Entity) -> Json {

@@ -53,7 +53,7 @@ pub fn parse(body: &[u8]) -> Result<(Vec<Json>, Option<String>), Failure> {
 pub fn apply(
     document: &Map<String, Json>,
     operations: &[Json],
-    fixed: &str,
+    fixed: &[String],
 ) -> Result<Map<String, Json>, Failure> {
     let mut out = Json::Object(document.clone());
     for operation in operations {
@@ -119,7 +119,7 @@ pub fn apply(
 }
 
 /// A path's names, checked: not the id, a system property or the partition key.
-fn pointer(path: Option<&Json>, fixed: &str) -> Result<Vec<String>, Failure> {
+fn pointer(path: Option<&Json>, fixed: &[String]) -> Result<Vec<String>, Failure> {
     let text = path
         .and_then(Json::as_str)
         .filter(|p| p.starts_with('/') && p.len() > 1);
@@ -137,7 +137,7 @@ fn pointer(path: Option<&Json>, fixed: &str) -> Result<Vec<String>, Failure> {
             "{text} is not a path a patch may change."
         )));
     }
-    if text == fixed || fixed.starts_with(&format!("{text}/")) {
+    if (fixed.iter()).any(|fixed| text == fixed || fixed.starts_with(&format!("{text}/"))) {
         return Err(bad_request(format!(
             "{text} holds the partition key, which a patch may not change."
         )));
@@ -230,7 +230,7 @@ mod tests {
     fn patched(ops: Json) -> Result<Json, Failure> {
         let doc = json!({"id": "a", "pk": "p", "n": 1, "tags": ["x"], "o": {"k": 1}});
         let ops = ops.as_array().unwrap().clone();
-        apply(doc.as_object().unwrap(), &ops, "/pk").map(Json::Object)
+        apply(doc.as_object().unwrap(), &ops, &["/pk".to_owned()]).map(Json::Object)
     }
 
     #[test]

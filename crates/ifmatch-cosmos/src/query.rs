@@ -104,6 +104,9 @@ pub struct Reading<'a, T> {
     pub table: &'a str,
     /// The partition, when the request names one.
     pub partition: Option<&'a str>,
+    /// The start the stored keys of the partitions read share, when the request names a
+    /// hierarchical key's prefix: the run of keys read.
+    pub prefix: Option<&'a str>,
 }
 
 /// One page of `query` over what `reading` names, at most `size` results, from `token`, at
@@ -336,13 +339,27 @@ impl<T> Copy for Reading<'_, T> {}
 
 async fn scan_of<T: Tables>(
     reading: Reading<'_, T>,
-    scan: Scan<'_>,
+    mut scan: Scan<'_>,
 ) -> Result<Vec<Entity>, Failure> {
-    match reading.tables.scan(reading.table, scan).await {
-        Ok(found) => Ok(found),
-        Err(TableError::TableNotFound(_)) => Ok(Vec::new()),
-        Err(error) => Err(unavailable(error)),
+    if let Some(prefix) = reading.prefix
+        && scan.from.is_none_or(|(partition, _)| partition < prefix)
+    {
+        scan.from = Some((prefix, ""));
     }
+    let mut found = match reading.tables.scan(reading.table, scan).await {
+        Ok(found) => found,
+        Err(TableError::TableNotFound(_)) => Vec::new(),
+        Err(error) => return Err(unavailable(error)),
+    };
+    // A prefix's run ends at the first key past it.
+    if let Some(prefix) = reading.prefix
+        && let Some(past) = found
+            .iter()
+            .position(|e| !e.partition_key.starts_with(prefix))
+    {
+        found.truncate(past);
+    }
+    Ok(found)
 }
 
 /// The work a page has spent evaluating, and when it last gave the runtime its thread back.
@@ -442,6 +459,7 @@ mod tests {
             tables,
             table: "t",
             partition: None,
+            prefix: None,
         };
         let now = std::time::SystemTime::now();
         page(reading, query, size, token, now, document).await

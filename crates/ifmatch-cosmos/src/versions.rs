@@ -92,7 +92,7 @@ pub(crate) fn item(entry: &Entity, render: impl Fn(&Entity) -> Json) -> Option<J
         _ => Json::Null,
     };
     let expired = matches!(entry.properties.get("expired"), Some(Value::Boolean(true)));
-    let key: Json = serde_json::from_str(&pk).unwrap_or(Json::Null);
+    let key = crate::document::stored_value(&pk);
     let mut item = json!({
         "metadata": {
             "operationType": operation, "lsn": number,

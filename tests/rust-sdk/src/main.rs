@@ -329,6 +329,47 @@ async fn main() {
         &since,
     );
 
+    // A hierarchical partition key: whole keys for points, a prefix for a query.
+    let sessions = ContainerProperties::new("sessions", ("/tenant", "/user").into());
+    database
+        .create_container(sessions, None)
+        .await
+        .expect("a container with a hierarchical key");
+    let sessions = database
+        .container_client("sessions")
+        .await
+        .expect("its client");
+    for (tenant, user) in [("t1", "u1"), ("t1", "u2"), ("t2", "u1")] {
+        let item = json!({"id": format!("{tenant}-{user}"), "tenant": tenant, "user": user});
+        sessions
+            .create_item((tenant, user), &format!("{tenant}-{user}"), item, None)
+            .await
+            .expect("an item under a whole key");
+    }
+    let read = sessions.read_item(("t1", "u2"), "t1-u2", None).await;
+    let wrong = sessions.read_item(("t1", "u1"), "t1-u2", None).await;
+    checks.check(
+        "a point read with the whole hierarchical key (another key: 404)",
+        status(&read, |r| u16::from(r.status().status_code())) == 200
+            && status(&wrong, |_| 0) == 404,
+        (),
+    );
+    let mut tenant: Vec<String> = all(
+        &sessions,
+        "SELECT VALUE c.id FROM c",
+        FeedScope::partition("t1"),
+    )
+    .await
+    .iter()
+    .map(|id| id.as_str().unwrap_or("").to_owned())
+    .collect();
+    tenant.sort();
+    checks.check(
+        "a query scoped to a prefix of the key",
+        tenant == ["t1-u1", "t1-u2"],
+        &tenant,
+    );
+
     // A client with another key is refused.
     let stranger = AccountReference::with_authentication_key(
         args[1].parse().expect("an endpoint URL"),
