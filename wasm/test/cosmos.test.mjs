@@ -385,7 +385,7 @@ for (const [name, start] of [
     const env = { ...process.env, AZURE_COSMOS_CONNECTION_POOL_IS_HTTP2_ALLOWED: "false" };
     const { code, out } = await run(program, [`${server.cosmosOrigin}/`, KEY], env);
     assert.equal(code, 0, out);
-    assert.match(out, /rust cosmos: 17 passed/);
+    assert.match(out, /rust cosmos: 19 passed/);
   });
 
   test("the change feed from the beginning, resumed from its token", async () => {

@@ -708,7 +708,7 @@ fn the_rust_sdk_seed_flow_the_304_and_a_counter_of_16_writers() {
     let text = String::from_utf8_lossy(&output.stdout).into_owned()
         + &String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{text}");
-    assert!(text.contains("rust cosmos: 17 passed"), "{text}");
+    assert!(text.contains("rust cosmos: 19 passed"), "{text}");
 }
 
 /// The peak resident memory of process `pid`, in MiB.

@@ -13,7 +13,7 @@ use std::num::NonZeroU32;
 use azure_data_cosmos::clients::ContainerClient;
 use azure_data_cosmos::feed::ChangeFeedPageIterator;
 use azure_data_cosmos::models::ChangeFeedItem;
-use azure_data_cosmos::models::ContainerProperties;
+use azure_data_cosmos::models::{ContainerProperties, TimeToLive, UniqueKey, UniqueKeyPolicy};
 use azure_data_cosmos::options::{
     ChangeFeedOptions, ChangeFeedStartFrom, ItemReadOptions, ItemWriteOptions, MaxItemCountHint,
     Precondition, QueryOptions, Region,
@@ -368,6 +368,48 @@ async fn main() {
         "a query scoped to a prefix of the key",
         tenant == ["t1-u1", "t1-u2"],
         &tenant,
+    );
+
+    // A container's unique keys and time to live, as this SDK declares them.
+    let members = ContainerProperties::new("members", "/team".into())
+        .with_unique_key_policy(
+            UniqueKeyPolicy::default().with_unique_key(UniqueKey::default().with_path("/email")),
+        )
+        .with_default_ttl(3600u32);
+    database
+        .create_container(members, None)
+        .await
+        .expect("a container with unique keys and a time to live");
+    let members = database
+        .container_client("members")
+        .await
+        .expect("its client");
+    let first = members
+        .create_item("red", "1", json!({"id": "1", "team": "red", "email": "a@e"}), None)
+        .await;
+    let twin = members
+        .create_item("red", "2", json!({"id": "2", "team": "red", "email": "a@e"}), None)
+        .await;
+    let elsewhere = members
+        .create_item("blue", "2", json!({"id": "2", "team": "blue", "email": "a@e"}), None)
+        .await;
+    checks.check(
+        "a unique key: taken in the partition is 409, free in another",
+        status(&first, |r| u16::from(r.status().status_code())) == 201
+            && status(&twin, |_| 0) == 409
+            && status(&elsewhere, |r| u16::from(r.status().status_code())) == 201,
+        (),
+    );
+    let read = members.read(None).await.expect("the container's properties");
+    let properties = read.into_model().expect("properties");
+    let paths = (properties.unique_key_policy.as_ref())
+        .and_then(|p| p.unique_keys.first())
+        .map(|k| k.paths.clone());
+    checks.check(
+        "the container keeps its time to live and unique keys",
+        matches!(properties.default_ttl, TimeToLive::Seconds(3600))
+            && paths == Some(vec!["/email".to_owned()]),
+        (&properties.default_ttl, &paths),
     );
 
     // A client with another key is refused.
