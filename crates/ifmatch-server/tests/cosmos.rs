@@ -982,3 +982,97 @@ async fn items_past_their_time_leave_storage_in_the_background() {
         }
     }
 }
+
+/// The all-versions-and-deletes feed across a fleet: six writers through two instances over
+/// one Redis, each creating, replacing and deleting documents of its own; the feed, read
+/// through either instance, holds every one of those writes once, numbered in one rising
+/// order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_version_across_two_instances_comes_once_in_one_order() {
+    let redis = RedisServer::start();
+    let args = ["--anonymous", "--backend", &redis.url()];
+    let (data_a, data_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (_a, a) = serve_with(data_a.path(), &args, &[]);
+    let (_b, b) = serve_with(data_b.path(), &args, &[]);
+    let http = common::client();
+    let created = http.post(format!("{a}/dbs")).body(r#"{"id":"v"}"#);
+    assert_eq!(created.send().await.unwrap().status(), 201);
+    let container = r#"{"id":"c","partitionKey":{"paths":["/pk"]},"changeFeedPolicy":{"retentionDuration":60}}"#;
+    let created = http.post(format!("{a}/dbs/v/colls")).body(container);
+    assert_eq!(created.send().await.unwrap().status(), 201);
+    let writers: Vec<_> = (0..6)
+        .map(|w| {
+            let endpoint = if w % 2 == 0 { a.clone() } else { b.clone() };
+            let http = http.clone();
+            tokio::spawn(async move {
+                for k in 0..10 {
+                    let id = format!("w{w}-{k}");
+                    let docs = format!("{endpoint}/dbs/v/colls/c/docs");
+                    for n in 0..2 {
+                        let body = serde_json::json!({ "id": id, "pk": "p", "n": n });
+                        let written = http
+                            .post(&docs)
+                            .header("x-ms-documentdb-is-upsert", "True")
+                            .header("x-ms-documentdb-partitionkey", "[\"p\"]")
+                            .body(body.to_string())
+                            .send()
+                            .await
+                            .unwrap();
+                        assert!(written.status().is_success());
+                    }
+                    let deleted = http
+                        .delete(format!("{docs}/{id}"))
+                        .header("x-ms-documentdb-partitionkey", "[\"p\"]")
+                        .send()
+                        .await
+                        .unwrap();
+                    assert_eq!(deleted.status(), 204);
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    let (mut seen, mut etag, mut turn) = (Vec::new(), None::<String>, 0);
+    loop {
+        let endpoint = if turn % 2 == 0 { &a } else { &b };
+        turn += 1;
+        let mut request = http
+            .get(format!("{endpoint}/dbs/v/colls/c/docs"))
+            .header("a-im", "Full-Fidelity Feed")
+            .header("x-ms-max-item-count", "7");
+        if let Some(tag) = &etag {
+            request = request.header("if-none-match", tag);
+        }
+        let page = request.send().await.unwrap();
+        etag = page
+            .headers()
+            .get("etag")
+            .map(|v| v.to_str().unwrap().to_owned());
+        if page.status() == 304 {
+            break;
+        }
+        let json: serde_json::Value = serde_json::from_slice(&page.bytes().await.unwrap()).unwrap();
+        for item in json["Documents"].as_array().unwrap() {
+            let metadata = &item["metadata"];
+            seen.push((
+                metadata["lsn"].as_i64().unwrap(),
+                metadata["operationType"].as_str().unwrap().to_owned(),
+                metadata["id"].as_str().unwrap().to_owned(),
+            ));
+        }
+    }
+    assert_eq!(seen.len(), 6 * 10 * 3, "every write and delete once");
+    assert!(seen.windows(2).all(|w| w[0].0 < w[1].0), "one rising order");
+    for w in 0..6 {
+        for k in 0..10 {
+            let id = format!("w{w}-{k}");
+            let ops: Vec<&str> = (seen.iter())
+                .filter(|(_, _, of)| *of == id)
+                .map(|(_, op, _)| op.as_str())
+                .collect();
+            assert_eq!(ops, ["create", "replace", "delete"], "{id}");
+        }
+    }
+}
