@@ -22,6 +22,7 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Ok((operations, _)) = ifmatch_cosmos::patch::parse(data) {
         let document = serde_json::json!({"id": "a", "pk": "p", "n": 1, "a": [1, 2]});
-        let _ = ifmatch_cosmos::patch::apply(document.as_object().unwrap(), &operations, "/pk");
+        let fixed = ["/pk".to_owned()];
+        let _ = ifmatch_cosmos::patch::apply(document.as_object().unwrap(), &operations, &fixed);
     }
 });
