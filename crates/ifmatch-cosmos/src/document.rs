@@ -2,7 +2,7 @@
 //! properties it is read with, and the `_etag` a write gives it (from the instant it was
 //! written, later than every one before it, so a tag never names two versions).
 
-use ifmatch_table::DateTime;
+use ifmatch_table::{DateTime, Entity};
 use serde_json::{Map, Value};
 
 use crate::failure::{Failure, bad_request};
@@ -197,6 +197,17 @@ pub fn stored_effective(stored: &str) -> String {
 fn hierarchical(stored: &str) -> Option<usize> {
     let at = stored.find('[')?;
     (at > 0 && stored[..at].bytes().all(|b| b.is_ascii_hexdigit())).then_some(at)
+}
+
+/// The property of a stored resource that holds its JSON.
+pub(crate) const JSON: &str = "json";
+
+/// The JSON a stored resource holds (empty when it holds none).
+pub(crate) fn json_of(entity: &Entity) -> Map<String, Value> {
+    match entity.properties.get(JSON) {
+        Some(ifmatch_table::Value::String(text)) => serde_json::from_str(text).unwrap_or_default(),
+        _ => Map::new(),
+    }
 }
 
 /// The stored form of a partition key value: one JSON text per value, so `1` and `1.0` are

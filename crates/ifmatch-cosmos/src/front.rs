@@ -21,6 +21,7 @@ use serde_json::{Map, Value as Json, json};
 use crate::address::Address;
 use crate::clock::Clock;
 use crate::document::{self, MAX_DOCUMENT};
+pub(crate) use crate::document::{JSON, json_of};
 use crate::failure::{
     Answer, Failure, bad_request, conflict, failure, not_found, precondition_failed, unavailable,
 };
@@ -32,7 +33,6 @@ use ifmatch_blob::Turns;
 const DATABASES: &str = "#dbs";
 pub(crate) const CONTAINERS: &str = "#colls";
 /// The property an entity keeps a resource's JSON in.
-pub(crate) const JSON: &str = "json";
 /// How many times a write is decided again after losing a race, before it answers 503.
 pub(crate) const RETRIES: usize = 64;
 /// The most resources a feed page holds.
@@ -1004,13 +1004,6 @@ pub(crate) fn id_of(resource: &Map<String, Json>) -> String {
         .and_then(Json::as_str)
         .unwrap_or_default()
         .to_owned()
-}
-
-pub(crate) fn json_of(entity: &Entity) -> Map<String, Json> {
-    match entity.properties.get(JSON) {
-        Some(Value::String(text)) => serde_json::from_str(text).unwrap_or_default(),
-        _ => Map::new(),
-    }
 }
 
 /// The policies a container has when its properties do not name them, as Azure fills them.

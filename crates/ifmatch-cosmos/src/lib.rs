@@ -20,6 +20,7 @@ pub mod hashed_key;
 pub mod patch;
 pub mod query;
 pub mod sql;
+mod sweep;
 mod ttl;
 mod unique;
 mod versions;

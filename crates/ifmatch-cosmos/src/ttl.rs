@@ -4,18 +4,15 @@
 //! when the container has a `defaultTtl`. An item past its time is gone at once for every read
 //! (point reads, queries, the feeds, batches: a create of its id succeeds), whatever the
 //! container's `defaultTtl` was when it was written; its storage is removed in the background
-//! ([`crate::Endpoint::sweep`]).
+//! (`sweep.rs`).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use ifmatch_table::{Change, DateTime, Entity, Expected, Scan, TableError, Tables};
+use ifmatch_table::{DateTime, Entity};
 use serde_json::{Map, Value as Json};
 
+use crate::document::json_of;
 use crate::failure::{Failure, bad_request};
-use crate::feed_entries::documents_only;
-use crate::front::{
-    CONTAINERS, Committed, Front, Policies, backend, documents_table, json_of, key,
-};
 
 /// Ticks of 100 ns in a second.
 const TICKS_PER_SECOND: i64 = 10_000_000;
@@ -80,132 +77,6 @@ pub(crate) fn expired(default: Default, entity: &Entity, now: i64) -> bool {
 /// `stored` when it is there and not past its time.
 pub(crate) fn live(default: Default, stored: Option<Entity>, now: i64) -> Option<Entity> {
     stored.filter(|entity| !expired(default, entity, now))
-}
-
-/// The account's table that holds where the background removal of items past their time
-/// stands: the container it is in (database, id) and the key it goes on from.
-const SWEEP: &str = "#sweep";
-
-/// Where a sweep stands, as kept in [`SWEEP`].
-#[derive(Debug, Default, Clone, PartialEq)]
-struct Sweep {
-    container: Option<(String, String)>,
-    from: Option<(String, String)>,
-}
-
-impl Sweep {
-    fn read(entity: Option<&Entity>) -> Self {
-        let json = entity.map(json_of).unwrap_or_default();
-        let pair = |name: &str| {
-            let pair = json.get(name)?.as_array()?;
-            Some((
-                pair.first()?.as_str()?.to_owned(),
-                pair.get(1)?.as_str()?.to_owned(),
-            ))
-        };
-        Self {
-            container: pair("container"),
-            from: pair("from"),
-        }
-    }
-
-    fn json(&self) -> Map<String, Json> {
-        let pair = |pair: &Option<(String, String)>| {
-            pair.as_ref()
-                .map_or(Json::Null, |(a, b)| Json::from(vec![a.clone(), b.clone()]))
-        };
-        let mut json = Map::new();
-        json.insert("container".into(), pair(&self.container));
-        json.insert("from".into(), pair(&self.from));
-        json
-    }
-}
-
-impl<T: Tables> Front<'_, T> {
-    /// Removes the items past their time of the account's containers that have a time to
-    /// live, reading at most about `budget` stored items from where the last sweep stopped
-    /// (kept in the account's tables, so a sweep goes on where the last one stopped on any
-    /// instance, and in a Worker that keeps nothing between events), then past the last
-    /// container back to the first. Each removal is a delete that compares and swaps the
-    /// version read (a write that came meanwhile stays) and moves the item's unique keys and
-    /// change feed entry as a delete does. Answers how many it removed.
-    pub(crate) async fn sweep(&self, budget: usize) -> Result<usize, Failure> {
-        let kept = self.get(SWEEP, "", "").await?;
-        let mut at = Sweep::read(kept.as_ref());
-        let was = at.clone();
-        let removed = self.sweep_from(&mut at, budget).await? + self.prune_versions(budget).await?;
-        if at != was {
-            let change = Change {
-                key: key("", ""),
-                expected: kept.map_or(Expected::Absent, |k| Expected::Version(k.timestamp)),
-                write: Some(self.entity("", "", None, &at.json())),
-            };
-            // Another sweep that moved it first has it go on from there.
-            match self.commit(SWEEP, &[change]).await {
-                Ok(()) | Err(Committed::Conflict) => {}
-                Err(Committed::Failed(failure)) => return Err(failure),
-            }
-        }
-        Ok(removed)
-    }
-
-    async fn sweep_from(&self, at: &mut Sweep, budget: usize) -> Result<usize, Failure> {
-        let mut containers = self.scan_all(CONTAINERS, None).await?;
-        containers.retain(|container| of(container).is_some());
-        let place = |c: &Entity| (c.partition_key.clone(), c.row_key.clone());
-        let mut index = (containers.iter())
-            .position(|c| at.container.as_ref().is_none_or(|was| place(c) >= *was))
-            .unwrap_or(containers.len());
-        if containers.get(index).map(place) != at.container {
-            at.from = None;
-        }
-        let now = ticks(self.now);
-        let (mut read, mut removed) = (0, 0);
-        while read < budget && index < containers.len() {
-            let container = &containers[index];
-            let policies = Policies {
-                expiring: true,
-                ..Policies::of(container)
-            };
-            let table = documents_table(&container.partition_key, &container.row_key);
-            let limit = (budget - read).min(1_000);
-            let scan = Scan {
-                from: at.from.as_ref().map(|(p, r)| (p.as_str(), r.as_str())),
-                partition: None,
-                limit: limit + 1,
-            };
-            let mut chunk = match self.tables.scan(&table, scan).await {
-                Ok(chunk) => chunk,
-                Err(TableError::TableNotFound(_)) => Vec::new(),
-                Err(error) => return Err(backend(error)),
-            };
-            let ended = documents_only(&mut chunk);
-            let next = (!ended && chunk.len() > limit).then(|| chunk.remove(limit));
-            read += chunk.len().max(1);
-            for item in chunk.iter().filter(|item| expired(policies.ttl, item, now)) {
-                let change = Change {
-                    key: key(&item.partition_key, &item.row_key),
-                    expected: Expected::Version(item.timestamp),
-                    write: None,
-                };
-                match (self.commit_documents(&table, &policies, &[(change, Some(item))])).await {
-                    Ok(()) => removed += 1,
-                    // Written again meanwhile: it lives on.
-                    Err(Committed::Conflict) => {}
-                    Err(Committed::Failed(failure)) => return Err(failure),
-                }
-            }
-            match next {
-                Some(item) => at.from = Some((item.partition_key, item.row_key)),
-                None => {
-                    index += 1;
-                    at.from = None;
-                }
-            }
-            at.container = containers.get(index).map(place);
-        }
-        Ok(removed)
-    }
 }
 
 #[cfg(test)]

@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 use ifmatch_table::{Change, Entity, Expected, Value};
 use serde_json::{Map, Value as Json};
 
+use crate::document::json_of;
 use crate::failure::{Failure, bad_request, failure};
-use crate::front::json_of;
 
 /// The partition of a documents' table that holds the unique keys' entries.
 pub(crate) const UNIQUE: &str = "~unique";

@@ -7,15 +7,14 @@
 //! `~versions` of the container's table, under the number the container's counter gives it
 //! (the latest-version feed's, so both feeds are one order across a fleet): its operation, its
 //! document's partition and id, the document as written (none for a delete), the number of the
-//! version it replaced, and whether the delete was a time to live's. The sweep removes the
-//! entries older than the retention.
+//! version it replaced, and whether the delete was a time to live's. The sweep (`sweep.rs`)
+//! removes the entries older than the retention.
 
-use ifmatch_table::{Change, Entity, Expected, Scan, TableError, Tables, Value};
+use ifmatch_table::{Change, Entity, Expected, Value};
 use serde_json::{Map, Value as Json, json};
 
-use crate::failure::Failure;
+use crate::document::{JSON, json_of};
 use crate::feed_entries::{entry_key, number_of};
-use crate::front::{CONTAINERS, Front, JSON, backend, documents_table, json_of};
 
 /// The partition of a documents' table that holds every version.
 pub(crate) const VERSIONS: &str = "~versions";
@@ -118,48 +117,4 @@ pub(crate) fn item(entry: &Entity, render: impl Fn(&Entity) -> Json) -> Option<J
         None => item["previous"] = json!({ "id": id }),
     }
     Some(item)
-}
-
-impl<T: Tables> Front<'_, T> {
-    /// Removes the versions older than their container's retention, at most about `budget`
-    /// in each container that keeps them (the oldest come first): what the sweep does for the
-    /// all-versions-and-deletes feed. Answers how many it removed.
-    pub(crate) async fn prune_versions(&self, budget: usize) -> Result<usize, Failure> {
-        let now = crate::ttl::ticks(self.now);
-        let mut removed = 0;
-        for container in self.scan_all(CONTAINERS, None).await? {
-            let Some(minutes) = of(&container) else {
-                continue;
-            };
-            let cutoff = now.saturating_sub(minutes.saturating_mul(60 * 10_000_000));
-            let table = documents_table(&container.partition_key, &container.row_key);
-            let scan = Scan {
-                from: Some((VERSIONS, "")),
-                partition: Some(VERSIONS),
-                limit: budget,
-            };
-            let old: Vec<Change> = match self.tables.scan(&table, scan).await {
-                Ok(entries) => entries,
-                Err(TableError::TableNotFound(_)) => Vec::new(),
-                Err(error) => return Err(backend(error)),
-            }
-            .into_iter()
-            .take_while(|entry| entry.timestamp.ticks() < cutoff)
-            .map(|entry| Change {
-                key: (VERSIONS.to_owned(), entry.row_key),
-                expected: Expected::Version(entry.timestamp),
-                write: None,
-            })
-            .collect();
-            if old.is_empty() {
-                continue;
-            }
-            match self.tables.commit(&table, &old).await {
-                Ok(()) => removed += old.len(),
-                Err(TableError::Conflict { .. }) => {}
-                Err(error) => return Err(backend(error)),
-            }
-        }
-        Ok(removed)
-    }
 }

@@ -28,6 +28,7 @@ mod spatial;
 #[cfg(test)]
 mod tests;
 mod text;
+mod tree;
 mod value;
 mod vector;
 

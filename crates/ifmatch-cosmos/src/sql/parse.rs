@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use serde_json::Value as Json;
 
 use super::lex::Token;
+use super::tree::visit;
 use super::{Expr, MAX_DEPTH, MAX_NODES, Op, Query, Select, Source, SqlError};
 
 const AGGREGATES: [&str; 5] = ["COUNT", "SUM", "MIN", "MAX", "AVG"];
@@ -123,59 +124,6 @@ fn bind(expr: &mut Expr, chain: &mut Names) -> Result<(), SqlError> {
         Expr::Exists(sub) | Expr::ArrayOf(sub) | Expr::Scalar(sub) => bind_query(sub, chain, false),
         _ => Ok(()),
     })
-}
-
-/// Calls `each` on `expr` and every expression in it, outermost first; a subquery is passed
-/// whole (its own expressions are `each`'s to visit). The left side of chains is walked in a
-/// loop, as evaluation walks it.
-pub(super) fn visit(
-    expr: &mut Expr,
-    each: &mut dyn FnMut(&mut Expr) -> Result<(), SqlError>,
-) -> Result<(), SqlError> {
-    let mut current = expr;
-    loop {
-        each(current)?;
-        current = match current {
-            Expr::Member(inner, _) => inner,
-            Expr::Index(inner, index) => {
-                visit(index, each)?;
-                inner
-            }
-            Expr::Binary(_, left, right) => {
-                visit(right, each)?;
-                left
-            }
-            Expr::Negate(inner) | Expr::BitNot(inner) | Expr::Not(inner) => inner,
-            Expr::Between(a, b, c, _) | Expr::Ternary(a, b, c) => {
-                visit(b, each)?;
-                visit(c, each)?;
-                a
-            }
-            Expr::In(tested, list, _) => {
-                for e in list {
-                    visit(e, each)?;
-                }
-                tested
-            }
-            Expr::Like(tested, pattern, ..) => {
-                visit(pattern, each)?;
-                tested
-            }
-            Expr::Call(_, items) | Expr::Array(items) => {
-                for e in items {
-                    visit(e, each)?;
-                }
-                return Ok(());
-            }
-            Expr::Object(fields) => {
-                for (_, e) in fields {
-                    visit(e, each)?;
-                }
-                return Ok(());
-            }
-            _ => return Ok(()),
-        };
-    }
 }
 
 fn is_reserved(word: &str) -> bool {

@@ -14,9 +14,8 @@
 use serde_json::{Value as Json, json};
 
 use super::meter::Meter;
-use super::parse::visit;
+use super::tree::{each_expr, visit};
 use super::value::Value;
-use super::vector::each_expr;
 use super::{Expr, Query, SqlError};
 
 /// Where a row's `FullTextScore` keeps what BM25 needs until every row is in: the text's

@@ -9,9 +9,9 @@
 use serde_json::{Map, Value as Json, json};
 
 use super::meter::Meter;
-use super::parse::visit;
+use super::tree::{each_expr, visit};
 use super::value::{Value, whole_or};
-use super::{Expr, Query, Select, Source};
+use super::{Expr, Query};
 
 /// A container's vector path, as its `vectorEmbeddingPolicy` declares it: the path (`/a/b`),
 /// its distance function and its data type.
@@ -111,33 +111,6 @@ impl Query {
                 }
             }
         }
-    }
-}
-
-/// Calls `each` on every expression of `query` and of its subqueries.
-pub(super) fn each_expr(query: &mut Query, each: &mut dyn FnMut(&mut Expr)) {
-    let mut all: Vec<&mut Expr> = Vec::new();
-    for source in &mut query.from {
-        let (Source::Bind(expr) | Source::Iterate(expr)) = source;
-        all.push(expr);
-    }
-    match &mut query.select {
-        Select::Star => {}
-        Select::Value(expr) => all.push(expr),
-        Select::Items(items) => all.extend(items.iter_mut().map(|(e, _)| e)),
-    }
-    all.extend(query.filter.iter_mut());
-    all.extend(query.group.iter_mut());
-    all.extend(query.order.iter_mut().map(|(e, _)| e));
-    all.extend(query.aggregates.iter_mut().map(|(_, e)| e));
-    for expr in all {
-        each(expr);
-        let _ = visit(expr, &mut |e| {
-            if let Expr::Exists(sub) | Expr::ArrayOf(sub) | Expr::Scalar(sub) = e {
-                each_expr(sub, each);
-            }
-            Ok(())
-        });
     }
 }
 
