@@ -152,7 +152,7 @@ impl<T: Tables> Front<'_, T> {
                 let id = operation_id(operation)?;
                 if !now.contains_key(&id) {
                     let found = self.get(table, partition, &id).await?;
-                    let current = self.live(container, found.clone());
+                    let current = self.live(&policies, found.clone());
                     live.insert(id.clone(), version(&current));
                     read.insert(id.clone(), found);
                     now.insert(id.clone(), current);

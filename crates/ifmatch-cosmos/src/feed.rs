@@ -144,11 +144,14 @@ impl<T: Tables> Front<'_, T> {
                 }
                 // The entry is the document's latest (a later write would have moved it), but
                 // the document is read again: it may have been written since the scan.
-                if let Some(doc) = self.get(&table, &pk, &text("id")).await?
-                    && number_of(&doc) == Some(number)
-                    && !crate::ttl::expired(default, &doc, now)
+                if let Some(stored) = self.get(&table, &pk, &text("id")).await?
+                    && number_of(&stored) == Some(number)
                 {
-                    documents.push(document_json(db, coll, &doc));
+                    let doc = document_json(db, coll, &stored);
+                    if crate::ttl::past(default, stored.timestamp, doc.get("ttl"), now) {
+                        continue;
+                    }
+                    documents.push(doc);
                     if documents.len() == size {
                         break 'pages;
                     }

@@ -473,8 +473,9 @@ impl<T: Tables> Front<'_, T> {
         let next = (!ended && found.len() > limit).then(|| found.remove(limit));
         let (default, now) = (ttl::of(&container), ttl::ticks(self.now));
         let documents: Vec<Json> = (found.iter())
-            .filter(|e| !ttl::expired(default, e, now))
-            .map(|e| document_json(db, coll, e))
+            .map(|e| (e, document_json(db, coll, e)))
+            .filter(|(e, doc)| !ttl::past(default, e.timestamp, doc.get("ttl"), now))
+            .map(|(_, doc)| doc)
             .collect();
         let count = documents.len();
         let mut done = Done::of(
@@ -512,13 +513,13 @@ impl<T: Tables> Front<'_, T> {
         let policies = Policies::of(&container);
         // With a time to live, an id may be held by an item past its time: read first, so a
         // create over it replaces what is stored.
-        let read_first = upsert || ttl::of(&container).is_some();
+        let read_first = upsert || policies.ttl.is_some();
         for _ in 0..RETRIES {
             let stored = match read_first {
                 true => self.get(&table, &partition, &id).await?,
                 false => None,
             };
-            let current = self.live(&container, stored.clone());
+            let current = self.live(&policies, stored.clone());
             if !upsert && current.is_some() {
                 return Err(conflict());
             }
@@ -638,7 +639,10 @@ impl<T: Tables> Front<'_, T> {
             size,
             asked.header("x-ms-continuation"),
             self.now,
-            |entity| (!ttl::expired(default, entity, now)).then(|| document_json(db, coll, entity)),
+            |entity| {
+                let doc = document_json(db, coll, entity);
+                (!ttl::past(default, entity.timestamp, doc.get("ttl"), now)).then_some(doc)
+            },
         )
         .await?;
         let count = page.results.len();
@@ -663,7 +667,7 @@ impl<T: Tables> Front<'_, T> {
         let partition = self.partition(&container, asked)?;
         let table = documents_table(db, coll);
         let stored = self.get(&table, &partition, id).await?;
-        let entity = self.live(&container, stored).ok_or_else(not_found)?;
+        let entity = (self.live(&Policies::of(&container), stored)).ok_or_else(not_found)?;
         let unchanged = asked.header("if-none-match").is_some_and(|tags| {
             tags.split(',')
                 .any(|tag| tag.trim() == "*" || document::version(tag) == Some(entity.timestamp))
@@ -737,7 +741,7 @@ impl<T: Tables> Front<'_, T> {
         let policies = Policies::of(container);
         for _ in 0..RETRIES {
             let stored = self.get(&table, partition, id).await?;
-            let current = self.live(container, stored).ok_or_else(not_found)?;
+            let current = self.live(&policies, stored).ok_or_else(not_found)?;
             if !holds(condition, Some(&current)) {
                 return Err(precondition_failed());
             }
@@ -757,9 +761,10 @@ impl<T: Tables> Front<'_, T> {
         Err(raced())
     }
 
-    /// `stored` when it is there and not past its time to live in `container`.
-    pub(crate) fn live(&self, container: &Entity, stored: Option<Entity>) -> Option<Entity> {
-        ttl::live(ttl::of(container), stored, ttl::ticks(self.now))
+    /// `stored` when it is there and not past its time to live (`policies`, read once a
+    /// request).
+    pub(crate) fn live(&self, policies: &Policies, stored: Option<Entity>) -> Option<Entity> {
+        ttl::live(policies.ttl, stored, ttl::ticks(self.now))
     }
 
     /// The container's entry, or 404.

@@ -58,18 +58,20 @@ pub(crate) fn ticks(now: SystemTime) -> i64 {
 
 /// Whether the stored document `entity` is past its time at `now` (ticks).
 pub(crate) fn expired(default: Default, entity: &Entity, now: i64) -> bool {
+    default.is_some() && past(default, entity.timestamp, json_of(entity).get("ttl"), now)
+}
+
+/// Whether a document written at `written`, whose own `ttl` is `own`, is past its time at
+/// `now`: for a reader that holds the document's JSON already (no second parse of it).
+pub(crate) fn past(default: Default, written: DateTime, own: Option<&Json>, now: i64) -> bool {
     let Some(default) = default else {
         return false;
     };
-    let own = json_of(entity).get("ttl").and_then(valid);
-    match own.unwrap_or(default) {
+    match own.and_then(valid).unwrap_or(default) {
         -1 => false,
         seconds => {
-            entity
-                .timestamp
-                .ticks()
-                .saturating_add(seconds.saturating_mul(TICKS_PER_SECOND))
-                <= now
+            let seconds = seconds.saturating_mul(TICKS_PER_SECOND);
+            written.ticks().saturating_add(seconds) <= now
         }
     }
 }
