@@ -15,6 +15,9 @@ use crate::front::{CONTAINERS, Committed, Front, Policies, backend, documents_ta
 use crate::ttl::{expired, of, ticks};
 use crate::versions::{self, VERSIONS};
 
+/// How many versions one commit of the pruning removes at most.
+const PRUNE_CHUNK: usize = 100;
+
 /// The account's table that holds where the background removal of items past their time
 /// stands: the container it is in (database, id) and the key it goes on from.
 const SWEEP: &str = "#sweep";
@@ -154,32 +157,44 @@ impl<T: Tables> Front<'_, T> {
             };
             let cutoff = now.saturating_sub(minutes.saturating_mul(60 * 10_000_000));
             let table = documents_table(&container.partition_key, &container.row_key);
-            let scan = Scan {
-                from: Some((VERSIONS, "")),
-                partition: Some(VERSIONS),
-                limit: budget,
-            };
-            let old: Vec<Change> = match self.tables.scan(&table, scan).await {
-                Ok(entries) => entries,
-                Err(TableError::TableNotFound(_)) => Vec::new(),
-                Err(error) => return Err(backend(error)),
+            // The oldest come first: a chunk at a time, each one commit, until one that is
+            // not all old (most sweeps read one entry and stop there).
+            let mut pruned = 0;
+            while pruned < budget {
+                let scan = Scan {
+                    from: Some((VERSIONS, "")),
+                    partition: Some(VERSIONS),
+                    limit: PRUNE_CHUNK,
+                };
+                let entries = match self.tables.scan(&table, scan).await {
+                    Ok(entries) => entries,
+                    Err(TableError::TableNotFound(_)) => Vec::new(),
+                    Err(error) => return Err(backend(error)),
+                };
+                let whole = entries.len() == PRUNE_CHUNK;
+                let old: Vec<Change> = (entries.into_iter())
+                    .take_while(|entry| entry.timestamp.ticks() < cutoff)
+                    .map(|entry| Change {
+                        key: (VERSIONS.to_owned(), entry.row_key),
+                        expected: Expected::Version(entry.timestamp),
+                        write: None,
+                    })
+                    .collect();
+                let all_old = whole && old.len() == PRUNE_CHUNK;
+                if old.is_empty() {
+                    break;
+                }
+                match self.tables.commit(&table, &old).await {
+                    Ok(()) => pruned += old.len(),
+                    // Another sweep pruned them first.
+                    Err(TableError::Conflict { .. }) => break,
+                    Err(error) => return Err(backend(error)),
+                }
+                if !all_old {
+                    break;
+                }
             }
-            .into_iter()
-            .take_while(|entry| entry.timestamp.ticks() < cutoff)
-            .map(|entry| Change {
-                key: (VERSIONS.to_owned(), entry.row_key),
-                expected: Expected::Version(entry.timestamp),
-                write: None,
-            })
-            .collect();
-            if old.is_empty() {
-                continue;
-            }
-            match self.tables.commit(&table, &old).await {
-                Ok(()) => removed += old.len(),
-                Err(TableError::Conflict { .. }) => {}
-                Err(error) => return Err(backend(error)),
-            }
+            removed += pruned;
         }
         Ok(removed)
     }
