@@ -99,7 +99,7 @@ async fn main() {
     let (_store, store) = serve(&["--data", store_data.to_str().unwrap()], &[]);
     let made = ifmatch_client::Client::from_connection_string(&format!(
         "DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={};BlobEndpoint={store};",
-        ifmatch_blob::DEV_KEY
+        ifmatch_azure::DEV_KEY
     ))
     .unwrap()
     .create_container("fleet")
@@ -109,7 +109,7 @@ async fn main() {
         ("AZURE_STORAGE_ACCOUNT_NAME", ACCOUNT.to_owned()),
         (
             "AZURE_STORAGE_ACCOUNT_KEY",
-            ifmatch_blob::DEV_KEY.to_owned(),
+            ifmatch_azure::DEV_KEY.to_owned(),
         ),
         ("AZURE_STORAGE_ENDPOINT", store.clone()),
         ("AZURE_ALLOW_HTTP", "true".to_owned()),

@@ -21,8 +21,8 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use ifmatch_blob::Account;
-use ifmatch_blob::auth::Signed;
+use ifmatch_azure::Account;
+use ifmatch_azure::auth::Signed;
 use ifmatch_table::auth::string_to_sign;
 
 /// A Table service endpoint and the account that signs for it.
@@ -93,7 +93,7 @@ impl Tables {
             blob: "",
         };
         let text = string_to_sign(&self.account, signed, false);
-        let signature = ifmatch_blob::auth::sign(&self.key, &text);
+        let signature = ifmatch_azure::auth::sign(&self.key, &text);
         let authorization = format!("SharedKey {}:{signature}", self.account.name());
         (request.headers_mut()).insert("authorization", authorization.parse().unwrap());
         let response = self

@@ -5,9 +5,10 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use http::{HeaderMap, HeaderValue, Method, header};
+use ifmatch_blob::precondition as blob;
 use ifmatch_core::date::to_http_date;
 use ifmatch_core::precondition::{
-    Validators, blob,
+    Validators,
     http::{Target, evaluate},
 };
 use ifmatch_core::strong_etag;

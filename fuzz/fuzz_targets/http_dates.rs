@@ -11,6 +11,10 @@ fuzz_target!(|data: &[u8]| {
     };
     if let Ok(date) = text.parse::<HttpDate>() {
         let printed = date.to_string();
-        assert_eq!(printed.parse::<HttpDate>(), Ok(date), "{text:?} printed as {printed:?}");
+        assert_eq!(
+            printed.parse::<HttpDate>(),
+            Ok(date),
+            "{text:?} printed as {printed:?}"
+        );
     }
 });

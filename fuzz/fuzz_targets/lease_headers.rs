@@ -6,7 +6,7 @@
 use std::time::{Duration, UNIX_EPOCH};
 
 use http::{HeaderMap, HeaderName, HeaderValue};
-use ifmatch_core::lease::{Lease, LeaseAction, LeaseId};
+use ifmatch_blob::lease::{Lease, LeaseAction, LeaseId};
 use libfuzzer_sys::fuzz_target;
 
 const FIELDS: [&str; 5] = [

@@ -6,8 +6,9 @@
 use std::time::{Duration, UNIX_EPOCH};
 
 use http::{HeaderMap, HeaderValue, Method, header};
+use ifmatch_blob::precondition as blob;
 use ifmatch_core::date::HttpDate;
-use ifmatch_core::precondition::{Validators, blob, http as rfc};
+use ifmatch_core::precondition::{Validators, http as rfc};
 use ifmatch_core::strong_etag;
 use libfuzzer_sys::fuzz_target;
 
@@ -29,8 +30,17 @@ fuzz_target!(|data: &[u8]| {
     }
     let date = HttpDate::from(UNIX_EPOCH + Duration::from_secs(784_111_777));
     let current = Validators::new(Some(strong_etag(b"current")), Some(date));
-    for method in [Method::GET, Method::HEAD, Method::PUT, Method::DELETE, Method::POST] {
-        for target in [rfc::Target::of(&method, Some(&current)), rfc::Target::of(&method, None)] {
+    for method in [
+        Method::GET,
+        Method::HEAD,
+        Method::PUT,
+        Method::DELETE,
+        Method::POST,
+    ] {
+        for target in [
+            rfc::Target::of(&method, Some(&current)),
+            rfc::Target::of(&method, None),
+        ] {
             let _ = rfc::evaluate(&method, &headers, target);
         }
     }

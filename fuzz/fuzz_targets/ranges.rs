@@ -14,6 +14,9 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     if let ByteRange::Part(range) = ByteRange::parse(value, len) {
-        assert!(range.start < range.end && range.end <= len, "{value:?} of {len}: {range:?}");
+        assert!(
+            range.start < range.end && range.end <= len,
+            "{value:?} of {len}: {range:?}"
+        );
     }
 });

@@ -26,8 +26,19 @@ fuzz_target!(|data: &[u8]| {
     let method = &METHODS[usize::from(*first) % METHODS.len()];
     if let Ok(target) = Target::parse(method, uri.path(), uri.query()) {
         assert!((3..=63).contains(&target.container.len()));
-        assert!(target.container.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'));
-        assert!(!target.blob.split(['/', '\\']).any(|s| s == "." || s == ".."), "{uri}");
+        assert!(
+            target
+                .container
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        );
+        assert!(
+            !target
+                .blob
+                .split(['/', '\\'])
+                .any(|s| s == "." || s == ".."),
+            "{uri}"
+        );
         assert!(!target.blob.chars().any(char::is_control), "{uri}");
     }
 });

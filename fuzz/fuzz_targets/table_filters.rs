@@ -30,6 +30,9 @@ fuzz_target!(|data: &[u8]| {
     filter.matches(&entity);
     if let Some(partition) = filter.partition() {
         entity.partition_key = format!("{partition}-other");
-        assert!(!filter.matches(&entity), "{text:?} selects another partition");
+        assert!(
+            !filter.matches(&entity),
+            "{text:?} selects another partition"
+        );
     }
 });

@@ -24,9 +24,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use futures_util::TryStreamExt;
 use http_body::{Body, SizeHint};
-use ifmatch_blob::FramePoll;
-use ifmatch_blob::auth::{ClientIp, Https};
-use ifmatch_blob::{Accounts, DEFAULT_MAX_BODY, Front, ResponseBody};
+use ifmatch_core::FramePoll;
+use ifmatch_azure::auth::{ClientIp, Https};
+use ifmatch_blob::{DEFAULT_MAX_BODY, Front, ResponseBody};
+use ifmatch_azure::Accounts;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::wasm_bindgen;
 use worker::{Context, Env, HttpRequest, event};
@@ -319,7 +320,7 @@ extern "C" {
     fn random_uuid() -> String;
 }
 
-impl ifmatch_blob::Env for WorkersEnv {
+impl ifmatch_azure::Env for WorkersEnv {
     fn now(&self) -> SystemTime {
         UNIX_EPOCH + Duration::from_millis(worker::Date::now().as_millis())
     }

@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use futures_util::Stream;
 use http_body::{Body, Frame};
-use ifmatch_blob::FramePoll;
+use ifmatch_core::FramePoll;
 use ifmatch_blob::{BoxError, HashingBody, Objects, Staged, StoreError};
 use ifmatch_blob::{Incoming, Span};
 use ifmatch_core::EntityTag;

@@ -18,7 +18,7 @@ use ifmatch_table::{Change, Entity, EntityKey, TableError};
 #[cfg(feature = "object-store")]
 use crate::bucket::{BucketObjects, BucketReader};
 use crate::local::{LocalObjects, LocalRecords, ObjectReader};
-use ifmatch_blob::FramePoll;
+use ifmatch_core::FramePoll;
 
 /// The records of the backend chosen: the local disk, Redis, or an object store.
 #[derive(Debug, Clone)]

@@ -8,7 +8,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Response};
-use ifmatch_core::ErrorCode;
+use ifmatch_azure::ErrorCode;
 
 /// The most subrequests one batch may carry.
 pub(crate) const MAX_SUBREQUESTS: usize = 256;

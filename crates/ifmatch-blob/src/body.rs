@@ -11,10 +11,9 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
-use crate::StoreError;
+use ifmatch_core::FramePoll;
 
-/// What [`Body::poll_frame`] returns, for bodies of [`Bytes`].
-pub type FramePoll<E> = Poll<Option<Result<Frame<Bytes>, E>>>;
+use crate::StoreError;
 
 pin_project! {
     /// A response body. No boxing: an enum over the three shapes a response takes.

@@ -7,11 +7,11 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
-use crate::FramePoll;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
 use http_body::{Body, SizeHint};
+use ifmatch_core::FramePoll;
 use md5::{Digest, Md5};
 use pin_project_lite::pin_project;
 

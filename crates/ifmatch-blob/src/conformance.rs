@@ -14,9 +14,9 @@
 use std::collections::VecDeque;
 use std::time::{Duration, UNIX_EPOCH};
 
+use crate::lease::{Lease, LeaseDuration, LeaseId};
 use bytes::Bytes;
 use http_body_util::BodyExt;
-use ifmatch_core::lease::{Lease, LeaseDuration, LeaseId};
 use ifmatch_core::strong_etag;
 
 use crate::{

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::time::SystemTime;
 
-use ifmatch_core::lease::LeaseState;
-use ifmatch_core::xml_escape;
+use crate::lease::LeaseState;
+use ifmatch_azure::xml_escape;
 
 use crate::operation::ListOptions;
 use crate::{Record, Records, Scan, StoreError};
@@ -284,7 +284,7 @@ pub(crate) fn enumeration_results(
         if state == LeaseState::Leased {
             let mut headers = http::HeaderMap::new();
             record.lease.insert_headers(now, &mut headers);
-            if let Some(duration) = headers.get(ifmatch_core::lease::headers::LEASE_DURATION) {
+            if let Some(duration) = headers.get(crate::lease::headers::LEASE_DURATION) {
                 let _ = write!(
                     xml,
                     "<LeaseDuration>{}</LeaseDuration>",

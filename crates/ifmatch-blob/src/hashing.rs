@@ -9,8 +9,8 @@ use http_body::{Body, SizeHint};
 use ifmatch_core::{EntityTag, EtagHasher};
 use pin_project_lite::pin_project;
 
-use crate::FramePoll;
 use crate::{BoxError, StoreError};
+use ifmatch_core::FramePoll;
 
 pin_project! {
     /// Passes a body's frames through unchanged while hashing their data with the project's

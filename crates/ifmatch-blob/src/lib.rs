@@ -4,10 +4,13 @@
 //! The native server (`ifmatch serve`) and the Cloudflare Worker are thin adapters: each
 //! supplies a [`Records`] store (metadata with a compare-and-swap per key), an [`Objects`] store
 //! (blob bytes) and an [`Env`] (clock and randomness), and hands requests to [`Front::handle`].
-//! The rules themselves (preconditions, leases, error codes) come from `ifmatch-core`.
+//! The rules that are the blob dialect's are here (its preconditions in [`precondition`], its
+//! leases in [`lease`]); accounts, credentials and error codes are every Azure dialect's
+//! (`ifmatch-azure`), the conditions' model the core's.
 //!
 //! ```
-//! use ifmatch_blob::{Front, memory::{ManualEnv, MemoryObjects, MemoryRecords}};
+//! use ifmatch_azure::ManualEnv;
+//! use ifmatch_blob::{Front, memory::{MemoryObjects, MemoryRecords}};
 //! use http::{Request, StatusCode};
 //! use http_body_util::Full;
 //! use bytes::Bytes;
@@ -36,7 +39,6 @@
 //! # }
 //! ```
 
-mod account;
 pub mod auth;
 mod batch;
 mod block_list;
@@ -47,16 +49,16 @@ pub mod conformance;
 mod enumeration;
 mod front;
 mod hashing;
+pub mod lease;
 pub mod memory;
 mod metadata;
 mod operation;
+pub mod precondition;
 mod record;
 mod store;
-mod turns;
 
-pub use account::{Account, Accounts, DEV_ACCOUNT, DEV_KEY, Style};
-pub use body::{FramePoll, Incoming, ResponseBody};
-pub use front::{DEFAULT_MAX_BODY, ERROR_CODE, Front, OperationName, REQUEST_ID};
+pub use body::{Incoming, ResponseBody};
+pub use front::{DEFAULT_MAX_BODY, Front};
 pub use hashing::HashingBody;
 pub use ifmatch_core::ByteRange;
 pub use operation::{BlockListType, ListOptions, MAX_RESULTS, Operation, Target};
@@ -64,7 +66,6 @@ pub use record::{
     Appended, Block, Content, Copied, Properties, PublicAccess, Record, Staging, unix_seconds,
 };
 pub use store::{
-    BlockToStage, BoxError, Env, Key, Objects, PutMode, Records, Scan, Span, Staged, StoreError,
+    BlockToStage, BoxError, Key, Objects, PutMode, Records, Scan, Span, Staged, StoreError,
     check_len, share_by_copy,
 };
-pub use turns::Turns;

@@ -5,14 +5,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
 use http_body_util::{BodyExt, Full, combinators::MapErr};
 
-use crate::store::{
-    BlockToStage, Env, Key, Objects, PutMode, Records, Scan, Span, Staged, StoreError,
-};
+use crate::store::{BlockToStage, Key, Objects, PutMode, Records, Scan, Span, Staged, StoreError};
 use crate::{Block, HashingBody, Incoming, Record, check_len};
 
 #[derive(Debug, Default)]
@@ -220,43 +217,6 @@ impl Objects for MemoryObjects {
             .unwrap_or_else(|p| p.into_inner())
             .remove(object);
         Ok(())
-    }
-}
-
-/// A clock that moves only when told, and ids from a counter: for deterministic tests of
-/// expiry and breaking without sleeping. Its ids are guessable: never serve with it.
-#[derive(Debug)]
-pub struct ManualEnv {
-    now_ms: AtomicU64,
-    next_id: AtomicU64,
-}
-
-impl Default for ManualEnv {
-    fn default() -> Self {
-        Self {
-            now_ms: AtomicU64::new(1_700_000_000_000),
-            next_id: AtomicU64::new(1),
-        }
-    }
-}
-
-impl ManualEnv {
-    /// Moves the clock forward.
-    pub fn advance(&self, by: Duration) {
-        self.now_ms
-            .fetch_add(by.as_millis() as u64, Ordering::SeqCst);
-    }
-}
-
-impl Env for ManualEnv {
-    fn now(&self) -> SystemTime {
-        UNIX_EPOCH + Duration::from_millis(self.now_ms.load(Ordering::SeqCst))
-    }
-
-    fn random_uuid(&self) -> uuid::Uuid {
-        let n = self.next_id.fetch_add(1, Ordering::SeqCst);
-        uuid::Builder::from_random_bytes((u128::from(n) * 0x9e37_79b9_7f4a_7c15).to_be_bytes())
-            .into_uuid()
     }
 }
 

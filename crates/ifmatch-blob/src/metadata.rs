@@ -13,7 +13,8 @@
 use std::collections::BTreeMap;
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use ifmatch_core::{EntityTag, ErrorCode, strong_etag};
+use ifmatch_azure::ErrorCode;
+use ifmatch_core::{EntityTag, strong_etag};
 
 use crate::record::Properties;
 

@@ -1,7 +1,7 @@
 //! Reading a request line into a blob-dialect operation, and the naming rules.
 
 use http::Method;
-use ifmatch_core::ErrorCode;
+use ifmatch_azure::ErrorCode;
 use percent_encoding::percent_decode_str;
 
 /// The operations of the blob dialect.
@@ -301,7 +301,7 @@ impl Query {
         if !echoed
             .into_iter()
             .flatten()
-            .all(|text| ifmatch_core::is_xml_text(text))
+            .all(|text| ifmatch_azure::is_xml_text(text))
         {
             return Err(ErrorCode::InvalidQueryParameterValue);
         }
@@ -363,7 +363,7 @@ fn validate_container(name: &str) -> Result<(), ErrorCode> {
 fn validate_blob(name: &str) -> Result<(), ErrorCode> {
     let ok = (1..=1024).contains(&name.chars().count())
         && !name.chars().any(|c| c.is_control())
-        && ifmatch_core::is_xml_text(name)
+        && ifmatch_azure::is_xml_text(name)
         && !name
             .split(['/', '\\'])
             .any(|segment| segment == "." || segment == "..");

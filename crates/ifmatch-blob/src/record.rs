@@ -3,9 +3,9 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::lease::Lease;
 use ifmatch_core::EntityTag;
 use ifmatch_core::date::HttpDate;
-use ifmatch_core::lease::Lease;
 use ifmatch_core::precondition::Validators;
 
 /// The metadata record of a container or a blob: everything but the blob's bytes.

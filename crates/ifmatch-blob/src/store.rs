@@ -407,22 +407,3 @@ pub fn check_len(object: &str, actual: u64, expected: u64) -> Result<(), StoreEr
         format!("it holds {actual} bytes where its record says {expected}"),
     ))
 }
-
-/// The clock and the randomness of the host: the front never reads either itself.
-pub trait Env: Send + Sync + 'static {
-    /// The current time.
-    fn now(&self) -> SystemTime;
-    /// A random (version 4) UUID: lease ids and request ids. It must come from a
-    /// cryptographically secure source, since lease ids guard leases.
-    fn random_uuid(&self) -> uuid::Uuid;
-}
-
-impl<T: Env> Env for Arc<T> {
-    fn now(&self) -> SystemTime {
-        T::now(self)
-    }
-
-    fn random_uuid(&self) -> uuid::Uuid {
-        T::random_uuid(self)
-    }
-}

@@ -5,7 +5,7 @@ use http::header;
 use http::{Method, Request, Response};
 use http_body::Body;
 use http_body_util::Either;
-use ifmatch_tower::cache_markers::FreshInSharedCache;
+use ifmatch_core::cache_markers::FreshInSharedCache;
 
 use crate::cache_status::add_status;
 use crate::cached_body::CachedBody;

@@ -11,7 +11,7 @@ use http::{Method, Request, Response, StatusCode};
 use http_body::Body;
 use http_body_util::Either;
 use ifmatch_core::BoxError;
-use ifmatch_tower::cache_markers::FreshInSharedCache;
+use ifmatch_core::cache_markers::FreshInSharedCache;
 
 use crate::cache_status::add_status;
 use crate::cached_body::CachedBody;

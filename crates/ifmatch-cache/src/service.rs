@@ -39,7 +39,7 @@ use super::unkeyed;
 use super::{coding, language};
 
 use ifmatch_core::BoxError;
-use ifmatch_tower::cache_markers::BypassSharedCache;
+use ifmatch_core::cache_markers::BypassSharedCache;
 
 /// A shared HTTP cache in front of `S`; see the [module](super).
 #[derive(Debug, Clone)]

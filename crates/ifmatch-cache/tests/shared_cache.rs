@@ -9,7 +9,7 @@ use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty, Full};
 use ifmatch_cache::SharedCacheLayer;
-use ifmatch_tower::cache_markers::BypassSharedCache;
+use ifmatch_core::cache_markers::BypassSharedCache;
 use tower::{Layer, Service, ServiceExt};
 
 /// A canned answer: status, headers, body.

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
-use ifmatch_blob::auth::{Signed, shared_key_string, sign};
+use ifmatch_azure::auth::{Signed, shared_key_string, sign};
 
 use crate::error::{Error, Result};
 
@@ -18,7 +18,7 @@ const VERSION: &str = "2021-12-02";
 #[derive(Clone)]
 enum Credential {
     /// Shared Key: the account's name and its decoded key.
-    Key(ifmatch_blob::Account, Vec<u8>),
+    Key(ifmatch_azure::Account, Vec<u8>),
     /// A shared access signature, appended to every URL.
     Sas(String),
     /// None: only for public containers or `--anonymous` servers.
@@ -135,8 +135,8 @@ impl Client {
         if get("usedevelopmentstorage").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
             return Self::with_key(
                 "http://127.0.0.1:10000/devstoreaccount1",
-                ifmatch_blob::DEV_ACCOUNT,
-                ifmatch_blob::DEV_KEY,
+                ifmatch_azure::DEV_ACCOUNT,
+                ifmatch_azure::DEV_KEY,
             );
         }
         let account = get("accountname");
@@ -166,7 +166,7 @@ impl Client {
         let decoded = base64::engine::general_purpose::STANDARD
             .decode(key)
             .map_err(|_| Error::Invalid("the account key is not base64".into()))?;
-        let account = ifmatch_blob::Account::new(account, &[key]).map_err(Error::Invalid)?;
+        let account = ifmatch_azure::Account::new(account, &[key]).map_err(Error::Invalid)?;
         Self::new(endpoint, Credential::Key(account, decoded))
     }
 

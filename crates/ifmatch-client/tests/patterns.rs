@@ -14,7 +14,7 @@ use ifmatch_client::{Backoff, Client, Conditions, LeaseGuard, Lock, ReadCache, u
 /// The system's clock and randomness.
 struct SystemEnv;
 
-impl ifmatch_blob::Env for SystemEnv {
+impl ifmatch_azure::Env for SystemEnv {
     fn now(&self) -> SystemTime {
         SystemTime::now()
     }

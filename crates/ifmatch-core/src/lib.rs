@@ -10,11 +10,10 @@
 //! | the project's strong ETag: SHA-256 of the bytes, streamed | [`EtagHasher`], [`strong_etag`] |
 //! | HTTP dates, whole seconds, three formats | [`date`] |
 //! | RFC 9110 13.2 evaluation | [`precondition::http::evaluate`] |
-//! | the Azure Blob dialect of the same | [`precondition::blob::evaluate`] |
+//! | the conditions every dialect reads, one model | [`precondition::Conditions`] |
 //! | the headers of a 304 (RFC 9110 15.4.5) | [`not_modified_headers`] |
 //! | one `Range: bytes=` of a representation (RFC 9110 14.1.2) | [`ByteRange`] |
-//! | leases: acquire, renew, change, release, break | [`lease::Lease`] |
-//! | blob-dialect error codes and XML bodies | [`ErrorCode`] |
+//! | what a layer and a shared cache inside it tell each other | [`cache_markers`] |
 //!
 //! # Example
 //!
@@ -49,21 +48,19 @@
 //! );
 //! ```
 
+pub mod cache_markers;
 mod credentials;
 pub mod date;
-mod error_code;
 mod etag;
 mod hash;
 mod header_list;
 pub mod keyed;
-pub mod lease;
 mod not_modified;
 pub mod owned;
 pub mod precondition;
 mod range;
 
 pub use credentials::signs_request;
-pub use error_code::{ErrorCode, is_xml_text, xml_escape};
 pub use etag::{EntityTag, EntityTagList, InvalidEntityTag};
 pub use hash::{EtagHasher, strong_etag};
 pub use header_list::header_list;
@@ -73,3 +70,6 @@ pub use range::ByteRange;
 /// The error of a body or a service that may fail in any way: what `http-body` and `tower`
 /// users pass around, named once for every crate of ifmatch.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What [`http_body::Body::poll_frame`] returns, for bodies of [`bytes::Bytes`].
+pub type FramePoll<E> = std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, E>>>;

@@ -4,13 +4,9 @@
 //! GET, for HEAD, and for a write; the write column is checked for PUT, POST, DELETE and PATCH.
 //! So every row is six cases.
 
-mod common;
-
-use common::headers;
-
 use std::time::{Duration, UNIX_EPOCH};
 
-use http::Method;
+use http::{HeaderMap, HeaderName, HeaderValue, Method};
 use ifmatch_core::EntityTag;
 use ifmatch_core::date::{HttpDate, to_http_date};
 use ifmatch_core::precondition::Outcome::{
@@ -322,4 +318,16 @@ fn whole_second_comparison() {
         ),
         P
     );
+}
+
+/// A header map from field lines, in order; a name may repeat (several field lines).
+fn headers(lines: &[(&str, &str)]) -> HeaderMap {
+    let mut map = HeaderMap::new();
+    for (name, value) in lines {
+        map.append(
+            HeaderName::from_bytes(name.as_bytes()).unwrap(),
+            HeaderValue::from_str(value).unwrap(),
+        );
+    }
+    map
 }

@@ -6,7 +6,7 @@
 use std::time::{Duration, SystemTime};
 
 use http::HeaderMap;
-use ifmatch_blob::Account;
+use ifmatch_azure::Account;
 
 use crate::address::Address;
 
@@ -79,7 +79,7 @@ pub fn authorize<'a>(
     let text = string_to_sign(method, address, date);
     accounts
         .into_iter()
-        .find(|account| ifmatch_blob::auth::verify(account, &text, signature))
+        .find(|account| ifmatch_azure::auth::verify(account, &text, signature))
         .ok_or_else(|| {
             refused(&format!(
                 "The input authorization token can't serve the request. The wrong key is \
@@ -103,7 +103,7 @@ pub fn string_to_sign(method: &http::Method, address: &Address, date: &str) -> S
 /// The `authorization` value of a master-key token for `text` under `key`: for tests and
 /// clients that sign.
 pub fn token(key: &[u8], text: &str) -> String {
-    let signature = ifmatch_blob::auth::sign(key, text);
+    let signature = ifmatch_azure::auth::sign(key, text);
     let token = format!("type=master&ver=1.0&sig={signature}");
     percent_encoding::utf8_percent_encode(&token, percent_encoding::NON_ALPHANUMERIC).to_string()
 }

@@ -6,14 +6,14 @@
 use std::sync::Arc;
 
 use http::{HeaderValue, header};
-use ifmatch_blob::{Account, Accounts, Env};
+use ifmatch_azure::{Account, Accounts, Env};
 use ifmatch_table::{Scoped, Tables};
 
 use crate::address::{Address, Unknown};
 use crate::clock::Clock;
 use crate::failure::{Answer, Failure, bad_request, failure};
 use crate::front::{Asked, Front, answer_of};
-use ifmatch_blob::Turns;
+use ifmatch_azure::Turns;
 
 /// The largest request body taken: a document of 2 MB and some room.
 pub const MAX_BODY: usize = (2 << 20) + (64 << 10);

@@ -28,7 +28,7 @@ use crate::failure::{
 use crate::feed_entries;
 use crate::ttl;
 use crate::unique;
-use ifmatch_blob::Turns;
+use ifmatch_azure::Turns;
 
 const DATABASES: &str = "#dbs";
 pub(crate) const CONTAINERS: &str = "#colls";

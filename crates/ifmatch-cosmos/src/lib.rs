@@ -4,7 +4,7 @@
 //! 304 when nothing changed). Written once for every backend: documents are kept through the
 //! Table front's [`Tables`](ifmatch_table::Tables), a compare-and-swap over keys in order,
 //! which every backend (local disk, Redis, Durable Objects) already offers. Pure: no I/O but
-//! the backend's, no clock but the [`Env`](ifmatch_blob::Env)'s.
+//! the backend's, no clock but the [`Env`](ifmatch_azure::Env)'s.
 
 pub mod address;
 pub mod auth;

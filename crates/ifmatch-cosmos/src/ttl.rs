@@ -86,7 +86,7 @@ mod tests {
     use std::sync::Arc;
     use std::time::{Duration, SystemTime};
 
-    use ifmatch_blob::memory::ManualEnv;
+    use ifmatch_azure::ManualEnv;
     use ifmatch_table::MemoryTables;
     use serde_json::json;
 
@@ -96,7 +96,7 @@ mod tests {
     #[derive(Clone, Default)]
     pub(super) struct Moved(pub(super) Arc<ManualEnv>);
 
-    impl ifmatch_blob::Env for Moved {
+    impl ifmatch_azure::Env for Moved {
         fn now(&self) -> SystemTime {
             self.0.now()
         }

@@ -27,7 +27,7 @@ use crate::connections::{BodyWaits, InFlight, State, Table, reap};
 use crate::huge_length::HugeLength;
 use crate::interim::{Interim, InterimIo, Open};
 use crate::metrics::Metrics;
-use ifmatch_blob::FramePoll;
+use ifmatch_core::FramePoll;
 
 /// How long requests in flight may take to finish after shutdown is asked for.
 const DRAIN: Duration = Duration::from_secs(30);

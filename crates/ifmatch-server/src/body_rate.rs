@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
-use ifmatch_blob::FramePoll;
+use ifmatch_core::FramePoll;
 use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 

@@ -24,7 +24,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body::{Body, SizeHint};
 use http_body_util::BodyExt;
-use ifmatch_blob::FramePoll;
+use ifmatch_core::FramePoll;
 
 /// The most bytes read to let a refused client read its answer.
 pub(crate) const LIMIT: u64 = 8 << 20;

@@ -37,9 +37,10 @@ use std::time::{Duration, SystemTime};
 
 use http::Method;
 use hyper::service::service_fn;
-use ifmatch_blob::auth::ClientIp;
-use ifmatch_blob::{Accounts, DEFAULT_MAX_BODY, Env, Front, Objects, Records};
-use ifmatch_core::ErrorCode;
+use ifmatch_azure::ErrorCode;
+use ifmatch_azure::auth::ClientIp;
+use ifmatch_azure::{Accounts, Env};
+use ifmatch_blob::{DEFAULT_MAX_BODY, Front, Objects, Records};
 use tokio::net::TcpListener;
 
 use crate::accept::RequestBody;

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use ifmatch_blob::{Accounts, DEFAULT_MAX_BODY};
+use ifmatch_azure::Accounts;
+use ifmatch_blob::DEFAULT_MAX_BODY;
 use ifmatch_server::https::Certificate;
 use ifmatch_server::proxy::ProxyOptions;
 use tokio::net::TcpListener;

@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use http::{Method, Request, Response};
 use http_body::Body;
-use ifmatch_blob::{OperationName, REQUEST_ID};
+use ifmatch_azure::{OperationName, REQUEST_ID};
 use pin_project_lite::pin_project;
 
 use crate::metrics::{self, Metrics, Seen};

@@ -5,7 +5,7 @@
 
 mod common;
 
-use ifmatch_blob::{DEV_ACCOUNT, DEV_KEY};
+use ifmatch_azure::{DEV_ACCOUNT, DEV_KEY};
 use ifmatch_core::date::{date_header_value, to_http_date};
 use reqwest::Method;
 use std::time::{Duration, SystemTime};
@@ -46,7 +46,7 @@ async fn lite(
         "{method}\n\n\n\nx-ms-date:{date}\nx-ms-version:2021-12-02\n/{account}{resource}",
         method = method.as_str()
     );
-    let signature = ifmatch_blob::auth::sign(secret, &text);
+    let signature = ifmatch_azure::auth::sign(secret, &text);
     http.request(method, url)
         .header("x-ms-date", date)
         .header("x-ms-version", "2021-12-02")
@@ -157,7 +157,7 @@ async fn shared_key_lite_skew_accounts_and_styles() {
                     "authorization",
                     format!(
                         "SharedKeyLite second:{}",
-                        ifmatch_blob::auth::sign(&secret, &text)
+                        ifmatch_azure::auth::sign(&secret, &text)
                     ),
                 )
                 .send()

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::Server;
-use ifmatch_blob::{DEV_ACCOUNT, DEV_KEY};
+use ifmatch_azure::{DEV_ACCOUNT, DEV_KEY};
 use ifmatch_client::{Backoff, Client, Conditions, LeaderElection, LeaseGuard, WorkQueue, update};
 
 fn connection(base: &str) -> String {

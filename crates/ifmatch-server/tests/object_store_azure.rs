@@ -6,7 +6,7 @@
 mod common;
 
 use futures_util::TryStreamExt;
-use ifmatch_blob::{DEV_ACCOUNT, DEV_KEY};
+use ifmatch_azure::{DEV_ACCOUNT, DEV_KEY};
 use object_store::azure::MicrosoftAzureBuilder;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, UpdateVersion};

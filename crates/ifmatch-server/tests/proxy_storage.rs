@@ -146,14 +146,14 @@ async fn in_front_of_azurite() {
     let endpoint = format!("http://127.0.0.1:{port}");
     let container = format!(
         "{endpoint}/{}/public?restype=container",
-        ifmatch_blob::DEV_ACCOUNT
+        ifmatch_azure::DEV_ACCOUNT
     );
     let public = [("x-ms-blob-public-access", "blob")];
     let made = signed_key_with("PUT", &container, &public, Vec::new()).await;
     assert_eq!(made.status(), 201);
     let storage = Storage {
         endpoint,
-        path: format!("/{}/public/docs/object.txt", ifmatch_blob::DEV_ACCOUNT),
+        path: format!("/{}/public/docs/object.txt", ifmatch_azure::DEV_ACCOUNT),
         kind: Kind::Azurite,
     };
     through_a_proxy(&storage).await;
@@ -233,11 +233,11 @@ fn azurite_over_https(work: &std::path::Path) -> (common::Process, String, TestC
 
 /// The connection string of the development account's blobs at `endpoint` (a host's root).
 fn connection_to(endpoint: &str) -> String {
-    let account = ifmatch_blob::DEV_ACCOUNT;
+    let account = ifmatch_azure::DEV_ACCOUNT;
     format!(
         "DefaultEndpointsProtocol=http;AccountName={account};AccountKey={};\
          BlobEndpoint={endpoint}/{account};",
-        ifmatch_blob::DEV_KEY
+        ifmatch_azure::DEV_KEY
     )
 }
 
@@ -250,7 +250,7 @@ fn python_downloads_through_a_proxy(origin: &str, tls: Option<&TestCertificates>
     let (_proxy, base) = proxy_in_front_of_with(origin, tls);
     let args = [
         connection_to(origin),
-        format!("{base}/{}", ifmatch_blob::DEV_ACCOUNT),
+        format!("{base}/{}", ifmatch_azure::DEV_ACCOUNT),
     ];
     common::python_script_with(
         "proxy_download.py",
@@ -332,7 +332,7 @@ fn the_python_sdk_writes_through_a_proxy_in_front_of_azurite_over_https() {
 /// with `signed_copy`, the Python SDK copies with the account's key too.
 fn rclone_through_a_proxy(origin: &str, signed_copy: bool) {
     let (_proxy, base) = proxy_in_front_of(origin);
-    let mut args = vec![connection_to(&base), ifmatch_blob::DEV_KEY.to_owned()];
+    let mut args = vec![connection_to(&base), ifmatch_azure::DEV_KEY.to_owned()];
     let tally = if signed_copy {
         args.push("--signed-copy".into());
         "rclone through the proxy: 8 passed"

@@ -13,18 +13,18 @@
 use std::time::SystemTime;
 
 use http::{HeaderMap, Method};
-use ifmatch_blob::Account;
-use ifmatch_blob::auth::{
+use ifmatch_azure::Account;
+use ifmatch_azure::auth::{
     Denied, Needs, QueryPairs, ResourceTypes, Signed, account_sas, check_sas_window, credentials,
     failed, verify_sas,
 };
 
-/// What a request's credentials allow: the blob service's kinds, with the Table service's
+/// What a request's credentials allow, with the Table service's
 /// [`Grant`].
-pub type Credential = ifmatch_blob::auth::Credential<Grant>;
+pub type Credential = ifmatch_azure::auth::Credential<Grant>;
 
 /// What a valid shared access signature grants: its permissions over a table [`Scope`].
-pub type Grant = ifmatch_blob::auth::Grant<Scope>;
+pub type Grant = ifmatch_azure::auth::Grant<Scope>;
 
 /// What a Table service SAS reaches.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -310,7 +310,7 @@ pub fn authorize<'c>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ifmatch_core::ErrorCode;
+    use ifmatch_azure::ErrorCode;
 
     #[test]
     fn operations_by_method_and_path() {

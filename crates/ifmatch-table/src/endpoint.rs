@@ -10,8 +10,8 @@ use std::time::SystemTime;
 
 use bytes::Bytes;
 use http::{HeaderValue, Response, header};
-use ifmatch_blob::auth::{ClientIp, Https};
-use ifmatch_blob::{Accounts, Env, OperationName, Style};
+use ifmatch_azure::auth::{ClientIp, Https};
+use ifmatch_azure::{Accounts, Env, OperationName, Style};
 
 use crate::ErrorCode;
 use crate::auth::{self, Credential, Operation};
@@ -19,7 +19,7 @@ use crate::front::{self, Answer, Asked};
 use crate::scoped::Scoped;
 use crate::store::Tables;
 use crate::value::DateTime;
-use ifmatch_blob::auth::Signed;
+use ifmatch_azure::auth::Signed;
 
 /// The largest request body taken: a batch's 4 MiB of operations and its multipart framing.
 pub const MAX_BODY: usize = (4 << 20) + (64 << 10);
@@ -212,6 +212,6 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
 }
 
 /// A refused credential, in the Table service's JSON.
-fn denial(denied: &ifmatch_blob::auth::Denied) -> Response<Bytes> {
+fn denial(denied: &ifmatch_azure::auth::Denied) -> Response<Bytes> {
     front::denial(denied.code, &denied.detail)
 }

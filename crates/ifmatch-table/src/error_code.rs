@@ -1,8 +1,8 @@
 //! The error codes of the Table service dialect, each with the status it is answered with: one
-//! table (declared as the blob dialect's are, `ifmatch_core::error_codes!`), so that no answer
+//! table (declared as the blob dialect's are, `ifmatch_azure::error_codes!`), so that no answer
 //! pairs a code with another status.
 
-ifmatch_core::error_codes! {
+ifmatch_azure::error_codes! {
     /// An error code of the Azure Table storage REST dialect.
     pub enum ErrorCode {
     /// A request input is not valid: a body, a key, a query parameter.

@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{Request, Response};
-use ifmatch_blob::memory::ManualEnv;
-use ifmatch_blob::{Accounts, auth};
+use ifmatch_azure::Accounts;
+use ifmatch_azure::ManualEnv;
+use ifmatch_azure::auth;
 use ifmatch_table::{Endpoint, MemoryTables};
 
 const KEY: &str = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";

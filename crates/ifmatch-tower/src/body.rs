@@ -8,10 +8,8 @@ use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 
 use crate::BoxError;
+use ifmatch_core::FramePoll;
 use pin_project_lite::pin_project;
-
-/// What [`Body::poll_frame`] returns, for bodies of [`Bytes`].
-pub(crate) type FramePoll<E> = Poll<Option<Result<Frame<Bytes>, E>>>;
 
 pin_project! {
     /// The body of a response that went through the layer: the inner body untouched, the

@@ -2,7 +2,7 @@
 
 mod body;
 mod cache;
-pub mod cache_markers;
+pub use ifmatch_core::cache_markers;
 mod config;
 #[cfg(feature = "conformance")]
 pub mod conformance;

@@ -16,11 +16,11 @@ use ifmatch_core::{not_modified_headers, strong_etag};
 
 use crate::body::ConditionalBody;
 use crate::cache::{ReadCache, rememberable};
-use crate::cache_markers::FreshInSharedCache;
 use crate::encoding::{Mark, present};
 use crate::refusal::{Refusal, refusal};
 use crate::resource::{Remembered, Resource};
 use crate::validators::validators_of;
+use ifmatch_core::cache_markers::FreshInSharedCache;
 
 /// What a read needs once the inner response arrives.
 #[derive(Debug)]

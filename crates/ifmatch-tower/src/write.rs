@@ -347,7 +347,7 @@ where
     // A shared cache inside the layer must not answer it from its store: the resource as it
     // is now is the question.
     get.extensions_mut()
-        .insert(crate::cache_markers::BypassSharedCache);
+        .insert(ifmatch_core::cache_markers::BypassSharedCache);
     poll_fn(|cx| inner.poll_ready(cx)).await?;
     let response = inner.call(get).await?;
     match response.status() {

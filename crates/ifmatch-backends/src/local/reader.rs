@@ -6,8 +6,8 @@ use std::task::{Context, Poll};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
-use ifmatch_blob::FramePoll;
 use ifmatch_blob::StoreError;
+use ifmatch_core::FramePoll;
 use pin_project_lite::pin_project;
 
 /// The read buffer of a streaming object read.

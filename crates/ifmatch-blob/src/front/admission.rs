@@ -5,12 +5,15 @@ use std::time::SystemTime;
 
 use http::header;
 
+use super::Front;
 use super::failure::Result;
-use super::{Front, OperationName};
-use crate::auth::{ClientIp, Credential, Https, Signed};
+use crate::auth::Credential;
 use crate::operation::{Operation, Target};
-use crate::store::{Env, Key, Objects, Records};
+use crate::store::{Key, Objects, Records};
 use crate::{PublicAccess, auth};
+use ifmatch_azure::Env;
+use ifmatch_azure::OperationName;
+use ifmatch_azure::auth::{ClientIp, Https, Signed};
 
 /// The host a request names: its `Host`, or the authority of its target.
 pub(super) fn host(parts: &http::request::Parts) -> Option<&str> {
@@ -32,8 +35,8 @@ pub(super) fn forwarded_hosts(parts: &http::request::Parts) -> impl Iterator<Ite
 /// The account's root URL as the request named it (List Containers names it).
 pub(super) fn endpoint(
     parts: &http::request::Parts,
-    account: &crate::Account,
-    style: crate::Style,
+    account: &ifmatch_azure::Account,
+    style: ifmatch_azure::Style,
 ) -> String {
     let scheme = if parts.extensions.get::<Https>().is_some() {
         "https"
@@ -42,17 +45,17 @@ pub(super) fn endpoint(
     };
     let host = host(parts).unwrap_or("");
     match style {
-        crate::Style::Host => format!("{scheme}://{host}/"),
-        crate::Style::Path => format!("{scheme}://{host}/{}/", account.name()),
+        ifmatch_azure::Style::Host => format!("{scheme}://{host}/"),
+        ifmatch_azure::Style::Path => format!("{scheme}://{host}/{}/", account.name()),
     }
 }
 
 /// A request its credentials admit: what it addresses, and the keys of its records.
 pub(super) struct Admitted<'a> {
     pub(super) target: Target,
-    pub(super) account: &'a crate::Account,
+    pub(super) account: &'a ifmatch_azure::Account,
     /// How the request named the account (for the root URL List Containers names).
-    pub(super) style: crate::Style,
+    pub(super) style: ifmatch_azure::Style,
     /// The name its container is stored under.
     pub(super) stored: String,
     pub(super) container: Key,

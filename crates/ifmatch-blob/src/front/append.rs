@@ -15,11 +15,11 @@
 use std::borrow::Cow;
 use std::time::SystemTime;
 
+use crate::lease::Access;
+use crate::precondition;
 use http::StatusCode;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
-use ifmatch_core::ErrorCode;
-use ifmatch_core::lease::Access;
-use ifmatch_core::precondition::blob;
+use ifmatch_azure::ErrorCode;
 
 use super::answers::{answer, validator_headers};
 use super::failure::{Failure, Result};
@@ -30,8 +30,9 @@ use super::uploads::declared_len;
 use super::{Answered, Call};
 use super::{CONTENT_CRC64, CONTENT_MD5, Front};
 use crate::body::Incoming;
-use crate::store::{BlockToStage, Env, Key, Objects, PutMode, Records, StoreError};
+use crate::store::{BlockToStage, Key, Objects, PutMode, Records, StoreError};
 use crate::{Appended, Block, Content, Record, metadata};
+use ifmatch_azure::Env;
 
 const APPEND_POSITION: HeaderName = HeaderName::from_static("x-ms-blob-condition-appendpos");
 const MAX_SIZE: HeaderName = HeaderName::from_static("x-ms-blob-condition-maxsize");
@@ -140,12 +141,16 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         if declared.is_some_and(|len| len > MAX_APPEND) {
             return Err(ErrorCode::RequestBodyTooLarge.into());
         }
-        let missing = (blob::Operation::Write, ErrorCode::BlobNotFound);
+        let missing = (precondition::Operation::Write, ErrorCode::BlobNotFound);
         // Fail fast, before taking the body: the same checks run again at commit time.
         let Some(current) = committed(self.records.get(key).await?) else {
             return Err(self.missing(key, missing.0, headers, missing.1).await);
         };
-        ask.gate(blob::Operation::Write, Access::Write, Some(&current))?;
+        ask.gate(
+            precondition::Operation::Write,
+            Access::Write,
+            Some(&current),
+        )?;
         let content = current.content.as_ref().ok_or(ErrorCode::BlobNotFound)?;
         position.allows(content, declared.unwrap_or(0))?;
 
@@ -199,10 +204,14 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let headers = ask.headers;
         for _ in 0..MAX_ATTEMPTS {
             let Some(current) = committed(self.records.get(key).await?) else {
-                let (operation, code) = (blob::Operation::Write, ErrorCode::BlobNotFound);
+                let (operation, code) = (precondition::Operation::Write, ErrorCode::BlobNotFound);
                 return Err(self.missing(key, operation, headers, code).await);
             };
-            ask.gate(blob::Operation::Write, Access::Write, Some(&current))?;
+            ask.gate(
+                precondition::Operation::Write,
+                Access::Write,
+                Some(&current),
+            )?;
             let content = current.content.as_ref().ok_or(ErrorCode::BlobNotFound)?;
             position.allows(content, staged.len)?;
             let appended = content.append.ok_or(ErrorCode::InvalidBlobType)?;
@@ -320,10 +329,10 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let Call { key, headers, now } = call;
         let ask = Asking::of(headers, now)?;
         let position = Position::of(headers)?;
-        let missing = (blob::Operation::Write, ErrorCode::BlobNotFound);
+        let missing = (precondition::Operation::Write, ErrorCode::BlobNotFound);
         let swapped = self
             .swap_existing(key, headers, missing, |current| {
-                ask.gate(blob::Operation::Write, Access::Write, Some(current))?;
+                ask.gate(precondition::Operation::Write, Access::Write, Some(current))?;
                 let content = current.content.as_ref().ok_or(ErrorCode::BlobNotFound)?;
                 let append = content.append.ok_or(ErrorCode::InvalidBlobType)?;
                 if position.at.is_some_and(|at| at != content.len) {

@@ -3,12 +3,14 @@
 
 use std::time::SystemTime;
 
+use crate::lease::{Access, Scope};
+use crate::precondition;
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderValue};
 use http::{StatusCode, header};
-use ifmatch_core::lease::{Access, Scope};
-use ifmatch_core::precondition::{Outcome, blob};
-use ifmatch_core::{ByteRange, ErrorCode, strong_etag};
+use ifmatch_azure::{ERROR_CODE, ErrorCode};
+use ifmatch_core::precondition::Outcome;
+use ifmatch_core::{ByteRange, strong_etag};
 
 use super::answers::{answer, insert_md5, insert_sha256, validator_headers};
 use super::failure::{Failure, Result};
@@ -17,15 +19,14 @@ use super::gate::{committed, existing};
 use super::swap::{MAX_ATTEMPTS, Step};
 use super::uploads::declared_len;
 use super::{Answered, Call};
-use super::{
-    BLOB_TYPE, CONTENT_CRC64, CONTENT_MD5, ERROR_CODE, Front, MS_RANGE, RANGE_MD5, RANGE_MD5_MAX,
-};
+use super::{BLOB_TYPE, CONTENT_CRC64, CONTENT_MD5, Front, MS_RANGE, RANGE_MD5, RANGE_MD5_MAX};
 use crate::body::Incoming;
 use crate::body::{Opening, Piece, Pieces, ResponseBody};
 use crate::checksums::Checksums;
 use crate::operation::Operation;
-use crate::store::{Env, Key, Objects, PutMode, Records, StoreError};
+use crate::store::{Key, Objects, PutMode, Records, StoreError};
 use crate::{Content, Record, metadata};
+use ifmatch_azure::Env;
 
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// Get Blob Metadata: the validators and the `x-ms-meta-*` headers.
@@ -34,10 +35,15 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let ask = Asking::of(headers, now)?;
         let Some(current) = committed(self.records.get(key).await?) else {
             return Err(self
-                .missing(key, blob::Operation::Read, headers, ErrorCode::BlobNotFound)
+                .missing(
+                    key,
+                    precondition::Operation::Read,
+                    headers,
+                    ErrorCode::BlobNotFound,
+                )
                 .await);
         };
-        ask.gate(blob::Operation::Read, Access::Read, Some(&current))?;
+        ask.gate(precondition::Operation::Read, Access::Read, Some(&current))?;
         let mut out = validator_headers(&current);
         metadata::insert_metadata(&current.metadata, &mut out);
         Ok(answer(StatusCode::OK, out))
@@ -69,8 +75,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             .swap(key, headers, |current| {
                 let Some(current) = existing(key, current) else {
                     let operation = match scope {
-                        Scope::Container => blob::Operation::Container,
-                        Scope::Blob => blob::Operation::Put,
+                        Scope::Container => precondition::Operation::Container,
+                        Scope::Blob => precondition::Operation::Put,
                     };
                     return Ok(Step::Missing(operation, missing));
                 };
@@ -81,8 +87,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     Scope::Blob => Access::Write,
                 };
                 let conditions = match scope {
-                    Scope::Container => blob::Operation::Container,
-                    Scope::Blob => blob::Operation::Put,
+                    Scope::Container => precondition::Operation::Container,
+                    Scope::Blob => precondition::Operation::Put,
                 };
                 ask.gate(conditions, access, Some(current))?;
                 let mut record = current.clone();
@@ -148,7 +154,11 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         if current.is_none() {
             self.container_record(key.container()).await?;
         }
-        ask.gate(blob::Operation::Put, Access::Write, current.as_deref())?;
+        ask.gate(
+            precondition::Operation::Put,
+            Access::Write,
+            current.as_deref(),
+        )?;
 
         // A small blob (its length declared, or known to the body) the records keep whole: no
         // object, none of its fsyncs.
@@ -170,7 +180,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let still = match self.records.get(key).await {
             Ok(current) => ask
                 .gate(
-                    blob::Operation::Put,
+                    precondition::Operation::Put,
                     Access::Write,
                     committed(current).as_deref(),
                 )
@@ -254,11 +264,16 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         for _ in 0..MAX_ATTEMPTS {
             let Some(current) = committed(self.records.get(key).await?) else {
                 return Err(self
-                    .missing(key, blob::Operation::Read, headers, ErrorCode::BlobNotFound)
+                    .missing(
+                        key,
+                        precondition::Operation::Read,
+                        headers,
+                        ErrorCode::BlobNotFound,
+                    )
                     .await);
             };
             let outcome = ask
-                .gate(blob::Operation::Read, Access::Read, Some(&current))?
+                .gate(precondition::Operation::Read, Access::Read, Some(&current))?
                 .outcome;
             let content = current.content.as_ref().ok_or(ErrorCode::BlobNotFound)?;
 
@@ -440,7 +455,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     pub(super) async fn delete_blob(&self, call: Call<'_>) -> Answered<O> {
         let Call { key, headers, now } = call;
         let ask = Asking::of(headers, now)?;
-        let (conditions, missing) = (blob::Operation::Write, ErrorCode::BlobNotFound);
+        let (conditions, missing) = (precondition::Operation::Write, ErrorCode::BlobNotFound);
         let swapped = self.delete_existing(key, ask, conditions, missing).await?;
         self.discard_replaced(key, swapped.previous.as_deref(), None)
             .await;

@@ -9,13 +9,14 @@
 //! that changed while it was hashed (a block staged again under the same id) is resolved and
 //! hashed again.
 
+use crate::lease::{Access, Scope};
+use crate::precondition;
 use futures_util::StreamExt;
 use http::StatusCode;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http_body_util::BodyExt;
-use ifmatch_core::lease::{Access, Scope};
-use ifmatch_core::precondition::blob;
-use ifmatch_core::{EntityTag, ErrorCode, EtagHasher, strong_etag};
+use ifmatch_azure::ErrorCode;
+use ifmatch_core::{EntityTag, EtagHasher, strong_etag};
 
 use super::answers::{answer, insert_checksums, validator_headers, xml_answer};
 use super::append::is_append_blob;
@@ -30,8 +31,9 @@ use crate::block_list::{self as rules, MAX_LIST_BODY, MAX_UNCOMMITTED};
 use crate::body::Incoming;
 use crate::checksums::Checksums;
 use crate::operation::BlockListType;
-use crate::store::{BlockToStage, Env, Objects, PutMode, Records, StoreError};
+use crate::store::{BlockToStage, Objects, PutMode, Records, StoreError};
 use crate::{Block, Content, Record, metadata};
+use ifmatch_azure::Env;
 
 /// How many blocks a commit opens ahead of the one it hashes.
 const HASH_AHEAD: usize = 16;
@@ -193,7 +195,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             if current.is_none() {
                 self.container_record(key.container()).await?;
             }
-            ask.gate(blob::Operation::Put, Access::Write, visible)?;
+            ask.gate(precondition::Operation::Put, Access::Write, visible)?;
             if is_append_blob(visible) {
                 return Err(ErrorCode::InvalidBlobType.into());
             }
@@ -292,7 +294,12 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let ask = Asking::of(headers, now)?;
         let Some(current) = self.records.get(key).await? else {
             return Err(self
-                .missing(key, blob::Operation::Read, headers, ErrorCode::BlobNotFound)
+                .missing(
+                    key,
+                    precondition::Operation::Read,
+                    headers,
+                    ErrorCode::BlobNotFound,
+                )
                 .await);
         };
         ask.lease(Scope::Blob, Access::Read, Some(&current))?;

@@ -1,12 +1,13 @@
 //! Container operations: create, delete, properties, the access policy (ACL), and Blob Batch
 //! (its subrequests are blob deletes, answered one by one).
 
+use crate::lease::{Access, Scope};
+use crate::precondition;
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderValue};
 use http::{Response, StatusCode, header};
-use ifmatch_core::lease::{Access, Scope};
-use ifmatch_core::precondition::blob;
-use ifmatch_core::{ErrorCode, strong_etag};
+use ifmatch_azure::ErrorCode;
+use ifmatch_core::strong_etag;
 
 use super::answers::{answer, validator_headers, xml_answer};
 use super::failure::{Failure, Result, error_answer};
@@ -17,8 +18,9 @@ use super::{Front, PUBLIC_ACCESS};
 use crate::body::Incoming;
 use crate::body::ResponseBody;
 use crate::operation::Operation;
-use crate::store::{Env, Objects, PutMode, Records, StoreError};
+use crate::store::{Objects, PutMode, Records, StoreError};
 use crate::{PublicAccess, Record, batch, metadata};
+use ifmatch_azure::Env;
 
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     pub(super) async fn create_container(&self, call: Call<'_>) -> Answered<O> {
@@ -41,7 +43,10 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     pub(super) async fn delete_container(&self, call: Call<'_>) -> Answered<O> {
         let Call { key, headers, now } = call;
         let ask = Asking::of(headers, now)?;
-        let (conditions, missing) = (blob::Operation::Container, ErrorCode::ContainerNotFound);
+        let (conditions, missing) = (
+            precondition::Operation::Container,
+            ErrorCode::ContainerNotFound,
+        );
         let swapped = self.delete_existing(key, ask, conditions, missing).await?;
         // Their staged sets went with the container; the objects of those are orphans, for the
         // sweep.
@@ -160,9 +165,16 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             .swap_existing(
                 key,
                 headers,
-                (blob::Operation::Container, ErrorCode::ContainerNotFound),
+                (
+                    precondition::Operation::Container,
+                    ErrorCode::ContainerNotFound,
+                ),
                 |current| {
-                    ask.gate(blob::Operation::Container, Access::Read, Some(current))?;
+                    ask.gate(
+                        precondition::Operation::Container,
+                        Access::Read,
+                        Some(current),
+                    )?;
                     let mut record = current.clone();
                     record.public_access = level;
                     record.etag = etag.clone();

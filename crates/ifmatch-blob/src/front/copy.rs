@@ -26,12 +26,13 @@
 
 use std::time::SystemTime;
 
+use crate::lease::{Access, Scope};
+use crate::precondition;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Uri};
+use ifmatch_azure::ErrorCode;
+use ifmatch_core::ByteRange;
 use ifmatch_core::date::date_header_value;
-use ifmatch_core::lease::{Access, Scope};
-use ifmatch_core::precondition::blob;
-use ifmatch_core::{ByteRange, ErrorCode};
 
 use super::admission::{forwarded_hosts, host};
 use super::failure::{Failure, Result};
@@ -40,11 +41,14 @@ use super::gate::committed;
 use super::swap::MAX_ATTEMPTS;
 use super::{Answered, Call};
 use super::{BLOB_TYPE, CONTENT_CRC64, CONTENT_MD5, Front};
-use crate::account::Style;
-use crate::auth::{self, ClientIp, Credential, Signed};
+use crate::auth::{self, Credential};
 use crate::operation::{Operation, Target};
-use crate::store::{Env, Key, Objects, Records, StoreError};
-use crate::{Account, Content, Copied, Record, metadata};
+use crate::store::{Key, Objects, Records, StoreError};
+use crate::{Content, Copied, Record, metadata};
+use ifmatch_azure::Account;
+use ifmatch_azure::Env;
+use ifmatch_azure::Style;
+use ifmatch_azure::auth::{ClientIp, Signed};
 
 /// `x-ms-copy-source`: the URL of the blob to copy.
 pub(super) const COPY_SOURCE: HeaderName = HeaderName::from_static("x-ms-copy-source");
@@ -125,7 +129,11 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         if current.is_none() {
             self.container_record(destination.container()).await?;
         }
-        ask.gate(blob::Operation::Put, Access::Write, current.as_deref())?;
+        ask.gate(
+            precondition::Operation::Put,
+            Access::Write,
+            current.as_deref(),
+        )?;
 
         for _ in 0..MAX_ATTEMPTS {
             let record = self.source_record(&source, headers).await?;
@@ -278,8 +286,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             ));
         };
         let conditions = source_conditions(headers);
-        blob::evaluate(
-            blob::Operation::Write,
+        precondition::evaluate(
+            precondition::Operation::Write,
             &conditions,
             Some(&record.validators()),
         )
@@ -427,7 +435,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             return Err(self
                 .missing(
                     key,
-                    blob::Operation::Write,
+                    precondition::Operation::Write,
                     headers,
                     ErrorCode::BlobNotFound,
                 )

@@ -3,13 +3,13 @@
 
 use http::header;
 use http::header::{HeaderMap, HeaderValue};
-use ifmatch_core::ErrorCode;
+use ifmatch_azure::ErrorCode;
 
+use super::Answer;
 use super::answers::answer;
-use super::{Answer, ERROR_CODE};
-use crate::auth;
 use crate::body::ResponseBody;
 use crate::store::StoreError;
+use ifmatch_azure::ERROR_CODE;
 
 /// An error answer: the code, and what to say about it.
 #[derive(Debug)]
@@ -33,8 +33,8 @@ impl Failure {
     }
 }
 
-impl From<auth::Denied> for Failure {
-    fn from(denied: auth::Denied) -> Self {
+impl From<ifmatch_azure::auth::Denied> for Failure {
+    fn from(denied: ifmatch_azure::auth::Denied) -> Self {
         Self::with_detail(denied.code, denied.detail)
     }
 }
@@ -49,8 +49,8 @@ impl From<ErrorCode> for Failure {
     }
 }
 
-impl From<ifmatch_core::lease::HeaderError> for Failure {
-    fn from(e: ifmatch_core::lease::HeaderError) -> Self {
+impl From<crate::lease::HeaderError> for Failure {
+    fn from(e: crate::lease::HeaderError) -> Self {
         Self::with_detail(e.code, format!("{} Header: {}", e.code.message(), e.header))
     }
 }

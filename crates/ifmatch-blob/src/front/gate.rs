@@ -4,9 +4,10 @@
 
 use std::time::SystemTime;
 
+use crate::lease::{Access, Lease, LeaseId, Scope, lease_id_from_headers};
+use crate::precondition;
 use http::HeaderMap;
-use ifmatch_core::lease::{Access, Lease, LeaseId, Scope, lease_id_from_headers};
-use ifmatch_core::precondition::{Outcome, blob};
+use ifmatch_core::precondition::Outcome;
 
 use super::failure::Result;
 use crate::Record;
@@ -60,7 +61,7 @@ impl<'a> Asking<'a> {
     /// Lets the request through to `current` (`None`: the record does not exist, its lease is
     /// available and it has no validators) when:
     /// 1. the lease allows `access` with the request's lease id: a container's record for
-    ///    [`blob::Operation::Container`], a blob's otherwise; then
+    ///    [`precondition::Operation::Container`], a blob's otherwise; then
     /// 2. the conditional headers hold against the record's validators, as the dialect
     ///    evaluates them for `conditions`.
     ///
@@ -68,17 +69,17 @@ impl<'a> Asking<'a> {
     /// condition).
     pub(super) fn gate(
         self,
-        conditions: blob::Operation,
+        conditions: precondition::Operation,
         access: Access,
         current: Option<&Record>,
     ) -> Result<Passed> {
         let scope = match conditions {
-            blob::Operation::Container => Scope::Container,
+            precondition::Operation::Container => Scope::Container,
             _ => Scope::Blob,
         };
         let lease = self.lease(scope, access, current)?;
         let validators = current.map(Record::validators);
-        let outcome = blob::evaluate(conditions, self.headers, validators.as_ref())?;
+        let outcome = precondition::evaluate(conditions, self.headers, validators.as_ref())?;
         Ok(Passed { lease, outcome })
     }
 
@@ -88,7 +89,7 @@ impl<'a> Asking<'a> {
     pub(super) fn replace(self, key: &Key, current: Option<&Record>) -> Result<Lease> {
         let visible = existing(key, current);
         Ok(self
-            .gate(blob::Operation::Put, Access::Write, visible)?
+            .gate(precondition::Operation::Put, Access::Write, visible)?
             .lease)
     }
 }

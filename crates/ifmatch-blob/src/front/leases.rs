@@ -1,17 +1,18 @@
 //! Lease Blob and Lease Container.
 
+use crate::lease::{LeaseAction, LeaseId};
+use crate::precondition;
 use http::StatusCode;
 use http::header::HeaderMap;
-use ifmatch_core::ErrorCode;
-use ifmatch_core::lease::{LeaseAction, LeaseId};
-use ifmatch_core::precondition::blob;
+use ifmatch_azure::ErrorCode;
 
 use super::Front;
 use super::answers::{answer, validator_headers};
 use super::swap::Step;
 use super::{Answered, Call};
 use crate::Record;
-use crate::store::{Env, Key, Objects, Records};
+use crate::store::{Key, Objects, Records};
+use ifmatch_azure::Env;
 
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// Lease Blob and Lease Container: one transition of the lease state machine, committed with
@@ -21,14 +22,17 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let action =
             LeaseAction::from_headers(headers, || LeaseId::from_uuid(self.env.random_uuid()))?;
         let (operation, missing) = match key {
-            Key::Container(_) => (blob::Operation::Container, ErrorCode::ContainerNotFound),
-            Key::Blob(..) => (blob::Operation::Write, ErrorCode::BlobNotFound),
+            Key::Container(_) => (
+                precondition::Operation::Container,
+                ErrorCode::ContainerNotFound,
+            ),
+            Key::Blob(..) => (precondition::Operation::Write, ErrorCode::BlobNotFound),
         };
         let mut status = StatusCode::OK;
         let mut lease_headers = HeaderMap::new();
         let swapped = self
             .swap_existing(key, headers, (operation, missing), |current| {
-                blob::evaluate(operation, headers, Some(&current.validators()))?;
+                precondition::evaluate(operation, headers, Some(&current.validators()))?;
                 let transition = current.lease.apply(&action, now)?;
                 (status, lease_headers) = (transition.status, transition.headers());
                 let record = Record {

@@ -8,7 +8,8 @@ use super::Answered;
 use super::Front;
 use super::answers::xml_answer;
 use crate::operation::ListOptions;
-use crate::store::{Env, Key, Objects, Records};
+use crate::store::{Key, Objects, Records};
+use ifmatch_azure::Env;
 
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     pub(super) async fn list(
@@ -33,7 +34,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// List Containers: the account's containers, by name, a page at a time.
     pub(super) async fn list_containers(
         &self,
-        account: &crate::Account,
+        account: &ifmatch_azure::Account,
         endpoint: &str,
         options: &ListOptions,
         now: SystemTime,

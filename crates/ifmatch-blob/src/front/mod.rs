@@ -12,15 +12,16 @@ use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue};
 use http::{Method, Request, Response};
 use http_body::Body;
-use ifmatch_core::ErrorCode;
+use ifmatch_azure::{ErrorCode, OperationName, REQUEST_ID};
 
 use self::admission::endpoint;
 use self::failure::{Result, error_answer};
-use crate::account::Accounts;
 use crate::body::Incoming;
 use crate::body::ResponseBody;
 use crate::operation::Operation;
-use crate::store::{BoxError, Env, Objects, Records};
+use crate::store::{BoxError, Objects, Records};
+use ifmatch_azure::Accounts;
+use ifmatch_azure::Env;
 
 mod admission;
 mod answers;
@@ -37,10 +38,6 @@ mod swap;
 mod sweep;
 mod uploads;
 
-/// `x-ms-request-id`
-pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-ms-request-id");
-/// `x-ms-error-code`
-pub const ERROR_CODE: HeaderName = HeaderName::from_static("x-ms-error-code");
 const BLOB_TYPE: HeaderName = HeaderName::from_static("x-ms-blob-type");
 const MS_RANGE: HeaderName = HeaderName::from_static("x-ms-range");
 const MS_VERSION: HeaderName = HeaderName::from_static("x-ms-version");
@@ -68,7 +65,7 @@ pub struct Front<R, O, E> {
     /// Compare-and-swap attempts that lost a race and started over.
     retries: std::sync::atomic::AtomicU64,
     /// See [`Front::commit_turn`].
-    commits: crate::Turns,
+    commits: ifmatch_azure::Turns,
 }
 
 /// What a handler answers: the resource the request names (a container's or a blob's key),
@@ -80,11 +77,6 @@ pub(super) struct Call<'a> {
     headers: &'a http::HeaderMap,
     now: std::time::SystemTime,
 }
-
-/// The extension on every answer to a request whose operation could be read: Azure's name of
-/// it (see [`Operation::name`]), for metrics and logs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct OperationName(pub &'static str);
 
 type Answer<R> = Response<ResponseBody<R>>;
 
@@ -102,7 +94,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             accounts: Accounts::default(),
             anonymous: false,
             retries: std::sync::atomic::AtomicU64::new(0),
-            commits: crate::Turns::default(),
+            commits: ifmatch_azure::Turns::default(),
         }
     }
 

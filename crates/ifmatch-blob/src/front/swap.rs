@@ -1,16 +1,17 @@
 //! The compare-and-swap every change goes through: read the record, decide, write only if
 //! nobody changed it meanwhile, start over if somebody did.
 
+use crate::lease::Access;
+use crate::precondition;
 use http::header::HeaderMap;
-use ifmatch_core::ErrorCode;
-use ifmatch_core::lease::Access;
-use ifmatch_core::precondition::blob;
+use ifmatch_azure::ErrorCode;
 
 use super::Front;
 use super::failure::{Failure, Result};
 use super::gate::{Asking, existing};
 use crate::Record;
-use crate::store::{Env, Key, Objects, PutMode, Records, StoreError};
+use crate::store::{Key, Objects, PutMode, Records, StoreError};
+use ifmatch_azure::Env;
 
 /// How often a change is retried when its compare-and-swap keeps losing, before 503.
 pub(super) const MAX_ATTEMPTS: usize = 64;
@@ -22,7 +23,7 @@ pub(super) enum Step {
     /// Remove the record, if it still has this generation.
     Delete(u64),
     /// There is no record: answer as [`Front::missing`] does for this operation.
-    Missing(blob::Operation, ErrorCode),
+    Missing(precondition::Operation, ErrorCode),
     /// Nothing to change.
     Keep,
 }
@@ -79,7 +80,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         &self,
         key: &Key,
         headers: &HeaderMap,
-        missing: (blob::Operation, ErrorCode),
+        missing: (precondition::Operation, ErrorCode),
         mut decide: impl FnMut(&Record) -> Result<Step>,
     ) -> Result<Swapped> {
         self.swap(key, headers, |current| match existing(key, current) {
@@ -95,7 +96,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         &self,
         key: &Key,
         ask: Asking<'_>,
-        conditions: blob::Operation,
+        conditions: precondition::Operation,
         missing: ErrorCode,
     ) -> Result<Swapped> {
         self.swap_existing(key, ask.headers, (conditions, missing), |current| {
@@ -181,14 +182,14 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     pub(super) async fn missing(
         &self,
         key: &Key,
-        operation: blob::Operation,
+        operation: precondition::Operation,
         headers: &HeaderMap,
         missing: ErrorCode,
     ) -> Failure {
         // A read of a missing blob is 404 whatever its conditions, as live Azure answers
         // (RFC 9110 13.2.1: without them the answer would not be a 2xx either).
-        if operation != blob::Operation::Read
-            && let Err(code) = blob::evaluate(operation, headers, None)
+        if operation != precondition::Operation::Read
+            && let Err(code) = precondition::evaluate(operation, headers, None)
         {
             return code.into();
         }

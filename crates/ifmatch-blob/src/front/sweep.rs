@@ -5,7 +5,8 @@ use http::header::HeaderMap;
 use super::Front;
 use super::swap::Step;
 use crate::Record;
-use crate::store::{Env, Key, Objects, Records, Scan, StoreError};
+use crate::store::{Key, Objects, Records, Scan, StoreError};
+use ifmatch_azure::Env;
 
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// Discards the objects stored more than `age` ago that no record names: what a crash, a

@@ -4,11 +4,13 @@ use bytes::Bytes;
 use http::{Request, StatusCode};
 use http_body_util::Full;
 
+use super::Front;
 use super::failure::Result;
-use super::{ERROR_CODE, Front};
 use crate::Record;
-use crate::memory::{ManualEnv, MemoryObjects, MemoryRecords};
+use crate::memory::{MemoryObjects, MemoryRecords};
 use crate::store::{Key, PutMode, Records, Scan, StoreError};
+use ifmatch_azure::ERROR_CODE;
+use ifmatch_azure::ManualEnv;
 
 /// Memory records whose blob puts always fail with `fail()`.
 struct FailingPuts {

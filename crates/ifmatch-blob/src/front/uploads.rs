@@ -6,7 +6,7 @@ use bytes::Bytes;
 use http::header::HeaderMap;
 use http::{StatusCode, header};
 use http_body::Body;
-use ifmatch_core::ErrorCode;
+use ifmatch_azure::ErrorCode;
 
 use super::answers::{answer, insert_sha256, validator_headers};
 use super::failure::{Failure, Result};
@@ -15,7 +15,8 @@ use super::{Answer, CONTENT_CRC64, CONTENT_MD5, Front, STRUCTURED_BODY};
 use crate::Record;
 use crate::body::Incoming;
 use crate::checksums::{ChecksumBody, Checksums};
-use crate::store::{Env, Key, Objects, Records};
+use crate::store::{Key, Objects, Records};
+use ifmatch_azure::Env;
 
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// The answer to a write that replaced the blob under `key` whole (Put Blob, Put Block

@@ -8,12 +8,13 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{HeaderMap, Method, Request, StatusCode};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
+use ifmatch_azure::ManualEnv;
 use ifmatch_blob::Front;
-use ifmatch_blob::memory::{ManualEnv, MemoryObjects, MemoryRecords};
+use ifmatch_blob::memory::{MemoryObjects, MemoryRecords};
 
 /// The account the tests speak to, path-style: every test path follows it.
 pub const ACCOUNT: &str = "devstoreaccount1";
@@ -186,4 +187,16 @@ pub fn code(reply: &Reply) -> Option<String> {
 
 pub fn sha256_tag(bytes: &[u8]) -> String {
     ifmatch_core::strong_etag(bytes).to_string()
+}
+
+/// A header map from field lines, in order; a name may repeat (several field lines).
+pub(crate) fn headers(lines: &[(&str, &str)]) -> HeaderMap {
+    let mut map = HeaderMap::new();
+    for (name, value) in lines {
+        map.append(
+            HeaderName::from_bytes(name.as_bytes()).unwrap(),
+            HeaderValue::from_str(value).unwrap(),
+        );
+    }
+    map
 }

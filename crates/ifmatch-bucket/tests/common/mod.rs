@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use ifmatch_blob::{DEV_ACCOUNT, DEV_KEY};
+use ifmatch_azure::{DEV_ACCOUNT, DEV_KEY};
 use object_store::ObjectStore;
 use object_store::azure::MicrosoftAzureBuilder;
 

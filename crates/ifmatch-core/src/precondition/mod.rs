@@ -1,10 +1,10 @@
-//! Precondition evaluation: RFC 9110 section 13 ([`http`]) and the Azure Blob dialect
-//! ([`blob`]).
+//! Precondition evaluation: RFC 9110 section 13 ([`http`]), and the one model every dialect
+//! reads its conditions with ([`Conditions`]).
 //!
-//! Both dialects read the same five request fields with the same parsers and compare tags with
-//! the same functions ([`Conditions`]); they differ only in how the answers combine.
+//! Every dialect reads the same five request fields with the same parsers and compares tags with
+//! the same functions; they differ only in how the answers combine (the blob dialect's rules
+//! are `ifmatch_blob::precondition`'s).
 
-pub mod blob;
 pub mod http;
 
 use crate::EntityTag;
@@ -86,25 +86,31 @@ pub enum Outcome {
 
 /// What an `If-Match` or `If-None-Match` field says about the current tag.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum TagField {
+pub enum TagField {
+    /// The request does not carry it.
     Absent,
+    /// It does not parse as `*` or a list of entity-tags.
     Invalid,
+    /// `*`.
     Any,
     /// `count` tags, of which at least one matched the current tag when `matched`.
     Tags {
+        /// How many tags it lists.
         count: usize,
+        /// Whether one of them matched.
         matched: bool,
     },
 }
 
 impl TagField {
-    fn is_present(self) -> bool {
+    /// Whether the request carries the field.
+    pub fn is_present(self) -> bool {
         self != Self::Absent
     }
 
     /// The field read as `If-Match` (RFC 9110 13.1.1): `*` holds when a representation exists;
     /// tags by strong comparison; invalid syntax never holds.
-    fn as_if_match(self, exists: bool) -> Option<bool> {
+    pub fn as_if_match(self, exists: bool) -> Option<bool> {
         match self {
             Self::Absent => None,
             Self::Invalid => Some(false),
@@ -115,7 +121,7 @@ impl TagField {
 
     /// The field read as `If-None-Match` (RFC 9110 13.1.2): `*` fails when a representation
     /// exists; tags by weak comparison. A field that does not parse names no tag, so it holds.
-    fn as_if_none_match(self, exists: bool) -> Option<bool> {
+    pub fn as_if_none_match(self, exists: bool) -> Option<bool> {
         match self {
             Self::Absent => None,
             Self::Invalid => Some(true),
@@ -125,7 +131,7 @@ impl TagField {
     }
 
     /// How many tags the field names; `*` and an invalid field count as one.
-    fn tag_count(self) -> usize {
+    pub fn tag_count(self) -> usize {
         match self {
             Self::Absent => 0,
             Self::Invalid | Self::Any => 1,
@@ -139,12 +145,13 @@ impl TagField {
 /// for one field against the current representation: `None` when the field is absent or must be
 /// ignored, `Some(true)` when its condition holds.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Conditions<'a> {
+pub struct Conditions<'a> {
     headers: &'a HeaderMap,
 }
 
 impl<'a> Conditions<'a> {
-    pub(crate) fn new(headers: &'a HeaderMap) -> Self {
+    /// The conditions `headers` carry.
+    pub fn new(headers: &'a HeaderMap) -> Self {
         Self { headers }
     }
 
@@ -184,42 +191,47 @@ impl<'a> Conditions<'a> {
         }
     }
 
-    fn if_match_field(self, current: Option<&Validators>) -> TagField {
+    /// The `If-Match` field, its tags compared strongly with the current tag.
+    pub fn if_match_field(self, current: Option<&Validators>) -> TagField {
         self.tag_field(header::IF_MATCH, current_etag(current), true)
     }
 
-    fn if_none_match_field(self, current: Option<&Validators>) -> TagField {
+    /// The `If-None-Match` field, its tags compared weakly with the current tag.
+    pub fn if_none_match_field(self, current: Option<&Validators>) -> TagField {
         self.tag_field(header::IF_NONE_MATCH, current_etag(current), false)
     }
 
-    fn date(self, name: header::HeaderName) -> Option<HttpDate> {
+    /// The one date of field `name`; absent, repeated or malformed is `None` (ignored).
+    pub fn date(self, name: header::HeaderName) -> Option<HttpDate> {
         single_date(self.headers, &name)
     }
 
-    fn if_match(self, current: Option<&Validators>) -> Option<bool> {
+    /// RFC 9110 13.1.1: `None` without the field.
+    pub fn if_match(self, current: Option<&Validators>) -> Option<bool> {
         self.if_match_field(current).as_if_match(current.is_some())
     }
 
-    fn if_none_match(self, current: Option<&Validators>) -> Option<bool> {
+    /// RFC 9110 13.1.2: `None` without the field.
+    pub fn if_none_match(self, current: Option<&Validators>) -> Option<bool> {
         self.if_none_match_field(current)
             .as_if_none_match(current.is_some())
     }
 
     /// RFC 9110 13.1.4: holds when not modified after the date; ignored without a date.
-    fn if_unmodified_since(self, current: Option<&Validators>) -> Option<bool> {
+    pub fn if_unmodified_since(self, current: Option<&Validators>) -> Option<bool> {
         let modified = current?.last_modified?;
         Some(modified <= self.date(header::IF_UNMODIFIED_SINCE)?)
     }
 
     /// RFC 9110 13.1.3: holds when modified after the date; ignored without a date.
-    fn if_modified_since(self, current: Option<&Validators>) -> Option<bool> {
+    pub fn if_modified_since(self, current: Option<&Validators>) -> Option<bool> {
         let modified = current?.last_modified?;
         Some(modified > self.date(header::IF_MODIFIED_SINCE)?)
     }
 
     /// RFC 9110 13.1.5: only with a `Range`; a strong tag match, or a date equal to a strong
     /// Last-Modified. Anything else, including a weak tag or an invalid value, does not hold.
-    fn if_range(self, current: Option<&Validators>) -> Option<bool> {
+    pub fn if_range(self, current: Option<&Validators>) -> Option<bool> {
         if !self.headers.contains_key(header::RANGE) {
             return None;
         }

@@ -37,7 +37,7 @@ use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName};
 use http::{Method, Request, Response, StatusCode, Uri};
 use http_body_util::{Either, Full};
-use ifmatch_blob::OperationName;
+use ifmatch_azure::OperationName;
 use ifmatch_cache::{CachedBody, SharedCache, SharedCacheHandle, SharedCacheLayer};
 use ifmatch_tower::{
     Conditional, ConditionalLayer, MemoryVersions, VersionStore, cache_markers::BypassSharedCache,

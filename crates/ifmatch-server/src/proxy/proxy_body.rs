@@ -4,8 +4,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use ifmatch_blob::FramePoll;
 use ifmatch_core::BoxError;
+use ifmatch_core::FramePoll;
 
 use crate::accept::RequestBody;
 

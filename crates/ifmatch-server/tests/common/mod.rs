@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-use ifmatch_blob::Env;
+use ifmatch_azure::Env;
 use reqwest::{Method, Response};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -310,7 +310,7 @@ impl Drop for Ifmatch {
 pub async fn signed_lite(method: &str, url: &str) -> Response {
     use base64::Engine;
     let key = base64::engine::general_purpose::STANDARD
-        .decode(ifmatch_blob::DEV_KEY)
+        .decode(ifmatch_azure::DEV_KEY)
         .unwrap();
     let date = httpdate_now();
     let parsed = reqwest::Url::parse(url).unwrap();
@@ -329,7 +329,7 @@ pub async fn signed_lite(method: &str, url: &str) -> Response {
         &date,
         &format!(
             "SharedKeyLite {ACCOUNT}:{}",
-            ifmatch_blob::auth::sign(&key, &text)
+            ifmatch_azure::auth::sign(&key, &text)
         ),
     )
     .await
@@ -372,7 +372,7 @@ pub fn shared_key(
 ) -> Vec<(String, String)> {
     use base64::Engine;
     let key = base64::engine::general_purpose::STANDARD
-        .decode(ifmatch_blob::DEV_KEY)
+        .decode(ifmatch_azure::DEV_KEY)
         .unwrap();
     let date = httpdate_now();
     let parsed = reqwest::Url::parse(url).unwrap();
@@ -400,7 +400,7 @@ pub fn shared_key(
     );
     let authorization = format!(
         "SharedKey {ACCOUNT}:{}",
-        ifmatch_blob::auth::sign(&key, &text)
+        ifmatch_azure::auth::sign(&key, &text)
     );
     signed.push(("authorization".into(), authorization));
     signed
@@ -842,7 +842,7 @@ impl Bucket {
             ("AZURE_STORAGE_ACCOUNT_NAME", ACCOUNT.to_owned()),
             (
                 "AZURE_STORAGE_ACCOUNT_KEY",
-                ifmatch_blob::DEV_KEY.to_owned(),
+                ifmatch_azure::DEV_KEY.to_owned(),
             ),
             ("AZURE_STORAGE_ENDPOINT", endpoint),
             ("AZURE_ALLOW_HTTP", "true".to_owned()),

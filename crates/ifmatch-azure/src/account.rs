@@ -8,9 +8,9 @@
 
 use std::fmt;
 
+use crate::ErrorCode;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use ifmatch_core::ErrorCode;
 
 /// The development account every Azure emulator serves (a published, well-known name).
 pub const DEV_ACCOUNT: &str = "devstoreaccount1";
@@ -139,7 +139,7 @@ impl Accounts {
     }
 
     /// The name a container of `account` is stored under.
-    pub(crate) fn stored(&self, account: &Account, container: &str) -> String {
+    pub fn stored(&self, account: &Account, container: &str) -> String {
         if account.name == self.accounts[0].name {
             container.to_owned()
         } else {
@@ -148,7 +148,7 @@ impl Accounts {
     }
 
     /// The name `account` knows a stored container by; `None` when it is another account's.
-    pub(crate) fn name_in(&self, account: &Account, stored: &str) -> Option<String> {
+    pub fn name_in(&self, account: &Account, stored: &str) -> Option<String> {
         let default = account.name == self.accounts[0].name;
         match stored.split_once('~') {
             None if default => Some(stored.to_owned()),

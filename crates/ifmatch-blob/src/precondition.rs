@@ -1,4 +1,4 @@
-//! The blob dialect: the same conditions, combined the way Azure Blob Storage combines them.
+//! The blob dialect's preconditions: the core's conditions, combined the way Azure Blob Storage combines them.
 //!
 //! Tags compare as in RFC 9110 (strong for `If-Match`, weak for `If-None-Match`) and dates at
 //! whole seconds, with the parsers of the HTTP dialect. What differs:
@@ -15,10 +15,10 @@
 //!   entity-tag condition there answers 400 `UnsupportedHeader` rather than being silently
 //!   dropped before a delete.
 
-use ::http::{HeaderMap, header};
+use http::{HeaderMap, header};
 
-use super::{Conditions, Outcome, TagField, Validators};
-use crate::ErrorCode;
+use ifmatch_azure::ErrorCode;
+use ifmatch_core::precondition::{Conditions, Outcome, TagField, Validators};
 
 /// The kind of operation whose conditions are evaluated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -43,8 +43,9 @@ pub enum Operation {
 ///
 /// ```
 /// use http::{HeaderMap, header};
-/// use ifmatch_core::precondition::{Validators, blob::{Operation, evaluate}};
-/// use ifmatch_core::{ErrorCode, strong_etag};
+/// use ifmatch_azure::ErrorCode;
+/// use ifmatch_blob::precondition::{Operation, evaluate};
+/// use ifmatch_core::{precondition::Validators, strong_etag};
 ///
 /// let current = Validators::etag(strong_etag(b"v1"));
 /// let mut headers = HeaderMap::new();

@@ -7,12 +7,12 @@ use common::headers;
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use ifmatch_core::ErrorCode::{
+use ifmatch_azure::ErrorCode::{
     self, BlobAlreadyExists, ConditionNotMet as CNM, MultipleConditionHeadersNotSupported as MULTI,
     UnsupportedHeader,
 };
+use ifmatch_blob::precondition::{Operation, evaluate};
 use ifmatch_core::precondition::Outcome::{IgnoreRange, NotModified, Proceed};
-use ifmatch_core::precondition::blob::{Operation, evaluate};
 use ifmatch_core::precondition::{Outcome, Validators};
 use ifmatch_core::{EntityTag, date::to_http_date};
 

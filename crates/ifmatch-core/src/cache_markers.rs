@@ -4,7 +4,7 @@
 /// Marks an answer a shared cache inside the layer stored fresh, or served fresh from its
 /// store, under a tag the origin gave: until it goes stale that cache answers the key's
 /// conditional requests itself, and then asks the origin, as the origin's freshness says. The
-/// [`ConditionalLayer`](crate::ConditionalLayer) remembers no such answer: a second memory of
+/// `ifmatch_tower::ConditionalLayer` remembers no such answer: a second memory of
 /// it would cost every miss an insert, and would answer 304 after the origin's freshness ran
 /// out.
 #[derive(Clone, Copy, Debug)]

@@ -9,8 +9,8 @@ use common::headers;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::{HeaderMap, HeaderValue, StatusCode};
-use ifmatch_core::ErrorCode::{self, *};
-use ifmatch_core::lease::{
+use ifmatch_azure::ErrorCode::{self, *};
+use ifmatch_blob::lease::{
     Access, Lease, LeaseAction, LeaseDuration, LeaseId, LeaseState, Scope, headers,
 };
 

@@ -5,7 +5,7 @@ use std::fmt;
 use http::{HeaderMap, HeaderName, HeaderValue};
 
 use super::{LeaseAction, LeaseDuration, LeaseId};
-use crate::ErrorCode;
+use ifmatch_azure::ErrorCode;
 
 /// The lease headers of the blob dialect.
 pub mod headers {

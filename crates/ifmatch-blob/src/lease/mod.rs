@@ -9,7 +9,7 @@
 //!
 //! ```
 //! use std::time::{Duration, UNIX_EPOCH};
-//! use ifmatch_core::lease::{Lease, LeaseAction, LeaseDuration, LeaseId, LeaseState};
+//! use ifmatch_blob::lease::{Lease, LeaseAction, LeaseDuration, LeaseId, LeaseState};
 //!
 //! let t0 = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
 //! let id: LeaseId = "5a9b3a4e-1d2c-4b7a-9f00-0123456789ab".parse().unwrap();
@@ -29,7 +29,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use http::{HeaderMap, HeaderValue, StatusCode};
 
 pub use self::request::{HeaderError, headers, lease_id_from_headers};
-use crate::ErrorCode;
+use ifmatch_azure::ErrorCode;
 
 /// A lease id: a GUID, compared by value (so case and braces do not matter).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]

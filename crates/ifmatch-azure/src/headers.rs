@@ -1,0 +1,14 @@
+//! The headers and extensions every Azure dialect answers with.
+
+use http::HeaderName;
+
+/// `x-ms-request-id`
+pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-ms-request-id");
+
+/// `x-ms-error-code`
+pub const ERROR_CODE: HeaderName = HeaderName::from_static("x-ms-error-code");
+
+/// The extension on every answer to a request whose operation could be read: Azure's name of
+/// it (`GetBlob`, `InsertEntity`), for metrics and logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OperationName(pub &'static str);

@@ -1,0 +1,33 @@
+//! What every Azure dialect of ifmatch shares, one floor above the core: the blob front, the
+//! Table service, the Cosmos endpoint, the client and the Worker all stand on it.
+//!
+//! | concern | where |
+//! |---|---|
+//! | storage accounts, their keys, which one a request names | [`Account`], [`Accounts`] |
+//! | Shared Key, the SAS window, account SAS, HMAC | [`auth`] |
+//! | Azure Storage's error codes, and the macro each dialect declares its own with | [`ErrorCode`], [`error_codes!`] |
+//! | the host's clock and randomness | [`Env`], [`ManualEnv`] |
+//! | one instance's writes to a key, one at a time | [`Turns`] |
+//! | the headers every answer carries | [`REQUEST_ID`], [`ERROR_CODE`], [`OperationName`] |
+//!
+//! ```
+//! use ifmatch_azure::{Accounts, DEV_ACCOUNT, auth};
+//!
+//! let accounts = Accounts::default();
+//! let account = accounts.get(DEV_ACCOUNT).unwrap();
+//! assert_eq!(account.name(), "devstoreaccount1");
+//! assert!(!auth::verify(account, "GET\n", "not a signature"));
+//! ```
+
+mod account;
+pub mod auth;
+mod env;
+mod error_code;
+mod headers;
+mod turns;
+
+pub use account::{Account, Accounts, DEV_ACCOUNT, DEV_KEY, Style};
+pub use env::{Env, ManualEnv};
+pub use error_code::{ErrorCode, is_xml_text, xml_escape};
+pub use headers::{ERROR_CODE, OperationName, REQUEST_ID};
+pub use turns::Turns;
