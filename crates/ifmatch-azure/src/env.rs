@@ -24,6 +24,23 @@ impl<T: Env> Env for Arc<T> {
     }
 }
 
+/// The clock and the randomness of the operating system.
+#[cfg(feature = "system")]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemEnv;
+
+#[cfg(feature = "system")]
+impl Env for SystemEnv {
+    fn now(&self) -> SystemTime {
+        SystemTime::now()
+    }
+
+    fn random_uuid(&self) -> uuid::Uuid {
+        // Version 4 from the OS's CSPRNG (getrandom): lease ids are unguessable.
+        uuid::Uuid::new_v4()
+    }
+}
+
 /// A clock that moves only when told, and ids from a counter: for deterministic tests of
 /// expiry and breaking without sleeping. Its ids are guessable: never serve with it.
 #[derive(Debug)]

@@ -27,6 +27,8 @@ mod headers;
 mod turns;
 
 pub use account::{Account, Accounts, DEV_ACCOUNT, DEV_KEY, Style};
+#[cfg(feature = "system")]
+pub use env::SystemEnv;
 pub use env::{Env, ManualEnv};
 pub use error_code::{ErrorCode, is_xml_text, xml_escape};
 pub use headers::{ERROR_CODE, OperationName, REQUEST_ID};

@@ -5,24 +5,12 @@
 //! and a read cache revalidates with 304.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
+use ifmatch_azure::SystemEnv;
 use ifmatch_blob::Front;
 use ifmatch_blob::memory::{MemoryObjects, MemoryRecords};
 use ifmatch_client::{Backoff, Client, Conditions, LeaseGuard, Lock, ReadCache, update};
-
-/// The system's clock and randomness.
-struct SystemEnv;
-
-impl ifmatch_azure::Env for SystemEnv {
-    fn now(&self) -> SystemTime {
-        SystemTime::now()
-    }
-
-    fn random_uuid(&self) -> uuid::Uuid {
-        uuid::Uuid::new_v4()
-    }
-}
 
 /// A blob front in memory, open without credentials, on a loopback port: its client.
 async fn server() -> Client {

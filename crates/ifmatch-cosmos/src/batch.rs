@@ -12,10 +12,12 @@ use ifmatch_table::{Change, Entity, Expected, Tables};
 use serde_json::{Map, Value as Json, json};
 
 use crate::document;
-use crate::failure::{Failure, bad_request, failure};
+use crate::failure::{Failure, bad_request, raced};
+use crate::front::answers::Done;
+use crate::front::documents::document_json;
 use crate::front::{
-    Asked, Committed, Condition, Done, Front, Policies, RETRIES, Scope, document_json,
-    documents_table, holds, id_of, json_of, key, partition_paths, raced, stored_key_of,
+    Asked, Committed, Condition, Front, Policies, RETRIES, Scope, documents_table, holds, id_of,
+    json_of, key, partition_paths, stored_key_of,
 };
 
 /// The most operations one batch holds.
@@ -84,7 +86,7 @@ impl<T: Tables> Front<'_, T> {
                 match self.alone(&table, container, operation, asked).await {
                     Ok(outcome) => result(db, coll, &outcome, outcome.status < 400),
                     Err(refused) => json!({
-                        "statusCode": refused.status, "requestCharge": 1.0, "message": refused.message,
+                        "statusCode": refused.status(), "requestCharge": 1.0, "message": refused.message,
                     }),
                 }
             };
@@ -328,13 +330,9 @@ impl<T: Tables> Front<'_, T> {
                     Err(_) => fail(400),
                 }
             }
-            other => Err(failure(
-                400,
-                "BadRequest",
-                format!(
-                    "{other:?} is not a batch operation: Create, Upsert, Read, Replace, Delete or Patch."
-                ),
-            )),
+            other => Err(bad_request(format!(
+                "{other:?} is not a batch operation: Create, Upsert, Read, Replace, Delete or Patch."
+            ))),
         }
     }
 }

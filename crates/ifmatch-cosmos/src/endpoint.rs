@@ -11,8 +11,9 @@ use ifmatch_table::{Scoped, Tables};
 
 use crate::address::{Address, Unknown};
 use crate::clock::Clock;
-use crate::failure::{Answer, Failure, bad_request, failure};
-use crate::front::{Asked, Front, answer_of};
+use crate::failure::{Answer, Code, Failure, bad_request, too_large};
+use crate::front::answers::answer_of;
+use crate::front::{Asked, Front};
 use ifmatch_azure::Turns;
 
 /// The largest request body taken: a document of 2 MB and some room.
@@ -112,12 +113,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
 
     /// The answer to a request whose body is longer than [`MAX_BODY`].
     pub fn too_large(&self, _parts: &http::request::Parts) -> Answer {
-        let refused = failure(
-            413,
-            "RequestEntityTooLarge",
-            "Request size is too large: a document is at most 2 MB.",
-        );
-        self.stamped(refused.answer())
+        self.stamped(too_large().answer())
     }
 
     /// The answer to a request a host could not read: a header named `name` that is no HTTP
@@ -156,8 +152,8 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
                 self.env.now(),
             )
             .map_err(|refused| match refused.status {
-                403 => failure(403, "Forbidden", refused.message),
-                _ => failure(401, "Unauthorized", refused.message),
+                403 => Failure::new(Code::Forbidden, refused.message),
+                _ => Failure::new(Code::Unauthorized, refused.message),
             })?,
         };
         consistency(&parts.headers)?;
@@ -270,7 +266,7 @@ mod tests {
         }
         for token in ["abc", "0:-1#x", "0:", ":-1#4", "0:-1#4#1=", "0:-1#4,"] {
             let refused = consistency(&with("x-ms-session-token", token)).unwrap_err();
-            assert_eq!(refused.status, 400, "{token}");
+            assert_eq!(refused.status(), 400, "{token}");
         }
         for level in [
             "Strong",

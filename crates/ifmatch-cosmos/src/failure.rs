@@ -1,29 +1,75 @@
 //! Cosmos DB's error answers: a status and a JSON body `{"code": ..., "message": ...}`, the
 //! code a word the SDKs and users read (`NotFound`, `Conflict`, `PreconditionFailed`, ...).
+//! Each code is declared once, with the status it is answered with.
 
 use bytes::Bytes;
+use ifmatch_table::TableError;
 
 /// An answer: the front's bodies are whole.
 pub type Answer = http::Response<Bytes>;
 
+ifmatch_azure::error_codes! {
+    /// A Cosmos DB error code, with its status and the message Azure gives when nothing more is
+    /// known.
+    pub enum Code {
+    /// The request is malformed, or asks for what this service does not do.
+    BadRequest = BAD_REQUEST, "The request is not valid.";
+    /// No valid credentials.
+    Unauthorized = UNAUTHORIZED, "The input authorization token can't serve the request.";
+    /// Credentials that do not allow this.
+    Forbidden = FORBIDDEN, "The request is not allowed with these credentials.";
+    /// The resource is not there.
+    NotFound = NOT_FOUND, "Entity with the specified id does not exist in the system.";
+    /// The method is not served on this resource.
+    MethodNotAllowed = METHOD_NOT_ALLOWED, "The method is not served on this resource.";
+    /// A query ran past its bound before its first result.
+    RequestTimeout = REQUEST_TIMEOUT, "The request timed out.";
+    /// The resource is already there, or a unique value is taken.
+    Conflict = CONFLICT, "Entity with the specified id already exists in the system.";
+    /// An `If-Match` did not hold.
+    PreconditionFailed = PRECONDITION_FAILED, "Operation cannot be performed because one of the specified precondition is not met.";
+    /// A body or a document over its bound.
+    RequestEntityTooLarge = PAYLOAD_TOO_LARGE, "Request size is too large: a document is at most 2 MB.";
+    /// A write lost more races than it retries.
+    TooManyRequests = TOO_MANY_REQUESTS, "The document changed under this write more times than it retries: retry it.";
+    /// The backend failed; nothing is known to have changed.
+    ServiceUnavailable = SERVICE_UNAVAILABLE, "The storage backend failed. Retry.";
+    }
+}
+
 /// Why a request is refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failure {
-    /// The status.
-    pub status: u16,
-    /// Cosmos's code.
-    pub code: &'static str,
+    /// Cosmos's code, which says the status.
+    pub code: Code,
     /// What failed, and what to do.
     pub message: String,
 }
 
 impl Failure {
+    /// A failure with `code` and `message`.
+    pub fn new(code: Code, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// A failure with `code` and its standard message.
+    pub fn of(code: Code) -> Self {
+        Self::new(code, code.message())
+    }
+
+    /// Its status, as a number (a batch's results carry it so).
+    pub fn status(&self) -> u16 {
+        self.code.status().as_u16()
+    }
+
     /// The failure as an answer.
     pub fn answer(&self) -> Answer {
-        let body = serde_json::json!({ "code": self.code, "message": self.message });
+        let body = serde_json::json!({ "code": self.code.as_str(), "message": self.message });
         let mut answer = http::Response::new(Bytes::from(body.to_string()));
-        *answer.status_mut() =
-            http::StatusCode::from_u16(self.status).unwrap_or(http::StatusCode::BAD_REQUEST);
+        *answer.status_mut() = self.code.status();
         answer.headers_mut().insert(
             http::header::CONTENT_TYPE,
             http::HeaderValue::from_static("application/json"),
@@ -32,52 +78,45 @@ impl Failure {
     }
 }
 
-/// A failure with `status`, `code` and `message`.
-pub fn failure(status: u16, code: &'static str, message: impl Into<String>) -> Failure {
-    Failure {
-        status,
-        code,
-        message: message.into(),
-    }
-}
-
 /// 400 `BadRequest`.
 pub fn bad_request(message: impl Into<String>) -> Failure {
-    failure(400, "BadRequest", message)
+    Failure::new(Code::BadRequest, message)
 }
 
 /// 404 `NotFound`.
 pub fn not_found() -> Failure {
-    failure(
-        404,
-        "NotFound",
-        "Entity with the specified id does not exist in the system.",
-    )
+    Failure::of(Code::NotFound)
 }
 
 /// 409 `Conflict`.
 pub fn conflict() -> Failure {
-    failure(
-        409,
-        "Conflict",
-        "Entity with the specified id already exists in the system.",
-    )
+    Failure::of(Code::Conflict)
 }
 
 /// 412 `PreconditionFailed`.
 pub fn precondition_failed() -> Failure {
-    failure(
-        412,
-        "PreconditionFailed",
-        "Operation cannot be performed because one of the specified precondition is not met.",
-    )
+    Failure::of(Code::PreconditionFailed)
 }
 
 /// 503 `ServiceUnavailable`: the backend failed; nothing is known to have changed.
 pub fn unavailable(detail: impl std::fmt::Display) -> Failure {
-    failure(
-        503,
-        "ServiceUnavailable",
+    Failure::new(
+        Code::ServiceUnavailable,
         format!("The storage backend failed: {detail}. Retry."),
     )
+}
+
+/// The backend's failure, answered 503.
+pub(crate) fn backend(error: TableError) -> Failure {
+    unavailable(error)
+}
+
+/// 413: a body or a document over 2 MB.
+pub(crate) fn too_large() -> Failure {
+    Failure::of(Code::RequestEntityTooLarge)
+}
+
+/// 429: a write lost more races than it retries.
+pub(crate) fn raced() -> Failure {
+    Failure::of(Code::TooManyRequests)
 }

@@ -13,7 +13,6 @@ pub mod clock;
 pub mod document;
 pub mod endpoint;
 pub mod failure;
-mod feed;
 mod feed_entries;
 pub mod front;
 pub mod hashed_key;

@@ -19,7 +19,7 @@ use base64::Engine;
 use ifmatch_table::{Entity, Scan, TableError, Tables};
 use serde_json::{Value as Json, json};
 
-use crate::failure::{Failure, bad_request, failure, unavailable};
+use crate::failure::{Code, Failure, bad_request, unavailable};
 use crate::feed_entries::documents_only;
 use crate::sql::{Collector, Meter, Query, SqlError, weight};
 
@@ -303,9 +303,8 @@ async fn gathered<T: Tables>(
             work.pause().await;
             read += 1;
             if work.spent > GATHER_WORK || read > GATHER_DOCUMENTS {
-                return Err(failure(
-                    408,
-                    "RequestTimeout",
+                return Err(Failure::new(
+                    Code::RequestTimeout,
                     format!(
                         "The query read more than {GATHER_DOCUMENTS} documents or spent more than {} Mi units of work (bytes built and compared) before its first result: narrow its filter, or narrow it to a partition.",
                         GATHER_WORK >> 20
@@ -505,7 +504,7 @@ mod tests {
         .unwrap();
         let refused = over(&tables, &query, 100, None, document).await;
         let failure = refused.err().expect("refused");
-        assert_eq!((failure.status, failure.code), (408, "RequestTimeout"));
+        assert_eq!(failure.code, Code::RequestTimeout);
         // The same over fewer documents answers.
         let tables = documents(100).await;
         let counted = over(&tables, &query, 100, None, document).await.unwrap();

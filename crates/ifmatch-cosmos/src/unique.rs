@@ -16,7 +16,7 @@ use ifmatch_table::{Change, Entity, Expected, Value};
 use serde_json::{Map, Value as Json};
 
 use crate::document::json_of;
-use crate::failure::{Failure, bad_request, failure};
+use crate::failure::{Code, Failure, bad_request};
 
 /// The partition of a documents' table that holds the unique keys' entries.
 pub(crate) const UNIQUE: &str = "~unique";
@@ -156,5 +156,5 @@ pub(crate) fn holder(entry: &Entity) -> Option<(String, String)> {
 
 /// 409, as Azure words a unique key taken.
 pub(crate) fn violation() -> Failure {
-    failure(409, "Conflict", "Unique index constraint violation.")
+    Failure::new(Code::Conflict, "Unique index constraint violation.")
 }

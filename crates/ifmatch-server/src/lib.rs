@@ -33,7 +33,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use http::Method;
 use hyper::service::service_fn;
@@ -51,20 +51,7 @@ pub use ifmatch_backends::local::LocalTables;
 pub use ifmatch_backends::local::{DataDir, INLINE_MAX, LocalObjects, LocalRecords};
 pub use ifmatch_backends::{AnyObjects, AnyRecords, AnyTables, Choice, Sizes, bucket, local};
 
-/// The clock and the randomness of the operating system.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SystemEnv;
-
-impl Env for SystemEnv {
-    fn now(&self) -> SystemTime {
-        SystemTime::now()
-    }
-
-    fn random_uuid(&self) -> uuid::Uuid {
-        // Version 4 from the OS's CSPRNG (getrandom): lease ids are unguessable.
-        uuid::Uuid::new_v4()
-    }
-}
+pub use ifmatch_azure::SystemEnv;
 
 /// The front as the server runs it: the local disk and the system clock.
 pub type LocalFront = Front<LocalRecords, LocalObjects, SystemEnv>;

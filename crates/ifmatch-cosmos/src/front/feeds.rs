@@ -17,14 +17,12 @@ use ifmatch_table::{
 };
 use serde_json::json;
 
+use super::answers::Done;
+use super::documents::document_json;
+use super::{Asked, Committed, Front, Policies, RETRIES, Scope, documents_table, rid};
 use crate::document;
-use crate::failure::{Failure, bad_request, not_found};
+use crate::failure::{Failure, backend, bad_request, not_found, raced};
 use crate::feed_entries::{FEED, NUMBER, counter_key, entry_key, number_of};
-use crate::front::{
-    Asked, Committed, Done, Front, RETRIES, backend, document_json, documents_table, page_size,
-    raced, rid,
-};
-use crate::front::{Policies, Scope};
 use crate::query::SCAN_BUDGET;
 use crate::unique;
 use crate::versions::{self, VERSIONS};
@@ -97,7 +95,7 @@ impl<T: Tables> Front<'_, T> {
             Some(Scope::Key(stored)) => pk == stored,
             Some(Scope::Prefix(start)) => pk.starts_with(start.as_str()),
         };
-        let size = page_size(asked)?;
+        let size = asked.page_size()?;
         let mut position = after;
         // Entries of other partitions count too: a page reads at most the budget, and its etag
         // says how far it got, so the next goes on from there. (Not so for a start from a point

@@ -1,0 +1,104 @@
+//! What a successful operation answers ([`Done`]) and the HTTP answer it becomes.
+
+use http::StatusCode;
+use ifmatch_table::{DateTime, EntityKey};
+use serde_json::{Value as Json, json};
+
+use crate::document;
+use crate::failure::{Answer, Failure, bad_request};
+
+/// What a successful operation answers: its status, its body, and the version it wrote or
+/// read (for the `etag` and session headers).
+pub struct Done {
+    pub(crate) status: StatusCode,
+    pub(crate) body: Option<Json>,
+    pub(crate) at: Option<DateTime>,
+    /// An `etag` of another kind than a version's (the change feed's position).
+    pub(crate) etag: Option<String>,
+    pub(crate) count: Option<usize>,
+    pub(crate) continuation: Option<String>,
+}
+
+impl Done {
+    pub(crate) fn of(status: StatusCode, body: Json, at: Option<DateTime>) -> Self {
+        Self {
+            status,
+            body: Some(body),
+            at,
+            etag: None,
+            count: None,
+            continuation: None,
+        }
+    }
+
+    pub(crate) fn empty(status: StatusCode, at: Option<DateTime>) -> Self {
+        Self {
+            status,
+            body: None,
+            at,
+            etag: None,
+            count: None,
+            continuation: None,
+        }
+    }
+}
+
+/// The answer a front gives for `done`, without the service's own headers.
+pub(crate) fn answer_of(done: &Done) -> Answer {
+    let body = done
+        .body
+        .as_ref()
+        .map(|b| b.to_string())
+        .unwrap_or_default();
+    let mut answer = http::Response::new(bytes::Bytes::from(body));
+    *answer.status_mut() = done.status;
+    let headers = answer.headers_mut();
+    if done.body.is_some() {
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
+    }
+    let etag = done.etag.clone().or_else(|| done.at.map(document::etag));
+    if let Some(etag) = etag
+        && let Ok(value) = http::HeaderValue::from_str(&etag)
+    {
+        headers.insert(http::header::ETAG, value);
+    }
+    if let Some(count) = done.count {
+        headers.insert("x-ms-item-count", count.into());
+    }
+    if let Some(next) = &done.continuation
+        && let Ok(value) = http::HeaderValue::from_str(next)
+    {
+        headers.insert("x-ms-continuation", value);
+    }
+    answer
+}
+
+/// A continuation token: the key of the first resource not yet sent (base64 of its JSON, so
+/// any id fits in a header).
+pub(super) fn continuation_token(partition: &str, id: &str) -> String {
+    use base64::Engine;
+    let json = json!([partition, id]).to_string();
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
+}
+
+/// The key a continuation token says to go on from.
+pub(super) fn continuation_key(token: &str) -> Result<EntityKey, Failure> {
+    use base64::Engine;
+    let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token.trim())
+        .unwrap_or_default();
+    match serde_json::from_slice::<Json>(&json) {
+        Ok(Json::Array(parts)) => match parts.as_slice() {
+            [Json::String(p), Json::String(r)] => Ok((p.clone(), r.clone())),
+            _ => Err(bad_request(
+                "The continuation token is not one this server gave.",
+            )),
+        },
+        _ => Err(bad_request(
+            "The continuation token is not one this server gave.",
+        )),
+    }
+}

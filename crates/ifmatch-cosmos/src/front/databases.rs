@@ -1,0 +1,107 @@
+//! The account and its databases: each database one entity of the table `#dbs`.
+
+use http::StatusCode;
+use ifmatch_table::{Change, Entity, Expected, Tables};
+use serde_json::{Value as Json, json};
+
+use super::answers::Done;
+use super::{Asked, CONTAINERS, Committed, DATABASES, Front, id_of, key, rid};
+use crate::document::{self, json_of};
+use crate::failure::{Failure, conflict, not_found};
+
+impl<T: Tables> Front<'_, T> {
+    pub(super) fn account(&self) -> Done {
+        let location = json!([{ "name": "local", "databaseAccountEndpoint": self.endpoint }]);
+        let body = json!({
+            "_self": "",
+            "id": "localhost",
+            "_rid": "localhost",
+            "media": "//media/",
+            "addresses": "//addresses/",
+            "_dbs": "//dbs/",
+            "writableLocations": location,
+            "readableLocations": location,
+            "enableMultipleWriteLocations": false,
+            "userReplicationPolicy": { "asyncReplication": false, "minReplicaSetSize": 1, "maxReplicasetSize": 1 },
+            "userConsistencyPolicy": { "defaultConsistencyLevel": "Session" },
+            "systemReplicationPolicy": { "minReplicaSetSize": 1, "maxReplicasetSize": 1 },
+            "readPolicy": { "primaryReadCoefficient": 1, "secondaryReadCoefficient": 1 },
+            "queryEngineConfiguration": "{\"maxSqlQueryInputLength\":262144,\"maxJoinsPerSqlQuery\":5,\"maxLogicalAndPerSqlQuery\":500,\"maxLogicalOrPerSqlQuery\":500,\"maxUdfRefPerSqlQuery\":10,\"maxInExpressionItemsCount\":16000,\"queryMaxInMemorySortDocumentCount\":500,\"maxQueryRequestTimeoutFraction\":0.9,\"sqlAllowNonFiniteNumbers\":false,\"sqlAllowAggregateFunctions\":true,\"sqlAllowSubQuery\":true,\"sqlAllowScalarSubQuery\":true,\"allowNewKeywords\":true,\"sqlAllowLike\":true,\"sqlAllowGroupByClause\":true,\"maxSpatialQueryCells\":12,\"spatialMaxGeometryPointCount\":256,\"sqlDisableOptimizationFlags\":0,\"sqlAllowTop\":true,\"enableSpatialIndexing\":true}"
+        });
+        Done::of(StatusCode::OK, body, None)
+    }
+
+    pub(super) async fn databases(&self) -> Result<Done, Failure> {
+        let found = self.scan_all(DATABASES, Some("")).await?;
+        let databases: Vec<Json> = found.iter().map(database_json).collect();
+        let count = databases.len();
+        let mut done = Done::of(
+            StatusCode::OK,
+            json!({ "_rid": "", "Databases": databases, "_count": count }),
+            None,
+        );
+        done.count = Some(count);
+        Ok(done)
+    }
+
+    pub(super) async fn database(&self, db: &str) -> Result<Done, Failure> {
+        let entity = self.get(DATABASES, "", db).await?.ok_or_else(not_found)?;
+        Ok(Done::of(
+            StatusCode::OK,
+            database_json(&entity),
+            Some(entity.timestamp),
+        ))
+    }
+
+    pub(super) async fn create_database(&self, asked: &Asked<'_>) -> Result<Done, Failure> {
+        let resource = document::resource(asked.body)?;
+        let id = id_of(&resource);
+        document::check_name(&id)?;
+        let entity = self.entity("", &id, None, &resource);
+        let change = Change {
+            key: key("", &id),
+            expected: Expected::Absent,
+            write: Some(entity.clone()),
+        };
+        match self.commit(DATABASES, &[change]).await {
+            Err(Committed::Conflict) => Err(conflict()),
+            Err(Committed::Failed(failure)) => Err(failure),
+            Ok(()) => Ok(Done::of(
+                StatusCode::CREATED,
+                database_json(&entity),
+                Some(entity.timestamp),
+            )),
+        }
+    }
+
+    pub(super) async fn delete_database(&self, db: &str) -> Result<Done, Failure> {
+        let change = Change {
+            key: key("", db),
+            expected: Expected::Present,
+            write: None,
+        };
+        match self.commit(DATABASES, &[change]).await {
+            Err(Committed::Conflict) => return Err(not_found()),
+            Err(Committed::Failed(failure)) => return Err(failure),
+            Ok(()) => {}
+        }
+        // Gone for every client from here; its containers go after.
+        for container in self.scan_all(CONTAINERS, Some(db)).await? {
+            self.drop_container(db, &container.row_key).await?;
+        }
+        Ok(Done::empty(StatusCode::NO_CONTENT, None))
+    }
+}
+
+pub(super) fn database_json(entity: &Entity) -> Json {
+    let id = &entity.row_key;
+    let mut json = document::with_system(
+        json_of(entity),
+        &format!("dbs/{id}"),
+        &rid(&[id]),
+        entity.timestamp,
+    );
+    json.insert("_colls".into(), "colls/".into());
+    json.insert("_users".into(), "users/".into());
+    Json::Object(json)
+}

@@ -1,0 +1,400 @@
+//! The operations on databases, containers and documents, over one account's tables: each
+//! resource one entity, kept as its JSON with the instant it was written (its version), and
+//! every write a compare-and-swap against the version it was decided on, decided again when
+//! another write came first.
+//!
+//! Where things are kept: databases in the table `#dbs` (partition `""`, row the id),
+//! containers in `#colls` (partition the database, row the id), and a container's documents
+//! in the table `{db}/{container}` (partition the partition key's JSON, row the id). `#`
+//! and `/` are in no id, so no name is two things. The change feed is a partition of that table
+//! (see `feeds.rs`), moved by the same commit that writes a document.
+//!
+//! This file routes a request and holds what every operation shares (the container read with
+//! its policies, a document's partition and key, the commit); one file per kind of resource
+//! holds its operations: `databases.rs`, `containers.rs`, `documents.rs`, `queries.rs`,
+//! `feeds.rs`; `answers.rs` what they answer (a failure is `crate::failure`'s, which every rule of the dialect answers with).
+
+pub(crate) mod answers;
+mod containers;
+mod databases;
+pub(crate) mod documents;
+pub(crate) mod feeds;
+pub(crate) mod queries;
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use http::{HeaderMap, Method};
+use ifmatch_azure::Turns;
+use ifmatch_table::{Change, DateTime, Entity, EntityKey, Scan, TableError, Tables, Value};
+use serde_json::{Map, Value as Json};
+
+use self::answers::Done;
+use crate::address::Address;
+use crate::clock::Clock;
+use crate::document::{self, MAX_DOCUMENT};
+pub(crate) use crate::document::{JSON, json_of};
+use crate::failure::{Code, Failure, backend, bad_request, not_found, too_large};
+use crate::ttl;
+use crate::unique;
+
+const DATABASES: &str = "#dbs";
+
+pub(crate) const CONTAINERS: &str = "#colls";
+
+/// How many times a write is decided again after losing a race, before it answers 503.
+pub(crate) const RETRIES: usize = 64;
+/// The most resources a feed page holds.
+const MAX_PAGE: usize = 1000;
+
+/// What a front needs of a request.
+#[derive(Debug)]
+pub struct Asked<'a> {
+    /// Its method.
+    pub method: &'a Method,
+    /// Its headers.
+    pub headers: &'a HeaderMap,
+    /// What its path names.
+    pub address: &'a Address,
+    /// Its body, whole.
+    pub body: &'a [u8],
+}
+
+impl Asked<'_> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// The page size a feed or query asks for (`x-ms-max-item-count`; -1 or none: 100).
+    pub(crate) fn page_size(&self) -> Result<usize, Failure> {
+        match self.header("x-ms-max-item-count").map(str::parse::<i64>) {
+            None | Some(Ok(-1)) => Ok(100),
+            Some(Ok(n)) if n > 0 => Ok((n as usize).min(MAX_PAGE)),
+            _ => Err(bad_request(
+                "x-ms-max-item-count is a positive number, or -1.",
+            )),
+        }
+    }
+
+    pub(crate) fn is_true(&self, name: &str) -> bool {
+        self.header(name)
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+    }
+}
+
+/// One account's resources over `T`, for one request.
+pub struct Front<'a, T> {
+    /// The account's tables.
+    pub tables: &'a T,
+    /// The instants writes are made at.
+    pub clock: &'a Arc<Clock>,
+    /// The request's time.
+    pub now: SystemTime,
+    /// The account's endpoint, as the client reached it (`http://host:port/`).
+    pub endpoint: &'a str,
+    /// This instance's turns to commit to a container.
+    pub turns: &'a Turns,
+}
+
+impl<T: Tables> Front<'_, T> {
+    /// The answer to `asked`.
+    pub async fn handle(&self, asked: &Asked<'_>) -> Result<Done, Failure> {
+        use Address as A;
+        match (asked.method, asked.address) {
+            (&Method::GET, A::Account) => Ok(self.account()),
+            (&Method::GET, A::Databases) => self.databases().await,
+            (&Method::POST, A::Databases) => self.create_database(asked).await,
+            (&Method::GET, A::Database(db)) => self.database(db).await,
+            (&Method::DELETE, A::Database(db)) => self.delete_database(db).await,
+            (&Method::GET, A::Containers(db)) => self.containers(db).await,
+            (&Method::POST, A::Containers(db)) => self.create_container(db, asked).await,
+            (&Method::GET, A::Container(db, coll)) => self.container_read(db, coll).await,
+            (&Method::PUT, A::Container(db, coll)) => self.replace_container(db, coll, asked).await,
+            (&Method::DELETE, A::Container(db, coll)) => self.delete_container(db, coll).await,
+            (&Method::GET, A::Ranges(db, coll)) => self.ranges(db, coll, asked).await,
+            (&Method::GET, A::Documents(db, coll)) => self.documents(db, coll, asked).await,
+            (&Method::POST, A::Documents(db, coll)) => self.create_document(db, coll, asked).await,
+            (&Method::GET, A::Document(db, coll, id)) => self.read(db, coll, id, asked).await,
+            (&Method::PUT, A::Document(db, coll, id)) => self.replace(db, coll, id, asked).await,
+            (&Method::PATCH, A::Document(db, coll, id)) => self.patch(db, coll, id, asked).await,
+            (&Method::DELETE, A::Document(db, coll, id)) => self.delete(db, coll, id, asked).await,
+            _ => Err(Failure::new(
+                Code::MethodNotAllowed,
+                format!("{} is not served on this resource.", asked.method),
+            )),
+        }
+    }
+
+    /// `stored` when it is there and not past its time to live (`policies`, read once a
+    /// request).
+    pub(crate) fn live(&self, policies: &Policies, stored: Option<Entity>) -> Option<Entity> {
+        ttl::live(policies.ttl, stored, ttl::ticks(self.now))
+    }
+
+    /// The container's entry, or 404.
+    pub(crate) async fn container(&self, db: &str, coll: &str) -> Result<Entity, Failure> {
+        self.get(CONTAINERS, db, coll).await?.ok_or_else(not_found)
+    }
+
+    /// A document's body and its partition (stored form), checked against the container's
+    /// partition key path and the request's partition key header.
+    fn incoming(
+        &self,
+        container: &Entity,
+        asked: &Asked<'_>,
+    ) -> Result<(Map<String, Json>, String), Failure> {
+        if asked.body.len() > MAX_DOCUMENT {
+            return Err(too_large());
+        }
+        let resource = document::resource(asked.body)?;
+        ttl::check_item(&resource)?;
+        let in_body = stored_key_of(&resource, &partition_paths(container))?;
+        if asked.header("x-ms-documentdb-partitionkey").is_some() {
+            let named = self.partition(container, asked)?;
+            if named != in_body {
+                return Err(bad_request(
+                    "PartitionKey extracted from document doesn't match the one specified in the header.",
+                ));
+            }
+        }
+        Ok((resource, in_body))
+    }
+
+    /// The partition a point operation names in its header.
+    pub(crate) fn partition(
+        &self,
+        container: &Entity,
+        asked: &Asked<'_>,
+    ) -> Result<String, Failure> {
+        let header = asked.header("x-ms-documentdb-partitionkey").ok_or_else(|| {
+            bad_request("PartitionKey value must be supplied for this operation (x-ms-documentdb-partitionkey).")
+        })?;
+        match Scope::of_header(container, header)? {
+            Scope::Key(stored) => Ok(stored),
+            Scope::Prefix(_) => Err(bad_request(
+                "The partition key supplied in x-ms-partitionkey header has fewer values than the container's partition key has paths: a point operation names the whole key.",
+            )),
+        }
+    }
+
+    /// The partitions a query or a feed reads: none named (the container), a whole key, or a
+    /// hierarchical key's prefix (by its values, or by the SDKs' effective-key range).
+    pub(crate) fn scope(
+        &self,
+        container: &Entity,
+        asked: &Asked<'_>,
+    ) -> Result<Option<Scope>, Failure> {
+        if let Some(header) = asked.header("x-ms-documentdb-partitionkey") {
+            return Scope::of_header(container, header).map(Some);
+        }
+        let range = (asked.header("x-ms-start-epk"), asked.header("x-ms-end-epk"));
+        if let (Some(start), Some(end)) = range
+            && partition_paths(container).len() > 1
+            && !start.is_empty()
+            && end.eq_ignore_ascii_case(&format!("{start}FF"))
+        {
+            return Ok(Some(Scope::Prefix(start.to_ascii_uppercase())));
+        }
+        Ok(None)
+    }
+
+    /// The request's `If-Match`: absent, `*`, or a version (one this service never wrote
+    /// matches nothing).
+    fn condition(&self, asked: &Asked<'_>) -> Result<Condition, Failure> {
+        Ok(match asked.header("if-match").map(str::trim) {
+            None => Condition::None,
+            Some("*") => Condition::Any,
+            Some(tag) => Condition::Version(document::version(tag)),
+        })
+    }
+
+    pub(crate) fn entity(
+        &self,
+        partition: &str,
+        id: &str,
+        before: Option<DateTime>,
+        resource: &Map<String, Json>,
+    ) -> Entity {
+        let at = self.clock.stamp(self.now, before);
+        let json = Json::Object(resource.clone()).to_string();
+        Entity::new(partition, id, at, [(JSON, Value::String(json))])
+    }
+
+    pub(crate) async fn get(
+        &self,
+        table: &str,
+        partition: &str,
+        id: &str,
+    ) -> Result<Option<Entity>, Failure> {
+        match self.tables.get(table, &key(partition, id)).await {
+            Ok(found) => Ok(found),
+            Err(TableError::TableNotFound(_)) => Ok(None),
+            Err(error) => Err(backend(error)),
+        }
+    }
+
+    /// Every entity of `table` (in `partition`), for the metadata tables, which hold few.
+    pub(crate) async fn scan_all(
+        &self,
+        table: &str,
+        partition: Option<&str>,
+    ) -> Result<Vec<Entity>, Failure> {
+        let scan = Scan {
+            from: None,
+            partition,
+            limit: 10_000,
+        };
+        match self.tables.scan(table, scan).await {
+            Ok(found) => Ok(found),
+            Err(TableError::TableNotFound(_)) => Ok(Vec::new()),
+            Err(error) => Err(backend(error)),
+        }
+    }
+
+    pub(crate) async fn commit(&self, table: &str, changes: &[Change]) -> Result<(), Committed> {
+        let mut result = self.tables.commit(table, changes).await;
+        if matches!(result, Err(TableError::TableNotFound(_))) && table.starts_with('#') {
+            // The metadata tables are made on first use.
+            self.tables
+                .create_table(table)
+                .await
+                .map_err(|e| Committed::Failed(backend(e)))?;
+            result = self.tables.commit(table, changes).await;
+        }
+        match result {
+            Ok(()) => Ok(()),
+            Err(TableError::Conflict { .. }) => Err(Committed::Conflict),
+            Err(TableError::TableNotFound(_)) => Err(Committed::Failed(not_found())),
+            Err(error) => Err(Committed::Failed(backend(error))),
+        }
+    }
+}
+
+/// How a commit ended, when it did not apply.
+pub(crate) enum Committed {
+    /// Another write came first.
+    Conflict,
+    Failed(Failure),
+}
+
+/// What a container's properties ask of every write of its documents: its unique keys and
+/// its time to live.
+pub(crate) struct Policies {
+    pub(crate) unique: unique::Keys,
+    pub(crate) ttl: ttl::Default,
+    /// How long every version is kept (the all-versions-and-deletes feed), if at all.
+    pub(crate) versions: crate::versions::Retention,
+    /// Whether the writes are deletes of items past their time to live (the sweep's).
+    pub(crate) expiring: bool,
+}
+
+impl Policies {
+    pub(crate) fn of(container: &Entity) -> Self {
+        let properties = json_of(container);
+        Self {
+            unique: unique::declared(&properties).unwrap_or_default(),
+            ttl: ttl::declared(&properties).unwrap_or_default(),
+            versions: crate::versions::declared(&properties),
+            expiring: false,
+        }
+    }
+}
+
+/// An `If-Match`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Condition {
+    None,
+    Any,
+    /// The version the tag names; `None` for a tag this service never wrote.
+    Version(Option<DateTime>),
+}
+
+pub(crate) fn holds(condition: Condition, current: Option<&Entity>) -> bool {
+    match (condition, current) {
+        (Condition::None, _) => true,
+        (Condition::Any, found) => found.is_some(),
+        (Condition::Version(wanted), Some(entity)) => wanted == Some(entity.timestamp),
+        (Condition::Version(_), None) => false,
+    }
+}
+
+pub(crate) fn key(partition: &str, id: &str) -> EntityKey {
+    (partition.to_owned(), id.to_owned())
+}
+
+pub(crate) fn documents_table(db: &str, coll: &str) -> String {
+    format!("{db}/{coll}")
+}
+
+pub(crate) fn id_of(resource: &Map<String, Json>) -> String {
+    resource
+        .get("id")
+        .and_then(Json::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The paths of a container's partition key: one, or two or three for a hierarchical key.
+pub(crate) fn partition_paths(container: &Entity) -> Vec<String> {
+    let json = json_of(container);
+    let paths = json
+        .get("partitionKey")
+        .and_then(|k| k.get("paths"))
+        .and_then(Json::as_array);
+    let paths: Vec<String> = (paths.into_iter().flatten())
+        .filter_map(|p| p.as_str().map(str::to_owned))
+        .collect();
+    match paths.is_empty() {
+        true => vec!["/id".to_owned()],
+        false => paths,
+    }
+}
+
+/// The stored partition key of `resource` in a container whose key has `paths`.
+pub(crate) fn stored_key_of(
+    resource: &Map<String, Json>,
+    paths: &[String],
+) -> Result<String, Failure> {
+    let values: Vec<Json> = paths
+        .iter()
+        .map(|p| document::key_at(resource, p))
+        .collect();
+    match values.as_slice() {
+        [value] => document::stored_key(value),
+        values => document::stored_keys(values, true),
+    }
+}
+
+/// Which partitions a request names.
+pub(crate) enum Scope {
+    /// One partition: its stored key.
+    Key(String),
+    /// The partitions of a hierarchical key's prefix: the start their stored keys share.
+    Prefix(String),
+}
+
+impl Scope {
+    /// The partitions an `x-ms-documentdb-partitionkey` header names in `container`.
+    pub(crate) fn of_header(container: &Entity, header: &str) -> Result<Self, Failure> {
+        let paths = partition_paths(container).len();
+        let values = document::keys_of_header(header)?;
+        match (paths, values.len()) {
+            (1, 1) => Ok(Self::Key(document::stored_key(&values[0])?)),
+            (n, m) if n > 1 && m == n => Ok(Self::Key(document::stored_keys(&values, true)?)),
+            (n, m) if n > 1 && m < n => Ok(Self::Prefix(document::stored_keys(&values, false)?)),
+            _ => Err(bad_request(
+                "The partition key supplied in x-ms-partitionkey header has one value per path of the container's partition key.",
+            )),
+        }
+    }
+}
+
+/// A short resource id of `names`, stable for them: base64 of an FNV-1a digest.
+pub(crate) fn rid(names: &[&str]) -> String {
+    use base64::Engine;
+    let mut digest: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in names.join("\0").bytes() {
+        digest = (digest ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+    }
+    base64::engine::general_purpose::STANDARD.encode(digest.to_be_bytes())
+}

@@ -1,0 +1,101 @@
+//! Queries and their pages: the SQL run over a container or one partition (`crate::query`), the
+//! plan the SDKs ask for first, page sizes and continuation tokens.
+
+use http::StatusCode;
+use ifmatch_table::Tables;
+use serde_json::{Value as Json, json};
+
+use super::answers::Done;
+use super::documents::document_json;
+use super::{Asked, Front, Scope, documents_table, rid};
+use crate::document::json_of;
+use crate::failure::{Failure, bad_request};
+use crate::ttl;
+
+impl<T: Tables> Front<'_, T> {
+    pub(super) async fn query(
+        &self,
+        db: &str,
+        coll: &str,
+        asked: &Asked<'_>,
+    ) -> Result<Done, Failure> {
+        let container = self.container(db, coll).await?;
+        let body: Json = serde_json::from_slice(asked.body).map_err(|_| {
+            bad_request("A query's body is JSON: {\"query\": ..., \"parameters\": [...]}.")
+        })?;
+        let text = body.get("query").and_then(Json::as_str).ok_or_else(|| {
+            bad_request("A query's body names its text: {\"query\": \"SELECT ...\"}.")
+        })?;
+        let parameters = match body.get("parameters") {
+            None | Some(Json::Null) => Vec::new(),
+            Some(Json::Array(list)) => list.clone(),
+            Some(_) => {
+                return Err(bad_request(
+                    "A query's parameters are a list of {name, value}.",
+                ));
+            }
+        };
+        let mut query = crate::sql::Query::parse(text, &parameters)
+            .map_err(|error| bad_request(format!("Query: {}", error.message)))?;
+        let embeddings = crate::sql::embeddings(&json_of(&container)).unwrap_or_default();
+        query.with_embeddings(&embeddings);
+        if asked.is_true("x-ms-cosmos-is-query-plan-request") {
+            return Ok(plan(text));
+        }
+        let scope = self.scope(&container, asked)?;
+        let size = asked.page_size()?;
+        let table = documents_table(db, coll);
+        let (default, now) = (ttl::of(&container), ttl::ticks(self.now));
+        let reading = crate::query::Reading {
+            tables: self.tables,
+            table: &table,
+            partition: match &scope {
+                Some(Scope::Key(stored)) => Some(stored),
+                _ => None,
+            },
+            prefix: match &scope {
+                Some(Scope::Prefix(start)) => Some(start),
+                _ => None,
+            },
+        };
+        let page = crate::query::page(
+            reading,
+            &query,
+            size,
+            asked.header("x-ms-continuation"),
+            self.now,
+            |entity| {
+                let doc = document_json(db, coll, entity);
+                (!ttl::past(default, entity.timestamp, doc.get("ttl"), now)).then_some(doc)
+            },
+        )
+        .await?;
+        let count = page.results.len();
+        let mut done = Done::of(
+            StatusCode::OK,
+            json!({ "_rid": rid(&[db, coll]), "Documents": page.results, "_count": count }),
+            None,
+        );
+        done.count = Some(count);
+        done.continuation = page.continuation;
+        Ok(done)
+    }
+}
+
+/// The plan an SDK asks for before a query across partitions: this server runs every query
+/// whole, over the one partition key range it has, so the plan is "send it as it is" (no
+/// ordering, aggregation or paging for the SDK to do).
+pub(super) fn plan(text: &str) -> Done {
+    let body = json!({
+        "partitionedQueryExecutionInfoVersion": 2,
+        "queryInfo": {
+            "distinctType": "None", "top": null, "offset": null, "limit": null,
+            "orderBy": [], "orderByExpressions": [], "groupByExpressions": [],
+            "groupByAliases": [], "aggregates": [], "groupByAliasToAggregateType": {},
+            "rewrittenQuery": text, "hasSelectValue": false, "dCountInfo": null,
+            "hasNonStreamingOrderBy": false,
+        },
+        "queryRanges": [{ "min": "", "max": "FF", "isMinInclusive": true, "isMaxInclusive": false }],
+    });
+    Done::of(StatusCode::OK, body, None)
+}

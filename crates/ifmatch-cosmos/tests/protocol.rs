@@ -1,0 +1,287 @@
+//! What the SDKs never send (bad ids, bodies that are not documents, partition keys that
+//! disagree, tags this service never wrote, queries too deep, no credentials), answered as
+//! Cosmos answers it: raw signed requests to the endpoint over the memory tables, no socket.
+//! (The SDKs themselves, every backend and the server's own behaviour are tested end to end in
+//! `crates/ifmatch-server/tests/cosmos.rs`.)
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Request, Response};
+use ifmatch_azure::SystemEnv;
+use ifmatch_cosmos::address::Address;
+use ifmatch_cosmos::{EMULATOR_KEY, Endpoint};
+use ifmatch_table::MemoryTables;
+
+type Service = Endpoint<Arc<MemoryTables>, SystemEnv>;
+
+fn service() -> Service {
+    Endpoint::new(Arc::new(MemoryTables::new()), SystemEnv)
+}
+
+/// A request as it is sent.
+async fn send(
+    service: &Service,
+    method: Method,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Response<Bytes> {
+    let mut request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", "localhost:8081");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let (parts, ()) = request.body(()).unwrap().into_parts();
+    service.handle(&parts, body.as_bytes()).await
+}
+
+/// A request signed with the emulator's key, as the SDKs sign one: its status, its JSON body
+/// and its headers.
+async fn signed(
+    service: &Service,
+    method: Method,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, serde_json::Value, http::HeaderMap) {
+    signed_at(
+        service,
+        method,
+        path,
+        headers,
+        body,
+        std::time::SystemTime::now(),
+    )
+    .await
+}
+
+/// [`signed`], dated `at`.
+async fn signed_at(
+    service: &Service,
+    method: Method,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+    at: std::time::SystemTime,
+) -> (u16, serde_json::Value, http::HeaderMap) {
+    let address = Address::parse(path).unwrap();
+    let date = httpdate::fmt_http_date(at);
+    let text = ifmatch_cosmos::auth::string_to_sign(&method, &address, &date);
+    use base64::Engine;
+    let key = base64::engine::general_purpose::STANDARD
+        .decode(EMULATOR_KEY)
+        .unwrap();
+    let token = ifmatch_cosmos::auth::token(&key, &text);
+    let mut all = vec![
+        ("x-ms-date", date.as_str()),
+        ("authorization", token.as_str()),
+    ];
+    all.extend_from_slice(headers);
+    let answer = send(service, method, path, &all, body).await;
+    let json = serde_json::from_slice(answer.body()).unwrap_or(serde_json::Value::Null);
+    (answer.status().as_u16(), json, answer.headers().clone())
+}
+
+#[tokio::test]
+async fn what_the_sdks_never_send_is_answered_as_cosmos_answers_it() {
+    let service = service();
+    let e = &service;
+    assert_eq!(
+        signed(e, Method::POST, "/dbs", &[], r#"{"id":"shop"}"#)
+            .await
+            .0,
+        201
+    );
+    let container = r#"{"id":"carts","partitionKey":{"paths":["/user"],"kind":"Hash"}}"#;
+    assert_eq!(
+        signed(e, Method::POST, "/dbs/shop/colls", &[], container)
+            .await
+            .0,
+        201
+    );
+    let docs = "/dbs/shop/colls/carts/docs";
+    let ann = [("x-ms-documentdb-partitionkey", r#"["ann"]"#)];
+    let refused = |(status, json, _): (u16, serde_json::Value, _), want: u16, code: &str| {
+        assert_eq!(status, want, "{json}");
+        assert_eq!(json["code"], code, "{json}");
+        assert!(
+            json["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "{json}"
+        );
+    };
+    for (body, why) in [
+        ("not json", "malformed"),
+        ("[1,2]", "not an object"),
+        (r#"{"user":"ann"}"#, "no id"),
+        (r#"{"id":"a/b","user":"ann"}"#, "an id with /"),
+        (r#"{"id":"a#b","user":"ann"}"#, "an id with #"),
+        (r#"{"id":7,"user":"ann"}"#, "an id that is not a string"),
+        (
+            r#"{"id":"a","user":"bob"}"#,
+            "a partition key that disagrees with the header",
+        ),
+    ] {
+        let answer = signed(e, Method::POST, docs, &ann, body).await;
+        assert_eq!(answer.0, 400, "{why}: {}", answer.1);
+        refused(answer, 400, "BadRequest");
+    }
+    for long in ["x".repeat(1024), "€".repeat(342)] {
+        let long = format!(r#"{{"id":"{long}","user":"ann"}}"#);
+        refused(
+            signed(e, Method::POST, docs, &ann, &long).await,
+            400,
+            "BadRequest",
+        );
+    }
+    // Ids as long as Azure takes (1,023 bytes of UTF-8): created, read and deleted by their
+    // escaped links.
+    for long in ["x".repeat(1023), "€".repeat(341)] {
+        let body = serde_json::json!({ "id": long, "user": "ann" }).to_string();
+        assert_eq!(signed(e, Method::POST, docs, &ann, &body).await.0, 201);
+        let link = format!(
+            "{docs}/{}",
+            percent_encoding::utf8_percent_encode(&long, percent_encoding::NON_ALPHANUMERIC)
+        );
+        let (status, read, _) = signed(e, Method::GET, &link, &ann, "").await;
+        assert_eq!((status, read["id"].as_str()), (200, Some(long.as_str())));
+        assert_eq!(signed(e, Method::DELETE, &link, &ann, "").await.0, 204);
+    }
+    let long_database = format!(r#"{{"id":"{}"}}"#, "d".repeat(256));
+    refused(
+        signed(e, Method::POST, "/dbs", &[], &long_database).await,
+        400,
+        "BadRequest",
+    );
+    // A token dated outside the window is 403 with Azure's words (the SDKs hint at the
+    // clock); a wrong signature is 401.
+    let now = std::time::SystemTime::now();
+    for at in [
+        now - Duration::from_secs(20 * 60),
+        now + Duration::from_secs(20 * 60),
+        now - Duration::from_secs(24 * 3600),
+    ] {
+        let (status, json, _) = signed_at(e, Method::GET, "/dbs/shop", &[], "", at).await;
+        assert_eq!(
+            (status, json["code"].as_str()),
+            (403, Some("Forbidden")),
+            "{json}"
+        );
+        let message = json["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("The authorization token is not valid at the current time"),
+            "{message}"
+        );
+    }
+    let (status, created, headers) =
+        signed(e, Method::POST, docs, &ann, r#"{"id":"a","user":"ann"}"#).await;
+    assert_eq!(status, 201);
+    assert_eq!(headers["etag"].to_str().unwrap(), created["_etag"]);
+    let doc = "/dbs/shop/colls/carts/docs/a";
+    // A tag this server never wrote matches nothing: 412, never a write.
+    for tag in [r#""00000000-0000-0000-8ac5-1ad2a10d01db""#, "garbage"] {
+        let conditional = [ann[0], ("if-match", tag)];
+        let body = r#"{"id":"a","user":"ann","n":1}"#;
+        refused(
+            signed(e, Method::PUT, doc, &conditional, body).await,
+            412,
+            "PreconditionFailed",
+        );
+    }
+    let (_, now, _) = signed(e, Method::GET, doc, &ann, "").await;
+    assert_eq!(now["_etag"], created["_etag"], "nothing changed");
+    // A point operation names its partition.
+    refused(
+        signed(e, Method::GET, doc, &[], "").await,
+        400,
+        "BadRequest",
+    );
+    let bad_key = [("x-ms-documentdb-partitionkey", "ann")];
+    refused(
+        signed(e, Method::GET, doc, &bad_key, "").await,
+        400,
+        "BadRequest",
+    );
+    refused(
+        signed(e, Method::GET, "/dbs/shop/colls/none/docs/a", &ann, "").await,
+        404,
+        "NotFound",
+    );
+    refused(
+        signed(e, Method::POST, "/dbs/shop/colls", &[], r#"{"id":"nokey"}"#).await,
+        400,
+        "BadRequest",
+    );
+    let garbage = [("x-ms-continuation", "not a token")];
+    refused(
+        signed(e, Method::GET, docs, &garbage, "").await,
+        400,
+        "BadRequest",
+    );
+    // Batches: at most 100 operations, all on the batch's partition.
+    let batch = [ann[0], ("x-ms-cosmos-is-batch-request", "True")];
+    let op = |id: &str, user: &str| {
+        format!(r#"{{"operationType":"Create","resourceBody":{{"id":"{id}","user":"{user}"}}}}"#)
+    };
+    let many: Vec<String> = (0..101).map(|i| op(&format!("m{i}"), "ann")).collect();
+    let body = format!("[{}]", many.join(","));
+    refused(
+        signed(e, Method::POST, docs, &batch, &body).await,
+        400,
+        "BadRequest",
+    );
+    let body = format!("[{},{}]", op("two1", "ann"), op("two2", "bob"));
+    refused(
+        signed(e, Method::POST, docs, &batch, &body).await,
+        400,
+        "BadRequest",
+    );
+    let two = "/dbs/shop/colls/carts/docs/two1";
+    assert_eq!(
+        signed(e, Method::GET, two, &ann, "").await.0,
+        404,
+        "nothing of a refused batch"
+    );
+    // Queries that would take the server's stack or time are refused, and it stays up.
+    let query = [
+        ("x-ms-documentdb-isquery", "True"),
+        ("content-type", "application/query+json"),
+    ];
+    for text in [
+        format!("SELECT * FROM c WHERE c{} = 1", ".a".repeat(20_000)),
+        format!(
+            "SELECT * FROM c WHERE {}1{}",
+            "(".repeat(500),
+            ")".repeat(500)
+        ),
+        format!("SELECT * FROM c WHERE c.s LIKE '{}'", "%_".repeat(1000)),
+        "SELECT * FROM c WHERE".to_owned(),
+        "x".repeat(300_000),
+    ] {
+        let body = serde_json::json!({ "query": text }).to_string();
+        refused(
+            signed(e, Method::POST, docs, &query, &body).await,
+            400,
+            "BadRequest",
+        );
+    }
+    // No credentials, or a forged signature: 401, and nothing written.
+    let intruder = r#"{"id":"intruder","user":"ann"}"#;
+    let unsigned = send(e, Method::POST, docs, &ann, intruder).await;
+    assert_eq!(unsigned.status(), 401);
+    let date = httpdate::fmt_http_date(std::time::SystemTime::now());
+    let forged = [
+        ("x-ms-date", date.as_str()),
+        ("authorization", "type%3Dmaster%26ver%3D1.0%26sig%3DAAAA"),
+        ("x-ms-documentdb-partitionkey", r#"["ann"]"#),
+    ];
+    let forged = send(e, Method::POST, docs, &forged, intruder).await;
+    assert_eq!(forged.status(), 401);
+    let intruder = "/dbs/shop/colls/carts/docs/intruder";
+    assert_eq!(signed(e, Method::GET, intruder, &ann, "").await.0, 404);
+    // The endpoint still reads what it holds.
+    assert_eq!(signed(e, Method::GET, doc, &ann, "").await.0, 200);
+}
