@@ -24,10 +24,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use futures_util::TryStreamExt;
 use http_body::{Body, SizeHint};
-use ifmatch_core::FramePoll;
 use ifmatch_azure::auth::{ClientIp, Https};
+use ifmatch_azure::{Accounts, answer_whole};
 use ifmatch_blob::{DEFAULT_MAX_BODY, Front, ResponseBody};
-use ifmatch_azure::Accounts;
+use ifmatch_core::FramePoll;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::wasm_bindgen;
 use worker::{Context, Env, HttpRequest, event};
@@ -108,7 +108,7 @@ async fn fetch(
         WorkersEnv,
     )
     .with_max_body(max_body)
-    .with_accounts(accounts)
+    .with_accounts(&accounts)
     .with_anonymous_access(anonymous);
     if let Some(name) = unreadable {
         return fixed_length(front.unreadable_header(name));
@@ -184,13 +184,7 @@ async fn cosmos(
     if let Some(name) = unreadable {
         return whole(service.unreadable_header(name));
     }
-    let (parts, body) = request.into_parts();
-    let limited = http_body_util::Limited::new(body, ifmatch_cosmos::MAX_BODY);
-    let answer = match http_body_util::BodyExt::collect(limited).await {
-        Ok(body) => service.handle(&parts, &body.to_bytes()).await,
-        Err(_) => service.too_large(&parts),
-    };
-    whole(answer)
+    whole(answer_whole(&service, request).await)
 }
 
 /// The Table service's answer: `ifmatch-table`'s, over the tables' Durable Objects.
@@ -203,7 +197,7 @@ async fn tables(
 ) -> worker::Result<worker::Response> {
     let service =
         ifmatch_table::Endpoint::new(DurableTables::new(env.durable_object(TABLES)?), WorkersEnv)
-            .with_accounts(accounts)
+            .with_accounts(&accounts)
             .with_anonymous_access(anonymous)
             .with_mount(if request.uri().path().starts_with(TABLE_MOUNT) {
                 TABLE_MOUNT
@@ -222,12 +216,8 @@ async fn tables(
     if let Some(name) = unreadable {
         return whole(service.unreadable_header(&parts, name));
     }
-    let limited = http_body_util::Limited::new(body, ifmatch_table::endpoint::MAX_BODY);
-    let answer = match http_body_util::BodyExt::collect(limited).await {
-        Ok(body) => service.handle(&parts, &body.to_bytes()).await,
-        Err(_) => service.too_large(&parts),
-    };
-    whole(answer)
+    let request = HttpRequest::from_parts(parts, body);
+    whole(answer_whole(&service, request).await)
 }
 
 /// `raw` as `http` can hold it, and the name of the first header it could not, if any: a

@@ -8,10 +8,10 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use futures_util::Stream;
 use http_body::{Body, Frame};
-use ifmatch_core::FramePoll;
 use ifmatch_blob::{BoxError, HashingBody, Objects, Staged, StoreError};
 use ifmatch_blob::{Incoming, Span};
 use ifmatch_core::EntityTag;
+use ifmatch_core::FramePoll;
 use worker::send::{SendFuture, SendWrapper};
 use worker::{Bucket, ByteStream, FixedLengthStream};
 

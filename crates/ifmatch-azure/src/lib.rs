@@ -9,6 +9,7 @@
 //! | the host's clock and randomness | [`Env`], [`ManualEnv`] |
 //! | one instance's writes to a key, one at a time | [`Turns`] |
 //! | the headers every answer carries | [`REQUEST_ID`], [`ERROR_CODE`], [`OperationName`] |
+//! | a request's body read whole, up to a dialect's limit, for every host | [`WholeBody`], [`answer_whole`] |
 //!
 //! ```
 //! use ifmatch_azure::{Accounts, DEV_ACCOUNT, auth};
@@ -25,6 +26,7 @@ mod env;
 mod error_code;
 mod headers;
 mod turns;
+mod whole_body;
 
 pub use account::{Account, Accounts, DEV_ACCOUNT, DEV_KEY, Style};
 #[cfg(feature = "system")]
@@ -33,3 +35,4 @@ pub use env::{Env, ManualEnv};
 pub use error_code::{ErrorCode, is_xml_text, xml_escape};
 pub use headers::{ERROR_CODE, OperationName, REQUEST_ID};
 pub use turns::Turns;
+pub use whole_body::{WholeBody, answer_whole};

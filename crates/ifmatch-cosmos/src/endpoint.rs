@@ -45,6 +45,22 @@ pub struct Endpoint<T, E> {
     https: bool,
 }
 
+impl<T: Tables + Clone, E: Env> ifmatch_azure::WholeBody for Endpoint<T, E> {
+    const MAX_BODY: usize = MAX_BODY;
+
+    async fn answer(&self, parts: &http::request::Parts, body: &[u8]) -> Answer {
+        self.handle(parts, body).await
+    }
+
+    fn too_large(&self, parts: &http::request::Parts) -> Answer {
+        Endpoint::too_large(self, parts)
+    }
+
+    fn cut(&self, parts: &http::request::Parts) -> Answer {
+        Endpoint::cut(self, parts)
+    }
+}
+
 impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
     /// The endpoint over `tables`, for the emulator's account alone until
     /// [`Endpoint::with_accounts`].
@@ -114,6 +130,11 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
     /// The answer to a request whose body is longer than [`MAX_BODY`].
     pub fn too_large(&self, _parts: &http::request::Parts) -> Answer {
         self.stamped(too_large().answer())
+    }
+
+    /// The answer to a request whose body was cut short.
+    pub fn cut(&self, _parts: &http::request::Parts) -> Answer {
+        self.stamped(bad_request("The body was cut.").answer())
     }
 
     /// The answer to a request a host could not read: a header named `name` that is no HTTP

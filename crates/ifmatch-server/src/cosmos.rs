@@ -1,32 +1,13 @@
 //! The Cosmos DB endpoint on a listener of its own (`127.0.0.1:8081` by default, the
-//! emulator's port): each request's body read whole, up to the endpoint's limit, then
-//! answered by [`ifmatch_cosmos::Endpoint`], which holds every rule, over the tables the
-//! Table service keeps (each Cosmos account in names of its own).
+//! emulator's port), answered by [`ifmatch_cosmos::Endpoint`], which holds every rule (its body
+//! read whole first: `ifmatch_azure::answer_whole`), over the tables the Table service keeps
+//! (each Cosmos account in names of its own); and the sweep of its items past their time to
+//! live.
 
-use bytes::Bytes;
-use http_body_util::Full;
-use ifmatch_cosmos::MAX_BODY;
-
-use crate::accept::RequestBody;
-use crate::whole_body::{self, Unread};
 use crate::{AnyTables, SystemEnv};
 
 /// The Cosmos DB endpoint as the server runs it.
 pub type CosmosEndpoint = ifmatch_cosmos::Endpoint<AnyTables, SystemEnv>;
-
-/// The endpoint's answer to `request`, its body read whole first (up to the limit).
-pub(crate) async fn handle(
-    endpoint: &CosmosEndpoint,
-    request: http::Request<RequestBody>,
-) -> http::Response<Full<Bytes>> {
-    let (parts, body) = request.into_parts();
-    let answer = match whole_body::read(body, MAX_BODY, "a Cosmos request").await {
-        Ok(body) => endpoint.handle(&parts, &body).await,
-        Err(Unread::TooLarge) => endpoint.too_large(&parts),
-        Err(Unread::Cut) => ifmatch_cosmos::failure::bad_request("The body was cut.").answer(),
-    };
-    answer.map(Full::new)
-}
 
 /// How often the items past their time to live are swept, and how many stored items a sweep
 /// reads at most in each account: a container's storage is freed within about its items /

@@ -40,6 +40,22 @@ pub struct Endpoint<T, E> {
     last: Arc<AtomicI64>,
 }
 
+impl<T: Tables + Clone, E: Env> ifmatch_azure::WholeBody for Endpoint<T, E> {
+    const MAX_BODY: usize = MAX_BODY;
+
+    async fn answer(&self, parts: &http::request::Parts, body: &[u8]) -> Answer {
+        self.handle(parts, body).await
+    }
+
+    fn too_large(&self, parts: &http::request::Parts) -> Answer {
+        Endpoint::too_large(self, parts)
+    }
+
+    fn cut(&self, parts: &http::request::Parts) -> Answer {
+        Endpoint::cut(self, parts)
+    }
+}
+
 impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
     /// The service over `tables`, for the development account alone until
     /// [`Endpoint::with_accounts`].
@@ -55,8 +71,8 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
     }
 
     /// The accounts served.
-    pub fn with_accounts(mut self, accounts: Accounts) -> Self {
-        self.accounts = accounts;
+    pub fn with_accounts(mut self, accounts: &Accounts) -> Self {
+        self.accounts = accounts.clone();
         self
     }
 
@@ -87,6 +103,14 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
     pub fn too_large(&self, parts: &http::request::Parts) -> Answer {
         let failure = front::failure(ErrorCode::RequestBodyTooLarge, "the body is over 4 MiB");
         self.stamped(failure, parts)
+    }
+
+    /// The answer to a request whose body was cut short.
+    pub fn cut(&self, parts: &http::request::Parts) -> Answer {
+        self.stamped(
+            front::failure(ErrorCode::InvalidInput, "the body was cut"),
+            parts,
+        )
     }
 
     /// The answer to a request a host could not read: a header named `name` that is no HTTP

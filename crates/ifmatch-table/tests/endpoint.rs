@@ -21,7 +21,7 @@ fn service(anonymous: bool) -> Tested {
         Arc::new(MemoryTables::new()),
         Arc::new(ManualEnv::default()),
     )
-    .with_accounts(accounts)
+    .with_accounts(&accounts)
     .with_anonymous_access(anonymous)
 }
 

@@ -106,8 +106,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
 
     /// The accounts served (by default the development account alone, with its published
     /// key).
-    pub fn with_accounts(mut self, accounts: Accounts) -> Self {
-        self.accounts = accounts;
+    pub fn with_accounts(mut self, accounts: &Accounts) -> Self {
+        self.accounts = accounts.clone();
         self
     }
 

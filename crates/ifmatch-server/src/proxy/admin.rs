@@ -16,7 +16,7 @@ use tokio::net::TcpListener;
 
 /// Serves the admin requests on `listener` until the task is dropped.
 pub(crate) async fn serve(listener: TcpListener, cache: SharedCacheHandle) -> std::io::Result<()> {
-    crate::accept::serve_aside(listener, move |method, target| {
+    crate::guards::accept::serve_aside(listener, move |method, target| {
         purge(&cache, method, target)
     })
     .await

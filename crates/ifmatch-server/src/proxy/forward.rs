@@ -24,7 +24,7 @@ use super::origin::{Answer, OriginBody, Pool};
 use super::proxy_body::ProxyBody;
 use super::tls::Tls;
 use super::{ProxyError, ProxyMetrics, ProxyOptions};
-use crate::interim::InterimSender;
+use crate::guards::interim::InterimSender;
 
 /// What the origin answered, or what the proxy says instead (502, 504).
 pub type ForwardBody = Either<OriginBody, Full<Bytes>>;

@@ -52,7 +52,7 @@ pub use self::metrics::ProxyMetrics;
 pub use self::options::{ProxyError, ProxyOptions};
 pub use self::origin::OriginBody;
 pub use self::proxy_body::ProxyBody;
-use crate::accept::RequestBody;
+use crate::guards::accept::RequestBody;
 use crate::observe::ObserveLayer;
 
 /// What the proxy answers: through the layer, or `/metrics`.
@@ -250,10 +250,11 @@ pub async fn serve<V: VersionStore + Clone>(
     let served = proxy.metrics.served.clone();
     let proxy = Arc::new(proxy);
     let limits = passing_interim(limits);
-    let result = crate::accept::serve_over(listener, None, limits, served, shutdown, |client| {
-        connection(&proxy, client)
-    })
-    .await;
+    let result =
+        crate::guards::accept::serve_over(listener, None, limits, served, shutdown, |client| {
+            connection(&proxy, client)
+        })
+        .await;
     for page in pages {
         page.abort();
     }
@@ -272,8 +273,8 @@ pub async fn serve_threads<V: VersionStore + Clone>(
 ) -> io::Result<()> {
     let pages = pages(&proxy).await?;
     let limits = passing_interim(limits);
-    let connections = crate::accept::Connections::new(limits, proxy.metrics.served.clone());
-    let result = crate::accept::on_threads(listeners, shutdown, || {
+    let connections = crate::guards::accept::Connections::new(limits, proxy.metrics.served.clone());
+    let result = crate::guards::accept::on_threads(listeners, shutdown, || {
         let (proxy, connections) = (Arc::new(proxy.for_thread()), connections.clone());
         move |listener, stop| async move {
             connections
@@ -296,7 +297,7 @@ async fn pages<V>(proxy: &Proxy<V>) -> io::Result<Vec<tokio::task::JoinHandle<io
     if let Some(address) = proxy.metrics_listen {
         let metrics = proxy.metrics.clone();
         let listener = TcpListener::bind(address).await?;
-        let page = crate::accept::serve_metrics_page(listener, move || metrics.render());
+        let page = crate::guards::accept::serve_metrics_page(listener, move || metrics.render());
         pages.push(tokio::spawn(page));
     }
     if let Some(address) = proxy.admin_listen {

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use ifmatch_core::BoxError;
 use ifmatch_core::FramePoll;
 
-use crate::accept::RequestBody;
+use crate::guards::accept::RequestBody;
 
 /// The body of a request on its way to the origin: the client's, or none for the layer's own
 /// probe GETs. (A named type rather than a boxed body: no allocation, and no trait object whose

@@ -1,6 +1,6 @@
 //! The accept loop of every `ifmatch` mode, and what keeps slow, idle or too many clients from
 //! starving the others: a header timeout, an idle timeout, a body timeout with a floor on the
-//! rate ([`crate::body_rate`]), and a cap on connections that sheds idle ones first (uploads
+//! rate ([`crate::guards::body_rate`]), and a cap on connections that sheds idle ones first (uploads
 //! waiting for their client among them).
 
 use std::future::Future;
@@ -22,10 +22,10 @@ use pin_project_lite::pin_project;
 use tokio::net::TcpListener;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
-use crate::body_rate::RateBody;
-use crate::connections::{BodyWaits, InFlight, State, Table, reap};
-use crate::huge_length::HugeLength;
-use crate::interim::{Interim, InterimIo, Open};
+use crate::guards::body_rate::RateBody;
+use crate::guards::connections::{BodyWaits, InFlight, State, Table, reap};
+use crate::guards::huge_length::HugeLength;
+use crate::guards::interim::{Interim, InterimIo, Open};
 use crate::metrics::Metrics;
 use ifmatch_core::FramePoll;
 
@@ -64,10 +64,10 @@ pub struct Limits {
     pub max_streams: u32,
     /// A `Content-Length` of 2^64 - 2 or more (which hyper refuses with an empty 431) reaches
     /// the service as 2^64 - 3, for it to refuse as too large in its own words (see
-    /// [`crate::huge_length`]): for a server that refuses what it cannot take, not a proxy.
+    /// [`crate::guards::huge_length`]): for a server that refuses what it cannot take, not a proxy.
     pub huge_lengths_reach_service: bool,
     /// Each HTTP/1.1 request carries a sender of interim (1xx) responses to its client (see
-    /// [`crate::interim`]): for a proxy, which passes on its origin's.
+    /// [`crate::guards::interim`]): for a proxy, which passes on its origin's.
     pub interim_responses: bool,
 }
 

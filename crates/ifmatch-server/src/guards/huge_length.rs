@@ -19,7 +19,7 @@ use std::task::{Context, Poll, ready};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use crate::connections::State;
+use crate::guards::connections::State;
 
 const NAME: &[u8] = b"content-length";
 /// The two lengths hyper refuses, but for their last digit.

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use crate::body_rate::Waiting;
+use crate::guards::body_rate::Waiting;
 
 /// The open connections.
 #[derive(Debug, Default)]

@@ -1,0 +1,45 @@
+//! The dialects that read a request's body whole before they answer (the Table service, Cosmos
+//! DB): one way, for every host (the server and the Worker), to read it up to the dialect's
+//! limit and answer, a body too long or cut short included.
+
+use std::future::Future;
+
+use bytes::Bytes;
+use http::request::Parts;
+use http::{Request, Response};
+use http_body::Body;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+
+/// An endpoint that answers a request from its body read whole.
+pub trait WholeBody {
+    /// The longest body it takes.
+    const MAX_BODY: usize;
+
+    /// Its answer to a request whose body was read whole.
+    fn answer(&self, parts: &Parts, body: &[u8]) -> impl Future<Output = Response<Bytes>>;
+
+    /// Its answer to a request whose body is longer than [`WholeBody::MAX_BODY`].
+    fn too_large(&self, parts: &Parts) -> Response<Bytes>;
+
+    /// Its answer to a request whose body was cut short (the client stopped sending, or sent
+    /// something that is not HTTP).
+    fn cut(&self, parts: &Parts) -> Response<Bytes>;
+}
+
+/// `endpoint`'s answer to `request`, its body read whole first, up to the endpoint's limit.
+pub async fn answer_whole<E, B>(endpoint: &E, request: Request<B>) -> Response<Bytes>
+where
+    E: WholeBody,
+    B: Body,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let (parts, body) = request.into_parts();
+    match Limited::new(body, E::MAX_BODY).collect().await {
+        Ok(body) => endpoint.answer(&parts, &body.to_bytes()).await,
+        Err(error) if error.is::<LengthLimitError>() => endpoint.too_large(&parts),
+        Err(error) => {
+            tracing::debug!(%error, "reading a request's body");
+            endpoint.cut(&parts)
+        }
+    }
+}
