@@ -8,6 +8,7 @@
 //! | Azure Storage's error codes, and the macro each dialect declares its own with | [`ErrorCode`], [`error_codes!`] |
 //! | the host's clock and randomness | [`Env`], [`ManualEnv`] |
 //! | one instance's writes to a key, one at a time | [`Turns`] |
+//! | the compare-and-swap loop of every front | [`swap::Attempts`] |
 //! | the headers every answer carries | [`REQUEST_ID`], [`ERROR_CODE`], [`OperationName`] |
 //! | a request's body read whole, up to a dialect's limit, for every host | [`WholeBody`], [`answer_whole`] |
 //!
@@ -25,6 +26,7 @@ pub mod auth;
 mod env;
 mod error_code;
 mod headers;
+pub mod swap;
 mod turns;
 mod whole_body;
 

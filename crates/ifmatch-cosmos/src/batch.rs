@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 use http::StatusCode;
+use ifmatch_azure::swap::Attempts;
 use ifmatch_table::{Change, Entity, Expected, Tables};
 use serde_json::{Map, Value as Json, json};
 
@@ -16,8 +17,8 @@ use crate::failure::{Failure, bad_request, raced};
 use crate::front::answers::Done;
 use crate::front::documents::document_json;
 use crate::front::{
-    Asked, Committed, Condition, Front, Policies, RETRIES, Scope, documents_table, holds, id_of,
-    json_of, key, partition_paths, stored_key_of,
+    Asked, Committed, Condition, Front, Policies, Scope, documents_table, holds, id_of, json_of,
+    key, partition_paths, stored_key_of,
 };
 
 /// The most operations one batch holds.
@@ -143,7 +144,8 @@ impl<T: Tables> Front<'_, T> {
         operations: &[Json],
     ) -> Result<(Vec<Outcome>, Option<usize>), Failure> {
         let (paths, policies) = (partition_paths(container), Policies::of(container));
-        for _ in 0..RETRIES {
+        let mut attempts = Attempts::default();
+        while attempts.next().await {
             // The documents as stored, the versions of those live (not past their time to
             // live), and the documents as the batch leaves them so far.
             let mut read: BTreeMap<String, Option<Entity>> = BTreeMap::new();
@@ -219,7 +221,7 @@ impl<T: Tables> Front<'_, T> {
         ) {
             (Some("*"), _) => Condition::Any,
             (Some(tag), _) => Condition::Version(document::version(tag)),
-            _ => Condition::None,
+            _ => Condition::Absent,
         };
         let unchanged = operation
             .get("ifNoneMatch")
@@ -338,7 +340,7 @@ impl<T: Tables> Front<'_, T> {
 }
 
 fn condition_fails(condition: Condition, current: Option<&Entity>) -> bool {
-    !matches!(condition, Condition::None) && !holds(condition, current)
+    !matches!(condition, Condition::Absent) && !holds(condition, current)
 }
 
 fn operation_kind(operation: &Json) -> String {

@@ -10,11 +10,11 @@ use ifmatch_azure::{Account, Accounts, Env};
 use ifmatch_table::{Scoped, Tables};
 
 use crate::address::{Address, Unknown};
-use crate::clock::Clock;
 use crate::failure::{Answer, Code, Failure, bad_request, too_large};
 use crate::front::answers::answer_of;
 use crate::front::{Asked, Front};
 use ifmatch_azure::Turns;
+use ifmatch_table::Clock;
 
 /// The largest request body taken: a document of 2 MB and some room.
 pub const MAX_BODY: usize = (2 << 20) + (64 << 10);

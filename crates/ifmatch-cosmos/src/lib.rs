@@ -9,7 +9,6 @@
 pub mod address;
 pub mod auth;
 pub mod batch;
-pub mod clock;
 pub mod document;
 pub mod endpoint;
 pub mod failure;

@@ -20,15 +20,13 @@ use crate::odata::{self, Decoded};
 use crate::prefer::Preference;
 use crate::store::{Change, EntityKey, TableError, Tables};
 use crate::write::{Kind, condition, decide};
+use ifmatch_azure::swap::Attempts;
 
 /// The most operations a changeset holds (Azure's limit).
 pub const MAX_OPERATIONS: usize = 100;
 
 /// The largest body of a batch, as Azure counts it.
 pub const MAX_BATCH: usize = 4 << 20;
-
-/// How many times a batch is decided again when other writes keep coming first.
-const ATTEMPTS: usize = 32;
 
 /// One operation of the changeset, as sent.
 #[derive(Debug)]
@@ -46,7 +44,7 @@ struct Planned {
     table: String,
     key: EntityKey,
     kind: Kind,
-    condition: Option<crate::write::Condition>,
+    condition: crate::write::Condition,
     body: Decoded,
     /// Whether its answer carries the entity (an insert without `return-no-content`).
     content: bool,
@@ -279,7 +277,7 @@ fn plan_one(op: &Sent<'_>, credential: Option<&Credential>) -> Result<Planned, F
     };
     let keys = keys.ok_or_else(|| invalid("a ( is not closed"))?;
     let if_match = (op.headers.get(header::IF_MATCH)).map(|v| v.to_str().unwrap_or_default());
-    let condition = if_match.map(condition).transpose()?;
+    let condition = condition(if_match)?;
     let (kind, key) = match (op.method.as_str(), keys.is_empty()) {
         ("POST", true) => (Kind::Insert, None),
         ("PUT", false) => (Kind::Replace, Some(keys)),
@@ -350,7 +348,8 @@ async fn commit(
     planned: &[Planned],
 ) -> Result<Vec<Done>, (Option<usize>, Failure)> {
     let table = &planned[0].table;
-    for _ in 0..ATTEMPTS {
+    let mut attempts = Attempts::default();
+    while attempts.next().await {
         let mut changes = Vec::with_capacity(planned.len());
         for (index, op) in planned.iter().enumerate() {
             let current = tables.get(table, &op.key).await;

@@ -5,7 +5,6 @@
 //! dialect's version. The native server and the Worker only carry bytes to and from it.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::SystemTime;
 
 use bytes::Bytes;
@@ -15,10 +14,10 @@ use ifmatch_azure::{Accounts, Env, OperationName, Style};
 
 use crate::ErrorCode;
 use crate::auth::{self, Credential, Operation};
+use crate::clock::Clock;
 use crate::front::{self, Answer, Asked};
 use crate::scoped::Scoped;
 use crate::store::Tables;
-use crate::value::DateTime;
 use ifmatch_azure::auth::Signed;
 
 /// The largest request body taken: a batch's 4 MiB of operations and its multipart framing.
@@ -34,10 +33,9 @@ pub struct Endpoint<T, E> {
     /// A path the service is mounted under (`/table` on a Worker that serves blobs beside),
     /// taken off before the account is read, kept in what is signed.
     mount: String,
-    /// The last instant a request was answered at, in ticks: the next is later, even when
-    /// the system clock steps back, so a deleted entity inserted again never gets a tag it
-    /// had.
-    last: Arc<AtomicI64>,
+    /// The instants requests are answered at: the next later than the last, even when the
+    /// system clock steps back, so a deleted entity inserted again never gets a tag it had.
+    clock: Arc<Clock>,
 }
 
 impl<T: Tables + Clone, E: Env> ifmatch_azure::WholeBody for Endpoint<T, E> {
@@ -66,7 +64,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
             anonymous: false,
             env,
             mount: String::new(),
-            last: Arc::default(),
+            clock: Arc::default(),
         }
     }
 
@@ -191,27 +189,12 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
             headers: &parts.headers,
             body,
             base: &base,
-            now: self.instant(now),
+            now: self.clock.stamp(now, None),
             within,
             credential,
         };
         let tables = Scoped::new(self.tables.clone(), account.name());
         front::handle(&tables, &asked).await
-    }
-
-    /// `now` as a tick past every instant answered at before.
-    fn instant(&self, now: SystemTime) -> DateTime {
-        let unix = now
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap_or_default();
-        let seconds = i64::try_from(unix.as_secs()).unwrap_or(i64::MAX);
-        let ticks = DateTime::from_unix(seconds, unix.subsec_nanos()).ticks();
-        let previous = self.last.fetch_max(ticks, Ordering::AcqRel);
-        if ticks > previous {
-            return DateTime::from_ticks(ticks);
-        }
-        // The clock has not moved past the last instant (or stepped back): one tick later.
-        DateTime::from_ticks(self.last.fetch_add(1, Ordering::AcqRel) + 1)
     }
 
     /// `answer` with what every answer carries: a request id, the dialect's version (the

@@ -10,6 +10,7 @@
 
 pub mod auth;
 pub mod batch;
+mod clock;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod endpoint;
@@ -23,6 +24,7 @@ mod store;
 mod value;
 pub mod write;
 
+pub use clock::Clock;
 pub use endpoint::Endpoint;
 pub use error_code::ErrorCode;
 pub use filter::{Filter, FilterError, MAX_COMPARISONS};

@@ -4,7 +4,10 @@
 //! calls [`decide`], and commits the [`Change`] it makes as a compare-and-swap against the
 //! entity it read, deciding again if another write came first.
 
+use ifmatch_core::precondition::IfMatch;
+
 use crate::ErrorCode;
+use crate::clock::after;
 use crate::odata::Decoded;
 use crate::store::{Change, EntityKey, Expected};
 use crate::value::{DateTime, Entity};
@@ -23,14 +26,9 @@ pub enum Kind {
     Delete,
 }
 
-/// What an `If-Match` asks of the entity.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Condition {
-    /// `*`: any entity, but one.
-    Any,
-    /// The entity written at this instant: the one whose ETag the client holds.
-    Tag(DateTime),
-}
+/// What an `If-Match` asks of the entity: the core's model, a version being the instant an
+/// entity was written at (the one whose ETag the client holds).
+pub type Condition = IfMatch<DateTime>;
 
 /// Why a write is refused: the Table service's code (which gives the status).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -44,30 +42,22 @@ const fn refused(code: ErrorCode) -> Refused {
     Refused { code }
 }
 
-/// Reads an `If-Match` value: `*`, or an entity's ETag as the service writes it
+/// Reads an `If-Match` field, if any: `*`, or an entity's ETag as the service writes it
 /// (`W/"datetime'2026-11-24T10%3A00%3A00.0000000Z'"`, the colons encoded or not). Anything
 /// else is 400 `InvalidInput`, never a tag that matches nothing.
-pub fn condition(value: &str) -> Result<Condition, Refused> {
-    let value = value.trim();
+pub fn condition(value: Option<&str>) -> Result<Condition, Refused> {
+    let Some(value) = value.map(str::trim) else {
+        return Ok(IfMatch::Absent);
+    };
     if value == "*" {
-        return Ok(Condition::Any);
+        return Ok(IfMatch::Any);
     }
     let inner = (value.strip_prefix("W/\"datetime'"))
         .and_then(|rest| rest.strip_suffix("'\""))
         .ok_or(refused(ErrorCode::InvalidInput))?;
     let decoded = inner.replace("%3A", ":").replace("%3a", ":");
     let when = DateTime::parse(&decoded).ok_or(refused(ErrorCode::InvalidInput))?;
-    Ok(Condition::Tag(when))
-}
-
-/// The `Timestamp` of an entity written at `now` over one written at `before`: `now`, or a
-/// tick after `before` when the clock has not moved past it, so that a write never gives an
-/// entity a tag it had (a client holding the earlier tag gets 412, never a false match).
-pub fn stamp(now: DateTime, before: Option<DateTime>) -> DateTime {
-    match before {
-        Some(before) if now <= before => DateTime::from_ticks(before.ticks() + 1),
-        _ => now,
-    }
+    Ok(IfMatch::Version(Some(when)))
 }
 
 /// The change a write of `kind` under `condition` (its `If-Match`, if any) makes to the
@@ -75,17 +65,17 @@ pub fn stamp(now: DateTime, before: Option<DateTime>) -> DateTime {
 /// delete), `now` the time it is written at.
 pub fn decide(
     kind: Kind,
-    condition: Option<Condition>,
+    condition: Condition,
     key: &EntityKey,
     current: Option<&Entity>,
     body: Decoded,
     now: DateTime,
 ) -> Result<Change, Refused> {
-    match (kind, condition, current) {
+    match (kind, condition.is_present(), current) {
         (Kind::Insert, _, Some(_)) => return Err(refused(ErrorCode::EntityAlreadyExists)),
-        (Kind::Delete, None, _) => return Err(refused(ErrorCode::MissingRequiredHeader)),
-        (_, Some(_), None) => return Err(refused(ErrorCode::ResourceNotFound)),
-        (_, Some(Condition::Tag(tag)), Some(entity)) if entity.timestamp != tag => {
+        (Kind::Delete, false, _) => return Err(refused(ErrorCode::MissingRequiredHeader)),
+        (_, true, None) => return Err(refused(ErrorCode::ResourceNotFound)),
+        (_, true, Some(entity)) if !condition.holds(Some(&entity.timestamp)) => {
             return Err(refused(ErrorCode::UpdateConditionNotSatisfied));
         }
         _ => {}
@@ -104,7 +94,7 @@ pub fn decide(
     let write = write.map(|properties| Entity {
         partition_key: key.0.clone(),
         row_key: key.1.clone(),
-        timestamp: stamp(now, current.map(|e| e.timestamp)),
+        timestamp: after(now, current.map(|e| e.timestamp)),
         properties,
     });
     Ok(Change {
@@ -147,13 +137,14 @@ mod tests {
     #[test]
     fn if_match_reads_stars_and_the_services_tags_only() {
         let tag = at(10).etag();
-        assert_eq!(condition("*"), Ok(Condition::Any));
-        assert_eq!(condition(&tag), Ok(Condition::Tag(at(10))));
+        assert_eq!(condition(None), Ok(IfMatch::Absent));
+        assert_eq!(condition(Some("*")), Ok(IfMatch::Any));
+        assert_eq!(condition(Some(&tag)), Ok(IfMatch::Version(Some(at(10)))));
         let plain = tag.replace("%3A", ":");
-        assert_eq!(condition(&plain), Ok(Condition::Tag(at(10))));
+        assert_eq!(condition(Some(&plain)), Ok(IfMatch::Version(Some(at(10)))));
         for bad in ["\"v1\"", "W/\"datetime'yesterday'\"", "", "W/\"datetime'\""] {
             assert_eq!(
-                condition(bad),
+                condition(Some(bad)),
                 Err(refused(ErrorCode::InvalidInput)),
                 "{bad}"
             );
@@ -164,35 +155,36 @@ mod tests {
     fn each_write_against_each_state() {
         let now = at(20);
         let current = stored(1);
-        let tag = Some(Condition::Tag(at(10)));
-        let stale = Some(Condition::Tag(at(9)));
-        let any = Some(Condition::Any);
+        let tag = IfMatch::Version(Some(at(10)));
+        let stale = IfMatch::Version(Some(at(9)));
+        let any = IfMatch::Any;
+        let none = IfMatch::Absent;
         type Case = (
             Kind,
-            Option<Condition>,
+            Condition,
             bool,
             Result<Option<i32>, (u16, &'static str)>,
         );
         const LOST: Result<Option<i32>, (u16, &str)> = Err((412, "UpdateConditionNotSatisfied"));
         let cases: &[Case] = &[
-            (Kind::Insert, None, false, Ok(Some(2))),
-            (Kind::Insert, None, true, Err((409, "EntityAlreadyExists"))),
+            (Kind::Insert, none, false, Ok(Some(2))),
+            (Kind::Insert, none, true, Err((409, "EntityAlreadyExists"))),
             (Kind::Replace, tag, true, Ok(Some(2))),
             (Kind::Replace, stale, true, LOST),
             (Kind::Replace, any, true, Ok(Some(2))),
             (Kind::Replace, any, false, Err((404, "ResourceNotFound"))),
-            (Kind::Replace, None, false, Ok(Some(2))),
-            (Kind::Replace, None, true, Ok(Some(2))),
+            (Kind::Replace, none, false, Ok(Some(2))),
+            (Kind::Replace, none, true, Ok(Some(2))),
             (Kind::Merge, tag, true, Ok(Some(2))),
             (Kind::Merge, stale, true, LOST),
-            (Kind::Merge, None, false, Ok(Some(2))),
+            (Kind::Merge, none, false, Ok(Some(2))),
             (Kind::Delete, tag, true, Ok(None)),
             (Kind::Delete, any, true, Ok(None)),
             (Kind::Delete, stale, true, LOST),
             (Kind::Delete, any, false, Err((404, "ResourceNotFound"))),
             (
                 Kind::Delete,
-                None,
+                none,
                 true,
                 Err((400, "MissingRequiredHeader")),
             ),
@@ -225,11 +217,26 @@ mod tests {
     #[test]
     fn a_merge_keeps_what_the_body_does_not_name_and_a_replace_does_not() {
         let current = stored(1);
-        let merged = decide(Kind::Merge, None, &key(), Some(&current), body(2), at(20)).unwrap();
+        let merged = decide(
+            Kind::Merge,
+            IfMatch::Absent,
+            &key(),
+            Some(&current),
+            body(2),
+            at(20),
+        )
+        .unwrap();
         let merged = merged.write.unwrap().properties;
         assert_eq!(merged["Kept"], Value::Boolean(true));
         assert_eq!(merged["N"], Value::Int32(2));
-        let replaced = decide(Kind::Replace, None, &key(), Some(&current), body(2), at(20));
+        let replaced = decide(
+            Kind::Replace,
+            IfMatch::Absent,
+            &key(),
+            Some(&current),
+            body(2),
+            at(20),
+        );
         let replaced = replaced.unwrap().write.unwrap().properties;
         assert!(!replaced.contains_key("Kept"));
     }
@@ -239,12 +246,20 @@ mod tests {
         let current = stored(1);
         // The clock behind the stored timestamp, or on it: a tick after it.
         for now in [at(5), at(10)] {
-            let change = decide(Kind::Replace, None, &key(), Some(&current), body(1), now).unwrap();
+            let change = decide(
+                Kind::Replace,
+                IfMatch::Absent,
+                &key(),
+                Some(&current),
+                body(1),
+                now,
+            )
+            .unwrap();
             let written = change.write.unwrap().timestamp;
             assert_eq!(written.ticks(), at(10).ticks() + 1);
             assert_ne!(written.etag(), current.timestamp.etag());
         }
-        assert_eq!(stamp(at(20), Some(at(10))), at(20));
-        assert_eq!(stamp(at(20), None), at(20));
+        assert_eq!(after(at(20), Some(at(10))), at(20));
+        assert_eq!(after(at(20), None), at(20));
     }
 }

@@ -25,7 +25,7 @@ use super::answers::{answer, validator_headers};
 use super::failure::{Failure, Result};
 use super::gate::Asking;
 use super::gate::committed;
-use super::swap::{MAX_ATTEMPTS, Step};
+use super::swap::Step;
 use super::uploads::declared_len;
 use super::{Answered, Call};
 use super::{CONTENT_CRC64, CONTENT_MD5, Front};
@@ -33,6 +33,7 @@ use crate::body::Incoming;
 use crate::store::{BlockToStage, Key, Objects, PutMode, Records, StoreError};
 use crate::{Appended, Block, Content, Record, metadata};
 use ifmatch_azure::Env;
+use ifmatch_azure::swap::Attempts;
 
 const APPEND_POSITION: HeaderName = HeaderName::from_static("x-ms-blob-condition-appendpos");
 const MAX_SIZE: HeaderName = HeaderName::from_static("x-ms-blob-condition-maxsize");
@@ -202,7 +203,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         now: SystemTime,
     ) -> Result<Record> {
         let headers = ask.headers;
-        for _ in 0..MAX_ATTEMPTS {
+        let mut attempts = Attempts::default();
+        while attempts.next().await {
             let Some(current) = committed(self.records.get(key).await?) else {
                 let (operation, code) = (precondition::Operation::Write, ErrorCode::BlobNotFound);
                 return Err(self.missing(key, operation, headers, code).await);

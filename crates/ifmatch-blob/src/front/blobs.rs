@@ -16,7 +16,7 @@ use super::answers::{answer, insert_md5, insert_sha256, validator_headers};
 use super::failure::{Failure, Result};
 use super::gate::Asking;
 use super::gate::{committed, existing};
-use super::swap::{MAX_ATTEMPTS, Step};
+use super::swap::Step;
 use super::uploads::declared_len;
 use super::{Answered, Call};
 use super::{BLOB_TYPE, CONTENT_CRC64, CONTENT_MD5, Front, MS_RANGE, RANGE_MD5, RANGE_MD5_MAX};
@@ -27,6 +27,7 @@ use crate::operation::Operation;
 use crate::store::{Key, Objects, PutMode, Records, StoreError};
 use crate::{Content, Record, metadata};
 use ifmatch_azure::Env;
+use ifmatch_azure::swap::Attempts;
 
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// Get Blob Metadata: the validators and the `x-ms-meta-*` headers.
@@ -261,7 +262,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let ask = Asking::of(headers, now)?;
         // A concurrent overwrite may discard the object between reading the record and opening
         // the object; the record read again names the new one.
-        for _ in 0..MAX_ATTEMPTS {
+        let mut attempts = Attempts::default();
+        while attempts.next().await {
             let Some(current) = committed(self.records.get(key).await?) else {
                 return Err(self
                     .missing(

@@ -23,7 +23,7 @@ use super::append::is_append_blob;
 use super::failure::{Failure, Result};
 use super::gate::Asking;
 use super::gate::existing;
-use super::swap::{MAX_ATTEMPTS, Step};
+use super::swap::Step;
 use super::uploads::verify_checksums;
 use super::{Answered, Call};
 use super::{CONTENT_CRC64, Front};
@@ -34,6 +34,7 @@ use crate::operation::BlockListType;
 use crate::store::{BlockToStage, Objects, PutMode, Records, StoreError};
 use crate::{Block, Content, Record, metadata};
 use ifmatch_azure::Env;
+use ifmatch_azure::swap::Attempts;
 
 /// How many blocks a commit opens ahead of the one it hashes.
 const HASH_AHEAD: usize = 16;
@@ -189,7 +190,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         // The blob's bytes are hashed before the compare-and-swap, and again only if what the
         // list names changed meanwhile.
         let mut hashed: Option<(Vec<Block>, EntityTag)> = None;
-        for _ in 0..MAX_ATTEMPTS {
+        let mut attempts = Attempts::default();
+        while attempts.next().await {
             let current = self.records.get(key).await?;
             let visible = existing(key, current.as_deref());
             if current.is_none() {

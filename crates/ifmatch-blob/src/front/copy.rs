@@ -38,7 +38,6 @@ use super::admission::{forwarded_hosts, host};
 use super::failure::{Failure, Result};
 use super::gate::Asking;
 use super::gate::committed;
-use super::swap::MAX_ATTEMPTS;
 use super::{Answered, Call};
 use super::{BLOB_TYPE, CONTENT_CRC64, CONTENT_MD5, Front};
 use crate::auth::{self, Credential};
@@ -49,6 +48,7 @@ use ifmatch_azure::Account;
 use ifmatch_azure::Env;
 use ifmatch_azure::Style;
 use ifmatch_azure::auth::{ClientIp, Signed};
+use ifmatch_azure::swap::Attempts;
 
 /// `x-ms-copy-source`: the URL of the blob to copy.
 pub(super) const COPY_SOURCE: HeaderName = HeaderName::from_static("x-ms-copy-source");
@@ -135,7 +135,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             current.as_deref(),
         )?;
 
-        for _ in 0..MAX_ATTEMPTS {
+        let mut attempts = Attempts::default();
+
+        while attempts.next().await {
             let record = self.source_record(&source, headers).await?;
             let content = record.content.as_ref().ok_or(ErrorCode::BlobNotFound)?;
             let content = &match self.with_blocks(&source.key, content).await {

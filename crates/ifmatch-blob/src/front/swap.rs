@@ -12,9 +12,7 @@ use super::gate::{Asking, existing};
 use crate::Record;
 use crate::store::{Key, Objects, PutMode, Records, StoreError};
 use ifmatch_azure::Env;
-
-/// How often a change is retried when its compare-and-swap keeps losing, before 503.
-pub(super) const MAX_ATTEMPTS: usize = 64;
+use ifmatch_azure::swap::{ATTEMPTS, Attempts};
 
 /// What one attempt of a change decided from the record it found.
 pub(super) enum Step {
@@ -122,7 +120,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         headers: &HeaderMap,
         mut decide: impl FnMut(Option<&Record>) -> Result<Step>,
     ) -> Result<Swapped> {
-        for _ in 0..MAX_ATTEMPTS {
+        let mut attempts = Attempts::default();
+        while attempts.next().await {
             let previous = self.records.get(key).await?;
             let (written, result) = match decide(previous.as_deref())? {
                 Step::Missing(operation, code) => {
@@ -157,7 +156,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         }
         Err(Failure::with_detail(
             ErrorCode::ServerBusy,
-            format!("The change lost {MAX_ATTEMPTS} races with concurrent changes. Retry later."),
+            format!("The change lost {ATTEMPTS} races with concurrent changes. Retry later."),
         ))
     }
 

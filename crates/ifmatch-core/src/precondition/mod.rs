@@ -6,6 +6,9 @@
 //! are `ifmatch_blob::precondition`'s).
 
 pub mod http;
+mod if_match;
+
+pub use if_match::IfMatch;
 
 use crate::EntityTag;
 use crate::date::HttpDate;

@@ -6,9 +6,11 @@ use ifmatch_table::{Change, Entity, Expected, Scan, Tables};
 use serde_json::{Map, Value as Json, json};
 
 use super::answers::{Done, continuation_key, continuation_token};
+use ifmatch_azure::swap::Attempts;
+
 use super::{
-    Asked, Committed, Condition, Front, Policies, RETRIES, Scope, documents_table, holds, id_of,
-    key, partition_paths, rid,
+    Asked, Committed, Condition, Front, Policies, Scope, documents_table, holds, id_of, key,
+    partition_paths, rid,
 };
 use crate::document::{self, MAX_DOCUMENT, json_of};
 use crate::failure::{
@@ -98,7 +100,8 @@ impl<T: Tables> Front<'_, T> {
         // With a time to live, an id may be held by an item past its time: read first, so a
         // create over it replaces what is stored.
         let read_first = upsert || policies.ttl.is_some();
-        for _ in 0..RETRIES {
+        let mut attempts = Attempts::default();
+        while attempts.next().await {
             let stored = match read_first {
                 true => self.get(&table, &partition, &id).await?,
                 false => None,
@@ -258,7 +261,8 @@ impl<T: Tables> Front<'_, T> {
     ) -> Result<Option<Entity>, Failure> {
         let table = documents_table(&container.partition_key, &container.row_key);
         let policies = Policies::of(container);
-        for _ in 0..RETRIES {
+        let mut attempts = Attempts::default();
+        while attempts.next().await {
             let stored = self.get(&table, partition, id).await?;
             let current = self.live(&policies, stored).ok_or_else(not_found)?;
             if !holds(condition, Some(&current)) {

@@ -12,6 +12,7 @@
 use std::time::UNIX_EPOCH;
 
 use http::StatusCode;
+use ifmatch_azure::swap::Attempts;
 use ifmatch_table::{
     Change, DateTime, Entity, EntityKey, Expected, Scan, TableError, Tables, Value,
 };
@@ -19,7 +20,7 @@ use serde_json::json;
 
 use super::answers::Done;
 use super::documents::document_json;
-use super::{Asked, Committed, Front, Policies, RETRIES, Scope, documents_table, rid};
+use super::{Asked, Committed, Front, Policies, Scope, documents_table, rid};
 use crate::document;
 use crate::failure::{Failure, backend, bad_request, not_found, raced};
 use crate::feed_entries::{FEED, NUMBER, counter_key, entry_key, number_of};
@@ -198,7 +199,8 @@ impl<T: Tables> Front<'_, T> {
     ) -> Result<(), Committed> {
         let moves = unique::moves(&policies.unique, changes).map_err(Committed::Failed)?;
         let _turn = self.turns.take(table).await;
-        for _ in 0..RETRIES {
+        let mut attempts = Attempts::default();
+        while attempts.next().await {
             match self.commit_once(table, policies, changes, &moves).await? {
                 Attempt::Done => return Ok(()),
                 Attempt::Counter => continue,

@@ -26,24 +26,23 @@ use std::time::SystemTime;
 
 use http::{HeaderMap, Method};
 use ifmatch_azure::Turns;
+use ifmatch_core::precondition::IfMatch;
 use ifmatch_table::{Change, DateTime, Entity, EntityKey, Scan, TableError, Tables, Value};
 use serde_json::{Map, Value as Json};
 
 use self::answers::Done;
 use crate::address::Address;
-use crate::clock::Clock;
 use crate::document::{self, MAX_DOCUMENT};
 pub(crate) use crate::document::{JSON, json_of};
 use crate::failure::{Code, Failure, backend, bad_request, not_found, too_large};
 use crate::ttl;
 use crate::unique;
+use ifmatch_table::Clock;
 
 const DATABASES: &str = "#dbs";
 
 pub(crate) const CONTAINERS: &str = "#colls";
 
-/// How many times a write is decided again after losing a race, before it answers 503.
-pub(crate) const RETRIES: usize = 64;
 /// The most resources a feed page holds.
 const MAX_PAGE: usize = 1000;
 
@@ -202,7 +201,7 @@ impl<T: Tables> Front<'_, T> {
     /// matches nothing).
     fn condition(&self, asked: &Asked<'_>) -> Result<Condition, Failure> {
         Ok(match asked.header("if-match").map(str::trim) {
-            None => Condition::None,
+            None => Condition::Absent,
             Some("*") => Condition::Any,
             Some(tag) => Condition::Version(document::version(tag)),
         })
@@ -300,22 +299,13 @@ impl Policies {
     }
 }
 
-/// An `If-Match`.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Condition {
-    None,
-    Any,
-    /// The version the tag names; `None` for a tag this service never wrote.
-    Version(Option<DateTime>),
-}
+/// An `If-Match`: the core's model, a version being the instant a document was written at
+/// (`Version(None)` for a tag this service never wrote).
+pub(crate) type Condition = IfMatch<DateTime>;
 
+/// Whether `condition` holds while `current` is stored.
 pub(crate) fn holds(condition: Condition, current: Option<&Entity>) -> bool {
-    match (condition, current) {
-        (Condition::None, _) => true,
-        (Condition::Any, found) => found.is_some(),
-        (Condition::Version(wanted), Some(entity)) => wanted == Some(entity.timestamp),
-        (Condition::Version(_), None) => false,
-    }
+    condition.holds(current.map(|entity| &entity.timestamp))
 }
 
 pub(crate) fn key(partition: &str, id: &str) -> EntityKey {

@@ -12,9 +12,7 @@ use crate::odata::{self, Decoded, Metadata};
 use crate::store::{TableError, Tables};
 use crate::value::Entity;
 use crate::write::{Kind, condition, decide};
-
-/// How many times a write decides again when other writes keep coming first.
-pub(crate) const ATTEMPTS: usize = 32;
+use ifmatch_azure::swap::Attempts;
 
 /// An entity's JSON, at the metadata `accept` asks for.
 pub(crate) fn entity_json(
@@ -39,7 +37,14 @@ pub(crate) async fn insert(
         .zip(rk)
         .ok_or_else(|| invalid("PartitionKey and RowKey expected"))?;
     reach(asked, (&key.0, &key.1))?;
-    let change = decide(Kind::Insert, None, &key, None, decoded, asked.now)?;
+    let change = decide(
+        Kind::Insert,
+        crate::write::Condition::Absent,
+        &key,
+        None,
+        decoded,
+        asked.now,
+    )?;
     let entity = change.write.clone().expect("an insert writes");
     check_size(&entity)?;
     match tables.commit(table, &[change]).await {
@@ -98,7 +103,7 @@ pub(crate) async fn write(
         .headers
         .get(header::IF_MATCH)
         .map(|v| v.to_str().unwrap_or_default());
-    let condition = if_match.map(condition).transpose()?;
+    let condition = condition(if_match)?;
     let body = match kind {
         Kind::Delete => Decoded::default(),
         _ => odata::decode(asked.body)?,
@@ -110,7 +115,8 @@ pub(crate) async fn write(
     {
         return Err(invalid("the body names another entity than the URL"));
     }
-    for _ in 0..ATTEMPTS {
+    let mut attempts = Attempts::default();
+    while attempts.next().await {
         let current = tables.get(table, &key).await.map_err(table_error)?;
         let change = decide(
             kind,

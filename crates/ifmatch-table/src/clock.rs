@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use ifmatch_table::DateTime;
+use crate::value::DateTime;
 
 /// The last instant given.
 #[derive(Debug, Default)]
@@ -19,10 +19,9 @@ impl Clock {
     pub fn stamp(&self, now: SystemTime, before: Option<DateTime>) -> DateTime {
         let since = now.duration_since(UNIX_EPOCH).unwrap_or_default();
         let now = DateTime::from_unix(since.as_secs() as i64, since.subsec_nanos()).ticks();
-        let floor = before.map_or(i64::MIN, |b| b.ticks().saturating_add(1));
         let mut last = self.last.load(Ordering::Relaxed);
         loop {
-            let next = now.max(last + 1).max(floor);
+            let next = after(DateTime::from_ticks(now.max(last + 1)), before).ticks();
             match (self.last).compare_exchange_weak(
                 last,
                 next,
@@ -38,6 +37,16 @@ impl Clock {
     /// The last instant given, in ticks.
     pub fn last(&self) -> i64 {
         self.last.load(Ordering::Relaxed)
+    }
+}
+
+/// The instant of a write at `now` over a version written at `before`: `now`, or a tick after
+/// `before` when the clock has not moved past it, so that a write never gives a version a tag
+/// it had (a client holding the earlier tag gets 412, never a false match).
+pub(crate) fn after(now: DateTime, before: Option<DateTime>) -> DateTime {
+    match before {
+        Some(before) if now <= before => DateTime::from_ticks(before.ticks().saturating_add(1)),
+        _ => now,
     }
 }
 
