@@ -37,4 +37,4 @@ pub use env::{Env, ManualEnv};
 pub use error_code::{ErrorCode, is_xml_text, xml_escape};
 pub use headers::{ERROR_CODE, OperationName, REQUEST_ID};
 pub use turns::Turns;
-pub use whole_body::{WholeBody, answer_whole};
+pub use whole_body::{Answer, WholeBody, answer_whole};

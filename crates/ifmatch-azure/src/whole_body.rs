@@ -10,24 +10,27 @@ use http::{Request, Response};
 use http_body::Body;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 
+/// The answer of an endpoint that reads bodies whole: its body is whole too.
+pub type Answer = Response<Bytes>;
+
 /// An endpoint that answers a request from its body read whole.
 pub trait WholeBody {
     /// The longest body it takes.
     const MAX_BODY: usize;
 
     /// Its answer to a request whose body was read whole.
-    fn answer(&self, parts: &Parts, body: &[u8]) -> impl Future<Output = Response<Bytes>>;
+    fn answer(&self, parts: &Parts, body: &[u8]) -> impl Future<Output = Answer>;
 
     /// Its answer to a request whose body is longer than [`WholeBody::MAX_BODY`].
-    fn too_large(&self, parts: &Parts) -> Response<Bytes>;
+    fn too_large(&self, parts: &Parts) -> Answer;
 
     /// Its answer to a request whose body was cut short (the client stopped sending, or sent
     /// something that is not HTTP).
-    fn cut(&self, parts: &Parts) -> Response<Bytes>;
+    fn cut(&self, parts: &Parts) -> Answer;
 }
 
 /// `endpoint`'s answer to `request`, its body read whole first, up to the endpoint's limit.
-pub async fn answer_whole<E, B>(endpoint: &E, request: Request<B>) -> Response<Bytes>
+pub async fn answer_whole<E, B>(endpoint: &E, request: Request<B>) -> Answer
 where
     E: WholeBody,
     B: Body,

@@ -24,10 +24,10 @@ pub(crate) struct Subrequest {
 }
 
 /// A batch that cannot be read: its code and what to say.
-pub(crate) type Refused = (ErrorCode, &'static str);
+pub(crate) type Malformed = (ErrorCode, &'static str);
 
 /// The boundary a `multipart/mixed` content type names.
-pub(crate) fn boundary(content_type: Option<&HeaderValue>) -> Result<String, Refused> {
+pub(crate) fn boundary(content_type: Option<&HeaderValue>) -> Result<String, Malformed> {
     let refused = (
         ErrorCode::InvalidInput,
         "A batch needs Content-Type: multipart/mixed; boundary=...",
@@ -47,7 +47,7 @@ pub(crate) fn boundary(content_type: Option<&HeaderValue>) -> Result<String, Ref
 }
 
 /// Reads the subrequests of a batch body.
-pub(crate) fn parse(body: &[u8], boundary: &str) -> Result<Vec<Subrequest>, Refused> {
+pub(crate) fn parse(body: &[u8], boundary: &str) -> Result<Vec<Subrequest>, Malformed> {
     let malformed = (
         ErrorCode::InvalidInput,
         "The batch body is not a multipart/mixed body of HTTP requests.",

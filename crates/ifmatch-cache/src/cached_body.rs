@@ -2,7 +2,7 @@
 
 use http_body_util::Either;
 
-use crate::stored_body::Reader;
+use crate::entry_body::Reader;
 use crate::tee::Tee;
 
 /// The body of an answer: a stored body (whole or arriving), or the inner service's (kept

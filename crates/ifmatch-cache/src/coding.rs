@@ -23,7 +23,7 @@ use std::time::SystemTime;
 use http::header::{ACCEPT_ENCODING, CONTENT_ENCODING, HeaderValue};
 use http::{Request, response};
 
-use super::stored::Stored;
+use super::entry::Stored;
 use super::weights::members;
 
 /// The head to serve `asked` from `stored`, fresh, if `stored` varies by `Accept-Encoding`

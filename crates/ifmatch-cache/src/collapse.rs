@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::stored::Stored;
+use super::entry::Stored;
 
 /// What a leader stored, once it has.
 pub(crate) type Published = Option<Arc<Stored>>;

@@ -48,9 +48,9 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::disk_writer::{self, DiskWriter};
+use super::entry::Stored;
+use super::entry_body::StoredBody;
 use super::freshness::Freshness;
-use super::stored::Stored;
-use super::stored_body::StoredBody;
 
 const MAGIC: &[u8] = b"ifmatch-cache 1\n";
 

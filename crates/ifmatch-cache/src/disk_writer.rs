@@ -14,7 +14,7 @@ use std::sync::mpsc::{Receiver, SyncSender};
 
 use bytes::Bytes;
 
-use super::stored::Stored;
+use super::entry::Stored;
 
 /// The most bytes of answers waiting to be written.
 pub(crate) const QUEUE_BYTES: u64 = 64 << 20;

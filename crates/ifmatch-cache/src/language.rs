@@ -12,7 +12,7 @@ use std::time::SystemTime;
 use http::header::{ACCEPT_LANGUAGE, CONTENT_LANGUAGE, HeaderValue};
 use http::{Request, response};
 
-use super::stored::Stored;
+use super::entry::Stored;
 use super::weights;
 
 /// The head to serve `asked` from `stored`, fresh, if `stored` varies by `Accept-Language`

@@ -6,10 +6,10 @@ use std::time::Duration;
 use tower_layer::Layer;
 
 use super::key::key_of;
+use super::memory::Forgotten;
+use super::memory::{Settings, Store};
 use super::service::SharedCache;
 use super::stats::CacheReport;
-use super::store::Forgotten;
-use super::store::{Settings, Store};
 
 /// Puts a [`SharedCache`] in front of a service. Every service it makes, and every clone of
 /// it, shares one store.

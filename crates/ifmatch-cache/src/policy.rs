@@ -27,9 +27,9 @@ use http::{Request, Response, StatusCode};
 use http_cache_semantics::{CacheOptions, CachePolicy};
 use ifmatch_core::date::{date_header_value, parse_http_date_leniently};
 
+use super::entry::{Stored, fields_size};
 use super::freshness::CRATE_STORES;
 use super::lazy_policy::{self, Policy};
-use super::stored::{Stored, fields_size};
 use super::{freshness, targeted};
 
 /// What decides the storing and reuse of a response.

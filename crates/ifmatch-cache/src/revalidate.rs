@@ -20,12 +20,12 @@ use tower_service::Service;
 
 use super::cached_body::CachedBody;
 use super::collapse::MissTurn;
+use super::entry::Stored;
 use super::freshness;
-use super::from_store::from_store;
-use super::keep::keep;
+use super::hit::from_store;
+use super::memory::Store;
+use super::miss::keep;
 use super::stats::Counters;
-use super::store::Store;
-use super::stored::Stored;
 use super::{lazy_policy, policy};
 use ifmatch_core::BoxError;
 

@@ -23,16 +23,16 @@ use tower_service::Service;
 use super::cache_status::add_status;
 use super::cached_body::CachedBody;
 use super::collapse::{self, MissTurn};
+use super::entry::Stored;
 use super::freshness;
-use super::from_store::from_store;
-use super::keep::{BodyBeingStored, keep};
+use super::hit::from_store;
+use super::hit_head::FreshHead;
 use super::key::{host_of, key_of, keyed, target_of};
+use super::memory::{Forgotten, Store};
+use super::miss::{BodyBeingStored, keep};
 use super::policy::{self};
 use super::revalidate::{Revalidated, in_background, revalidate, tags_once};
-use super::served::FreshHead;
 use super::stats::Counters;
-use super::store::{Forgotten, Store};
-use super::stored::Stored;
 use super::targeted::{self, SURROGATE_CAPABILITY, SURROGATE_CONTROL};
 use super::tee::Tee;
 use super::unkeyed;
@@ -62,13 +62,13 @@ impl<S> SharedCache<S> {
 /// What the cache can stand in front of: a service that can be cloned and moved between tasks,
 /// answering a body of `Bytes`.
 pub trait Cacheable<ReqBody>:
-    Service<Request<ReqBody>, Response = Response<Self::Answer>, Future: Send, Error: Send>
+    Service<Request<ReqBody>, Response = Response<Self::ResponseBody>, Future: Send, Error: Send>
     + Clone
     + Send
     + 'static
 {
     /// The body of its responses.
-    type Answer: Body<Data = Bytes, Error: Into<BoxError>> + Send + 'static;
+    type ResponseBody: Body<Data = Bytes, Error: Into<BoxError>> + Send + 'static;
 }
 
 impl<S, ReqBody, ResBody> Cacheable<ReqBody> for S
@@ -78,7 +78,7 @@ where
     S::Error: Send,
     ResBody: Body<Data = Bytes, Error: Into<BoxError>> + Send + 'static,
 {
-    type Answer = ResBody;
+    type ResponseBody = ResBody;
 }
 
 impl<S, ReqBody> Service<Request<ReqBody>> for SharedCache<S>
@@ -86,7 +86,7 @@ where
     S: Cacheable<ReqBody>,
     ReqBody: Default + Send + 'static,
 {
-    type Response = Response<CachedBody<S::Answer>>;
+    type Response = Response<CachedBody<S::ResponseBody>>;
     type Error = S::Error;
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, S::Error>> + Send>>;
 
@@ -114,7 +114,7 @@ async fn through_store<S, ReqBody>(
     mut inner: S,
     store: Arc<Store>,
     mut request: Request<ReqBody>,
-) -> Result<Response<CachedBody<S::Answer>>, S::Error>
+) -> Result<Response<CachedBody<S::ResponseBody>>, S::Error>
 where
     S: Cacheable<ReqBody>,
     ReqBody: Default + Send + 'static,

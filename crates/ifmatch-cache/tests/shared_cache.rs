@@ -13,12 +13,12 @@ use ifmatch_core::cache_markers::BypassSharedCache;
 use tower::{Layer, Service, ServiceExt};
 
 /// A canned answer: status, headers, body.
-type Answer = (u16, Vec<(&'static str, String)>, &'static str);
+type Reply = (u16, Vec<(&'static str, String)>, &'static str);
 
 /// What the origin answers, and what reached it.
 #[derive(Clone, Default)]
 struct Origin {
-    answer: Arc<Mutex<Answer>>,
+    answer: Arc<Mutex<Reply>>,
     seen: Arc<Mutex<Vec<(Method, HeaderMap)>>>,
     /// How long it takes to answer.
     delay: Arc<Mutex<std::time::Duration>>,

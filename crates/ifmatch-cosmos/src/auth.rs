@@ -9,28 +9,22 @@ use http::HeaderMap;
 use ifmatch_azure::Account;
 
 use crate::address::Address;
+use crate::failure::{Code, Failure};
 
 /// How far a request's date may be from the server's clock.
 const SKEW: Duration = Duration::from_secs(15 * 60);
 
-/// Why a request's credentials are refused, in words a user can act on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refused {
-    /// 401 for a missing or wrong token, 403 for a token signed for another time (Azure's
-    /// answers, which the SDKs tell apart: a wrong key, or a clock to set).
-    pub status: u16,
-    /// What is wrong.
-    pub message: String,
-}
-
-/// The account among `accounts` whose key signed the request, or why none did.
+/// The account among `accounts` whose key signed the request, or why none did, in words a
+/// user can act on: 401 `Unauthorized` for a missing or wrong token, 403 `Forbidden` for a
+/// token signed for another time (Azure's answers, which the SDKs tell apart: a wrong key, or a
+/// clock to set).
 pub fn authorize<'a>(
     accounts: impl IntoIterator<Item = &'a Account>,
     method: &http::Method,
     headers: &HeaderMap,
     address: &Address,
     now: SystemTime,
-) -> Result<&'a Account, Refused> {
+) -> Result<&'a Account, Failure> {
     let header = (headers.get(http::header::AUTHORIZATION))
         .and_then(|value| value.to_str().ok())
         .ok_or_else(|| refused("Required Header authorization is missing. Ensure a valid Authorization token is passed."))?;
@@ -64,9 +58,9 @@ pub fn authorize<'a>(
         // Azure's words: a token holds from its date for 15 minutes (and as long before it,
         // for clocks that run ahead).
         let time = httpdate::fmt_http_date;
-        return Err(Refused {
-            status: 403,
-            message: format!(
+        return Err(Failure::new(
+            Code::Forbidden,
+            format!(
                 "The authorization token is not valid at the current time. Please create another \
                  token and retry (token start time: {}, token expiry time: {}, current server \
                  time: {}).",
@@ -74,7 +68,7 @@ pub fn authorize<'a>(
                 time(when + SKEW),
                 time(now)
             ),
-        });
+        ));
     }
     let text = string_to_sign(method, address, date);
     accounts
@@ -108,11 +102,8 @@ pub fn token(key: &[u8], text: &str) -> String {
     percent_encoding::utf8_percent_encode(&token, percent_encoding::NON_ALPHANUMERIC).to_string()
 }
 
-fn refused(message: &str) -> Refused {
-    Refused {
-        status: 401,
-        message: message.to_owned(),
-    }
+fn refused(message: &str) -> Failure {
+    Failure::new(Code::Unauthorized, message)
 }
 
 #[cfg(test)]
@@ -163,7 +154,7 @@ mod tests {
         ] {
             let refused = authorize(&accounts, &get, &signed(b"the key"), &address, late);
             let refused = refused.unwrap_err();
-            assert_eq!(refused.status, 403);
+            assert_eq!(refused.code, Code::Forbidden);
             assert!(
                 refused
                     .message
@@ -171,7 +162,7 @@ mod tests {
             );
         }
         let wrong = authorize(&accounts, &get, &signed(b"another"), &address, now);
-        assert_eq!(wrong.unwrap_err().status, 401);
+        assert_eq!(wrong.unwrap_err().code, Code::Unauthorized);
         assert!(authorize(&accounts, &get, &headers, &address, now).is_err());
     }
 }

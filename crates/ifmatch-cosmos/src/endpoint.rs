@@ -10,7 +10,7 @@ use ifmatch_azure::{Account, Accounts, Env};
 use ifmatch_table::{Scoped, Tables};
 
 use crate::address::{Address, Unknown};
-use crate::failure::{Answer, Code, Failure, bad_request, too_large};
+use crate::failure::{Answer, Failure, bad_request, too_large};
 use crate::front::answers::answer_of;
 use crate::front::{Asked, Front};
 use ifmatch_azure::Turns;
@@ -171,11 +171,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
                 &parts.headers,
                 &address,
                 self.env.now(),
-            )
-            .map_err(|refused| match refused.status {
-                403 => Failure::new(Code::Forbidden, refused.message),
-                _ => Failure::new(Code::Unauthorized, refused.message),
-            })?,
+            )?,
         };
         consistency(&parts.headers)?;
         let tables = Scoped::new(self.tables.clone(), &format!("~cosmos~{}", account.name()));

@@ -5,8 +5,7 @@
 use bytes::Bytes;
 use ifmatch_table::TableError;
 
-/// An answer: the front's bodies are whole.
-pub type Answer = http::Response<Bytes>;
+pub use ifmatch_azure::Answer;
 
 ifmatch_azure::error_codes! {
     /// A Cosmos DB error code, with its status and the message Azure gives when nothing more is

@@ -42,13 +42,13 @@ impl<S, V> Conditional<S, V> {
         ResBody: Body<Data = Bytes> + Unpin + Send + 'static,
         ResBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        if !self.shared.serves_get.load(Ordering::Relaxed) {
-            self.shared.serves_get.store(true, Ordering::Relaxed);
+        if !self.state.serves_get.load(Ordering::Relaxed) {
+            self.state.serves_get.store(true, Ordering::Relaxed);
         }
         let headers = request.headers();
         let asks = Asks::of(headers);
         let key_text = key.of(&request);
-        let resource = self.shared.cache.resource_to_read(key_text);
+        let resource = self.state.cache.resource_to_read(key_text);
         let key = resource.is_none().then(|| Arc::from(key_text));
         // The short-circuit: If-None-Match alone decides (If-Match and If-Unmodified-Since come
         // first in RFC 9110 13.2.2, and only the inner service knows about those).
@@ -79,9 +79,9 @@ impl<S, V> Conditional<S, V> {
             resource,
             remembered,
             head,
-            cache: self.shared.cache.clone(),
-            hash_limit: self.shared.config.hash_limit,
-            remember_private: self.shared.config.custom_key,
+            cache: self.state.cache.clone(),
+            hash_limit: self.state.config.hash_limit,
+            remember_private: self.state.config.custom_key,
             // A HEAD may reach a handler of its own, whose answer is not the GET's: what the
             // cache remembers comes from GETs.
             may_remember: !head,
@@ -100,8 +100,8 @@ impl<S, V> Conditional<S, V> {
         let inner = std::mem::replace(&mut self.inner, clone);
         // Only a layer that trusts its memory judges writes by the version backend's versions:
         // otherwise nothing to record.
-        let record = self.shared.config.judges_by_memory();
-        let versions = self.shared.versions.clone();
+        let record = self.state.config.judges_by_memory();
+        let versions = self.state.versions.clone();
         ResponseFuture::boxed(move || learn(inner, versions, request, context, record))
     }
 }

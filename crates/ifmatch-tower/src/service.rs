@@ -24,11 +24,13 @@ use crate::store::VersionStore;
 #[derive(Debug, Clone)]
 pub struct Conditional<S, V> {
     pub(crate) inner: S,
-    pub(crate) shared: Arc<Shared<V>>,
+    pub(crate) state: Arc<LayerState<V>>,
 }
 
 #[derive(Debug)]
-pub(crate) struct Shared<V> {
+/// What every clone of the service shares: the versions, the cache of read answers, the
+/// configuration.
+pub(crate) struct LayerState<V> {
     pub(crate) versions: V,
     pub(crate) cache: ReadCache,
     pub(crate) config: Arc<Config>,
@@ -47,7 +49,7 @@ impl<S, V> Conditional<S, V> {
         config: Arc<Config>,
         one_method: bool,
     ) -> Self {
-        let shared = Shared {
+        let state = LayerState {
             serves_get: AtomicBool::new(!one_method),
             versions,
             cache,
@@ -55,7 +57,7 @@ impl<S, V> Conditional<S, V> {
         };
         Self {
             inner,
-            shared: Arc::new(shared),
+            state: Arc::new(state),
         }
     }
 
@@ -86,19 +88,19 @@ where
     }
 
     fn call(&mut self, mut request: Request<ReqBody>) -> Self::Future {
-        let skipped = (self.shared.config.skip.as_ref())
+        let skipped = (self.state.config.skip.as_ref())
             .is_some_and(|skip| skip(request.uri(), request.headers()));
         let key = match () {
             _ if skipped => None,
-            _ if self.shared.config.custom_key => {
-                (self.shared.config.key)(request.uri(), request.headers()).map(Key::Custom)
+            _ if self.state.config.custom_key => {
+                (self.state.config.key)(request.uri(), request.headers()).map(Key::Custom)
             }
             _ => Some(Key::Path),
         };
         let Some(key) = key else {
             return ResponseFuture::passthrough(self.inner.call(request));
         };
-        let mark = (self.shared.config.mark_encodings)
+        let mark = (self.state.config.mark_encodings)
             .then(|| Mark::of(request.headers()))
             .flatten();
         if let Some(mark) = &mark {
@@ -112,14 +114,14 @@ where
                 // clone).
                 let clone = self.inner.clone();
                 let inner = std::mem::replace(&mut self.inner, clone);
-                let shared = &self.shared;
+                let state = &self.state;
                 let key = key.of(&request).to_owned();
                 let (versions, cache, config) = (
-                    shared.versions.clone(),
-                    shared.cache.clone(),
-                    shared.config.clone(),
+                    state.versions.clone(),
+                    state.cache.clone(),
+                    state.config.clone(),
                 );
-                let serves_get = shared.serves_get.load(Ordering::Relaxed);
+                let serves_get = state.serves_get.load(Ordering::Relaxed);
                 // Boxed on purpose: a write awaits the backend's lock and version, perhaps a
                 // probe of the inner service, and the write itself; it already costs a lock
                 // and a round trip.

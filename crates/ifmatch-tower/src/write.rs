@@ -54,104 +54,17 @@ where
             return Ok(refusal(Refusal::Unavailable));
         }
     };
-    if conditional {
-        let current = match &config.source {
-            // The application's source is authoritative: asked under the lock, every time;
-            // its `None` means the resource does not exist.
-            Some(source) => {
-                let (parts, body) = request.into_parts();
-                let current = source(&parts).await;
-                request = Request::from_parts(parts, body);
-                match current {
-                    Ok(current) => Some(current),
-                    Err(error) if error.is::<Deferred>() => {
-                        tracing::debug!(%key, "the inner service judges the conditions");
-                        None
-                    }
-                    Err(error) => {
-                        tracing::error!(%key, %error, "the version source failed");
-                        return Ok(refusal(Refusal::Unavailable));
-                    }
-                }
-            }
-            // Asked of the application itself: the resource as it is now.
-            None if config.asks_service() => {
-                if !serves_get {
-                    tracing::error!(%key, "{}", crate::refusal::BLIND.trim_end());
-                    return Ok(refusal(Refusal::Blind));
-                }
-                let (uri, headers) = (request.uri().clone(), request.headers().clone());
-                match ask(&mut inner, uri, headers, config.hash_limit).await? {
-                    Ok(current) => Some(current),
-                    Err(answer) => return Ok(answer),
-                }
-            }
-            None => Some(match versions.get(&key).await {
-                // A GET found it missing, and nobody has written since.
-                Ok(Some(known)) if is_absent(&known) => None,
-                // Per-variant tags (`Vary`: per user, per encoding): the tag of the variant this
-                // request selects, while nobody has written since this instance learned them;
-                // otherwise the key's one version.
-                Ok(Some(known)) => match cache.resource(&key).and_then(|r| {
-                    let query = request.uri().query().unwrap_or("");
-                    r.current_for(query, request.headers(), &known)
-                }) {
-                    None => Some(known),
-                    Some(Some(etag)) => Some(Validators::new(Some(etag), known.last_modified)),
-                    Some(None) => return Ok(refusal(Refusal::Unknown)),
-                },
-                // The version cannot be known: fail closed. The client re-reads, which teaches
-                // the layer the version, and retries.
-                Ok(None) if !serves_get => return Ok(refusal(Refusal::Unknown)),
-                Ok(None) => {
-                    let (uri, headers) = (request.uri().clone(), request.headers().clone());
-                    match ask(&mut inner, uri, headers, config.hash_limit).await? {
-                        Ok(current) => current,
-                        Err(answer) => return Ok(answer),
-                    }
-                }
-                Err(error) => {
-                    tracing::error!(%key, %error, "the version backend could not read a version");
-                    return Ok(refusal(Refusal::Unavailable));
-                }
-            }),
-        };
-        // Unknown here when the source deferred to the inner service, which has the
-        // conditions still.
-        if let Some(current) = current {
-            let target = Target::of(request.method(), current.as_ref());
-            let mut outcome = evaluate(request.method(), request.headers(), target);
-            // A tag of another representation of the resource (the gzip bytes, another
-            // language) is a tag of the version it was read from: asked for that
-            // representation again, the application says whether it still is.
-            if outcome == Outcome::PreconditionFailed
-                && config.asks_service()
-                && let Some(other) = another_representation(
-                    &mut inner,
-                    (&cache, &key),
-                    request.uri(),
-                    request.headers(),
-                    config.hash_limit,
-                )
-                .await?
-            {
-                let target = Target::of(request.method(), Some(&other));
-                outcome = evaluate(request.method(), request.headers(), target);
-            }
-            if outcome == Outcome::PreconditionFailed {
-                // Asked, the application said the client's tag is not current. When the
-                // current tag is not one the layer remembers, its memory is stale too (a change
-                // behind the layer): it goes, and no 304 answers the old tag again. When it is,
-                // the memory agrees with the application and stays: a stream of writes with
-                // made-up tags cannot make every read run the handler.
-                let agrees = (current.as_ref().and_then(|c| c.etag.as_ref()))
-                    .is_some_and(|etag| cache.resource(&key).is_some_and(|r| r.remembers(etag)));
-                if !config.judges_by_memory() && !agrees {
-                    cache.invalidate(&key);
-                }
-                return Ok(refusal(Refusal::Failed));
-            }
-        }
+    if conditional
+        && let Some(answer) = judge(
+            &mut inner,
+            (&versions, &cache, &config),
+            serves_get,
+            &mut request,
+            &key,
+        )
+        .await?
+    {
+        return Ok(answer);
     }
     if let (Some(name), Some(token)) = (&config.fencing_header, versions.fencing_token(&guard)) {
         request
@@ -160,12 +73,175 @@ where
     }
     let (uri, headers) = (request.uri().clone(), request.headers().clone());
     poll_fn(|cx| inner.poll_ready(cx)).await?;
-    let mut response = inner.call(request).await?;
-    cache.invalidate(&key);
+    let response = inner.call(request).await?;
+    let state = (&versions, &cache, &*config);
+    Ok(record(state, &guard, &key, (uri, headers), response).await)
+}
+
+/// The answer of a write, the layer's or the inner service's.
+type Answered<B> = Response<ConditionalBody<B>>;
+
+/// The write's conditions against its target's current version ([`current_version`]): `Some`
+/// answer when the write is not to run (412, or a version that cannot be known), `None` when it
+/// runs (the conditions hold, or the source left them to the inner service).
+async fn judge<S, V, ReqBody, ResBody>(
+    inner: &mut S,
+    (versions, cache, config): (&V, &ReadCache, &Config),
+    serves_get: bool,
+    request: &mut Request<ReqBody>,
+    key: &str,
+) -> Result<Option<Answered<ResBody>>, S::Error>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    V: VersionStore,
+    ReqBody: Default,
+    ResBody: Body<Data = Bytes> + Unpin,
+    ResBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let state = (versions, cache, config);
+    let current = match current_version(inner, state, serves_get, request, key).await? {
+        Ok(current) => current,
+        Err(answer) => return Ok(Some(answer)),
+    };
+    // Unknown here when the source deferred to the inner service, which has the
+    // conditions still.
+    if let Some(current) = current {
+        let target = Target::of(request.method(), current.as_ref());
+        let mut outcome = evaluate(request.method(), request.headers(), target);
+        // A tag of another representation of the resource (the gzip bytes, another
+        // language) is a tag of the version it was read from: asked for that
+        // representation again, the application says whether it still is.
+        if outcome == Outcome::PreconditionFailed
+            && config.asks_service()
+            && let Some(other) = another_representation(
+                inner,
+                (cache, key),
+                request.uri(),
+                request.headers(),
+                config.hash_limit,
+            )
+            .await?
+        {
+            let target = Target::of(request.method(), Some(&other));
+            outcome = evaluate(request.method(), request.headers(), target);
+        }
+        if outcome == Outcome::PreconditionFailed {
+            // Asked, the application said the client's tag is not current. When the
+            // current tag is not one the layer remembers, its memory is stale too (a change
+            // behind the layer): it goes, and no 304 answers the old tag again. When it is,
+            // the memory agrees with the application and stays: a stream of writes with
+            // made-up tags cannot make every read run the handler.
+            let agrees = (current.as_ref().and_then(|c| c.etag.as_ref()))
+                .is_some_and(|etag| cache.resource(key).is_some_and(|r| r.remembers(etag)));
+            if !config.judges_by_memory() && !agrees {
+                cache.invalidate(key);
+            }
+            return Ok(Some(refusal(Refusal::Failed)));
+        }
+    }
+    Ok(None)
+}
+
+/// The current version of the write's target, asked of the application's source, of the
+/// version backend or of the inner service: `Some(None)` when it has no representation, `None`
+/// when the source left the conditions to the inner service; `Err` with the answer when the
+/// version cannot be known (the write does not run).
+async fn current_version<S, V, ReqBody, ResBody>(
+    inner: &mut S,
+    (versions, cache, config): (&V, &ReadCache, &Config),
+    serves_get: bool,
+    request: &mut Request<ReqBody>,
+    key: &str,
+) -> Result<Known<ResBody>, S::Error>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    V: VersionStore,
+    ReqBody: Default,
+    ResBody: Body<Data = Bytes> + Unpin,
+    ResBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let current = match &config.source {
+        // The application's source is authoritative: asked under the lock, every time;
+        // its `None` means the resource does not exist.
+        Some(source) => {
+            let (parts, body) = std::mem::take(request).into_parts();
+            let current = source(&parts).await;
+            *request = Request::from_parts(parts, body);
+            match current {
+                Ok(current) => Some(current),
+                Err(error) if error.is::<Deferred>() => {
+                    tracing::debug!(%key, "the inner service judges the conditions");
+                    None
+                }
+                Err(error) => {
+                    tracing::error!(%key, %error, "the version source failed");
+                    return Ok(Err(refusal(Refusal::Unavailable)));
+                }
+            }
+        }
+        // Asked of the application itself: the resource as it is now.
+        None if config.asks_service() => {
+            if !serves_get {
+                tracing::error!(%key, "{}", crate::refusal::BLIND.trim_end());
+                return Ok(Err(refusal(Refusal::Blind)));
+            }
+            let (uri, headers) = (request.uri().clone(), request.headers().clone());
+            match ask(inner, uri, headers, config.hash_limit).await? {
+                Ok(current) => Some(current),
+                Err(answer) => return Ok(Err(answer)),
+            }
+        }
+        None => Some(match versions.get(key).await {
+            // A GET found it missing, and nobody has written since.
+            Ok(Some(known)) if is_absent(&known) => None,
+            // Per-variant tags (`Vary`: per user, per encoding): the tag of the variant this
+            // request selects, while nobody has written since this instance learned them;
+            // otherwise the key's one version.
+            Ok(Some(known)) => match cache.resource(key).and_then(|r| {
+                let query = request.uri().query().unwrap_or("");
+                r.current_for(query, request.headers(), &known)
+            }) {
+                None => Some(known),
+                Some(Some(etag)) => Some(Validators::new(Some(etag), known.last_modified)),
+                Some(None) => return Ok(Err(refusal(Refusal::Unknown))),
+            },
+            // The version cannot be known: fail closed. The client re-reads, which teaches
+            // the layer the version, and retries.
+            Ok(None) if !serves_get => return Ok(Err(refusal(Refusal::Unknown))),
+            Ok(None) => {
+                let (uri, headers) = (request.uri().clone(), request.headers().clone());
+                match ask(inner, uri, headers, config.hash_limit).await? {
+                    Ok(current) => current,
+                    Err(answer) => return Ok(Err(answer)),
+                }
+            }
+            Err(error) => {
+                tracing::error!(%key, %error, "the version backend could not read a version");
+                return Ok(Err(refusal(Refusal::Unavailable)));
+            }
+        }),
+    };
+    Ok(Ok(current))
+}
+
+/// What [`current_version`] learned.
+type Known<B> = Result<Option<Option<Validators>>, Answered<B>>;
+
+/// What a write that ran changed: its target and the other resources it names forgotten by
+/// the cache, and, in a layer that trusts its memory, the version it made current recorded
+/// (or, when it told none, forgotten).
+async fn record<V: VersionStore, B>(
+    (versions, cache, config): (&V, &ReadCache, &Config),
+    guard: &V::Guard,
+    key: &str,
+    (uri, headers): (http::Uri, HeaderMap),
+    mut response: Response<B>,
+) -> Answered<B> {
+    cache.invalidate(key);
     // What else the write changed: forgotten too, in the cache and the version backend.
     let memory = config.judges_by_memory();
-    for other in related_keys(&config, &uri, &headers, response.headers_mut()) {
-        if other == key {
+    for other in related_keys(config, &uri, &headers, response.headers_mut()) {
+        if other == *key {
             continue;
         }
         cache.invalidate(&other);
@@ -175,25 +251,23 @@ where
     }
     // Only a layer that trusts its memory reads the version backend's versions.
     if !memory {
-        return Ok(response.map(ConditionalBody::new));
+        return response.map(ConditionalBody::new);
     }
     // A write that reports its new ETag makes it current; any other outcome leaves the version
     // unknown, to be learned again before the next conditional write. A lock that expired
     // meanwhile refuses the record: forgotten too.
     let learned = match validators_of(response.headers()) {
-        Some(validators) if response.status().is_success() => {
-            versions.set(&guard, validators).await
-        }
-        _ => versions.forget(&key).await,
+        Some(validators) if response.status().is_success() => versions.set(guard, validators).await,
+        _ => versions.forget(key).await,
     };
     if let Err(error) = learned {
         // The write happened; the backend could not record it. Nothing stale may stay behind.
         tracing::warn!(%key, %error, "the version backend could not record a write");
-        if let Err(error) = versions.forget(&key).await {
+        if let Err(error) = versions.forget(key).await {
             tracing::error!(%key, %error, "the version backend could not forget a key");
         }
     }
-    Ok(response.map(ConditionalBody::new))
+    response.map(ConditionalBody::new)
 }
 
 /// The response field in which a handler names the other resources its write changed: URI
@@ -325,7 +399,7 @@ where
 
 /// What asking the inner service for the current version gives: the validators (`None`: the
 /// resource has no representation), or the answer the write gets instead.
-type Asked<B> = Result<Option<Validators>, Response<ConditionalBody<B>>>;
+type Learned<B> = Result<Option<Validators>, Answered<B>>;
 
 /// Asks the inner service for the current representation of the write's target, as a GET with
 /// the write's headers (less conditions and body metadata), and tags it as a GET would be. The
@@ -336,7 +410,7 @@ async fn ask<S, ReqBody, ResBody>(
     uri: http::Uri,
     headers: HeaderMap,
     limit: usize,
-) -> Result<Asked<ResBody>, S::Error>
+) -> Result<Learned<ResBody>, S::Error>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
     ReqBody: Default,

@@ -65,7 +65,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         body: impl Incoming,
     ) -> Answered<O> {
         use http_body_util::BodyExt;
-        let refused = |(code, detail): batch::Refused| Failure::with_detail(code, detail);
+        let refused = |(code, detail): batch::Malformed| Failure::with_detail(code, detail);
         let boundary = batch::boundary(outer.headers.get(header::CONTENT_TYPE)).map_err(refused)?;
         let bytes = http_body_util::Limited::new(body, batch::MAX_BODY)
             .collect()

@@ -117,14 +117,14 @@ pub(crate) type RequestBody = RateBody<Incoming, BodyWaits>;
 pub(crate) trait ConnectionService:
     hyper::service::Service<
         Request<RequestBody>,
-        Response = Response<Self::Answer>,
+        Response = Response<Self::ResponseBody>,
         Future: Send + 'static,
         Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     > + Send
     + 'static
 {
     /// The body of its responses.
-    type Answer: Body<Data = Bytes, Error: Into<Box<dyn std::error::Error + Send + Sync>>>
+    type ResponseBody: Body<Data = Bytes, Error: Into<Box<dyn std::error::Error + Send + Sync>>>
         + Send
         + 'static;
 }
@@ -136,7 +136,7 @@ where
     S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     B: Body<Data = Bytes, Error: Into<Box<dyn std::error::Error + Send + Sync>>> + Send + 'static,
 {
-    type Answer = B;
+    type ResponseBody = B;
 }
 
 /// Serves HTTP/1 and HTTP/2 on `listener`, with the service `service_for` makes for each

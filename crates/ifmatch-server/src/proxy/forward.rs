@@ -19,8 +19,8 @@ use pin_project_lite::pin_project;
 use std::convert::Infallible;
 use tower::Service;
 
-use super::forwarding::{Peer, append};
-use super::origin::{Answer, OriginBody, Pool};
+use super::forwarded_headers::{Peer, append};
+use super::origin::{OriginBody, OriginReply, Pool};
 use super::proxy_body::ProxyBody;
 use super::tls::Tls;
 use super::{ProxyError, ProxyMetrics, ProxyOptions};
@@ -184,7 +184,7 @@ pin_project! {
     /// the proxy's 502 or 504 in its place. Not boxed: every miss goes through it.
     pub struct ForwardFuture {
         #[pin]
-        answer: tokio::time::Timeout<Answer>,
+        answer: tokio::time::Timeout<OriginReply>,
         // The client's HTTP version, which the answer is given.
         version: Version,
         start: Instant,

@@ -19,7 +19,7 @@
 mod admin;
 mod dialect;
 mod forward;
-mod forwarding;
+mod forwarded_headers;
 mod metrics;
 mod options;
 mod origin;
@@ -47,7 +47,7 @@ use tower::{Layer, ServiceExt};
 
 use self::forward::{ClientAddr, FromOrigin};
 pub use self::forward::{Forward, ForwardBody};
-pub use self::forwarding::{Peer, TrustedHops};
+pub use self::forwarded_headers::{Peer, TrustedHops};
 pub use self::metrics::ProxyMetrics;
 pub use self::options::{ProxyError, ProxyOptions};
 pub use self::origin::OriginBody;
@@ -134,7 +134,7 @@ impl<V: VersionStore + Clone> Proxy<V> {
         }
         // What a trusted hop says of how it was reached shapes answers: it is keyed.
         let mut key_headers = options.key_headers.clone();
-        key_headers.extend(forwarding::key_headers(&options.trusted_proxies));
+        key_headers.extend(forwarded_headers::key_headers(&options.trusted_proxies));
         if !key_headers.is_empty() {
             let names = key_headers.clone();
             layer = layer.key_fn(move |uri, headers| Some(key(uri, headers, &names)));

@@ -38,7 +38,7 @@ use ifmatch_core::BoxError;
 pub(super) const IDLE: Duration = Duration::from_secs(90);
 
 /// The origin's answer, before its head is made the proxy's.
-pub(super) type Answer =
+pub(super) type OriginReply =
     Pin<Box<dyn Future<Output = Result<Response<OriginBody>, BoxError>> + Send>>;
 
 /// Idle connections to one origin.
@@ -78,7 +78,7 @@ impl Pool {
 
     /// Sends `request` (its target in origin form) on an idle connection, or a new one; again
     /// on another if the one it was given closed before taking it.
-    pub(super) fn send(self: &Arc<Self>, request: Request<ProxyBody>) -> Answer {
+    pub(super) fn send(self: &Arc<Self>, request: Request<ProxyBody>) -> OriginReply {
         let pool = self.clone();
         Box::pin(async move {
             let mut request = request;

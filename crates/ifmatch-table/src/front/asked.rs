@@ -1,7 +1,6 @@
 //! What the front reads of a request, and what it answers.
 
-use bytes::Bytes;
-use http::{HeaderMap, Method, Response};
+use http::{HeaderMap, Method};
 
 use crate::auth::{Credential, KeyRange};
 use crate::value::DateTime;
@@ -31,5 +30,5 @@ pub struct Asked<'a> {
     pub credential: Option<&'a Credential>,
 }
 
-/// An answer: its status, headers and JSON body (or none).
-pub type Answer = Response<Bytes>;
+/// An answer: its status, headers and JSON body (or none), whole.
+pub use ifmatch_azure::Answer;

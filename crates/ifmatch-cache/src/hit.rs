@@ -9,11 +9,11 @@ use ifmatch_core::cache_markers::FreshInSharedCache;
 
 use crate::cache_status::add_status;
 use crate::cached_body::CachedBody;
+use crate::entry::Stored;
+use crate::memory::Store;
 use crate::range;
 use crate::received;
 use crate::stats::Counters;
-use crate::store::Store;
-use crate::stored::Stored;
 
 /// `stored` for `asked`, with the head `head` the policy made of it (its fields, refreshed,
 /// with `Age`): all of it, the part `asked` names in `Range`, or a 304.

@@ -1,16 +1,16 @@
 //! One stored response: what decides its reuse (the crate's policy, made when first needed),
-//! its head, and its body, whole or arriving. The store that holds them by key: `store.rs`.
+//! its head, and its body, whole or arriving. The memory tier that holds them by key: `memory.rs`.
 
 use std::sync::{Arc, OnceLock};
 use std::time::SystemTime;
 
 use http_cache_semantics::BeforeRequest;
 
+use crate::entry_body::StoredBody;
 use crate::freshness::Freshness;
+use crate::hit_head::FreshHead;
 use crate::lazy_policy::Policy;
 use crate::range::Piece;
-use crate::served::FreshHead;
-use crate::stored_body::StoredBody;
 
 /// One stored response: what decides its reuse, its head, and its body.
 #[derive(Debug)]
@@ -43,7 +43,7 @@ pub(crate) struct Stored {
     /// The request's values of the store's key fields: only requests with the same are
     /// answered from it.
     pub(crate) keyed: String,
-    /// The policy's answer to its first fresh hit, for the next ones (see `served.rs`).
+    /// The policy's answer to its first fresh hit, for the next ones (see `hit_head.rs`).
     pub(crate) served: OnceLock<Option<FreshHead>>,
 }
 

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use super::collapse::CollapsedMisses;
 use super::disk::Disk;
+use super::entry::Stored;
 use super::stats::{CacheReport, Counters};
-use super::stored::Stored;
 
 /// The variants under one key, the most recently stored first.
 type Variants = Arc<[Arc<Stored>]>;

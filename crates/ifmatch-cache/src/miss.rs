@@ -16,13 +16,13 @@ use ifmatch_core::cache_markers::FreshInSharedCache;
 use crate::cache_status::add_status;
 use crate::cached_body::CachedBody;
 use crate::collapse;
+use crate::entry::Stored;
+use crate::entry_body::StoredBody;
 use crate::key::{keyed, variant};
+use crate::memory::Store;
 use crate::policy::{self, Judged};
 use crate::range::{self, Piece};
 use crate::stats::Counters;
-use crate::store::Store;
-use crate::stored::Stored;
-use crate::stored_body::StoredBody;
 use crate::tee::{self, Tee};
 
 /// The body a miss is storing, on its answer's way out of [`keep`]: what its gate is held by.
