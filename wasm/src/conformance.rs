@@ -12,7 +12,9 @@ use ifmatch_blob::conformance;
 use ifmatch_table::conformance as tables;
 use worker::{Env, Response};
 
-use crate::{DurableRecords, DurableTables, RECORDS, TABLES};
+use crate::bindings::{RECORDS, TABLES};
+use crate::records::DurableRecords;
+use crate::tables::DurableTables;
 
 /// Runs the suite `name` names.
 pub async fn run(name: &str, env: &Env) -> worker::Result<Response> {

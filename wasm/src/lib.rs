@@ -13,13 +13,13 @@
 //!   service itself is `ifmatch-table`'s, under `/table` or on a host `{account}.table.…`;
 //! - [`WorkersEnv`]: the Workers clock and `crypto.randomUUID()`, never `SystemTime::now()`.
 
+mod bindings;
 #[cfg(feature = "conformance")]
 mod conformance;
+mod env;
 mod objects;
 mod records;
 mod tables;
-
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use futures_util::TryStreamExt;
@@ -29,19 +29,14 @@ use ifmatch_azure::{Accounts, answer_whole};
 use ifmatch_blob::{DEFAULT_MAX_BODY, Front, ResponseBody};
 use ifmatch_core::FramePoll;
 use wasm_bindgen::JsCast;
-use wasm_bindgen::prelude::wasm_bindgen;
 use worker::{Context, Env, HttpRequest, event};
 
+pub use bindings::{BUCKET, RECORDS, TABLES};
+pub use env::WorkersEnv;
 pub use objects::{R2Objects, R2Reader};
 pub use records::{ContainerRecords, DurableRecords};
 pub use tables::{DurableTables, TableEntities};
 
-/// The R2 bucket binding that holds blob bytes.
-pub const BUCKET: &str = "BLOBS";
-/// The Durable Object namespace binding that holds records.
-pub const RECORDS: &str = "RECORDS";
-/// The Durable Object namespace binding that holds tables.
-pub const TABLES: &str = "TABLES";
 /// Where the Table service is mounted beside the blobs: `TableEndpoint=https://HOST/table/ACCOUNT`
 /// (or a host `{account}.table.…`).
 pub const TABLE_MOUNT: &str = "/table";
@@ -298,27 +293,6 @@ fn fixed_length(
         .unchecked_ref::<worker::web_sys::TransformStream>()
         .readable();
     Ok(builder.stream(readable))
-}
-
-/// The Workers clock and randomness.
-#[derive(Debug, Clone, Copy)]
-pub struct WorkersEnv;
-
-#[wasm_bindgen]
-extern "C" {
-    #[wasm_bindgen(js_namespace = crypto, js_name = randomUUID)]
-    fn random_uuid() -> String;
-}
-
-impl ifmatch_azure::Env for WorkersEnv {
-    fn now(&self) -> SystemTime {
-        UNIX_EPOCH + Duration::from_millis(worker::Date::now().as_millis())
-    }
-
-    fn random_uuid(&self) -> uuid::Uuid {
-        // crypto.randomUUID() is a version 4 UUID from a cryptographic generator.
-        uuid::Uuid::parse_str(&random_uuid()).expect("crypto.randomUUID() answers a UUID")
-    }
 }
 
 /// The request body with the length its `Content-Length` gave, if any.

@@ -94,7 +94,7 @@ impl Objects for R2Objects {
             if length > limit {
                 return Err(StoreError::TooLarge { limit });
             }
-            let object = format!("blobs/{}", crate::random_uuid());
+            let object = format!("blobs/{}", crate::env::random_uuid());
             let outcome = Rc::new(RefCell::new(Outcome::default()));
             let upload = Upload {
                 body: Box::pin(HashingBody::new(body, limit)),

@@ -8,7 +8,7 @@
 
 use std::fmt;
 
-use crate::ErrorCode;
+use crate::error_code::ErrorCode;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 

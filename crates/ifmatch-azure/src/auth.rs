@@ -19,8 +19,8 @@ use http::{Method, Uri};
 use ifmatch_core::date::{HttpDate, parse_http_date};
 use sha2::Sha256;
 
-use crate::ErrorCode;
 use crate::account::Account;
+use crate::error_code::ErrorCode;
 
 /// How far a Shared Key request's date may be from the server's clock.
 pub const MAX_SKEW: Duration = Duration::from_secs(15 * 60);

@@ -10,7 +10,8 @@ use ifmatch_azure::ErrorCode;
 use quick_xml::events::Event;
 
 use crate::operation::BlockListType;
-use crate::{Block, Record};
+use crate::record::Block;
+use crate::record::Record;
 
 /// The most blocks a committed blob has (the dialect's limit).
 pub(crate) const MAX_COMMITTED: usize = 50_000;

@@ -13,7 +13,7 @@ use pin_project_lite::pin_project;
 
 use ifmatch_core::FramePoll;
 
-use crate::StoreError;
+use crate::store_error::StoreError;
 
 pin_project! {
     /// A response body. No boxing: an enum over the three shapes a response takes.
@@ -190,6 +190,9 @@ impl<R: Body<Data = Bytes, Error = StoreError>> Body for ResponseBody<R> {
 
 /// A request's body as the front's handlers and [`Objects::stage`](crate::Objects::stage)
 /// take it: bytes, sendable, failing with an error any failure can carry.
-pub trait Incoming: Body<Data = Bytes, Error: Into<crate::BoxError>> + Send + 'static {}
+pub trait Incoming:
+    Body<Data = Bytes, Error: Into<ifmatch_core::BoxError>> + Send + 'static
+{
+}
 
-impl<B: Body<Data = Bytes, Error: Into<crate::BoxError>> + Send + 'static> Incoming for B {}
+impl<B: Body<Data = Bytes, Error: Into<ifmatch_core::BoxError>> + Send + 'static> Incoming for B {}

@@ -19,9 +19,16 @@ use bytes::Bytes;
 use http_body_util::BodyExt;
 use ifmatch_core::strong_etag;
 
-use crate::{
-    Block, BlockToStage, Content, Key, Objects, PutMode, Record, Records, Scan, StoreError,
-};
+use crate::record::Block;
+use crate::record::Content;
+use crate::record::Record;
+use crate::store::BlockToStage;
+use crate::store::Key;
+use crate::store::Objects;
+use crate::store::PutMode;
+use crate::store::Records;
+use crate::store::Scan;
+use crate::store::StoreError;
 
 fn container(name: &str) -> Key {
     Key::Container(name.to_owned())
@@ -420,7 +427,7 @@ pub async fn errors<R: Records>(store: &R) {
 /// in the order blocks came, up to its limit, apart from other blobs' and other epochs' sets
 /// and from the records; dropped on request. Concurrent stagings into one set all land.
 pub async fn staging<R: Records>(store: &R) {
-    let block = |i: usize| crate::Block {
+    let block = |i: usize| crate::record::Block {
         id: format!("{i:04}"),
         object: format!("object-{i}"),
         len: i as u64,
@@ -561,12 +568,12 @@ pub async fn listing<R: Records>(store: &R) {
     }
     for delimiter in [None, Some("/"), Some("b"), Some("/a")] {
         for prefix in ["", "a", "a/", "a//", "b/"] {
-            let options = |max_results, marker| crate::ListOptions {
+            let options = |max_results, marker| crate::operation::ListOptions {
                 prefix: prefix.to_owned(),
                 marker,
                 max_results,
                 delimiter: delimiter.map(str::to_owned),
-                ..crate::ListOptions::default()
+                ..crate::operation::ListOptions::default()
             };
             let shown = |entries: Vec<crate::enumeration::Entry>| -> Vec<String> {
                 entries

@@ -10,7 +10,10 @@ use crate::lease::LeaseState;
 use ifmatch_azure::xml_escape;
 
 use crate::operation::ListOptions;
-use crate::{Record, Records, Scan, StoreError};
+use crate::record::Record;
+use crate::store::Records;
+use crate::store::Scan;
+use crate::store::StoreError;
 
 /// One entry of a page: a blob, or the prefix that stands for every name under it.
 pub(crate) enum Entry {
@@ -331,7 +334,7 @@ mod tests {
     fn names(list: &[&str]) -> Vec<(String, Record)> {
         list.iter()
             .map(|n| {
-                let content = crate::Content::new(String::new(), 0, None);
+                let content = crate::record::Content::new(String::new(), 0, None);
                 let record =
                     Record::blob(strong_etag(n.as_bytes()), SystemTime::UNIX_EPOCH, content);
                 ((*n).to_owned(), record)

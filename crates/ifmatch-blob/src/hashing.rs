@@ -9,7 +9,8 @@ use http_body::{Body, SizeHint};
 use ifmatch_core::{EntityTag, EtagHasher};
 use pin_project_lite::pin_project;
 
-use crate::{BoxError, StoreError};
+use crate::store::BoxError;
+use crate::store::StoreError;
 use ifmatch_core::FramePoll;
 
 pin_project! {

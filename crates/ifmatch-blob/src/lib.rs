@@ -56,6 +56,7 @@ mod operation;
 pub mod precondition;
 mod record;
 mod store;
+mod store_error;
 
 pub use body::{Incoming, ResponseBody};
 pub use front::{DEFAULT_MAX_BODY, Front};

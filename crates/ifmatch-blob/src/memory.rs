@@ -9,8 +9,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use bytes::{Bytes, BytesMut};
 use http_body_util::{BodyExt, Full, combinators::MapErr};
 
+use crate::body::Incoming;
+use crate::hashing::HashingBody;
+use crate::record::Block;
+use crate::record::Record;
+use crate::store::check_len;
 use crate::store::{BlockToStage, Key, Objects, PutMode, Records, Scan, Span, Staged, StoreError};
-use crate::{Block, HashingBody, Incoming, Record, check_len};
 
 #[derive(Debug, Default)]
 struct Container {

@@ -94,6 +94,3 @@ pub use range::is_part_as_whole;
 pub use service::SharedCache;
 pub use stats::CacheReport;
 pub use tee::Tee;
-
-/// What [`http_body::Body::poll_frame`] returns, for bodies of [`bytes::Bytes`].
-pub(crate) type FramePoll<E> = std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, E>>>;

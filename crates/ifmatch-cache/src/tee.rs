@@ -14,7 +14,7 @@ use std::task::{Context, Poll};
 use bytes::{Bytes, BytesMut};
 use http_body::{Body, SizeHint};
 
-use crate::FramePoll;
+use ifmatch_core::FramePoll;
 
 /// What is done with a kept body once it ended whole: stores it.
 pub(crate) type Keep = Box<dyn FnOnce(Bytes) + Send>;

@@ -2,7 +2,7 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::EntityTag;
+use crate::etag::EntityTag;
 
 /// A streaming hasher for the project's strong ETag.
 ///

@@ -90,7 +90,7 @@ mod tests {
     use ifmatch_table::MemoryTables;
     use serde_json::json;
 
-    use crate::Endpoint;
+    use crate::endpoint::Endpoint;
 
     /// A clock the test moves, shared with the endpoint.
     #[derive(Clone, Default)]
@@ -176,7 +176,7 @@ mod versions_tests {
     use serde_json::json;
 
     use super::tests::Moved;
-    use crate::Endpoint;
+    use crate::endpoint::Endpoint;
 
     /// The all-versions feed of `endpoint`'s container `d/c` from its beginning: each entry's
     /// operation, id, and whether a time to live deleted it.

@@ -4,7 +4,8 @@
 //! (each Cosmos account in names of its own); and the sweep of its items past their time to
 //! live.
 
-use crate::{AnyTables, SystemEnv};
+use ifmatch_azure::SystemEnv;
+use ifmatch_backends::AnyTables;
 
 /// The Cosmos DB endpoint as the server runs it.
 pub type CosmosEndpoint = ifmatch_cosmos::Endpoint<AnyTables, SystemEnv>;

@@ -23,7 +23,9 @@ use crate::guards::accept::{self, Limits, RequestBody};
 use crate::guards::drain;
 use crate::metrics::{self, Metrics};
 use crate::observe::ObserveLayer;
-use crate::{BlobFront, Options, SystemEnv, cosmos, tables};
+use crate::open::{BlobFront, Options};
+use crate::{cosmos, tables};
+use ifmatch_azure::SystemEnv;
 
 /// Discards the objects older than `age` that no record names, and the temporary files older
 /// than that; never while damaged records (which may name objects) sit in `damaged/`.

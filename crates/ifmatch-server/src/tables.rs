@@ -2,7 +2,8 @@
 //! emulators lay out their ports), answered by [`ifmatch_table::Endpoint`], which holds every
 //! rule (its body read whole first: `ifmatch_azure::answer_whole`).
 
-use crate::{AnyTables, SystemEnv};
+use ifmatch_azure::SystemEnv;
+use ifmatch_backends::AnyTables;
 
 /// The Table service's endpoint as the server runs it.
 pub type TableEndpoint = ifmatch_table::Endpoint<AnyTables, SystemEnv>;

@@ -12,9 +12,9 @@ use http::{HeaderValue, Response, header};
 use ifmatch_azure::auth::{ClientIp, Https};
 use ifmatch_azure::{Accounts, Env, OperationName, Style};
 
-use crate::ErrorCode;
 use crate::auth::{self, Credential, Operation};
 use crate::clock::Clock;
+use crate::error_code::ErrorCode;
 use crate::front::{self, Answer, Asked};
 use crate::scoped::Scoped;
 use crate::store::Tables;

@@ -9,7 +9,7 @@
 //! backend and the backends' conformance suite (feature `conformance`).
 
 pub mod auth;
-pub mod batch;
+
 mod clock;
 #[cfg(feature = "conformance")]
 pub mod conformance;

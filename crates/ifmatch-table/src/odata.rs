@@ -3,7 +3,7 @@
 //! and written at the metadata level a client asks for (`nometadata`, `minimalmetadata`,
 //! `fullmetadata`).
 
-use crate::ErrorCode;
+use crate::error_code::ErrorCode;
 use std::collections::BTreeMap;
 
 use base64::Engine;

@@ -6,8 +6,8 @@
 
 use ifmatch_core::precondition::IfMatch;
 
-use crate::ErrorCode;
 use crate::clock::after;
+use crate::error_code::ErrorCode;
 use crate::odata::Decoded;
 use crate::store::{Change, EntityKey, Expected};
 use crate::value::{DateTime, Entity};

@@ -218,7 +218,7 @@ async fn hostile_batches_are_refused_with_nothing_changed() {
         }
         assert_eq!(count(&tables).await, 0, "{name} changed nothing");
     }
-    let huge = vec![b'x'; ifmatch_table::batch::MAX_BATCH + 1];
+    let huge = vec![b'x'; ifmatch_table::front::batch::MAX_BATCH + 1];
     let answer = ask(&tables, "POST", "/$batch", KIND, &huge).await;
     assert_eq!(answer.status(), 413);
 }

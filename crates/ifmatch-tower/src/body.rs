@@ -7,7 +7,7 @@ use bytes::Bytes;
 use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 
-use crate::BoxError;
+use ifmatch_core::BoxError;
 use ifmatch_core::FramePoll;
 use pin_project_lite::pin_project;
 

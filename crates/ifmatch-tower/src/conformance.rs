@@ -10,7 +10,7 @@ use std::time::Duration;
 use ifmatch_core::precondition::Validators;
 use ifmatch_core::strong_etag;
 
-use crate::VersionStore;
+use crate::store::VersionStore;
 
 /// Awaits `racers`, writers that raced with the same precondition (`If-None-Match: *`, or
 /// `If-Match` of one tag), each answering its status, and checks that exactly one wrote (201)

@@ -9,9 +9,9 @@ use http::{HeaderMap, Response};
 use http_body::Body;
 use pin_project_lite::pin_project;
 
-use crate::BoxError;
 use crate::body::ConditionalBody;
 use crate::read_answer::{Hashing, ReadContext, Shape, finish_read, shape, tag};
+use ifmatch_core::BoxError;
 
 /// Whether an answer to a HEAD (sent to the inner service as a GET) came from a HEAD handler
 /// all the same: no content, but a `Content-Length` that says there would be some. Its empty

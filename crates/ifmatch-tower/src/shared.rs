@@ -10,7 +10,8 @@ use std::time::Duration;
 use ifmatch_core::precondition::Validators;
 use tokio::sync::oneshot;
 
-use crate::{BoxError, VersionStore};
+use crate::store::VersionStore;
+use ifmatch_core::BoxError;
 
 /// The steps of a backend shared by a fleet, each atomic in the backend. A lock is named by
 /// the random token of its holder; it expires `ttl_ms` milliseconds after it was taken or last

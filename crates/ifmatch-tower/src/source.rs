@@ -14,8 +14,8 @@ use ifmatch_core::date::parse_http_date;
 use ifmatch_core::precondition::{CONDITIONS, Validators};
 use ifmatch_core::strong_etag;
 
-use crate::BoxError;
 use crate::validators::validators_of;
+use ifmatch_core::BoxError;
 
 /// What a version source answers: the current validators, `None` when the resource does not
 /// exist.

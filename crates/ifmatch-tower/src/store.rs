@@ -8,7 +8,7 @@ use std::time::Duration;
 use ifmatch_core::precondition::Validators;
 use tokio::sync::OwnedMutexGuard;
 
-use crate::BoxError;
+use ifmatch_core::BoxError;
 
 /// Where current validators live, and the write lock per key.
 ///

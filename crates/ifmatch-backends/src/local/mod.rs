@@ -41,6 +41,7 @@
 //! - [`check`]: `ifmatch check`, every record against its object;
 //! - [`tables`]: the Table front's entities, in redb.
 
+mod blocking;
 pub mod check;
 pub mod dir;
 mod objects;
@@ -55,14 +56,3 @@ pub use objects::LocalObjects;
 pub use reader::ObjectReader;
 pub use records::{INLINE_MAX, LocalRecords};
 pub use tables::LocalTables;
-
-use ifmatch_blob::StoreError;
-
-/// Runs blocking file work on tokio's blocking pool.
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
-) -> Result<T, StoreError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(std::io::Error::other)?
-}

@@ -13,7 +13,7 @@ use ifmatch_blob::{BoxError, HashingBody, Objects, Staged, StoreError, check_len
 use ifmatch_blob::{Incoming, Span};
 use tokio::io::{AsyncSeekExt, AsyncWriteExt};
 
-use super::blocking;
+use super::blocking::blocking;
 use super::dir::{DataDir, TempFile, sync_dir};
 use super::reader::ObjectReader;
 use crate::byte_cache::{ByteCache, CACHED_OBJECT_MAX, byte_cache, slice};

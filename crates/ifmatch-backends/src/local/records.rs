@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use ifmatch_blob::{Block, BlockToStage, Key, PutMode, Record, Records, Scan, StoreError};
 
-use super::blocking;
+use super::blocking::blocking;
 use super::dir::{BlobFile, DataDir, read_record, sync_dir};
 use super::record_file::{self, Failed, Slot};
 use super::staged_file;

@@ -7,10 +7,11 @@ use http::header;
 
 use super::Front;
 use super::failure::Result;
+use crate::auth;
 use crate::auth::Credential;
 use crate::operation::{Operation, Target};
+use crate::record::PublicAccess;
 use crate::store::{Key, Objects, Records};
-use crate::{PublicAccess, auth};
 use ifmatch_azure::Env;
 use ifmatch_azure::OperationName;
 use ifmatch_azure::auth::{ClientIp, Https, Signed};

@@ -8,7 +8,8 @@ use ifmatch_core::date::date_header_value;
 use super::{Answer, CONTENT_CRC64, CONTENT_MD5};
 use crate::body::ResponseBody;
 use crate::checksums::Checksums;
-use crate::{Record, metadata};
+use crate::metadata;
+use crate::record::Record;
 
 pub(super) fn validator_headers(record: &Record) -> HeaderMap {
     // Room for every header a blob's answer carries: the map never grows on the way.

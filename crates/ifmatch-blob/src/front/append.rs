@@ -30,8 +30,12 @@ use super::uploads::declared_len;
 use super::{Answered, Call};
 use super::{CONTENT_CRC64, CONTENT_MD5, Front};
 use crate::body::Incoming;
+use crate::metadata;
+use crate::record::Appended;
+use crate::record::Block;
+use crate::record::Content;
+use crate::record::Record;
 use crate::store::{BlockToStage, Key, Objects, PutMode, Records, StoreError};
-use crate::{Appended, Block, Content, Record, metadata};
 use ifmatch_azure::Env;
 use ifmatch_azure::swap::Attempts;
 
@@ -199,7 +203,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         key: &Key,
         ask: Asking<'_>,
         position: Position,
-        staged: &crate::Staged,
+        staged: &crate::store::Staged,
         now: SystemTime,
     ) -> Result<Record> {
         let headers = ask.headers;
@@ -223,7 +227,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 object: staged.object.clone(),
                 len: staged.len,
                 sha256: staged.etag.clone(),
-                staged: crate::unix_seconds(now),
+                staged: crate::record::unix_seconds(now),
             };
             let room = 2 * MAX_APPENDS;
             if !self
@@ -254,7 +258,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 None,
             );
             content.sha256 = Some(chained);
-            record.last_modified = crate::unix_seconds(now);
+            record.last_modified = crate::record::unix_seconds(now);
             record.generation = current.generation + 1;
             let mode = PutMode::Update(current.generation);
             match self.records.put(key, &record, mode).await {

@@ -23,9 +23,11 @@ use super::{BLOB_TYPE, CONTENT_CRC64, CONTENT_MD5, Front, MS_RANGE, RANGE_MD5, R
 use crate::body::Incoming;
 use crate::body::{Opening, Piece, Pieces, ResponseBody};
 use crate::checksums::Checksums;
+use crate::metadata;
 use crate::operation::Operation;
+use crate::record::Content;
+use crate::record::Record;
 use crate::store::{Key, Objects, PutMode, Records, StoreError};
-use crate::{Content, Record, metadata};
 use ifmatch_azure::Env;
 use ifmatch_azure::swap::Attempts;
 
@@ -468,7 +470,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
 /// A Put Blob's bytes once received and checked: staged in an object, or held for a record
 /// that keeps them itself ([`Records::inline_max`]).
 enum Received {
-    Staged(crate::Staged),
+    Staged(crate::store::Staged),
     Inline {
         bytes: Bytes,
         etag: ifmatch_core::EntityTag,

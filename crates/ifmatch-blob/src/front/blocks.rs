@@ -30,9 +30,12 @@ use super::{CONTENT_CRC64, Front};
 use crate::block_list::{self as rules, MAX_LIST_BODY, MAX_UNCOMMITTED};
 use crate::body::Incoming;
 use crate::checksums::Checksums;
+use crate::metadata;
 use crate::operation::BlockListType;
+use crate::record::Block;
+use crate::record::Content;
+use crate::record::Record;
 use crate::store::{BlockToStage, Objects, PutMode, Records, StoreError};
-use crate::{Block, Content, Record, metadata};
 use ifmatch_azure::Env;
 use ifmatch_azure::swap::Attempts;
 
@@ -82,12 +85,12 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             object: staged.object.clone(),
             len: staged.len,
             sha256: staged.etag,
-            staged: crate::unix_seconds(now),
+            staged: crate::record::unix_seconds(now),
         };
         let named = self
             .swap(key, headers, |current| {
                 check(current)?;
-                let staging = Some(crate::Staging {
+                let staging = Some(crate::record::Staging {
                     epoch: self.fresh_generation(),
                     id_len: id.len(),
                 });

@@ -18,8 +18,10 @@ use super::{Front, PUBLIC_ACCESS};
 use crate::body::Incoming;
 use crate::body::ResponseBody;
 use crate::operation::Operation;
+use crate::record::PublicAccess;
+use crate::record::Record;
 use crate::store::{Objects, PutMode, Records, StoreError};
-use crate::{PublicAccess, Record, batch, metadata};
+use crate::{batch, metadata};
 use ifmatch_azure::Env;
 
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {

@@ -41,9 +41,12 @@ use super::gate::committed;
 use super::{Answered, Call};
 use super::{BLOB_TYPE, CONTENT_CRC64, CONTENT_MD5, Front};
 use crate::auth::{self, Credential};
+use crate::metadata;
 use crate::operation::{Operation, Target};
+use crate::record::Content;
+use crate::record::Copied;
+use crate::record::Record;
 use crate::store::{Key, Objects, Records, StoreError};
-use crate::{Content, Copied, Record, metadata};
 use ifmatch_azure::Account;
 use ifmatch_azure::Env;
 use ifmatch_azure::Style;
@@ -191,7 +194,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                         }
                     };
                     copied.blocks = Vec::new();
-                    copied.append = Some(crate::Appended { epoch, ..appended });
+                    copied.append = Some(crate::record::Appended { epoch, ..appended });
                     chained
                 }
                 None => {
@@ -218,7 +221,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     id: id.clone(),
                     source: source.url.clone(),
                     len: content.len,
-                    completed: crate::unix_seconds(now),
+                    completed: crate::record::unix_seconds(now),
                 });
             }
             let append_set = fresh.content.as_ref().and_then(|c| c.append);

@@ -10,7 +10,7 @@ use http::HeaderMap;
 use ifmatch_core::precondition::Outcome;
 
 use super::failure::Result;
-use crate::Record;
+use crate::record::Record;
 use crate::store::Key;
 
 /// What got through the gate.

@@ -10,7 +10,7 @@ use super::Front;
 use super::answers::{answer, validator_headers};
 use super::swap::Step;
 use super::{Answered, Call};
-use crate::Record;
+use crate::record::Record;
 use crate::store::{Key, Objects, Records};
 use ifmatch_azure::Env;
 

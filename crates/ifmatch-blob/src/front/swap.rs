@@ -9,7 +9,7 @@ use ifmatch_azure::ErrorCode;
 use super::Front;
 use super::failure::{Failure, Result};
 use super::gate::{Asking, existing};
-use crate::Record;
+use crate::record::Record;
 use crate::store::{Key, Objects, PutMode, Records, StoreError};
 use ifmatch_azure::Env;
 use ifmatch_azure::swap::{ATTEMPTS, Attempts};
@@ -40,7 +40,7 @@ impl Step {
         current: &Record,
         now: std::time::SystemTime,
     ) -> Self {
-        record.last_modified = crate::unix_seconds(now);
+        record.last_modified = crate::record::unix_seconds(now);
         Self::update(record, current)
     }
 }

@@ -4,7 +4,7 @@ use http::header::HeaderMap;
 
 use super::Front;
 use super::swap::Step;
-use crate::Record;
+use crate::record::Record;
 use crate::store::{Key, Objects, Records, Scan, StoreError};
 use ifmatch_azure::Env;
 
@@ -83,8 +83,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// Answers how many blocks it dropped.
     pub(super) async fn expire_blocks(&self) -> std::result::Result<usize, StoreError> {
         let now = self.env.now();
-        let limit =
-            crate::unix_seconds(now).saturating_sub(crate::block_list::UNCOMMITTED_TTL.as_secs());
+        let limit = crate::record::unix_seconds(now)
+            .saturating_sub(crate::block_list::UNCOMMITTED_TTL.as_secs());
         let mut expired = 0;
         for container in self.records.containers().await? {
             let blobs = match self.all_blobs(&container).await {

@@ -6,8 +6,8 @@ use http_body_util::Full;
 
 use super::Front;
 use super::failure::Result;
-use crate::Record;
 use crate::memory::{MemoryObjects, MemoryRecords};
+use crate::record::Record;
 use crate::store::{Key, PutMode, Records, Scan, StoreError};
 use ifmatch_azure::ERROR_CODE;
 use ifmatch_azure::ManualEnv;
@@ -38,11 +38,15 @@ impl Records for FailingPuts {
         self.inner.list(scan).await
     }
 
-    async fn stage_block(&self, stage: crate::BlockToStage<'_>) -> Result<bool, StoreError> {
+    async fn stage_block(&self, stage: crate::store::BlockToStage<'_>) -> Result<bool, StoreError> {
         self.inner.stage_block(stage).await
     }
 
-    async fn staged_blocks(&self, key: &Key, epoch: u64) -> Result<Vec<crate::Block>, StoreError> {
+    async fn staged_blocks(
+        &self,
+        key: &Key,
+        epoch: u64,
+    ) -> Result<Vec<crate::record::Block>, StoreError> {
         self.inner.staged_blocks(key, epoch).await
     }
 

@@ -12,9 +12,9 @@ use super::answers::{answer, insert_sha256, validator_headers};
 use super::failure::{Failure, Result};
 use super::swap::Swapped;
 use super::{Answer, CONTENT_CRC64, CONTENT_MD5, Front, STRUCTURED_BODY};
-use crate::Record;
 use crate::body::Incoming;
 use crate::checksums::{ChecksumBody, Checksums};
+use crate::record::Record;
 use crate::store::{Key, Objects, Records};
 use ifmatch_azure::Env;
 
@@ -91,7 +91,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// Every entry of the set of blocks staged for `key` under `epoch`, as
     /// [`Records::staged_blocks`] gives them; none when it cannot be read (logged: its
     /// objects are then orphans, for the sweep).
-    pub(super) async fn staged_entries(&self, key: &Key, epoch: u64) -> Vec<crate::Block> {
+    pub(super) async fn staged_entries(&self, key: &Key, epoch: u64) -> Vec<crate::record::Block> {
         match self.records.staged_blocks(key, epoch).await {
             Ok(blocks) => blocks,
             Err(error) => {
@@ -107,7 +107,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         &self,
         key: &Key,
         record: Option<&Record>,
-    ) -> Result<Vec<crate::Block>> {
+    ) -> Result<Vec<crate::record::Block>> {
         let Some(record) = record else {
             return Ok(Vec::new());
         };
@@ -124,7 +124,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         &self,
         headers: &HeaderMap,
         body: impl Incoming,
-    ) -> Result<(crate::Staged, Checksums)> {
+    ) -> Result<(crate::store::Staged, Checksums)> {
         let (body, checksums) = self.checked_body(headers, body)?;
         let staged = self.objects.stage(body, self.max_body).await?;
         match verified(headers, &checksums) {
@@ -146,7 +146,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     ) -> Result<(Bytes, ifmatch_core::EntityTag, Checksums)> {
         use http_body_util::BodyExt;
         let (body, checksums) = self.checked_body(headers, body)?;
-        let mut body = std::pin::pin!(crate::HashingBody::new(body, limit));
+        let mut body = std::pin::pin!(crate::hashing::HashingBody::new(body, limit));
         let mut bytes = bytes::BytesMut::new();
         while let Some(frame) = body.frame().await {
             if let Ok(data) = frame?.into_data() {
@@ -180,7 +180,10 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     }
 
     /// `staged`, durable; discarded if it cannot be made so.
-    pub(super) async fn persisted(&self, staged: crate::Staged) -> Result<crate::Staged> {
+    pub(super) async fn persisted(
+        &self,
+        staged: crate::store::Staged,
+    ) -> Result<crate::store::Staged> {
         if let Err(e) = self.objects.persist(&staged).await {
             self.discard(Some(staged.object)).await;
             return Err(e.into());

@@ -10,9 +10,9 @@ mod if_match;
 
 pub use if_match::IfMatch;
 
-use crate::EntityTag;
 use crate::date::HttpDate;
 use crate::date::{parse_http_date, single_date};
+use crate::etag::EntityTag;
 use crate::etag::scan_list;
 use ::http::{HeaderMap, header};
 

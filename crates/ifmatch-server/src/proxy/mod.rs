@@ -232,8 +232,8 @@ impl<V: VersionStore + Clone> Proxy<V> {
 }
 
 /// `limits`, with the origin's interim (1xx) responses passed on to clients (RFC 9110 15.2).
-fn passing_interim(limits: crate::Limits) -> crate::Limits {
-    crate::Limits {
+fn passing_interim(limits: crate::guards::accept::Limits) -> crate::guards::accept::Limits {
+    crate::guards::accept::Limits {
         interim_responses: true,
         ..limits
     }
@@ -243,7 +243,7 @@ fn passing_interim(limits: crate::Limits) -> crate::Limits {
 pub async fn serve<V: VersionStore + Clone>(
     listener: TcpListener,
     proxy: Proxy<V>,
-    limits: crate::Limits,
+    limits: crate::guards::accept::Limits,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let pages = pages(&proxy).await?;
@@ -268,7 +268,7 @@ pub async fn serve<V: VersionStore + Clone>(
 pub async fn serve_threads<V: VersionStore + Clone>(
     listeners: Vec<std::net::TcpListener>,
     proxy: Proxy<V>,
-    limits: crate::Limits,
+    limits: crate::guards::accept::Limits,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let pages = pages(&proxy).await?;

@@ -7,7 +7,7 @@ use serde_json::Value as Json;
 use super::answers::{as_preferred, empty, insert_header, json_answer, metadata};
 use super::asked::{Answer, Asked};
 use super::failure::{Failure, invalid, reach, table_error};
-use crate::ErrorCode;
+use crate::error_code::ErrorCode;
 use crate::odata::{self, Decoded, Metadata};
 use crate::store::{TableError, Tables};
 use crate::value::Entity;

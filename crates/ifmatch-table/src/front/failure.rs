@@ -5,7 +5,7 @@ use serde_json::{Value as Json, json};
 
 use super::answers::json_answer;
 use super::asked::{Answer, Asked};
-use crate::ErrorCode;
+use crate::error_code::ErrorCode;
 use crate::odata;
 use crate::store::TableError;
 use crate::write::Refused;

@@ -10,6 +10,7 @@
 
 mod answers;
 pub(crate) mod asked;
+pub mod batch;
 pub(crate) mod entities;
 pub(crate) mod failure;
 pub(crate) mod path;
@@ -27,7 +28,7 @@ use self::path::{Resource, resource};
 pub use self::query::MAX_PAGE;
 use self::query::{query, query_tables};
 use self::tables::{create_table, query_table};
-use crate::ErrorCode;
+use crate::error_code::ErrorCode;
 use crate::store::Tables;
 use crate::write::Kind;
 
@@ -42,7 +43,7 @@ pub async fn handle(tables: &impl Tables, asked: &Asked<'_>) -> Answer {
 async fn route(tables: &impl Tables, asked: &Asked<'_>) -> Result<Answer, Failure> {
     let method = asked.method.as_str();
     match (method, resource(asked.path)?) {
-        ("POST", Resource::Batch) => crate::batch::run(tables, asked).await,
+        ("POST", Resource::Batch) => batch::run(tables, asked).await,
         ("POST", Resource::Tables) => create_table(tables, asked).await,
         ("GET", Resource::Tables) => query_tables(tables, asked).await,
         ("GET", Resource::Table(name)) => query_table(tables, asked, &name).await,

@@ -1,7 +1,7 @@
 //! What a request's path names: the tables, a table, its entities, one entity, or a batch.
 
 use super::failure::{Failure, invalid};
-use crate::ErrorCode;
+use crate::error_code::ErrorCode;
 use crate::store::EntityKey;
 
 /// What a request's path names.

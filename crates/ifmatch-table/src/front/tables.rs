@@ -6,7 +6,7 @@ use super::answers::{as_preferred, json_answer, metadata};
 use super::asked::{Answer, Asked};
 use super::failure::{Failure, invalid, table_error};
 use super::path::check_table_name;
-use crate::ErrorCode;
+use crate::error_code::ErrorCode;
 use crate::odata::Metadata;
 use crate::store::{Scan, TableError, Tables};
 

@@ -10,8 +10,8 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Response, StatusCode, header};
 use serde_json::Value as Json;
 
-use crate::ErrorCode;
 use crate::auth::{self, Credential, Operation};
+use crate::error_code::ErrorCode;
 use crate::front::asked::Asked;
 use crate::front::entities::entity_json;
 use crate::front::failure::{Failure, table_error};

@@ -1,0 +1,182 @@
+//! What `ifmatch serve` runs: its options, and the blob front with its data directory and the
+//! tables beside its records, opened over the backends it is told (the local disk by default).
+
+use std::io;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ifmatch_azure::{Accounts, Env, SystemEnv};
+use ifmatch_backends::local::{DataDir, INLINE_MAX, LocalObjects, LocalRecords, LocalTables};
+use ifmatch_backends::{AnyObjects, AnyRecords, AnyTables, Choice, Sizes};
+use ifmatch_blob::{DEFAULT_MAX_BODY, Front, Objects, Records};
+
+use crate::guards::accept::Limits;
+
+/// The front as the server runs it: the local disk and the system clock.
+pub type LocalFront = Front<LocalRecords, LocalObjects, SystemEnv>;
+
+/// What `ifmatch serve` can be told.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Options {
+    /// The largest blob accepted, in bytes.
+    pub max_body: u64,
+    /// How many records the metadata cache holds (a record that keeps a small blob's bytes
+    /// counts once more per KiB of them).
+    pub cache_capacity: u64,
+    /// How many bytes of small objects (up to 4 MiB each) the byte cache holds.
+    pub cache_bytes: u64,
+    /// What the server tolerates of its clients.
+    pub limits: Limits,
+    /// How old an object no record names must be before the sweep discards it, and a
+    /// temporary file before it is removed: far longer than any write takes between staging
+    /// its bytes and committing its record.
+    pub orphan_age: Duration,
+    /// How often the sweep runs while serving.
+    pub sweep_every: Duration,
+    /// The storage accounts served and their keys (the development account by default).
+    pub accounts: Accounts,
+    /// Whether requests without credentials may do anything (development only).
+    pub anonymous: bool,
+    /// Where to answer `GET /metrics` (Prometheus text), on a listener of its own.
+    pub metrics_listen: Option<SocketAddr>,
+    /// Whether to log a line per request (target `ifmatch::access`, at INFO).
+    pub access_log: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            max_body: DEFAULT_MAX_BODY,
+            cache_capacity: 100_000,
+            cache_bytes: 256 << 20,
+            limits: Limits::default(),
+            orphan_age: Duration::from_secs(3600),
+            sweep_every: Duration::from_secs(600),
+            accounts: Accounts::default(),
+            anonymous: false,
+            metrics_listen: None,
+            access_log: false,
+        }
+    }
+}
+
+impl Options {
+    /// These options with another body limit.
+    pub fn max_body(mut self, bytes: u64) -> Self {
+        self.max_body = bytes;
+        self
+    }
+}
+
+/// A front with the data directory it keeps its bytes in: what [`serve`] runs.
+#[derive(Debug)]
+pub struct BlobFront<R, O, E> {
+    /// The front.
+    pub front: Arc<Front<R, O, E>>,
+    /// The data directory.
+    pub dir: Arc<DataDir>,
+    /// The Table service's tables, beside the records.
+    pub tables: AnyTables,
+    /// How old an orphan must be for the sweep [`serve`] runs before it accepts: zero for
+    /// an embedded server (nothing can be in flight yet), [`Options::orphan_age`] for a shared
+    /// directory (other instances are serving).
+    pub first_sweep: Duration,
+}
+
+impl<R, O, E> Clone for BlobFront<R, O, E> {
+    fn clone(&self) -> Self {
+        Self {
+            front: self.front.clone(),
+            dir: self.dir.clone(),
+            tables: self.tables.clone(),
+            first_sweep: self.first_sweep,
+        }
+    }
+}
+
+/// Opens the data directory for one embedded server (creating it, locking it, checking its
+/// mode, moving damaged records aside) and builds the front over it; [`serve`] sweeps what a
+/// crash left before it accepts.
+pub fn open(
+    data: impl Into<PathBuf>,
+    options: Options,
+) -> io::Result<BlobFront<LocalRecords, LocalObjects, SystemEnv>> {
+    open_with_env(data, options, SystemEnv)
+}
+
+/// [`open`], with another clock and source of ids (tests move the clock instead of sleeping).
+pub fn open_with_env<E: Env>(
+    data: impl Into<PathBuf>,
+    options: Options,
+    env: E,
+) -> io::Result<BlobFront<LocalRecords, LocalObjects, E>> {
+    let dir = DataDir::open(data)?;
+    let records = LocalRecords::new(dir.clone(), options.cache_capacity, INLINE_MAX);
+    let objects = LocalObjects::new(dir.clone(), options.cache_bytes);
+    let path = dir.root().join("tables.redb");
+    let tables = LocalTables::open(&path)
+        .map_err(|e| io::Error::other(format!("opening {}: {e}", path.display())))?;
+    let tables = AnyTables::Local(tables);
+    Ok(blob_front(
+        records,
+        objects,
+        tables,
+        env,
+        dir,
+        &options,
+        Duration::ZERO,
+    ))
+}
+
+/// The front over the backends `choice` names (see [`Choice`]): the embedded default, or
+/// records in Redis, bytes in an object store, or both. Orphans are swept at once only when
+/// nothing else shares the objects.
+pub async fn open_backends(
+    choice: &Choice,
+    options: Options,
+) -> io::Result<BlobFront<AnyRecords, AnyObjects, SystemEnv>> {
+    let sizes = Sizes {
+        records_cache: options.cache_capacity,
+        bytes_cache: options.cache_bytes,
+        orphan_age: options.orphan_age,
+    };
+    let opened = choice.open(&sizes).await?;
+    let first_sweep = if opened.shared {
+        options.orphan_age
+    } else {
+        Duration::ZERO
+    };
+    Ok(blob_front(
+        opened.records,
+        opened.objects,
+        opened.tables,
+        SystemEnv,
+        opened.dir,
+        &options,
+        first_sweep,
+    ))
+}
+
+fn blob_front<R: Records, O: Objects, E: Env>(
+    records: R,
+    objects: O,
+    tables: AnyTables,
+    env: E,
+    dir: Arc<DataDir>,
+    options: &Options,
+    first_sweep: Duration,
+) -> BlobFront<R, O, E> {
+    let front = Front::new(records, objects, env)
+        .with_max_body(options.max_body)
+        .with_accounts(&options.accounts)
+        .with_anonymous_access(options.anonymous);
+    BlobFront {
+        front: Arc::new(front),
+        dir,
+        tables,
+        first_sweep,
+    }
+}
