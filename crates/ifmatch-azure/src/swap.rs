@@ -7,10 +7,6 @@
 //! Worker), a lost race means the other write has landed already, and one instance's writers
 //! to a key take [`Turns`](crate::Turns), so the races that remain are between instances.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
-
 /// How many times a change is decided before it gives up (the caller answers then: 503
 /// `ServerBusy`, 429 `TooManyRequests`).
 pub const ATTEMPTS: usize = 64;
@@ -66,26 +62,9 @@ impl Attempts {
             return false;
         }
         if self.made > 0 {
-            YieldNow(false).await;
+            crate::yield_now().await;
         }
         self.made += 1;
         true
-    }
-}
-
-/// Pending once, so the executor runs what else is ready (the write that came first, its
-/// follow-ups) before the next attempt.
-struct YieldNow(bool);
-
-impl Future for YieldNow {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.0 {
-            return Poll::Ready(());
-        }
-        self.0 = true;
-        cx.waker().wake_by_ref();
-        Poll::Pending
     }
 }

@@ -322,12 +322,12 @@ fn whole_second_comparison() {
 
 /// A header map from field lines, in order; a name may repeat (several field lines).
 fn headers(lines: &[(&str, &str)]) -> HeaderMap {
-    let mut map = HeaderMap::new();
-    for (name, value) in lines {
-        map.append(
-            HeaderName::from_bytes(name.as_bytes()).unwrap(),
-            HeaderValue::from_str(value).unwrap(),
-        );
-    }
-    map
+    (lines.iter())
+        .map(|(name, value)| {
+            (
+                HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_str(value).unwrap(),
+            )
+        })
+        .collect()
 }

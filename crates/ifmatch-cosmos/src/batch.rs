@@ -14,7 +14,7 @@ use serde_json::{Map, Value as Json, json};
 
 use crate::document;
 use crate::failure::{Failure, bad_request, raced};
-use crate::front::answers::Done;
+use crate::front::answers::{Answered, Done};
 use crate::front::documents::document_json;
 use crate::front::{
     Asked, Committed, Condition, Front, Policies, Scope, documents_table, holds, id_of, json_of,
@@ -33,12 +33,7 @@ struct Outcome {
 impl<T: Tables> Front<'_, T> {
     /// A batch on the container `coll` of `db`: transactional (one partition key, all or
     /// none), or, with `x-ms-cosmos-batch-atomic: false`, the SDKs' bulk.
-    pub(crate) async fn batch(
-        &self,
-        db: &str,
-        coll: &str,
-        asked: &Asked<'_>,
-    ) -> Result<Done, Failure> {
+    pub(crate) async fn batch(&self, db: &str, coll: &str, asked: &Asked<'_>) -> Answered {
         let container = self.container(db, coll).await?;
         let Ok(Json::Array(operations)) = serde_json::from_slice::<Json>(asked.body) else {
             return Err(bad_request("A batch's body is a JSON array of operations."));
@@ -73,7 +68,7 @@ impl<T: Tables> Front<'_, T> {
         container: &Entity,
         operations: &[Json],
         asked: &Asked<'_>,
-    ) -> Result<Done, Failure> {
+    ) -> Answered {
         let table = documents_table(db, coll);
         let stop = asked
             .header("x-ms-cosmos-batch-continue-on-error")

@@ -52,12 +52,14 @@ impl<T: Tables + Clone, E: Env> ifmatch_azure::WholeBody for Endpoint<T, E> {
         self.handle(parts, body).await
     }
 
-    fn too_large(&self, parts: &http::request::Parts) -> Answer {
-        Endpoint::too_large(self, parts)
+    /// 413 `RequestEntityTooLarge`: the body is over [`MAX_BODY`].
+    fn too_large(&self, _parts: &http::request::Parts) -> Answer {
+        self.stamped(too_large().answer())
     }
 
-    fn cut(&self, parts: &http::request::Parts) -> Answer {
-        Endpoint::cut(self, parts)
+    /// 400 `BadRequest`: the body was cut short.
+    fn cut(&self, _parts: &http::request::Parts) -> Answer {
+        self.stamped(bad_request("The body was cut.").answer())
     }
 }
 
@@ -125,16 +127,6 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
             Err(failure) => failure.answer(),
         };
         self.stamped(answer)
-    }
-
-    /// The answer to a request whose body is longer than [`MAX_BODY`].
-    pub fn too_large(&self, _parts: &http::request::Parts) -> Answer {
-        self.stamped(too_large().answer())
-    }
-
-    /// The answer to a request whose body was cut short.
-    pub fn cut(&self, _parts: &http::request::Parts) -> Answer {
-        self.stamped(bad_request("The body was cut.").answer())
     }
 
     /// The answer to a request a host could not read: a header named `name` that is no HTTP

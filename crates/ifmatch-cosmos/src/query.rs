@@ -11,10 +11,6 @@
 //! ([`DOCUMENT_WORK`](crate::sql::DOCUMENT_WORK)), and a page gives the runtime back its
 //! thread every [`SLICE_WORK`] units, so that one query never holds up the others.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
-
 use base64::Engine;
 use ifmatch_table::{Entity, Scan, TableError, Tables};
 use serde_json::{Value as Json, json};
@@ -401,25 +397,8 @@ impl Work {
     async fn pause(&mut self) {
         if self.since_pause >= SLICE_WORK {
             self.since_pause = 0;
-            YieldNow(false).await;
+            ifmatch_azure::yield_now().await;
         }
-    }
-}
-
-/// A future that is pending once, having asked to be polled again: what lets other tasks run
-/// between two slices of a query's work, on any runtime (this crate depends on none).
-struct YieldNow(bool);
-
-impl Future for YieldNow {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.0 {
-            return Poll::Ready(());
-        }
-        self.0 = true;
-        cx.waker().wake_by_ref();
-        Poll::Pending
     }
 }
 

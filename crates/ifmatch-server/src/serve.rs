@@ -140,59 +140,35 @@ where
     let mut limits = options.limits;
     limits.huge_lengths_reach_service = true;
     let observe = ObserveLayer::new(metrics.clone(), access_log);
+    let on = |listener, tls, limits| Listening {
+        listener,
+        tls,
+        limits,
+        metrics: metrics.clone(),
+        observe: observe.clone(),
+    };
     let cosmos_server = cosmos.map(|(listener, tls)| {
         let service = cosmos::CosmosEndpoint::new(served_tables.clone(), SystemEnv)
             .with_accounts(&options.accounts)
             .with_anonymous_access(options.anonymous)
             .with_https(tls.is_some());
         let service = Arc::new(service);
-        tokio::spawn(cosmos::sweep(
-            service.clone(),
-            stop.clone().cancelled_owned(),
-        ));
+        let sweeping = cosmos::sweep(service.clone(), stop.clone().cancelled_owned());
+        tokio::spawn(sweeping);
+        let listening = on(listener, tls, options.limits);
         let stop = stop.clone().cancelled_owned();
-        let listening = Listening {
-            listener,
-            tls,
-            limits: options.limits,
-            metrics: metrics.clone(),
-            observe: observe.clone(),
-        };
-        tokio::spawn(serve_observed(
-            listening,
-            stop,
-            service,
-            |service, request| async move { whole(&*service, request).await },
-        ))
+        tokio::spawn(serve_observed(listening, stop, service, whole))
     });
     let table_server = tables.map(|listener| {
         let service = tables::TableEndpoint::new(served_tables, SystemEnv)
             .with_accounts(&options.accounts)
             .with_anonymous_access(options.anonymous);
+        let listening = on(listener, None, options.limits);
         let stop = stop.clone().cancelled_owned();
-        let listening = Listening {
-            listener,
-            tls: None,
-            limits: options.limits,
-            metrics: metrics.clone(),
-            observe: observe.clone(),
-        };
-        tokio::spawn(serve_observed(
-            listening,
-            stop,
-            Arc::new(service),
-            |service, request| async move { whole(&*service, request).await },
-        ))
+        tokio::spawn(serve_observed(listening, stop, Arc::new(service), whole))
     });
-    let listening = Listening {
-        listener,
-        tls: None,
-        limits,
-        metrics,
-        observe,
-    };
     let serving = serve_observed(
-        listening,
+        on(listener, None, limits),
         stop.clone().cancelled_owned(),
         front,
         |front, request| async move { handle_blob(&front, request).await },
@@ -265,10 +241,10 @@ where
 /// The answer of the Table service or the Cosmos endpoint, its body read whole first (up to
 /// the endpoint's limit).
 async fn whole<E: WholeBody>(
-    endpoint: &E,
+    endpoint: Arc<E>,
     request: http::Request<RequestBody>,
 ) -> http::Response<Full<Bytes>> {
-    answer_whole(endpoint, request).await.map(Full::new)
+    answer_whole(&*endpoint, request).await.map(Full::new)
 }
 
 /// The front's answer to `request`: a read at once; a change in a task of its own.

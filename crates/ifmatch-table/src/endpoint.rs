@@ -45,12 +45,18 @@ impl<T: Tables + Clone, E: Env> ifmatch_azure::WholeBody for Endpoint<T, E> {
         self.handle(parts, body).await
     }
 
+    /// 413 `RequestBodyTooLarge`: the body is over [`MAX_BODY`].
     fn too_large(&self, parts: &http::request::Parts) -> Answer {
-        Endpoint::too_large(self, parts)
+        let failure = front::failure(ErrorCode::RequestBodyTooLarge, "the body is over 4 MiB");
+        self.stamped(failure, parts)
     }
 
+    /// 400 `InvalidInput`: the body was cut short.
     fn cut(&self, parts: &http::request::Parts) -> Answer {
-        Endpoint::cut(self, parts)
+        self.stamped(
+            front::failure(ErrorCode::InvalidInput, "the body was cut"),
+            parts,
+        )
     }
 }
 
@@ -95,20 +101,6 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         let mut answer = self.dispatch(parts, body, now, &mut name).await;
         answer.extensions_mut().insert(OperationName(name));
         self.stamped(answer, parts)
-    }
-
-    /// The answer to a request whose body is longer than [`MAX_BODY`].
-    pub fn too_large(&self, parts: &http::request::Parts) -> Answer {
-        let failure = front::failure(ErrorCode::RequestBodyTooLarge, "the body is over 4 MiB");
-        self.stamped(failure, parts)
-    }
-
-    /// The answer to a request whose body was cut short.
-    pub fn cut(&self, parts: &http::request::Parts) -> Answer {
-        self.stamped(
-            front::failure(ErrorCode::InvalidInput, "the body was cut"),
-            parts,
-        )
     }
 
     /// The answer to a request a host could not read: a header named `name` that is no HTTP

@@ -2,6 +2,7 @@
 //! the inner service run only if they hold, and what the write changed recorded or forgotten.
 
 use std::future::poll_fn;
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -54,16 +55,17 @@ where
             return Ok(refusal(Refusal::Unavailable));
         }
     };
-    if conditional
-        && let Some(answer) = judge(
-            &mut inner,
-            (&versions, &cache, &config),
-            serves_get,
-            &mut request,
-            &key,
-        )
-        .await?
-    {
+    let judged = Judge {
+        inner: &mut inner,
+        versions: &versions,
+        cache: &cache,
+        config: &config,
+        serves_get,
+        request: &mut request,
+        key: &key,
+        answers: PhantomData,
+    };
+    if conditional && let Some(answer) = judged.judge().await? {
         return Ok(answer);
     }
     if let (Some(name), Some(token)) = (&config.fencing_header, versions.fencing_token(&guard)) {
@@ -81,78 +83,20 @@ where
 /// The answer of a write, the layer's or the inner service's.
 type Answered<B> = Response<ConditionalBody<B>>;
 
-/// The write's conditions against its target's current version ([`current_version`]): `Some`
-/// answer when the write is not to run (412, or a version that cannot be known), `None` when it
-/// runs (the conditions hold, or the source left them to the inner service).
-async fn judge<S, V, ReqBody, ResBody>(
-    inner: &mut S,
-    (versions, cache, config): (&V, &ReadCache, &Config),
+/// What a write is judged with: the inner service, the layer's versions, memory and
+/// configuration, the request and its key.
+struct Judge<'a, S, V, ReqBody, ResBody> {
+    inner: &'a mut S,
+    versions: &'a V,
+    cache: &'a ReadCache,
+    config: &'a Config,
     serves_get: bool,
-    request: &mut Request<ReqBody>,
-    key: &str,
-) -> Result<Option<Answered<ResBody>>, S::Error>
-where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
-    V: VersionStore,
-    ReqBody: Default,
-    ResBody: Body<Data = Bytes> + Unpin,
-    ResBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    let state = (versions, cache, config);
-    let current = match current_version(inner, state, serves_get, request, key).await? {
-        Ok(current) => current,
-        Err(answer) => return Ok(Some(answer)),
-    };
-    // Unknown here when the source deferred to the inner service, which has the
-    // conditions still.
-    if let Some(current) = current {
-        let target = Target::of(request.method(), current.as_ref());
-        let mut outcome = evaluate(request.method(), request.headers(), target);
-        // A tag of another representation of the resource (the gzip bytes, another
-        // language) is a tag of the version it was read from: asked for that
-        // representation again, the application says whether it still is.
-        if outcome == Outcome::PreconditionFailed
-            && config.asks_service()
-            && let Some(other) = another_representation(
-                inner,
-                (cache, key),
-                request.uri(),
-                request.headers(),
-                config.hash_limit,
-            )
-            .await?
-        {
-            let target = Target::of(request.method(), Some(&other));
-            outcome = evaluate(request.method(), request.headers(), target);
-        }
-        if outcome == Outcome::PreconditionFailed {
-            // Asked, the application said the client's tag is not current. When the
-            // current tag is not one the layer remembers, its memory is stale too (a change
-            // behind the layer): it goes, and no 304 answers the old tag again. When it is,
-            // the memory agrees with the application and stays: a stream of writes with
-            // made-up tags cannot make every read run the handler.
-            let agrees = (current.as_ref().and_then(|c| c.etag.as_ref()))
-                .is_some_and(|etag| cache.resource(key).is_some_and(|r| r.remembers(etag)));
-            if !config.judges_by_memory() && !agrees {
-                cache.invalidate(key);
-            }
-            return Ok(Some(refusal(Refusal::Failed)));
-        }
-    }
-    Ok(None)
+    request: &'a mut Request<ReqBody>,
+    key: &'a str,
+    answers: PhantomData<fn() -> ResBody>,
 }
 
-/// The current version of the write's target, asked of the application's source, of the
-/// version backend or of the inner service: `Some(None)` when it has no representation, `None`
-/// when the source left the conditions to the inner service; `Err` with the answer when the
-/// version cannot be known (the write does not run).
-async fn current_version<S, V, ReqBody, ResBody>(
-    inner: &mut S,
-    (versions, cache, config): (&V, &ReadCache, &Config),
-    serves_get: bool,
-    request: &mut Request<ReqBody>,
-    key: &str,
-) -> Result<Known<ResBody>, S::Error>
+impl<S, V, ReqBody, ResBody> Judge<'_, S, V, ReqBody, ResBody>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
     V: VersionStore,
@@ -160,71 +104,135 @@ where
     ResBody: Body<Data = Bytes> + Unpin,
     ResBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let current = match &config.source {
-        // The application's source is authoritative: asked under the lock, every time;
-        // its `None` means the resource does not exist.
-        Some(source) => {
-            let (parts, body) = std::mem::take(request).into_parts();
-            let current = source(&parts).await;
-            *request = Request::from_parts(parts, body);
-            match current {
-                Ok(current) => Some(current),
-                Err(error) if error.is::<Deferred>() => {
-                    tracing::debug!(%key, "the inner service judges the conditions");
-                    None
+    /// The write's conditions against its target's current version: `Some` answer when the
+    /// write is not to run (412, or a version that cannot be known), `None` when it runs (the
+    /// conditions hold, or the source left them to the inner service).
+    async fn judge(mut self) -> Result<Option<Answered<ResBody>>, S::Error> {
+        let current = match self.current_version().await? {
+            Ok(current) => current,
+            Err(answer) => return Ok(Some(answer)),
+        };
+        let Self {
+            inner,
+            cache,
+            config,
+            request,
+            key,
+            ..
+        } = self;
+        // Unknown here when the source deferred to the inner service, which has the
+        // conditions still.
+        if let Some(current) = current {
+            let target = Target::of(request.method(), current.as_ref());
+            let mut outcome = evaluate(request.method(), request.headers(), target);
+            // A tag of another representation of the resource (the gzip bytes, another
+            // language) is a tag of the version it was read from: asked for that
+            // representation again, the application says whether it still is.
+            if outcome == Outcome::PreconditionFailed
+                && config.asks_service()
+                && let Some(other) = another_representation(
+                    inner,
+                    (cache, key),
+                    request.uri(),
+                    request.headers(),
+                    config.hash_limit,
+                )
+                .await?
+            {
+                let target = Target::of(request.method(), Some(&other));
+                outcome = evaluate(request.method(), request.headers(), target);
+            }
+            if outcome == Outcome::PreconditionFailed {
+                // Asked, the application said the client's tag is not current. When the
+                // current tag is not one the layer remembers, its memory is stale too (a change
+                // behind the layer): it goes, and no 304 answers the old tag again. When it is,
+                // the memory agrees with the application and stays: a stream of writes with
+                // made-up tags cannot make every read run the handler.
+                let agrees = (current.as_ref().and_then(|c| c.etag.as_ref()))
+                    .is_some_and(|etag| cache.resource(key).is_some_and(|r| r.remembers(etag)));
+                if !config.judges_by_memory() && !agrees {
+                    cache.invalidate(key);
                 }
-                Err(error) => {
-                    tracing::error!(%key, %error, "the version source failed");
-                    return Ok(Err(refusal(Refusal::Unavailable)));
-                }
+                return Ok(Some(refusal(Refusal::Failed)));
             }
         }
-        // Asked of the application itself: the resource as it is now.
-        None if config.asks_service() => {
-            if !serves_get {
-                tracing::error!(%key, "{}", crate::refusal::BLIND.trim_end());
-                return Ok(Err(refusal(Refusal::Blind)));
+        Ok(None)
+    }
+
+    /// The current version of the write's target, asked of the application's source, of the
+    /// version backend or of the inner service: `Some(None)` when it has no representation, `None`
+    /// when the source left the conditions to the inner service; `Err` with the answer when the
+    /// version cannot be known (the write does not run).
+    async fn current_version(&mut self) -> Result<Known<ResBody>, S::Error> {
+        let (versions, cache, config) = (self.versions, self.cache, self.config);
+        let (serves_get, key) = (self.serves_get, self.key);
+        let (inner, request) = (&mut *self.inner, &mut *self.request);
+        let current = match &config.source {
+            // The application's source is authoritative: asked under the lock, every time;
+            // its `None` means the resource does not exist.
+            Some(source) => {
+                let (parts, body) = std::mem::take(request).into_parts();
+                let current = source(&parts).await;
+                *request = Request::from_parts(parts, body);
+                match current {
+                    Ok(current) => Some(current),
+                    Err(error) if error.is::<Deferred>() => {
+                        tracing::debug!(%key, "the inner service judges the conditions");
+                        None
+                    }
+                    Err(error) => {
+                        tracing::error!(%key, %error, "the version source failed");
+                        return Ok(Err(refusal(Refusal::Unavailable)));
+                    }
+                }
             }
-            let (uri, headers) = (request.uri().clone(), request.headers().clone());
-            match ask(inner, uri, headers, config.hash_limit).await? {
-                Ok(current) => Some(current),
-                Err(answer) => return Ok(Err(answer)),
-            }
-        }
-        None => Some(match versions.get(key).await {
-            // A GET found it missing, and nobody has written since.
-            Ok(Some(known)) if is_absent(&known) => None,
-            // Per-variant tags (`Vary`: per user, per encoding): the tag of the variant this
-            // request selects, while nobody has written since this instance learned them;
-            // otherwise the key's one version.
-            Ok(Some(known)) => match cache.resource(key).and_then(|r| {
-                let query = request.uri().query().unwrap_or("");
-                r.current_for(query, request.headers(), &known)
-            }) {
-                None => Some(known),
-                Some(Some(etag)) => Some(Validators::new(Some(etag), known.last_modified)),
-                Some(None) => return Ok(Err(refusal(Refusal::Unknown))),
-            },
-            // The version cannot be known: fail closed. The client re-reads, which teaches
-            // the layer the version, and retries.
-            Ok(None) if !serves_get => return Ok(Err(refusal(Refusal::Unknown))),
-            Ok(None) => {
+            // Asked of the application itself: the resource as it is now.
+            None if config.asks_service() => {
+                if !serves_get {
+                    tracing::error!(%key, "{}", crate::refusal::BLIND.trim_end());
+                    return Ok(Err(refusal(Refusal::Blind)));
+                }
                 let (uri, headers) = (request.uri().clone(), request.headers().clone());
                 match ask(inner, uri, headers, config.hash_limit).await? {
-                    Ok(current) => current,
+                    Ok(current) => Some(current),
                     Err(answer) => return Ok(Err(answer)),
                 }
             }
-            Err(error) => {
-                tracing::error!(%key, %error, "the version backend could not read a version");
-                return Ok(Err(refusal(Refusal::Unavailable)));
-            }
-        }),
-    };
-    Ok(Ok(current))
+            None => Some(match versions.get(key).await {
+                // A GET found it missing, and nobody has written since.
+                Ok(Some(known)) if is_absent(&known) => None,
+                // Per-variant tags (`Vary`: per user, per encoding): the tag of the variant this
+                // request selects, while nobody has written since this instance learned them;
+                // otherwise the key's one version.
+                Ok(Some(known)) => match cache.resource(key).and_then(|r| {
+                    let query = request.uri().query().unwrap_or("");
+                    r.current_for(query, request.headers(), &known)
+                }) {
+                    None => Some(known),
+                    Some(Some(etag)) => Some(Validators::new(Some(etag), known.last_modified)),
+                    Some(None) => return Ok(Err(refusal(Refusal::Unknown))),
+                },
+                // The version cannot be known: fail closed. The client re-reads, which teaches
+                // the layer the version, and retries.
+                Ok(None) if !serves_get => return Ok(Err(refusal(Refusal::Unknown))),
+                Ok(None) => {
+                    let (uri, headers) = (request.uri().clone(), request.headers().clone());
+                    match ask(inner, uri, headers, config.hash_limit).await? {
+                        Ok(current) => current,
+                        Err(answer) => return Ok(Err(answer)),
+                    }
+                }
+                Err(error) => {
+                    tracing::error!(%key, %error, "the version backend could not read a version");
+                    return Ok(Err(refusal(Refusal::Unavailable)));
+                }
+            }),
+        };
+        Ok(Ok(current))
+    }
 }
 
-/// What [`current_version`] learned.
+/// What [`Judge::current_version`] learned.
 type Known<B> = Result<Option<Option<Validators>>, Answered<B>>;
 
 /// What a write that ran changed: its target and the other resources it names forgotten by

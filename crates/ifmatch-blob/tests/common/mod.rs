@@ -8,7 +8,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode};
+use http::{HeaderMap, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
@@ -191,12 +191,6 @@ pub fn sha256_tag(bytes: &[u8]) -> String {
 
 /// A header map from field lines, in order; a name may repeat (several field lines).
 pub(crate) fn headers(lines: &[(&str, &str)]) -> HeaderMap {
-    let mut map = HeaderMap::new();
-    for (name, value) in lines {
-        map.append(
-            HeaderName::from_bytes(name.as_bytes()).unwrap(),
-            HeaderValue::from_str(value).unwrap(),
-        );
-    }
-    map
+    let line = |(name, value): &(&str, &str)| (name.parse().unwrap(), value.parse().unwrap());
+    lines.iter().map(line).collect::<HeaderMap>()
 }

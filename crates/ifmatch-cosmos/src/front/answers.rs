@@ -7,6 +7,9 @@ use serde_json::{Value as Json, json};
 use crate::document;
 use crate::failure::{Answer, Failure, bad_request};
 
+/// What an operation answers: what it did, or why it did not.
+pub(crate) type Answered = Result<Done, Failure>;
+
 /// What a successful operation answers: its status, its body, and the version it wrote or
 /// read (for the `etag` and session headers).
 pub struct Done {

@@ -6,7 +6,7 @@ use http::StatusCode;
 use ifmatch_table::{Change, DateTime, Entity, Expected, Tables};
 use serde_json::{Map, Value as Json, json};
 
-use super::answers::Done;
+use super::answers::{Answered, Done};
 use super::{
     Asked, CONTAINERS, Committed, DATABASES, Front, documents_table, holds, id_of, key, rid,
 };
@@ -18,7 +18,7 @@ use crate::{ttl, unique};
 const RANGES_AT: DateTime = DateTime::from_ticks(1);
 
 impl<T: Tables> Front<'_, T> {
-    pub(super) async fn containers(&self, db: &str) -> Result<Done, Failure> {
+    pub(super) async fn containers(&self, db: &str) -> Answered {
         self.get(DATABASES, "", db).await?.ok_or_else(not_found)?;
         let found = self.scan_all(CONTAINERS, Some(db)).await?;
         let containers: Vec<Json> = found.iter().map(|e| container_json(db, e)).collect();
@@ -32,7 +32,7 @@ impl<T: Tables> Front<'_, T> {
         Ok(done)
     }
 
-    pub(super) async fn container_read(&self, db: &str, coll: &str) -> Result<Done, Failure> {
+    pub(super) async fn container_read(&self, db: &str, coll: &str) -> Answered {
         let entity = self.container(db, coll).await?;
         Ok(Done::of(
             StatusCode::OK,
@@ -41,11 +41,7 @@ impl<T: Tables> Front<'_, T> {
         ))
     }
 
-    pub(super) async fn create_container(
-        &self,
-        db: &str,
-        asked: &Asked<'_>,
-    ) -> Result<Done, Failure> {
+    pub(super) async fn create_container(&self, db: &str, asked: &Asked<'_>) -> Answered {
         self.get(DATABASES, "", db).await?.ok_or_else(not_found)?;
         let mut resource = document::resource(asked.body)?;
         let id = id_of(&resource);
@@ -123,7 +119,7 @@ impl<T: Tables> Front<'_, T> {
         db: &str,
         coll: &str,
         asked: &Asked<'_>,
-    ) -> Result<Done, Failure> {
+    ) -> Answered {
         let before = self.container(db, coll).await?;
         if !holds(self.condition(asked)?, Some(&before)) {
             return Err(precondition_failed());
@@ -173,7 +169,7 @@ impl<T: Tables> Front<'_, T> {
         }
     }
 
-    pub(super) async fn delete_container(&self, db: &str, coll: &str) -> Result<Done, Failure> {
+    pub(super) async fn delete_container(&self, db: &str, coll: &str) -> Answered {
         self.container(db, coll).await?;
         let change = Change {
             key: key(db, coll),
@@ -208,12 +204,7 @@ impl<T: Tables> Front<'_, T> {
         Ok(())
     }
 
-    pub(super) async fn ranges(
-        &self,
-        db: &str,
-        coll: &str,
-        asked: &Asked<'_>,
-    ) -> Result<Done, Failure> {
+    pub(super) async fn ranges(&self, db: &str, coll: &str, asked: &Asked<'_>) -> Answered {
         self.container(db, coll).await?;
         if asked.header("if-none-match").and_then(document::version) == Some(RANGES_AT) {
             return Ok(Done::empty(StatusCode::NOT_MODIFIED, Some(RANGES_AT)));

@@ -4,10 +4,10 @@ use http::StatusCode;
 use ifmatch_table::{Change, Entity, Expected, Tables};
 use serde_json::{Value as Json, json};
 
-use super::answers::Done;
+use super::answers::{Answered, Done};
 use super::{Asked, CONTAINERS, Committed, DATABASES, Front, id_of, key, rid};
 use crate::document::{self, json_of};
-use crate::failure::{Failure, conflict, not_found};
+use crate::failure::{conflict, not_found};
 
 impl<T: Tables> Front<'_, T> {
     pub(super) fn account(&self) -> Done {
@@ -31,7 +31,7 @@ impl<T: Tables> Front<'_, T> {
         Done::of(StatusCode::OK, body, None)
     }
 
-    pub(super) async fn databases(&self) -> Result<Done, Failure> {
+    pub(super) async fn databases(&self) -> Answered {
         let found = self.scan_all(DATABASES, Some("")).await?;
         let databases: Vec<Json> = found.iter().map(database_json).collect();
         let count = databases.len();
@@ -44,7 +44,7 @@ impl<T: Tables> Front<'_, T> {
         Ok(done)
     }
 
-    pub(super) async fn database(&self, db: &str) -> Result<Done, Failure> {
+    pub(super) async fn database(&self, db: &str) -> Answered {
         let entity = self.get(DATABASES, "", db).await?.ok_or_else(not_found)?;
         Ok(Done::of(
             StatusCode::OK,
@@ -53,7 +53,7 @@ impl<T: Tables> Front<'_, T> {
         ))
     }
 
-    pub(super) async fn create_database(&self, asked: &Asked<'_>) -> Result<Done, Failure> {
+    pub(super) async fn create_database(&self, asked: &Asked<'_>) -> Answered {
         let resource = document::resource(asked.body)?;
         let id = id_of(&resource);
         document::check_name(&id)?;
@@ -74,7 +74,7 @@ impl<T: Tables> Front<'_, T> {
         }
     }
 
-    pub(super) async fn delete_database(&self, db: &str) -> Result<Done, Failure> {
+    pub(super) async fn delete_database(&self, db: &str) -> Answered {
         let change = Change {
             key: key("", db),
             expected: Expected::Present,

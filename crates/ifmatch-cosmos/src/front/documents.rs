@@ -5,7 +5,7 @@ use http::StatusCode;
 use ifmatch_table::{Change, Entity, Expected, Scan, Tables};
 use serde_json::{Map, Value as Json, json};
 
-use super::answers::{Done, continuation_key, continuation_token};
+use super::answers::{Answered, Done, continuation_key, continuation_token};
 use ifmatch_azure::swap::Attempts;
 
 use super::{
@@ -19,12 +19,7 @@ use crate::failure::{
 use crate::{feed_entries, ttl};
 
 impl<T: Tables> Front<'_, T> {
-    pub(super) async fn documents(
-        &self,
-        db: &str,
-        coll: &str,
-        asked: &Asked<'_>,
-    ) -> Result<Done, Failure> {
+    pub(super) async fn documents(&self, db: &str, coll: &str, asked: &Asked<'_>) -> Answered {
         if asked.header("a-im").is_some_and(|v| {
             v.eq_ignore_ascii_case("incremental feed")
                 || v.eq_ignore_ascii_case("full-fidelity feed")
@@ -79,7 +74,7 @@ impl<T: Tables> Front<'_, T> {
         db: &str,
         coll: &str,
         asked: &Asked<'_>,
-    ) -> Result<Done, Failure> {
+    ) -> Answered {
         if asked.is_true("x-ms-documentdb-isquery")
             || asked
                 .header("content-type")
@@ -150,7 +145,7 @@ impl<T: Tables> Front<'_, T> {
         coll: &str,
         id: &str,
         asked: &Asked<'_>,
-    ) -> Result<Done, Failure> {
+    ) -> Answered {
         let container = self.container(db, coll).await?;
         let partition = self.partition(&container, asked)?;
         let (operations, condition) = crate::patch::parse(asked.body)?;
@@ -180,13 +175,7 @@ impl<T: Tables> Front<'_, T> {
         Ok(written_answer(db, coll, written))
     }
 
-    pub(super) async fn read(
-        &self,
-        db: &str,
-        coll: &str,
-        id: &str,
-        asked: &Asked<'_>,
-    ) -> Result<Done, Failure> {
+    pub(super) async fn read(&self, db: &str, coll: &str, id: &str, asked: &Asked<'_>) -> Answered {
         let container = self.container(db, coll).await?;
         let partition = self.partition(&container, asked)?;
         let table = documents_table(db, coll);
@@ -215,7 +204,7 @@ impl<T: Tables> Front<'_, T> {
         coll: &str,
         id: &str,
         asked: &Asked<'_>,
-    ) -> Result<Done, Failure> {
+    ) -> Answered {
         let container = self.container(db, coll).await?;
         let (resource, partition) = self.incoming(&container, asked)?;
         if id_of(&resource) != id {
@@ -238,7 +227,7 @@ impl<T: Tables> Front<'_, T> {
         coll: &str,
         id: &str,
         asked: &Asked<'_>,
-    ) -> Result<Done, Failure> {
+    ) -> Answered {
         let container = self.container(db, coll).await?;
         let partition = self.partition(&container, asked)?;
         let condition = self.condition(asked)?;

@@ -18,7 +18,7 @@ use ifmatch_table::{
 };
 use serde_json::json;
 
-use super::answers::Done;
+use super::answers::{Answered, Done};
 use super::documents::document_json;
 use super::{Asked, Committed, Front, Policies, Scope, documents_table, rid};
 use crate::document;
@@ -32,12 +32,7 @@ impl<T: Tables> Front<'_, T> {
     /// The change feed: the documents written since the position `If-None-Match` names
     /// (none: from the beginning; `*`: from now; else the `etag` of an earlier page), each
     /// in its latest version, in the order their commits landed; 304 when none is.
-    pub(crate) async fn changes(
-        &self,
-        db: &str,
-        coll: &str,
-        asked: &Asked<'_>,
-    ) -> Result<Done, Failure> {
+    pub(crate) async fn changes(&self, db: &str, coll: &str, asked: &Asked<'_>) -> Answered {
         let container = self.container(db, coll).await?;
         let (default, now) = (crate::ttl::of(&container), crate::ttl::ticks(self.now));
         let all_versions = asked

@@ -30,7 +30,7 @@ use ifmatch_core::precondition::IfMatch;
 use ifmatch_table::{Change, DateTime, Entity, EntityKey, Scan, TableError, Tables, Value};
 use serde_json::{Map, Value as Json};
 
-use self::answers::Done;
+use self::answers::Answered;
 use crate::address::Address;
 use crate::document::{self, MAX_DOCUMENT};
 pub(crate) use crate::document::{JSON, json_of};
@@ -97,7 +97,7 @@ pub struct Front<'a, T> {
 
 impl<T: Tables> Front<'_, T> {
     /// The answer to `asked`.
-    pub async fn handle(&self, asked: &Asked<'_>) -> Result<Done, Failure> {
+    pub async fn handle(&self, asked: &Asked<'_>) -> Answered {
         use Address as A;
         match (asked.method, asked.address) {
             (&Method::GET, A::Account) => Ok(self.account()),

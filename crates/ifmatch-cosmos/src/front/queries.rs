@@ -5,20 +5,15 @@ use http::StatusCode;
 use ifmatch_table::Tables;
 use serde_json::{Value as Json, json};
 
-use super::answers::Done;
+use super::answers::{Answered, Done};
 use super::documents::document_json;
 use super::{Asked, Front, Scope, documents_table, rid};
 use crate::document::json_of;
-use crate::failure::{Failure, bad_request};
+use crate::failure::bad_request;
 use crate::ttl;
 
 impl<T: Tables> Front<'_, T> {
-    pub(super) async fn query(
-        &self,
-        db: &str,
-        coll: &str,
-        asked: &Asked<'_>,
-    ) -> Result<Done, Failure> {
+    pub(super) async fn query(&self, db: &str, coll: &str, asked: &Asked<'_>) -> Answered {
         let container = self.container(db, coll).await?;
         let body: Json = serde_json::from_slice(asked.body).map_err(|_| {
             bad_request("A query's body is JSON: {\"query\": ..., \"parameters\": [...]}.")
