@@ -91,12 +91,19 @@ async fn fetch(
     let accounts = accounts(&env)?;
     let anonymous = env.var("ANONYMOUS").is_ok_and(|v| v.to_string() == "true");
     let unreadable = unreadable.as_deref();
+    let given = Given {
+        env: &env,
+        accounts,
+        anonymous,
+        unreadable,
+    };
     if is_cosmos_request(&request) {
-        return cosmos(request, &env, accounts, anonymous, unreadable).await;
+        return cosmos(request, given).await;
     }
-    if is_table_request(&request, &accounts) {
-        return tables(request, &env, accounts, anonymous, unreadable).await;
+    if is_table_request(&request, &given.accounts) {
+        return tables(request, given).await;
     }
+    let Given { accounts, .. } = given;
     let front = Front::new(
         DurableRecords::new(env.durable_object(RECORDS)?),
         R2Objects::new(env.bucket(BUCKET)?),
@@ -161,15 +168,25 @@ fn is_cosmos_request(request: &HttpRequest) -> bool {
     host.split('.').nth(1) == Some("documents") || first == "dbs" || (path == "/" && master)
 }
 
-/// The Cosmos DB endpoint's answer: `ifmatch-cosmos`'s, over the same Durable Objects as the
-/// tables (each Cosmos container a table of names no table account reaches).
-async fn cosmos(
-    request: HttpRequest,
-    env: &Env,
+/// What the Table service and the Cosmos endpoint are given: the bindings, the accounts,
+/// whether requests without credentials may change anything, and the header the runtime passed
+/// that `http` could not hold, if any.
+struct Given<'a> {
+    env: &'a Env,
     accounts: Accounts,
     anonymous: bool,
-    unreadable: Option<&str>,
-) -> worker::Result<worker::Response> {
+    unreadable: Option<&'a str>,
+}
+
+/// The Cosmos DB endpoint's answer: `ifmatch-cosmos`'s, over the same Durable Objects as the
+/// tables (each Cosmos container a table of names no table account reaches).
+async fn cosmos(request: HttpRequest, given: Given<'_>) -> worker::Result<worker::Response> {
+    let Given {
+        env,
+        accounts,
+        anonymous,
+        unreadable,
+    } = given;
     let https = request.uri().scheme_str() == Some("https");
     let service =
         ifmatch_cosmos::Endpoint::new(DurableTables::new(env.durable_object(TABLES)?), WorkersEnv)
@@ -183,13 +200,13 @@ async fn cosmos(
 }
 
 /// The Table service's answer: `ifmatch-table`'s, over the tables' Durable Objects.
-async fn tables(
-    request: HttpRequest,
-    env: &Env,
-    accounts: Accounts,
-    anonymous: bool,
-    unreadable: Option<&str>,
-) -> worker::Result<worker::Response> {
+async fn tables(request: HttpRequest, given: Given<'_>) -> worker::Result<worker::Response> {
+    let Given {
+        env,
+        accounts,
+        anonymous,
+        unreadable,
+    } = given;
     let service =
         ifmatch_table::Endpoint::new(DurableTables::new(env.durable_object(TABLES)?), WorkersEnv)
             .with_accounts(&accounts)

@@ -9,10 +9,10 @@ mod common;
 
 use std::collections::HashMap;
 use std::process::Command;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Process, free_port};
+use common::Process;
 use ifmatch_cosmos::EMULATOR_KEY;
 use ifmatch_redis::testing::RedisServer;
 
@@ -23,20 +23,8 @@ fn serve(data: &std::path::Path, extra: &[&str]) -> (Process, String) {
 
 /// [`serve`] with `env` set.
 fn serve_with(data: &std::path::Path, extra: &[&str], env: &[(&str, &str)]) -> (Process, String) {
-    let (blobs, cosmos) = (free_port(), free_port());
-    let mut command = Command::new(common::binary());
-    command.envs(env.iter().copied());
-    command.arg("serve").arg("--data").arg(data).args([
-        "--listen",
-        &format!("127.0.0.1:{blobs}"),
-        "--table-listen",
-        "off",
-        "--cosmos-listen",
-        &format!("127.0.0.1:{cosmos}"),
-    ]);
-    command.args(extra);
-    let process = Process::listening(command, blobs, "ifmatch serve");
-    common::wait_for(cosmos, "the Cosmos endpoint");
+    let extra = [&["--table-listen", "off"], extra].concat();
+    let (process, _, cosmos) = common::serve_beside(data, "cosmos-listen", &extra, env);
     (process, format!("http://127.0.0.1:{cosmos}"))
 }
 
@@ -157,66 +145,22 @@ async fn sigkill_during_batches_over_redis_leaves_each_whole_or_absent() {
 /// again with `args`, three rounds: every partition whole or absent, every acknowledged batch
 /// there.
 async fn sigkill_during_batches(args: &[&str]) {
-    const ROWS: usize = 100;
     let data = tempfile::tempdir().unwrap();
-    let acknowledged: Arc<Mutex<Vec<String>>> = Arc::default();
-    for round in 0..3 {
-        let (server, endpoint) = serve(data.path(), args);
-        let http = common::client();
-        if round == 0 {
-            create_database(&http, &endpoint, "crash").await;
-        }
-        let writers: Vec<_> = (0..4)
-            .map(|w| {
-                let (http, endpoint, acknowledged) =
-                    (http.clone(), endpoint.clone(), acknowledged.clone());
-                tokio::spawn(async move {
-                    for i in 0.. {
-                        let pk = format!("r{round}w{w}b{i}");
-                        let sent = http
-                            .post(format!("{endpoint}/dbs/crash/colls/c/docs"))
-                            .header("x-ms-cosmos-is-batch-request", "True")
-                            .header("x-ms-documentdb-partitionkey", format!("[\"{pk}\"]"))
-                            .body(batch(&pk, ROWS))
-                            .send()
-                            .await;
-                        let Ok(answer) = sent else { return };
-                        let applied = answer.status() == 200;
-                        let Ok(text) = answer.text().await else {
-                            return;
-                        };
-                        assert!(
-                            applied && text.matches("\"statusCode\":201").count() == ROWS,
-                            "{text}"
-                        );
-                        acknowledged.lock().unwrap().push(pk);
-                    }
-                })
-            })
-            .collect();
-        tokio::time::sleep(Duration::from_millis(1500)).await;
-        drop(server);
-        for writer in writers {
-            writer.await.unwrap();
-        }
-        let (_server, endpoint) = serve(data.path(), args);
-        let counts = partitions(&endpoint).await;
-        for (pk, count) in &counts {
-            assert_eq!(*count, ROWS, "partition {pk}: a batch applied in part");
-        }
-        for pk in acknowledged.lock().unwrap().iter() {
-            assert_eq!(
-                counts.get(pk),
-                Some(&ROWS),
-                "acknowledged batch {pk} was lost"
-            );
-        }
-        let applied = counts.len();
-        assert!(
-            applied >= 3,
-            "round {round}: only {applied} batches applied before the kill"
-        );
-    }
+    let sent = common::BatchSent {
+        request: Arc::new(|http, endpoint, pk| {
+            http.post(format!("{endpoint}/dbs/crash/colls/c/docs"))
+                .header("x-ms-cosmos-is-batch-request", "True")
+                .header("x-ms-documentdb-partitionkey", format!("[\"{pk}\"]"))
+                .body(batch(pk, 100))
+        }),
+        acknowledged: 200,
+        each: "\"statusCode\":201",
+        rows: 100,
+    };
+    let setup = async |endpoint: &str| create_database(&common::client(), endpoint, "crash").await;
+    let start = || serve(data.path(), args);
+    let running = Duration::from_millis(1500);
+    common::sigkill_under_batches(start, setup, sent, partitions, running).await;
 }
 
 /// One page of the change feed after `etag` (from the beginning when `None`), through
@@ -592,22 +536,64 @@ async fn a_query_that_amplifies_a_value_is_refused_at_once_while_others_are_serv
     eprintln!("{reads} point reads meanwhile, the slowest {slowest:?}; peak memory {peak} MiB");
 }
 
+/// Two instances of `ifmatch serve` over one Redis, open without credentials, with a database
+/// and a container (`container`, its JSON) created through the first: their endpoints.
+struct Fleet {
+    a: String,
+    b: String,
+    _servers: [Process; 2],
+    _data: [tempfile::TempDir; 2],
+    _redis: RedisServer,
+}
+
+impl Fleet {
+    async fn with(db: &str, container: &str) -> Self {
+        let redis = RedisServer::start();
+        let args = ["--anonymous", "--backend", &redis.url()];
+        let data = [(); 2].map(|()| tempfile::tempdir().unwrap());
+        let (server_a, a) = serve_with(data[0].path(), &args, &[]);
+        let (server_b, b) = serve_with(data[1].path(), &args, &[]);
+        let http = common::client();
+        let created = http
+            .post(format!("{a}/dbs"))
+            .body(format!(r#"{{"id":"{db}"}}"#));
+        assert_eq!(created.send().await.unwrap().status(), 201);
+        let created = http
+            .post(format!("{a}/dbs/{db}/colls"))
+            .body(container.to_owned());
+        assert_eq!(created.send().await.unwrap().status(), 201);
+        let _servers = [server_a, server_b];
+        Self {
+            a,
+            b,
+            _servers,
+            _data: data,
+            _redis: redis,
+        }
+    }
+}
+
+/// How many documents the container whose documents `docs` names holds, by a query.
+async fn count(docs: &str) -> u64 {
+    let page = (common::client().post(docs))
+        .header("x-ms-documentdb-isquery", "True")
+        .header("content-type", "application/query+json")
+        .body(r#"{"query": "SELECT VALUE COUNT(1) FROM c"}"#)
+        .send()
+        .await
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&page.bytes().await.unwrap()).unwrap();
+    json["Documents"][0].as_u64().unwrap()
+}
+
 /// A unique key across a fleet: for each of 20 values, eight creators of documents of their
 /// own race for it through two instances over one Redis; exactly one of each eight is
 /// created (201), the others are 409 and leave nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_unique_key_raced_for_through_two_instances_goes_to_one_creator() {
-    let redis = RedisServer::start();
-    let args = ["--anonymous", "--backend", &redis.url()];
-    let (data_a, data_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let (_a, a) = serve_with(data_a.path(), &args, &[]);
-    let (_b, b) = serve_with(data_b.path(), &args, &[]);
-    let http = common::client();
-    let created = http.post(format!("{a}/dbs")).body(r#"{"id":"u"}"#);
-    assert_eq!(created.send().await.unwrap().status(), 201);
     let container = r#"{"id":"c","partitionKey":{"paths":["/pk"]},"uniqueKeyPolicy":{"uniqueKeys":[{"paths":["/email"]}]}}"#;
-    let created = http.post(format!("{a}/dbs/u/colls")).body(container);
-    assert_eq!(created.send().await.unwrap().status(), 201);
+    let fleet = Fleet::with("u", container).await;
+    let (a, b, http) = (fleet.a.clone(), fleet.b.clone(), common::client());
     let creators: Vec<_> = (0..8)
         .map(|w| {
             let endpoint = if w % 2 == 0 { a.clone() } else { b.clone() };
@@ -637,20 +623,8 @@ async fn a_unique_key_raced_for_through_two_instances_goes_to_one_creator() {
         }
     }
     assert_eq!(won, [1; 20], "each value to exactly one creator");
-    let page = http
-        .post(format!("{b}/dbs/u/colls/c/docs"))
-        .header("x-ms-documentdb-isquery", "True")
-        .header("content-type", "application/query+json")
-        .body(r#"{"query": "SELECT VALUE COUNT(1) FROM c"}"#)
-        .send()
-        .await
-        .unwrap();
-    let json: serde_json::Value = serde_json::from_slice(&page.bytes().await.unwrap()).unwrap();
-    assert_eq!(
-        json["Documents"],
-        serde_json::json!([20]),
-        "nothing of a loser is left"
-    );
+    let count = count(&format!("{b}/dbs/u/colls/c/docs")).await;
+    assert_eq!(count, 20, "nothing of a loser is left");
 }
 
 /// Items past their time to live leave storage in the background, on the local disk and over
@@ -697,21 +671,8 @@ async fn items_past_their_time_leave_storage_in_the_background() {
         tokio::time::sleep(std::time::Duration::from_millis(3500)).await;
         assert_eq!(off("swept").await.unwrap().status(), 200);
         for (id, left) in [("swept", 0), ("kept", 50)] {
-            let page = http
-                .post(format!("{endpoint}/dbs/t/colls/{id}/docs"))
-                .header("x-ms-documentdb-isquery", "True")
-                .header("content-type", "application/query+json")
-                .body(r#"{"query": "SELECT VALUE COUNT(1) FROM c"}"#)
-                .send()
-                .await
-                .unwrap();
-            let json: serde_json::Value =
-                serde_json::from_slice(&page.bytes().await.unwrap()).unwrap();
-            assert_eq!(
-                json["Documents"],
-                serde_json::json!([left]),
-                "{id} over {backend:?}"
-            );
+            let count = count(&format!("{endpoint}/dbs/t/colls/{id}/docs")).await;
+            assert_eq!(count, left, "{id} over {backend:?}");
         }
     }
 }
@@ -722,17 +683,9 @@ async fn items_past_their_time_leave_storage_in_the_background() {
 /// order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_version_across_two_instances_comes_once_in_one_order() {
-    let redis = RedisServer::start();
-    let args = ["--anonymous", "--backend", &redis.url()];
-    let (data_a, data_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let (_a, a) = serve_with(data_a.path(), &args, &[]);
-    let (_b, b) = serve_with(data_b.path(), &args, &[]);
-    let http = common::client();
-    let created = http.post(format!("{a}/dbs")).body(r#"{"id":"v"}"#);
-    assert_eq!(created.send().await.unwrap().status(), 201);
     let container = r#"{"id":"c","partitionKey":{"paths":["/pk"]},"changeFeedPolicy":{"retentionDuration":60}}"#;
-    let created = http.post(format!("{a}/dbs/v/colls")).body(container);
-    assert_eq!(created.send().await.unwrap().status(), 201);
+    let fleet = Fleet::with("v", container).await;
+    let (a, b, http) = (fleet.a.clone(), fleet.b.clone(), common::client());
     let writers: Vec<_> = (0..6)
         .map(|w| {
             let endpoint = if w % 2 == 0 { a.clone() } else { b.clone() };

@@ -6,11 +6,10 @@
 mod common;
 
 use std::collections::HashMap;
-use std::process::Command;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Process, client, free_port, wait_for};
+use common::{Process, client};
 use ifmatch_redis::testing::RedisServer;
 
 const ACCOUNT: &str = "devstoreaccount1";
@@ -24,18 +23,7 @@ fn serve_with(
     extra: &[&str],
     env: &[(&str, &str)],
 ) -> (Process, String, String) {
-    let (blobs, tables) = (free_port(), free_port());
-    let mut command = Command::new(common::binary());
-    command.envs(env.iter().copied());
-    command.arg("serve").arg("--data").arg(data).args([
-        "--listen",
-        &format!("127.0.0.1:{blobs}"),
-        "--table-listen",
-        &format!("127.0.0.1:{tables}"),
-    ]);
-    command.args(extra);
-    let process = Process::listening(command, blobs, "ifmatch serve");
-    wait_for(tables, "the Table service");
+    let (process, blobs, tables) = common::serve_beside(data, "table-listen", extra, env);
     let origin = |port| format!("http://127.0.0.1:{port}");
     (process, origin(blobs), origin(tables))
 }
@@ -165,71 +153,29 @@ async fn sigkill_during_batches_over_a_bucket_leaves_each_whole_or_absent() {
 /// them after `running` and started again, three rounds: every partition whole or absent,
 /// every acknowledged batch there.
 async fn sigkill_during_batches(args: &[&str], env: &[(&str, &str)], running: Duration) {
-    const ROWS: usize = 100;
     let data = tempfile::tempdir().unwrap();
-    let acknowledged: Arc<Mutex<Vec<String>>> = Arc::default();
-    for round in 0..3 {
+    let sent = common::BatchSent {
+        request: Arc::new(|http, tables, pk| {
+            let (body, kind) = batch(tables, pk, 100);
+            let url = format!("{tables}/{ACCOUNT}/$batch");
+            http.post(url).header("content-type", kind).body(body)
+        }),
+        acknowledged: 202,
+        each: "HTTP/1.1 204",
+        rows: 100,
+    };
+    let setup = async |tables: &str| {
+        let created = (client().post(format!("{tables}/{ACCOUNT}/Tables")))
+            .header("content-type", "application/json")
+            .body(r#"{"TableName":"crash"}"#)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(created.status(), 201);
+    };
+    let start = || {
         let (server, _blobs, tables) = serve_with(data.path(), args, env);
-        let http = client();
-        if round == 0 {
-            let created = http
-                .post(format!("{tables}/{ACCOUNT}/Tables"))
-                .header("content-type", "application/json")
-                .body(r#"{"TableName":"crash"}"#)
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(created.status(), 201);
-        }
-        let writers: Vec<_> = (0..4)
-            .map(|w| {
-                let (http, tables, acknowledged) =
-                    (http.clone(), tables.clone(), acknowledged.clone());
-                tokio::spawn(async move {
-                    for i in 0.. {
-                        let pk = format!("r{round}w{w}b{i}");
-                        let (body, kind) = batch(&tables, &pk, ROWS);
-                        let sent = http
-                            .post(format!("{tables}/{ACCOUNT}/$batch"))
-                            .header("content-type", kind)
-                            .body(body)
-                            .send()
-                            .await;
-                        let Ok(answer) = sent else { return };
-                        let applied = answer.status() == 202;
-                        let Ok(text) = answer.text().await else {
-                            return;
-                        };
-                        assert!(
-                            applied && text.matches("HTTP/1.1 204").count() == ROWS,
-                            "{text}"
-                        );
-                        acknowledged.lock().unwrap().push(pk);
-                    }
-                })
-            })
-            .collect();
-        tokio::time::sleep(running).await;
-        drop(server);
-        for writer in writers {
-            writer.await.unwrap();
-        }
-        let (_server, _blobs, tables) = serve_with(data.path(), args, env);
-        let counts = partitions(&tables).await;
-        for (pk, count) in &counts {
-            assert_eq!(*count, ROWS, "partition {pk}: a batch applied in part");
-        }
-        for pk in acknowledged.lock().unwrap().iter() {
-            assert_eq!(
-                counts.get(pk),
-                Some(&ROWS),
-                "acknowledged batch {pk} was lost"
-            );
-        }
-        let applied = counts.len();
-        assert!(
-            applied >= 3,
-            "round {round}: only {applied} batches applied before the kill"
-        );
-    }
+        (server, tables)
+    };
+    common::sigkill_under_batches(start, setup, sent, partitions, running).await;
 }

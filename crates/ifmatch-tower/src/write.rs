@@ -26,7 +26,12 @@ use crate::validators::validators_of;
 
 /// A write: under the key's lock, check the preconditions against the current version, run the
 /// inner service only if they hold, and record what the write made current.
-pub(crate) async fn write<S, V, ReqBody, ResBody>(
+pub(crate) async fn write<
+    S,
+    V: VersionStore,
+    ReqBody: Default,
+    ResBody: Body<Data = Bytes> + Unpin,
+>(
     mut inner: S,
     versions: V,
     cache: ReadCache,
@@ -37,9 +42,6 @@ pub(crate) async fn write<S, V, ReqBody, ResBody>(
 ) -> Result<Response<ConditionalBody<ResBody>>, S::Error>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
-    V: VersionStore,
-    ReqBody: Default,
-    ResBody: Body<Data = Bytes> + Unpin,
     ResBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let conditional = is_conditional(request.method(), request.headers());
@@ -130,7 +132,7 @@ where
             // representation again, the application says whether it still is.
             if outcome == Outcome::PreconditionFailed
                 && config.asks_service()
-                && let Some(other) = another_representation(
+                && let Some(other) = Self::another_representation(
                     inner,
                     (cache, key),
                     request.uri(),
@@ -193,7 +195,7 @@ where
                     return Ok(Err(refusal(Refusal::Blind)));
                 }
                 let (uri, headers) = (request.uri().clone(), request.headers().clone());
-                match ask(inner, uri, headers, config.hash_limit).await? {
+                match Self::ask(inner, uri, headers, config.hash_limit).await? {
                     Ok(current) => Some(current),
                     Err(answer) => return Ok(Err(answer)),
                 }
@@ -217,7 +219,7 @@ where
                 Ok(None) if !serves_get => return Ok(Err(refusal(Refusal::Unknown))),
                 Ok(None) => {
                     let (uri, headers) = (request.uri().clone(), request.headers().clone());
-                    match ask(inner, uri, headers, config.hash_limit).await? {
+                    match Self::ask(inner, uri, headers, config.hash_limit).await? {
                         Ok(current) => current,
                         Err(answer) => return Ok(Err(answer)),
                     }
@@ -229,6 +231,97 @@ where
             }),
         };
         Ok(Ok(current))
+    }
+
+    /// The current validators of the representation that the write's `If-Match` names, when that
+    /// is another variant of the resource than the one the write itself selects: asked of the inner
+    /// service with that variant's selecting fields (never its credentials: the writer's own go).
+    async fn another_representation(
+        inner: &mut S,
+        (cache, key): (&ReadCache, &str),
+        uri: &http::Uri,
+        headers: &HeaderMap,
+        limit: usize,
+    ) -> Result<Option<Validators>, S::Error> {
+        let lines = headers.get_all(header::IF_MATCH);
+        let Ok(EntityTagList::Tags(tags)) =
+            EntityTagList::parse(lines.iter().map(|v| v.as_bytes()))
+        else {
+            return Ok(None);
+        };
+        // A variant this instance served: asked for with the fields that selected it.
+        let query = uri.query().unwrap_or("");
+        let wanted = |etag: &EntityTag| tags.iter().any(|t| t.strong_eq(etag));
+        if let Some(resource) = cache.resource(key)
+            && let Some(selecting) = resource.selecting(query, wanted)
+        {
+            let mut headers = headers.clone();
+            for name in resource.vary().iter().filter(|n| !CREDENTIALS.contains(n)) {
+                headers.remove(name);
+            }
+            for (name, value) in &selecting {
+                headers.append(name.clone(), value.clone());
+            }
+            return Ok(Self::ask(inner, uri.clone(), headers, limit)
+                .await?
+                .ok()
+                .flatten());
+        }
+        // Any instance's: a tag the layer made names its content coding, asked for by name (at most
+        // two codings, whatever the list).
+        let mut codings: Vec<&str> = tags.iter().filter_map(coding_of).collect();
+        codings.dedup();
+        for coding in codings.into_iter().take(2) {
+            let Ok(coding) = HeaderValue::from_str(coding) else {
+                continue;
+            };
+            let mut headers = headers.clone();
+            headers.insert(header::ACCEPT_ENCODING, coding);
+            if let Ok(Some(current)) = Self::ask(inner, uri.clone(), headers, limit).await?
+                && current.etag.as_ref().is_some_and(wanted)
+            {
+                return Ok(Some(current));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Asks the inner service for the current representation of the write's target, as a GET with
+    /// the write's headers (less conditions and body metadata), and tags it as a GET would be. The
+    /// application's refusal of the requester (401, 403) is the write's answer: a 412 would tell a
+    /// stranger the resource exists and has moved on; an answer that tells no version is a 503.
+    async fn ask(
+        inner: &mut S,
+        uri: http::Uri,
+        headers: HeaderMap,
+        limit: usize,
+    ) -> Result<Learned<ResBody>, S::Error> {
+        let mut get = current_request(&uri, &headers);
+        // A shared cache inside the layer must not answer it from its store: the resource as it
+        // is now is the question.
+        get.extensions_mut()
+            .insert(ifmatch_core::cache_markers::BypassSharedCache);
+        poll_fn(|cx| inner.poll_ready(cx)).await?;
+        let response = inner.call(get).await?;
+        match response.status() {
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+                return Ok(Err(response.map(ConditionalBody::new)));
+            }
+            // A target that has no GET (an action such as `POST /docs/a/append`) has no current
+            // representation: `If-Match` fails on it, `If-None-Match: *` holds (RFC 9110 13.1).
+            StatusCode::METHOD_NOT_ALLOWED => return Ok(Ok(None)),
+            _ => {}
+        }
+        Ok(match validators_of_answer(response, limit).await {
+            Ok(current) => Ok(current),
+            Err(_) => {
+                tracing::warn!(
+                    path = uri.path(),
+                    "the inner service did not tell the current version"
+                );
+                Err(refusal(Refusal::Unavailable))
+            }
+        })
     }
 }
 
@@ -347,111 +440,9 @@ fn ancestors(path: &str) -> Vec<String> {
     out
 }
 
-/// The current validators of the representation that the write's `If-Match` names, when that
-/// is another variant of the resource than the one the write itself selects: asked of the inner
-/// service with that variant's selecting fields (never its credentials: the writer's own go).
-async fn another_representation<S, ReqBody, ResBody>(
-    inner: &mut S,
-    (cache, key): (&ReadCache, &str),
-    uri: &http::Uri,
-    headers: &HeaderMap,
-    limit: usize,
-) -> Result<Option<Validators>, S::Error>
-where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
-    ReqBody: Default,
-    ResBody: Body<Data = Bytes>,
-    ResBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    let lines = headers.get_all(header::IF_MATCH);
-    let Ok(EntityTagList::Tags(tags)) = EntityTagList::parse(lines.iter().map(|v| v.as_bytes()))
-    else {
-        return Ok(None);
-    };
-    // A variant this instance served: asked for with the fields that selected it.
-    let query = uri.query().unwrap_or("");
-    let wanted = |etag: &EntityTag| tags.iter().any(|t| t.strong_eq(etag));
-    if let Some(resource) = cache.resource(key)
-        && let Some(selecting) = resource.selecting(query, wanted)
-    {
-        let mut headers = headers.clone();
-        for name in resource.vary().iter().filter(|n| !CREDENTIALS.contains(n)) {
-            headers.remove(name);
-        }
-        for (name, value) in &selecting {
-            headers.append(name.clone(), value.clone());
-        }
-        return Ok(ask(inner, uri.clone(), headers, limit)
-            .await?
-            .ok()
-            .flatten());
-    }
-    // Any instance's: a tag the layer made names its content coding, asked for by name (at most
-    // two codings, whatever the list).
-    let mut codings: Vec<&str> = tags.iter().filter_map(coding_of).collect();
-    codings.dedup();
-    for coding in codings.into_iter().take(2) {
-        let Ok(coding) = HeaderValue::from_str(coding) else {
-            continue;
-        };
-        let mut headers = headers.clone();
-        headers.insert(header::ACCEPT_ENCODING, coding);
-        if let Ok(Some(current)) = ask(inner, uri.clone(), headers, limit).await?
-            && current.etag.as_ref().is_some_and(wanted)
-        {
-            return Ok(Some(current));
-        }
-    }
-    Ok(None)
-}
-
 /// What asking the inner service for the current version gives: the validators (`None`: the
 /// resource has no representation), or the answer the write gets instead.
 type Learned<B> = Result<Option<Validators>, Answered<B>>;
-
-/// Asks the inner service for the current representation of the write's target, as a GET with
-/// the write's headers (less conditions and body metadata), and tags it as a GET would be. The
-/// application's refusal of the requester (401, 403) is the write's answer: a 412 would tell a
-/// stranger the resource exists and has moved on; an answer that tells no version is a 503.
-async fn ask<S, ReqBody, ResBody>(
-    inner: &mut S,
-    uri: http::Uri,
-    headers: HeaderMap,
-    limit: usize,
-) -> Result<Learned<ResBody>, S::Error>
-where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
-    ReqBody: Default,
-    ResBody: Body<Data = Bytes>,
-    ResBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    let mut get = current_request(&uri, &headers);
-    // A shared cache inside the layer must not answer it from its store: the resource as it
-    // is now is the question.
-    get.extensions_mut()
-        .insert(ifmatch_core::cache_markers::BypassSharedCache);
-    poll_fn(|cx| inner.poll_ready(cx)).await?;
-    let response = inner.call(get).await?;
-    match response.status() {
-        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
-            return Ok(Err(response.map(ConditionalBody::new)));
-        }
-        // A target that has no GET (an action such as `POST /docs/a/append`) has no current
-        // representation: `If-Match` fails on it, `If-None-Match: *` holds (RFC 9110 13.1).
-        StatusCode::METHOD_NOT_ALLOWED => return Ok(Ok(None)),
-        _ => {}
-    }
-    Ok(match validators_of_answer(response, limit).await {
-        Ok(current) => Ok(current),
-        Err(_) => {
-            tracing::warn!(
-                path = uri.path(),
-                "the inner service did not tell the current version"
-            );
-            Err(refusal(Refusal::Unavailable))
-        }
-    })
-}
 
 #[cfg(test)]
 mod tests {

@@ -210,8 +210,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let mut attempts = Attempts::default();
         while attempts.next().await {
             let Some(current) = committed(self.records.get(key).await?) else {
-                let (operation, code) = (precondition::Operation::Write, ErrorCode::BlobNotFound);
-                return Err(self.missing(key, operation, headers, code).await);
+                let write = precondition::Operation::Write;
+                return Err(self.blob_missing(key, write, headers).await);
             };
             ask.gate(
                 precondition::Operation::Write,

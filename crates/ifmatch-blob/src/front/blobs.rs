@@ -38,12 +38,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let ask = Asking::of(headers, now)?;
         let Some(current) = committed(self.records.get(key).await?) else {
             return Err(self
-                .missing(
-                    key,
-                    precondition::Operation::Read,
-                    headers,
-                    ErrorCode::BlobNotFound,
-                )
+                .blob_missing(key, precondition::Operation::Read, headers)
                 .await);
         };
         ask.gate(precondition::Operation::Read, Access::Read, Some(&current))?;
@@ -268,12 +263,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         while attempts.next().await {
             let Some(current) = committed(self.records.get(key).await?) else {
                 return Err(self
-                    .missing(
-                        key,
-                        precondition::Operation::Read,
-                        headers,
-                        ErrorCode::BlobNotFound,
-                    )
+                    .blob_missing(key, precondition::Operation::Read, headers)
                     .await);
             };
             let outcome = ask

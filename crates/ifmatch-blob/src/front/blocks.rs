@@ -299,12 +299,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let ask = Asking::of(headers, now)?;
         let Some(current) = self.records.get(key).await? else {
             return Err(self
-                .missing(
-                    key,
-                    precondition::Operation::Read,
-                    headers,
-                    ErrorCode::BlobNotFound,
-                )
+                .blob_missing(key, precondition::Operation::Read, headers)
                 .await);
         };
         ask.lease(Scope::Blob, Access::Read, Some(&current))?;

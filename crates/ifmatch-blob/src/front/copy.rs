@@ -438,12 +438,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let ask = Asking::of(headers, now)?;
         let Some(current) = committed(self.records.get(key).await?) else {
             return Err(self
-                .missing(
-                    key,
-                    precondition::Operation::Write,
-                    headers,
-                    ErrorCode::BlobNotFound,
-                )
+                .blob_missing(key, precondition::Operation::Write, headers)
                 .await);
         };
         ask.lease(Scope::Blob, Access::Write, Some(&current))?;

@@ -176,6 +176,17 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         lost
     }
 
+    /// The error for an `operation` on a blob that is not there: [`Front::missing`] with
+    /// `BlobNotFound`.
+    pub(super) async fn blob_missing(
+        &self,
+        key: &Key,
+        operation: precondition::Operation,
+        headers: &HeaderMap,
+    ) -> Failure {
+        (self.missing(key, operation, headers, ErrorCode::BlobNotFound)).await
+    }
+
     /// The error for a record that does not exist: for a change, a failed `If-Match` first
     /// (412); then a missing container, then `missing`.
     pub(super) async fn missing(

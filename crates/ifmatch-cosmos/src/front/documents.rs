@@ -18,6 +18,9 @@ use crate::failure::{
 };
 use crate::{feed_entries, ttl};
 
+/// A document as its path names it: the database, the container, the id.
+pub(super) type Doc<'a> = (&'a str, &'a str, &'a str);
+
 impl<T: Tables> Front<'_, T> {
     pub(super) async fn documents(&self, db: &str, coll: &str, asked: &Asked<'_>) -> Answered {
         if asked.header("a-im").is_some_and(|v| {
@@ -139,13 +142,7 @@ impl<T: Tables> Front<'_, T> {
         Err(raced())
     }
 
-    pub(super) async fn patch(
-        &self,
-        db: &str,
-        coll: &str,
-        id: &str,
-        asked: &Asked<'_>,
-    ) -> Answered {
+    pub(super) async fn patch(&self, (db, coll, id): Doc<'_>, asked: &Asked<'_>) -> Answered {
         let container = self.container(db, coll).await?;
         let partition = self.partition(&container, asked)?;
         let (operations, condition) = crate::patch::parse(asked.body)?;
@@ -175,7 +172,7 @@ impl<T: Tables> Front<'_, T> {
         Ok(written_answer(db, coll, written))
     }
 
-    pub(super) async fn read(&self, db: &str, coll: &str, id: &str, asked: &Asked<'_>) -> Answered {
+    pub(super) async fn read(&self, (db, coll, id): Doc<'_>, asked: &Asked<'_>) -> Answered {
         let container = self.container(db, coll).await?;
         let partition = self.partition(&container, asked)?;
         let table = documents_table(db, coll);
@@ -198,13 +195,7 @@ impl<T: Tables> Front<'_, T> {
         ))
     }
 
-    pub(super) async fn replace(
-        &self,
-        db: &str,
-        coll: &str,
-        id: &str,
-        asked: &Asked<'_>,
-    ) -> Answered {
+    pub(super) async fn replace(&self, (db, coll, id): Doc<'_>, asked: &Asked<'_>) -> Answered {
         let container = self.container(db, coll).await?;
         let (resource, partition) = self.incoming(&container, asked)?;
         if id_of(&resource) != id {
@@ -221,13 +212,7 @@ impl<T: Tables> Front<'_, T> {
         Ok(written_answer(db, coll, written))
     }
 
-    pub(super) async fn delete(
-        &self,
-        db: &str,
-        coll: &str,
-        id: &str,
-        asked: &Asked<'_>,
-    ) -> Answered {
+    pub(super) async fn delete(&self, (db, coll, id): Doc<'_>, asked: &Asked<'_>) -> Answered {
         let container = self.container(db, coll).await?;
         let partition = self.partition(&container, asked)?;
         let condition = self.condition(asked)?;

@@ -113,10 +113,12 @@ impl<T: Tables> Front<'_, T> {
             (&Method::GET, A::Ranges(db, coll)) => self.ranges(db, coll, asked).await,
             (&Method::GET, A::Documents(db, coll)) => self.documents(db, coll, asked).await,
             (&Method::POST, A::Documents(db, coll)) => self.create_document(db, coll, asked).await,
-            (&Method::GET, A::Document(db, coll, id)) => self.read(db, coll, id, asked).await,
-            (&Method::PUT, A::Document(db, coll, id)) => self.replace(db, coll, id, asked).await,
-            (&Method::PATCH, A::Document(db, coll, id)) => self.patch(db, coll, id, asked).await,
-            (&Method::DELETE, A::Document(db, coll, id)) => self.delete(db, coll, id, asked).await,
+            (&Method::GET, A::Document(db, coll, id)) => self.read((db, coll, id), asked).await,
+            (&Method::PUT, A::Document(db, coll, id)) => self.replace((db, coll, id), asked).await,
+            (&Method::PATCH, A::Document(db, coll, id)) => self.patch((db, coll, id), asked).await,
+            (&Method::DELETE, A::Document(db, coll, id)) => {
+                self.delete((db, coll, id), asked).await
+            }
             _ => Err(Failure::new(
                 Code::MethodNotAllowed,
                 format!("{} is not served on this resource.", asked.method),

@@ -931,3 +931,101 @@ pub async fn a_put_is_refused_promptly(url: &str) {
     );
     assert!(took < Duration::from_secs(15), "answered after {took:?}");
 }
+
+/// The request of a batch on a partition: `(client, endpoint, pk)`.
+pub type BatchRequest =
+    dyn Fn(&reqwest::Client, &str, &str) -> reqwest::RequestBuilder + Send + Sync;
+
+/// How a SIGKILL test sends one batch of `rows` operations on partition `pk`: its request to
+/// `endpoint`, the status that acknowledges it, and what each operation's success leaves in the
+/// answer.
+pub struct BatchSent {
+    pub request: Arc<BatchRequest>,
+    pub acknowledged: u16,
+    pub each: &'static str,
+    pub rows: usize,
+}
+
+/// Four writers sending batches, the server (`start`: it and its endpoint) SIGKILLed under them
+/// after `running` and started again, three rounds (`setup` runs once, on the first): every
+/// partition whole or absent (`partitions` counts them), every acknowledged batch there.
+pub async fn sigkill_under_batches(
+    start: impl Fn() -> (Process, String),
+    setup: impl AsyncFn(&str),
+    sent: BatchSent,
+    partitions: impl AsyncFn(&str) -> std::collections::HashMap<String, usize>,
+    running: Duration,
+) {
+    let acknowledged: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+    let sent = Arc::new(sent);
+    for round in 0..3 {
+        let (server, endpoint) = start();
+        if round == 0 {
+            setup(&endpoint).await;
+        }
+        let http = client();
+        let writers: Vec<_> = (0..4)
+            .map(|w| {
+                let (http, endpoint) = (http.clone(), endpoint.clone());
+                let (acknowledged, sent) = (acknowledged.clone(), sent.clone());
+                tokio::spawn(async move {
+                    for i in 0.. {
+                        let pk = format!("r{round}w{w}b{i}");
+                        let Ok(answer) = (sent.request)(&http, &endpoint, &pk).send().await else {
+                            return;
+                        };
+                        let applied = answer.status() == sent.acknowledged;
+                        let Ok(text) = answer.text().await else {
+                            return;
+                        };
+                        let whole = text.matches(sent.each).count() == sent.rows;
+                        assert!(applied && whole, "{text}");
+                        acknowledged.lock().unwrap().push(pk);
+                    }
+                })
+            })
+            .collect();
+        tokio::time::sleep(running).await;
+        drop(server);
+        for writer in writers {
+            writer.await.unwrap();
+        }
+        let (_server, endpoint) = start();
+        let counts = partitions(&endpoint).await;
+        for (pk, count) in &counts {
+            assert_eq!(*count, sent.rows, "partition {pk}: a batch applied in part");
+        }
+        for pk in acknowledged.lock().unwrap().iter() {
+            let count = counts.get(pk);
+            assert_eq!(count, Some(&sent.rows), "acknowledged batch {pk} was lost");
+        }
+        let applied = counts.len();
+        assert!(
+            applied >= 3,
+            "round {round}: only {applied} batches applied before the kill"
+        );
+    }
+}
+
+/// `ifmatch serve` on `data` with `extra` arguments and `env` set, the blob front on a free
+/// port and the listener `--{side}` (`table-listen`, `cosmos-listen`) on another, waited for:
+/// the process and the two ports.
+pub fn serve_beside(
+    data: &std::path::Path,
+    side: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (Process, u16, u16) {
+    let (blobs, beside) = (free_port(), free_port());
+    let mut command = std::process::Command::new(binary());
+    command.envs(env.iter().copied());
+    command.arg("serve").arg("--data").arg(data);
+    command.args(["--listen", &format!("127.0.0.1:{blobs}")]);
+    command
+        .arg(format!("--{side}"))
+        .arg(format!("127.0.0.1:{beside}"));
+    command.args(extra);
+    let process = Process::listening(command, blobs, "ifmatch serve");
+    wait_for(beside, side);
+    (process, blobs, beside)
+}
