@@ -178,22 +178,22 @@ struct Given<'a> {
     unreadable: Option<&'a str>,
 }
 
+impl Given<'_> {
+    /// The tables' Durable Objects.
+    fn tables(&self) -> worker::Result<DurableTables> {
+        Ok(DurableTables::new(self.env.durable_object(TABLES)?))
+    }
+}
+
 /// The Cosmos DB endpoint's answer: `ifmatch-cosmos`'s, over the same Durable Objects as the
 /// tables (each Cosmos container a table of names no table account reaches).
 async fn cosmos(request: HttpRequest, given: Given<'_>) -> worker::Result<worker::Response> {
-    let Given {
-        env,
-        accounts,
-        anonymous,
-        unreadable,
-    } = given;
     let https = request.uri().scheme_str() == Some("https");
-    let service =
-        ifmatch_cosmos::Endpoint::new(DurableTables::new(env.durable_object(TABLES)?), WorkersEnv)
-            .with_accounts(&accounts)
-            .with_anonymous_access(anonymous)
-            .with_https(https);
-    if let Some(name) = unreadable {
+    let service = ifmatch_cosmos::Endpoint::new(given.tables()?, WorkersEnv)
+        .with_accounts(&given.accounts)
+        .with_anonymous_access(given.anonymous)
+        .with_https(https);
+    if let Some(name) = given.unreadable {
         return whole(service.unreadable_header(name));
     }
     whole(answer_whole(&service, request).await)
@@ -201,21 +201,14 @@ async fn cosmos(request: HttpRequest, given: Given<'_>) -> worker::Result<worker
 
 /// The Table service's answer: `ifmatch-table`'s, over the tables' Durable Objects.
 async fn tables(request: HttpRequest, given: Given<'_>) -> worker::Result<worker::Response> {
-    let Given {
-        env,
-        accounts,
-        anonymous,
-        unreadable,
-    } = given;
-    let service =
-        ifmatch_table::Endpoint::new(DurableTables::new(env.durable_object(TABLES)?), WorkersEnv)
-            .with_accounts(&accounts)
-            .with_anonymous_access(anonymous)
-            .with_mount(if request.uri().path().starts_with(TABLE_MOUNT) {
-                TABLE_MOUNT
-            } else {
-                ""
-            });
+    let service = ifmatch_table::Endpoint::new(given.tables()?, WorkersEnv)
+        .with_accounts(&given.accounts)
+        .with_anonymous_access(given.anonymous)
+        .with_mount(if request.uri().path().starts_with(TABLE_MOUNT) {
+            TABLE_MOUNT
+        } else {
+            ""
+        });
     let (mut parts, body) = request.into_parts();
     let client =
         (parts.headers.get("cf-connecting-ip")).and_then(|v| v.to_str().ok()?.parse().ok());
@@ -225,7 +218,7 @@ async fn tables(request: HttpRequest, given: Given<'_>) -> worker::Result<worker
     if parts.uri.scheme_str() == Some("https") {
         parts.extensions.insert(Https);
     }
-    if let Some(name) = unreadable {
+    if let Some(name) = given.unreadable {
         return whole(service.unreadable_header(&parts, name));
     }
     let request = HttpRequest::from_parts(parts, body);

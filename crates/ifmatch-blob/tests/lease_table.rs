@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use http::{HeaderMap, HeaderValue, StatusCode};
 use ifmatch_azure::ErrorCode::{self, *};
 use ifmatch_blob::lease::{
-    Access, Lease, LeaseAction, LeaseDuration, LeaseId, LeaseState, Scope, headers,
+    Access, Lease, LeaseAction, LeaseDuration, LeaseId, LeaseState, Scope, Transition, headers,
 };
 
 fn id(n: u8) -> LeaseId {
@@ -305,14 +305,8 @@ fn expiry_is_exact_to_the_millisecond() {
 
 #[test]
 fn break_period_ends_exactly() {
-    let lease = run(
-        &Lease::Available,
-        acquire(a(), LeaseDuration::Infinite),
-        t0(),
-    );
-    let t = lease
-        .apply(&LeaseAction::Break { period: Some(3) }, t0())
-        .unwrap();
+    let lease = held_for_ever();
+    let t = broken(&lease, Some(3), t0());
     assert_eq!(t.lease_time, Some(3));
     assert_eq!(t.lease.state(t0() + secs(3) - ms(1)), LeaseState::Breaking);
     assert_eq!(t.lease.state(t0() + secs(3)), LeaseState::Broken);
@@ -331,11 +325,7 @@ fn break_longer_than_the_remaining_lease_ends_at_expiry() {
 
 #[test]
 fn a_second_break_cannot_extend_the_first() {
-    let lease = run(
-        &Lease::Available,
-        acquire(a(), LeaseDuration::Infinite),
-        t0(),
-    );
+    let lease = held_for_ever();
     let breaking = run(&lease, LeaseAction::Break { period: Some(10) }, t0());
     let t = breaking
         .apply(&LeaseAction::Break { period: Some(60) }, t0() + secs(1))
@@ -352,14 +342,8 @@ fn a_second_break_cannot_extend_the_first() {
 
 #[test]
 fn infinite_lease_without_period_breaks_at_once() {
-    let lease = run(
-        &Lease::Available,
-        acquire(a(), LeaseDuration::Infinite),
-        t0(),
-    );
-    let t = lease
-        .apply(&LeaseAction::Break { period: None }, t0())
-        .unwrap();
+    let lease = held_for_ever();
+    let t = broken(&lease, None, t0());
     assert_eq!(
         (t.lease_time, t.lease.state(t0())),
         (Some(0), LeaseState::Broken)
@@ -415,67 +399,24 @@ fn acquire_by_the_holder_takes_the_new_duration() {
 
 #[test]
 fn operations_under_a_lease() {
-    let e = Err::<(), ErrorCode>;
+    // Proceeds; no lease, yet an id; a lease, no id; another lease's id.
+    const OK: Result<(), ErrorCode> = Ok(());
+    const NONE: Result<(), ErrorCode> = Err(LeaseNotPresentWithBlobOperation);
+    const MISSING: Result<(), ErrorCode> = Err(LeaseIdMissing);
+    const OTHER: Result<(), ErrorCode> = Err(LeaseIdMismatchWithBlobOperation);
     let columns = columns();
-    // Per column: (no id, A, B) for a write, then for a read. Ok(()) means it proceeds.
+    // Per column: (no id, A, B) for a write, then for a read. OK means it proceeds.
     let blob: [[[Result<(), ErrorCode>; 3]; 2]; 5] = [
         // available
-        [
-            [
-                Ok(()),
-                e(LeaseNotPresentWithBlobOperation),
-                e(LeaseNotPresentWithBlobOperation),
-            ],
-            [
-                Ok(()),
-                e(LeaseNotPresentWithBlobOperation),
-                e(LeaseNotPresentWithBlobOperation),
-            ],
-        ],
+        [[OK, NONE, NONE], [OK, NONE, NONE]],
         // leased
-        [
-            [
-                e(LeaseIdMissing),
-                Ok(()),
-                e(LeaseIdMismatchWithBlobOperation),
-            ],
-            [Ok(()), Ok(()), e(LeaseIdMismatchWithBlobOperation)],
-        ],
+        [[MISSING, OK, OTHER], [OK, OK, OTHER]],
         // breaking
-        [
-            [
-                e(LeaseIdMissing),
-                Ok(()),
-                e(LeaseIdMismatchWithBlobOperation),
-            ],
-            [Ok(()), Ok(()), e(LeaseIdMismatchWithBlobOperation)],
-        ],
+        [[MISSING, OK, OTHER], [OK, OK, OTHER]],
         // broken
-        [
-            [
-                Ok(()),
-                e(LeaseNotPresentWithBlobOperation),
-                e(LeaseNotPresentWithBlobOperation),
-            ],
-            [
-                Ok(()),
-                e(LeaseNotPresentWithBlobOperation),
-                e(LeaseNotPresentWithBlobOperation),
-            ],
-        ],
+        [[OK, NONE, NONE], [OK, NONE, NONE]],
         // expired
-        [
-            [
-                Ok(()),
-                e(LeaseNotPresentWithBlobOperation),
-                e(LeaseNotPresentWithBlobOperation),
-            ],
-            [
-                Ok(()),
-                e(LeaseNotPresentWithBlobOperation),
-                e(LeaseNotPresentWithBlobOperation),
-            ],
-        ],
+        [[OK, NONE, NONE], [OK, NONE, NONE]],
     ];
     for ((name, lease, now, state), wants) in columns.iter().zip(blob) {
         for (access, wants) in [Access::Write, Access::Read].into_iter().zip(wants) {
@@ -711,11 +652,7 @@ fn properties_headers() {
     };
     let s = |v: &str| Some(v.to_owned());
     let fixed = run(&Lease::Available, acquire(a(), FIXED15), t0());
-    let infinite = run(
-        &Lease::Available,
-        acquire(a(), LeaseDuration::Infinite),
-        t0(),
-    );
+    let infinite = held_for_ever();
     let breaking = run(&infinite, LeaseAction::Break { period: Some(5) }, t0());
     assert_eq!(
         props(&Lease::Available, t0()),
@@ -832,9 +769,7 @@ fn spec_scenarios() {
 
     // 6. break with period 3: 202, lease time <= 3, breaking/locked; 3 s later broken; release A.
     let long = run(&Lease::Available, acquire(a(), FIXED60), t0());
-    let t = long
-        .apply(&LeaseAction::Break { period: Some(3) }, t0())
-        .unwrap();
+    let t = broken(&long, Some(3), t0());
     assert_eq!(t.status, StatusCode::ACCEPTED);
     assert!(t.lease_time.unwrap() <= 3);
     assert!(t.lease.state(t0()).is_locked());
@@ -889,4 +824,18 @@ fn spec_scenarios() {
         long.authorize(Scope::Blob, Access::Read, None, t0()),
         Ok(long)
     );
+}
+
+/// A lease `a()` acquired for ever at `t0()`.
+fn held_for_ever() -> Lease {
+    run(
+        &Lease::Available,
+        acquire(a(), LeaseDuration::Infinite),
+        t0(),
+    )
+}
+
+/// `lease` broken at `at` with `period`.
+fn broken(lease: &Lease, period: Option<u32>, at: SystemTime) -> Transition {
+    lease.apply(&LeaseAction::Break { period }, at).unwrap()
 }

@@ -15,6 +15,15 @@ use ifmatch_core::precondition::Outcome::{
 use ifmatch_core::precondition::Validators;
 use ifmatch_core::precondition::http::{Target, evaluate};
 
+/// Every kind of method a condition treats its own way: the reads, a write, a delete, a POST.
+const METHODS: [Method; 5] = [
+    Method::GET,
+    Method::HEAD,
+    Method::PUT,
+    Method::DELETE,
+    Method::POST,
+];
+
 /// Sun, 06 Nov 1994 08:49:37 GMT
 const T: &str = "Sun, 06 Nov 1994 08:49:37 GMT";
 const T_850: &str = "Sunday, 06-Nov-94 08:49:37 GMT";
@@ -255,13 +264,7 @@ fn preconditions_are_ignored_when_the_answer_would_not_be_2xx() {
         &[(IUS, BEFORE)],
         &[(IMS, T)],
     ] {
-        for method in [
-            Method::GET,
-            Method::HEAD,
-            Method::PUT,
-            Method::DELETE,
-            Method::POST,
-        ] {
+        for method in METHODS {
             assert_eq!(
                 evaluate(&method, &headers(lines), Target::Failing),
                 P,

@@ -83,16 +83,19 @@ async fn shared_key_lite_skew_accounts_and_styles() {
     // The same request 20 minutes old, or signed with another account's key: 403.
     let url = format!("{origin}/{DEV_ACCOUNT}/other?restype=container");
     let path = format!("/{DEV_ACCOUNT}/other");
-    let old = lite(
-        &http,
-        Method::PUT,
-        &url,
-        &path,
-        DEV_ACCOUNT,
-        &dev,
-        &date(-1200),
-    )
-    .await;
+    let put_at = async |offset| {
+        lite(
+            &http,
+            Method::PUT,
+            &url,
+            &path,
+            DEV_ACCOUNT,
+            &dev,
+            &date(offset),
+        )
+        .await
+    };
+    let old = put_at(-1200).await;
     assert_eq!(old.status(), 403);
     assert_eq!(old.headers()["x-ms-error-code"], "AuthenticationFailed");
     let said = old.text().await.unwrap();
@@ -100,16 +103,7 @@ async fn shared_key_lite_skew_accounts_and_styles() {
         said.contains("Request date header too old"),
         "Azure's words: {said}"
     );
-    let ahead = lite(
-        &http,
-        Method::PUT,
-        &url,
-        &path,
-        DEV_ACCOUNT,
-        &dev,
-        &date(1200),
-    )
-    .await;
+    let ahead = put_at(1200).await;
     assert_eq!(ahead.status(), 403, "20 minutes ahead");
     assert_eq!(ahead.headers()["x-ms-error-code"], "AuthenticationFailed");
     let wrong = lite(

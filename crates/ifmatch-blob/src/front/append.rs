@@ -80,9 +80,12 @@ impl Position {
         })
     }
 
-    /// Whether `len` more bytes may follow the blob's `content`, as the dialect checks an
-    /// append: sealed, then the position, then the size, then the block count.
-    fn allows(self, content: &Content, len: u64) -> Result<()> {
+    /// Whether `len` more bytes may follow the blob `current`, as the dialect checks an append:
+    /// the lease and the conditions, sealed, then the position, then the size, then the block
+    /// count. Its content.
+    fn admits<'a>(self, ask: &Asking<'_>, current: &'a Record, len: u64) -> Result<&'a Content> {
+        ask.gate(precondition::Operation::Write, Access::Write, Some(current))?;
+        let content = current.content.as_ref().ok_or(ErrorCode::BlobNotFound)?;
         let append = content.append.ok_or(ErrorCode::InvalidBlobType)?;
         if append.sealed {
             return Err(ErrorCode::BlobIsSealed.into());
@@ -96,7 +99,7 @@ impl Position {
         if append.count >= MAX_APPENDS {
             return Err(ErrorCode::BlockCountExceedsLimit.into());
         }
-        Ok(())
+        Ok(content)
     }
 }
 
@@ -151,13 +154,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let Some(current) = committed(self.records.get(key).await?) else {
             return Err(self.missing(key, missing.0, headers, missing.1).await);
         };
-        ask.gate(
-            precondition::Operation::Write,
-            Access::Write,
-            Some(&current),
-        )?;
-        let content = current.content.as_ref().ok_or(ErrorCode::BlobNotFound)?;
-        position.allows(content, declared.unwrap_or(0))?;
+        position.admits(&ask, &current, declared.unwrap_or(0))?;
 
         let (staged, checksums) = self.stage_checked(headers, body).await?;
         if staged.len == 0 || staged.len > MAX_APPEND {
@@ -213,13 +210,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 let write = precondition::Operation::Write;
                 return Err(self.blob_missing(key, write, headers).await);
             };
-            ask.gate(
-                precondition::Operation::Write,
-                Access::Write,
-                Some(&current),
-            )?;
-            let content = current.content.as_ref().ok_or(ErrorCode::BlobNotFound)?;
-            position.allows(content, staged.len)?;
+            let content = position.admits(&ask, &current, staged.len)?;
             let appended = content.append.ok_or(ErrorCode::InvalidBlobType)?;
             let before = current.bytes_tag();
             let block = Block {
