@@ -32,5 +32,5 @@ pub use ifmatch_backends::local::{DataDir, INLINE_MAX, LocalObjects, LocalRecord
 pub use ifmatch_backends::{AnyObjects, AnyRecords, AnyTables, Choice, Sizes, bucket, local};
 
 pub use crate::open::{BlobFront, LocalFront, Options, open, open_backends, open_with_env};
-pub use crate::serve::{Listeners, serve, sweep};
+pub use crate::serve::{Listeners, listen_beside, serve, sweep};
 pub use ifmatch_azure::SystemEnv;

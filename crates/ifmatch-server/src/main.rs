@@ -439,7 +439,8 @@ fn check(args: Check) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn serve(args: Serve) -> anyhow::Result<()> {
+/// What `ifmatch serve` is told, as the server's options.
+fn serve_options(args: &Serve) -> anyhow::Result<ifmatch_server::Options> {
     let mut options = ifmatch_server::Options::default().max_body(args.max_body);
     options.cache_capacity = args.cache_capacity;
     options.cache_bytes = args.cache_bytes;
@@ -458,13 +459,55 @@ async fn serve(args: Serve) -> anyhow::Result<()> {
         }
         (None, None) => Accounts::default(),
     };
+    Ok(options)
+}
+
+/// The Cosmos endpoint's listener with its TLS, if asked for (the operator's certificate, or
+/// one made and kept under the data directory), its connection string printed.
+fn cosmos_listener(args: &Serve, listener: TcpListener) -> anyhow::Result<CosmosListener> {
+    let address = listener.local_addr()?;
+    let certificate = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(Certificate::Given(cert.clone(), key.clone())),
+        _ if args.cosmos_https => {
+            let names = vec!["localhost".to_owned(), address.ip().to_string()];
+            Some(Certificate::SelfSigned(args.data.join("tls"), names))
+        }
+        _ => None,
+    };
+    let tls = match certificate {
+        Some(certificate) => {
+            let (config, path) = certificate
+                .config()
+                .context("the Cosmos endpoint's certificate")?;
+            tracing::info!(
+                "Cosmos DB over HTTPS with the certificate {}",
+                path.display()
+            );
+            Some(config)
+        }
+        None => None,
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    println!(
+        "{}",
+        ifmatch_cosmos::connection_string(&format!("{scheme}://{address}"))
+    );
+    Ok((listener, tls))
+}
+
+/// A listener and the TLS it is served with, if any.
+type CosmosListener = (TcpListener, Option<std::sync::Arc<rustls::ServerConfig>>);
+
+async fn serve(args: Serve) -> anyhow::Result<()> {
+    let options = serve_options(&args)?;
     let listener = TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("listening on {}", args.listen))?;
     let address = listener.local_addr()?;
     let tables =
-        side_listener("table-listen", args.table_listen.as_deref(), address, 10002).await?;
-    let cosmos = side_listener(
+        ifmatch_server::listen_beside("table-listen", args.table_listen.as_deref(), address, 10002)
+            .await?;
+    let cosmos = ifmatch_server::listen_beside(
         "cosmos-listen",
         args.cosmos_listen.as_deref(),
         address,
@@ -484,36 +527,7 @@ async fn serve(args: Serve) -> anyhow::Result<()> {
         );
     }
     let cosmos = match cosmos {
-        Some(listener) => {
-            let address = listener.local_addr()?;
-            let certificate = match (&args.tls_cert, &args.tls_key) {
-                (Some(cert), Some(key)) => Some(Certificate::Given(cert.clone(), key.clone())),
-                _ if args.cosmos_https => {
-                    let names = vec!["localhost".to_owned(), address.ip().to_string()];
-                    Some(Certificate::SelfSigned(args.data.join("tls"), names))
-                }
-                _ => None,
-            };
-            let tls = match certificate {
-                Some(certificate) => {
-                    let (config, path) = certificate
-                        .config()
-                        .context("the Cosmos endpoint's certificate")?;
-                    tracing::info!(
-                        "Cosmos DB over HTTPS with the certificate {}",
-                        path.display()
-                    );
-                    Some(config)
-                }
-                None => None,
-            };
-            let scheme = if tls.is_some() { "https" } else { "http" };
-            println!(
-                "{}",
-                ifmatch_cosmos::connection_string(&format!("{scheme}://{address}"))
-            );
-            Some((listener, tls))
-        }
+        Some(listener) => Some(cosmos_listener(&args, listener)?),
         None => None,
     };
     if options.anonymous {
@@ -542,42 +556,6 @@ async fn serve(args: Serve) -> anyhow::Result<()> {
     ifmatch_server::serve(listeners, served, options, shutdown_signal()).await?;
     tracing::info!("ifmatch stopped");
     Ok(())
-}
-
-/// The listener of the Table service or the Cosmos endpoint (the option `--{flag}`): the
-/// address asked for, none for `off`, or port `port` on the blob listener's address when that
-/// port is free.
-async fn side_listener(
-    flag: &str,
-    asked: Option<&str>,
-    blobs: SocketAddr,
-    port: u16,
-) -> anyhow::Result<Option<TcpListener>> {
-    match asked {
-        Some("off") => Ok(None),
-        Some(text) => {
-            let address: SocketAddr = text
-                .parse()
-                .with_context(|| format!("--{flag} {text}: not an address or `off`"))?;
-            let listener = TcpListener::bind(address)
-                .await
-                .with_context(|| format!("listening on {address} for --{flag}"))?;
-            Ok(Some(listener))
-        }
-        None => {
-            let address = SocketAddr::new(blobs.ip(), port);
-            match TcpListener::bind(address).await {
-                Ok(listener) => Ok(Some(listener)),
-                Err(error) => {
-                    tracing::warn!(
-                        "{address} is not free ({error}): not listening for --{flag}; choose \
-                         another address with --{flag}"
-                    );
-                    Ok(None)
-                }
-            }
-        }
-    }
 }
 
 async fn proxy(args: Proxy) -> anyhow::Result<()> {

@@ -7,6 +7,7 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -67,6 +68,39 @@ impl From<TcpListener> for Listeners {
             blobs,
             tables: None,
             cosmos: None,
+        }
+    }
+}
+
+/// The listener of the Table service or the Cosmos endpoint (the option `--{flag}`): the
+/// address asked for, none for `off`, or port `port` on the blob listener's address when that
+/// port is free (the emulators' layout).
+pub async fn listen_beside(
+    flag: &str,
+    asked: Option<&str>,
+    blobs: SocketAddr,
+    port: u16,
+) -> io::Result<Option<TcpListener>> {
+    let address = match asked {
+        Some("off") => return Ok(None),
+        Some(text) => text.parse().map_err(|_| {
+            let said = format!("--{flag} {text}: not an address or `off`");
+            io::Error::new(io::ErrorKind::InvalidInput, said)
+        })?,
+        None => SocketAddr::new(blobs.ip(), port),
+    };
+    match TcpListener::bind(address).await {
+        Ok(listener) => Ok(Some(listener)),
+        Err(error) if asked.is_none() => {
+            tracing::warn!(
+                "{address} is not free ({error}): not listening for --{flag}; choose another \
+                 address with --{flag}"
+            );
+            Ok(None)
+        }
+        Err(error) => {
+            let said = format!("listening on {address} for --{flag}: {error}");
+            Err(io::Error::new(error.kind(), said))
         }
     }
 }
