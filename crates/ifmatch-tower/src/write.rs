@@ -137,7 +137,10 @@ where
                     (cache, key),
                     request.uri(),
                     request.headers(),
-                    config.hash_limit,
+                    (
+                        config.hash_limit,
+                        current.as_ref().and_then(|c| c.etag.as_ref()),
+                    ),
                 )
                 .await?
             {
@@ -234,14 +237,15 @@ where
     }
 
     /// The current validators of the representation that the write's `If-Match` names, when that
-    /// is another variant of the resource than the one the write itself selects: asked of the inner
-    /// service with that variant's selecting fields (never its credentials: the writer's own go).
+    /// is another variant of the resource than the one the write itself selects (`rendered`: its
+    /// tag, made already): asked of the inner service with that variant's selecting fields
+    /// (never its credentials: the writer's own go), or its coding; never the same again.
     async fn another_representation(
         inner: &mut S,
         (cache, key): (&ReadCache, &str),
         uri: &http::Uri,
         headers: &HeaderMap,
-        limit: usize,
+        (limit, rendered): (usize, Option<&EntityTag>),
     ) -> Result<Option<Validators>, S::Error> {
         let lines = headers.get_all(header::IF_MATCH);
         let Ok(EntityTagList::Tags(tags)) =
@@ -269,7 +273,11 @@ where
         }
         // Any instance's: a tag the layer made names its content coding, asked for by name (at most
         // two codings, whatever the list).
-        let mut codings: Vec<&str> = tags.iter().filter_map(coding_of).collect();
+        // Not the coding already rendered: asked again, it would answer the same.
+        let rendered = rendered.and_then(coding_of);
+        let mut codings: Vec<&str> = (tags.iter().filter_map(coding_of))
+            .filter(|coding| Some(*coding) != rendered)
+            .collect();
         codings.dedup();
         for coding in codings.into_iter().take(2) {
             let Ok(coding) = HeaderValue::from_str(coding) else {

@@ -69,3 +69,40 @@ async fn time_to_live_expires_the_version_too() {
     assert_eq!(put_if_match(&base, &t1, "lost update").await, 412);
     assert_eq!(&rows.lock().unwrap()["a"][..], b"v2 by a job");
 }
+
+/// A write whose `If-Match` is stale is refused with one rendering of the resource: the layer
+/// asks the application for the current version once, and asks again only for another
+/// representation than the one it rendered (a tag of the gzip bytes, say), never for the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_write_renders_the_resource_once() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let renders = Arc::new(AtomicUsize::new(0));
+    let body = Arc::new(std::sync::Mutex::new(Bytes::from_static(b"v1")));
+    let read = {
+        let (renders, body) = (renders.clone(), body.clone());
+        async move || {
+            renders.fetch_add(1, Ordering::SeqCst);
+            body.lock().unwrap().clone()
+        }
+    };
+    let write = {
+        let body = body.clone();
+        async move |new: Bytes| {
+            *body.lock().unwrap() = new;
+            StatusCode::NO_CONTENT
+        }
+    };
+    let app = axum::Router::new().route("/docs/a", axum::routing::get(read).put(write));
+    let base = common::serve(common::around(ConditionalLayer::new(), app)).await;
+    let t1 = read_tag(&base).await;
+    assert_eq!(put_if_match(&base, &t1, "v2").await, 204);
+    let before = renders.load(Ordering::SeqCst);
+    assert_eq!(put_if_match(&base, &t1, "lost update").await, 412);
+    let rendered = renders.load(Ordering::SeqCst) - before;
+    assert_eq!(
+        rendered, 1,
+        "the GET handler ran {rendered} times for one 412"
+    );
+    assert_eq!(&body.lock().unwrap()[..], b"v2");
+}
