@@ -1,11 +1,11 @@
 //! The compare-and-swap loop of every front (the blob front, the Table service, Cosmos DB):
 //! read what is stored, decide, write only if nothing changed since the read; when something
-//! did, yield to the write that came first and decide again against what it left, at most
-//! [`ATTEMPTS`] times.
+//! did, decide again against what it left, at most [`ATTEMPTS`] times.
 //!
-//! No sleep between attempts: a front has no timer of its own (it runs on tokio and in a
-//! Worker), a lost race means the other write has landed already, and one instance's writers
-//! to a key take [`Turns`](crate::Turns), so the races that remain are between instances.
+//! No pause between attempts: a front has no timer of its own (it runs on tokio and in a
+//! Worker), a lost race means the other write has landed already, each attempt's own reads
+//! give the executor its turn, and one instance's writers to a key take
+//! [`Turns`](crate::Turns), so the races that remain are between instances.
 
 /// How many times a change is decided before it gives up (the caller answers then: 503
 /// `ServerBusy`, 429 `TooManyRequests`).
@@ -14,35 +14,24 @@ pub const ATTEMPTS: usize = 64;
 /// The attempts of one change, every front's loop:
 ///
 /// ```
-/// use std::sync::atomic::{AtomicU64, Ordering};
-/// use std::task::{Context, Poll, Waker};
+/// use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 /// use ifmatch_azure::swap::Attempts;
 ///
 /// // A counter another writer moves once, between this writer's read and its write.
 /// let counter = AtomicU64::new(1);
 /// let mut other = Some(());
-/// let increment = async {
-///     let mut attempts = Attempts::default();
-///     while attempts.next().await {
-///         let read = counter.load(Ordering::SeqCst);
-///         if other.take().is_some() {
-///             counter.fetch_add(1, Ordering::SeqCst);
-///         }
-///         let swapped = counter.compare_exchange(read, read + 1, Ordering::SeqCst, Ordering::SeqCst);
-///         if swapped.is_ok() {
-///             return Ok(read + 1);
-///         }
-///         // Another write came first: decide again against what it left.
+/// let (mut attempts, mut landed) = (Attempts::default(), Err("busy"));
+/// while attempts.another() {
+///     let read = counter.load(SeqCst);
+///     if other.take().is_some() {
+///         counter.fetch_add(1, SeqCst);
 ///     }
-///     Err("busy")
-/// };
-/// let mut increment = std::pin::pin!(increment);
-/// let mut cx = Context::from_waker(Waker::noop());
-/// let landed = loop {
-///     if let Poll::Ready(landed) = increment.as_mut().poll(&mut cx) {
-///         break landed;
+///     if counter.compare_exchange(read, read + 1, SeqCst, SeqCst).is_ok() {
+///         landed = Ok(read + 1);
+///         break;
 ///     }
-/// };
+///     // Another write came first: decide again against what it left.
+/// }
 /// assert_eq!(landed, Ok(3), "decided again over the other writer's 2: no lost update");
 /// ```
 ///
@@ -55,14 +44,10 @@ pub struct Attempts {
 }
 
 impl Attempts {
-    /// Whether to make an attempt: the first at once; after a lost race, another once the
-    /// executor has run what else was ready; none after [`ATTEMPTS`].
-    pub async fn next(&mut self) -> bool {
+    /// Whether to make an attempt: another after each lost race, none after [`ATTEMPTS`].
+    pub fn another(&mut self) -> bool {
         if self.made == ATTEMPTS {
             return false;
-        }
-        if self.made > 0 {
-            crate::yield_now().await;
         }
         self.made += 1;
         true

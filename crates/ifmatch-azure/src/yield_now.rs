@@ -1,6 +1,6 @@
 //! A turn given to the executor, on any runtime (the fronts run on tokio and in a Worker, and
-//! depend on neither): what lets other tasks run between two attempts of a compare-and-swap or
-//! two slices of a query's work.
+//! depend on neither): what lets other requests run between two slices of a long piece of work
+//! (a Cosmos query's).
 
 use std::future::Future;
 use std::pin::Pin;

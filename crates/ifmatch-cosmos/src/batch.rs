@@ -140,7 +140,7 @@ impl<T: Tables> Front<'_, T> {
     ) -> Result<(Vec<Outcome>, Option<usize>), Failure> {
         let (paths, policies) = (partition_paths(container), Policies::of(container));
         let mut attempts = Attempts::default();
-        while attempts.next().await {
+        while attempts.another() {
             // The documents as stored, the versions of those live (not past their time to
             // live), and the documents as the batch leaves them so far.
             let mut read: BTreeMap<String, Option<Entity>> = BTreeMap::new();

@@ -205,7 +205,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     ) -> Result<Record> {
         let headers = ask.headers;
         let mut attempts = Attempts::default();
-        while attempts.next().await {
+        while attempts.another() {
             let Some(current) = committed(self.records.get(key).await?) else {
                 let write = precondition::Operation::Write;
                 return Err(self.blob_missing(key, write, headers).await);

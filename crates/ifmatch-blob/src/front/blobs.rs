@@ -260,7 +260,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         // A concurrent overwrite may discard the object between reading the record and opening
         // the object; the record read again names the new one.
         let mut attempts = Attempts::default();
-        while attempts.next().await {
+        while attempts.another() {
             let Some(current) = committed(self.records.get(key).await?) else {
                 return Err(self
                     .blob_missing(key, precondition::Operation::Read, headers)

@@ -194,7 +194,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         // list names changed meanwhile.
         let mut hashed: Option<(Vec<Block>, EntityTag)> = None;
         let mut attempts = Attempts::default();
-        while attempts.next().await {
+        while attempts.another() {
             let current = self.records.get(key).await?;
             let visible = existing(key, current.as_deref());
             if current.is_none() {

@@ -140,7 +140,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
 
         let mut attempts = Attempts::default();
 
-        while attempts.next().await {
+        while attempts.another() {
             let record = self.source_record(&source, headers).await?;
             let content = record.content.as_ref().ok_or(ErrorCode::BlobNotFound)?;
             let content = &match self.with_blocks(&source.key, content).await {

@@ -121,7 +121,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         mut decide: impl FnMut(Option<&Record>) -> Result<Step>,
     ) -> Result<Swapped> {
         let mut attempts = Attempts::default();
-        while attempts.next().await {
+        while attempts.another() {
             let previous = self.records.get(key).await?;
             let (written, result) = match decide(previous.as_deref())? {
                 Step::Missing(operation, code) => {

@@ -99,7 +99,7 @@ impl<T: Tables> Front<'_, T> {
         // create over it replaces what is stored.
         let read_first = upsert || policies.ttl.is_some();
         let mut attempts = Attempts::default();
-        while attempts.next().await {
+        while attempts.another() {
             let stored = match read_first {
                 true => self.get(&table, &partition, &id).await?,
                 false => None,
@@ -236,7 +236,7 @@ impl<T: Tables> Front<'_, T> {
         let table = documents_table(&container.partition_key, &container.row_key);
         let policies = Policies::of(container);
         let mut attempts = Attempts::default();
-        while attempts.next().await {
+        while attempts.another() {
             let stored = self.get(&table, partition, id).await?;
             let current = self.live(&policies, stored).ok_or_else(not_found)?;
             if !holds(condition, Some(&current)) {

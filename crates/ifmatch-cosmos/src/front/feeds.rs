@@ -195,7 +195,7 @@ impl<T: Tables> Front<'_, T> {
         let moves = unique::moves(&policies.unique, changes).map_err(Committed::Failed)?;
         let _turn = self.turns.take(table).await;
         let mut attempts = Attempts::default();
-        while attempts.next().await {
+        while attempts.another() {
             match self.commit_once(table, policies, changes, &moves).await? {
                 Attempt::Done => return Ok(()),
                 Attempt::Counter => continue,

@@ -349,7 +349,7 @@ async fn commit(
 ) -> Result<Vec<Done>, (Option<usize>, Failure)> {
     let table = &planned[0].table;
     let mut attempts = Attempts::default();
-    while attempts.next().await {
+    while attempts.another() {
         let mut changes = Vec::with_capacity(planned.len());
         for (index, op) in planned.iter().enumerate() {
             let current = tables.get(table, &op.key).await;

@@ -116,7 +116,7 @@ pub(crate) async fn write(
         return Err(invalid("the body names another entity than the URL"));
     }
     let mut attempts = Attempts::default();
-    while attempts.next().await {
+    while attempts.another() {
         let current = tables.get(table, &key).await.map_err(table_error)?;
         let change = decide(
             kind,
