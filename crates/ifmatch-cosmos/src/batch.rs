@@ -335,7 +335,7 @@ impl<T: Tables> Front<'_, T> {
 }
 
 fn condition_fails(condition: Condition, current: Option<&Entity>) -> bool {
-    !matches!(condition, Condition::Absent) && !holds(condition, current)
+    condition.is_present() && !holds(condition, current)
 }
 
 fn operation_kind(operation: &Json) -> String {

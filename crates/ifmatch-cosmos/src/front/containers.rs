@@ -100,15 +100,12 @@ impl<T: Tables> Front<'_, T> {
             expected: Expected::Absent,
             write: Some(entity.clone()),
         };
-        match self.commit(CONTAINERS, &[change]).await {
-            Err(Committed::Conflict) => Err(conflict()),
-            Err(Committed::Failed(failure)) => Err(failure),
-            Ok(()) => Ok(Done::of(
-                StatusCode::CREATED,
-                container_json(db, &entity),
-                Some(entity.timestamp),
-            )),
-        }
+        self.commit_resource(CONTAINERS, change, conflict).await?;
+        Ok(Done::of(
+            StatusCode::CREATED,
+            container_json(db, &entity),
+            Some(entity.timestamp),
+        ))
     }
 
     /// A container's properties replaced (the SDKs' `container.replace`): its indexing, time
@@ -158,15 +155,13 @@ impl<T: Tables> Front<'_, T> {
             expected: Expected::Version(before.timestamp),
             write: Some(entity.clone()),
         };
-        match self.commit(CONTAINERS, &[change]).await {
-            Err(Committed::Conflict) => Err(precondition_failed()),
-            Err(Committed::Failed(failure)) => Err(failure),
-            Ok(()) => Ok(Done::of(
-                StatusCode::OK,
-                container_json(db, &entity),
-                Some(entity.timestamp),
-            )),
-        }
+        self.commit_resource(CONTAINERS, change, precondition_failed)
+            .await?;
+        Ok(Done::of(
+            StatusCode::OK,
+            container_json(db, &entity),
+            Some(entity.timestamp),
+        ))
     }
 
     pub(super) async fn delete_container(&self, db: &str, coll: &str) -> Answered {
@@ -176,11 +171,7 @@ impl<T: Tables> Front<'_, T> {
             expected: Expected::Present,
             write: None,
         };
-        match self.commit(CONTAINERS, &[change]).await {
-            Err(Committed::Conflict) => return Err(not_found()),
-            Err(Committed::Failed(failure)) => return Err(failure),
-            Ok(()) => {}
-        }
+        self.commit_resource(CONTAINERS, change, not_found).await?;
         self.tables
             .delete_table(&documents_table(db, coll))
             .await

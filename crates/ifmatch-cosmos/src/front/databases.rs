@@ -5,7 +5,7 @@ use ifmatch_table::{Change, Entity, Expected, Tables};
 use serde_json::{Value as Json, json};
 
 use super::answers::{Answered, Done};
-use super::{Asked, CONTAINERS, Committed, DATABASES, Front, id_of, key, rid};
+use super::{Asked, CONTAINERS, DATABASES, Front, id_of, key, rid};
 use crate::document::{self, json_of};
 use crate::failure::{conflict, not_found};
 
@@ -63,15 +63,12 @@ impl<T: Tables> Front<'_, T> {
             expected: Expected::Absent,
             write: Some(entity.clone()),
         };
-        match self.commit(DATABASES, &[change]).await {
-            Err(Committed::Conflict) => Err(conflict()),
-            Err(Committed::Failed(failure)) => Err(failure),
-            Ok(()) => Ok(Done::of(
-                StatusCode::CREATED,
-                database_json(&entity),
-                Some(entity.timestamp),
-            )),
-        }
+        self.commit_resource(DATABASES, change, conflict).await?;
+        Ok(Done::of(
+            StatusCode::CREATED,
+            database_json(&entity),
+            Some(entity.timestamp),
+        ))
     }
 
     pub(super) async fn delete_database(&self, db: &str) -> Answered {
@@ -80,11 +77,7 @@ impl<T: Tables> Front<'_, T> {
             expected: Expected::Present,
             write: None,
         };
-        match self.commit(DATABASES, &[change]).await {
-            Err(Committed::Conflict) => return Err(not_found()),
-            Err(Committed::Failed(failure)) => return Err(failure),
-            Ok(()) => {}
-        }
+        self.commit_resource(DATABASES, change, not_found).await?;
         // Gone for every client from here; its containers go after.
         for container in self.scan_all(CONTAINERS, Some(db)).await? {
             self.drop_container(db, &container.row_key).await?;

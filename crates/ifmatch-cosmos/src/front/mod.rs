@@ -269,6 +269,21 @@ impl<T: Tables> Front<'_, T> {
             Err(error) => Err(Committed::Failed(backend(error))),
         }
     }
+
+    /// [`Front::commit`] of a change made once, not decided again: a lost race is `lost`'s
+    /// answer (the database or container is there already, or gone, or changed).
+    pub(crate) async fn commit_resource(
+        &self,
+        table: &str,
+        change: Change,
+        lost: fn() -> Failure,
+    ) -> Result<(), Failure> {
+        match self.commit(table, &[change]).await {
+            Ok(()) => Ok(()),
+            Err(Committed::Conflict) => Err(lost()),
+            Err(Committed::Failed(failure)) => Err(failure),
+        }
+    }
 }
 
 /// How a commit ended, when it did not apply.
