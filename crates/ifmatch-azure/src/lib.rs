@@ -29,7 +29,6 @@ mod headers;
 pub mod swap;
 mod turns;
 mod whole_body;
-mod yield_now;
 
 pub use account::{Account, Accounts, DEV_ACCOUNT, DEV_KEY, Style};
 #[cfg(feature = "system")]
@@ -39,4 +38,3 @@ pub use error_code::{ErrorCode, is_xml_text, xml_escape};
 pub use headers::{ERROR_CODE, OperationName, REQUEST_ID};
 pub use turns::Turns;
 pub use whole_body::{Answer, WholeBody, answer_whole};
-pub use yield_now::{YieldNow, yield_now};

@@ -22,5 +22,6 @@ mod sweep;
 mod ttl;
 mod unique;
 mod versions;
+mod yield_now;
 
 pub use endpoint::{EMULATOR_ACCOUNT, EMULATOR_KEY, Endpoint, MAX_BODY, connection_string};

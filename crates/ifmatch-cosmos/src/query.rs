@@ -397,7 +397,7 @@ impl Work {
     async fn pause(&mut self) {
         if self.since_pause >= SLICE_WORK {
             self.since_pause = 0;
-            ifmatch_azure::yield_now().await;
+            crate::yield_now::yield_now().await;
         }
     }
 }

@@ -1,19 +1,17 @@
-//! A turn given to the executor, on any runtime (the fronts run on tokio and in a Worker, and
-//! depend on neither): what lets other requests run between two slices of a long piece of work
-//! (a Cosmos query's).
+//! A turn given to the executor, on any runtime (the endpoint runs on tokio and in a Worker,
+//! and depends on neither): what lets other requests run between two slices of a query's work.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 /// A future that is pending once, having asked to be polled again.
-pub fn yield_now() -> YieldNow {
+pub(crate) fn yield_now() -> YieldNow {
     YieldNow(false)
 }
 
 /// See [`yield_now`].
-#[derive(Debug)]
-pub struct YieldNow(bool);
+pub(crate) struct YieldNow(bool);
 
 impl Future for YieldNow {
     type Output = ();
