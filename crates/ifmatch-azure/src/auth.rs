@@ -435,8 +435,8 @@ fn value<'a>(headers: &'a HeaderMap, name: &str) -> &'a str {
         .unwrap_or("")
 }
 
-/// The Shared Key string-to-sign of the blob service (versions 2015-02-21 and later: a
-/// `Content-Length` of 0 is signed as empty).
+/// The Shared Key string-to-sign of the Blob, Queue and File services (versions 2015-02-21 and
+/// later: a `Content-Length` of 0 is signed as empty).
 pub fn shared_key_string(account: &Account, request: Signed<'_>) -> String {
     let headers = request.headers;
     let length = match value(headers, "content-length") {
@@ -479,7 +479,7 @@ pub fn shared_key_string(account: &Account, request: Signed<'_>) -> String {
     text
 }
 
-/// The Shared Key Lite string-to-sign of the blob service.
+/// The Shared Key Lite string-to-sign of the Blob, Queue and File services.
 pub fn shared_key_lite_string(account: &Account, request: Signed<'_>) -> String {
     let headers = request.headers;
     let mut text = [

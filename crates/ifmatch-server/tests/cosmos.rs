@@ -571,6 +571,11 @@ impl Fleet {
             _redis: redis,
         }
     }
+
+    /// The endpoint writer `w` goes through: the instances in turn.
+    fn through(&self, w: usize) -> String {
+        if w.is_multiple_of(2) { &self.a } else { &self.b }.clone()
+    }
 }
 
 /// How many documents the container whose documents `docs` names holds, by a query.
@@ -593,11 +598,10 @@ async fn count(docs: &str) -> u64 {
 async fn a_unique_key_raced_for_through_two_instances_goes_to_one_creator() {
     let container = r#"{"id":"c","partitionKey":{"paths":["/pk"]},"uniqueKeyPolicy":{"uniqueKeys":[{"paths":["/email"]}]}}"#;
     let fleet = Fleet::with("u", container).await;
-    let (a, b, http) = (fleet.a.clone(), fleet.b.clone(), common::client());
+    let http = common::client();
     let creators: Vec<_> = (0..8)
         .map(|w| {
-            let endpoint = if w % 2 == 0 { a.clone() } else { b.clone() };
-            let http = http.clone();
+            let (endpoint, http) = (fleet.through(w), http.clone());
             tokio::spawn(async move {
                 let mut statuses = Vec::new();
                 for value in 0..20 {
@@ -623,7 +627,7 @@ async fn a_unique_key_raced_for_through_two_instances_goes_to_one_creator() {
         }
     }
     assert_eq!(won, [1; 20], "each value to exactly one creator");
-    let count = count(&format!("{b}/dbs/u/colls/c/docs")).await;
+    let count = count(&format!("{}/dbs/u/colls/c/docs", fleet.b)).await;
     assert_eq!(count, 20, "nothing of a loser is left");
 }
 
@@ -685,11 +689,10 @@ async fn items_past_their_time_leave_storage_in_the_background() {
 async fn every_version_across_two_instances_comes_once_in_one_order() {
     let container = r#"{"id":"c","partitionKey":{"paths":["/pk"]},"changeFeedPolicy":{"retentionDuration":60}}"#;
     let fleet = Fleet::with("v", container).await;
-    let (a, b, http) = (fleet.a.clone(), fleet.b.clone(), common::client());
+    let http = common::client();
     let writers: Vec<_> = (0..6)
         .map(|w| {
-            let endpoint = if w % 2 == 0 { a.clone() } else { b.clone() };
-            let http = http.clone();
+            let (endpoint, http) = (fleet.through(w), http.clone());
             tokio::spawn(async move {
                 for k in 0..10 {
                     let id = format!("w{w}-{k}");
@@ -722,7 +725,7 @@ async fn every_version_across_two_instances_comes_once_in_one_order() {
     }
     let (mut seen, mut etag, mut turn) = (Vec::new(), None::<String>, 0);
     loop {
-        let endpoint = if turn % 2 == 0 { &a } else { &b };
+        let endpoint = &fleet.through(turn);
         turn += 1;
         let mut request = http
             .get(format!("{endpoint}/dbs/v/colls/c/docs"))
