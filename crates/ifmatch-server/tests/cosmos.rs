@@ -574,7 +574,12 @@ impl Fleet {
 
     /// The endpoint writer `w` goes through: the instances in turn.
     fn through(&self, w: usize) -> String {
-        if w.is_multiple_of(2) { &self.a } else { &self.b }.clone()
+        let endpoint = if w.is_multiple_of(2) {
+            &self.a
+        } else {
+            &self.b
+        };
+        endpoint.clone()
     }
 }
 
