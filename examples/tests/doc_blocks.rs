@@ -19,8 +19,7 @@ fn development_server() {
                 let dir = tempfile::tempdir().unwrap();
                 let options = ifmatch_server::Options::default();
                 let front = ifmatch_server::open(dir.path(), options.clone()).unwrap();
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:10000")
-                    .await
+                let listener = std::net::TcpListener::bind("127.0.0.1:10000")
                     .expect("127.0.0.1:10000, the development address, is taken");
                 bound.send(()).unwrap();
                 ifmatch_server::serve(listener, front, options, std::future::pending())

@@ -5,9 +5,10 @@
 //! # async fn run() -> std::io::Result<()> {
 //! let options = ifmatch_server::Options::default();
 //! let front = ifmatch_server::open("./data", options.clone())?;
-//! let listener = tokio::net::TcpListener::bind("127.0.0.1:10000").await?;
+//! // Two threads serve, each with a runtime and a listening socket of its own on the address.
+//! let listeners = ifmatch_server::bind_threads("127.0.0.1:10000".parse().unwrap(), 2)?;
 //! let stop = async { let _ = tokio::signal::ctrl_c().await; };
-//! ifmatch_server::serve(listener, front, options, stop).await
+//! ifmatch_server::serve(listeners, front, options, stop).await
 //! # }
 //! ```
 

@@ -295,6 +295,10 @@ struct Serve {
     /// The address to listen on.
     #[arg(long, env = "IFMATCH_LISTEN", default_value = "127.0.0.1:10000")]
     listen: SocketAddr,
+    /// How many threads serve the blob front, each with its own runtime and listening socket
+    /// (SO_REUSEPORT); the records, caches and backends are shared. Default: one per core.
+    #[arg(long, env = "IFMATCH_THREADS")]
+    threads: Option<usize>,
     /// The Table service's address (a listener of its own, as the emulators have). Without
     /// it, port 10002 on --listen's address, skipped with a warning if that port is taken;
     /// `off`: no Table service.
@@ -500,10 +504,9 @@ type CosmosListener = (TcpListener, Option<std::sync::Arc<rustls::ServerConfig>>
 
 async fn serve(args: Serve) -> anyhow::Result<()> {
     let options = serve_options(&args)?;
-    let listener = TcpListener::bind(args.listen)
-        .await
+    let blobs = ifmatch_server::bind_threads(args.listen, threads(args.threads))
         .with_context(|| format!("listening on {}", args.listen))?;
-    let address = listener.local_addr()?;
+    let address = blobs[0].local_addr()?;
     let tables =
         ifmatch_server::listen_beside("table-listen", args.table_listen.as_deref(), address, 10002)
             .await?;
@@ -549,13 +552,20 @@ async fn serve(args: Serve) -> anyhow::Result<()> {
         None => tracing::info!("ifmatch listening on http://{address} ({what})"),
     }
     let listeners = ifmatch_server::Listeners {
-        blobs: listener,
+        blobs,
         tables,
         cosmos,
     };
     ifmatch_server::serve(listeners, served, options, shutdown_signal()).await?;
     tracing::info!("ifmatch stopped");
     Ok(())
+}
+
+/// How many threads serve clients: as many as asked, or one per core.
+fn threads(asked: Option<usize>) -> usize {
+    asked.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    })
 }
 
 async fn proxy(args: Proxy) -> anyhow::Result<()> {
@@ -585,10 +595,7 @@ async fn proxy(args: Proxy) -> anyhow::Result<()> {
     options.metrics_listen = args.observe.metrics_listen;
     options.access_log = args.observe.access_log;
     options.fencing_header = args.fencing_header;
-    let threads = args.threads.unwrap_or_else(|| {
-        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
-    });
-    let listeners = ifmatch_server::bind_threads(args.listen, threads)
+    let listeners = ifmatch_server::bind_threads(args.listen, threads(args.threads))
         .with_context(|| format!("listening on {}", args.listen))?;
     let address = listeners[0].local_addr()?;
     match &args.backend {

@@ -19,8 +19,9 @@ use ifmatch_azure::auth::ClientIp;
 use ifmatch_azure::{Env, ErrorCode, WholeBody, answer_whole};
 use ifmatch_blob::{Front, Objects, Records};
 use tokio::net::TcpListener;
+use tokio_util::task::TaskTracker;
 
-use crate::guards::accept::{self, Limits, RequestBody};
+use crate::guards::accept::{self, Connections, Limits, RequestBody};
 use crate::guards::drain;
 use crate::metrics::{self, Metrics};
 use crate::observe::ObserveLayer;
@@ -54,21 +55,28 @@ pub async fn sweep<R: Records, O: Objects, E: Env>(served: &BlobFront<R, O, E>, 
 /// Where [`serve`] listens: the blob front, and the Table service when it has a listener.
 #[derive(Debug)]
 pub struct Listeners {
-    /// The blob front's.
-    pub blobs: TcpListener,
+    /// The blob front's: one per thread serving it, all on one address (see
+    /// [`crate::bind_threads`]), each thread with a runtime of its own.
+    pub blobs: Vec<std::net::TcpListener>,
     /// The Table service's, if it is served.
     pub tables: Option<TcpListener>,
     /// The Cosmos DB endpoint's, if it is served, and its TLS when it is served over HTTPS.
     pub cosmos: Option<(TcpListener, Option<Arc<rustls::ServerConfig>>)>,
 }
 
-impl From<TcpListener> for Listeners {
-    fn from(blobs: TcpListener) -> Self {
+impl From<Vec<std::net::TcpListener>> for Listeners {
+    fn from(blobs: Vec<std::net::TcpListener>) -> Self {
         Self {
             blobs,
             tables: None,
             cosmos: None,
         }
+    }
+}
+
+impl From<std::net::TcpListener> for Listeners {
+    fn from(blobs: std::net::TcpListener) -> Self {
+        Self::from(vec![blobs])
     }
 }
 
@@ -106,9 +114,9 @@ pub async fn listen_beside(
 }
 
 /// Serves `served` on `listeners` until `shutdown` completes, then stops accepting and lets
-/// the requests in flight finish (up to 30 s): the blob front, and the Table service over
-/// [`BlobFront::tables`] with the same accounts when it has a listener. Sweeps orphans every
-/// [`Options::sweep_every`].
+/// the requests in flight finish (up to 30 s): the blob front (a thread of its own for each of
+/// its listeners), and the Table service over [`BlobFront::tables`] with the same accounts
+/// when it has a listener. Sweeps orphans every [`Options::sweep_every`].
 pub async fn serve<R, O, E>(
     listeners: impl Into<Listeners>,
     served: BlobFront<R, O, E>,
@@ -121,7 +129,7 @@ where
     E: Env,
 {
     let Listeners {
-        blobs: listener,
+        blobs,
         tables,
         cosmos,
     } = listeners.into();
@@ -201,13 +209,33 @@ where
         let stop = stop.clone().cancelled_owned();
         tokio::spawn(serve_observed(listening, stop, Arc::new(service), whole))
     });
-    let serving = serve_observed(
-        on(listener, None, limits),
-        stop.clone().cancelled_owned(),
-        front,
-        |front, request| async move { handle_blob(&front, request).await },
-    );
+    // The blob front on threads of its own, as nginx's workers: no request's task moves
+    // between cores, no wake-up crosses threads (docs/figures.md).
+    let connections = Connections::new(limits, metrics.clone());
+    let serving = accept::on_threads(blobs, stop.clone().cancelled_owned(), || {
+        let (front, connections, observe) = (front.clone(), connections.clone(), observe.clone());
+        move |listener, stopped| async move {
+            let changes = TaskTracker::new();
+            let answer = {
+                let changes = changes.clone();
+                move |front: Arc<_>, request| {
+                    let changes = changes.clone();
+                    async move { handle_blob(&front, &changes, request).await }
+                }
+            };
+            let served = connections
+                .accept(listener, stopped, |client| {
+                    observed(&observe, client, front.clone(), answer.clone())
+                })
+                .await;
+            // A change runs to its end even after its client left, before the runtime goes.
+            changes.close();
+            changes.wait().await;
+            served
+        }
+    });
     let (served, ()) = tokio::join!(serving, stopped);
+    connections.close();
     if let Some(page) = page {
         page.abort();
     }
@@ -242,7 +270,7 @@ async fn serve_observed<T, F, A, B>(
 ) -> io::Result<()>
 where
     T: Send + Sync + 'static,
-    F: Fn(Arc<T>, http::Request<RequestBody>) -> A + Copy + Send + Sync + 'static,
+    F: Fn(Arc<T>, http::Request<RequestBody>) -> A + Clone + Send + Sync + 'static,
     A: Future<Output = http::Response<B>> + Send + 'static,
     B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -255,21 +283,39 @@ where
         observe,
     } = listening;
     accept::serve_over(listener, tls, limits, metrics, shutdown, move |client| {
-        let state = state.clone();
-        let service = service_fn(move |mut request: http::Request<RequestBody>| {
-            request.extensions_mut().insert(ClientIp(client.ip()));
-            // Boxed: a front's future holds the state of every operation it may run (the
-            // blob front's, 16 KiB), and every future that wraps it (this one, the access
-            // log's, the connection's tracking, hyper's slot for the request in flight) would
-            // otherwise move all of it on every request (the figures: docs/figures.md). Here
-            // rather than in `Observe`, which would still move it twice before boxing it. The
-            // proxy's future, 1 KiB, is not boxed.
-            let reply = Box::pin(answer(state.clone(), request));
-            async move { Ok::<_, Infallible>(reply.await) }
-        });
-        observe.layer(service, client.ip())
+        observed(&observe, client, state.clone(), answer.clone())
     })
     .await
+}
+
+/// The service of the connection of `client`: each request marked with its client's address
+/// (for the address range a shared access signature may name), answered by `answer` with
+/// `state`, and observed.
+fn observed<T, F, A, B>(
+    observe: &ObserveLayer,
+    client: SocketAddr,
+    state: Arc<T>,
+    answer: F,
+) -> impl accept::ConnectionService<ResponseBody = B> + use<T, F, A, B>
+where
+    T: Send + Sync + 'static,
+    F: Fn(Arc<T>, http::Request<RequestBody>) -> A + Clone + Send + Sync + 'static,
+    A: Future<Output = http::Response<B>> + Send + 'static,
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let service = service_fn(move |mut request: http::Request<RequestBody>| {
+        request.extensions_mut().insert(ClientIp(client.ip()));
+        // Boxed: a front's future holds the state of every operation it may run (the blob
+        // front's, 16 KiB), and every future that wraps it (this one, the access log's, the
+        // connection's tracking, hyper's slot for the request in flight) would otherwise move
+        // all of it on every request (the figures: docs/figures.md). Here rather than in
+        // `Observe`, which would still move it twice before boxing it. The proxy's future,
+        // 1 KiB, is not boxed.
+        let reply = Box::pin(answer(state.clone(), request));
+        async move { Ok::<_, Infallible>(reply.await) }
+    });
+    observe.layer(service, client.ip())
 }
 
 /// The answer of the Table service or the Cosmos endpoint, its body read whole first (up to
@@ -284,6 +330,7 @@ async fn whole<E: WholeBody>(
 /// The front's answer to `request`: a read at once; a change in a task of its own.
 async fn handle_blob<R, O, E>(
     front: &Arc<Front<R, O, E>>,
+    changes: &TaskTracker,
     request: http::Request<RequestBody>,
 ) -> http::Response<ifmatch_blob::ResponseBody<O::Reader>>
 where
@@ -301,7 +348,7 @@ where
     let request = http::Request::from_parts(parts, body);
     // A change runs to its end in a task of its own even if the client goes away (and hyper
     // drops this future): a staged object is then committed or discarded, never left behind.
-    let change = tokio::spawn({
+    let change = changes.spawn({
         let front = front.clone();
         async move { front.handle(request).await }
     });

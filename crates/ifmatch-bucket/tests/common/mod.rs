@@ -22,7 +22,7 @@ impl Served {
         // The container is made with a plain PUT; object_store signs its own requests.
         options.anonymous = true;
         let front = ifmatch_server::open(dir.path(), options.clone()).unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let endpoint = format!("http://{}/{DEV_ACCOUNT}", listener.local_addr().unwrap());
         tokio::spawn(ifmatch_server::serve(
             listener,

@@ -35,6 +35,9 @@ const DRAIN: Duration = Duration::from_secs(30);
 /// The most an HTTP/1 connection buffers of what its client sends.
 const READ_BUFFER: usize = 64 << 10;
 
+/// The most blocking threads of a server's serving runtimes together (tokio's default for one).
+const BLOCKING_THREADS: usize = 512;
+
 /// Descriptors kept for files (objects, records) when the cap on connections is derived from
 /// the descriptor limit.
 const FILE_DESCRIPTORS: u64 = 256;
@@ -379,6 +382,9 @@ where
     let stop = CancellationToken::new();
     let (ended, mut ends) = tokio::sync::mpsc::unbounded_channel();
     let mut running = 0;
+    // Each runtime has a pool of blocking threads (file reads and writes, fsyncs): together no
+    // more than tokio's default for one runtime.
+    let blocking = (BLOCKING_THREADS / listeners.len().max(1)).max(1);
     for (n, listener) in listeners.into_iter().enumerate() {
         let serve = per_thread();
         let (stopped, ended) = (stop.clone().cancelled_owned(), ended.clone());
@@ -387,7 +393,9 @@ where
             let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let runtime = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
+                    .max_blocking_threads(blocking)
                     .build()?;
+                listener.set_nonblocking(true)?;
                 runtime.block_on(async { serve(TcpListener::from_std(listener)?, stopped).await })
             }));
             let _ = ended.send(served.unwrap_or_else(|_| Err(io::Error::other("panicked"))));

@@ -46,16 +46,18 @@ impl<T> HugeLength<T> {
 /// Lowers each `Content-Length` field of `head` holding a length hyper refuses to the largest
 /// it takes.
 fn lower(head: &mut [u8]) {
-    let len = STEM.len() + 1;
-    let mut at = 0;
-    while at + len <= head.len() {
-        let value = &head[at..at + len];
-        let huge = value.starts_with(STEM) && matches!(value[len - 1], b'4' | b'5');
-        let ends = head.get(at + len).is_none_or(|b| !b.is_ascii_digit());
+    // Every read of a head passes here: the stem is looked for with memchr's vectorised
+    // search, not byte by byte (1.4% of a 304's CPU, `perf record`, when it was).
+    let mut from = 0;
+    while let Some(found) = memchr::memmem::find(&head[from..], STEM) {
+        let at = from + found;
+        from = at + 1;
+        let last = at + STEM.len();
+        let huge = matches!(head.get(last), Some(b'4' | b'5'));
+        let ends = head.get(last + 1).is_none_or(|b| !b.is_ascii_digit());
         if huge && ends && is_length_field(&head[..at]) {
-            head[at + len - 1] = b'3';
+            head[last] = b'3';
         }
-        at += 1;
     }
 }
 

@@ -58,7 +58,7 @@ impl Server {
         let env = ShiftedEnv::default();
         let front =
             ifmatch_server::open_with_env(dir.path(), options.clone(), env.clone()).unwrap();
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         let base = format!("http://{addr}/{ACCOUNT}");
         let (stop, stopped) = oneshot::channel::<()>();
