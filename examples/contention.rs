@@ -33,11 +33,21 @@ impl Counters {
         if let Some(url) = target.strip_prefix("etcd=") {
             let http = reqwest::Client::builder().no_proxy().build().unwrap();
             let prefix = format!("{run}/");
-            return Self::Etcd(Etcd { http, url: url.trim_end_matches('/').into(), prefix });
+            return Self::Etcd(Etcd {
+                http,
+                url: url.trim_end_matches('/').into(),
+                prefix,
+            });
         }
         let client = Client::from_connection_string(target).expect("connection string");
-        client.create_container(run).await.expect("create container");
-        Self::Blobs { client, run: run.into() }
+        client
+            .create_container(run)
+            .await
+            .expect("create container");
+        Self::Blobs {
+            client,
+            run: run.into(),
+        }
     }
 
     /// Adds one to counter `n`: the attempts it took.
@@ -91,13 +101,19 @@ impl Etcd {
     async fn call(&self, path: &str, body: Value) -> Value {
         let request = self.http.post(format!("{}{path}", self.url));
         let answer = request.body(body.to_string()).send().await.expect("etcd");
-        assert!(answer.status().is_success(), "etcd {path}: {}", answer.status());
+        assert!(
+            answer.status().is_success(),
+            "etcd {path}: {}",
+            answer.status()
+        );
         serde_json::from_slice(&answer.bytes().await.expect("etcd")).expect("etcd's JSON")
     }
 
     /// The counter's value and `mod_revision` (0 when absent).
     async fn get(&self, n: u64) -> (u64, String) {
-        let read = self.call("/v3/kv/range", json!({ "key": self.key(n) })).await;
+        let read = self
+            .call("/v3/kv/range", json!({ "key": self.key(n) }))
+            .await;
         let Some(kv) = read["kvs"].get(0) else {
             return (0, "0".into());
         };
@@ -132,7 +148,9 @@ impl Etcd {
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(connection) = args.first() else {
-        eprintln!("usage: contention CONNECTION_STRING|etcd=URL [CLIENTS] [KEYS] [SECONDS] [RUN_NAME]");
+        eprintln!(
+            "usage: contention CONNECTION_STRING|etcd=URL [CLIENTS] [KEYS] [SECONDS] [RUN_NAME]"
+        );
         std::process::exit(2);
     };
     let number = |i: usize, default: u64| args.get(i).map_or(default, |v| v.parse().unwrap());
