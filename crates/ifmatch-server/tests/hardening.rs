@@ -1079,3 +1079,36 @@ async fn check_names_a_record_served_from_its_older_copy() {
         "served from the copy before"
     );
 }
+
+/// The blob front's serving threads stop when the future serving them is dropped (its task
+/// aborted), as when it is asked to: its port is closed, not left to threads that outlive it.
+#[tokio::test]
+async fn dropping_the_serving_future_stops_its_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = ifmatch_server::Options::default();
+    let front = ifmatch_server::open(dir.path(), options.clone()).unwrap();
+    let listeners = ifmatch_server::bind_threads("127.0.0.1:0".parse().unwrap(), 2).unwrap();
+    let address = listeners[0].local_addr().unwrap();
+    let serving = tokio::spawn(ifmatch_server::serve(
+        listeners,
+        front,
+        options,
+        std::future::pending(),
+    ));
+    let url = format!("http://{address}/{ACCOUNT}?comp=list");
+    let answered = client().get(url).send().await.unwrap();
+    assert_eq!(
+        answered.status(),
+        403,
+        "served before the drop (no credentials)"
+    );
+    serving.abort();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(address).await.is_ok() {
+        assert!(
+            Instant::now() < deadline,
+            "still listening 10 s after the serving future was dropped"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -380,6 +380,8 @@ where
     Fut: Future<Output = io::Result<()>>,
 {
     let stop = CancellationToken::new();
+    // Dropped before the end (its caller's task aborted), this still stops every thread.
+    let _stop_when_dropped = stop.clone().drop_guard();
     let (ended, mut ends) = tokio::sync::mpsc::unbounded_channel();
     let mut running = 0;
     // Each runtime has a pool of blocking threads (file reads and writes, fsyncs): together no
