@@ -199,15 +199,19 @@ where
         tokio::spawn(sweeping);
         let listening = on(listener, tls, options.limits);
         let stop = stop.clone().cancelled_owned();
-        tokio::spawn(serve_observed(listening, stop, service, whole))
+        tokio::spawn(listening.serve(stop, move |client, observe| {
+            observed(observe, client, service.clone(), whole)
+        }))
     });
     let table_server = tables.map(|listener| {
         let service = tables::TableEndpoint::new(served_tables, SystemEnv)
             .with_accounts(&options.accounts)
             .with_anonymous_access(options.anonymous);
-        let listening = on(listener, None, options.limits);
+        let (listening, service) = (on(listener, None, options.limits), Arc::new(service));
         let stop = stop.clone().cancelled_owned();
-        tokio::spawn(serve_observed(listening, stop, Arc::new(service), whole))
+        tokio::spawn(listening.serve(stop, move |client, observe| {
+            observed(observe, client, service.clone(), whole)
+        }))
     });
     // The blob front on threads of its own, as nginx's workers: no request's task moves
     // between cores, no wake-up crosses threads (docs/figures.md).
@@ -259,33 +263,26 @@ struct Listening {
     observe: ObserveLayer,
 }
 
-/// Serves on a listener, under its limits, counted in its metrics and observed, until
-/// `shutdown`: each request marked with its client's address (for the address range a shared
-/// access signature may name) and answered by `answer` with `state`.
-async fn serve_observed<T, F, A, B>(
-    listening: Listening,
-    shutdown: impl Future<Output = ()>,
-    state: Arc<T>,
-    answer: F,
-) -> io::Result<()>
-where
-    T: Send + Sync + 'static,
-    F: Fn(Arc<T>, http::Request<RequestBody>) -> A + Clone + Send + Sync + 'static,
-    A: Future<Output = http::Response<B>> + Send + 'static,
-    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    let Listening {
-        listener,
-        tls,
-        limits,
-        metrics,
-        observe,
-    } = listening;
-    accept::serve_over(listener, tls, limits, metrics, shutdown, move |client| {
-        observed(&observe, client, state.clone(), answer.clone())
-    })
-    .await
+impl Listening {
+    /// Serves on the listener, under its limits, counted in its metrics, until `shutdown`:
+    /// each client with the service `service_for` makes with this listener's observer.
+    async fn serve<S: accept::ConnectionService>(
+        self,
+        shutdown: impl Future<Output = ()>,
+        service_for: impl Fn(SocketAddr, &ObserveLayer) -> S,
+    ) -> io::Result<()> {
+        let Self {
+            listener,
+            tls,
+            limits,
+            metrics,
+            observe,
+        } = self;
+        accept::serve_over(listener, tls, limits, metrics, shutdown, move |client| {
+            service_for(client, &observe)
+        })
+        .await
+    }
 }
 
 /// The service of the connection of `client`: each request marked with its client's address
