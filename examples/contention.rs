@@ -1,34 +1,29 @@
-//! The contention load client of `scripts/bench-contention`: CLIENTS tasks each doing
-//! read-modify-write increments of a counter with a compare-and-swap, retrying a lost race
-//! after exponential backoff with full jitter (Azure's guidance), for SECONDS, over KEYS
-//! counters (each increment on one of them picked at random). At the end every counter is read
-//! back: the sum must equal the commits counted, or an update was lost (exit 1).
+//! The contention load client of `scripts/bench-contention` (the loop: `contention_load.rs`).
 //!
 //! Against a blob service (a connection string): each counter a blob, written with `If-Match`
 //! of the ETag read (`ifmatch_client::update`). Against etcd (`etcd=http://HOST:PORT`, its v3
 //! JSON gateway): each counter a key, written by a transaction comparing the key's
 //! `mod_revision` with the one read, the same loop and backoff.
 //!
-//! Prints one line: `commits/s`, retries per commit, p50 and p99 commit latency (from the
-//! first read to the acknowledged write, retries included).
-//!
 //! Usage: contention CONNECTION_STRING|etcd=URL [CLIENTS] [KEYS] [SECONDS] [RUN_NAME]
 
-use std::time::{Duration, Instant};
+#[path = "contention_load.rs"]
+mod load;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use ifmatch_client::{Backoff, Client, Conditions, update};
+use load::Asked;
 use serde_json::{Value, json};
 
 /// Where the counters live.
 #[derive(Clone)]
-enum Counters {
+enum Store {
     Blobs { client: Client, run: String },
     Etcd(Etcd),
 }
 
-impl Counters {
+impl Store {
     async fn open(target: &str, run: &str) -> Self {
         if let Some(url) = target.strip_prefix("etcd=") {
             let http = reqwest::Client::builder().no_proxy().build().unwrap();
@@ -49,8 +44,9 @@ impl Counters {
             run: run.into(),
         }
     }
+}
 
-    /// Adds one to counter `n`: the attempts it took.
+impl load::Counters for Store {
     async fn increment(&self, n: u64, backoff: &Backoff) -> u32 {
         match self {
             Self::Blobs { client, run } => {
@@ -67,7 +63,6 @@ impl Counters {
         }
     }
 
-    /// Counter `n` as it is now.
     async fn read(&self, n: u64) -> u64 {
         match self {
             Self::Blobs { client, run } => {
@@ -146,72 +141,8 @@ impl Etcd {
 
 #[tokio::main]
 async fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let Some(connection) = args.first() else {
-        eprintln!(
-            "usage: contention CONNECTION_STRING|etcd=URL [CLIENTS] [KEYS] [SECONDS] [RUN_NAME]"
-        );
-        std::process::exit(2);
-    };
-    let number = |i: usize, default: u64| args.get(i).map_or(default, |v| v.parse().unwrap());
-    let (clients, keys, seconds) = (number(1, 32), number(2, 1), number(3, 10));
-    let run = args
-        .get(4)
-        .cloned()
-        .unwrap_or_else(|| format!("c{}", std::process::id()));
-    let counters = Counters::open(connection, &run).await;
-    // Exponential backoff with full jitter from 1 ms, capped at 100 ms; never gives up.
-    let backoff = Backoff {
-        base: Duration::from_millis(1),
-        max: Duration::from_millis(100),
-        attempts: u32::MAX,
-    };
-    let stop = Instant::now() + Duration::from_secs(seconds);
-    let start = Instant::now();
-    let tasks: Vec<_> = (0..clients)
-        .map(|i| {
-            let counters = counters.clone();
-            tokio::spawn(async move {
-                let (mut latencies, mut attempts) = (Vec::new(), 0u64);
-                // A small generator of the client's own (xorshift): which counter next.
-                let mut state = 0x9E37_79B9_7F4A_7C15_u64 ^ (i + 1);
-                while Instant::now() < stop {
-                    state ^= state << 13;
-                    state ^= state >> 7;
-                    state ^= state << 17;
-                    let began = Instant::now();
-                    let tried = counters.increment(state % keys, &backoff).await;
-                    latencies.push(began.elapsed());
-                    attempts += u64::from(tried);
-                }
-                (latencies, attempts)
-            })
-        })
-        .collect();
-    let (mut latencies, mut attempts) = (Vec::new(), 0);
-    for task in tasks {
-        let (l, a) = task.await.expect("client task");
-        latencies.extend(l);
-        attempts += a;
-    }
-    let elapsed = start.elapsed().as_secs_f64();
-    let commits = latencies.len() as u64;
-
-    let mut total = 0;
-    for b in 0..keys {
-        total += counters.read(b).await;
-    }
-    latencies.sort();
-    let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize].as_secs_f64() * 1e3;
-    println!(
-        "commits/s {:.1} retries/commit {:.2} p50_ms {:.2} p99_ms {:.2} commits {commits} counted {total}",
-        commits as f64 / elapsed,
-        (attempts - commits) as f64 / commits as f64,
-        at(0.5),
-        at(0.99),
+    let asked = Asked::from_args(
+        "contention CONNECTION_STRING|etcd=URL [CLIENTS] [KEYS] [SECONDS] [RUN_NAME]",
     );
-    if total != commits {
-        eprintln!("lost updates: {commits} commits acknowledged, the counters sum to {total}");
-        std::process::exit(1);
-    }
+    load::run(Store::open(&asked.target, &asked.run).await, &asked).await;
 }
