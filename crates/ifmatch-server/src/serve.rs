@@ -220,16 +220,18 @@ where
         let (front, connections, observe) = (front.clone(), connections.clone(), observe.clone());
         move |listener, stopped| async move {
             let changes = TaskTracker::new();
-            let answer = {
-                let changes = changes.clone();
-                move |front: Arc<_>, request| {
-                    let changes = changes.clone();
-                    async move { handle_blob(&front, &changes, request).await }
-                }
-            };
+            let thread = Arc::new(ThreadFront {
+                front,
+                changes: changes.clone(),
+            });
             let served = connections
                 .accept(listener, stopped, |client| {
-                    observed(&observe, client, front.clone(), answer.clone())
+                    observed(
+                        &observe,
+                        client,
+                        thread.clone(),
+                        |thread, request| async move { thread.handle(request).await },
+                    )
                 })
                 .await;
             // A change runs to its end even after its client left, before the runtime goes.
@@ -324,35 +326,40 @@ async fn whole<E: WholeBody>(
     answer_whole(&*endpoint, request).await.map(Full::new)
 }
 
-/// The front's answer to `request`: a read at once; a change in a task of its own.
-async fn handle_blob<R, O, E>(
-    front: &Arc<Front<R, O, E>>,
-    changes: &TaskTracker,
-    request: http::Request<RequestBody>,
-) -> http::Response<ifmatch_blob::ResponseBody<O::Reader>>
-where
-    R: Records,
-    O: Objects,
-    E: Env,
-{
-    if matches!(*request.method(), Method::GET | Method::HEAD) {
-        return front.handle(request).await;
+/// The blob front as one serving thread has it: the changes its runtime runs are tracked, so
+/// that the thread stops only when each has ended.
+struct ThreadFront<R, O, E> {
+    front: Arc<Front<R, O, E>>,
+    changes: TaskTracker,
+}
+
+impl<R: Records, O: Objects, E: Env> ThreadFront<R, O, E> {
+    /// The front's answer to `request`: a read at once; a change in a task of its own.
+    async fn handle(
+        &self,
+        request: http::Request<RequestBody>,
+    ) -> http::Response<ifmatch_blob::ResponseBody<O::Reader>> {
+        let front = &self.front;
+        if matches!(*request.method(), Method::GET | Method::HEAD) {
+            return front.handle(request).await;
+        }
+        // A body the front refuses unread comes back, to be read while the answer goes (see
+        // `drain`).
+        let (parts, body) = request.into_parts();
+        let (body, leftover) = drain::keep(body, &parts.headers);
+        let request = http::Request::from_parts(parts, body);
+        // A change runs to its end in a task of its own even if the client goes away (and
+        // hyper drops this future): a staged object is then committed or discarded, never
+        // left behind.
+        let change = self.changes.spawn({
+            let front = front.clone();
+            async move { front.handle(request).await }
+        });
+        let answer = change
+            .await
+            .unwrap_or_else(|_| front.error(ErrorCode::InternalError));
+        // The answer goes at once; what is left of the body is read meanwhile.
+        tokio::spawn(leftover.drain());
+        answer
     }
-    // A body the front refuses unread comes back, to be read while the answer goes (see
-    // `drain`).
-    let (parts, body) = request.into_parts();
-    let (body, leftover) = drain::keep(body, &parts.headers);
-    let request = http::Request::from_parts(parts, body);
-    // A change runs to its end in a task of its own even if the client goes away (and hyper
-    // drops this future): a staged object is then committed or discarded, never left behind.
-    let change = changes.spawn({
-        let front = front.clone();
-        async move { front.handle(request).await }
-    });
-    let answer = change
-        .await
-        .unwrap_or_else(|_| front.error(ErrorCode::InternalError));
-    // The answer goes at once; what is left of the body is read meanwhile.
-    tokio::spawn(leftover.drain());
-    answer
 }
