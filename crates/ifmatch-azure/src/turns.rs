@@ -20,7 +20,16 @@ impl Default for Turns {
 impl Turns {
     /// Waits for this instance's turn at `key`, held until the guard drops.
     pub async fn take(&self, key: &(impl Hash + ?Sized)) -> MutexGuard<'_, ()> {
+        self.stripe(key).lock().await
+    }
+
+    /// This instance's turn at `key` if no one has it now.
+    pub fn try_take(&self, key: &(impl Hash + ?Sized)) -> Option<MutexGuard<'_, ()>> {
+        self.stripe(key).try_lock()
+    }
+
+    fn stripe(&self, key: &(impl Hash + ?Sized)) -> &Mutex<()> {
         let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(key);
-        self.0[(hash % self.0.len() as u64) as usize].lock().await
+        &self.0[(hash % self.0.len() as u64) as usize]
     }
 }

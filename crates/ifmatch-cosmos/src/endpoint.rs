@@ -10,10 +10,10 @@ use ifmatch_azure::{Account, Accounts, Env};
 use ifmatch_table::{Scoped, Tables};
 
 use crate::address::{Address, Unknown};
+use crate::commits::Commits;
 use crate::failure::{Answer, Failure, bad_request, too_large};
 use crate::front::answers::answer_of;
 use crate::front::{Asked, Front};
-use ifmatch_azure::Turns;
 use ifmatch_table::Clock;
 
 /// The largest request body taken: a document of 2 MB and some room.
@@ -39,8 +39,8 @@ pub struct Endpoint<T, E> {
     env: E,
     /// The instants writes are made at.
     clock: Arc<Clock>,
-    /// This instance's turns to commit to a container.
-    turns: Arc<Turns>,
+    /// This instance's commits to containers (their turns and groups).
+    commits: Arc<Commits>,
     /// Whether clients reach it over HTTPS: the endpoint the account read names.
     https: bool,
 }
@@ -74,7 +74,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
             anonymous: false,
             env,
             clock: Arc::default(),
-            turns: Arc::default(),
+            commits: Arc::default(),
             https: false,
         }
     }
@@ -93,7 +93,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
                 clock: &self.clock,
                 now: self.env.now(),
                 endpoint: "",
-                turns: &self.turns,
+                commits: &self.commits,
             };
             removed += front.sweep(budget).await.unwrap_or(0);
         }
@@ -174,7 +174,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
             clock: &self.clock,
             now: self.env.now(),
             endpoint: &endpoint,
-            turns: &self.turns,
+            commits: &self.commits,
         };
         let asked = Asked {
             method: &parts.method,

@@ -105,6 +105,15 @@ pub fn unavailable(detail: impl std::fmt::Display) -> Failure {
     )
 }
 
+/// 503 `ServiceUnavailable`: a commit carried by another request whose request was dropped
+/// while the commit was in flight (`commits.rs`): it may have landed.
+pub(crate) fn unknown_outcome() -> Failure {
+    Failure::new(
+        Code::ServiceUnavailable,
+        "The commit's outcome is not known: it may have been applied. Read before retrying.",
+    )
+}
+
 /// The backend's failure, answered 503.
 pub(crate) fn backend(error: TableError) -> Failure {
     unavailable(error)

@@ -9,6 +9,7 @@
 pub mod address;
 pub mod auth;
 pub mod batch;
+mod commits;
 pub mod document;
 pub mod endpoint;
 pub mod failure;
@@ -16,6 +17,7 @@ mod feed_entries;
 pub mod front;
 pub mod hashed_key;
 pub mod patch;
+mod policies;
 pub mod query;
 pub mod sql;
 mod sweep;

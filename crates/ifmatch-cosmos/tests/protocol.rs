@@ -4,86 +4,21 @@
 //! (The SDKs themselves, every backend and the server's own behaviour are tested end to end in
 //! `crates/ifmatch-server/tests/cosmos.rs`.)
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http::{Method, Request, Response};
+use common::{send, signed, signed_at};
+use http::Method;
 use ifmatch_azure::SystemEnv;
-use ifmatch_cosmos::address::Address;
-use ifmatch_cosmos::{EMULATOR_KEY, Endpoint};
+use ifmatch_cosmos::Endpoint;
 use ifmatch_table::MemoryTables;
 
 type Service = Endpoint<Arc<MemoryTables>, SystemEnv>;
 
 fn service() -> Service {
     Endpoint::new(Arc::new(MemoryTables::new()), SystemEnv)
-}
-
-/// A request as it is sent.
-async fn send(
-    service: &Service,
-    method: Method,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &str,
-) -> Response<Bytes> {
-    let mut request = Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", "localhost:8081");
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let (parts, ()) = request.body(()).unwrap().into_parts();
-    service.handle(&parts, body.as_bytes()).await
-}
-
-/// A request signed with the emulator's key, as the SDKs sign one: its status, its JSON body
-/// and its headers.
-async fn signed(
-    service: &Service,
-    method: Method,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &str,
-) -> (u16, serde_json::Value, http::HeaderMap) {
-    signed_at(
-        service,
-        method,
-        path,
-        headers,
-        body,
-        std::time::SystemTime::now(),
-    )
-    .await
-}
-
-/// [`signed`], dated `at`.
-async fn signed_at(
-    service: &Service,
-    method: Method,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &str,
-    at: std::time::SystemTime,
-) -> (u16, serde_json::Value, http::HeaderMap) {
-    let address = Address::parse(path).unwrap();
-    let date = httpdate::fmt_http_date(at);
-    let text = ifmatch_cosmos::auth::string_to_sign(&method, &address, &date);
-    use base64::Engine;
-    let key = base64::engine::general_purpose::STANDARD
-        .decode(EMULATOR_KEY)
-        .unwrap();
-    let token = ifmatch_cosmos::auth::token(&key, &text);
-    let mut all = vec![
-        ("x-ms-date", date.as_str()),
-        ("authorization", token.as_str()),
-    ];
-    all.extend_from_slice(headers);
-    let answer = send(service, method, path, &all, body).await;
-    let json = serde_json::from_slice(answer.body()).unwrap_or(serde_json::Value::Null);
-    (answer.status().as_u16(), json, answer.headers().clone())
 }
 
 #[tokio::test]

@@ -16,9 +16,10 @@ use http::Method;
 use http_body_util::Full;
 use hyper::service::service_fn;
 use ifmatch_azure::auth::ClientIp;
-use ifmatch_azure::{Env, ErrorCode, WholeBody, answer_whole};
+use ifmatch_azure::{Answer, Env, ErrorCode, WholeBody, answer_whole};
 use ifmatch_blob::{Front, Objects, Records};
 use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
 use tokio_util::task::TaskTracker;
 
 use crate::guards::accept::{self, Connections, Limits, RequestBody};
@@ -200,7 +201,11 @@ where
         let listening = on(listener, tls, options.limits);
         let stop = stop.clone().cancelled_owned();
         tokio::spawn(listening.serve(stop, move |client, observe| {
-            observed(observe, client, service.clone(), whole)
+            observed(observe, client, service.clone(), |service, request| {
+                whole(service, request, |s, r| {
+                    tokio::spawn(async move { answer_whole(&*s, r).await })
+                })
+            })
         }))
     });
     let table_server = tables.map(|listener| {
@@ -210,7 +215,11 @@ where
         let (listening, service) = (on(listener, None, options.limits), Arc::new(service));
         let stop = stop.clone().cancelled_owned();
         tokio::spawn(listening.serve(stop, move |client, observe| {
-            observed(observe, client, service.clone(), whole)
+            observed(observe, client, service.clone(), |service, request| {
+                whole(service, request, |s, r| {
+                    tokio::spawn(async move { answer_whole(&*s, r).await })
+                })
+            })
         }))
     });
     // The blob front on threads of its own, as nginx's workers: no request's task moves
@@ -318,12 +327,26 @@ where
 }
 
 /// The answer of the Table service or the Cosmos endpoint, its body read whole first (up to
-/// the endpoint's limit).
+/// the endpoint's limit). A change runs to its end in a task of its own, which `spawn`
+/// starts, even if its client goes away (and hyper drops this future): a Cosmos commit may
+/// carry other requests' commits with its own (`ifmatch_cosmos`'s group commit). (`spawn` is
+/// the caller's, where the endpoint's type is known, and so that its answer is `Send`.)
 async fn whole<E: WholeBody>(
     endpoint: Arc<E>,
     request: http::Request<RequestBody>,
+    spawn: impl FnOnce(Arc<E>, http::Request<RequestBody>) -> JoinHandle<Answer>,
 ) -> http::Response<Full<Bytes>> {
-    answer_whole(&*endpoint, request).await.map(Full::new)
+    if matches!(*request.method(), Method::GET | Method::HEAD) {
+        return answer_whole(&*endpoint, request).await.map(Full::new);
+    }
+    match spawn(endpoint, request).await {
+        Ok(answer) => answer.map(Full::new),
+        Err(_) => {
+            let mut answer = http::Response::new(Full::default());
+            *answer.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
+            answer
+        }
+    }
 }
 
 /// The blob front as one serving thread has it: the changes its runtime runs are tracked, so

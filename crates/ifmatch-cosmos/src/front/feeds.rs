@@ -9,8 +9,11 @@
 //! misses no change. A document holds the number of its entry (`~feed`), so the commit that
 //! replaces or deletes it removes that entry: the feed keeps one entry per document.
 
+use std::pin::pin;
 use std::time::UNIX_EPOCH;
 
+use futures_channel::oneshot;
+use futures_util::future::{Either, select};
 use http::StatusCode;
 use ifmatch_azure::swap::Attempts;
 use ifmatch_table::{
@@ -21,8 +24,10 @@ use serde_json::json;
 use super::answers::{Answered, Done};
 use super::documents::document_json;
 use super::{Asked, Committed, Front, Policies, Scope, documents_table, rid};
+
+use crate::commits::{Group, Grouped, Waiting};
 use crate::document;
-use crate::failure::{Failure, backend, bad_request, not_found, raced};
+use crate::failure::{Failure, backend, bad_request, not_found, raced, unknown_outcome};
 use crate::feed_entries::{FEED, NUMBER, counter_key, entry_key, number_of};
 use crate::query::SCAN_BUDGET;
 use crate::unique;
@@ -184,8 +189,9 @@ impl<T: Tables> Front<'_, T> {
     /// all in the one commit, with the unique keys' entries the documents take and leave.
     /// Another instance's commit that took the counter's numbers first makes this one start
     /// over (the documents' own checks still decide); on this instance the commits of a
-    /// container take turns, so they never race for the counter. A unique value held by an
-    /// item past its time to live is freed (that item removed) and the commit tried again.
+    /// container take turns, so they never race for the counter, and those that wait for the
+    /// turn are committed together (`commits.rs`). A unique value held by an item past its
+    /// time to live is freed (that item removed) and the commit tried again.
     pub(crate) async fn commit_documents(
         &self,
         table: &str,
@@ -193,15 +199,112 @@ impl<T: Tables> Front<'_, T> {
         changes: &[(Change, Option<&Entity>)],
     ) -> Result<(), Committed> {
         let moves = unique::moves(&policies.unique, changes).map_err(Committed::Failed)?;
-        let _turn = self.turns.take(table).await;
+        let member = Member {
+            policies,
+            changes: changes.iter().map(|(c, b)| (c, *b)).collect(),
+            moves: &moves,
+        };
+        // No one else at it: at once, nothing copied.
+        if let Some(turn) = self.commits.free_turn(table) {
+            return self.commit_alone(table, &member, turn).await;
+        }
+        let (waiting, outcome) = Waiting::new(table, policies, changes, moves.clone());
+        self.commits.wait(waiting);
+        match self.commit_waiting(table, outcome).await {
+            Grouped::Done => Ok(()),
+            Grouped::Conflict => Err(Committed::Conflict),
+            Grouped::Failed(failure) => Err(Committed::Failed(failure)),
+            Grouped::Alone => {
+                let turn = self.commits.turn(table).await;
+                self.commit_alone(table, &member, turn).await
+            }
+        }
+    }
+
+    /// How a commit put in line ended: committed in the group of another request, or, when
+    /// its request takes the turn first, in the group this one commits (each group under the
+    /// turn, oldest first, until this commit's is done).
+    async fn commit_waiting(
+        &self,
+        table: &str,
+        mut outcome: oneshot::Receiver<Grouped>,
+    ) -> Grouped {
+        let unknown = |_| Grouped::Failed(unknown_outcome());
+        let _turn = {
+            let turn = pin!(self.commits.turn(table));
+            match select(turn, &mut outcome).await {
+                Either::Left((turn, _)) => turn,
+                Either::Right((ended, _)) => return ended.unwrap_or_else(unknown),
+            }
+        };
+        loop {
+            match outcome.try_recv() {
+                Ok(Some(ended)) => return ended,
+                Ok(None) => {
+                    let group = self.commits.group(table);
+                    // Not reached: this commit waits in line until a group takes it.
+                    if group.members.is_empty() {
+                        return Grouped::Alone;
+                    }
+                    self.commit_group(table, group).await;
+                }
+                Err(canceled) => return unknown(canceled),
+            }
+        }
+    }
+
+    /// Commits `group` (its turn taken), telling each member how it ended: a member whose
+    /// check fails leaves it (a document not as expected: `Conflict`; a unique value taken:
+    /// to commit alone), and the others are committed again.
+    async fn commit_group(&self, table: &str, mut group: Group<'_>) {
+        let mut attempts = Attempts::default();
+        while !group.members.is_empty() && attempts.another() {
+            let members: Vec<_> = group.members.iter().map(Member::of).collect();
+            group.sent = true;
+            let attempt = self.commit_once(table, &members).await;
+            group.sent = false;
+            match attempt {
+                Ok(Attempt::Done) => {
+                    group
+                        .members
+                        .drain(..)
+                        .for_each(|m| m.answer(Grouped::Done));
+                }
+                Ok(Attempt::Counter) => {}
+                Ok(Attempt::Conflict(member)) => {
+                    group.members.remove(member).answer(Grouped::Conflict);
+                }
+                Ok(Attempt::Taken(member, _)) => {
+                    group.members.remove(member).answer(Grouped::Alone);
+                }
+                Err(failure) => {
+                    let failed = |m: Waiting| m.answer(Grouped::Failed(failure.clone()));
+                    group.members.drain(..).for_each(failed);
+                }
+            }
+        }
+        group
+            .members
+            .drain(..)
+            .for_each(|m| m.answer(Grouped::Alone));
+    }
+
+    /// [`Self::commit_documents`] of `member` with no one else, `_turn` taken.
+    async fn commit_alone(
+        &self,
+        table: &str,
+        member: &Member<'_>,
+        _turn: impl Drop,
+    ) -> Result<(), Committed> {
         let mut attempts = Attempts::default();
         while attempts.another() {
-            match self.commit_once(table, policies, changes, &moves).await? {
+            let attempt = self.commit_once(table, std::slice::from_ref(member));
+            match attempt.await.map_err(Committed::Failed)? {
                 Attempt::Done => return Ok(()),
                 Attempt::Counter => continue,
-                Attempt::Conflict => return Err(Committed::Conflict),
-                Attempt::Taken(entry) => {
-                    if !self.free(table, policies, &entry).await? {
+                Attempt::Conflict(_) => return Err(Committed::Conflict),
+                Attempt::Taken(_, entry) => {
+                    if !self.free(table, member.policies, &entry).await? {
                         return Err(Committed::Failed(unique::violation()));
                     }
                 }
@@ -210,75 +313,64 @@ impl<T: Tables> Front<'_, T> {
         Err(Committed::Failed(raced()))
     }
 
-    /// One try of [`Self::commit_documents`] (its turn taken).
-    async fn commit_once(
-        &self,
-        table: &str,
-        policies: &Policies,
-        changes: &[(Change, Option<&Entity>)],
-        moves: &[Change],
-    ) -> Result<Attempt, Committed> {
-        let counter = self.get(table, FEED, "").await.map_err(Committed::Failed)?;
+    /// One try of the commits of `members` together (their turn taken).
+    async fn commit_once(&self, table: &str, members: &[Member<'_>]) -> Result<Attempt, Failure> {
+        let counter = self.get(table, FEED, "").await?;
         let last = counter.as_ref().and_then(number_of).unwrap_or(0);
-        let mut all = Vec::with_capacity(changes.len() * 3 + 1 + moves.len());
-        let mut number = last;
-        let mut entries = Vec::new();
         let at = (self.clock).stamp(self.now, counter.as_ref().map(|c| c.timestamp));
-        for (change, before) in changes {
-            let mut change = change.clone();
-            if policies.versions.is_some() && change.write.is_none() {
-                number += 1;
-                let expired = policies.expiring;
-                entries.push(versions::entry(
-                    number,
-                    &change.key,
-                    None,
-                    *before,
-                    expired,
-                    at,
-                ));
+        let mut number = last;
+        // The changes, and whose each is (the counter's: none).
+        let (mut all, mut whose) = (Vec::new(), Vec::new());
+        let mut entries = Vec::new();
+        for (index, member) in members.iter().enumerate() {
+            let policies = member.policies;
+            for &(change, before) in &member.changes {
+                let mut change = change.clone();
+                if policies.versions.is_some() && change.write.is_none() {
+                    number += 1;
+                    let expired = policies.expiring;
+                    let entry = versions::entry(number, &change.key, None, before, expired, at);
+                    entries.push((index, entry));
+                }
+                if let Some(old) = before.and_then(number_of) {
+                    let removal = Change {
+                        key: (FEED.to_owned(), entry_key(old)),
+                        expected: Expected::Anything,
+                        write: None,
+                    };
+                    entries.push((index, removal));
+                }
+                if let Some(entity) = &mut change.write {
+                    number += 1;
+                    entity
+                        .properties
+                        .insert(NUMBER.to_owned(), Value::Int64(number));
+                    let names = [
+                        ("pk", Value::String(entity.partition_key.clone())),
+                        ("id", Value::String(entity.row_key.clone())),
+                    ];
+                    let key = entry_key(number);
+                    let entry = Change {
+                        key: (FEED.to_owned(), key.clone()),
+                        expected: Expected::Absent,
+                        write: Some(Entity::new(FEED, &key, entity.timestamp, names)),
+                    };
+                    entries.push((index, entry));
+                }
+                if policies.versions.is_some()
+                    && let Some(written) = &change.write
+                {
+                    let entry =
+                        versions::entry(number, &change.key, Some(written), before, false, at);
+                    entries.push((index, entry));
+                }
+                all.push(change);
+                whose.push(Some(index));
             }
-            if let Some(old) = before.and_then(number_of) {
-                entries.push(Change {
-                    key: (FEED.to_owned(), entry_key(old)),
-                    expected: Expected::Anything,
-                    write: None,
-                });
-            }
-            if let Some(entity) = &mut change.write {
-                number += 1;
-                entity
-                    .properties
-                    .insert(NUMBER.to_owned(), Value::Int64(number));
-                let names = [
-                    ("pk", Value::String(entity.partition_key.clone())),
-                    ("id", Value::String(entity.row_key.clone())),
-                ];
-                let key = entry_key(number);
-                entries.push(Change {
-                    key: (FEED.to_owned(), key.clone()),
-                    expected: Expected::Absent,
-                    write: Some(Entity::new(FEED, &key, entity.timestamp, names)),
-                });
-            }
-            if policies.versions.is_some()
-                && let Some(written) = &change.write
-            {
-                entries.push(versions::entry(
-                    number,
-                    &change.key,
-                    Some(written),
-                    *before,
-                    false,
-                    at,
-                ));
-            }
-            all.push(change);
         }
         // The counter comes after the documents, so that a conflict of both is the
         // documents' (`Conflict` names the first change that failed); the unique keys'
         // entries come last.
-        let documents = all.len();
         all.push(Change {
             key: counter_key(),
             expected: counter
@@ -286,18 +378,27 @@ impl<T: Tables> Front<'_, T> {
                 .map_or(Expected::Absent, |c| Expected::Version(c.timestamp)),
             write: Some(Entity::new(FEED, "", at, [(NUMBER, Value::Int64(number))])),
         });
-        all.extend(entries);
+        whose.push(None);
+        for (index, entry) in entries {
+            all.push(entry);
+            whose.push(Some(index));
+        }
         let unique_from = all.len();
-        all.extend(moves.iter().cloned());
+        for (index, member) in members.iter().enumerate() {
+            all.extend(member.moves.iter().cloned());
+            whose.extend(member.moves.iter().map(|_| Some(index)));
+        }
         match self.tables.commit(table, &all).await {
             Ok(()) => Ok(Attempt::Done),
-            Err(TableError::Conflict { index, .. }) if index == documents => Ok(Attempt::Counter),
-            Err(TableError::Conflict { index, .. }) if index >= unique_from => {
-                Ok(Attempt::Taken(all[index].key.clone()))
-            }
-            Err(TableError::Conflict { .. }) => Ok(Attempt::Conflict),
-            Err(TableError::TableNotFound(_)) => Err(Committed::Failed(not_found())),
-            Err(error) => Err(Committed::Failed(backend(error))),
+            Err(TableError::Conflict { index, .. }) => Ok(match whose[index] {
+                None => Attempt::Counter,
+                Some(member) if index >= unique_from => {
+                    Attempt::Taken(member, all[index].key.clone())
+                }
+                Some(member) => Attempt::Conflict(member),
+            }),
+            Err(TableError::TableNotFound(_)) => Err(not_found()),
+            Err(error) => Err(backend(error)),
         }
     }
 
@@ -336,7 +437,12 @@ impl<T: Tables> Front<'_, T> {
             Some(&holder),
         )];
         let moves = unique::moves(&policies.unique, &removal).map_err(Committed::Failed)?;
-        self.commit_once(table, policies, &removal, &moves).await?;
+        let member = Member {
+            policies,
+            changes: vec![(&removal[0].0, removal[0].1)],
+            moves: &moves,
+        };
+        (self.commit_once(table, &[member]).await).map_err(Committed::Failed)?;
         Ok(true)
     }
 }
@@ -346,8 +452,27 @@ enum Attempt {
     Done,
     /// Another instance moved the feed's counter first.
     Counter,
-    /// A document was not as expected.
-    Conflict,
-    /// A unique keys' entry another document holds.
-    Taken(EntityKey),
+    /// A document of this member was not as expected.
+    Conflict(usize),
+    /// A unique keys' entry another document holds, which this member takes.
+    Taken(usize, EntityKey),
+}
+
+/// One commit of those committed together.
+struct Member<'a> {
+    policies: &'a Policies,
+    changes: Vec<(&'a Change, Option<&'a Entity>)>,
+    moves: &'a [Change],
+}
+
+impl<'a> Member<'a> {
+    fn of(waiting: &'a Waiting) -> Self {
+        Self {
+            policies: &waiting.policies,
+            changes: (waiting.changes.iter())
+                .map(|(c, b)| (c, b.as_ref()))
+                .collect(),
+            moves: &waiting.moves,
+        }
+    }
 }

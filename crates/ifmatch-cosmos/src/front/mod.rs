@@ -25,18 +25,18 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use http::{HeaderMap, Method};
-use ifmatch_azure::Turns;
 use ifmatch_core::precondition::IfMatch;
 use ifmatch_table::{Change, DateTime, Entity, EntityKey, Scan, TableError, Tables, Value};
 use serde_json::{Map, Value as Json};
 
 use self::answers::Answered;
 use crate::address::Address;
+use crate::commits::Commits;
 use crate::document::{self, MAX_DOCUMENT};
 pub(crate) use crate::document::{JSON, json_of};
 use crate::failure::{Code, Failure, backend, bad_request, not_found, too_large};
+pub(crate) use crate::policies::Policies;
 use crate::ttl;
-use crate::unique;
 use ifmatch_table::Clock;
 
 const DATABASES: &str = "#dbs";
@@ -91,8 +91,8 @@ pub struct Front<'a, T> {
     pub now: SystemTime,
     /// The account's endpoint, as the client reached it (`http://host:port/`).
     pub endpoint: &'a str,
-    /// This instance's turns to commit to a container.
-    pub turns: &'a Turns,
+    /// This instance's commits to containers (their turns and groups).
+    pub(crate) commits: &'a Commits,
 }
 
 impl<T: Tables> Front<'_, T> {
@@ -291,29 +291,6 @@ pub(crate) enum Committed {
     /// Another write came first.
     Conflict,
     Failed(Failure),
-}
-
-/// What a container's properties ask of every write of its documents: its unique keys and
-/// its time to live.
-pub(crate) struct Policies {
-    pub(crate) unique: unique::Keys,
-    pub(crate) ttl: ttl::Default,
-    /// How long every version is kept (the all-versions-and-deletes feed), if at all.
-    pub(crate) versions: crate::versions::Retention,
-    /// Whether the writes are deletes of items past their time to live (the sweep's).
-    pub(crate) expiring: bool,
-}
-
-impl Policies {
-    pub(crate) fn of(container: &Entity) -> Self {
-        let properties = json_of(container);
-        Self {
-            unique: unique::declared(&properties).unwrap_or_default(),
-            ttl: ttl::declared(&properties).unwrap_or_default(),
-            versions: crate::versions::declared(&properties),
-            expiring: false,
-        }
-    }
 }
 
 /// An `If-Match`: the core's model, a version being the instant a document was written at

@@ -1,0 +1,202 @@
+//! Commits that wait for their container's turn are committed together (`src/commits.rs`):
+//! under many writers a commit of the store carries several, no acknowledged write is lost,
+//! the change feed keeps one entry a document, and a check that fails is its own request's
+//! alone. Over the memory store, its commit made as slow as a disk's sync so that writers
+//! wait for their turn.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use common::signed;
+use http::Method;
+use ifmatch_azure::SystemEnv;
+use ifmatch_cosmos::Endpoint;
+use ifmatch_table::{Change, Entity, EntityKey, MemoryTables, Scan, TableError, Tables};
+use serde_json::json;
+
+/// The memory store, each commit taking `SYNC` first, counting the commits that applied.
+#[derive(Clone, Default)]
+struct Slow {
+    tables: Arc<MemoryTables>,
+    applied: Arc<AtomicUsize>,
+}
+
+const SYNC: Duration = Duration::from_millis(2);
+
+impl Tables for Slow {
+    async fn create_table(&self, name: &str) -> Result<bool, TableError> {
+        self.tables.create_table(name).await
+    }
+
+    async fn delete_table(&self, name: &str) -> Result<bool, TableError> {
+        self.tables.delete_table(name).await
+    }
+
+    async fn tables(&self, after: &str, limit: usize) -> Result<Vec<String>, TableError> {
+        self.tables.tables(after, limit).await
+    }
+
+    async fn get(&self, table: &str, key: &EntityKey) -> Result<Option<Entity>, TableError> {
+        self.tables.get(table, key).await
+    }
+
+    async fn scan(&self, table: &str, scan: Scan<'_>) -> Result<Vec<Entity>, TableError> {
+        self.tables.scan(table, scan).await
+    }
+
+    async fn commit(&self, table: &str, changes: &[Change]) -> Result<(), TableError> {
+        tokio::time::sleep(SYNC).await;
+        self.tables.commit(table, changes).await?;
+        self.applied.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+type Service = Endpoint<Slow, SystemEnv>;
+
+async fn container(service: &Service, id: &str) -> String {
+    let body = json!({
+        "id": id,
+        "partitionKey": { "paths": ["/pk"], "kind": "Hash" },
+        "uniqueKeyPolicy": { "uniqueKeys": [{ "paths": ["/name"] }] },
+    });
+    let made = signed(
+        service,
+        Method::POST,
+        "/dbs/db/colls",
+        &[],
+        &body.to_string(),
+    )
+    .await;
+    assert_eq!(made.0, 201, "{}", made.1);
+    format!("/dbs/db/colls/{id}/docs")
+}
+
+/// Adds one to document `id`'s `n`: read, replace with `If-Match`, again on 412.
+async fn increment(service: &Service, docs: &str, id: &str, pk: &str) {
+    let link = format!("{docs}/{id}");
+    let header = json!([pk]).to_string();
+    let key = [("x-ms-documentdb-partitionkey", header.as_str())];
+    loop {
+        let (status, mut doc, headers) = signed(service, Method::GET, &link, &key, "").await;
+        assert_eq!(status, 200, "{doc}");
+        let etag = headers["etag"].to_str().unwrap().to_owned();
+        doc["n"] = json!(doc["n"].as_i64().unwrap() + 1);
+        let condition = [key[0], ("if-match", etag.as_str())];
+        let body = doc.to_string();
+        match signed(service, Method::PUT, &link, &condition, &body).await {
+            (200, ..) => return,
+            (412, ..) => continue,
+            (status, json, _) => panic!("{status}: {json}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_commits_go_together_and_none_is_lost() {
+    let store = Slow::default();
+    let service = Arc::new(Endpoint::new(store.clone(), SystemEnv));
+    assert_eq!(
+        signed(&*service, Method::POST, "/dbs", &[], r#"{"id":"db"}"#)
+            .await
+            .0,
+        201
+    );
+    let docs = container(&service, "counters").await;
+    const DOCUMENTS: usize = 16;
+    let pk = |i: usize| format!("p{}", i % 4);
+    for i in 0..DOCUMENTS {
+        let body = json!({ "id": format!("d{i}"), "pk": pk(i), "n": 0, "name": format!("n{i}") });
+        let header = json!([pk(i)]).to_string();
+        let key = [("x-ms-documentdb-partitionkey", header.as_str())];
+        let made = signed(&*service, Method::POST, &docs, &key, &body.to_string()).await;
+        assert_eq!(made.0, 201, "{}", made.1);
+    }
+
+    // 32 writers, 20 increments each, over the 16 documents.
+    let applied_before = store.applied.load(Ordering::SeqCst);
+    let writers: Vec<_> = (0..32)
+        .map(|writer| {
+            let (service, docs) = (service.clone(), docs.clone());
+            tokio::spawn(async move {
+                for round in 0..20 {
+                    let i = (writer + round) % DOCUMENTS;
+                    increment(&service, &docs, &format!("d{i}"), &pk(i)).await;
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    let applied = store.applied.load(Ordering::SeqCst) - applied_before;
+    assert!(
+        applied < 32 * 20,
+        "{applied} commits of the store for {} writes: none went together",
+        32 * 20
+    );
+
+    let mut total = 0;
+    for i in 0..DOCUMENTS {
+        let header = json!([pk(i)]).to_string();
+        let key = [("x-ms-documentdb-partitionkey", header.as_str())];
+        let (_, doc, _) = signed(&*service, Method::GET, &format!("{docs}/d{i}"), &key, "").await;
+        total += doc["n"].as_i64().unwrap();
+    }
+    assert_eq!(total, 32 * 20, "every acknowledged increment is there");
+
+    // The feed: each document once, and one entry a document in the store (and its counter).
+    let feed = [
+        ("a-im", "Incremental feed"),
+        ("x-ms-max-item-count", "1000"),
+    ];
+    let (status, page, _) = signed(&*service, Method::GET, &docs, &feed, "").await;
+    assert_eq!(status, 200, "{page}");
+    let mut ids: Vec<_> = (page["Documents"].as_array().unwrap().iter())
+        .map(|d| d["id"].as_str().unwrap().to_owned())
+        .collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), DOCUMENTS, "{page}");
+    let scan = Scan {
+        from: Some(("~feed", "")),
+        partition: Some("~feed"),
+        limit: 1000,
+    };
+    let entries = store.tables.scan("~cosmos~localhost~db/counters", scan);
+    assert_eq!(entries.await.unwrap().len(), DOCUMENTS + 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_unique_value_taken_in_a_group_goes_to_one_writer() {
+    let service = Arc::new(Endpoint::new(Slow::default(), SystemEnv));
+    assert_eq!(
+        signed(&*service, Method::POST, "/dbs", &[], r#"{"id":"db"}"#)
+            .await
+            .0,
+        201
+    );
+    let docs = container(&service, "names").await;
+    // Sixteen writers create documents of one partition at once, two names between them.
+    let writers: Vec<_> = (0..16)
+        .map(|i| {
+            let (service, docs) = (service.clone(), docs.clone());
+            tokio::spawn(async move {
+                let body = json!({ "id": format!("u{i}"), "pk": "p", "name": i % 2 });
+                let key = [("x-ms-documentdb-partitionkey", r#"["p"]"#)];
+                signed(&*service, Method::POST, &docs, &key, &body.to_string()).await
+            })
+        })
+        .collect();
+    let mut statuses = Vec::new();
+    for writer in writers {
+        let (status, json, _) = writer.await.unwrap();
+        assert!(status == 201 || status == 409, "{status}: {json}");
+        statuses.push(status);
+    }
+    let created = statuses.iter().filter(|&&s| s == 201).count();
+    assert_eq!(created, 2, "one writer a name: {statuses:?}");
+}
