@@ -22,7 +22,7 @@ impl Db {
 async fn block(
     routes: Router,
     db: Db,
-    connection: redis::aio::ConnectionManager,
+    connection: ifmatch_redis::Redis,
 ) -> Result<(), crate::BoxError> {
     /* the block */
     Ok(())

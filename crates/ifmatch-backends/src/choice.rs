@@ -19,6 +19,9 @@ pub struct Choice {
     data: PathBuf,
     records: RecordsAt,
     objects: ObjectsAt,
+    /// How many Redis replicas have each write before it is acknowledged.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    redis_replicas: usize,
 }
 
 /// Where records and leases go.
@@ -124,6 +127,27 @@ impl Choice {
             data: data.into(),
             records,
             objects,
+            redis_replicas: 0,
+        })
+    }
+
+    /// Acknowledges each write to Redis only once `replicas` of its replicas have it (Redis's
+    /// `WAIT`): a failover then loses no acknowledged write. Refused when the records are not
+    /// in Redis.
+    pub fn with_redis_replicas(self, replicas: usize) -> Result<Self, ChoiceError> {
+        #[cfg(feature = "redis")]
+        if let RecordsAt::Redis(_) = self.records {
+            return Ok(Self {
+                redis_replicas: replicas,
+                ..self
+            });
+        }
+        if replicas == 0 {
+            return Ok(self);
+        }
+        Err(ChoiceError::Unknown {
+            url: format!("--redis-replicas {replicas}"),
+            expected: "a Redis --backend (redis:// or redis+sentinel://) for its replicas",
         })
     }
 
@@ -182,7 +206,7 @@ impl Choice {
             #[cfg(feature = "redis")]
             (RecordsAt::Redis(url), ObjectsAt::Local) => {
                 let dir = DataDir::open_shared(&self.data, sizes.orphan_age)?;
-                let (records, tables) = redis(url).await?;
+                let (records, tables) = redis(url, self.redis_replicas).await?;
                 let objects = LocalObjects::new(dir.clone(), sizes.bytes_cache);
                 Ok(Opened {
                     records,
@@ -220,7 +244,7 @@ impl Choice {
             (RecordsAt::Redis(url), ObjectsAt::Store(store)) => {
                 let objects = open_store(store, sizes)?;
                 let dir = DataDir::open(&self.data)?;
-                let (records, tables) = redis(url).await?;
+                let (records, tables) = redis(url, self.redis_replicas).await?;
                 Ok(Opened {
                     records,
                     objects,
@@ -236,6 +260,12 @@ impl Choice {
 /// A backend's URL, checked: Redis (`redis://`, `rediss://`, `redis+unix://`, `unix://`), or
 /// an object store that keeps the records itself (`s3://`, `az://`, `gs://`, `memory://`).
 fn backend_url(url: &str) -> Result<RecordsAt, ChoiceError> {
+    // A list of Sentinels is no URL authority `url` parses (`H1:P1,H2:P2`): the Redis crate's
+    // connection reads it (`ifmatch_redis::connect`).
+    #[cfg(feature = "redis")]
+    if url.starts_with("redis+sentinel://") {
+        return Ok(RecordsAt::Redis(url.to_owned()));
+    }
     let parsed = parse(url)?;
     #[cfg(feature = "redis")]
     if matches!(parsed.scheme(), "redis" | "rediss" | "redis+unix" | "unix") {
@@ -283,15 +313,17 @@ fn open_store(url: &str, sizes: &Sizes) -> io::Result<AnyObjects> {
     Ok(AnyObjects::Bucket(store))
 }
 
-/// The records and the tables in the Redis at `url`, under the `ifmatch:` prefix.
+/// The records and the tables in the Redis at `url`, under the `ifmatch:` prefix, each write
+/// acknowledged once on `replicas` replicas.
 #[cfg(feature = "redis")]
-async fn redis(url: &str) -> io::Result<(AnyRecords, AnyTables)> {
+async fn redis(url: &str, replicas: usize) -> io::Result<(AnyRecords, AnyTables)> {
     let connection = ifmatch_redis::connect(url).await.map_err(|e| {
         io::Error::new(
             io::ErrorKind::ConnectionRefused,
             format!("connecting to {url}: {e}"),
         )
     })?;
+    let connection = connection.with_replicas(replicas);
     let tables = ifmatch_redis::RedisTables::new(connection.clone(), "ifmatch:");
     let records = ifmatch_redis::RedisRecords::new(connection, "ifmatch:");
     Ok((AnyRecords::Redis(records), AnyTables::Redis(tables)))

@@ -10,25 +10,20 @@
 
 use std::time::Duration;
 
+use crate::Redis;
 use ifmatch_cache::{Forgotten, SharedCacheHandle};
-use redis::aio::ConnectionManager;
 
-/// Shares `cache`'s invalidations with every instance on `channel` of the Redis at `url`:
-/// publishes what it forgets over `connection`, and forgets, until the runtime stops, what the
-/// others publish.
-pub fn share_invalidations(
-    url: &str,
-    connection: ConnectionManager,
-    channel: &str,
-    cache: SharedCacheHandle,
-) -> redis::RedisResult<()> {
-    let client = redis::Client::open(url)?;
+/// Shares `cache`'s invalidations with every instance on `channel` of the Redis `connection`
+/// reaches: publishes what it forgets over it, and forgets, until the runtime stops, what the
+/// others publish (subscribed to its master, again after a failover).
+pub fn share_invalidations(connection: Redis, channel: &str, cache: SharedCacheHandle) {
     let me = uuid::Uuid::new_v4().simple().to_string();
     let (channel, own) = (channel.to_owned(), me.clone());
     let publishing = channel.clone();
+    let publisher = connection.clone();
     cache.on_forget(move |forgotten| {
         let message = encode(&own, forgotten);
-        let (mut connection, channel) = (connection.clone(), publishing.clone());
+        let (mut connection, channel) = (publisher.clone(), publishing.clone());
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
                 let sent: redis::RedisResult<()> = redis::cmd("PUBLISH")
@@ -42,18 +37,17 @@ pub fn share_invalidations(
             });
         }
     });
-    tokio::spawn(listen(client, channel, me, cache));
-    Ok(())
+    tokio::spawn(listen(connection, channel, me, cache));
 }
 
 /// Forgets what the others publish on `channel`, reconnecting (and forgetting everything)
 /// after a loss.
-async fn listen(client: redis::Client, channel: String, me: String, cache: SharedCacheHandle) {
+async fn listen(connection: Redis, channel: String, me: String, cache: SharedCacheHandle) {
     use futures_util::StreamExt;
     let mut lost = false;
     loop {
         let subscribed = async {
-            let mut pubsub = client.get_async_pubsub().await?;
+            let mut pubsub = connection.client().await?.get_async_pubsub().await?;
             pubsub.subscribe(&channel).await?;
             redis::RedisResult::Ok(pubsub)
         };

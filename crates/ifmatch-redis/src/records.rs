@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
+use crate::Redis;
 use ifmatch_blob::{Block, BlockToStage, Key, PutMode, Record, Records, Scan, StoreError};
 use redis::Script;
-use redis::aio::ConnectionManager;
 
 /// Records in Redis: one hash per record (`g`: the generation, `r`: the record as JSON), and a
 /// sorted set per container naming its blobs, for listing. All the keys of a container share
@@ -15,7 +15,7 @@ use redis::aio::ConnectionManager;
 /// generation and write, so they cannot drift from the engine.
 #[derive(Clone)]
 pub struct RedisRecords {
-    connection: ConnectionManager,
+    connection: Redis,
     prefix: Arc<str>,
     scripts: Arc<Scripts>,
 }
@@ -105,7 +105,7 @@ return out
 
 impl RedisRecords {
     /// Records under keys starting with `prefix` (say `ifmatch:`), on `connection`.
-    pub fn new(connection: ConnectionManager, prefix: &str) -> Self {
+    pub fn new(connection: Redis, prefix: &str) -> Self {
         let scripts = Scripts {
             put: Script::new(PUT),
             delete: Script::new(DELETE),
@@ -157,6 +157,14 @@ fn encode(record: &Record) -> Result<String, StoreError> {
     serde_json::to_string(record).map_err(|e| StoreError::generic("redis", e))
 }
 
+impl RedisRecords {
+    /// Once what this instance wrote is on the replicas asked for (see [`Redis::with_replicas`]):
+    /// otherwise unavailable, the write's outcome unknown.
+    async fn replicated(&self) -> Result<(), StoreError> {
+        self.connection.replicated().await.map_err(unavailable)
+    }
+}
+
 impl Records for RedisRecords {
     async fn get(&self, key: &Key) -> Result<Option<Arc<Record>>, StoreError> {
         let mut connection = self.connection.clone();
@@ -195,7 +203,7 @@ impl Records for RedisRecords {
             .await
             .map_err(unavailable)?;
         match answer.as_str() {
-            "ok" => Ok(()),
+            "ok" => self.replicated().await,
             "exists" => Err(StoreError::already_exists(key)),
             "conflict" => Err(StoreError::conflict(key)),
             "container" => Err(StoreError::ContainerNotFound),
@@ -226,7 +234,10 @@ impl Records for RedisRecords {
             .map_err(unavailable)?;
         let (status, records) = (answer.split_first()).ok_or_else(|| StoreError::not_found(key))?;
         match status.as_slice() {
-            b"ok" => records.iter().map(|r| decode(r)).collect(),
+            b"ok" => {
+                self.replicated().await?;
+                records.iter().map(|r| decode(r)).collect()
+            }
             b"conflict" => Err(StoreError::conflict(key)),
             _ => Err(StoreError::not_found(key)),
         }
@@ -279,7 +290,7 @@ impl Records for RedisRecords {
             .await
             .map_err(unavailable)?;
         match answer.as_str() {
-            "ok" => Ok(true),
+            "ok" => self.replicated().await.map(|()| true),
             "full" => Ok(false),
             "container" => Err(StoreError::ContainerNotFound),
             other => Err(StoreError::generic(
@@ -315,7 +326,8 @@ impl Records for RedisRecords {
             .arg(list)
             .query_async::<()>(&mut connection)
             .await
-            .map_err(unavailable)
+            .map_err(unavailable)?;
+        self.replicated().await
     }
 
     async fn containers(&self) -> Result<Vec<String>, StoreError> {

@@ -9,14 +9,14 @@
 
 use std::sync::Arc;
 
+use crate::Redis;
 use ifmatch_table::{Change, Entity, EntityKey, Expected, Scan, TableError, Tables};
 use redis::Script;
-use redis::aio::ConnectionManager;
 
 /// Tables in Redis under keys starting with a prefix.
 #[derive(Clone)]
 pub struct RedisTables {
-    connection: ConnectionManager,
+    connection: Redis,
     prefix: Arc<str>,
     scripts: Arc<Scripts>,
 }
@@ -94,7 +94,7 @@ fn member(key: &EntityKey) -> Vec<u8> {
 
 impl RedisTables {
     /// Tables under keys starting with `prefix` (say `ifmatch:`), on `connection`.
-    pub fn new(connection: ConnectionManager, prefix: &str) -> Self {
+    pub fn new(connection: Redis, prefix: &str) -> Self {
         let scripts = Scripts {
             commit: Script::new(COMMIT),
             scan: Script::new(SCAN),
@@ -162,6 +162,7 @@ impl Tables for RedisTables {
             .query_async(&mut connection)
             .await
             .map_err(failed)?;
+        self.connection.replicated().await.map_err(failed)?;
         Ok(created)
     }
 
@@ -184,6 +185,7 @@ impl Tables for RedisTables {
             .query_async(&mut connection)
             .await
             .map_err(failed)?;
+        self.connection.replicated().await.map_err(failed)?;
         Ok(existed)
     }
 
@@ -267,7 +269,7 @@ impl Tables for RedisTables {
         let answer: Vec<String> =
             (invocation.invoke_async(&mut connection).await).map_err(failed)?;
         match answer.first().map(String::as_str) {
-            Some("ok") => Ok(()),
+            Some("ok") => self.connection.replicated().await.map_err(failed),
             Some("table") => Err(TableError::TableNotFound(table.to_owned())),
             Some("conflict") => {
                 let index = answer.get(1).and_then(|i| i.parse().ok()).unwrap_or(0);

@@ -13,24 +13,34 @@ pub struct RedisServer {
     child: Option<Child>,
     port: u16,
     dir: PathBuf,
+    /// More arguments (a replica's `--replicaof`).
+    more: Vec<String>,
 }
 
 impl RedisServer {
     /// Starts one. Panics when `redis-server` is missing: the test command installs it.
     pub fn start() -> Self {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
+        Self::start_with(&[])
+    }
+
+    /// Starts one with more arguments (`["--replicaof", "127.0.0.1", "6379"]`).
+    pub fn start_with(more: &[&str]) -> Self {
+        let port = free_port();
         let dir = std::env::temp_dir().join(format!("ifmatch-redis-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("a directory for redis-server");
         let mut server = Self {
             child: None,
             port,
             dir,
+            more: more.iter().map(|a| a.to_string()).collect(),
         };
         server.restart();
         server
+    }
+
+    /// Its port.
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// `redis://127.0.0.1:PORT/0`.
@@ -58,9 +68,13 @@ impl RedisServer {
                 "yes",
                 "--appendfsync",
                 "always",
+                // A replica's first sync at once, not after the default 5 s.
+                "--repl-diskless-sync-delay",
+                "0",
             ])
             .arg("--dir")
             .arg(&self.dir)
+            .args(&self.more)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -74,15 +88,145 @@ impl RedisServer {
     }
 
     fn pong(&self) -> bool {
-        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.port)) else {
-            return false;
-        };
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
-        let mut answer = [0u8; 7];
-        stream.write_all(b"PING\r\n").is_ok()
-            && stream.read_exact(&mut answer).is_ok()
-            && &answer == b"+PONG\r\n"
+        pong(self.port)
     }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// Whether a Redis (or a Sentinel) answers `PING` on `port`.
+fn pong(port: u16) -> bool {
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
+    let mut answer = [0u8; 7];
+    stream.write_all(b"PING\r\n").is_ok()
+        && stream.read_exact(&mut answer).is_ok()
+        && &answer == b"+PONG\r\n"
+}
+
+/// A primary, a replica of it and three Sentinels watching them under the name `mymaster`
+/// (a quorum of 2; a master that answers nothing for 1 s is down), each a real process on a
+/// free port, stopped when dropped.
+#[derive(Debug)]
+pub struct Sentinels {
+    /// The primary at the start.
+    pub primary: RedisServer,
+    /// Its replica, which a failover promotes.
+    pub replica: RedisServer,
+    sentinels: Vec<(Child, u16)>,
+    dir: PathBuf,
+}
+
+impl Sentinels {
+    /// Starts them, and returns once the Sentinels know the replica and each other (see
+    /// [`Self::url`]). Panics when `redis-server` is missing.
+    pub fn start() -> Self {
+        let primary = RedisServer::start();
+        let port = primary.port.to_string();
+        let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
+        let dir = primary.dir.join("sentinels");
+        std::fs::create_dir_all(&dir).expect("a directory for the Sentinels");
+        let sentinels = (0..3)
+            .map(|_| {
+                let port = free_port();
+                let config = dir.join(format!("sentinel-{port}.conf"));
+                let text = format!(
+                    "port {port}\nbind 127.0.0.1\ndir {}\n\
+                     sentinel monitor mymaster 127.0.0.1 {} 2\n\
+                     sentinel down-after-milliseconds mymaster 1000\n\
+                     sentinel failover-timeout mymaster 3000\n",
+                    dir.display(),
+                    primary.port,
+                );
+                std::fs::write(&config, text).expect("a Sentinel's configuration");
+                let child = Command::new("redis-server")
+                    .arg(&config)
+                    .arg("--sentinel")
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .expect("redis-server --sentinel");
+                (child, port)
+            })
+            .collect();
+        let started = Self {
+            primary,
+            replica,
+            sentinels,
+            dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !started.ready() {
+            assert!(Instant::now() < deadline, "the Sentinels did not come up");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        started
+    }
+
+    /// `redis+sentinel://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3/mymaster/0`.
+    pub fn url(&self) -> String {
+        let hosts: Vec<String> = (self.sentinels.iter())
+            .map(|(_, port)| format!("127.0.0.1:{port}"))
+            .collect();
+        format!("redis+sentinel://{}/mymaster/0", hosts.join(","))
+    }
+
+    /// Whether every Sentinel knows the replica and the two other Sentinels, and the replica
+    /// is in sync.
+    fn ready(&self) -> bool {
+        let synced = command(self.replica.port, &["INFO", "replication"])
+            .is_some_and(|info| info.contains("master_link_status:up"));
+        synced
+            && self.sentinels.iter().all(|(_, port)| {
+                let known = |what| {
+                    command(*port, &["SENTINEL", what, "mymaster"])
+                        .map_or(0, |answer| answer.matches("name").count())
+                };
+                pong(*port) && known("replicas") >= 1 && known("sentinels") >= 2
+            })
+    }
+}
+
+impl Drop for Sentinels {
+    fn drop(&mut self) {
+        for (child, _) in &mut self.sentinels {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A command's whole answer, as text (what a test looks for in it), or `None`.
+fn command(port: u16, args: &[&str]) -> Option<String> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .ok()?;
+    let mut request = format!("*{}\r\n", args.len());
+    for arg in args {
+        request.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
+    }
+    // Then QUIT: a server closes the connection after the answer, which ends it; a Sentinel
+    // does not, and the answer ends when it pauses.
+    request.push_str("*1\r\n$4\r\nQUIT\r\n");
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut answer = Vec::new();
+    let mut buffer = [0u8; 4096];
+    while let Ok(n) = stream.read(&mut buffer) {
+        if n == 0 {
+            break;
+        }
+        answer.extend_from_slice(&buffer[..n]);
+    }
+    (!answer.is_empty()).then(|| String::from_utf8_lossy(&answer).into_owned())
 }
 
 impl Drop for RedisServer {

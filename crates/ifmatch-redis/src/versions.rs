@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
+use crate::Redis;
 use ifmatch_core::precondition::Validators;
 use ifmatch_tower::{BoxError, Recorded, SharedBackend};
 use redis::Script;
-use redis::aio::ConnectionManager;
 
 /// Versions and write locks in Redis, for [`ifmatch_tower::ConditionalLayer::versions`] through
 /// [`ifmatch_tower::Shared`] (which keeps a live holder's lock renewed, and says how long a
@@ -21,7 +21,7 @@ use redis::aio::ConnectionManager;
 ///   renewed and released only by its token (compare, then expire or delete).
 #[derive(Clone, Debug)]
 pub struct RedisVersions {
-    connection: ConnectionManager,
+    connection: Redis,
     prefix: Arc<str>,
     scripts: Arc<Scripts>,
 }
@@ -71,7 +71,7 @@ return 1
 
 impl RedisVersions {
     /// Versions under keys starting with `prefix` (say `ifmatch:`), on `connection`.
-    pub fn new(connection: ConnectionManager, prefix: &str) -> Self {
+    pub fn new(connection: Redis, prefix: &str) -> Self {
         let scripts = Scripts {
             acquire: Script::new(ACQUIRE),
             renew: Script::new(RENEW),
@@ -105,6 +105,9 @@ impl SharedBackend for RedisVersions {
             .arg(ttl_ms)
             .invoke_async(&mut connection)
             .await?;
+        // A lock and its fencing token are the replicas' too before they are used: a failover
+        // then neither frees the lock nor takes the token back.
+        self.connection.replicated().await?;
         Ok((fencing != 0).then_some(fencing))
     }
 
@@ -114,6 +117,7 @@ impl SharedBackend for RedisVersions {
         let held: i64 = (self.scripts.renew.key(lock).arg(token).arg(ttl_ms))
             .invoke_async(&mut connection)
             .await?;
+        self.connection.replicated().await?;
         Ok(held == 1)
     }
 
@@ -136,6 +140,7 @@ impl SharedBackend for RedisVersions {
             .arg(version.keep_ms.unwrap_or(0))
             .invoke_async(&mut connection)
             .await?;
+        self.connection.replicated().await?;
         Ok(recorded == 1)
     }
 
@@ -156,6 +161,7 @@ impl SharedBackend for RedisVersions {
             .arg(version)
             .query_async(&mut connection)
             .await?;
+        self.connection.replicated().await?;
         Ok(())
     }
 }

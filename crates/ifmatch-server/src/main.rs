@@ -122,6 +122,17 @@ struct Check {
     data: PathBuf,
 }
 
+/// How a write to a Redis --backend is acknowledged.
+#[derive(clap::Args)]
+struct ReplicaArgs {
+    /// With a Redis --backend: acknowledge each write only once this many replicas have it
+    /// (Redis's WAIT, within 1 s; a write not replicated in time is answered 503, its outcome
+    /// unknown). 0, the default, acknowledges it once the master has it, and a failover may
+    /// lose the last writes (docs/fleet.md).
+    #[arg(long, env = "IFMATCH_REDIS_REPLICAS", default_value_t = 0)]
+    redis_replicas: usize,
+}
+
 /// What a server tolerates of its clients.
 #[derive(clap::Args)]
 struct LimitArgs {
@@ -277,6 +288,8 @@ struct Proxy {
     /// with the old tag here.
     #[arg(long, env = "IFMATCH_BACKEND")]
     backend: Option<String>,
+    #[command(flatten)]
+    replicas: ReplicaArgs,
     /// With --backend: how long, in seconds, a write lock outlives a proxy that died holding
     /// it (a live proxy renews its locks).
     #[arg(long, env = "IFMATCH_LOCK_TTL", default_value_t = 10.0)]
@@ -334,6 +347,8 @@ struct Serve {
     /// directory, for this one server.
     #[arg(long, env = "IFMATCH_BACKEND")]
     backend: Option<String>,
+    #[command(flatten)]
+    replicas: ReplicaArgs,
     /// Keep blob bytes in an object store: `s3://bucket/prefix`, `az://container/prefix`,
     /// `gs://bucket/prefix`, `file:///path`, `memory://`. Credentials and endpoints from the
     /// store's usual variables (`AWS_ENDPOINT`, `AWS_ALLOW_HTTP`, `AWS_ACCESS_KEY_ID`, ...,
@@ -540,7 +555,8 @@ async fn serve(args: Serve) -> anyhow::Result<()> {
     }
     // The backends, from their URLs, parsed once: one way to open them, whichever they are.
     let choice =
-        ifmatch_server::Choice::parse(&args.data, args.backend.as_deref(), args.store.as_deref())?;
+        ifmatch_server::Choice::parse(&args.data, args.backend.as_deref(), args.store.as_deref())?
+            .with_redis_replicas(args.replicas.redis_replicas)?;
     let what = choice.describe();
     let served = ifmatch_server::open_backends(&choice, options.clone())
         .await
@@ -612,7 +628,8 @@ async fn proxy(args: Proxy) -> anyhow::Result<()> {
             options.cache_ttl = options.cache_ttl.or(Some(Duration::from_secs(1)));
             let connection = ifmatch_redis::connect(backend)
                 .await
-                .with_context(|| format!("connecting to {backend}"))?;
+                .with_context(|| format!("connecting to {backend}"))?
+                .with_replicas(args.replicas.redis_replicas);
             let versions =
                 ifmatch_redis::RedisVersions::new(connection.clone(), "ifmatch:versions:");
             let versions = ifmatch_tower::Shared::new(versions)
@@ -620,8 +637,7 @@ async fn proxy(args: Proxy) -> anyhow::Result<()> {
             let proxy = ifmatch_server::proxy::Proxy::with_versions(&options, versions)?;
             // What one instance's cache forgets (a write, a purge), every instance forgets.
             let channel = "ifmatch:invalidations";
-            ifmatch_redis::share_invalidations(backend, connection, channel, proxy.cache().clone())
-                .with_context(|| format!("subscribing to {backend}"))?;
+            ifmatch_redis::share_invalidations(connection, channel, proxy.cache().clone());
             tracing::info!(
                 "ifmatch proxy listening on http://{address} (upstream: {}, backend: {backend})",
                 options.upstream

@@ -1,0 +1,291 @@
+//! The connection every Redis backend uses: to one server (`redis://HOST:PORT/DB`), or to the
+//! master that a set of Sentinels names (`redis+sentinel://H1:P1,H2:P2/MASTER/DB`), followed
+//! through a failover with no restart; and, when the operator asks for it, each write
+//! acknowledged only once that many replicas have it ([`Redis::with_replicas`]).
+//!
+//! Following: a request that fails because the master is gone (refused, dropped, timed out) or
+//! is a master no more (`READONLY`, `MASTERDOWN`) fails (its outcome is not known, so it is not
+//! sent again), and the Sentinels are asked which server is the master now; the next requests
+//! go there. Until the Sentinels have promoted a replica, they name the old master, and requests
+//! fail at once, as with one server that is away.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::sentinel::{SentinelClient, SentinelServerType};
+use redis::{
+    Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult, ServerErrorKind, Value,
+};
+
+/// How long a request waits for Redis before it fails.
+pub const TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long a write waits for its replicas before it is answered as of unknown outcome.
+pub const REPLICA_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The least time between two questions to the Sentinels.
+const ASK_AGAIN: Duration = Duration::from_millis(100);
+
+/// A connection to Redis, cheap to clone (the clones share it).
+#[derive(Clone)]
+pub struct Redis {
+    current: Arc<Mutex<Current>>,
+    /// The Sentinels that name the master, when the URL named them.
+    sentinels: Option<Arc<tokio::sync::Mutex<Sentinels>>>,
+    replicas: usize,
+}
+
+impl std::fmt::Debug for Redis {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Redis")
+            .field("sentinels", &self.sentinels.is_some())
+            .field("replicas", &self.replicas)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The master as last learned.
+struct Current {
+    connection: ConnectionManager,
+    client: redis::Client,
+    /// Moves each time the master changes, so that of many requests failing at once only one
+    /// asks the Sentinels.
+    generation: u64,
+}
+
+struct Sentinels {
+    client: SentinelClient,
+    asked: Option<Instant>,
+}
+
+/// Connects to the Redis that `url` names (`redis://HOST:PORT/DB`, `rediss://`, `unix://`, or
+/// `redis+sentinel://H1:P1,H2:P2/MASTER/DB`), with a connection that reconnects in the background
+/// after a failure and never makes a request wait longer than [`TIMEOUT`].
+pub async fn connect(url: &str) -> RedisResult<Redis> {
+    let (client, sentinels) = match sentinel_url(url)? {
+        None => (redis::Client::open(url)?, None),
+        Some(mut sentinels) => {
+            let client = sentinels.async_get_client().await?;
+            let sentinels = Sentinels {
+                client: sentinels,
+                asked: Some(Instant::now()),
+            };
+            (client, Some(Arc::new(tokio::sync::Mutex::new(sentinels))))
+        }
+    };
+    let connection = manager(client.clone()).await?;
+    let current = Current {
+        connection,
+        client,
+        generation: 0,
+    };
+    Ok(Redis {
+        current: Arc::new(Mutex::new(current)),
+        sentinels,
+        replicas: 0,
+    })
+}
+
+async fn manager(client: redis::Client) -> RedisResult<ConnectionManager> {
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(TIMEOUT))
+        .set_response_timeout(Some(TIMEOUT))
+        .set_number_of_retries(2)
+        .set_max_delay(Duration::from_millis(500));
+    ConnectionManager::new_with_config(client, config).await
+}
+
+/// The Sentinels and the master's name of a `redis+sentinel://` URL (`None`: another scheme).
+/// The form: `redis+sentinel://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER[/DB]`; the
+/// credentials and the database are the master's.
+fn sentinel_url(url: &str) -> RedisResult<Option<SentinelClient>> {
+    let Some(rest) = url.strip_prefix("redis+sentinel://") else {
+        return Ok(None);
+    };
+    let invalid = |why: &'static str| RedisError::from((ErrorKind::InvalidClientConfig, why));
+    let (authority, path) = rest.split_once('/').ok_or_else(|| {
+        invalid("a Sentinel URL names its master: redis+sentinel://H1:P1,H2:P2/MASTER/DB")
+    })?;
+    let (credentials, hosts) = match authority.rsplit_once('@') {
+        Some((credentials, hosts)) => (Some(credentials), hosts),
+        None => (None, authority),
+    };
+    let mut path = path.trim_end_matches('/').split('/');
+    let master = path.next().filter(|m| !m.is_empty());
+    let master =
+        master.ok_or_else(|| invalid("a Sentinel URL names its master after the hosts"))?;
+    let db = match path.next() {
+        None => 0,
+        Some(db) => db
+            .parse::<i64>()
+            .map_err(|_| invalid("a Sentinel URL's database is a number"))?,
+    };
+    if path.next().is_some() {
+        return Err(invalid("a Sentinel URL's path is /MASTER/DB"));
+    }
+    let sentinels: Vec<String> = hosts
+        .split(',')
+        .filter(|h| !h.is_empty())
+        .map(|h| format!("redis://{h}"))
+        .collect();
+    if sentinels.is_empty() {
+        return Err(invalid("a Sentinel URL names at least one Sentinel"));
+    }
+    let mut info = redis::RedisConnectionInfo::default().set_db(db);
+    if let Some(credentials) = credentials {
+        let decode = |s: &str| {
+            percent_encoding::percent_decode_str(s)
+                .decode_utf8_lossy()
+                .into_owned()
+        };
+        let (user, password) = credentials.split_once(':').unwrap_or(("", credentials));
+        if !user.is_empty() {
+            info = info.set_username(decode(user));
+        }
+        info = info.set_password(decode(password));
+    }
+    let node =
+        redis::sentinel::SentinelNodeConnectionInfo::default().set_redis_connection_info(info);
+    let client = SentinelClient::build(
+        sentinels,
+        master.to_owned(),
+        Some(node),
+        SentinelServerType::Master,
+    )?;
+    Ok(Some(client))
+}
+
+impl Redis {
+    /// Acknowledges a write only once `replicas` replicas have it (`WAIT`), within
+    /// [`REPLICA_TIMEOUT`]; 0, the default, acknowledges it once the master has it.
+    pub fn with_replicas(mut self, replicas: usize) -> Self {
+        self.replicas = replicas;
+        self
+    }
+
+    /// A client for the current master (a subscription's).
+    pub async fn client(&self) -> RedisResult<redis::Client> {
+        if self.sentinels.is_some() {
+            let generation = self.current().2;
+            self.follow(generation).await;
+        }
+        Ok(self.current().1)
+    }
+
+    fn current(&self) -> (ConnectionManager, redis::Client, u64) {
+        let current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
+        (
+            current.connection.clone(),
+            current.client.clone(),
+            current.generation,
+        )
+    }
+
+    /// Waits until the writes sent so far are on the replicas asked for: an error when they are
+    /// not within [`REPLICA_TIMEOUT`] (the writes were applied by the master, and a failover may
+    /// lose them: their outcome is unknown).
+    pub(crate) async fn replicated(&self) -> RedisResult<()> {
+        if self.replicas == 0 {
+            return Ok(());
+        }
+        let acknowledged: usize = redis::cmd("WAIT")
+            .arg(self.replicas)
+            .arg(REPLICA_TIMEOUT.as_millis() as u64)
+            .query_async(&mut self.clone())
+            .await?;
+        if acknowledged < self.replicas {
+            return Err(RedisError::from((
+                ErrorKind::Io,
+                "not on the replicas asked for in time; the write's outcome is unknown",
+                format!("{acknowledged} of {} replicas", self.replicas),
+            )));
+        }
+        Ok(())
+    }
+
+    /// After `error` on the master of `generation`: when it says the master is gone or is one
+    /// no more, asks the Sentinels which server is the master now.
+    async fn after(&self, error: &RedisError, generation: u64) {
+        let moved = error.is_io_error()
+            || error.is_connection_dropped()
+            || error.is_connection_refusal()
+            || error.is_timeout()
+            || matches!(
+                error.kind(),
+                ErrorKind::Server(ServerErrorKind::ReadOnly | ServerErrorKind::MasterDown)
+            );
+        if moved && self.sentinels.is_some() {
+            self.follow(generation).await;
+        }
+    }
+
+    /// Asks the Sentinels for the master, unless another request did since `generation` or
+    /// they were asked less than [`ASK_AGAIN`] ago, and connects to it when it changed.
+    async fn follow(&self, generation: u64) {
+        let Some(sentinels) = &self.sentinels else {
+            return;
+        };
+        let mut sentinels = sentinels.lock().await;
+        if self.current().2 != generation
+            || sentinels.asked.is_some_and(|at| at.elapsed() < ASK_AGAIN)
+        {
+            return;
+        }
+        sentinels.asked = Some(Instant::now());
+        let client = match sentinels.client.async_get_client().await {
+            Ok(client) => client,
+            Err(error) => {
+                tracing::warn!(%error, "no Sentinel named the master");
+                return;
+            }
+        };
+        if client.get_connection_info().addr() == self.current().1.get_connection_info().addr() {
+            return;
+        }
+        match manager(client.clone()).await {
+            Ok(connection) => {
+                let address = client.get_connection_info().addr().to_string();
+                let mut current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
+                current.connection = connection;
+                current.client = client;
+                current.generation += 1;
+                tracing::warn!(%address, "the Sentinels name a new master; following it");
+            }
+            Err(error) => tracing::warn!(%error, "cannot connect to the master the Sentinels name"),
+        }
+    }
+}
+
+impl ConnectionLike for Redis {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(async move {
+            let (mut connection, _, generation) = self.current();
+            let answer = connection.req_packed_command(cmd).await;
+            if let Err(error) = &answer {
+                self.after(error, generation).await;
+            }
+            answer
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        Box::pin(async move {
+            let (mut connection, _, generation) = self.current();
+            let answer = connection.req_packed_commands(cmd, offset, count).await;
+            if let Err(error) = &answer {
+                self.after(error, generation).await;
+            }
+            answer
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        self.current().0.get_db()
+    }
+}
