@@ -27,6 +27,9 @@ pub const REPLICA_TIMEOUT: Duration = Duration::from_secs(1);
 /// The least time between two questions to the Sentinels.
 const ASK_AGAIN: Duration = Duration::from_millis(100);
 
+/// How often the Sentinels are asked for the master when nothing failed.
+const WATCH: Duration = Duration::from_secs(1);
+
 /// A connection to Redis, cheap to clone (the clones share it).
 #[derive(Clone)]
 pub struct Redis {
@@ -80,11 +83,41 @@ pub async fn connect(url: &str) -> RedisResult<Redis> {
         client,
         generation: 0,
     };
-    Ok(Redis {
+    let redis = Redis {
         current: Arc::new(Mutex::new(current)),
         sentinels,
         replicas: 0,
-    })
+    };
+    if redis.sentinels.is_some() {
+        tokio::spawn(watch(
+            Arc::downgrade(&redis.current),
+            redis.sentinels.clone(),
+        ));
+    }
+    Ok(redis)
+}
+
+/// Asks the Sentinels for the master every [`WATCH`] while a clone of the connection lives:
+/// the connection's manager reconnects by itself to the server it knows, and an old master
+/// back from the dead would answer reads from its own past until the Sentinels make it a
+/// replica; so the promoted master is followed within a second of its promotion, whether or
+/// not a request failed meanwhile.
+async fn watch(
+    current: std::sync::Weak<Mutex<Current>>,
+    sentinels: Option<Arc<tokio::sync::Mutex<Sentinels>>>,
+) {
+    loop {
+        tokio::time::sleep(WATCH).await;
+        let Some(current) = current.upgrade() else {
+            return;
+        };
+        let redis = Redis {
+            current,
+            sentinels: sentinels.clone(),
+            replicas: 0,
+        };
+        redis.follow(redis.current().2).await;
+    }
 }
 
 async fn manager(client: redis::Client) -> RedisResult<ConnectionManager> {

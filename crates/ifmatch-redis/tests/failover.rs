@@ -70,12 +70,14 @@ async fn increment(
                 [("n", Value::Int64(n + 1))],
             )),
         };
+        let sent = started.elapsed().as_millis() as i64;
         match tables.commit("counters", &[change]).await {
             Ok(()) => {
                 acknowledged += 1;
+                // A write sent after the kill: one in flight then may have been replicated.
                 let killed = killed_at.load(Ordering::SeqCst);
-                let now = started.elapsed().as_millis() as i64;
-                if killed > 0 && now > killed {
+                if killed > 0 && sent > killed {
+                    let now = started.elapsed().as_millis() as i64;
                     resumed_after.fetch_min(now - killed, Ordering::SeqCst);
                 }
             }
