@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use crate::Redis;
+use crate::connection::Redis;
 use ifmatch_cache::{Forgotten, SharedCacheHandle};
 
 /// Shares `cache`'s invalidations with every instance on `channel` of the Redis `connection`

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::Redis;
+use crate::connection::Redis;
 use ifmatch_blob::{Block, BlockToStage, Key, PutMode, Record, Records, Scan, StoreError};
 use redis::Script;
 

@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use crate::Redis;
+use crate::connection::Redis;
 use ifmatch_table::{Change, Entity, EntityKey, Expected, Scan, TableError, Tables};
 use redis::Script;
 

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::Redis;
+use crate::connection::Redis;
 use ifmatch_core::precondition::Validators;
 use ifmatch_tower::{BoxError, Recorded, SharedBackend};
 use redis::Script;
