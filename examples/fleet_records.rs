@@ -1,6 +1,8 @@
 //! Conditional writes per second through a fleet of two `ifmatch serve` instances (release
 //! build, `IFMATCH_BIN`), their records kept in Redis (`--backend redis://`, bytes under a
-//! shared `--data`) or in nothing but a bucket (`--backend az://`, over a third `ifmatch serve`
+//! shared `--data`), in a Redis with a replica under three Sentinels with each write on the
+//! replica before it is acknowledged (`--backend redis+sentinel://... --redis-replicas 1`), or in
+//! nothing but a bucket (`--backend az://`, over a third `ifmatch serve`
 //! as the object store: its conditional puts are atomic, moto's are not), and, as a reference,
 //! the same client's compare-and-swap straight on etcd (v3's JSON gateway: a range, then a
 //! transaction comparing the key's `mod_revision`). 32 clients read a counter and write it back
@@ -94,6 +96,22 @@ async fn main() {
     let (_r1, r1) = serve(&[&redis_args[..], &[shared]].concat(), &[]);
     let (_r2, r2) = serve(&[&redis_args[..], &[shared]].concat(), &[]);
 
+    // A primary, a replica and three Sentinels; a write acknowledged once on the replica.
+    let sentinels = ifmatch_redis::testing::Sentinels::start();
+    let replicated = work.path().join("replicated");
+    let replicated = replicated.to_str().unwrap();
+    let sentinel_args = [
+        "--anonymous",
+        "--backend",
+        &sentinels.url(),
+        "--redis-replicas",
+        "1",
+        "--data",
+        replicated,
+    ];
+    let (_s1, s1) = serve(&sentinel_args, &[]);
+    let (_s2, s2) = serve(&sentinel_args, &[]);
+
     // The object store: `ifmatch serve`, signed requests, a container `fleet`.
     let store_data = work.path().join("store");
     let (_store, store) = serve(&["--data", store_data.to_str().unwrap()], &[]);
@@ -149,6 +167,7 @@ async fn main() {
 
     let targets = [
         ("redis", Target::Fleet([r1, r2])),
+        ("redis, Sentinel, WAIT 1", Target::Fleet([s1, s2])),
         ("bucket: ifmatch serve", Target::Fleet([b1, b2])),
         ("etcd (the same client, raw)", Target::Etcd(etcd_url)),
     ];
