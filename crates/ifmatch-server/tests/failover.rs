@@ -1,6 +1,7 @@
 //! A fleet over Redis under Sentinel survives losing its primary (issue 68): two `ifmatch
 //! serve --backend redis+sentinel://... --redis-replicas 1` processes, 32 clients incrementing
-//! blob counters with `If-Match` (reading through one instance, writing through the other),
+//! blob counters and 8 incrementing Cosmos documents with `If-Match` (reading through one
+//! instance, writing through the other),
 //! the primary SIGKILLed mid-run and restarted 3 s later (the Sentinels make it a replica of
 //! the promoted one). Every acknowledged increment is there after the failover, service
 //! resumes within a bound, and a lease taken before it is still its holder's and no one
@@ -18,12 +19,18 @@ use common::{Ifmatch, client, header};
 use ifmatch_redis::testing::Sentinels;
 
 const CLIENTS: usize = 32;
+/// Clients counting on Cosmos documents besides, one document each, in one partition (their
+/// commits take turns, and go in groups).
+const DOCUMENTS: usize = 8;
 /// From the primary's death to the first write acknowledged after it.
 const RESUMES_WITHIN: Duration = Duration::from_secs(30);
 
-/// An instance over the Sentinels' Redis, acknowledging a write once one replica has it.
-fn instance(data: &std::path::Path, backend: &str) -> Ifmatch {
-    Ifmatch::start([
+/// An instance over the Sentinels' Redis, acknowledging a write once one replica has it: the
+/// process and its Cosmos endpoint.
+fn instance(data: &std::path::Path, backend: &str) -> (Ifmatch, String) {
+    let cosmos = common::free_port();
+    let listen = format!("127.0.0.1:{cosmos}");
+    let instance = Ifmatch::start([
         std::ffi::OsStr::new("serve"),
         "--data".as_ref(),
         data.as_os_str(),
@@ -34,20 +41,67 @@ fn instance(data: &std::path::Path, backend: &str) -> Ifmatch {
         "--table-listen".as_ref(),
         "off".as_ref(),
         "--cosmos-listen".as_ref(),
-        "off".as_ref(),
-    ])
+        listen.as_ref(),
+    ]);
+    common::wait_for(cosmos, "cosmos");
+    (instance, format!("http://{listen}"))
 }
 
-/// The counter blob at `url`: the ids of the increments that made it (one a line, oldest
-/// first) and its tag, or `None` while the fleet cannot tell.
-async fn read(http: &reqwest::Client, url: &str) -> Option<(String, String)> {
-    let r = common::get(http, url).await;
+/// What a client counts on: a blob, or a Cosmos document (`{"id", "pk", "ids"}`).
+#[derive(Clone, Copy)]
+enum Kind {
+    Blob,
+    Document,
+}
+
+/// The counter at `url`: the ids of the increments that made it (one a line, oldest first)
+/// and its tag, or `None` while the fleet cannot tell.
+async fn read(http: &reqwest::Client, kind: Kind, url: &str) -> Option<(String, String)> {
+    let r = match kind {
+        Kind::Blob => common::get(http, url).await,
+        Kind::Document => http.get(url).header(PK, "[\"p\"]").send().await.ok()?,
+    };
     if r.status() != 200 {
         return None;
     }
     let tag = header(&r, "etag")?;
-    Some((r.text().await.ok()?, tag))
+    let text = r.text().await.ok()?;
+    let ids = match kind {
+        Kind::Blob => text,
+        Kind::Document => {
+            let doc: serde_json::Value = serde_json::from_str(&text).ok()?;
+            doc["ids"].as_str()?.to_owned()
+        }
+    };
+    Some((ids, tag))
 }
+
+/// Writes `ids` to the counter at `url` if its tag is still `tag`: 201 when it did (a Cosmos
+/// replace's 200 too), 412 when another write came first, 503 when the outcome is unknown.
+async fn write(http: &reqwest::Client, kind: Kind, url: &str, tag: &str, ids: String) -> u16 {
+    let condition = [("if-match", tag)];
+    match kind {
+        Kind::Blob => common::send(http, "PUT", url, &condition, ids)
+            .await
+            .status()
+            .as_u16(),
+        Kind::Document => {
+            let id = url.rsplit('/').next().unwrap();
+            let body = serde_json::json!({ "id": id, "pk": "p", "ids": ids }).to_string();
+            let put = http
+                .put(url)
+                .header(PK, "[\"p\"]")
+                .header("if-match", tag)
+                .body(body);
+            match put.send().await.unwrap().status().as_u16() {
+                200 => 201,
+                other => other,
+            }
+        }
+    }
+}
+
+const PK: &str = "x-ms-documentdb-partitionkey";
 
 /// One client's increments of its own counter until `stop`: read through `read_at`, write
 /// `If-Match` through `write_at` the ids read plus one of its own. A write answered 503 has an
@@ -57,13 +111,14 @@ async fn read(http: &reqwest::Client, url: &str) -> Option<(String, String)> {
 /// (ms since `started`) the first increment sent after it was acknowledged.
 async fn count(
     http: reqwest::Client,
+    kind: Kind,
     (read_at, write_at): (String, String),
     stop: Arc<AtomicBool>,
     (started, killed, resumed): (Instant, Arc<AtomicU64>, Arc<AtomicU64>),
 ) -> usize {
     let (mut acknowledged, mut unknown) = (HashSet::<String>::new(), HashSet::<String>::new());
     for id in 0u64.. {
-        let Some((ids, tag)) = read(&http, &read_at).await else {
+        let Some((ids, tag)) = read(&http, kind, &read_at).await else {
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
@@ -79,14 +134,12 @@ async fn count(
                 let known = acknowledged.contains(*id) || unknown.contains(*id);
                 assert!(known, "{read_at}: {id} never written");
             }
+            assert!(!acknowledged.is_empty(), "{read_at}: nothing acknowledged");
             return acknowledged.len();
         }
         let id = id.to_string();
         let sent = started.elapsed().as_millis() as u64;
-        let condition = [("if-match", tag.as_str())];
-        let body = format!("{ids}{id}\n");
-        let r = common::send(&http, "PUT", &write_at, &condition, body).await;
-        match r.status().as_u16() {
+        match write(&http, kind, &write_at, &tag, format!("{ids}{id}\n")).await {
             201 => {
                 acknowledged.insert(id);
                 // A write sent after the kill: one in flight then may have been replicated.
@@ -111,7 +164,7 @@ async fn count(
 async fn a_fleet_under_sentinel_loses_nothing_acknowledged_when_its_primary_dies() {
     let mut redis = Sentinels::start();
     let data = tempfile::tempdir().unwrap();
-    let (a, b) = (
+    let ((a, a_cosmos), (b, b_cosmos)) = (
         instance(data.path(), &redis.url()),
         instance(data.path(), &redis.url()),
     );
@@ -120,6 +173,18 @@ async fn a_fleet_under_sentinel_loses_nothing_acknowledged_when_its_primary_dies
     for i in 0..CLIENTS {
         let r = common::send(&http, "PUT", &format!("{}/cnt/c{i}", b.base), &[], "").await;
         assert_eq!(r.status(), 201);
+    }
+    let made = http.post(format!("{a_cosmos}/dbs")).body(r#"{"id":"f"}"#);
+    assert_eq!(made.send().await.unwrap().status(), 201);
+    let container = r#"{"id":"c","partitionKey":{"paths":["/pk"]}}"#;
+    let made = http.post(format!("{b_cosmos}/dbs/f/colls")).body(container);
+    assert_eq!(made.send().await.unwrap().status(), 201);
+    for i in 0..DOCUMENTS {
+        let doc = serde_json::json!({ "id": format!("d{i}"), "pk": "p", "ids": "" });
+        let made = (http.post(format!("{a_cosmos}/dbs/f/colls/c/docs")))
+            .header(PK, "[\"p\"]")
+            .body(doc.to_string());
+        assert_eq!(made.send().await.unwrap().status(), 201);
     }
     // A lease taken before the failover.
     let leased = format!("{}/cnt/leased", a.base);
@@ -142,14 +207,20 @@ async fn a_fleet_under_sentinel_loses_nothing_acknowledged_when_its_primary_dies
     );
     let started = Instant::now();
     let bases = [a.base.clone(), b.base.clone()];
-    let clients: Vec<_> = (0..CLIENTS)
-        .map(|i| {
-            let urls = (
-                format!("{}/cnt/c{i}", bases[i % 2]),
-                format!("{}/cnt/c{i}", bases[(i + 1) % 2]),
-            );
+    let endpoints = [a_cosmos.clone(), b_cosmos.clone()];
+    let blobs = (0..CLIENTS).map(|i| {
+        let blob = |base: &String| format!("{base}/cnt/c{i}");
+        (Kind::Blob, (blob(&bases[i % 2]), blob(&bases[(i + 1) % 2])))
+    });
+    let documents = (0..DOCUMENTS).map(|i| {
+        let doc = |endpoint: &String| format!("{endpoint}/dbs/f/colls/c/docs/d{i}");
+        let urls = (doc(&endpoints[i % 2]), doc(&endpoints[(i + 1) % 2]));
+        (Kind::Document, urls)
+    });
+    let clients: Vec<_> = (blobs.chain(documents))
+        .map(|(kind, urls)| {
             let times = (started, killed.clone(), resumed.clone());
-            tokio::spawn(count(http.clone(), urls, stop.clone(), times))
+            tokio::spawn(count(http.clone(), kind, urls, stop.clone(), times))
         })
         .collect();
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -173,7 +244,8 @@ async fn a_fleet_under_sentinel_loses_nothing_acknowledged_when_its_primary_dies
     for client in clients {
         total += client.await.unwrap();
     }
-    eprintln!("{total} increments acknowledged by {CLIENTS} clients, every one there");
+    let clients = CLIENTS + DOCUMENTS;
+    eprintln!("{total} increments acknowledged by {clients} clients, every one there");
 
     // The lease is its holder's still: another's acquire is refused, the holder's renewal not.
     let other = [
