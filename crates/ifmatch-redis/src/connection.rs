@@ -116,7 +116,7 @@ async fn watch(
             sentinels: sentinels.clone(),
             replicas: 0,
         };
-        redis.follow(redis.current().2).await;
+        redis.follow(redis.current().1).await;
     }
 }
 
@@ -200,19 +200,22 @@ impl Redis {
     /// A client for the current master (a subscription's).
     pub async fn client(&self) -> RedisResult<redis::Client> {
         if self.sentinels.is_some() {
-            let generation = self.current().2;
+            let generation = self.current().1;
             self.follow(generation).await;
         }
-        Ok(self.current().1)
+        Ok(self.current_client())
     }
 
-    fn current(&self) -> (ConnectionManager, redis::Client, u64) {
+    /// The master's connection and its generation: what each request needs (the client, with
+    /// its connection info, is cloned only by those that need it).
+    fn current(&self) -> (ConnectionManager, u64) {
         let current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
-        (
-            current.connection.clone(),
-            current.client.clone(),
-            current.generation,
-        )
+        (current.connection.clone(), current.generation)
+    }
+
+    fn current_client(&self) -> redis::Client {
+        let current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
+        current.client.clone()
     }
 
     /// Waits until the writes sent so far are on the replicas asked for: an error when they are
@@ -260,7 +263,7 @@ impl Redis {
             return;
         };
         let mut sentinels = sentinels.lock().await;
-        if self.current().2 != generation
+        if self.current().1 != generation
             || sentinels.asked.is_some_and(|at| at.elapsed() < ASK_AGAIN)
         {
             return;
@@ -273,7 +276,8 @@ impl Redis {
                 return;
             }
         };
-        if client.get_connection_info().addr() == self.current().1.get_connection_info().addr() {
+        if client.get_connection_info().addr() == self.current_client().get_connection_info().addr()
+        {
             return;
         }
         match manager(client.clone()).await {
@@ -293,7 +297,7 @@ impl Redis {
 impl ConnectionLike for Redis {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
-            let (mut connection, _, generation) = self.current();
+            let (mut connection, generation) = self.current();
             let answer = connection.req_packed_command(cmd).await;
             if let Err(error) = &answer {
                 self.after(error, generation).await;
@@ -309,7 +313,7 @@ impl ConnectionLike for Redis {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
-            let (mut connection, _, generation) = self.current();
+            let (mut connection, generation) = self.current();
             let answer = connection.req_packed_commands(cmd, offset, count).await;
             if let Err(error) = &answer {
                 self.after(error, generation).await;
