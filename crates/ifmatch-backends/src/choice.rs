@@ -147,7 +147,8 @@ impl Choice {
         }
         Err(ChoiceError::Unknown {
             url: format!("--redis-replicas {replicas}"),
-            expected: "a Redis --backend (redis:// or redis+sentinel://) for its replicas",
+            expected: "a Redis --backend (redis://, redis+sentinel:// or redis+cluster://) for its \
+                       replicas",
         })
     }
 
@@ -260,10 +261,10 @@ impl Choice {
 /// A backend's URL, checked: Redis (`redis://`, `rediss://`, `redis+unix://`, `unix://`), or
 /// an object store that keeps the records itself (`s3://`, `az://`, `gs://`, `memory://`).
 fn backend_url(url: &str) -> Result<RecordsAt, ChoiceError> {
-    // A list of Sentinels is no URL authority `url` parses (`H1:P1,H2:P2`): the Redis crate's
-    // connection reads it (`ifmatch_redis::connect`).
+    // A list of Sentinels or of a cluster's nodes is no URL authority `url` parses
+    // (`H1:P1,H2:P2`): the Redis crate's connection reads it (`ifmatch_redis::connect`).
     #[cfg(feature = "redis")]
-    if url.starts_with("redis+sentinel://") {
+    if url.starts_with("redis+sentinel://") || url.starts_with("redis+cluster://") {
         return Ok(RecordsAt::Redis(url.to_owned()));
     }
     let parsed = parse(url)?;

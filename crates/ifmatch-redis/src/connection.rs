@@ -1,7 +1,8 @@
-//! The connection every Redis backend uses: to one server (`redis://HOST:PORT/DB`), or to the
+//! The connection every Redis backend uses: to one server (`redis://HOST:PORT/DB`), to the
 //! master that a set of Sentinels names (`redis+sentinel://H1:P1,H2:P2/MASTER/DB`), followed
-//! through a failover with no restart; and, when the operator asks for it, each write
-//! acknowledged only once that many replicas have it ([`Redis::with_replicas`]).
+//! through a failover with no restart, or to a Redis Cluster (`redis+cluster://H1:P1,H2:P2`,
+//! [`crate::cluster`]); and, when the operator asks for it, each write acknowledged only once
+//! that many replicas have it ([`Redis::with_replicas`]).
 //!
 //! Following: a request that fails because the master is gone (refused, dropped, timed out) or
 //! is a master no more (`READONLY`, `MASTERDOWN`) fails (its outcome is not known, so it is not
@@ -18,6 +19,8 @@ use redis::{
     Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult, ServerErrorKind, Value,
 };
 
+use crate::cluster::Cluster;
+
 /// How long a request waits for Redis before it fails.
 pub const TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -33,16 +36,33 @@ const WATCH: Duration = Duration::from_secs(1);
 /// A connection to Redis, cheap to clone (the clones share it).
 #[derive(Clone)]
 pub struct Redis {
+    link: Link,
+    replicas: usize,
+}
+
+#[derive(Clone)]
+enum Link {
+    /// One server, or the master that Sentinels name.
+    Server(Server),
+    Cluster(Cluster),
+}
+
+#[derive(Clone)]
+struct Server {
     current: Arc<Mutex<Current>>,
     /// The Sentinels that name the master, when the URL named them.
     sentinels: Option<Arc<tokio::sync::Mutex<Sentinels>>>,
-    replicas: usize,
 }
 
 impl std::fmt::Debug for Redis {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let link = match &self.link {
+            Link::Server(server) if server.sentinels.is_some() => "sentinel",
+            Link::Server(_) => "server",
+            Link::Cluster(_) => "cluster",
+        };
         f.debug_struct("Redis")
-            .field("sentinels", &self.sentinels.is_some())
+            .field("link", &link)
             .field("replicas", &self.replicas)
             .finish_non_exhaustive()
     }
@@ -62,10 +82,15 @@ struct Sentinels {
     asked: Option<Instant>,
 }
 
-/// Connects to the Redis that `url` names (`redis://HOST:PORT/DB`, `rediss://`, `unix://`, or
-/// `redis+sentinel://H1:P1,H2:P2/MASTER/DB`), with a connection that reconnects in the background
-/// after a failure and never makes a request wait longer than [`TIMEOUT`].
+/// Connects to the Redis that `url` names (`redis://HOST:PORT/DB`, `rediss://`, `unix://`,
+/// `redis+sentinel://H1:P1,H2:P2/MASTER/DB` or `redis+cluster://H1:P1,H2:P2`), with a
+/// connection that reconnects in the background after a failure and never makes a request
+/// wait longer than [`TIMEOUT`].
 pub async fn connect(url: &str) -> RedisResult<Redis> {
+    if let Some(nodes) = cluster_url(url)? {
+        let link = Link::Cluster(Cluster::connect(nodes).await?);
+        return Ok(Redis { link, replicas: 0 });
+    }
     let (client, sentinels) = match sentinel_url(url)? {
         None => (redis::Client::open(url)?, None),
         Some(mut sentinels) => {
@@ -83,18 +108,20 @@ pub async fn connect(url: &str) -> RedisResult<Redis> {
         client,
         generation: 0,
     };
-    let redis = Redis {
+    let server = Server {
         current: Arc::new(Mutex::new(current)),
         sentinels,
-        replicas: 0,
     };
-    if redis.sentinels.is_some() {
+    if server.sentinels.is_some() {
         tokio::spawn(watch(
-            Arc::downgrade(&redis.current),
-            redis.sentinels.clone(),
+            Arc::downgrade(&server.current),
+            server.sentinels.clone(),
         ));
     }
-    Ok(redis)
+    Ok(Redis {
+        link: Link::Server(server),
+        replicas: 0,
+    })
 }
 
 /// Asks the Sentinels for the master every [`WATCH`] while a clone of the connection lives:
@@ -111,12 +138,11 @@ async fn watch(
         let Some(current) = current.upgrade() else {
             return;
         };
-        let redis = Redis {
+        let server = Server {
             current,
             sentinels: sentinels.clone(),
-            replicas: 0,
         };
-        redis.follow(redis.current().1).await;
+        server.follow(server.current().1).await;
     }
 }
 
@@ -129,43 +155,23 @@ async fn manager(client: redis::Client) -> RedisResult<ConnectionManager> {
     ConnectionManager::new_with_config(client, config).await
 }
 
-/// The Sentinels and the master's name of a `redis+sentinel://` URL (`None`: another scheme).
-/// The form: `redis+sentinel://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER[/DB]`; the
-/// credentials and the database are the master's.
-fn sentinel_url(url: &str) -> RedisResult<Option<SentinelClient>> {
-    let Some(rest) = url.strip_prefix("redis+sentinel://") else {
-        return Ok(None);
-    };
-    let invalid = |why: &'static str| RedisError::from((ErrorKind::InvalidClientConfig, why));
-    let (authority, path) = rest.split_once('/').ok_or_else(|| {
-        invalid("a Sentinel URL names its master: redis+sentinel://H1:P1,H2:P2/MASTER/DB")
-    })?;
+fn invalid(why: &'static str) -> RedisError {
+    RedisError::from((ErrorKind::InvalidClientConfig, why))
+}
+
+/// The hosts of a URL with many (`[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]`, what follows its
+/// scheme), the credentials it gives, and the rest of it (its path).
+fn hosts(rest: &str) -> RedisResult<(Vec<&str>, redis::RedisConnectionInfo, &str)> {
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
     let (credentials, hosts) = match authority.rsplit_once('@') {
         Some((credentials, hosts)) => (Some(credentials), hosts),
         None => (None, authority),
     };
-    let mut path = path.trim_end_matches('/').split('/');
-    let master = path.next().filter(|m| !m.is_empty());
-    let master =
-        master.ok_or_else(|| invalid("a Sentinel URL names its master after the hosts"))?;
-    let db = match path.next() {
-        None => 0,
-        Some(db) => db
-            .parse::<i64>()
-            .map_err(|_| invalid("a Sentinel URL's database is a number"))?,
-    };
-    if path.next().is_some() {
-        return Err(invalid("a Sentinel URL's path is /MASTER/DB"));
+    let hosts: Vec<&str> = hosts.split(',').filter(|h| !h.is_empty()).collect();
+    if hosts.is_empty() {
+        return Err(invalid("the URL names no host"));
     }
-    let sentinels: Vec<String> = hosts
-        .split(',')
-        .filter(|h| !h.is_empty())
-        .map(|h| format!("redis://{h}"))
-        .collect();
-    if sentinels.is_empty() {
-        return Err(invalid("a Sentinel URL names at least one Sentinel"));
-    }
-    let mut info = redis::RedisConnectionInfo::default().set_db(db);
+    let mut info = redis::RedisConnectionInfo::default();
     if let Some(credentials) = credentials {
         let decode = |s: &str| {
             percent_encoding::percent_decode_str(s)
@@ -178,8 +184,54 @@ fn sentinel_url(url: &str) -> RedisResult<Option<SentinelClient>> {
         }
         info = info.set_password(decode(password));
     }
-    let node =
-        redis::sentinel::SentinelNodeConnectionInfo::default().set_redis_connection_info(info);
+    Ok((hosts, info, path))
+}
+
+/// The nodes of a `redis+cluster://` URL (`None`: another scheme). The form:
+/// `redis+cluster://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...][/]`: any of the cluster's nodes,
+/// which tell the rest; a cluster has one database.
+fn cluster_url(url: &str) -> RedisResult<Option<Vec<redis::ConnectionInfo>>> {
+    let Some(rest) = url.strip_prefix("redis+cluster://") else {
+        return Ok(None);
+    };
+    let (hosts, info, path) = hosts(rest)?;
+    if !matches!(path, "" | "0" | "0/") {
+        return Err(invalid(
+            "a cluster URL has no path: redis+cluster://H1:P1,H2:P2",
+        ));
+    }
+    let nodes = hosts.into_iter().map(|host| {
+        let node = redis::IntoConnectionInfo::into_connection_info(format!("redis://{host}"))?;
+        Ok(node.set_redis_settings(info.clone()))
+    });
+    nodes.collect::<RedisResult<_>>().map(Some)
+}
+
+/// The Sentinels and the master's name of a `redis+sentinel://` URL (`None`: another scheme).
+/// The form: `redis+sentinel://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER[/DB]`; the
+/// credentials and the database are the master's.
+fn sentinel_url(url: &str) -> RedisResult<Option<SentinelClient>> {
+    let Some(rest) = url.strip_prefix("redis+sentinel://") else {
+        return Ok(None);
+    };
+    let (hosts, info, path) = hosts(rest)?;
+    let mut path = path.trim_end_matches('/').split('/');
+    let master = path.next().filter(|m| !m.is_empty());
+    let master = master.ok_or_else(|| {
+        invalid("a Sentinel URL names its master: redis+sentinel://H1:P1,H2:P2/MASTER/DB")
+    })?;
+    let db = match path.next() {
+        None => 0,
+        Some(db) => db
+            .parse::<i64>()
+            .map_err(|_| invalid("a Sentinel URL's database is a number"))?,
+    };
+    if path.next().is_some() {
+        return Err(invalid("a Sentinel URL's path is /MASTER/DB"));
+    }
+    let sentinels: Vec<String> = hosts.iter().map(|h| format!("redis://{h}")).collect();
+    let node = redis::sentinel::SentinelNodeConnectionInfo::default()
+        .set_redis_connection_info(info.set_db(db));
     let client = SentinelClient::build(
         sentinels,
         master.to_owned(),
@@ -197,15 +249,75 @@ impl Redis {
         self
     }
 
-    /// A client for the current master (a subscription's).
+    /// A client for a subscription: the current master's, or, in a cluster, one node's
+    /// (another at each call).
     pub async fn client(&self) -> RedisResult<redis::Client> {
-        if self.sentinels.is_some() {
-            let generation = self.current().1;
-            self.follow(generation).await;
+        match &self.link {
+            Link::Server(server) => {
+                if server.sentinels.is_some() {
+                    server.follow(server.current().1).await;
+                }
+                Ok(server.current_client())
+            }
+            Link::Cluster(cluster) => cluster.client(),
         }
-        Ok(self.current_client())
     }
 
+    /// Waits until the writes sent so far to where `key` lives are on the replicas asked for:
+    /// an error when they are not within [`REPLICA_TIMEOUT`] (the writes were applied by the
+    /// master, and a failover may lose them: their outcome is unknown).
+    pub(crate) async fn replicated(&self, key: &str) -> RedisResult<()> {
+        if self.replicas == 0 {
+            return Ok(());
+        }
+        let acknowledged = match &self.link {
+            Link::Server(_) => {
+                redis::cmd("WAIT")
+                    .arg(self.replicas)
+                    .arg(REPLICA_TIMEOUT.as_millis() as u64)
+                    .query_async(&mut self.clone())
+                    .await?
+            }
+            Link::Cluster(cluster) => cluster.wait(key, self.replicas, REPLICA_TIMEOUT).await?,
+        };
+        if acknowledged < self.replicas {
+            return Err(RedisError::from((
+                ErrorKind::Io,
+                "not on the replicas asked for in time; the write's outcome is unknown",
+                format!("{acknowledged} of {} replicas", self.replicas),
+            )));
+        }
+        Ok(())
+    }
+
+    /// The keys matching `pattern` (`SCAN`, on every primary of a cluster); a key may be
+    /// named twice.
+    pub(crate) async fn scan(&self, pattern: &str) -> RedisResult<Vec<String>> {
+        if let Link::Cluster(cluster) = &self.link {
+            return cluster.scan(pattern).await;
+        }
+        let mut connection = self.clone();
+        let mut cursor = 0u64;
+        let mut out = Vec::new();
+        loop {
+            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(pattern)
+                .arg("COUNT")
+                .arg(1000)
+                .query_async(&mut connection)
+                .await?;
+            out.extend(keys);
+            if next == 0 {
+                return Ok(out);
+            }
+            cursor = next;
+        }
+    }
+}
+
+impl Server {
     /// The master's connection and its generation: what each request needs (the client, with
     /// its connection info, is cloned only by those that need it).
     fn current(&self) -> (ConnectionManager, u64) {
@@ -216,28 +328,6 @@ impl Redis {
     fn current_client(&self) -> redis::Client {
         let current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
         current.client.clone()
-    }
-
-    /// Waits until the writes sent so far are on the replicas asked for: an error when they are
-    /// not within [`REPLICA_TIMEOUT`] (the writes were applied by the master, and a failover may
-    /// lose them: their outcome is unknown).
-    pub(crate) async fn replicated(&self) -> RedisResult<()> {
-        if self.replicas == 0 {
-            return Ok(());
-        }
-        let acknowledged: usize = redis::cmd("WAIT")
-            .arg(self.replicas)
-            .arg(REPLICA_TIMEOUT.as_millis() as u64)
-            .query_async(&mut self.clone())
-            .await?;
-        if acknowledged < self.replicas {
-            return Err(RedisError::from((
-                ErrorKind::Io,
-                "not on the replicas asked for in time; the write's outcome is unknown",
-                format!("{acknowledged} of {} replicas", self.replicas),
-            )));
-        }
-        Ok(())
     }
 
     /// After `error` on the master of `generation`: when it says the master is gone or is one
@@ -297,10 +387,14 @@ impl Redis {
 impl ConnectionLike for Redis {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
-            let (mut connection, generation) = self.current();
+            let server = match &self.link {
+                Link::Server(server) => server,
+                Link::Cluster(cluster) => return cluster.send(cmd).await,
+            };
+            let (mut connection, generation) = server.current();
             let answer = connection.req_packed_command(cmd).await;
             if let Err(error) = &answer {
-                self.after(error, generation).await;
+                server.after(error, generation).await;
             }
             answer
         })
@@ -313,16 +407,24 @@ impl ConnectionLike for Redis {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
-            let (mut connection, generation) = self.current();
+            let server = match &mut self.link {
+                Link::Server(server) => server,
+                // Routed by the pipeline's keys, which the backends keep in one slot.
+                Link::Cluster(cluster) => return cluster.send_pipeline(cmd, offset, count).await,
+            };
+            let (mut connection, generation) = server.current();
             let answer = connection.req_packed_commands(cmd, offset, count).await;
             if let Err(error) = &answer {
-                self.after(error, generation).await;
+                server.after(error, generation).await;
             }
             answer
         })
     }
 
     fn get_db(&self) -> i64 {
-        self.current().0.get_db()
+        match &self.link {
+            Link::Server(server) => server.current().0.get_db(),
+            Link::Cluster(_) => 0,
+        }
     }
 }

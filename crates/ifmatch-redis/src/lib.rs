@@ -19,6 +19,7 @@
 //! Redis under Sentinel (`redis+sentinel://`), it follows the master through a failover; with
 //! [`Redis::with_replicas`], a write is acknowledged only once that many replicas have it.
 
+mod cluster;
 mod connection;
 #[cfg(feature = "shared-cache")]
 mod invalidations;

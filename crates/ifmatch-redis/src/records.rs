@@ -158,10 +158,11 @@ fn encode(record: &Record) -> Result<String, StoreError> {
 }
 
 impl RedisRecords {
-    /// Once what this instance wrote is on the replicas asked for (see [`Redis::with_replicas`]):
-    /// otherwise unavailable, the write's outcome unknown.
-    async fn replicated(&self) -> Result<(), StoreError> {
-        self.connection.replicated().await.map_err(unavailable)
+    /// Once what this instance wrote to `container`'s slot is on the replicas asked for (see
+    /// [`Redis::with_replicas`]): otherwise unavailable, the write's outcome unknown.
+    async fn replicated(&self, container: &str) -> Result<(), StoreError> {
+        let key = self.container_key(container);
+        self.connection.replicated(&key).await.map_err(unavailable)
     }
 }
 
@@ -203,7 +204,7 @@ impl Records for RedisRecords {
             .await
             .map_err(unavailable)?;
         match answer.as_str() {
-            "ok" => self.replicated().await,
+            "ok" => self.replicated(container).await,
             "exists" => Err(StoreError::already_exists(key)),
             "conflict" => Err(StoreError::conflict(key)),
             "container" => Err(StoreError::ContainerNotFound),
@@ -235,7 +236,7 @@ impl Records for RedisRecords {
         let (status, records) = (answer.split_first()).ok_or_else(|| StoreError::not_found(key))?;
         match status.as_slice() {
             b"ok" => {
-                self.replicated().await?;
+                self.replicated(container).await?;
                 records.iter().map(|r| decode(r)).collect()
             }
             b"conflict" => Err(StoreError::conflict(key)),
@@ -290,7 +291,7 @@ impl Records for RedisRecords {
             .await
             .map_err(unavailable)?;
         match answer.as_str() {
-            "ok" => self.replicated().await.map(|()| true),
+            "ok" => self.replicated(key.container()).await.map(|()| true),
             "full" => Ok(false),
             "container" => Err(StoreError::ContainerNotFound),
             other => Err(StoreError::generic(
@@ -327,37 +328,22 @@ impl Records for RedisRecords {
             .query_async::<()>(&mut connection)
             .await
             .map_err(unavailable)?;
-        self.replicated().await
+        self.replicated(key.container()).await
     }
 
     async fn containers(&self) -> Result<Vec<String>, StoreError> {
         // Every container's record is `{prefix}{name}:c`; SCAN walks them without blocking
         // the server. Names are `[a-z0-9-]`, so the pattern needs no escaping.
         let pattern = format!("{}{{*}}:c", self.prefix);
-        let mut connection = self.connection.clone();
-        let mut cursor = 0u64;
-        let mut out = Vec::new();
-        loop {
-            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(1000)
-                .query_async(&mut connection)
-                .await
-                .map_err(unavailable)?;
-            out.extend(keys.iter().filter_map(|key| {
+        let keys = self.connection.scan(&pattern).await.map_err(unavailable)?;
+        let mut out: Vec<String> = (keys.iter())
+            .filter_map(|key| {
                 let name = key.strip_prefix(&*self.prefix)?.strip_prefix('{')?;
                 let name = name.strip_suffix("}:c")?;
                 // A blob or staged key whose blob name ends in `}:c` matches too.
                 (!name.contains('}')).then(|| name.to_owned())
-            }));
-            if next == 0 {
-                break;
-            }
-            cursor = next;
-        }
+            })
+            .collect();
         // SCAN may answer a key twice.
         out.sort();
         out.dedup();

@@ -157,12 +157,17 @@ impl Tables for RedisTables {
             .map_err(failed)?;
         let [marker, ..] = self.keys(name);
         let created: bool = redis::cmd("SETNX")
-            .arg(marker)
+            .arg(&marker)
             .arg(1)
             .query_async(&mut connection)
             .await
             .map_err(failed)?;
-        self.connection.replicated().await.map_err(failed)?;
+        // In a cluster the index and the table may be on two primaries.
+        self.connection
+            .replicated(&self.index())
+            .await
+            .map_err(failed)?;
+        self.connection.replicated(&marker).await.map_err(failed)?;
         Ok(created)
     }
 
@@ -172,7 +177,7 @@ impl Tables for RedisTables {
         let existed: bool = (self
             .scripts
             .drop
-            .key(marker)
+            .key(&marker)
             .key(order)
             .key(values)
             .key(stamps))
@@ -185,7 +190,11 @@ impl Tables for RedisTables {
             .query_async(&mut connection)
             .await
             .map_err(failed)?;
-        self.connection.replicated().await.map_err(failed)?;
+        self.connection.replicated(&marker).await.map_err(failed)?;
+        self.connection
+            .replicated(&self.index())
+            .await
+            .map_err(failed)?;
         Ok(existed)
     }
 
@@ -244,7 +253,7 @@ impl Tables for RedisTables {
     async fn commit(&self, table: &str, changes: &[Change]) -> Result<(), TableError> {
         let [marker, order, values, stamps] = self.keys(table);
         let mut invocation = self.scripts.commit.prepare_invoke();
-        invocation.key(marker).key(order).key(values).key(stamps);
+        invocation.key(&marker).key(order).key(values).key(stamps);
         invocation.arg(changes.len());
         for change in changes {
             let (expect, version) = match change.expected {
@@ -269,7 +278,7 @@ impl Tables for RedisTables {
         let answer: Vec<String> =
             (invocation.invoke_async(&mut connection).await).map_err(failed)?;
         match answer.first().map(String::as_str) {
-            Some("ok") => self.connection.replicated().await.map_err(failed),
+            Some("ok") => (self.connection.replicated(&marker).await).map_err(failed),
             Some("table") => Err(TableError::TableNotFound(table.to_owned())),
             Some("conflict") => {
                 let index = answer.get(1).and_then(|i| i.parse().ok()).unwrap_or(0);

@@ -204,6 +204,207 @@ impl Drop for Sentinels {
     }
 }
 
+/// A Redis Cluster of real processes: `primaries` primaries, each with `replicas` replicas, all
+/// `--cluster-enabled yes` (a node that answers nothing for 1 s is failing), made into one
+/// with `redis-cli --cluster create`, stopped when dropped.
+#[derive(Debug)]
+pub struct RedisCluster {
+    /// The nodes, the primaries at the start first.
+    pub nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    /// Starts them, and returns once every node sees every slot served and every replica is
+    /// in sync. Panics when `redis-server` or `redis-cli` is missing.
+    pub fn start(primaries: usize, replicas: usize) -> Self {
+        let cluster = [
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+            "--cluster-node-timeout",
+            "1000",
+        ];
+        let nodes: Vec<RedisServer> = (0..primaries * (1 + replicas))
+            .map(|_| RedisServer::start_with(&cluster))
+            .collect();
+        let addresses: Vec<String> = (nodes.iter())
+            .map(|node| format!("127.0.0.1:{}", node.port))
+            .collect();
+        let made = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addresses)
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("redis-cli (Debian's redis-tools, which redis-server depends on)");
+        assert!(made.success(), "redis-cli --cluster create failed");
+        let started = Self { nodes };
+        started.wait_ready(Duration::from_secs(30));
+        started
+    }
+
+    /// `redis+cluster://127.0.0.1:P1,...` (every node).
+    pub fn url(&self) -> String {
+        let hosts: Vec<String> = (self.nodes.iter())
+            .map(|node| format!("127.0.0.1:{}", node.port))
+            .collect();
+        format!("redis+cluster://{}", hosts.join(","))
+    }
+
+    /// Waits until every node that answers sees the cluster whole and its replicas in sync.
+    pub fn wait_ready(&self, within: Duration) {
+        let deadline = Instant::now() + within;
+        while !self.ready() {
+            assert!(
+                Instant::now() < deadline,
+                "the cluster did not come up whole"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn ready(&self) -> bool {
+        (self.nodes.iter().filter(|node| node.child.is_some())).all(|node| {
+            let whole = command(node.port, &["CLUSTER", "INFO"])
+                .is_some_and(|info| info.contains("cluster_state:ok"));
+            let replication = command(node.port, &["INFO", "replication"]).unwrap_or_default();
+            let synced = replication.contains("role:master")
+                || replication.contains("master_link_status:up");
+            whole && synced
+        })
+    }
+
+    /// The index in [`Self::nodes`] of the primary that serves `key`'s slot now.
+    pub fn primary_of(&self, key: &str) -> usize {
+        let slot = self.slot(key);
+        let nodes = self.describe();
+        let owner = (nodes.iter())
+            .find(|node| node.primary && node.slots.iter().any(|r| r.contains(&slot)))
+            .expect("a primary serves every slot");
+        self.index(owner.port)
+    }
+
+    /// Moves `key`'s slot to the primary `to` (an index in [`Self::nodes`]) as `redis-cli
+    /// --cluster reshard` would, while it is used: the slot marked importing there and
+    /// migrating here, its keys moved (`MIGRATE`) a hundred at a time, then given to `to`.
+    pub fn migrate(&self, key: &str, to: usize) {
+        let slot = self.slot(key).to_string();
+        let from = self.primary_of(key);
+        let (from_port, to_port) = (self.nodes[from].port, self.nodes[to].port);
+        let (from_id, to_id) = (self.id(from), self.id(to));
+        let ok = |port, args: &[&str]| {
+            let answer = command(port, args).unwrap_or_default();
+            assert!(answer.starts_with("+OK"), "{args:?}: {answer}");
+        };
+        ok(
+            to_port,
+            &["CLUSTER", "SETSLOT", &slot, "IMPORTING", &from_id],
+        );
+        ok(
+            from_port,
+            &["CLUSTER", "SETSLOT", &slot, "MIGRATING", &to_id],
+        );
+        loop {
+            let answer = command(from_port, &["CLUSTER", "GETKEYSINSLOT", &slot, "100"]);
+            let keys = bulk_strings(&answer.unwrap_or_default());
+            if keys.is_empty() {
+                break;
+            }
+            let to_port = to_port.to_string();
+            let mut migrate = vec!["MIGRATE", "127.0.0.1", &to_port, "", "0", "5000", "KEYS"];
+            migrate.extend(keys.iter().map(String::as_str));
+            let answer = command(from_port, &migrate).unwrap_or_default();
+            assert!(
+                answer.starts_with("+OK") || answer.starts_with("+NOKEY"),
+                "MIGRATE: {answer}"
+            );
+        }
+        for node in [to, from] {
+            ok(
+                self.nodes[node].port,
+                &["CLUSTER", "SETSLOT", &slot, "NODE", &to_id],
+            );
+        }
+    }
+
+    fn slot(&self, key: &str) -> u16 {
+        let answer = command(self.nodes[0].port, &["CLUSTER", "KEYSLOT", key]).unwrap_or_default();
+        let slot = answer.strip_prefix(':').and_then(|a| a.lines().next());
+        slot.and_then(|s| s.parse().ok()).expect("CLUSTER KEYSLOT")
+    }
+
+    fn id(&self, node: usize) -> String {
+        let answer = command(self.nodes[node].port, &["CLUSTER", "MYID"]).unwrap_or_default();
+        bulk_strings(&answer)
+            .into_iter()
+            .next()
+            .expect("CLUSTER MYID")
+    }
+
+    fn index(&self, port: u16) -> usize {
+        (self.nodes.iter().position(|node| node.port == port)).expect("a node of this cluster")
+    }
+
+    /// What `CLUSTER NODES` says, asked of a node that answers.
+    fn describe(&self) -> Vec<Described> {
+        let text = (self.nodes.iter())
+            .filter(|node| node.child.is_some())
+            .find_map(|node| command(node.port, &["CLUSTER", "NODES"]))
+            .expect("a node that answers");
+        let text = bulk_strings(&text).into_iter().next().unwrap_or_default();
+        (text.lines())
+            .filter_map(|line| {
+                let fields: Vec<&str> = line.split(' ').collect();
+                let port = fields.get(1)?.split(['@', ':']).nth(1)?.parse().ok()?;
+                let flags = fields.get(2)?;
+                let primary = flags.contains("master") && !flags.contains("fail");
+                let slots = (fields.iter().skip(8))
+                    .filter(|range| !range.starts_with('['))
+                    .filter_map(|range| {
+                        let (a, b) = range.split_once('-').unwrap_or((range, range));
+                        Some(a.parse().ok()?..=b.parse().ok()?)
+                    })
+                    .collect();
+                Some(Described {
+                    port,
+                    primary,
+                    slots,
+                })
+            })
+            .collect()
+    }
+}
+
+/// A node as `CLUSTER NODES` describes it.
+struct Described {
+    port: u16,
+    primary: bool,
+    slots: Vec<std::ops::RangeInclusive<u16>>,
+}
+
+/// The bulk strings of a RESP answer (`$N` then N bytes), in order.
+fn bulk_strings(answer: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = answer;
+    while let Some(at) = rest.find('$') {
+        rest = &rest[at + 1..];
+        let Some((length, after)) = rest.split_once("\r\n") else {
+            break;
+        };
+        let Ok(length) = length.parse::<usize>() else {
+            continue;
+        };
+        let Some(text) = after.get(..length) else {
+            break;
+        };
+        out.push(text.to_owned());
+        rest = &after[length..];
+    }
+    out
+}
+
 /// A command's whole answer, as text (what a test looks for in it), or `None`.
 fn command(port: u16, args: &[&str]) -> Option<String> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;

@@ -100,24 +100,24 @@ impl SharedBackend for RedisVersions {
     async fn acquire(&self, key: &str, token: &str, ttl_ms: u64) -> Result<Option<u64>, BoxError> {
         let [_, lock, fence] = self.keys(key);
         let mut connection = self.connection.clone();
-        let fencing: u64 = (self.scripts.acquire.key(lock).key(fence))
+        let fencing: u64 = (self.scripts.acquire.key(&lock).key(fence))
             .arg(token)
             .arg(ttl_ms)
             .invoke_async(&mut connection)
             .await?;
         // A lock and its fencing token are the replicas' too before they are used: a failover
         // then neither frees the lock nor takes the token back.
-        self.connection.replicated().await?;
+        self.connection.replicated(&lock).await?;
         Ok((fencing != 0).then_some(fencing))
     }
 
     async fn renew(&self, key: &str, token: &str, ttl_ms: u64) -> Result<bool, BoxError> {
         let [_, lock, _] = self.keys(key);
         let mut connection = self.connection.clone();
-        let held: i64 = (self.scripts.renew.key(lock).arg(token).arg(ttl_ms))
+        let held: i64 = (self.scripts.renew.key(&lock).arg(token).arg(ttl_ms))
             .invoke_async(&mut connection)
             .await?;
-        self.connection.replicated().await?;
+        self.connection.replicated(&lock).await?;
         Ok(held == 1)
     }
 
@@ -134,13 +134,13 @@ impl SharedBackend for RedisVersions {
         let [stored, lock, _] = self.keys(key);
         let json = serde_json::to_string(&version.validators)?;
         let mut connection = self.connection.clone();
-        let recorded: i64 = (self.scripts.set.key(lock).key(stored))
+        let recorded: i64 = (self.scripts.set.key(&lock).key(stored))
             .arg(token)
             .arg(json)
             .arg(version.keep_ms.unwrap_or(0))
             .invoke_async(&mut connection)
             .await?;
-        self.connection.replicated().await?;
+        self.connection.replicated(&lock).await?;
         Ok(recorded == 1)
     }
 
@@ -158,10 +158,10 @@ impl SharedBackend for RedisVersions {
         let [version, ..] = self.keys(key);
         let mut connection = self.connection.clone();
         let () = redis::cmd("DEL")
-            .arg(version)
+            .arg(&version)
             .query_async(&mut connection)
             .await?;
-        self.connection.replicated().await?;
+        self.connection.replicated(&version).await?;
         Ok(())
     }
 }

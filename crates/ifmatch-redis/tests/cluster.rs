@@ -1,0 +1,116 @@
+//! The Redis backends over a Redis Cluster of real processes (`testing::RedisCluster`, three
+//! primaries): the conformance suites; a primary SIGKILLed while 16 clients increment counters
+//! with `WAIT 1`, after which every acknowledged increment is there, service resumes within a
+//! bound, and a lock taken before is still its holder's with its fencing tokens going up; and a
+//! slot moved to another primary while clients write it, losing nothing acknowledged.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::Run;
+use ifmatch_redis::testing::RedisCluster;
+use ifmatch_redis::{RedisRecords, RedisTables, RedisVersions, connect};
+use ifmatch_table::Tables;
+use ifmatch_tower::{Shared, SharedBackend};
+
+const CLIENTS: usize = 16;
+/// Service after a primary dies: the cluster takes 1 s (the node timeout) to call it failing,
+/// its replica is elected by the other primaries, then (`WAIT 1`) takes the old primary back as
+/// its replica once it is restarted, 3 s after its death.
+const RESUMES_WITHIN: Duration = Duration::from_secs(20);
+/// Tables on (most likely) different slots and primaries.
+const TABLES: [&str; 4] = ["apples", "pears", "plums", "figs"];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_backends_conform_over_a_cluster() {
+    let cluster = RedisCluster::start(3, 0);
+    let connection = connect(&cluster.url()).await.unwrap();
+    let records = RedisRecords::new(connection.clone(), "r:");
+    ifmatch_blob::conformance::records(&records).await;
+    ifmatch_blob::conformance::errors(&records).await;
+    ifmatch_blob::conformance::race(&records).await;
+    ifmatch_blob::conformance::listing(&records).await;
+    ifmatch_blob::conformance::staging(&records).await;
+    let tables = |prefix: &str| RedisTables::new(connection.clone(), prefix);
+    ifmatch_table::conformance::tables_come_and_go(&tables("a:")).await;
+    ifmatch_table::conformance::entities_come_in_key_order(&tables("b:")).await;
+    ifmatch_table::conformance::commits_compare_and_swap(&tables("c:")).await;
+    ifmatch_table::conformance::a_batch_applies_all_or_none(&tables("d:")).await;
+    ifmatch_table::conformance::one_of_racing_writers_wins(&tables("e:")).await;
+    let versions = Shared::new(RedisVersions::new(connection, "v:"));
+    ifmatch_tower::conformance::versions(&versions).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_failover_in_a_cluster_loses_nothing_acknowledged() {
+    let mut cluster = RedisCluster::start(3, 1);
+    let connection = connect(&cluster.url()).await.unwrap().with_replicas(1);
+    let tables = RedisTables::new(connection.clone(), "t:");
+    for table in TABLES {
+        tables.create_table(table).await.unwrap();
+    }
+    // The primary to kill serves the first table; a lock on it is taken before.
+    let victim = cluster.primary_of(&format!("t:{{t:{}}}:x", TABLES[0]));
+    let lock = (0..)
+        .map(|i| format!("/leased-{i}"))
+        .find(|key| cluster.primary_of(&format!("v:{{{key}}}:l")) == victim)
+        .unwrap();
+    let versions = RedisVersions::new(connection.clone(), "v:");
+    let token = versions.acquire(&lock, "holder", 60_000).await.unwrap();
+    let token = token.expect("the lock is free");
+
+    let run = Run::start(&tables, CLIENTS, |client| TABLES[client % TABLES.len()]);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    cluster.nodes[victim].kill();
+    run.killed();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    cluster.nodes[victim].restart();
+    let resumed = run.resumed(TABLES[0], RESUMES_WITHIN).await;
+    eprintln!("writes to its slot resumed {resumed:?} after its primary was killed");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let total = run.finish().await;
+    assert!(total > CLIENTS as i64, "the clients wrote ({total})");
+    assert_ne!(
+        cluster.primary_of(&format!("t:{{t:{}}}:x", TABLES[0])),
+        victim,
+        "its replica serves the slot now"
+    );
+
+    // The lock is its holder's still, and no one else's; the next token is higher.
+    assert_eq!(
+        versions.acquire(&lock, "another", 60_000).await.unwrap(),
+        None
+    );
+    assert!(versions.renew(&lock, "holder", 60_000).await.unwrap());
+    versions.release(&lock, "holder").await.unwrap();
+    let next = versions.acquire(&lock, "another", 60_000).await.unwrap();
+    assert!(
+        next.is_some_and(|next| next > token),
+        "{next:?} after {token}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_moved_during_writes_loses_nothing_acknowledged() {
+    let cluster = Arc::new(RedisCluster::start(3, 0));
+    let connection = connect(&cluster.url()).await.unwrap();
+    let tables = RedisTables::new(connection.clone(), "t:");
+    for table in TABLES {
+        tables.create_table(table).await.unwrap();
+    }
+    let run = Run::start(&tables, CLIENTS, |client| TABLES[client % TABLES.len()]);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let key = format!("t:{{t:{}}}:x", TABLES[0]);
+    let from = cluster.primary_of(&key);
+    let to = (from + 1) % 3;
+    let moving = (cluster.clone(), key.clone());
+    tokio::task::spawn_blocking(move || moving.0.migrate(&moving.1, to))
+        .await
+        .unwrap();
+    assert_eq!(cluster.primary_of(&key), to, "the slot moved");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let total = run.finish().await;
+    assert!(total > CLIENTS as i64, "the clients wrote ({total})");
+}
