@@ -1,16 +1,19 @@
 //! Conditional writes per second through a fleet of two `ifmatch serve` instances (release
 //! build, `IFMATCH_BIN`), their records kept in Redis (`--backend redis://`, bytes under a
 //! shared `--data`), in a Redis with a replica under three Sentinels with each write on the
-//! replica before it is acknowledged (`--backend redis+sentinel://... --redis-replicas 1`), or in
-//! nothing but a bucket (`--backend az://`, over a third `ifmatch serve`
-//! as the object store: its conditional puts are atomic, moto's are not), and, as a reference,
-//! the same client's compare-and-swap straight on etcd (v3's JSON gateway: a range, then a
-//! transaction comparing the key's `mod_revision`). 32 clients read a counter and write it back
-//! with `If-Match` through the other instance, starting over when they lose, on one key and
-//! spread over 1,000 keys. Rounds alternate the backends (the machine is noisy); each line
-//! gives the median commits per second over the rounds, its min-max spread, and its ratio to
-//! Redis's. At the end of each run every counter is read back: their sum must be the commits
-//! counted, or an update was lost.
+//! replica before it is acknowledged (`--backend redis+sentinel://... --redis-replicas 1`), in
+//! a Redis Cluster of three primaries (`redis+cluster://`), without replicas and with one
+//! each and `--redis-replicas 1`, or in nothing but a bucket (`--backend az://`, over a third
+//! `ifmatch serve` as the object store: its conditional puts are atomic, moto's are not), and,
+//! as a reference, the same client's compare-and-swap straight on etcd, one member and a
+//! three-member cluster (v3's JSON gateway: a range, then a transaction comparing the key's
+//! `mod_revision`). 32 clients read a counter and write it back with `If-Match` through the
+//! other instance (member), starting over when they lose, on one key and spread over 1,000
+//! keys in 10 containers (a container's records share one hash slot, so a cluster spreads
+//! containers over its primaries, not the blobs of one). Rounds alternate the backends (the
+//! machine is noisy); each line gives the median commits per second over the rounds, its
+//! min-max spread, and its ratio to Redis's. At the end of each run every counter is read
+//! back: their sum must be the commits counted, or an update was lost.
 //!
 //! Run by `bash scripts/bench-fleet [SECONDS_PER_RUN] [ROUNDS]`.
 
@@ -25,6 +28,8 @@ use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
 
 const CLIENTS: usize = 32;
+/// The containers (prefixes, for etcd) that many keys are spread over.
+const CONTAINERS: usize = 10;
 const ACCOUNT: &str = "devstoreaccount1";
 
 /// A process killed when dropped.
@@ -79,8 +84,8 @@ fn serve(args: &[&str], env: &[(&str, String)]) -> (Process, String) {
 enum Target {
     /// Two instances' account roots.
     Fleet([String; 2]),
-    /// etcd's client URL.
-    Etcd(String),
+    /// etcd's client URLs, one a member.
+    Etcd(Vec<String>),
 }
 
 #[tokio::main]
@@ -147,29 +152,42 @@ async fn main() {
     let (_b1, b1) = serve(&a.iter().map(String::as_str).collect::<Vec<_>>(), &env);
     let (_b2, b2) = serve(&b.iter().map(String::as_str).collect::<Vec<_>>(), &env);
 
-    let etcd_port = free_port();
-    let etcd_url = format!("http://127.0.0.1:{etcd_port}");
-    let mut command = Command::new("etcd");
-    command
-        .arg("--data-dir")
-        .arg(work.path().join("etcd"))
-        .args([
-            "--listen-client-urls",
-            &etcd_url,
-            "--advertise-client-urls",
-            &etcd_url,
-        ])
-        .args([
-            "--listen-peer-urls",
-            &format!("http://127.0.0.1:{}", free_port()),
-        ]);
-    let _etcd = listening(command, etcd_port);
+    // A Redis Cluster of three primaries; and one whose primaries have a replica each, each
+    // write acknowledged once on it.
+    let cluster = ifmatch_redis::testing::RedisCluster::start(3, 0);
+    let cluster_args = |data: &str, url: &str, replicas: &str| {
+        let data = work.path().join(data).to_str().unwrap().to_owned();
+        let args = [
+            "--anonymous",
+            "--backend",
+            url,
+            "--redis-replicas",
+            replicas,
+            "--data",
+        ];
+        let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        args.push(data);
+        args
+    };
+    let c = cluster_args("cluster", &cluster.url(), "0");
+    let (_c1, c1) = serve(&strs(&c), &[]);
+    let (_c2, c2) = serve(&strs(&c), &[]);
+    let replicated_cluster = ifmatch_redis::testing::RedisCluster::start(3, 1);
+    let w = cluster_args("cluster-wait", &replicated_cluster.url(), "1");
+    let (_w1, w1) = serve(&strs(&w), &[]);
+    let (_w2, w2) = serve(&strs(&w), &[]);
+
+    let (_etcd, etcd_url) = etcd(&work.path().join("etcd"), 1);
+    let (_etcds, etcd_urls) = etcd(&work.path().join("etcd3"), 3);
 
     let targets = [
         ("redis", Target::Fleet([r1, r2])),
         ("redis, Sentinel, WAIT 1", Target::Fleet([s1, s2])),
+        ("redis cluster, 3 primaries", Target::Fleet([c1, c2])),
+        ("redis cluster, 3x2, WAIT 1", Target::Fleet([w1, w2])),
         ("bucket: ifmatch serve", Target::Fleet([b1, b2])),
-        ("etcd (the same client, raw)", Target::Etcd(etcd_url)),
+        ("etcd, 1 member", Target::Etcd(etcd_url)),
+        ("etcd, 3 members", Target::Etcd(etcd_urls)),
     ];
     for keys in [1, 1000] {
         let mut rates = vec![Vec::new(); targets.len()];
@@ -199,7 +217,67 @@ fn b64(text: &str) -> String {
     STANDARD.encode(text)
 }
 
-async fn etcd(http: &reqwest::Client, url: &str, call: &str, body: Value) -> Value {
+fn strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
+/// An etcd cluster of `members` members (data under `dir`), once each listens: the processes
+/// and their client URLs.
+fn etcd(dir: &std::path::Path, members: usize) -> (Vec<Process>, Vec<String>) {
+    let ports: Vec<(u16, u16)> = (0..members).map(|_| (free_port(), free_port())).collect();
+    let url = |port: u16| format!("http://127.0.0.1:{port}");
+    let cluster: Vec<String> = (ports.iter().enumerate())
+        .map(|(i, (_, peer))| format!("e{i}={}", url(*peer)))
+        .collect();
+    let cluster = cluster.join(",");
+    let mut commands: Vec<(Command, u16)> = (ports.iter().enumerate())
+        .map(|(i, &(client, peer))| {
+            let mut command = Command::new("etcd");
+            command
+                .arg("--data-dir")
+                .arg(dir.join(format!("e{i}")))
+                .args(["--name", &format!("e{i}")])
+                .args(["--listen-client-urls", &url(client)])
+                .args(["--advertise-client-urls", &url(client)])
+                .args(["--listen-peer-urls", &url(peer)])
+                .args(["--initial-advertise-peer-urls", &url(peer)])
+                .args(["--initial-cluster", &cluster])
+                .args(["--initial-cluster-state", "new"]);
+            (command, client)
+        })
+        .collect();
+    // Every member started before any is waited for: a member of many listens for its
+    // clients only once the others are there.
+    let children: Vec<(Child, u16)> = (commands.iter_mut())
+        .map(|(command, port)| {
+            let child = command.stdout(Stdio::null()).stderr(Stdio::null()).spawn();
+            (child.expect("etcd (Debian's etcd-server)"), *port)
+        })
+        .collect();
+    let mut processes = Vec::new();
+    for (child, port) in children {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "etcd did not listen");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        processes.push(Process(child));
+    }
+    let urls = ports.iter().map(|(client, _)| url(*client)).collect();
+    (processes, urls)
+}
+
+/// The container (etcd: the prefix) of counter `key` of `run`.
+fn container(run: &str, key: usize) -> String {
+    format!("{run}-{}", key % CONTAINERS)
+}
+
+/// Counter `key` of `run`'s path.
+fn counter(run: &str, key: usize) -> String {
+    format!("{}/n{key}", container(run, key))
+}
+
+async fn etcd_call(http: &reqwest::Client, url: &str, call: &str, body: Value) -> Value {
     let request = http.post(format!("{url}/v3/kv/{call}"));
     let answer = request.body(body.to_string()).send().await.unwrap();
     serde_json::from_slice(&answer.bytes().await.unwrap()).unwrap()
@@ -209,13 +287,19 @@ async fn etcd(http: &reqwest::Client, url: &str, call: &str, body: Value) -> Val
 async fn setup(http: &reqwest::Client, target: &Target, run: &str, keys: usize) {
     match target {
         Target::Fleet(bases) => {
-            let made = http
-                .put(format!("{}/{run}?restype=container", bases[0]))
-                .send()
-                .await;
-            assert_eq!(made.unwrap().status(), 201);
+            for key in 0..keys.min(CONTAINERS) {
+                let made = http
+                    .put(format!(
+                        "{}/{}?restype=container",
+                        bases[0],
+                        container(run, key)
+                    ))
+                    .send()
+                    .await;
+                assert_eq!(made.unwrap().status(), 201);
+            }
             for key in 0..keys {
-                let url = format!("{}/{run}/n{key}", bases[0]);
+                let url = format!("{}/{}", bases[0], counter(run, key));
                 let put = http
                     .put(url)
                     .header("x-ms-blob-type", "BlockBlob")
@@ -223,10 +307,10 @@ async fn setup(http: &reqwest::Client, target: &Target, run: &str, keys: usize) 
                 assert_eq!(put.send().await.unwrap().status(), 201);
             }
         }
-        Target::Etcd(url) => {
+        Target::Etcd(urls) => {
             for key in 0..keys {
-                let put = json!({ "key": b64(&format!("{run}/n{key}")), "value": b64("0") });
-                etcd(http, url, "put", put).await;
+                let put = json!({ "key": b64(&counter(run, key)), "value": b64("0") });
+                etcd_call(http, &urls[0], "put", put).await;
             }
         }
     }
@@ -244,8 +328,9 @@ async fn read(http: &reqwest::Client, target: &Target, client: usize, key: &str)
             let tag = got.headers()["etag"].to_str().unwrap().to_owned();
             (got.text().await.unwrap().parse().unwrap(), tag)
         }
-        Target::Etcd(url) => {
-            let found = etcd(http, url, "range", json!({ "key": b64(key) })).await;
+        Target::Etcd(urls) => {
+            let url = &urls[client % urls.len()];
+            let found = etcd_call(http, url, "range", json!({ "key": b64(key) })).await;
             let kv = &found["kvs"][0];
             let value = STANDARD.decode(kv["value"].as_str().unwrap()).unwrap();
             let revision = kv["mod_revision"].as_str().unwrap().to_owned();
@@ -271,12 +356,13 @@ async fn swap(
                 .header("if-match", version);
             put.body(value.to_string()).send().await.unwrap().status() == 201
         }
-        Target::Etcd(url) => {
+        Target::Etcd(urls) => {
+            let url = &urls[(client + 1) % urls.len()];
             let txn = json!({
                 "compare": [{ "key": b64(key), "target": "MOD", "result": "EQUAL", "mod_revision": version }],
                 "success": [{ "request_put": { "key": b64(key), "value": b64(&value.to_string()) } }],
             });
-            etcd(http, url, "txn", txn).await["succeeded"]
+            etcd_call(http, url, "txn", txn).await["succeeded"]
                 .as_bool()
                 .unwrap_or(false)
         }
@@ -301,7 +387,7 @@ async fn load(
                 let mut turn = client;
                 while Instant::now() < deadline {
                     turn += CLIENTS;
-                    let key = format!("{run}/n{}", turn % keys);
+                    let key = counter(&run, turn % keys);
                     let (value, version) = read(&http, &target, client, &key).await;
                     if swap(&http, &target, client, &key, &version, value + 1).await {
                         done.fetch_add(1, Ordering::Relaxed);
@@ -320,7 +406,7 @@ async fn load(
 async fn total(http: &reqwest::Client, target: &Target, run: &str, keys: usize) -> u64 {
     let mut sum = 0;
     for key in 0..keys {
-        sum += read(http, target, 0, &format!("{run}/n{key}")).await.0;
+        sum += read(http, target, 0, &counter(run, key)).await.0;
     }
     sum
 }

@@ -16,7 +16,8 @@
 //! [`connect`] gives a connection that reconnects by itself: while Redis is away, requests
 //! fail at once with [`StoreError::Unavailable`](ifmatch_blob::StoreError) (the front answers
 //! 503 `ServerBusy`), nothing is written half-way, and service resumes when Redis is back. To a
-//! Redis under Sentinel (`redis+sentinel://`), it follows the master through a failover; with
+//! Redis under Sentinel (`redis+sentinel://`), it follows the master through a failover; to a
+//! Redis Cluster (`redis+cluster://`), it sends each script to its slot's primary; with
 //! [`Redis::with_replicas`], a write is acknowledged only once that many replicas have it.
 
 mod cluster;

@@ -283,7 +283,8 @@ struct Proxy {
     #[command(flatten)]
     observe: ObserveArgs,
     /// Share versions and write locks with other proxies through Redis
-    /// (`redis://HOST:PORT/DB`). The 304 cache then trusts what it remembers for
+    /// (`redis://HOST:PORT/DB`, `redis+sentinel://H1:P1,H2:P2/MASTER/DB` or
+    /// `redis+cluster://H1:P1,H2:P2`). The 304 cache then trusts what it remembers for
     /// --cache-ttl (default 1 s): how long a write through another proxy may be answered 304
     /// with the old tag here.
     #[arg(long, env = "IFMATCH_BACKEND")]
@@ -342,7 +343,8 @@ struct Serve {
     #[arg(long, env = "IFMATCH_MAX_BODY", default_value_t = DEFAULT_MAX_BODY)]
     max_body: u64,
     /// Share records, leases and write ordering with other instances through Redis
-    /// (`redis://HOST:PORT/DB`); blob bytes stay under --data, which they all must share,
+    /// (`redis://HOST:PORT/DB`, `redis+sentinel://H1:P1,H2:P2/MASTER/DB` or
+    /// `redis+cluster://H1:P1,H2:P2`); blob bytes stay under --data, which they all must share,
     /// unless --store puts them in an object store. Without it, records are in the data
     /// directory, for this one server.
     #[arg(long, env = "IFMATCH_BACKEND")]

@@ -16,7 +16,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::get;
 use common::{Ifmatch, header};
-use ifmatch_redis::testing::RedisServer;
+use ifmatch_redis::testing::{RedisCluster, RedisServer};
 use tokio::sync::{Notify, oneshot};
 
 const FENCE: &str = "ifmatch-fencing-token";
@@ -117,12 +117,26 @@ fn start_proxy(upstream: &str, redis: &str, extra: &[&str]) -> Ifmatch {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_proxies_thirty_two_clients_no_lost_update() {
+    let redis = RedisServer::start();
+    no_lost_update(&redis.url()).await;
+}
+
+/// The same two tests over a Redis Cluster of three primaries: the versions and locks of a key
+/// on its slot's primary, the invalidations published to every node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_proxies_over_a_redis_cluster_lose_no_update_and_share_what_they_forget() {
+    let cluster = RedisCluster::start(3, 0);
+    no_lost_update(&cluster.url()).await;
+    forgotten_by_the_other(&cluster.url()).await;
+}
+
+/// Two proxies over the Redis at `redis`, 32 clients incrementing one counter through them.
+async fn no_lost_update(redis: &str) {
     const CLIENTS: usize = 32;
     const EACH: usize = 12;
-    let redis = RedisServer::start();
     let (origin, upstream) = start_origin().await;
-    let a = start_proxy(&upstream, &redis.url(), &[]);
-    let b = start_proxy(&upstream, &redis.url(), &[]);
+    let a = start_proxy(&upstream, redis, &[]);
+    let b = start_proxy(&upstream, redis, &[]);
     let http = client();
     let on_a = format!("{}/docs/counter", a.base);
     let on_b = format!("{}/docs/counter", b.base);
@@ -346,9 +360,13 @@ async fn conditional_write_latency_in_memory_vs_redis() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_through_one_proxy_is_forgotten_by_the_others_cache() {
     let redis = RedisServer::start();
+    forgotten_by_the_other(&redis.url()).await;
+}
+
+async fn forgotten_by_the_other(redis: &str) {
     let (_origin, upstream) = start_origin().await;
-    let a = start_proxy(&upstream, &redis.url(), &[]);
-    let b = start_proxy(&upstream, &redis.url(), &[]);
+    let a = start_proxy(&upstream, redis, &[]);
+    let b = start_proxy(&upstream, redis, &[]);
     let http = client();
     // Both behind one name, as a fleet behind a balancer: one key.
     let host = ("host", "docs.example");
