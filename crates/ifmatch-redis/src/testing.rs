@@ -267,9 +267,10 @@ impl RedisCluster {
 
     fn ready(&self) -> bool {
         (self.nodes.iter().filter(|node| node.child.is_some())).all(|node| {
-            let whole = command(node.port, &["CLUSTER", "INFO"])
+            let whole = server_command(node.port, &["CLUSTER", "INFO"])
                 .is_some_and(|info| info.contains("cluster_state:ok"));
-            let replication = command(node.port, &["INFO", "replication"]).unwrap_or_default();
+            let replication =
+                server_command(node.port, &["INFO", "replication"]).unwrap_or_default();
             let synced = replication.contains("role:master")
                 || replication.contains("master_link_status:up");
             whole && synced
@@ -295,7 +296,7 @@ impl RedisCluster {
         let (from_port, to_port) = (self.nodes[from].port, self.nodes[to].port);
         let (from_id, to_id) = (self.id(from), self.id(to));
         let ok = |port, args: &[&str]| {
-            let answer = command(port, args).unwrap_or_default();
+            let answer = server_command(port, args).unwrap_or_default();
             assert!(answer.starts_with("+OK"), "{args:?}: {answer}");
         };
         ok(
@@ -307,7 +308,7 @@ impl RedisCluster {
             &["CLUSTER", "SETSLOT", &slot, "MIGRATING", &to_id],
         );
         loop {
-            let answer = command(from_port, &["CLUSTER", "GETKEYSINSLOT", &slot, "100"]);
+            let answer = server_command(from_port, &["CLUSTER", "GETKEYSINSLOT", &slot, "100"]);
             let keys = bulk_strings(&answer.unwrap_or_default());
             if keys.is_empty() {
                 break;
@@ -315,7 +316,7 @@ impl RedisCluster {
             let to_port = to_port.to_string();
             let mut migrate = vec!["MIGRATE", "127.0.0.1", &to_port, "", "0", "5000", "KEYS"];
             migrate.extend(keys.iter().map(String::as_str));
-            let answer = command(from_port, &migrate).unwrap_or_default();
+            let answer = server_command(from_port, &migrate).unwrap_or_default();
             assert!(
                 answer.starts_with("+OK") || answer.starts_with("+NOKEY"),
                 "MIGRATE: {answer}"
@@ -330,13 +331,15 @@ impl RedisCluster {
     }
 
     fn slot(&self, key: &str) -> u16 {
-        let answer = command(self.nodes[0].port, &["CLUSTER", "KEYSLOT", key]).unwrap_or_default();
+        let answer =
+            server_command(self.nodes[0].port, &["CLUSTER", "KEYSLOT", key]).unwrap_or_default();
         let slot = answer.strip_prefix(':').and_then(|a| a.lines().next());
         slot.and_then(|s| s.parse().ok()).expect("CLUSTER KEYSLOT")
     }
 
     fn id(&self, node: usize) -> String {
-        let answer = command(self.nodes[node].port, &["CLUSTER", "MYID"]).unwrap_or_default();
+        let answer =
+            server_command(self.nodes[node].port, &["CLUSTER", "MYID"]).unwrap_or_default();
         bulk_strings(&answer)
             .into_iter()
             .next()
@@ -351,7 +354,7 @@ impl RedisCluster {
     fn describe(&self) -> Vec<Described> {
         let text = (self.nodes.iter())
             .filter(|node| node.child.is_some())
-            .find_map(|node| command(node.port, &["CLUSTER", "NODES"]))
+            .find_map(|node| server_command(node.port, &["CLUSTER", "NODES"]))
             .expect("a node that answers");
         let text = bulk_strings(&text).into_iter().next().unwrap_or_default();
         (text.lines())
@@ -405,12 +408,21 @@ fn bulk_strings(answer: &str) -> Vec<String> {
     out
 }
 
-/// A command's whole answer, as text (what a test looks for in it), or `None`.
+/// A command's whole answer, as text (what a test looks for in it), or `None`; for a Sentinel
+/// too, whose answer ends when it pauses for 200 ms.
 fn command(port: u16, args: &[&str]) -> Option<String> {
+    command_within(port, args, Duration::from_millis(200))
+}
+
+/// [`command`] to a server (which closes the connection after the answer), waiting for the
+/// answer as long as a slow machine may need (a `MIGRATE` of many keys).
+fn server_command(port: u16, args: &[&str]) -> Option<String> {
+    command_within(port, args, Duration::from_secs(10))
+}
+
+fn command_within(port: u16, args: &[&str], pause: Duration) -> Option<String> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream
-        .set_read_timeout(Some(Duration::from_millis(200)))
-        .ok()?;
+    stream.set_read_timeout(Some(pause)).ok()?;
     let mut request = format!("*{}\r\n", args.len());
     for arg in args {
         request.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
