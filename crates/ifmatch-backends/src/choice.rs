@@ -318,13 +318,14 @@ fn open_store(url: &str, sizes: &Sizes) -> io::Result<AnyObjects> {
 /// acknowledged once on `replicas` replicas.
 #[cfg(feature = "redis")]
 async fn redis(url: &str, replicas: usize) -> io::Result<(AnyRecords, AnyTables)> {
-    let connection = ifmatch_redis::connect(url).await.map_err(|e| {
+    let refused = |e: &dyn std::fmt::Display| {
         io::Error::new(
             io::ErrorKind::ConnectionRefused,
             format!("connecting to {url}: {e}"),
         )
-    })?;
-    let connection = connection.with_replicas(replicas);
+    };
+    let connection = ifmatch_redis::connect(url).await.map_err(|e| refused(&e))?;
+    let connection = (connection.with_replicas(replicas).await).map_err(|e| refused(&e))?;
     let tables = ifmatch_redis::RedisTables::new(connection.clone(), "ifmatch:");
     let records = ifmatch_redis::RedisRecords::new(connection, "ifmatch:");
     Ok((AnyRecords::Redis(records), AnyTables::Redis(tables)))

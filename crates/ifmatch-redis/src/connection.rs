@@ -10,6 +10,7 @@
 //! go there. Until the Sentinels have promoted a replica, they name the old master, and requests
 //! fail at once, as with one server that is away.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -33,11 +34,16 @@ const ASK_AGAIN: Duration = Duration::from_millis(100);
 /// How often the Sentinels are asked for the master when nothing failed.
 const WATCH: Duration = Duration::from_secs(1);
 
+/// The connections that writes and their `WAIT`s take turns on, when replicas are asked for.
+const WRITERS: usize = 4;
+
 /// A connection to Redis, cheap to clone (the clones share it).
 #[derive(Clone)]
 pub struct Redis {
     link: Link,
     replicas: usize,
+    /// The write connection this handle sends over ([`Redis::for_writes`]), if one.
+    writer: Option<usize>,
 }
 
 #[derive(Clone)]
@@ -52,6 +58,8 @@ struct Server {
     current: Arc<Mutex<Current>>,
     /// The Sentinels that name the master, when the URL named them.
     sentinels: Option<Arc<tokio::sync::Mutex<Sentinels>>>,
+    /// The write connection the next [`Redis::for_writes`] takes.
+    next_writer: Arc<AtomicUsize>,
 }
 
 impl std::fmt::Debug for Redis {
@@ -71,6 +79,9 @@ impl std::fmt::Debug for Redis {
 /// The master as last learned.
 struct Current {
     connection: ConnectionManager,
+    /// With replicas asked for, the connections writes go over, each followed by its `WAIT`,
+    /// which holds the connection it is sent on: reads never queue behind one.
+    writes: Vec<ConnectionManager>,
     client: redis::Client,
     /// Moves each time the master changes, so that of many requests failing at once only one
     /// asks the Sentinels.
@@ -89,7 +100,11 @@ struct Sentinels {
 pub async fn connect(url: &str) -> RedisResult<Redis> {
     if let Some(nodes) = cluster_url(url)? {
         let link = Link::Cluster(Cluster::connect(nodes).await?);
-        return Ok(Redis { link, replicas: 0 });
+        return Ok(Redis {
+            link,
+            replicas: 0,
+            writer: None,
+        });
     }
     let (client, sentinels) = match sentinel_url(url)? {
         None => (redis::Client::open(url)?, None),
@@ -105,12 +120,14 @@ pub async fn connect(url: &str) -> RedisResult<Redis> {
     let connection = manager(client.clone()).await?;
     let current = Current {
         connection,
+        writes: Vec::new(),
         client,
         generation: 0,
     };
     let server = Server {
         current: Arc::new(Mutex::new(current)),
         sentinels,
+        next_writer: Arc::default(),
     };
     if server.sentinels.is_some() {
         tokio::spawn(watch(
@@ -121,6 +138,7 @@ pub async fn connect(url: &str) -> RedisResult<Redis> {
     Ok(Redis {
         link: Link::Server(server),
         replicas: 0,
+        writer: None,
     })
 }
 
@@ -141,9 +159,19 @@ async fn watch(
         let server = Server {
             current,
             sentinels: sentinels.clone(),
+            next_writer: Arc::default(),
         };
-        server.follow(server.current().1).await;
+        server.follow(server.current(None).1).await;
     }
+}
+
+/// `count` connections for writes to the server `client` names.
+async fn writers(client: &redis::Client, count: usize) -> RedisResult<Vec<ConnectionManager>> {
+    let mut writes = Vec::with_capacity(count);
+    for _ in 0..count {
+        writes.push(manager(client.clone()).await?);
+    }
+    Ok(writes)
 }
 
 async fn manager(client: redis::Client) -> RedisResult<ConnectionManager> {
@@ -243,10 +271,35 @@ fn sentinel_url(url: &str) -> RedisResult<Option<SentinelClient>> {
 
 impl Redis {
     /// Acknowledges a write only once `replicas` replicas have it (`WAIT`), within
-    /// [`REPLICA_TIMEOUT`]; 0, the default, acknowledges it once the master has it.
-    pub fn with_replicas(mut self, replicas: usize) -> Self {
+    /// [`REPLICA_TIMEOUT`]; 0, the default, acknowledges it once the master has it. Writes then
+    /// go over connections of their own (to one server or the Sentinels' master; a cluster's
+    /// connection has one a node), so that reads are answered while a write waits.
+    pub async fn with_replicas(mut self, replicas: usize) -> RedisResult<Self> {
         self.replicas = replicas;
-        self
+        if let Link::Server(server) = &self.link
+            && replicas > 0
+        {
+            let writes = writers(&server.current_client(), WRITERS).await?;
+            let mut current = server
+                .current
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            current.writes = writes;
+        }
+        Ok(self)
+    }
+
+    /// The handle a write and its [`Self::replicated`] go through: one of the write
+    /// connections when replicas are asked for (the same one for both: `WAIT` counts the writes
+    /// of its own connection), this connection otherwise.
+    pub(crate) fn for_writes(&self) -> Redis {
+        let mut writer = self.clone();
+        if let Link::Server(server) = &self.link
+            && self.replicas > 0
+        {
+            writer.writer = Some(server.next_writer.fetch_add(1, Ordering::Relaxed));
+        }
+        writer
     }
 
     /// A client for a subscription: the current master's, or, in a cluster, one node's
@@ -255,7 +308,7 @@ impl Redis {
         match &self.link {
             Link::Server(server) => {
                 if server.sentinels.is_some() {
-                    server.follow(server.current().1).await;
+                    server.follow(server.current(None).1).await;
                 }
                 Ok(server.current_client())
             }
@@ -263,9 +316,10 @@ impl Redis {
         }
     }
 
-    /// Waits until the writes sent so far to where `key` lives are on the replicas asked for:
-    /// an error when they are not within [`REPLICA_TIMEOUT`] (the writes were applied by the
-    /// master, and a failover may lose them: their outcome is unknown).
+    /// Waits until the writes this handle sent so far to where `key` lives are on the replicas
+    /// asked for: an error when they are not within [`REPLICA_TIMEOUT`] (the writes were
+    /// applied by the master, and a failover may lose them: their outcome is unknown). Called
+    /// on the handle the writes went through ([`Self::for_writes`]).
     pub(crate) async fn replicated(&self, key: &str) -> RedisResult<()> {
         if self.replicas == 0 {
             return Ok(());
@@ -318,11 +372,16 @@ impl Redis {
 }
 
 impl Server {
-    /// The master's connection and its generation: what each request needs (the client, with
-    /// its connection info, is cloned only by those that need it).
-    fn current(&self) -> (ConnectionManager, u64) {
+    /// The master's connection (write connection `writer`, when there are some) and its
+    /// generation: what each request needs (the client, with its connection info, is cloned
+    /// only by those that need it).
+    fn current(&self, writer: Option<usize>) -> (ConnectionManager, u64) {
         let current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
-        (current.connection.clone(), current.generation)
+        let connection = match writer {
+            Some(at) if !current.writes.is_empty() => &current.writes[at % current.writes.len()],
+            _ => &current.connection,
+        };
+        (connection.clone(), current.generation)
     }
 
     fn current_client(&self) -> redis::Client {
@@ -353,7 +412,7 @@ impl Server {
             return;
         };
         let mut sentinels = sentinels.lock().await;
-        if self.current().1 != generation
+        if self.current(None).1 != generation
             || sentinels.asked.is_some_and(|at| at.elapsed() < ASK_AGAIN)
         {
             return;
@@ -370,11 +429,20 @@ impl Server {
         {
             return;
         }
-        match manager(client.clone()).await {
-            Ok(connection) => {
+        let count = {
+            let current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
+            current.writes.len()
+        };
+        let connections = async {
+            let connection = manager(client.clone()).await?;
+            RedisResult::Ok((connection, writers(&client, count).await?))
+        };
+        match connections.await {
+            Ok((connection, writes)) => {
                 let address = client.get_connection_info().addr().to_string();
                 let mut current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
                 current.connection = connection;
+                current.writes = writes;
                 current.client = client;
                 current.generation += 1;
                 tracing::warn!(%address, "the Sentinels name a new master; following it");
@@ -391,7 +459,7 @@ impl ConnectionLike for Redis {
                 Link::Server(server) => server,
                 Link::Cluster(cluster) => return cluster.send(cmd).await,
             };
-            let (mut connection, generation) = server.current();
+            let (mut connection, generation) = server.current(self.writer);
             let answer = connection.req_packed_command(cmd).await;
             if let Err(error) = &answer {
                 server.after(error, generation).await;
@@ -412,7 +480,7 @@ impl ConnectionLike for Redis {
                 // Routed by the pipeline's keys, which the backends keep in one slot.
                 Link::Cluster(cluster) => return cluster.send_pipeline(cmd, offset, count).await,
             };
-            let (mut connection, generation) = server.current();
+            let (mut connection, generation) = server.current(self.writer);
             let answer = connection.req_packed_commands(cmd, offset, count).await;
             if let Err(error) = &answer {
                 server.after(error, generation).await;
@@ -423,7 +491,7 @@ impl ConnectionLike for Redis {
 
     fn get_db(&self) -> i64 {
         match &self.link {
-            Link::Server(server) => server.current().0.get_db(),
+            Link::Server(server) => server.current(None).0.get_db(),
             Link::Cluster(_) => 0,
         }
     }

@@ -158,11 +158,11 @@ fn encode(record: &Record) -> Result<String, StoreError> {
 }
 
 impl RedisRecords {
-    /// Once what this instance wrote to `container`'s slot is on the replicas asked for (see
+    /// Once what `writer` wrote to `container`'s slot is on the replicas asked for (see
     /// [`Redis::with_replicas`]): otherwise unavailable, the write's outcome unknown.
-    async fn replicated(&self, container: &str) -> Result<(), StoreError> {
+    async fn replicated(&self, writer: &Redis, container: &str) -> Result<(), StoreError> {
         let key = self.container_key(container);
-        self.connection.replicated(&key).await.map_err(unavailable)
+        writer.replicated(&key).await.map_err(unavailable)
     }
 }
 
@@ -188,7 +188,7 @@ impl Records for RedisRecords {
             Key::Blob(_, name) => name,
         };
         let container = key.container();
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection.for_writes();
         let answer: String = self
             .scripts
             .put
@@ -204,7 +204,7 @@ impl Records for RedisRecords {
             .await
             .map_err(unavailable)?;
         match answer.as_str() {
-            "ok" => self.replicated(container).await,
+            "ok" => self.replicated(&connection, container).await,
             "exists" => Err(StoreError::already_exists(key)),
             "conflict" => Err(StoreError::conflict(key)),
             "container" => Err(StoreError::ContainerNotFound),
@@ -221,7 +221,7 @@ impl Records for RedisRecords {
             Key::Blob(_, name) => name,
         };
         let container = key.container();
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection.for_writes();
         let answer: Vec<Vec<u8>> = self
             .scripts
             .delete
@@ -236,7 +236,7 @@ impl Records for RedisRecords {
         let (status, records) = (answer.split_first()).ok_or_else(|| StoreError::not_found(key))?;
         match status.as_slice() {
             b"ok" => {
-                self.replicated(container).await?;
+                self.replicated(&connection, container).await?;
                 records.iter().map(|r| decode(r)).collect()
             }
             b"conflict" => Err(StoreError::conflict(key)),
@@ -278,7 +278,7 @@ impl Records for RedisRecords {
         let (key, epoch, block, max) = (stage.key, stage.epoch, stage.block, stage.max);
         let list = (self.staged_key(key, epoch)).ok_or_else(|| StoreError::not_found(key))?;
         let json = serde_json::to_string(block).map_err(|e| StoreError::generic("redis", e))?;
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection.for_writes();
         let answer: String = self
             .scripts
             .stage
@@ -291,7 +291,10 @@ impl Records for RedisRecords {
             .await
             .map_err(unavailable)?;
         match answer.as_str() {
-            "ok" => self.replicated(key.container()).await.map(|()| true),
+            "ok" => self
+                .replicated(&connection, key.container())
+                .await
+                .map(|()| true),
             "full" => Ok(false),
             "container" => Err(StoreError::ContainerNotFound),
             other => Err(StoreError::generic(
@@ -322,13 +325,13 @@ impl Records for RedisRecords {
         let Some(list) = self.staged_key(key, epoch) else {
             return Ok(());
         };
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection.for_writes();
         redis::cmd("DEL")
             .arg(list)
             .query_async::<()>(&mut connection)
             .await
             .map_err(unavailable)?;
-        self.replicated(key.container()).await
+        self.replicated(&connection, key.container()).await
     }
 
     async fn containers(&self) -> Result<Vec<String>, StoreError> {

@@ -145,7 +145,7 @@ impl RedisTables {
 
 impl Tables for RedisTables {
     async fn create_table(&self, name: &str) -> Result<bool, TableError> {
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection.for_writes();
         // Listed first: a create cut short leaves a name the listing skips, never a table it
         // does not list.
         let _: () = redis::cmd("ZADD")
@@ -163,16 +163,13 @@ impl Tables for RedisTables {
             .await
             .map_err(failed)?;
         // In a cluster the index and the table may be on two primaries.
-        self.connection
-            .replicated(&self.index())
-            .await
-            .map_err(failed)?;
-        self.connection.replicated(&marker).await.map_err(failed)?;
+        connection.replicated(&self.index()).await.map_err(failed)?;
+        connection.replicated(&marker).await.map_err(failed)?;
         Ok(created)
     }
 
     async fn delete_table(&self, name: &str) -> Result<bool, TableError> {
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection.for_writes();
         let [marker, order, values, stamps] = self.keys(name);
         let existed: bool = (self
             .scripts
@@ -190,11 +187,8 @@ impl Tables for RedisTables {
             .query_async(&mut connection)
             .await
             .map_err(failed)?;
-        self.connection.replicated(&marker).await.map_err(failed)?;
-        self.connection
-            .replicated(&self.index())
-            .await
-            .map_err(failed)?;
+        connection.replicated(&marker).await.map_err(failed)?;
+        connection.replicated(&self.index()).await.map_err(failed)?;
         Ok(existed)
     }
 
@@ -274,11 +268,11 @@ impl Tables for RedisTables {
                 }
             }
         }
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection.for_writes();
         let answer: Vec<String> =
             (invocation.invoke_async(&mut connection).await).map_err(failed)?;
         match answer.first().map(String::as_str) {
-            Some("ok") => (self.connection.replicated(&marker).await).map_err(failed),
+            Some("ok") => (connection.replicated(&marker).await).map_err(failed),
             Some("table") => Err(TableError::TableNotFound(table.to_owned())),
             Some("conflict") => {
                 let index = answer.get(1).and_then(|i| i.parse().ok()).unwrap_or(0);

@@ -99,7 +99,7 @@ impl RedisVersions {
 impl SharedBackend for RedisVersions {
     async fn acquire(&self, key: &str, token: &str, ttl_ms: u64) -> Result<Option<u64>, BoxError> {
         let [_, lock, fence] = self.keys(key);
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection.for_writes();
         let fencing: u64 = (self.scripts.acquire.key(&lock).key(fence))
             .arg(token)
             .arg(ttl_ms)
@@ -107,23 +107,23 @@ impl SharedBackend for RedisVersions {
             .await?;
         // A lock and its fencing token are the replicas' too before they are used: a failover
         // then neither frees the lock nor takes the token back.
-        self.connection.replicated(&lock).await?;
+        connection.replicated(&lock).await?;
         Ok((fencing != 0).then_some(fencing))
     }
 
     async fn renew(&self, key: &str, token: &str, ttl_ms: u64) -> Result<bool, BoxError> {
         let [_, lock, _] = self.keys(key);
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection.for_writes();
         let held: i64 = (self.scripts.renew.key(&lock).arg(token).arg(ttl_ms))
             .invoke_async(&mut connection)
             .await?;
-        self.connection.replicated(&lock).await?;
+        connection.replicated(&lock).await?;
         Ok(held == 1)
     }
 
     async fn release(&self, key: &str, token: &str) -> Result<(), BoxError> {
         let [_, lock, _] = self.keys(key);
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection.for_writes();
         let _: i64 = (self.scripts.release.key(lock).arg(token))
             .invoke_async(&mut connection)
             .await?;
@@ -133,14 +133,14 @@ impl SharedBackend for RedisVersions {
     async fn record(&self, key: &str, token: &str, version: &Recorded) -> Result<bool, BoxError> {
         let [stored, lock, _] = self.keys(key);
         let json = serde_json::to_string(&version.validators)?;
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection.for_writes();
         let recorded: i64 = (self.scripts.set.key(&lock).key(stored))
             .arg(token)
             .arg(json)
             .arg(version.keep_ms.unwrap_or(0))
             .invoke_async(&mut connection)
             .await?;
-        self.connection.replicated(&lock).await?;
+        connection.replicated(&lock).await?;
         Ok(recorded == 1)
     }
 
@@ -156,12 +156,12 @@ impl SharedBackend for RedisVersions {
 
     async fn forget(&self, key: &str) -> Result<(), BoxError> {
         let [version, ..] = self.keys(key);
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection.for_writes();
         let () = redis::cmd("DEL")
             .arg(&version)
             .query_async(&mut connection)
             .await?;
-        self.connection.replicated(&version).await?;
+        connection.replicated(&version).await?;
         Ok(())
     }
 }

@@ -631,7 +631,9 @@ async fn proxy(args: Proxy) -> anyhow::Result<()> {
             let connection = ifmatch_redis::connect(backend)
                 .await
                 .with_context(|| format!("connecting to {backend}"))?
-                .with_replicas(args.replicas.redis_replicas);
+                .with_replicas(args.replicas.redis_replicas)
+                .await
+                .with_context(|| format!("connecting to {backend}"))?;
             let versions =
                 ifmatch_redis::RedisVersions::new(connection.clone(), "ifmatch:versions:");
             let versions = ifmatch_tower::Shared::new(versions)

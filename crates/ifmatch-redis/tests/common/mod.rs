@@ -1,6 +1,8 @@
 //! A client of the failover tests: counters in a Redis table, each its own client's, every
-//! increment conditional on the last.
+//! increment conditional on the last, each counter the list of the increments that made it (so
+//! that what landed is known exactly, a write of unknown outcome included).
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, Instant};
@@ -8,24 +10,35 @@ use std::time::{Duration, Instant};
 use ifmatch_redis::RedisTables;
 use ifmatch_table::{Change, DateTime, Entity, Expected, TableError, Tables, Value};
 
-/// The counter of `client` in `table`: its value and the instant it was written at (`None`: not yet).
+/// The counter of `client` in `table`: the ids of the increments that made it and the
+/// instant it was last written at (`None`: not yet).
 async fn read(
     tables: &RedisTables,
     table: &str,
     client: usize,
-) -> Result<Option<(i64, DateTime)>, TableError> {
+) -> Result<Option<(Vec<i64>, DateTime)>, TableError> {
     let key = ("c".to_owned(), client.to_string());
     Ok(tables.get(table, &key).await?.map(|entity| {
-        let Some(Value::Int64(n)) = entity.properties.get("n") else {
-            panic!("a counter holds n");
+        let Some(Value::String(ids)) = entity.properties.get("ids") else {
+            panic!("a counter holds ids");
         };
-        (*n, entity.timestamp)
+        let ids = ids.split_whitespace().map(|id| id.parse().unwrap());
+        (ids.collect(), entity.timestamp)
     }))
 }
 
-/// Increments `client`'s own counter in `table` until `stop`, counting what was acknowledged; a write
-/// whose outcome is unknown (an error) counts when a later read finds it, since each write's
-/// instant is its own. When an increment first lands after the kill, `resumed` says when.
+/// What a client was answered: the ids of the increments acknowledged, and of those whose
+/// outcome is unknown (an error: applied or not, perhaps later than its answer).
+#[derive(Default)]
+struct Answered {
+    acknowledged: HashSet<i64>,
+    unknown: HashSet<i64>,
+}
+
+/// Increments `client`'s own counter in `table` until `stop`: each write appends an id of its
+/// own to the ids read, if the counter is still as read (a conflict: a write of unknown
+/// outcome landed since, and it reads again). When an increment sent after the kill is first
+/// acknowledged, `resumed_after[client]` says when.
 async fn increment(
     tables: RedisTables,
     table: &'static str,
@@ -34,8 +47,8 @@ async fn increment(
     killed_at: Arc<AtomicI64>,
     resumed_after: Arc<[AtomicI64]>,
     started: Instant,
-) -> i64 {
-    let (mut acknowledged, mut unknown) = (0, None::<DateTime>);
+) -> Answered {
+    let mut answered = Answered::default();
     let mut tick = (client as i64 + 1) * 1_000_000_000;
     while !stop.load(Ordering::SeqCst) {
         let current = match read(&tables, table, client).await {
@@ -45,29 +58,24 @@ async fn increment(
                 continue;
             }
         };
-        // The write of unknown outcome, found or not: either way, decided now.
-        if let Some(at) = unknown.take()
-            && current.is_some_and(|(_, stored)| stored == at)
-        {
-            acknowledged += 1;
-        }
         tick += 1;
-        let at = DateTime::from_ticks(tick);
-        let n = current.map_or(0, |(n, _)| n);
+        let mut ids = current.as_ref().map_or(Vec::new(), |(ids, _)| ids.clone());
+        ids.push(tick);
+        let ids: Vec<String> = ids.iter().map(i64::to_string).collect();
         let change = Change {
             key: ("c".to_owned(), client.to_string()),
             expected: current.map_or(Expected::Absent, |(_, stored)| Expected::Version(stored)),
             write: Some(Entity::new(
                 "c",
                 &client.to_string(),
-                at,
-                [("n", Value::Int64(n + 1))],
+                DateTime::from_ticks(tick),
+                [("ids", Value::String(ids.join(" ")))],
             )),
         };
         let sent = started.elapsed().as_millis() as i64;
         match tables.commit(table, &[change]).await {
             Ok(()) => {
-                acknowledged += 1;
+                answered.acknowledged.insert(tick);
                 // A write sent after the kill: one in flight then may have been replicated.
                 let killed = killed_at.load(Ordering::SeqCst);
                 if killed > 0 && sent > killed {
@@ -75,27 +83,14 @@ async fn increment(
                     resumed_after[client].fetch_min(now - killed, Ordering::SeqCst);
                 }
             }
-            Err(TableError::Conflict { .. }) => panic!("client {client}'s counter is its own"),
+            Err(TableError::Conflict { .. }) => {}
             Err(_) => {
-                unknown = Some(at);
+                answered.unknown.insert(tick);
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         }
     }
-    // The last write of unknown outcome, decided.
-    loop {
-        match read(&tables, table, client).await {
-            Ok(current) => {
-                if let Some(at) = unknown
-                    && current.is_some_and(|(_, stored)| stored == at)
-                {
-                    acknowledged += 1;
-                }
-                return acknowledged;
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
-        }
-    }
+    answered
 }
 
 /// Clients incrementing their counters (client `i`'s in table `tables_of(i)`), until
@@ -108,7 +103,7 @@ pub(crate) struct Run {
     /// Per client.
     resumed_after: Arc<[AtomicI64]>,
     started: Instant,
-    clients: Vec<tokio::task::JoinHandle<i64>>,
+    clients: Vec<tokio::task::JoinHandle<Answered>>,
 }
 
 impl Run {
@@ -177,20 +172,35 @@ impl Run {
     }
 
     /// Stops the clients and checks that each counter holds every increment its client was
-    /// acknowledged, and no other; the increments acknowledged in all.
-    pub(crate) async fn finish(self) -> i64 {
+    /// acknowledged, and none but those and the ones of unknown outcome; the increments
+    /// acknowledged in all.
+    pub(crate) async fn finish(self) -> usize {
         self.stop.store(true, Ordering::SeqCst);
         let mut total = 0;
         for (client, task) in self.clients.into_iter().enumerate() {
-            let acknowledged = task.await.unwrap();
+            let answered = task.await.unwrap();
             let table = (self.table_of)(client);
-            let stored = read(&self.tables, table, client).await.unwrap();
-            let stored = stored.map_or(0, |(n, _)| n);
-            assert_eq!(
-                stored, acknowledged,
-                "client {client}: every acknowledged increment"
-            );
-            total += acknowledged;
+            let stored = loop {
+                match read(&self.tables, table, client).await {
+                    Ok(stored) => break stored,
+                    Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+                }
+            };
+            let landed: HashSet<i64> = stored
+                .map_or(Vec::new(), |(ids, _)| ids)
+                .into_iter()
+                .collect();
+            for id in &answered.acknowledged {
+                assert!(
+                    landed.contains(id),
+                    "client {client}: acknowledged {id} lost"
+                );
+            }
+            for id in &landed {
+                let known = answered.acknowledged.contains(id) || answered.unknown.contains(id);
+                assert!(known, "client {client}: {id} never written");
+            }
+            total += answered.acknowledged.len();
         }
         total
     }
