@@ -11,14 +11,20 @@
 //! (`TRYAGAIN`, `CLUSTERDOWN`, `MASTERDOWN`, `LOADING`, `READONLY` from a demoted primary), or
 //! no connection could be made; for at most [`TIMEOUT`]. A dropped connection or a timeout is
 //! answered as it is: the outcome is unknown.
+//!
+//! After a request failed for want of the slot's primary (timed out, redirected or refused until
+//! its time was up), the connection is made anew from the nodes the URL named, at most once a
+//! second: under many requests to a failed primary's slot, the crate's connection was seen
+//! never to take the promoted replica (56 clients on one slot: every read timed out for as long
+//! as the test ran, 20 s), where a new connection reads the slots as they are.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Cmd, ErrorKind, RedisError, RedisResult, ServerErrorKind, Value};
 
 use crate::connection::TIMEOUT;
@@ -26,10 +32,16 @@ use crate::connection::TIMEOUT;
 /// How long to wait before sending again a command the cluster was not ready for.
 const PAUSE: Duration = Duration::from_millis(50);
 
+/// The least time between two new connections.
+const RENEW_AGAIN: Duration = Duration::from_secs(1);
+
 /// A connection to a Redis Cluster, cheap to clone.
 #[derive(Clone)]
 pub(crate) struct Cluster {
-    connection: ClusterConnection,
+    /// The connection, and its generation (moves at each new one).
+    current: Arc<Mutex<(ClusterConnection, u64)>>,
+    /// When the connection was last made anew.
+    renewed: Arc<tokio::sync::Mutex<Instant>>,
     /// The nodes the URL named (`redis://H:P`, with its credentials), for subscriptions.
     nodes: Arc<[redis::ConnectionInfo]>,
     /// The node the next subscription tries.
@@ -47,48 +59,88 @@ enum Again {
 impl Cluster {
     /// Connects to the cluster that `nodes` (any of its nodes) belong to.
     pub(crate) async fn connect(nodes: Vec<redis::ConnectionInfo>) -> RedisResult<Self> {
-        let connection = ClusterClient::builder(nodes.clone())
-            .retries(0)
-            .connection_timeout(TIMEOUT)
-            .response_timeout(TIMEOUT)
-            .build()?
-            .get_async_connection()
-            .await?;
+        let connection = open(&nodes).await?;
         Ok(Self {
-            connection,
+            current: Arc::new(Mutex::new((connection, 0))),
+            renewed: Arc::new(tokio::sync::Mutex::new(Instant::now())),
             nodes: nodes.into(),
             next: Arc::default(),
         })
     }
 
+    fn connection(&self) -> (ClusterConnection, u64) {
+        let current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
+        (current.0.clone(), current.1)
+    }
+
+    /// After a request on the connection of `generation` failed for want of its slot's
+    /// primary: makes the connection anew, unless another request did since, or did less than
+    /// [`RENEW_AGAIN`] ago.
+    async fn renew(&self, generation: u64) {
+        let mut renewed = self.renewed.lock().await;
+        if self.connection().1 != generation || renewed.elapsed() < RENEW_AGAIN {
+            return;
+        }
+        *renewed = Instant::now();
+        match open(&self.nodes).await {
+            Ok(connection) => {
+                let mut current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
+                *current = (connection, current.1 + 1);
+                tracing::warn!(
+                    "a request found no primary for its slot; connected to the cluster anew"
+                );
+            }
+            Err(error) => tracing::warn!(%error, "cannot connect to the cluster anew"),
+        }
+    }
+
     /// Sends `cmd` to the primary of its key's slot, and again only when an answer said it did
     /// not run (see the module's documentation).
     pub(crate) async fn send(&self, cmd: &Cmd) -> RedisResult<Value> {
+        Ok(self.send_with(cmd, None).await?.0)
+    }
+
+    /// Sends the write `cmd` as [`Self::send`] does, and `WAIT replicas timeout` after it in one
+    /// pipeline, so that the wait is on the node that ran the write and counts it: the write's
+    /// answer, and how many replicas have it.
+    pub(crate) async fn send_and_wait(
+        &self,
+        cmd: &Cmd,
+        replicas: usize,
+        timeout: Duration,
+    ) -> RedisResult<(Value, usize)> {
+        let (value, waited) = self.send_with(cmd, Some((replicas, timeout))).await?;
+        let waited = waited.unwrap_or(Value::Nil);
+        Ok((value, redis::FromRedisValue::from_redis_value(waited)?))
+    }
+
+    async fn send_with(
+        &self,
+        cmd: &Cmd,
+        wait: Option<(usize, Duration)>,
+    ) -> RedisResult<(Value, Option<Value>)> {
         let deadline = Instant::now() + TIMEOUT;
-        let mut connection = self.connection.clone();
-        let mut answer = redis::aio::ConnectionLike::req_packed_command(&mut connection, cmd).await;
+        let (mut connection, generation) = self.connection();
+        let mut answer = attempt(&mut connection, cmd, wait, None).await;
         loop {
             let again = match &answer {
                 Err(error) if Instant::now() < deadline => again(error),
                 _ => None,
             };
             answer = match again {
-                None => return answer,
+                None => {
+                    if answer.as_ref().is_err_and(lost) {
+                        self.renew(generation).await;
+                    }
+                    return answer;
+                }
                 Some(Again::Later) => {
                     tokio::time::sleep(PAUSE).await;
-                    redis::aio::ConnectionLike::req_packed_command(&mut connection, cmd).await
+                    attempt(&mut connection, cmd, wait, None).await
                 }
-                Some(Again::To(host, port, false)) => {
+                Some(Again::To(host, port, asking)) => {
                     let node = SingleNodeRoutingInfo::ByAddress { host, port };
-                    let routing = RoutingInfo::SingleNode(node);
-                    connection.route_command(cmd.clone(), routing).await
-                }
-                Some(Again::To(host, port, true)) => {
-                    let mut asking = redis::pipe();
-                    asking.cmd("ASKING").add_command(cmd.clone());
-                    let node = SingleNodeRoutingInfo::ByAddress { host, port };
-                    let answers = connection.route_pipeline(asking, 1, 1, node).await;
-                    answers.map(|mut answers| answers.pop().unwrap_or(Value::Nil))
+                    attempt(&mut connection, cmd, wait, Some((node, asking))).await
                 }
             };
         }
@@ -103,7 +155,7 @@ impl Cluster {
         count: usize,
     ) -> RedisResult<Vec<Value>> {
         let deadline = Instant::now() + TIMEOUT;
-        let mut connection = self.connection.clone();
+        let (mut connection, generation) = self.connection();
         loop {
             let answer = redis::aio::ConnectionLike::req_packed_commands(
                 &mut connection,
@@ -116,30 +168,18 @@ impl Cluster {
                 Err(error) if Instant::now() < deadline && again(error).is_some() => {
                     tokio::time::sleep(PAUSE).await;
                 }
+                Err(error) if lost(error) => {
+                    self.renew(generation).await;
+                    return answer;
+                }
                 _ => return answer,
             }
         }
     }
 
-    /// `WAIT replicas timeout` on the primary of `key`'s slot, over the connection that sent
-    /// its writes: how many of its replicas have them.
-    pub(crate) async fn wait(
-        &self,
-        key: &str,
-        replicas: usize,
-        timeout: Duration,
-    ) -> RedisResult<usize> {
-        let mut wait = redis::cmd("WAIT");
-        wait.arg(replicas).arg(timeout.as_millis() as u64);
-        let route = Route::with_key(key, SlotAddr::Master);
-        let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
-        let answer = self.connection.clone().route_command(wait, routing).await?;
-        redis::FromRedisValue::from_redis_value(answer).map_err(Into::into)
-    }
-
     /// The keys matching `pattern` on every primary (`SCAN` on each, as the slots are now).
     pub(crate) async fn scan(&self, pattern: &str) -> RedisResult<Vec<String>> {
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection().0;
         let slots = connection
             .route_command(
                 redis::cmd("CLUSTER").arg("SLOTS").clone(),
@@ -184,6 +224,71 @@ impl Cluster {
         let at = self.next.fetch_add(1, Ordering::Relaxed) % self.nodes.len();
         redis::Client::open(self.nodes[at].clone())
     }
+}
+
+/// One sending of `cmd` (and of `WAIT` after it, when asked), where its key's slot is or to
+/// `node` (preceded by `ASKING`: the slot is migrating there): the command's answer, and the
+/// wait's.
+async fn attempt(
+    connection: &mut ClusterConnection,
+    cmd: &Cmd,
+    wait: Option<(usize, Duration)>,
+    node: Option<(SingleNodeRoutingInfo, bool)>,
+) -> RedisResult<(Value, Option<Value>)> {
+    let asking = node.as_ref().is_some_and(|(_, asking)| *asking);
+    if wait.is_none() && !asking {
+        let answer = match node {
+            None => redis::aio::ConnectionLike::req_packed_command(connection, cmd).await,
+            Some((node, _)) => {
+                let routing = RoutingInfo::SingleNode(node);
+                connection.route_command(cmd.clone(), routing).await
+            }
+        };
+        return answer.map(|value| (value, None));
+    }
+    let mut pipeline = redis::pipe();
+    if asking {
+        pipeline.cmd("ASKING");
+    }
+    pipeline.add_command(cmd.clone());
+    if let Some((replicas, timeout)) = wait {
+        pipeline
+            .cmd("WAIT")
+            .arg(replicas)
+            .arg(timeout.as_millis() as u64);
+    }
+    let (offset, count) = (usize::from(asking), 1 + usize::from(wait.is_some()));
+    let answers = match node {
+        None => {
+            redis::aio::ConnectionLike::req_packed_commands(connection, &pipeline, offset, count)
+                .await
+        }
+        Some((node, _)) => {
+            connection
+                .route_pipeline(pipeline, offset, count, node)
+                .await
+        }
+    };
+    let mut answers = answers?.into_iter();
+    let value = answers.next().unwrap_or(Value::Nil).extract_error()?;
+    Ok((value, answers.next()))
+}
+
+/// The connection of `nodes`, which sends each command once.
+async fn open(nodes: &[redis::ConnectionInfo]) -> RedisResult<ClusterConnection> {
+    ClusterClient::builder(nodes.to_vec())
+        .retries(0)
+        .connection_timeout(TIMEOUT)
+        .response_timeout(TIMEOUT)
+        .build()?
+        .get_async_connection()
+        .await
+}
+
+/// Whether a request's last error says its slot's primary was not to be had (a redirect or a
+/// wait that lasted its whole time, or a timeout): the cue to connect anew.
+fn lost(error: &RedisError) -> bool {
+    error.is_timeout() || again(error).is_some()
 }
 
 /// Whether, and where, a command that failed with `error` is sent again: only when the

@@ -42,8 +42,12 @@ const WRITERS: usize = 4;
 pub struct Redis {
     link: Link,
     replicas: usize,
-    /// The write connection this handle sends over ([`Redis::for_writes`]), if one.
+    /// The write connection this handle sends over ([`Redis::for_writes`]), if one (in a
+    /// cluster, whether it is a write handle).
     writer: Option<usize>,
+    /// In a cluster, the fewest replicas that had one of this handle's writes, each sent with
+    /// its `WAIT`.
+    waited: Option<usize>,
 }
 
 #[derive(Clone)]
@@ -104,6 +108,7 @@ pub async fn connect(url: &str) -> RedisResult<Redis> {
             link,
             replicas: 0,
             writer: None,
+            waited: None,
         });
     }
     let (client, sentinels) = match sentinel_url(url)? {
@@ -139,6 +144,7 @@ pub async fn connect(url: &str) -> RedisResult<Redis> {
         link: Link::Server(server),
         replicas: 0,
         writer: None,
+        waited: None,
     })
 }
 
@@ -294,10 +300,11 @@ impl Redis {
     /// of its own connection), this connection otherwise.
     pub(crate) fn for_writes(&self) -> Redis {
         let mut writer = self.clone();
-        if let Link::Server(server) = &self.link
-            && self.replicas > 0
-        {
-            writer.writer = Some(server.next_writer.fetch_add(1, Ordering::Relaxed));
+        if self.replicas > 0 {
+            writer.writer = Some(match &self.link {
+                Link::Server(server) => server.next_writer.fetch_add(1, Ordering::Relaxed),
+                Link::Cluster(_) => 0,
+            });
         }
         writer
     }
@@ -316,11 +323,10 @@ impl Redis {
         }
     }
 
-    /// Waits until the writes this handle sent so far to where `key` lives are on the replicas
-    /// asked for: an error when they are not within [`REPLICA_TIMEOUT`] (the writes were
+    /// Waits until the writes this handle sent so far are on the replicas asked for: an error when they are not within [`REPLICA_TIMEOUT`] (the writes were
     /// applied by the master, and a failover may lose them: their outcome is unknown). Called
     /// on the handle the writes went through ([`Self::for_writes`]).
-    pub(crate) async fn replicated(&self, key: &str) -> RedisResult<()> {
+    pub(crate) async fn replicated(&self) -> RedisResult<()> {
         if self.replicas == 0 {
             return Ok(());
         }
@@ -332,7 +338,9 @@ impl Redis {
                     .query_async(&mut self.clone())
                     .await?
             }
-            Link::Cluster(cluster) => cluster.wait(key, self.replicas, REPLICA_TIMEOUT).await?,
+            // Each write went with its `WAIT` ([`Cluster::send_and_wait`]); none, nothing to wait
+            // for.
+            Link::Cluster(_) => self.waited.unwrap_or(self.replicas),
         };
         if acknowledged < self.replicas {
             return Err(RedisError::from((
@@ -452,11 +460,27 @@ impl Server {
     }
 }
 
+/// Whether `cmd` is a `SCRIPT` command (`LOAD`, after a script's first `NOSCRIPT`), which goes
+/// to every primary of a cluster by itself, never with a `WAIT`.
+fn loads_script(cmd: &Cmd) -> bool {
+    let name = cmd.args_iter().next();
+    matches!(name, Some(redis::Arg::Simple(name)) if name.eq_ignore_ascii_case(b"SCRIPT"))
+}
+
 impl ConnectionLike for Redis {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
             let server = match &self.link {
                 Link::Server(server) => server,
+                Link::Cluster(cluster) if self.writer.is_some() && !loads_script(cmd) => {
+                    let replicas = self.replicas;
+                    let sent = cluster
+                        .send_and_wait(cmd, replicas, REPLICA_TIMEOUT)
+                        .await?;
+                    let (answer, waited) = sent;
+                    self.waited = Some(self.waited.map_or(waited, |least| least.min(waited)));
+                    return Ok(answer);
+                }
                 Link::Cluster(cluster) => return cluster.send(cmd).await,
             };
             let (mut connection, generation) = server.current(self.writer);

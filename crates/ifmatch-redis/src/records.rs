@@ -149,21 +149,18 @@ fn unavailable(error: redis::RedisError) -> StoreError {
     StoreError::Unavailable(Box::new(error))
 }
 
+/// Once what `writer` wrote is on the replicas asked for (see [`Redis::with_replicas`]):
+/// otherwise unavailable, the write's outcome unknown.
+async fn replicated(writer: &Redis) -> Result<(), StoreError> {
+    writer.replicated().await.map_err(unavailable)
+}
+
 fn decode(json: &[u8]) -> Result<Record, StoreError> {
     serde_json::from_slice(json).map_err(|e| StoreError::generic("redis", e))
 }
 
 fn encode(record: &Record) -> Result<String, StoreError> {
     serde_json::to_string(record).map_err(|e| StoreError::generic("redis", e))
-}
-
-impl RedisRecords {
-    /// Once what `writer` wrote to `container`'s slot is on the replicas asked for (see
-    /// [`Redis::with_replicas`]): otherwise unavailable, the write's outcome unknown.
-    async fn replicated(&self, writer: &Redis, container: &str) -> Result<(), StoreError> {
-        let key = self.container_key(container);
-        writer.replicated(&key).await.map_err(unavailable)
-    }
 }
 
 impl Records for RedisRecords {
@@ -204,7 +201,7 @@ impl Records for RedisRecords {
             .await
             .map_err(unavailable)?;
         match answer.as_str() {
-            "ok" => self.replicated(&connection, container).await,
+            "ok" => replicated(&connection).await,
             "exists" => Err(StoreError::already_exists(key)),
             "conflict" => Err(StoreError::conflict(key)),
             "container" => Err(StoreError::ContainerNotFound),
@@ -236,7 +233,7 @@ impl Records for RedisRecords {
         let (status, records) = (answer.split_first()).ok_or_else(|| StoreError::not_found(key))?;
         match status.as_slice() {
             b"ok" => {
-                self.replicated(&connection, container).await?;
+                replicated(&connection).await?;
                 records.iter().map(|r| decode(r)).collect()
             }
             b"conflict" => Err(StoreError::conflict(key)),
@@ -291,10 +288,7 @@ impl Records for RedisRecords {
             .await
             .map_err(unavailable)?;
         match answer.as_str() {
-            "ok" => self
-                .replicated(&connection, key.container())
-                .await
-                .map(|()| true),
+            "ok" => replicated(&connection).await.map(|()| true),
             "full" => Ok(false),
             "container" => Err(StoreError::ContainerNotFound),
             other => Err(StoreError::generic(
@@ -331,7 +325,7 @@ impl Records for RedisRecords {
             .query_async::<()>(&mut connection)
             .await
             .map_err(unavailable)?;
-        self.replicated(&connection, key.container()).await
+        replicated(&connection).await
     }
 
     async fn containers(&self) -> Result<Vec<String>, StoreError> {

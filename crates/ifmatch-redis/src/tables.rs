@@ -162,9 +162,7 @@ impl Tables for RedisTables {
             .query_async(&mut connection)
             .await
             .map_err(failed)?;
-        // In a cluster the index and the table may be on two primaries.
-        connection.replicated(&self.index()).await.map_err(failed)?;
-        connection.replicated(&marker).await.map_err(failed)?;
+        connection.replicated().await.map_err(failed)?;
         Ok(created)
     }
 
@@ -187,8 +185,7 @@ impl Tables for RedisTables {
             .query_async(&mut connection)
             .await
             .map_err(failed)?;
-        connection.replicated(&marker).await.map_err(failed)?;
-        connection.replicated(&self.index()).await.map_err(failed)?;
+        connection.replicated().await.map_err(failed)?;
         Ok(existed)
     }
 
@@ -272,7 +269,7 @@ impl Tables for RedisTables {
         let answer: Vec<String> =
             (invocation.invoke_async(&mut connection).await).map_err(failed)?;
         match answer.first().map(String::as_str) {
-            Some("ok") => (connection.replicated(&marker).await).map_err(failed),
+            Some("ok") => (connection.replicated().await).map_err(failed),
             Some("table") => Err(TableError::TableNotFound(table.to_owned())),
             Some("conflict") => {
                 let index = answer.get(1).and_then(|i| i.parse().ok()).unwrap_or(0);

@@ -107,7 +107,7 @@ impl SharedBackend for RedisVersions {
             .await?;
         // A lock and its fencing token are the replicas' too before they are used: a failover
         // then neither frees the lock nor takes the token back.
-        connection.replicated(&lock).await?;
+        connection.replicated().await?;
         Ok((fencing != 0).then_some(fencing))
     }
 
@@ -117,7 +117,7 @@ impl SharedBackend for RedisVersions {
         let held: i64 = (self.scripts.renew.key(&lock).arg(token).arg(ttl_ms))
             .invoke_async(&mut connection)
             .await?;
-        connection.replicated(&lock).await?;
+        connection.replicated().await?;
         Ok(held == 1)
     }
 
@@ -140,7 +140,7 @@ impl SharedBackend for RedisVersions {
             .arg(version.keep_ms.unwrap_or(0))
             .invoke_async(&mut connection)
             .await?;
-        connection.replicated(&lock).await?;
+        connection.replicated().await?;
         Ok(recorded == 1)
     }
 
@@ -161,7 +161,7 @@ impl SharedBackend for RedisVersions {
             .arg(&version)
             .query_async(&mut connection)
             .await?;
-        connection.replicated(&version).await?;
+        connection.replicated().await?;
         Ok(())
     }
 }
