@@ -27,7 +27,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Cmd, ErrorKind, RedisError, RedisResult, ServerErrorKind, Value};
 
-use crate::connection::TIMEOUT;
+use crate::timeouts::TIMEOUT;
 
 /// How long to wait before sending again a command the cluster was not ready for.
 const PAUSE: Duration = Duration::from_millis(50);

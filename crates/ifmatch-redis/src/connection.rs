@@ -21,12 +21,7 @@ use redis::{
 };
 
 use crate::cluster::Cluster;
-
-/// How long a request waits for Redis before it fails.
-pub const TIMEOUT: Duration = Duration::from_secs(2);
-
-/// How long a write waits for its replicas before it is answered as of unknown outcome.
-pub const REPLICA_TIMEOUT: Duration = Duration::from_secs(1);
+use crate::timeouts::{REPLICA_TIMEOUT, TIMEOUT};
 
 /// The least time between two questions to the Sentinels.
 const ASK_AGAIN: Duration = Duration::from_millis(100);

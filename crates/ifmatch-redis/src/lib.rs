@@ -28,11 +28,13 @@ mod records;
 mod tables;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod timeouts;
 mod versions;
 
-pub use connection::{REPLICA_TIMEOUT, Redis, TIMEOUT, connect};
+pub use connection::{Redis, connect};
 #[cfg(feature = "shared-cache")]
 pub use invalidations::share_invalidations;
 pub use records::RedisRecords;
 pub use tables::RedisTables;
+pub use timeouts::{REPLICA_TIMEOUT, TIMEOUT};
 pub use versions::RedisVersions;
