@@ -12,6 +12,11 @@
 //! no connection could be made; for at most [`TIMEOUT`]. A dropped connection or a timeout is
 //! answered as it is: the outcome is unknown.
 //!
+//! A write that waits for replicas is sent with its `WAIT` in one pipeline
+//! ([`Cluster::send_and_wait`]): `WAIT` counts the writes of its own connection to its own node,
+//! and one sent apart, routed by the slots as known a moment later, was seen to answer for
+//! another node.
+//!
 //! After a request failed for want of the slot's primary (timed out, redirected or refused until
 //! its time was up), the connection is made anew from the nodes the URL named, at most once a
 //! second: under many requests to a failed primary's slot, the crate's connection was seen
