@@ -7,8 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
-use ifmatch_redis::RedisTables;
+use ifmatch_redis::{RedisTables, RedisVersions};
 use ifmatch_table::{Change, DateTime, Entity, Expected, TableError, Tables, Value};
+use ifmatch_tower::SharedBackend;
 
 /// The counter of `client` in `table`: the ids of the increments that made it and the
 /// instant it was last written at (`None`: not yet).
@@ -151,24 +152,36 @@ impl Run {
     }
 
     /// How long after the kill a write sent after it was first acknowledged to one of the
-    /// clients in `table`; panics when none was within `bound`.
-    pub(crate) async fn resumed(&self, table: &str, bound: Duration) -> Duration {
+    /// clients in `table`; panics when none was within `bound`, or when one was before
+    /// `restarted` (the old primary back as a replica: with one replica asked for and the only
+    /// other copy dead, nothing may be acknowledged before).
+    pub(crate) async fn resumed(
+        &self,
+        table: &str,
+        restarted: Duration,
+        bound: Duration,
+    ) -> Duration {
         let deadline = Instant::now() + bound;
-        loop {
+        let resumed = loop {
             let resumed = (self.resumed_after.iter().enumerate())
                 .filter(|(client, _)| (self.table_of)(*client) == table)
                 .map(|(_, after)| after.load(Ordering::SeqCst))
                 .min()
                 .unwrap_or(i64::MAX);
             if resumed < i64::MAX {
-                return Duration::from_millis(resumed as u64);
+                break Duration::from_millis(resumed as u64);
             }
             assert!(
                 Instant::now() < deadline,
                 "no write to {table} landed within {bound:?} of the kill"
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        };
+        assert!(
+            resumed >= restarted,
+            "a write acknowledged {resumed:?} after the kill, with no replica to have it"
+        );
+        resumed
     }
 
     /// Stops the clients and checks that each counter holds every increment its client was
@@ -204,4 +217,18 @@ impl Run {
         }
         total
     }
+}
+
+/// Checks that the lock on `key` taken by `holder` with fencing `token` before a failover is
+/// its holder's still and no one else's, and that the next token is higher.
+pub(crate) async fn held_through(versions: &RedisVersions, key: &str, token: u64) {
+    let taken = versions.acquire(key, "another", 60_000).await.unwrap();
+    assert_eq!(taken, None, "the lock outlived the failover");
+    assert!(versions.renew(key, "holder", 60_000).await.unwrap());
+    versions.release(key, "holder").await.unwrap();
+    let next = versions.acquire(key, "another", 60_000).await.unwrap();
+    assert!(
+        next.is_some_and(|next| next > token),
+        "{next:?} after {token}"
+    );
 }
