@@ -10,8 +10,8 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    let parameters = [serde_json::json!({"name": "@p", "value": [1, "a", null]})];
-    if let Ok(query) = Query::parse(text, &parameters) {
+    let parameters = vec![serde_json::json!({"name": "@p", "value": [1, "a", null]})];
+    if let Ok(query) = Query::parse(text, parameters) {
         let document = serde_json::json!({"id": "a", "n": 1.5, "s": "text", "a": [1, {"b": 2}], "o": {"x": null}});
         let meter = Meter::per_document();
         let _ = query.results(&document, &meter);

@@ -475,6 +475,50 @@ for (const [name, start] of [
     assert.deepEqual(await ids(["t1"]), ["t1-u1"]);
   });
 
+  test("documented limits, one past each, refused 400 on every write path; malformed tokens too", async () => {
+    const tooLong = 2_147_483_648; // one past Azure's longest time to live, 2^31 - 1 seconds
+    const bad = async (promise, why) => assert.equal((await failure(promise)).code, 400, why);
+    await bad(database.containers.create({ id: "ttl-far", partitionKey: { paths: ["/pk"] }, defaultTtl: tooLong }), "defaultTtl");
+    const { container } = await database.containers.createIfNotExists({
+      id: "limits",
+      partitionKey: { paths: ["/pk"] },
+      defaultTtl: 2_147_483_647,
+    });
+    await bad(container.items.create({ id: "a", pk: "p", ttl: tooLong }), "create");
+    await bad(container.items.upsert({ id: "a", pk: "p", ttl: tooLong }), "upsert");
+    await container.items.create({ id: "a", pk: "p", ttl: 2_147_483_647 });
+    await bad(container.item("a", "p").replace({ id: "a", pk: "p", ttl: tooLong }), "replace");
+    await bad(container.item("a", "p").patch([{ op: "set", path: "/ttl", value: tooLong }]), "patch");
+    const batch = await container.items.batch([{ operationType: "Create", resourceBody: { id: "b", pk: "p", ttl: tooLong } }], "p");
+    assert.equal(batch.result[0].statusCode, 400, "batch");
+    const { resource: properties } = await container.read();
+    await bad(container.replace({ ...properties, defaultTtl: tooLong }), "container replace");
+    assert.equal((await container.item("b", "p").read()).statusCode, 404);
+    // A partition key value of 2,049 bytes, alone and on any level of a hierarchical key.
+    const long = "k".repeat(2049);
+    await bad(container.items.create({ id: "c", pk: long }), "a partition key of 2,049 bytes");
+    await container.items.create({ id: "c", pk: "k".repeat(2048) });
+    const { container: nested } = await database.containers.createIfNotExists({
+      id: "limits-nested",
+      partitionKey: { paths: ["/t", "/u"], kind: "MultiHash", version: 2 },
+    });
+    await bad(nested.items.create({ id: "c", t: "t", u: long }), "its second level");
+    await bad(nested.items.create({ id: "c", t: long, u: "u" }), "its first level");
+    // A flat vector index takes 505 dimensions, the others 4,096.
+    const vectors = (dimensions, type) => ({
+      id: `v-${type}-${dimensions}`,
+      partitionKey: { paths: ["/pk"] },
+      vectorEmbeddingPolicy: { vectorEmbeddings: [{ path: "/v", dataType: "float32", distanceFunction: "cosine", dimensions }] },
+      indexingPolicy: { vectorIndexes: [{ path: "/v", type }] },
+    });
+    await bad(database.containers.create(vectors(506, "flat")), "flat, 506");
+    await database.containers.create(vectors(505, "flat"));
+    await database.containers.create(vectors(4096, "diskANN"));
+    await bad(database.containers.create(vectors(4097, "diskANN")), "diskANN, 4,097");
+    // Session tokens whose numbers are past 64 bits.
+    await bad(container.item("a", "p").read({ sessionToken: "0:-1#99999999999999999999" }), "a session token past 64 bits");
+  });
+
   test("a wrong key is refused", async () => {
     const stranger = new CosmosClient({
       endpoint: server.cosmosOrigin,

@@ -14,6 +14,10 @@
 //! - Container writes (Delete and Lease Container) honour only the two date conditions; an
 //!   entity-tag condition there answers 400 `UnsupportedHeader` rather than being silently
 //!   dropped before a delete.
+//! - A condition this server does not evaluate where the request carries it (index tags,
+//!   page blobs' sequence numbers, a copy's source lease; a copy's source conditions without a
+//!   copy, an append's outside Append Block) answers 400 `UnsupportedHeader` naming it, on every
+//!   operation: a precondition a client sends is never dropped ([`unserved`]).
 
 use http::{HeaderMap, header};
 
@@ -140,4 +144,67 @@ fn container(c: Conditions<'_>, current: Option<&Validators>) -> Result<Outcome,
         return Err(ErrorCode::ConditionNotMet);
     }
     Ok(Outcome::Proceed)
+}
+
+/// The conditional headers of the dialect that no operation of this server evaluates yet.
+pub const UNSERVED: [&str; 6] = [
+    "x-ms-if-tags",
+    "x-ms-source-if-tags",
+    "x-ms-if-sequence-number-le",
+    "x-ms-if-sequence-number-lt",
+    "x-ms-if-sequence-number-eq",
+    "x-ms-source-lease-id",
+];
+
+/// The conditions on a copy's source, evaluated by Copy Blob, Put Blob From URL and Append
+/// Block From URL alone.
+pub const SOURCE_CONDITIONS: [&str; 4] = [
+    "x-ms-source-if-match",
+    "x-ms-source-if-none-match",
+    "x-ms-source-if-modified-since",
+    "x-ms-source-if-unmodified-since",
+];
+
+/// The conditions on an append blob's length, evaluated by Append Block (and From URL) alone.
+pub const APPEND_CONDITIONS: [&str; 2] = [
+    "x-ms-blob-condition-appendpos",
+    "x-ms-blob-condition-maxsize",
+];
+
+/// `x-ms-copy-source`: served by Put Blob (a copy) and Append Block (From URL) alone; on any
+/// other operation (Put Block From URL, say) the body it stands for would be taken as empty.
+const COPY_SOURCE: &str = "x-ms-copy-source";
+
+/// The first header of `headers` that `operation` would not evaluate: a condition it would
+/// otherwise drop silently (or a copy source it would not read). The caller refuses the
+/// request with 400 `UnsupportedHeader` naming it.
+///
+/// ```
+/// use http::HeaderMap;
+/// use ifmatch_blob::Operation;
+/// use ifmatch_blob::precondition::unserved;
+///
+/// let mut headers = HeaderMap::new();
+/// headers.insert("x-ms-if-tags", "\"team\" = 'a'".parse().unwrap());
+/// assert_eq!(unserved(&Operation::GetBlob, &headers), Some("x-ms-if-tags"));
+/// assert_eq!(unserved(&Operation::GetBlob, &HeaderMap::new()), None);
+/// ```
+pub fn unserved(
+    operation: &crate::operation::Operation,
+    headers: &HeaderMap,
+) -> Option<&'static str> {
+    use crate::operation::Operation as Op;
+    let copies = matches!(operation, Op::PutBlob | Op::AppendBlock);
+    let copy = copies && headers.contains_key(COPY_SOURCE);
+    let appends = matches!(operation, Op::AppendBlock);
+    let never = UNSERVED.iter();
+    let source = SOURCE_CONDITIONS.iter().filter(|_| !copy);
+    let append = APPEND_CONDITIONS.iter().filter(|_| !appends);
+    let copy_source = [COPY_SOURCE].iter().filter(|_| !copies);
+    never
+        .chain(source)
+        .chain(append)
+        .chain(copy_source)
+        .find(|name| headers.contains_key(**name))
+        .copied()
 }

@@ -210,10 +210,20 @@ pub(crate) fn json_of(entity: &Entity) -> Map<String, Value> {
     }
 }
 
+/// The longest partition key value Azure takes, in bytes (each value of a hierarchical key).
+pub const MAX_KEY_VALUE: usize = 2048;
+
 /// The stored form of a partition key value: one JSON text per value, so `1` and `1.0` are
-/// one key, as in Cosmos.
+/// one key, as in Cosmos. A string past [`MAX_KEY_VALUE`] bytes is refused: stored, it could
+/// never be named again (its header would be past what any server reads).
 pub fn stored_key(value: &Value) -> Result<String, Failure> {
     let canonical = match value {
+        Value::String(text) if text.len() > MAX_KEY_VALUE => {
+            return Err(bad_request(format!(
+                "The partition key value is {} bytes long; a partition key value is at most {MAX_KEY_VALUE} bytes.",
+                text.len()
+            )));
+        }
         Value::Number(n) => serde_json::Number::from_f64(n.as_f64().unwrap_or(f64::NAN))
             .map(Value::Number)
             .ok_or_else(|| bad_request("The partition key is not a finite number."))?,

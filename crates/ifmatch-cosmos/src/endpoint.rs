@@ -11,9 +11,10 @@ use ifmatch_table::{Scoped, Tables};
 
 use crate::address::{Address, Unknown};
 use crate::commits::Commits;
-use crate::failure::{Answer, Failure, bad_request, too_large};
+use crate::failure::{Answer, Failure, bad_request, too_heavy, too_large};
 use crate::front::answers::answer_of;
 use crate::front::{Asked, Front};
+use crate::inflight::Inflight;
 use ifmatch_table::Clock;
 
 /// The largest request body taken: a document of 2 MB and some room.
@@ -43,6 +44,8 @@ pub struct Endpoint<T, E> {
     commits: Arc<Commits>,
     /// Whether clients reach it over HTTPS: the endpoint the account read names.
     https: bool,
+    /// What the requests in flight may hold in memory together.
+    inflight: Arc<Inflight>,
 }
 
 impl<T: Tables + Clone, E: Env> ifmatch_azure::WholeBody for Endpoint<T, E> {
@@ -76,7 +79,15 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
             clock: Arc::default(),
             commits: Arc::default(),
             https: false,
+            inflight: Arc::default(),
         }
+    }
+
+    /// The memory the heavy requests in flight may take together, as [`crate::inflight`]
+    /// weighs them (by default [`crate::inflight::DEFAULT_BUDGET`]).
+    pub fn with_memory_budget(mut self, bytes: usize) -> Self {
+        self.inflight = Arc::new(Inflight::new(bytes));
+        self
     }
 
     /// Removes items past their time to live, in every account, reading at most about
@@ -166,6 +177,12 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
             )?,
         };
         consistency(&parts.headers)?;
+        // Once the credentials are known good: a stranger takes no share of the budget.
+        let weight = crate::inflight::weight(body);
+        let _admitted = self
+            .inflight
+            .admit(weight)
+            .ok_or_else(|| too_heavy(weight))?;
         let tables = Scoped::new(self.tables.clone(), &format!("~cosmos~{}", account.name()));
         let scheme = if self.https { "https" } else { "http" };
         let endpoint = format!("{scheme}://{host}/");
@@ -228,10 +245,16 @@ fn consistency(headers: &http::HeaderMap) -> Result<(), Failure> {
         }
     }
     if let Some(token) = headers.get("x-ms-session-token") {
-        let text = token.to_str().unwrap_or_default();
+        // A token of bytes that are not text is malformed, not absent.
+        let text = token
+            .to_str()
+            .map_err(|_| bad_request("The session token provided is not text: it is invalid."))?;
+        // Each number as the SDKs send it (a version may be -1), within 64 bits.
         let numbers = |part: &str| {
-            let part = part.strip_prefix('-').unwrap_or(part);
-            !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit())
+            let digits = part.strip_prefix('-').unwrap_or(part);
+            !digits.is_empty()
+                && digits.bytes().all(|b| b.is_ascii_digit())
+                && part.parse::<i64>().is_ok()
         };
         let valid = text.trim().is_empty()
             || text.split(',').all(|range| {
@@ -273,7 +296,18 @@ mod tests {
                 "{token}"
             );
         }
-        for token in ["abc", "0:-1#x", "0:", ":-1#4", "0:-1#4#1=", "0:-1#4,"] {
+        for token in [
+            "abc",
+            "0:-1#x",
+            "0:",
+            ":-1#4",
+            "0:-1#4#1=",
+            "0:-1#4,",
+            "0:-1#99999999999999999999",
+            "0:-1#9223372036854775808",
+            "18446744073709551616:-1#4",
+            "0:-1#4#1=99999999999999999999",
+        ] {
             let refused = consistency(&with("x-ms-session-token", token)).unwrap_err();
             assert_eq!(refused.status(), 400, "{token}");
         }
@@ -290,5 +324,9 @@ mod tests {
             );
         }
         assert!(consistency(&with("x-ms-consistency-level", "Linearizable")).is_err());
+        let mut not_text = http::HeaderMap::new();
+        let value = http::HeaderValue::from_bytes(b"0:-1#4\xff").unwrap();
+        not_text.insert("x-ms-session-token", value);
+        assert_eq!(consistency(&not_text).unwrap_err().status(), 400);
     }
 }

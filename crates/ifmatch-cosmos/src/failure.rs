@@ -73,8 +73,30 @@ impl Failure {
             http::header::CONTENT_TYPE,
             http::HeaderValue::from_static("application/json"),
         );
+        // How long the SDKs wait before they retry a 429 (they retry it themselves).
+        if self.code == Code::TooManyRequests {
+            answer.headers_mut().insert(
+                "x-ms-retry-after-ms",
+                http::HeaderValue::from_static(RETRY_AFTER_MS),
+            );
+        }
         answer
     }
+}
+
+/// What a 429 asks the client to wait before it retries, in milliseconds.
+const RETRY_AFTER_MS: &str = "100";
+
+/// 429: the request would take more memory than the requests in flight leave
+/// ([`crate::inflight`]).
+pub(crate) fn too_heavy(weight: usize) -> Failure {
+    Failure::new(
+        Code::TooManyRequests,
+        format!(
+            "Reading this request takes about {} MiB, more than the large requests in flight leave now: retry it.",
+            weight >> 20
+        ),
+    )
 }
 
 /// 400 `BadRequest`.

@@ -20,9 +20,15 @@ const TICKS_PER_SECOND: i64 = 10_000_000;
 /// A container's `defaultTtl`: `None` when items never expire.
 pub(crate) type Default = Option<i64>;
 
-/// A time to live as Azure takes it: `-1` or a positive whole number of seconds.
+/// The longest time to live Azure takes, a container's default or an item's: 2^31 - 1
+/// seconds (about 68 years).
+pub(crate) const MAX_TTL: i64 = i32::MAX as i64;
+
+/// A time to live as Azure takes it: `-1` or a whole number of seconds from 1 to [`MAX_TTL`].
 fn valid(value: &Json) -> Option<i64> {
-    value.as_i64().filter(|n| *n == -1 || *n > 0)
+    value
+        .as_i64()
+        .filter(|n| *n == -1 || (1..=MAX_TTL).contains(n))
 }
 
 /// The `defaultTtl` a container's properties declare, or 400.
@@ -30,7 +36,9 @@ pub(crate) fn declared(resource: &Map<String, Json>) -> Result<Default, Failure>
     match resource.get("defaultTtl") {
         None | Some(Json::Null) => Ok(None),
         Some(value) => valid(value).map(Some).ok_or_else(|| {
-            bad_request("A container's defaultTtl is -1 or a positive number of seconds.")
+            bad_request(format!(
+                "A container's defaultTtl is -1 or a whole number of seconds from 1 to {MAX_TTL}."
+            ))
         }),
     }
 }
@@ -44,9 +52,11 @@ pub(crate) fn of(container: &Entity) -> Default {
 pub(crate) fn check_item(resource: &Map<String, Json>) -> Result<(), Failure> {
     match resource.get("ttl") {
         None | Some(Json::Null) => Ok(()),
-        Some(value) => valid(value)
-            .map(|_| ())
-            .ok_or_else(|| bad_request("An item's ttl is -1 or a positive number of seconds.")),
+        Some(value) => valid(value).map(|_| ()).ok_or_else(|| {
+            bad_request(format!(
+                "An item's ttl is -1 or a whole number of seconds from 1 to {MAX_TTL}."
+            ))
+        }),
     }
 }
 

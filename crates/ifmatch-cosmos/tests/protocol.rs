@@ -220,3 +220,80 @@ async fn what_the_sdks_never_send_is_answered_as_cosmos_answers_it() {
     // The endpoint still reads what it holds.
     assert_eq!(signed(e, Method::GET, doc, &ann, "").await.0, 200);
 }
+
+/// Positions and counts a client sends back are numbers this server could have given, or 400:
+/// a change feed position at the top of its range (or below its start) on either feed, a
+/// query continuation whose counts are past what any page counts, a session token past 64 bits.
+#[tokio::test]
+async fn positions_and_tokens_out_of_range_are_refused() {
+    use base64::Engine;
+    let service = service();
+    let e = &service;
+    assert_eq!(
+        signed(e, Method::POST, "/dbs", &[], r#"{"id":"d"}"#)
+            .await
+            .0,
+        201
+    );
+    let container = r#"{"id":"c","partitionKey":{"paths":["/pk"],"kind":"Hash"},"changeFeedPolicy":{"retentionDuration":10}}"#;
+    assert_eq!(
+        signed(e, Method::POST, "/dbs/d/colls", &[], container)
+            .await
+            .0,
+        201
+    );
+    let docs = "/dbs/d/colls/c/docs";
+    let p = ("x-ms-documentdb-partitionkey", r#"["p"]"#);
+    for i in 0..3 {
+        let body = format!(r#"{{"id":"{i}","pk":"p"}}"#);
+        assert_eq!(signed(e, Method::POST, docs, &[p], &body).await.0, 201);
+    }
+    for feed in ["Incremental feed", "Full-Fidelity Feed"] {
+        for position in [
+            "\"9223372036854775807\"",
+            "\"-1\"",
+            "\"9223372036854775808\"",
+            "\"1e3\"",
+        ] {
+            let asked = [("a-im", feed), ("if-none-match", position)];
+            let (status, json, _) = signed(e, Method::GET, docs, &asked, "").await;
+            assert_eq!(status, 400, "{feed} from {position}: {json}");
+        }
+        // The last position there is goes on to nothing new.
+        let asked = [("a-im", feed), ("if-none-match", "\"9223372036854775806\"")];
+        assert_eq!(
+            signed(e, Method::GET, docs, &asked, "").await.0,
+            304,
+            "{feed}"
+        );
+    }
+    let query = [
+        ("x-ms-documentdb-isquery", "True"),
+        ("content-type", "application/query+json"),
+        ("x-ms-max-item-count", "1"),
+        p,
+    ];
+    let body = r#"{"query": "SELECT VALUE c.id FROM c"}"#;
+    let (status, _, headers) = signed(e, Method::POST, docs, &query, body).await;
+    assert_eq!(status, 200);
+    assert!(headers.contains_key("x-ms-continuation"));
+    for counts in [
+        r#"{"k":null,"r":0,"s":18446744073709551615,"n":0}"#,
+        r#"{"k":null,"r":0,"s":0,"n":18446744073709551615}"#,
+        r#"{"k":null,"r":18446744073709551615,"s":0,"n":0}"#,
+        r#"{"k":null,"s":0,"n":0}"#,
+    ] {
+        let token = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(counts);
+        let asked = [query.as_slice(), &[("x-ms-continuation", token.as_str())]].concat();
+        let (status, json, _) = signed(e, Method::POST, docs, &asked, body).await;
+        assert_eq!(status, 400, "{counts}: {json}");
+    }
+    for token in [
+        "0:-1#18446744073709551616",
+        "0:-1#3#1=99999999999999999999999",
+    ] {
+        let asked = [p, ("x-ms-session-token", token)];
+        let (status, json, _) = signed(e, Method::GET, &format!("{docs}/0"), &asked, "").await;
+        assert_eq!(status, 400, "{token}: {json}");
+    }
+}

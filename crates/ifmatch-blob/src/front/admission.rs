@@ -6,13 +6,14 @@ use std::time::SystemTime;
 use http::header;
 
 use super::Front;
-use super::failure::Result;
+use super::failure::{Failure, Result};
 use crate::auth;
 use crate::auth::Credential;
 use crate::operation::{Operation, Target};
 use crate::record::PublicAccess;
 use crate::store::{Key, Objects, Records};
 use ifmatch_azure::Env;
+use ifmatch_azure::ErrorCode;
 use ifmatch_azure::OperationName;
 use ifmatch_azure::auth::{ClientIp, Https, Signed};
 
@@ -102,6 +103,18 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             if !public {
                 return Err(denied.into());
             }
+        }
+        // After the credentials (a stranger learns nothing of what is served), before any
+        // record is read: a condition the operation would not evaluate is never dropped.
+        if let Some(name) = crate::precondition::unserved(&target.operation, headers) {
+            return Err(Failure::with_detail(
+                ErrorCode::UnsupportedHeader,
+                format!(
+                    "{name} is not supported by this server on {}; the request was not applied. \
+                     Header: {name}",
+                    target.operation.name()
+                ),
+            ));
         }
         Ok(Admitted {
             target,

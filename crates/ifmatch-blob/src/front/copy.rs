@@ -64,18 +64,13 @@ const COPY_STATUS: HeaderName = HeaderName::from_static("x-ms-copy-status");
 const COPY_PROGRESS: HeaderName = HeaderName::from_static("x-ms-copy-progress");
 const COPY_COMPLETION_TIME: HeaderName = HeaderName::from_static("x-ms-copy-completion-time");
 
-/// The conditions on the source, and the names they take to be evaluated as a write's.
-const SOURCE_CONDITIONS: [(&str, HeaderName); 4] = [
-    ("x-ms-source-if-match", http::header::IF_MATCH),
-    ("x-ms-source-if-none-match", http::header::IF_NONE_MATCH),
-    (
-        "x-ms-source-if-modified-since",
-        http::header::IF_MODIFIED_SINCE,
-    ),
-    (
-        "x-ms-source-if-unmodified-since",
-        http::header::IF_UNMODIFIED_SINCE,
-    ),
+/// The names the conditions on the source take to be evaluated as a write's, in the order of
+/// [`precondition::SOURCE_CONDITIONS`].
+const AS_CONDITIONS: [HeaderName; 4] = [
+    http::header::IF_MATCH,
+    http::header::IF_NONE_MATCH,
+    http::header::IF_MODIFIED_SINCE,
+    http::header::IF_UNMODIFIED_SINCE,
 ];
 
 /// Azure's name of the operation a `PUT` with `x-ms-copy-source` is.
@@ -470,8 +465,8 @@ pub(super) fn insert_copy_properties(record: &Record, out: &mut HeaderMap) {
 /// The request's `x-ms-source-if-*`, under the names of the conditions they are.
 fn source_conditions(headers: &HeaderMap) -> HeaderMap {
     let mut out = HeaderMap::new();
-    for (name, as_condition) in SOURCE_CONDITIONS {
-        for value in headers.get_all(name) {
+    for (name, as_condition) in precondition::SOURCE_CONDITIONS.iter().zip(AS_CONDITIONS) {
+        for value in headers.get_all(*name) {
             out.append(as_condition.clone(), value.clone());
         }
     }

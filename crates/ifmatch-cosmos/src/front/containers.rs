@@ -83,7 +83,8 @@ impl<T: Tables> Front<'_, T> {
         }
         unique::declared(&resource)?;
         ttl::declared(&resource)?;
-        crate::sql::embeddings(&resource).map_err(bad_request)?;
+        let embeddings = crate::sql::embeddings(&resource).map_err(bad_request)?;
+        crate::sql::check_vector_indexes(&resource, &embeddings).map_err(bad_request)?;
         with_container_defaults(&mut resource);
         if let Some(Json::Object(key)) = resource.get_mut("partitionKey") {
             key.entry("kind").or_insert_with(|| "Hash".into());
@@ -142,7 +143,14 @@ impl<T: Tables> Front<'_, T> {
             ));
         }
         ttl::declared(&resource)?;
-        crate::sql::embeddings(&resource).map_err(bad_request)?;
+        // The vector indexes are checked against the vector paths the container will have:
+        // the body's, or the stored ones when it sends none.
+        let declaring = match resource.contains_key("vectorEmbeddingPolicy") {
+            true => &resource,
+            false => &stored,
+        };
+        let embeddings = crate::sql::embeddings(declaring).map_err(bad_request)?;
+        crate::sql::check_vector_indexes(&resource, &embeddings).map_err(bad_request)?;
         for kept in ["partitionKey", "uniqueKeyPolicy"] {
             if let Some(value) = stored.get(kept) {
                 resource.insert(kept.into(), value.clone());

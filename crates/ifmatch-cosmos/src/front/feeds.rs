@@ -83,9 +83,15 @@ impl<T: Tables> Front<'_, T> {
                 0
             }
             Some("*") => self.last_number(&table).await?,
-            Some(tag) => tag.trim_matches('"').parse::<i64>().map_err(|_| {
-                bad_request("The change feed's If-None-Match is *, or an etag of the feed.")
-            })?,
+            // A position is one the feed can go on from: the next, one past it, is a number.
+            Some(tag) => (tag.trim_matches('"').parse::<i64>().ok())
+                .filter(|n| (0..i64::MAX).contains(n))
+                .ok_or_else(|| {
+                    bad_request(format!(
+                        "The change feed's If-None-Match is *, or an etag of the feed: a number from 0 to {}.",
+                        i64::MAX - 1
+                    ))
+                })?,
         };
         let partition = match asked.header("x-ms-documentdb-partitionkey") {
             Some(header) => Some(Scope::of_header(&container, header)?),

@@ -15,22 +15,23 @@ use crate::ttl;
 impl<T: Tables> Front<'_, T> {
     pub(super) async fn query(&self, db: &str, coll: &str, asked: &Asked<'_>) -> Answered {
         let container = self.container(db, coll).await?;
-        let body: Json = serde_json::from_slice(asked.body).map_err(|_| {
+        let mut body: Json = serde_json::from_slice(asked.body).map_err(|_| {
             bad_request("A query's body is JSON: {\"query\": ..., \"parameters\": [...]}.")
         })?;
-        let text = body.get("query").and_then(Json::as_str).ok_or_else(|| {
-            bad_request("A query's body names its text: {\"query\": \"SELECT ...\"}.")
-        })?;
-        let parameters = match body.get("parameters") {
+        // The parameters are taken out of the body, not copied: they may be most of it.
+        let parameters = match body.get_mut("parameters").map(Json::take) {
             None | Some(Json::Null) => Vec::new(),
-            Some(Json::Array(list)) => list.clone(),
+            Some(Json::Array(list)) => list,
             Some(_) => {
                 return Err(bad_request(
                     "A query's parameters are a list of {name, value}.",
                 ));
             }
         };
-        let mut query = crate::sql::Query::parse(text, &parameters)
+        let text = body.get("query").and_then(Json::as_str).ok_or_else(|| {
+            bad_request("A query's body names its text: {\"query\": \"SELECT ...\"}.")
+        })?;
+        let mut query = crate::sql::Query::parse(text, parameters)
             .map_err(|error| bad_request(format!("Query: {}", error.message)))?;
         let embeddings = crate::sql::embeddings(&json_of(&container)).unwrap_or_default();
         query.with_embeddings(&embeddings);

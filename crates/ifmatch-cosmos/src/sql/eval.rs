@@ -87,7 +87,7 @@ pub(crate) fn value<'a>(expr: &'a Expr, s: &Scope<'a, '_>) -> Value<'a> {
             }
             current
         }
-        Expr::Literal(literal) => Some(Cow::Borrowed(literal)),
+        Expr::Literal(literal) => Some(Cow::Borrowed(&**literal)),
         Expr::Undefined | Expr::Name(_) => None,
         Expr::Root => s.document.map(Cow::Borrowed),
         // A grouped row's slots are its group's keys: a slot outside them is undefined.

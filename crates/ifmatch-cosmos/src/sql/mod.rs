@@ -37,7 +37,7 @@ pub use rows::{Accumulator, Collector};
 use serde_json::Value as Json;
 pub use value::compare_for_order;
 pub(crate) use value::printed;
-pub use vector::{Embedding, embeddings};
+pub use vector::{Embedding, check_vector_indexes, embeddings};
 
 /// The longest query text taken.
 pub const MAX_QUERY: usize = 256 << 10;
@@ -134,8 +134,9 @@ pub enum Select {
 /// An expression.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Expr {
-    /// A constant (parameters are replaced by theirs).
-    Literal(Json),
+    /// A constant (parameters are replaced by theirs): shared, so that a parameter named many
+    /// times is held once, whatever its size.
+    Literal(std::sync::Arc<Json>),
     /// `undefined`.
     Undefined,
     /// The container's item, in the `FROM` source's expression.
@@ -227,21 +228,32 @@ pub enum Op {
     Coalesce,
 }
 
+impl Expr {
+    /// The constant `value`.
+    pub(crate) fn literal(value: Json) -> Self {
+        Self::Literal(std::sync::Arc::new(value))
+    }
+}
+
 impl Query {
-    /// The query `text` with `parameters` (`[{"name": "@x", "value": ...}]`).
-    pub fn parse(text: &str, parameters: &[Json]) -> Result<Self, SqlError> {
+    /// The query `text` with `parameters` (`[{"name": "@x", "value": ...}]`), taken whole:
+    /// each value is held once, however often the text names it, and never copied.
+    pub fn parse(text: &str, parameters: Vec<Json>) -> Result<Self, SqlError> {
         if text.len() > MAX_QUERY {
             return Err(SqlError::new("The query is longer than 262144 characters."));
         }
         let mut values = std::collections::HashMap::new();
-        for parameter in parameters {
+        for mut parameter in parameters {
             let name = parameter.get("name").and_then(Json::as_str);
-            let Some(name) = name.filter(|n| n.starts_with('@')) else {
+            let Some(name) = name.filter(|n| n.starts_with('@')).map(str::to_owned) else {
                 return Err(SqlError::new(
                     "Each parameter has a name that starts with '@' and a value.",
                 ));
             };
-            values.insert(name.to_owned(), parameter.get("value").cloned());
+            let value = parameter
+                .get_mut("value")
+                .map(|v| std::sync::Arc::new(v.take()));
+            values.insert(name, value);
         }
         let mut query = parse::query(&lex::tokens(text)?, &values)?;
         text::check_placement(&mut query)?;
@@ -291,7 +303,7 @@ pub fn holds(predicate: Option<&Predicate>, document: &Json) -> Result<bool, Sql
 
 /// A predicate on its own (`FROM c WHERE ...`, as a patch's condition is written).
 pub fn predicate(text: &str) -> Result<Option<Predicate>, SqlError> {
-    let query = Query::parse(&format!("SELECT * {text}"), &[])?;
+    let query = Query::parse(&format!("SELECT * {text}"), Vec::new())?;
     let plain = query.top.is_none()
         && query.order.is_empty()
         && query.offset_limit.is_none()

@@ -2,6 +2,7 @@
 //! [`MAX_DEPTH`](super::MAX_DEPTH).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde_json::Value as Json;
 
@@ -21,7 +22,7 @@ struct Parser<'a> {
     tokens: &'a [Token],
     at: usize,
     depth: usize,
-    parameters: &'a HashMap<String, Option<Json>>,
+    parameters: &'a HashMap<String, Option<Arc<Json>>>,
     /// The operators and accesses read so far: each chained one nests the tree a level
     /// deeper (`a AND b AND c`, `c.a.b.c`), so their count bounds its depth.
     nodes: usize,
@@ -34,7 +35,7 @@ struct Parser<'a> {
 /// The query of `tokens`, its names bound.
 pub(crate) fn query(
     tokens: &[Token],
-    parameters: &HashMap<String, Option<Json>>,
+    parameters: &HashMap<String, Option<Arc<Json>>>,
 ) -> Result<Query, SqlError> {
     let mut p = Parser {
         tokens,
@@ -557,7 +558,8 @@ impl Parser<'_> {
         }
         if self.eat_keyword("LIKE") {
             let pattern = self.concat()?;
-            if let Expr::Literal(Json::String(text)) = &pattern
+            if let Expr::Literal(literal) = &pattern
+                && let Json::String(text) = &**literal
                 && text.chars().count() > super::like::MAX_LIKE
             {
                 return Err(SqlError::new("A LIKE pattern is at most 1024 characters."));
@@ -650,11 +652,11 @@ impl Parser<'_> {
                 Some(Token::Integer(n)) => {
                     let n = *n;
                     self.at += 1;
-                    return Ok(Expr::Literal(Json::from(-n)));
+                    return Ok(Expr::literal(Json::from(-n)));
                 }
                 Some(Token::Number(n)) if *n == 9_223_372_036_854_775_808.0 => {
                     self.at += 1;
-                    return Ok(Expr::Literal(Json::from(i64::MIN)));
+                    return Ok(Expr::literal(Json::from(i64::MIN)));
                 }
                 _ => {}
             }
@@ -687,7 +689,10 @@ impl Parser<'_> {
                 let index = self.expr()?;
                 self.symbol("]")?;
                 expr = match index {
-                    Expr::Literal(Json::String(name)) => Expr::Member(Box::new(expr), name),
+                    Expr::Literal(literal) if literal.is_string() => {
+                        let name = literal.as_str().unwrap_or_default().to_owned();
+                        Expr::Member(Box::new(expr), name)
+                    }
                     other => Expr::Index(Box::new(expr), Box::new(other)),
                 };
             } else {
@@ -703,9 +708,9 @@ impl Parser<'_> {
             ));
         };
         match token {
-            Token::Integer(n) => Ok(Expr::Literal(Json::from(n))),
-            Token::Number(n) => Ok(Expr::Literal(number(n))),
-            Token::Text(t) => Ok(Expr::Literal(Json::String(t))),
+            Token::Integer(n) => Ok(Expr::literal(Json::from(n))),
+            Token::Number(n) => Ok(Expr::literal(number(n))),
+            Token::Text(t) => Ok(Expr::literal(Json::String(t))),
             Token::Parameter(p) => match self.parameters.get(&p) {
                 Some(Some(value)) => Ok(Expr::Literal(value.clone())),
                 Some(None) => Ok(Expr::Undefined),
@@ -767,9 +772,9 @@ impl Parser<'_> {
     fn word(&mut self, word: String) -> Result<Expr, SqlError> {
         let upper = word.to_ascii_uppercase();
         match upper.as_str() {
-            "TRUE" => return Ok(Expr::Literal(Json::Bool(true))),
-            "FALSE" => return Ok(Expr::Literal(Json::Bool(false))),
-            "NULL" => return Ok(Expr::Literal(Json::Null)),
+            "TRUE" => return Ok(Expr::literal(Json::Bool(true))),
+            "FALSE" => return Ok(Expr::literal(Json::Bool(false))),
+            "NULL" => return Ok(Expr::literal(Json::Null)),
             // No JSON holds them: whatever takes them is undefined.
             "UNDEFINED" | "NAN" | "INFINITY" => return Ok(Expr::Undefined),
             _ => {}

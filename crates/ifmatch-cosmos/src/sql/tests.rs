@@ -4,7 +4,7 @@ use super::{Accumulator, Meter, Query, predicate};
 use serde_json::json;
 
 fn results(text: &str, docs: &[serde_json::Value]) -> Vec<serde_json::Value> {
-    let query = Query::parse(text, &[json!({"name": "@city", "value": "Oslo"})]).unwrap();
+    let query = Query::parse(text, vec![json!({"name": "@city", "value": "Oslo"})]).unwrap();
     let meter = Meter::per_document();
     docs.iter().flat_map(|d| query.results(d, &meter)).collect()
 }
@@ -135,7 +135,7 @@ fn what_is_not_served_is_named_and_what_is_wrong_is_refused() {
         ("SELECT TOP -1 * FROM c", "TOP"),
         ("SELECT * FROM c ORDER BY", "end"),
     ] {
-        let error = Query::parse(text, &[]).unwrap_err();
+        let error = Query::parse(text, Vec::new()).unwrap_err();
         assert!(error.message.contains(named), "{text}: {}", error.message);
     }
     let deep = format!(
@@ -144,7 +144,7 @@ fn what_is_not_served_is_named_and_what_is_wrong_is_refused() {
         ")".repeat(100)
     );
     assert!(
-        Query::parse(&deep, &[])
+        Query::parse(&deep, Vec::new())
             .unwrap_err()
             .message
             .contains("deeply")
@@ -154,7 +154,7 @@ fn what_is_not_served_is_named_and_what_is_wrong_is_refused() {
         "SELECT * FROM c WHERE {}",
         vec!["c.n = 1"; 400].join(" AND ")
     );
-    let query = Query::parse(&chain, &[]).unwrap();
+    let query = Query::parse(&chain, Vec::new()).unwrap();
     assert_eq!(
         query
             .results(&json!({"n": 1}), &Meter::per_document())
@@ -171,14 +171,14 @@ fn what_is_not_served_is_named_and_what_is_wrong_is_refused() {
         ),
     ] {
         assert!(
-            Query::parse(&long, &[])
+            Query::parse(&long, Vec::new())
                 .unwrap_err()
                 .message
                 .contains("1000")
         );
     }
     let longest = format!("SELECT VALUE c{} FROM c", ".a".repeat(990));
-    let query = Query::parse(&longest, &[]).unwrap();
+    let query = Query::parse(&longest, Vec::new()).unwrap();
     assert_eq!(
         query
             .results(&json!({"n": 1}), &Meter::per_document())
@@ -186,15 +186,15 @@ fn what_is_not_served_is_named_and_what_is_wrong_is_refused() {
         None
     );
     let nots = format!("SELECT * FROM c WHERE {} true", "NOT ".repeat(100));
-    assert!(Query::parse(&nots, &[]).is_err());
-    assert!(Query::parse(&"x".repeat(300_000), &[]).is_err());
+    assert!(Query::parse(&nots, Vec::new()).is_err());
+    assert!(Query::parse(&"x".repeat(300_000), Vec::new()).is_err());
     assert!(predicate("FROM c WHERE c.n > 1").unwrap().is_some());
     assert!(predicate("FROM c WHERE c.n > 1 ORDER BY c.n").is_err());
 }
 
 #[test]
 fn aggregates_accumulate() {
-    let query = Query::parse("SELECT VALUE AVG(c.n) FROM c", &[]).unwrap();
+    let query = Query::parse("SELECT VALUE AVG(c.n) FROM c", Vec::new()).unwrap();
     assert!(query.aggregates());
     let mut acc = Accumulator::default();
     for n in [json!(1), json!(2), json!(6)] {
@@ -256,7 +256,7 @@ fn what_a_query_builds_is_bounded() {
             nested("UPPER(CONCAT(c.big, ", "c.big", "))", 20)
         ),
     ] {
-        let query = Query::parse(&text, &[]).unwrap();
+        let query = Query::parse(&text, Vec::new()).unwrap();
         let meter = Meter::per_document();
         let started = std::time::Instant::now();
         let _ = query.results(&doc, &meter);
@@ -270,7 +270,7 @@ fn what_a_query_builds_is_bounded() {
     }
     let many = Query::parse(
         &format!("SELECT * FROM c WHERE c.big LIKE '{}y'", "%x".repeat(500)),
-        &[],
+        Vec::new(),
     )
     .unwrap();
     let meter = Meter::per_document();
@@ -283,7 +283,7 @@ fn what_a_query_builds_is_bounded() {
     // Paths and projections borrow the document: only what is returned is copied.
     let query = Query::parse(
         "SELECT c.id, c.a, c.s FROM c WHERE c.big != '' AND LENGTH(c.s) = 1000",
-        &[],
+        Vec::new(),
     )
     .unwrap();
     let meter = Meter::per_document();
@@ -362,7 +362,7 @@ fn the_fuzz_seeds_evaluate_within_the_bound() {
     for entry in std::fs::read_dir(seeds).unwrap() {
         let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
         count += 1;
-        let Ok(query) = Query::parse(&text, &[]) else {
+        let Ok(query) = Query::parse(&text, Vec::new()) else {
             continue;
         };
         let meter = Meter::per_document();
@@ -395,7 +395,7 @@ fn families() -> Vec<serde_json::Value> {
 
 /// A query that needs every row (or has no `FROM`), collected over `docs` as a page is.
 fn collected(text: &str, docs: &[serde_json::Value]) -> Vec<serde_json::Value> {
-    let query = Query::parse(text, &[]).unwrap();
+    let query = Query::parse(text, Vec::new()).unwrap();
     let meter = Meter::per_document();
     let mut collector = super::Collector::new(&query);
     match query.reads_container() {
@@ -624,7 +624,7 @@ fn group_by_with_every_aggregate() {
 
 /// One value, from a query without `FROM`.
 fn value_of(text: &str) -> serde_json::Value {
-    let query = Query::parse(&format!("SELECT VALUE {text}"), &[]).unwrap();
+    let query = Query::parse(&format!("SELECT VALUE {text}"), Vec::new()).unwrap();
     let meter = Meter::per_document().at(17_000_000_000_000_000);
     let mut collector = super::Collector::new(&query);
     collector.add(None, &meter);
@@ -953,7 +953,7 @@ fn the_newest_functions_as_their_pages_show_them() {
     // The pages' `NOW` and `AGO` examples take this instant for the present.
     let now = super::datetime::parse("2024-10-14T14:20:30.6668888Z").unwrap();
     let at = |text: &str| {
-        let query = Query::parse(&format!("SELECT VALUE {text}"), &[]).unwrap();
+        let query = Query::parse(&format!("SELECT VALUE {text}"), Vec::new()).unwrap();
         let meter = Meter::per_document().at(now);
         let mut collector = super::Collector::new(&query);
         collector.add(None, &meter);
@@ -1167,7 +1167,7 @@ fn vector_distance_and_the_most_similar_first() {
     let embeddings = super::embeddings(properties.as_object().unwrap()).unwrap();
     let mut query = Query::parse(
         "SELECT c.id, VectorDistance(c.v, [1, 0]) AS d FROM c ORDER BY VectorDistance(c.v, [1, 0])",
-        &[],
+        Vec::new(),
     )
     .unwrap();
     query.with_embeddings(&embeddings);
@@ -1274,7 +1274,7 @@ fn full_text_search_and_hybrid_ranking() {
         "SELECT * FROM c ORDER BY FullTextScore(c.text, 'bike')",
         "SELECT * FROM c ORDER BY RANK c.id",
     ] {
-        assert!(Query::parse(misplaced, &[]).is_err(), "{misplaced}");
+        assert!(Query::parse(misplaced, Vec::new()).is_err(), "{misplaced}");
     }
 }
 
@@ -1282,7 +1282,7 @@ fn full_text_search_and_hybrid_ranking() {
 fn a_sorted_query_with_top_keeps_no_more_rows_than_it_answers_and_as_many_again() {
     let query = Query::parse(
         "SELECT TOP 3 VALUE c.n FROM c ORDER BY VectorDistance(c.v, [1, 0], false, {'distanceFunction': 'euclidean'})",
-        &[],
+        Vec::new(),
     )
     .unwrap();
     let meter = Meter::per_document();
@@ -1304,7 +1304,7 @@ fn a_sorted_query_with_top_keeps_no_more_rows_than_it_answers_and_as_many_again(
     // FullTextScore needs every row: nothing is cut.
     let ranked = Query::parse(
         "SELECT TOP 1 VALUE c.n FROM c ORDER BY RANK FullTextScore(c.t, 'a')",
-        &[],
+        Vec::new(),
     )
     .unwrap();
     let mut collector = super::Collector::new(&ranked);

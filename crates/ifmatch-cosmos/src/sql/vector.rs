@@ -23,12 +23,19 @@ pub struct Embedding {
     pub function: String,
     /// `float32`, `float16`, `int8` or `uint8`.
     pub data_type: String,
+    /// How many dimensions its vectors have.
+    pub dimensions: u32,
 }
 
 const FUNCTIONS: [&str; 3] = ["cosine", "dotproduct", "euclidean"];
 const DATA_TYPES: [&str; 4] = ["float32", "float16", "int8", "uint8"];
-/// The most dimensions a vector path declares, as Azure allows.
+/// The most dimensions a vector path declares, as Azure allows (and a `quantizedFlat` or a
+/// `diskANN` index takes).
 const MAX_DIMENSIONS: i64 = 4096;
+/// The most dimensions a `flat` vector index takes, as Azure allows.
+const MAX_FLAT_DIMENSIONS: u32 = 505;
+/// The vector index types of an indexing policy's `vectorIndexes`.
+const INDEX_TYPES: [&str; 3] = ["flat", "quantizedFlat", "diskANN"];
 
 /// The vector paths a container's properties declare (`{"vectorEmbeddings": [{"path",
 /// "dataType", "distanceFunction", "dimensions"}]}`), or why the policy is no policy.
@@ -60,17 +67,59 @@ pub fn embeddings(properties: &Map<String, Json>) -> Result<Vec<Embedding>, Stri
             let data_type = known(text("dataType").or(Some("float32")), &DATA_TYPES);
             let dimensions = embedding.get("dimensions").and_then(Json::as_i64);
             match (path, function, data_type, dimensions) {
-                (Some(path), Some(function), Some(data_type), Some(1..=MAX_DIMENSIONS)) => {
+                (Some(path), Some(function), Some(data_type), Some(n @ 1..=MAX_DIMENSIONS)) => {
                     Ok(Embedding {
                         path: path.to_owned(),
                         function,
                         data_type,
+                        dimensions: n as u32,
                     })
                 }
                 _ => Err(wrong()),
             }
         })
         .collect()
+}
+
+/// Checks the vector indexes a container's properties declare (`indexingPolicy.vectorIndexes`,
+/// `[{"path", "type"}]`) against its vector paths (`embeddings`, as [`embeddings`] read them):
+/// each indexes a declared path, with a type Azure has, within the dimensions that type takes
+/// (505 for `flat`, 4096 for the others). Why not, otherwise.
+pub fn check_vector_indexes(
+    properties: &Map<String, Json>,
+    embeddings: &[Embedding],
+) -> Result<(), String> {
+    let indexes = properties
+        .get("indexingPolicy")
+        .and_then(|policy| policy.get("vectorIndexes"));
+    let listed = match indexes {
+        None | Some(Json::Null) => return Ok(()),
+        Some(Json::Array(listed)) => listed,
+        Some(_) => {
+            return Err("indexingPolicy.vectorIndexes is a list of {\"path\", \"type\"}.".into());
+        }
+    };
+    for index in listed {
+        let path = index.get("path").and_then(Json::as_str).unwrap_or_default();
+        let kind = index.get("type").and_then(Json::as_str).unwrap_or_default();
+        let Some(kind) = INDEX_TYPES.iter().find(|t| t.eq_ignore_ascii_case(kind)) else {
+            return Err(format!(
+                "The vector index on {path:?} has type {kind:?}; the types are {INDEX_TYPES:?}."
+            ));
+        };
+        let Some(embedding) = embeddings.iter().find(|e| e.path == path) else {
+            return Err(format!(
+                "The vector index path {path:?} is not a path of the container's vectorEmbeddingPolicy."
+            ));
+        };
+        if *kind == "flat" && embedding.dimensions > MAX_FLAT_DIMENSIONS {
+            return Err(format!(
+                "The vector index on {path:?} is of type flat, which takes at most {MAX_FLAT_DIMENSIONS} dimensions; the path has {}. Use quantizedFlat or diskANN (up to {MAX_DIMENSIONS}).",
+                embedding.dimensions
+            ));
+        }
+    }
+    Ok(())
 }
 
 impl Query {
@@ -85,12 +134,12 @@ impl Query {
                         path(&args[0]).and_then(|p| embeddings.iter().find(|e| e.path == p))
                 {
                     if args.len() == 2 {
-                        args.push(Expr::Literal(Json::Bool(false)));
+                        args.push(Expr::literal(Json::Bool(false)));
                     }
                     let options = json!({
                         "distanceFunction": declared.function, "dataType": declared.data_type,
                     });
-                    args.push(Expr::Literal(options));
+                    args.push(Expr::literal(options));
                 }
                 Ok(())
             })
@@ -137,7 +186,7 @@ fn function_of(options: Option<&Expr>) -> String {
     let named = match options {
         Some(Expr::Literal(options)) => options.get("distanceFunction").and_then(Json::as_str),
         Some(Expr::Object(fields)) => fields.iter().find_map(|(name, value)| match value {
-            Expr::Literal(Json::String(f)) if name == "distanceFunction" => Some(f.as_str()),
+            Expr::Literal(f) if name == "distanceFunction" => f.as_str(),
             _ => None,
         }),
         _ => None,

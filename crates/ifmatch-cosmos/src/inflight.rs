@@ -1,0 +1,140 @@
+//! What the requests in flight may hold in memory together.
+//!
+//! A request's body is at most [`MAX_BODY`](crate::endpoint::MAX_BODY), but what reading it as
+//! JSON builds is not in proportion to its bytes: each value of `[0,0,0,...]` is two bytes of
+//! text and a [`serde_json::Value`] of 80 (with the preserved property order), so a 2 MB body
+//! of a million zeros, a query's parameter or a bulk body or a patch's value, is about 80 MB
+//! once read, and a few dozen at once would take the machine. So before a request is read, what
+//! reading it may build is [`weighed`](weight) from its bytes alone (one pass, no allocation),
+//! and a request that weighs more than [`SMALL`] is admitted only while the weights of those
+//! in flight stay within the endpoint's budget; past it, it is answered 429 with a time to
+//! retry after, which the SDKs honour. Requests of at most [`SMALL`] (every ordinary document,
+//! query and batch) are always admitted, so heavy ones never starve them; their number is
+//! bounded by the host's connections.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The weight below which a request is always admitted: 1 MiB.
+pub const SMALL: usize = 1 << 20;
+
+/// The default budget of the heavy requests in flight together: 512 MiB.
+pub const DEFAULT_BUDGET: usize = 512 << 20;
+
+/// The memory one parsed JSON value takes besides its text. A member of an object counts twice
+/// (its `:` and the `,` or `{` before it): its value and its place in the map.
+const PER_VALUE: usize = std::mem::size_of::<serde_json::Value>();
+
+/// About the most memory reading `body` as JSON builds, in bytes, twice over (a handler may
+/// hold the body read and what it makes of it, a document and its answer, at once): the text,
+/// and each value's own size. Counted from the bytes that can start a value or a member
+/// outside strings (`,`, `:`, `[`, `{`); what is not JSON weighs its length.
+pub fn weight(body: &[u8]) -> usize {
+    let mut values = 1usize;
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in body {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b',' | b':' | b'[' | b'{' => values += 1,
+            _ => {}
+        }
+    }
+    2 * (body.len() + values * PER_VALUE)
+}
+
+/// The budget of the heavy requests in flight, shared by every request of an endpoint.
+#[derive(Debug)]
+pub struct Inflight {
+    limit: usize,
+    used: AtomicUsize,
+}
+
+impl Default for Inflight {
+    fn default() -> Self {
+        Self::new(DEFAULT_BUDGET)
+    }
+}
+
+impl Inflight {
+    /// A budget of `limit` bytes.
+    pub fn new(limit: usize) -> Self {
+        Self {
+            limit,
+            used: AtomicUsize::new(0),
+        }
+    }
+
+    /// What the heavy requests in flight weigh now.
+    pub fn used(&self) -> usize {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    /// Admits a request of `weight`: always when it is at most [`SMALL`], otherwise while the
+    /// weights in flight with it stay within the budget (`None` past it). Held until dropped.
+    pub fn admit(&self, weight: usize) -> Option<Admitted<'_>> {
+        if weight <= SMALL {
+            return Some(Admitted {
+                inflight: self,
+                weight: 0,
+            });
+        }
+        self.used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                used.checked_add(weight)
+                    .filter(|&total| total <= self.limit)
+            })
+            .ok()?;
+        Some(Admitted {
+            inflight: self,
+            weight,
+        })
+    }
+}
+
+/// A request admitted: its weight is given back when it is answered.
+#[derive(Debug)]
+pub struct Admitted<'a> {
+    inflight: &'a Inflight,
+    weight: usize,
+}
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        self.inflight.used.fetch_sub(self.weight, Ordering::AcqRel);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_body_weighs_its_values_not_its_bytes() {
+        let zeros = format!("[{}0]", "0,".repeat(1_000_000));
+        assert!(weight(zeros.as_bytes()) >= 1_000_000 * std::mem::size_of::<serde_json::Value>());
+        // Commas and colons inside strings start no value.
+        let text = format!("{{\"s\": \"{}\"}}", ",:[{".repeat(250_000));
+        assert!(weight(text.as_bytes()) < 3 * text.len());
+        assert!(weight(br#"{"id": "a", "pk": "p"}"#) < SMALL);
+    }
+
+    #[test]
+    fn heavy_requests_share_the_budget_and_small_ones_always_pass() {
+        let inflight = Inflight::new(10 * SMALL);
+        let first = inflight.admit(6 * SMALL).expect("within the budget");
+        assert!(inflight.admit(6 * SMALL).is_none(), "12 MiB is past 10");
+        assert!(inflight.admit(SMALL).is_some(), "a small one passes");
+        assert!(inflight.admit(usize::MAX).is_none(), "no overflow");
+        drop(first);
+        assert_eq!(inflight.used(), 0);
+        assert!(inflight.admit(6 * SMALL).is_some(), "given back");
+    }
+}
