@@ -185,6 +185,13 @@ impl Given<'_> {
     }
 }
 
+/// The memory the isolate's heavy Table and Cosmos requests may take together
+/// (`ifmatch_azure::inflight`): an isolate has 128 MB in all, so a quarter of it. A body that
+/// would take more (a 2 MB document of more than some 110,000 values) is answered 413 here,
+/// where the native server takes up to about a million.
+static INFLIGHT: std::sync::LazyLock<std::sync::Arc<ifmatch_azure::inflight::Inflight>> =
+    std::sync::LazyLock::new(|| std::sync::Arc::new(ifmatch_azure::inflight::Inflight::new(32 << 20)));
+
 /// The Cosmos DB endpoint's answer: `ifmatch-cosmos`'s, over the same Durable Objects as the
 /// tables (each Cosmos container a table of names no table account reaches).
 async fn cosmos(request: HttpRequest, given: Given<'_>) -> worker::Result<worker::Response> {
@@ -192,7 +199,8 @@ async fn cosmos(request: HttpRequest, given: Given<'_>) -> worker::Result<worker
     let service = ifmatch_cosmos::Endpoint::new(given.tables()?, WorkersEnv)
         .with_accounts(&given.accounts)
         .with_anonymous_access(given.anonymous)
-        .with_https(https);
+        .with_https(https)
+        .with_memory_budget(INFLIGHT.clone());
     if let Some(name) = given.unreadable {
         return whole(service.unreadable_header(name));
     }
@@ -208,7 +216,8 @@ async fn tables(request: HttpRequest, given: Given<'_>) -> worker::Result<worker
             TABLE_MOUNT
         } else {
             ""
-        });
+        })
+        .with_memory_budget(INFLIGHT.clone());
     let (mut parts, body) = request.into_parts();
     let client =
         (parts.headers.get("cf-connecting-ip")).and_then(|v| v.to_str().ok()?.parse().ok());

@@ -26,6 +26,7 @@ pub mod auth;
 mod env;
 mod error_code;
 mod headers;
+pub mod inflight;
 pub mod swap;
 mod turns;
 mod whole_body;

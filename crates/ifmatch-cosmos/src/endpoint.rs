@@ -14,7 +14,7 @@ use crate::commits::Commits;
 use crate::failure::{Answer, Failure, bad_request, too_heavy, too_large};
 use crate::front::answers::answer_of;
 use crate::front::{Asked, Front};
-use crate::inflight::Inflight;
+use ifmatch_azure::inflight::Inflight;
 use ifmatch_table::Clock;
 
 /// The largest request body taken: a document of 2 MB and some room.
@@ -83,10 +83,12 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         }
     }
 
-    /// The memory the heavy requests in flight may take together, as [`crate::inflight`]
-    /// weighs them (by default [`crate::inflight::DEFAULT_BUDGET`]).
-    pub fn with_memory_budget(mut self, bytes: usize) -> Self {
-        self.inflight = Arc::new(Inflight::new(bytes));
+    /// The budget of the memory the heavy requests in flight may take together, as
+    /// [`ifmatch_azure::inflight`] weighs them (by default its own, of
+    /// [`ifmatch_azure::inflight::DEFAULT_BUDGET`]): shared by every endpoint given it, so that a
+    /// host making an endpoint a request (a Worker) still bounds them all.
+    pub fn with_memory_budget(mut self, inflight: Arc<Inflight>) -> Self {
+        self.inflight = inflight;
         self
     }
 
@@ -178,7 +180,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         };
         consistency(&parts.headers)?;
         // Once the credentials are known good: a stranger takes no share of the budget.
-        let weight = crate::inflight::weight(body);
+        let weight = ifmatch_azure::inflight::weight(body);
         let _admitted = self
             .inflight
             .admit(weight)
@@ -286,6 +288,12 @@ mod tests {
             value.parse().unwrap(),
         );
         headers
+    }
+
+    #[test]
+    fn a_json_value_is_no_larger_than_the_memory_budget_weighs_it() {
+        let size = std::mem::size_of::<serde_json::Value>();
+        assert!(size <= ifmatch_azure::inflight::PER_VALUE, "{size}");
     }
 
     #[test]

@@ -88,7 +88,7 @@ impl Failure {
 const RETRY_AFTER_MS: &str = "100";
 
 /// 429: the request would take more memory than the requests in flight leave
-/// ([`crate::inflight`]).
+/// ([`ifmatch_azure::inflight`]).
 pub(crate) fn too_heavy(weight: usize) -> Failure {
     Failure::new(
         Code::TooManyRequests,

@@ -16,7 +16,6 @@ pub mod failure;
 mod feed_entries;
 pub mod front;
 pub mod hashed_key;
-pub mod inflight;
 pub mod patch;
 mod policies;
 pub mod query;

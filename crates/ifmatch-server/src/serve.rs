@@ -190,11 +190,14 @@ where
         metrics: metrics.clone(),
         observe: observe.clone(),
     };
+    // One budget for the JSON bodies both dialects read whole (`ifmatch_azure::inflight`).
+    let inflight = Arc::new(ifmatch_azure::inflight::Inflight::default());
     let cosmos_server = cosmos.map(|(listener, tls)| {
         let service = cosmos::CosmosEndpoint::new(served_tables.clone(), SystemEnv)
             .with_accounts(&options.accounts)
             .with_anonymous_access(options.anonymous)
-            .with_https(tls.is_some());
+            .with_https(tls.is_some())
+            .with_memory_budget(inflight.clone());
         let service = Arc::new(service);
         let sweeping = cosmos::sweep(service.clone(), stop.clone().cancelled_owned());
         tokio::spawn(sweeping);
@@ -211,7 +214,8 @@ where
     let table_server = tables.map(|listener| {
         let service = tables::TableEndpoint::new(served_tables, SystemEnv)
             .with_accounts(&options.accounts)
-            .with_anonymous_access(options.anonymous);
+            .with_anonymous_access(options.anonymous)
+            .with_memory_budget(inflight);
         let (listening, service) = (on(listener, None, options.limits), Arc::new(service));
         let stop = stop.clone().cancelled_owned();
         tokio::spawn(listening.serve(stop, move |client, observe| {

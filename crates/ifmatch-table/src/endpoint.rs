@@ -19,6 +19,7 @@ use crate::front::{self, Answer, Asked};
 use crate::scoped::Scoped;
 use crate::store::Tables;
 use ifmatch_azure::auth::Signed;
+use ifmatch_azure::inflight::Inflight;
 
 /// The largest request body taken: a batch's 4 MiB of operations and its multipart framing.
 pub const MAX_BODY: usize = (4 << 20) + (64 << 10);
@@ -36,6 +37,8 @@ pub struct Endpoint<T, E> {
     /// The instants requests are answered at: the next later than the last, even when the
     /// system clock steps back, so a deleted entity inserted again never gets a tag it had.
     clock: Arc<Clock>,
+    /// What the requests in flight may hold in memory together.
+    inflight: Arc<Inflight>,
 }
 
 impl<T: Tables + Clone, E: Env> ifmatch_azure::WholeBody for Endpoint<T, E> {
@@ -71,7 +74,16 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
             env,
             mount: String::new(),
             clock: Arc::default(),
+            inflight: Arc::default(),
         }
+    }
+
+    /// The budget of the memory the heavy requests in flight may take together, as
+    /// [`ifmatch_azure::inflight`] weighs them (by default its own): shared by every endpoint
+    /// given it, so that a host making an endpoint a request (a Worker) still bounds them all.
+    pub fn with_memory_budget(mut self, inflight: Arc<Inflight>) -> Self {
+        self.inflight = inflight;
+        self
     }
 
     /// The accounts served.
@@ -184,6 +196,22 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
             now: self.clock.stamp(now, None),
             within,
             credential,
+        };
+        // Once the credentials are known good: a stranger takes no share of the budget. A body
+        // heavier than all of it is never read (413); one heavier than what is left now, later
+        // (503, which the SDKs retry).
+        let weight = ifmatch_azure::inflight::weight(body);
+        if weight > self.inflight.limit().max(ifmatch_azure::inflight::SMALL) {
+            let detail = format!(
+                "reading the body would take about {} MiB; this server reads at most {} MiB of requests at once",
+                weight >> 20,
+                self.inflight.limit() >> 20
+            );
+            return front::failure(ErrorCode::RequestBodyTooLarge, &detail);
+        }
+        let Some(_admitted) = self.inflight.admit(weight) else {
+            let detail = "large requests in flight hold the memory this one needs; retry it";
+            return front::failure(ErrorCode::ServerBusy, detail);
         };
         let tables = Scoped::new(self.tables.clone(), account.name());
         front::handle(&tables, &asked).await

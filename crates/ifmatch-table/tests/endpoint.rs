@@ -149,3 +149,42 @@ async fn requests_reach_their_accounts_tables_and_need_credentials() {
         (403, "AuthenticationFailed")
     );
 }
+
+/// A body whose JSON is far larger once read than its bytes (four MiB of `[0,0,0,...]`) is
+/// weighed before it is read: heavier than the whole memory budget, 413; heavier than what
+/// the large requests in flight leave, 503 `ServerBusy` (which the SDKs retry); an ordinary
+/// entity meanwhile is served.
+#[tokio::test]
+async fn bodies_heavy_once_read_are_weighed_before_they_are_read() {
+    use ifmatch_azure::inflight::Inflight;
+    let budget = Arc::new(Inflight::new(64 << 20));
+    let service = service(true).with_memory_budget(budget.clone());
+    assert_eq!(
+        create(&service, "/first/Tables", "127.0.0.1", "people")
+            .await
+            .status(),
+        201
+    );
+    let zeros = |n: usize| {
+        format!(
+            r#"{{"PartitionKey":"p","RowKey":"r","A":[{}0]}}"#,
+            "0,".repeat(n)
+        )
+    };
+    let huge = send(&service, "POST", "/first/people", &[], &zeros(2_000_000)).await;
+    assert_eq!(
+        (huge.status().as_u16(), code(&huge)),
+        (413, "RequestBodyTooLarge")
+    );
+    // While another heavy request holds most of the budget, a second waits its turn.
+    let held = budget.admit(60 << 20).unwrap();
+    let heavy = send(&service, "POST", "/first/people", &[], &zeros(100_000)).await;
+    assert_eq!((heavy.status().as_u16(), code(&heavy)), (503, "ServerBusy"));
+    let entity = r#"{"PartitionKey":"p","RowKey":"r","N":1}"#;
+    let ordinary = send(&service, "POST", "/first/people", &[], entity).await;
+    assert_eq!(ordinary.status(), 201);
+    drop(held);
+    // Its turn come, it is read, and refused for what it is (an array is no property type).
+    let heavy = send(&service, "POST", "/first/people", &[], &zeros(100_000)).await;
+    assert_eq!(heavy.status(), 400);
+}
