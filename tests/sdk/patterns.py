@@ -587,6 +587,27 @@ def _():
     print(f"     200 MiB: upload {uploaded:.1f} s, download {downloaded:.1f} s", flush=True)
 
 
+@check("a condition the server does not evaluate (if_tags_match_condition) is refused, never dropped")
+def _():
+    blob = fresh_container().get_blob_client("tagged.txt")
+    blob.upload_blob(b"v1")
+    etag = blob.get_blob_properties().etag
+    false = "\"team\" = 'nobody'"
+    calls = [
+        lambda: blob.download_blob(if_tags_match_condition=false).readall(),
+        lambda: blob.get_blob_properties(if_tags_match_condition=false),
+        lambda: blob.set_blob_metadata({"k": "v"}, if_tags_match_condition=false),
+        lambda: blob.upload_blob(b"v2", overwrite=True, if_tags_match_condition=false),
+        lambda: blob.delete_blob(if_tags_match_condition=false),
+    ]
+    for call in calls:
+        error = expect(HttpResponseError, call)
+        assert error.status_code == 400, error
+    properties = blob.get_blob_properties()
+    assert properties.etag == etag and not properties.metadata, "nothing changed"
+    assert blob.download_blob().readall() == b"v1"
+
+
 @check("adlfs (fsspec): cp_file and mv copy blobs, open(path, 'ab') appends, as pandas' to_csv(mode='a') does")
 def _():
     import adlfs  # noqa: PLC0415 - only this check needs it

@@ -102,6 +102,45 @@ export function suite(name, start) {
         assert.equal((await req("GET", `/${c}/other`)).code, "ContainerNotFound");
       });
 
+      test("a condition the server does not evaluate is refused 400 naming it, and nothing changes", async () => {
+        const { c, path, etag } = await fixture("v1");
+        const unserved = {
+          "x-ms-if-tags": `"team" = 'a'`,
+          "x-ms-source-if-tags": `"team" = 'a'`,
+          "x-ms-if-sequence-number-le": "0",
+          "x-ms-if-sequence-number-lt": "0",
+          "x-ms-if-sequence-number-eq": "0",
+          "x-ms-source-lease-id": A,
+          "x-ms-source-if-match": etag,
+          "x-ms-blob-condition-appendpos": "0",
+        };
+        const operations = [
+          ["GET", path, {}, undefined],
+          ["HEAD", path, {}, undefined],
+          ["PUT", path, {}, "v2"],
+          ["PUT", `${path}?comp=metadata`, { "x-ms-meta-k": "v" }, undefined],
+          ["PUT", `${path}?comp=properties`, { "x-ms-blob-content-type": "text/plain" }, undefined],
+          ["PUT", `${path}?comp=lease`, { "x-ms-lease-action": "acquire", "x-ms-lease-duration": "-1" }, undefined],
+          ["PUT", `${path}?comp=block&blockid=QUFBQQ==`, {}, "blk"],
+          ["GET", `${path}?comp=blocklist`, {}, undefined],
+          ["DELETE", path, {}, undefined],
+          ["GET", `/${c}?restype=container&comp=list`, {}, undefined],
+          ["DELETE", `/${c}?restype=container`, {}, undefined],
+        ];
+        for (const [method, target, headers, body] of operations) {
+          for (const [name, value] of Object.entries(unserved)) {
+            const r = await req(method, target, { ...headers, [name]: value }, body);
+            assert.equal(`${r.status} ${r.code}`, "400 UnsupportedHeader", `${method} ${target} with ${name}`);
+            if (method !== "HEAD") assert.ok(r.text.includes(name), r.text);
+          }
+        }
+        const after = await req("GET", path);
+        assert.equal(after.text, "v1");
+        assert.equal(after.headers.get("etag"), etag);
+        assert.equal(after.headers.get("x-ms-lease-state"), "available");
+        assert.equal(after.headers.get("x-ms-meta-k"), null);
+      });
+
       test("paged listings list every blob once, folder blobs (`a/`, `a//`) included", async () => {
         const { c } = await fixture();
         const names = ["a/", "a//", "a/b", "a/c", "a/c/d", "a0", "b", "b/"];

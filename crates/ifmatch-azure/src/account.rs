@@ -197,7 +197,7 @@ impl Accounts {
     /// the Azure SDKs read. Only the published development key is written out; another key
     /// is a secret, shown as `<key>`.
     pub fn connection_string(&self, account: &Account, endpoint: &str) -> String {
-        self.connection_string_with(account, endpoint, None)
+        self.connection_string_with(account, endpoint, None, None)
     }
 
     /// [`Accounts::connection_string`] naming the Table service's endpoint too.
@@ -206,6 +206,7 @@ impl Accounts {
         account: &Account,
         endpoint: &str,
         tables: Option<&str>,
+        queues: Option<&str>,
     ) -> String {
         let key = account
             .keys
@@ -221,6 +222,9 @@ impl Accounts {
         let mut text = format!(
             "DefaultEndpointsProtocol=http;AccountName={name};AccountKey={key};BlobEndpoint={endpoint}/{name};"
         );
+        if let Some(queues) = queues {
+            text.push_str(&format!("QueueEndpoint={queues}/{name};"));
+        }
         if let Some(tables) = tables {
             text.push_str(&format!("TableEndpoint={tables}/{name};"));
         }

@@ -27,6 +27,7 @@ mod env;
 mod error_code;
 mod headers;
 pub mod inflight;
+pub mod metadata;
 pub mod swap;
 mod turns;
 mod whole_body;

@@ -24,6 +24,7 @@ pub mod metrics;
 mod observe;
 mod open;
 pub mod proxy;
+pub mod queues;
 mod serve;
 pub mod tables;
 

@@ -318,6 +318,11 @@ struct Serve {
     /// `off`: no Table service.
     #[arg(long, env = "IFMATCH_TABLE_LISTEN")]
     table_listen: Option<String>,
+    /// The Queue service's address (a listener of its own, as the emulators have). Without
+    /// it, port 10001 on --listen's address, skipped with a warning if that port is taken;
+    /// `off`: no Queue service.
+    #[arg(long, env = "IFMATCH_QUEUE_LISTEN")]
+    queue_listen: Option<String>,
     /// The Cosmos DB (NoSQL API, gateway mode) endpoint's address. Without it, port 8081 on
     /// --listen's address (the emulator's), skipped with a warning if that port is taken;
     /// `off`: no Cosmos endpoint.
@@ -527,6 +532,9 @@ async fn serve(args: Serve) -> anyhow::Result<()> {
     let tables =
         ifmatch_server::listen_beside("table-listen", args.table_listen.as_deref(), address, 10002)
             .await?;
+    let queues =
+        ifmatch_server::listen_beside("queue-listen", args.queue_listen.as_deref(), address, 10001)
+            .await?;
     let cosmos = ifmatch_server::listen_beside(
         "cosmos-listen",
         args.cosmos_listen.as_deref(),
@@ -536,13 +544,16 @@ async fn serve(args: Serve) -> anyhow::Result<()> {
     .await?;
     let table_address = tables.as_ref().map(TcpListener::local_addr).transpose()?;
     let table_endpoint = table_address.map(|a| format!("http://{a}"));
+    let queue_address = queues.as_ref().map(TcpListener::local_addr).transpose()?;
+    let queue_endpoint = queue_address.map(|a| format!("http://{a}"));
     for account in options.accounts.iter() {
         println!(
             "{}",
             options.accounts.connection_string_with(
                 account,
                 &format!("http://{address}"),
-                table_endpoint.as_deref()
+                table_endpoint.as_deref(),
+                queue_endpoint.as_deref()
             )
         );
     }
@@ -572,6 +583,7 @@ async fn serve(args: Serve) -> anyhow::Result<()> {
     let listeners = ifmatch_server::Listeners {
         blobs,
         tables,
+        queues,
         cosmos,
     };
     ifmatch_server::serve(listeners, served, options, shutdown_signal()).await?;

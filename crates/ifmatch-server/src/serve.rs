@@ -27,7 +27,7 @@ use crate::guards::drain;
 use crate::metrics::{self, Metrics};
 use crate::observe::ObserveLayer;
 use crate::open::{BlobFront, Options};
-use crate::{cosmos, tables};
+use crate::{cosmos, queues, tables};
 use ifmatch_azure::SystemEnv;
 
 /// Discards the objects older than `age` that no record names, and the temporary files older
@@ -61,6 +61,8 @@ pub struct Listeners {
     pub blobs: Vec<std::net::TcpListener>,
     /// The Table service's, if it is served.
     pub tables: Option<TcpListener>,
+    /// The Queue service's, if it is served.
+    pub queues: Option<TcpListener>,
     /// The Cosmos DB endpoint's, if it is served, and its TLS when it is served over HTTPS.
     pub cosmos: Option<(TcpListener, Option<Arc<rustls::ServerConfig>>)>,
 }
@@ -70,6 +72,7 @@ impl From<Vec<std::net::TcpListener>> for Listeners {
         Self {
             blobs,
             tables: None,
+            queues: None,
             cosmos: None,
         }
     }
@@ -132,6 +135,7 @@ where
     let Listeners {
         blobs,
         tables,
+        queues,
         cosmos,
     } = listeners.into();
     let stop = tokio_util::sync::CancellationToken::new();
@@ -211,6 +215,21 @@ where
             })
         }))
     });
+    let queue_server = queues.map(|listener| {
+        let service = queues::QueueEndpoint::new(served_tables.clone(), SystemEnv)
+            .with_accounts(&options.accounts)
+            .with_anonymous_access(options.anonymous)
+            .with_memory_budget(inflight.clone());
+        let (listening, service) = (on(listener, None, options.limits), Arc::new(service));
+        let stop = stop.clone().cancelled_owned();
+        tokio::spawn(listening.serve(stop, move |client, observe| {
+            observed(observe, client, service.clone(), |service, request| {
+                whole(service, request, |s, r| {
+                    tokio::spawn(async move { answer_whole(&*s, r).await })
+                })
+            })
+        }))
+    });
     let table_server = tables.map(|listener| {
         let service = tables::TableEndpoint::new(served_tables, SystemEnv)
             .with_accounts(&options.accounts)
@@ -261,6 +280,9 @@ where
     sweeper.abort();
     if let Some(tables) = table_server {
         tables.await.map_err(io::Error::other)??;
+    }
+    if let Some(queues) = queue_server {
+        queues.await.map_err(io::Error::other)??;
     }
     if let Some(cosmos) = cosmos_server {
         cosmos.await.map_err(io::Error::other)??;

@@ -1,0 +1,137 @@
+//! Who is asking the Queue service, and may they: Shared Key and Shared Key Lite (the blob
+//! service's strings-to-sign, which the Queue service shares), account SAS covering queues
+//! (`ss` with `q`) and queue SAS (`sp` of `r`, `a`, `u`, `p` over one queue). What every
+//! signature shares is `ifmatch_azure::auth`'s; what differs is here.
+//!
+//! There are no public queues: a request without credentials is refused unless the operator
+//! chose anonymous access for the whole server.
+
+use std::time::SystemTime;
+
+use ifmatch_azure::Account;
+use ifmatch_azure::auth::{
+    Denied, Needs, QueryPairs, ResourceTypes, Signed, account_sas, check_sas_window, credentials,
+    failed, shared_key_lite_string, shared_key_string, verify_sas,
+};
+
+use crate::operation::Operation;
+
+/// What a request's credentials allow.
+pub type Credential = ifmatch_azure::auth::Credential<Grant>;
+
+/// What a valid shared access signature grants.
+pub type Grant = ifmatch_azure::auth::Grant<Scope>;
+
+/// What a Queue service SAS reaches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// An account SAS: the resource types it covers.
+    Account(ResourceTypes),
+    /// A queue SAS: one queue (its name) and its messages.
+    Queue(String),
+}
+
+/// Reads a request's credentials for `account`; `request.container` is the queue it
+/// addresses (a queue SAS signs it).
+pub fn authenticate(
+    account: &Account,
+    request: Signed<'_>,
+    now: SystemTime,
+) -> Result<Credential, Denied> {
+    let strings = |lite| match lite {
+        true => shared_key_lite_string(account, request),
+        false => shared_key_string(account, request),
+    };
+    let sas = |query: &QueryPairs| {
+        check_sas_window(query, request.https, request.client, now)?;
+        grant(account, query, request.container)
+    };
+    credentials(account, (request.headers, request.uri), now, strings, sas)
+}
+
+/// What a shared access signature grants, once its signature is checked.
+fn grant(account: &Account, query: &QueryPairs, queue: &str) -> Result<Grant, Denied> {
+    let field = |name: &str| query.get(name).unwrap_or_default();
+    let permissions = field("sp");
+    let (text, scope) = if query.get("ss").is_some() {
+        let (text, types) = account_sas(account, query, 'q')?;
+        (text, Scope::Account(types))
+    } else {
+        // A queue SAS names its queue by the path it is used on: the resource it signs.
+        let resource = field("sr");
+        if !resource.is_empty() && resource != "q" {
+            return Err(failed(format!(
+                "signed resource (sr) {resource:?}: a queue SAS signs a queue"
+            )));
+        }
+        let fields = [
+            permissions.clone(),
+            field("st"),
+            field("se"),
+            format!("/queue/{}/{queue}", account.name()),
+            field("si"),
+            field("sip"),
+            field("spr"),
+            field("sv"),
+        ];
+        (fields.join("\n"), Scope::Queue(queue.to_owned()))
+    };
+    verify_sas(account, &text, query)?;
+    Ok(Grant::new(permissions, scope))
+}
+
+/// The level of the service an operation works at, as an account SAS's `srt` names them.
+enum Level {
+    Service,
+    Queue,
+    Message,
+}
+
+/// What `operation` needs of a SAS: its permissions, the level it works at, and whether a
+/// queue SAS may do it at all.
+fn needs(operation: &Operation) -> (Needs<'static>, Level, bool) {
+    use Operation as O;
+    match operation {
+        O::ListQueues(_) => (Needs::AnyOf("l"), Level::Service, false),
+        O::ServiceProperties | O::ServiceStats => (Needs::AnyOf("r"), Level::Service, false),
+        O::CreateQueue => (Needs::AnyOf("cw"), Level::Queue, false),
+        O::DeleteQueue => (Needs::AnyOf("d"), Level::Queue, false),
+        O::GetQueueMetadata | O::GetQueueAcl => (Needs::AnyOf("r"), Level::Queue, true),
+        O::SetQueueMetadata | O::SetQueueAcl => (Needs::AnyOf("w"), Level::Queue, false),
+        O::PutMessage(_) => (Needs::AnyOf("a"), Level::Message, true),
+        O::PeekMessages { .. } => (Needs::AnyOf("r"), Level::Message, true),
+        O::GetMessages { .. } | O::DeleteMessage { .. } => {
+            (Needs::AnyOf("p"), Level::Message, true)
+        }
+        O::UpdateMessage { .. } => (Needs::AllOf("u"), Level::Message, true),
+        O::ClearMessages => (Needs::AnyOf("dp"), Level::Message, true),
+    }
+}
+
+/// Whether `credential` allows `operation` on `queue` (empty for the service's).
+pub fn authorize(
+    credential: &Credential,
+    operation: &Operation,
+    queue: &str,
+) -> Result<(), Denied> {
+    let grant = match credential {
+        Credential::Key => return Ok(()),
+        Credential::Anonymous => {
+            return Err(failed(
+                "this request needs credentials: a Shared Key signature or a shared access \
+                 signature (queues are never public)",
+            ));
+        }
+        Credential::Sas(grant) => grant,
+    };
+    let (needs, level, queue_sas) = needs(operation);
+    let in_scope = match &grant.scope {
+        Scope::Account(types) => match level {
+            Level::Service => types.service,
+            Level::Queue => types.container,
+            Level::Message => types.object,
+        },
+        Scope::Queue(name) => queue_sas && name == queue,
+    };
+    grant.allows(in_scope, needs)
+}

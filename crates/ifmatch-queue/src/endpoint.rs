@@ -1,0 +1,363 @@
+//! The Queue service as a host runs it: a whole request in, an answer out. Which account and
+//! queue the request names, whose credentials it carries ([`crate::auth`]), then the operation
+//! over that account's tables; every answer stamped with a request id, the version and the
+//! date.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use ifmatch_azure::auth::{ClientIp, Https, Signed};
+use ifmatch_azure::inflight::Inflight;
+use ifmatch_azure::{Accounts, Answer, Env, OperationName, Style};
+use ifmatch_table::{Clock, Scoped, Tables};
+
+use crate::failure::{ErrorCode, Failure, Result};
+use crate::operation::{Operation, Target};
+use crate::{auth, messages, queues, xml};
+
+/// The largest request body taken: a message of 64 KiB, escaped, with room.
+pub const MAX_BODY: usize = 1 << 20;
+
+/// The version of the dialect answers name when the request names none.
+const VERSION: &str = "2021-12-02";
+
+/// The Queue service over `T`, for its accounts.
+#[derive(Debug, Clone)]
+pub struct Endpoint<T, E> {
+    tables: T,
+    accounts: Accounts,
+    anonymous: bool,
+    env: E,
+    /// The instants entities are written at: each later than the last.
+    clock: Arc<Clock>,
+    /// What the requests in flight may hold in memory together.
+    inflight: Arc<Inflight>,
+}
+
+impl<T: Tables + Clone, E: Env> ifmatch_azure::WholeBody for Endpoint<T, E> {
+    const MAX_BODY: usize = MAX_BODY;
+
+    async fn answer(&self, parts: &http::request::Parts, body: &[u8]) -> Answer {
+        self.handle(parts, body).await
+    }
+
+    /// 413 `RequestBodyTooLarge`.
+    fn too_large(&self, parts: &http::request::Parts) -> Answer {
+        let failure = Failure::shared(
+            ifmatch_azure::ErrorCode::RequestBodyTooLarge,
+            "The body is over 1 MiB; a message is at most 64 KiB.",
+        );
+        self.stamped(failure.answer(parts.method == Method::HEAD), parts)
+    }
+
+    /// 400 `InvalidInput`: the body was cut short.
+    fn cut(&self, parts: &http::request::Parts) -> Answer {
+        let failure = Failure::shared(ifmatch_azure::ErrorCode::InvalidInput, "The body was cut.");
+        self.stamped(failure.answer(parts.method == Method::HEAD), parts)
+    }
+}
+
+/// What a handler answers: a status, headers, and an XML body or none.
+struct Done {
+    status: StatusCode,
+    headers: HeaderMap,
+    xml: Option<String>,
+}
+
+impl Done {
+    fn new(status: StatusCode) -> Self {
+        Self {
+            status,
+            headers: HeaderMap::new(),
+            xml: None,
+        }
+    }
+
+    fn xml(status: StatusCode, xml: String) -> Self {
+        Self {
+            xml: Some(xml),
+            ..Self::new(status)
+        }
+    }
+
+    fn header(mut self, name: &'static str, value: &str) -> Self {
+        if let Ok(value) = HeaderValue::from_str(value) {
+            self.headers.insert(name, value);
+        }
+        self
+    }
+}
+
+impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
+    /// The service over `tables`, for the development account alone until
+    /// [`Endpoint::with_accounts`].
+    pub fn new(tables: T, env: E) -> Self {
+        Self {
+            tables,
+            accounts: Accounts::default(),
+            anonymous: false,
+            env,
+            clock: Arc::default(),
+            inflight: Arc::default(),
+        }
+    }
+
+    /// The accounts served.
+    pub fn with_accounts(mut self, accounts: &Accounts) -> Self {
+        self.accounts = accounts.clone();
+        self
+    }
+
+    /// Whether requests without credentials may do anything (development only).
+    pub fn with_anonymous_access(mut self, anonymous: bool) -> Self {
+        self.anonymous = anonymous;
+        self
+    }
+
+    /// The budget of the memory the requests in flight take together, shared with the other
+    /// dialects of the host ([`ifmatch_azure::inflight`]).
+    pub fn with_memory_budget(mut self, inflight: Arc<Inflight>) -> Self {
+        self.inflight = inflight;
+        self
+    }
+
+    /// Answers a request whose body was read whole (at most [`MAX_BODY`]).
+    pub async fn handle(&self, parts: &http::request::Parts, body: &[u8]) -> Answer {
+        let head = parts.method == Method::HEAD;
+        let mut name = "Unknown";
+        let answer = match self.dispatch(parts, body, &mut name).await {
+            Ok(done) => {
+                let mut answer = http::Response::new(match (&done.xml, head) {
+                    (Some(xml), false) => Bytes::from(xml.clone()),
+                    _ => Bytes::new(),
+                });
+                *answer.status_mut() = done.status;
+                *answer.headers_mut() = done.headers;
+                if done.xml.is_some() {
+                    answer.headers_mut().insert(
+                        header::CONTENT_TYPE,
+                        HeaderValue::from_static("application/xml"),
+                    );
+                }
+                answer
+            }
+            Err(failure) => failure.answer(head),
+        };
+        let mut answer = self.stamped(answer, parts);
+        answer.extensions_mut().insert(OperationName(name));
+        answer
+    }
+
+    /// The answer to a request a host could not read: a header named `name` that is no HTTP
+    /// token.
+    pub fn unreadable_header(&self, parts: &http::request::Parts, name: &str) -> Answer {
+        let failure = Failure::shared(
+            ifmatch_azure::ErrorCode::InvalidHeaderValue,
+            format!("The header name {name:?} is not an HTTP token."),
+        );
+        self.stamped(failure.answer(parts.method == Method::HEAD), parts)
+    }
+
+    async fn dispatch(
+        &self,
+        parts: &http::request::Parts,
+        body: &[u8],
+        name: &mut &'static str,
+    ) -> Result<Done> {
+        let now = self.env.now();
+        let host = (parts.headers.get(header::HOST))
+            .and_then(|h| h.to_str().ok())
+            .or(parts.uri.authority().map(|a| a.as_str()));
+        let (account, below, style) = self.accounts.locate_in("queue", host, parts.uri.path())?;
+        let target = Target::parse(&parts.method, below, parts.uri.query())?;
+        *name = target.operation.name();
+        let signed = Signed {
+            method: &parts.method,
+            uri: &parts.uri,
+            headers: &parts.headers,
+            client: parts.extensions.get::<ClientIp>().map(|ip| ip.0),
+            https: parts.extensions.get::<Https>().is_some(),
+            container: &target.queue,
+            blob: "",
+        };
+        let credential = auth::authenticate(account, signed, now)?;
+        match auth::authorize(&credential, &target.operation, &target.queue) {
+            Ok(()) => {}
+            Err(_) if credential == auth::Credential::Anonymous && self.anonymous => {}
+            Err(denied) => return Err(denied.into()),
+        }
+        let weight = ifmatch_azure::inflight::weight(body);
+        let _admitted = self.inflight.admit(weight).ok_or_else(|| {
+            Failure::shared(
+                ifmatch_azure::ErrorCode::ServerBusy,
+                "Large requests in flight hold the memory this one needs: retry it.",
+            )
+        })?;
+        let tables = Scoped::new(self.tables.clone(), &format!("~queue~{}", account.name()));
+        let scheme = match parts.extensions.get::<Https>() {
+            Some(_) => "https",
+            None => "http",
+        };
+        let endpoint = match style {
+            Style::Path => format!("{scheme}://{}/{}/", host.unwrap_or(""), account.name()),
+            Style::Host => format!("{scheme}://{}/", host.unwrap_or("")),
+        };
+        let asked = Asked {
+            tables: &tables,
+            queue: &target.queue,
+            headers: &parts.headers,
+            body,
+            now,
+        };
+        self.operate(&asked, &target.operation, &parts.method, &endpoint)
+            .await
+    }
+
+    async fn operate(
+        &self,
+        asked: &Asked<'_, impl Tables>,
+        operation: &Operation,
+        method: &Method,
+        endpoint: &str,
+    ) -> Result<Done> {
+        let (tables, name) = (asked.tables, asked.queue);
+        let at = self.clock.stamp(asked.now, None);
+        let env = &self.env;
+        Ok(match operation {
+            Operation::ListQueues(options) => {
+                let (listed, next) = queues::list(tables, options).await?;
+                Done::xml(
+                    StatusCode::OK,
+                    xml::list_answer(endpoint, options, &listed, next.as_deref()),
+                )
+            }
+            Operation::ServiceProperties if method == Method::PUT => {
+                let text = std::str::from_utf8(asked.body)
+                    .ok()
+                    .filter(|t| t.contains("<StorageServiceProperties"))
+                    .ok_or_else(|| Failure::from(ErrorCode::InvalidXmlDocument))?;
+                queues::set_service_properties(tables, text.to_owned(), at).await?;
+                Done::new(StatusCode::ACCEPTED)
+            }
+            Operation::ServiceProperties => {
+                let xml = queues::service_properties(tables).await?;
+                Done::xml(
+                    StatusCode::OK,
+                    xml.unwrap_or_else(xml::default_service_properties),
+                )
+            }
+            Operation::ServiceStats => Done::xml(StatusCode::OK, xml::service_stats(asked.now)),
+            Operation::CreateQueue => {
+                let metadata = ifmatch_azure::metadata::metadata(asked.headers)?;
+                match queues::create(tables, name, metadata, at).await? {
+                    true => Done::new(StatusCode::CREATED),
+                    false => Done::new(StatusCode::NO_CONTENT),
+                }
+            }
+            Operation::DeleteQueue => {
+                queues::delete(tables, name).await?;
+                Done::new(StatusCode::NO_CONTENT)
+            }
+            Operation::GetQueueMetadata => {
+                let queue = queues::get(tables, name).await?;
+                let count = messages::count(tables, &queue.messages_table(name)).await?;
+                let mut done = Done::new(StatusCode::OK)
+                    .header("x-ms-approximate-messages-count", &count.to_string());
+                ifmatch_azure::metadata::insert_metadata(&queue.metadata, &mut done.headers);
+                done
+            }
+            Operation::SetQueueMetadata => {
+                let metadata = ifmatch_azure::metadata::metadata(asked.headers)?;
+                queues::update(tables, name, at, |queue| queue.metadata = metadata.clone()).await?;
+                Done::new(StatusCode::NO_CONTENT)
+            }
+            Operation::GetQueueAcl => {
+                let queue = queues::get(tables, name).await?;
+                let acl = queue.acl.unwrap_or_else(|| {
+                    "<?xml version=\"1.0\" encoding=\"utf-8\"?><SignedIdentifiers />".to_owned()
+                });
+                Done::xml(StatusCode::OK, acl)
+            }
+            Operation::SetQueueAcl => {
+                let acl = xml::check_acl(asked.body)?;
+                queues::update(tables, name, at, |queue| queue.acl = Some(acl.clone())).await?;
+                Done::new(StatusCode::NO_CONTENT)
+            }
+            Operation::PutMessage(options) => {
+                let text = xml::message_text(asked.body)?;
+                let table = queues::get(tables, name).await?.messages_table(name);
+                let put = (options.visibility, options.ttl);
+                let message = messages::put(tables, &table, env, text, put, at).await?;
+                Done::xml(StatusCode::CREATED, xml::put_answer(&message))
+            }
+            Operation::GetMessages { count, visibility } => {
+                let table = queues::get(tables, name).await?.messages_table(name);
+                let asked = (*count, true, *visibility);
+                let got = messages::get(tables, &table, env, asked, at).await?;
+                Done::xml(StatusCode::OK, xml::messages_answer(&got, false))
+            }
+            Operation::PeekMessages { count } => {
+                let table = queues::get(tables, name).await?.messages_table(name);
+                let got = messages::get(tables, &table, env, (*count, false, 0), at).await?;
+                Done::xml(StatusCode::OK, xml::messages_answer(&got, true))
+            }
+            Operation::ClearMessages => {
+                queues::clear(tables, name, at).await?;
+                Done::new(StatusCode::NO_CONTENT)
+            }
+            Operation::UpdateMessage {
+                id,
+                receipt,
+                visibility,
+            } => {
+                let text = match asked.body.iter().all(u8::is_ascii_whitespace) {
+                    true => None,
+                    false => Some(xml::message_text(asked.body)?),
+                };
+                let table = queues::get(tables, name).await?.messages_table(name);
+                let held = (id.as_str(), receipt.as_str());
+                let updated =
+                    messages::update(tables, &table, env, held, (*visibility, text), at).await?;
+                Done::new(StatusCode::NO_CONTENT)
+                    .header("x-ms-popreceipt", &updated.receipt)
+                    .header("x-ms-time-next-visible", &xml::date(updated.visible))
+            }
+            Operation::DeleteMessage { id, receipt } => {
+                let table = queues::get(tables, name).await?.messages_table(name);
+                messages::delete(tables, &table, env, (id, receipt)).await?;
+                Done::new(StatusCode::NO_CONTENT)
+            }
+        })
+    }
+
+    /// `answer` with what every answer carries: a request id, the dialect's version (the
+    /// client's, when it names one), the date.
+    fn stamped(&self, mut answer: Answer, parts: &http::request::Parts) -> Answer {
+        let id = self.env.random_uuid().hyphenated().to_string();
+        let headers = answer.headers_mut();
+        if let Ok(id) = HeaderValue::from_str(&id) {
+            headers.insert("x-ms-request-id", id);
+        }
+        let version = (parts.headers.get("x-ms-version")).filter(|v| v.len() == 10);
+        let version = version
+            .cloned()
+            .unwrap_or(HeaderValue::from_static(VERSION));
+        headers.insert("x-ms-version", version);
+        if let Ok(date) = HeaderValue::from_str(&httpdate::fmt_http_date(self.env.now())) {
+            headers.insert(header::DATE, date);
+        }
+        answer
+    }
+}
+
+/// What one request brings an operation: the account's tables, the queue it names, its
+/// headers and body, and the time it is answered at.
+struct Asked<'a, T> {
+    tables: &'a T,
+    queue: &'a str,
+    headers: &'a HeaderMap,
+    body: &'a [u8],
+    now: SystemTime,
+}

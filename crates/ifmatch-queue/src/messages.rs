@@ -1,0 +1,407 @@
+//! A queue's messages, in the table of their queue's generation, each as two entities changed
+//! together in one compare-and-swap:
+//!
+//! - under partition `v`, the message itself, keyed by the instant it is next visible and its
+//!   id (`{microseconds:020}{id}`), so that Get Messages reads the visible ones first and stops
+//!   at the first that is not: its cost is the messages it answers, not the ones stored;
+//! - under partition `i`, keyed by its id, where it is (its `v` key) and its pop receipt, so
+//!   that Update and Delete Message find it by the id and receipt the client holds.
+//!
+//! The pop receipt is the message's ETag and the visibility timeout its lease: Get Messages
+//! moves each message it answers to its new visible instant with a new receipt, in a
+//! compare-and-swap against the entity it read, so two consumers never both get one message
+//! while it is invisible; Update and Delete Message must carry the latest receipt (a stale one
+//! is 400 `PopReceiptMismatch`). A message past its time to live is gone for every operation
+//! and its entities are removed by the next Get Messages that meets it.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use ifmatch_azure::Env;
+use ifmatch_table::{Change, DateTime, Entity, Expected, Scan, TableError, Tables, Value};
+
+use crate::failure::{ErrorCode, Failure, Result};
+
+/// The largest message text, in bytes: 64 KiB.
+pub const MAX_MESSAGE: usize = 64 << 10;
+/// The partition of the messages, by the instant they are next visible.
+const VISIBLE: &str = "v";
+/// The partition of the messages' places, by id.
+const INDEX: &str = "i";
+/// Messages past their time a Get Messages removes at most, besides those it answers.
+const MAX_EXPIRED: usize = 256;
+/// The most messages counted for `x-ms-approximate-messages-count`.
+pub const MAX_COUNTED: usize = 100_000;
+
+/// A message as an answer gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    /// Its id.
+    pub id: String,
+    /// Its text.
+    pub text: String,
+    /// When it was put, in microseconds since the Unix epoch.
+    pub inserted: i64,
+    /// When it expires (`i64::MAX`: never).
+    pub expires: i64,
+    /// When it is next visible.
+    pub visible: i64,
+    /// How many times Get Messages gave it.
+    pub dequeues: i64,
+    /// Its pop receipt.
+    pub receipt: String,
+}
+
+/// Microseconds since the Unix epoch of `time`.
+pub fn micros(time: SystemTime) -> i64 {
+    let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
+    i64::try_from(since.as_micros()).unwrap_or(i64::MAX)
+}
+
+/// `now` plus `seconds`, in microseconds (never past the end of time).
+fn after(now: i64, seconds: i64) -> i64 {
+    now.saturating_add(seconds.saturating_mul(1_000_000))
+}
+
+fn row(visible: i64, id: &str) -> String {
+    format!("{visible:020}{id}")
+}
+
+/// A new pop receipt: 16 random bytes, base64.
+fn receipt(env: &impl Env) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(env.random_uuid().as_bytes())
+}
+
+impl Message {
+    fn of(entity: &Entity) -> Option<Self> {
+        let text = |name: &str| match entity.properties.get(name) {
+            Some(Value::String(s)) => Some(s.clone()),
+            _ => None,
+        };
+        let number = |name: &str| match entity.properties.get(name) {
+            Some(Value::Int64(n)) => Some(*n),
+            _ => None,
+        };
+        Some(Self {
+            id: text("id")?,
+            text: text("text")?,
+            inserted: number("inserted")?,
+            expires: number("expires")?,
+            visible: entity.row_key.get(..20)?.parse().ok()?,
+            dequeues: number("dequeues")?,
+            receipt: text("receipt")?,
+        })
+    }
+
+    fn key(&self) -> (String, String) {
+        (VISIBLE.to_owned(), row(self.visible, &self.id))
+    }
+
+    fn index_key(&self) -> (String, String) {
+        (INDEX.to_owned(), self.id.clone())
+    }
+
+    fn entity(&self, at: DateTime) -> Entity {
+        let (pk, rk) = self.key();
+        Entity::new(
+            &pk,
+            &rk,
+            at,
+            [
+                ("id", Value::String(self.id.clone())),
+                ("text", Value::String(self.text.clone())),
+                ("inserted", Value::Int64(self.inserted)),
+                ("expires", Value::Int64(self.expires)),
+                ("dequeues", Value::Int64(self.dequeues)),
+                ("receipt", Value::String(self.receipt.clone())),
+            ],
+        )
+    }
+
+    fn index(&self, at: DateTime) -> Entity {
+        let (pk, rk) = self.index_key();
+        let (_, place) = self.key();
+        Entity::new(
+            &pk,
+            &rk,
+            at,
+            [
+                ("at", Value::String(place)),
+                ("receipt", Value::String(self.receipt.clone())),
+            ],
+        )
+    }
+
+    /// The changes that move `self` (stored at `version`) to `moved`.
+    fn moved(&self, version: DateTime, moved: &Message, at: DateTime) -> Vec<Change> {
+        vec![
+            Change {
+                key: self.key(),
+                expected: Expected::Version(version),
+                write: None,
+            },
+            Change {
+                key: moved.key(),
+                expected: Expected::Absent,
+                write: Some(moved.entity(at)),
+            },
+            Change {
+                key: moved.index_key(),
+                expected: Expected::Present,
+                write: Some(moved.index(at)),
+            },
+        ]
+    }
+
+    /// The changes that remove `self` (stored at `version`).
+    fn removed(&self, version: DateTime) -> Vec<Change> {
+        vec![
+            Change {
+                key: self.key(),
+                expected: Expected::Version(version),
+                write: None,
+            },
+            Change {
+                key: self.index_key(),
+                expected: Expected::Anything,
+                write: None,
+            },
+        ]
+    }
+}
+
+/// A failure of the messages' table: the queue went away (404) or the backend failed (503).
+fn backend(error: TableError) -> Failure {
+    match error {
+        TableError::TableNotFound(_) => ErrorCode::QueueNotFound.into(),
+        error => error.into(),
+    }
+}
+
+/// Put Message: `text`, first visible `visibility` seconds from `now`, living `ttl` seconds
+/// (`None`: forever).
+pub(crate) async fn put(
+    tables: &impl Tables,
+    table: &str,
+    env: &impl Env,
+    text: String,
+    (visibility, ttl): (i64, Option<i64>),
+    at: DateTime,
+) -> Result<Message> {
+    let now = micros(env.now());
+    let expires = ttl.map_or(i64::MAX, |ttl| after(now, ttl));
+    let visible = after(now, visibility);
+    if visible >= expires {
+        return Err(crate::failure::out_of_range(
+            "visibilitytimeout",
+            "less than the message's time to live",
+        ));
+    }
+    let message = Message {
+        id: env.random_uuid().hyphenated().to_string(),
+        text,
+        inserted: now,
+        expires,
+        visible,
+        dequeues: 0,
+        receipt: receipt(env),
+    };
+    let changes = vec![
+        Change {
+            key: message.index_key(),
+            expected: Expected::Absent,
+            write: Some(message.index(at)),
+        },
+        Change {
+            key: message.key(),
+            expected: Expected::Absent,
+            write: Some(message.entity(at)),
+        },
+    ];
+    tables.commit(table, &changes).await.map_err(backend)?;
+    Ok(message)
+}
+
+/// Get Messages (`dequeue` true: each given a new receipt and made invisible for
+/// `visibility` seconds, its dequeue count one more) or Peek Messages: at most `count`
+/// messages visible now, the earliest visible first.
+pub(crate) async fn get(
+    tables: &impl Tables,
+    table: &str,
+    env: &impl Env,
+    (count, dequeue, visibility): (usize, bool, i64),
+    at: DateTime,
+) -> Result<Vec<Message>> {
+    let now = micros(env.now());
+    let mut out = Vec::with_capacity(count);
+    let mut expired = 0;
+    let mut from = String::new();
+    loop {
+        let scan = Scan {
+            from: Some((VISIBLE, &from)),
+            partition: Some(VISIBLE),
+            limit: count + 8,
+        };
+        let entities = tables.scan(table, scan).await.map_err(backend)?;
+        let full = entities.len() == count + 8;
+        for entity in &entities {
+            let Some(message) = Message::of(entity) else {
+                continue;
+            };
+            if message.visible > now {
+                return Ok(out);
+            }
+            if message.expires <= now {
+                if dequeue && expired < MAX_EXPIRED {
+                    expired += 1;
+                    // Whoever removes it first, it is gone: a conflict changes nothing.
+                    match tables
+                        .commit(table, &message.removed(entity.timestamp))
+                        .await
+                    {
+                        Ok(()) | Err(TableError::Conflict { .. }) => {}
+                        Err(error) => return Err(backend(error)),
+                    }
+                }
+                continue;
+            }
+            if !dequeue {
+                out.push(message);
+            } else {
+                let taken = Message {
+                    visible: after(now, visibility).min(message.expires),
+                    dequeues: message.dequeues + 1,
+                    receipt: receipt(env),
+                    ..message.clone()
+                };
+                match tables
+                    .commit(table, &message.moved(entity.timestamp, &taken, at))
+                    .await
+                {
+                    Ok(()) => out.push(taken),
+                    // Another consumer took it first.
+                    Err(TableError::Conflict { .. }) => continue,
+                    Err(error) => return Err(backend(error)),
+                }
+            }
+            if out.len() == count {
+                return Ok(out);
+            }
+        }
+        match entities.last() {
+            Some(last) if full => from = format!("{}\u{0}", last.row_key),
+            _ => return Ok(out),
+        }
+    }
+}
+
+/// The message `id` whose receipt is `receipt`, as stored (with its entity's version): 404
+/// `MessageNotFound` when there is none (or it is past its time), 400 `PopReceiptMismatch`
+/// when it was given another receipt since.
+async fn held(
+    tables: &impl Tables,
+    table: &str,
+    (id, receipt): (&str, &str),
+    now: i64,
+) -> Result<(Message, DateTime)> {
+    let gone = || Failure::from(ErrorCode::MessageNotFound);
+    let index = tables
+        .get(table, &(INDEX.to_owned(), id.to_owned()))
+        .await
+        .map_err(backend)?
+        .ok_or_else(gone)?;
+    let place = match index.properties.get("at") {
+        Some(Value::String(place)) => place.clone(),
+        _ => return Err(gone()),
+    };
+    let entity = tables
+        .get(table, &(VISIBLE.to_owned(), place))
+        .await
+        .map_err(backend)?
+        .ok_or_else(gone)?;
+    let message = Message::of(&entity).ok_or_else(gone)?;
+    if message.expires <= now {
+        return Err(gone());
+    }
+    if message.receipt != receipt {
+        return Err(ErrorCode::PopReceiptMismatch.into());
+    }
+    Ok((message, entity.timestamp))
+}
+
+/// Update Message: the message `id` held by `receipt` made visible `visibility` seconds from
+/// now (never past its expiry), with `text` as its new text when given, and a new receipt.
+pub(crate) async fn update(
+    tables: &impl Tables,
+    table: &str,
+    env: &impl Env,
+    (id, receipt_held): (&str, &str),
+    (visibility, text): (i64, Option<String>),
+    at: DateTime,
+) -> Result<Message> {
+    loop {
+        let now = micros(env.now());
+        let (message, version) = held(tables, table, (id, receipt_held), now).await?;
+        let visible = after(now, visibility);
+        if visible > message.expires {
+            return Err(crate::failure::out_of_range(
+                "visibilitytimeout",
+                "not past the message's expiry",
+            ));
+        }
+        let updated = Message {
+            visible,
+            receipt: receipt(env),
+            text: text.clone().unwrap_or_else(|| message.text.clone()),
+            ..message.clone()
+        };
+        match tables
+            .commit(table, &message.moved(version, &updated, at))
+            .await
+        {
+            Ok(()) => return Ok(updated),
+            // Changed meanwhile: read again (its receipt is then another's).
+            Err(TableError::Conflict { .. }) => continue,
+            Err(error) => return Err(backend(error)),
+        }
+    }
+}
+
+/// Delete Message: the message `id` held by `receipt`.
+pub(crate) async fn delete(
+    tables: &impl Tables,
+    table: &str,
+    env: &impl Env,
+    (id, receipt): (&str, &str),
+) -> Result<()> {
+    loop {
+        let now = micros(env.now());
+        let (message, version) = held(tables, table, (id, receipt), now).await?;
+        match tables.commit(table, &message.removed(version)).await {
+            Ok(()) => return Ok(()),
+            Err(TableError::Conflict { .. }) => continue,
+            Err(error) => return Err(backend(error)),
+        }
+    }
+}
+
+/// About how many messages the queue holds: its messages counted, up to [`MAX_COUNTED`]
+/// (those past their time not yet removed included, as Azure's count includes them).
+pub(crate) async fn count(tables: &impl Tables, table: &str) -> Result<usize> {
+    let mut counted = 0;
+    let mut from = String::new();
+    while counted < MAX_COUNTED {
+        let scan = Scan {
+            from: Some((INDEX, &from)),
+            partition: Some(INDEX),
+            limit: 1000,
+        };
+        let entities = tables.scan(table, scan).await.map_err(backend)?;
+        counted += entities.len();
+        match entities.last() {
+            Some(last) if entities.len() == 1000 => from = format!("{}\u{0}", last.row_key),
+            _ => break,
+        }
+    }
+    Ok(counted.min(MAX_COUNTED))
+}

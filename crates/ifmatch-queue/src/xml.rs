@@ -1,0 +1,261 @@
+//! The Queue service's XML: the message a Put or Update Message sends, and the lists the
+//! answers carry.
+
+use std::fmt::Write;
+
+use ifmatch_azure::xml_escape;
+use quick_xml::events::Event;
+
+use crate::failure::{ErrorCode, Failure, Result};
+use crate::messages::{MAX_MESSAGE, Message};
+use crate::queues::Queue;
+
+/// The declaration every body starts with.
+const DECLARATION: &str = "<?xml version=\"1.0\" encoding=\"utf-8\"?>";
+
+fn invalid(detail: &str) -> Failure {
+    Failure::new(ErrorCode::InvalidXmlDocument, detail.to_owned())
+}
+
+/// The text of `<QueueMessage><MessageText>...</MessageText></QueueMessage>`, unescaped: at
+/// most 64 KiB (400 `MessageTooLarge` past it), text XML can carry.
+pub(crate) fn message_text(body: &[u8]) -> Result<String> {
+    let wrong =
+        || invalid("A message is <QueueMessage><MessageText>text</MessageText></QueueMessage>.");
+    let mut reader = quick_xml::Reader::from_reader(body);
+    let mut depth = Vec::new();
+    let mut text: Option<String> = None;
+    loop {
+        let event = reader.read_event().map_err(|_| wrong())?;
+        match event {
+            Event::Decl(_) | Event::Comment(_) | Event::PI(_) => {}
+            Event::Start(e) => {
+                let name = e.local_name().as_ref().to_vec();
+                match (depth.len(), name.as_slice()) {
+                    (0, b"QueueMessage") => {}
+                    (1, b"MessageText") if text.is_none() => text = Some(String::new()),
+                    _ => return Err(wrong()),
+                }
+                depth.push(name);
+            }
+            Event::Empty(e) => match (depth.len(), e.local_name().as_ref()) {
+                (1, b"MessageText") if text.is_none() => text = Some(String::new()),
+                _ => return Err(wrong()),
+            },
+            Event::End(_) => {
+                depth.pop();
+            }
+            Event::Text(t) if depth.len() == 2 => {
+                let decoded = t.decode().map_err(|_| wrong())?;
+                text.get_or_insert_default().push_str(&decoded);
+            }
+            Event::GeneralRef(entity) if depth.len() == 2 => {
+                let resolved = match entity.resolve_char_ref() {
+                    Ok(Some(c)) => c.to_string(),
+                    Ok(None) => {
+                        let name = entity.decode().map_err(|_| wrong())?;
+                        quick_xml::escape::resolve_predefined_entity(&name)
+                            .ok_or_else(wrong)?
+                            .to_owned()
+                    }
+                    Err(_) => return Err(wrong()),
+                };
+                text.get_or_insert_default().push_str(&resolved);
+            }
+            Event::Text(t) if t.iter().all(u8::is_ascii_whitespace) => {}
+            Event::Eof if depth.is_empty() => break,
+            _ => return Err(wrong()),
+        }
+        if text.as_ref().is_some_and(|t| t.len() > MAX_MESSAGE) {
+            return Err(ErrorCode::MessageTooLarge.into());
+        }
+    }
+    text.ok_or_else(wrong)
+}
+
+/// The answer of Put Message: the message's id, times and receipt.
+pub(crate) fn put_answer(message: &Message) -> String {
+    let mut out = format!("{DECLARATION}<QueueMessagesList><QueueMessage>");
+    let _ = write!(
+        out,
+        "<MessageId>{}</MessageId><InsertionTime>{}</InsertionTime><ExpirationTime>{}</ExpirationTime><PopReceipt>{}</PopReceipt><TimeNextVisible>{}</TimeNextVisible>",
+        message.id,
+        date(message.inserted),
+        date(message.expires),
+        xml_escape(&message.receipt),
+        date(message.visible),
+    );
+    out.push_str("</QueueMessage></QueueMessagesList>");
+    out
+}
+
+/// The answer of Get Messages (`peek` false: with receipts and visible times) or Peek
+/// Messages.
+pub(crate) fn messages_answer(messages: &[Message], peek: bool) -> String {
+    let mut out = format!("{DECLARATION}<QueueMessagesList>");
+    for m in messages {
+        let _ = write!(
+            out,
+            "<QueueMessage><MessageId>{}</MessageId><InsertionTime>{}</InsertionTime><ExpirationTime>{}</ExpirationTime>",
+            m.id,
+            date(m.inserted),
+            date(m.expires)
+        );
+        if !peek {
+            let _ = write!(
+                out,
+                "<PopReceipt>{}</PopReceipt><TimeNextVisible>{}</TimeNextVisible>",
+                xml_escape(&m.receipt),
+                date(m.visible)
+            );
+        }
+        let _ = write!(
+            out,
+            "<DequeueCount>{}</DequeueCount><MessageText>{}</MessageText></QueueMessage>",
+            m.dequeues,
+            xml_escape(&m.text)
+        );
+    }
+    out.push_str("</QueueMessagesList>");
+    out
+}
+
+/// The answer of List Queues.
+pub(crate) fn list_answer(
+    endpoint: &str,
+    options: &crate::operation::ListOptions,
+    queues: &[(String, Queue)],
+    next: Option<&str>,
+) -> String {
+    let mut out = format!(
+        "{DECLARATION}<EnumerationResults ServiceEndpoint=\"{}\">",
+        xml_escape(endpoint)
+    );
+    let _ = write!(
+        out,
+        "<Prefix>{}</Prefix><Marker>{}</Marker><MaxResults>{}</MaxResults><Queues>",
+        xml_escape(&options.prefix),
+        xml_escape(&options.marker),
+        options.max_results
+    );
+    for (name, queue) in queues {
+        let _ = write!(out, "<Queue><Name>{name}</Name>");
+        if options.metadata {
+            out.push_str("<Metadata>");
+            for (key, value) in &queue.metadata {
+                let _ = write!(out, "<{key}>{}</{key}>", xml_escape(value));
+            }
+            out.push_str("</Metadata>");
+        }
+        out.push_str("</Queue>");
+    }
+    let _ = write!(
+        out,
+        "</Queues><NextMarker>{}</NextMarker></EnumerationResults>",
+        next.unwrap_or_default()
+    );
+    out
+}
+
+/// A queue's stored access policies, checked: well-formed `<SignedIdentifiers>` of at most
+/// five `<SignedIdentifier>`s, each with an `<Id>` of at most 64 characters.
+pub(crate) fn check_acl(body: &[u8]) -> Result<String> {
+    let text = std::str::from_utf8(body).map_err(|_| invalid("The access policy is not UTF-8."))?;
+    if text.trim().is_empty() {
+        return Ok(format!("{DECLARATION}<SignedIdentifiers />"));
+    }
+    let mut reader = quick_xml::Reader::from_str(text);
+    let (mut identifiers, mut in_id, mut root) = (0, false, false);
+    loop {
+        match reader
+            .read_event()
+            .map_err(|_| invalid("The access policy is not XML."))?
+        {
+            Event::Start(e) | Event::Empty(e)
+                if e.local_name().as_ref() == b"SignedIdentifiers" =>
+            {
+                root = true
+            }
+            Event::Start(e) if e.local_name().as_ref() == b"SignedIdentifier" => identifiers += 1,
+            Event::Start(e) if e.local_name().as_ref() == b"Id" => in_id = true,
+            Event::Text(t) if in_id && t.len() > 64 => {
+                return Err(invalid(
+                    "A signed identifier's Id is at most 64 characters.",
+                ));
+            }
+            Event::End(e) if e.local_name().as_ref() == b"Id" => in_id = false,
+            Event::Eof => break,
+            _ => {}
+        }
+    }
+    match (root, identifiers) {
+        (false, _) => Err(invalid("An access policy is <SignedIdentifiers>.")),
+        (true, 6..) => Err(invalid("A queue has at most five signed identifiers.")),
+        _ => Ok(text.to_owned()),
+    }
+}
+
+/// The service's properties when none were set: logging, metrics and CORS off.
+pub(crate) fn default_service_properties() -> String {
+    format!(
+        "{DECLARATION}<StorageServiceProperties><Logging><Version>1.0</Version><Read>false</Read><Write>false</Write><Delete>false</Delete><RetentionPolicy><Enabled>false</Enabled></RetentionPolicy></Logging><HourMetrics><Version>1.0</Version><Enabled>false</Enabled><RetentionPolicy><Enabled>false</Enabled></RetentionPolicy></HourMetrics><MinuteMetrics><Version>1.0</Version><Enabled>false</Enabled><RetentionPolicy><Enabled>false</Enabled></RetentionPolicy></MinuteMetrics><Cors /></StorageServiceProperties>"
+    )
+}
+
+/// Get Queue Service Stats, as Azurite answers it: a primary that is always live.
+pub(crate) fn service_stats(now: std::time::SystemTime) -> String {
+    format!(
+        "{DECLARATION}<StorageServiceStats><GeoReplication><Status>live</Status><LastSyncTime>{}</LastSyncTime></GeoReplication></StorageServiceStats>",
+        httpdate::fmt_http_date(now)
+    )
+}
+
+/// An instant in microseconds since the Unix epoch as an HTTP date (the end of time for
+/// `i64::MAX`, a message that never expires: Azure's 31 Dec 9999).
+pub(crate) fn date(micros: i64) -> String {
+    const END: i64 = 253_402_300_799; // 9999-12-31T23:59:59Z
+    let seconds = (micros / 1_000_000).clamp(0, END);
+    let time = std::time::UNIX_EPOCH + std::time::Duration::from_secs(seconds as u64);
+    httpdate::fmt_http_date(time)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_body_is_read_unescaped_and_bounded() {
+        let body = b"<?xml version=\"1.0\"?><QueueMessage><MessageText>a &amp; b &lt;c&gt; &#233;</MessageText></QueueMessage>";
+        assert_eq!(message_text(body).unwrap(), "a & b <c> \u{e9}");
+        assert_eq!(
+            message_text(b"<QueueMessage><MessageText/></QueueMessage>").unwrap(),
+            ""
+        );
+        for wrong in [
+            &b"text"[..],
+            b"<QueueMessage></QueueMessage>",
+            b"<Other><MessageText>x</MessageText></Other>",
+        ] {
+            assert_eq!(message_text(wrong).unwrap_err().code, "InvalidXmlDocument");
+        }
+        let at = |n: usize| {
+            format!(
+                "<QueueMessage><MessageText>{}</MessageText></QueueMessage>",
+                "x".repeat(n)
+            )
+        };
+        assert!(message_text(at(MAX_MESSAGE).as_bytes()).is_ok());
+        assert_eq!(
+            message_text(at(MAX_MESSAGE + 1).as_bytes())
+                .unwrap_err()
+                .code,
+            "MessageTooLarge"
+        );
+    }
+
+    #[test]
+    fn dates_reach_the_end_of_time() {
+        assert_eq!(date(i64::MAX), "Fri, 31 Dec 9999 23:59:59 GMT");
+        assert_eq!(date(0), "Thu, 01 Jan 1970 00:00:00 GMT");
+    }
+}

@@ -1,0 +1,192 @@
+"""The Queue service through Azure's own Python SDK (azure-storage-queue), unchanged, with the
+connection string a user brings from Azurite: queues and their metadata, messages put, got,
+peeked, updated and deleted with their pop receipts (a stale receipt refused, as an ETag),
+visibility timeouts (a message got is invisible to the others until its time), dequeue counts
+(how poison messages are found), clear, the documented limits one past each, eight consumers
+racing for the messages of one queue (each message processed exactly once), and shared access
+signatures (account and queue).
+
+Usage: queues.py CONNECTION_STRING   (exits 1 on the first failed check; prints a tally)
+"""
+
+import sys
+import threading
+import time
+import uuid
+from datetime import datetime, timedelta, timezone
+
+from checks import Checks
+from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
+from azure.storage.queue import (
+    AccountSasPermissions,
+    QueueClient,
+    QueueSasPermissions,
+    QueueServiceClient,
+    ResourceTypes,
+    generate_account_sas,
+    generate_queue_sas,
+)
+
+check = Checks("python queues")
+
+
+def refused(call, status, code):
+    """Runs `call`, which must fail with `status` and Azure's error `code`."""
+    try:
+        call()
+    except HttpResponseError as error:
+        text = f"{error.error_code} {error}"
+        return error.status_code == status and code in text, f"{error.status_code} {text[:300]}"
+    return False, "it succeeded"
+
+
+def main(connection):
+    service = QueueServiceClient.from_connection_string(connection)
+    fields = dict(part.split("=", 1) for part in connection.strip(";").split(";"))
+    account, key = fields["AccountName"], fields["AccountKey"]
+    name = "q" + uuid.uuid4().hex[:12]
+
+    queue = service.create_queue(name, metadata={"team": "a"})
+    check("create a queue", queue.queue_name == name)
+    try:
+        queue.create_queue(metadata={"team": "a"})
+        same = "no error"
+    except ResourceExistsError as error:
+        same = error.status_code  # the SDK reads Azure's 204 so
+    check("creating it again with the same metadata is 204 (the SDK says it exists)", same == 204, same)
+    ok, why = refused(lambda: queue.create_queue(metadata={"team": "b"}), 409, "QueueAlreadyExists")
+    check("creating it again with other metadata is 409 QueueAlreadyExists", ok, why)
+    listed = [q.name for q in service.list_queues(name_starts_with=name[:5])]
+    check("List Queues with a prefix lists it", name in listed, listed)
+    with_metadata = [q for q in service.list_queues(name_starts_with=name, include_metadata=True)]
+    check("List Queues includes metadata", with_metadata[0].metadata == {"team": "a"}, with_metadata)
+    for i in range(3):
+        service.create_queue(f"{name}-page{i}")
+    pages = service.list_queues(name_starts_with=f"{name}-page", results_per_page=2).by_page()
+    paged = [[q.name for q in page] for page in pages]
+    check("List Queues in pages of 2", paged == [[f"{name}-page0", f"{name}-page1"], [f"{name}-page2"]], paged)
+    queue.set_queue_metadata({"team": "c", "owner": "x"})
+    properties = queue.get_queue_properties()
+    check("metadata set and read back", properties.metadata == {"team": "c", "owner": "x"}, properties.metadata)
+    check("an empty queue counts no message", properties.approximate_message_count == 0)
+    for bad in ["ab", "A-queue", "a--b", "-ab", "x" * 64]:
+        ok, why = refused(lambda: service.create_queue(bad), 400, "InvalidResourceName")
+        check(f"the name {bad[:10]!r} is refused 400 InvalidResourceName", ok, why)
+
+    # Put, peek, get (with its receipt and visibility), update, delete.
+    sent = queue.send_message("hello <world> & \"all\"")
+    check("Put Message answers an id, a receipt and its times", sent.id and sent.pop_receipt and sent.expires_on)
+    peeked = queue.peek_messages()
+    check("Peek Messages sees it, undequeued", [m.content for m in peeked] == ["hello <world> & \"all\""] and peeked[0].dequeue_count == 0, peeked)
+    got = queue.receive_message(visibility_timeout=2)
+    check("Get Messages gives it, dequeued once, with a receipt", got.content == "hello <world> & \"all\"" and got.dequeue_count == 1 and got.pop_receipt)
+    check("while it is invisible, no other consumer gets it", queue.receive_message() is None)
+    check("and Peek does not see it", queue.peek_messages() == [])
+    updated = queue.update_message(got, pop_receipt=got.pop_receipt, content="changed", visibility_timeout=0)
+    check("Update Message answers a new receipt", updated.pop_receipt and updated.pop_receipt != got.pop_receipt)
+    ok, why = refused(lambda: queue.delete_message(got.id, got.pop_receipt), 400, "PopReceiptMismatch")
+    check("Delete Message with the stale receipt is 400 PopReceiptMismatch (an ETag)", ok, why)
+    again = queue.receive_message(visibility_timeout=30)
+    check("updated to visible now, it is got again, its text changed, dequeued twice", again.content == "changed" and again.dequeue_count == 2, again)
+    queue.delete_message(again.id, again.pop_receipt)
+    ok, why = refused(lambda: queue.delete_message(again.id, again.pop_receipt), 404, "MessageNotFound")
+    check("deleted, it is 404 MessageNotFound", ok, why)
+    check("the queue is empty", queue.peek_messages() == [] and queue.get_queue_properties().approximate_message_count == 0)
+
+    # Visibility on put, and a message that expires.
+    queue.send_message("later", visibility_timeout=1)
+    queue.send_message("short", time_to_live=1)
+    queue.send_message("forever", time_to_live=-1)
+    check("a message put invisible is not got at once", [m.content for m in queue.peek_messages(max_messages=32)] == ["short", "forever"])
+    time.sleep(1.6)
+    contents = sorted(m.content for m in queue.receive_messages(messages_per_page=32, visibility_timeout=30))
+    check("once visible it is got; past its time to live it is gone", contents == ["forever", "later"], contents)
+    never = [m for m in queue.peek_messages()]
+    check("a message that lives forever expires on 31 Dec 9999", all(m.expires_on is None or m.expires_on.year == 9999 for m in never))
+
+    # Dequeue counts find a poison message.
+    queue.clear_messages()
+    check("Clear Messages empties the queue", queue.peek_messages() == [])
+    queue.send_message("poison")
+    for attempt in range(1, 4):
+        message = queue.receive_message(visibility_timeout=1)
+        check(f"a message never deleted comes back, dequeue count {attempt}", message is not None and message.dequeue_count == attempt, message)
+        time.sleep(1.1)
+    queue.clear_messages()
+
+    # Documented limits, one past each.
+    queue.send_message("x" * (64 * 1024))
+    ok, why = refused(lambda: queue.send_message("x" * (64 * 1024 + 1)), 400, "MessageTooLarge")
+    check("a message of 64 KiB is taken; one byte more is 400 MessageTooLarge", ok, why)
+    ok, why = refused(lambda: queue.send_message("x", visibility_timeout=7 * 24 * 3600 + 1), 400, "OutOfRangeQueryParameterValue")
+    check("a visibility timeout past 7 days is 400", ok, why)
+    ok, why = refused(lambda: queue.receive_messages(max_messages=33, messages_per_page=33).next(), 400, "OutOfRangeQueryParameterValue")
+    check("Get Messages of 33 is 400", ok, why)
+    ok, why = refused(lambda: queue.receive_message(visibility_timeout=0), 400, "OutOfRangeQueryParameterValue")
+    check("Get Messages with a visibility timeout of 0 is 400", ok, why)
+    ok, why = refused(lambda: queue.send_message("x", time_to_live=0), 400, "OutOfRangeQueryParameterValue")
+    check("a time to live of 0 is 400", ok, why)
+    ok, why = refused(lambda: queue.send_message("x", visibility_timeout=10, time_to_live=5), 400, "OutOfRangeQueryParameterValue")
+    check("a message invisible past its time to live is 400", ok, why)
+    queue.clear_messages()
+
+    # Eight consumers racing: every message processed exactly once.
+    for i in range(200):
+        queue.send_message(f"job-{i}")
+    done, lock = [], threading.Lock()
+
+    def consume():
+        mine = QueueClient.from_connection_string(connection, name)
+        while True:
+            batch = list(mine.receive_messages(messages_per_page=8, visibility_timeout=60, max_messages=8))
+            if not batch:
+                return
+            for message in batch:
+                mine.delete_message(message)
+                with lock:
+                    done.append(message.content)
+
+    workers = [threading.Thread(target=consume) for _ in range(8)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    check("eight consumers processed 200 messages, each exactly once", sorted(done) == sorted(f"job-{i}" for i in range(200)), len(done))
+
+    # Shared access signatures.
+    expiry = datetime.now(timezone.utc) + timedelta(hours=1)
+    sas = generate_queue_sas(account, name, key, permission=QueueSasPermissions(add=True, process=True), expiry=expiry)
+    producer = QueueClient(account_url=service.url, queue_name=name, credential=sas)
+    producer.send_message("via sas")
+    check("a queue SAS with add and process puts and gets", producer.receive_message().content == "via sas")
+    ok, why = refused(lambda: producer.peek_messages(), 403, "AuthorizationPermissionMismatch")
+    check("a queue SAS without read cannot peek (403)", ok, why)
+    other = QueueClient(account_url=service.url, queue_name=f"{name}-page0", credential=sas)
+    ok, why = refused(lambda: other.send_message("x"), 403, "AuthenticationFailed")
+    check("a queue SAS for one queue signs that queue: another is 403 AuthenticationFailed", ok, why)
+    account_sas = generate_account_sas(account, key, ResourceTypes(service=True, object=True), AccountSasPermissions(list=True, add=True), expiry)
+    limited = QueueServiceClient(account_url=service.url, credential=account_sas)
+    check("an account SAS with list lists queues", name in [q.name for q in limited.list_queues(name_starts_with=name)])
+    ok, why = refused(lambda: limited.create_queue(name + "-x"), 403, "Authorization")
+    check("an account SAS without containers cannot create a queue (403)", ok, why)
+    wrong = QueueServiceClient(account_url=service.url, credential={"account_name": account, "account_key": "AAAA" + key[4:]})
+    ok, why = refused(lambda: list(wrong.list_queues()), 403, "AuthenticationFailed")
+    check("a wrong key is 403 AuthenticationFailed", ok, why)
+
+    # Access policies and service properties.
+    from azure.storage.queue import AccessPolicy
+    queue.set_queue_access_policy({"read-only": AccessPolicy(permission=QueueSasPermissions(read=True), expiry=expiry)})
+    check("a stored access policy is kept", list(queue.get_queue_access_policy()) == ["read-only"])
+    props = service.get_service_properties()
+    check("the service's properties are answered", "cors" in props)
+
+    service.delete_queue(name)
+    ok, why = refused(lambda: queue.get_queue_properties(), 404, "QueueNotFound")
+    check("a deleted queue is 404 QueueNotFound", ok, why)
+    ok, why = refused(lambda: queue.send_message("x"), 404, "QueueNotFound")
+    check("a message to a deleted queue is 404", ok, why)
+    check.done()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
