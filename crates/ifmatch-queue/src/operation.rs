@@ -314,7 +314,7 @@ mod tests {
 
     #[test]
     fn names_as_the_rules_say() {
-        for ok in ["abc", "a-b-c", "q1", &"a".repeat(63)] {
+        for ok in ["abc", "a-b-c", "q12", &"a".repeat(63)] {
             assert!(check_name(ok).is_ok(), "{ok}");
         }
         for bad in [
@@ -339,36 +339,37 @@ mod tests {
         let refused = |method: Method, path: &str, query: &str| {
             let failure = parse(method, path, query).unwrap_err();
             assert_eq!(failure.status, 400, "{path}?{query}");
+            assert_ne!(failure.code, "InvalidResourceName", "{path}?{query}");
         };
-        refused(Method::POST, "/q1/messages", "visibilitytimeout=604801");
-        refused(Method::POST, "/q1/messages", "visibilitytimeout=-1");
-        refused(Method::POST, "/q1/messages", "messagettl=0");
-        refused(Method::POST, "/q1/messages", "messagettl=-2");
+        refused(Method::POST, "/q12/messages", "visibilitytimeout=604801");
+        refused(Method::POST, "/q12/messages", "visibilitytimeout=-1");
+        refused(Method::POST, "/q12/messages", "messagettl=0");
+        refused(Method::POST, "/q12/messages", "messagettl=-2");
         refused(
             Method::POST,
-            "/q1/messages",
+            "/q12/messages",
             "messagettl=99999999999999999999",
         );
-        refused(Method::GET, "/q1/messages", "numofmessages=33");
-        refused(Method::GET, "/q1/messages", "numofmessages=0");
-        refused(Method::GET, "/q1/messages", "visibilitytimeout=0");
-        refused(Method::GET, "/q1/messages", "visibilitytimeout=604801");
+        refused(Method::GET, "/q12/messages", "numofmessages=33");
+        refused(Method::GET, "/q12/messages", "numofmessages=0");
+        refused(Method::GET, "/q12/messages", "visibilitytimeout=0");
+        refused(Method::GET, "/q12/messages", "visibilitytimeout=604801");
         refused(
             Method::GET,
-            "/q1/messages",
+            "/q12/messages",
             "peekonly=true&numofmessages=33",
         );
         refused(
             Method::PUT,
-            "/q1/messages/id",
+            "/q12/messages/id",
             "popreceipt=r&visibilitytimeout=604801",
         );
-        refused(Method::PUT, "/q1/messages/id", "popreceipt=r");
+        refused(Method::PUT, "/q12/messages/id", "popreceipt=r");
         refused(Method::GET, "/", "comp=list&maxresults=0");
         assert_eq!(
             parse(
                 Method::GET,
-                "/q1/messages",
+                "/q12/messages",
                 "numofmessages=32&visibilitytimeout=604800"
             ),
             Ok(Operation::GetMessages {
@@ -379,7 +380,7 @@ mod tests {
         assert_eq!(
             parse(
                 Method::POST,
-                "/q1/messages",
+                "/q12/messages",
                 "messagettl=-1&visibilitytimeout=604800"
             ),
             Ok(Operation::PutMessage(PutOptions {
