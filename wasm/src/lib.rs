@@ -1,4 +1,4 @@
-//! ifmatch's blob front, Table service and Cosmos DB endpoint as a Cloudflare Worker.
+//! ifmatch's blob front, Queue and Table services and Cosmos DB endpoint as a Cloudflare Worker.
 //!
 //! The request handling is `ifmatch-blob`'s [`Front`], the same as the native server's; this
 //! crate only supplies its three parts for the Workers platform:
@@ -11,6 +11,8 @@
 //! - [`tables::DurableTables`]: the Table service's entities in a Durable Object per table,
 //!   [`tables::TableEntities`], where each commit (a batch too) is one atomic step; the
 //!   service itself is `ifmatch-table`'s, under `/table` or on a host `{account}.table.…`;
+//! - the Queue service, `ifmatch-queue`'s over the same Durable Objects (a queue's messages a
+//!   table, so an object, of their own), under `/queue` or on a host `{account}.queue.…`;
 //! - [`WorkersEnv`]: the Workers clock and `crypto.randomUUID()`, never `SystemTime::now()`.
 
 mod bindings;
@@ -36,6 +38,10 @@ pub use env::WorkersEnv;
 pub use objects::{R2Objects, R2Reader};
 pub use records::{ContainerRecords, DurableRecords};
 pub use tables::{DurableTables, TableEntities};
+
+/// Where the Queue service is mounted beside the blobs: `QueueEndpoint=https://HOST/queue/ACCOUNT`
+/// (or a host `{account}.queue.…`).
+pub const QUEUE_MOUNT: &str = "/queue";
 
 /// Where the Table service is mounted beside the blobs: `TableEndpoint=https://HOST/table/ACCOUNT`
 /// (or a host `{account}.table.…`).
@@ -100,6 +106,9 @@ async fn fetch(
     if is_cosmos_request(&request) {
         return cosmos(request, given).await;
     }
+    if is_queue_request(&request) {
+        return queues(request, given).await;
+    }
     if is_table_request(&request, &given.accounts) {
         return tables(request, given).await;
     }
@@ -151,6 +160,17 @@ fn is_table_request(request: &HttpRequest, accounts: &Accounts) -> bool {
     mounted || service == Some("table") || unnamed
 }
 
+/// Whether a request is for the Queue service: under [`QUEUE_MOUNT`], or to a host
+/// `{account}.queue.…`.
+fn is_queue_request(request: &HttpRequest) -> bool {
+    let path = request.uri().path();
+    let host = (request.headers().get(http::header::HOST))
+        .and_then(|h| h.to_str().ok())
+        .or(request.uri().host())
+        .unwrap_or("");
+    path == QUEUE_MOUNT || path.starts_with("/queue/") || host.split('.').nth(1) == Some("queue")
+}
+
 /// Whether a request is for the Cosmos DB endpoint: to a host `{account}.documents.…`, or a
 /// path under `/dbs` (no blob account is named `dbs`: names have 3 letters at least, but the
 /// Cosmos SDKs take the endpoint's root), or the account read (`GET /`) signed with a Cosmos
@@ -190,7 +210,9 @@ impl Given<'_> {
 /// would take more (a 2 MB document of more than some 110,000 values) is answered 413 here,
 /// where the native server takes up to about a million.
 static INFLIGHT: std::sync::LazyLock<std::sync::Arc<ifmatch_azure::inflight::Inflight>> =
-    std::sync::LazyLock::new(|| std::sync::Arc::new(ifmatch_azure::inflight::Inflight::new(32 << 20)));
+    std::sync::LazyLock::new(|| {
+        std::sync::Arc::new(ifmatch_azure::inflight::Inflight::new(32 << 20))
+    });
 
 /// The Cosmos DB endpoint's answer: `ifmatch-cosmos`'s, over the same Durable Objects as the
 /// tables (each Cosmos container a table of names no table account reaches).
@@ -207,6 +229,41 @@ async fn cosmos(request: HttpRequest, given: Given<'_>) -> worker::Result<worker
     whole(answer_whole(&service, request).await)
 }
 
+/// The Queue service's answer: `ifmatch-queue`'s, over the tables' Durable Objects (a queue's
+/// messages a table of their own, so a Durable Object of their own).
+async fn queues(request: HttpRequest, given: Given<'_>) -> worker::Result<worker::Response> {
+    let mount = match request.uri().path().starts_with(QUEUE_MOUNT) {
+        true => QUEUE_MOUNT,
+        false => "",
+    };
+    let service = ifmatch_queue::Endpoint::new(given.tables()?, WorkersEnv)
+        .with_accounts(&given.accounts)
+        .with_anonymous_access(given.anonymous)
+        .with_mount(mount)
+        .with_memory_budget(INFLIGHT.clone());
+    let parts = client_parts(request);
+    if let Some(name) = given.unreadable {
+        return whole(service.unreadable_header(&parts.0, name));
+    }
+    let request = HttpRequest::from_parts(parts.0, parts.1);
+    whole(answer_whole(&service, request).await)
+}
+
+/// `request`'s parts with what the platform says of its client: its address
+/// (`cf-connecting-ip`, which a SAS may restrict) and whether it came over HTTPS.
+fn client_parts(request: HttpRequest) -> (http::request::Parts, worker::Body) {
+    let (mut parts, body) = request.into_parts();
+    let client =
+        (parts.headers.get("cf-connecting-ip")).and_then(|v| v.to_str().ok()?.parse().ok());
+    if let Some(ip) = client {
+        parts.extensions.insert(ClientIp(ip));
+    }
+    if parts.uri.scheme_str() == Some("https") {
+        parts.extensions.insert(Https);
+    }
+    (parts, body)
+}
+
 /// The Table service's answer: `ifmatch-table`'s, over the tables' Durable Objects.
 async fn tables(request: HttpRequest, given: Given<'_>) -> worker::Result<worker::Response> {
     let service = ifmatch_table::Endpoint::new(given.tables()?, WorkersEnv)
@@ -218,15 +275,7 @@ async fn tables(request: HttpRequest, given: Given<'_>) -> worker::Result<worker
             ""
         })
         .with_memory_budget(INFLIGHT.clone());
-    let (mut parts, body) = request.into_parts();
-    let client =
-        (parts.headers.get("cf-connecting-ip")).and_then(|v| v.to_str().ok()?.parse().ok());
-    if let Some(ip) = client {
-        parts.extensions.insert(ClientIp(ip));
-    }
-    if parts.uri.scheme_str() == Some("https") {
-        parts.extensions.insert(Https);
-    }
+    let (parts, body) = client_parts(request);
     if let Some(name) = given.unreadable {
         return whole(service.unreadable_header(&parts, name));
     }

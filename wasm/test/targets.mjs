@@ -43,6 +43,8 @@ export async function startWorker({ anonymous = true, accounts = undefined, buil
     origin: url.origin,
     // The Table service beside the blobs, under /table (src/lib.rs).
     tableOrigin: `${url.origin}/table`,
+    // The Queue service beside them, under /queue.
+    queueOrigin: `${url.origin}/queue`,
     // The Cosmos endpoint at the root, as the SDKs take it (src/lib.rs).
     cosmosOrigin: url.origin,
     base: `${url.origin}/devstoreaccount1`,
@@ -73,12 +75,14 @@ export async function startNative({ anonymous = true, args = [], env = {} } = {}
   const port = await freePort();
   const tablePort = await freePort();
   const cosmosPort = await freePort();
+  const queuePort = await freePort();
   const child = spawn(
     bin,
     [
       "serve", "--data", data, "--listen", `127.0.0.1:${port}`, "--max-body", String(8 << 20),
       "--table-listen", `127.0.0.1:${tablePort}`,
       "--cosmos-listen", `127.0.0.1:${cosmosPort}`,
+      "--queue-listen", `127.0.0.1:${queuePort}`,
       ...(anonymous ? ["--anonymous"] : []),
       ...args,
     ],
@@ -100,6 +104,7 @@ export async function startNative({ anonymous = true, args = [], env = {} } = {}
   return {
     origin,
     tableOrigin,
+    queueOrigin: `http://127.0.0.1:${queuePort}`,
     cosmosOrigin: `http://127.0.0.1:${cosmosPort}`,
     base,
     // The native server sweeps on a timer (every 2 s): a sweep has gone by after 2.5 s.

@@ -34,6 +34,9 @@ pub struct Endpoint<T, E> {
     clock: Arc<Clock>,
     /// What the requests in flight may hold in memory together.
     inflight: Arc<Inflight>,
+    /// A path the service is mounted under (`/queue` on a Worker that serves blobs beside),
+    /// taken off before the account is read, kept in what is signed.
+    mount: String,
 }
 
 impl<T: Tables + Clone, E: Env> ifmatch_azure::WholeBody for Endpoint<T, E> {
@@ -101,7 +104,14 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
             env,
             clock: Arc::default(),
             inflight: Arc::default(),
+            mount: String::new(),
         }
+    }
+
+    /// The service under `mount` (`/queue`): `/queue/{account}/{queue}` and so on.
+    pub fn with_mount(mut self, mount: &str) -> Self {
+        self.mount = mount.trim_end_matches('/').to_owned();
+        self
     }
 
     /// The accounts served.
@@ -170,7 +180,9 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         let host = (parts.headers.get(header::HOST))
             .and_then(|h| h.to_str().ok())
             .or(parts.uri.authority().map(|a| a.as_str()));
-        let (account, below, style) = self.accounts.locate_in("queue", host, parts.uri.path())?;
+        let raw = parts.uri.path();
+        let raw = raw.strip_prefix(self.mount.as_str()).unwrap_or(raw);
+        let (account, below, style) = self.accounts.locate_in("queue", host, raw)?;
         let target = Target::parse(&parts.method, below, parts.uri.query())?;
         *name = target.operation.name();
         let signed = Signed {
@@ -201,8 +213,13 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
             None => "http",
         };
         let endpoint = match style {
-            Style::Path => format!("{scheme}://{}/{}/", host.unwrap_or(""), account.name()),
-            Style::Host => format!("{scheme}://{}/", host.unwrap_or("")),
+            Style::Path => format!(
+                "{scheme}://{}{}/{}/",
+                host.unwrap_or(""),
+                self.mount,
+                account.name()
+            ),
+            Style::Host => format!("{scheme}://{}{}/", host.unwrap_or(""), self.mount),
         };
         let asked = Asked {
             tables: &tables,

@@ -11,7 +11,8 @@
 //! moves each message it answers to its new visible instant with a new receipt, in a
 //! compare-and-swap against the entity it read, so two consumers never both get one message
 //! while it is invisible; Update and Delete Message must carry the latest receipt (a stale one
-//! is 400 `PopReceiptMismatch`). A message past its time to live is gone for every operation
+//! is 404 `MessageNotFound`, as Azure's reference says; Azurite answers 400
+//! `PopReceiptMismatch`). A message past its time to live is gone for every operation
 //! and its entities are removed by the next Get Messages that meets it.
 
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -296,8 +297,8 @@ pub(crate) async fn get(
 }
 
 /// The message `id` whose receipt is `receipt`, as stored (with its entity's version): 404
-/// `MessageNotFound` when there is none (or it is past its time), 400 `PopReceiptMismatch`
-/// when it was given another receipt since.
+/// `MessageNotFound` when there is none, it is past its time, or it was given another
+/// receipt since.
 async fn held(
     tables: &impl Tables,
     table: &str,
@@ -323,8 +324,15 @@ async fn held(
     if message.expires <= now {
         return Err(gone());
     }
+    // A receipt that is not the latest: Azure's reference answers it 404 `MessageNotFound`
+    // (Delete Message and Update Message, "Remarks"), as it answers a message gone; Azurite
+    // answers 400 `PopReceiptMismatch`. The reference is what production does.
     if message.receipt != receipt {
-        return Err(ErrorCode::PopReceiptMismatch.into());
+        return Err(Failure::new(
+            ErrorCode::MessageNotFound,
+            "The specified message does not exist: its pop receipt is not the latest (the \
+             message was got or updated again since, or its receipt is not one this queue gave).",
+        ));
     }
     Ok((message, entity.timestamp))
 }
