@@ -40,3 +40,214 @@ async fn the_python_sdk_over_a_bucket() {
     let vars = bucket.vars();
     tokio::task::block_in_place(|| sdk_script_with(&backend, &vars));
 }
+
+/// `ifmatch serve` open without credentials on `data` with `extra`: the process and the Queue
+/// service's account URL.
+fn open_server(data: &std::path::Path, extra: &[&str]) -> (common::Process, String) {
+    let extra = [
+        &[
+            "--anonymous",
+            "--table-listen",
+            "off",
+            "--cosmos-listen",
+            "off",
+        ],
+        extra,
+    ]
+    .concat();
+    let (process, _, queues) = common::serve_beside(data, "queue-listen", &extra, &[]);
+    let account = ifmatch_azure::DEV_ACCOUNT;
+    (process, format!("http://127.0.0.1:{queues}/{account}"))
+}
+
+/// The text of each `<tag>` of `xml`, in order.
+fn all(xml: &str, tag: &str) -> Vec<String> {
+    let (open, close) = (format!("<{tag}>"), format!("</{tag}>"));
+    xml.split(open.as_str())
+        .skip(1)
+        .filter_map(|rest| rest.split_once(close.as_str()).map(|(v, _)| v.to_owned()))
+        .collect()
+}
+
+async fn put(http: &reqwest::Client, queue: &str, text: &str) -> reqwest::StatusCode {
+    let body = format!("<QueueMessage><MessageText>{text}</MessageText></QueueMessage>");
+    let sent = http.post(format!("{queue}/messages")).body(body).send();
+    sent.await.unwrap().status()
+}
+
+/// Sixteen consumers through two instances over one Redis take 2,000 messages (each got with
+/// a visibility timeout, then deleted with its receipt): every message is processed exactly
+/// once, and a delete with a receipt a later Get replaced is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn competing_consumers_through_two_instances_process_each_message_once() {
+    let redis = RedisServer::start();
+    let data = [(); 2].map(|()| tempfile::tempdir().unwrap());
+    let args = ["--backend", &redis.url()];
+    let (_a, a) = open_server(data[0].path(), &args);
+    let (_b, b) = open_server(data[1].path(), &args);
+    let http = common::client();
+    let created = http.put(format!("{a}/work")).send().await.unwrap();
+    assert_eq!(created.status(), 201);
+    let total = 2000;
+    let mut producers = Vec::new();
+    for p in 0..8 {
+        let (http, queue) = (http.clone(), format!("{}/work", [&a, &b][p % 2]));
+        producers.push(tokio::spawn(async move {
+            for i in (p..total).step_by(8) {
+                assert_eq!(put(&http, &queue, &format!("m{i}")).await, 201);
+            }
+        }));
+    }
+    for producer in producers {
+        producer.await.unwrap();
+    }
+    let mut consumers = Vec::new();
+    for c in 0..16 {
+        let (http, queue) = (http.clone(), format!("{}/work", [&a, &b][c % 2]));
+        consumers.push(tokio::spawn(async move {
+            let mut done = Vec::new();
+            loop {
+                let got = http
+                    .get(format!(
+                        "{queue}/messages?numofmessages=8&visibilitytimeout=60"
+                    ))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(got.status(), 200);
+                let xml = got.text().await.unwrap();
+                let ids = all(&xml, "MessageId");
+                if ids.is_empty() {
+                    return done;
+                }
+                let receipts = all(&xml, "PopReceipt");
+                for ((id, receipt), text) in ids.iter().zip(&receipts).zip(all(&xml, "MessageText"))
+                {
+                    // A receipt of this server is URL-safe base64: it goes in a query as it is.
+                    let url = format!("{queue}/messages/{id}?popreceipt={receipt}");
+                    let deleted = http.delete(url).send();
+                    assert_eq!(deleted.await.unwrap().status(), 204, "{id}");
+                    done.push(text);
+                }
+            }
+        }));
+    }
+    let mut processed = Vec::new();
+    for consumer in consumers {
+        processed.extend(consumer.await.unwrap());
+    }
+    processed.sort();
+    let mut expected: Vec<String> = (0..total).map(|i| format!("m{i}")).collect();
+    expected.sort();
+    assert_eq!(processed.len(), total, "every message processed once");
+    assert_eq!(processed, expected);
+
+    // A receipt replaced by a later Get (its visibility run out) no longer deletes.
+    assert_eq!(put(&http, &format!("{a}/work"), "late").await, 201);
+    let first = http
+        .get(format!("{a}/work/messages?visibilitytimeout=1"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    let second = http
+        .get(format!("{b}/work/messages?visibilitytimeout=30"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(all(&second, "DequeueCount"), ["2"], "{second}");
+    let id = &all(&first, "MessageId")[0];
+    let stale = &all(&first, "PopReceipt")[0];
+    let refused = http
+        .delete(format!("{a}/work/messages/{id}?popreceipt={stale}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 404);
+    let latest = &all(&second, "PopReceipt")[0];
+    let deleted = http
+        .delete(format!("{b}/work/messages/{id}?popreceipt={latest}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), 204);
+}
+
+/// Messages acknowledged (201) on the local disk are there after a SIGKILL, each once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn acknowledged_messages_survive_a_sigkill() {
+    let data = tempfile::tempdir().unwrap();
+    let (mut server, queues) = open_server(data.path(), &[]);
+    let http = common::client();
+    assert_eq!(
+        http.put(format!("{queues}/kept"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        201
+    );
+    let acknowledged = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut writers = Vec::new();
+    for w in 0..8 {
+        let (http, queue, acked) = (http.clone(), format!("{queues}/kept"), acknowledged.clone());
+        writers.push(tokio::spawn(async move {
+            for i in 0.. {
+                let text = format!("w{w}-{i}");
+                let body =
+                    format!("<QueueMessage><MessageText>{text}</MessageText></QueueMessage>");
+                match http
+                    .post(format!("{queue}/messages"))
+                    .body(body)
+                    .send()
+                    .await
+                {
+                    Ok(answer) if answer.status() == 201 => acked.lock().unwrap().push(text),
+                    _ => return,
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    server.0.kill().unwrap();
+    server.0.wait().unwrap();
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    drop(server);
+    let (_server, queues) = open_server(data.path(), &[]);
+    let mut found = Vec::new();
+    loop {
+        let got = http
+            .get(format!(
+                "{queues}/kept/messages?numofmessages=32&visibilitytimeout=600"
+            ))
+            .send()
+            .await
+            .unwrap();
+        let texts = all(&got.text().await.unwrap(), "MessageText");
+        if texts.is_empty() {
+            break;
+        }
+        found.extend(texts);
+    }
+    let acknowledged = acknowledged.lock().unwrap().clone();
+    assert!(
+        acknowledged.len() > 50,
+        "{} acknowledged",
+        acknowledged.len()
+    );
+    let mut unique = found.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), found.len(), "no message twice");
+    for text in &acknowledged {
+        assert!(found.contains(text), "{text} was acknowledged and lost");
+    }
+}
