@@ -98,6 +98,18 @@ def main(connection):
     check("deleted, it is 404 MessageNotFound", ok, why)
     check("the queue is empty", queue.peek_messages() == [] and queue.get_queue_properties().approximate_message_count == 0)
 
+    # The SDK's base64 policies (what Azure Functions and most producers put on the wire).
+    from azure.storage.queue import BinaryBase64DecodePolicy, BinaryBase64EncodePolicy, TextBase64DecodePolicy, TextBase64EncodePolicy
+    text64 = QueueClient.from_connection_string(connection, name, message_encode_policy=TextBase64EncodePolicy(), message_decode_policy=TextBase64DecodePolicy())
+    text64.send_message("caf\u00e9 <&>")
+    got64 = text64.receive_message()
+    check("a message put and got with the text base64 policies round-trips", got64.content == "caf\u00e9 <&>", got64)
+    text64.delete_message(got64)
+    binary = QueueClient.from_connection_string(connection, name, message_encode_policy=BinaryBase64EncodePolicy(), message_decode_policy=BinaryBase64DecodePolicy())
+    binary.send_message(bytes(range(256)))
+    check("and a binary one with the binary policies", binary.receive_message().content == bytes(range(256)))
+    queue.clear_messages()
+
     # Visibility on put, and a message that expires.
     queue.send_message("later", visibility_timeout=1)
     queue.send_message("short", time_to_live=1)
