@@ -1,6 +1,6 @@
 // The Queue service through Azure's own SDKs, unchanged, with the connection string a user brings
-// from Azurite: the JS SDK (@azure/storage-queue) and the Python SDK (azure-storage-queue,
-// tests/sdk/queues.py), against the native server and the Worker in miniflare (its queues under
+// from Azurite: the JS SDK (@azure/storage-queue), the Python SDK (azure-storage-queue,
+// tests/sdk/queues.py) and kombu's transport (tests/sdk/kombu_queues.py), against the native server and the Worker in miniflare (its queues under
 // /queue, each queue's messages in a Durable Object of their own). Over Redis and a bucket:
 // crates/ifmatch-server/tests/queues.rs.
 
@@ -15,7 +15,19 @@ import { DEV_KEY, startNative, startWorker } from "./targets.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const python = process.env.IFMATCH_PYTHON ?? join(here, "../../.venv/bin/python");
-const script = join(here, "../../tests/sdk/queues.py");
+const sdk = (script) => join(here, "../../tests/sdk", script);
+
+/** Runs `script` of tests/sdk with the virtual environment's Python: its exit code and output. */
+function runPython(script, args) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(python, [sdk(script), ...args], { stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    child.stdout.on("data", (d) => (out += d));
+    child.stderr.on("data", (d) => (out += d));
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code, out }));
+  });
+}
 
 const ACCOUNT = "devstoreaccount1";
 const connectionString = (server) =>
@@ -70,15 +82,14 @@ for (const [name, start] of [
 
   test("the Python SDK's checks (azure-storage-queue, tests/sdk/queues.py)", async () => {
     assert.ok(existsSync(python), `${python} missing: run scripts/test, which makes the venv`);
-    const { code, out } = await new Promise((resolve, reject) => {
-      const child = spawn(python, [script, connectionString(server)], { stdio: ["ignore", "pipe", "pipe"] });
-      let text = "";
-      child.stdout.on("data", (d) => (text += d));
-      child.stderr.on("data", (d) => (text += d));
-      child.on("error", reject);
-      child.on("close", (exit) => resolve({ code: exit, out: text }));
-    });
+    const { code, out } = await runPython("queues.py", [connectionString(server)]);
     const tally = out.split("\n").find((l) => l.startsWith("python queues:")) ?? "no tally";
+    assert.equal(code, 0, `${tally}\n${out}`);
+  });
+
+  test("kombu's azurestoragequeues:// transport (Celery's): every message delivered once", async () => {
+    const { code, out } = await runPython("kombu_queues.py", [DEV_KEY, `${server.queueOrigin}/${ACCOUNT}`]);
+    const tally = out.split("\n").find((l) => l.startsWith("kombu queues:")) ?? "no tally";
     assert.equal(code, 0, `${tally}\n${out}`);
   });
 });
