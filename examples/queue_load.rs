@@ -1,0 +1,186 @@
+//! The load client of `scripts/bench-queues`, over the Queue REST dialect with Shared Key (so it
+//! runs against `ifmatch serve` and Azurite's queue service alike):
+//!
+//! - `put CONNECTION CLIENTS QUEUES SECONDS`: CLIENTS tasks putting small messages, each into
+//!   one of QUEUES queues (`load0` ...) in turn, for SECONDS. Prints `messages/s R`.
+//! - `take CONNECTION CLIENTS QUEUES SECONDS`: CLIENTS tasks each getting up to 32 messages of
+//!   one of QUEUES queues in turn and deleting each with its pop receipt, for SECONDS or until
+//!   the queues are empty. Prints `messages/s R`; exits 1 if a delete with the receipt just
+//!   given failed, or a message came twice.
+//! - `fill CONNECTION QUEUES MESSAGES`: creates the queues and puts MESSAGES into each (16 in
+//!   flight).
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::Bytes;
+use http::{Method, Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use ifmatch_azure::Account;
+use ifmatch_azure::auth::{Signed, shared_key_string};
+
+/// A Queue service endpoint and the account that signs for it.
+#[derive(Clone)]
+struct Queues {
+    http: Client<HttpConnector, Full<Bytes>>,
+    endpoint: String,
+    account: Account,
+    key: Vec<u8>,
+}
+
+impl Queues {
+    fn new(connection: &str) -> Self {
+        let field = |name: &str| {
+            connection
+                .split(';')
+                .find_map(|part| part.strip_prefix(name)?.strip_prefix('='))
+                .unwrap_or_else(|| panic!("{name} missing from the connection string"))
+                .to_owned()
+        };
+        let (name, key) = (field("AccountName"), field("AccountKey"));
+        let account = Account::new(&name, &[&key]).expect("an account");
+        let key = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, &key)
+            .expect("a base64 key");
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        Self {
+            http: Client::builder(TokioExecutor::new()).build(connector),
+            endpoint: field("QueueEndpoint").trim_end_matches('/').to_owned(),
+            account,
+            key,
+        }
+    }
+
+    /// Sends `method path` (below the account) with `body`, signed: the status and body.
+    async fn send(&self, method: Method, path: &str, body: impl Into<Bytes>) -> (StatusCode, Bytes) {
+        let body = body.into();
+        let date = httpdate::fmt_http_date(SystemTime::now());
+        let mut request = Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.endpoint))
+            .header("x-ms-date", &date)
+            .header("x-ms-version", "2021-12-02")
+            .header("content-length", body.len())
+            .body(Full::new(body))
+            .expect("a request");
+        let signed = Signed {
+            method: request.method(),
+            uri: request.uri(),
+            headers: request.headers(),
+            client: None,
+            https: false,
+            container: "",
+            blob: "",
+        };
+        let text = shared_key_string(&self.account, signed);
+        let signature = ifmatch_azure::auth::sign(&self.key, &text);
+        let authorization = format!("SharedKey {}:{signature}", self.account.name());
+        (request.headers_mut()).insert("authorization", authorization.parse().unwrap());
+        let response = self.http.request(request).await.expect("the server answers");
+        let status = response.status();
+        let body = response.into_body().collect().await.expect("a body").to_bytes();
+        (status, body)
+    }
+
+    async fn put(&self, queue: &str, text: &str) {
+        let body = format!("<QueueMessage><MessageText>{text}</MessageText></QueueMessage>");
+        let (status, _) = self.send(Method::POST, &format!("/{queue}/messages"), body).await;
+        assert_eq!(status, StatusCode::CREATED, "put");
+    }
+}
+
+/// The text of each `<tag>` of `xml`, in order.
+fn all<'a>(xml: &'a str, tag: &str) -> Vec<&'a str> {
+    let (open, close) = (format!("<{tag}>"), format!("</{tag}>"));
+    xml.split(open.as_str())
+        .skip(1)
+        .filter_map(|rest| rest.split_once(close.as_str()).map(|(v, _)| v))
+        .collect()
+}
+
+fn arg(n: usize) -> String {
+    std::env::args().nth(n).expect("too few arguments; see the file's doc")
+}
+
+fn number(n: usize) -> usize {
+    arg(n).parse().expect("a number")
+}
+
+#[tokio::main]
+async fn main() {
+    let queues = Queues::new(&arg(2));
+    match arg(1).as_str() {
+        "fill" => {
+            let (count, messages) = (number(3), number(4));
+            let mut tasks = Vec::new();
+            for q in 0..count {
+                let (status, _) = queues.send(Method::PUT, &format!("/load{q}"), Vec::new()).await;
+                assert!(status.is_success(), "create load{q}: {status}");
+            }
+            for t in 0..16 {
+                let queues = queues.clone();
+                tasks.push(tokio::spawn(async move {
+                    for i in (t..count * messages).step_by(16) {
+                        queues.put(&format!("load{}", i % count), &format!("m{i}")).await;
+                    }
+                }));
+            }
+            for task in tasks {
+                task.await.unwrap();
+            }
+        }
+        mode @ ("put" | "take") => {
+            let (clients, count, seconds) = (number(3), number(4), number(5));
+            let until = Instant::now() + Duration::from_secs(seconds as u64);
+            let started = Instant::now();
+            let seen = Arc::new(Mutex::new(HashSet::new()));
+            let mut tasks = Vec::new();
+            for c in 0..clients {
+                let (queues, seen) = (queues.clone(), seen.clone());
+                let take = mode == "take";
+                tasks.push(tokio::spawn(async move {
+                    let (mut done, mut round) = (0usize, c);
+                    let mut empty = 0;
+                    while Instant::now() < until && empty < count {
+                        let queue = format!("load{}", round % count);
+                        round += 1;
+                        if !take {
+                            queues.put(&queue, &format!("c{c}-{done}")).await;
+                            done += 1;
+                            continue;
+                        }
+                        let path = format!("/{queue}/messages?numofmessages=32&visibilitytimeout=60");
+                        let (status, xml) = queues.send(Method::GET, &path, Vec::new()).await;
+                        assert_eq!(status, StatusCode::OK, "get");
+                        let xml = String::from_utf8_lossy(&xml).into_owned();
+                        let ids = all(&xml, "MessageId");
+                        empty = if ids.is_empty() { empty + 1 } else { 0 };
+                        for (id, receipt) in ids.iter().zip(all(&xml, "PopReceipt")) {
+                            assert!(seen.lock().unwrap().insert(id.to_string()), "{id} twice");
+                            let receipt = percent_encoding::utf8_percent_encode(
+                                receipt,
+                                percent_encoding::NON_ALPHANUMERIC,
+                            );
+                            let path = format!("/{queue}/messages/{id}?popreceipt={receipt}");
+                            let (status, _) = queues.send(Method::DELETE, &path, Vec::new()).await;
+                            assert_eq!(status, StatusCode::NO_CONTENT, "delete {id}");
+                            done += 1;
+                        }
+                    }
+                    done
+                }));
+            }
+            let mut total = 0;
+            for task in tasks {
+                total += task.await.unwrap();
+            }
+            let elapsed = started.elapsed().as_secs_f64();
+            println!("messages/s {:.0}", total as f64 / elapsed);
+        }
+        other => panic!("unknown mode {other}; see the file's doc"),
+    }
+}
