@@ -10,28 +10,15 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { ChangeFeedMode, ChangeFeedStartFrom, CosmosClient } from "@azure/cosmos";
-import { spawn } from "node:child_process";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { run, runPython } from "./programs.mjs";
 import { startNative, startWorker } from "./targets.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
-const python = process.env.IFMATCH_PYTHON ?? join(here, "../../.venv/bin/python");
 
 const KEY =
   "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw==";
-
-/** `program` with `args` (and `env`): its exit code and everything it printed. */
-function run(program, args, env = process.env) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(program, args, { env, stdio: ["ignore", "pipe", "pipe"] });
-    let out = "";
-    child.stdout.on("data", (d) => (out += d));
-    child.stderr.on("data", (d) => (out += d));
-    child.on("error", reject);
-    child.on("close", (code) => resolve({ code, out }));
-  });
-}
 
 /** The error `promise` rejects with (it must reject). */
 async function failure(promise) {
@@ -371,7 +358,7 @@ for (const [name, start] of [
 
   test("the Python SDK's checks (azure-cosmos, tests/sdk/cosmos.py)", { skip: native }, async () => {
     const connection = `AccountEndpoint=${server.cosmosOrigin}/;AccountKey=${KEY};`;
-    const { code, out } = await run(python, [join(here, "../../tests/sdk/cosmos.py"), connection]);
+    const { code, out } = await runPython("cosmos.py", [connection]);
     assert.equal(code, 0, out);
     assert.match(out, /python cosmos: \d+ passed, 0 failed/);
   });

@@ -15,31 +15,13 @@ import {
   generateTableSas,
   odata,
 } from "@azure/data-tables";
-import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { python, runPython } from "./programs.mjs";
 import { DEV_KEY, startNative, startWorker } from "./targets.mjs";
 
 // The legacy package (the last version with updateEntity), as the classic Node example uses it.
 const legacy = createRequire(import.meta.url)("azure-storage");
-
-const here = dirname(fileURLToPath(import.meta.url));
-const python = process.env.IFMATCH_PYTHON ?? join(here, "../../.venv/bin/python");
-const sdk = (script) => join(here, "../../tests/sdk", script);
-
-/** Runs `script` of tests/sdk with the virtual environment's Python: its exit code and output. */
-function runPython(script, args) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(python, [sdk(script), ...args], { stdio: ["ignore", "pipe", "pipe"] });
-    let out = "";
-    child.stdout.on("data", (d) => (out += d));
-    child.stderr.on("data", (d) => (out += d));
-    child.on("error", reject);
-    child.on("close", (code) => resolve({ code, out }));
-  });
-}
 
 const ACCOUNT = "devstoreaccount1";
 const connectionString = (server) =>
