@@ -56,7 +56,12 @@ impl Queues {
     }
 
     /// Sends `method path` (below the account) with `body`, signed: the status and body.
-    async fn send(&self, method: Method, path: &str, body: impl Into<Bytes>) -> (StatusCode, Bytes) {
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: impl Into<Bytes>,
+    ) -> (StatusCode, Bytes) {
         let body = body.into();
         let date = httpdate::fmt_http_date(SystemTime::now());
         let mut request = Request::builder()
@@ -80,15 +85,26 @@ impl Queues {
         let signature = ifmatch_azure::auth::sign(&self.key, &text);
         let authorization = format!("SharedKey {}:{signature}", self.account.name());
         (request.headers_mut()).insert("authorization", authorization.parse().unwrap());
-        let response = self.http.request(request).await.expect("the server answers");
+        let response = self
+            .http
+            .request(request)
+            .await
+            .expect("the server answers");
         let status = response.status();
-        let body = response.into_body().collect().await.expect("a body").to_bytes();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .expect("a body")
+            .to_bytes();
         (status, body)
     }
 
     async fn put(&self, queue: &str, text: &str) {
         let body = format!("<QueueMessage><MessageText>{text}</MessageText></QueueMessage>");
-        let (status, _) = self.send(Method::POST, &format!("/{queue}/messages"), body).await;
+        let (status, _) = self
+            .send(Method::POST, &format!("/{queue}/messages"), body)
+            .await;
         assert_eq!(status, StatusCode::CREATED, "put");
     }
 }
@@ -103,7 +119,9 @@ fn all<'a>(xml: &'a str, tag: &str) -> Vec<&'a str> {
 }
 
 fn arg(n: usize) -> String {
-    std::env::args().nth(n).expect("too few arguments; see the file's doc")
+    std::env::args()
+        .nth(n)
+        .expect("too few arguments; see the file's doc")
 }
 
 fn number(n: usize) -> usize {
@@ -118,14 +136,18 @@ async fn main() {
             let (count, messages) = (number(3), number(4));
             let mut tasks = Vec::new();
             for q in 0..count {
-                let (status, _) = queues.send(Method::PUT, &format!("/load{q}"), Vec::new()).await;
+                let (status, _) = queues
+                    .send(Method::PUT, &format!("/load{q}"), Vec::new())
+                    .await;
                 assert!(status.is_success(), "create load{q}: {status}");
             }
             for t in 0..16 {
                 let queues = queues.clone();
                 tasks.push(tokio::spawn(async move {
                     for i in (t..count * messages).step_by(16) {
-                        queues.put(&format!("load{}", i % count), &format!("m{i}")).await;
+                        queues
+                            .put(&format!("load{}", i % count), &format!("m{i}"))
+                            .await;
                     }
                 }));
             }
@@ -153,7 +175,8 @@ async fn main() {
                             done += 1;
                             continue;
                         }
-                        let path = format!("/{queue}/messages?numofmessages=32&visibilitytimeout=60");
+                        let path =
+                            format!("/{queue}/messages?numofmessages=32&visibilitytimeout=60");
                         let (status, xml) = queues.send(Method::GET, &path, Vec::new()).await;
                         assert_eq!(status, StatusCode::OK, "get");
                         let xml = String::from_utf8_lossy(&xml).into_owned();

@@ -400,6 +400,39 @@ fn peak_mib(pid: u32) -> u64 {
         / 1024
 }
 
+/// A point read of one document in partition `p`, again and again, timed, until stopped.
+struct PointReader {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    task: tokio::task::JoinHandle<(usize, Duration)>,
+}
+
+impl PointReader {
+    fn start(http: &reqwest::Client, url: String) -> Self {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (stopped, http) = (stop.clone(), http.clone());
+        let task = tokio::spawn(async move {
+            let (mut reads, mut slowest) = (0, Duration::ZERO);
+            while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                let started = std::time::Instant::now();
+                let read = http
+                    .get(&url)
+                    .header("x-ms-documentdb-partitionkey", r#"["p"]"#);
+                assert_eq!(read.send().await.unwrap().status(), 200);
+                slowest = slowest.max(started.elapsed());
+                reads += 1;
+            }
+            (reads, slowest)
+        });
+        Self { stop, task }
+    }
+
+    /// How many reads were made, and the slowest.
+    async fn stop(self) -> (usize, Duration) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.task.await.unwrap()
+    }
+}
+
 /// Queries that make a value grow with itself (a string doubled forty times, a document copied
 /// once per mention) are refused at once with a 400 that names the bound; the server's peak
 /// memory stays within the figure `docs/cosmos.md` gives, and other clients are served
@@ -464,24 +497,7 @@ async fn a_query_that_amplifies_a_value_is_refused_at_once_while_others_are_serv
         ),
     ];
     // A point read, timed, all along.
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let reader = {
-        let (stop, url, http) = (stop.clone(), format!("{docs}/d0"), http.clone());
-        tokio::spawn(async move {
-            let mut slowest = Duration::ZERO;
-            let mut reads = 0;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let started = std::time::Instant::now();
-                let read = http
-                    .get(&url)
-                    .header("x-ms-documentdb-partitionkey", r#"["p"]"#);
-                assert_eq!(read.send().await.unwrap().status(), 200);
-                slowest = slowest.max(started.elapsed());
-                reads += 1;
-            }
-            (reads, slowest)
-        })
-    };
+    let reader = PointReader::start(&http, format!("{docs}/d0"));
     let mut attackers = Vec::new();
     for _ in 0..4 {
         let (bombs, docs, http) = (bombs.clone(), docs.clone(), http.clone());
@@ -524,8 +540,7 @@ async fn a_query_that_amplifies_a_value_is_refused_at_once_while_others_are_serv
     for attacker in attackers {
         attacker.await.unwrap();
     }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let (reads, slowest) = reader.await.unwrap();
+    let (reads, slowest) = reader.stop().await;
     assert!(reads > 10, "{reads} point reads while the queries ran");
     assert!(
         slowest < Duration::from_millis(500),
@@ -568,24 +583,7 @@ async fn queries_with_million_element_parameters_stay_within_the_memory_budget()
             vec!["ARRAY_LENGTH(@big)"; 200].join(", ")
         ),
     ];
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let reader = {
-        let (stop, url, http) = (stop.clone(), format!("{docs}/d0"), http.clone());
-        tokio::spawn(async move {
-            let mut slowest = Duration::ZERO;
-            let mut reads = 0;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let started = std::time::Instant::now();
-                let read = http
-                    .get(&url)
-                    .header("x-ms-documentdb-partitionkey", r#"["p"]"#);
-                assert_eq!(read.send().await.unwrap().status(), 200);
-                slowest = slowest.max(started.elapsed());
-                reads += 1;
-            }
-            (reads, slowest)
-        })
-    };
+    let reader = PointReader::start(&http, format!("{docs}/d0"));
     let mut senders = Vec::new();
     for sender in 0..8 {
         let (docs, http) = (docs.clone(), http.clone());
@@ -635,8 +633,7 @@ async fn queries_with_million_element_parameters_stay_within_the_memory_budget()
         let (s, t) = sender.await.unwrap();
         (served, throttled) = (served + s, throttled + t);
     }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let (reads, slowest) = reader.await.unwrap();
+    let (reads, slowest) = reader.stop().await;
     let peak = peak_mib(server.0.id());
     eprintln!(
         "{served} served, {throttled} throttled; {reads} point reads meanwhile, the slowest \
