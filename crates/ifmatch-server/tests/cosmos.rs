@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::Process;
+use common::cosmos::{PointReader, create_database, peak_mib};
 use ifmatch_cosmos::EMULATOR_KEY;
 use ifmatch_redis::testing::RedisServer;
 
@@ -77,18 +78,6 @@ async fn the_python_sdk_over_a_bucket() {
 
 /// A transactional batch creating `rows` documents in partition `pk`, as the SDKs send one.
 /// Creates database `id` with a container `c` partitioned by `/pk` (201 each).
-async fn create_database(http: &reqwest::Client, endpoint: &str, id: &str) {
-    let created = http
-        .post(format!("{endpoint}/dbs"))
-        .body(format!(r#"{{"id":"{id}"}}"#));
-    assert_eq!(created.send().await.unwrap().status(), 201);
-    let container = r#"{"id":"c","partitionKey":{"paths":["/pk"]}}"#;
-    let created = http
-        .post(format!("{endpoint}/dbs/{id}/colls"))
-        .body(container);
-    assert_eq!(created.send().await.unwrap().status(), 201);
-}
-
 fn batch(pk: &str, rows: usize) -> String {
     let operations: Vec<serde_json::Value> = (0..rows)
         .map(|row| {
@@ -388,51 +377,6 @@ fn the_rust_sdk_seed_flow_the_304_and_a_counter_of_16_writers() {
     assert!(text.contains("rust cosmos: 19 passed"), "{text}");
 }
 
-/// The peak resident memory of process `pid`, in MiB.
-fn peak_mib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-    line.split_whitespace()
-        .nth(1)
-        .unwrap()
-        .parse::<u64>()
-        .unwrap()
-        / 1024
-}
-
-/// A point read of one document in partition `p`, again and again, timed, until stopped.
-struct PointReader {
-    stop: Arc<std::sync::atomic::AtomicBool>,
-    task: tokio::task::JoinHandle<(usize, Duration)>,
-}
-
-impl PointReader {
-    fn start(http: &reqwest::Client, url: String) -> Self {
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let (stopped, http) = (stop.clone(), http.clone());
-        let task = tokio::spawn(async move {
-            let (mut reads, mut slowest) = (0, Duration::ZERO);
-            while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
-                let started = std::time::Instant::now();
-                let read = http
-                    .get(&url)
-                    .header("x-ms-documentdb-partitionkey", r#"["p"]"#);
-                assert_eq!(read.send().await.unwrap().status(), 200);
-                slowest = slowest.max(started.elapsed());
-                reads += 1;
-            }
-            (reads, slowest)
-        });
-        Self { stop, task }
-    }
-
-    /// How many reads were made, and the slowest.
-    async fn stop(self) -> (usize, Duration) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        self.task.await.unwrap()
-    }
-}
-
 /// Queries that make a value grow with itself (a string doubled forty times, a document copied
 /// once per mention) are refused at once with a 400 that names the bound; the server's peak
 /// memory stays within the figure `docs/cosmos.md` gives, and other clients are served
@@ -549,103 +493,6 @@ async fn a_query_that_amplifies_a_value_is_refused_at_once_while_others_are_serv
     let peak = peak_mib(server.0.id());
     assert!(peak < 256, "the server's peak resident memory: {peak} MiB");
     eprintln!("{reads} point reads meanwhile, the slowest {slowest:?}; peak memory {peak} MiB");
-}
-
-/// Queries whose parameter is a million zeros (a 2 MB body that is about 80 MB once read), eight
-/// at once, again and again: each is answered (200, or 429 with a time to retry after while the
-/// large requests in flight hold the memory budget), a parameter named many times is held once,
-/// the server's peak memory stays within the figure `docs/cosmos.md` gives, and a point read
-/// is served meanwhile, quickly. Before the budget, one such query grew the server by about
-/// 330 MiB and eight by a gigabyte.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn queries_with_million_element_parameters_stay_within_the_memory_budget() {
-    let data = tempfile::tempdir().unwrap();
-    let (server, endpoint) = serve(data.path(), &["--anonymous"]);
-    let http = common::client();
-    create_database(&http, &endpoint, "heavy").await;
-    let docs = format!("{endpoint}/dbs/heavy/colls/c/docs");
-    for i in 0..5 {
-        let body = serde_json::json!({ "id": format!("d{i}"), "pk": "p", "n": i });
-        let created = http
-            .post(&docs)
-            .header("x-ms-documentdb-partitionkey", r#"["p"]"#)
-            .body(body.to_string());
-        assert_eq!(created.send().await.unwrap().status(), 201);
-    }
-    let before = peak_mib(server.0.id());
-    let zeros = format!("[{}0]", "0,".repeat(1_000_000));
-    let queries = [
-        // Not named at all: the cost was in reading the parameters.
-        "SELECT VALUE c.id FROM c".to_owned(),
-        // Named two hundred times: held once.
-        format!(
-            "SELECT VALUE c.id FROM c WHERE c.n IN ({}, 0, 1, 2, 3, 4)",
-            vec!["ARRAY_LENGTH(@big)"; 200].join(", ")
-        ),
-    ];
-    let reader = PointReader::start(&http, format!("{docs}/d0"));
-    let mut senders = Vec::new();
-    for sender in 0..8 {
-        let (docs, http) = (docs.clone(), http.clone());
-        let body = format!(
-            r#"{{"query": {}, "parameters": [{{"name": "@big", "value": {zeros}}}]}}"#,
-            serde_json::Value::from(queries[sender % 2].clone())
-        );
-        assert!(body.len() > 2_000_000 && body.len() < 2_100_000);
-        senders.push(tokio::spawn(async move {
-            // As the SDKs do: a 429 is retried after the time it names, until served twice.
-            let (mut served, mut throttled) = (0, 0);
-            while served < 2 {
-                assert!(throttled < 400, "never served");
-                let answer = http
-                    .post(&docs)
-                    .header("x-ms-documentdb-isquery", "True")
-                    .header("content-type", "application/query+json")
-                    .header("x-ms-documentdb-partitionkey", r#"["p"]"#)
-                    .body(body.clone())
-                    .send()
-                    .await
-                    .unwrap();
-                let status = answer.status().as_u16();
-                let retry = answer.headers().get("x-ms-retry-after-ms").cloned();
-                let said = answer.text().await.unwrap();
-                match status {
-                    200 => {
-                        served += 1;
-                        let page: serde_json::Value = serde_json::from_str(&said).unwrap();
-                        assert_eq!(page["_count"], 5, "{said}");
-                    }
-                    429 => {
-                        throttled += 1;
-                        assert!(said.contains("TooManyRequests"), "{said}");
-                        let retry = retry.expect("a 429 says when to retry");
-                        let ms = retry.to_str().unwrap().parse().unwrap();
-                        tokio::time::sleep(Duration::from_millis(ms)).await;
-                    }
-                    _ => panic!("{status}: {}", &said[..said.len().min(300)]),
-                }
-            }
-            (served, throttled)
-        }));
-    }
-    let (mut served, mut throttled) = (0, 0);
-    for sender in senders {
-        let (s, t) = sender.await.unwrap();
-        (served, throttled) = (served + s, throttled + t);
-    }
-    let (reads, slowest) = reader.stop().await;
-    let peak = peak_mib(server.0.id());
-    eprintln!(
-        "{served} served, {throttled} throttled; {reads} point reads meanwhile, the slowest \
-         {slowest:?}; peak memory {before} MiB before, {peak} MiB after"
-    );
-    assert_eq!(served, 16);
-    assert!(reads > 10, "{reads} point reads while the queries ran");
-    assert!(
-        slowest < Duration::from_millis(500),
-        "the slowest point read took {slowest:?}"
-    );
-    assert!(peak < 384, "the server's peak resident memory: {peak} MiB");
 }
 
 /// Two instances of `ifmatch serve` over one Redis, open without credentials, with a database
