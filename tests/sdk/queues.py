@@ -111,11 +111,11 @@ def main(connection):
     queue.clear_messages()
 
     # Visibility on put, and a message that expires.
-    queue.send_message("later", visibility_timeout=1)
-    queue.send_message("short", time_to_live=1)
+    queue.send_message("later", visibility_timeout=3)
+    queue.send_message("short", time_to_live=3)
     queue.send_message("forever", time_to_live=-1)
     check("a message put invisible is not got at once", [m.content for m in queue.peek_messages(max_messages=32)] == ["short", "forever"])
-    time.sleep(1.6)
+    time.sleep(3.5)
     contents = sorted(m.content for m in queue.receive_messages(messages_per_page=32, visibility_timeout=30))
     check("once visible it is got; past its time to live it is gone", contents == ["forever", "later"], contents)
     never = [m for m in queue.peek_messages()]
