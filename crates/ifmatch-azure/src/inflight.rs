@@ -89,13 +89,20 @@ impl Inflight {
         self.used.load(Ordering::Relaxed)
     }
 
-    /// Admits a request of `weight`: always when it is at most [`SMALL`], otherwise while the
-    /// weights in flight with it stay within the budget (`None` past it). Held until dropped.
-    pub fn admit(&self, weight: usize) -> Option<Admitted<'_>> {
+    /// Admits a request of `weight`: always when it is at most [`SMALL`]; never when it is
+    /// more than the whole budget ([`Refused::TooHeavy`]); otherwise while the weights in
+    /// flight with it stay within the budget ([`Refused::Busy`] past it). Held until dropped.
+    pub fn admit(&self, weight: usize) -> Result<Admitted<'_>, Refused> {
         if weight <= SMALL {
-            return Some(Admitted {
+            return Ok(Admitted {
                 inflight: self,
                 weight: 0,
+            });
+        }
+        if weight > self.limit {
+            return Err(Refused::TooHeavy {
+                weight,
+                limit: self.limit,
             });
         }
         self.used
@@ -103,11 +110,46 @@ impl Inflight {
                 used.checked_add(weight)
                     .filter(|&total| total <= self.limit)
             })
-            .ok()?;
-        Some(Admitted {
+            .map_err(|_| Refused::Busy { weight })?;
+        Ok(Admitted {
             inflight: self,
             weight,
         })
+    }
+}
+
+/// Why a request was not admitted: each dialect answers it with its own status and code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// It weighs more than the whole budget: it is never read (a body too large, 413).
+    TooHeavy {
+        /// What it weighs.
+        weight: usize,
+        /// The budget.
+        limit: usize,
+    },
+    /// The heavy requests in flight leave too little now: it may be retried (429 or 503).
+    Busy {
+        /// What it weighs.
+        weight: usize,
+    },
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Self::TooHeavy { weight, limit } => write!(
+                f,
+                "Reading this request would take about {} MiB; this server reads at most {} MiB of requests at once.",
+                weight >> 20,
+                limit >> 20
+            ),
+            Self::Busy { weight } => write!(
+                f,
+                "Reading this request takes about {} MiB, more than the large requests in flight leave now: retry it.",
+                weight >> 20
+            ),
+        }
     }
 }
 
@@ -142,11 +184,21 @@ mod tests {
     fn heavy_requests_share_the_budget_and_small_ones_always_pass() {
         let inflight = Inflight::new(10 * SMALL);
         let first = inflight.admit(6 * SMALL).expect("within the budget");
-        assert!(inflight.admit(6 * SMALL).is_none(), "12 MiB is past 10");
-        assert!(inflight.admit(SMALL).is_some(), "a small one passes");
-        assert!(inflight.admit(usize::MAX).is_none(), "no overflow");
+        let busy = inflight.admit(6 * SMALL).map(|_| ()).unwrap_err();
+        assert_eq!(
+            busy,
+            Refused::Busy { weight: 6 * SMALL },
+            "12 MiB is past 10"
+        );
+        assert!(inflight.admit(SMALL).is_ok(), "a small one passes");
+        let never = inflight.admit(11 * SMALL).map(|_| ()).unwrap_err();
+        assert!(
+            matches!(never, Refused::TooHeavy { .. }),
+            "more than the whole budget"
+        );
+        assert!(inflight.admit(usize::MAX).is_err(), "no overflow");
         drop(first);
         assert_eq!(inflight.used(), 0);
-        assert!(inflight.admit(6 * SMALL).is_some(), "given back");
+        assert!(inflight.admit(6 * SMALL).is_ok(), "given back");
     }
 }

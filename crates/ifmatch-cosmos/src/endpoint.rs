@@ -11,7 +11,7 @@ use ifmatch_table::{Scoped, Tables};
 
 use crate::address::{Address, Unknown};
 use crate::commits::Commits;
-use crate::failure::{Answer, Failure, bad_request, too_heavy, too_large};
+use crate::failure::{Answer, Failure, bad_request, refused, too_large};
 use crate::front::answers::answer_of;
 use crate::front::{Asked, Front};
 use ifmatch_azure::inflight::Inflight;
@@ -181,10 +181,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         consistency(&parts.headers)?;
         // Once the credentials are known good: a stranger takes no share of the budget.
         let weight = ifmatch_azure::inflight::weight(body);
-        let _admitted = self
-            .inflight
-            .admit(weight)
-            .ok_or_else(|| too_heavy(weight))?;
+        let _admitted = self.inflight.admit(weight).map_err(refused)?;
         let tables = Scoped::new(self.tables.clone(), &format!("~cosmos~{}", account.name()));
         let scheme = if self.https { "https" } else { "http" };
         let endpoint = format!("{scheme}://{host}/");

@@ -87,16 +87,15 @@ impl Failure {
 /// What a 429 asks the client to wait before it retries, in milliseconds.
 const RETRY_AFTER_MS: &str = "100";
 
-/// 429: the request would take more memory than the requests in flight leave
-/// ([`ifmatch_azure::inflight`]).
-pub(crate) fn too_heavy(weight: usize) -> Failure {
-    Failure::new(
-        Code::TooManyRequests,
-        format!(
-            "Reading this request takes about {} MiB, more than the large requests in flight leave now: retry it.",
-            weight >> 20
-        ),
-    )
+/// A request the memory budget did not admit ([`ifmatch_azure::inflight`]): 413 when it weighs
+/// more than the whole budget, 429 (retried by the SDKs) while the heavy requests in flight hold
+/// it.
+pub(crate) fn refused(refused: ifmatch_azure::inflight::Refused) -> Failure {
+    let code = match refused {
+        ifmatch_azure::inflight::Refused::TooHeavy { .. } => Code::RequestEntityTooLarge,
+        ifmatch_azure::inflight::Refused::Busy { .. } => Code::TooManyRequests,
+    };
+    Failure::new(code, refused.to_string())
 }
 
 /// 400 `BadRequest`.

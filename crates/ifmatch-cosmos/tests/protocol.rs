@@ -297,3 +297,45 @@ async fn positions_and_tokens_out_of_range_are_refused() {
         assert_eq!(status, 400, "{token}: {json}");
     }
 }
+
+/// A body heavier once read than the whole memory budget is never read: 413, not a 429 the
+/// SDKs would retry for ever (a Worker's budget is 32 MiB). One within it, while the budget is
+/// held by another, is 429 with a time to retry after.
+#[tokio::test]
+async fn a_body_heavier_than_the_memory_budget_is_413_and_one_that_must_wait_429() {
+    use ifmatch_azure::inflight::Inflight;
+    let budget = Arc::new(Inflight::new(8 << 20));
+    let service = service().with_memory_budget(budget.clone());
+    let e = &service;
+    assert_eq!(
+        signed(e, Method::POST, "/dbs", &[], r#"{"id":"d"}"#)
+            .await
+            .0,
+        201
+    );
+    let container = r#"{"id":"c","partitionKey":{"paths":["/pk"],"kind":"Hash"}}"#;
+    assert_eq!(
+        signed(e, Method::POST, "/dbs/d/colls", &[], container)
+            .await
+            .0,
+        201
+    );
+    let docs = "/dbs/d/colls/c/docs";
+    let p = [("x-ms-documentdb-partitionkey", r#"["p"]"#)];
+    let zeros = |n: usize| format!(r#"{{"id":"a","pk":"p","z":[{}0]}}"#, "0,".repeat(n));
+    let (status, json, _) = signed(e, Method::POST, docs, &p, &zeros(100_000)).await;
+    assert_eq!(
+        (status, json["code"].as_str()),
+        (413, Some("RequestEntityTooLarge")),
+        "{json}"
+    );
+    let held = budget.admit(6 << 20).unwrap();
+    let (status, _, headers) = signed(e, Method::POST, docs, &p, &zeros(10_000)).await;
+    assert_eq!(status, 429);
+    assert!(headers.contains_key("x-ms-retry-after-ms"));
+    drop(held);
+    assert_eq!(
+        signed(e, Method::POST, docs, &p, &zeros(10_000)).await.0,
+        201
+    );
+}

@@ -9,7 +9,7 @@ use std::time::SystemTime;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use ifmatch_azure::auth::{ClientIp, Https, Signed};
-use ifmatch_azure::inflight::Inflight;
+use ifmatch_azure::inflight::{Inflight, Refused};
 use ifmatch_azure::{Accounts, Answer, Env, OperationName, Style};
 use ifmatch_table::{Clock, Scoped, Tables};
 
@@ -201,11 +201,12 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
             Err(denied) => return Err(denied.into()),
         }
         let weight = ifmatch_azure::inflight::weight(body);
-        let _admitted = self.inflight.admit(weight).ok_or_else(|| {
-            Failure::shared(
-                ifmatch_azure::ErrorCode::ServerBusy,
-                "Large requests in flight hold the memory this one needs: retry it.",
-            )
+        let _admitted = self.inflight.admit(weight).map_err(|refused| {
+            let code = match refused {
+                Refused::TooHeavy { .. } => ifmatch_azure::ErrorCode::RequestBodyTooLarge,
+                Refused::Busy { .. } => ifmatch_azure::ErrorCode::ServerBusy,
+            };
+            Failure::shared(code, refused.to_string())
         })?;
         let tables = Scoped::new(self.tables.clone(), &format!("~queue~{}", account.name()));
         let scheme = match parts.extensions.get::<Https>() {

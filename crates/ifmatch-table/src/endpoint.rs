@@ -19,7 +19,7 @@ use crate::front::{self, Answer, Asked};
 use crate::scoped::Scoped;
 use crate::store::Tables;
 use ifmatch_azure::auth::Signed;
-use ifmatch_azure::inflight::Inflight;
+use ifmatch_azure::inflight::{Inflight, Refused};
 
 /// The largest request body taken: a batch's 4 MiB of operations and its multipart framing.
 pub const MAX_BODY: usize = (4 << 20) + (64 << 10);
@@ -201,17 +201,15 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         // heavier than all of it is never read (413); one heavier than what is left now, later
         // (503, which the SDKs retry).
         let weight = ifmatch_azure::inflight::weight(body);
-        if weight > self.inflight.limit().max(ifmatch_azure::inflight::SMALL) {
-            let detail = format!(
-                "reading the body would take about {} MiB; this server reads at most {} MiB of requests at once",
-                weight >> 20,
-                self.inflight.limit() >> 20
-            );
-            return front::failure(ErrorCode::RequestBodyTooLarge, &detail);
-        }
-        let Some(_admitted) = self.inflight.admit(weight) else {
-            let detail = "large requests in flight hold the memory this one needs; retry it";
-            return front::failure(ErrorCode::ServerBusy, detail);
+        let _admitted = match self.inflight.admit(weight) {
+            Ok(admitted) => admitted,
+            Err(refused) => {
+                let code = match refused {
+                    Refused::TooHeavy { .. } => ErrorCode::RequestBodyTooLarge,
+                    Refused::Busy { .. } => ErrorCode::ServerBusy,
+                };
+                return front::failure(code, &refused.to_string());
+            }
         };
         let tables = Scoped::new(self.tables.clone(), account.name());
         front::handle(&tables, &asked).await
