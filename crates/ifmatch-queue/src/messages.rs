@@ -30,6 +30,9 @@ const VISIBLE: &str = "v";
 const INDEX: &str = "i";
 /// Messages past their time a Get Messages removes at most, besides those it answers.
 const MAX_EXPIRED: usize = 256;
+/// Stored messages one Get or Peek Messages reads at most: however many past their time lie
+/// before the visible ones, a call's cost is bounded (a Get removes some of them each time).
+const MAX_READ: usize = 4096;
 /// The most messages counted for `x-ms-approximate-messages-count`.
 pub const MAX_COUNTED: usize = 100_000;
 
@@ -235,9 +238,9 @@ pub(crate) async fn get(
 ) -> Result<Vec<Message>> {
     let now = micros(env.now());
     let mut out = Vec::with_capacity(count);
-    let mut expired = 0;
+    let (mut expired, mut read) = (0, 0);
     let mut from = String::new();
-    loop {
+    while read < MAX_READ {
         let scan = Scan {
             from: Some((VISIBLE, &from)),
             partition: Some(VISIBLE),
@@ -245,6 +248,7 @@ pub(crate) async fn get(
         };
         let entities = tables.scan(table, scan).await.map_err(backend)?;
         let full = entities.len() == count + 8;
+        read += entities.len();
         for entity in &entities {
             let Some(message) = Message::of(entity) else {
                 continue;
@@ -294,6 +298,7 @@ pub(crate) async fn get(
             _ => return Ok(out),
         }
     }
+    Ok(out)
 }
 
 /// The message `id` whose receipt is `receipt`, as stored (with its entity's version): 404
