@@ -194,6 +194,31 @@ def main(connection):
     from azure.storage.queue import AccessPolicy
     queue.set_queue_access_policy({"read-only": AccessPolicy(permission=QueueSasPermissions(read=True), expiry=expiry)})
     check("a stored access policy is kept", list(queue.get_queue_access_policy()) == ["read-only"])
+    # A queue SAS that names a stored policy takes its permissions and expiry from it; a field
+    # in both is 400; a policy removed revokes every signature that names it.
+    queue.send_message("for the policy")
+    named = generate_queue_sas(account, name, key, policy_id="read-only")
+    reader = QueueClient(account_url=service.url, queue_name=name, credential=named)
+    check("a SAS naming a stored policy peeks with the policy's read", len(reader.peek_messages()) == 1)
+    ok, why = refused(lambda: reader.send_message("x"), 403, "AuthorizationPermissionMismatch")
+    check("... and is refused what the policy does not permit (403)", ok, why)
+    both = generate_queue_sas(account, name, key, policy_id="read-only", permission=QueueSasPermissions(read=True))
+    ok, why = refused(lambda: QueueClient(account_url=service.url, queue_name=name, credential=both).peek_messages(), 400, "InvalidQueryParameterValue")
+    check("a SAS giving permissions its stored policy also gives is 400", ok, why)
+    unknown = generate_queue_sas(account, name, key, policy_id="nobody")
+    ok, why = refused(lambda: QueueClient(account_url=service.url, queue_name=name, credential=unknown).peek_messages(), 403, "AuthenticationFailed")
+    check("a SAS naming a policy the queue does not have is 403 AuthenticationFailed", ok, why)
+    queue.set_queue_access_policy({"open-ended": AccessPolicy(permission=QueueSasPermissions(read=True))})
+    ok, why = refused(lambda: reader.peek_messages(), 403, "AuthenticationFailed")
+    check("removing the stored policy revokes the SAS that names it", ok, why)
+    no_expiry = generate_queue_sas(account, name, key, policy_id="open-ended")
+    ok, why = refused(lambda: QueueClient(account_url=service.url, queue_name=name, credential=no_expiry).peek_messages(), 403, "AuthenticationFailed")
+    check("a SAS whose policy and itself give no expiry is 403", ok, why)
+    timed = generate_queue_sas(account, name, key, policy_id="open-ended", expiry=expiry)
+    check("... and with its own expiry it reads", len(QueueClient(account_url=service.url, queue_name=name, credential=timed).peek_messages()) == 1)
+    six = {f"p{i}": AccessPolicy(permission=QueueSasPermissions(read=True), expiry=expiry) for i in range(6)}
+    ok, why = refused(lambda: queue.set_queue_access_policy(six), 400, "")
+    check("a sixth stored policy is refused (400)", ok, why)
     props = service.get_service_properties()
     check("the service's properties are answered", "cors" in props)
 

@@ -273,6 +273,26 @@ pub fn check_sas_window(
     Ok(version)
 }
 
+/// A stored access policy (Set Queue ACL and its kin): the start, expiry and permissions a
+/// service SAS that names it (`si`) may leave out. Each field is in the policy or in the
+/// signature, never both; together they must give an expiry and permissions.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoredPolicy {
+    /// Its `<Start>`, ISO 8601.
+    pub start: Option<String>,
+    /// Its `<Expiry>`, ISO 8601.
+    pub expiry: Option<String>,
+    /// Its `<Permission>` letters.
+    pub permissions: Option<String>,
+}
+
+impl StoredPolicy {
+    /// Whether a policy's time is one a SAS may carry (checked when the policy is set).
+    pub fn valid_time(text: &str) -> bool {
+        iso8601(text).is_some()
+    }
+}
+
 /// The resource types an account SAS covers (`srt`: service, container, object).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ResourceTypes {
@@ -558,6 +578,36 @@ impl QueryPairs {
             .map(|(n, v)| (n.into_owned(), v.into_owned()))
             .collect();
         Self { pairs }
+    }
+
+    /// This signature's fields completed by the stored access policy it names: `st`, `se` and
+    /// `sp` taken from the policy where the signature leaves them out, and `si` dropped (the
+    /// window is then checked as any signature's). A field in both is 400
+    /// `InvalidQueryParameterValue`, as Azure answers it.
+    pub fn with_policy(&self, policy: &StoredPolicy) -> Result<Self, Denied> {
+        let mut pairs: Vec<(String, String)> = (self.pairs.iter())
+            .filter(|(n, _)| n != "si")
+            .cloned()
+            .collect();
+        let fields = [
+            ("st", &policy.start),
+            ("se", &policy.expiry),
+            ("sp", &policy.permissions),
+        ];
+        for (name, stored) in fields {
+            let Some(stored) = stored else { continue };
+            if self.get(name).is_some() {
+                return Err(denied(
+                    ErrorCode::InvalidQueryParameterValue,
+                    format!(
+                        "{name} is both in the signature and in the stored access policy it \
+                         names: a field is in one of them. QueryParameterName: {name}"
+                    ),
+                ));
+            }
+            pairs.push((name.to_owned(), stored.clone()));
+        }
+        Ok(Self { pairs })
     }
 
     /// The first value of `name`.

@@ -10,8 +10,8 @@ use std::time::SystemTime;
 
 use ifmatch_azure::Account;
 use ifmatch_azure::auth::{
-    Denied, Needs, QueryPairs, ResourceTypes, Signed, account_sas, check_sas_window, credentials,
-    failed, shared_key_lite_string, shared_key_string, verify_sas,
+    Denied, Needs, QueryPairs, ResourceTypes, Signed, StoredPolicy, account_sas, check_sas_window,
+    credentials, failed, shared_key_lite_string, shared_key_string, verify_sas,
 };
 
 use crate::operation::Operation;
@@ -36,6 +36,7 @@ pub enum Scope {
 pub fn authenticate(
     account: &Account,
     request: Signed<'_>,
+    policy: Option<&StoredPolicy>,
     now: SystemTime,
 ) -> Result<Credential, Denied> {
     let strings = |lite| match lite {
@@ -43,16 +44,27 @@ pub fn authenticate(
         false => shared_key_string(account, request),
     };
     let sas = |query: &QueryPairs| {
-        check_sas_window(query, request.https, request.client, now)?;
-        grant(account, query, request.container)
+        let completed = match policy {
+            Some(policy) if query.get("ss").is_none() => Some(query.with_policy(policy)?),
+            _ => None,
+        };
+        let effective = completed.as_ref().unwrap_or(query);
+        check_sas_window(effective, request.https, request.client, now)?;
+        grant(account, query, effective, request.container)
     };
     credentials(account, (request.headers, request.uri), now, strings, sas)
 }
 
-/// What a shared access signature grants, once its signature is checked.
-fn grant(account: &Account, query: &QueryPairs, queue: &str) -> Result<Grant, Denied> {
+/// What a shared access signature grants, once its signature is checked: `query` as signed,
+/// `effective` completed by the stored access policy it names, if any.
+fn grant(
+    account: &Account,
+    query: &QueryPairs,
+    effective: &QueryPairs,
+    queue: &str,
+) -> Result<Grant, Denied> {
     let field = |name: &str| query.get(name).unwrap_or_default();
-    let permissions = field("sp");
+    let permissions = effective.get("sp").unwrap_or_default();
     let (text, scope) = if query.get("ss").is_some() {
         let (text, types) = account_sas(account, query, 'q')?;
         (text, Scope::Account(types))
@@ -65,7 +77,7 @@ fn grant(account: &Account, query: &QueryPairs, queue: &str) -> Result<Grant, De
             )));
         }
         let fields = [
-            permissions.clone(),
+            field("sp"),
             field("st"),
             field("se"),
             format!("/queue/{}/{queue}", account.name()),

@@ -8,7 +8,7 @@ use std::time::SystemTime;
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
-use ifmatch_azure::auth::{ClientIp, Https, Signed};
+use ifmatch_azure::auth::{ClientIp, Https, QueryPairs, Signed, StoredPolicy, failed};
 use ifmatch_azure::inflight::{Inflight, Refused};
 use ifmatch_azure::{Accounts, Answer, Env, OperationName, Style};
 use ifmatch_table::{Clock, Scoped, Tables};
@@ -19,6 +19,9 @@ use crate::{auth, messages, queues, xml};
 
 /// The largest request body taken: a message of 64 KiB, escaped, with room.
 pub const MAX_BODY: usize = 1 << 20;
+
+/// The access policy of a queue that has none.
+const EMPTY_ACL: &str = "<?xml version=\"1.0\" encoding=\"utf-8\"?><SignedIdentifiers />";
 
 /// The version of the dialect answers name when the request names none.
 const VERSION: &str = "2021-12-02";
@@ -194,7 +197,11 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
             container: &target.queue,
             blob: "",
         };
-        let credential = auth::authenticate(account, signed, now)?;
+        let tables = Scoped::new(self.tables.clone(), &format!("~queue~{}", account.name()));
+        let policy = self
+            .stored_policy(&tables, &target.queue, &parts.uri)
+            .await?;
+        let credential = auth::authenticate(account, signed, policy.as_ref(), now)?;
         match auth::authorize(&credential, &target.operation, &target.queue) {
             Ok(()) => {}
             Err(_) if credential == auth::Credential::Anonymous && self.anonymous => {}
@@ -208,7 +215,6 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
             };
             Failure::shared(code, refused.to_string())
         })?;
-        let tables = Scoped::new(self.tables.clone(), &format!("~queue~{}", account.name()));
         let scheme = match parts.extensions.get::<Https>() {
             Some(_) => "https",
             None => "http",
@@ -293,13 +299,15 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
             }
             Operation::GetQueueAcl => {
                 let queue = queues::get(tables, name).await?;
-                let acl = queue.acl.unwrap_or_else(|| {
-                    "<?xml version=\"1.0\" encoding=\"utf-8\"?><SignedIdentifiers />".to_owned()
-                });
+                let acl = queue.acl.unwrap_or_else(|| EMPTY_ACL.to_owned());
                 Done::xml(StatusCode::OK, acl)
             }
             Operation::SetQueueAcl => {
-                let acl = xml::check_acl(asked.body)?;
+                xml::policies(asked.body)?;
+                let acl = match std::str::from_utf8(asked.body).unwrap_or_default().trim() {
+                    "" => EMPTY_ACL.to_owned(),
+                    text => text.to_owned(),
+                };
                 queues::update(tables, name, at, |queue| queue.acl = Some(acl.clone())).await?;
                 Done::new(StatusCode::NO_CONTENT)
             }
@@ -348,6 +356,38 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
                 Done::new(StatusCode::NO_CONTENT)
             }
         })
+    }
+
+    /// The stored access policy a queue SAS names (`si`), read from the queue's access
+    /// policy: none when the request names none; 403 `AuthenticationFailed` when the queue has
+    /// no policy by that name (a policy removed revokes the signatures that name it).
+    async fn stored_policy(
+        &self,
+        tables: &impl Tables,
+        queue: &str,
+        uri: &http::Uri,
+    ) -> Result<Option<StoredPolicy>> {
+        let query = QueryPairs::of(uri);
+        let Some(id) = query.get("si").filter(|_| query.get("sig").is_some()) else {
+            return Ok(None);
+        };
+        let missing = || {
+            Failure::from(failed(format!(
+                "the signature names the stored access policy {id:?}, which queue {queue:?} \
+                 does not have"
+            )))
+        };
+        if queue.is_empty() {
+            return Err(missing());
+        }
+        let acl = match queues::get(tables, queue).await {
+            Ok(found) => found.acl.unwrap_or_default(),
+            Err(failure) if failure.status == StatusCode::NOT_FOUND => return Err(missing()),
+            Err(failure) => return Err(failure),
+        };
+        let policies = xml::policies(acl.as_bytes())?;
+        let found = policies.into_iter().find(|(name, _)| *name == id);
+        found.map(|(_, policy)| Some(policy)).ok_or_else(missing)
     }
 
     /// `answer` with what every answer carries: a request id, the dialect's version (the

@@ -3,12 +3,16 @@
 
 use std::fmt::Write;
 
+use ifmatch_azure::auth::StoredPolicy;
 use ifmatch_azure::xml_escape;
 use quick_xml::events::Event;
 
 use crate::failure::{ErrorCode, Failure, Result};
 use crate::messages::{MAX_MESSAGE, Message};
 use crate::queues::Queue;
+
+/// The most stored access policies a queue has.
+const MAX_POLICIES: usize = 5;
 
 /// The declaration every body starts with.
 const DECLARATION: &str = "<?xml version=\"1.0\" encoding=\"utf-8\"?>";
@@ -50,16 +54,7 @@ pub(crate) fn message_text(body: &[u8]) -> Result<String> {
                 text.get_or_insert_default().push_str(&decoded);
             }
             Event::GeneralRef(entity) if depth.len() == 2 => {
-                let resolved = match entity.resolve_char_ref() {
-                    Ok(Some(c)) => c.to_string(),
-                    Ok(None) => {
-                        let name = entity.decode().map_err(|_| wrong())?;
-                        quick_xml::escape::resolve_predefined_entity(&name)
-                            .ok_or_else(wrong)?
-                            .to_owned()
-                    }
-                    Err(_) => return Err(wrong()),
-                };
+                let resolved = resolve(&entity).ok_or_else(wrong)?;
                 text.get_or_insert_default().push_str(&resolved);
             }
             Event::Text(t) if t.iter().all(u8::is_ascii_whitespace) => {}
@@ -157,41 +152,115 @@ pub(crate) fn list_answer(
     out
 }
 
-/// A queue's stored access policies, checked: well-formed `<SignedIdentifiers>` of at most
-/// five `<SignedIdentifier>`s, each with an `<Id>` of at most 64 characters.
-pub(crate) fn check_acl(body: &[u8]) -> Result<String> {
+/// A queue's stored access policies, read and checked: `<SignedIdentifiers>` of at most five
+/// `<SignedIdentifier>`s, each an `<Id>` of 1 to 64 characters, unique, and an `<AccessPolicy>`
+/// whose `<Start>` and `<Expiry>` are ISO 8601 times and whose `<Permission>` is letters of
+/// `raup`. Empty text is no policy.
+pub(crate) fn policies(body: &[u8]) -> Result<Vec<(String, StoredPolicy)>> {
     let text = std::str::from_utf8(body).map_err(|_| invalid("The access policy is not UTF-8."))?;
     if text.trim().is_empty() {
-        return Ok(format!("{DECLARATION}<SignedIdentifiers />"));
+        return Ok(Vec::new());
     }
+    let wrong = || invalid("The access policy is not <SignedIdentifiers> XML.");
     let mut reader = quick_xml::Reader::from_str(text);
-    let (mut identifiers, mut in_id, mut root) = (0, false, false);
+    let mut path: Vec<Vec<u8>> = Vec::new();
+    let mut root = false;
+    let mut policies: Vec<(String, StoredPolicy)> = Vec::new();
+    let mut value = String::new();
     loop {
-        match reader
-            .read_event()
-            .map_err(|_| invalid("The access policy is not XML."))?
-        {
-            Event::Start(e) | Event::Empty(e)
-                if e.local_name().as_ref() == b"SignedIdentifiers" =>
+        match reader.read_event().map_err(|_| wrong())? {
+            Event::Start(e) => {
+                let name = e.local_name().as_ref().to_vec();
+                match (path.len(), name.as_slice()) {
+                    (0, b"SignedIdentifiers") => root = true,
+                    (1, b"SignedIdentifier") => {
+                        policies.push(Default::default());
+                        if policies.len() > MAX_POLICIES {
+                            return Err(invalid("A queue has at most five signed identifiers."));
+                        }
+                    }
+                    _ => {}
+                }
+                path.push(name);
+                value.clear();
+            }
+            Event::Empty(e)
+                if path.is_empty() && e.local_name().as_ref() == b"SignedIdentifiers" =>
             {
                 root = true
             }
-            Event::Start(e) if e.local_name().as_ref() == b"SignedIdentifier" => identifiers += 1,
-            Event::Start(e) if e.local_name().as_ref() == b"Id" => in_id = true,
-            Event::Text(t) if in_id && t.len() > 64 => {
-                return Err(invalid(
-                    "A signed identifier's Id is at most 64 characters.",
-                ));
+            Event::Text(t) => value.push_str(&t.decode().map_err(|_| wrong())?),
+            Event::GeneralRef(entity) => value.push_str(&resolve(&entity).ok_or_else(wrong)?),
+            Event::End(_) => {
+                let name = path.pop().unwrap_or_default();
+                let inside: Vec<&[u8]> = path.iter().map(Vec::as_slice).collect();
+                if let Some((id, policy)) = policies.last_mut() {
+                    let field = value.trim().to_owned();
+                    match (inside.as_slice(), name.as_slice()) {
+                        ([_, b"SignedIdentifier"], b"Id") => *id = field,
+                        ([_, _, b"AccessPolicy"], b"Start") => policy.start = Some(field),
+                        ([_, _, b"AccessPolicy"], b"Expiry") => policy.expiry = Some(field),
+                        ([_, _, b"AccessPolicy"], b"Permission") => {
+                            policy.permissions = Some(field)
+                        }
+                        _ => {}
+                    }
+                }
+                value.clear();
             }
-            Event::End(e) if e.local_name().as_ref() == b"Id" => in_id = false,
             Event::Eof => break,
             _ => {}
         }
     }
-    match (root, identifiers) {
-        (false, _) => Err(invalid("An access policy is <SignedIdentifiers>.")),
-        (true, 6..) => Err(invalid("A queue has at most five signed identifiers.")),
-        _ => Ok(text.to_owned()),
+    if !root {
+        return Err(invalid("An access policy is <SignedIdentifiers>."));
+    }
+    for (i, (id, policy)) in policies.iter().enumerate() {
+        if id.is_empty() || id.chars().count() > 64 {
+            return Err(invalid("A signed identifier's Id is 1 to 64 characters."));
+        }
+        if policies[..i].iter().any(|(other, _)| other == id) {
+            return Err(invalid("Each signed identifier's Id is its own."));
+        }
+        let times = [&policy.start, &policy.expiry];
+        if times
+            .into_iter()
+            .flatten()
+            .any(|t| !t.is_empty() && !StoredPolicy::valid_time(t))
+        {
+            return Err(invalid(
+                "An access policy's Start and Expiry are ISO 8601 UTC times.",
+            ));
+        }
+        if (policy.permissions.as_deref().unwrap_or_default().chars()).any(|c| !"raup".contains(c))
+        {
+            return Err(invalid("A queue's access policy permits letters of raup."));
+        }
+    }
+    // An element left empty is a field the policy does not set.
+    for (_, policy) in &mut policies {
+        for field in [
+            &mut policy.start,
+            &mut policy.expiry,
+            &mut policy.permissions,
+        ] {
+            if field.as_deref() == Some("") {
+                *field = None;
+            }
+        }
+    }
+    Ok(policies)
+}
+
+/// The character an entity reference in text stands for: `&#233;` or a predefined one.
+fn resolve(entity: &quick_xml::events::BytesRef<'_>) -> Option<String> {
+    match entity.resolve_char_ref() {
+        Ok(Some(c)) => Some(c.to_string()),
+        Ok(None) => {
+            let name = entity.decode().ok()?;
+            quick_xml::escape::resolve_predefined_entity(&name).map(str::to_owned)
+        }
+        Err(_) => None,
     }
 }
 
