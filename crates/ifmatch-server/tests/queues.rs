@@ -1,11 +1,12 @@
 //! The Queue service of `ifmatch serve`, as its users meet it: Azure's Python SDK
 //! (azure-storage-queue, `tests/sdk/queues.py`) over the local disk, over Redis and over a
 //! bucket (Azurite): queues, messages with their pop receipts, visibility and dequeue counts,
-//! the documented limits, eight consumers racing, shared access signatures.
+//! the documented limits, eight consumers racing, shared access signatures; sixteen consumers
+//! through two instances over one Redis server, Sentinel and a Cluster.
 
 mod common;
 
-use ifmatch_redis::testing::RedisServer;
+use ifmatch_redis::testing::{RedisCluster, RedisServer, Sentinels};
 
 /// `ifmatch serve` on `data` with `extra` (and `env`) and the Queue service on a port of its
 /// own: the process, and the connection string an SDK takes.
@@ -75,20 +76,56 @@ async fn put(http: &reqwest::Client, queue: &str, text: &str) -> reqwest::Status
     sent.await.unwrap().status()
 }
 
-/// Sixteen consumers through two instances over one Redis take 2,000 messages (each got with
-/// a visibility timeout, then deleted with its receipt): every message is processed exactly
-/// once, and a delete with a receipt a later Get replaced is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn competing_consumers_through_two_instances_process_each_message_once() {
     let redis = RedisServer::start();
+    competing_consumers(&redis.url(), 2000).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn competing_consumers_under_sentinel() {
+    let sentinels = Sentinels::start();
+    competing_consumers(&sentinels.url(), 500).await;
+}
+
+/// Over a Redis Cluster, a queue's messages lie in one hash slot (each change of a message, two
+/// entities, is one script there), whichever node serves it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn competing_consumers_over_a_redis_cluster_with_each_queue_in_one_slot() {
+    let cluster = RedisCluster::start(3, 0);
+    competing_consumers(&cluster.url(), 500).await;
+    let mut slots = std::collections::BTreeSet::new();
+    let mut keys = 0;
+    for node in &cluster.nodes {
+        let port = node.port().to_string();
+        let cli = |args: &[&str]| {
+            let out = std::process::Command::new("redis-cli")
+                .args(["-p", &port])
+                .args(args)
+                .output()
+                .expect("redis-cli");
+            String::from_utf8(out.stdout).unwrap()
+        };
+        for key in cli(&["--scan", "--pattern", "*~work~*"]).lines() {
+            keys += 1;
+            slots.insert(cli(&["CLUSTER", "KEYSLOT", key]).trim().to_owned());
+        }
+    }
+    assert!(keys > 0, "the queue's messages are stored in the cluster");
+    assert_eq!(slots.len(), 1, "one queue, one slot: {slots:?}");
+}
+
+/// Sixteen consumers through two instances over one Redis deployment (`url`) take `total`
+/// messages (each got with a visibility timeout, then deleted with its receipt): every message
+/// is processed exactly once, and a delete with a receipt a later Get replaced is refused.
+async fn competing_consumers(url: &str, total: usize) {
     let data = [(); 2].map(|()| tempfile::tempdir().unwrap());
-    let args = ["--backend", &redis.url()];
+    let args = ["--backend", url];
     let (_a, a) = open_server(data[0].path(), &args);
     let (_b, b) = open_server(data[1].path(), &args);
     let http = common::client();
     let created = http.put(format!("{a}/work")).send().await.unwrap();
     assert_eq!(created.status(), 201);
-    let total = 2000;
     let mut producers = Vec::new();
     for p in 0..8 {
         let (http, queue) = (http.clone(), format!("{}/work", [&a, &b][p % 2]));
