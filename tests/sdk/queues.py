@@ -221,6 +221,26 @@ def main(connection):
     check("a sixth stored policy is refused (400)", ok, why)
     props = service.get_service_properties()
     check("the service's properties are answered", "cors" in props)
+    # CORS: the rules set are applied, a browser's preflight answered without credentials.
+    from azure.storage.queue import CorsRule
+    import requests
+    app = "https://app.example"
+    service.set_service_properties(cors=[CorsRule([app], ["GET", "PUT"], allowed_headers=["x-ms-*", "content-type"], exposed_headers=["x-ms-request-id"], max_age_in_seconds=120)])
+    kept = service.get_service_properties()
+    check("CORS rules set are kept, and what the request left out too", len(kept["cors"]) == 1 and kept["cors"][0].allowed_origins == app and kept["hour_metrics"] is not None, kept["cors"])
+    preflight = requests.options(queue.url, headers={"Origin": app, "Access-Control-Request-Method": "PUT", "Access-Control-Request-Headers": "x-ms-version,content-type"})
+    check("a preflight a rule allows is 200 with its Access-Control headers",
+          preflight.status_code == 200 and preflight.headers.get("access-control-allow-origin") == app and preflight.headers.get("access-control-max-age") == "120" and "PUT" in preflight.headers.get("access-control-allow-methods", ""),
+          (preflight.status_code, dict(preflight.headers)))
+    stranger = requests.options(queue.url, headers={"Origin": "https://else.example", "Access-Control-Request-Method": "PUT"})
+    check("a preflight no rule allows is 403 CorsPreflightFailure", stranger.status_code == 403 and "CorsPreflightFailure" in stranger.text, stranger.status_code)
+    bare = requests.options(queue.url, headers={"Origin": app})
+    check("an OPTIONS without Access-Control-Request-Method is 400", bare.status_code == 400, bare.status_code)
+    seen = {}
+    queue.get_queue_properties(headers={"Origin": app}, raw_response_hook=lambda r: seen.update({k.lower(): v for k, v in r.http_response.headers.items()}))
+    check("an actual request from an allowed origin carries its Access-Control headers",
+          seen.get("access-control-allow-origin") == app and seen.get("access-control-expose-headers") == "x-ms-request-id", seen)
+    service.set_service_properties(cors=[])
 
     service.delete_queue(name)
     ok, why = refused(lambda: queue.get_queue_properties(), 404, "QueueNotFound")

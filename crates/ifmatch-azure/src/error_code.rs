@@ -160,6 +160,8 @@ error_codes! {
     InvalidBlobType = CONFLICT, "The blob type is invalid for this operation.";
     /// Append Block on a sealed append blob.
     BlobIsSealed = CONFLICT, "The blob is sealed and its contents cannot be modified.";
+    /// A CORS preflight no rule of the service allows.
+    CorsPreflightFailure = FORBIDDEN, "CORS not enabled or no matching rule found for this request.";
     /// The backend that holds versions, leases or locks cannot be reached.
     ServerBusy = SERVICE_UNAVAILABLE, "The server is currently unable to receive requests. Please retry your request.";
     /// An unexpected failure on the server.

@@ -23,11 +23,13 @@
 
 mod account;
 pub mod auth;
+pub mod cors;
 mod env;
 mod error_code;
 mod headers;
 pub mod inflight;
 pub mod metadata;
+pub mod service_properties;
 pub mod swap;
 mod turns;
 mod whole_body;

@@ -9,8 +9,9 @@ use std::time::SystemTime;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use ifmatch_azure::auth::{ClientIp, Https, QueryPairs, Signed, StoredPolicy, failed};
+use ifmatch_azure::cors::{self, Cors};
 use ifmatch_azure::inflight::{Inflight, Refused};
-use ifmatch_azure::{Accounts, Answer, Env, OperationName, Style};
+use ifmatch_azure::{Account, Accounts, Answer, Env, OperationName, Style};
 use ifmatch_table::{Clock, Scoped, Tables};
 
 use crate::failure::{ErrorCode, Failure, Result};
@@ -138,6 +139,59 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
 
     /// Answers a request whose body was read whole (at most [`MAX_BODY`]).
     pub async fn handle(&self, parts: &http::request::Parts, body: &[u8]) -> Answer {
+        if parts.method == Method::OPTIONS {
+            let answer = match self.preflight(parts).await {
+                Ok(headers) => {
+                    let mut answer = http::Response::new(Bytes::new());
+                    *answer.headers_mut() = headers;
+                    answer
+                }
+                Err(failure) => failure.answer(false),
+            };
+            let mut answer = self.stamped(answer, parts);
+            answer.extensions_mut().insert(OperationName("Preflight"));
+            return answer;
+        }
+        let mut answer = self.operation(parts, body).await;
+        if parts.headers.contains_key(header::ORIGIN) {
+            // A browser's request: the service's CORS rules add what it may read.
+            if let Ok(cors) = self.cors(parts).await {
+                cors.decorate(&parts.method, &parts.headers, answer.headers_mut());
+            }
+        }
+        answer
+    }
+
+    /// A browser's preflight, answered from the service's CORS rules without credentials.
+    async fn preflight(&self, parts: &http::request::Parts) -> Result<HeaderMap> {
+        let cors = self.cors(parts).await?;
+        cors.preflight(&parts.headers)
+            .map_err(|refused| match refused {
+                cors::Refused::NotPreflight => Failure::shared(
+                    ifmatch_azure::ErrorCode::MissingRequiredHeader,
+                    "A preflight (OPTIONS) carries Origin and Access-Control-Request-Method.",
+                ),
+                cors::Refused::NoRule => {
+                    Failure::from(ifmatch_azure::ErrorCode::CorsPreflightFailure)
+                }
+            })
+    }
+
+    /// The CORS rules of the service of the account `parts` addresses.
+    async fn cors(&self, parts: &http::request::Parts) -> Result<Cors> {
+        let raw = parts.uri.path();
+        let raw = raw.strip_prefix(self.mount.as_str()).unwrap_or(raw);
+        let (account, _, _) = self.accounts.locate_in("queue", host(parts), raw)?;
+        let xml = queues::service_properties(&self.scoped(account)).await?;
+        Ok(Cors::of_properties(&xml.unwrap_or_default()).unwrap_or_default())
+    }
+
+    /// The tables of `account`'s queues.
+    fn scoped(&self, account: &Account) -> Scoped<T> {
+        Scoped::new(self.tables.clone(), &format!("~queue~{}", account.name()))
+    }
+
+    async fn operation(&self, parts: &http::request::Parts, body: &[u8]) -> Answer {
         let head = parts.method == Method::HEAD;
         let mut name = "Unknown";
         let answer = match self.dispatch(parts, body, &mut name).await {
@@ -180,9 +234,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         name: &mut &'static str,
     ) -> Result<Done> {
         let now = self.env.now();
-        let host = (parts.headers.get(header::HOST))
-            .and_then(|h| h.to_str().ok())
-            .or(parts.uri.authority().map(|a| a.as_str()));
+        let host = host(parts);
         let raw = parts.uri.path();
         let raw = raw.strip_prefix(self.mount.as_str()).unwrap_or(raw);
         let (account, below, style) = self.accounts.locate_in("queue", host, raw)?;
@@ -197,7 +249,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
             container: &target.queue,
             blob: "",
         };
-        let tables = Scoped::new(self.tables.clone(), &format!("~queue~{}", account.name()));
+        let tables = self.scoped(account);
         let policy = self
             .stored_policy(&tables, &target.queue, &parts.uri)
             .await?;
@@ -259,10 +311,12 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
             }
             Operation::ServiceProperties if method == Method::PUT => {
                 let text = std::str::from_utf8(asked.body)
-                    .ok()
-                    .filter(|t| t.contains("<StorageServiceProperties"))
-                    .ok_or_else(|| Failure::from(ErrorCode::InvalidXmlDocument))?;
-                queues::set_service_properties(tables, text.to_owned(), at).await?;
+                    .map_err(|_| Failure::from(ErrorCode::InvalidXmlDocument))?;
+                let old = queues::service_properties(tables).await?;
+                let old = old.unwrap_or_else(xml::default_service_properties);
+                let merged = ifmatch_azure::service_properties::merge(Some(&old), text)
+                    .map_err(|why| Failure::new(ErrorCode::InvalidXmlDocument, why))?;
+                queues::set_service_properties(tables, merged, at).await?;
                 Done::new(StatusCode::ACCEPTED)
             }
             Operation::ServiceProperties => {
@@ -408,6 +462,13 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         }
         answer
     }
+}
+
+/// The host a request names: its `Host` header, else its URI's authority.
+fn host(parts: &http::request::Parts) -> Option<&str> {
+    (parts.headers.get(header::HOST))
+        .and_then(|h| h.to_str().ok())
+        .or(parts.uri.authority().map(|a| a.as_str()))
 }
 
 /// What one request brings an operation: the account's tables, the queue it names, its
