@@ -136,8 +136,24 @@ impl Message {
         )
     }
 
-    /// The changes that move `self` (stored at `version`) to `moved`.
+    /// The changes that move `self` (stored at `version`) to `moved`; in place when it stays
+    /// at its instant (a clock that did not move since: a Worker's stands still within a
+    /// request, and reads milliseconds), where a remove and an insert of one key would
+    /// conflict for ever.
     fn moved(&self, version: DateTime, moved: &Message, at: DateTime) -> Vec<Change> {
+        let index = Change {
+            key: moved.index_key(),
+            expected: Expected::Present,
+            write: Some(moved.index(at)),
+        };
+        if moved.key() == self.key() {
+            let entity = Change {
+                key: self.key(),
+                expected: Expected::Version(version),
+                write: Some(moved.entity(at)),
+            };
+            return vec![entity, index];
+        }
         vec![
             Change {
                 key: self.key(),
@@ -149,11 +165,7 @@ impl Message {
                 expected: Expected::Absent,
                 write: Some(moved.entity(at)),
             },
-            Change {
-                key: moved.index_key(),
-                expected: Expected::Present,
-                write: Some(moved.index(at)),
-            },
+            index,
         ]
     }
 
@@ -417,4 +429,170 @@ pub(crate) async fn count(tables: &impl Tables, table: &str) -> Result<usize> {
         }
     }
     Ok(counted.min(MAX_COUNTED))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use ifmatch_azure::ManualEnv;
+    use ifmatch_table::{EntityKey, MemoryTables};
+
+    use super::*;
+
+    /// Tables that count the entities their reads return: what a call costs, whatever the
+    /// machine is doing.
+    #[derive(Default)]
+    struct Counted {
+        tables: MemoryTables,
+        read: AtomicUsize,
+    }
+
+    impl Counted {
+        fn taken(&self) -> usize {
+            self.read.swap(0, Ordering::Relaxed)
+        }
+    }
+
+    impl Tables for Counted {
+        async fn create_table(&self, name: &str) -> Result<bool, TableError> {
+            self.tables.create_table(name).await
+        }
+        async fn delete_table(&self, name: &str) -> Result<bool, TableError> {
+            self.tables.delete_table(name).await
+        }
+        async fn tables(&self, after: &str, limit: usize) -> Result<Vec<String>, TableError> {
+            self.tables.tables(after, limit).await
+        }
+        async fn get(&self, table: &str, key: &EntityKey) -> Result<Option<Entity>, TableError> {
+            let found = self.tables.get(table, key).await?;
+            self.read.fetch_add(1, Ordering::Relaxed);
+            Ok(found)
+        }
+        async fn scan(&self, table: &str, scan: Scan<'_>) -> Result<Vec<Entity>, TableError> {
+            let found = self.tables.scan(table, scan).await?;
+            self.read.fetch_add(found.len(), Ordering::Relaxed);
+            Ok(found)
+        }
+        async fn commit(&self, table: &str, changes: &[Change]) -> Result<(), TableError> {
+            self.tables.commit(table, changes).await
+        }
+    }
+
+    const TABLE: &str = "messages~q~0";
+
+    /// Stores `n` messages visible from `visible` and expiring at `expires` (microseconds),
+    /// many to a commit, as a queue that filled over time holds them.
+    async fn fill(tables: &Counted, env: &ManualEnv, n: usize, visible: i64, expires: i64) {
+        let at = DateTime::from_unix(0, 0);
+        let mut changes = Vec::new();
+        for i in 0..n {
+            let message = Message {
+                id: env.random_uuid().hyphenated().to_string(),
+                text: format!("m{i}"),
+                inserted: visible,
+                expires,
+                visible: visible + i as i64,
+                dequeues: 0,
+                receipt: receipt(env),
+            };
+            changes.push(Change {
+                key: message.index_key(),
+                expected: Expected::Absent,
+                write: Some(message.index(at)),
+            });
+            changes.push(Change {
+                key: message.key(),
+                expected: Expected::Absent,
+                write: Some(message.entity(at)),
+            });
+            if changes.len() >= 20_000 {
+                tables.commit(TABLE, &changes).await.unwrap();
+                changes.clear();
+            }
+        }
+        tables.commit(TABLE, &changes).await.unwrap();
+        tables.taken();
+    }
+
+    /// What a Peek, a Get, an Update and a Delete of 32 messages read.
+    async fn costs(tables: &Counted, env: &ManualEnv) -> [usize; 4] {
+        let at = DateTime::from_unix(1, 0);
+        let peeked = get(tables, TABLE, env, (32, false, 0), at).await.unwrap();
+        assert_eq!(peeked.len(), 32);
+        let peek = tables.taken();
+        let got = get(tables, TABLE, env, (32, true, 60), at).await.unwrap();
+        assert_eq!(got.len(), 32);
+        let get_cost = tables.taken();
+        let held = (got[0].id.as_str(), got[0].receipt.as_str());
+        let updated = update(tables, TABLE, env, held, (60, None), at)
+            .await
+            .unwrap();
+        let update_cost = tables.taken();
+        delete(tables, TABLE, env, (&got[0].id, &updated.receipt))
+            .await
+            .unwrap();
+        [peek, get_cost, update_cost, tables.taken()]
+    }
+
+    /// A queue of 200,000 messages is peeked, got, updated and deleted reading what a queue
+    /// of 1,000 reads: the page, never the queue (issue 75, point 6). Counted, not timed.
+    #[tokio::test]
+    async fn a_call_reads_its_page_however_long_the_queue() {
+        let env = ManualEnv::default();
+        let now = micros(env.now());
+        let tables = Counted::default();
+        tables.create_table(TABLE).await.unwrap();
+        fill(&tables, &env, 1_000, now - 10_000_000, i64::MAX).await;
+        let short = costs(&tables, &env).await;
+        fill(&tables, &env, 199_000, now - 5_000_000, i64::MAX).await;
+        let long = costs(&tables, &env).await;
+        assert_eq!(
+            short, long,
+            "peek, get, update, delete: the same reads at 200 times the length"
+        );
+        assert!(short[0] <= 32 + 8 && short[1] <= 32 + 8, "{short:?}");
+    }
+
+    /// 10,000 messages past their time before the visible ones: a Peek or Get reads at most
+    /// MAX_READ of them, a Get removes up to MAX_EXPIRED, and Gets reach the visible ones.
+    #[tokio::test]
+    async fn messages_past_their_time_cost_a_call_at_most_its_bound() {
+        let env = ManualEnv::default();
+        let now = micros(env.now());
+        let tables = Counted::default();
+        tables.create_table(TABLE).await.unwrap();
+        fill(&tables, &env, 10_000, now - 20_000_000, now - 1).await;
+        fill(&tables, &env, 5, now - 10_000_000, i64::MAX).await;
+        let at = DateTime::from_unix(1, 0);
+        let bound = MAX_READ + 32 + 8;
+        let peeked = get(&tables, TABLE, &env, (32, false, 0), at).await.unwrap();
+        assert!(peeked.is_empty(), "the visible ones lie past the bound");
+        assert!(tables.taken() <= bound);
+        let mut got = Vec::new();
+        let mut calls = 0;
+        while got.len() < 5 {
+            got.extend(get(&tables, TABLE, &env, (32, true, 60), at).await.unwrap());
+            assert!(tables.taken() <= bound, "a Get reads at most its bound");
+            calls += 1;
+            assert!(
+                calls <= 10_000 / MAX_EXPIRED + 2,
+                "each Get removes its share of them"
+            );
+        }
+        // The visible ones taken, the Gets that follow remove the rest, MAX_EXPIRED a call.
+        for _ in 0..10_000 / MAX_EXPIRED + 1 {
+            let got = get(&tables, TABLE, &env, (32, true, 60), at).await.unwrap();
+            assert!(got.is_empty() && tables.taken() <= bound);
+        }
+        assert_eq!(
+            count(&tables, TABLE).await.unwrap(),
+            5,
+            "every one past its time removed"
+        );
+        env.advance(Duration::from_secs(61));
+        let again = get(&tables, TABLE, &env, (32, true, 60), at).await.unwrap();
+        assert_eq!(again.len(), 5, "visible again once their timeout ran out");
+    }
 }
