@@ -9,6 +9,7 @@
 //!   given failed, or a message came twice.
 //! - `fill CONNECTION QUEUES MESSAGES`: creates the queues and puts MESSAGES into each (16 in
 //!   flight).
+//! - `clear CONNECTION QUEUES`: Clear Messages of each queue.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -153,6 +154,13 @@ async fn main() {
             }
             for task in tasks {
                 task.await.unwrap();
+            }
+        }
+        "clear" => {
+            for q in 0..number(3) {
+                let path = format!("/load{q}/messages");
+                let (status, _) = queues.send(Method::DELETE, &path, Vec::new()).await;
+                assert!(status.is_success(), "clear load{q}: {status}");
             }
         }
         mode @ ("put" | "take") => {
