@@ -34,6 +34,18 @@ fn the_python_sdk_over_redis() {
     sdk_script_with(&["--backend", &redis.url()], &[], 200);
 }
 
+#[test]
+fn the_python_sdk_under_sentinel() {
+    let sentinels = Sentinels::start();
+    sdk_script_with(&["--backend", &sentinels.url()], &[], 200);
+}
+
+#[test]
+fn the_python_sdk_over_a_redis_cluster() {
+    let cluster = RedisCluster::start(3, 0);
+    sdk_script_with(&["--backend", &cluster.url()], &[], 200);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_sdk_over_a_bucket() {
     let bucket = common::Bucket::start().await;
