@@ -20,7 +20,11 @@ fn sdk_script_with(extra: &[&str], env: &[(&str, &str)], raced: usize) {
          BlobEndpoint=http://127.0.0.1:{blobs}/{account};QueueEndpoint=http://127.0.0.1:{queues}/{account};",
         ifmatch_azure::DEV_KEY
     );
-    common::python_script("queues.py", &[connection, raced.to_string()], "python queues: ");
+    common::python_script(
+        "queues.py",
+        &[connection, raced.to_string()],
+        "python queues: ",
+    );
 }
 
 #[test]
