@@ -179,11 +179,19 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
 
     /// The CORS rules of the service of the account `parts` addresses.
     async fn cors(&self, parts: &http::request::Parts) -> Result<Cors> {
-        let raw = parts.uri.path();
-        let raw = raw.strip_prefix(self.mount.as_str()).unwrap_or(raw);
-        let (account, _, _) = self.accounts.locate_in("queue", host(parts), raw)?;
+        let (account, _, _) = self.locate(parts)?;
         let xml = queues::service_properties(&self.scoped(account)).await?;
         Ok(Cors::of_properties(&xml.unwrap_or_default()).unwrap_or_default())
+    }
+
+    /// The account a request addresses, the path below it and how it was named.
+    fn locate<'a>(
+        &'a self,
+        parts: &'a http::request::Parts,
+    ) -> Result<(&'a Account, &'a str, Style)> {
+        let raw = parts.uri.path();
+        let raw = raw.strip_prefix(self.mount.as_str()).unwrap_or(raw);
+        Ok(self.accounts.locate_in("queue", host(parts), raw)?)
     }
 
     /// The tables of `account`'s queues.
@@ -235,9 +243,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
     ) -> Result<Done> {
         let now = self.env.now();
         let host = host(parts);
-        let raw = parts.uri.path();
-        let raw = raw.strip_prefix(self.mount.as_str()).unwrap_or(raw);
-        let (account, below, style) = self.accounts.locate_in("queue", host, raw)?;
+        let (account, below, style) = self.locate(parts)?;
         let target = Target::parse(&parts.method, below, parts.uri.query())?;
         *name = target.operation.name();
         let signed = Signed {
@@ -421,8 +427,13 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         queue: &str,
         uri: &http::Uri,
     ) -> Result<Option<StoredPolicy>> {
+        // Most requests name no policy: their query is not read again.
+        if !uri.query().is_some_and(|q| q.contains("si=")) {
+            return Ok(None);
+        }
         let query = QueryPairs::of(uri);
-        let Some(id) = query.get("si").filter(|_| query.get("sig").is_some()) else {
+        let signed = query.get("sig").is_some() && query.get("ss").is_none();
+        let Some(id) = query.get("si").filter(|_| signed) else {
             return Ok(None);
         };
         let missing = || {
