@@ -323,6 +323,39 @@ mod tests {
     }
 
     #[test]
+    fn stored_policies_are_read_and_their_limits_refused() {
+        let acl = |id: &str, policy: &str| {
+            format!(
+                "<SignedIdentifiers><SignedIdentifier><Id>{id}</Id><AccessPolicy>{policy}\
+                 </AccessPolicy></SignedIdentifier></SignedIdentifiers>"
+            )
+        };
+        let read = policies(
+            acl(
+                &"i".repeat(64),
+                "<Start>2026-01-01T00:00:00Z</Start><Expiry /><Permission>rp</Permission>",
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(read[0].0.len(), 64);
+        assert_eq!(read[0].1.start.as_deref(), Some("2026-01-01T00:00:00Z"));
+        assert_eq!(read[0].1.expiry, None, "an empty element sets nothing");
+        assert_eq!(read[0].1.permissions.as_deref(), Some("rp"));
+        for wrong in [
+            acl(&"i".repeat(65), ""),
+            acl("", ""),
+            acl("a", "<Permission>rw</Permission>"),
+            acl("a", "<Expiry>tomorrow</Expiry>"),
+            "<Other />".to_owned(),
+        ] {
+            let refused = policies(wrong.as_bytes()).unwrap_err();
+            assert_eq!(refused.code, "InvalidXmlDocument", "{wrong}");
+        }
+        assert!(policies(b"").unwrap().is_empty());
+    }
+
+    #[test]
     fn dates_reach_the_end_of_time() {
         assert_eq!(date(i64::MAX), "Fri, 31 Dec 9999 23:59:59 GMT");
         assert_eq!(date(0), "Thu, 01 Jan 1970 00:00:00 GMT");
