@@ -6,9 +6,16 @@
 //! durable before it returns, with `Durability::Immediate`, its default; a crash leaves the
 //! last commit whole). A commit is one write transaction: redb runs them one at a time, so
 //! the version checks and the writes are one atomic step.
+//!
+//! Commits that arrive while one is being written wait, and are then written together, each
+//! checked and applied in turn, in one transaction and one sync of the disk (a group commit:
+//! under many writers, a sync carries many of them where it carried one). A commit's checks
+//! come before its writes, so a check that fails leaves the others of the group as they were;
+//! a failure of the disk while writing fails the group, whose commits are then written one at
+//! a time, so that it is only its own commit's.
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use ifmatch_table::{Change, Entity, EntityKey, Scan, TableError, Tables, satisfies};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
@@ -23,10 +30,28 @@ const NAMES: TableDefinition<'static, &str, ()> = TableDefinition::new("tables")
 /// A table's entities, under the redb table `t/{name}`.
 type Entities<'a> = TableDefinition<'a, (&'static str, &'static str), &'static [u8]>;
 
+/// The most commits one transaction carries.
+const MOST_GROUPED: usize = 128;
+
 /// Tables in a redb database on the local disk.
 #[derive(Clone)]
 pub struct LocalTables {
     db: Arc<Database>,
+    commits: Arc<Mutex<Waiting>>,
+}
+
+/// The commits waiting to be written, and whether a writer is at work (which takes them).
+#[derive(Default)]
+struct Waiting {
+    commits: Vec<Queued>,
+    writing: bool,
+}
+
+/// A commit waiting to be written, and where its outcome goes.
+struct Queued {
+    table: String,
+    changes: Vec<Change>,
+    answer: tokio::sync::oneshot::Sender<Result<(), TableError>>,
 }
 
 impl std::fmt::Debug for LocalTables {
@@ -43,7 +68,10 @@ impl LocalTables {
             .set_cache_size(CACHE_BYTES)
             .create(path)
             .map_err(failed)?;
-        Ok(Self { db: Arc::new(db) })
+        Ok(Self {
+            db: Arc::new(db),
+            commits: Arc::default(),
+        })
     }
 
     async fn blocking<T: Send + 'static>(
@@ -177,40 +205,128 @@ impl Tables for LocalTables {
         .await
     }
 
+    /// Waits in line with the commits that arrive while one is written (see the module's
+    /// notes); the commit runs to its end even when the caller stops waiting for it.
     async fn commit(&self, table: &str, changes: &[Change]) -> Result<(), TableError> {
-        let (table, changes) = (table.to_owned(), changes.to_vec());
-        self.write(move |tx| {
-            let names = tx.open_table(NAMES).map_err(failed)?;
-            if !exists(&names, &table)? {
-                return Err(TableError::TableNotFound(table));
-            }
-            let name = entities(&table);
-            let mut entities = tx.open_table(Entities::new(&name)).map_err(failed)?;
-            for (index, change) in changes.iter().enumerate() {
-                let key = (change.key.0.as_str(), change.key.1.as_str());
-                let found = entities.get(key).map_err(failed)?;
-                let found = found.map(|bytes| decode(bytes.value())).transpose()?;
-                if !satisfies(change.expected, found.as_ref()) {
-                    let present = found.is_some();
-                    return Err(TableError::Conflict { index, present });
-                }
-            }
-            for change in &changes {
-                let key = (change.key.0.as_str(), change.key.1.as_str());
-                match &change.write {
-                    Some(entity) => {
-                        let json = serde_json::to_vec(entity).map_err(failed)?;
-                        entities.insert(key, json.as_slice()).map_err(failed)?;
-                    }
-                    None => {
-                        entities.remove(key).map_err(failed)?;
-                    }
-                }
-            }
-            Ok(())
-        })
-        .await
+        let (answer, outcome) = tokio::sync::oneshot::channel();
+        let start = {
+            let mut waiting = self.commits.lock().unwrap_or_else(PoisonError::into_inner);
+            waiting.commits.push(Queued {
+                table: table.to_owned(),
+                changes: changes.to_vec(),
+                answer,
+            });
+            !std::mem::replace(&mut waiting.writing, true)
+        };
+        if start {
+            let (db, commits) = (self.db.clone(), self.commits.clone());
+            tokio::task::spawn_blocking(move || write_waiting(db, &commits));
+        }
+        outcome
+            .await
+            .map_err(|_| failed("the writer of commits stopped"))?
     }
+}
+
+/// Writes the waiting commits, a group at a time, until none waits. The database is let go
+/// before the last group learns its outcome, so that a caller who drops its handle after its
+/// commit may open the file again at once.
+fn write_waiting(db: Arc<Database>, commits: &Mutex<Waiting>) {
+    // A panic below leaves no writer: the next commit starts one (those of the group
+    // learn of it from their dropped answers).
+    struct Stopped<'a>(&'a Mutex<Waiting>);
+    impl Drop for Stopped<'_> {
+        fn drop(&mut self) {
+            if std::thread::panicking() {
+                self.0
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .writing = false;
+            }
+        }
+    }
+    let _stopped = Stopped(commits);
+    let mut db = Some(db);
+    while let Some(open) = db.take() {
+        let group: Vec<Queued> = {
+            let mut waiting = commits.lock().unwrap_or_else(PoisonError::into_inner);
+            let most = waiting.commits.len().min(MOST_GROUPED);
+            waiting.commits.drain(..most).collect()
+        };
+        let outcomes = match write_group(&open, &group) {
+            Ok(outcomes) => outcomes,
+            Err(error) if group.len() == 1 => vec![Err(error)],
+            // Each alone, so that the failure is only its own commit's.
+            Err(_) => (group.iter())
+                .map(|queued| {
+                    let alone = write_group(&open, std::slice::from_ref(queued));
+                    alone.and_then(|mut outcomes| outcomes.remove(0))
+                })
+                .collect(),
+        };
+        let more = {
+            let mut waiting = commits.lock().unwrap_or_else(PoisonError::into_inner);
+            waiting.writing = !waiting.commits.is_empty();
+            waiting.writing
+        };
+        if more {
+            db = Some(open);
+        } else {
+            drop(open);
+        }
+        for (queued, outcome) in group.into_iter().zip(outcomes) {
+            let _ = queued.answer.send(outcome);
+        }
+    }
+}
+
+/// Writes `group` in one transaction, each commit checked then applied in turn: each one's
+/// outcome (a check that failed wrote nothing of it), or the failure of the whole.
+fn write_group(db: &Database, group: &[Queued]) -> Result<Vec<Result<(), TableError>>, TableError> {
+    let tx = db.begin_write().map_err(failed)?;
+    let mut outcomes = Vec::with_capacity(group.len());
+    for queued in group {
+        outcomes.push(apply(&tx, &queued.table, &queued.changes)?);
+    }
+    tx.commit().map_err(failed)?;
+    Ok(outcomes)
+}
+
+/// Checks `changes` against `table` in `tx`, then writes them: `Ok(Err(_))` when a check
+/// failed (nothing written), `Err(_)` when the transaction failed (it must be dropped).
+fn apply(
+    tx: &redb::WriteTransaction,
+    table: &str,
+    changes: &[Change],
+) -> Result<Result<(), TableError>, TableError> {
+    let names = tx.open_table(NAMES).map_err(failed)?;
+    if !exists(&names, table)? {
+        return Ok(Err(TableError::TableNotFound(table.to_owned())));
+    }
+    let name = entities(table);
+    let mut entities = tx.open_table(Entities::new(&name)).map_err(failed)?;
+    for (index, change) in changes.iter().enumerate() {
+        let key = (change.key.0.as_str(), change.key.1.as_str());
+        let found = entities.get(key).map_err(failed)?;
+        let found = found.map(|bytes| decode(bytes.value())).transpose()?;
+        if !satisfies(change.expected, found.as_ref()) {
+            let present = found.is_some();
+            return Ok(Err(TableError::Conflict { index, present }));
+        }
+    }
+    for change in changes {
+        let key = (change.key.0.as_str(), change.key.1.as_str());
+        match &change.write {
+            Some(entity) => {
+                let json = serde_json::to_vec(entity).map_err(failed)?;
+                entities.insert(key, json.as_slice()).map_err(failed)?;
+            }
+            None => {
+                entities.remove(key).map_err(failed)?;
+            }
+        }
+    }
+    Ok(Ok(()))
 }
 
 /// `table`'s entities for reading; `TableNotFound` when it is not there.
