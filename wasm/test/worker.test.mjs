@@ -79,7 +79,11 @@ describe("Cloudflare Worker only: a long block list", () => {
     await worker?.stop();
   });
 
-  test("a list of 50,000 blocks commits, as Azure takes it (the record is kept in parts)", async () => {
+  // Azure takes 50,000 blocks; committing them reads each block's bytes from R2 for the blob's
+  // SHA-256, about 2 ms a block in miniflare, so the default run commits 4,000 (a record over
+  // half a MiB, kept in parts) and `scripts/test --full` (IFMATCH_FULL=1) the 50,000.
+  const blocks = process.env.IFMATCH_FULL ? 50_000 : 4_000;
+  test(`a list of ${blocks} blocks commits, as Azure takes it (the record is kept in parts)`, async () => {
     const container = `${worker.base}/manyblocks`;
     assert.equal((await fetch(`${container}?restype=container`, { method: "PUT" })).status, 201);
     const id = (n) => Buffer.from(`block-${n}`).toString("base64");
@@ -90,16 +94,16 @@ describe("Cloudflare Worker only: a long block list", () => {
       });
       assert.equal(staged.status, 201);
     }
-    const latest = Array.from({ length: 50_000 }, (_, i) => `<Latest>${id(i % 2)}</Latest>`);
+    const latest = Array.from({ length: blocks }, (_, i) => `<Latest>${id(i % 2)}</Latest>`);
     const xml = `<?xml version="1.0" encoding="utf-8"?><BlockList>${latest.join("")}</BlockList>`;
     const committed = await fetch(`${container}/b?comp=blocklist`, { method: "PUT", body: xml });
     assert.equal(committed.status, 201, await committed.text());
-    const read = await fetch(`${container}/b`, { headers: { range: "bytes=49990-49999" } });
+    const read = await fetch(`${container}/b`, { headers: { range: `bytes=${blocks - 10}-${blocks - 1}` } });
     assert.equal(read.status, 206);
     assert.equal(await read.text(), "0101010101");
     const list = await fetch(`${container}/b?comp=blocklist`);
     const listed = (await list.text()).match(/<Block>/g).length;
-    assert.equal(listed, 50_000);
+    assert.equal(listed, blocks);
     // Committed again with two blocks: the record fits one value again, and reads as such.
     const two = `<?xml version="1.0" encoding="utf-8"?><BlockList><Committed>${id(1)}</Committed><Committed>${id(0)}</Committed></BlockList>`;
     assert.equal((await fetch(`${container}/b?comp=blocklist`, { method: "PUT", body: two })).status, 201);

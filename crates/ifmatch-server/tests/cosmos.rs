@@ -71,7 +71,9 @@ fn the_python_sdk_over_redis() {
     sdk_script(&["--backend", &redis.url()]);
 }
 
+/// A minute of Azurite's requests: in `scripts/test --full`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "slow: scripts/test --full runs it"]
 async fn the_python_sdk_over_a_bucket() {
     let bucket = common::Bucket::start().await;
     let backend = ["--backend", &bucket.url("ifmatch")];
@@ -196,8 +198,9 @@ async fn the_change_feed_across_two_instances_over_redis_misses_no_change() {
 
 /// The same over nothing but a bucket (Azurite), with fewer writes: each costs a few dozen
 /// requests of Azurite's (every write moves the feed's counter, in a commit of several
-/// entities).
+/// entities). Over a minute: in `scripts/test --full`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "slow: scripts/test --full runs it"]
 async fn the_change_feed_across_two_instances_over_a_bucket_misses_no_change() {
     let bucket = common::Bucket::start().await;
     let url = bucket.url("ifmatch");
@@ -363,7 +366,9 @@ async fn a_feed_page_reads_a_bounded_number_of_entries() {
     assert_eq!((status, count, position(&second)), (200, 100, 12_000));
 }
 
+/// Its build takes two minutes: in `scripts/test --full`, which builds it.
 #[test]
+#[ignore = "slow: scripts/test --full runs it"]
 fn the_rust_sdk_seed_flow_the_304_and_a_counter_of_16_writers() {
     // Built by the test command in a workspace of its own (tests/rust-sdk).
     let checker = common::tool(

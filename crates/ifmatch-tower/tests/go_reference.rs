@@ -200,6 +200,7 @@ fn allowed(go: &Answer, layer: &Answer) -> Option<&'static str> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "slow: scripts/test --full runs it"]
 async fn answers_agree_with_go_servecontent() {
     let Some(go) = reference() else { return };
     let layer = ConditionalLayer::new();
