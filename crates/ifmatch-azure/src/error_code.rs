@@ -135,6 +135,11 @@ error_codes! {
     MetadataTooLarge = BAD_REQUEST, "The size of the specified metadata exceeds the maximum size permitted.";
     /// A request input is not valid (a batch that cannot be read, say).
     InvalidInput = BAD_REQUEST, "One of the request inputs is not valid.";
+    /// A blob index tag breaks the rules: a key of 1 to 128 characters, a value of up to 256,
+    /// of letters, digits, space and `+ - . / : = _`, each key once.
+    InvalidTag = BAD_REQUEST, "The tags specified are invalid: a key or value has characters or a length not permitted.";
+    /// More than 10 blob index tags.
+    TagsTooLarge = BAD_REQUEST, "The tags specified exceed the maximum of 10 a blob may have.";
     /// A request body is not the XML document the operation takes.
     InvalidXmlDocument = BAD_REQUEST, "The XML specified is not syntactically valid.";
     /// The `Content-MD5` sent with an upload is not the MD5 of its bytes.

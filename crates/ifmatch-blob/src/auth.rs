@@ -125,6 +125,7 @@ fn needed(operation: &Operation) -> (&'static str, Kind) {
         Operation::SetContainerMetadata => ("w", Kind::Container),
         Operation::GetBlobMetadata => ("r", Kind::Object),
         Operation::SetBlobMetadata | Operation::SetBlobProperties => ("w", Kind::Object),
+        Operation::GetBlobTags | Operation::SetBlobTags => ("t", Kind::Object),
         Operation::PutBlob => ("cw", Kind::Object),
         Operation::GetBlob => ("r", Kind::Object),
         Operation::DeleteBlob => ("d", Kind::Object),

@@ -57,6 +57,7 @@ pub mod precondition;
 mod record;
 mod store;
 mod store_error;
+pub mod tags;
 
 pub use body::{Incoming, ResponseBody};
 pub use front::{DEFAULT_MAX_BODY, Front};

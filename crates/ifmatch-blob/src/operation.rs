@@ -35,6 +35,10 @@ pub enum Operation {
     SetBlobMetadata,
     /// `PUT /{container}/{blob}?comp=properties`: the blob's HTTP headers.
     SetBlobProperties,
+    /// `GET /{container}/{blob}?comp=tags`
+    GetBlobTags,
+    /// `PUT /{container}/{blob}?comp=tags`
+    SetBlobTags,
     /// `PUT /{container}/{blob}`
     PutBlob,
     /// `GET` or `HEAD /{container}/{blob}`
@@ -78,6 +82,8 @@ impl Operation {
             Self::GetBlobMetadata => "GetBlobMetadata",
             Self::SetBlobMetadata => "SetBlobMetadata",
             Self::SetBlobProperties => "SetBlobProperties",
+            Self::GetBlobTags => "GetBlobTags",
+            Self::SetBlobTags => "SetBlobTags",
             Self::PutBlob => "PutBlob",
             Self::GetBlob => "GetBlob",
             Self::DeleteBlob => "DeleteBlob",
@@ -207,6 +213,8 @@ impl Target {
                 (&Method::GET | &Method::HEAD, Some("metadata")) => Operation::GetBlobMetadata,
                 (&Method::PUT, Some("metadata")) => Operation::SetBlobMetadata,
                 (&Method::PUT, Some("properties")) => Operation::SetBlobProperties,
+                (&Method::GET, Some("tags")) => Operation::GetBlobTags,
+                (&Method::PUT, Some("tags")) => Operation::SetBlobTags,
                 (&Method::PUT, Some("block")) => Operation::PutBlock(query.block_id()?),
                 (&Method::PUT, Some("blocklist")) => Operation::PutBlockList,
                 (&Method::GET | &Method::HEAD, Some("blocklist")) => {
@@ -222,7 +230,7 @@ impl Target {
                     None
                     | Some(
                         "lease" | "metadata" | "properties" | "block" | "blocklist" | "copy"
-                        | "appendblock" | "seal",
+                        | "appendblock" | "seal" | "tags",
                     ),
                 ) => {
                     return Err(ErrorCode::UnsupportedHttpVerb);

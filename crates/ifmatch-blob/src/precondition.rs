@@ -147,8 +147,7 @@ fn container(c: Conditions<'_>, current: Option<&Validators>) -> Result<Outcome,
 }
 
 /// The conditional headers of the dialect that no operation of this server evaluates yet.
-pub const UNSERVED: [&str; 6] = [
-    "x-ms-if-tags",
+pub const UNSERVED: [&str; 5] = [
     "x-ms-source-if-tags",
     "x-ms-if-sequence-number-le",
     "x-ms-if-sequence-number-lt",
@@ -185,8 +184,8 @@ const COPY_SOURCE: &str = "x-ms-copy-source";
 /// use ifmatch_blob::precondition::unserved;
 ///
 /// let mut headers = HeaderMap::new();
-/// headers.insert("x-ms-if-tags", "\"team\" = 'a'".parse().unwrap());
-/// assert_eq!(unserved(&Operation::GetBlob, &headers), Some("x-ms-if-tags"));
+/// headers.insert("x-ms-if-sequence-number-le", "3".parse().unwrap());
+/// assert_eq!(unserved(&Operation::GetBlob, &headers), Some("x-ms-if-sequence-number-le"));
 /// assert_eq!(unserved(&Operation::GetBlob, &HeaderMap::new()), None);
 /// ```
 pub fn unserved(
@@ -197,11 +196,30 @@ pub fn unserved(
     let copies = matches!(operation, Op::PutBlob | Op::AppendBlock);
     let copy = copies && headers.contains_key(COPY_SOURCE);
     let appends = matches!(operation, Op::AppendBlock);
+    // The operations on a blob whose gate evaluates `x-ms-if-tags` (`front/gate.rs`); not Put
+    // Block, Get Block List or Abort Copy Blob, which Azure's reference lets take none.
+    let tags = matches!(
+        operation,
+        Op::GetBlob
+            | Op::GetBlobMetadata
+            | Op::SetBlobMetadata
+            | Op::SetBlobProperties
+            | Op::PutBlob
+            | Op::DeleteBlob
+            | Op::LeaseBlob
+            | Op::PutBlockList
+            | Op::AppendBlock
+            | Op::SealBlob
+            | Op::GetBlobTags
+            | Op::SetBlobTags
+    );
     let never = UNSERVED.iter();
+    let if_tags = [crate::tags::IF_TAGS].iter().filter(|_| !tags);
     let source = SOURCE_CONDITIONS.iter().filter(|_| !copy);
     let append = APPEND_CONDITIONS.iter().filter(|_| !appends);
     let copy_source = [COPY_SOURCE].iter().filter(|_| !copies);
     never
+        .chain(if_tags)
         .chain(source)
         .chain(append)
         .chain(copy_source)

@@ -46,6 +46,9 @@ pub struct Record {
     /// it (Azure's `x-ms-copy-*` properties).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub copy: Option<Copied>,
+    /// The blob's index tags ([`crate::tags`]): not part of its ETag, as in Azure.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
 }
 
 /// A Copy Blob that wrote a blob: always finished when its record is written (the front
@@ -263,6 +266,7 @@ impl Record {
             uncommitted: Vec::new(),
             staging: None,
             copy: None,
+            tags: BTreeMap::new(),
         }
     }
 
@@ -279,6 +283,7 @@ impl Record {
             uncommitted: Vec::new(),
             staging: None,
             copy: None,
+            tags: BTreeMap::new(),
         }
     }
 

@@ -1,7 +1,8 @@
 //! No conditional header is dropped: every condition of the dialect that an operation does not
-//! evaluate (index tags, sequence numbers, a source lease; a copy's source conditions without a
-//! copy, an append's elsewhere) is refused with 400 `UnsupportedHeader` naming it, on every
-//! operation, and nothing changes. The same request without it is served.
+//! evaluate (sequence numbers, a source lease, a source's tags; index tags where the operation
+//! takes none; a copy's source conditions without a copy, an append's elsewhere) is refused
+//! with 400 `UnsupportedHeader` naming it, on every operation, and nothing changes. The same
+//! request without it is served. Where `x-ms-if-tags` is taken, a false one is 412.
 
 mod common;
 
@@ -177,6 +178,9 @@ fn refused(case: &Case) -> Vec<&'static str> {
         "PutBlob" | "CopyBlob" | "AppendBlock" | "AppendBlockFromURL"
     );
     let mut out = UNSERVED.to_vec();
+    if !takes_tags(name) {
+        out.push("x-ms-if-tags");
+    }
     if !copies {
         out.extend(SOURCE_CONDITIONS);
     }
@@ -187,6 +191,27 @@ fn refused(case: &Case) -> Vec<&'static str> {
         out.push("x-ms-copy-source");
     }
     out
+}
+
+/// Whether the operation named `name` evaluates `x-ms-if-tags` (on the blob it changes or
+/// reads), as Azure's reference lists it.
+fn takes_tags(name: &str) -> bool {
+    matches!(
+        name,
+        "GetBlobMetadata"
+            | "SetBlobMetadata"
+            | "SetBlobProperties"
+            | "PutBlob"
+            | "GetBlob"
+            | "GetBlobProperties"
+            | "DeleteBlob"
+            | "LeaseBlob"
+            | "PutBlockList"
+            | "AppendBlock"
+            | "AppendBlockFromURL"
+            | "SealBlob"
+            | "CopyBlob"
+    )
 }
 
 /// A server with container `box` (blob `b`, append blob `a`) and container `box2`.
@@ -295,4 +320,39 @@ async fn a_copy_still_evaluates_its_source_conditions() {
         )
         .await;
     assert_eq!(code(&r).as_deref(), Some("AppendPositionConditionNotMet"));
+}
+
+/// Every operation that takes `x-ms-if-tags` evaluates it against the blob it addresses: a
+/// false condition (the blobs have no tags) is 412 `ConditionNotMet` and changes nothing; once
+/// the blobs carry the tag, the same request is served.
+#[tokio::test]
+async fn a_false_tags_condition_is_412_on_every_operation_that_takes_it() {
+    let tagged = "<Tags><TagSet><Tag><Key>team</Key><Value>a</Value></Tag></TagSet></Tags>";
+    for case in CASES.iter().filter(|case| takes_tags(case.0)) {
+        let (name, method, path, headers, body) = *case;
+        let s = fixture().await;
+        let before = state(&s).await;
+        let mut sent = headers.to_vec();
+        sent.push(("x-ms-if-tags", "\"team\" = 'a'"));
+        let r = s.send(method, path, &sent, body.as_bytes().to_vec()).await;
+        let status = r.status().as_u16();
+        if method != "HEAD" {
+            assert_eq!(code(&r).as_deref(), Some("ConditionNotMet"), "{name}");
+        }
+        assert_eq!(status, 412, "{name}");
+        assert_eq!(state(&s).await, before, "{name} changed nothing");
+        for blob in ["/box/a?comp=tags", "/box/b?comp=tags"] {
+            let r = s.put(blob, &[], tagged.as_bytes().to_vec()).await;
+            assert_eq!(r.status(), 204, "{blob}");
+        }
+        if path.starts_with("/box/c") {
+            continue; // A copy's new destination has no tags to match.
+        }
+        let r = s.send(method, path, &sent, body.as_bytes().to_vec()).await;
+        assert!(
+            r.status().is_success(),
+            "{name} with the tag: {}",
+            r.status()
+        );
+    }
 }

@@ -117,6 +117,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let ask = Asking::of(headers, now)?;
         let (content_type, properties) = metadata::upload_properties(headers, true);
         let user_metadata = metadata::metadata(headers)?;
+        let blob_tags = crate::tags::from_header(headers)?;
         if committed(self.records.get(key).await?).is_none() {
             self.container_record(key.container()).await?;
         }
@@ -137,6 +138,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         content.sha256 = Some(bytes_tag);
         let mut fresh = Record::blob(etag, now, content);
         fresh.metadata = user_metadata;
+        fresh.tags = blob_tags;
         self.commit_put(key, ask, fresh).await
     }
 

@@ -146,6 +146,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let ask = Asking::of(headers, now)?;
         let (content_type, properties) = metadata::upload_properties(headers, true);
         let user_metadata = metadata::metadata(headers)?;
+        let blob_tags = crate::tags::from_header(headers)?;
 
         // Fail fast, before taking the body: the same checks run again at commit time.
         let current = committed(self.records.get(key).await?);
@@ -211,6 +212,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         content.sha256 = (etag != bytes_tag).then_some(bytes_tag);
         let mut fresh = Record::blob(etag, now, content);
         fresh.metadata = user_metadata;
+        fresh.tags = blob_tags;
         let committed = self.commit_put(key, ask, fresh).await.map(|mut answer| {
             if let Some(crc64) = checksums.crc64.and_then(|c| HeaderValue::try_from(c).ok()) {
                 answer.headers_mut().insert(CONTENT_CRC64, crc64);
@@ -296,6 +298,10 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             insert_sha256(&current, &mut out);
             out.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
             super::append::insert_blob_type(&current, &mut out);
+            if !current.tags.is_empty() {
+                let count = HeaderValue::from(current.tags.len());
+                out.insert(http::HeaderName::from_static(crate::tags::TAG_COUNT), count);
+            }
             let requested = headers.get(MS_RANGE).or_else(|| headers.get(header::RANGE));
             let range = match (outcome, requested.and_then(|v| v.to_str().ok())) {
                 (Outcome::Proceed, Some(value)) if !head => ByteRange::parse(value, content.len),

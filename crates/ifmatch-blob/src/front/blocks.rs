@@ -175,6 +175,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let ask = Asking::of(headers, now)?;
         let (content_type, properties) = metadata::upload_properties(headers, false);
         let user_metadata = metadata::metadata(headers)?;
+        let blob_tags = crate::tags::from_header(headers)?;
         let md5 = blob_content_md5(headers)?;
         let xml = http_body_util::Limited::new(body, MAX_LIST_BODY)
             .collect()
@@ -242,6 +243,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             content.blocks = blocks.clone();
             let mut fresh = Record::blob(etag, now, content);
             fresh.metadata = user_metadata.clone();
+            fresh.tags = blob_tags.clone();
 
             let mut stale = false;
             let swapped = self

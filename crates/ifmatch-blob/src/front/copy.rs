@@ -120,6 +120,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         }
         let ask = Asking::of(headers, now)?;
         let user_metadata = metadata::metadata(headers)?;
+        // A copy takes the tags of its request, not its source's (Azure's default).
+        let blob_tags = crate::tags::from_header(headers)?;
         let source = self.source(&from, now).await?;
         // The destination's checks first, as Put Blob's: no byte is read for a copy that
         // cannot land. They run again when its record is written.
@@ -210,6 +212,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             copied.sha256 = (etag != bytes_tag || copied.append.is_some()).then_some(bytes_tag);
             let mut fresh = Record::blob(etag, now, copied);
             fresh.metadata = metadata;
+            fresh.tags = blob_tags.clone();
             let id = self.env.random_uuid().hyphenated().to_string();
             if !put_from_url {
                 fresh.copy = Some(Copied {

@@ -63,7 +63,7 @@ impl<'a> Asking<'a> {
     /// 1. the lease allows `access` with the request's lease id: a container's record for
     ///    [`precondition::Operation::Container`], a blob's otherwise; then
     /// 2. the conditional headers hold against the record's validators, as the dialect
-    ///    evaluates them for `conditions`.
+    ///    evaluates them for `conditions`, and a blob's `x-ms-if-tags` against its tags.
     ///
     /// A failure is the first step's error code (a lease error comes before a failed
     /// condition).
@@ -80,6 +80,9 @@ impl<'a> Asking<'a> {
         let lease = self.lease(scope, access, current)?;
         let validators = current.map(Record::validators);
         let outcome = precondition::evaluate(conditions, self.headers, validators.as_ref())?;
+        if scope == Scope::Blob {
+            crate::tags::gate(self.headers, current.map(|r| &r.tags))?;
+        }
         Ok(Passed { lease, outcome })
     }
 

@@ -33,6 +33,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let swapped = self
             .swap_existing(key, headers, (operation, missing), |current| {
                 precondition::evaluate(operation, headers, Some(&current.validators()))?;
+                if matches!(key, Key::Blob(..)) {
+                    crate::tags::gate(headers, Some(&current.tags))?;
+                }
                 let transition = current.lease.apply(&action, now)?;
                 (status, lease_headers) = (transition.status, transition.headers());
                 let record = Record {

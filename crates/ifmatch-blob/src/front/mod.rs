@@ -36,6 +36,7 @@ mod leases;
 mod listing;
 mod swap;
 mod sweep;
+mod tags;
 mod uploads;
 
 const BLOB_TYPE: HeaderName = HeaderName::from_static("x-ms-blob-type");
@@ -253,6 +254,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 )
                 .await
             }
+            Operation::GetBlobTags => self.blob_tags(blob).await,
+            Operation::SetBlobTags => self.set_blob_tags(blob, body).await,
             Operation::PutBlock(id) => self.put_block(blob, id, body).await,
             Operation::PutBlockList => self.put_block_list(blob, body).await,
             Operation::GetBlockList(kind) => self.get_block_list(blob, *kind).await,

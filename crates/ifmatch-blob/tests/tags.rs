@@ -1,0 +1,186 @@
+//! Blob index tags over the front (memory backend, no socket): Set and Get Blob Tags, `x-ms-tags`
+//! on uploads, `x-ms-tag-count` on reads, Azure's limits one past each refused with nothing
+//! stored, and a tag change that leaves the blob's ETag and Last-Modified as they were.
+
+mod common;
+
+use common::{Server, code, header};
+
+fn pairs(tags: &[(String, String)]) -> Vec<(&str, &str)> {
+    tags.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
+}
+
+fn body(pairs: &[(&str, &str)]) -> Vec<u8> {
+    let tags: String = (pairs.iter())
+        .map(|(k, v)| format!("<Tag><Key>{k}</Key><Value>{v}</Value></Tag>"))
+        .collect();
+    format!("<?xml version=\"1.0\" encoding=\"utf-8\"?><Tags><TagSet>{tags}</TagSet></Tags>")
+        .into_bytes()
+}
+
+#[tokio::test]
+async fn tags_are_set_read_counted_and_leave_the_etag_alone() {
+    let s = Server::start().await;
+    s.create_container("box").await;
+    let etag = s.put_blob("/box/b", b"bytes").await;
+    let before = s.head("/box/b", &[]).await;
+    assert_eq!(header(&before, "x-ms-tag-count"), None);
+
+    let r = s
+        .put(
+            "/box/b?comp=tags",
+            &[],
+            body(&[("team", "a"), ("year", "2025")]),
+        )
+        .await;
+    assert_eq!(r.status(), 204);
+    let read = s.get("/box/b?comp=tags", &[]).await;
+    assert_eq!(read.status(), 200);
+    let text = read.text().await.unwrap();
+    assert!(
+        text.contains("<Tag><Key>team</Key><Value>a</Value></Tag>"),
+        "{text}"
+    );
+    assert!(
+        text.contains("<Tag><Key>year</Key><Value>2025</Value></Tag>"),
+        "{text}"
+    );
+
+    let after = s.head("/box/b", &[]).await;
+    assert_eq!(header(&after, "x-ms-tag-count").as_deref(), Some("2"));
+    assert_eq!(header(&after, "etag"), Some(etag.clone()));
+    assert_eq!(
+        header(&after, "last-modified"),
+        header(&before, "last-modified")
+    );
+
+    // An upload with `x-ms-tags` replaces them; one without clears them.
+    let r = s
+        .put(
+            "/box/b",
+            &[("x-ms-blob-type", "BlockBlob"), ("x-ms-tags", "k=v%2Fw")],
+            "two",
+        )
+        .await;
+    assert_eq!(r.status(), 201);
+    let text = s.get("/box/b?comp=tags", &[]).await.text().await.unwrap();
+    assert!(
+        text.contains("<TagSet><Tag><Key>k</Key><Value>v/w</Value></Tag></TagSet>"),
+        "{text}"
+    );
+    s.put_blob("/box/b", b"three").await;
+    let text = s.get("/box/b?comp=tags", &[]).await.text().await.unwrap();
+    assert!(text.contains("<TagSet></TagSet>"), "{text}");
+
+    // No blob, no tags.
+    let r = s.get("/box/none?comp=tags", &[]).await;
+    assert_eq!(
+        (r.status().as_u16(), code(&r).as_deref()),
+        (404, Some("BlobNotFound"))
+    );
+    let r = s.put("/box/none?comp=tags", &[], body(&[("a", "b")])).await;
+    assert_eq!(
+        (r.status().as_u16(), code(&r).as_deref()),
+        (404, Some("BlobNotFound"))
+    );
+}
+
+#[tokio::test]
+async fn limits_one_past_each_are_refused_and_nothing_is_stored() {
+    let s = Server::start().await;
+    s.create_container("box").await;
+    s.put_blob("/box/b", b"bytes").await;
+    let ten: Vec<(String, String)> = (0..10).map(|n| (format!("k{n}"), "v".into())).collect();
+    assert_eq!(
+        s.put("/box/b?comp=tags", &[], body(&pairs(&ten)))
+            .await
+            .status(),
+        204
+    );
+    let mut eleven = ten.clone();
+    eleven.push(("k10".into(), "v".into()));
+    let (key_129, value_257) = ("k".repeat(129), "v".repeat(257));
+    let (key_128, value_256) = ("k".repeat(128), "v".repeat(256));
+    let refused: [(Vec<u8>, &str); 5] = [
+        (body(&pairs(&eleven)), "TagsTooLarge"),
+        (body(&[(key_129.as_str(), "v")]), "InvalidTag"),
+        (body(&[("k", value_257.as_str())]), "InvalidTag"),
+        (body(&[("k", "a&amp;b")]), "InvalidTag"),
+        (
+            b"<Tags><TagSet><Tag><Key>k</Key></Tag></TagSet></Tags>".to_vec(),
+            "InvalidXmlDocument",
+        ),
+    ];
+    for (sent, expected) in refused {
+        let r = s.put("/box/b?comp=tags", &[], sent).await;
+        assert_eq!(
+            (r.status().as_u16(), code(&r).as_deref()),
+            (400, Some(expected))
+        );
+    }
+    let kept = s.head("/box/b", &[]).await;
+    assert_eq!(header(&kept, "x-ms-tag-count").as_deref(), Some("10"));
+    let longest = body(&[(key_128.as_str(), value_256.as_str())]);
+    assert_eq!(s.put("/box/b?comp=tags", &[], longest).await.status(), 204);
+
+    // The same limits on an upload's `x-ms-tags`, and nothing written.
+    let many: String = (0..11)
+        .map(|n| format!("k{n}=v"))
+        .collect::<Vec<_>>()
+        .join("&");
+    for (tags, expected) in [
+        (many.as_str(), "TagsTooLarge"),
+        ("a=caf%C3%A9", "InvalidTag"),
+    ] {
+        let headers = [("x-ms-blob-type", "BlockBlob"), ("x-ms-tags", tags)];
+        let r = s.put("/box/new", &headers, "x").await;
+        assert_eq!(
+            (r.status().as_u16(), code(&r).as_deref()),
+            (400, Some(expected))
+        );
+        assert_eq!(s.head("/box/new", &[]).await.status(), 404);
+    }
+}
+
+#[tokio::test]
+async fn a_tag_condition_guards_reads_and_writes_against_the_tags_at_that_instant() {
+    let s = Server::start().await;
+    s.create_container("box").await;
+    s.put_blob("/box/b", b"v1").await;
+    s.put("/box/b?comp=tags", &[], body(&[("state", "draft")]))
+        .await;
+    let draft = [("x-ms-if-tags", "\"state\" = 'draft'")];
+    let published = [(
+        "x-ms-if-tags",
+        "\"state\" = 'published' OR \"owner\" = 'me'",
+    )];
+    assert_eq!(s.get("/box/b", &draft).await.status(), 200);
+    let r = s.get("/box/b", &published).await;
+    assert_eq!(
+        (r.status().as_u16(), code(&r).as_deref()),
+        (412, Some("ConditionNotMet"))
+    );
+    // A write guarded by the draft state lands while it holds, then no more.
+    let mut headers = vec![("x-ms-meta-n", "1")];
+    headers.extend(draft);
+    assert_eq!(
+        s.put("/box/b?comp=metadata", &headers, "").await.status(),
+        200
+    );
+    let r = s
+        .put("/box/b?comp=tags", &draft, body(&[("state", "published")]))
+        .await;
+    assert_eq!(r.status(), 204);
+    let r = s.put("/box/b?comp=metadata", &headers, "").await;
+    assert_eq!(r.status(), 412);
+    let r = s.delete("/box/b", &draft).await;
+    assert_eq!(r.status(), 412);
+    assert_eq!(s.delete("/box/b", &published[..0]).await.status(), 202);
+    // Not a condition: 400, not a silent pass.
+    s.put_blob("/box/c", b"x").await;
+    let r = s.get("/box/c", &[("x-ms-if-tags", "state = draft")]).await;
+    assert_eq!(
+        (r.status().as_u16(), code(&r).as_deref()),
+        (400, Some("InvalidHeaderValue"))
+    );
+}
