@@ -587,10 +587,12 @@ def _():
     print(f"     200 MiB: upload {uploaded:.1f} s, download {downloaded:.1f} s", flush=True)
 
 
-@check("a condition the server does not evaluate (if_tags_match_condition) is refused, never dropped")
+@check("index tags: set_blob_tags, get_blob_tags, upload with tags, tag_count, and if_tags_match_condition 412 when false")
 def _():
     blob = fresh_container().get_blob_client("tagged.txt")
-    blob.upload_blob(b"v1")
+    blob.upload_blob(b"v1", tags={"team": "a", "stage": "draft"})
+    assert blob.get_blob_tags() == {"team": "a", "stage": "draft"}
+    assert blob.get_blob_properties().tag_count == 2
     etag = blob.get_blob_properties().etag
     false = "\"team\" = 'nobody'"
     calls = [
@@ -598,14 +600,21 @@ def _():
         lambda: blob.get_blob_properties(if_tags_match_condition=false),
         lambda: blob.set_blob_metadata({"k": "v"}, if_tags_match_condition=false),
         lambda: blob.upload_blob(b"v2", overwrite=True, if_tags_match_condition=false),
+        lambda: blob.set_blob_tags({"team": "b"}, if_tags_match_condition=false),
         lambda: blob.delete_blob(if_tags_match_condition=false),
     ]
     for call in calls:
         error = expect(HttpResponseError, call)
-        assert error.status_code == 400, error
+        assert error.status_code == 412, error
     properties = blob.get_blob_properties()
     assert properties.etag == etag and not properties.metadata, "nothing changed"
     assert blob.download_blob().readall() == b"v1"
+    true = "\"team\" = 'a' AND (\"stage\" = 'draft' OR \"stage\" = 'done')"
+    blob.set_blob_tags({"team": "a", "stage": "done"}, if_tags_match_condition=true)
+    assert blob.get_blob_properties().etag == etag, "tags are not part of the ETag"
+    blob.upload_blob(b"v2", overwrite=True, if_tags_match_condition=true)
+    assert blob.download_blob().readall() == b"v2"
+    assert blob.get_blob_tags() == {}, "an upload without tags clears them"
 
 
 @check("adlfs (fsspec): cp_file and mv copy blobs, open(path, 'ab') appends, as pandas' to_csv(mode='a') does")
