@@ -117,6 +117,7 @@ fn needed(operation: &Operation) -> (&'static str, Kind) {
         // Never reached with a SAS (see `authorize`).
         Operation::GetContainerAcl | Operation::SetContainerAcl => ("", Kind::Container),
         Operation::ListBlobs(_) => ("l", Kind::Container),
+        Operation::FindBlobsByTags(_) => ("f", Kind::Container),
         Operation::LeaseContainer => ("wd", Kind::Container),
         // Each subrequest is checked with its own credentials; the envelope needs one that
         // may delete.

@@ -63,7 +63,7 @@ pub use body::{Incoming, ResponseBody};
 pub use front::{DEFAULT_MAX_BODY, Front};
 pub use hashing::HashingBody;
 pub use ifmatch_core::ByteRange;
-pub use operation::{BlockListType, ListOptions, MAX_RESULTS, Operation, Target};
+pub use operation::{BlockListType, FindOptions, ListOptions, MAX_RESULTS, Operation, Target};
 pub use record::{
     Appended, Block, Content, Copied, Properties, PublicAccess, Record, Staging, unix_seconds,
 };

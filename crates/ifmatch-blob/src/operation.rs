@@ -17,6 +17,9 @@ pub enum Operation {
     GetContainerProperties,
     /// `GET /{container}?restype=container&comp=list`
     ListBlobs(ListOptions),
+    /// `GET /{container}?restype=container&comp=blobs&where=...`: Find Blobs by Tags in
+    /// Container.
+    FindBlobsByTags(FindOptions),
     /// `PUT /{container}?restype=container&comp=lease`
     LeaseContainer,
     /// `GET` or `HEAD /{container}?restype=container&comp=acl`
@@ -73,6 +76,7 @@ impl Operation {
             Self::DeleteContainer => "DeleteContainer",
             Self::GetContainerProperties => "GetContainerProperties",
             Self::ListBlobs(_) => "ListBlobs",
+            Self::FindBlobsByTags(_) => "FindBlobsByTags",
             Self::LeaseContainer => "LeaseContainer",
             Self::GetContainerAcl => "GetContainerACL",
             Self::SetContainerAcl => "SetContainerACL",
@@ -114,8 +118,19 @@ pub enum BlockListType {
     All,
 }
 
-/// The options of List Blobs.
+/// The options of Find Blobs by Tags.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FindOptions {
+    /// `where`: the tags expression (read by the front: 400 when it is not one).
+    pub expression: String,
+    /// Where an earlier page stopped (its `NextMarker`).
+    pub marker: Option<String>,
+    /// At most this many blobs (1 to 5000).
+    pub max_results: usize,
+}
+
+/// What List Blobs and List Containers are asked for.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ListOptions {
     /// Only names that start with this.
     pub prefix: String,
@@ -186,6 +201,14 @@ impl Target {
                     (&Method::DELETE, None) => Operation::DeleteContainer,
                     (&Method::GET | &Method::HEAD, None) => Operation::GetContainerProperties,
                     (&Method::GET, Some("list")) => Operation::ListBlobs(query.list_options()?),
+                    (&Method::GET, Some("blobs")) => {
+                        let list = query.list_options()?;
+                        Operation::FindBlobsByTags(FindOptions {
+                            expression: query.expression.clone().unwrap_or_default(),
+                            marker: list.marker,
+                            max_results: list.max_results,
+                        })
+                    }
                     (&Method::PUT, Some("lease")) => Operation::LeaseContainer,
                     (&Method::GET | &Method::HEAD, Some("acl")) => Operation::GetContainerAcl,
                     (&Method::PUT, Some("acl")) => Operation::SetContainerAcl,
@@ -194,7 +217,7 @@ impl Target {
                         Operation::GetContainerMetadata
                     }
                     (&Method::PUT, Some("metadata")) => Operation::SetContainerMetadata,
-                    (_, None | Some("list" | "lease" | "acl" | "batch" | "metadata")) => {
+                    (_, None | Some("list" | "lease" | "acl" | "batch" | "metadata" | "blobs")) => {
                         return Err(ErrorCode::UnsupportedHttpVerb);
                     }
                     _ => return Err(ErrorCode::InvalidQueryParameterValue),
@@ -267,6 +290,7 @@ struct Query {
     block_list_type: Option<String>,
     copy_id: Option<String>,
     start_from: Option<String>,
+    expression: Option<String>,
 }
 
 impl Query {
@@ -285,6 +309,7 @@ impl Query {
                 "blocklisttype" => &mut out.block_list_type,
                 "copyid" => &mut out.copy_id,
                 "startFrom" => &mut out.start_from,
+                "where" => &mut out.expression,
                 _ => continue,
             };
             if slot.replace(value.into_owned()).is_some() {

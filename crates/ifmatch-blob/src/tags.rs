@@ -9,6 +9,8 @@
 //! `=`, `<>`, `>`, `>=`, `<`, `<=`, the key in double quotes and the value in single ones,
 //! joined by `AND` and `OR` (`AND` first) and grouped by parentheses; values compare as
 //! strings, byte by byte. A key the blob has not makes its comparison false, `<>` included.
+//! Find Blobs by Tags takes the narrower form Azure gives it: `AND` alone, no `<>`, and
+//! `@container = 'name'` besides the tags.
 
 use std::collections::BTreeMap;
 
@@ -220,22 +222,51 @@ impl Condition {
         }
     }
 
-    /// Reads a condition: 400 `InvalidHeaderValue` for one that is not.
+    /// Reads an `x-ms-if-tags` condition: 400 `InvalidHeaderValue` for one that is not.
     pub fn parse(text: &str) -> Result<Self, ErrorCode> {
+        Self::read(text, false).ok_or(ErrorCode::InvalidHeaderValue)
+    }
+
+    /// Reads a Find Blobs by Tags expression (`AND` alone, no `<>`, `@container` allowed):
+    /// 400 `InvalidQueryParameterValue` for one that is not.
+    pub fn parse_find(text: &str) -> Result<Self, ErrorCode> {
+        let found = Self::read(text, true).filter(Self::findable);
+        found.ok_or(ErrorCode::InvalidQueryParameterValue)
+    }
+
+    fn read(text: &str, find: bool) -> Option<Self> {
         if text.len() > MAX_CONDITION {
-            return Err(ErrorCode::InvalidHeaderValue);
+            return None;
         }
         let mut parser = Parser {
             rest: text,
             depth: 0,
+            find,
         };
-        let condition = parser.or()?;
-        match parser.rest.trim_start().is_empty() {
-            true => Ok(condition),
-            false => Err(ErrorCode::InvalidHeaderValue),
+        let condition = parser.or().ok()?;
+        parser.rest.trim_start().is_empty().then_some(condition)
+    }
+
+    fn findable(&self) -> bool {
+        match self {
+            Self::Compare(_, op, _) => *op != Op::Ne,
+            Self::And(a, b) => a.findable() && b.findable(),
+            Self::Or(..) => false,
+        }
+    }
+
+    /// The tag keys it names (not `@container`).
+    pub fn keys(&self) -> Vec<&str> {
+        match self {
+            Self::Compare(key, ..) if key == CONTAINER => Vec::new(),
+            Self::Compare(key, ..) => vec![key],
+            Self::And(a, b) | Self::Or(a, b) => [a.keys(), b.keys()].concat(),
         }
     }
 }
+
+/// The name under which a Find expression's `@container` is compared: no tag key has an `@`.
+pub const CONTAINER: &str = "@container";
 
 /// Whether the request's `x-ms-if-tags`, if any, holds for `tags`: 412 `ConditionNotMet` when
 /// it does not, 400 when it is not a condition.
@@ -255,6 +286,8 @@ pub fn gate(headers: &http::HeaderMap, tags: Option<&Tags>) -> Result<(), ErrorC
 struct Parser<'a> {
     rest: &'a str,
     depth: usize,
+    /// Whether `@container` may stand for a key.
+    find: bool,
 }
 
 impl Parser<'_> {
@@ -288,8 +321,12 @@ impl Parser<'_> {
                 false => Err(bad),
             };
         }
-        let key = self.quoted('"')?;
-        if !(1..=MAX_KEY).contains(&key.chars().count()) || !allowed(&key) {
+        let key = match self.find && self.symbol(CONTAINER) {
+            true => CONTAINER.to_owned(),
+            false => self.quoted('"')?,
+        };
+        let fits = (1..=MAX_KEY).contains(&key.chars().count()) && allowed(&key);
+        if key != CONTAINER && !fits {
             return Err(bad);
         }
         let op = [
@@ -413,6 +450,33 @@ mod tests {
         }
         let sixteen = format!("{}\"a\" = 'b'{}", "(".repeat(16), ")".repeat(16));
         assert!(Condition::parse(&sixteen).is_ok());
+    }
+
+    #[test]
+    fn find_expressions_take_and_alone_and_the_container() {
+        let found = Condition::parse_find("@container = 'box' AND \"team\" >= 'a'").unwrap();
+        let mut blob = tags(&[("team", "b")]);
+        assert!(!found.holds(&blob), "no @container given");
+        blob.insert(CONTAINER.into(), "box".into());
+        assert!(found.holds(&blob));
+        assert_eq!(found.keys(), vec!["team"]);
+        for bad in [
+            "\"a\" = 'b' OR \"c\" = 'd'",
+            "\"a\" <> 'b'",
+            "",
+            "@container",
+        ] {
+            assert_eq!(
+                Condition::parse_find(bad),
+                Err(ErrorCode::InvalidQueryParameterValue),
+                "{bad}"
+            );
+        }
+        // `@container` is Find's alone.
+        assert_eq!(
+            Condition::parse("@container = 'box'"),
+            Err(ErrorCode::InvalidHeaderValue)
+        );
     }
 
     #[test]

@@ -184,3 +184,104 @@ async fn a_tag_condition_guards_reads_and_writes_against_the_tags_at_that_instan
         (400, Some("InvalidHeaderValue"))
     );
 }
+
+/// Find Blobs by Tags in a container: the blobs whose tags meet the expression, in name order,
+/// a page at a time, each with the tags the expression names; OR, `<>` and what is not an
+/// expression are refused.
+#[tokio::test]
+async fn find_blobs_by_tags_pages_through_the_matching_blobs() {
+    let s = Server::start().await;
+    s.create_container("box").await;
+    for (name, team) in [("a", "x"), ("b", "y"), ("c", "x"), ("d", "x"), ("e", "z")] {
+        let tags = format!("team={team}&other=1");
+        let headers = [
+            ("x-ms-blob-type", "BlockBlob"),
+            ("x-ms-tags", tags.as_str()),
+        ];
+        assert_eq!(
+            s.put(&format!("/box/{name}"), &headers, "x").await.status(),
+            201
+        );
+    }
+    let find = |query: &str| format!("/box?restype=container&comp=blobs&where={query}");
+    let names = |xml: &str| -> Vec<String> {
+        xml.split("<Name>")
+            .skip(1)
+            .map(|s| s[..s.find('<').unwrap()].to_owned())
+            .collect()
+    };
+    let marker = |xml: &str| -> Option<String> {
+        let start = xml.find("<NextMarker>")? + "<NextMarker>".len();
+        Some(xml[start..start + xml[start..].find('<')?].to_owned())
+    };
+    let all = s
+        .get(&find("%22team%22%3D%27x%27"), &[])
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(names(&all), ["a", "c", "d"]);
+    assert!(all.contains("<ContainerName>box</ContainerName><Tags><TagSet><Tag><Key>team</Key><Value>x</Value></Tag></TagSet></Tags>"), "{all}");
+    assert!(!all.contains("other"), "only the tags it names: {all}");
+    assert_eq!(marker(&all), None);
+    // Two a page.
+    let (mut paged, mut next) = (Vec::new(), None::<String>);
+    loop {
+        let mut path =
+            find("%22team%22%3E%3D%27x%27%20AND%20%40container%3D%27box%27") + "&maxresults=2";
+        if let Some(m) = &next {
+            path += &format!("&marker={m}");
+        }
+        let xml = s.get(&path, &[]).await.text().await.unwrap();
+        paged.extend(names(&xml));
+        next = marker(&xml);
+        if next.is_none() {
+            break;
+        }
+    }
+    assert_eq!(paged, ["a", "b", "c", "d", "e"]);
+    for bad in [
+        "%22team%22%3D%27x%27%20OR%20%22team%22%3D%27y%27",
+        "%22team%22%3C%3E%27x%27",
+        "team",
+    ] {
+        let r = s.get(&find(bad), &[]).await;
+        assert_eq!(
+            (r.status().as_u16(), code(&r).as_deref()),
+            (400, Some("InvalidQueryParameterValue"))
+        );
+    }
+    let r = s
+        .get(
+            "/none?restype=container&comp=blobs&where=%22a%22%3D%27b%27",
+            &[],
+        )
+        .await;
+    assert_eq!(code(&r).as_deref(), Some("ContainerNotFound"));
+}
+
+/// A find reads at most 5,000 records a request: over 5,100 blobs of which only the last
+/// matches, the first page names none and says where it stopped, the next names the blob.
+#[tokio::test]
+async fn a_find_reads_a_bounded_number_of_records_a_page() {
+    let s = Server::start().await;
+    s.create_container("box").await;
+    for n in 0..5100 {
+        s.put_blob(&format!("/box/b{n:05}"), b"x").await;
+    }
+    let headers = [("x-ms-blob-type", "BlockBlob"), ("x-ms-tags", "last=yes")];
+    assert_eq!(s.put("/box/b99999", &headers, "x").await.status(), 201);
+    let path = "/box?restype=container&comp=blobs&where=%22last%22%3D%27yes%27";
+    let first = s.get(path, &[]).await.text().await.unwrap();
+    assert!(!first.contains("<Name>"), "{first}");
+    let start = first.find("<NextMarker>").expect("a marker") + "<NextMarker>".len();
+    let marker = &first[start..start + first[start..].find('<').unwrap()];
+    let second = s
+        .get(&format!("{path}&marker={marker}"), &[])
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(second.contains("<Name>b99999</Name>"), "{second}");
+    assert!(second.contains("<NextMarker />"), "{second}");
+}

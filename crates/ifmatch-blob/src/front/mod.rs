@@ -228,6 +228,10 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 self.container_properties(container).await
             }
             Operation::ListBlobs(options) => self.list(&admitted.stored, options, now).await,
+            Operation::FindBlobsByTags(options) => {
+                let name = &admitted.target.container;
+                self.find_blobs(&admitted.stored, name, options).await
+            }
             Operation::LeaseContainer => self.lease(container).await,
             Operation::PutBlob if headers.contains_key(copy::COPY_SOURCE) => {
                 *operation = Some(OperationName(copy::operation_name(headers)));
