@@ -290,6 +290,29 @@ export function jsPatterns(connection) {
     await refused(() => staged.commitBlockList([id(1)], { conditions: { ifNoneMatch: "*" } }), 409, "BlobAlreadyExists");
   });
 
+  test("JS SDK: index tags: setTags, getTags, tags on upload, tagConditions 412 when false, findBlobsByTags by page", async () => {
+    const container = await freshContainer();
+    const blob = container.getBlobClient("tagged.txt");
+    await upload(blob, "v1", { tags: { team: "a", stage: "draft" } });
+    assert.deepEqual((await blob.getTags()).tags, { team: "a", stage: "draft" });
+    assert.equal((await blob.getProperties()).tagCount, 2);
+    const etag = (await blob.getProperties()).etag;
+    const conditions = { tagConditions: `"team" = 'nobody'` };
+    await refused(() => blob.getProperties({ conditions }), 412);
+    await refused(() => blob.setMetadata({ k: "v" }, { conditions }), 412, "ConditionNotMet");
+    await refused(() => blob.setTags({ team: "b" }, { conditions }), 412, "ConditionNotMet");
+    await refused(() => blob.delete({ conditions }), 412, "ConditionNotMet");
+    await blob.setTags({ team: "a", stage: "done" }, { conditions: { tagConditions: `"stage" = 'draft'` } });
+    assert.equal((await blob.getProperties()).etag, etag, "tags are not part of the ETag");
+    for (const name of ["b.txt", "c.txt", "d.txt"]) await upload(container.getBlobClient(name), "x", { tags: { team: "a" } });
+    await upload(container.getBlobClient("e.txt"), "x", { tags: { team: "b" } });
+    const found = [];
+    for await (const page of container.findBlobsByTags(`"team" = 'a'`).byPage({ maxPageSize: 2 })) {
+      for (const item of page.blobs) found.push(`${item.name}:${item.tags?.team}`);
+    }
+    assert.deepEqual(found, ["b.txt:a", "c.txt:a", "d.txt:a", "tagged.txt:a"]);
+  });
+
   test("JS SDK: metadata and properties, listing by hierarchy, list containers by page", async () => {
     const container = await freshContainer();
     for (const name of ["a.txt", "dir1/b.txt", "dir1/sub/c.txt", "dir2/d.txt"]) {
