@@ -363,7 +363,9 @@ for (const [name, start] of [
     assert.match(out, /python cosmos: \d+ passed, 0 failed/);
   });
 
-  test("the Rust SDK's checks (azure_data_cosmos, tests/rust-sdk)", { skip: native }, async () => {
+  // Its build takes two minutes: `scripts/test --full` (IFMATCH_FULL=1) builds and runs it.
+  const rustSkip = native || (!process.env.IFMATCH_FULL && "slow: scripts/test --full runs it");
+  test("the Rust SDK's checks (azure_data_cosmos, tests/rust-sdk)", { skip: rustSkip }, async () => {
     // Built by the test command (a cargo workspace of its own); run against the native server
     // by crates/ifmatch-server/tests/cosmos.rs. The SDK speaks HTTP/2 without TLS by default;
     // miniflare serves HTTP/1.1 there (the Workers edge speaks HTTP/2 over TLS), so the SDK's
