@@ -208,10 +208,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let headers = ask.headers;
         let mut attempts = Attempts::default();
         while attempts.another() {
-            let Some(current) = committed(self.records.get(key).await?) else {
-                let write = precondition::Operation::Write;
-                return Err(self.blob_missing(key, write, headers).await);
-            };
+            let write = precondition::Operation::Write;
+            let current = self.existing_blob(key, write, headers).await?;
             let content = position.admits(&ask, &current, staged.len)?;
             let appended = content.append.ok_or(ErrorCode::InvalidBlobType)?;
             let before = current.bytes_tag();

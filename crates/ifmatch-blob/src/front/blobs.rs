@@ -36,11 +36,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     pub(super) async fn blob_metadata(&self, call: Call<'_>) -> Answered<O> {
         let Call { key, headers, now } = call;
         let ask = Asking::of(headers, now)?;
-        let Some(current) = committed(self.records.get(key).await?) else {
-            return Err(self
-                .blob_missing(key, precondition::Operation::Read, headers)
-                .await);
-        };
+        let current = (self.existing_blob(key, precondition::Operation::Read, headers)).await?;
         ask.gate(precondition::Operation::Read, Access::Read, Some(&current))?;
         let mut out = validator_headers(&current);
         metadata::insert_metadata(&current.metadata, &mut out);
@@ -263,11 +259,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         // the object; the record read again names the new one.
         let mut attempts = Attempts::default();
         while attempts.another() {
-            let Some(current) = committed(self.records.get(key).await?) else {
-                return Err(self
-                    .blob_missing(key, precondition::Operation::Read, headers)
-                    .await);
-            };
+            let current = (self.existing_blob(key, precondition::Operation::Read, headers)).await?;
             let outcome = ask
                 .gate(precondition::Operation::Read, Access::Read, Some(&current))?
                 .outcome;

@@ -434,11 +434,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             }
         }
         let ask = Asking::of(headers, now)?;
-        let Some(current) = committed(self.records.get(key).await?) else {
-            return Err(self
-                .blob_missing(key, precondition::Operation::Write, headers)
-                .await);
-        };
+        let current = (self.existing_blob(key, precondition::Operation::Write, headers)).await?;
         ask.lease(Scope::Blob, Access::Write, Some(&current))?;
         Err(match &current.copy {
             Some(copy) if copy.id != copy_id => ErrorCode::CopyIdMismatch.into(),

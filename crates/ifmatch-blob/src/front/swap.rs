@@ -176,6 +176,20 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         lost
     }
 
+    /// The blob under `key`, which must exist (committed content); else the error
+    /// [`Front::blob_missing`] gives for `operation`.
+    pub(super) async fn existing_blob(
+        &self,
+        key: &Key,
+        operation: precondition::Operation,
+        headers: &HeaderMap,
+    ) -> Result<std::sync::Arc<Record>> {
+        match super::gate::committed(self.records.get(key).await?) {
+            Some(current) => Ok(current),
+            None => Err(self.blob_missing(key, operation, headers).await),
+        }
+    }
+
     /// The error for an `operation` on a blob that is not there: [`Front::missing`] with
     /// `BlobNotFound`.
     pub(super) async fn blob_missing(

@@ -11,7 +11,7 @@ use ifmatch_azure::{Env, ErrorCode};
 
 use super::answers::{answer, xml_answer};
 use super::failure::Failure;
-use super::gate::{Asking, committed};
+use super::gate::Asking;
 use super::swap::Step;
 use super::{Answered, Call, Front};
 use crate::body::Incoming;
@@ -38,11 +38,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     pub(super) async fn blob_tags(&self, call: Call<'_>) -> Answered<O> {
         let Call { key, headers, now } = call;
         let ask = Asking::of(headers, now)?;
-        let Some(current) = committed(self.records.get(key).await?) else {
-            return Err(self
-                .blob_missing(key, precondition::Operation::Read, headers)
-                .await);
-        };
+        let current = (self.existing_blob(key, precondition::Operation::Read, headers)).await?;
         ask.lease(Scope::Blob, Access::Read, Some(&current))?;
         tags::gate(headers, Some(&current.tags))?;
         Ok(xml_answer(HeaderMap::new(), tags::xml(&current.tags)))
