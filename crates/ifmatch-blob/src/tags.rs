@@ -163,7 +163,15 @@ pub fn parse(xml: &[u8]) -> Result<Tags, ErrorCode> {
 
 /// The body of Get Blob Tags.
 pub fn xml(tags: &Tags) -> String {
-    let mut out = String::from("<?xml version=\"1.0\" encoding=\"utf-8\"?><Tags><TagSet>");
+    format!(
+        "<?xml version=\"1.0\" encoding=\"utf-8\"?>{}",
+        element(tags)
+    )
+}
+
+/// The `<Tags>` element of `tags` (Get Blob Tags' body, each blob of a find).
+pub fn element(tags: &Tags) -> String {
+    let mut out = String::from("<Tags><TagSet>");
     for (key, value) in tags {
         // Keys and values are of characters XML need not escape (see `check`).
         out.push_str(&format!(

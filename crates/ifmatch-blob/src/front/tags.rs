@@ -139,8 +139,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             let named: tags::Tags = (blob_tags.into_iter())
                 .filter(|(key, _)| keys.contains(&key.as_str()))
                 .collect();
-            let set = tags::xml(&named);
-            let set = set.split_once("?>").map_or(set.as_str(), |(_, rest)| rest);
+            let set = tags::element(&named);
             xml.push_str(&format!(
                 "<Blob><Name>{}</Name><ContainerName>{name}</ContainerName>{set}</Blob>",
                 ifmatch_azure::xml_escape(&blob),
