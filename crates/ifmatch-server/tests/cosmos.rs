@@ -494,15 +494,11 @@ async fn a_query_that_amplifies_a_value_is_refused_at_once_while_others_are_serv
     for attacker in attackers {
         attacker.await.unwrap();
     }
-    let (reads, slowest) = reader.stop().await;
-    assert!(reads > 10, "{reads} point reads while the queries ran");
-    assert!(
-        slowest < Duration::from_millis(500),
-        "the slowest point read took {slowest:?}"
-    );
+    let served = reader.stop().await;
     let peak = peak_mib(server.0.id());
+    eprintln!("meanwhile {served}; peak memory {peak} MiB");
+    served.assert_served();
     assert!(peak < 256, "the server's peak resident memory: {peak} MiB");
-    eprintln!("{reads} point reads meanwhile, the slowest {slowest:?}; peak memory {peak} MiB");
 }
 
 /// Two instances of `ifmatch serve` over one Redis, open without credentials, with a database

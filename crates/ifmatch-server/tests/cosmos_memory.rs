@@ -97,17 +97,13 @@ async fn queries_with_million_element_parameters_stay_within_the_memory_budget()
         let (s, t) = sender.await.unwrap();
         (served, throttled) = (served + s, throttled + t);
     }
-    let (reads, slowest) = reader.stop().await;
+    let reads = reader.stop().await;
     let peak = peak_mib(server.0.id());
     eprintln!(
-        "{served} served, {throttled} throttled; {reads} point reads meanwhile, the slowest \
-         {slowest:?}; peak memory {before} MiB before, {peak} MiB after"
+        "{served} served, {throttled} throttled; meanwhile {reads}; peak memory {before} MiB \
+         before, {peak} MiB after"
     );
     assert_eq!(served, 16);
-    assert!(reads > 10, "{reads} point reads while the queries ran");
-    assert!(
-        slowest < Duration::from_millis(500),
-        "the slowest point read took {slowest:?}"
-    );
+    reads.assert_served();
     assert!(peak < 384, "the server's peak resident memory: {peak} MiB");
 }
