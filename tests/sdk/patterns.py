@@ -617,6 +617,23 @@ def _():
     assert blob.get_blob_tags() == {}, "an upload without tags clears them"
 
 
+@check("find_blobs_by_tags on the account and on a container, by page, with the tags each names")
+def _():
+    mark = uuid.uuid4().hex[:12]
+    first, second = fresh_container(), fresh_container()
+    for container in (first, second):
+        for name, run in (("a", mark), ("b", "other"), ("c", mark)):
+            container.get_blob_client(name).upload_blob(b"x", tags={"run": run, "n": name})
+    expression = f"\"run\" = '{mark}'"
+    pages = list(SERVICE.find_blobs_by_tags(expression, results_per_page=3).by_page())
+    found = [(b.container_name, b.name, b.tags) for page in pages for b in page]
+    want = sorted((c.container_name, n, {"run": mark}) for c in (first, second) for n in "ac")
+    assert found == want, found
+    assert len(pages) >= 2, f"{len(pages)} pages"
+    only = f"@container = '{second.container_name}' AND \"n\" >= 'b'"
+    assert [b.name for b in second.find_blobs_by_tags(only)] == ["b", "c"]
+
+
 @check("adlfs (fsspec): cp_file and mv copy blobs, open(path, 'ab') appends, as pandas' to_csv(mode='a') does")
 def _():
     import adlfs  # noqa: PLC0415 - only this check needs it

@@ -311,6 +311,13 @@ export function jsPatterns(connection) {
       for (const item of page.blobs) found.push(`${item.name}:${item.tags?.team}`);
     }
     assert.deepEqual(found, ["b.txt:a", "c.txt:a", "d.txt:a", "tagged.txt:a"]);
+    // On the account: every container's, by container then name.
+    const mark = randomUUID().slice(0, 12);
+    const other = await freshContainer();
+    for (const c of [container, other]) await upload(c.getBlobClient("marked.txt"), "x", { tags: { mark } });
+    const across = [];
+    for await (const item of service().findBlobsByTags(`"mark" = '${mark}'`)) across.push(`${item.containerName}/${item.name}`);
+    assert.deepEqual(across, [container, other].map((c) => `${c.containerName}/marked.txt`).sort());
   });
 
   test("JS SDK: metadata and properties, listing by hierarchy, list containers by page", async () => {

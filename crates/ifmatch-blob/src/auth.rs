@@ -118,6 +118,7 @@ fn needed(operation: &Operation) -> (&'static str, Kind) {
         Operation::GetContainerAcl | Operation::SetContainerAcl => ("", Kind::Container),
         Operation::ListBlobs(_) => ("l", Kind::Container),
         Operation::FindBlobsByTags(_) => ("f", Kind::Container),
+        Operation::FindBlobsInAccount(_) => ("f", Kind::Service),
         Operation::LeaseContainer => ("wd", Kind::Container),
         // Each subrequest is checked with its own credentials; the envelope needs one that
         // may delete.

@@ -20,6 +20,8 @@ pub enum Operation {
     /// `GET /{container}?restype=container&comp=blobs&where=...`: Find Blobs by Tags in
     /// Container.
     FindBlobsByTags(FindOptions),
+    /// `GET /?comp=blobs&where=...`: Find Blobs by Tags across the account's containers.
+    FindBlobsInAccount(FindOptions),
     /// `PUT /{container}?restype=container&comp=lease`
     LeaseContainer,
     /// `GET` or `HEAD /{container}?restype=container&comp=acl`
@@ -76,7 +78,7 @@ impl Operation {
             Self::DeleteContainer => "DeleteContainer",
             Self::GetContainerProperties => "GetContainerProperties",
             Self::ListBlobs(_) => "ListBlobs",
-            Self::FindBlobsByTags(_) => "FindBlobsByTags",
+            Self::FindBlobsByTags(_) | Self::FindBlobsInAccount(_) => "FindBlobsByTags",
             Self::LeaseContainer => "LeaseContainer",
             Self::GetContainerAcl => "GetContainerACL",
             Self::SetContainerAcl => "SetContainerACL",
@@ -185,6 +187,11 @@ impl Target {
                     container: String::new(),
                     blob: String::new(),
                 }),
+                (&Method::GET, Some("blobs")) => Ok(Self {
+                    operation: Operation::FindBlobsInAccount(query.find_options()?),
+                    container: String::new(),
+                    blob: String::new(),
+                }),
                 _ => Err(ErrorCode::InvalidQueryParameterValue),
             };
         }
@@ -202,12 +209,7 @@ impl Target {
                     (&Method::GET | &Method::HEAD, None) => Operation::GetContainerProperties,
                     (&Method::GET, Some("list")) => Operation::ListBlobs(query.list_options()?),
                     (&Method::GET, Some("blobs")) => {
-                        let list = query.list_options()?;
-                        Operation::FindBlobsByTags(FindOptions {
-                            expression: query.expression.clone().unwrap_or_default(),
-                            marker: list.marker,
-                            max_results: list.max_results,
-                        })
+                        Operation::FindBlobsByTags(query.find_options()?)
                     }
                     (&Method::PUT, Some("lease")) => Operation::LeaseContainer,
                     (&Method::GET | &Method::HEAD, Some("acl")) => Operation::GetContainerAcl,
@@ -317,6 +319,15 @@ impl Query {
             }
         }
         Ok(out)
+    }
+
+    fn find_options(&self) -> Result<FindOptions, ErrorCode> {
+        let list = self.list_options()?;
+        Ok(FindOptions {
+            expression: self.expression.clone().unwrap_or_default(),
+            marker: list.marker,
+            max_results: list.max_results,
+        })
     }
 
     fn list_options(&self) -> Result<ListOptions, ErrorCode> {

@@ -263,6 +263,16 @@ impl Condition {
         }
     }
 
+    /// The one container a find expression confines itself to (`@container = 'name'` among
+    /// its terms), if it does: the others need not be read.
+    pub fn container(&self) -> Option<&str> {
+        match self {
+            Self::Compare(key, Op::Eq, value) if key == CONTAINER => Some(value),
+            Self::Compare(..) | Self::Or(..) => None,
+            Self::And(a, b) => a.container().or(b.container()),
+        }
+    }
+
     /// The tag keys it names (not `@container`).
     pub fn keys(&self) -> Vec<&str> {
         match self {

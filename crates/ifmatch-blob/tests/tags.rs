@@ -285,3 +285,64 @@ async fn a_find_reads_a_bounded_number_of_records_a_page() {
     assert!(second.contains("<Name>b99999</Name>"), "{second}");
     assert!(second.contains("<NextMarker />"), "{second}");
 }
+
+/// Find Blobs by Tags on the account (`GET /?comp=blobs`): every container's matching blobs,
+/// by container then name, paged across containers; `@container = '...'` confines it to one.
+#[tokio::test]
+async fn a_find_on_the_account_pages_across_its_containers() {
+    let s = Server::start().await;
+    for container in ["box1", "box2", "box3"] {
+        s.create_container(container).await;
+        for (name, team) in [("a", "x"), ("b", "y"), ("c", "x")] {
+            let tags = format!("team={team}");
+            let headers = [
+                ("x-ms-blob-type", "BlockBlob"),
+                ("x-ms-tags", tags.as_str()),
+            ];
+            let path = format!("/{container}/{name}");
+            assert_eq!(s.put(&path, &headers, "x").await.status(), 201);
+        }
+    }
+    let found = |xml: &str| -> Vec<String> {
+        xml.split("<Blob>")
+            .skip(1)
+            .map(|b| {
+                let field = |tag: &str| {
+                    let start = b.find(&format!("<{tag}>")).unwrap() + tag.len() + 2;
+                    b[start..start + b[start..].find('<').unwrap()].to_owned()
+                };
+                format!("{}/{}", field("ContainerName"), field("Name"))
+            })
+            .collect()
+    };
+    let (mut paged, mut next, mut pages) = (Vec::new(), None::<String>, 0);
+    loop {
+        let mut path = "/?comp=blobs&where=%22team%22%3D%27x%27&maxresults=2".to_owned();
+        if let Some(m) = &next {
+            path += &format!("&marker={m}");
+        }
+        let xml = s.get(&path, &[]).await.text().await.unwrap();
+        paged.extend(found(&xml));
+        pages += 1;
+        next = xml.find("<NextMarker>").map(|start| {
+            let start = start + "<NextMarker>".len();
+            xml[start..start + xml[start..].find('<').unwrap()].to_owned()
+        });
+        if next.is_none() {
+            break;
+        }
+    }
+    assert_eq!(
+        paged,
+        ["box1/a", "box1/c", "box2/a", "box2/c", "box3/a", "box3/c"]
+    );
+    assert!(pages >= 3, "{pages} pages");
+    let one = "/?comp=blobs&where=%40container%3D%27box2%27%20AND%20%22team%22%3E%27a%27";
+    let xml = s.get(one, &[]).await.text().await.unwrap();
+    assert_eq!(found(&xml), ["box2/a", "box2/b", "box2/c"]);
+    let none = "/?comp=blobs&where=%40container%3D%27gone%27%20AND%20%22team%22%3D%27x%27";
+    let xml = s.get(none, &[]).await.text().await.unwrap();
+    assert_eq!(found(&xml), Vec::<String>::new());
+    let r = s.get("/?comp=blobs&where=team", &[]).await;
+    assert_eq!(code(&r).as_deref(), Some("InvalidQueryParameterValue"));
+}

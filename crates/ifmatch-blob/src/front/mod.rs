@@ -229,9 +229,10 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             }
             Operation::ListBlobs(options) => self.list(&admitted.stored, options, now).await,
             Operation::FindBlobsByTags(options) => {
-                let name = &admitted.target.container;
-                self.find_blobs(&admitted.stored, name, options).await
+                let within = Some(admitted.target.container.as_str());
+                self.find_blobs(account, within, options).await
             }
+            Operation::FindBlobsInAccount(options) => self.find_blobs(account, None, options).await,
             Operation::LeaseContainer => self.lease(container).await,
             Operation::PutBlob if headers.contains_key(copy::COPY_SOURCE) => {
                 *operation = Some(OperationName(copy::operation_name(headers)));

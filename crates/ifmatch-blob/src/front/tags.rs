@@ -18,7 +18,7 @@ use crate::body::Incoming;
 use crate::lease::{Access, Scope};
 use crate::operation::FindOptions;
 use crate::precondition;
-use crate::store::{Objects, Records, Scan};
+use crate::store::{Key, Objects, Records, Scan};
 use crate::tags;
 
 /// The most blob records one Find Blobs by Tags reads, in scans of `FIND_SCAN`: a page of a
@@ -71,63 +71,84 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         Ok(answer(StatusCode::NO_CONTENT, HeaderMap::new()))
     }
 
-    /// Find Blobs by Tags in a container: the blobs of `stored` (named `name` to the client)
-    /// whose tags meet the `where` expression, in name order, with the tags it names.
+    /// Find Blobs by Tags, in one container of `account` (`within`, its name to the client) or
+    /// across all of them: the blobs whose tags meet the `where` expression, by container then
+    /// name, with the tags it names.
     pub(super) async fn find_blobs(
         &self,
-        stored: &str,
-        name: &str,
+        account: &ifmatch_azure::Account,
+        within: Option<&str>,
         options: &FindOptions,
     ) -> Answered<O> {
         let condition = tags::Condition::parse_find(&options.expression)?;
-        self.container_record(stored).await?;
-        // The marker is the last name read, base64 (opaque to clients, as Azure's): reading
-        // goes on just past it.
-        let mut from = match &options.marker {
+        // The marker is where the last page stopped, `container/blob`, base64 (opaque to
+        // clients, as Azure's): reading goes on just past it.
+        let resume = match &options.marker {
             Some(marker) => {
-                use base64::Engine;
-                let last = base64::engine::general_purpose::URL_SAFE_NO_PAD
-                    .decode(marker)
-                    .ok()
-                    .and_then(|bytes| String::from_utf8(bytes).ok())
-                    .ok_or(ErrorCode::InvalidQueryParameterValue)?;
-                format!("{last}\0")
+                Some(decode_marker(marker).ok_or(ErrorCode::InvalidQueryParameterValue)?)
             }
-            None => String::new(),
+            None => None,
         };
-        let (mut found, mut read, mut more) = (Vec::new(), 0, true);
-        let mut last = None;
-        while more && read < MAX_FIND_READ && found.len() < options.max_results {
-            let limit = FIND_SCAN.min(MAX_FIND_READ - read);
-            let scan = Scan {
-                container: stored,
-                prefix: "",
-                from: &from,
-                limit,
-            };
-            let scanned = self.records.list(scan).await?;
-            more = scanned.len() == limit;
-            for (blob, record) in scanned {
-                read += 1;
-                last = Some(blob.clone());
-                let mut seen = record.tags.clone();
-                seen.insert(tags::CONTAINER.to_owned(), name.to_owned());
-                if record.content.is_some() && condition.holds(&seen) {
-                    found.push((blob, record.tags));
-                    if found.len() == options.max_results {
-                        break;
-                    }
+        let containers = match within.or(condition.container()) {
+            Some(name) => {
+                let stored = self.accounts.stored(account, name);
+                match (within, self.records.get(&Key::Container(stored)).await?) {
+                    (_, Some(_)) => vec![name.to_owned()],
+                    (Some(_), None) => return Err(ErrorCode::ContainerNotFound.into()),
+                    (None, None) => Vec::new(),
                 }
             }
-            if let Some(last) = &last {
-                from = format!("{last}\0");
+            None => {
+                let mut names: Vec<String> = (self.records.containers().await?)
+                    .into_iter()
+                    .filter_map(|stored| self.accounts.name_in(account, &stored))
+                    .collect();
+                names.sort();
+                names
+            }
+        };
+        // Where reading stopped, when it did before the last container's end: the container
+        // and the least name to read next there.
+        let (mut found, mut read, mut next) = (Vec::new(), 0, None);
+        'containers: for name in containers {
+            let mut from = match &resume {
+                Some((container, _)) if name < *container => continue,
+                Some((container, from)) if name == *container => from.clone(),
+                _ => String::new(),
+            };
+            let stored = self.accounts.stored(account, &name);
+            loop {
+                if read == MAX_FIND_READ || found.len() == options.max_results {
+                    next = Some((name, from));
+                    break 'containers;
+                }
+                let limit = FIND_SCAN.min(MAX_FIND_READ - read);
+                let scan = Scan {
+                    container: &stored,
+                    prefix: "",
+                    from: &from,
+                    limit,
+                };
+                let scanned = self.records.list(scan).await?;
+                let ended = scanned.len() < limit;
+                for (blob, record) in scanned {
+                    read += 1;
+                    from = format!("{blob}\0");
+                    let mut seen = record.tags.clone();
+                    seen.insert(tags::CONTAINER.to_owned(), name.clone());
+                    if record.content.is_some() && condition.holds(&seen) {
+                        found.push((name.clone(), blob, record.tags));
+                        if found.len() == options.max_results {
+                            break;
+                        }
+                    }
+                }
+                if ended && found.len() < options.max_results {
+                    break;
+                }
             }
         }
-        let stopped = more || found.len() == options.max_results && last.is_some();
-        let next = last.filter(|_| stopped).map(|last| {
-            use base64::Engine;
-            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(last)
-        });
+        let next = next.map(|(container, from)| encode_marker(&container, &from));
         let keys = condition.keys();
         let mut xml =
             String::from("<?xml version=\"1.0\" encoding=\"utf-8\"?><EnumerationResults>");
@@ -135,13 +156,13 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             "<Where>{}</Where><Blobs>",
             ifmatch_azure::xml_escape(&options.expression)
         ));
-        for (blob, blob_tags) in found {
+        for (container, blob, blob_tags) in found {
             let named: tags::Tags = (blob_tags.into_iter())
                 .filter(|(key, _)| keys.contains(&key.as_str()))
                 .collect();
             let set = tags::element(&named);
             xml.push_str(&format!(
-                "<Blob><Name>{}</Name><ContainerName>{name}</ContainerName>{set}</Blob>",
+                "<Blob><Name>{}</Name><ContainerName>{container}</ContainerName>{set}</Blob>",
                 ifmatch_azure::xml_escape(&blob),
             ));
         }
@@ -153,4 +174,22 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         xml.push_str("</EnumerationResults>");
         Ok(xml_answer(HeaderMap::new(), xml))
     }
+}
+
+/// A find's `NextMarker`: the container it stopped in and the least name to read there next,
+/// opaque.
+fn encode_marker(container: &str, from: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{container}/{from}"))
+}
+
+/// The container and least name a marker names (a container name has no `/`).
+fn decode_marker(marker: &str) -> Option<(String, String)> {
+    use base64::Engine;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(marker)
+        .ok()?;
+    let text = String::from_utf8(bytes).ok()?;
+    let (container, blob) = text.split_once('/')?;
+    Some((container.to_owned(), blob.to_owned()))
 }
