@@ -147,8 +147,7 @@ fn container(c: Conditions<'_>, current: Option<&Validators>) -> Result<Outcome,
 }
 
 /// The conditional headers of the dialect that no operation of this server evaluates yet.
-pub const UNSERVED: [&str; 5] = [
-    "x-ms-source-if-tags",
+pub const UNSERVED: [&str; 4] = [
     "x-ms-if-sequence-number-le",
     "x-ms-if-sequence-number-lt",
     "x-ms-if-sequence-number-eq",
@@ -215,7 +214,11 @@ pub fn unserved(
     );
     let never = UNSERVED.iter();
     let if_tags = [crate::tags::IF_TAGS].iter().filter(|_| !tags);
-    let source = SOURCE_CONDITIONS.iter().filter(|_| !copy);
+    let source_tags = [crate::tags::SOURCE_IF_TAGS];
+    let source = SOURCE_CONDITIONS
+        .iter()
+        .chain(&source_tags)
+        .filter(|_| !copy);
     let append = APPEND_CONDITIONS.iter().filter(|_| !appends);
     let copy_source = [COPY_SOURCE].iter().filter(|_| !copies);
     never

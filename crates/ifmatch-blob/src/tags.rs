@@ -34,6 +34,9 @@ const MAX_DEPTH: usize = 16;
 pub const IF_TAGS: &str = "x-ms-if-tags";
 /// The header that sets tags on an upload.
 pub const TAGS: &str = "x-ms-tags";
+/// The condition on a copy's source's tags (Copy Blob, Put Blob From URL, Append Block From
+/// URL): 412 `SourceConditionNotMet` when false.
+pub const SOURCE_IF_TAGS: &str = "x-ms-source-if-tags";
 /// The header that tells how many tags a blob has, on reads.
 pub const TAG_COUNT: &str = "x-ms-tag-count";
 
@@ -289,15 +292,25 @@ pub const CONTAINER: &str = "@container";
 /// Whether the request's `x-ms-if-tags`, if any, holds for `tags`: 412 `ConditionNotMet` when
 /// it does not, 400 when it is not a condition.
 pub fn gate(headers: &http::HeaderMap, tags: Option<&Tags>) -> Result<(), ErrorCode> {
-    let Some(value) = headers.get(IF_TAGS) else {
-        return Ok(());
-    };
-    let text = value.to_str().map_err(|_| ErrorCode::InvalidHeaderValue)?;
-    let condition = Condition::parse(text)?;
-    match condition.holds(tags.unwrap_or(&Tags::new())) {
+    match meets(headers, IF_TAGS, tags)? {
         true => Ok(()),
         false => Err(ErrorCode::ConditionNotMet),
     }
+}
+
+/// Whether the condition in header `name`, if any, holds for `tags` (none: no tags); 400
+/// `InvalidHeaderValue` when it is not a condition.
+pub fn meets(
+    headers: &http::HeaderMap,
+    name: &str,
+    tags: Option<&Tags>,
+) -> Result<bool, ErrorCode> {
+    let Some(value) = headers.get(name) else {
+        return Ok(true);
+    };
+    let text = value.to_str().map_err(|_| ErrorCode::InvalidHeaderValue)?;
+    let condition = Condition::parse(text)?;
+    Ok(condition.holds(tags.unwrap_or(&Tags::new())))
 }
 
 /// A recursive descent over the condition's text.

@@ -346,3 +346,42 @@ async fn a_find_on_the_account_pages_across_its_containers() {
     let r = s.get("/?comp=blobs&where=team", &[]).await;
     assert_eq!(code(&r).as_deref(), Some("InvalidQueryParameterValue"));
 }
+
+/// `x-ms-source-if-tags` on a copy: the source's tags must meet it (412
+/// `SourceConditionNotMet`, nothing written, when they do not); the destination's own tags are
+/// `x-ms-if-tags`'s.
+#[tokio::test]
+async fn a_copy_meets_its_source_tag_condition_or_writes_nothing() {
+    let s = Server::start().await;
+    s.create_container("box").await;
+    let headers = [
+        ("x-ms-blob-type", "BlockBlob"),
+        ("x-ms-tags", "stage=final"),
+    ];
+    assert_eq!(s.put("/box/src", &headers, "bytes").await.status(), 201);
+    let source = "http://127.0.0.1:10000/devstoreaccount1/box/src";
+    let copy = |condition: &'static str| {
+        let s = &s;
+        async move {
+            let headers = [
+                ("x-ms-copy-source", source),
+                ("x-ms-source-if-tags", condition),
+            ];
+            s.put("/box/dst", &headers, "").await
+        }
+    };
+    let r = copy("\"stage\" = 'draft'").await;
+    assert_eq!(
+        (r.status().as_u16(), code(&r).as_deref()),
+        (412, Some("SourceConditionNotMet"))
+    );
+    assert_eq!(
+        s.head("/box/dst", &[]).await.status(),
+        404,
+        "nothing written"
+    );
+    let r = copy("\"stage\" = 'draft' OR \"stage\" = 'final'").await;
+    assert_eq!(r.status(), 202);
+    let r = copy("stage").await;
+    assert_eq!(r.status(), 400, "not a condition");
+}

@@ -1,6 +1,6 @@
 //! No conditional header is dropped: every condition of the dialect that an operation does not
-//! evaluate (sequence numbers, a source lease, a source's tags; index tags where the operation
-//! takes none; a copy's source conditions without a copy, an append's elsewhere) is refused
+//! evaluate (sequence numbers, a source lease; index tags where the operation
+//! takes none; a copy's source conditions, its source's tags among them, without a copy, an append's elsewhere) is refused
 //! with 400 `UnsupportedHeader` naming it, on every operation, and nothing changes. The same
 //! request without it is served. Where `x-ms-if-tags` is taken, a false one is 412.
 
@@ -183,6 +183,7 @@ fn refused(case: &Case) -> Vec<&'static str> {
     }
     if !copies {
         out.extend(SOURCE_CONDITIONS);
+        out.push("x-ms-source-if-tags");
     }
     if !appends {
         out.extend(APPEND_CONDITIONS);

@@ -267,3 +267,143 @@ async fn instances_sweep_shared_orphans_and_nothing_live() {
     }
     assert_eq!(std::fs::read_dir(&objects).unwrap().count(), 20);
 }
+
+/// A Set Blob Tags body of `pairs`.
+fn tag_body(pairs: &[(&str, &str)]) -> String {
+    let tags: String = (pairs.iter())
+        .map(|(k, v)| format!("<Tag><Key>{k}</Key><Value>{v}</Value></Tag>"))
+        .collect();
+    format!("<?xml version=\"1.0\" encoding=\"utf-8\"?><Tags><TagSet>{tags}</TagSet></Tags>")
+}
+
+/// `x-ms-if-tags` is evaluated against the tags of the same instant as the write it guards,
+/// across two instances over Redis: eight clients take turns through a lock made of nothing
+/// but a tag condition (`"owner" = 'free'` to take it, their own name to give it back), and
+/// inside it add one to a counter with unconditional writes, which would lose updates if two
+/// ever held it at once. Meanwhile finds over blobs whose two tags change together never name
+/// a blob with tags from two different writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tag_condition_holds_at_the_instant_of_its_write_across_instances() {
+    const CLIENTS: usize = 8;
+    const TURNS: usize = 12;
+    let redis = RedisServer::start();
+    let data = tempfile::tempdir().unwrap();
+    let a = shared(data.path(), &redis.url());
+    let b = shared(data.path(), &redis.url());
+    let http = client();
+    common::create_container(&http, &a.base, "box").await;
+    let put = |base: &str, path: &str, tags: &str| {
+        let (http, url, tags) = (http.clone(), format!("{base}{path}"), tags.to_owned());
+        async move { common::send(&http, "PUT", &url, &[("x-ms-tags", &tags)], "0").await }
+    };
+    assert_eq!(put(&a.base, "/box/lock", "owner=free").await.status(), 201);
+    assert_eq!(put(&a.base, "/box/counter", "").await.status(), 201);
+    for n in 0..20 {
+        let r = put(&b.base, &format!("/box/pair{n:02}"), "a=1&b=1").await;
+        assert_eq!(r.status(), 201);
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Flips each pair's two tags together, through either instance.
+    let flipper = {
+        let (http, bases, stop) = (http.clone(), [a.base.clone(), b.base.clone()], stop.clone());
+        tokio::spawn(async move {
+            let mut flips = 0usize;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let v = (flips / 20 % 2 + 1).to_string();
+                let url = format!("{}/box/pair{:02}?comp=tags", bases[flips % 2], flips % 20);
+                let body = tag_body(&[("a", &v), ("b", &v)]);
+                let r = common::send(&http, "PUT", &url, &[], body).await;
+                assert_eq!(r.status(), 204);
+                flips += 1;
+            }
+            flips
+        })
+    };
+    let finder = {
+        let (http, base, stop) = (http.clone(), b.base.clone(), stop.clone());
+        tokio::spawn(async move {
+            let (mut finds, mut named) = (0usize, 0usize);
+            let url = format!(
+                "{base}/box?restype=container&comp=blobs&where=%22a%22%3D%271%27%20AND%20%22b%22%3E%3D%270%27"
+            );
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let xml = common::get(&http, &url).await.text().await.unwrap();
+                for blob in xml.split("<Blob>").skip(1) {
+                    assert!(
+                        blob.contains(
+                            "<Key>a</Key><Value>1</Value></Tag><Tag><Key>b</Key><Value>1</Value>"
+                        ),
+                        "a blob named with tags of two writes: {blob}"
+                    );
+                    named += 1;
+                }
+                finds += 1;
+            }
+            (finds, named)
+        })
+    };
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|i| {
+            let http = http.clone();
+            let base = [a.base.clone(), b.base.clone()][i % 2].clone();
+            tokio::spawn(async move {
+                let (lock, counter) = (
+                    format!("{base}/box/lock?comp=tags"),
+                    format!("{base}/box/counter"),
+                );
+                let me = format!("c{i}");
+                let mut refused = 0;
+                for _ in 0..TURNS {
+                    loop {
+                        let take = [("x-ms-if-tags", "\"owner\" = 'free'")];
+                        let r =
+                            common::send(&http, "PUT", &lock, &take, tag_body(&[("owner", &me)]))
+                                .await;
+                        match r.status().as_u16() {
+                            204 => break,
+                            412 => refused += 1,
+                            other => panic!("taking the lock: {other}"),
+                        }
+                        tokio::time::sleep(Duration::from_millis(3)).await;
+                    }
+                    let value: u64 = common::get(&http, &counter)
+                        .await
+                        .text()
+                        .await
+                        .unwrap()
+                        .parse()
+                        .unwrap();
+                    let r =
+                        common::send(&http, "PUT", &counter, &[], (value + 1).to_string()).await;
+                    assert_eq!(r.status(), 201);
+                    let mine = format!("\"owner\" = '{me}'");
+                    let give = [("x-ms-if-tags", mine.as_str())];
+                    let r =
+                        common::send(&http, "PUT", &lock, &give, tag_body(&[("owner", "free")]))
+                            .await;
+                    assert_eq!(r.status(), 204, "{me} gave back a lock it held");
+                }
+                refused
+            })
+        })
+        .collect();
+    let mut refused = 0;
+    for client in clients {
+        refused += client.await.unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let flips = flipper.await.unwrap();
+    let (finds, named) = finder.await.unwrap();
+    let r = common::get(&http, &format!("{}/box/counter", a.base)).await;
+    assert_eq!(
+        r.text().await.unwrap(),
+        (CLIENTS * TURNS).to_string(),
+        "no turn overlapped another"
+    );
+    assert!(refused > 0, "the lock was never contended");
+    assert!(finds > 5 && named > 0, "{finds} finds named {named} blobs");
+    eprintln!(
+        "{} turns, {refused} refused takes; {flips} tag flips, {finds} finds naming {named} blobs",
+        CLIENTS * TURNS
+    );
+}

@@ -47,6 +47,7 @@ use crate::record::Content;
 use crate::record::Copied;
 use crate::record::Record;
 use crate::store::{Key, Objects, Records, StoreError};
+use crate::tags;
 use ifmatch_azure::Account;
 use ifmatch_azure::Env;
 use ifmatch_azure::Style;
@@ -295,6 +296,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             Some(&record.validators()),
         )
         .map_err(|_| ErrorCode::SourceConditionNotMet)?;
+        if !tags::meets(headers, tags::SOURCE_IF_TAGS, Some(&record.tags))? {
+            return Err(ErrorCode::SourceConditionNotMet.into());
+        }
         Ok(record)
     }
 
