@@ -76,13 +76,9 @@ impl std::fmt::Display for DateTime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let seconds = self.ticks.div_euclid(TICKS_PER_SECOND);
         let fraction = self.ticks.rem_euclid(TICKS_PER_SECOND);
-        let (days, second) = (seconds.div_euclid(86_400), seconds.rem_euclid(86_400));
-        let (y, m, d) = ifmatch_core::date::civil_from_days(days - EPOCH_DAYS);
-        let (hour, minute, second) = (second / 3600, second / 60 % 60, second % 60);
-        write!(
-            f,
-            "{y:04}-{m:02}-{d:02}T{hour:02}:{minute:02}:{second:02}.{fraction:07}Z"
-        )
+        let unix = seconds - EPOCH_DAYS * 86_400;
+        let text = ifmatch_core::date::iso8601_ticks(unix, fraction as u32);
+        f.write_str(&text)
     }
 }
 

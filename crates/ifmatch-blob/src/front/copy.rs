@@ -95,6 +95,16 @@ pub(super) struct Requester<'a> {
     pub(super) credential: &'a Credential,
 }
 
+/// A blob's content made a second blob's own ([`Front::duplicate`]).
+pub(super) struct Duplicate {
+    /// The content, naming the new objects (and append set).
+    pub(super) content: Content,
+    /// The new objects, which nothing names until a record does.
+    pub(super) objects: Vec<String>,
+    /// The tag of its bytes (an append blob's chain value in its new set).
+    pub(super) bytes_tag: ifmatch_core::EntityTag,
+}
+
 /// A copy's source, found on this server and readable by the requester.
 struct Source {
     key: Key,
@@ -140,66 +150,30 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
 
         while attempts.another() {
             let record = self.source_record(&source, headers).await?;
-            let content = record.content.as_ref().ok_or(ErrorCode::BlobNotFound)?;
-            let content = &match self.with_blocks(&source.key, content).await {
-                Ok(content) => content,
-                // Replaced or deleted since its record was read: read what it is now.
-                Err(StoreError::NotFound { .. }) => continue,
-                Err(e) => return Err(e.into()),
-            };
-            let Some(objects) = self.share_source(&source.key, &record, content).await? else {
+            let Some(duplicate) =
+                (self.duplicate(&source.key, &record, destination, put_from_url)).await?
+            else {
                 // Changed while it was read: read what it is now.
                 continue;
             };
+            let Duplicate {
+                content: mut copied,
+                objects,
+                bytes_tag,
+            } = duplicate;
             let (content_type, properties) = match headers.get(SOURCE_PROPERTIES) {
                 Some(v) if put_from_url && v.as_bytes().eq_ignore_ascii_case(b"false") => {
                     metadata::upload_properties(headers, true)
                 }
-                _ => (content.content_type.clone(), content.properties.clone()),
+                _ => (copied.content_type.clone(), copied.properties.clone()),
             };
             let metadata = if put_from_url || !user_metadata.is_empty() {
                 user_metadata.clone()
             } else {
                 record.metadata.clone()
             };
-            let bytes_tag = record.bytes_tag().clone();
-            // The source's content under the new names: its blocks (and their ids), its length,
-            // its inline bytes; Put Blob From URL always makes a block blob.
-            let mut copied = Content::clone(content);
             copied.content_type = content_type;
-            if copied.blocks.is_empty() {
-                if let Some(object) = objects.first() {
-                    copied.object = object.clone();
-                }
-            } else {
-                for (block, object) in copied.blocks.iter_mut().zip(&objects) {
-                    block.object = object.clone();
-                }
-            }
-            let bytes_tag = match copied.append.filter(|_| !put_from_url) {
-                // An append blob's blocks go to an append set of its own, chained anew.
-                Some(appended) => {
-                    let epoch = self.fresh_generation();
-                    let restaged = self.restage(destination, epoch, &copied.blocks).await;
-                    let chained = match restaged {
-                        Ok(chained) => chained,
-                        Err(failure) => {
-                            for object in objects {
-                                self.discard(Some(object)).await;
-                            }
-                            let _ = self.records.drop_staged(destination, epoch).await;
-                            return Err(failure);
-                        }
-                    };
-                    copied.blocks = Vec::new();
-                    copied.append = Some(crate::record::Appended { epoch, ..appended });
-                    chained
-                }
-                None => {
-                    copied.append = None;
-                    bytes_tag
-                }
-            };
+            let len = copied.len;
             let etag = metadata::blob_tag(
                 &bytes_tag,
                 copied.content_type.as_deref(),
@@ -207,7 +181,6 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 &properties,
                 None,
             );
-            copied.md5 = content.md5.clone();
             copied.properties = properties;
             // An append blob's chain value is kept whatever its tag: its set is read by it.
             copied.sha256 = (etag != bytes_tag || copied.append.is_some()).then_some(bytes_tag);
@@ -219,19 +192,14 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 fresh.copy = Some(Copied {
                     id: id.clone(),
                     source: source.url.clone(),
-                    len: content.len,
+                    len,
                     completed: crate::record::unix_seconds(now),
                 });
             }
             let append_set = fresh.content.as_ref().and_then(|c| c.append);
             let committed = self.commit_put(destination, ask, fresh).await;
             if committed.as_ref().is_err_and(|f| !f.may_have_landed) {
-                for object in objects {
-                    self.discard(Some(object)).await;
-                }
-                if let Some(appended) = append_set {
-                    let _ = self.records.drop_staged(destination, appended.epoch).await;
-                }
+                self.forget(destination, objects, append_set).await;
             }
             let mut answered = committed?;
             if !put_from_url {
@@ -383,6 +351,83 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             url.path()
         );
         Ok(Source { key, url: plain })
+    }
+
+    /// The blob `source` (its record as read) as `destination`'s own content: its objects
+    /// shared under new names, an append blob's blocks in a set of the destination's (or, for
+    /// a `block_blob`, as a block blob's blocks), its length and checksums. `None` when the
+    /// source changed while it was read.
+    pub(super) async fn duplicate(
+        &self,
+        source: &Key,
+        record: &Record,
+        destination: &Key,
+        block_blob: bool,
+    ) -> Result<Option<Duplicate>> {
+        let content = record.content.as_ref().ok_or(ErrorCode::BlobNotFound)?;
+        let content = &match self.with_blocks(source, content).await {
+            Ok(content) => content,
+            // Replaced or deleted since its record was read.
+            Err(StoreError::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let Some(objects) = self.share_source(source, record, content).await? else {
+            return Ok(None);
+        };
+        // The source's content under the new names: its blocks (and their ids), its length,
+        // its inline bytes.
+        let mut copied = Content::clone(content);
+        if copied.blocks.is_empty() {
+            if let Some(object) = objects.first() {
+                copied.object = object.clone();
+            }
+        } else {
+            for (block, object) in copied.blocks.iter_mut().zip(&objects) {
+                block.object = object.clone();
+            }
+        }
+        let bytes_tag = match copied.append.filter(|_| !block_blob) {
+            // An append blob's blocks go to an append set of its own, chained anew.
+            Some(appended) => {
+                let epoch = self.fresh_generation();
+                let chained = match self.restage(destination, epoch, &copied.blocks).await {
+                    Ok(chained) => chained,
+                    Err(failure) => {
+                        let set = Some(crate::record::Appended { epoch, ..appended });
+                        self.forget(destination, objects, set).await;
+                        return Err(failure);
+                    }
+                };
+                copied.blocks = Vec::new();
+                copied.append = Some(crate::record::Appended { epoch, ..appended });
+                chained
+            }
+            None => {
+                copied.append = None;
+                record.bytes_tag().clone()
+            }
+        };
+        Ok(Some(Duplicate {
+            content: copied,
+            objects,
+            bytes_tag,
+        }))
+    }
+
+    /// Discards what [`Front::duplicate`] made for `destination` and no record names: its
+    /// objects and its append set.
+    pub(super) async fn forget(
+        &self,
+        destination: &Key,
+        objects: Vec<String>,
+        append: Option<crate::record::Appended>,
+    ) {
+        for object in objects {
+            self.discard(Some(object)).await;
+        }
+        if let Some(appended) = append {
+            let _ = self.records.drop_staged(destination, appended.epoch).await;
+        }
     }
 
     /// The source's objects under new names for the destination to own (see
