@@ -140,6 +140,8 @@ error_codes! {
     InvalidTag = BAD_REQUEST, "The tags specified are invalid: a key or value has characters or a length not permitted.";
     /// More than 10 blob index tags.
     TagsTooLarge = BAD_REQUEST, "The tags specified exceed the maximum of 10 a blob may have.";
+    /// Delete Blob of a blob that has snapshots, without `x-ms-delete-snapshots`.
+    SnapshotsPresent = CONFLICT, "This operation is not permitted because the blob has snapshots.";
     /// A request body is not the XML document the operation takes.
     InvalidXmlDocument = BAD_REQUEST, "The XML specified is not syntactically valid.";
     /// The `Content-MD5` sent with an upload is not the MD5 of its bytes.

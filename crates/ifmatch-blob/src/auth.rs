@@ -135,6 +135,7 @@ fn needed(operation: &Operation) -> (&'static str, Kind) {
         Operation::PutBlock(_) | Operation::PutBlockList => ("cw", Kind::Object),
         Operation::GetBlockList(_) => ("r", Kind::Object),
         Operation::AbortCopyBlob(_) | Operation::SealBlob => ("w", Kind::Object),
+        Operation::SnapshotBlob => ("cw", Kind::Object),
         Operation::AppendBlock => ("aw", Kind::Object),
     }
 }

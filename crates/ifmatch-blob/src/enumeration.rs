@@ -11,6 +11,7 @@ use ifmatch_azure::xml_escape;
 
 use crate::operation::ListOptions;
 use crate::record::Record;
+use crate::snapshot;
 use crate::store::Records;
 use crate::store::Scan;
 use crate::store::StoreError;
@@ -73,6 +74,10 @@ impl<'o> Pager<'o> {
             {
                 continue;
             }
+            // A snapshot, only when asked for.
+            if !options.snapshots && snapshot::split(&name).1.is_some() {
+                continue;
+            }
             // Blobs with staged blocks and no content yet, only when asked for.
             if record.content.is_none() && !options.uncommitted {
                 continue;
@@ -97,7 +102,12 @@ impl<'o> Pager<'o> {
             (false, Some(last)) => match self.entries.last() {
                 // Past every name under the prefix just rolled up.
                 Some(Entry::Prefix(prefix)) if last.starts_with(prefix.as_str()) => past(prefix),
-                _ => Some(format!("{last}\0")),
+                // Past the other snapshots of the blob whose snapshots it skips: a scan
+                // never reads more than one page of snapshots not listed.
+                _ => match snapshot::split(&last) {
+                    (blob, Some(_)) if !options.snapshots => past(&snapshot::prefix(blob)),
+                    _ => Some(format!("{last}\0")),
+                },
             },
         };
     }
@@ -270,12 +280,16 @@ pub(crate) fn enumeration_results(
         } else {
             "BlockBlob"
         };
+        let (name, snapshot) = snapshot::split(name);
+        let _ = write!(xml, "<Blob><Name>{}</Name>", xml_escape(name));
+        if let Some(id) = snapshot {
+            let _ = write!(xml, "<Snapshot>{id}</Snapshot>");
+        }
         let _ = write!(
             xml,
-            "<Blob><Name>{}</Name><Properties><Last-Modified>{}</Last-Modified><Etag>{}</Etag>\
+            "<Properties><Last-Modified>{}</Last-Modified><Etag>{}</Etag>\
              <Content-Length>{}</Content-Length><Content-Type>{}</Content-Type>\
              <BlobType>{}</BlobType><LeaseStatus>{}</LeaseStatus><LeaseState>{}</LeaseState>",
-            xml_escape(name),
             record.last_modified_date(),
             xml_escape(&record.etag.to_string()),
             record.len(),

@@ -55,6 +55,7 @@ mod metadata;
 mod operation;
 pub mod precondition;
 mod record;
+pub mod snapshot;
 mod store;
 mod store_error;
 pub mod tags;

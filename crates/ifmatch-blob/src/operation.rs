@@ -64,12 +64,26 @@ pub enum Operation {
     AppendBlock,
     /// `PUT /{container}/{blob}?comp=seal`: Append Blob Seal.
     SealBlob,
+    /// `PUT /{container}/{blob}?comp=snapshot`
+    SnapshotBlob,
     /// `PUT /{container}/{blob}?comp=copy&copyid=...` with `x-ms-copy-action: abort`: Abort
     /// Copy Blob, of the copy with this id.
     AbortCopyBlob(String),
 }
 
 impl Operation {
+    /// Whether the operation takes `snapshot=`: it reads a snapshot, or deletes one.
+    pub fn reads_snapshots(&self) -> bool {
+        matches!(
+            self,
+            Self::GetBlob
+                | Self::GetBlobMetadata
+                | Self::GetBlobTags
+                | Self::GetBlockList(_)
+                | Self::DeleteBlob
+        )
+    }
+
     /// Azure's name of the operation, as in its REST reference (for metrics and logs).
     pub fn name(&self) -> &'static str {
         match self {
@@ -100,6 +114,7 @@ impl Operation {
             Self::AbortCopyBlob(_) => "AbortCopyBlob",
             Self::AppendBlock => "AppendBlock",
             Self::SealBlob => "SealBlob",
+            Self::SnapshotBlob => "SnapshotBlob",
         }
     }
 
@@ -151,6 +166,8 @@ pub struct ListOptions {
     /// `include=uncommittedblobs`: blobs that have staged blocks and no content yet are listed
     /// too.
     pub uncommitted: bool,
+    /// `include=snapshots`: each blob's snapshots are listed after it, oldest first.
+    pub snapshots: bool,
 }
 
 /// The largest page of List Blobs.
@@ -165,6 +182,8 @@ pub struct Target {
     pub container: String,
     /// The blob name, validated; empty for container operations.
     pub blob: String,
+    /// The snapshot of the blob the operation reads or deletes (`snapshot=`), validated.
+    pub snapshot: Option<String>,
 }
 
 impl Target {
@@ -186,11 +205,13 @@ impl Target {
                     operation: Operation::ListContainers(query.list_options()?),
                     container: String::new(),
                     blob: String::new(),
+                    snapshot: None,
                 }),
                 (&Method::GET, Some("blobs")) => Ok(Self {
                     operation: Operation::FindBlobsInAccount(query.find_options()?),
                     container: String::new(),
                     blob: String::new(),
+                    snapshot: None,
                 }),
                 _ => Err(ErrorCode::InvalidQueryParameterValue),
             };
@@ -247,6 +268,7 @@ impl Target {
                 }
                 (&Method::PUT, Some("appendblock")) => Operation::AppendBlock,
                 (&Method::PUT, Some("seal")) => Operation::SealBlob,
+                (&Method::PUT, Some("snapshot")) => Operation::SnapshotBlob,
                 (&Method::PUT, Some("copy")) => Operation::AbortCopyBlob(
                     (query.copy_id.clone()).ok_or(ErrorCode::InvalidQueryParameterValue)?,
                 ),
@@ -255,7 +277,7 @@ impl Target {
                     None
                     | Some(
                         "lease" | "metadata" | "properties" | "block" | "blocklist" | "copy"
-                        | "appendblock" | "seal" | "tags",
+                        | "appendblock" | "seal" | "tags" | "snapshot",
                     ),
                 ) => {
                     return Err(ErrorCode::UnsupportedHttpVerb);
@@ -271,11 +293,26 @@ impl Target {
             }
             _ => String::new(),
         };
+        // A snapshot is read, listed and deleted, never written (400 on any other operation).
+        let snapshot = match query.snapshot.as_deref() {
+            None => None,
+            Some(id) if operation.reads_snapshots() => Some(crate::snapshot::parse(id)?),
+            Some(_) => return Err(ErrorCode::InvalidQueryParameterValue),
+        };
         Ok(Self {
             operation,
             container,
             blob,
+            snapshot,
         })
+    }
+
+    /// The name of the record the operation addresses: the blob's, or its snapshot's.
+    pub fn record_name(&self) -> String {
+        match &self.snapshot {
+            Some(id) => crate::snapshot::name(&self.blob, id),
+            None => self.blob.clone(),
+        }
     }
 }
 
@@ -293,6 +330,7 @@ struct Query {
     copy_id: Option<String>,
     start_from: Option<String>,
     expression: Option<String>,
+    snapshot: Option<String>,
 }
 
 impl Query {
@@ -312,6 +350,7 @@ impl Query {
                 "copyid" => &mut out.copy_id,
                 "startFrom" => &mut out.start_from,
                 "where" => &mut out.expression,
+                "snapshot" => &mut out.snapshot,
                 _ => continue,
             };
             if slot.replace(value.into_owned()).is_some() {
@@ -359,6 +398,7 @@ impl Query {
             delimiter: self.delimiter.clone().filter(|d| !d.is_empty()),
             metadata: include.split(',').any(|i| i.trim() == "metadata"),
             uncommitted: include.split(',').any(|i| i.trim() == "uncommittedblobs"),
+            snapshots: include.split(',').any(|i| i.trim() == "snapshots"),
         })
     }
 
@@ -532,6 +572,7 @@ mod tests {
             delimiter: None,
             metadata: false,
             uncommitted: false,
+            snapshots: false,
         };
         assert_eq!(t.operation, Operation::ListBlobs(want));
         for bad in ["0", "x", "-1", "99999999999"] {

@@ -209,6 +209,7 @@ pub fn unserved(
             | Op::PutBlockList
             | Op::AppendBlock
             | Op::SealBlob
+            | Op::SnapshotBlob
             | Op::GetBlobTags
             | Op::SetBlobTags
     );

@@ -91,7 +91,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let credential = auth::authenticate(account, signed, now)?;
         let stored = self.accounts.stored(account, &target.container);
         let container = Key::Container(stored.clone());
-        let blob = Key::Blob(stored.clone(), target.blob.clone());
+        let blob = Key::Blob(stored.clone(), target.record_name());
         if let Err(denied) = auth::authorize(
             &credential,
             &target.operation,

@@ -307,7 +307,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             return Err(cannot("The copy source does not name a blob."));
         }
         let stored = self.accounts.stored(account, &target.container);
-        let key = Key::Blob(stored.clone(), target.blob.clone());
+        let key = Key::Blob(stored.clone(), target.record_name());
         let signed = url.query().is_some_and(|query| {
             form_urlencoded::parse(query.as_bytes()).any(|(name, _)| name == "sig")
         });
@@ -345,8 +345,11 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                  account's key: give the source URL a shared access signature that may read it.",
             ));
         }
+        // A snapshot's id stays: it names what was copied, and is no secret.
+        let snapshot =
+            (target.snapshot.as_ref()).map_or(String::new(), |id| format!("?snapshot={id}"));
         let plain = format!(
-            "{}://{authority}{}",
+            "{}://{authority}{}{snapshot}",
             url.scheme_str().unwrap_or("http"),
             url.path()
         );

@@ -15,7 +15,7 @@ use http_body::Body;
 use ifmatch_azure::{ErrorCode, OperationName, REQUEST_ID};
 
 use self::admission::endpoint;
-use self::failure::{Result, error_answer};
+use self::failure::{Failure, Result, error_answer};
 use crate::body::Incoming;
 use crate::body::ResponseBody;
 use crate::operation::Operation;
@@ -34,6 +34,7 @@ mod failure;
 mod gate;
 mod leases;
 mod listing;
+mod snapshots;
 mod swap;
 mod sweep;
 mod tags;
@@ -240,7 +241,17 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             }
             Operation::PutBlob => self.put_blob(blob, body).await,
             Operation::GetBlob => self.get_blob(blob, method == Method::HEAD).await,
-            Operation::DeleteBlob => self.delete_blob(blob).await,
+            Operation::DeleteBlob if admitted.target.snapshot.is_some() => {
+                if headers.contains_key(crate::snapshot::DELETE_SNAPSHOTS) {
+                    return Err(Failure::with_detail(
+                        ErrorCode::InvalidHeaderValue,
+                        "x-ms-delete-snapshots is for a blob, not a snapshot.",
+                    ));
+                }
+                self.delete_blob(blob).await
+            }
+            Operation::DeleteBlob => self.delete_with_snapshots(blob).await,
+            Operation::SnapshotBlob => self.snapshot_blob(blob).await,
             Operation::LeaseBlob => self.lease(blob).await,
             Operation::ListContainers(options) => {
                 let endpoint = endpoint(parts, account, admitted.style);

@@ -136,7 +136,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     from = format!("{blob}\0");
                     let mut seen = record.tags.clone();
                     seen.insert(tags::CONTAINER.to_owned(), name.clone());
-                    if record.content.is_some() && condition.holds(&seen) {
+                    let snapshot = crate::snapshot::split(&blob).1.is_some();
+                    if record.content.is_some() && !snapshot && condition.holds(&seen) {
                         found.push((name.clone(), blob, record.tags));
                         if found.len() == options.max_results {
                             break;

@@ -1,0 +1,185 @@
+//! Snapshot Blob, and Delete Blob where snapshots are concerned: a blob is deleted only with
+//! its snapshots or after them, and a snapshot alone by its id ([`crate::snapshot`]).
+//!
+//! A snapshot is made and a blob deleted so that no snapshot outlives its blob, on every
+//! backend, without a transaction across records: Snapshot Blob writes the snapshot's record,
+//! then bumps the blob's generation with a compare-and-swap against the generation it copied
+//! (and removes the snapshot if that fails); Delete Blob reads the blob, then looks for
+//! snapshots, then deletes it only if its generation is still the one it read. Whichever of
+//! the two lands second sees the other: a delete that looked before the snapshot was written
+//! fails its swap on the bump (and looks again), or comes first and fails the bump.
+
+use http::StatusCode;
+use http::header::{HeaderMap, HeaderValue};
+use ifmatch_azure::swap::Attempts;
+use ifmatch_azure::{Env, ErrorCode};
+
+use super::answers::{answer, validator_headers};
+use super::failure::{Failure, Result};
+use super::gate::Asking;
+use super::{Answered, Call, Front};
+use crate::lease::Access;
+use crate::metadata;
+use crate::precondition;
+use crate::record::Record;
+use crate::snapshot::{self, Deleting};
+use crate::store::{Key, Objects, PutMode, Records, Scan};
+
+/// How many snapshot records one scan of a blob's snapshots reads when they are deleted.
+const SNAPSHOT_SCAN: usize = 256;
+
+impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
+    /// Snapshot Blob: the blob as it is now, kept under a new snapshot id (`x-ms-snapshot`),
+    /// with the request's metadata if it gives any (else the blob's); 201.
+    pub(super) async fn snapshot_blob(&self, call: Call<'_>) -> Answered<O> {
+        let Call { key, headers, now } = call;
+        let Key::Blob(container, blob) = key else {
+            unreachable!("a snapshot is of a blob")
+        };
+        let ask = Asking::of(headers, now)?;
+        let new_metadata = metadata::metadata(headers)?;
+        let mut at = now;
+        let mut attempts = Attempts::default();
+        while attempts.another() {
+            let current =
+                (self.existing_blob(key, precondition::Operation::Write, headers)).await?;
+            ask.gate(precondition::Operation::Write, Access::Read, Some(&current))?;
+            let id = snapshot::id(at);
+            let snapshot_key = Key::Blob(container.clone(), snapshot::name(blob, &id));
+            let Some(duplicate) = self.duplicate(key, &current, &snapshot_key, false).await? else {
+                continue;
+            };
+            let mut record = Record::blob(current.etag.clone(), now, duplicate.content);
+            record.last_modified = current.last_modified;
+            record.metadata = current.metadata.clone();
+            record.tags = current.tags.clone();
+            record.copy = current.copy.clone();
+            record.generation = self.fresh_generation();
+            let bytes_tag = duplicate.bytes_tag;
+            let content = record.content.as_mut().expect("a blob's");
+            if !new_metadata.is_empty() {
+                record.metadata = new_metadata.clone();
+                record.etag = metadata::blob_tag(
+                    &bytes_tag,
+                    content.content_type.as_deref(),
+                    &record.metadata,
+                    &content.properties,
+                    None,
+                );
+            }
+            // An append blob's chain value is kept whatever its tag: its set is read by it.
+            content.sha256 =
+                (record.etag != bytes_tag || content.append.is_some()).then_some(bytes_tag);
+            let append = content.append;
+            let written = self
+                .records
+                .put(&snapshot_key, &record, PutMode::Create)
+                .await;
+            if let Err(e) = written {
+                self.forget(&snapshot_key, duplicate.objects, append).await;
+                match self.lost_race(&e) {
+                    // Another snapshot of this tick: the next one.
+                    true => at += std::time::Duration::from_nanos(100),
+                    false => return Err(e.into()),
+                }
+                continue;
+            }
+            // The blob as it was copied, still there: its generation bumped so that a delete
+            // which read it before sees the snapshot (see the module's note).
+            let mut bumped = Record::clone(&current);
+            bumped.generation = current.generation + 1;
+            let bump = PutMode::Update(current.generation);
+            match self.records.put(key, &bumped, bump).await {
+                Ok(()) => {
+                    let mut out = validator_headers(&record);
+                    let id = HeaderValue::try_from(id).expect("an id is ASCII");
+                    out.insert(snapshot::SNAPSHOT, id);
+                    return Ok(answer(StatusCode::CREATED, out));
+                }
+                Err(e) => {
+                    if let Err(failure) = self.remove_snapshot(&snapshot_key, &record).await {
+                        // Left for its blob's delete (`include`) or its own to remove.
+                        tracing::warn!(key = %snapshot_key, ?failure, "a snapshot left behind");
+                    }
+                    if !self.lost_race(&e) {
+                        return Err(e.into());
+                    }
+                }
+            }
+        }
+        Err(ErrorCode::ServerBusy.into())
+    }
+
+    /// Delete Blob of a blob (not of a snapshot): the blob, its snapshots or both, as
+    /// `x-ms-delete-snapshots` asks; 409 `SnapshotsPresent` for the blob alone while it has
+    /// some.
+    pub(super) async fn delete_with_snapshots(&self, call: Call<'_>) -> Answered<O> {
+        let Call { key, headers, now } = call;
+        let Key::Blob(container, blob) = key else {
+            unreachable!("snapshots are a blob's")
+        };
+        let deleting = Deleting::from_headers(headers)?;
+        let ask = Asking::of(headers, now)?;
+        let conditions = precondition::Operation::Write;
+        let mut attempts = Attempts::default();
+        while attempts.another() {
+            let current = (self.existing_blob(key, conditions, headers)).await?;
+            ask.gate(conditions, Access::Write, Some(&current))?;
+            let scan = Scan {
+                container,
+                prefix: &snapshot::prefix(blob),
+                from: "",
+                limit: SNAPSHOT_SCAN,
+            };
+            let snapshots = self.records.list(scan).await?;
+            match deleting {
+                Deleting::Blob if !snapshots.is_empty() => {
+                    return Err(Failure::with_detail(
+                        ErrorCode::SnapshotsPresent,
+                        "This operation is not permitted because the blob has snapshots: \
+                         x-ms-delete-snapshots: include deletes them with it.",
+                    ));
+                }
+                Deleting::Blob => {}
+                Deleting::Include | Deleting::Only => {
+                    let more = snapshots.len() == SNAPSHOT_SCAN;
+                    for (name, record) in snapshots {
+                        let key = Key::Blob(container.clone(), name);
+                        self.remove_snapshot(&key, &record).await?;
+                    }
+                    if more {
+                        // The rest in the next round: each removes some, so none is a race.
+                        attempts = Attempts::default();
+                        continue;
+                    }
+                    if deleting == Deleting::Only {
+                        return Ok(answer(StatusCode::ACCEPTED, HeaderMap::new()));
+                    }
+                }
+            }
+            match self.records.delete(key, current.generation).await {
+                Ok(_) => {
+                    self.discard_replaced(key, Some(&current), None).await;
+                    return Ok(answer(StatusCode::ACCEPTED, HeaderMap::new()));
+                }
+                // Changed, or snapshotted, since it was read: look again.
+                Err(e) if self.lost_race(&e) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(ErrorCode::ServerBusy.into())
+    }
+
+    /// Removes the snapshot record under `key` (as read: `record`) and what it names. One
+    /// removed meanwhile by another delete is not an error.
+    async fn remove_snapshot(&self, key: &Key, record: &Record) -> Result<()> {
+        match self.records.delete(key, record.generation).await {
+            Ok(_) => {
+                self.discard_replaced(key, Some(record), None).await;
+                Ok(())
+            }
+            Err(e) if self.lost_race(&e) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
