@@ -634,6 +634,32 @@ def _():
     assert [b.name for b in second.find_blobs_by_tags(only)] == ["b", "c"]
 
 
+@check("snapshots: create_snapshot, a snapshot read and copied, list_blobs(include=['snapshots']), delete_blob(delete_snapshots=...)")
+def _():
+    container = fresh_container()
+    blob = container.get_blob_client("doc.txt")
+    blob.upload_blob(b"v1", metadata={"v": "1"})
+    first = blob.create_snapshot()["snapshot"]
+    second = blob.create_snapshot(metadata={"v": "2"})["snapshot"]
+    blob.upload_blob(b"v2", overwrite=True)
+    old = container.get_blob_client("doc.txt", snapshot=first)
+    assert old.download_blob().readall() == b"v1"
+    assert old.get_blob_properties().metadata == {"v": "1"}
+    assert container.get_blob_client("doc.txt", snapshot=second).get_blob_properties().metadata == {"v": "2"}
+    assert blob.download_blob().readall() == b"v2"
+    listed = [(b.name, b.snapshot) for b in container.list_blobs(include=["snapshots"])]
+    assert listed == [("doc.txt", None), ("doc.txt", first), ("doc.txt", second)], listed
+    assert [b.name for b in container.list_blobs()] == ["doc.txt"]
+    expect(HttpResponseError, blob.delete_blob, "SnapshotsPresent")
+    copy = container.get_blob_client("copy.txt")
+    copy.start_copy_from_url(old.url)
+    assert copy.download_blob().readall() == b"v1"
+    old.delete_blob()
+    expect(HttpResponseError, old.get_blob_properties, "BlobNotFound")
+    blob.delete_blob(delete_snapshots="include")
+    assert [(b.name, b.snapshot) for b in container.list_blobs(include=["snapshots"])] == [("copy.txt", None)]
+
+
 @check("adlfs (fsspec): cp_file and mv copy blobs, open(path, 'ab') appends, as pandas' to_csv(mode='a') does")
 def _():
     import adlfs  # noqa: PLC0415 - only this check needs it

@@ -320,6 +320,26 @@ export function jsPatterns(connection) {
     assert.deepEqual(across, [container, other].map((c) => `${c.containerName}/marked.txt`).sort());
   });
 
+  test("JS SDK: snapshots: createSnapshot, withSnapshot reads and copies, listBlobsFlat({ includeSnapshots }), delete({ deleteSnapshots })", async () => {
+    const container = await freshContainer();
+    const blob = container.getBlobClient("doc.txt");
+    await upload(blob, "v1");
+    const { snapshot } = await blob.createSnapshot();
+    await upload(blob, "v2");
+    const old = blob.withSnapshot(snapshot);
+    assert.equal(await text(old), "v1");
+    assert.equal(await text(blob), "v2");
+    const listed = [];
+    for await (const item of container.listBlobsFlat({ includeSnapshots: true })) listed.push(`${item.name}@${item.snapshot ?? ""}`);
+    assert.deepEqual(listed, ["doc.txt@", `doc.txt@${snapshot}`]);
+    await refused(() => blob.delete(), 409, "SnapshotsPresent");
+    const copy = container.getBlobClient("copy.txt");
+    await (await copy.beginCopyFromURL(old.url)).pollUntilDone();
+    assert.equal(await text(copy), "v1");
+    await blob.delete({ deleteSnapshots: "include" });
+    await refused(() => old.getProperties(), 404);
+  });
+
   test("JS SDK: metadata and properties, listing by hierarchy, list containers by page", async () => {
     const container = await freshContainer();
     for (const name of ["a.txt", "dir1/b.txt", "dir1/sub/c.txt", "dir2/d.txt"]) {
