@@ -119,6 +119,8 @@ fn needed(operation: &Operation) -> (&'static str, Kind) {
         Operation::ListBlobs(_) => ("l", Kind::Container),
         Operation::FindBlobsByTags(_) => ("f", Kind::Container),
         Operation::FindBlobsInAccount(_) => ("f", Kind::Service),
+        Operation::GetBlobServiceProperties => ("r", Kind::Service),
+        Operation::SetBlobServiceProperties => ("w", Kind::Service),
         Operation::LeaseContainer => ("wd", Kind::Container),
         // Each subrequest is checked with its own credentials; the envelope needs one that
         // may delete.

@@ -11,7 +11,7 @@ use ifmatch_azure::xml_escape;
 
 use crate::operation::ListOptions;
 use crate::record::Record;
-use crate::snapshot;
+use crate::record_name::{self, Qualifier};
 use crate::store::Records;
 use crate::store::Scan;
 use crate::store::StoreError;
@@ -75,7 +75,7 @@ impl<'o> Pager<'o> {
                 continue;
             }
             // A snapshot, only when asked for.
-            if !options.snapshots && snapshot::split(&name).1.is_some() {
+            if !options.lists(record_name::split(&name).1) {
                 continue;
             }
             // Blobs with staged blocks and no content yet, only when asked for.
@@ -104,8 +104,13 @@ impl<'o> Pager<'o> {
                 Some(Entry::Prefix(prefix)) if last.starts_with(prefix.as_str()) => past(prefix),
                 // Past the other snapshots of the blob whose snapshots it skips: a scan
                 // never reads more than one page of snapshots not listed.
-                _ => match snapshot::split(&last) {
-                    (blob, Some(_)) if !options.snapshots => past(&snapshot::prefix(blob)),
+                _ => match record_name::split(&last) {
+                    (blob, Some(Qualifier::Snapshot(_))) if !options.snapshots => {
+                        past(&record_name::snapshots_of(blob))
+                    }
+                    (blob, Some(Qualifier::Version(_))) if !options.versions => {
+                        past(&record_name::versions_of(blob))
+                    }
                     _ => Some(format!("{last}\0")),
                 },
             },
@@ -280,10 +285,22 @@ pub(crate) fn enumeration_results(
         } else {
             "BlockBlob"
         };
-        let (name, snapshot) = snapshot::split(name);
+        let (name, qualifier) = record_name::split(name);
         let _ = write!(xml, "<Blob><Name>{}</Name>", xml_escape(name));
-        if let Some(id) = snapshot {
-            let _ = write!(xml, "<Snapshot>{id}</Snapshot>");
+        match (qualifier, &record.version) {
+            (Some(Qualifier::Snapshot(id)), _) => {
+                let _ = write!(xml, "<Snapshot>{id}</Snapshot>");
+            }
+            (Some(Qualifier::Version(id)), _) => {
+                let _ = write!(xml, "<VersionId>{id}</VersionId>");
+            }
+            (None, Some(id)) if options.versions => {
+                let _ = write!(
+                    xml,
+                    "<VersionId>{id}</VersionId><IsCurrentVersion>true</IsCurrentVersion>"
+                );
+            }
+            (None, _) => {}
         }
         let _ = write!(
             xml,

@@ -55,10 +55,12 @@ mod metadata;
 mod operation;
 pub mod precondition;
 mod record;
+pub mod record_name;
 pub mod snapshot;
 mod store;
 mod store_error;
 pub mod tags;
+pub mod version;
 
 pub use body::{Incoming, ResponseBody};
 pub use front::{DEFAULT_MAX_BODY, Front};

@@ -22,6 +22,10 @@ pub enum Operation {
     FindBlobsByTags(FindOptions),
     /// `GET /?comp=blobs&where=...`: Find Blobs by Tags across the account's containers.
     FindBlobsInAccount(FindOptions),
+    /// `GET /?restype=service&comp=properties`
+    GetBlobServiceProperties,
+    /// `PUT /?restype=service&comp=properties`
+    SetBlobServiceProperties,
     /// `PUT /{container}?restype=container&comp=lease`
     LeaseContainer,
     /// `GET` or `HEAD /{container}?restype=container&comp=acl`
@@ -84,6 +88,12 @@ impl Operation {
         )
     }
 
+    /// Whether the operation takes `versionid=`: it reads a version, sets its tags, or
+    /// deletes it.
+    pub fn reads_versions(&self) -> bool {
+        self.reads_snapshots() || matches!(self, Self::SetBlobTags)
+    }
+
     /// Azure's name of the operation, as in its REST reference (for metrics and logs).
     pub fn name(&self) -> &'static str {
         match self {
@@ -93,6 +103,8 @@ impl Operation {
             Self::GetContainerProperties => "GetContainerProperties",
             Self::ListBlobs(_) => "ListBlobs",
             Self::FindBlobsByTags(_) | Self::FindBlobsInAccount(_) => "FindBlobsByTags",
+            Self::GetBlobServiceProperties => "GetBlobServiceProperties",
+            Self::SetBlobServiceProperties => "SetBlobServiceProperties",
             Self::LeaseContainer => "LeaseContainer",
             Self::GetContainerAcl => "GetContainerACL",
             Self::SetContainerAcl => "SetContainerACL",
@@ -168,6 +180,22 @@ pub struct ListOptions {
     pub uncommitted: bool,
     /// `include=snapshots`: each blob's snapshots are listed after it, oldest first.
     pub snapshots: bool,
+    /// `include=versions`: each blob's earlier versions are listed after it (and its
+    /// snapshots), oldest first, and its current one says so.
+    pub versions: bool,
+}
+
+impl ListOptions {
+    /// Whether a listing lists a record of a blob that is `qualified` so (a snapshot, a
+    /// version; `None`: the blob's own).
+    pub fn lists(&self, qualified: Option<crate::record_name::Qualifier<'_>>) -> bool {
+        use crate::record_name::Qualifier;
+        match qualified {
+            None => true,
+            Some(Qualifier::Snapshot(_)) => self.snapshots,
+            Some(Qualifier::Version(_)) => self.versions,
+        }
+    }
 }
 
 /// The largest page of List Blobs.
@@ -184,6 +212,8 @@ pub struct Target {
     pub blob: String,
     /// The snapshot of the blob the operation reads or deletes (`snapshot=`), validated.
     pub snapshot: Option<String>,
+    /// The version of the blob the operation reads, tags or deletes (`versionid=`), validated.
+    pub version: Option<String>,
 }
 
 impl Target {
@@ -200,18 +230,40 @@ impl Target {
         };
         let query = Query::parse(query.unwrap_or(""))?;
         if container.is_empty() && blob.is_none() {
+            let service = |operation| {
+                Ok(Self {
+                    operation,
+                    container: String::new(),
+                    blob: String::new(),
+                    snapshot: None,
+                    version: None,
+                })
+            };
+            if query.restype.as_deref() == Some("service") {
+                return match (method, query.comp.as_deref()) {
+                    (&Method::GET, Some("properties")) => {
+                        service(Operation::GetBlobServiceProperties)
+                    }
+                    (&Method::PUT, Some("properties")) => {
+                        service(Operation::SetBlobServiceProperties)
+                    }
+                    _ => Err(ErrorCode::InvalidQueryParameterValue),
+                };
+            }
             return match (method, query.comp.as_deref()) {
                 (&Method::GET, Some("list")) => Ok(Self {
                     operation: Operation::ListContainers(query.list_options()?),
                     container: String::new(),
                     blob: String::new(),
                     snapshot: None,
+                    version: None,
                 }),
                 (&Method::GET, Some("blobs")) => Ok(Self {
                     operation: Operation::FindBlobsInAccount(query.find_options()?),
                     container: String::new(),
                     blob: String::new(),
                     snapshot: None,
+                    version: None,
                 }),
                 _ => Err(ErrorCode::InvalidQueryParameterValue),
             };
@@ -296,7 +348,14 @@ impl Target {
         // A snapshot is read, listed and deleted, never written (400 on any other operation).
         let snapshot = match query.snapshot.as_deref() {
             None => None,
-            Some(id) if operation.reads_snapshots() => Some(crate::snapshot::parse(id)?),
+            Some(id) if operation.reads_snapshots() => Some(crate::record_name::parse_id(id)?),
+            Some(_) => return Err(ErrorCode::InvalidQueryParameterValue),
+        };
+        let version = match query.version.as_deref() {
+            None => None,
+            Some(id) if operation.reads_versions() && snapshot.is_none() => {
+                Some(crate::record_name::parse_id(id)?)
+            }
             Some(_) => return Err(ErrorCode::InvalidQueryParameterValue),
         };
         Ok(Self {
@@ -304,14 +363,16 @@ impl Target {
             container,
             blob,
             snapshot,
+            version,
         })
     }
 
     /// The name of the record the operation addresses: the blob's, or its snapshot's.
     pub fn record_name(&self) -> String {
-        match &self.snapshot {
-            Some(id) => crate::snapshot::name(&self.blob, id),
-            None => self.blob.clone(),
+        match (&self.snapshot, &self.version) {
+            (Some(id), _) => crate::record_name::snapshot(&self.blob, id),
+            (None, Some(id)) => crate::record_name::version(&self.blob, id),
+            (None, None) => self.blob.clone(),
         }
     }
 }
@@ -331,6 +392,7 @@ struct Query {
     start_from: Option<String>,
     expression: Option<String>,
     snapshot: Option<String>,
+    version: Option<String>,
 }
 
 impl Query {
@@ -351,6 +413,7 @@ impl Query {
                 "startFrom" => &mut out.start_from,
                 "where" => &mut out.expression,
                 "snapshot" => &mut out.snapshot,
+                "versionid" => &mut out.version,
                 _ => continue,
             };
             if slot.replace(value.into_owned()).is_some() {
@@ -399,6 +462,7 @@ impl Query {
             metadata: include.split(',').any(|i| i.trim() == "metadata"),
             uncommitted: include.split(',').any(|i| i.trim() == "uncommittedblobs"),
             snapshots: include.split(',').any(|i| i.trim() == "snapshots"),
+            versions: include.split(',').any(|i| i.trim() == "versions"),
         })
     }
 
@@ -573,6 +637,7 @@ mod tests {
             metadata: false,
             uncommitted: false,
             snapshots: false,
+            versions: false,
         };
         assert_eq!(t.operation, Operation::ListBlobs(want));
         for bad in ["0", "x", "-1", "99999999999"] {

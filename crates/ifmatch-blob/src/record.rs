@@ -49,6 +49,14 @@ pub struct Record {
     /// The blob's index tags ([`crate::tags`]): not part of its ETag, as in Azure.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tags: BTreeMap<String, String>,
+    /// The id of the version this blob record is, when it was written while its account kept
+    /// versions ([`crate::version`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// An account's Blob service properties (`<StorageServiceProperties>`), in the record
+    /// [`crate::version::service_key`] names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<String>,
 }
 
 /// A Copy Blob that wrote a blob: always finished when its record is written (the front
@@ -267,6 +275,8 @@ impl Record {
             staging: None,
             copy: None,
             tags: BTreeMap::new(),
+            version: None,
+            service: None,
         }
     }
 
@@ -284,6 +294,8 @@ impl Record {
             staging: None,
             copy: None,
             tags: BTreeMap::new(),
+            version: None,
+            service: None,
         }
     }
 
@@ -291,6 +303,11 @@ impl Record {
     pub fn with_generation(mut self, generation: u64) -> Self {
         self.generation = generation;
         self
+    }
+
+    /// Last-Modified as an instant.
+    pub fn last_modified_time(&self) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(self.last_modified)
     }
 
     /// Last-Modified as an HTTP date.

@@ -19,6 +19,13 @@ pub(super) fn validator_headers(record: &Record) -> HeaderMap {
         header::LAST_MODIFIED,
         date_header_value(record.last_modified_date()),
     );
+    if let Some(id) = record
+        .version
+        .as_deref()
+        .and_then(|v| HeaderValue::try_from(v).ok())
+    {
+        out.insert(crate::version::VERSION_ID, id);
+    }
     out
 }
 

@@ -307,7 +307,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             return Err(cannot("The copy source does not name a blob."));
         }
         let stored = self.accounts.stored(account, &target.container);
-        let key = Key::Blob(stored.clone(), target.record_name());
+        let key = self
+            .version_key(Key::Blob(stored.clone(), target.record_name()))
+            .await?;
         let signed = url.query().is_some_and(|query| {
             form_urlencoded::parse(query.as_bytes()).any(|(name, _)| name == "sig")
         });

@@ -42,6 +42,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let mut names: Vec<String> = (self.records.containers().await?)
             .into_iter()
             .filter_map(|stored| self.accounts.name_in(account, &stored))
+            // The account's own records among its containers' (`$service`).
+            .filter(|name| !name.starts_with('$'))
             .filter(|name| name.starts_with(&options.prefix))
             .filter(|name| options.marker.as_ref().is_none_or(|m| name > m))
             .collect();

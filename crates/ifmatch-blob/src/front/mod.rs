@@ -34,11 +34,13 @@ mod failure;
 mod gate;
 mod leases;
 mod listing;
+mod service;
 mod snapshots;
 mod swap;
 mod sweep;
 mod tags;
 mod uploads;
+mod versions;
 
 const BLOB_TYPE: HeaderName = HeaderName::from_static("x-ms-blob-type");
 const MS_RANGE: HeaderName = HeaderName::from_static("x-ms-range");
@@ -68,6 +70,8 @@ pub struct Front<R, O, E> {
     retries: std::sync::atomic::AtomicU64,
     /// See [`Front::commit_turn`].
     commits: ifmatch_azure::Turns,
+    /// See [`Front::versioning`].
+    versioning: versions::Known,
 }
 
 /// What a handler answers: the resource the request names (a container's or a blob's key),
@@ -97,6 +101,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             anonymous: false,
             retries: std::sync::atomic::AtomicU64::new(0),
             commits: ifmatch_azure::Turns::default(),
+            versioning: versions::Known::default(),
         }
     }
 
@@ -218,7 +223,12 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             credential,
         };
         let on = |key| Call { key, headers, now };
-        let (container, blob) = (on(&admitted.container), on(&admitted.blob));
+        // A `versionid=` of a blob's current version names the blob's own record.
+        let blob_key = match admitted.target.version {
+            Some(_) => self.version_key(admitted.blob.clone()).await?,
+            None => admitted.blob.clone(),
+        };
+        let (container, blob) = (on(&admitted.container), on(&blob_key));
         match &admitted.target.operation {
             Operation::CreateContainer => self.create_container(container).await,
             Operation::GetContainerAcl => self.container_acl(container).await,
@@ -234,6 +244,10 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 self.find_blobs(account, within, options).await
             }
             Operation::FindBlobsInAccount(options) => self.find_blobs(account, None, options).await,
+            Operation::GetBlobServiceProperties => self.service_properties(account).await,
+            Operation::SetBlobServiceProperties => {
+                self.set_service_properties(account, body, headers).await
+            }
             Operation::LeaseContainer => self.lease(container).await,
             Operation::PutBlob if headers.contains_key(copy::COPY_SOURCE) => {
                 *operation = Some(OperationName(copy::operation_name(headers)));
@@ -241,7 +255,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             }
             Operation::PutBlob => self.put_blob(blob, body).await,
             Operation::GetBlob => self.get_blob(blob, method == Method::HEAD).await,
-            Operation::DeleteBlob if admitted.target.snapshot.is_some() => {
+            Operation::DeleteBlob
+                if admitted.target.snapshot.is_some() || admitted.target.version.is_some() =>
+            {
                 if headers.contains_key(crate::snapshot::DELETE_SNAPSHOTS) {
                     return Err(Failure::with_detail(
                         ErrorCode::InvalidHeaderValue,

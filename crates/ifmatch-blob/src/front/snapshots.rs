@@ -22,6 +22,7 @@ use crate::lease::Access;
 use crate::metadata;
 use crate::precondition;
 use crate::record::Record;
+use crate::record_name;
 use crate::snapshot::{self, Deleting};
 use crate::store::{Key, Objects, PutMode, Records, Scan};
 
@@ -44,8 +45,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             let current =
                 (self.existing_blob(key, precondition::Operation::Write, headers)).await?;
             ask.gate(precondition::Operation::Write, Access::Read, Some(&current))?;
-            let id = snapshot::id(at);
-            let snapshot_key = Key::Blob(container.clone(), snapshot::name(blob, &id));
+            let id = record_name::id(at);
+            let snapshot_key = Key::Blob(container.clone(), record_name::snapshot(blob, &id));
             let Some(duplicate) = self.duplicate(key, &current, &snapshot_key, false).await? else {
                 continue;
             };
@@ -127,7 +128,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             ask.gate(conditions, Access::Write, Some(&current))?;
             let scan = Scan {
                 container,
-                prefix: &snapshot::prefix(blob),
+                prefix: &record_name::snapshots_of(blob),
                 from: "",
                 limit: SNAPSHOT_SCAN,
             };
@@ -156,6 +157,10 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                         return Ok(answer(StatusCode::ACCEPTED, HeaderMap::new()));
                     }
                 }
+            }
+            if self.versioning(key).await? && !self.keep_version(key, &current).await? {
+                // Changed while it was kept as a version: look again.
+                continue;
             }
             match self.records.delete(key, current.generation).await {
                 Ok(_) => {

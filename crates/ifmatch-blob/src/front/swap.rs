@@ -123,7 +123,15 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let mut attempts = Attempts::default();
         while attempts.another() {
             let previous = self.records.get(key).await?;
-            let (written, result) = match decide(previous.as_deref())? {
+            let mut step = decide(previous.as_deref())?;
+            if !self
+                .version_step(key, previous.as_deref(), &mut step)
+                .await?
+            {
+                // Changed while it was kept as a version: read what it is now.
+                continue;
+            }
+            let (written, result) = match step {
                 Step::Missing(operation, code) => {
                     return Err(self.missing(key, operation, headers, code).await);
                 }
@@ -158,6 +166,47 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             ErrorCode::ServerBusy,
             format!("The change lost {ATTEMPTS} races with concurrent changes. Retry later."),
         ))
+    }
+
+    /// What a change of a blob owes its history while its account keeps versions
+    /// ([`crate::version`]): a change of its ETag or its deletion keeps the blob as it was as a
+    /// version, and a blob written gets the next version id. An append (the same append set)
+    /// keeps no version, nor does a change of a snapshot's or a version's record. `false` when
+    /// the blob changed while it was kept: the caller reads it again.
+    async fn version_step(
+        &self,
+        key: &Key,
+        previous: Option<&Record>,
+        step: &mut Step,
+    ) -> Result<bool> {
+        let Key::Blob(_, name) = key else {
+            return Ok(true);
+        };
+        let previous = previous.filter(|p| p.content.is_some());
+        let append_set = |r: &Record| r.content.as_ref().and_then(|c| c.append.map(|a| a.epoch));
+        let changes = match step {
+            Step::Put(record, _) => {
+                record.content.is_some()
+                    && previous.is_none_or(|p| {
+                        p.etag != record.etag
+                            && (append_set(p).is_none() || append_set(p) != append_set(record))
+                    })
+            }
+            Step::Delete(_) => previous.is_some(),
+            Step::Missing(..) | Step::Keep => false,
+        };
+        let own = crate::record_name::split(name).1.is_none();
+        if !changes || !own || !self.versioning(key).await? {
+            return Ok(true);
+        }
+        if let Step::Put(record, _) = step {
+            let before = previous.and_then(|p| p.version.as_deref());
+            record.version = Some(crate::version::next_id(self.env.now(), before));
+        }
+        match previous {
+            Some(previous) => self.keep_version(key, previous).await,
+            None => Ok(true),
+        }
     }
 
     /// Whether a write failed because somebody changed (or removed) the record since it was

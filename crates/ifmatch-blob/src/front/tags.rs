@@ -102,6 +102,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 let mut names: Vec<String> = (self.records.containers().await?)
                     .into_iter()
                     .filter_map(|stored| self.accounts.name_in(account, &stored))
+                    .filter(|name| !name.starts_with('$'))
                     .collect();
                 names.sort();
                 names
@@ -136,8 +137,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     from = format!("{blob}\0");
                     let mut seen = record.tags.clone();
                     seen.insert(tags::CONTAINER.to_owned(), name.clone());
-                    let snapshot = crate::snapshot::split(&blob).1.is_some();
-                    if record.content.is_some() && !snapshot && condition.holds(&seen) {
+                    let base = crate::record_name::split(&blob).1.is_none();
+                    if record.content.is_some() && base && condition.holds(&seen) {
                         found.push((name.clone(), blob, record.tags));
                         if found.len() == options.max_results {
                             break;

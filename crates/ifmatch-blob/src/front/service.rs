@@ -1,0 +1,90 @@
+//! Get and Set Blob Service Properties: an account's `<StorageServiceProperties>`, kept whole
+//! in a record of their own ([`crate::version::service_key`]) as Set Service Properties merges
+//! them (an element a request leaves out keeps its setting). What the front reads of them:
+//! whether the account keeps versions (`<IsVersioningEnabled>`, [`crate::version`]).
+
+use http::StatusCode;
+use http::header::HeaderMap;
+use http_body_util::BodyExt;
+use ifmatch_azure::{Env, ErrorCode};
+
+use super::answers::{answer, xml_answer};
+use super::failure::Failure;
+use super::swap::Step;
+use super::{Answered, Front};
+use crate::body::Incoming;
+use crate::record::Record;
+use crate::store::{Key, Objects, PutMode, Records};
+use crate::version;
+
+/// The largest Set Blob Service Properties body read (Azure's CORS rules, logging and metrics
+/// settings are a few KiB).
+const MAX_PROPERTIES_BODY: usize = 64 << 10;
+
+/// What Get Blob Service Properties answers for an account that never set any.
+const DEFAULT: &str = "<?xml version=\"1.0\" encoding=\"utf-8\"?><StorageServiceProperties>\
+    <IsVersioningEnabled>false</IsVersioningEnabled></StorageServiceProperties>";
+
+impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
+    /// Get Blob Service Properties.
+    pub(super) async fn service_properties(&self, account: &ifmatch_azure::Account) -> Answered<O> {
+        let key = self.service_key(account);
+        let record = self.records.get(&key).await?;
+        let xml = record.and_then(|r| r.service.clone());
+        Ok(xml_answer(
+            HeaderMap::new(),
+            xml.unwrap_or_else(|| DEFAULT.to_owned()),
+        ))
+    }
+
+    /// Set Blob Service Properties: 202.
+    pub(super) async fn set_service_properties(
+        &self,
+        account: &ifmatch_azure::Account,
+        body: impl Incoming,
+        headers: &HeaderMap,
+    ) -> Answered<O> {
+        let xml = http_body_util::Limited::new(body, MAX_PROPERTIES_BODY)
+            .collect()
+            .await
+            .map_err(|_| {
+                Failure::with_detail(
+                    ErrorCode::RequestBodyTooLarge,
+                    "A Set Blob Service Properties body is at most 64 KiB.",
+                )
+            })?
+            .to_bytes();
+        let text = std::str::from_utf8(&xml).map_err(|_| ErrorCode::InvalidXmlDocument)?;
+        let key = self.service_key(account);
+        let now = self.env.now();
+        self.swap(&key, headers, |current| {
+            let old = current.and_then(|r| r.service.as_deref());
+            let merged = ifmatch_azure::service_properties::merge(old, text)
+                .map_err(|why| Failure::with_detail(ErrorCode::InvalidXmlDocument, why))?;
+            let etag = ifmatch_core::strong_etag(merged.as_bytes());
+            Ok(match current {
+                Some(current) => {
+                    let mut record = current.clone();
+                    record.service = Some(merged);
+                    record.etag = etag;
+                    Step::update(record, current)
+                }
+                None => {
+                    let mut record = Record::container(etag, now);
+                    record.service = Some(merged);
+                    Step::Put(Box::new(record), PutMode::Create)
+                }
+            })
+        })
+        .await?;
+        if let Key::Container(name) = &key {
+            self.versioning.forget(name);
+        }
+        Ok(answer(StatusCode::ACCEPTED, HeaderMap::new()))
+    }
+
+    /// The key of `account`'s Blob service properties.
+    fn service_key(&self, account: &ifmatch_azure::Account) -> Key {
+        version::service_key(&self.accounts.stored(account, version::SERVICE))
+    }
+}

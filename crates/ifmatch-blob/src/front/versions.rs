@@ -1,0 +1,123 @@
+//! Versions ([`crate::version`]): whether an account keeps them, keeping one, and what a
+//! `versionid=` names.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use ifmatch_azure::{Env, ErrorCode};
+
+use super::Front;
+use super::failure::Result;
+use crate::record::Record;
+use crate::record_name::{self, Qualifier};
+use crate::store::{Key, Objects, PutMode, Records};
+use crate::version;
+
+/// How long an instance trusts what it read of an account's versioning: a change made through
+/// another instance of a fleet holds on this one within this time (one made through this one,
+/// at once).
+const TRUSTED: Duration = Duration::from_secs(1);
+
+/// What an instance last read of each account's versioning (by its service record's name),
+/// and when.
+#[derive(Debug, Default)]
+pub(super) struct Known(Mutex<HashMap<String, (bool, SystemTime)>>);
+
+impl Known {
+    /// Forgets what was read of the service record `name` (it was just changed).
+    pub(super) fn forget(&self, name: &str) {
+        self.0.lock().expect("not poisoned").remove(name);
+    }
+}
+
+impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
+    /// Whether the account that owns the blob `key` keeps versions.
+    pub(super) async fn versioning(&self, key: &Key) -> Result<bool> {
+        let service = version::service_key(key.container());
+        let Key::Container(name) = &service else {
+            unreachable!("a service record is a container's")
+        };
+        let now = self.env.now();
+        let known = self
+            .versioning
+            .0
+            .lock()
+            .expect("not poisoned")
+            .get(name)
+            .copied();
+        if let Some((enabled, read)) = known
+            && now.duration_since(read).is_ok_and(|age| age < TRUSTED)
+        {
+            return Ok(enabled);
+        }
+        let record = self.records.get(&service).await?;
+        let enabled =
+            (record.as_ref().and_then(|r| r.service.as_deref())).is_some_and(version::enabled);
+        (self.versioning.0.lock().expect("not poisoned")).insert(name.clone(), (enabled, now));
+        Ok(enabled)
+    }
+
+    /// Keeps `previous`, the blob under `key` as read (its own record, not a snapshot's or a
+    /// version's), as a version under the id it has. `false` when it changed while it was
+    /// copied (an object of it gone): the caller reads it again.
+    pub(super) async fn keep_version(&self, key: &Key, previous: &Record) -> Result<bool> {
+        let Key::Blob(container, blob) = key else {
+            unreachable!("a version is a blob's")
+        };
+        // A blob written before its account kept versions has no id: its time's.
+        let id = match &previous.version {
+            Some(id) => id.clone(),
+            None => record_name::id(previous.last_modified_time()),
+        };
+        let version_key = Key::Blob(container.clone(), record_name::version(blob, &id));
+        if self.records.get(&version_key).await?.is_some() {
+            return Ok(true);
+        }
+        let Some(duplicate) = self.duplicate(key, previous, &version_key, false).await? else {
+            return Ok(false);
+        };
+        let mut record = Record::clone(previous);
+        record.content = Some(duplicate.content);
+        record.lease = crate::lease::Lease::Available;
+        record.staging = None;
+        record.uncommitted = Vec::new();
+        record.version = Some(id);
+        record.generation = self.fresh_generation();
+        let append = record.content.as_ref().and_then(|c| c.append);
+        match self
+            .records
+            .put(&version_key, &record, PutMode::Create)
+            .await
+        {
+            Ok(()) => Ok(true),
+            Err(e) => {
+                self.forget(&version_key, duplicate.objects, append).await;
+                match e {
+                    // Kept by another attempt meanwhile: the same state.
+                    crate::store::StoreError::AlreadyExists { .. } => Ok(true),
+                    e => Err(e.into()),
+                }
+            }
+        }
+    }
+
+    /// The key of the record `key` names, where `key` may name a version by its id: the
+    /// version's record, or the blob's own when that is the blob's current version.
+    pub(super) async fn version_key(&self, key: Key) -> Result<Key> {
+        let Key::Blob(container, name) = &key else {
+            return Ok(key);
+        };
+        let (blob, Some(Qualifier::Version(id))) = record_name::split(name) else {
+            return Ok(key);
+        };
+        if self.records.get(&key).await?.is_some() {
+            return Ok(key);
+        }
+        let base = Key::Blob(container.clone(), blob.to_owned());
+        match self.records.get(&base).await? {
+            Some(current) if current.version.as_deref() == Some(id) => Ok(base),
+            _ => Err(ErrorCode::BlobNotFound.into()),
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! Versions: while an account keeps them (`<IsVersioningEnabled>true` in its Blob service
+//! properties), every change of a blob's bytes or metadata (a change of its ETag: Put Blob,
+//! Put Block List, Copy Blob, Set Blob Metadata and Properties; not an append, a lease or its
+//! tags) and its deletion keep the blob as it was as a version, a read-only blob record named as
+//! [`crate::record_name`] says, by the id the blob had (`x-ms-version-id`).
+//!
+//! A version is written before the change it keeps a blob from, in the same compare-and-swap
+//! attempt, under the id of the state it copies: an attempt that loses its race and starts over
+//! writes the same version again (found: nothing to do), so a version is never lost and never
+//! kept twice, on every backend, without a transaction across records.
+
+use std::time::SystemTime;
+
+use crate::store::Key;
+
+/// `x-ms-version-id`: the version a write made, or a read read.
+pub const VERSION_ID: &str = "x-ms-version-id";
+
+/// The name of the record that keeps an account's Blob service properties, among its
+/// containers' (no container's name has a `$`).
+pub const SERVICE: &str = "$service";
+
+/// The key of the Blob service properties of the account that owns the stored container
+/// `container` (see `Accounts::stored`: another account's containers are `account~name`).
+pub fn service_key(container: &str) -> Key {
+    match container.split_once('~') {
+        Some((account, _)) => Key::Container(format!("{account}~{SERVICE}")),
+        None => Key::Container(SERVICE.to_owned()),
+    }
+}
+
+/// Whether the Blob service properties `xml` keep versions.
+pub fn enabled(xml: &str) -> bool {
+    let open = "<IsVersioningEnabled>";
+    xml.find(open).is_some_and(|at| {
+        let rest = xml[at + open.len()..].trim_start();
+        rest.get(..4)
+            .is_some_and(|t| t.eq_ignore_ascii_case("true"))
+    })
+}
+
+/// The id of a version written at `now` over one of id `previous`: the instant's, or one tick
+/// after `previous` when the clock has not passed it (another instance's, or the same tick),
+/// so a blob's version ids only grow.
+pub fn next_id(now: SystemTime, previous: Option<&str>) -> String {
+    let id = crate::record_name::id(now);
+    match previous.and_then(ticks) {
+        Some(before) if ticks(&id).is_none_or(|t| t <= before) => from_ticks(before + 1),
+        _ => id,
+    }
+}
+
+/// Ticks of 100 ns since 1970 of an id of [`crate::record_name::id`]'s form.
+fn ticks(id: &str) -> Option<i64> {
+    crate::record_name::parse_id(id).ok()?;
+    let number = |range: std::ops::Range<usize>| id[range].parse::<i64>().ok();
+    let days = ifmatch_core::date::days_from_civil(number(0..4)?, number(5..7)?, number(8..10)?);
+    let seconds = days * 86_400 + number(11..13)? * 3600 + number(14..16)? * 60 + number(17..19)?;
+    Some(seconds * 10_000_000 + number(20..27)?)
+}
+
+fn from_ticks(ticks: i64) -> String {
+    let fraction = u32::try_from(ticks.rem_euclid(10_000_000)).expect("under 10^7");
+    ifmatch_core::date::iso8601_ticks(ticks.div_euclid(10_000_000), fraction)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    #[test]
+    fn ids_only_grow() {
+        let at = UNIX_EPOCH + Duration::new(1_795_000_000, 123_456_700);
+        let first = next_id(at, None);
+        assert_eq!(first, "2026-11-18T11:06:40.1234567Z");
+        let again = next_id(at, Some(&first));
+        assert_eq!(again, "2026-11-18T11:06:40.1234568Z");
+        let earlier = next_id(at - Duration::from_secs(5), Some(&again));
+        assert_eq!(earlier, "2026-11-18T11:06:40.1234569Z");
+        assert_eq!(
+            next_id(at + Duration::from_secs(1), Some(&again)),
+            "2026-11-18T11:06:41.1234567Z"
+        );
+    }
+
+    #[test]
+    fn the_service_record_is_the_accounts() {
+        assert_eq!(service_key("box"), Key::Container("$service".into()));
+        assert_eq!(
+            service_key("acct~box"),
+            Key::Container("acct~$service".into())
+        );
+        assert!(enabled(
+            "<StorageServiceProperties><IsVersioningEnabled>true</IsVersioningEnabled></StorageServiceProperties>"
+        ));
+        assert!(!enabled(
+            "<StorageServiceProperties><IsVersioningEnabled>false</IsVersioningEnabled></StorageServiceProperties>"
+        ));
+        assert!(!enabled("<StorageServiceProperties />"));
+    }
+}
