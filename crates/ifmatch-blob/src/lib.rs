@@ -56,6 +56,7 @@ mod operation;
 pub mod precondition;
 mod record;
 pub mod record_name;
+pub mod settings;
 pub mod snapshot;
 mod store;
 mod store_error;

@@ -54,7 +54,7 @@ pub struct Record {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
     /// An account's Blob service properties (`<StorageServiceProperties>`), in the record
-    /// [`crate::version::service_key`] names.
+    /// [`crate::settings::service_key`] names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service: Option<String>,
 }

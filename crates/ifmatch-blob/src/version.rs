@@ -1,5 +1,5 @@
 //! Versions: while an account keeps them (`<IsVersioningEnabled>true` in its Blob service
-//! properties), every change of a blob's bytes or metadata (a change of its ETag: Put Blob,
+//! properties, [`crate::settings`]), every change of a blob's bytes or metadata (a change of its ETag: Put Blob,
 //! Put Block List, Copy Blob, Set Blob Metadata and Properties; not an append, a lease or its
 //! tags) and its deletion keep the blob as it was as a version, a read-only blob record named as
 //! [`crate::record_name`] says, by the id the blob had (`x-ms-version-id`).
@@ -11,33 +11,8 @@
 
 use std::time::SystemTime;
 
-use crate::store::Key;
-
 /// `x-ms-version-id`: the version a write made, or a read read.
 pub const VERSION_ID: &str = "x-ms-version-id";
-
-/// The name of the record that keeps an account's Blob service properties, among its
-/// containers' (no container's name has a `$`).
-pub const SERVICE: &str = "$service";
-
-/// The key of the Blob service properties of the account that owns the stored container
-/// `container` (see `Accounts::stored`: another account's containers are `account~name`).
-pub fn service_key(container: &str) -> Key {
-    match container.split_once('~') {
-        Some((account, _)) => Key::Container(format!("{account}~{SERVICE}")),
-        None => Key::Container(SERVICE.to_owned()),
-    }
-}
-
-/// Whether the Blob service properties `xml` keep versions.
-pub fn enabled(xml: &str) -> bool {
-    let open = "<IsVersioningEnabled>";
-    xml.find(open).is_some_and(|at| {
-        let rest = xml[at + open.len()..].trim_start();
-        rest.get(..4)
-            .is_some_and(|t| t.eq_ignore_ascii_case("true"))
-    })
-}
 
 /// The id of a version written at `now` over one of id `previous`: the instant's, or one tick
 /// after `previous` when the clock has not passed it (another instance's, or the same tick),
@@ -82,21 +57,5 @@ mod tests {
             next_id(at + Duration::from_secs(1), Some(&again)),
             "2026-11-18T11:06:41.1234567Z"
         );
-    }
-
-    #[test]
-    fn the_service_record_is_the_accounts() {
-        assert_eq!(service_key("box"), Key::Container("$service".into()));
-        assert_eq!(
-            service_key("acct~box"),
-            Key::Container("acct~$service".into())
-        );
-        assert!(enabled(
-            "<StorageServiceProperties><IsVersioningEnabled>true</IsVersioningEnabled></StorageServiceProperties>"
-        ));
-        assert!(!enabled(
-            "<StorageServiceProperties><IsVersioningEnabled>false</IsVersioningEnabled></StorageServiceProperties>"
-        ));
-        assert!(!enabled("<StorageServiceProperties />"));
     }
 }

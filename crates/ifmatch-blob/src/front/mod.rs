@@ -70,8 +70,8 @@ pub struct Front<R, O, E> {
     retries: std::sync::atomic::AtomicU64,
     /// See [`Front::commit_turn`].
     commits: ifmatch_azure::Turns,
-    /// See [`Front::versioning`].
-    versioning: versions::Known,
+    /// See [`Front::settings`].
+    settings: service::Known,
 }
 
 /// What a handler answers: the resource the request names (a container's or a blob's key),
@@ -101,7 +101,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             anonymous: false,
             retries: std::sync::atomic::AtomicU64::new(0),
             commits: ifmatch_azure::Turns::default(),
-            versioning: versions::Known::default(),
+            settings: service::Known::default(),
         }
     }
 

@@ -1,7 +1,11 @@
 //! Get and Set Blob Service Properties: an account's `<StorageServiceProperties>`, kept whole
-//! in a record of their own ([`crate::version::service_key`]) as Set Service Properties merges
-//! them (an element a request leaves out keeps its setting). What the front reads of them:
-//! whether the account keeps versions (`<IsVersioningEnabled>`, [`crate::version`]).
+//! in a record of their own ([`crate::settings::service_key`]) as Set Service Properties merges
+//! them (an element a request leaves out keeps its setting). What the front reads of them is
+//! [`crate::settings`]'s.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
 
 use http::StatusCode;
 use http::header::HeaderMap;
@@ -14,8 +18,8 @@ use super::swap::Step;
 use super::{Answered, Front};
 use crate::body::Incoming;
 use crate::record::Record;
+use crate::settings::{self, Settings};
 use crate::store::{Key, Objects, PutMode, Records};
-use crate::version;
 
 /// The largest Set Blob Service Properties body read (Azure's CORS rules, logging and metrics
 /// settings are a few KiB).
@@ -24,6 +28,23 @@ const MAX_PROPERTIES_BODY: usize = 64 << 10;
 /// What Get Blob Service Properties answers for an account that never set any.
 const DEFAULT: &str = "<?xml version=\"1.0\" encoding=\"utf-8\"?><StorageServiceProperties>\
     <IsVersioningEnabled>false</IsVersioningEnabled></StorageServiceProperties>";
+
+/// How long an instance trusts what it read of an account's settings: a change made through
+/// another instance of a fleet holds on this one within this time (one made through this one,
+/// at once).
+const TRUSTED: Duration = Duration::from_secs(1);
+
+/// What an instance last read of each account's versioning (by its service record's name),
+/// and when.
+#[derive(Debug, Default)]
+pub(super) struct Known(Mutex<HashMap<String, (Settings, SystemTime)>>);
+
+impl Known {
+    /// Forgets what was read of the service record `name` (it was just changed).
+    pub(super) fn forget(&self, name: &str) {
+        self.0.lock().expect("not poisoned").remove(name);
+    }
+}
 
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// Get Blob Service Properties.
@@ -61,6 +82,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             let old = current.and_then(|r| r.service.as_deref());
             let merged = ifmatch_azure::service_properties::merge(old, text)
                 .map_err(|why| Failure::with_detail(ErrorCode::InvalidXmlDocument, why))?;
+            Settings::of(&merged)
+                .map_err(|why| Failure::with_detail(ErrorCode::InvalidXmlDocument, why))?;
             let etag = ifmatch_core::strong_etag(merged.as_bytes());
             Ok(match current {
                 Some(current) => {
@@ -78,13 +101,42 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         })
         .await?;
         if let Key::Container(name) = &key {
-            self.versioning.forget(name);
+            self.settings.forget(name);
         }
         Ok(answer(StatusCode::ACCEPTED, HeaderMap::new()))
     }
 
     /// The key of `account`'s Blob service properties.
     fn service_key(&self, account: &ifmatch_azure::Account) -> Key {
-        version::service_key(&self.accounts.stored(account, version::SERVICE))
+        settings::service_key(&self.accounts.stored(account, settings::SERVICE))
+    }
+
+    /// What the account that owns the blob or container `key` asks of the front.
+    pub(super) async fn settings(&self, key: &Key) -> super::failure::Result<Settings> {
+        let service = settings::service_key(key.container());
+        let Key::Container(name) = &service else {
+            unreachable!("a service record is a container's")
+        };
+        let now = self.env.now();
+        let known = self
+            .settings
+            .0
+            .lock()
+            .expect("not poisoned")
+            .get(name)
+            .copied();
+        if let Some((settings, read)) = known
+            && now.duration_since(read).is_ok_and(|age| age < TRUSTED)
+        {
+            return Ok(settings);
+        }
+        let record = self.records.get(&service).await?;
+        let xml = record.as_ref().and_then(|r| r.service.as_deref());
+        // Kept only once they were read whole (Set refuses what does not read).
+        let settings = xml
+            .map_or(Ok(Settings::default()), Settings::of)
+            .unwrap_or_default();
+        (self.settings.0.lock().expect("not poisoned")).insert(name.clone(), (settings, now));
+        Ok(settings)
     }
 }

@@ -158,7 +158,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     }
                 }
             }
-            if self.versioning(key).await? && !self.keep_version(key, &current).await? {
+            if self.settings(key).await?.versioning && !self.keep_version(key, &current).await? {
                 // Changed while it was kept as a version: look again.
                 continue;
             }

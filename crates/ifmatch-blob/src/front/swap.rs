@@ -196,7 +196,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             Step::Missing(..) | Step::Keep => false,
         };
         let own = crate::record_name::split(name).1.is_none();
-        if !changes || !own || !self.versioning(key).await? {
+        if !changes || !own || !self.settings(key).await?.versioning {
             return Ok(true);
         }
         if let Step::Put(record, _) = step {

@@ -1,9 +1,4 @@
-//! Versions ([`crate::version`]): whether an account keeps them, keeping one, and what a
-//! `versionid=` names.
-
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, SystemTime};
+//! Versions ([`crate::version`]): keeping one, and what a `versionid=` names.
 
 use ifmatch_azure::{Env, ErrorCode};
 
@@ -12,52 +7,8 @@ use super::failure::Result;
 use crate::record::Record;
 use crate::record_name::{self, Qualifier};
 use crate::store::{Key, Objects, PutMode, Records};
-use crate::version;
-
-/// How long an instance trusts what it read of an account's versioning: a change made through
-/// another instance of a fleet holds on this one within this time (one made through this one,
-/// at once).
-const TRUSTED: Duration = Duration::from_secs(1);
-
-/// What an instance last read of each account's versioning (by its service record's name),
-/// and when.
-#[derive(Debug, Default)]
-pub(super) struct Known(Mutex<HashMap<String, (bool, SystemTime)>>);
-
-impl Known {
-    /// Forgets what was read of the service record `name` (it was just changed).
-    pub(super) fn forget(&self, name: &str) {
-        self.0.lock().expect("not poisoned").remove(name);
-    }
-}
 
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
-    /// Whether the account that owns the blob `key` keeps versions.
-    pub(super) async fn versioning(&self, key: &Key) -> Result<bool> {
-        let service = version::service_key(key.container());
-        let Key::Container(name) = &service else {
-            unreachable!("a service record is a container's")
-        };
-        let now = self.env.now();
-        let known = self
-            .versioning
-            .0
-            .lock()
-            .expect("not poisoned")
-            .get(name)
-            .copied();
-        if let Some((enabled, read)) = known
-            && now.duration_since(read).is_ok_and(|age| age < TRUSTED)
-        {
-            return Ok(enabled);
-        }
-        let record = self.records.get(&service).await?;
-        let enabled =
-            (record.as_ref().and_then(|r| r.service.as_deref())).is_some_and(version::enabled);
-        (self.versioning.0.lock().expect("not poisoned")).insert(name.clone(), (enabled, now));
-        Ok(enabled)
-    }
-
     /// Keeps `previous`, the blob under `key` as read (its own record, not a snapshot's or a
     /// version's), as a version under the id it has. `false` when it changed while it was
     /// copied (an object of it gone): the caller reads it again.
