@@ -138,6 +138,7 @@ fn needed(operation: &Operation) -> (&'static str, Kind) {
         Operation::GetBlockList(_) => ("r", Kind::Object),
         Operation::AbortCopyBlob(_) | Operation::SealBlob => ("w", Kind::Object),
         Operation::SnapshotBlob => ("cw", Kind::Object),
+        Operation::UndeleteBlob => ("w", Kind::Object),
         Operation::AppendBlock => ("aw", Kind::Object),
     }
 }

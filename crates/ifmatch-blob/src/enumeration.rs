@@ -75,7 +75,9 @@ impl<'o> Pager<'o> {
                 continue;
             }
             // A snapshot, only when asked for.
-            if !options.lists(record_name::split(&name).1) {
+            if !options.lists(record_name::split(&name).1)
+                || record.deleted.is_some() && !options.deleted
+            {
                 continue;
             }
             // Blobs with staged blocks and no content yet, only when asked for.
@@ -110,6 +112,9 @@ impl<'o> Pager<'o> {
                     }
                     (blob, Some(Qualifier::Version(_))) if !options.versions => {
                         past(&record_name::versions_of(blob))
+                    }
+                    (blob, Some(Qualifier::Deleted(_))) if !options.deleted => {
+                        past(&record_name::deleted_of(blob))
                     }
                     _ => Some(format!("{last}\0")),
                 },
@@ -287,6 +292,9 @@ pub(crate) fn enumeration_results(
         };
         let (name, qualifier) = record_name::split(name);
         let _ = write!(xml, "<Blob><Name>{}</Name>", xml_escape(name));
+        if record.deleted.is_some() {
+            xml.push_str("<Deleted>true</Deleted>");
+        }
         match (qualifier, &record.version) {
             (Some(Qualifier::Snapshot(id)), _) => {
                 let _ = write!(xml, "<Snapshot>{id}</Snapshot>");
@@ -300,7 +308,7 @@ pub(crate) fn enumeration_results(
                     "<VersionId>{id}</VersionId><IsCurrentVersion>true</IsCurrentVersion>"
                 );
             }
-            (None, _) => {}
+            (None | Some(Qualifier::Deleted(_)), _) => {}
         }
         let _ = write!(
             xml,
@@ -328,6 +336,18 @@ pub(crate) fn enumeration_results(
         }
         if append.is_some_and(|a| a.sealed) {
             xml.push_str("<Sealed>true</Sealed>");
+        }
+        if let Some(deleted) = record.deleted {
+            let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(deleted.at);
+            let left = deleted
+                .until
+                .saturating_sub(crate::record::unix_seconds(now));
+            let _ = write!(
+                xml,
+                "<DeletedTime>{}</DeletedTime><RemainingRetentionDays>{}</RemainingRetentionDays>",
+                ifmatch_core::date::HttpDate::from(at),
+                left.div_ceil(86_400)
+            );
         }
         if let Some(content) = &record.content {
             let p = &content.properties;

@@ -58,6 +58,7 @@ mod record;
 pub mod record_name;
 pub mod settings;
 pub mod snapshot;
+pub mod soft_delete;
 mod store;
 mod store_error;
 pub mod tags;

@@ -70,6 +70,8 @@ pub enum Operation {
     SealBlob,
     /// `PUT /{container}/{blob}?comp=snapshot`
     SnapshotBlob,
+    /// `PUT /{container}/{blob}?comp=undelete`
+    UndeleteBlob,
     /// `PUT /{container}/{blob}?comp=copy&copyid=...` with `x-ms-copy-action: abort`: Abort
     /// Copy Blob, of the copy with this id.
     AbortCopyBlob(String),
@@ -127,6 +129,7 @@ impl Operation {
             Self::AppendBlock => "AppendBlock",
             Self::SealBlob => "SealBlob",
             Self::SnapshotBlob => "SnapshotBlob",
+            Self::UndeleteBlob => "UndeleteBlob",
         }
     }
 
@@ -183,6 +186,9 @@ pub struct ListOptions {
     /// `include=versions`: each blob's earlier versions are listed after it (and its
     /// snapshots), oldest first, and its current one says so.
     pub versions: bool,
+    /// `include=deleted`: deleted blobs kept for their retention days (and, with
+    /// `snapshots`, deleted snapshots) are listed too.
+    pub deleted: bool,
 }
 
 impl ListOptions {
@@ -194,6 +200,7 @@ impl ListOptions {
             None => true,
             Some(Qualifier::Snapshot(_)) => self.snapshots,
             Some(Qualifier::Version(_)) => self.versions,
+            Some(Qualifier::Deleted(_)) => self.deleted,
         }
     }
 }
@@ -321,6 +328,7 @@ impl Target {
                 (&Method::PUT, Some("appendblock")) => Operation::AppendBlock,
                 (&Method::PUT, Some("seal")) => Operation::SealBlob,
                 (&Method::PUT, Some("snapshot")) => Operation::SnapshotBlob,
+                (&Method::PUT, Some("undelete")) => Operation::UndeleteBlob,
                 (&Method::PUT, Some("copy")) => Operation::AbortCopyBlob(
                     (query.copy_id.clone()).ok_or(ErrorCode::InvalidQueryParameterValue)?,
                 ),
@@ -329,7 +337,7 @@ impl Target {
                     None
                     | Some(
                         "lease" | "metadata" | "properties" | "block" | "blocklist" | "copy"
-                        | "appendblock" | "seal" | "tags" | "snapshot",
+                        | "appendblock" | "seal" | "tags" | "snapshot" | "undelete",
                     ),
                 ) => {
                     return Err(ErrorCode::UnsupportedHttpVerb);
@@ -463,6 +471,7 @@ impl Query {
             uncommitted: include.split(',').any(|i| i.trim() == "uncommittedblobs"),
             snapshots: include.split(',').any(|i| i.trim() == "snapshots"),
             versions: include.split(',').any(|i| i.trim() == "versions"),
+            deleted: include.split(',').any(|i| i.trim() == "deleted"),
         })
     }
 
@@ -638,6 +647,7 @@ mod tests {
             uncommitted: false,
             snapshots: false,
             versions: false,
+            deleted: false,
         };
         assert_eq!(t.operation, Operation::ListBlobs(want));
         for bad in ["0", "x", "-1", "99999999999"] {

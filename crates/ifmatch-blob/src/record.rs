@@ -53,10 +53,23 @@ pub struct Record {
     /// versions ([`crate::version`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
+    /// When a blob (or snapshot) record was deleted and until when it is kept, while its
+    /// account keeps deleted blobs ([`crate::soft_delete`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deleted: Option<Deleted>,
     /// An account's Blob service properties (`<StorageServiceProperties>`), in the record
     /// [`crate::settings::service_key`] names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service: Option<String>,
+}
+
+/// A deleted blob's times ([`crate::soft_delete`]), in seconds since the Unix epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Deleted {
+    /// When it was deleted.
+    pub at: u64,
+    /// When it goes for good: its account's retention days after `at`, as they were then.
+    pub until: u64,
 }
 
 /// A Copy Blob that wrote a blob: always finished when its record is written (the front
@@ -276,6 +289,7 @@ impl Record {
             copy: None,
             tags: BTreeMap::new(),
             version: None,
+            deleted: None,
             service: None,
         }
     }
@@ -295,6 +309,7 @@ impl Record {
             copy: None,
             tags: BTreeMap::new(),
             version: None,
+            deleted: None,
             service: None,
         }
     }

@@ -1,10 +1,11 @@
 //! The names of blob records: a blob's own; a snapshot's, its blob's name, a tab and the
 //! snapshot's id ([`crate::snapshot`]); a version's, its blob's name, a line feed and the
-//! version's id ([`crate::version`]).
+//! version's id ([`crate::version`]); a deleted blob's, its name, a vertical tab and the id of
+//! its deletion's instant ([`crate::soft_delete`]).
 //!
 //! No blob name holds a control character, so no blob is named like a snapshot or a version;
 //! and a tab and a line feed sort below every character a name may hold, so in every backend's
-//! name-ordered scans a blob comes first, then its snapshots, then its versions (each in the
+//! name-ordered scans a blob comes first, then its snapshots, its versions, its deleted selves (each in the
 //! order of their ids, which is their instants'), then any longer name. So every backend (the
 //! local disk, Redis, a bucket, the Worker's Durable Objects) keeps snapshots and versions
 //! without knowing of them, and one scan of the names that start with a blob's and a separator
@@ -18,6 +19,8 @@ use ifmatch_azure::ErrorCode;
 const SNAPSHOT: char = '\t';
 /// What separates a blob's name from a version's id.
 const VERSION: char = '\n';
+/// What separates a deleted blob's name from its deletion's id.
+const DELETED: char = '\u{b}';
 
 /// What a record name names besides its blob.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +29,8 @@ pub enum Qualifier<'a> {
     Snapshot(&'a str),
     /// A version, by its id.
     Version(&'a str),
+    /// A deleted blob, by the id of its deletion.
+    Deleted(&'a str),
 }
 
 /// The record name of snapshot `id` of blob `blob`.
@@ -36,6 +41,16 @@ pub fn snapshot(blob: &str, id: &str) -> String {
 /// The record name of version `id` of blob `blob`.
 pub fn version(blob: &str, id: &str) -> String {
     format!("{blob}{VERSION}{id}")
+}
+
+/// The record name of blob `blob` deleted at `id`.
+pub fn deleted(blob: &str, id: &str) -> String {
+    format!("{blob}{DELETED}{id}")
+}
+
+/// What every record name of `blob`'s deleted selves starts with.
+pub fn deleted_of(blob: &str) -> String {
+    format!("{blob}{DELETED}")
 }
 
 /// What every record name of `blob`'s snapshots starts with.
@@ -50,12 +65,13 @@ pub fn versions_of(blob: &str) -> String {
 
 /// A record name as the blob it is of and what else it names, if anything.
 pub fn split(name: &str) -> (&str, Option<Qualifier<'_>>) {
-    match name.find([SNAPSHOT, VERSION]) {
+    match name.find([SNAPSHOT, VERSION, DELETED]) {
         Some(at) => {
             let (blob, id) = (&name[..at], &name[at + 1..]);
             match name.as_bytes()[at] {
                 b'\t' => (blob, Some(Qualifier::Snapshot(id))),
-                _ => (blob, Some(Qualifier::Version(id))),
+                b'\n' => (blob, Some(Qualifier::Version(id))),
+                _ => (blob, Some(Qualifier::Deleted(id))),
             }
         }
         None => (name, None),
@@ -94,10 +110,18 @@ mod tests {
     #[test]
     fn a_blob_sorts_before_its_snapshots_then_its_versions_then_longer_names() {
         let id = "2026-11-18T09:46:40.1234567Z";
-        let names = ["a", &snapshot("a", id), &version("a", id), "a ", "a/b"];
+        let names = [
+            "a",
+            &snapshot("a", id),
+            &version("a", id),
+            &deleted("a", id),
+            "a ",
+            "a/b",
+        ];
         assert!(names.windows(2).all(|w| w[0] < w[1]), "{names:?}");
         assert_eq!(split(names[1]), ("a", Some(Qualifier::Snapshot(id))));
         assert_eq!(split(names[2]), ("a", Some(Qualifier::Version(id))));
+        assert_eq!(split(names[3]), ("a", Some(Qualifier::Deleted(id))));
         assert_eq!(split("a/b"), ("a/b", None));
     }
 

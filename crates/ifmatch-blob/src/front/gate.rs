@@ -97,13 +97,15 @@ impl<'a> Asking<'a> {
     }
 }
 
-/// The record of a blob that exists: one with blocks staged and never committed is none yet.
+/// The record of a blob that exists: one with blocks staged and never committed is none yet,
+/// nor is a deleted snapshot kept for its retention.
 pub(super) fn committed(record: Option<std::sync::Arc<Record>>) -> Option<std::sync::Arc<Record>> {
-    record.filter(|r| r.content.is_some())
+    record.filter(|r| r.content.is_some() && r.deleted.is_none())
 }
 
 /// The record under `key` if what it describes exists: a blob record with staged blocks and
-/// no content is a blob that does not exist yet.
+/// no content is a blob that does not exist yet, and a deleted one kept is gone.
 pub(super) fn existing<'r>(key: &Key, record: Option<&'r Record>) -> Option<&'r Record> {
-    record.filter(|r| matches!(key, Key::Container(_)) || r.content.is_some())
+    record
+        .filter(|r| matches!(key, Key::Container(_)) || r.content.is_some() && r.deleted.is_none())
 }

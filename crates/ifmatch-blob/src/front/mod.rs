@@ -36,6 +36,7 @@ mod leases;
 mod listing;
 mod service;
 mod snapshots;
+mod soft_delete;
 mod swap;
 mod sweep;
 mod tags;
@@ -139,6 +140,11 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// The record store.
     pub fn records(&self) -> &R {
         &self.records
+    }
+
+    /// The clock and randomness (a test moves a manual clock through it).
+    pub fn env(&self) -> &E {
+        &self.env
     }
 
     /// The object store.
@@ -264,9 +270,13 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                         "x-ms-delete-snapshots is for a blob, not a snapshot.",
                     ));
                 }
-                self.delete_blob(blob).await
+                match admitted.target.snapshot {
+                    Some(_) => self.delete_snapshot(blob).await,
+                    None => self.delete_blob(blob).await,
+                }
             }
             Operation::DeleteBlob => self.delete_with_snapshots(blob).await,
+            Operation::UndeleteBlob => self.undelete(blob).await,
             Operation::SnapshotBlob => self.snapshot_blob(blob).await,
             Operation::LeaseBlob => self.lease(blob).await,
             Operation::ListContainers(options) => {

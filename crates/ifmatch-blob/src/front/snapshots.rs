@@ -24,10 +24,7 @@ use crate::precondition;
 use crate::record::Record;
 use crate::record_name;
 use crate::snapshot::{self, Deleting};
-use crate::store::{Key, Objects, PutMode, Records, Scan};
-
-/// How many snapshot records one scan of a blob's snapshots reads when they are deleted.
-const SNAPSHOT_SCAN: usize = 256;
+use crate::store::{Key, Objects, PutMode, Records};
 
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// Snapshot Blob: the blob as it is now, kept under a new snapshot id (`x-ms-snapshot`),
@@ -113,7 +110,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
 
     /// Delete Blob of a blob (not of a snapshot): the blob, its snapshots or both, as
     /// `x-ms-delete-snapshots` asks; 409 `SnapshotsPresent` for the blob alone while it has
-    /// some.
+    /// some. While the account keeps deleted blobs, the blob is kept as a deleted blob and its
+    /// snapshots are marked deleted ([`crate::soft_delete`]); while it keeps versions, the blob
+    /// is kept as a version ([`crate::version`]).
     pub(super) async fn delete_with_snapshots(&self, call: Call<'_>) -> Answered<O> {
         let Call { key, headers, now } = call;
         let Key::Blob(container, blob) = key else {
@@ -122,17 +121,19 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let deleting = Deleting::from_headers(headers)?;
         let ask = Asking::of(headers, now)?;
         let conditions = precondition::Operation::Write;
+        let settings = self.settings(key).await?;
+        // Deleted blobs are kept where versions are not (a version keeps them there).
+        let retention = settings.retention_days.filter(|_| !settings.versioning);
         let mut attempts = Attempts::default();
         while attempts.another() {
             let current = (self.existing_blob(key, conditions, headers)).await?;
             ask.gate(conditions, Access::Write, Some(&current))?;
-            let scan = Scan {
-                container,
-                prefix: &record_name::snapshots_of(blob),
-                from: "",
-                limit: SNAPSHOT_SCAN,
-            };
-            let snapshots = self.records.list(scan).await?;
+            let snapshots = self
+                .scan_all(container, &record_name::snapshots_of(blob))
+                .await?;
+            let snapshots: Vec<_> = (snapshots.into_iter())
+                .filter(|(_, r)| r.deleted.is_none())
+                .collect();
             match deleting {
                 Deleting::Blob if !snapshots.is_empty() => {
                     return Err(Failure::with_detail(
@@ -143,36 +144,66 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 }
                 Deleting::Blob => {}
                 Deleting::Include | Deleting::Only => {
-                    let more = snapshots.len() == SNAPSHOT_SCAN;
                     for (name, record) in snapshots {
                         let key = Key::Blob(container.clone(), name);
-                        self.remove_snapshot(&key, &record).await?;
-                    }
-                    if more {
-                        // The rest in the next round: each removes some, so none is a race.
-                        attempts = Attempts::default();
-                        continue;
+                        match retention {
+                            Some(days) => self.mark_deleted(&key, &record, days).await?,
+                            None => self.remove_snapshot(&key, &record).await?,
+                        }
                     }
                     if deleting == Deleting::Only {
                         return Ok(answer(StatusCode::ACCEPTED, HeaderMap::new()));
                     }
                 }
             }
-            if self.settings(key).await?.versioning && !self.keep_version(key, &current).await? {
+            if settings.versioning && !self.keep_version(key, &current).await? {
                 // Changed while it was kept as a version: look again.
                 continue;
             }
+            let kept = match retention {
+                Some(days) => match self.keep_deleted(key, &current, days).await? {
+                    Some(kept) => Some(kept),
+                    // Changed while it was kept: look again.
+                    None => continue,
+                },
+                None => None,
+            };
             match self.records.delete(key, current.generation).await {
                 Ok(_) => {
                     self.discard_replaced(key, Some(&current), None).await;
                     return Ok(answer(StatusCode::ACCEPTED, HeaderMap::new()));
                 }
-                // Changed, or snapshotted, since it was read: look again.
-                Err(e) if self.lost_race(&e) => {}
-                Err(e) => return Err(e.into()),
+                Err(e) => {
+                    // Not deleted: the blob is not a deleted one.
+                    if let Some(kept) = kept
+                        && let Some(record) = self.records.get(&kept).await?
+                    {
+                        self.remove_kept(&kept, &record).await?;
+                    }
+                    // Changed, or snapshotted, since it was read: look again.
+                    if !self.lost_race(&e) {
+                        return Err(e.into());
+                    }
+                }
             }
         }
         Err(ErrorCode::ServerBusy.into())
+    }
+
+    /// Delete Blob of one snapshot: removed, or, while the account keeps deleted blobs,
+    /// marked deleted for its days.
+    pub(super) async fn delete_snapshot(&self, call: Call<'_>) -> Answered<O> {
+        let Call { key, headers, now } = call;
+        let settings = self.settings(key).await?;
+        let Some(days) = settings.retention_days else {
+            return self.delete_blob(call).await;
+        };
+        let ask = Asking::of(headers, now)?;
+        let conditions = precondition::Operation::Write;
+        let current = (self.existing_blob(key, conditions, headers)).await?;
+        ask.gate(conditions, Access::Write, Some(&current))?;
+        self.mark_deleted(key, &current, days).await?;
+        Ok(answer(StatusCode::ACCEPTED, HeaderMap::new()))
     }
 
     /// Removes the snapshot record under `key` (as read: `record`) and what it names. One

@@ -1,4 +1,5 @@
-//! The sweep: objects no record names, and blocks staged a week ago and never committed.
+//! The sweep: objects no record names, blocks staged a week ago and never committed, and
+//! deleted blobs past their retention.
 
 use http::header::HeaderMap;
 
@@ -79,7 +80,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     }
 
     /// Drops the blocks of every blob that has staged none for a week and committed none since
-    /// (the dialect's rule), and a blob record left with nothing; discards their objects.
+    /// (the dialect's rule), and a blob record left with nothing; removes the deleted blobs and
+    /// snapshots whose retention is over ([`crate::soft_delete`]); discards their objects.
     /// Answers how many blocks it dropped.
     pub(super) async fn expire_blocks(&self) -> std::result::Result<usize, StoreError> {
         let now = self.env.now();
@@ -93,6 +95,17 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 Err(e) => return Err(e),
             };
             for (name, record) in blobs {
+                // A deleted blob or snapshot whose days are over goes for good.
+                if record
+                    .deleted
+                    .is_some_and(|d| d.until <= crate::record::unix_seconds(now))
+                {
+                    let key = Key::Blob(container.clone(), name);
+                    if let Err(failure) = self.remove_kept(&key, &record).await {
+                        tracing::warn!(?key, code = %failure.code, "could not remove a deleted blob");
+                    }
+                    continue;
+                }
                 if record.staging.is_none() && record.uncommitted.is_empty() {
                     continue;
                 }

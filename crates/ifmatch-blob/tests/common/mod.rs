@@ -149,6 +149,20 @@ impl Server {
         ifmatch_blob::Record::clone(&record)
     }
 
+    /// Moves the front's clock forward.
+    pub fn advance(&self, by: std::time::Duration) {
+        self.front.env().advance(by);
+    }
+
+    /// Runs the front's sweep: staged blocks and deleted blobs past their time (the memory
+    /// objects do not list theirs, so unnamed objects are not swept here).
+    pub async fn sweep(&self, age: std::time::Duration) {
+        match self.front.sweep(age).await {
+            Ok(_) | Err(ifmatch_blob::StoreError::Unsupported(_)) => {}
+            Err(e) => panic!("sweep: {e}"),
+        }
+    }
+
     /// Puts a blob and returns its ETag.
     pub async fn put_blob(&self, path: &str, body: &[u8]) -> String {
         let r = self.put(path, &[], body.to_vec()).await;

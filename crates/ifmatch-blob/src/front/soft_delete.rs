@@ -1,0 +1,181 @@
+//! Soft delete ([`crate::soft_delete`]): keeping a deleted blob, marking a deleted snapshot,
+//! Undelete Blob, and the removal of those whose days are over.
+
+use http::StatusCode;
+use http::header::HeaderMap;
+use ifmatch_azure::{Env, ErrorCode};
+
+use super::answers::answer;
+use super::failure::Result;
+use super::gate::committed;
+use super::{Answered, Call, Front};
+use crate::record::Record;
+use crate::record_name;
+use crate::soft_delete::kept;
+use crate::store::{Key, Objects, PutMode, Records, Scan, StoreError};
+
+/// How many records one scan of a blob's snapshots or deleted selves reads.
+const SCAN: usize = 256;
+
+impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
+    /// Keeps `current`, the blob under `key` about to be deleted, as a deleted blob for `days`:
+    /// a record of its own, its bytes shared as a copy's are. The kept record's key, for the
+    /// caller to remove if its delete does not land; `None` when the blob changed while it was
+    /// copied.
+    pub(super) async fn keep_deleted(
+        &self,
+        key: &Key,
+        current: &Record,
+        days: u32,
+    ) -> Result<Option<Key>> {
+        let Key::Blob(container, blob) = key else {
+            unreachable!("a deleted blob is a blob")
+        };
+        let now = self.env.now();
+        let mut at = now;
+        loop {
+            let id = record_name::id(at);
+            let kept_key = Key::Blob(container.clone(), record_name::deleted(blob, &id));
+            let Some(duplicate) = self.duplicate(key, current, &kept_key, false).await? else {
+                return Ok(None);
+            };
+            let mut record = Record::clone(current);
+            record.content = Some(duplicate.content);
+            record.lease = crate::lease::Lease::Available;
+            record.staging = None;
+            record.uncommitted = Vec::new();
+            record.deleted = Some(kept(now, days));
+            record.generation = self.fresh_generation();
+            let append = record.content.as_ref().and_then(|c| c.append);
+            match self.records.put(&kept_key, &record, PutMode::Create).await {
+                Ok(()) => return Ok(Some(kept_key)),
+                Err(e) => {
+                    self.forget(&kept_key, duplicate.objects, append).await;
+                    match e {
+                        // Another deletion of this name in the same tick: the next tick.
+                        StoreError::AlreadyExists { .. } => {
+                            at += std::time::Duration::from_nanos(100);
+                        }
+                        e => return Err(e.into()),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Marks the snapshot record under `key` (as read: `record`) deleted, kept `days`. One
+    /// changed or removed meanwhile is left as it is.
+    pub(super) async fn mark_deleted(&self, key: &Key, record: &Record, days: u32) -> Result<()> {
+        let mut marked = Record::clone(record);
+        marked.deleted = Some(kept(self.env.now(), days));
+        marked.generation = record.generation + 1;
+        let mode = PutMode::Update(record.generation);
+        match self.records.put(key, &marked, mode).await {
+            Ok(()) => Ok(()),
+            Err(e) if self.lost_race(&e) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Removes a record kept for its retention (or one just written that is not needed) and
+    /// what it names. One removed meanwhile is not an error.
+    pub(super) async fn remove_kept(&self, key: &Key, record: &Record) -> Result<()> {
+        match self.records.delete(key, record.generation).await {
+            Ok(_) => {
+                self.discard_replaced(key, Some(record), None).await;
+                Ok(())
+            }
+            Err(e) if self.lost_race(&e) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Undelete Blob: the blob's deleted snapshots back, and, if no blob has its name now, its
+    /// latest deleted self; 200. 404 `BlobNotFound` when there is neither a blob nor a deleted
+    /// one to bring back.
+    pub(super) async fn undelete(&self, call: Call<'_>) -> Answered<O> {
+        let Call { key, headers, .. } = call;
+        let Key::Blob(container, blob) = key else {
+            unreachable!("undeleted is a blob")
+        };
+        self.container_record(container).await?;
+        let now = crate::record::unix_seconds(self.env.now());
+        let alive = |r: &Record| r.deleted.is_some_and(|d| d.until > now);
+        for (name, record) in self
+            .scan_all(container, &record_name::snapshots_of(blob))
+            .await?
+        {
+            if alive(&record) {
+                let mut back = record.clone();
+                back.deleted = None;
+                back.generation = record.generation + 1;
+                let key = Key::Blob(container.clone(), name);
+                let put = self
+                    .records
+                    .put(&key, &back, PutMode::Update(record.generation));
+                match put.await {
+                    Ok(()) => {}
+                    Err(e) if self.lost_race(&e) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        if committed(self.records.get(key).await?).is_some() {
+            return Ok(answer(StatusCode::OK, HeaderMap::new()));
+        }
+        let deleted = self
+            .scan_all(container, &record_name::deleted_of(blob))
+            .await?;
+        let Some((name, record)) = deleted.into_iter().rev().find(|(_, r)| alive(r)) else {
+            return Err(self
+                .blob_missing(key, crate::precondition::Operation::Read, headers)
+                .await);
+        };
+        let kept_key = Key::Blob(container.clone(), name);
+        let Some(duplicate) = self.duplicate(&kept_key, &record, key, false).await? else {
+            // Removed meanwhile (its days over, or brought back by another).
+            return Err(ErrorCode::BlobNotFound.into());
+        };
+        let mut back = record.clone();
+        back.content = Some(duplicate.content);
+        back.deleted = None;
+        back.generation = self.fresh_generation();
+        let append = back.content.as_ref().and_then(|c| c.append);
+        match self.records.put(key, &back, PutMode::Create).await {
+            Ok(()) => self.remove_kept(&kept_key, &record).await?,
+            Err(e) => {
+                self.forget(key, duplicate.objects, append).await;
+                // A blob of that name written meanwhile: it stays, the deleted one too.
+                if !matches!(e, StoreError::AlreadyExists { .. }) {
+                    return Err(e.into());
+                }
+            }
+        }
+        Ok(answer(StatusCode::OK, HeaderMap::new()))
+    }
+
+    /// Every record of `container` whose name starts with `prefix`, in name order, scanned
+    /// a page at a time.
+    pub(super) async fn scan_all(
+        &self,
+        container: &str,
+        prefix: &str,
+    ) -> Result<Vec<(String, Record)>> {
+        let mut out: Vec<(String, Record)> = Vec::new();
+        loop {
+            let from = (out.last()).map_or(String::new(), |(name, _)| format!("{name}\0"));
+            let scan = Scan {
+                container,
+                prefix,
+                from: &from,
+                limit: SCAN,
+            };
+            let scanned = self.records.list(scan).await?;
+            let done = scanned.len() < SCAN;
+            out.extend(scanned);
+            if done {
+                return Ok(out);
+            }
+        }
+    }
+}
