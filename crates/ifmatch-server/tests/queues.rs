@@ -38,12 +38,14 @@ fn the_python_sdk_over_redis() {
     sdk_script_with(&["--backend", &redis.url()], &[], 200);
 }
 
+#[ignore = "slow: scripts/test --full runs it"]
 #[test]
 fn the_python_sdk_under_sentinel() {
     let sentinels = Sentinels::start();
     sdk_script_with(&["--backend", &sentinels.url()], &[], 200);
 }
 
+#[ignore = "slow: scripts/test --full runs it"]
 #[test]
 fn the_python_sdk_over_a_redis_cluster() {
     let cluster = RedisCluster::start(3, 0);
