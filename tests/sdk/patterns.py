@@ -704,6 +704,30 @@ def _():
         set_versioning(False)
 
 
+@check("soft delete: set_service_properties(delete_retention_policy=...), delete_blob, list_blobs(include=['deleted']), undelete_blob")
+def _():
+    from azure.storage.blob import RetentionPolicy  # noqa: PLC0415 - only this check needs it
+
+    SERVICE.set_service_properties(delete_retention_policy=RetentionPolicy(enabled=True, days=2))
+    try:
+        assert SERVICE.get_service_properties()["delete_retention_policy"].days == 2
+        container = fresh_container()
+        blob = container.get_blob_client("doc.txt")
+        blob.upload_blob(b"kept")
+        snapshot = blob.create_snapshot()["snapshot"]
+        blob.delete_blob(delete_snapshots="include")
+        expect(HttpResponseError, blob.get_blob_properties, "BlobNotFound")
+        assert [b.name for b in container.list_blobs()] == []
+        deleted = [(b.name, b.deleted, b.remaining_retention_days) for b in container.list_blobs(include=["deleted"])]
+        assert deleted == [("doc.txt", True, 2)], deleted
+        blob.undelete_blob()
+        assert blob.download_blob().readall() == b"kept"
+        old = container.get_blob_client("doc.txt", snapshot=snapshot)
+        assert old.download_blob().readall() == b"kept", "its snapshot back too"
+    finally:
+        SERVICE.set_service_properties(delete_retention_policy=RetentionPolicy(enabled=False))
+
+
 @check("adlfs (fsspec): cp_file and mv copy blobs, open(path, 'ab') appends, as pandas' to_csv(mode='a') does")
 def _():
     import adlfs  # noqa: PLC0415 - only this check needs it

@@ -340,6 +340,24 @@ export function jsPatterns(connection) {
     await refused(() => old.getProperties(), 404);
   });
 
+  test("JS SDK: soft delete: setProperties({ deleteRetentionPolicy }), delete, listBlobsFlat({ includeDeleted }), undelete", async () => {
+    const container = await freshContainer();
+    const blob = container.getBlobClient("doc.txt");
+    await service().setProperties({ deleteRetentionPolicy: { enabled: true, days: 2 } });
+    try {
+      await upload(blob, "kept");
+      await blob.delete();
+      await refused(() => blob.getProperties(), 404);
+      const listed = [];
+      for await (const item of container.listBlobsFlat({ includeDeleted: true })) listed.push(`${item.name}:${item.deleted}`);
+      assert.deepEqual(listed, ["doc.txt:true"]);
+      await blob.undelete();
+      assert.equal(await text(blob), "kept");
+    } finally {
+      await service().setProperties({ deleteRetentionPolicy: { enabled: false } });
+    }
+  });
+
   test("JS SDK: metadata and properties, listing by hierarchy, list containers by page", async () => {
     const container = await freshContainer();
     for (const name of ["a.txt", "dir1/b.txt", "dir1/sub/c.txt", "dir2/d.txt"]) {
