@@ -140,6 +140,11 @@ error_codes! {
     InvalidTag = BAD_REQUEST, "The tags specified are invalid: a key or value has characters or a length not permitted.";
     /// More than 10 blob index tags.
     TagsTooLarge = BAD_REQUEST, "The tags specified exceed the maximum of 10 a blob may have.";
+    /// A change or delete of a blob (or its container) under a legal hold.
+    BlobImmutableDueToLegalHold = CONFLICT, "This operation is not permitted as the blob is immutable due to one or more legal holds.";
+    /// A change or delete of a blob (or its container) under a time-based retention policy,
+    /// or a locked policy shortened.
+    BlobImmutableDueToPolicy = CONFLICT, "This operation is not permitted as the blob is immutable due to a policy.";
     /// Delete Blob of a blob that has snapshots, without `x-ms-delete-snapshots`.
     SnapshotsPresent = CONFLICT, "This operation is not permitted because the blob has snapshots.";
     /// A request body is not the XML document the operation takes.

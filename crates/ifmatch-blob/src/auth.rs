@@ -139,6 +139,10 @@ fn needed(operation: &Operation) -> (&'static str, Kind) {
         Operation::AbortCopyBlob(_) | Operation::SealBlob => ("w", Kind::Object),
         Operation::SnapshotBlob => ("cw", Kind::Object),
         Operation::UndeleteBlob => ("w", Kind::Object),
+        // Azure's `i`: set and delete immutability policies, set legal holds.
+        Operation::SetImmutabilityPolicy
+        | Operation::DeleteImmutabilityPolicy
+        | Operation::SetLegalHold => ("i", Kind::Object),
         Operation::AppendBlock => ("aw", Kind::Object),
     }
 }

@@ -49,6 +49,7 @@ pub mod conformance;
 mod enumeration;
 mod front;
 mod hashing;
+pub mod immutability;
 pub mod lease;
 pub mod memory;
 mod metadata;

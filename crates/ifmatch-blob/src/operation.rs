@@ -72,6 +72,12 @@ pub enum Operation {
     SnapshotBlob,
     /// `PUT /{container}/{blob}?comp=undelete`
     UndeleteBlob,
+    /// `PUT /{container}/{blob}?comp=immutabilityPolicies`
+    SetImmutabilityPolicy,
+    /// `DELETE /{container}/{blob}?comp=immutabilityPolicies`
+    DeleteImmutabilityPolicy,
+    /// `PUT /{container}/{blob}?comp=legalhold`
+    SetLegalHold,
     /// `PUT /{container}/{blob}?comp=copy&copyid=...` with `x-ms-copy-action: abort`: Abort
     /// Copy Blob, of the copy with this id.
     AbortCopyBlob(String),
@@ -93,7 +99,14 @@ impl Operation {
     /// Whether the operation takes `versionid=`: it reads a version, sets its tags, or
     /// deletes it.
     pub fn reads_versions(&self) -> bool {
-        self.reads_snapshots() || matches!(self, Self::SetBlobTags)
+        self.reads_snapshots()
+            || matches!(
+                self,
+                Self::SetBlobTags
+                    | Self::SetImmutabilityPolicy
+                    | Self::DeleteImmutabilityPolicy
+                    | Self::SetLegalHold
+            )
     }
 
     /// Azure's name of the operation, as in its REST reference (for metrics and logs).
@@ -130,6 +143,9 @@ impl Operation {
             Self::SealBlob => "SealBlob",
             Self::SnapshotBlob => "SnapshotBlob",
             Self::UndeleteBlob => "UndeleteBlob",
+            Self::SetImmutabilityPolicy => "SetImmutabilityPolicy",
+            Self::DeleteImmutabilityPolicy => "DeleteImmutabilityPolicy",
+            Self::SetLegalHold => "SetLegalHold",
         }
     }
 
@@ -329,6 +345,11 @@ impl Target {
                 (&Method::PUT, Some("seal")) => Operation::SealBlob,
                 (&Method::PUT, Some("snapshot")) => Operation::SnapshotBlob,
                 (&Method::PUT, Some("undelete")) => Operation::UndeleteBlob,
+                (&Method::PUT, Some("immutabilityPolicies")) => Operation::SetImmutabilityPolicy,
+                (&Method::DELETE, Some("immutabilityPolicies")) => {
+                    Operation::DeleteImmutabilityPolicy
+                }
+                (&Method::PUT, Some("legalhold")) => Operation::SetLegalHold,
                 (&Method::PUT, Some("copy")) => Operation::AbortCopyBlob(
                     (query.copy_id.clone()).ok_or(ErrorCode::InvalidQueryParameterValue)?,
                 ),
@@ -336,8 +357,19 @@ impl Target {
                     _,
                     None
                     | Some(
-                        "lease" | "metadata" | "properties" | "block" | "blocklist" | "copy"
-                        | "appendblock" | "seal" | "tags" | "snapshot" | "undelete",
+                        "lease"
+                        | "metadata"
+                        | "properties"
+                        | "block"
+                        | "blocklist"
+                        | "copy"
+                        | "appendblock"
+                        | "seal"
+                        | "tags"
+                        | "snapshot"
+                        | "undelete"
+                        | "immutabilityPolicies"
+                        | "legalhold",
                     ),
                 ) => {
                     return Err(ErrorCode::UnsupportedHttpVerb);

@@ -53,6 +53,12 @@ pub struct Record {
     /// versions ([`crate::version`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
+    /// The blob's time-based retention policy ([`crate::immutability`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub immutability: Option<crate::immutability::Policy>,
+    /// Whether the blob is under a legal hold ([`crate::immutability`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub legal_hold: bool,
     /// When a blob (or snapshot) record was deleted and until when it is kept, while its
     /// account keeps deleted blobs ([`crate::soft_delete`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -289,6 +295,8 @@ impl Record {
             copy: None,
             tags: BTreeMap::new(),
             version: None,
+            immutability: None,
+            legal_hold: false,
             deleted: None,
             service: None,
         }
@@ -309,6 +317,8 @@ impl Record {
             copy: None,
             tags: BTreeMap::new(),
             version: None,
+            immutability: None,
+            legal_hold: false,
             deleted: None,
             service: None,
         }

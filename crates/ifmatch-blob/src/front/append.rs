@@ -118,6 +118,10 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let (content_type, properties) = metadata::upload_properties(headers, true);
         let user_metadata = metadata::metadata(headers)?;
         let blob_tags = crate::tags::from_header(headers)?;
+        let protection = crate::immutability::AtCreation::from_headers(
+            headers,
+            crate::record::unix_seconds(now),
+        )?;
         if committed(self.records.get(key).await?).is_none() {
             self.container_record(key.container()).await?;
         }
@@ -139,6 +143,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let mut fresh = Record::blob(etag, now, content);
         fresh.metadata = user_metadata;
         fresh.tags = blob_tags;
+        protection.apply(&mut fresh);
         self.commit_put(key, ask, fresh).await
     }
 

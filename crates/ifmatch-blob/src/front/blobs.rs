@@ -143,6 +143,10 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let (content_type, properties) = metadata::upload_properties(headers, true);
         let user_metadata = metadata::metadata(headers)?;
         let blob_tags = crate::tags::from_header(headers)?;
+        let protection = crate::immutability::AtCreation::from_headers(
+            headers,
+            crate::record::unix_seconds(now),
+        )?;
 
         // Fail fast, before taking the body: the same checks run again at commit time.
         let current = committed(self.records.get(key).await?);
@@ -209,6 +213,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let mut fresh = Record::blob(etag, now, content);
         fresh.metadata = user_metadata;
         fresh.tags = blob_tags;
+        protection.apply(&mut fresh);
         let committed = self.commit_put(key, ask, fresh).await.map(|mut answer| {
             if let Some(crc64) = checksums.crc64.and_then(|c| HeaderValue::try_from(c).ok()) {
                 answer.headers_mut().insert(CONTENT_CRC64, crc64);
@@ -294,6 +299,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 let count = HeaderValue::from(current.tags.len());
                 out.insert(http::HeaderName::from_static(crate::tags::TAG_COUNT), count);
             }
+            super::immutability::insert_protection(&current, &mut out);
             let requested = headers.get(MS_RANGE).or_else(|| headers.get(header::RANGE));
             let range = match (outcome, requested.and_then(|v| v.to_str().ok())) {
                 (Outcome::Proceed, Some(value)) if !head => ByteRange::parse(value, content.len),

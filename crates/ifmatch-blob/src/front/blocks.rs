@@ -176,6 +176,10 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let (content_type, properties) = metadata::upload_properties(headers, false);
         let user_metadata = metadata::metadata(headers)?;
         let blob_tags = crate::tags::from_header(headers)?;
+        let protection = crate::immutability::AtCreation::from_headers(
+            headers,
+            crate::record::unix_seconds(now),
+        )?;
         let md5 = blob_content_md5(headers)?;
         let xml = http_body_util::Limited::new(body, MAX_LIST_BODY)
             .collect()
@@ -244,6 +248,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             let mut fresh = Record::blob(etag, now, content);
             fresh.metadata = user_metadata.clone();
             fresh.tags = blob_tags.clone();
+            protection.apply(&mut fresh);
 
             let mut stale = false;
             let swapped = self

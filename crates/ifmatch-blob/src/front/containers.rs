@@ -49,13 +49,31 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             precondition::Operation::Container,
             ErrorCode::ContainerNotFound,
         );
-        let swapped = self.delete_existing(key, ask, conditions, missing).await?;
-        // Their staged sets went with the container; the objects of those are orphans, for the
-        // sweep.
-        for record in swapped.removed {
-            self.discard_unnamed(record.objects(), None).await;
+        let mut attempts = ifmatch_azure::swap::Attempts::default();
+        while attempts.another() {
+            let Some(current) = self.records.get(key).await? else {
+                return Err(self.missing(key, conditions, headers, missing).await);
+            };
+            ask.gate(conditions, crate::lease::Access::Write, Some(&current))?;
+            // None of its blobs under a legal hold or a retention policy: a protection set
+            // after this look bumps the container's generation, and the delete below fails.
+            if let Some(code) = self.protected_blob(key.container()).await? {
+                return Err(code.into());
+            }
+            match self.records.delete(key, current.generation).await {
+                Ok(removed) => {
+                    // Their staged sets went with the container; the objects of those are
+                    // orphans, for the sweep.
+                    for record in removed {
+                        self.discard_unnamed(record.objects(), None).await;
+                    }
+                    return Ok(answer(StatusCode::ACCEPTED, HeaderMap::new()));
+                }
+                Err(e) if self.lost_race(&e) => {}
+                Err(e) => return Err(e.into()),
+            }
         }
-        Ok(answer(StatusCode::ACCEPTED, HeaderMap::new()))
+        Err(ErrorCode::ServerBusy.into())
     }
 
     /// Blob Batch: each subrequest (a `DELETE` of a blob of the same account) is handled as a

@@ -133,6 +133,10 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let user_metadata = metadata::metadata(headers)?;
         // A copy takes the tags of its request, not its source's (Azure's default).
         let blob_tags = crate::tags::from_header(headers)?;
+        let protection = crate::immutability::AtCreation::from_headers(
+            headers,
+            crate::record::unix_seconds(now),
+        )?;
         let source = self.source(&from, now).await?;
         // The destination's checks first, as Put Blob's: no byte is read for a copy that
         // cannot land. They run again when its record is written.
@@ -187,6 +191,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             let mut fresh = Record::blob(etag, now, copied);
             fresh.metadata = metadata;
             fresh.tags = blob_tags.clone();
+            protection.apply(&mut fresh);
             let id = self.env.random_uuid().hyphenated().to_string();
             if !put_from_url {
                 fresh.copy = Some(Copied {

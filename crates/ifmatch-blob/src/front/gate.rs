@@ -62,7 +62,9 @@ impl<'a> Asking<'a> {
     /// available and it has no validators) when:
     /// 1. the lease allows `access` with the request's lease id: a container's record for
     ///    [`precondition::Operation::Container`], a blob's otherwise; then
-    /// 2. the conditional headers hold against the record's validators, as the dialect
+    /// 2. for a write of a blob, no legal hold nor retention policy protects it
+    ///    ([`crate::immutability`]); then
+    /// 3. the conditional headers hold against the record's validators, as the dialect
     ///    evaluates them for `conditions`, and a blob's `x-ms-if-tags` against its tags.
     ///
     /// A failure is the first step's error code (a lease error comes before a failed
@@ -78,6 +80,14 @@ impl<'a> Asking<'a> {
             _ => Scope::Blob,
         };
         let lease = self.lease(scope, access, current)?;
+        // A blob under a legal hold or a retention policy is changed or deleted by no one.
+        if let (Scope::Blob, Access::Write, Some(record)) = (scope, access, current) {
+            let now = crate::record::unix_seconds(self.now);
+            let refused = crate::immutability::refusal(record.legal_hold, record.immutability, now);
+            if let Some(code) = refused {
+                return Err(code.into());
+            }
+        }
         let validators = current.map(Record::validators);
         let outcome = precondition::evaluate(conditions, self.headers, validators.as_ref())?;
         if scope == Scope::Blob {

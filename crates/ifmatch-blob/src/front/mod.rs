@@ -32,6 +32,7 @@ mod containers;
 mod copy;
 mod failure;
 mod gate;
+mod immutability;
 mod leases;
 mod listing;
 mod service;
@@ -277,6 +278,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             }
             Operation::DeleteBlob => self.delete_with_snapshots(blob).await,
             Operation::UndeleteBlob => self.undelete(blob).await,
+            Operation::SetImmutabilityPolicy => self.set_immutability_policy(blob).await,
+            Operation::DeleteImmutabilityPolicy => self.delete_immutability_policy(blob).await,
+            Operation::SetLegalHold => self.set_legal_hold(blob).await,
             Operation::SnapshotBlob => self.snapshot_blob(blob).await,
             Operation::LeaseBlob => self.lease(blob).await,
             Operation::ListContainers(options) => {

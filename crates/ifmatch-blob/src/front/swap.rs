@@ -56,13 +56,11 @@ impl Swapped {
     }
 }
 
-/// A change that landed: the record it found, what it did, and the blob records a removed
-/// container took with it.
+/// A change that landed: the record it found, and what it did.
 pub(super) struct Swapped {
     pub(super) previous: Option<std::sync::Arc<Record>>,
     pub(super) written: Option<Record>,
     pub(super) deleted: bool,
-    pub(super) removed: Vec<Record>,
 }
 
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
@@ -140,22 +138,23 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                         previous,
                         written: None,
                         deleted: false,
-                        removed: Vec::new(),
                     });
                 }
                 Step::Put(record, mode) => {
                     let result = self.records.put(key, &record, mode).await;
-                    (Some(*record), result.map(|()| Vec::new()))
+                    (Some(*record), result)
                 }
-                Step::Delete(generation) => (None, self.records.delete(key, generation).await),
+                Step::Delete(generation) => {
+                    let result = self.records.delete(key, generation).await;
+                    (None, result.map(|_| ()))
+                }
             };
             match result {
-                Ok(removed) => {
+                Ok(()) => {
                     return Ok(Swapped {
                         previous,
                         deleted: written.is_none(),
                         written,
-                        removed,
                     });
                 }
                 Err(e) if self.lost_race(&e) => {}
