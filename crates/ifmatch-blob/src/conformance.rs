@@ -78,6 +78,7 @@ pub async fn records<R: Records>(store: &R) {
     swaps_on_the_generation(store).await;
     round_trips_whole(store).await;
     scans_in_name_order(store).await;
+    keeps_qualified_names_after_their_blob(store).await;
     deletes_on_the_generation(store).await;
 }
 
@@ -264,6 +265,54 @@ pub async fn scans_in_name_order<R: Records>(store: &R) {
     assert_eq!(list(store, "dir/", "dir/c", 100).await, ["dir/c", "dir/d"]);
     store.delete(&d, 1).await.unwrap();
     assert_eq!(list(store, "dir/", "dir/c", 100).await, ["dir/c"]);
+    teardown(store).await;
+}
+
+/// The records of a blob's snapshots, versions and deleted selves ([`crate::record_name`]:
+/// its name, a control character, an id) round-trip and scan right after the blob, before any
+/// longer name, each kind found by its own prefix.
+pub async fn keeps_qualified_names_after_their_blob<R: Records>(store: &R) {
+    use crate::record_name::{deleted, deleted_of, snapshot, snapshots_of, version, versions_of};
+    let id = "2026-11-28T09:00:00.0000000Z";
+    let later = "2026-11-28T09:00:00.0000001Z";
+    let names = [
+        "dir/a".to_owned(),
+        snapshot("dir/a", id),
+        snapshot("dir/a", later),
+        version("dir/a", id),
+        deleted("dir/a", id),
+        "dir/a b".to_owned(),
+        "dir/a/b".to_owned(),
+    ];
+    setup(store, &[]).await;
+    // Put in another order than they sort.
+    for name in names.iter().rev() {
+        let (key, written) = (blob("conformance", name), record(name, 1));
+        store.put(&key, &written, PutMode::Create).await.unwrap();
+    }
+    assert_eq!(list(store, "dir/", "", 100).await, names);
+    assert_eq!(
+        list(store, &snapshots_of("dir/a"), "", 100).await,
+        [snapshot("dir/a", id), snapshot("dir/a", later)]
+    );
+    assert_eq!(
+        list(store, &versions_of("dir/a"), "", 100).await,
+        [version("dir/a", id)]
+    );
+    assert_eq!(
+        list(store, &deleted_of("dir/a"), "", 100).await,
+        [deleted("dir/a", id)]
+    );
+    let from = format!("{}\0", snapshot("dir/a", id));
+    assert_eq!(
+        list(store, "dir/", &from, 1).await,
+        [snapshot("dir/a", later)]
+    );
+    let read = store
+        .get(&blob("conformance", &version("dir/a", id)))
+        .await
+        .unwrap();
+    assert_eq!(read.map(|r| r.generation), Some(1));
     teardown(store).await;
 }
 
