@@ -728,6 +728,37 @@ def _():
         SERVICE.set_service_properties(delete_retention_policy=RetentionPolicy(enabled=False))
 
 
+@check("immutability: set_legal_hold, set_immutability_policy (Unlocked, then Locked and only extended), writes refused 409, delete_immutability_policy")
+def _():
+    import datetime  # noqa: PLC0415 - only this check needs it
+
+    from azure.storage.blob import ImmutabilityPolicy  # noqa: PLC0415
+
+    blob = fresh_container().get_blob_client("record.txt")
+    blob.upload_blob(b"kept")
+    assert blob.set_legal_hold(True)["legal_hold"] is True
+    assert blob.get_blob_properties().has_legal_hold is True
+    for write in (lambda: blob.upload_blob(b"changed", overwrite=True), blob.delete_blob):
+        expect(HttpResponseError, write, "BlobImmutableDueToLegalHold")
+    blob.set_legal_hold(False)
+    until = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0) + datetime.timedelta(days=1)
+    blob.set_immutability_policy(ImmutabilityPolicy(expiry_time=until, policy_mode="Unlocked"))
+    policy = blob.get_blob_properties().immutability_policy
+    assert (policy.expiry_time, policy.policy_mode) == (until, "Unlocked"), (policy.expiry_time, policy.policy_mode)
+    expect(HttpResponseError, blob.delete_blob, "BlobImmutableDueToPolicy")
+    blob.delete_immutability_policy()
+    blob.set_blob_metadata({"after": "unlock"})
+    blob.set_immutability_policy(ImmutabilityPolicy(expiry_time=until, policy_mode="Locked"))
+    shorter = ImmutabilityPolicy(expiry_time=until - datetime.timedelta(hours=1), policy_mode="Locked")
+    # These two calls of the SDK raise without reading the error code into error_code.
+    for call in (lambda: blob.set_immutability_policy(shorter), blob.delete_immutability_policy):
+        error = expect(HttpResponseError, call)
+        assert error.status_code == 409 and "BlobImmutableDueToPolicy" in str(error), error
+    longer = ImmutabilityPolicy(expiry_time=until + datetime.timedelta(days=1), policy_mode="Locked")
+    blob.set_immutability_policy(longer)
+    assert blob.download_blob().readall() == b"kept"
+
+
 @check("adlfs (fsspec): cp_file and mv copy blobs, open(path, 'ab') appends, as pandas' to_csv(mode='a') does")
 def _():
     import adlfs  # noqa: PLC0415 - only this check needs it
