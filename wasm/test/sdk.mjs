@@ -358,6 +358,55 @@ export function jsPatterns(connection) {
     }
   });
 
+  // The account's IsVersioningEnabled: the JS SDK has no parameter for it (Azure sets it through
+  // its management API), so a PUT of the properties with an account SAS that may write them.
+  async function setVersioning(enabled) {
+    const expiresOn = new Date(Date.now() + 3600_000);
+    const sas = generateAccountSASQueryParameters(
+      { permissions: AccountSASPermissions.parse("w"), services: "b", resourceTypes: "s", expiresOn },
+      credential(),
+    ).toString();
+    const xml = `<?xml version="1.0" encoding="utf-8"?><StorageServiceProperties><IsVersioningEnabled>${enabled}</IsVersioningEnabled></StorageServiceProperties>`;
+    const url = `${service().url.replace(/\/$/, "")}/?restype=service&comp=properties&${sas}`;
+    const answer = await fetch(url, { method: "PUT", body: xml, headers: { "x-ms-version": "2021-12-02" } });
+    assert.equal(answer.status, 202, await answer.text());
+  }
+
+  test("JS SDK: versions: versionId on uploads, withVersion reads, listBlobsFlat({ includeVersions }), a version copied back", async () => {
+    await setVersioning(true);
+    try {
+      const container = await freshContainer();
+      const blob = container.getBlobClient("doc.txt");
+      const first = (await upload(blob, "v1")).versionId;
+      const second = (await upload(blob, "v2")).versionId;
+      assert.ok(first && second && first < second, `${first} ${second}`);
+      assert.equal(await text(blob.withVersion(first)), "v1");
+      const listed = [];
+      for await (const item of container.listBlobsFlat({ includeVersions: true })) listed.push(`${item.versionId}:${item.isCurrentVersion ?? false}`);
+      assert.deepEqual(listed, [`${second}:true`, `${first}:false`]);
+      await (await blob.beginCopyFromURL(blob.withVersion(first).url)).pollUntilDone();
+      assert.equal(await text(blob), "v1", "the old version promoted");
+    } finally {
+      await setVersioning(false);
+    }
+  });
+
+  test("JS SDK: immutability: setLegalHold, setImmutabilityPolicy, writes refused 409, deleteImmutabilityPolicy", async () => {
+    const container = await freshContainer();
+    const blob = container.getBlobClient("record.txt");
+    await upload(blob, "kept");
+    await blob.setLegalHold(true);
+    assert.equal((await blob.getProperties()).legalHold, true);
+    await refused(() => upload(blob, "changed"), 409, "BlobImmutableDueToLegalHold");
+    await blob.setLegalHold(false);
+    const expiriesOn = new Date(Math.floor(Date.now() / 1000) * 1000 + 86_400_000);
+    await blob.setImmutabilityPolicy({ expiriesOn, policyMode: "Unlocked" });
+    assert.equal((await blob.getProperties()).immutabilityPolicyExpiresOn?.getTime(), expiriesOn.getTime());
+    await refused(() => blob.delete(), 409, "BlobImmutableDueToPolicy");
+    await blob.deleteImmutabilityPolicy();
+    await blob.delete();
+  });
+
   test("JS SDK: metadata and properties, listing by hierarchy, list containers by page", async () => {
     const container = await freshContainer();
     for (const name of ["a.txt", "dir1/b.txt", "dir1/sub/c.txt", "dir2/d.txt"]) {
