@@ -407,3 +407,98 @@ async fn a_tag_condition_holds_at_the_instant_of_its_write_across_instances() {
         CLIENTS * TURNS
     );
 }
+
+/// Versions and snapshots through two instances over Redis: versioning enabled through one
+/// holds on the other within a second; eight writers overwriting one blob through both lose
+/// no version; a snapshot and a delete racing through different instances never leave a
+/// snapshot of a deleted blob.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn versions_and_snapshots_hold_across_instances() {
+    let redis = RedisServer::start();
+    let data = tempfile::tempdir().unwrap();
+    let a = shared(data.path(), &redis.url());
+    let b = shared(data.path(), &redis.url());
+    let http = client();
+    common::create_container(&http, &a.base, "box").await;
+    let on = "<StorageServiceProperties><IsVersioningEnabled>true</IsVersioningEnabled></StorageServiceProperties>";
+    let url = format!("{}/?restype=service&comp=properties", a.base);
+    assert_eq!(
+        common::send(&http, "PUT", &url, &[], on).await.status(),
+        202
+    );
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let first = common::send(&http, "PUT", &format!("{}/box/b", b.base), &[], "first").await;
+    assert!(
+        header(&first, "x-ms-version-id").is_some(),
+        "enabled through A, kept through B"
+    );
+
+    let writers: Vec<_> = (0..8)
+        .map(|w| {
+            let (http, bases) = (http.clone(), [a.base.clone(), b.base.clone()]);
+            tokio::spawn(async move {
+                for n in 0..4 {
+                    let url = format!("{}/box/b", bases[(w + n) % 2]);
+                    let r = common::send(&http, "PUT", &url, &[], format!("w{w}-{n}")).await;
+                    assert_eq!(r.status(), 201);
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    let list = format!(
+        "{}/box?restype=container&comp=list&include=versions",
+        a.base
+    );
+    let xml = common::get(&http, &list).await.text().await.unwrap();
+    let ids: Vec<&str> = (xml.split("<VersionId>").skip(1))
+        .map(|rest| &rest[..rest.find('<').unwrap()])
+        .collect();
+    assert_eq!(
+        ids.len(),
+        33,
+        "the first write and 32 more, each kept: {xml}"
+    );
+    let mut bodies = Vec::new();
+    for id in &ids {
+        let url = format!("{}/box/b?versionid={id}", b.base);
+        bodies.push(common::get(&http, &url).await.text().await.unwrap());
+    }
+    bodies.sort();
+    bodies.dedup();
+    assert_eq!(bodies.len(), 33, "each write's bytes once");
+
+    // Snapshot through one, delete through the other, at once.
+    let url = format!("{}/?restype=service&comp=properties", b.base);
+    let off = "<StorageServiceProperties><IsVersioningEnabled>false</IsVersioningEnabled></StorageServiceProperties>";
+    assert_eq!(
+        common::send(&http, "PUT", &url, &[], off).await.status(),
+        202
+    );
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    for n in 0..20 {
+        let path = format!("/box/s{n}");
+        let r = common::send(&http, "PUT", &format!("{}{path}", a.base), &[], "x").await;
+        assert_eq!(r.status(), 201);
+        let (h1, h2) = (http.clone(), http.clone());
+        let snap_url = format!("{}{path}?comp=snapshot", a.base);
+        let delete_url = format!("{}{path}", b.base);
+        let snap = tokio::spawn(async move { common::send(&h1, "PUT", &snap_url, &[], "").await });
+        let delete =
+            tokio::spawn(async move { common::send(&h2, "DELETE", &delete_url, &[], "").await });
+        let (snap, delete) = (snap.await.unwrap(), delete.await.unwrap());
+        let listing = format!(
+            "{}/box?restype=container&comp=list&include=snapshots&prefix=s{n}",
+            b.base
+        );
+        let xml = common::get(&http, &listing).await.text().await.unwrap();
+        let snapshots = xml.matches("<Snapshot>").count();
+        match delete.status().as_u16() {
+            202 => assert_eq!((snapshots, xml.matches("<Blob>").count()), (0, 0), "{xml}"),
+            409 => assert_eq!((snapshots, snap.status().as_u16()), (1, 201)),
+            other => panic!("delete: {other}"),
+        }
+    }
+}
