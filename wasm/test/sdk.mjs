@@ -39,8 +39,12 @@ async function refused(fn, status, code) {
   assert.fail(`expected ${status} ${code ?? ""}`);
 }
 
-/** The checks, as node:test tests; `connection()` answers the connection string. */
-export function jsPatterns(connection) {
+/**
+ * The checks, as node:test tests; `connection()` answers the connection string. The checks
+ * that change the account's settings (versioning, delete retention) run inside `settings`, one
+ * at a time with whatever else a caller runs there (the Python suite changes them too).
+ */
+export function jsPatterns(connection, settings = (run) => run()) {
   const parts = () => Object.fromEntries(connection().split(";").filter(Boolean).map((p) => p.split(/=(.*)/s)));
   const service = () => BlobServiceClient.fromConnectionString(connection());
   const credential = () => new StorageSharedKeyCredential(parts().AccountName, parts().AccountKey);
@@ -340,7 +344,7 @@ export function jsPatterns(connection) {
     await refused(() => old.getProperties(), 404);
   });
 
-  test("JS SDK: soft delete: setProperties({ deleteRetentionPolicy }), delete, listBlobsFlat({ includeDeleted }), undelete", async () => {
+  test("JS SDK: soft delete: setProperties({ deleteRetentionPolicy }), delete, listBlobsFlat({ includeDeleted }), undelete", () => settings(async () => {
     const container = await freshContainer();
     const blob = container.getBlobClient("doc.txt");
     await service().setProperties({ deleteRetentionPolicy: { enabled: true, days: 2 } });
@@ -356,7 +360,7 @@ export function jsPatterns(connection) {
     } finally {
       await service().setProperties({ deleteRetentionPolicy: { enabled: false } });
     }
-  });
+  }));
 
   // The account's IsVersioningEnabled: the JS SDK has no parameter for it (Azure sets it through
   // its management API), so a PUT of the properties with an account SAS that may write them.
@@ -372,7 +376,7 @@ export function jsPatterns(connection) {
     assert.equal(answer.status, 202, await answer.text());
   }
 
-  test("JS SDK: versions: versionId on uploads, withVersion reads, listBlobsFlat({ includeVersions }), a version copied back", async () => {
+  test("JS SDK: versions: versionId on uploads, withVersion reads, listBlobsFlat({ includeVersions }), a version copied back", () => settings(async () => {
     await setVersioning(true);
     try {
       const container = await freshContainer();
@@ -389,7 +393,7 @@ export function jsPatterns(connection) {
     } finally {
       await setVersioning(false);
     }
-  });
+  }));
 
   test("JS SDK: immutability: setLegalHold, setImmutabilityPolicy, writes refused 409, deleteImmutabilityPolicy", async () => {
     const container = await freshContainer();
