@@ -27,23 +27,26 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         }
         let mut named = std::collections::HashSet::new();
         for container in self.records.containers().await? {
-            match self.all_blobs(&container).await {
-                Ok(blobs) => {
-                    for (name, record) in blobs {
-                        named.extend(record.objects().map(str::to_owned));
-                        let appended = record.content.as_ref().and_then(|c| c.append);
-                        let sets = (record.staging.map(|s| s.epoch).into_iter())
-                            .chain(appended.map(|a| a.epoch));
-                        let key = Key::Blob(container.clone(), name);
-                        for epoch in sets {
-                            let staged = self.records.staged_blocks(&key, epoch).await?;
-                            named.extend(staged.into_iter().map(|b| b.object));
-                        }
+            let mut pages = BlobPages::new(&container);
+            loop {
+                let page = match pages.next(&self.records).await {
+                    Ok(Some(page)) => page,
+                    Ok(None) => break,
+                    // Deleted meanwhile: its objects went with it.
+                    Err(StoreError::ContainerNotFound) => break,
+                    Err(e) => return Err(e),
+                };
+                for (name, record) in page {
+                    named.extend(record.objects().map(str::to_owned));
+                    let appended = record.content.as_ref().and_then(|c| c.append);
+                    let sets = (record.staging.map(|s| s.epoch).into_iter())
+                        .chain(appended.map(|a| a.epoch));
+                    let key = Key::Blob(container.clone(), name);
+                    for epoch in sets {
+                        let staged = self.records.staged_blocks(&key, epoch).await?;
+                        named.extend(staged.into_iter().map(|b| b.object));
                     }
                 }
-                // Deleted meanwhile: its objects went with it.
-                Err(StoreError::ContainerNotFound) => {}
-                Err(e) => return Err(e),
             }
         }
         for object in candidates.iter().filter(|o| !named.contains(*o)) {
@@ -51,32 +54,6 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             swept += 1;
         }
         Ok(swept)
-    }
-
-    /// Every blob record of a container, scanned a thousand at a time.
-    pub(super) async fn all_blobs(
-        &self,
-        container: &str,
-    ) -> std::result::Result<Vec<(String, Record)>, StoreError> {
-        const SCAN: usize = 1000;
-        let mut out: Vec<(String, Record)> = Vec::new();
-        loop {
-            let from = out
-                .last()
-                .map_or(String::new(), |(name, _)| format!("{name}\0"));
-            let scan = Scan {
-                container,
-                prefix: "",
-                from: &from,
-                limit: SCAN,
-            };
-            let scanned = self.records.list(scan).await?;
-            let done = scanned.len() < SCAN;
-            out.extend(scanned);
-            if done {
-                return Ok(out);
-            }
-        }
     }
 
     /// Drops the blocks of every blob that has staged none for a week and committed none since
@@ -89,73 +66,115 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             .saturating_sub(crate::block_list::UNCOMMITTED_TTL.as_secs());
         let mut expired = 0;
         for container in self.records.containers().await? {
-            let blobs = match self.all_blobs(&container).await {
-                Ok(blobs) => blobs,
-                Err(StoreError::ContainerNotFound) => continue,
-                Err(e) => return Err(e),
-            };
-            for (name, record) in blobs {
-                // A deleted blob or snapshot whose days are over goes for good.
-                if record
-                    .deleted
-                    .is_some_and(|d| d.until <= crate::record::unix_seconds(now))
-                {
-                    let key = Key::Blob(container.clone(), name);
-                    if let Err(failure) = self.remove_kept(&key, &record).await {
-                        tracing::warn!(?key, code = %failure.code, "could not remove a deleted blob");
-                    }
-                    continue;
-                }
-                if record.staging.is_none() && record.uncommitted.is_empty() {
-                    continue;
-                }
-                let key = Key::Blob(container.clone(), name);
-                let staged = match self.uncommitted(&key, Some(&record)).await {
-                    Ok(staged) => staged,
-                    Err(failure) => {
-                        tracing::warn!(?key, code = %failure.code, "could not read staged blocks");
+            let mut pages = BlobPages::new(&container);
+            loop {
+                let blobs = match pages.next(&self.records).await {
+                    Ok(Some(page)) => page,
+                    Ok(None) | Err(StoreError::ContainerNotFound) => break,
+                    Err(e) => return Err(e),
+                };
+                for (name, record) in blobs {
+                    // A deleted blob or snapshot whose days are over goes for good.
+                    if record
+                        .deleted
+                        .is_some_and(|d| d.until <= crate::record::unix_seconds(now))
+                    {
+                        let key = Key::Blob(container.clone(), name);
+                        if let Err(failure) = self.remove_kept(&key, &record).await {
+                            tracing::warn!(?key, code = %failure.code, "could not remove a deleted blob");
+                        }
                         continue;
                     }
-                };
-                // A set with no block yet is as old as its record.
-                let newest =
-                    (staged.iter().map(|b| b.staged).max()).unwrap_or(record.last_modified);
-                if newest > limit {
-                    continue;
-                }
-                let swapped = self
-                    .swap(&key, &HeaderMap::new(), |current| {
-                        let same = current.is_some_and(|c| {
-                            c.staging == record.staging && c.uncommitted == record.uncommitted
-                        });
-                        let Some(current) = current.filter(|_| same) else {
-                            return Ok(Step::Keep);
-                        };
-                        if current.content.is_none() {
-                            return Ok(Step::Delete(current.generation));
-                        }
-                        let mut kept = current.clone();
-                        (kept.staging, kept.uncommitted) = (None, Vec::new());
-                        Ok(Step::update(kept, current))
-                    })
-                    .await;
-                match swapped {
-                    Ok(swapped) if swapped.written.is_some() || swapped.deleted => {
-                        expired += staged.len();
-                        (self.discard_replaced(
-                            &key,
-                            swapped.previous.as_deref(),
-                            swapped.written.as_ref(),
-                        ))
-                        .await;
+                    if record.staging.is_none() && record.uncommitted.is_empty() {
+                        continue;
                     }
-                    Ok(_) => {}
-                    Err(failure) => {
-                        tracing::warn!(?key, code = %failure.code, "could not expire staged blocks");
+                    let key = Key::Blob(container.clone(), name);
+                    let staged = match self.uncommitted(&key, Some(&record)).await {
+                        Ok(staged) => staged,
+                        Err(failure) => {
+                            tracing::warn!(?key, code = %failure.code, "could not read staged blocks");
+                            continue;
+                        }
+                    };
+                    // A set with no block yet is as old as its record.
+                    let newest =
+                        (staged.iter().map(|b| b.staged).max()).unwrap_or(record.last_modified);
+                    if newest > limit {
+                        continue;
+                    }
+                    let swapped = self
+                        .swap(&key, &HeaderMap::new(), |current| {
+                            let same = current.is_some_and(|c| {
+                                c.staging == record.staging && c.uncommitted == record.uncommitted
+                            });
+                            let Some(current) = current.filter(|_| same) else {
+                                return Ok(Step::Keep);
+                            };
+                            if current.content.is_none() {
+                                return Ok(Step::Delete(current.generation));
+                            }
+                            let mut kept = current.clone();
+                            (kept.staging, kept.uncommitted) = (None, Vec::new());
+                            Ok(Step::update(kept, current))
+                        })
+                        .await;
+                    match swapped {
+                        Ok(swapped) if swapped.written.is_some() || swapped.deleted => {
+                            expired += staged.len();
+                            (self.discard_replaced(
+                                &key,
+                                swapped.previous.as_deref(),
+                                swapped.written.as_ref(),
+                            ))
+                            .await;
+                        }
+                        Ok(_) => {}
+                        Err(failure) => {
+                            tracing::warn!(?key, code = %failure.code, "could not expire staged blocks");
+                        }
                     }
                 }
             }
         }
         Ok(expired)
+    }
+}
+
+/// A container's blob records, a page at a time, so that walking them all holds one page.
+pub(super) struct BlobPages<'a> {
+    container: &'a str,
+    /// Where the next page starts; `None` once the last was read.
+    from: Option<String>,
+}
+
+impl<'a> BlobPages<'a> {
+    /// The records of the stored container `container`, from its first.
+    pub(super) fn new(container: &'a str) -> Self {
+        Self {
+            container,
+            from: Some(String::new()),
+        }
+    }
+
+    /// The next page, `None` after the last.
+    pub(super) async fn next<R: Records>(
+        &mut self,
+        records: &R,
+    ) -> std::result::Result<Option<Vec<(String, Record)>>, StoreError> {
+        const PAGE: usize = 1000;
+        let Some(from) = self.from.take() else {
+            return Ok(None);
+        };
+        let scan = Scan {
+            container: self.container,
+            prefix: "",
+            from: &from,
+            limit: PAGE,
+        };
+        let page = records.list(scan).await?;
+        if page.len() == PAGE {
+            self.from = page.last().map(|(name, _)| format!("{name}\0"));
+        }
+        Ok((!page.is_empty()).then_some(page))
     }
 }
