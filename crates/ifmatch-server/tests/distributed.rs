@@ -30,16 +30,31 @@ fn embedded(data: &std::path::Path) -> Ifmatch {
     ])
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_instances_thirty_two_clients_two_thousand_increments_none_lost() {
-    const CLIENTS: usize = 32;
-    const INCREMENTS: usize = 2000;
+/// Two instances over one Redis and one data directory, a client, and container `container`
+/// made through the first (the server and the directory are kept for the test's length).
+async fn pair(
+    container: &str,
+) -> (
+    RedisServer,
+    tempfile::TempDir,
+    Ifmatch,
+    Ifmatch,
+    reqwest::Client,
+) {
     let redis = RedisServer::start();
     let data = tempfile::tempdir().unwrap();
     let a = shared(data.path(), &redis.url());
     let b = shared(data.path(), &redis.url());
     let http = client();
-    common::create_container(&http, &a.base, "cnt").await;
+    common::create_container(&http, &a.base, container).await;
+    (redis, data, a, b, http)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_thirty_two_clients_two_thousand_increments_none_lost() {
+    const CLIENTS: usize = 32;
+    const INCREMENTS: usize = 2000;
+    let (_redis, _data, a, b, http) = pair("cnt").await;
     let r = common::send(&http, "PUT", &format!("{}/cnt/counter", b.base), &[], "0").await;
     assert_eq!(r.status(), 201, "the container made through A is seen by B");
 
@@ -286,12 +301,7 @@ fn tag_body(pairs: &[(&str, &str)]) -> String {
 async fn a_tag_condition_holds_at_the_instant_of_its_write_across_instances() {
     const CLIENTS: usize = 8;
     const TURNS: usize = 12;
-    let redis = RedisServer::start();
-    let data = tempfile::tempdir().unwrap();
-    let a = shared(data.path(), &redis.url());
-    let b = shared(data.path(), &redis.url());
-    let http = client();
-    common::create_container(&http, &a.base, "box").await;
+    let (_redis, _data, a, b, http) = pair("box").await;
     let put = |base: &str, path: &str, tags: &str| {
         let (http, url, tags) = (http.clone(), format!("{base}{path}"), tags.to_owned());
         async move { common::send(&http, "PUT", &url, &[("x-ms-tags", &tags)], "0").await }
@@ -414,12 +424,7 @@ async fn a_tag_condition_holds_at_the_instant_of_its_write_across_instances() {
 /// snapshot of a deleted blob.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn versions_and_snapshots_hold_across_instances() {
-    let redis = RedisServer::start();
-    let data = tempfile::tempdir().unwrap();
-    let a = shared(data.path(), &redis.url());
-    let b = shared(data.path(), &redis.url());
-    let http = client();
-    common::create_container(&http, &a.base, "box").await;
+    let (_redis, _data, a, b, http) = pair("box").await;
     let on = "<StorageServiceProperties><IsVersioningEnabled>true</IsVersioningEnabled></StorageServiceProperties>";
     let url = format!("{}/?restype=service&comp=properties", a.base);
     assert_eq!(

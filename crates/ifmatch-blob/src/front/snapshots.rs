@@ -15,7 +15,7 @@ use ifmatch_azure::swap::Attempts;
 use ifmatch_azure::{Env, ErrorCode};
 
 use super::answers::{answer, validator_headers};
-use super::failure::{Failure, Result};
+use super::failure::Failure;
 use super::gate::Asking;
 use super::{Answered, Call, Front};
 use crate::lease::Access;
@@ -95,7 +95,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     return Ok(answer(StatusCode::CREATED, out));
                 }
                 Err(e) => {
-                    if let Err(failure) = self.remove_snapshot(&snapshot_key, &record).await {
+                    if let Err(failure) = self.remove_record(&snapshot_key, &record).await {
                         // Left for its blob's delete (`include`) or its own to remove.
                         tracing::warn!(key = %snapshot_key, ?failure, "a snapshot left behind");
                     }
@@ -148,7 +148,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                         let key = Key::Blob(container.clone(), name);
                         match retention {
                             Some(days) => self.mark_deleted(&key, &record, days).await?,
-                            None => self.remove_snapshot(&key, &record).await?,
+                            None => self.remove_record(&key, &record).await?,
                         }
                     }
                     if deleting == Deleting::Only {
@@ -178,7 +178,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     if let Some(kept) = kept
                         && let Some(record) = self.records.get(&kept).await?
                     {
-                        self.remove_kept(&kept, &record).await?;
+                        self.remove_record(&kept, &record).await?;
                     }
                     // Changed, or snapshotted, since it was read: look again.
                     if !self.lost_race(&e) {
@@ -204,18 +204,5 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         ask.gate(conditions, Access::Write, Some(&current))?;
         self.mark_deleted(key, &current, days).await?;
         Ok(answer(StatusCode::ACCEPTED, HeaderMap::new()))
-    }
-
-    /// Removes the snapshot record under `key` (as read: `record`) and what it names. One
-    /// removed meanwhile by another delete is not an error.
-    async fn remove_snapshot(&self, key: &Key, record: &Record) -> Result<()> {
-        match self.records.delete(key, record.generation).await {
-            Ok(_) => {
-                self.discard_replaced(key, Some(record), None).await;
-                Ok(())
-            }
-            Err(e) if self.lost_race(&e) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
     }
 }

@@ -77,19 +77,6 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         }
     }
 
-    /// Removes a record kept for its retention (or one just written that is not needed) and
-    /// what it names. One removed meanwhile is not an error.
-    pub(super) async fn remove_kept(&self, key: &Key, record: &Record) -> Result<()> {
-        match self.records.delete(key, record.generation).await {
-            Ok(_) => {
-                self.discard_replaced(key, Some(record), None).await;
-                Ok(())
-            }
-            Err(e) if self.lost_race(&e) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
-    }
-
     /// Undelete Blob: the blob's deleted snapshots back, and, if no blob has its name now, its
     /// latest deleted self; 200. 404 `BlobNotFound` when there is neither a blob nor a deleted
     /// one to bring back.
@@ -142,7 +129,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         back.generation = self.fresh_generation();
         let append = back.content.as_ref().and_then(|c| c.append);
         match self.records.put(key, &back, PutMode::Create).await {
-            Ok(()) => self.remove_kept(&kept_key, &record).await?,
+            Ok(()) => self.remove_record(&kept_key, &record).await?,
             Err(e) => {
                 self.forget(key, duplicate.objects, append).await;
                 // A blob of that name written meanwhile: it stays, the deleted one too.

@@ -208,6 +208,20 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         }
     }
 
+    /// Removes the blob record under `key` as it was read (`record`: a snapshot, a version, a
+    /// deleted blob, or one written and not needed) and what it names. One changed or removed
+    /// meanwhile by another is left to it: not an error.
+    pub(super) async fn remove_record(&self, key: &Key, record: &Record) -> Result<()> {
+        match self.records.delete(key, record.generation).await {
+            Ok(_) => {
+                self.discard_replaced(key, Some(record), None).await;
+                Ok(())
+            }
+            Err(e) if self.lost_race(&e) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Whether a write failed because somebody changed (or removed) the record since it was
     /// read: counted, for the caller to read it again.
     pub(super) fn lost_race(&self, error: &StoreError) -> bool {

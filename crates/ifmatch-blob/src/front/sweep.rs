@@ -80,7 +80,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                         .is_some_and(|d| d.until <= crate::record::unix_seconds(now))
                     {
                         let key = Key::Blob(container.clone(), name);
-                        if let Err(failure) = self.remove_kept(&key, &record).await {
+                        if let Err(failure) = self.remove_record(&key, &record).await {
                             tracing::warn!(?key, code = %failure.code, "could not remove a deleted blob");
                         }
                         continue;
