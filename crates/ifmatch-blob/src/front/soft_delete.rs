@@ -39,13 +39,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             let Some(duplicate) = self.duplicate(key, current, &kept_key, false).await? else {
                 return Ok(None);
             };
-            let mut record = Record::clone(current);
-            record.content = Some(duplicate.content);
-            record.lease = crate::lease::Lease::Available;
-            record.staging = None;
-            record.uncommitted = Vec::new();
+            let mut record = self.kept_copy(current, duplicate.content);
             record.deleted = Some(kept(now, days));
-            record.generation = self.fresh_generation();
             let append = record.content.as_ref().and_then(|c| c.append);
             match self.records.put(&kept_key, &record, PutMode::Create).await {
                 Ok(()) => return Ok(Some(kept_key)),

@@ -28,13 +28,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let Some(duplicate) = self.duplicate(key, previous, &version_key, false).await? else {
             return Ok(false);
         };
-        let mut record = Record::clone(previous);
-        record.content = Some(duplicate.content);
-        record.lease = crate::lease::Lease::Available;
-        record.staging = None;
-        record.uncommitted = Vec::new();
+        let mut record = self.kept_copy(previous, duplicate.content);
         record.version = Some(id);
-        record.generation = self.fresh_generation();
         let append = record.content.as_ref().and_then(|c| c.append);
         match self
             .records
@@ -51,6 +46,18 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 }
             }
         }
+    }
+
+    /// `record` as a record kept of it (a version, a deleted blob) that names `content`, its
+    /// own copy of the bytes: no lease, no staged blocks, a generation of its own.
+    pub(super) fn kept_copy(&self, record: &Record, content: crate::record::Content) -> Record {
+        let mut kept = Record::clone(record);
+        kept.content = Some(content);
+        kept.lease = crate::lease::Lease::Available;
+        kept.staging = None;
+        kept.uncommitted = Vec::new();
+        kept.generation = self.fresh_generation();
+        kept
     }
 
     /// The key of the record `key` names, where `key` may name a version by its id: the
