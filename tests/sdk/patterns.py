@@ -759,6 +759,20 @@ def _():
     assert blob.download_blob().readall() == b"kept"
 
 
+@check("stage_block_from_url: ranges of another blob staged as blocks, then committed")
+def _():
+    from azure.storage.blob import BlobBlock  # noqa: PLC0415 - as the block checks import it
+
+    container = fresh_container()
+    source = container.get_blob_client("source.bin")
+    source.upload_blob(b"0123456789")
+    target = container.get_blob_client("target.bin")
+    target.stage_block_from_url("QUFB", source.url, source_offset=2, source_length=4)
+    target.stage_block_from_url("QkJC", source.url)
+    target.commit_block_list([BlobBlock("QUFB"), BlobBlock("QkJC")])
+    assert target.download_blob().readall() == b"23450123456789"
+
+
 @check("adlfs (fsspec): cp_file and mv copy blobs, open(path, 'ab') appends, as pandas' to_csv(mode='a') does")
 def _():
     import adlfs  # noqa: PLC0415 - only this check needs it

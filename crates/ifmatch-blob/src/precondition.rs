@@ -154,8 +154,8 @@ pub const UNSERVED: [&str; 4] = [
     "x-ms-source-lease-id",
 ];
 
-/// The conditions on a copy's source, evaluated by Copy Blob, Put Blob From URL and Append
-/// Block From URL alone.
+/// The conditions on a copy's source, evaluated by Copy Blob, Put Blob From URL, Put Block From
+/// URL and Append Block From URL alone.
 pub const SOURCE_CONDITIONS: [&str; 4] = [
     "x-ms-source-if-match",
     "x-ms-source-if-none-match",
@@ -169,8 +169,8 @@ pub const APPEND_CONDITIONS: [&str; 2] = [
     "x-ms-blob-condition-maxsize",
 ];
 
-/// `x-ms-copy-source`: served by Put Blob (a copy) and Append Block (From URL) alone; on any
-/// other operation (Put Block From URL, say) the body it stands for would be taken as empty.
+/// `x-ms-copy-source`: served by Put Blob (a copy), Put Block and Append Block (From URL)
+/// alone; on any other operation the body it stands for would be taken as empty.
 const COPY_SOURCE: &str = "x-ms-copy-source";
 
 /// The first header of `headers` that `operation` would not evaluate: a condition it would
@@ -192,7 +192,7 @@ pub fn unserved(
     headers: &HeaderMap,
 ) -> Option<&'static str> {
     use crate::operation::Operation as Op;
-    let copies = matches!(operation, Op::PutBlob | Op::AppendBlock);
+    let copies = matches!(operation, Op::PutBlob | Op::AppendBlock | Op::PutBlock(_));
     let copy = copies && headers.contains_key(COPY_SOURCE);
     let appends = matches!(operation, Op::AppendBlock);
     // The operations on a blob whose gate evaluates `x-ms-if-tags` (`front/gate.rs`); not Put

@@ -1,6 +1,6 @@
 //! Copy Blob over the memory backends, the cases the SDK tests do not reach: a blob copied
 //! onto itself, a block-list blob and an empty append blob as sources, a copy that outlives its
-//! source, and Put Blob From URL of an append blob.
+//! source, Put Blob From URL of an append blob, and Put Block From URL.
 
 mod common;
 
@@ -138,5 +138,70 @@ async fn copies_of_every_kind_of_blob_own_their_bytes() {
     assert_eq!(
         (r.status().as_u16(), code(&r).as_deref()),
         (403, Some("CannotVerifyCopySource"))
+    );
+}
+
+/// Put Block From URL: a range of another blob (a snapshot's too) staged as a block, then
+/// committed; the source's conditions hold first; what is not a range of it is refused.
+#[tokio::test]
+async fn put_block_from_url_stages_a_range_of_a_blob() {
+    let s = Server::start().await;
+    s.create_container("box").await;
+    let source_tag = s.put_blob("/box/src", b"0123456789").await;
+    let snapshot = s.put("/box/src?comp=snapshot", &[], "").await;
+    let snapshot = header(&snapshot, "x-ms-snapshot").unwrap();
+    s.put_blob("/box/src", b"changed!!!").await;
+    let source = format!("{SOURCE}src");
+    let at_snapshot = format!("{source}?snapshot={snapshot}");
+    let stage = |id: &'static str, headers: Vec<(&'static str, String)>| {
+        let s = &s;
+        async move {
+            let headers: Vec<(&str, &str)> =
+                headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+            s.put(&format!("/box/dst?comp=block&blockid={id}"), &headers, "")
+                .await
+        }
+    };
+    let r = stage(
+        "QUFB",
+        vec![
+            ("x-ms-copy-source", at_snapshot.clone()),
+            ("x-ms-source-range", "bytes=2-5".into()),
+        ],
+    )
+    .await;
+    assert_eq!(r.status(), 201, "{:?}", code(&r));
+    let r = stage("QkJC", vec![("x-ms-copy-source", source.clone())]).await;
+    assert_eq!(r.status(), 201);
+    let r = stage(
+        "Q0ND",
+        vec![
+            ("x-ms-copy-source", source.clone()),
+            ("x-ms-source-if-match", source_tag),
+        ],
+    )
+    .await;
+    assert_eq!(
+        code(&r).as_deref(),
+        Some("SourceConditionNotMet"),
+        "the source changed since"
+    );
+    let r = stage(
+        "Q0ND",
+        vec![
+            ("x-ms-copy-source", source.clone()),
+            ("x-ms-source-range", "bytes=20-30".into()),
+        ],
+    )
+    .await;
+    assert_eq!(code(&r).as_deref(), Some("InvalidRange"));
+    let list = "<?xml version=\"1.0\" encoding=\"utf-8\"?><BlockList><Latest>QUFB</Latest><Latest>QkJC</Latest></BlockList>";
+    assert_eq!(
+        s.put("/box/dst?comp=blocklist", &[], list).await.status(),
+        201
+    );
+    assert_eq!(
+        s.get("/box/dst", &[]).await.text().await.unwrap(),
+        "2345changed!!!"
     );
 }

@@ -175,7 +175,7 @@ fn refused(case: &Case) -> Vec<&'static str> {
     let appends = matches!(name, "AppendBlock" | "AppendBlockFromURL");
     let reads_source = matches!(
         name,
-        "PutBlob" | "CopyBlob" | "AppendBlock" | "AppendBlockFromURL"
+        "PutBlob" | "CopyBlob" | "PutBlock" | "AppendBlock" | "AppendBlockFromURL"
     );
     let mut out = UNSERVED.to_vec();
     if !takes_tags(name) {

@@ -227,8 +227,36 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         from: Requester<'_>,
         now: SystemTime,
     ) -> Answered<O> {
+        let (body, asked) = self.source_body(&from, now).await?;
+        let headers = &asked;
+        self.append_block(Call { key, headers, now }, body).await
+    }
+
+    /// Put Block From URL: `x-ms-source-range` of the source (all of it without one) staged
+    /// as block `id` of the blob `key`, as Put Block stages a body, under the same checks, and
+    /// the source's under `x-ms-source-if-*`.
+    pub(super) async fn put_block_from_url(
+        &self,
+        key: &Key,
+        id: &str,
+        from: Requester<'_>,
+        now: SystemTime,
+    ) -> Answered<O> {
+        let (body, asked) = self.source_body(&from, now).await?;
+        let headers = &asked;
+        self.put_block(Call { key, headers, now }, id, body).await
+    }
+
+    /// The bytes a `... From URL` operation takes from its source: `x-ms-source-range` of it
+    /// (all of it without one), once the source meets `x-ms-source-if-*`; and the request's
+    /// headers without those that describe its own, empty, body (its length, its checksums).
+    async fn source_body(
+        &self,
+        from: &Requester<'_>,
+        now: SystemTime,
+    ) -> Result<(crate::body::ResponseBody<O::Reader>, HeaderMap)> {
         let headers = &from.parts.headers;
-        let source = self.source(&from, now).await?;
+        let source = self.source(from, now).await?;
         let record = self.source_record(&source, headers).await?;
         let content = record.content.as_ref().ok_or(ErrorCode::BlobNotFound)?;
         let range = match headers.get(SOURCE_RANGE).and_then(|v| v.to_str().ok()) {
@@ -240,13 +268,11 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             },
         };
         let body = self.open(content, range).await?;
-        // The request's own length and checksums describe its empty body, not the block.
         let mut asked = headers.clone();
         for name in [http::header::CONTENT_LENGTH, CONTENT_MD5, CONTENT_CRC64] {
             asked.remove(name);
         }
-        let headers = &asked;
-        self.append_block(Call { key, headers, now }, body).await
+        Ok((body, asked))
     }
 
     /// The source's record, if it exists and meets the request's `x-ms-source-if-*` (412

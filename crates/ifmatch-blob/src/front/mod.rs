@@ -302,6 +302,10 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             }
             Operation::GetBlobTags => self.blob_tags(blob).await,
             Operation::SetBlobTags => self.set_blob_tags(blob, body).await,
+            Operation::PutBlock(id) if headers.contains_key(copy::COPY_SOURCE) => {
+                *operation = Some(OperationName("PutBlockFromURL"));
+                self.put_block_from_url(blob.key, id, from(), now).await
+            }
             Operation::PutBlock(id) => self.put_block(blob, id, body).await,
             Operation::PutBlockList => self.put_block_list(blob, body).await,
             Operation::GetBlockList(kind) => self.get_block_list(blob, *kind).await,
