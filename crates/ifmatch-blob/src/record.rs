@@ -305,22 +305,8 @@ impl Record {
     /// A new blob record for bytes stored in `object`.
     pub fn blob(etag: EntityTag, now: SystemTime, content: Content) -> Self {
         Self {
-            etag,
-            last_modified: unix_seconds(now),
-            lease: Lease::Available,
-            generation: 1,
             content: Some(content),
-            public_access: None,
-            metadata: BTreeMap::new(),
-            uncommitted: Vec::new(),
-            staging: None,
-            copy: None,
-            tags: BTreeMap::new(),
-            version: None,
-            immutability: None,
-            legal_hold: false,
-            deleted: None,
-            service: None,
+            ..Self::container(etag, now)
         }
     }
 
