@@ -117,7 +117,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// deleted.
     pub(super) async fn protected_blob(&self, container: &str) -> Result<Option<ErrorCode>> {
         let now = crate::record::unix_seconds(self.env.now());
-        let mut pages = super::sweep::BlobPages::new(container);
+        let mut pages = super::pages::BlobPages::new(container);
         while let Some(page) = pages.next(&self.records).await? {
             let refused = page.iter().find_map(|(_, record)| {
                 immutability::refusal(record.legal_hold, record.immutability, now)

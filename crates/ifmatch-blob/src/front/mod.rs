@@ -35,6 +35,7 @@ mod gate;
 mod immutability;
 mod leases;
 mod listing;
+mod pages;
 mod service;
 mod snapshots;
 mod soft_delete;

@@ -17,6 +17,8 @@ use ifmatch_azure::{Env, ErrorCode};
 use super::answers::{answer, validator_headers};
 use super::failure::Failure;
 use super::gate::Asking;
+use super::pages::BlobPages;
+use super::swap::Step;
 use super::{Answered, Call, Front};
 use crate::lease::Access;
 use crate::metadata;
@@ -128,35 +130,32 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         while attempts.another() {
             let current = (self.existing_blob(key, conditions, headers)).await?;
             ask.gate(conditions, Access::Write, Some(&current))?;
-            let snapshots = self
-                .scan_all(container, &record_name::snapshots_of(blob))
-                .await?;
-            let snapshots: Vec<_> = (snapshots.into_iter())
-                .filter(|(_, r)| r.deleted.is_none())
-                .collect();
-            match deleting {
-                Deleting::Blob if !snapshots.is_empty() => {
-                    return Err(Failure::with_detail(
-                        ErrorCode::SnapshotsPresent,
-                        "This operation is not permitted because the blob has snapshots: \
-                         x-ms-delete-snapshots: include deletes them with it.",
-                    ));
-                }
-                Deleting::Blob => {}
-                Deleting::Include | Deleting::Only => {
-                    for (name, record) in snapshots {
-                        let key = Key::Blob(container.clone(), name);
-                        match retention {
-                            Some(days) => self.mark_deleted(&key, &record, days).await?,
-                            None => self.remove_record(&key, &record).await?,
-                        }
+            // Its snapshots (not those deleted and kept), a page at a time.
+            let prefix = record_name::snapshots_of(blob);
+            let mut pages = BlobPages::under(container, &prefix);
+            while let Some(page) = pages.next(&self.records).await? {
+                let live = page.into_iter().filter(|(_, r)| r.deleted.is_none());
+                for (name, record) in live {
+                    if deleting == Deleting::Blob {
+                        return Err(Failure::with_detail(
+                            ErrorCode::SnapshotsPresent,
+                            "This operation is not permitted because the blob has snapshots: \
+                             x-ms-delete-snapshots: include deletes them with it.",
+                        ));
                     }
-                    if deleting == Deleting::Only {
-                        return Ok(answer(StatusCode::ACCEPTED, HeaderMap::new()));
+                    let key = Key::Blob(container.clone(), name);
+                    match retention {
+                        Some(days) => self.mark_deleted(&key, &record, days).await?,
+                        None => self.remove_record(&key, &record).await?,
                     }
                 }
             }
-            if settings.versioning && !self.keep_version(key, &current).await? {
+            if deleting == Deleting::Only {
+                return Ok(answer(StatusCode::ACCEPTED, HeaderMap::new()));
+            }
+            // A version of it, where versions are kept (the rule every change's swap follows).
+            let mut step = Step::Delete(current.generation);
+            if !self.version_step(key, Some(&current), &mut step).await? {
                 // Changed while it was kept as a version: look again.
                 continue;
             }

@@ -8,14 +8,12 @@ use ifmatch_azure::{Env, ErrorCode};
 use super::answers::answer;
 use super::failure::Result;
 use super::gate::committed;
+use super::pages::BlobPages;
 use super::{Answered, Call, Front};
 use crate::record::Record;
 use crate::record_name;
 use crate::soft_delete::kept;
-use crate::store::{Key, Objects, PutMode, Records, Scan, StoreError};
-
-/// How many records one scan of a blob's snapshots or deleted selves reads.
-const SCAN: usize = 256;
+use crate::store::{Key, Objects, PutMode, Records, StoreError};
 
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// Keeps `current`, the blob under `key` about to be deleted, as a deleted blob for `days`:
@@ -83,11 +81,10 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         self.container_record(container).await?;
         let now = crate::record::unix_seconds(self.env.now());
         let alive = |r: &Record| r.deleted.is_some_and(|d| d.until > now);
-        for (name, record) in self
-            .scan_all(container, &record_name::snapshots_of(blob))
-            .await?
-        {
-            if alive(&record) {
+        let prefix = record_name::snapshots_of(blob);
+        let mut pages = BlobPages::under(container, &prefix);
+        while let Some(page) = pages.next(&self.records).await? {
+            for (name, record) in page.into_iter().filter(|(_, r)| alive(r)) {
                 let mut back = record.clone();
                 back.deleted = None;
                 back.generation = record.generation + 1;
@@ -105,10 +102,13 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         if committed(self.records.get(key).await?).is_some() {
             return Ok(answer(StatusCode::OK, HeaderMap::new()));
         }
-        let deleted = self
-            .scan_all(container, &record_name::deleted_of(blob))
-            .await?;
-        let Some((name, record)) = deleted.into_iter().rev().find(|(_, r)| alive(r)) else {
+        // The latest deleted self still kept: the last in name order (its id is its instant).
+        let prefix = record_name::deleted_of(blob);
+        let (mut pages, mut latest) = (BlobPages::under(container, &prefix), None);
+        while let Some(page) = pages.next(&self.records).await? {
+            latest = page.into_iter().rev().find(|(_, r)| alive(r)).or(latest);
+        }
+        let Some((name, record)) = latest else {
             return Err(self
                 .blob_missing(key, crate::precondition::Operation::Read, headers)
                 .await);
@@ -134,30 +134,5 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             }
         }
         Ok(answer(StatusCode::OK, HeaderMap::new()))
-    }
-
-    /// Every record of `container` whose name starts with `prefix`, in name order, scanned
-    /// a page at a time.
-    pub(super) async fn scan_all(
-        &self,
-        container: &str,
-        prefix: &str,
-    ) -> Result<Vec<(String, Record)>> {
-        let mut out: Vec<(String, Record)> = Vec::new();
-        loop {
-            let from = (out.last()).map_or(String::new(), |(name, _)| format!("{name}\0"));
-            let scan = Scan {
-                container,
-                prefix,
-                from: &from,
-                limit: SCAN,
-            };
-            let scanned = self.records.list(scan).await?;
-            let done = scanned.len() < SCAN;
-            out.extend(scanned);
-            if done {
-                return Ok(out);
-            }
-        }
     }
 }

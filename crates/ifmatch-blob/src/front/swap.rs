@@ -172,7 +172,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// version, and a blob written gets the next version id. An append (the same append set)
     /// keeps no version, nor does a change of a snapshot's or a version's record. `false` when
     /// the blob changed while it was kept: the caller reads it again.
-    async fn version_step(
+    pub(super) async fn version_step(
         &self,
         key: &Key,
         previous: Option<&Record>,

@@ -4,9 +4,9 @@
 use http::header::HeaderMap;
 
 use super::Front;
+use super::pages::BlobPages;
 use super::swap::Step;
-use crate::record::Record;
-use crate::store::{Key, Objects, Records, Scan, StoreError};
+use crate::store::{Key, Objects, Records, StoreError};
 use ifmatch_azure::Env;
 
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
@@ -137,44 +137,5 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             }
         }
         Ok(expired)
-    }
-}
-
-/// A container's blob records, a page at a time, so that walking them all holds one page.
-pub(super) struct BlobPages<'a> {
-    container: &'a str,
-    /// Where the next page starts; `None` once the last was read.
-    from: Option<String>,
-}
-
-impl<'a> BlobPages<'a> {
-    /// The records of the stored container `container`, from its first.
-    pub(super) fn new(container: &'a str) -> Self {
-        Self {
-            container,
-            from: Some(String::new()),
-        }
-    }
-
-    /// The next page, `None` after the last.
-    pub(super) async fn next<R: Records>(
-        &mut self,
-        records: &R,
-    ) -> std::result::Result<Option<Vec<(String, Record)>>, StoreError> {
-        const PAGE: usize = 1000;
-        let Some(from) = self.from.take() else {
-            return Ok(None);
-        };
-        let scan = Scan {
-            container: self.container,
-            prefix: "",
-            from: &from,
-            limit: PAGE,
-        };
-        let page = records.list(scan).await?;
-        if page.len() == PAGE {
-            self.from = page.last().map(|(name, _)| format!("{name}\0"));
-        }
-        Ok((!page.is_empty()).then_some(page))
     }
 }
