@@ -34,10 +34,12 @@ impl Settings {
     /// Reads the properties `xml`: an error says what is wrong (a retention policy enabled
     /// without its days, or with days out of 1 to 365).
     pub fn of(xml: &str) -> Result<Self, String> {
-        let versioning = text(xml, "IsVersioningEnabled").is_some_and(is_true);
-        let retention_days = match text(xml, "DeleteRetentionPolicy") {
-            Some(policy) if text(policy, "Enabled").is_some_and(is_true) => {
-                let days = text(policy, "Days").and_then(|d| d.trim().parse::<u32>().ok());
+        let texts = texts(xml)?;
+        let text = |path: &str| texts.get(path).map(String::as_str);
+        let versioning = text("IsVersioningEnabled").is_some_and(is_true);
+        let retention_days = match text("DeleteRetentionPolicy/Enabled") {
+            Some(enabled) if is_true(enabled) => {
+                let days = text("DeleteRetentionPolicy/Days").and_then(|d| d.trim().parse().ok());
                 match days {
                     Some(days @ 1..=MAX_RETENTION_DAYS) => Some(days),
                     _ => {
@@ -56,11 +58,26 @@ impl Settings {
     }
 }
 
-/// The text inside the first element `name` of `xml`.
-fn text<'a>(xml: &'a str, name: &str) -> Option<&'a str> {
-    let start = xml.find(&format!("<{name}>"))? + name.len() + 2;
-    let end = start + xml[start..].find(&format!("</{name}>"))?;
-    Some(&xml[start..end])
+/// The text of each element of the properties `xml`, by its path below
+/// `<StorageServiceProperties>` (`DeleteRetentionPolicy/Days`), read with quick-xml.
+fn texts(xml: &str) -> Result<std::collections::HashMap<String, String>, String> {
+    use quick_xml::events::Event;
+    let mut reader = quick_xml::Reader::from_str(xml);
+    let (mut path, mut out) = (Vec::<String>::new(), std::collections::HashMap::new());
+    loop {
+        match reader.read_event().map_err(|e| format!("not XML: {e}"))? {
+            Event::Start(e) => path.push(String::from_utf8_lossy(e.local_name().as_ref()).into()),
+            Event::End(_) => {
+                path.pop();
+            }
+            Event::Text(t) if path.len() > 1 => {
+                let text = t.decode().map_err(|e| format!("not XML: {e}"))?;
+                out.insert(path[1..].join("/"), text.into_owned());
+            }
+            Event::Eof => return Ok(out),
+            _ => {}
+        }
+    }
 }
 
 fn is_true(text: &str) -> bool {
@@ -90,15 +107,18 @@ mod tests {
             Settings::of("<StorageServiceProperties />"),
             Ok(Settings::default())
         );
-        let off = "<DeleteRetentionPolicy><Enabled>false</Enabled></DeleteRetentionPolicy>";
+        let off = "<StorageServiceProperties><DeleteRetentionPolicy><Enabled>false</Enabled>\
+            </DeleteRetentionPolicy></StorageServiceProperties>";
         assert_eq!(Settings::of(off).unwrap().retention_days, None);
         for days in ["0", "366", "x", ""] {
             let xml = format!(
-                "<DeleteRetentionPolicy><Enabled>true</Enabled><Days>{days}</Days></DeleteRetentionPolicy>"
+                "<StorageServiceProperties><DeleteRetentionPolicy><Enabled>true</Enabled>\
+                 <Days>{days}</Days></DeleteRetentionPolicy></StorageServiceProperties>"
             );
             assert!(Settings::of(&xml).is_err(), "{days}");
         }
-        let xml = "<DeleteRetentionPolicy><Enabled>true</Enabled><Days>365</Days></DeleteRetentionPolicy>";
+        let xml = "<StorageServiceProperties><DeleteRetentionPolicy><Enabled>true</Enabled>\
+            <Days>365</Days></DeleteRetentionPolicy></StorageServiceProperties>";
         assert_eq!(Settings::of(xml).unwrap().retention_days, Some(365));
     }
 }
