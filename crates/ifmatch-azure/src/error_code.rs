@@ -170,6 +170,14 @@ error_codes! {
     /// The operation is for another blob type (Append Block on a block blob, a block on an
     /// append blob).
     InvalidBlobType = CONFLICT, "The blob type is invalid for this operation.";
+    /// Put Page's or Get Page Ranges' range is not whole pages, or passes the blob's size.
+    InvalidPageRange = RANGE_NOT_SATISFIABLE, "The page range specified is invalid.";
+    /// Put Page's `x-ms-if-sequence-number-le`, `-lt` or `-eq` is not met by the page blob.
+    SequenceNumberConditionNotMet = PRECONDITION_FAILED, "The sequence number condition specified was not met.";
+    /// Set Blob Properties' `increment` would take the sequence number past 2^63 - 1.
+    SequenceNumberIncrementTooLarge = CONFLICT, "The sequence number increment cannot be performed because it would result in overflow of the sequence number.";
+    /// Get Page Ranges' `prevsnapshot` names no snapshot of the blob.
+    PreviousSnapshotNotFound = CONFLICT, "The previous snapshot is not found.";
     /// Append Block on a sealed append blob.
     BlobIsSealed = CONFLICT, "The blob is sealed and its contents cannot be modified.";
     /// A CORS preflight no rule of the service allows.
@@ -264,6 +272,8 @@ mod tests {
             (LeaseAlreadyPresent, 409),
             (LeaseIdMismatchWithLeaseOperation, 409),
             (ContainerNotFound, 404),
+            (InvalidPageRange, 416),
+            (SequenceNumberConditionNotMet, 412),
         ] {
             assert_eq!(code.status().as_u16(), status, "{code}");
         }

@@ -35,8 +35,12 @@ pin_project! {
     }
 }
 
-/// A part of one object to read: its name, its length, the range of it.
+/// A part of one object to read: its name, its length, the range of it; with no name, as many
+/// zeros as the range is long (a page blob's pages that hold no bytes).
 pub(crate) type Piece = (String, u64, Range<u64>);
+
+/// What one frame of zeros holds at most.
+const ZEROS: &[u8] = &[0; 64 << 10];
 
 pub(crate) type Opening<R> = Pin<Box<dyn Future<Output = Result<R, StoreError>> + Send>>;
 
@@ -47,6 +51,8 @@ pub(crate) struct Pieces<R> {
     pending: VecDeque<Piece>,
     opening: Option<Opening<R>>,
     reading: Option<Pin<Box<R>>>,
+    /// Zeros still to give before the next piece.
+    zeros: u64,
     remaining: u64,
 }
 
@@ -60,9 +66,10 @@ impl<R> std::fmt::Debug for Pieces<R> {
 }
 
 impl<R: Body<Data = Bytes, Error = StoreError>> Pieces<R> {
-    /// `first`, already open, then `rest`, each opened by `open`.
+    /// `first`, already open (if the pieces start with one), then `rest`, each opened by
+    /// `open`.
     pub(crate) fn new(
-        first: R,
+        first: Option<R>,
         rest: Vec<Piece>,
         len: u64,
         open: impl Fn(Piece) -> Opening<R> + Send + 'static,
@@ -71,13 +78,22 @@ impl<R: Body<Data = Bytes, Error = StoreError>> Pieces<R> {
             open: Box::new(open),
             pending: rest.into(),
             opening: None,
-            reading: Some(Box::pin(first)),
+            reading: first.map(Box::pin),
+            zeros: 0,
             remaining: len,
         }
     }
 
     fn poll_frame(&mut self, cx: &mut Context<'_>) -> FramePoll<StoreError> {
         loop {
+            if self.zeros > 0 {
+                let n = self.zeros.min(ZEROS.len() as u64);
+                self.zeros -= n;
+                self.remaining = self.remaining.saturating_sub(n);
+                return Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(
+                    &ZEROS[..n as usize],
+                )))));
+            }
             if let Some(reader) = &mut self.reading {
                 match std::task::ready!(reader.as_mut().poll_frame(cx)) {
                     Some(Ok(frame)) => {
@@ -102,6 +118,9 @@ impl<R: Body<Data = Bytes, Error = StoreError>> Pieces<R> {
                 continue;
             }
             match self.pending.pop_front() {
+                Some((object, _, range)) if object.is_empty() => {
+                    self.zeros = range.end - range.start;
+                }
                 Some(piece) => self.opening = Some((self.open)(piece)),
                 None => return Poll::Ready(None),
             }

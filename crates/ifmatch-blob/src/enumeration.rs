@@ -285,11 +285,10 @@ pub(crate) fn enumeration_results(
             .as_ref()
             .and_then(|c| c.content_type.as_deref());
         let append = record.content.as_ref().and_then(|c| c.append);
-        let blob_type = if append.is_some() {
-            "AppendBlob"
-        } else {
-            "BlockBlob"
-        };
+        let blob_type = record
+            .content
+            .as_ref()
+            .map_or("BlockBlob", |c| c.blob_type());
         let (name, qualifier) = record_name::split(name);
         let _ = write!(xml, "<Blob><Name>{}</Name>", xml_escape(name));
         if record.deleted.is_some() {
@@ -336,6 +335,13 @@ pub(crate) fn enumeration_results(
         }
         if append.is_some_and(|a| a.sealed) {
             xml.push_str("<Sealed>true</Sealed>");
+        }
+        if let Some(paged) = record.content.as_ref().and_then(|c| c.pages.as_ref()) {
+            let _ = write!(
+                xml,
+                "<x-ms-blob-sequence-number>{}</x-ms-blob-sequence-number>",
+                paged.sequence
+            );
         }
         if let Some(deleted) = record.deleted {
             let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(deleted.at);

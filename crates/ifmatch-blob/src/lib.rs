@@ -54,6 +54,7 @@ pub mod lease;
 pub mod memory;
 mod metadata;
 mod operation;
+pub mod page_blob;
 pub mod precondition;
 mod record;
 pub mod record_name;
@@ -69,7 +70,9 @@ pub use body::{Incoming, ResponseBody};
 pub use front::{DEFAULT_MAX_BODY, Front};
 pub use hashing::HashingBody;
 pub use ifmatch_core::ByteRange;
-pub use operation::{BlockListType, FindOptions, ListOptions, MAX_RESULTS, Operation, Target};
+pub use operation::{
+    BlockListType, FindOptions, ListOptions, MAX_RESULTS, Operation, PageRangesOptions, Target,
+};
 pub use record::{
     Appended, Block, Content, Copied, Properties, PublicAccess, Record, Staging, unix_seconds,
 };

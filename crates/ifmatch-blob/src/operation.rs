@@ -68,6 +68,11 @@ pub enum Operation {
     AppendBlock,
     /// `PUT /{container}/{blob}?comp=seal`: Append Blob Seal.
     SealBlob,
+    /// `PUT /{container}/{blob}?comp=page`: Put Page (`x-ms-page-write: update` or `clear`).
+    PutPage,
+    /// `GET /{container}/{blob}?comp=pagelist`: Get Page Ranges (with `prevsnapshot=`, the
+    /// difference from that snapshot).
+    GetPageRanges(PageRangesOptions),
     /// `PUT /{container}/{blob}?comp=snapshot`
     SnapshotBlob,
     /// `PUT /{container}/{blob}?comp=undelete`
@@ -92,6 +97,7 @@ impl Operation {
                 | Self::GetBlobMetadata
                 | Self::GetBlobTags
                 | Self::GetBlockList(_)
+                | Self::GetPageRanges(_)
                 | Self::DeleteBlob
         )
     }
@@ -141,6 +147,8 @@ impl Operation {
             Self::AbortCopyBlob(_) => "AbortCopyBlob",
             Self::AppendBlock => "AppendBlock",
             Self::SealBlob => "SealBlob",
+            Self::PutPage => "PutPage",
+            Self::GetPageRanges(_) => "GetPageRanges",
             Self::SnapshotBlob => "SnapshotBlob",
             Self::UndeleteBlob => "UndeleteBlob",
             Self::SetImmutabilityPolicy => "SetImmutabilityPolicy",
@@ -164,6 +172,17 @@ pub enum BlockListType {
     Uncommitted,
     /// Both.
     All,
+}
+
+/// The options of Get Page Ranges.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PageRangesOptions {
+    /// `prevsnapshot`: the snapshot whose difference is asked for, validated.
+    pub previous: Option<String>,
+    /// Where an earlier page stopped (its `NextMarker`).
+    pub marker: Option<String>,
+    /// At most this many ranges (`maxresults`; all of them when absent).
+    pub max_results: Option<usize>,
 }
 
 /// The options of Find Blobs by Tags.
@@ -343,6 +362,10 @@ impl Target {
                 }
                 (&Method::PUT, Some("appendblock")) => Operation::AppendBlock,
                 (&Method::PUT, Some("seal")) => Operation::SealBlob,
+                (&Method::PUT, Some("page")) => Operation::PutPage,
+                (&Method::GET | &Method::HEAD, Some("pagelist")) => {
+                    Operation::GetPageRanges(query.page_ranges_options()?)
+                }
                 (&Method::PUT, Some("snapshot")) => Operation::SnapshotBlob,
                 (&Method::PUT, Some("undelete")) => Operation::UndeleteBlob,
                 (&Method::PUT, Some("immutabilityPolicies")) => Operation::SetImmutabilityPolicy,
@@ -365,6 +388,8 @@ impl Target {
                         | "copy"
                         | "appendblock"
                         | "seal"
+                        | "page"
+                        | "pagelist"
                         | "tags"
                         | "snapshot"
                         | "undelete"
@@ -433,6 +458,7 @@ struct Query {
     expression: Option<String>,
     snapshot: Option<String>,
     version: Option<String>,
+    previous: Option<String>,
 }
 
 impl Query {
@@ -454,6 +480,7 @@ impl Query {
                 "where" => &mut out.expression,
                 "snapshot" => &mut out.snapshot,
                 "versionid" => &mut out.version,
+                "prevsnapshot" => &mut out.previous,
                 _ => continue,
             };
             if slot.replace(value.into_owned()).is_some() {
@@ -461,6 +488,21 @@ impl Query {
             }
         }
         Ok(out)
+    }
+
+    fn page_ranges_options(&self) -> Result<PageRangesOptions, ErrorCode> {
+        let previous = (self.previous.as_deref())
+            .map(crate::record_name::parse_id)
+            .transpose()?;
+        let max_results = (self.max_results.as_deref())
+            .map(|n| n.parse::<usize>().ok().filter(|n| *n >= 1))
+            .map(|n| n.ok_or(ErrorCode::InvalidQueryParameterValue))
+            .transpose()?;
+        Ok(PageRangesOptions {
+            previous,
+            marker: self.marker.clone().filter(|m| !m.is_empty()),
+            max_results,
+        })
     }
 
     fn find_options(&self) -> Result<FindOptions, ErrorCode> {

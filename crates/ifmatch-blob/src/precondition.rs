@@ -147,11 +147,13 @@ fn container(c: Conditions<'_>, current: Option<&Validators>) -> Result<Outcome,
 }
 
 /// The conditional headers of the dialect that no operation of this server evaluates yet.
-pub const UNSERVED: [&str; 4] = [
+pub const UNSERVED: [&str; 1] = ["x-ms-source-lease-id"];
+
+/// A page blob's conditions on its sequence number, evaluated by Put Page alone.
+pub const SEQUENCE_CONDITIONS: [&str; 3] = [
     "x-ms-if-sequence-number-le",
     "x-ms-if-sequence-number-lt",
     "x-ms-if-sequence-number-eq",
-    "x-ms-source-lease-id",
 ];
 
 /// The conditions on a copy's source, evaluated by Copy Blob, Put Blob From URL, Put Block From
@@ -185,6 +187,7 @@ const COPY_SOURCE: &str = "x-ms-copy-source";
 /// let mut headers = HeaderMap::new();
 /// headers.insert("x-ms-if-sequence-number-le", "3".parse().unwrap());
 /// assert_eq!(unserved(&Operation::GetBlob, &headers), Some("x-ms-if-sequence-number-le"));
+/// assert_eq!(unserved(&Operation::PutPage, &headers), None);
 /// assert_eq!(unserved(&Operation::GetBlob, &HeaderMap::new()), None);
 /// ```
 pub fn unserved(
@@ -195,6 +198,7 @@ pub fn unserved(
     let copies = matches!(operation, Op::PutBlob | Op::AppendBlock | Op::PutBlock(_));
     let copy = copies && headers.contains_key(COPY_SOURCE);
     let appends = matches!(operation, Op::AppendBlock);
+    let pages = matches!(operation, Op::PutPage);
     // The operations on a blob whose gate evaluates `x-ms-if-tags` (`front/gate.rs`); not Put
     // Block, Get Block List or Abort Copy Blob, which Azure's reference lets take none.
     let tags = matches!(
@@ -209,6 +213,8 @@ pub fn unserved(
             | Op::PutBlockList
             | Op::AppendBlock
             | Op::SealBlob
+            | Op::PutPage
+            | Op::GetPageRanges(_)
             | Op::SnapshotBlob
             | Op::GetBlobTags
             | Op::SetBlobTags
@@ -221,11 +227,13 @@ pub fn unserved(
         .chain(&source_tags)
         .filter(|_| !copy);
     let append = APPEND_CONDITIONS.iter().filter(|_| !appends);
+    let sequence = SEQUENCE_CONDITIONS.iter().filter(|_| !pages);
     let copy_source = [COPY_SOURCE].iter().filter(|_| !copies);
     never
         .chain(if_tags)
         .chain(source)
         .chain(append)
+        .chain(sequence)
         .chain(copy_source)
         .find(|name| headers.contains_key(**name))
         .copied()

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::lease::Lease;
+use crate::page_blob::Paged;
 use ifmatch_core::EntityTag;
 use ifmatch_core::date::HttpDate;
 use ifmatch_core::precondition::Validators;
@@ -191,6 +192,11 @@ pub struct Content {
     /// blob.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub append: Option<Appended>,
+    /// A page blob's sequence number and runs of pages (see [`Paged`]): its bytes are the
+    /// runs', zeros between them, [`Content::len`] its size, and its tag chains each change
+    /// to the tag before it; `None` for a block or an append blob.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pages: Option<Paged>,
 }
 
 /// What an append blob's record keeps of it. Its blocks are not in the record (an append would
@@ -374,7 +380,24 @@ impl Content {
             blocks: Vec::new(),
             inline: None,
             append: None,
+            pages: None,
         }
+    }
+
+    /// `x-ms-blob-type`: what kind of blob this is.
+    pub fn blob_type(&self) -> &'static str {
+        match (&self.append, &self.pages) {
+            (Some(_), _) => "AppendBlob",
+            (None, Some(_)) => "PageBlob",
+            (None, None) => "BlockBlob",
+        }
+    }
+
+    /// Whether the blob's tag chains its changes (an append or a page blob) rather than
+    /// hashing its bytes: its chain value is then kept in [`Content::sha256`] whatever the
+    /// record's tag, and no `x-ifmatch-content-sha256` is given.
+    pub fn chained(&self) -> bool {
+        self.append.is_some() || self.pages.is_some()
     }
 
     /// Content kept in the record itself: `bytes`, in no object.
@@ -387,7 +410,9 @@ impl Content {
     /// The objects that hold the bytes, in order, with their lengths: the one object of a
     /// blob put whole, or the blocks of one committed from a block list.
     pub fn pieces(&self) -> Vec<(&str, u64)> {
-        if self.inline.is_some() || (self.blocks.is_empty() && self.object.is_empty()) {
+        if let Some(paged) = &self.pages {
+            paged.objects()
+        } else if self.inline.is_some() || (self.blocks.is_empty() && self.object.is_empty()) {
             // Kept in the record, or an append blob with no block yet.
             Vec::new()
         } else if self.blocks.is_empty() {
@@ -401,11 +426,15 @@ impl Content {
     }
 
     /// What a read of `range` of the bytes reads: each object it covers, with that object's
-    /// length and the part of it that falls in `range`.
+    /// length and the part of it that falls in `range` (for a page blob, zeros between its
+    /// runs: pieces with no object).
     pub fn pieces_in(
         &self,
         range: std::ops::Range<u64>,
     ) -> Vec<(String, u64, std::ops::Range<u64>)> {
+        if let Some(paged) = &self.pages {
+            return paged.pieces_in(range);
+        }
         let mut offset = 0;
         let mut out = Vec::new();
         for (object, len) in self.pieces() {

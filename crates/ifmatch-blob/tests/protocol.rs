@@ -143,7 +143,7 @@ async fn blobs() {
     let r = s
         .put(
             "/box/page",
-            &[("x-ms-blob-type", "PageBlob")],
+            &[("x-ms-blob-type", "FileBlob")],
             b"x".to_vec(),
         )
         .await;

@@ -1,13 +1,16 @@
 //! No conditional header is dropped: every condition of the dialect that an operation does not
-//! evaluate (sequence numbers, a source lease; index tags where the operation
-//! takes none; a copy's source conditions, its source's tags among them, without a copy, an append's elsewhere) is refused
+//! evaluate (a source lease; index tags where the operation takes none; a copy's source
+//! conditions, its source's tags among them, without a copy, an append's elsewhere, a page
+//! blob's sequence numbers but on Put Page) is refused
 //! with 400 `UnsupportedHeader` naming it, on every operation, and nothing changes. The same
 //! request without it is served. Where `x-ms-if-tags` is taken, a false one is 412.
 
 mod common;
 
 use common::{Server, code};
-use ifmatch_blob::precondition::{APPEND_CONDITIONS, SOURCE_CONDITIONS, UNSERVED};
+use ifmatch_blob::precondition::{
+    APPEND_CONDITIONS, SEQUENCE_CONDITIONS, SOURCE_CONDITIONS, UNSERVED,
+};
 
 const COPY_SOURCE: &str = "http://127.0.0.1:10000/devstoreaccount1/box/b";
 
@@ -136,6 +139,14 @@ const CASES: &[Case] = &[
     ),
     ("SealBlob", "PUT", "/box/a?comp=seal", &[], ""),
     (
+        "PutPage",
+        "PUT",
+        "/box/p?comp=page",
+        &[("x-ms-page-write", "update"), ("x-ms-range", "bytes=0-511")],
+        PAGE,
+    ),
+    ("GetPageRanges", "GET", "/box/p?comp=pagelist", &[], ""),
+    (
         "CopyBlob",
         "PUT",
         "/box/c",
@@ -150,6 +161,16 @@ const CASES: &[Case] = &[
         "",
     ),
 ];
+
+/// One page of bytes.
+const PAGE: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\
+0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\
+0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\
+0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\
+0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\
+0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\
+0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\
+0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
 /// A value of the form each header takes.
 fn value(name: &str) -> &'static str {
@@ -173,6 +194,7 @@ fn refused(case: &Case) -> Vec<&'static str> {
     let (name, ..) = *case;
     let copies = matches!(name, "CopyBlob" | "AppendBlockFromURL");
     let appends = matches!(name, "AppendBlock" | "AppendBlockFromURL");
+    let pages = name == "PutPage";
     let reads_source = matches!(
         name,
         "PutBlob" | "CopyBlob" | "PutBlock" | "AppendBlock" | "AppendBlockFromURL"
@@ -187,6 +209,9 @@ fn refused(case: &Case) -> Vec<&'static str> {
     }
     if !appends {
         out.extend(APPEND_CONDITIONS);
+    }
+    if !pages {
+        out.extend(SEQUENCE_CONDITIONS);
     }
     if !reads_source {
         out.push("x-ms-copy-source");
@@ -211,11 +236,14 @@ fn takes_tags(name: &str) -> bool {
             | "AppendBlock"
             | "AppendBlockFromURL"
             | "SealBlob"
+            | "PutPage"
+            | "GetPageRanges"
             | "CopyBlob"
     )
 }
 
-/// A server with container `box` (blob `b`, append blob `a`) and container `box2`.
+/// A server with container `box` (blob `b`, append blob `a`, page blob `p`) and container
+/// `box2`.
 async fn fixture() -> Server {
     let s = Server::start().await;
     s.create_container("box").await;
@@ -225,6 +253,11 @@ async fn fixture() -> Server {
         .put("/box/a", &[("x-ms-blob-type", "AppendBlob")], Vec::new())
         .await;
     assert_eq!(r.status(), 201);
+    let page_blob = [
+        ("x-ms-blob-type", "PageBlob"),
+        ("x-ms-blob-content-length", "1024"),
+    ];
+    assert_eq!(s.put("/box/p", &page_blob, Vec::new()).await.status(), 201);
     s
 }
 
@@ -238,6 +271,7 @@ async fn state(s: &Server) -> String {
         "/box?restype=container&comp=acl",
         "/box/b?comp=blocklist&blocklisttype=all",
         "/box/a",
+        "/box/p",
     ] {
         let r = s.get(path, &[]).await;
         out.push_str(&format!("{path}: {} ", r.status()));
@@ -342,7 +376,7 @@ async fn a_false_tags_condition_is_412_on_every_operation_that_takes_it() {
         }
         assert_eq!(status, 412, "{name}");
         assert_eq!(state(&s).await, before, "{name} changed nothing");
-        for blob in ["/box/a?comp=tags", "/box/b?comp=tags"] {
+        for blob in ["/box/a?comp=tags", "/box/b?comp=tags", "/box/p?comp=tags"] {
             let r = s.put(blob, &[], tagged.as_bytes().to_vec()).await;
             assert_eq!(r.status(), 204, "{blob}");
         }

@@ -116,6 +116,15 @@ pub fn check(root: &Path) -> io::Result<Report> {
             let tag = file.record.bytes_tag();
             let checked = match (&content.inline, append_blocks) {
                 (Some(bytes), _) => check_inline(bytes, content.len, tag),
+                // A page blob's tag chains its writes: each run's object is checked against
+                // its own tag.
+                (None, None) if content.pages.is_some() => content
+                    .pages
+                    .iter()
+                    .flat_map(|p| &p.runs)
+                    .try_for_each(|run| {
+                        check_pieces(&dir, &[(run.object.as_str(), run.object_len)], &run.sha256)
+                    }),
                 (None, None) => check_pieces(&dir, &content.pieces(), tag),
                 (None, Some(None)) => {
                     Err("its append set does not hold the blocks its record counts".to_owned())

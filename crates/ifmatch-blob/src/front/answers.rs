@@ -64,8 +64,9 @@ pub(super) fn insert_checksums(checksums: &Checksums, out: &mut HeaderMap) {
 
 /// The tag of the blob's bytes alone (`x-ifmatch-content-sha256`).
 pub(super) fn insert_sha256(record: &Record, out: &mut HeaderMap) {
-    // An append blob's tag chains its blocks' (see `Appended::chain`): not its bytes' hash.
-    if record.content.as_ref().is_some_and(|c| c.append.is_none()) {
+    // An append or a page blob's tag chains its changes (see `Content::chained`): not its
+    // bytes' hash.
+    if record.content.as_ref().is_some_and(|c| !c.chained()) {
         out.insert(
             metadata::CONTENT_SHA256,
             record.bytes_tag().to_header_value(),

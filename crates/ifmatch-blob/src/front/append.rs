@@ -26,7 +26,7 @@ use super::failure::{Failure, Result};
 use super::gate::Asking;
 use super::gate::committed;
 use super::swap::Step;
-use super::uploads::declared_len;
+use super::uploads::{declared_len, number};
 use super::{Answered, Call};
 use super::{CONTENT_CRC64, CONTENT_MD5, Front};
 use crate::body::Incoming;
@@ -61,22 +61,9 @@ struct Position {
 
 impl Position {
     fn of(headers: &HeaderMap) -> Result<Self> {
-        let number = |name: &HeaderName| -> Result<Option<u64>> {
-            headers
-                .get(name)
-                .map(|v| {
-                    v.to_str().ok().and_then(|t| t.parse().ok()).ok_or_else(|| {
-                        Failure::with_detail(
-                            ErrorCode::InvalidHeaderValue,
-                            format!("{name} is not a number of bytes."),
-                        )
-                    })
-                })
-                .transpose()
-        };
         Ok(Self {
-            at: number(&APPEND_POSITION)?,
-            max: number(&MAX_SIZE)?,
+            at: number(headers, &APPEND_POSITION)?,
+            max: number(headers, &MAX_SIZE)?,
         })
     }
 
@@ -107,44 +94,14 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// Put Blob with `x-ms-blob-type: AppendBlob`: an empty append blob, in place of any
     /// blob of the name (as Put Blob replaces).
     pub(super) async fn create_append_blob(&self, call: Call<'_>) -> Answered<O> {
-        let Call { key, headers, now } = call;
-        if declared_len(headers).is_some_and(|len| len > 0) {
-            return Err(Failure::with_detail(
-                ErrorCode::InvalidHeaderValue,
-                "An append blob is created empty: Content-Length must be 0; append with Append Block.",
-            ));
-        }
-        let ask = Asking::of(headers, now)?;
-        let (content_type, properties) = metadata::upload_properties(headers, true);
-        let user_metadata = metadata::metadata(headers)?;
-        let blob_tags = crate::tags::from_header(headers)?;
-        let protection = crate::immutability::AtCreation::from_headers(
-            headers,
-            crate::record::unix_seconds(now),
-        )?;
-        if committed(self.records.get(key).await?).is_none() {
-            self.container_record(key.container()).await?;
-        }
-        let mut content = Content::new(String::new(), 0, content_type);
+        let mut content = Content::new(String::new(), 0, None);
         content.append = Some(Appended {
             epoch: self.fresh_generation(),
             ..Appended::default()
         });
-        let bytes_tag = ifmatch_core::strong_etag(b"");
-        let etag = metadata::blob_tag(
-            &bytes_tag,
-            content.content_type.as_deref(),
-            &user_metadata,
-            &properties,
-            Some(self.env.random_uuid().as_bytes()),
-        );
-        content.properties = properties;
-        content.sha256 = Some(bytes_tag);
-        let mut fresh = Record::blob(etag, now, content);
-        fresh.metadata = user_metadata;
-        fresh.tags = blob_tags;
-        protection.apply(&mut fresh);
-        self.commit_put(key, ask, fresh).await
+        // The chain starts at the tag of no bytes; the record's tag is new all the same.
+        self.create_empty(call, content, ifmatch_core::strong_etag(b""), true)
+            .await
     }
 
     /// Append Block: `body` staged, then added as the blob's next block.
@@ -364,22 +321,27 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
 }
 
 /// The headers that say what kind of blob `record` is, for Get Blob and its properties:
-/// `x-ms-blob-type`, and for an append blob its block count and seal.
+/// `x-ms-blob-type`, for an append blob its block count and seal, for a page blob its sequence
+/// number.
 pub(super) fn insert_blob_type(record: &Record, out: &mut HeaderMap) {
-    let Some(append) = record.content.as_ref().and_then(|c| c.append) else {
-        out.insert(super::BLOB_TYPE, HeaderValue::from_static("BlockBlob"));
+    let content = record.content.as_ref();
+    let blob_type = content.map_or("BlockBlob", Content::blob_type);
+    out.insert(super::BLOB_TYPE, HeaderValue::from_static(blob_type));
+    if let Some(paged) = content.and_then(|c| c.pages.as_ref()) {
+        out.insert(super::SEQUENCE_NUMBER, HeaderValue::from(paged.sequence));
+    }
+    let Some(append) = content.and_then(|c| c.append) else {
         return;
     };
-    out.insert(super::BLOB_TYPE, HeaderValue::from_static("AppendBlob"));
     out.insert(COMMITTED_BLOCKS, HeaderValue::from(append.count));
     if append.sealed {
         out.insert(SEALED, HeaderValue::from_static("true"));
     }
 }
 
-/// Whether `record` is an append blob: what a block list operation may not touch.
-pub(super) fn is_append_blob(record: Option<&Record>) -> bool {
+/// Whether `record` is an append or a page blob: what a block operation may not touch.
+pub(super) fn is_other_blob_type(record: Option<&Record>) -> bool {
     record
         .and_then(|r| r.content.as_ref())
-        .is_some_and(|c| c.append.is_some())
+        .is_some_and(|c| c.blob_type() != "BlockBlob")
 }

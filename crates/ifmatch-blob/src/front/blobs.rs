@@ -16,6 +16,7 @@ use super::answers::{answer, insert_md5, insert_sha256, validator_headers};
 use super::failure::{Failure, Result};
 use super::gate::Asking;
 use super::gate::{committed, existing};
+use super::page_blobs::{PageProperties, insert_sequence};
 use super::swap::Step;
 use super::uploads::declared_len;
 use super::{Answered, Call};
@@ -64,6 +65,15 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             Operation::SetBlobProperties => None,
             _ => Some(metadata::metadata(headers)?),
         };
+        // A page blob's size and sequence number; a request that sets only them leaves the
+        // blob's HTTP headers as they are (Azure's rule).
+        let pages = match operation {
+            Operation::SetBlobProperties => PageProperties::of(headers)?,
+            _ => None,
+        };
+        let (content_type, properties) = metadata::upload_properties(headers, false);
+        let keeps_headers =
+            pages.is_some() && content_type.is_none() && properties == Default::default();
         let nonce = self.env.random_uuid();
         let swapped = self
             .swap(key, headers, |current| {
@@ -91,14 +101,15 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 }
                 record.etag = match record.content.as_mut() {
                     Some(content) => {
-                        if user_metadata.is_none() {
+                        if user_metadata.is_none() && !keeps_headers {
                             // Set Blob Properties: the headers absent from it are cleared.
-                            let (content_type, properties) =
-                                metadata::upload_properties(headers, false);
-                            content.content_type = content_type;
-                            content.properties = properties;
+                            content.content_type = content_type.clone();
+                            content.properties = properties.clone();
                         }
-                        let bytes = current.bytes_tag().clone();
+                        let mut bytes = current.bytes_tag().clone();
+                        if let Some(pages) = pages {
+                            bytes = pages.apply(content, bytes)?;
+                        }
                         let etag = metadata::blob_tag(
                             &bytes,
                             content.content_type.as_deref(),
@@ -114,7 +125,13 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 Ok(Step::changed(record, current, now))
             })
             .await?;
-        Ok(swapped.answered())
+        let written = swapped.written.as_ref().expect("a change writes");
+        // A page blob made smaller drops the objects of its pages past its end.
+        self.discard_replaced(key, swapped.previous.as_deref(), Some(written))
+            .await;
+        let mut out = validator_headers(written);
+        insert_sequence(written, &mut out);
+        Ok(answer(StatusCode::OK, out))
     }
 
     pub(super) async fn put_blob(&self, call: Call<'_>, body: impl Incoming) -> Answered<O> {
@@ -131,10 +148,13 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             Some(kind) if kind == "AppendBlob" => {
                 return self.create_append_blob(call).await;
             }
+            Some(kind) if kind == "PageBlob" => {
+                return self.create_page_blob(call).await;
+            }
             Some(kind) if kind != "BlockBlob" => {
                 return Err(Failure::with_detail(
                     ErrorCode::InvalidHeaderValue,
-                    "Only BlockBlob and AppendBlob are supported (no page blobs). Header: x-ms-blob-type",
+                    "x-ms-blob-type is one of BlockBlob, AppendBlob and PageBlob. Header: x-ms-blob-type",
                 ));
             }
             Some(_) => {}
@@ -227,6 +247,53 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             self.discard(object).await;
         }
         committed
+    }
+
+    /// Put Blob of an append or a page blob: `content` (its kind's state, no bytes) with the
+    /// request's properties, metadata, tags and protection, in place of any blob of the name.
+    /// `bytes_tag` starts the blob's chain (see [`Content::chained`]); with `nonce`, the
+    /// record's tag is new even where the chain's start is not.
+    pub(super) async fn create_empty(
+        &self,
+        call: Call<'_>,
+        mut content: Content,
+        bytes_tag: ifmatch_core::EntityTag,
+        nonce: bool,
+    ) -> Answered<O> {
+        let Call { key, headers, now } = call;
+        if declared_len(headers).is_some_and(|len| len > 0) {
+            return Err(Failure::with_detail(
+                ErrorCode::InvalidHeaderValue,
+                "Put Blob of an append or a page blob creates it empty: Content-Length must be 0.",
+            ));
+        }
+        let ask = Asking::of(headers, now)?;
+        let (content_type, properties) = metadata::upload_properties(headers, true);
+        let user_metadata = metadata::metadata(headers)?;
+        let blob_tags = crate::tags::from_header(headers)?;
+        let protection = crate::immutability::AtCreation::from_headers(
+            headers,
+            crate::record::unix_seconds(now),
+        )?;
+        if committed(self.records.get(key).await?).is_none() {
+            self.container_record(key.container()).await?;
+        }
+        content.content_type = content_type;
+        let nonce = nonce.then(|| self.env.random_uuid());
+        let etag = metadata::blob_tag(
+            &bytes_tag,
+            content.content_type.as_deref(),
+            &user_metadata,
+            &properties,
+            nonce.as_ref().map(|n| n.as_bytes().as_slice()),
+        );
+        content.properties = properties;
+        content.sha256 = Some(bytes_tag);
+        let mut fresh = Record::blob(etag, now, content);
+        fresh.metadata = user_metadata;
+        fresh.tags = blob_tags;
+        protection.apply(&mut fresh);
+        self.commit_put(key, ask, fresh).await
     }
 
     pub(super) async fn commit_put(
@@ -422,7 +489,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             });
             return Ok(ResponseBody::full(bytes.slice(range)));
         }
-        if content.blocks.is_empty() {
+        if content.blocks.is_empty() && content.pages.is_none() {
             let len = range.as_ref().map_or(content.len, |r| r.end - r.start);
             let reader = self
                 .objects
@@ -432,11 +499,16 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         }
         let range = range.unwrap_or(0..content.len);
         let len = range.end - range.start;
-        let mut pieces = content.pieces_in(range).into_iter();
-        let Some((object, object_len, part)) = pieces.next() else {
-            return Ok(ResponseBody::empty());
+        let pieces = content.pieces_in(range).into_iter();
+        let mut pieces = pieces.peekable();
+        // Zeros first (a page blob's) open nothing.
+        let first = match pieces.next_if(|(object, _, _)| !object.is_empty()) {
+            Some((object, object_len, part)) => {
+                Some(self.objects.read(&object, object_len, Some(part)).await?)
+            }
+            None if pieces.peek().is_none() => return Ok(ResponseBody::empty()),
+            None => None,
         };
-        let first = self.objects.read(&object, object_len, Some(part)).await?;
         let objects = self.objects.clone();
         let open = move |(object, len, part): Piece| -> Opening<O::Reader> {
             let objects = objects.clone();

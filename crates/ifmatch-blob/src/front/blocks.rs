@@ -19,7 +19,7 @@ use ifmatch_azure::ErrorCode;
 use ifmatch_core::{EntityTag, EtagHasher, strong_etag};
 
 use super::answers::{answer, insert_checksums, validator_headers, xml_answer};
-use super::append::is_append_blob;
+use super::append::is_other_blob_type;
 use super::failure::{Failure, Result};
 use super::gate::Asking;
 use super::gate::existing;
@@ -62,7 +62,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let current = self.records.get(key).await?;
         let check = |current: Option<&Record>| -> Result<()> {
             ask.lease(Scope::Blob, Access::Write, existing(key, current))?;
-            if is_append_blob(existing(key, current)) {
+            if is_other_blob_type(existing(key, current)) {
                 return Err(ErrorCode::InvalidBlobType.into());
             }
             if !rules::id_fits(current, id) {
@@ -206,7 +206,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 self.container_record(key.container()).await?;
             }
             ask.gate(precondition::Operation::Put, Access::Write, visible)?;
-            if is_append_blob(visible) {
+            if is_other_blob_type(visible) {
                 return Err(ErrorCode::InvalidBlobType.into());
             }
             let uncommitted = self.uncommitted(key, current.as_deref()).await?;
@@ -255,7 +255,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 .swap(key, headers, |current| {
                     let lease = ask.replace(key, current)?;
                     let visible = existing(key, current);
-                    if is_append_blob(visible) {
+                    if is_other_blob_type(visible) {
                         return Err(ErrorCode::InvalidBlobType.into());
                     }
                     // Blocks staged since the set was read are not this commit's; a set
@@ -310,7 +310,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 .await);
         };
         ask.lease(Scope::Blob, Access::Read, Some(&current))?;
-        if is_append_blob(Some(&current)) {
+        if is_other_blob_type(Some(&current)) {
             return Err(ErrorCode::InvalidBlobType.into());
         }
         let mut out = HeaderMap::new();

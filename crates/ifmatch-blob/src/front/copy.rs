@@ -187,7 +187,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             );
             copied.properties = properties;
             // An append blob's chain value is kept whatever its tag: its set is read by it.
-            copied.sha256 = (etag != bytes_tag || copied.append.is_some()).then_some(bytes_tag);
+            copied.sha256 = (etag != bytes_tag || copied.chained()).then_some(bytes_tag);
             let mut fresh = Record::blob(etag, now, copied);
             fresh.metadata = metadata;
             fresh.tags = blob_tags.clone();
@@ -401,6 +401,12 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         block_blob: bool,
     ) -> Result<Option<Duplicate>> {
         let content = record.content.as_ref().ok_or(ErrorCode::BlobNotFound)?;
+        if block_blob && content.pages.is_some() {
+            return Err(Failure::with_detail(
+                ErrorCode::InvalidBlobType,
+                "A page blob is copied as a page blob (Copy Blob), not into a block blob.",
+            ));
+        }
         let content = &match self.with_blocks(source, content).await {
             Ok(content) => content,
             // Replaced or deleted since its record was read.
@@ -413,7 +419,18 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         // The source's content under the new names: its blocks (and their ids), its length,
         // its inline bytes.
         let mut copied = Content::clone(content);
-        if copied.blocks.is_empty() {
+        if let Some(paged) = &mut copied.pages {
+            // Each run's object under its new name (runs may share one).
+            let renamed: std::collections::HashMap<&str, &String> = content
+                .pieces()
+                .into_iter()
+                .map(|(object, _)| object)
+                .zip(&objects)
+                .collect();
+            for run in &mut paged.runs {
+                run.object = renamed[run.object.as_str()].clone();
+            }
+        } else if copied.blocks.is_empty() {
             if let Some(object) = objects.first() {
                 copied.object = object.clone();
             }

@@ -35,6 +35,7 @@ mod gate;
 mod immutability;
 mod leases;
 mod listing;
+mod page_blobs;
 mod pages;
 mod service;
 mod snapshots;
@@ -46,6 +47,7 @@ mod uploads;
 mod versions;
 
 const BLOB_TYPE: HeaderName = HeaderName::from_static("x-ms-blob-type");
+const SEQUENCE_NUMBER: HeaderName = HeaderName::from_static("x-ms-blob-sequence-number");
 const MS_RANGE: HeaderName = HeaderName::from_static("x-ms-range");
 const MS_VERSION: HeaderName = HeaderName::from_static("x-ms-version");
 const PUBLIC_ACCESS: HeaderName = HeaderName::from_static("x-ms-blob-public-access");
@@ -317,6 +319,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             }
             Operation::AppendBlock => self.append_block(blob, body).await,
             Operation::SealBlob => self.seal(blob).await,
+            Operation::PutPage => self.put_page(blob, body).await,
+            Operation::GetPageRanges(options) => self.page_ranges(blob, options).await,
         }
     }
 }

@@ -68,8 +68,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 );
             }
             // An append blob's chain value is kept whatever its tag: its set is read by it.
-            content.sha256 =
-                (record.etag != bytes_tag || content.append.is_some()).then_some(bytes_tag);
+            content.sha256 = (record.etag != bytes_tag || content.chained()).then_some(bytes_tag);
             let append = content.append;
             let written = self
                 .records

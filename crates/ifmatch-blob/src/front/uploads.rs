@@ -221,6 +221,22 @@ pub(super) fn declared_len(headers: &HeaderMap) -> Option<u64> {
         .and_then(|v| v.to_str().ok()?.parse().ok())
 }
 
+/// The header `name` as a number (a length, a position, a sequence number): `None` when it is
+/// absent, 400 `InvalidHeaderValue` when it is not a number.
+pub(super) fn number(headers: &HeaderMap, name: &http::HeaderName) -> Result<Option<u64>> {
+    headers
+        .get(name)
+        .map(|v| {
+            v.to_str().ok().and_then(|t| t.parse().ok()).ok_or_else(|| {
+                Failure::with_detail(
+                    ErrorCode::InvalidHeaderValue,
+                    format!("{name} is not a number."),
+                )
+            })
+        })
+        .transpose()
+}
+
 /// 400 `Md5Mismatch` or `Crc64Mismatch` when the `Content-MD5` or `x-ms-content-crc64` the
 /// client sent is not what its body hashes to.
 pub(super) fn verify_checksums(headers: &HeaderMap, ours: &Checksums) -> Result<()> {

@@ -1,0 +1,653 @@
+//! Page blobs: created with a size and read as zeros, written and cleared page by page, their
+//! ranges listed (and the difference from a snapshot), resized, their sequence number set and
+//! used as a condition; every limit of the dialect refused one past it; and writers racing for
+//! one blob, none of whose pages is lost. The front over the memory backends, without a socket.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{Server, code, header};
+
+const PAGE_BLOB: (&str, &str) = ("x-ms-blob-type", "PageBlob");
+
+async fn create(s: &Server, path: &str, size: u64) -> String {
+    let size = size.to_string();
+    let r = s
+        .put(
+            path,
+            &[PAGE_BLOB, ("x-ms-blob-content-length", &size)],
+            Vec::new(),
+        )
+        .await;
+    assert_eq!(r.status(), 201, "{:?}", code(&r));
+    header(&r, "etag").unwrap()
+}
+
+async fn write(
+    s: &Server,
+    path: &str,
+    at: u64,
+    bytes: Vec<u8>,
+    extra: &[(&str, &str)],
+) -> common::Reply {
+    let range = format!("bytes={}-{}", at, at + bytes.len() as u64 - 1);
+    let mut headers = vec![
+        ("x-ms-page-write", "update"),
+        ("x-ms-range", range.as_str()),
+    ];
+    headers.extend_from_slice(extra);
+    s.put(&format!("{path}?comp=page"), &headers, bytes).await
+}
+
+async fn clear(s: &Server, path: &str, range: &str) -> common::Reply {
+    let headers = [("x-ms-page-write", "clear"), ("x-ms-range", range)];
+    s.put(&format!("{path}?comp=page"), &headers, Vec::new())
+        .await
+}
+
+/// Get Page Ranges' answer as (`PageRange` or `ClearRange`, start, end) triples, and its
+/// `NextMarker`.
+async fn ranges(s: &Server, path: &str, query: &str) -> (Vec<(String, u64, u64)>, Option<String>) {
+    let r = s.get(&format!("{path}?comp=pagelist{query}"), &[]).await;
+    assert_eq!(r.status(), 200, "{:?}", code(&r));
+    let xml = r.text().await.unwrap();
+    let mut out = Vec::new();
+    let mut rest = xml.as_str();
+    while let Some(at) = rest.find("Range><Start>") {
+        let kind = if rest[..at].ends_with("<Clear") {
+            "ClearRange"
+        } else {
+            "PageRange"
+        };
+        let tail = &rest[at + "Range><Start>".len()..];
+        let (start, tail) = tail.split_once("</Start><End>").unwrap();
+        let (end, tail) = tail.split_once("</End>").unwrap();
+        out.push((
+            kind.to_owned(),
+            start.parse().unwrap(),
+            end.parse().unwrap(),
+        ));
+        rest = tail;
+    }
+    let next = xml
+        .split_once("<NextMarker>")
+        .map(|(_, t)| t.split_once("</NextMarker>").unwrap().0.to_owned());
+    (out, next)
+}
+
+fn page(range: (u64, u64)) -> (String, u64, u64) {
+    ("PageRange".to_owned(), range.0, range.1)
+}
+
+#[tokio::test]
+async fn a_page_blob_is_written_and_cleared_page_by_page_and_reads_zeros_between() {
+    let s = Server::start().await;
+    s.create_container("disks").await;
+    let path = "/disks/a.vhd";
+    let created = create(&s, path, 8192).await;
+    let r = s.head(path, &[]).await;
+    assert_eq!(
+        [
+            "x-ms-blob-type",
+            "x-ms-blob-sequence-number",
+            "content-length"
+        ]
+        .map(|n| header(&r, n).unwrap()),
+        ["PageBlob", "0", "8192"]
+    );
+    let body = s.get(path, &[]).await.bytes().await.unwrap();
+    assert_eq!(body, vec![0u8; 8192], "a new page blob reads as zeros");
+    assert_eq!(ranges(&s, path, "").await.0, vec![]);
+
+    let r = write(&s, path, 512, vec![b'a'; 1024], &[]).await;
+    assert_eq!(r.status(), 201, "{:?}", code(&r));
+    assert!(header(&r, "content-md5").is_some());
+    assert_eq!(
+        header(&r, "x-ms-blob-sequence-number").as_deref(),
+        Some("0")
+    );
+    let first = header(&r, "etag").unwrap();
+    assert_ne!(first, created, "a write is a new tag");
+    // Over the second half of that run and the page after it.
+    let r = write(&s, path, 1024, vec![b'b'; 1024], &[]).await;
+    assert_eq!(r.status(), 201);
+    let mut expected = vec![0u8; 8192];
+    expected[512..1024].fill(b'a');
+    expected[1024..2048].fill(b'b');
+    assert_eq!(s.get(path, &[]).await.bytes().await.unwrap(), expected);
+    // A range across zeros and both writes.
+    let r = s.get(path, &[("x-ms-range", "bytes=256-1279")]).await;
+    assert_eq!(r.status(), 206);
+    assert_eq!(r.bytes().await.unwrap(), expected[256..1280]);
+    assert_eq!(ranges(&s, path, "").await.0, vec![page((512, 2047))]);
+
+    let r = clear(&s, path, "bytes=1024-1535").await;
+    assert_eq!(r.status(), 201, "{:?}", code(&r));
+    expected[1024..1536].fill(0);
+    assert_eq!(s.get(path, &[]).await.bytes().await.unwrap(), expected);
+    assert_eq!(
+        ranges(&s, path, "").await.0,
+        vec![page((512, 1023)), page((1536, 2047))]
+    );
+    // Within a range only, and paged.
+    let r = s
+        .get(
+            &format!("{path}?comp=pagelist"),
+            &[("x-ms-range", "bytes=0-1023")],
+        )
+        .await;
+    assert_eq!(
+        header(&r, "x-ms-blob-content-length").as_deref(),
+        Some("8192")
+    );
+    assert!(
+        r.text()
+            .await
+            .unwrap()
+            .contains("<PageRange><Start>512</Start><End>1023</End></PageRange></PageList>")
+    );
+    let (one, next) = ranges(&s, path, "&maxresults=1").await;
+    assert_eq!(
+        (one, next.as_deref()),
+        (vec![page((512, 1023))], Some("1536"))
+    );
+    let (two, next) = ranges(&s, path, "&maxresults=1&marker=1536").await;
+    assert_eq!((two, next), (vec![page((1536, 2047))], None));
+
+    // A listing says what it is.
+    let list = s
+        .get("/disks?restype=container&comp=list", &[])
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(list.contains("<BlobType>PageBlob</BlobType>"), "{list}");
+    assert!(
+        list.contains("<x-ms-blob-sequence-number>0</x-ms-blob-sequence-number>"),
+        "{list}"
+    );
+}
+
+#[tokio::test]
+async fn every_limit_of_a_page_blob_is_refused_one_past_it() {
+    let s = Server::start().await;
+    s.create_container("disks").await;
+    let path = "/disks/b.vhd";
+    // Sizes: whole pages, at most 8 TiB; a sequence number at most 2^63 - 1; no body.
+    for (headers, status, expected) in [
+        (vec![PAGE_BLOB], 400, "MissingRequiredHeader"),
+        (
+            vec![PAGE_BLOB, ("x-ms-blob-content-length", "513")],
+            400,
+            "InvalidHeaderValue",
+        ),
+        (
+            vec![PAGE_BLOB, ("x-ms-blob-content-length", "8796093022720")],
+            400,
+            "InvalidHeaderValue",
+        ),
+        (
+            vec![
+                PAGE_BLOB,
+                ("x-ms-blob-content-length", "512"),
+                ("x-ms-blob-sequence-number", "9223372036854775808"),
+            ],
+            400,
+            "InvalidHeaderValue",
+        ),
+    ] {
+        let r = s.put(path, &headers, Vec::new()).await;
+        assert_eq!(
+            (r.status().as_u16(), code(&r).as_deref()),
+            (status, Some(expected)),
+            "{headers:?}"
+        );
+    }
+    let r = s
+        .put(path, &[PAGE_BLOB, ("x-ms-blob-content-length", "512")], "x")
+        .await;
+    assert_eq!(r.status(), 400, "a page blob is created empty");
+    let r = s
+        .put(
+            path,
+            &[
+                PAGE_BLOB,
+                ("x-ms-blob-content-length", "8796093022208"),
+                ("x-ms-blob-sequence-number", "9223372036854775807"),
+            ],
+            Vec::new(),
+        )
+        .await;
+    assert_eq!(
+        r.status(),
+        201,
+        "8 TiB and 2^63 - 1 are taken: {:?}",
+        code(&r)
+    );
+    create(&s, path, 4 << 20 | 1024).await;
+
+    // Ranges: whole pages, within the blob; an update at most 4 MiB, its body the range's length.
+    let body = |n: usize| vec![7u8; n];
+    for (at, bytes, status, expected) in [
+        (1, body(512), 416, "InvalidPageRange"),
+        (0, body(511), 416, "InvalidPageRange"),
+        ((4 << 20) + 512, body(1024), 416, "InvalidPageRange"),
+        (0, body((4 << 20) + 512), 413, "RequestBodyTooLarge"),
+    ] {
+        let r = write(&s, path, at, bytes, &[]).await;
+        assert_eq!(
+            (r.status().as_u16(), code(&r).as_deref()),
+            (status, Some(expected)),
+            "at {at}"
+        );
+    }
+    assert_eq!(
+        write(&s, path, 0, body(4 << 20), &[]).await.status(),
+        201,
+        "4 MiB is taken"
+    );
+    let r = s
+        .put(
+            &format!("{path}?comp=page"),
+            &[
+                ("x-ms-page-write", "update"),
+                ("x-ms-range", "bytes=0-1023"),
+            ],
+            body(512),
+        )
+        .await;
+    assert_eq!(
+        (r.status().as_u16(), code(&r).as_deref()),
+        (400, Some("InvalidHeaderValue"))
+    );
+    let r = s
+        .put(
+            &format!("{path}?comp=page"),
+            &[("x-ms-page-write", "clear"), ("x-ms-range", "bytes=0-511")],
+            body(512),
+        )
+        .await;
+    assert_eq!(
+        (r.status().as_u16(), code(&r).as_deref()),
+        (400, Some("InvalidHeaderValue"))
+    );
+    let r = s
+        .put(
+            &format!("{path}?comp=page"),
+            &[("x-ms-page-write", "erase"), ("x-ms-range", "bytes=0-511")],
+            Vec::new(),
+        )
+        .await;
+    assert_eq!(
+        (r.status().as_u16(), code(&r).as_deref()),
+        (400, Some("InvalidHeaderValue"))
+    );
+    let r = s
+        .put(
+            &format!("{path}?comp=page"),
+            &[("x-ms-range", "bytes=0-511")],
+            body(512),
+        )
+        .await;
+    assert_eq!(
+        (r.status().as_u16(), code(&r).as_deref()),
+        (400, Some("MissingRequiredHeader"))
+    );
+    assert!(
+        s.get(path, &[]).await.bytes().await.unwrap()[..4 << 20]
+            .iter()
+            .all(|b| *b == 7),
+        "nothing refused was written"
+    );
+
+    // Each kind of blob takes its own writes only.
+    s.put_blob("/disks/block", b"abc").await;
+    let r = write(&s, "/disks/block", 0, body(512), &[]).await;
+    assert_eq!(
+        (r.status().as_u16(), code(&r).as_deref()),
+        (409, Some("InvalidBlobType"))
+    );
+    let r = s
+        .put(&format!("{path}?comp=block&blockid=YQ=="), &[], "x")
+        .await;
+    assert_eq!(
+        (r.status().as_u16(), code(&r).as_deref()),
+        (409, Some("InvalidBlobType"))
+    );
+    let r = s.put(&format!("{path}?comp=appendblock"), &[], "x").await;
+    assert_eq!(
+        (r.status().as_u16(), code(&r).as_deref()),
+        (409, Some("InvalidBlobType"))
+    );
+    let r = s.get("/disks/block?comp=pagelist", &[]).await;
+    assert_eq!(
+        (r.status().as_u16(), code(&r).as_deref()),
+        (409, Some("InvalidBlobType"))
+    );
+}
+
+#[tokio::test]
+async fn the_sequence_number_is_set_and_conditions_page_writes() {
+    let s = Server::start().await;
+    s.create_container("disks").await;
+    let path = "/disks/c.vhd";
+    let size = [
+        PAGE_BLOB,
+        ("x-ms-blob-content-length", "4096"),
+        ("x-ms-blob-sequence-number", "5"),
+    ];
+    assert_eq!(s.put(path, &size, Vec::new()).await.status(), 201);
+    let set = |action: &'static str, n: Option<&'static str>| {
+        let mut headers = vec![("x-ms-sequence-number-action", action)];
+        headers.extend(n.map(|n| ("x-ms-blob-sequence-number", n)));
+        headers
+    };
+    for (headers, expected) in [
+        (set("max", Some("3")), "5"),
+        (set("max", Some("9")), "9"),
+        (set("update", Some("2")), "2"),
+        (set("increment", None), "3"),
+    ] {
+        let r = s
+            .put(&format!("{path}?comp=properties"), &headers, Vec::new())
+            .await;
+        assert_eq!(r.status(), 200, "{headers:?}: {:?}", code(&r));
+        assert_eq!(
+            header(&r, "x-ms-blob-sequence-number").as_deref(),
+            Some(expected),
+            "{headers:?}"
+        );
+    }
+    for (headers, status, expected) in [
+        (set("increment", Some("1")), 400, "InvalidHeaderValue"),
+        (set("update", None), 400, "MissingRequiredHeader"),
+        (set("double", Some("1")), 400, "InvalidHeaderValue"),
+    ] {
+        let r = s
+            .put(&format!("{path}?comp=properties"), &headers, Vec::new())
+            .await;
+        assert_eq!(
+            (r.status().as_u16(), code(&r).as_deref()),
+            (status, Some(expected)),
+            "{headers:?}"
+        );
+    }
+
+    // The conditions on it: each met, and each not (nothing written then).
+    for (name, value, met) in [
+        ("x-ms-if-sequence-number-eq", "3", true),
+        ("x-ms-if-sequence-number-eq", "4", false),
+        ("x-ms-if-sequence-number-le", "3", true),
+        ("x-ms-if-sequence-number-le", "2", false),
+        ("x-ms-if-sequence-number-lt", "4", true),
+        ("x-ms-if-sequence-number-lt", "3", false),
+    ] {
+        let byte = if met { b'y' } else { b'n' };
+        let r = write(&s, path, 0, vec![byte; 512], &[(name, value)]).await;
+        match met {
+            true => assert_eq!(r.status(), 201, "{name}: {value}"),
+            false => assert_eq!(
+                (r.status().as_u16(), code(&r).as_deref()),
+                (412, Some("SequenceNumberConditionNotMet")),
+                "{name}: {value}"
+            ),
+        }
+        assert_eq!(s.get(path, &[]).await.bytes().await.unwrap()[0], b'y');
+    }
+    let r = clear(&s, path, "bytes=0-511").await;
+    assert_eq!(r.status(), 201);
+    // Not a number: 400. Past 2^63 - 1 by increment: 409.
+    let r = write(
+        &s,
+        path,
+        0,
+        vec![1; 512],
+        &[("x-ms-if-sequence-number-eq", "three")],
+    )
+    .await;
+    assert_eq!(
+        (r.status().as_u16(), code(&r).as_deref()),
+        (400, Some("InvalidHeaderValue"))
+    );
+    let top = set("update", Some("9223372036854775807"));
+    assert_eq!(
+        s.put(&format!("{path}?comp=properties"), &top, Vec::new())
+            .await
+            .status(),
+        200
+    );
+    let r = s
+        .put(
+            &format!("{path}?comp=properties"),
+            &set("increment", None),
+            Vec::new(),
+        )
+        .await;
+    assert_eq!(
+        (r.status().as_u16(), code(&r).as_deref()),
+        (409, Some("SequenceNumberIncrementTooLarge"))
+    );
+    // A block blob has none.
+    s.put_blob("/disks/block", b"abc").await;
+    let r = s
+        .put(
+            "/disks/block?comp=properties",
+            &set("increment", None),
+            Vec::new(),
+        )
+        .await;
+    assert_eq!(
+        (r.status().as_u16(), code(&r).as_deref()),
+        (409, Some("InvalidBlobType"))
+    );
+    // Set to its own value, the blob's HTTP headers stay; set with one, they are all set.
+    let typed = [("x-ms-blob-content-type", "application/x-vhd")];
+    assert_eq!(
+        s.put(&format!("{path}?comp=properties"), &typed, Vec::new())
+            .await
+            .status(),
+        200
+    );
+    assert_eq!(
+        s.put(
+            &format!("{path}?comp=properties"),
+            &set("max", Some("0")),
+            Vec::new()
+        )
+        .await
+        .status(),
+        200
+    );
+    let r = s.head(path, &[]).await;
+    assert_eq!(
+        header(&r, "content-type").as_deref(),
+        Some("application/x-vhd")
+    );
+}
+
+#[tokio::test]
+async fn a_resize_drops_the_pages_past_the_end_and_reads_zeros_when_it_grows() {
+    let s = Server::start().await;
+    s.create_container("disks").await;
+    let path = "/disks/d.vhd";
+    create(&s, path, 2048).await;
+    write(&s, path, 0, vec![b'x'; 2048], &[]).await;
+    let resize = |n: &'static str| [("x-ms-blob-content-length", n)];
+    let before = header(&s.head(path, &[]).await, "etag").unwrap();
+    let r = s
+        .put(
+            &format!("{path}?comp=properties"),
+            &resize("1024"),
+            Vec::new(),
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    assert_ne!(header(&r, "etag").unwrap(), before);
+    let r = s
+        .put(
+            &format!("{path}?comp=properties"),
+            &resize("3072"),
+            Vec::new(),
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    let mut expected = vec![0u8; 3072];
+    expected[..1024].fill(b'x');
+    assert_eq!(s.get(path, &[]).await.bytes().await.unwrap(), expected);
+    assert_eq!(ranges(&s, path, "").await.0, vec![page((0, 1023))]);
+    let r = s
+        .put(
+            &format!("{path}?comp=properties"),
+            &resize("1000"),
+            Vec::new(),
+        )
+        .await;
+    assert_eq!(
+        (r.status().as_u16(), code(&r).as_deref()),
+        (400, Some("InvalidHeaderValue"))
+    );
+}
+
+#[tokio::test]
+async fn the_difference_from_a_snapshot_names_pages_written_and_cleared_since() {
+    let s = Server::start().await;
+    s.create_container("disks").await;
+    let path = "/disks/e.vhd";
+    create(&s, path, 8192).await;
+    write(&s, path, 0, vec![b'a'; 2048], &[]).await;
+    let r = s
+        .put(&format!("{path}?comp=snapshot"), &[], Vec::new())
+        .await;
+    assert_eq!(r.status(), 201);
+    let snapshot = header(&r, "x-ms-snapshot").unwrap();
+    write(&s, path, 512, vec![b'b'; 512], &[]).await;
+    clear(&s, path, "bytes=1536-2047").await;
+    write(&s, path, 4096, vec![b'c'; 512], &[]).await;
+
+    let since = format!("&prevsnapshot={snapshot}");
+    let (diff, _) = ranges(&s, path, &since).await;
+    assert_eq!(
+        diff,
+        vec![
+            page((512, 1023)),
+            ("ClearRange".to_owned(), 1536, 2047),
+            page((4096, 4607)),
+        ]
+    );
+    // The snapshot is as it was, its pages its own.
+    let old = s
+        .get(&format!("{path}?snapshot={snapshot}"), &[])
+        .await
+        .bytes()
+        .await
+        .unwrap();
+    let mut expected = vec![0u8; 8192];
+    expected[..2048].fill(b'a');
+    assert_eq!(old, expected);
+    assert_eq!(
+        ranges(&s, path, &format!("&snapshot={snapshot}")).await.0,
+        vec![page((0, 2047))]
+    );
+    // No such snapshot: 409.
+    let r = s
+        .get(
+            &format!("{path}?comp=pagelist&prevsnapshot=2020-01-01T00:00:00.0000000Z"),
+            &[],
+        )
+        .await;
+    assert_eq!(
+        (r.status().as_u16(), code(&r).as_deref()),
+        (409, Some("PreviousSnapshotNotFound"))
+    );
+
+    // A copy is a page blob with the same pages.
+    let source = format!("http://127.0.0.1:10000/{}{path}", common::ACCOUNT);
+    let r = s
+        .put(
+            "/disks/copy.vhd",
+            &[("x-ms-copy-source", source.as_str())],
+            Vec::new(),
+        )
+        .await;
+    assert_eq!(r.status(), 202, "{:?}", code(&r));
+    let r = s.head("/disks/copy.vhd", &[]).await;
+    assert_eq!(header(&r, "x-ms-blob-type").as_deref(), Some("PageBlob"));
+    let now = s.get(path, &[]).await.bytes().await.unwrap();
+    assert_eq!(
+        s.get("/disks/copy.vhd", &[]).await.bytes().await.unwrap(),
+        now
+    );
+    assert_eq!(
+        ranges(&s, "/disks/copy.vhd", "").await,
+        ranges(&s, path, "").await
+    );
+}
+
+#[tokio::test]
+async fn writers_racing_for_one_page_blob_lose_no_page_and_one_if_match_wins() {
+    let s = Arc::new(Server::start().await);
+    s.create_container("disks").await;
+    let path = "/disks/f.vhd";
+    let writers = 32u64;
+    create(&s, path, writers * 512).await;
+    // Each writer its own page, all at once: every page lands.
+    let tasks: Vec<_> = (0..writers)
+        .map(|n| {
+            let s = s.clone();
+            tokio::spawn(async move {
+                write(&s, path, n * 512, vec![n as u8 + 1; 512], &[])
+                    .await
+                    .status()
+            })
+        })
+        .collect();
+    for task in tasks {
+        assert_eq!(task.await.unwrap(), 201);
+    }
+    let body = s.get(path, &[]).await.bytes().await.unwrap();
+    for n in 0..writers as usize {
+        assert!(
+            body[n * 512..(n + 1) * 512]
+                .iter()
+                .all(|b| *b == n as u8 + 1),
+            "page {n} lost"
+        );
+    }
+    assert_eq!(
+        ranges(&s, path, "").await.0,
+        vec![page((0, writers * 512 - 1))]
+    );
+    // Each writer the same page under the same If-Match: one wins, the rest are refused.
+    let tag = header(&s.head(path, &[]).await, "etag").unwrap();
+    let tasks: Vec<_> = (0..16u8)
+        .map(|n| {
+            let (s, tag) = (s.clone(), tag.clone());
+            tokio::spawn(async move {
+                let r = write(
+                    &s,
+                    path,
+                    0,
+                    vec![100 + n; 512],
+                    &[("if-match", tag.as_str())],
+                )
+                .await;
+                (r.status().as_u16(), n)
+            })
+        })
+        .collect();
+    let mut winners = Vec::new();
+    for task in tasks {
+        let (status, n) = task.await.unwrap();
+        match status {
+            201 => winners.push(n),
+            412 => {}
+            other => panic!("{other}"),
+        }
+    }
+    assert_eq!(winners.len(), 1, "{winners:?}");
+    assert_eq!(
+        s.get(path, &[]).await.bytes().await.unwrap()[0],
+        100 + winners[0]
+    );
+}
