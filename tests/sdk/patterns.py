@@ -773,6 +773,35 @@ def _():
     assert target.download_blob().readall() == b"23450123456789"
 
 
+@check("page blobs: create_page_blob, upload_page, clear_page, get_page_ranges (and previous_snapshot_diff), resize_blob, set_sequence_number, if_sequence_number_* 412")
+def _():
+    container = fresh_container()
+    disk = container.get_blob_client("disk.vhd")
+    disk.create_page_blob(size=4096, sequence_number=1)
+    assert disk.get_blob_properties().blob_type == "PageBlob"
+    assert disk.download_blob().readall() == bytes(4096)
+    disk.upload_page(b"a" * 1024, offset=0, length=1024)
+    snapshot = disk.create_snapshot()["snapshot"]
+    disk.upload_page(b"b" * 512, offset=2048, length=512, if_sequence_number_eq=1)
+    disk.clear_page(offset=512, length=512)
+    filled, cleared = disk.get_page_ranges()
+    assert [(r["start"], r["end"]) for r in filled] == [(0, 511), (2048, 2559)], filled
+    changed, gone = disk.get_page_ranges(previous_snapshot_diff=snapshot)
+    assert [(r["start"], r["end"]) for r in changed] == [(2048, 2559)], changed
+    assert [(r["start"], r["end"]) for r in gone] == [(512, 1023)], gone
+    expected = b"a" * 512 + bytes(1536) + b"b" * 512 + bytes(1536)
+    assert disk.download_blob().readall() == expected
+    assert disk.download_blob(offset=2000, length=100).readall() == expected[2000:2100]
+    error = expect(HttpResponseError, lambda: disk.upload_page(b"c" * 512, offset=0, length=512, if_sequence_number_lte=0))
+    assert error.status_code == 412 and "SequenceNumberConditionNotMet" in str(error), error
+    assert disk.set_sequence_number("increment")["blob_sequence_number"] == 2
+    assert disk.set_sequence_number("max", 7)["blob_sequence_number"] == 7
+    disk.resize_blob(1024)
+    assert disk.get_blob_properties().size == 1024
+    assert disk.download_blob().readall() == b"a" * 512 + bytes(512)
+    expect(HttpResponseError, lambda: disk.upload_page(b"c" * 512, offset=1024, length=512), "InvalidPageRange")
+
+
 @check("adlfs (fsspec): cp_file and mv copy blobs, open(path, 'ab') appends, as pandas' to_csv(mode='a') does")
 def _():
     import adlfs  # noqa: PLC0415 - only this check needs it

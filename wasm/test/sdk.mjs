@@ -344,6 +344,30 @@ export function jsPatterns(connection, settings = (run) => run()) {
     await refused(() => old.getProperties(), 404);
   });
 
+  test("JS SDK: page blobs: create, uploadPages, clearPages, getPageRanges, getPageRangesDiff, resize, updateSequenceNumber, ifSequenceNumberEqualTo 412", async () => {
+    const container = await freshContainer();
+    const disk = container.getPageBlobClient("disk.vhd");
+    await disk.create(4096, { blobSequenceNumber: 1 });
+    await disk.uploadPages(Buffer.alloc(1024, "a"), 0, 1024);
+    const { snapshot } = await disk.createSnapshot();
+    await disk.uploadPages(Buffer.alloc(512, "b"), 2048, 512, { conditions: { ifSequenceNumberEqualTo: 1 } });
+    await disk.clearPages(512, 512);
+    // The SDK answers each range as { offset: Start, count: End - Start } (its own mapping).
+    const ranges = await disk.getPageRanges();
+    assert.deepEqual(ranges.pageRange.map((r) => [r.offset, r.count]), [[0, 511], [2048, 511]]);
+    const diff = await disk.getPageRangesDiff(0, 4096, snapshot);
+    assert.deepEqual(diff.pageRange.map((r) => [r.offset, r.count]), [[2048, 511]]);
+    assert.deepEqual(diff.clearRange.map((r) => [r.offset, r.count]), [[512, 511]]);
+    const expected = "a".repeat(512) + "\0".repeat(1536) + "b".repeat(512) + "\0".repeat(1536);
+    assert.equal(await text(disk), expected);
+    await refused(() => disk.uploadPages(Buffer.alloc(512, "c"), 0, 512, { conditions: { ifSequenceNumberLessThan: 1 } }), 412, "SequenceNumberConditionNotMet");
+    assert.equal((await disk.updateSequenceNumber("increment")).blobSequenceNumber, 2);
+    await disk.resize(1024);
+    const properties = await disk.getProperties();
+    assert.deepEqual([properties.blobType, properties.contentLength, properties.blobSequenceNumber], ["PageBlob", 1024, 2]);
+    await refused(() => disk.uploadPages(Buffer.alloc(512, "c"), 1024, 512), 416, "InvalidPageRange");
+  });
+
   test("JS SDK: soft delete: setProperties({ deleteRetentionPolicy }), delete, listBlobsFlat({ includeDeleted }), undelete", () => settings(async () => {
     const container = await freshContainer();
     const blob = container.getBlobClient("doc.txt");
