@@ -665,19 +665,21 @@ def _():
     assert [(b.name, b.snapshot) for b in container.list_blobs(include=["snapshots"])] == [("copy.txt", None)]
 
 
-def set_versioning(enabled):
-    """The account's IsVersioningEnabled, through the SDK's own signed pipeline (the Python SDK
-    has no parameter for it: Azure sets it through its management API)."""
-    from azure.core.rest import HttpRequest  # noqa: PLC0415 - only this check needs it
+def set_service_property(element):
+    """One element of the account's Blob service properties, through the SDK's own signed
+    pipeline (the Python SDK has no parameter for those Azure sets through its management API:
+    IsVersioningEnabled, ContainerDeleteRetentionPolicy)."""
+    from azure.core.rest import HttpRequest  # noqa: PLC0415 - only these checks need it
 
-    xml = (
-        '<?xml version="1.0" encoding="utf-8"?><StorageServiceProperties>'
-        f"<IsVersioningEnabled>{str(enabled).lower()}</IsVersioningEnabled></StorageServiceProperties>"
-    )
+    xml = f'<?xml version="1.0" encoding="utf-8"?><StorageServiceProperties>{element}</StorageServiceProperties>'
     url = SERVICE.url.rstrip("/") + "/?restype=service&comp=properties"
     request = HttpRequest("PUT", url, content=xml.encode(), headers={"Content-Type": "application/xml"})
     response = SERVICE._client._send_request(request)  # noqa: SLF001 - the signed pipeline
     assert response.status_code == 202, response.text()
+
+
+def set_versioning(enabled):
+    set_service_property(f"<IsVersioningEnabled>{str(enabled).lower()}</IsVersioningEnabled>")
 
 
 @check("versions: each upload keeps the last (version_id), download_blob(version_id=), list_blobs(include=['versions']), an old version copied back, delete_blob(version_id=)")
@@ -726,6 +728,24 @@ def _():
         assert old.download_blob().readall() == b"kept", "its snapshot back too"
     finally:
         SERVICE.set_service_properties(delete_retention_policy=RetentionPolicy(enabled=False))
+
+
+@check("container soft delete: delete_container, list_containers(include_deleted=True), undelete_container with the blobs back")
+def _():
+    policy = "<ContainerDeleteRetentionPolicy><Enabled>{}</Enabled><Days>3</Days></ContainerDeleteRetentionPolicy>"
+    set_service_property(policy.format("true"))
+    try:
+        container = fresh_container()
+        container.get_blob_client("doc.txt").upload_blob(b"kept")
+        container.delete_container()
+        expect(HttpResponseError, container.get_container_properties, "ContainerNotFound")
+        deleted = [c for c in SERVICE.list_containers(include_deleted=True) if c.name == container.container_name]
+        assert [(c.deleted, bool(c.version)) for c in deleted] == [(True, True)], deleted
+        restored = SERVICE.undelete_container(container.container_name, deleted[0].version)
+        assert restored.get_blob_client("doc.txt").download_blob().readall() == b"kept"
+        assert not [c for c in SERVICE.list_containers(include_deleted=True) if c.deleted and c.name == container.container_name]
+    finally:
+        set_service_property(policy.format("false"))
 
 
 @check("immutability: set_legal_hold, set_immutability_policy (Unlocked, then Locked and only extended), writes refused 409, delete_immutability_policy")

@@ -122,6 +122,7 @@ fn needed(operation: &Operation) -> (&'static str, Kind) {
         Operation::GetBlobServiceProperties => ("r", Kind::Service),
         Operation::SetBlobServiceProperties => ("w", Kind::Service),
         Operation::LeaseContainer => ("wd", Kind::Container),
+        Operation::RestoreContainer => ("w", Kind::Container),
         // Each subrequest is checked with its own credentials; the envelope needs one that
         // may delete.
         Operation::SubmitBatch => ("d", Kind::Container),

@@ -206,10 +206,15 @@ fn next_marker_xml(xml: &mut String, next_marker: Option<&str>) {
 
 /// The `EnumerationResults` document of List Containers: `containers` are the page's
 /// (name as the account knows it, record).
+/// A container List Containers lists: its name, its version if it is a deleted one, its
+/// record.
+pub(crate) type ListedContainer = (String, Option<String>, Record);
+
+/// The `EnumerationResults` document for one page of containers.
 pub(crate) fn containers_results(
     endpoint: &str,
     options: &ListOptions,
-    containers: &[(String, Record)],
+    containers: &[ListedContainer],
     next_marker: Option<&str>,
     now: SystemTime,
 ) -> String {
@@ -221,13 +226,20 @@ pub(crate) fn containers_results(
     );
     paging_xml(&mut xml, options);
     xml.push_str("<Containers>");
-    for (name, record) in containers {
+    for (name, version, record) in containers {
         let state = record.lease.state(now);
+        let _ = write!(xml, "<Container><Name>{}</Name>", xml_escape(name));
+        if let Some(version) = version {
+            let _ = write!(
+                xml,
+                "<Deleted>true</Deleted><Version>{}</Version>",
+                xml_escape(version)
+            );
+        }
         let _ = write!(
             xml,
-            "<Container><Name>{}</Name><Properties><Last-Modified>{}</Last-Modified>\
+            "<Properties><Last-Modified>{}</Last-Modified>\
              <Etag>{}</Etag><LeaseStatus>{}</LeaseStatus><LeaseState>{}</LeaseState>",
-            xml_escape(name),
             record.last_modified_date(),
             xml_escape(&record.etag.to_string()),
             state.status_str(),
@@ -235,6 +247,9 @@ pub(crate) fn containers_results(
         );
         if let Some(level) = record.public_access {
             let _ = write!(xml, "<PublicAccess>{}</PublicAccess>", level.as_str());
+        }
+        if let Some(deleted) = record.deleted {
+            deleted_xml(&mut xml, deleted, now);
         }
         xml.push_str("</Properties>");
         if options.metadata {
@@ -246,6 +261,20 @@ pub(crate) fn containers_results(
     next_marker_xml(&mut xml, next_marker);
     xml.push_str("</EnumerationResults>");
     xml
+}
+
+/// A deleted blob's or container's `DeletedTime` and `RemainingRetentionDays`.
+fn deleted_xml(xml: &mut String, deleted: crate::record::Deleted, now: SystemTime) {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(deleted.at);
+    let left = deleted
+        .until
+        .saturating_sub(crate::record::unix_seconds(now));
+    let _ = write!(
+        xml,
+        "<DeletedTime>{}</DeletedTime><RemainingRetentionDays>{}</RemainingRetentionDays>",
+        ifmatch_core::date::HttpDate::from(at),
+        left.div_ceil(86_400)
+    );
 }
 
 /// The `EnumerationResults` document for one page of blobs.
@@ -344,16 +373,7 @@ pub(crate) fn enumeration_results(
             );
         }
         if let Some(deleted) = record.deleted {
-            let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(deleted.at);
-            let left = deleted
-                .until
-                .saturating_sub(crate::record::unix_seconds(now));
-            let _ = write!(
-                xml,
-                "<DeletedTime>{}</DeletedTime><RemainingRetentionDays>{}</RemainingRetentionDays>",
-                ifmatch_core::date::HttpDate::from(at),
-                left.div_ceil(86_400)
-            );
+            deleted_xml(&mut xml, deleted, now);
         }
         if let Some(content) = &record.content {
             let p = &content.properties;

@@ -15,6 +15,8 @@ pub enum Operation {
     DeleteContainer,
     /// `GET` or `HEAD /{container}?restype=container`
     GetContainerProperties,
+    /// `PUT /{container}?restype=container&comp=undelete`: Restore Container.
+    RestoreContainer,
     /// `GET /{container}?restype=container&comp=list`
     ListBlobs(ListOptions),
     /// `GET /{container}?restype=container&comp=blobs&where=...`: Find Blobs by Tags in
@@ -121,6 +123,7 @@ impl Operation {
             Self::ListContainers(_) => "ListContainers",
             Self::CreateContainer => "CreateContainer",
             Self::DeleteContainer => "DeleteContainer",
+            Self::RestoreContainer => "RestoreContainer",
             Self::GetContainerProperties => "GetContainerProperties",
             Self::ListBlobs(_) => "ListBlobs",
             Self::FindBlobsByTags(_) | Self::FindBlobsInAccount(_) => "FindBlobsByTags",
@@ -327,6 +330,7 @@ impl Target {
                         Operation::FindBlobsByTags(query.find_options()?)
                     }
                     (&Method::PUT, Some("lease")) => Operation::LeaseContainer,
+                    (&Method::PUT, Some("undelete")) => Operation::RestoreContainer,
                     (&Method::GET | &Method::HEAD, Some("acl")) => Operation::GetContainerAcl,
                     (&Method::PUT, Some("acl")) => Operation::SetContainerAcl,
                     (&Method::POST, Some("batch")) => Operation::SubmitBatch,
@@ -334,7 +338,13 @@ impl Target {
                         Operation::GetContainerMetadata
                     }
                     (&Method::PUT, Some("metadata")) => Operation::SetContainerMetadata,
-                    (_, None | Some("list" | "lease" | "acl" | "batch" | "metadata" | "blobs")) => {
+                    (
+                        _,
+                        None
+                        | Some(
+                            "list" | "lease" | "acl" | "batch" | "metadata" | "blobs" | "undelete",
+                        ),
+                    ) => {
                         return Err(ErrorCode::UnsupportedHttpVerb);
                     }
                     _ => return Err(ErrorCode::InvalidQueryParameterValue),

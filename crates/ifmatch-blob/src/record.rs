@@ -70,13 +70,19 @@ pub struct Record {
     pub service: Option<String>,
 }
 
-/// A deleted blob's times ([`crate::soft_delete`]), in seconds since the Unix epoch.
+/// A deleted blob's or container's times ([`crate::soft_delete`]), in seconds since the Unix
+/// epoch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Deleted {
     /// When it was deleted.
     pub at: u64,
     /// When it goes for good: its account's retention days after `at`, as they were then.
     pub until: u64,
+    /// A deleted container's blobs are being moved (into it as the container is deleted, out
+    /// of it as it is restored): until that ends, its records may name objects the live
+    /// container's name too, so it is never listed, and removed without discarding them.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub moving: bool,
 }
 
 /// A Copy Blob that wrote a blob: always finished when its record is written (the front

@@ -1,6 +1,6 @@
 //! What an account's Blob service properties (`<StorageServiceProperties>`, set by Set Blob
 //! Service Properties) ask of the front: whether it keeps versions ([`crate::version`]), and
-//! for how many days a deleted blob is kept ([`crate::soft_delete`]). They are kept in a record
+//! for how many days a deleted blob or container is kept ([`crate::soft_delete`]). They are kept in a record
 //! of the account's own, among its containers' ([`service_key`]).
 
 use crate::store::Key;
@@ -28,6 +28,10 @@ pub struct Settings {
     pub versioning: bool,
     /// `<DeleteRetentionPolicy><Enabled>true</Enabled><Days>N</Days>`: N.
     pub retention_days: Option<u32>,
+    /// `<ContainerDeleteRetentionPolicy>` likewise: how many days a deleted container is kept.
+    /// Azure sets it through its management API (the storage account's blob service
+    /// properties), whose name the element takes; here it is one more element of these.
+    pub container_retention_days: Option<u32>,
 }
 
 impl Settings {
@@ -37,23 +41,20 @@ impl Settings {
         let texts = texts(xml)?;
         let text = |path: &str| texts.get(path).map(String::as_str);
         let versioning = text("IsVersioningEnabled").is_some_and(is_true);
-        let retention_days = match text("DeleteRetentionPolicy/Enabled") {
+        let days = |policy: &str| match text(&format!("{policy}/Enabled")) {
             Some(enabled) if is_true(enabled) => {
-                let days = text("DeleteRetentionPolicy/Days").and_then(|d| d.trim().parse().ok());
+                let days = text(&format!("{policy}/Days")).and_then(|d| d.trim().parse().ok());
                 match days {
-                    Some(days @ 1..=MAX_RETENTION_DAYS) => Some(days),
-                    _ => {
-                        return Err(format!(
-                            "DeleteRetentionPolicy's Days must be 1 to {MAX_RETENTION_DAYS}"
-                        ));
-                    }
+                    Some(days @ 1..=MAX_RETENTION_DAYS) => Ok(Some(days)),
+                    _ => Err(format!("{policy}'s Days must be 1 to {MAX_RETENTION_DAYS}")),
                 }
             }
-            _ => None,
+            _ => Ok(None),
         };
         Ok(Self {
             versioning,
-            retention_days,
+            retention_days: days("DeleteRetentionPolicy")?,
+            container_retention_days: days("ContainerDeleteRetentionPolicy")?,
         })
     }
 }
@@ -97,10 +98,12 @@ mod tests {
         );
         let on = "<StorageServiceProperties><IsVersioningEnabled>true</IsVersioningEnabled>\
             <DeleteRetentionPolicy><Enabled>true</Enabled><Days>7</Days></DeleteRetentionPolicy>\
-            </StorageServiceProperties>";
+            <ContainerDeleteRetentionPolicy><Enabled>true</Enabled><Days>3</Days>\
+            </ContainerDeleteRetentionPolicy></StorageServiceProperties>";
         let want = Settings {
             versioning: true,
             retention_days: Some(7),
+            container_retention_days: Some(3),
         };
         assert_eq!(Settings::of(on), Ok(want));
         assert_eq!(
@@ -110,12 +113,14 @@ mod tests {
         let off = "<StorageServiceProperties><DeleteRetentionPolicy><Enabled>false</Enabled>\
             </DeleteRetentionPolicy></StorageServiceProperties>";
         assert_eq!(Settings::of(off).unwrap().retention_days, None);
-        for days in ["0", "366", "x", ""] {
-            let xml = format!(
-                "<StorageServiceProperties><DeleteRetentionPolicy><Enabled>true</Enabled>\
-                 <Days>{days}</Days></DeleteRetentionPolicy></StorageServiceProperties>"
-            );
-            assert!(Settings::of(&xml).is_err(), "{days}");
+        for policy in ["DeleteRetentionPolicy", "ContainerDeleteRetentionPolicy"] {
+            for days in ["0", "366", "x", ""] {
+                let xml = format!(
+                    "<StorageServiceProperties><{policy}><Enabled>true</Enabled>\
+                     <Days>{days}</Days></{policy}></StorageServiceProperties>"
+                );
+                assert!(Settings::of(&xml).is_err(), "{policy} {days}");
+            }
         }
         let xml = "<StorageServiceProperties><DeleteRetentionPolicy><Enabled>true</Enabled>\
             <Days>365</Days></DeleteRetentionPolicy></StorageServiceProperties>";

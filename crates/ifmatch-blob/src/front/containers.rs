@@ -60,6 +60,18 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             if let Some(code) = self.protected_blob(key.container()).await? {
                 return Err(code.into());
             }
+            // Kept for the account's days, if it keeps deleted containers.
+            if let Some(days) = self.settings(key).await?.container_retention_days {
+                match self.keep_container(key, &current, days).await? {
+                    Some(removed) => {
+                        for record in removed {
+                            self.discard_unnamed(record.objects(), None).await;
+                        }
+                        return Ok(answer(StatusCode::ACCEPTED, HeaderMap::new()));
+                    }
+                    None => continue,
+                }
+            }
             match self.records.delete(key, current.generation).await {
                 Ok(removed) => {
                     // Their staged sets went with the container; the objects of those are

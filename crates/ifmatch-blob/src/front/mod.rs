@@ -30,6 +30,7 @@ mod blobs;
 mod blocks;
 mod containers;
 mod copy;
+mod deleted_containers;
 mod failure;
 mod gate;
 mod immutability;
@@ -245,6 +246,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             Operation::SetContainerAcl => self.set_container_acl(container, body).await,
             Operation::SubmitBatch => self.batch(parts, body).await,
             Operation::DeleteContainer => self.delete_container(container).await,
+            Operation::RestoreContainer => self.restore_container(container).await,
             Operation::GetContainerProperties | Operation::GetContainerMetadata => {
                 self.container_properties(container).await
             }

@@ -1,5 +1,5 @@
 //! The sweep: objects no record names, blocks staged a week ago and never committed, and
-//! deleted blobs past their retention.
+//! deleted blobs and containers past their retention.
 
 use http::header::HeaderMap;
 
@@ -20,6 +20,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// (or gives it up) within moments of staging it. `age` must be far longer than that
     /// (the servers use an hour). Sweeping twice at once is harmless.
     pub async fn sweep(&self, age: std::time::Duration) -> std::result::Result<usize, StoreError> {
+        self.expire_containers().await?;
         let mut swept = self.expire_blocks().await?;
         let candidates = self.objects.older_than(age, self.env.now()).await?;
         if candidates.is_empty() {
