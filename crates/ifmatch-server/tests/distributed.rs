@@ -418,6 +418,14 @@ async fn a_tag_condition_holds_at_the_instant_of_its_write_across_instances() {
     );
 }
 
+/// Page blobs and deleted containers through two instances over Redis (see
+/// `common::protection`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn page_blobs_and_kept_containers_hold_across_instances() {
+    let (_redis, _data, a, b, http) = pair("box").await;
+    common::protection::pages_and_kept_containers(&http, &a.base, &b.base).await;
+}
+
 /// Versions and snapshots through two instances over Redis: versioning enabled through one
 /// holds on the other within a second; eight writers overwriting one blob through both lose
 /// no version; a snapshot and a delete racing through different instances never leave a

@@ -4,6 +4,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod cosmos;
+pub mod protection;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

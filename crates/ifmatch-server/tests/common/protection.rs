@@ -1,0 +1,115 @@
+//! Page blobs and container soft delete through two instances of one fleet (over Redis, over
+//! nothing but a bucket): what each backend must keep alike for the rules of the blob front,
+//! which live once, to hold.
+
+use std::time::Duration;
+
+use super::{get, send};
+
+/// Sixteen writers, half through each instance, each its own page of one page blob: every page
+/// lands; one clear through A and the ranges through B agree. Then, with deleted containers
+/// kept (enabled through A, in force through B within a second), the container deleted
+/// through B is listed as deleted through A, restored through A, and its page blob reads
+/// through B as it was.
+pub async fn pages_and_kept_containers(http: &reqwest::Client, a: &str, b: &str) {
+    const WRITERS: usize = 16;
+    super::create_container(http, a, "disks").await;
+    let size = (WRITERS * 512).to_string();
+    let page_blob = [
+        ("x-ms-blob-type", "PageBlob"),
+        ("x-ms-blob-content-length", size.as_str()),
+    ];
+    let r = send(
+        http,
+        "PUT",
+        &format!("{b}/disks/d.vhd"),
+        &page_blob,
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(r.status(), 201);
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|n| {
+            let (http, base) = (http.clone(), [a, b][n % 2].to_owned());
+            tokio::spawn(async move {
+                let range = format!("bytes={}-{}", n * 512, n * 512 + 511);
+                let headers = [
+                    ("x-ms-page-write", "update"),
+                    ("x-ms-range", range.as_str()),
+                ];
+                let url = format!("{base}/disks/d.vhd?comp=page");
+                send(&http, "PUT", &url, &headers, vec![n as u8 + 1; 512])
+                    .await
+                    .status()
+            })
+        })
+        .collect();
+    for writer in writers {
+        assert_eq!(writer.await.unwrap(), 201);
+    }
+    let clear = [("x-ms-page-write", "clear"), ("x-ms-range", "bytes=0-511")];
+    let url = format!("{a}/disks/d.vhd?comp=page");
+    assert_eq!(
+        send(http, "PUT", &url, &clear, Vec::new()).await.status(),
+        201
+    );
+    let ranges = get(http, &format!("{b}/disks/d.vhd?comp=pagelist")).await;
+    let end = WRITERS * 512 - 1;
+    assert!(
+        (ranges.text().await.unwrap()).contains(&format!(
+            "<PageRange><Start>512</Start><End>{end}</End></PageRange>"
+        )),
+        "every page but the cleared one"
+    );
+    let body = get(http, &format!("{a}/disks/d.vhd"))
+        .await
+        .bytes()
+        .await
+        .unwrap();
+    for n in 0..WRITERS {
+        let expected = if n == 0 { 0 } else { n as u8 + 1 };
+        assert!(
+            body[n * 512..(n + 1) * 512].iter().all(|b| *b == expected),
+            "page {n}"
+        );
+    }
+
+    let on = "<StorageServiceProperties><ContainerDeleteRetentionPolicy><Enabled>true</Enabled>\
+              <Days>2</Days></ContainerDeleteRetentionPolicy></StorageServiceProperties>";
+    let url = format!("{a}/?restype=service&comp=properties");
+    assert_eq!(send(http, "PUT", &url, &[], on).await.status(), 202);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let url = format!("{b}/disks?restype=container");
+    assert_eq!(
+        send(http, "DELETE", &url, &[], Vec::new()).await.status(),
+        202
+    );
+    let r = get(http, &format!("{a}/disks/d.vhd")).await;
+    assert_eq!(r.status(), 404);
+    let listed = get(http, &format!("{a}/?comp=list&include=deleted")).await;
+    let xml = listed.text().await.unwrap();
+    let version = xml
+        .split_once("<Name>disks</Name><Deleted>true</Deleted><Version>")
+        .and_then(|(_, rest)| rest.split_once('<'))
+        .map(|(version, _)| version.to_owned())
+        .unwrap_or_else(|| panic!("kept and listed: {xml}"));
+    let restore = [
+        ("x-ms-deleted-container-name", "disks"),
+        ("x-ms-deleted-container-version", version.as_str()),
+    ];
+    let url = format!("{a}/disks?restype=container&comp=undelete");
+    assert_eq!(
+        send(http, "PUT", &url, &restore, Vec::new()).await.status(),
+        201
+    );
+    let again = get(http, &format!("{b}/disks/d.vhd"))
+        .await
+        .bytes()
+        .await
+        .unwrap();
+    assert_eq!(again, body, "restored as it was");
+    let off = "<StorageServiceProperties><ContainerDeleteRetentionPolicy><Enabled>false</Enabled>\
+               </ContainerDeleteRetentionPolicy></StorageServiceProperties>";
+    let url = format!("{b}/?restype=service&comp=properties");
+    assert_eq!(send(http, "PUT", &url, &[], off).await.status(), 202);
+}
