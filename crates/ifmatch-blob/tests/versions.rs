@@ -180,6 +180,56 @@ async fn every_write_keeps_the_blob_as_it_was() {
     assert_eq!(s.get(&at("/box/b", &a), &[]).await.status(), 200);
 }
 
+/// While the account also keeps deleted blobs, a version deleted by its id is kept: gone to
+/// reads and listings but `include=versions,deleted`, brought back by Undelete Blob, removed
+/// for good after its days.
+#[tokio::test]
+async fn a_deleted_version_is_kept_while_deleted_blobs_are() {
+    let s = versioned().await;
+    let both = "<?xml version=\"1.0\" encoding=\"utf-8\"?><StorageServiceProperties>\
+        <DeleteRetentionPolicy><Enabled>true</Enabled><Days>1</Days></DeleteRetentionPolicy>\
+        </StorageServiceProperties>";
+    let r = s.put("/?restype=service&comp=properties", &[], both).await;
+    assert_eq!(r.status(), 202);
+    let first = version(&s.put("/box/b", &[], "one").await);
+    s.put("/box/b", &[], "two").await;
+    assert_eq!(s.delete(&at("/box/b", &first), &[]).await.status(), 202);
+    assert_eq!(s.get(&at("/box/b", &first), &[]).await.status(), 404);
+    let versions = "/box?restype=container&comp=list&prefix=b&include=versions";
+    let ids = |xml: String| {
+        listed(&xml)
+            .into_iter()
+            .map(|(_, id, _)| id.unwrap())
+            .collect::<Vec<_>>()
+    };
+    let listed_now = ids(s.get(versions, &[]).await.text().await.unwrap());
+    assert!(!listed_now.contains(&first), "{listed_now:?}");
+    let with_deleted = format!("{versions},deleted");
+    let xml = s.get(&with_deleted, &[]).await.text().await.unwrap();
+    assert!(
+        ids(xml.clone()).contains(&first) && xml.contains("<Deleted>true</Deleted>"),
+        "{xml}"
+    );
+
+    assert_eq!(s.put("/box/b?comp=undelete", &[], "").await.status(), 200);
+    let r = s.get(&at("/box/b", &first), &[]).await;
+    assert_eq!(
+        (r.status().as_u16(), r.text().await.unwrap()),
+        (200, "one".to_owned())
+    );
+
+    assert_eq!(s.delete(&at("/box/b", &first), &[]).await.status(), 202);
+    s.advance(std::time::Duration::from_secs(86_400 + 1));
+    s.sweep(std::time::Duration::from_secs(3600)).await;
+    assert!(!ids(s.get(&with_deleted, &[]).await.text().await.unwrap()).contains(&first));
+    assert_eq!(s.put("/box/b?comp=undelete", &[], "").await.status(), 200);
+    assert_eq!(
+        s.get(&at("/box/b", &first), &[]).await.status(),
+        404,
+        "gone for good"
+    );
+}
+
 /// An append adds to the blob's current version; its creation and overwrite keep versions.
 #[tokio::test]
 async fn appends_make_no_version() {

@@ -276,10 +276,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                         "x-ms-delete-snapshots is for a blob, not a snapshot.",
                     ));
                 }
-                match admitted.target.snapshot {
-                    Some(_) => self.delete_snapshot(blob).await,
-                    None => self.delete_blob(blob).await,
-                }
+                self.delete_snapshot_or_version(blob).await
             }
             Operation::DeleteBlob => self.delete_with_snapshots(blob).await,
             Operation::UndeleteBlob => self.undelete(blob).await,

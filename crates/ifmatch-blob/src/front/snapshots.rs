@@ -188,9 +188,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         Err(ErrorCode::ServerBusy.into())
     }
 
-    /// Delete Blob of one snapshot: removed, or, while the account keeps deleted blobs,
-    /// marked deleted for its days.
-    pub(super) async fn delete_snapshot(&self, call: Call<'_>) -> Answered<O> {
+    /// Delete Blob of one snapshot or version: removed, or, while the account keeps deleted
+    /// blobs, marked deleted for its days (Undelete Blob brings it back).
+    pub(super) async fn delete_snapshot_or_version(&self, call: Call<'_>) -> Answered<O> {
         let Call { key, headers, now } = call;
         let settings = self.settings(key).await?;
         let Some(days) = settings.retention_days else {

@@ -56,7 +56,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         }
     }
 
-    /// Marks the snapshot record under `key` (as read: `record`) deleted, kept `days`. One
+    /// Marks the snapshot's or version's record under `key` (as read: `record`) deleted, kept
+    /// `days`. One
     /// changed or removed meanwhile is left as it is.
     pub(super) async fn mark_deleted(&self, key: &Key, record: &Record, days: u32) -> Result<()> {
         let mut marked = Record::clone(record);
@@ -70,8 +71,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         }
     }
 
-    /// Undelete Blob: the blob's deleted snapshots back, and, if no blob has its name now, its
-    /// latest deleted self; 200. 404 `BlobNotFound` when there is neither a blob nor a deleted
+    /// Undelete Blob: the blob's deleted snapshots and versions back, and, if no blob has its
+    /// name now, its latest deleted self; 200. 404 `BlobNotFound` when there is neither a blob nor a deleted
     /// one to bring back.
     pub(super) async fn undelete(&self, call: Call<'_>) -> Answered<O> {
         let Call { key, headers, .. } = call;
@@ -81,21 +82,25 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         self.container_record(container).await?;
         let now = crate::record::unix_seconds(self.env.now());
         let alive = |r: &Record| r.deleted.is_some_and(|d| d.until > now);
-        let prefix = record_name::snapshots_of(blob);
-        let mut pages = BlobPages::under(container, &prefix);
-        while let Some(page) = pages.next(&self.records).await? {
-            for (name, record) in page.into_iter().filter(|(_, r)| alive(r)) {
-                let mut back = record.clone();
-                back.deleted = None;
-                back.generation = record.generation + 1;
-                let key = Key::Blob(container.clone(), name);
-                let put = self
-                    .records
-                    .put(&key, &back, PutMode::Update(record.generation));
-                match put.await {
-                    Ok(()) => {}
-                    Err(e) if self.lost_race(&e) => {}
-                    Err(e) => return Err(e.into()),
+        for prefix in [
+            record_name::snapshots_of(blob),
+            record_name::versions_of(blob),
+        ] {
+            let mut pages = BlobPages::under(container, &prefix);
+            while let Some(page) = pages.next(&self.records).await? {
+                for (name, record) in page.into_iter().filter(|(_, r)| alive(r)) {
+                    let mut back = record.clone();
+                    back.deleted = None;
+                    back.generation = record.generation + 1;
+                    let key = Key::Blob(container.clone(), name);
+                    let put = self
+                        .records
+                        .put(&key, &back, PutMode::Update(record.generation));
+                    match put.await {
+                        Ok(()) => {}
+                        Err(e) if self.lost_race(&e) => {}
+                        Err(e) => return Err(e.into()),
+                    }
                 }
             }
         }
