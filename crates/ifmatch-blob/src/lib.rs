@@ -46,6 +46,7 @@ mod body;
 mod checksums;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+pub mod copy_origin;
 mod enumeration;
 mod front;
 mod hashing;

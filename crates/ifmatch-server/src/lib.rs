@@ -14,6 +14,7 @@
 
 pub mod allocator;
 
+pub mod copy_origins;
 pub mod cosmos;
 mod guards;
 

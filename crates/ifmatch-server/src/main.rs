@@ -389,6 +389,12 @@ struct Serve {
     /// only: anyone who can reach the port can change everything.
     #[arg(long, env = "IFMATCH_ANONYMOUS")]
     anonymous: bool,
+    /// The other servers copies may read their sources from (Put Blob From URL, Copy Blob,
+    /// Put Block From URL, Append Block From URL): hosts (`host` or `host:port`) separated by
+    /// commas, or `*` for any. None by default: a server that fetches any URL a client names
+    /// reaches what only it may.
+    #[arg(long, env = "IFMATCH_COPY_FROM")]
+    copy_from: Option<String>,
     #[command(flatten)]
     observe: ObserveArgs,
     #[command(flatten)]
@@ -474,6 +480,11 @@ fn serve_options(args: &Serve) -> anyhow::Result<ifmatch_server::Options> {
     options.sweep_every = seconds(args.sweep_every, "--sweep-every")?;
     options.limits = args.limits.limits()?;
     options.anonymous = args.anonymous;
+    if let Some(hosts) = &args.copy_from {
+        let allowed = ifmatch_server::copy_origins::Allowed::parse(hosts)
+            .map_err(|e| anyhow::anyhow!("--copy-from: {e}"))?;
+        options.copy_origins = Some(ifmatch_server::copy_origins::HttpOrigins::new(allowed)?);
+    }
     options.metrics_listen = args.observe.metrics_listen;
     options.access_log = args.observe.access_log;
     options.accounts = match (&args.accounts, &args.accounts_file) {

@@ -44,6 +44,9 @@ pub struct Options {
     pub metrics_listen: Option<SocketAddr>,
     /// Whether to log a line per request (target `ifmatch::access`, at INFO).
     pub access_log: bool,
+    /// The origins copies may read sources from (`--copy-from`); none: copies read only the
+    /// blobs this server serves.
+    pub copy_origins: Option<crate::copy_origins::HttpOrigins>,
 }
 
 impl Default for Options {
@@ -59,6 +62,7 @@ impl Default for Options {
             anonymous: false,
             metrics_listen: None,
             access_log: false,
+            copy_origins: None,
         }
     }
 }
@@ -169,10 +173,13 @@ fn blob_front<R: Records, O: Objects, E: Env>(
     options: &Options,
     first_sweep: Duration,
 ) -> BlobFront<R, O, E> {
-    let front = Front::new(records, objects, env)
+    let mut front = Front::new(records, objects, env)
         .with_max_body(options.max_body)
         .with_accounts(&options.accounts)
         .with_anonymous_access(options.anonymous);
+    if let Some(origins) = &options.copy_origins {
+        front = front.with_copy_origins(origins.clone());
+    }
     BlobFront {
         front: Arc::new(front),
         dir,

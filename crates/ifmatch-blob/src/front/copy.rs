@@ -1,5 +1,5 @@
-//! Copy Blob, Copy Blob From URL and Put Blob From URL: a blob this server serves, written
-//! to another name; and Abort Copy Blob.
+//! Copy Blob, Copy Blob From URL and Put Blob From URL: a blob this server serves (or another
+//! server's, see below), written to another name; and Abort Copy Blob.
 //!
 //! A copy is finished before it answers, so its status is always `success` (as Azure answers
 //! a copy within one account). No byte passes through the front: each object of the source
@@ -11,10 +11,13 @@
 //! either blob discards its own at once, never the other's, and the sweep counts a shared
 //! object's age from the copy.
 //!
-//! The source must be a blob of this server, read with the request's own Shared Key (same
-//! account), a shared access signature in the source URL, or its container's public access.
-//! A URL of another server is refused with `CannotVerifyCopySource`, never fetched: the front
-//! makes no outbound requests. A URL of this server is one naming the host the request reached,
+//! A source of this server is read with the request's own Shared Key (same account), a shared
+//! access signature in the source URL, or its container's public access. A URL of another
+//! server is read only where the host gave the front the means and its operator named the
+//! origin ([`crate::copy_origin`]): a GET with the source's conditions as its own and
+//! `x-ms-source-range` as its `Range`, its body streamed into a new object under the body
+//! limit; otherwise it is refused with `CannotVerifyCopySource`, never fetched. A URL of this
+//! server is one naming the host the request reached,
 //! or, host-style, one of its accounts: `{account}.blob.{any domain}`, as requests are
 //! accepted; the Azure CLI names a copy's source so (`https://{account}.blob.core.windows.net/
 //! C/B`) whatever endpoint its connection string gives. A URL naming the host a reverse proxy
@@ -30,6 +33,7 @@ use crate::lease::{Access, Scope};
 use crate::precondition;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Uri};
+use http_body_util::Either;
 use ifmatch_azure::ErrorCode;
 use ifmatch_core::ByteRange;
 use ifmatch_core::date::date_header_value;
@@ -64,6 +68,10 @@ const COPY_ID: HeaderName = HeaderName::from_static("x-ms-copy-id");
 const COPY_STATUS: HeaderName = HeaderName::from_static("x-ms-copy-status");
 const COPY_PROGRESS: HeaderName = HeaderName::from_static("x-ms-copy-progress");
 const COPY_COMPLETION_TIME: HeaderName = HeaderName::from_static("x-ms-copy-completion-time");
+
+/// The body a `... From URL` operation takes: a blob of this server's, read, or an origin's
+/// answer.
+type SourceBody<R> = Either<crate::body::ResponseBody<R>, crate::copy_origin::OriginBody>;
 
 /// The names the conditions on the source take to be evaluated as a write's, in the order of
 /// [`precondition::SOURCE_CONDITIONS`].
@@ -112,6 +120,14 @@ struct Source {
     url: String,
 }
 
+/// Where a copy's source is.
+enum Found {
+    /// A blob of this server.
+    Here(Source),
+    /// A URL of another server, which the host lets copies read.
+    Elsewhere(Uri),
+}
+
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// Copy Blob (`202`, `x-ms-copy-status: success`), Copy Blob From URL (the same, as
     /// `x-ms-requires-sync` asks) and Put Blob From URL (with `x-ms-blob-type`: `201`).
@@ -137,7 +153,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             headers,
             crate::record::unix_seconds(now),
         )?;
-        let source = self.source(&from, now).await?;
+        let found = self.source(&from, now).await?;
         // The destination's checks first, as Put Blob's: no byte is read for a copy that
         // cannot land. They run again when its record is written.
         let current = committed(self.records.get(destination).await?);
@@ -149,6 +165,32 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             Access::Write,
             current.as_deref(),
         )?;
+        let source = match found {
+            Found::Here(source) => source,
+            Found::Elsewhere(url) => {
+                let mut fresh = self.fetched(headers, &url, put_from_url).await?;
+                fresh.tags = blob_tags;
+                protection.apply(&mut fresh);
+                if !user_metadata.is_empty() || put_from_url {
+                    fresh.metadata = user_metadata;
+                }
+                // Its query may hold a secret (a signature): not kept.
+                let plain = format!(
+                    "{}://{}{}",
+                    url.scheme_str().unwrap_or("http"),
+                    url.authority().map_or("", |a| a.as_str()),
+                    url.path()
+                );
+                let object = fresh.content.as_ref().map(|c| c.object.clone());
+                let committed = self
+                    .commit_copy(destination, ask, fresh, &plain, put_from_url, now)
+                    .await;
+                if committed.as_ref().is_err_and(|f| !f.may_have_landed) {
+                    self.discard(object).await;
+                }
+                return committed;
+            }
+        };
 
         let mut attempts = Attempts::default();
 
@@ -177,7 +219,6 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 record.metadata.clone()
             };
             copied.content_type = content_type;
-            let len = copied.len;
             let etag = metadata::blob_tag(
                 &bytes_tag,
                 copied.content_type.as_deref(),
@@ -192,30 +233,120 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             fresh.metadata = metadata;
             fresh.tags = blob_tags.clone();
             protection.apply(&mut fresh);
-            let id = self.env.random_uuid().hyphenated().to_string();
-            if !put_from_url {
-                fresh.copy = Some(Copied {
-                    id: id.clone(),
-                    source: source.url.clone(),
-                    len,
-                    completed: crate::record::unix_seconds(now),
-                });
-            }
             let append_set = fresh.content.as_ref().and_then(|c| c.append);
-            let committed = self.commit_put(destination, ask, fresh).await;
+            let committed = self
+                .commit_copy(destination, ask, fresh, &source.url, put_from_url, now)
+                .await;
             if committed.as_ref().is_err_and(|f| !f.may_have_landed) {
                 self.forget(destination, objects, append_set).await;
             }
-            let mut answered = committed?;
-            if !put_from_url {
-                *answered.status_mut() = StatusCode::ACCEPTED;
-                let out = answered.headers_mut();
-                out.insert(COPY_ID, HeaderValue::try_from(id).expect("a UUID"));
-                out.insert(COPY_STATUS, HeaderValue::from_static("success"));
-            }
-            return Ok(answered);
+            return committed;
         }
         Err(ErrorCode::ServerBusy.into())
+    }
+
+    /// Writes a copy's destination `fresh` through Put Blob's gate and compare-and-swap: for
+    /// Copy Blob, with what it copied from `source` (its URL without the query) and `202`
+    /// with its id and status; for Put Blob From URL, `201`.
+    async fn commit_copy(
+        &self,
+        destination: &Key,
+        ask: Asking<'_>,
+        mut fresh: Record,
+        source: &str,
+        put_from_url: bool,
+        now: SystemTime,
+    ) -> Answered<O> {
+        let id = self.env.random_uuid().hyphenated().to_string();
+        if !put_from_url {
+            fresh.copy = Some(Copied {
+                id: id.clone(),
+                source: source.to_owned(),
+                len: fresh.len(),
+                completed: crate::record::unix_seconds(now),
+            });
+        }
+        let mut answered = self.commit_put(destination, ask, fresh).await?;
+        if !put_from_url {
+            *answered.status_mut() = StatusCode::ACCEPTED;
+            let out = answered.headers_mut();
+            out.insert(COPY_ID, HeaderValue::try_from(id).expect("a UUID"));
+            out.insert(COPY_STATUS, HeaderValue::from_static("success"));
+        }
+        Ok(answered)
+    }
+
+    /// The bytes of the source `url` on another server, staged and made durable, as the
+    /// record of a copy (its properties and metadata the origin's, or for
+    /// Put Blob From URL with `x-ms-copy-source-blob-properties: false`, the request's).
+    async fn fetched(&self, headers: &HeaderMap, url: &Uri, put_from_url: bool) -> Result<Record> {
+        let answer = self.fetch_source(url, headers, false).await?;
+        let (head, body) = answer.into_parts();
+        let staged = self.objects.stage(body, self.max_body).await?;
+        let staged = self.persisted(staged).await?;
+        let (content_type, properties) = match headers.get(SOURCE_PROPERTIES) {
+            Some(v) if put_from_url && v.as_bytes().eq_ignore_ascii_case(b"false") => {
+                metadata::upload_properties(headers, true)
+            }
+            _ => metadata::upload_properties(&head.headers, true),
+        };
+        let mut content = Content::new(staged.object, staged.len, content_type);
+        let user_metadata = metadata::metadata(&head.headers).unwrap_or_default();
+        let etag = metadata::blob_tag(
+            &staged.etag,
+            content.content_type.as_deref(),
+            &user_metadata,
+            &properties,
+            None,
+        );
+        content.properties = properties;
+        content.sha256 = (etag != staged.etag).then_some(staged.etag);
+        let mut record = Record::blob(etag, self.env.now(), content);
+        record.metadata = user_metadata;
+        Ok(record)
+    }
+
+    /// A GET of the source `url` on another server, with the request's `x-ms-source-if-*` as
+    /// its conditions and, if `ranged`, its `x-ms-source-range`: the origin's answer when it
+    /// is the bytes asked for, 412 `SourceConditionNotMet` when a condition fails, 403
+    /// `CannotVerifyCopySource` naming what the origin answered otherwise.
+    async fn fetch_source(
+        &self,
+        url: &Uri,
+        headers: &HeaderMap,
+        ranged: bool,
+    ) -> Result<http::Response<crate::copy_origin::OriginBody>> {
+        let cannot =
+            |detail: String| Failure::with_detail(ErrorCode::CannotVerifyCopySource, detail);
+        if headers.contains_key(tags::SOURCE_IF_TAGS) {
+            return Err(Failure::with_detail(
+                ErrorCode::UnsupportedHeader,
+                "x-ms-source-if-tags cannot be evaluated on another server's blob; the request was \
+                 not applied. Header: x-ms-source-if-tags",
+            ));
+        }
+        let mut asked = source_conditions(headers);
+        let range = headers.get(SOURCE_RANGE).filter(|_| ranged);
+        if let Some(range) = range {
+            asked.insert(http::header::RANGE, range.clone());
+        }
+        let origins = self
+            .origins
+            .as_ref()
+            .expect("a source elsewhere is allowed");
+        let answer = (origins.0.get(url, asked).await)
+            .map_err(|e| cannot(format!("The copy source could not be read: {e}")))?;
+        match answer.status() {
+            StatusCode::OK if range.is_none() => Ok(answer),
+            StatusCode::PARTIAL_CONTENT if range.is_some() => Ok(answer),
+            StatusCode::NOT_MODIFIED | StatusCode::PRECONDITION_FAILED => {
+                Err(ErrorCode::SourceConditionNotMet.into())
+            }
+            StatusCode::OK => Err(cannot(
+                "The copy source's server answered the whole blob to a range.".to_owned(),
+            )),
+            status => Err(cannot(format!("The copy source answered {status}."))),
+        }
     }
 
     /// Append Block From URL: `x-ms-source-range` of the source (all of it without one)
@@ -254,9 +385,19 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         &self,
         from: &Requester<'_>,
         now: SystemTime,
-    ) -> Result<(crate::body::ResponseBody<O::Reader>, HeaderMap)> {
+    ) -> Result<(SourceBody<O::Reader>, HeaderMap)> {
         let headers = &from.parts.headers;
-        let source = self.source(from, now).await?;
+        let mut asked = headers.clone();
+        for name in [http::header::CONTENT_LENGTH, CONTENT_MD5, CONTENT_CRC64] {
+            asked.remove(name);
+        }
+        let source = match self.source(from, now).await? {
+            Found::Here(source) => source,
+            Found::Elsewhere(url) => {
+                let answer = self.fetch_source(&url, headers, true).await?;
+                return Ok((Either::Right(answer.into_body()), asked));
+            }
+        };
         let record = self.source_record(&source, headers).await?;
         let content = record.content.as_ref().ok_or(ErrorCode::BlobNotFound)?;
         let range = match headers.get(SOURCE_RANGE).and_then(|v| v.to_str().ok()) {
@@ -268,11 +409,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             },
         };
         let body = self.open(content, range).await?;
-        let mut asked = headers.clone();
-        for name in [http::header::CONTENT_LENGTH, CONTENT_MD5, CONTENT_CRC64] {
-            asked.remove(name);
-        }
-        Ok((body, asked))
+        Ok((Either::Left(body), asked))
     }
 
     /// The source's record, if it exists and meets the request's `x-ms-source-if-*` (412
@@ -302,8 +439,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     }
 
     /// The blob `x-ms-copy-source` names, if it is one of this server's and the requester may
-    /// read it.
-    async fn source(&self, from: &Requester<'_>, now: SystemTime) -> Result<Source> {
+    /// read it; or its URL, if it is another server's and the host lets copies read it.
+    async fn source(&self, from: &Requester<'_>, now: SystemTime) -> Result<Found> {
         let headers = &from.parts.headers;
         let cannot = |detail: &str| Failure::with_detail(ErrorCode::CannotVerifyCopySource, detail);
         let url = headers[COPY_SOURCE]
@@ -325,8 +462,16 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let reached = host(from.parts).is_some_and(|h| h.eq_ignore_ascii_case(authority))
             || forwarded_hosts(from.parts).any(|h| h.eq_ignore_ascii_case(authority));
         if !named_account && !reached {
+            let web = matches!(url.scheme_str(), Some("http" | "https"));
+            if let Some(origins) = &self.origins
+                && web
+                && origins.0.allows(&url)
+            {
+                return Ok(Found::Elsewhere(url));
+            }
             return Err(cannot(
-                "The copy source is not a blob of this server; ifmatch copies only the blobs it serves.",
+                "The copy source is not a blob of this server, and this server may not read it \
+                 (its operator lets copies read other servers with --copy-from).",
             ));
         }
         let (account, path, _) = self
@@ -386,7 +531,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             url.scheme_str().unwrap_or("http"),
             url.path()
         );
-        Ok(Source { key, url: plain })
+        Ok(Found::Here(Source { key, url: plain }))
     }
 
     /// The blob `source` (its record as read) as `destination`'s own content: its objects

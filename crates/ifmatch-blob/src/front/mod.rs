@@ -78,6 +78,9 @@ pub struct Front<R, O, E> {
     commits: ifmatch_azure::Turns,
     /// See [`Front::settings`].
     settings: service::Known,
+    /// Where copies read sources other servers hold (see [`crate::copy_origin`]); none by
+    /// default.
+    origins: Option<crate::copy_origin::Origins>,
 }
 
 /// What a handler answers: the resource the request names (a container's or a blob's key),
@@ -108,6 +111,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             retries: std::sync::atomic::AtomicU64::new(0),
             commits: ifmatch_azure::Turns::default(),
             settings: service::Known::default(),
+            origins: None,
         }
     }
 
@@ -128,6 +132,13 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// carry credentials are still checked.
     pub fn with_anonymous_access(mut self, yes: bool) -> Self {
         self.anonymous = yes;
+        self
+    }
+
+    /// Lets copies read sources on other servers through `origins` (see
+    /// [`crate::copy_origin`]); without, a copy reads only the blobs this server serves.
+    pub fn with_copy_origins(mut self, origins: impl crate::copy_origin::CopyOrigins) -> Self {
+        self.origins = Some(crate::copy_origin::Origins(std::sync::Arc::new(origins)));
         self
     }
 

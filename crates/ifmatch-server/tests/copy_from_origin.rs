@@ -1,0 +1,206 @@
+//! Copies whose source another server holds: two `ifmatch serve` processes, one the origin,
+//! the other told `--copy-from` its address. Put Blob From URL, Copy Blob, Put Block From URL
+//! (a range) and Append Block From URL read the origin's blob, streamed into the destination's
+//! objects; the source's conditions become the origin's; an origin not named, an answer that
+//! is not the blob, a source larger than the destination takes are refused, and nothing is
+//! written.
+
+mod common;
+
+use common::{client, code, header, send};
+
+/// `ifmatch serve --anonymous` with `args`, over a data directory of its own: its base URL.
+fn start(data: &std::path::Path, args: &[&str]) -> (common::Process, String) {
+    let mut all = vec!["serve", "--anonymous", "--data", data.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let (child, origin) = common::spawn_with_env(all, &[]);
+    (
+        common::Process(child),
+        format!("{origin}/{}", common::ACCOUNT),
+    )
+}
+
+/// A copy's headers, the status it is refused with, and the code.
+type Refusal<'a> = (&'a [(&'a str, &'a str)], u16, &'a str);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copies_read_another_server_only_where_the_operator_lets_them() {
+    let http = client();
+    let dirs = [(); 3].map(|()| tempfile::tempdir().unwrap());
+    let (_origin, origin) = start(dirs[0].path(), &[]);
+    common::create_container(&http, &origin, "src").await;
+    let source = format!("{origin}/src/a.txt");
+    let headers = [
+        ("content-type", "text/plain"),
+        ("x-ms-meta-team", "a"),
+        ("x-ms-blob-type", "BlockBlob"),
+    ];
+    let r = send(&http, "PUT", &source, &headers, "hello, world").await;
+    assert_eq!(r.status(), 201);
+    let source_tag = header(&r, "etag").unwrap();
+    let host = source.split('/').nth(2).unwrap().to_owned();
+
+    // Not named by --copy-from: refused, never fetched.
+    let (_closed, closed) = start(dirs[1].path(), &[]);
+    common::create_container(&http, &closed, "dst").await;
+    let from_url = [
+        ("x-ms-blob-type", "BlockBlob"),
+        ("x-ms-copy-source", source.as_str()),
+    ];
+    let r = send(
+        &http,
+        "PUT",
+        &format!("{closed}/dst/b"),
+        &from_url,
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(
+        (r.status().as_u16(), code(&r).as_deref()),
+        (403, Some("CannotVerifyCopySource"))
+    );
+
+    let (_open, open) = start(
+        dirs[2].path(),
+        &["--copy-from", &host, "--max-body", "65536"],
+    );
+    common::create_container(&http, &open, "dst").await;
+    // Put Blob From URL: the bytes and the origin's properties.
+    let r = send(
+        &http,
+        "PUT",
+        &format!("{open}/dst/b"),
+        &from_url,
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(r.status(), 201, "{:?}", code(&r));
+    let r = common::get(&http, &format!("{open}/dst/b")).await;
+    assert_eq!(header(&r, "content-type").as_deref(), Some("text/plain"));
+    assert_eq!(r.text().await.unwrap(), "hello, world");
+    // Copy Blob: finished at once, its source kept without its query, the origin's metadata.
+    let signed = format!("{source}?token=secret");
+    // Sent raw: `send` would make it a Put Blob From URL (`x-ms-blob-type`).
+    let copy = http
+        .put(format!("{open}/dst/c"))
+        .header("x-ms-copy-source", signed.as_str());
+    let r = copy.send().await.unwrap();
+    assert_eq!(r.status(), 202, "{:?}", code(&r));
+    assert_eq!(header(&r, "x-ms-copy-status").as_deref(), Some("success"));
+    let r = send(&http, "HEAD", &format!("{open}/dst/c"), &[], Vec::new()).await;
+    assert_eq!(
+        header(&r, "x-ms-copy-source").as_deref(),
+        Some(source.as_str())
+    );
+    assert_eq!(header(&r, "x-ms-meta-team").as_deref(), Some("a"));
+    // Put Block From URL with a range, then the list.
+    let range = [
+        ("x-ms-copy-source", source.as_str()),
+        ("x-ms-source-range", "bytes=0-4"),
+    ];
+    let url = format!("{open}/dst/blocks?comp=block&blockid=YQ==");
+    assert_eq!(
+        send(&http, "PUT", &url, &range, Vec::new()).await.status(),
+        201
+    );
+    let list = "<BlockList><Latest>YQ==</Latest></BlockList>";
+    let url = format!("{open}/dst/blocks?comp=blocklist");
+    assert_eq!(send(&http, "PUT", &url, &[], list).await.status(), 201);
+    let r = common::get(&http, &format!("{open}/dst/blocks")).await;
+    assert_eq!(r.text().await.unwrap(), "hello");
+    // Append Block From URL, under the source's If-Match: the origin evaluates it.
+    let log = format!("{open}/dst/log");
+    let append = [("x-ms-blob-type", "AppendBlob")];
+    assert_eq!(
+        send(&http, "PUT", &log, &append, Vec::new()).await.status(),
+        201
+    );
+    let url = format!("{log}?comp=appendblock");
+    for (tag, status, expected) in [
+        ("\"other\"", 412, Some("SourceConditionNotMet")),
+        (source_tag.as_str(), 201, None),
+    ] {
+        let conditional = [
+            ("x-ms-copy-source", source.as_str()),
+            ("x-ms-source-range", "bytes=7-11"),
+            ("x-ms-source-if-match", tag),
+        ];
+        let r = send(&http, "PUT", &url, &conditional, Vec::new()).await;
+        assert_eq!(
+            (r.status().as_u16(), code(&r).as_deref()),
+            (status, expected)
+        );
+    }
+    assert_eq!(
+        common::get(&http, &log).await.text().await.unwrap(),
+        "world"
+    );
+
+    // What the origin answers that is not the blob; what cannot be evaluated there; what is
+    // larger than this server takes: refused, nothing written.
+    let missing = format!("{origin}/src/missing");
+    let refusals: [Refusal<'_>; 3] = [
+        (
+            &[("x-ms-copy-source", missing.as_str())],
+            403,
+            "CannotVerifyCopySource",
+        ),
+        (
+            &[
+                ("x-ms-copy-source", source.as_str()),
+                ("x-ms-source-if-tags", "\"a\" = 'b'"),
+            ],
+            400,
+            "UnsupportedHeader",
+        ),
+        (
+            &[(
+                "x-ms-copy-source",
+                "http://169.254.169.254/latest/meta-data",
+            )],
+            403,
+            "CannotVerifyCopySource",
+        ),
+    ];
+    for (headers, status, expected) in refusals {
+        let r = send(
+            &http,
+            "PUT",
+            &format!("{open}/dst/refused"),
+            headers,
+            Vec::new(),
+        )
+        .await;
+        assert_eq!(
+            (r.status().as_u16(), code(&r).as_deref()),
+            (status, Some(expected)),
+            "{headers:?}"
+        );
+    }
+    let big = vec![b'x'; 65537];
+    let r = send(
+        &http,
+        "PUT",
+        &format!("{origin}/src/big"),
+        &[("x-ms-blob-type", "BlockBlob")],
+        big,
+    )
+    .await;
+    assert_eq!(r.status(), 201);
+    let too_big = [("x-ms-copy-source", format!("{origin}/src/big"))];
+    let too_big: Vec<(&str, &str)> = too_big.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let r = send(
+        &http,
+        "PUT",
+        &format!("{open}/dst/refused"),
+        &too_big,
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(
+        (r.status().as_u16(), code(&r).as_deref()),
+        (413, Some("RequestBodyTooLarge"))
+    );
+    let r = common::get(&http, &format!("{open}/dst/refused")).await;
+    assert_eq!(r.status(), 404, "nothing refused was written");
+}
