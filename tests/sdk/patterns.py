@@ -820,6 +820,17 @@ def _():
     assert disk.get_blob_properties().size == 1024
     assert disk.download_blob().readall() == b"a" * 512 + bytes(512)
     expect(HttpResponseError, lambda: disk.upload_page(b"c" * 512, offset=1024, length=512), "InvalidPageRange")
+    # An incremental copy of a snapshot: a snapshot of the destination per copy.
+    backup = container.get_blob_client("backup.vhd")
+    first = disk.create_snapshot()["snapshot"]
+    copied = backup.start_copy_from_url(f"{disk.url}?snapshot={first}", incremental_copy=True)
+    assert copied["copy_status"] == "success", copied
+    properties = backup.get_blob_properties()
+    assert properties.copy.incremental_copy is True and properties.copy.destination_snapshot, properties.copy
+    kept = container.get_blob_client("backup.vhd", snapshot=properties.copy.destination_snapshot)
+    assert kept.download_blob().readall() == b"a" * 512 + bytes(512)
+    error = expect(HttpResponseError, lambda: backup.upload_page(b"c" * 512, offset=0, length=512))
+    assert error.status_code == 409 and "OperationNotAllowedOnIncrementalCopyBlob" in str(error), error
 
 
 @check("adlfs (fsspec): cp_file and mv copy blobs, open(path, 'ab') appends, as pandas' to_csv(mode='a') does")

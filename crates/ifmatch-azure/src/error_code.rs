@@ -176,6 +176,14 @@ error_codes! {
     SequenceNumberConditionNotMet = PRECONDITION_FAILED, "The sequence number condition specified was not met.";
     /// Set Blob Properties' `increment` would take the sequence number past 2^63 - 1.
     SequenceNumberIncrementTooLarge = CONFLICT, "The sequence number increment cannot be performed because it would result in overflow of the sequence number.";
+    /// A write of an incremental copy's destination other than the next copy.
+    OperationNotAllowedOnIncrementalCopyBlob = CONFLICT, "The specified operation is not allowed on an incremental copy blob.";
+    /// Incremental Copy Blob of a blob, not of a snapshot.
+    IncrementalCopySourceMustBeSnapshot = CONFLICT, "The source for incremental copy request must be a snapshot.";
+    /// Incremental Copy Blob of another blob than the one its destination copies.
+    IncrementalCopyBlobMismatch = CONFLICT, "The specified source blob is different than the copy source of the existing incremental copy blob.";
+    /// Incremental Copy Blob of a snapshot no later than the last one copied.
+    IncrementalCopyOfEarlierVersionSnapshotNotAllowed = CONFLICT, "The specified snapshot is earlier than the last snapshot copied into the incremental copy blob.";
     /// Get Page Ranges' `prevsnapshot` names no snapshot of the blob.
     PreviousSnapshotNotFound = CONFLICT, "The previous snapshot is not found.";
     /// Append Block on a sealed append blob.

@@ -145,7 +145,7 @@ fn needed(operation: &Operation) -> (&'static str, Kind) {
         | Operation::DeleteImmutabilityPolicy
         | Operation::SetLegalHold => ("i", Kind::Object),
         Operation::AppendBlock => ("aw", Kind::Object),
-        Operation::PutPage => ("w", Kind::Object),
+        Operation::PutPage | Operation::IncrementalCopy => ("w", Kind::Object),
         Operation::GetPageRanges(_) => ("r", Kind::Object),
     }
 }

@@ -371,6 +371,15 @@ pub(crate) fn enumeration_results(
                 "<x-ms-blob-sequence-number>{}</x-ms-blob-sequence-number>",
                 paged.sequence
             );
+            if let Some(incremental) = &paged.incremental {
+                xml.push_str("<IncrementalCopy>true</IncrementalCopy>");
+                if let Some(id) = &incremental.destination_snapshot {
+                    let _ = write!(
+                        xml,
+                        "<CopyDestinationSnapshot>{id}</CopyDestinationSnapshot>"
+                    );
+                }
+            }
         }
         if let Some(deleted) = record.deleted {
             deleted_xml(&mut xml, deleted, now);

@@ -70,6 +70,8 @@ pub enum Operation {
     AppendBlock,
     /// `PUT /{container}/{blob}?comp=seal`: Append Blob Seal.
     SealBlob,
+    /// `PUT /{container}/{blob}?comp=incrementalcopy`: Incremental Copy Blob.
+    IncrementalCopy,
     /// `PUT /{container}/{blob}?comp=page`: Put Page (`x-ms-page-write: update` or `clear`).
     PutPage,
     /// `GET /{container}/{blob}?comp=pagelist`: Get Page Ranges (with `prevsnapshot=`, the
@@ -151,6 +153,7 @@ impl Operation {
             Self::AppendBlock => "AppendBlock",
             Self::SealBlob => "SealBlob",
             Self::PutPage => "PutPage",
+            Self::IncrementalCopy => "IncrementalCopyBlob",
             Self::GetPageRanges(_) => "GetPageRanges",
             Self::SnapshotBlob => "SnapshotBlob",
             Self::UndeleteBlob => "UndeleteBlob",
@@ -373,6 +376,7 @@ impl Target {
                 (&Method::PUT, Some("appendblock")) => Operation::AppendBlock,
                 (&Method::PUT, Some("seal")) => Operation::SealBlob,
                 (&Method::PUT, Some("page")) => Operation::PutPage,
+                (&Method::PUT, Some("incrementalcopy")) => Operation::IncrementalCopy,
                 (&Method::GET | &Method::HEAD, Some("pagelist")) => {
                     Operation::GetPageRanges(query.page_ranges_options()?)
                 }
@@ -400,6 +404,7 @@ impl Target {
                         | "seal"
                         | "page"
                         | "pagelist"
+                        | "incrementalcopy"
                         | "tags"
                         | "snapshot"
                         | "undelete"

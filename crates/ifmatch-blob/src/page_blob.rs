@@ -32,6 +32,22 @@ pub struct Paged {
     /// The runs that hold bytes, in order, none overlapping another.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub runs: Vec<Run>,
+    /// The destination of incremental copies: what it copies, and where it stands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incremental: Option<Incremental>,
+}
+
+/// What an incremental copy's destination keeps of its copies (Incremental Copy Blob): it
+/// takes no other write, and each copy must be of a later snapshot of the same blob.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Incremental {
+    /// The source blob's URL, without its query.
+    pub source: String,
+    /// The id of the source's snapshot last copied.
+    pub snapshot: String,
+    /// The snapshot of this blob the last copy made (`x-ms-copy-destination-snapshot`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destination_snapshot: Option<String>,
 }
 
 /// Pages that hold bytes: `len` bytes from `at` in the blob, read from `skip` in `object`.

@@ -195,7 +195,10 @@ pub fn unserved(
     headers: &HeaderMap,
 ) -> Option<&'static str> {
     use crate::operation::Operation as Op;
-    let copies = matches!(operation, Op::PutBlob | Op::AppendBlock | Op::PutBlock(_));
+    let copies = matches!(
+        operation,
+        Op::PutBlob | Op::AppendBlock | Op::PutBlock(_) | Op::IncrementalCopy
+    );
     let copy = copies && headers.contains_key(COPY_SOURCE);
     let appends = matches!(operation, Op::AppendBlock);
     let pages = matches!(operation, Op::PutPage);
@@ -215,6 +218,7 @@ pub fn unserved(
             | Op::SealBlob
             | Op::PutPage
             | Op::GetPageRanges(_)
+            | Op::IncrementalCopy
             | Op::SnapshotBlob
             | Op::GetBlobTags
             | Op::SetBlobTags

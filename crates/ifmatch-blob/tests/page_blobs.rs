@@ -651,3 +651,149 @@ async fn writers_racing_for_one_page_blob_lose_no_page_and_one_if_match_wins() {
         100 + winners[0]
     );
 }
+
+async fn snapshot(s: &Server, path: &str) -> String {
+    let r = s
+        .put(&format!("{path}?comp=snapshot"), &[], Vec::new())
+        .await;
+    header(&r, "x-ms-snapshot").unwrap()
+}
+
+#[tokio::test]
+async fn an_incremental_copy_keeps_a_snapshot_per_copy_and_takes_no_other_write() {
+    let s = Server::start().await;
+    s.create_container("disks").await;
+    let source = "/disks/src.vhd";
+    create(&s, source, 2048).await;
+    write(&s, source, 0, vec![b'a'; 512], &[]).await;
+    let first = snapshot(&s, source).await;
+    let url = |id: &str| {
+        format!(
+            "http://127.0.0.1:10000/{}{source}?snapshot={id}",
+            common::ACCOUNT
+        )
+    };
+    let copy = |id: String| {
+        let s = &s;
+        let from = url(&id);
+        async move {
+            let headers = [("x-ms-copy-source", from.as_str())];
+            s.put(
+                "/disks/backup.vhd?comp=incrementalcopy",
+                &headers,
+                Vec::new(),
+            )
+            .await
+        }
+    };
+    let r = copy(first.clone()).await;
+    assert_eq!(r.status(), 202, "{:?}", code(&r));
+    assert_eq!(header(&r, "x-ms-copy-status").as_deref(), Some("success"));
+    let r = s.head("/disks/backup.vhd", &[]).await;
+    assert_eq!(header(&r, "x-ms-incremental-copy").as_deref(), Some("true"));
+    let one = header(&r, "x-ms-copy-destination-snapshot").unwrap();
+    let kept = s
+        .get(&format!("/disks/backup.vhd?snapshot={one}"), &[])
+        .await
+        .bytes()
+        .await
+        .unwrap();
+    let mut expected = vec![0u8; 2048];
+    expected[..512].fill(b'a');
+    assert_eq!(kept, expected);
+
+    // No other write lands on it.
+    let r = write(&s, "/disks/backup.vhd", 0, vec![b'x'; 512], &[]).await;
+    assert_eq!(
+        (r.status().as_u16(), code(&r).as_deref()),
+        (409, Some("OperationNotAllowedOnIncrementalCopyBlob"))
+    );
+    let r = s.put("/disks/backup.vhd", &[], "overwritten").await;
+    assert_eq!(
+        (r.status().as_u16(), code(&r).as_deref()),
+        (409, Some("OperationNotAllowedOnIncrementalCopyBlob"))
+    );
+
+    // The next copy: a later snapshot, its own destination snapshot, the difference between
+    // the two the pages written since.
+    write(&s, source, 1024, vec![b'b'; 512], &[]).await;
+    let second = snapshot(&s, source).await;
+    assert_eq!(copy(second.clone()).await.status(), 202);
+    let r = s.head("/disks/backup.vhd", &[]).await;
+    let two = header(&r, "x-ms-copy-destination-snapshot").unwrap();
+    assert_ne!(two, one);
+    let (diff, _) = ranges(
+        &s,
+        "/disks/backup.vhd",
+        &format!("&snapshot={two}&prevsnapshot={one}"),
+    )
+    .await;
+    assert_eq!(diff, vec![page((1024, 1535))]);
+
+    // Refused: an earlier snapshot, the blob itself, another blob's snapshot, a destination
+    // that is not one of these copies.
+    let r = copy(first).await;
+    assert_eq!(
+        (r.status().as_u16(), code(&r).as_deref()),
+        (
+            409,
+            Some("IncrementalCopyOfEarlierVersionSnapshotNotAllowed")
+        )
+    );
+    let base = format!("http://127.0.0.1:10000/{}{source}", common::ACCOUNT);
+    let r = s
+        .put(
+            "/disks/backup.vhd?comp=incrementalcopy",
+            &[("x-ms-copy-source", base.as_str())],
+            Vec::new(),
+        )
+        .await;
+    assert_eq!(
+        (r.status().as_u16(), code(&r).as_deref()),
+        (409, Some("IncrementalCopySourceMustBeSnapshot"))
+    );
+    create(&s, "/disks/other.vhd", 512).await;
+    let r = s
+        .put("/disks/other.vhd?comp=snapshot", &[], Vec::new())
+        .await;
+    let other = format!(
+        "http://127.0.0.1:10000/{}/disks/other.vhd?snapshot={}",
+        common::ACCOUNT,
+        header(&r, "x-ms-snapshot").unwrap()
+    );
+    let r = s
+        .put(
+            "/disks/backup.vhd?comp=incrementalcopy",
+            &[("x-ms-copy-source", other.as_str())],
+            Vec::new(),
+        )
+        .await;
+    assert_eq!(
+        (r.status().as_u16(), code(&r).as_deref()),
+        (409, Some("IncrementalCopyBlobMismatch"))
+    );
+    s.put_blob("/disks/plain", b"x").await;
+    let r = s
+        .put(
+            "/disks/plain?comp=incrementalcopy",
+            &[("x-ms-copy-source", url(&second).as_str())],
+            Vec::new(),
+        )
+        .await;
+    assert_eq!(
+        (r.status().as_u16(), code(&r).as_deref()),
+        (409, Some("IncrementalCopyBlobMismatch"))
+    );
+    let r = s
+        .put("/disks/backup.vhd?comp=incrementalcopy", &[], Vec::new())
+        .await;
+    assert_eq!(
+        (r.status().as_u16(), code(&r).as_deref()),
+        (400, Some("MissingRequiredHeader"))
+    );
+    // It is deleted as any blob is, with its snapshots.
+    let r = s
+        .delete("/disks/backup.vhd", &[("x-ms-delete-snapshots", "include")])
+        .await;
+    assert_eq!(r.status(), 202);
+}

@@ -327,9 +327,7 @@ pub(super) fn insert_blob_type(record: &Record, out: &mut HeaderMap) {
     let content = record.content.as_ref();
     let blob_type = content.map_or("BlockBlob", Content::blob_type);
     out.insert(super::BLOB_TYPE, HeaderValue::from_static(blob_type));
-    if let Some(paged) = content.and_then(|c| c.pages.as_ref()) {
-        out.insert(super::SEQUENCE_NUMBER, HeaderValue::from(paged.sequence));
-    }
+    super::page_blobs::insert_sequence(record, out);
     let Some(append) = content.and_then(|c| c.append) else {
         return;
     };

@@ -306,6 +306,16 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let swapped = self
             .swap(key, headers, |current| {
                 let lease = ask.replace(key, current)?;
+                // An incremental copy's destination takes its next copy only.
+                let incremental = |r: &Record| {
+                    let pages = r.content.as_ref().and_then(|c| c.pages.as_ref());
+                    pages.is_some_and(|p| p.incremental.is_some())
+                };
+                if current.is_some_and(|c| c.deleted.is_none() && incremental(c))
+                    && !incremental(&fresh)
+                {
+                    return Err(ErrorCode::OperationNotAllowedOnIncrementalCopyBlob.into());
+                }
                 let record = fresh.clone();
                 Ok(match current {
                     Some(cur) => {

@@ -114,14 +114,14 @@ pub(super) struct Duplicate {
 }
 
 /// A copy's source, found on this server and readable by the requester.
-struct Source {
-    key: Key,
+pub(super) struct Source {
+    pub(super) key: Key,
     /// Its URL without the query, as the destination's `x-ms-copy-source` keeps it.
-    url: String,
+    pub(super) url: String,
 }
 
 /// Where a copy's source is.
-enum Found {
+pub(super) enum Found {
     /// A blob of this server.
     Here(Source),
     /// A URL of another server, which the host lets copies read.
@@ -248,7 +248,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// Writes a copy's destination `fresh` through Put Blob's gate and compare-and-swap: for
     /// Copy Blob, with what it copied from `source` (its URL without the query) and `202`
     /// with its id and status; for Put Blob From URL, `201`.
-    async fn commit_copy(
+    pub(super) async fn commit_copy(
         &self,
         destination: &Key,
         ask: Asking<'_>,
@@ -414,7 +414,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
 
     /// The source's record, if it exists and meets the request's `x-ms-source-if-*` (412
     /// `SourceConditionNotMet`).
-    async fn source_record(
+    pub(super) async fn source_record(
         &self,
         source: &Source,
         headers: &HeaderMap,
@@ -440,7 +440,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
 
     /// The blob `x-ms-copy-source` names, if it is one of this server's and the requester may
     /// read it; or its URL, if it is another server's and the host lets copies read it.
-    async fn source(&self, from: &Requester<'_>, now: SystemTime) -> Result<Found> {
+    pub(super) async fn source(&self, from: &Requester<'_>, now: SystemTime) -> Result<Found> {
         let headers = &from.parts.headers;
         let cannot = |detail: &str| Failure::with_detail(ErrorCode::CannotVerifyCopySource, detail);
         let url = headers[COPY_SOURCE]

@@ -34,6 +34,7 @@ mod deleted_containers;
 mod failure;
 mod gate;
 mod immutability;
+mod incremental_copy;
 mod leases;
 mod listing;
 mod page_blobs;
@@ -330,6 +331,13 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             Operation::AppendBlock => self.append_block(blob, body).await,
             Operation::SealBlob => self.seal(blob).await,
             Operation::PutPage => self.put_page(blob, body).await,
+            Operation::IncrementalCopy if headers.contains_key(copy::COPY_SOURCE) => {
+                self.incremental_copy(blob.key, from(), now).await
+            }
+            Operation::IncrementalCopy => Err(Failure::with_detail(
+                ErrorCode::MissingRequiredHeader,
+                "An HTTP header that's mandatory for this request is not specified. Header: x-ms-copy-source",
+            )),
             Operation::GetPageRanges(options) => self.page_ranges(blob, options).await,
         }
     }

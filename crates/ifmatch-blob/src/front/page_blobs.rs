@@ -131,6 +131,9 @@ impl PageWrite {
         ask.gate(precondition::Operation::Write, Access::Write, Some(current))?;
         let content = current.content.as_ref().ok_or(ErrorCode::BlobNotFound)?;
         let paged = content.pages.as_ref().ok_or(ErrorCode::InvalidBlobType)?;
+        if paged.incremental.is_some() {
+            return Err(ErrorCode::OperationNotAllowedOnIncrementalCopyBlob.into());
+        }
         self.sequence.check(paged.sequence)?;
         if self.range.end > content.len {
             return Err(Failure::with_detail(
@@ -195,6 +198,9 @@ impl PageProperties {
         bytes: ifmatch_core::EntityTag,
     ) -> Result<ifmatch_core::EntityTag> {
         let paged = content.pages.as_mut().ok_or(ErrorCode::InvalidBlobType)?;
+        if paged.incremental.is_some() {
+            return Err(ErrorCode::OperationNotAllowedOnIncrementalCopyBlob.into());
+        }
         paged.sequence = match self.sequence {
             None => paged.sequence,
             Some(SequenceAction::Update(n)) => n,
@@ -221,7 +227,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         content.pages = Some(Paged {
             epoch: self.fresh_generation(),
             sequence: sequence_number(call.headers)?.unwrap_or(0),
-            runs: Vec::new(),
+            ..Paged::default()
         });
         // The chain starts at a value of this blob's own: a blob written again from scratch
         // never repeats a tag of the one it replaced.
@@ -415,12 +421,24 @@ fn chained(current: &Record, content: &Content, paged: Paged, change: &str) -> R
     record
 }
 
-/// `x-ms-blob-sequence-number` of a page blob's answer.
+/// `x-ms-blob-sequence-number` of a page blob's answer, and for an incremental copy's
+/// destination `x-ms-incremental-copy` and `x-ms-copy-destination-snapshot`.
 pub(super) fn insert_sequence(record: &Record, out: &mut HeaderMap) {
-    if let Some(paged) = record.content.as_ref().and_then(|c| c.pages.as_ref()) {
-        out.insert(SEQUENCE_NUMBER, HeaderValue::from(paged.sequence));
+    let Some(paged) = record.content.as_ref().and_then(|c| c.pages.as_ref()) else {
+        return;
+    };
+    out.insert(SEQUENCE_NUMBER, HeaderValue::from(paged.sequence));
+    if let Some(incremental) = &paged.incremental {
+        out.insert(INCREMENTAL_COPY, HeaderValue::from_static("true"));
+        let snapshot = incremental.destination_snapshot.as_deref();
+        if let Some(id) = snapshot.and_then(|id| HeaderValue::try_from(id).ok()) {
+            out.insert(DESTINATION_SNAPSHOT, id);
+        }
     }
 }
+
+const INCREMENTAL_COPY: HeaderName = HeaderName::from_static("x-ms-incremental-copy");
+const DESTINATION_SNAPSHOT: HeaderName = HeaderName::from_static("x-ms-copy-destination-snapshot");
 
 /// `x-ms-blob-content-length`: a page blob's size, whole pages up to 8 TiB.
 fn size(headers: &HeaderMap) -> Result<Option<u64>> {
