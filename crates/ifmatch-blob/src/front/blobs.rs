@@ -18,7 +18,7 @@ use super::gate::Asking;
 use super::gate::{committed, existing};
 use super::page_blobs::{PageProperties, insert_sequence};
 use super::swap::Step;
-use super::uploads::declared_len;
+use super::uploads::{Given, declared_len};
 use super::{Answered, Call};
 use super::{BLOB_TYPE, CONTENT_CRC64, CONTENT_MD5, Front, MS_RANGE, RANGE_MD5, RANGE_MD5_MAX};
 use crate::body::Incoming;
@@ -161,12 +161,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         }
         let ask = Asking::of(headers, now)?;
         let (content_type, properties) = metadata::upload_properties(headers, true);
-        let user_metadata = metadata::metadata(headers)?;
-        let blob_tags = crate::tags::from_header(headers)?;
-        let protection = crate::immutability::AtCreation::from_headers(
-            headers,
-            crate::record::unix_seconds(now),
-        )?;
+        let given = Given::of(headers, now)?;
 
         // Fail fast, before taking the body: the same checks run again at commit time.
         let current = committed(self.records.get(key).await?);
@@ -223,7 +218,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let etag = metadata::blob_tag(
             &bytes_tag,
             content.content_type.as_deref(),
-            &user_metadata,
+            &given.metadata,
             &properties,
             None,
         );
@@ -231,9 +226,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         content.properties = properties;
         content.sha256 = (etag != bytes_tag).then_some(bytes_tag);
         let mut fresh = Record::blob(etag, now, content);
-        fresh.metadata = user_metadata;
-        fresh.tags = blob_tags;
-        protection.apply(&mut fresh);
+        given.apply(&mut fresh);
         let committed = self.commit_put(key, ask, fresh).await.map(|mut answer| {
             if let Some(crc64) = checksums.crc64.and_then(|c| HeaderValue::try_from(c).ok()) {
                 answer.headers_mut().insert(CONTENT_CRC64, crc64);
@@ -269,12 +262,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         }
         let ask = Asking::of(headers, now)?;
         let (content_type, properties) = metadata::upload_properties(headers, true);
-        let user_metadata = metadata::metadata(headers)?;
-        let blob_tags = crate::tags::from_header(headers)?;
-        let protection = crate::immutability::AtCreation::from_headers(
-            headers,
-            crate::record::unix_seconds(now),
-        )?;
+        let given = Given::of(headers, now)?;
         if committed(self.records.get(key).await?).is_none() {
             self.container_record(key.container()).await?;
         }
@@ -283,16 +271,14 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let etag = metadata::blob_tag(
             &bytes_tag,
             content.content_type.as_deref(),
-            &user_metadata,
+            &given.metadata,
             &properties,
             nonce.as_ref().map(|n| n.as_bytes().as_slice()),
         );
         content.properties = properties;
         content.sha256 = Some(bytes_tag);
         let mut fresh = Record::blob(etag, now, content);
-        fresh.metadata = user_metadata;
-        fresh.tags = blob_tags;
-        protection.apply(&mut fresh);
+        given.apply(&mut fresh);
         self.commit_put(key, ask, fresh).await
     }
 

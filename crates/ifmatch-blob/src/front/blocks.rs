@@ -174,12 +174,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let Call { key, headers, now } = call;
         let ask = Asking::of(headers, now)?;
         let (content_type, properties) = metadata::upload_properties(headers, false);
-        let user_metadata = metadata::metadata(headers)?;
-        let blob_tags = crate::tags::from_header(headers)?;
-        let protection = crate::immutability::AtCreation::from_headers(
-            headers,
-            crate::record::unix_seconds(now),
-        )?;
+        let given = super::uploads::Given::of(headers, now)?;
         let md5 = blob_content_md5(headers)?;
         let xml = http_body_util::Limited::new(body, MAX_LIST_BODY)
             .collect()
@@ -235,7 +230,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             let etag = metadata::blob_tag(
                 &sha256,
                 content_type.as_deref(),
-                &user_metadata,
+                &given.metadata,
                 &properties,
                 None,
             );
@@ -246,9 +241,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             content.sha256 = (etag != sha256).then_some(sha256);
             content.blocks = blocks.clone();
             let mut fresh = Record::blob(etag, now, content);
-            fresh.metadata = user_metadata.clone();
-            fresh.tags = blob_tags.clone();
-            protection.apply(&mut fresh);
+            given.apply(&mut fresh);
 
             let mut stale = false;
             let swapped = self

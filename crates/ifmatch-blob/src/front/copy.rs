@@ -146,13 +146,10 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             ));
         }
         let ask = Asking::of(headers, now)?;
-        let user_metadata = metadata::metadata(headers)?;
-        // A copy takes the tags of its request, not its source's (Azure's default).
-        let blob_tags = crate::tags::from_header(headers)?;
-        let protection = crate::immutability::AtCreation::from_headers(
-            headers,
-            crate::record::unix_seconds(now),
-        )?;
+        // A copy takes the tags of its request, not its source's (Azure's default); its
+        // metadata too if it gives any (else the source's, but for Put Blob From URL).
+        let given = super::uploads::Given::of(headers, now)?;
+        let own_metadata = put_from_url || !given.metadata.is_empty();
         let found = self.source(&from, now).await?;
         // The destination's checks first, as Put Blob's: no byte is read for a copy that
         // cannot land. They run again when its record is written.
@@ -169,10 +166,10 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             Found::Here(source) => source,
             Found::Elsewhere(url) => {
                 let mut fresh = self.fetched(headers, &url, put_from_url).await?;
-                fresh.tags = blob_tags;
-                protection.apply(&mut fresh);
-                if !user_metadata.is_empty() || put_from_url {
-                    fresh.metadata = user_metadata;
+                let source_metadata = std::mem::take(&mut fresh.metadata);
+                given.apply(&mut fresh);
+                if !own_metadata {
+                    fresh.metadata = source_metadata;
                 }
                 // Its query may hold a secret (a signature): not kept.
                 let plain = format!(
@@ -213,10 +210,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 }
                 _ => (copied.content_type.clone(), copied.properties.clone()),
             };
-            let metadata = if put_from_url || !user_metadata.is_empty() {
-                user_metadata.clone()
-            } else {
-                record.metadata.clone()
+            let metadata = match own_metadata {
+                true => given.metadata.clone(),
+                false => record.metadata.clone(),
             };
             copied.content_type = content_type;
             let etag = metadata::blob_tag(
@@ -230,9 +226,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             // An append blob's chain value is kept whatever its tag: its set is read by it.
             copied.sha256 = (etag != bytes_tag || copied.chained()).then_some(bytes_tag);
             let mut fresh = Record::blob(etag, now, copied);
+            given.apply(&mut fresh);
             fresh.metadata = metadata;
-            fresh.tags = blob_tags.clone();
-            protection.apply(&mut fresh);
             let append_set = fresh.content.as_ref().and_then(|c| c.append);
             let committed = self
                 .commit_copy(destination, ask, fresh, &source.url, put_from_url, now)

@@ -221,6 +221,35 @@ pub(super) fn declared_len(headers: &HeaderMap) -> Option<u64> {
         .and_then(|v| v.to_str().ok()?.parse().ok())
 }
 
+/// What a write of a whole blob (Put Blob, Put Block List, a copy) takes from its request
+/// besides its bytes and HTTP headers: its metadata, its index tags (`x-ms-tags`) and its
+/// protection from its creation, each refused as its rules say.
+pub(super) struct Given {
+    pub(super) metadata: std::collections::BTreeMap<String, String>,
+    pub(super) tags: std::collections::BTreeMap<String, String>,
+    pub(super) protection: crate::immutability::AtCreation,
+}
+
+impl Given {
+    pub(super) fn of(headers: &HeaderMap, now: std::time::SystemTime) -> Result<Self> {
+        Ok(Self {
+            metadata: crate::metadata::metadata(headers)?,
+            tags: crate::tags::from_header(headers)?,
+            protection: crate::immutability::AtCreation::from_headers(
+                headers,
+                crate::record::unix_seconds(now),
+            )?,
+        })
+    }
+
+    /// Gives them to `record`, a blob written whole.
+    pub(super) fn apply(&self, record: &mut Record) {
+        record.metadata = self.metadata.clone();
+        record.tags = self.tags.clone();
+        self.protection.apply(record);
+    }
+}
+
 /// The header `name` as a number (a length, a position, a sequence number): `None` when it is
 /// absent, 400 `InvalidHeaderValue` when it is not a number.
 pub(super) fn number(headers: &HeaderMap, name: &http::HeaderName) -> Result<Option<u64>> {
