@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Server, code, header};
+use common::{Server, code, header, refusal};
 
 fn policy(days: &str) -> String {
     format!(
@@ -116,10 +116,7 @@ async fn a_deleted_container_is_kept_with_its_blobs_and_restored_as_it_was() {
 
     assert_eq!(s.delete("/box?restype=container", &[]).await.status(), 202);
     let r = s.get("/box/doc.txt", &[]).await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (404, Some("ContainerNotFound"))
-    );
+    assert_eq!(refusal(&r), (404, "ContainerNotFound".into()));
     assert_eq!(
         containers(&s, "").await,
         vec![],
@@ -136,10 +133,7 @@ async fn a_deleted_container_is_kept_with_its_blobs_and_restored_as_it_was() {
     s.create_container("box").await;
     s.put_blob("/box/other", b"new").await;
     let r = restore(&s, "box", &first).await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (409, Some("ContainerAlreadyExists"))
-    );
+    assert_eq!(refusal(&r), (409, "ContainerAlreadyExists".into()));
     s.advance(Duration::from_secs(1));
     assert_eq!(s.delete("/box?restype=container", &[]).await.status(), 202);
     let deleted = containers(&s, "&include=deleted").await;
@@ -226,10 +220,7 @@ async fn a_deleted_container_goes_for_good_after_its_days() {
     s.sweep(Duration::from_secs(3600)).await;
     assert_eq!(containers(&s, "&include=deleted").await, vec![]);
     let r = restore(&s, "box", &version).await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (404, Some("ContainerNotFound"))
-    );
+    assert_eq!(refusal(&r), (404, "ContainerNotFound".into()));
 }
 
 #[tokio::test]
@@ -240,19 +231,13 @@ async fn without_the_policy_a_deleted_container_is_gone_and_restore_is_refused_a
     assert_eq!(s.delete("/box?restype=container", &[]).await.status(), 202);
     assert_eq!(containers(&s, "&include=deleted").await, vec![]);
     let r = restore(&s, "box", "01DB6B1D8F0E7D3A").await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (404, Some("ContainerNotFound"))
-    );
+    assert_eq!(refusal(&r), (404, "ContainerNotFound".into()));
     // Each header required; another name is not restored here.
     let path = "/box?restype=container&comp=undelete";
     let r = s
         .put(path, &[("x-ms-deleted-container-name", "box")], Vec::new())
         .await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (400, Some("MissingRequiredHeader"))
-    );
+    assert_eq!(refusal(&r), (400, "MissingRequiredHeader".into()));
     let r = restore(&s, "other", "01DB6B1D8F0E7D3A").await;
     assert_eq!(
         r.status(),
@@ -264,20 +249,13 @@ async fn without_the_policy_a_deleted_container_is_gone_and_restore_is_refused_a
         ("x-ms-deleted-container-version", "01DB6B1D8F0E7D3A"),
     ];
     let r = s.put(path, &headers, Vec::new()).await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (400, Some("InvalidHeaderValue"))
-    );
+    assert_eq!(refusal(&r), (400, "InvalidHeaderValue".into()));
     // The policy's days: 1 to 365.
     for days in ["0", "366"] {
         let r = s
             .put("/?restype=service&comp=properties", &[], policy(days))
             .await;
-        assert_eq!(
-            (r.status().as_u16(), code(&r).as_deref()),
-            (400, Some("InvalidXmlDocument")),
-            "{days}"
-        );
+        assert_eq!(refusal(&r), (400, "InvalidXmlDocument".into()), "{days}");
     }
     let r = s
         .put("/?restype=service&comp=properties", &[], policy("365"))

@@ -7,7 +7,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{Server, code, header};
+use common::{Server, code, header, refusal};
 
 const PAGE_BLOB: (&str, &str) = ("x-ms-blob-type", "PageBlob");
 
@@ -198,11 +198,7 @@ async fn every_limit_of_a_page_blob_is_refused_one_past_it() {
         ),
     ] {
         let r = s.put(path, &headers, Vec::new()).await;
-        assert_eq!(
-            (r.status().as_u16(), code(&r).as_deref()),
-            (status, Some(expected)),
-            "{headers:?}"
-        );
+        assert_eq!(refusal(&r), (status, expected.into()), "{headers:?}");
     }
     let r = s
         .put(path, &[PAGE_BLOB, ("x-ms-blob-content-length", "512")], "x")
@@ -236,11 +232,7 @@ async fn every_limit_of_a_page_blob_is_refused_one_past_it() {
         (0, body((4 << 20) + 512), 413, "RequestBodyTooLarge"),
     ] {
         let r = write(&s, path, at, bytes, &[]).await;
-        assert_eq!(
-            (r.status().as_u16(), code(&r).as_deref()),
-            (status, Some(expected)),
-            "at {at}"
-        );
+        assert_eq!(refusal(&r), (status, expected.into()), "at {at}");
     }
     assert_eq!(
         write(&s, path, 0, body(4 << 20), &[]).await.status(),
@@ -257,10 +249,7 @@ async fn every_limit_of_a_page_blob_is_refused_one_past_it() {
             body(512),
         )
         .await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (400, Some("InvalidHeaderValue"))
-    );
+    assert_eq!(refusal(&r), (400, "InvalidHeaderValue".into()));
     let r = s
         .put(
             &format!("{path}?comp=page"),
@@ -268,10 +257,7 @@ async fn every_limit_of_a_page_blob_is_refused_one_past_it() {
             body(512),
         )
         .await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (400, Some("InvalidHeaderValue"))
-    );
+    assert_eq!(refusal(&r), (400, "InvalidHeaderValue".into()));
     let r = s
         .put(
             &format!("{path}?comp=page"),
@@ -279,10 +265,7 @@ async fn every_limit_of_a_page_blob_is_refused_one_past_it() {
             Vec::new(),
         )
         .await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (400, Some("InvalidHeaderValue"))
-    );
+    assert_eq!(refusal(&r), (400, "InvalidHeaderValue".into()));
     let r = s
         .put(
             &format!("{path}?comp=page"),
@@ -290,10 +273,7 @@ async fn every_limit_of_a_page_blob_is_refused_one_past_it() {
             body(512),
         )
         .await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (400, Some("MissingRequiredHeader"))
-    );
+    assert_eq!(refusal(&r), (400, "MissingRequiredHeader".into()));
     assert!(
         s.get(path, &[]).await.bytes().await.unwrap()[..4 << 20]
             .iter()
@@ -304,27 +284,15 @@ async fn every_limit_of_a_page_blob_is_refused_one_past_it() {
     // Each kind of blob takes its own writes only.
     s.put_blob("/disks/block", b"abc").await;
     let r = write(&s, "/disks/block", 0, body(512), &[]).await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (409, Some("InvalidBlobType"))
-    );
+    assert_eq!(refusal(&r), (409, "InvalidBlobType".into()));
     let r = s
         .put(&format!("{path}?comp=block&blockid=YQ=="), &[], "x")
         .await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (409, Some("InvalidBlobType"))
-    );
+    assert_eq!(refusal(&r), (409, "InvalidBlobType".into()));
     let r = s.put(&format!("{path}?comp=appendblock"), &[], "x").await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (409, Some("InvalidBlobType"))
-    );
+    assert_eq!(refusal(&r), (409, "InvalidBlobType".into()));
     let r = s.get("/disks/block?comp=pagelist", &[]).await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (409, Some("InvalidBlobType"))
-    );
+    assert_eq!(refusal(&r), (409, "InvalidBlobType".into()));
 }
 
 #[tokio::test]
@@ -367,11 +335,7 @@ async fn the_sequence_number_is_set_and_conditions_page_writes() {
         let r = s
             .put(&format!("{path}?comp=properties"), &headers, Vec::new())
             .await;
-        assert_eq!(
-            (r.status().as_u16(), code(&r).as_deref()),
-            (status, Some(expected)),
-            "{headers:?}"
-        );
+        assert_eq!(refusal(&r), (status, expected.into()), "{headers:?}");
     }
 
     // The conditions on it: each met, and each not (nothing written then).
@@ -388,8 +352,8 @@ async fn the_sequence_number_is_set_and_conditions_page_writes() {
         match met {
             true => assert_eq!(r.status(), 201, "{name}: {value}"),
             false => assert_eq!(
-                (r.status().as_u16(), code(&r).as_deref()),
-                (412, Some("SequenceNumberConditionNotMet")),
+                refusal(&r),
+                (412, "SequenceNumberConditionNotMet".into()),
                 "{name}: {value}"
             ),
         }
@@ -406,10 +370,7 @@ async fn the_sequence_number_is_set_and_conditions_page_writes() {
         &[("x-ms-if-sequence-number-eq", "three")],
     )
     .await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (400, Some("InvalidHeaderValue"))
-    );
+    assert_eq!(refusal(&r), (400, "InvalidHeaderValue".into()));
     let top = set("update", Some("9223372036854775807"));
     assert_eq!(
         s.put(&format!("{path}?comp=properties"), &top, Vec::new())
@@ -424,10 +385,7 @@ async fn the_sequence_number_is_set_and_conditions_page_writes() {
             Vec::new(),
         )
         .await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (409, Some("SequenceNumberIncrementTooLarge"))
-    );
+    assert_eq!(refusal(&r), (409, "SequenceNumberIncrementTooLarge".into()));
     // A block blob has none.
     s.put_blob("/disks/block", b"abc").await;
     let r = s
@@ -437,10 +395,7 @@ async fn the_sequence_number_is_set_and_conditions_page_writes() {
             Vec::new(),
         )
         .await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (409, Some("InvalidBlobType"))
-    );
+    assert_eq!(refusal(&r), (409, "InvalidBlobType".into()));
     // Set to its own value, the blob's HTTP headers stay; set with one, they are all set.
     let typed = [("x-ms-blob-content-type", "application/x-vhd")];
     assert_eq!(
@@ -503,10 +458,7 @@ async fn a_resize_drops_the_pages_past_the_end_and_reads_zeros_when_it_grows() {
             Vec::new(),
         )
         .await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (400, Some("InvalidHeaderValue"))
-    );
+    assert_eq!(refusal(&r), (400, "InvalidHeaderValue".into()));
 }
 
 #[tokio::test]
@@ -556,10 +508,7 @@ async fn the_difference_from_a_snapshot_names_pages_written_and_cleared_since() 
             &[],
         )
         .await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (409, Some("PreviousSnapshotNotFound"))
-    );
+    assert_eq!(refusal(&r), (409, "PreviousSnapshotNotFound".into()));
 
     // A copy is a page blob with the same pages.
     let source = format!("http://127.0.0.1:10000/{}{path}", common::ACCOUNT);
@@ -705,13 +654,13 @@ async fn an_incremental_copy_keeps_a_snapshot_per_copy_and_takes_no_other_write(
     // No other write lands on it.
     let r = write(&s, "/disks/backup.vhd", 0, vec![b'x'; 512], &[]).await;
     assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (409, Some("OperationNotAllowedOnIncrementalCopyBlob"))
+        refusal(&r),
+        (409, "OperationNotAllowedOnIncrementalCopyBlob".into())
     );
     let r = s.put("/disks/backup.vhd", &[], "overwritten").await;
     assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (409, Some("OperationNotAllowedOnIncrementalCopyBlob"))
+        refusal(&r),
+        (409, "OperationNotAllowedOnIncrementalCopyBlob".into())
     );
 
     // The next copy: a later snapshot, its own destination snapshot, the difference between
@@ -734,10 +683,10 @@ async fn an_incremental_copy_keeps_a_snapshot_per_copy_and_takes_no_other_write(
     // that is not one of these copies.
     let r = copy(first).await;
     assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
+        refusal(&r),
         (
             409,
-            Some("IncrementalCopyOfEarlierVersionSnapshotNotAllowed")
+            "IncrementalCopyOfEarlierVersionSnapshotNotAllowed".into()
         )
     );
     let base = format!("http://127.0.0.1:10000/{}{source}", common::ACCOUNT);
@@ -749,8 +698,8 @@ async fn an_incremental_copy_keeps_a_snapshot_per_copy_and_takes_no_other_write(
         )
         .await;
     assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (409, Some("IncrementalCopySourceMustBeSnapshot"))
+        refusal(&r),
+        (409, "IncrementalCopySourceMustBeSnapshot".into())
     );
     create(&s, "/disks/other.vhd", 512).await;
     let r = s
@@ -768,10 +717,7 @@ async fn an_incremental_copy_keeps_a_snapshot_per_copy_and_takes_no_other_write(
             Vec::new(),
         )
         .await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (409, Some("IncrementalCopyBlobMismatch"))
-    );
+    assert_eq!(refusal(&r), (409, "IncrementalCopyBlobMismatch".into()));
     s.put_blob("/disks/plain", b"x").await;
     let r = s
         .put(
@@ -780,17 +726,11 @@ async fn an_incremental_copy_keeps_a_snapshot_per_copy_and_takes_no_other_write(
             Vec::new(),
         )
         .await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (409, Some("IncrementalCopyBlobMismatch"))
-    );
+    assert_eq!(refusal(&r), (409, "IncrementalCopyBlobMismatch".into()));
     let r = s
         .put("/disks/backup.vhd?comp=incrementalcopy", &[], Vec::new())
         .await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (400, Some("MissingRequiredHeader"))
-    );
+    assert_eq!(refusal(&r), (400, "MissingRequiredHeader".into()));
     // It is deleted as any blob is, with its snapshots.
     let r = s
         .delete("/disks/backup.vhd", &[("x-ms-delete-snapshots", "include")])

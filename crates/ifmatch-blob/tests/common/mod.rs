@@ -199,6 +199,11 @@ pub fn code(reply: &Reply) -> Option<String> {
     header(reply, "x-ms-error-code")
 }
 
+/// A refusal's status and error code, to compare with `(409, "InvalidBlobType")`.
+pub fn refusal(reply: &Reply) -> (u16, String) {
+    (reply.status().as_u16(), code(reply).unwrap_or_default())
+}
+
 pub fn sha256_tag(bytes: &[u8]) -> String {
     ifmatch_core::strong_etag(bytes).to_string()
 }
