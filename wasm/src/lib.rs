@@ -20,6 +20,7 @@ mod bindings;
 mod conformance;
 mod env;
 mod objects;
+mod origins;
 mod records;
 mod tables;
 
@@ -113,7 +114,7 @@ async fn fetch(
         return tables(request, given).await;
     }
     let Given { accounts, .. } = given;
-    let front = Front::new(
+    let mut front = Front::new(
         DurableRecords::new(env.durable_object(RECORDS)?),
         R2Objects::new(env.bucket(BUCKET)?),
         WorkersEnv,
@@ -121,6 +122,12 @@ async fn fetch(
     .with_max_body(max_body)
     .with_accounts(&accounts)
     .with_anonymous_access(anonymous);
+    // The other servers copies may read (`COPY_FROM`: hosts, or `*`); none without it.
+    if let Ok(hosts) = env.var("COPY_FROM") {
+        let allowed = ifmatch_blob::copy_origin::Allowed::parse(&hosts.to_string())
+            .map_err(|e| worker::Error::RustError(format!("COPY_FROM: {e}")))?;
+        front = front.with_copy_origins(origins::FetchOrigins::new(allowed));
+    }
     if let Some(name) = unreadable {
         return fixed_length(front.unreadable_header(name));
     }

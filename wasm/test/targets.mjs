@@ -13,7 +13,7 @@ const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, "..");
 
 /** The Worker as built by worker-build (in `build`, or another output directory), served by miniflare. */
-export async function startWorker({ anonymous = true, accounts = undefined, build = "build" } = {}) {
+export async function startWorker({ anonymous = true, accounts = undefined, build = "build", copyFrom = undefined } = {}) {
   const mf = new Miniflare({
     modules: true,
     scriptPath: join(root, build, "worker/shim.mjs"),
@@ -34,6 +34,8 @@ export async function startWorker({ anonymous = true, accounts = undefined, buil
       ...(anonymous ? { ANONYMOUS: "true" } : {}),
       // What `wrangler secret put ACCOUNTS` gives a deployed Worker.
       ...(accounts ? { ACCOUNTS: accounts } : {}),
+      // The other servers copies may read (a `wrangler.toml` var).
+      ...(copyFrom ? { COPY_FROM: copyFrom } : {}),
     },
     host: "127.0.0.1",
     port: 0,

@@ -5,9 +5,58 @@ import { request } from "node:http";
 import { connect } from "node:net";
 import { after, before, describe, test } from "node:test";
 import { suite } from "./suite.mjs";
-import { startWorker } from "./targets.mjs";
+import { startNative, startWorker } from "./targets.mjs";
 
 suite("Cloudflare Worker (miniflare)", startWorker);
+
+describe("Cloudflare Worker only: copies from another server", () => {
+  let origin;
+  let worker;
+  before(async () => {
+    origin = await startNative();
+    worker = await startWorker({ copyFrom: new URL(origin.origin).host });
+  });
+  after(async () => {
+    await worker?.stop();
+    await origin?.stop();
+  });
+
+  test("Put Blob From URL, Copy Blob and Put Block From URL read a server COPY_FROM names, and no other", async () => {
+    for (const base of [origin.base, worker.base]) {
+      assert.equal((await fetch(`${base}/box?restype=container`, { method: "PUT" })).status, 201);
+    }
+    const source = `${origin.base}/box/a.txt`;
+    const put = await fetch(source, {
+      method: "PUT",
+      headers: { "x-ms-blob-type": "BlockBlob", "content-type": "text/plain", "x-ms-meta-team": "a" },
+      body: "hello, world",
+    });
+    assert.equal(put.status, 201);
+    const fromUrl = await fetch(`${worker.base}/box/b`, {
+      method: "PUT",
+      headers: { "x-ms-blob-type": "BlockBlob", "x-ms-copy-source": source },
+    });
+    assert.equal(fromUrl.status, 201, await fromUrl.text());
+    const read = await fetch(`${worker.base}/box/b`);
+    assert.deepEqual([read.headers.get("content-type"), await read.text()], ["text/plain", "hello, world"]);
+    const copied = await fetch(`${worker.base}/box/c`, { method: "PUT", headers: { "x-ms-copy-source": source } });
+    assert.deepEqual([copied.status, copied.headers.get("x-ms-copy-status")], [202, "success"]);
+    assert.equal((await fetch(`${worker.base}/box/c`, { method: "HEAD" })).headers.get("x-ms-meta-team"), "a");
+    const block = await fetch(`${worker.base}/box/d?comp=block&blockid=YQ==`, {
+      method: "PUT",
+      headers: { "x-ms-copy-source": source, "x-ms-source-range": "bytes=7-11" },
+    });
+    assert.equal(block.status, 201, await block.text());
+    const list = "<BlockList><Latest>YQ==</Latest></BlockList>";
+    assert.equal((await fetch(`${worker.base}/box/d?comp=blocklist`, { method: "PUT", body: list })).status, 201);
+    assert.equal(await (await fetch(`${worker.base}/box/d`)).text(), "world");
+    const elsewhere = await fetch(`${worker.base}/box/e`, {
+      method: "PUT",
+      headers: { "x-ms-blob-type": "BlockBlob", "x-ms-copy-source": "http://169.254.169.254/latest/meta-data" },
+    });
+    assert.deepEqual([elsewhere.status, elsewhere.headers.get("x-ms-error-code")], [403, "CannotVerifyCopySource"]);
+  });
+});
 
 describe("Cloudflare Worker only", () => {
   let worker;

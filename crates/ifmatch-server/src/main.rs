@@ -481,7 +481,7 @@ fn serve_options(args: &Serve) -> anyhow::Result<ifmatch_server::Options> {
     options.limits = args.limits.limits()?;
     options.anonymous = args.anonymous;
     if let Some(hosts) = &args.copy_from {
-        let allowed = ifmatch_server::copy_origins::Allowed::parse(hosts)
+        let allowed = ifmatch_blob::copy_origin::Allowed::parse(hosts)
             .map_err(|e| anyhow::anyhow!("--copy-from: {e}"))?;
         options.copy_origins = Some(ifmatch_server::copy_origins::HttpOrigins::new(allowed)?);
     }
