@@ -171,8 +171,8 @@ pub const APPEND_CONDITIONS: [&str; 2] = [
     "x-ms-blob-condition-maxsize",
 ];
 
-/// `x-ms-copy-source`: served by Put Blob (a copy), Put Block and Append Block (From URL)
-/// alone; on any other operation the body it stands for would be taken as empty.
+/// `x-ms-copy-source`: served by Put Blob (a copy), Put Block, Append Block and Put Page
+/// (From URL) and Incremental Copy Blob alone; on any other operation the body it stands for would be taken as empty.
 const COPY_SOURCE: &str = "x-ms-copy-source";
 
 /// The first header of `headers` that `operation` would not evaluate: a condition it would
@@ -197,7 +197,7 @@ pub fn unserved(
     use crate::operation::Operation as Op;
     let copies = matches!(
         operation,
-        Op::PutBlob | Op::AppendBlock | Op::PutBlock(_) | Op::IncrementalCopy
+        Op::PutBlob | Op::AppendBlock | Op::PutBlock(_) | Op::PutPage | Op::IncrementalCopy
     );
     let copy = copies && headers.contains_key(COPY_SOURCE);
     let appends = matches!(operation, Op::AppendBlock);

@@ -737,3 +737,46 @@ async fn an_incremental_copy_keeps_a_snapshot_per_copy_and_takes_no_other_write(
         .await;
     assert_eq!(r.status(), 202);
 }
+
+#[tokio::test]
+async fn put_page_from_url_writes_a_range_of_another_blob_as_pages() {
+    let s = Server::start().await;
+    s.create_container("disks").await;
+    let mut bytes = vec![b'a'; 512];
+    bytes.extend(vec![b'b'; 512]);
+    s.put_blob("/disks/source", &bytes).await;
+    create(&s, "/disks/d.vhd", 2048).await;
+    let source = format!("http://127.0.0.1:10000/{}/disks/source", common::ACCOUNT);
+    let from = |source_range: &'static str, pages: &'static str| {
+        let source = source.clone();
+        let s = &s;
+        async move {
+            let headers = [
+                ("x-ms-page-write", "update"),
+                ("x-ms-copy-source", source.as_str()),
+                ("x-ms-source-range", source_range),
+                ("x-ms-range", pages),
+            ];
+            s.put("/disks/d.vhd?comp=page", &headers, Vec::new()).await
+        }
+    };
+    let r = from("bytes=512-1023", "bytes=1024-1535").await;
+    assert_eq!(r.status(), 201, "{:?}", code(&r));
+    let body = s.get("/disks/d.vhd", &[]).await.bytes().await.unwrap();
+    assert_eq!(&body[1024..1536], &[b'b'; 512][..]);
+    assert_eq!(&body[..1024], &[0u8; 1024][..]);
+    // Ranges of two lengths, or no source range: refused, nothing written.
+    let r = from("bytes=0-1023", "bytes=0-511").await;
+    assert_eq!(refusal(&r), (400, "InvalidHeaderValue".into()));
+    let headers = [
+        ("x-ms-page-write", "update"),
+        ("x-ms-copy-source", source.as_str()),
+        ("x-ms-range", "bytes=0-511"),
+    ];
+    let r = s.put("/disks/d.vhd?comp=page", &headers, Vec::new()).await;
+    assert_eq!(refusal(&r), (400, "MissingRequiredHeader".into()));
+    assert_eq!(
+        s.get("/disks/d.vhd", &[]).await.bytes().await.unwrap(),
+        body
+    );
+}

@@ -197,7 +197,7 @@ fn refused(case: &Case) -> Vec<&'static str> {
     let pages = name == "PutPage";
     let reads_source = matches!(
         name,
-        "PutBlob" | "CopyBlob" | "PutBlock" | "AppendBlock" | "AppendBlockFromURL"
+        "PutBlob" | "CopyBlob" | "PutBlock" | "AppendBlock" | "AppendBlockFromURL" | "PutPage"
     );
     let mut out = UNSERVED.to_vec();
     if !takes_tags(name) {

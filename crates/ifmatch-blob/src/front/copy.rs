@@ -373,6 +373,39 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         self.put_block(Call { key, headers, now }, id, body).await
     }
 
+    /// Put Page From URL: `x-ms-source-range` of the source written as the pages of the
+    /// request's range of the page blob `key`, as Put Page writes a body (the two ranges of one
+    /// length), under the same checks, and the source's under `x-ms-source-if-*`.
+    pub(super) async fn put_page_from_url(
+        &self,
+        key: &Key,
+        from: Requester<'_>,
+        now: SystemTime,
+    ) -> Answered<O> {
+        if !from.parts.headers.contains_key(SOURCE_RANGE) {
+            return Err(Failure::with_detail(
+                ErrorCode::MissingRequiredHeader,
+                "An HTTP header that's mandatory for this request is not specified. Header: x-ms-source-range",
+            ));
+        }
+        let (body, mut asked) = self.source_body(&from, now).await?;
+        // The pages' length, which Put Page checks the body against.
+        let range = asked
+            .get(super::MS_RANGE)
+            .or_else(|| asked.get(http::header::RANGE));
+        let pages = range
+            .and_then(|v| v.to_str().ok())
+            .and_then(crate::page_blob::parse_page_range);
+        if let Some(pages) = pages {
+            asked.insert(
+                http::header::CONTENT_LENGTH,
+                HeaderValue::from(pages.end - pages.start),
+            );
+        }
+        let headers = &asked;
+        self.put_page(Call { key, headers, now }, body).await
+    }
+
     /// The bytes a `... From URL` operation takes from its source: `x-ms-source-range` of it
     /// (all of it without one), once the source meets `x-ms-source-if-*`; and the request's
     /// headers without those that describe its own, empty, body (its length, its checksums).

@@ -330,6 +330,10 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             }
             Operation::AppendBlock => self.append_block(blob, body).await,
             Operation::SealBlob => self.seal(blob).await,
+            Operation::PutPage if headers.contains_key(copy::COPY_SOURCE) => {
+                *operation = Some(OperationName("PutPageFromURL"));
+                self.put_page_from_url(blob.key, from(), now).await
+            }
             Operation::PutPage => self.put_page(blob, body).await,
             Operation::IncrementalCopy if headers.contains_key(copy::COPY_SOURCE) => {
                 self.incremental_copy(blob.key, from(), now).await
