@@ -386,19 +386,42 @@ export function jsPatterns(connection, settings = (run) => run()) {
     }
   }));
 
-  // The account's IsVersioningEnabled: the JS SDK has no parameter for it (Azure sets it through
-  // its management API), so a PUT of the properties with an account SAS that may write them.
-  async function setVersioning(enabled) {
+  // The account's settings Azure sets through its management API (IsVersioningEnabled,
+  // ContainerDeleteRetentionPolicy), for which the JS SDK has no parameter: a PUT of the
+  // properties with an account SAS that may write them.
+  async function setServiceProperty(element) {
     const expiresOn = new Date(Date.now() + 3600_000);
     const sas = generateAccountSASQueryParameters(
       { permissions: AccountSASPermissions.parse("w"), services: "b", resourceTypes: "s", expiresOn },
       credential(),
     ).toString();
-    const xml = `<?xml version="1.0" encoding="utf-8"?><StorageServiceProperties><IsVersioningEnabled>${enabled}</IsVersioningEnabled></StorageServiceProperties>`;
+    const xml = `<?xml version="1.0" encoding="utf-8"?><StorageServiceProperties>${element}</StorageServiceProperties>`;
     const url = `${service().url.replace(/\/$/, "")}/?restype=service&comp=properties&${sas}`;
     const answer = await fetch(url, { method: "PUT", body: xml, headers: { "x-ms-version": "2021-12-02" } });
     assert.equal(answer.status, 202, await answer.text());
   }
+  const setVersioning = (enabled) => setServiceProperty(`<IsVersioningEnabled>${enabled}</IsVersioningEnabled>`);
+
+  test("JS SDK: container soft delete: delete, listContainers({ includeDeleted }), undeleteContainer with its blobs", () => settings(async () => {
+    const policy = (on) =>
+      `<ContainerDeleteRetentionPolicy><Enabled>${on}</Enabled><Days>2</Days></ContainerDeleteRetentionPolicy>`;
+    await setServiceProperty(policy(true));
+    try {
+      const container = await freshContainer();
+      await upload(container.getBlobClient("doc.txt"), "kept");
+      await container.delete();
+      await refused(() => container.getProperties(), 404);
+      const deleted = [];
+      for await (const item of service().listContainers({ includeDeleted: true })) {
+        if (item.name === container.containerName) deleted.push(item);
+      }
+      assert.deepEqual(deleted.map((c) => [c.deleted, Boolean(c.version)]), [[true, true]]);
+      const { containerClient } = await service().undeleteContainer(container.containerName, deleted[0].version);
+      assert.equal(await text(containerClient.getBlobClient("doc.txt")), "kept");
+    } finally {
+      await setServiceProperty(policy(false));
+    }
+  }));
 
   test("JS SDK: versions: versionId on uploads, withVersion reads, listBlobsFlat({ includeVersions }), a version copied back", () => settings(async () => {
     await setVersioning(true);
