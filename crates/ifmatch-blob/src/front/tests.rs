@@ -278,3 +278,79 @@ async fn a_container_move_cut_short_is_never_listed_and_discards_nothing() {
         .to_bytes();
     assert_eq!(&body[..], b"bytes");
 }
+
+#[tokio::test]
+async fn a_page_write_past_the_runs_a_record_holds_is_refused_and_one_within_lands() {
+    use crate::page_blob::{MAX_RUNS, PAGE, Paged, Run};
+    let front = Front::new(
+        MemoryRecords::default(),
+        MemoryObjects::default(),
+        ManualEnv::default(),
+    )
+    .with_anonymous_access(true);
+    let put = |uri: &str, headers: &[(&str, &str)], body: &'static [u8]| {
+        let mut request = Request::put(format!("/devstoreaccount1{uri}"))
+            .header("content-length", body.len().to_string());
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        request.body(Full::new(Bytes::from_static(body))).unwrap()
+    };
+    let created = front.handle(put("/box?restype=container", &[], b"")).await;
+    assert_eq!(created.status(), 201);
+    let size = (2 * MAX_RUNS as u64 * PAGE).to_string();
+    let page_blob = [
+        ("x-ms-blob-type", "PageBlob"),
+        ("x-ms-blob-content-length", size.as_str()),
+    ];
+    assert_eq!(
+        front.handle(put("/box/d", &page_blob, b"")).await.status(),
+        201
+    );
+    // Every other page written: as many runs as the record holds (laid in directly, as that
+    // many writes would leave them).
+    let key = Key::Blob("box".into(), "d".into());
+    let current = front.records().get(&key).await.unwrap().unwrap();
+    let mut full = Record::clone(&current);
+    let runs = (0..MAX_RUNS as u64)
+        .map(|n| Run {
+            at: 2 * n * PAGE,
+            len: PAGE,
+            object: String::new(),
+            object_len: PAGE,
+            skip: 0,
+            sha256: ifmatch_core::strong_etag(b""),
+        })
+        .collect();
+    full.content.as_mut().unwrap().pages = Some(Paged {
+        runs,
+        ..Paged::default()
+    });
+    full.generation += 1;
+    let mode = PutMode::Update(current.generation);
+    front.records().put(&key, &full, mode).await.unwrap();
+    let write = |at: u64| format!("bytes={at}-{}", at + PAGE - 1);
+    // A page between two runs: one run more than the record holds.
+    let past = write(PAGE);
+    let headers = [("x-ms-page-write", "update"), ("x-ms-range", past.as_str())];
+    let refused = front
+        .handle(put("/box/d?comp=page", &headers, &[7; 512]))
+        .await;
+    assert_eq!(refused.status(), 416);
+    // Over a run, or a clear of one: no more runs than there were.
+    let within = write(0);
+    let headers = [
+        ("x-ms-page-write", "update"),
+        ("x-ms-range", within.as_str()),
+    ];
+    let landed = front
+        .handle(put("/box/d?comp=page", &headers, &[7; 512]))
+        .await;
+    assert_eq!(landed.status(), 201);
+    let headers = [
+        ("x-ms-page-write", "clear"),
+        ("x-ms-range", within.as_str()),
+    ];
+    let cleared = front.handle(put("/box/d?comp=page", &headers, b"")).await;
+    assert_eq!(cleared.status(), 201);
+}
