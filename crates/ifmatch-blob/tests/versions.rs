@@ -248,8 +248,28 @@ async fn appends_make_no_version() {
     }
     let list = "/box?restype=container&comp=list&include=versions&prefix=log";
     let all = listed(&s.get(list, &[]).await.text().await.unwrap());
-    assert_eq!(all, [("log".to_owned(), Some(created), true)]);
+    assert_eq!(all, [("log".to_owned(), Some(created.clone()), true)]);
     assert_eq!(s.get("/box/log", &[]).await.text().await.unwrap(), "abc");
+    // Set Blob Metadata keeps a version, as on any blob; a page write keeps none.
+    let r = s
+        .put("/box/log?comp=metadata", &[("x-ms-meta-k", "v")], "")
+        .await;
+    assert_eq!(r.status(), 200);
+    let all = listed(&s.get(list, &[]).await.text().await.unwrap());
+    assert_eq!(all.len(), 2, "{all:?}");
+    let page_blob = [
+        ("x-ms-blob-type", "PageBlob"),
+        ("x-ms-blob-content-length", "512"),
+    ];
+    assert_eq!(s.put("/box/disk", &page_blob, "").await.status(), 201);
+    let write = [("x-ms-page-write", "update"), ("x-ms-range", "bytes=0-511")];
+    let r = s.put("/box/disk?comp=page", &write, vec![1u8; 512]).await;
+    assert_eq!(r.status(), 201);
+    let disks = "/box?restype=container&comp=list&include=versions&prefix=disk";
+    assert_eq!(
+        listed(&s.get(disks, &[]).await.text().await.unwrap()).len(),
+        1
+    );
 }
 
 /// Sixteen writers overwrite one blob at once, twice each: every write is kept, as the

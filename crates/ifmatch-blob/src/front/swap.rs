@@ -170,7 +170,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// What a change of a blob owes its history while its account keeps versions
     /// ([`crate::version`]): a change of its ETag or its deletion keeps the blob as it was as a
     /// version, and a blob written gets the next version id. An append (the same append set)
-    /// and a page write (the same page blob) keep no version, nor does a change of a snapshot's or a version's record. `false` when
+    /// and a page write (the same page blob, its metadata unchanged) keep no version, nor does a change of a snapshot's or a version's record. `false` when
     /// the blob changed while it was kept: the caller reads it again.
     pub(super) async fn version_step(
         &self,
@@ -182,7 +182,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             return Ok(true);
         };
         let previous = previous.filter(|p| p.content.is_some());
-        // An append blob's set, or a page blob's life: a change within it keeps no version.
+        // An append blob's set, or a page blob's life: a change of its bytes within it keeps no
+        // version (Set Blob Metadata does, as on any blob).
         let append_set = |r: &Record| {
             let content = r.content.as_ref()?;
             (content.append.map(|a| a.epoch)).or(content.pages.as_ref().map(|p| p.epoch))
@@ -192,7 +193,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 record.content.is_some()
                     && previous.is_none_or(|p| {
                         p.etag != record.etag
-                            && (append_set(p).is_none() || append_set(p) != append_set(record))
+                            && (append_set(p).is_none()
+                                || append_set(p) != append_set(record)
+                                || p.metadata != record.metadata)
                     })
             }
             Step::Delete(_) => previous.is_some(),
