@@ -85,8 +85,9 @@ pub struct Deleted {
     pub moving: bool,
 }
 
-/// A Copy Blob that wrote a blob: always finished when its record is written (the front
-/// copies synchronously), so its status is `success` and its progress whole.
+/// A Copy Blob that wrote a blob: finished when its record is written, but for a copy from
+/// another server that runs after its answer (`pending` until then; see
+/// `front/pending_copies.rs`).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Copied {
     /// `x-ms-copy-id`: a new UUID per copy.
@@ -98,6 +99,43 @@ pub struct Copied {
     pub len: u64,
     /// When it finished, in seconds since the Unix epoch.
     pub completed: u64,
+    /// `x-ms-copy-status`.
+    #[serde(default, skip_serializing_if = "CopyStatus::is_success")]
+    pub status: CopyStatus,
+    /// `x-ms-copy-status-description`: why a copy failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// Where a copy stands.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CopyStatus {
+    /// Its bytes are the blob's.
+    #[default]
+    Success,
+    /// It runs: the blob is empty until it ends.
+    Pending,
+    /// Abort Copy Blob ended it: the blob stays empty.
+    Aborted,
+    /// It could not read its source: the blob stays empty.
+    Failed,
+}
+
+impl CopyStatus {
+    /// Its `x-ms-copy-status` value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::Pending => "pending",
+            Self::Aborted => "aborted",
+            Self::Failed => "failed",
+        }
+    }
+
+    fn is_success(&self) -> bool {
+        *self == Self::Success
+    }
 }
 
 /// What a record keeps of its staged blocks, which the backend keeps apart so that staging one

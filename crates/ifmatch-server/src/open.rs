@@ -178,7 +178,10 @@ fn blob_front<R: Records, O: Objects, E: Env>(
         .with_accounts(&options.accounts)
         .with_anonymous_access(options.anonymous);
     if let Some(origins) = &options.copy_origins {
-        front = front.with_copy_origins(origins.clone());
+        // Copy Blob from another server then finishes after its answer (see `serve`).
+        front = front
+            .with_copy_origins(origins.clone())
+            .with_background_copies();
     }
     BlobFront {
         front: Arc::new(front),

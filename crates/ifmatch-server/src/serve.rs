@@ -159,6 +159,20 @@ where
             }
         })
     };
+    // Copies from other servers started and not finished (`--copy-from`), every second.
+    let copier = options.copy_origins.is_some().then(|| {
+        let served = served.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                if let Err(error) = served.front.run_copies().await {
+                    tracing::warn!(%error, "could not finish the copies started");
+                }
+            }
+        })
+    });
     let metrics = Arc::new(Metrics::default());
     let page = match options.metrics_listen {
         Some(address) => {
@@ -278,6 +292,9 @@ where
         page.abort();
     }
     sweeper.abort();
+    if let Some(copier) = copier {
+        copier.abort();
+    }
     if let Some(tables) = table_server {
         tables.await.map_err(io::Error::other)??;
     }

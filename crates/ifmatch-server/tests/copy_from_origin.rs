@@ -1,7 +1,8 @@
 //! Copies whose source another server holds: two `ifmatch serve` processes, one the origin,
-//! the other told `--copy-from` its address. Put Blob From URL, Copy Blob, Put Block From URL
-//! (a range) and Append Block From URL read the origin's blob, streamed into the destination's
-//! objects; the source's conditions become the origin's; an origin not named, an answer that
+//! the other told `--copy-from` its address. Put Blob From URL, Copy Blob (pending, then
+//! finished in the background, or aborted, or failed), Put Block From URL (a range) and Append
+//! Block From URL read the origin's blob, streamed into the destination's objects; the
+//! source's conditions become the origin's; an origin not named, an answer that
 //! is not the blob, a source larger than the destination takes are refused, and nothing is
 //! written.
 
@@ -18,6 +19,33 @@ fn start(data: &std::path::Path, args: &[&str]) -> (common::Process, String) {
         common::Process(child),
         format!("{origin}/{}", common::ACCOUNT),
     )
+}
+
+/// Copy Blob, sent raw (`send` would make it a Put Blob From URL, `x-ms-blob-type`).
+async fn copy_blob(
+    http: &reqwest::Client,
+    url: &str,
+    source: &str,
+    headers: &[(&str, &str)],
+) -> reqwest::Response {
+    let mut request = http.put(url).header("x-ms-copy-source", source);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.send().await.unwrap()
+}
+
+/// The properties of the copy's destination at `url` once its copy is no longer pending (the
+/// copier passes every second).
+async fn finished(http: &reqwest::Client, url: &str) -> reqwest::Response {
+    for _ in 0..100 {
+        let r = send(http, "HEAD", url, &[], Vec::new()).await;
+        if header(&r, "x-ms-copy-status").as_deref() != Some("pending") {
+            return r;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("{url}: the copy is still pending after 10 s");
 }
 
 /// A copy's headers, the status it is refused with, and the code.
@@ -78,21 +106,75 @@ async fn copies_read_another_server_only_where_the_operator_lets_them() {
     let r = common::get(&http, &format!("{open}/dst/b")).await;
     assert_eq!(header(&r, "content-type").as_deref(), Some("text/plain"));
     assert_eq!(r.text().await.unwrap(), "hello, world");
-    // Copy Blob: finished at once, its source kept without its query, the origin's metadata.
+    // Copy Blob: pending at its answer, finished in the background; its source kept without
+    // its query, the origin's metadata.
     let signed = format!("{source}?token=secret");
-    // Sent raw: `send` would make it a Put Blob From URL (`x-ms-blob-type`).
-    let copy = http
-        .put(format!("{open}/dst/c"))
-        .header("x-ms-copy-source", signed.as_str());
-    let r = copy.send().await.unwrap();
+    let r = copy_blob(&http, &format!("{open}/dst/c"), &signed, &[]).await;
     assert_eq!(r.status(), 202, "{:?}", code(&r));
+    assert_eq!(header(&r, "x-ms-copy-status").as_deref(), Some("pending"));
+    let r = finished(&http, &format!("{open}/dst/c")).await;
     assert_eq!(header(&r, "x-ms-copy-status").as_deref(), Some("success"));
-    let r = send(&http, "HEAD", &format!("{open}/dst/c"), &[], Vec::new()).await;
+    assert_eq!(header(&r, "x-ms-copy-progress").as_deref(), Some("12/12"));
     assert_eq!(
         header(&r, "x-ms-copy-source").as_deref(),
         Some(source.as_str())
     );
     assert_eq!(header(&r, "x-ms-meta-team").as_deref(), Some("a"));
+    let r = common::get(&http, &format!("{open}/dst/c")).await;
+    assert_eq!(r.text().await.unwrap(), "hello, world");
+    // Copy Blob From URL (x-ms-requires-sync): finished at its answer.
+    let sync = [("x-ms-requires-sync", "true")];
+    let r = copy_blob(&http, &format!("{open}/dst/s"), &source, &sync).await;
+    assert_eq!(header(&r, "x-ms-copy-status").as_deref(), Some("success"));
+    // Aborted while pending: empty, and stays so once the copier passes. (The copier may
+    // have finished it in the few milliseconds before the abort: then it is no longer pending,
+    // and whole.)
+    let r = copy_blob(&http, &format!("{open}/dst/aborted"), &source, &[]).await;
+    let id = header(&r, "x-ms-copy-id").unwrap();
+    let abort = format!("{open}/dst/aborted?comp=copy&copyid={id}");
+    let r = send(
+        &http,
+        "PUT",
+        &abort,
+        &[("x-ms-copy-action", "abort")],
+        Vec::new(),
+    )
+    .await;
+    let expected = match r.status().as_u16() {
+        204 => [Some("aborted".to_owned()), Some("0".to_owned())],
+        _ => {
+            assert_eq!(code(&r).as_deref(), Some("NoPendingCopyOperation"));
+            [Some("success".to_owned()), Some("12".to_owned())]
+        }
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    let r = send(
+        &http,
+        "HEAD",
+        &format!("{open}/dst/aborted"),
+        &[],
+        Vec::new(),
+    )
+    .await;
+    let state = ["x-ms-copy-status", "content-length"].map(|n| header(&r, n));
+    assert_eq!(state, expected);
+    let r = send(
+        &http,
+        "PUT",
+        &abort,
+        &[("x-ms-copy-action", "abort")],
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(code(&r).as_deref(), Some("NoPendingCopyOperation"));
+    // A source gone: failed, saying why.
+    let gone = format!("{origin}/src/none");
+    let r = copy_blob(&http, &format!("{open}/dst/failed"), &gone, &[]).await;
+    assert_eq!(header(&r, "x-ms-copy-status").as_deref(), Some("pending"));
+    let r = finished(&http, &format!("{open}/dst/failed")).await;
+    assert_eq!(header(&r, "x-ms-copy-status").as_deref(), Some("failed"));
+    let why = header(&r, "x-ms-copy-status-description").unwrap_or_default();
+    assert!(why.contains("404"), "{why}");
     // Put Block From URL with a range, then the list.
     let range = [
         ("x-ms-copy-source", source.as_str()),

@@ -1,8 +1,9 @@
 //! Copy Blob, Copy Blob From URL and Put Blob From URL: a blob this server serves (or another
 //! server's, see below), written to another name; and Abort Copy Blob.
 //!
-//! A copy is finished before it answers, so its status is always `success` (as Azure answers
-//! a copy within one account). No byte passes through the front: each object of the source
+//! A copy of this server's blob is finished before it answers, so its status is `success` (as
+//! Azure answers a copy within one account); a Copy Blob from another server may finish after
+//! (`pending_copies.rs`). No byte of a blob of this server passes through the front: each object of the source
 //! is shared under a new name ([`Objects::share`]: a hard link on the local disk, a
 //! server-side copy in an object store, a second name for the same bytes in memory; only R2,
 //! which has neither, reads and writes them again), and the destination's record, naming the
@@ -64,8 +65,9 @@ const REQUIRES_SYNC: HeaderName = HeaderName::from_static("x-ms-requires-sync");
 const SOURCE_PROPERTIES: HeaderName = HeaderName::from_static("x-ms-copy-source-blob-properties");
 const SOURCE_RANGE: HeaderName = HeaderName::from_static("x-ms-source-range");
 const COPY_ACTION: HeaderName = HeaderName::from_static("x-ms-copy-action");
-const COPY_ID: HeaderName = HeaderName::from_static("x-ms-copy-id");
-const COPY_STATUS: HeaderName = HeaderName::from_static("x-ms-copy-status");
+pub(super) const COPY_ID: HeaderName = HeaderName::from_static("x-ms-copy-id");
+pub(super) const COPY_STATUS: HeaderName = HeaderName::from_static("x-ms-copy-status");
+const COPY_STATUS_DESCRIPTION: HeaderName = HeaderName::from_static("x-ms-copy-status-description");
 const COPY_PROGRESS: HeaderName = HeaderName::from_static("x-ms-copy-progress");
 const COPY_COMPLETION_TIME: HeaderName = HeaderName::from_static("x-ms-copy-completion-time");
 
@@ -165,19 +167,25 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let source = match found {
             Found::Here(source) => source,
             Found::Elsewhere(url) => {
+                let sync = put_from_url
+                    || (headers.get(REQUIRES_SYNC))
+                        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"));
+                if self.background_copies && !sync {
+                    let nonce = self.env.random_uuid();
+                    let etag = ifmatch_core::strong_etag(nonce.as_bytes());
+                    let mut fresh =
+                        Record::blob(etag, now, super::pending_copies::pending_content());
+                    given.apply(&mut fresh);
+                    return (self.start_copy(destination, ask, fresh, &url, own_metadata, now))
+                        .await;
+                }
                 let mut fresh = self.fetched(headers, &url, put_from_url).await?;
                 let source_metadata = std::mem::take(&mut fresh.metadata);
                 given.apply(&mut fresh);
                 if !own_metadata {
                     fresh.metadata = source_metadata;
                 }
-                // Its query may hold a secret (a signature): not kept.
-                let plain = format!(
-                    "{}://{}{}",
-                    url.scheme_str().unwrap_or("http"),
-                    url.authority().map_or("", |a| a.as_str()),
-                    url.path()
-                );
+                let plain = without_query(&url);
                 let object = fresh.content.as_ref().map(|c| c.object.clone());
                 let committed = self
                     .commit_copy(destination, ask, fresh, &plain, put_from_url, now)
@@ -259,6 +267,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 source: source.to_owned(),
                 len: fresh.len(),
                 completed: crate::record::unix_seconds(now),
+                status: crate::record::CopyStatus::Success,
+                description: None,
             });
         }
         let mut answered = self.commit_put(destination, ask, fresh).await?;
@@ -274,7 +284,12 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// The bytes of the source `url` on another server, staged and made durable, as the
     /// record of a copy (its properties and metadata the origin's, or for
     /// Put Blob From URL with `x-ms-copy-source-blob-properties: false`, the request's).
-    async fn fetched(&self, headers: &HeaderMap, url: &Uri, put_from_url: bool) -> Result<Record> {
+    pub(super) async fn fetched(
+        &self,
+        headers: &HeaderMap,
+        url: &Uri,
+        put_from_url: bool,
+    ) -> Result<Record> {
         let answer = self.fetch_source(url, headers, false).await?;
         let (head, body) = answer.into_parts();
         let staged = self.objects.stage(body, self.max_body).await?;
@@ -711,6 +726,11 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let ask = Asking::of(headers, now)?;
         let current = (self.existing_blob(key, precondition::Operation::Write, headers)).await?;
         ask.lease(Scope::Blob, Access::Write, Some(&current))?;
+        let pending = crate::record::CopyStatus::Pending;
+        let copy = current.copy.as_ref();
+        if copy.is_some_and(|c| c.status == pending && c.id == copy_id) {
+            return self.abort_pending(key, &ask, copy_id, now).await;
+        }
         Err(match &current.copy {
             Some(copy) if copy.id != copy_id => ErrorCode::CopyIdMismatch.into(),
             _ => ErrorCode::NoPendingCopyOperation.into(),
@@ -730,13 +750,30 @@ pub(super) fn insert_copy_properties(record: &Record, out: &mut HeaderMap) {
     };
     out.insert(COPY_ID, id);
     out.insert(COPY_SOURCE, source);
-    out.insert(COPY_STATUS, HeaderValue::from_static("success"));
+    out.insert(COPY_STATUS, HeaderValue::from_static(copy.status.as_str()));
+    if copy.status == crate::record::CopyStatus::Pending {
+        return;
+    }
     out.insert(COPY_PROGRESS, progress);
     let completed = std::time::UNIX_EPOCH + std::time::Duration::from_secs(copy.completed);
     out.insert(COPY_COMPLETION_TIME, date_header_value(completed.into()));
+    let description = copy.description.as_deref();
+    if let Some(why) = description.and_then(|d| HeaderValue::try_from(d).ok()) {
+        out.insert(COPY_STATUS_DESCRIPTION, why);
+    }
 }
 
 /// The request's `x-ms-source-if-*`, under the names of the conditions they are.
+/// `url` without its query, which may hold a secret (a signature): what a copy keeps of it.
+pub(super) fn without_query(url: &Uri) -> String {
+    format!(
+        "{}://{}{}",
+        url.scheme_str().unwrap_or("http"),
+        url.authority().map_or("", |a| a.as_str()),
+        url.path()
+    )
+}
+
 fn source_conditions(headers: &HeaderMap) -> HeaderMap {
     let mut out = HeaderMap::new();
     for (name, as_condition) in precondition::SOURCE_CONDITIONS.iter().zip(AS_CONDITIONS) {

@@ -39,6 +39,7 @@ mod leases;
 mod listing;
 mod page_blobs;
 mod pages;
+mod pending_copies;
 mod service;
 mod snapshots;
 mod soft_delete;
@@ -82,6 +83,9 @@ pub struct Front<R, O, E> {
     /// Where copies read sources other servers hold (see [`crate::copy_origin`]); none by
     /// default.
     origins: Option<crate::copy_origin::Origins>,
+    /// Whether Copy Blob from another server answers before it is copied (see
+    /// `pending_copies.rs`).
+    background_copies: bool,
 }
 
 /// What a handler answers: the resource the request names (a container's or a blob's key),
@@ -113,6 +117,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             commits: ifmatch_azure::Turns::default(),
             settings: service::Known::default(),
             origins: None,
+            background_copies: false,
         }
     }
 
