@@ -104,6 +104,16 @@ impl Allowed {
     }
 }
 
+/// The name of the container of an account's copy jobs (`front/pending_copies.rs`), among
+/// its containers (no container's name has a `$`).
+pub const COPY_JOBS: &str = "$copies";
+
+/// Whether the stored container `container` holds an account's copy jobs: records of the
+/// front's own, with no bytes.
+pub fn holds_copy_jobs(container: &str) -> bool {
+    container.rsplit('~').next() == Some(COPY_JOBS)
+}
+
 /// The reads of copy sources on other servers.
 pub trait CopyOrigins: Send + Sync + 'static {
     /// Whether a copy may read `url` (an absolute `http` or `https` URL).

@@ -106,7 +106,8 @@ pub fn check(root: &Path) -> io::Result<Report> {
                 }
             }
             let Some(content) = &file.record.content else {
-                if file.record.uncommitted.is_empty() && file.record.staging.is_none() {
+                let job = ifmatch_blob::copy_origin::holds_copy_jobs(&name_of(&container));
+                if file.record.uncommitted.is_empty() && file.record.staging.is_none() && !job {
                     report
                         .damage
                         .push(format!("{}: a blob record without content", path.display()));
@@ -194,6 +195,14 @@ fn check_inline(bytes: &[u8], len: u64, expected: &ifmatch_core::EntityTag) -> R
 
 /// Whether the objects `pieces` name, one after the other, hold what their record says: each
 /// its length, all together the bytes of `expected`.
+/// The stored name of the container whose directory is `path`.
+fn name_of(path: &std::path::Path) -> String {
+    path.file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned()
+}
+
 fn check_pieces(
     dir: &DataDir,
     pieces: &[(&str, u64)],

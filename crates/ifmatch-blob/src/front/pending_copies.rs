@@ -27,9 +27,7 @@ use crate::precondition;
 use crate::record::{Content, Copied, CopyStatus, Record};
 use crate::store::{Key, Objects, PutMode, Records, StoreError};
 
-/// The name of the container of an account's copy jobs, among its containers (no
-/// container's name has a `$`).
-const COPIES: &str = "$copies";
+use crate::copy_origin::{COPY_JOBS as COPIES, holds_copy_jobs};
 
 /// A copy to finish: its destination, its id, the source's URL (with its query: what reads
 /// it), the source's conditions, and whether the destination keeps the metadata its request
@@ -177,7 +175,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     pub async fn run_copies(&self) -> std::result::Result<usize, StoreError> {
         let mut finished = 0;
         for container in self.records.containers().await? {
-            if container.rsplit('~').next() != Some(COPIES) {
+            if !holds_copy_jobs(&container) {
                 continue;
             }
             let mut pages = BlobPages::new(&container);
