@@ -171,12 +171,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     || (headers.get(REQUIRES_SYNC))
                         .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"));
                 if self.background_copies && !sync {
-                    let nonce = self.env.random_uuid();
-                    let etag = ifmatch_core::strong_etag(nonce.as_bytes());
-                    let mut fresh =
-                        Record::blob(etag, now, super::pending_copies::pending_content());
-                    given.apply(&mut fresh);
-                    return (self.start_copy(destination, ask, fresh, &url, own_metadata, now))
+                    return (self.start_copy(destination, ask, &given, &url, own_metadata, now))
                         .await;
                 }
                 let mut fresh = self.fetched(headers, &url, put_from_url).await?;

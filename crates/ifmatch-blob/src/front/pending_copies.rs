@@ -21,6 +21,7 @@ use super::answers::{answer, validator_headers};
 use super::gate::Asking;
 use super::pages::BlobPages;
 use super::swap::Step;
+use super::uploads::Given;
 use super::{Answered, Front};
 use crate::metadata;
 use crate::precondition;
@@ -97,17 +98,20 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     }
 
     /// Copy Blob from `url` (another server's) to `destination`, to finish in the background:
-    /// its job written, then the destination (`pending`: as `fresh` gives it, empty), through
-    /// Put Blob's gate; `202` pending.
+    /// its job written, then the destination (`pending`: empty, with what the request `given`
+    /// gives it), through Put Blob's gate; `202` pending.
     pub(super) async fn start_copy(
         &self,
         destination: &Key,
         ask: Asking<'_>,
-        mut fresh: Record,
+        given: &Given,
         url: &Uri,
         own_metadata: bool,
         now: SystemTime,
     ) -> Answered<O> {
+        let etag = ifmatch_core::strong_etag(self.env.random_uuid().as_bytes());
+        let mut fresh = Record::blob(etag, now, Content::new(String::new(), 0, None));
+        given.apply(&mut fresh);
         let Key::Blob(container, blob) = destination else {
             unreachable!("a copy's destination is a blob")
         };
@@ -306,9 +310,4 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let written = swapped.written.as_ref().expect("a change writes");
         Ok(answer(StatusCode::NO_CONTENT, validator_headers(written)))
     }
-}
-
-/// The empty content of a copy's destination while it is pending.
-pub(super) fn pending_content() -> Content {
-    Content::new(String::new(), 0, None)
 }
