@@ -95,6 +95,7 @@ impl Body for FetchBody {
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.len.map_or_else(SizeHint::default, SizeHint::with_exact)
+        self.len
+            .map_or_else(SizeHint::default, SizeHint::with_exact)
     }
 }
