@@ -15,9 +15,15 @@ pub const MAX_RETENTION_DAYS: u32 = 365;
 /// The key of the Blob service properties of the account that owns the stored container
 /// `container` (see `Accounts::stored`: another account's containers are `account~name`).
 pub fn service_key(container: &str) -> Key {
+    Key::Container(beside(container, SERVICE))
+}
+
+/// The stored name of the account's own record or container `name` (a `$` name no container
+/// takes) beside the stored container `container`: `name`, or `account~name`.
+pub fn beside(container: &str, name: &str) -> String {
     match container.split_once('~') {
-        Some((account, _)) => Key::Container(format!("{account}~{SERVICE}")),
-        None => Key::Container(SERVICE.to_owned()),
+        Some((account, _)) => format!("{account}~{name}"),
+        None => name.to_owned(),
     }
 }
 

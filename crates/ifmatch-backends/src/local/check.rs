@@ -118,14 +118,16 @@ pub fn check(root: &Path) -> io::Result<Report> {
             let checked = match (&content.inline, append_blocks) {
                 (Some(bytes), _) => check_inline(bytes, content.len, tag),
                 // A page blob's tag chains its writes: each run's object is checked against
-                // its own tag.
-                (None, None) if content.pages.is_some() => content
-                    .pages
-                    .iter()
-                    .flat_map(|p| &p.runs)
-                    .try_for_each(|run| {
-                        check_pieces(&dir, &[(run.object.as_str(), run.object_len)], &run.sha256)
-                    }),
+                // its own tag, once (the runs cut from one write share its object).
+                (None, None) if content.pages.is_some() => {
+                    let mut seen = HashSet::new();
+                    (content.pages.iter().flat_map(|p| &p.runs))
+                        .filter(|run| seen.insert(run.object.as_str()))
+                        .try_for_each(|run| {
+                            let piece = [(run.object.as_str(), run.object_len)];
+                            check_pieces(&dir, &piece, &run.sha256)
+                        })
+                }
                 (None, None) => check_pieces(&dir, &content.pieces(), tag),
                 (None, Some(None)) => {
                     Err("its append set does not hold the blocks its record counts".to_owned())

@@ -28,7 +28,7 @@ use crate::precondition;
 use crate::record::{Content, Copied, CopyStatus, Record};
 use crate::store::{Key, Objects, PutMode, Records, StoreError};
 
-use crate::copy_origin::{COPY_JOBS as COPIES, holds_copy_jobs};
+use crate::copy_origin::COPY_JOBS as COPIES;
 
 /// A copy to finish: its destination, its id, the source's URL (with its query: what reads
 /// it), the source's conditions, and whether the destination keeps the metadata its request
@@ -45,11 +45,7 @@ struct Job {
 impl Job {
     /// The key of the job of copy `id` to a blob of the stored container `container`.
     fn key(container: &str, id: &str) -> Key {
-        let copies = match container.split_once('~') {
-            Some((account, _)) => format!("{account}~{COPIES}"),
-            None => COPIES.to_owned(),
-        };
-        Key::Blob(copies, id.to_owned())
+        Key::Blob(crate::settings::beside(container, COPIES), id.to_owned())
     }
 
     fn record(&self, now: SystemTime) -> Record {
@@ -178,10 +174,12 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// from every instance of a fleet at once. Answers how many it finished.
     pub async fn run_copies(&self) -> std::result::Result<usize, StoreError> {
         let mut finished = 0;
-        for container in self.records.containers().await? {
-            if !holds_copy_jobs(&container) {
-                continue;
-            }
+        // Each account's jobs, where its jobs are kept: a pass costs the jobs there are, not
+        // the containers stored.
+        let job_containers: Vec<String> = (self.accounts.iter())
+            .map(|account| self.accounts.stored(account, COPIES))
+            .collect();
+        for container in job_containers {
             let mut pages = BlobPages::new(&container);
             loop {
                 let page = match pages.next(&self.records).await {

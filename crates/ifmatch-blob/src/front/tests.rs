@@ -12,25 +12,35 @@ use crate::store::{Key, PutMode, Records, Scan, StoreError};
 use ifmatch_azure::ERROR_CODE;
 use ifmatch_azure::ManualEnv;
 
-/// Memory records whose blob puts always fail with `fail()`.
-struct FailingPuts {
+/// Memory records that fail as a test asks: every blob put with `fail()`, if set; every
+/// container delete while `failing_deletes` is set (what a crash between a container soft
+/// delete's copies and its removal leaves).
+#[derive(Default)]
+struct Failing {
     inner: MemoryRecords,
-    fail: fn() -> StoreError,
+    fail: Option<fn() -> StoreError>,
+    failing_deletes: std::sync::atomic::AtomicBool,
 }
 
-impl Records for FailingPuts {
+impl Records for Failing {
     async fn get(&self, key: &Key) -> Result<Option<Arc<Record>>, StoreError> {
         self.inner.get(key).await
     }
 
     async fn put(&self, key: &Key, record: &Record, mode: PutMode) -> Result<(), StoreError> {
-        match key {
-            Key::Blob(..) => Err((self.fail)()),
-            Key::Container(_) => self.inner.put(key, record, mode).await,
+        match (key, self.fail) {
+            (Key::Blob(..), Some(fail)) => Err(fail()),
+            _ => self.inner.put(key, record, mode).await,
         }
     }
 
     async fn delete(&self, key: &Key, generation: u64) -> Result<Vec<Record>, StoreError> {
+        let failing = self
+            .failing_deletes
+            .load(std::sync::atomic::Ordering::SeqCst);
+        if failing && matches!(key, Key::Container(_)) {
+            return Err(StoreError::Unavailable("the machine went down".into()));
+        }
         self.inner.delete(key, generation).await
     }
 
@@ -53,12 +63,16 @@ impl Records for FailingPuts {
     async fn drop_staged(&self, key: &Key, epoch: u64) -> Result<(), StoreError> {
         self.inner.drop_staged(key, epoch).await
     }
+
+    async fn containers(&self) -> Result<Vec<String>, StoreError> {
+        self.inner.containers().await
+    }
 }
 
 async fn put_through(fail: fn() -> StoreError) -> (StatusCode, Option<String>, usize) {
-    let records = FailingPuts {
-        inner: MemoryRecords::default(),
-        fail,
+    let records = Failing {
+        fail: Some(fail),
+        ..Failing::default()
     };
     let front = Front::new(records, MemoryObjects::default(), ManualEnv::default())
         .with_anonymous_access(true);
@@ -163,65 +177,11 @@ async fn staged_blocks_never_committed_expire_after_a_week_with_their_objects() 
     assert_eq!(&body[..], b"bytes");
 }
 
-/// Memory records whose container deletes fail while `failing` is set: what a crash between a
-/// container soft delete's copies and its removal leaves.
-#[derive(Default)]
-struct FailingContainerDeletes {
-    inner: MemoryRecords,
-    failing: std::sync::atomic::AtomicBool,
-}
-
-impl Records for FailingContainerDeletes {
-    async fn get(&self, key: &Key) -> Result<Option<Arc<Record>>, StoreError> {
-        self.inner.get(key).await
-    }
-
-    async fn put(&self, key: &Key, record: &Record, mode: PutMode) -> Result<(), StoreError> {
-        self.inner.put(key, record, mode).await
-    }
-
-    async fn delete(&self, key: &Key, generation: u64) -> Result<Vec<Record>, StoreError> {
-        let failing = self.failing.load(std::sync::atomic::Ordering::SeqCst);
-        if failing && matches!(key, Key::Container(_)) {
-            return Err(StoreError::Unavailable("the machine went down".into()));
-        }
-        self.inner.delete(key, generation).await
-    }
-
-    async fn list(&self, scan: Scan<'_>) -> Result<Vec<(String, Record)>, StoreError> {
-        self.inner.list(scan).await
-    }
-
-    async fn stage_block(&self, stage: crate::store::BlockToStage<'_>) -> Result<bool, StoreError> {
-        self.inner.stage_block(stage).await
-    }
-
-    async fn staged_blocks(
-        &self,
-        key: &Key,
-        epoch: u64,
-    ) -> Result<Vec<crate::record::Block>, StoreError> {
-        self.inner.staged_blocks(key, epoch).await
-    }
-
-    async fn drop_staged(&self, key: &Key, epoch: u64) -> Result<(), StoreError> {
-        self.inner.drop_staged(key, epoch).await
-    }
-
-    async fn containers(&self) -> Result<Vec<String>, StoreError> {
-        self.inner.containers().await
-    }
-}
-
 #[tokio::test]
 async fn a_container_move_cut_short_is_never_listed_and_discards_nothing() {
     let env = Arc::new(ManualEnv::default());
-    let front = Front::new(
-        FailingContainerDeletes::default(),
-        MemoryObjects::default(),
-        env.clone(),
-    )
-    .with_anonymous_access(true);
+    let front = Front::new(Failing::default(), MemoryObjects::default(), env.clone())
+        .with_anonymous_access(true);
     let send = |method: &str, uri: &str, body: &'static [u8]| {
         Request::builder()
             .method(method)
@@ -241,12 +201,12 @@ async fn a_container_move_cut_short_is_never_listed_and_discards_nothing() {
     }
     // The blob copied under the kept name, then the removal and its undoing both fail: the
     // kept container stays, marked moving, naming the live blob's object.
-    (front.records().failing).store(true, std::sync::atomic::Ordering::SeqCst);
+    (front.records().failing_deletes).store(true, std::sync::atomic::Ordering::SeqCst);
     let deleted = front
         .handle(send("DELETE", "/box?restype=container", b""))
         .await;
     assert_eq!(deleted.status(), 503);
-    (front.records().failing).store(false, std::sync::atomic::Ordering::SeqCst);
+    (front.records().failing_deletes).store(false, std::sync::atomic::Ordering::SeqCst);
     let kept: Vec<String> = (front.records().containers().await.unwrap())
         .into_iter()
         .filter(|c| c.starts_with("$deleted."))
