@@ -748,6 +748,44 @@ def _():
         set_service_property(policy.format("false"))
 
 
+@check("change feed: ChangeFeedClient.list_changes() reads a blob's creation, metadata, snapshot and deletion, each once, in order")
+def _():
+    from azure.storage.blob.changefeed import ChangeFeedClient  # noqa: PLC0415 - only this check needs it
+
+    set_service_property("<ChangeFeed><Enabled>true</Enabled></ChangeFeed>")
+    try:
+        container = fresh_container()
+        blob = container.get_blob_client("doc.txt")
+        etag = blob.upload_blob(b"v1")["etag"]
+        blob.set_blob_metadata({"k": "v"})
+        snapshot = blob.create_snapshot()["snapshot"]
+        blob.delete_blob(delete_snapshots="include")
+        feed = ChangeFeedClient.from_connection_string(CONNECTION)
+        subject = f"/blobServices/default/containers/{container.container_name}/blobs/doc.txt"
+        want = [
+            ("BlobCreated", "PutBlob", None),
+            ("BlobPropertiesUpdated", "SetBlobMetadata", None),
+            ("BlobSnapshotCreated", "SnapshotBlob", snapshot),
+            ("BlobDeleted", "DeleteBlob", None),
+        ]
+        # Published within a moment of the writes (Azure's own feed takes minutes).
+        deadline = time.monotonic() + 30
+        while True:
+            events = [e for e in feed.list_changes() if e["subject"] == subject]
+            got = [(e["eventType"], e["data"]["api"], e["data"].get("snapshot")) for e in events]
+            if got == want or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert got == want, got
+        created = events[0]["data"]
+        assert (created["etag"], created["contentLength"], created["blobType"]) == (etag, 2, "BlockBlob"), created
+        assert events[0]["data"]["sequencer"] < events[-1]["data"]["sequencer"]
+        # The feed's container is read-only.
+        expect(HttpResponseError, lambda: SERVICE.get_container_client("$blobchangefeed").upload_blob("x", b"x"), "AuthorizationPermissionMismatch")
+    finally:
+        set_service_property("<ChangeFeed><Enabled>false</Enabled></ChangeFeed>")
+
+
 @check("immutability: set_legal_hold, set_immutability_policy (Unlocked, then Locked and only extended), writes refused 409, delete_immutability_policy")
 def _():
     import datetime  # noqa: PLC0415 - only this check needs it

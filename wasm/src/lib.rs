@@ -63,6 +63,19 @@ async fn scheduled(_event: worker::ScheduledEvent, env: Env, _ctx: worker::Sched
     let service = ifmatch_cosmos::Endpoint::new(DurableTables::new(namespace), WorkersEnv)
         .with_accounts(&accounts);
     service.sweep(SWEEP_BUDGET).await;
+    // What the publisher that runs after each write left (a write answered as the Worker
+    // stopped), and the changes of accounts whose feed was turned off.
+    if let (Ok(records), Ok(bucket)) = (env.durable_object(RECORDS), env.bucket(BUCKET)) {
+        let front = Front::new(
+            DurableRecords::new(records),
+            R2Objects::new(bucket),
+            WorkersEnv,
+        )
+        .with_accounts(&accounts);
+        if let Err(error) = front.publish_changes().await {
+            worker::console_warn!("could not publish the change feed: {error}");
+        }
+    }
 }
 
 /// Accounts and keys from the Worker secret ACCOUNTS (`name:key[,key2]`, `;`-separated);
@@ -79,7 +92,7 @@ fn accounts(env: &Env) -> worker::Result<Accounts> {
 async fn fetch(
     raw: worker::web_sys::Request,
     env: Env,
-    _ctx: Context,
+    ctx: Context,
 ) -> worker::Result<worker::Response> {
     // The runtime passes headers that `http` cannot hold (a name that is no HTTP token, a value
     // beyond visible ASCII), and the conversion of such a request fails: it is read without
@@ -146,7 +159,17 @@ async fn fetch(
     if request.uri().scheme_str() == Some("https") {
         request.extensions_mut().insert(Https);
     }
+    let writes = !matches!(*request.method(), http::Method::GET | http::Method::HEAD);
     let response = front.handle(request).await;
+    // The change feed's publisher, after the answer: a Worker has no timer of its own (the
+    // cron trigger publishes what these leave).
+    if writes && response.status().is_success() {
+        ctx.wait_until(async move {
+            if let Err(error) = front.publish_kept_changes().await {
+                worker::console_warn!("could not publish the change feed: {error}");
+            }
+        });
+    }
     fixed_length(response)
 }
 

@@ -81,7 +81,9 @@ impl<'o> Pager<'o> {
                 continue;
             }
             // Blobs with staged blocks and no content yet, only when asked for.
-            if record.content.is_none() && !options.uncommitted {
+            // A deletion the change feed has not published yet (no blocks either), never.
+            let staged = record.staging.is_some() || !record.uncommitted.is_empty();
+            if record.content.is_none() && !(options.uncommitted && staged) {
                 continue;
             }
             let entry = match rolled(options, &name) {

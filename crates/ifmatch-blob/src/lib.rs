@@ -40,9 +40,11 @@
 //! ```
 
 pub mod auth;
+mod avro;
 mod batch;
 mod block_list;
 mod body;
+pub mod change_feed;
 mod checksums;
 #[cfg(feature = "conformance")]
 pub mod conformance;

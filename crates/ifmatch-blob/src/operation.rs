@@ -93,7 +93,20 @@ pub enum Operation {
 }
 
 impl Operation {
-    /// Whether the operation takes `snapshot=`: it reads a snapshot, or deletes one.
+    /// Whether the operation only reads, as the change feed's container allows.
+    pub fn reads_feed(&self) -> bool {
+        matches!(
+            self,
+            Self::GetContainerProperties
+                | Self::GetContainerMetadata
+                | Self::ListBlobs(_)
+                | Self::GetBlob
+                | Self::GetBlobMetadata
+                | Self::GetBlockList(_)
+        )
+    }
+
+    /// Whether the operation takes `snapshot=`.
     pub fn reads_snapshots(&self) -> bool {
         matches!(
             self,
@@ -317,7 +330,10 @@ impl Target {
             };
         }
         let container = decode(container)?;
-        validate_container(&container)?;
+        let feed = container == crate::change_feed::FEED;
+        if !feed {
+            validate_container(&container)?;
+        }
 
         let operation = match blob {
             None | Some("") => {
@@ -417,6 +433,10 @@ impl Target {
                 _ => return Err(ErrorCode::InvalidQueryParameterValue),
             },
         };
+        // The change feed's container is the account's to read, nobody's to write.
+        if feed && !operation.reads_feed() {
+            return Err(ErrorCode::AuthorizationPermissionMismatch);
+        }
         let blob = match blob {
             Some(b) if !b.is_empty() => {
                 let b = decode(b)?;

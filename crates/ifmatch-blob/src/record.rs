@@ -68,6 +68,11 @@ pub struct Record {
     /// [`crate::settings::service_key`] names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service: Option<String>,
+    /// The blob's changes the change feed has not published yet ([`crate::change_feed`]),
+    /// written by the compare-and-swap that made them; in the feed's head record, those of the
+    /// chunk being published.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub feed: Vec<crate::change_feed::Change>,
 }
 
 /// A deleted blob's or container's times ([`crate::soft_delete`]), in seconds since the Unix
@@ -349,6 +354,7 @@ impl Record {
             legal_hold: false,
             deleted: None,
             service: None,
+            feed: Vec::new(),
         }
     }
 

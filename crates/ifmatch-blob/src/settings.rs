@@ -38,6 +38,10 @@ pub struct Settings {
     /// Azure sets it through its management API (the storage account's blob service
     /// properties), whose name the element takes; here it is one more element of these.
     pub container_retention_days: Option<u32>,
+    /// `<ChangeFeed><Enabled>true</Enabled></ChangeFeed>`: the account keeps a change feed
+    /// ([`crate::change_feed`]). Azure sets it through its management API too; here it is one
+    /// more element of these.
+    pub change_feed: bool,
 }
 
 impl Settings {
@@ -61,6 +65,7 @@ impl Settings {
             versioning,
             retention_days: days("DeleteRetentionPolicy")?,
             container_retention_days: days("ContainerDeleteRetentionPolicy")?,
+            change_feed: text("ChangeFeed/Enabled").is_some_and(is_true),
         })
     }
 }
@@ -110,6 +115,7 @@ mod tests {
             versioning: true,
             retention_days: Some(7),
             container_retention_days: Some(3),
+            change_feed: false,
         };
         assert_eq!(Settings::of(on), Ok(want));
         assert_eq!(

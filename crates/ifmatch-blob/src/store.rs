@@ -23,7 +23,7 @@ pub use crate::store_error::StoreError;
 pub use ifmatch_core::BoxError;
 
 /// What a record is stored under.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Key {
     /// A container's record.
     Container(String),

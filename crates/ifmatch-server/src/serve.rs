@@ -173,6 +173,21 @@ where
             }
         })
     });
+    // The change feed's publisher: changes kept in their records into the feed's chunks,
+    // every second (a pass over an account that keeps no feed lists one empty container).
+    let publisher = {
+        let served = served.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                if let Err(error) = served.front.publish_changes().await {
+                    tracing::warn!(%error, "could not publish the change feed");
+                }
+            }
+        })
+    };
     let metrics = Arc::new(Metrics::default());
     let page = match options.metrics_listen {
         Some(address) => {
@@ -292,6 +307,7 @@ where
         page.abort();
     }
     sweeper.abort();
+    publisher.abort();
     if let Some(copier) = copier {
         copier.abort();
     }

@@ -213,9 +213,13 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             content.sha256 = Some(chained);
             record.last_modified = crate::record::unix_seconds(now);
             record.generation = current.generation + 1;
-            let mode = PutMode::Update(current.generation);
+            let mut step = Step::Put(Box::new(record), PutMode::Update(current.generation));
+            self.feed_step(key, Some(&current), &mut step).await?;
+            let Step::Put(record, mode) = step else {
+                unreachable!("a write stays a write")
+            };
             match self.records.put(key, &record, mode).await {
-                Ok(()) => return Ok(record),
+                Ok(()) => return Ok(*record),
                 Err(e) if self.lost_race(&e) => {}
                 Err(e) => return Err(e.into()),
             }

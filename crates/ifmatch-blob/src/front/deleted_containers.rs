@@ -192,6 +192,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 }
                 let mut copy = record.clone();
                 (copy.staging, copy.uncommitted) = (None, Vec::new());
+                // Its changes the feed has not published go with the container's deletion.
+                copy.feed = Vec::new();
                 match self.records.put(&target, &copy, PutMode::Create).await {
                     Ok(()) => copied.push((name, record.generation)),
                     Err(StoreError::AlreadyExists { .. }) => {}

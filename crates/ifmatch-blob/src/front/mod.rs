@@ -28,6 +28,7 @@ mod answers;
 mod append;
 mod blobs;
 mod blocks;
+mod change_feed;
 mod containers;
 mod copy;
 mod deleted_containers;

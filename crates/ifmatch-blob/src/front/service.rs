@@ -103,6 +103,12 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         if let Key::Container(name) = &key {
             self.settings.forget(name);
         }
+        // A feed's container is there to read from the moment it is kept, as in Azure.
+        let merged = self.settings(&key).await?;
+        if merged.change_feed {
+            let feed = self.accounts.stored(account, crate::change_feed::FEED);
+            self.create_own(&feed).await?;
+        }
         Ok(answer(StatusCode::ACCEPTED, HeaderMap::new()))
     }
 

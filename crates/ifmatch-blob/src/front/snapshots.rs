@@ -70,6 +70,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             // An append blob's chain value is kept whatever its tag: its set is read by it.
             content.sha256 = (record.etag != bytes_tag || content.chained()).then_some(bytes_tag);
             let append = content.append;
+            self.snapshot_change(&snapshot_key, &mut record).await?;
             let written = self
                 .records
                 .put(&snapshot_key, &record, PutMode::Create)
@@ -166,8 +167,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 },
                 None => None,
             };
-            match self.records.delete(key, current.generation).await {
-                Ok(_) => {
+            match self.remove_holding(key, &current).await? {
+                Ok(()) => {
                     self.discard_replaced(key, Some(&current), None).await;
                     return Ok(answer(StatusCode::ACCEPTED, HeaderMap::new()));
                 }

@@ -127,13 +127,28 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         back.content = Some(duplicate.content);
         back.deleted = None;
         back.generation = self.fresh_generation();
+        // Over the record its deletion left for the change feed (no content, no blocks), which
+        // keeps its changes; a blob written meanwhile stays (a Create finds it).
+        let mut mode = PutMode::Create;
+        if let Some(left) = self.records.get(key).await?
+            && left.content.is_none()
+            && left.staging.is_none()
+            && left.uncommitted.is_empty()
+        {
+            back.feed = left.feed.clone();
+            back.generation = left.generation + 1;
+            mode = PutMode::Update(left.generation);
+        }
         let append = back.content.as_ref().and_then(|c| c.append);
-        match self.records.put(key, &back, PutMode::Create).await {
+        match self.records.put(key, &back, mode).await {
             Ok(()) => self.remove_record(&kept_key, &record).await?,
             Err(e) => {
                 self.forget(key, duplicate.objects, append).await;
                 // A blob of that name written meanwhile: it stays, the deleted one too.
-                if !matches!(e, StoreError::AlreadyExists { .. }) {
+                if !matches!(
+                    e,
+                    StoreError::AlreadyExists { .. } | StoreError::Conflict { .. }
+                ) {
                     return Err(e.into());
                 }
             }

@@ -129,6 +129,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 // Changed while it was kept as a version: read what it is now.
                 continue;
             }
+            let emptied = self.feed_step(key, previous.as_deref(), &mut step).await?;
             let (written, result) = match step {
                 Step::Missing(operation, code) => {
                     return Err(self.missing(key, operation, headers, code).await);
@@ -151,6 +152,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             };
             match result {
                 Ok(()) => {
+                    // A deletion that keeps its change in an emptied record is a deletion.
+                    let written = written.filter(|_| !emptied);
                     return Ok(Swapped {
                         previous,
                         deleted: written.is_none(),
@@ -219,8 +222,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// deleted blob, or one written and not needed) and what it names. One changed or removed
     /// meanwhile by another is left to it: not an error.
     pub(super) async fn remove_record(&self, key: &Key, record: &Record) -> Result<()> {
-        match self.records.delete(key, record.generation).await {
-            Ok(_) => {
+        match self.remove_holding(key, record).await? {
+            Ok(()) => {
                 self.discard_replaced(key, Some(record), None).await;
                 Ok(())
             }

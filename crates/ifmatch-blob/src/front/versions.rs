@@ -56,6 +56,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         kept.lease = crate::lease::Lease::Available;
         kept.staging = None;
         kept.uncommitted = Vec::new();
+        // The blob's changes stay in its record, for the feed to publish once.
+        kept.feed = Vec::new();
         kept.generation = self.fresh_generation();
         kept
     }

@@ -163,6 +163,20 @@ impl Server {
         }
     }
 
+    /// Whether the backend holds a record of blob `name` of container `container`.
+    #[allow(dead_code)]
+    pub async fn has_record(&self, container: &str, name: &str) -> bool {
+        use ifmatch_blob::Records;
+        let key = ifmatch_blob::Key::Blob(container.to_owned(), name.to_owned());
+        self.front.records().get(&key).await.unwrap().is_some()
+    }
+
+    /// Runs a pass of the change feed's publisher: how many changes it published.
+    #[allow(dead_code)]
+    pub async fn publish(&self) -> usize {
+        self.front.publish_changes().await.expect("publish")
+    }
+
     /// Puts a blob and returns its ETag.
     pub async fn put_blob(&self, path: &str, body: &[u8]) -> String {
         let r = self.put(path, &[], body.to_vec()).await;

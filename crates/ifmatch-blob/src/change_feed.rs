@@ -1,0 +1,310 @@
+//! The change feed, as Azure lays it out and its SDKs read it: the account's read-only
+//! container `$blobchangefeed`, one segment an hour (`idx/segments/YYYY/MM/DD/HH00/meta.json`
+//! naming its shard `log/00/YYYY/MM/DD/HH00/`), and in the shard chunks, Avro object container
+//! files ([`crate::avro`]) of change records: `BlobCreated`, `BlobDeleted`,
+//! `BlobPropertiesUpdated`, `BlobSnapshotCreated`.
+//!
+//! A [`Change`] is written in the record the change writes, in the same compare-and-swap (a
+//! deleted blob's record stays, empty, until its change is published); the front's publisher
+//! moves changes from records to chunks ([`crate::Front::publish_changes`]).
+
+use std::time::SystemTime;
+
+use crate::record::Record;
+
+/// The container the feed is read from.
+pub const FEED: &str = "$blobchangefeed";
+
+/// The account's own container (beside its containers, as `$service` is) of what the
+/// publisher needs: a marker for each change not yet published, and its head.
+pub const CHANGES: &str = "$changes";
+
+/// What a change did, as the feed names it (`eventType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Kind {
+    /// The blob's bytes were written (a new blob, or new bytes).
+    BlobCreated,
+    /// The blob was deleted.
+    BlobDeleted,
+    /// Its metadata or properties changed, its bytes did not.
+    BlobPropertiesUpdated,
+    /// A snapshot of it was taken.
+    BlobSnapshotCreated,
+}
+
+impl Kind {
+    /// The name the feed gives it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::BlobCreated => "BlobCreated",
+            Self::BlobDeleted => "BlobDeleted",
+            Self::BlobPropertiesUpdated => "BlobPropertiesUpdated",
+            Self::BlobSnapshotCreated => "BlobSnapshotCreated",
+        }
+    }
+}
+
+/// One change of a blob, kept in the blob's record until it is published.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Change {
+    /// The sequencer: the change's instant in nanoseconds, then 64 random bits, in hex; the
+    /// feed's order within a chunk, and the name of its marker.
+    pub id: String,
+    /// What it did.
+    pub kind: Kind,
+    /// The operation that did it (`api`: `PutBlob`, `PutBlockList`, `CopyBlob`, ...).
+    pub api: String,
+    /// When (`eventTime`), as Azure writes instants: seven digits of fraction.
+    pub time: String,
+    /// The stored container (`account~name` for an account other than the first).
+    pub container: String,
+    /// The blob.
+    pub blob: String,
+    /// The blob's ETag after the change (before it, for a deletion).
+    pub etag: String,
+    /// Its Content-Type.
+    pub content_type: String,
+    /// Its length.
+    pub len: u64,
+    /// `BlockBlob`, `AppendBlob` or `PageBlob`.
+    pub blob_type: String,
+    /// The snapshot a `BlobSnapshotCreated` took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
+}
+
+/// A change's id at `now`, `random` its random part: instants sort as their ids do.
+pub fn id(now: SystemTime, random: u64) -> String {
+    let nanos = now
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    format!("{nanos:016x}{random:016x}")
+}
+
+/// The instant of an id of [`id`]'s form.
+pub fn instant(id: &str) -> Option<SystemTime> {
+    let nanos = u64::from_str_radix(id.get(..16)?, 16).ok()?;
+    Some(SystemTime::UNIX_EPOCH + std::time::Duration::from_nanos(nanos))
+}
+
+/// Whether the record describes a blob that is there (not an empty record of staged blocks,
+/// of a deletion not yet published, nor a deleted blob kept).
+fn there(record: Option<&Record>) -> Option<&Record> {
+    record.filter(|r| r.content.is_some() && r.deleted.is_none())
+}
+
+/// What the feed says of a write that replaced `previous` by `written` (`None`: the record
+/// removed), and by which operation; `None` when the feed says nothing (a lease, tags, blocks
+/// staged). The operation is read off the records, so that no write path names it.
+pub fn kind_of(
+    previous: Option<&Record>,
+    written: Option<&Record>,
+) -> Option<(Kind, &'static str)> {
+    let (previous, written) = (there(previous), there(written));
+    let Some(written) = written else {
+        return previous.map(|_| (Kind::BlobDeleted, "DeleteBlob"));
+    };
+    let content = written.content.as_ref()?;
+    let bytes_changed = previous.is_none_or(|p| p.bytes_tag() != written.bytes_tag());
+    if bytes_changed {
+        let copied = written.copy.as_ref().map(|c| &c.id);
+        let api = if copied.is_some()
+            && copied != previous.and_then(|p| p.copy.as_ref().map(|c| &c.id))
+        {
+            "CopyBlob"
+        } else if content.append.is_some() && previous.is_some() {
+            "AppendBlock"
+        } else if content.pages.is_some() && previous.is_some() {
+            "PutPage"
+        } else if !content.blocks.is_empty() {
+            "PutBlockList"
+        } else {
+            "PutBlob"
+        };
+        return Some((Kind::BlobCreated, api));
+    }
+    let previous = previous?;
+    if previous.metadata != written.metadata {
+        return Some((Kind::BlobPropertiesUpdated, "SetBlobMetadata"));
+    }
+    let before = previous.content.as_ref()?;
+    let properties_changed = before.properties != content.properties
+        || before.content_type != content.content_type
+        || before.len != content.len;
+    properties_changed.then_some((Kind::BlobPropertiesUpdated, "SetBlobProperties"))
+}
+
+impl Change {
+    /// The change `kind` (by `api`) of the blob `container`/`blob` whose record is `record`
+    /// (after the change; before it, for a deletion).
+    pub fn new(
+        (kind, api): (Kind, &str),
+        (container, blob): (&str, &str),
+        record: &Record,
+        (now, random): (SystemTime, u64),
+    ) -> Self {
+        let content = record.content.as_ref();
+        Self {
+            id: id(now, random),
+            kind,
+            api: api.to_owned(),
+            time: crate::record_name::id(now),
+            container: container.to_owned(),
+            blob: blob.to_owned(),
+            etag: record.etag.to_string(),
+            content_type: (content.and_then(|c| c.content_type.clone())).unwrap_or_default(),
+            len: record.len(),
+            blob_type: content.map_or("BlockBlob", |c| c.blob_type()).to_owned(),
+            snapshot: None,
+        }
+    }
+}
+
+/// The hour a chunk written at `now` belongs to: `YYYY/MM/DD/HH00`.
+pub fn hour(now: SystemTime) -> String {
+    let seconds = crate::record::unix_seconds(now) as i64;
+    let (year, month, day) = ifmatch_core::date::civil_from_days(seconds.div_euclid(86_400));
+    let hours = seconds.rem_euclid(86_400) / 3600;
+    format!("{year:04}/{month:02}/{day:02}/{hours:02}00")
+}
+
+/// The segment of `hour`: the blob naming its shards.
+pub fn segment_path(hour: &str) -> String {
+    format!("idx/segments/{hour}/meta.json")
+}
+
+/// The shard of `hour`'s segment (one: the feed of one server is one log).
+pub fn shard_path(hour: &str) -> String {
+    format!("log/00/{hour}/")
+}
+
+/// The `n`th chunk of `hour`'s shard: ten characters of file name, as the SDKs' cursors
+/// take them.
+pub fn chunk_path(hour: &str, n: u64) -> String {
+    format!("{}{n:05}.avro", shard_path(hour))
+}
+
+/// The segment's `meta.json`, naming its shard, `status` as given.
+pub fn segment_json(hour: &str, status: &str) -> String {
+    let begin = hour_instant(hour);
+    format!(
+        "{{\"version\":0,\"begin\":\"{begin}\",\"intervalSecs\":3600,\"status\":\"{status}\",\
+         \"config\":{{\"version\":0,\"configVersionEtag\":\"0x0\",\"numShards\":1,\
+         \"recordsFormat\":\"avro\",\"formatSchemaVersion\":1,\"shardDistFnVersion\":1}},\
+         \"chunkFilePaths\":[\"{FEED}/{}\"],\"storageDiagnostics\":{{\"version\":0}}}}",
+        shard_path(hour)
+    )
+}
+
+/// `meta/segments.json`: the last segment that may be read whole.
+pub fn segments_json(last_consumable: &str) -> String {
+    format!(
+        "{{\"version\":0,\"lastConsumable\":\"{last_consumable}\",\
+         \"storageDiagnostics\":{{\"version\":0}}}}"
+    )
+}
+
+/// The instant an hour of [`hour`]'s form starts, as `2026-11-28T16:00:00.000Z`.
+pub fn hour_instant(hour: &str) -> String {
+    let part = |range: std::ops::Range<usize>| hour.get(range).unwrap_or("00");
+    format!(
+        "{}-{}-{}T{}:00:00.000Z",
+        part(0..4),
+        part(5..7),
+        part(8..10),
+        part(11..13)
+    )
+}
+
+/// The feed's record schema (Azure's, in the fields this feed fills).
+const SCHEMA: &str = r#"{"type":"record","name":"BlobChangeEvent","namespace":"com.microsoft.azure.storage.blobchangefeed","fields":[{"name":"schemaVersion","type":"int"},{"name":"topic","type":"string"},{"name":"subject","type":"string"},{"name":"eventType","type":"string"},{"name":"eventTime","type":"string"},{"name":"id","type":"string"},{"name":"data","type":{"type":"record","name":"BlobChangeEventData","fields":[{"name":"api","type":"string"},{"name":"clientRequestId","type":"string"},{"name":"requestId","type":"string"},{"name":"etag","type":"string"},{"name":"contentType","type":"string"},{"name":"contentLength","type":"long"},{"name":"blobType","type":"string"},{"name":"snapshot","type":["null","string"]},{"name":"url","type":"string"},{"name":"sequencer","type":"string"},{"name":"storageDiagnostics","type":{"type":"map","values":"string"}}]}}]}"#;
+
+/// A chunk of `changes`, in their order, of `account`: the same changes give the same bytes
+/// (its sync marker is drawn from their ids), so a chunk written again is the same chunk.
+pub fn chunk(account: &str, changes: &[Change]) -> Vec<u8> {
+    use crate::avro::{long, string, string_map};
+    use sha2::Digest;
+    let topic = format!(
+        "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/ifmatch/providers/\
+         Microsoft.Storage/storageAccounts/{account}"
+    );
+    let mut hash = sha2::Sha256::new();
+    let records: Vec<Vec<u8>> = (changes.iter())
+        .map(|change| {
+            hash.update(change.id.as_bytes());
+            let name = change
+                .container
+                .split_once('~')
+                .map_or(&*change.container, |(_, n)| n);
+            let mut out = Vec::new();
+            long(&mut out, 1);
+            string(&mut out, &topic);
+            string(
+                &mut out,
+                &format!(
+                    "/blobServices/default/containers/{name}/blobs/{}",
+                    change.blob
+                ),
+            );
+            string(&mut out, change.kind.as_str());
+            string(&mut out, &change.time);
+            string(&mut out, &event_id(&change.id));
+            string(&mut out, &change.api);
+            string(&mut out, "");
+            string(&mut out, &event_id(&change.id));
+            string(&mut out, &change.etag);
+            string(&mut out, &change.content_type);
+            long(&mut out, change.len as i64);
+            string(&mut out, &change.blob_type);
+            match &change.snapshot {
+                Some(snapshot) => {
+                    long(&mut out, 1);
+                    string(&mut out, snapshot);
+                }
+                None => long(&mut out, 0),
+            }
+            string(&mut out, "");
+            string(&mut out, &change.id);
+            string_map(&mut out, [("bid", change.id.as_str())].into_iter());
+            out
+        })
+        .collect();
+    let digest = hash.finalize();
+    let sync: [u8; 16] = digest[..16].try_into().expect("32 bytes");
+    crate::avro::container(SCHEMA, sync, &records)
+}
+
+/// A change's `id` in the feed: its id's 32 hex digits as a UUID.
+fn event_id(id: &str) -> String {
+    match (
+        id.get(..8),
+        id.get(8..12),
+        id.get(12..16),
+        id.get(16..20),
+        id.get(20..32),
+    ) {
+        (Some(a), Some(b), Some(c), Some(d), Some(e)) => format!("{a}-{b}-{c}-{d}-{e}"),
+        _ => id.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn ids_sort_as_instants_and_hours_are_paths() {
+        let at = SystemTime::UNIX_EPOCH + Duration::new(1_795_000_000, 5);
+        let (a, b) = (id(at, u64::MAX), id(at + Duration::from_nanos(1), 0));
+        assert!(a < b);
+        assert_eq!(instant(&a), Some(at));
+        assert_eq!(hour(at), "2026/11/18/1100");
+        assert_eq!(
+            chunk_path("2026/11/18/1100", 3),
+            "log/00/2026/11/18/1100/00003.avro"
+        );
+        assert_eq!(hour_instant("2026/11/18/1100"), "2026-11-18T11:00:00.000Z");
+        assert_eq!(event_id(&a).len(), 36);
+    }
+}
