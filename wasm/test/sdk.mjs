@@ -17,6 +17,7 @@ import {
   generateAccountSASQueryParameters,
   generateBlobSASQueryParameters,
 } from "@azure/storage-blob";
+import { BlobChangeFeedClient } from "@azure/storage-blob-changefeed";
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -420,6 +421,42 @@ export function jsPatterns(connection, settings = (run) => run()) {
       assert.equal(await text(containerClient.getBlobClient("doc.txt")), "kept");
     } finally {
       await setServiceProperty(policy(false));
+    }
+  }));
+
+  test("JS SDK: change feed: BlobChangeFeedClient.listChanges() reads a blob's creation, metadata, snapshot and deletion, once, in order", () => settings(async () => {
+    const feedOn = (on) => setServiceProperty(`<ChangeFeed><Enabled>${on}</Enabled></ChangeFeed>`);
+    await feedOn(true);
+    try {
+      const container = await freshContainer();
+      const blob = container.getBlobClient("doc.txt");
+      const { etag } = await upload(blob, "v1");
+      await blob.setMetadata({ k: "v" });
+      const { snapshot } = await blob.createSnapshot();
+      await blob.delete({ deleteSnapshots: "include" });
+      const subject = `/blobServices/default/containers/${container.containerName}/blobs/doc.txt`;
+      const want = [
+        ["BlobCreated", "PutBlob", null],
+        ["BlobPropertiesUpdated", "SetBlobMetadata", null],
+        ["BlobSnapshotCreated", "SnapshotBlob", snapshot],
+        ["BlobDeleted", "DeleteBlob", null],
+      ];
+      // Published a moment after the writes (after each write's answer on the Worker).
+      let events = [];
+      for (const deadline = Date.now() + 30_000; Date.now() < deadline; await sleep(500)) {
+        const feed = BlobChangeFeedClient.fromConnectionString(connection());
+        events = [];
+        for await (const event of feed.listChanges()) {
+          if (event.subject === subject) events.push(event);
+        }
+        if (events.length >= want.length) break;
+      }
+      assert.deepEqual(events.map((e) => [e.eventType, e.data.api, e.data.snapshot ?? null]), want);
+      assert.deepEqual([events[0].data.etag, events[0].data.contentLength, events[0].data.blobType], [etag, 2, "BlockBlob"]);
+      assert.ok(events[0].eventTime instanceof Date && !Number.isNaN(events[0].eventTime.getTime()));
+      await refused(() => upload(service().getContainerClient("$blobchangefeed").getBlobClient("x"), "x"), 403, "AuthorizationPermissionMismatch");
+    } finally {
+      await feedOn(false);
     }
   }));
 

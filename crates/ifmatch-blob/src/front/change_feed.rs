@@ -254,9 +254,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let head = self.records.get(&head_key).await?;
         if let Some(head) = head.as_deref().filter(|h| !h.feed.is_empty()) {
             // A pass cut short: finish it before planning another.
-            self.publish_planned(account, changes, &head_key, head)
-                .await?;
-            return Ok(0);
+            return self
+                .publish_planned(account, changes, &head_key, head)
+                .await;
         }
         let scan = Scan {
             container: changes,

@@ -14,12 +14,21 @@ use ifmatch_azure::ManualEnv;
 
 /// Memory records that fail as a test asks: every blob put with `fail()`, if set; every
 /// container delete while `failing_deletes` is set (what a crash between a container soft
-/// delete's copies and its removal leaves).
+/// delete's copies and its removal leaves); every write of a blob record of the container
+/// `down` names, while it names one.
 #[derive(Default)]
 struct Failing {
     inner: MemoryRecords,
     fail: Option<fn() -> StoreError>,
     failing_deletes: std::sync::atomic::AtomicBool,
+    down: std::sync::Mutex<Option<&'static str>>,
+}
+
+impl Failing {
+    fn is_down(&self, key: &Key) -> bool {
+        let down = *self.down.lock().unwrap();
+        matches!(key, Key::Blob(c, _) if Some(c.as_str()) == down)
+    }
 }
 
 impl Records for Failing {
@@ -28,6 +37,9 @@ impl Records for Failing {
     }
 
     async fn put(&self, key: &Key, record: &Record, mode: PutMode) -> Result<(), StoreError> {
+        if self.is_down(key) {
+            return Err(StoreError::Unavailable("the machine went down".into()));
+        }
         match (key, self.fail) {
             (Key::Blob(..), Some(fail)) => Err(fail()),
             _ => self.inner.put(key, record, mode).await,
@@ -38,7 +50,7 @@ impl Records for Failing {
         let failing = self
             .failing_deletes
             .load(std::sync::atomic::Ordering::SeqCst);
-        if failing && matches!(key, Key::Container(_)) {
+        if failing && matches!(key, Key::Container(_)) || self.is_down(key) {
             return Err(StoreError::Unavailable("the machine went down".into()));
         }
         self.inner.delete(key, generation).await
@@ -313,4 +325,74 @@ async fn a_page_write_past_the_runs_a_record_holds_is_refused_and_one_within_lan
     ];
     let cleared = front.handle(put("/box/d?comp=page", &headers, b"")).await;
     assert_eq!(cleared.status(), 201);
+}
+
+#[tokio::test]
+async fn a_publication_cut_short_is_finished_by_the_next_pass_without_a_second_chunk() {
+    let env = Arc::new(ManualEnv::default());
+    let front = Front::new(Failing::default(), MemoryObjects::default(), env.clone())
+        .with_anonymous_access(true);
+    let send = |method: &str, uri: &str, body: &'static [u8]| {
+        Request::builder()
+            .method(method)
+            .uri(format!("/devstoreaccount1{uri}"))
+            .header("x-ms-blob-type", "BlockBlob")
+            .body(Full::new(Bytes::from_static(body)))
+            .unwrap()
+    };
+    let on = b"<StorageServiceProperties><ChangeFeed><Enabled>true</Enabled></ChangeFeed>\
+        </StorageServiceProperties>";
+    for (method, uri, body, status) in [
+        ("PUT", "/?restype=service&comp=properties", &on[..], 202),
+        ("PUT", "/box?restype=container", b"", 201),
+        ("PUT", "/box/a", b"one", 201),
+        ("PUT", "/box/b", b"two", 201),
+    ] {
+        assert_eq!(front.handle(send(method, uri, body)).await.status(), status);
+    }
+    let chunks = || async {
+        let scan = Scan {
+            container: "$blobchangefeed",
+            prefix: "log/",
+            from: "",
+            limit: 100,
+        };
+        let listed = front.records().list(scan).await.unwrap();
+        listed.into_iter().map(|(name, _)| name).collect::<Vec<_>>()
+    };
+    // The plan and its chunk written, then the machine goes down before the changes leave
+    // their records.
+    *front.records().down.lock().unwrap() = Some("box");
+    assert!(front.publish_changes().await.is_err());
+    *front.records().down.lock().unwrap() = None;
+    assert_eq!(chunks().await.len(), 1);
+    let held = |name: &'static str| {
+        let front = &front;
+        async move {
+            let key = Key::Blob("box".into(), name.into());
+            front.records().get(&key).await.unwrap().unwrap().feed.len()
+        }
+    };
+    assert_eq!((held("a").await, held("b").await), (1, 1));
+    // A change made meanwhile waits for the plan cut short to be finished.
+    env.advance(std::time::Duration::from_millis(1));
+    assert_eq!(
+        front.handle(send("PUT", "/box/c", b"three")).await.status(),
+        201
+    );
+    // The next pass finishes that plan: the same chunk, the changes out of their records.
+    assert_eq!(front.publish_changes().await.unwrap(), 2);
+    assert_eq!(chunks().await.len(), 1, "not written again");
+    assert_eq!((held("a").await, held("b").await), (0, 0));
+    // Then the change made meanwhile, in a chunk of its own; then nothing.
+    assert_eq!(front.publish_changes().await.unwrap(), 1);
+    assert_eq!(chunks().await.len(), 2);
+    assert_eq!(front.publish_changes().await.unwrap(), 0);
+    let markers = Scan {
+        container: "$changes",
+        prefix: "m/",
+        from: "",
+        limit: 100,
+    };
+    assert!(front.records().list(markers).await.unwrap().is_empty());
 }
