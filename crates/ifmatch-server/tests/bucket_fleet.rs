@@ -109,6 +109,16 @@ async fn page_blobs_and_kept_containers_hold_across_instances() {
     common::protection::pages_and_kept_containers(&client(), &a, &b).await;
 }
 
+/// The change feed through two instances over nothing but a bucket, each write once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_change_feed_holds_each_write_once_across_instances() {
+    let bucket = Bucket::start().await;
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (_a, a) = instance(&bucket, dir_a.path());
+    let (_b, b) = instance(&bucket, dir_b.path());
+    common::protection::change_feed_once(&client(), &a, &b).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_without_conditional_updates_is_refused_at_start() {
     let (store, data) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());

@@ -426,6 +426,14 @@ async fn page_blobs_and_kept_containers_hold_across_instances() {
     common::protection::pages_and_kept_containers(&http, &a.base, &b.base).await;
 }
 
+/// The change feed through two instances over Redis, each write once (see
+/// `common::protection`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_change_feed_holds_each_write_once_across_instances() {
+    let (_redis, _data, a, b, http) = pair("box").await;
+    common::protection::change_feed_once(&http, &a.base, &b.base).await;
+}
+
 /// Versions and snapshots through two instances over Redis: versioning enabled through one
 /// holds on the other within a second; eight writers overwriting one blob through both lose
 /// no version; a snapshot and a delete racing through different instances never leave a

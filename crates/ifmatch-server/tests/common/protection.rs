@@ -113,3 +113,87 @@ pub async fn pages_and_kept_containers(http: &reqwest::Client, a: &str, b: &str)
     let url = format!("{b}/?restype=service&comp=properties");
     assert_eq!(send(http, "PUT", &url, &[], off).await.status(), 202);
 }
+
+/// The change feed through two instances: kept (enabled through A, in force through B within a
+/// second), sixteen writers, half through each instance, each its own blob, and eight racing
+/// through both on one blob with the ETag they read; both instances publish at once, every
+/// second. Each write that landed is in the feed once, and nothing else is.
+pub async fn change_feed_once(http: &reqwest::Client, a: &str, b: &str) {
+    const WRITERS: usize = 16;
+    let on = "<StorageServiceProperties><ChangeFeed><Enabled>true</Enabled></ChangeFeed>\
+              </StorageServiceProperties>";
+    let url = format!("{a}/?restype=service&comp=properties");
+    assert_eq!(send(http, "PUT", &url, &[], on).await.status(), 202);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    super::create_container(http, a, "fed").await;
+    let r = send(http, "PUT", &format!("{a}/fed/hot"), &[], "0").await;
+    assert_eq!(r.status(), 201);
+    let etag = r.headers()["etag"].to_str().unwrap().to_owned();
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|n| {
+            let (http, base, etag) = (http.clone(), [a, b][n % 2].to_owned(), etag.clone());
+            tokio::spawn(async move {
+                let own = send(&http, "PUT", &format!("{base}/fed/w{n:02}"), &[], "x").await;
+                assert_eq!(own.status(), 201);
+                if n < 8 {
+                    let hot = format!("{base}/fed/hot");
+                    let r = send(&http, "PUT", &hot, &[("if-match", &etag)], "y").await;
+                    return r.status() == 201;
+                }
+                false
+            })
+        })
+        .collect();
+    let mut landed = 0;
+    for writer in writers {
+        landed += usize::from(writer.await.unwrap());
+    }
+    assert_eq!(landed, 1, "one of the racing writes lands");
+    // Each blob's `BlobCreated` records: a subject, then the event type (its length first).
+    let count = |feed: &[u8], blob: &str| {
+        let needle = format!("/fed/blobs/{blob}\x16BlobCreated");
+        feed.windows(needle.len())
+            .filter(|w| *w == needle.as_bytes())
+            .count()
+    };
+    let want = |feed: &[u8]| {
+        count(feed, "hot") == 2 && (0..WRITERS).all(|n| count(feed, &format!("w{n:02}")) == 1)
+    };
+    let mut feed = Vec::new();
+    for _ in 0..40 {
+        feed = read_feed(http, b).await;
+        if want(&feed) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(want(&feed), "every write once: hot {}", count(&feed, "hot"));
+    // Passes go on at both instances: still once.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(want(&read_feed(http, a).await), "published once");
+    let off = "<StorageServiceProperties><ChangeFeed><Enabled>false</Enabled></ChangeFeed>\
+               </StorageServiceProperties>";
+    let url = format!("{b}/?restype=service&comp=properties");
+    assert_eq!(send(http, "PUT", &url, &[], off).await.status(), 202);
+}
+
+/// Every chunk of the feed, one after the other, read through `base`.
+async fn read_feed(http: &reqwest::Client, base: &str) -> Vec<u8> {
+    let list = get(
+        http,
+        &format!("{base}/$blobchangefeed?restype=container&comp=list&prefix=log/"),
+    )
+    .await;
+    assert_eq!(list.status(), 200);
+    let xml = list.text().await.unwrap();
+    let mut feed = Vec::new();
+    for name in xml
+        .split("<Name>")
+        .skip(1)
+        .filter_map(|n| n.split_once('<'))
+    {
+        let chunk = get(http, &format!("{base}/$blobchangefeed/{}", name.0)).await;
+        feed.extend_from_slice(&chunk.bytes().await.unwrap());
+    }
+    feed
+}
