@@ -168,6 +168,19 @@ pub fn hour(now: SystemTime) -> String {
     format!("{year:04}/{month:02}/{day:02}/{hours:02}00")
 }
 
+/// When an hour of [`hour`]'s form starts, in seconds since the Unix epoch.
+pub fn hour_start(hour: &str) -> Option<i64> {
+    let number = |range: std::ops::Range<usize>| hour.get(range)?.parse::<i64>().ok();
+    let days = ifmatch_core::date::days_from_civil(number(0..4)?, number(5..7)?, number(8..10)?);
+    Some(days * 86_400 + number(11..13)? * 3600)
+}
+
+/// The hour of a segment's path ([`segment_path`]).
+pub fn segment_hour(path: &str) -> Option<&str> {
+    path.strip_prefix("idx/segments/")?
+        .strip_suffix("/meta.json")
+}
+
 /// The segment of `hour`: the blob naming its shards.
 pub fn segment_path(hour: &str) -> String {
     format!("idx/segments/{hour}/meta.json")
@@ -305,6 +318,9 @@ mod tests {
             "log/00/2026/11/18/1100/00003.avro"
         );
         assert_eq!(hour_instant("2026/11/18/1100"), "2026-11-18T11:00:00.000Z");
+        assert_eq!(hour_start("2026/11/18/1100"), Some(1_794_999_600));
+        let segment = segment_path("2026/11/18/1100");
+        assert_eq!(segment_hour(&segment), Some("2026/11/18/1100"));
         assert_eq!(event_id(&a).len(), 36);
     }
 }

@@ -12,6 +12,9 @@ pub const SERVICE: &str = "$service";
 /// The most days a deleted blob may be kept (Azure's limit).
 pub const MAX_RETENTION_DAYS: u32 = 365;
 
+/// The most days a change feed keeps its segments (Azure's `retentionInDays`: 1 to 146,000).
+pub const MAX_FEED_RETENTION_DAYS: u32 = 146_000;
+
 /// The key of the Blob service properties of the account that owns the stored container
 /// `container` (see `Accounts::stored`: another account's containers are `account~name`).
 pub fn service_key(container: &str) -> Key {
@@ -42,6 +45,9 @@ pub struct Settings {
     /// ([`crate::change_feed`]). Azure sets it through its management API too; here it is one
     /// more element of these.
     pub change_feed: bool,
+    /// `<ChangeFeed><RetentionInDays>N`: how many days the feed keeps a segment (1 to
+    /// [`MAX_FEED_RETENTION_DAYS`], Azure's bounds); forever without it.
+    pub change_feed_days: Option<u32>,
 }
 
 impl Settings {
@@ -66,6 +72,17 @@ impl Settings {
             retention_days: days("DeleteRetentionPolicy")?,
             container_retention_days: days("ContainerDeleteRetentionPolicy")?,
             change_feed: text("ChangeFeed/Enabled").is_some_and(is_true),
+            change_feed_days: match text("ChangeFeed/RetentionInDays").map(str::trim) {
+                None | Some("") => None,
+                Some(days) => match days.parse() {
+                    Ok(days @ 1..=MAX_FEED_RETENTION_DAYS) => Some(days),
+                    _ => {
+                        return Err(format!(
+                            "ChangeFeed's RetentionInDays must be 1 to {MAX_FEED_RETENTION_DAYS}"
+                        ));
+                    }
+                },
+            },
         })
     }
 }
@@ -116,6 +133,7 @@ mod tests {
             retention_days: Some(7),
             container_retention_days: Some(3),
             change_feed: false,
+            change_feed_days: None,
         };
         assert_eq!(Settings::of(on), Ok(want));
         assert_eq!(
@@ -137,5 +155,18 @@ mod tests {
         let xml = "<StorageServiceProperties><DeleteRetentionPolicy><Enabled>true</Enabled>\
             <Days>365</Days></DeleteRetentionPolicy></StorageServiceProperties>";
         assert_eq!(Settings::of(xml).unwrap().retention_days, Some(365));
+        // The change feed's days: its bounds, and one past each refused.
+        let feed = |days: &str| {
+            Settings::of(&format!(
+                "<StorageServiceProperties><ChangeFeed><Enabled>true</Enabled>\
+                 <RetentionInDays>{days}</RetentionInDays></ChangeFeed></StorageServiceProperties>"
+            ))
+        };
+        assert_eq!(feed("1").unwrap().change_feed_days, Some(1));
+        assert_eq!(feed("146000").unwrap().change_feed_days, Some(146_000));
+        for days in ["0", "146001", "x", "-1"] {
+            assert!(feed(days).is_err(), "{days}");
+        }
+        assert!(feed("7").unwrap().change_feed);
     }
 }

@@ -177,6 +177,15 @@ async fn a_blob_deleted_and_written_again_keeps_both_changes() {
 }
 
 #[tokio::test]
+async fn a_container_deleted_publishes_its_blobs_changes_first() {
+    let s = feeding().await;
+    s.put_blob("/box/apple", b"one").await;
+    assert_eq!(s.delete("/box?restype=container", &[]).await.status(), 202);
+    assert_eq!(events(&s).await, pairs(&[("BlobCreated", "apple")]));
+    assert_eq!(s.publish().await, 0);
+}
+
+#[tokio::test]
 async fn racing_writers_publish_one_change_per_write_that_landed() {
     let s = std::sync::Arc::new(feeding().await);
     s.put_blob("/box/hot", b"0").await;
@@ -240,4 +249,38 @@ async fn no_feed_unless_asked_and_none_written_by_clients() {
     // Another container name starting with `$` is still refused.
     let r = s.put("/$other?restype=container", &[], "").await;
     assert_eq!(r.status(), 400);
+}
+
+#[tokio::test]
+async fn segments_older_than_the_feeds_days_are_swept() {
+    let s = Server::start().await;
+    for days in ["0", "146001"] {
+        let xml = format!(
+            "<StorageServiceProperties><ChangeFeed><Enabled>true</Enabled>\
+             <RetentionInDays>{days}</RetentionInDays></ChangeFeed></StorageServiceProperties>"
+        );
+        let r = s.put("/?restype=service&comp=properties", &[], xml).await;
+        assert_eq!(
+            (r.status().as_u16(), code(&r).as_deref()),
+            (400, Some("InvalidXmlDocument")),
+            "{days}"
+        );
+    }
+    let one_day = "<StorageServiceProperties><ChangeFeed><Enabled>true</Enabled>\
+        <RetentionInDays>1</RetentionInDays></ChangeFeed></StorageServiceProperties>";
+    let r = s
+        .put("/?restype=service&comp=properties", &[], one_day)
+        .await;
+    assert_eq!(r.status(), 202);
+    s.create_container("box").await;
+    s.put_blob("/box/apple", b"one").await;
+    assert_eq!(s.publish().await, 1);
+    s.advance(std::time::Duration::from_secs(86_400 + 2 * 3600));
+    s.put_blob("/box/berry", b"two").await;
+    assert_eq!(s.publish().await, 1);
+    let segments = |names: Vec<String>| names.into_iter().filter(|n| n.starts_with("idx/")).count();
+    assert_eq!(segments(feed_blobs(&s).await), 2);
+    s.sweep(std::time::Duration::from_secs(3600)).await;
+    assert_eq!(segments(feed_blobs(&s).await), 1, "the day-old hour goes");
+    assert_eq!(events(&s).await, pairs(&[("BlobCreated", "berry")]));
 }

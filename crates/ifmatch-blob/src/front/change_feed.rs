@@ -244,6 +244,97 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         Ok(published)
     }
 
+    /// Publishes what the account that owns the stored container `container` has not yet, a
+    /// few passes at most: what a container's deletion runs first, so that the changes its
+    /// blobs' records hold are not removed with them (one made during the deletion may be).
+    pub(super) async fn publish_before_removing(&self, container: &str) -> Result<()> {
+        if !self
+            .settings(&Key::Container(container.to_owned()))
+            .await?
+            .change_feed
+        {
+            return Ok(());
+        }
+        let account = match container.split_once('~') {
+            Some((account, _)) => account.to_owned(),
+            None => (self.accounts.iter().next()).map_or_else(String::new, |a| a.name().to_owned()),
+        };
+        let changes = beside(container, CHANGES);
+        for _ in 0..4 {
+            if self.publish(&account, &changes).await? == 0 {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// The sweep's part: removes the segments (their chunks, then their `meta.json`) each
+    /// account's feed keeps no longer (`<RetentionInDays>`). Segments are named by their hour,
+    /// so a pass reads only those it removes, and the first it keeps.
+    pub(super) async fn expire_feed(&self) -> std::result::Result<usize, StoreError> {
+        let now = crate::record::unix_seconds(self.env.now()) as i64;
+        let feeds: Vec<String> = (self.accounts.iter())
+            .map(|a| self.accounts.stored(a, FEED))
+            .collect();
+        let mut removed = 0;
+        for feed in feeds {
+            let settings = self.settings(&Key::Container(feed.clone())).await;
+            let Some(days) = settings.ok().and_then(|s| s.change_feed_days) else {
+                continue;
+            };
+            let mut segments = super::pages::BlobPages::under(&feed, "idx/segments/");
+            'segments: loop {
+                let page = match segments.next(&self.records).await {
+                    Ok(Some(page)) => page,
+                    Ok(None) | Err(StoreError::ContainerNotFound) => break,
+                    Err(e) => return Err(e),
+                };
+                for (name, record) in page {
+                    let hour = change_feed::segment_hour(&name).unwrap_or_default();
+                    let end = change_feed::hour_start(hour).map(|s| s + 3600);
+                    if end.is_none_or(|end| end + i64::from(days) * 86_400 > now) {
+                        break 'segments;
+                    }
+                    let shard = change_feed::shard_path(hour);
+                    let mut chunks = super::pages::BlobPages::under(&feed, &shard);
+                    while let Some(page) = chunks.next(&self.records).await? {
+                        for (chunk, record) in page {
+                            self.remove_feed_blob(&feed, chunk, &record).await;
+                            removed += 1;
+                        }
+                    }
+                    self.remove_feed_blob(&feed, name, &record).await;
+                }
+            }
+        }
+        Ok(removed)
+    }
+
+    async fn remove_feed_blob(&self, feed: &str, name: String, record: &Record) {
+        let key = Key::Blob(feed.to_owned(), name);
+        if let Err(failure) = self.remove_record(&key, record).await {
+            tracing::warn!(?key, code = %failure.code, "could not remove a change feed's segment");
+        }
+    }
+
+    /// Marks again the changes `record` (of the blob record `name` of `container`) has held
+    /// for longer than any pass leaves one: those of a write whose compare-and-swap landed after
+    /// its marker was given up ([`DEADLINE`]). What the sweep runs on each record it walks.
+    pub(super) async fn remark(&self, container: &str, name: &str, record: &Record) {
+        let now = self.env.now();
+        for change in &record.feed {
+            let old = change_feed::instant(&change.id)
+                .is_some_and(|at| now.duration_since(at).is_ok_and(|age| age > 2 * DEADLINE));
+            let key = Key::Blob(beside(container, CHANGES), marker(&change.id));
+            if !old || matches!(self.records.get(&key).await, Ok(Some(_))) {
+                continue;
+            }
+            if let Err(failure) = self.mark(container, name, &change.id).await {
+                tracing::warn!(container, name, code = %failure.code, "could not mark a change again");
+            }
+        }
+    }
+
     /// One pass of the publisher over the account's `changes` container.
     async fn publish(
         &self,

@@ -55,6 +55,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 return Err(self.missing(key, conditions, headers, missing).await);
             };
             ask.gate(conditions, crate::lease::Access::Write, Some(&current))?;
+            self.publish_before_removing(key.container()).await?;
             // None of its blobs under a legal hold or a retention policy: a protection set
             // after this look bumps the container's generation, and the delete below fails.
             if let Some(code) = self.protected_blob(key.container()).await? {

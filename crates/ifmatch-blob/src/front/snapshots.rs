@@ -134,7 +134,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             let prefix = record_name::snapshots_of(blob);
             let mut pages = BlobPages::under(container, &prefix);
             while let Some(page) = pages.next(&self.records).await? {
-                let live = page.into_iter().filter(|(_, r)| r.deleted.is_none());
+                let live =
+                    (page.into_iter()).filter(|(_, r)| r.content.is_some() && r.deleted.is_none());
                 for (name, record) in live {
                     if deleting == Deleting::Blob {
                         return Err(Failure::with_detail(

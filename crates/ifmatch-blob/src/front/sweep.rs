@@ -21,6 +21,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// (the servers use an hour). Sweeping twice at once is harmless.
     pub async fn sweep(&self, age: std::time::Duration) -> std::result::Result<usize, StoreError> {
         self.expire_containers().await?;
+        self.expire_feed().await?;
         let mut swept = self.expire_blocks().await?;
         let candidates = self.objects.older_than(age, self.env.now()).await?;
         if candidates.is_empty() {
@@ -75,6 +76,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     Err(e) => return Err(e),
                 };
                 for (name, record) in blobs {
+                    if !record.feed.is_empty() {
+                        self.remark(&container, &name, &record).await;
+                    }
                     // A deleted blob or snapshot whose days are over goes for good.
                     if record
                         .deleted

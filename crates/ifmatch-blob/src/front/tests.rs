@@ -396,3 +396,68 @@ async fn a_publication_cut_short_is_finished_by_the_next_pass_without_a_second_c
     };
     assert!(front.records().list(markers).await.unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn a_change_whose_marker_was_given_up_is_marked_again_by_the_sweep() {
+    let env = Arc::new(ManualEnv::default());
+    let front = Front::new(Failing::default(), MemoryObjects::default(), env.clone())
+        .with_anonymous_access(true);
+    let send = |method: &str, uri: &str, body: &'static [u8]| {
+        Request::builder()
+            .method(method)
+            .uri(format!("/devstoreaccount1{uri}"))
+            .header("x-ms-blob-type", "BlockBlob")
+            .body(Full::new(Bytes::from_static(body)))
+            .unwrap()
+    };
+    let on = b"<StorageServiceProperties><ChangeFeed><Enabled>true</Enabled></ChangeFeed>\
+        </StorageServiceProperties>";
+    for (method, uri, body, status) in [
+        ("PUT", "/?restype=service&comp=properties", &on[..], 202),
+        ("PUT", "/box?restype=container", b"", 201),
+        ("PUT", "/box/a", b"one", 201),
+    ] {
+        assert_eq!(front.handle(send(method, uri, body)).await.status(), status);
+    }
+    // As a write that landed after its marker was given up leaves it: a change held, no marker.
+    let markers = Scan {
+        container: "$changes",
+        prefix: "m/",
+        from: "",
+        limit: 100,
+    };
+    for (name, record) in front.records().list(markers).await.unwrap() {
+        let key = Key::Blob("$changes".into(), name);
+        front
+            .records()
+            .delete(&key, record.generation)
+            .await
+            .unwrap();
+    }
+    assert_eq!(front.publish_changes().await.unwrap(), 0);
+    let key = Key::Blob("box".into(), "a".into());
+    assert_eq!(
+        front.records().get(&key).await.unwrap().unwrap().feed.len(),
+        1
+    );
+    // The sweep walks the records: the change, old enough, is marked again and published.
+    front.expire_blocks().await.unwrap();
+    assert_eq!(
+        front.publish_changes().await.unwrap(),
+        0,
+        "not before its time"
+    );
+    env.advance(std::time::Duration::from_secs(121));
+    front.expire_blocks().await.unwrap();
+    assert_eq!(front.publish_changes().await.unwrap(), 1);
+    assert!(
+        front
+            .records()
+            .get(&key)
+            .await
+            .unwrap()
+            .unwrap()
+            .feed
+            .is_empty()
+    );
+}
