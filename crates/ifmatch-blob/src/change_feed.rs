@@ -19,6 +19,21 @@ pub const FEED: &str = "$blobchangefeed";
 /// publisher needs: a marker for each change not yet published, and its head.
 pub const CHANGES: &str = "$changes";
 
+/// Whether the stored container `container` is an account's [`CHANGES`]: records of the
+/// publisher's own, no bytes.
+pub fn holds_markers(container: &str) -> bool {
+    container.rsplit('~').next() == Some(CHANGES)
+}
+
+/// Whether `record` is a blob's deletion that the feed has not published yet: no content, no
+/// blocks, its changes held ([`crate::Front::publish_changes`] removes it).
+pub fn is_unpublished_deletion(record: &Record) -> bool {
+    record.content.is_none()
+        && record.staging.is_none()
+        && record.uncommitted.is_empty()
+        && !record.feed.is_empty()
+}
+
 /// What a change did, as the feed names it (`eventType`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Kind {

@@ -106,8 +106,13 @@ pub fn check(root: &Path) -> io::Result<Report> {
                 }
             }
             let Some(content) = &file.record.content else {
-                let job = ifmatch_blob::copy_origin::holds_copy_jobs(&name_of(&container));
-                if file.record.uncommitted.is_empty() && file.record.staging.is_none() && !job {
+                let stored = name_of(&container);
+                // A record of the front's own (a copy's job, a change's marker) or a deletion
+                // the change feed has not published: no bytes, by design.
+                let own = ifmatch_blob::copy_origin::holds_copy_jobs(&stored)
+                    || ifmatch_blob::change_feed::holds_markers(&stored)
+                    || ifmatch_blob::change_feed::is_unpublished_deletion(&file.record);
+                if file.record.uncommitted.is_empty() && file.record.staging.is_none() && !own {
                     report
                         .damage
                         .push(format!("{}: a blob record without content", path.display()));
