@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { createHash, randomBytes, randomUUID } from "node:crypto";
 import { Readable } from "node:stream";
-import { test } from "node:test";
+import { test as nodeTest } from "node:test";
 import {
   AccountSASPermissions,
   BlobClient,
@@ -43,9 +43,11 @@ async function refused(fn, status, code) {
 /**
  * The checks, as node:test tests; `connection()` answers the connection string. The checks
  * that change the account's settings (versioning, delete retention) run inside `settings`, one
- * at a time with whatever else a caller runs there (the Python suite changes them too).
+ * at a time with whatever else a caller runs there (the Python suite changes them too). With
+ * `only` (a pattern), the checks whose names it does not match are skipped, `skip` saying why.
  */
-export function jsPatterns(connection, settings = (run) => run()) {
+export function jsPatterns(connection, settings = (run) => run(), { only, skip } = {}) {
+  const test = (name, fn) => nodeTest(name, { skip: only && !only.test(name) && skip }, fn);
   const parts = () => Object.fromEntries(connection().split(";").filter(Boolean).map((p) => p.split(/=(.*)/s)));
   const service = () => BlobServiceClient.fromConnectionString(connection());
   const credential = () => new StorageSharedKeyCredential(parts().AccountName, parts().AccountKey);

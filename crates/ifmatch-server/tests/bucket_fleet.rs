@@ -109,6 +109,15 @@ async fn page_blobs_and_kept_containers_hold_across_instances() {
     common::protection::pages_and_kept_containers(&client(), &a, &b).await;
 }
 
+/// The Python SDK's data protection checks through an instance over nothing but a bucket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdks_data_protection_checks_pass_over_a_bucket() {
+    let bucket = Bucket::start().await;
+    let data = tempfile::tempdir().unwrap();
+    let (_a, a) = instance(&bucket, data.path());
+    common::protection::python_sdk_checks(&a).await;
+}
+
 /// The change feed through two instances over nothing but a bucket, each write once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_change_feed_holds_each_write_once_across_instances() {

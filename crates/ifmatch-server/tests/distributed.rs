@@ -426,6 +426,14 @@ async fn page_blobs_and_kept_containers_hold_across_instances() {
     common::protection::pages_and_kept_containers(&http, &a.base, &b.base).await;
 }
 
+/// The Python SDK's data protection checks through an instance over Redis (see
+/// `common::protection`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdks_data_protection_checks_pass_over_redis() {
+    let (_redis, _data, a, _b, _http) = pair("box").await;
+    common::protection::python_sdk_checks(&a.base).await;
+}
+
 /// The change feed through two instances over Redis, each write once (see
 /// `common::protection`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

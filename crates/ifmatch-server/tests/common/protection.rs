@@ -197,3 +197,29 @@ async fn read_feed(http: &reqwest::Client, base: &str) -> Vec<u8> {
     }
     feed
 }
+
+/// The checks of `tests/sdk/patterns.py` for data protection (index tags, snapshots, versions,
+/// soft delete of blobs and containers, the change feed, immutability, copies from a URL, page
+/// blobs), with the Python SDK, through the instance at `base` (its account's Blob endpoint).
+pub async fn python_sdk_checks(base: &str) {
+    const CHECKS: &str = "index tags,find_blobs_by_tags,snapshots,versions,soft delete,\
+                          container soft delete,change feed,immutability,stage_block_from_url,\
+                          page blobs";
+    let connection = format!(
+        "DefaultEndpointsProtocol=http;AccountName={};AccountKey={};BlobEndpoint={base}",
+        super::ACCOUNT,
+        ifmatch_azure::DEV_KEY
+    );
+    tokio::task::spawn_blocking(move || {
+        let only = std::ffi::OsStr::new(CHECKS);
+        let tally = "python sdk: 10 passed, 0 failed";
+        super::python_script_with(
+            "patterns.py",
+            &[connection],
+            &[("IFMATCH_ONLY", only)],
+            tally,
+        );
+    })
+    .await
+    .unwrap();
+}
