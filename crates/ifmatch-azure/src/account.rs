@@ -219,8 +219,13 @@ impl Accounts {
             "<key>".to_owned()
         };
         let name = &account.name;
+        let protocol = if endpoint.starts_with("https:") {
+            "https"
+        } else {
+            "http"
+        };
         let mut text = format!(
-            "DefaultEndpointsProtocol=http;AccountName={name};AccountKey={key};BlobEndpoint={endpoint}/{name};"
+            "DefaultEndpointsProtocol={protocol};AccountName={name};AccountKey={key};BlobEndpoint={endpoint}/{name};"
         );
         if let Some(queues) = queues {
             text.push_str(&format!("QueueEndpoint={queues}/{name};"));

@@ -328,13 +328,18 @@ struct Serve {
     /// `off`: no Cosmos endpoint.
     #[arg(long, env = "IFMATCH_COSMOS_LISTEN")]
     cosmos_listen: Option<String>,
-    /// Serves the Cosmos DB endpoint over HTTPS, as the emulator does: with --tls-cert and
-    /// --tls-key when given, else with a self-signed certificate for localhost and the listen
-    /// address, made on first start under the data directory (`tls/cert.pem`, printed at start:
-    /// the file a client is told to trust).
+    /// Serves every endpoint (blobs, queues, tables, Cosmos DB) over HTTPS: with --tls-cert
+    /// and --tls-key when given, else with a self-signed certificate for localhost and the
+    /// listen address, made on first start under the data directory (`tls/cert.pem`, printed
+    /// at start: the file a client is told to trust). The SDKs send bearer tokens over HTTPS
+    /// only.
+    #[arg(long, env = "IFMATCH_HTTPS")]
+    https: bool,
+    /// Serves the Cosmos DB endpoint alone over HTTPS, as its emulator does (the certificate as
+    /// --https has it).
     #[arg(long, env = "IFMATCH_COSMOS_HTTPS")]
     cosmos_https: bool,
-    /// The certificate chain (PEM) of the endpoints served over HTTPS; implies --cosmos-https.
+    /// The certificate chain (PEM) of the endpoints served over HTTPS; implies --https.
     #[arg(long, env = "IFMATCH_TLS_CERT", requires = "tls_key")]
     tls_cert: Option<PathBuf>,
     /// The private key (PEM) of --tls-cert.
@@ -499,41 +504,30 @@ fn serve_options(args: &Serve) -> anyhow::Result<ifmatch_server::Options> {
     Ok(options)
 }
 
-/// The Cosmos endpoint's listener with its TLS, if asked for (the operator's certificate, or
-/// one made and kept under the data directory), its connection string printed.
-fn cosmos_listener(args: &Serve, listener: TcpListener) -> anyhow::Result<CosmosListener> {
-    let address = listener.local_addr()?;
+/// The TLS of the endpoints served over HTTPS (`cosmos`: of the Cosmos endpoint, which
+/// --cosmos-https serves so alone), if asked for: the operator's certificate, or one made and
+/// kept under the data directory for localhost and the listen address.
+fn https(args: &Serve, address: std::net::SocketAddr, cosmos: bool) -> anyhow::Result<Tls> {
     let certificate = match (&args.tls_cert, &args.tls_key) {
-        (Some(cert), Some(key)) => Some(Certificate::Given(cert.clone(), key.clone())),
-        _ if args.cosmos_https => {
+        (Some(cert), Some(key)) => Certificate::Given(cert.clone(), key.clone()),
+        _ if args.https || cosmos && args.cosmos_https => {
             let names = vec!["localhost".to_owned(), address.ip().to_string()];
-            Some(Certificate::SelfSigned(args.data.join("tls"), names))
+            Certificate::SelfSigned(args.data.join("tls"), names)
         }
-        _ => None,
+        _ => return Ok(None),
     };
-    let tls = match certificate {
-        Some(certificate) => {
-            let (config, path) = certificate
-                .config()
-                .context("the Cosmos endpoint's certificate")?;
-            tracing::info!(
-                "Cosmos DB over HTTPS with the certificate {}",
-                path.display()
-            );
-            Some(config)
-        }
-        None => None,
-    };
-    let scheme = if tls.is_some() { "https" } else { "http" };
-    println!(
-        "{}",
-        ifmatch_cosmos::connection_string(&format!("{scheme}://{address}"))
-    );
-    Ok((listener, tls))
+    let (config, path) = certificate.config().context("the HTTPS certificate")?;
+    tracing::info!("HTTPS with the certificate {}", path.display());
+    Ok(Some(config))
 }
 
-/// A listener and the TLS it is served with, if any.
-type CosmosListener = (TcpListener, Option<std::sync::Arc<rustls::ServerConfig>>);
+/// The scheme of endpoints served with `tls`.
+fn scheme_of(tls: &Tls) -> &'static str {
+    if tls.is_some() { "https" } else { "http" }
+}
+
+/// The TLS a listener is served with, if any.
+type Tls = Option<std::sync::Arc<rustls::ServerConfig>>;
 
 async fn serve(args: Serve) -> anyhow::Result<()> {
     let options = serve_options(&args)?;
@@ -553,23 +547,31 @@ async fn serve(args: Serve) -> anyhow::Result<()> {
         8081,
     )
     .await?;
+    let tls = https(&args, address, false)?;
+    let scheme = scheme_of(&tls);
     let table_address = tables.as_ref().map(TcpListener::local_addr).transpose()?;
-    let table_endpoint = table_address.map(|a| format!("http://{a}"));
+    let table_endpoint = table_address.map(|a| format!("{scheme}://{a}"));
     let queue_address = queues.as_ref().map(TcpListener::local_addr).transpose()?;
-    let queue_endpoint = queue_address.map(|a| format!("http://{a}"));
+    let queue_endpoint = queue_address.map(|a| format!("{scheme}://{a}"));
     for account in options.accounts.iter() {
         println!(
             "{}",
             options.accounts.connection_string_with(
                 account,
-                &format!("http://{address}"),
+                &format!("{scheme}://{address}"),
                 table_endpoint.as_deref(),
                 queue_endpoint.as_deref()
             )
         );
     }
     let cosmos = match cosmos {
-        Some(listener) => Some(cosmos_listener(&args, listener)?),
+        Some(listener) => {
+            let address = listener.local_addr()?;
+            let tls = https(&args, address, true)?;
+            let endpoint = format!("{}://{address}", scheme_of(&tls));
+            println!("{}", ifmatch_cosmos::connection_string(&endpoint));
+            Some((listener, tls))
+        }
         None => None,
     };
     if options.anonymous {
@@ -587,15 +589,16 @@ async fn serve(args: Serve) -> anyhow::Result<()> {
         .with_context(|| format!("opening {what}"))?;
     match table_address {
         Some(tables) => tracing::info!(
-            "ifmatch listening on http://{address}, tables on http://{tables} ({what})"
+            "ifmatch listening on {scheme}://{address}, tables on {scheme}://{tables} ({what})"
         ),
-        None => tracing::info!("ifmatch listening on http://{address} ({what})"),
+        None => tracing::info!("ifmatch listening on {scheme}://{address} ({what})"),
     }
     let listeners = ifmatch_server::Listeners {
         blobs,
         tables,
         queues,
         cosmos,
+        tls,
     };
     ifmatch_server::serve(listeners, served, options, shutdown_signal()).await?;
     tracing::info!("ifmatch stopped");

@@ -15,7 +15,7 @@ use bytes::Bytes;
 use http::Method;
 use http_body_util::Full;
 use hyper::service::service_fn;
-use ifmatch_azure::auth::ClientIp;
+use ifmatch_azure::auth::{ClientIp, Https};
 use ifmatch_azure::{Answer, Env, ErrorCode, WholeBody, answer_whole};
 use ifmatch_blob::{Front, Objects, Records};
 use tokio::net::TcpListener;
@@ -65,6 +65,8 @@ pub struct Listeners {
     pub queues: Option<TcpListener>,
     /// The Cosmos DB endpoint's, if it is served, and its TLS when it is served over HTTPS.
     pub cosmos: Option<(TcpListener, Option<Arc<rustls::ServerConfig>>)>,
+    /// The TLS of the blob, queue and table listeners, when they are served over HTTPS.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl From<Vec<std::net::TcpListener>> for Listeners {
@@ -74,6 +76,7 @@ impl From<Vec<std::net::TcpListener>> for Listeners {
             tables: None,
             queues: None,
             cosmos: None,
+            tls: None,
         }
     }
 }
@@ -137,6 +140,7 @@ where
         tables,
         queues,
         cosmos,
+        tls,
     } = listeners.into();
     let stop = tokio_util::sync::CancellationToken::new();
     let stopped = {
@@ -249,7 +253,7 @@ where
             .with_accounts(&options.accounts)
             .with_anonymous_access(options.anonymous)
             .with_memory_budget(inflight.clone());
-        let (listening, service) = (on(listener, None, options.limits), Arc::new(service));
+        let (listening, service) = (on(listener, tls.clone(), options.limits), Arc::new(service));
         let stop = stop.clone().cancelled_owned();
         tokio::spawn(listening.serve(stop, move |client, observe| {
             observed(observe, client, service.clone(), |service, request| {
@@ -264,7 +268,7 @@ where
             .with_accounts(&options.accounts)
             .with_anonymous_access(options.anonymous)
             .with_memory_budget(inflight);
-        let (listening, service) = (on(listener, None, options.limits), Arc::new(service));
+        let (listening, service) = (on(listener, tls.clone(), options.limits), Arc::new(service));
         let stop = stop.clone().cancelled_owned();
         tokio::spawn(listening.serve(stop, move |client, observe| {
             observed(observe, client, service.clone(), |service, request| {
@@ -276,7 +280,9 @@ where
     });
     // The blob front on threads of its own, as nginx's workers: no request's task moves
     // between cores, no wake-up crosses threads (docs/figures.md).
-    let connections = Connections::new(limits, metrics.clone());
+    let mut connections = Connections::new(limits, metrics.clone());
+    let https = tls.is_some();
+    connections.tls = tls;
     let serving = accept::on_threads(blobs, stop.clone().cancelled_owned(), || {
         let (front, connections, observe) = (front.clone(), connections.clone(), observe.clone());
         move |listener, stopped| async move {
@@ -286,10 +292,10 @@ where
                 changes: changes.clone(),
             });
             let served = connections
-                .accept(listener, stopped, |client| {
+                .accept(listener, stopped, |address| {
                     observed(
                         &observe,
-                        client,
+                        Peer { address, https },
                         thread.clone(),
                         |thread, request| async move { thread.handle(request).await },
                     )
@@ -339,7 +345,7 @@ impl Listening {
     async fn serve<S: accept::ConnectionService>(
         self,
         shutdown: impl Future<Output = ()>,
-        service_for: impl Fn(SocketAddr, &ObserveLayer) -> S,
+        service_for: impl Fn(Peer, &ObserveLayer) -> S,
     ) -> io::Result<()> {
         let Self {
             listener,
@@ -348,8 +354,9 @@ impl Listening {
             metrics,
             observe,
         } = self;
-        accept::serve_over(listener, tls, limits, metrics, shutdown, move |client| {
-            service_for(client, &observe)
+        let https = tls.is_some();
+        accept::serve_over(listener, tls, limits, metrics, shutdown, move |address| {
+            service_for(Peer { address, https }, &observe)
         })
         .await
     }
@@ -358,9 +365,16 @@ impl Listening {
 /// The service of the connection of `client`: each request marked with its client's address
 /// (for the address range a shared access signature may name), answered by `answer` with
 /// `state`, and observed.
+/// A client: its address, and whether it came over HTTPS.
+#[derive(Debug, Clone, Copy)]
+struct Peer {
+    address: SocketAddr,
+    https: bool,
+}
+
 fn observed<T, F, A, B>(
     observe: &ObserveLayer,
-    client: SocketAddr,
+    client: Peer,
     state: Arc<T>,
     answer: F,
 ) -> impl accept::ConnectionService<ResponseBody = B> + use<T, F, A, B>
@@ -372,7 +386,12 @@ where
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let service = service_fn(move |mut request: http::Request<RequestBody>| {
-        request.extensions_mut().insert(ClientIp(client.ip()));
+        request
+            .extensions_mut()
+            .insert(ClientIp(client.address.ip()));
+        if client.https {
+            request.extensions_mut().insert(Https);
+        }
         // Boxed: a front's future holds the state of every operation it may run (the blob
         // front's, 16 KiB), and every future that wraps it (this one, the access log's, the
         // connection's tracking, hyper's slot for the request in flight) would otherwise move
@@ -382,7 +401,7 @@ where
         let reply = Box::pin(answer(state.clone(), request));
         async move { Ok::<_, Infallible>(reply.await) }
     });
-    observe.layer(service, client.ip())
+    observe.layer(service, client.address.ip())
 }
 
 /// The answer of the Table service or the Cosmos endpoint, its body read whole first (up to

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use bytes::Bytes;
-use http::{HeaderValue, Response, header};
+use http::{HeaderValue, Method, Response, header};
 use ifmatch_azure::auth::{ClientIp, Https};
 use ifmatch_azure::{Accounts, Env, OperationName, Style};
 
@@ -161,8 +161,10 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
             blob: "",
         };
         let path = percent_encoding::percent_decode_str(below).decode_utf8_lossy();
-        let operation = Operation::of(&parts.method, &path, &parts.headers);
-        *name = operation.name(&parts.method);
+        // What the request asks: its method, or the one a POST tunnels (signed as sent).
+        let method = tunneled(&parts.method, &parts.headers);
+        let operation = Operation::of(&method, &path, &parts.headers);
+        *name = operation.name(&method);
         let credential = match auth::authenticate(account, signed, now) {
             Ok(credential) => credential,
             Err(denied) => return denial(&denied),
@@ -187,7 +189,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
             Some(Style::Host) | None => format!("{scheme}://{host}{}", self.mount),
         };
         let asked = Asked {
-            method: &parts.method,
+            method: &method,
             path: &path,
             query: &query,
             headers: &parts.headers,
@@ -233,6 +235,19 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
             headers.insert(header::DATE, date);
         }
         answer
+    }
+}
+
+/// The method a request asks: a `POST` with `X-HTTP-Method: MERGE` (or `PUT`, `DELETE`,
+/// `PATCH`) asks that one, as clients without those verbs send it (the Python SDK does so for a
+/// Table endpoint it takes for Cosmos DB's: `localhost` on another port than 10002).
+fn tunneled(method: &Method, headers: &http::HeaderMap) -> Method {
+    let asked = headers.get("x-http-method").and_then(|v| v.to_str().ok());
+    match asked {
+        Some(verb @ ("MERGE" | "PUT" | "DELETE" | "PATCH")) if method == Method::POST => {
+            Method::from_bytes(verb.as_bytes()).unwrap_or(Method::POST)
+        }
+        _ => method.clone(),
     }
 }
 

@@ -212,7 +212,7 @@ pub(crate) struct Connections {
     limits: Limits,
     metrics: Arc<Metrics>,
     /// The TLS of every connection, when served over HTTPS.
-    tls: Option<Arc<rustls::ServerConfig>>,
+    pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
     /// The task closing idle connections, on the runtime `new` was called on.
     reaper: Arc<tokio::task::AbortHandle>,
 }
