@@ -284,3 +284,88 @@ async fn segments_older_than_the_feeds_days_are_swept() {
     assert_eq!(segments(feed_blobs(&s).await), 1, "the day-old hour goes");
     assert_eq!(events(&s).await, pairs(&[("BlobCreated", "berry")]));
 }
+
+/// A deleted blob whose deletion is not yet published (its record kept, empty but for its
+/// changes) is answered as a blob that was never there, by every operation.
+#[tokio::test]
+async fn a_deletion_not_yet_published_is_answered_as_no_blob() {
+    let s = feeding().await;
+    s.put_blob("/box/gone", b"one").await;
+    assert_eq!(s.delete("/box/gone", &[]).await.status(), 202);
+    let block = [("x-ms-blob-type", "BlockBlob")];
+    // The same request to the deleted blob and to one never written: the same answer.
+    type Send<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)]);
+    let asks: [Send<'_>; 10] = [
+        ("GET", "", &[]),
+        ("HEAD", "", &[]),
+        ("GET", "?comp=metadata", &[]),
+        ("PUT", "?comp=metadata", &[("x-ms-meta-a", "b")]),
+        ("GET", "?comp=tags", &[]),
+        (
+            "PUT",
+            "?comp=lease",
+            &[
+                ("x-ms-lease-action", "acquire"),
+                ("x-ms-lease-duration", "-1"),
+            ],
+        ),
+        ("PUT", "?comp=snapshot", &[]),
+        ("DELETE", "", &[]),
+        ("GET", "?comp=blocklist", &[]),
+        ("PUT", "?comp=undelete", &[]),
+    ];
+    for (method, query, headers) in asks {
+        let ask = |name: &str| {
+            let path = format!("/box/{name}{query}");
+            let s = &s;
+            async move {
+                let r = match method {
+                    "GET" => s.get(&path, headers).await,
+                    "HEAD" => s.head(&path, headers).await,
+                    "PUT" => s.put(&path, headers, Vec::new()).await,
+                    _ => s.delete(&path, headers).await,
+                };
+                (r.status().as_u16(), code(&r))
+            }
+        };
+        assert_eq!(ask("gone").await, ask("never").await, "{method} {query}");
+    }
+    // Written only if present: as a blob never there, it is not.
+    let mut only = block.to_vec();
+    only.push(("if-match", "*"));
+    let gone = s.put("/box/gone", &only, "x").await;
+    let never = s.put("/box/never", &only, "x").await;
+    assert_eq!((gone.status(), code(&gone)), (never.status(), code(&never)));
+    let list = [("x-ms-blob-type", "BlockBlob"), ("if-match", "*")];
+    let gone = s
+        .put("/box/gone?comp=blocklist", &list, "<BlockList/>")
+        .await;
+    let never = s
+        .put("/box/never?comp=blocklist", &list, "<BlockList/>")
+        .await;
+    assert_eq!((gone.status(), code(&gone)), (never.status(), code(&never)));
+    assert_eq!(gone.status(), 412);
+    // Created again only if absent: as a blob never there, it is.
+    let mut create = block.to_vec();
+    create.push(("if-none-match", "*"));
+    assert_eq!(s.put("/box/gone", &create, "two").await.status(), 201);
+    assert_eq!(s.put("/box/never", &create, "two").await.status(), 201);
+    let listed = s
+        .get("/box?restype=container&comp=list", &[])
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(listed.matches("<Name>").count(), 2, "{listed}");
+    // Its changes still all published, in order.
+    assert_eq!(s.publish().await, 4);
+    let want = pairs(&[
+        ("BlobCreated", "gone"),
+        ("BlobDeleted", "gone"),
+        ("BlobCreated", "gone"),
+        ("BlobCreated", "never"),
+    ]);
+    let mut got = events(&s).await;
+    got.sort_by_key(|(_, b)| b.clone());
+    assert_eq!(got, want);
+}

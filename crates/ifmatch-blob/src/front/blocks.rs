@@ -297,7 +297,11 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     pub(super) async fn get_block_list(&self, call: Call<'_>, kind: BlockListType) -> Answered<O> {
         let Call { key, headers, now } = call;
         let ask = Asking::of(headers, now)?;
-        let Some(current) = self.records.get(key).await? else {
+        // A blob with content or staged blocks: not a deletion the change feed has yet to
+        // publish (a record with neither).
+        let current = (self.records.get(key).await?)
+            .filter(|r| r.content.is_some() || r.staging.is_some() || !r.uncommitted.is_empty());
+        let Some(current) = current else {
             return Err(self
                 .blob_missing(key, precondition::Operation::Read, headers)
                 .await);
