@@ -295,7 +295,15 @@ async fn a_deletion_not_yet_published_is_answered_as_no_blob() {
     let block = [("x-ms-blob-type", "BlockBlob")];
     // The same request to the deleted blob and to one never written: the same answer.
     type Send<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)]);
-    let asks: [Send<'_>; 10] = [
+    let asks: [Send<'_>; 14] = [
+        ("PUT", "?comp=appendblock", &[]),
+        ("PUT", "?comp=seal", &[]),
+        (
+            "PUT",
+            "?comp=properties",
+            &[("x-ms-blob-content-type", "text/plain")],
+        ),
+        ("GET", "?comp=pagelist", &[]),
         ("GET", "", &[]),
         ("HEAD", "", &[]),
         ("GET", "?comp=metadata", &[]),
