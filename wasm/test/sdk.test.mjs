@@ -171,6 +171,30 @@ for (const [name, start, full] of [
   });
 }
 
+describe("the JS SDKs over HTTPS (ifmatch serve --https)", () => {
+  let server;
+  before(async () => {
+    server = await startNative({ anonymous: false, args: ["--https"] });
+  });
+  after(async () => {
+    await server?.stop();
+  });
+
+  nodeTest("blobs, queues and tables through https:// endpoints, trusting the certificate the server made", async () => {
+    const endpoint = (origin) => `${origin}/devstoreaccount1`;
+    const connection =
+      `DefaultEndpointsProtocol=https;AccountName=devstoreaccount1;AccountKey=${DEV_KEY};` +
+      `BlobEndpoint=${endpoint(server.origin)};QueueEndpoint=${endpoint(server.queueOrigin)};` +
+      `TableEndpoint=${endpoint(server.tableOrigin)};`;
+    const client = join(here, "https-client.mjs");
+    const { code, out } = await runWith(process.execPath, [client, connection], {
+      NODE_EXTRA_CA_CERTS: server.certificate,
+    });
+    assert.equal(code, 0, out);
+    assert.match(out, /js https: 3 passed/);
+  });
+});
+
 describe("the Worker's accounts come from its ACCOUNTS secret", () => {
   const second = Buffer.from("the second account's key").toString("base64");
   let worker;

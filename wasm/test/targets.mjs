@@ -2,8 +2,8 @@
 // and Durable Objects emulated) and the native `ifmatch serve`, each on a loopback port.
 
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
+import { existsSync, mkdtempSync, rmSync, statSync } from "node:fs";
+import { connect, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -90,13 +90,24 @@ export async function startNative({ anonymous = true, args = [], env = {} } = {}
     ],
     { stdio: "ignore", env: { ...process.env, ...env } },
   );
-  const origin = `http://127.0.0.1:${port}`;
-  const tableOrigin = `http://127.0.0.1:${tablePort}`;
+  // Over HTTPS (`--https`) with the certificate it makes under `data/tls`, for `localhost`.
+  const https = args.includes("--https");
+  const at = (p) => (https ? `https://localhost:${p}` : `http://127.0.0.1:${p}`);
+  const origin = at(port);
+  const tableOrigin = at(tablePort);
   const base = `${origin}/devstoreaccount1`;
   const deadline = Date.now() + 20_000;
+  const listening = () =>
+    new Promise((resolve, reject) => {
+      const socket = connect(port, "127.0.0.1", () => socket.end(resolve));
+      socket.on("error", reject);
+    });
+  const certificate = join(data, "tls/cert.pem");
   for (;;) {
     try {
-      await fetch(`${origin}/`);
+      await listening();
+      // Made before the server serves; a client reads it as it starts.
+      if (https && !(existsSync(certificate) && statSync(certificate).size > 0)) throw new Error("no certificate yet");
       break;
     } catch {
       if (Date.now() > deadline) throw new Error(`${bin} did not start`);
@@ -106,9 +117,10 @@ export async function startNative({ anonymous = true, args = [], env = {} } = {}
   return {
     origin,
     tableOrigin,
-    queueOrigin: `http://127.0.0.1:${queuePort}`,
-    cosmosOrigin: `http://127.0.0.1:${cosmosPort}`,
+    queueOrigin: at(queuePort),
+    cosmosOrigin: at(cosmosPort),
     base,
+    certificate,
     // The native server sweeps on a timer (every 2 s): a sweep has gone by after 2.5 s.
     sweep: () => new Promise((r) => setTimeout(r, 2500)),
     stop: async () => {
