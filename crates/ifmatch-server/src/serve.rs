@@ -165,33 +165,19 @@ where
     };
     // Copies from other servers started and not finished (`--copy-from`), every second.
     let copier = options.copy_origins.is_some().then(|| {
-        let served = served.clone();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tick.tick().await;
-                if let Err(error) = served.front.run_copies().await {
-                    tracing::warn!(%error, "could not finish the copies started");
-                }
-            }
-        })
+        every_second(
+            served.clone(),
+            "finish the copies started",
+            |served| async move { served.front.run_copies().await.map(drop) },
+        )
     });
     // The change feed's publisher: changes kept in their records into the feed's chunks,
     // every second (a pass over an account that keeps no feed lists one empty container).
-    let publisher = {
-        let served = served.clone();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tick.tick().await;
-                if let Err(error) = served.front.publish_changes().await {
-                    tracing::warn!(%error, "could not publish the change feed");
-                }
-            }
-        })
-    };
+    let publisher = every_second(
+        served.clone(),
+        "publish the change feed",
+        |served| async move { served.front.publish_changes().await.map(drop) },
+    );
     let metrics = Arc::new(Metrics::default());
     let page = match options.metrics_listen {
         Some(address) => {
@@ -327,6 +313,26 @@ where
         cosmos.await.map_err(io::Error::other)??;
     }
     served
+}
+
+/// Runs `work` on `served` every second (a late run delays the next, none piles up) until
+/// the task is aborted; a failure is logged as what could not be done (`what`).
+fn every_second<T, F, W>(served: T, what: &'static str, work: W) -> tokio::task::JoinHandle<()>
+where
+    T: Clone + Send + 'static,
+    W: Fn(T) -> F + Send + 'static,
+    F: Future<Output = Result<(), ifmatch_blob::StoreError>> + Send,
+{
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if let Err(error) = work(served.clone()).await {
+                tracing::warn!(%error, "could not {what}");
+            }
+        }
+    })
 }
 
 /// One listener and what it serves under: TLS if any, the limits on its clients, the metrics

@@ -408,16 +408,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             ("next".to_owned(), (next + 1).to_string()),
         ]);
         planned.feed = plan;
-        let mode = match &head {
-            Some(h) => {
-                planned.generation = h.generation + 1;
-                PutMode::Update(h.generation)
-            }
-            None => {
-                planned.generation = self.fresh_generation();
-                PutMode::Create
-            }
-        };
+        let mode = self.over(&mut planned, head.as_deref());
         match self.records.put(&head_key, &planned, mode).await {
             Ok(()) => {}
             // Another instance planned first: its pass publishes these.
@@ -561,16 +552,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         };
         let content = Content::new(staged.object.clone(), len, Some(content_type.to_owned()));
         let mut record = Record::blob(staged.etag.clone(), self.env.now(), content);
-        let mode = match &current {
-            Some(c) => {
-                record.generation = c.generation + 1;
-                PutMode::Update(c.generation)
-            }
-            None => {
-                record.generation = self.fresh_generation();
-                PutMode::Create
-            }
-        };
+        let mode = self.over(&mut record, current.as_deref());
         match self.records.put(&key, &record, mode).await {
             Ok(()) => {
                 let old = current.and_then(|c| c.content.as_ref().map(|c| c.object.clone()));

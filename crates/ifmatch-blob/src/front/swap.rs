@@ -307,6 +307,21 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         self.commits.take(key).await
     }
 
+    /// How `record` is written over `current`: as its next generation, if it is still there as
+    /// read; else created, with a fresh one.
+    pub(super) fn over(&self, record: &mut Record, current: Option<&Record>) -> PutMode {
+        match current {
+            Some(current) => {
+                record.generation = current.generation + 1;
+                PutMode::Update(current.generation)
+            }
+            None => {
+                record.generation = self.fresh_generation();
+                PutMode::Create
+            }
+        }
+    }
+
     /// A random first generation, so that a record deleted and created again never repeats a
     /// generation a slow writer may still hold (no ABA).
     pub(super) fn fresh_generation(&self) -> u64 {

@@ -81,6 +81,51 @@ impl Records for Failing {
     }
 }
 
+/// A front over [`Failing`] records, open to unsigned requests, and its clock.
+fn failing_front() -> (
+    Front<Failing, MemoryObjects, Arc<ManualEnv>>,
+    Arc<ManualEnv>,
+) {
+    let env = Arc::new(ManualEnv::default());
+    let front = Front::new(Failing::default(), MemoryObjects::default(), env.clone())
+        .with_anonymous_access(true);
+    (front, env)
+}
+
+/// [`failing_front`] with the account's change feed kept, the container `box` and a blob at
+/// each of `blobs` (paths below the account).
+async fn feeding_front(
+    blobs: &[&str],
+) -> (
+    Front<Failing, MemoryObjects, Arc<ManualEnv>>,
+    Arc<ManualEnv>,
+) {
+    let (front, env) = failing_front();
+    let on = b"<StorageServiceProperties><ChangeFeed><Enabled>true</Enabled></ChangeFeed>\
+        </StorageServiceProperties>";
+    let settings = front.handle(send_to("PUT", "/?restype=service&comp=properties", on));
+    assert_eq!(settings.await.status(), 202);
+    let created = front.handle(send_to("PUT", "/box?restype=container", b""));
+    assert_eq!(created.await.status(), 201);
+    for blob in blobs {
+        assert_eq!(
+            front.handle(send_to("PUT", blob, b"bytes")).await.status(),
+            201
+        );
+    }
+    (front, env)
+}
+
+/// A request to the development account (`uri` below it), as a block blob's Put would be.
+fn send_to(method: &str, uri: &str, body: &'static [u8]) -> Request<Full<Bytes>> {
+    Request::builder()
+        .method(method)
+        .uri(format!("/devstoreaccount1{uri}"))
+        .header("x-ms-blob-type", "BlockBlob")
+        .body(Full::new(Bytes::from_static(body)))
+        .unwrap()
+}
+
 async fn put_through(fail: fn() -> StoreError) -> (StatusCode, Option<String>, usize) {
     let records = Failing {
         fail: Some(fail),
@@ -191,17 +236,7 @@ async fn staged_blocks_never_committed_expire_after_a_week_with_their_objects() 
 
 #[tokio::test]
 async fn a_container_move_cut_short_is_never_listed_and_discards_nothing() {
-    let env = Arc::new(ManualEnv::default());
-    let front = Front::new(Failing::default(), MemoryObjects::default(), env.clone())
-        .with_anonymous_access(true);
-    let send = |method: &str, uri: &str, body: &'static [u8]| {
-        Request::builder()
-            .method(method)
-            .uri(format!("/devstoreaccount1{uri}"))
-            .header("x-ms-blob-type", "BlockBlob")
-            .body(Full::new(Bytes::from_static(body)))
-            .unwrap()
-    };
+    let (front, env) = failing_front();
     let policy = b"<StorageServiceProperties><ContainerDeleteRetentionPolicy><Enabled>true\
         </Enabled><Days>1</Days></ContainerDeleteRetentionPolicy></StorageServiceProperties>";
     for (method, uri, body, status) in [
@@ -209,13 +244,16 @@ async fn a_container_move_cut_short_is_never_listed_and_discards_nothing() {
         ("PUT", "/box?restype=container", b"", 201),
         ("PUT", "/box/b", b"bytes", 201),
     ] {
-        assert_eq!(front.handle(send(method, uri, body)).await.status(), status);
+        assert_eq!(
+            front.handle(send_to(method, uri, body)).await.status(),
+            status
+        );
     }
     // The blob copied under the kept name, then the removal and its undoing both fail: the
     // kept container stays, marked moving, naming the live blob's object.
     (front.records().failing_deletes).store(true, std::sync::atomic::Ordering::SeqCst);
     let deleted = front
-        .handle(send("DELETE", "/box?restype=container", b""))
+        .handle(send_to("DELETE", "/box?restype=container", b""))
         .await;
     assert_eq!(deleted.status(), 503);
     (front.records().failing_deletes).store(false, std::sync::atomic::Ordering::SeqCst);
@@ -225,7 +263,7 @@ async fn a_container_move_cut_short_is_never_listed_and_discards_nothing() {
         .collect();
     assert_eq!(kept.len(), 1, "left behind, as a crash would");
     let listed = front
-        .handle(send("GET", "/?comp=list&include=deleted", b""))
+        .handle(send_to("GET", "/?comp=list&include=deleted", b""))
         .await;
     let xml = http_body_util::BodyExt::collect(listed.into_body())
         .await
@@ -242,7 +280,7 @@ async fn a_container_move_cut_short_is_never_listed_and_discards_nothing() {
     front.expire_containers().await.unwrap();
     let left = front.records().containers().await.unwrap();
     assert!(left.iter().all(|c| !c.starts_with("$deleted.")), "{left:?}");
-    let read = front.handle(send("GET", "/box/b", b"")).await;
+    let read = front.handle(send_to("GET", "/box/b", b"")).await;
     assert_eq!(read.status(), 200);
     let body = http_body_util::BodyExt::collect(read.into_body())
         .await
@@ -329,27 +367,7 @@ async fn a_page_write_past_the_runs_a_record_holds_is_refused_and_one_within_lan
 
 #[tokio::test]
 async fn a_publication_cut_short_is_finished_by_the_next_pass_without_a_second_chunk() {
-    let env = Arc::new(ManualEnv::default());
-    let front = Front::new(Failing::default(), MemoryObjects::default(), env.clone())
-        .with_anonymous_access(true);
-    let send = |method: &str, uri: &str, body: &'static [u8]| {
-        Request::builder()
-            .method(method)
-            .uri(format!("/devstoreaccount1{uri}"))
-            .header("x-ms-blob-type", "BlockBlob")
-            .body(Full::new(Bytes::from_static(body)))
-            .unwrap()
-    };
-    let on = b"<StorageServiceProperties><ChangeFeed><Enabled>true</Enabled></ChangeFeed>\
-        </StorageServiceProperties>";
-    for (method, uri, body, status) in [
-        ("PUT", "/?restype=service&comp=properties", &on[..], 202),
-        ("PUT", "/box?restype=container", b"", 201),
-        ("PUT", "/box/a", b"one", 201),
-        ("PUT", "/box/b", b"two", 201),
-    ] {
-        assert_eq!(front.handle(send(method, uri, body)).await.status(), status);
-    }
+    let (front, env) = feeding_front(&["/box/a", "/box/b"]).await;
     let chunks = || async {
         let scan = Scan {
             container: "$blobchangefeed",
@@ -377,7 +395,10 @@ async fn a_publication_cut_short_is_finished_by_the_next_pass_without_a_second_c
     // A change made meanwhile waits for the plan cut short to be finished.
     env.advance(std::time::Duration::from_millis(1));
     assert_eq!(
-        front.handle(send("PUT", "/box/c", b"three")).await.status(),
+        front
+            .handle(send_to("PUT", "/box/c", b"three"))
+            .await
+            .status(),
         201
     );
     // The next pass finishes that plan: the same chunk, the changes out of their records.
@@ -399,26 +420,7 @@ async fn a_publication_cut_short_is_finished_by_the_next_pass_without_a_second_c
 
 #[tokio::test]
 async fn a_change_whose_marker_was_given_up_is_marked_again_by_the_sweep() {
-    let env = Arc::new(ManualEnv::default());
-    let front = Front::new(Failing::default(), MemoryObjects::default(), env.clone())
-        .with_anonymous_access(true);
-    let send = |method: &str, uri: &str, body: &'static [u8]| {
-        Request::builder()
-            .method(method)
-            .uri(format!("/devstoreaccount1{uri}"))
-            .header("x-ms-blob-type", "BlockBlob")
-            .body(Full::new(Bytes::from_static(body)))
-            .unwrap()
-    };
-    let on = b"<StorageServiceProperties><ChangeFeed><Enabled>true</Enabled></ChangeFeed>\
-        </StorageServiceProperties>";
-    for (method, uri, body, status) in [
-        ("PUT", "/?restype=service&comp=properties", &on[..], 202),
-        ("PUT", "/box?restype=container", b"", 201),
-        ("PUT", "/box/a", b"one", 201),
-    ] {
-        assert_eq!(front.handle(send(method, uri, body)).await.status(), status);
-    }
+    let (front, env) = feeding_front(&["/box/a"]).await;
     // As a write that landed after its marker was given up leaves it: a change held, no marker.
     let markers = Scan {
         container: "$changes",
