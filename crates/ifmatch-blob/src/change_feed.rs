@@ -10,6 +10,7 @@
 
 use std::time::SystemTime;
 
+pub use crate::change::{Change, Kind, id, instant};
 use crate::record::Record;
 
 /// The container the feed is read from.
@@ -32,74 +33,6 @@ pub fn is_unpublished_deletion(record: &Record) -> bool {
         && record.staging.is_none()
         && record.uncommitted.is_empty()
         && !record.feed.is_empty()
-}
-
-/// What a change did, as the feed names it (`eventType`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum Kind {
-    /// The blob's bytes were written (a new blob, or new bytes).
-    BlobCreated,
-    /// The blob was deleted.
-    BlobDeleted,
-    /// Its metadata or properties changed, its bytes did not.
-    BlobPropertiesUpdated,
-    /// A snapshot of it was taken.
-    BlobSnapshotCreated,
-}
-
-impl Kind {
-    /// The name the feed gives it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::BlobCreated => "BlobCreated",
-            Self::BlobDeleted => "BlobDeleted",
-            Self::BlobPropertiesUpdated => "BlobPropertiesUpdated",
-            Self::BlobSnapshotCreated => "BlobSnapshotCreated",
-        }
-    }
-}
-
-/// One change of a blob, kept in the blob's record until it is published.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Change {
-    /// The sequencer: the change's instant in nanoseconds, then 64 random bits, in hex; the
-    /// feed's order within a chunk, and the name of its marker.
-    pub id: String,
-    /// What it did.
-    pub kind: Kind,
-    /// The operation that did it (`api`: `PutBlob`, `PutBlockList`, `CopyBlob`, ...).
-    pub api: String,
-    /// When (`eventTime`), as Azure writes instants: seven digits of fraction.
-    pub time: String,
-    /// The stored container (`account~name` for an account other than the first).
-    pub container: String,
-    /// The blob.
-    pub blob: String,
-    /// The blob's ETag after the change (before it, for a deletion).
-    pub etag: String,
-    /// Its Content-Type.
-    pub content_type: String,
-    /// Its length.
-    pub len: u64,
-    /// `BlockBlob`, `AppendBlob` or `PageBlob`.
-    pub blob_type: String,
-    /// The snapshot a `BlobSnapshotCreated` took.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub snapshot: Option<String>,
-}
-
-/// A change's id at `now`, `random` its random part: instants sort as their ids do.
-pub fn id(now: SystemTime, random: u64) -> String {
-    let nanos = now
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    format!("{nanos:016x}{random:016x}")
-}
-
-/// The instant of an id of [`id`]'s form.
-pub fn instant(id: &str) -> Option<SystemTime> {
-    let nanos = u64::from_str_radix(id.get(..16)?, 16).ok()?;
-    Some(SystemTime::UNIX_EPOCH + std::time::Duration::from_nanos(nanos))
 }
 
 /// Whether the record describes a blob that is there (not an empty record of staged blocks,
@@ -149,29 +82,28 @@ pub fn kind_of(
     properties_changed.then_some((Kind::BlobPropertiesUpdated, "SetBlobProperties"))
 }
 
-impl Change {
-    /// The change `kind` (by `api`) of the blob `container`/`blob` whose record is `record`
-    /// (after the change; before it, for a deletion).
-    pub fn new(
-        (kind, api): (Kind, &str),
-        (container, blob): (&str, &str),
-        record: &Record,
-        (now, random): (SystemTime, u64),
-    ) -> Self {
-        let content = record.content.as_ref();
-        Self {
-            id: id(now, random),
-            kind,
-            api: api.to_owned(),
-            time: crate::record_name::id(now),
-            container: container.to_owned(),
-            blob: blob.to_owned(),
-            etag: record.etag.to_string(),
-            content_type: (content.and_then(|c| c.content_type.clone())).unwrap_or_default(),
-            len: record.len(),
-            blob_type: content.map_or("BlockBlob", |c| c.blob_type()).to_owned(),
-            snapshot: None,
-        }
+/// The change `kind` (by `api`) of the blob `container`/`blob` whose record is `record`
+/// (after the change; before it, for a deletion), made at `now` (`random`, its id's random
+/// part).
+pub fn change(
+    (kind, api): (Kind, &str),
+    (container, blob): (&str, &str),
+    record: &Record,
+    (now, random): (SystemTime, u64),
+) -> Change {
+    let content = record.content.as_ref();
+    Change {
+        id: id(now, random),
+        kind,
+        api: api.to_owned(),
+        time: crate::record_name::id(now),
+        container: container.to_owned(),
+        blob: blob.to_owned(),
+        etag: record.etag.to_string(),
+        content_type: (content.and_then(|c| c.content_type.clone())).unwrap_or_default(),
+        len: record.len(),
+        blob_type: content.map_or("BlockBlob", |c| c.blob_type()).to_owned(),
+        snapshot: None,
     }
 }
 

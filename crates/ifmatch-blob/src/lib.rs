@@ -44,6 +44,7 @@ mod avro;
 mod batch;
 mod block_list;
 mod body;
+mod change;
 pub mod change_feed;
 mod checksums;
 #[cfg(feature = "conformance")]

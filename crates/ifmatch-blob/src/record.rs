@@ -72,7 +72,7 @@ pub struct Record {
     /// written by the compare-and-swap that made them; in the feed's head record, those of the
     /// chunk being published.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub feed: Vec<crate::change_feed::Change>,
+    pub feed: Vec<crate::change::Change>,
 }
 
 /// A deleted blob's or container's times ([`crate::soft_delete`]), in seconds since the Unix

@@ -91,7 +91,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 {
                     now = last + Duration::from_nanos(1);
                 }
-                let change = Change::new(kind, (container, name), record, (now, random));
+                let change = change_feed::change(kind, (container, name), record, (now, random));
                 self.mark(container, name, &change.id).await?;
                 Some(change)
             }
@@ -154,7 +154,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             return Ok(());
         }
         let kind = (change_feed::Kind::BlobSnapshotCreated, "SnapshotBlob");
-        let mut change = Change::new(kind, (container, blob), record, self.moment());
+        let mut change = change_feed::change(kind, (container, blob), record, self.moment());
         change.snapshot = Some(snapshot.to_owned());
         self.mark(container, name, &change.id).await?;
         record.feed.push(change);
