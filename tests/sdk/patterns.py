@@ -786,6 +786,20 @@ def _():
         created = events[0]["data"]
         assert (created["etag"], created["contentLength"], created["blobType"]) == (etag, 2, "BlockBlob"), created
         assert events[0]["data"]["sequencer"] < events[-1]["data"]["sequencer"]
+        # Read again two at a time, each page from the last one's continuation token, as a reader
+        # that stops and resumes does (the cursor names the chunk, its block and the event).
+        token, resumed = None, []
+        for _ in range(1000):
+            pages = feed.list_changes(results_per_page=2).by_page(continuation_token=token)
+            page = next(pages, None)
+            if page is None:
+                break
+            page = list(page)
+            resumed += [(e["eventType"], e["data"]["api"], e["data"].get("snapshot")) for e in page if e["subject"] == subject]
+            token = pages.continuation_token
+            if not page:
+                break
+        assert resumed == want, resumed
         # The feed's container is read-only.
         expect(HttpResponseError, lambda: SERVICE.get_container_client("$blobchangefeed").upload_blob("x", b"x"), "AuthorizationPermissionMismatch")
     finally:

@@ -456,6 +456,19 @@ export function jsPatterns(connection, settings = (run) => run(), { only, skip }
       assert.deepEqual(events.map((e) => [e.eventType, e.data.api, e.data.snapshot ?? null]), want);
       assert.deepEqual([events[0].data.etag, events[0].data.contentLength, events[0].data.blobType], [etag, 2, "BlockBlob"]);
       assert.ok(events[0].eventTime instanceof Date && !Number.isNaN(events[0].eventTime.getTime()));
+      // Again two at a time, each page from the last one's continuation token (a reader that
+      // stops and resumes).
+      const resumed = [];
+      let continuationToken;
+      for (let i = 0; i < 1000; i++) {
+        const feed = BlobChangeFeedClient.fromConnectionString(connection());
+        const { value, done } = await feed.listChanges().byPage({ maxPageSize: 2, continuationToken }).next();
+        if (done || value.events.length === 0) break;
+        resumed.push(...value.events.filter((e) => e.subject === subject));
+        continuationToken = value.continuationToken;
+        if (!continuationToken) break;
+      }
+      assert.deepEqual(resumed.map((e) => [e.eventType, e.data.api, e.data.snapshot ?? null]), want);
       await refused(() => upload(service().getContainerClient("$blobchangefeed").getBlobClient("x"), "x"), 403, "AuthorizationPermissionMismatch");
     } finally {
       await feedOn(false);

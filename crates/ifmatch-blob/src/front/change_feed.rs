@@ -44,6 +44,9 @@ const DEADLINE: Duration = Duration::from_secs(60);
 /// The most markers one pass reads: its chunk's changes are about as many.
 const PASS: usize = 1000;
 
+/// The most passes one call of the publisher makes (see [`Front::publish_changes`]).
+const PASSES: usize = 4;
+
 /// The head record's name among the markers (theirs start with `m/`).
 const HEAD: &str = "head";
 
@@ -259,12 +262,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             Some((account, _)) => account.to_owned(),
             None => (self.accounts.iter().next()).map_or_else(String::new, |a| a.name().to_owned()),
         };
-        let changes = beside(container, CHANGES);
-        for _ in 0..4 {
-            if self.publish(&account, &changes).await? == 0 {
-                break;
-            }
-        }
+        self.publish(&account, &beside(container, CHANGES)).await?;
         Ok(())
     }
 
@@ -335,19 +333,40 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         }
     }
 
-    /// One pass of the publisher over the account's `changes` container.
+    /// Passes over the account's `changes` container until one finds nothing to do, at most
+    /// [`PASSES`]: a pass that finds another's plan (cut short, or running now on another
+    /// instance) finishes it and goes on, so that what was written before the call is published
+    /// by it (up to `PASSES` chunks), whoever else publishes meanwhile.
     async fn publish(
         &self,
         account: &str,
         changes: &str,
     ) -> std::result::Result<usize, StoreError> {
+        let mut published = 0;
+        for _ in 0..PASSES {
+            match self.pass(account, changes).await? {
+                Some(count) => published += count,
+                None => break,
+            }
+        }
+        Ok(published)
+    }
+
+    /// One pass of the publisher over the account's `changes` container: how many changes it
+    /// published, `None` when it found nothing to do.
+    async fn pass(
+        &self,
+        account: &str,
+        changes: &str,
+    ) -> std::result::Result<Option<usize>, StoreError> {
         let head_key = Key::Blob(changes.to_owned(), HEAD.to_owned());
         let head = self.records.get(&head_key).await?;
         if let Some(head) = head.as_deref().filter(|h| !h.feed.is_empty()) {
-            // A pass cut short: finish it before planning another.
-            return self
+            // Another pass's plan, cut short or running: finish it before planning another.
+            return (self
                 .publish_planned(account, changes, &head_key, head)
-                .await;
+                .await)
+                .map(Some);
         }
         let scan = Scan {
             container: changes,
@@ -356,11 +375,11 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             limit: PASS,
         };
         let markers = match self.records.list(scan).await {
-            Err(StoreError::ContainerNotFound) => return Ok(0),
+            Err(StoreError::ContainerNotFound) => return Ok(None),
             listed => listed?,
         };
         if markers.is_empty() {
-            return Ok(0);
+            return Ok(None);
         }
         // Every change the markers' records hold, once.
         let mut keys = BTreeSet::new();
@@ -393,7 +412,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             }
         }
         if plan.is_empty() {
-            return Ok(0);
+            return Ok(None);
         }
         // The plan, in the head: the chunk it goes to is the hour's next.
         let hour = change_feed::hour(now);
@@ -411,12 +430,14 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let mode = self.over(&mut planned, head.as_deref());
         match self.records.put(&head_key, &planned, mode).await {
             Ok(()) => {}
-            // Another instance planned first: its pass publishes these.
-            Err(e) if self.lost_race(&e) => return Ok(0),
+            // Another pass planned first: the next pass finishes its plan.
+            Err(e) if self.lost_race(&e) => return Ok(Some(0)),
             Err(e) => return Err(e),
         }
-        self.publish_planned(account, changes, &head_key, &planned)
-            .await
+        (self
+            .publish_planned(account, changes, &head_key, &planned)
+            .await)
+            .map(Some)
     }
 
     /// Carries out the plan in `head`: the chunk, the changes out of their records, the
