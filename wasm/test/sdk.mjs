@@ -457,12 +457,15 @@ export function jsPatterns(connection, settings = (run) => run(), { only, skip }
       assert.deepEqual([events[0].data.etag, events[0].data.contentLength, events[0].data.blobType], [etag, 2, "BlockBlob"]);
       assert.ok(events[0].eventTime instanceof Date && !Number.isNaN(events[0].eventTime.getTime()));
       // Again two at a time, each page from the last one's continuation token (a reader that
-      // stops and resumes).
+      // stops and resumes). With an end: this SDK reads a token without one as ending in 1970
+      // from the second resumption on (`new Date(undefined)`, then `new Date(null)`).
       const resumed = [];
+      const end = new Date(Date.now() + 2 * 3600_000);
       let continuationToken;
       for (let i = 0; i < 1000; i++) {
         const feed = BlobChangeFeedClient.fromConnectionString(connection());
-        const { value, done } = await feed.listChanges().byPage({ maxPageSize: 2, continuationToken }).next();
+        const pages = feed.listChanges(continuationToken ? {} : { end });
+        const { value, done } = await pages.byPage({ maxPageSize: 2, continuationToken }).next();
         if (done || value.events.length === 0) break;
         resumed.push(...value.events.filter((e) => e.subject === subject));
         continuationToken = value.continuationToken;
