@@ -48,6 +48,22 @@ impl RedisServer {
         format!("redis://127.0.0.1:{}/0", self.port)
     }
 
+    /// Waits until this server, a replica, has its link to its primary up (its first sync
+    /// done): a write that waits for one replica before then may wait for nothing. Panics
+    /// after `within`.
+    pub fn wait_in_sync(&self, within: std::time::Duration) {
+        let until = std::time::Instant::now() + within;
+        while !command(self.port, &["INFO", "replication"])
+            .is_some_and(|info| info.contains("master_link_status:up"))
+        {
+            assert!(
+                std::time::Instant::now() < until,
+                "the replica did not sync in {within:?}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// Kills the server (SIGKILL), as a crash would.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
