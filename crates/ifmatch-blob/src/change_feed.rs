@@ -55,10 +55,10 @@ pub fn kind_of(
     let content = written.content.as_ref()?;
     let bytes_changed = previous.is_none_or(|p| p.bytes_tag() != written.bytes_tag());
     if bytes_changed {
-        let copied = written.copy.as_ref().map(|c| &c.id);
-        let api = if copied.is_some()
-            && copied != previous.and_then(|p| p.copy.as_ref().map(|c| &c.id))
-        {
+        // A copy's bytes: a new copy's, or one from another server finished in the background
+        // (its status moved on).
+        let copied = written.copy.is_some() && previous.map(|p| &p.copy) != Some(&written.copy);
+        let api = if copied {
             "CopyBlob"
         } else if content.append.is_some() && previous.is_some() {
             "AppendBlock"
@@ -252,6 +252,62 @@ fn event_id(id: &str) -> String {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn what_a_write_is_to_the_feed_is_read_off_its_records() {
+        use crate::record::{Content, Copied, CopyStatus};
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_000_000);
+        let blob = |bytes: &[u8]| {
+            let content = Content::new("o".into(), bytes.len() as u64, None);
+            Record::blob(ifmatch_core::strong_etag(bytes), now, content)
+        };
+        let (one, two) = (blob(b"one"), blob(b"two"));
+        let kind = |p: Option<&Record>, w: Option<&Record>| kind_of(p, w);
+        assert_eq!(kind(None, Some(&one)), Some((Kind::BlobCreated, "PutBlob")));
+        assert_eq!(
+            kind(Some(&one), Some(&two)),
+            Some((Kind::BlobCreated, "PutBlob"))
+        );
+        assert_eq!(
+            kind(Some(&one), None),
+            Some((Kind::BlobDeleted, "DeleteBlob"))
+        );
+        assert_eq!(kind(None, None), None);
+        // A lease or tags change nothing the feed reports; metadata does.
+        let mut leased = one.clone();
+        leased.lease = crate::lease::Lease::Available;
+        leased.tags.insert("k".into(), "v".into());
+        assert_eq!(kind(Some(&one), Some(&leased)), None);
+        let mut described = one.clone();
+        described.metadata.insert("k".into(), "v".into());
+        // Its ETag covers the metadata; the tag of its bytes is kept beside it, unchanged.
+        described.etag = ifmatch_core::strong_etag(b"one, described");
+        described.content.as_mut().unwrap().sha256 = Some(one.etag.clone());
+        let updated = Some((Kind::BlobPropertiesUpdated, "SetBlobMetadata"));
+        assert_eq!(kind(Some(&one), Some(&described)), updated);
+        // A copy's bytes: when it is made, and when one from another server is finished.
+        let copy = |status| Copied {
+            id: "c1".into(),
+            source: "http://x/y".into(),
+            len: 3,
+            completed: 0,
+            status,
+            description: None,
+        };
+        let (mut pending, mut done) = (blob(b""), two.clone());
+        pending.copy = Some(copy(CopyStatus::Pending));
+        done.copy = Some(copy(CopyStatus::Success));
+        let copied = Some((Kind::BlobCreated, "CopyBlob"));
+        assert_eq!(kind(Some(&one), Some(&pending)), copied);
+        assert_eq!(kind(Some(&pending), Some(&done)), copied);
+        // A record of staged blocks only, or a deleted one kept, is no blob.
+        let mut kept = one.clone();
+        kept.deleted = Some(crate::soft_delete::kept(now, 1));
+        assert_eq!(
+            kind(Some(&kept), Some(&two)),
+            Some((Kind::BlobCreated, "PutBlob"))
+        );
+    }
 
     #[test]
     fn ids_sort_as_instants_and_hours_are_paths() {
