@@ -2,7 +2,7 @@
 queues and tables through one connection string whose endpoints are `https://`, the client
 trusting the certificate the server made (REQUESTS_CA_BUNDLE) and nothing else; a SAS for HTTPS
 only is taken over HTTPS; a bearer token, which the SDKs send over HTTPS only, reaches the server
-and is refused with a clear 403.
+(one it cannot verify is refused 401 with the challenge: tokens.py has the rest).
 
 Usage: python https.py CONNECTION_STRING
 """
@@ -41,7 +41,7 @@ checks += 1
 
 
 class Token:
-    """A credential as DefaultAzureCredential is one: a bearer token (not one this server trusts yet)."""
+    """A credential as DefaultAzureCredential is one, giving a token no issuer signed."""
 
     def get_token(self, *scopes, **kwargs):
         return AccessToken("not.a.token", int(datetime.now(timezone.utc).timestamp()) + 3600)
@@ -51,7 +51,8 @@ try:
     BlobServiceClient(blobs.url, credential=Token()).get_blob_client(container.container_name, "a.txt").download_blob()
     raise AssertionError("a bearer token was taken")
 except HttpResponseError as error:
-    assert error.status_code == 403, error
+    assert error.status_code == 401, error
+    assert error.error_code == "InvalidAuthenticationInfo", error
 checks += 1
 
 queues = QueueServiceClient.from_connection_string(CONNECTION)

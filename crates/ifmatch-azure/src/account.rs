@@ -7,8 +7,10 @@
 //! path's first segment must name an account.
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::error_code::ErrorCode;
+use crate::identity::Identity;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 
@@ -25,6 +27,8 @@ pub const DEV_KEY: &str =
 pub struct Account {
     name: String,
     keys: Vec<Vec<u8>>,
+    /// Whose bearer tokens are taken, and what they may do (none: bearer tokens refused).
+    identity: Option<Arc<Identity>>,
 }
 
 impl fmt::Debug for Account {
@@ -65,7 +69,13 @@ impl Account {
         Ok(Self {
             name: name.to_owned(),
             keys,
+            identity: None,
         })
+    }
+
+    /// Whose bearer tokens this account takes, if any.
+    pub fn identity(&self) -> Option<&Identity> {
+        self.identity.as_deref()
     }
 
     /// The account's name.
@@ -108,6 +118,14 @@ impl Accounts {
             }
         }
         Ok(Self { accounts })
+    }
+
+    /// These accounts taking the bearer tokens `identity` trusts.
+    pub fn with_identity(mut self, identity: Arc<Identity>) -> Self {
+        for account in &mut self.accounts {
+            account.identity = Some(identity.clone());
+        }
+        self
     }
 
     /// Reads `name:key[,key2]` entries separated by `;` or newlines (the form of

@@ -21,6 +21,7 @@ use sha2::Sha256;
 
 use crate::account::Account;
 use crate::error_code::ErrorCode;
+use crate::identity::Access;
 
 /// How far a Shared Key request's date may be from the server's clock.
 pub const MAX_SKEW: Duration = Duration::from_secs(15 * 60);
@@ -42,6 +43,8 @@ pub enum Credential<G> {
     Key,
     /// A shared access signature: what it grants.
     Sas(G),
+    /// An Entra ID bearer token: what its principal's roles allow.
+    Token(Access),
     /// No credentials.
     Anonymous,
 }
@@ -63,6 +66,8 @@ pub struct Denied {
     pub code: ErrorCode,
     /// What failed, for the error's message.
     pub detail: String,
+    /// The `WWW-Authenticate` challenge to answer with (a refused bearer token).
+    pub challenge: Option<String>,
 }
 
 /// A denial with `code`.
@@ -70,8 +75,24 @@ pub fn denied(code: ErrorCode, detail: impl Into<String>) -> Denied {
     Denied {
         code,
         detail: detail.into(),
+        challenge: None,
     }
 }
+
+/// A refused bearer token: 401 `InvalidAuthenticationInfo` with the challenge the SDKs read
+/// (where to get a token, for which resource).
+pub fn unauthenticated(tenant: &str, detail: impl Into<String>) -> Denied {
+    Denied {
+        challenge: Some(format!(
+            "Bearer authorization_uri=https://login.microsoftonline.com/{tenant}/oauth2/authorize \
+             resource_id={STORAGE_AUDIENCE}"
+        )),
+        ..denied(ErrorCode::InvalidAuthenticationInfo, detail)
+    }
+}
+
+/// The audience of every Storage service's tokens.
+pub const STORAGE_AUDIENCE: &str = "https://storage.azure.com";
 
 /// An `AuthenticationFailed` denial.
 pub fn failed(detail: impl Into<String>) -> Denied {
@@ -104,11 +125,12 @@ pub struct Signed<'a> {
 /// SAS if the query is signed; else none.
 pub fn credentials<G>(
     account: &Account,
-    (headers, uri): (&HeaderMap, &Uri),
+    request: Signed<'_>,
     now: SystemTime,
     strings: impl FnOnce(bool) -> String,
     sas: impl FnOnce(&QueryPairs) -> Result<G, Denied>,
 ) -> Result<Credential<G>, Denied> {
+    let (headers, uri) = (request.headers, request.uri);
     if let Some(value) = headers.get(header::AUTHORIZATION) {
         let value = value
             .to_str()
@@ -117,10 +139,12 @@ pub fn credentials<G>(
         let lite = match scheme {
             "SharedKey" => false,
             "SharedKeyLite" => true,
+            "Bearer" => return bearer(account, request, rest.trim(), now).map(Credential::Token),
             _ => {
                 return Err(failed(format!(
                     "the {scheme} authorization scheme is not supported here: sign with \
-                     SharedKey or SharedKeyLite, or use a shared access signature"
+                     SharedKey or SharedKeyLite, send a bearer token, or use a shared access \
+                     signature"
                 )));
             }
         };
@@ -147,6 +171,68 @@ pub fn credentials<G>(
         return sas(&query).map(Credential::Sas);
     }
     Ok(Credential::Anonymous)
+}
+
+/// What a bearer token allows, as every Storage service checks it: over HTTPS, from version
+/// 2017-11-09, signed by an issuer the account trusts for Storage's audience or the account's
+/// own.
+fn bearer(
+    account: &Account,
+    request: Signed<'_>,
+    token: &str,
+    now: SystemTime,
+) -> Result<Access, Denied> {
+    let version = (request.headers.get("x-ms-version"))
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if version < "2017-11-09" {
+        return Err(failed(
+            "Authentication scheme Bearer is not supported in this version: send x-ms-version \
+             2017-11-09 or later",
+        ));
+    }
+    let Some(identity) = account.identity() else {
+        return Err(failed(
+            "bearer tokens are not taken by this server: it was built without them",
+        ));
+    };
+    if !request.https {
+        return Err(unauthenticated(
+            identity.tenant(),
+            "a bearer token is taken over HTTPS only (ifmatch serve --https)",
+        ));
+    }
+    verify_token(identity, account, token, now)
+        .map_err(|why| unauthenticated(identity.tenant(), why))
+}
+
+#[cfg(feature = "tokens")]
+fn verify_token(
+    identity: &crate::identity::Identity,
+    account: &Account,
+    token: &str,
+    now: SystemTime,
+) -> Result<Access, String> {
+    let name = account.name();
+    let audiences: Vec<String> = std::iter::once(STORAGE_AUDIENCE.to_owned())
+        .chain(
+            ["blob", "queue", "table", "dfs"]
+                .map(|s| format!("https://{name}.{s}.core.windows.net")),
+        )
+        .collect();
+    identity
+        .verify(token, &audiences, name, now)
+        .map_err(|e| e.to_string())
+}
+
+#[cfg(not(feature = "tokens"))]
+fn verify_token(
+    _: &crate::identity::Identity,
+    _: &Account,
+    _: &str,
+    _: SystemTime,
+) -> Result<Access, String> {
+    Err("bearer tokens are not checked on this host".into())
 }
 
 /// Checks a shared access signature's `sig` against `text`, its string-to-sign.

@@ -116,6 +116,9 @@ error_codes! {
     LeaseIdMismatchWithContainerOperation = PRECONDITION_FAILED, "The lease ID specified did not match the lease ID for the container.";
     /// A container operation named a lease id but the container has no active lease.
     LeaseNotPresentWithContainerOperation = PRECONDITION_FAILED, "There is currently no lease on the container.";
+    /// A bearer token that is malformed, forged, expired or not for this service: the
+    /// `WWW-Authenticate` challenge says where to get one.
+    InvalidAuthenticationInfo = UNAUTHORIZED, "Server failed to authenticate the request. Please refer to the information in the www-authenticate header.";
     /// A credential is missing, malformed or wrong (a signature that does not match, a date
     /// out of range, a shared access signature out of its time window).
     AuthenticationFailed = FORBIDDEN, "Server failed to authenticate the request. Make sure the value of the Authorization header is formed correctly including the signature.";

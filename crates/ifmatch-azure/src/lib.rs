@@ -5,6 +5,7 @@
 //! |---|---|
 //! | storage accounts, their keys, which one a request names | [`Account`], [`Accounts`] |
 //! | Shared Key, the SAS window, account SAS, HMAC | [`auth`] |
+//! | Entra ID tokens: trusted issuers, roles and their assignments | [`identity`], [`roles`], `token` (feature `tokens`) |
 //! | Azure Storage's error codes, and the macro each dialect declares its own with | [`ErrorCode`], [`error_codes!`] |
 //! | the host's clock and randomness | [`Env`], [`ManualEnv`] |
 //! | one instance's writes to a key, one at a time | [`Turns`] |
@@ -27,10 +28,14 @@ pub mod cors;
 mod env;
 mod error_code;
 mod headers;
+pub mod identity;
 pub mod inflight;
 pub mod metadata;
+pub mod roles;
 pub mod service_properties;
 pub mod swap;
+#[cfg(feature = "tokens")]
+pub mod token;
 mod turns;
 mod whole_body;
 

@@ -46,7 +46,7 @@ pub fn authenticate(
         }
     };
     let sas = |query: &QueryPairs| sas(account, request, query, now);
-    credentials(account, (request.headers, request.uri), now, strings, sas)
+    credentials(account, request, now, strings, sas)
 }
 
 /// Whether `credential` allows `operation` on `container` / `blob` (empty for container
@@ -64,6 +64,9 @@ pub fn authorize(
                 "this request needs credentials: a Shared Key signature or a shared access \
                  signature (anonymous access is allowed only to public containers)",
             ));
+        }
+        Credential::Token(access) => {
+            return access.check(actions(operation), &resource(container, blob));
         }
         // A container's access policy is the account owner's alone, as in Azure.
         Credential::Sas(_)
@@ -147,6 +150,75 @@ fn needed(operation: &Operation) -> (&'static str, Kind) {
         Operation::AppendBlock => ("aw", Kind::Object),
         Operation::PutPage | Operation::IncrementalCopy => ("w", Kind::Object),
         Operation::GetPageRanges(_) => ("r", Kind::Object),
+    }
+}
+
+/// Azure's names for what the blob service's operations do, each under this prefix.
+macro_rules! blob_actions {
+    ($($action:literal),+) => {
+        &[$(concat!("Microsoft.Storage/storageAccounts/blobServices/", $action)),+]
+    };
+}
+
+/// The actions (any one of them) a role must permit for `operation`, as Azure's reference
+/// names them for each operation authorized with Entra ID.
+fn actions(operation: &Operation) -> &'static [&'static str] {
+    match operation {
+        Operation::ListContainers(_)
+        | Operation::GetContainerProperties
+        | Operation::GetContainerMetadata => blob_actions!("containers/read"),
+        Operation::CreateContainer
+        | Operation::SetContainerMetadata
+        | Operation::LeaseContainer
+        | Operation::RestoreContainer => blob_actions!("containers/write"),
+        Operation::DeleteContainer => blob_actions!("containers/delete"),
+        Operation::GetContainerAcl => blob_actions!("containers/getAcl/action"),
+        Operation::SetContainerAcl => blob_actions!("containers/setAcl/action"),
+        Operation::GetBlobServiceProperties => blob_actions!("read"),
+        Operation::SetBlobServiceProperties => blob_actions!("write"),
+        Operation::FindBlobsByTags(_) | Operation::FindBlobsInAccount(_) => {
+            blob_actions!("containers/blobs/filter/action")
+        }
+        Operation::ListBlobs(_)
+        | Operation::GetBlob
+        | Operation::GetBlobMetadata
+        | Operation::GetBlockList(_)
+        | Operation::GetPageRanges(_) => blob_actions!("containers/blobs/read"),
+        Operation::GetBlobTags => blob_actions!("containers/blobs/tags/read"),
+        Operation::SetBlobTags => blob_actions!("containers/blobs/tags/write"),
+        Operation::PutBlob
+        | Operation::PutBlock(_)
+        | Operation::PutBlockList
+        | Operation::SnapshotBlob
+        | Operation::AppendBlock => {
+            blob_actions!("containers/blobs/write", "containers/blobs/add/action")
+        }
+        Operation::SetBlobMetadata
+        | Operation::SetBlobProperties
+        | Operation::LeaseBlob
+        | Operation::AbortCopyBlob(_)
+        | Operation::SealBlob
+        | Operation::UndeleteBlob
+        | Operation::PutPage
+        | Operation::IncrementalCopy => blob_actions!("containers/blobs/write"),
+        // Each subrequest is judged by its own operation.
+        Operation::SubmitBatch | Operation::DeleteBlob => {
+            blob_actions!("containers/blobs/delete")
+        }
+        Operation::SetImmutabilityPolicy
+        | Operation::DeleteImmutabilityPolicy
+        | Operation::SetLegalHold => {
+            blob_actions!("containers/blobs/immutableStorage/runAsSuperUser/action")
+        }
+    }
+}
+
+/// Where an operation on `container` / `blob` acts, as a role assignment's scope reads it.
+fn resource(container: &str, blob: &str) -> String {
+    match (container, blob) {
+        ("", _) => "/blobServices/default".into(),
+        (container, "") => format!("/blobServices/default/containers/{container}"),
+        (container, blob) => format!("/blobServices/default/containers/{container}/blobs/{blob}"),
     }
 }
 

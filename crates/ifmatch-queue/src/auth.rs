@@ -52,7 +52,7 @@ pub fn authenticate(
         check_sas_window(effective, request.https, request.client, now)?;
         grant(account, query, effective, request.container)
     };
-    credentials(account, (request.headers, request.uri), now, strings, sas)
+    credentials(account, request, now, strings, sas)
 }
 
 /// What a shared access signature grants, once its signature is checked: `query` as signed,
@@ -120,6 +120,33 @@ fn needs(operation: &Operation) -> (Needs<'static>, Level, bool) {
     }
 }
 
+/// Azure's names for what the Queue service's operations do, each under this prefix.
+macro_rules! queue_actions {
+    ($($action:literal),+) => {
+        &[$(concat!("Microsoft.Storage/storageAccounts/queueServices/", $action)),+]
+    };
+}
+
+/// The actions (any one of them) a role must permit for `operation`, as Azure's reference
+/// names them for each operation authorized with Entra ID.
+fn actions(operation: &Operation) -> &'static [&'static str] {
+    use Operation as O;
+    match operation {
+        O::ListQueues(_) | O::GetQueueMetadata | O::GetQueueAcl => queue_actions!("queues/read"),
+        O::ServiceProperties | O::ServiceStats => queue_actions!("read"),
+        O::CreateQueue | O::SetQueueMetadata | O::SetQueueAcl => queue_actions!("queues/write"),
+        O::DeleteQueue => queue_actions!("queues/delete"),
+        O::PutMessage(_) => queue_actions!("queues/messages/add/action", "queues/messages/write"),
+        O::PeekMessages { .. } => queue_actions!("queues/messages/read"),
+        O::GetMessages { .. } => queue_actions!("queues/messages/process/action"),
+        O::DeleteMessage { .. } => {
+            queue_actions!("queues/messages/process/action", "queues/messages/delete")
+        }
+        O::UpdateMessage { .. } => queue_actions!("queues/messages/write"),
+        O::ClearMessages => queue_actions!("queues/messages/delete"),
+    }
+}
+
 /// Whether `credential` allows `operation` on `queue` (empty for the service's).
 pub fn authorize(
     credential: &Credential,
@@ -133,6 +160,13 @@ pub fn authorize(
                 "this request needs credentials: a Shared Key signature or a shared access \
                  signature (queues are never public)",
             ));
+        }
+        Credential::Token(access) => {
+            let resource = match queue {
+                "" => "/queueServices/default".to_owned(),
+                queue => format!("/queueServices/default/queues/{queue}"),
+            };
+            return access.check(actions(operation), &resource);
         }
         Credential::Sas(grant) => grant,
     };

@@ -46,6 +46,8 @@ pub struct Failure {
     pub code: &'static str,
     /// What failed, and what to do.
     pub message: String,
+    /// A `WWW-Authenticate` challenge (a refused bearer token).
+    pub challenge: Option<String>,
 }
 
 impl Failure {
@@ -55,6 +57,7 @@ impl Failure {
             status: code.status(),
             code: code.as_str(),
             message: message.into(),
+            challenge: None,
         }
     }
 
@@ -64,6 +67,7 @@ impl Failure {
             status: code.status(),
             code: code.as_str(),
             message: message.into(),
+            challenge: None,
         }
     }
 
@@ -81,6 +85,11 @@ impl Failure {
         *answer.status_mut() = self.status;
         let headers = answer.headers_mut();
         headers.insert(ERROR_CODE, HeaderValue::from_static(self.code));
+        if let Some(challenge) =
+            (self.challenge.as_deref()).and_then(|c| HeaderValue::try_from(c).ok())
+        {
+            headers.insert(header::WWW_AUTHENTICATE, challenge);
+        }
         if !head {
             headers.insert(
                 header::CONTENT_TYPE,
@@ -105,7 +114,10 @@ impl From<ifmatch_azure::ErrorCode> for Failure {
 
 impl From<ifmatch_azure::auth::Denied> for Failure {
     fn from(denied: ifmatch_azure::auth::Denied) -> Self {
-        Self::shared(denied.code, denied.detail)
+        Self {
+            challenge: denied.challenge,
+            ..Self::shared(denied.code, denied.detail)
+        }
     }
 }
 

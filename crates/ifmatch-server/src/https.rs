@@ -64,7 +64,7 @@ fn made(directory: &Path, names: &[String]) -> std::io::Result<(PathBuf, PathBuf
     Ok((cert, key))
 }
 
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create(true).truncate(true);

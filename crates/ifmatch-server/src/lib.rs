@@ -19,6 +19,7 @@ pub mod cosmos;
 mod guards;
 
 pub mod https;
+pub mod identity;
 
 pub mod lock;
 pub mod metrics;

@@ -72,10 +72,42 @@ enum Command {
     /// Wait to become leader (to hold a blob's lease), then run a command while leading; the
     /// same as `lock` without a timeout, with the same guarantees.
     Leader(LockArgs),
+    /// Print a bearer token of the development issuer, which `ifmatch serve` over the same
+    /// data directory takes, carrying the roles it is minted with: for code that authenticates
+    /// with Entra ID (`DefaultAzureCredential`) to run against the server with a credential
+    /// that returns it.
+    Token(TokenArgs),
     /// The watcher `lock` starts (internal): stops a process group once its standard input
     /// ends.
     #[command(hide = true)]
     LockWatch(LockWatch),
+}
+
+#[derive(clap::Args)]
+struct TokenArgs {
+    /// A role the token's principal holds: a built-in data role's name (`Storage Blob Data
+    /// Reader`, `Cosmos DB Built-in Data Contributor`, ...) or id, or a custom role of the
+    /// server's identity file. Repeat for several.
+    #[arg(long)]
+    role: Vec<String>,
+    /// Where the roles hold: `/` (the account), `/blobServices/default/containers/{c}`,
+    /// `/queueServices/default/queues/{q}`, `/tableServices/default/tables/{t}`, `/dbs/{d}`,
+    /// `/dbs/{d}/colls/{c}`, or an Azure resource id.
+    #[arg(long, default_value = "/")]
+    scope: String,
+    /// The principal's object id (`oid`). Default: a new one.
+    #[arg(long)]
+    principal: Option<String>,
+    /// The audience (`aud`). Default: Storage's (`https://storage.azure.com`), or Cosmos
+    /// DB's (`https://cosmos.azure.com`) when every role is a Cosmos DB one.
+    #[arg(long)]
+    audience: Option<String>,
+    /// Seconds the token holds.
+    #[arg(long, default_value_t = 3600)]
+    lifetime: u64,
+    /// The data directory of the server that is to take it.
+    #[arg(long, env = "IFMATCH_DATA", default_value = "./data")]
+    data: PathBuf,
 }
 
 #[derive(clap::Args)]
@@ -390,6 +422,11 @@ struct Serve {
     /// A file of accounts, one `name:key[,key2]` per line (`#` starts a comment).
     #[arg(long, env = "IFMATCH_ACCOUNTS_FILE")]
     accounts_file: Option<PathBuf>,
+    /// Whose Entra ID bearer tokens are taken and what their principals may do: a JSON file of
+    /// trusted issuers (their keys as JWKS files), custom roles and role assignments (see
+    /// docs/auth.md). The development issuer (`ifmatch token`) is trusted with or without it.
+    #[arg(long, env = "IFMATCH_IDENTITY")]
+    identity: Option<PathBuf>,
     /// Let requests without credentials read, write and delete anything. For development
     /// only: anyone who can reach the port can change everything.
     #[arg(long, env = "IFMATCH_ANONYMOUS")]
@@ -436,6 +473,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Check(args) => check(args),
         Command::Lock(args) => lock(args, true).await,
         Command::Leader(args) => lock(args, false).await,
+        Command::Token(args) => token(args),
         Command::LockWatch(args) => {
             let grace = grace(args.grace)?;
             std::process::exit(ifmatch_server::lock::watch(grace).await)
@@ -453,6 +491,30 @@ async fn lock(args: LockArgs, with_timeout: bool) -> anyhow::Result<()> {
     let grace = grace(args.grace)?;
     let code = ifmatch_server::lock::run(&blob, duration, timeout, grace, &args.command).await?;
     std::process::exit(code);
+}
+
+fn token(args: TokenArgs) -> anyhow::Result<()> {
+    use ifmatch_azure::token::Carried;
+    let issuer = ifmatch_server::identity::dev_issuer(&args.data)?;
+    let cosmos = !args.role.is_empty() && args.role.iter().all(|r| r.starts_with("Cosmos"));
+    let audience = args.audience.unwrap_or_else(|| match cosmos {
+        true => "https://cosmos.azure.com".into(),
+        false => ifmatch_azure::auth::STORAGE_AUDIENCE.into(),
+    });
+    let roles = (args.role.iter())
+        .map(|role| Carried {
+            role: role.clone(),
+            scope: args.scope.clone(),
+        })
+        .collect();
+    let principal = (args.principal).unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    let lifetime = Duration::from_secs(args.lifetime);
+    let now = std::time::SystemTime::now();
+    println!(
+        "{}",
+        issuer.mint(&principal, &audience, roles, now, lifetime)
+    );
+    Ok(())
 }
 
 fn check(args: Check) -> anyhow::Result<()> {
@@ -501,6 +563,10 @@ fn serve_options(args: &Serve) -> anyhow::Result<ifmatch_server::Options> {
         }
         (None, None) => Accounts::default(),
     };
+    let identity = ifmatch_server::identity::identity(&args.data, args.identity.as_deref())?;
+    options.accounts = options
+        .accounts
+        .with_identity(std::sync::Arc::new(identity));
     Ok(options)
 }
 

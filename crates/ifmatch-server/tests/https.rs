@@ -1,6 +1,7 @@
 //! `ifmatch serve --https`: every endpoint (blobs, queues, tables) over HTTPS with one
 //! certificate, made on first start under the data directory and kept; the official Python SDKs
-//! unchanged against it, trusting that certificate alone; plain HTTP is not answered there.
+//! unchanged against it, trusting that certificate alone; plain HTTP is not answered there. (What
+//! bearer tokens may do is `tokens.rs`.)
 
 mod common;
 

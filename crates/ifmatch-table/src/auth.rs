@@ -154,6 +154,38 @@ impl<'a> Operation<'a> {
         }
     }
 
+    /// The actions a role must permit for it, as Azure's reference names them: one of each
+    /// list.
+    fn actions(self) -> &'static [&'static [&'static str]] {
+        macro_rules! table_action {
+            ($action:literal) => {
+                &[concat!(
+                    "Microsoft.Storage/storageAccounts/tableServices/tables",
+                    $action
+                )]
+            };
+        }
+        const READ_TABLES: &[&str] = table_action!("/read");
+        const WRITE_TABLES: &[&str] = table_action!("/write");
+        const DELETE_TABLES: &[&str] = table_action!("/delete");
+        const READ: &[&str] = table_action!("/entities/read");
+        const ADD: &[&str] = table_action!("/entities/add/action");
+        const UPDATE: &[&str] = table_action!("/entities/update/action");
+        const DELETE: &[&str] = table_action!("/entities/delete");
+        match self {
+            Self::QueryTables => &[READ_TABLES],
+            Self::CreateTable => &[WRITE_TABLES],
+            Self::DeleteTable(_) => &[DELETE_TABLES],
+            Self::Read(_) => &[READ],
+            Self::Insert(_) => &[ADD],
+            Self::Update(_) => &[UPDATE],
+            Self::Upsert(_) => &[ADD, UPDATE],
+            Self::Delete(_) => &[DELETE],
+            // Never reached by a token (the envelope passes, its operations are judged).
+            Self::Batch | Self::Other => &[&[]],
+        }
+    }
+
     /// The permissions it needs (all of them), what kind of resource it acts on, and the
     /// table it names.
     fn needs(self) -> (&'static str, Kind, Option<&'a str>) {
@@ -192,7 +224,7 @@ pub fn authenticate(
         check_sas_window(query, request.https, request.client, now)?;
         grant(account, query)
     };
-    credentials(account, (request.headers, request.uri), now, strings, sas)
+    credentials(account, request, now, strings, sas)
 }
 
 /// The Table service's Shared Key string-to-sign (`VERB`, `Content-MD5`, `Content-Type`, the
@@ -283,7 +315,20 @@ pub fn authorize<'c>(
             ));
         }
         // The envelope: each operation inside is authorized as it is read.
-        Credential::Sas(_) if operation == Operation::Batch => return Ok(None),
+        Credential::Sas(_) | Credential::Token(_) if operation == Operation::Batch => {
+            return Ok(None);
+        }
+        Credential::Token(access) => {
+            let (_, _, table) = operation.needs();
+            let resource = match table {
+                Some(table) => format!("/tableServices/default/tables/{table}"),
+                None => "/tableServices/default".to_owned(),
+            };
+            for actions in operation.actions() {
+                access.check(actions, &resource)?;
+            }
+            return Ok(None);
+        }
         Credential::Sas(grant) => grant,
     };
     let (needs, kind, table) = operation.needs();

@@ -253,5 +253,10 @@ fn tunneled(method: &Method, headers: &http::HeaderMap) -> Method {
 
 /// A refused credential, in the Table service's JSON.
 fn denial(denied: &ifmatch_azure::auth::Denied) -> Response<Bytes> {
-    front::denial(denied.code, &denied.detail)
+    let mut answer = front::denial(denied.code, &denied.detail);
+    let challenge = denied.challenge.as_deref();
+    if let Some(challenge) = challenge.and_then(|c| http::HeaderValue::try_from(c).ok()) {
+        (answer.headers_mut()).insert(http::header::WWW_AUTHENTICATE, challenge);
+    }
+    answer
 }

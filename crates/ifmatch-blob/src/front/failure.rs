@@ -19,6 +19,8 @@ pub(super) struct Failure {
     /// The backend could not say whether the change was made (see
     /// [`StoreError::may_have_landed`]): what the change referred to must be kept.
     pub(super) may_have_landed: bool,
+    /// A `WWW-Authenticate` challenge (a refused bearer token).
+    pub(super) challenge: Option<String>,
 }
 
 pub(super) type Result<T, E = Failure> = std::result::Result<T, E>;
@@ -29,13 +31,17 @@ impl Failure {
             code,
             detail: Some(detail.into()),
             may_have_landed: false,
+            challenge: None,
         }
     }
 }
 
 impl From<ifmatch_azure::auth::Denied> for Failure {
     fn from(denied: ifmatch_azure::auth::Denied) -> Self {
-        Self::with_detail(denied.code, denied.detail)
+        Self {
+            challenge: denied.challenge,
+            ..Self::with_detail(denied.code, denied.detail)
+        }
     }
 }
 
@@ -45,6 +51,7 @@ impl From<ErrorCode> for Failure {
             code,
             detail: None,
             may_have_landed: false,
+            challenge: None,
         }
     }
 }
@@ -78,6 +85,7 @@ impl From<StoreError> for Failure {
             code,
             detail,
             may_have_landed: e.may_have_landed(),
+            challenge: None,
         }
     }
 }
@@ -101,6 +109,12 @@ pub(super) fn error_answer<R>(failure: Failure, head: bool) -> Answer<R> {
     let code = failure.code;
     let mut out = HeaderMap::with_capacity(8);
     out.insert(ERROR_CODE, HeaderValue::from_static(code.as_str()));
+    if let Some(challenge) = failure
+        .challenge
+        .and_then(|c| HeaderValue::try_from(c).ok())
+    {
+        out.insert(header::WWW_AUTHENTICATE, challenge);
+    }
     let mut response = answer(code.status(), out);
     if !head {
         let body = code.xml_body(failure.detail.as_deref().unwrap_or(code.message()));

@@ -1,0 +1,314 @@
+//! Who a bearer token names and what they may do: the issuers whose tokens are trusted (their
+//! signing keys), the roles (Azure's built-in data roles and custom ones) and their
+//! assignments to principals at scopes, read from a configuration file; and [`Access`], what
+//! one request's token allows. Checking a token is [`crate::token`]'s.
+//!
+//! The configuration (`ifmatch serve --identity FILE`), JSON:
+//!
+//! ```json
+//! {
+//!   "issuers": [{ "issuer": "https://login.microsoftonline.com/{tenant}/v2.0",
+//!                 "tenant": "{tenant}", "jwks": "keys.json" }],
+//!   "audiences": ["api://my-storage"],
+//!   "roles": [{ "name": "Blob Writer", "dataActions": ["Microsoft.Storage/.../blobs/write"] }],
+//!   "assignments": [{ "principal": "{object id}", "role": "Storage Blob Data Reader",
+//!                     "scope": "/blobServices/default/containers/box" }]
+//! }
+//! ```
+
+use std::fmt;
+
+use serde::Deserialize;
+
+use crate::auth::{Denied, denied};
+use crate::error_code::ErrorCode;
+use crate::roles::{self, RoleDefinition};
+
+/// The tenant of the development issuer (`ifmatch token`): no Entra tenant has this id.
+pub const DEV_TENANT: &str = "00000000-0000-0000-0000-0000000000d1";
+
+/// The development issuer's name (`iss`).
+pub fn dev_issuer() -> String {
+    format!("https://login.ifmatch.localhost/{DEV_TENANT}/v2.0")
+}
+
+/// An issuer whose tokens are trusted: its `iss`, its tenant, its signing keys (a JWKS).
+#[derive(Clone)]
+pub struct Issuer {
+    /// Its `iss` claim, exactly.
+    pub issuer: String,
+    /// The tenant its tokens must name (`tid`), if any.
+    pub tenant: Option<String>,
+    /// Its signing keys, a JSON Web Key Set.
+    pub keys: serde_json::Value,
+    /// The development issuer: its tokens carry their own role assignments (they are signed
+    /// with the server's own key, as trusted as this file).
+    pub development: bool,
+}
+
+impl fmt::Debug for Issuer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Issuer")
+            .field("issuer", &self.issuer)
+            .field("tenant", &self.tenant)
+            .field("development", &self.development)
+            .finish()
+    }
+}
+
+/// A role assigned to a principal (its object id, `oid`) at a scope.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Assignment {
+    /// The principal's object id.
+    #[serde(alias = "principalId")]
+    pub principal: String,
+    /// The role's name or id.
+    #[serde(alias = "roleDefinitionId")]
+    pub role: String,
+    /// Where it holds (see [`roles::scope`]): `/` for the whole account.
+    #[serde(default = "account_scope")]
+    pub scope: String,
+}
+
+fn account_scope() -> String {
+    "/".into()
+}
+
+/// The trusted issuers, roles and assignments of a server.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    pub(crate) issuers: Vec<Issuer>,
+    /// Audiences taken beside each service's own.
+    pub(crate) audiences: Vec<String>,
+    roles: Vec<RoleDefinition>,
+    assignments: Vec<Assignment>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Config {
+    #[serde(default)]
+    issuers: Vec<IssuerConfig>,
+    #[serde(default)]
+    audiences: Vec<String>,
+    #[serde(default)]
+    roles: Vec<RoleDefinition>,
+    #[serde(default)]
+    assignments: Vec<Assignment>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IssuerConfig {
+    issuer: String,
+    #[serde(default)]
+    tenant: Option<String>,
+    jwks: String,
+}
+
+impl Identity {
+    /// No issuer, no assignment: every token refused.
+    pub fn new() -> Self {
+        Self {
+            issuers: Vec::new(),
+            audiences: Vec::new(),
+            roles: roles::built_in(),
+            assignments: Vec::new(),
+        }
+    }
+
+    /// Reads a configuration (JSON, see the module's text); `load` reads the file a `jwks`
+    /// entry names.
+    pub fn from_config(
+        text: &str,
+        load: impl Fn(&str) -> Result<String, String>,
+    ) -> Result<Self, String> {
+        let config: Config =
+            serde_json::from_str(text).map_err(|e| format!("the identity file: {e}"))?;
+        let mut identity = Self::new();
+        for issuer in config.issuers {
+            let keys = load(&issuer.jwks)?;
+            let keys: serde_json::Value = serde_json::from_str(&keys)
+                .map_err(|e| format!("the keys of {}: {e}", issuer.issuer))?;
+            if !keys.get("keys").is_some_and(|k| k.is_array()) {
+                return Err(format!(
+                    "the keys of {}: a JSON Web Key Set ({{\"keys\": [...]}}) is needed",
+                    issuer.issuer
+                ));
+            }
+            identity.issuers.push(Issuer {
+                issuer: issuer.issuer,
+                tenant: issuer.tenant,
+                keys,
+                development: false,
+            });
+        }
+        identity.audiences = config.audiences;
+        for role in config.roles {
+            if identity.roles.iter().any(|r| r.is(&role.name)) {
+                return Err(format!("role {:?} is defined twice", role.name));
+            }
+            identity.roles.push(role);
+        }
+        for assignment in &config.assignments {
+            identity.role(&assignment.role)?;
+            roles::scope(&assignment.scope).ok_or_else(|| {
+                format!(
+                    "assignment of {:?}: scope {:?} is not `/...` nor an Azure resource id",
+                    assignment.principal, assignment.scope
+                )
+            })?;
+        }
+        identity.assignments = config.assignments;
+        Ok(identity)
+    }
+
+    /// This identity also trusting `issuer`.
+    pub fn trusting(mut self, issuer: Issuer) -> Self {
+        self.issuers.push(issuer);
+        self
+    }
+
+    /// The tenant a challenge names: the first issuer's, else the development one.
+    pub fn tenant(&self) -> &str {
+        (self.issuers.iter())
+            .find_map(|i| i.tenant.as_deref())
+            .unwrap_or(DEV_TENANT)
+    }
+
+    fn role(&self, name: &str) -> Result<&RoleDefinition, String> {
+        // A role definition id may be given as Azure's full resource id.
+        let short = name.rsplit('/').next().unwrap_or(name);
+        (self.roles.iter())
+            .find(|r| r.is(name) || r.is(short))
+            .ok_or_else(|| format!("no role is named {name:?}"))
+    }
+
+    /// What `principal` may do in `account`: its assignments from the configuration, and
+    /// `carried` (a development token's own), those of unknown roles or scopes dropped.
+    pub fn access(&self, principal: &str, account: &str, carried: &[Assignment]) -> Access {
+        let mut grants = Vec::new();
+        let configured = self.assignments.iter().filter(|a| a.principal == principal);
+        for assignment in configured.chain(carried) {
+            let (Ok(role), Some((named, scope))) =
+                (self.role(&assignment.role), roles::scope(&assignment.scope))
+            else {
+                continue;
+            };
+            if named.is_none_or(|named| named.eq_ignore_ascii_case(account)) {
+                grants.push((role.clone(), scope));
+            }
+        }
+        Access {
+            principal: principal.to_owned(),
+            grants,
+        }
+    }
+}
+
+impl Default for Identity {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// What a request's bearer token allows: its principal's roles at their scopes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Access {
+    /// The principal's object id.
+    pub principal: String,
+    grants: Vec<(RoleDefinition, String)>,
+}
+
+impl Access {
+    /// Whether a role assigned at a scope covering `resource` permits one of `actions`.
+    pub fn allows(&self, actions: &[&str], resource: &str) -> bool {
+        self.grants.iter().any(|(role, scope)| {
+            roles::covers(scope, resource) && actions.iter().any(|a| role.permits(a))
+        })
+    }
+
+    /// [`Access::allows`], or Storage's 403 `AuthorizationPermissionMismatch` naming what
+    /// was needed.
+    pub fn check(&self, actions: &[&str], resource: &str) -> Result<(), Denied> {
+        if self.allows(actions, resource) {
+            return Ok(());
+        }
+        Err(denied(
+            ErrorCode::AuthorizationPermissionMismatch,
+            format!(
+                "principal {} has no role assignment at {resource} that permits {}",
+                self.principal,
+                actions.join(" or ")
+            ),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const READER: &str = "Storage Blob Data Reader";
+
+    #[test]
+    fn a_configuration_is_read_and_its_mistakes_named() {
+        let load = |_: &str| Ok(r#"{"keys": []}"#.to_owned());
+        let text = r#"{
+            "issuers": [{"issuer": "https://sts.example/t/", "tenant": "t", "jwks": "k.json"}],
+            "roles": [{"name": "Writer", "dataActions": ["Microsoft.Storage/storageAccounts/blobServices/containers/blobs/write"]}],
+            "assignments": [
+                {"principal": "p", "role": "Storage Blob Data Reader", "scope": "/blobServices/default/containers/box"},
+                {"principal": "p", "role": "Writer", "scope": "/subscriptions/s/resourceGroups/g/providers/Microsoft.Storage/storageAccounts/other"}
+            ]
+        }"#;
+        let identity = Identity::from_config(text, load).unwrap();
+        assert_eq!(identity.tenant(), "t");
+        let access = identity.access("p", "devstoreaccount1", &[]);
+        let read = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/read";
+        let write = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/write";
+        assert!(access.allows(&[read], "/blobServices/default/containers/box/blobs/a"));
+        assert!(!access.allows(&[read], "/blobServices/default/containers/other/blobs/a"));
+        // The writer role is assigned in another account only.
+        assert!(!access.allows(&[write], "/blobServices/default/containers/box/blobs/a"));
+        assert!((identity.access("p", "other", &[])).allows(&[write], "/blobServices/default/x"));
+        assert!(
+            !identity
+                .access("q", "devstoreaccount1", &[])
+                .allows(&[read], "/")
+        );
+        let refused = access.check(&[write], "/blobServices/default/containers/box");
+        assert_eq!(
+            refused.unwrap_err().code,
+            ErrorCode::AuthorizationPermissionMismatch
+        );
+        for (bad, says) in [
+            (
+                r#"{"assignments": [{"principal": "p", "role": "Nobody"}]}"#,
+                "no role",
+            ),
+            (
+                r#"{"assignments": [{"principal": "p", "role": "Storage Blob Data Reader", "scope": "box"}]}"#,
+                "scope",
+            ),
+            (
+                r#"{"roles": [{"name": "storage blob data reader"}]}"#,
+                "twice",
+            ),
+            (r#"{"issuer": []}"#, "unknown field"),
+        ] {
+            let error = Identity::from_config(bad, load).unwrap_err();
+            assert!(error.contains(says), "{error}");
+        }
+        let carried = [Assignment {
+            principal: "d".into(),
+            role: READER.into(),
+            scope: "/".into(),
+        }];
+        assert!(
+            Identity::new()
+                .access("d", "a", &carried)
+                .allows(&[read], "/x")
+        );
+    }
+}

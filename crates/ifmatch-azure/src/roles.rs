@@ -1,0 +1,316 @@
+//! Azure's role-based access for data: role definitions (the built-in data roles of Storage
+//! and Cosmos DB, and custom roles) as lists of permitted actions, assignments of a role to a
+//! principal at a scope, and what a principal's assignments allow.
+//!
+//! An action is Azure's name for what an operation does (`Microsoft.Storage/storageAccounts/
+//! blobServices/containers/blobs/read`); each dialect names the actions of its operations
+//! (`ifmatch_blob::auth`, the Queue and Table services, the Cosmos endpoint). A role permits an
+//! action when one of its `actions` or `dataActions` matches it (`*` matches any run of
+//! characters, case aside) and none of its `notActions` or `notDataActions` does. A scope is
+//! a path below the account: `/` the account, `/blobServices/default/containers/{c}`,
+//! `/queueServices/default/queues/{q}`, `/tableServices/default/tables/{t}`, `/dbs/{d}` and
+//! `/dbs/{d}/colls/{c}`; a full Azure resource id is read as its part below the account.
+
+use serde::Deserialize;
+
+/// A role: what it permits, by Azure's action names.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RoleDefinition {
+    /// Its name (`Storage Blob Data Reader`).
+    #[serde(alias = "roleName")]
+    pub name: String,
+    /// Its id (a GUID for Azure's own; anything unique for a custom role).
+    #[serde(default)]
+    pub id: String,
+    /// Control-plane actions it permits (containers, queues, tables).
+    #[serde(default)]
+    pub actions: Vec<String>,
+    /// Actions taken out of `actions`.
+    #[serde(default)]
+    pub not_actions: Vec<String>,
+    /// Data actions it permits (blobs, messages, entities, items).
+    #[serde(default)]
+    pub data_actions: Vec<String>,
+    /// Data actions taken out of `data_actions`.
+    #[serde(default)]
+    pub not_data_actions: Vec<String>,
+}
+
+impl RoleDefinition {
+    /// Whether this role permits `action`.
+    pub fn permits(&self, action: &str) -> bool {
+        let any = |patterns: &[String]| patterns.iter().any(|p| matches(p, action));
+        (any(&self.actions) && !any(&self.not_actions))
+            || (any(&self.data_actions) && !any(&self.not_data_actions))
+    }
+
+    /// Whether this role is named `name`, by its name (case aside) or its id.
+    pub fn is(&self, name: &str) -> bool {
+        self.name.eq_ignore_ascii_case(name) || (!self.id.is_empty() && self.id == name)
+    }
+}
+
+/// Whether `pattern` (Azure's form: `*` matches any run of characters) matches `action`, case
+/// aside.
+pub fn matches(pattern: &str, action: &str) -> bool {
+    let (pattern, action) = (pattern.to_ascii_lowercase(), action.to_ascii_lowercase());
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or("");
+    let Some(mut rest) = action.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else {
+        return rest.is_empty();
+    };
+    for part in middle {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.ends_with(last)
+}
+
+const STORAGE: &str = "Microsoft.Storage/storageAccounts/";
+const COSMOS: &str = "Microsoft.DocumentDB/databaseAccounts/";
+
+/// Azure's built-in data roles of Storage (blobs, queues, tables) and Cosmos DB, as its
+/// documentation lists their permissions.
+pub fn built_in() -> Vec<RoleDefinition> {
+    let role = |name: &str, id: &str, actions: &[&str], data: &[&str]| {
+        let prefixed = |list: &[&str]| {
+            list.iter()
+                .map(|a| {
+                    let prefix = if name.starts_with("Cosmos") {
+                        COSMOS
+                    } else {
+                        STORAGE
+                    };
+                    format!("{prefix}{a}")
+                })
+                .collect()
+        };
+        RoleDefinition {
+            name: name.to_owned(),
+            id: id.to_owned(),
+            actions: prefixed(actions),
+            not_actions: Vec::new(),
+            data_actions: prefixed(data),
+            not_data_actions: Vec::new(),
+        }
+    };
+    let containers = "blobServices/containers";
+    let blobs = "blobServices/containers/blobs";
+    let delegation = "blobServices/generateUserDelegationKey/action";
+    let queues = "queueServices/queues";
+    let messages = "queueServices/queues/messages";
+    let tables = "tableServices/tables";
+    let entities = "tableServices/tables/entities";
+    vec![
+        role(
+            "Storage Blob Data Reader",
+            "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1",
+            &[&format!("{containers}/read"), delegation],
+            &[&format!("{blobs}/read")],
+        ),
+        role(
+            "Storage Blob Data Contributor",
+            "ba92f5b4-2d11-453d-a403-e96b0029c9fe",
+            &[
+                &format!("{containers}/delete"),
+                &format!("{containers}/read"),
+                &format!("{containers}/write"),
+                delegation,
+            ],
+            &[
+                &format!("{blobs}/delete"),
+                &format!("{blobs}/read"),
+                &format!("{blobs}/write"),
+                &format!("{blobs}/move/action"),
+                &format!("{blobs}/add/action"),
+            ],
+        ),
+        role(
+            "Storage Blob Data Owner",
+            "b7e6dc6d-f1e8-4753-8033-0f276bb0955b",
+            &[&format!("{containers}/*"), delegation],
+            &[&format!("{blobs}/*")],
+        ),
+        role(
+            "Storage Queue Data Reader",
+            "19e7f393-937e-4f77-808e-94535e297925",
+            &[&format!("{queues}/read")],
+            &[&format!("{messages}/read")],
+        ),
+        role(
+            "Storage Queue Data Contributor",
+            "974c5e8b-45b9-4653-ba55-5f855dd0fb88",
+            &[
+                &format!("{queues}/delete"),
+                &format!("{queues}/read"),
+                &format!("{queues}/write"),
+            ],
+            &[
+                &format!("{messages}/delete"),
+                &format!("{messages}/read"),
+                &format!("{messages}/write"),
+                &format!("{messages}/process/action"),
+                &format!("{messages}/add/action"),
+            ],
+        ),
+        role(
+            "Storage Queue Data Message Processor",
+            "8a0f0c08-91a1-4084-bc3d-661d67233fed",
+            &[],
+            &[
+                &format!("{messages}/read"),
+                &format!("{messages}/process/action"),
+            ],
+        ),
+        role(
+            "Storage Queue Data Message Sender",
+            "c6a89b2d-59bc-44d0-9896-0f6e12d7b80a",
+            &[],
+            &[&format!("{messages}/add/action")],
+        ),
+        role(
+            "Storage Table Data Reader",
+            "76199698-9eea-4c19-bc75-cec21354c6b6",
+            &[&format!("{tables}/read")],
+            &[&format!("{entities}/read")],
+        ),
+        role(
+            "Storage Table Data Contributor",
+            "0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3",
+            &[
+                &format!("{tables}/read"),
+                &format!("{tables}/write"),
+                &format!("{tables}/delete"),
+            ],
+            &[
+                &format!("{entities}/read"),
+                &format!("{entities}/write"),
+                &format!("{entities}/delete"),
+                &format!("{entities}/add/action"),
+                &format!("{entities}/update/action"),
+            ],
+        ),
+        role(
+            "Cosmos DB Built-in Data Reader",
+            "00000000-0000-0000-0000-000000000001",
+            &[],
+            &[
+                "readMetadata",
+                "sqlDatabases/containers/executeQuery",
+                "sqlDatabases/containers/readChangeFeed",
+                "sqlDatabases/containers/items/read",
+            ],
+        ),
+        role(
+            "Cosmos DB Built-in Data Contributor",
+            "00000000-0000-0000-0000-000000000002",
+            &[],
+            &[
+                "readMetadata",
+                "sqlDatabases/containers/*",
+                "sqlDatabases/containers/items/*",
+            ],
+        ),
+    ]
+}
+
+/// A scope as a path below the account (`/` the account), and the account a full resource id
+/// names, if it names one. `None` for a scope of no form Azure gives.
+pub fn scope(text: &str) -> Option<(Option<String>, String)> {
+    let lower = text.to_ascii_lowercase();
+    for marker in ["/storageaccounts/", "/databaseaccounts/"] {
+        if let Some(at) = lower.find(marker) {
+            let rest = &text[at + marker.len()..];
+            let (account, below) = rest.split_once('/').unwrap_or((rest, ""));
+            return Some((Some(account.to_owned()), normal(below)));
+        }
+    }
+    text.starts_with('/').then(|| (None, normal(text)))
+}
+
+/// `/` followed by the path's segments, without a trailing `/`.
+fn normal(path: &str) -> String {
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    format!("/{}", segments.join("/"))
+}
+
+/// Whether an assignment at `scope` (normal, from [`scope`]) covers `resource`, a request's
+/// path below the account.
+pub fn covers(scope: &str, resource: &str) -> bool {
+    scope == "/"
+        || resource == scope
+        || (resource.starts_with(scope) && resource.as_bytes().get(scope.len()) == Some(&b'/'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wildcards_match_as_azure_reads_them() {
+        assert!(matches("a/b/*", "a/b/c/d"));
+        assert!(matches("A/B/READ", "a/b/read"));
+        assert!(matches("*", "anything"));
+        assert!(matches("a/*/read", "a/x/y/read"));
+        assert!(!matches("a/*/read", "a/x/write"));
+        assert!(!matches("a/b/read", "a/b/readx"));
+        assert!(!matches("a/b", "a/b/c"));
+    }
+
+    #[test]
+    fn the_built_in_roles_permit_what_their_names_say() {
+        let roles = built_in();
+        let role = |name: &str| roles.iter().find(|r| r.is(name)).unwrap().clone();
+        let read = format!("{STORAGE}blobServices/containers/blobs/read");
+        let write = format!("{STORAGE}blobServices/containers/blobs/write");
+        let tags = format!("{STORAGE}blobServices/containers/blobs/tags/write");
+        assert!(role("Storage Blob Data Reader").permits(&read));
+        assert!(!role("Storage Blob Data Reader").permits(&write));
+        assert!(role("storage blob data contributor").permits(&write));
+        assert!(!role("Storage Blob Data Contributor").permits(&tags));
+        assert!(role("b7e6dc6d-f1e8-4753-8033-0f276bb0955b").permits(&tags));
+        let item = format!("{COSMOS}sqlDatabases/containers/items/create");
+        assert!(role("Cosmos DB Built-in Data Contributor").permits(&item));
+        assert!(!role("Cosmos DB Built-in Data Reader").permits(&item));
+        let custom = RoleDefinition {
+            name: "all but delete".into(),
+            id: String::new(),
+            actions: vec![],
+            not_actions: vec![],
+            data_actions: vec![format!("{STORAGE}blobServices/containers/blobs/*")],
+            not_data_actions: vec![format!("{STORAGE}blobServices/containers/blobs/delete")],
+        };
+        assert!(custom.permits(&write));
+        assert!(!custom.permits(&format!("{STORAGE}blobServices/containers/blobs/delete")));
+    }
+
+    #[test]
+    fn scopes_are_read_below_the_account() {
+        assert_eq!(scope("/"), Some((None, "/".into())));
+        assert_eq!(
+            scope("/blobServices/default/containers/box/"),
+            Some((None, "/blobServices/default/containers/box".into()))
+        );
+        let id = "/subscriptions/s/resourceGroups/g/providers/Microsoft.Storage/storageAccounts/acct/blobServices/default/containers/box";
+        assert_eq!(
+            scope(id),
+            Some((
+                Some("acct".into()),
+                "/blobServices/default/containers/box".into()
+            ))
+        );
+        assert_eq!(scope("box"), None);
+        let box_ = "/blobServices/default/containers/box";
+        assert!(covers("/", box_));
+        assert!(covers(box_, &format!("{box_}/blobs/a")));
+        assert!(covers(box_, box_));
+        assert!(!covers(box_, "/blobServices/default/containers/boxes"));
+    }
+}
