@@ -4,14 +4,19 @@
 refused 403 AuthorizationPermissionMismatch; a token the server's issuer did not sign is refused
 401 InvalidAuthenticationInfo with the challenge the SDKs read.
 
+Cosmos DB the same way: `type=aad` tokens from a credential, the data actions of its built-in
+data roles, 403 with substatus 5301 for an action not granted and 5300 for the management
+operations a token never does.
+
 Usage: python tokens.py CONNECTION_STRING IFMATCH_BINARY DATA_DIRECTORY OTHER_DATA_DIRECTORY
-(the server's data directory, whose development issuer signs the tokens; another one's, whose
-tokens the server must refuse)
+COSMOS_ENDPOINT (the server's data directory, whose development issuer signs the tokens; another
+one's, whose tokens the server must refuse)
 """
 
 import subprocess
 import sys
 import uuid
+import warnings
 from datetime import datetime, timezone
 
 from azure.core.credentials import AccessToken
@@ -20,12 +25,16 @@ from azure.data.tables import TableServiceClient
 from azure.storage.blob import BlobServiceClient
 from azure.storage.queue import QueueServiceClient
 
-CONNECTION, BINARY, DATA, OTHER = sys.argv[1:5]
+CONNECTION, BINARY, DATA, OTHER, COSMOS = sys.argv[1:6]
+# The Cosmos SDK does not verify a localhost endpoint's certificate, and says so each request.
+warnings.filterwarnings("ignore", message="Unverified HTTPS request")
 checks = 0
 
 
-def minted(role, scope="/", data=DATA):
+def minted(role, scope="/", data=DATA, audience=None):
     args = [BINARY, "token", "--data", data, "--role", role, "--scope", scope]
+    if audience:
+        args += ["--audience", audience]
     return subprocess.run(args, check=True, capture_output=True, text=True).stdout.strip()
 
 
@@ -147,6 +156,74 @@ refused(lambda: table_reader.upsert_entity({"PartitionKey": "p", "RowKey": "s"})
 refused(lambda: table_reader.delete_entity("p", "r"))
 # A blob role grants nothing on tables.
 refused(lambda: table("Storage Blob Data Owner").get_entity("p", "r"))
+checks += 1
+
+# Cosmos DB: the database and container made with the key (a token never manages them).
+from azure.cosmos import CosmosClient, PartitionKey  # noqa: E402
+from azure.cosmos.exceptions import CosmosHttpResponseError  # noqa: E402
+
+KEY = "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
+keyed_cosmos = CosmosClient(COSMOS, credential=KEY)
+database = keyed_cosmos.create_database("d" + uuid.uuid4().hex[:12])
+database.create_container("orders", PartitionKey("/pk"))
+database.create_container("other", PartitionKey("/pk"))
+
+
+def cosmos(role, scope="/", audience=None):
+    return CosmosClient(COSMOS, credential=Credential(minted(role, scope, audience=audience)))
+
+
+def cosmos_refused(call, substatus):
+    try:
+        call()
+    except CosmosHttpResponseError as error:
+        assert error.status_code == 403, (error.status_code, error)
+        assert error.sub_status == substatus, (error.sub_status, error)
+        return
+    raise AssertionError("not refused")
+
+
+contributor = cosmos("Cosmos DB Built-in Data Contributor").get_database_client(database.id)
+orders = contributor.get_container_client("orders")
+orders.create_item({"id": "1", "pk": "a", "n": 1})
+orders.upsert_item({"id": "2", "pk": "a", "n": 2})
+orders.replace_item("2", {"id": "2", "pk": "a", "n": 3})
+orders.patch_item("1", "a", [{"op": "incr", "path": "/n", "value": 10}])
+assert orders.read_item("1", "a")["n"] == 11
+assert sorted(i["id"] for i in orders.query_items("SELECT * FROM c", enable_cross_partition_query=True)) == ["1", "2"]
+orders.delete_item("2", "a")
+# Managing databases and containers is never a token's, even a contributor's (5300).
+cosmos_refused(lambda: cosmos("Cosmos DB Built-in Data Contributor").create_database("nope"), 5300)
+cosmos_refused(lambda: contributor.create_container("nope", PartitionKey("/pk")), 5300)
+checks += 1
+
+reader = cosmos("Cosmos DB Built-in Data Reader").get_database_client(database.id).get_container_client("orders")
+assert reader.read_item("1", "a")["n"] == 11
+assert [i["id"] for i in reader.query_items("SELECT * FROM c", partition_key="a")] == ["1"]
+cosmos_refused(lambda: reader.create_item({"id": "3", "pk": "a"}), 5301)
+cosmos_refused(lambda: reader.delete_item("1", "a"), 5301)
+checks += 1
+
+# A role at one container's scope reaches that container alone.
+scoped = cosmos("Cosmos DB Built-in Data Contributor", f"/dbs/{database.id}/colls/orders")
+scoped.get_database_client(database.id).get_container_client("orders").upsert_item({"id": "4", "pk": "b"})
+other_container = scoped.get_database_client(database.id).get_container_client("other")
+cosmos_refused(lambda: other_container.upsert_item({"id": "4", "pk": "b"}), 5301)
+checks += 1
+
+# A Storage role grants nothing here, even in a token for Cosmos DB's audience; a token for
+# Storage's audience, or a stranger's, is refused 401.
+storage_role = lambda: cosmos("Storage Blob Data Owner", audience="https://cosmos.azure.com")  # noqa: E731
+cosmos_refused(lambda: storage_role().get_database_client(database.id).read(), 5301)
+for credential in [
+    Credential(minted("Cosmos DB Built-in Data Reader", audience="https://storage.azure.com")),
+    Credential(minted("Cosmos DB Built-in Data Reader", data=OTHER)),
+]:
+    try:
+        CosmosClient(COSMOS, credential=credential).get_database_client(database.id).read()
+        raise AssertionError("a token was taken")
+    except CosmosHttpResponseError as error:
+        assert error.status_code == 401, error
 checks += 1
 
 print(f"python tokens: {checks} passed")

@@ -73,6 +73,12 @@ impl Account {
         })
     }
 
+    /// This account taking the bearer tokens `other` takes.
+    pub fn sharing_identity(mut self, other: &Account) -> Self {
+        self.identity = other.identity.clone();
+        self
+    }
+
     /// Whose bearer tokens this account takes, if any.
     pub fn identity(&self) -> Option<&Identity> {
         self.identity.as_deref()

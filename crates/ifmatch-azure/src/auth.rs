@@ -202,17 +202,6 @@ fn bearer(
             "a bearer token is taken over HTTPS only (ifmatch serve --https)",
         ));
     }
-    verify_token(identity, account, token, now)
-        .map_err(|why| unauthenticated(identity.tenant(), why))
-}
-
-#[cfg(feature = "tokens")]
-fn verify_token(
-    identity: &crate::identity::Identity,
-    account: &Account,
-    token: &str,
-    now: SystemTime,
-) -> Result<Access, String> {
     let name = account.name();
     let audiences: Vec<String> = std::iter::once(STORAGE_AUDIENCE.to_owned())
         .chain(
@@ -220,16 +209,31 @@ fn verify_token(
                 .map(|s| format!("https://{name}.{s}.core.windows.net")),
         )
         .collect();
-    identity
-        .verify(token, &audiences, name, now)
-        .map_err(|e| e.to_string())
+    token_access(identity, account, token, &audiences, now)
+        .map_err(|why| unauthenticated(identity.tenant(), why))
 }
 
+/// What `token` allows in `account` if `identity` trusts its issuer for one of `audiences`,
+/// or why not (every service's words around it are its own).
+#[cfg(feature = "tokens")]
+pub fn token_access(
+    identity: &crate::identity::Identity,
+    account: &Account,
+    token: &str,
+    audiences: &[String],
+    now: SystemTime,
+) -> Result<Access, String> {
+    (identity.verify(token, audiences, account.name(), now)).map_err(|e| e.to_string())
+}
+
+/// Without the `tokens` feature (the Worker, until it checks them with WebCrypto): no token
+/// is taken.
 #[cfg(not(feature = "tokens"))]
-fn verify_token(
+pub fn token_access(
     _: &crate::identity::Identity,
     _: &Account,
     _: &str,
+    _: &[String],
     _: SystemTime,
 ) -> Result<Access, String> {
     Err("bearer tokens are not checked on this host".into())

@@ -228,6 +228,12 @@ impl Access {
         })
     }
 
+    /// Whether a role assigned at any scope permits one of `actions` (Cosmos DB's account read,
+    /// which a principal with any assignment may make).
+    pub fn allows_somewhere(&self, actions: &[&str]) -> bool {
+        (self.grants.iter()).any(|(role, _)| actions.iter().any(|a| role.permits(a)))
+    }
+
     /// [`Access::allows`], or Storage's 403 `AuthorizationPermissionMismatch` naming what
     /// was needed.
     pub fn check(&self, actions: &[&str], resource: &str) -> Result<(), Denied> {

@@ -1,12 +1,15 @@
-//! Cosmos DB's master-key authorization: the `authorization` header holds
+//! Cosmos DB's authorization: the `authorization` header holds
 //! `type=master&ver=1.0&sig={signature}` (URL-encoded), the signature an HMAC-SHA256 under
 //! the account's key of the verb, the resource type, the resource link and the request's
-//! date (`x-ms-date`, else `Date`), each on a line, the verb, type and date lowercased.
+//! date (`x-ms-date`, else `Date`), each on a line, the verb, type and date lowercased; or
+//! `type=aad&ver=1.0&sig={token}`, an Entra ID token whose principal's roles are judged by the
+//! data action Azure names for each operation ([`permit`]).
 
 use std::time::{Duration, SystemTime};
 
-use http::HeaderMap;
+use http::{HeaderMap, Method};
 use ifmatch_azure::Account;
+use ifmatch_azure::identity::Access;
 
 use crate::address::Address;
 use crate::failure::{Code, Failure};
@@ -14,17 +17,26 @@ use crate::failure::{Code, Failure};
 /// How far a request's date may be from the server's clock.
 const SKEW: Duration = Duration::from_secs(15 * 60);
 
-/// The account among `accounts` whose key signed the request, or why none did, in words a
-/// user can act on: 401 `Unauthorized` for a missing or wrong token, 403 `Forbidden` for a
-/// token signed for another time (Azure's answers, which the SDKs tell apart: a wrong key, or a
-/// clock to set).
+/// Where a request came: the host it named, and whether over HTTPS.
+#[derive(Debug, Clone, Copy)]
+pub struct Reached<'a> {
+    /// The `Host` (its port aside).
+    pub host: &'a str,
+    /// Over HTTPS.
+    pub https: bool,
+}
+
+/// The account among `accounts` whose key signed the request, or whose trusted issuer signed
+/// its token (then with what the token allows), or why none did, in words a user can act on:
+/// 401 `Unauthorized` for a missing or wrong token, 403 `Forbidden` for a token signed for
+/// another time (Azure's answers, which the SDKs tell apart: a wrong key, or a clock to set).
 pub fn authorize<'a>(
-    accounts: impl IntoIterator<Item = &'a Account>,
+    accounts: Vec<&'a Account>,
     method: &http::Method,
     headers: &HeaderMap,
     address: &Address,
-    now: SystemTime,
-) -> Result<&'a Account, Failure> {
+    (reached, now): (Reached<'_>, SystemTime),
+) -> Result<(&'a Account, Option<Access>), Failure> {
     let header = (headers.get(http::header::AUTHORIZATION))
         .and_then(|value| value.to_str().ok())
         .ok_or_else(|| refused("Required Header authorization is missing. Ensure a valid Authorization token is passed."))?;
@@ -38,9 +50,14 @@ pub fn authorize<'a>(
             _ => {}
         }
     }
+    if kind == Some("aad") {
+        let token = signature.unwrap_or_default();
+        let account = accounts[0];
+        return entra(account, token, reached, now).map(|access| (account, Some(access)));
+    }
     if kind != Some("master") {
         return Err(refused(
-            "The authorization token is not a master key token (type=master): resource tokens are not served here.",
+            "The authorization token is neither a master key token (type=master) nor an Entra ID one (type=aad): resource tokens are not served here.",
         ));
     }
     let signature =
@@ -74,6 +91,7 @@ pub fn authorize<'a>(
     accounts
         .into_iter()
         .find(|account| ifmatch_azure::auth::verify(account, &text, signature))
+        .map(|account| (account, None))
         .ok_or_else(|| {
             refused(&format!(
                 "The input authorization token can't serve the request. The wrong key is \
@@ -82,6 +100,153 @@ pub fn authorize<'a>(
                 text.replace('\n', "\\n")
             ))
         })
+}
+
+/// What an Entra ID token allows in `account`: over HTTPS, signed by an issuer the account
+/// trusts, for Cosmos DB's audience, the account's own or the endpoint's host (what the SDKs
+/// ask a credential for).
+fn entra(
+    account: &Account,
+    token: &str,
+    reached: Reached<'_>,
+    now: SystemTime,
+) -> Result<Access, Failure> {
+    let Some(identity) = account.identity() else {
+        return Err(refused(
+            "Entra ID tokens (type=aad) are not taken by this server.",
+        ));
+    };
+    if !reached.https {
+        return Err(refused(
+            "An Entra ID token (type=aad) is taken over HTTPS only (ifmatch serve --https or --cosmos-https).",
+        ));
+    }
+    let audiences = [
+        "https://cosmos.azure.com".to_owned(),
+        format!("https://{}.documents.azure.com", account.name()),
+        format!("https://{}", reached.host),
+    ];
+    ifmatch_azure::auth::token_access(identity, account, token, &audiences, now)
+        .map_err(|why| refused(&format!("The Entra ID token was refused: {why}")))
+}
+
+/// Whether `access` permits what the request asks, by the data action Azure's documentation
+/// names for it (`Microsoft.DocumentDB/databaseAccounts/readMetadata`, `.../items/create`,
+/// `.../executeQuery`, ...), at the request's scope (`/`, `/dbs/{db}`, `/dbs/{db}/colls/{coll}`):
+/// Cosmos's 403 with substatus 5301 when not; 5300 for the management operations (creating,
+/// replacing and deleting databases and containers), which Azure never takes with a token on the
+/// data plane.
+pub fn permit(
+    access: &Access,
+    (method, headers, body): (&Method, &HeaderMap, &[u8]),
+    address: &Address,
+    account: &str,
+) -> Result<(), Failure> {
+    let scope = match address {
+        Address::Account | Address::Databases => "/".to_owned(),
+        Address::Database(db) | Address::Containers(db) => format!("/dbs/{db}"),
+        Address::Container(db, coll)
+        | Address::Documents(db, coll)
+        | Address::Document(db, coll, _)
+        | Address::Ranges(db, coll) => format!("/dbs/{db}/colls/{coll}"),
+    };
+    let management = !matches!(method, &Method::GET | &Method::HEAD)
+        && matches!(
+            address,
+            Address::Databases
+                | Address::Database(_)
+                | Address::Containers(_)
+                | Address::Container(..)
+        );
+    if management {
+        return Err(Failure::new(
+            Code::Forbidden,
+            format!(
+                "Request blocked by Auth {account}: {method} on {scope} is a management operation, \
+                 which an Entra ID token is never allowed on the data plane: use the account key, \
+                 or Azure's management API."
+            ),
+        )
+        .with_substatus(5300));
+    }
+    for action in actions(method, headers, body, address) {
+        let full = format!("Microsoft.DocumentDB/databaseAccounts/{action}");
+        // The account's own read, which every SDK makes first, takes an assignment anywhere.
+        let allowed = match address {
+            Address::Account => access.allows_somewhere(&[&full]),
+            _ => access.allows(&[&full], &scope),
+        };
+        if !allowed {
+            return Err(Failure::new(
+                Code::Forbidden,
+                format!(
+                    "Request blocked by Auth {account}: principal [{}] has no role assignment \
+                     that permits [{full}] on resource [{scope}].",
+                    access.principal
+                ),
+            )
+            .with_substatus(5301));
+        }
+    }
+    Ok(())
+}
+
+/// The data actions (each needed) of a request below the account.
+fn actions(
+    method: &Method,
+    headers: &HeaderMap,
+    body: &[u8],
+    address: &Address,
+) -> Vec<&'static str> {
+    let flag = |name: &str| {
+        (headers.get(name))
+            .is_some_and(|v| v.to_str().is_ok_and(|v| v.eq_ignore_ascii_case("true")))
+    };
+    match (address, method) {
+        (Address::Documents(..), &Method::GET) if headers.contains_key("a-im") => {
+            vec!["sqlDatabases/containers/readChangeFeed"]
+        }
+        (Address::Documents(..), &Method::GET) => vec!["sqlDatabases/containers/executeQuery"],
+        (Address::Documents(..), &Method::POST) if flag("x-ms-documentdb-isquery") => {
+            vec!["sqlDatabases/containers/executeQuery"]
+        }
+        (Address::Documents(..), &Method::POST)
+            if (headers.get(http::header::CONTENT_TYPE))
+                .is_some_and(|v| v.as_bytes().starts_with(b"application/query+json")) =>
+        {
+            vec!["sqlDatabases/containers/executeQuery"]
+        }
+        (Address::Documents(..), &Method::POST) if flag("x-ms-cosmos-is-batch-request") => {
+            // Each operation of the batch by its own action.
+            let operations: Vec<serde_json::Value> =
+                serde_json::from_slice(body).unwrap_or_default();
+            let mut actions: Vec<&'static str> = operations
+                .iter()
+                .map(
+                    |op| match op["operationType"].as_str().unwrap_or_default() {
+                        "Read" => "sqlDatabases/containers/items/read",
+                        "Create" => "sqlDatabases/containers/items/create",
+                        "Upsert" => "sqlDatabases/containers/items/upsert",
+                        "Delete" => "sqlDatabases/containers/items/delete",
+                        _ => "sqlDatabases/containers/items/replace",
+                    },
+                )
+                .collect();
+            actions.dedup();
+            actions
+        }
+        (Address::Documents(..), &Method::POST) if flag("x-ms-documentdb-is-upsert") => {
+            vec!["sqlDatabases/containers/items/upsert"]
+        }
+        (Address::Documents(..), _) => vec!["sqlDatabases/containers/items/create"],
+        (Address::Document(..), &Method::GET | &Method::HEAD) => {
+            vec!["sqlDatabases/containers/items/read"]
+        }
+        (Address::Document(..), &Method::DELETE) => vec!["sqlDatabases/containers/items/delete"],
+        // Replace and patch.
+        (Address::Document(..), _) => vec!["sqlDatabases/containers/items/replace"],
+        _ => vec!["readMetadata"],
+    }
 }
 
 /// What a master-key token signs for `method` on `address` at `date`.
@@ -134,16 +299,43 @@ mod tests {
             headers
         };
         let get = http::Method::GET;
-        let accounts = [account];
-        assert!(authorize(&accounts, &get, &signed(b"the key"), &address, now).is_ok());
-        assert!(authorize(&accounts, &get, &signed(b"another"), &address, now).is_err());
+        let accounts = vec![&account];
+        let at = |now| {
+            (
+                Reached {
+                    host: "localhost",
+                    https: true,
+                },
+                now,
+            )
+        };
         assert!(
             authorize(
-                &accounts,
+                accounts.clone(),
+                &get,
+                &signed(b"the key"),
+                &address,
+                at(now)
+            )
+            .is_ok()
+        );
+        assert!(
+            authorize(
+                accounts.clone(),
+                &get,
+                &signed(b"another"),
+                &address,
+                at(now)
+            )
+            .is_err()
+        );
+        assert!(
+            authorize(
+                accounts.clone(),
                 &http::Method::DELETE,
                 &signed(b"the key"),
                 &address,
-                now
+                at(now)
             )
             .is_err()
         );
@@ -152,7 +344,13 @@ mod tests {
             now - Duration::from_secs(16 * 60),
             now + Duration::from_secs(24 * 3600),
         ] {
-            let refused = authorize(&accounts, &get, &signed(b"the key"), &address, late);
+            let refused = authorize(
+                accounts.clone(),
+                &get,
+                &signed(b"the key"),
+                &address,
+                at(late),
+            );
             let refused = refused.unwrap_err();
             assert_eq!(refused.code, Code::Forbidden);
             assert!(
@@ -161,8 +359,14 @@ mod tests {
                     .starts_with("The authorization token is not valid at the current time")
             );
         }
-        let wrong = authorize(&accounts, &get, &signed(b"another"), &address, now);
+        let wrong = authorize(
+            accounts.clone(),
+            &get,
+            &signed(b"another"),
+            &address,
+            at(now),
+        );
         assert_eq!(wrong.unwrap_err().code, Code::Unauthorized);
-        assert!(authorize(&accounts, &get, &headers, &address, now).is_err());
+        assert!(authorize(accounts.clone(), &get, &headers, &address, at(now)).is_err());
     }
 }

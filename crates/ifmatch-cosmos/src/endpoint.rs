@@ -115,6 +115,10 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
 
     /// Serves `accounts` too, each with its own keys and its own databases.
     pub fn with_accounts(mut self, accounts: &Accounts) -> Self {
+        // The emulator's account takes the tokens they take.
+        if let Some(first) = accounts.iter().next() {
+            self.accounts[0] = self.accounts[0].clone().sharing_identity(first);
+        }
         self.accounts.extend(accounts.iter().cloned());
         self
     }
@@ -168,16 +172,27 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         } else {
             named
         };
-        let account = match self.anonymous {
-            true => candidates[0],
-            false => crate::auth::authorize(
-                candidates,
-                &parts.method,
-                &parts.headers,
-                &address,
-                self.env.now(),
-            )?,
+        let (account, access) = match self.anonymous {
+            true => (candidates[0], None),
+            false => {
+                let reached = crate::auth::Reached {
+                    host: host.split(':').next().unwrap_or(host),
+                    https: self.https,
+                };
+                let (method, headers) = (&parts.method, &parts.headers);
+                crate::auth::authorize(
+                    candidates,
+                    method,
+                    headers,
+                    &address,
+                    (reached, self.env.now()),
+                )?
+            }
         };
+        if let Some(access) = &access {
+            let asked = (&parts.method, &parts.headers, body);
+            crate::auth::permit(access, asked, &address, account.name())?;
+        }
         consistency(&parts.headers)?;
         // Once the credentials are known good: a stranger takes no share of the budget.
         let weight = ifmatch_azure::inflight::weight(body);

@@ -43,6 +43,8 @@ pub struct Failure {
     pub code: Code,
     /// What failed, and what to do.
     pub message: String,
+    /// Cosmos's `x-ms-substatus`, where it tells failures of one status apart.
+    pub substatus: Option<u16>,
 }
 
 impl Failure {
@@ -51,7 +53,14 @@ impl Failure {
         Self {
             code,
             message: message.into(),
+            substatus: None,
         }
+    }
+
+    /// This failure with `substatus`.
+    pub fn with_substatus(mut self, substatus: u16) -> Self {
+        self.substatus = Some(substatus);
+        self
     }
 
     /// A failure with `code` and its standard message.
@@ -73,6 +82,11 @@ impl Failure {
             http::header::CONTENT_TYPE,
             http::HeaderValue::from_static("application/json"),
         );
+        if let Some(substatus) = self.substatus {
+            answer
+                .headers_mut()
+                .insert("x-ms-substatus", substatus.into());
+        }
         // How long the SDKs wait before they retry a 429 (they retry it themselves).
         if self.code == Code::TooManyRequests {
             answer.headers_mut().insert(

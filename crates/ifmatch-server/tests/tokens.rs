@@ -8,9 +8,10 @@ mod common;
 
 use std::path::Path;
 
-/// `ifmatch serve --https` over `data`, its blob, queue and table ports.
-fn serve(data: &Path, https: bool) -> (common::Process, [u16; 3]) {
+/// `ifmatch serve --https` over `data`, its blob, queue, table and Cosmos ports.
+fn serve(data: &Path, https: bool) -> (common::Process, [u16; 4]) {
     let ports = [
+        common::free_port(),
         common::free_port(),
         common::free_port(),
         common::free_port(),
@@ -20,16 +21,19 @@ fn serve(data: &Path, https: bool) -> (common::Process, [u16; 3]) {
     if https {
         command.arg("--https");
     }
-    for (flag, port) in ["--listen", "--queue-listen", "--table-listen"]
-        .iter()
-        .zip(ports)
-    {
+    let flags = [
+        "--listen",
+        "--queue-listen",
+        "--table-listen",
+        "--cosmos-listen",
+    ];
+    for (flag, port) in flags.iter().zip(ports) {
         command.args([flag.to_string(), format!("127.0.0.1:{port}")]);
     }
-    command.args(["--cosmos-listen", "off"]);
     let process = common::Process::listening(command, ports[0], "ifmatch serve");
     common::wait_for(ports[1], "queue-listen");
     common::wait_for(ports[2], "table-listen");
+    common::wait_for(ports[3], "cosmos-listen");
     // The certificate is written once the ports are bound.
     let certificate = data.join("tls/cert.pem");
     for _ in 0..200 {
@@ -75,10 +79,11 @@ async fn the_sdks_tokens_do_what_their_roles_permit_and_nothing_else() {
         common::binary().into_os_string(),
         data.path().as_os_str().to_owned(),
         other.path().as_os_str().to_owned(),
+        format!("https://localhost:{}/", ports[3]).into(),
     ];
     let script = move || {
         let vars = [("REQUESTS_CA_BUNDLE", certificate.as_os_str())];
-        common::python_script_with("tokens.py", &args, &vars, "python tokens: 7 passed");
+        common::python_script_with("tokens.py", &args, &vars, "python tokens: 11 passed");
     };
     tokio::task::spawn_blocking(script).await.unwrap();
 }
