@@ -126,6 +126,11 @@ impl Accounts {
         Ok(Self { accounts })
     }
 
+    /// Whose bearer tokens these accounts take, if any.
+    pub fn identity(&self) -> Option<Arc<Identity>> {
+        self.accounts.first().and_then(|a| a.identity.clone())
+    }
+
     /// These accounts taking the bearer tokens `identity` trusts.
     pub fn with_identity(mut self, identity: Arc<Identity>) -> Self {
         for account in &mut self.accounts {

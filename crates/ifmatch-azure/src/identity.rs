@@ -17,6 +17,8 @@
 //! ```
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
 
 use serde::Deserialize;
 
@@ -32,18 +34,33 @@ pub fn dev_issuer() -> String {
     format!("https://login.ifmatch.localhost/{DEV_TENANT}/v2.0")
 }
 
-/// An issuer whose tokens are trusted: its `iss`, its tenant, its signing keys (a JWKS).
+/// An issuer whose tokens are trusted: its `iss`, its tenant, its signing keys (a JWKS),
+/// given or fetched (and fetched again as they rotate: see [`Issuer::source`]).
 #[derive(Clone)]
 pub struct Issuer {
     /// Its `iss` claim, exactly.
     pub issuer: String,
     /// The tenant its tokens must name (`tid`), if any.
     pub tenant: Option<String>,
-    /// Its signing keys, a JSON Web Key Set.
-    pub keys: serde_json::Value,
     /// The development issuer: its tokens carry their own role assignments (they are signed
     /// with the server's own key, as trusted as this file).
     pub development: bool,
+    /// Where its keys come from.
+    pub source: KeySource,
+    keys: Arc<RwLock<serde_json::Value>>,
+    /// A token named a key it does not have: its keys may have rotated.
+    stale: Arc<AtomicBool>,
+}
+
+/// Where an issuer's signing keys come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeySource {
+    /// Given once (a file, the development issuer's own key).
+    Given,
+    /// A JWKS document at this URL, fetched at start and again as keys rotate.
+    Jwks(String),
+    /// An OpenID Connect discovery document at this URL, whose `jwks_uri` names the keys.
+    Discovery(String),
 }
 
 impl fmt::Debug for Issuer {
@@ -51,8 +68,60 @@ impl fmt::Debug for Issuer {
         f.debug_struct("Issuer")
             .field("issuer", &self.issuer)
             .field("tenant", &self.tenant)
+            .field("source", &self.source)
             .field("development", &self.development)
             .finish()
+    }
+}
+
+impl Issuer {
+    /// An issuer with `keys` (a JSON Web Key Set) from `source`.
+    pub fn new(
+        issuer: impl Into<String>,
+        tenant: Option<String>,
+        keys: serde_json::Value,
+        source: KeySource,
+    ) -> Result<Self, String> {
+        let issuer = Self {
+            issuer: issuer.into(),
+            tenant,
+            development: false,
+            source,
+            keys: Arc::default(),
+            stale: Arc::default(),
+        };
+        issuer.set_keys(keys)?;
+        Ok(issuer)
+    }
+
+    /// Its signing keys from now on (a JSON Web Key Set).
+    pub fn set_keys(&self, keys: serde_json::Value) -> Result<(), String> {
+        if !keys.get("keys").is_some_and(|k| k.is_array()) {
+            return Err(format!(
+                "the keys of {}: a JSON Web Key Set ({{\"keys\": [...]}}) is needed",
+                self.issuer
+            ));
+        }
+        *self.keys.write().unwrap_or_else(|e| e.into_inner()) = keys;
+        self.stale.store(false, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Its key of id `kid`, if it has one (else its keys are marked as wanting a fetch).
+    pub fn key(&self, kid: &str) -> Option<serde_json::Value> {
+        let keys = self.keys.read().unwrap_or_else(|e| e.into_inner());
+        let found = (keys["keys"].as_array().into_iter().flatten())
+            .find(|key| key["kid"].as_str() == Some(kid))
+            .cloned();
+        if found.is_none() {
+            self.stale.store(true, Ordering::Relaxed);
+        }
+        found
+    }
+
+    /// Whether a token named a key it does not have since its keys were last set.
+    pub fn stale(&self) -> bool {
+        self.stale.load(Ordering::Relaxed)
     }
 }
 
@@ -98,12 +167,20 @@ struct Config {
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct IssuerConfig {
     issuer: String,
     #[serde(default)]
     tenant: Option<String>,
-    jwks: String,
+    /// A JWKS file.
+    #[serde(default)]
+    jwks: Option<String>,
+    /// A JWKS URL.
+    #[serde(default)]
+    jwks_uri: Option<String>,
+    /// An OpenID Connect discovery URL.
+    #[serde(default)]
+    discovery: Option<String>,
 }
 
 impl Identity {
@@ -127,21 +204,24 @@ impl Identity {
             serde_json::from_str(text).map_err(|e| format!("the identity file: {e}"))?;
         let mut identity = Self::new();
         for issuer in config.issuers {
-            let keys = load(&issuer.jwks)?;
-            let keys: serde_json::Value = serde_json::from_str(&keys)
-                .map_err(|e| format!("the keys of {}: {e}", issuer.issuer))?;
-            if !keys.get("keys").is_some_and(|k| k.is_array()) {
-                return Err(format!(
-                    "the keys of {}: a JSON Web Key Set ({{\"keys\": [...]}}) is needed",
-                    issuer.issuer
-                ));
-            }
-            identity.issuers.push(Issuer {
-                issuer: issuer.issuer,
-                tenant: issuer.tenant,
-                keys,
-                development: false,
-            });
+            let no_keys = || serde_json::json!({ "keys": [] });
+            let (keys, source) = match (issuer.jwks, issuer.jwks_uri, issuer.discovery) {
+                (Some(file), None, None) => {
+                    let keys = serde_json::from_str(&load(&file)?)
+                        .map_err(|e| format!("the keys of {}: {e}", issuer.issuer))?;
+                    (keys, KeySource::Given)
+                }
+                (None, Some(url), None) => (no_keys(), KeySource::Jwks(url)),
+                (None, None, Some(url)) => (no_keys(), KeySource::Discovery(url)),
+                _ => {
+                    return Err(format!(
+                        "issuer {}: one of jwks (a file), jwksUri or discovery (URLs)",
+                        issuer.issuer
+                    ));
+                }
+            };
+            let issuer = Issuer::new(issuer.issuer, issuer.tenant, keys, source)?;
+            identity.issuers.push(issuer);
         }
         identity.audiences = config.audiences;
         for role in config.roles {
@@ -167,6 +247,11 @@ impl Identity {
     pub fn trusting(mut self, issuer: Issuer) -> Self {
         self.issuers.push(issuer);
         self
+    }
+
+    /// Its issuers.
+    pub fn issuers(&self) -> &[Issuer] {
+        &self.issuers
     }
 
     /// The tenant a challenge names: the first issuer's, else the development one.
@@ -302,6 +387,7 @@ mod tests {
                 "twice",
             ),
             (r#"{"issuer": []}"#, "unknown field"),
+            (r#"{"issuers": [{"issuer": "x"}]}"#, "one of jwks"),
         ] {
             let error = Identity::from_config(bad, load).unwrap_err();
             assert!(error.contains(says), "{error}");

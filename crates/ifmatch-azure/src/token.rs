@@ -11,11 +11,11 @@
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use jsonwebtoken::jwk::{Jwk, JwkSet};
+use jsonwebtoken::jwk::Jwk;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 
-use crate::identity::{Access, Assignment, DEV_TENANT, Identity, Issuer, dev_issuer};
+use crate::identity::{Access, Assignment, DEV_TENANT, Identity, Issuer, KeySource, dev_issuer};
 
 /// The longest token taken, in bytes (Entra's access tokens are 1 to 3 KiB; a group-heavy one
 /// stays under 8 KiB).
@@ -155,15 +155,11 @@ impl Identity {
         }
         let kid = (header.kid)
             .ok_or_else(|| TokenError::Malformed("its header names no key (kid)".into()))?;
-        let (issuer, key) = self
-            .issuers
-            .iter()
-            .find_map(|issuer| {
-                let set: JwkSet = serde_json::from_value(issuer.keys.clone()).ok()?;
-                let key = set.find(&kid)?.clone();
-                Some((issuer, key))
-            })
+        let (issuer, key) = (self.issuers.iter())
+            .find_map(|issuer| Some((issuer, issuer.key(&kid)?)))
             .ok_or_else(|| TokenError::UnknownKey(kid.clone()))?;
+        let key: Jwk =
+            serde_json::from_value(key).map_err(|_| TokenError::UnknownKey(kid.clone()))?;
         let key = DecodingKey::from_jwk(&key).map_err(|_| TokenError::UnknownKey(kid))?;
         let mut validation = Validation::new(header.alg);
         validation.validate_exp = false;
@@ -252,12 +248,17 @@ impl DevIssuer {
 
     /// The trusted issuer entry of this key.
     pub fn issuer(&self) -> Issuer {
-        Issuer {
-            issuer: dev_issuer(),
-            tenant: Some(DEV_TENANT.to_owned()),
-            keys: serde_json::json!({ "keys": [self.public] }),
-            development: true,
-        }
+        let keys = serde_json::json!({ "keys": [self.public] });
+        let tenant = Some(DEV_TENANT.to_owned());
+        let mut issuer = Issuer::new(dev_issuer(), tenant, keys, KeySource::Given)
+            .expect("a key set of one key");
+        issuer.development = true;
+        issuer
+    }
+
+    /// Its public key, as a JWK.
+    pub fn public(&self) -> &Jwk {
+        &self.public
     }
 
     /// A token for `principal`, for `audience`, valid from `now` for `lifetime`, carrying

@@ -4,10 +4,19 @@
 //! (`--identity`, read by [`ifmatch_azure::identity::Identity::from_config`]).
 
 use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use ifmatch_azure::identity::Identity;
+use ifmatch_azure::identity::{Identity, Issuer, KeySource};
 use ifmatch_azure::token::DevIssuer;
+
+/// How often fetched keys are fetched again, rotated or not.
+const REFETCH: Duration = Duration::from_secs(3600);
+
+/// The least time between two fetches of one issuer's keys, however many tokens name keys it
+/// does not have (a stranger's tokens must not make the server hammer the issuer).
+const AT_MOST_EVERY: Duration = Duration::from_secs(10);
 
 /// The development issuer of the data directory `data`: its key, made if not there yet.
 /// Two processes making it at once agree on one (the first to link its file wins).
@@ -51,4 +60,66 @@ pub fn identity(data: &Path, file: Option<&Path>) -> anyhow::Result<Identity> {
         None => Identity::new(),
     };
     Ok(identity.trusting(dev_issuer(data)?.issuer()))
+}
+
+/// Keeps the keys of `identity`'s issuers that are fetched (a JWKS URL, an OpenID discovery
+/// document) current: fetched now, every hour, and soon after a token names a key an issuer
+/// does not have (a rotation), at most once every ten seconds each. A failed fetch keeps the keys there
+/// were and is logged.
+pub async fn keep_keys(identity: Arc<Identity>) {
+    let fetched: Vec<&Issuer> = (identity.issuers().iter())
+        .filter(|i| i.source != KeySource::Given)
+        .collect();
+    if fetched.is_empty() {
+        return;
+    }
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("a client");
+    let mut last: Vec<Option<Instant>> = vec![None; fetched.len()];
+    loop {
+        for (issuer, last) in fetched.iter().zip(&mut last) {
+            let due = match last {
+                None => true,
+                Some(at) => {
+                    at.elapsed() >= REFETCH || (issuer.stale() && at.elapsed() >= AT_MOST_EVERY)
+                }
+            };
+            if !due {
+                continue;
+            }
+            *last = Some(Instant::now());
+            match fetch(&client, &issuer.source)
+                .await
+                .and_then(|keys| issuer.set_keys(keys).map_err(|e| anyhow::anyhow!(e)))
+            {
+                Ok(()) => tracing::info!(issuer = %issuer.issuer, "signing keys fetched"),
+                Err(e) => {
+                    tracing::warn!(issuer = %issuer.issuer, error = %e, "signing keys not fetched")
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// The key set `source` names.
+async fn fetch(client: &reqwest::Client, source: &KeySource) -> anyhow::Result<serde_json::Value> {
+    let get = |url: String| async move {
+        let answer = client.get(&url).send().await?.error_for_status()?;
+        anyhow::Ok(serde_json::from_slice::<serde_json::Value>(
+            &answer.bytes().await?,
+        )?)
+    };
+    match source {
+        KeySource::Given => anyhow::bail!("keys given, not fetched"),
+        KeySource::Jwks(url) => get(url.clone()).await,
+        KeySource::Discovery(url) => {
+            let document = get(url.clone()).await?;
+            let jwks =
+                (document["jwks_uri"].as_str()).with_context(|| format!("{url}: no jwks_uri"))?;
+            get(jwks.to_owned()).await
+        }
+    }
 }

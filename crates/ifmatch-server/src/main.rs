@@ -597,6 +597,9 @@ type Tls = Option<std::sync::Arc<rustls::ServerConfig>>;
 
 async fn serve(args: Serve) -> anyhow::Result<()> {
     let options = serve_options(&args)?;
+    if let Some(identity) = options.accounts.identity() {
+        tokio::spawn(ifmatch_server::identity::keep_keys(identity));
+    }
     let blobs = ifmatch_server::bind_threads(args.listen, threads(args.threads))
         .with_context(|| format!("listening on {}", args.listen))?;
     let address = blobs[0].local_addr()?;

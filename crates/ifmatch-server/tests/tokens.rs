@@ -217,3 +217,185 @@ fn base64_url(text: &str) -> String {
     use base64::Engine;
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(text)
 }
+
+/// An issuer of the test's own, as Entra is one: an OpenID discovery document naming a JWKS
+/// URL, whose keys the test replaces (a rotation).
+struct Issuer {
+    keys: std::sync::Arc<std::sync::Mutex<serde_json::Value>>,
+    discovery: String,
+}
+
+impl Issuer {
+    async fn start() -> Self {
+        use axum::routing::get;
+        let keys = std::sync::Arc::new(std::sync::Mutex::new(serde_json::json!({"keys": []})));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let document = serde_json::json!({ "issuer": ISSUER, "jwks_uri": format!("{base}/keys") });
+        let served = keys.clone();
+        let app = axum::Router::new()
+            .route(
+                "/.well-known/openid-configuration",
+                get(move || async move { document.to_string() }),
+            )
+            .route(
+                "/keys",
+                get(move || async move { served.lock().unwrap().to_string() }),
+            );
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Self {
+            keys,
+            discovery: format!("{base}/.well-known/openid-configuration"),
+        }
+    }
+
+    /// Publishes `key` alone, as `kid`, for `alg`.
+    fn publish(&self, key: &jsonwebtoken::EncodingKey, alg: jsonwebtoken::Algorithm, kid: &str) {
+        let mut jwk = jsonwebtoken::jwk::Jwk::from_encoding_key(key, alg).unwrap();
+        jwk.common.key_id = Some(kid.into());
+        *self.keys.lock().unwrap() = serde_json::json!({ "keys": [jwk] });
+    }
+}
+
+const ISSUER: &str = "https://sts.windows.net/tenant-a/";
+
+/// A token as Entra gives one for `principal`, signed by `key` as `kid`.
+fn entra_token(
+    key: &jsonwebtoken::EncodingKey,
+    alg: jsonwebtoken::Algorithm,
+    kid: &str,
+    principal: &str,
+) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let claims = serde_json::json!({
+        "iss": ISSUER, "aud": "https://storage.azure.com/", "tid": "tenant-a",
+        "oid": principal, "exp": now + 3600, "nbf": now - 10,
+        // Roles a token claims for itself count for nothing: the file's assignments do.
+        "ifmatch_roles": [{"role": "Storage Blob Data Owner", "scope": "/"}],
+    });
+    let mut header = jsonwebtoken::Header::new(alg);
+    header.kid = Some(kid.into());
+    jsonwebtoken::encode(&header, &claims, key).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_issuers_keys_are_found_by_discovery_and_followed_through_a_rotation() {
+    use jsonwebtoken::{Algorithm, EncodingKey};
+    let keys = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../ifmatch-azure/src/token");
+    let rsa =
+        EncodingKey::from_rsa_pem(&std::fs::read(keys.join("test-rsa.pem")).unwrap()).unwrap();
+    let ec =
+        EncodingKey::from_ec_pem(&std::fs::read(keys.join("test-ec-other.pem")).unwrap()).unwrap();
+    let issuer = Issuer::start().await;
+    issuer.publish(&rsa, Algorithm::RS256, "k1");
+    let data = tempfile::tempdir().unwrap();
+    let file = data.path().join("identity.json");
+    let config = serde_json::json!({
+        "issuers": [{"issuer": ISSUER, "tenant": "tenant-a", "discovery": issuer.discovery}],
+        "assignments": [{"principal": "app", "role": "Storage Blob Data Reader", "scope": "/"}],
+    });
+    std::fs::write(&file, config.to_string()).unwrap();
+    std::fs::create_dir_all(data.path().join("d")).unwrap();
+    let ports = [common::free_port(), common::free_port()];
+    let mut command = std::process::Command::new(common::binary());
+    command
+        .arg("serve")
+        .arg("--https")
+        .arg("--identity")
+        .arg(&file);
+    command.arg("--data").arg(data.path().join("d"));
+    command.args(["--listen", &format!("127.0.0.1:{}", ports[0])]);
+    command.args([
+        "--queue-listen",
+        "off",
+        "--table-listen",
+        "off",
+        "--cosmos-listen",
+        "off",
+    ]);
+    let _server = common::Process::listening(command, ports[0], "ifmatch serve");
+    let certificate = data.path().join("d/tls/cert.pem");
+    while !certificate.exists() {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let root = std::fs::read(&certificate).unwrap();
+    let client = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&root).unwrap())
+        .build()
+        .unwrap();
+    let base = format!("https://localhost:{}/{}", ports[0], common::ACCOUNT);
+    let ask = |method: reqwest::Method, url: String, token: String| {
+        client
+            .request(method, url)
+            .header("authorization", format!("Bearer {token}"))
+            .header("x-ms-version", "2021-08-06")
+            .send()
+    };
+    let list = || format!("{base}?comp=list");
+    // Until the first fetch: 401 (the key is not known yet).
+    let first = entra_token(&rsa, Algorithm::RS256, "k1", "app");
+    let mut status = 0;
+    for _ in 0..100 {
+        status = ask(reqwest::Method::GET, list(), first.clone())
+            .await
+            .unwrap()
+            .status()
+            .as_u16();
+        if status == 200 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, 200, "the discovered key was not taken");
+    // The file's role, not the token's claim: a reader may not create a container.
+    let create = ask(
+        reqwest::Method::PUT,
+        format!("{base}/box?restype=container"),
+        first.clone(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(create.status(), 403);
+    assert_eq!(
+        create.headers()["x-ms-error-code"],
+        "AuthorizationPermissionMismatch"
+    );
+    // Another principal has no assignment.
+    let nobody = entra_token(&rsa, Algorithm::RS256, "k1", "stranger");
+    assert_eq!(
+        ask(reqwest::Method::GET, list(), nobody)
+            .await
+            .unwrap()
+            .status(),
+        403
+    );
+
+    // The issuer rotates to a new key: a token under it is taken once the server, told of the
+    // unknown key by that token, fetches again; the old key's tokens are then refused.
+    issuer.publish(&ec, Algorithm::ES256, "k2");
+    let rotated = entra_token(&ec, Algorithm::ES256, "k2", "app");
+    let started = std::time::Instant::now();
+    let mut status = 0;
+    while started.elapsed() < std::time::Duration::from_secs(30) {
+        status = ask(reqwest::Method::GET, list(), rotated.clone())
+            .await
+            .unwrap()
+            .status()
+            .as_u16();
+        if status == 200 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    assert_eq!(status, 200, "the rotated key was not fetched");
+    assert_eq!(
+        ask(reqwest::Method::GET, list(), first)
+            .await
+            .unwrap()
+            .status(),
+        401
+    );
+}

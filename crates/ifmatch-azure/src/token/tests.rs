@@ -162,7 +162,8 @@ fn forged_unsigned_and_symmetric_tokens_are_refused() {
         assert!(check(&unsigned, now).is_err(), "{unsigned}");
     }
     // HMAC with the public key's text as the secret.
-    let secret = EncodingKey::from_secret(dev().issuer().keys.to_string().as_bytes());
+    let public = serde_json::to_string(dev().public()).unwrap();
+    let secret = EncodingKey::from_secret(public.as_bytes());
     let hmac = signed(
         serde_json::json!({"alg": "HS256", "kid": kid()}),
         claims(now),
