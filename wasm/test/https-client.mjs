@@ -1,15 +1,20 @@
 // The JS SDKs for blobs, queues and tables through `https://` endpoints, unchanged: run by
 // sdk.test.mjs with NODE_EXTRA_CA_CERTS naming the certificate `ifmatch serve --https` made, the
 // one certificate the client trusts beyond the system's.
-// Usage: node https-client.mjs CONNECTION_STRING
+// Then Entra ID tokens as production code sends them (a TokenCredential), minted by
+// `ifmatch token` with a role: blobs and Cosmos DB do what the role permits and are refused the
+// rest (403 AuthorizationPermissionMismatch; Cosmos's 403 with substatus 5301).
+// Usage: node https-client.mjs CONNECTION_STRING COSMOS_ENDPOINT TOKENS_JSON
 
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { BlobServiceClient } from "@azure/storage-blob";
 import { QueueServiceClient } from "@azure/storage-queue";
 import { TableClient, TableServiceClient } from "@azure/data-tables";
+import { CosmosClient } from "@azure/cosmos";
 
-const connection = process.argv[2];
+const [connection, cosmosEndpoint, tokensJson] = process.argv.slice(2);
+const tokens = JSON.parse(tokensJson);
 const name = (prefix) => `${prefix}${randomUUID().replaceAll("-", "").slice(0, 12)}`;
 let passed = 0;
 
@@ -35,6 +40,44 @@ await TableServiceClient.fromConnectionString(connection, { allowInsecureConnect
 const table = TableClient.fromConnectionString(connection, tableName);
 await table.upsertEntity({ partitionKey: "p", rowKey: "r", value: 7 }, "Merge");
 assert.equal((await table.getEntity("p", "r")).value, 7);
+passed += 1;
+
+// What DefaultAzureCredential is to the SDKs: getToken gives a token.
+const credential = (token) => ({
+  getToken: async () => ({ token, expiresOnTimestamp: Date.now() + 3600_000 }),
+});
+const refused = async (call, status, check) => {
+  try {
+    await call();
+  } catch (error) {
+    assert.equal(error.statusCode ?? error.code, status, String(error));
+    check?.(error);
+    return;
+  }
+  assert.fail("not refused");
+};
+
+const byToken = (token) => new BlobServiceClient(blobs.url, credential(token)).getContainerClient(container.containerName);
+await byToken(tokens.blobContributor).getBlockBlobClient("b.txt").upload("by token", 8);
+const reader = byToken(tokens.blobReader);
+assert.equal((await reader.getBlobClient("b.txt").downloadToBuffer()).toString(), "by token");
+await refused(() => reader.getBlockBlobClient("c.txt").upload("no", 2), 403, (error) =>
+  assert.equal(error.details?.errorCode ?? error.code, "AuthorizationPermissionMismatch"),
+);
+passed += 1;
+
+const COSMOS_KEY = "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw==";
+const { database } = await new CosmosClient({ endpoint: cosmosEndpoint, key: COSMOS_KEY }).databases.create({ id: name("d") });
+await database.containers.create({ id: "orders", partitionKey: { paths: ["/pk"] } });
+const items = (token) =>
+  new CosmosClient({ endpoint: cosmosEndpoint, aadCredentials: credential(token) })
+    .database(database.id)
+    .container("orders").items;
+await items(tokens.cosmosContributor).create({ id: "1", pk: "a", n: 1 });
+const cosmosReader = items(tokens.cosmosReader);
+const { resources } = await cosmosReader.query("SELECT * FROM c").fetchAll();
+assert.deepEqual(resources.map((r) => r.id), ["1"]);
+await refused(() => cosmosReader.create({ id: "2", pk: "a" }), 403, (error) => assert.equal(error.substatus, 5301));
 passed += 1;
 
 console.log(`js https: ${passed} passed`);

@@ -180,18 +180,25 @@ describe("the JS SDKs over HTTPS (ifmatch serve --https)", () => {
     await server?.stop();
   });
 
-  nodeTest("blobs, queues and tables through https:// endpoints, trusting the certificate the server made", async () => {
+  nodeTest("blobs, queues and tables through https:// endpoints, trusting the certificate the server made; Entra ID tokens judged by their roles", async () => {
     const endpoint = (origin) => `${origin}/devstoreaccount1`;
     const connection =
       `DefaultEndpointsProtocol=https;AccountName=devstoreaccount1;AccountKey=${DEV_KEY};` +
       `BlobEndpoint=${endpoint(server.origin)};QueueEndpoint=${endpoint(server.queueOrigin)};` +
       `TableEndpoint=${endpoint(server.tableOrigin)};`;
+    const tokens = {
+      blobContributor: server.token("Storage Blob Data Contributor"),
+      blobReader: server.token("Storage Blob Data Reader"),
+      cosmosContributor: server.token("Cosmos DB Built-in Data Contributor"),
+      cosmosReader: server.token("Cosmos DB Built-in Data Reader"),
+    };
     const client = join(here, "https-client.mjs");
-    const { code, out } = await runWith(process.execPath, [client, connection], {
+    const args = [client, connection, `${server.cosmosOrigin}/`, JSON.stringify(tokens)];
+    const { code, out } = await runWith(process.execPath, args, {
       NODE_EXTRA_CA_CERTS: server.certificate,
     });
     assert.equal(code, 0, out);
-    assert.match(out, /js https: 3 passed/);
+    assert.match(out, /js https: 5 passed/);
   });
 });
 

@@ -1,7 +1,7 @@
 // The two servers the shared suite runs against: the Worker in miniflare (workerd, with R2
 // and Durable Objects emulated) and the native `ifmatch serve`, each on a loopback port.
 
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync, statSync } from "node:fs";
 import { connect, createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -121,6 +121,9 @@ export async function startNative({ anonymous = true, args = [], env = {} } = {}
     cosmosOrigin: at(cosmosPort),
     base,
     certificate,
+    // A bearer token of the server's development issuer (`ifmatch token`) with `role` at `scope`.
+    token: (role, scope = "/") =>
+      execFileSync(bin, ["token", "--data", data, "--role", role, "--scope", scope]).toString().trim(),
     // The native server sweeps on a timer (every 2 s): a sweep has gone by after 2.5 s.
     sweep: () => new Promise((r) => setTimeout(r, 2500)),
     stop: async () => {
