@@ -38,11 +38,14 @@ pub struct RoleDefinition {
 }
 
 impl RoleDefinition {
-    /// Whether this role permits `action`.
+    /// Whether this role permits `action`: a data action by its `dataActions`, any other by
+    /// its `actions` (as in Azure, `actions: ["*"]` grants no data).
     pub fn permits(&self, action: &str) -> bool {
         let any = |patterns: &[String]| patterns.iter().any(|p| matches(p, action));
-        (any(&self.actions) && !any(&self.not_actions))
-            || (any(&self.data_actions) && !any(&self.not_data_actions))
+        match is_data(action) {
+            true => any(&self.data_actions) && !any(&self.not_data_actions),
+            false => any(&self.actions) && !any(&self.not_actions),
+        }
     }
 
     /// Whether this role is named `name`, by its name (case aside) or its id.
@@ -71,6 +74,16 @@ pub fn matches(pattern: &str, action: &str) -> bool {
         }
     }
     rest.ends_with(last)
+}
+
+/// Whether `action` is a data action: what is in blobs, messages and entities, and every
+/// action of Cosmos DB's data plane.
+pub fn is_data(action: &str) -> bool {
+    let action = action.to_ascii_lowercase();
+    action.starts_with("microsoft.documentdb/")
+        || ["/blobs/", "/messages/", "/entities/"]
+            .iter()
+            .any(|part| action.contains(part))
 }
 
 const STORAGE: &str = "Microsoft.Storage/storageAccounts/";
@@ -137,6 +150,13 @@ pub fn built_in() -> Vec<RoleDefinition> {
             "b7e6dc6d-f1e8-4753-8033-0f276bb0955b",
             &[&format!("{containers}/*"), delegation],
             &[&format!("{blobs}/*")],
+        ),
+        // A control-plane role: the account's settings and containers, no data.
+        role(
+            "Storage Account Contributor",
+            "17d1049b-9a84-46fb-8f53-869881c3d3ab",
+            &["*"],
+            &[],
         ),
         role(
             "Storage Queue Data Reader",
@@ -289,6 +309,10 @@ mod tests {
         };
         assert!(custom.permits(&write));
         assert!(!custom.permits(&format!("{STORAGE}blobServices/containers/blobs/delete")));
+        // Every action, and no data.
+        let account = role("Storage Account Contributor");
+        assert!(account.permits(&format!("{STORAGE}blobServices/write")));
+        assert!(!account.permits(&read));
     }
 
     #[test]

@@ -354,6 +354,181 @@ mod tests {
     }
 
     #[test]
+    fn each_operation_is_judged_by_its_action_one_role_allowed_and_one_refused() {
+        const READER: &str = "Storage Blob Data Reader";
+        const CONTRIBUTOR: &str = "Storage Blob Data Contributor";
+        const OWNER: &str = "Storage Blob Data Owner";
+        const ACCOUNT: &str = "Storage Account Contributor";
+        const QUEUES: &str = "Storage Queue Data Contributor";
+        let cases = [
+            (Method::GET, "/?comp=list", READER, QUEUES),
+            (
+                Method::GET,
+                "/?restype=service&comp=properties",
+                ACCOUNT,
+                OWNER,
+            ),
+            (
+                Method::PUT,
+                "/?restype=service&comp=properties",
+                ACCOUNT,
+                OWNER,
+            ),
+            (
+                Method::GET,
+                "/?comp=blobs&where=a%3D'1'",
+                OWNER,
+                CONTRIBUTOR,
+            ),
+            (Method::PUT, "/box?restype=container", CONTRIBUTOR, READER),
+            (
+                Method::DELETE,
+                "/box?restype=container",
+                CONTRIBUTOR,
+                READER,
+            ),
+            (Method::GET, "/box?restype=container", READER, QUEUES),
+            (
+                Method::GET,
+                "/box?restype=container&comp=metadata",
+                READER,
+                QUEUES,
+            ),
+            (
+                Method::PUT,
+                "/box?restype=container&comp=metadata",
+                CONTRIBUTOR,
+                READER,
+            ),
+            (
+                Method::GET,
+                "/box?restype=container&comp=acl",
+                OWNER,
+                CONTRIBUTOR,
+            ),
+            (
+                Method::PUT,
+                "/box?restype=container&comp=acl",
+                OWNER,
+                CONTRIBUTOR,
+            ),
+            (
+                Method::PUT,
+                "/box?restype=container&comp=lease",
+                CONTRIBUTOR,
+                READER,
+            ),
+            (
+                Method::PUT,
+                "/box?restype=container&comp=undelete",
+                CONTRIBUTOR,
+                READER,
+            ),
+            (
+                Method::GET,
+                "/box?restype=container&comp=list",
+                READER,
+                QUEUES,
+            ),
+            (
+                Method::GET,
+                "/box?restype=container&comp=blobs&where=a%3D'1'",
+                OWNER,
+                CONTRIBUTOR,
+            ),
+            (
+                Method::POST,
+                "/box?restype=container&comp=batch",
+                CONTRIBUTOR,
+                READER,
+            ),
+            (Method::GET, "/box/a", READER, QUEUES),
+            (Method::HEAD, "/box/a", READER, ACCOUNT),
+            (Method::PUT, "/box/a", CONTRIBUTOR, READER),
+            (Method::DELETE, "/box/a", CONTRIBUTOR, READER),
+            (Method::GET, "/box/a?comp=metadata", READER, QUEUES),
+            (Method::PUT, "/box/a?comp=metadata", CONTRIBUTOR, READER),
+            (Method::PUT, "/box/a?comp=properties", CONTRIBUTOR, READER),
+            (Method::GET, "/box/a?comp=tags", OWNER, CONTRIBUTOR),
+            (Method::PUT, "/box/a?comp=tags", OWNER, CONTRIBUTOR),
+            (Method::PUT, "/box/a?comp=lease", CONTRIBUTOR, READER),
+            (
+                Method::PUT,
+                "/box/a?comp=block&blockid=AAAA",
+                CONTRIBUTOR,
+                READER,
+            ),
+            (Method::PUT, "/box/a?comp=blocklist", CONTRIBUTOR, READER),
+            (Method::GET, "/box/a?comp=blocklist", READER, QUEUES),
+            (
+                Method::PUT,
+                "/box/a?comp=copy&copyid=x",
+                CONTRIBUTOR,
+                READER,
+            ),
+            (Method::PUT, "/box/a?comp=seal", CONTRIBUTOR, READER),
+            (Method::PUT, "/box/a?comp=snapshot", CONTRIBUTOR, READER),
+            (Method::PUT, "/box/a?comp=undelete", CONTRIBUTOR, READER),
+            (
+                Method::PUT,
+                "/box/a?comp=immutabilityPolicies",
+                OWNER,
+                CONTRIBUTOR,
+            ),
+            (
+                Method::DELETE,
+                "/box/a?comp=immutabilityPolicies",
+                OWNER,
+                CONTRIBUTOR,
+            ),
+            (Method::PUT, "/box/a?comp=legalhold", OWNER, CONTRIBUTOR),
+            (Method::PUT, "/box/a?comp=appendblock", CONTRIBUTOR, READER),
+            (Method::PUT, "/box/a?comp=page", CONTRIBUTOR, READER),
+            (
+                Method::PUT,
+                "/box/a?comp=incrementalcopy",
+                CONTRIBUTOR,
+                READER,
+            ),
+            (Method::GET, "/box/a?comp=pagelist", READER, QUEUES),
+        ];
+        let identity = ifmatch_azure::identity::Identity::new();
+        let token = |role: &str| {
+            let carried = [ifmatch_azure::identity::Assignment {
+                principal: "p".into(),
+                role: role.into(),
+                scope: "/".into(),
+            }];
+            Credential::Token(identity.access("p", "devstoreaccount1", &carried))
+        };
+        let mut seen = std::collections::BTreeSet::new();
+        for (method, uri, allowed, refused) in cases {
+            let (path, query) = uri
+                .split_once('?')
+                .map_or((uri, None), |(p, q)| (p, Some(q)));
+            let target = crate::operation::Target::parse(&method, path, query).unwrap();
+            seen.insert(format!("{:?}", std::mem::discriminant(&target.operation)));
+            let judge = |role| {
+                authorize(
+                    &token(role),
+                    &target.operation,
+                    &target.container,
+                    &target.blob,
+                )
+            };
+            assert_eq!(judge(allowed), Ok(()), "{method} {uri}: {allowed}");
+            let denied = judge(refused).unwrap_err();
+            assert_eq!(
+                denied.code,
+                ErrorCode::AuthorizationPermissionMismatch,
+                "{method} {uri}"
+            );
+        }
+        // Every operation of the dialect (the enum's variants) is in the table.
+        assert_eq!(seen.len(), 39, "{seen:?}");
+    }
+
+    #[test]
     fn sas_forms_this_server_does_not_take_are_refused_saying_so() {
         let account = ifmatch_azure::Accounts::default();
         let account = account.iter().next().unwrap();

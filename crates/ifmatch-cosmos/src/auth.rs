@@ -277,6 +277,162 @@ mod tests {
     use base64::Engine;
 
     #[test]
+    fn each_operation_is_judged_by_its_data_action_one_role_allowed_and_one_refused() {
+        const READER: &str = "Cosmos DB Built-in Data Reader";
+        const CONTRIBUTOR: &str = "Cosmos DB Built-in Data Contributor";
+        const BLOBS: &str = "Storage Blob Data Owner";
+        let header = |name: &'static str, value: &'static str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(name, value.parse().unwrap());
+            headers
+        };
+        let none = HeaderMap::new();
+        let batch = br#"[{"operationType": "Create"}, {"operationType": "Read"}]"#;
+        let cases: [(Method, &str, HeaderMap, &[u8], &str, &str); 14] = [
+            (Method::GET, "/", none.clone(), b"", READER, BLOBS),
+            (Method::GET, "/dbs", none.clone(), b"", READER, BLOBS),
+            (Method::GET, "/dbs/d", none.clone(), b"", READER, BLOBS),
+            (
+                Method::GET,
+                "/dbs/d/colls/c",
+                none.clone(),
+                b"",
+                READER,
+                BLOBS,
+            ),
+            (
+                Method::GET,
+                "/dbs/d/colls/c/pkranges",
+                none.clone(),
+                b"",
+                READER,
+                BLOBS,
+            ),
+            (
+                Method::GET,
+                "/dbs/d/colls/c/docs",
+                none.clone(),
+                b"",
+                READER,
+                BLOBS,
+            ),
+            (
+                Method::GET,
+                "/dbs/d/colls/c/docs",
+                header("a-im", "Incremental feed"),
+                b"",
+                READER,
+                BLOBS,
+            ),
+            (
+                Method::POST,
+                "/dbs/d/colls/c/docs",
+                header("x-ms-documentdb-isquery", "True"),
+                b"{}",
+                READER,
+                BLOBS,
+            ),
+            (
+                Method::POST,
+                "/dbs/d/colls/c/docs",
+                none.clone(),
+                b"{}",
+                CONTRIBUTOR,
+                READER,
+            ),
+            (
+                Method::POST,
+                "/dbs/d/colls/c/docs",
+                header("x-ms-documentdb-is-upsert", "True"),
+                b"{}",
+                CONTRIBUTOR,
+                READER,
+            ),
+            (
+                Method::POST,
+                "/dbs/d/colls/c/docs",
+                header("x-ms-cosmos-is-batch-request", "True"),
+                batch,
+                CONTRIBUTOR,
+                READER,
+            ),
+            (
+                Method::GET,
+                "/dbs/d/colls/c/docs/a",
+                none.clone(),
+                b"",
+                READER,
+                BLOBS,
+            ),
+            (
+                Method::PUT,
+                "/dbs/d/colls/c/docs/a",
+                none.clone(),
+                b"{}",
+                CONTRIBUTOR,
+                READER,
+            ),
+            (
+                Method::DELETE,
+                "/dbs/d/colls/c/docs/a",
+                none.clone(),
+                b"",
+                CONTRIBUTOR,
+                READER,
+            ),
+        ];
+        let identity = ifmatch_azure::identity::Identity::new();
+        let access = |role: &str| {
+            let carried = [ifmatch_azure::identity::Assignment {
+                principal: "p".into(),
+                role: role.into(),
+                scope: "/dbs/d/colls/c".into(),
+            }];
+            identity.access("p", "localhost", &carried)
+        };
+        for (method, path, headers, body, allowed, refused) in cases {
+            let address = Address::parse(path).unwrap();
+            let judge = |role| {
+                permit(
+                    &access(role),
+                    (&method, &headers, body),
+                    &address,
+                    "localhost",
+                )
+            };
+            // The database and the list of databases are above the assignment's scope.
+            let above = matches!(address, Address::Databases | Address::Database(_));
+            match above {
+                true => assert_eq!(judge(allowed).unwrap_err().substatus, Some(5301)),
+                false => assert_eq!(judge(allowed), Ok(()), "{method} {path}: {allowed}"),
+            }
+            let denied = judge(refused).unwrap_err();
+            assert_eq!(
+                (denied.code, denied.substatus),
+                (Code::Forbidden, Some(5301)),
+                "{method} {path}"
+            );
+        }
+        // Management is never a token's, whatever its role.
+        for (method, path) in [
+            (Method::POST, "/dbs"),
+            (Method::DELETE, "/dbs/d"),
+            (Method::POST, "/dbs/d/colls"),
+            (Method::PUT, "/dbs/d/colls/c"),
+            (Method::DELETE, "/dbs/d/colls/c"),
+        ] {
+            let address = Address::parse(path).unwrap();
+            let denied = permit(
+                &access(CONTRIBUTOR),
+                (&method, &none, b"{}"),
+                &address,
+                "localhost",
+            );
+            assert_eq!(denied.unwrap_err().substatus, Some(5300), "{method} {path}");
+        }
+    }
+
+    #[test]
     fn a_token_signed_with_the_key_passes_and_one_with_another_does_not() {
         let key = base64::engine::general_purpose::STANDARD.encode(b"the key");
         let account = Account::new("localhost", &[&key]).unwrap();

@@ -181,3 +181,85 @@ pub fn authorize(
     };
     grant.allows(in_scope, needs)
 }
+
+#[cfg(test)]
+mod tests {
+    use http::Method;
+
+    use super::*;
+    use crate::operation::Target;
+
+    #[test]
+    fn each_operation_is_judged_by_its_action_one_role_allowed_and_one_refused() {
+        const READER: &str = "Storage Queue Data Reader";
+        const CONTRIBUTOR: &str = "Storage Queue Data Contributor";
+        const SENDER: &str = "Storage Queue Data Message Sender";
+        const PROCESSOR: &str = "Storage Queue Data Message Processor";
+        const ACCOUNT: &str = "Storage Account Contributor";
+        const BLOBS: &str = "Storage Blob Data Owner";
+        let cases = [
+            (Method::GET, "/?comp=list", READER, SENDER),
+            (
+                Method::GET,
+                "/?restype=service&comp=properties",
+                ACCOUNT,
+                CONTRIBUTOR,
+            ),
+            (
+                Method::GET,
+                "/?restype=service&comp=stats",
+                ACCOUNT,
+                CONTRIBUTOR,
+            ),
+            (Method::PUT, "/jobs", CONTRIBUTOR, READER),
+            (Method::DELETE, "/jobs", CONTRIBUTOR, READER),
+            (Method::GET, "/jobs?comp=metadata", READER, BLOBS),
+            (Method::PUT, "/jobs?comp=metadata", CONTRIBUTOR, READER),
+            (Method::GET, "/jobs?comp=acl", READER, PROCESSOR),
+            (Method::PUT, "/jobs?comp=acl", CONTRIBUTOR, READER),
+            (Method::POST, "/jobs/messages", SENDER, READER),
+            (Method::GET, "/jobs/messages", PROCESSOR, SENDER),
+            (Method::GET, "/jobs/messages?peekonly=true", READER, SENDER),
+            (Method::DELETE, "/jobs/messages", CONTRIBUTOR, PROCESSOR),
+            (
+                Method::PUT,
+                "/jobs/messages/m?popreceipt=r&visibilitytimeout=0",
+                CONTRIBUTOR,
+                PROCESSOR,
+            ),
+            (
+                Method::DELETE,
+                "/jobs/messages/m?popreceipt=r",
+                PROCESSOR,
+                SENDER,
+            ),
+        ];
+        let identity = ifmatch_azure::identity::Identity::new();
+        let token = |role: &str| {
+            let carried = [ifmatch_azure::identity::Assignment {
+                principal: "p".into(),
+                role: role.into(),
+                scope: "/".into(),
+            }];
+            Credential::Token(identity.access("p", "devstoreaccount1", &carried))
+        };
+        let mut seen = std::collections::BTreeSet::new();
+        for (method, uri, allowed, refused) in cases {
+            let (path, query) = uri
+                .split_once('?')
+                .map_or((uri, None), |(p, q)| (p, Some(q)));
+            let target = Target::parse(&method, path, query).unwrap();
+            seen.insert(format!("{:?}", std::mem::discriminant(&target.operation)));
+            let judge = |role| authorize(&token(role), &target.operation, &target.queue);
+            assert_eq!(judge(allowed), Ok(()), "{method} {uri}: {allowed}");
+            let denied = judge(refused).unwrap_err();
+            assert_eq!(
+                denied.code,
+                ifmatch_azure::ErrorCode::AuthorizationPermissionMismatch,
+                "{method} {uri}"
+            );
+        }
+        // Every operation of the dialect (the enum's variants) is in the table.
+        assert_eq!(seen.len(), 15, "{seen:?}");
+    }
+}

@@ -358,6 +358,72 @@ mod tests {
     use ifmatch_azure::ErrorCode;
 
     #[test]
+    fn each_operation_is_judged_by_its_action_one_role_allowed_and_one_refused() {
+        const READER: &str = "Storage Table Data Reader";
+        const CONTRIBUTOR: &str = "Storage Table Data Contributor";
+        const BLOBS: &str = "Storage Blob Data Owner";
+        let mut conditional = HeaderMap::new();
+        conditional.insert(http::header::IF_MATCH, "*".parse().unwrap());
+        let none = HeaderMap::new();
+        let cases = [
+            ("GET", "/Tables", &none, READER, BLOBS),
+            ("POST", "/Tables", &none, CONTRIBUTOR, READER),
+            ("DELETE", "/Tables('people')", &none, CONTRIBUTOR, READER),
+            ("GET", "/people()", &none, READER, BLOBS),
+            ("POST", "/people", &none, CONTRIBUTOR, READER),
+            (
+                "PUT",
+                "/people(PartitionKey='a',RowKey='b')",
+                &conditional,
+                CONTRIBUTOR,
+                READER,
+            ),
+            (
+                "MERGE",
+                "/people(PartitionKey='a',RowKey='b')",
+                &none,
+                CONTRIBUTOR,
+                READER,
+            ),
+            (
+                "DELETE",
+                "/people(PartitionKey='a',RowKey='b')",
+                &none,
+                CONTRIBUTOR,
+                READER,
+            ),
+        ];
+        let identity = ifmatch_azure::identity::Identity::new();
+        let token = |role: &str| {
+            let carried = [ifmatch_azure::identity::Assignment {
+                principal: "p".into(),
+                role: role.into(),
+                scope: "/tableServices/default/tables/people".into(),
+            }];
+            Credential::Token(identity.access("p", "devstoreaccount1", &carried))
+        };
+        for (method, path, headers, allowed, refused) in cases {
+            let operation = Operation::of(&method.parse().unwrap(), path, headers);
+            // Listing and creating tables act on the service: a role at one table's scope
+            // does not reach them.
+            let at_service = matches!(operation, Operation::QueryTables | Operation::CreateTable);
+            let judged = authorize(&token(allowed), operation).map(|_| ());
+            match at_service {
+                true => assert!(judged.is_err(), "{method} {path}: {allowed} at one table"),
+                false => assert_eq!(judged, Ok(()), "{method} {path}: {allowed}"),
+            }
+            let denied = authorize(&token(refused), operation).unwrap_err();
+            assert_eq!(
+                denied.code,
+                ErrorCode::AuthorizationPermissionMismatch,
+                "{method} {path}"
+            );
+        }
+        // The envelope of a batch passes; each of its operations is judged as it is read.
+        assert_eq!(authorize(&token(READER), Operation::Batch), Ok(None));
+    }
+
+    #[test]
     fn operations_by_method_and_path() {
         let none = HeaderMap::new();
         let mut conditional = HeaderMap::new();
