@@ -288,7 +288,16 @@ mod tests {
         };
         let none = HeaderMap::new();
         let batch = br#"[{"operationType": "Create"}, {"operationType": "Read"}]"#;
-        let cases: [(Method, &str, HeaderMap, &[u8], &str, &str); 14] = [
+        // The method, path, headers and body; a role allowed, a role refused.
+        type Case = (
+            Method,
+            &'static str,
+            HeaderMap,
+            &'static [u8],
+            &'static str,
+            &'static str,
+        );
+        let cases: [Case; 14] = [
             (Method::GET, "/", none.clone(), b"", READER, BLOBS),
             (Method::GET, "/dbs", none.clone(), b"", READER, BLOBS),
             (Method::GET, "/dbs/d", none.clone(), b"", READER, BLOBS),
