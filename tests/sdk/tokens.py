@@ -115,6 +115,40 @@ assert "resource_id=https://storage.azure.com" in challenge, challenge
 assert "https://storage.azure.com/.default" in stranger.scopes, stranger.scopes
 checks += 1
 
+# User delegation: a key for a token's principal, and SAS signed with it, which allow no more
+# than both the signature and the principal's roles.
+from datetime import timedelta  # noqa: E402
+
+from azure.storage.blob import BlobClient, BlobSasPermissions, generate_blob_sas  # noqa: E402
+
+now = datetime.now(timezone.utc)
+delegating = blobs("Storage Blob Data Contributor")
+key = delegating.get_user_delegation_key(now - timedelta(minutes=1), now + timedelta(hours=1))
+
+
+def delegated(blob, permission, key=key):
+    sas = generate_blob_sas(keyed.account_name, name, blob, user_delegation_key=key,
+                            permission=permission, expiry=now + timedelta(hours=1))
+    return BlobClient(url, container_name=name, blob_name=blob, credential=sas)
+
+
+assert delegated("a.txt", BlobSasPermissions(read=True)).download_blob().readall() == b"by token"
+delegated("d.txt", BlobSasPermissions(write=True, create=True)).upload_blob(b"delegated")
+assert container.download_blob("d.txt").readall() == b"delegated"
+# What the signature does not grant, refused.
+refused(lambda: delegated("a.txt", BlobSasPermissions(read=True)).upload_blob(b"no", overwrite=True))
+# A reader's key signs a write: refused, the principal may not write.
+reader_key = blobs("Storage Blob Data Reader").get_user_delegation_key(now - timedelta(minutes=1), now + timedelta(hours=1))
+writes = delegated("e.txt", BlobSasPermissions(write=True, create=True), reader_key)
+refused(lambda: writes.upload_blob(b"no"))
+assert delegated("a.txt", BlobSasPermissions(read=True), reader_key).download_blob().readall() == b"by token"
+# A key is a token's alone, for seven days at most; a forged key signs nothing.
+refused(lambda: keyed.get_user_delegation_key(now, now + timedelta(hours=1)), 403, "AuthenticationFailed")
+refused(lambda: delegating.get_user_delegation_key(now, now + timedelta(days=7, minutes=5)), 400, "InvalidInput")
+key.value = "Zm9yZ2Vk" * 4
+refused(lambda: delegated("a.txt", BlobSasPermissions(read=True)).download_blob(), 403, "AuthenticationFailed")
+checks += 1
+
 # Queues: a sender sends and may not receive; a processor receives and deletes.
 queues_url = QueueServiceClient.from_connection_string(CONNECTION).url
 queue_name = "q" + uuid.uuid4().hex[:12]

@@ -300,22 +300,32 @@ impl<S> Grant<S> {
 }
 
 /// Checks what every shared access signature carries whatever it signs, for the blob and the
-/// Table service alike: no user delegation or stored policy, a signed version of 2015-04-05 or
-/// later, the time window (`st`, `se`), the protocol (`spr`) and the client's address (`sip`).
-/// Answers the signed version.
+/// Table service alike: no user delegation (the blob service's alone: [`check_window`]) or
+/// stored policy, a signed version of 2015-04-05 or later, the time window (`st`, `se`), the
+/// protocol (`spr`) and the client's address (`sip`). Answers the signed version.
 pub fn check_sas_window(
     query: &QueryPairs,
     https: bool,
     client: Option<IpAddr>,
     now: SystemTime,
 ) -> Result<String, Denied> {
-    let field = |name: &str| query.get(name).unwrap_or_default();
     if query.get("skoid").is_some() {
         return Err(failed(
-            "user delegation shared access signatures (Entra ID) are not supported here: \
+            "user delegation shared access signatures (Entra ID) are the blob service's: \
              sign with the account key",
         ));
     }
+    check_window(query, (https, client), now)
+}
+
+/// [`check_sas_window`] with user delegation taken (the blob service's, which checks the
+/// delegation itself: `crate::delegation`).
+pub fn check_window(
+    query: &QueryPairs,
+    (https, client): (bool, Option<IpAddr>),
+    now: SystemTime,
+) -> Result<String, Denied> {
+    let field = |name: &str| query.get(name).unwrap_or_default();
     if query.get("si").is_some() {
         return Err(failed(
             "stored access policies (`si`) are not supported here: sign the permissions and \
@@ -446,7 +456,7 @@ fn ip_in(range: &str, client: IpAddr) -> bool {
 }
 
 /// A SAS time field, as Unix seconds; absent is `None`, malformed an error.
-fn optional_time(query: &QueryPairs, name: &str) -> Result<Option<i64>, Denied> {
+pub(crate) fn optional_time(query: &QueryPairs, name: &str) -> Result<Option<i64>, Denied> {
     let Some(text) = query.get(name) else {
         return Ok(None);
     };
@@ -458,7 +468,7 @@ fn optional_time(query: &QueryPairs, name: &str) -> Result<Option<i64>, Denied> 
 /// Unix seconds of `YYYY-MM-DD`, `YYYY-MM-DDThh:mmZ` or `YYYY-MM-DDThh:mm:ss[.fff]Z`, the
 /// forms a SAS may carry. (No crate of this workspace reads ISO 8601; `httpdate` reads only
 /// HTTP's own format.)
-fn iso8601(text: &str) -> Option<i64> {
+pub(crate) fn iso8601(text: &str) -> Option<i64> {
     let number = |s: &str| -> Option<i64> {
         s.bytes()
             .all(|b| b.is_ascii_digit())
@@ -486,7 +496,7 @@ fn iso8601(text: &str) -> Option<i64> {
     Some(days * 86_400 + h * 3600 + min * 60 + s)
 }
 
-fn unix(time: SystemTime) -> i64 {
+pub(crate) fn unix(time: SystemTime) -> i64 {
     match time.duration_since(SystemTime::UNIX_EPOCH) {
         Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
         Err(e) => -i64::try_from(e.duration().as_secs()).unwrap_or(i64::MAX),

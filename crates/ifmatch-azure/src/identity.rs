@@ -16,9 +16,10 @@
 //! }
 //! ```
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use serde::Deserialize;
 
@@ -151,7 +152,14 @@ pub struct Identity {
     pub(crate) audiences: Vec<String>,
     roles: Vec<RoleDefinition>,
     assignments: Vec<Assignment>,
+    /// The assignments development tokens carried, by principal, as last seen: what a user
+    /// delegation SAS of such a principal is judged by (their only record).
+    learned: Arc<Mutex<HashMap<String, Vec<Assignment>>>>,
 }
+
+/// How many principals' carried assignments are remembered (then forgotten all at once: a
+/// principal presents a token again).
+const LEARNED: usize = 10_000;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -191,6 +199,7 @@ impl Identity {
             audiences: Vec::new(),
             roles: roles::built_in(),
             assignments: Vec::new(),
+            learned: Arc::default(),
         }
     }
 
@@ -286,8 +295,28 @@ impl Identity {
         }
         Access {
             principal: principal.to_owned(),
+            tenant: String::new(),
             grants,
         }
+    }
+
+    /// Remembers the assignments a development token of `principal` carried.
+    pub fn learn(&self, principal: &str, carried: &[Assignment]) {
+        let mut learned = self.learned.lock().unwrap_or_else(|e| e.into_inner());
+        if learned.len() >= LEARNED && !learned.contains_key(principal) {
+            learned.clear();
+        }
+        learned.insert(principal.to_owned(), carried.to_vec());
+    }
+
+    /// What `principal` may do in `account` now, without a token of theirs at hand (a user
+    /// delegation SAS they signed): the file's assignments, and those their development
+    /// tokens carried, as last seen.
+    pub fn delegating_access(&self, principal: &str, account: &str) -> Access {
+        let learned = self.learned.lock().unwrap_or_else(|e| e.into_inner());
+        let carried = learned.get(principal).cloned().unwrap_or_default();
+        drop(learned);
+        self.access(principal, account, &carried)
     }
 }
 
@@ -302,6 +331,8 @@ impl Default for Identity {
 pub struct Access {
     /// The principal's object id.
     pub principal: String,
+    /// The tenant its token named (`tid`), if it came with a token.
+    pub tenant: String,
     grants: Vec<(RoleDefinition, String)>,
 }
 

@@ -6,6 +6,7 @@
 //! | storage accounts, their keys, which one a request names | [`Account`], [`Accounts`] |
 //! | Shared Key, the SAS window, account SAS, HMAC | [`auth`] |
 //! | Entra ID tokens: trusted issuers, roles and their assignments | [`identity`], [`roles`], `token` (feature `tokens`) |
+//! | user delegation keys and the SAS they sign | [`delegation`] |
 //! | Azure Storage's error codes, and the macro each dialect declares its own with | [`ErrorCode`], [`error_codes!`] |
 //! | the host's clock and randomness | [`Env`], [`ManualEnv`] |
 //! | one instance's writes to a key, one at a time | [`Turns`] |
@@ -25,6 +26,7 @@
 mod account;
 pub mod auth;
 pub mod cors;
+pub mod delegation;
 mod env;
 mod error_code;
 mod headers;

@@ -223,7 +223,12 @@ impl Identity {
                 .collect(),
             false => Vec::new(),
         };
-        Ok(self.access(principal, account, &carried))
+        if issuer.development {
+            self.learn(principal, &carried);
+        }
+        let mut access = self.access(principal, account, &carried);
+        access.tenant = (claims.tid.or_else(|| issuer.tenant.clone())).unwrap_or_default();
+        Ok(access)
     }
 }
 

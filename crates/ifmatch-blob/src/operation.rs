@@ -26,6 +26,9 @@ pub enum Operation {
     FindBlobsInAccount(FindOptions),
     /// `GET /?restype=service&comp=properties`
     GetBlobServiceProperties,
+    /// `POST /?restype=service&comp=userdelegationkey`: a key for user delegation SAS, given to
+    /// a bearer token's principal.
+    GetUserDelegationKey,
     /// `PUT /?restype=service&comp=properties`
     SetBlobServiceProperties,
     /// `PUT /{container}?restype=container&comp=lease`
@@ -143,6 +146,7 @@ impl Operation {
             Self::ListBlobs(_) => "ListBlobs",
             Self::FindBlobsByTags(_) | Self::FindBlobsInAccount(_) => "FindBlobsByTags",
             Self::GetBlobServiceProperties => "GetBlobServiceProperties",
+            Self::GetUserDelegationKey => "GetUserDelegationKey",
             Self::SetBlobServiceProperties => "SetBlobServiceProperties",
             Self::LeaseContainer => "LeaseContainer",
             Self::GetContainerAcl => "GetContainerACL",
@@ -307,6 +311,9 @@ impl Target {
                     }
                     (&Method::PUT, Some("properties")) => {
                         service(Operation::SetBlobServiceProperties)
+                    }
+                    (&Method::POST, Some("userdelegationkey")) => {
+                        service(Operation::GetUserDelegationKey)
                     }
                     _ => Err(ErrorCode::InvalidQueryParameterValue),
                 };

@@ -275,6 +275,10 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             }
             Operation::FindBlobsInAccount(options) => self.find_blobs(account, None, options).await,
             Operation::GetBlobServiceProperties => self.service_properties(account).await,
+            Operation::GetUserDelegationKey => {
+                self.user_delegation_key(account, credential, body, headers)
+                    .await
+            }
             Operation::SetBlobServiceProperties => {
                 self.set_service_properties(account, body, headers).await
             }

@@ -1,7 +1,7 @@
 //! Get and Set Blob Service Properties: an account's `<StorageServiceProperties>`, kept whole
 //! in a record of their own ([`crate::settings::service_key`]) as Set Service Properties merges
 //! them (an element a request leaves out keeps its setting). What the front reads of them is
-//! [`crate::settings`]'s.
+//! [`crate::settings`]'s. And Get User Delegation Key ([`ifmatch_azure::delegation`]).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -47,6 +47,47 @@ impl Known {
 }
 
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
+    /// Get User Delegation Key: `<KeyInfo>`'s `<Start>` (optional) and `<Expiry>`, for the
+    /// principal of the request's bearer token (the only credential it takes).
+    pub(super) async fn user_delegation_key(
+        &self,
+        account: &ifmatch_azure::Account,
+        credential: &crate::auth::Credential,
+        body: impl Incoming,
+        headers: &HeaderMap,
+    ) -> Answered<O> {
+        let crate::auth::Credential::Token(access) = credential else {
+            return Err(Failure::with_detail(
+                ErrorCode::AuthenticationFailed,
+                "Get User Delegation Key takes a bearer token only.",
+            ));
+        };
+        let xml = http_body_util::Limited::new(body, 4 << 10)
+            .collect()
+            .await
+            .map_err(|_| ErrorCode::InvalidXmlDocument)?
+            .to_bytes();
+        let text = std::str::from_utf8(&xml).map_err(|_| ErrorCode::InvalidXmlDocument)?;
+        let (start, expiry) = key_info(text).ok_or_else(|| {
+            Failure::with_detail(
+                ErrorCode::InvalidXmlDocument,
+                "The body is <KeyInfo> with an <Expiry> (and an optional <Start>).",
+            )
+        })?;
+        let version = (headers.get("x-ms-version"))
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("2025-11-05");
+        let now = self.env.now();
+        let key = ifmatch_azure::delegation::issue(
+            account,
+            access,
+            (start.as_deref(), &expiry),
+            version,
+            now,
+        )?;
+        Ok(xml_answer(HeaderMap::new(), key.xml()))
+    }
+
     /// Get Blob Service Properties.
     pub(super) async fn service_properties(&self, account: &ifmatch_azure::Account) -> Answered<O> {
         let key = self.service_key(account);
@@ -145,4 +186,38 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         (self.settings.0.lock().expect("not poisoned")).insert(name.clone(), (settings, now));
         Ok(settings)
     }
+}
+
+/// `<KeyInfo>`'s `<Start>` and `<Expiry>` texts, if it is one with an `<Expiry>`.
+fn key_info(xml: &str) -> Option<(Option<String>, String)> {
+    use quick_xml::events::Event;
+    let mut reader = quick_xml::Reader::from_str(xml);
+    let (mut path, mut start, mut expiry) = (Vec::new(), None, None);
+    loop {
+        match reader.read_event().ok()? {
+            Event::Start(tag) => path.push(tag.name().as_ref().to_vec()),
+            Event::End(_) => {
+                path.pop();
+            }
+            Event::Text(text) => {
+                let text = text.decode().ok()?.trim().to_owned();
+                match path.as_slice() {
+                    [root, name]
+                        if root.as_slice() == b"KeyInfo" && name.as_slice() == b"Start" =>
+                    {
+                        start = Some(text)
+                    }
+                    [root, name]
+                        if root.as_slice() == b"KeyInfo" && name.as_slice() == b"Expiry" =>
+                    {
+                        expiry = Some(text)
+                    }
+                    _ => {}
+                }
+            }
+            Event::Eof => break,
+            _ => {}
+        }
+    }
+    Some((start, expiry?))
 }
