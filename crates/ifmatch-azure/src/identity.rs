@@ -337,6 +337,17 @@ pub struct Access {
 }
 
 impl Access {
+    /// What a principal holding only `role` at `scope` in an account may do (the built-in
+    /// roles): for checks of what each operation needs.
+    pub fn holding(role: &str, scope: &str) -> Self {
+        let carried = [Assignment {
+            principal: "p".into(),
+            role: role.into(),
+            scope: scope.into(),
+        }];
+        Identity::new().access("p", "account", &carried)
+    }
+
     /// Whether a role assigned at a scope covering `resource` permits one of `actions`.
     pub fn allows(&self, actions: &[&str], resource: &str) -> bool {
         self.grants.iter().any(|(role, scope)| {

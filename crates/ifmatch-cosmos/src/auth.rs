@@ -390,15 +390,7 @@ mod tests {
                 READER,
             ),
         ];
-        let identity = ifmatch_azure::identity::Identity::new();
-        let access = |role: &str| {
-            let carried = [ifmatch_azure::identity::Assignment {
-                principal: "p".into(),
-                role: role.into(),
-                scope: "/dbs/d/colls/c".into(),
-            }];
-            identity.access("p", "localhost", &carried)
-        };
+        let access = |role: &str| Access::holding(role, "/dbs/d/colls/c");
         for (method, path, headers, body, allowed, refused) in cases {
             let address = Address::parse(path).unwrap();
             let judge = |role| {

@@ -234,15 +234,8 @@ mod tests {
                 SENDER,
             ),
         ];
-        let identity = ifmatch_azure::identity::Identity::new();
-        let token = |role: &str| {
-            let carried = [ifmatch_azure::identity::Assignment {
-                principal: "p".into(),
-                role: role.into(),
-                scope: "/".into(),
-            }];
-            Credential::Token(identity.access("p", "devstoreaccount1", &carried))
-        };
+        let token =
+            |role: &str| Credential::Token(ifmatch_azure::identity::Access::holding(role, "/"));
         let mut seen = std::collections::BTreeSet::new();
         for (method, uri, allowed, refused) in cases {
             let (path, query) = uri

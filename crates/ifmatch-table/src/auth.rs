@@ -393,14 +393,11 @@ mod tests {
                 READER,
             ),
         ];
-        let identity = ifmatch_azure::identity::Identity::new();
         let token = |role: &str| {
-            let carried = [ifmatch_azure::identity::Assignment {
-                principal: "p".into(),
-                role: role.into(),
-                scope: "/tableServices/default/tables/people".into(),
-            }];
-            Credential::Token(identity.access("p", "devstoreaccount1", &carried))
+            Credential::Token(ifmatch_azure::identity::Access::holding(
+                role,
+                "/tableServices/default/tables/people",
+            ))
         };
         for (method, path, headers, allowed, refused) in cases {
             let operation = Operation::of(&method.parse().unwrap(), path, headers);
