@@ -91,6 +91,24 @@ pub fn unauthenticated(tenant: &str, detail: impl Into<String>) -> Denied {
     }
 }
 
+impl Access {
+    /// [`Access::allows`], or Storage's 403 `AuthorizationPermissionMismatch` naming what
+    /// was needed.
+    pub fn check(&self, actions: &[&str], resource: &str) -> Result<(), Denied> {
+        if self.allows(actions, resource) {
+            return Ok(());
+        }
+        Err(denied(
+            ErrorCode::AuthorizationPermissionMismatch,
+            format!(
+                "principal {} has no role assignment at {resource} that permits {}",
+                self.principal,
+                actions.join(" or ")
+            ),
+        ))
+    }
+}
+
 /// The audience of every Storage service's tokens.
 pub const STORAGE_AUDIENCE: &str = "https://storage.azure.com";
 

@@ -23,8 +23,6 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use serde::Deserialize;
 
-use crate::auth::{Denied, denied};
-use crate::error_code::ErrorCode;
 use crate::roles::{self, RoleDefinition};
 
 /// The tenant of the development issuer (`ifmatch token`): no Entra tenant has this id.
@@ -360,27 +358,12 @@ impl Access {
     pub fn allows_somewhere(&self, actions: &[&str]) -> bool {
         (self.grants.iter()).any(|(role, _)| actions.iter().any(|a| role.permits(a)))
     }
-
-    /// [`Access::allows`], or Storage's 403 `AuthorizationPermissionMismatch` naming what
-    /// was needed.
-    pub fn check(&self, actions: &[&str], resource: &str) -> Result<(), Denied> {
-        if self.allows(actions, resource) {
-            return Ok(());
-        }
-        Err(denied(
-            ErrorCode::AuthorizationPermissionMismatch,
-            format!(
-                "principal {} has no role assignment at {resource} that permits {}",
-                self.principal,
-                actions.join(" or ")
-            ),
-        ))
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ErrorCode;
 
     const READER: &str = "Storage Blob Data Reader";
 
