@@ -9,12 +9,13 @@
 //! `alg: none` is refused before any key is looked at.
 
 use std::fmt;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use jsonwebtoken::jwk::Jwk;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 
+use crate::auth::unix;
 use crate::identity::{Access, Assignment, DEV_TENANT, Identity, Issuer, KeySource, dev_issuer};
 
 /// The longest token taken, in bytes (Entra's access tokens are 1 to 3 KiB; a group-heavy one
@@ -123,14 +124,6 @@ pub struct Carried {
     pub scope: String,
 }
 
-/// Seconds since the epoch.
-fn seconds(at: SystemTime) -> i64 {
-    match at.duration_since(UNIX_EPOCH) {
-        Ok(after) => after.as_secs() as i64,
-        Err(before) => -(before.duration().as_secs() as i64),
-    }
-}
-
 impl Identity {
     /// What `token` allows in `account`, if a trusted issuer signed it for one of `audiences`
     /// (the service's own; this identity's configured ones are added) and it holds at `now`.
@@ -190,7 +183,7 @@ impl Identity {
         if !given.iter().any(|a| wanted.contains(&trim(a))) {
             return Err(TokenError::Audience(format!("{:?}", claims.aud)));
         }
-        let now = seconds(now);
+        let now = unix(now);
         let skew = SKEW.as_secs() as i64;
         let exp = (claims.exp)
             .ok_or_else(|| TokenError::Lifetime("The token has no expiry (exp).".into()))?;
@@ -276,7 +269,7 @@ impl DevIssuer {
         now: SystemTime,
         lifetime: Duration,
     ) -> String {
-        let now = seconds(now);
+        let now = unix(now);
         let claims = Claims {
             iss: dev_issuer(),
             aud: audience.into(),

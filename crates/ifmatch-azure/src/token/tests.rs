@@ -33,7 +33,7 @@ fn signed(header: serde_json::Value, claims: serde_json::Value, key: &EncodingKe
 }
 
 fn claims(now: SystemTime) -> serde_json::Value {
-    let now = seconds(now);
+    let now = unix(now);
     serde_json::json!({
         "iss": dev_issuer(), "aud": STORAGE, "exp": now + 3600, "nbf": now,
         "tid": DEV_TENANT, "oid": "p", "ifmatch_roles": [{"role": "Storage Blob Data Reader", "scope": "/"}],
