@@ -335,21 +335,25 @@ async fn an_issuers_keys_are_found_by_discovery_and_followed_through_a_rotation(
             .send()
     };
     let list = || format!("{base}?comp=list");
+    // The status of listing with `token` once it is 200, or after 30 s.
+    let taken = |token: String| async move {
+        let started = std::time::Instant::now();
+        loop {
+            let answer = ask(reqwest::Method::GET, list(), token.clone()).await;
+            let status = answer.unwrap().status().as_u16();
+            if status == 200 || started.elapsed() > std::time::Duration::from_secs(30) {
+                return status;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    };
     // Until the first fetch: 401 (the key is not known yet).
     let first = entra_token(&rsa, Algorithm::RS256, "k1", "app");
-    let mut status = 0;
-    for _ in 0..100 {
-        status = ask(reqwest::Method::GET, list(), first.clone())
-            .await
-            .unwrap()
-            .status()
-            .as_u16();
-        if status == 200 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    assert_eq!(status, 200, "the discovered key was not taken");
+    assert_eq!(
+        taken(first.clone()).await,
+        200,
+        "the discovered key was not taken"
+    );
     // The file's role, not the token's claim: a reader may not create a container.
     let create = ask(
         reqwest::Method::PUT,
@@ -377,20 +381,7 @@ async fn an_issuers_keys_are_found_by_discovery_and_followed_through_a_rotation(
     // unknown key by that token, fetches again; the old key's tokens are then refused.
     issuer.publish(&ec, Algorithm::ES256, "k2");
     let rotated = entra_token(&ec, Algorithm::ES256, "k2", "app");
-    let started = std::time::Instant::now();
-    let mut status = 0;
-    while started.elapsed() < std::time::Duration::from_secs(30) {
-        status = ask(reqwest::Method::GET, list(), rotated.clone())
-            .await
-            .unwrap()
-            .status()
-            .as_u16();
-        if status == 200 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
-    }
-    assert_eq!(status, 200, "the rotated key was not fetched");
+    assert_eq!(taken(rotated).await, 200, "the rotated key was not fetched");
     assert_eq!(
         ask(reqwest::Method::GET, list(), first)
             .await
