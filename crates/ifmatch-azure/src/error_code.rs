@@ -148,6 +148,11 @@ error_codes! {
     /// A change or delete of a blob (or its container) under a time-based retention policy,
     /// or a locked policy shortened.
     BlobImmutableDueToPolicy = CONFLICT, "This operation is not permitted as the blob is immutable due to a policy.";
+    /// Delete Container of a container with a locked retention policy (its own, set through
+    /// the management API).
+    ContainerImmutabilityPolicyLocked = CONFLICT, "The requested operation is not allowed as the container has a locked immutability policy.";
+    /// Delete Container of a container under a legal hold of its own.
+    ContainerHasLegalHold = CONFLICT, "The requested operation is not allowed as the container has one or more legal holds.";
     /// Delete Blob of a blob that has snapshots, without `x-ms-delete-snapshots`.
     SnapshotsPresent = CONFLICT, "This operation is not permitted because the blob has snapshots.";
     /// A request body is not the XML document the operation takes.

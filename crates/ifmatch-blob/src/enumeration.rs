@@ -250,6 +250,11 @@ pub(crate) fn containers_results(
         if let Some(level) = record.public_access {
             let _ = write!(xml, "<PublicAccess>{}</PublicAccess>", level.as_str());
         }
+        let (policy, hold) = record.container_protection();
+        let _ = write!(
+            xml,
+            "<HasImmutabilityPolicy>{policy}</HasImmutabilityPolicy><HasLegalHold>{hold}</HasLegalHold>"
+        );
         if let Some(deleted) = record.deleted {
             deleted_xml(&mut xml, deleted, now);
         }

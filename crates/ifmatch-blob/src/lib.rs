@@ -49,12 +49,14 @@ pub mod change_feed;
 mod checksums;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+pub mod container_protection;
 pub mod copy_origin;
 mod enumeration;
 mod front;
 mod hashing;
 pub mod immutability;
 pub mod lease;
+pub mod management;
 pub mod memory;
 mod metadata;
 mod operation;

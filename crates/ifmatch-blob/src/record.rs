@@ -73,6 +73,10 @@ pub struct Record {
     /// chunk being published.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub feed: Vec<crate::change::Change>,
+    /// A container's own retention policy and legal holds, set through the management API
+    /// ([`crate::container_protection`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protection: Option<Box<crate::container_protection::Protection>>,
 }
 
 /// A deleted blob's or container's times ([`crate::soft_delete`]), in seconds since the Unix
@@ -355,6 +359,7 @@ impl Record {
             deleted: None,
             service: None,
             feed: Vec::new(),
+            protection: None,
         }
     }
 
@@ -364,6 +369,15 @@ impl Record {
             content: Some(content),
             ..Self::container(etag, now)
         }
+    }
+
+    /// Whether a container has a retention policy of its own, and a legal hold.
+    pub fn container_protection(&self) -> (bool, bool) {
+        let protection = self.protection.as_deref();
+        (
+            protection.is_some_and(|p| p.policy.is_some()),
+            protection.is_some_and(|p| !p.holds.is_empty()),
+        )
     }
 
     /// The same record with this generation.

@@ -106,8 +106,10 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
 
     /// Append Block: `body` staged, then added as the blob's next block.
     pub(super) async fn append_block(&self, call: Call<'_>, body: impl Incoming) -> Answered<O> {
-        let Call { key, headers, now } = call;
-        let ask = Asking::of(headers, now)?;
+        let Call {
+            key, headers, now, ..
+        } = call;
+        let ask = call.ask()?;
         let position = Position::of(headers)?;
         let declared = declared_len(headers).or(body.size_hint().exact());
         if declared.is_some_and(|len| len > MAX_APPEND) {
@@ -289,8 +291,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// Append Blob Seal: no block may be appended after it. Its tag and time stay (as in
     /// Azure); sealing a sealed blob succeeds again.
     pub(super) async fn seal(&self, call: Call<'_>) -> Answered<O> {
-        let Call { key, headers, now } = call;
-        let ask = Asking::of(headers, now)?;
+        let Call { key, headers, .. } = call;
+        let ask = call.ask()?;
         let position = Position::of(headers)?;
         let missing = (precondition::Operation::Write, ErrorCode::BlobNotFound);
         let swapped = self

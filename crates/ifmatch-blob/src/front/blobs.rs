@@ -1,8 +1,6 @@
 //! Blob operations: Put Blob, Get Blob, Delete Blob, and the metadata and properties of
 //! blobs and containers.
 
-use std::time::SystemTime;
-
 use crate::lease::{Access, Scope};
 use crate::precondition;
 use bytes::Bytes;
@@ -35,8 +33,8 @@ use ifmatch_azure::swap::Attempts;
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// Get Blob Metadata: the validators and the `x-ms-meta-*` headers.
     pub(super) async fn blob_metadata(&self, call: Call<'_>) -> Answered<O> {
-        let Call { key, headers, now } = call;
-        let ask = Asking::of(headers, now)?;
+        let Call { key, headers, .. } = call;
+        let ask = call.ask()?;
         let current = (self.existing_blob(key, precondition::Operation::Read, headers)).await?;
         ask.gate(precondition::Operation::Read, Access::Read, Some(&current))?;
         let mut out = validator_headers(&current);
@@ -50,11 +48,15 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         &self,
         operation: &Operation,
         container: &Key,
-        blob: &Key,
-        headers: &HeaderMap,
-        now: SystemTime,
+        call: Call<'_>,
     ) -> Answered<O> {
-        let ask = Asking::of(headers, now)?;
+        let Call {
+            key: blob,
+            headers,
+            now,
+            ..
+        } = call;
+        let ask = call.ask()?;
         let (key, scope, missing) = match operation {
             Operation::SetContainerMetadata => {
                 (container, Scope::Container, ErrorCode::ContainerNotFound)
@@ -135,7 +137,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     }
 
     pub(super) async fn put_blob(&self, call: Call<'_>, body: impl Incoming) -> Answered<O> {
-        let Call { key, headers, now } = call;
+        let Call {
+            key, headers, now, ..
+        } = call;
         // Required, as in Azure: a request that meant something else (a misspelt `comp`, a
         // lease action without its query) must never replace a blob with its empty body.
         match headers.get(BLOB_TYPE) {
@@ -159,7 +163,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             }
             Some(_) => {}
         }
-        let ask = Asking::of(headers, now)?;
+        let ask = call.ask()?;
         let (content_type, properties) = metadata::upload_properties(headers, true);
         let given = Given::of(headers, now)?;
 
@@ -253,14 +257,16 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         bytes_tag: ifmatch_core::EntityTag,
         nonce: bool,
     ) -> Answered<O> {
-        let Call { key, headers, now } = call;
+        let Call {
+            key, headers, now, ..
+        } = call;
         if declared_len(headers).is_some_and(|len| len > 0) {
             return Err(Failure::with_detail(
                 ErrorCode::InvalidHeaderValue,
                 "Put Blob of an append or a page blob creates it empty: Content-Length must be 0.",
             ));
         }
-        let ask = Asking::of(headers, now)?;
+        let ask = call.ask()?;
         let (content_type, properties) = metadata::upload_properties(headers, true);
         let given = Given::of(headers, now)?;
         if committed(self.records.get(key).await?).is_none() {
@@ -321,8 +327,10 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     }
 
     pub(super) async fn get_blob(&self, call: Call<'_>, head: bool) -> Answered<O> {
-        let Call { key, headers, now } = call;
-        let ask = Asking::of(headers, now)?;
+        let Call {
+            key, headers, now, ..
+        } = call;
+        let ask = call.ask()?;
         // A concurrent overwrite may discard the object between reading the record and opening
         // the object; the record read again names the new one.
         let mut attempts = Attempts::default();
@@ -519,8 +527,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     }
 
     pub(super) async fn delete_blob(&self, call: Call<'_>) -> Answered<O> {
-        let Call { key, headers, now } = call;
-        let ask = Asking::of(headers, now)?;
+        let Call { key, .. } = call;
+        let ask = call.ask()?;
         let (conditions, missing) = (precondition::Operation::Write, ErrorCode::BlobNotFound);
         let swapped = self.delete_existing(key, ask, conditions, missing).await?;
         self.discard_replaced(key, swapped.previous.as_deref(), None)

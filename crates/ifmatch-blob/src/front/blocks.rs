@@ -21,7 +21,6 @@ use ifmatch_core::{EntityTag, EtagHasher, strong_etag};
 use super::answers::{answer, insert_checksums, validator_headers, xml_answer};
 use super::append::is_other_blob_type;
 use super::failure::{Failure, Result};
-use super::gate::Asking;
 use super::gate::existing;
 use super::swap::Step;
 use super::uploads::verify_checksums;
@@ -56,8 +55,10 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         id: &str,
         body: impl Incoming,
     ) -> Answered<O> {
-        let Call { key, headers, now } = call;
-        let ask = Asking::of(headers, now)?;
+        let Call {
+            key, headers, now, ..
+        } = call;
+        let ask = call.ask()?;
         // Fail fast, before taking the body: the same checks run again when the set is named.
         let current = self.records.get(key).await?;
         let check = |current: Option<&Record>| -> Result<()> {
@@ -171,8 +172,10 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// and lease rules of Put Blob, with the metadata and properties of the request. Every
     /// uncommitted block not listed is dropped.
     pub(super) async fn put_block_list(&self, call: Call<'_>, body: impl Incoming) -> Answered<O> {
-        let Call { key, headers, now } = call;
-        let ask = Asking::of(headers, now)?;
+        let Call {
+            key, headers, now, ..
+        } = call;
+        let ask = call.ask()?;
         let (content_type, properties) = metadata::upload_properties(headers, false);
         let given = super::uploads::Given::of(headers, now)?;
         let md5 = blob_content_md5(headers)?;
@@ -295,8 +298,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
 
     /// Get Block List: the committed blocks, the uncommitted ones, or both.
     pub(super) async fn get_block_list(&self, call: Call<'_>, kind: BlockListType) -> Answered<O> {
-        let Call { key, headers, now } = call;
-        let ask = Asking::of(headers, now)?;
+        let Call { key, headers, .. } = call;
+        let ask = call.ask()?;
         // A blob with content or staged blocks: not a deletion the change feed has yet to
         // publish (a record with neither).
         let current = (self.records.get(key).await?)

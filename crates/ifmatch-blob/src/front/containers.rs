@@ -5,13 +5,12 @@ use crate::lease::{Access, Scope};
 use crate::precondition;
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderValue};
-use http::{Response, StatusCode, header};
+use http::{Method, Response, StatusCode, header};
 use ifmatch_azure::ErrorCode;
 use ifmatch_core::strong_etag;
 
 use super::answers::{answer, validator_headers, xml_answer};
 use super::failure::{Failure, Result, error_answer};
-use super::gate::Asking;
 use super::swap::Step;
 use super::{Answered, Call};
 use super::{Front, PUBLIC_ACCESS};
@@ -26,7 +25,9 @@ use ifmatch_azure::Env;
 
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     pub(super) async fn create_container(&self, call: Call<'_>) -> Answered<O> {
-        let Call { key, headers, now } = call;
+        let Call {
+            key, headers, now, ..
+        } = call;
         let public_access = public_access(headers)?;
         let user_metadata = metadata::metadata(headers)?;
         let etag = strong_etag(self.env.random_uuid().as_bytes());
@@ -43,8 +44,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     }
 
     pub(super) async fn delete_container(&self, call: Call<'_>) -> Answered<O> {
-        let Call { key, headers, now } = call;
-        let ask = Asking::of(headers, now)?;
+        let Call { key, headers, .. } = call;
+        let ask = call.ask()?;
         let (conditions, missing) = (
             precondition::Operation::Container,
             ErrorCode::ContainerNotFound,
@@ -58,7 +59,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             self.publish_before_removing(key.container()).await?;
             // None of its blobs under a legal hold or a retention policy: a protection set
             // after this look bumps the container's generation, and the delete below fails.
-            if let Some(code) = self.protected_blob(key.container()).await? {
+            let own = current.protection.as_deref();
+            if let Some(code) = self.protected_blob(key.container(), own).await? {
                 return Err(code.into());
             }
             // Kept for the account's days, if it keeps deleted containers.
@@ -153,12 +155,20 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             ));
         }
         let (key, headers) = (&admitted.blob, &parts.headers);
-        self.delete_blob(Call { key, headers, now }).await
+        let protection = self.protection_for(&admitted, &Method::DELETE).await?;
+        let guard = protection.as_ref().map(super::gate::Protected::guard);
+        self.delete_blob(Call {
+            key,
+            headers,
+            now,
+            guard,
+        })
+        .await
     }
 
     pub(super) async fn container_acl(&self, call: Call<'_>) -> Answered<O> {
-        let Call { key, headers, now } = call;
-        let ask = Asking::of(headers, now)?;
+        let Call { key, .. } = call;
+        let ask = call.ask()?;
         let current = self.container_record(key.container()).await?;
         ask.lease(Scope::Container, Access::Read, Some(&current))?;
         let mut out = validator_headers(&current);
@@ -176,10 +186,12 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         call: Call<'_>,
         body: impl Incoming,
     ) -> Answered<O> {
-        let Call { key, headers, now } = call;
+        let Call {
+            key, headers, now, ..
+        } = call;
         use http_body_util::BodyExt;
         let level = public_access(headers)?;
-        let ask = Asking::of(headers, now)?;
+        let ask = call.ask()?;
         let limited = http_body_util::Limited::new(body, 64 << 10);
         let xml = limited
             .collect()
@@ -219,8 +231,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     }
 
     pub(super) async fn container_properties(&self, call: Call<'_>) -> Answered<O> {
-        let Call { key, headers, now } = call;
-        let ask = Asking::of(headers, now)?;
+        let Call { key, now, .. } = call;
+        let ask = call.ask()?;
         let current = self.container_record(key.container()).await?;
         ask.lease(Scope::Container, Access::Read, Some(&current))?;
         let mut out = validator_headers(&current);
@@ -228,6 +240,10 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         if let Some(level) = current.public_access {
             out.insert(PUBLIC_ACCESS, HeaderValue::from_static(level.as_str()));
         }
+        let (policy, hold) = current.container_protection();
+        let flag = |yes: bool| HeaderValue::from_static(if yes { "true" } else { "false" });
+        out.insert("x-ms-has-immutability-policy", flag(policy));
+        out.insert("x-ms-has-legal-hold", flag(hold));
         metadata::insert_metadata(&current.metadata, &mut out);
         Ok(answer(StatusCode::OK, out))
     }

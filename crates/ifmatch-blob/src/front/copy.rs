@@ -133,12 +133,8 @@ pub(super) enum Found {
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// Copy Blob (`202`, `x-ms-copy-status: success`), Copy Blob From URL (the same, as
     /// `x-ms-requires-sync` asks) and Put Blob From URL (with `x-ms-blob-type`: `201`).
-    pub(super) async fn copy_blob(
-        &self,
-        destination: &Key,
-        from: Requester<'_>,
-        now: SystemTime,
-    ) -> Answered<O> {
+    pub(super) async fn copy_blob(&self, call: Call<'_>, from: Requester<'_>) -> Answered<O> {
+        let (destination, now) = (call.key, call.now);
         let headers = &from.parts.headers;
         let put_from_url = headers.contains_key(BLOB_TYPE);
         if put_from_url && headers[BLOB_TYPE] != "BlockBlob" {
@@ -147,7 +143,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 "Put Blob From URL writes a BlockBlob only. Header: x-ms-blob-type",
             ));
         }
-        let ask = Asking::of(headers, now)?;
+        let ask = call.ask()?;
         // A copy takes the tags of its request, not its source's (Azure's default); its
         // metadata too if it gives any (else the source's, but for Put Blob From URL).
         let given = super::uploads::Given::of(headers, now)?;
@@ -359,13 +355,11 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// the source's under `x-ms-source-if-*`.
     pub(super) async fn append_block_from_url(
         &self,
-        key: &Key,
+        call: Call<'_>,
         from: Requester<'_>,
-        now: SystemTime,
     ) -> Answered<O> {
-        let (body, asked) = self.source_body(&from, now).await?;
-        let headers = &asked;
-        self.append_block(Call { key, headers, now }, body).await
+        let (body, asked) = self.source_body(&from, call.now).await?;
+        self.append_block(call.with_headers(&asked), body).await
     }
 
     /// Put Block From URL: `x-ms-source-range` of the source (all of it without one) staged
@@ -373,14 +367,12 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// the source's under `x-ms-source-if-*`.
     pub(super) async fn put_block_from_url(
         &self,
-        key: &Key,
+        call: Call<'_>,
         id: &str,
         from: Requester<'_>,
-        now: SystemTime,
     ) -> Answered<O> {
-        let (body, asked) = self.source_body(&from, now).await?;
-        let headers = &asked;
-        self.put_block(Call { key, headers, now }, id, body).await
+        let (body, asked) = self.source_body(&from, call.now).await?;
+        self.put_block(call.with_headers(&asked), id, body).await
     }
 
     /// Put Page From URL: `x-ms-source-range` of the source written as the pages of the
@@ -388,10 +380,10 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// length), under the same checks, and the source's under `x-ms-source-if-*`.
     pub(super) async fn put_page_from_url(
         &self,
-        key: &Key,
+        call: Call<'_>,
         from: Requester<'_>,
-        now: SystemTime,
     ) -> Answered<O> {
+        let now = call.now;
         if !from.parts.headers.contains_key(SOURCE_RANGE) {
             return Err(Failure::with_detail(
                 ErrorCode::MissingRequiredHeader,
@@ -412,8 +404,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 HeaderValue::from(pages.end - pages.start),
             );
         }
-        let headers = &asked;
-        self.put_page(Call { key, headers, now }, body).await
+        self.put_page(call.with_headers(&asked), body).await
     }
 
     /// The bytes a `... From URL` operation takes from its source: `x-ms-source-range` of it
@@ -702,7 +693,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// Abort Copy Blob: a copy here has always finished, so there is never one to abort
     /// (409 `NoPendingCopyOperation`, or `CopyIdMismatch` for another copy's id).
     pub(super) async fn abort_copy(&self, call: Call<'_>, copy_id: &str) -> Answered<O> {
-        let Call { key, headers, now } = call;
+        let Call {
+            key, headers, now, ..
+        } = call;
         match headers.get(COPY_ACTION) {
             Some(action) if action == "abort" => {}
             Some(_) => {
@@ -718,7 +711,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 ));
             }
         }
-        let ask = Asking::of(headers, now)?;
+        let ask = call.ask()?;
         let current = (self.existing_blob(key, precondition::Operation::Write, headers)).await?;
         ask.lease(Scope::Blob, Access::Write, Some(&current))?;
         let pending = crate::record::CopyStatus::Pending;

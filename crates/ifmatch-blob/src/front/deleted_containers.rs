@@ -103,7 +103,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// `x-ms-deleted-container-version` back under its name (the request's container), with
     /// its blobs; 409 `ContainerAlreadyExists` while a container has that name.
     pub(super) async fn restore_container(&self, call: Call<'_>) -> Answered<O> {
-        let Call { key, headers, now } = call;
+        let Call {
+            key, headers, now, ..
+        } = call;
         let header = |name: &HeaderName| -> Result<String> {
             let value = headers.get(name).and_then(|v| v.to_str().ok());
             value.map(str::to_owned).ok_or_else(|| {

@@ -4,6 +4,7 @@
 
 use std::time::SystemTime;
 
+use crate::container_protection::{Change, Protection};
 use crate::lease::{Access, Lease, LeaseId, Scope, lease_id_from_headers};
 use crate::precondition;
 use http::HeaderMap;
@@ -22,13 +23,38 @@ pub(super) struct Passed {
     pub(super) outcome: Outcome,
 }
 
-/// What a request brings to the gate: its conditional headers, its `x-ms-lease-id`, and the
-/// time it is judged at.
+/// What a request brings to the gate: its conditional headers, its `x-ms-lease-id`, the
+/// time it is judged at, and its container's own protection.
 #[derive(Clone, Copy)]
 pub(super) struct Asking<'a> {
     pub(super) headers: &'a HeaderMap,
     pub(super) lease_id: Option<LeaseId>,
     pub(super) now: SystemTime,
+    guard: Option<Guard<'a>>,
+}
+
+/// A container's own protection ([`crate::container_protection`]) and what the request's
+/// operation would do to a blob of it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Guard<'a> {
+    protection: &'a Protection,
+    change: Change,
+}
+
+/// A container's own protection as one request read it, and the change it would make.
+pub(super) struct Protected {
+    pub(super) protection: Box<Protection>,
+    pub(super) change: Change,
+}
+
+impl Protected {
+    /// What the gate judges by.
+    pub(super) fn guard(&self) -> Guard<'_> {
+        Guard {
+            protection: &self.protection,
+            change: self.change,
+        }
+    }
 }
 
 impl<'a> Asking<'a> {
@@ -39,7 +65,13 @@ impl<'a> Asking<'a> {
             headers,
             lease_id,
             now,
+            guard: None,
         })
+    }
+
+    /// The same, judged by `guard` too.
+    pub(super) fn guarded(self, guard: Option<Guard<'a>>) -> Self {
+        Self { guard, ..self }
     }
 
     /// The first step of the gate alone, for an operation no condition applies to: the lease
@@ -62,8 +94,9 @@ impl<'a> Asking<'a> {
     /// available and it has no validators) when:
     /// 1. the lease allows `access` with the request's lease id: a container's record for
     ///    [`precondition::Operation::Container`], a blob's otherwise; then
-    /// 2. for a write of a blob, no legal hold nor retention policy protects it
-    ///    ([`crate::immutability`]); then
+    /// 2. for a write of a blob, no legal hold nor retention policy protects it, its own
+    ///    ([`crate::immutability`]) nor its container's ([`crate::container_protection`]);
+    ///    then
     /// 3. the conditional headers hold against the record's validators, as the dialect
     ///    evaluates them for `conditions`, and a blob's `x-ms-if-tags` against its tags.
     ///
@@ -83,7 +116,11 @@ impl<'a> Asking<'a> {
         // A blob under a legal hold or a retention policy is changed or deleted by no one.
         if let (Scope::Blob, Access::Write, Some(record)) = (scope, access, current) {
             let now = crate::record::unix_seconds(self.now);
-            let refused = crate::immutability::refusal(record.legal_hold, record.immutability, now);
+            let refused = crate::immutability::refusal(record.legal_hold, record.immutability, now)
+                .or_else(|| {
+                    let guard = self.guard?;
+                    guard.protection.refusal(record, guard.change, now)
+                });
             if let Some(code) = refused {
                 return Err(code.into());
             }

@@ -14,9 +14,9 @@ use ifmatch_core::date::date_header_value;
 
 use super::answers::answer;
 use super::failure::Result;
-use super::gate::Asking;
 use super::swap::Step;
 use super::{Answered, Call, Front};
+use crate::container_protection::Protection;
 use crate::immutability::{self, Policy};
 use crate::lease::{Access, Scope};
 use crate::precondition;
@@ -50,8 +50,10 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     }
 
     async fn protect(&self, call: Call<'_>, change: Change) -> Answered<O> {
-        let Call { key, headers, now } = call;
-        let ask = Asking::of(headers, now)?;
+        let Call {
+            key, headers, now, ..
+        } = call;
+        let ask = call.ask()?;
         let seconds = crate::record::unix_seconds(now);
         let missing = (precondition::Operation::Write, ErrorCode::BlobNotFound);
         let swapped = self
@@ -113,14 +115,25 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         Err(ErrorCode::ServerBusy.into())
     }
 
-    /// The protected blob of the stored container `container`, if any: why it may not be
-    /// deleted.
-    pub(super) async fn protected_blob(&self, container: &str) -> Result<Option<ErrorCode>> {
+    /// Why the stored container `container`, with its own `protection`, may not be deleted,
+    /// if it may not: that protection (a locked policy, a hold), or a blob that its own or the
+    /// container's protection keeps.
+    pub(super) async fn protected_blob(
+        &self,
+        container: &str,
+        protection: Option<&Protection>,
+    ) -> Result<Option<ErrorCode>> {
+        if let Some(code) = protection.and_then(Protection::container_refusal) {
+            return Ok(Some(code));
+        }
         let now = crate::record::unix_seconds(self.env.now());
         let mut pages = super::pages::BlobPages::new(container);
         while let Some(page) = pages.next(&self.records).await? {
             let refused = page.iter().find_map(|(_, record)| {
-                immutability::refusal(record.legal_hold, record.immutability, now)
+                immutability::refusal(record.legal_hold, record.immutability, now).or_else(|| {
+                    let delete = crate::container_protection::Change::Delete;
+                    protection?.refusal(record, delete, now)
+                })
             });
             if refused.is_some() {
                 return Ok(refused);

@@ -4,14 +4,12 @@
 //! later snapshot of the same blob. A copy shares the source's objects as any copy here does
 //! (no byte is read), so only what differs costs room, as Azure's promise is.
 
-use std::time::SystemTime;
-
 use http::header::HeaderMap;
 use ifmatch_azure::{Env, ErrorCode};
 
 use super::copy::{Found, Requester};
 use super::failure::{Failure, Result};
-use super::gate::{Asking, committed};
+use super::gate::committed;
 use super::swap::Step;
 use super::{Answered, Call, Front};
 use crate::lease::Access;
@@ -27,12 +25,12 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// before it answers), once the destination and its new snapshot are written.
     pub(super) async fn incremental_copy(
         &self,
-        destination: &Key,
+        call: Call<'_>,
         from: Requester<'_>,
-        now: SystemTime,
     ) -> Answered<O> {
+        let (destination, now) = (call.key, call.now);
         let headers = &from.parts.headers;
-        let ask = Asking::of(headers, now)?;
+        let ask = call.ask()?;
         let source = match self.source(&from, now).await? {
             Found::Here(source) => source,
             Found::Elsewhere(_) => {
@@ -97,9 +95,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         // The destination's snapshot of this copy, named on it.
         let none = HeaderMap::new();
         let call = Call {
-            key: destination,
             headers: &none,
-            now,
+            ..call
         };
         let snapped = self.snapshot_blob(call).await?;
         let id = (snapped.headers().get(crate::snapshot::SNAPSHOT))

@@ -18,7 +18,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// Lease Blob and Lease Container: one transition of the lease state machine, committed with
     /// a compare-and-swap. The record's ETag and Last-Modified do not change.
     pub(super) async fn lease(&self, call: Call<'_>) -> Answered<O> {
-        let Call { key, headers, now } = call;
+        let Call {
+            key, headers, now, ..
+        } = call;
         let action =
             LeaseAction::from_headers(headers, || LeaseId::from_uuid(self.env.random_uuid()))?;
         let (operation, missing) = match key {

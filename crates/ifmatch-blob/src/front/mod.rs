@@ -38,6 +38,7 @@ mod immutability;
 mod incremental_copy;
 mod leases;
 mod listing;
+mod management;
 mod page_blobs;
 mod pages;
 mod pending_copies;
@@ -97,6 +98,20 @@ pub(super) struct Call<'a> {
     key: &'a crate::store::Key,
     headers: &'a http::HeaderMap,
     now: std::time::SystemTime,
+    /// What the container's own protection says of a change of the blob, if it has one.
+    guard: Option<gate::Guard<'a>>,
+}
+
+impl<'a> Call<'a> {
+    /// What the request brings to the gate.
+    fn ask(self) -> failure::Result<gate::Asking<'a>> {
+        Ok(gate::Asking::of(self.headers, self.now)?.guarded(self.guard))
+    }
+
+    /// The same call with other headers (a copy's, made from its source's answer).
+    fn with_headers(self, headers: &'a http::HeaderMap) -> Self {
+        Self { headers, ..self }
+    }
 }
 
 type Answer<R> = Response<ResponseBody<R>>;
@@ -198,6 +213,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     {
         let head = request.method() == Method::HEAD;
         let (parts, body) = request.into_parts();
+        if let Some(route) = crate::management::Route::parse(parts.uri.path(), parts.uri.query()) {
+            return self.stamped(self.manage(&parts, body, route).await);
+        }
         let mut operation = None;
         let answer = match self.dispatch(&parts, body, &mut operation).await {
             Ok(answer) => answer,
@@ -251,7 +269,15 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             account,
             credential,
         };
-        let on = |key| Call { key, headers, now };
+        // The container's own protection, for a change of one of its blobs.
+        let protection = self.protection_for(&admitted, method).await?;
+        let guard = protection.as_ref().map(gate::Protected::guard);
+        let on = |key| Call {
+            key,
+            headers,
+            now,
+            guard,
+        };
         // A `versionid=` of a blob's current version names the blob's own record.
         let blob_key = match admitted.target.version {
             Some(_) => self.version_key(admitted.blob.clone()).await?,
@@ -285,7 +311,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             Operation::LeaseContainer => self.lease(container).await,
             Operation::PutBlob if headers.contains_key(copy::COPY_SOURCE) => {
                 *operation = Some(OperationName(copy::operation_name(headers)));
-                self.copy_blob(blob.key, from(), now).await
+                self.copy_blob(blob, from()).await
             }
             Operation::PutBlob => self.put_blob(blob, body).await,
             Operation::GetBlob => self.get_blob(blob, method == Method::HEAD).await,
@@ -315,20 +341,13 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             Operation::SetContainerMetadata
             | Operation::SetBlobMetadata
             | Operation::SetBlobProperties => {
-                self.set_metadata(
-                    &admitted.target.operation,
-                    container.key,
-                    blob.key,
-                    headers,
-                    now,
-                )
-                .await
+                (self.set_metadata(&admitted.target.operation, container.key, blob)).await
             }
             Operation::GetBlobTags => self.blob_tags(blob).await,
             Operation::SetBlobTags => self.set_blob_tags(blob, body).await,
             Operation::PutBlock(id) if headers.contains_key(copy::COPY_SOURCE) => {
                 *operation = Some(OperationName("PutBlockFromURL"));
-                self.put_block_from_url(blob.key, id, from(), now).await
+                self.put_block_from_url(blob, id, from()).await
             }
             Operation::PutBlock(id) => self.put_block(blob, id, body).await,
             Operation::PutBlockList => self.put_block_list(blob, body).await,
@@ -336,17 +355,17 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             Operation::AbortCopyBlob(id) => self.abort_copy(blob, id).await,
             Operation::AppendBlock if headers.contains_key(copy::COPY_SOURCE) => {
                 *operation = Some(OperationName("AppendBlockFromURL"));
-                self.append_block_from_url(blob.key, from(), now).await
+                self.append_block_from_url(blob, from()).await
             }
             Operation::AppendBlock => self.append_block(blob, body).await,
             Operation::SealBlob => self.seal(blob).await,
             Operation::PutPage if headers.contains_key(copy::COPY_SOURCE) => {
                 *operation = Some(OperationName("PutPageFromURL"));
-                self.put_page_from_url(blob.key, from(), now).await
+                self.put_page_from_url(blob, from()).await
             }
             Operation::PutPage => self.put_page(blob, body).await,
             Operation::IncrementalCopy if headers.contains_key(copy::COPY_SOURCE) => {
-                self.incremental_copy(blob.key, from(), now).await
+                self.incremental_copy(blob, from()).await
             }
             Operation::IncrementalCopy => Err(Failure::with_detail(
                 ErrorCode::MissingRequiredHeader,

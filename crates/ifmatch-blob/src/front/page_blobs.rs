@@ -238,8 +238,10 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// Put Page: `body` staged as the pages of the range (or the range cleared), laid over the
     /// blob's runs.
     pub(super) async fn put_page(&self, call: Call<'_>, body: impl Incoming) -> Answered<O> {
-        let Call { key, headers, now } = call;
-        let ask = Asking::of(headers, now)?;
+        let Call {
+            key, headers, now, ..
+        } = call;
+        let ask = call.ask()?;
         let write = PageWrite::of(headers)?;
         let missing = (precondition::Operation::Write, ErrorCode::BlobNotFound);
         // Fail fast, before taking the body: the same checks run again at commit time.
@@ -327,8 +329,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         call: Call<'_>,
         options: &PageRangesOptions,
     ) -> Answered<O> {
-        let Call { key, headers, now } = call;
-        let ask = Asking::of(headers, now)?;
+        let Call { key, headers, .. } = call;
+        let ask = call.ask()?;
         let current = (self.existing_blob(key, precondition::Operation::Read, headers)).await?;
         ask.gate(precondition::Operation::Read, Access::Read, Some(&current))?;
         let content = current.content.as_ref().ok_or(ErrorCode::BlobNotFound)?;

@@ -16,7 +16,6 @@ use ifmatch_azure::{Env, ErrorCode};
 
 use super::answers::{answer, validator_headers};
 use super::failure::Failure;
-use super::gate::Asking;
 use super::pages::BlobPages;
 use super::swap::Step;
 use super::{Answered, Call, Front};
@@ -32,11 +31,13 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// Snapshot Blob: the blob as it is now, kept under a new snapshot id (`x-ms-snapshot`),
     /// with the request's metadata if it gives any (else the blob's); 201.
     pub(super) async fn snapshot_blob(&self, call: Call<'_>) -> Answered<O> {
-        let Call { key, headers, now } = call;
+        let Call {
+            key, headers, now, ..
+        } = call;
         let Key::Blob(container, blob) = key else {
             unreachable!("a snapshot is of a blob")
         };
-        let ask = Asking::of(headers, now)?;
+        let ask = call.ask()?;
         let new_metadata = metadata::metadata(headers)?;
         let mut at = now;
         let mut attempts = Attempts::default();
@@ -116,12 +117,12 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// snapshots are marked deleted ([`crate::soft_delete`]); while it keeps versions, the blob
     /// is kept as a version ([`crate::version`]).
     pub(super) async fn delete_with_snapshots(&self, call: Call<'_>) -> Answered<O> {
-        let Call { key, headers, now } = call;
+        let Call { key, headers, .. } = call;
         let Key::Blob(container, blob) = key else {
             unreachable!("snapshots are a blob's")
         };
         let deleting = Deleting::from_headers(headers)?;
-        let ask = Asking::of(headers, now)?;
+        let ask = call.ask()?;
         let conditions = precondition::Operation::Write;
         let settings = self.settings(key).await?;
         // Deleted blobs are kept where versions are not (a version keeps them there).
@@ -193,12 +194,12 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// Delete Blob of one snapshot or version: removed, or, while the account keeps deleted
     /// blobs, marked deleted for its days (Undelete Blob brings it back).
     pub(super) async fn delete_snapshot_or_version(&self, call: Call<'_>) -> Answered<O> {
-        let Call { key, headers, now } = call;
+        let Call { key, headers, .. } = call;
         let settings = self.settings(key).await?;
         let Some(days) = settings.retention_days else {
             return self.delete_blob(call).await;
         };
-        let ask = Asking::of(headers, now)?;
+        let ask = call.ask()?;
         let conditions = precondition::Operation::Write;
         let current = (self.existing_blob(key, conditions, headers)).await?;
         ask.gate(conditions, Access::Write, Some(&current))?;

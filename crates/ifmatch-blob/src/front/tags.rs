@@ -11,7 +11,6 @@ use ifmatch_azure::{Env, ErrorCode};
 
 use super::answers::{answer, xml_answer};
 use super::failure::Failure;
-use super::gate::Asking;
 use super::swap::Step;
 use super::{Answered, Call, Front};
 use crate::body::Incoming;
@@ -36,8 +35,8 @@ const MAX_TAGS_BODY: usize = 16 << 10;
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// Get Blob Tags.
     pub(super) async fn blob_tags(&self, call: Call<'_>) -> Answered<O> {
-        let Call { key, headers, now } = call;
-        let ask = Asking::of(headers, now)?;
+        let Call { key, headers, .. } = call;
+        let ask = call.ask()?;
         let current = (self.existing_blob(key, precondition::Operation::Read, headers)).await?;
         ask.lease(Scope::Blob, Access::Read, Some(&current))?;
         tags::gate(headers, Some(&current.tags))?;
@@ -46,8 +45,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
 
     /// Set Blob Tags: the body's tags replace the blob's, 204.
     pub(super) async fn set_blob_tags(&self, call: Call<'_>, body: impl Incoming) -> Answered<O> {
-        let Call { key, headers, now } = call;
-        let ask = Asking::of(headers, now)?;
+        let Call { key, headers, .. } = call;
+        let ask = call.ask()?;
         let xml = http_body_util::Limited::new(body, MAX_TAGS_BODY)
             .collect()
             .await

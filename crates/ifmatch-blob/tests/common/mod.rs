@@ -74,22 +74,51 @@ impl Server {
         headers: &[(&str, &str)],
         body: impl Into<Bytes>,
     ) -> Reply {
-        let method = Method::from_bytes(method.as_bytes()).unwrap();
         let (target, query) = path.split_once('?').unwrap_or((path, ""));
-        let put_blob = method == Method::PUT
+        let put_blob = method == "PUT"
             && target.trim_start_matches('/').contains('/')
             && !query.contains("comp=")
             && !headers.iter().any(|(n, _)| {
                 n.eq_ignore_ascii_case("x-ms-blob-type")
                     || n.eq_ignore_ascii_case("x-ms-copy-source")
             });
+        let mut headers = headers.to_vec();
+        if put_blob {
+            headers.push(("x-ms-blob-type", "BlockBlob"));
+        }
+        let uri = format!("/{ACCOUNT}{}", as_a_url_parser_would(path));
+        self.send_to(method, &uri, &headers, body).await
+    }
+
+    /// A management request (Azure's ARM) of the container `rest` names (`box`,
+    /// `box/immutabilityPolicies/default`...) of the test account.
+    pub async fn manage(
+        &self,
+        method: &str,
+        rest: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> Reply {
+        let uri = format!(
+            "/subscriptions/s/resourceGroups/g/providers/Microsoft.Storage/storageAccounts/\
+             {ACCOUNT}/blobServices/default/containers/{rest}?api-version=2023-05-01"
+        );
+        self.send_to(method, &uri, headers, body.to_owned()).await
+    }
+
+    /// Sends one request to `uri` as it is, on a connection of its own.
+    pub async fn send_to(
+        &self,
+        method: &str,
+        uri: &str,
+        headers: &[(&str, &str)],
+        body: impl Into<Bytes>,
+    ) -> Reply {
+        let method = Method::from_bytes(method.as_bytes()).unwrap();
         let mut request = Request::builder()
             .method(method)
-            .uri(format!("/{ACCOUNT}{}", as_a_url_parser_would(path)))
+            .uri(uri)
             .header("host", "127.0.0.1:10000");
-        if put_blob {
-            request = request.header("x-ms-blob-type", "BlockBlob");
-        }
         for (name, value) in headers {
             request = request.header(*name, *value);
         }
