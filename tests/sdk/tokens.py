@@ -8,6 +8,11 @@ Cosmos DB the same way: `type=aad` tokens from a credential, the data actions of
 data roles, 403 with substatus 5301 for an action not granted and 5300 for the management
 operations a token never does.
 
+The management API (ARM, azure-mgmt-storage) the same way: a token for its audience whose role
+holds its actions sets a container's own retention policy (created, locked under its etag,
+extended) and legal holds, which then refuse every change of the container's blobs; a data role
+manages nothing (403 AuthorizationFailed), a Storage token nothing either (401).
+
 Usage: python tokens.py CONNECTION_STRING IFMATCH_BINARY DATA_DIRECTORY OTHER_DATA_DIRECTORY
 COSMOS_ENDPOINT (the server's data directory, whose development issuer signs the tokens; another
 one's, whose tokens the server must refuse)
@@ -147,6 +152,85 @@ refused(lambda: keyed.get_user_delegation_key(now, now + timedelta(hours=1)), 40
 refused(lambda: delegating.get_user_delegation_key(now, now + timedelta(days=7, minutes=5)), 400, "InvalidInput")
 key.value = "Zm9yZ2Vk" * 4
 refused(lambda: delegated("a.txt", BlobSasPermissions(read=True)).download_blob(), 403, "AuthenticationFailed")
+checks += 1
+
+# The management API: a container's own retention policy and legal holds.
+from urllib.parse import urlsplit  # noqa: E402
+
+from azure.core import MatchConditions  # noqa: E402
+from azure.mgmt.storage import StorageManagementClient  # noqa: E402
+from azure.mgmt.storage.models import ImmutabilityPolicy, LegalHold  # noqa: E402
+
+origin = "{0.scheme}://{0.netloc}".format(urlsplit(url))
+account = keyed.account_name
+MANAGEMENT = "https://management.azure.com/"
+
+
+def under(etag):
+    """If-Match of a policy's etag, as the SDK sends it."""
+    return {"etag": etag, "match_condition": MatchConditions.IfNotModified}
+
+
+def management(role, audience=MANAGEMENT):
+    credential = Credential(minted(role, audience=audience))
+    return StorageManagementClient(credential, str(uuid.uuid4()), base_url=origin,
+                                   credential_scopes=[MANAGEMENT + ".default"])
+
+
+def arm_refused(call, status, code):
+    try:
+        call()
+    except HttpResponseError as error:
+        assert error.status_code == status, (error.status_code, error)
+        assert error.error.code == code, (error.error.code, error)
+        return
+    raise AssertionError("not refused")
+
+
+arm = management("Storage Account Contributor").blob_containers
+kept = "c" + uuid.uuid4().hex[:12]
+box = keyed.create_container(kept)
+box.upload_blob("old", b"kept")
+log = box.get_blob_client("log")
+log.create_append_blob()
+policy = arm.create_or_update_immutability_policy(
+    "group", account, kept,
+    parameters=ImmutabilityPolicy(immutability_period_since_creation_in_days=1,
+                                  allow_protected_append_writes=True))
+assert (policy.immutability_period_since_creation_in_days, policy.state) == (1, "Unlocked"), policy
+assert box.get_container_properties().has_immutability_policy
+refused(lambda: box.upload_blob("old", b"over", overwrite=True), 409, "BlobImmutableDueToPolicy")
+refused(lambda: box.delete_blob("old"), 409, "BlobImmutableDueToPolicy")
+box.upload_blob("new", b"created")
+log.append_block(b"line\n")
+policy = arm.lock_immutability_policy("group", account, kept, **under(policy.etag))
+assert policy.state == "Locked", policy
+policy = arm.extend_immutability_policy(
+    "group", account, kept, **under(policy.etag),
+    parameters=ImmutabilityPolicy(immutability_period_since_creation_in_days=2,
+                                  allow_protected_append_writes=True))
+assert policy.immutability_period_since_creation_in_days == 2, policy
+arm_refused(lambda: arm.delete_immutability_policy("group", account, kept, **under(policy.etag)),
+            409, "ContainerImmutabilityPolicyLocked")
+arm_refused(lambda: arm.lock_immutability_policy("group", account, kept, **under('"stale"')),
+            412, "ContainerImmutabilityPolicyFailure")
+refused(lambda: box.delete_container(), 409, "ContainerImmutabilityPolicyLocked")
+checks += 1
+
+held = arm.set_legal_hold("group", account, kept, LegalHold(tags=["Case1", "audit"]))
+assert held.has_legal_hold and held.tags == ["case1", "audit"], held
+refused(lambda: log.append_block(b"more"), 409, "BlobImmutableDueToLegalHold")
+container = arm.get("group", account, kept)
+assert container.has_legal_hold and container.has_immutability_policy, container
+assert [t.tag for t in container.legal_hold.tags] == ["case1", "audit"], container.legal_hold
+held = arm.clear_legal_hold("group", account, kept, LegalHold(tags=["case1", "audit"]))
+assert not held.has_legal_hold, held
+log.append_block(b"again\n")
+# A data role manages nothing; a token for Storage's audience is not one for management.
+arm_refused(lambda: management("Storage Blob Data Reader").blob_containers.set_legal_hold(
+    "group", account, kept, LegalHold(tags=["nope"])), 403, "AuthorizationFailed")
+arm_refused(lambda: management("Storage Account Contributor", "https://storage.azure.com").blob_containers.get(
+    "group", account, kept), 401, "InvalidAuthenticationToken")
 checks += 1
 
 # Queues: a sender sends and may not receive; a processor receives and deletes.
