@@ -1,6 +1,6 @@
-//! Page blobs and container soft delete through two instances of one fleet (over Redis, over
-//! nothing but a bucket): what each backend must keep alike for the rules of the blob front,
-//! which live once, to hold.
+//! Page blobs, container soft delete and a container's own protection through two instances of
+//! one fleet (over Redis, over nothing but a bucket): what each backend must keep alike for the
+//! rules of the blob front, which live once, to hold.
 
 use std::time::Duration;
 
@@ -12,6 +12,7 @@ use super::{get, send};
 /// through B is listed as deleted through A, restored through A, and its page blob reads
 /// through B as it was.
 pub async fn pages_and_kept_containers(http: &reqwest::Client, a: &str, b: &str) {
+    container_protection(http, a, b).await;
     const WRITERS: usize = 16;
     super::create_container(http, a, "disks").await;
     let size = (WRITERS * 512).to_string();
@@ -222,4 +223,52 @@ pub async fn python_sdk_checks(base: &str) {
     })
     .await
     .unwrap();
+}
+
+/// A container's legal hold and retention policy set through the management API of A hold
+/// through B at once, and a hold cleared through B frees the blob through A.
+async fn container_protection(http: &reqwest::Client, a: &str, b: &str) {
+    super::create_container(http, a, "held").await;
+    let blob = |base: &str| format!("{base}/held/b");
+    assert_eq!(
+        send(
+            http,
+            "PUT",
+            &blob(a),
+            &[("x-ms-blob-type", "BlockBlob")],
+            "kept"
+        )
+        .await
+        .status(),
+        201
+    );
+    let manage = |base: &str, what: &str| {
+        let (origin, account) = base.rsplit_once('/').expect("a base names its account");
+        format!(
+            "{origin}/subscriptions/s/resourceGroups/g/providers/Microsoft.Storage/\
+             storageAccounts/{account}/blobServices/default/containers/held{what}\
+             ?api-version=2023-05-01"
+        )
+    };
+    let tags = r#"{"tags":["case7"]}"#;
+    let r = send(http, "POST", &manage(a, "/setLegalHold"), &[], tags).await;
+    assert_eq!(r.status(), 200);
+    let r = send(http, "DELETE", &blob(b), &[], Vec::new()).await;
+    assert_eq!(r.status(), 409, "held through A, refused through B");
+    let r = send(http, "POST", &manage(b, "/clearLegalHold"), &[], tags).await;
+    assert_eq!(r.status(), 200);
+    let policy = r#"{"properties":{"immutabilityPeriodSinceCreationInDays":1}}"#;
+    let r = send(
+        http,
+        "PUT",
+        &manage(b, "/immutabilityPolicies/default"),
+        &[],
+        policy,
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    let over = [("x-ms-blob-type", "BlockBlob")];
+    let r = send(http, "PUT", &blob(a), &over, "over").await;
+    assert_eq!(r.status(), 409, "a policy through B, refused through A");
+    assert_eq!(get(http, &blob(a)).await.text().await.unwrap(), "kept");
 }
