@@ -44,7 +44,9 @@ export function suite(name, start) {
         }
         delete all.raw;
         if (data !== undefined) all["content-length"] = String(data.length);
-        const r = request(server.base + path, { method, headers: all, agent: false }, (res) => {
+        // The management API's paths (ARM) are the endpoint's, not the account's.
+        const url = path.startsWith("/subscriptions/") ? server.origin + path : server.base + path;
+        const r = request(url, { method, headers: all, agent: false }, (res) => {
           const chunks = [];
           res.on("data", (c) => chunks.push(c));
           res.on("end", () => {
@@ -549,6 +551,34 @@ export function suite(name, start) {
         assert.deepEqual(await req("DELETE", path, { "x-ms-lease-id": B }).then((r) => [r.status, r.code]), [412, "LeaseIdMismatchWithContainerOperation"]);
         assert.equal((await req("DELETE", path, { "x-ms-lease-id": A })).status, 202);
       });
+    });
+
+    test("a container's legal hold and policy, set through the management API, refuse its blobs' changes", async () => {
+      const { c, path } = await fixture("kept");
+      const arm = (what) =>
+        `/subscriptions/s/resourceGroups/g/providers/Microsoft.Storage/storageAccounts/devstoreaccount1` +
+        `/blobServices/default/containers/${c}${what}?api-version=2023-05-01`;
+      const tags = JSON.stringify({ tags: ["case7"] });
+      const held = await req("POST", arm("/setLegalHold"), { "content-type": "application/json" }, tags);
+      assert.equal(held.status, 200, held.text);
+      assert.deepEqual(JSON.parse(held.text), { hasLegalHold: true, tags: ["case7"] });
+      const refused = await req("DELETE", path);
+      assert.deepEqual([refused.status, refused.code], [409, "BlobImmutableDueToLegalHold"]);
+      const container = await req("DELETE", `/${c}?restype=container`);
+      assert.deepEqual([container.status, container.code], [409, "ContainerHasLegalHold"]);
+      assert.equal((await req("POST", arm("/clearLegalHold"), {}, tags)).status, 200);
+      const policy = JSON.stringify({ properties: { immutabilityPeriodSinceCreationInDays: 1 } });
+      const set = await req("PUT", arm("/immutabilityPolicies/default"), {}, policy);
+      assert.equal(set.status, 200, set.text);
+      const over = await req("PUT", path, {}, "over");
+      assert.deepEqual([over.status, over.code], [409, "BlobImmutableDueToPolicy"]);
+      assert.equal((await req("GET", path)).text, "kept");
+      const wrong = await req("DELETE", arm("/immutabilityPolicies/default"), { "if-match": '"stale"' });
+      assert.equal(wrong.status, 412);
+      assert.equal(JSON.parse(wrong.text).error.code, "ContainerImmutabilityPolicyFailure");
+      const etag = set.headers.get("etag");
+      assert.equal((await req("DELETE", arm("/immutabilityPolicies/default"), { "if-match": etag })).status, 200);
+      assert.equal((await req("DELETE", path)).status, 202);
     });
 
     test("32 concurrent read-modify-write clients on one blob: the final count is exact", async () => {
