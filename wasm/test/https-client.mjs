@@ -3,7 +3,10 @@
 // one certificate the client trusts beyond the system's.
 // Then Entra ID tokens as production code sends them (a TokenCredential), minted by
 // `ifmatch token` with a role: blobs and Cosmos DB do what the role permits and are refused the
-// rest (403 AuthorizationPermissionMismatch; Cosmos's 403 with substatus 5301).
+// rest (403 AuthorizationPermissionMismatch; Cosmos's 403 with substatus 5301). And the
+// management API through @azure/arm-storage with a management token: a container's retention
+// policy created and locked under its etag and a legal hold set, each refusing the container's
+// blob changes; a data role refused 403 AuthorizationFailed.
 // Usage: node https-client.mjs CONNECTION_STRING COSMOS_ENDPOINT TOKENS_JSON
 
 import assert from "node:assert/strict";
@@ -12,6 +15,7 @@ import { BlobServiceClient } from "@azure/storage-blob";
 import { QueueServiceClient } from "@azure/storage-queue";
 import { TableClient, TableServiceClient } from "@azure/data-tables";
 import { CosmosClient } from "@azure/cosmos";
+import { StorageManagementClient } from "@azure/arm-storage";
 
 const [connection, cosmosEndpoint, tokensJson] = process.argv.slice(2);
 const tokens = JSON.parse(tokensJson);
@@ -78,6 +82,35 @@ const cosmosReader = items(tokens.cosmosReader);
 const { resources } = await cosmosReader.query("SELECT * FROM c").fetchAll();
 assert.deepEqual(resources.map((r) => r.id), ["1"]);
 await refused(() => cosmosReader.create({ id: "2", pk: "a" }), 403, (error) => assert.equal(error.substatus, 5301));
+passed += 1;
+
+const management = (token) =>
+  new StorageManagementClient(credential(token), randomUUID(), {
+    endpoint: new URL(blobs.url).origin,
+    credentials: { scopes: ["https://management.azure.com/.default"] },
+  }).blobContainers;
+const arm = management(tokens.management);
+const kept = blobs.getContainerClient(name("c"));
+await kept.create();
+await kept.getBlockBlobClient("old").upload("kept", 4);
+const account = "devstoreaccount1";
+let policy = await arm.createOrUpdateImmutabilityPolicy("group", account, kept.containerName, {
+  parameters: { immutabilityPeriodSinceCreationInDays: 1 },
+});
+assert.deepEqual([policy.immutabilityPeriodSinceCreationInDays, policy.state], [1, "Unlocked"]);
+const immutable = (code) => (error) => assert.equal(error.details?.errorCode ?? error.code, code);
+await refused(() => kept.getBlockBlobClient("old").upload("over", 4), 409, immutable("BlobImmutableDueToPolicy"));
+policy = await arm.lockImmutabilityPolicy("group", account, kept.containerName, policy.etag);
+assert.equal(policy.state, "Locked");
+await refused(() => arm.deleteImmutabilityPolicy("group", account, kept.containerName, policy.etag), 409);
+const held = await arm.setLegalHold("group", account, kept.containerName, { tags: ["case1"] });
+assert.deepEqual([held.hasLegalHold, held.tags], [true, ["case1"]]);
+await refused(() => kept.deleteBlob("old"), 409, immutable("BlobImmutableDueToLegalHold"));
+await refused(
+  () => management(tokens.managementReader).setLegalHold("group", account, kept.containerName, { tags: ["nope"] }),
+  403,
+  (error) => assert.equal(error.code, "AuthorizationFailed"),
+);
 passed += 1;
 
 console.log(`js https: ${passed} passed`);

@@ -180,7 +180,7 @@ describe("the JS SDKs over HTTPS (ifmatch serve --https)", () => {
     await server?.stop();
   });
 
-  nodeTest("blobs, queues and tables through https:// endpoints, trusting the certificate the server made; Entra ID tokens judged by their roles", async () => {
+  nodeTest("blobs, queues and tables through https:// endpoints, trusting the certificate the server made; Entra ID tokens judged by their roles; a container's protection through @azure/arm-storage", async () => {
     const endpoint = (origin) => `${origin}/devstoreaccount1`;
     const connection =
       `DefaultEndpointsProtocol=https;AccountName=devstoreaccount1;AccountKey=${DEV_KEY};` +
@@ -191,6 +191,8 @@ describe("the JS SDKs over HTTPS (ifmatch serve --https)", () => {
       blobReader: server.token("Storage Blob Data Reader"),
       cosmosContributor: server.token("Cosmos DB Built-in Data Contributor"),
       cosmosReader: server.token("Cosmos DB Built-in Data Reader"),
+      management: server.token("Storage Account Contributor", "/", "https://management.azure.com/"),
+      managementReader: server.token("Storage Blob Data Reader", "/", "https://management.azure.com/"),
     };
     const client = join(here, "https-client.mjs");
     const args = [client, connection, `${server.cosmosOrigin}/`, JSON.stringify(tokens)];
@@ -198,7 +200,7 @@ describe("the JS SDKs over HTTPS (ifmatch serve --https)", () => {
       NODE_EXTRA_CA_CERTS: server.certificate,
     });
     assert.equal(code, 0, out);
-    assert.match(out, /js https: 5 passed/);
+    assert.match(out, /js https: 6 passed/);
   });
 });
 

@@ -121,9 +121,13 @@ export async function startNative({ anonymous = true, args = [], env = {} } = {}
     cosmosOrigin: at(cosmosPort),
     base,
     certificate,
-    // A bearer token of the server's development issuer (`ifmatch token`) with `role` at `scope`.
-    token: (role, scope = "/") =>
-      execFileSync(bin, ["token", "--data", data, "--role", role, "--scope", scope]).toString().trim(),
+    // A bearer token of the server's development issuer (`ifmatch token`) with `role` at `scope`
+    // (for Storage's audience, or `audience`).
+    token: (role, scope = "/", audience = undefined) =>
+      execFileSync(bin, [
+        "token", "--data", data, "--role", role, "--scope", scope,
+        ...(audience ? ["--audience", audience] : []),
+      ]).toString().trim(),
     // The native server sweeps on a timer (every 2 s): a sweep has gone by after 2.5 s.
     sweep: () => new Promise((r) => setTimeout(r, 2500)),
     stop: async () => {
