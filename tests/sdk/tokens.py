@@ -6,7 +6,8 @@ refused 403 AuthorizationPermissionMismatch; a token the server's issuer did not
 
 Cosmos DB the same way: `type=aad` tokens from a credential, the data actions of its built-in
 data roles, 403 with substatus 5301 for an action not granted and 5300 for the management
-operations a token never does.
+operations a token never does. A user's permissions give resource tokens that reach what each
+permission names alone, until it is deleted.
 
 The management API (ARM, azure-mgmt-storage) the same way: a token for its audience whose role
 holds its actions sets a container's own retention policy (created, locked under its etag,
@@ -342,6 +343,49 @@ for credential in [
         raise AssertionError("a token was taken")
     except CosmosHttpResponseError as error:
         assert error.status_code == 401, error
+checks += 1
+
+# Resource tokens: a user's permissions made with the key, each token reaching exactly what its
+# permission names (its container, its mode, its partition), and nothing once it is deleted.
+alice = keyed_cosmos.get_database_client(database.id).create_user({"id": "alice"})
+orders_link = f"dbs/{database.id}/colls/orders"
+read_orders = alice.create_permission({"id": "read-orders", "permissionMode": "Read", "resource": orders_link})
+write_a = alice.create_permission({"id": "write-a", "permissionMode": "All", "resource": orders_link,
+                                   "resourcePartitionKey": ["a"]})
+assert read_orders.properties["_token"].startswith("type=resource&ver=1.0&sig="), read_orders.properties
+
+
+def by_permission(permission, container="orders"):
+    client = CosmosClient(COSMOS, credential={orders_link: permission.properties["_token"]})
+    return client.get_database_client(database.id).get_container_client(container)
+
+
+def resource_refused(call, status):
+    try:
+        call()
+    except CosmosHttpResponseError as error:
+        assert error.status_code == status, (error.status_code, error)
+        return
+    raise AssertionError("not refused")
+
+
+reading = by_permission(read_orders)
+assert reading.read_item("1", "a")["n"] == 11
+assert [i["id"] for i in reading.query_items("SELECT * FROM c", partition_key="a")] == ["1"]
+resource_refused(lambda: reading.create_item({"id": "7", "pk": "a"}), 403)
+writing = by_permission(write_a)
+writing.upsert_item({"id": "5", "pk": "a", "by": "alice"})
+assert orders.read_item("5", "a")["by"] == "alice"
+resource_refused(lambda: writing.upsert_item({"id": "6", "pk": "b"}), 403)
+resource_refused(lambda: by_permission(write_a, "other").upsert_item({"id": "6", "pk": "a"}), 403)
+checks += 1
+
+assert sorted(p["id"] for p in alice.list_permissions()) == ["read-orders", "write-a"]
+alice.delete_permission("write-a")
+resource_refused(lambda: writing.upsert_item({"id": "5", "pk": "a"}), 401)
+assert [u["id"] for u in keyed_cosmos.get_database_client(database.id).list_users()] == ["alice"]
+# A token never manages users (5300), nor does a resource token reach them (403).
+cosmos_refused(lambda: list(cosmos("Cosmos DB Built-in Data Contributor").get_database_client(database.id).list_users()), 5300)
 checks += 1
 
 print(f"python tokens: {checks} passed")

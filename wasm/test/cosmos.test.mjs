@@ -3,7 +3,8 @@
 // Objects): the seed flow (read, replace with the _etag, a stale replace is 412 and changes
 // nothing), the 304 read, 16 writers on one counter with retries on 412, queries across
 // partitions and in one, patch with a condition, a batch that fails and leaves nothing, the
-// change feed resumed from its token, and a wrong key refused. The Python SDK and the Rust SDK's
+// change feed resumed from its token, a user's permission's resource token, and a wrong key
+// refused. The Python SDK and the Rust SDK's
 // program (tests/rust-sdk) run against the Worker here, against the native server in
 // crates/ifmatch-server/tests/cosmos.rs.
 
@@ -507,6 +508,29 @@ for (const [name, start] of [
     await bad(database.containers.create(vectors(4097, "diskANN")), "diskANN, 4,097");
     // Session tokens whose numbers are past 64 bits.
     await bad(container.item("a", "p").read({ sessionToken: "0:-1#99999999999999999999" }), "a session token past 64 bits");
+  });
+
+  test("users and permissions: a resource token reaches its container's partition in its mode, until its permission goes", async () => {
+    const { container } = await database.containers.createIfNotExists({ id: "shared", partitionKey: { paths: ["/pk"] } });
+    await container.items.upsert({ id: "1", pk: "a", n: 1 });
+    const { user } = await database.users.upsert({ id: "carol" });
+    const link = `dbs/${database.id}/colls/shared`;
+    const { resource: permission } = await user.permissions.upsert({
+      id: "all-a",
+      permissionMode: "All",
+      resource: link,
+      resourcePartitionKey: ["a"],
+    });
+    const scoped = new CosmosClient({ endpoint: server.cosmosOrigin, resourceTokens: { [link]: permission._token } })
+      .database(database.id)
+      .container("shared");
+    await scoped.items.upsert({ id: "2", pk: "a", by: "carol" });
+    assert.equal((await container.item("2", "a").read()).resource.by, "carol");
+    assert.equal((await failure(scoped.items.upsert({ id: "3", pk: "b" }))).code, 403);
+    const { resources: permissions } = await user.permissions.readAll().fetchAll();
+    assert.deepEqual(permissions.map((p) => p.id), ["all-a"]);
+    await user.permission("all-a").delete();
+    assert.equal((await failure(scoped.item("1", "a").read())).code, 401);
   });
 
   test("a wrong key is refused", async () => {

@@ -3,7 +3,8 @@
 // one certificate the client trusts beyond the system's.
 // Then Entra ID tokens as production code sends them (a TokenCredential), minted by
 // `ifmatch token` with a role: blobs and Cosmos DB do what the role permits and are refused the
-// rest (403 AuthorizationPermissionMismatch; Cosmos's 403 with substatus 5301). And the
+// rest (403 AuthorizationPermissionMismatch; Cosmos's 403 with substatus 5301); a user's
+// permission's resource token (resourceTokens) reaches its partition in its mode alone. And the
 // management API through @azure/arm-storage with a management token: a container's retention
 // policy created and locked under its etag and a legal hold set, each refusing the container's
 // blob changes; a data role refused 403 AuthorizationFailed.
@@ -82,6 +83,23 @@ const cosmosReader = items(tokens.cosmosReader);
 const { resources } = await cosmosReader.query("SELECT * FROM c").fetchAll();
 assert.deepEqual(resources.map((r) => r.id), ["1"]);
 await refused(() => cosmosReader.create({ id: "2", pk: "a" }), 403, (error) => assert.equal(error.substatus, 5301));
+passed += 1;
+
+// A user's permission gives a resource token for one partition of one container, in Read mode.
+const { user } = await new CosmosClient({ endpoint: cosmosEndpoint, key: COSMOS_KEY }).database(database.id).users.create({ id: "bob" });
+const ordersLink = `dbs/${database.id}/colls/orders`;
+const { resource: permission } = await user.permissions.create({
+  id: "read-a",
+  permissionMode: "Read",
+  resource: ordersLink,
+  resourcePartitionKey: ["a"],
+});
+const byResource = new CosmosClient({ endpoint: cosmosEndpoint, resourceTokens: { [ordersLink]: permission._token } })
+  .database(database.id)
+  .container("orders");
+assert.equal((await byResource.item("1", "a").read()).resource.n, 1);
+await refused(() => byResource.items.create({ id: "8", pk: "a" }), 403);
+await refused(() => byResource.item("1", "b").read(), 403);
 passed += 1;
 
 const management = (token) =>

@@ -200,7 +200,7 @@ describe("the JS SDKs over HTTPS (ifmatch serve --https)", () => {
       NODE_EXTRA_CA_CERTS: server.certificate,
     });
     assert.equal(code, 0, out);
-    assert.match(out, /js https: 6 passed/);
+    assert.match(out, /js https: 7 passed/);
   });
 });
 

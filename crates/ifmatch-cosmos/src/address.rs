@@ -21,6 +21,14 @@ pub enum Address {
     Document(String, String, String),
     /// `/dbs/{db}/colls/{coll}/pkranges`.
     Ranges(String, String),
+    /// `/dbs/{db}/users`.
+    Users(String),
+    /// `/dbs/{db}/users/{user}`.
+    User(String, String),
+    /// `/dbs/{db}/users/{user}/permissions`.
+    Permissions(String, String),
+    /// `/dbs/{db}/users/{user}/permissions/{id}`.
+    Permission(String, String, String),
 }
 
 /// Why a path names nothing this server serves.
@@ -28,8 +36,8 @@ pub enum Address {
 pub enum Unknown {
     /// Not valid UTF-8 once decoded.
     Encoding,
-    /// A resource kind Cosmos has that this server does not serve (users, stored
-    /// procedures, triggers, ...), or no kind at all.
+    /// A resource kind Cosmos has that this server does not serve (stored procedures,
+    /// triggers, ...), or no kind at all.
     Kind(String),
 }
 
@@ -64,6 +72,14 @@ impl Address {
             (5, Some("dbs"), Some("colls"), Some("pkranges")) => {
                 Self::Ranges(names[1].clone(), names[3].clone())
             }
+            (3, Some("dbs"), Some("users"), _) => Self::Users(names[1].clone()),
+            (4, Some("dbs"), Some("users"), _) => Self::User(names[1].clone(), names[3].clone()),
+            (5, Some("dbs"), Some("users"), Some("permissions")) => {
+                Self::Permissions(names[1].clone(), names[3].clone())
+            }
+            (6, Some("dbs"), Some("users"), Some("permissions")) => {
+                Self::Permission(names[1].clone(), names[3].clone(), names[5].clone())
+            }
             _ => return Err(Unknown::Kind(path.to_owned())),
         };
         Ok(address)
@@ -81,6 +97,13 @@ impl Address {
             Self::Documents(db, coll) => ("docs", format!("dbs/{db}/colls/{coll}")),
             Self::Document(db, coll, id) => ("docs", format!("dbs/{db}/colls/{coll}/docs/{id}")),
             Self::Ranges(db, coll) => ("pkranges", format!("dbs/{db}/colls/{coll}")),
+            Self::Users(db) => ("users", format!("dbs/{db}")),
+            Self::User(db, user) => ("users", format!("dbs/{db}/users/{user}")),
+            Self::Permissions(db, user) => ("permissions", format!("dbs/{db}/users/{user}")),
+            Self::Permission(db, user, id) => (
+                "permissions",
+                format!("dbs/{db}/users/{user}/permissions/{id}"),
+            ),
         }
     }
 }
@@ -107,10 +130,15 @@ mod tests {
             Address::parse("/dbs").unwrap().signed(),
             ("dbs", String::new())
         );
-        assert!(matches!(
-            Address::parse("/dbs/shop/users/u"),
-            Err(Unknown::Kind(_))
-        ));
+        let permission = Address::parse("/dbs/shop/users/u/permissions/p").unwrap();
+        assert_eq!(
+            permission.signed(),
+            ("permissions", "dbs/shop/users/u/permissions/p".into())
+        );
+        assert_eq!(
+            Address::parse("/dbs/shop/users").unwrap().signed(),
+            ("users", "dbs/shop".into())
+        );
         assert!(matches!(
             Address::parse("/dbs/shop/colls/c/sprocs"),
             Err(Unknown::Kind(_))

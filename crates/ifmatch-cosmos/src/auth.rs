@@ -3,7 +3,8 @@
 //! the account's key of the verb, the resource type, the resource link and the request's
 //! date (`x-ms-date`, else `Date`), each on a line, the verb, type and date lowercased; or
 //! `type=aad&ver=1.0&sig={token}`, an Entra ID token whose principal's roles are judged by the
-//! data action Azure names for each operation ([`permit`]).
+//! data action Azure names for each operation ([`permit`]); or `type=resource&ver=1.0&sig=`, a
+//! permission's resource token ([`crate::resource_token`]).
 
 use std::time::{Duration, SystemTime};
 
@@ -26,8 +27,20 @@ pub struct Reached<'a> {
     pub https: bool,
 }
 
+/// Who a request's credentials say it comes from.
+#[derive(Debug, Clone)]
+pub enum Caller {
+    /// The account's key: everything.
+    Key,
+    /// An Entra ID token: what its principal's roles allow ([`permit`]).
+    Token(Access),
+    /// A resource token: what its permission grants.
+    Resource(crate::resource_token::Grant),
+}
+
 /// The account among `accounts` whose key signed the request, or whose trusted issuer signed
-/// its token (then with what the token allows), or why none did, in words a user can act on:
+/// its token (then with what the token allows), or whose permission made its resource token,
+/// or why none did, in words a user can act on:
 /// 401 `Unauthorized` for a missing or wrong token, 403 `Forbidden` for a token signed for
 /// another time (Azure's answers, which the SDKs tell apart: a wrong key, or a clock to set).
 pub fn authorize<'a>(
@@ -36,7 +49,7 @@ pub fn authorize<'a>(
     headers: &HeaderMap,
     address: &Address,
     (reached, now): (Reached<'_>, SystemTime),
-) -> Result<(&'a Account, Option<Access>), Failure> {
+) -> Result<(&'a Account, Caller), Failure> {
     let header = (headers.get(http::header::AUTHORIZATION))
         .and_then(|value| value.to_str().ok())
         .ok_or_else(|| refused("Required Header authorization is missing. Ensure a valid Authorization token is passed."))?;
@@ -53,11 +66,19 @@ pub fn authorize<'a>(
     if kind == Some("aad") {
         let token = signature.unwrap_or_default();
         let account = accounts[0];
-        return entra(account, token, reached, now).map(|access| (account, Some(access)));
+        return entra(account, token, reached, now).map(|access| (account, Caller::Token(access)));
+    }
+    if kind == Some("resource") {
+        let seconds = (now.duration_since(std::time::UNIX_EPOCH))
+            .unwrap_or_default()
+            .as_secs();
+        let (account, grant) =
+            crate::resource_token::read(&accounts, signature.unwrap_or_default(), seconds)?;
+        return Ok((account, Caller::Resource(grant)));
     }
     if kind != Some("master") {
         return Err(refused(
-            "The authorization token is neither a master key token (type=master) nor an Entra ID one (type=aad): resource tokens are not served here.",
+            "The authorization token is neither a master key token (type=master), an Entra ID one (type=aad) nor a resource token (type=resource).",
         ));
     }
     let signature =
@@ -91,7 +112,7 @@ pub fn authorize<'a>(
     accounts
         .into_iter()
         .find(|account| ifmatch_azure::auth::verify(account, &text, signature))
-        .map(|account| (account, None))
+        .map(|account| (account, Caller::Key))
         .ok_or_else(|| {
             refused(&format!(
                 "The input authorization token can't serve the request. The wrong key is \
@@ -144,19 +165,32 @@ pub fn permit(
 ) -> Result<(), Failure> {
     let scope = match address {
         Address::Account | Address::Databases => "/".to_owned(),
-        Address::Database(db) | Address::Containers(db) => format!("/dbs/{db}"),
+        Address::Database(db)
+        | Address::Containers(db)
+        | Address::Users(db)
+        | Address::User(db, _)
+        | Address::Permissions(db, _)
+        | Address::Permission(db, ..) => format!("/dbs/{db}"),
         Address::Container(db, coll)
         | Address::Documents(db, coll)
         | Address::Document(db, coll, _)
         | Address::Ranges(db, coll) => format!("/dbs/{db}/colls/{coll}"),
     };
-    let management = !matches!(method, &Method::GET | &Method::HEAD)
+    let changes = !matches!(method, &Method::GET | &Method::HEAD);
+    let management = (changes
         && matches!(
             address,
             Address::Databases
                 | Address::Database(_)
                 | Address::Containers(_)
                 | Address::Container(..)
+        ))
+        || matches!(
+            address,
+            Address::Users(_)
+                | Address::User(..)
+                | Address::Permissions(..)
+                | Address::Permission(..)
         );
     if management {
         return Err(Failure::new(

@@ -107,6 +107,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
                 now: self.env.now(),
                 endpoint: "",
                 commits: &self.commits,
+                account,
             };
             removed += front.sweep(budget).await.unwrap_or(0);
         }
@@ -158,7 +159,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
     async fn dispatch(&self, parts: &http::request::Parts, body: &[u8]) -> Result<Answer, Failure> {
         let address = Address::parse(parts.uri.path()).map_err(|unknown| match unknown {
             Unknown::Encoding => bad_request("The path is not UTF-8 once decoded."),
-            Unknown::Kind(path) => bad_request(format!("/{path} names nothing this server serves (databases, containers, documents and partition key ranges).")),
+            Unknown::Kind(path) => bad_request(format!("/{path} names nothing this server serves (databases, containers, documents, partition key ranges, users and permissions).")),
         })?;
         let host = (parts.headers.get(header::HOST))
             .and_then(|h| h.to_str().ok())
@@ -172,8 +173,8 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         } else {
             named
         };
-        let (account, access) = match self.anonymous {
-            true => (candidates[0], None),
+        let (account, caller) = match self.anonymous {
+            true => (candidates[0], crate::auth::Caller::Key),
             false => {
                 let reached = crate::auth::Reached {
                     host: host.split(':').next().unwrap_or(host),
@@ -189,9 +190,16 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
                 )?
             }
         };
-        if let Some(access) = &access {
-            let asked = (&parts.method, &parts.headers, body);
-            crate::auth::permit(access, asked, &address, account.name())?;
+        match &caller {
+            crate::auth::Caller::Token(access) => {
+                let asked = (&parts.method, &parts.headers, body);
+                crate::auth::permit(access, asked, &address, account.name())?;
+            }
+            crate::auth::Caller::Resource(grant) => {
+                let asked = (&parts.method, &parts.headers);
+                crate::resource_token::permit(grant, asked, &address)?;
+            }
+            crate::auth::Caller::Key => {}
         }
         consistency(&parts.headers)?;
         // Once the credentials are known good: a stranger takes no share of the budget.
@@ -206,6 +214,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
             now: self.env.now(),
             endpoint: &endpoint,
             commits: &self.commits,
+            account,
         };
         let asked = Asked {
             method: &parts.method,
@@ -213,6 +222,9 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
             address: &address,
             body,
         };
+        if let crate::auth::Caller::Resource(grant) = &caller {
+            front.permission_stands(grant).await?;
+        }
         let done = front.handle(&asked).await?;
         Ok(answer_of(&done))
     }

@@ -19,6 +19,7 @@ pub mod hashed_key;
 pub mod patch;
 mod policies;
 pub mod query;
+pub mod resource_token;
 pub mod sql;
 mod sweep;
 mod ttl;

@@ -83,7 +83,7 @@ async fn the_sdks_tokens_do_what_their_roles_permit_and_nothing_else() {
     ];
     let script = move || {
         let vars = [("REQUESTS_CA_BUNDLE", certificate.as_os_str())];
-        common::python_script_with("tokens.py", &args, &vars, "python tokens: 14 passed");
+        common::python_script_with("tokens.py", &args, &vars, "python tokens: 16 passed");
     };
     tokio::task::spawn_blocking(script).await.unwrap();
 }

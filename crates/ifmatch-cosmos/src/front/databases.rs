@@ -82,6 +82,7 @@ impl<T: Tables> Front<'_, T> {
         for container in self.scan_all(CONTAINERS, Some(db)).await? {
             self.drop_container(db, &container.row_key).await?;
         }
+        self.drop_users(db).await?;
         Ok(Done::empty(StatusCode::NO_CONTENT, None))
     }
 }

@@ -5,14 +5,15 @@
 //!
 //! Where things are kept: databases in the table `#dbs` (partition `""`, row the id),
 //! containers in `#colls` (partition the database, row the id), and a container's documents
-//! in the table `{db}/{container}` (partition the partition key's JSON, row the id). `#`
+//! in the table `{db}/{container}` (partition the partition key's JSON, row the id); users and
+//! permissions in `#users` and `#perms` (`users.rs`). `#`
 //! and `/` are in no id, so no name is two things. The change feed is a partition of that table
 //! (see `feeds.rs`), moved by the same commit that writes a document.
 //!
 //! This file routes a request and holds what every operation shares (the container read with
 //! its policies, a document's partition and key, the commit); one file per kind of resource
 //! holds its operations: `databases.rs`, `containers.rs`, `documents.rs`, `queries.rs`,
-//! `feeds.rs`; `answers.rs` what they answer (a failure is `crate::failure`'s, which every rule of the dialect answers with).
+//! `feeds.rs`, `users.rs` (users and their permissions); `answers.rs` what they answer (a failure is `crate::failure`'s, which every rule of the dialect answers with).
 
 pub(crate) mod answers;
 mod containers;
@@ -20,6 +21,7 @@ mod databases;
 pub(crate) mod documents;
 pub(crate) mod feeds;
 pub(crate) mod queries;
+mod users;
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -93,6 +95,8 @@ pub struct Front<'a, T> {
     pub endpoint: &'a str,
     /// This instance's commits to containers (their turns and groups).
     pub(crate) commits: &'a Commits,
+    /// The account, whose key signs its permissions' resource tokens.
+    pub account: &'a ifmatch_azure::Account,
 }
 
 impl<T: Tables> Front<'_, T> {
@@ -118,6 +122,24 @@ impl<T: Tables> Front<'_, T> {
             (&Method::PATCH, A::Document(db, coll, id)) => self.patch((db, coll, id), asked).await,
             (&Method::DELETE, A::Document(db, coll, id)) => {
                 self.delete((db, coll, id), asked).await
+            }
+            (&Method::GET, A::Users(db)) => self.users(db).await,
+            (&Method::POST, A::Users(db)) => self.create_user(db, asked).await,
+            (&Method::GET, A::User(db, user)) => self.user(db, user).await,
+            (&Method::PUT, A::User(db, user)) => self.replace_user(db, user, asked).await,
+            (&Method::DELETE, A::User(db, user)) => self.delete_user(db, user).await,
+            (&Method::GET, A::Permissions(db, user)) => self.permissions(db, user, asked).await,
+            (&Method::POST, A::Permissions(db, user)) => {
+                self.write_permission((db, user, None), asked).await
+            }
+            (&Method::GET, A::Permission(db, user, id)) => {
+                self.permission((db, user, id), asked).await
+            }
+            (&Method::PUT, A::Permission(db, user, id)) => {
+                self.write_permission((db, user, Some(id)), asked).await
+            }
+            (&Method::DELETE, A::Permission(db, user, id)) => {
+                self.delete_permission((db, user, id)).await
             }
             _ => Err(Failure::new(
                 Code::MethodNotAllowed,
