@@ -176,7 +176,7 @@ async fn fetch(
 /// Whether a request is for the Table service: under [`TABLE_MOUNT`], to a host
 /// `{account}.table.…`, or, path-style, naming no account first (`/Tables`,
 /// `/people(...)`: no blob request does, and clients that drop an endpoint's path, as the legacy
-/// `azure-storage` package does, send those).
+/// `azure-storage` package does, send those) and not the management API's.
 fn is_table_request(request: &HttpRequest, accounts: &Accounts) -> bool {
     let path = request.uri().path();
     let mounted = path == TABLE_MOUNT || path.starts_with("/table/");
@@ -187,7 +187,9 @@ fn is_table_request(request: &HttpRequest, accounts: &Accounts) -> bool {
     let service = host.split('.').nth(1);
     let first = path.trim_start_matches('/').split('/').next().unwrap_or("");
     let unnamed = service != Some("blob") && !first.is_empty() && accounts.get(first).is_none();
-    mounted || service == Some("table") || unnamed
+    // The management API's paths (`/subscriptions/...`) are the blob front's.
+    let managed = ifmatch_blob::management::Route::parse(path, request.uri().query()).is_some();
+    mounted || service == Some("table") || (unnamed && !managed)
 }
 
 /// Whether a request is for the Queue service: under [`QUEUE_MOUNT`], or to a host
@@ -203,8 +205,8 @@ fn is_queue_request(request: &HttpRequest) -> bool {
 
 /// Whether a request is for the Cosmos DB endpoint: to a host `{account}.documents.…`, or a
 /// path under `/dbs` (no blob account is named `dbs`: names have 3 letters at least, but the
-/// Cosmos SDKs take the endpoint's root), or the account read (`GET /`) signed with a Cosmos
-/// master-key token.
+/// Cosmos SDKs take the endpoint's root), or the account read (`GET /`) with Cosmos's
+/// credentials.
 fn is_cosmos_request(request: &HttpRequest) -> bool {
     let path = request.uri().path();
     let host = (request.headers().get(http::header::HOST))
@@ -212,8 +214,13 @@ fn is_cosmos_request(request: &HttpRequest) -> bool {
         .or(request.uri().host())
         .unwrap_or("");
     let first = path.trim_start_matches('/').split('/').next().unwrap_or("");
+    // Cosmos's own credentials: a master key's, a resource token's or an Entra ID token's.
     let master = (request.headers().get(http::header::AUTHORIZATION)).is_some_and(|v| {
-        v.as_bytes().starts_with(b"type%3Dmaster") || v.as_bytes().starts_with(b"type=master")
+        ["master", "resource", "aad"].iter().any(|kind| {
+            let value = v.as_bytes();
+            value.starts_with(format!("type%3D{kind}").as_bytes())
+                || value.starts_with(format!("type={kind}").as_bytes())
+        })
     });
     host.split('.').nth(1) == Some("documents") || first == "dbs" || (path == "/" && master)
 }
