@@ -13,8 +13,6 @@
 
 use ifmatch_azure::ErrorCode;
 
-use crate::record::Record;
-
 /// The shortest retention, in days.
 pub const MIN_DAYS: u32 = 1;
 /// The longest retention, in days (400 years).
@@ -67,6 +65,15 @@ pub struct Hold {
     pub tenant: String,
 }
 
+/// What the protection reads of a blob that exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Blob {
+    /// Its last change, in seconds since the Unix epoch.
+    pub changed: u64,
+    /// Whether it is an append blob.
+    pub appendable: bool,
+}
+
 /// What a write does to a blob that exists, as the protection judges it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Change {
@@ -86,15 +93,14 @@ impl Protection {
 
     /// Why `change` of `blob` (which exists) is refused at `now` (seconds since the Unix
     /// epoch), if it is.
-    pub fn refusal(&self, blob: &Record, change: Change, now: u64) -> Option<ErrorCode> {
+    pub fn refusal(&self, blob: Blob, change: Change, now: u64) -> Option<ErrorCode> {
         if !self.holds.is_empty() {
             return Some(ErrorCode::BlobImmutableDueToLegalHold);
         }
         let policy = self.policy.as_ref()?;
-        let appendable = blob.content.as_ref().is_some_and(|c| c.append.is_some());
         let refused = match change {
-            Change::Delete => policy.holds(blob.last_modified, now),
-            Change::Append => !(policy.appends && appendable),
+            Change::Delete => policy.holds(blob.changed, now),
+            Change::Append => !(policy.appends && blob.appendable),
             Change::Other => true,
         };
         refused.then_some(ErrorCode::BlobImmutableDueToPolicy)
@@ -180,20 +186,11 @@ pub fn tags(given: &[String]) -> Result<Vec<String>, String> {
 mod tests {
     use super::*;
 
-    fn blob(changed: u64, append: bool) -> Record {
-        let etag = ifmatch_core::strong_etag(b"x");
-        let mut record = Record::container(etag, std::time::UNIX_EPOCH);
-        record.last_modified = changed;
-        let mut content = crate::record::Content::new("o".into(), 1, None);
-        if append {
-            content.append = Some(crate::record::Appended {
-                sealed: false,
-                epoch: 1,
-                count: 1,
-            });
+    fn blob(changed: u64, appendable: bool) -> Blob {
+        Blob {
+            changed,
+            appendable,
         }
-        record.content = Some(content);
-        record
     }
 
     fn policy(days: u32, appends: bool) -> Protection {
@@ -215,18 +212,18 @@ mod tests {
         let p = policy(2, false);
         let b = blob(1000, false);
         let refused = Some(ErrorCode::BlobImmutableDueToPolicy);
-        assert_eq!(p.refusal(&b, Change::Delete, 1000 + 2 * day - 1), refused);
-        assert_eq!(p.refusal(&b, Change::Delete, 1000 + 2 * day), None);
-        assert_eq!(p.refusal(&b, Change::Other, 1000 + 400 * day), refused);
-        assert_eq!(p.refusal(&b, Change::Append, 1000), refused);
+        assert_eq!(p.refusal(b, Change::Delete, 1000 + 2 * day - 1), refused);
+        assert_eq!(p.refusal(b, Change::Delete, 1000 + 2 * day), None);
+        assert_eq!(p.refusal(b, Change::Other, 1000 + 400 * day), refused);
+        assert_eq!(p.refusal(b, Change::Append, 1000), refused);
     }
 
     #[test]
     fn protected_appends_reach_append_blobs_only() {
         let p = policy(2, true);
-        assert_eq!(p.refusal(&blob(0, true), Change::Append, 1), None);
+        assert_eq!(p.refusal(blob(0, true), Change::Append, 1), None);
         assert_eq!(
-            p.refusal(&blob(0, false), Change::Append, 1),
+            p.refusal(blob(0, false), Change::Append, 1),
             Some(ErrorCode::BlobImmutableDueToPolicy)
         );
     }
@@ -237,7 +234,7 @@ mod tests {
         p.hold(vec!["case1".into()], 0, ("", "")).unwrap();
         let held = Some(ErrorCode::BlobImmutableDueToLegalHold);
         for change in [Change::Delete, Change::Append, Change::Other] {
-            assert_eq!(p.refusal(&blob(0, true), change, u64::MAX), held);
+            assert_eq!(p.refusal(blob(0, true), change, u64::MAX), held);
         }
         assert_eq!(
             p.container_refusal(),

@@ -371,6 +371,14 @@ impl Record {
         }
     }
 
+    /// What a container's protection reads of this blob.
+    pub fn protected_as(&self) -> crate::container_protection::Blob {
+        crate::container_protection::Blob {
+            changed: self.last_modified,
+            appendable: (self.content.as_ref()).is_some_and(|c| c.append.is_some()),
+        }
+    }
+
     /// Whether a container has a retention policy of its own, and a legal hold.
     pub fn container_protection(&self) -> (bool, bool) {
         let protection = self.protection.as_deref();

@@ -119,7 +119,9 @@ impl<'a> Asking<'a> {
             let refused = crate::immutability::refusal(record.legal_hold, record.immutability, now)
                 .or_else(|| {
                     let guard = self.guard?;
-                    guard.protection.refusal(record, guard.change, now)
+                    guard
+                        .protection
+                        .refusal(record.protected_as(), guard.change, now)
                 });
             if let Some(code) = refused {
                 return Err(code.into());

@@ -132,7 +132,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             let refused = page.iter().find_map(|(_, record)| {
                 immutability::refusal(record.legal_hold, record.immutability, now).or_else(|| {
                     let delete = crate::container_protection::Change::Delete;
-                    protection?.refusal(record, delete, now)
+                    protection?.refusal(record.protected_as(), delete, now)
                 })
             });
             if refused.is_some() {
