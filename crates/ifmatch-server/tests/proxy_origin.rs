@@ -1,4 +1,5 @@
-//! `ifmatch proxy`'s connections to its origin: used again once an answer was read, replaced
+//! `ifmatch proxy`'s connections to its origin: used again once an answer was read (within four
+//! seconds of idling: the origins' usual keep-alive is five), replaced
 //! when the origin closed one while it was idle (the request is sent again, the client never
 //! sees it), and never used again for a body that was not read to its end. The origin is a
 //! raw socket that counts its connections.
@@ -100,4 +101,37 @@ async fn origin_connections_are_reused_replaced_when_closed_and_dropped_when_unr
     assert_eq!(get("/slow").await, (200, "slow".to_owned()));
     assert_eq!(get("/keep").await, (200, "ok".to_owned()));
     assert_eq!(connections.load(Ordering::SeqCst), before + 1);
+}
+
+/// A connection idle for four seconds or more is not given a request (an origin keeping idle
+/// connections five seconds, as Node's and Apache's do, may close it just as the request is
+/// written, and a request written is not sent again): the next request opens another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_idle_past_the_origins_usual_keep_alive_is_not_used_again() {
+    let (connections, upstream) = start_origin().await;
+    let (proxy, base) = common::spawn_ifmatch(["proxy", "--upstream", &upstream, "--threads", "1"]);
+    let _proxy = common::Process(proxy);
+    let http = common::client();
+    let get = async || {
+        http.get(format!("{base}/keep"))
+            .send()
+            .await
+            .unwrap()
+            .status()
+    };
+    assert_eq!(get().await, 200);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(get().await, 200);
+    assert_eq!(
+        connections.load(Ordering::SeqCst),
+        1,
+        "idle 2.5 s: used again"
+    );
+    tokio::time::sleep(Duration::from_millis(4200)).await;
+    assert_eq!(get().await, 200);
+    assert_eq!(
+        connections.load(Ordering::SeqCst),
+        2,
+        "idle 4.2 s: a new one"
+    );
 }
