@@ -241,13 +241,7 @@ fn actions(
             vec!["sqlDatabases/containers/readChangeFeed"]
         }
         (Address::Documents(..), &Method::GET) => vec!["sqlDatabases/containers/executeQuery"],
-        (Address::Documents(..), &Method::POST) if flag("x-ms-documentdb-isquery") => {
-            vec!["sqlDatabases/containers/executeQuery"]
-        }
-        (Address::Documents(..), &Method::POST)
-            if (headers.get(http::header::CONTENT_TYPE))
-                .is_some_and(|v| v.as_bytes().starts_with(b"application/query+json")) =>
-        {
+        (Address::Documents(..), &Method::POST) if crate::document::is_query(headers) => {
             vec!["sqlDatabases/containers/executeQuery"]
         }
         (Address::Documents(..), &Method::POST) if flag("x-ms-cosmos-is-batch-request") => {

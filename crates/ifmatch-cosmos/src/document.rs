@@ -66,6 +66,16 @@ pub fn check_id(id: &str) -> Result<(), Failure> {
 /// The longest database or container id, in characters.
 pub const MAX_NAME: usize = 255;
 
+/// Whether a `POST` to a container's documents is a query, as the SDKs mark one
+/// (`x-ms-documentdb-isquery: true`, or a body of `application/query+json`), not a write.
+pub fn is_query(headers: &http::HeaderMap) -> bool {
+    let flag = (headers.get("x-ms-documentdb-isquery"))
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"));
+    let body = (headers.get(http::header::CONTENT_TYPE))
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/query+json"));
+    flag || body
+}
+
 /// Whether `id` may name a database or a container: an id of at most 255 characters.
 pub fn check_name(id: &str) -> Result<(), Failure> {
     match id.chars().count() {

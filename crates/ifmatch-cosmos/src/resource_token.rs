@@ -114,7 +114,8 @@ pub fn permit(
             ),
         )
     };
-    let reads = matches!(method, &Method::GET | &Method::HEAD) || is_query(method, headers);
+    let reads = matches!(method, &Method::GET | &Method::HEAD)
+        || (method == Method::POST && crate::document::is_query(headers));
     let (link, metadata) = match address {
         Address::Account if method == Method::GET => return Ok(()),
         Address::Container(db, coll) | Address::Ranges(db, coll)
@@ -155,14 +156,6 @@ pub fn permit(
         }
     }
     Ok(())
-}
-
-fn is_query(method: &Method, headers: &HeaderMap) -> bool {
-    let flag = (headers.get("x-ms-documentdb-isquery"))
-        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"));
-    let query = (headers.get(http::header::CONTENT_TYPE))
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/query+json"));
-    method == Method::POST && (flag || query)
 }
 
 #[cfg(test)]

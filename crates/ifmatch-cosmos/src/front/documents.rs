@@ -78,11 +78,7 @@ impl<T: Tables> Front<'_, T> {
         coll: &str,
         asked: &Asked<'_>,
     ) -> Answered {
-        if asked.is_true("x-ms-documentdb-isquery")
-            || asked
-                .header("content-type")
-                .is_some_and(|t| t.starts_with("application/query+json"))
-        {
+        if document::is_query(asked.headers) {
             return self.query(db, coll, asked).await;
         }
         if asked.is_true("x-ms-cosmos-is-batch-request") {
