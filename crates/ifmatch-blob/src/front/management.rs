@@ -94,7 +94,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let (container, resource) = route.target?;
         let action = resource.action(&parts.method)?;
         let scope = format!("/blobServices/default/containers/{container}");
-        if let Some(access) = self.management_access(parts, account)?
+        let access = self.management_access(parts, account)?;
+        if let Some(access) = &access
             && !access.allows(&[&action], &scope)
         {
             return Err(ArmError::new(
@@ -126,7 +127,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             }
             (Resource::SetLegalHold | Resource::ClearLegalHold, _) => {
                 let tags = management::tags_asked(&body)?;
-                let who = self.management_principal(parts, account)?;
+                // Who set a hold: the token's principal and tenant (none without one).
+                let who = access.map(|a| (a.principal, a.tenant)).unwrap_or_default();
                 let now = crate::record::unix_seconds(self.env.now());
                 let set = resource == Resource::SetLegalHold;
                 let protection = self
@@ -142,7 +144,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     .await?;
                 Ok((management::hold_json(&protection), None))
             }
-            (Resource::Policy | Resource::Lock | Resource::Extend, method) => {
+            (_, method) => {
                 let asked = match (resource, method) {
                     (Resource::Policy, &Method::PUT) | (Resource::Extend, _) => {
                         Some(management::policy_asked(&body)?)
@@ -150,60 +152,12 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     _ => None,
                 };
                 let etag = self.fresh_policy_etag();
+                let if_match = if_match.as_deref();
                 let protection = self
                     .change_protection(&key, |protection| {
                         let current = protection.policy.as_ref();
-                        let changed = match (resource, method) {
-                            (Resource::Policy, &Method::PUT) => {
-                                if if_match.is_some() {
-                                    matches(if_match.as_deref(), current)?;
-                                }
-                                let asked = asked.expect("read above");
-                                if current.is_some_and(|p| p.locked) {
-                                    return Err(ArmError::new(
-                                        ArmCode::ContainerImmutabilityPolicyLocked,
-                                        "A locked policy is only extended (POST .../extend).",
-                                    ));
-                                }
-                                Some(Policy {
-                                    days: asked.days,
-                                    locked: false,
-                                    appends: asked.appends.unwrap_or(false),
-                                    extensions: 0,
-                                    etag: etag.clone(),
-                                })
-                            }
-                            (Resource::Policy, _) => {
-                                let policy = required_match(if_match.as_deref(), current)?;
-                                if policy.locked {
-                                    return Err(ArmError::new(
-                                        ArmCode::ContainerImmutabilityPolicyLocked,
-                                        "A locked policy is never deleted.",
-                                    ));
-                                }
-                                None
-                            }
-                            (Resource::Lock, _) => {
-                                let policy = required_match(if_match.as_deref(), current)?;
-                                if policy.locked {
-                                    return Err(ArmError::new(
-                                        ArmCode::OperationNotAllowed,
-                                        "The policy is locked already.",
-                                    ));
-                                }
-                                Some(Policy {
-                                    locked: true,
-                                    etag: etag.clone(),
-                                    ..policy.clone()
-                                })
-                            }
-                            _ => Some(extended(
-                                required_match(if_match.as_deref(), current)?,
-                                asked.expect("read above"),
-                                etag.clone(),
-                            )?),
-                        };
-                        protection.policy = changed;
+                        let asked = (resource, method, asked);
+                        protection.policy = next_policy(asked, current, if_match, &etag)?;
                         Ok(())
                     })
                     .await?;
@@ -302,18 +256,6 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             .map_err(invalid)
     }
 
-    /// Who sets a legal hold: the token's principal and tenant (empty without one).
-    fn management_principal(
-        &self,
-        parts: &http::request::Parts,
-        account: &ifmatch_azure::Account,
-    ) -> Result<(String, String), ArmError> {
-        Ok(match self.management_access(parts, account)? {
-            Some(access) => (access.principal, access.tenant),
-            None => Default::default(),
-        })
-    }
-
     /// A new entity tag for a policy.
     fn fresh_policy_etag(&self) -> String {
         let uuid = self.env.random_uuid();
@@ -325,6 +267,61 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
 fn policy_answer(container_id: &str, policy: Option<&Policy>) -> (Value, Option<String>) {
     let json = management::policy_json(container_id, policy);
     (json, policy.map(|p| p.etag.clone()))
+}
+
+/// The policy a create or update (`PUT`), a delete, a lock or an extension (what was asked,
+/// read from its body for the first and the last) leaves in place of `current`, under
+/// `if_match`, with `etag` if it makes one; or why not.
+fn next_policy(
+    (resource, method, asked): (Resource, &Method, Option<management::PolicyAsked>),
+    current: Option<&Policy>,
+    if_match: Option<&str>,
+    etag: &str,
+) -> Result<Option<Policy>, ArmError> {
+    let locked = |why: &str| ArmError::new(ArmCode::ContainerImmutabilityPolicyLocked, why);
+    Ok(match (resource, method, asked) {
+        (Resource::Policy, &Method::PUT, Some(asked)) => {
+            matches(if_match, current)?;
+            if current.is_some_and(|p| p.locked) {
+                return Err(locked(
+                    "A locked policy is only extended (POST .../extend).",
+                ));
+            }
+            Some(Policy {
+                days: asked.days,
+                locked: false,
+                appends: asked.appends.unwrap_or(false),
+                extensions: 0,
+                etag: etag.to_owned(),
+            })
+        }
+        (Resource::Policy, _, _) => {
+            if required_match(if_match, current)?.locked {
+                return Err(locked("A locked policy is never deleted."));
+            }
+            None
+        }
+        (Resource::Lock, _, _) => {
+            let policy = required_match(if_match, current)?;
+            if policy.locked {
+                return Err(ArmError::new(
+                    ArmCode::OperationNotAllowed,
+                    "The policy is locked already.",
+                ));
+            }
+            Some(Policy {
+                locked: true,
+                etag: etag.to_owned(),
+                ..policy.clone()
+            })
+        }
+        (_, _, Some(asked)) => Some(extended(
+            required_match(if_match, current)?,
+            asked,
+            etag.to_owned(),
+        )?),
+        _ => return Err(ArmCode::MethodNotAllowed.into()),
+    })
 }
 
 /// `Ok` when `if_match` (if any) names `policy`'s entity tag, or is `*` and there is one.
