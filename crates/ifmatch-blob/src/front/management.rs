@@ -30,7 +30,10 @@ type Managed = Result<(Value, Option<String>), ArmError>;
 
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// The container's own protection, read for a request that would change a blob of it
-    /// (a `PUT` or `DELETE` naming a blob): `None` for any other, or a container that has none.
+    /// (a `PUT` or `DELETE` naming a blob, which the gate judges as a write): `None` for any
+    /// other, or a container that has none. Staging a block, a lease, index tags and a blob's
+    /// own protection are never refused by it: they cost no read of the container (a chunked
+    /// upload's every block would).
     pub(super) async fn protection_for(
         &self,
         admitted: &Admitted<'_>,
@@ -41,6 +44,14 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             return Ok(None);
         }
         let change = match admitted.target.operation {
+            Operation::PutBlock(_)
+            | Operation::LeaseBlob
+            | Operation::SetBlobTags
+            | Operation::SetImmutabilityPolicy
+            | Operation::DeleteImmutabilityPolicy
+            | Operation::SetLegalHold
+            | Operation::UndeleteBlob
+            | Operation::AbortCopyBlob(_) => return Ok(None),
             Operation::DeleteBlob => Change::Delete,
             Operation::AppendBlock => Change::Append,
             _ => Change::Other,
