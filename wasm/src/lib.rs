@@ -13,15 +13,19 @@
 //!   service itself is `ifmatch-table`'s, under `/table` or on a host `{account}.table.…`;
 //! - the Queue service, `ifmatch-queue`'s over the same Durable Objects (a queue's messages a
 //!   table, so an object, of their own), under `/queue` or on a host `{account}.queue.…`;
-//! - [`WorkersEnv`]: the Workers clock and `crypto.randomUUID()`, never `SystemTime::now()`.
+//! - [`WorkersEnv`]: the Workers clock and `crypto.randomUUID()`, never `SystemTime::now()`;
+//! - Entra ID bearer tokens: whose (`identity.rs`: the `IDENTITY` and `DEV_ISSUER_JWKS`
+//!   secrets) and their signatures checked by WebCrypto (`signatures.rs`).
 
 mod bindings;
 #[cfg(feature = "conformance")]
 mod conformance;
 mod env;
+mod identity;
 mod objects;
 mod origins;
 mod records;
+mod signatures;
 mod tables;
 
 use bytes::Bytes;
@@ -79,13 +83,18 @@ async fn scheduled(_event: worker::ScheduledEvent, env: Env, _ctx: worker::Sched
 }
 
 /// Accounts and keys from the Worker secret ACCOUNTS (`name:key[,key2]`, `;`-separated);
-/// without it, the development account and its published key.
+/// without it, the development account and its published key. Each trusts the issuers of
+/// bearer tokens `identity.rs` reads.
 fn accounts(env: &Env) -> worker::Result<Accounts> {
-    match env.secret("ACCOUNTS") {
+    let accounts = match env.secret("ACCOUNTS") {
         Ok(secret) => Accounts::parse(&secret.to_string())
-            .map_err(|e| worker::Error::RustError(format!("the ACCOUNTS secret: {e}"))),
-        Err(_) => Ok(Accounts::default()),
-    }
+            .map_err(|e| worker::Error::RustError(format!("the ACCOUNTS secret: {e}")))?,
+        Err(_) => Accounts::default(),
+    };
+    Ok(match identity::identity(env)? {
+        Some(identity) => accounts.with_identity(identity),
+        None => accounts,
+    })
 }
 
 #[event(fetch)]
@@ -109,6 +118,10 @@ async fn fetch(
         .and_then(|v| v.to_string().parse().ok())
         .unwrap_or(DEFAULT_MAX_BODY);
     let accounts = accounts(&env)?;
+    let authorization = request.headers().get(http::header::AUTHORIZATION);
+    if let (Some(identity), Some(authorization)) = (accounts.identity(), authorization) {
+        identity::ready(&identity, authorization.to_str().unwrap_or_default()).await;
+    }
     let anonymous = env.var("ANONYMOUS").is_ok_and(|v| v.to_string() == "true");
     let unreadable = unreadable.as_deref();
     let given = Given {

@@ -5,7 +5,10 @@
 
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
+import { constants as cryptoConstants, generateKeyPairSync, sign as cryptoSign } from "node:crypto";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer as createHttpServer } from "node:http";
+import { request as httpsRequest } from "node:https";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { after, before, describe, test as nodeTest } from "node:test";
@@ -173,6 +176,15 @@ for (const [name, start, full] of [
 
 describe("the JS SDKs over HTTPS (ifmatch serve --https)", () => {
   let server;
+  // Tokens of the server's development issuer, one for each role https-client.mjs plays.
+  const tokens = () => ({
+    blobContributor: server.token("Storage Blob Data Contributor"),
+    blobReader: server.token("Storage Blob Data Reader"),
+    cosmosContributor: server.token("Cosmos DB Built-in Data Contributor"),
+    cosmosReader: server.token("Cosmos DB Built-in Data Reader"),
+    management: server.token("Storage Account Contributor", "/", "https://management.azure.com/"),
+    managementReader: server.token("Storage Blob Data Reader", "/", "https://management.azure.com/"),
+  });
   before(async () => {
     server = await startNative({ anonymous: false, args: ["--https"] });
   });
@@ -186,21 +198,114 @@ describe("the JS SDKs over HTTPS (ifmatch serve --https)", () => {
       `DefaultEndpointsProtocol=https;AccountName=devstoreaccount1;AccountKey=${DEV_KEY};` +
       `BlobEndpoint=${endpoint(server.origin)};QueueEndpoint=${endpoint(server.queueOrigin)};` +
       `TableEndpoint=${endpoint(server.tableOrigin)};`;
-    const tokens = {
-      blobContributor: server.token("Storage Blob Data Contributor"),
-      blobReader: server.token("Storage Blob Data Reader"),
-      cosmosContributor: server.token("Cosmos DB Built-in Data Contributor"),
-      cosmosReader: server.token("Cosmos DB Built-in Data Reader"),
-      management: server.token("Storage Account Contributor", "/", "https://management.azure.com/"),
-      managementReader: server.token("Storage Blob Data Reader", "/", "https://management.azure.com/"),
-    };
     const client = join(here, "https-client.mjs");
-    const args = [client, connection, `${server.cosmosOrigin}/`, JSON.stringify(tokens)];
+    const args = [client, connection, `${server.cosmosOrigin}/`, JSON.stringify(tokens())];
     const { code, out } = await runWith(process.execPath, args, {
       NODE_EXTRA_CA_CERTS: server.certificate,
     });
     assert.equal(code, 0, out);
     assert.match(out, /js https: 7 passed/);
+  });
+
+  nodeTest("the same through the Worker over HTTPS: tokens of the issuer DEV_ISSUER_JWKS names, signatures checked by WebCrypto", async () => {
+    const worker = await startWorker({
+      anonymous: false,
+      tls: { cert: server.certificate, key: server.certificateKey },
+      bindings: { DEV_ISSUER_JWKS: server.jwks() },
+    });
+    try {
+      const endpoint = (origin) => `${origin}/devstoreaccount1`;
+      const connection =
+        `DefaultEndpointsProtocol=https;AccountName=devstoreaccount1;AccountKey=${DEV_KEY};` +
+        `BlobEndpoint=${endpoint(worker.origin)};QueueEndpoint=${endpoint(worker.queueOrigin)};` +
+        `TableEndpoint=${endpoint(worker.tableOrigin)};`;
+      const args = [join(here, "https-client.mjs"), connection, `${worker.cosmosOrigin}/`, JSON.stringify(tokens())];
+      const { code, out } = await runWith(process.execPath, args, {
+        NODE_EXTRA_CA_CERTS: server.certificate,
+      });
+      assert.equal(code, 0, out);
+      assert.match(out, /js https: 7 passed/);
+    } finally {
+      await worker.stop();
+    }
+  });
+
+  nodeTest("the Worker's IDENTITY: issuers' keys fetched from their jwksUri once, ES256, RS256 and PS256 tokens judged by the assignments alone, forgeries refused", async () => {
+    let fetches = 0;
+    // An Entra-like issuer's RSA key (RS256, PS256), beside the development issuer's (ES256).
+    const rsa = generateKeyPairSync("rsa", { modulusLength: 2048 });
+    const entra = { keys: [{ ...rsa.publicKey.export({ format: "jwk" }), kid: "rsa-1", use: "sig" }] };
+    const keys = createHttpServer((request, answer) => {
+      fetches += 1;
+      const body = request.url === "/entra" ? JSON.stringify(entra) : server.jwks();
+      answer.writeHead(200, { "content-type": "application/json" }).end(body);
+    });
+    await new Promise((resolve) => keys.listen(0, "127.0.0.1", resolve));
+    // The issuer and tenant of the tokens `ifmatch token` mints, here trusted as any issuer.
+    const claims = (token) => JSON.parse(Buffer.from(token.split(".")[1], "base64url"));
+    const { iss, tid } = claims(server.token("Storage Blob Data Reader"));
+    const at = (path) => `http://127.0.0.1:${keys.address().port}${path}`;
+    const entraIssuer = "https://login.microsoftonline.com/tenant-x/v2.0";
+    const identity = {
+      issuers: [
+        { issuer: iss, tenant: tid, jwksUri: at("/keys") },
+        { issuer: entraIssuer, tenant: "tenant-x", jwksUri: at("/entra") },
+      ],
+      assignments: [{ principal: "reader-1", role: "Storage Blob Data Reader", scope: "/" }],
+    };
+    const worker = await startWorker({
+      anonymous: false,
+      tls: { cert: server.certificate, key: server.certificateKey },
+      bindings: { IDENTITY: JSON.stringify(identity) },
+    });
+    const ca = readFileSync(server.certificate);
+    const ask = (method, path, token) =>
+      new Promise((resolve, reject) => {
+        const request = httpsRequest(`${worker.base}${path}`, {
+          method, ca,
+          headers: { authorization: `Bearer ${token}`, "x-ms-version": "2021-08-06", "content-length": 0 },
+        }, (answer) => {
+          answer.resume();
+          answer.on("end", () => resolve({ status: answer.statusCode, code: answer.headers["x-ms-error-code"] }));
+        });
+        request.on("error", reject);
+        request.end();
+      });
+    try {
+      // The carried Owner role counts for nothing: the file assigns a reader.
+      const reader = server.token("Storage Blob Data Owner", "/", undefined, "reader-1");
+      assert.equal((await ask("GET", "?comp=list", reader)).status, 200);
+      assert.deepEqual(await ask("PUT", "/made?restype=container", reader), { status: 403, code: "AuthorizationPermissionMismatch" });
+      const stranger = server.token("Storage Blob Data Owner", "/", undefined, "someone-else");
+      assert.deepEqual(await ask("GET", "?comp=list", stranger), { status: 403, code: "AuthorizationPermissionMismatch" });
+      // The reader's signature over the stranger's claims: refused, as is a token of no key.
+      const [head, , signature] = reader.split(".");
+      const forged = `${head}.${stranger.split(".")[1]}.${signature}`;
+      assert.deepEqual(await ask("GET", "?comp=list", forged), { status: 401, code: "InvalidAuthenticationInfo" });
+      assert.equal((await ask("GET", "?comp=list", "a.b.c")).status, 401);
+      for (let i = 0; i < 5; i += 1) assert.equal((await ask("GET", "?comp=list", reader)).status, 200);
+      assert.equal(fetches, 2, "each issuer's keys are fetched once, not per request");
+      // RS256 and PS256 tokens of the Entra-like issuer; one signed by another key refused.
+      const now = Math.floor(Date.now() / 1000);
+      const body = { iss: entraIssuer, tid: "tenant-x", aud: "https://storage.azure.com", oid: "reader-1", nbf: now, exp: now + 600 };
+      const jwt = (alg, sign) => {
+        const part = (json) => Buffer.from(JSON.stringify(json)).toString("base64url");
+        const input = `${part({ alg, kid: "rsa-1", typ: "JWT" })}.${part(body)}`;
+        return `${input}.${sign(Buffer.from(input)).toString("base64url")}`;
+      };
+      const pss = { padding: cryptoConstants.RSA_PKCS1_PSS_PADDING, saltLength: 32 };
+      const rs256 = jwt("RS256", (data) => cryptoSign("sha256", data, rsa.privateKey));
+      const ps256 = jwt("PS256", (data) => cryptoSign("sha256", data, { key: rsa.privateKey, ...pss }));
+      const other = generateKeyPairSync("rsa", { modulusLength: 2048 }).privateKey;
+      const impostor = jwt("RS256", (data) => cryptoSign("sha256", data, other));
+      assert.equal((await ask("GET", "?comp=list", rs256)).status, 200, "RS256");
+      assert.equal((await ask("GET", "?comp=list", ps256)).status, 200, "PS256");
+      assert.deepEqual(await ask("GET", "?comp=list", impostor), { status: 401, code: "InvalidAuthenticationInfo" });
+      assert.equal((await ask("PUT", "/made?restype=container", rs256)).status, 403);
+    } finally {
+      await worker.stop();
+      keys.close();
+    }
   });
 });
 

@@ -13,7 +13,11 @@ const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, "..");
 
 /** The Worker as built by worker-build (in `build`, or another output directory), served by miniflare. */
-export async function startWorker({ anonymous = true, accounts = undefined, build = "build", copyFrom = undefined } = {}) {
+/**
+ * `tls` ({ cert, key }: PEM files) serves it over HTTPS; `bindings` adds secrets and vars
+ * (`IDENTITY`, `DEV_ISSUER_JWKS`, ...).
+ */
+export async function startWorker({ anonymous = true, accounts = undefined, build = "build", copyFrom = undefined, tls = undefined, bindings = {} } = {}) {
   const mf = new Miniflare({
     modules: true,
     scriptPath: join(root, build, "worker/shim.mjs"),
@@ -36,11 +40,15 @@ export async function startWorker({ anonymous = true, accounts = undefined, buil
       ...(accounts ? { ACCOUNTS: accounts } : {}),
       // The other servers copies may read (a `wrangler.toml` var).
       ...(copyFrom ? { COPY_FROM: copyFrom } : {}),
+      ...bindings,
     },
+    ...(tls ? { https: true, httpsCertPath: tls.cert, httpsKeyPath: tls.key } : {}),
     host: "127.0.0.1",
     port: 0,
   });
-  const url = await mf.ready;
+  const ready = await mf.ready;
+  // Over HTTPS, by the name the certificate holds.
+  const url = tls ? new URL(`https://localhost:${ready.port}`) : ready;
   return {
     origin: url.origin,
     // The Table service beside the blobs, under /table (src/lib.rs).
@@ -121,12 +129,17 @@ export async function startNative({ anonymous = true, args = [], env = {} } = {}
     cosmosOrigin: at(cosmosPort),
     base,
     certificate,
+    // The key of that certificate.
+    certificateKey: join(data, "tls/key.pem"),
+    // The development issuer's public keys, as the Worker is given them (DEV_ISSUER_JWKS).
+    jwks: () => execFileSync(bin, ["token", "--data", data, "--jwks"]).toString().trim(),
     // A bearer token of the server's development issuer (`ifmatch token`) with `role` at `scope`
-    // (for Storage's audience, or `audience`).
-    token: (role, scope = "/", audience = undefined) =>
+    // (for Storage's audience, or `audience`; for a new principal, or `principal`).
+    token: (role, scope = "/", audience = undefined, principal = undefined) =>
       execFileSync(bin, [
         "token", "--data", data, "--role", role, "--scope", scope,
         ...(audience ? ["--audience", audience] : []),
+        ...(principal ? ["--principal", principal] : []),
       ]).toString().trim(),
     // The native server sweeps on a timer (every 2 s): a sweep has gone by after 2.5 s.
     sweep: () => new Promise((r) => setTimeout(r, 2500)),

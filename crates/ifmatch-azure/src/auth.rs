@@ -211,7 +211,7 @@ fn bearer(
     }
     let Some(identity) = account.identity() else {
         return Err(failed(
-            "bearer tokens are not taken by this server: it was built without them",
+            "bearer tokens are not taken by this server: it trusts no issuer of them",
         ));
     };
     if !request.https {
@@ -233,7 +233,6 @@ fn bearer(
 
 /// What `token` allows in `account` if `identity` trusts its issuer for one of `audiences`,
 /// or why not (every service's words around it are its own).
-#[cfg(feature = "tokens")]
 pub fn token_access(
     identity: &crate::identity::Identity,
     account: &Account,
@@ -242,19 +241,6 @@ pub fn token_access(
     now: SystemTime,
 ) -> Result<Access, String> {
     (identity.verify(token, audiences, account.name(), now)).map_err(|e| e.to_string())
-}
-
-/// Without the `tokens` feature (the Worker, until it checks them with WebCrypto): no token
-/// is taken.
-#[cfg(not(feature = "tokens"))]
-pub fn token_access(
-    _: &crate::identity::Identity,
-    _: &Account,
-    _: &str,
-    _: &[String],
-    _: SystemTime,
-) -> Result<Access, String> {
-    Err("bearer tokens are not checked on this host".into())
 }
 
 /// Checks a shared access signature's `sig` against `text`, its string-to-sign.

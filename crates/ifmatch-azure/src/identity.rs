@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use serde::Deserialize;
 
 use crate::roles::{self, RoleDefinition};
+use crate::token::Signatures;
 
 /// The tenant of the development issuer (`ifmatch token`): no Entra tenant has this id.
 pub const DEV_TENANT: &str = "00000000-0000-0000-0000-0000000000d1";
@@ -93,6 +94,16 @@ impl Issuer {
         Ok(issuer)
     }
 
+    /// The development issuer with the public `keys` (a JSON Web Key Set) of its key: its
+    /// tokens carry their own role assignments, so only a key as trusted as the server's own
+    /// configuration may be given here (`ifmatch token --jwks` prints a data directory's).
+    pub fn development(keys: serde_json::Value) -> Result<Self, String> {
+        let tenant = Some(DEV_TENANT.to_owned());
+        let mut issuer = Self::new(dev_issuer(), tenant, keys, KeySource::Given)?;
+        issuer.development = true;
+        Ok(issuer)
+    }
+
     /// Its signing keys from now on (a JSON Web Key Set).
     pub fn set_keys(&self, keys: serde_json::Value) -> Result<(), String> {
         if !keys.get("keys").is_some_and(|k| k.is_array()) {
@@ -153,6 +164,8 @@ pub struct Identity {
     /// The assignments development tokens carried, by principal, as last seen: what a user
     /// delegation SAS of such a principal is judged by (their only record).
     learned: Arc<Mutex<HashMap<String, Vec<Assignment>>>>,
+    /// What checks a token's signature: the host's cryptography.
+    pub(crate) signatures: Option<Arc<dyn Signatures>>,
 }
 
 /// How many principals' carried assignments are remembered (then forgotten all at once: a
@@ -198,6 +211,7 @@ impl Identity {
             roles: roles::built_in(),
             assignments: Vec::new(),
             learned: Arc::default(),
+            signatures: native_signatures(),
         }
     }
 
@@ -248,6 +262,13 @@ impl Identity {
         }
         identity.assignments = config.assignments;
         Ok(identity)
+    }
+
+    /// This identity with its tokens' signatures checked by `signatures` (natively,
+    /// [`crate::token::NativeSignatures`] already is).
+    pub fn with_signatures(mut self, signatures: Arc<dyn Signatures>) -> Self {
+        self.signatures = Some(signatures);
+        self
     }
 
     /// This identity also trusting `issuer`.
@@ -323,6 +344,15 @@ impl Identity {
         drop(learned);
         self.access(principal, account, &carried)
     }
+}
+
+/// The signatures a native build checks (aws-lc-rs); none otherwise, until the host gives
+/// its own ([`Identity::with_signatures`]).
+fn native_signatures() -> Option<Arc<dyn Signatures>> {
+    #[cfg(feature = "tokens")]
+    return Some(Arc::new(crate::token::NativeSignatures));
+    #[cfg(not(feature = "tokens"))]
+    None
 }
 
 impl Default for Identity {

@@ -5,7 +5,7 @@
 //! |---|---|
 //! | storage accounts, their keys, which one a request names | [`Account`], [`Accounts`] |
 //! | Shared Key, the SAS window, account SAS, HMAC | [`auth`] |
-//! | Entra ID tokens: trusted issuers, roles and their assignments | [`identity`], [`roles`], `token` (feature `tokens`) |
+//! | Entra ID tokens: trusted issuers, roles and their assignments, the tokens checked | [`identity`], [`roles`], [`token`] (its native cryptography and development issuer: feature `tokens`) |
 //! | user delegation keys and the SAS they sign | [`delegation`] |
 //! | Azure Storage's error codes, and the macro each dialect declares its own with | [`ErrorCode`], [`error_codes!`] |
 //! | the host's clock and randomness | [`Env`], [`ManualEnv`] |
@@ -36,7 +36,6 @@ pub mod metadata;
 pub mod roles;
 pub mod service_properties;
 pub mod swap;
-#[cfg(feature = "tokens")]
 pub mod token;
 mod turns;
 mod whole_body;

@@ -3,20 +3,30 @@
 //! issuer, the audience, the lifetime with five minutes of skew, the tenant, the principal;
 //! and the development issuer that mints such tokens (`ifmatch token`).
 //!
-//! The JWS work is `jsonwebtoken`'s (over aws-lc-rs); the claims are checked here against the
-//! request's clock (the host's, which tests set), with messages a user can act on. Only
+//! A token is taken apart and its claims checked here, against the request's clock (the
+//! host's, which tests set), with messages a user can act on, the same on every host. Only
 //! asymmetric algorithms are taken: a token signed with HMAC (the public key as a secret) or
-//! `alg: none` is refused before any key is looked at.
+//! `alg: none` is refused before any key is looked at. The signature itself is checked by the
+//! host's cryptography ([`Signatures`]): aws-lc-rs through `jsonwebtoken` natively
+//! ([`NativeSignatures`], feature `tokens`), WebCrypto on the Worker, which checks a request's
+//! token ahead, asynchronously, as WebCrypto does ([`Identity::signed`] says what to check).
 
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
-use jsonwebtoken::jwk::Jwk;
-use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
+use serde_json::Value as Json;
+use sha2::{Digest, Sha256};
 
 use crate::auth::unix;
-use crate::identity::{Access, Assignment, DEV_TENANT, Identity, Issuer, KeySource, dev_issuer};
+use crate::identity::{Access, Assignment, Identity, Issuer};
+
+#[cfg(feature = "tokens")]
+mod dev_issuer;
+#[cfg(feature = "tokens")]
+pub use dev_issuer::DevIssuer;
 
 /// The longest token taken, in bytes (Entra's access tokens are 1 to 3 KiB; a group-heavy one
 /// stays under 8 KiB).
@@ -48,6 +58,8 @@ pub enum TokenError {
     Tenant(String),
     /// It names no principal (`oid`).
     NoPrincipal,
+    /// This host checks no signatures (it was given no [`Signatures`]).
+    Unverifiable,
 }
 
 impl fmt::Display for TokenError {
@@ -82,6 +94,10 @@ impl fmt::Display for TokenError {
                 "Tenant validation failed: the token's tenant {tid:?} is not its issuer's."
             ),
             Self::NoPrincipal => write!(f, "The token names no principal (oid)."),
+            Self::Unverifiable => write!(
+                f,
+                "Signature validation failed: this server checks no token's signature."
+            ),
         }
     }
 }
@@ -124,7 +140,213 @@ pub struct Carried {
     pub scope: String,
 }
 
+/// The signature algorithms taken: asymmetric ones only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub enum Algorithm {
+    RS256,
+    RS384,
+    RS512,
+    PS256,
+    PS384,
+    PS512,
+    ES256,
+    ES384,
+}
+
+impl Algorithm {
+    const ALL: [Self; 8] = [
+        Self::RS256,
+        Self::RS384,
+        Self::RS512,
+        Self::PS256,
+        Self::PS384,
+        Self::PS512,
+        Self::ES256,
+        Self::ES384,
+    ];
+
+    /// Its name in a JWS header (`alg`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::RS256 => "RS256",
+            Self::RS384 => "RS384",
+            Self::RS512 => "RS512",
+            Self::PS256 => "PS256",
+            Self::PS384 => "PS384",
+            Self::PS512 => "PS512",
+            Self::ES256 => "ES256",
+            Self::ES384 => "ES384",
+        }
+    }
+
+    /// The SHA-2 it hashes with, in bits (256, 384, 512).
+    pub fn hash_bits(self) -> u16 {
+        match self {
+            Self::RS256 | Self::PS256 | Self::ES256 => 256,
+            Self::RS384 | Self::PS384 | Self::ES384 => 384,
+            Self::RS512 | Self::PS512 => 512,
+        }
+    }
+
+    /// Whether `key` (a JWK) is a key of the kind it signs with: RSA for RS and PS, the curve
+    /// of its size for ES.
+    pub fn fits(self, key: &Json) -> bool {
+        match self {
+            Self::ES256 => key["kty"] == "EC" && key["crv"] == "P-256",
+            Self::ES384 => key["kty"] == "EC" && key["crv"] == "P-384",
+            _ => key["kty"] == "RSA",
+        }
+    }
+}
+
+/// A signature to check: `signature` over `input` (a token's header and claims, as sent) by
+/// `key` (a JWK of a trusted issuer, of the kind `alg` signs with).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Signed {
+    /// The algorithm.
+    pub alg: Algorithm,
+    /// The key, a JWK.
+    pub key: Json,
+    /// What was signed.
+    pub input: String,
+    /// The signature (an ES signature is `r || s`, as JWS and WebCrypto have it).
+    pub signature: Vec<u8>,
+}
+
+impl Signed {
+    /// A digest of all of it (algorithm, key, input, signature): what a host that checked the
+    /// signature ahead remembers it by.
+    pub fn fingerprint(&self) -> [u8; 32] {
+        let mut digest = Sha256::new();
+        for part in [
+            self.alg.name().as_bytes(),
+            self.key.to_string().as_bytes(),
+            self.input.as_bytes(),
+            &self.signature,
+        ] {
+            digest.update((part.len() as u64).to_be_bytes());
+            digest.update(part);
+        }
+        digest.finalize().into()
+    }
+}
+
+/// The host's cryptography: whether a signature holds.
+pub trait Signatures: Send + Sync + fmt::Debug {
+    /// Whether `signed.signature` is `signed.key`'s signature of `signed.input`.
+    fn verified(&self, signed: &Signed) -> bool;
+}
+
+/// Signatures checked by aws-lc-rs, through `jsonwebtoken`.
+#[cfg(feature = "tokens")]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NativeSignatures;
+
+#[cfg(feature = "tokens")]
+impl Signatures for NativeSignatures {
+    fn verified(&self, signed: &Signed) -> bool {
+        use jsonwebtoken::Algorithm as A;
+        let alg = match signed.alg {
+            Algorithm::RS256 => A::RS256,
+            Algorithm::RS384 => A::RS384,
+            Algorithm::RS512 => A::RS512,
+            Algorithm::PS256 => A::PS256,
+            Algorithm::PS384 => A::PS384,
+            Algorithm::PS512 => A::PS512,
+            Algorithm::ES256 => A::ES256,
+            Algorithm::ES384 => A::ES384,
+        };
+        let Ok(key) = serde_json::from_value::<jsonwebtoken::jwk::Jwk>(signed.key.clone()) else {
+            return false;
+        };
+        let Ok(key) = jsonwebtoken::DecodingKey::from_jwk(&key) else {
+            return false;
+        };
+        let signature = URL_SAFE_NO_PAD.encode(&signed.signature);
+        jsonwebtoken::crypto::verify(&signature, signed.input.as_bytes(), &key, alg)
+            .unwrap_or(false)
+    }
+}
+
+/// The token an `Authorization` header carries, if it carries one: Storage's
+/// `Bearer {token}`, or Cosmos DB's `type=aad&ver=1.0&sig={token}` (percent-encoded, as its
+/// SDKs send it). What a host that checks signatures ahead checks; each service reads its own
+/// header for what it decides.
+pub fn carried(authorization: &str) -> Option<String> {
+    if let Some(token) = authorization.strip_prefix("Bearer ") {
+        return Some(token.trim().to_owned());
+    }
+    let decoded = percent_encoding::percent_decode_str(authorization).decode_utf8_lossy();
+    let pairs = || decoded.split('&').filter_map(|pair| pair.split_once('='));
+    match pairs().any(|pair| pair == ("type", "aad")) {
+        true => pairs()
+            .find(|(name, _)| *name == "sig")
+            .map(|(_, t)| t.to_owned()),
+        false => None,
+    }
+}
+
+/// A token's header, as read.
+#[derive(Deserialize)]
+struct Header {
+    alg: String,
+    #[serde(default)]
+    kid: Option<String>,
+}
+
+/// The bytes a part of a token encodes (base64url, unpadded).
+fn decoded(part: &str, what: &str) -> Result<Vec<u8>, TokenError> {
+    (URL_SAFE_NO_PAD.decode(part))
+        .map_err(|e| TokenError::Malformed(format!("its {what} is not base64url: {e}")))
+}
+
 impl Identity {
+    /// What of `token` its signature must hold for, by which trusted issuer's key: what a host
+    /// whose cryptography is asynchronous (the Worker's WebCrypto) checks ahead of
+    /// [`Identity::verify`].
+    pub fn signed(&self, token: &str) -> Result<Signed, TokenError> {
+        self.taken_apart(token).map(|(_, signed, _)| signed)
+    }
+
+    /// `token`'s issuer, what its signature must hold for, and its claims, still encoded.
+    fn taken_apart<'t>(&self, token: &'t str) -> Result<(&Issuer, Signed, &'t str), TokenError> {
+        if token.len() > MAX_TOKEN {
+            return Err(TokenError::TooLarge(token.len()));
+        }
+        let mut parts = token.split('.');
+        let (Some(header), Some(claims), Some(signature), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(TokenError::Malformed(
+                "a JWT is three parts, header.claims.signature".into(),
+            ));
+        };
+        let header: Header = serde_json::from_slice(&decoded(header, "header")?)
+            .map_err(|e| TokenError::Malformed(format!("its header: {e}")))?;
+        let alg = (Algorithm::ALL.into_iter())
+            .find(|a| a.name() == header.alg)
+            .ok_or_else(|| TokenError::Algorithm(header.alg.clone()))?;
+        let kid = (header.kid)
+            .ok_or_else(|| TokenError::Malformed("its header names no key (kid)".into()))?;
+        let (issuer, key) = (self.issuers.iter())
+            .find_map(|issuer| Some((issuer, issuer.key(&kid)?)))
+            .ok_or_else(|| TokenError::UnknownKey(kid.clone()))?;
+        if !alg.fits(&key) {
+            return Err(TokenError::Algorithm(format!(
+                "{} with this key",
+                alg.name()
+            )));
+        }
+        let signed = Signed {
+            alg,
+            key,
+            input: token[..token.len() - signature.len() - 1].to_owned(),
+            signature: decoded(signature, "signature")?,
+        };
+        Ok((issuer, signed, claims))
+    }
+
     /// What `token` allows in `account`, if a trusted issuer signed it for one of `audiences`
     /// (the service's own; this identity's configured ones are added) and it holds at `now`.
     pub fn verify(
@@ -134,40 +356,13 @@ impl Identity {
         account: &str,
         now: SystemTime,
     ) -> Result<Access, TokenError> {
-        if token.len() > MAX_TOKEN {
-            return Err(TokenError::TooLarge(token.len()));
+        let (issuer, signed, claims) = self.taken_apart(token)?;
+        let signatures = self.signatures.as_deref().ok_or(TokenError::Unverifiable)?;
+        if !signatures.verified(&signed) {
+            return Err(TokenError::Signature);
         }
-        let header =
-            jsonwebtoken::decode_header(token).map_err(|e| TokenError::Malformed(e.to_string()))?;
-        use Algorithm::*;
-        if !matches!(
-            header.alg,
-            RS256 | RS384 | RS512 | PS256 | PS384 | PS512 | ES256 | ES384
-        ) {
-            return Err(TokenError::Algorithm(format!("{:?}", header.alg)));
-        }
-        let kid = (header.kid)
-            .ok_or_else(|| TokenError::Malformed("its header names no key (kid)".into()))?;
-        let (issuer, key) = (self.issuers.iter())
-            .find_map(|issuer| Some((issuer, issuer.key(&kid)?)))
-            .ok_or_else(|| TokenError::UnknownKey(kid.clone()))?;
-        let key: Jwk =
-            serde_json::from_value(key).map_err(|_| TokenError::UnknownKey(kid.clone()))?;
-        let key = DecodingKey::from_jwk(&key).map_err(|_| TokenError::UnknownKey(kid))?;
-        let mut validation = Validation::new(header.alg);
-        validation.validate_exp = false;
-        validation.validate_nbf = false;
-        validation.validate_aud = false;
-        validation.required_spec_claims.clear();
-        let claims = jsonwebtoken::decode::<Claims>(token, &key, &validation)
-            .map_err(|e| match e.kind() {
-                jsonwebtoken::errors::ErrorKind::InvalidSignature => TokenError::Signature,
-                jsonwebtoken::errors::ErrorKind::InvalidAlgorithm => {
-                    TokenError::Algorithm(format!("{:?} with this key", header.alg))
-                }
-                _ => TokenError::Malformed(e.to_string()),
-            })?
-            .claims;
+        let claims: Claims = serde_json::from_slice(&decoded(claims, "claims")?)
+            .map_err(|e| TokenError::Malformed(format!("its claims: {e}")))?;
         if claims.iss != issuer.issuer {
             return Err(TokenError::Issuer(claims.iss));
         }
@@ -225,67 +420,5 @@ impl Identity {
     }
 }
 
-/// The development issuer: a key of the server's own (a P-256 key, PKCS#8 PEM) that signs
-/// tokens the server trusts, each carrying the roles it was minted with.
-pub struct DevIssuer {
-    key: EncodingKey,
-    public: Jwk,
-}
-
-impl DevIssuer {
-    /// The issuer of this private key.
-    pub fn from_pem(pem: &[u8]) -> Result<Self, String> {
-        let key = EncodingKey::from_ec_pem(pem)
-            .map_err(|e| format!("the development issuer's key: {e}"))?;
-        let mut public = Jwk::from_encoding_key(&key, Algorithm::ES256)
-            .map_err(|e| format!("the development issuer's key: {e}"))?;
-        let kid = public.thumbprint(jsonwebtoken::jwk::ThumbprintHash::SHA256);
-        public.common.key_id = Some(kid);
-        Ok(Self { key, public })
-    }
-
-    /// The trusted issuer entry of this key.
-    pub fn issuer(&self) -> Issuer {
-        let keys = serde_json::json!({ "keys": [self.public] });
-        let tenant = Some(DEV_TENANT.to_owned());
-        let mut issuer = Issuer::new(dev_issuer(), tenant, keys, KeySource::Given)
-            .expect("a key set of one key");
-        issuer.development = true;
-        issuer
-    }
-
-    /// Its public key, as a JWK.
-    pub fn public(&self) -> &Jwk {
-        &self.public
-    }
-
-    /// A token for `principal`, for `audience`, valid from `now` for `lifetime`, carrying
-    /// `roles`.
-    pub fn mint(
-        &self,
-        principal: &str,
-        audience: &str,
-        roles: Vec<Carried>,
-        now: SystemTime,
-        lifetime: Duration,
-    ) -> String {
-        let now = unix(now);
-        let claims = Claims {
-            iss: dev_issuer(),
-            aud: audience.into(),
-            exp: Some(now + lifetime.as_secs() as i64),
-            nbf: Some(now),
-            iat: Some(now),
-            tid: Some(DEV_TENANT.to_owned()),
-            oid: Some(principal.to_owned()),
-            sub: Some(principal.to_owned()),
-            ifmatch_roles: roles,
-        };
-        let mut header = Header::new(Algorithm::ES256);
-        header.kid = self.public.common.key_id.clone();
-        jsonwebtoken::encode(&header, &claims, &self.key).expect("an ES256 key signs")
-    }
-}
-
-#[cfg(test)]
+#[cfg(all(test, feature = "tokens"))]
 mod tests;

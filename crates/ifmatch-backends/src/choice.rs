@@ -173,6 +173,21 @@ impl Choice {
         out
     }
 
+    /// The tables a fleet shares (in Redis, in a bucket), opened alone, without the data
+    /// directory; `None` when the tables are the data directory's own (one server's).
+    pub async fn shared_tables(&self) -> io::Result<Option<AnyTables>> {
+        match &self.records {
+            RecordsAt::Local => Ok(None),
+            #[cfg(feature = "redis")]
+            RecordsAt::Redis(url) => Ok(Some(redis(url, self.redis_replicas).await?.1)),
+            #[cfg(feature = "bucket")]
+            RecordsAt::Bucket(url) => {
+                let (store, prefix) = bucket_at(url)?;
+                Ok(Some(bucket(url, &store, &prefix).await?.1))
+            }
+        }
+    }
+
     /// Opens the backends. The data directory is opened as the pair needs: whole and locked
     /// for one embedded server; shared by every instance when records are in Redis and bytes
     /// on its disk; this instance's local state alone when bytes are in an object store.
@@ -219,9 +234,7 @@ impl Choice {
             }
             #[cfg(feature = "bucket")]
             (RecordsAt::Bucket(url), objects) => {
-                let (store, prefix) = crate::bucket::store_at(url).map_err(|e| {
-                    io::Error::new(io::ErrorKind::InvalidInput, format!("--backend {url}: {e}"))
-                })?;
+                let (store, prefix) = bucket_at(url)?;
                 let (records, tables) = bucket(url, &store, &prefix).await?;
                 // The bytes in the same bucket, unless --store names another place.
                 let objects = match objects {
@@ -329,6 +342,15 @@ async fn redis(url: &str, replicas: usize) -> io::Result<(AnyRecords, AnyTables)
     let tables = ifmatch_redis::RedisTables::new(connection.clone(), "ifmatch:");
     let records = ifmatch_redis::RedisRecords::new(connection, "ifmatch:");
     Ok((AnyRecords::Redis(records), AnyTables::Redis(tables)))
+}
+
+/// The object store a bucket `--backend` names, and the prefix under which it keeps all.
+#[cfg(feature = "bucket")]
+fn bucket_at(
+    url: &str,
+) -> io::Result<(Arc<dyn object_store::ObjectStore>, object_store::path::Path)> {
+    crate::bucket::store_at(url)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("--backend {url}: {e}")))
 }
 
 /// The records and the tables in the object store `store` (named by `url`), under `prefix`'s

@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use ifmatch_azure::Accounts;
+use ifmatch_azure::token::DevIssuer;
 use ifmatch_blob::DEFAULT_MAX_BODY;
 use ifmatch_server::https::Certificate;
 use ifmatch_server::proxy::ProxyOptions;
@@ -108,6 +109,14 @@ struct TokenArgs {
     /// The data directory of the server that is to take it.
     #[arg(long, env = "IFMATCH_DATA", default_value = "./data")]
     data: PathBuf,
+    /// The --backend of the fleet that is to take it (Redis, a bucket): its development
+    /// issuer is kept there, for every instance.
+    #[arg(long, env = "IFMATCH_BACKEND")]
+    backend: Option<String>,
+    /// Print the development issuer's public keys (a JSON Web Key Set) instead of a token:
+    /// what the Worker is given to take its tokens (`DEV_ISSUER_JWKS`).
+    #[arg(long, conflicts_with_all = ["role", "principal", "audience"])]
+    jwks: bool,
 }
 
 #[derive(clap::Args)]
@@ -473,7 +482,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Check(args) => check(args),
         Command::Lock(args) => lock(args, true).await,
         Command::Leader(args) => lock(args, false).await,
-        Command::Token(args) => token(args),
+        Command::Token(args) => token(args).await,
         Command::LockWatch(args) => {
             let grace = grace(args.grace)?;
             std::process::exit(ifmatch_server::lock::watch(grace).await)
@@ -493,9 +502,14 @@ async fn lock(args: LockArgs, with_timeout: bool) -> anyhow::Result<()> {
     std::process::exit(code);
 }
 
-fn token(args: TokenArgs) -> anyhow::Result<()> {
+async fn token(args: TokenArgs) -> anyhow::Result<()> {
     use ifmatch_azure::token::Carried;
-    let issuer = ifmatch_server::identity::dev_issuer(&args.data)?;
+    let choice = ifmatch_server::Choice::parse(&args.data, args.backend.as_deref(), None)?;
+    let issuer = ifmatch_server::identity::dev_issuer(&choice, &args.data).await?;
+    if args.jwks {
+        println!("{}", issuer.jwks());
+        return Ok(());
+    }
     let cosmos = !args.role.is_empty() && args.role.iter().all(|r| r.starts_with("Cosmos"));
     let audience = args.audience.unwrap_or_else(|| match cosmos {
         true => "https://cosmos.azure.com".into(),
@@ -538,8 +552,9 @@ fn check(args: Check) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// What `ifmatch serve` is told, as the server's options.
-fn serve_options(args: &Serve) -> anyhow::Result<ifmatch_server::Options> {
+/// What `ifmatch serve` is told, as the server's options; `issuer` is the development issuer
+/// of its backends.
+fn serve_options(args: &Serve, issuer: &DevIssuer) -> anyhow::Result<ifmatch_server::Options> {
     let mut options = ifmatch_server::Options::default().max_body(args.max_body);
     options.cache_capacity = args.cache_capacity;
     options.cache_bytes = args.cache_bytes;
@@ -563,7 +578,7 @@ fn serve_options(args: &Serve) -> anyhow::Result<ifmatch_server::Options> {
         }
         (None, None) => Accounts::default(),
     };
-    let identity = ifmatch_server::identity::identity(&args.data, args.identity.as_deref())?;
+    let identity = ifmatch_server::identity::identity(issuer, args.identity.as_deref())?;
     options.accounts = options
         .accounts
         .with_identity(std::sync::Arc::new(identity));
@@ -596,7 +611,15 @@ fn scheme_of(tls: &Tls) -> &'static str {
 type Tls = Option<std::sync::Arc<rustls::ServerConfig>>;
 
 async fn serve(args: Serve) -> anyhow::Result<()> {
-    let options = serve_options(&args)?;
+    // The backends, from their URLs, parsed once: one way to open them, whichever they are.
+    let choice =
+        ifmatch_server::Choice::parse(&args.data, args.backend.as_deref(), args.store.as_deref())?
+            .with_redis_replicas(args.replicas.redis_replicas)?;
+    let what = choice.describe();
+    let issuer = ifmatch_server::identity::dev_issuer(&choice, &args.data)
+        .await
+        .with_context(|| format!("the development issuer of {what}"))?;
+    let options = serve_options(&args, &issuer)?;
     if let Some(identity) = options.accounts.identity() {
         tokio::spawn(ifmatch_server::identity::keep_keys(identity));
     }
@@ -648,11 +671,6 @@ async fn serve(args: Serve) -> anyhow::Result<()> {
             "--anonymous: requests without credentials may change anything; for development only"
         );
     }
-    // The backends, from their URLs, parsed once: one way to open them, whichever they are.
-    let choice =
-        ifmatch_server::Choice::parse(&args.data, args.backend.as_deref(), args.store.as_deref())?
-            .with_redis_replicas(args.replicas.redis_replicas)?;
-    let what = choice.describe();
     let served = ifmatch_server::open_backends(&choice, options.clone())
         .await
         .with_context(|| format!("opening {what}"))?;

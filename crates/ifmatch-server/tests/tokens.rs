@@ -10,6 +10,16 @@ use std::path::Path;
 
 /// `ifmatch serve --https` over `data`, its blob, queue, table and Cosmos ports.
 fn serve(data: &Path, https: bool) -> (common::Process, [u16; 4]) {
+    serve_with(data, https, &[], &[])
+}
+
+/// [`serve`] with `args` more and the environment `vars`.
+fn serve_with(
+    data: &Path,
+    https: bool,
+    args: &[&str],
+    vars: &[(&str, &str)],
+) -> (common::Process, [u16; 4]) {
     let ports = [
         common::free_port(),
         common::free_port(),
@@ -17,7 +27,8 @@ fn serve(data: &Path, https: bool) -> (common::Process, [u16; 4]) {
         common::free_port(),
     ];
     let mut command = std::process::Command::new(common::binary());
-    command.arg("serve").arg("--data").arg(data);
+    command.arg("serve").arg("--data").arg(data).args(args);
+    command.envs(vars.iter().copied());
     if https {
         command.arg("--https");
     }
@@ -47,15 +58,102 @@ fn serve(data: &Path, https: bool) -> (common::Process, [u16; 4]) {
 
 /// A token of `data`'s development issuer with `args` (`--role`, `--scope`, ...).
 fn token(data: &Path, args: &[&str]) -> String {
+    token_with(data, args, &[])
+}
+
+/// [`token`] with the environment `vars`.
+fn token_with(data: &Path, args: &[&str], vars: &[(&str, &str)]) -> String {
     let output = std::process::Command::new(common::binary())
         .arg("token")
         .arg("--data")
         .arg(data)
         .args(args)
+        .envs(vars.iter().copied())
         .output()
         .unwrap();
     assert!(output.status.success(), "{output:?}");
     String::from_utf8(output.stdout).unwrap().trim().to_owned()
+}
+
+/// Two instances of a fleet over `backend` (with the environment `vars`), each with a data
+/// directory of its own, take the tokens `ifmatch token --backend` mints, whichever made the
+/// fleet's development issuer, and judge them by their roles alike; a token of one instance's
+/// own data directory's issuer is no fleet's.
+async fn a_fleet_takes_the_tokens_its_backend_mints(backend: &str, vars: &[(&str, &str)]) {
+    let dirs = [(); 3].map(|_| tempfile::tempdir().unwrap());
+    let flags = ["--backend", backend];
+    // Started at once: both make the fleet's issuer, and agree on one.
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| serve_with(dirs[0].path(), true, &flags, vars));
+        let b = s.spawn(|| serve_with(dirs[1].path(), true, &flags, vars));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    let mut client = reqwest::Client::builder();
+    for dir in &dirs[..2] {
+        let root = std::fs::read(dir.path().join("tls/cert.pem")).unwrap();
+        client = client.add_root_certificate(reqwest::Certificate::from_pem(&root).unwrap());
+    }
+    let client = client.build().unwrap();
+    let at = |port: u16, path: &str| format!("https://localhost:{port}/{}{path}", common::ACCOUNT);
+    let send = |method: reqwest::Method, url: String, token: &str| {
+        client
+            .request(method, url)
+            .header("authorization", format!("Bearer {token}"))
+            .header("x-ms-version", "2021-08-06")
+            .send()
+    };
+    let fleet = ["--backend", backend];
+    let mint = |role: &str| {
+        let args = [&fleet[..], &["--role", role]].concat();
+        token_with(dirs[2].path(), &args, vars)
+    };
+    let (writer, reader) = (
+        mint("Storage Blob Data Contributor"),
+        mint("Storage Blob Data Reader"),
+    );
+    let put = reqwest::Method::PUT;
+    let made = send(
+        put.clone(),
+        at(a.1[0], "/minted?restype=container"),
+        &writer,
+    );
+    assert_eq!(
+        made.await.unwrap().status(),
+        201,
+        "A takes the fleet's token"
+    );
+    let listed = send(reqwest::Method::GET, at(b.1[0], "?comp=list"), &reader).await;
+    let listed = listed.unwrap();
+    assert_eq!(listed.status(), 200, "B takes the fleet's token");
+    assert!(listed.text().await.unwrap().contains("<Name>minted</Name>"));
+    let refused = send(put.clone(), at(b.1[0], "/read?restype=container"), &reader).await;
+    let refused = refused.unwrap();
+    assert_eq!(refused.status(), 403, "a reader's token writes nothing");
+    assert_eq!(
+        refused.headers()["x-ms-error-code"],
+        "AuthorizationPermissionMismatch"
+    );
+    // The issuer of A's own data directory (an `ifmatch token` without --backend) is no one
+    // the fleet trusts.
+    let own = token(dirs[0].path(), &["--role", "Storage Blob Data Owner"]);
+    for port in [a.1[0], b.1[0]] {
+        let answer = send(put.clone(), at(port, "/own?restype=container"), &own).await;
+        assert_eq!(answer.unwrap().status(), 401);
+    }
+    let jwks = |dir: &Path| token_with(dir, &[&fleet[..], &["--jwks"]].concat(), vars);
+    assert_eq!(jwks(dirs[0].path()), jwks(dirs[1].path()), "one issuer");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_over_redis_takes_the_tokens_its_backend_mints() {
+    let redis = ifmatch_redis::testing::RedisServer::start();
+    a_fleet_takes_the_tokens_its_backend_mints(&redis.url(), &[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_over_a_bucket_takes_the_tokens_its_backend_mints() {
+    let bucket = common::Bucket::start().await;
+    a_fleet_takes_the_tokens_its_backend_mints(&bucket.url("ifmatch"), &bucket.vars()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,8 +1,12 @@
 //! Tokens of every kind a client may send, good and bad, each refused as its fault says.
 
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
 use super::*;
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use crate::identity::{DEV_TENANT, dev_issuer};
+use jsonwebtoken::jwk::Jwk;
+use jsonwebtoken::{EncodingKey, Header};
 
 const STORAGE: &str = "https://storage.azure.com";
 const READ: &str = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/read";
@@ -41,7 +45,7 @@ fn claims(now: SystemTime) -> serde_json::Value {
 }
 
 fn kid() -> String {
-    dev().public.common.key_id.unwrap()
+    dev().public().common.key_id.clone().unwrap()
 }
 
 #[test]
@@ -202,7 +206,7 @@ fn malformed_and_oversized_tokens_are_refused_without_a_panic() {
 fn a_configured_issuers_rs256_tokens_are_judged_by_the_files_assignments_alone() {
     let now = SystemTime::now();
     let key = EncodingKey::from_rsa_pem(include_bytes!("test-rsa.pem")).unwrap();
-    let mut public = Jwk::from_encoding_key(&key, Algorithm::RS256).unwrap();
+    let mut public = Jwk::from_encoding_key(&key, jsonwebtoken::Algorithm::RS256).unwrap();
     public.common.key_id = Some("entra-1".into());
     let keys = serde_json::json!({"keys": [public]}).to_string();
     let config = r#"{
@@ -233,4 +237,81 @@ fn a_configured_issuers_rs256_tokens_are_judged_by_the_files_assignments_alone()
     let dev_token = dev().mint("app", STORAGE, reader(), now, Duration::from_secs(60));
     let refused = identity.verify(&dev_token, &[STORAGE.into()], "devstoreaccount1", now);
     assert!(matches!(refused, Err(TokenError::UnknownKey(_))));
+}
+
+/// A host whose cryptography is asynchronous (the Worker's WebCrypto): it checks a token's
+/// signature ahead ([`Identity::signed`]) and answers for those it checked.
+#[derive(Debug, Default)]
+struct Ahead(Mutex<HashSet<[u8; 32]>>);
+
+impl Signatures for Ahead {
+    fn verified(&self, signed: &Signed) -> bool {
+        self.0.lock().unwrap().contains(&signed.fingerprint())
+    }
+}
+
+#[test]
+fn a_host_that_checks_signatures_ahead_takes_what_it_checked_and_nothing_else() {
+    let now = SystemTime::now();
+    let ahead = Arc::new(Ahead::default());
+    let identity = identity().with_signatures(ahead.clone());
+    let token = dev().mint("p", STORAGE, reader(), now, Duration::from_secs(3600));
+    let audiences = [STORAGE.to_owned()];
+    let refused = identity.verify(&token, &audiences, "devstoreaccount1", now);
+    assert_eq!(
+        refused.unwrap_err(),
+        TokenError::Signature,
+        "not checked yet"
+    );
+    let signed = identity.signed(&token).unwrap();
+    assert_eq!(signed.alg, Algorithm::ES256);
+    assert!(
+        NativeSignatures.verified(&signed),
+        "what the host checks holds"
+    );
+    ahead.0.lock().unwrap().insert(signed.fingerprint());
+    let access = identity.verify(&token, &audiences, "devstoreaccount1", now);
+    assert!(
+        access
+            .unwrap()
+            .allows(&[READ], "/blobServices/default/containers/c")
+    );
+    // Another token (the claims changed under the same signature) is not the one checked.
+    let (head, rest) = token.split_once('.').unwrap();
+    let (_, signature) = rest.split_once('.').unwrap();
+    let mut richer = claims(now);
+    richer["ifmatch_roles"] =
+        serde_json::json!([{"role": "Storage Blob Data Owner", "scope": "/"}]);
+    let forged = format!(
+        "{head}.{}.{signature}",
+        URL_SAFE_NO_PAD.encode(richer.to_string())
+    );
+    let forged = identity.verify(&forged, &audiences, "devstoreaccount1", now);
+    assert_eq!(forged.unwrap_err(), TokenError::Signature);
+    // A key of another kind than the header's algorithm says is refused before any check.
+    let rsa_header = URL_SAFE_NO_PAD.encode(format!(r#"{{"alg":"RS256","kid":"{}"}}"#, kid()));
+    let mismatched = format!("{rsa_header}.{}", rest);
+    assert!(matches!(
+        identity.signed(&mismatched),
+        Err(TokenError::Algorithm(_))
+    ));
+}
+
+#[test]
+fn the_token_a_header_carries_is_found_in_each_services_form() {
+    assert_eq!(
+        carried("Bearer abc.def.ghi ").as_deref(),
+        Some("abc.def.ghi")
+    );
+    let cosmos = "type%3Daad%26ver%3D1.0%26sig%3Dabc.def.ghi";
+    assert_eq!(carried(cosmos).as_deref(), Some("abc.def.ghi"));
+    for none in [
+        "SharedKey devstoreaccount1:c2ln",
+        "type%3Dmaster%26ver%3D1.0%26sig%3Dc2ln",
+        "type=resource&ver=1.0&sig=abc",
+        "bearer",
+        "",
+    ] {
+        assert_eq!(carried(none), None, "{none}");
+    }
 }
