@@ -472,7 +472,7 @@ pub(crate) fn optional_time(query: &QueryPairs, name: &str) -> Result<Option<i64
 /// Unix seconds of `YYYY-MM-DD`, `YYYY-MM-DDThh:mmZ` or `YYYY-MM-DDThh:mm:ss[.fff]Z`, the
 /// forms a SAS may carry. (No crate of this workspace reads ISO 8601; `httpdate` reads only
 /// HTTP's own format.)
-pub(crate) fn iso8601(text: &str) -> Option<i64> {
+pub fn iso8601(text: &str) -> Option<i64> {
     let number = |s: &str| -> Option<i64> {
         s.bytes()
             .all(|b| b.is_ascii_digit())
@@ -500,7 +500,8 @@ pub(crate) fn iso8601(text: &str) -> Option<i64> {
     Some(days * 86_400 + h * 3600 + min * 60 + s)
 }
 
-pub(crate) fn unix(time: SystemTime) -> i64 {
+/// Seconds since 1970 of `time` (negative before).
+pub fn unix(time: SystemTime) -> i64 {
     match time.duration_since(SystemTime::UNIX_EPOCH) {
         Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
         Err(e) => -i64::try_from(e.duration().as_secs()).unwrap_or(i64::MAX),

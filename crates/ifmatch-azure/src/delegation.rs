@@ -18,7 +18,7 @@ use sha2::Sha256;
 use crate::account::Account;
 use crate::auth::{Denied, QueryPairs, denied, failed, iso8601, unix};
 use crate::error_code::ErrorCode;
-use crate::identity::Access;
+use crate::identity::{Access, Assignment};
 
 /// The longest a delegation key holds: seven days from the request.
 pub const MAX_LIFETIME: i64 = 7 * 86_400;
@@ -130,13 +130,15 @@ pub fn issue(
 
 /// What a user delegation SAS in `query` allows its bearer, if its signature is one of
 /// `texts` (the strings-to-sign of the layouts its version may have) under a key this account
-/// gave, and that key holds at `now`: the delegating principal's access now. A field the server
-/// does not check yet (a delegated user, signed request headers or parameters) is refused, never
-/// ignored.
+/// gave, and that key holds at `now`: the delegating principal's access now, `carried` being
+/// the assignments its development token carried when it got a key (see
+/// [`Identity::delegating_access`](crate::identity::Identity::delegating_access)). A field the
+/// server does not check yet (a delegated user, signed request headers or parameters) is
+/// refused, never ignored.
 pub fn check(
     account: &Account,
     query: &QueryPairs,
-    texts: &[String],
+    (texts, carried): (&[String], &[Assignment]),
     now: SystemTime,
 ) -> Result<Access, Denied> {
     let field = |name: &str| query.get(name).unwrap_or_default();
@@ -193,7 +195,7 @@ pub fn check(
     let identity = account
         .identity()
         .ok_or_else(|| failed("this server takes no Entra ID principals"))?;
-    Ok(identity.delegating_access(&oid, account.name()))
+    Ok(identity.delegating_access(&oid, account.name(), carried))
 }
 
 #[cfg(test)]
@@ -201,7 +203,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::identity::{Assignment, Identity};
+    use crate::identity::Identity;
 
     #[test]
     fn a_key_holds_seven_days_at_most_and_signs_only_within_its_window() {
@@ -239,39 +241,23 @@ mod tests {
             .unwrap();
             QueryPairs::of(&uri)
         };
-        // The principal's assignments are what its tokens last carried.
-        identity.learn("p", &carried);
-        let checked = check(
+        let texts = std::slice::from_ref(&text);
+        let read = ["Microsoft.Storage/storageAccounts/blobServices/containers/blobs/read"];
+        let checked = check(account, &query(&signature, ""), (texts, &carried), now);
+        assert!(checked.unwrap().allows(&read, "/x"));
+        // A principal whose roles the service did not keep may do nothing by it.
+        let unknown = check(account, &query(&signature, ""), (texts, &[]), now);
+        assert!(!unknown.unwrap().allows(&read, "/x"));
+        let other = crate::auth::sign(b"another key", &text);
+        assert!(check(account, &query(&other, ""), (texts, &carried), now).is_err());
+        let later = now + Duration::from_secs(MAX_LIFETIME as u64);
+        assert!(check(account, &query(&signature, ""), (texts, &carried), later).is_err());
+        let delegated = check(
             account,
-            &query(&signature, ""),
-            std::slice::from_ref(&text),
+            &query(&signature, "&sduoid=x"),
+            (texts, &carried),
             now,
         );
-        assert!(checked.unwrap().allows(
-            &["Microsoft.Storage/storageAccounts/blobServices/containers/blobs/read"],
-            "/x"
-        ));
-        let other = crate::auth::sign(b"another key", &text);
-        assert!(
-            check(
-                account,
-                &query(&other, ""),
-                std::slice::from_ref(&text),
-                now
-            )
-            .is_err()
-        );
-        let later = now + Duration::from_secs(MAX_LIFETIME as u64);
-        assert!(
-            check(
-                account,
-                &query(&signature, ""),
-                std::slice::from_ref(&text),
-                later
-            )
-            .is_err()
-        );
-        let delegated = check(account, &query(&signature, "&sduoid=x"), &[text], now);
         assert!(delegated.unwrap_err().detail.contains("sduoid"));
     }
 

@@ -16,12 +16,11 @@
 //! }
 //! ```
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::roles::{self, RoleDefinition};
 use crate::token::Signatures;
@@ -136,7 +135,7 @@ impl Issuer {
 }
 
 /// A role assigned to a principal (its object id, `oid`) at a scope.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Assignment {
     /// The principal's object id.
     #[serde(alias = "principalId")]
@@ -161,16 +160,9 @@ pub struct Identity {
     pub(crate) audiences: Vec<String>,
     roles: Vec<RoleDefinition>,
     assignments: Vec<Assignment>,
-    /// The assignments development tokens carried, by principal, as last seen: what a user
-    /// delegation SAS of such a principal is judged by (their only record).
-    learned: Arc<Mutex<HashMap<String, Vec<Assignment>>>>,
     /// What checks a token's signature: the host's cryptography.
     pub(crate) signatures: Option<Arc<dyn Signatures>>,
 }
-
-/// How many principals' carried assignments are remembered (then forgotten all at once: a
-/// principal presents a token again).
-const LEARNED: usize = 10_000;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -210,7 +202,6 @@ impl Identity {
             audiences: Vec::new(),
             roles: roles::built_in(),
             assignments: Vec::new(),
-            learned: Arc::default(),
             signatures: native_signatures(),
         }
     }
@@ -315,34 +306,21 @@ impl Identity {
         Access {
             principal: principal.to_owned(),
             tenant: String::new(),
+            carried: carried.to_vec(),
             grants,
         }
     }
 
-    /// Remembers the assignments a development token of `principal` carried.
-    pub fn learn(&self, principal: &str, carried: &[Assignment]) {
-        let mut learned = self.learned.lock().unwrap_or_else(|e| e.into_inner());
-        // Each request of a principal's token carries the same: written once.
-        if learned
-            .get(principal)
-            .is_some_and(|known| known.as_slice() == carried)
-        {
-            return;
-        }
-        if learned.len() >= LEARNED && !learned.contains_key(principal) {
-            learned.clear();
-        }
-        learned.insert(principal.to_owned(), carried.to_vec());
-    }
-
     /// What `principal` may do in `account` now, without a token of theirs at hand (a user
-    /// delegation SAS they signed): the file's assignments, and those their development
-    /// tokens carried, as last seen.
-    pub fn delegating_access(&self, principal: &str, account: &str) -> Access {
-        let learned = self.learned.lock().unwrap_or_else(|e| e.into_inner());
-        let carried = learned.get(principal).cloned().unwrap_or_default();
-        drop(learned);
-        self.access(principal, account, &carried)
+    /// delegation SAS they signed): the file's assignments, and `carried`, those their
+    /// development token carried when it got the key (which the service keeps).
+    pub fn delegating_access(
+        &self,
+        principal: &str,
+        account: &str,
+        carried: &[Assignment],
+    ) -> Access {
+        self.access(principal, account, carried)
     }
 }
 
@@ -368,6 +346,9 @@ pub struct Access {
     pub principal: String,
     /// The tenant its token named (`tid`), if it came with a token.
     pub tenant: String,
+    /// The assignments its development token carried (none for another issuer's: its
+    /// principal's are the identity file's).
+    pub carried: Vec<Assignment>,
     grants: Vec<(RoleDefinition, String)>,
 }
 

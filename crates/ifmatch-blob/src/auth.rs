@@ -9,7 +9,7 @@ use ifmatch_azure::auth::{
     Denied, Needs, QueryPairs, ResourceTypes, Signed, account_sas, check_window, credentials,
     denied, failed, shared_key_lite_string, shared_key_string, verify_sas,
 };
-use ifmatch_azure::identity::Access;
+use ifmatch_azure::identity::{Access, Assignment};
 use ifmatch_azure::{Account, ErrorCode};
 
 use crate::operation::Operation;
@@ -36,10 +36,12 @@ pub enum Scope {
 
 /// Reads a request's credentials for `account`: a Shared Key or Shared Key Lite
 /// `Authorization`, a SAS in the query, or none. A credential that is present and wrong is
-/// an error, never anonymous.
+/// an error, never anonymous. `delegator` is what the service kept of the roles of the
+/// principal a user delegation SAS names ([`crate::delegators`]).
 pub fn authenticate(
     account: &Account,
     request: Signed<'_>,
+    delegator: &[Assignment],
     now: SystemTime,
 ) -> Result<Credential, Denied> {
     let strings = |lite| {
@@ -49,7 +51,7 @@ pub fn authenticate(
             shared_key_string(account, request)
         }
     };
-    let sas = |query: &QueryPairs| sas(account, request, query, now);
+    let sas = |query: &QueryPairs| sas(account, request, (query, delegator), now);
     credentials(account, request, now, strings, sas)
 }
 
@@ -285,7 +287,7 @@ fn delegation_texts(query: &QueryPairs, canonical: &str) -> Vec<String> {
 fn sas(
     account: &Account,
     request: Signed<'_>,
-    query: &QueryPairs,
+    (query, delegator): (&QueryPairs, &[Assignment]),
     now: SystemTime,
 ) -> Result<Grant, Denied> {
     let field = |name: &str| query.get(name).unwrap_or_default();
@@ -322,7 +324,8 @@ fn sas(
         };
         if delegated {
             let texts = delegation_texts(query, &canonical);
-            let access = ifmatch_azure::delegation::check(account, query, &texts, now)?;
+            let signed = (texts.as_slice(), delegator);
+            let access = ifmatch_azure::delegation::check(account, query, signed, now)?;
             return Ok(Grant::new(
                 permissions,
                 Scope::Delegated(Box::new(scope), access),
@@ -617,7 +620,7 @@ mod tests {
                 container: "box",
                 blob: "a",
             };
-            authenticate(account, signed, now)
+            authenticate(account, signed, &[], now)
                 .map(|_| ())
                 .map_err(|d| d.detail)
         };

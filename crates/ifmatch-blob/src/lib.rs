@@ -51,6 +51,7 @@ mod checksums;
 pub mod conformance;
 pub mod container_protection;
 pub mod copy_origin;
+pub mod delegators;
 mod enumeration;
 mod front;
 mod hashing;

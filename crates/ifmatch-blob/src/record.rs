@@ -77,6 +77,10 @@ pub struct Record {
     /// ([`crate::container_protection`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protection: Option<Box<crate::container_protection::Protection>>,
+    /// An account's own `$delegators` record: the development principals whose tokens got a
+    /// user delegation key, with the roles they carried ([`crate::delegators`]).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub delegators: crate::delegators::Delegators,
 }
 
 /// A deleted blob's or container's times ([`crate::soft_delete`]), in seconds since the Unix
@@ -360,6 +364,7 @@ impl Record {
             service: None,
             feed: Vec::new(),
             protection: None,
+            delegators: BTreeMap::new(),
         }
     }
 

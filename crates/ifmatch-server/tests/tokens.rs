@@ -75,24 +75,29 @@ fn token_with(data: &Path, args: &[&str], vars: &[(&str, &str)]) -> String {
     String::from_utf8(output.stdout).unwrap().trim().to_owned()
 }
 
-/// Two instances of a fleet over `backend` (with the environment `vars`), each with a data
-/// directory of its own, take the tokens `ifmatch token --backend` mints, whichever made the
+/// Two instances of a fleet over `backend` (with the environment `vars`), with one data
+/// directory (`shared`: a Redis fleet's bytes are there) or each their own, take the tokens `ifmatch token --backend` mints, whichever made the
 /// fleet's development issuer, and judge them by their roles alike; a token of one instance's
 /// own data directory's issuer is no fleet's.
-async fn a_fleet_takes_the_tokens_its_backend_mints(backend: &str, vars: &[(&str, &str)]) {
+async fn a_fleet_takes_the_tokens_its_backend_mints(
+    backend: &str,
+    shared: bool,
+    vars: &[(&str, &str)],
+) {
     let dirs = [(); 3].map(|_| tempfile::tempdir().unwrap());
-    let flags = ["--backend", backend];
+    let data = [dirs[0].path(), dirs[usize::from(!shared)].path()];
+    // One certificate for the fleet's name, as an operator gives every instance.
+    let tls = common::TestCertificates::new();
+    let (cert, key) = (tls.cert.to_str().unwrap(), tls.key.to_str().unwrap());
+    let flags = ["--backend", backend, "--tls-cert", cert, "--tls-key", key];
     // Started at once: both make the fleet's issuer, and agree on one.
     let (a, b) = std::thread::scope(|s| {
-        let a = s.spawn(|| serve_with(dirs[0].path(), true, &flags, vars));
-        let b = s.spawn(|| serve_with(dirs[1].path(), true, &flags, vars));
+        let a = s.spawn(|| serve_with(data[0], false, &flags, vars));
+        let b = s.spawn(|| serve_with(data[1], false, &flags, vars));
         (a.join().unwrap(), b.join().unwrap())
     });
-    let mut client = reqwest::Client::builder();
-    for dir in &dirs[..2] {
-        let root = std::fs::read(dir.path().join("tls/cert.pem")).unwrap();
-        client = client.add_root_certificate(reqwest::Certificate::from_pem(&root).unwrap());
-    }
+    let root = reqwest::Certificate::from_pem(&std::fs::read(&tls.ca).unwrap()).unwrap();
+    let client = reqwest::Client::builder().add_root_certificate(root);
     let client = client.build().unwrap();
     let at = |port: u16, path: &str| format!("https://localhost:{port}/{}{path}", common::ACCOUNT);
     let send = |method: reqwest::Method, url: String, token: &str| {
@@ -141,19 +146,28 @@ async fn a_fleet_takes_the_tokens_its_backend_mints(backend: &str, vars: &[(&str
         assert_eq!(answer.unwrap().status(), 401);
     }
     let jwks = |dir: &Path| token_with(dir, &[&fleet[..], &["--jwks"]].concat(), vars);
-    assert_eq!(jwks(dirs[0].path()), jwks(dirs[1].path()), "one issuer");
+    assert_eq!(jwks(dirs[0].path()), jwks(dirs[2].path()), "one issuer");
+    // A user delegation key got through one instance signs SAS the other judges alike.
+    let args = [at(a.1[0], ""), at(b.1[0], ""), writer, reader];
+    let script = move || {
+        let vars = [("REQUESTS_CA_BUNDLE", tls.ca.as_os_str())];
+        let tally = "python fleet delegation: 2 passed";
+        common::python_script_with("fleet_delegation.py", &args, &vars, tally);
+    };
+    tokio::task::spawn_blocking(script).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_over_redis_takes_the_tokens_its_backend_mints() {
     let redis = ifmatch_redis::testing::RedisServer::start();
-    a_fleet_takes_the_tokens_its_backend_mints(&redis.url(), &[]).await;
+    a_fleet_takes_the_tokens_its_backend_mints(&redis.url(), true, &[]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_over_a_bucket_takes_the_tokens_its_backend_mints() {
     let bucket = common::Bucket::start().await;
-    a_fleet_takes_the_tokens_its_backend_mints(&bucket.url("ifmatch"), &bucket.vars()).await;
+    let vars = bucket.vars();
+    a_fleet_takes_the_tokens_its_backend_mints(&bucket.url("ifmatch"), false, &vars).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -88,7 +88,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             container: &target.container,
             blob: &target.blob,
         };
-        let credential = auth::authenticate(account, signed, now)?;
+        let delegator = self.delegator(account, uri).await?;
+        let credential = auth::authenticate(account, signed, &delegator, now)?;
         let stored = self.accounts.stored(account, &target.container);
         let container = Key::Container(stored.clone());
         let blob = Key::Blob(stored.clone(), target.record_name());

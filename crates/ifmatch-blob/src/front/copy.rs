@@ -529,7 +529,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 container: &target.container,
                 blob: &target.blob,
             };
-            let credential = auth::authenticate(account, request, now)
+            let delegator = self.delegator(account, &url).await?;
+            let credential = auth::authenticate(account, request, &delegator, now)
                 .map_err(|denied| cannot(&denied.detail))?;
             auth::authorize(
                 &credential,

@@ -17,6 +17,7 @@ use super::failure::Failure;
 use super::swap::Step;
 use super::{Answered, Front};
 use crate::body::Incoming;
+use crate::delegators::{self, Delegator};
 use crate::record::Record;
 use crate::settings::{self, Settings};
 use crate::store::{Key, Objects, PutMode, Records};
@@ -85,7 +86,77 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             version,
             now,
         )?;
+        if !access.carried.is_empty() {
+            let until = ifmatch_azure::auth::iso8601(&key.expiry).unwrap_or_default();
+            self.keep_delegator(account, access, until).await?;
+        }
         Ok(xml_answer(HeaderMap::new(), key.xml()))
+    }
+
+    /// Keeps the roles `access`'s development token carried for the user delegation SAS its
+    /// principal signs with a key that holds until `until`, for every instance to read.
+    async fn keep_delegator(
+        &self,
+        account: &ifmatch_azure::Account,
+        access: &ifmatch_azure::identity::Access,
+        until: i64,
+    ) -> super::failure::Result<()> {
+        let key = self.delegators_key(account);
+        let now = self.env.now();
+        let delegator = Delegator {
+            roles: access.carried.clone(),
+            until,
+        };
+        let seconds = ifmatch_azure::auth::unix(now);
+        self.swap(&key, &HeaderMap::new(), |current| {
+            let kept = current.map(|r| &r.delegators).cloned().unwrap_or_default();
+            let Some(delegators) =
+                delegators::keeping(&kept, &access.principal, delegator.clone(), seconds)
+            else {
+                return Ok(Step::Keep);
+            };
+            let etag = ifmatch_core::strong_etag(format!("{delegators:?}").as_bytes());
+            Ok(match current {
+                Some(current) => {
+                    let mut record = current.clone();
+                    record.delegators = delegators;
+                    record.etag = etag;
+                    Step::update(record, current)
+                }
+                None => {
+                    let mut record = Record::container(etag, now);
+                    record.delegators = delegators;
+                    Step::Put(Box::new(record), PutMode::Create)
+                }
+            })
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// The roles the development principal a user delegation SAS in `uri` names carried when
+    /// it got its key, if it is such a SAS (none otherwise).
+    pub(super) async fn delegator(
+        &self,
+        account: &ifmatch_azure::Account,
+        uri: &http::Uri,
+    ) -> super::failure::Result<Vec<ifmatch_azure::identity::Assignment>> {
+        let principal = (uri.query().into_iter())
+            .flat_map(|query| form_urlencoded::parse(query.as_bytes()))
+            .find_map(|(name, value)| (name == "skoid").then_some(value));
+        let Some(principal) = principal else {
+            return Ok(Vec::new());
+        };
+        let record = self.records.get(&self.delegators_key(account)).await?;
+        let now = ifmatch_azure::auth::unix(self.env.now());
+        Ok(record.map_or_else(Vec::new, |r| {
+            delegators::roles_of(&r.delegators, &principal, now)
+        }))
+    }
+
+    /// The key of `account`'s delegators.
+    fn delegators_key(&self, account: &ifmatch_azure::Account) -> Key {
+        Key::Container(self.accounts.stored(account, delegators::DELEGATORS))
     }
 
     /// Get Blob Service Properties.
