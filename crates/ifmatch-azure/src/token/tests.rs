@@ -195,6 +195,15 @@ fn malformed_and_oversized_tokens_are_refused_without_a_panic() {
         format!("{header}.{}.", URL_SAFE_NO_PAD.encode("[]")),
         format!("{}.e30.", URL_SAFE_NO_PAD.encode(r#"{"alg":"ES256"}"#)),
         format!("{}.e30.", URL_SAFE_NO_PAD.encode("\u{0}")),
+        // What a JWS parser of its own must refuse: an algorithm or key id of another type,
+        // a signature that is no base64url, a part too many or too few.
+        format!("{}.e30.", URL_SAFE_NO_PAD.encode(r#"{"alg":7,"kid":"k"}"#)),
+        format!("{}.e30.", URL_SAFE_NO_PAD.encode(r#"{"alg":"ES256","kid":[1]}"#)),
+        format!("{header}.e30.!!!"),
+        format!("{header}.e30.=="),
+        format!("{header}.e30"),
+        format!("{header}..."),
+        format!(".{header}.e30."),
     ] {
         let refused = check(&bad, now);
         assert!(refused.is_err(), "{bad:?} was taken");
