@@ -10,7 +10,8 @@ use std::collections::HashSet;
 use std::sync::Mutex;
 
 use ifmatch_azure::identity::Identity;
-use ifmatch_azure::token::{self, Algorithm, Signatures, Signed};
+use ifmatch_azure::signature::{Algorithm, Signatures, Signed};
+use ifmatch_azure::token;
 use serde_json::{Value as Json, json};
 use wasm_bindgen::JsValue;
 use wasm_bindgen::prelude::wasm_bindgen;

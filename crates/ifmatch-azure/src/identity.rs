@@ -23,7 +23,7 @@ use std::sync::{Arc, RwLock};
 use serde::{Deserialize, Serialize};
 
 use crate::roles::{self, RoleDefinition};
-use crate::token::Signatures;
+use crate::signature::Signatures;
 
 /// The tenant of the development issuer (`ifmatch token`): no Entra tenant has this id.
 pub const DEV_TENANT: &str = "00000000-0000-0000-0000-0000000000d1";
@@ -256,7 +256,7 @@ impl Identity {
     }
 
     /// This identity with its tokens' signatures checked by `signatures` (natively,
-    /// [`crate::token::NativeSignatures`] already is).
+    /// [`crate::signature::NativeSignatures`] already is).
     pub fn with_signatures(mut self, signatures: Arc<dyn Signatures>) -> Self {
         self.signatures = Some(signatures);
         self
@@ -328,7 +328,7 @@ impl Identity {
 /// its own ([`Identity::with_signatures`]).
 fn native_signatures() -> Option<Arc<dyn Signatures>> {
     #[cfg(feature = "tokens")]
-    return Some(Arc::new(crate::token::NativeSignatures));
+    return Some(Arc::new(crate::signature::NativeSignatures));
     #[cfg(not(feature = "tokens"))]
     None
 }

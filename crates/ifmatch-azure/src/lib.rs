@@ -5,7 +5,7 @@
 //! |---|---|
 //! | storage accounts, their keys, which one a request names | [`Account`], [`Accounts`] |
 //! | Shared Key, the SAS window, account SAS, HMAC | [`auth`] |
-//! | Entra ID tokens: trusted issuers, roles and their assignments, the tokens checked | [`identity`], [`roles`], [`token`] (its native cryptography and development issuer: feature `tokens`) |
+//! | Entra ID tokens: trusted issuers, roles and their assignments, the tokens checked | [`identity`], [`roles`], [`token`], [`signature`] (the native cryptography and the development issuer: feature `tokens`) |
 //! | user delegation keys and the SAS they sign | [`delegation`] |
 //! | Azure Storage's error codes, and the macro each dialect declares its own with | [`ErrorCode`], [`error_codes!`] |
 //! | the host's clock and randomness | [`Env`], [`ManualEnv`] |
@@ -35,6 +35,7 @@ pub mod inflight;
 pub mod metadata;
 pub mod roles;
 pub mod service_properties;
+pub mod signature;
 pub mod swap;
 pub mod token;
 mod turns;

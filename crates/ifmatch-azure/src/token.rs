@@ -7,9 +7,7 @@
 //! host's, which tests set), with messages a user can act on, the same on every host. Only
 //! asymmetric algorithms are taken: a token signed with HMAC (the public key as a secret) or
 //! `alg: none` is refused before any key is looked at. The signature itself is checked by the
-//! host's cryptography ([`Signatures`]): aws-lc-rs through `jsonwebtoken` natively
-//! ([`NativeSignatures`], feature `tokens`), WebCrypto on the Worker, which checks a request's
-//! token ahead, asynchronously, as WebCrypto does ([`Identity::signed`] says what to check).
+//! host's cryptography ([`crate::signature`]).
 
 use std::fmt;
 use std::time::{Duration, SystemTime};
@@ -17,11 +15,10 @@ use std::time::{Duration, SystemTime};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
-use serde_json::Value as Json;
-use sha2::{Digest, Sha256};
 
 use crate::auth::unix;
 use crate::identity::{Access, Assignment, Identity, Issuer};
+use crate::signature::{Algorithm, Signed};
 
 #[cfg(feature = "tokens")]
 mod dev_issuer;
@@ -58,7 +55,8 @@ pub enum TokenError {
     Tenant(String),
     /// It names no principal (`oid`).
     NoPrincipal,
-    /// This host checks no signatures (it was given no [`Signatures`]).
+    /// This host checks no signatures (it was given no
+    /// [`Signatures`](crate::signature::Signatures)).
     Unverifiable,
 }
 
@@ -140,135 +138,6 @@ pub struct Carried {
     pub scope: String,
 }
 
-/// The signature algorithms taken: asymmetric ones only.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[allow(missing_docs)]
-pub enum Algorithm {
-    RS256,
-    RS384,
-    RS512,
-    PS256,
-    PS384,
-    PS512,
-    ES256,
-    ES384,
-}
-
-impl Algorithm {
-    const ALL: [Self; 8] = [
-        Self::RS256,
-        Self::RS384,
-        Self::RS512,
-        Self::PS256,
-        Self::PS384,
-        Self::PS512,
-        Self::ES256,
-        Self::ES384,
-    ];
-
-    /// Its name in a JWS header (`alg`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::RS256 => "RS256",
-            Self::RS384 => "RS384",
-            Self::RS512 => "RS512",
-            Self::PS256 => "PS256",
-            Self::PS384 => "PS384",
-            Self::PS512 => "PS512",
-            Self::ES256 => "ES256",
-            Self::ES384 => "ES384",
-        }
-    }
-
-    /// The SHA-2 it hashes with, in bits (256, 384, 512).
-    pub fn hash_bits(self) -> u16 {
-        match self {
-            Self::RS256 | Self::PS256 | Self::ES256 => 256,
-            Self::RS384 | Self::PS384 | Self::ES384 => 384,
-            Self::RS512 | Self::PS512 => 512,
-        }
-    }
-
-    /// Whether `key` (a JWK) is a key of the kind it signs with: RSA for RS and PS, the curve
-    /// of its size for ES.
-    pub fn fits(self, key: &Json) -> bool {
-        match self {
-            Self::ES256 => key["kty"] == "EC" && key["crv"] == "P-256",
-            Self::ES384 => key["kty"] == "EC" && key["crv"] == "P-384",
-            _ => key["kty"] == "RSA",
-        }
-    }
-}
-
-/// A signature to check: `signature` over `input` (a token's header and claims, as sent) by
-/// `key` (a JWK of a trusted issuer, of the kind `alg` signs with).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Signed {
-    /// The algorithm.
-    pub alg: Algorithm,
-    /// The key, a JWK.
-    pub key: Json,
-    /// What was signed.
-    pub input: String,
-    /// The signature (an ES signature is `r || s`, as JWS and WebCrypto have it).
-    pub signature: Vec<u8>,
-}
-
-impl Signed {
-    /// A digest of all of it (algorithm, key, input, signature): what a host that checked the
-    /// signature ahead remembers it by.
-    pub fn fingerprint(&self) -> [u8; 32] {
-        let mut digest = Sha256::new();
-        for part in [
-            self.alg.name().as_bytes(),
-            self.key.to_string().as_bytes(),
-            self.input.as_bytes(),
-            &self.signature,
-        ] {
-            digest.update((part.len() as u64).to_be_bytes());
-            digest.update(part);
-        }
-        digest.finalize().into()
-    }
-}
-
-/// The host's cryptography: whether a signature holds.
-pub trait Signatures: Send + Sync + fmt::Debug {
-    /// Whether `signed.signature` is `signed.key`'s signature of `signed.input`.
-    fn verified(&self, signed: &Signed) -> bool;
-}
-
-/// Signatures checked by aws-lc-rs, through `jsonwebtoken`.
-#[cfg(feature = "tokens")]
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NativeSignatures;
-
-#[cfg(feature = "tokens")]
-impl Signatures for NativeSignatures {
-    fn verified(&self, signed: &Signed) -> bool {
-        use jsonwebtoken::Algorithm as A;
-        let alg = match signed.alg {
-            Algorithm::RS256 => A::RS256,
-            Algorithm::RS384 => A::RS384,
-            Algorithm::RS512 => A::RS512,
-            Algorithm::PS256 => A::PS256,
-            Algorithm::PS384 => A::PS384,
-            Algorithm::PS512 => A::PS512,
-            Algorithm::ES256 => A::ES256,
-            Algorithm::ES384 => A::ES384,
-        };
-        let Ok(key) = serde_json::from_value::<jsonwebtoken::jwk::Jwk>(signed.key.clone()) else {
-            return false;
-        };
-        let Ok(key) = jsonwebtoken::DecodingKey::from_jwk(&key) else {
-            return false;
-        };
-        let signature = URL_SAFE_NO_PAD.encode(&signed.signature);
-        jsonwebtoken::crypto::verify(&signature, signed.input.as_bytes(), &key, alg)
-            .unwrap_or(false)
-    }
-}
-
 /// The token an `Authorization` header carries, if it carries one: Storage's
 /// `Bearer {token}`, or Cosmos DB's `type=aad&ver=1.0&sig={token}` (percent-encoded, as its
 /// SDKs send it). What a host that checks signatures ahead checks; each service reads its own
@@ -324,8 +193,7 @@ impl Identity {
         };
         let header: Header = serde_json::from_slice(&decoded(header, "header")?)
             .map_err(|e| TokenError::Malformed(format!("its header: {e}")))?;
-        let alg = (Algorithm::ALL.into_iter())
-            .find(|a| a.name() == header.alg)
+        let alg = Algorithm::named(&header.alg)
             .ok_or_else(|| TokenError::Algorithm(header.alg.clone()))?;
         let kid = (header.kid)
             .ok_or_else(|| TokenError::Malformed("its header names no key (kid)".into()))?;

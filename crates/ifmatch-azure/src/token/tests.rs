@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use super::*;
 use crate::identity::{DEV_TENANT, dev_issuer};
+use crate::signature::{NativeSignatures, Signatures};
 use jsonwebtoken::jwk::Jwk;
 use jsonwebtoken::{EncodingKey, Header};
 
