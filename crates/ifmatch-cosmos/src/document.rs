@@ -213,6 +213,14 @@ fn hierarchical(stored: &str) -> Option<usize> {
 pub(crate) const JSON: &str = "json";
 
 /// The JSON a stored resource holds (empty when it holds none).
+/// The size of the document `entity` keeps, as stored (what reading and writing it cost).
+pub(crate) fn stored_len(entity: &Entity) -> usize {
+    match entity.properties.get(JSON) {
+        Some(ifmatch_table::Value::String(text)) => text.len(),
+        _ => 0,
+    }
+}
+
 pub(crate) fn json_of(entity: &Entity) -> Map<String, Value> {
     match entity.properties.get(JSON) {
         Some(ifmatch_table::Value::String(text)) => serde_json::from_str(text).unwrap_or_default(),

@@ -10,6 +10,7 @@ use ifmatch_azure::{Account, Accounts, Env};
 use ifmatch_table::{Scoped, Tables};
 
 use crate::address::{Address, Unknown};
+use crate::charge::{self, Meter};
 use crate::commits::Commits;
 use crate::failure::{Answer, Failure, bad_request, refused, too_large};
 use crate::front::answers::answer_of;
@@ -108,6 +109,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
                 endpoint: "",
                 commits: &self.commits,
                 account,
+                meter: Meter::default(),
             };
             removed += front.sweep(budget).await.unwrap_or(0);
         }
@@ -215,6 +217,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
             endpoint: &endpoint,
             commits: &self.commits,
             account,
+            meter: Meter::default(),
         };
         let asked = Asked {
             method: &parts.method,
@@ -225,8 +228,16 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         if let crate::auth::Caller::Resource(grant) = &caller {
             front.permission_stands(grant).await?;
         }
-        let done = front.handle(&asked).await?;
-        Ok(answer_of(&done))
+        // Charged once it ran, failed or not (a read of nothing costs a read).
+        let mut answer = match front.handle(&asked).await {
+            Ok(done) => answer_of(&done),
+            Err(failure) => failure.answer(),
+        };
+        let charge = front.meter.total(answer.body().len()).max(charge::METADATA);
+        if let Ok(value) = HeaderValue::from_str(&charge::header(charge)) {
+            answer.headers_mut().insert(CHARGE, value);
+        }
+        Ok(answer)
     }
 
     /// `answer` with the headers every Cosmos answer carries.
@@ -237,7 +248,10 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         if let Ok(value) = HeaderValue::from_str(&activity) {
             headers.insert("x-ms-activity-id", value);
         }
-        headers.insert("x-ms-request-charge", HeaderValue::from_static("1"));
+        // A request refused before it ran costs nothing.
+        if !headers.contains_key(CHARGE) {
+            headers.insert(CHARGE, HeaderValue::from_static("0"));
+        }
         if let Ok(value) = HeaderValue::from_str(&format!("0:-1#{lsn}")) {
             headers.insert("x-ms-session-token", value);
         }
@@ -248,6 +262,9 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         answer
     }
 }
+
+/// What every answer says it cost, in request units ([`crate::charge`]).
+const CHARGE: &str = "x-ms-request-charge";
 
 /// The consistency headers a request may carry: a level of the five Cosmos names, and a
 /// session token as the SDKs send it back (`0:-1#42`, `0:42`, several ranges joined by

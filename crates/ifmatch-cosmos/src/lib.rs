@@ -9,6 +9,7 @@
 pub mod address;
 pub mod auth;
 pub mod batch;
+pub mod charge;
 mod commits;
 pub mod document;
 pub mod endpoint;

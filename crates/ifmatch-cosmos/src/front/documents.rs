@@ -12,6 +12,7 @@ use super::{
     Asked, Committed, Condition, Front, Policies, Scope, documents_table, holds, id_of, key,
     partition_paths, rid,
 };
+use crate::charge;
 use crate::document::{self, MAX_DOCUMENT, json_of};
 use crate::failure::{
     Failure, backend, bad_request, conflict, not_found, precondition_failed, raced, too_large,
@@ -53,6 +54,7 @@ impl<T: Tables> Front<'_, T> {
             limit: limit + 1,
         };
         let mut found = self.tables.scan(&table, scan).await.map_err(backend)?;
+        self.meter.examined(found.len());
         let ended = feed_entries::documents_only(&mut found);
         let next = (!ended && found.len() > limit).then(|| found.remove(limit));
         let (default, now) = (ttl::of(&container), ttl::ticks(self.now));
@@ -178,6 +180,7 @@ impl<T: Tables> Front<'_, T> {
             tags.split(',')
                 .any(|tag| tag.trim() == "*" || document::version(tag) == Some(entity.timestamp))
         });
+        self.meter.add(charge::read(document::stored_len(&entity)));
         if unchanged {
             return Ok(Done::empty(
                 StatusCode::NOT_MODIFIED,

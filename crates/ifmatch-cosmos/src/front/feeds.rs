@@ -25,6 +25,7 @@ use super::answers::{Answered, Done};
 use super::documents::document_json;
 use super::{Asked, Committed, Front, Policies, Scope, documents_table, rid};
 
+use crate::charge;
 use crate::commits::{Group, Grouped, Waiting};
 use crate::document;
 use crate::failure::{Failure, backend, bad_request, not_found, raced, unknown_outcome};
@@ -124,6 +125,7 @@ impl<T: Tables> Front<'_, T> {
             };
             let full = entries.len() == size;
             scanned += entries.len();
+            self.meter.examined(entries.len());
             for entry in &entries {
                 let Ok(number) = entry.row_key.parse::<i64>() else {
                     continue;
@@ -198,7 +200,23 @@ impl<T: Tables> Front<'_, T> {
     /// container take turns, so they never race for the counter, and those that wait for the
     /// turn are committed together (`commits.rs`). A unique value held by an item past its
     /// time to live is freed (that item removed) and the commit tried again.
+    /// Each document written is charged a write of its size (of the one deleted, a delete).
     pub(crate) async fn commit_documents(
+        &self,
+        table: &str,
+        policies: &Policies,
+        changes: &[(Change, Option<&Entity>)],
+    ) -> Result<(), Committed> {
+        self.commit_in_turn(table, policies, changes).await?;
+        for (change, before) in changes {
+            let written = change.write.as_ref().or(*before);
+            self.meter
+                .add(charge::write(written.map_or(0, document::stored_len)));
+        }
+        Ok(())
+    }
+
+    async fn commit_in_turn(
         &self,
         table: &str,
         policies: &Policies,

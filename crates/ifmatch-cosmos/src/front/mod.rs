@@ -97,6 +97,8 @@ pub struct Front<'a, T> {
     pub(crate) commits: &'a Commits,
     /// The account, whose key signs its permissions' resource tokens.
     pub account: &'a ifmatch_azure::Account,
+    /// What the request is charged, as it is served.
+    pub meter: crate::charge::Meter,
 }
 
 impl<T: Tables> Front<'_, T> {

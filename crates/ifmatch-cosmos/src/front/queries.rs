@@ -38,6 +38,8 @@ impl<T: Tables> Front<'_, T> {
         if asked.is_true("x-ms-cosmos-is-query-plan-request") {
             return Ok(plan(text));
         }
+        // A query is charged to run even when it reads nothing.
+        self.meter.examined(0);
         let scope = self.scope(&container, asked)?;
         let size = asked.page_size()?;
         let table = documents_table(db, coll);
@@ -61,6 +63,7 @@ impl<T: Tables> Front<'_, T> {
             asked.header("x-ms-continuation"),
             self.now,
             |entity| {
+                self.meter.examined(1);
                 let doc = document_json(db, coll, entity);
                 (!ttl::past(default, entity.timestamp, doc.get("ttl"), now)).then_some(doc)
             },
