@@ -264,15 +264,23 @@ static INFLIGHT: std::sync::LazyLock<std::sync::Arc<ifmatch_azure::inflight::Inf
         std::sync::Arc::new(ifmatch_azure::inflight::Inflight::new(32 << 20))
     });
 
+/// The budgets of the Cosmos containers' offers, kept by the isolate across its requests.
+static BUDGETS: std::sync::LazyLock<std::sync::Arc<ifmatch_cosmos::throughput::Budgets>> =
+    std::sync::LazyLock::new(std::sync::Arc::default);
+
 /// The Cosmos DB endpoint's answer: `ifmatch-cosmos`'s, over the same Durable Objects as the
 /// tables (each Cosmos container a table of names no table account reaches).
 async fn cosmos(request: HttpRequest, given: Given<'_>) -> worker::Result<worker::Response> {
     let https = request.uri().scheme_str() == Some("https");
-    let service = ifmatch_cosmos::Endpoint::new(given.tables()?, WorkersEnv)
+    let mut service = ifmatch_cosmos::Endpoint::new(given.tables()?, WorkersEnv)
         .with_accounts(&given.accounts)
         .with_anonymous_access(given.anonymous)
         .with_https(https)
         .with_memory_budget(INFLIGHT.clone());
+    // `COSMOS_THROUGHPUT = "enforce"`: each container held to its offer, per isolate.
+    if (given.env.var("COSMOS_THROUGHPUT")).is_ok_and(|v| v.to_string() == "enforce") {
+        service = service.with_enforced_throughput(BUDGETS.clone());
+    }
     if let Some(name) = given.unreadable {
         return whole(service.unreadable_header(name));
     }

@@ -29,6 +29,10 @@ pub enum Address {
     Permissions(String, String),
     /// `/dbs/{db}/users/{user}/permissions/{id}`.
     Permission(String, String, String),
+    /// `/offers`: provisioned throughput, a database's or a container's.
+    Offers,
+    /// `/offers/{id}`.
+    Offer(String),
 }
 
 /// Why a path names nothing this server serves.
@@ -57,6 +61,8 @@ impl Address {
         let kind = |i: usize| names.get(i).map(String::as_str);
         let address = match (names.len(), kind(0), kind(2), kind(4)) {
             (0, ..) => Self::Account,
+            (1, Some("offers"), ..) => Self::Offers,
+            (2, Some("offers"), ..) => Self::Offer(names[1].clone()),
             (1, Some("dbs"), ..) => Self::Databases,
             (2, Some("dbs"), ..) => Self::Database(names[1].clone()),
             (3, Some("dbs"), Some("colls"), _) => Self::Containers(names[1].clone()),
@@ -85,6 +91,14 @@ impl Address {
         Ok(address)
     }
 
+    /// The database and container whose documents it names, if it names documents.
+    pub fn documents_of(&self) -> Option<(&str, &str)> {
+        match self {
+            Self::Documents(db, coll) | Self::Document(db, coll, _) => Some((db, coll)),
+            _ => None,
+        }
+    }
+
     /// The resource type and link a master-key signature covers: a feed is signed as its
     /// kind under its parent's link, a resource as its kind under its own.
     pub fn signed(&self) -> (&'static str, String) {
@@ -104,6 +118,9 @@ impl Address {
                 "permissions",
                 format!("dbs/{db}/users/{user}/permissions/{id}"),
             ),
+            // An offer is named by its resource id, which is signed in lowercase.
+            Self::Offers => ("offers", String::new()),
+            Self::Offer(id) => ("offers", id.to_lowercase()),
         }
     }
 }
@@ -144,5 +161,11 @@ mod tests {
             Err(Unknown::Kind(_))
         ));
         assert_eq!(Address::parse("/dbs/%ff"), Err(Unknown::Encoding));
+        let offer = Address::parse("/offers/AbC-1_x/").unwrap();
+        assert_eq!(offer.signed(), ("offers", "abc-1_x".into()));
+        assert_eq!(
+            Address::parse("/offers").unwrap().signed(),
+            ("offers", String::new())
+        );
     }
 }

@@ -164,7 +164,9 @@ pub fn permit(
     account: &str,
 ) -> Result<(), Failure> {
     let scope = match address {
-        Address::Account | Address::Databases => "/".to_owned(),
+        Address::Account | Address::Databases | Address::Offers | Address::Offer(_) => {
+            "/".to_owned()
+        }
         Address::Database(db)
         | Address::Containers(db)
         | Address::Users(db)
@@ -191,6 +193,8 @@ pub fn permit(
                 | Address::User(..)
                 | Address::Permissions(..)
                 | Address::Permission(..)
+                | Address::Offers
+                | Address::Offer(_)
         );
     if management {
         return Err(Failure::new(

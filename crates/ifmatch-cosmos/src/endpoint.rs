@@ -15,6 +15,7 @@ use crate::commits::Commits;
 use crate::failure::{Answer, Failure, bad_request, refused, too_large};
 use crate::front::answers::answer_of;
 use crate::front::{Asked, Front};
+use crate::throughput::Budgets;
 use ifmatch_azure::inflight::Inflight;
 use ifmatch_table::Clock;
 
@@ -47,6 +48,8 @@ pub struct Endpoint<T, E> {
     https: bool,
     /// What the requests in flight may hold in memory together.
     inflight: Arc<Inflight>,
+    /// The offers' budgets, when throughput is held to them.
+    budgets: Option<Arc<Budgets>>,
 }
 
 impl<T: Tables + Clone, E: Env> ifmatch_azure::WholeBody for Endpoint<T, E> {
@@ -81,6 +84,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
             commits: Arc::default(),
             https: false,
             inflight: Arc::default(),
+            budgets: None,
         }
     }
 
@@ -130,6 +134,15 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
     /// endpoint, so the SDKs stay on it).
     pub fn with_https(mut self, https: bool) -> Self {
         self.https = https;
+        self
+    }
+
+    /// Holds each container's requests to the throughput its offer provisions, its budget
+    /// kept in `budgets` (a host whose endpoint lives one request, the Worker, keeps them
+    /// beside it): past it, 429 with the time to wait ([`crate::throughput`]). Without it,
+    /// every answer says what it cost and nothing waits.
+    pub fn with_enforced_throughput(mut self, budgets: Arc<Budgets>) -> Self {
+        self.budgets = Some(budgets);
         self
     }
 
@@ -228,12 +241,30 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         if let crate::auth::Caller::Resource(grant) = &caller {
             front.permission_stands(grant).await?;
         }
+        // A container's documents past its offer's budget wait (when throughput is held).
+        let seconds = |at: std::time::SystemTime| {
+            (at.duration_since(std::time::UNIX_EPOCH)).map_or(0.0, |d| d.as_secs_f64())
+        };
+        let offer = match (&self.budgets, address.documents_of()) {
+            (Some(budgets), Some(container)) => {
+                let now = seconds(front.now);
+                let offer = front.drawn_on(budgets, container, now).await?;
+                if let Some(offer) = &offer {
+                    budgets.admit(offer, now)?;
+                }
+                offer
+            }
+            _ => None,
+        };
         // Charged once it ran, failed or not (a read of nothing costs a read).
         let mut answer = match front.handle(&asked).await {
             Ok(done) => answer_of(&done),
             Err(failure) => failure.answer(),
         };
         let charge = front.meter.total(answer.body().len()).max(charge::METADATA);
+        if let (Some(budgets), Some(offer)) = (&self.budgets, &offer) {
+            budgets.spend(offer, charge, seconds(self.env.now()));
+        }
         if let Ok(value) = HeaderValue::from_str(&charge::header(charge)) {
             answer.headers_mut().insert(CHARGE, value);
         }

@@ -45,6 +45,8 @@ pub struct Failure {
     pub message: String,
     /// Cosmos's `x-ms-substatus`, where it tells failures of one status apart.
     pub substatus: Option<u16>,
+    /// How long a 429 asks the client to wait, in milliseconds (100 unless said).
+    pub retry_after_ms: Option<u64>,
 }
 
 impl Failure {
@@ -54,7 +56,14 @@ impl Failure {
             code,
             message: message.into(),
             substatus: None,
+            retry_after_ms: None,
         }
+    }
+
+    /// This failure asking the client to wait `ms` before it retries.
+    pub fn with_retry_after(mut self, ms: u64) -> Self {
+        self.retry_after_ms = Some(ms);
+        self
     }
 
     /// This failure with `substatus`.
@@ -89,17 +98,17 @@ impl Failure {
         }
         // How long the SDKs wait before they retry a 429 (they retry it themselves).
         if self.code == Code::TooManyRequests {
-            answer.headers_mut().insert(
-                "x-ms-retry-after-ms",
-                http::HeaderValue::from_static(RETRY_AFTER_MS),
-            );
+            let ms = self.retry_after_ms.unwrap_or(RETRY_AFTER_MS);
+            answer
+                .headers_mut()
+                .insert("x-ms-retry-after-ms", ms.into());
         }
         answer
     }
 }
 
 /// What a 429 asks the client to wait before it retries, in milliseconds.
-const RETRY_AFTER_MS: &str = "100";
+const RETRY_AFTER_MS: u64 = 100;
 
 /// A request the memory budget did not admit ([`ifmatch_azure::inflight`]): 413 when it weighs
 /// more than the whole budget, 429 (retried by the SDKs) while the heavy requests in flight hold

@@ -23,6 +23,7 @@ pub mod query;
 pub mod resource_token;
 pub mod sql;
 mod sweep;
+pub mod throughput;
 mod ttl;
 mod unique;
 mod versions;

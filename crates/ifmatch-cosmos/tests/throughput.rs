@@ -114,3 +114,171 @@ async fn each_answer_charges_what_its_work_costs() {
     assert_eq!(deleted.0, 204);
     assert!(near(charged(&deleted.2), 22.67));
 }
+
+/// A query of the offers for `link`, as the SDKs' `get_throughput` sends it: the offers found.
+async fn offers_of(e: &Service, link: &str) -> Vec<serde_json::Value> {
+    let body = serde_json::json!({
+        "query": "SELECT * FROM root r WHERE r.resource=@link",
+        "parameters": [{ "name": "@link", "value": link }],
+    });
+    let headers = [
+        ("x-ms-documentdb-isquery", "true"),
+        ("content-type", "application/query+json"),
+    ];
+    let (status, json, _) = signed(e, Method::POST, "/offers", &headers, &body.to_string()).await;
+    assert_eq!(status, 200, "{json}");
+    json["Offers"].as_array().unwrap().clone()
+}
+
+#[tokio::test]
+async fn offers_are_given_read_queried_and_replaced_within_azures_limits() {
+    let e = setup().await;
+    // Made with none, in a database with none: Azure's least, 400 RU/s.
+    let offers = offers_of(&e, "dbs/shop/colls/carts/").await;
+    assert_eq!(offers.len(), 1);
+    let offer = &offers[0];
+    assert_eq!(offer["content"]["offerThroughput"], 400);
+    assert_eq!(offer["offerVersion"], "V2");
+    let id = offer["id"].as_str().unwrap();
+    assert_eq!(offer["_self"], format!("offers/{id}/"));
+    let path = format!("/offers/{id}");
+    let (status, read, _) = signed(&e, Method::GET, &path, &[], "").await;
+    assert_eq!((status, &read["content"]), (200, &offer["content"]));
+    // Replaced: a multiple of 100 from 400; one past each bound refused.
+    let mut replaced = offer.clone();
+    for (bad, why) in [
+        (300, "under 400"),
+        (450, "not a multiple of 100"),
+        (1_000_100, "past the most"),
+    ] {
+        replaced["content"]["offerThroughput"] = bad.into();
+        let (status, json, _) = signed(&e, Method::PUT, &path, &[], &replaced.to_string()).await;
+        assert_eq!(status, 400, "{why}: {json}");
+    }
+    replaced["content"]["offerThroughput"] = 1_000_000.into();
+    let (status, json, _) = signed(&e, Method::PUT, &path, &[], &replaced.to_string()).await;
+    assert_eq!(
+        (status, &json["content"]["offerThroughput"]),
+        (200, &1_000_000.into())
+    );
+    assert_ne!(json["_etag"], offer["_etag"]);
+
+    // Autoscale, given when made: a multiple of 1000 from 1000.
+    let made = |id: &str, header: (&'static str, String)| {
+        let body = format!(r#"{{"id":"{id}","partitionKey":{{"paths":["/pk"]}}}}"#);
+        let e = &e;
+        async move {
+            let headers = [(header.0, header.1.as_str())];
+            signed(e, Method::POST, "/dbs/shop/colls", &headers, &body)
+                .await
+                .0
+        }
+    };
+    let autoscale = |max: u64| {
+        (
+            "x-ms-cosmos-offer-autopilot-settings",
+            format!(r#"{{"maxThroughput":{max}}}"#),
+        )
+    };
+    assert_eq!(made("s1", autoscale(1500)).await, 400);
+    assert_eq!(made("s1", autoscale(0)).await, 400);
+    assert_eq!(
+        made("s1", ("x-ms-offer-throughput", "399".into())).await,
+        400
+    );
+    assert_eq!(made("s1", autoscale(4000)).await, 201);
+    let scaled = &offers_of(&e, "dbs/shop/colls/s1/").await[0];
+    assert_eq!(
+        scaled["content"]["offerAutopilotSettings"]["maxThroughput"],
+        4000
+    );
+    assert_eq!(scaled["content"]["offerThroughput"], 400);
+
+    // A database's throughput is shared by its containers that have none of their own.
+    let headers = [("x-ms-offer-throughput", "1000")];
+    let db = signed(&e, Method::POST, "/dbs", &headers, r#"{"id":"shared"}"#).await;
+    assert_eq!(db.0, 201);
+    let inner = r#"{"id":"inner","partitionKey":{"paths":["/pk"]}}"#;
+    assert_eq!(
+        signed(&e, Method::POST, "/dbs/shared/colls", &[], inner)
+            .await
+            .0,
+        201
+    );
+    assert!(offers_of(&e, "dbs/shared/colls/inner/").await.is_empty());
+    assert_eq!(
+        offers_of(&e, "dbs/shared/").await[0]["content"]["offerThroughput"],
+        1000
+    );
+    // Gone with what it was the offer of.
+    assert_eq!(
+        signed(&e, Method::DELETE, "/dbs/shared", &[], "").await.0,
+        204
+    );
+    assert!(offers_of(&e, "dbs/shared/").await.is_empty());
+    assert_eq!(signed(&e, Method::GET, &path, &[], "").await.0, 200);
+    assert_eq!(
+        signed(&e, Method::DELETE, "/dbs/shop/colls/carts", &[], "")
+            .await
+            .0,
+        204
+    );
+    assert_eq!(signed(&e, Method::GET, &path, &[], "").await.0, 404);
+}
+
+#[tokio::test]
+async fn held_to_its_offer_a_container_past_its_budget_is_answered_429_with_the_time_to_wait() {
+    let e = Endpoint::new(Arc::new(MemoryTables::new()), SystemEnv)
+        .with_enforced_throughput(Arc::default());
+    assert_eq!(
+        signed(&e, Method::POST, "/dbs", &[], r#"{"id":"shop"}"#)
+            .await
+            .0,
+        201
+    );
+    let container = r#"{"id":"carts","partitionKey":{"paths":["/pk"],"kind":"Hash"}}"#;
+    assert_eq!(
+        signed(&e, Method::POST, "/dbs/shop/colls", &[], container)
+            .await
+            .0,
+        201
+    );
+    // 400 RU/s: about 80 writes of 1 KB (4.95 RU each) in the first second, then 429s.
+    let mut written = 0;
+    let refused = loop {
+        let body = format!(r#"{{"id":"d{written}","pk":"a"}}"#);
+        let headers = [("x-ms-documentdb-partitionkey", r#"["a"]"#)];
+        let (status, json, headers) = signed(&e, Method::POST, DOCS, &headers, &body).await;
+        if status == 429 {
+            break (json, headers);
+        }
+        assert_eq!(status, 201);
+        written += 1;
+        assert!(written < 200, "never held");
+    };
+    assert!((75..=85).contains(&written), "{written}");
+    let (json, headers) = refused;
+    assert_eq!(headers["x-ms-substatus"], "3200");
+    assert_eq!(
+        headers["x-ms-request-charge"], "0",
+        "a request held back costs nothing"
+    );
+    let wait: u64 = headers["x-ms-retry-after-ms"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=1000).contains(&wait), "{wait}");
+    assert!(
+        json["message"]
+            .as_str()
+            .unwrap()
+            .contains("Request rate is large")
+    );
+    // Metadata is not held; after the wait the container's documents are served again.
+    assert_eq!(signed(&e, Method::GET, "/dbs", &[], "").await.0, 200);
+    tokio::time::sleep(std::time::Duration::from_millis(wait + 20)).await;
+    let headers = [("x-ms-documentdb-partitionkey", r#"["a"]"#)];
+    let read = signed(&e, Method::GET, &format!("{DOCS}/d0"), &headers, "").await;
+    assert_eq!(read.0, 200);
+}

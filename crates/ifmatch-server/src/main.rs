@@ -119,6 +119,15 @@ struct TokenArgs {
     jwks: bool,
 }
 
+/// What the Cosmos DB endpoint does with provisioned throughput.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum CosmosThroughput {
+    /// Say what each request cost.
+    Report,
+    /// And answer 429 past a container's offer.
+    Enforce,
+}
+
 #[derive(clap::Args)]
 struct LockWatch {
     /// Seconds between SIGTERM and SIGKILL.
@@ -380,6 +389,17 @@ struct Serve {
     /// --https has it).
     #[arg(long, env = "IFMATCH_COSMOS_HTTPS")]
     cosmos_https: bool,
+    /// What the Cosmos DB endpoint does with its containers' provisioned throughput: `report`
+    /// (every answer says what it cost, in request units; nothing waits) or `enforce` (a
+    /// container past its offer's RU/s is answered 429 with the time to wait, as Azure does,
+    /// so an application's retry policy runs: docs/cosmos.md).
+    #[arg(
+        long,
+        env = "IFMATCH_COSMOS_THROUGHPUT",
+        value_enum,
+        default_value = "report"
+    )]
+    cosmos_throughput: CosmosThroughput,
     /// The certificate chain (PEM) of the endpoints served over HTTPS; implies --https.
     #[arg(long, env = "IFMATCH_TLS_CERT", requires = "tls_key")]
     tls_cert: Option<PathBuf>,
@@ -562,6 +582,7 @@ fn serve_options(args: &Serve, issuer: &DevIssuer) -> anyhow::Result<ifmatch_ser
     options.sweep_every = seconds(args.sweep_every, "--sweep-every")?;
     options.limits = args.limits.limits()?;
     options.anonymous = args.anonymous;
+    options.cosmos_enforce = args.cosmos_throughput == CosmosThroughput::Enforce;
     if let Some(hosts) = &args.copy_from {
         let allowed = ifmatch_blob::copy_origin::Allowed::parse(hosts)
             .map_err(|e| anyhow::anyhow!("--copy-from: {e}"))?;

@@ -40,6 +40,8 @@ pub struct Options {
     pub accounts: Accounts,
     /// Whether requests without credentials may do anything (development only).
     pub anonymous: bool,
+    /// Whether the Cosmos DB endpoint holds each container to its offer's throughput.
+    pub cosmos_enforce: bool,
     /// Where to answer `GET /metrics` (Prometheus text), on a listener of its own.
     pub metrics_listen: Option<SocketAddr>,
     /// Whether to log a line per request (target `ifmatch::access`, at INFO).
@@ -60,6 +62,7 @@ impl Default for Options {
             sweep_every: Duration::from_secs(600),
             accounts: Accounts::default(),
             anonymous: false,
+            cosmos_enforce: false,
             metrics_listen: None,
             access_log: false,
             copy_origins: None,

@@ -216,11 +216,14 @@ where
     // One budget for the JSON bodies both dialects read whole (`ifmatch_azure::inflight`).
     let inflight = Arc::new(ifmatch_azure::inflight::Inflight::default());
     let cosmos_server = cosmos.map(|(listener, tls)| {
-        let service = cosmos::CosmosEndpoint::new(served_tables.clone(), SystemEnv)
+        let mut service = cosmos::CosmosEndpoint::new(served_tables.clone(), SystemEnv)
             .with_accounts(&options.accounts)
             .with_anonymous_access(options.anonymous)
             .with_https(tls.is_some())
             .with_memory_budget(inflight.clone());
+        if options.cosmos_enforce {
+            service = service.with_enforced_throughput(Arc::default());
+        }
         let service = Arc::new(service);
         let sweeping = cosmos::sweep(service.clone(), stop.clone().cancelled_owned());
         tokio::spawn(sweeping);

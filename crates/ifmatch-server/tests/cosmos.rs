@@ -1,7 +1,8 @@
 //! The Cosmos DB endpoint of `ifmatch serve`, as its users meet it: Azure's Python SDK
 //! (azure-cosmos, `tests/sdk/cosmos.py`) over the local disk, over HTTPS, over Redis and over a
 //! bucket (Azurite), and
-//! the Rust SDK (azure_data_cosmos: the seed flow, the 304, 16 writers on a counter); and
+//! the Rust SDK (azure_data_cosmos: the seed flow, the 304, 16 writers on a counter); offers
+//! and the 429s of enforced throughput through the Python SDK's retries; and
 //! transactional batches that a SIGKILL leaves whole or absent (on both backends). What the SDKs
 //! never send is the Cosmos crate's own test (`crates/ifmatch-cosmos/tests/protocol.rs`).
 
@@ -63,6 +64,17 @@ fn the_python_sdk_over_https_with_the_certificate_made_on_first_start() {
     drop(_server);
     let (_server, _) = serve(data.path(), &["--cosmos-https"]);
     assert_eq!(std::fs::read(&certificate).unwrap(), before);
+}
+
+/// Offers and request units through the Python SDK, and its retry policy waiting out the 429s
+/// of a container held to 400 RU/s (`tests/sdk/cosmos_throughput.py`).
+#[test]
+fn the_python_sdks_throughput_and_its_429_retries_against_enforced_offers() {
+    let data = tempfile::tempdir().unwrap();
+    let (_server, endpoint) = serve(data.path(), &["--cosmos-throughput", "enforce"]);
+    let connection = ifmatch_cosmos::connection_string(&endpoint);
+    let tally = "python cosmos throughput: 12 passed";
+    common::python_script("cosmos_throughput.py", &[connection], tally);
 }
 
 #[test]

@@ -7,6 +7,7 @@ use ifmatch_table::{Change, DateTime, Entity, Expected, Tables};
 use serde_json::{Map, Value as Json, json};
 
 use super::answers::{Answered, Done};
+use super::offers::{self, Throughput};
 use super::{
     Asked, CONTAINERS, Committed, DATABASES, Front, documents_table, holds, id_of, key, rid,
 };
@@ -43,6 +44,7 @@ impl<T: Tables> Front<'_, T> {
 
     pub(super) async fn create_container(&self, db: &str, asked: &Asked<'_>) -> Answered {
         self.get(DATABASES, "", db).await?.ok_or_else(not_found)?;
+        let throughput = offers::asked_throughput(asked)?;
         let mut resource = document::resource(asked.body)?;
         let id = id_of(&resource);
         document::check_name(&id)?;
@@ -102,6 +104,13 @@ impl<T: Tables> Front<'_, T> {
             write: Some(entity.clone()),
         };
         self.commit_resource(CONTAINERS, change, conflict).await?;
+        // Its own throughput; or Azure's least, unless its database's is shared.
+        let link = format!("dbs/{db}/colls/{id}");
+        let shared = self.throughput_of(&format!("dbs/{db}")).await?.is_some();
+        let own = throughput.or((!shared).then_some(Throughput::Manual(offers::MIN_MANUAL)));
+        if let Some(throughput) = own {
+            self.provision(&link, &rid(&[db, &id]), throughput).await?;
+        }
         Ok(Done::of(
             StatusCode::CREATED,
             container_json(db, &entity),
@@ -184,6 +193,7 @@ impl<T: Tables> Front<'_, T> {
             .delete_table(&documents_table(db, coll))
             .await
             .map_err(backend)?;
+        self.unprovision(&format!("dbs/{db}/colls/{coll}")).await?;
         Ok(Done::empty(StatusCode::NO_CONTENT, None))
     }
 
@@ -200,7 +210,7 @@ impl<T: Tables> Front<'_, T> {
             .delete_table(&documents_table(db, coll))
             .await
             .map_err(backend)?;
-        Ok(())
+        self.unprovision(&format!("dbs/{db}/colls/{coll}")).await
     }
 
     pub(super) async fn ranges(&self, db: &str, coll: &str, asked: &Asked<'_>) -> Answered {

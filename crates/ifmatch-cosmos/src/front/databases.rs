@@ -5,6 +5,7 @@ use ifmatch_table::{Change, Entity, Expected, Tables};
 use serde_json::{Value as Json, json};
 
 use super::answers::{Answered, Done};
+use super::offers;
 use super::{Asked, CONTAINERS, DATABASES, Front, id_of, key, rid};
 use crate::document::{self, json_of};
 use crate::failure::{conflict, not_found};
@@ -54,6 +55,7 @@ impl<T: Tables> Front<'_, T> {
     }
 
     pub(super) async fn create_database(&self, asked: &Asked<'_>) -> Answered {
+        let throughput = offers::asked_throughput(asked)?;
         let resource = document::resource(asked.body)?;
         let id = id_of(&resource);
         document::check_name(&id)?;
@@ -64,6 +66,11 @@ impl<T: Tables> Front<'_, T> {
             write: Some(entity.clone()),
         };
         self.commit_resource(DATABASES, change, conflict).await?;
+        // A database's throughput is shared by its containers that have none of their own.
+        if let Some(throughput) = throughput {
+            self.provision(&format!("dbs/{id}"), &rid(&[&id]), throughput)
+                .await?;
+        }
         Ok(Done::of(
             StatusCode::CREATED,
             database_json(&entity),
@@ -83,6 +90,7 @@ impl<T: Tables> Front<'_, T> {
             self.drop_container(db, &container.row_key).await?;
         }
         self.drop_users(db).await?;
+        self.unprovision(&format!("dbs/{db}")).await?;
         Ok(Done::empty(StatusCode::NO_CONTENT, None))
     }
 }

@@ -20,6 +20,7 @@ mod containers;
 mod databases;
 pub(crate) mod documents;
 pub(crate) mod feeds;
+pub(crate) mod offers;
 pub(crate) mod queries;
 mod users;
 
@@ -125,6 +126,9 @@ impl<T: Tables> Front<'_, T> {
             (&Method::DELETE, A::Document(db, coll, id)) => {
                 self.delete((db, coll, id), asked).await
             }
+            (&Method::GET | &Method::POST, A::Offers) => self.offers(asked).await,
+            (&Method::GET, A::Offer(id)) => self.offer(id).await,
+            (&Method::PUT, A::Offer(id)) => self.replace_offer(id, asked).await,
             (&Method::GET, A::Users(db)) => self.users(db).await,
             (&Method::POST, A::Users(db)) => self.create_user(db, asked).await,
             (&Method::GET, A::User(db, user)) => self.user(db, user).await,

@@ -1,0 +1,285 @@
+//! Provisioned throughput: offers, a container's own or a database's shared by its containers,
+//! each one entity of the table `#offers` (partition `""`, row the offer's id, which its
+//! resource's link names). Given when a container or database is made
+//! (`x-ms-offer-throughput`, or `x-ms-cosmos-offer-autopilot-settings` for autoscale), read and
+//! queried (`/offers`: the SDKs' `get_throughput` / `readOffer` query it by the resource's
+//! `_self`) and replaced (`replace_throughput`) as Azure's are, within Azure's limits. A
+//! container made with none in a database with none gets Azure's least, 400 RU/s.
+//! [`crate::throughput`] holds a container's requests to it when asked to.
+
+use http::StatusCode;
+use ifmatch_table::{Change, Entity, Expected, Tables};
+use serde_json::{Map, Value as Json, json};
+
+use super::answers::{Answered, Done};
+use super::{Asked, Front};
+use crate::document::{self, json_of};
+use crate::failure::{Failure, bad_request, not_found};
+use crate::throughput::Budgets;
+
+const OFFERS: &str = "#offers";
+
+/// The least manual throughput Azure provisions, RU/s, and its step.
+pub(crate) const MIN_MANUAL: u64 = 400;
+
+/// The least autoscale maximum Azure takes, RU/s, and its step.
+pub(crate) const MIN_AUTOSCALE: u64 = 1000;
+
+/// The most throughput an offer takes here, RU/s (Azure's default limit without a support
+/// request).
+pub(crate) const MAX_THROUGHPUT: u64 = 1_000_000;
+
+/// What an offer provisions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Throughput {
+    /// A fixed number of RU/s.
+    Manual(u64),
+    /// Scaled between a tenth of the maximum and the maximum, as used.
+    Autoscale(u64),
+}
+
+impl Throughput {
+    /// The most RU/s it serves in a second.
+    pub(crate) fn most(self) -> u64 {
+        match self {
+            Self::Manual(n) | Self::Autoscale(n) => n,
+        }
+    }
+
+    fn content(self) -> Json {
+        match self {
+            Self::Manual(n) => json!({
+                "offerThroughput": n,
+                "offerIsRUPerMinuteThroughputEnabled": false,
+            }),
+            Self::Autoscale(max) => json!({
+                "offerThroughput": max / 10,
+                "offerIsRUPerMinuteThroughputEnabled": false,
+                "offerAutopilotSettings": { "maxThroughput": max },
+            }),
+        }
+    }
+
+    /// What an offer's `content` provisions, within Azure's limits.
+    fn of_content(content: &Json) -> Result<Self, Failure> {
+        match content.get("offerAutopilotSettings") {
+            Some(settings) => autoscale(settings.get("maxThroughput")),
+            None => manual(content.get("offerThroughput")),
+        }
+    }
+}
+
+fn manual(value: Option<&Json>) -> Result<Throughput, Failure> {
+    let n = value.and_then(Json::as_u64).unwrap_or(0);
+    if n < MIN_MANUAL || n > MAX_THROUGHPUT || n % 100 != 0 {
+        return Err(bad_request(format!(
+            "The offer throughput is {}: it is a multiple of 100 RU/s from {MIN_MANUAL} to {MAX_THROUGHPUT}.",
+            value.map_or("missing".to_owned(), Json::to_string)
+        )));
+    }
+    Ok(Throughput::Manual(n))
+}
+
+fn autoscale(value: Option<&Json>) -> Result<Throughput, Failure> {
+    let n = value.and_then(Json::as_u64).unwrap_or(0);
+    if n < MIN_AUTOSCALE || n > MAX_THROUGHPUT || n % 1000 != 0 {
+        return Err(bad_request(format!(
+            "The autoscale maximum throughput is {}: it is a multiple of 1000 RU/s from {MIN_AUTOSCALE} to {MAX_THROUGHPUT}.",
+            value.map_or("missing".to_owned(), Json::to_string)
+        )));
+    }
+    Ok(Throughput::Autoscale(n))
+}
+
+/// The throughput a request to make a database or container asks for, if any.
+pub(super) fn asked_throughput(asked: &Asked<'_>) -> Result<Option<Throughput>, Failure> {
+    let fixed = asked.header("x-ms-offer-throughput");
+    let scaled = asked.header("x-ms-cosmos-offer-autopilot-settings");
+    match (fixed, scaled) {
+        (None, None) => Ok(None),
+        (Some(_), Some(_)) => Err(bad_request(
+            "x-ms-offer-throughput and x-ms-cosmos-offer-autopilot-settings are not taken together: \
+             a throughput is manual or autoscale.",
+        )),
+        (Some(n), None) => {
+            let n: Json = n.trim().parse::<u64>().map_or(Json::Null, Json::from);
+            manual(Some(&n)).map(Some)
+        }
+        (None, Some(settings)) => {
+            let settings: Json = serde_json::from_str(settings).map_err(|_| {
+                bad_request("x-ms-cosmos-offer-autopilot-settings is JSON: {\"maxThroughput\": N}.")
+            })?;
+            autoscale(settings.get("maxThroughput")).map(Some)
+        }
+    }
+}
+
+/// The id of the offer of the resource `link` (`dbs/{db}` or `dbs/{db}/colls/{coll}`): a
+/// digest of it, in letters, digits, `-` and `_` (a path segment, as Azure's are).
+pub(crate) fn offer_id(link: &str) -> String {
+    use base64::Engine;
+    let mut digest: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in format!("offer\0{link}").bytes() {
+        digest = (digest ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+    }
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest.to_be_bytes())
+}
+
+impl<T: Tables> Front<'_, T> {
+    /// Provisions `throughput` to the resource `link`, whose resource id is `rid`.
+    pub(super) async fn provision(
+        &self,
+        link: &str,
+        rid: &str,
+        throughput: Throughput,
+    ) -> Result<(), Failure> {
+        let id = offer_id(link);
+        let offer = json!({
+            "id": id,
+            "resource": format!("{link}/"),
+            "offerResourceId": rid,
+            "offerType": "Invalid",
+            "offerVersion": "V2",
+            "content": throughput.content(),
+        });
+        let Json::Object(offer) = offer else {
+            unreachable!("an object")
+        };
+        self.write_offer(&id, None, &offer).await
+    }
+
+    async fn write_offer(
+        &self,
+        id: &str,
+        before: Option<&Entity>,
+        offer: &Map<String, Json>,
+    ) -> Result<(), Failure> {
+        let entity = self.entity("", id, before.map(|b| b.timestamp), offer);
+        let change = Change {
+            key: (String::new(), id.to_owned()),
+            expected: before.map_or(Expected::Anything, |b| Expected::Version(b.timestamp)),
+            write: Some(entity),
+        };
+        self.tables
+            .create_table(OFFERS)
+            .await
+            .map_err(crate::failure::backend)?;
+        self.commit_resource(OFFERS, change, crate::failure::conflict)
+            .await
+    }
+
+    /// Removes the offer of the resource `link`, if it has one.
+    pub(super) async fn unprovision(&self, link: &str) -> Result<(), Failure> {
+        let change = Change {
+            key: (String::new(), offer_id(link)),
+            expected: Expected::Anything,
+            write: None,
+        };
+        match self.commit(OFFERS, &[change]).await {
+            Err(super::Committed::Failed(failure)) => Err(failure),
+            _ => Ok(()),
+        }
+    }
+
+    /// What the resource `link` is provisioned, if it has an offer of its own.
+    pub(crate) async fn throughput_of(&self, link: &str) -> Result<Option<Throughput>, Failure> {
+        match self.get(OFFERS, "", &offer_id(link)).await? {
+            Some(entity) => {
+                let offer = json_of(&entity);
+                Ok(Throughput::of_content(&offer["content"]).ok())
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// The offer whose budget a request to the documents of `db`/`coll` draws on (the
+    /// container's own, else its database's), as `budgets` knows it or read again.
+    pub(crate) async fn drawn_on(
+        &self,
+        budgets: &Budgets,
+        (db, coll): (&str, &str),
+        now: f64,
+    ) -> Result<Option<String>, Failure> {
+        let account = self.account.name();
+        let container = format!("{account}/dbs/{db}/colls/{coll}");
+        if let Some(route) = budgets.route(&container, now) {
+            return Ok(route);
+        }
+        let mut offer = None;
+        for link in [format!("dbs/{db}/colls/{coll}"), format!("dbs/{db}")] {
+            if let Some(throughput) = self.throughput_of(&link).await? {
+                offer = Some((format!("{account}/{link}"), throughput.most() as f64));
+                break;
+            }
+        }
+        let key = offer.as_ref().map(|(key, _)| key.clone());
+        budgets.set_route(&container, offer, now);
+        Ok(key)
+    }
+
+    /// Read Offers, and Query Offers (a `POST` of a query).
+    pub(super) async fn offers(&self, asked: &Asked<'_>) -> Answered {
+        let all = self.scan_all(OFFERS, Some("")).await?;
+        let mut offers: Vec<Json> = all.iter().map(offer_json).collect();
+        if crate::document::is_query(asked.headers) {
+            let body: Json = serde_json::from_slice(asked.body).map_err(|_| {
+                bad_request("A query's body is JSON: {\"query\": ..., \"parameters\": [...]}.")
+            })?;
+            let text = body["query"].as_str().unwrap_or_default();
+            let parameters = body["parameters"].as_array().cloned().unwrap_or_default();
+            let query = crate::sql::Query::parse(text, parameters)
+                .map_err(|error| bad_request(format!("Query: {}", error.message)))?;
+            let meter = crate::sql::Meter::per_document();
+            offers = offers
+                .iter()
+                .flat_map(|o| query.results(o, &meter))
+                .collect();
+        }
+        let count = offers.len();
+        let mut done = Done::of(
+            StatusCode::OK,
+            json!({ "_rid": "", "Offers": offers, "_count": count }),
+            None,
+        );
+        done.count = Some(count);
+        Ok(done)
+    }
+
+    pub(super) async fn offer(&self, id: &str) -> Answered {
+        let entity = self.get(OFFERS, "", id).await?.ok_or_else(not_found)?;
+        Ok(Done::of(
+            StatusCode::OK,
+            offer_json(&entity),
+            Some(entity.timestamp),
+        ))
+    }
+
+    /// Replace Offer: its content (the throughput) changes, within Azure's limits; what it is
+    /// the offer of does not.
+    pub(super) async fn replace_offer(&self, id: &str, asked: &Asked<'_>) -> Answered {
+        let before = self.get(OFFERS, "", id).await?.ok_or_else(not_found)?;
+        let given = document::resource(asked.body)?;
+        let content = given.get("content").cloned().unwrap_or(Json::Null);
+        let throughput = Throughput::of_content(&content)?;
+        let mut offer = json_of(&before);
+        offer.insert("content".into(), throughput.content());
+        self.write_offer(id, Some(&before), &offer).await?;
+        let after = self.get(OFFERS, "", id).await?.ok_or_else(not_found)?;
+        Ok(Done::of(
+            StatusCode::OK,
+            offer_json(&after),
+            Some(after.timestamp),
+        ))
+    }
+}
+
+fn offer_json(entity: &Entity) -> Json {
+    let id = &entity.row_key;
+    let link = format!("offers/{id}");
+    Json::Object(document::with_system(
+        json_of(entity),
+        &link,
+        id,
+        entity.timestamp,
+    ))
+}
