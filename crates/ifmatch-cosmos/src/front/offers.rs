@@ -71,7 +71,7 @@ impl Throughput {
 
 fn manual(value: Option<&Json>) -> Result<Throughput, Failure> {
     let n = value.and_then(Json::as_u64).unwrap_or(0);
-    if n < MIN_MANUAL || n > MAX_THROUGHPUT || n % 100 != 0 {
+    if !(MIN_MANUAL..=MAX_THROUGHPUT).contains(&n) || !n.is_multiple_of(100) {
         return Err(bad_request(format!(
             "The offer throughput is {}: it is a multiple of 100 RU/s from {MIN_MANUAL} to {MAX_THROUGHPUT}.",
             value.map_or("missing".to_owned(), Json::to_string)
@@ -82,7 +82,7 @@ fn manual(value: Option<&Json>) -> Result<Throughput, Failure> {
 
 fn autoscale(value: Option<&Json>) -> Result<Throughput, Failure> {
     let n = value.and_then(Json::as_u64).unwrap_or(0);
-    if n < MIN_AUTOSCALE || n > MAX_THROUGHPUT || n % 1000 != 0 {
+    if !(MIN_AUTOSCALE..=MAX_THROUGHPUT).contains(&n) || !n.is_multiple_of(1000) {
         return Err(bad_request(format!(
             "The autoscale maximum throughput is {}: it is a multiple of 1000 RU/s from {MIN_AUTOSCALE} to {MAX_THROUGHPUT}.",
             value.map_or("missing".to_owned(), Json::to_string)
