@@ -10,7 +10,7 @@
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { ChangeFeedMode, ChangeFeedStartFrom, CosmosClient } from "@azure/cosmos";
+import { ChangeFeedMode, ChangeFeedStartFrom, CosmosClient, PluginOn } from "@azure/cosmos";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { run, runPython } from "./programs.mjs";
@@ -540,5 +540,60 @@ for (const [name, start] of [
     });
     const refused = await failure(stranger.database("shop").read());
     assert.equal(refused.code, 401);
+  });
+});
+
+// Provisioned throughput held (`--cosmos-throughput enforce`, the Worker's COSMOS_THROUGHPUT):
+// offers read and replaced through the SDK, and a burst past 400 RU/s answered 429 first, which
+// the SDK's own retry policy waits out.
+for (const [name, start] of [
+  ["native ifmatch serve", () => startNative({ anonymous: false, args: ["--cosmos-throughput", "enforce"] })],
+  ["Cloudflare Worker (miniflare)", () => startWorker({ anonymous: false, bindings: { COSMOS_THROUGHPUT: "enforce" } })],
+]) describe(`enforced throughput against ${name}`, () => {
+  let server;
+  before(async () => {
+    server = await start();
+  });
+  after(() => server?.stop());
+
+  test("offers read and replaced; 250 writes of 4 KB by ten writers at 400 RU/s all land through the SDK's 429 retries", async () => {
+    // Each answer 429 the SDK's transport gets, before its retry policy waits it out.
+    let throttled = 0;
+    const counted = async (context, diagnosticNode, next) => {
+      try {
+        return await next(context);
+      } catch (error) {
+        if (error.code === 429) throttled += 1;
+        throw error;
+      }
+    };
+    const plugins = [{ on: PluginOn.request, plugin: counted }];
+    const client = new CosmosClient({ endpoint: server.cosmosOrigin, key: KEY, plugins });
+    const { database } = await client.databases.createIfNotExists({ id: "held" });
+    const { container } = await database.containers.createIfNotExists({
+      id: "burst",
+      partitionKey: { paths: ["/pk"] },
+      throughput: 400,
+    });
+    const { resource: offer } = await container.readOffer();
+    assert.equal(offer.content.offerThroughput, 400);
+    const { headers } = await container.items.create({ id: "first", pk: "a" });
+    assert.equal(headers["x-ms-request-charge"], "4.95");
+    // Ten writers at once, 25 writes each: far past 400 RU/s.
+    const started = Date.now();
+    const writer = async (w) => {
+      for (let n = 0; n < 25; n += 1) {
+        await container.items.create({ id: `${w}-${n}`, pk: "a", pad: "x".repeat(3900) });
+      }
+    };
+    await Promise.all(Array.from({ length: 10 }, (_, w) => writer(w)));
+    const elapsed = (Date.now() - started) / 1000;
+    const { resources } = await container.items.query("SELECT VALUE COUNT(1) FROM c").fetchAll();
+    assert.deepEqual(resources, [251]);
+    assert.ok(throttled > 0, "the server held the burst back");
+    assert.ok(elapsed >= 2.9, `${elapsed} s for 1,667 RU at 400 RU/s`);
+    offer.content.offerThroughput = 1000;
+    const { resource: replaced } = await client.offer(offer.id).replace(offer);
+    assert.equal(replaced.content.offerThroughput, 1000);
   });
 });

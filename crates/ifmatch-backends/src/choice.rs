@@ -173,6 +173,19 @@ impl Choice {
         out
     }
 
+    /// Refuses a data directory the choice would use the other way (its records in it for
+    /// one server, or objects shared through Redis), changing nothing and reaching no backend.
+    pub fn check_data(&self) -> io::Result<()> {
+        #[cfg(feature = "redis")]
+        let shared = matches!(
+            (&self.records, &self.objects),
+            (RecordsAt::Redis(_), ObjectsAt::Local)
+        );
+        #[cfg(not(feature = "redis"))]
+        let shared = false;
+        DataDir::check_mode(&self.data, shared)
+    }
+
     /// The tables a fleet shares (in Redis, in a bucket), opened alone, without the data
     /// directory; `None` when the tables are the data directory's own (one server's).
     pub async fn shared_tables(&self) -> io::Result<Option<AnyTables>> {

@@ -637,6 +637,10 @@ async fn serve(args: Serve) -> anyhow::Result<()> {
         ifmatch_server::Choice::parse(&args.data, args.backend.as_deref(), args.store.as_deref())?
             .with_redis_replicas(args.replicas.redis_replicas)?;
     let what = choice.describe();
+    // A data directory used the other way is refused before any backend is reached.
+    choice
+        .check_data()
+        .with_context(|| format!("opening {what}"))?;
     let issuer = ifmatch_server::identity::dev_issuer(&choice, &args.data)
         .await
         .with_context(|| format!("the development issuer of {what}"))?;

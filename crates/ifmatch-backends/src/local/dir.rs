@@ -80,6 +80,16 @@ impl DataDir {
         Ok(Arc::new(dir))
     }
 
+    /// Refuses, as [`DataDir::open`] or [`DataDir::open_shared`] (`shared`) would, a directory
+    /// used the other way, changing nothing: what a server checks before it reaches a backend.
+    pub fn check_mode(root: &Path, shared: bool) -> io::Result<()> {
+        let mode = if shared { Mode::Shared } else { Mode::Embedded };
+        match check(root, mode) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            other => other.map(|_| ()),
+        }
+    }
+
     /// Opens `root` for reading only, under the lock (so no server changes it meanwhile):
     /// what `ifmatch check` does. Creates nothing.
     pub fn open_to_check(root: impl Into<PathBuf>) -> io::Result<Self> {
@@ -269,6 +279,19 @@ fn in_use(root: &Path) -> io::Error {
 
 /// Records `mode` in `root/mode`, or refuses when the directory is used the other way.
 fn claim(root: &Path, mode: Mode) -> io::Result<()> {
+    if check(root, mode)? {
+        return Ok(());
+    }
+    let path = root.join("mode");
+    let tmp = root.join("tmp").join("mode");
+    fs::write(&tmp, format!("{}\n", mode.as_str()))?;
+    File::open(&tmp)?.sync_all()?;
+    fs::rename(&tmp, &path)?;
+    sync_dir(root)
+}
+
+/// Whether `root` is already used in `mode` (`false`: in no mode yet), or why it may not be.
+fn check(root: &Path, mode: Mode) -> io::Result<bool> {
     let path = root.join("mode");
     let found = match fs::read_to_string(&path) {
         Ok(text) => Some(Mode::parse(&text).ok_or_else(|| {
@@ -311,14 +334,8 @@ fn claim(root: &Path, mode: Mode) -> io::Result<()> {
                 ),
             },
         )),
-        Some(_) => Ok(()),
-        None => {
-            let tmp = root.join("tmp").join("mode");
-            fs::write(&tmp, format!("{}\n", mode.as_str()))?;
-            File::open(&tmp)?.sync_all()?;
-            fs::rename(&tmp, &path)?;
-            sync_dir(root)
-        }
+        Some(_) => Ok(true),
+        None => Ok(false),
     }
 }
 
