@@ -6,7 +6,10 @@
 //! An offer's budget (the container's own, or its database's shared one) is a bucket that
 //! fills at the offer's RU/s and holds one second of them (an autoscale offer: its maximum); a
 //! request is admitted while the bucket is not below zero, and pays its charge once it ran (so
-//! one large request may take it below, and the next wait, as in Azure). The buckets are this
+//! one large request may take it below, and the next wait, as in Azure). The requests held
+//! back are told to come back one after the other, a usual request's share of the rate apart,
+//! not all at the moment the bucket is back: ten clients of one container then take turns
+//! instead of being held back again until their SDKs give up. The buckets are this
 //! instance's (each instance of a fleet, each isolate of the Worker, holds its own requests to
 //! the offer); what a container's offer is is read again every five seconds.
 
@@ -40,6 +43,12 @@ struct Bucket {
     level: f64,
     /// When `level` was last brought up to date, in seconds.
     at: f64,
+    /// What a request has cost lately, in RU (a moving average).
+    usual: f64,
+    /// The time the requests told to wait were last told to come back at, in seconds: each
+    /// next one is told to come a usual request's share of the rate later, so that the
+    /// clients held back do not all come back at once and be held back again.
+    back_at: f64,
 }
 
 impl Bucket {
@@ -68,6 +77,8 @@ impl Budgets {
                 rate,
                 level: rate,
                 at: now,
+                usual: 1.0,
+                back_at: now,
             });
             *bucket = Bucket {
                 rate,
@@ -88,7 +99,9 @@ impl Budgets {
         if bucket.level >= 0.0 {
             return Ok(());
         }
-        let wait = (-bucket.level / bucket.rate * 1000.0).ceil().max(1.0) as u64;
+        let back = (now - bucket.level / bucket.rate).max(bucket.back_at);
+        bucket.back_at = back + bucket.usual / bucket.rate;
+        let wait = ((back - now) * 1000.0).ceil().max(1.0) as u64;
         Err(too_many(wait))
     }
 
@@ -98,6 +111,7 @@ impl Budgets {
         if let Some(bucket) = inner.buckets.get_mut(offer) {
             *bucket = bucket.at(now);
             bucket.level -= charge;
+            bucket.usual = 0.9 * bucket.usual + 0.1 * charge;
         }
     }
 }
@@ -134,8 +148,9 @@ mod tests {
         assert_eq!(refused.code, Code::TooManyRequests);
         assert_eq!(refused.substatus, Some(3200));
         assert_eq!(refused.retry_after_ms, Some(250));
+        // The next one held back is told to come a usual request later (here 50.9 RU: 127 ms).
         let refused = budgets.admit("o", 0.125).unwrap_err();
-        assert_eq!(refused.retry_after_ms, Some(125));
+        assert_eq!(refused.retry_after_ms, Some(125 + 128));
         budgets.admit("o", 0.25).unwrap();
         // A bucket holds one second at most, however long it was idle.
         budgets.spend("o", 0.0, 100.0);
