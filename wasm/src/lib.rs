@@ -235,7 +235,11 @@ fn is_cosmos_request(request: &HttpRequest) -> bool {
                 || value.starts_with(format!("type={kind}").as_bytes())
         })
     });
-    host.split('.').nth(1) == Some("documents") || first == "dbs" || (path == "/" && master)
+    // The account read and the offers carry Cosmos's credentials (a blob container may be
+    // named `offers`; its requests never carry them).
+    host.split('.').nth(1) == Some("documents")
+        || first == "dbs"
+        || ((path == "/" || first == "offers") && master)
 }
 
 /// What the Table service and the Cosmos endpoint are given: the bindings, the accounts,
