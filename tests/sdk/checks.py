@@ -19,3 +19,15 @@ class Checks:
 
     def done(self):
         print(f"{self.name}: {self.passed} passed, 0 failed")
+
+
+def status_of(call):
+    """The status `call` fails with (an SDK's HTTP error, which carries it), or 0 when it
+    succeeds."""
+    try:
+        call()
+    except Exception as error:  # noqa: BLE001 - any SDK's error that carries a status
+        if getattr(error, "status_code", None) is None:
+            raise
+        return error.status_code
+    return 0

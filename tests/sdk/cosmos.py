@@ -15,20 +15,11 @@ import threading
 import time
 import uuid
 
-from checks import Checks
+from checks import Checks, status_of
 from azure.core import MatchConditions
 from azure.cosmos import CosmosClient, PartitionKey, exceptions
 
 check = Checks("python cosmos")
-
-
-def status_of(call):
-    """The status `call` fails with, or 0 when it succeeds."""
-    try:
-        call()
-    except exceptions.CosmosHttpResponseError as error:
-        return error.status_code
-    return 0
 
 
 def main(connection_string, writers=16):

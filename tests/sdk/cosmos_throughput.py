@@ -13,19 +13,10 @@ import sys
 import time
 import uuid
 
-from checks import Checks
-from azure.cosmos import CosmosClient, PartitionKey, ThroughputProperties, exceptions
+from checks import Checks, status_of
+from azure.cosmos import CosmosClient, PartitionKey, ThroughputProperties
 
 check = Checks("python cosmos throughput")
-
-
-def status_of(call):
-    """The status `call` fails with, or 0 when it succeeds."""
-    try:
-        call()
-    except exceptions.CosmosHttpResponseError as error:
-        return error.status_code
-    return 0
 
 
 def main(connection_string):

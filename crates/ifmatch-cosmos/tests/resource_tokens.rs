@@ -19,19 +19,7 @@ const PERMISSIONS: &str = "/dbs/shop/users/ann/permissions";
 
 async fn setup() -> Service {
     let e = Endpoint::new(Arc::new(MemoryTables::new()), SystemEnv);
-    assert_eq!(
-        signed(&e, Method::POST, "/dbs", &[], r#"{"id":"shop"}"#)
-            .await
-            .0,
-        201
-    );
-    let container = r#"{"id":"carts","partitionKey":{"paths":["/pk"],"kind":"Hash"}}"#;
-    assert_eq!(
-        signed(&e, Method::POST, "/dbs/shop/colls", &[], container)
-            .await
-            .0,
-        201
-    );
+    common::shop(&e).await;
     for (id, pk) in [("a1", "a"), ("a2", "a"), ("b1", "b")] {
         let header = format!(r#"["{pk}"]"#);
         let body = format!(r#"{{"id":"{id}","pk":"{pk}"}}"#);

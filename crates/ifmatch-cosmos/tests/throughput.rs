@@ -18,11 +18,7 @@ const DOCS: &str = "/dbs/shop/colls/carts/docs";
 
 async fn setup() -> Service {
     let e = Endpoint::new(Arc::new(MemoryTables::new()), SystemEnv);
-    let db = signed(&e, Method::POST, "/dbs", &[], r#"{"id":"shop"}"#).await;
-    assert_eq!(db.0, 201);
-    let container = r#"{"id":"carts","partitionKey":{"paths":["/pk"],"kind":"Hash"}}"#;
-    let made = signed(&e, Method::POST, "/dbs/shop/colls", &[], container).await;
-    assert_eq!(made.0, 201);
+    common::shop(&e).await;
     e
 }
 
@@ -230,19 +226,7 @@ async fn offers_are_given_read_queried_and_replaced_within_azures_limits() {
 async fn held_to_its_offer_a_container_past_its_budget_is_answered_429_with_the_time_to_wait() {
     let e = Endpoint::new(Arc::new(MemoryTables::new()), SystemEnv)
         .with_enforced_throughput(Arc::default());
-    assert_eq!(
-        signed(&e, Method::POST, "/dbs", &[], r#"{"id":"shop"}"#)
-            .await
-            .0,
-        201
-    );
-    let container = r#"{"id":"carts","partitionKey":{"paths":["/pk"],"kind":"Hash"}}"#;
-    assert_eq!(
-        signed(&e, Method::POST, "/dbs/shop/colls", &[], container)
-            .await
-            .0,
-        201
-    );
+    common::shop(&e).await;
     // 400 RU/s: about 80 writes of 1 KB (4.95 RU each) in the first second, then 429s.
     let mut written = 0;
     let refused = loop {

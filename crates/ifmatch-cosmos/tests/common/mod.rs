@@ -72,3 +72,13 @@ pub(crate) async fn signed_at<T: Tables + Clone>(
     let json = serde_json::from_slice(answer.body()).unwrap_or(serde_json::Value::Null);
     (answer.status().as_u16(), json, answer.headers().clone())
 }
+
+/// Makes the database `shop` and its container `carts` (partitioned by `/pk`) on `service`.
+#[allow(dead_code)]
+pub(crate) async fn shop<T: Tables + Clone>(service: &Endpoint<T, SystemEnv>) {
+    let db = signed(service, Method::POST, "/dbs", &[], r#"{"id":"shop"}"#).await;
+    assert_eq!(db.0, 201, "{}", db.1);
+    let container = r#"{"id":"carts","partitionKey":{"paths":["/pk"],"kind":"Hash"}}"#;
+    let made = signed(service, Method::POST, "/dbs/shop/colls", &[], container).await;
+    assert_eq!(made.0, 201, "{}", made.1);
+}
