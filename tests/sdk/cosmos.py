@@ -361,6 +361,7 @@ def main(connection_string, writers=16):
     vector_checks(database)
     full_text_checks(database)
     hierarchical_key_checks(database)
+    computed_property_checks(database)
 
     # The change feed: from the beginning, resumed from its token, from now.
     change_feed_checks(database)
@@ -706,6 +707,28 @@ def long_id_checks(carts):
     check(
         "an id of 1,024 bytes is 400",
         status_of(lambda: carts.create_item({"id": "a" * 1024, "user": "ann"})) == 400,
+    )
+
+
+def computed_property_checks(database):
+    """Computed properties, given as the SDK gives them (`computed_properties`), read by queries
+    as stored properties are and left out of `SELECT *`; one of a form Azure refuses is 400."""
+    people = database.create_container(
+        "people", partition_key=PartitionKey(path="/pk"),
+        computed_properties=[{"name": "cp_lower", "query": "SELECT VALUE LOWER(c.name) FROM c"}])
+    for n, name in enumerate(["Zoe", "ann", "Bob"]):
+        people.create_item({"id": str(n), "pk": "a", "name": name})
+    ordered = list(people.query_items("SELECT VALUE c.cp_lower FROM c ORDER BY c.cp_lower", partition_key="a"))
+    whole = list(people.query_items("SELECT * FROM c WHERE c.cp_lower = 'zoe'", partition_key="a"))
+    check(
+        "a computed property is queried, filtered and sorted on, and left out of SELECT *",
+        ordered == ["ann", "bob", "zoe"] and [d["id"] for d in whole] == ["0"] and "cp_lower" not in whole[0],
+    )
+    where = [{"name": "cp", "query": "SELECT VALUE c.name FROM c WHERE c.n > 1"}]
+    check(
+        "a computed property whose query has a WHERE is refused 400",
+        status_of(lambda: database.create_container(
+            "bad_cp", partition_key=PartitionKey(path="/pk"), computed_properties=where)) == 400,
     )
 
 

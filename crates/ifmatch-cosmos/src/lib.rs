@@ -11,6 +11,7 @@ pub mod auth;
 pub mod batch;
 pub mod charge;
 mod commits;
+pub mod computed;
 pub mod document;
 pub mod endpoint;
 pub mod failure;

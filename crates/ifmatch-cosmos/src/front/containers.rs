@@ -11,6 +11,7 @@ use super::offers::{self, Throughput};
 use super::{
     Asked, CONTAINERS, Committed, DATABASES, Front, documents_table, holds, id_of, key, rid,
 };
+use crate::computed::Computed;
 use crate::document::{self, json_of};
 use crate::failure::{Failure, backend, bad_request, conflict, not_found, precondition_failed};
 use crate::{ttl, unique};
@@ -85,6 +86,7 @@ impl<T: Tables> Front<'_, T> {
         }
         unique::declared(&resource)?;
         ttl::declared(&resource)?;
+        Computed::declared(&resource).map_err(bad_request)?;
         let embeddings = crate::sql::embeddings(&resource).map_err(bad_request)?;
         crate::sql::check_vector_indexes(&resource, &embeddings).map_err(bad_request)?;
         with_container_defaults(&mut resource);
@@ -151,6 +153,7 @@ impl<T: Tables> Front<'_, T> {
                 "A container's unique keys are not changed by a replace.",
             ));
         }
+        Computed::declared(&resource).map_err(bad_request)?;
         ttl::declared(&resource)?;
         // The vector indexes are checked against the vector paths the container will have:
         // the body's, or the stored ones when it sends none.

@@ -8,6 +8,7 @@ use serde_json::{Value as Json, json};
 use super::answers::{Answered, Done};
 use super::documents::document_json;
 use super::{Asked, Front, Scope, documents_table, rid};
+use crate::computed::Computed;
 use crate::document::json_of;
 use crate::failure::bad_request;
 use crate::ttl;
@@ -40,6 +41,8 @@ impl<T: Tables> Front<'_, T> {
         }
         // A query is charged to run even when it reads nothing.
         self.meter.examined(0);
+        // Checked when the container was made or replaced.
+        let computed = Computed::declared(&json_of(&container)).unwrap_or_default();
         let scope = self.scope(&container, asked)?;
         let size = asked.page_size()?;
         let table = documents_table(db, coll);
@@ -65,10 +68,18 @@ impl<T: Tables> Front<'_, T> {
             |entity| {
                 self.meter.examined(1);
                 let doc = document_json(db, coll, entity);
-                (!ttl::past(default, entity.timestamp, doc.get("ttl"), now)).then_some(doc)
+                let live = !ttl::past(default, entity.timestamp, doc.get("ttl"), now);
+                live.then(|| match computed.is_empty() {
+                    true => doc,
+                    false => computed.with(doc),
+                })
             },
         )
         .await?;
+        let mut page = page;
+        if !computed.is_empty() && Computed::wildcard(&query) {
+            page.results.iter_mut().for_each(|r| computed.leave_out(r));
+        }
         let count = page.results.len();
         let mut done = Done::of(
             StatusCode::OK,

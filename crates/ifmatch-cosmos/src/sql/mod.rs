@@ -272,6 +272,31 @@ impl Query {
         !self.aggregates.is_empty()
     }
 
+    /// The built-in functions its selection calls (upper case), and whether the selection
+    /// holds a subquery (`EXISTS`, `ARRAY`, a scalar one) or an aggregate.
+    pub fn selection_calls(&mut self) -> (Vec<&'static str>, bool) {
+        let mut calls = Vec::new();
+        let mut nested = !self.aggregates.is_empty();
+        let mut each = |expr: &mut Expr| {
+            match expr {
+                Expr::Call(name, _) => calls.push(*name),
+                Expr::Exists(_) | Expr::ArrayOf(_) | Expr::Scalar(_) | Expr::Aggregate(_) => {
+                    nested = true
+                }
+                _ => {}
+            }
+            Ok(())
+        };
+        let _ = match &mut self.select {
+            Select::Value(expr) => tree::visit(expr, &mut each),
+            Select::Items(items) => items
+                .iter_mut()
+                .try_for_each(|(expr, _)| tree::visit(expr, &mut each)),
+            Select::Star => Ok(()),
+        };
+        (calls, nested)
+    }
+
     /// Whether the query reads the container: one without `FROM` makes one row of nothing.
     pub fn reads_container(&self) -> bool {
         !self.from.is_empty()
