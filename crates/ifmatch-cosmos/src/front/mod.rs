@@ -404,9 +404,14 @@ impl Scope {
 /// A short resource id of `names`, stable for them: base64 of an FNV-1a digest.
 pub(crate) fn rid(names: &[&str]) -> String {
     use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(digest(names))
+}
+
+/// An FNV-1a digest of `names`, joined by NUL (which no name holds).
+pub(crate) fn digest(names: &[&str]) -> [u8; 8] {
     let mut digest: u64 = 0xcbf2_9ce4_8422_2325;
     for byte in names.join("\0").bytes() {
         digest = (digest ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
     }
-    base64::engine::general_purpose::STANDARD.encode(digest.to_be_bytes())
+    digest.to_be_bytes()
 }

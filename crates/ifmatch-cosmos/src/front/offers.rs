@@ -118,11 +118,7 @@ pub(super) fn asked_throughput(asked: &Asked<'_>) -> Result<Option<Throughput>, 
 /// digest of it, in letters, digits, `-` and `_` (a path segment, as Azure's are).
 pub(crate) fn offer_id(link: &str) -> String {
     use base64::Engine;
-    let mut digest: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in format!("offer\0{link}").bytes() {
-        digest = (digest ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
-    }
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest.to_be_bytes())
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(super::digest(&["offer", link]))
 }
 
 impl<T: Tables> Front<'_, T> {
@@ -145,7 +141,7 @@ impl<T: Tables> Front<'_, T> {
         let Json::Object(offer) = offer else {
             unreachable!("an object")
         };
-        self.write_offer(&id, None, &offer).await
+        self.write_offer(&id, None, &offer).await.map(drop)
     }
 
     async fn write_offer(
@@ -153,19 +149,20 @@ impl<T: Tables> Front<'_, T> {
         id: &str,
         before: Option<&Entity>,
         offer: &Map<String, Json>,
-    ) -> Result<(), Failure> {
+    ) -> Result<Entity, Failure> {
         let entity = self.entity("", id, before.map(|b| b.timestamp), offer);
         let change = Change {
             key: (String::new(), id.to_owned()),
             expected: before.map_or(Expected::Anything, |b| Expected::Version(b.timestamp)),
-            write: Some(entity),
+            write: Some(entity.clone()),
         };
         self.tables
             .create_table(OFFERS)
             .await
             .map_err(crate::failure::backend)?;
         self.commit_resource(OFFERS, change, crate::failure::conflict)
-            .await
+            .await?;
+        Ok(entity)
     }
 
     /// Removes the offer of the resource `link`, if it has one.
@@ -263,8 +260,7 @@ impl<T: Tables> Front<'_, T> {
         let throughput = Throughput::of_content(&content)?;
         let mut offer = json_of(&before);
         offer.insert("content".into(), throughput.content());
-        self.write_offer(id, Some(&before), &offer).await?;
-        let after = self.get(OFFERS, "", id).await?.ok_or_else(not_found)?;
+        let after = self.write_offer(id, Some(&before), &offer).await?;
         Ok(Done::of(
             StatusCode::OK,
             offer_json(&after),

@@ -34,7 +34,8 @@ impl<T: Tables> Front<'_, T> {
         })?;
         let mut query = crate::sql::Query::parse(text, parameters)
             .map_err(|error| bad_request(format!("Query: {}", error.message)))?;
-        let embeddings = crate::sql::embeddings(&json_of(&container)).unwrap_or_default();
+        let properties = json_of(&container);
+        let embeddings = crate::sql::embeddings(&properties).unwrap_or_default();
         query.with_embeddings(&embeddings);
         if asked.is_true("x-ms-cosmos-is-query-plan-request") {
             return Ok(plan(text));
@@ -42,7 +43,7 @@ impl<T: Tables> Front<'_, T> {
         // A query is charged to run even when it reads nothing.
         self.meter.examined(0);
         // Checked when the container was made or replaced.
-        let computed = Computed::declared(&json_of(&container)).unwrap_or_default();
+        let computed = Computed::declared(&properties).unwrap_or_default();
         let scope = self.scope(&container, asked)?;
         let size = asked.page_size()?;
         let table = documents_table(db, coll);
