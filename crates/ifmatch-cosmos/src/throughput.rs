@@ -21,6 +21,9 @@ use crate::failure::{Code, Failure};
 /// How long what a container's offer is is trusted, in seconds.
 const TRUSTED: f64 = 5.0;
 
+/// How many containers' routes are remembered at most.
+const MAX_ROUTES: usize = 10_000;
+
 /// The buckets of this instance, by offer, and which offer each container draws on.
 #[derive(Debug, Default)]
 pub struct Budgets {
@@ -85,7 +88,11 @@ impl Budgets {
                 ..bucket.at(now)
             };
         }
-        // Bounded by the containers served: a route per container that was asked for.
+        // A route per container asked for, which a client may name without its being there:
+        // past the bound all are forgotten (each is read again at its next request).
+        if inner.routes.len() >= MAX_ROUTES && !inner.routes.contains_key(container) {
+            inner.routes.clear();
+        }
         inner.routes.insert(container.to_owned(), (key, now));
     }
 
@@ -158,5 +165,16 @@ mod tests {
         assert!(budgets.admit("o", 100.0).is_err());
         // An offer not held (a container with none) admits everything.
         budgets.admit("other", 0.0).unwrap();
+        // Containers named without being there are remembered up to the bound, then forgotten.
+        for n in 1..MAX_ROUTES {
+            budgets.set_route(&format!("nothing/{n}"), None, 0.0);
+        }
+        assert!(budgets.route("c", 0.0).is_some());
+        budgets.set_route("one more", None, 0.0);
+        assert!(
+            budgets.route("c", 0.0).is_none(),
+            "forgotten past the bound"
+        );
+        assert_eq!(budgets.inner.lock().unwrap().routes.len(), 1);
     }
 }
