@@ -29,10 +29,46 @@ pub enum Address {
     Permissions(String, String),
     /// `/dbs/{db}/users/{user}/permissions/{id}`.
     Permission(String, String, String),
+    /// `/dbs/{db}/colls/{coll}/sprocs` (or `triggers`, `udfs`): a container's scripts.
+    Scripts(String, String, Scripts),
+    /// `/dbs/{db}/colls/{coll}/sprocs/{id}` (or a trigger, a user-defined function).
+    Script(String, String, Scripts, String),
     /// `/offers`: provisioned throughput, a database's or a container's.
     Offers,
     /// `/offers/{id}`.
     Offer(String),
+}
+
+/// The kinds of a container's scripts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scripts {
+    /// Stored procedures (`sprocs`).
+    Procedures,
+    /// Pre- and post-triggers (`triggers`).
+    Triggers,
+    /// User-defined functions (`udfs`).
+    Functions,
+}
+
+impl Scripts {
+    /// The kind a path segment names.
+    pub fn of_segment(segment: &str) -> Option<Self> {
+        match segment {
+            "sprocs" => Some(Self::Procedures),
+            "triggers" => Some(Self::Triggers),
+            "udfs" => Some(Self::Functions),
+            _ => None,
+        }
+    }
+
+    /// Its path segment, which is also the resource type a signature covers.
+    pub fn segment(self) -> &'static str {
+        match self {
+            Self::Procedures => "sprocs",
+            Self::Triggers => "triggers",
+            Self::Functions => "udfs",
+        }
+    }
 }
 
 /// Why a path names nothing this server serves.
@@ -78,6 +114,14 @@ impl Address {
             (5, Some("dbs"), Some("colls"), Some("pkranges")) => {
                 Self::Ranges(names[1].clone(), names[3].clone())
             }
+            (5, Some("dbs"), Some("colls"), Some(kind)) if Scripts::of_segment(kind).is_some() => {
+                let kind = Scripts::of_segment(kind).unwrap_or(Scripts::Procedures);
+                Self::Scripts(names[1].clone(), names[3].clone(), kind)
+            }
+            (6, Some("dbs"), Some("colls"), Some(kind)) if Scripts::of_segment(kind).is_some() => {
+                let kind = Scripts::of_segment(kind).unwrap_or(Scripts::Procedures);
+                Self::Script(names[1].clone(), names[3].clone(), kind, names[5].clone())
+            }
             (3, Some("dbs"), Some("users"), _) => Self::Users(names[1].clone()),
             (4, Some("dbs"), Some("users"), _) => Self::User(names[1].clone(), names[3].clone()),
             (5, Some("dbs"), Some("users"), Some("permissions")) => {
@@ -91,10 +135,13 @@ impl Address {
         Ok(address)
     }
 
-    /// The database and container whose documents it names, if it names documents.
+    /// The database and container whose documents it names, if it names documents (a stored
+    /// procedure runs on them).
     pub fn documents_of(&self) -> Option<(&str, &str)> {
         match self {
-            Self::Documents(db, coll) | Self::Document(db, coll, _) => Some((db, coll)),
+            Self::Documents(db, coll)
+            | Self::Document(db, coll, _)
+            | Self::Script(db, coll, Scripts::Procedures, _) => Some((db, coll)),
             _ => None,
         }
     }
@@ -111,6 +158,11 @@ impl Address {
             Self::Documents(db, coll) => ("docs", format!("dbs/{db}/colls/{coll}")),
             Self::Document(db, coll, id) => ("docs", format!("dbs/{db}/colls/{coll}/docs/{id}")),
             Self::Ranges(db, coll) => ("pkranges", format!("dbs/{db}/colls/{coll}")),
+            Self::Scripts(db, coll, kind) => (kind.segment(), format!("dbs/{db}/colls/{coll}")),
+            Self::Script(db, coll, kind, id) => (
+                kind.segment(),
+                format!("dbs/{db}/colls/{coll}/{}/{id}", kind.segment()),
+            ),
             Self::Users(db) => ("users", format!("dbs/{db}")),
             Self::User(db, user) => ("users", format!("dbs/{db}/users/{user}")),
             Self::Permissions(db, user) => ("permissions", format!("dbs/{db}/users/{user}")),

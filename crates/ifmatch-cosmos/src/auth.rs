@@ -176,8 +176,16 @@ pub fn permit(
         Address::Container(db, coll)
         | Address::Documents(db, coll)
         | Address::Document(db, coll, _)
-        | Address::Ranges(db, coll) => format!("/dbs/{db}/colls/{coll}"),
+        | Address::Ranges(db, coll)
+        | Address::Scripts(db, coll, _)
+        | Address::Script(db, coll, ..) => format!("/dbs/{db}/colls/{coll}"),
     };
+    // Running a stored procedure is data; writing any script is management.
+    let runs = method == Method::POST
+        && matches!(
+            address,
+            Address::Script(_, _, crate::address::Scripts::Procedures, _)
+        );
     let changes = !matches!(method, &Method::GET | &Method::HEAD);
     let management = (changes
         && matches!(
@@ -186,7 +194,10 @@ pub fn permit(
                 | Address::Database(_)
                 | Address::Containers(_)
                 | Address::Container(..)
-        ))
+                | Address::Scripts(..)
+                | Address::Script(..)
+        )
+        && !runs)
         || matches!(
             address,
             Address::Users(_)
@@ -275,6 +286,9 @@ fn actions(
             vec!["sqlDatabases/containers/items/read"]
         }
         (Address::Document(..), &Method::DELETE) => vec!["sqlDatabases/containers/items/delete"],
+        (Address::Script(..), &Method::POST) => {
+            vec!["sqlDatabases/containers/executeStoredProcedure"]
+        }
         // Replace and patch.
         (Address::Document(..), _) => vec!["sqlDatabases/containers/items/replace"],
         _ => vec!["readMetadata"],

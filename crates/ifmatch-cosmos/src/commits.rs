@@ -40,6 +40,8 @@ pub(crate) struct Waiting {
     pub(crate) policies: Policies,
     /// The changes, each with what it replaces.
     pub(crate) changes: Vec<(Change, Option<Entity>)>,
+    /// Changes written as they are, with no feed entry (`Front::commit_checked`).
+    pub(crate) checks: Vec<Change>,
     /// The unique keys' entries the changes take and leave.
     pub(crate) moves: Vec<Change>,
     answer: oneshot::Sender<Grouped>,
@@ -72,6 +74,7 @@ impl Waiting {
         table: &str,
         policies: &Policies,
         changes: &[(Change, Option<&Entity>)],
+        checks: &[Change],
         moves: Vec<Change>,
     ) -> (Self, oneshot::Receiver<Grouped>) {
         let (answer, outcome) = oneshot::channel();
@@ -83,6 +86,7 @@ impl Waiting {
             table: table.to_owned(),
             policies: policies.clone(),
             changes,
+            checks: checks.to_vec(),
             moves,
             answer,
         };
@@ -96,7 +100,10 @@ impl Waiting {
 
     fn keys(&self) -> impl Iterator<Item = &(String, String)> {
         let changes = self.changes.iter().map(|(change, _)| &change.key);
-        changes.chain(self.moves.iter().map(|change| &change.key))
+        let checks = self.checks.iter().map(|change| &change.key);
+        changes
+            .chain(checks)
+            .chain(self.moves.iter().map(|change| &change.key))
     }
 }
 
@@ -126,7 +133,7 @@ impl Commits {
         let mut index = 0;
         while index < waiting.len() && members.len() < MOST_MEMBERS {
             let commit = &waiting[index];
-            let size = commit.changes.len() + commit.moves.len();
+            let size = commit.changes.len() + commit.checks.len() + commit.moves.len();
             let fits = members.is_empty() || changes + size <= MOST_CHANGES;
             if commit.table != table || !fits || commit.keys().any(|key| keys.contains(key)) {
                 index += 1;

@@ -114,6 +114,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
                 commits: &self.commits,
                 account,
                 meter: Meter::default(),
+                seed: self.env.random_uuid(),
             };
             removed += front.sweep(budget).await.unwrap_or(0);
         }
@@ -231,6 +232,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
             commits: &self.commits,
             account,
             meter: Meter::default(),
+            seed: self.env.random_uuid(),
         };
         let asked = Asked {
             method: &parts.method,

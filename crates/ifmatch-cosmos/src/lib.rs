@@ -22,6 +22,7 @@ pub mod patch;
 mod policies;
 pub mod query;
 pub mod resource_token;
+pub mod script;
 pub mod sql;
 mod sweep;
 pub mod throughput;

@@ -17,6 +17,7 @@ use serde_json::{Value as Json, json};
 
 use crate::failure::{Code, Failure, bad_request, unavailable};
 use crate::feed_entries::documents_only;
+use crate::script::udf::{self, Functions};
 use crate::sql::{Collector, Meter, Query, SqlError, weight};
 
 /// Documents read from the backend at a time.
@@ -105,6 +106,8 @@ pub struct Reading<'a, T> {
     /// The start the stored keys of the partitions read share, when the request names a
     /// hierarchical key's prefix: the run of keys read.
     pub prefix: Option<&'a str>,
+    /// The user-defined functions the query calls, if any.
+    pub functions: Option<&'a Functions>,
 }
 
 /// One page of `query` over what `reading` names, at most `size` results, from `token`, at
@@ -118,6 +121,7 @@ pub async fn page<T: Tables>(
     document: impl Fn(&Entity) -> Option<Json>,
 ) -> Result<Page, Failure> {
     let mut work = Work::at(now);
+    work.functions = reading.functions.cloned();
     let position = match token {
         Some(token) => Position::of(token)?,
         None => Position::default(),
@@ -366,6 +370,7 @@ struct Work {
     at: i64,
     spent: u64,
     since_pause: u64,
+    functions: Option<Functions>,
 }
 
 impl Work {
@@ -378,13 +383,17 @@ impl Work {
             at: i64::try_from(since.as_nanos() / 100).unwrap_or(i64::MAX),
             spent: 0,
             since_pause: 0,
+            functions: None,
         }
     }
 
     /// `evaluate` for one document, with a meter of its own; refused when the meter is spent.
     fn evaluate<R>(&mut self, evaluate: impl FnOnce(&Meter) -> R) -> Result<R, Failure> {
         let meter = Meter::per_document().at(self.at);
-        let result = evaluate(&meter);
+        let result = match &self.functions {
+            Some(functions) => udf::with(functions, || evaluate(&meter))?,
+            None => evaluate(&meter),
+        };
         if meter.exceeded() {
             return Err(bad_request(format!("Query: {}", SqlError::exceeded())));
         }
@@ -436,6 +445,7 @@ mod tests {
         document: impl Fn(&Entity) -> Option<Json>,
     ) -> Result<Page, Failure> {
         let reading = Reading {
+            functions: None,
             tables,
             table: "t",
             partition: None,

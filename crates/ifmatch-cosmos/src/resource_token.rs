@@ -125,6 +125,14 @@ pub fn permit(
         }
         Address::Documents(db, coll) => (format!("dbs/{db}/colls/{coll}"), false),
         Address::Document(db, coll, id) => (format!("dbs/{db}/colls/{coll}/docs/{id}"), false),
+        // A container's scripts are within its grant; running a procedure names a partition.
+        Address::Scripts(db, coll, kind) => {
+            (format!("dbs/{db}/colls/{coll}/{}", kind.segment()), true)
+        }
+        Address::Script(db, coll, kind, id) => (
+            format!("dbs/{db}/colls/{coll}/{}/{id}", kind.segment()),
+            method != Method::POST,
+        ),
         _ => {
             return Err(insufficient(
                 "a resource token reaches a container's documents or one document, never \

@@ -15,16 +15,38 @@
 //! on; a page's first block is 16-aligned; a 24-byte class gives 8-byte alignment only, hence
 //! "divides"). Anything else keeps the aligned calls.
 //!
+//! It also counts, per thread, the bytes held ([`held`]): how a script's run is held to its
+//! memory bound.
+//!
 //! The one module of the workspace allowed `unsafe`: an allocator is C's calls.
 #![allow(unsafe_code)]
 
 use std::alloc::{GlobalAlloc, Layout};
+use std::cell::Cell;
 use std::ffi::c_void;
 
 use libmimalloc_sys as mi;
 
 /// mimalloc, with plain calls where the alignment asked for is one a size class gives anyway.
 pub struct Allocator;
+
+thread_local! {
+    /// The bytes this thread allocated less those it freed, from an offset so that frees of
+    /// other threads' blocks never take it below zero: what a script's engine measures of a
+    /// run ([`held`]).
+    static HELD: Cell<usize> = const { Cell::new(1 << 62) };
+}
+
+/// The bytes the calling thread holds (allocated less freed, from an arbitrary offset): a
+/// script run's thread measures its memory by it (`ifmatch_cosmos::script`).
+pub fn held() -> usize {
+    HELD.try_with(Cell::get).unwrap_or(0)
+}
+
+#[inline]
+fn count(grown: usize, shrunk: usize) {
+    let _ = HELD.try_with(|held| held.set(held.get().wrapping_add(grown).wrapping_sub(shrunk)));
+}
 
 /// The alignment every block of mimalloc whose size is a multiple of it has (`MI_MAX_ALIGN_SIZE`).
 const NATURAL: usize = 16;
@@ -39,6 +61,7 @@ fn natural(size: usize, align: usize) -> bool {
 unsafe impl GlobalAlloc for Allocator {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count(layout.size(), 0);
         // SAFETY: forwarded as the caller gave it.
         unsafe {
             if natural(layout.size(), layout.align()) {
@@ -51,6 +74,7 @@ unsafe impl GlobalAlloc for Allocator {
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count(layout.size(), 0);
         // SAFETY: forwarded as the caller gave it.
         unsafe {
             if natural(layout.size(), layout.align()) {
@@ -62,13 +86,15 @@ unsafe impl GlobalAlloc for Allocator {
     }
 
     #[inline]
-    unsafe fn dealloc(&self, ptr: *mut u8, _layout: Layout) {
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        count(0, layout.size());
         // SAFETY: `ptr` came from this allocator.
         unsafe { mi::mi_free(ptr.cast::<c_void>()) }
     }
 
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count(new_size, layout.size());
         // SAFETY: `ptr` came from this allocator with `layout`. `mi_realloc` keeps the block
         // when it fits (the block met `layout.align()` already) and otherwise moves the bytes
         // to a new plain block, aligned by its size class as `natural` requires.

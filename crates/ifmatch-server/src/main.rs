@@ -475,6 +475,8 @@ struct Serve {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    // A script's run is held to its memory by what its thread holds.
+    ifmatch_cosmos::script::measure_memory_with(ifmatch_server::allocator::held);
     // With transparent huge pages on `always` (common on servers), the kernel backs each of
     // the allocator's arenas touched by a thread with 2 MiB pages: streaming 10 MiB through the
     // proxy raised peak RSS by 12 MiB instead of 1. Memory is what an operator sizes for, so

@@ -20,6 +20,8 @@ pub struct Done {
     pub(crate) etag: Option<String>,
     pub(crate) count: Option<usize>,
     pub(crate) continuation: Option<String>,
+    /// A script's `console.log`, when the request asked for it.
+    pub(crate) log: Option<String>,
 }
 
 impl Done {
@@ -31,6 +33,7 @@ impl Done {
             etag: None,
             count: None,
             continuation: None,
+            log: None,
         }
     }
 
@@ -42,6 +45,7 @@ impl Done {
             etag: None,
             count: None,
             continuation: None,
+            log: None,
         }
     }
 }
@@ -70,6 +74,13 @@ pub(crate) fn answer_of(done: &Done) -> Answer {
     }
     if let Some(count) = done.count {
         headers.insert("x-ms-item-count", count.into());
+    }
+    if let Some(log) = &done.log {
+        let encoded =
+            percent_encoding::utf8_percent_encode(log, percent_encoding::NON_ALPHANUMERIC);
+        if let Ok(value) = http::HeaderValue::from_str(&encoded.to_string()) {
+            headers.insert("x-ms-documentdb-script-log-results", value);
+        }
     }
     if let Some(next) = &done.continuation
         && let Ok(value) = http::HeaderValue::from_str(next)

@@ -86,10 +86,14 @@ impl<T: Tables> Front<'_, T> {
         if asked.is_true("x-ms-cosmos-is-batch-request") {
             return self.batch(db, coll, asked).await;
         }
+        let upsert = asked.is_true("x-ms-documentdb-is-upsert");
+        if Self::names_triggers(asked) {
+            let operation = if upsert { "upsert" } else { "create" };
+            return self.triggered((db, coll), operation, None, asked).await;
+        }
         let container = self.container(db, coll).await?;
         let (resource, partition) = self.incoming(&container, asked)?;
         let id = id_of(&resource);
-        let upsert = asked.is_true("x-ms-documentdb-is-upsert");
         let condition = self.condition(asked)?;
         let table = documents_table(db, coll);
         let policies = Policies::of(&container);
@@ -195,6 +199,9 @@ impl<T: Tables> Front<'_, T> {
     }
 
     pub(super) async fn replace(&self, (db, coll, id): Doc<'_>, asked: &Asked<'_>) -> Answered {
+        if Self::names_triggers(asked) {
+            return self.triggered((db, coll), "replace", Some(id), asked).await;
+        }
         let container = self.container(db, coll).await?;
         let (resource, partition) = self.incoming(&container, asked)?;
         if id_of(&resource) != id {
@@ -212,6 +219,9 @@ impl<T: Tables> Front<'_, T> {
     }
 
     pub(super) async fn delete(&self, (db, coll, id): Doc<'_>, asked: &Asked<'_>) -> Answered {
+        if Self::names_triggers(asked) {
+            return self.triggered((db, coll), "delete", Some(id), asked).await;
+        }
         let container = self.container(db, coll).await?;
         let partition = self.partition(&container, asked)?;
         let condition = self.condition(asked)?;

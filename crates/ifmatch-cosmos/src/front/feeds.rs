@@ -207,7 +207,21 @@ impl<T: Tables> Front<'_, T> {
         policies: &Policies,
         changes: &[(Change, Option<&Entity>)],
     ) -> Result<(), Committed> {
-        self.commit_in_turn(table, policies, changes).await?;
+        self.commit_checked(table, policies, changes, &[]).await
+    }
+
+    /// [`Self::commit_documents`] with `checks`: changes written as they are, with no entry
+    /// in the feed (a script's documents it read, each rewritten as read; its partition's
+    /// fence), whose failure is a `Conflict` of the commit.
+    pub(crate) async fn commit_checked(
+        &self,
+        table: &str,
+        policies: &Policies,
+        changes: &[(Change, Option<&Entity>)],
+        checks: &[Change],
+    ) -> Result<(), Committed> {
+        self.commit_in_turn(table, policies, changes, checks)
+            .await?;
         for (change, before) in changes {
             let written = change.write.as_ref().or(*before);
             self.meter
@@ -221,18 +235,20 @@ impl<T: Tables> Front<'_, T> {
         table: &str,
         policies: &Policies,
         changes: &[(Change, Option<&Entity>)],
+        checks: &[Change],
     ) -> Result<(), Committed> {
         let moves = unique::moves(&policies.unique, changes).map_err(Committed::Failed)?;
         let member = Member {
             policies,
             changes: changes.iter().map(|(c, b)| (c, *b)).collect(),
+            checks,
             moves: &moves,
         };
         // No one else at it: at once, nothing copied.
         if let Some(turn) = self.commits.free_turn(table) {
             return self.commit_alone(table, &member, turn).await;
         }
-        let (waiting, outcome) = Waiting::new(table, policies, changes, moves.clone());
+        let (waiting, outcome) = Waiting::new(table, policies, changes, checks, moves.clone());
         self.commits.wait(waiting);
         match self.commit_waiting(table, outcome).await {
             Grouped::Done => Ok(()),
@@ -391,6 +407,8 @@ impl<T: Tables> Front<'_, T> {
                 all.push(change);
                 whose.push(Some(index));
             }
+            all.extend(member.checks.iter().cloned());
+            whose.extend(member.checks.iter().map(|_| Some(index)));
         }
         // The counter comes after the documents, so that a conflict of both is the
         // documents' (`Conflict` names the first change that failed); the unique keys'
@@ -464,6 +482,7 @@ impl<T: Tables> Front<'_, T> {
         let member = Member {
             policies,
             changes: vec![(&removal[0].0, removal[0].1)],
+            checks: &[],
             moves: &moves,
         };
         (self.commit_once(table, &[member]).await).map_err(Committed::Failed)?;
@@ -486,6 +505,7 @@ enum Attempt {
 struct Member<'a> {
     policies: &'a Policies,
     changes: Vec<(&'a Change, Option<&'a Entity>)>,
+    checks: &'a [Change],
     moves: &'a [Change],
 }
 
@@ -496,6 +516,7 @@ impl<'a> Member<'a> {
             changes: (waiting.changes.iter())
                 .map(|(c, b)| (c, b.as_ref()))
                 .collect(),
+            checks: &waiting.checks,
             moves: &waiting.moves,
         }
     }

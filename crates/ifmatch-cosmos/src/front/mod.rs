@@ -22,6 +22,8 @@ pub(crate) mod documents;
 pub(crate) mod feeds;
 pub(crate) mod offers;
 pub(crate) mod queries;
+mod scripts;
+pub(crate) mod transaction;
 mod users;
 
 use std::sync::Arc;
@@ -33,7 +35,7 @@ use ifmatch_table::{Change, DateTime, Entity, EntityKey, Scan, TableError, Table
 use serde_json::{Map, Value as Json};
 
 use self::answers::Answered;
-use crate::address::Address;
+use crate::address::{Address, Scripts};
 use crate::commits::Commits;
 use crate::document::{self, MAX_DOCUMENT};
 pub(crate) use crate::document::{JSON, json_of};
@@ -100,6 +102,8 @@ pub struct Front<'a, T> {
     pub account: &'a ifmatch_azure::Account,
     /// What the request is charged, as it is served.
     pub meter: crate::charge::Meter,
+    /// A random value of the request's: the ids a script leaves to the server are made of it.
+    pub seed: uuid::Uuid,
 }
 
 impl<T: Tables> Front<'_, T> {
@@ -125,6 +129,20 @@ impl<T: Tables> Front<'_, T> {
             (&Method::PATCH, A::Document(db, coll, id)) => self.patch((db, coll, id), asked).await,
             (&Method::DELETE, A::Document(db, coll, id)) => {
                 self.delete((db, coll, id), asked).await
+            }
+            (&Method::GET, A::Scripts(db, coll, kind)) => self.scripts(db, coll, *kind).await,
+            (&Method::POST, A::Scripts(db, coll, kind)) => {
+                self.write_script((db, coll, *kind), None, asked).await
+            }
+            (&Method::GET, A::Script(db, coll, kind, id)) => self.script(db, coll, *kind, id).await,
+            (&Method::PUT, A::Script(db, coll, kind, id)) => {
+                self.write_script((db, coll, *kind), Some(id), asked).await
+            }
+            (&Method::DELETE, A::Script(db, coll, kind, id)) => {
+                self.delete_script(db, coll, *kind, id).await
+            }
+            (&Method::POST, A::Script(db, coll, Scripts::Procedures, id)) => {
+                self.execute(db, coll, id, asked).await
             }
             (&Method::GET | &Method::POST, A::Offers) => self.offers(asked).await,
             (&Method::GET, A::Offer(id)) => self.offer(id).await,

@@ -8,9 +8,11 @@ use serde_json::{Value as Json, json};
 use super::answers::{Answered, Done};
 use super::documents::document_json;
 use super::{Asked, Front, Scope, documents_table, rid};
+use crate::address::Scripts;
 use crate::computed::Computed;
 use crate::document::json_of;
-use crate::failure::bad_request;
+use crate::failure::{Failure, bad_request};
+use crate::script::udf::Functions;
 use crate::ttl;
 
 impl<T: Tables> Front<'_, T> {
@@ -48,7 +50,9 @@ impl<T: Tables> Front<'_, T> {
         let size = asked.page_size()?;
         let table = documents_table(db, coll);
         let (default, now) = (ttl::of(&container), ttl::ticks(self.now));
+        let functions = self.functions(db, coll, &mut query).await?;
         let reading = crate::query::Reading {
+            functions: functions.as_ref(),
             tables: self.tables,
             table: &table,
             partition: match &scope {
@@ -90,6 +94,40 @@ impl<T: Tables> Front<'_, T> {
         done.count = Some(count);
         done.continuation = page.continuation;
         Ok(done)
+    }
+}
+
+impl<T: Tables> Front<'_, T> {
+    /// The user-defined functions `query` calls, read from the container; 400 for one it
+    /// does not have.
+    async fn functions(
+        &self,
+        db: &str,
+        coll: &str,
+        query: &mut crate::sql::Query,
+    ) -> Result<Option<Functions>, Failure> {
+        let names = query.functions();
+        if names.is_empty() {
+            return Ok(None);
+        }
+        let mut sources = Vec::new();
+        for name in names {
+            let found = self
+                .stored_script(db, coll, Scripts::Functions, &name)
+                .await;
+            let function = found.map_err(|_| {
+                bad_request(format!(
+                    "Query: the user-defined function udf.{name} is not one of the container's."
+                ))
+            })?;
+            let body = json_of(&function)
+                .get("body")
+                .and_then(Json::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            sources.push((name, body));
+        }
+        Ok(Some(Functions::new(sources)))
     }
 }
 

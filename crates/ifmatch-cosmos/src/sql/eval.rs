@@ -135,6 +135,12 @@ pub(crate) fn value<'a>(expr: &'a Expr, s: &Scope<'a, '_>) -> Value<'a> {
             let values: Vec<Value<'_>> = args.iter().map(|a| value(a, s)).collect();
             super::functions::call(name, &values, s.meter).map(Cow::Owned)
         }
+        Expr::Udf(name, args) => {
+            let values: Vec<Option<Json>> = (args.iter())
+                .map(|a| value(a, s).map(Cow::into_owned))
+                .collect();
+            crate::script::udf::call(name, &values).map(Cow::Owned)
+        }
         Expr::Aggregate(at) => s
             .group
             .and_then(|g| g.aggregates.get(*at).cloned().flatten())

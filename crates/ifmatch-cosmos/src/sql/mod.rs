@@ -167,6 +167,8 @@ pub enum Expr {
     Ternary(Box<Expr>, Box<Expr>, Box<Expr>),
     /// A built-in function, by its upper-case name.
     Call(&'static str, Vec<Expr>),
+    /// A user-defined function, `udf.name(...)`, by its name.
+    Udf(String, Vec<Expr>),
     /// An aggregate of the query's selection, by its index in [`Query::aggregates`].
     Aggregate(usize),
     /// `[a, b]`.
@@ -295,6 +297,22 @@ impl Query {
             Select::Star => Ok(()),
         };
         (calls, nested)
+    }
+
+    /// The user-defined functions it calls (`udf.name`), each once.
+    pub fn functions(&mut self) -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        tree::each_expr(self, &mut |top| {
+            let _ = tree::visit(top, &mut |expr| {
+                if let Expr::Udf(name, _) = expr
+                    && !names.contains(name)
+                {
+                    names.push(name.clone());
+                }
+                Ok(())
+            });
+        });
+        names
     }
 
     /// Whether the query reads the container: one without `FROM` makes one row of nothing.

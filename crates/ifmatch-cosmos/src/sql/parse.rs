@@ -768,9 +768,34 @@ impl Parser<'_> {
         }
     }
 
-    /// A word where a value is expected: a constant, a function, or the document's alias.
+    /// A call's arguments, after its `(`, to its `)`.
+    fn arguments(&mut self) -> Result<Vec<Expr>, SqlError> {
+        let mut args = Vec::new();
+        if !self.eat_symbol(")") {
+            loop {
+                args.push(self.expr()?);
+                if !self.eat_symbol(",") {
+                    break;
+                }
+            }
+            self.symbol(")")?;
+        }
+        Ok(args)
+    }
+
+    /// A word where a value is expected: a constant, a function (built in, or `udf.name`),
+    /// or the document's alias.
     fn word(&mut self, word: String) -> Result<Expr, SqlError> {
         let upper = word.to_ascii_uppercase();
+        let ahead = (self.tokens.get(self.at), self.tokens.get(self.at + 1));
+        let ahead = (ahead.0, ahead.1, self.tokens.get(self.at + 2));
+        if let (Some(Token::Symbol(".")), Some(Token::Word(name)), Some(Token::Symbol("("))) = ahead
+            && upper == "UDF"
+        {
+            let name = name.clone();
+            self.at += 3;
+            return Ok(Expr::Udf(name, self.arguments()?));
+        }
         match upper.as_str() {
             "TRUE" => return Ok(Expr::literal(Json::Bool(true))),
             "FALSE" => return Ok(Expr::literal(Json::Bool(false))),
@@ -805,16 +830,7 @@ impl Parser<'_> {
             return Ok(Expr::Aggregate(self.aggregates.len() - 1));
         }
         if self.eat_symbol("(") {
-            let mut args = Vec::new();
-            if !self.eat_symbol(")") {
-                loop {
-                    args.push(self.expr()?);
-                    if !self.eat_symbol(",") {
-                        break;
-                    }
-                }
-                self.symbol(")")?;
-            }
+            let args = self.arguments()?;
             let Some((name, min, max)) = super::functions::lookup(&upper) else {
                 return Err(SqlError::new(format!(
                     "The function {word} is not served by this server."

@@ -40,7 +40,7 @@ pub(super) fn visit(
                 visit(pattern, each)?;
                 tested
             }
-            Expr::Call(_, items) | Expr::Array(items) => {
+            Expr::Call(_, items) | Expr::Udf(_, items) | Expr::Array(items) => {
                 for e in items {
                     visit(e, each)?;
                 }

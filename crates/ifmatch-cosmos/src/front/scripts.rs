@@ -1,0 +1,410 @@
+//! A container's scripts: stored procedures, triggers and user-defined functions, each kept in
+//! the container's own table (partitions `~sprocs`, `~triggers`, `~udfs`: no document's), so
+//! that they go with it; created, read, listed, replaced and deleted as Azure's REST reference
+//! describes them, and a procedure run (`execute`) or the triggers a document write names
+//! (`triggered`), each as one transaction on the partition the request names
+//! (`transaction.rs`), decided again from the start when another write came first.
+
+use http::StatusCode;
+use ifmatch_azure::swap::Attempts;
+use ifmatch_table::{Change, Entity, Expected, Tables};
+use serde_json::{Value as Json, json};
+
+use super::answers::{Answered, Done};
+use super::transaction::Transaction;
+use super::{Asked, Committed, Front, documents_table, id_of, key, rid};
+use crate::address::Scripts;
+use crate::document::{self, json_of};
+use crate::failure::{Code, Failure, bad_request, conflict, not_found, raced};
+use crate::script::{BOUNDS, Job, Outcome, Session, code_of};
+
+/// The partition of a container's table that holds its scripts of `kind`.
+pub(crate) fn partition_of(kind: Scripts) -> String {
+    format!("~{}", kind.segment())
+}
+
+/// The most bytes of a script's body (Azure's limit of a stored procedure's).
+pub(crate) const MAX_SCRIPT: usize = 256 << 10;
+
+impl<T: Tables> Front<'_, T> {
+    pub(super) async fn scripts(&self, db: &str, coll: &str, kind: Scripts) -> Answered {
+        self.container(db, coll).await?;
+        let found = (self
+            .scan_all(&documents_table(db, coll), Some(&partition_of(kind)))
+            .await)?;
+        let listed: Vec<Json> = found
+            .iter()
+            .map(|e| script_json(db, coll, kind, e))
+            .collect();
+        let count = listed.len();
+        let name = match kind {
+            Scripts::Procedures => "StoredProcedures",
+            Scripts::Triggers => "Triggers",
+            Scripts::Functions => "UserDefinedFunctions",
+        };
+        let mut done = Done::of(
+            StatusCode::OK,
+            json!({ "_rid": rid(&[db, coll]), name: listed, "_count": count }),
+            None,
+        );
+        done.count = Some(count);
+        Ok(done)
+    }
+
+    pub(super) async fn script(&self, db: &str, coll: &str, kind: Scripts, id: &str) -> Answered {
+        let entity = self.stored_script(db, coll, kind, id).await?;
+        let body = script_json(db, coll, kind, &entity);
+        Ok(Done::of(StatusCode::OK, body, Some(entity.timestamp)))
+    }
+
+    /// Create (`id` none: the body's) or Replace: the body checked for its kind.
+    pub(super) async fn write_script(
+        &self,
+        (db, coll, kind): (&str, &str, Scripts),
+        id: Option<&str>,
+        asked: &Asked<'_>,
+    ) -> Answered {
+        self.container(db, coll).await?;
+        let resource = document::resource(asked.body)?;
+        let named = id_of(&resource);
+        document::check_name(&named)?;
+        if id.is_some_and(|id| id != named) {
+            return Err(bad_request(
+                "Renaming a script is not supported: create one with the new id.",
+            ));
+        }
+        check_script(kind, &resource)?;
+        crate::script::check(
+            resource
+                .get("body")
+                .and_then(Json::as_str)
+                .unwrap_or_default(),
+        )
+        .await?;
+        let (table, partition) = (documents_table(db, coll), partition_of(kind));
+        let before = match id {
+            Some(id) => Some(self.stored_script(db, coll, kind, id).await?),
+            None => None,
+        };
+        let entity = self.entity(
+            &partition,
+            &named,
+            before.as_ref().map(|e| e.timestamp),
+            &resource,
+        );
+        let change = Change {
+            key: key(&partition, &named),
+            expected: before
+                .as_ref()
+                .map_or(Expected::Absent, |e| Expected::Version(e.timestamp)),
+            write: Some(entity.clone()),
+        };
+        self.commit_resource(&table, change, conflict).await?;
+        let status = if before.is_some() {
+            StatusCode::OK
+        } else {
+            StatusCode::CREATED
+        };
+        let body = script_json(db, coll, kind, &entity);
+        Ok(Done::of(status, body, Some(entity.timestamp)))
+    }
+
+    pub(super) async fn delete_script(
+        &self,
+        db: &str,
+        coll: &str,
+        kind: Scripts,
+        id: &str,
+    ) -> Answered {
+        self.container(db, coll).await?;
+        let change = Change {
+            key: key(&partition_of(kind), id),
+            expected: Expected::Present,
+            write: None,
+        };
+        self.commit_resource(&documents_table(db, coll), change, not_found)
+            .await?;
+        Ok(Done::empty(StatusCode::NO_CONTENT, None))
+    }
+
+    /// The script `id` of `kind`, or 404.
+    pub(crate) async fn stored_script(
+        &self,
+        db: &str,
+        coll: &str,
+        kind: Scripts,
+        id: &str,
+    ) -> Result<Entity, Failure> {
+        let found = self
+            .get(&documents_table(db, coll), &partition_of(kind), id)
+            .await?;
+        found.ok_or_else(not_found)
+    }
+
+    /// Execute Stored Procedure: the body is the arguments (a JSON array), the partition the
+    /// header's; the procedure's response is the answer's body.
+    pub(super) async fn execute(
+        &self,
+        db: &str,
+        coll: &str,
+        id: &str,
+        asked: &Asked<'_>,
+    ) -> Answered {
+        let container = self.container(db, coll).await?;
+        let procedure = self
+            .stored_script(db, coll, Scripts::Procedures, id)
+            .await?;
+        let arguments = match asked.body.iter().all(u8::is_ascii_whitespace) {
+            true => Vec::new(),
+            false => match serde_json::from_slice(asked.body) {
+                Ok(Json::Array(arguments)) => arguments,
+                _ => {
+                    return Err(bad_request(
+                        "A stored procedure's arguments are a JSON array.",
+                    ));
+                }
+            },
+        };
+        let partition = self.partition(&container, asked)?;
+        let job = Job {
+            source: source_of(&procedure),
+            arguments,
+            link: format!("dbs/{db}/colls/{coll}"),
+            request: None,
+            response: None,
+            operation: String::new(),
+        };
+        let mut attempts = Attempts::default();
+        while attempts.another() {
+            let mut transaction =
+                Transaction::begin(self, (db, coll), &container, partition.clone()).await?;
+            let mut session = Session::open(BOUNDS)?;
+            let outcome = transaction.run(&mut session, job.clone()).await?;
+            match transaction.commit().await {
+                Ok(()) => return Ok(executed(outcome, asked)),
+                Err(Committed::Conflict) => continue,
+                Err(Committed::Failed(failure)) => return Err(failure),
+            }
+        }
+        Err(raced())
+    }
+
+    /// Whether a document write names triggers (`x-ms-documentdb-pre-trigger-include`,
+    /// `x-ms-documentdb-post-trigger-include`).
+    pub(crate) fn names_triggers(asked: &Asked<'_>) -> bool {
+        [PRE, POST]
+            .iter()
+            .any(|name| asked.header(name).is_some_and(|v| !v.trim().is_empty()))
+    }
+
+    /// A document write with the triggers it names: the pre-triggers (each may change the
+    /// document), the write, the post-triggers (each sees what was written), as one
+    /// transaction: a trigger that throws writes nothing. `operation` is the write's kind
+    /// (`create`, `upsert`, `replace`, `delete`), `id` the document's for a replace or delete.
+    pub(crate) async fn triggered(
+        &self,
+        (db, coll): (&str, &str),
+        operation: &str,
+        id: Option<&str>,
+        asked: &Asked<'_>,
+    ) -> Answered {
+        let container = self.container(db, coll).await?;
+        let (pre, post) = (
+            self.triggers(db, coll, asked.header(PRE), "pre", operation)
+                .await?,
+            self.triggers(db, coll, asked.header(POST), "post", operation)
+                .await?,
+        );
+        let partition = self.partition(&container, asked)?;
+        let body = match operation {
+            "delete" => Json::Null,
+            _ => serde_json::from_slice(asked.body).map_err(|_| {
+                bad_request("The request payload is invalid: it is not a JSON object.")
+            })?,
+        };
+        let link = format!("dbs/{db}/colls/{coll}");
+        let kind = match operation {
+            "create" => "Create",
+            "upsert" => "Upsert",
+            "replace" => "Replace",
+            _ => "Delete",
+        };
+        let job = |source: &str, request: &Json, response: &Json| Job {
+            source: source.to_owned(),
+            arguments: Vec::new(),
+            link: link.clone(),
+            request: Some(request.clone()),
+            response: Some(response.clone()),
+            operation: kind.to_owned(),
+        };
+        let mut attempts = Attempts::default();
+        while attempts.another() {
+            let mut transaction =
+                Transaction::begin(self, (db, coll), &container, partition.clone()).await?;
+            let mut session = Session::open(BOUNDS)?;
+            let mut request = body.clone();
+            for trigger in &pre {
+                let outcome = transaction
+                    .run(&mut session, job(trigger, &request, &Json::Null))
+                    .await?;
+                request = outcome.request;
+            }
+            let document_link = id.map(|id| format!("{link}/docs/{id}"));
+            let options = match asked.header("if-match") {
+                Some(tag) => json!({ "etag": tag }),
+                None => json!({}),
+            };
+            let args = json!({
+                "link": document_link.unwrap_or_else(|| link.clone()), "body": request, "options": options,
+            });
+            let reply = transaction.operate(operation, args).await?;
+            if let Some(error) = reply.get("error") {
+                let status = error["number"].as_u64().unwrap_or(400) as u16;
+                let message = error["message"].as_str().unwrap_or_default();
+                return Err(Failure::new(code_of(status), message));
+            }
+            let written = reply["result"].clone();
+            for trigger in &post {
+                transaction
+                    .run(&mut session, job(trigger, &request, &written))
+                    .await?;
+            }
+            match transaction.commit().await {
+                Ok(()) => {
+                    let at = written
+                        .get("_etag")
+                        .and_then(Json::as_str)
+                        .and_then(document::version);
+                    let status = match (operation, transaction.created) {
+                        ("delete", _) => return Ok(Done::empty(StatusCode::NO_CONTENT, None)),
+                        (_, true) => StatusCode::CREATED,
+                        (_, false) => StatusCode::OK,
+                    };
+                    return Ok(Done::of(status, written, at));
+                }
+                Err(Committed::Conflict) => continue,
+                Err(Committed::Failed(failure)) => return Err(failure),
+            }
+        }
+        Err(raced())
+    }
+
+    /// The sources of the triggers `names` (comma-separated) names, each checked to be of
+    /// `kind` (`pre`, `post`) and for `operation`.
+    async fn triggers(
+        &self,
+        db: &str,
+        coll: &str,
+        names: Option<&str>,
+        kind: &str,
+        operation: &str,
+    ) -> Result<Vec<String>, Failure> {
+        let mut sources = Vec::new();
+        for name in names
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+        {
+            let trigger = self
+                .stored_script(db, coll, Scripts::Triggers, name)
+                .await?;
+            let json = json_of(&trigger);
+            let of = |field: &str| {
+                json.get(field)
+                    .and_then(Json::as_str)
+                    .unwrap_or_default()
+                    .to_ascii_lowercase()
+            };
+            if of("triggerType") != kind {
+                return Err(bad_request(format!(
+                    "The trigger {name} is a {} trigger, named as a {kind}-trigger.",
+                    of("triggerType")
+                )));
+            }
+            let applies = match of("triggerOperation").as_str() {
+                "all" => true,
+                "update" => matches!(operation, "replace" | "upsert"),
+                named => named == operation,
+            };
+            if !applies {
+                return Err(bad_request(format!(
+                    "The trigger {name} is for {} operations, not {operation}.",
+                    of("triggerOperation")
+                )));
+            }
+            sources.push(source_of(&trigger));
+        }
+        Ok(sources)
+    }
+}
+
+/// The request headers that name a write's triggers.
+const PRE: &str = "x-ms-documentdb-pre-trigger-include";
+const POST: &str = "x-ms-documentdb-post-trigger-include";
+
+/// A script's resource as Azure's REST reference shows it.
+fn script_json(db: &str, coll: &str, kind: Scripts, entity: &Entity) -> Json {
+    let id = &entity.row_key;
+    let link = format!("dbs/{db}/colls/{coll}/{}/{id}", kind.segment());
+    let rid = rid(&[db, coll, kind.segment(), id]);
+    Json::Object(document::with_system(
+        json_of(entity),
+        &link,
+        &rid,
+        entity.timestamp,
+    ))
+}
+
+fn source_of(script: &Entity) -> String {
+    let json = json_of(script);
+    json.get("body")
+        .and_then(Json::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// A script's resource checked for its kind: a `body` of JavaScript (at most
+/// [`MAX_SCRIPT`] bytes); a trigger's type and operation among Azure's.
+fn check_script(kind: Scripts, resource: &serde_json::Map<String, Json>) -> Result<(), Failure> {
+    match resource.get("body") {
+        Some(Json::String(body)) if body.len() > MAX_SCRIPT => {
+            return Err(Failure::new(
+                Code::RequestEntityTooLarge,
+                format!(
+                    "A script's body is at most {MAX_SCRIPT} bytes; this one is {}.",
+                    body.len()
+                ),
+            ));
+        }
+        Some(Json::String(body)) if !body.trim().is_empty() => {}
+        _ => return Err(bad_request("A script's body is its JavaScript, a string.")),
+    }
+    if kind == Scripts::Triggers {
+        let of = |field: &str| {
+            resource
+                .get(field)
+                .and_then(Json::as_str)
+                .map(str::to_ascii_lowercase)
+        };
+        if !matches!(of("triggerType").as_deref(), Some("pre" | "post")) {
+            return Err(bad_request("A trigger's triggerType is Pre or Post."));
+        }
+        let operations = ["all", "create", "update", "delete", "replace", "upsert"];
+        if !of("triggerOperation").is_some_and(|o| operations.contains(&o.as_str())) {
+            return Err(bad_request(
+                "A trigger's triggerOperation is All, Create, Update, Delete, Replace or Upsert.",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A procedure's answer: its response's JSON, and its log when the request asked for it.
+fn executed(outcome: Outcome, asked: &Asked<'_>) -> Done {
+    let mut done = Done::of(StatusCode::OK, outcome.response, None);
+    if asked.is_true("x-ms-documentdb-script-enable-logging") {
+        done.log = Some(outcome.log);
+    }
+    done
+}

@@ -1,0 +1,465 @@
+//! A script's transaction: the collection operations of a stored procedure or a trigger, on
+//! the one logical partition its request names, each decided against the documents as they
+//! were read and as the script's earlier operations left them; nothing is written until the
+//! script ends, and then everything at once, as one compare-and-swap (`Front::commit_checked`)
+//! over every document it wrote and every document it read, and over the partition's fence
+//! (an entry of the container's own, `~scripts`, row the partition), which every script's
+//! commit moves: two scripts on one partition, on any instance, never interleave (the second
+//! to commit finds the fence moved and runs again), and a script whose documents another
+//! write changed meanwhile runs again too. A throw or a bound reached writes nothing.
+
+use std::collections::BTreeMap;
+
+use ifmatch_table::{Change, Entity, Expected, Scan, Tables};
+use serde_json::{Map, Value as Json, json};
+
+use super::documents::document_json;
+use super::{Committed, Front, Policies, documents_table, id_of, key, partition_paths};
+use crate::document;
+use crate::failure::{Failure, backend};
+use crate::feed_entries::documents_only;
+use crate::script::{Call, Called, Job, OPERATIONS, Operation, Outcome, Session, failure};
+use crate::sql::{Collector, Meter, Query};
+use crate::ttl;
+
+/// The partition of a container's table that holds each logical partition's fence.
+const FENCES: &str = "~scripts";
+
+/// Documents read from the backend at a time by a script's query.
+const CHUNK: usize = 200;
+
+/// The most documents one page of a script's query reads; the most results it holds.
+const QUERY_READ: usize = 10_000;
+const QUERY_PAGE: usize = 1000;
+
+/// The documents of one partition as a script sees and leaves them.
+pub(crate) struct Transaction<'f, 'a, T> {
+    front: &'f Front<'a, T>,
+    db: &'f str,
+    coll: &'f str,
+    table: String,
+    pub(crate) partition: String,
+    paths: Vec<String>,
+    pub(crate) policies: Policies,
+    /// The fence as read when the transaction began.
+    fence: Option<Entity>,
+    /// Each document read, as stored; and as the transaction leaves it.
+    read: BTreeMap<String, Option<Entity>>,
+    now: BTreeMap<String, Option<Entity>>,
+    /// Ids made for documents the script gave none.
+    made: u128,
+    /// Whether the last create or upsert made a document that was not there.
+    pub(crate) created: bool,
+}
+
+impl<'f, 'a, T: Tables> Transaction<'f, 'a, T> {
+    /// A transaction on `partition` of the container `coll` of `db`.
+    pub(crate) async fn begin(
+        front: &'f Front<'a, T>,
+        (db, coll): (&'f str, &'f str),
+        container: &Entity,
+        partition: String,
+    ) -> Result<Self, Failure> {
+        let table = documents_table(db, coll);
+        let fence = front.get(&table, FENCES, &partition).await?;
+        Ok(Self {
+            front,
+            db,
+            coll,
+            table,
+            partition,
+            paths: partition_paths(container),
+            policies: Policies::of(container),
+            fence,
+            read: BTreeMap::new(),
+            now: BTreeMap::new(),
+            made: 0,
+            created: false,
+        })
+    }
+
+    /// Runs `job` in `session` to its end, each operation it asks for performed here: its
+    /// outcome (nothing committed yet).
+    pub(crate) async fn run(
+        &mut self,
+        session: &mut Session,
+        job: Job,
+    ) -> Result<Outcome, Failure> {
+        let mut queue = std::collections::VecDeque::new();
+        let mut performed = 0;
+        let mut call = Call::Start(job);
+        loop {
+            match session.call(call).await.map_err(failure)? {
+                Called::Operations(asked) => queue.extend(asked),
+                Called::Finished(outcome) => return Ok(outcome),
+            }
+            call = match queue.pop_front() {
+                Some(operation) => {
+                    performed += 1;
+                    let reply = match performed > OPERATIONS {
+                        // Only a script that went around `isAccepted` gets here.
+                        true => {
+                            refusal(429, "The script asked for more operations than a run may.")
+                        }
+                        false => self.perform(&operation).await?,
+                    };
+                    Call::Deliver(operation.id, reply)
+                }
+                None => Call::Finish,
+            };
+        }
+    }
+
+    /// The document `id` as the transaction has left it.
+    pub(crate) async fn current(&mut self, id: &str) -> Result<Option<Entity>, Failure> {
+        if let Some(now) = self.now.get(id) {
+            return Ok(now.clone());
+        }
+        let stored = self.front.get(&self.table, &self.partition, id).await?;
+        self.front.meter.add(crate::charge::read(
+            stored.as_ref().map_or(0, document::stored_len),
+        ));
+        let live = self.front.live(&self.policies, stored.clone());
+        self.read.insert(id.to_owned(), stored);
+        self.now.insert(id.to_owned(), live.clone());
+        Ok(live)
+    }
+
+    /// Leaves the document `id` as `after` (`None`: deleted).
+    pub(crate) fn write(&mut self, id: &str, after: Option<Entity>) {
+        self.now.insert(id.to_owned(), after);
+    }
+
+    /// A body a script writes, checked as a document of this partition.
+    pub(crate) fn checked(&self, body: &Json) -> Result<Map<String, Json>, (u16, String)> {
+        let text = body.to_string();
+        if text.len() > document::MAX_DOCUMENT {
+            return Err((413, "The document is larger than 2 MB.".into()));
+        }
+        let resource = document::resource(text.as_bytes()).map_err(|f| (400, f.message))?;
+        ttl::check_item(&resource).map_err(|f| (400, f.message))?;
+        let key = super::stored_key_of(&resource, &self.paths).map_err(|f| (400, f.message))?;
+        if key != self.partition {
+            return Err((
+                400,
+                "Requests originating from scripts cannot reference partition keys other than the one for which client request was submitted.".into(),
+            ));
+        }
+        Ok(resource)
+    }
+
+    /// A document as the collection API gives it (with its system properties).
+    pub(crate) fn shown(&self, entity: &Entity) -> Json {
+        document_json(self.db, self.coll, entity)
+    }
+
+    /// A new version of `resource` as the document `id`, written over `before`.
+    pub(crate) fn entity(
+        &self,
+        id: &str,
+        before: Option<&Entity>,
+        resource: &Map<String, Json>,
+    ) -> Entity {
+        (self.front).entity(&self.partition, id, before.map(|e| e.timestamp), resource)
+    }
+
+    /// The operation `kind` with `args` (a trigger's write), performed: its reply.
+    pub(crate) async fn operate(&mut self, kind: &str, args: Json) -> Result<Json, Failure> {
+        let operation = Operation {
+            id: 0,
+            kind: kind.to_owned(),
+            args,
+        };
+        self.perform(&operation).await
+    }
+
+    /// One operation, performed: the reply its callback gets.
+    async fn perform(&mut self, operation: &Operation) -> Result<Json, Failure> {
+        let args = &operation.args;
+        let options = &args["options"];
+        let body = &args["body"];
+        let link_id = || {
+            let link = args["link"]
+                .as_str()
+                .unwrap_or_default()
+                .trim_end_matches('/');
+            link.rsplit_once("/docs/").map(|(_, id)| {
+                percent_encoding::percent_decode_str(id)
+                    .decode_utf8_lossy()
+                    .into_owned()
+            })
+        };
+        let outcome = match operation.kind.as_str() {
+            "create" | "upsert" => {
+                let mut body = body.clone();
+                if let Json::Object(fields) = &mut body
+                    && !fields.contains_key("id")
+                {
+                    if options["disableAutomaticIdGeneration"] == Json::Bool(true) {
+                        return Ok(refusal(
+                            400,
+                            "The document has no id, and automatic id generation is disabled.",
+                        ));
+                    }
+                    self.made += 1;
+                    let id =
+                        uuid::Uuid::from_u128(self.front.seed.as_u128() ^ self.made).to_string();
+                    fields.insert("id".into(), id.into());
+                }
+                let upsert = operation.kind == "upsert";
+                match self.checked(&body) {
+                    Err((status, message)) => Err((status, message)),
+                    Ok(resource) => {
+                        let id = id_of(&resource);
+                        let current = self.current(&id).await?;
+                        match (&current, upsert) {
+                            (Some(_), false) => Err((
+                                409,
+                                "Resource with specified id or name already exists.".into(),
+                            )),
+                            (Some(found), true) if !etag_holds(options, found) => {
+                                Err(precondition())
+                            }
+                            _ => {
+                                self.created = current.is_none();
+                                let entity = self.entity(
+                                    &id,
+                                    self.read.get(&id).and_then(Option::as_ref),
+                                    &resource,
+                                );
+                                self.write(&id, Some(entity.clone()));
+                                Ok(self.shown(&entity))
+                            }
+                        }
+                    }
+                }
+            }
+            "replace" => match (link_id(), self.checked(body)) {
+                (None, _) => Err(bad_link()),
+                (_, Err(refused)) => Err(refused),
+                (Some(id), Ok(resource)) if id_of(&resource) != id => Err((
+                    400,
+                    "The document's id is not the one its link names.".into(),
+                )),
+                (Some(id), Ok(resource)) => match self.current(&id).await? {
+                    None => Err(not_found()),
+                    Some(found) if !etag_holds(options, &found) => Err(precondition()),
+                    Some(_) => {
+                        let entity = self.entity(
+                            &id,
+                            self.read.get(&id).and_then(Option::as_ref),
+                            &resource,
+                        );
+                        self.write(&id, Some(entity.clone()));
+                        Ok(self.shown(&entity))
+                    }
+                },
+            },
+            "read" => match link_id() {
+                None => Err(bad_link()),
+                Some(id) => match self.current(&id).await? {
+                    None => Err(not_found()),
+                    Some(found) => Ok(self.shown(&found)),
+                },
+            },
+            "delete" => match link_id() {
+                None => Err(bad_link()),
+                Some(id) => match self.current(&id).await? {
+                    None => Err(not_found()),
+                    Some(found) if !etag_holds(options, &found) => Err(precondition()),
+                    Some(_) => {
+                        self.write(&id, None);
+                        Ok(Json::Null)
+                    }
+                },
+            },
+            "query" => return self.query(args).await,
+            other => Err((400, format!("{other} is not a collection operation."))),
+        };
+        Ok(match outcome {
+            Ok(result) => json!({ "kind": operation.kind, "result": result }),
+            Err((status, message)) => refusal(status, &message),
+        })
+    }
+
+    /// A page of a query over the partition as the transaction has left it, from the
+    /// continuation the options name (the next document's id), at most `pageSize` results.
+    async fn query(&mut self, args: &Json) -> Result<Json, Failure> {
+        let (text, parameters) = match &args["query"] {
+            Json::String(text) => (text.clone(), Vec::new()),
+            spec => (
+                spec["query"].as_str().unwrap_or_default().to_owned(),
+                spec["parameters"].as_array().cloned().unwrap_or_default(),
+            ),
+        };
+        let query = match Query::parse(&text, parameters) {
+            Ok(query) => query,
+            Err(error) => return Ok(refusal(400, &format!("Query: {}", error.message))),
+        };
+        let options = &args["options"];
+        let size = match options["pageSize"].as_i64() {
+            Some(n) if n > 0 => (n as usize).min(QUERY_PAGE),
+            _ => 100,
+        };
+        let mut from = options["continuation"].as_str().map(str::to_owned);
+        let meter = Meter::new(crate::query::PAGE_WORK);
+        let mut collector = Collector::new(&query);
+        let mut results = Vec::new();
+        let mut read = 0;
+        let gather = query.needs_all();
+        let continuation = loop {
+            let chunk = self.chunk(from.as_deref()).await?;
+            if chunk.is_empty() {
+                break None;
+            }
+            for (id, document) in chunk {
+                if !gather && results.len() >= size || read >= QUERY_READ {
+                    break;
+                }
+                from = Some(format!("{id}\u{0}"));
+                read += 1;
+                let seen = self.shown(&document);
+                match gather {
+                    true => collector.add(Some(&seen), &meter),
+                    false => results.extend(query.results(&seen, &meter)),
+                }
+            }
+            if meter.exceeded() {
+                return Ok(refusal(400, "The query took more work than a page may."));
+            }
+            if (!gather && results.len() >= size) || read >= QUERY_READ {
+                break from;
+            }
+        };
+        if gather {
+            results = collector.finish(&meter);
+        }
+        self.front.meter.examined(read);
+        Ok(json!({
+            "kind": "query",
+            "result": results,
+            "options": { "continuation": continuation },
+        }))
+    }
+
+    /// The next documents of the partition after `from` (a key from the last chunk, or
+    /// none), merged with what the transaction wrote, live ones only, in id order.
+    async fn chunk(&mut self, from: Option<&str>) -> Result<Vec<(String, Entity)>, Failure> {
+        let start = from.unwrap_or_default();
+        let scan = Scan {
+            from: Some((&self.partition, start)),
+            partition: Some(&self.partition),
+            limit: CHUNK,
+        };
+        let mut stored = self
+            .front
+            .tables
+            .scan(&self.table, scan)
+            .await
+            .map_err(backend)?;
+        documents_only(&mut stored);
+        let full = stored.len() == CHUNK;
+        let last = stored.last().map(|e| e.row_key.clone());
+        let mut merged: BTreeMap<String, Option<Entity>> = BTreeMap::new();
+        // Seen, not read: a query's documents are not checked at the commit (the fence keeps
+        // other scripts out; a document the script reads or writes is checked).
+        for entity in stored {
+            let live = self.front.live(&self.policies, Some(entity.clone()));
+            merged.insert(entity.row_key.clone(), live);
+        }
+        // What the transaction wrote in this stretch of ids overrides what is stored.
+        let written = self.now.range(start.to_owned()..).filter(|(id, _)| {
+            !full
+                || last
+                    .as_ref()
+                    .is_none_or(|last| id.as_str() <= last.as_str())
+        });
+        for (id, now) in written {
+            merged.insert(id.clone(), now.clone());
+        }
+        Ok(merged
+            .into_iter()
+            .filter_map(|(id, entity)| entity.map(|e| (id, e)))
+            .collect())
+    }
+
+    /// Commits what the transaction wrote, with a check of every document it read and the
+    /// fence moved; `Conflict` when another write came first (the run is then tried again).
+    pub(crate) async fn commit(&self) -> Result<(), Committed> {
+        let mut changes: Vec<(Change, Option<&Entity>)> = Vec::new();
+        let mut checks = Vec::new();
+        for (id, after) in &self.now {
+            let before = self.read.get(id).and_then(Option::as_ref);
+            let live_before = self.front.live(&self.policies, before.cloned());
+            let expected = before.map_or(Expected::Absent, |e| Expected::Version(e.timestamp));
+            let unchanged =
+                live_before.as_ref().map(|e| e.timestamp) == after.as_ref().map(|e| e.timestamp);
+            match unchanged {
+                // Read only: it must be as read when the writes land.
+                true => checks.push(Change {
+                    key: key(&self.partition, id),
+                    expected,
+                    write: before.cloned(),
+                }),
+                false => changes.push((
+                    Change {
+                        key: key(&self.partition, id),
+                        expected,
+                        write: after.clone(),
+                    },
+                    before,
+                )),
+            }
+        }
+        if changes.is_empty() {
+            return Ok(());
+        }
+        let at = self
+            .front
+            .clock
+            .stamp(self.front.now, self.fence.as_ref().map(|f| f.timestamp));
+        checks.push(Change {
+            key: key(FENCES, &self.partition),
+            expected: self
+                .fence
+                .as_ref()
+                .map_or(Expected::Absent, |f| Expected::Version(f.timestamp)),
+            write: Some(Entity::new(FENCES, &self.partition, at, [])),
+        });
+        self.front
+            .commit_checked(&self.table, &self.policies, &changes, &checks)
+            .await
+    }
+}
+
+/// Whether the options' `etag` (or `accessCondition` of type `IfMatch`) holds for `found`.
+fn etag_holds(options: &Json, found: &Entity) -> bool {
+    let tag = options["etag"].as_str().or_else(|| {
+        let condition = &options["accessCondition"];
+        (condition["type"]
+            .as_str()
+            .is_none_or(|t| t.eq_ignore_ascii_case("IfMatch")))
+        .then(|| condition["condition"].as_str())
+        .flatten()
+    });
+    tag.is_none_or(|tag| tag.trim() == "*" || document::version(tag) == Some(found.timestamp))
+}
+
+fn refusal(number: u16, message: &str) -> Json {
+    json!({ "error": { "number": number, "message": message } })
+}
+
+fn not_found() -> (u16, String) {
+    (404, "Resource Not Found".into())
+}
+
+fn precondition() -> (u16, String) {
+    (412, "One of the specified pre-condition is not met".into())
+}
+
+fn bad_link() -> (u16, String) {
+    (
+        400,
+        "A document's link is dbs/{db}/colls/{coll}/docs/{id}.".into(),
+    )
+}

@@ -1,0 +1,215 @@
+//! Server-side JavaScript: stored procedures, triggers and user-defined functions, run by boa,
+//! an engine written in Rust that builds for the native server and the Worker alike (the
+//! Worker's own isolate forbids `eval`, so a script cannot be handed to it).
+//!
+//! A procedure or trigger runs as a conversation: the script queues collection operations
+//! (`server.js`), the host performs them against the partition's transaction
+//! (`front/transaction.rs`) and delivers each outcome to its callback, which may queue more,
+//! until none is left; then its response (and a pre-trigger's request) is read. The engine is
+//! `!Send`: on the native server each run has a thread of its own ([`Session`]), so that the
+//! request's future stays `Send` and a script that spins holds no runtime thread; on a Worker
+//! (one thread) it runs in place. User-defined functions are called by a query's evaluation,
+//! which is synchronous: `udf.rs`.
+
+mod engine;
+mod session;
+pub(crate) mod udf;
+
+use serde::Deserialize;
+use serde_json::{Value as Json, json};
+
+pub use engine::measure_memory_with;
+pub(crate) use engine::{Bounds, Stop};
+pub(crate) use session::Session;
+
+use crate::failure::{Code, Failure};
+use engine::{Engine, literal};
+
+/// The interpreter cycles a procedure or trigger run may spend: about a second of boa on
+/// the machines this was measured on (Azure gives a script five seconds).
+pub const CYCLES: u64 = 20_000_000;
+
+/// The bytes a run may take beyond what it held at its start.
+pub const MEMORY: usize = 64 << 20;
+
+/// The collection operations one run may ask for; past them each is refused with `false`
+/// (`isAccepted`), and the script ends with what it has done, as on Azure.
+pub const OPERATIONS: usize = 1000;
+
+/// The runs of scripts in flight on this instance at once (each a thread on the native
+/// server); past them a run is answered 429.
+pub const MAX_RUNS: usize = 64;
+
+/// The bounds of a procedure's or trigger's run.
+pub(crate) const BOUNDS: Bounds = Bounds {
+    cycles: CYCLES,
+    memory: MEMORY,
+};
+
+/// A run to start: the script's source (one function), its arguments, and what its
+/// `getContext()` holds.
+#[derive(Debug, Clone)]
+pub(crate) struct Job {
+    pub(crate) source: String,
+    pub(crate) arguments: Vec<Json>,
+    /// The collection's link.
+    pub(crate) link: String,
+    /// A trigger's request body (the document), or a post-trigger's response body.
+    pub(crate) request: Option<Json>,
+    pub(crate) response: Option<Json>,
+    /// A trigger's operation (`Create`, `Replace`, `Upsert`, `Delete`).
+    pub(crate) operation: String,
+}
+
+/// A step of a run.
+#[derive(Debug)]
+pub(crate) enum Call {
+    /// Whether a source is one function (read, not called): as a script is checked when it is
+    /// created or replaced.
+    Check(String),
+    Start(Job),
+    /// An operation's outcome, for its callback: `{"result": ..., "options": ...}` or
+    /// `{"error": {"number": status, "message": ...}}`.
+    Deliver(u64, Json),
+    /// The run ended: its response.
+    Finish,
+}
+
+/// What a step gave: the operations it queued, or the run's outcome.
+#[derive(Debug)]
+pub(crate) enum Called {
+    Operations(Vec<Operation>),
+    Finished(Outcome),
+}
+
+/// A collection operation a script asked for.
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct Operation {
+    pub(crate) id: u64,
+    /// `create`, `upsert`, `replace`, `read`, `delete` or `query`.
+    pub(crate) kind: String,
+    /// Its link, body, query and options.
+    pub(crate) args: Json,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct Outcome {
+    /// What `getResponse().setBody` left (null: nothing).
+    pub(crate) response: Json,
+    /// What a pre-trigger's `getRequest().setBody` left.
+    pub(crate) request: Json,
+    /// What `console.log` wrote.
+    pub(crate) log: String,
+}
+
+impl Engine {
+    /// One step of a run.
+    pub(crate) fn call(&mut self, call: Call) -> Result<Called, Stop> {
+        match call {
+            Call::Check(source) => {
+                self.define("__checked", &source)?;
+                return Ok(Called::Operations(Vec::new()));
+            }
+            Call::Start(job) => {
+                let setup = json!({
+                    "self": job.link, "limit": OPERATIONS, "operation": job.operation,
+                    "requestBody": job.request, "responseBody": job.response,
+                });
+                self.run(&format!("__ifmatch.setup({})", literal(&setup)))?;
+                self.define("__main", &job.source)?;
+                let arguments = literal(&Json::Array(job.arguments));
+                self.run(&format!("__main(...JSON.parse({arguments}))"))?;
+            }
+            Call::Deliver(id, reply) => {
+                self.run(&format!("__ifmatch.deliver({id}, {})", literal(&reply)))?;
+            }
+            Call::Finish => {
+                let outcome = self.json("__ifmatch.outcome()")?.unwrap_or_default();
+                return serde_json::from_value(outcome)
+                    .map(Called::Finished)
+                    .map_err(|e| Stop::Invalid(e.to_string()));
+            }
+        }
+        let queued = self.json("__ifmatch.take()")?.unwrap_or_default();
+        serde_json::from_value(queued)
+            .map(Called::Operations)
+            .map_err(|e| Stop::Invalid(e.to_string()))
+    }
+}
+
+impl Engine {
+    /// Defines the global `name` as the function `source` holds; refused when it holds
+    /// anything else.
+    pub(crate) fn define(&mut self, name: &str, source: &str) -> Result<(), Stop> {
+        let source = source.trim().trim_end_matches(';');
+        let kind = self.json(&format!(
+            "var {name} = (\n{source}\n);\nJSON.stringify(typeof {name})"
+        ))?;
+        match kind == Some(Json::from("function")) {
+            true => Ok(()),
+            false => Err(Stop::Invalid("A script's body is one function.".into())),
+        }
+    }
+}
+
+/// Checks that `source` is one function of JavaScript, in a session of its own: 400 when it
+/// is not.
+pub(crate) async fn check(source: &str) -> Result<(), Failure> {
+    let mut session = Session::open(BOUNDS)?;
+    match session.call(Call::Check(source.to_owned())).await {
+        Ok(_) => Ok(()),
+        Err(Stop::Invalid(message)) => Err(Failure::new(
+            Code::BadRequest,
+            format!("The script is not one JavaScript function: {message}"),
+        )),
+        Err(stop) => Err(failure(stop)),
+    }
+}
+
+/// Cosmos's answer to a run that stopped: what a script threw is 400 (or the status of the
+/// collection operation's error it threw on), a run out of time 408, out of memory 413.
+pub(crate) fn failure(stop: Stop) -> Failure {
+    match stop {
+        Stop::Threw(text, number) => {
+            let code = code_of(number.map_or(400, |n| n as u16));
+            Failure::new(
+                code,
+                format!("Encountered exception while executing function. Exception = {text}"),
+            )
+        }
+        Stop::Time => Failure::new(
+            Code::RequestTimeout,
+            format!(
+                "The script ran past its time ({CYCLES} interpreter cycles) and was stopped; \
+                 nothing it wrote was kept. Return before the budget ends: stop asking for \
+                 operations once one is not accepted, and let the caller continue."
+            ),
+        ),
+        Stop::Memory => Failure::new(
+            Code::RequestEntityTooLarge,
+            format!(
+                "The script took more than {} MB of memory and was stopped; nothing it wrote \
+                 was kept.",
+                MEMORY >> 20
+            ),
+        ),
+        Stop::Invalid(message) => Failure::new(
+            Code::BadRequest,
+            format!("The script could not be run: {message}"),
+        ),
+    }
+}
+
+/// The code of a collection operation's error status, as a script's caller is answered.
+pub(crate) fn code_of(status: u16) -> Code {
+    match status {
+        403 => Code::Forbidden,
+        404 => Code::NotFound,
+        409 => Code::Conflict,
+        412 => Code::PreconditionFailed,
+        413 => Code::RequestEntityTooLarge,
+        429 => Code::TooManyRequests,
+        _ => Code::BadRequest,
+    }
+}

@@ -1,0 +1,115 @@
+//! User-defined functions in queries (`SELECT udf.tax(c.price) FROM c`): a query's evaluation
+//! is synchronous and may not hold an engine across the page's awaits (its future stays
+//! `Send`), so each stretch of evaluation names its page's functions ([`with`]) and the engine
+//! that runs them is kept per thread, for that page (a few pages' at most): made at a page's
+//! first call on a thread, its cycles and memory counted over the whole page. A function
+//! that throws or runs past the bounds fails the query (400, or 408 past its time).
+
+use std::cell::RefCell;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde_json::Value as Json;
+
+use super::engine::{Engine, literal};
+use super::{Bounds, MEMORY, Stop};
+use crate::failure::Failure;
+
+/// The cycles the user-defined functions of one query page may spend: a quarter of a
+/// procedure's, since a query page holds its thread while it evaluates.
+pub(crate) const CYCLES: u64 = super::CYCLES / 4;
+
+/// The most pages whose engines one thread keeps.
+const KEPT: usize = 4;
+
+/// The user-defined functions a query calls, for one page: each name with its source.
+#[derive(Debug, Clone)]
+pub struct Functions {
+    page: u64,
+    sources: Arc<Vec<(String, String)>>,
+}
+
+impl Functions {
+    /// `sources` (name, JavaScript), for a page of its own.
+    pub fn new(sources: Vec<(String, String)>) -> Self {
+        static PAGES: AtomicU64 = AtomicU64::new(0);
+        Self {
+            page: PAGES.fetch_add(1, Ordering::Relaxed),
+            sources: Arc::new(sources),
+        }
+    }
+}
+
+thread_local! {
+    /// The functions of the evaluation running on this thread, if it calls any.
+    static CURRENT: RefCell<Option<Functions>> = const { RefCell::new(None) };
+    /// Engines of recent pages: each page's, or why its run stopped.
+    static ENGINES: RefCell<Vec<(u64, Result<Engine, Stop>)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `evaluate` with `functions` callable by it: its result, or the failure of a function
+/// it called.
+pub(crate) fn with<R>(functions: &Functions, evaluate: impl FnOnce() -> R) -> Result<R, Failure> {
+    CURRENT.set(Some(functions.clone()));
+    let result = evaluate();
+    CURRENT.set(None);
+    let stopped = ENGINES.with_borrow(|engines| {
+        engines
+            .iter()
+            .find(|(page, _)| *page == functions.page)
+            .and_then(|(_, engine)| engine.as_ref().err().cloned())
+    });
+    match stopped {
+        Some(stop) => Err(super::failure(stop)),
+        None => Ok(result),
+    }
+}
+
+/// `udf.name(arguments)` in the evaluation running on this thread: its value, `None` when
+/// undefined (or when it failed: [`with`] then says why).
+pub(crate) fn call(name: &str, arguments: &[Option<Json>]) -> Option<Json> {
+    let functions = CURRENT.with_borrow(Clone::clone)?;
+    ENGINES.with_borrow_mut(|engines| {
+        let at = match engines.iter().position(|(page, _)| *page == functions.page) {
+            Some(at) => at,
+            None => {
+                if engines.len() >= KEPT {
+                    drop(engines.remove(0));
+                }
+                engines.push((functions.page, engine_of(&functions)));
+                engines.len() - 1
+            }
+        };
+        let engine = engines[at].1.as_mut().ok()?;
+        let arguments: Vec<Json> = (arguments.iter())
+            .map(|a| a.clone().unwrap_or(Json::Null))
+            .collect();
+        let code = format!(
+            "JSON.stringify(udf[{}](...JSON.parse({})))",
+            serde_json::to_string(name).unwrap_or_default(),
+            literal(&Json::Array(arguments))
+        );
+        match engine.json(&code) {
+            Ok(value) => value,
+            Err(stop) => {
+                engines[at].1 = Err(stop);
+                None
+            }
+        }
+    })
+}
+
+/// An engine with `functions` defined as `udf.name`.
+fn engine_of(functions: &Functions) -> Result<Engine, Stop> {
+    let mut engine = Engine::new(Bounds {
+        cycles: CYCLES,
+        memory: MEMORY,
+    })?;
+    engine.run("var udf = {};")?;
+    for (name, source) in functions.sources.iter() {
+        engine.define("__defined", source)?;
+        let name = serde_json::to_string(name).unwrap_or_default();
+        engine.run(&format!("udf[{name}] = __defined;"))?;
+    }
+    Ok(engine)
+}
