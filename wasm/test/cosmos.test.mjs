@@ -357,6 +357,65 @@ for (const [name, start] of [
     }))).code, 404);
   });
 
+  test("stored procedures, triggers and UDFs through the JS SDK: a bulk import, a rollback, a stamp, a query", async (t) => {
+    const { container } = await database.containers.createIfNotExists({
+      id: "scripts", partitionKey: { paths: ["/pk"] },
+    });
+    // This project's bulk import: each create from the callback of the one before, answering
+    // how many it made.
+    const bulk = `function bulk(docs) {
+      var collection = getContext().getCollection();
+      var made = 0;
+      function next() {
+        var accepted = collection.createDocument(collection.getSelfLink(), docs[made], function (err) {
+          if (err) throw err;
+          made += 1;
+          if (made < docs.length) next(); else getContext().getResponse().setBody(made);
+        });
+        if (!accepted) getContext().getResponse().setBody(made);
+      }
+      next();
+    }`;
+    await container.scripts.storedProcedures.create({ id: "bulk", body: bulk });
+    const times = [];
+    for (let round = 0; round < 5; round++) {
+      const docs = Array.from({ length: 100 }, (_, i) => ({ id: `d${i}`, pk: `p${round}`, n: i }));
+      const began = performance.now();
+      const { resource } = await container.scripts.storedProcedure("bulk").execute(`p${round}`, [docs]);
+      times.push(performance.now() - began);
+      assert.equal(resource, 100);
+    }
+    times.sort((a, b) => a - b);
+    t.diagnostic(`100-document bulk import: median ${times[2].toFixed(1)} ms (min ${times[0].toFixed(1)}, max ${times[4].toFixed(1)})`);
+    const { resources: [count] } = await container.items
+      .query("SELECT VALUE COUNT(1) FROM c", { partitionKey: "p0" }).fetchAll();
+    assert.equal(count, 100);
+    // A run that fails after writing keeps nothing.
+    const bad = [{ id: "fresh", pk: "p0" }, { id: "d1", pk: "p0" }];
+    const refused = await failure(container.scripts.storedProcedure("bulk").execute("p0", [bad]));
+    assert.equal(refused.code, 409);
+    assert.equal((await container.item("fresh", "p0").read()).statusCode, 404);
+    // A pre-trigger stamps what a create writes.
+    await container.scripts.triggers.create({
+      id: "stamp", triggerType: "Pre", triggerOperation: "All",
+      body: "function stamp() { var r = getContext().getRequest(); var d = r.getBody(); d.stamped = true; r.setBody(d); }",
+    });
+    const { resource: stamped } = await container.items.create({ id: "s", pk: "p9" }, { preTriggerInclude: ["stamp"] });
+    assert.equal(stamped.stamped, true);
+    // A UDF in a query.
+    await container.scripts.userDefinedFunctions.create({ id: "double", body: "function double(n) { return n * 2; }" });
+    const { resources } = await container.items
+      .query("SELECT VALUE udf.double(c.n) FROM c WHERE c.n < 3 ORDER BY c.n", { partitionKey: "p0" }).fetchAll();
+    assert.deepEqual(resources, [0, 2, 4]);
+  });
+
+  test("the Python SDK's scripts checks (tests/sdk/cosmos_scripts.py)", { skip: native }, async () => {
+    const connection = `AccountEndpoint=${server.cosmosOrigin}/;AccountKey=${KEY};`;
+    const { code, out } = await runPython("cosmos_scripts.py", [connection, "--worker"]);
+    assert.equal(code, 0, out);
+    assert.match(out, /python cosmos scripts: \d+ passed, 0 failed/);
+  });
+
   test("the Python SDK's checks (azure-cosmos, tests/sdk/cosmos.py)", { skip: native }, async () => {
     const connection = `AccountEndpoint=${server.cosmosOrigin}/;AccountKey=${KEY};`;
     const { code, out } = await runPython("cosmos.py", [connection]);

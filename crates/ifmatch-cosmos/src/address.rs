@@ -208,8 +208,17 @@ mod tests {
             Address::parse("/dbs/shop/users").unwrap().signed(),
             ("users", "dbs/shop".into())
         );
+        let procedure = Address::parse("/dbs/shop/colls/c/sprocs/bulk").unwrap();
+        assert_eq!(
+            procedure.signed(),
+            ("sprocs", "dbs/shop/colls/c/sprocs/bulk".into())
+        );
+        assert_eq!(
+            Address::parse("/dbs/shop/colls/c/udfs").unwrap().signed(),
+            ("udfs", "dbs/shop/colls/c".into())
+        );
         assert!(matches!(
-            Address::parse("/dbs/shop/colls/c/sprocs"),
+            Address::parse("/dbs/shop/colls/c/conflicts"),
             Err(Unknown::Kind(_))
         ));
         assert_eq!(Address::parse("/dbs/%ff"), Err(Unknown::Encoding));

@@ -624,6 +624,63 @@ async fn a_unique_key_raced_for_through_two_instances_goes_to_one_creator() {
     assert_eq!(count, 20, "nothing of a loser is left");
 }
 
+/// Stored procedures across a fleet: eight callers run a read-and-replace increment six times
+/// each through two instances over one Redis, on one partition; every run is one transaction
+/// and no two interleave: the counter ends at 48, and each run answered a count of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn procedures_through_two_instances_never_interleave() {
+    let fleet = Fleet::with("s", r#"{"id":"c","partitionKey":{"paths":["/pk"]}}"#).await;
+    let http = common::client();
+    let increment = "function increment() { var c = getContext().getCollection();         c.readDocument(c.getSelfLink() + '/docs/n', {}, function (e, d) { if (e) throw e;         d.count += 1; c.replaceDocument(d._self, d, function (e2, w) { if (e2) throw e2;         getContext().getResponse().setBody(w.count); }); }); }";
+    let made = http
+        .post(format!("{}/dbs/s/colls/c/sprocs", fleet.a))
+        .body(serde_json::json!({ "id": "increment", "body": increment }).to_string());
+    assert_eq!(made.send().await.unwrap().status(), 201);
+    let counter = http
+        .post(format!("{}/dbs/s/colls/c/docs", fleet.b))
+        .header("x-ms-documentdb-partitionkey", r#"["p"]"#)
+        .body(r#"{"id":"n","pk":"p","count":0}"#);
+    assert_eq!(counter.send().await.unwrap().status(), 201);
+    let callers: Vec<_> = (0..8)
+        .map(|w| {
+            let (endpoint, http) = (fleet.through(w), http.clone());
+            tokio::spawn(async move {
+                let mut counts = Vec::new();
+                for _ in 0..6 {
+                    let ran = http
+                        .post(format!("{endpoint}/dbs/s/colls/c/sprocs/increment"))
+                        .header("x-ms-documentdb-partitionkey", r#"["p"]"#)
+                        .body("[]")
+                        .send()
+                        .await
+                        .unwrap();
+                    assert_eq!(ran.status(), 200);
+                    counts.push(ran.text().await.unwrap().parse::<u64>().unwrap());
+                }
+                counts
+            })
+        })
+        .collect();
+    let mut counts = Vec::new();
+    for caller in callers {
+        counts.extend(caller.await.unwrap());
+    }
+    counts.sort_unstable();
+    assert_eq!(
+        counts,
+        (1..=48).collect::<Vec<u64>>(),
+        "each run its own count"
+    );
+    let read = http
+        .get(format!("{}/dbs/s/colls/c/docs/n", fleet.a))
+        .header("x-ms-documentdb-partitionkey", r#"["p"]"#)
+        .send()
+        .await
+        .unwrap();
+    let stored: serde_json::Value = serde_json::from_str(&read.text().await.unwrap()).unwrap();
+    assert_eq!(stored["count"], 48, "none lost");
+}
+
 /// Items past their time to live leave storage in the background, on the local disk and over
 /// Redis: once the sweep has gone by, a container whose time to live is turned off shows none
 /// of them again (before it, they would be there still).

@@ -213,3 +213,91 @@ pub(crate) fn code_of(status: u16) -> Code {
         _ => Code::BadRequest,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(source: &str, arguments: Vec<Json>) -> Job {
+        Job {
+            source: source.into(),
+            arguments,
+            link: "dbs/d/colls/c".into(),
+            request: None,
+            response: None,
+            operation: String::new(),
+        }
+    }
+
+    fn started(source: &str) -> Result<Called, Stop> {
+        let mut engine = Engine::new(BOUNDS)?;
+        engine.call(Call::Start(job(source, Vec::new())))
+    }
+
+    #[test]
+    fn a_run_queues_its_operations_and_its_callbacks_get_their_outcomes() {
+        let mut engine = Engine::new(BOUNDS).unwrap();
+        let source = "function f(name) { var c = getContext().getCollection(); \
+            c.readDocument(c.getSelfLink() + '/docs/' + name, function (err, doc) { \
+            getContext().getResponse().setBody(err ? err.number : doc.n); }); }";
+        let Ok(Called::Operations(asked)) = engine.call(Call::Start(job(source, vec!["x".into()])))
+        else {
+            panic!("operations")
+        };
+        assert_eq!(asked.len(), 1);
+        assert_eq!(
+            (asked[0].kind.as_str(), &asked[0].args["link"]),
+            ("read", &json!("dbs/d/colls/c/docs/x"))
+        );
+        let reply = json!({ "error": { "number": 404, "message": "absent" } });
+        assert!(
+            matches!(engine.call(Call::Deliver(asked[0].id, reply)), Ok(Called::Operations(more)) if more.is_empty())
+        );
+        let Ok(Called::Finished(outcome)) = engine.call(Call::Finish) else {
+            panic!("finished")
+        };
+        assert_eq!(outcome.response, json!(404));
+    }
+
+    #[test]
+    fn past_its_operations_a_run_is_told_they_are_not_accepted() {
+        let source = "function f() { var c = getContext().getCollection(); var n = 0; \
+            while (c.createDocument(c.getSelfLink(), { id: 'd' + n })) { n += 1; } \
+            getContext().getResponse().setBody(n); }";
+        let Ok(Called::Operations(asked)) = started(source) else {
+            panic!("operations")
+        };
+        assert_eq!(asked.len(), OPERATIONS, "one past the bound is refused");
+    }
+
+    #[test]
+    fn a_spin_is_stopped_by_cycles_and_one_in_a_callback_by_the_loop_bound() {
+        assert_eq!(
+            started("function f() { while (true) {} }").unwrap_err(),
+            Stop::Time
+        );
+        let callback = "function f() { [1].forEach(function () { while (true) {} }); }";
+        assert_eq!(started(callback).unwrap_err(), Stop::Time);
+        let recursion = "function f() { function g() { return g(); } g(); }";
+        assert_eq!(started(recursion).unwrap_err(), Stop::Time);
+    }
+
+    #[test]
+    fn what_a_script_throws_is_its_answer_and_a_body_that_is_no_function_is_refused() {
+        let thrown =
+            started("function f() { var e = new Error('taken'); e.number = 409; throw e; }");
+        assert_eq!(
+            thrown.unwrap_err(),
+            Stop::Threw("Error: taken".into(), Some(409.0))
+        );
+        assert_eq!(
+            failure(Stop::Threw("x".into(), Some(409.0))).code,
+            Code::Conflict
+        );
+        // A toString of the script's own that spins is bounded too.
+        let sly = "function f() { throw { toString: function () { while (true) {} } }; }";
+        assert_eq!(started(sly).unwrap_err(), Stop::Time);
+        assert!(matches!(started("3"), Err(Stop::Invalid(_))));
+        assert!(matches!(started("function ("), Err(Stop::Invalid(_))));
+    }
+}
