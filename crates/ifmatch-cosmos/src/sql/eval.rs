@@ -88,7 +88,7 @@ pub(crate) fn value<'a>(expr: &'a Expr, s: &Scope<'a, '_>) -> Value<'a> {
             current
         }
         Expr::Literal(literal) => Some(Cow::Borrowed(&**literal)),
-        Expr::Undefined | Expr::Name(_) => None,
+        Expr::Undefined | Expr::NonFinite(_) | Expr::Name(_) => None,
         Expr::Root => s.document.map(Cow::Borrowed),
         // A grouped row's slots are its group's keys: a slot outside them is undefined.
         Expr::Var(_) if s.group.is_some() => None,
@@ -131,6 +131,15 @@ pub(crate) fn value<'a>(expr: &'a Expr, s: &Scope<'a, '_>) -> Value<'a> {
             Some(Json::Bool(true)) => value(then, s),
             _ => value(otherwise, s),
         },
+        Expr::Call("TOSTRING", args) if non_finite(&args[0]).is_some() => {
+            let n = non_finite(&args[0])?;
+            let text = match (n.is_nan(), n > 0.0) {
+                (true, _) => "NaN",
+                (false, true) => "Infinity",
+                (false, false) => "-Infinity",
+            };
+            built(Json::String(text.into()))
+        }
         Expr::Call(name, args) => {
             let values: Vec<Value<'_>> = args.iter().map(|a| value(a, s)).collect();
             super::functions::call(name, &values, s.meter).map(Cow::Owned)
@@ -263,5 +272,14 @@ fn binary<'a>(op: Op, left: Value<'a>, right: &'a Expr, s: &Scope<'a, '_>) -> Va
                 }
             }
         }
+    }
+}
+
+/// The number `NaN`, `Infinity` or `-Infinity` that `expr` names, if it names one.
+fn non_finite(expr: &Expr) -> Option<f64> {
+    match expr {
+        Expr::NonFinite(n) => Some(*n),
+        Expr::Negate(inner) => non_finite(inner).map(|n| -n),
+        _ => None,
     }
 }

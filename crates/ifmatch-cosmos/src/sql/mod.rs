@@ -139,6 +139,9 @@ pub enum Expr {
     Literal(std::sync::Arc<Json>),
     /// `undefined`.
     Undefined,
+    /// `NaN` or `Infinity` (`-Infinity` is its negation): no JSON holds them, so every
+    /// expression that takes one is undefined, but `ToString`, which names it.
+    NonFinite(f64),
     /// The container's item, in the `FROM` source's expression.
     Root,
     /// A name the parser has not bound yet (never evaluated).

@@ -297,7 +297,13 @@ impl Parser<'_> {
         if iterates {
             let name = self.name()?;
             self.keyword("IN")?;
-            return Ok((Source::Iterate(self.source_expr()?), name));
+            // A subquery with no `FROM` is its one value: `IN` iterates that value's elements,
+            // as Azure answers `JOIN n IN (SELECT VALUE ARRAY(...))` and `IN (SELECT VALUE [...])`.
+            let expr = match self.source_expr()? {
+                Expr::ArrayOf(query) if query.from.is_empty() => Expr::Scalar(query),
+                expr => expr,
+            };
+            return Ok((Source::Iterate(expr), name));
         }
         let expr = self.source_expr()?;
         let name = self.alias()?;
@@ -801,7 +807,9 @@ impl Parser<'_> {
             "FALSE" => return Ok(Expr::literal(Json::Bool(false))),
             "NULL" => return Ok(Expr::literal(Json::Null)),
             // No JSON holds them: whatever takes them is undefined.
-            "UNDEFINED" | "NAN" | "INFINITY" => return Ok(Expr::Undefined),
+            "UNDEFINED" => return Ok(Expr::Undefined),
+            "NAN" => return Ok(Expr::NonFinite(f64::NAN)),
+            "INFINITY" => return Ok(Expr::NonFinite(f64::INFINITY)),
             _ => {}
         }
         if (upper == "EXISTS" || upper == "ARRAY") && self.starts_subquery() {

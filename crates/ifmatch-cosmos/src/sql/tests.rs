@@ -548,6 +548,21 @@ fn subqueries_correlated_or_not() {
         ),
         [json!(1)]
     );
+    // The subquery page's: a subquery of one value iterated by `IN` gives its elements.
+    assert_eq!(
+        results(
+            "SELECT VALUE n FROM f JOIN n IN (SELECT VALUE ARRAY(SELECT VALUE c.grade FROM c IN f.children WHERE c.grade > 5))",
+            &docs
+        ),
+        [json!(8)]
+    );
+    assert_eq!(
+        results(
+            "SELECT VALUE r.n FROM f JOIN r IN (SELECT VALUE [{\"n\": 1}, {\"n\": 2}]) WHERE f.id = 'AndersenFamily'",
+            &docs
+        ),
+        [json!(1), json!(2)]
+    );
     assert_eq!(
         results(
             "SELECT VALUE ARRAY(SELECT DISTINCT VALUE c.gender FROM c IN f.children) FROM f",
@@ -677,6 +692,10 @@ fn math_and_integer_functions() {
 fn string_functions() {
     for (text, want) in [
         ("CONCAT('a', 'b', 'c')", json!("abc")),
+        // The Azure-Samples `tostring` sample's: no JSON holds them, ToString names them.
+        ("ToString(NaN)", json!("NaN")),
+        ("ToString(Infinity)", json!("Infinity")),
+        ("ToString(-Infinity)", json!("-Infinity")),
         ("CONTAINS('abc', 'B', true)", json!(true)),
         ("ENDSWITH('abc', 'bc')", json!(true)),
         ("INDEX_OF('abcb', 'b', 2)", json!(3)),
