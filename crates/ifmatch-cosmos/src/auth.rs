@@ -196,6 +196,7 @@ pub fn permit(
                 | Address::Container(..)
                 | Address::Scripts(..)
                 | Address::Script(..)
+                | Address::Ranges(..)
         )
         && !runs)
         || matches!(

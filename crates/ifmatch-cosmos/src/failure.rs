@@ -23,6 +23,8 @@ ifmatch_azure::error_codes! {
     MethodNotAllowed = METHOD_NOT_ALLOWED, "The method is not served on this resource.";
     /// A query ran past its bound before its first result.
     RequestTimeout = REQUEST_TIMEOUT, "The request timed out.";
+    /// A partition key range that split or merged (substatus 1002): read the ranges again.
+    Gone = GONE, "The partition key range is gone: it split or merged. Read the container's ranges again.";
     /// The resource is already there, or a unique value is taken.
     Conflict = CONFLICT, "Entity with the specified id already exists in the system.";
     /// An `If-Match` did not hold.

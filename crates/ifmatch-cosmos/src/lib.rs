@@ -21,6 +21,7 @@ pub mod hashed_key;
 pub mod patch;
 mod policies;
 pub mod query;
+pub mod ranges;
 pub mod resource_token;
 pub mod script;
 pub mod sql;

@@ -3,7 +3,7 @@
 //! documents a table of their own, dropped with it.
 
 use http::StatusCode;
-use ifmatch_table::{Change, DateTime, Entity, Expected, Tables};
+use ifmatch_table::{Change, Entity, Expected, Tables};
 use serde_json::{Map, Value as Json, json};
 
 use super::answers::{Answered, Done};
@@ -15,9 +15,6 @@ use crate::computed::Computed;
 use crate::document::{self, json_of};
 use crate::failure::{Failure, backend, bad_request, conflict, not_found, precondition_failed};
 use crate::{ttl, unique};
-
-/// The partition key ranges' own version: there is one range, and it never splits.
-const RANGES_AT: DateTime = DateTime::from_ticks(1);
 
 impl<T: Tables> Front<'_, T> {
     pub(super) async fn containers(&self, db: &str) -> Answered {
@@ -214,26 +211,6 @@ impl<T: Tables> Front<'_, T> {
             .await
             .map_err(backend)?;
         self.unprovision(&format!("dbs/{db}/colls/{coll}")).await
-    }
-
-    pub(super) async fn ranges(&self, db: &str, coll: &str, asked: &Asked<'_>) -> Answered {
-        self.container(db, coll).await?;
-        if asked.header("if-none-match").and_then(document::version) == Some(RANGES_AT) {
-            return Ok(Done::empty(StatusCode::NOT_MODIFIED, Some(RANGES_AT)));
-        }
-        let range = json!({
-            "id": "0", "minInclusive": "", "maxExclusive": "FF", "ridPrefix": 0,
-            "throughputFraction": 1.0, "status": "online", "parents": [],
-            "_rid": rid(&[db, coll, "0"]), "_self": format!("dbs/{db}/colls/{coll}/pkranges/0/"),
-            "_etag": document::etag(RANGES_AT), "_ts": 0,
-        });
-        let mut done = Done::of(
-            StatusCode::OK,
-            json!({ "_rid": rid(&[db, coll]), "PartitionKeyRanges": [range], "_count": 1 }),
-            Some(RANGES_AT),
-        );
-        done.count = Some(1);
-        Ok(done)
     }
 }
 

@@ -56,7 +56,10 @@ impl<T: Tables> Front<'_, T> {
             (Some(start), Some(end)) => {
                 Some((start.to_ascii_uppercase(), end.to_ascii_uppercase()))
             }
-            (None, None) => None,
+            // A range named by its id (the SDKs' feed of a whole range): its keys.
+            (None, None) => {
+                (self.range_named(db, coll, asked).await?).map(|range| (range.min, range.max))
+            }
             _ => {
                 return Err(bad_request(
                     "x-ms-start-epk and x-ms-end-epk come together.",

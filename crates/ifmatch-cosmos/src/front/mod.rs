@@ -22,6 +22,7 @@ pub(crate) mod documents;
 pub(crate) mod feeds;
 pub(crate) mod offers;
 pub(crate) mod queries;
+mod ranges;
 mod scripts;
 pub(crate) mod transaction;
 mod users;
@@ -122,6 +123,7 @@ impl<T: Tables> Front<'_, T> {
             (&Method::PUT, A::Container(db, coll)) => self.replace_container(db, coll, asked).await,
             (&Method::DELETE, A::Container(db, coll)) => self.delete_container(db, coll).await,
             (&Method::GET, A::Ranges(db, coll)) => self.ranges(db, coll, asked).await,
+            (&Method::POST, A::Ranges(db, coll)) => self.change_ranges(db, coll, asked).await,
             (&Method::GET, A::Documents(db, coll)) => self.documents(db, coll, asked).await,
             (&Method::POST, A::Documents(db, coll)) => self.create_document(db, coll, asked).await,
             (&Method::GET, A::Document(db, coll, id)) => self.read((db, coll, id), asked).await,
