@@ -157,6 +157,20 @@ def main(connection_string, figures, worker):
     check("a body that is not JavaScript is refused 400", status_of(
         lambda: container.scripts.create_stored_procedure(body={"id": "bad", "body": "function ("})) == 400)
 
+    # Azure's per-container limits, one past each refused: 100 procedures, 50 UDFs.
+    for n in range(99):
+        procedure(container, f"p{n}", "function p() {}")
+    status = status_of(lambda: procedure(container, "p99", "function p() {}"))
+    check("the 101st stored procedure of a container is refused 403", status == 403, status)
+    for n in range(50):
+        container.scripts.create_user_defined_function({"id": f"u{n}", "body": "function u(x) { return x; }"})
+    status = status_of(lambda: container.scripts.create_user_defined_function({"id": "u50", "body": "function u(x) { return x; }"}))
+    check("the 51st user-defined function is refused 403", status == 403, status)
+    for n in range(99):
+        container.scripts.delete_stored_procedure(f"p{n}")
+    for n in range(50):
+        container.scripts.delete_user_defined_function(f"u{n}")
+
     # The bulk import: 100 documents in one run.
     docs = [{"id": f"d{i}", "pk": "bulk", "n": i} for i in range(100)]
     started = time.perf_counter()

@@ -7,7 +7,7 @@
 
 use http::StatusCode;
 use ifmatch_azure::swap::Attempts;
-use ifmatch_table::{Change, Entity, Expected, Tables};
+use ifmatch_table::{Change, Entity, Expected, Scan, Tables};
 use serde_json::{Value as Json, json};
 
 use super::answers::{Answered, Done};
@@ -15,7 +15,7 @@ use super::transaction::Transaction;
 use super::{Asked, Committed, Front, documents_table, id_of, key, rid};
 use crate::address::Scripts;
 use crate::document::{self, json_of};
-use crate::failure::{Code, Failure, bad_request, conflict, not_found, raced};
+use crate::failure::{Code, Failure, backend, bad_request, conflict, not_found, raced};
 use crate::script::{BOUNDS, Job, Outcome, Session, code_of};
 
 /// The partition of a container's table that holds its scripts of `kind`.
@@ -23,7 +23,13 @@ pub(crate) fn partition_of(kind: Scripts) -> String {
     format!("~{}", kind.segment())
 }
 
-/// The most bytes of a script's body (Azure's limit of a stored procedure's).
+/// The most stored procedures (and triggers) a container holds: Azure's limit.
+pub(crate) const MAX_PROCEDURES: usize = 100;
+
+/// The most user-defined functions a container holds: Azure's limit.
+pub(crate) const MAX_FUNCTIONS: usize = 50;
+
+/// The most bytes of a script's body: this server's bound (Azure states none but a request's).
 pub(crate) const MAX_SCRIPT: usize = 256 << 10;
 
 impl<T: Tables> Front<'_, T> {
@@ -86,6 +92,9 @@ impl<T: Tables> Front<'_, T> {
             Some(id) => Some(self.stored_script(db, coll, kind, id).await?),
             None => None,
         };
+        if before.is_none() {
+            self.check_quota(&table, kind).await?;
+        }
         let entity = self.entity(
             &partition,
             &named,
@@ -125,6 +134,32 @@ impl<T: Tables> Front<'_, T> {
         self.commit_resource(&documents_table(db, coll), change, not_found)
             .await?;
         Ok(Done::empty(StatusCode::NO_CONTENT, None))
+    }
+
+    /// 403 when the container holds as many scripts of `kind` as Azure allows (100 stored
+    /// procedures, 50 user-defined functions; triggers, of which Azure states no number, 100).
+    async fn check_quota(&self, table: &str, kind: Scripts) -> Result<(), Failure> {
+        let most = match kind {
+            Scripts::Procedures | Scripts::Triggers => MAX_PROCEDURES,
+            Scripts::Functions => MAX_FUNCTIONS,
+        };
+        let partition = partition_of(kind);
+        let scan = Scan {
+            from: None,
+            partition: Some(&partition),
+            limit: most,
+        };
+        let held = self.tables.scan(table, scan).await.map_err(backend)?;
+        if held.len() >= most {
+            return Err(Failure::new(
+                Code::Forbidden,
+                format!(
+                    "The container holds {most} {}, as many as it may: delete one first.",
+                    kind.segment()
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// The script `id` of `kind`, or 404.
