@@ -69,25 +69,18 @@ pub(crate) enum Grouped {
 }
 
 impl Waiting {
-    /// A commit to wait with, and where its outcome will come.
-    pub(crate) fn new(
-        table: &str,
-        policies: &Policies,
-        changes: &[(Change, Option<&Entity>)],
-        checks: &[Change],
-        moves: Vec<Change>,
-    ) -> (Self, oneshot::Receiver<Grouped>) {
+    /// A commit to wait with (a copy of `member`'s), and where its outcome will come.
+    pub(crate) fn new(table: &str, member: &Member<'_>) -> (Self, oneshot::Receiver<Grouped>) {
         let (answer, outcome) = oneshot::channel();
-        let changes = changes
-            .iter()
-            .map(|(change, before)| (change.clone(), before.cloned()))
+        let changes = (member.changes.iter())
+            .map(|(change, before)| ((*change).clone(), before.cloned()))
             .collect();
         let waiting = Self {
             table: table.to_owned(),
-            policies: policies.clone(),
+            policies: member.policies.clone(),
             changes,
-            checks: checks.to_vec(),
-            moves,
+            checks: member.checks.to_vec(),
+            moves: member.moves.to_vec(),
             answer,
         };
         (waiting, outcome)
@@ -169,6 +162,30 @@ impl Drop for Group<'_> {
     fn drop(&mut self) {
         if !self.sent && !self.members.is_empty() {
             self.commits.waiting().append(&mut self.members);
+        }
+    }
+}
+
+/// One commit of those committed together.
+pub(crate) struct Member<'a> {
+    pub(crate) policies: &'a Policies,
+    /// The changes, each with what it replaces.
+    pub(crate) changes: Vec<(&'a Change, Option<&'a Entity>)>,
+    /// Changes written as they are, with no feed entry (`Front::commit_checked`).
+    pub(crate) checks: &'a [Change],
+    /// The unique keys' entries the changes take and leave.
+    pub(crate) moves: &'a [Change],
+}
+
+impl<'a> Member<'a> {
+    pub(crate) fn of(waiting: &'a Waiting) -> Self {
+        Self {
+            policies: &waiting.policies,
+            changes: (waiting.changes.iter())
+                .map(|(c, b)| (c, b.as_ref()))
+                .collect(),
+            checks: &waiting.checks,
+            moves: &waiting.moves,
         }
     }
 }

@@ -26,7 +26,7 @@ use super::documents::document_json;
 use super::{Asked, Committed, Front, Policies, Scope, documents_table, rid};
 
 use crate::charge;
-use crate::commits::{Group, Grouped, Waiting};
+use crate::commits::{Group, Grouped, Member, Waiting};
 use crate::document;
 use crate::failure::{Failure, backend, bad_request, not_found, raced, unknown_outcome};
 use crate::feed_entries::{FEED, NUMBER, counter_key, entry_key, number_of};
@@ -223,8 +223,14 @@ impl<T: Tables> Front<'_, T> {
         changes: &[(Change, Option<&Entity>)],
         checks: &[Change],
     ) -> Result<(), Committed> {
-        self.commit_in_turn(table, policies, changes, checks)
-            .await?;
+        let moves = unique::moves(&policies.unique, changes).map_err(Committed::Failed)?;
+        let member = Member {
+            policies,
+            changes: changes.iter().map(|(c, b)| (c, *b)).collect(),
+            checks,
+            moves: &moves,
+        };
+        self.commit_in_turn(table, &member).await?;
         for (change, before) in changes {
             let written = change.write.as_ref().or(*before);
             self.meter
@@ -233,25 +239,12 @@ impl<T: Tables> Front<'_, T> {
         Ok(())
     }
 
-    async fn commit_in_turn(
-        &self,
-        table: &str,
-        policies: &Policies,
-        changes: &[(Change, Option<&Entity>)],
-        checks: &[Change],
-    ) -> Result<(), Committed> {
-        let moves = unique::moves(&policies.unique, changes).map_err(Committed::Failed)?;
-        let member = Member {
-            policies,
-            changes: changes.iter().map(|(c, b)| (c, *b)).collect(),
-            checks,
-            moves: &moves,
-        };
+    async fn commit_in_turn(&self, table: &str, member: &Member<'_>) -> Result<(), Committed> {
         // No one else at it: at once, nothing copied.
         if let Some(turn) = self.commits.free_turn(table) {
-            return self.commit_alone(table, &member, turn).await;
+            return self.commit_alone(table, member, turn).await;
         }
-        let (waiting, outcome) = Waiting::new(table, policies, changes, checks, moves.clone());
+        let (waiting, outcome) = Waiting::new(table, member);
         self.commits.wait(waiting);
         match self.commit_waiting(table, outcome).await {
             Grouped::Done => Ok(()),
@@ -259,7 +252,7 @@ impl<T: Tables> Front<'_, T> {
             Grouped::Failed(failure) => Err(Committed::Failed(failure)),
             Grouped::Alone => {
                 let turn = self.commits.turn(table).await;
-                self.commit_alone(table, &member, turn).await
+                self.commit_alone(table, member, turn).await
             }
         }
     }
@@ -502,25 +495,4 @@ enum Attempt {
     Conflict(usize),
     /// A unique keys' entry another document holds, which this member takes.
     Taken(usize, EntityKey),
-}
-
-/// One commit of those committed together.
-struct Member<'a> {
-    policies: &'a Policies,
-    changes: Vec<(&'a Change, Option<&'a Entity>)>,
-    checks: &'a [Change],
-    moves: &'a [Change],
-}
-
-impl<'a> Member<'a> {
-    fn of(waiting: &'a Waiting) -> Self {
-        Self {
-            policies: &waiting.policies,
-            changes: (waiting.changes.iter())
-                .map(|(c, b)| (c, b.as_ref()))
-                .collect(),
-            checks: &waiting.checks,
-            moves: &waiting.moves,
-        }
-    }
 }

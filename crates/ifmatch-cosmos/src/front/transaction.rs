@@ -153,14 +153,18 @@ impl<'f, 'a, T: Tables> Transaction<'f, 'a, T> {
         document_json(self.db, self.coll, entity)
     }
 
-    /// A new version of `resource` as the document `id`, written over `before`.
-    pub(crate) fn entity(
-        &self,
-        id: &str,
-        before: Option<&Entity>,
-        resource: &Map<String, Json>,
-    ) -> Entity {
-        (self.front).entity(&self.partition, id, before.map(|e| e.timestamp), resource)
+    /// Leaves `resource` as the document `id` (a new version over what was read): the
+    /// document as the collection API gives it.
+    fn put(&mut self, id: &str, resource: &Map<String, Json>) -> Json {
+        let before = self
+            .read
+            .get(id)
+            .and_then(Option::as_ref)
+            .map(|e| e.timestamp);
+        let entity = (self.front).entity(&self.partition, id, before, resource);
+        let shown = self.shown(&entity);
+        self.write(id, Some(entity));
+        shown
     }
 
     /// The operation `kind` with `args` (a trigger's write), performed: its reply.
@@ -222,13 +226,7 @@ impl<'f, 'a, T: Tables> Transaction<'f, 'a, T> {
                             }
                             _ => {
                                 self.created = current.is_none();
-                                let entity = self.entity(
-                                    &id,
-                                    self.read.get(&id).and_then(Option::as_ref),
-                                    &resource,
-                                );
-                                self.write(&id, Some(entity.clone()));
-                                Ok(self.shown(&entity))
+                                Ok(self.put(&id, &resource))
                             }
                         }
                     }
@@ -244,15 +242,7 @@ impl<'f, 'a, T: Tables> Transaction<'f, 'a, T> {
                 (Some(id), Ok(resource)) => match self.current(&id).await? {
                     None => Err(not_found()),
                     Some(found) if !etag_holds(options, &found) => Err(precondition()),
-                    Some(_) => {
-                        let entity = self.entity(
-                            &id,
-                            self.read.get(&id).and_then(Option::as_ref),
-                            &resource,
-                        );
-                        self.write(&id, Some(entity.clone()));
-                        Ok(self.shown(&entity))
-                    }
+                    Some(_) => Ok(self.put(&id, &resource)),
                 },
             },
             "read" => match link_id() {
