@@ -12,8 +12,12 @@
 //!
 //! This file routes a request and holds what every operation shares (the container read with
 //! its policies, a document's partition and key, the commit); one file per kind of resource
-//! holds its operations: `databases.rs`, `containers.rs`, `documents.rs`, `queries.rs`,
-//! `feeds.rs`, `users.rs` (users and their permissions); `answers.rs` what they answer (a failure is `crate::failure`'s, which every rule of the dialect answers with).
+//! holds its operations: `databases.rs`, `containers.rs`, `ranges.rs` (partition key ranges,
+//! split and merged), `documents.rs`, `queries.rs`, `feeds.rs`, `users.rs` (users and their
+//! permissions), `offers.rs`, `scripts.rs` (stored procedures, triggers, user-defined
+//! functions), `triggers.rs` (a write with its triggers), `transaction/` (a script's
+//! operations on its partition); `answers.rs` what they answer (a failure is
+//! `crate::failure`'s, which every rule of the dialect answers with).
 
 pub(crate) mod answers;
 mod containers;
@@ -25,6 +29,7 @@ pub(crate) mod queries;
 mod ranges;
 mod scripts;
 pub(crate) mod transaction;
+mod triggers;
 mod users;
 
 use std::sync::Arc;
