@@ -283,7 +283,12 @@ fn claim(root: &Path, mode: Mode) -> io::Result<()> {
         return Ok(());
     }
     let path = root.join("mode");
-    let tmp = root.join("tmp").join("mode");
+    // A name of this claim's own: instances of a fleet starting at once on a new shared
+    // directory each write theirs and rename it over `mode` (the same text, whoever is last);
+    // one shared name let one rename the file another was still writing.
+    static CLAIMS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let claim = CLAIMS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = (root.join("tmp")).join(format!("mode.{}.{claim}", std::process::id()));
     fs::write(&tmp, format!("{}\n", mode.as_str()))?;
     File::open(&tmp)?.sync_all()?;
     fs::rename(&tmp, &path)?;
@@ -382,4 +387,32 @@ pub(super) fn read_record<T: serde::de::DeserializeOwned>(
     let (payload, slot) = record_file::read(&bytes).map_err(|e| StoreError::corrupt(what(), e))?;
     let record = serde_json::from_slice(payload).map_err(|e| StoreError::corrupt(what(), e))?;
     Ok(Some((record, slot)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Instances of a fleet starting at once on a new shared directory each claim it: every
+    /// claim succeeds (one temporary name for all let one rename the file another was still
+    /// writing, and that instance failed to start).
+    #[test]
+    fn instances_claiming_a_new_shared_directory_at_once_all_succeed() {
+        for _ in 0..20 {
+            let root = tempfile::tempdir().unwrap();
+            let path = root.path().to_path_buf();
+            let claims: Vec<_> = (0..8)
+                .map(|_| {
+                    let path = path.clone();
+                    std::thread::spawn(move || {
+                        DataDir::open_shared(path, Duration::from_secs(3600))
+                    })
+                })
+                .collect();
+            for claim in claims {
+                claim.join().unwrap().unwrap();
+            }
+            assert_eq!(fs::read_to_string(path.join("mode")).unwrap(), "shared\n");
+        }
+    }
 }
