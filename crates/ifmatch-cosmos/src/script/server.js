@@ -109,6 +109,12 @@ var __ifmatch = (function () {
     }
   };
   globalThis.getContext = function () { return context; };
+  // The `__` shorthand: the collection's calls, with the request and the response (its
+  // chainable query API, `__.filter` and the like, is not served).
+  globalThis.__ = Object.assign(Object.create(collection), {
+    request: context.getRequest(),
+    response: context.getResponse()
+  });
   globalThis.console = {
     log: function () {
       var parts = [];
