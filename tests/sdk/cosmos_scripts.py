@@ -276,6 +276,8 @@ def main(connection_string, figures, worker):
     check("a pre-trigger sees a replace as Replace", replaced.get("stamped") == "Replace", replaced)
     status = status_of(lambda: container.replace_item("t1", {"id": "t1", "pk": "t"}, post_trigger_include="tally"))
     check("a trigger for creates named on a replace is refused 400", status == 400, status)
+    status = status_of(lambda: container.create_item({"id": "t4", "pk": "t"}, pre_trigger_include=["stamp", "stamp"]))
+    check("two pre-triggers on one write are refused 400 (Azure: one of each)", status == 400, status)
     triggers = sorted(t["id"] for t in container.scripts.list_triggers())
     check("triggers are listed", triggers == ["stamp", "tally", "veto"], triggers)
 
@@ -289,6 +291,9 @@ def main(connection_string, figures, worker):
     check("a UDF that throws fails the query 400", status == 400, status)
     status = status_of(lambda: list(container.query_items("SELECT VALUE udf.none(c.n) FROM c", partition_key="bulk")))
     check("a UDF the container lacks is refused 400", status == 400, status)
+    calls = " + ".join(f"udf.tax{n}(c.n)" for n in range(11))
+    status = status_of(lambda: list(container.query_items(f"SELECT VALUE {calls} FROM c", partition_key="bulk")))
+    check("a query calling 11 user-defined functions is refused 400 (Azure: 10)", status == 400, status)
     container.scripts.create_user_defined_function({"id": "spin", "body": "function spin(n) { while (true) {} }"})
     status = status_of(lambda: list(container.query_items("SELECT VALUE udf.spin(c.n) FROM c", partition_key="bulk")))
     check("a UDF that spins fails the query 408", status == 408, status)

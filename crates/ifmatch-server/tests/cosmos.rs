@@ -84,7 +84,7 @@ fn the_python_sdks_scripts_run_as_transactions_within_their_bounds() {
     let data = tempfile::tempdir().unwrap();
     let (_server, endpoint) = serve(data.path(), &[]);
     let connection = ifmatch_cosmos::connection_string(&endpoint);
-    let tally = "python cosmos scripts: 40 passed";
+    let tally = "python cosmos scripts: 42 passed";
     common::python_script("cosmos_scripts.py", &[connection], tally);
 }
 

@@ -119,7 +119,8 @@ impl<T: Tables> Front<'_, T> {
         coll: &str,
         query: &mut crate::sql::Query,
     ) -> Result<Option<Functions>, Failure> {
-        let names = query.functions();
+        let names = (query.functions())
+            .map_err(|error| bad_request(format!("Query: {}", error.message)))?;
         if names.is_empty() {
             return Ok(None);
         }

@@ -133,12 +133,18 @@ impl<T: Tables> Front<'_, T> {
         operation: &str,
     ) -> Result<Vec<String>, Failure> {
         let mut sources = Vec::new();
-        for name in names
-            .unwrap_or_default()
-            .split(',')
+        let names: Vec<&str> = (names.unwrap_or_default().split(','))
             .map(str::trim)
             .filter(|n| !n.is_empty())
-        {
+            .collect();
+        // Azure's service quotas: one pre-trigger and one post-trigger a write.
+        if names.len() > 1 {
+            return Err(bad_request(format!(
+                "A write names at most one {kind}-trigger; this one names {}.",
+                names.len()
+            )));
+        }
+        for name in names {
             let trigger = self
                 .stored_script(db, coll, Scripts::Triggers, name)
                 .await?;

@@ -39,8 +39,12 @@ pub use value::compare_for_order;
 pub(crate) use value::printed;
 pub use vector::{Embedding, check_vector_indexes, embeddings};
 
-/// The longest query text taken.
-pub const MAX_QUERY: usize = 256 << 10;
+/// The longest query text taken, in bytes (Azure's service quotas: 512 KB).
+pub const MAX_QUERY: usize = 512 << 10;
+/// The most `JOIN`s one `SELECT` holds (Azure's service quotas: 10 a query).
+pub const MAX_JOINS: usize = 10;
+/// The most user-defined functions one query calls (Azure's service quotas: 10).
+pub const MAX_UDFS: usize = 10;
 /// The deepest expression taken, in nested parentheses, calls and unary operators.
 pub const MAX_DEPTH: usize = 64;
 /// The most operators and property accesses a query holds (Cosmos takes 500 `AND`s): what
@@ -245,7 +249,9 @@ impl Query {
     /// each value is held once, however often the text names it, and never copied.
     pub fn parse(text: &str, parameters: Vec<Json>) -> Result<Self, SqlError> {
         if text.len() > MAX_QUERY {
-            return Err(SqlError::new("The query is longer than 262144 characters."));
+            return Err(SqlError::new(format!(
+                "The query is longer than {MAX_QUERY} bytes (512 KB)."
+            )));
         }
         let mut values = std::collections::HashMap::new();
         for mut parameter in parameters {
@@ -302,8 +308,9 @@ impl Query {
         (calls, nested)
     }
 
-    /// The user-defined functions it calls (`udf.name`), each once.
-    pub fn functions(&mut self) -> Vec<String> {
+    /// The user-defined functions it calls (`udf.name`), each once; refused past
+    /// [`MAX_UDFS`].
+    pub fn functions(&mut self) -> Result<Vec<String>, SqlError> {
         let mut names: Vec<String> = Vec::new();
         tree::each_expr(self, &mut |top| {
             let _ = tree::visit(top, &mut |expr| {
@@ -315,7 +322,13 @@ impl Query {
                 Ok(())
             });
         });
-        names
+        match names.len() > MAX_UDFS {
+            true => Err(SqlError::new(format!(
+                "The query calls {} user-defined functions; a query calls at most {MAX_UDFS}.",
+                names.len()
+            ))),
+            false => Ok(names),
+        }
     }
 
     /// Whether the query reads the container: one without `FROM` makes one row of nothing.

@@ -174,6 +174,12 @@ impl Parser<'_> {
                 if !self.eat_keyword("JOIN") {
                     break;
                 }
+                if from.len() > super::MAX_JOINS {
+                    return Err(SqlError::new(format!(
+                        "A query joins at most {} sources.",
+                        super::MAX_JOINS
+                    )));
+                }
             }
         }
         if matches!(select, Select::Star) && from.len() != 1 {

@@ -114,6 +114,30 @@ fn queries_answer_as_cosmos_does() {
 
 #[test]
 fn what_is_not_served_is_named_and_what_is_wrong_is_refused() {
+    // Azure's service quotas, one past each: 512 KB of text, 10 JOINs a query.
+    let long = format!(
+        "SELECT * FROM c WHERE c.s = '{}'",
+        "x".repeat(super::MAX_QUERY)
+    );
+    assert!(Query::parse(&long, Vec::new()).is_err(), "past 512 KB");
+    let fits = format!(
+        "SELECT * FROM c WHERE c.s = '{}'",
+        "x".repeat(super::MAX_QUERY - 40)
+    );
+    assert!(Query::parse(&fits, Vec::new()).is_ok(), "within 512 KB");
+    let joins = |n: usize| {
+        let joined: String = (0..n).map(|i| format!(" JOIN t{i} IN c.tags")).collect();
+        Query::parse(&format!("SELECT VALUE c.id FROM c{joined}"), Vec::new())
+    };
+    assert!(joins(10).is_ok(), "10 JOINs");
+    assert!(joins(11).is_err(), "11 JOINs");
+    let calls: String = (0..11)
+        .map(|i| format!("udf.f{i}(c.x)"))
+        .collect::<Vec<_>>()
+        .join(" + ");
+    let mut udfs = Query::parse(&format!("SELECT VALUE {calls} FROM c"), Vec::new()).unwrap();
+    assert!(udfs.functions().is_err(), "11 user-defined functions");
+
     for (text, named) in [
         (
             "SELECT * FROM c JOIN t IN c.tags",
