@@ -604,6 +604,14 @@ for (const [name, start] of [
     const { resource: properties } = await container.read();
     await bad(container.replace({ ...properties, defaultTtl: tooLong }), "container replace");
     assert.equal((await container.item("b", "p").read()).statusCode, 404);
+    // Azure's 128 levels of objects and arrays in an item, and one more.
+    let deep = 1;
+    for (let level = 1; level < 128; level++) deep = [deep]; // the item, then 127 arrays
+    await container.items.create({ id: "deep", pk: "p", a: deep });
+    await bad(container.items.create({ id: "deeper", pk: "p", a: [deep] }), "129 levels");
+    const { resources: [levels] } = await container.items
+      .query("SELECT VALUE c.a FROM c WHERE c.id = 'deep'", { partitionKey: "p" }).fetchAll();
+    assert.deepEqual(levels, deep, "read back whole");
     // A partition key value of 2,049 bytes, alone and on any level of a hierarchical key.
     const long = "k".repeat(2049);
     await bad(container.items.create({ id: "c", pk: long }), "a partition key of 2,049 bytes");

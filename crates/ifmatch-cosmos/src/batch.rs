@@ -12,7 +12,7 @@ use ifmatch_azure::swap::Attempts;
 use ifmatch_table::{Change, Entity, Expected, Tables};
 use serde_json::{Map, Value as Json, json};
 
-use crate::document;
+use crate::document::{self, MAX_NESTING};
 use crate::failure::{Failure, bad_request, raced};
 use crate::front::answers::{Answered, Done};
 use crate::front::documents::document_json;
@@ -35,7 +35,8 @@ impl<T: Tables> Front<'_, T> {
     /// none), or, with `x-ms-cosmos-batch-atomic: false`, the SDKs' bulk.
     pub(crate) async fn batch(&self, db: &str, coll: &str, asked: &Asked<'_>) -> Answered {
         let container = self.container(db, coll).await?;
-        let Ok(Json::Array(operations)) = serde_json::from_slice::<Json>(asked.body) else {
+        // An operation's document is two levels down: the batch's array, the operation.
+        let Ok(Json::Array(operations)) = document::json_within(asked.body, MAX_NESTING + 2) else {
             return Err(bad_request("A batch's body is a JSON array of operations."));
         };
         if operations.is_empty() || operations.len() > MAX_OPERATIONS {

@@ -19,7 +19,7 @@ const SYSTEM: [&str; 5] = ["_rid", "_self", "_etag", "_ts", "_attachments"];
 /// A request's body as a resource: a JSON object with a valid `id`, without the system
 /// properties it may carry from an earlier read.
 pub fn resource(body: &[u8]) -> Result<Map<String, Value>, Failure> {
-    let Ok(Value::Object(mut object)) = serde_json::from_slice::<Value>(body) else {
+    let Value::Object(mut object) = json_within(body, MAX_NESTING)? else {
         return Err(bad_request(
             "The request payload is invalid: it is not a JSON object.",
         ));
@@ -41,6 +41,66 @@ pub fn resource(body: &[u8]) -> Result<Map<String, Value>, Failure> {
         }
     }
     Ok(object)
+}
+
+/// The most levels of objects and arrays an item nests, itself the first (Azure's per-item
+/// limits: 128).
+pub const MAX_NESTING: usize = 128;
+
+/// `body` as JSON, refused (400) when it is not JSON or nests objects and arrays deeper than
+/// `most` levels. Read without serde_json's own bound (127 levels), so that Azure's 128 fit:
+/// the depth is counted first, in one pass over the bytes, so the reader's recursion is bounded.
+pub(crate) fn json_within(body: &[u8], most: usize) -> Result<Value, Failure> {
+    let deepest = nesting(body);
+    if deepest > most {
+        return Err(bad_request(format!(
+            "The request payload nests objects and arrays {deepest} levels deep; an item nests at most {MAX_NESTING}."
+        )));
+    }
+    let mut reader = serde_json::Deserializer::from_slice(body);
+    reader.disable_recursion_limit();
+    let value = serde::Deserialize::deserialize(&mut reader).and_then(|value| {
+        reader.end()?;
+        Ok(value)
+    });
+    value.map_err(|_| bad_request("The request payload is invalid: it is not a JSON object."))
+}
+
+/// 400 when `value` (a document a patch made) nests deeper than [`MAX_NESTING`] levels.
+pub(crate) fn check_nesting(value: &Value) -> Result<(), Failure> {
+    fn depth(value: &Value) -> usize {
+        match value {
+            Value::Array(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
+            Value::Object(fields) => 1 + fields.values().map(depth).max().unwrap_or(0),
+            _ => 0,
+        }
+    }
+    let deepest = depth(value);
+    match deepest > MAX_NESTING {
+        true => Err(bad_request(format!(
+            "The document would nest objects and arrays {deepest} levels deep; an item nests at most {MAX_NESTING}."
+        ))),
+        false => Ok(()),
+    }
+}
+
+/// The most levels of objects and arrays `json` opens at once (strings skipped).
+fn nesting(json: &[u8]) -> usize {
+    let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0, false, false);
+    for &byte in json {
+        match (in_string, byte) {
+            (true, _) if escaped => escaped = false,
+            (true, b'\\') => escaped = true,
+            (true, b'"') | (false, b'"') => in_string = !in_string,
+            (false, b'[' | b'{') => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            (false, b']' | b'}') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
 }
 
 /// Whether `id` may name a resource: 1 to 1,023 bytes, none of `/ \ ? #` (which Azure refuses
@@ -223,7 +283,13 @@ pub(crate) fn stored_len(entity: &Entity) -> usize {
 
 pub(crate) fn json_of(entity: &Entity) -> Map<String, Value> {
     match entity.properties.get(JSON) {
-        Some(ifmatch_table::Value::String(text)) => serde_json::from_str(text).unwrap_or_default(),
+        // Stored resources were checked when written: up to Azure's 128 levels, past
+        // serde_json's own bound of 127.
+        Some(ifmatch_table::Value::String(text)) => {
+            let mut reader = serde_json::Deserializer::from_str(text);
+            reader.disable_recursion_limit();
+            serde::Deserialize::deserialize(&mut reader).unwrap_or_default()
+        }
         _ => Map::new(),
     }
 }
@@ -329,5 +395,48 @@ mod tests {
             serde_json::json!("Oslo")
         );
         assert!(key_of_header("Oslo").is_err());
+    }
+}
+
+#[cfg(test)]
+mod nesting_tests {
+    use super::*;
+
+    #[test]
+    fn an_item_nests_128_levels_and_not_129() {
+        let nested = |levels: usize| {
+            let inner = levels - 1;
+            format!(
+                "{{\"id\":\"x\",\"s\":\"[[{{\",\"a\":{}{}}}",
+                "[".repeat(inner),
+                "]".repeat(inner)
+            )
+        };
+        assert!(
+            resource(nested(128).as_bytes()).is_ok(),
+            "128 levels, brackets in a string not counted"
+        );
+        let refused = resource(nested(129).as_bytes()).unwrap_err();
+        assert!(
+            refused.message.contains("129 levels"),
+            "{}",
+            refused.message
+        );
+        assert_eq!(
+            nesting(br#"{"a":"\"[{","b":[1]}"#),
+            2,
+            "an escaped quote does not end the string"
+        );
+        // What a patch makes is held to the same bound.
+        let mut deep = Value::from(1);
+        for _ in 0..127 {
+            deep = Value::Array(vec![deep]);
+        }
+        let item = |a: Value| serde_json::json!({ "id": "x", "a": a });
+        assert!(check_nesting(&item(deep.clone())).is_ok(), "128 levels");
+        assert!(
+            check_nesting(&item(Value::Array(vec![deep]))).is_err(),
+            "129 levels"
+        );
     }
 }

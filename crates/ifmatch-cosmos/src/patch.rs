@@ -112,6 +112,7 @@ pub fn apply(
             }
         }
     }
+    crate::document::check_nesting(&out)?;
     match out {
         Json::Object(object) => Ok(object),
         _ => Err(bad_request("A patch leaves a document an object.")),
