@@ -10,15 +10,15 @@ use std::collections::BTreeMap;
 use http::StatusCode;
 use ifmatch_azure::swap::Attempts;
 use ifmatch_table::{Change, Entity, Expected, Tables};
-use serde_json::{Map, Value as Json, json};
+use serde_json::{Value as Json, json};
 
 use crate::document::{self, MAX_NESTING};
 use crate::failure::{Failure, bad_request, raced};
 use crate::front::answers::{Answered, Done};
 use crate::front::documents::document_json;
 use crate::front::{
-    Asked, Committed, Condition, Front, Policies, Scope, documents_table, holds, id_of, json_of,
-    key, partition_paths, stored_key_of,
+    Asked, Committed, Condition, Front, Policies, Scope, document_in, documents_table, holds,
+    id_of, json_of, key, partition_paths,
 };
 
 /// The most operations one batch holds.
@@ -234,17 +234,10 @@ impl<T: Tables> Front<'_, T> {
             })
         };
         let before = current.map(|e| e.timestamp);
-        let body = || -> Result<Map<String, Json>, Failure> {
-            let body = operation.get("resourceBody").cloned().unwrap_or(Json::Null);
-            let resource = document::resource(body.to_string().as_bytes())?;
-            crate::ttl::check_item(&resource)?;
-            let in_body = stored_key_of(&resource, paths)?;
-            if in_body != partition {
-                return Err(bad_request(
-                    "An operation's document has another partition key than the batch's.",
-                ));
-            }
-            Ok(resource)
+        let body = || {
+            let body = operation.get("resourceBody").unwrap_or(&Json::Null);
+            let elsewhere = "An operation's document has another partition key than the batch's.";
+            document_in(body, (paths, partition), elsewhere)
         };
         match kind.as_str() {
             "read" => match current {

@@ -387,6 +387,22 @@ pub(crate) fn partition_paths(container: &Entity) -> Vec<String> {
     }
 }
 
+/// `body` as a document written within `partition` (a batch's operation, a script's write):
+/// a resource, its time to live within bounds, its partition key `partition`'s; 400 with
+/// `elsewhere` when it names another.
+pub(crate) fn document_in(
+    body: &Json,
+    (paths, partition): (&[String], &str),
+    elsewhere: &str,
+) -> Result<Map<String, Json>, Failure> {
+    let resource = document::resource(body.to_string().as_bytes())?;
+    ttl::check_item(&resource)?;
+    if stored_key_of(&resource, paths)? != partition {
+        return Err(bad_request(elsewhere));
+    }
+    Ok(resource)
+}
+
 /// The stored partition key of `resource` in a container whose key has `paths`.
 pub(crate) fn stored_key_of(
     resource: &Map<String, Json>,

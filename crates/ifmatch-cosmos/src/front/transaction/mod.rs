@@ -17,11 +17,12 @@ use ifmatch_table::{Change, Entity, Expected, Tables};
 use serde_json::{Map, Value as Json, json};
 
 use super::documents::document_json;
-use super::{Committed, Front, Policies, documents_table, id_of, key, partition_paths};
+use super::{
+    Committed, Front, Policies, document_in, documents_table, id_of, key, partition_paths,
+};
 use crate::document;
 use crate::failure::Failure;
 use crate::script::{Call, Called, Job, OPERATIONS, Operation, Outcome, Session, failure};
-use crate::ttl;
 
 /// The partition of a container's table that holds each logical partition's fence.
 const FENCES: &str = "~scripts";
@@ -126,20 +127,11 @@ impl<'f, 'a, T: Tables> Transaction<'f, 'a, T> {
 
     /// A body a script writes, checked as a document of this partition.
     pub(crate) fn checked(&self, body: &Json) -> Result<Map<String, Json>, (u16, String)> {
-        let text = body.to_string();
-        if text.len() > document::MAX_DOCUMENT {
+        if body.to_string().len() > document::MAX_DOCUMENT {
             return Err((413, "The document is larger than 2 MB.".into()));
         }
-        let resource = document::resource(text.as_bytes()).map_err(|f| (400, f.message))?;
-        ttl::check_item(&resource).map_err(|f| (400, f.message))?;
-        let key = super::stored_key_of(&resource, &self.paths).map_err(|f| (400, f.message))?;
-        if key != self.partition {
-            return Err((
-                400,
-                "Requests originating from scripts cannot reference partition keys other than the one for which client request was submitted.".into(),
-            ));
-        }
-        Ok(resource)
+        let elsewhere = "Requests originating from scripts cannot reference partition keys other than the one for which client request was submitted.";
+        document_in(body, (&self.paths, &self.partition), elsewhere).map_err(|f| (400, f.message))
     }
 
     /// A document as the collection API gives it (with its system properties).
