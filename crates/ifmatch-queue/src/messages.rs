@@ -258,7 +258,10 @@ pub(crate) async fn get(
             partition: Some(VISIBLE),
             limit: count + 8,
         };
-        let entities = tables.scan(table, scan).await.map_err(backend)?;
+        let entities = match tables.scan(table, scan).await {
+            Ok(entities) => entities,
+            Err(error) => return taken_or(out, error),
+        };
         let full = entities.len() == count + 8;
         read += entities.len();
         for entity in &entities {
@@ -277,7 +280,7 @@ pub(crate) async fn get(
                         .await
                     {
                         Ok(()) | Err(TableError::Conflict { .. }) => {}
-                        Err(error) => return Err(backend(error)),
+                        Err(error) => return taken_or(out, error),
                     }
                 }
                 continue;
@@ -298,7 +301,7 @@ pub(crate) async fn get(
                     Ok(()) => out.push(taken),
                     // Another consumer took it first.
                     Err(TableError::Conflict { .. }) => continue,
-                    Err(error) => return Err(backend(error)),
+                    Err(error) => return taken_or(out, error),
                 }
             }
             if out.len() == count {
@@ -311,6 +314,17 @@ pub(crate) async fn get(
         }
     }
     Ok(out)
+}
+
+/// What a Get that failed part way answers: the messages it has taken already (each now
+/// invisible, its receipt new: unanswered, they would be lost to every consumer until their
+/// visibility timeout ends), or the failure when it took none.
+fn taken_or(out: Vec<Message>, error: TableError) -> Result<Vec<Message>> {
+    if out.is_empty() {
+        Err(backend(error))
+    } else {
+        Ok(out)
+    }
 }
 
 /// The message `id` whose receipt is `receipt`, as stored (with its entity's version): 404
@@ -447,6 +461,8 @@ mod tests {
     struct Counted {
         tables: MemoryTables,
         read: AtomicUsize,
+        /// When set, how many more commits succeed before each one fails.
+        commits_left: Option<AtomicUsize>,
     }
 
     impl Counted {
@@ -476,6 +492,16 @@ mod tests {
             Ok(found)
         }
         async fn commit(&self, table: &str, changes: &[Change]) -> Result<(), TableError> {
+            if let Some(left) = &self.commits_left
+                && left
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                    .is_err()
+            {
+                return Err(TableError::Generic {
+                    backend: "test",
+                    message: "the store stopped answering".into(),
+                });
+            }
             self.tables.commit(table, changes).await
         }
     }
@@ -594,5 +620,28 @@ mod tests {
         env.advance(Duration::from_secs(61));
         let again = get(&tables, TABLE, &env, (32, true, 60), at).await.unwrap();
         assert_eq!(again.len(), 5, "visible again once their timeout ran out");
+    }
+
+    /// A Get whose store fails after it took some messages answers those: each is invisible
+    /// now, so failing the call would hide them from every consumer until their timeout.
+    #[tokio::test]
+    async fn a_get_that_fails_part_way_answers_what_it_took() {
+        let env = ManualEnv::default();
+        let now = micros(env.now());
+        let mut tables = Counted::default();
+        tables.create_table(TABLE).await.unwrap();
+        fill(&tables, &env, 5, now - 10_000_000, i64::MAX).await;
+        tables.commits_left = Some(AtomicUsize::new(2));
+        let at = DateTime::from_unix(1, 0);
+        let got = get(&tables, TABLE, &env, (32, true, 60), at).await.unwrap();
+        assert_eq!(got.len(), 2, "the two taken before the store failed");
+        let failed = get(&tables, TABLE, &env, (32, true, 60), at).await;
+        assert!(
+            failed.is_err(),
+            "with none taken, the failure is the answer"
+        );
+        tables.commits_left = None;
+        let rest = get(&tables, TABLE, &env, (32, true, 60), at).await.unwrap();
+        assert_eq!(rest.len(), 3, "the others are still there to take");
     }
 }
