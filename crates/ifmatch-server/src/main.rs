@@ -753,12 +753,18 @@ async fn proxy(args: Proxy) -> anyhow::Result<()> {
     options.metrics_listen = args.observe.metrics_listen;
     options.access_log = args.observe.access_log;
     options.fencing_header = args.fencing_header;
-    let listeners = ifmatch_server::bind_threads(args.listen, threads(args.threads))
-        .with_context(|| format!("listening on {}", args.listen))?;
-    let address = listeners[0].local_addr()?;
+    // Bound once the proxy is ready (its disk tier cleared of what a kill left half written),
+    // so that whoever sees the port open sees the proxy it serves.
+    let bind = || -> anyhow::Result<_> {
+        let listeners = ifmatch_server::bind_threads(args.listen, threads(args.threads))
+            .with_context(|| format!("listening on {}", args.listen))?;
+        let address = listeners[0].local_addr()?;
+        Ok((listeners, address))
+    };
     match &args.backend {
         None => {
             let proxy = ifmatch_server::proxy::Proxy::new(&options)?;
+            let (listeners, address) = bind()?;
             tracing::info!(
                 "ifmatch proxy listening on http://{address} (upstream: {})",
                 options.upstream
@@ -782,6 +788,7 @@ async fn proxy(args: Proxy) -> anyhow::Result<()> {
             // What one instance's cache forgets (a write, a purge), every instance forgets.
             let channel = "ifmatch:invalidations";
             ifmatch_redis::share_invalidations(connection, channel, proxy.cache().clone());
+            let (listeners, address) = bind()?;
             tracing::info!(
                 "ifmatch proxy listening on http://{address} (upstream: {}, backend: {backend})",
                 options.upstream
