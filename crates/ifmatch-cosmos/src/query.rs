@@ -18,7 +18,7 @@ use serde_json::{Value as Json, json};
 use crate::failure::{Code, Failure, bad_request, unavailable};
 use crate::feed_entries::documents_only;
 use crate::script::udf::{self, Functions};
-use crate::sql::{Collector, Meter, Query, SqlError, weight};
+use crate::sql::{Collector, Meter, Query, weight};
 
 /// Documents read from the backend at a time.
 const CHUNK: usize = 200;
@@ -395,7 +395,7 @@ impl Work {
             None => evaluate(&meter),
         };
         if meter.exceeded() {
-            return Err(bad_request(format!("Query: {}", SqlError::exceeded())));
+            return Err(bad_request(format!("Query: {}", meter.error())));
         }
         // A document costs a unit even when nothing was built for it.
         self.spent += meter.spent() + 1;

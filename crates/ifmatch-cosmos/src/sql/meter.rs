@@ -30,6 +30,9 @@ pub struct Meter {
     /// The last regular expression compiled, by its pattern and modifiers: a `RegexMatch`
     /// is compiled once for all the rows of a document, not once a row.
     regex: RefCell<Option<(String, regex::Regex)>>,
+    /// Why the evaluation was refused, when it was for a reason of its own rather than for
+    /// the work it would take.
+    refusal: RefCell<Option<String>>,
 }
 
 impl Meter {
@@ -42,6 +45,7 @@ impl Meter {
             instant: None,
             random: Cell::new(0x2545_F491_4F6C_DD1D),
             regex: RefCell::new(None),
+            refusal: RefCell::new(None),
         }
     }
 
@@ -115,6 +119,22 @@ impl Meter {
     pub(crate) fn copy(&self, value: &Json) -> Option<Json> {
         self.take(weight(value))?;
         Some(value.clone())
+    }
+
+    /// Refuses the whole evaluation for `why` (a limit of the service, such as a geometry's
+    /// points): as [`Meter::take`] past the limit, the evaluation stops, and
+    /// [`Meter::error`] names `why`.
+    pub(crate) fn refuse(&self, why: String) {
+        self.exceeded.set(true);
+        self.refusal.borrow_mut().get_or_insert(why);
+    }
+
+    /// Why an exceeded meter refused: what [`Meter::refuse`] said, else the work bound.
+    pub fn error(&self) -> super::SqlError {
+        match &*self.refusal.borrow() {
+            Some(why) => super::SqlError::new(why.clone()),
+            None => super::SqlError::exceeded(),
+        }
     }
 
     /// Whether something was refused: the evaluation's result is not to be used.

@@ -47,10 +47,13 @@ pub const MAX_JOINS: usize = 10;
 pub const MAX_UDFS: usize = 10;
 /// The deepest expression taken, in nested parentheses, calls and unary operators.
 pub const MAX_DEPTH: usize = 64;
-/// The most operators and property accesses a query holds (Cosmos takes 500 `AND`s): what
-/// bounds how deep a chain such as `a AND b AND c` or `c.a.b.c` nests the tree that every
-/// evaluation walks recursively.
-pub const MAX_NODES: usize = 1000;
+/// The most operators and property accesses a query holds besides its `AND`s and `OR`s: what
+/// bounds how deep a chain such as `a + b + c` or `c.a.b.c` nests the tree that every
+/// evaluation walks recursively. Room for Azure's 500 `AND`s of comparisons of a path each.
+pub const MAX_NODES: usize = 2000;
+/// The most `AND`s, and the most `OR`s, a query holds (Azure's account says 500 of each:
+/// `maxLogicalAndPerSqlQuery`, `maxLogicalOrPerSqlQuery`).
+pub const MAX_LOGICAL: usize = 500;
 
 /// Why a query is refused: a message that names what is wrong or not served.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -355,7 +358,7 @@ pub fn holds(predicate: Option<&Predicate>, document: &Json) -> Result<bool, Sql
     let meter = Meter::per_document();
     let held = !rows::results(predicate, Some(document), &meter).is_empty();
     match meter.exceeded() {
-        true => Err(SqlError::exceeded()),
+        true => Err(meter.error()),
         false => Ok(held),
     }
 }

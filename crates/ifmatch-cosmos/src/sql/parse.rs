@@ -8,7 +8,7 @@ use serde_json::Value as Json;
 
 use super::lex::Token;
 use super::tree::visit;
-use super::{Expr, MAX_DEPTH, MAX_NODES, Op, Query, Select, Source, SqlError};
+use super::{Expr, MAX_DEPTH, MAX_LOGICAL, MAX_NODES, Op, Query, Select, Source, SqlError};
 
 const AGGREGATES: [&str; 5] = ["COUNT", "SUM", "MIN", "MAX", "AVG"];
 
@@ -24,8 +24,11 @@ struct Parser<'a> {
     depth: usize,
     parameters: &'a HashMap<String, Option<Arc<Json>>>,
     /// The operators and accesses read so far: each chained one nests the tree a level
-    /// deeper (`a AND b AND c`, `c.a.b.c`), so their count bounds its depth.
+    /// deeper (`a + b + c`, `c.a.b.c`), so their count bounds its depth.
     nodes: usize,
+    /// The `AND`s and the `OR`s read so far, each bounded apart (and nesting as deep).
+    ands: usize,
+    ors: usize,
     /// The aggregates of the query being read (a subquery has its own).
     aggregates: Vec<(&'static str, Expr)>,
     /// Whether aggregates may be read here: in a selection, outside another aggregate.
@@ -43,6 +46,8 @@ pub(crate) fn query(
         depth: 0,
         parameters,
         nodes: 0,
+        ands: 0,
+        ors: 0,
         aggregates: Vec::new(),
         aggregates_allowed: false,
     };
@@ -474,6 +479,22 @@ impl Parser<'_> {
         }
     }
 
+    /// Counts one more `AND` or `OR`, refusing the query past Azure's 500 of each
+    /// (`maxLogicalAndPerSqlQuery`, `maxLogicalOrPerSqlQuery`).
+    fn logical(&mut self, op: Op) -> Result<(), SqlError> {
+        let (count, name) = match op {
+            Op::And => (&mut self.ands, "AND"),
+            _ => (&mut self.ors, "OR"),
+        };
+        *count += 1;
+        match *count > MAX_LOGICAL {
+            true => Err(SqlError::new(format!(
+                "The query has more than {MAX_LOGICAL} logical {name} operators."
+            ))),
+            false => Ok(()),
+        }
+    }
+
     fn expr(&mut self) -> Result<Expr, SqlError> {
         self.deeper(Self::ternary)
     }
@@ -505,7 +526,7 @@ impl Parser<'_> {
     fn or(&mut self) -> Result<Expr, SqlError> {
         let mut left = self.and()?;
         while self.eat_keyword("OR") {
-            self.node()?;
+            self.logical(Op::Or)?;
             left = Expr::Binary(Op::Or, Box::new(left), Box::new(self.and()?));
         }
         Ok(left)
@@ -514,7 +535,7 @@ impl Parser<'_> {
     fn and(&mut self) -> Result<Expr, SqlError> {
         let mut left = self.not()?;
         while self.eat_keyword("AND") {
-            self.node()?;
+            self.logical(Op::And)?;
             left = Expr::Binary(Op::And, Box::new(left), Box::new(self.not()?));
         }
         Ok(left)

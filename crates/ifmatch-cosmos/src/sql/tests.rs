@@ -173,35 +173,38 @@ fn what_is_not_served_is_named_and_what_is_wrong_is_refused() {
             .message
             .contains("deeply")
     );
-    // Chains nest as deep as they are long: bounded, and what is taken evaluates.
-    let chain = format!(
-        "SELECT * FROM c WHERE {}",
-        vec!["c.n = 1"; 400].join(" AND ")
-    );
-    let query = Query::parse(&chain, Vec::new()).unwrap();
-    assert_eq!(
-        query
-            .results(&json!({"n": 1}), &Meter::per_document())
-            .pop(),
-        Some(json!({"n": 1}))
-    );
+    // Chains nest as deep as they are long: bounded, and what is taken evaluates. Azure's
+    // account takes 500 ANDs and 500 ORs (each term a comparison of a path), one more of
+    // either is refused.
+    let chain = |op: &str, terms: usize| {
+        let terms = vec!["c.n = 1"; terms].join(&format!(" {op} "));
+        Query::parse(&format!("SELECT * FROM c WHERE {terms}"), Vec::new())
+    };
+    for op in ["AND", "OR"] {
+        let query = chain(op, 501).unwrap();
+        assert_eq!(
+            query
+                .results(&json!({"n": 1}), &Meter::per_document())
+                .pop(),
+            Some(json!({"n": 1})),
+            "500 {op}s"
+        );
+        let refused = chain(op, 502).unwrap_err().message;
+        assert!(refused.contains(&format!("500 logical {op}")), "{refused}");
+    }
     for long in [
         format!("SELECT * FROM c WHERE c{} = 1", ".a".repeat(100_000)),
         format!("SELECT * FROM c WHERE c{} = 1", "[0]".repeat(50_000)),
         format!("SELECT VALUE {} FROM c", vec!["1"; 50_000].join("+")),
-        format!(
-            "SELECT * FROM c WHERE {}",
-            vec!["true"; 20_000].join(" OR ")
-        ),
     ] {
         assert!(
             Query::parse(&long, Vec::new())
                 .unwrap_err()
                 .message
-                .contains("1000")
+                .contains("2000")
         );
     }
-    let longest = format!("SELECT VALUE c{} FROM c", ".a".repeat(990));
+    let longest = format!("SELECT VALUE c{} FROM c", ".a".repeat(1990));
     let query = Query::parse(&longest, Vec::new()).unwrap();
     assert_eq!(
         query
@@ -927,6 +930,34 @@ fn date_and_time_functions() {
     ] {
         assert_eq!(value_of(&text), want, "{text}");
     }
+}
+
+#[test]
+fn a_geometry_of_more_than_256_points_refuses_the_query() {
+    // A circle's polygon of `n` positions, the last the first.
+    let circle = |n: usize| {
+        let ring: Vec<String> = (0..n)
+            .map(|i| {
+                let angle = std::f64::consts::TAU * (i % (n - 1)) as f64 / (n - 1) as f64;
+                format!("[{}, {}]", angle.cos(), angle.sin())
+            })
+            .collect();
+        format!("{{'type': 'Polygon', 'coordinates': [[{}]]}}", ring.join(", "))
+    };
+    let within = |n: usize| {
+        let text = format!("SELECT VALUE ST_WITHIN(c.at, {}) FROM c", circle(n));
+        let query = Query::parse(&text, Vec::new()).unwrap();
+        let meter = Meter::per_document();
+        let doc = json!({"at": {"type": "Point", "coordinates": [0.1, 0.1]}});
+        let found = query.results(&doc, &meter);
+        (found, meter.exceeded().then(|| meter.error().message))
+    };
+    assert_eq!(within(256), (vec![json!(true)], None));
+    let (_, refused) = within(257);
+    assert!(refused.is_some_and(|m| m.contains("at most 256 points")));
+    let detailed = value_of(&format!("ST_ISVALIDDETAILED({})", circle(257)));
+    assert_eq!(detailed["valid"], json!(false));
+    assert!(detailed["reason"].as_str().unwrap().contains("256"));
 }
 
 #[test]
