@@ -635,6 +635,31 @@ for (const [name, start] of [
     await bad(database.containers.create(vectors(4097, "diskANN")), "diskANN, 4,097");
     // Session tokens whose numbers are past 64 bits.
     await bad(container.item("a", "p").read({ sessionToken: "0:-1#99999999999999999999" }), "a session token past 64 bits");
+    // The account's query limits (its queryEngineConfiguration): 500 ANDs, 500 ORs, 16,000
+    // values in an IN, 256 points a geometry; the deepest chains taken evaluate (the
+    // Worker's stack included).
+    const query = (text) => container.items.query(text, { partitionKey: "p" }).fetchAll();
+    const terms = (op, n) => Array(n).fill("c.pk = 'p'").join(` ${op} `);
+    for (const op of ["AND", "OR"]) {
+      const { resources } = await query(`SELECT VALUE c.id FROM c WHERE c.id = 'a' AND (${terms(op, op === "AND" ? 500 : 501)})`);
+      assert.deepEqual(resources, ["a"], `500 ${op}s`);
+      await bad(query(`SELECT VALUE c.id FROM c WHERE ${terms(op, 502)}`), `501 ${op}s`);
+    }
+    const values = (n) => Array.from({ length: n }, (_, i) => `'x${i}'`).join(",");
+    assert.equal((await query(`SELECT VALUE c.id FROM c WHERE c.id IN ('a', ${values(15999)})`)).resources.length, 1);
+    await bad(query(`SELECT VALUE c.id FROM c WHERE c.id IN ('a', ${values(16000)})`), "16,001 values");
+    const { resources: [sum] } = await query(`SELECT VALUE ${Array(1991).fill("1").join(" + ")} FROM c WHERE c.id = 'a'`);
+    assert.equal(sum, 1991, "1,990 additions");
+    const circle = (n) => JSON.stringify({
+      type: "Polygon",
+      coordinates: [Array.from({ length: n }, (_, i) => {
+        const angle = (2 * Math.PI * (i % (n - 1))) / (n - 1);
+        return [Math.cos(angle), Math.sin(angle)];
+      })],
+    });
+    const { resources: [inside] } = await query(`SELECT VALUE ST_WITHIN({'type': 'Point', 'coordinates': [0.1, 0.1]}, ${circle(256)}) FROM c WHERE c.id = 'a'`);
+    assert.equal(inside, true, "256 points");
+    await bad(query(`SELECT VALUE ST_WITHIN({'type': 'Point', 'coordinates': [0.1, 0.1]}, ${circle(257)}) FROM c WHERE c.id = 'a'`), "257 points");
   });
 
   test("users and permissions: a resource token reaches its container's partition in its mode, until its permission goes", async () => {
