@@ -30,6 +30,15 @@ def main(connection_string):
     check("replaced, it is the new one", container.get_throughput().offer_throughput == 500)
     check("450 RU/s (not a multiple of 100) is refused 400", status_of(lambda: container.replace_throughput(450)) == 400)
     check("300 RU/s (under Azure's least) is refused 400", status_of(lambda: container.replace_throughput(300)) == 400)
+    # Azure keeps a resource at a hundredth of the most it was ever provisioned at least.
+    container.replace_throughput(60000)
+    check("after 60,000 RU/s, 500 is refused 400 (600 is the least now)", status_of(lambda: container.replace_throughput(500)) == 400)
+    container.replace_throughput(600)
+    offer = container.get_throughput()
+    check("600 is taken, and the offer says the most it ever had",
+          offer.offer_throughput == 600
+          and offer.properties["content"]["offerMinimumThroughputParameters"]["maxThroughputEverProvisioned"] == 60000,
+          offer.properties["content"])
 
     scaled = database.create_container(
         "scaled", partition_key=key, offer_throughput=ThroughputProperties(auto_scale_max_throughput=4000))

@@ -73,7 +73,7 @@ fn the_python_sdks_throughput_and_its_429_retries_against_enforced_offers() {
     let data = tempfile::tempdir().unwrap();
     let (_server, endpoint) = serve(data.path(), &["--cosmos-throughput", "enforce"]);
     let connection = ifmatch_cosmos::connection_string(&endpoint);
-    let tally = "python cosmos throughput: 12 passed";
+    let tally = "python cosmos throughput: 14 passed";
     common::python_script("cosmos_throughput.py", &[connection], tally);
 }
 

@@ -46,17 +46,40 @@ impl Throughput {
         }
     }
 
-    fn content(self) -> Json {
+    /// An offer's `content` provisioning this, the most ever provisioned to it being `ever`.
+    fn content(self, ever: u64) -> Json {
+        let minimum = json!({ "maxThroughputEverProvisioned": ever });
         match self {
             Self::Manual(n) => json!({
                 "offerThroughput": n,
                 "offerIsRUPerMinuteThroughputEnabled": false,
+                "offerMinimumThroughputParameters": minimum,
             }),
             Self::Autoscale(max) => json!({
                 "offerThroughput": max / 10,
                 "offerIsRUPerMinuteThroughputEnabled": false,
                 "offerAutopilotSettings": { "maxThroughput": max },
+                "offerMinimumThroughputParameters": minimum,
             }),
+        }
+    }
+
+    /// Whether this may replace an offer that was once provisioned `ever` RU/s: Azure keeps a
+    /// resource at no less than a hundredth of the most it ever had (rounded up to 100 RU/s),
+    /// an autoscale maximum at no less than a tenth (rounded up to 1,000).
+    fn within_minimum(self, ever: u64) -> Result<Self, Failure> {
+        let (least, unit) = match self {
+            Self::Manual(_) => (MIN_MANUAL.max(ever.div_ceil(100)), 100),
+            Self::Autoscale(_) => (MIN_AUTOSCALE.max(ever.div_ceil(10)), 1000),
+        };
+        let least = least.next_multiple_of(unit);
+        match self.most() < least {
+            true => Err(bad_request(format!(
+                "The throughput is {}: this resource was once provisioned {ever} RU/s, so it is \
+                 provisioned at least {least}.",
+                self.most()
+            ))),
+            false => Ok(self),
         }
     }
 
@@ -136,7 +159,7 @@ impl<T: Tables> Front<'_, T> {
             "offerResourceId": rid,
             "offerType": "Invalid",
             "offerVersion": "V2",
-            "content": throughput.content(),
+            "content": throughput.content(throughput.most()),
         });
         let Json::Object(offer) = offer else {
             unreachable!("an object")
@@ -257,9 +280,15 @@ impl<T: Tables> Front<'_, T> {
         let before = self.get(OFFERS, "", id).await?.ok_or_else(not_found)?;
         let given = document::resource(asked.body)?;
         let content = given.get("content").cloned().unwrap_or(Json::Null);
-        let throughput = Throughput::of_content(&content)?;
         let mut offer = json_of(&before);
-        offer.insert("content".into(), throughput.content());
+        let was = &offer["content"];
+        let ever = (was["offerMinimumThroughputParameters"]["maxThroughputEverProvisioned"])
+            .as_u64()
+            .or_else(|| Throughput::of_content(was).ok().map(Throughput::most))
+            .unwrap_or(MIN_MANUAL);
+        let throughput = Throughput::of_content(&content)?.within_minimum(ever)?;
+        let ever = ever.max(throughput.most());
+        offer.insert("content".into(), throughput.content(ever));
         let after = self.write_offer(id, Some(&before), &offer).await?;
         Ok(Done::of(
             StatusCode::OK,

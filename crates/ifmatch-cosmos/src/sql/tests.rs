@@ -942,7 +942,10 @@ fn a_geometry_of_more_than_256_points_refuses_the_query() {
                 format!("[{}, {}]", angle.cos(), angle.sin())
             })
             .collect();
-        format!("{{'type': 'Polygon', 'coordinates': [[{}]]}}", ring.join(", "))
+        format!(
+            "{{'type': 'Polygon', 'coordinates': [[{}]]}}",
+            ring.join(", ")
+        )
     };
     let within = |n: usize| {
         let text = format!("SELECT VALUE ST_WITHIN(c.at, {}) FROM c", circle(n));
