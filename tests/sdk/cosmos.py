@@ -369,6 +369,11 @@ def main(connection_string, writers=16):
     # Bad input.
     bad_input_checks(database, carts)
 
+    # Conflicts: one region has none, as a single-region account's feed shows.
+    check("a container's conflicts are an empty feed, read or queried",
+          list(carts.list_conflicts()) == [] and list(carts.query_conflicts("SELECT * FROM c")) == [])
+    check("a conflict is 404", status_of(lambda: carts.get_conflict("none", partition_key="x")) == 404)
+
     # A wrong key.
     endpoint = connection_string.split("AccountEndpoint=")[1].split(";")[0]
     wrong = "d3Jvbmcga2V5IHdyb25nIGtleSB3cm9uZyBrZXk="

@@ -33,6 +33,10 @@ pub enum Address {
     Scripts(String, String, Scripts),
     /// `/dbs/{db}/colls/{coll}/sprocs/{id}` (or a trigger, a user-defined function).
     Script(String, String, Scripts, String),
+    /// `/dbs/{db}/colls/{coll}/conflicts`.
+    Conflicts(String, String),
+    /// `/dbs/{db}/colls/{coll}/conflicts/{id}`.
+    Conflict(String, String, String),
     /// `/offers`: provisioned throughput, a database's or a container's.
     Offers,
     /// `/offers/{id}`.
@@ -114,6 +118,12 @@ impl Address {
             (5, Some("dbs"), Some("colls"), Some("pkranges")) => {
                 Self::Ranges(names[1].clone(), names[3].clone())
             }
+            (5, Some("dbs"), Some("colls"), Some("conflicts")) => {
+                Self::Conflicts(names[1].clone(), names[3].clone())
+            }
+            (6, Some("dbs"), Some("colls"), Some("conflicts")) => {
+                Self::Conflict(names[1].clone(), names[3].clone(), names[5].clone())
+            }
             (5, Some("dbs"), Some("colls"), Some(kind)) if Scripts::of_segment(kind).is_some() => {
                 let kind = Scripts::of_segment(kind).unwrap_or(Scripts::Procedures);
                 Self::Scripts(names[1].clone(), names[3].clone(), kind)
@@ -158,6 +168,10 @@ impl Address {
             Self::Documents(db, coll) => ("docs", format!("dbs/{db}/colls/{coll}")),
             Self::Document(db, coll, id) => ("docs", format!("dbs/{db}/colls/{coll}/docs/{id}")),
             Self::Ranges(db, coll) => ("pkranges", format!("dbs/{db}/colls/{coll}")),
+            Self::Conflicts(db, coll) => ("conflicts", format!("dbs/{db}/colls/{coll}")),
+            Self::Conflict(db, coll, id) => {
+                ("conflicts", format!("dbs/{db}/colls/{coll}/conflicts/{id}"))
+            }
             Self::Scripts(db, coll, kind) => (kind.segment(), format!("dbs/{db}/colls/{coll}")),
             Self::Script(db, coll, kind, id) => (
                 kind.segment(),

@@ -177,6 +177,8 @@ pub fn permit(
         | Address::Documents(db, coll)
         | Address::Document(db, coll, _)
         | Address::Ranges(db, coll)
+        | Address::Conflicts(db, coll)
+        | Address::Conflict(db, coll, _)
         | Address::Scripts(db, coll, _)
         | Address::Script(db, coll, ..) => format!("/dbs/{db}/colls/{coll}"),
     };

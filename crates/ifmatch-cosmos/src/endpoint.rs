@@ -175,7 +175,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
     async fn dispatch(&self, parts: &http::request::Parts, body: &[u8]) -> Result<Answer, Failure> {
         let address = Address::parse(parts.uri.path()).map_err(|unknown| match unknown {
             Unknown::Encoding => bad_request("The path is not UTF-8 once decoded."),
-            Unknown::Kind(path) => bad_request(format!("/{path} names nothing this server serves (databases, containers, documents, partition key ranges, stored procedures, triggers, user-defined functions, users, permissions and offers).")),
+            Unknown::Kind(path) => bad_request(format!("/{path} names nothing this server serves (databases, containers, documents, partition key ranges, conflicts, stored procedures, triggers, user-defined functions, users, permissions and offers).")),
         })?;
         let host = (parts.headers.get(header::HOST))
             .and_then(|h| h.to_str().ok())

@@ -13,13 +13,14 @@
 //! This file routes a request and holds what every operation shares (the container read with
 //! its policies, a document's partition and key, the commit); one file per kind of resource
 //! holds its operations: `databases.rs`, `containers.rs`, `ranges.rs` (partition key ranges,
-//! split and merged), `documents.rs`, `queries.rs`, `feeds.rs`, `users.rs` (users and their
+//! split and merged), `conflicts.rs` (none: one region), `documents.rs`, `queries.rs`, `feeds.rs`, `users.rs` (users and their
 //! permissions), `offers.rs`, `scripts.rs` (stored procedures, triggers, user-defined
 //! functions), `triggers.rs` (a write with its triggers), `transaction/` (a script's
 //! operations on its partition); `answers.rs` what they answer (a failure is
 //! `crate::failure`'s, which every rule of the dialect answers with).
 
 pub(crate) mod answers;
+mod conflicts;
 mod containers;
 mod databases;
 pub(crate) mod documents;
@@ -129,6 +130,13 @@ impl<T: Tables> Front<'_, T> {
             (&Method::DELETE, A::Container(db, coll)) => self.delete_container(db, coll).await,
             (&Method::GET, A::Ranges(db, coll)) => self.ranges(db, coll, asked).await,
             (&Method::POST, A::Ranges(db, coll)) => self.change_ranges(db, coll, asked).await,
+            (&Method::GET, A::Conflicts(db, coll)) => self.conflicts(db, coll).await,
+            (&Method::POST, A::Conflicts(db, coll)) if crate::document::is_query(asked.headers) => {
+                self.conflicts(db, coll).await
+            }
+            (&Method::GET | &Method::DELETE, A::Conflict(db, coll, _)) => {
+                self.conflict(db, coll).await
+            }
             (&Method::GET, A::Documents(db, coll)) => self.documents(db, coll, asked).await,
             (&Method::POST, A::Documents(db, coll)) => self.create_document(db, coll, asked).await,
             (&Method::GET, A::Document(db, coll, id)) => self.read((db, coll, id), asked).await,
