@@ -35,7 +35,7 @@ pub(crate) const MAX_POINTS: usize = 256;
 pub(crate) fn call(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
     let geometry = |at: usize| args.get(at)?.as_deref();
     // A geometry past the points served refuses the query (a validity check says why).
-    let shape = |value: &Json, meter: &Meter| {
+    let served = |value: &Json, meter: &Meter| {
         let shape = shape(value, meter)?;
         match points(&shape) {
             n if n > MAX_POINTS => {
@@ -61,7 +61,7 @@ pub(crate) fn call(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json
             Some(Json::Object(out))
         }
         "ST_AREA" => {
-            let Shape::Polygons(polygons) = shape(geometry(0)?, meter)? else {
+            let Shape::Polygons(polygons) = served(geometry(0)?, meter)? else {
                 return Some(Json::from(0));
             };
             let area: f64 = polygons
@@ -75,7 +75,7 @@ pub(crate) fn call(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json
             super::value::num(area)
         }
         "ST_DISTANCE" => {
-            let (a, b) = (shape(geometry(0)?, meter)?, shape(geometry(1)?, meter)?);
+            let (a, b) = (served(geometry(0)?, meter)?, served(geometry(1)?, meter)?);
             if intersects(&a, &b) {
                 return Some(Json::from(0));
             }
@@ -86,7 +86,7 @@ pub(crate) fn call(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json
             super::value::num(distance)
         }
         "ST_WITHIN" => {
-            let (a, b) = (shape(geometry(0)?, meter)?, shape(geometry(1)?, meter)?);
+            let (a, b) = (served(geometry(0)?, meter)?, served(geometry(1)?, meter)?);
             let Shape::Polygons(polygons) = &b else {
                 return Some(Json::Bool(false));
             };
@@ -94,7 +94,7 @@ pub(crate) fn call(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json
             Some(Json::Bool(inside))
         }
         "ST_INTERSECTS" => {
-            let (a, b) = (shape(geometry(0)?, meter)?, shape(geometry(1)?, meter)?);
+            let (a, b) = (served(geometry(0)?, meter)?, served(geometry(1)?, meter)?);
             Some(Json::Bool(intersects(&a, &b)))
         }
         _ => None,
