@@ -39,7 +39,8 @@ ifmatch_azure::error_codes! {
 }
 
 /// Why a request is refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{code:?}: {message}")]
 pub struct Failure {
     /// Cosmos's code, which says the status.
     pub code: Code,

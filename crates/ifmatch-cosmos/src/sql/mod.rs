@@ -56,7 +56,8 @@ pub const MAX_NODES: usize = 2000;
 pub const MAX_LOGICAL: usize = 500;
 
 /// Why a query is refused: a message that names what is wrong or not served.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
 pub struct SqlError {
     /// What is wrong.
     pub message: String,
@@ -77,12 +78,6 @@ impl SqlError {
              it is refused rather than allowed to take the server's memory.",
             DOCUMENT_WORK >> 20
         ))
-    }
-}
-
-impl std::fmt::Display for SqlError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
     }
 }
 
