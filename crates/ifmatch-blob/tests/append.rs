@@ -3,7 +3,7 @@
 //! one blob with `x-ms-blob-condition-appendpos`, none of whose records is lost or doubled.
 //! The front over the memory backends, without a socket.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 //! once, in the account's read-only `$blobchangefeed` as Azure lays it out (segments naming
 //! shards, Avro chunks). The Python SDK reads it in `tests/sdk/patterns.py`.
 
-mod common;
+use crate::common;
 
 use common::{Server, code};
 

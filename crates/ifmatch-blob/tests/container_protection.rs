@@ -5,7 +5,7 @@
 //! locked one only extended, five times; legal hold tags keep every blob and the container;
 //! every limit is refused one past it, and what the API does not serve is refused by name.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! onto itself, a block-list blob and an empty append blob as sources, a copy that outlives its
 //! source, Put Blob From URL of an append blob, and Put Block From URL.
 
-mod common;
+use crate::common;
 
 use common::{Server, code, header};
 

@@ -4,7 +4,7 @@
 //! restored by Restore Container as it was, and gone for good once its days are over; a new
 //! container may take its name meanwhile. Its limits one past each refused.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! nor delete of the blob lands, whatever the caller's key, nor does its container's delete; a
 //! locked policy is only extended; a container delete racing a hold never takes a held blob.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};

@@ -2,7 +2,7 @@
 //! timing edges, the table of blob and container operations under a lease, header parsing,
 //! and the spec's scenarios at the level of the engine.
 
-mod common;
+use crate::common;
 
 use common::headers;
 

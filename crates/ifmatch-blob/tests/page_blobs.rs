@@ -3,7 +3,7 @@
 //! used as a condition; every limit of the dialect refused one past it; and writers racing for
 //! one blob, none of whose pages is lost. The front over the memory backends, without a socket.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

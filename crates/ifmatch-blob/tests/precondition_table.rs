@@ -1,7 +1,7 @@
 //! Blob-dialect conformance table for `precondition::blob::evaluate`
 //! (`shared/spec/conditional-requests.md`, "Blob dialect").
 
-mod common;
+use crate::common;
 
 use common::headers;
 

@@ -1,7 +1,7 @@
 //! The blob dialect's protocol tables: containers, listings, blobs, the conditional headers
 //! row by row, ranges; the front over the memory backends, without a socket.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! `x-ms-delete-snapshots`, a snapshot's own deletion; and no snapshot outliving its blob when a
 //! snapshot and a delete race.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

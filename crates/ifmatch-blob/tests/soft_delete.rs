@@ -2,7 +2,7 @@
 //! deleted blob and its snapshots are kept, listed with `include=deleted`, brought back by
 //! Undelete Blob, and gone for good once their days are over; its limits one past each refused.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! on uploads, `x-ms-tag-count` on reads, Azure's limits one past each refused with nothing
 //! stored, and a tag change that leaves the blob's ETag and Last-Modified as they were.
 
-mod common;
+use crate::common;
 
 use common::{Server, code, header};
 

@@ -5,7 +5,7 @@
 //! with 400 `UnsupportedHeader` naming it, on every operation, and nothing changes. The same
 //! request without it is served. Where `x-ms-if-tags` is taken, a false one is 412.
 
-mod common;
+use crate::common;
 
 use common::{Server, code};
 use ifmatch_blob::precondition::{

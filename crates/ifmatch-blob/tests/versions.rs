@@ -4,7 +4,7 @@
 //! `include=versions`; a version copied back over its blob; and no version lost when writers
 //! race.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -6,7 +6,7 @@
 //! `ifmatch serve` itself through object_store's Azure backend: stores whose conditional puts
 //! are atomic (not moto's S3 server: see `versions.rs`).
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

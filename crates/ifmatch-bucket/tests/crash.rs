@@ -3,7 +3,7 @@
 //! a container's deletion, cut short after each number of requests in turn, a live instance
 //! then sees all of it or none of it, and goes on writing at once.
 
-mod dying;
+use crate::dying;
 
 use std::sync::Arc;
 use std::time::Duration;

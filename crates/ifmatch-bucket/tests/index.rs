@@ -3,7 +3,7 @@
 //! the life ends), and what a creation cut short left in the index is not listed, and goes once
 //! it is old.
 
-mod dying;
+use crate::dying;
 
 use std::sync::Arc;
 use std::time::Duration;

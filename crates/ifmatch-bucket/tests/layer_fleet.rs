@@ -4,10 +4,9 @@
 //! object_store's Azure backend, each instance with a client of its own; and a store killed and
 //! back (moto's S3 server: one writer, no race, as its conditional puts are not atomic).
 
-#[path = "../../ifmatch-tower/tests/fleet/mod.rs"]
-mod fleet;
+use crate::fleet;
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

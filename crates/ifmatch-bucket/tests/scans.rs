@@ -1,7 +1,7 @@
 //! A batch is seen whole or not at all: scans of a partition while racing batches move
 //! amounts between its entities.
 
-mod common;
+use crate::common;
 
 use ifmatch_bucket::BucketTables;
 use ifmatch_table::conformance;

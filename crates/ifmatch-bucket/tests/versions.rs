@@ -5,7 +5,7 @@
 //! its conditional puts are not atomic under concurrency (two of 16 writers with one `If-Match`
 //! both won a round on a loaded CI machine), so it serves only the tests without races.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -2,7 +2,7 @@
 //! is made or replaced (one past each of Azure's limits refused), read by queries in `SELECT`,
 //! `WHERE` and `ORDER BY` as stored properties are, and left out of `SELECT *`.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

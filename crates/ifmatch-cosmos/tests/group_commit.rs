@@ -4,7 +4,7 @@
 //! alone. Over the memory store, its commit made as slow as a disk's sync so that writers
 //! wait for their turn.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -4,7 +4,7 @@
 //! (The SDKs themselves, every backend and the server's own behaviour are tested end to end in
 //! `crates/ifmatch-server/tests/cosmos.rs`.)
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! every documented limit one past it refused, a token reaching exactly what its permission
 //! names, and no more once the permission is replaced or deleted, or its database is gone.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

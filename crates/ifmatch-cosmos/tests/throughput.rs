@@ -1,7 +1,7 @@
 //! Request units over the endpoint (memory tables, no socket): each answer charges what its
 //! work costs by the model of `charge.rs`, Azure's published costs.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -5,7 +5,7 @@
 //! fencing tokens going up; and a slot moved to another primary while clients write it, losing
 //! nothing acknowledged.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -5,7 +5,7 @@
 //! its holder's, with its fencing tokens never going back. Real `redis-server` and Sentinel
 //! processes (`testing::Sentinels`).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

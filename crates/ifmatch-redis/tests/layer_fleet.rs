@@ -1,8 +1,7 @@
 //! Two instances of one axum app sharing one Redis for the layer's versions and write locks
 //! pass the fleet scenarios of every shared version backend (`ifmatch-tower/tests/fleet`).
 
-#[path = "../../ifmatch-tower/tests/fleet/mod.rs"]
-mod fleet;
+use crate::fleet;
 
 use ifmatch_redis::testing::RedisServer;
 use ifmatch_redis::{RedisVersions, connect};

@@ -3,7 +3,7 @@
 //! the clock skew, host-style accounts, a second account with a key of its own, and requests
 //! that name no account.
 
-mod common;
+use crate::common;
 
 use ifmatch_azure::{DEV_ACCOUNT, DEV_KEY};
 use ifmatch_core::date::{date_header_value, to_http_date};

@@ -2,7 +2,7 @@
 //! server and Azurite, both installed by the test command (`scripts/test`). The objects
 //! contract on each; then two instances sharing nothing but a redis-server and an S3 endpoint.
 
-mod common;
+use crate::common;
 
 use common::client;
 use std::sync::Arc;

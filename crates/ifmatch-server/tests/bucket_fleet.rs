@@ -2,7 +2,7 @@
 //! with a data directory of its own and no Redis, keeping records, leases, staged blocks and
 //! bytes in one container of Azurite (an object store whose conditional puts are atomic).
 
-mod common;
+use crate::common;
 
 use common::{Bucket, client};
 

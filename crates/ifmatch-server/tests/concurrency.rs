@@ -1,6 +1,6 @@
 //! No lost update: concurrent conditional writes to one blob over real sockets.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

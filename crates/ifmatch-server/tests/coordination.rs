@@ -2,7 +2,7 @@
 //! scripts use it: exact counters under contention, a lock whose holder is SIGKILLed, leaders
 //! that never overlap while leases are broken, a work queue whose workers crash.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

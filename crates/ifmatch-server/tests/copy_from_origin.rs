@@ -6,7 +6,7 @@
 //! is not the blob, a source larger than the destination takes are refused, and nothing is
 //! written.
 
-mod common;
+use crate::common;
 
 use common::{client, code, header, send};
 

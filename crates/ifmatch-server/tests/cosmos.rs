@@ -6,7 +6,7 @@
 //! transactional batches that a SIGKILL leaves whole or absent (on both backends). What the SDKs
 //! never send is the Cosmos crate's own test (`crates/ifmatch-cosmos/tests/protocol.rs`).
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::process::Command;

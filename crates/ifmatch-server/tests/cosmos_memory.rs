@@ -2,7 +2,7 @@
 //! costs the machine (it parses 2 MB bodies of a million values, again and again) never runs
 //! beside the timed tests of `cosmos.rs`.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! Crash safety: the `ifmatch` binary killed with SIGKILL in the middle of a stream of uploads,
 //! then restarted on the same data directory.
 
-mod common;
+use crate::common;
 
 use common::client;
 use std::collections::HashMap;

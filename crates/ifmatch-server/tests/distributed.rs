@@ -1,7 +1,7 @@
 //! The distributed mode: two `ifmatch serve --backend redis://...` processes on one data
 //! directory and one real redis-server.
 
-mod common;
+use crate::common;
 
 use common::client;
 use std::time::{Duration, Instant};

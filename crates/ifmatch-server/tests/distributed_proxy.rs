@@ -2,7 +2,7 @@
 //! write locks through a real redis-server. The origin knows nothing of ETags; it only
 //! remembers the highest fencing token it has seen per document and refuses lower ones.
 
-mod common;
+use crate::common;
 
 use common::client;
 use std::collections::HashMap;

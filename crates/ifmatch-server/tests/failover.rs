@@ -9,7 +9,7 @@
 //! it, so that what landed is known exactly; each batch also inserts an entity of its own,
 //! there exactly when its increment is. Real `redis-server`, Sentinel and cluster processes.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 //! opened in the wrong mode, containers deleted under uploads, clients that leave mid-upload,
 //! and requests that are not what they seem.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! unchanged against it, trusting that certificate alone; plain HTTP is not answered there. (What
 //! bearer tokens may do is `tokens.rs`.)
 
-mod common;
+use crate::common;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_endpoint_is_served_over_https_with_the_certificate_made_on_first_start() {

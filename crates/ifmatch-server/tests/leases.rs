@@ -1,6 +1,6 @@
 //! Leases over real sockets: the scenarios of leases.md and every cell of its transition table.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! What an operator sees of `ifmatch serve`: `/metrics` on a listener of its own, and the JSON
 //! access log, read from the real binary.
 
-mod common;
+use crate::common;
 
 use common::{free_port, send};
 

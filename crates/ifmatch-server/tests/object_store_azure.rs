@@ -3,7 +3,7 @@
 //! user would. Conditional puts (create-only, update of the version read), reads, heads,
 //! listing and deletes, as object_store does them.
 
-mod common;
+use crate::common;
 
 use futures_util::TryStreamExt;
 use ifmatch_azure::{DEV_ACCOUNT, DEV_KEY};

@@ -1,7 +1,7 @@
 //! The blob dialect over real sockets and the local disk: containers and blobs on disk, bad
 //! input, restarts, checksums. The protocol tables run over memory in `crates/ifmatch-blob/tests`.
 
-mod common;
+use crate::common;
 
 use common::{Server, code, header, sha256_tag};
 

@@ -1,7 +1,7 @@
 //! `ifmatch proxy` end to end: a real origin (an axum app that knows nothing of ETags) behind
 //! the real binary, over real sockets.
 
-mod common;
+use crate::common;
 
 use common::client;
 use std::collections::HashMap;

@@ -3,7 +3,7 @@
 //! every answer it kept whole, byte for byte, without the origin, and fetches the rest again:
 //! no answer is ever served torn.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

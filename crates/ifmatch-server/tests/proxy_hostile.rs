@@ -5,7 +5,7 @@
 //! and the proxy stays up. The origin is a raw socket, so that it can send what no HTTP
 //! library would.
 
-mod common;
+use crate::common;
 
 use common::client;
 use std::sync::{Arc, Mutex};

@@ -4,7 +4,7 @@
 //! sees it), and never used again for a body that was not read to its end. The origin is a
 //! raw socket that counts its connections.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

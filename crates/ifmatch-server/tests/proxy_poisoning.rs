@@ -4,7 +4,7 @@
 //! every clean answer equals the one no attacker touched. A hop the operator trusts keeps its
 //! fields, and what it says of how it was reached is part of the key.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 

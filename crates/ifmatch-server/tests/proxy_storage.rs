@@ -7,7 +7,7 @@
 //! through it signed with the account's key, as the Azure CLI does; boto3 reads an S3 object
 //! by ranges through it, checking every answer's checksum.
 
-mod common;
+use crate::common;
 
 use common::client;
 use common::{TestCertificates, free_port, signed_key_with};

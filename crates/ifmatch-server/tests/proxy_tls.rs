@@ -5,7 +5,7 @@
 //! The origin is hyper over rustls on a loopback port, with a certificate authority made for
 //! each test.
 
-mod common;
+use crate::common;
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};

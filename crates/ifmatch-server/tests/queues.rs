@@ -4,7 +4,7 @@
 //! the documented limits, eight consumers racing, shared access signatures; sixteen consumers
 //! through two instances over one Redis server, Sentinel and a Cluster.
 
-mod common;
+use crate::common;
 
 use ifmatch_redis::testing::{RedisCluster, RedisServer, Sentinels};
 

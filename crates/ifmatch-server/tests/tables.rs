@@ -3,7 +3,7 @@
 //! (Azurite), a blob lease locking entities across two tables, and batches that a SIGKILL
 //! leaves whole or absent (on each backend).
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::Arc;

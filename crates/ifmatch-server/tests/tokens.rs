@@ -4,7 +4,7 @@
 //! production code has one; and every malformed, foreign or misplaced token refused as Azure
 //! refuses it, the server answering on.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

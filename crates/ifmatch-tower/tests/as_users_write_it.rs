@@ -4,7 +4,7 @@
 //! `ServiceBuilder`, `Router::layer` and `route_layer`, which must say at once why they cannot
 //! check a write); a HEAD handler of its own; a sliding session cookie on a 304.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

@@ -3,7 +3,7 @@
 //! `time_to_live` has passed: both forget the version, not only the 304 cache. An axum app as
 //! the README builds it, over a real socket.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

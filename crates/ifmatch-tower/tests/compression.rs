@@ -5,7 +5,7 @@
 //! unmarked, and the same bytes the same tag whatever the `Accept-Encoding`) and outside it
 //! (with `mark_encodings`, the option for that order).
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

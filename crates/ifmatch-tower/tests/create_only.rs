@@ -4,7 +4,7 @@
 //! layer trusting its memory, a 404 that speaks only for a variant or a user is not taken for
 //! the resource's absence. Over a real socket.
 
-mod common;
+use crate::common;
 
 use axum::http::StatusCode;
 use bytes::Bytes;

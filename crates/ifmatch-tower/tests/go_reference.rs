@@ -7,7 +7,7 @@
 //! in the crate README. Needs `go` (Debian's golang-go, which the test command installs);
 //! without it the test says it skipped, and fails under CI.
 
-mod common;
+use crate::common;
 
 use std::io::BufRead;
 use std::process::{Command, Stdio};

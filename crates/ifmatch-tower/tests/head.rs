@@ -1,7 +1,7 @@
 //! HEAD answers with the GET's length (RFC 9110 9.3.2), and a route's own
 //! HEAD handler never gives the empty body's tag nor replaces what GETs taught the cache.
 
-mod common;
+use crate::common;
 
 use axum::Router;
 use axum::http::{HeaderMap, header};

@@ -2,7 +2,7 @@
 //! outermost with authentication inside it (the README's order) and the other way round, over
 //! a real socket, with `Authorization` and `Cookie`.
 
-mod common;
+use crate::common;
 
 use axum::Router;
 use axum::extract::Request;

@@ -2,7 +2,7 @@
 //! the conditions are checked against the whole representation's tag (the handler's own, or the
 //! one the cache learned from a GET), never against a hash of the part.
 
-mod common;
+use crate::common;
 
 use axum::Router;
 use axum::http::{HeaderMap, StatusCode, header};

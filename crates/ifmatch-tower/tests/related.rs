@@ -5,7 +5,7 @@
 //! changed in `Ifmatch-Invalidates`. Old tags of those resources then get neither a 304 nor a
 //! write. An axum app over a real socket, the layer around the whole router.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

@@ -1,6 +1,6 @@
 //! The layer in a real axum server on a loopback socket, driven by a real HTTP client.
 
-mod common;
+use crate::common;
 
 use axum::http::StatusCode;
 use ifmatch_tower::ConditionalLayer;

@@ -2,7 +2,7 @@
 //! reach the client as they are sent, and a slow stream's head is not held back. `skip` opts a
 //! route out without changing how other answers are remembered.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

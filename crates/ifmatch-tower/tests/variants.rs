@@ -2,7 +2,7 @@
 //! user's `If-Match` of his own tag is checked against his own variant: it passes while nobody
 //! has written, and another user's tag never lets him write.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 
