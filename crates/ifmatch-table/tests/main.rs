@@ -2,8 +2,6 @@
 //! the tests' dependencies, not one a file): `cargo test -p ifmatch-table --test table FILE::`
 //! runs one file's tests.
 
-
-
 mod batch;
 mod conformance;
 mod endpoint;
