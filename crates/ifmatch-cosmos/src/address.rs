@@ -231,8 +231,14 @@ mod tests {
             Address::parse("/dbs/shop/colls/c/udfs").unwrap().signed(),
             ("udfs", "dbs/shop/colls/c".into())
         );
+        assert_eq!(
+            Address::parse("/dbs/shop/colls/c/conflicts")
+                .unwrap()
+                .signed(),
+            ("conflicts", "dbs/shop/colls/c".into())
+        );
         assert!(matches!(
-            Address::parse("/dbs/shop/colls/c/conflicts"),
+            Address::parse("/dbs/shop/colls/c/attachments"),
             Err(Unknown::Kind(_))
         ));
         assert_eq!(Address::parse("/dbs/%ff"), Err(Unknown::Encoding));

@@ -233,13 +233,17 @@ impl RedisCluster {
     /// Starts them, and returns once every node sees every slot served and every replica is
     /// in sync. Panics when `redis-server` or `redis-cli` is missing.
     pub fn start(primaries: usize, replicas: usize) -> Self {
+        // A node silent for this long is failed: quickly where a replica is to take over (the
+        // failover tests), else late, so that a node a loaded machine stalls for a second does
+        // not take its slots down (CLUSTERDOWN) under a test that kills nothing.
+        let timeout = if replicas > 0 { "1000" } else { "15000" };
         let cluster = [
             "--cluster-enabled",
             "yes",
             "--cluster-config-file",
             "nodes.conf",
             "--cluster-node-timeout",
-            "1000",
+            timeout,
         ];
         let nodes: Vec<RedisServer> = (0..primaries * (1 + replicas))
             .map(|_| RedisServer::start_with(&cluster))

@@ -509,7 +509,7 @@ where
         .args(["--listen", &format!("127.0.0.1:{port}")])
         .envs(env.iter().copied())
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(logs())
         .spawn()
         .unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
@@ -521,6 +521,15 @@ where
         std::thread::sleep(Duration::from_millis(20));
     }
     (child, format!("http://127.0.0.1:{port}"))
+}
+
+/// Where a started binary's log goes: nowhere, or the test's own stderr when
+/// `IFMATCH_TEST_LOGS` is set (to see why a server answered as it did).
+fn logs() -> std::process::Stdio {
+    match std::env::var_os("IFMATCH_TEST_LOGS") {
+        Some(_) => std::process::Stdio::inherit(),
+        None => std::process::Stdio::null(),
+    }
 }
 
 /// A client that never goes through a proxy.
