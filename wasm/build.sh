@@ -3,7 +3,7 @@
 # (worker-build would otherwise download wasm-bindgen, wasm-opt and esbuild itself):
 # wasm-bindgen from `cargo install wasm-bindgen-cli` at the version in Cargo.lock, wasm-opt and
 # esbuild from this directory's node_modules (`npm ci`). Prints the size of the .wasm.
-# Usage: wasm/build.sh [conformance]
+# Usage: wasm/build.sh [conformance | test]
 set -euo pipefail
 cd "$(dirname "$0")"
 export WASM_BINDGEN_BIN="${WASM_BINDGEN_BIN:-$(command -v wasm-bindgen)}"
@@ -14,6 +14,14 @@ export ESBUILD_BIN="${ESBUILD_BIN:-$PWD/node_modules/.bin/esbuild}"
 # A release build, as the Worker's: it reuses every dependency the first build compiled.
 if [ "${1:-}" = conformance ]; then
   worker-build --release --out-dir build-conformance --features conformance
+  exit
+fi
+# `build.sh test`: the test command's build, into build/ as the suites expect: the same code
+# compiled for time, not size (Cargo.toml's `ci` profile, no wasm-opt pass). Its size is not
+# the shipped one, which `build.sh` alone measures.
+if [ "${1:-}" = test ]; then
+  worker-build --profile ci --no-opt
+  echo "worker wasm (test build, not the shipped size): $(stat -c %s build/index_bg.wasm) bytes raw"
   exit
 fi
 worker-build --release
