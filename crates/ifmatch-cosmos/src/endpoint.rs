@@ -60,13 +60,16 @@ impl<T: Tables + Clone, E: Env> ifmatch_azure::WholeBody for Endpoint<T, E> {
     }
 
     /// 413 `RequestEntityTooLarge`: the body is over [`MAX_BODY`].
-    fn too_large(&self, _parts: &http::request::Parts) -> Answer {
-        self.stamped(too_large().answer())
+    fn too_large(&self, parts: &http::request::Parts) -> Answer {
+        self.stamped(too_large().answer(), Some(&parts.headers))
     }
 
     /// 400 `BadRequest`: the body was cut short.
-    fn cut(&self, _parts: &http::request::Parts) -> Answer {
-        self.stamped(bad_request("The body was cut.").answer())
+    fn cut(&self, parts: &http::request::Parts) -> Answer {
+        self.stamped(
+            bad_request("The body was cut.").answer(),
+            Some(&parts.headers),
+        )
     }
 }
 
@@ -160,7 +163,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
             Ok(answer) => answer,
             Err(failure) => failure.answer(),
         };
-        self.stamped(answer)
+        self.stamped(answer, Some(&parts.headers))
     }
 
     /// The answer to a request a host could not read: a header named `name` that is no HTTP
@@ -169,7 +172,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         let refused = bad_request(format!(
             "The header name {name:?} is not an HTTP token: the request cannot be read."
         ));
-        self.stamped(refused.answer())
+        self.stamped(refused.answer(), None)
     }
 
     async fn dispatch(&self, parts: &http::request::Parts, body: &[u8]) -> Result<Answer, Failure> {
@@ -273,9 +276,14 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         Ok(answer)
     }
 
-    /// `answer` with the headers every Cosmos answer carries.
-    fn stamped(&self, mut answer: Answer) -> Answer {
-        let activity = self.env.random_uuid().to_string();
+    /// `answer` with the headers every Cosmos answer carries; its activity id the one the
+    /// request `asked` names (the SDKs name one for each, to find it again), else a new one.
+    fn stamped(&self, mut answer: Answer, asked: Option<&http::HeaderMap>) -> Answer {
+        let named = asked
+            .and_then(|headers| headers.get("x-ms-activity-id"))
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| uuid::Uuid::try_parse(value).ok());
+        let activity = named.unwrap_or_else(|| self.env.random_uuid()).to_string();
         let lsn = self.clock.last().max(1);
         let headers = answer.headers_mut();
         if let Ok(value) = HeaderValue::from_str(&activity) {
