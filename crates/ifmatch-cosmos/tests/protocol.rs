@@ -347,39 +347,24 @@ async fn a_body_heavier_than_the_memory_budget_is_413_and_one_that_must_wait_429
 async fn an_answer_echoes_the_activity_id_its_request_named() {
     let service = service();
     let named = "8e0d7c2a-5b1f-4c6e-9a3d-2f4b6c8d0e1f";
-    let activity =
-        |headers: &http::HeaderMap| headers["x-ms-activity-id"].to_str().unwrap().to_owned();
-    let (status, _, headers) = signed(
-        &service,
-        Method::GET,
-        "/dbs",
-        &[("x-ms-activity-id", named)],
-        "",
-    )
-    .await;
-    assert_eq!((status, activity(&headers)), (200, named.to_owned()));
-    let (status, _, headers) = signed(
-        &service,
-        Method::GET,
-        "/dbs/none",
-        &[("x-ms-activity-id", named)],
-        "",
-    )
-    .await;
+    // A GET of `path` naming `activity`: its status and the activity its answer names.
+    let ask = async |path: &str, activity: Option<&str>| {
+        let headers: Vec<(&str, &str)> = activity
+            .map(|a| ("x-ms-activity-id", a))
+            .into_iter()
+            .collect();
+        let (status, _, headers) = signed(&service, Method::GET, path, &headers, "").await;
+        let answered = headers["x-ms-activity-id"].to_str().unwrap().to_owned();
+        (status, answered)
+    };
+    assert_eq!(ask("/dbs", Some(named)).await, (200, named.to_owned()));
     assert_eq!(
-        (status, activity(&headers)),
+        ask("/dbs/none", Some(named)).await,
         (404, named.to_owned()),
         "a failure too"
     );
-    let (_, _, headers) = signed(
-        &service,
-        Method::GET,
-        "/dbs",
-        &[("x-ms-activity-id", "not an id")],
-        "",
-    )
-    .await;
-    assert!(uuid::Uuid::try_parse(&activity(&headers)).is_ok_and(|id| id.to_string() != named));
-    let (_, _, headers) = signed(&service, Method::GET, "/dbs", &[], "").await;
-    assert!(uuid::Uuid::try_parse(&activity(&headers)).is_ok());
+    for given in [Some("not an id"), None] {
+        let (_, answered) = ask("/dbs", given).await;
+        assert!(uuid::Uuid::try_parse(&answered).is_ok_and(|id| id.to_string() != named));
+    }
 }
