@@ -13,11 +13,11 @@
 //! This file routes a request and holds what every operation shares (the container read with
 //! its policies, a document's partition and key, the commit); one file per kind of resource
 //! holds its operations: `databases.rs`, `containers.rs`, `ranges.rs` (partition key ranges,
-//! split and merged), `conflicts.rs` (none: one region), `documents.rs`, `queries.rs`, `feeds.rs`, `users.rs` (users and their
-//! permissions), `offers.rs`, `scripts.rs` (stored procedures, triggers, user-defined
-//! functions), `triggers.rs` (a write with its triggers), `transaction/` (a script's
-//! operations on its partition); `answers.rs` what they answer (a failure is
-//! `crate::failure`'s, which every rule of the dialect answers with).
+//! split and merged), `conflicts.rs` (none: one region), `documents.rs`, `queries.rs`,
+//! `feeds.rs`, `users.rs` (users and their permissions), `offers.rs`, `scripts.rs` (stored
+//! procedures, triggers, user-defined functions), `triggers.rs` (a write with its triggers),
+//! `transaction/` (a script's operations on its partition); `answers.rs` what they answer (a
+//! failure is `crate::failure`'s, which every rule of the dialect answers with).
 
 pub(crate) mod answers;
 mod conflicts;
