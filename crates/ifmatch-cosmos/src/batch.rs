@@ -237,7 +237,7 @@ impl<T: Tables> Front<'_, T> {
         let body = || {
             let body = operation.get("resourceBody").unwrap_or(&Json::Null);
             let elsewhere = "An operation's document has another partition key than the batch's.";
-            document_in(body, (paths, partition), elsewhere)
+            document_in(&body.to_string(), (paths, partition), elsewhere)
         };
         match kind.as_str() {
             "read" => match current {

@@ -395,15 +395,15 @@ pub(crate) fn partition_paths(container: &Entity) -> Vec<String> {
     }
 }
 
-/// `body` as a document written within `partition` (a batch's operation, a script's write):
-/// a resource, its time to live within bounds, its partition key `partition`'s; 400 with
-/// `elsewhere` when it names another.
+/// `text`, a document's JSON, as a document written within `partition` (a batch's
+/// operation, a script's write): a resource, its time to live within bounds, its partition
+/// key `partition`'s; 400 with `elsewhere` when it names another.
 pub(crate) fn document_in(
-    body: &Json,
+    text: &str,
     (paths, partition): (&[String], &str),
     elsewhere: &str,
 ) -> Result<Map<String, Json>, Failure> {
-    let resource = document::resource(body.to_string().as_bytes())?;
+    let resource = document::resource(text.as_bytes())?;
     ttl::check_item(&resource)?;
     if stored_key_of(&resource, paths)? != partition {
         return Err(bad_request(elsewhere));

@@ -127,11 +127,13 @@ impl<'f, 'a, T: Tables> Transaction<'f, 'a, T> {
 
     /// A body a script writes, checked as a document of this partition.
     pub(crate) fn checked(&self, body: &Json) -> Result<Map<String, Json>, (u16, String)> {
-        if body.to_string().len() > document::MAX_DOCUMENT {
+        // Written out once: weighed, then read as the document it is.
+        let text = body.to_string();
+        if text.len() > document::MAX_DOCUMENT {
             return Err((413, "The document is larger than 2 MB.".into()));
         }
         let elsewhere = "Requests originating from scripts cannot reference partition keys other than the one for which client request was submitted.";
-        document_in(body, (&self.paths, &self.partition), elsewhere).map_err(|f| (400, f.message))
+        document_in(&text, (&self.paths, &self.partition), elsewhere).map_err(|f| (400, f.message))
     }
 
     /// A document as the collection API gives it (with its system properties).
