@@ -29,3 +29,8 @@ wasm=build/index_bg.wasm
 raw=$(stat -c %s "$wasm")
 gz=$(gzip -9 -c "$wasm" | wc -c)
 echo "worker wasm: $raw bytes raw, $gz bytes gzipped ($wasm)"
+# Cloudflare's free plan takes a Worker of 3 MB compressed.
+if [ "$gz" -gt 3000000 ]; then
+  echo "build.sh: the Worker is $gz bytes gzipped: past Cloudflare's free plan (3 MB)" >&2
+  exit 1
+fi
