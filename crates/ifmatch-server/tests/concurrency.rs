@@ -30,9 +30,9 @@ async fn increment(s: &Server, path: &str) -> usize {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn thirty_two_clients_two_thousand_increments_none_lost() {
+async fn thirty_two_clients_five_hundred_increments_none_lost() {
     const CLIENTS: usize = 32;
-    const INCREMENTS: usize = 2000;
+    const INCREMENTS: usize = 500;
     let s = Arc::new(Server::start().await);
     s.create_container("cnt").await;
     s.put_blob("/cnt/counter", b"0").await;

@@ -51,9 +51,9 @@ async fn pair(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_instances_thirty_two_clients_two_thousand_increments_none_lost() {
+async fn two_instances_thirty_two_clients_five_hundred_increments_none_lost() {
     const CLIENTS: usize = 32;
-    const INCREMENTS: usize = 2000;
+    const INCREMENTS: usize = 500;
     let (_redis, _data, a, b, http) = pair("cnt").await;
     let r = common::send(&http, "PUT", &format!("{}/cnt/counter", b.base), &[], "0").await;
     assert_eq!(r.status(), 201, "the container made through A is seen by B");

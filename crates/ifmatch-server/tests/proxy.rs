@@ -627,7 +627,7 @@ async fn memory_stays_bounded_by_the_caches_past_their_capacity() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixty_four_clients_read_modify_write_through_the_proxy_without_a_lost_update() {
     const CLIENTS: usize = 64;
-    const EACH: usize = 4;
+    const EACH: usize = 2;
     let (_origin, upstream) = start_origin().await;
     // Four serving threads, each with its own runtime and origin pool: the write locks are
     // one for all of them.
