@@ -380,9 +380,19 @@ resource_refused(lambda: writing.upsert_item({"id": "6", "pk": "b"}), 403)
 resource_refused(lambda: by_permission(write_a, "other").upsert_item({"id": "6", "pk": "a"}), 403)
 checks += 1
 
+# One permission a resource (and partition) for a user, as Azure has it: another is 409, made
+# or replaced onto it, and the scope is free again once its permission is deleted.
+resource_refused(lambda: alice.create_permission(
+    {"id": "all-orders", "permissionMode": "All", "resource": orders_link}), 409)
+resource_refused(lambda: alice.replace_permission("write-a", {
+    "id": "write-a", "permissionMode": "All", "resource": orders_link}), 409)
 assert sorted(p["id"] for p in alice.list_permissions()) == ["read-orders", "write-a"]
 alice.delete_permission("write-a")
 resource_refused(lambda: writing.upsert_item({"id": "5", "pk": "a"}), 401)
+again = alice.create_permission({"id": "write-a-again", "permissionMode": "Read", "resource": orders_link,
+                                 "resourcePartitionKey": ["a"]})
+assert again.properties["resourcePartitionKey"] == ["a"], again.properties
+alice.delete_permission("write-a-again")
 assert [u["id"] for u in keyed_cosmos.get_database_client(database.id).list_users()] == ["alice"]
 # A token never manages users (5300), nor does a resource token reach them (403).
 cosmos_refused(lambda: list(cosmos("Cosmos DB Built-in Data Contributor").get_database_client(database.id).list_users()), 5300)

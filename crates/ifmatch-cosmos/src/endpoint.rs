@@ -307,25 +307,39 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
 /// What every answer says it cost, in request units ([`crate::charge`]).
 const CHARGE: &str = "x-ms-request-charge";
 
-/// The consistency headers a request may carry: a level of the five Cosmos names, and a
-/// session token as the SDKs send it back (`0:-1#42`, `0:42`, several ranges joined by
-/// commas). Every level is met: each read is served from the store every instance commits to
-/// (a redb file, Redis, a bucket), which shows every write acknowledged before it, so a read
-/// carrying any token this service gave is served at or after it, on any instance of a fleet.
+/// The consistency headers a request may carry: a level of the five Cosmos names no stronger
+/// than the account's (`Session`: a stronger one is 400, as Azure refuses it), and a session
+/// token as the SDKs send it back (`0:-1#42`, `0:42`, several ranges joined by commas). Every
+/// level is met: each read is served from the store every instance commits to (a redb file,
+/// Redis, a bucket), which shows every write acknowledged before it, so a read carrying any
+/// token this service gave is served at or after it, on any instance of a fleet.
 fn consistency(headers: &http::HeaderMap) -> Result<(), Failure> {
+    // Strongest first; the account's is `Session` (the account's `userConsistencyPolicy`).
     const LEVELS: [&str; 5] = [
         "Strong",
         "BoundedStaleness",
         "Session",
-        "Eventual",
         "ConsistentPrefix",
+        "Eventual",
     ];
+    const ACCOUNT: usize = 2;
     if let Some(level) = headers.get("x-ms-consistency-level") {
         let level = level.to_str().unwrap_or_default();
-        if !LEVELS.iter().any(|known| known.eq_ignore_ascii_case(level)) {
-            return Err(bad_request(format!(
-                "The consistency level {level:?} is none of Strong, BoundedStaleness, Session, Eventual and ConsistentPrefix."
-            )));
+        match LEVELS
+            .iter()
+            .position(|known| known.eq_ignore_ascii_case(level))
+        {
+            None => {
+                return Err(bad_request(format!(
+                    "The consistency level {level:?} is none of Strong, BoundedStaleness, Session, ConsistentPrefix and Eventual."
+                )));
+            }
+            Some(stronger) if stronger < ACCOUNT => {
+                return Err(bad_request(format!(
+                    "The consistency level {level:?} is stronger than the account's (Session): a request may only relax it."
+                )));
+            }
+            Some(_) => {}
         }
     }
     if let Some(token) = headers.get("x-ms-session-token") {
@@ -401,17 +415,16 @@ mod tests {
             let refused = consistency(&with("x-ms-session-token", token)).unwrap_err();
             assert_eq!(refused.status(), 400, "{token}");
         }
-        for level in [
-            "Strong",
-            "BoundedStaleness",
-            "session",
-            "Eventual",
-            "ConsistentPrefix",
-        ] {
+        for level in ["session", "Eventual", "ConsistentPrefix"] {
             assert!(
                 consistency(&with("x-ms-consistency-level", level)).is_ok(),
                 "{level}"
             );
+        }
+        // Stronger than the account's Session: Azure's 400.
+        for level in ["Strong", "boundedstaleness"] {
+            let refused = consistency(&with("x-ms-consistency-level", level)).unwrap_err();
+            assert_eq!(refused.status(), 400, "{level}");
         }
         assert!(consistency(&with("x-ms-consistency-level", "Linearizable")).is_err());
         let mut not_text = http::HeaderMap::new();

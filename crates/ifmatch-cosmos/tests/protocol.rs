@@ -64,6 +64,24 @@ async fn what_the_sdks_never_send_is_answered_as_cosmos_answers_it() {
         assert_eq!(answer.0, 400, "{why}: {}", answer.1);
         refused(answer, 400, "BadRequest");
     }
+    // The disagreeing partition key says so in its substatus, as the SDKs name it
+    // (PartitionKeyMismatch).
+    let bob = r#"{"id":"a","user":"bob"}"#;
+    let (_, _, headers) = signed(e, Method::POST, docs, &ann, bob).await;
+    assert_eq!(headers["x-ms-substatus"], "1001");
+    // A consistency level stronger than the account's (Session) is refused; weaker ones serve.
+    for (level, status) in [
+        ("Strong", 400),
+        ("BoundedStaleness", 400),
+        ("Session", 201),
+        ("ConsistentPrefix", 201),
+        ("Eventual", 201),
+    ] {
+        let body = format!(r#"{{"id":"{level}","user":"ann"}}"#);
+        let asked = [ann[0], ("x-ms-consistency-level", level)];
+        let answer = signed(e, Method::POST, docs, &asked, &body).await;
+        assert_eq!(answer.0, status, "{level}: {}", answer.1);
+    }
     for long in ["x".repeat(1024), "€".repeat(342)] {
         let long = format!(r#"{{"id":"{long}","user":"ann"}}"#);
         refused(

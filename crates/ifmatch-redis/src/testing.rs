@@ -48,13 +48,15 @@ impl RedisServer {
         format!("redis://127.0.0.1:{}/0", self.port)
     }
 
-    /// Waits until this server, a replica, has its link to its primary up (its first sync
-    /// done): a write that waits for one replica before then may wait for nothing. Panics
-    /// after `within`.
-    pub fn wait_in_sync(&self, within: std::time::Duration) {
+    /// Waits until this server, a replica of `primary`, has its link to it up (its first sync
+    /// done) and `primary` counts it online: a write that waits for one replica before then may
+    /// wait for nothing (`WAIT` counts the replicas its primary has online, which on a loaded
+    /// machine came after the replica's link was up). Panics after `within`.
+    pub fn wait_in_sync(&self, primary: &RedisServer, within: std::time::Duration) {
         let until = std::time::Instant::now() + within;
-        while !command(self.port, &["INFO", "replication"])
-            .is_some_and(|info| info.contains("master_link_status:up"))
+        let info = |port| command(port, &["INFO", "replication"]).unwrap_or_default();
+        while !(info(self.port).contains("master_link_status:up")
+            && info(primary.port).contains("state=online"))
         {
             assert!(
                 std::time::Instant::now() < until,

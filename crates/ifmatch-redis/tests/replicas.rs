@@ -28,7 +28,7 @@ async fn reads_are_answered_while_a_write_waits_for_a_missing_replica() {
     let port = primary.port().to_string();
     let mut replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
     // Its first sync done (on a loaded machine it may take longer than a write's wait).
-    replica.wait_in_sync(Duration::from_secs(30));
+    replica.wait_in_sync(&primary, Duration::from_secs(30));
     let connection = connect(&primary.url()).await.unwrap();
     let connection = connection.with_replicas(1).await.unwrap();
     let tables = RedisTables::new(connection, "t:");

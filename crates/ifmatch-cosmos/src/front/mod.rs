@@ -214,9 +214,11 @@ impl<T: Tables> Front<'_, T> {
         if asked.header("x-ms-documentdb-partitionkey").is_some() {
             let named = self.partition(container, asked)?;
             if named != in_body {
+                // Substatus 1001, the SDKs' PartitionKeyMismatch.
                 return Err(bad_request(
                     "PartitionKey extracted from document doesn't match the one specified in the header.",
-                ));
+                )
+                .with_substatus(1001));
             }
         }
         Ok((resource, in_body))

@@ -8,7 +8,7 @@ use ifmatch_table::{Change, Entity, Expected, Tables};
 use serde_json::{Map, Value as Json, json};
 
 use super::answers::{Answered, Done};
-use super::{Asked, DATABASES, Front, id_of, key, rid};
+use super::{Asked, Committed, DATABASES, Front, id_of, key, rid};
 use crate::document::{self, json_of};
 use crate::failure::{Code, Failure, bad_request, conflict, not_found};
 use crate::resource_token::{self, Grant};
@@ -118,6 +118,7 @@ impl<T: Tables> Front<'_, T> {
         let lifetime = resource_token::lifetime(asked.headers)?;
         let found = self.scan_all(PERMISSIONS, Some(&owner(db, user))).await?;
         let permissions = (found.iter())
+            .filter(|p| !is_scope(&p.row_key))
             .map(|p| self.permission_json((db, user, &p.row_key), p, lifetime))
             .collect();
         Ok(listed("Permissions", permissions))
@@ -164,15 +165,40 @@ impl<T: Tables> Front<'_, T> {
             before.as_ref().map(|b| b.timestamp),
             &resource,
         );
-        let change = Change {
+        // The permission and the row of its scope, in one commit: a scope another permission
+        // of this user holds is refused, 409, as Azure refuses it.
+        let scope = scope_of(&resource);
+        let held = self.get(PERMISSIONS, &partition, &scope).await?;
+        if held.is_some_and(|held| json_of(&held).get("id") != Some(&Json::from(named.as_str()))) {
+            return Err(conflict_of_scope(user, &resource));
+        }
+        let mut changes = vec![Change {
             key: key(&partition, &named),
             expected: match &before {
                 Some(before) => Expected::Version(before.timestamp),
                 None => Expected::Absent,
             },
             write: Some(entity.clone()),
-        };
-        self.commit_resource(PERMISSIONS, change, conflict).await?;
+        }];
+        let earlier = before.as_ref().map(|b| scope_of(&json_of(b)));
+        if let Some(earlier) = earlier.filter(|earlier| *earlier != scope) {
+            changes.push(Change {
+                key: key(&partition, &earlier),
+                expected: Expected::Anything,
+                write: None,
+            });
+        }
+        let holder = Map::from_iter([("id".to_owned(), Json::from(named.as_str()))]);
+        changes.push(Change {
+            key: key(&partition, &scope),
+            expected: Expected::Anything,
+            write: Some(self.entity(&partition, &scope, None, &holder)),
+        });
+        match self.commit(PERMISSIONS, &changes).await {
+            Ok(()) => {}
+            Err(Committed::Conflict) => return Err(conflict()),
+            Err(Committed::Failed(failure)) => return Err(failure),
+        }
         let status = match before {
             Some(_) => StatusCode::OK,
             None => StatusCode::CREATED,
@@ -181,14 +207,27 @@ impl<T: Tables> Front<'_, T> {
         Ok(Done::of(status, body, Some(entity.timestamp)))
     }
 
+    /// Delete Permission, and the row of its scope with it.
     pub(super) async fn delete_permission(&self, (db, user, id): Named<'_>) -> Answered {
-        let change = Change {
-            key: key(&owner(db, user), id),
-            expected: Expected::Present,
-            write: None,
-        };
-        self.commit_resource(PERMISSIONS, change, not_found).await?;
-        Ok(Done::empty(StatusCode::NO_CONTENT, None))
+        let partition = owner(db, user);
+        let before = (self.get(PERMISSIONS, &partition, id).await?).ok_or_else(not_found)?;
+        let changes = [
+            Change {
+                key: key(&partition, id),
+                expected: Expected::Version(before.timestamp),
+                write: None,
+            },
+            Change {
+                key: key(&partition, &scope_of(&json_of(&before))),
+                expected: Expected::Anything,
+                write: None,
+            },
+        ];
+        match self.commit(PERMISSIONS, &changes).await {
+            Ok(()) => Ok(Done::empty(StatusCode::NO_CONTENT, None)),
+            Err(Committed::Conflict) => Err(not_found()),
+            Err(Committed::Failed(failure)) => Err(failure),
+        }
     }
 
     /// Whether the permission `grant` came from still stands as it was when its token was
@@ -247,6 +286,35 @@ impl<T: Tables> Front<'_, T> {
 /// The partition of a user's permissions.
 fn owner(db: &str, user: &str) -> String {
     format!("{db}/{user}")
+}
+
+/// The row of a permission's scope in its user's partition: `/`, its resource's link, and its
+/// partition key's values if it names one. Azure gives a user one permission a resource; a
+/// permission's id has no `/`, so no permission's row is a scope's.
+fn scope_of(permission: &Map<String, Json>) -> String {
+    let link = (permission.get("resource").and_then(Json::as_str)).unwrap_or_default();
+    match permission.get("resourcePartitionKey") {
+        Some(values) => format!("/{link}#{values}"),
+        None => format!("/{link}"),
+    }
+}
+
+fn is_scope(row: &str) -> bool {
+    row.starts_with('/')
+}
+
+fn conflict_of_scope(user: &str, permission: &Map<String, Json>) -> Failure {
+    let link = (permission.get("resource").and_then(Json::as_str)).unwrap_or_default();
+    let partition = match permission.get("resourcePartitionKey") {
+        Some(values) => format!(" and partition {values}"),
+        None => String::new(),
+    };
+    Failure::new(
+        Code::Conflict,
+        format!(
+            "User {user} already has a permission for resource {link}{partition}: a user has one permission a resource."
+        ),
+    )
 }
 
 /// A permission's body made canonical, or 400: `permissionMode` `All` or `Read`, `resource` a
