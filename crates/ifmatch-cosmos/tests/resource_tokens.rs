@@ -239,3 +239,40 @@ async fn a_token_reaches_what_its_permission_names_and_nothing_once_it_changes()
     let (_, users, _) = signed(&e, Method::GET, "/dbs/shop/users", &[], "").await;
     assert_eq!(users["Users"], Value::Array(Vec::new()));
 }
+
+/// A user has one permission a resource (with its partition): a second is 409, made or
+/// replaced onto it; of two made at once, one is; a deleted one frees its resource.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_has_one_permission_a_resource() {
+    let e = Arc::new(setup().await);
+    let body = |id: &str, pk: &str| {
+        format!(r#"{{"id":"{id}","permissionMode":"Read","resource":"dbs/shop/colls/carts"{pk}}}"#)
+    };
+    permit(&e, &body("whole", "")).await;
+    permit(&e, &body("of-a", r#","resourcePartitionKey":["a"]"#)).await;
+    let again = signed(&e, Method::POST, PERMISSIONS, &[], &body("again", "")).await;
+    assert_eq!(again.0, 409, "{}", again.1);
+    let onto = format!("{PERMISSIONS}/of-a");
+    let replaced = signed(&e, Method::PUT, &onto, &[], &body("of-a", "")).await;
+    assert_eq!(replaced.0, 409, "{}", replaced.1);
+    // Fifty pairs racing for one partition's permission: one of each pair is made.
+    for round in 0..50 {
+        let pk = format!(r#","resourcePartitionKey":["r{round}"]"#);
+        let racers = ["x", "y"].map(|side| {
+            let (e, body) = (e.clone(), body(&format!("{side}{round}"), &pk));
+            tokio::spawn(async move { signed(&e, Method::POST, PERMISSIONS, &[], &body).await.0 })
+        });
+        let mut statuses = Vec::new();
+        for racer in racers {
+            statuses.push(racer.await.unwrap());
+        }
+        statuses.sort();
+        assert_eq!(statuses, [201, 409], "round {round}");
+    }
+    let (status, listed, _) = signed(&e, Method::GET, PERMISSIONS, &[], "").await;
+    assert_eq!(status, 200);
+    assert_eq!(listed["_count"], 52, "{listed}");
+    let gone = signed(&e, Method::DELETE, &onto, &[], "").await;
+    assert_eq!(gone.0, 204);
+    permit(&e, &body("of-a-again", r#","resourcePartitionKey":["a"]"#)).await;
+}

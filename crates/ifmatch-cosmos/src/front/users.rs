@@ -165,11 +165,12 @@ impl<T: Tables> Front<'_, T> {
             before.as_ref().map(|b| b.timestamp),
             &resource,
         );
-        // The permission and the row of its scope, in one commit: a scope another permission
-        // of this user holds is refused, 409, as Azure refuses it.
+        // The permission and the row of its scope, in one commit that expects each as read: a
+        // scope another permission of this user holds is refused, 409, as Azure refuses it,
+        // and of two racing for one scope the second finds it taken (409 too).
         let scope = scope_of(&resource);
         let held = self.get(PERMISSIONS, &partition, &scope).await?;
-        if held.is_some_and(|held| json_of(&held).get("id") != Some(&Json::from(named.as_str()))) {
+        if held.as_ref().is_some_and(|held| !holds(held, &named)) {
             return Err(conflict_of_scope(user, &resource));
         }
         let mut changes = vec![Change {
@@ -182,16 +183,15 @@ impl<T: Tables> Front<'_, T> {
         }];
         let earlier = before.as_ref().map(|b| scope_of(&json_of(b)));
         if let Some(earlier) = earlier.filter(|earlier| *earlier != scope) {
-            changes.push(Change {
-                key: key(&partition, &earlier),
-                expected: Expected::Anything,
-                write: None,
-            });
+            changes.extend(self.release(&partition, &earlier, &named).await?);
         }
         let holder = Map::from_iter([("id".to_owned(), Json::from(named.as_str()))]);
         changes.push(Change {
             key: key(&partition, &scope),
-            expected: Expected::Anything,
+            expected: match &held {
+                Some(held) => Expected::Version(held.timestamp),
+                None => Expected::Absent,
+            },
             write: Some(self.entity(&partition, &scope, None, &holder)),
         });
         match self.commit(PERMISSIONS, &changes).await {
@@ -211,23 +211,34 @@ impl<T: Tables> Front<'_, T> {
     pub(super) async fn delete_permission(&self, (db, user, id): Named<'_>) -> Answered {
         let partition = owner(db, user);
         let before = (self.get(PERMISSIONS, &partition, id).await?).ok_or_else(not_found)?;
-        let changes = [
-            Change {
-                key: key(&partition, id),
-                expected: Expected::Version(before.timestamp),
-                write: None,
-            },
-            Change {
-                key: key(&partition, &scope_of(&json_of(&before))),
-                expected: Expected::Anything,
-                write: None,
-            },
-        ];
+        let mut changes = vec![Change {
+            key: key(&partition, id),
+            expected: Expected::Version(before.timestamp),
+            write: None,
+        }];
+        let scope = scope_of(&json_of(&before));
+        changes.extend(self.release(&partition, &scope, id).await?);
         match self.commit(PERMISSIONS, &changes).await {
             Ok(()) => Ok(Done::empty(StatusCode::NO_CONTENT, None)),
             Err(Committed::Conflict) => Err(not_found()),
             Err(Committed::Failed(failure)) => Err(failure),
         }
+    }
+
+    /// The removal of the row of `scope`, if the permission `id` holds it (a permission made
+    /// before scopes were kept holds none).
+    async fn release(
+        &self,
+        partition: &str,
+        scope: &str,
+        id: &str,
+    ) -> Result<Option<Change>, Failure> {
+        let held = self.get(PERMISSIONS, partition, scope).await?;
+        Ok(held.filter(|held| holds(held, id)).map(|held| Change {
+            key: key(partition, scope),
+            expected: Expected::Version(held.timestamp),
+            write: None,
+        }))
     }
 
     /// Whether the permission `grant` came from still stands as it was when its token was
@@ -297,6 +308,11 @@ fn scope_of(permission: &Map<String, Json>) -> String {
         Some(values) => format!("/{link}#{values}"),
         None => format!("/{link}"),
     }
+}
+
+/// Whether the row of a scope is held by the permission `id`.
+fn holds(scope: &Entity, id: &str) -> bool {
+    json_of(scope).get("id").and_then(Json::as_str) == Some(id)
 }
 
 fn is_scope(row: &str) -> bool {
