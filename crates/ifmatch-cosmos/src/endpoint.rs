@@ -14,7 +14,7 @@ use crate::charge::{self, Meter};
 use crate::commits::Commits;
 use crate::failure::{Answer, Failure, bad_request, refused, too_large};
 use crate::front::answers::answer_of;
-use crate::front::{Asked, Front};
+use crate::front::{Asked, CONSISTENCY, Front};
 use crate::throughput::Budgets;
 use ifmatch_azure::inflight::Inflight;
 use ifmatch_table::Clock;
@@ -308,13 +308,13 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
 const CHARGE: &str = "x-ms-request-charge";
 
 /// The consistency headers a request may carry: a level of the five Cosmos names no stronger
-/// than the account's (`Session`: a stronger one is 400, as Azure refuses it), and a session
+/// than the account's ([`CONSISTENCY`]: a stronger one is 400, as Azure refuses it), and a session
 /// token as the SDKs send it back (`0:-1#42`, `0:42`, several ranges joined by commas). Every
 /// level is met: each read is served from the store every instance commits to (a redb file,
 /// Redis, a bucket), which shows every write acknowledged before it, so a read carrying any
 /// token this service gave is served at or after it, on any instance of a fleet.
 fn consistency(headers: &http::HeaderMap) -> Result<(), Failure> {
-    // Strongest first; the account's is `Session` (the account's `userConsistencyPolicy`).
+    // Strongest first.
     const LEVELS: [&str; 5] = [
         "Strong",
         "BoundedStaleness",
@@ -322,21 +322,22 @@ fn consistency(headers: &http::HeaderMap) -> Result<(), Failure> {
         "ConsistentPrefix",
         "Eventual",
     ];
-    const ACCOUNT: usize = 2;
-    if let Some(level) = headers.get("x-ms-consistency-level") {
-        let level = level.to_str().unwrap_or_default();
-        match LEVELS
+    let rank = |level: &str| {
+        LEVELS
             .iter()
             .position(|known| known.eq_ignore_ascii_case(level))
-        {
+    };
+    if let Some(level) = headers.get("x-ms-consistency-level") {
+        let level = level.to_str().unwrap_or_default();
+        match rank(level) {
             None => {
                 return Err(bad_request(format!(
                     "The consistency level {level:?} is none of Strong, BoundedStaleness, Session, ConsistentPrefix and Eventual."
                 )));
             }
-            Some(stronger) if stronger < ACCOUNT => {
+            Some(asked) if asked < rank(CONSISTENCY).unwrap_or_default() => {
                 return Err(bad_request(format!(
-                    "The consistency level {level:?} is stronger than the account's (Session): a request may only relax it."
+                    "The consistency level {level:?} is stronger than the account's ({CONSISTENCY}): a request may only relax it."
                 )));
             }
             Some(_) => {}

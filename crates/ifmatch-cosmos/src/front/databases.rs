@@ -24,7 +24,7 @@ impl<T: Tables> Front<'_, T> {
             "readableLocations": location,
             "enableMultipleWriteLocations": false,
             "userReplicationPolicy": { "asyncReplication": false, "minReplicaSetSize": 1, "maxReplicasetSize": 1 },
-            "userConsistencyPolicy": { "defaultConsistencyLevel": "Session" },
+            "userConsistencyPolicy": { "defaultConsistencyLevel": super::CONSISTENCY },
             "systemReplicationPolicy": { "minReplicaSetSize": 1, "maxReplicasetSize": 1 },
             "readPolicy": { "primaryReadCoefficient": 1, "secondaryReadCoefficient": 1 },
             "queryEngineConfiguration": "{\"maxSqlQueryInputLength\":524288,\"maxJoinsPerSqlQuery\":10,\"maxLogicalAndPerSqlQuery\":500,\"maxLogicalOrPerSqlQuery\":500,\"maxUdfRefPerSqlQuery\":10,\"maxInExpressionItemsCount\":16000,\"queryMaxInMemorySortDocumentCount\":500,\"maxQueryRequestTimeoutFraction\":0.9,\"sqlAllowNonFiniteNumbers\":false,\"sqlAllowAggregateFunctions\":true,\"sqlAllowSubQuery\":true,\"sqlAllowScalarSubQuery\":true,\"allowNewKeywords\":true,\"sqlAllowLike\":true,\"sqlAllowGroupByClause\":true,\"maxSpatialQueryCells\":12,\"spatialMaxGeometryPointCount\":256,\"sqlDisableOptimizationFlags\":0,\"sqlAllowTop\":true,\"enableSpatialIndexing\":true}"

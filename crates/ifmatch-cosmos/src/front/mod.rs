@@ -48,6 +48,9 @@ use crate::document::{self, MAX_DOCUMENT};
 pub(crate) use crate::document::{JSON, json_of};
 use crate::failure::{Code, Failure, backend, bad_request, not_found, too_large};
 pub(crate) use crate::policies::Policies;
+
+/// The account's consistency level, as its read says (a request may relax it, not strengthen it).
+pub(crate) const CONSISTENCY: &str = "Session";
 use crate::ttl;
 use ifmatch_table::Clock;
 

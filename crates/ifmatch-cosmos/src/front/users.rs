@@ -328,7 +328,8 @@ fn conflict_of_scope(user: &str, permission: &Map<String, Json>) -> Failure {
     Failure::new(
         Code::Conflict,
         format!(
-            "User {user} already has a permission for resource {link}{partition}: a user has one permission a resource."
+            "User {user} already has a permission for resource {link}{partition}: a user has \
+             one permission a resource."
         ),
     )
 }
