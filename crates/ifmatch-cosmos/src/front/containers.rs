@@ -102,7 +102,8 @@ impl<T: Tables> Front<'_, T> {
             expected: Expected::Absent,
             write: Some(entity.clone()),
         };
-        self.commit_resource(CONTAINERS, change, conflict).await?;
+        self.commit_resource(CONTAINERS, &[change], conflict)
+            .await?;
         // Its own throughput; or Azure's least, unless its database's is shared.
         let link = format!("dbs/{db}/colls/{id}");
         let shared = self.throughput_of(&format!("dbs/{db}")).await?.is_some();
@@ -172,7 +173,7 @@ impl<T: Tables> Front<'_, T> {
             expected: Expected::Version(before.timestamp),
             write: Some(entity.clone()),
         };
-        self.commit_resource(CONTAINERS, change, precondition_failed)
+        self.commit_resource(CONTAINERS, &[change], precondition_failed)
             .await?;
         Ok(Done::of(
             StatusCode::OK,
@@ -188,7 +189,8 @@ impl<T: Tables> Front<'_, T> {
             expected: Expected::Present,
             write: None,
         };
-        self.commit_resource(CONTAINERS, change, not_found).await?;
+        self.commit_resource(CONTAINERS, &[change], not_found)
+            .await?;
         self.tables
             .delete_table(&documents_table(db, coll))
             .await

@@ -65,7 +65,7 @@ impl<T: Tables> Front<'_, T> {
             expected: Expected::Absent,
             write: Some(entity.clone()),
         };
-        self.commit_resource(DATABASES, change, conflict).await?;
+        self.commit_resource(DATABASES, &[change], conflict).await?;
         // A database's throughput is shared by its containers that have none of their own.
         if let Some(throughput) = throughput {
             self.provision(&format!("dbs/{id}"), &rid(&[&id]), throughput)
@@ -84,7 +84,8 @@ impl<T: Tables> Front<'_, T> {
             expected: Expected::Present,
             write: None,
         };
-        self.commit_resource(DATABASES, change, not_found).await?;
+        self.commit_resource(DATABASES, &[change], not_found)
+            .await?;
         // Gone for every client from here; its containers go after.
         for container in self.scan_all(CONTAINERS, Some(db)).await? {
             self.drop_container(db, &container.row_key).await?;

@@ -336,15 +336,15 @@ impl<T: Tables> Front<'_, T> {
         }
     }
 
-    /// [`Front::commit`] of a change made once, not decided again: a lost race is `lost`'s
+    /// [`Front::commit`] of changes made once, not decided again: a lost race is `lost`'s
     /// answer (the database or container is there already, or gone, or changed).
     pub(crate) async fn commit_resource(
         &self,
         table: &str,
-        change: Change,
+        changes: &[Change],
         lost: fn() -> Failure,
     ) -> Result<(), Failure> {
-        match self.commit(table, &[change]).await {
+        match self.commit(table, changes).await {
             Ok(()) => Ok(()),
             Err(Committed::Conflict) => Err(lost()),
             Err(Committed::Failed(failure)) => Err(failure),

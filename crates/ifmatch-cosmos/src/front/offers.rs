@@ -183,7 +183,7 @@ impl<T: Tables> Front<'_, T> {
             .create_table(OFFERS)
             .await
             .map_err(crate::failure::backend)?;
-        self.commit_resource(OFFERS, change, crate::failure::conflict)
+        self.commit_resource(OFFERS, &[change], crate::failure::conflict)
             .await?;
         Ok(entity)
     }

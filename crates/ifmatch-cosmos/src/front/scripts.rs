@@ -108,7 +108,7 @@ impl<T: Tables> Front<'_, T> {
                 .map_or(Expected::Absent, |e| Expected::Version(e.timestamp)),
             write: Some(entity.clone()),
         };
-        self.commit_resource(&table, change, conflict).await?;
+        self.commit_resource(&table, &[change], conflict).await?;
         let status = if before.is_some() {
             StatusCode::OK
         } else {
@@ -131,7 +131,7 @@ impl<T: Tables> Front<'_, T> {
             expected: Expected::Present,
             write: None,
         };
-        self.commit_resource(&documents_table(db, coll), change, not_found)
+        self.commit_resource(&documents_table(db, coll), &[change], not_found)
             .await?;
         Ok(Done::empty(StatusCode::NO_CONTENT, None))
     }

@@ -8,7 +8,7 @@ use ifmatch_table::{Change, Entity, Expected, Tables};
 use serde_json::{Map, Value as Json, json};
 
 use super::answers::{Answered, Done};
-use super::{Asked, Committed, DATABASES, Front, id_of, key, rid};
+use super::{Asked, DATABASES, Front, id_of, key, rid};
 use crate::document::{self, json_of};
 use crate::failure::{Code, Failure, bad_request, conflict, not_found};
 use crate::resource_token::{self, Grant};
@@ -39,7 +39,7 @@ impl<T: Tables> Front<'_, T> {
             expected: Expected::Absent,
             write: Some(entity.clone()),
         };
-        self.commit_resource(USERS, change, conflict).await?;
+        self.commit_resource(USERS, &[change], conflict).await?;
         Ok(Done::of(
             StatusCode::CREATED,
             user_json(db, &entity),
@@ -70,7 +70,7 @@ impl<T: Tables> Front<'_, T> {
             expected: Expected::Version(before.timestamp),
             write: Some(entity.clone()),
         };
-        self.commit_resource(USERS, change, conflict).await?;
+        self.commit_resource(USERS, &[change], conflict).await?;
         let body = user_json(db, &entity);
         Ok(Done::of(StatusCode::OK, body, Some(entity.timestamp)))
     }
@@ -81,7 +81,7 @@ impl<T: Tables> Front<'_, T> {
             expected: Expected::Present,
             write: None,
         };
-        self.commit_resource(USERS, change, not_found).await?;
+        self.commit_resource(USERS, &[change], not_found).await?;
         self.drop_permissions(db, user).await?;
         Ok(Done::empty(StatusCode::NO_CONTENT, None))
     }
@@ -94,7 +94,7 @@ impl<T: Tables> Front<'_, T> {
                 expected: Expected::Anything,
                 write: None,
             };
-            self.commit_resource(USERS, change, not_found).await?;
+            self.commit_resource(USERS, &[change], not_found).await?;
             self.drop_permissions(db, &user.row_key).await?;
         }
         Ok(())
@@ -108,7 +108,8 @@ impl<T: Tables> Front<'_, T> {
                 expected: Expected::Anything,
                 write: None,
             };
-            self.commit_resource(PERMISSIONS, change, not_found).await?;
+            self.commit_resource(PERMISSIONS, &[change], not_found)
+                .await?;
         }
         Ok(())
     }
@@ -171,7 +172,14 @@ impl<T: Tables> Front<'_, T> {
         let scope = scope_of(&resource);
         let held = self.get(PERMISSIONS, &partition, &scope).await?;
         if held.as_ref().is_some_and(|held| !holds(held, &named)) {
-            return Err(conflict_of_scope(user, &resource));
+            return Err(Failure::new(
+                Code::Conflict,
+                format!(
+                    "User {user} already has a permission for {}: a user has one permission \
+                     a resource (and partition).",
+                    &scope[1..]
+                ),
+            ));
         }
         let mut changes = vec![Change {
             key: key(&partition, &named),
@@ -194,11 +202,8 @@ impl<T: Tables> Front<'_, T> {
             },
             write: Some(self.entity(&partition, &scope, None, &holder)),
         });
-        match self.commit(PERMISSIONS, &changes).await {
-            Ok(()) => {}
-            Err(Committed::Conflict) => return Err(conflict()),
-            Err(Committed::Failed(failure)) => return Err(failure),
-        }
+        self.commit_resource(PERMISSIONS, &changes, conflict)
+            .await?;
         let status = match before {
             Some(_) => StatusCode::OK,
             None => StatusCode::CREATED,
@@ -218,11 +223,9 @@ impl<T: Tables> Front<'_, T> {
         }];
         let scope = scope_of(&json_of(&before));
         changes.extend(self.release(&partition, &scope, id).await?);
-        match self.commit(PERMISSIONS, &changes).await {
-            Ok(()) => Ok(Done::empty(StatusCode::NO_CONTENT, None)),
-            Err(Committed::Conflict) => Err(not_found()),
-            Err(Committed::Failed(failure)) => Err(failure),
-        }
+        self.commit_resource(PERMISSIONS, &changes, not_found)
+            .await?;
+        Ok(Done::empty(StatusCode::NO_CONTENT, None))
     }
 
     /// The removal of the row of `scope`, if the permission `id` holds it (a permission made
@@ -317,21 +320,6 @@ fn holds(scope: &Entity, id: &str) -> bool {
 
 fn is_scope(row: &str) -> bool {
     row.starts_with('/')
-}
-
-fn conflict_of_scope(user: &str, permission: &Map<String, Json>) -> Failure {
-    let link = (permission.get("resource").and_then(Json::as_str)).unwrap_or_default();
-    let partition = match permission.get("resourcePartitionKey") {
-        Some(values) => format!(" and partition {values}"),
-        None => String::new(),
-    };
-    Failure::new(
-        Code::Conflict,
-        format!(
-            "User {user} already has a permission for resource {link}{partition}: a user has \
-             one permission a resource."
-        ),
-    )
 }
 
 /// A permission's body made canonical, or 400: `permissionMode` `All` or `Read`, `resource` a
