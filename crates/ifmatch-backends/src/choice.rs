@@ -208,7 +208,7 @@ impl Choice {
         match (&self.records, &self.objects) {
             (RecordsAt::Local, ObjectsAt::Local) => {
                 let dir = DataDir::open(&self.data)?;
-                let records = LocalRecords::new(dir.clone(), sizes.records_cache, INLINE_MAX);
+                let records = LocalRecords::new(dir.clone(), sizes.records_cache, INLINE_MAX)?;
                 let objects = LocalObjects::new(dir.clone(), sizes.bytes_cache);
                 Ok(Opened {
                     records: AnyRecords::Local(records),
@@ -223,7 +223,7 @@ impl Choice {
                 let objects = open_store(url, sizes)?;
                 let dir = DataDir::open(&self.data)?;
                 // The bytes go to the store, small ones too: what the operator chose it for.
-                let records = LocalRecords::new(dir.clone(), sizes.records_cache, 0);
+                let records = LocalRecords::new(dir.clone(), sizes.records_cache, 0)?;
                 Ok(Opened {
                     records: AnyRecords::Local(records),
                     objects,

@@ -18,8 +18,8 @@ fn data() -> (tempfile::TempDir, Arc<DataDir>) {
 fn records(warm: bool) -> (tempfile::TempDir, LocalRecords) {
     let (dir, data) = data();
     let records = match warm {
-        true => LocalRecords::new(data, 10_000, INLINE_MAX),
-        false => LocalRecords::new(data, 0, 0),
+        true => LocalRecords::new(data, 10_000, INLINE_MAX).unwrap(),
+        false => LocalRecords::new(data, 0, 0).unwrap(),
     };
     (dir, records)
 }
@@ -42,7 +42,7 @@ async fn local_errors_name_their_record() {
 async fn local_racing_writers_lose_no_update() {
     for cache in [10_000, 0] {
         let (_dir, data) = data();
-        conformance::race(&LocalRecords::new(data, cache, INLINE_MAX)).await;
+        conformance::race(&LocalRecords::new(data, cache, INLINE_MAX).unwrap()).await;
     }
 }
 

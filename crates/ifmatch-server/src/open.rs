@@ -121,7 +121,7 @@ pub fn open_with_env<E: Env>(
     env: E,
 ) -> io::Result<BlobFront<LocalRecords, LocalObjects, E>> {
     let dir = DataDir::open(data)?;
-    let records = LocalRecords::new(dir.clone(), options.cache_capacity, INLINE_MAX);
+    let records = LocalRecords::new(dir.clone(), options.cache_capacity, INLINE_MAX)?;
     let objects = LocalObjects::new(dir.clone(), options.cache_bytes);
     let path = dir.root().join("tables.redb");
     let tables = LocalTables::open(&path)

@@ -1,7 +1,7 @@
 //! The data directory: its layout, its lock, how it is used, and atomic file writes.
 
 use std::fs::{self, File};
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,6 +9,7 @@ use std::time::Duration;
 use ifmatch_blob::{Key, StoreError};
 use sha2::{Digest, Sha256};
 
+use super::journal;
 use super::record_file::{self, Slot};
 
 /// How a data directory is used. It is written in `DATA/mode` the first time, and a server
@@ -52,10 +53,15 @@ pub struct DataDir {
 
 impl DataDir {
     /// Opens (creating if missing) `root` for one embedded server: locks it, checks its mode,
-    /// empties its `tmp/` and moves damaged records aside (naming each in the log).
+    /// empties its `tmp/`, replays its records' journal and moves damaged records aside (naming
+    /// each in the log).
     pub fn open(root: impl Into<PathBuf>) -> io::Result<Arc<Self>> {
         let dir = Self::lock(root.into(), Mode::Embedded)?;
         dir.clean_tmp(Duration::ZERO)?;
+        let replayed = journal::recover(&dir.root)?;
+        if replayed > 0 {
+            tracing::info!(replayed, "replayed the records' journal");
+        }
         for (path, error) in dir.quarantine()? {
             tracing::error!(
                 record = %path.display(), %error,
@@ -90,8 +96,9 @@ impl DataDir {
         }
     }
 
-    /// Opens `root` for reading only, under the lock (so no server changes it meanwhile):
-    /// what `ifmatch check` does. Creates nothing.
+    /// Opens `root` to check it, under the lock (so no server changes it meanwhile): what
+    /// `ifmatch check` does. Changes nothing but what a server's start would: the records'
+    /// journal is replayed onto the record files.
     pub fn open_to_check(root: impl Into<PathBuf>) -> io::Result<Self> {
         let root = root.into();
         if !root.join("containers").is_dir() {
@@ -110,6 +117,9 @@ impl DataDir {
             .truncate(false)
             .open(root.join(".lock"))?;
         lock.try_lock_shared().map_err(|_| in_use(&root))?;
+        if mode == Mode::Embedded {
+            journal::recover(&root)?;
+        }
         Ok(Self {
             root,
             mode,
@@ -252,21 +262,6 @@ impl DataDir {
         let ours = object.len() == 32 && object.bytes().all(|b| b.is_ascii_hexdigit());
         ours.then(|| self.objects_dir().join(object))
             .ok_or_else(|| StoreError::not_found(format_args!("object {object}")))
-    }
-
-    /// Writes `bytes` to `path` all or nothing: temp file, fsync, rename, fsync the directory.
-    /// An error before the rename leaves nothing behind; an error of the last fsync, after the
-    /// rename, is [`StoreError::Unavailable`]: the file may be there.
-    pub(super) fn write_atomic(&self, path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
-        let tmp = TempFile(self.tmp_path());
-        let mut file = File::create(&tmp.0)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        drop(file);
-        fs::rename(&tmp.0, path)?;
-        std::mem::forget(tmp);
-        sync_dir(path.parent().expect("records live in a directory"))
-            .map_err(|e| StoreError::Unavailable(Box::new(e)))
     }
 }
 

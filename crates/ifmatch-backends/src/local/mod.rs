@@ -9,18 +9,21 @@
 //! DATA/containers/{container}/staged/{h}-{e}  the blocks staged for a blob under epoch e
 //!                                             (hex), in entries of 512 bytes ([`staged_file`])
 //! DATA/objects/{id}                           blob bytes, immutable, named by a random id
+//! DATA/journal                               record commits not yet checkpointed ([`journal`])
 //! DATA/tables.redb                            the Table front's tables and entities ([`tables`])
 //! DATA/tmp/                                   files being written
 //! DATA/damaged/                               records that did not parse, moved aside
 //! ```
 //!
 //! A record file holds the record's JSON in one of two checksummed slots ([`record_file`]; the
-//! `.json` names are those of the files before the slots, which are still read). A new file
-//! (a new record, an object) is written whole to `tmp/`, fsynced, renamed into place and its
-//! directory fsynced; an update of a record writes the slot that does not hold the current
-//! copy, in place, and `fdatasync`s it. A crash or a full disk leaves the old record or the new
-//! one, never a torn one (a torn slot fails its checksum and the other slot holds the copy
-//! before), and a write that failed answers an error. A blob's record holds its ETag and names
+//! `.json` names are those of the files before the slots, which are still read). A record's
+//! commit is an entry of the journal, synced with the commits that arrive with it, then
+//! applied to its file unsynced: the slot that does not hold the current copy, written in
+//! place, or a new file renamed into place; a checkpoint syncs the files and empties the
+//! journal, and a start replays it. An object is written whole to `tmp/`, fsynced, renamed
+//! into place and its directory fsynced. A crash or a full disk leaves the old record or the
+//! new one, never a torn one (the journal holds every acknowledged commit since the last
+//! checkpoint; a torn slot fails its checksum), and a write that failed answers an error. A blob's record holds its ETag and names
 //! its object, which is on disk before the record names it, so after any crash a blob's ETag
 //! is the SHA-256 of the bytes its record names. A small blob's record holds its bytes as well
 //! ([`INLINE_MAX`]): ETag and bytes in one slot, written in one piece, and one fsync for an
@@ -35,6 +38,7 @@
 //!
 //! - [`dir`]: the directory, its lock and mode, atomic file writes;
 //! - [`record_file`]: a record's file, two slots updated in turn;
+//! - [`journal`]: the records' commits, appended and synced in groups;
 //! - [`records`]: the records, with a compare-and-swap per key;
 //! - [`staged_file`]: a blob's staged blocks, appended a block at a time;
 //! - [`objects`]: the blob bytes, written and read back checked;
@@ -44,6 +48,7 @@
 mod blocking;
 pub mod check;
 pub mod dir;
+mod journal;
 mod objects;
 mod reader;
 pub mod record_file;

@@ -40,6 +40,13 @@ pub struct Slot {
     size: u64,
 }
 
+impl Slot {
+    /// Whether a payload of `len` bytes fits in a slot of this file.
+    pub fn fits(&self, len: usize) -> bool {
+        HEADER + len <= self.size as usize
+    }
+}
+
 /// The payload of a record file (the record's JSON) and the slot that held it; no slot for a
 /// file written whole as JSON. An error says why neither slot holds a whole copy.
 pub fn read(bytes: &[u8]) -> Result<(&[u8], Option<Slot>), String> {
@@ -152,13 +159,18 @@ pub fn create(payload: &[u8], after: Option<Slot>) -> (Vec<u8>, Slot) {
     )
 }
 
-/// Writes `payload` over the slot of the file at `path` that does not hold `current`, then
-/// `fdatasync`s it: the update is durable when this returns `Ok(Some(_))`, with where the copy
-/// now is. `Ok(None)` when the payload does not fit a slot (nothing was written: the caller
+/// Writes `payload` over the slot of the file at `path` that does not hold `current`, then,
+/// `durably`, `fdatasync`s it: the update is durable when this returns `Ok(Some(_))`, with
+/// where the copy now is (not synced, it is made durable by the journal that holds it). `Ok(None)` when the payload does not fit a slot (nothing was written: the caller
 /// writes a new file with [`create`]). An error of the write or the sync leaves the file
 /// holding either copy.
-pub fn overwrite(path: &Path, current: Slot, payload: &[u8]) -> Result<Option<Slot>, Failed> {
-    if HEADER + payload.len() > current.size as usize {
+pub fn overwrite(
+    path: &Path,
+    current: Slot,
+    payload: &[u8],
+    durably: bool,
+) -> Result<Option<Slot>, Failed> {
+    if !current.fits(payload.len()) {
         return Ok(None);
     }
     let file = OpenOptions::new()
@@ -172,7 +184,7 @@ pub fn overwrite(path: &Path, current: Slot, payload: &[u8]) -> Result<Option<Sl
     };
     let slot = encode(next.sequence, payload, next.size as usize);
     file.write_all_at(&slot, next.index * next.size)
-        .and_then(|()| file.sync_data())
+        .and_then(|()| if durably { file.sync_data() } else { Ok(()) })
         .map_err(Failed::During)?;
     Ok(Some(next))
 }
@@ -211,7 +223,9 @@ mod tests {
         assert_eq!(bytes.len(), 2 * ALIGN);
         for v in 2..6 {
             let payload = format!("{{\"v\":{v}}}");
-            slot = overwrite(&path, slot, payload.as_bytes()).unwrap().unwrap();
+            slot = overwrite(&path, slot, payload.as_bytes(), true)
+                .unwrap()
+                .unwrap();
             let bytes = std::fs::read(&path).unwrap();
             assert_eq!(read(&bytes).unwrap(), (payload.as_bytes(), Some(slot)));
             assert_eq!(slot.index, (v as u64 - 1) % 2);
@@ -223,7 +237,7 @@ mod tests {
     fn a_fall_back_to_the_older_copy_is_named_and_an_older_copy_rotting_is_not() {
         let (_dir, path, bytes, slot) = new_file(b"{\"v\":1}");
         assert_eq!(fell_back(&bytes), None, "a new file's empty second slot");
-        let slot = overwrite(&path, slot, b"{\"v\":2}").unwrap().unwrap();
+        let slot = overwrite(&path, slot, b"{\"v\":2}", true).unwrap().unwrap();
         let whole = std::fs::read(&path).unwrap();
         assert_eq!(fell_back(&whole), None);
         let newest = (slot.index * slot.size) as usize;
@@ -249,7 +263,7 @@ mod tests {
     #[test]
     fn a_torn_slot_falls_back_to_the_copy_before() {
         let (_dir, path, _, slot) = new_file(b"{\"v\":1}");
-        overwrite(&path, slot, b"{\"v\":2}").unwrap().unwrap();
+        overwrite(&path, slot, b"{\"v\":2}", true).unwrap().unwrap();
         let good = std::fs::read(&path).unwrap();
         // v2 in slot 1: tear it at every byte of its header and payload.
         for at in ALIGN..ALIGN + HEADER + 7 {
@@ -269,7 +283,7 @@ mod tests {
         torn[ALIGN + HEADER] ^= 1;
         write(&path, &torn);
         let (_, slot) = read(&torn).unwrap();
-        let next = overwrite(&path, slot.unwrap(), b"{\"v\":3}")
+        let next = overwrite(&path, slot.unwrap(), b"{\"v\":3}", true)
             .unwrap()
             .unwrap();
         assert_eq!(next.index, 1);
@@ -285,9 +299,9 @@ mod tests {
     fn any_prefix_of_an_update_reads_as_the_old_copy_or_the_new() {
         let (_dir, path, _, slot) = new_file(&[b'o'; 3000]);
         // Sequence 2 goes to slot 1, sequence 3 back over slot 0 (the older copy).
-        let slot = overwrite(&path, slot, b"\"two\"").unwrap().unwrap();
+        let slot = overwrite(&path, slot, b"\"two\"", true).unwrap().unwrap();
         let disk = std::fs::read(&path).unwrap();
-        overwrite(&path, slot, b"\"three\"").unwrap().unwrap();
+        overwrite(&path, slot, b"\"three\"", true).unwrap().unwrap();
         let written = std::fs::read(&path).unwrap();
         for sectors in 0..=ALIGN / 512 {
             let mut torn = disk.clone();
@@ -302,7 +316,7 @@ mod tests {
     fn a_payload_larger_than_its_slot_asks_for_a_new_file() {
         let (_dir, path, bytes, slot) = new_file(b"{}");
         let large = vec![b' '; ALIGN];
-        assert_eq!(overwrite(&path, slot, &large).unwrap(), None);
+        assert_eq!(overwrite(&path, slot, &large, true).unwrap(), None);
         assert_eq!(std::fs::read(&path).unwrap(), bytes, "nothing written");
         let (bytes, next) = create(&large, Some(slot));
         assert_eq!(bytes.len(), 4 * ALIGN);

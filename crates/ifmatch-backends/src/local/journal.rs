@@ -1,0 +1,552 @@
+//! The records' journal (`DATA/journal`): every record commit is appended to it, and commits
+//! that arrive together share one `fdatasync` (a group commit), where each record file was
+//! synced alone. Under many writers a sync carries many commits; etcd's raft log and every
+//! database's write-ahead log work so.
+//!
+//! ```text
+//! block 0:   "ifmJ" | generation u64 | SHA-256(generation)
+//! from 4096: entry*   entry: "ifmE" | generation u64 | length u32
+//!                            | SHA-256(generation, length, body) | body
+//!                     body:  0 | path length u16 | path | record file payload   (a put)
+//!                            1 | path length u16 | path                          (a delete)
+//! ```
+//!
+//! One thread owns the journal. It takes the commits waiting (at most [`MOST_GROUPED`]),
+//! prepares those that need a new file (written to `tmp/`, unsynced: a full disk refuses the
+//! commit before anything is journaled), appends them in one write and syncs it; only then does
+//! it apply them to the record files (a slot written in place, a new file renamed into place, a
+//! file removed), unsynced, and answer each. A commit is acknowledged once its entry is
+//! durable, and seen by readers only then.
+//!
+//! A checkpoint makes the record files durable (`syncfs`) and then starts a new generation in
+//! the header: the entries before it are passed over from then on, and their room is written
+//! again. One runs when the journal passes [`CHECKPOINT_AT`], before a container's deletion
+//! (which renames a directory the journal knows nothing of), when the records are closed, and
+//! when the server starts, after replaying what the last run journaled: every whole entry of
+//! the header's generation, in order, each put written whole over its file and each delete
+//! done again (applying one twice leaves what applying it once does). A crash in the middle of
+//! a group leaves a torn tail whose checksum fails: replay stops there, and none of that
+//! group's commits was acknowledged.
+//!
+//! A full disk: a slot written in place needs no new block, and the journal's room is written
+//! again after a checkpoint; when even that fails, the journal is checkpointed and the group's
+//! commits are written the way each record file was before the journal (a slot and its
+//! `fdatasync`), so a counter or a lease still updates with the disk full.
+
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
+use std::path::{Component, Path, PathBuf};
+use std::sync::mpsc;
+use std::thread;
+
+use ifmatch_blob::StoreError;
+use sha2::{Digest, Sha256};
+use tokio::sync::oneshot;
+
+use super::dir::{TempFile, sync_dir};
+use super::record_file::{self, Failed, Slot};
+
+const HEADER_MAGIC: &[u8; 4] = b"ifmJ";
+const ENTRY_MAGIC: &[u8; 4] = b"ifmE";
+/// Entries start on the block after the header's, so that rewriting the header never touches
+/// a sector of an entry.
+const START: u64 = 4096;
+/// Magic, generation, length, SHA-256.
+const ENTRY_HEADER: usize = 4 + 8 + 4 + 32;
+/// The journal is checkpointed once its entries pass this many bytes: what a restart replays
+/// at most, and the disk it takes.
+pub(super) const CHECKPOINT_AT: u64 = 32 << 20;
+/// The most commits one write and one sync carry.
+pub(super) const MOST_GROUPED: usize = 128;
+
+/// A change of one record file, as journaled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Change {
+    /// The file at `path` (under the data directory) holds `payload`; `current` is where its
+    /// copy is now (none for a new file, or one written whole as JSON).
+    Put {
+        path: PathBuf,
+        payload: Vec<u8>,
+        current: Option<Slot>,
+    },
+    /// The file at `path` is removed.
+    Delete { path: PathBuf },
+}
+
+impl Change {
+    fn path(&self) -> &Path {
+        match self {
+            Self::Put { path, .. } | Self::Delete { path } => path,
+        }
+    }
+}
+
+/// The journal's writer: a thread that appends, syncs and applies the commits sent to it.
+/// Dropping it checkpoints the journal and waits for the thread.
+#[derive(Debug)]
+pub(super) struct Journal {
+    jobs: Option<mpsc::Sender<Job>>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+/// What a change's commit answers: the slot the file's copy is now in (none for a delete).
+type Answer = Result<Option<Slot>, StoreError>;
+
+enum Job {
+    Commit(Change, oneshot::Sender<Answer>),
+    Checkpoint(oneshot::Sender<io::Result<()>>),
+}
+
+impl Journal {
+    /// Starts the writer of the journal of the data directory `root`, which
+    /// [`recover`] has replayed.
+    pub(super) fn start(root: &Path) -> io::Result<Self> {
+        let mut file = JournalFile::open(root)?;
+        let (jobs, waiting) = mpsc::channel();
+        let thread = thread::Builder::new()
+            .name("ifmatch-journal".into())
+            .spawn(move || file.serve(&waiting))?;
+        Ok(Self {
+            jobs: Some(jobs),
+            thread: Some(thread),
+        })
+    }
+
+    /// Commits `change`: answered once its entry is durable and the file changed.
+    pub(super) async fn commit(&self, change: Change) -> Answer {
+        let (answer, answered) = oneshot::channel();
+        self.send(Job::Commit(change, answer))?;
+        answered.await.map_err(gone)?
+    }
+
+    /// [`Journal::commit`], from a thread that may block.
+    pub(super) fn commit_blocking(&self, change: Change) -> Answer {
+        let (answer, answered) = oneshot::channel();
+        self.send(Job::Commit(change, answer))?;
+        answered.blocking_recv().map_err(gone)?
+    }
+
+    /// Makes every record file durable and empties the journal, from a thread that may block.
+    pub(super) fn checkpoint_blocking(&self) -> io::Result<()> {
+        let (answer, answered) = oneshot::channel();
+        self.send(Job::Checkpoint(answer))
+            .map_err(io::Error::other)?;
+        answered.blocking_recv().map_err(io::Error::other)?
+    }
+
+    fn send(&self, job: Job) -> Result<(), StoreError> {
+        let jobs = self.jobs.as_ref().expect("the journal is open");
+        jobs.send(job).map_err(gone)
+    }
+}
+
+fn gone(error: impl std::fmt::Display) -> StoreError {
+    StoreError::Unavailable(format!("the journal's writer stopped: {error}").into())
+}
+
+impl Drop for Journal {
+    fn drop(&mut self) {
+        drop(self.jobs.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Replays the journal of the data directory `root` onto its record files, makes them durable
+/// and starts a new generation: what a server does before it reads a record. Answers how many
+/// entries were replayed. Creates the journal if there is none.
+pub(super) fn recover(root: &Path) -> io::Result<usize> {
+    let mut file = JournalFile::open(root)?;
+    let bytes = fs::read(file.path())?;
+    let entries = entries(&bytes, file.generation);
+    // Each entry holds its file whole: the last one of each file is what it holds, and files
+    // later deleted are not made again (a full disk might have no room for them).
+    let mut last = std::collections::HashMap::new();
+    for (at, change) in entries.iter().enumerate() {
+        last.insert(change.path(), at);
+    }
+    for (at, change) in entries.iter().enumerate() {
+        if last[change.path()] == at {
+            replay(root, change)?;
+        }
+    }
+    if !entries.is_empty() {
+        file.checkpoint()?;
+    }
+    Ok(entries.len())
+}
+
+/// The journal's file, as its writer keeps it.
+struct JournalFile {
+    root: PathBuf,
+    file: File,
+    generation: u64,
+    /// Where the next group goes.
+    tail: u64,
+    /// A write or a checkpoint failed and no checkpoint succeeded since: entries after the
+    /// tail may be torn, so nothing more is appended until one does.
+    broken: bool,
+}
+
+impl JournalFile {
+    fn path_in(root: &Path) -> PathBuf {
+        root.join("journal")
+    }
+
+    fn path(&self) -> PathBuf {
+        Self::path_in(&self.root)
+    }
+
+    /// Opens the journal, creating it (with its first generation, durably) if missing.
+    fn open(root: &Path) -> io::Result<Self> {
+        let path = Self::path_in(root);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)?;
+        let mut header = [0; HEADER_MAGIC.len() + 8 + 32];
+        let read = file.read_at(&mut header, 0)?;
+        let mut journal = Self {
+            root: root.to_owned(),
+            file,
+            generation: 0,
+            tail: START,
+            broken: false,
+        };
+        match (read == header.len())
+            .then(|| parse_header(&header))
+            .flatten()
+        {
+            Some(generation) => journal.generation = generation,
+            // New, or a header torn while a checkpoint wrote it, after that checkpoint had
+            // made every record file durable: nothing in it is needed.
+            None => {
+                journal.start_generation(1)?;
+                sync_dir(root)?;
+            }
+        }
+        Ok(journal)
+    }
+
+    fn serve(&mut self, waiting: &mpsc::Receiver<Job>) {
+        while let Ok(first) = waiting.recv() {
+            let mut group = Vec::new();
+            let mut next = Some(first);
+            while let Some(job) = next.take() {
+                match job {
+                    Job::Commit(change, answer) => group.push((change, answer)),
+                    Job::Checkpoint(answer) => {
+                        self.commit(std::mem::take(&mut group));
+                        let _ = answer.send(self.checkpoint());
+                    }
+                }
+                if group.len() < MOST_GROUPED {
+                    next = waiting.try_recv().ok();
+                }
+            }
+            self.commit(group);
+            if self.tail >= CHECKPOINT_AT
+                && let Err(error) = self.checkpoint()
+            {
+                tracing::error!(%error, "checkpointing the records' journal");
+            }
+        }
+        if let Err(error) = self.checkpoint() {
+            tracing::error!(%error, "checkpointing the records' journal on closing");
+        }
+    }
+
+    /// Journals the group's changes in one write and one sync, then applies and answers them.
+    fn commit(&mut self, group: Vec<(Change, oneshot::Sender<Answer>)>) {
+        if group.is_empty() {
+            return;
+        }
+        // A change that needs a new file gets it now, in tmp/: a disk too full for it refuses
+        // the change before anything is journaled.
+        let mut ready = Vec::with_capacity(group.len());
+        for (change, answer) in group {
+            match prepare(&self.root, &change) {
+                Ok(staged) => ready.push((change, staged, answer)),
+                Err(error) => {
+                    let _ = answer.send(Err(error.into()));
+                }
+            }
+        }
+        let durably = match self.journal(&ready) {
+            Ok(()) => false,
+            // Checkpointed, the journal holds nothing: each change is made durable by itself,
+            // as before the journal.
+            Err(error) if self.checkpoint().is_ok() => {
+                tracing::warn!(%error, "the records' journal has no room: syncing each record");
+                true
+            }
+            Err(error) => {
+                for (_, _, answer) in ready {
+                    let message = format!("the records' journal failed: {error}");
+                    let _ = answer.send(Err(StoreError::Unavailable(message.into())));
+                }
+                return;
+            }
+        };
+        for (change, staged, answer) in ready {
+            let _ = answer.send(apply(&change, staged, durably));
+        }
+    }
+
+    /// Appends the changes' entries in one write and one sync; when that fails, once more
+    /// over the room a checkpoint frees (what a full disk leaves).
+    fn journal(
+        &mut self,
+        ready: &[(Change, Option<TempFile>, oneshot::Sender<Answer>)],
+    ) -> io::Result<()> {
+        let Err(error) = self.append(ready) else {
+            return Ok(());
+        };
+        tracing::warn!(%error, "appending to the records' journal; checkpointing");
+        self.checkpoint()?;
+        self.append(ready)
+    }
+
+    fn append(
+        &mut self,
+        ready: &[(Change, Option<TempFile>, oneshot::Sender<Answer>)],
+    ) -> io::Result<()> {
+        if self.broken {
+            return Err(io::Error::other("a failed write awaits a checkpoint"));
+        }
+        let mut bytes = Vec::new();
+        for (change, _, _) in ready {
+            encode(&mut bytes, self.generation, change, &self.root);
+        }
+        let written =
+            (self.file.write_all_at(&bytes, self.tail)).and_then(|()| self.file.sync_data());
+        match written {
+            Ok(()) => {
+                self.tail += bytes.len() as u64;
+                Ok(())
+            }
+            Err(error) => {
+                self.broken = true;
+                Err(error)
+            }
+        }
+    }
+
+    /// Makes every record file durable, then starts the next generation: the entries written
+    /// so far are passed over from then on.
+    fn checkpoint(&mut self) -> io::Result<()> {
+        let synced = syncfs(&self.file).and_then(|()| self.start_generation(self.generation + 1));
+        self.broken = synced.is_err();
+        synced
+    }
+
+    fn start_generation(&mut self, generation: u64) -> io::Result<()> {
+        let mut header = Vec::with_capacity(4096);
+        header.extend_from_slice(HEADER_MAGIC);
+        header.extend_from_slice(&generation.to_le_bytes());
+        header.extend_from_slice(&Sha256::digest(generation.to_le_bytes()));
+        self.file.write_all_at(&header, 0)?;
+        self.file.sync_data()?;
+        self.generation = generation;
+        self.tail = START;
+        Ok(())
+    }
+}
+
+fn parse_header(header: &[u8]) -> Option<u64> {
+    let (magic, rest) = header.split_at(HEADER_MAGIC.len());
+    let (generation, sum) = rest.split_at(8);
+    let generation = u64::from_le_bytes(generation.try_into().ok()?);
+    (magic == HEADER_MAGIC && Sha256::digest(generation.to_le_bytes())[..] == *sum)
+        .then_some(generation)
+}
+
+/// `syncfs(2)` on the file system that holds `file`: every record file written since the last
+/// checkpoint, and the directories that name them, durable at once.
+fn syncfs(file: &File) -> io::Result<()> {
+    Ok(rustix::fs::syncfs(file)?)
+}
+
+/// Appends `change`'s entry, of `generation`, to `out`; its path is taken relative to `root`.
+fn encode(out: &mut Vec<u8>, generation: u64, change: &Change, root: &Path) {
+    let relative = |path: &Path| {
+        let path = path
+            .strip_prefix(root)
+            .expect("records live in the data directory");
+        path.as_os_str().as_encoded_bytes().to_vec()
+    };
+    let mut body = Vec::new();
+    let (kind, path, payload) = match change {
+        Change::Put { path, payload, .. } => (0, relative(path), &payload[..]),
+        Change::Delete { path } => (1, relative(path), &[][..]),
+    };
+    body.push(kind);
+    body.extend_from_slice(&(path.len() as u16).to_le_bytes());
+    body.extend_from_slice(&path);
+    body.extend_from_slice(payload);
+    out.extend_from_slice(ENTRY_MAGIC);
+    out.extend_from_slice(&generation.to_le_bytes());
+    out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    out.extend_from_slice(&entry_sum(generation, &body));
+    out.extend_from_slice(&body);
+}
+
+fn entry_sum(generation: u64, body: &[u8]) -> [u8; 32] {
+    let mut hash = Sha256::new();
+    hash.update(generation.to_le_bytes());
+    hash.update((body.len() as u32).to_le_bytes());
+    hash.update(body);
+    hash.finalize().into()
+}
+
+/// The whole entries of `generation` from the start of the journal `bytes`, in order, up to
+/// the first that is not (a torn tail, or the older generation's room written again).
+fn entries(bytes: &[u8], generation: u64) -> Vec<Change> {
+    let mut out = Vec::new();
+    let mut at = START as usize;
+    while let Some((change, size)) = bytes
+        .get(at..)
+        .and_then(|rest| parse_entry(rest, generation))
+    {
+        out.push(change);
+        at += size;
+    }
+    out
+}
+
+/// The change an entry at the start of `bytes` holds, and the entry's size.
+fn parse_entry(bytes: &[u8], generation: u64) -> Option<(Change, usize)> {
+    let header = bytes.get(..ENTRY_HEADER)?;
+    let length = u32::from_le_bytes(header[12..16].try_into().ok()?) as usize;
+    let body = bytes.get(ENTRY_HEADER..ENTRY_HEADER + length)?;
+    let whole = &header[..4] == ENTRY_MAGIC
+        && u64::from_le_bytes(header[4..12].try_into().ok()?) == generation
+        && entry_sum(generation, body)[..] == header[16..];
+    if !whole {
+        return None;
+    }
+    let (&kind, rest) = body.split_first()?;
+    let path_len = u16::from_le_bytes(rest.get(..2)?.try_into().ok()?) as usize;
+    let path = Path::new(std::ffi::OsStr::from_bytes(rest.get(2..2 + path_len)?));
+    // Its own file, checksummed; a path that would leave the directory is not one of its.
+    if !path.components().all(|c| matches!(c, Component::Normal(_))) {
+        return None;
+    }
+    let path = path.to_owned();
+    let change = match kind {
+        0 => Change::Put {
+            path,
+            payload: rest[2 + path_len..].to_vec(),
+            current: None,
+        },
+        1 => Change::Delete { path },
+        _ => return None,
+    };
+    Some((change, ENTRY_HEADER + length))
+}
+
+/// A put whose file is new (or outgrew its slots) as its whole new file, written to `tmp/` and
+/// not synced, with the directories it goes in: renamed into place once journaled.
+fn prepare(root: &Path, change: &Change) -> io::Result<Option<TempFile>> {
+    let Change::Put {
+        path,
+        payload,
+        current,
+    } = change
+    else {
+        return Ok(None);
+    };
+    if current.is_some_and(|slot| slot.fits(payload.len())) {
+        return Ok(None);
+    }
+    let parent = path.parent().expect("records live in a directory");
+    fs::create_dir_all(parent)?;
+    if path.ends_with("container.json") {
+        fs::create_dir_all(parent.join("blobs"))?;
+    }
+    let (bytes, _) = record_file::create(payload, *current);
+    let staged = TempFile(
+        root.join("tmp")
+            .join(uuid::Uuid::new_v4().simple().to_string()),
+    );
+    fs::write(&staged.0, bytes)?;
+    Ok(Some(staged))
+}
+
+/// Applies a journaled change to its file, `durably` (synced, as without the journal) or not.
+fn apply(change: &Change, staged: Option<TempFile>, durably: bool) -> Answer {
+    match change {
+        Change::Put {
+            path,
+            payload,
+            current,
+        } => match (staged, current) {
+            (Some(staged), current) => {
+                if durably {
+                    File::open(&staged.0)?.sync_all()?;
+                }
+                fs::rename(&staged.0, path).map_err(landed)?;
+                std::mem::forget(staged);
+                if durably {
+                    sync_dir(path.parent().expect("in a directory")).map_err(landed)?;
+                }
+                Ok(Some(record_file::create(payload, *current).1))
+            }
+            (None, Some(current)) => {
+                match record_file::overwrite(path, *current, payload, durably) {
+                    Ok(Some(written)) => Ok(Some(written)),
+                    Ok(None) => unreachable!("prepared: the payload fits its slot"),
+                    Err(Failed::Before(e)) if durably => Err(e.into()),
+                    Err(Failed::Before(e) | Failed::During(e)) => Err(landed(e)),
+                }
+            }
+            (None, None) => unreachable!("prepared: a new file is staged"),
+        },
+        Change::Delete { path } => {
+            match fs::remove_file(path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(landed(e)),
+                _ => {}
+            }
+            if durably {
+                sync_dir(path.parent().expect("in a directory")).map_err(landed)?;
+            }
+            Ok(None)
+        }
+    }
+}
+
+/// The change is journaled (or half made): whether it holds is known only to a read after.
+fn landed(error: io::Error) -> StoreError {
+    StoreError::Unavailable(Box::new(error))
+}
+
+/// Does again a change read back from the journal, over the data directory `root`: a put
+/// writes the file whole (in its other slot when it fits, so that a full disk replays), a
+/// delete removes it.
+fn replay(root: &Path, change: &Change) -> io::Result<()> {
+    match change {
+        Change::Put { path, payload, .. } => {
+            let path = root.join(path);
+            let current = fs::read(&path)
+                .ok()
+                .and_then(|bytes| record_file::read(&bytes).ok().and_then(|(_, slot)| slot));
+            let change = Change::Put {
+                path: path.clone(),
+                payload: payload.clone(),
+                current,
+            };
+            let staged = prepare(root, &change)?;
+            apply(&change, staged, false).map_err(io::Error::other)?;
+        }
+        Change::Delete { path } => match fs::remove_file(root.join(path)) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        },
+    }
+    Ok(())
+}
