@@ -219,9 +219,7 @@ impl DataDir {
     }
 
     pub(super) fn tmp_path(&self) -> PathBuf {
-        self.root
-            .join("tmp")
-            .join(uuid::Uuid::new_v4().simple().to_string())
+        tmp_path(&self.root)
     }
 
     pub(super) fn containers_dir(&self) -> PathBuf {
@@ -354,6 +352,12 @@ fn age(entry: &fs::DirEntry) -> Duration {
         .and_then(|m| m.modified())
         .map(|t| t.elapsed().unwrap_or_default())
         .unwrap_or_default()
+}
+
+/// A new name in the `tmp/` of the data directory `root`.
+pub(super) fn tmp_path(root: &Path) -> PathBuf {
+    root.join("tmp")
+        .join(uuid::Uuid::new_v4().simple().to_string())
 }
 
 pub(super) fn sync_dir(dir: &Path) -> io::Result<()> {

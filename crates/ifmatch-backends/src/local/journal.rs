@@ -9,6 +9,7 @@
 //!                            | SHA-256(generation, length, body) | body
 //!                     body:  0 | path length u16 | path | record file payload   (a put)
 //!                            1 | path length u16 | path                          (a delete)
+//!                            2 | path length u16 | path                (a directory's delete)
 //! ```
 //!
 //! One thread owns the journal. It takes the commits waiting (at most [`MOST_GROUPED`]),
@@ -20,11 +21,11 @@
 //!
 //! A checkpoint makes the record files durable (`syncfs`) and then starts a new generation in
 //! the header: the entries before it are passed over from then on, and their room is written
-//! again. One runs when the journal passes [`CHECKPOINT_AT`], before a container's deletion
-//! (which renames a directory the journal knows nothing of), when the records are closed, and
+//! again. One runs when the journal passes [`CHECKPOINT_AT`], when the records are closed, and
 //! when the server starts, after replaying what the last run journaled: every whole entry of
 //! the header's generation, in order, each put written whole over its file and each delete
-//! done again (applying one twice leaves what applying it once does). A crash in the middle of
+//! (of a record, of a container's directory) done again, the last entry of each file alone
+//! (applying one twice leaves what applying it once does). A crash in the middle of
 //! a group leaves a torn tail whose checksum fails: replay stops there, and none of that
 //! group's commits was acknowledged.
 //!
@@ -45,7 +46,7 @@ use ifmatch_blob::StoreError;
 use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
 
-use super::dir::{TempFile, sync_dir};
+use super::dir::{TempFile, sync_dir, tmp_path};
 use super::record_file::{self, Failed, Slot};
 
 const HEADER_MAGIC: &[u8; 4] = b"ifmJ";
@@ -58,6 +59,10 @@ const ENTRY_HEADER: usize = 4 + 8 + 4 + 32;
 /// The journal is checkpointed once its entries pass this many bytes: what a restart replays
 /// at most, and the disk it takes.
 pub(super) const CHECKPOINT_AT: u64 = 32 << 20;
+/// The journal grows by this much at a time, written with zeros: an append then writes blocks
+/// the file has, and its sync writes no metadata (a file growing at each append has its size
+/// written with each sync).
+const GROW: u64 = 1 << 20;
 /// The most commits one write and one sync carry.
 pub(super) const MOST_GROUPED: usize = 128;
 
@@ -73,12 +78,15 @@ pub(super) enum Change {
     },
     /// The file at `path` is removed.
     Delete { path: PathBuf },
+    /// The directory at `path` is removed, with everything in it: by the committer once
+    /// journaled (what it holds may be many files), by a replay.
+    DeleteDir { path: PathBuf },
 }
 
 impl Change {
     fn path(&self) -> &Path {
         match self {
-            Self::Put { path, .. } | Self::Delete { path } => path,
+            Self::Put { path, .. } | Self::Delete { path } | Self::DeleteDir { path } => path,
         }
     }
 }
@@ -94,10 +102,8 @@ pub(super) struct Journal {
 /// What a change's commit answers: the slot the file's copy is now in (none for a delete).
 type Answer = Result<Option<Slot>, StoreError>;
 
-enum Job {
-    Commit(Change, oneshot::Sender<Answer>),
-    Checkpoint(oneshot::Sender<io::Result<()>>),
-}
+/// A change to commit, and where its answer goes.
+type Job = (Change, oneshot::Sender<Answer>);
 
 impl Journal {
     /// Starts the writer of the journal of the data directory `root`, which
@@ -117,23 +123,15 @@ impl Journal {
     /// Commits `change`: answered once its entry is durable and the file changed.
     pub(super) async fn commit(&self, change: Change) -> Answer {
         let (answer, answered) = oneshot::channel();
-        self.send(Job::Commit(change, answer))?;
+        self.send((change, answer))?;
         answered.await.map_err(gone)?
     }
 
     /// [`Journal::commit`], from a thread that may block.
     pub(super) fn commit_blocking(&self, change: Change) -> Answer {
         let (answer, answered) = oneshot::channel();
-        self.send(Job::Commit(change, answer))?;
+        self.send((change, answer))?;
         answered.blocking_recv().map_err(gone)?
-    }
-
-    /// Makes every record file durable and empties the journal, from a thread that may block.
-    pub(super) fn checkpoint_blocking(&self) -> io::Result<()> {
-        let (answer, answered) = oneshot::channel();
-        self.send(Job::Checkpoint(answer))
-            .map_err(io::Error::other)?;
-        answered.blocking_recv().map_err(io::Error::other)?
     }
 
     fn send(&self, job: Job) -> Result<(), StoreError> {
@@ -186,6 +184,8 @@ struct JournalFile {
     generation: u64,
     /// Where the next group goes.
     tail: u64,
+    /// The file's length, which the appends before [`GROW`] more fill.
+    len: u64,
     /// A write or a checkpoint failed and no checkpoint succeeded since: entries after the
     /// tail may be torn, so nothing more is appended until one does.
     broken: bool,
@@ -211,11 +211,13 @@ impl JournalFile {
             .open(&path)?;
         let mut header = [0; HEADER_MAGIC.len() + 8 + 32];
         let read = file.read_at(&mut header, 0)?;
+        let len = file.metadata()?.len();
         let mut journal = Self {
             root: root.to_owned(),
             file,
             generation: 0,
             tail: START,
+            len,
             broken: false,
         };
         match (read == header.len())
@@ -235,19 +237,11 @@ impl JournalFile {
 
     fn serve(&mut self, waiting: &mpsc::Receiver<Job>) {
         while let Ok(first) = waiting.recv() {
-            let mut group = Vec::new();
-            let mut next = Some(first);
-            while let Some(job) = next.take() {
-                match job {
-                    Job::Commit(change, answer) => group.push((change, answer)),
-                    Job::Checkpoint(answer) => {
-                        self.commit(std::mem::take(&mut group));
-                        let _ = answer.send(self.checkpoint());
-                    }
-                }
-                if group.len() < MOST_GROUPED {
-                    next = waiting.try_recv().ok();
-                }
+            let mut group = vec![first];
+            while group.len() < MOST_GROUPED
+                && let Ok(job) = waiting.try_recv()
+            {
+                group.push(job);
             }
             self.commit(group);
             if self.tail >= CHECKPOINT_AT
@@ -256,7 +250,9 @@ impl JournalFile {
                 tracing::error!(%error, "checkpointing the records' journal");
             }
         }
-        if let Err(error) = self.checkpoint() {
+        if self.tail > START
+            && let Err(error) = self.checkpoint()
+        {
             tracing::error!(%error, "checkpointing the records' journal on closing");
         }
     }
@@ -302,7 +298,7 @@ impl JournalFile {
     /// over the room a checkpoint frees (what a full disk leaves).
     fn journal(
         &mut self,
-        ready: &[(Change, Option<TempFile>, oneshot::Sender<Answer>)],
+        ready: &[(Change, Option<Staged>, oneshot::Sender<Answer>)],
     ) -> io::Result<()> {
         let Err(error) = self.append(ready) else {
             return Ok(());
@@ -314,7 +310,7 @@ impl JournalFile {
 
     fn append(
         &mut self,
-        ready: &[(Change, Option<TempFile>, oneshot::Sender<Answer>)],
+        ready: &[(Change, Option<Staged>, oneshot::Sender<Answer>)],
     ) -> io::Result<()> {
         if self.broken {
             return Err(io::Error::other("a failed write awaits a checkpoint"));
@@ -323,11 +319,15 @@ impl JournalFile {
         for (change, _, _) in ready {
             encode(&mut bytes, self.generation, change, &self.root);
         }
-        let written =
-            (self.file.write_all_at(&bytes, self.tail)).and_then(|()| self.file.sync_data());
+        let end = self.tail + bytes.len() as u64;
+        let len = self.len.max(end.div_ceil(GROW) * GROW);
+        let zeros = vec![0; (len - self.len) as usize];
+        let written = (self.file.write_all_at(&zeros, self.len))
+            .and_then(|()| self.file.write_all_at(&bytes, self.tail))
+            .and_then(|()| self.file.sync_data());
         match written {
             Ok(()) => {
-                self.tail += bytes.len() as u64;
+                (self.tail, self.len) = (end, len);
                 Ok(())
             }
             Err(error) => {
@@ -384,6 +384,7 @@ fn encode(out: &mut Vec<u8>, generation: u64, change: &Change, root: &Path) {
     let (kind, path, payload) = match change {
         Change::Put { path, payload, .. } => (0, relative(path), &payload[..]),
         Change::Delete { path } => (1, relative(path), &[][..]),
+        Change::DeleteDir { path } => (2, relative(path), &[][..]),
     };
     body.push(kind);
     body.extend_from_slice(&(path.len() as u16).to_le_bytes());
@@ -445,6 +446,7 @@ fn parse_entry(bytes: &[u8], generation: u64) -> Option<(Change, usize)> {
             current: None,
         },
         1 => Change::Delete { path },
+        2 => Change::DeleteDir { path },
         _ => return None,
     };
     Some((change, ENTRY_HEADER + length))
@@ -452,7 +454,7 @@ fn parse_entry(bytes: &[u8], generation: u64) -> Option<(Change, usize)> {
 
 /// A put whose file is new (or outgrew its slots) as its whole new file, written to `tmp/` and
 /// not synced, with the directories it goes in: renamed into place once journaled.
-fn prepare(root: &Path, change: &Change) -> io::Result<Option<TempFile>> {
+fn prepare(root: &Path, change: &Change) -> io::Result<Option<Staged>> {
     let Change::Put {
         path,
         payload,
@@ -469,24 +471,24 @@ fn prepare(root: &Path, change: &Change) -> io::Result<Option<TempFile>> {
     if path.ends_with("container.json") {
         fs::create_dir_all(parent.join("blobs"))?;
     }
-    let (bytes, _) = record_file::create(payload, *current);
-    let staged = TempFile(
-        root.join("tmp")
-            .join(uuid::Uuid::new_v4().simple().to_string()),
-    );
+    let (bytes, slot) = record_file::create(payload, *current);
+    let staged = TempFile(tmp_path(root));
     fs::write(&staged.0, bytes)?;
-    Ok(Some(staged))
+    Ok(Some(Staged(staged, slot)))
 }
 
+/// A new record file written to `tmp/`, and where its copy is.
+struct Staged(TempFile, Slot);
+
 /// Applies a journaled change to its file, `durably` (synced, as without the journal) or not.
-fn apply(change: &Change, staged: Option<TempFile>, durably: bool) -> Answer {
+fn apply(change: &Change, staged: Option<Staged>, durably: bool) -> Answer {
     match change {
         Change::Put {
             path,
             payload,
             current,
         } => match (staged, current) {
-            (Some(staged), current) => {
+            (Some(Staged(staged, slot)), _) => {
                 if durably {
                     File::open(&staged.0)?.sync_all()?;
                 }
@@ -495,7 +497,7 @@ fn apply(change: &Change, staged: Option<TempFile>, durably: bool) -> Answer {
                 if durably {
                     sync_dir(path.parent().expect("in a directory")).map_err(landed)?;
                 }
-                Ok(Some(record_file::create(payload, *current).1))
+                Ok(Some(slot))
             }
             (None, Some(current)) => {
                 match record_file::overwrite(path, *current, payload, durably) {
@@ -517,6 +519,8 @@ fn apply(change: &Change, staged: Option<TempFile>, durably: bool) -> Answer {
             }
             Ok(None)
         }
+        // Its committer removes it.
+        Change::DeleteDir { .. } => Ok(None),
     }
 }
 
@@ -547,6 +551,15 @@ fn replay(root: &Path, change: &Change) -> io::Result<()> {
             Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
             _ => {}
         },
+        // Out of sight at once; tmp/ is emptied at the next start if not now.
+        Change::DeleteDir { path } => {
+            let trash = tmp_path(root);
+            match fs::rename(root.join(path), &trash) {
+                Ok(()) => fs::remove_dir_all(&trash)?,
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
     }
     Ok(())
 }

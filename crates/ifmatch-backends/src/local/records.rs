@@ -186,19 +186,19 @@ impl Inner {
                 deleted.map(|_| vec![])
             }
             Key::Container(c) => {
-                // The journal may hold changes of the container's records, which the rename
-                // below would not undo at a replay: they are made durable, and it emptied.
-                self.journal
-                    .checkpoint_blocking()
-                    .map_err(|e| StoreError::Unavailable(Box::new(e)))?;
+                // Journaled first: a replay removes the directory after the changes of its
+                // records that the journal holds before the deletion, and before any after.
+                let path = self.dir.container_dir(c);
+                let deletion = Change::DeleteDir { path: path.clone() };
+                self.journal.commit_blocking(deletion)?;
                 // One rename takes the container and all its blobs out of sight at once; no
                 // blob write can run meanwhile (the exclusive lock).
                 let trash = self.dir.tmp_path();
-                fs::rename(self.dir.container_dir(c), &trash)?;
+                let renamed = fs::rename(&path, &trash);
                 self.epoch.fetch_add(1, Ordering::AcqRel);
                 self.names().remove(c);
-                sync_dir(&self.dir.containers_dir())
-                    .map_err(|e| StoreError::Unavailable(Box::new(e)))?;
+                // Journaled, so done at the next start if not now.
+                renamed.map_err(|e| StoreError::Unavailable(Box::new(e)))?;
                 let mut removed = Vec::new();
                 if let Ok(entries) = fs::read_dir(trash.join("blobs")) {
                     for entry in entries {
@@ -579,12 +579,15 @@ mod tests {
         }
         let journal = fs::read(dir.path().join("journal")).unwrap();
         drop(records);
+        // The journal's room past its entries is zeros.
+        let end = journal.iter().rposition(|&b| b != 0).unwrap() + 1;
         let mut flipped = journal.clone();
-        *flipped.last_mut().unwrap() ^= 1;
+        flipped[end - 1] ^= 1;
         let mut garbage = journal.clone();
-        garbage.extend_from_slice(b"ifmE and the rest of an entry never written whole");
+        let never = b"ifmE and the rest of an entry never written whole";
+        garbage[end..end + never.len()].copy_from_slice(never);
         let cases = [
-            (&journal[..journal.len() - 10], 5),
+            (&journal[..end - 10], 5),
             (&flipped[..], 5),
             (&garbage[..], 6),
             (&journal[..], 6),
@@ -595,6 +598,60 @@ mod tests {
             let records = LocalRecords::new(data, 100, INLINE_MAX).unwrap();
             let got = records.get(&blob(0)).await.unwrap().unwrap();
             assert_eq!(got.generation, expected);
+        }
+    }
+
+    /// A container's deletion is journaled: after a power cut that lost the rename of its
+    /// directory, the replay removes it, and a container made again under its name after holds
+    /// only its own blobs.
+    #[tokio::test]
+    async fn a_power_cut_keeps_a_container_deleted_and_its_successor_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let container = Key::Container("c".into());
+        {
+            let records = open_with_container(dir.path()).await;
+            for n in 0..3 {
+                let (key, record) = (blob(n), counter(1));
+                records.put(&key, &record, PutMode::Create).await.unwrap();
+            }
+        }
+        let checkpointed = tempfile::tempdir().unwrap();
+        copy_dir(&dir.path().join("containers"), checkpointed.path());
+        for again in [false, true] {
+            // As checkpointed, with nothing journaled since.
+            cut_power(dir.path(), checkpointed.path(), &[]);
+            let records = open_with_container(dir.path()).await;
+            let generation = records.get(&container).await.unwrap().unwrap().generation;
+            let removed = records.delete(&container, generation).await.unwrap();
+            assert_eq!(removed.len(), 3);
+            if again {
+                let when = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+                let record = Record::container(strong_etag(b"c"), when).with_generation(1);
+                records
+                    .put(&container, &record, PutMode::Create)
+                    .await
+                    .unwrap();
+                let (key, record) = (blob(7), counter(1));
+                records.put(&key, &record, PutMode::Create).await.unwrap();
+            }
+            let journal = fs::read(dir.path().join("journal")).unwrap();
+            drop(records);
+            cut_power(dir.path(), checkpointed.path(), &journal);
+            let data = DataDir::open(dir.path()).unwrap();
+            let records = LocalRecords::new(data, 100, INLINE_MAX).unwrap();
+            let exists = records.get(&container).await.unwrap().is_some();
+            assert_eq!(exists, again);
+            if again {
+                let scan = Scan {
+                    container: "c",
+                    prefix: "",
+                    from: "",
+                    limit: 100,
+                };
+                let names: Vec<_> = records.list(scan).await.unwrap();
+                let names: Vec<_> = names.into_iter().map(|(name, _)| name).collect();
+                assert_eq!(names, ["k7"]);
+            }
         }
     }
 
