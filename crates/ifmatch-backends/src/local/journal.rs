@@ -63,6 +63,9 @@ pub(super) const CHECKPOINT_AT: u64 = 32 << 20;
 /// the file has, and its sync writes no metadata (a file growing at each append has its size
 /// written with each sync).
 const GROW: u64 = 1 << 20;
+/// The first growths are smaller, each the size of the file so far: a server that writes a
+/// few records takes a few blocks.
+const GROW_FIRST: u64 = 64 << 10;
 /// The most commits one write and one sync carry.
 pub(super) const MOST_GROUPED: usize = 128;
 
@@ -320,11 +323,16 @@ impl JournalFile {
             encode(&mut bytes, self.generation, change, &self.root);
         }
         let end = self.tail + bytes.len() as u64;
-        let len = self.len.max(end.div_ceil(GROW) * GROW);
+        let step = self.len.clamp(GROW_FIRST, GROW);
+        let len = self.len.max(end.div_ceil(step) * step);
         let zeros = vec![0; (len - self.len) as usize];
-        let written = (self.file.write_all_at(&zeros, self.len))
-            .and_then(|()| self.file.write_all_at(&bytes, self.tail))
-            .and_then(|()| self.file.sync_data());
+        if let Err(error) = self.file.write_all_at(&zeros, self.len) {
+            // What was written of the zeros would fill a disk that has no room to spare.
+            let _ = self.file.set_len(self.len);
+            return Err(error);
+        }
+        let written =
+            (self.file.write_all_at(&bytes, self.tail)).and_then(|()| self.file.sync_data());
         match written {
             Ok(()) => {
                 (self.tail, self.len) = (end, len);
@@ -536,9 +544,14 @@ fn replay(root: &Path, change: &Change) -> io::Result<()> {
     match change {
         Change::Put { path, payload, .. } => {
             let path = root.join(path);
-            let current = fs::read(&path)
-                .ok()
-                .and_then(|bytes| record_file::read(&bytes).ok().and_then(|(_, slot)| slot));
+            let bytes = fs::read(&path).unwrap_or_default();
+            let current = match record_file::read(&bytes) {
+                // Applied before the crash, as it mostly is (a process killed loses no write
+                // it made): left as it is.
+                Ok((held, _)) if held == &payload[..] => return Ok(()),
+                Ok((_, slot)) => slot,
+                Err(_) => None,
+            };
             let change = Change::Put {
                 path: path.clone(),
                 payload: payload.clone(),
