@@ -401,16 +401,8 @@ fn encode(out: &mut Vec<u8>, generation: u64, change: &Change, root: &Path) {
     out.extend_from_slice(ENTRY_MAGIC);
     out.extend_from_slice(&generation.to_le_bytes());
     out.extend_from_slice(&(body.len() as u32).to_le_bytes());
-    out.extend_from_slice(&entry_sum(generation, &body));
+    out.extend_from_slice(&record_file::checksum(generation, &body));
     out.extend_from_slice(&body);
-}
-
-fn entry_sum(generation: u64, body: &[u8]) -> [u8; 32] {
-    let mut hash = Sha256::new();
-    hash.update(generation.to_le_bytes());
-    hash.update((body.len() as u32).to_le_bytes());
-    hash.update(body);
-    hash.finalize().into()
 }
 
 /// The whole entries of `generation` from the start of the journal `bytes`, in order, up to
@@ -435,7 +427,7 @@ fn parse_entry(bytes: &[u8], generation: u64) -> Option<(Change, usize)> {
     let body = bytes.get(ENTRY_HEADER..ENTRY_HEADER + length)?;
     let whole = &header[..4] == ENTRY_MAGIC
         && u64::from_le_bytes(header[4..12].try_into().ok()?) == generation
-        && entry_sum(generation, body)[..] == header[16..];
+        && record_file::checksum(generation, body)[..] == header[16..];
     if !whole {
         return None;
     }

@@ -121,7 +121,9 @@ fn parse(slot: &[u8]) -> Option<(u64, &[u8])> {
     (checksum(sequence, payload) == header[16..HEADER]).then_some((sequence, payload))
 }
 
-fn checksum(sequence: u64, payload: &[u8]) -> [u8; 32] {
+/// The SHA-256 of a numbered payload, as a slot keeps it (and the journal's entries, framed
+/// the same way).
+pub(super) fn checksum(sequence: u64, payload: &[u8]) -> [u8; 32] {
     let mut hash = Sha256::new();
     hash.update(sequence.to_le_bytes());
     hash.update((payload.len() as u32).to_le_bytes());
