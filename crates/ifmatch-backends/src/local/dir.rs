@@ -9,6 +9,7 @@ use std::time::Duration;
 use ifmatch_blob::{Key, StoreError};
 use sha2::{Digest, Sha256};
 
+use super::files::{sync_dir, tmp_path};
 use super::journal;
 use super::record_file::{self, Slot};
 
@@ -337,31 +338,12 @@ fn check(root: &Path, mode: Mode) -> io::Result<bool> {
     }
 }
 
-/// A file in `tmp/` that is removed when dropped, unless forgotten once renamed into place.
-pub(super) struct TempFile(pub(super) PathBuf);
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = fs::remove_file(&self.0);
-    }
-}
-
 fn age(entry: &fs::DirEntry) -> Duration {
     entry
         .metadata()
         .and_then(|m| m.modified())
         .map(|t| t.elapsed().unwrap_or_default())
         .unwrap_or_default()
-}
-
-/// A new name in the `tmp/` of the data directory `root`.
-pub(super) fn tmp_path(root: &Path) -> PathBuf {
-    root.join("tmp")
-        .join(uuid::Uuid::new_v4().simple().to_string())
-}
-
-pub(super) fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
 }
 
 /// A blob's record file: the blob's name (the file is named by its hash) and its record.

@@ -46,7 +46,7 @@ use ifmatch_blob::StoreError;
 use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
 
-use super::dir::{TempFile, sync_dir, tmp_path};
+use super::files::{TempFile, sync_dir, tmp_path};
 use super::record_file::{self, Failed, Slot};
 
 const HEADER_MAGIC: &[u8; 4] = b"ifmJ";

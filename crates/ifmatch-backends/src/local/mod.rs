@@ -36,7 +36,8 @@
 //! needs an fsync of the file and of its directory before a write is acknowledged, and the
 //! compare-and-swap needs a lock held across read, compare and rename.
 //!
-//! - [`dir`]: the directory, its lock and mode, atomic file writes;
+//! - [`dir`]: the directory, its lock and mode;
+//! - [`files`]: temporary files and directory syncs, which every part uses;
 //! - [`record_file`]: a record's file, two slots updated in turn;
 //! - [`journal`]: the records' commits, appended and synced in groups;
 //! - [`records`]: the records, with a compare-and-swap per key;
@@ -48,6 +49,7 @@
 mod blocking;
 pub mod check;
 pub mod dir;
+mod files;
 mod journal;
 mod objects;
 mod reader;

@@ -14,7 +14,8 @@ use ifmatch_blob::{Incoming, Span};
 use tokio::io::{AsyncSeekExt, AsyncWriteExt};
 
 use super::blocking::blocking;
-use super::dir::{DataDir, TempFile, sync_dir};
+use super::dir::DataDir;
+use super::files::{TempFile, sync_dir};
 use super::reader::ObjectReader;
 use crate::byte_cache::{ByteCache, CACHED_OBJECT_MAX, byte_cache, slice};
 

@@ -11,7 +11,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use ifmatch_blob::{Block, BlockToStage, Key, PutMode, Record, Records, Scan, StoreError};
 
 use super::blocking::blocking;
-use super::dir::{BlobFile, DataDir, read_record, sync_dir};
+use super::dir::{BlobFile, DataDir, read_record};
+use super::files::sync_dir;
 use super::journal::{Change, Journal};
 use super::record_file::Slot;
 use super::staged_file;
