@@ -143,6 +143,47 @@ impl Inner {
         Ok(loaded)
     }
 
+    /// Commits `record` under `key` if `mode` allows it: see [`Records::put`].
+    async fn put(
+        self: &Arc<Self>,
+        key: &Key,
+        record: &Record,
+        mode: PutMode,
+    ) -> Result<(), StoreError> {
+        let inner = self;
+        let _container = inner.container_lock(key.container()).read().await;
+        let _key = inner.key_lock(key).lock().await;
+        let current = match inner.cache.get(&inner.cache_key(key)) {
+            Some(loaded) => Some(loaded),
+            None => {
+                let (this, key) = (inner.clone(), key.clone());
+                blocking(move || this.load(&key)).await?
+            }
+        };
+        mode.check(key, current.as_ref().map(|c| &*c.record))?;
+        let change = Change::Put {
+            path: inner.dir.record_path(key),
+            payload: inner.payload(key, record)?,
+            current: current.and_then(|c| c.slot),
+        };
+        let written = inner.journal.commit(change).await;
+        if written.as_ref().is_err_and(StoreError::may_have_landed) {
+            // Whether the file holds the new record is unknown: the next read must look.
+            inner.cache.invalidate(&inner.cache_key(key));
+        }
+        let loaded = Loaded {
+            record: Arc::new(record.clone()),
+            slot: written?,
+        };
+        inner.cache.insert(inner.cache_key(key), loaded);
+        if let Key::Blob(c, name) = key
+            && let Some(names) = inner.names().get_mut(c)
+        {
+            names.insert(name.clone());
+        }
+        Ok(())
+    }
+
     /// What the record file of `key` holds for `record`: its JSON, with the blob's name.
     fn payload(&self, key: &Key, record: &Record) -> Result<Vec<u8>, StoreError> {
         let payload = match key {
@@ -357,38 +398,12 @@ impl Records for LocalRecords {
     }
 
     async fn put(&self, key: &Key, record: &Record, mode: PutMode) -> Result<(), StoreError> {
-        let inner = &self.inner;
-        let _container = inner.container_lock(key.container()).read().await;
-        let _key = inner.key_lock(key).lock().await;
-        let current = match inner.cache.get(&inner.cache_key(key)) {
-            Some(loaded) => Some(loaded),
-            None => {
-                let (this, key) = (inner.clone(), key.clone());
-                blocking(move || this.load(&key)).await?
-            }
-        };
-        mode.check(key, current.as_ref().map(|c| &*c.record))?;
-        let change = Change::Put {
-            path: inner.dir.record_path(key),
-            payload: inner.payload(key, record)?,
-            current: current.and_then(|c| c.slot),
-        };
-        let written = inner.journal.commit(change).await;
-        if written.as_ref().is_err_and(StoreError::may_have_landed) {
-            // Whether the file holds the new record is unknown: the next read must look.
-            inner.cache.invalidate(&inner.cache_key(key));
-        }
-        let loaded = Loaded {
-            record: Arc::new(record.clone()),
-            slot: written?,
-        };
-        inner.cache.insert(inner.cache_key(key), loaded);
-        if let Key::Blob(c, name) = key
-            && let Some(names) = inner.names().get_mut(c)
-        {
-            names.insert(name.clone());
-        }
-        Ok(())
+        // A task of its own, which runs to its end if the caller goes: a commit sent to the
+        // journal is then always applied to the cache too, under the key's lock (a put dropped
+        // while its entry waited left the cache holding the record before it).
+        let (this, key, record) = (self.inner.clone(), key.clone(), record.clone());
+        let put = tokio::spawn(async move { this.put(&key, &record, mode).await });
+        put.await.map_err(io::Error::other)?
     }
 
     fn inline_max(&self) -> u64 {
@@ -653,6 +668,33 @@ mod tests {
                 let names: Vec<_> = names.into_iter().map(|(name, _)| name).collect();
                 assert_eq!(names, ["k7"]);
             }
+        }
+    }
+
+    /// A put whose caller goes while its entry waits for the journal still runs to its end:
+    /// the cache and the file agree on what was committed, so the next compare-and-swap is
+    /// checked against it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_put_dropped_in_flight_leaves_the_cache_and_the_file_agreeing() {
+        let dir = tempfile::tempdir().unwrap();
+        let records = open_with_container(dir.path()).await;
+        let key = blob(0);
+        records
+            .put(&key, &counter(1), PutMode::Create)
+            .await
+            .unwrap();
+        let path = records.inner.dir.record_path(&key);
+        for round in 0..300 {
+            let current = records.get(&key).await.unwrap().unwrap().generation;
+            let record = counter(current + 1);
+            let put = records.put(&key, &record, PutMode::Update(current));
+            // Polled until it waits (for its lock, the journal or the disk), then dropped.
+            let wait = Duration::from_micros(20 * (round % 10));
+            let _ = tokio::time::timeout(wait, put).await;
+            tokio::time::sleep(Duration::from_millis(3)).await;
+            let cached = records.get(&key).await.unwrap().unwrap().generation;
+            let (file, _) = read_record::<BlobFile>(&path).unwrap().unwrap();
+            assert_eq!(cached, file.record.generation, "round {round}");
         }
     }
 
