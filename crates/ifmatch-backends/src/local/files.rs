@@ -20,6 +20,14 @@ impl Drop for TempFile {
     }
 }
 
+/// Removes the file at `path`; one already gone is no error.
+pub(super) fn remove_file(path: &Path) -> io::Result<()> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
 pub(super) fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }

@@ -46,7 +46,7 @@ use ifmatch_blob::StoreError;
 use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
 
-use super::files::{TempFile, sync_dir, tmp_path};
+use super::files::{TempFile, remove_file, sync_dir, tmp_path};
 use super::record_file::{self, Failed, Slot};
 
 const HEADER_MAGIC: &[u8; 4] = b"ifmJ";
@@ -354,7 +354,7 @@ impl JournalFile {
     }
 
     fn start_generation(&mut self, generation: u64) -> io::Result<()> {
-        let mut header = Vec::with_capacity(4096);
+        let mut header = Vec::new();
         header.extend_from_slice(HEADER_MAGIC);
         header.extend_from_slice(&generation.to_le_bytes());
         header.extend_from_slice(&Sha256::digest(generation.to_le_bytes()));
@@ -382,27 +382,30 @@ fn syncfs(file: &File) -> io::Result<()> {
 
 /// Appends `change`'s entry, of `generation`, to `out`; its path is taken relative to `root`.
 fn encode(out: &mut Vec<u8>, generation: u64, change: &Change, root: &Path) {
-    let relative = |path: &Path| {
-        let path = path
-            .strip_prefix(root)
-            .expect("records live in the data directory");
-        path.as_os_str().as_encoded_bytes().to_vec()
-    };
-    let mut body = Vec::new();
     let (kind, path, payload) = match change {
-        Change::Put { path, payload, .. } => (0, relative(path), &payload[..]),
-        Change::Delete { path } => (1, relative(path), &[][..]),
-        Change::DeleteDir { path } => (2, relative(path), &[][..]),
+        Change::Put { path, payload, .. } => (0, path, &payload[..]),
+        Change::Delete { path } => (1, path, &[][..]),
+        Change::DeleteDir { path } => (2, path, &[][..]),
     };
-    body.push(kind);
-    body.extend_from_slice(&(path.len() as u16).to_le_bytes());
-    body.extend_from_slice(&path);
-    body.extend_from_slice(payload);
+    let path = (path
+        .strip_prefix(root)
+        .expect("records live in the data directory"))
+    .as_os_str()
+    .as_encoded_bytes();
+    // The header, its length and checksum filled in once the body is written after it.
+    let start = out.len();
     out.extend_from_slice(ENTRY_MAGIC);
     out.extend_from_slice(&generation.to_le_bytes());
-    out.extend_from_slice(&(body.len() as u32).to_le_bytes());
-    out.extend_from_slice(&record_file::checksum(generation, &body));
-    out.extend_from_slice(&body);
+    out.resize(start + ENTRY_HEADER, 0);
+    out.push(kind);
+    out.extend_from_slice(&(path.len() as u16).to_le_bytes());
+    out.extend_from_slice(path);
+    out.extend_from_slice(payload);
+    let body = start + ENTRY_HEADER;
+    let length = (out.len() - body) as u32;
+    let sum = record_file::checksum(generation, &out[body..]);
+    out[start + 12..start + 16].copy_from_slice(&length.to_le_bytes());
+    out[start + 16..body].copy_from_slice(&sum);
 }
 
 /// The whole entries of `generation` from the start of the journal `bytes`, in order, up to
@@ -510,10 +513,7 @@ fn apply(change: &Change, staged: Option<Staged>, durably: bool) -> Answer {
             (None, None) => unreachable!("prepared: a new file is staged"),
         },
         Change::Delete { path } => {
-            match fs::remove_file(path) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(landed(e)),
-                _ => {}
-            }
+            remove_file(path).map_err(landed)?;
             if durably {
                 sync_dir(path.parent().expect("in a directory")).map_err(landed)?;
             }
@@ -552,10 +552,7 @@ fn replay(root: &Path, change: &Change) -> io::Result<()> {
             let staged = prepare(root, &change)?;
             apply(&change, staged, false).map_err(io::Error::other)?;
         }
-        Change::Delete { path } => match fs::remove_file(root.join(path)) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-            _ => {}
-        },
+        Change::Delete { path } => remove_file(&root.join(path))?,
         // Out of sight at once; tmp/ is emptied at the next start if not now.
         Change::DeleteDir { path } => {
             let trash = tmp_path(root);

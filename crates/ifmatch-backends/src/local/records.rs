@@ -12,7 +12,7 @@ use ifmatch_blob::{Block, BlockToStage, Key, PutMode, Record, Records, Scan, Sto
 
 use super::blocking::blocking;
 use super::dir::{BlobFile, DataDir, read_record};
-use super::files::sync_dir;
+use super::files::{remove_file, sync_dir};
 use super::journal::{Change, Journal};
 use super::record_file::Slot;
 use super::staged_file;
@@ -150,34 +150,33 @@ impl Inner {
         record: &Record,
         mode: PutMode,
     ) -> Result<(), StoreError> {
-        let inner = self;
-        let _container = inner.container_lock(key.container()).read().await;
-        let _key = inner.key_lock(key).lock().await;
-        let current = match inner.cache.get(&inner.cache_key(key)) {
+        let _container = self.container_lock(key.container()).read().await;
+        let _key = self.key_lock(key).lock().await;
+        let current = match self.cache.get(&self.cache_key(key)) {
             Some(loaded) => Some(loaded),
             None => {
-                let (this, key) = (inner.clone(), key.clone());
+                let (this, key) = (self.clone(), key.clone());
                 blocking(move || this.load(&key)).await?
             }
         };
         mode.check(key, current.as_ref().map(|c| &*c.record))?;
         let change = Change::Put {
-            path: inner.dir.record_path(key),
-            payload: inner.payload(key, record)?,
+            path: self.dir.record_path(key),
+            payload: self.payload(key, record)?,
             current: current.and_then(|c| c.slot),
         };
-        let written = inner.journal.commit(change).await;
+        let written = self.journal.commit(change).await;
         if written.as_ref().is_err_and(StoreError::may_have_landed) {
             // Whether the file holds the new record is unknown: the next read must look.
-            inner.cache.invalidate(&inner.cache_key(key));
+            self.cache.invalidate(&self.cache_key(key));
         }
         let loaded = Loaded {
             record: Arc::new(record.clone()),
             slot: written?,
         };
-        inner.cache.insert(inner.cache_key(key), loaded);
+        self.cache.insert(self.cache_key(key), loaded);
         if let Key::Blob(c, name) = key
-            && let Some(names) = inner.names().get_mut(c)
+            && let Some(names) = self.names().get_mut(c)
         {
             names.insert(name.clone());
         }
@@ -220,9 +219,13 @@ impl Inner {
         match key {
             Key::Blob(c, name) => {
                 let path = self.dir.record_path(key);
-                let deleted = self.journal.commit_blocking(Change::Delete { path });
+                let deleted = self
+                    .journal
+                    .commit_blocking(Change::Delete { path: path.clone() });
                 self.cache.invalidate(&self.cache_key(key));
-                if let Some(names) = self.names().get_mut(c) {
+                // A deletion that failed may have left the file: its name stays listed.
+                let gone = deleted.is_ok() || !path.exists();
+                if gone && let Some(names) = self.names().get_mut(c) {
                     names.remove(name);
                 }
                 deleted.map(|_| vec![])
@@ -445,11 +448,7 @@ impl Records for LocalRecords {
             return Ok(());
         };
         // No read asks for the set again: a file a crash brings back costs room, not answers.
-        blocking(move || match fs::remove_file(&path) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e.into()),
-            _ => Ok(()),
-        })
-        .await
+        blocking(move || Ok(remove_file(&path)?)).await
     }
 
     async fn containers(&self) -> Result<Vec<String>, StoreError> {
