@@ -5,7 +5,9 @@
 //! skipping every request when LAYER=service-skip (what wrapping alone costs); every
 //! conditional write asks the GET route for the document, or with LAYER=service-trusting /
 //! trusting the layer judges writes by what it remembers (`every_change_passes_through`). An
-//! ETag of the handler's own when HANDLER_ETAG=on. With DELAY_MS, the handler takes that long:
+//! ETag of the handler's own when HANDLER_ETAG=on. With RENDER=fresh, the handler renders its
+//! answer anew each time (a copy of the document), as one that serializes a record does, rather
+//! than answering the `Bytes` it holds. With DELAY_MS, the handler takes that long:
 //! waiting (DELAY_MODE=wait, the default, as for a database) or computing (DELAY_MODE=compute,
 //! as for rendering).
 //!
@@ -55,6 +57,7 @@ async fn main() -> std::io::Result<()> {
     };
     // With HANDLER_ETAG=on the handler names its own version: the layer never buffers or hashes.
     let handler_etag = std::env::var("HANDLER_ETAG").is_ok_and(|l| l == "on");
+    let fresh = std::env::var("RENDER").is_ok_and(|r| r == "fresh");
     let body = Bytes::from(
         (0..4096u32)
             .map(|i| b'a' + (i % 26) as u8)
@@ -64,7 +67,11 @@ async fn main() -> std::io::Result<()> {
     // knows it does (what lets a layer that trusts its memory skip asking next time).
     let tag = ifmatch_core::strong_etag(&body).to_header_value();
     let handler = move || {
-        let body = body.clone();
+        let body = if fresh {
+            Bytes::copy_from_slice(&body)
+        } else {
+            body.clone()
+        };
         async move {
             if compute {
                 // Busy for the whole delay, on the worker thread, as CPU-bound work is.

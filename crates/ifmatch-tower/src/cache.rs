@@ -32,6 +32,9 @@ struct Cell {
     keep_bodies: std::sync::atomic::AtomicBool,
     /// The bytes of the bodies kept now.
     held: Arc<std::sync::atomic::AtomicU64>,
+    /// The bodies whose tags writes asked for lately, each in the slot its address picks
+    /// (see [`ReadCache::tag_of`]).
+    asked: [Mutex<Option<KeptBody>>; ASKED_SLOTS],
     /// This cache among all (see `recent.rs`), and how many times what it holds changed.
     id: u64,
     epoch: std::sync::atomic::AtomicU64,
@@ -54,6 +57,11 @@ const KEPT_BUDGET: u64 = 32 << 20;
 /// Bodies smaller than this are hashed every time: a lookup would cost as much.
 const REUSE_MIN: usize = 1024;
 
+/// How many bodies a write's asking remembers the tags of, and the largest: at most 8 MiB of
+/// the budget, so that bodies nobody asks for again cannot keep the reads' out for long.
+const ASKED_SLOTS: usize = 64;
+const ASKED_MAX: usize = 128 << 10;
+
 impl ReadCache {
     /// A cache of at most `capacity` resources, each with at most [`MAX_VARIANTS`] variants.
     pub(crate) fn new(capacity: u64, time_to_live: Option<Duration>) -> Self {
@@ -62,6 +70,7 @@ impl ReadCache {
             caches: std::sync::OnceLock::new(),
             keep_bodies: std::sync::atomic::AtomicBool::new(true),
             held: Arc::default(),
+            asked: std::array::from_fn(|_| Mutex::new(None)),
             id: CACHE_IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             epoch: std::sync::atomic::AtomicU64::new(0),
         };
@@ -186,10 +195,51 @@ impl ReadCache {
         Some(KeptBody::new(
             bytes.clone(),
             coding.cloned(),
-            etag.to_header_value(),
+            etag,
             self.inner.held.clone(),
         ))
     }
+
+    /// The tag of `bytes` sent with `coding`, when a write asked for these very bytes lately
+    /// (see [`KeptBody::is`]): a handler that answers from what it holds in memory answers
+    /// each write's asking with the same `Bytes` until its content changes, and its tag is not
+    /// hashed again. A write forgets its key's resource, and with it the body a read kept, so
+    /// these are kept apart: a tag of bytes stays true whatever was written since.
+    pub(crate) fn tag_of(&self, bytes: &Bytes, coding: Option<&HeaderValue>) -> Option<EntityTag> {
+        if !(REUSE_MIN..=ASKED_MAX).contains(&bytes.len()) {
+            return None;
+        }
+        let slot = self.inner.asked[asked_slot(bytes)]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        (slot.as_ref())
+            .filter(|kept| kept.is(bytes, coding))
+            .map(|kept| kept.tag().clone())
+    }
+
+    /// Remembers the tag hashed from `bytes` sent with `coding`, for [`ReadCache::tag_of`], in
+    /// place of the body kept in its slot, if the budget has room.
+    pub(crate) fn learn_tag(&self, bytes: &Bytes, coding: Option<&HeaderValue>, etag: &EntityTag) {
+        if bytes.len() > ASKED_MAX {
+            return;
+        }
+        let Some(kept) = self.keep(bytes, coding, etag) else {
+            return;
+        };
+        let slot = &self.inner.asked[asked_slot(bytes)];
+        let replaced = slot
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .replace(kept);
+        // Released outside the slot's lock.
+        drop(replaced);
+    }
+}
+
+/// The slot of the bodies asked for that `bytes`' address picks.
+fn asked_slot(bytes: &Bytes) -> usize {
+    let address = bytes.as_ptr() as usize as u64;
+    (address.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % ASKED_SLOTS
 }
 
 /// The header names of a response's `Vary`, sorted; `None` for `Vary: *` or a name that is
@@ -269,6 +319,48 @@ mod tests {
         // The same bytes sent with a coding are another representation.
         let gzip = HeaderValue::from_static("gzip");
         assert_eq!(remembered.etag_of(&body, Some(&gzip)), None);
+    }
+
+    #[test]
+    fn a_write_reuses_the_tag_of_the_very_bytes_it_asked_for_alone() {
+        let cache = ReadCache::new(100, None);
+        let body = Bytes::from(vec![b'a'; 4096]);
+        let tag = strong_etag(&body);
+        assert_eq!(cache.tag_of(&body, None), None, "nothing learned yet");
+        cache.learn_tag(&body, None, &tag);
+        assert_eq!(cache.tag_of(&body.clone(), None), Some(tag.clone()));
+        // Equal content elsewhere, a shorter slice at the same address, another coding:
+        // hashed again.
+        assert_eq!(cache.tag_of(&Bytes::from(body.to_vec()), None), None);
+        assert_eq!(cache.tag_of(&body.slice(..2048), None), None);
+        let gzip = HeaderValue::from_static("gzip");
+        assert_eq!(cache.tag_of(&body, Some(&gzip)), None);
+        // Other bytes in the same slot take it: the first ones are hashed again, and no longer held.
+        // (Those of other slots are held meanwhile: dropped, their address would come again.)
+        let mut tried = Vec::new();
+        let other = loop {
+            let other = Bytes::from(vec![b'b'; 4096]);
+            if asked_slot(&other) == asked_slot(&body) {
+                break other;
+            }
+            tried.push(other);
+        };
+        let held = cache.inner.held.load(std::sync::atomic::Ordering::Relaxed);
+        cache.learn_tag(&other, None, &strong_etag(&other));
+        assert_eq!(cache.tag_of(&body, None), None);
+        assert_eq!(cache.tag_of(&other, None), Some(strong_etag(&other)));
+        assert_eq!(
+            cache.inner.held.load(std::sync::atomic::Ordering::Relaxed),
+            held,
+            "the bytes replaced are given back"
+        );
+        // Bodies too small to be worth it, or too large to hold, are not learned.
+        let small = Bytes::from(vec![b'c'; REUSE_MIN - 1]);
+        cache.learn_tag(&small, None, &strong_etag(&small));
+        assert_eq!(cache.tag_of(&small, None), None);
+        let large = Bytes::from(vec![b'd'; ASKED_MAX + 1]);
+        cache.learn_tag(&large, None, &strong_etag(&large));
+        assert_eq!(cache.tag_of(&large, None), None);
     }
 
     #[test]

@@ -60,10 +60,7 @@ impl Remembered {
         coding: Option<&HeaderValue>,
     ) -> Option<HeaderValue> {
         let shown = self.shown.as_ref()?;
-        let same = shown.bytes.as_ptr() == bytes.as_ptr()
-            && shown.bytes.len() == bytes.len()
-            && shown.coding.as_ref() == coding;
-        same.then(|| shown.etag.clone())
+        shown.is(bytes, coding).then(|| shown.field.clone())
     }
 }
 
@@ -72,26 +69,42 @@ impl Remembered {
 pub(crate) struct KeptBody {
     bytes: Bytes,
     coding: Option<HeaderValue>,
-    /// The `ETag` field hashed from them.
-    etag: HeaderValue,
+    /// The tag hashed from them, and its `ETag` field.
+    tag: EntityTag,
+    field: HeaderValue,
     held: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl KeptBody {
-    /// `bytes`, sent with `coding`, beside the tag field hashed from them, counted in `held`
+    /// `bytes`, sent with `coding`, beside the tag hashed from them, counted in `held`
     /// (which the caller has already added them to).
     pub(crate) fn new(
         bytes: Bytes,
         coding: Option<HeaderValue>,
-        etag: HeaderValue,
+        tag: &EntityTag,
         held: Arc<std::sync::atomic::AtomicU64>,
     ) -> Self {
         Self {
             bytes,
             coding,
-            etag,
+            field: tag.to_header_value(),
+            tag: tag.clone(),
             held,
         }
+    }
+
+    /// Whether `bytes`, sent with `coding`, are these very bytes: the same address and length
+    /// (holding them keeps them immutable), the same `Content-Encoding`. Their tag is then
+    /// this one, without hashing.
+    pub(crate) fn is(&self, bytes: &Bytes, coding: Option<&HeaderValue>) -> bool {
+        self.bytes.as_ptr() == bytes.as_ptr()
+            && self.bytes.len() == bytes.len()
+            && self.coding.as_ref() == coding
+    }
+
+    /// The tag hashed from the bytes.
+    pub(crate) fn tag(&self) -> &EntityTag {
+        &self.tag
     }
 }
 

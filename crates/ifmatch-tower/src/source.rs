@@ -14,6 +14,7 @@ use ifmatch_core::date::parse_http_date;
 use ifmatch_core::precondition::{CONDITIONS, Validators};
 use ifmatch_core::strong_etag;
 
+use crate::cache::ReadCache;
 use crate::validators::validators_of;
 use ifmatch_core::BoxError;
 
@@ -63,6 +64,20 @@ where
     B: Body<Data = bytes::Bytes>,
     B::Error: Into<BoxError>,
 {
+    validators_of_asked(response, limit, None).await
+}
+
+/// [`validators_of_answer`], with the tags of the bodies the layer's writes asked for lately
+/// (`asked`: see [`ReadCache::tag_of`]) reused rather than hashed again.
+pub(crate) async fn validators_of_asked<B>(
+    response: Response<B>,
+    limit: usize,
+    asked: Option<&ReadCache>,
+) -> Result<Option<Validators>, Uncertain>
+where
+    B: Body<Data = bytes::Bytes>,
+    B::Error: Into<BoxError>,
+{
     let status = response.status();
     if status == StatusCode::NOT_FOUND || status == StatusCode::GONE {
         return Ok(None);
@@ -81,27 +96,44 @@ where
     let body = Limited::new(body, limit)
         .collect()
         .await
-        .map_err(|_| Uncertain)?;
-    let etag = crate::encoding::coded(strong_etag(&body.to_bytes()), &parts.headers);
+        .map_err(|_| Uncertain)?
+        .to_bytes();
+    let coding = parts.headers.get(header::CONTENT_ENCODING);
+    let etag = match asked.and_then(|asked| asked.tag_of(&body, coding)) {
+        Some(etag) => etag,
+        None => {
+            let etag = crate::encoding::coded(strong_etag(&body), &parts.headers);
+            if let Some(asked) = asked {
+                asked.learn_tag(&body, coding, &etag);
+            }
+            etag
+        }
+    };
     Ok(Some(Validators::new(Some(etag), last_modified)))
 }
 
 /// The GET that asks for the current representation of a write's target: the write's URI and
 /// headers (its credentials, its `Accept-*`), less its conditions, ranges and body metadata.
 pub fn current_request<B: Default>(uri: &http::Uri, headers: &http::HeaderMap) -> http::Request<B> {
-    let mut get = http::Request::new(B::default());
-    *get.uri_mut() = uri.clone();
-    *get.headers_mut() = headers.clone();
-    let ranges = [header::IF_RANGE, header::RANGE];
-    let body = [
+    const RANGES: [header::HeaderName; 2] = [header::IF_RANGE, header::RANGE];
+    const BODY: [header::HeaderName; 5] = [
         header::CONTENT_LENGTH,
         header::CONTENT_TYPE,
         header::CONTENT_ENCODING,
         header::TRANSFER_ENCODING,
         header::EXPECT,
     ];
-    for name in CONDITIONS.iter().chain(&ranges).chain(&body) {
-        get.headers_mut().remove(name);
+    let mut get = http::Request::new(B::default());
+    *get.uri_mut() = uri.clone();
+    // Copied field by field, less those: cheaper than a copy of the whole map and a removal
+    // of each name.
+    let fields = get.headers_mut();
+    fields.reserve(headers.len());
+    for (name, value) in headers {
+        let mut dropped = CONDITIONS.iter().chain(&RANGES).chain(&BODY);
+        if !dropped.any(|n| n == name) {
+            fields.append(name.clone(), value.clone());
+        }
     }
     get
 }

@@ -20,7 +20,7 @@ use crate::config::Config;
 use crate::encoding::coding_of;
 use crate::refusal::{Refusal, refusal};
 use crate::resource::CREDENTIALS;
-use crate::source::{Deferred, current_request, validators_of_answer};
+use crate::source::{Deferred, current_request, validators_of_asked};
 use crate::store::{VersionStore, is_absent};
 use crate::validators::validators_of;
 
@@ -75,11 +75,11 @@ where
             .headers_mut()
             .insert(name.clone(), HeaderValue::from(token));
     }
-    let (uri, headers) = (request.uri().clone(), request.headers().clone());
+    let sent = Sent::of(&config, &request);
     poll_fn(|cx| inner.poll_ready(cx)).await?;
     let response = inner.call(request).await?;
     let state = (&versions, &cache, &*config);
-    Ok(record(state, &guard, &key, (uri, headers), response).await)
+    Ok(record(state, &guard, &key, sent, response).await)
 }
 
 /// The answer of a write, the layer's or the inner service's.
@@ -197,8 +197,8 @@ where
                     tracing::error!(%key, "{}", crate::refusal::BLIND.trim_end());
                     return Ok(Err(refusal(Refusal::Blind)));
                 }
-                let (uri, headers) = (request.uri().clone(), request.headers().clone());
-                match Self::ask(inner, uri, headers, config.hash_limit).await? {
+                let asked = (request.uri(), request.headers());
+                match Self::ask(inner, cache, asked, config.hash_limit).await? {
                     Ok(current) => Some(current),
                     Err(answer) => return Ok(Err(answer)),
                 }
@@ -221,8 +221,8 @@ where
                 // the layer the version, and retries.
                 Ok(None) if !serves_get => return Ok(Err(refusal(Refusal::Unknown))),
                 Ok(None) => {
-                    let (uri, headers) = (request.uri().clone(), request.headers().clone());
-                    match Self::ask(inner, uri, headers, config.hash_limit).await? {
+                    let asked = (request.uri(), request.headers());
+                    match Self::ask(inner, cache, asked, config.hash_limit).await? {
                         Ok(current) => current,
                         Err(answer) => return Ok(Err(answer)),
                     }
@@ -266,7 +266,7 @@ where
             for (name, value) in &selecting {
                 headers.append(name.clone(), value.clone());
             }
-            return Ok(Self::ask(inner, uri.clone(), headers, limit)
+            return Ok(Self::ask(inner, cache, (uri, &headers), limit)
                 .await?
                 .ok()
                 .flatten());
@@ -285,7 +285,7 @@ where
             };
             let mut headers = headers.clone();
             headers.insert(header::ACCEPT_ENCODING, coding);
-            if let Ok(Some(current)) = Self::ask(inner, uri.clone(), headers, limit).await?
+            if let Ok(Some(current)) = Self::ask(inner, cache, (uri, &headers), limit).await?
                 && current.etag.as_ref().is_some_and(wanted)
             {
                 return Ok(Some(current));
@@ -300,11 +300,11 @@ where
     /// stranger the resource exists and has moved on; an answer that tells no version is a 503.
     async fn ask(
         inner: &mut S,
-        uri: http::Uri,
-        headers: HeaderMap,
+        cache: &ReadCache,
+        (uri, headers): (&http::Uri, &HeaderMap),
         limit: usize,
     ) -> Result<Learned<ResBody>, S::Error> {
-        let mut get = current_request(&uri, &headers);
+        let mut get = current_request(uri, headers);
         // A shared cache inside the layer must not answer it from its store: the resource as it
         // is now is the question.
         get.extensions_mut()
@@ -320,21 +320,59 @@ where
             StatusCode::METHOD_NOT_ALLOWED => return Ok(Ok(None)),
             _ => {}
         }
-        Ok(match validators_of_answer(response, limit).await {
-            Ok(current) => Ok(current),
-            Err(_) => {
-                tracing::warn!(
-                    path = uri.path(),
-                    "the inner service did not tell the current version"
-                );
-                Err(refusal(Refusal::Unavailable))
-            }
-        })
+        Ok(
+            match validators_of_asked(response, limit, Some(cache)).await {
+                Ok(current) => Ok(current),
+                Err(_) => {
+                    tracing::warn!(
+                        path = uri.path(),
+                        "the inner service did not tell the current version"
+                    );
+                    Err(refusal(Refusal::Unavailable))
+                }
+            },
+        )
     }
 }
 
 /// What [`Judge::current_version`] learned.
 type Known<B> = Result<Option<Option<Validators>>, Answered<B>>;
+
+/// What the record of a write needs of its request once the inner service has it: its
+/// target, its host, the keys the request itself names as changed with it, and its headers when
+/// the application's key function reads them.
+struct Sent {
+    uri: http::Uri,
+    host: Option<HeaderValue>,
+    headers: Option<HeaderMap>,
+    related: Vec<String>,
+}
+
+impl Sent {
+    fn of<B>(config: &Config, request: &Request<B>) -> Self {
+        let (uri, headers) = (request.uri(), request.headers());
+        // The application's relations, and the target's ancestors (unless told otherwise),
+        // each under its key.
+        let mut related: Vec<String> = (config.related.as_ref())
+            .map(|related| related(uri, headers))
+            .unwrap_or_default();
+        if config.forget_ancestors {
+            for path in ancestors(uri.path()) {
+                if !config.custom_key {
+                    related.push(path);
+                } else if let Some(key) = key_of(config, &path, headers) {
+                    related.push(key);
+                }
+            }
+        }
+        Self {
+            uri: uri.clone(),
+            host: headers.get(header::HOST).cloned(),
+            headers: config.custom_key.then(|| headers.clone()),
+            related,
+        }
+    }
+}
 
 /// What a write that ran changed: its target and the other resources it names forgotten by
 /// the cache, and, in a layer that trusts its memory, the version it made current recorded
@@ -343,13 +381,13 @@ async fn record<V: VersionStore, B>(
     (versions, cache, config): (&V, &ReadCache, &Config),
     guard: &V::Guard,
     key: &str,
-    (uri, headers): (http::Uri, HeaderMap),
+    sent: Sent,
     mut response: Response<B>,
 ) -> Answered<B> {
     cache.invalidate(key);
     // What else the write changed: forgotten too, in the cache and the version backend.
     let memory = config.judges_by_memory();
-    for other in related_keys(config, &uri, &headers, response.headers_mut()) {
+    for other in related_keys(config, sent, response.headers_mut()) {
         if other == *key {
             continue;
         }
@@ -384,23 +422,21 @@ async fn record<V: VersionStore, B>(
 /// them and removes the field.
 pub const INVALIDATES: header::HeaderName = header::HeaderName::from_static("ifmatch-invalidates");
 
-/// The keys of the other resources a write changed: its target's ancestors (unless told
-/// otherwise), those the application's [`relates`](crate::ConditionalLayer::relates) names,
+/// The keys of the other resources a write changed: those its request names (see [`Sent`]),
 /// those its `Location` and `Content-Location` name (RFC 9111 4.4) and those the handler
 /// lists in [`INVALIDATES`] (which is removed from the response). References to another host
 /// are ignored.
-fn related_keys(
-    config: &Config,
-    uri: &http::Uri,
-    request: &HeaderMap,
-    response: &mut HeaderMap,
-) -> Vec<String> {
-    let host = request
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .or(uri.authority().map(|a| a.as_str()));
+fn related_keys(config: &Config, sent: Sent, response: &mut HeaderMap) -> Vec<String> {
+    let mut keys = sent.related;
     // `Location` and `Content-Location` hold one URI reference each (which may contain commas);
     // the handler's own header is a list.
+    let named = [header::LOCATION, header::CONTENT_LOCATION]
+        .iter()
+        .any(|name| response.contains_key(name))
+        || response.contains_key(INVALIDATES);
+    if !named {
+        return keys;
+    }
     let mut references: Vec<String> = [header::LOCATION, header::CONTENT_LOCATION]
         .iter()
         .flat_map(|name| response.get_all(name))
@@ -409,12 +445,11 @@ fn related_keys(
         .collect();
     references.extend(header_list(response, INVALIDATES).map(str::to_owned));
     response.remove(INVALIDATES);
-    if config.forget_ancestors {
-        references.extend(ancestors(uri.path()));
-    }
-    let mut keys: Vec<String> = (config.related.as_ref())
-        .map(|related| related(uri, request))
-        .unwrap_or_default();
+    let host = (sent.host.as_ref())
+        .and_then(|h| h.to_str().ok())
+        .or(sent.uri.authority().map(|a| a.as_str()));
+    let none = HeaderMap::new();
+    let headers = sent.headers.as_ref().unwrap_or(&none);
     keys.extend(references.iter().filter_map(|reference| {
         let target: http::Uri = reference.parse().ok()?;
         let same_host = match target.authority() {
@@ -424,10 +459,15 @@ fn related_keys(
         if !same_host || !target.path().starts_with('/') {
             return None;
         }
-        let path: http::Uri = target.path_and_query()?.as_str().parse().ok()?;
-        (config.key)(&path, request)
+        key_of(config, target.path_and_query()?.as_str(), headers)
     }));
     keys
+}
+
+/// The key of the resource at `path` (with its query, if any), for a request with `headers`.
+fn key_of(config: &Config, path: &str, headers: &HeaderMap) -> Option<String> {
+    let path: http::Uri = path.parse().ok()?;
+    (config.key)(&path, headers)
 }
 
 /// The paths above `path`, nearest first, each with and without its trailing slash (a listing

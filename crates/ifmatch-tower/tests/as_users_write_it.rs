@@ -327,3 +327,61 @@ async fn any_representations_tag_is_current_until_the_document_changes() {
     assert_eq!(write("identity", gzip, "lost".into()).await, 412);
     assert!(docs.lock().unwrap()["a"].starts_with("v3. "));
 }
+
+/// A handler that answers from what it holds in memory answers the same `Bytes` until a write
+/// replaces them, and the layer's asking reuses their tag without hashing them again: the tag
+/// of bytes replaced never answers for the new ones. Each round, a write with the tag before
+/// the last change is refused and one with the current tag goes through; the document ends
+/// with the last write.
+#[tokio::test]
+async fn a_tag_reused_for_the_same_bytes_never_outlives_them() {
+    use axum::body::Bytes;
+    type Held = Arc<Mutex<Bytes>>;
+    async fn read(State(held): State<Held>) -> Bytes {
+        held.lock().unwrap().clone()
+    }
+    async fn write(State(held): State<Held>, body: Bytes) -> StatusCode {
+        // A copy of its own: the request's buffer is not kept.
+        *held.lock().unwrap() = Bytes::copy_from_slice(&body);
+        StatusCode::NO_CONTENT
+    }
+    use axum::response::IntoResponse;
+    let held: Held = Arc::new(Mutex::new(Bytes::from(vec![b'0'; 4096])));
+    let routes = Router::new()
+        .route("/doc", get(read).put(write))
+        .with_state(held.clone());
+    let app = tower::ServiceBuilder::new()
+        .map_response(IntoResponse::into_response)
+        .layer(ConditionalLayer::new())
+        .service(routes);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let app = axum::ServiceExt::<axum::extract::Request>::into_make_service(app);
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let mut before = tag_of(&base, "/doc").await;
+    let first = format!("{}{}", "1", "x".repeat(4095));
+    assert_eq!(
+        send(&base, "PUT", "/doc", &[("if-match", &before)], &first).await,
+        204
+    );
+    for round in 2..100 {
+        let now = tag_of(&base, "/doc").await;
+        assert_ne!(now, before, "round {round}");
+        // Twice each: the second asking finds the tag of the bytes the first one hashed.
+        for _ in 0..2 {
+            let refused = send(&base, "PUT", "/doc", &[("if-match", &before)], "stale").await;
+            assert_eq!(
+                refused, 412,
+                "round {round}: a write with the tag before the last change"
+            );
+        }
+        let content = format!("{round}{}", "x".repeat(4095));
+        assert_eq!(
+            send(&base, "PUT", "/doc", &[("if-match", &now)], &content).await,
+            204,
+            "round {round}"
+        );
+        before = now;
+    }
+    assert!(held.lock().unwrap().starts_with(b"99x"));
+}
