@@ -118,7 +118,8 @@ impl<V> ConditionalLayer<V> {
 
     /// Whether the layer keeps the body each remembered tag was hashed from (up to 32 MiB in
     /// all), so that a handler answering with the very same `Bytes` again gets its tag without
-    /// a hash (the default). Off for a service whose bodies are never the same `Bytes` twice, such as a
+    /// a hash (the default): a read's, and a conditional write's asking the GET route, which a
+    /// handler serving from memory answers with the same `Bytes` until they change. Off for a service whose bodies are never the same `Bytes` twice, such as a
     /// proxy's, read from a socket: there a kept body is only memory, and may be a slice
     /// that keeps a whole read buffer alive.
     pub fn reuse_tags(self, yes: bool) -> Self {
