@@ -317,11 +317,13 @@ fn parse_prefix(input: &[u8]) -> Option<(TagRef<'_>, &[u8])> {
         rest => (false, rest),
     };
     let body = quoted.strip_prefix(b"\"")?;
-    let end = body.iter().position(|&b| b == b'"')?;
-    let opaque = &body[..end];
-    if !opaque.iter().all(|&b| is_etagc(b)) {
+    // One pass to the first byte that is not etagc, which must be the closing quote (every
+    // conditional request scans a 64-digit tag here).
+    let end = body.iter().position(|&b| !is_etagc(b))?;
+    if body[end] != b'"' {
         return None;
     }
+    let opaque = &body[..end];
     Some((TagRef { weak, opaque }, &body[end + 1..]))
 }
 
