@@ -62,6 +62,21 @@ impl Config {
         self.trust_memory && self.source.is_none()
     }
 
+    /// The key of the resource at `path` (with its query, if any) for a request with
+    /// `headers`: with the default key, the path itself, taken as it is (a write names its
+    /// ancestors and related resources by path); otherwise the application's key function's,
+    /// asked with it parsed.
+    pub(crate) fn key_of_path(&self, path: String, headers: &HeaderMap) -> Option<String> {
+        if !self.custom_key {
+            return Some(match path.split_once('?') {
+                Some((path, _)) => path.to_owned(),
+                None => path,
+            });
+        }
+        let path: Uri = path.parse().ok()?;
+        (self.key)(&path, headers)
+    }
+
     /// Whether a conditional write asks the wrapped service for the resource: the default.
     pub(crate) fn asks_service(&self) -> bool {
         !self.trust_memory && self.source.is_none()

@@ -357,13 +357,8 @@ impl Sent {
             .map(|related| related(uri, headers))
             .unwrap_or_default();
         if config.forget_ancestors {
-            for path in ancestors(uri.path()) {
-                if !config.custom_key {
-                    related.push(path);
-                } else if let Some(key) = key_of(config, &path, headers) {
-                    related.push(key);
-                }
-            }
+            let keys = ancestors(uri.path()).into_iter();
+            related.extend(keys.filter_map(|path| config.key_of_path(path, headers)));
         }
         Self {
             uri: uri.clone(),
@@ -459,15 +454,9 @@ fn related_keys(config: &Config, sent: Sent, response: &mut HeaderMap) -> Vec<St
         if !same_host || !target.path().starts_with('/') {
             return None;
         }
-        key_of(config, target.path_and_query()?.as_str(), headers)
+        config.key_of_path(target.path_and_query()?.as_str().to_owned(), headers)
     }));
     keys
-}
-
-/// The key of the resource at `path` (with its query, if any), for a request with `headers`.
-fn key_of(config: &Config, path: &str, headers: &HeaderMap) -> Option<String> {
-    let path: http::Uri = path.parse().ok()?;
-    (config.key)(&path, headers)
 }
 
 /// The paths above `path`, nearest first, each with and without its trailing slash (a listing
