@@ -2,15 +2,29 @@
 //! it back only if the store still holds that version (`If-Match`; create-only when there was
 //! none), and wait a short jittered while before reading again when another writer came first.
 //! What every state of this crate is made of.
+//!
+//! A conditional put carries a stamp of its own, a random number in the object's metadata, so
+//! that a put refused as conflicting can tell another writer's object from its own: object_store
+//! resends a put whose connection closed before the answer, and when the first try had been
+//! carried out, the resend is refused by the very object it made. Without the stamp that write
+//! would be taken as lost, read again, and made a second time (a snapshot twice) or undone (its
+//! index entry removed while its record stays).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{StreamExt, TryStreamExt};
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
+use object_store::{
+    Attribute, Attributes, GetOptions, ObjectStore, ObjectStoreExt, PutMode, PutOptions,
+    PutPayload, UpdateVersion,
+};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+
+/// The metadata name of a conditional put's stamp (see the module's note): a C# identifier,
+/// as Azure's metadata names are.
+const STAMP: &str = "ifmatch_write";
 
 /// How many objects a listing reads at once.
 pub(crate) const READS: usize = 32;
@@ -104,18 +118,48 @@ pub(crate) async fn write_if<T: Serialize>(
     value: &T,
     version: Option<UpdateVersion>,
 ) -> Result<Option<UpdateVersion>, Failure> {
-    let mode = version.map_or(PutMode::Create, PutMode::Update);
+    let stamp = format!("{:016x}", rand::random::<u64>());
+    let options = PutOptions {
+        mode: version.map_or(PutMode::Create, PutMode::Update),
+        attributes: Attributes::from_iter([(Attribute::Metadata(STAMP.into()), stamp.clone())]),
+        ..PutOptions::default()
+    };
     let payload = PutPayload::from(serde_json::to_vec(value)?);
-    match store.put_opts(path, payload, PutOptions::from(mode)).await {
+    match store.put_opts(path, payload, options).await {
         Ok(put) => Ok(Some(UpdateVersion {
             e_tag: put.e_tag,
             version: put.version,
         })),
         Err(
             object_store::Error::Precondition { .. } | object_store::Error::AlreadyExists { .. },
-        ) => Ok(None),
+        ) => landed(store, path, &stamp).await,
         Err(error) => Err(error.into()),
     }
+}
+
+/// The version of the object at `path` if it is the one the put stamped `stamp` made: that put
+/// was carried out, and its resend refused by it; `None` when another writer's object is there.
+async fn landed(
+    store: &dyn ObjectStore,
+    path: &Path,
+    stamp: &str,
+) -> Result<Option<UpdateVersion>, Failure> {
+    let head = GetOptions {
+        head: true,
+        ..GetOptions::default()
+    };
+    let found = match store.get_opts(path, head).await {
+        Ok(found) => found,
+        Err(object_store::Error::NotFound { .. }) => return Ok(None),
+        Err(error) => return Err(error.into()),
+    };
+    let ours = found.attributes.get(&Attribute::Metadata(STAMP.into()));
+    Ok(ours
+        .is_some_and(|ours| ours.as_ref() == stamp)
+        .then(|| UpdateVersion {
+            e_tag: found.meta.e_tag.clone(),
+            version: found.meta.version.clone(),
+        }))
 }
 
 /// Moves the counter at `path` (none yet: 0) up by one, unless it has reached `max`: the
@@ -183,21 +227,18 @@ pub(crate) async fn remove_all(store: &dyn ObjectStore, path: &Path) -> Result<(
 }
 
 /// Tries what every change needs of `store` on an object of its own under `prefix`: a
-/// create-only put, an `If-Match` update, a delete. Fails as the store does: a store without
-/// conditional updates (object_store's local filesystem) with `NotImplemented`.
+/// create-only put, an `If-Match` update (each stamped, as every write is), a delete. Fails as the
+/// store does: a store without conditional updates (object_store's local filesystem) with
+/// `NotImplemented`.
 pub(crate) async fn check(store: &dyn ObjectStore, prefix: &Path) -> Result<(), Failure> {
     let probe = prefix
         .clone()
         .join(format!("probe-{:016x}", rand::random::<u64>()));
-    let payload = || PutPayload::from_static(b"{}");
-    let created = store
-        .put_opts(&probe, payload(), PutMode::Create.into())
-        .await?;
-    let update = UpdateVersion {
-        e_tag: created.e_tag,
-        version: created.version,
+    let created = write_if(store, &probe, &(), None).await?;
+    let updated = match created {
+        Some(version) => write_if(store, &probe, &(), Some(version)).await,
+        None => Ok(None),
     };
-    let updated = (store.put_opts(&probe, payload(), PutMode::Update(update).into())).await;
     store.delete(&probe).await?;
     updated?;
     Ok(())

@@ -11,5 +11,6 @@ mod conformance;
 mod crash;
 mod index;
 mod layer_fleet;
+mod resent;
 mod scans;
 mod versions;

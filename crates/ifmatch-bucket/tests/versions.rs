@@ -105,8 +105,9 @@ async fn over_azurite_it_conforms() {
     conforms(azurite.client()).await;
 }
 
-/// The local filesystem offers create-only puts but no `If-Match` update: `check` refuses it
-/// at start-up, and a step that needs an update fails with the same refusal, naming the fix;
+/// The local filesystem offers create-only puts but no `If-Match` update (nor the metadata a
+/// conditional put is stamped with): `check` refuses it at start-up, and a step fails with the
+/// same refusal, naming the fix;
 /// never a silent success. A store that offers both passes the check and leaves nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_without_conditional_updates_is_refused() {
@@ -127,12 +128,9 @@ async fn a_store_without_conditional_updates_is_refused() {
         "{refused}"
     );
 
-    // Without the check: the first lock creates the key's object, its release needs an update.
-    assert_eq!(
-        versions.acquire("/a", "token", 10_000).await.unwrap(),
-        Some(1)
-    );
-    let failed = versions.release("/a", "token").await.unwrap_err();
+    // Without the check: the first lock's create-only put, stamped (metadata the local
+    // filesystem keeps none of), is refused the same way.
+    let failed = versions.acquire("/a", "token", 10_000).await.unwrap_err();
     let failed = failed
         .downcast_ref::<VersionsError>()
         .expect("a VersionsError");

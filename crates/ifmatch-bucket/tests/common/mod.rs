@@ -124,3 +124,83 @@ impl Drop for Azurite {
         let _ = self.process.wait();
     }
 }
+
+/// A proxy in front of `origin` (`http://HOST:PORT/ACCOUNT`) that passes every request on and
+/// its answer back, except that it drops the connection instead of the answer of every other
+/// PUT (the first, the third, ...): each PUT is carried out and its answer lost, as when a
+/// connection breaks after the store acted, and object_store resends it (its next PUT). Its
+/// endpoint is [`Losing::endpoint`]; it runs until the test ends.
+pub struct Losing {
+    pub endpoint: String,
+    puts: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Losing {
+    pub async fn start(origin: &str) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (host, account) = origin.rsplit_once('/').unwrap();
+        let endpoint = format!("http://{}/{account}", listener.local_addr().unwrap());
+        let puts = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (host, counted) = (host.to_owned(), puts.clone());
+        tokio::spawn(async move {
+            let http = reqwest::Client::new();
+            loop {
+                let (socket, _) = listener.accept().await.unwrap();
+                let (host, counted, http) = (host.clone(), counted.clone(), http.clone());
+                let pass = hyper::service::service_fn(move |request| {
+                    pass_on(http.clone(), host.clone(), counted.clone(), request)
+                });
+                tokio::spawn(
+                    hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(socket), pass),
+                );
+            }
+        });
+        Self { endpoint, puts }
+    }
+
+    /// How many PUTs reached the proxy (each lost answer's and each resend's).
+    pub fn puts(&self) -> usize {
+        self.puts.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// A client of the container through the proxy.
+    pub fn client(&self) -> Arc<dyn ObjectStore> {
+        azure_client(&self.endpoint)
+    }
+}
+
+/// Passes `request` on to `host` and its answer back; fails (so hyper drops the connection
+/// unanswered) after carrying out every other PUT.
+async fn pass_on(
+    http: reqwest::Client,
+    host: String,
+    puts: Arc<std::sync::atomic::AtomicUsize>,
+    request: http::Request<hyper::body::Incoming>,
+) -> Result<http::Response<http_body_util::Full<bytes::Bytes>>, std::io::Error> {
+    use http_body_util::BodyExt;
+    let (parts, body) = request.into_parts();
+    let body = body
+        .collect()
+        .await
+        .map_err(std::io::Error::other)?
+        .to_bytes();
+    let uri = format!("{host}{}", parts.uri);
+    let mut sent = http.request(parts.method.clone(), uri).body(body);
+    for (name, value) in &parts.headers {
+        if name != http::header::HOST {
+            sent = sent.header(name, value);
+        }
+    }
+    let answer = sent.send().await.map_err(std::io::Error::other)?;
+    let put = parts.method == http::Method::PUT;
+    if put && (puts.fetch_add(1, std::sync::atomic::Ordering::SeqCst)).is_multiple_of(2) {
+        return Err(std::io::Error::other("the answer lost"));
+    }
+    let mut out = http::Response::builder().status(answer.status());
+    for (name, value) in answer.headers() {
+        out = out.header(name, value);
+    }
+    let bytes = answer.bytes().await.map_err(std::io::Error::other)?;
+    Ok(out.body(http_body_util::Full::new(bytes)).unwrap())
+}
