@@ -17,7 +17,7 @@ use futures_util::future::{Either, select};
 use http::StatusCode;
 use ifmatch_azure::swap::Attempts;
 use ifmatch_table::{
-    Change, DateTime, Entity, EntityKey, Expected, Scan, TableError, Tables, Value,
+    Change, DateTime, Entity, EntityKey, Expected, Scan, TableError, Tables, Value, satisfies,
 };
 use serde_json::json;
 
@@ -293,6 +293,17 @@ impl<T: Tables> Front<'_, T> {
     /// check fails leaves it (a document not as expected: `Conflict`; a unique value taken:
     /// to commit alone), and the others are committed again.
     async fn commit_group(&self, table: &str, mut group: Group<'_>) {
+        // A member whose document another commit wrote while it waited is refused by what is
+        // stored now, not by a transaction of the backend's (and its sync) of its own: on one
+        // document, every loser of a race would take the turn for one in turn.
+        match self.outdated(table, &group.members).await {
+            Ok(outdated) => (outdated.into_iter().rev())
+                .for_each(|member| group.members.remove(member).answer(Grouped::Conflict)),
+            Err(failure) => {
+                let failed = |m: Waiting| m.answer(Grouped::Failed(failure.clone()));
+                group.members.drain(..).for_each(failed);
+            }
+        }
         let mut attempts = Attempts::default();
         while !group.members.is_empty() && attempts.another() {
             let members: Vec<_> = group.members.iter().map(Member::of).collect();
@@ -323,6 +334,23 @@ impl<T: Tables> Front<'_, T> {
             .members
             .drain(..)
             .for_each(|m| m.answer(Grouped::Alone));
+    }
+
+    /// The members (their places, in order) of which a change expects another document than
+    /// the one stored now: point reads, which the backend's commit would only repeat.
+    async fn outdated(&self, table: &str, members: &[Waiting]) -> Result<Vec<usize>, Failure> {
+        let mut outdated = Vec::new();
+        for (index, member) in members.iter().enumerate() {
+            let changes = (member.changes.iter().map(|(change, _)| change)).chain(&member.checks);
+            for change in changes.filter(|c| c.expected != Expected::Anything) {
+                let found = self.get(table, &change.key.0, &change.key.1).await?;
+                if !satisfies(change.expected, found.as_ref()) {
+                    outdated.push(index);
+                    break;
+                }
+            }
+        }
+        Ok(outdated)
     }
 
     /// [`Self::commit_documents`] of `member` with no one else, `_turn` taken.
