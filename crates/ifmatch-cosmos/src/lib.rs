@@ -8,9 +8,7 @@
 
 pub mod address;
 pub mod auth;
-pub mod batch;
 pub mod charge;
-mod commits;
 pub mod computed;
 pub mod document;
 pub mod endpoint;
@@ -25,7 +23,6 @@ pub mod ranges;
 pub mod resource_token;
 pub mod script;
 pub mod sql;
-mod sweep;
 pub mod throughput;
 mod ttl;
 mod unique;

@@ -11,24 +11,32 @@
 //! (see `feeds.rs`), moved by the same commit that writes a document.
 //!
 //! This file routes a request and holds what every operation shares (the container read with
-//! its policies, a document's partition and key, the commit); one file per kind of resource
-//! holds its operations: `databases.rs`, `containers.rs`, `ranges.rs` (partition key ranges,
-//! split and merged), `conflicts.rs` (none: one region), `documents.rs`, `queries.rs`,
-//! `feeds.rs`, `users.rs` (users and their permissions), `offers.rs`, `scripts.rs` (stored
-//! procedures, triggers, user-defined functions), `triggers.rs` (a write with its triggers),
-//! `transaction/` (a script's operations on its partition); `answers.rs` what they answer (a
-//! failure is `crate::failure`'s, which every rule of the dialect answers with).
+//! its policies, a document's partition); one file per kind of resource holds its operations:
+//! `databases.rs`, `containers.rs`, `ranges.rs` (partition key ranges, split and merged),
+//! `conflicts.rs` (none: one region), `documents.rs`, `batch.rs` (transactional batches and
+//! bulk), `queries.rs`, `feeds.rs` (the change feed), `users.rs` (users and their
+//! permissions), `offers.rs`, `scripts.rs` (stored procedures, triggers, user-defined
+//! functions), `triggers.rs` (a write with its triggers), `transaction/` (a script's operations
+//! on its partition); `commit/` every commit (a document's goes with the feed's counter, in a
+//! group with those that wait for the container's turn), `sweep.rs` what expires (items past
+//! their time to live, old versions), `place.rs` where a document is kept and how it is named,
+//! and `answers.rs` what they answer (a failure is `crate::failure`'s, which every rule of the
+//! dialect answers with).
 
 pub(crate) mod answers;
+mod batch;
+pub(crate) mod commit;
 mod conflicts;
 mod containers;
 mod databases;
 pub(crate) mod documents;
 pub(crate) mod feeds;
 pub(crate) mod offers;
+mod place;
 pub(crate) mod queries;
 mod ranges;
 mod scripts;
+mod sweep;
 pub(crate) mod transaction;
 mod triggers;
 mod users;
@@ -38,12 +46,16 @@ use std::time::SystemTime;
 
 use http::{HeaderMap, Method};
 use ifmatch_core::precondition::IfMatch;
-use ifmatch_table::{Change, DateTime, Entity, EntityKey, Scan, TableError, Tables, Value};
+use ifmatch_table::{DateTime, Entity, Scan, TableError, Tables, Value};
 use serde_json::{Map, Value as Json};
 
 use self::answers::Answered;
+pub(crate) use self::commit::Committed;
+use self::commit::line::Commits;
+pub(crate) use self::place::{
+    Scope, digest, document_in, documents_table, id_of, key, partition_paths, rid, stored_key_of,
+};
 use crate::address::{Address, Scripts};
-use crate::commits::Commits;
 use crate::document::{self, MAX_DOCUMENT};
 pub(crate) use crate::document::{JSON, json_of};
 use crate::failure::{Code, Failure, backend, bad_request, not_found, too_large};
@@ -317,46 +329,6 @@ impl<T: Tables> Front<'_, T> {
             Err(error) => Err(backend(error)),
         }
     }
-
-    pub(crate) async fn commit(&self, table: &str, changes: &[Change]) -> Result<(), Committed> {
-        let mut result = self.tables.commit(table, changes).await;
-        if matches!(result, Err(TableError::TableNotFound(_))) && table.starts_with('#') {
-            // The metadata tables are made on first use.
-            self.tables
-                .create_table(table)
-                .await
-                .map_err(|e| Committed::Failed(backend(e)))?;
-            result = self.tables.commit(table, changes).await;
-        }
-        match result {
-            Ok(()) => Ok(()),
-            Err(TableError::Conflict { .. }) => Err(Committed::Conflict),
-            Err(TableError::TableNotFound(_)) => Err(Committed::Failed(not_found())),
-            Err(error) => Err(Committed::Failed(backend(error))),
-        }
-    }
-
-    /// [`Front::commit`] of changes made once, not decided again: a lost race is `lost`'s
-    /// answer (the database or container is there already, or gone, or changed).
-    pub(crate) async fn commit_resource(
-        &self,
-        table: &str,
-        changes: &[Change],
-        lost: fn() -> Failure,
-    ) -> Result<(), Failure> {
-        match self.commit(table, changes).await {
-            Ok(()) => Ok(()),
-            Err(Committed::Conflict) => Err(lost()),
-            Err(Committed::Failed(failure)) => Err(failure),
-        }
-    }
-}
-
-/// How a commit ended, when it did not apply.
-pub(crate) enum Committed {
-    /// Another write came first.
-    Conflict,
-    Failed(Failure),
 }
 
 /// An `If-Match`: the core's model, a version being the instant a document was written at
@@ -366,106 +338,4 @@ pub(crate) type Condition = IfMatch<DateTime>;
 /// Whether `condition` holds while `current` is stored.
 pub(crate) fn holds(condition: Condition, current: Option<&Entity>) -> bool {
     condition.holds(current.map(|entity| &entity.timestamp))
-}
-
-pub(crate) fn key(partition: &str, id: &str) -> EntityKey {
-    (partition.to_owned(), id.to_owned())
-}
-
-pub(crate) fn documents_table(db: &str, coll: &str) -> String {
-    format!("{db}/{coll}")
-}
-
-pub(crate) fn id_of(resource: &Map<String, Json>) -> String {
-    resource
-        .get("id")
-        .and_then(Json::as_str)
-        .unwrap_or_default()
-        .to_owned()
-}
-
-/// The paths of a container's partition key: one, or two or three for a hierarchical key.
-pub(crate) fn partition_paths(container: &Entity) -> Vec<String> {
-    let json = json_of(container);
-    let paths = json
-        .get("partitionKey")
-        .and_then(|k| k.get("paths"))
-        .and_then(Json::as_array);
-    let paths: Vec<String> = (paths.into_iter().flatten())
-        .filter_map(|p| p.as_str().map(str::to_owned))
-        .collect();
-    match paths.is_empty() {
-        true => vec!["/id".to_owned()],
-        false => paths,
-    }
-}
-
-/// `text`, a document's JSON, as a document written within `partition` (a batch's
-/// operation, a script's write): a resource, its time to live within bounds, its partition
-/// key `partition`'s; 400 with `elsewhere` when it names another.
-pub(crate) fn document_in(
-    text: &str,
-    (paths, partition): (&[String], &str),
-    elsewhere: &str,
-) -> Result<Map<String, Json>, Failure> {
-    let resource = document::resource(text.as_bytes())?;
-    ttl::check_item(&resource)?;
-    if stored_key_of(&resource, paths)? != partition {
-        return Err(bad_request(elsewhere));
-    }
-    Ok(resource)
-}
-
-/// The stored partition key of `resource` in a container whose key has `paths`.
-pub(crate) fn stored_key_of(
-    resource: &Map<String, Json>,
-    paths: &[String],
-) -> Result<String, Failure> {
-    let values: Vec<Json> = paths
-        .iter()
-        .map(|p| document::key_at(resource, p))
-        .collect();
-    match values.as_slice() {
-        [value] => document::stored_key(value),
-        values => document::stored_keys(values, true),
-    }
-}
-
-/// Which partitions a request names.
-pub(crate) enum Scope {
-    /// One partition: its stored key.
-    Key(String),
-    /// The partitions of a hierarchical key's prefix: the start their stored keys share.
-    Prefix(String),
-}
-
-impl Scope {
-    /// The partitions an `x-ms-documentdb-partitionkey` header names in `container`.
-    pub(crate) fn of_header(container: &Entity, header: &str) -> Result<Self, Failure> {
-        let paths = partition_paths(container).len();
-        let values = document::keys_of_header(header)?;
-        match (paths, values.len()) {
-            (1, 1) => Ok(Self::Key(document::stored_key(&values[0])?)),
-            (n, m) if n > 1 && m == n => Ok(Self::Key(document::stored_keys(&values, true)?)),
-            (n, m) if n > 1 && m < n => Ok(Self::Prefix(document::stored_keys(&values, false)?)),
-            _ => Err(bad_request(
-                "The partition key supplied in x-ms-partitionkey header has one value per path of the container's partition key.",
-            )),
-        }
-    }
-}
-
-/// A short resource id of `names`, stable for them: base64 of an FNV-1a digest.
-pub(crate) fn rid(names: &[&str]) -> String {
-    use base64::Engine;
-    base64::engine::general_purpose::STANDARD.encode(digest(names))
-}
-
-/// An FNV-1a digest of `names`, joined by NUL (which no name holds).
-pub(crate) fn digest(names: &[&str]) -> [u8; 8] {
-    let mut digest: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in names.join("\0").bytes() {
-        digest = (digest ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
-    }
-    digest.to_be_bytes()
 }

@@ -8,10 +8,10 @@
 use ifmatch_table::{Change, Entity, Expected, Scan, TableError, Tables};
 use serde_json::{Map, Value as Json};
 
+use super::{CONTAINERS, Committed, Front, Policies, documents_table, key};
 use crate::document::json_of;
 use crate::failure::{Failure, backend};
 use crate::feed_entries::documents_only;
-use crate::front::{CONTAINERS, Committed, Front, Policies, documents_table, key};
 use crate::ttl::{expired, of, ticks};
 use crate::versions::{self, VERSIONS};
 

@@ -12,17 +12,17 @@ use ifmatch_azure::swap::Attempts;
 use ifmatch_table::{Change, Entity, Expected, Tables};
 use serde_json::{Value as Json, json};
 
-use crate::document::{self, MAX_NESTING};
-use crate::failure::{Failure, bad_request, raced};
-use crate::front::answers::{Answered, Done};
-use crate::front::documents::document_json;
-use crate::front::{
+use super::answers::{Answered, Done};
+use super::documents::document_json;
+use super::{
     Asked, Committed, Condition, Front, Policies, Scope, document_in, documents_table, holds,
     id_of, json_of, key, partition_paths,
 };
+use crate::document::{self, MAX_NESTING};
+use crate::failure::{Failure, bad_request, raced};
 
 /// The most operations one batch holds.
-pub const MAX_OPERATIONS: usize = 100;
+const MAX_OPERATIONS: usize = 100;
 
 /// One operation's outcome: its status, and the document it wrote or read.
 struct Outcome {
