@@ -13,8 +13,8 @@ use serde_json::{Map, Value as Json};
 
 use super::like::like;
 use super::meter::Meter;
+use super::tree::{Expr, Op, Query};
 use super::value::{Value, compare, equal, integer, num, owned, whole_or};
-use super::{Expr, Op, Query};
 
 /// How a subquery's rows are made and collected, which the maker of a scope knows (`rows.rs`):
 /// an expression only asks for its results.
@@ -56,7 +56,7 @@ pub(crate) fn holds(expr: &Expr, scope: &Scope<'_, '_>) -> bool {
 ///
 /// Chains (`c.a.b.c`, `a AND b AND c`, `1 + 2 + 3`) nest the tree as deep as they are long,
 /// down its left side: that side is walked in a loop, not by recursion, so only parentheses,
-/// calls and right operands (at most [`MAX_DEPTH`](super::MAX_DEPTH) deep) take the stack.
+/// calls and right operands (at most [`MAX_DEPTH`](super::parse::MAX_DEPTH) deep) take the stack.
 pub(crate) fn value<'a>(expr: &'a Expr, s: &Scope<'a, '_>) -> Value<'a> {
     if let Some(group) = &s.group
         && let Some(at) = group.by.iter().position(|by| by == expr)

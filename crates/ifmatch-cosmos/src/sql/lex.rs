@@ -2,7 +2,7 @@
 //! to say, since keywords are case-insensitive and names are not), numbers, strings in either
 //! quote, parameters (`@name`) and symbols.
 
-use super::SqlError;
+use super::error::SqlError;
 
 /// One token.
 #[derive(Debug, Clone, PartialEq)]

@@ -12,6 +12,8 @@ use std::cell::{Cell, RefCell};
 
 use serde_json::Value as Json;
 
+use super::error::SqlError;
+
 /// What evaluating a query for one document may build and compare: 16 MiB, eight times the
 /// largest document. The memory one evaluation holds is within it.
 pub const DOCUMENT_WORK: u64 = 16 << 20;
@@ -130,10 +132,10 @@ impl Meter {
     }
 
     /// Why an exceeded meter refused: what [`Meter::refuse`] said, else the work bound.
-    pub fn error(&self) -> super::SqlError {
+    pub fn error(&self) -> SqlError {
         match &*self.refusal.borrow() {
-            Some(why) => super::SqlError::new(why.clone()),
-            None => super::SqlError::exceeded(),
+            Some(why) => SqlError::new(why.clone()),
+            None => exceeded(),
         }
     }
 
@@ -157,6 +159,16 @@ pub fn weight(value: &Json) -> usize {
         Json::Array(items) => items.iter().map(weight).sum::<usize>() + 2,
         Json::Object(fields) => fields.iter().map(|(k, v)| k.len() + 4 + weight(v)).sum(),
     }
+}
+
+/// The error of an evaluation whose meter was spent.
+fn exceeded() -> SqlError {
+    SqlError::new(format!(
+        "The query builds or compares more than {} MiB for one document (the strings, arrays \
+         and objects its functions and constructors make, the copies it makes of the document): \
+         it is refused rather than allowed to take the server's memory.",
+        DOCUMENT_WORK >> 20
+    ))
 }
 
 #[cfg(test)]

@@ -7,16 +7,17 @@
 //! keywords are not; a missing property is *undefined*, which no comparison holds for; values
 //! of two types compare as undefined.
 //!
-//! A query is parsed into a tree (`parse.rs`), whose names are then bound to slots: each
+//! A query is parsed (`parse.rs`, which holds its limits) into a tree (`tree.rs`), whose names are then bound to slots: each
 //! source of rows (`FROM`, `JOIN`) binds one, after those of the queries around it. A row is
 //! the values of its slots (`rows.rs`); an expression is evaluated against a row
-//! (`eval.rs`).
+//! (`eval.rs`). Why a query is refused: [`SqlError`] (`error.rs`).
 //!
 //! A query is code a client sends, so its evaluation is metered ([`Meter`]): what it builds
 //! and compares for one document is bounded by [`DOCUMENT_WORK`], and [`crate::query`] bounds
 //! a page's.
 
 mod datetime;
+mod error;
 mod eval;
 mod functions;
 mod lex;
@@ -39,209 +40,14 @@ pub use value::compare_for_order;
 pub(crate) use value::printed;
 pub use vector::{Embedding, check_vector_indexes, embeddings};
 
+pub use error::SqlError;
+pub use parse::{MAX_DEPTH, MAX_JOINS, MAX_LOGICAL, MAX_NODES};
+pub use tree::{Expr, Op, Query, Select, Source};
+
 /// The longest query text taken, in bytes (Azure's service quotas: 512 KB).
 pub const MAX_QUERY: usize = 512 << 10;
-/// The most `JOIN`s one `SELECT` holds (Azure's service quotas: 10 a query).
-pub const MAX_JOINS: usize = 10;
 /// The most user-defined functions one query calls (Azure's service quotas: 10).
 pub const MAX_UDFS: usize = 10;
-/// The deepest expression taken, in nested parentheses, calls and unary operators.
-pub const MAX_DEPTH: usize = 64;
-/// The most operators and property accesses a query holds besides its `AND`s and `OR`s: what
-/// bounds how deep a chain such as `a + b + c` or `c.a.b.c` nests the tree that every
-/// evaluation walks recursively. Room for Azure's 500 `AND`s of comparisons of a path each.
-pub const MAX_NODES: usize = 2000;
-/// The most `AND`s, and the most `OR`s, a query holds (Azure's account says 500 of each:
-/// `maxLogicalAndPerSqlQuery`, `maxLogicalOrPerSqlQuery`).
-pub const MAX_LOGICAL: usize = 500;
-
-/// Why a query is refused: a message that names what is wrong or not served.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct SqlError {
-    /// What is wrong.
-    pub message: String,
-}
-
-impl SqlError {
-    pub(crate) fn new(message: impl Into<String>) -> Self {
-        Self {
-            message: message.into(),
-        }
-    }
-
-    /// The error of an evaluation whose meter was spent.
-    pub fn exceeded() -> Self {
-        Self::new(format!(
-            "The query builds or compares more than {} MiB for one document (the strings, arrays \
-             and objects its functions and constructors make, the copies it makes of the document): \
-             it is refused rather than allowed to take the server's memory.",
-            DOCUMENT_WORK >> 20
-        ))
-    }
-}
-
-/// A parsed query.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Query {
-    /// `DISTINCT`.
-    pub distinct: bool,
-    /// `TOP n`.
-    pub top: Option<u64>,
-    /// What each result is.
-    pub select: Select,
-    /// Where rows come from: the `FROM` source, then each `JOIN`; each binds the next slot
-    /// (after the enclosing queries' slots). Empty for a query without `FROM`: one row.
-    pub from: Vec<Source>,
-    /// The predicate, if any.
-    pub filter: Option<Expr>,
-    /// `GROUP BY`: the expressions rows are grouped by.
-    pub group: Vec<Expr>,
-    /// `ORDER BY`: each expression, and whether it is descending.
-    pub order: Vec<(Expr, bool)>,
-    /// `ORDER BY RANK`: the one order is a scoring function's (see `text.rs`), highest first.
-    pub rank: bool,
-    /// `OFFSET n LIMIT m`.
-    pub offset_limit: Option<(u64, u64)>,
-    /// The aggregates of the selection, by their index in [`Expr::Aggregate`]: the function
-    /// and its argument.
-    pub aggregates: Vec<(&'static str, Expr)>,
-    /// The names its sources bind, by slot (after the enclosing queries').
-    pub names: Vec<String>,
-    /// How many slots the enclosing queries bind (a subquery sees theirs first).
-    pub outer: usize,
-}
-
-/// One source of rows, binding a slot.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Source {
-    /// `expr [AS] alias` (`FROM c`, `FROM c.children[0] ch`, `JOIN (SELECT ...) x`): the value,
-    /// when it is defined; an array from a subquery binds each of its items.
-    Bind(Expr),
-    /// `alias IN expr`: each item of the array.
-    Iterate(Expr),
-}
-
-/// What a query selects.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Select {
-    /// `*`: the row's only source.
-    Star,
-    /// `VALUE expr`: the value itself.
-    Value(Expr),
-    /// `expr [AS name], ...`: an object of them.
-    Items(Vec<(Expr, String)>),
-}
-
-/// An expression.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Expr {
-    /// A constant (parameters are replaced by theirs): shared, so that a parameter named many
-    /// times is held once, whatever its size.
-    Literal(std::sync::Arc<Json>),
-    /// `undefined`.
-    Undefined,
-    /// `NaN` or `Infinity` (`-Infinity` is its negation): no JSON holds them, so every
-    /// expression that takes one is undefined, but `ToString`, which names it.
-    NonFinite(f64),
-    /// The container's item, in the `FROM` source's expression.
-    Root,
-    /// A name the parser has not bound yet (never evaluated).
-    Name(String),
-    /// The value a source bound: a slot of the row.
-    Var(usize),
-    /// `e.name` or `e["name"]`.
-    Member(Box<Expr>, String),
-    /// `e[i]` with a computed index or name.
-    Index(Box<Expr>, Box<Expr>),
-    /// `-e`.
-    Negate(Box<Expr>),
-    /// `~e`.
-    BitNot(Box<Expr>),
-    /// `NOT e`.
-    Not(Box<Expr>),
-    /// A binary operator.
-    Binary(Op, Box<Expr>, Box<Expr>),
-    /// `e [NOT] BETWEEN low AND high`.
-    Between(Box<Expr>, Box<Expr>, Box<Expr>, bool),
-    /// `e [NOT] IN (values)`.
-    In(Box<Expr>, Vec<Expr>, bool),
-    /// `e [NOT] LIKE pattern [ESCAPE c]`.
-    Like(Box<Expr>, Box<Expr>, Option<char>, bool),
-    /// `c ? a : b`.
-    Ternary(Box<Expr>, Box<Expr>, Box<Expr>),
-    /// A built-in function, by its upper-case name.
-    Call(&'static str, Vec<Expr>),
-    /// A user-defined function, `udf.name(...)`, by its name.
-    Udf(String, Vec<Expr>),
-    /// An aggregate of the query's selection, by its index in [`Query::aggregates`].
-    Aggregate(usize),
-    /// `[a, b]`.
-    Array(Vec<Expr>),
-    /// `{"a": e}`.
-    Object(Vec<(String, Expr)>),
-    /// `EXISTS (subquery)`.
-    Exists(Box<Query>),
-    /// `ARRAY (subquery)`.
-    ArrayOf(Box<Query>),
-    /// `(subquery)`: its first result.
-    Scalar(Box<Query>),
-}
-
-/// A binary operator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
-    /// `AND`.
-    And,
-    /// `OR`.
-    Or,
-    /// `=`.
-    Eq,
-    /// `!=` or `<>`.
-    Ne,
-    /// `<`.
-    Lt,
-    /// `<=`.
-    Le,
-    /// `>`.
-    Gt,
-    /// `>=`.
-    Ge,
-    /// `+`.
-    Add,
-    /// `-`.
-    Sub,
-    /// `*`.
-    Mul,
-    /// `/`.
-    Div,
-    /// `%`.
-    Mod,
-    /// `&`.
-    BitAnd,
-    /// `|`.
-    BitOr,
-    /// `^`.
-    BitXor,
-    /// `<<`.
-    Shl,
-    /// `>>`.
-    Shr,
-    /// `>>>`: shifted right with zeros.
-    Ushr,
-    /// `||`: string concatenation.
-    Concat,
-    /// `??`: the left value, or the right when it is undefined.
-    Coalesce,
-}
-
-impl Expr {
-    /// The constant `value`.
-    pub(crate) fn literal(value: Json) -> Self {
-        Self::Literal(std::sync::Arc::new(value))
-    }
-}
-
 impl Query {
     /// The query `text` with `parameters` (`[{"name": "@x", "value": ...}]`), taken whole:
     /// each value is held once, however often the text names it, and never copied.

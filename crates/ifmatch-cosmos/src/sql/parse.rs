@@ -1,14 +1,27 @@
 //! A query's tokens into its tree, by recursive descent, no deeper than
-//! [`MAX_DEPTH`](super::MAX_DEPTH).
+//! [`MAX_DEPTH`].
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::Value as Json;
 
+use super::error::SqlError;
 use super::lex::Token;
 use super::tree::visit;
-use super::{Expr, MAX_DEPTH, MAX_LOGICAL, MAX_NODES, Op, Query, Select, Source, SqlError};
+use super::tree::{Expr, Op, Query, Select, Source};
+
+/// The most `JOIN`s one `SELECT` holds (Azure's service quotas: 10 a query).
+pub const MAX_JOINS: usize = 10;
+/// The deepest expression taken, in nested parentheses, calls and unary operators.
+pub const MAX_DEPTH: usize = 64;
+/// The most operators and property accesses a query holds besides its `AND`s and `OR`s: what
+/// bounds how deep a chain such as `a + b + c` or `c.a.b.c` nests the tree that every
+/// evaluation walks recursively. Room for Azure's 500 `AND`s of comparisons of a path each.
+pub const MAX_NODES: usize = 2000;
+/// The most `AND`s, and the most `OR`s, a query holds (Azure's account says 500 of each:
+/// `maxLogicalAndPerSqlQuery`, `maxLogicalOrPerSqlQuery`).
+pub const MAX_LOGICAL: usize = 500;
 
 const AGGREGATES: [&str; 5] = ["COUNT", "SUM", "MIN", "MAX", "AVG"];
 
@@ -179,10 +192,10 @@ impl Parser<'_> {
                 if !self.eat_keyword("JOIN") {
                     break;
                 }
-                if from.len() > super::MAX_JOINS {
+                if from.len() > MAX_JOINS {
                     return Err(SqlError::new(format!(
                         "A query joins at most {} sources.",
-                        super::MAX_JOINS
+                        MAX_JOINS
                     )));
                 }
             }

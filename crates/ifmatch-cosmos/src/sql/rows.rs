@@ -13,8 +13,8 @@ use serde_json::{Map, Value as Json};
 
 use super::eval::{Grouped, Scope, holds, value};
 use super::meter::{Meter, weight};
+use super::tree::{Expr, Query, Select, Source};
 use super::value::{compare_for_order, neumaier, num, owned, printed, whole_or};
-use super::{Expr, Query, Select, Source};
 
 /// What a row costs beyond what it builds: its slots, its filter's bookkeeping.
 const ROW: usize = 64;

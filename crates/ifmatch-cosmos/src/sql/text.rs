@@ -13,10 +13,11 @@
 
 use serde_json::{Value as Json, json};
 
+use super::error::SqlError;
 use super::meter::Meter;
+use super::tree::{Expr, Query};
 use super::tree::{each_expr, visit};
 use super::value::Value;
-use super::{Expr, Query, SqlError};
 
 /// Where a row's `FullTextScore` keeps what BM25 needs until every row is in: the text's
 /// length in words, and each term's count in it.

@@ -9,9 +9,9 @@
 use serde_json::{Map, Value as Json, json};
 
 use super::meter::Meter;
+use super::tree::{Expr, Query};
 use super::tree::{each_expr, visit};
 use super::value::{Value, whole_or};
-use super::{Expr, Query};
 
 /// A container's vector path, as its `vectorEmbeddingPolicy` declares it: the path (`/a/b`),
 /// its distance function and its data type.
