@@ -5,8 +5,8 @@ use std::time::SystemTime;
 
 use http::header;
 
-use super::Front;
 use super::failure::{Failure, Result};
+use super::state::Front;
 use crate::auth;
 use crate::auth::Credential;
 use crate::operation::{Operation, Target};

@@ -5,11 +5,14 @@ use http::header::{HeaderMap, HeaderValue};
 use http::{Response, StatusCode, header};
 use ifmatch_core::date::date_header_value;
 
-use super::{Answer, CONTENT_CRC64, CONTENT_MD5};
+use super::headers::{CONTENT_CRC64, CONTENT_MD5};
 use crate::body::ResponseBody;
 use crate::checksums::Checksums;
 use crate::metadata;
 use crate::record::Record;
+
+/// An answer of the front over objects whose reader is `R`.
+pub(super) type Answer<R> = Response<ResponseBody<R>>;
 
 pub(super) fn validator_headers(record: &Record) -> HeaderMap {
     // Room for every header a blob's answer carries: the map never grows on the way.

@@ -15,6 +15,10 @@
 use std::borrow::Cow;
 use std::time::SystemTime;
 
+use super::call::Call;
+use super::failure::Answered;
+use super::headers::{CONTENT_CRC64, CONTENT_MD5};
+use super::state::Front;
 use crate::lease::Access;
 use crate::precondition;
 use http::StatusCode;
@@ -27,8 +31,6 @@ use super::gate::Asking;
 use super::gate::committed;
 use super::swap::Step;
 use super::uploads::{declared_len, number};
-use super::{Answered, Call};
-use super::{CONTENT_CRC64, CONTENT_MD5, Front};
 use crate::body::Incoming;
 use crate::metadata;
 use crate::record::Appended;
@@ -332,7 +334,10 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
 pub(super) fn insert_blob_type(record: &Record, out: &mut HeaderMap) {
     let content = record.content.as_ref();
     let blob_type = content.map_or("BlockBlob", Content::blob_type);
-    out.insert(super::BLOB_TYPE, HeaderValue::from_static(blob_type));
+    out.insert(
+        super::headers::BLOB_TYPE,
+        HeaderValue::from_static(blob_type),
+    );
     super::page_blobs::insert_sequence(record, out);
     let Some(append) = content.and_then(|c| c.append) else {
         return;

@@ -1,6 +1,10 @@
 //! Blob operations: Put Blob, Get Blob, Delete Blob, and the metadata and properties of
 //! blobs and containers.
 
+use super::call::Call;
+use super::failure::Answered;
+use super::headers::{BLOB_TYPE, CONTENT_CRC64, CONTENT_MD5, MS_RANGE, RANGE_MD5, RANGE_MD5_MAX};
+use super::state::Front;
 use crate::lease::{Access, Scope};
 use crate::precondition;
 use bytes::Bytes;
@@ -17,8 +21,6 @@ use super::gate::{committed, existing};
 use super::page_blobs::{PageProperties, insert_sequence};
 use super::swap::Step;
 use super::uploads::{Given, declared_len};
-use super::{Answered, Call};
-use super::{BLOB_TYPE, CONTENT_CRC64, CONTENT_MD5, Front, MS_RANGE, RANGE_MD5, RANGE_MD5_MAX};
 use crate::body::Incoming;
 use crate::body::{Opening, Piece, Pieces, ResponseBody};
 use crate::checksums::Checksums;

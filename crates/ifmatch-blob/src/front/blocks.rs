@@ -9,6 +9,10 @@
 //! that changed while it was hashed (a block staged again under the same id) is resolved and
 //! hashed again.
 
+use super::call::Call;
+use super::failure::Answered;
+use super::headers::CONTENT_CRC64;
+use super::state::Front;
 use crate::lease::{Access, Scope};
 use crate::precondition;
 use futures_util::StreamExt;
@@ -24,8 +28,6 @@ use super::failure::{Failure, Result};
 use super::gate::existing;
 use super::swap::Step;
 use super::uploads::verify_checksums;
-use super::{Answered, Call};
-use super::{CONTENT_CRC64, Front};
 use crate::block_list::{self as rules, MAX_LIST_BODY, MAX_UNCOMMITTED};
 use crate::body::Incoming;
 use crate::checksums::Checksums;

@@ -28,8 +28,8 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use ifmatch_azure::Env;
 
-use super::Front;
 use super::failure::Result;
+use super::state::Front;
 use super::swap::Step;
 use crate::change_feed::{self, CHANGES, Change, FEED};
 use crate::record::{Content, Record};

@@ -1,6 +1,10 @@
 //! Container operations: create, delete, properties, the access policy (ACL), and Blob Batch
 //! (its subrequests are blob deletes, answered one by one).
 
+use super::call::Call;
+use super::failure::Answered;
+use super::headers::PUBLIC_ACCESS;
+use super::state::Front;
 use crate::lease::{Access, Scope};
 use crate::precondition;
 use bytes::Bytes;
@@ -12,8 +16,6 @@ use ifmatch_core::strong_etag;
 use super::answers::{answer, validator_headers, xml_answer};
 use super::failure::{Failure, Result, error_answer};
 use super::swap::Step;
-use super::{Answered, Call};
-use super::{Front, PUBLIC_ACCESS};
 use crate::body::Incoming;
 use crate::body::ResponseBody;
 use crate::operation::Operation;

@@ -30,6 +30,10 @@
 
 use std::time::SystemTime;
 
+use super::call::Call;
+use super::failure::Answered;
+use super::headers::{BLOB_TYPE, CONTENT_CRC64, CONTENT_MD5};
+use super::state::Front;
 use crate::lease::{Access, Scope};
 use crate::precondition;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
@@ -43,8 +47,6 @@ use super::admission::{forwarded_hosts, host};
 use super::failure::{Failure, Result};
 use super::gate::Asking;
 use super::gate::committed;
-use super::{Answered, Call};
-use super::{BLOB_TYPE, CONTENT_CRC64, CONTENT_MD5, Front};
 use crate::auth::{self, Credential};
 use crate::metadata;
 use crate::operation::{Operation, Target};
@@ -393,7 +395,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let (body, mut asked) = self.source_body(&from, now).await?;
         // The pages' length, which Put Page checks the body against.
         let range = asked
-            .get(super::MS_RANGE)
+            .get(super::headers::MS_RANGE)
             .or_else(|| asked.get(http::header::RANGE));
         let pages = range
             .and_then(|v| v.to_str().ok())

@@ -22,11 +22,12 @@ use http::StatusCode;
 use http::header::HeaderName;
 use ifmatch_azure::ErrorCode;
 
-use super::Front;
 use super::answers::{answer, validator_headers};
+use super::call::Call;
+use super::failure::Answered;
 use super::failure::{Failure, Result};
 use super::pages::BlobPages;
-use super::{Answered, Call};
+use super::state::Front;
 use crate::lease::Lease;
 use crate::record::Record;
 use crate::soft_delete::{container_version, deleted_container, kept};

@@ -5,10 +5,9 @@ use http::header;
 use http::header::{HeaderMap, HeaderValue};
 use ifmatch_azure::ErrorCode;
 
-use super::Answer;
-use super::answers::answer;
+use super::answers::{Answer, answer};
 use crate::body::ResponseBody;
-use crate::store::StoreError;
+use crate::store::{Objects, StoreError};
 use ifmatch_azure::ERROR_CODE;
 
 /// An error answer: the code, and what to say about it.
@@ -24,6 +23,9 @@ pub(super) struct Failure {
 }
 
 pub(super) type Result<T, E = Failure> = std::result::Result<T, E>;
+
+/// What a handler of a front over the objects `O` returns.
+pub(super) type Answered<O> = Result<Answer<<O as Objects>::Reader>>;
 
 impl Failure {
     pub(super) fn with_detail(code: ErrorCode, detail: impl Into<String>) -> Self {

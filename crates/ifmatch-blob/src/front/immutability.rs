@@ -13,9 +13,11 @@ use ifmatch_azure::{Env, ErrorCode};
 use ifmatch_core::date::date_header_value;
 
 use super::answers::answer;
+use super::call::Call;
+use super::failure::Answered;
 use super::failure::Result;
+use super::state::Front;
 use super::swap::Step;
-use super::{Answered, Call, Front};
 use crate::container_protection::Protection;
 use crate::immutability::{self, Policy};
 use crate::lease::{Access, Scope};

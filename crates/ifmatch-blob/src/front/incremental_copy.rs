@@ -7,11 +7,13 @@
 use http::header::HeaderMap;
 use ifmatch_azure::{Env, ErrorCode};
 
+use super::call::Call;
 use super::copy::{Found, Requester};
+use super::failure::Answered;
 use super::failure::{Failure, Result};
 use super::gate::committed;
+use super::state::Front;
 use super::swap::Step;
-use super::{Answered, Call, Front};
 use crate::lease::Access;
 use crate::metadata;
 use crate::page_blob::Incremental;

@@ -1,15 +1,16 @@
 //! Lease Blob and Lease Container.
 
+use super::call::Call;
+use super::failure::Answered;
+use super::state::Front;
 use crate::lease::{LeaseAction, LeaseId};
 use crate::precondition;
 use http::StatusCode;
 use http::header::HeaderMap;
 use ifmatch_azure::ErrorCode;
 
-use super::Front;
 use super::answers::{answer, validator_headers};
 use super::swap::Step;
-use super::{Answered, Call};
 use crate::record::Record;
 use crate::store::{Key, Objects, Records};
 use ifmatch_azure::Env;

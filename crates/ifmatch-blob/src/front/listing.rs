@@ -4,9 +4,9 @@ use std::time::SystemTime;
 
 use http::header::HeaderMap;
 
-use super::Answered;
-use super::Front;
 use super::answers::xml_answer;
+use super::failure::Answered;
+use super::state::Front;
 use crate::operation::ListOptions;
 use crate::soft_delete::parse_deleted_container;
 use crate::store::{Key, Objects, Records};

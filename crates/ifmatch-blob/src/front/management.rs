@@ -15,9 +15,10 @@ use ifmatch_azure::{Env, ErrorCode};
 use serde_json::Value;
 
 use super::admission::Admitted;
+use super::answers::Answer;
 use super::gate::Protected;
+use super::state::Front;
 use super::swap::Step;
-use super::{Answer, Front};
 use crate::body::{Incoming, ResponseBody};
 use crate::container_protection::{Change, MAX_EXTENSIONS, Policy, Protection};
 use crate::management::{self, ArmCode, ArmError, Resource, Route};

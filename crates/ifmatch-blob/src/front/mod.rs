@@ -7,20 +7,27 @@
 //! step as the write, on any backend that offers a compare-and-swap. A body is staged (hashed
 //! and stored durably) before the first attempt, so no lock or compare-and-swap waits on a
 //! client's upload.
+//!
+//! This file routes a request to its operation, each kind in a file of its own (`blobs.rs`,
+//! `blocks.rs`, `containers.rs`, ...); what they share lies beneath them: the front's state
+//! (`state.rs`), a request as a handler takes it (`call.rs`), the headers several read
+//! (`headers.rs`), what they answer (`answers.rs`) and how they fail (`failure.rs`).
 
 use bytes::Bytes;
-use http::header::{HeaderName, HeaderValue};
-use http::{Method, Request, Response};
+use http::header::HeaderValue;
+use http::{Method, Request};
 use http_body::Body;
 use ifmatch_azure::{ErrorCode, OperationName, REQUEST_ID};
 
 use self::admission::endpoint;
-use self::failure::{Failure, Result, error_answer};
+use self::answers::Answer;
+use self::call::Call;
+use self::failure::{Answered, Failure, error_answer};
+use self::headers::MS_VERSION;
+pub use self::state::{DEFAULT_MAX_BODY, Front};
 use crate::body::Incoming;
-use crate::body::ResponseBody;
 use crate::operation::Operation;
 use crate::store::{BoxError, Objects, Records};
-use ifmatch_azure::Accounts;
 use ifmatch_azure::Env;
 
 mod admission;
@@ -28,12 +35,14 @@ mod answers;
 mod append;
 mod blobs;
 mod blocks;
+mod call;
 mod change_feed;
 mod containers;
 mod copy;
 mod deleted_containers;
 mod failure;
 mod gate;
+mod headers;
 mod immutability;
 mod incremental_copy;
 mod leases;
@@ -45,151 +54,14 @@ mod pending_copies;
 mod service;
 mod snapshots;
 mod soft_delete;
+mod state;
 mod swap;
 mod sweep;
 mod tags;
 mod uploads;
 mod versions;
 
-const BLOB_TYPE: HeaderName = HeaderName::from_static("x-ms-blob-type");
-const SEQUENCE_NUMBER: HeaderName = HeaderName::from_static("x-ms-blob-sequence-number");
-const MS_RANGE: HeaderName = HeaderName::from_static("x-ms-range");
-const MS_VERSION: HeaderName = HeaderName::from_static("x-ms-version");
-const PUBLIC_ACCESS: HeaderName = HeaderName::from_static("x-ms-blob-public-access");
-const CONTENT_MD5: HeaderName = HeaderName::from_static("content-md5");
-const CONTENT_CRC64: HeaderName = HeaderName::from_static("x-ms-content-crc64");
-const STRUCTURED_BODY: HeaderName = HeaderName::from_static("x-ms-structured-body");
-const RANGE_MD5: HeaderName = HeaderName::from_static("x-ms-range-get-content-md5");
-/// The largest part whose MD5 `x-ms-range-get-content-md5` asks for.
-const RANGE_MD5_MAX: u64 = 4 << 20;
-
-/// The default largest blob: 5 GiB.
-pub const DEFAULT_MAX_BODY: u64 = 5 << 30;
-
-/// The blob front: one value per server, shared by every request.
-#[derive(Debug)]
-pub struct Front<R, O, E> {
-    records: R,
-    /// Shared with the bodies of reads that open a blob's blocks one after the other.
-    objects: std::sync::Arc<O>,
-    env: E,
-    max_body: u64,
-    accounts: Accounts,
-    anonymous: bool,
-    /// Compare-and-swap attempts that lost a race and started over.
-    retries: std::sync::atomic::AtomicU64,
-    /// See [`Front::commit_turn`].
-    commits: ifmatch_azure::Turns,
-    /// See [`Front::settings`].
-    settings: service::Known,
-    /// Where copies read sources other servers hold (see [`crate::copy_origin`]); none by
-    /// default.
-    origins: Option<crate::copy_origin::Origins>,
-    /// Whether Copy Blob from another server answers before it is copied (see
-    /// `pending_copies.rs`).
-    background_copies: bool,
-}
-
-/// What a handler answers: the resource the request names (a container's or a blob's key),
-/// the request's headers, and the time it is answered at (one reading of the clock for all
-/// the checks of one request).
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Call<'a> {
-    key: &'a crate::store::Key,
-    headers: &'a http::HeaderMap,
-    now: std::time::SystemTime,
-    /// What the container's own protection says of a change of the blob, if it has one.
-    guard: Option<gate::Guard<'a>>,
-}
-
-impl<'a> Call<'a> {
-    /// What the request brings to the gate.
-    fn ask(self) -> failure::Result<gate::Asking<'a>> {
-        Ok(gate::Asking::of(self.headers, self.now)?.guarded(self.guard))
-    }
-
-    /// The same call with other headers (a copy's, made from its source's answer).
-    fn with_headers(self, headers: &'a http::HeaderMap) -> Self {
-        Self { headers, ..self }
-    }
-}
-
-type Answer<R> = Response<ResponseBody<R>>;
-
-/// What a handler of a front over the objects `O` returns.
-type Answered<O> = Result<Answer<<O as Objects>::Reader>>;
-
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
-    /// A front over these backends.
-    pub fn new(records: R, objects: O, env: E) -> Self {
-        Self {
-            records,
-            objects: std::sync::Arc::new(objects),
-            env,
-            max_body: DEFAULT_MAX_BODY,
-            accounts: Accounts::default(),
-            anonymous: false,
-            retries: std::sync::atomic::AtomicU64::new(0),
-            commits: ifmatch_azure::Turns::default(),
-            settings: service::Known::default(),
-            origins: None,
-            background_copies: false,
-        }
-    }
-
-    /// How many compare-and-swap attempts lost a race with a concurrent change and started
-    /// over, since the front was made.
-    pub fn cas_retries(&self) -> u64 {
-        self.retries.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// The accounts served (by default the development account alone, with its published
-    /// key).
-    pub fn with_accounts(mut self, accounts: &Accounts) -> Self {
-        self.accounts = accounts.clone();
-        self
-    }
-
-    /// Lets requests without credentials do anything: for development only. Requests that
-    /// carry credentials are still checked.
-    pub fn with_anonymous_access(mut self, yes: bool) -> Self {
-        self.anonymous = yes;
-        self
-    }
-
-    /// Lets copies read sources on other servers through `origins` (see
-    /// [`crate::copy_origin`]); without, a copy reads only the blobs this server serves.
-    pub fn with_copy_origins(mut self, origins: impl crate::copy_origin::CopyOrigins) -> Self {
-        self.origins = Some(crate::copy_origin::Origins(std::sync::Arc::new(origins)));
-        self
-    }
-
-    /// The accounts served.
-    pub fn accounts(&self) -> &Accounts {
-        &self.accounts
-    }
-
-    /// The largest blob accepted; larger uploads answer 413 `RequestBodyTooLarge`.
-    pub fn with_max_body(mut self, bytes: u64) -> Self {
-        self.max_body = bytes;
-        self
-    }
-
-    /// The record store.
-    pub fn records(&self) -> &R {
-        &self.records
-    }
-
-    /// The clock and randomness (a test moves a manual clock through it).
-    pub fn env(&self) -> &E {
-        &self.env
-    }
-
-    /// The object store.
-    pub fn objects(&self) -> &O {
-        &self.objects
-    }
-
     /// The answer for `code` alone: what a host says when the front could not answer.
     pub fn error(&self, code: ErrorCode) -> Answer<O::Reader> {
         self.stamped(error_answer(code.into(), false))

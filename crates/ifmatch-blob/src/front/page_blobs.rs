@@ -9,6 +9,10 @@
 //! Pages never written cost nothing and read as zeros. Every change is a new tag, chained from
 //! the one before (see [`Paged::chain`]).
 
+use super::call::Call;
+use super::failure::Answered;
+use super::headers::{CONTENT_CRC64, CONTENT_MD5, MS_RANGE, SEQUENCE_NUMBER};
+use super::state::Front;
 use crate::lease::Access;
 use crate::precondition;
 use http::StatusCode;
@@ -21,8 +25,6 @@ use super::failure::{Failure, Result};
 use super::gate::Asking;
 use super::swap::Step;
 use super::uploads::{declared_len, number};
-use super::{Answered, Call};
-use super::{CONTENT_CRC64, CONTENT_MD5, Front, MS_RANGE, SEQUENCE_NUMBER};
 use crate::body::Incoming;
 use crate::operation::PageRangesOptions;
 use crate::page_blob::{MAX_RUNS, MAX_SIZE, MAX_WRITE, PAGE, Paged, Run};

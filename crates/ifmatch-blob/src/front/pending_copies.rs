@@ -18,11 +18,12 @@ use http::{StatusCode, Uri};
 use ifmatch_azure::{Env, ErrorCode};
 
 use super::answers::{answer, validator_headers};
+use super::failure::Answered;
 use super::gate::Asking;
 use super::pages::BlobPages;
+use super::state::Front;
 use super::swap::Step;
 use super::uploads::Given;
-use super::{Answered, Front};
 use crate::metadata;
 use crate::precondition;
 use crate::record::{Content, Copied, CopyStatus, Record};

@@ -3,9 +3,7 @@
 //! them (an element a request leaves out keeps its setting). What the front reads of them is
 //! [`crate::settings`]'s. And Get User Delegation Key ([`ifmatch_azure::delegation`]).
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use http::StatusCode;
 use http::header::HeaderMap;
@@ -13,9 +11,10 @@ use http_body_util::BodyExt;
 use ifmatch_azure::{Env, ErrorCode};
 
 use super::answers::{answer, xml_answer};
+use super::failure::Answered;
 use super::failure::Failure;
+use super::state::Front;
 use super::swap::Step;
-use super::{Answered, Front};
 use crate::body::Incoming;
 use crate::delegators::{self, Delegator};
 use crate::record::Record;
@@ -34,18 +33,6 @@ const DEFAULT: &str = "<?xml version=\"1.0\" encoding=\"utf-8\"?><StorageService
 /// another instance of a fleet holds on this one within this time (one made through this one,
 /// at once).
 const TRUSTED: Duration = Duration::from_secs(1);
-
-/// What an instance last read of each account's versioning (by its service record's name),
-/// and when.
-#[derive(Debug, Default)]
-pub(super) struct Known(Mutex<HashMap<String, (Settings, SystemTime)>>);
-
-impl Known {
-    /// Forgets what was read of the service record `name` (it was just changed).
-    pub(super) fn forget(&self, name: &str) {
-        self.0.lock().expect("not poisoned").remove(name);
-    }
-}
 
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// Get User Delegation Key: `<KeyInfo>`'s `<Start>` (optional) and `<Expiry>`, for the

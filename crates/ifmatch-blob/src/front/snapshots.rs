@@ -15,10 +15,12 @@ use ifmatch_azure::swap::Attempts;
 use ifmatch_azure::{Env, ErrorCode};
 
 use super::answers::{answer, validator_headers};
+use super::call::Call;
+use super::failure::Answered;
 use super::failure::Failure;
 use super::pages::BlobPages;
+use super::state::Front;
 use super::swap::Step;
-use super::{Answered, Call, Front};
 use crate::lease::Access;
 use crate::metadata;
 use crate::precondition;

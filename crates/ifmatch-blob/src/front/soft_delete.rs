@@ -6,10 +6,12 @@ use http::header::HeaderMap;
 use ifmatch_azure::{Env, ErrorCode};
 
 use super::answers::answer;
+use super::call::Call;
+use super::failure::Answered;
 use super::failure::Result;
 use super::gate::committed;
 use super::pages::BlobPages;
-use super::{Answered, Call, Front};
+use super::state::Front;
 use crate::record::Record;
 use crate::record_name;
 use crate::soft_delete::kept;

@@ -1,12 +1,12 @@
 //! The compare-and-swap every change goes through: read the record, decide, write only if
 //! nobody changed it meanwhile, start over if somebody did.
 
+use super::state::Front;
 use crate::lease::Access;
 use crate::precondition;
 use http::header::HeaderMap;
 use ifmatch_azure::ErrorCode;
 
-use super::Front;
 use super::failure::{Failure, Result};
 use super::gate::{Asking, existing};
 use crate::record::Record;
@@ -47,7 +47,7 @@ impl Step {
 
 impl Swapped {
     /// The 200 of a change: the validators of the record it wrote.
-    pub(super) fn answered<R>(self) -> super::Answer<R> {
+    pub(super) fn answered<R>(self) -> super::answers::Answer<R> {
         let written = self.written.expect("a change writes");
         super::answers::answer(
             http::StatusCode::OK,

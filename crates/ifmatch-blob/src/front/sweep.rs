@@ -3,8 +3,8 @@
 
 use http::header::HeaderMap;
 
-use super::Front;
 use super::pages::BlobPages;
+use super::state::Front;
 use super::swap::Step;
 use crate::store::{Key, Objects, Records, StoreError};
 use ifmatch_azure::Env;

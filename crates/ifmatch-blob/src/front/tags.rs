@@ -10,9 +10,11 @@ use http_body_util::BodyExt;
 use ifmatch_azure::{Env, ErrorCode};
 
 use super::answers::{answer, xml_answer};
+use super::call::Call;
+use super::failure::Answered;
 use super::failure::Failure;
+use super::state::Front;
 use super::swap::Step;
-use super::{Answered, Call, Front};
 use crate::body::Incoming;
 use crate::lease::{Access, Scope};
 use crate::operation::FindOptions;

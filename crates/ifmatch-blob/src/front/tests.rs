@@ -4,8 +4,8 @@ use bytes::Bytes;
 use http::{Request, StatusCode};
 use http_body_util::Full;
 
-use super::Front;
 use super::failure::Result;
+use super::state::Front;
 use crate::memory::{MemoryObjects, MemoryRecords};
 use crate::record::Record;
 use crate::store::{Key, PutMode, Records, Scan, StoreError};

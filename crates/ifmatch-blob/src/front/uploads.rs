@@ -8,10 +8,12 @@ use http::{StatusCode, header};
 use http_body::Body;
 use ifmatch_azure::ErrorCode;
 
+use super::answers::Answer;
 use super::answers::{answer, insert_sha256, validator_headers};
 use super::failure::{Failure, Result};
+use super::headers::{CONTENT_CRC64, CONTENT_MD5, STRUCTURED_BODY};
+use super::state::Front;
 use super::swap::Swapped;
-use super::{Answer, CONTENT_CRC64, CONTENT_MD5, Front, STRUCTURED_BODY};
 use crate::body::Incoming;
 use crate::checksums::{ChecksumBody, Checksums};
 use crate::record::Record;

@@ -2,8 +2,8 @@
 
 use ifmatch_azure::{Env, ErrorCode};
 
-use super::Front;
 use super::failure::Result;
+use super::state::Front;
 use crate::record::Record;
 use crate::record_name::{self, Qualifier};
 use crate::store::{Key, Objects, PutMode, Records};
