@@ -207,7 +207,7 @@ impl<R: Body<Data = Bytes, Error = StoreError>> Body for ResponseBody<R> {
     }
 }
 
-/// A request's body as the front's handlers and [`Objects::stage`](crate::Objects::stage)
+/// A request's body as the front's handlers and `Objects::stage`
 /// take it: bytes, sendable, failing with an error any failure can carry.
 pub trait Incoming:
     Body<Data = Bytes, Error: Into<ifmatch_core::BoxError>> + Send + 'static

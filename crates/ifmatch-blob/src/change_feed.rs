@@ -6,7 +6,7 @@
 //!
 //! A [`Change`] is written in the record the change writes, in the same compare-and-swap (a
 //! deleted blob's record stays, empty, until its change is published); the front's publisher
-//! moves changes from records to chunks ([`crate::Front::publish_changes`]).
+//! moves changes from records to chunks (`Front::publish_changes`).
 
 use std::time::SystemTime;
 
@@ -27,7 +27,7 @@ pub fn holds_markers(container: &str) -> bool {
 }
 
 /// Whether `record` is a blob's deletion that the feed has not published yet: no content, no
-/// blocks, its changes held ([`crate::Front::publish_changes`] removes it).
+/// blocks, its changes held (`Front::publish_changes` removes it).
 pub fn is_unpublished_deletion(record: &Record) -> bool {
     record.content.is_none()
         && record.staging.is_none()

@@ -99,12 +99,6 @@ impl AtCreation {
         };
         Ok(Self { policy, legal_hold })
     }
-
-    /// Gives `record` this protection.
-    pub fn apply(self, record: &mut crate::Record) {
-        record.immutability = self.policy;
-        record.legal_hold = self.legal_hold;
-    }
 }
 
 /// Why a blob with this hold and policy may not be changed or deleted at `now`, if it may not.

@@ -283,7 +283,7 @@ pub struct Target {
 
 impl Target {
     /// Reads the method, the path below the account (see
-    /// [`Accounts::locate`](crate::Accounts::locate)) and the query. Names are percent-decoded
+    /// [`Accounts::locate`](ifmatch_azure::Accounts::locate)) and the query. Names are percent-decoded
     /// and validated: a container name is 3 to 63 of `a-z 0-9 -` (no leading, trailing or
     /// doubled `-`); a blob name is 1 to 1024 characters with no control characters and no `.`
     /// or `..` segment.

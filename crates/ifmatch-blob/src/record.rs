@@ -39,7 +39,7 @@ pub struct Record {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub uncommitted: Vec<Block>,
     /// The blocks staged by Put Block and not yet committed, kept apart from the record (see
-    /// [`Records::stage_block`](crate::Records::stage_block)): where they are. A blob record
+    /// `Records::stage_block`): where they are. A blob record
     /// with staged blocks and no [`Record::content`] is a blob that does not exist yet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub staging: Option<Staging>,
@@ -213,7 +213,7 @@ impl PublicAccess {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub struct Content {
-    /// The object that holds the bytes, named by the [`Objects`](crate::Objects) store
+    /// The object that holds the bytes, named by the `Objects` store
     /// (empty when they are [`Content::inline`] or in [`Content::blocks`]).
     pub object: String,
     /// Length in bytes.
@@ -236,7 +236,7 @@ pub struct Content {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub blocks: Vec<Block>,
     /// The bytes themselves, for a small blob kept in its record (see
-    /// [`Records::inline_max`](crate::Records::inline_max)): no object holds them. Base64 when
+    /// `Records::inline_max`): no object holds them. Base64 when
     /// serialized.
     #[serde(
         default,
@@ -258,7 +258,7 @@ pub struct Content {
 
 /// What an append blob's record keeps of it. Its blocks are not in the record (an append would
 /// then rewrite a record as long as the blob's block list): each Append Block adds an entry to
-/// the blob's append set, as [`Records::stage_block`](crate::Records::stage_block) adds a staged
+/// the blob's append set, as `Records::stage_block` adds a staged
 /// block, one small write whatever the set holds, and then swaps the record for one counting
 /// it. An entry's id is the chain value it follows (see [`Appended::chain`]); appenders that lost
 /// their compare-and-swap leave entries no later entry follows, which readers pass over.

@@ -56,7 +56,7 @@ impl Key {
 pub struct BlockToStage<'a> {
     /// The blob it is staged for.
     pub key: &'a Key,
-    /// The staging set it joins (the record's [`Staging`](crate::Staging) epoch).
+    /// The staging set it joins (the record's [`Staging`](crate::record::Staging) epoch).
     pub epoch: u64,
     /// The block.
     pub block: &'a Block,
@@ -108,7 +108,7 @@ impl PutMode {
 /// A body staged as an object, hashed while it streamed in, not yet named by any record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Staged {
-    /// The object's name, for [`crate::Content::object`].
+    /// The object's name, for [`Content::object`](crate::record::Content::object).
     pub object: String,
     /// The project's strong ETag of the bytes.
     pub etag: EntityTag,
@@ -152,7 +152,7 @@ pub trait Records: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Vec<(String, Record)>, StoreError>> + Send;
 
     /// Appends the block to the blocks staged for its key under its epoch (the record's
-    /// [`Staging`](crate::Staging)), durably, unless that set already holds `max` entries:
+    /// [`Staging`](crate::record::Staging)), durably, unless that set already holds `max` entries:
     /// then `Ok(false)` and nothing is written. One write of the block alone, whatever the set
     /// holds: the rules (leases, ids, what a commit takes) stay in the front.
     fn stage_block(
@@ -179,7 +179,7 @@ pub trait Records: Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// The largest blob this backend keeps in its record, bytes and all
-    /// ([`Content::inline`](crate::Content::inline)): a Put Blob of at most this many bytes
+    /// ([`Content::inline`](crate::record::Content::inline)): a Put Blob of at most this many bytes
     /// stages no object, so it costs one durable write where an object costs two more. 0, the
     /// default: every blob's bytes go to the objects.
     fn inline_max(&self) -> u64 {

@@ -9,19 +9,19 @@ pub enum StoreError {
     /// [`PutMode::Create`] found a record.
     #[error("{key} already exists")]
     AlreadyExists {
-        /// The record (a [`Key`](crate::Key) as it displays).
+        /// The record (a `Key` as it displays).
         key: String,
     },
     /// [`PutMode::Update`] or a delete found another generation: someone else changed it.
     #[error("{key} changed concurrently")]
     Conflict {
-        /// The record (a [`Key`](crate::Key) as it displays).
+        /// The record (a `Key` as it displays).
         key: String,
     },
     /// The record or object does not exist.
     #[error("{key} not found")]
     NotFound {
-        /// The record (a [`Key`](crate::Key) as it displays) or the object (`object NAME`).
+        /// The record (a `Key` as it displays) or the object (`object NAME`).
         key: String,
     },
     /// A blob record was written into a container that does not exist (any more).
@@ -94,7 +94,7 @@ impl StoreError {
         }
     }
 
-    /// A [`StoreError::NotFound`] of `key` (a record's [`Key`](crate::Key), or `object NAME`).
+    /// A [`StoreError::NotFound`] of `key` (a record's `Key`, or `object NAME`).
     pub fn not_found(key: impl std::fmt::Display) -> Self {
         Self::NotFound {
             key: key.to_string(),

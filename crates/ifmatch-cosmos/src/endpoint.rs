@@ -13,7 +13,7 @@ use crate::address::{Address, Unknown};
 use crate::charge::{self, Meter};
 use crate::failure::{Answer, Failure, bad_request, refused, too_large};
 use crate::front::answers::answer_of;
-use crate::front::commit::line::Commits;
+use crate::front::turns::Commits;
 use crate::front::{Asked, CONSISTENCY, Front};
 use crate::throughput::Budgets;
 use ifmatch_azure::inflight::Inflight;

@@ -248,7 +248,8 @@ impl Given {
     pub(super) fn apply(&self, record: &mut Record) {
         record.metadata = self.metadata.clone();
         record.tags = self.tags.clone();
-        self.protection.apply(record);
+        record.immutability = self.protection.policy;
+        record.legal_hold = self.protection.legal_hold;
     }
 }
 

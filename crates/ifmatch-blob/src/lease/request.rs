@@ -4,7 +4,7 @@ use std::fmt;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 
-use super::{LeaseAction, LeaseDuration, LeaseId};
+use super::action::{LeaseAction, LeaseDuration, LeaseId};
 use ifmatch_azure::ErrorCode;
 
 /// The lease headers of the blob dialect.

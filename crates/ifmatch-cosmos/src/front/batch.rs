@@ -13,10 +13,11 @@ use ifmatch_table::{Change, Entity, Expected, Tables};
 use serde_json::{Value as Json, json};
 
 use super::answers::{Answered, Done};
+use super::commit::Committed;
 use super::documents::document_json;
 use super::{
-    Asked, Committed, Condition, Front, Policies, Scope, document_in, documents_table, holds,
-    id_of, json_of, key, partition_paths,
+    Asked, Condition, Front, Policies, Scope, document_in, documents_table, holds, id_of, json_of,
+    key, partition_paths,
 };
 use crate::document::{self, MAX_NESTING};
 use crate::failure::{Failure, bad_request, raced};

@@ -7,10 +7,9 @@ use ifmatch_table::{Change, Entity, Expected, Tables};
 use serde_json::{Map, Value as Json, json};
 
 use super::answers::{Answered, Done};
+use super::commit::Committed;
 use super::offers::{self, Throughput};
-use super::{
-    Asked, CONTAINERS, Committed, DATABASES, Front, documents_table, holds, id_of, key, rid,
-};
+use super::{Asked, CONTAINERS, DATABASES, Front, documents_table, holds, id_of, key, rid};
 use crate::computed::Computed;
 use crate::document::{self, json_of};
 use crate::failure::{Failure, backend, bad_request, conflict, not_found, precondition_failed};

@@ -8,9 +8,10 @@ use serde_json::{Map, Value as Json, json};
 use super::answers::{Answered, Done, continuation_key, continuation_token};
 use ifmatch_azure::swap::Attempts;
 
+use super::commit::Committed;
 use super::{
-    Asked, Committed, Condition, Front, Policies, Scope, documents_table, holds, id_of, key,
-    partition_paths, rid,
+    Asked, Condition, Front, Policies, Scope, documents_table, holds, id_of, key, partition_paths,
+    rid,
 };
 use crate::charge;
 use crate::document::{self, MAX_DOCUMENT, json_of};

@@ -18,7 +18,7 @@
 //! permissions), `offers.rs`, `scripts.rs` (stored procedures, triggers, user-defined
 //! functions), `triggers.rs` (a write with its triggers), `transaction/` (a script's operations
 //! on its partition); `commit/` every commit (a document's goes with the feed's counter, in a
-//! group with those that wait for the container's turn), `sweep.rs` what expires (items past
+//! group with those that wait for the container's turn, `turns.rs`), `sweep.rs` what expires (items past
 //! their time to live, old versions), `place.rs` where a document is kept and how it is named,
 //! and `answers.rs` what they answer (a failure is `crate::failure`'s, which every rule of the
 //! dialect answers with).
@@ -39,6 +39,7 @@ mod scripts;
 mod sweep;
 pub(crate) mod transaction;
 mod triggers;
+pub(crate) mod turns;
 mod users;
 
 use std::sync::Arc;
@@ -50,11 +51,10 @@ use ifmatch_table::{DateTime, Entity, Scan, TableError, Tables, Value};
 use serde_json::{Map, Value as Json};
 
 use self::answers::Answered;
-pub(crate) use self::commit::Committed;
-use self::commit::line::Commits;
 pub(crate) use self::place::{
     Scope, digest, document_in, documents_table, id_of, key, partition_paths, rid, stored_key_of,
 };
+use self::turns::Commits;
 use crate::address::{Address, Scripts};
 use crate::document::{self, MAX_DOCUMENT};
 pub(crate) use crate::document::{JSON, json_of};

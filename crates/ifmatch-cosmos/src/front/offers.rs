@@ -196,7 +196,7 @@ impl<T: Tables> Front<'_, T> {
             write: None,
         };
         match self.commit(OFFERS, &[change]).await {
-            Err(super::Committed::Failed(failure)) => Err(failure),
+            Err(super::commit::Committed::Failed(failure)) => Err(failure),
             _ => Ok(()),
         }
     }

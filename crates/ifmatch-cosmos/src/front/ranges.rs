@@ -66,8 +66,8 @@ impl<T: Tables> Front<'_, T> {
             };
             match self.commit(&documents_table(db, coll), &[change]).await {
                 Ok(()) => return Ok(listed(db, coll, &ranges, entity.timestamp)),
-                Err(super::Committed::Conflict) => continue,
-                Err(super::Committed::Failed(failure)) => return Err(failure),
+                Err(super::commit::Committed::Conflict) => continue,
+                Err(super::commit::Committed::Failed(failure)) => return Err(failure),
             }
         }
         Err(raced())

@@ -11,8 +11,9 @@ use ifmatch_table::{Change, Entity, Expected, Scan, Tables};
 use serde_json::{Value as Json, json};
 
 use super::answers::{Answered, Done};
+use super::commit::Committed;
 use super::transaction::Transaction;
-use super::{Asked, Committed, Front, documents_table, id_of, key, rid};
+use super::{Asked, Front, documents_table, id_of, key, rid};
 use crate::address::Scripts;
 use crate::document::{self, json_of};
 use crate::failure::{Code, Failure, backend, bad_request, conflict, not_found, raced};

@@ -8,7 +8,8 @@
 use ifmatch_table::{Change, Entity, Expected, Scan, TableError, Tables};
 use serde_json::{Map, Value as Json};
 
-use super::{CONTAINERS, Committed, Front, Policies, documents_table, key};
+use super::commit::Committed;
+use super::{CONTAINERS, Front, Policies, documents_table, key};
 use crate::document::json_of;
 use crate::failure::{Failure, backend};
 use crate::feed_entries::documents_only;

@@ -9,9 +9,10 @@ use ifmatch_table::Tables;
 use serde_json::{Value as Json, json};
 
 use super::answers::{Answered, Done};
+use super::commit::Committed;
 use super::scripts::source_of;
 use super::transaction::Transaction;
-use super::{Asked, Committed, Front};
+use super::{Asked, Front};
 use crate::address::Scripts;
 use crate::document::{self, json_of};
 use crate::failure::{Failure, bad_request, raced};

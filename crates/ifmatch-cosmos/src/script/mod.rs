@@ -13,14 +13,16 @@
 
 mod engine;
 mod session;
+mod step;
 pub(crate) mod udf;
 
-use serde::Deserialize;
 use serde_json::{Value as Json, json};
 
 pub use engine::measure_memory_with;
 pub(crate) use engine::{Bounds, Stop};
+pub use session::MAX_RUNS;
 pub(crate) use session::Session;
+pub(crate) use step::{Call, Called, Job, Operation, Outcome};
 
 use crate::failure::{Code, Failure};
 use engine::{Engine, literal};
@@ -36,72 +38,11 @@ pub const MEMORY: usize = 64 << 20;
 /// (`isAccepted`), and the script ends with what it has done, as on Azure.
 pub const OPERATIONS: usize = 1000;
 
-/// The runs of scripts in flight on this instance at once (each a thread on the native
-/// server); past them a run is answered 429.
-pub const MAX_RUNS: usize = 64;
-
 /// The bounds of a procedure's or trigger's run.
 pub(crate) const BOUNDS: Bounds = Bounds {
     cycles: CYCLES,
     memory: MEMORY,
 };
-
-/// A run to start: the script's source (one function), its arguments, and what its
-/// `getContext()` holds.
-#[derive(Debug, Clone)]
-pub(crate) struct Job {
-    pub(crate) source: String,
-    pub(crate) arguments: Vec<Json>,
-    /// The collection's link.
-    pub(crate) link: String,
-    /// A trigger's request body (the document), or a post-trigger's response body.
-    pub(crate) request: Option<Json>,
-    pub(crate) response: Option<Json>,
-    /// A trigger's operation (`Create`, `Replace`, `Upsert`, `Delete`).
-    pub(crate) operation: String,
-}
-
-/// A step of a run.
-#[derive(Debug)]
-pub(crate) enum Call {
-    /// Whether a source is one function (read, not called): as a script is checked when it is
-    /// created or replaced.
-    Check(String),
-    Start(Job),
-    /// An operation's outcome, for its callback: `{"result": ..., "options": ...}` or
-    /// `{"error": {"number": status, "message": ...}}`.
-    Deliver(u64, Json),
-    /// The run ended: its response.
-    Finish,
-}
-
-/// What a step gave: the operations it queued, or the run's outcome.
-#[derive(Debug)]
-pub(crate) enum Called {
-    Operations(Vec<Operation>),
-    Finished(Outcome),
-}
-
-/// A collection operation a script asked for.
-#[derive(Debug, Clone, Deserialize)]
-pub(crate) struct Operation {
-    pub(crate) id: u64,
-    /// `create`, `upsert`, `replace`, `read`, `delete` or `query`.
-    pub(crate) kind: String,
-    /// Its link, body, query and options.
-    pub(crate) args: Json,
-}
-
-/// How a run ended.
-#[derive(Debug, Clone, Deserialize)]
-pub(crate) struct Outcome {
-    /// What `getResponse().setBody` left (null: nothing).
-    pub(crate) response: Json,
-    /// What a pre-trigger's `getRequest().setBody` left.
-    pub(crate) request: Json,
-    /// What `console.log` wrote.
-    pub(crate) log: String,
-}
 
 impl Engine {
     /// One step of a run.

@@ -5,8 +5,13 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::{Bounds, Call, Called, MAX_RUNS, Stop};
+use super::engine::{Bounds, Stop};
+use super::step::{Call, Called};
 use crate::failure::{Code, Failure};
+
+/// The runs of scripts in flight on this instance at once (each a thread on the native
+/// server); past them a run is answered 429.
+pub const MAX_RUNS: usize = 64;
 
 /// Runs in flight on this instance.
 static RUNS: AtomicUsize = AtomicUsize::new(0);
@@ -42,7 +47,7 @@ pub(crate) struct Session {
     #[cfg(not(target_arch = "wasm32"))]
     steps: std::sync::mpsc::Sender<Step>,
     #[cfg(target_arch = "wasm32")]
-    engine: Result<super::Engine, Stop>,
+    engine: Result<super::engine::Engine, Stop>,
     #[cfg(target_arch = "wasm32")]
     _place: Place,
 }
@@ -58,7 +63,7 @@ impl Session {
             .stack_size(16 << 20)
             .spawn(move || {
                 let _place = place;
-                let mut engine = super::Engine::new(bounds);
+                let mut engine = super::engine::Engine::new(bounds);
                 while let Ok((call, answer)) = taken.recv() {
                     let called = match &mut engine {
                         Ok(engine) => engine.call(call),
@@ -93,7 +98,7 @@ impl Session {
     pub(crate) fn open(bounds: Bounds) -> Result<Self, Failure> {
         let place = Place::take()?;
         Ok(Self {
-            engine: super::Engine::new(bounds),
+            engine: super::engine::Engine::new(bounds),
             _place: place,
         })
     }

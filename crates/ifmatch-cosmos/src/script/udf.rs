@@ -11,8 +11,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::Value as Json;
 
+use super::MEMORY;
+use super::engine::{Bounds, Stop};
 use super::engine::{Engine, literal};
-use super::{Bounds, MEMORY, Stop};
 use crate::failure::Failure;
 
 /// The cycles the user-defined functions of one query page may spend: a quarter of a

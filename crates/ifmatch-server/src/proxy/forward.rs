@@ -20,10 +20,11 @@ use std::convert::Infallible;
 use tower::Service;
 
 use super::forwarded_headers::{Peer, append};
+use super::metrics::ProxyMetrics;
+use super::options::{ProxyError, ProxyOptions};
 use super::origin::{OriginBody, OriginReply, Pool};
 use super::proxy_body::ProxyBody;
 use super::tls::Tls;
-use super::{ProxyError, ProxyMetrics, ProxyOptions};
 use crate::guards::interim::InterimSender;
 
 /// What the origin answered, or what the proxy says instead (502, 504).

@@ -41,7 +41,7 @@ pub struct ProxyOptions {
     pub key_headers: Vec<HeaderName>,
     /// The hops whose forwarding fields (`Forwarded`, `X-Forwarded-*`, ...) are believed;
     /// every other client's are dropped.
-    pub trusted_proxies: super::TrustedHops,
+    pub trusted_proxies: super::forwarded_headers::TrustedHops,
     /// Answers `GET /metrics` itself instead of forwarding it.
     pub metrics: bool,
     /// Where to answer `GET /metrics` on a listener of its own, off the data path.
@@ -74,7 +74,7 @@ impl ProxyOptions {
             cache_ttl: None,
             require_precondition: false,
             key_headers: Vec::new(),
-            trusted_proxies: super::TrustedHops::default(),
+            trusted_proxies: super::forwarded_headers::TrustedHops::default(),
             metrics: false,
             metrics_listen: None,
             admin_listen: None,

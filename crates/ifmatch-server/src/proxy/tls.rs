@@ -22,7 +22,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
-use super::ProxyError;
+use super::options::ProxyError;
 
 /// How connections to one `https://` origin are made secure.
 #[derive(Clone)]

@@ -1,5 +1,5 @@
 //! The commits of a container's documents that wait for its turn on this instance, committed
-//! together by whichever of them takes it: a group commit (the line: `line.rs`).
+//! together by whichever of them takes it: a group commit (the line: `../turns.rs`).
 
 use std::pin::pin;
 
@@ -8,10 +8,10 @@ use futures_util::future::{Either, select};
 use ifmatch_azure::swap::Attempts;
 use ifmatch_table::{Expected, Tables, satisfies};
 
-use super::line::{Group, Grouped, Member, Waiting};
 use super::{Attempt, Committed};
 use crate::failure::{Failure, raced, unknown_outcome};
 use crate::front::Front;
+use crate::front::turns::{Group, Grouped, Member, Waiting};
 use crate::unique;
 
 impl<T: Tables> Front<'_, T> {

@@ -2,14 +2,13 @@
 //! users and the rest), and a container's documents' with the change feed's entries
 //! (`Front::commit_documents`: the feed's counter moved in the same commit, `feeds.rs`), which
 //! take their container's turn on this instance and go together when they wait for it, one
-//! commit of the backend for them all (`group.rs`; the line they wait in, `line.rs`).
+//! commit of the backend for them all (`group.rs`; the turns and the line they wait in, `../turns.rs`).
 
 mod group;
-pub(crate) mod line;
 
 use ifmatch_table::{Change, Entity, EntityKey, Expected, TableError, Tables, Value};
 
-use self::line::Member;
+use super::turns::Member;
 use super::{Front, Policies};
 use crate::charge;
 use crate::document;

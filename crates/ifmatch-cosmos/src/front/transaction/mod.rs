@@ -16,10 +16,9 @@ use std::collections::BTreeMap;
 use ifmatch_table::{Change, Entity, Expected, Tables};
 use serde_json::{Map, Value as Json, json};
 
+use super::commit::Committed;
 use super::documents::document_json;
-use super::{
-    Committed, Front, Policies, document_in, documents_table, id_of, key, partition_paths,
-};
+use super::{Front, Policies, document_in, documents_table, id_of, key, partition_paths};
 use crate::document;
 use crate::failure::Failure;
 use crate::script::{Call, Called, Job, OPERATIONS, Operation, Outcome, Session, failure};

@@ -1,5 +1,5 @@
 //! A container's commits on this instance. They take turns: each numbers its changes from the
-//! change feed's counter, which the one before it moved (`mod.rs`). Those that wait
+//! change feed's counter, which the one before it moved (`commit/mod.rs`). Those that wait
 //! for the turn are committed together by whichever of them takes it, in one commit of the
 //! backend (one transaction, one fsync on the local disk): a group commit. A commit joins a
 //! group only with commits whose keys it shares none of, so that each check in the group is
