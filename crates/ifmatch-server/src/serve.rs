@@ -122,8 +122,8 @@ pub async fn listen_beside(
 
 /// Serves `served` on `listeners` until `shutdown` completes, then stops accepting and lets
 /// the requests in flight finish (up to 30 s): the blob front (a thread of its own for each of
-/// its listeners), and the Table service over [`BlobFront::tables`] with the same accounts
-/// when it has a listener. Sweeps orphans every [`Options::sweep_every`].
+/// its listeners), and the Table, Queue and Cosmos services over [`BlobFront::tables`] with the
+/// same accounts, each when it has a listener. Sweeps orphans every [`Options::sweep_every`].
 pub async fn serve<R, O, E>(
     listeners: impl Into<Listeners>,
     served: BlobFront<R, O, E>,
@@ -151,128 +151,111 @@ where
         }
     };
     sweep(&served, served.first_sweep).await;
-    let sweeper = {
-        let (served, age, every) = (served.clone(), options.orphan_age, options.sweep_every);
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(every);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            tick.tick().await;
-            loop {
-                tick.tick().await;
-                sweep(&served, age).await;
-            }
-        })
-    };
-    // Copies from other servers started and not finished (`--copy-from`), every second.
-    let copier = options.copy_origins.is_some().then(|| {
-        every_second(
-            served.clone(),
-            "finish the copies started",
-            |served| async move { served.front.run_copies().await.map(drop) },
-        )
-    });
-    // The change feed's publisher: changes kept in their records into the feed's chunks,
-    // every second (a pass over an account that keeps no feed lists one empty container).
-    let publisher = every_second(
-        served.clone(),
-        "publish the change feed",
-        |served| async move { served.front.publish_changes().await.map(drop) },
-    );
+    let background = Background::start(&served, &options);
     let metrics = Arc::new(Metrics::default());
-    let page = match options.metrics_listen {
-        Some(address) => {
-            let (metrics, front) = (metrics.clone(), served.front.clone());
-            let listener = TcpListener::bind(address).await?;
-            Some(tokio::spawn(accept::serve_metrics_page(
-                listener,
-                move || {
-                    let mut page = String::new();
-                    metrics.render(&mut page);
-                    metrics::counter(
-                        &mut page,
-                        "ifmatch_cas_retries_total",
-                        "Compare-and-swap attempts that lost a race with a concurrent change and \
-                     started over.",
-                        front.cas_retries(),
-                    );
-                    page
-                },
-            )))
-        }
-        None => None,
-    };
-    let (front, access_log, served_tables) = (served.front, options.access_log, served.tables);
-    // The front answers any length past its limit 413, in Azure's words.
-    let mut limits = options.limits;
-    limits.huge_lengths_reach_service = true;
-    let observe = ObserveLayer::new(metrics.clone(), access_log);
-    let on = |listener, tls, limits| Listening {
+    let page = metrics_page(&options, &metrics, &served.front).await?;
+    let observe = ObserveLayer::new(metrics.clone(), options.access_log);
+    let on = |listener, tls| Listening {
         listener,
         tls,
-        limits,
+        limits: options.limits,
         metrics: metrics.clone(),
         observe: observe.clone(),
     };
-    // One budget for the JSON bodies both dialects read whole (`ifmatch_azure::inflight`).
+    // One budget for the JSON bodies the dialects read whole (`ifmatch_azure::inflight`).
     let inflight = Arc::new(ifmatch_azure::inflight::Inflight::default());
-    let cosmos_server = cosmos.map(|(listener, tls)| {
+    let (accounts, anonymous, served_tables) =
+        (&options.accounts, options.anonymous, served.tables);
+    let mut dialects = Vec::new();
+    if let Some((listener, tls)) = cosmos {
         let mut service = cosmos::CosmosEndpoint::new(served_tables.clone(), SystemEnv)
-            .with_accounts(&options.accounts)
-            .with_anonymous_access(options.anonymous)
+            .with_accounts(accounts)
+            .with_anonymous_access(anonymous)
             .with_https(tls.is_some())
             .with_memory_budget(inflight.clone());
         if options.cosmos_enforce {
             service = service.with_enforced_throughput(Arc::default());
         }
         let service = Arc::new(service);
-        let sweeping = cosmos::sweep(service.clone(), stop.clone().cancelled_owned());
-        tokio::spawn(sweeping);
-        let listening = on(listener, tls, options.limits);
+        tokio::spawn(cosmos::sweep(
+            service.clone(),
+            stop.clone().cancelled_owned(),
+        ));
         let stop = stop.clone().cancelled_owned();
-        tokio::spawn(listening.serve(stop, move |client, observe| {
-            observed(observe, client, service.clone(), |service, request| {
-                whole(service, request, |s, r| {
-                    tokio::spawn(async move { answer_whole(&*s, r).await })
-                })
-            })
-        }))
-    });
-    let queue_server = queues.map(|listener| {
+        dialects.push(serve_whole!(on(listener, tls), stop, service));
+    }
+    if let Some(listener) = queues {
         let service = queues::QueueEndpoint::new(served_tables.clone(), SystemEnv)
-            .with_accounts(&options.accounts)
-            .with_anonymous_access(options.anonymous)
+            .with_accounts(accounts)
+            .with_anonymous_access(anonymous)
             .with_memory_budget(inflight.clone());
-        let (listening, service) = (on(listener, tls.clone(), options.limits), Arc::new(service));
         let stop = stop.clone().cancelled_owned();
-        tokio::spawn(listening.serve(stop, move |client, observe| {
-            observed(observe, client, service.clone(), |service, request| {
-                whole(service, request, |s, r| {
-                    tokio::spawn(async move { answer_whole(&*s, r).await })
-                })
-            })
-        }))
-    });
-    let table_server = tables.map(|listener| {
+        dialects.push(serve_whole!(
+            on(listener, tls.clone()),
+            stop,
+            Arc::new(service)
+        ));
+    }
+    if let Some(listener) = tables {
         let service = tables::TableEndpoint::new(served_tables, SystemEnv)
-            .with_accounts(&options.accounts)
-            .with_anonymous_access(options.anonymous)
+            .with_accounts(accounts)
+            .with_anonymous_access(anonymous)
             .with_memory_budget(inflight);
-        let (listening, service) = (on(listener, tls.clone(), options.limits), Arc::new(service));
         let stop = stop.clone().cancelled_owned();
-        tokio::spawn(listening.serve(stop, move |client, observe| {
-            observed(observe, client, service.clone(), |service, request| {
-                whole(service, request, |s, r| {
-                    tokio::spawn(async move { answer_whole(&*s, r).await })
-                })
-            })
-        }))
-    });
-    // The blob front on threads of its own, as nginx's workers: no request's task moves
-    // between cores, no wake-up crosses threads (docs/figures.md).
+        dialects.push(serve_whole!(
+            on(listener, tls.clone()),
+            stop,
+            Arc::new(service)
+        ));
+    }
+    // The front answers any length past its limit 413, in Azure's words.
+    let mut limits = options.limits;
+    limits.huge_lengths_reach_service = true;
     let mut connections = Connections::new(limits, metrics.clone());
     let https = tls.is_some();
     connections.tls = tls;
-    let serving = accept::on_threads(blobs, stop.clone().cancelled_owned(), || {
+    let serving = serve_blobs(blobs, served.front, &connections, &observe, https, &stop);
+    let (served, ()) = tokio::join!(serving, stopped);
+    connections.close();
+    if let Some(page) = page {
+        page.abort();
+    }
+    background.abort();
+    for dialect in dialects {
+        dialect.await.map_err(io::Error::other)??;
+    }
+    served
+}
+
+/// Serves the endpoint `$service` (an `Arc` of a JSON dialect's) with `$listening` until
+/// `$stop`: each body read whole, each change in a task of its own (see [`whole`]). A macro
+/// rather than a function: an endpoint's answer is known to be `Send` only where its type is.
+macro_rules! serve_whole {
+    ($listening:expr, $stop:expr, $service:expr) => {{
+        let service = $service;
+        tokio::spawn($listening.serve($stop, move |client, observe| {
+            observed(observe, client, service.clone(), |service, request| {
+                whole(service, request, |s, r| {
+                    tokio::spawn(async move { answer_whole(&*s, r).await })
+                })
+            })
+        }))
+    }};
+}
+use serve_whole;
+
+/// The blob front on threads of its own, one a listener of `blobs`, as nginx's workers: no
+/// request's task moves between cores, no wake-up crosses threads (docs/figures.md). Each
+/// thread ends once the changes it started have.
+async fn serve_blobs<R: Records, O: Objects, E: Env>(
+    blobs: Vec<std::net::TcpListener>,
+    front: Arc<Front<R, O, E>>,
+    connections: &Connections,
+    observe: &ObserveLayer,
+    https: bool,
+    stop: &tokio_util::sync::CancellationToken,
+) -> io::Result<()> {
+    accept::on_threads(blobs, stop.clone().cancelled_owned(), || {
         let (front, connections, observe) = (front.clone(), connections.clone(), observe.clone());
         move |listener, stopped| async move {
             let changes = TaskTracker::new();
@@ -295,27 +278,83 @@ where
             changes.wait().await;
             served
         }
-    });
-    let (served, ()) = tokio::join!(serving, stopped);
-    connections.close();
-    if let Some(page) = page {
-        page.abort();
+    })
+    .await
+}
+
+/// The metrics page (`--metrics-listen`), when asked for: the server's counters and the
+/// front's compare-and-swap retries.
+async fn metrics_page<R: Records, O: Objects, E: Env>(
+    options: &Options,
+    metrics: &Arc<Metrics>,
+    front: &Arc<Front<R, O, E>>,
+) -> io::Result<Option<JoinHandle<io::Result<()>>>> {
+    let Some(address) = options.metrics_listen else {
+        return Ok(None);
+    };
+    let (metrics, front) = (metrics.clone(), front.clone());
+    let listener = TcpListener::bind(address).await?;
+    let render = move || {
+        let mut page = String::new();
+        metrics.render(&mut page);
+        metrics::counter(
+            &mut page,
+            "ifmatch_cas_retries_total",
+            "Compare-and-swap attempts that lost a race with a concurrent change and started \
+             over.",
+            front.cas_retries(),
+        );
+        page
+    };
+    Ok(Some(tokio::spawn(accept::serve_metrics_page(
+        listener, render,
+    ))))
+}
+
+/// What runs beside the listeners until they stop: the orphans' sweep, the copies from other
+/// servers started and not finished (`--copy-from`), and the change feed's publisher.
+struct Background {
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Background {
+    fn start<R: Records, O: Objects, E: Env>(
+        served: &BlobFront<R, O, E>,
+        options: &Options,
+    ) -> Self {
+        let sweeper = {
+            let (served, age, every) = (served.clone(), options.orphan_age, options.sweep_every);
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(every);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                tick.tick().await;
+                loop {
+                    tick.tick().await;
+                    sweep(&served, age).await;
+                }
+            })
+        };
+        let mut tasks = vec![sweeper];
+        if options.copy_origins.is_some() {
+            tasks.push(every_second(
+                served.clone(),
+                "finish the copies started",
+                |served| async move { served.front.run_copies().await.map(drop) },
+            ));
+        }
+        // Changes kept in their records into the feed's chunks, every second (a pass over an
+        // account that keeps no feed lists one empty container).
+        tasks.push(every_second(
+            served.clone(),
+            "publish the change feed",
+            |served| async move { served.front.publish_changes().await.map(drop) },
+        ));
+        Self { tasks }
     }
-    sweeper.abort();
-    publisher.abort();
-    if let Some(copier) = copier {
-        copier.abort();
+
+    fn abort(self) {
+        self.tasks.iter().for_each(JoinHandle::abort);
     }
-    if let Some(tables) = table_server {
-        tables.await.map_err(io::Error::other)??;
-    }
-    if let Some(queues) = queue_server {
-        queues.await.map_err(io::Error::other)??;
-    }
-    if let Some(cosmos) = cosmos_server {
-        cosmos.await.map_err(io::Error::other)??;
-    }
-    served
 }
 
 /// Runs `work` on `served` every second (a late run delays the next, none piles up) until
