@@ -295,46 +295,13 @@ impl Target {
         };
         let query = Query::parse(query.unwrap_or(""))?;
         if container.is_empty() && blob.is_none() {
-            let service = |operation| {
-                Ok(Self {
-                    operation,
-                    container: String::new(),
-                    blob: String::new(),
-                    snapshot: None,
-                    version: None,
-                })
-            };
-            if query.restype.as_deref() == Some("service") {
-                return match (method, query.comp.as_deref()) {
-                    (&Method::GET, Some("properties")) => {
-                        service(Operation::GetBlobServiceProperties)
-                    }
-                    (&Method::PUT, Some("properties")) => {
-                        service(Operation::SetBlobServiceProperties)
-                    }
-                    (&Method::POST, Some("userdelegationkey")) => {
-                        service(Operation::GetUserDelegationKey)
-                    }
-                    _ => Err(ErrorCode::InvalidQueryParameterValue),
-                };
-            }
-            return match (method, query.comp.as_deref()) {
-                (&Method::GET, Some("list")) => Ok(Self {
-                    operation: Operation::ListContainers(query.list_options()?),
-                    container: String::new(),
-                    blob: String::new(),
-                    snapshot: None,
-                    version: None,
-                }),
-                (&Method::GET, Some("blobs")) => Ok(Self {
-                    operation: Operation::FindBlobsInAccount(query.find_options()?),
-                    container: String::new(),
-                    blob: String::new(),
-                    snapshot: None,
-                    version: None,
-                }),
-                _ => Err(ErrorCode::InvalidQueryParameterValue),
-            };
+            return Ok(Self {
+                operation: account_operation(method, &query)?,
+                container: String::new(),
+                blob: String::new(),
+                snapshot: None,
+                version: None,
+            });
         }
         let container = decode(container)?;
         let feed = container == crate::change_feed::FEED;
@@ -343,102 +310,13 @@ impl Target {
         }
 
         let operation = match blob {
-            None | Some("") => {
-                if query.restype.as_deref() != Some("container") {
-                    return Err(ErrorCode::InvalidQueryParameterValue);
-                }
-                match (method, query.comp.as_deref()) {
-                    (&Method::PUT, None) => Operation::CreateContainer,
-                    (&Method::DELETE, None) => Operation::DeleteContainer,
-                    (&Method::GET | &Method::HEAD, None) => Operation::GetContainerProperties,
-                    (&Method::GET, Some("list")) => Operation::ListBlobs(query.list_options()?),
-                    (&Method::GET, Some("blobs")) => {
-                        Operation::FindBlobsByTags(query.find_options()?)
-                    }
-                    (&Method::PUT, Some("lease")) => Operation::LeaseContainer,
-                    (&Method::PUT, Some("undelete")) => Operation::RestoreContainer,
-                    (&Method::GET | &Method::HEAD, Some("acl")) => Operation::GetContainerAcl,
-                    (&Method::PUT, Some("acl")) => Operation::SetContainerAcl,
-                    (&Method::POST, Some("batch")) => Operation::SubmitBatch,
-                    (&Method::GET | &Method::HEAD, Some("metadata")) => {
-                        Operation::GetContainerMetadata
-                    }
-                    (&Method::PUT, Some("metadata")) => Operation::SetContainerMetadata,
-                    (
-                        _,
-                        None
-                        | Some(
-                            "list" | "lease" | "acl" | "batch" | "metadata" | "blobs" | "undelete",
-                        ),
-                    ) => {
-                        return Err(ErrorCode::UnsupportedHttpVerb);
-                    }
-                    _ => return Err(ErrorCode::InvalidQueryParameterValue),
-                }
-            }
+            None | Some("") => container_operation(method, &query)?,
             // `restype` names container operations; on a blob path it is a mistake, never a
             // Put Blob.
             Some(_) if query.restype.is_some() => {
                 return Err(ErrorCode::InvalidQueryParameterValue);
             }
-            Some(_) => match (method, query.comp.as_deref()) {
-                (&Method::PUT, None) => Operation::PutBlob,
-                (&Method::GET | &Method::HEAD, None) => Operation::GetBlob,
-                (&Method::DELETE, None) => Operation::DeleteBlob,
-                (&Method::PUT, Some("lease")) => Operation::LeaseBlob,
-                (&Method::GET | &Method::HEAD, Some("metadata")) => Operation::GetBlobMetadata,
-                (&Method::PUT, Some("metadata")) => Operation::SetBlobMetadata,
-                (&Method::PUT, Some("properties")) => Operation::SetBlobProperties,
-                (&Method::GET, Some("tags")) => Operation::GetBlobTags,
-                (&Method::PUT, Some("tags")) => Operation::SetBlobTags,
-                (&Method::PUT, Some("block")) => Operation::PutBlock(query.block_id()?),
-                (&Method::PUT, Some("blocklist")) => Operation::PutBlockList,
-                (&Method::GET | &Method::HEAD, Some("blocklist")) => {
-                    Operation::GetBlockList(query.block_list_type()?)
-                }
-                (&Method::PUT, Some("appendblock")) => Operation::AppendBlock,
-                (&Method::PUT, Some("seal")) => Operation::SealBlob,
-                (&Method::PUT, Some("page")) => Operation::PutPage,
-                (&Method::PUT, Some("incrementalcopy")) => Operation::IncrementalCopy,
-                (&Method::GET | &Method::HEAD, Some("pagelist")) => {
-                    Operation::GetPageRanges(query.page_ranges_options()?)
-                }
-                (&Method::PUT, Some("snapshot")) => Operation::SnapshotBlob,
-                (&Method::PUT, Some("undelete")) => Operation::UndeleteBlob,
-                (&Method::PUT, Some("immutabilityPolicies")) => Operation::SetImmutabilityPolicy,
-                (&Method::DELETE, Some("immutabilityPolicies")) => {
-                    Operation::DeleteImmutabilityPolicy
-                }
-                (&Method::PUT, Some("legalhold")) => Operation::SetLegalHold,
-                (&Method::PUT, Some("copy")) => Operation::AbortCopyBlob(
-                    (query.copy_id.clone()).ok_or(ErrorCode::InvalidQueryParameterValue)?,
-                ),
-                (
-                    _,
-                    None
-                    | Some(
-                        "lease"
-                        | "metadata"
-                        | "properties"
-                        | "block"
-                        | "blocklist"
-                        | "copy"
-                        | "appendblock"
-                        | "seal"
-                        | "page"
-                        | "pagelist"
-                        | "incrementalcopy"
-                        | "tags"
-                        | "snapshot"
-                        | "undelete"
-                        | "immutabilityPolicies"
-                        | "legalhold",
-                    ),
-                ) => {
-                    return Err(ErrorCode::UnsupportedHttpVerb);
-                }
-                _ => return Err(ErrorCode::InvalidQueryParameterValue),
-            },
+            Some(_) => blob_operation(method, &query)?,
         };
         // The change feed's container is the account's to read, nobody's to write.
         if feed && !operation.reads_feed() {
@@ -482,6 +360,110 @@ impl Target {
             (None, None) => self.blob.clone(),
         }
     }
+}
+/// The account's operation `method` and `query` name (a path with no container).
+fn account_operation(method: &Method, query: &Query) -> Result<Operation, ErrorCode> {
+    if query.restype.as_deref() == Some("service") {
+        return match (method, query.comp.as_deref()) {
+            (&Method::GET, Some("properties")) => Ok(Operation::GetBlobServiceProperties),
+            (&Method::PUT, Some("properties")) => Ok(Operation::SetBlobServiceProperties),
+            (&Method::POST, Some("userdelegationkey")) => Ok(Operation::GetUserDelegationKey),
+            _ => Err(ErrorCode::InvalidQueryParameterValue),
+        };
+    }
+    match (method, query.comp.as_deref()) {
+        (&Method::GET, Some("list")) => Ok(Operation::ListContainers(query.list_options()?)),
+        (&Method::GET, Some("blobs")) => Ok(Operation::FindBlobsInAccount(query.find_options()?)),
+        _ => Err(ErrorCode::InvalidQueryParameterValue),
+    }
+}
+
+/// The container's operation `method` and `query` name (a path with a container alone).
+fn container_operation(method: &Method, query: &Query) -> Result<Operation, ErrorCode> {
+    if query.restype.as_deref() != Some("container") {
+        return Err(ErrorCode::InvalidQueryParameterValue);
+    }
+    Ok(match (method, query.comp.as_deref()) {
+        (&Method::PUT, None) => Operation::CreateContainer,
+        (&Method::DELETE, None) => Operation::DeleteContainer,
+        (&Method::GET | &Method::HEAD, None) => Operation::GetContainerProperties,
+        (&Method::GET, Some("list")) => Operation::ListBlobs(query.list_options()?),
+        (&Method::GET, Some("blobs")) => Operation::FindBlobsByTags(query.find_options()?),
+        (&Method::PUT, Some("lease")) => Operation::LeaseContainer,
+        (&Method::PUT, Some("undelete")) => Operation::RestoreContainer,
+        (&Method::GET | &Method::HEAD, Some("acl")) => Operation::GetContainerAcl,
+        (&Method::PUT, Some("acl")) => Operation::SetContainerAcl,
+        (&Method::POST, Some("batch")) => Operation::SubmitBatch,
+        (&Method::GET | &Method::HEAD, Some("metadata")) => Operation::GetContainerMetadata,
+        (&Method::PUT, Some("metadata")) => Operation::SetContainerMetadata,
+        (
+            _,
+            None | Some("list" | "lease" | "acl" | "batch" | "metadata" | "blobs" | "undelete"),
+        ) => {
+            return Err(ErrorCode::UnsupportedHttpVerb);
+        }
+        _ => return Err(ErrorCode::InvalidQueryParameterValue),
+    })
+}
+
+/// The blob's operation `method` and `query` name.
+fn blob_operation(method: &Method, query: &Query) -> Result<Operation, ErrorCode> {
+    Ok(match (method, query.comp.as_deref()) {
+        (&Method::PUT, None) => Operation::PutBlob,
+        (&Method::GET | &Method::HEAD, None) => Operation::GetBlob,
+        (&Method::DELETE, None) => Operation::DeleteBlob,
+        (&Method::PUT, Some("lease")) => Operation::LeaseBlob,
+        (&Method::GET | &Method::HEAD, Some("metadata")) => Operation::GetBlobMetadata,
+        (&Method::PUT, Some("metadata")) => Operation::SetBlobMetadata,
+        (&Method::PUT, Some("properties")) => Operation::SetBlobProperties,
+        (&Method::GET, Some("tags")) => Operation::GetBlobTags,
+        (&Method::PUT, Some("tags")) => Operation::SetBlobTags,
+        (&Method::PUT, Some("block")) => Operation::PutBlock(query.block_id()?),
+        (&Method::PUT, Some("blocklist")) => Operation::PutBlockList,
+        (&Method::GET | &Method::HEAD, Some("blocklist")) => {
+            Operation::GetBlockList(query.block_list_type()?)
+        }
+        (&Method::PUT, Some("appendblock")) => Operation::AppendBlock,
+        (&Method::PUT, Some("seal")) => Operation::SealBlob,
+        (&Method::PUT, Some("page")) => Operation::PutPage,
+        (&Method::PUT, Some("incrementalcopy")) => Operation::IncrementalCopy,
+        (&Method::GET | &Method::HEAD, Some("pagelist")) => {
+            Operation::GetPageRanges(query.page_ranges_options()?)
+        }
+        (&Method::PUT, Some("snapshot")) => Operation::SnapshotBlob,
+        (&Method::PUT, Some("undelete")) => Operation::UndeleteBlob,
+        (&Method::PUT, Some("immutabilityPolicies")) => Operation::SetImmutabilityPolicy,
+        (&Method::DELETE, Some("immutabilityPolicies")) => Operation::DeleteImmutabilityPolicy,
+        (&Method::PUT, Some("legalhold")) => Operation::SetLegalHold,
+        (&Method::PUT, Some("copy")) => Operation::AbortCopyBlob(
+            (query.copy_id.clone()).ok_or(ErrorCode::InvalidQueryParameterValue)?,
+        ),
+        (
+            _,
+            None
+            | Some(
+                "lease"
+                | "metadata"
+                | "properties"
+                | "block"
+                | "blocklist"
+                | "copy"
+                | "appendblock"
+                | "seal"
+                | "page"
+                | "pagelist"
+                | "incrementalcopy"
+                | "tags"
+                | "snapshot"
+                | "undelete"
+                | "immutabilityPolicies"
+                | "legalhold",
+            ),
+        ) => {
+            return Err(ErrorCode::UnsupportedHttpVerb);
+        }
+        _ => return Err(ErrorCode::InvalidQueryParameterValue),
+    })
 }
 
 #[derive(Default)]

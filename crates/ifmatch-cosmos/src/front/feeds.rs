@@ -41,22 +41,7 @@ impl<T: Tables> Front<'_, T> {
             ));
         }
         let log = if all_versions { VERSIONS } else { FEED };
-        // The SDKs scope a feed to a partition key by a range of effective partition keys
-        // (its hash): a point range, both ends the key's.
-        let range = match (asked.header("x-ms-start-epk"), asked.header("x-ms-end-epk")) {
-            (Some(start), Some(end)) => {
-                Some((start.to_ascii_uppercase(), end.to_ascii_uppercase()))
-            }
-            // A range named by its id (the SDKs' feed of a whole range): its keys.
-            (None, None) => {
-                (self.range_named(db, coll, asked).await?).map(|range| (range.min, range.max))
-            }
-            _ => {
-                return Err(bad_request(
-                    "x-ms-start-epk and x-ms-end-epk come together.",
-                ));
-            }
-        };
+        let range = self.epk_range(db, coll, asked).await?;
         let in_range = |stored: &str| {
             let Some((start, end)) = &range else {
                 return true;
@@ -66,28 +51,7 @@ impl<T: Tables> Front<'_, T> {
         };
         let table = documents_table(db, coll);
         // Documents written before `since` are not news (a start from a point in time).
-        let mut since = None;
-        let after = match asked.header("if-none-match").map(str::trim) {
-            None => {
-                if let Some(date) = asked.header("if-modified-since") {
-                    let date = httpdate::parse_http_date(date)
-                        .map_err(|_| bad_request("If-Modified-Since is not an HTTP date."))?;
-                    let date = date.duration_since(UNIX_EPOCH).unwrap_or_default();
-                    since = Some(DateTime::from_unix(date.as_secs() as i64, 0));
-                }
-                0
-            }
-            Some("*") => self.last_number(&table).await?,
-            // A position is one the feed can go on from: the next, one past it, is a number.
-            Some(tag) => (tag.trim_matches('"').parse::<i64>().ok())
-                .filter(|n| (0..i64::MAX).contains(n))
-                .ok_or_else(|| {
-                    bad_request(format!(
-                        "The change feed's If-None-Match is *, or an etag of the feed: a number from 0 to {}.",
-                        i64::MAX - 1
-                    ))
-                })?,
-        };
+        let (after, since) = self.start(&table, asked).await?;
         let partition = match asked.header("x-ms-documentdb-partitionkey") {
             Some(header) => Some(Scope::of_header(&container, header)?),
             None => None,
@@ -162,21 +126,67 @@ impl<T: Tables> Front<'_, T> {
                 break;
             }
         }
-        let etag = Some(format!("\"{position}\""));
-        if documents.is_empty() {
-            let mut done = Done::empty(StatusCode::NOT_MODIFIED, None);
-            done.etag = etag;
-            return Ok(done);
-        }
-        let count = documents.len();
-        let mut done = Done::of(
-            StatusCode::OK,
-            json!({ "_rid": rid(&[db, coll]), "Documents": documents, "_count": count }),
-            None,
-        );
-        done.etag = etag;
-        done.count = Some(count);
-        Ok(done)
+        Ok(page(db, coll, documents, position))
+    }
+
+    /// The range of effective partition keys a feed is scoped to, if any: the SDKs scope a
+    /// feed to a partition key by its hash's range, both ends the key's, and to a range by
+    /// its id.
+    async fn epk_range(
+        &self,
+        db: &str,
+        coll: &str,
+        asked: &Asked<'_>,
+    ) -> Result<Option<(String, String)>, Failure> {
+        Ok(
+            match (asked.header("x-ms-start-epk"), asked.header("x-ms-end-epk")) {
+                (Some(start), Some(end)) => {
+                    Some((start.to_ascii_uppercase(), end.to_ascii_uppercase()))
+                }
+                // A range named by its id (the SDKs' feed of a whole range): its keys.
+                (None, None) => {
+                    (self.range_named(db, coll, asked).await?).map(|range| (range.min, range.max))
+                }
+                _ => {
+                    return Err(bad_request(
+                        "x-ms-start-epk and x-ms-end-epk come together.",
+                    ));
+                }
+            },
+        )
+    }
+
+    /// Where a feed starts: after the entry `If-None-Match` names (none: the beginning; `*`:
+    /// now), and, for a start from a point in time (`If-Modified-Since`), the instant before
+    /// which documents are not news.
+    async fn start(
+        &self,
+        table: &str,
+        asked: &Asked<'_>,
+    ) -> Result<(i64, Option<DateTime>), Failure> {
+        let mut since = None;
+        let after = match asked.header("if-none-match").map(str::trim) {
+            None => {
+                if let Some(date) = asked.header("if-modified-since") {
+                    let date = httpdate::parse_http_date(date)
+                        .map_err(|_| bad_request("If-Modified-Since is not an HTTP date."))?;
+                    let date = date.duration_since(UNIX_EPOCH).unwrap_or_default();
+                    since = Some(DateTime::from_unix(date.as_secs() as i64, 0));
+                }
+                0
+            }
+            Some("*") => self.last_number(table).await?,
+            // A position is one the feed can go on from: the next, one past it, is a number.
+            Some(tag) => (tag.trim_matches('"').parse::<i64>().ok())
+                .filter(|n| (0..i64::MAX).contains(n))
+                .ok_or_else(|| {
+                    bad_request(format!(
+                        "The change feed's If-None-Match is *, or an etag of the feed: a number from 0 to {}.",
+                        i64::MAX - 1
+                    ))
+                })?,
+        };
+        Ok((after, since))
     }
 
     /// The last number the counter of `table` gave (0: none yet).
@@ -184,4 +194,24 @@ impl<T: Tables> Front<'_, T> {
         let counter = self.get(table, FEED, "").await?;
         Ok(counter.as_ref().and_then(number_of).unwrap_or(0))
     }
+}
+
+/// A page of the feed: its documents, and the position it got to as its `etag` (304 when it
+/// holds none).
+fn page(db: &str, coll: &str, documents: Vec<serde_json::Value>, position: i64) -> Done {
+    let etag = Some(format!("\"{position}\""));
+    if documents.is_empty() {
+        let mut done = Done::empty(StatusCode::NOT_MODIFIED, None);
+        done.etag = etag;
+        return done;
+    }
+    let count = documents.len();
+    let mut done = Done::of(
+        StatusCode::OK,
+        json!({ "_rid": rid(&[db, coll]), "Documents": documents, "_count": count }),
+        None,
+    );
+    done.etag = etag;
+    done.count = Some(count);
+    done
 }

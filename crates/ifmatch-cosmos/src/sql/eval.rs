@@ -11,6 +11,7 @@ use std::cmp::Ordering;
 
 use serde_json::{Map, Value as Json};
 
+use super::catalog::Function;
 use super::like::like;
 use super::meter::Meter;
 use super::tree::{Expr, Op, Query};
@@ -131,7 +132,7 @@ pub(crate) fn value<'a>(expr: &'a Expr, s: &Scope<'a, '_>) -> Value<'a> {
             Some(Json::Bool(true)) => value(then, s),
             _ => value(otherwise, s),
         },
-        Expr::Call("TOSTRING", args) if non_finite(&args[0]).is_some() => {
+        Expr::Call(Function::TOSTRING, args) if non_finite(&args[0]).is_some() => {
             let n = non_finite(&args[0])?;
             let text = match (n.is_nan(), n > 0.0) {
                 (true, _) => "NaN",
@@ -142,7 +143,7 @@ pub(crate) fn value<'a>(expr: &'a Expr, s: &Scope<'a, '_>) -> Value<'a> {
         }
         Expr::Call(name, args) => {
             let values: Vec<Value<'_>> = args.iter().map(|a| value(a, s)).collect();
-            super::functions::call(name, &values, s.meter).map(Cow::Owned)
+            super::functions::call(*name, &values, s.meter).map(Cow::Owned)
         }
         Expr::Udf(name, args) => {
             let values: Vec<Option<Json>> = (args.iter())

@@ -6,194 +6,21 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Value as Json};
 
+use super::catalog::{Function, Group};
 use super::datetime::{self, Part};
 use super::meter::{Meter, weight};
 use super::value::{Value, compare_for_order, equal, integer, neumaier, num, whole_or};
 
-/// What a function works on.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Group {
-    Math,
-    Integer,
-    String,
-    Array,
-    Type,
-    Conditional,
-    Date,
-    Item,
-    Spatial,
-    Text,
-    Vector,
-}
-
-/// Every system function served: its name in capitals, the fewest and the most arguments it
-/// takes, and its group.
-pub(crate) const FUNCTIONS: &[(&str, usize, usize, Group)] = &[
-    // Math.
-    ("ABS", 1, 1, Group::Math),
-    ("ACOS", 1, 1, Group::Math),
-    ("ASIN", 1, 1, Group::Math),
-    ("ATAN", 1, 1, Group::Math),
-    ("ATN2", 2, 2, Group::Math),
-    ("CEILING", 1, 1, Group::Math),
-    ("COS", 1, 1, Group::Math),
-    ("COT", 1, 1, Group::Math),
-    ("DEGREES", 1, 1, Group::Math),
-    ("EXP", 1, 1, Group::Math),
-    ("FLOOR", 1, 1, Group::Math),
-    ("LOG", 1, 2, Group::Math),
-    ("LOG10", 1, 1, Group::Math),
-    ("NUMBERBIN", 1, 2, Group::Math),
-    ("PI", 0, 0, Group::Math),
-    ("POWER", 2, 2, Group::Math),
-    ("RADIANS", 1, 1, Group::Math),
-    ("RAND", 0, 0, Group::Math),
-    ("ROUND", 1, 1, Group::Math),
-    ("SIGN", 1, 1, Group::Math),
-    ("SIN", 1, 1, Group::Math),
-    ("SQRT", 1, 1, Group::Math),
-    ("SQUARE", 1, 1, Group::Math),
-    ("TAN", 1, 1, Group::Math),
-    ("TRUNC", 1, 1, Group::Math),
-    // Integers, 64 bits.
-    ("INTADD", 2, 2, Group::Integer),
-    ("INTBITAND", 2, 2, Group::Integer),
-    ("INTBITLEFTSHIFT", 2, 2, Group::Integer),
-    ("INTBITNOT", 1, 1, Group::Integer),
-    ("INTBITOR", 2, 2, Group::Integer),
-    ("INTBITRIGHTSHIFT", 2, 2, Group::Integer),
-    ("INTBITXOR", 2, 2, Group::Integer),
-    ("INTDIV", 2, 2, Group::Integer),
-    ("INTMOD", 2, 2, Group::Integer),
-    ("INTMUL", 2, 2, Group::Integer),
-    ("INTSUB", 2, 2, Group::Integer),
-    // Strings.
-    ("CONCAT", 2, 64, Group::String),
-    ("CONTAINS", 2, 3, Group::String),
-    ("CONTAINS_ALL_CI", 2, 64, Group::String),
-    ("CONTAINS_ALL_CS", 2, 64, Group::String),
-    ("CONTAINS_ANY_CI", 2, 64, Group::String),
-    ("CONTAINS_ANY_CS", 2, 64, Group::String),
-    ("ENDSWITH", 2, 3, Group::String),
-    ("INDEX_OF", 2, 3, Group::String),
-    ("LASTINDEXOF", 2, 2, Group::String),
-    ("LASTSUBSTRINGAFTER", 2, 2, Group::String),
-    ("LASTSUBSTRINGBEFORE", 2, 2, Group::String),
-    ("LEFT", 2, 2, Group::String),
-    ("LENGTH", 1, 1, Group::String),
-    ("LOWER", 1, 1, Group::String),
-    ("LTRIM", 1, 2, Group::String),
-    ("REGEXMATCH", 2, 3, Group::String),
-    ("REPLACE", 3, 3, Group::String),
-    ("REPLICATE", 2, 2, Group::String),
-    ("REVERSE", 1, 1, Group::String),
-    ("RIGHT", 2, 2, Group::String),
-    ("RTRIM", 1, 2, Group::String),
-    ("STARTSWITH", 2, 3, Group::String),
-    ("STRINGEQUALS", 2, 3, Group::String),
-    ("STRINGJOIN", 2, 2, Group::String),
-    ("STRINGSPLIT", 2, 2, Group::String),
-    ("STRINGTOARRAY", 1, 1, Group::String),
-    ("STRINGTOBOOLEAN", 1, 1, Group::String),
-    ("STRINGTONULL", 1, 1, Group::String),
-    ("STRINGTONUMBER", 1, 1, Group::String),
-    ("STRINGTOOBJECT", 1, 1, Group::String),
-    ("SUBSTRING", 3, 3, Group::String),
-    ("SUBSTRINGAFTER", 2, 2, Group::String),
-    ("SUBSTRINGBEFORE", 2, 2, Group::String),
-    ("TOSTRING", 1, 1, Group::String),
-    ("TRIM", 1, 2, Group::String),
-    ("UPPER", 1, 1, Group::String),
-    // Arrays and items.
-    ("ARRAY_CONCAT", 2, 64, Group::Array),
-    ("ARRAY_CONTAINS", 2, 3, Group::Array),
-    ("ARRAY_CONTAINS_ALL", 2, 64, Group::Array),
-    ("ARRAY_CONTAINS_ANY", 2, 64, Group::Array),
-    ("ARRAY_AVG", 1, 1, Group::Array),
-    ("ARRAY_LENGTH", 1, 1, Group::Array),
-    ("ARRAY_MAX", 1, 1, Group::Array),
-    ("ARRAY_MEDIAN", 1, 1, Group::Array),
-    ("ARRAY_MIN", 1, 1, Group::Array),
-    ("ARRAY_SLICE", 2, 3, Group::Array),
-    ("ARRAY_SUM", 1, 1, Group::Array),
-    ("OBJECTTOARRAY", 1, 3, Group::Array),
-    ("SETDIFFERENCE", 2, 2, Group::Array),
-    ("SETEQUAL", 2, 2, Group::Array),
-    ("SETINTERSECT", 2, 2, Group::Array),
-    ("SETUNION", 2, 2, Group::Array),
-    // Types.
-    ("IS_ARRAY", 1, 1, Group::Type),
-    ("IS_BOOL", 1, 1, Group::Type),
-    ("IS_DEFINED", 1, 1, Group::Type),
-    ("IS_FINITE_NUMBER", 1, 1, Group::Type),
-    ("IS_INTEGER", 1, 1, Group::Type),
-    ("IS_NULL", 1, 1, Group::Type),
-    ("IS_NUMBER", 1, 1, Group::Type),
-    ("IS_OBJECT", 1, 1, Group::Type),
-    ("IS_PRIMITIVE", 1, 1, Group::Type),
-    ("IS_STRING", 1, 1, Group::Type),
-    // Conditional.
-    ("CHOOSE", 2, 64, Group::Conditional),
-    ("IIF", 3, 3, Group::Conditional),
-    // Date and time.
-    ("AGO", 2, 2, Group::Date),
-    ("DATETIMEADD", 3, 3, Group::Date),
-    ("DATETIMEBIN", 2, 4, Group::Date),
-    ("DATETIMEDIFF", 3, 3, Group::Date),
-    ("DATETIMEFORMAT", 2, 2, Group::Date),
-    ("DATETIMEFROMPARTS", 3, 7, Group::Date),
-    ("DATETIMEPART", 2, 2, Group::Date),
-    ("DATETIMETOTICKS", 1, 1, Group::Date),
-    ("DATETIMETOTIMESTAMP", 1, 1, Group::Date),
-    ("DAY", 1, 1, Group::Date),
-    ("GETCURRENTDATETIME", 0, 0, Group::Date),
-    ("GETCURRENTDATETIMESTATIC", 0, 0, Group::Date),
-    ("GETCURRENTTICKS", 0, 0, Group::Date),
-    ("GETCURRENTTICKSSTATIC", 0, 0, Group::Date),
-    ("GETCURRENTTIMESTAMP", 0, 0, Group::Date),
-    ("GETCURRENTTIMESTAMPSTATIC", 0, 0, Group::Date),
-    ("IS_DATETIME", 1, 1, Group::Date),
-    ("MONTH", 1, 1, Group::Date),
-    ("NOW", 0, 2, Group::Date),
-    ("TICKSTODATETIME", 1, 1, Group::Date),
-    ("TIMESTAMPTODATETIME", 1, 1, Group::Date),
-    ("YEAR", 1, 1, Group::Date),
-    // Items.
-    ("DOCUMENTID", 1, 1, Group::Item),
-    // Spatial (GeoJSON on a sphere; see `spatial.rs`).
-    ("ST_AREA", 1, 1, Group::Spatial),
-    ("ST_DISTANCE", 2, 2, Group::Spatial),
-    ("ST_INTERSECTS", 2, 2, Group::Spatial),
-    ("ST_ISVALID", 1, 1, Group::Spatial),
-    ("ST_ISVALIDDETAILED", 1, 1, Group::Spatial),
-    ("ST_WITHIN", 2, 2, Group::Spatial),
-    // Full-text search (see `text.rs`).
-    ("FULLTEXTCONTAINS", 2, 2, Group::Text),
-    ("FULLTEXTCONTAINSALL", 2, 64, Group::Text),
-    ("FULLTEXTCONTAINSANY", 2, 64, Group::Text),
-    ("FULLTEXTSCORE", 2, 64, Group::Text),
-    ("RRF", 2, 64, Group::Text),
-    // Vector search (see `vector.rs`).
-    ("VECTORDISTANCE", 2, 4, Group::Vector),
-];
-
-/// The function named `name` (any case): its name in capitals and arity.
-pub(crate) fn lookup(name: &str) -> Option<(&'static str, usize, usize)> {
-    let upper = name.to_ascii_uppercase();
-    FUNCTIONS
-        .iter()
-        .find(|(f, ..)| *f == upper)
-        .map(|(f, min, max, _)| (*f, *min, *max))
-}
-
 /// A built-in function of `args` (each possibly undefined).
-pub(crate) fn call(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
-    let group = FUNCTIONS.iter().find(|(f, ..)| *f == name)?.3;
-    match group {
+pub(crate) fn call(name: Function, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
+    match name.group() {
         Group::Math => math(name, args, meter),
         Group::Integer => integers(name, args),
         Group::String => strings(name, args, meter),
+        Group::Search => searches(name, args, meter),
         Group::Array => arrays(name, args, meter),
+        Group::Set => sets(name, args, meter),
+        Group::ArrayNumbers => array_numbers(name, args, meter),
         Group::Type => types(name, args),
         Group::Conditional => conditional(name, args, meter),
         Group::Date => dates(name, args, meter),
@@ -249,34 +76,34 @@ fn string(out: &str, meter: &Meter) -> Option<Json> {
 /// The longest string `REPLICATE` makes, in characters, as Cosmos documents.
 const MAX_REPLICATE: usize = 10_000;
 
-fn math(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
+fn math(name: Function, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
     match name {
-        "PI" => return num(std::f64::consts::PI),
-        "RAND" => return num(meter.random()),
+        Function::PI => return num(std::f64::consts::PI),
+        Function::RAND => return num(meter.random()),
         _ => {}
     }
     let x = number(&args[0])?;
     let value = match name {
-        "ABS" => x.abs(),
-        "ACOS" => x.acos(),
-        "ASIN" => x.asin(),
-        "ATAN" => x.atan(),
+        Function::ABS => x.abs(),
+        Function::ACOS => x.acos(),
+        Function::ASIN => x.asin(),
+        Function::ATAN => x.atan(),
         // ATN2(y, x): the arc tangent of y / x, in the quadrant of the point (x, y).
-        "ATN2" => x.atan2(number(&args[1])?),
-        "CEILING" => x.ceil(),
-        "COS" => x.cos(),
-        "COT" => 1.0 / x.tan(),
-        "DEGREES" => x.to_degrees(),
-        "EXP" => x.exp(),
-        "FLOOR" => x.floor(),
-        "LOG" => match args.get(1).map(number) {
+        Function::ATN2 => x.atan2(number(&args[1])?),
+        Function::CEILING => x.ceil(),
+        Function::COS => x.cos(),
+        Function::COT => 1.0 / x.tan(),
+        Function::DEGREES => x.to_degrees(),
+        Function::EXP => x.exp(),
+        Function::FLOOR => x.floor(),
+        Function::LOG => match args.get(1).map(number) {
             None => x.ln(),
             Some(Some(10.0)) => x.log10(),
             Some(Some(2.0)) => x.log2(),
             Some(base) => x.ln() / base?.ln(),
         },
-        "LOG10" => x.log10(),
-        "NUMBERBIN" => {
+        Function::LOG10 => x.log10(),
+        Function::NUMBERBIN => {
             let size = match args.get(1) {
                 Some(size) => number(size)?,
                 None => 1.0,
@@ -286,49 +113,49 @@ fn math(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
             }
             (x / size).floor() * size
         }
-        "POWER" => x.powf(number(&args[1])?),
-        "RADIANS" => x.to_radians(),
-        "ROUND" => x.round(),
-        "SIGN" => x.signum() * f64::from(x != 0.0),
-        "SIN" => x.sin(),
-        "SQRT" => x.sqrt(),
-        "SQUARE" => x * x,
-        "TAN" => x.tan(),
-        "TRUNC" => x.trunc(),
+        Function::POWER => x.powf(number(&args[1])?),
+        Function::RADIANS => x.to_radians(),
+        Function::ROUND => x.round(),
+        Function::SIGN => x.signum() * f64::from(x != 0.0),
+        Function::SIN => x.sin(),
+        Function::SQRT => x.sqrt(),
+        Function::SQUARE => x * x,
+        Function::TAN => x.tan(),
+        Function::TRUNC => x.trunc(),
         _ => return None,
     };
     // NaN and the infinities are no JSON: undefined.
     whole_or(value)
 }
 
-fn integers(name: &str, args: &[Value<'_>]) -> Option<Json> {
+fn integers(name: Function, args: &[Value<'_>]) -> Option<Json> {
     let a = whole(&args[0])?;
-    if name == "INTBITNOT" {
+    if name == Function::INTBITNOT {
         return Some(Json::from(!a));
     }
     let b = whole(&args[1])?;
     let value = match name {
-        "INTADD" => a.checked_add(b)?,
-        "INTSUB" => a.checked_sub(b)?,
-        "INTMUL" => a.checked_mul(b)?,
-        "INTDIV" => a.checked_div(b)?,
-        "INTMOD" => a.checked_rem(b)?,
-        "INTBITAND" => a & b,
-        "INTBITOR" => a | b,
-        "INTBITXOR" => a ^ b,
-        "INTBITLEFTSHIFT" => a.checked_shl(u32::try_from(b).ok()?)?,
-        "INTBITRIGHTSHIFT" => a.checked_shr(u32::try_from(b).ok()?)?,
+        Function::INTADD => a.checked_add(b)?,
+        Function::INTSUB => a.checked_sub(b)?,
+        Function::INTMUL => a.checked_mul(b)?,
+        Function::INTDIV => a.checked_div(b)?,
+        Function::INTMOD => a.checked_rem(b)?,
+        Function::INTBITAND => a & b,
+        Function::INTBITOR => a | b,
+        Function::INTBITXOR => a ^ b,
+        Function::INTBITLEFTSHIFT => a.checked_shl(u32::try_from(b).ok()?)?,
+        Function::INTBITRIGHTSHIFT => a.checked_shr(u32::try_from(b).ok()?)?,
         _ => return None,
     };
     Some(Json::from(value))
 }
 
 /// The characters `TRIM` and its kin take off: whitespace, or those of the second argument.
-fn trimmed<'s>(name: &str, s: &'s str, set: Option<&str>) -> &'s str {
+fn trimmed<'s>(name: Function, s: &'s str, set: Option<&str>) -> &'s str {
     let gone = |c: char| set.map_or(c.is_whitespace(), |set| set.contains(c));
     match name {
-        "LTRIM" => s.trim_start_matches(gone),
-        "RTRIM" => s.trim_end_matches(gone),
+        Function::LTRIM => s.trim_start_matches(gone),
+        Function::RTRIM => s.trim_end_matches(gone),
         _ => s.trim_matches(gone),
     }
 }
@@ -339,121 +166,57 @@ fn parsed(s: &str, meter: &Meter, fits: fn(&Json) -> bool) -> Option<Json> {
     serde_json::from_str::<Json>(s.trim()).ok().filter(fits)
 }
 
-fn strings(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
-    let boolean = |b: bool| Some(Json::Bool(b));
+fn strings(name: Function, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
     match name {
-        "STARTSWITH" | "ENDSWITH" | "CONTAINS" | "STRINGEQUALS" => {
-            let ignore = flag(args.get(2))?;
-            let (s, t) = (text(&args[0])?, text(&args[1])?);
-            // Folding case may grow a string, three times at most.
-            meter.take((s.len() + t.len()) * if ignore { 3 } else { 1 })?;
-            let (s, t) = match ignore {
-                true => (Cow::Owned(s.to_lowercase()), Cow::Owned(t.to_lowercase())),
-                false => (Cow::Borrowed(s), Cow::Borrowed(t)),
-            };
-            boolean(match name {
-                "STARTSWITH" => s.starts_with(&*t),
-                "ENDSWITH" => s.ends_with(&*t),
-                "CONTAINS" => s.contains(&*t),
-                _ => s == t,
-            })
-        }
-        "LOWER" | "UPPER" => {
+        Function::LOWER | Function::UPPER => {
             let s = text(&args[0])?;
             // A case mapping may grow a string, three times at most: charged before it is made.
             meter.take(3 * s.len())?;
             Some(Json::String(match name {
-                "LOWER" => s.to_lowercase(),
+                Function::LOWER => s.to_lowercase(),
                 _ => s.to_uppercase(),
             }))
         }
-        "LENGTH" => {
+        Function::LENGTH => {
             let s = text(&args[0])?;
             meter.take(s.len())?;
             Some(Json::from(s.chars().count()))
         }
-        "TRIM" | "LTRIM" | "RTRIM" => {
+        Function::TRIM | Function::LTRIM | Function::RTRIM => {
             let set = match args.get(1) {
                 Some(set) => Some(text(set)?),
                 None => None,
             };
             string(trimmed(name, text(&args[0])?, set), meter)
         }
-        "REVERSE" => {
+        Function::REVERSE => {
             let s = text(&args[0])?;
             meter.take(s.len())?;
             Some(Json::String(s.chars().rev().collect()))
         }
-        "CONCAT" => {
+        Function::CONCAT => {
             let parts: Vec<&str> = args.iter().map(text).collect::<Option<_>>()?;
             meter.take(parts.iter().map(|p| p.len()).sum())?;
             Some(Json::String(parts.concat()))
         }
-        "SUBSTRING" => {
+        Function::SUBSTRING => {
             let s = text(&args[0])?;
             let start = number(&args[1])?.max(0.0) as usize;
             let count = number(&args[2])?.max(0.0) as usize;
             meter.take(s.len())?;
             string(chars(s, start, count), meter)
         }
-        "LEFT" | "RIGHT" => {
+        Function::LEFT | Function::RIGHT => {
             let s = text(&args[0])?;
             let n = number(&args[1])?.max(0.0) as usize;
             meter.take(s.len())?;
             let part = match name {
-                "LEFT" => chars(s, 0, n),
+                Function::LEFT => chars(s, 0, n),
                 _ => chars(s, s.chars().count().saturating_sub(n), usize::MAX),
             };
             string(part, meter)
         }
-        "INDEX_OF" => {
-            let (s, t) = (text(&args[0])?, text(&args[1])?);
-            let from = match args.get(2) {
-                Some(v) => number(v)?.max(0.0) as usize,
-                None => 0,
-            };
-            meter.take(s.len() + t.len())?;
-            let offset = s.len() - chars(s, from, usize::MAX).len();
-            let found = s[offset..]
-                .find(t)
-                .map(|at| s[..offset + at].chars().count());
-            Some(Json::from(found.map_or(-1, |i| i as i64)))
-        }
-        "SUBSTRINGAFTER" | "SUBSTRINGBEFORE" | "LASTSUBSTRINGAFTER" | "LASTSUBSTRINGBEFORE" => {
-            let (s, delimiter) = (text(&args[0])?, text(&args[1])?);
-            meter.take(s.len() + delimiter.len())?;
-            let found = match name.starts_with("LAST") {
-                true => s.rfind(delimiter),
-                false => s.find(delimiter),
-            };
-            // Without the delimiter there is nothing before or after it: the empty string,
-            // as XPath's functions of these names answer (Cosmos's pages do not say).
-            let part = found.map_or("", |at| match name.ends_with("AFTER") {
-                true => &s[at + delimiter.len()..],
-                false => &s[..at],
-            });
-            string(part, meter)
-        }
-        "LASTINDEXOF" => {
-            let (s, t) = (text(&args[0])?, text(&args[1])?);
-            meter.take(s.len() + t.len())?;
-            let found = s.rfind(t).map(|at| s[..at].chars().count());
-            Some(Json::from(found.map_or(-1, |i| i as i64)))
-        }
-        "CONTAINS_ALL_CI" | "CONTAINS_ALL_CS" | "CONTAINS_ANY_CI" | "CONTAINS_ANY_CS" => {
-            let s = text(&args[0])?;
-            let wanted: Vec<&str> = args[1..].iter().map(text).collect::<Option<_>>()?;
-            let fold = name.ends_with("_CI");
-            let size: usize = s.len() + wanted.iter().map(|w| w.len()).sum::<usize>();
-            meter.take(size * if fold { 3 } else { 1 } * wanted.len().max(1))?;
-            let s = folded(s, fold);
-            let mut found = wanted.iter().map(|w| s.contains(&*folded(w, fold)));
-            boolean(match name.starts_with("CONTAINS_ALL") {
-                true => found.all(|f| f),
-                false => found.any(|f| f),
-            })
-        }
-        "REPLACE" => {
+        Function::REPLACE => {
             let (s, from, to) = (text(&args[0])?, text(&args[1])?, text(&args[2])?);
             // What the result takes is known before it is made: count, charge, then build.
             meter.take(s.len())?;
@@ -463,7 +226,7 @@ fn strings(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
             )?;
             Some(Json::String(s.replace(from, to)))
         }
-        "REPLICATE" => {
+        Function::REPLICATE => {
             let s = text(&args[0])?;
             let times = number(&args[1])?;
             if !(0.0..=MAX_REPLICATE as f64).contains(&times) {
@@ -476,14 +239,14 @@ fn strings(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
             meter.take(s.len() * times)?;
             Some(Json::String(s.repeat(times)))
         }
-        "TOSTRING" => match args[0].as_deref()? {
+        Function::TOSTRING => match args[0].as_deref()? {
             Json::String(s) => string(s, meter),
             other => {
                 meter.take(weight(other))?;
                 Some(Json::String(other.to_string()))
             }
         },
-        "STRINGJOIN" => {
+        Function::STRINGJOIN => {
             let (Json::Array(items), separator) = (args[0].as_deref()?, text(&args[1])?) else {
                 return None;
             };
@@ -492,7 +255,7 @@ fn strings(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
             meter.take(size)?;
             Some(Json::String(parts.join(separator)))
         }
-        "STRINGSPLIT" => {
+        Function::STRINGSPLIT => {
             let (s, separator) = (text(&args[0])?, text(&args[1])?);
             meter.take(2 * s.len() + 16)?;
             // An empty separator splits nothing: the string whole, as Cosmos answers.
@@ -506,12 +269,99 @@ fn strings(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
             meter.take(8 * parts.len())?;
             Some(Json::Array(parts))
         }
-        "STRINGTOARRAY" => parsed(text(&args[0])?, meter, Json::is_array),
-        "STRINGTOOBJECT" => parsed(text(&args[0])?, meter, Json::is_object),
-        "STRINGTONUMBER" => parsed(text(&args[0])?, meter, Json::is_number),
-        "STRINGTOBOOLEAN" => parsed(text(&args[0])?, meter, Json::is_boolean),
-        "STRINGTONULL" => parsed(text(&args[0])?, meter, Json::is_null),
-        "REGEXMATCH" => {
+        Function::STRINGTOARRAY => parsed(text(&args[0])?, meter, Json::is_array),
+        Function::STRINGTOOBJECT => parsed(text(&args[0])?, meter, Json::is_object),
+        Function::STRINGTONUMBER => parsed(text(&args[0])?, meter, Json::is_number),
+        Function::STRINGTOBOOLEAN => parsed(text(&args[0])?, meter, Json::is_boolean),
+        Function::STRINGTONULL => parsed(text(&args[0])?, meter, Json::is_null),
+        _ => None,
+    }
+}
+
+/// A string function that looks for one string in another.
+fn searches(name: Function, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
+    let boolean = |b: bool| Some(Json::Bool(b));
+    match name {
+        Function::STARTSWITH | Function::ENDSWITH | Function::CONTAINS | Function::STRINGEQUALS => {
+            let ignore = flag(args.get(2))?;
+            let (s, t) = (text(&args[0])?, text(&args[1])?);
+            // Folding case may grow a string, three times at most.
+            meter.take((s.len() + t.len()) * if ignore { 3 } else { 1 })?;
+            let (s, t) = match ignore {
+                true => (Cow::Owned(s.to_lowercase()), Cow::Owned(t.to_lowercase())),
+                false => (Cow::Borrowed(s), Cow::Borrowed(t)),
+            };
+            boolean(match name {
+                Function::STARTSWITH => s.starts_with(&*t),
+                Function::ENDSWITH => s.ends_with(&*t),
+                Function::CONTAINS => s.contains(&*t),
+                _ => s == t,
+            })
+        }
+        Function::INDEX_OF => {
+            let (s, t) = (text(&args[0])?, text(&args[1])?);
+            let from = match args.get(2) {
+                Some(v) => number(v)?.max(0.0) as usize,
+                None => 0,
+            };
+            meter.take(s.len() + t.len())?;
+            let offset = s.len() - chars(s, from, usize::MAX).len();
+            let found = s[offset..]
+                .find(t)
+                .map(|at| s[..offset + at].chars().count());
+            Some(Json::from(found.map_or(-1, |i| i as i64)))
+        }
+        Function::SUBSTRINGAFTER
+        | Function::SUBSTRINGBEFORE
+        | Function::LASTSUBSTRINGAFTER
+        | Function::LASTSUBSTRINGBEFORE => {
+            let (s, delimiter) = (text(&args[0])?, text(&args[1])?);
+            meter.take(s.len() + delimiter.len())?;
+            let found = match matches!(
+                name,
+                Function::LASTSUBSTRINGAFTER | Function::LASTSUBSTRINGBEFORE
+            ) {
+                true => s.rfind(delimiter),
+                false => s.find(delimiter),
+            };
+            // Without the delimiter there is nothing before or after it: the empty string,
+            // as XPath's functions of these names answer (Cosmos's pages do not say).
+            let part = found.map_or("", |at| {
+                match matches!(
+                    name,
+                    Function::SUBSTRINGAFTER | Function::LASTSUBSTRINGAFTER
+                ) {
+                    true => &s[at + delimiter.len()..],
+                    false => &s[..at],
+                }
+            });
+            string(part, meter)
+        }
+        Function::LASTINDEXOF => {
+            let (s, t) = (text(&args[0])?, text(&args[1])?);
+            meter.take(s.len() + t.len())?;
+            let found = s.rfind(t).map(|at| s[..at].chars().count());
+            Some(Json::from(found.map_or(-1, |i| i as i64)))
+        }
+        Function::CONTAINS_ALL_CI
+        | Function::CONTAINS_ALL_CS
+        | Function::CONTAINS_ANY_CI
+        | Function::CONTAINS_ANY_CS => {
+            let s = text(&args[0])?;
+            let wanted: Vec<&str> = args[1..].iter().map(text).collect::<Option<_>>()?;
+            let fold = matches!(name, Function::CONTAINS_ALL_CI | Function::CONTAINS_ANY_CI);
+            let size: usize = s.len() + wanted.iter().map(|w| w.len()).sum::<usize>();
+            meter.take(size * if fold { 3 } else { 1 } * wanted.len().max(1))?;
+            let s = folded(s, fold);
+            let mut found = wanted.iter().map(|w| s.contains(&*folded(w, fold)));
+            boolean(
+                match matches!(name, Function::CONTAINS_ALL_CI | Function::CONTAINS_ALL_CS) {
+                    true => found.all(|f| f),
+                    false => found.any(|f| f),
+                },
+            )
+        }
+        Function::REGEXMATCH => {
             let (s, pattern) = (text(&args[0])?, text(&args[1])?);
             let modifiers = match args.get(2) {
                 Some(m) => text(m)?,
@@ -523,9 +373,9 @@ fn strings(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
     }
 }
 
-fn arrays(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
+fn arrays(name: Function, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
     match name {
-        "ARRAY_CONTAINS" => {
+        Function::ARRAY_CONTAINS => {
             let Some(Json::Array(items)) = args[0].as_deref() else {
                 return None;
             };
@@ -536,23 +386,23 @@ fn arrays(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
                 .any(|item| contains(item, wanted, partial, meter));
             (!meter.exceeded()).then_some(Json::Bool(found))
         }
-        "ARRAY_CONTAINS_ANY" | "ARRAY_CONTAINS_ALL" => {
+        Function::ARRAY_CONTAINS_ANY | Function::ARRAY_CONTAINS_ALL => {
             let Some(Json::Array(items)) = args[0].as_deref() else {
                 return None;
             };
             let mut wanted = args[1..].iter().filter_map(|w| w.as_deref());
             let found = |w: &Json| items.iter().any(|item| contains(item, w, false, meter));
             let answer = match name {
-                "ARRAY_CONTAINS_ANY" => wanted.any(found),
+                Function::ARRAY_CONTAINS_ANY => wanted.any(found),
                 _ => wanted.all(found),
             };
             (!meter.exceeded()).then_some(Json::Bool(answer))
         }
-        "ARRAY_LENGTH" => match args[0].as_deref() {
+        Function::ARRAY_LENGTH => match args[0].as_deref() {
             Some(Json::Array(items)) => Some(Json::from(items.len())),
             _ => None,
         },
-        "ARRAY_SLICE" => {
+        Function::ARRAY_SLICE => {
             let Some(Json::Array(items)) = args[0].as_deref() else {
                 return None;
             };
@@ -572,7 +422,7 @@ fn arrays(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
                 slice.map(|item| meter.copy(item)).collect::<Option<_>>()?,
             ))
         }
-        "ARRAY_CONCAT" => {
+        Function::ARRAY_CONCAT => {
             let mut out = Vec::new();
             for arg in args {
                 let Json::Array(items) = arg.as_deref()? else {
@@ -584,102 +434,7 @@ fn arrays(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
             }
             Some(Json::Array(out))
         }
-        "ARRAY_SUM" | "ARRAY_AVG" | "ARRAY_MEDIAN" => {
-            let Some(Json::Array(items)) = args[0].as_deref() else {
-                return None;
-            };
-            meter.take(8 * items.len())?;
-            let mut numbers: Vec<f64> = items.iter().map(Json::as_f64).collect::<Option<_>>()?;
-            if numbers.is_empty() {
-                return (name == "ARRAY_SUM").then(|| Json::from(0));
-            }
-            let total = || {
-                let (sum, lost) = numbers.iter().fold((0.0, 0.0), neumaier);
-                sum + lost
-            };
-            match name {
-                "ARRAY_SUM" => whole_or(total()),
-                "ARRAY_AVG" => num(total() / numbers.len() as f64),
-                _ => {
-                    numbers.sort_by(f64::total_cmp);
-                    let middle = numbers.len() / 2;
-                    whole_or(match numbers.len() % 2 {
-                        1 => numbers[middle],
-                        _ => (numbers[middle - 1] + numbers[middle]) / 2.0,
-                    })
-                }
-            }
-        }
-        "ARRAY_MIN" | "ARRAY_MAX" => {
-            let Some(Json::Array(items)) = args[0].as_deref() else {
-                return None;
-            };
-            let order = |a: &&Json, b: &&Json| compare_for_order(Some(a), Some(b));
-            let chosen = match name {
-                "ARRAY_MIN" => items.iter().min_by(order),
-                _ => items.iter().max_by(order),
-            };
-            meter.copy(chosen?)
-        }
-        "SETDIFFERENCE" | "SETEQUAL" => {
-            let (Some(Json::Array(a)), Some(Json::Array(b))) =
-                (args[0].as_deref(), args[1].as_deref())
-            else {
-                return None;
-            };
-            meter.take(
-                a.len().saturating_mul(b.len().max(1)) + b.len().saturating_mul(a.len().max(1)),
-            )?;
-            let within =
-                |x: &Json, set: &[Json]| set.iter().any(|y| equal(x, y, meter) == Some(true));
-            if name == "SETEQUAL" {
-                let same = a.iter().all(|x| within(x, b)) && b.iter().all(|y| within(y, a));
-                return (!meter.exceeded()).then_some(Json::Bool(same));
-            }
-            let mut out: Vec<Json> = Vec::new();
-            for item in a {
-                if !within(item, b) && !within(item, &out) {
-                    out.push(meter.copy(item)?);
-                }
-            }
-            (!meter.exceeded()).then_some(Json::Array(out))
-        }
-        "SETINTERSECT" | "SETUNION" => {
-            let (Some(Json::Array(a)), Some(Json::Array(b))) =
-                (args[0].as_deref(), args[1].as_deref())
-            else {
-                return None;
-            };
-            meter.take(a.len().saturating_mul(b.len().max(1)))?;
-            let mut out: Vec<Json> = Vec::new();
-            let add = |item: &Json, out: &mut Vec<Json>| -> Option<()> {
-                if !out
-                    .iter()
-                    .any(|seen| equal(seen, item, meter) == Some(true))
-                {
-                    out.push(meter.copy(item)?);
-                }
-                Some(())
-            };
-            match name {
-                "SETUNION" => {
-                    for item in a.iter().chain(b) {
-                        add(item, &mut out)?;
-                    }
-                }
-                _ => {
-                    for item in a {
-                        if b.iter()
-                            .any(|other| equal(item, other, meter) == Some(true))
-                        {
-                            add(item, &mut out)?;
-                        }
-                    }
-                }
-            }
-            (!meter.exceeded()).then_some(Json::Array(out))
-        }
-        "OBJECTTOARRAY" => {
+        Function::OBJECTTOARRAY => {
             let Some(Json::Object(fields)) = args[0].as_deref() else {
                 return None;
             };
@@ -705,6 +460,115 @@ fn arrays(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
     }
 }
 
+/// A function of an array's numbers taken together: their sum, mean, median, least or greatest.
+fn array_numbers(name: Function, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
+    match name {
+        Function::ARRAY_SUM | Function::ARRAY_AVG | Function::ARRAY_MEDIAN => {
+            let Some(Json::Array(items)) = args[0].as_deref() else {
+                return None;
+            };
+            meter.take(8 * items.len())?;
+            let mut numbers: Vec<f64> = items.iter().map(Json::as_f64).collect::<Option<_>>()?;
+            if numbers.is_empty() {
+                return (name == Function::ARRAY_SUM).then(|| Json::from(0));
+            }
+            let total = || {
+                let (sum, lost) = numbers.iter().fold((0.0, 0.0), neumaier);
+                sum + lost
+            };
+            match name {
+                Function::ARRAY_SUM => whole_or(total()),
+                Function::ARRAY_AVG => num(total() / numbers.len() as f64),
+                _ => {
+                    numbers.sort_by(f64::total_cmp);
+                    let middle = numbers.len() / 2;
+                    whole_or(match numbers.len() % 2 {
+                        1 => numbers[middle],
+                        _ => (numbers[middle - 1] + numbers[middle]) / 2.0,
+                    })
+                }
+            }
+        }
+        Function::ARRAY_MIN | Function::ARRAY_MAX => {
+            let Some(Json::Array(items)) = args[0].as_deref() else {
+                return None;
+            };
+            let order = |a: &&Json, b: &&Json| compare_for_order(Some(a), Some(b));
+            let chosen = match name {
+                Function::ARRAY_MIN => items.iter().min_by(order),
+                _ => items.iter().max_by(order),
+            };
+            meter.copy(chosen?)
+        }
+        _ => None,
+    }
+}
+
+/// A function of two arrays as sets.
+fn sets(name: Function, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
+    match name {
+        Function::SETDIFFERENCE | Function::SETEQUAL => {
+            let (Some(Json::Array(a)), Some(Json::Array(b))) =
+                (args[0].as_deref(), args[1].as_deref())
+            else {
+                return None;
+            };
+            meter.take(
+                a.len().saturating_mul(b.len().max(1)) + b.len().saturating_mul(a.len().max(1)),
+            )?;
+            let within =
+                |x: &Json, set: &[Json]| set.iter().any(|y| equal(x, y, meter) == Some(true));
+            if name == Function::SETEQUAL {
+                let same = a.iter().all(|x| within(x, b)) && b.iter().all(|y| within(y, a));
+                return (!meter.exceeded()).then_some(Json::Bool(same));
+            }
+            let mut out: Vec<Json> = Vec::new();
+            for item in a {
+                if !within(item, b) && !within(item, &out) {
+                    out.push(meter.copy(item)?);
+                }
+            }
+            (!meter.exceeded()).then_some(Json::Array(out))
+        }
+        Function::SETINTERSECT | Function::SETUNION => {
+            let (Some(Json::Array(a)), Some(Json::Array(b))) =
+                (args[0].as_deref(), args[1].as_deref())
+            else {
+                return None;
+            };
+            meter.take(a.len().saturating_mul(b.len().max(1)))?;
+            let mut out: Vec<Json> = Vec::new();
+            let add = |item: &Json, out: &mut Vec<Json>| -> Option<()> {
+                if !out
+                    .iter()
+                    .any(|seen| equal(seen, item, meter) == Some(true))
+                {
+                    out.push(meter.copy(item)?);
+                }
+                Some(())
+            };
+            match name {
+                Function::SETUNION => {
+                    for item in a.iter().chain(b) {
+                        add(item, &mut out)?;
+                    }
+                }
+                _ => {
+                    for item in a {
+                        if b.iter()
+                            .any(|other| equal(item, other, meter) == Some(true))
+                        {
+                            add(item, &mut out)?;
+                        }
+                    }
+                }
+            }
+            (!meter.exceeded()).then_some(Json::Array(out))
+        }
+        _ => None,
+    }
+}
+
 /// Whether `item` is `wanted`, or, `partial`, an object holding each of its fields.
 fn contains(item: &Json, wanted: &Json, partial: bool, meter: &Meter) -> bool {
     match (partial, item, wanted) {
@@ -716,18 +580,18 @@ fn contains(item: &Json, wanted: &Json, partial: bool, meter: &Meter) -> bool {
     }
 }
 
-fn types(name: &str, args: &[Value<'_>]) -> Option<Json> {
+fn types(name: Function, args: &[Value<'_>]) -> Option<Json> {
     let value = args[0].as_deref();
     let answer = match name {
-        "IS_DEFINED" => value.is_some(),
-        "IS_NULL" => matches!(value, Some(Json::Null)),
-        "IS_NUMBER" => matches!(value, Some(Json::Number(_))),
-        "IS_FINITE_NUMBER" => value.and_then(Json::as_f64).is_some_and(f64::is_finite),
-        "IS_INTEGER" => matches!(value, Some(Json::Number(n)) if n.is_i64()),
-        "IS_STRING" => matches!(value, Some(Json::String(_))),
-        "IS_BOOL" => matches!(value, Some(Json::Bool(_))),
-        "IS_ARRAY" => matches!(value, Some(Json::Array(_))),
-        "IS_OBJECT" => matches!(value, Some(Json::Object(_))),
+        Function::IS_DEFINED => value.is_some(),
+        Function::IS_NULL => matches!(value, Some(Json::Null)),
+        Function::IS_NUMBER => matches!(value, Some(Json::Number(_))),
+        Function::IS_FINITE_NUMBER => value.and_then(Json::as_f64).is_some_and(f64::is_finite),
+        Function::IS_INTEGER => matches!(value, Some(Json::Number(n)) if n.is_i64()),
+        Function::IS_STRING => matches!(value, Some(Json::String(_))),
+        Function::IS_BOOL => matches!(value, Some(Json::Bool(_))),
+        Function::IS_ARRAY => matches!(value, Some(Json::Array(_))),
+        Function::IS_OBJECT => matches!(value, Some(Json::Object(_))),
         _ => matches!(
             value,
             Some(Json::Null | Json::Bool(_) | Json::Number(_) | Json::String(_))
@@ -736,9 +600,9 @@ fn types(name: &str, args: &[Value<'_>]) -> Option<Json> {
     Some(Json::Bool(answer))
 }
 
-fn conditional(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
+fn conditional(name: Function, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
     match name {
-        "IIF" => match args[0].as_deref() {
+        Function::IIF => match args[0].as_deref() {
             Some(Json::Bool(true)) => copied(&args[1], meter),
             _ => copied(&args[2], meter),
         },
@@ -750,59 +614,67 @@ fn conditional(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
     }
 }
 
-fn dates(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
+fn dates(name: Function, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
     let instant = |value: &Value<'_>| datetime::parse(text(value)?);
     let part = |value: &Value<'_>| Part::of(text(value)?);
     match name {
-        "GETCURRENTDATETIME" | "GETCURRENTDATETIMESTATIC" => datetime::format(meter.instant()?),
-        "GETCURRENTTICKS" | "GETCURRENTTICKSSTATIC" => Some(Json::from(meter.instant()?)),
-        "GETCURRENTTIMESTAMP" | "GETCURRENTTIMESTAMPSTATIC" => Some(Json::from(
+        Function::GETCURRENTDATETIME | Function::GETCURRENTDATETIMESTATIC => {
+            datetime::format(meter.instant()?)
+        }
+        Function::GETCURRENTTICKS | Function::GETCURRENTTICKSSTATIC => {
+            Some(Json::from(meter.instant()?))
+        }
+        Function::GETCURRENTTIMESTAMP | Function::GETCURRENTTIMESTAMPSTATIC => Some(Json::from(
             meter.instant()?.div_euclid(datetime::TICKS_PER_MILLISECOND),
         )),
-        "DATETIMEADD" => {
+        Function::DATETIMEADD => {
             let ticks = datetime::add(part(&args[0])?, whole(&args[1])?, instant(&args[2])?)?;
             datetime::format(ticks)
         }
         // `NOW()` is the page's instant; `NOW(part, n)` and `AGO(part, n)` move it by `n`.
-        "NOW" | "AGO" => {
+        Function::NOW | Function::AGO => {
             let now = meter.instant()?;
             let ticks = match args {
                 [] => now,
                 [part_name, n] => {
                     let n = whole(n)?;
-                    let n = if name == "AGO" { n.checked_neg()? } else { n };
+                    let n = if name == Function::AGO {
+                        n.checked_neg()?
+                    } else {
+                        n
+                    };
                     datetime::add(part(part_name)?, n, now)?
                 }
                 _ => return None,
             };
             datetime::format(ticks)
         }
-        "YEAR" | "MONTH" | "DAY" => {
+        Function::YEAR | Function::MONTH | Function::DAY => {
             let which = match name {
-                "YEAR" => Part::Year,
-                "MONTH" => Part::Month,
+                Function::YEAR => Part::Year,
+                Function::MONTH => Part::Month,
                 _ => Part::Day,
             };
             Some(Json::from(datetime::part(which, instant(&args[0])?)))
         }
-        "IS_DATETIME" => Some(Json::Bool(
+        Function::IS_DATETIME => Some(Json::Bool(
             text(&args[0]).and_then(datetime::parse).is_some(),
         )),
-        "DATETIMEFORMAT" => {
+        Function::DATETIMEFORMAT => {
             let (ticks, pattern) = (instant(&args[0])?, text(&args[1])?);
             meter.take(datetime::FORMAT_GROWTH * pattern.len() + 32)?;
             datetime::format_with(ticks, pattern).map(Json::String)
         }
-        "DATETIMEPART" => Some(Json::from(datetime::part(
+        Function::DATETIMEPART => Some(Json::from(datetime::part(
             part(&args[0])?,
             instant(&args[1])?,
         ))),
-        "DATETIMEDIFF" => Some(Json::from(datetime::diff(
+        Function::DATETIMEDIFF => Some(Json::from(datetime::diff(
             part(&args[0])?,
             instant(&args[1])?,
             instant(&args[2])?,
         ))),
-        "DATETIMEBIN" => {
+        Function::DATETIMEBIN => {
             let size = match args.get(2) {
                 Some(size) => whole(size)?,
                 None => 1,
@@ -818,16 +690,16 @@ fn dates(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
                 origin,
             )?)
         }
-        "DATETIMEFROMPARTS" => {
+        Function::DATETIMEFROMPARTS => {
             let parts: Vec<i64> = args.iter().map(whole).collect::<Option<_>>()?;
             datetime::format(datetime::from_parts(&parts)?)
         }
-        "DATETIMETOTICKS" => Some(Json::from(instant(&args[0])?)),
-        "DATETIMETOTIMESTAMP" => Some(Json::from(
+        Function::DATETIMETOTICKS => Some(Json::from(instant(&args[0])?)),
+        Function::DATETIMETOTIMESTAMP => Some(Json::from(
             instant(&args[0])?.div_euclid(datetime::TICKS_PER_MILLISECOND),
         )),
-        "TICKSTODATETIME" => datetime::format(whole(&args[0])?),
-        "TIMESTAMPTODATETIME" => {
+        Function::TICKSTODATETIME => datetime::format(whole(&args[0])?),
+        Function::TIMESTAMPTODATETIME => {
             datetime::format(whole(&args[0])?.checked_mul(datetime::TICKS_PER_MILLISECOND)?)
         }
         _ => None,

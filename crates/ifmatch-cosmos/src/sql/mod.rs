@@ -16,6 +16,7 @@
 //! and compares for one document is bounded by [`DOCUMENT_WORK`], and [`crate::query`] bounds
 //! a page's.
 
+mod catalog;
 mod datetime;
 mod error;
 mod eval;
@@ -40,6 +41,7 @@ pub use value::compare_for_order;
 pub(crate) use value::printed;
 pub use vector::{Embedding, check_vector_indexes, embeddings};
 
+pub use catalog::Function;
 pub use error::SqlError;
 pub use parse::{MAX_DEPTH, MAX_JOINS, MAX_LOGICAL, MAX_NODES};
 pub use tree::{Expr, Op, Query, Select, Source};
@@ -94,7 +96,7 @@ impl Query {
         let mut nested = !self.aggregates.is_empty();
         let mut each = |expr: &mut Expr| {
             match expr {
-                Expr::Call(name, _) => calls.push(*name),
+                Expr::Call(function, _) => calls.push(function.name()),
                 Expr::Exists(_) | Expr::ArrayOf(_) | Expr::Scalar(_) | Expr::Aggregate(_) => {
                     nested = true
                 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use serde_json::Value as Json;
 
+use super::catalog::Function;
 use super::error::SqlError;
 use super::lex::Token;
 use super::tree::visit;
@@ -232,7 +233,10 @@ impl Parser<'_> {
                 let score = self.expr()?;
                 if !matches!(
                     score,
-                    Expr::Call("FULLTEXTSCORE" | "RRF" | "VECTORDISTANCE", _)
+                    Expr::Call(
+                        Function::FULLTEXTSCORE | Function::RRF | Function::VECTORDISTANCE,
+                        _
+                    )
                 ) {
                     return Err(SqlError::new(
                         "ORDER BY RANK takes a scoring function: FullTextScore, VectorDistance or RRF.",
@@ -879,17 +883,18 @@ impl Parser<'_> {
         }
         if self.eat_symbol("(") {
             let args = self.arguments()?;
-            let Some((name, min, max)) = super::functions::lookup(&upper) else {
+            let Some((function, min, max)) = Function::named(&upper) else {
                 return Err(SqlError::new(format!(
                     "The function {word} is not served by this server."
                 )));
             };
             if args.len() < min || args.len() > max {
                 return Err(SqlError::new(format!(
-                    "{name} takes {min} to {max} arguments."
+                    "{} takes {min} to {max} arguments.",
+                    function.name()
                 )));
             }
-            return Ok(Expr::Call(name, args));
+            return Ok(Expr::Call(function, args));
         }
         if is_reserved(&word) {
             return Err(SqlError::new(format!("Syntax error near '{word}'.")));

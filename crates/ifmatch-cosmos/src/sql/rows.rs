@@ -11,6 +11,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value as Json};
 
+use super::catalog::Function;
 use super::eval::{Grouped, Scope, holds, value};
 use super::meter::{Meter, weight};
 use super::tree::{Expr, Query, Select, Source};
@@ -276,7 +277,7 @@ impl<'q> Collector<'q> {
         let whole = query.distinct
             || !query.group.is_empty()
             || query.aggregates()
-            || (query.rank && !matches!(query.order[0].0, Expr::Call("VECTORDISTANCE", _)));
+            || (query.rank && !matches!(query.order[0].0, Expr::Call(Function::VECTORDISTANCE, _)));
         if query.order.is_empty() || whole {
             return None;
         }

@@ -9,6 +9,7 @@
 
 use serde_json::{Map, Value as Json};
 
+use super::catalog::Function;
 use super::meter::Meter;
 use super::value::Value;
 
@@ -32,7 +33,7 @@ enum Shape {
 /// `spatialMaxGeometryPointCount`, and refuses the query past it).
 pub(crate) const MAX_POINTS: usize = 256;
 
-pub(crate) fn call(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
+pub(crate) fn call(name: Function, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
     let geometry = |at: usize| args.get(at)?.as_deref();
     // A geometry past the points served refuses the query (a validity check says why).
     let served = |value: &Json, meter: &Meter| {
@@ -46,8 +47,8 @@ pub(crate) fn call(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json
         }
     };
     match name {
-        "ST_ISVALID" => Some(Json::Bool(check(geometry(0)?, meter).is_ok())),
-        "ST_ISVALIDDETAILED" => {
+        Function::ST_ISVALID => Some(Json::Bool(check(geometry(0)?, meter).is_ok())),
+        Function::ST_ISVALIDDETAILED => {
             let mut out = Map::new();
             match check(geometry(0)?, meter) {
                 Ok(()) => {
@@ -60,7 +61,7 @@ pub(crate) fn call(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json
             }
             Some(Json::Object(out))
         }
-        "ST_AREA" => {
+        Function::ST_AREA => {
             let Shape::Polygons(polygons) = served(geometry(0)?, meter)? else {
                 return Some(Json::from(0));
             };
@@ -74,7 +75,7 @@ pub(crate) fn call(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json
                 .sum();
             super::value::num(area)
         }
-        "ST_DISTANCE" => {
+        Function::ST_DISTANCE => {
             let (a, b) = (served(geometry(0)?, meter)?, served(geometry(1)?, meter)?);
             if intersects(&a, &b) {
                 return Some(Json::from(0));
@@ -85,7 +86,7 @@ pub(crate) fn call(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json
                 .fold(f64::INFINITY, f64::min);
             super::value::num(distance)
         }
-        "ST_WITHIN" => {
+        Function::ST_WITHIN => {
             let (a, b) = (served(geometry(0)?, meter)?, served(geometry(1)?, meter)?);
             let Shape::Polygons(polygons) = &b else {
                 return Some(Json::Bool(false));
@@ -93,7 +94,7 @@ pub(crate) fn call(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json
             let inside = vertices(&a).iter().all(|p| in_polygons(*p, polygons));
             Some(Json::Bool(inside))
         }
-        "ST_INTERSECTS" => {
+        Function::ST_INTERSECTS => {
             let (a, b) = (served(geometry(0)?, meter)?, served(geometry(1)?, meter)?);
             Some(Json::Bool(intersects(&a, &b)))
         }

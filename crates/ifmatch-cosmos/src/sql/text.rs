@@ -13,6 +13,7 @@
 
 use serde_json::{Value as Json, json};
 
+use super::catalog::Function;
 use super::error::SqlError;
 use super::meter::Meter;
 use super::tree::{Expr, Query};
@@ -61,8 +62,8 @@ fn terms(args: &[Value<'_>]) -> Option<Vec<Vec<String>>> {
 }
 
 /// A full-text function of `args` (each possibly undefined).
-pub(crate) fn call(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
-    if name == "RRF" {
+pub(crate) fn call(name: Function, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
+    if name == Function::RRF {
         // Its scores, kept for `rank`; the weights, if any, are its last argument.
         let values: Option<Vec<Json>> = args.iter().map(|a| a.as_deref().cloned()).collect();
         return values.map(Json::Array);
@@ -74,8 +75,10 @@ pub(crate) fn call(name: &str, args: &[Value<'_>], meter: &Meter) -> Option<Json
     meter.take(terms.iter().map(|t| t.len()).sum::<usize>() * text.len().max(1))?;
     let found = |term: &Vec<String>| count(&text, term) > 0;
     Some(match name {
-        "FULLTEXTCONTAINS" | "FULLTEXTCONTAINSALL" => Json::Bool(terms.iter().all(found)),
-        "FULLTEXTCONTAINSANY" => Json::Bool(terms.iter().any(found)),
+        Function::FULLTEXTCONTAINS | Function::FULLTEXTCONTAINSALL => {
+            Json::Bool(terms.iter().all(found))
+        }
+        Function::FULLTEXTCONTAINSANY => Json::Bool(terms.iter().any(found)),
         _ => {
             json!({ COUNTS: [text.len(), terms.iter().map(|t| count(&text, t)).collect::<Vec<_>>()] })
         }
@@ -177,7 +180,7 @@ pub(crate) fn rank(values: &[Option<&Json>]) -> Vec<Option<f64>> {
 /// `FullTextScore` and `RRF` score rows for `ORDER BY RANK` alone (`RRF` of scores, the
 /// first as the whole rank): anywhere else they are refused, as Azure refuses them.
 pub(super) fn check_placement(query: &mut Query) -> Result<(), SqlError> {
-    let scoring = |e: &Expr| matches!(e, Expr::Call("FULLTEXTSCORE" | "RRF", _));
+    let scoring = |e: &Expr| matches!(e, Expr::Call(Function::FULLTEXTSCORE | Function::RRF, _));
     let mut misplaced = false;
     let mut check = |expr: &mut Expr| {
         let _ = visit(expr, &mut |e| {
@@ -193,7 +196,10 @@ pub(super) fn check_placement(query: &mut Query) -> Result<(), SqlError> {
     if let Some((Expr::Call(name, args), _)) = &rank {
         for arg in args {
             let inner = match (*name, arg) {
-                ("RRF", Expr::Call("FULLTEXTSCORE" | "VECTORDISTANCE", inner)) => inner.as_slice(),
+                (
+                    Function::RRF,
+                    Expr::Call(Function::FULLTEXTSCORE | Function::VECTORDISTANCE, inner),
+                ) => inner.as_slice(),
                 _ => std::slice::from_ref(arg),
             };
             for e in inner {

@@ -4,6 +4,7 @@
 
 use serde_json::Value as Json;
 
+use super::catalog::Function;
 use super::error::SqlError;
 
 /// A parsed query.
@@ -96,7 +97,7 @@ pub enum Expr {
     /// `c ? a : b`.
     Ternary(Box<Expr>, Box<Expr>, Box<Expr>),
     /// A built-in function, by its upper-case name.
-    Call(&'static str, Vec<Expr>),
+    Call(Function, Vec<Expr>),
     /// A user-defined function, `udf.name(...)`, by its name.
     Udf(String, Vec<Expr>),
     /// An aggregate of the query's selection, by its index in [`Query::aggregates`].

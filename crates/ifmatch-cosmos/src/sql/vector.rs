@@ -8,6 +8,7 @@
 
 use serde_json::{Map, Value as Json, json};
 
+use super::catalog::Function;
 use super::meter::Meter;
 use super::tree::{Expr, Query};
 use super::tree::{each_expr, visit};
@@ -128,7 +129,7 @@ impl Query {
     pub fn with_embeddings(&mut self, embeddings: &[Embedding]) {
         each_expr(self, &mut |expr| {
             visit(expr, &mut |e| {
-                if let Expr::Call("VECTORDISTANCE", args) = e
+                if let Expr::Call(Function::VECTORDISTANCE, args) = e
                     && args.len() < 4
                     && let Some(declared) =
                         path(&args[0]).and_then(|p| embeddings.iter().find(|e| e.path == p))
@@ -146,13 +147,13 @@ impl Query {
             .expect("nothing refused");
         });
         for (expr, descending) in &mut self.order {
-            if let Expr::Call("VECTORDISTANCE", args) = expr {
+            if let Expr::Call(Function::VECTORDISTANCE, args) = expr {
                 *descending = function_of(args.get(3)) != "euclidean";
             }
             // RRF ranks each score highest first: a Euclidean distance, negated.
-            if let Expr::Call("RRF", parts) = expr {
+            if let Expr::Call(Function::RRF, parts) = expr {
                 for part in parts {
-                    if let Expr::Call("VECTORDISTANCE", args) = part
+                    if let Expr::Call(Function::VECTORDISTANCE, args) = part
                         && function_of(args.get(3)) == "euclidean"
                     {
                         *part = Expr::Negate(Box::new(part.clone()));
