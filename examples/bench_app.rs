@@ -95,6 +95,40 @@ async fn main() -> std::io::Result<()> {
             (axum::http::StatusCode::NO_CONTENT, fields)
         }
     };
+    let mut app = Router::new()
+        .route("/doc", get(handler).put(stored))
+        .merge(cache_routes())
+        // A router served as a plain service turns its handlers into routes now rather than
+        // on every request (`axum::serve` does it for the router it is given).
+        .with_state(());
+    if layer {
+        app = Router::new().fallback_service(tower::Layer::layer(&conditional, app));
+    }
+    let listener = tokio::net::TcpListener::bind(&addr).await?;
+    println!(
+        "bench-app on http://{} (layer {}, delay {delay:?})",
+        listener.local_addr()?,
+        if layer || service {
+            mode.as_str()
+        } else {
+            "off"
+        }
+    );
+    if service {
+        use axum::response::IntoResponse;
+        let app = tower::ServiceBuilder::new()
+            .map_response(IntoResponse::into_response)
+            .layer(conditional)
+            .service(app);
+        let app = axum::ServiceExt::<axum::extract::Request>::into_make_service(app);
+        return axum::serve(listener, app).await;
+    }
+    axum::serve(listener, app).await
+}
+
+/// The routes the proxy's benchmarks read: cacheable answers of 4 KiB and 1 MiB, a slow cold
+/// one, and how often each cold key was read.
+fn cache_routes() -> Router {
     let cacheable = |size: usize, tag: &'static str| {
         let body = Bytes::from(
             (0..size)
@@ -132,37 +166,10 @@ async fn main() -> std::io::Result<()> {
         let n = gets.lock().unwrap().get(&key).copied().unwrap_or(0);
         async move { n.to_string() }
     };
-    let mut app = Router::new()
+    Router::new()
         .route("/cold/{key}", get(cold))
         .route("/gets/{key}", get(counted))
-        .route("/doc", get(handler).put(stored))
         .route("/cached/4k", get(cacheable(4096, "\"c4k\"")))
         .route("/cached/1m", get(cacheable(1 << 20, "\"c1m\"")))
         .route("/keys/{key}", get(cacheable(4096, "\"key\"")))
-        // A router served as a plain service turns its handlers into routes now rather than
-        // on every request (`axum::serve` does it for the router it is given).
-        .with_state(());
-    if layer {
-        app = Router::new().fallback_service(tower::Layer::layer(&conditional, app));
-    }
-    let listener = tokio::net::TcpListener::bind(&addr).await?;
-    println!(
-        "bench-app on http://{} (layer {}, delay {delay:?})",
-        listener.local_addr()?,
-        if layer || service {
-            mode.as_str()
-        } else {
-            "off"
-        }
-    );
-    if service {
-        use axum::response::IntoResponse;
-        let app = tower::ServiceBuilder::new()
-            .map_response(IntoResponse::into_response)
-            .layer(conditional)
-            .service(app);
-        let app = axum::ServiceExt::<axum::extract::Request>::into_make_service(app);
-        return axum::serve(listener, app).await;
-    }
-    axum::serve(listener, app).await
 }

@@ -189,14 +189,20 @@ async fn main() {
         ("etcd, 1 member", Target::Etcd(etcd_url)),
         ("etcd, 3 members", Target::Etcd(etcd_urls)),
     ];
+    measure(&http, &targets, seconds, rounds).await;
+}
+
+/// Each target's commits a second, on one key and on 1,000, `rounds` alternating runs of
+/// `seconds` each, every run's counters checked against its commits.
+async fn measure(http: &reqwest::Client, targets: &[(&str, Target)], seconds: u64, rounds: usize) {
     for keys in [1, 1000] {
         let mut rates = vec![Vec::new(); targets.len()];
         for round in 0..rounds {
             for ((_, target), rate) in targets.iter().zip(rates.iter_mut()) {
                 let run = format!("k{keys}r{round}");
-                setup(&http, target, &run, keys).await;
-                let commits = load(&http, target, &run, keys, Duration::from_secs(seconds)).await;
-                let sum = total(&http, target, &run, keys).await;
+                setup(http, target, &run, keys).await;
+                let commits = load(http, target, &run, keys, Duration::from_secs(seconds)).await;
+                let sum = total(http, target, &run, keys).await;
                 assert_eq!(sum, commits, "{run}: an update was lost");
                 rate.push(commits as f64 / seconds as f64);
             }

@@ -461,6 +461,74 @@ impl ContainerRecords {
         Ok(out)
     }
 
+    /// Appends `block` to the blocks staged for `blob` under `epoch`, unless `max` are there.
+    async fn stage(
+        &self,
+        blob: &str,
+        epoch: u64,
+        block: &Block,
+        max: usize,
+    ) -> worker::Result<Result<Reply, Refusal>> {
+        let storage = self.state.storage();
+        if self.read(CONTAINER).await?.is_none() {
+            return Ok(Err(Refusal::ContainerNotFound));
+        }
+        let count_key = format!("{STAGED_COUNT}{epoch:016x}/{blob}");
+        let count: usize = match storage.get::<String>(&count_key).await? {
+            Some(n) => n.parse().unwrap_or(0),
+            None => 0,
+        };
+        if count >= max {
+            return Ok(Ok(Reply::Staged(false)));
+        }
+        let json =
+            serde_json::to_string(block).map_err(|e| worker::Error::RustError(e.to_string()))?;
+        // Both keys in one write: the count never names an entry that is not there.
+        let entry = format!("{}{count:08x}", staged_prefix(epoch, blob));
+        let writes = js_sys::Object::new();
+        for (key, value) in [(count_key, (count + 1).to_string()), (entry, json)] {
+            js_sys::Reflect::set(&writes, &key.into(), &value.into())?;
+        }
+        storage.put_multiple_raw(writes).await?;
+        Ok(Ok(Reply::Staged(true)))
+    }
+
+    /// The blocks staged for `blob` under `epoch`, in order.
+    async fn staged(&self, blob: &str, epoch: u64) -> worker::Result<Vec<Block>> {
+        let storage = self.state.storage();
+        let prefix = staged_prefix(epoch, blob);
+        let found = storage
+            .list_with_options(ListOptions::new().prefix(&prefix))
+            .await?;
+        let mut blocks = Vec::with_capacity(found.size() as usize);
+        for value in found.values() {
+            let json = value?.as_string().unwrap_or_default();
+            blocks.push(
+                serde_json::from_str(&json).map_err(|e| worker::Error::RustError(e.to_string()))?,
+            );
+        }
+        Ok(blocks)
+    }
+
+    /// Drops the blocks staged for `blob` under `epoch`, and their count.
+    async fn unstage(&self, blob: &str, epoch: u64) -> worker::Result<()> {
+        let storage = self.state.storage();
+        let prefix = staged_prefix(epoch, blob);
+        let found = storage
+            .list_with_options(ListOptions::new().prefix(&prefix))
+            .await?;
+        let mut keys = Vec::with_capacity(found.size() as usize + 1);
+        for key in found.keys() {
+            keys.push(key?.as_string().unwrap_or_default());
+        }
+        keys.push(format!("{STAGED_COUNT}{epoch:016x}/{blob}"));
+        // The storage deletes at most 128 keys a call.
+        for chunk in keys.chunks(128) {
+            storage.delete_multiple(chunk.to_vec()).await?;
+        }
+        Ok(())
+    }
+
     async fn serve_call(&self, call: Call) -> worker::Result<Result<Reply, Refusal>> {
         let storage = self.state.storage();
         Ok(match call {
@@ -529,58 +597,10 @@ impl ContainerRecords {
                 epoch,
                 block,
                 max,
-            } => {
-                if self.read(CONTAINER).await?.is_none() {
-                    return Ok(Err(Refusal::ContainerNotFound));
-                }
-                let count_key = format!("{STAGED_COUNT}{epoch:016x}/{blob}");
-                let count: usize = match storage.get::<String>(&count_key).await? {
-                    Some(n) => n.parse().unwrap_or(0),
-                    None => 0,
-                };
-                if count >= max {
-                    return Ok(Ok(Reply::Staged(false)));
-                }
-                let json = serde_json::to_string(&block)
-                    .map_err(|e| worker::Error::RustError(e.to_string()))?;
-                // Both keys in one write: the count never names an entry that is not there.
-                let entry = format!("{}{count:08x}", staged_prefix(epoch, &blob));
-                let writes = js_sys::Object::new();
-                for (key, value) in [(count_key, (count + 1).to_string()), (entry, json)] {
-                    js_sys::Reflect::set(&writes, &key.into(), &value.into())?;
-                }
-                storage.put_multiple_raw(writes).await?;
-                Ok(Reply::Staged(true))
-            }
-            Call::Staged { blob, epoch } => {
-                let prefix = staged_prefix(epoch, &blob);
-                let found = storage
-                    .list_with_options(ListOptions::new().prefix(&prefix))
-                    .await?;
-                let mut blocks = Vec::with_capacity(found.size() as usize);
-                for value in found.values() {
-                    let json = value?.as_string().unwrap_or_default();
-                    blocks.push(
-                        serde_json::from_str(&json)
-                            .map_err(|e| worker::Error::RustError(e.to_string()))?,
-                    );
-                }
-                Ok(Reply::Blocks(blocks))
-            }
+            } => self.stage(&blob, epoch, &block, max).await?,
+            Call::Staged { blob, epoch } => Ok(Reply::Blocks(self.staged(&blob, epoch).await?)),
             Call::Unstage { blob, epoch } => {
-                let prefix = staged_prefix(epoch, &blob);
-                let found = storage
-                    .list_with_options(ListOptions::new().prefix(&prefix))
-                    .await?;
-                let mut keys = Vec::with_capacity(found.size() as usize + 1);
-                for key in found.keys() {
-                    keys.push(key?.as_string().unwrap_or_default());
-                }
-                keys.push(format!("{STAGED_COUNT}{epoch:016x}/{blob}"));
-                // The storage deletes at most 128 keys a call.
-                for chunk in keys.chunks(128) {
-                    storage.delete_multiple(chunk.to_vec()).await?;
-                }
+                self.unstage(&blob, epoch).await?;
                 Ok(Reply::Done)
             }
             Call::Index { container } => {

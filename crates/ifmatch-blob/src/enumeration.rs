@@ -315,107 +315,113 @@ pub(crate) fn enumeration_results(
             }
             Entry::Blob(name, record) => (name, record),
         };
-        let state = record.lease.state(now);
-        let content_type = record
-            .content
-            .as_ref()
-            .and_then(|c| c.content_type.as_deref());
-        let append = record.content.as_ref().and_then(|c| c.append);
-        let blob_type = record
-            .content
-            .as_ref()
-            .map_or("BlockBlob", |c| c.blob_type());
-        let (name, qualifier) = record_name::split(name);
-        let _ = write!(xml, "<Blob><Name>{}</Name>", xml_escape(name));
-        if record.deleted.is_some() {
-            xml.push_str("<Deleted>true</Deleted>");
-        }
-        match (qualifier, &record.version) {
-            (Some(Qualifier::Snapshot(id)), _) => {
-                let _ = write!(xml, "<Snapshot>{id}</Snapshot>");
-            }
-            (Some(Qualifier::Version(id)), _) => {
-                let _ = write!(xml, "<VersionId>{id}</VersionId>");
-            }
-            (None, Some(id)) if options.versions => {
-                let _ = write!(
-                    xml,
-                    "<VersionId>{id}</VersionId><IsCurrentVersion>true</IsCurrentVersion>"
-                );
-            }
-            (None | Some(Qualifier::Deleted(_)), _) => {}
-        }
-        let _ = write!(
-            xml,
-            "<Properties><Last-Modified>{}</Last-Modified><Etag>{}</Etag>\
-             <Content-Length>{}</Content-Length><Content-Type>{}</Content-Type>\
-             <BlobType>{}</BlobType><LeaseStatus>{}</LeaseStatus><LeaseState>{}</LeaseState>",
-            record.last_modified_date(),
-            xml_escape(&record.etag.to_string()),
-            record.len(),
-            xml_escape(content_type.unwrap_or("application/octet-stream")),
-            blob_type,
-            state.status_str(),
-            state.as_str(),
-        );
-        if state == LeaseState::Leased {
-            let mut headers = http::HeaderMap::new();
-            record.lease.insert_headers(now, &mut headers);
-            if let Some(duration) = headers.get(crate::lease::headers::LEASE_DURATION) {
-                let _ = write!(
-                    xml,
-                    "<LeaseDuration>{}</LeaseDuration>",
-                    duration.to_str().unwrap_or("")
-                );
-            }
-        }
-        if append.is_some_and(|a| a.sealed) {
-            xml.push_str("<Sealed>true</Sealed>");
-        }
-        if let Some(paged) = record.content.as_ref().and_then(|c| c.pages.as_ref()) {
-            let _ = write!(
-                xml,
-                "<x-ms-blob-sequence-number>{}</x-ms-blob-sequence-number>",
-                paged.sequence
-            );
-            if let Some(incremental) = &paged.incremental {
-                xml.push_str("<IncrementalCopy>true</IncrementalCopy>");
-                if let Some(id) = &incremental.destination_snapshot {
-                    let _ = write!(
-                        xml,
-                        "<CopyDestinationSnapshot>{id}</CopyDestinationSnapshot>"
-                    );
-                }
-            }
-        }
-        if let Some(deleted) = record.deleted {
-            deleted_xml(&mut xml, deleted, now);
-        }
-        if let Some(content) = &record.content {
-            let p = &content.properties;
-            let fields = [
-                ("Content-Encoding", &p.content_encoding),
-                ("Content-Language", &p.content_language),
-                ("Cache-Control", &p.cache_control),
-                ("Content-Disposition", &p.content_disposition),
-                ("Content-MD5", &content.md5),
-            ];
-            for (element, value) in fields {
-                if let Some(value) = value {
-                    let _ = write!(xml, "<{element}>{}</{element}>", xml_escape(value));
-                }
-            }
-        }
-        xml.push_str("</Properties>");
-        if options.metadata {
-            metadata_xml(&mut xml, &record.metadata);
-        }
-        xml.push_str("</Blob>");
+        blob_xml(&mut xml, name, record, options, now);
     }
     xml.push_str("</Blobs>");
     next_marker_xml(&mut xml, next_marker);
     xml.push_str("</EnumerationResults>");
     xml
+}
+
+/// One blob's `<Blob>` of a listing: its name (and snapshot or version), its properties, and
+/// its metadata when the listing includes it.
+fn blob_xml(xml: &mut String, name: &str, record: &Record, options: &ListOptions, now: SystemTime) {
+    let state = record.lease.state(now);
+    let content_type = record
+        .content
+        .as_ref()
+        .and_then(|c| c.content_type.as_deref());
+    let append = record.content.as_ref().and_then(|c| c.append);
+    let blob_type = record
+        .content
+        .as_ref()
+        .map_or("BlockBlob", |c| c.blob_type());
+    let (name, qualifier) = record_name::split(name);
+    let _ = write!(xml, "<Blob><Name>{}</Name>", xml_escape(name));
+    if record.deleted.is_some() {
+        xml.push_str("<Deleted>true</Deleted>");
+    }
+    match (qualifier, &record.version) {
+        (Some(Qualifier::Snapshot(id)), _) => {
+            let _ = write!(xml, "<Snapshot>{id}</Snapshot>");
+        }
+        (Some(Qualifier::Version(id)), _) => {
+            let _ = write!(xml, "<VersionId>{id}</VersionId>");
+        }
+        (None, Some(id)) if options.versions => {
+            let _ = write!(
+                xml,
+                "<VersionId>{id}</VersionId><IsCurrentVersion>true</IsCurrentVersion>"
+            );
+        }
+        (None | Some(Qualifier::Deleted(_)), _) => {}
+    }
+    let _ = write!(
+        xml,
+        "<Properties><Last-Modified>{}</Last-Modified><Etag>{}</Etag>\
+         <Content-Length>{}</Content-Length><Content-Type>{}</Content-Type>\
+         <BlobType>{}</BlobType><LeaseStatus>{}</LeaseStatus><LeaseState>{}</LeaseState>",
+        record.last_modified_date(),
+        xml_escape(&record.etag.to_string()),
+        record.len(),
+        xml_escape(content_type.unwrap_or("application/octet-stream")),
+        blob_type,
+        state.status_str(),
+        state.as_str(),
+    );
+    if state == LeaseState::Leased {
+        let mut headers = http::HeaderMap::new();
+        record.lease.insert_headers(now, &mut headers);
+        if let Some(duration) = headers.get(crate::lease::headers::LEASE_DURATION) {
+            let _ = write!(
+                xml,
+                "<LeaseDuration>{}</LeaseDuration>",
+                duration.to_str().unwrap_or("")
+            );
+        }
+    }
+    if append.is_some_and(|a| a.sealed) {
+        xml.push_str("<Sealed>true</Sealed>");
+    }
+    if let Some(paged) = record.content.as_ref().and_then(|c| c.pages.as_ref()) {
+        let _ = write!(
+            xml,
+            "<x-ms-blob-sequence-number>{}</x-ms-blob-sequence-number>",
+            paged.sequence
+        );
+        if let Some(incremental) = &paged.incremental {
+            xml.push_str("<IncrementalCopy>true</IncrementalCopy>");
+            if let Some(id) = &incremental.destination_snapshot {
+                let _ = write!(
+                    xml,
+                    "<CopyDestinationSnapshot>{id}</CopyDestinationSnapshot>"
+                );
+            }
+        }
+    }
+    if let Some(deleted) = record.deleted {
+        deleted_xml(xml, deleted, now);
+    }
+    if let Some(content) = &record.content {
+        let p = &content.properties;
+        let fields = [
+            ("Content-Encoding", &p.content_encoding),
+            ("Content-Language", &p.content_language),
+            ("Cache-Control", &p.cache_control),
+            ("Content-Disposition", &p.content_disposition),
+            ("Content-MD5", &content.md5),
+        ];
+        for (element, value) in fields {
+            if let Some(value) = value {
+                let _ = write!(xml, "<{element}>{}</{element}>", xml_escape(value));
+            }
+        }
+    }
+    xml.push_str("</Properties>");
+    if options.metadata {
+        metadata_xml(xml, &record.metadata);
+    }
+    xml.push_str("</Blob>");
 }
 
 #[cfg(test)]

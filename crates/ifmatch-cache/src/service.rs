@@ -121,9 +121,7 @@ where
 {
     let method = request.method().clone();
     if method == Method::GET || method == Method::HEAD {
-        let headers = request.headers_mut();
-        unkeyed::remove(headers);
-        headers.append(SURROGATE_CAPABILITY, targeted::capability());
+        as_forwarded(request.headers_mut());
     }
     if request.extensions().get::<BypassSharedCache>().is_some() && is_safe(&method) {
         let mut response = inner
@@ -136,29 +134,7 @@ where
     let host = host_of(&request);
     let key = key_of(&host, target_of(request.uri()));
     if method != Method::GET && method != Method::HEAD {
-        let target = request.uri().clone();
-        // What a later GET would ask, should the answer say it is the target's.
-        let as_get = (method == Method::POST).then(|| with_method(&head_of(&request), Method::GET));
-        let response = inner.call(request).await?;
-        let status = response.status();
-        if !is_safe(&method) && (status.is_success() || status.is_redirection()) {
-            invalidate(&store, &host, &target, response.headers());
-        }
-        if let Some(as_get) = as_get
-            && status.is_success()
-            && names_its_target(response.headers(), &host, &target)
-            && policy::explicitly_fresh(response.headers())
-        {
-            return Ok(keep(
-                &store,
-                &key,
-                &as_get,
-                response,
-                SystemTime::now(),
-                None,
-            ));
-        }
-        return Ok(response.map(|body| Either::Right(Tee::passing(body))));
+        return through_to_origin(inner, &store, request, &host, &key).await;
     }
 
     let mut asked = head_of(&request);
@@ -253,6 +229,46 @@ where
         body.hold(Box::new(lead));
     }
     Ok(response)
+}
+
+/// The answer to a request of another method than GET and HEAD: through `inner`, the stored
+/// answers of the target (and of those its answer names) invalidated when it changed them;
+/// a POST's answer kept as the target's when it says it is and is explicitly fresh.
+async fn through_to_origin<S, ReqBody>(
+    mut inner: S,
+    store: &Arc<Store>,
+    request: Request<ReqBody>,
+    host: &str,
+    key: &str,
+) -> Result<Response<CachedBody<S::ResponseBody>>, S::Error>
+where
+    S: Cacheable<ReqBody>,
+    ReqBody: Default + Send + 'static,
+{
+    let method = request.method().clone();
+    let target = request.uri().clone();
+    // What a later GET would ask, should the answer say it is the target's.
+    let as_get = (method == Method::POST).then(|| with_method(&head_of(&request), Method::GET));
+    let response = inner.call(request).await?;
+    let status = response.status();
+    if !is_safe(&method) && (status.is_success() || status.is_redirection()) {
+        invalidate(store, host, &target, response.headers());
+    }
+    if let Some(as_get) = as_get
+        && status.is_success()
+        && names_its_target(response.headers(), host, &target)
+        && policy::explicitly_fresh(response.headers())
+    {
+        return Ok(keep(store, key, &as_get, response, SystemTime::now(), None));
+    }
+    Ok(response.map(|body| Either::Right(Tee::passing(body))))
+}
+
+/// A read's fields as the origin is asked with them: without those no answer is keyed by
+/// (`unkeyed.rs`), saying that this cache reads `Surrogate-Control` (`targeted.rs`).
+fn as_forwarded(headers: &mut http::HeaderMap) {
+    unkeyed::remove(headers);
+    headers.append(SURROGATE_CAPABILITY, targeted::capability());
 }
 
 /// What the store holds for a request.

@@ -29,6 +29,7 @@ mod tables;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod timeouts;
+mod url;
 mod versions;
 
 pub use connection::{Redis, connect};

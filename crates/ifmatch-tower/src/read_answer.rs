@@ -157,7 +157,40 @@ where
         })
         .flatten();
     // RFC 9110 13.2.1: only a 2xx is subject to the preconditions.
-    let outcome = match validators.as_ref().or(whole.as_ref()) {
+    let current = validators.as_ref().or(whole.as_ref());
+    let outcome = outcome_of(context, &parts, current, partial);
+    let mut response = match outcome {
+        Outcome::NotModified => not_modified(parts, whole.as_ref()),
+        Outcome::PreconditionFailed => refusal(Refusal::Failed),
+        Outcome::Proceed | Outcome::IgnoreRange if context.head => {
+            // The GET's length (RFC 9110 9.3.2), which an empty body would otherwise turn
+            // into `Content-Length: 0`.
+            if !parts.headers.contains_key(header::CONTENT_LENGTH)
+                && let Some(len) = body.size_hint().exact()
+            {
+                parts
+                    .headers
+                    .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+            }
+            Response::from_parts(parts, ConditionalBody::empty())
+        }
+        Outcome::Proceed | Outcome::IgnoreRange => Response::from_parts(parts, body),
+    };
+    if matches!(response.status(), StatusCode::OK | StatusCode::NOT_MODIFIED) {
+        present(context.mark.as_ref(), response.headers_mut());
+    }
+    response
+}
+
+/// How the request's conditions come out against `current`, the answer's validators (or,
+/// for a part, its representation's), when the answer is one they apply to.
+fn outcome_of(
+    context: &ReadContext,
+    parts: &http::response::Parts,
+    current: Option<&Validators>,
+    partial: bool,
+) -> Outcome {
+    match current {
         _ if !context.conditional => Outcome::Proceed,
         None if partial => Outcome::Proceed,
         Some(current) => evaluate(
@@ -180,48 +213,33 @@ where
             )
         }
         None => Outcome::Proceed,
-    };
-    let mut response = match outcome {
-        Outcome::NotModified => {
-            // Made of the handler's own answer to this very request: what it says to this
-            // client (a session renewed on every view) stays; a 304 from memory carries none.
-            let cookies: Vec<HeaderValue> = parts
-                .headers
-                .get_all(header::SET_COOKIE)
-                .iter()
-                .cloned()
-                .collect();
-            not_modified_headers(&mut parts.headers);
-            for cookie in cookies {
-                parts.headers.append(header::SET_COOKIE, cookie);
-            }
-            if let Some(etag) = whole.as_ref().and_then(|w| w.etag.as_ref())
-                && !parts.headers.contains_key(header::ETAG)
-            {
-                parts.headers.insert(header::ETAG, etag.to_header_value());
-            }
-            parts.status = StatusCode::NOT_MODIFIED;
-            Response::from_parts(parts, ConditionalBody::empty())
-        }
-        Outcome::PreconditionFailed => refusal(Refusal::Failed),
-        Outcome::Proceed | Outcome::IgnoreRange if context.head => {
-            // The GET's length (RFC 9110 9.3.2), which an empty body would otherwise turn
-            // into `Content-Length: 0`.
-            if !parts.headers.contains_key(header::CONTENT_LENGTH)
-                && let Some(len) = body.size_hint().exact()
-            {
-                parts
-                    .headers
-                    .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
-            }
-            Response::from_parts(parts, ConditionalBody::empty())
-        }
-        Outcome::Proceed | Outcome::IgnoreRange => Response::from_parts(parts, body),
-    };
-    if matches!(response.status(), StatusCode::OK | StatusCode::NOT_MODIFIED) {
-        present(context.mark.as_ref(), response.headers_mut());
     }
-    response
+}
+
+/// The 304 made of the handler's own answer to this very request (its parts): what it says
+/// to this client (a session renewed on every view) stays; a 304 from memory carries none.
+/// It carries the representation's tag when the answer was a part of it (`whole`).
+fn not_modified<B>(
+    mut parts: http::response::Parts,
+    whole: Option<&Validators>,
+) -> Response<ConditionalBody<B>> {
+    let cookies: Vec<HeaderValue> = parts
+        .headers
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .cloned()
+        .collect();
+    not_modified_headers(&mut parts.headers);
+    for cookie in cookies {
+        parts.headers.append(header::SET_COOKIE, cookie);
+    }
+    if let Some(etag) = whole.and_then(|w| w.etag.as_ref())
+        && !parts.headers.contains_key(header::ETAG)
+    {
+        parts.headers.insert(header::ETAG, etag.to_header_value());
+    }
+    parts.status = StatusCode::NOT_MODIFIED;
+    Response::from_parts(parts, ConditionalBody::empty())
 }
 
 /// The tag the layer gave a body.

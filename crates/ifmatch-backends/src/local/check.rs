@@ -59,105 +59,7 @@ pub fn check(root: &Path) -> io::Result<Report> {
         };
         for entry in blobs {
             let path = entry?.path();
-            fell_back(&path, &mut report);
-            let file = match read_record::<BlobFile>(&path) {
-                Ok(Some((file, _))) => file,
-                Ok(None) => continue,
-                Err(e) => {
-                    report.damage.push(e.to_string());
-                    continue;
-                }
-            };
-            named.extend(file.record.objects().map(str::to_owned));
-            let what = format!("blob {:?} (record {})", file.name, path.display());
-            // Staged blocks, each its own object with its own tag: those an earlier version
-            // kept in the record, and those of the set it names.
-            let mut staged = file.record.uncommitted.clone();
-            let name = container.file_name().unwrap_or_default().to_string_lossy();
-            let key = ifmatch_blob::Key::Blob(name.into_owned(), file.name.clone());
-            let set = |epoch: u64, report: &mut Report| -> Vec<ifmatch_blob::Block> {
-                let set = dir.staged_path(&key, epoch).expect("a blob's key");
-                match fs::read(&set) {
-                    Ok(bytes) => super::staged_file::blocks(&bytes),
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
-                    Err(e) => {
-                        report.damage.push(format!("{}: {e}", set.display()));
-                        Vec::new()
-                    }
-                }
-            };
-            if let Some(staging) = file.record.staging {
-                staged.extend(set(staging.epoch, &mut report));
-            }
-            // An append blob's blocks are the entries of its append set its record leads to.
-            let appended = file.record.content.as_ref().and_then(|c| c.append);
-            let append_blocks = appended.map(|appended| {
-                let entries = set(appended.epoch, &mut report);
-                named.extend(entries.iter().map(|b| b.object.clone()));
-                appended.resolve(entries, file.record.bytes_tag())
-            });
-            named.extend(staged.iter().map(|b| b.object.clone()));
-            for block in &staged {
-                let pieces = [(block.object.as_str(), block.len)];
-                if let Err(damage) = check_pieces(&dir, &pieces, &block.sha256) {
-                    report
-                        .damage
-                        .push(format!("{what}, staged block {}: {damage}", block.id));
-                }
-            }
-            let Some(content) = &file.record.content else {
-                let stored = name_of(&container);
-                // A record of the front's own (a copy's job, a change's marker) or a deletion
-                // the change feed has not published: no bytes, by design.
-                let own = ifmatch_blob::copy_origin::holds_copy_jobs(&stored)
-                    || ifmatch_blob::change_feed::holds_markers(&stored)
-                    || ifmatch_blob::change_feed::is_unpublished_deletion(&file.record);
-                if file.record.uncommitted.is_empty() && file.record.staging.is_none() && !own {
-                    report
-                        .damage
-                        .push(format!("{}: a blob record without content", path.display()));
-                }
-                continue;
-            };
-            let tag = file.record.bytes_tag();
-            let checked = match (&content.inline, append_blocks) {
-                (Some(bytes), _) => check_inline(bytes, content.len, tag),
-                // A page blob's tag chains its writes: each run's object is checked against
-                // its own tag, once (the runs cut from one write share its object).
-                (None, None) if content.pages.is_some() => {
-                    let mut seen = HashSet::new();
-                    (content.pages.iter().flat_map(|p| &p.runs))
-                        .filter(|run| seen.insert(run.object.as_str()))
-                        .try_for_each(|run| {
-                            let piece = [(run.object.as_str(), run.object_len)];
-                            check_pieces(&dir, &piece, &run.sha256)
-                        })
-                }
-                (None, None) => check_pieces(&dir, &content.pieces(), tag),
-                (None, Some(None)) => {
-                    Err("its append set does not hold the blocks its record counts".to_owned())
-                }
-                // Each block its own tag, all of them the record's length.
-                (None, Some(Some(blocks))) => blocks
-                    .iter()
-                    .try_for_each(|b| check_pieces(&dir, &[(b.object.as_str(), b.len)], &b.sha256))
-                    .and_then(|()| {
-                        let len: u64 = blocks.iter().map(|b| b.len).sum();
-                        (len == content.len).then_some(()).ok_or_else(|| {
-                            format!(
-                                "its blocks hold {len} bytes, the record says {}",
-                                content.len
-                            )
-                        })
-                    }),
-            };
-            match checked {
-                Err(damage) => report.damage.push(format!("{what}: {damage}")),
-                Ok(()) => {
-                    report.blobs += 1;
-                    report.bytes += content.len;
-                }
-            }
+            check_blob(&dir, &container, &path, &mut named, &mut report);
         }
     }
     for entry in fs::read_dir(dir.objects_dir())? {
@@ -174,6 +76,116 @@ pub fn check(root: &Path) -> io::Result<Report> {
         }
     }
     Ok(report)
+}
+
+/// Checks the blob record at `path` of the container directory `container` against its
+/// objects (those it names joined to `named`), into `report`.
+fn check_blob(
+    dir: &DataDir,
+    container: &Path,
+    path: &Path,
+    named: &mut HashSet<String>,
+    report: &mut Report,
+) {
+    fell_back(path, report);
+    let file = match read_record::<BlobFile>(path) {
+        Ok(Some((file, _))) => file,
+        Ok(None) => return,
+        Err(e) => {
+            report.damage.push(e.to_string());
+            return;
+        }
+    };
+    named.extend(file.record.objects().map(str::to_owned));
+    let what = format!("blob {:?} (record {})", file.name, path.display());
+    // Staged blocks, each its own object with its own tag: those an earlier version
+    // kept in the record, and those of the set it names.
+    let mut staged = file.record.uncommitted.clone();
+    let name = container.file_name().unwrap_or_default().to_string_lossy();
+    let key = ifmatch_blob::Key::Blob(name.into_owned(), file.name.clone());
+    let set = |epoch: u64, report: &mut Report| -> Vec<ifmatch_blob::Block> {
+        let set = dir.staged_path(&key, epoch).expect("a blob's key");
+        match fs::read(&set) {
+            Ok(bytes) => super::staged_file::blocks(&bytes),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => {
+                report.damage.push(format!("{}: {e}", set.display()));
+                Vec::new()
+            }
+        }
+    };
+    if let Some(staging) = file.record.staging {
+        staged.extend(set(staging.epoch, report));
+    }
+    // An append blob's blocks are the entries of its append set its record leads to.
+    let appended = file.record.content.as_ref().and_then(|c| c.append);
+    let append_blocks = appended.map(|appended| {
+        let entries = set(appended.epoch, report);
+        named.extend(entries.iter().map(|b| b.object.clone()));
+        appended.resolve(entries, file.record.bytes_tag())
+    });
+    named.extend(staged.iter().map(|b| b.object.clone()));
+    for block in &staged {
+        let pieces = [(block.object.as_str(), block.len)];
+        if let Err(damage) = check_pieces(dir, &pieces, &block.sha256) {
+            report
+                .damage
+                .push(format!("{what}, staged block {}: {damage}", block.id));
+        }
+    }
+    let Some(content) = &file.record.content else {
+        let stored = name_of(container);
+        // A record of the front's own (a copy's job, a change's marker) or a deletion
+        // the change feed has not published: no bytes, by design.
+        let own = ifmatch_blob::copy_origin::holds_copy_jobs(&stored)
+            || ifmatch_blob::change_feed::holds_markers(&stored)
+            || ifmatch_blob::change_feed::is_unpublished_deletion(&file.record);
+        if file.record.uncommitted.is_empty() && file.record.staging.is_none() && !own {
+            report
+                .damage
+                .push(format!("{}: a blob record without content", path.display()));
+        }
+        return;
+    };
+    let tag = file.record.bytes_tag();
+    let checked = match (&content.inline, append_blocks) {
+        (Some(bytes), _) => check_inline(bytes, content.len, tag),
+        // A page blob's tag chains its writes: each run's object is checked against
+        // its own tag, once (the runs cut from one write share its object).
+        (None, None) if content.pages.is_some() => {
+            let mut seen = HashSet::new();
+            (content.pages.iter().flat_map(|p| &p.runs))
+                .filter(|run| seen.insert(run.object.as_str()))
+                .try_for_each(|run| {
+                    let piece = [(run.object.as_str(), run.object_len)];
+                    check_pieces(dir, &piece, &run.sha256)
+                })
+        }
+        (None, None) => check_pieces(dir, &content.pieces(), tag),
+        (None, Some(None)) => {
+            Err("its append set does not hold the blocks its record counts".to_owned())
+        }
+        // Each block its own tag, all of them the record's length.
+        (None, Some(Some(blocks))) => blocks
+            .iter()
+            .try_for_each(|b| check_pieces(dir, &[(b.object.as_str(), b.len)], &b.sha256))
+            .and_then(|()| {
+                let len: u64 = blocks.iter().map(|b| b.len).sum();
+                (len == content.len).then_some(()).ok_or_else(|| {
+                    format!(
+                        "its blocks hold {len} bytes, the record says {}",
+                        content.len
+                    )
+                })
+            }),
+    };
+    match checked {
+        Err(damage) => report.damage.push(format!("{what}: {damage}")),
+        Ok(()) => {
+            report.blobs += 1;
+            report.bytes += content.len;
+        }
+    }
 }
 
 /// Names the record file at `path` as damage if it is read from its older copy because the

@@ -355,49 +355,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 );
                 return Ok(answer(StatusCode::NOT_MODIFIED, out));
             }
-            let content_type = content
-                .content_type
-                .as_deref()
-                .unwrap_or("application/octet-stream");
-            if let Ok(value) = HeaderValue::try_from(content_type) {
-                out.insert(header::CONTENT_TYPE, value);
-            }
-            metadata::insert_properties(&content.properties, &mut out);
-            metadata::insert_metadata(&current.metadata, &mut out);
-            super::copy::insert_copy_properties(&current, &mut out);
-            insert_sha256(&current, &mut out);
-            out.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-            super::append::insert_blob_type(&current, &mut out);
-            if !current.tags.is_empty() {
-                let count = HeaderValue::from(current.tags.len());
-                out.insert(http::HeaderName::from_static(crate::tags::TAG_COUNT), count);
-            }
-            super::immutability::insert_protection(&current, &mut out);
-            let requested = headers.get(MS_RANGE).or_else(|| headers.get(header::RANGE));
-            let range = match (outcome, requested.and_then(|v| v.to_str().ok())) {
-                (Outcome::Proceed, Some(value)) if !head => ByteRange::parse(value, content.len),
-                _ => ByteRange::Whole,
-            };
-            let (status, range) = match range {
-                ByteRange::Whole => (StatusCode::OK, None),
-                ByteRange::Part(range) => {
-                    let value = format!("bytes {}-{}/{}", range.start, range.end - 1, content.len);
-                    out.insert(
-                        header::CONTENT_RANGE,
-                        HeaderValue::try_from(value).expect("digits"),
-                    );
-                    (StatusCode::PARTIAL_CONTENT, Some(range))
-                }
-                ByteRange::Unsatisfiable => {
-                    return Err(Failure::with_detail(
-                        ErrorCode::InvalidRange,
-                        format!(
-                            "The range specified is invalid for the current size of the resource ({} bytes).",
-                            content.len
-                        ),
-                    ));
-                }
-            };
+            insert_representation(&current, content, &mut out);
+            let (status, range) = part(headers, outcome, head, content.len, &mut out)?;
             if range.is_none() {
                 insert_md5(&current, &mut out);
             }
@@ -557,4 +516,64 @@ impl Received {
             Self::Inline { .. } => None,
         }
     }
+}
+
+/// What a 200 or 206 of `current` (a blob with `content`) says of its representation: its
+/// type, properties, metadata, copy, hash, type of blob, tag count and protection.
+fn insert_representation(current: &Record, content: &Content, out: &mut HeaderMap) {
+    let content_type = content
+        .content_type
+        .as_deref()
+        .unwrap_or("application/octet-stream");
+    if let Ok(value) = HeaderValue::try_from(content_type) {
+        out.insert(header::CONTENT_TYPE, value);
+    }
+    metadata::insert_properties(&content.properties, out);
+    metadata::insert_metadata(&current.metadata, out);
+    super::copy::insert_copy_properties(current, out);
+    insert_sha256(current, out);
+    out.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    super::append::insert_blob_type(current, out);
+    if !current.tags.is_empty() {
+        let count = HeaderValue::from(current.tags.len());
+        out.insert(http::HeaderName::from_static(crate::tags::TAG_COUNT), count);
+    }
+    super::immutability::insert_protection(current, out);
+}
+
+/// The status and the part of a blob of `len` bytes a read answers with (the `Range` or
+/// `x-ms-range` a read that proceeds asks for; a HEAD's is the whole), its `Content-Range`
+/// added; 416 `InvalidRange` for a range past the end.
+fn part(
+    headers: &HeaderMap,
+    outcome: Outcome,
+    head: bool,
+    len: u64,
+    out: &mut HeaderMap,
+) -> Result<(StatusCode, Option<std::ops::Range<u64>>)> {
+    let requested = headers.get(MS_RANGE).or_else(|| headers.get(header::RANGE));
+    let range = match (outcome, requested.and_then(|v| v.to_str().ok())) {
+        (Outcome::Proceed, Some(value)) if !head => ByteRange::parse(value, len),
+        _ => ByteRange::Whole,
+    };
+    Ok(match range {
+        ByteRange::Whole => (StatusCode::OK, None),
+        ByteRange::Part(range) => {
+            let value = format!("bytes {}-{}/{}", range.start, range.end - 1, len);
+            out.insert(
+                header::CONTENT_RANGE,
+                HeaderValue::try_from(value).expect("digits"),
+            );
+            (StatusCode::PARTIAL_CONTENT, Some(range))
+        }
+        ByteRange::Unsatisfiable => {
+            return Err(Failure::with_detail(
+                ErrorCode::InvalidRange,
+                format!(
+                    "The range specified is invalid for the current size of the resource ({} bytes).",
+                    len
+                ),
+            ));
+        }
+    })
 }

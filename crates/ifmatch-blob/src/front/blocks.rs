@@ -181,19 +181,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let (content_type, properties) = metadata::upload_properties(headers, false);
         let given = super::uploads::Given::of(headers, now)?;
         let md5 = blob_content_md5(headers)?;
-        let xml = http_body_util::Limited::new(body, MAX_LIST_BODY)
-            .collect()
-            .await
-            .map_err(|_| {
-                Failure::with_detail(
-                    ErrorCode::RequestBodyTooLarge,
-                    "A block list is at most 8 MiB.",
-                )
-            })?
-            .to_bytes();
-        let checksums = Checksums::of(&xml, headers.contains_key(CONTENT_CRC64));
-        verify_checksums(headers, &checksums)?;
-        let list = rules::parse(&xml)?;
+        let (list, checksums) = read_list(body, headers).await?;
 
         // The blob's bytes are hashed before the compare-and-swap, and again only if what the
         // list names changed meanwhile.
@@ -382,4 +370,25 @@ fn blob_content_md5(headers: &HeaderMap) -> Result<Option<String>> {
             "x-ms-blob-content-md5 must be the base64 of 16 bytes.",
         )),
     }
+}
+
+/// The block list a Put Block List's body holds (at most 8 MiB), its checksums checked against
+/// those the request gives: the list, and its checksums for the answer.
+async fn read_list(
+    body: impl Incoming,
+    headers: &HeaderMap,
+) -> Result<(Vec<(rules::Source, String)>, Checksums)> {
+    let xml = http_body_util::Limited::new(body, MAX_LIST_BODY)
+        .collect()
+        .await
+        .map_err(|_| {
+            Failure::with_detail(
+                ErrorCode::RequestBodyTooLarge,
+                "A block list is at most 8 MiB.",
+            )
+        })?
+        .to_bytes();
+    let checksums = Checksums::of(&xml, headers.contains_key(CONTENT_CRC64));
+    verify_checksums(headers, &checksums)?;
+    Ok((rules::parse(&xml)?, checksums))
 }

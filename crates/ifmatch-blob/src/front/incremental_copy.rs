@@ -32,6 +32,12 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     ) -> Answered<O> {
         let (destination, now) = (call.key, call.now);
         let headers = &from.parts.headers;
+        if !headers.contains_key(super::copy::COPY_SOURCE) {
+            return Err(Failure::with_detail(
+                ErrorCode::MissingRequiredHeader,
+                "An HTTP header that's mandatory for this request is not specified. Header: x-ms-copy-source",
+            ));
+        }
         let ask = call.ask()?;
         let source = match self.source(&from, now).await? {
             Found::Here(source) => source,

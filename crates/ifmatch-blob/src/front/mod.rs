@@ -22,7 +22,7 @@ use ifmatch_azure::{ErrorCode, OperationName, REQUEST_ID};
 use self::admission::endpoint;
 use self::answers::Answer;
 use self::call::Call;
-use self::failure::{Answered, Failure, error_answer};
+use self::failure::{Answered, error_answer};
 use self::headers::MS_VERSION;
 pub use self::state::{DEFAULT_MAX_BODY, Front};
 use crate::body::Incoming;
@@ -190,12 +190,6 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             Operation::DeleteBlob
                 if admitted.target.snapshot.is_some() || admitted.target.version.is_some() =>
             {
-                if headers.contains_key(crate::snapshot::DELETE_SNAPSHOTS) {
-                    return Err(Failure::with_detail(
-                        ErrorCode::InvalidHeaderValue,
-                        "x-ms-delete-snapshots is for a blob, not a snapshot.",
-                    ));
-                }
                 self.delete_snapshot_or_version(blob).await
             }
             Operation::DeleteBlob => self.delete_with_snapshots(blob).await,
@@ -236,13 +230,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 self.put_page_from_url(blob, from()).await
             }
             Operation::PutPage => self.put_page(blob, body).await,
-            Operation::IncrementalCopy if headers.contains_key(copy::COPY_SOURCE) => {
-                self.incremental_copy(blob, from()).await
-            }
-            Operation::IncrementalCopy => Err(Failure::with_detail(
-                ErrorCode::MissingRequiredHeader,
-                "An HTTP header that's mandatory for this request is not specified. Header: x-ms-copy-source",
-            )),
+            Operation::IncrementalCopy => self.incremental_copy(blob, from()).await,
             Operation::GetPageRanges(options) => self.page_ranges(blob, options).await,
         }
     }

@@ -197,6 +197,12 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// blobs, marked deleted for its days (Undelete Blob brings it back).
     pub(super) async fn delete_snapshot_or_version(&self, call: Call<'_>) -> Answered<O> {
         let Call { key, headers, .. } = call;
+        if headers.contains_key(crate::snapshot::DELETE_SNAPSHOTS) {
+            return Err(Failure::with_detail(
+                ErrorCode::InvalidHeaderValue,
+                "x-ms-delete-snapshots is for a blob, not a snapshot.",
+            ));
+        }
         let settings = self.settings(key).await?;
         let Some(days) = settings.retention_days else {
             return self.delete_blob(call).await;

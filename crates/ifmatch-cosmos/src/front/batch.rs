@@ -294,37 +294,53 @@ impl<T: Tables> Front<'_, T> {
                 if !holds(condition, current) {
                     return fail(412);
                 }
-                let body = operation
-                    .get("resourceBody")
-                    .map(Json::to_string)
-                    .unwrap_or_default();
-                let Ok((operations, condition)) = crate::patch::parse(body.as_bytes()) else {
-                    return fail(400);
-                };
-                if let Some(text) = condition {
-                    let predicate = crate::sql::predicate(&text)
-                        .map_err(|e| bad_request(format!("Condition: {}", e.message)))?;
-                    // The condition sees the document as the batch has left it.
-                    let seen = json!(json_of(found));
-                    let held = crate::sql::holds(predicate.as_ref(), &seen)
-                        .map_err(|e| bad_request(format!("Condition: {}", e.message)))?;
-                    if !held {
-                        return fail(412);
-                    }
-                }
-                let patched = crate::patch::apply(&json_of(found), &operations, paths)
-                    .and_then(|patched| crate::ttl::check_item(&patched).map(|()| patched));
-                match patched {
-                    Ok(patched) => Ok(Outcome {
-                        status: 200,
-                        entity: Some(self.entity(partition, id, before, &patched)),
-                    }),
-                    Err(_) => fail(400),
-                }
+                self.patched(operation, found, (partition, id), paths)
             }
             other => Err(bad_request(format!(
                 "{other:?} is not a batch operation: Create, Upsert, Read, Replace, Delete or Patch."
             ))),
+        }
+    }
+
+    /// A patch operation of `found` (its condition held): the document patched, or 400 or
+    /// 412 for this operation alone; a condition that is no predicate refuses the batch.
+    fn patched(
+        &self,
+        operation: &Json,
+        found: &Entity,
+        (partition, id): (&str, &str),
+        paths: &[String],
+    ) -> Result<Outcome, Failure> {
+        let failed = |status| Outcome {
+            status,
+            entity: None,
+        };
+        let body = operation
+            .get("resourceBody")
+            .map(Json::to_string)
+            .unwrap_or_default();
+        let Ok((operations, condition)) = crate::patch::parse(body.as_bytes()) else {
+            return Ok(failed(400));
+        };
+        if let Some(text) = condition {
+            let predicate = crate::sql::predicate(&text)
+                .map_err(|e| bad_request(format!("Condition: {}", e.message)))?;
+            // The condition sees the document as the batch has left it.
+            let seen = json!(json_of(found));
+            let held = crate::sql::holds(predicate.as_ref(), &seen)
+                .map_err(|e| bad_request(format!("Condition: {}", e.message)))?;
+            if !held {
+                return Ok(failed(412));
+            }
+        }
+        let patched = crate::patch::apply(&json_of(found), &operations, paths)
+            .and_then(|patched| crate::ttl::check_item(&patched).map(|()| patched));
+        match patched {
+            Ok(patched) => Ok(Outcome {
+                status: 200,
+                entity: Some(self.entity(partition, id, Some(found.timestamp), &patched)),
+            }),
+            Err(_) => Ok(failed(400)),
         }
     }
 }
