@@ -3,7 +3,8 @@
 //! committed as one compare-and-swap over every document they touch, so all apply or none
 //! (on every backend; a lost race decides the whole batch again). When an operation fails,
 //! it keeps its status, every other answers 424 Failed Dependency, and nothing is written:
-//! the answer is then 207 Multi-Status, as the SDKs read it.
+//! the answer is then 207 Multi-Status, as the SDKs read it. Bulk, each operation a batch of
+//! its own: `bulk.rs`.
 
 use std::collections::BTreeMap;
 
@@ -16,8 +17,8 @@ use super::answers::{Answered, Done};
 use super::commit::Committed;
 use super::documents::document_json;
 use super::{
-    Asked, Condition, Front, Policies, Scope, document_in, documents_table, holds, id_of, json_of,
-    key, partition_paths,
+    Asked, Condition, Front, Policies, document_in, documents_table, holds, id_of, json_of, key,
+    partition_paths,
 };
 use crate::document::{self, MAX_NESTING};
 use crate::failure::{Failure, bad_request, raced};
@@ -26,9 +27,9 @@ use crate::failure::{Failure, bad_request, raced};
 const MAX_OPERATIONS: usize = 100;
 
 /// One operation's outcome: its status, and the document it wrote or read.
-struct Outcome {
-    status: u16,
-    entity: Option<Entity>,
+pub(super) struct Outcome {
+    pub(super) status: u16,
+    pub(super) entity: Option<Entity>,
 }
 
 impl<T: Tables> Front<'_, T> {
@@ -59,81 +60,9 @@ impl<T: Tables> Front<'_, T> {
         Ok(results(db, coll, &outcomes, failed, operations.len()))
     }
 
-    /// Bulk, as the JS SDK's `items.bulk` sends it: each operation on its own, on its own
-    /// partition key (its `partitionKey`, or the request's), in order; one that fails undoes
-    /// nothing else. With `x-ms-cosmos-batch-continue-on-error: false`, the operations after
-    /// the first that fails are not tried (424). 207 when any failed, as the SDKs read it.
-    async fn bulk(
-        &self,
-        db: &str,
-        coll: &str,
-        container: &Entity,
-        operations: &[Json],
-        asked: &Asked<'_>,
-    ) -> Answered {
-        let table = documents_table(db, coll);
-        let stop = asked
-            .header("x-ms-cosmos-batch-continue-on-error")
-            .is_some_and(|go_on| go_on.eq_ignore_ascii_case("false"));
-        let mut answers = Vec::new();
-        let mut failed = false;
-        for operation in operations {
-            let answer = if stop && failed {
-                json!({ "statusCode": 424, "requestCharge": 1.0 })
-            } else {
-                match self.alone(&table, container, operation, asked).await {
-                    Ok(outcome) => result(db, coll, &outcome, outcome.status < 400),
-                    Err(refused) => json!({
-                        "statusCode": refused.status(), "requestCharge": 1.0, "message": refused.message,
-                    }),
-                }
-            };
-            failed |= answer["statusCode"]
-                .as_u64()
-                .is_none_or(|status| status >= 400);
-            answers.push(answer);
-        }
-        let status = match failed {
-            true => StatusCode::MULTI_STATUS,
-            false => StatusCode::OK,
-        };
-        Ok(Done::of(status, Json::Array(answers), None))
-    }
-
-    /// One operation of a bulk, as a batch of its own on its partition key.
-    async fn alone(
-        &self,
-        table: &str,
-        container: &Entity,
-        operation: &Json,
-        asked: &Asked<'_>,
-    ) -> Result<Outcome, Failure> {
-        let partition = match operation.get("partitionKey") {
-            Some(Json::String(key)) => match Scope::of_header(container, key)? {
-                Scope::Key(stored) => stored,
-                Scope::Prefix(_) => {
-                    return Err(bad_request("An operation's partitionKey is the whole key."));
-                }
-            },
-            Some(_) => return Err(bad_request("An operation's partitionKey is a JSON string.")),
-            None => self.partition(container, asked)?,
-        };
-        let (mut outcomes, _) = self
-            .transact(
-                table,
-                container,
-                &partition,
-                std::slice::from_ref(operation),
-            )
-            .await?;
-        outcomes
-            .pop()
-            .ok_or_else(|| bad_request("An operation was not decided."))
-    }
-
     /// `operations` on the documents of `partition`, decided in order and committed as one
     /// compare-and-swap: their outcomes, and the first that failed (then nothing is written).
-    async fn transact(
+    pub(super) async fn transact(
         &self,
         table: &str,
         container: &Entity,
@@ -404,7 +333,7 @@ fn results(
 
 /// One operation's result: its status, and, when `written` stands, the document's tag and
 /// body (not the body of a 304).
-fn result(db: &str, coll: &str, outcome: &Outcome, written: bool) -> Json {
+pub(super) fn result(db: &str, coll: &str, outcome: &Outcome, written: bool) -> Json {
     let mut result = json!({ "statusCode": outcome.status, "requestCharge": 1.0 });
     if written && let Some(entity) = &outcome.entity {
         result["eTag"] = document::etag(entity.timestamp).into();

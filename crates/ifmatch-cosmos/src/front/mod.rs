@@ -13,8 +13,8 @@
 //! This file routes a request and holds what every operation shares (the container read with
 //! its policies, a document's partition); one file per kind of resource holds its operations:
 //! `databases.rs`, `containers.rs`, `ranges.rs` (partition key ranges, split and merged),
-//! `conflicts.rs` (none: one region), `documents.rs`, `batch.rs` (transactional batches and
-//! bulk), `queries.rs`, `feeds.rs` (the change feed), `users.rs` (users and their
+//! `conflicts.rs` (none: one region), `documents.rs`, `batch.rs` (transactional batches),
+//! `bulk.rs`, `queries.rs`, `feeds.rs` (the change feed), `users.rs` (users and their
 //! permissions), `offers.rs`, `scripts.rs` (stored procedures, triggers, user-defined
 //! functions), `triggers.rs` (a write with its triggers), `transaction/` (a script's operations
 //! on its partition); `commit/` every commit (a document's goes with the feed's counter, in a
@@ -25,6 +25,7 @@
 
 pub(crate) mod answers;
 mod batch;
+mod bulk;
 pub(crate) mod commit;
 mod conflicts;
 mod containers;

@@ -1,0 +1,85 @@
+//! Bulk, as the SDKs send it (`x-ms-cosmos-batch-atomic: false`): each operation a batch of
+//! its own (`batch.rs`) on its own partition key, in order; one that fails undoes nothing else.
+
+use http::StatusCode;
+use ifmatch_table::{Entity, Tables};
+use serde_json::{Value as Json, json};
+
+use super::answers::{Answered, Done};
+use super::batch::{Outcome, result};
+use super::{Asked, Front, Scope, documents_table};
+use crate::failure::{Failure, bad_request};
+
+impl<T: Tables> Front<'_, T> {
+    /// Bulk, as the JS SDK's `items.bulk` sends it: each operation on its own, on its own
+    /// partition key (its `partitionKey`, or the request's), in order; one that fails undoes
+    /// nothing else. With `x-ms-cosmos-batch-continue-on-error: false`, the operations after
+    /// the first that fails are not tried (424). 207 when any failed, as the SDKs read it.
+    pub(super) async fn bulk(
+        &self,
+        db: &str,
+        coll: &str,
+        container: &Entity,
+        operations: &[Json],
+        asked: &Asked<'_>,
+    ) -> Answered {
+        let table = documents_table(db, coll);
+        let stop = asked
+            .header("x-ms-cosmos-batch-continue-on-error")
+            .is_some_and(|go_on| go_on.eq_ignore_ascii_case("false"));
+        let mut answers = Vec::new();
+        let mut failed = false;
+        for operation in operations {
+            let answer = if stop && failed {
+                json!({ "statusCode": 424, "requestCharge": 1.0 })
+            } else {
+                match self.alone(&table, container, operation, asked).await {
+                    Ok(outcome) => result(db, coll, &outcome, outcome.status < 400),
+                    Err(refused) => json!({
+                        "statusCode": refused.status(), "requestCharge": 1.0, "message": refused.message,
+                    }),
+                }
+            };
+            failed |= answer["statusCode"]
+                .as_u64()
+                .is_none_or(|status| status >= 400);
+            answers.push(answer);
+        }
+        let status = match failed {
+            true => StatusCode::MULTI_STATUS,
+            false => StatusCode::OK,
+        };
+        Ok(Done::of(status, Json::Array(answers), None))
+    }
+
+    /// One operation of a bulk, as a batch of its own on its partition key.
+    async fn alone(
+        &self,
+        table: &str,
+        container: &Entity,
+        operation: &Json,
+        asked: &Asked<'_>,
+    ) -> Result<Outcome, Failure> {
+        let partition = match operation.get("partitionKey") {
+            Some(Json::String(key)) => match Scope::of_header(container, key)? {
+                Scope::Key(stored) => stored,
+                Scope::Prefix(_) => {
+                    return Err(bad_request("An operation's partitionKey is the whole key."));
+                }
+            },
+            Some(_) => return Err(bad_request("An operation's partitionKey is a JSON string.")),
+            None => self.partition(container, asked)?,
+        };
+        let (mut outcomes, _) = self
+            .transact(
+                table,
+                container,
+                &partition,
+                std::slice::from_ref(operation),
+            )
+            .await?;
+        outcomes
+            .pop()
+            .ok_or_else(|| bad_request("An operation was not decided."))
+    }
+}
