@@ -238,6 +238,13 @@ impl BucketRecords {
                 return Ok(());
             }
             if created {
+                // A creation carried out, whose resend was refused and which another writer
+                // changed before the refusal was checked (`object::write_if`), keeps its
+                // incarnation, which no other creation has: it was done, and its entry stays.
+                let (now, _) = self.read(&at.slot).await?;
+                if now.is_some_and(|now| now.incarnation == slot.incarnation) {
+                    return Ok(());
+                }
                 (at.index.remove(&entry).await).map_err(|f| store_error(&entry, f))?;
             }
             backoff.wait().await;
