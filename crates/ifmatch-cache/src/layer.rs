@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use tower_layer::Layer;
 
-use super::key::key_of;
-use super::memory::Forgotten;
-use super::memory::{Settings, Store};
-use super::service::SharedCache;
-use super::stats::CacheReport;
+use crate::rules::key::key_of;
+use crate::service::SharedCache;
+use crate::stats::CacheReport;
+use crate::tiers::memory::Forgotten;
+use crate::tiers::memory::{Settings, Store};
 
 /// Puts a [`SharedCache`] in front of a service. Every service it makes, and every clone of
 /// it, shares one store.
@@ -79,7 +79,7 @@ impl SharedCacheLayer {
     /// a restart too. A process killed at any moment leaves each file whole or absent (see
     /// the module docs of `disk`). Fails if the directory cannot be made or read.
     pub fn disk(self, dir: impl AsRef<std::path::Path>, size: u64) -> std::io::Result<Self> {
-        let disk = super::disk::Disk::open(dir.as_ref(), size)?;
+        let disk = crate::tiers::disk::Disk::open(dir.as_ref(), size)?;
         Ok(self.with(|s| s.disk = Some(disk)))
     }
 

@@ -26,71 +26,50 @@
 //! # let _ = service;
 //! ```
 //!
+//! A request's way, folder by folder, each floor reading only those below it:
+//!
 //! - `layer.rs`: the layer and what it can be told;
 //! - `service.rs`: a request's way through the store to the inner service and back;
-//! - `key.rs`: the keys a response is stored under, and which requests it answers;
-//! - `miss.rs`: a miss's answer, stored on its way back;
-//! - `hit.rs`: a hit, a stored response served (whole, a part, or a 304);
-//! - `hit_head.rs`: the head of a fresh hit, made by the policy once and reused;
-//! - `entry.rs`: one stored response;
-//! - `memory.rs`: the memory tier, the stored responses by key, weighed by their bytes;
-//! - `disk.rs`: the disk tier, whose files survive a restart whole or not at all;
-//! - `disk_writer.rs`: its writes, by a thread of its own from a bounded queue;
-//! - `stats.rs`: what the cache did and holds, for an operator;
-//! - `cache_status.rs`: the `Cache-Status` field of each answer;
-//! - `cached_body.rs`: the body of the cache's answers;
-//! - `entry_body.rs`: a stored body, read by every client from its first byte while it arrives;
-//! - `collapse.rs`: one request to the inner service for concurrent misses of one key;
-//! - `range.rs`: a byte range of a stored response, for a request with `Range`;
-//! - `language.rs`: a response chosen by `Accept-Language`, reused for the same first choice;
-//! - `coding.rs`: a response chosen by `Accept-Encoding`, reused for requests that take its coding;
-//! - `weights.rs`: the weighted lists those two read;
-//! - `received.rs`: `If-Modified-Since` against a stored response with no validator;
-//! - `revalidate.rs`: asking whether a stale response is current, in the foreground or not;
-//! - `freshness.rs`: how long a response is fresh, and when a stale one may be served;
-//! - `targeted.rs`: `CDN-Cache-Control` and `Surrogate-Control`, this cache's own directives;
-//! - `unkeyed.rs`: fields that would rewrite a stored request's target or method, removed;
+//! - `answer/`: the three ways a request is answered: `hit.rs` (a stored response served,
+//!   whole, a part or a 304), `miss.rs` (the inner service's answer, stored on its way back),
+//!   `revalidate.rs` (asking whether a stale response is current, in the foreground or not),
+//!   and the stored response chosen by `Accept-Language` (`language.rs`) or `Accept-Encoding`
+//!   (`coding.rs`);
+//! - `tiers/`: where stored responses are kept: `memory.rs` (by key, weighed by their bytes),
+//!   `disk.rs` (files that survive a restart whole or not at all) with `disk_writer.rs` (its
+//!   writes, by a thread of its own from a bounded queue), `generations.rs` (what was forgotten
+//!   while a miss was on its way) and `collapse.rs` (one request to the inner service for
+//!   concurrent misses of one key);
 //! - `policy.rs`: where this cache and the crate part, and why;
-//! - `lazy_policy.rs`: the crate's policy made when first needed, the usual response judged
-//!   without it.
-
+//! - `stored/`: one stored response: `entry.rs`, its body (`entry_body.rs`: read by every
+//!   client from its first byte while it arrives; `tee.rs`: copied as it streams;
+//!   `cached_body.rs`: the body of the cache's answers) and the head of a fresh hit, made by
+//!   the policy once and reused (`hit_head.rs`);
+//! - `rules/`: the rules a response is judged by, on their own: its keys and which requests
+//!   it answers (`key.rs`), how long it is fresh and when a stale one may be served
+//!   (`freshness.rs`), the crate's policy made when first needed (`lazy_policy.rs`),
+//!   `CDN-Cache-Control` and `Surrogate-Control` (`targeted.rs`), the fields that would rewrite
+//!   a stored request's target or method (`unkeyed.rs`), a byte range (`range.rs`),
+//!   `If-Modified-Since` without a validator (`received.rs`), the weighted lists of `Accept-*`
+//!   (`weights.rs`) and the `Cache-Status` field (`cache_status.rs`);
+//! - `stats.rs`: what the cache did and holds, for an operator.
 //!
 //! [`ConditionalLayer`]: ifmatch_tower::ConditionalLayer
 
-mod cache_status;
-mod cached_body;
-mod coding;
-mod collapse;
-mod disk;
-mod disk_writer;
-mod entry;
-mod entry_body;
-mod freshness;
-mod generations;
-mod hit;
-mod hit_head;
-mod key;
-mod language;
+mod answer;
 mod layer;
-mod lazy_policy;
-mod memory;
-mod miss;
 mod policy;
-mod range;
-mod received;
-mod revalidate;
+mod rules;
 mod service;
 mod stats;
-mod targeted;
-mod tee;
-mod unkeyed;
-mod weights;
+mod stored;
+mod tiers;
 
-pub use cached_body::CachedBody;
-pub use entry_body::Reader;
 pub use layer::{SharedCacheHandle, SharedCacheLayer};
-pub use memory::Forgotten;
-pub use range::is_part_as_whole;
+pub use rules::range::is_part_as_whole;
 pub use service::SharedCache;
 pub use stats::CacheReport;
-pub use tee::Tee;
+pub use stored::cached_body::CachedBody;
+pub use stored::entry_body::Reader;
+pub use stored::tee::Tee;
+pub use tiers::memory::Forgotten;

@@ -27,10 +27,10 @@ use http::{Request, Response, StatusCode};
 use http_cache_semantics::{CacheOptions, CachePolicy};
 use ifmatch_core::date::{date_header_value, parse_http_date_leniently};
 
-use super::entry::{Stored, fields_size};
-use super::freshness::CRATE_STORES;
-use super::lazy_policy::{self, Policy};
-use super::{freshness, targeted};
+use crate::rules::freshness::CRATE_STORES;
+use crate::rules::lazy_policy::{self, Policy};
+use crate::rules::{freshness, targeted};
+use crate::stored::entry::{Stored, fields_size};
 
 /// What decides the storing and reuse of a response.
 pub(crate) struct Judged {
@@ -229,11 +229,11 @@ pub(crate) fn lowercase_directives(headers: &mut HeaderMap) {
 
 /// Whether a response the crate would not store for its status alone is to be shown to it
 /// as a 200: a 206 that is a piece of its representation, stored and reused as a 200 would be
-/// (see [`Piece`](super::range::Piece)).
+/// (see [`Piece`](crate::rules::range::Piece)).
 fn stands_in(status: StatusCode, headers: &HeaderMap) -> bool {
     let code = status.as_u16();
     if code == 206 {
-        return super::range::Piece::of(headers).is_some();
+        return crate::rules::range::Piece::of(headers).is_some();
     }
     if code < 200 || CRATE_STORES.contains(&code) || code == 304 {
         return false;

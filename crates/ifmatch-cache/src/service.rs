@@ -20,23 +20,23 @@ use http_cache_semantics::BeforeRequest;
 use ifmatch_core::signs_request;
 use tower_service::Service;
 
-use super::cache_status::add_status;
-use super::cached_body::CachedBody;
-use super::collapse::{self, MissTurn};
-use super::entry::Stored;
-use super::freshness;
-use super::hit::from_store;
-use super::hit_head::FreshHead;
-use super::key::{host_of, key_of, keyed, target_of};
-use super::memory::{Forgotten, Store};
-use super::miss::{BodyBeingStored, keep};
-use super::policy::{self};
-use super::revalidate::{Revalidated, in_background, revalidate, tags_once};
-use super::stats::Counters;
-use super::targeted::{self, SURROGATE_CAPABILITY, SURROGATE_CONTROL};
-use super::tee::Tee;
-use super::unkeyed;
-use super::{coding, language};
+use crate::answer::hit::from_store;
+use crate::answer::miss::{BodyBeingStored, keep};
+use crate::answer::revalidate::{Revalidated, in_background, revalidate, tags_once};
+use crate::answer::{coding, language};
+use crate::policy::{self};
+use crate::rules::cache_status::add_status;
+use crate::rules::freshness;
+use crate::rules::key::{host_of, key_of, keyed, target_of};
+use crate::rules::targeted::{self, SURROGATE_CAPABILITY, SURROGATE_CONTROL};
+use crate::rules::unkeyed;
+use crate::stats::Counters;
+use crate::stored::cached_body::CachedBody;
+use crate::stored::entry::Stored;
+use crate::stored::hit_head::FreshHead;
+use crate::stored::tee::Tee;
+use crate::tiers::collapse::{self, MissTurn};
+use crate::tiers::memory::{Forgotten, Store};
 
 use ifmatch_core::BoxError;
 use ifmatch_core::cache_markers::BypassSharedCache;
@@ -349,7 +349,7 @@ fn lookup_in(variants: &[Arc<Stored>], own: &str, asked: &Request<()>) -> Found 
 
 /// `headers`, of a request the cache makes of the client's `sent`, with the client's own
 /// `Range` or none: the cache may read another field as the range (see
-/// [`SharedCacheLayer::range_field`](super::SharedCacheLayer::range_field)), and sends the
+/// [`SharedCacheLayer::range_field`](crate::SharedCacheLayer::range_field)), and sends the
 /// origin what the client sent.
 fn with_sent_range(headers: &mut HeaderMap, sent: &HeaderMap) {
     match sent.get(header::RANGE) {

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::entry::Stored;
+use crate::stored::entry::Stored;
 
 /// What a leader stored, once it has.
 pub(crate) type Published = Option<Arc<Stored>>;
@@ -191,7 +191,7 @@ mod tests {
         let MissTurn::Lead(lead) = gates.turn("k") else {
             panic!("the first leads")
         };
-        let stored = Arc::new(crate::disk::tests::stored(b"body", ""));
+        let stored = Arc::new(crate::tiers::disk::tests::stored(b"body", ""));
         gates.publish("k", &stored);
         let MissTurn::Follow(follower) = gates.turn("k") else {
             panic!("the second follows")

@@ -5,10 +5,10 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use super::collapse::CollapsedMisses;
-use super::disk::Disk;
-use super::entry::Stored;
-use super::stats::{CacheReport, Counters};
+use crate::stats::{CacheReport, Counters};
+use crate::stored::entry::Stored;
+use crate::tiers::collapse::CollapsedMisses;
+use crate::tiers::disk::Disk;
 
 /// The variants under one key, the most recently stored first.
 type Variants = Arc<[Arc<Stored>]>;
@@ -17,14 +17,14 @@ type Variants = Arc<[Arc<Stored>]>;
 /// this many entries at most, and so do the pieces of a representation stored as 206s.
 const MAX_VARIANTS: usize = 16;
 
-/// What a store is made with (see [`SharedCacheLayer`](super::SharedCacheLayer)).
+/// What a store is made with (see [`SharedCacheLayer`](crate::SharedCacheLayer)).
 #[derive(Debug, Clone)]
 pub(crate) struct Settings {
     pub(crate) memory: u64,
     pub(crate) max_object: u64,
     pub(crate) key_headers: Vec<http::HeaderName>,
     /// A field that names the range in place of `Range` (see
-    /// [`SharedCacheLayer::range_field`](super::SharedCacheLayer::range_field)).
+    /// [`SharedCacheLayer::range_field`](crate::SharedCacheLayer::range_field)).
     pub(crate) range_field: Option<http::HeaderName>,
     pub(crate) collapse_wait: Duration,
     /// The disk tier, if there is one.
@@ -74,7 +74,7 @@ pub(crate) struct Store {
     /// say).
     announce: OnceLock<Announce>,
     /// How many times it forgot something (see [`Store::forgotten`]).
-    forgotten: super::generations::Generations,
+    forgotten: crate::tiers::generations::Generations,
 }
 
 /// Who is told of what a store forgets.
@@ -113,7 +113,7 @@ impl Store {
             gates: Arc::default(),
             counters,
             announce: OnceLock::new(),
-            forgotten: super::generations::Generations::new(),
+            forgotten: crate::tiers::generations::Generations::new(),
         }
     }
 
@@ -145,7 +145,7 @@ impl Store {
     /// Stores `stored` under `key`, in place of `replaces` (the variant it was revalidated
     /// from) and of every variant the same request would select (same `Vary` fields).
     /// With a disk tier, it is queued to be written there too once its body is whole (see
-    /// [`super::disk_writer`]).
+    /// [`crate::tiers::disk_writer`]).
     pub(crate) fn put(&self, key: &str, stored: Arc<Stored>, replaces: Option<&Arc<Stored>>) {
         self.remember(key, stored.clone(), replaces);
         // A piece of a representation stays in memory: the disk tier holds whole ones.
@@ -342,7 +342,7 @@ fn memory_options(memory: u64, max_object: u64) -> quick_cache::Options {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::disk::tests::stored;
+    use crate::tiers::disk::tests::stored;
 
     static SMALL: [u8; 4096] = [b's'; 4096];
     static LARGE: [u8; 1 << 20] = [b'l'; 1 << 20];

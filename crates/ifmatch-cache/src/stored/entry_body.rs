@@ -192,7 +192,7 @@ impl State {
 }
 
 /// A stored body, whole or still arriving, as one client reads it (all of it, or a part):
-/// the body of an answer [`SharedCache`](super::SharedCache) serves from its store.
+/// the body of an answer [`SharedCache`](crate::SharedCache) serves from its store.
 #[derive(Debug)]
 pub struct Reader {
     fill: Arc<StoredBody>,

@@ -2,8 +2,8 @@
 
 use http_body_util::Either;
 
-use crate::entry_body::Reader;
-use crate::tee::Tee;
+use crate::stored::entry_body::Reader;
+use crate::stored::tee::Tee;
 
 /// The body of an answer: a stored body (whole or arriving), or the inner service's (kept
 /// as it passes when it has no declared length and is to be stored once whole).

@@ -12,12 +12,12 @@ use std::time::SystemTime;
 use http::header::{ACCEPT_LANGUAGE, CONTENT_LANGUAGE, HeaderValue};
 use http::{Request, response};
 
-use super::entry::Stored;
-use super::weights;
+use crate::rules::weights;
+use crate::stored::entry::Stored;
 
 /// The head to serve `asked` from `stored`, fresh, if `stored` varies by `Accept-Language`
 /// (and by nothing `asked` differs in otherwise) and is in `asked`'s first choice.
-pub(super) fn first_choice_head(
+pub(crate) fn first_choice_head(
     stored: &Stored,
     asked: &Request<()>,
     now: SystemTime,

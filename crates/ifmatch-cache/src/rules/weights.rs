@@ -7,7 +7,7 @@ use http::HeaderValue;
 /// The members of `field` with their weights in thousandths, in order (`None`: a field that
 /// cannot be read, or a weight that is none). Empty members count for nothing (RFC 9110
 /// 5.6.1).
-pub(super) fn members(field: &HeaderValue) -> Option<Vec<(&str, u16)>> {
+pub(crate) fn members(field: &HeaderValue) -> Option<Vec<(&str, u16)>> {
     let mut members = Vec::new();
     for member in field.to_str().ok()?.split(',') {
         let mut parts = member.split(';').map(str::trim);

@@ -1,6 +1,6 @@
 //! Asking the inner service whether a stale stored response is still current: a 304 that
 //! selects it refreshes its head; another answer is stored in its place (if it may be); a
-//! failure is answered with the stale response where [`stale`](super::stale) allows. In the
+//! failure is answered with the stale response where [`stale`](crate::stale) allows. In the
 //! foreground for the request that found it stale, or in the background while the stale
 //! response is served (`stale-while-revalidate`).
 
@@ -18,15 +18,16 @@ use http_cache_semantics::AfterResponse;
 use ifmatch_core::{EntityTag, EntityTagList};
 use tower_service::Service;
 
-use super::cached_body::CachedBody;
-use super::collapse::MissTurn;
-use super::entry::Stored;
-use super::freshness;
-use super::hit::from_store;
-use super::memory::Store;
-use super::miss::keep;
-use super::stats::Counters;
-use super::{lazy_policy, policy};
+use crate::answer::hit::from_store;
+use crate::answer::miss::keep;
+use crate::policy;
+use crate::rules::freshness;
+use crate::rules::lazy_policy;
+use crate::stats::Counters;
+use crate::stored::cached_body::CachedBody;
+use crate::stored::entry::Stored;
+use crate::tiers::collapse::MissTurn;
+use crate::tiers::memory::Store;
 use ifmatch_core::BoxError;
 
 /// `revalidation` with each tag of its `If-None-Match` once: the crate adds the stored

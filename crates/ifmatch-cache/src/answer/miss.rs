@@ -13,17 +13,17 @@ use http_body_util::Either;
 use ifmatch_core::BoxError;
 use ifmatch_core::cache_markers::FreshInSharedCache;
 
-use crate::cache_status::add_status;
-use crate::cached_body::CachedBody;
-use crate::collapse;
-use crate::entry::Stored;
-use crate::entry_body::StoredBody;
-use crate::key::{keyed, variant};
-use crate::memory::Store;
 use crate::policy::{self, Judged};
-use crate::range::{self, Piece};
+use crate::rules::cache_status::add_status;
+use crate::rules::key::{keyed, variant};
+use crate::rules::range::{self, Piece};
 use crate::stats::Counters;
-use crate::tee::{self, Tee};
+use crate::stored::cached_body::CachedBody;
+use crate::stored::entry::Stored;
+use crate::stored::entry_body::StoredBody;
+use crate::stored::tee::{self, Tee};
+use crate::tiers::collapse;
+use crate::tiers::memory::Store;
 
 /// The body a miss is storing, on its answer's way out of [`keep`]: what its gate is held by.
 #[derive(Clone)]

@@ -18,7 +18,7 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, StatusCode, Uri};
 use http_cache_semantics::CachePolicy;
 
-use super::key::varied_names;
+use crate::rules::key::varied_names;
 
 /// Past this age the crate may add a `Warning` to a heuristically fresh response: asked.
 const DAY: Duration = Duration::from_secs(24 * 3600);
@@ -110,9 +110,10 @@ mod tests {
     use http::Response;
     use http_cache_semantics::BeforeRequest;
 
-    use super::super::policy::tests::asked;
-    use super::super::{key, policy};
     use super::*;
+    use crate::policy;
+    use crate::policy::tests::asked;
+    use crate::rules::key;
 
     /// The crate's head for `asked` at `now`, if fresh, without `Date` (which a hit replaces).
     fn crates(policy: &CachePolicy, asked: &Request<()>, now: SystemTime) -> Option<HeaderMap> {

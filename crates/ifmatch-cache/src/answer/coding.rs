@@ -23,12 +23,12 @@ use std::time::SystemTime;
 use http::header::{ACCEPT_ENCODING, CONTENT_ENCODING, HeaderValue};
 use http::{Request, response};
 
-use super::entry::Stored;
-use super::weights::members;
+use crate::rules::weights::members;
+use crate::stored::entry::Stored;
 
 /// The head to serve `asked` from `stored`, fresh, if `stored` varies by `Accept-Encoding`
 /// (and by nothing `asked` differs in otherwise) and `asked` takes its coding as above.
-pub(super) fn acceptable_head(
+pub(crate) fn acceptable_head(
     stored: &Stored,
     asked: &Request<()>,
     now: SystemTime,

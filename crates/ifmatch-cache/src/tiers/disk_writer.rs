@@ -14,7 +14,7 @@ use std::sync::mpsc::{Receiver, SyncSender};
 
 use bytes::Bytes;
 
-use super::entry::Stored;
+use crate::stored::entry::Stored;
 
 /// The most bytes of answers waiting to be written.
 pub(crate) const QUEUE_BYTES: u64 = 64 << 20;
@@ -122,8 +122,8 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::*;
-    use crate::disk::Disk;
-    use crate::disk::tests::stored;
+    use crate::tiers::disk::Disk;
+    use crate::tiers::disk::tests::stored;
 
     fn wait_for(what: impl Fn() -> bool) {
         let start = Instant::now();

@@ -8,7 +8,7 @@ use http::{Request, Uri};
 /// The values of the fields `names` in `request`: what sets one user's answers apart from
 /// another's when the store is told to (see [`SharedCacheLayer::key_headers`]).
 ///
-/// [`SharedCacheLayer::key_headers`]: super::SharedCacheLayer::key_headers
+/// [`SharedCacheLayer::key_headers`]: crate::SharedCacheLayer::key_headers
 pub(crate) fn keyed(request: &http::HeaderMap, names: &[http::HeaderName]) -> String {
     let mut out = String::new();
     for name in names {

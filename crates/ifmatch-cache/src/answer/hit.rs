@@ -7,13 +7,13 @@ use http_body::Body;
 use http_body_util::Either;
 use ifmatch_core::cache_markers::FreshInSharedCache;
 
-use crate::cache_status::add_status;
-use crate::cached_body::CachedBody;
-use crate::entry::Stored;
-use crate::memory::Store;
-use crate::range;
-use crate::received;
+use crate::rules::cache_status::add_status;
+use crate::rules::range;
+use crate::rules::received;
 use crate::stats::Counters;
+use crate::stored::cached_body::CachedBody;
+use crate::stored::entry::Stored;
+use crate::tiers::memory::Store;
 
 /// `stored` for `asked`, with the head `head` the policy made of it (its fields, refreshed,
 /// with `Age`): all of it, the part `asked` names in `Range`, or a 304.

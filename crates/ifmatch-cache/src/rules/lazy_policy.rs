@@ -43,9 +43,9 @@ mod tests {
     use http::StatusCode;
     use http_cache_semantics::BeforeRequest;
 
-    use super::super::policy;
     use super::*;
-    use crate::freshness::usual_lifetime;
+    use crate::policy;
+    use crate::rules::freshness::usual_lifetime;
     use http::{Method, header};
     use std::time::Duration;
 

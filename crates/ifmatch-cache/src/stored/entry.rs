@@ -6,11 +6,11 @@ use std::time::SystemTime;
 
 use http_cache_semantics::BeforeRequest;
 
-use crate::entry_body::StoredBody;
-use crate::freshness::Freshness;
-use crate::hit_head::FreshHead;
-use crate::lazy_policy::Policy;
-use crate::range::Piece;
+use crate::rules::freshness::Freshness;
+use crate::rules::lazy_policy::Policy;
+use crate::rules::range::Piece;
+use crate::stored::entry_body::StoredBody;
+use crate::stored::hit_head::FreshHead;
 
 /// One stored response: what decides its reuse, its head, and its body.
 #[derive(Debug)]

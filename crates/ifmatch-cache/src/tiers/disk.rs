@@ -47,10 +47,10 @@ use http_cache_semantics::CachePolicy;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::disk_writer::{self, DiskWriter};
-use super::entry::Stored;
-use super::entry_body::StoredBody;
-use super::freshness::Freshness;
+use crate::rules::freshness::Freshness;
+use crate::stored::entry::Stored;
+use crate::stored::entry_body::StoredBody;
+use crate::tiers::disk_writer::{self, DiskWriter};
 
 const MAGIC: &[u8] = b"ifmatch-cache 1\n";
 
@@ -110,7 +110,7 @@ pub(crate) struct Disk {
     index: moka::sync::Cache<String, Files, ifmatch_core::keyed::KeyHasher>,
     /// A bump for one key discards the in-flight writes of the others in its slot, which
     /// only costs them their copy on disk.
-    generations: super::generations::Generations,
+    generations: crate::tiers::generations::Generations,
     /// Taken by every change of the index, and by a generation's bump; what the index holds of
     /// the files a previous process left.
     changes: Mutex<Loading>,
@@ -178,7 +178,7 @@ impl Disk {
         let disk = Arc::new(Self {
             dir: dir.to_owned(),
             index,
-            generations: super::generations::Generations::new(),
+            generations: crate::tiers::generations::Generations::new(),
             changes: Mutex::new(match subs.first() {
                 Some(first) => Loading::Before(first.clone()),
                 None => Loading::Done,
@@ -560,7 +560,7 @@ impl Disk {
 impl Head {
     fn into_stored(self, body: Bytes) -> Stored {
         Stored {
-            policy: super::lazy_policy::made(self.policy),
+            policy: crate::rules::lazy_policy::made(self.policy),
             status: http::StatusCode::from_u16(self.status).unwrap_or(http::StatusCode::OK),
             body: StoredBody::whole(body),
             date: self.date.and_then(|d| http::HeaderValue::from_str(&d).ok()),
@@ -668,7 +668,7 @@ fn read_file(path: &Path) -> io::Result<(Head, Bytes)> {
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+pub(crate) mod tests {
     use std::time::SystemTime;
 
     use http::{Request, Response};
