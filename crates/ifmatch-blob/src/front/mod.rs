@@ -86,7 +86,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let head = request.method() == Method::HEAD;
         let (parts, body) = request.into_parts();
         if let Some(route) = crate::management::Route::parse(parts.uri.path(), parts.uri.query()) {
-            return self.stamped(self.manage(&parts, body, route).await);
+            return self.stamped(Box::pin(self.manage(&parts, body, route)).await);
         }
         let mut operation = None;
         let answer = match self.dispatch(&parts, body, &mut operation).await {
@@ -133,7 +133,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             return Err(ErrorCode::RequestBodyTooLarge.into());
         }
         let now = self.env.now();
-        let admitted = self.admit(parts, now, operation).await?;
+        let admitted = Box::pin(self.admit(parts, now, operation)).await?;
         let (account, credential) = (admitted.account, &admitted.credential);
         // Who asks, for a copy's source.
         let from = || copy::Requester {
@@ -142,7 +142,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             credential,
         };
         // The container's own protection, for a change of one of its blobs.
-        let protection = self.protection_for(&admitted, method).await?;
+        let protection = Box::pin(self.protection_for(&admitted, method)).await?;
         let guard = protection.as_ref().map(gate::Protected::guard);
         let on = |key| Call {
             key,
@@ -152,86 +152,91 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         };
         // A `versionid=` of a blob's current version names the blob's own record.
         let blob_key = match admitted.target.version {
-            Some(_) => self.version_key(admitted.blob.clone()).await?,
+            Some(_) => Box::pin(self.version_key(admitted.blob.clone())).await?,
             None => admitted.blob.clone(),
         };
         let (container, blob) = (on(&admitted.container), on(&blob_key));
         match &admitted.target.operation {
-            Operation::CreateContainer => self.create_container(container).await,
-            Operation::GetContainerAcl => self.container_acl(container).await,
-            Operation::SetContainerAcl => self.set_container_acl(container, body).await,
-            Operation::SubmitBatch => self.batch(parts, body).await,
-            Operation::DeleteContainer => self.delete_container(container).await,
-            Operation::RestoreContainer => self.restore_container(container).await,
+            Operation::CreateContainer => Box::pin(self.create_container(container)).await,
+            Operation::GetContainerAcl => Box::pin(self.container_acl(container)).await,
+            Operation::SetContainerAcl => Box::pin(self.set_container_acl(container, body)).await,
+            Operation::SubmitBatch => Box::pin(self.batch(parts, body)).await,
+            Operation::DeleteContainer => Box::pin(self.delete_container(container)).await,
+            Operation::RestoreContainer => Box::pin(self.restore_container(container)).await,
             Operation::GetContainerProperties | Operation::GetContainerMetadata => {
-                self.container_properties(container).await
+                Box::pin(self.container_properties(container)).await
             }
-            Operation::ListBlobs(options) => self.list(&admitted.stored, options, now).await,
+            Operation::ListBlobs(options) => {
+                Box::pin(self.list(&admitted.stored, options, now)).await
+            }
             Operation::FindBlobsByTags(options) => {
                 let within = Some(admitted.target.container.as_str());
-                self.find_blobs(account, within, options).await
+                Box::pin(self.find_blobs(account, within, options)).await
             }
-            Operation::FindBlobsInAccount(options) => self.find_blobs(account, None, options).await,
-            Operation::GetBlobServiceProperties => self.service_properties(account).await,
+            Operation::FindBlobsInAccount(options) => {
+                Box::pin(self.find_blobs(account, None, options)).await
+            }
+            Operation::GetBlobServiceProperties => Box::pin(self.service_properties(account)).await,
             Operation::GetUserDelegationKey => {
-                self.user_delegation_key(account, credential, body, headers)
-                    .await
+                Box::pin(self.user_delegation_key(account, credential, body, headers)).await
             }
             Operation::SetBlobServiceProperties => {
-                self.set_service_properties(account, body, headers).await
+                Box::pin(self.set_service_properties(account, body, headers)).await
             }
-            Operation::LeaseContainer => self.lease(container).await,
+            Operation::LeaseContainer => Box::pin(self.lease(container)).await,
             Operation::PutBlob if headers.contains_key(copy::COPY_SOURCE) => {
                 *operation = Some(OperationName(copy::operation_name(headers)));
-                self.copy_blob(blob, from()).await
+                Box::pin(self.copy_blob(blob, from())).await
             }
-            Operation::PutBlob => self.put_blob(blob, body).await,
-            Operation::GetBlob => self.get_blob(blob, method == Method::HEAD).await,
+            Operation::PutBlob => Box::pin(self.put_blob(blob, body)).await,
+            Operation::GetBlob => Box::pin(self.get_blob(blob, method == Method::HEAD)).await,
             Operation::DeleteBlob
                 if admitted.target.snapshot.is_some() || admitted.target.version.is_some() =>
             {
-                self.delete_snapshot_or_version(blob).await
+                Box::pin(self.delete_snapshot_or_version(blob)).await
             }
-            Operation::DeleteBlob => self.delete_with_snapshots(blob).await,
-            Operation::UndeleteBlob => self.undelete(blob).await,
-            Operation::SetImmutabilityPolicy => self.set_immutability_policy(blob).await,
-            Operation::DeleteImmutabilityPolicy => self.delete_immutability_policy(blob).await,
-            Operation::SetLegalHold => self.set_legal_hold(blob).await,
-            Operation::SnapshotBlob => self.snapshot_blob(blob).await,
-            Operation::LeaseBlob => self.lease(blob).await,
+            Operation::DeleteBlob => Box::pin(self.delete_with_snapshots(blob)).await,
+            Operation::UndeleteBlob => Box::pin(self.undelete(blob)).await,
+            Operation::SetImmutabilityPolicy => Box::pin(self.set_immutability_policy(blob)).await,
+            Operation::DeleteImmutabilityPolicy => {
+                Box::pin(self.delete_immutability_policy(blob)).await
+            }
+            Operation::SetLegalHold => Box::pin(self.set_legal_hold(blob)).await,
+            Operation::SnapshotBlob => Box::pin(self.snapshot_blob(blob)).await,
+            Operation::LeaseBlob => Box::pin(self.lease(blob)).await,
             Operation::ListContainers(options) => {
                 let endpoint = endpoint(parts, account, admitted.style);
-                self.list_containers(account, &endpoint, options, now).await
+                Box::pin(self.list_containers(account, &endpoint, options, now)).await
             }
-            Operation::GetBlobMetadata => self.blob_metadata(blob).await,
+            Operation::GetBlobMetadata => Box::pin(self.blob_metadata(blob)).await,
             Operation::SetContainerMetadata
             | Operation::SetBlobMetadata
             | Operation::SetBlobProperties => {
-                (self.set_metadata(&admitted.target.operation, container.key, blob)).await
+                Box::pin(self.set_metadata(&admitted.target.operation, container.key, blob)).await
             }
-            Operation::GetBlobTags => self.blob_tags(blob).await,
-            Operation::SetBlobTags => self.set_blob_tags(blob, body).await,
+            Operation::GetBlobTags => Box::pin(self.blob_tags(blob)).await,
+            Operation::SetBlobTags => Box::pin(self.set_blob_tags(blob, body)).await,
             Operation::PutBlock(id) if headers.contains_key(copy::COPY_SOURCE) => {
                 *operation = Some(OperationName("PutBlockFromURL"));
-                self.put_block_from_url(blob, id, from()).await
+                Box::pin(self.put_block_from_url(blob, id, from())).await
             }
-            Operation::PutBlock(id) => self.put_block(blob, id, body).await,
-            Operation::PutBlockList => self.put_block_list(blob, body).await,
-            Operation::GetBlockList(kind) => self.get_block_list(blob, *kind).await,
-            Operation::AbortCopyBlob(id) => self.abort_copy(blob, id).await,
+            Operation::PutBlock(id) => Box::pin(self.put_block(blob, id, body)).await,
+            Operation::PutBlockList => Box::pin(self.put_block_list(blob, body)).await,
+            Operation::GetBlockList(kind) => Box::pin(self.get_block_list(blob, *kind)).await,
+            Operation::AbortCopyBlob(id) => Box::pin(self.abort_copy(blob, id)).await,
             Operation::AppendBlock if headers.contains_key(copy::COPY_SOURCE) => {
                 *operation = Some(OperationName("AppendBlockFromURL"));
-                self.append_block_from_url(blob, from()).await
+                Box::pin(self.append_block_from_url(blob, from())).await
             }
-            Operation::AppendBlock => self.append_block(blob, body).await,
-            Operation::SealBlob => self.seal(blob).await,
+            Operation::AppendBlock => Box::pin(self.append_block(blob, body)).await,
+            Operation::SealBlob => Box::pin(self.seal(blob)).await,
             Operation::PutPage if headers.contains_key(copy::COPY_SOURCE) => {
                 *operation = Some(OperationName("PutPageFromURL"));
-                self.put_page_from_url(blob, from()).await
+                Box::pin(self.put_page_from_url(blob, from())).await
             }
-            Operation::PutPage => self.put_page(blob, body).await,
-            Operation::IncrementalCopy => self.incremental_copy(blob, from()).await,
-            Operation::GetPageRanges(options) => self.page_ranges(blob, options).await,
+            Operation::PutPage => Box::pin(self.put_page(blob, body)).await,
+            Operation::IncrementalCopy => Box::pin(self.incremental_copy(blob, from())).await,
+            Operation::GetPageRanges(options) => Box::pin(self.page_ranges(blob, options)).await,
         }
     }
 }
