@@ -9,7 +9,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::error_code::ErrorCode;
+use crate::error_code::CommonCode;
 use crate::identity::Identity;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -186,24 +186,15 @@ impl Accounts {
         }
     }
 
-    /// Which account a request to the blob service addresses, and the rest of its path
-    /// (starting with `/`): by its host (`{account}.blob.…`), else by its path's first segment.
+    /// Which account a request to the service named `service` (`blob`, `queue`, `table`)
+    /// addresses, and the rest of its path (starting with `/`): by its host
+    /// (`{account}.{service}.…`), else by its path's first segment.
     pub fn locate<'a>(
-        &self,
-        host: Option<&str>,
-        path: &'a str,
-    ) -> Result<(&Account, &'a str, Style), ErrorCode> {
-        self.locate_in("blob", host, path)
-    }
-
-    /// [`Accounts::locate`] for the service named `service` (`blob`, `table`): the host
-    /// `{account}.{service}.…`, else the path's first segment.
-    pub fn locate_in<'a>(
         &self,
         service: &str,
         host: Option<&str>,
         path: &'a str,
-    ) -> Result<(&Account, &'a str, Style), ErrorCode> {
+    ) -> Result<(&Account, &'a str, Style), CommonCode> {
         if let Some(host) = host
             && let Some((first, rest)) = host.split_once('.')
             && rest
@@ -213,12 +204,12 @@ impl Accounts {
         {
             return Ok((account, path, Style::Host));
         }
-        let path = path.strip_prefix('/').ok_or(ErrorCode::InvalidUri)?;
+        let path = path.strip_prefix('/').ok_or(CommonCode::InvalidUri)?;
         let (name, rest) = match path.find('/') {
             Some(at) => (&path[..at], &path[at..]),
             None => (path, "/"),
         };
-        let account = self.get(name).ok_or(ErrorCode::InvalidUri)?;
+        let account = self.get(name).ok_or(CommonCode::InvalidUri)?;
         Ok((account, rest, Style::Path))
     }
 
@@ -284,27 +275,27 @@ mod tests {
         let accounts =
             Accounts::parse("devstoreaccount1:AAAA; other:BBBB,CCCC\n# a comment\n").unwrap();
         let (a, rest, style) = accounts
-            .locate(Some("127.0.0.1:10000"), "/devstoreaccount1/box/a/b")
+            .locate("blob", Some("127.0.0.1:10000"), "/devstoreaccount1/box/a/b")
             .unwrap();
         assert_eq!(
             (a.name(), rest, style),
             ("devstoreaccount1", "/box/a/b", Style::Path)
         );
         let (a, rest, style) = accounts
-            .locate(Some("other.blob.localhost:8787"), "/box/a")
+            .locate("blob", Some("other.blob.localhost:8787"), "/box/a")
             .unwrap();
         assert_eq!((a.name(), rest, style), ("other", "/box/a", Style::Host));
-        let (_, rest, _) = accounts.locate(None, "/other").unwrap();
+        let (_, rest, _) = accounts.locate("blob", None, "/other").unwrap();
         assert_eq!(rest, "/");
         // A host-style host of an unknown account falls back to the path.
         let (a, _, style) = accounts
-            .locate(Some("nobody.blob.localhost"), "/other/box")
+            .locate("blob", Some("nobody.blob.localhost"), "/other/box")
             .unwrap();
         assert_eq!((a.name(), style), ("other", Style::Path));
         for path in ["/box/a", "/", "", "/devstoreaccount/box"] {
             assert_eq!(
-                accounts.locate(None, path).map(|_| ()),
-                Err(ErrorCode::InvalidUri),
+                accounts.locate("blob", None, path).map(|_| ()),
+                Err(CommonCode::InvalidUri),
                 "{path}"
             );
         }

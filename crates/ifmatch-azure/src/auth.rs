@@ -20,7 +20,7 @@ use ifmatch_core::date::{HttpDate, parse_http_date};
 use sha2::Sha256;
 
 use crate::account::Account;
-use crate::error_code::ErrorCode;
+use crate::error_code::CommonCode;
 use crate::identity::Access;
 
 /// How far a Shared Key request's date may be from the server's clock.
@@ -63,7 +63,7 @@ pub struct Grant<S> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Denied {
     /// The error code.
-    pub code: ErrorCode,
+    pub code: CommonCode,
     /// What failed, for the error's message.
     pub detail: String,
     /// The `WWW-Authenticate` challenge to answer with (a refused bearer token).
@@ -71,7 +71,7 @@ pub struct Denied {
 }
 
 /// A denial with `code`.
-pub fn denied(code: ErrorCode, detail: impl Into<String>) -> Denied {
+pub fn denied(code: CommonCode, detail: impl Into<String>) -> Denied {
     Denied {
         code,
         detail: detail.into(),
@@ -87,7 +87,7 @@ pub fn unauthenticated(tenant: &str, detail: impl Into<String>) -> Denied {
             "Bearer authorization_uri=https://login.microsoftonline.com/{tenant}/oauth2/authorize \
              resource_id={STORAGE_AUDIENCE}"
         )),
-        ..denied(ErrorCode::InvalidAuthenticationInfo, detail)
+        ..denied(CommonCode::InvalidAuthenticationInfo, detail)
     }
 }
 
@@ -99,7 +99,7 @@ impl Access {
             return Ok(());
         }
         Err(denied(
-            ErrorCode::AuthorizationPermissionMismatch,
+            CommonCode::AuthorizationPermissionMismatch,
             format!(
                 "principal {} has no role assignment at {resource} that permits {}",
                 self.principal,
@@ -114,7 +114,7 @@ pub const STORAGE_AUDIENCE: &str = "https://storage.azure.com";
 
 /// An `AuthenticationFailed` denial.
 pub fn failed(detail: impl Into<String>) -> Denied {
-    denied(ErrorCode::AuthenticationFailed, detail)
+    denied(CommonCode::AuthenticationFailed, detail)
 }
 
 /// The parts of a request authentication reads.
@@ -276,7 +276,7 @@ impl<S> Grant<S> {
     pub fn allows(&self, in_scope: bool, needs: Needs<'_>) -> Result<(), Denied> {
         if !in_scope {
             return Err(denied(
-                ErrorCode::AuthorizationResourceTypeMismatch,
+                CommonCode::AuthorizationResourceTypeMismatch,
                 "this shared access signature does not cover this resource",
             ));
         }
@@ -287,7 +287,7 @@ impl<S> Grant<S> {
         };
         if !allowed {
             return Err(denied(
-                ErrorCode::AuthorizationPermissionMismatch,
+                CommonCode::AuthorizationPermissionMismatch,
                 format!(
                     "this operation needs the permissions {which:?} ({}); the signature grants {:?}",
                     if matches!(needs, Needs::AnyOf(_)) {
@@ -361,7 +361,7 @@ pub fn check_window(
         "https" if https => {}
         "https" => {
             return Err(denied(
-                ErrorCode::AuthorizationProtocolMismatch,
+                CommonCode::AuthorizationProtocolMismatch,
                 "the signature allows HTTPS only",
             ));
         }
@@ -370,7 +370,7 @@ pub fn check_window(
     let ip = field("sip");
     if !ip.is_empty() && !client.is_some_and(|client| ip_in(&ip, client)) {
         return Err(denied(
-            ErrorCode::AuthorizationSourceIPMismatch,
+            CommonCode::AuthorizationSourceIPMismatch,
             format!("the signature allows requests from {ip} only"),
         ));
     }
@@ -419,7 +419,7 @@ pub fn account_sas(
     let services = field("ss");
     if !services.contains(service) {
         return Err(denied(
-            ErrorCode::AuthorizationServiceMismatch,
+            CommonCode::AuthorizationServiceMismatch,
             "the signature does not cover this service (ss)",
         ));
     }
@@ -709,7 +709,7 @@ impl QueryPairs {
             let Some(stored) = stored else { continue };
             if self.get(name).is_some() {
                 return Err(denied(
-                    ErrorCode::InvalidQueryParameterValue,
+                    CommonCode::InvalidQueryParameterValue,
                     format!(
                         "{name} is both in the signature and in the stored access policy it \
                          names: a field is in one of them. QueryParameterName: {name}"

@@ -17,7 +17,7 @@ use sha2::Sha256;
 
 use crate::account::Account;
 use crate::auth::{Denied, QueryPairs, denied, failed, iso8601, unix};
-use crate::error_code::ErrorCode;
+use crate::error_code::CommonCode;
 use crate::identity::{Access, Assignment};
 
 /// The longest a delegation key holds: seven days from the request.
@@ -90,7 +90,7 @@ pub fn issue(
     now: SystemTime,
 ) -> Result<DelegationKey, Denied> {
     let now = unix(now);
-    let invalid = |detail: String| denied(ErrorCode::InvalidInput, detail);
+    let invalid = |detail: String| denied(CommonCode::InvalidInput, detail);
     let start = match start {
         Some(text) => iso8601(text)
             .ok_or_else(|| invalid(format!("Start {text:?} is not an ISO 8601 time")))?,
@@ -222,7 +222,7 @@ mod tests {
         let key = issue(account, &access, (None, &week), "2025-11-05", now).unwrap();
         let past = iso(unix(now) + MAX_LIFETIME + 1);
         let refused = issue(account, &access, (None, &past), "2025-11-05", now).unwrap_err();
-        assert_eq!(refused.code, ErrorCode::InvalidInput);
+        assert_eq!(refused.code, CommonCode::InvalidInput);
         let start = iso(unix(now) + 60);
         assert!(issue(account, &access, (Some(&start), &start), "2025-11-05", now).is_err());
         assert!(issue(account, &access, (None, "tomorrow"), "2025-11-05", now).is_err());

@@ -381,7 +381,7 @@ impl Access {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ErrorCode;
+    use crate::CommonCode;
 
     const READER: &str = "Storage Blob Data Reader";
 
@@ -414,7 +414,7 @@ mod tests {
         let refused = access.check(&[write], "/blobServices/default/containers/box");
         assert_eq!(
             refused.unwrap_err().code,
-            ErrorCode::AuthorizationPermissionMismatch
+            CommonCode::AuthorizationPermissionMismatch
         );
         for (bad, says) in [
             (

@@ -7,7 +7,7 @@
 //! | Shared Key, the SAS window, account SAS, HMAC | [`auth`] |
 //! | Entra ID tokens: trusted issuers, roles and their assignments, the tokens checked | [`identity`], [`roles`], [`token`], [`signature`] (the native cryptography and the development issuer: feature `tokens`) |
 //! | user delegation keys and the SAS they sign | [`delegation`] |
-//! | Azure Storage's error codes, and the macro each dialect declares its own with | [`ErrorCode`], [`error_codes!`] |
+//! | Azure Storage's error codes, and the macro each dialect declares its own with | [`CommonCode`], [`error_codes!`] |
 //! | the host's clock and randomness | [`Env`], [`ManualEnv`] |
 //! | one instance's writes to a key, one at a time | [`Turns`] |
 //! | the compare-and-swap loop of every front | [`swap::Attempts`] |
@@ -45,7 +45,7 @@ pub use account::{Account, Accounts, DEV_ACCOUNT, DEV_KEY, Style};
 #[cfg(feature = "system")]
 pub use env::SystemEnv;
 pub use env::{Env, ManualEnv};
-pub use error_code::{ErrorCode, is_xml_text, xml_escape};
+pub use error_code::{CommonCode, is_xml_text, xml_error_body, xml_escape};
 pub use headers::{ERROR_CODE, OperationName, REQUEST_ID};
 pub use turns::Turns;
 pub use whole_body::{Answer, WholeBody, answer_whole};

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 
-use crate::ErrorCode;
+use crate::CommonCode;
 
 /// The most bytes of metadata (names and values) one resource keeps, as in Azure.
 const MAX_METADATA: usize = 8 << 10;
@@ -14,7 +14,7 @@ const META: &str = "x-ms-meta-";
 
 /// The `x-ms-meta-*` of a request: names are C# identifiers (kept lowercased, as HTTP keeps
 /// them), values ASCII; at most 8 KiB in all.
-pub fn metadata(headers: &HeaderMap) -> Result<BTreeMap<String, String>, ErrorCode> {
+pub fn metadata(headers: &HeaderMap) -> Result<BTreeMap<String, String>, CommonCode> {
     let mut out = BTreeMap::new();
     let mut size = 0;
     for (name, value) in headers {
@@ -26,13 +26,13 @@ pub fn metadata(headers: &HeaderMap) -> Result<BTreeMap<String, String>, ErrorCo
             .next()
             .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
             && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        let value = value.to_str().map_err(|_| ErrorCode::InvalidMetadata)?;
+        let value = value.to_str().map_err(|_| CommonCode::InvalidMetadata)?;
         if !identifier {
-            return Err(ErrorCode::InvalidMetadata);
+            return Err(CommonCode::InvalidMetadata);
         }
         size += name.len() + value.len();
         if size > MAX_METADATA {
-            return Err(ErrorCode::MetadataTooLarge);
+            return Err(CommonCode::MetadataTooLarge);
         }
         out.insert(name.to_owned(), value.trim().to_owned());
     }
@@ -77,14 +77,14 @@ mod tests {
         for bad in ["x-ms-meta-2x", "x-ms-meta-a-b", "x-ms-meta-"] {
             assert_eq!(
                 metadata(&headers(&[(bad, "v")])),
-                Err(ErrorCode::InvalidMetadata),
+                Err(CommonCode::InvalidMetadata),
                 "{bad}"
             );
         }
         let big = "v".repeat(9000);
         assert_eq!(
             metadata(&headers(&[("x-ms-meta-a", &big)])),
-            Err(ErrorCode::MetadataTooLarge)
+            Err(CommonCode::MetadataTooLarge)
         );
     }
 }

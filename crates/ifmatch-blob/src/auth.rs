@@ -10,7 +10,7 @@ use ifmatch_azure::auth::{
     denied, failed, shared_key_lite_string, shared_key_string, verify_sas,
 };
 use ifmatch_azure::identity::{Access, Assignment};
-use ifmatch_azure::{Account, ErrorCode};
+use ifmatch_azure::{Account, CommonCode};
 
 use crate::operation::Operation;
 
@@ -86,7 +86,7 @@ pub fn authorize(
             ) =>
         {
             return Err(denied(
-                ErrorCode::AuthorizationPermissionMismatch,
+                CommonCode::AuthorizationPermissionMismatch,
                 "a container's access policy is read and set with the account key only",
             ));
         }
@@ -378,16 +378,16 @@ mod tests {
         );
         assert_eq!(
             allowed(&container_sas, Operation::DeleteBlob, "other", "a"),
-            Err(ErrorCode::AuthorizationResourceTypeMismatch)
+            Err(CommonCode::AuthorizationResourceTypeMismatch)
         );
         assert_eq!(
             allowed(&container_sas, Operation::DeleteContainer, "box", ""),
-            Err(ErrorCode::AuthorizationResourceTypeMismatch),
+            Err(CommonCode::AuthorizationResourceTypeMismatch),
             "only an account SAS deletes a container"
         );
         assert_eq!(
             allowed(&container_sas, Operation::SetContainerAcl, "box", ""),
-            Err(ErrorCode::AuthorizationPermissionMismatch),
+            Err(CommonCode::AuthorizationPermissionMismatch),
             "the access policy is the key's alone"
         );
         let blob_sas = grant("r", Scope::Blob("box".into(), "a".into()));
@@ -395,7 +395,7 @@ mod tests {
         assert!(allowed(&blob_sas, Operation::GetBlob, "box", "b").is_err());
         assert_eq!(
             allowed(&blob_sas, Operation::PutBlob, "box", "a"),
-            Err(ErrorCode::AuthorizationPermissionMismatch)
+            Err(CommonCode::AuthorizationPermissionMismatch)
         );
         let account_sas = grant(
             "rl",
@@ -416,12 +416,12 @@ mod tests {
         );
         assert_eq!(
             allowed(&account_sas, Operation::GetBlob, "box", "a"),
-            Err(ErrorCode::AuthorizationResourceTypeMismatch),
+            Err(CommonCode::AuthorizationResourceTypeMismatch),
             "srt without o"
         );
         assert_eq!(
             allowed(&Credential::Anonymous, Operation::GetBlob, "box", "a"),
-            Err(ErrorCode::AuthenticationFailed)
+            Err(CommonCode::AuthenticationFailed)
         );
         assert_eq!(
             allowed(&Credential::Key, Operation::SetContainerAcl, "box", ""),
@@ -595,7 +595,7 @@ mod tests {
             let denied = judge(refused).unwrap_err();
             assert_eq!(
                 denied.code,
-                ErrorCode::AuthorizationPermissionMismatch,
+                CommonCode::AuthorizationPermissionMismatch,
                 "{method} {uri}"
             );
         }

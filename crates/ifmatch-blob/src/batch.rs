@@ -5,10 +5,10 @@
 //! Only the envelope is read and written here; every subrequest is handled by the front like
 //! any other request, credentials and all.
 
+use crate::ErrorCode;
 use bytes::{BufMut, Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Response};
-use ifmatch_azure::ErrorCode;
 
 /// The most subrequests one batch may carry.
 pub(crate) const MAX_SUBREQUESTS: usize = 256;

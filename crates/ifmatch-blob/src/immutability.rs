@@ -4,9 +4,9 @@
 //! `BlobImmutableDueToLegalHold`), whatever the caller's key; nor can its container be deleted.
 //! An unlocked policy may be changed or removed; a locked one only extended.
 
+use crate::ErrorCode;
 use http::HeaderMap;
 use http::header::HeaderValue;
-use ifmatch_azure::ErrorCode;
 use ifmatch_core::date::parse_http_date;
 
 /// `x-ms-immutability-policy-until-date`: until when a policy holds (an HTTP date).

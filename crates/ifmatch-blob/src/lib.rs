@@ -53,6 +53,7 @@ pub mod container_protection;
 pub mod copy_origin;
 pub mod delegators;
 mod enumeration;
+mod error_code;
 mod front;
 mod hashing;
 pub mod immutability;
@@ -74,6 +75,7 @@ pub mod tags;
 pub mod version;
 
 pub use body::{Incoming, ResponseBody};
+pub use error_code::ErrorCode;
 pub use front::{DEFAULT_MAX_BODY, Front};
 pub use hashing::HashingBody;
 pub use ifmatch_core::ByteRange;

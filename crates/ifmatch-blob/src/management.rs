@@ -20,6 +20,7 @@ const CONTAINERS: &str = "Microsoft.Storage/storageAccounts/blobServices/contain
 
 ifmatch_azure::error_codes! {
     /// An error code of the management API, answered as `{"error": {"code", "message"}}`.
+    #[non_exhaustive]
     pub enum ArmCode {
     /// A resource type or action this server does not serve.
     InvalidResourceType = NOT_FOUND, "The resource type is not served here: this server's management API serves a blob container, its immutability policy and its legal holds.";

@@ -1,7 +1,7 @@
 //! Reading a request line into a blob-dialect operation, and the naming rules.
 
+use crate::ErrorCode;
 use http::Method;
-use ifmatch_azure::ErrorCode;
 use percent_encoding::percent_decode_str;
 
 /// The operations of the blob dialect.

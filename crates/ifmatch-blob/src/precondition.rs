@@ -21,7 +21,7 @@
 
 use http::{HeaderMap, header};
 
-use ifmatch_azure::ErrorCode;
+use crate::ErrorCode;
 use ifmatch_core::precondition::{Conditions, Outcome, TagField, Validators};
 
 /// The kind of operation whose conditions are evaluated.
@@ -47,7 +47,7 @@ pub enum Operation {
 ///
 /// ```
 /// use http::{HeaderMap, header};
-/// use ifmatch_azure::ErrorCode;
+/// use ifmatch_blob::ErrorCode;
 /// use ifmatch_blob::precondition::{Operation, evaluate};
 /// use ifmatch_core::{precondition::Validators, strong_etag};
 ///

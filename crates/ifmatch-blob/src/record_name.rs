@@ -13,7 +13,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use ifmatch_azure::ErrorCode;
+use crate::ErrorCode;
 
 /// What separates a blob's name from a snapshot's id.
 const SNAPSHOT: char = '\t';

@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use ifmatch_azure::ErrorCode;
+use crate::ErrorCode;
 use quick_xml::events::Event;
 
 /// A blob's tags, by key.

@@ -9,7 +9,7 @@ use common::headers;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::{HeaderMap, HeaderValue, StatusCode};
-use ifmatch_azure::ErrorCode::{self, *};
+use ifmatch_blob::ErrorCode::{self, *};
 use ifmatch_blob::lease::{
     Access, Lease, LeaseAction, LeaseDuration, LeaseId, LeaseState, Scope, Transition, headers,
 };

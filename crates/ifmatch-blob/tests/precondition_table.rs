@@ -7,7 +7,7 @@ use common::headers;
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use ifmatch_azure::ErrorCode::{
+use ifmatch_blob::ErrorCode::{
     self, BlobAlreadyExists, ConditionNotMet as CNM, MultipleConditionHeadersNotSupported as MULTI,
     UnsupportedHeader,
 };

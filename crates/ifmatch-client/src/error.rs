@@ -1,7 +1,7 @@
 //! What a request can end in, typed by the dialect's error code.
 
 use http::StatusCode;
-use ifmatch_azure::ErrorCode;
+use ifmatch_blob::ErrorCode;
 
 /// A failed request: the answer's status and error code, or a transport failure.
 #[derive(Debug, thiserror::Error)]

@@ -167,7 +167,7 @@ impl Lock {
             match LeaseGuard::acquire(blob, duration).await {
                 Ok(guard) => return Ok(guard),
                 Err(e) if e.is_not_found() => {
-                    if e.code() == Some(ifmatch_azure::ErrorCode::ContainerNotFound) {
+                    if e.code() == Some(ifmatch_blob::ErrorCode::ContainerNotFound) {
                         blob.create_container().await?;
                     }
                     match blob.put(Vec::new(), &Conditions::create_only()).await {

@@ -10,6 +10,7 @@ pub use ifmatch_azure::Answer;
 ifmatch_azure::error_codes! {
     /// A Cosmos DB error code, with its status and the message Azure gives when nothing more is
     /// known.
+    #[non_exhaustive]
     pub enum Code {
     /// The request is malformed, or asks for what this service does not do.
     BadRequest = BAD_REQUEST, "The request is not valid.";

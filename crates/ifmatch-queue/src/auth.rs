@@ -248,7 +248,7 @@ mod tests {
             let denied = judge(refused).unwrap_err();
             assert_eq!(
                 denied.code,
-                ifmatch_azure::ErrorCode::AuthorizationPermissionMismatch,
+                ifmatch_azure::CommonCode::AuthorizationPermissionMismatch,
                 "{method} {uri}"
             );
         }

@@ -53,7 +53,7 @@ impl<T: Tables + Clone, E: Env> ifmatch_azure::WholeBody for Endpoint<T, E> {
     /// 413 `RequestBodyTooLarge`.
     fn too_large(&self, parts: &http::request::Parts) -> Answer {
         let failure = Failure::shared(
-            ifmatch_azure::ErrorCode::RequestBodyTooLarge,
+            ifmatch_azure::CommonCode::RequestBodyTooLarge,
             "The body is over 1 MiB; a message is at most 64 KiB.",
         );
         self.stamped(failure.answer(parts.method == Method::HEAD), parts)
@@ -61,7 +61,7 @@ impl<T: Tables + Clone, E: Env> ifmatch_azure::WholeBody for Endpoint<T, E> {
 
     /// 400 `InvalidInput`: the body was cut short.
     fn cut(&self, parts: &http::request::Parts) -> Answer {
-        let failure = Failure::shared(ifmatch_azure::ErrorCode::InvalidInput, "The body was cut.");
+        let failure = Failure::shared(ifmatch_azure::CommonCode::InvalidInput, "The body was cut.");
         self.stamped(failure.answer(parts.method == Method::HEAD), parts)
     }
 }
@@ -168,11 +168,11 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         cors.preflight(&parts.headers)
             .map_err(|refused| match refused {
                 cors::Refused::NotPreflight => Failure::shared(
-                    ifmatch_azure::ErrorCode::MissingRequiredHeader,
+                    ifmatch_azure::CommonCode::MissingRequiredHeader,
                     "A preflight (OPTIONS) carries Origin and Access-Control-Request-Method.",
                 ),
                 cors::Refused::NoRule => {
-                    Failure::from(ifmatch_azure::ErrorCode::CorsPreflightFailure)
+                    Failure::from(ifmatch_azure::CommonCode::CorsPreflightFailure)
                 }
             })
     }
@@ -191,7 +191,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
     ) -> Result<(&'a Account, &'a str, Style)> {
         let raw = parts.uri.path();
         let raw = raw.strip_prefix(self.mount.as_str()).unwrap_or(raw);
-        Ok(self.accounts.locate_in("queue", host(parts), raw)?)
+        Ok(self.accounts.locate("queue", host(parts), raw)?)
     }
 
     /// The tables of `account`'s queues.
@@ -229,7 +229,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
     /// token.
     pub fn unreadable_header(&self, parts: &http::request::Parts, name: &str) -> Answer {
         let failure = Failure::shared(
-            ifmatch_azure::ErrorCode::InvalidHeaderValue,
+            ifmatch_azure::CommonCode::InvalidHeaderValue,
             format!("The header name {name:?} is not an HTTP token."),
         );
         self.stamped(failure.answer(parts.method == Method::HEAD), parts)
@@ -268,8 +268,8 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         let weight = ifmatch_azure::inflight::weight(body);
         let _admitted = self.inflight.admit(weight).map_err(|refused| {
             let code = match refused {
-                Refused::TooHeavy { .. } => ifmatch_azure::ErrorCode::RequestBodyTooLarge,
-                Refused::Busy { .. } => ifmatch_azure::ErrorCode::ServerBusy,
+                Refused::TooHeavy { .. } => ifmatch_azure::CommonCode::RequestBodyTooLarge,
+                Refused::Busy { .. } => ifmatch_azure::CommonCode::ServerBusy,
             };
             Failure::shared(code, refused.to_string())
         })?;

@@ -5,10 +5,11 @@
 
 use bytes::Bytes;
 use http::{HeaderValue, StatusCode, header};
-use ifmatch_azure::{Answer, ERROR_CODE, xml_escape};
+use ifmatch_azure::{Answer, ERROR_CODE};
 
 ifmatch_azure::error_codes! {
     /// An error code of the Queue service alone, with its status and Azure's message.
+    #[non_exhaustive]
     pub enum ErrorCode {
     /// The queue is not there.
     QueueNotFound = NOT_FOUND, "The specified queue does not exist.";
@@ -62,7 +63,7 @@ impl Failure {
     }
 
     /// A code every storage service shares, with `message`.
-    pub fn shared(code: ifmatch_azure::ErrorCode, message: impl Into<String>) -> Self {
+    pub fn shared(code: ifmatch_azure::CommonCode, message: impl Into<String>) -> Self {
         Self {
             status: code.status(),
             code: code.as_str(),
@@ -75,11 +76,7 @@ impl Failure {
     pub fn answer(&self, head: bool) -> Answer {
         let body = match head {
             true => Bytes::new(),
-            false => Bytes::from(format!(
-                "<?xml version=\"1.0\" encoding=\"utf-8\"?><Error><Code>{}</Code><Message>{}</Message></Error>",
-                self.code,
-                xml_escape(&self.message)
-            )),
+            false => Bytes::from(ifmatch_azure::xml_error_body(self.code, &self.message)),
         };
         let mut answer = http::Response::new(body);
         *answer.status_mut() = self.status;
@@ -106,8 +103,8 @@ impl From<ErrorCode> for Failure {
     }
 }
 
-impl From<ifmatch_azure::ErrorCode> for Failure {
-    fn from(code: ifmatch_azure::ErrorCode) -> Self {
+impl From<ifmatch_azure::CommonCode> for Failure {
+    fn from(code: ifmatch_azure::CommonCode) -> Self {
         Self::shared(code, code.message())
     }
 }
@@ -125,7 +122,7 @@ impl From<ifmatch_table::TableError> for Failure {
     /// The backend failed: 503, nothing known to have changed but what the caller says.
     fn from(error: ifmatch_table::TableError) -> Self {
         Self::shared(
-            ifmatch_azure::ErrorCode::ServerBusy,
+            ifmatch_azure::CommonCode::ServerBusy,
             format!("The storage backend failed: {error}. Retry."),
         )
     }

@@ -176,7 +176,7 @@ pub(crate) async fn update(
         }
     }
     Err(Failure::shared(
-        ifmatch_azure::ErrorCode::ServerBusy,
+        ifmatch_azure::CommonCode::ServerBusy,
         "The queue changed under this request more times than it retries: retry it.",
     ))
 }

@@ -355,7 +355,7 @@ pub fn authorize<'c>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ifmatch_azure::ErrorCode;
+    use ifmatch_azure::CommonCode;
 
     #[test]
     fn each_operation_is_judged_by_its_action_one_role_allowed_and_one_refused() {
@@ -412,7 +412,7 @@ mod tests {
             let denied = authorize(&token(refused), operation).unwrap_err();
             assert_eq!(
                 denied.code,
-                ErrorCode::AuthorizationPermissionMismatch,
+                CommonCode::AuthorizationPermissionMismatch,
                 "{method} {path}"
             );
         }
@@ -471,15 +471,15 @@ mod tests {
         assert_eq!(allowed(&sas, Operation::Upsert("people")), Ok(Some(range)));
         assert_eq!(
             allowed(&sas, Operation::Delete("people")),
-            Err(ErrorCode::AuthorizationPermissionMismatch)
+            Err(CommonCode::AuthorizationPermissionMismatch)
         );
         assert_eq!(
             allowed(&sas, Operation::Read("others")),
-            Err(ErrorCode::AuthorizationResourceTypeMismatch)
+            Err(CommonCode::AuthorizationResourceTypeMismatch)
         );
         assert_eq!(
             allowed(&sas, Operation::CreateTable),
-            Err(ErrorCode::AuthorizationResourceTypeMismatch),
+            Err(CommonCode::AuthorizationResourceTypeMismatch),
             "a table SAS creates no table"
         );
         let only_add = grant(
@@ -491,7 +491,7 @@ mod tests {
         );
         assert_eq!(
             allowed(&only_add, Operation::Upsert("people")),
-            Err(ErrorCode::AuthorizationPermissionMismatch),
+            Err(CommonCode::AuthorizationPermissionMismatch),
             "insert or replace needs add and update"
         );
         assert_eq!(allowed(&only_add, Operation::Insert("people")), Ok(None));
@@ -507,11 +507,11 @@ mod tests {
         assert_eq!(allowed(&account, Operation::QueryTables), Ok(None));
         assert_eq!(
             allowed(&account, Operation::Read("people")),
-            Err(ErrorCode::AuthorizationResourceTypeMismatch)
+            Err(CommonCode::AuthorizationResourceTypeMismatch)
         );
         assert_eq!(
             allowed(&Credential::Anonymous, Operation::Read("people")),
-            Err(ErrorCode::AuthenticationFailed)
+            Err(CommonCode::AuthenticationFailed)
         );
     }
 

@@ -138,7 +138,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         // A path that names no account is the first account's: clients that drop an
         // endpoint's path (the legacy `azure-storage` package does, outside its own
         // development-storage settings) send `/Tables`, `/people(...)`.
-        let located = self.accounts.locate_in("table", host, raw);
+        let located = self.accounts.locate("table", host, raw);
         let first = self.accounts.iter().next();
         let (account, below, style) = match (located, first) {
             (Ok(located), _) => located,

@@ -4,6 +4,7 @@
 
 ifmatch_azure::error_codes! {
     /// An error code of the Azure Table storage REST dialect.
+    #[non_exhaustive]
     pub enum ErrorCode {
     /// A request input is not valid: a body, a key, a query parameter.
     InvalidInput = BAD_REQUEST, "One of the request inputs is not valid.";

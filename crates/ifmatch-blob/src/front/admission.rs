@@ -7,13 +7,13 @@ use http::header;
 
 use super::failure::{Failure, Result};
 use super::state::Front;
+use crate::ErrorCode;
 use crate::auth;
 use crate::auth::Credential;
 use crate::operation::{Operation, Target};
 use crate::record::PublicAccess;
 use crate::store::{Key, Objects, Records};
 use ifmatch_azure::Env;
-use ifmatch_azure::ErrorCode;
 use ifmatch_azure::OperationName;
 use ifmatch_azure::auth::{ClientIp, Https, Signed};
 
@@ -76,7 +76,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         operation: &mut Option<OperationName>,
     ) -> Result<Admitted<'_>> {
         let (method, uri, headers) = (&parts.method, &parts.uri, &parts.headers);
-        let (account, path, style) = self.accounts.locate(host(parts), uri.path())?;
+        let (account, path, style) = self.accounts.locate("blob", host(parts), uri.path())?;
         let target = Target::parse(method, path, uri.query())?;
         *operation = Some(OperationName(target.operation.name()));
         let signed = Signed {

@@ -19,11 +19,11 @@ use super::call::Call;
 use super::failure::Answered;
 use super::headers::{CONTENT_CRC64, CONTENT_MD5};
 use super::state::Front;
+use crate::ErrorCode;
 use crate::lease::Access;
 use crate::precondition;
 use http::StatusCode;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
-use ifmatch_azure::ErrorCode;
 
 use super::answers::{answer, validator_headers};
 use super::failure::{Failure, Result};

@@ -5,12 +5,13 @@ use super::call::Call;
 use super::failure::Answered;
 use super::headers::{BLOB_TYPE, CONTENT_CRC64, CONTENT_MD5, MS_RANGE, RANGE_MD5, RANGE_MD5_MAX};
 use super::state::Front;
+use crate::ErrorCode;
 use crate::lease::{Access, Scope};
 use crate::precondition;
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderValue};
 use http::{StatusCode, header};
-use ifmatch_azure::{ERROR_CODE, ErrorCode};
+use ifmatch_azure::ERROR_CODE;
 use ifmatch_core::precondition::Outcome;
 use ifmatch_core::{ByteRange, strong_etag};
 

@@ -13,13 +13,13 @@ use super::call::Call;
 use super::failure::Answered;
 use super::headers::CONTENT_CRC64;
 use super::state::Front;
+use crate::ErrorCode;
 use crate::lease::{Access, Scope};
 use crate::precondition;
 use futures_util::StreamExt;
 use http::StatusCode;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http_body_util::BodyExt;
-use ifmatch_azure::ErrorCode;
 use ifmatch_core::{EntityTag, EtagHasher, strong_etag};
 
 use super::answers::{answer, insert_checksums, validator_headers, xml_answer};

@@ -5,12 +5,12 @@ use super::call::Call;
 use super::failure::Answered;
 use super::headers::PUBLIC_ACCESS;
 use super::state::Front;
+use crate::ErrorCode;
 use crate::lease::{Access, Scope};
 use crate::precondition;
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderValue};
 use http::{Method, Response, StatusCode, header};
-use ifmatch_azure::ErrorCode;
 use ifmatch_core::strong_etag;
 
 use super::answers::{answer, validator_headers, xml_answer};

@@ -34,12 +34,12 @@ use super::call::Call;
 use super::failure::Answered;
 use super::headers::{BLOB_TYPE, CONTENT_CRC64, CONTENT_MD5};
 use super::state::Front;
+use crate::ErrorCode;
 use crate::lease::{Access, Scope};
 use crate::precondition;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Uri};
 use http_body_util::Either;
-use ifmatch_azure::ErrorCode;
 use ifmatch_core::ByteRange;
 use ifmatch_core::date::date_header_value;
 
@@ -487,7 +487,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             })?;
         let authority = url.authority().expect("checked").as_str();
         let named_account = matches!(
-            self.accounts.locate(Some(authority), "/"),
+            self.accounts.locate("blob", Some(authority), "/"),
             Ok((_, _, Style::Host))
         );
         let reached = host(from.parts).is_some_and(|h| h.eq_ignore_ascii_case(authority))
@@ -507,7 +507,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         }
         let (account, path, _) = self
             .accounts
-            .locate(Some(authority), url.path())
+            .locate("blob", Some(authority), url.path())
             .map_err(|_| cannot("The copy source names no account of this server."))?;
         let target = Target::parse(&Method::GET, path, url.query())?;
         if target.operation != Operation::GetBlob || target.blob.is_empty() {

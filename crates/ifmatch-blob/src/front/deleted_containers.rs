@@ -18,9 +18,9 @@
 
 use std::collections::HashSet;
 
+use crate::ErrorCode;
 use http::StatusCode;
 use http::header::HeaderName;
-use ifmatch_azure::ErrorCode;
 
 use super::answers::{answer, validator_headers};
 use super::call::Call;

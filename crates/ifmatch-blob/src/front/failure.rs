@@ -1,9 +1,9 @@
 //! The front's errors: a [`Failure`] is an answer with Azure's error code and what to say
 //! about it, made from whatever went wrong (credentials, headers, the backends).
 
+use crate::ErrorCode;
 use http::header;
 use http::header::{HeaderMap, HeaderValue};
-use ifmatch_azure::ErrorCode;
 
 use super::answers::{Answer, answer};
 use crate::body::ResponseBody;
@@ -42,8 +42,14 @@ impl From<ifmatch_azure::auth::Denied> for Failure {
     fn from(denied: ifmatch_azure::auth::Denied) -> Self {
         Self {
             challenge: denied.challenge,
-            ..Self::with_detail(denied.code, denied.detail)
+            ..Self::with_detail(denied.code.into(), denied.detail)
         }
+    }
+}
+
+impl From<ifmatch_azure::CommonCode> for Failure {
+    fn from(code: ifmatch_azure::CommonCode) -> Self {
+        ErrorCode::from(code).into()
     }
 }
 

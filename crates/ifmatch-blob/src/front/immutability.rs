@@ -6,10 +6,11 @@
 //! blobs before this one was protected fails its own compare-and-swap and looks again: no
 //! container delete takes a protected blob with it.
 
+use crate::ErrorCode;
 use http::StatusCode;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
+use ifmatch_azure::Env;
 use ifmatch_azure::swap::Attempts;
-use ifmatch_azure::{Env, ErrorCode};
 use ifmatch_core::date::date_header_value;
 
 use super::answers::answer;

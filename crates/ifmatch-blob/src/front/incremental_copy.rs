@@ -4,8 +4,9 @@
 //! later snapshot of the same blob. A copy shares the source's objects as any copy here does
 //! (no byte is read), so only what differs costs room, as Azure's promise is.
 
+use crate::ErrorCode;
 use http::header::HeaderMap;
-use ifmatch_azure::{Env, ErrorCode};
+use ifmatch_azure::Env;
 
 use super::call::Call;
 use super::copy::{Found, Requester};

@@ -3,11 +3,11 @@
 use super::call::Call;
 use super::failure::Answered;
 use super::state::Front;
+use crate::ErrorCode;
 use crate::lease::{LeaseAction, LeaseId};
 use crate::precondition;
 use http::StatusCode;
 use http::header::HeaderMap;
-use ifmatch_azure::ErrorCode;
 
 use super::answers::{answer, validator_headers};
 use super::swap::Step;

@@ -6,12 +6,13 @@
 //! the operation's action at the container; or none when the operator chose anonymous access.
 //! Account keys and shared access signatures reach no management operation (as in Azure).
 
+use crate::ErrorCode;
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{HeaderMap, Method, StatusCode};
+use ifmatch_azure::Env;
 use ifmatch_azure::auth::Https;
 use ifmatch_azure::identity::Access;
-use ifmatch_azure::{Env, ErrorCode};
 use serde_json::Value;
 
 use super::admission::Admitted;

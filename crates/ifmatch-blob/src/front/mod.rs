@@ -13,11 +13,12 @@
 //! (`state.rs`), a request as a handler takes it (`call.rs`), the headers several read
 //! (`headers.rs`), what they answer (`answers.rs`) and how they fail (`failure.rs`).
 
+use crate::ErrorCode;
 use bytes::Bytes;
 use http::header::HeaderValue;
 use http::{Method, Request};
 use http_body::Body;
-use ifmatch_azure::{ErrorCode, OperationName, REQUEST_ID};
+use ifmatch_azure::{OperationName, REQUEST_ID};
 
 use self::admission::endpoint;
 use self::answers::Answer;

@@ -13,11 +13,11 @@ use super::call::Call;
 use super::failure::Answered;
 use super::headers::{CONTENT_CRC64, CONTENT_MD5, MS_RANGE, SEQUENCE_NUMBER};
 use super::state::Front;
+use crate::ErrorCode;
 use crate::lease::Access;
 use crate::precondition;
 use http::StatusCode;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use ifmatch_azure::ErrorCode;
 use ifmatch_core::ByteRange;
 
 use super::answers::{answer, validator_headers, xml_answer};

@@ -13,9 +13,10 @@
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
+use crate::ErrorCode;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{StatusCode, Uri};
-use ifmatch_azure::{Env, ErrorCode};
+use ifmatch_azure::Env;
 
 use super::answers::{answer, validator_headers};
 use super::failure::Answered;

@@ -5,10 +5,11 @@
 
 use std::time::Duration;
 
+use crate::ErrorCode;
 use http::StatusCode;
 use http::header::HeaderMap;
 use http_body_util::BodyExt;
-use ifmatch_azure::{Env, ErrorCode};
+use ifmatch_azure::Env;
 
 use super::answers::{answer, xml_answer};
 use super::failure::Answered;

@@ -9,10 +9,11 @@
 //! the two lands second sees the other: a delete that looked before the snapshot was written
 //! fails its swap on the bump (and looks again), or comes first and fails the bump.
 
+use crate::ErrorCode;
 use http::StatusCode;
 use http::header::{HeaderMap, HeaderValue};
+use ifmatch_azure::Env;
 use ifmatch_azure::swap::Attempts;
-use ifmatch_azure::{Env, ErrorCode};
 
 use super::answers::{answer, validator_headers};
 use super::call::Call;

@@ -1,9 +1,10 @@
 //! Soft delete ([`crate::soft_delete`]): keeping a deleted blob, marking a deleted snapshot,
 //! Undelete Blob, and the removal of those whose days are over.
 
+use crate::ErrorCode;
 use http::StatusCode;
 use http::header::HeaderMap;
-use ifmatch_azure::{Env, ErrorCode};
+use ifmatch_azure::Env;
 
 use super::answers::answer;
 use super::call::Call;

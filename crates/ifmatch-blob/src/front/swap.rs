@@ -2,10 +2,10 @@
 //! nobody changed it meanwhile, start over if somebody did.
 
 use super::state::Front;
+use crate::ErrorCode;
 use crate::lease::Access;
 use crate::precondition;
 use http::header::HeaderMap;
-use ifmatch_azure::ErrorCode;
 
 use super::failure::{Failure, Result};
 use super::gate::{Asking, existing};

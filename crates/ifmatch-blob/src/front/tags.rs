@@ -4,10 +4,11 @@
 //! Last-Modified, as in Azure; a read's lease rules apply to both (Azure's reference takes
 //! `x-ms-lease-id` on them, and refuses it when it is not the blob's).
 
+use crate::ErrorCode;
 use http::StatusCode;
 use http::header::HeaderMap;
 use http_body_util::BodyExt;
-use ifmatch_azure::{Env, ErrorCode};
+use ifmatch_azure::Env;
 
 use super::answers::{answer, xml_answer};
 use super::call::Call;

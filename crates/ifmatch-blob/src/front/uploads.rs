@@ -2,11 +2,11 @@
 //! checksums the client declared, made durable; and the objects a change left unnamed,
 //! discarded.
 
+use crate::ErrorCode;
 use bytes::Bytes;
 use http::header::HeaderMap;
 use http::{StatusCode, header};
 use http_body::Body;
-use ifmatch_azure::ErrorCode;
 
 use super::answers::Answer;
 use super::answers::{answer, insert_sha256, validator_headers};

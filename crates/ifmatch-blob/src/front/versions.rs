@@ -1,6 +1,7 @@
 //! Versions ([`crate::version`]): keeping one, and what a `versionid=` names.
 
-use ifmatch_azure::{Env, ErrorCode};
+use crate::ErrorCode;
+use ifmatch_azure::Env;
 
 use super::failure::Result;
 use super::state::Front;

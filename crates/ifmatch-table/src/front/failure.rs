@@ -33,7 +33,7 @@ impl Failure {
 
     /// A failure of the checks the table dialect shares with the blob dialect (credentials),
     /// with the code and status they give.
-    pub(crate) fn shared(code: ifmatch_azure::ErrorCode, message: impl Into<String>) -> Self {
+    pub(crate) fn shared(code: ifmatch_azure::CommonCode, message: impl Into<String>) -> Self {
         Self {
             status: code.status().as_u16(),
             code: code.as_str(),
@@ -87,7 +87,7 @@ pub fn failure(code: ErrorCode, message: &str) -> Answer {
 }
 
 /// The JSON error of a check the table dialect shares with the blob dialect (credentials).
-pub fn denial(code: ifmatch_azure::ErrorCode, message: &str) -> Answer {
+pub fn denial(code: ifmatch_azure::CommonCode, message: &str) -> Answer {
     Failure::shared(code, message).answer()
 }
 
