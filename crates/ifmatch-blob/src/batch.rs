@@ -5,7 +5,7 @@
 //! Only the envelope is read and written here; every subrequest is handled by the front like
 //! any other request, credentials and all.
 
-use crate::ErrorCode;
+use crate::error_code::ErrorCode;
 use bytes::{BufMut, Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Response};

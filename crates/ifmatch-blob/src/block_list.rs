@@ -6,7 +6,7 @@
 //! names the blocks in order. The committed blob is those objects one after the other: nothing
 //! is copied at commit time.
 
-use crate::ErrorCode;
+use crate::error_code::ErrorCode;
 use quick_xml::events::Event;
 
 use crate::operation::BlockListType;

@@ -11,7 +11,7 @@
 //! A blob changed before the policy was set is kept from that change: longer than Azure keeps
 //! it, never shorter.
 
-use crate::ErrorCode;
+use crate::error_code::ErrorCode;
 
 /// The shortest retention, in days.
 pub const MIN_DAYS: u32 = 1;

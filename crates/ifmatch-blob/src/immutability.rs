@@ -4,7 +4,7 @@
 //! `BlobImmutableDueToLegalHold`), whatever the caller's key; nor can its container be deleted.
 //! An unlocked policy may be changed or removed; a locked one only extended.
 
-use crate::ErrorCode;
+use crate::error_code::ErrorCode;
 use http::HeaderMap;
 use http::header::HeaderValue;
 use ifmatch_core::date::parse_http_date;

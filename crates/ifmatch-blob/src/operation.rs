@@ -1,6 +1,6 @@
 //! Reading a request line into a blob-dialect operation, and the naming rules.
 
-use crate::ErrorCode;
+use crate::error_code::ErrorCode;
 use http::Method;
 use percent_encoding::percent_decode_str;
 

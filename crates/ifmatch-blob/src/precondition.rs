@@ -21,7 +21,7 @@
 
 use http::{HeaderMap, header};
 
-use crate::ErrorCode;
+use crate::error_code::ErrorCode;
 use ifmatch_core::precondition::{Conditions, Outcome, TagField, Validators};
 
 /// The kind of operation whose conditions are evaluated.

@@ -13,7 +13,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::ErrorCode;
+use crate::error_code::ErrorCode;
 
 /// What separates a blob's name from a snapshot's id.
 const SNAPSHOT: char = '\t';

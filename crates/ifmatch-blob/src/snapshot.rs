@@ -3,7 +3,7 @@
 //!
 //! A snapshot is a blob record of its own, named as [`crate::record_name`] says.
 
-use crate::ErrorCode;
+use crate::error_code::ErrorCode;
 
 /// `x-ms-snapshot`: Snapshot Blob's answer names the snapshot it made.
 pub const SNAPSHOT: &str = "x-ms-snapshot";

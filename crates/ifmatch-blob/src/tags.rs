@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::ErrorCode;
+use crate::error_code::ErrorCode;
 use quick_xml::events::Event;
 
 /// A blob's tags, by key.

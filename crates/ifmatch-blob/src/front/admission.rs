@@ -7,9 +7,9 @@ use http::header;
 
 use super::failure::{Failure, Result};
 use super::state::Front;
-use crate::ErrorCode;
 use crate::auth;
 use crate::auth::Credential;
+use crate::error_code::ErrorCode;
 use crate::operation::{Operation, Target};
 use crate::record::PublicAccess;
 use crate::store::{Key, Objects, Records};

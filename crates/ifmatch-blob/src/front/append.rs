@@ -19,7 +19,7 @@ use super::call::Call;
 use super::failure::Answered;
 use super::headers::{CONTENT_CRC64, CONTENT_MD5};
 use super::state::Front;
-use crate::ErrorCode;
+use crate::error_code::ErrorCode;
 use crate::lease::Access;
 use crate::precondition;
 use http::StatusCode;

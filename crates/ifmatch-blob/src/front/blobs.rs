@@ -5,7 +5,7 @@ use super::call::Call;
 use super::failure::Answered;
 use super::headers::{BLOB_TYPE, CONTENT_CRC64, CONTENT_MD5, MS_RANGE, RANGE_MD5, RANGE_MD5_MAX};
 use super::state::Front;
-use crate::ErrorCode;
+use crate::error_code::ErrorCode;
 use crate::lease::{Access, Scope};
 use crate::precondition;
 use bytes::Bytes;

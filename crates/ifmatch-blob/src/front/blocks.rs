@@ -13,7 +13,7 @@ use super::call::Call;
 use super::failure::Answered;
 use super::headers::CONTENT_CRC64;
 use super::state::Front;
-use crate::ErrorCode;
+use crate::error_code::ErrorCode;
 use crate::lease::{Access, Scope};
 use crate::precondition;
 use futures_util::StreamExt;

@@ -5,7 +5,7 @@ use super::call::Call;
 use super::failure::Answered;
 use super::headers::PUBLIC_ACCESS;
 use super::state::Front;
-use crate::ErrorCode;
+use crate::error_code::ErrorCode;
 use crate::lease::{Access, Scope};
 use crate::precondition;
 use bytes::Bytes;

@@ -18,7 +18,7 @@
 
 use std::collections::HashSet;
 
-use crate::ErrorCode;
+use crate::error_code::ErrorCode;
 use http::StatusCode;
 use http::header::HeaderName;
 

@@ -1,7 +1,7 @@
 //! The front's errors: a [`Failure`] is an answer with Azure's error code and what to say
 //! about it, made from whatever went wrong (credentials, headers, the backends).
 
-use crate::ErrorCode;
+use crate::error_code::ErrorCode;
 use http::header;
 use http::header::{HeaderMap, HeaderValue};
 

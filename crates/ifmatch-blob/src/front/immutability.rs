@@ -6,7 +6,7 @@
 //! blobs before this one was protected fails its own compare-and-swap and looks again: no
 //! container delete takes a protected blob with it.
 
-use crate::ErrorCode;
+use crate::error_code::ErrorCode;
 use http::StatusCode;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use ifmatch_azure::Env;

@@ -4,7 +4,7 @@
 //! later snapshot of the same blob. A copy shares the source's objects as any copy here does
 //! (no byte is read), so only what differs costs room, as Azure's promise is.
 
-use crate::ErrorCode;
+use crate::error_code::ErrorCode;
 use http::header::HeaderMap;
 use ifmatch_azure::Env;
 

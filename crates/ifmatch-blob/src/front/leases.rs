@@ -3,7 +3,7 @@
 use super::call::Call;
 use super::failure::Answered;
 use super::state::Front;
-use crate::ErrorCode;
+use crate::error_code::ErrorCode;
 use crate::lease::{LeaseAction, LeaseId};
 use crate::precondition;
 use http::StatusCode;

@@ -6,7 +6,7 @@
 //! the operation's action at the container; or none when the operator chose anonymous access.
 //! Account keys and shared access signatures reach no management operation (as in Azure).
 
-use crate::ErrorCode;
+use crate::error_code::ErrorCode;
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{HeaderMap, Method, StatusCode};

@@ -13,7 +13,7 @@
 //! (`state.rs`), a request as a handler takes it (`call.rs`), the headers several read
 //! (`headers.rs`), what they answer (`answers.rs`) and how they fail (`failure.rs`).
 
-use crate::ErrorCode;
+use crate::error_code::ErrorCode;
 use bytes::Bytes;
 use http::header::HeaderValue;
 use http::{Method, Request};

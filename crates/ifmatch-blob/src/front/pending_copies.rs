@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
-use crate::ErrorCode;
+use crate::error_code::ErrorCode;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{StatusCode, Uri};
 use ifmatch_azure::Env;

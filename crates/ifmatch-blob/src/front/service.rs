@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::ErrorCode;
+use crate::error_code::ErrorCode;
 use http::StatusCode;
 use http::header::HeaderMap;
 use http_body_util::BodyExt;

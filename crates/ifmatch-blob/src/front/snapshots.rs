@@ -9,7 +9,7 @@
 //! the two lands second sees the other: a delete that looked before the snapshot was written
 //! fails its swap on the bump (and looks again), or comes first and fails the bump.
 
-use crate::ErrorCode;
+use crate::error_code::ErrorCode;
 use http::StatusCode;
 use http::header::{HeaderMap, HeaderValue};
 use ifmatch_azure::Env;

@@ -1,7 +1,7 @@
 //! Soft delete ([`crate::soft_delete`]): keeping a deleted blob, marking a deleted snapshot,
 //! Undelete Blob, and the removal of those whose days are over.
 
-use crate::ErrorCode;
+use crate::error_code::ErrorCode;
 use http::StatusCode;
 use http::header::HeaderMap;
 use ifmatch_azure::Env;

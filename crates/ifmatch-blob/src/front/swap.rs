@@ -2,7 +2,7 @@
 //! nobody changed it meanwhile, start over if somebody did.
 
 use super::state::Front;
-use crate::ErrorCode;
+use crate::error_code::ErrorCode;
 use crate::lease::Access;
 use crate::precondition;
 use http::header::HeaderMap;

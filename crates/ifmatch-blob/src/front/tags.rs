@@ -4,7 +4,7 @@
 //! Last-Modified, as in Azure; a read's lease rules apply to both (Azure's reference takes
 //! `x-ms-lease-id` on them, and refuses it when it is not the blob's).
 
-use crate::ErrorCode;
+use crate::error_code::ErrorCode;
 use http::StatusCode;
 use http::header::HeaderMap;
 use http_body_util::BodyExt;

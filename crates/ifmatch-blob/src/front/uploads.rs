@@ -2,7 +2,7 @@
 //! checksums the client declared, made durable; and the objects a change left unnamed,
 //! discarded.
 
-use crate::ErrorCode;
+use crate::error_code::ErrorCode;
 use bytes::Bytes;
 use http::header::HeaderMap;
 use http::{StatusCode, header};

@@ -1,6 +1,6 @@
 //! Versions ([`crate::version`]): keeping one, and what a `versionid=` names.
 
-use crate::ErrorCode;
+use crate::error_code::ErrorCode;
 use ifmatch_azure::Env;
 
 use super::failure::Result;

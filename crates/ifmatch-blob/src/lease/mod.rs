@@ -29,7 +29,7 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 
 pub use self::action::{LeaseAction, LeaseDuration, LeaseId};
 pub use self::request::{HeaderError, headers, lease_id_from_headers};
-use crate::ErrorCode;
+use crate::error_code::ErrorCode;
 
 /// The state of a lease at one instant (`x-ms-lease-state`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -5,7 +5,7 @@ use std::fmt;
 use http::{HeaderMap, HeaderName, HeaderValue};
 
 use super::action::{LeaseAction, LeaseDuration, LeaseId};
-use crate::ErrorCode;
+use crate::error_code::ErrorCode;
 
 /// The lease headers of the blob dialect.
 pub mod headers {
