@@ -78,14 +78,16 @@ impl Options {
     }
 }
 
-/// A front with the data directory it keeps its bytes in: what [`serve`] runs.
+/// What [`open`] opens and [`serve`] serves: the blob front, the data directory it keeps its
+/// bytes in, and the tables beside its records, which the Table, Queue and Cosmos services
+/// serve (each over its own listener; the blob front never reads them).
 #[derive(Debug)]
-pub struct BlobFront<R, O, E> {
-    /// The front.
+pub struct Opened<R, O, E> {
+    /// The blob front.
     pub front: Arc<Front<R, O, E>>,
     /// The data directory.
     pub dir: Arc<DataDir>,
-    /// The Table service's tables, beside the records.
+    /// The tables the Table, Queue and Cosmos services keep their state in.
     pub tables: AnyTables,
     /// How old an orphan must be for the sweep [`serve`] runs before it accepts: zero for
     /// an embedded server (nothing can be in flight yet), [`Options::orphan_age`] for a shared
@@ -93,7 +95,7 @@ pub struct BlobFront<R, O, E> {
     pub first_sweep: Duration,
 }
 
-impl<R, O, E> Clone for BlobFront<R, O, E> {
+impl<R, O, E> Clone for Opened<R, O, E> {
     fn clone(&self) -> Self {
         Self {
             front: self.front.clone(),
@@ -110,7 +112,7 @@ impl<R, O, E> Clone for BlobFront<R, O, E> {
 pub fn open(
     data: impl Into<PathBuf>,
     options: Options,
-) -> io::Result<BlobFront<LocalRecords, LocalObjects, SystemEnv>> {
+) -> io::Result<Opened<LocalRecords, LocalObjects, SystemEnv>> {
     open_with_env(data, options, SystemEnv)
 }
 
@@ -119,7 +121,7 @@ pub fn open_with_env<E: Env>(
     data: impl Into<PathBuf>,
     options: Options,
     env: E,
-) -> io::Result<BlobFront<LocalRecords, LocalObjects, E>> {
+) -> io::Result<Opened<LocalRecords, LocalObjects, E>> {
     let dir = DataDir::open(data)?;
     let records = LocalRecords::new(dir.clone(), options.cache_capacity, INLINE_MAX)?;
     let objects = LocalObjects::new(dir.clone(), options.cache_bytes);
@@ -144,7 +146,7 @@ pub fn open_with_env<E: Env>(
 pub async fn open_backends(
     choice: &Choice,
     options: Options,
-) -> io::Result<BlobFront<AnyRecords, AnyObjects, SystemEnv>> {
+) -> io::Result<Opened<AnyRecords, AnyObjects, SystemEnv>> {
     let sizes = Sizes {
         records_cache: options.cache_capacity,
         bytes_cache: options.cache_bytes,
@@ -175,7 +177,7 @@ fn blob_front<R: Records, O: Objects, E: Env>(
     dir: Arc<DataDir>,
     options: &Options,
     first_sweep: Duration,
-) -> BlobFront<R, O, E> {
+) -> Opened<R, O, E> {
     let mut front = Front::new(records, objects, env)
         .with_max_body(options.max_body)
         .with_accounts(&options.accounts)
@@ -186,7 +188,7 @@ fn blob_front<R: Records, O: Objects, E: Env>(
             .with_copy_origins(origins.clone())
             .with_background_copies();
     }
-    BlobFront {
+    Opened {
         front: Arc::new(front),
         dir,
         tables,

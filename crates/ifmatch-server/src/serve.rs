@@ -27,13 +27,13 @@ use crate::guards::accept::{self, Connections, Limits, RequestBody};
 use crate::guards::drain;
 use crate::metrics::{self, Metrics};
 use crate::observe::ObserveLayer;
-use crate::open::{BlobFront, Options};
+use crate::open::{Opened, Options};
 use crate::{cosmos, queues, tables};
 use ifmatch_azure::SystemEnv;
 
 /// Discards the objects older than `age` that no record names, and the temporary files older
 /// than that; never while damaged records (which may name objects) sit in `damaged/`.
-pub async fn sweep<R: Records, O: Objects, E: Env>(served: &BlobFront<R, O, E>, age: Duration) {
+pub async fn sweep<R: Records, O: Objects, E: Env>(served: &Opened<R, O, E>, age: Duration) {
     if served.dir.has_damaged() {
         tracing::warn!(
             "not sweeping orphans: damaged records were moved to {}/damaged and may name \
@@ -123,11 +123,11 @@ pub async fn listen_beside(
 
 /// Serves `served` on `listeners` until `shutdown` completes, then stops accepting and lets
 /// the requests in flight finish (up to 30 s): the blob front (a thread of its own for each of
-/// its listeners), and the Table, Queue and Cosmos services over [`BlobFront::tables`] with the
+/// its listeners), and the Table, Queue and Cosmos services over [`Opened::tables`] with the
 /// same accounts, each when it has a listener. Sweeps orphans every [`Options::sweep_every`].
 pub async fn serve<R, O, E>(
     listeners: impl Into<Listeners>,
-    served: BlobFront<R, O, E>,
+    served: Opened<R, O, E>,
     options: Options,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()>
@@ -319,10 +319,7 @@ struct Background {
 }
 
 impl Background {
-    fn start<R: Records, O: Objects, E: Env>(
-        served: &BlobFront<R, O, E>,
-        options: &Options,
-    ) -> Self {
+    fn start<R: Records, O: Objects, E: Env>(served: &Opened<R, O, E>, options: &Options) -> Self {
         let sweeper = {
             let (served, age, every) = (served.clone(), options.orphan_age, options.sweep_every);
             tokio::spawn(async move {
