@@ -65,9 +65,11 @@ impl PointReader {
 
 impl Served {
     /// Asserts that reads went on while the load ran: more than ten of them, their median under
-    /// 200 ms (a server whose threads the load holds makes most reads wait, not one), none
-    /// over two seconds. The slowest alone is noise on a shared two-core machine (CI saw one
-    /// read of 523 ms while the server was sound), so it bounds only a stall.
+    /// 200 ms (a server whose threads the load holds makes most reads wait, not one), the
+    /// 99th percentile under two seconds, none over five. The slowest alone is noise on a
+    /// shared two-core machine (CI saw one read of 523 ms while the server was sound, and on
+    /// the AMD host, two test binaries at once, one of 3.9 s among 367 with a median of 22 ms),
+    /// so it bounds only a stall.
     pub fn assert_served(&self) {
         let mut times = self.0.clone();
         times.sort();
@@ -77,12 +79,17 @@ impl Served {
             times.len()
         );
         let (median, slowest) = (times[times.len() / 2], times[times.len() - 1]);
+        let p99 = times[times.len() * 99 / 100];
         assert!(
             median < Duration::from_millis(200),
             "the median point read took {median:?}"
         );
         assert!(
-            slowest < Duration::from_secs(2),
+            p99 < Duration::from_secs(2),
+            "the 99th percentile of the point reads took {p99:?}"
+        );
+        assert!(
+            slowest < Duration::from_secs(5),
             "the slowest point read took {slowest:?}"
         );
     }
