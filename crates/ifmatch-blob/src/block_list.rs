@@ -6,9 +6,9 @@
 //! names the blocks in order. The committed blob is those objects one after the other: nothing
 //! is copied at commit time.
 
-use crate::error_code::ErrorCode;
 use quick_xml::events::Event;
 
+use crate::error_code::ErrorCode;
 use crate::operation::BlockListType;
 use crate::record::Block;
 use crate::record::Record;

@@ -18,7 +18,6 @@
 
 use std::collections::HashSet;
 
-use crate::error_code::ErrorCode;
 use http::StatusCode;
 use http::header::HeaderName;
 
@@ -28,6 +27,7 @@ use super::failure::Answered;
 use super::failure::{Failure, Result};
 use super::pages::BlobPages;
 use super::state::Front;
+use crate::error_code::ErrorCode;
 use crate::lease::Lease;
 use crate::record::Record;
 use crate::soft_delete::{container_version, deleted_container, kept};

@@ -1,12 +1,12 @@
 //! The front's errors: a [`Failure`] is an answer with Azure's error code and what to say
 //! about it, made from whatever went wrong (credentials, headers, the backends).
 
-use crate::error_code::ErrorCode;
 use http::header;
 use http::header::{HeaderMap, HeaderValue};
 
 use super::answers::{Answer, answer};
 use crate::body::ResponseBody;
+use crate::error_code::ErrorCode;
 use crate::store::{Objects, StoreError};
 use ifmatch_azure::ERROR_CODE;
 

@@ -6,7 +6,6 @@
 //! blobs before this one was protected fails its own compare-and-swap and looks again: no
 //! container delete takes a protected blob with it.
 
-use crate::error_code::ErrorCode;
 use http::StatusCode;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use ifmatch_azure::Env;
@@ -20,6 +19,7 @@ use super::failure::Result;
 use super::state::Front;
 use super::swap::Step;
 use crate::container_protection::Protection;
+use crate::error_code::ErrorCode;
 use crate::immutability::{self, Policy};
 use crate::lease::{Access, Scope};
 use crate::precondition;

@@ -4,7 +4,6 @@
 //! later snapshot of the same blob. A copy shares the source's objects as any copy here does
 //! (no byte is read), so only what differs costs room, as Azure's promise is.
 
-use crate::error_code::ErrorCode;
 use http::header::HeaderMap;
 use ifmatch_azure::Env;
 
@@ -15,6 +14,7 @@ use super::failure::{Failure, Result};
 use super::gate::committed;
 use super::state::Front;
 use super::swap::Step;
+use crate::error_code::ErrorCode;
 use crate::lease::Access;
 use crate::metadata;
 use crate::page_blob::Incremental;

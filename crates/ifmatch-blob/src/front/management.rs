@@ -6,7 +6,6 @@
 //! the operation's action at the container; or none when the operator chose anonymous access.
 //! Account keys and shared access signatures reach no management operation (as in Azure).
 
-use crate::error_code::ErrorCode;
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{HeaderMap, Method, StatusCode};
@@ -22,6 +21,7 @@ use super::state::Front;
 use super::swap::Step;
 use crate::body::{Incoming, ResponseBody};
 use crate::container_protection::{Change, MAX_EXTENSIONS, Policy, Protection};
+use crate::error_code::ErrorCode;
 use crate::management::{self, ArmCode, ArmError, Resource, Route};
 use crate::operation::Operation;
 use crate::precondition;

@@ -13,7 +13,6 @@
 //! (`state.rs`), a request as a handler takes it (`call.rs`), the headers several read
 //! (`headers.rs`), what they answer (`answers.rs`) and how they fail (`failure.rs`).
 
-use crate::error_code::ErrorCode;
 use bytes::Bytes;
 use http::header::HeaderValue;
 use http::{Method, Request};
@@ -27,6 +26,7 @@ use self::failure::{Answered, error_answer};
 use self::headers::MS_VERSION;
 pub use self::state::{DEFAULT_MAX_BODY, Front};
 use crate::body::Incoming;
+use crate::error_code::ErrorCode;
 use crate::operation::Operation;
 use crate::store::{BoxError, Objects, Records};
 use ifmatch_azure::Env;

@@ -13,7 +13,6 @@
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
-use crate::error_code::ErrorCode;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{StatusCode, Uri};
 use ifmatch_azure::Env;
@@ -25,6 +24,7 @@ use super::pages::BlobPages;
 use super::state::Front;
 use super::swap::Step;
 use super::uploads::Given;
+use crate::error_code::ErrorCode;
 use crate::metadata;
 use crate::precondition;
 use crate::record::{Content, Copied, CopyStatus, Record};

@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use crate::error_code::ErrorCode;
 use http::StatusCode;
 use http::header::HeaderMap;
 use http_body_util::BodyExt;
@@ -18,6 +17,7 @@ use super::state::Front;
 use super::swap::Step;
 use crate::body::Incoming;
 use crate::delegators::{self, Delegator};
+use crate::error_code::ErrorCode;
 use crate::record::Record;
 use crate::settings::{self, Settings};
 use crate::store::{Key, Objects, PutMode, Records};

@@ -9,7 +9,6 @@
 //! the two lands second sees the other: a delete that looked before the snapshot was written
 //! fails its swap on the bump (and looks again), or comes first and fails the bump.
 
-use crate::error_code::ErrorCode;
 use http::StatusCode;
 use http::header::{HeaderMap, HeaderValue};
 use ifmatch_azure::Env;
@@ -22,6 +21,7 @@ use super::failure::Failure;
 use super::pages::BlobPages;
 use super::state::Front;
 use super::swap::Step;
+use crate::error_code::ErrorCode;
 use crate::lease::Access;
 use crate::metadata;
 use crate::precondition;

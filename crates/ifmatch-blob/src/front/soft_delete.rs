@@ -1,7 +1,6 @@
 //! Soft delete ([`crate::soft_delete`]): keeping a deleted blob, marking a deleted snapshot,
 //! Undelete Blob, and the removal of those whose days are over.
 
-use crate::error_code::ErrorCode;
 use http::StatusCode;
 use http::header::HeaderMap;
 use ifmatch_azure::Env;
@@ -13,6 +12,7 @@ use super::failure::Result;
 use super::gate::committed;
 use super::pages::BlobPages;
 use super::state::Front;
+use crate::error_code::ErrorCode;
 use crate::record::Record;
 use crate::record_name;
 use crate::soft_delete::kept;

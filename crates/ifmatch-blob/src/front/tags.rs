@@ -4,7 +4,6 @@
 //! Last-Modified, as in Azure; a read's lease rules apply to both (Azure's reference takes
 //! `x-ms-lease-id` on them, and refuses it when it is not the blob's).
 
-use crate::error_code::ErrorCode;
 use http::StatusCode;
 use http::header::HeaderMap;
 use http_body_util::BodyExt;
@@ -17,6 +16,7 @@ use super::failure::Failure;
 use super::state::Front;
 use super::swap::Step;
 use crate::body::Incoming;
+use crate::error_code::ErrorCode;
 use crate::lease::{Access, Scope};
 use crate::operation::FindOptions;
 use crate::precondition;

@@ -2,7 +2,6 @@
 //! checksums the client declared, made durable; and the objects a change left unnamed,
 //! discarded.
 
-use crate::error_code::ErrorCode;
 use bytes::Bytes;
 use http::header::HeaderMap;
 use http::{StatusCode, header};
@@ -16,6 +15,7 @@ use super::state::Front;
 use super::swap::Swapped;
 use crate::body::Incoming;
 use crate::checksums::{ChecksumBody, Checksums};
+use crate::error_code::ErrorCode;
 use crate::record::Record;
 use crate::store::{Key, Objects, Records};
 use ifmatch_azure::Env;

@@ -1,10 +1,10 @@
 //! Versions ([`crate::version`]): keeping one, and what a `versionid=` names.
 
-use crate::error_code::ErrorCode;
 use ifmatch_azure::Env;
 
 use super::failure::Result;
 use super::state::Front;
+use crate::error_code::ErrorCode;
 use crate::record::Record;
 use crate::record_name::{self, Qualifier};
 use crate::store::{Key, Objects, PutMode, Records};
