@@ -8,7 +8,7 @@ use serde_json::{Map, Value as Json};
 
 use super::catalog::{Function, Group};
 use super::datetime::{self, Part};
-use super::meter::{Meter, weight};
+use super::meter::{MATCH_WORK, Meter, weight};
 use super::value::{Value, compare_for_order, equal, integer, neumaier, num, whole_or};
 
 /// A built-in function of `args` (each possibly undefined).
@@ -221,9 +221,9 @@ fn strings(name: Function, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
             // What the result takes is known before it is made: count, charge, then build.
             meter.take(s.len())?;
             let times = s.matches(from).count();
-            meter.take(
-                (s.len() - times * from.len()).saturating_add(times.saturating_mul(to.len())),
-            )?;
+            let built =
+                (s.len() - times * from.len()).saturating_add(times.saturating_mul(to.len()));
+            meter.take(built.saturating_add(times.saturating_mul(MATCH_WORK)))?;
             Some(Json::String(s.replace(from, to)))
         }
         Function::REPLICATE => {
@@ -266,7 +266,7 @@ fn strings(name: Function, args: &[Value<'_>], meter: &Meter) -> Option<Json> {
                     .map(|p| Json::String(p.to_owned()))
                     .collect(),
             };
-            meter.take(8 * parts.len())?;
+            meter.take(MATCH_WORK * parts.len())?;
             Some(Json::Array(parts))
         }
         Function::STRINGTOARRAY => parsed(text(&args[0])?, meter, Json::is_array),
