@@ -18,6 +18,7 @@ use http::header::{self, HeaderMap};
 use http::{Method, Uri};
 use ifmatch_core::date::{HttpDate, parse_http_date};
 use sha2::Sha256;
+use time::macros::format_description;
 
 use crate::account::Account;
 use crate::error_code::CommonCode;
@@ -470,34 +471,13 @@ pub(crate) fn optional_time(query: &QueryPairs, name: &str) -> Result<Option<i64
 }
 
 /// Unix seconds of `YYYY-MM-DD`, `YYYY-MM-DDThh:mmZ` or `YYYY-MM-DDThh:mm:ss[.fff]Z`, the
-/// forms a SAS may carry. (No crate of this workspace reads ISO 8601; `httpdate` reads only
-/// HTTP's own format.)
+/// forms a SAS may carry (its fraction of a second is read, and passed over).
 pub fn iso8601(text: &str) -> Option<i64> {
-    let number = |s: &str| -> Option<i64> {
-        s.bytes()
-            .all(|b| b.is_ascii_digit())
-            .then(|| s.parse().ok())
-            .flatten()
-    };
-    let (date, time) = text.split_once('T').unwrap_or((text, "00:00Z"));
-    let mut ymd = date.splitn(3, '-');
-    let (y, m, d) = (
-        number(ymd.next()?)?,
-        number(ymd.next()?)?,
-        number(ymd.next()?)?,
+    let form = format_description!(
+        "[year]-[month]-[day][optional [T[hour]:[minute][optional [:[second][optional [.[subsecond digits:1+]]]]]Z]]"
     );
-    let time = time.strip_suffix('Z')?;
-    let mut hms = time.splitn(3, ':');
-    let (h, min) = (number(hms.next()?)?, number(hms.next()?)?);
-    let s = match hms.next() {
-        Some(s) => number(s.split('.').next()?)?,
-        None => 0,
-    };
-    if !(1..=12).contains(&m) || !(1..=31).contains(&d) || h > 23 || min > 59 || s > 60 {
-        return None;
-    }
-    let days = ifmatch_core::date::days_from_civil(y, m, d);
-    Some(days * 86_400 + h * 3600 + min * 60 + s)
+    let ticks = crate::iso8601::read(text, form, usize::MAX)?;
+    Some(ticks.div_euclid(crate::iso8601::TICKS_PER_SECOND))
 }
 
 /// Seconds since 1970 of `time` (negative before).

@@ -63,7 +63,7 @@ impl DelegationKey {
 
 /// `YYYY-MM-DDThh:mm:ssZ`, as Azure writes a key's times.
 fn iso(seconds: i64) -> String {
-    ifmatch_core::date::iso8601_ticks(seconds, 0).replace(".0000000Z", "Z")
+    crate::iso8601::write_seconds(seconds, 0).replace(".0000000Z", "Z")
 }
 
 /// The key's value under one account key: an HMAC of its fields (times as seconds, so a client

@@ -8,6 +8,7 @@
 //! | Entra ID tokens: trusted issuers, roles and their assignments, the tokens checked | [`identity`], [`roles`], [`token`], [`signature`] (the native cryptography and the development issuer: feature `tokens`) |
 //! | user delegation keys and the SAS they sign | [`delegation`] |
 //! | Azure Storage's error codes, and the macro each dialect declares its own with | [`CommonCode`], [`error_codes!`] |
+//! | instants in ISO 8601, read and written once; each dialect's forms beside its rules | [`iso8601`] |
 //! | the host's clock and randomness | [`Env`], [`ManualEnv`] |
 //! | one instance's writes to a key, one at a time | [`Turns`] |
 //! | the compare-and-swap loop of every front | [`swap::Attempts`] |
@@ -32,6 +33,7 @@ mod error_code;
 mod headers;
 pub mod identity;
 pub mod inflight;
+pub mod iso8601;
 pub mod metadata;
 pub mod roles;
 pub mod service_properties;

@@ -302,7 +302,7 @@ pub fn container_protection_json(container_id: &str, protection: &Protection) ->
             let at = i64::try_from(h.at).unwrap_or(i64::MAX);
             json!({
                 "tag": h.tag,
-                "timestamp": ifmatch_core::date::iso8601_ticks(at, 0),
+                "timestamp": ifmatch_azure::iso8601::write_seconds(at, 0),
                 "objectIdentifier": h.principal,
                 "tenantId": h.tenant,
             })

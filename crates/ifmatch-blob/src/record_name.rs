@@ -84,7 +84,7 @@ pub fn split(name: &str) -> (&str, Option<Qualifier<'_>>) {
 pub fn id(at: SystemTime) -> String {
     let since = at.duration_since(UNIX_EPOCH).unwrap_or_default();
     let seconds = i64::try_from(since.as_secs()).unwrap_or(i64::MAX);
-    ifmatch_core::date::iso8601_ticks(seconds, since.subsec_nanos() / 100)
+    ifmatch_azure::iso8601::write_seconds(seconds, since.subsec_nanos() / 100)
 }
 
 /// Reads a `snapshot=` or `versionid=` of the query: an id of the form [`id`] gives (400

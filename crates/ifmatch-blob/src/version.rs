@@ -27,16 +27,11 @@ pub fn next_id(now: SystemTime, previous: Option<&str>) -> String {
 
 /// Ticks of 100 ns since 1970 of an id of [`crate::record_name::id`]'s form.
 fn ticks(id: &str) -> Option<i64> {
-    crate::record_name::parse_id(id).ok()?;
-    let number = |range: std::ops::Range<usize>| id[range].parse::<i64>().ok();
-    let days = ifmatch_core::date::days_from_civil(number(0..4)?, number(5..7)?, number(8..10)?);
-    let seconds = days * 86_400 + number(11..13)? * 3600 + number(14..16)? * 60 + number(17..19)?;
-    Some(seconds * 10_000_000 + number(20..27)?)
+    ifmatch_azure::iso8601::read_written(id)
 }
 
 fn from_ticks(ticks: i64) -> String {
-    let fraction = u32::try_from(ticks.rem_euclid(10_000_000)).expect("under 10^7");
-    ifmatch_core::date::iso8601_ticks(ticks.div_euclid(10_000_000), fraction)
+    ifmatch_azure::iso8601::write(ticks)
 }
 
 #[cfg(test)]

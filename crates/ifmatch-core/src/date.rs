@@ -175,17 +175,6 @@ pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
     (year, month, day)
 }
 
-/// ISO 8601 in UTC to the 100 ns tick, as Azure writes its instants (a Table `Timestamp`, a
-/// blob snapshot's id): `2026-11-24T10:00:00.0000000Z`, `seconds` after 1970-01-01 and `ticks`
-/// of 100 ns (under 10,000,000) more. Fixed width for the years 0 to 9999, so such texts sort
-/// as their instants do.
-pub fn iso8601_ticks(seconds: i64, ticks: u32) -> String {
-    let (days, second) = (seconds.div_euclid(86_400), seconds.rem_euclid(86_400));
-    let (y, m, d) = civil_from_days(days);
-    let (hour, minute, second) = (second / 3600, second / 60 % 60, second % 60);
-    format!("{y:04}-{m:02}-{d:02}T{hour:02}:{minute:02}:{second:02}.{ticks:07}Z")
-}
-
 /// Parses one field value as an HTTP date; `None` when it is not a valid one.
 pub fn parse_http_date(value: &HeaderValue) -> Option<HttpDate> {
     value.to_str().ok()?.trim_matches([' ', '\t']).parse().ok()

@@ -3,6 +3,9 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
+use ifmatch_azure::iso8601::{self, TICKS_PER_SECOND};
+use time::macros::format_description;
+
 /// A property's value, of one of the EDM types the Table service keeps. Serialized for the
 /// backends' storage as it is (a double by its bits, so NaN and infinities survive; a binary
 /// in hex), not as the wire's OData JSON.
@@ -74,11 +77,7 @@ pub struct DateTime {
 /// `Timestamp`: `2026-11-24T10:00:00.0000000Z`.
 impl std::fmt::Display for DateTime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let seconds = self.ticks.div_euclid(TICKS_PER_SECOND);
-        let fraction = self.ticks.rem_euclid(TICKS_PER_SECOND);
-        let unix = seconds - EPOCH_DAYS * 86_400;
-        let text = ifmatch_core::date::iso8601_ticks(unix, fraction as u32);
-        f.write_str(&text)
+        f.write_str(&iso8601::write(self.ticks + iso8601::FIRST))
     }
 }
 
@@ -93,14 +92,10 @@ mod bits {
     }
 }
 
-/// Days from 0001-01-01 to 1970-01-01.
-const EPOCH_DAYS: i64 = 719_162;
-const TICKS_PER_SECOND: i64 = 10_000_000;
-
 impl DateTime {
     /// The instant `seconds` and `nanos` after the Unix epoch.
     pub fn from_unix(seconds: i64, nanos: u32) -> Self {
-        let ticks = (seconds + EPOCH_DAYS * 86_400) * TICKS_PER_SECOND + i64::from(nanos / 100);
+        let ticks = seconds * TICKS_PER_SECOND + i64::from(nanos / 100) - iso8601::FIRST;
         Self { ticks }
     }
 
@@ -124,59 +119,12 @@ impl DateTime {
     /// optional fraction of up to 7 digits, and `Z`, an offset (`+01:00`), or nothing (UTC).
     /// Years 1 to 9999.
     pub fn parse(text: &str) -> Option<Self> {
-        let b = text.as_bytes();
-        let digits = |from: usize, n: usize| -> Option<i64> {
-            let part = b.get(from..from + n)?;
-            part.iter()
-                .all(u8::is_ascii_digit)
-                .then(|| (part.iter()).fold(0, |sum, d| sum * 10 + i64::from(d - b'0')))
-        };
-        let punctuation = [(4, b'-'), (7, b'-'), (10, b'T'), (13, b':'), (16, b':')];
-        if !punctuation.iter().all(|(at, c)| b.get(*at) == Some(c)) {
-            return None;
-        }
-        let (year, month, day) = (digits(0, 4)?, digits(5, 2)?, digits(8, 2)?);
-        let (hour, minute, second) = (digits(11, 2)?, digits(14, 2)?, digits(17, 2)?);
-        let days_in_month = match month {
-            2 if year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) => 29,
-            2 => 28,
-            4 | 6 | 9 | 11 => 30,
-            1..=12 => 31,
-            _ => return None,
-        };
-        let valid = year >= 1 && (1..=days_in_month).contains(&day);
-        if !valid || hour > 23 || minute > 59 || second > 59 {
-            return None;
-        }
-        let mut at = 19;
-        let mut fraction = 0;
-        if b.get(at) == Some(&b'.') {
-            let end = (at + 1..b.len())
-                .find(|i| !b[*i].is_ascii_digit())
-                .unwrap_or(b.len());
-            let n = end - at - 1;
-            if n == 0 || n > 7 {
-                return None;
-            }
-            fraction = digits(at + 1, n)? * 10_i64.pow(7 - n as u32);
-            at = end;
-        }
-        let offset = match &b[at..] {
-            b"" | b"Z" => 0,
-            [sign @ (b'+' | b'-'), _, _, b':', _, _] => {
-                let (hours, minutes) = (digits(at + 1, 2)?, digits(at + 4, 2)?);
-                if hours > 14 || minutes > 59 {
-                    return None;
-                }
-                let minutes = hours * 60 + minutes;
-                if *sign == b'+' { minutes } else { -minutes }
-            }
-            _ => return None,
-        };
-        let days = ifmatch_core::date::days_from_civil(year, month, day) + EPOCH_DAYS;
-        let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset * 60;
+        let form = format_description!(
+            "[year]-[month]-[day]T[hour]:[minute]:[second][optional [.[subsecond digits:1+]]][optional [[first [Z][[offset_hour sign:mandatory]:[offset_minute]]]]]"
+        );
+        let unix = iso8601::read(text, form, 7)?;
         Some(Self {
-            ticks: seconds * TICKS_PER_SECOND + fraction,
+            ticks: unix - iso8601::FIRST,
         })
     }
 }

@@ -419,7 +419,7 @@ fn container_json(id: &str, name: &str, record: &Record) -> Value {
     properties["publicAccess"] = public.into();
     properties["metadata"] = serde_json::json!(record.metadata);
     properties["deleted"] = false.into();
-    properties["lastModifiedTime"] = ifmatch_core::date::iso8601_ticks(
+    properties["lastModifiedTime"] = ifmatch_azure::iso8601::write_seconds(
         i64::try_from(record.last_modified).unwrap_or(i64::MAX),
         0,
     )

@@ -2,26 +2,17 @@
 //! fraction (`2026-11-27T10:00:00.0000000Z`, the Table service's `DateTime` spells them),
 //! ticks of 100 ns since the Unix epoch, or milliseconds since it (timestamps).
 
+use ifmatch_azure::iso8601::{self, FIRST, LAST};
 use ifmatch_core::date::{civil_from_days, days_from_civil};
-use ifmatch_table::DateTime;
 use serde_json::Value as Json;
+use time::macros::format_description;
 
-/// Days from 0001-01-01 to 1970-01-01.
-const EPOCH_DAYS: i64 = 719_162;
 const TICK: i64 = 1;
 const MILLISECOND: i64 = 10_000;
 const SECOND: i64 = 10_000_000;
 const MINUTE: i64 = 60 * SECOND;
 const HOUR: i64 = 60 * MINUTE;
 const DAY: i64 = 24 * HOUR;
-/// Ticks of 0001-01-01 and of 9999-12-31T23:59:59.9999999, from the Unix epoch.
-const FIRST: i64 = -EPOCH_DAYS * DAY;
-const LAST: i64 = (days_before_10000() - EPOCH_DAYS) * DAY - 1;
-
-const fn days_before_10000() -> i64 {
-    // 9999 years of 365 days, and their leap days.
-    9999 * 365 + 9999 / 4 - 9999 / 100 + 9999 / 400
-}
 
 /// A part of an instant, as the functions name it.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -74,56 +65,17 @@ impl Part {
 /// optionally `.` and one to seven digits of fraction, then optionally `Z`. Always UTC: an
 /// offset (`+01:00`) is no date and time here.
 pub(crate) fn parse(text: &str) -> Option<i64> {
-    let b = text.as_bytes();
-    let digits = |from: usize, n: usize| -> Option<i64> {
-        let part = b.get(from..from + n)?;
-        part.iter()
-            .all(u8::is_ascii_digit)
-            .then(|| part.iter().fold(0, |sum, d| sum * 10 + i64::from(d - b'0')))
-    };
-    if b.get(4) != Some(&b'-') || b.get(7) != Some(&b'-') {
-        return None;
-    }
-    let (year, month, day) = (digits(0, 4)?, digits(5, 2)?, digits(8, 2)?);
-    if !(1..=12).contains(&month) || !(1..=days_in_month(year, month)).contains(&day) || year < 1 {
-        return None;
-    }
-    let date = days_from_civil(year, month, day) * DAY;
-    let rest = &b[10..];
-    if rest.is_empty() || rest == b"Z" {
-        return Some(date);
-    }
-    if !matches!(rest[0], b'T' | b' ') || b.get(13) != Some(&b':') || b.get(16) != Some(&b':') {
-        return None;
-    }
-    let (hour, minute, second) = (digits(11, 2)?, digits(14, 2)?, digits(17, 2)?);
-    if hour > 23 || minute > 59 || second > 59 {
-        return None;
-    }
-    let mut at = 19;
-    let mut fraction = 0;
-    if b.get(at) == Some(&b'.') {
-        let n = b[at + 1..]
-            .iter()
-            .take_while(|c| c.is_ascii_digit())
-            .count();
-        if !(1..=7).contains(&n) {
-            return None;
-        }
-        fraction = digits(at + 1, n)? * 10_i64.pow(7 - n as u32);
-        at += 1 + n;
-    }
-    if !matches!(&b[at..], b"" | b"Z") {
-        return None;
-    }
-    Some(date + hour * HOUR + minute * MINUTE + second * SECOND + fraction)
+    let form = format_description!(
+        "[year]-[month]-[day][optional [[first [Z][[first [T][ ]][hour]:[minute]:[second][optional [.[subsecond digits:1+]]][optional [Z]]]]]]"
+    );
+    iso8601::read(text, form, 7)
 }
 
 /// An instant `ticks` after the Unix epoch, as ISO 8601 (years 1 to 9999; else undefined).
 pub(crate) fn format(ticks: i64) -> Option<Json> {
     (FIRST..=LAST)
         .contains(&ticks)
-        .then(|| Json::String(DateTime::from_ticks(ticks + EPOCH_DAYS * DAY).to_string()))
+        .then(|| Json::String(iso8601::write(ticks)))
 }
 
 /// Year, month, day, and the ticks into that day.
