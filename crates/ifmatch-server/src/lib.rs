@@ -13,6 +13,7 @@
 //! ```
 
 pub mod allocator;
+pub mod arguments;
 
 pub mod copy_origins;
 pub mod cosmos;
@@ -35,6 +36,9 @@ pub use ifmatch_backends::local::LocalTables;
 pub use ifmatch_backends::local::{DataDir, INLINE_MAX, LocalObjects, LocalRecords};
 pub use ifmatch_backends::{AnyObjects, AnyRecords, AnyTables, Choice, Sizes, bucket, local};
 
-pub use crate::open::{LocalFront, Opened, Options, open, open_backends, open_with_env};
+pub use crate::observe::ObserveOptions;
+pub use crate::open::{
+    CosmosThroughput, LocalFront, Opened, Options, open, open_backends, open_with_env,
+};
 pub use crate::serve::{Listeners, listen_beside, serve, sweep};
 pub use ifmatch_azure::SystemEnv;

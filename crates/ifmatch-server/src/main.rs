@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use ifmatch_azure::Accounts;
 use ifmatch_azure::token::DevIssuer;
-use ifmatch_blob::DEFAULT_MAX_BODY;
+use ifmatch_server::arguments::{seconds, seconds_or_zero};
 use ifmatch_server::https::Certificate;
 use ifmatch_server::proxy::ProxyOptions;
 use tokio::net::TcpListener;
@@ -29,20 +29,6 @@ struct Cli {
     /// text.
     #[arg(long, global = true, env = "IFMATCH_LOG_JSON")]
     log_json: bool,
-}
-
-/// What an operator sees of a running server.
-#[derive(clap::Args)]
-struct ObserveArgs {
-    /// Answer GET /metrics (Prometheus text) on this address, a listener of its own, off the
-    /// data path: requests by operation and status, latency histograms, bytes, lease
-    /// actions, compare-and-swap retries, open connections.
-    #[arg(long, env = "IFMATCH_METRICS_LISTEN")]
-    metrics_listen: Option<SocketAddr>,
-    /// Log one line per request (target `ifmatch::access`): client, method, path, operation,
-    /// status, microseconds, bytes in and out, request id.
-    #[arg(long, env = "IFMATCH_ACCESS_LOG")]
-    access_log: bool,
 }
 
 #[derive(Subcommand)]
@@ -119,20 +105,11 @@ struct TokenArgs {
     jwks: bool,
 }
 
-/// What the Cosmos DB endpoint does with provisioned throughput.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum CosmosThroughput {
-    /// Say what each request cost.
-    Report,
-    /// And answer 429 past a container's offer.
-    Enforce,
-}
-
 #[derive(clap::Args)]
 struct LockWatch {
     /// Seconds between SIGTERM and SIGKILL.
-    #[arg(long)]
-    grace: f64,
+    #[arg(long, value_parser = seconds_or_zero)]
+    grace: Duration,
 }
 
 #[derive(clap::Args)]
@@ -154,12 +131,12 @@ struct LockArgs {
     #[arg(long, default_value_t = 15)]
     duration: u64,
     /// With `lock`: give up (exit 73) after this many seconds. Without it: wait.
-    #[arg(long)]
-    timeout: Option<f64>,
+    #[arg(long, value_parser = seconds)]
+    timeout: Option<Duration>,
     /// Seconds the command's processes have between SIGTERM and SIGKILL when they must stop
     /// (a lost lease overlaps the next holder by at most this).
-    #[arg(long, default_value_t = 10.0)]
-    grace: f64,
+    #[arg(long, default_value = "10", value_parser = seconds_or_zero)]
+    grace: Duration,
     /// The command and its arguments.
     #[arg(last = true, required = true)]
     command: Vec<String>,
@@ -183,77 +160,8 @@ struct ReplicaArgs {
     redis_replicas: usize,
 }
 
-/// What a server tolerates of its clients.
-#[derive(clap::Args)]
-struct LimitArgs {
-    /// Seconds a client has to send a request's whole head, from when the connection starts
-    /// waiting for it (on HTTP/1 this also closes kept-alive connections idle that long).
-    #[arg(long, env = "IFMATCH_HEADER_TIMEOUT", default_value_t = 30.0)]
-    header_timeout: f64,
-    /// Seconds a connection may stay open with no request in flight.
-    #[arg(long, env = "IFMATCH_IDLE_TIMEOUT", default_value_t = 120.0)]
-    idle_timeout: f64,
-    /// Seconds an upload may send nothing before it is abandoned; also the window of
-    /// --min-body-rate.
-    #[arg(long, env = "IFMATCH_BODY_TIMEOUT", default_value_t = 60.0)]
-    body_timeout: f64,
-    /// The least an upload must send, in bytes per second of waiting for it, over each
-    /// --body-timeout: a client that trickles its body is cut off after one window.
-    #[arg(long, env = "IFMATCH_MIN_BODY_RATE", default_value_t = 1024)]
-    min_body_rate: u64,
-    /// The most connections open at once (HTTP/1 and HTTP/2); at the cap a new connection
-    /// closes the one idle the longest. Lowered to fit the descriptor limit, which is raised
-    /// to its hard maximum at start.
-    #[arg(long, env = "IFMATCH_MAX_CONNECTIONS", default_value_t = 10_000)]
-    max_connections: usize,
-    /// The most concurrent requests on one HTTP/2 connection.
-    #[arg(long, env = "IFMATCH_MAX_STREAMS", default_value_t = 256)]
-    max_streams: u32,
-}
-
-impl LimitArgs {
-    fn limits(&self) -> anyhow::Result<ifmatch_server::Limits> {
-        let mut limits = ifmatch_server::Limits::default();
-        limits.header_timeout = seconds(self.header_timeout, "--header-timeout")?;
-        limits.idle_timeout = seconds(self.idle_timeout, "--idle-timeout")?;
-        limits.body_timeout = seconds(self.body_timeout, "--body-timeout")?;
-        limits.min_body_rate = self.min_body_rate;
-        limits.max_connections = ifmatch_server::raise_descriptor_limit(self.max_connections);
-        limits.max_streams = self.max_streams;
-        Ok(limits)
-    }
-}
-
-/// `--grace`: zero or more seconds.
-fn grace(s: f64) -> anyhow::Result<Duration> {
-    Duration::try_from_secs_f64(s)
-        .ok()
-        .with_context(|| format!("--grace: {s} is not a number of seconds"))
-}
-
-fn seconds(s: f64, what: &str) -> anyhow::Result<Duration> {
-    Duration::try_from_secs_f64(s)
-        .ok()
-        .filter(|d| !d.is_zero())
-        .with_context(|| format!("{what}: {s} is not a positive number of seconds"))
-}
-
-/// A trusted hop: a network, or one address.
-fn hop(s: &str) -> Result<ipnet::IpNet, String> {
-    s.parse::<ipnet::IpNet>()
-        .or_else(|_| s.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
-        .map_err(|_| format!("{s} is neither an address nor a CIDR network (10.0.0.0/8)"))
-}
-
 #[derive(clap::Args)]
 struct Proxy {
-    /// The origin, `http://host:port[/prefix]` or `https://host:port[/prefix]`.
-    #[arg(long, env = "IFMATCH_UPSTREAM")]
-    upstream: http::Uri,
-    /// A PEM file of CA certificates to trust for an https:// upstream, besides the system's
-    /// (a private CA, a storage emulator's own certificate).
-    #[arg(long, env = "IFMATCH_UPSTREAM_CA")]
-    upstream_ca: Option<std::path::PathBuf>,
     /// The address to listen on.
     #[arg(long, env = "IFMATCH_LISTEN", default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
@@ -262,76 +170,8 @@ struct Proxy {
     /// shared. Default: one per core.
     #[arg(long, env = "IFMATCH_THREADS")]
     threads: Option<usize>,
-    /// How long the origin may take to connect and to send its response head, in seconds;
-    /// then 504.
-    #[arg(long, env = "IFMATCH_TIMEOUT", default_value_t = 30.0)]
-    timeout: f64,
-    /// Forward the client's Host header instead of the origin's authority.
-    #[arg(long, env = "IFMATCH_PRESERVE_HOST")]
-    preserve_host: bool,
-    /// Responses without an ETag are hashed up to this many bytes; larger ones stream
-    /// through untagged.
-    #[arg(long, env = "IFMATCH_HASH_LIMIT", default_value_t = 1 << 20)]
-    hash_limit: usize,
-    /// How many resources the 304 cache remembers (each with up to 8 variants).
-    #[arg(long, env = "IFMATCH_CACHE_CAPACITY", default_value_t = 10_000)]
-    cache_capacity: u64,
-    /// The bytes the shared cache's stored responses may take, in memory (0: store nothing).
-    #[arg(long, env = "IFMATCH_CACHE_MEMORY", default_value_t = 256 << 20)]
-    cache_memory: u64,
-    /// The largest response the shared cache stores, in bytes; larger ones stream through.
-    #[arg(long, env = "IFMATCH_CACHE_MAX_OBJECT", default_value_t = 16 << 20)]
-    cache_max_object: u64,
-    /// A disk tier for the shared cache in this directory (made if missing): answers are
-    /// written there once whole and read back after memory let them go or a restart; a kill
-    /// at any moment leaves every file whole or absent.
-    #[arg(long, env = "IFMATCH_CACHE_DIR")]
-    cache_dir: Option<std::path::PathBuf>,
-    /// The bytes the disk tier's files may take.
-    #[arg(long, env = "IFMATCH_CACHE_DISK_SIZE", default_value_t = 1 << 30)]
-    cache_disk_size: u64,
-    /// Where to answer purges of the shared cache (`POST /purge?url=...` or `?prefix=...`),
-    /// on a listener of its own, off the data path (keep it off the public network).
-    #[arg(long, env = "IFMATCH_ADMIN_LISTEN")]
-    admin_listen: Option<std::net::SocketAddr>,
-    /// How long a request that misses the shared cache waits for a request of the same URL
-    /// already on its way to the origin, in seconds, before it goes itself (0: never waits).
-    #[arg(long, env = "IFMATCH_CACHE_COLLAPSE_WAIT", default_value_t = 5.0)]
-    cache_collapse_wait: f64,
-    /// How long the 304 cache trusts what it remembers, in seconds (the bound on staleness
-    /// when the origin changes behind the proxy's back). Without it: until evicted.
-    #[arg(long, env = "IFMATCH_CACHE_TTL")]
-    cache_ttl: Option<f64>,
-    /// Answer 428 Precondition Required to writes without If-Match, If-None-Match or
-    /// If-Unmodified-Since.
-    #[arg(long, env = "IFMATCH_REQUIRE_PRECONDITION")]
-    require_precondition: bool,
-    /// A request header whose value is part of the cache key (repeat for several), e.g.
-    /// Authorization to separate users; responses marked private are then remembered too.
-    #[arg(
-        long = "key-header",
-        env = "IFMATCH_KEY_HEADERS",
-        value_delimiter = ','
-    )]
-    key_headers: Vec<http::HeaderName>,
-    /// A hop whose forwarding fields (Forwarded, X-Forwarded-For, X-Forwarded-Proto, ...) are
-    /// believed, as an address or CIDR (repeat for several): a TLS terminator or load balancer
-    /// in front. Every other client's are dropped; the proxy sends the origin its own. What a
-    /// trusted hop says of how it was reached (X-Forwarded-Proto, -Host, -Port, ...) becomes
-    /// part of the cache key.
-    #[arg(
-        long = "trusted-proxy",
-        env = "IFMATCH_TRUSTED_PROXIES",
-        value_delimiter = ',',
-        value_parser = hop
-    )]
-    trusted_proxies: Vec<ipnet::IpNet>,
-    /// Answer GET /metrics (Prometheus text) on the proxy's own port instead of forwarding
-    /// it (see --metrics-listen for a port of its own).
-    #[arg(long, env = "IFMATCH_METRICS")]
-    metrics: bool,
     #[command(flatten)]
-    observe: ObserveArgs,
+    options: ProxyOptions,
     /// Share versions and write locks with other proxies through Redis
     /// (`redis://HOST:PORT/DB`, `redis+sentinel://H1:P1,H2:P2/MASTER/DB` or
     /// `redis+cluster://H1:P1,H2:P2`). The 304 cache then trusts what it remembers for
@@ -343,15 +183,10 @@ struct Proxy {
     replicas: ReplicaArgs,
     /// With --backend: how long, in seconds, a write lock outlives a proxy that died holding
     /// it (a live proxy renews its locks).
-    #[arg(long, env = "IFMATCH_LOCK_TTL", default_value_t = 10.0)]
-    lock_ttl: f64,
-    /// With --backend: send each write's fencing token (a number that grows with every lock
-    /// of the resource) to the origin in this header, e.g. Ifmatch-Fencing-Token, so an origin
-    /// that refuses lower tokens cannot take the late write of a proxy whose lock expired.
-    #[arg(long, env = "IFMATCH_FENCING_HEADER")]
-    fencing_header: Option<http::HeaderName>,
+    #[arg(long, env = "IFMATCH_LOCK_TTL", default_value = "10", value_parser = seconds)]
+    lock_ttl: Duration,
     #[command(flatten)]
-    limits: LimitArgs,
+    limits: ifmatch_server::Limits,
 }
 
 #[derive(clap::Args)]
@@ -363,6 +198,8 @@ struct Serve {
     /// (SO_REUSEPORT); the records, caches and backends are shared. Default: one per core.
     #[arg(long, env = "IFMATCH_THREADS")]
     threads: Option<usize>,
+    #[command(flatten)]
+    options: ifmatch_server::Options,
     /// The Table service's address (a listener of its own, as the emulators have). Without
     /// it, port 10002 on --listen's address, skipped with a warning if that port is taken;
     /// `off`: no Table service.
@@ -389,17 +226,6 @@ struct Serve {
     /// --https has it).
     #[arg(long, env = "IFMATCH_COSMOS_HTTPS")]
     cosmos_https: bool,
-    /// What the Cosmos DB endpoint does with its containers' provisioned throughput: `report`
-    /// (every answer says what it cost, in request units; nothing waits) or `enforce` (a
-    /// container past its offer's RU/s is answered 429 with the time to wait, as Azure does,
-    /// so an application's retry policy runs: docs/cosmos.md).
-    #[arg(
-        long,
-        env = "IFMATCH_COSMOS_THROUGHPUT",
-        value_enum,
-        default_value = "report"
-    )]
-    cosmos_throughput: CosmosThroughput,
     /// The certificate chain (PEM) of the endpoints served over HTTPS; implies --https.
     #[arg(long, env = "IFMATCH_TLS_CERT", requires = "tls_key")]
     tls_cert: Option<PathBuf>,
@@ -410,9 +236,6 @@ struct Serve {
     /// server at a time.
     #[arg(long, env = "IFMATCH_DATA", default_value = "./data")]
     data: PathBuf,
-    /// The largest blob accepted, in bytes; larger uploads answer 413.
-    #[arg(long, env = "IFMATCH_MAX_BODY", default_value_t = DEFAULT_MAX_BODY)]
-    max_body: u64,
     /// Share records, leases and write ordering with other instances through Redis
     /// (`redis://HOST:PORT/DB`, `redis+sentinel://H1:P1,H2:P2/MASTER/DB` or
     /// `redis+cluster://H1:P1,H2:P2`); blob bytes stay under --data, which they all must share,
@@ -429,20 +252,6 @@ struct Serve {
     /// instance's own state, never shared.
     #[arg(long, env = "IFMATCH_STORE")]
     store: Option<String>,
-    /// How many blob and container records the metadata cache holds (a record that keeps a
-    /// small blob's bytes counts once more per KiB of them).
-    #[arg(long, env = "IFMATCH_CACHE_CAPACITY", default_value_t = 100_000)]
-    cache_capacity: u64,
-    /// How many bytes of blob content (blobs up to 4 MiB) the byte cache holds.
-    #[arg(long, env = "IFMATCH_CACHE_BYTES", default_value_t = 256 << 20)]
-    cache_bytes: u64,
-    /// Seconds an object no record names must be old before the sweep removes it (and a
-    /// temporary file): far longer than any upload takes to commit.
-    #[arg(long, env = "IFMATCH_ORPHAN_AGE", default_value_t = 3600.0)]
-    orphan_age: f64,
-    /// Seconds between two sweeps of orphans.
-    #[arg(long, env = "IFMATCH_SWEEP_EVERY", default_value_t = 600.0)]
-    sweep_every: f64,
     /// The storage accounts and their base64 keys, `name:key[,key2]` separated by `;` (the
     /// first is the default account). Without it (or --accounts-file), the development
     /// account `devstoreaccount1` with its published key, as every Azure emulator serves.
@@ -456,20 +265,12 @@ struct Serve {
     /// docs/auth.md). The development issuer (`ifmatch token`) is trusted with or without it.
     #[arg(long, env = "IFMATCH_IDENTITY")]
     identity: Option<PathBuf>,
-    /// Let requests without credentials read, write and delete anything. For development
-    /// only: anyone who can reach the port can change everything.
-    #[arg(long, env = "IFMATCH_ANONYMOUS")]
-    anonymous: bool,
     /// The other servers copies may read their sources from (Put Blob From URL, Copy Blob,
     /// Put Block From URL, Append Block From URL): hosts (`host` or `host:port`) separated by
     /// commas, or `*` for any. None by default: a server that fetches any URL a client names
     /// reaches what only it may.
     #[arg(long, env = "IFMATCH_COPY_FROM")]
     copy_from: Option<String>,
-    #[command(flatten)]
-    observe: ObserveArgs,
-    #[command(flatten)]
-    limits: LimitArgs,
 }
 
 #[tokio::main]
@@ -506,21 +307,17 @@ async fn main() -> anyhow::Result<()> {
         Command::Leader(args) => lock(args, false).await,
         Command::Token(args) => token(args).await,
         Command::LockWatch(args) => {
-            let grace = grace(args.grace)?;
-            std::process::exit(ifmatch_server::lock::watch(grace).await)
+            std::process::exit(ifmatch_server::lock::watch(args.grace).await)
         }
     }
 }
 
 async fn lock(args: LockArgs, with_timeout: bool) -> anyhow::Result<()> {
     let blob = ifmatch_server::lock::blob(&args.connection_string, &args.blob)?;
-    let timeout = match (with_timeout, args.timeout) {
-        (true, Some(s)) => Some(seconds(s, "--timeout")?),
-        _ => None,
-    };
+    let timeout = args.timeout.filter(|_| with_timeout);
     let duration = Duration::from_secs(args.duration);
-    let grace = grace(args.grace)?;
-    let code = ifmatch_server::lock::run(&blob, duration, timeout, grace, &args.command).await?;
+    let code =
+        ifmatch_server::lock::run(&blob, duration, timeout, args.grace, &args.command).await?;
     std::process::exit(code);
 }
 
@@ -577,21 +374,14 @@ fn check(args: Check) -> anyhow::Result<()> {
 /// What `ifmatch serve` is told, as the server's options; `issuer` is the development issuer
 /// of its backends.
 fn serve_options(args: &Serve, issuer: &DevIssuer) -> anyhow::Result<ifmatch_server::Options> {
-    let mut options = ifmatch_server::Options::default().max_body(args.max_body);
-    options.cache_capacity = args.cache_capacity;
-    options.cache_bytes = args.cache_bytes;
-    options.orphan_age = seconds(args.orphan_age, "--orphan-age")?;
-    options.sweep_every = seconds(args.sweep_every, "--sweep-every")?;
-    options.limits = args.limits.limits()?;
-    options.anonymous = args.anonymous;
-    options.cosmos_enforce = args.cosmos_throughput == CosmosThroughput::Enforce;
+    let mut options = args.options.clone();
+    options.limits.max_connections =
+        ifmatch_server::raise_descriptor_limit(options.limits.max_connections);
     if let Some(hosts) = &args.copy_from {
         let allowed = ifmatch_blob::copy_origin::Allowed::parse(hosts)
             .map_err(|e| anyhow::anyhow!("--copy-from: {e}"))?;
         options.copy_origins = Some(ifmatch_server::copy_origins::HttpOrigins::new(allowed)?);
     }
-    options.metrics_listen = args.observe.metrics_listen;
-    options.access_log = args.observe.access_log;
     options.accounts = match (&args.accounts, &args.accounts_file) {
         (Some(text), _) => Accounts::parse(text).map_err(|e| anyhow::anyhow!("--accounts: {e}"))?,
         (None, Some(path)) => {
@@ -727,32 +517,9 @@ fn threads(asked: Option<usize>) -> usize {
 }
 
 async fn proxy(args: Proxy) -> anyhow::Result<()> {
-    let limits = args.limits.limits()?;
-    let mut options = ProxyOptions::new(args.upstream);
-    options.timeout = seconds(args.timeout, "--timeout")?;
-    options.preserve_host = args.preserve_host;
-    options.upstream_ca = args.upstream_ca;
-    options.hash_limit = args.hash_limit;
-    options.cache_capacity = args.cache_capacity;
-    options.cache_memory = args.cache_memory;
-    options.cache_max_object = args.cache_max_object;
-    options.cache_dir = args.cache_dir;
-    options.cache_disk_size = args.cache_disk_size;
-    options.admin_listen = args.admin_listen;
-    options.cache_collapse_wait = Duration::try_from_secs_f64(args.cache_collapse_wait)
-        .ok()
-        .context("--cache-collapse-wait: not a number of seconds")?;
-    options.cache_ttl = args
-        .cache_ttl
-        .map(|s| seconds(s, "--cache-ttl"))
-        .transpose()?;
-    options.require_precondition = args.require_precondition;
-    options.key_headers = args.key_headers;
-    options.trusted_proxies = ifmatch_server::proxy::TrustedHops::new(args.trusted_proxies);
-    options.metrics = args.metrics;
-    options.metrics_listen = args.observe.metrics_listen;
-    options.access_log = args.observe.access_log;
-    options.fencing_header = args.fencing_header;
+    let mut limits = args.limits;
+    limits.max_connections = ifmatch_server::raise_descriptor_limit(limits.max_connections);
+    let mut options = args.options;
     // Bound once the proxy is ready (its disk tier cleared of what a kill left half written),
     // so that whoever sees the port open sees the proxy it serves.
     let bind = || -> anyhow::Result<_> {
@@ -782,8 +549,7 @@ async fn proxy(args: Proxy) -> anyhow::Result<()> {
                 .with_context(|| format!("connecting to {backend}"))?;
             let versions =
                 ifmatch_redis::RedisVersions::new(connection.clone(), "ifmatch:versions:");
-            let versions = ifmatch_tower::Shared::new(versions)
-                .lock_ttl(seconds(args.lock_ttl, "--lock-ttl")?);
+            let versions = ifmatch_tower::Shared::new(versions).lock_ttl(args.lock_ttl);
             let proxy = ifmatch_server::proxy::Proxy::with_versions(&options, versions)?;
             // What one instance's cache forgets (a write, a purge), every instance forgets.
             let channel = "ifmatch:invalidations";

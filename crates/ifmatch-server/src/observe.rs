@@ -20,6 +20,21 @@ use pin_project_lite::pin_project;
 
 use crate::metrics::{self, Metrics, Seen};
 
+/// What an operator sees of a running server (`serve` and `proxy` alike): its command line's
+/// options.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ObserveOptions {
+    /// Answer GET /metrics (Prometheus text) on this address, a listener of its own, off the
+    /// data path: requests by operation and status, latency histograms, bytes, lease
+    /// actions, compare-and-swap retries, open connections.
+    #[arg(long, env = "IFMATCH_METRICS_LISTEN")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Log one line per request (target `ifmatch::access`, at INFO): client, method, path,
+    /// operation, status, microseconds, bytes in and out, request id.
+    #[arg(long, env = "IFMATCH_ACCESS_LOG")]
+    pub access_log: bool,
+}
+
 /// Records each request of the services it wraps in `metrics`, and logs it when
 /// `access_log`.
 #[derive(Debug, Clone)]

@@ -2,7 +2,6 @@
 //! tables beside its records, opened over the backends it is told (the local disk by default).
 
 use std::io;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,43 +11,75 @@ use ifmatch_backends::local::{DataDir, INLINE_MAX, LocalObjects, LocalRecords, L
 use ifmatch_backends::{AnyObjects, AnyRecords, AnyTables, Choice, Sizes};
 use ifmatch_blob::{DEFAULT_MAX_BODY, Front, Objects, Records};
 
+use crate::ObserveOptions;
+use crate::arguments::seconds;
 use crate::guards::accept::Limits;
 
 /// The front as the server runs it: the local disk and the system clock.
 pub type LocalFront = Front<LocalRecords, LocalObjects, SystemEnv>;
 
-/// What `ifmatch serve` can be told.
-#[derive(Debug, Clone)]
+/// What `ifmatch serve` can be told: the command line's options of the server itself, each
+/// declared here once (where it listens, its data and backends, and its accounts' sources are
+/// the command's own).
+#[derive(Debug, Clone, clap::Args)]
 #[non_exhaustive]
 pub struct Options {
-    /// The largest blob accepted, in bytes.
+    /// The largest blob accepted, in bytes; larger uploads answer 413.
+    #[arg(long, env = "IFMATCH_MAX_BODY", default_value_t = DEFAULT_MAX_BODY)]
     pub max_body: u64,
-    /// How many records the metadata cache holds (a record that keeps a small blob's bytes
-    /// counts once more per KiB of them).
+    /// How many blob and container records the metadata cache holds (a record that keeps a
+    /// small blob's bytes counts once more per KiB of them).
+    #[arg(long, env = "IFMATCH_CACHE_CAPACITY", default_value_t = 100_000)]
     pub cache_capacity: u64,
-    /// How many bytes of small objects (up to 4 MiB each) the byte cache holds.
+    /// How many bytes of blob content (blobs up to 4 MiB) the byte cache holds.
+    #[arg(long, env = "IFMATCH_CACHE_BYTES", default_value_t = 256 << 20)]
     pub cache_bytes: u64,
     /// What the server tolerates of its clients.
+    #[command(flatten)]
     pub limits: Limits,
-    /// How old an object no record names must be before the sweep discards it, and a
-    /// temporary file before it is removed: far longer than any write takes between staging
-    /// its bytes and committing its record.
+    /// Seconds an object no record names must be old before the sweep removes it (and a
+    /// temporary file): far longer than any upload takes between staging its bytes and
+    /// committing its record.
+    #[arg(long, env = "IFMATCH_ORPHAN_AGE", default_value = "3600", value_parser = seconds)]
     pub orphan_age: Duration,
-    /// How often the sweep runs while serving.
+    /// Seconds between two sweeps of orphans.
+    #[arg(long, env = "IFMATCH_SWEEP_EVERY", default_value = "600", value_parser = seconds)]
     pub sweep_every: Duration,
     /// The storage accounts served and their keys (the development account by default).
+    #[arg(skip)]
     pub accounts: Accounts,
-    /// Whether requests without credentials may do anything (development only).
+    /// Let requests without credentials read, write and delete anything. For development
+    /// only: anyone who can reach the port can change everything.
+    #[arg(long, env = "IFMATCH_ANONYMOUS")]
     pub anonymous: bool,
-    /// Whether the Cosmos DB endpoint holds each container to its offer's throughput.
-    pub cosmos_enforce: bool,
-    /// Where to answer `GET /metrics` (Prometheus text), on a listener of its own.
-    pub metrics_listen: Option<SocketAddr>,
-    /// Whether to log a line per request (target `ifmatch::access`, at INFO).
-    pub access_log: bool,
+    /// What the Cosmos DB endpoint does with its containers' provisioned throughput: `report`
+    /// (every answer says what it cost, in request units; nothing waits) or `enforce` (a
+    /// container past its offer's RU/s is answered 429 with the time to wait, as Azure does,
+    /// so an application's retry policy runs: docs/cosmos.md).
+    #[arg(
+        long,
+        env = "IFMATCH_COSMOS_THROUGHPUT",
+        value_enum,
+        default_value = "report"
+    )]
+    pub cosmos_throughput: CosmosThroughput,
+    /// Its metrics and access log.
+    #[command(flatten)]
+    pub observe: ObserveOptions,
     /// The origins copies may read sources from (`--copy-from`); none: copies read only the
     /// blobs this server serves.
+    #[arg(skip)]
     pub copy_origins: Option<crate::copy_origins::HttpOrigins>,
+}
+
+/// What the Cosmos DB endpoint does with provisioned throughput.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum CosmosThroughput {
+    /// Say what each request cost.
+    #[default]
+    Report,
+    /// And answer 429 past a container's offer.
+    Enforce,
 }
 
 impl Default for Options {
@@ -62,9 +93,8 @@ impl Default for Options {
             sweep_every: Duration::from_secs(600),
             accounts: Accounts::default(),
             anonymous: false,
-            cosmos_enforce: false,
-            metrics_listen: None,
-            access_log: false,
+            cosmos_throughput: CosmosThroughput::Report,
+            observe: ObserveOptions::default(),
             copy_origins: None,
         }
     }

@@ -155,7 +155,7 @@ where
     let background = Background::start(&served, &options);
     let metrics = Arc::new(Metrics::default());
     let page = metrics_page(&options, &metrics, &served.front).await?;
-    let observe = ObserveLayer::new(metrics.clone(), options.access_log);
+    let observe = ObserveLayer::new(metrics.clone(), options.observe.access_log);
     let on = |listener, tls| Listening {
         listener,
         tls,
@@ -174,7 +174,7 @@ where
             .with_anonymous_access(anonymous)
             .with_https(tls.is_some())
             .with_memory_budget(inflight.clone());
-        if options.cosmos_enforce {
+        if options.cosmos_throughput == crate::CosmosThroughput::Enforce {
             service = service.with_enforced_throughput(Arc::default());
         }
         let service = Arc::new(service);
@@ -290,7 +290,7 @@ async fn metrics_page<R: Records, O: Objects, E: Env>(
     metrics: &Arc<Metrics>,
     front: &Arc<Front<R, O, E>>,
 ) -> io::Result<Option<JoinHandle<io::Result<()>>>> {
-    let Some(address) = options.metrics_listen else {
+    let Some(address) = options.observe.metrics_listen else {
         return Ok(None);
     };
     let (metrics, front) = (metrics.clone(), front.clone());

@@ -22,6 +22,7 @@ use pin_project_lite::pin_project;
 use tokio::net::TcpListener;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
+use crate::arguments::seconds;
 use crate::guards::body_rate::RateBody;
 use crate::guards::connections::{BodyWaits, InFlight, State, Table, reap};
 use crate::guards::huge_length::HugeLength;
@@ -42,35 +43,43 @@ const BLOCKING_THREADS: usize = 512;
 /// the descriptor limit.
 const FILE_DESCRIPTORS: u64 = 256;
 
-/// What a server tolerates of its clients.
-#[derive(Debug, Clone, Copy)]
+/// What a server tolerates of its clients; the command line's options of `serve` and `proxy`
+/// alike.
+#[derive(Debug, Clone, Copy, clap::Args)]
 #[non_exhaustive]
 pub struct Limits {
-    /// From when a connection starts waiting for a request, its whole head must arrive within
-    /// this; otherwise the connection is closed. On HTTP/1 this also closes a kept-alive
-    /// connection idle that long.
+    /// Seconds a client has to send a request's whole head, from when the connection starts
+    /// waiting for it (on HTTP/1 this also closes kept-alive connections idle that long).
+    #[arg(long, env = "IFMATCH_HEADER_TIMEOUT", default_value = "30", value_parser = seconds)]
     pub header_timeout: Duration,
-    /// A connection with no request in flight for this long is closed (HTTP/1 and HTTP/2).
+    /// Seconds a connection may stay open with no request in flight (HTTP/1 and HTTP/2).
+    #[arg(long, env = "IFMATCH_IDLE_TIMEOUT", default_value = "120", value_parser = seconds)]
     pub idle_timeout: Duration,
-    /// A request body that sends nothing for this long fails (the upload is abandoned,
-    /// nothing is committed); so does one that sends less than
-    /// [`Limits::min_body_rate`] times this in this long of waiting for it.
+    /// Seconds an upload may send nothing before it is abandoned (nothing is committed); also
+    /// the window of --min-body-rate.
+    #[arg(long, env = "IFMATCH_BODY_TIMEOUT", default_value = "60", value_parser = seconds)]
     pub body_timeout: Duration,
-    /// The least a request body must send, in bytes per second of waiting for it, averaged
-    /// over [`Limits::body_timeout`].
+    /// The least an upload must send, in bytes per second of waiting for it, over each
+    /// --body-timeout: a client that trickles its body is cut off after one window.
+    #[arg(long, env = "IFMATCH_MIN_BODY_RATE", default_value_t = 1024)]
     pub min_body_rate: u64,
-    /// The most connections open at once. At the cap, a new connection closes the one idle
-    /// the longest (no request in flight, or still sending its head); with none idle, the new
-    /// one is closed.
+    /// The most connections open at once (HTTP/1 and HTTP/2); at the cap a new connection
+    /// closes the one idle the longest (no request in flight, or still sending its head); with
+    /// none idle, the new one is closed. `serve` and `proxy` lower it to fit the descriptor
+    /// limit, which they raise to its hard maximum at start.
+    #[arg(long, env = "IFMATCH_MAX_CONNECTIONS", default_value_t = 10_000)]
     pub max_connections: usize,
     /// The most concurrent requests (streams) on one HTTP/2 connection.
+    #[arg(long, env = "IFMATCH_MAX_STREAMS", default_value_t = 256)]
     pub max_streams: u32,
     /// A `Content-Length` of 2^64 - 2 or more (which hyper refuses with an empty 431) reaches
     /// the service as 2^64 - 3, for it to refuse as too large in its own words (see
     /// [`crate::guards::huge_length`]): for a server that refuses what it cannot take, not a proxy.
+    #[arg(skip)]
     pub huge_lengths_reach_service: bool,
     /// Each HTTP/1.1 request carries a sender of interim (1xx) responses to its client (see
     /// [`crate::guards::interim`]): for a proxy, which passes on its origin's.
+    #[arg(skip)]
     pub interim_responses: bool,
 }
 

@@ -133,8 +133,9 @@ impl<V: VersionStore + Clone> Proxy<V> {
             layer = layer.fencing_header(name.clone());
         }
         // What a trusted hop says of how it was reached shapes answers: it is keyed.
+        let trusted = forwarded_headers::TrustedHops::new(options.trusted_proxies.clone());
         let mut key_headers = options.key_headers.clone();
-        key_headers.extend(forwarded_headers::key_headers(&options.trusted_proxies));
+        key_headers.extend(forwarded_headers::key_headers(&trusted));
         if !key_headers.is_empty() {
             let names = key_headers.clone();
             layer = layer.key_fn(move |uri, headers| Some(key(uri, headers, &names)));
@@ -151,16 +152,16 @@ impl<V: VersionStore + Clone> Proxy<V> {
         }
         let cache = shared.handle();
         let _ = metrics.cache.set(cache.clone());
-        let observe = ObserveLayer::new(metrics.served.clone(), options.access_log);
+        let observe = ObserveLayer::new(metrics.served.clone(), options.observe.access_log);
         Ok(Self {
             service: layer.layer(shared.layer(forward)),
             metrics,
             cache,
             serve_metrics: options.metrics,
-            metrics_listen: options.metrics_listen,
+            metrics_listen: options.observe.metrics_listen,
             admin_listen: options.admin_listen,
             observe,
-            trusted: options.trusted_proxies.clone(),
+            trusted,
         })
     }
 
