@@ -11,9 +11,9 @@ use ifmatch_backends::local::{DataDir, INLINE_MAX, LocalObjects, LocalRecords, L
 use ifmatch_backends::{AnyObjects, AnyRecords, AnyTables, Choice, Sizes};
 use ifmatch_blob::{DEFAULT_MAX_BODY, Front, Objects, Records};
 
-use crate::ObserveOptions;
 use crate::arguments::seconds;
 use crate::guards::accept::Limits;
+use crate::observe::ObserveOptions;
 
 /// The front as the server runs it: the local disk and the system clock.
 pub type LocalFront = Front<LocalRecords, LocalObjects, SystemEnv>;

@@ -174,7 +174,7 @@ where
             .with_anonymous_access(anonymous)
             .with_https(tls.is_some())
             .with_memory_budget(inflight.clone());
-        if options.cosmos_throughput == crate::CosmosThroughput::Enforce {
+        if options.cosmos_throughput == crate::open::CosmosThroughput::Enforce {
             service = service.with_enforced_throughput(Arc::default());
         }
         let service = Arc::new(service);

@@ -7,8 +7,8 @@ use http::Uri;
 use http::header::HeaderName;
 use ipnet::IpNet;
 
-use crate::ObserveOptions;
 use crate::arguments::{hop, seconds, seconds_or_zero};
+use crate::observe::ObserveOptions;
 
 /// What `ifmatch proxy` can be told: its command line's options, each declared here once.
 #[derive(Debug, Clone, clap::Args)]
