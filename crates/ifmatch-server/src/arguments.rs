@@ -42,14 +42,27 @@ mod tests {
         assert!(hop("10.0.0.0/33").is_err());
     }
 
-    /// [`crate::Options`] and [`crate::Limits`] say their defaults twice, to the command line
-    /// and in `Default`: the two must agree.
+    /// What `T`'s command line gives for `args` and nothing else.
+    fn parsed<T: clap::Args + clap::FromArgMatches>(args: &[&str]) -> T {
+        let command = T::augment_args(clap::Command::new("ifmatch"));
+        T::from_arg_matches(
+            &command.get_matches_from(std::iter::once("ifmatch").chain(args.iter().copied())),
+        )
+        .unwrap()
+    }
+
+    /// [`crate::Options`] (with [`crate::Limits`]) and [`crate::proxy::ProxyOptions`] say
+    /// their defaults twice, to the command line and in `Default` or `new`: the two must
+    /// agree.
     #[test]
-    fn the_command_lines_defaults_are_the_default_s() {
-        use clap::{Args, FromArgMatches};
-        let command = crate::Options::augment_args(clap::Command::new("serve"));
-        let parsed = crate::Options::from_arg_matches(&command.get_matches_from(["serve"]));
-        let default = crate::Options::default();
-        assert_eq!(format!("{:?}", parsed.unwrap()), format!("{default:?}"));
+    fn the_command_lines_defaults_are_the_libraries() {
+        let serve: crate::Options = parsed(&[]);
+        assert_eq!(
+            format!("{serve:?}"),
+            format!("{:?}", crate::Options::default())
+        );
+        let proxy: crate::proxy::ProxyOptions = parsed(&["--upstream", "http://origin:1"]);
+        let new = crate::proxy::ProxyOptions::new("http://origin:1".parse().unwrap());
+        assert_eq!(format!("{proxy:?}"), format!("{new:?}"));
     }
 }

@@ -145,20 +145,3 @@ pub enum ProxyError {
     #[error("the cache directory {0} cannot be used: {1}")]
     CacheDir(std::path::PathBuf, #[source] std::io::Error),
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::{Args, FromArgMatches};
-
-    /// The defaults are declared twice, for the command line and for [`ProxyOptions::new`]:
-    /// they must say the same.
-    #[test]
-    fn the_command_lines_defaults_are_new_s() {
-        let command = ProxyOptions::augment_args(clap::Command::new("proxy"));
-        let matches = command.get_matches_from(["proxy", "--upstream", "http://origin:1"]);
-        let parsed = ProxyOptions::from_arg_matches(&matches).unwrap();
-        let new = ProxyOptions::new("http://origin:1".parse().unwrap());
-        assert_eq!(format!("{parsed:?}"), format!("{new:?}"));
-    }
-}
