@@ -266,6 +266,28 @@ pub enum Style {
     Path,
 }
 
+impl Style {
+    /// The root of `account` as the request `parts` named it, without a closing `/`:
+    /// `{scheme}://{host}{mount}`, and `/{account}` after it when named in the path. The
+    /// scheme is `https` when the host marked the request so ([`crate::auth::Https`]).
+    pub fn root(self, parts: &http::request::Parts, mount: &str, account: &Account) -> String {
+        let secure = parts.extensions.get::<crate::auth::Https>().is_some();
+        let scheme = if secure { "https" } else { "http" };
+        let host = host(parts).unwrap_or("");
+        match self {
+            Self::Host => format!("{scheme}://{host}{mount}"),
+            Self::Path => format!("{scheme}://{host}{mount}/{}", account.name),
+        }
+    }
+}
+
+/// The host a request names: its `Host` header, else its URI's authority.
+pub fn host(parts: &http::request::Parts) -> Option<&str> {
+    (parts.headers.get(http::header::HOST))
+        .and_then(|h| h.to_str().ok())
+        .or(parts.uri.authority().map(|a| a.as_str()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -138,6 +138,23 @@ pub struct Signed<'a> {
     pub blob: &'a str,
 }
 
+impl<'a> Signed<'a> {
+    /// What authentication reads of the request `parts` that addresses `container` and `blob`
+    /// (empty where it addresses none): the client's address and the scheme are the
+    /// extensions its host set ([`ClientIp`], [`Https`]).
+    pub fn of(parts: &'a http::request::Parts, container: &'a str, blob: &'a str) -> Self {
+        Self {
+            method: &parts.method,
+            uri: &parts.uri,
+            headers: &parts.headers,
+            client: parts.extensions.get::<ClientIp>().map(|ip| ip.0),
+            https: parts.extensions.get::<Https>().is_some(),
+            container,
+            blob,
+        }
+    }
+}
+
 /// How every service reads a request's credentials, given its string-to-sign (for Shared
 /// Key, or Shared Key Lite when `true`) and how it reads a SAS: the
 /// `Authorization` header's scheme, account and date checked, the signature compared; else a

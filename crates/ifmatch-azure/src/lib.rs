@@ -26,6 +26,7 @@
 
 mod account;
 pub mod auth;
+mod comparison;
 pub mod cors;
 pub mod delegation;
 mod env;
@@ -43,7 +44,8 @@ pub mod token;
 mod turns;
 mod whole_body;
 
-pub use account::{Account, Accounts, DEV_ACCOUNT, DEV_KEY, Style};
+pub use account::{Account, Accounts, DEV_ACCOUNT, DEV_KEY, Style, host};
+pub use comparison::Comparison;
 #[cfg(feature = "system")]
 pub use env::SystemEnv;
 pub use env::{Env, ManualEnv};

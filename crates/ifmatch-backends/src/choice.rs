@@ -205,18 +205,23 @@ impl Choice {
     /// for one embedded server; shared by every instance when records are in Redis and bytes
     /// on its disk; this instance's local state alone when bytes are in an object store.
     pub async fn open(&self, sizes: &Sizes) -> io::Result<Opened> {
-        match (&self.records, &self.objects) {
+        // Every pair but the embedded one's may have other instances writing its objects.
+        let shared = !matches!(
+            (&self.records, &self.objects),
+            (RecordsAt::Local, ObjectsAt::Local)
+        );
+        let (records, objects, tables, dir) = match (&self.records, &self.objects) {
             (RecordsAt::Local, ObjectsAt::Local) => {
                 let dir = DataDir::open(&self.data)?;
                 let records = LocalRecords::new(dir.clone(), sizes.records_cache, INLINE_MAX)?;
                 let objects = LocalObjects::new(dir.clone(), sizes.bytes_cache);
-                Ok(Opened {
-                    records: AnyRecords::Local(records),
-                    objects: AnyObjects::Local(objects),
-                    tables: local_tables(&dir)?,
+                let tables = local_tables(&dir)?;
+                (
+                    AnyRecords::Local(records),
+                    AnyObjects::Local(objects),
+                    tables,
                     dir,
-                    shared: false,
-                })
+                )
             }
             #[cfg(feature = "object-store")]
             (RecordsAt::Local, ObjectsAt::Store(url)) => {
@@ -224,26 +229,15 @@ impl Choice {
                 let dir = DataDir::open(&self.data)?;
                 // The bytes go to the store, small ones too: what the operator chose it for.
                 let records = LocalRecords::new(dir.clone(), sizes.records_cache, 0)?;
-                Ok(Opened {
-                    records: AnyRecords::Local(records),
-                    objects,
-                    tables: local_tables(&dir)?,
-                    dir,
-                    shared: true,
-                })
+                let tables = local_tables(&dir)?;
+                (AnyRecords::Local(records), objects, tables, dir)
             }
             #[cfg(feature = "redis")]
             (RecordsAt::Redis(url), ObjectsAt::Local) => {
                 let dir = DataDir::open_shared(&self.data, sizes.orphan_age)?;
                 let (records, tables) = redis(url, self.redis_replicas).await?;
                 let objects = LocalObjects::new(dir.clone(), sizes.bytes_cache);
-                Ok(Opened {
-                    records,
-                    objects: AnyObjects::Local(objects),
-                    tables,
-                    dir,
-                    shared: true,
-                })
+                (records, AnyObjects::Local(objects), tables, dir)
             }
             #[cfg(feature = "bucket")]
             (RecordsAt::Bucket(url), objects) => {
@@ -259,28 +253,23 @@ impl Choice {
                     )),
                 };
                 let dir = DataDir::open(&self.data)?;
-                Ok(Opened {
-                    records,
-                    objects,
-                    tables,
-                    dir,
-                    shared: true,
-                })
+                (records, objects, tables, dir)
             }
             #[cfg(all(feature = "redis", feature = "object-store"))]
             (RecordsAt::Redis(url), ObjectsAt::Store(store)) => {
                 let objects = open_store(store, sizes)?;
                 let dir = DataDir::open(&self.data)?;
                 let (records, tables) = redis(url, self.redis_replicas).await?;
-                Ok(Opened {
-                    records,
-                    objects,
-                    tables,
-                    dir,
-                    shared: true,
-                })
+                (records, objects, tables, dir)
             }
-        }
+        };
+        Ok(Opened {
+            records,
+            objects,
+            tables,
+            dir,
+            shared,
+        })
     }
 }
 

@@ -196,38 +196,16 @@ pub enum Condition {
     Or(Box<Condition>, Box<Condition>),
 }
 
-/// A comparison of a condition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
-    /// `=`
-    Eq,
-    /// `<>`
-    Ne,
-    /// `>`
-    Gt,
-    /// `>=`
-    Ge,
-    /// `<`
-    Lt,
-    /// `<=`
-    Le,
-}
+/// A condition's comparison: `=`, `<>`, `>`, `>=`, `<`, `<=`.
+pub use ifmatch_azure::Comparison as Op;
 
 impl Condition {
     /// Whether `tags` meet it.
     pub fn holds(&self, tags: &Tags) -> bool {
         match self {
-            Self::Compare(key, op, value) => tags.get(key).is_some_and(|have| {
-                let order = have.as_str().cmp(value.as_str());
-                match op {
-                    Op::Eq => order.is_eq(),
-                    Op::Ne => order.is_ne(),
-                    Op::Gt => order.is_gt(),
-                    Op::Ge => order.is_ge(),
-                    Op::Lt => order.is_lt(),
-                    Op::Le => order.is_le(),
-                }
-            }),
+            Self::Compare(key, op, value) => {
+                (tags.get(key)).is_some_and(|have| op.holds(have.as_str().cmp(value.as_str())))
+            }
             Self::And(a, b) => a.holds(tags) && b.holds(tags),
             Self::Or(a, b) => a.holds(tags) || b.holds(tags),
         }

@@ -180,10 +180,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
             Unknown::Encoding => bad_request("The path is not UTF-8 once decoded."),
             Unknown::Kind(path) => bad_request(format!("/{path} names nothing this server serves (databases, containers, documents, partition key ranges, conflicts, stored procedures, triggers, user-defined functions, users, permissions and offers).")),
         })?;
-        let host = (parts.headers.get(header::HOST))
-            .and_then(|h| h.to_str().ok())
-            .or(parts.uri.authority().map(|a| a.as_str()))
-            .unwrap_or("localhost");
+        let host = ifmatch_azure::host(parts).unwrap_or("localhost");
         // A host named for an account (`{account}.documents.…`) is that account's alone.
         let label = host.split(['.', ':']).next().unwrap_or_default();
         let named: Vec<&Account> = self.accounts.iter().filter(|a| a.name() == label).collect();

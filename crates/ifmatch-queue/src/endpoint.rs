@@ -8,7 +8,7 @@ use std::time::SystemTime;
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
-use ifmatch_azure::auth::{ClientIp, Https, QueryPairs, Signed, StoredPolicy, failed};
+use ifmatch_azure::auth::{QueryPairs, Signed, StoredPolicy, failed};
 use ifmatch_azure::cors::{self, Cors};
 use ifmatch_azure::inflight::{Inflight, Refused};
 use ifmatch_azure::{Account, Accounts, Answer, Env, OperationName, Style};
@@ -191,7 +191,9 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
     ) -> Result<(&'a Account, &'a str, Style)> {
         let raw = parts.uri.path();
         let raw = raw.strip_prefix(self.mount.as_str()).unwrap_or(raw);
-        Ok(self.accounts.locate("queue", host(parts), raw)?)
+        Ok(self
+            .accounts
+            .locate("queue", ifmatch_azure::host(parts), raw)?)
     }
 
     /// The tables of `account`'s queues.
@@ -242,19 +244,10 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         name: &mut &'static str,
     ) -> Result<Done> {
         let now = self.env.now();
-        let host = host(parts);
         let (account, below, style) = self.locate(parts)?;
         let target = Target::parse(&parts.method, below, parts.uri.query())?;
         *name = target.operation.name();
-        let signed = Signed {
-            method: &parts.method,
-            uri: &parts.uri,
-            headers: &parts.headers,
-            client: parts.extensions.get::<ClientIp>().map(|ip| ip.0),
-            https: parts.extensions.get::<Https>().is_some(),
-            container: &target.queue,
-            blob: "",
-        };
+        let signed = Signed::of(parts, &target.queue, "");
         let tables = self.scoped(account);
         let policy = self
             .stored_policy(&tables, &target.queue, &parts.uri)
@@ -273,19 +266,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
             };
             Failure::shared(code, refused.to_string())
         })?;
-        let scheme = match parts.extensions.get::<Https>() {
-            Some(_) => "https",
-            None => "http",
-        };
-        let endpoint = match style {
-            Style::Path => format!(
-                "{scheme}://{}{}/{}/",
-                host.unwrap_or(""),
-                self.mount,
-                account.name()
-            ),
-            Style::Host => format!("{scheme}://{}{}/", host.unwrap_or(""), self.mount),
-        };
+        let endpoint = format!("{}/", style.root(parts, &self.mount, account));
         let asked = Asked {
             tables: &tables,
             queue: &target.queue,
@@ -473,13 +454,6 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         }
         answer
     }
-}
-
-/// The host a request names: its `Host` header, else its URI's authority.
-fn host(parts: &http::request::Parts) -> Option<&str> {
-    (parts.headers.get(header::HOST))
-        .and_then(|h| h.to_str().ok())
-        .or(parts.uri.authority().map(|a| a.as_str()))
 }
 
 /// What one request brings an operation: the account's tables, the queue it names, its

@@ -154,35 +154,31 @@ impl Message {
             };
             return vec![entity, index];
         }
-        vec![
-            Change {
-                key: self.key(),
-                expected: Expected::Version(version),
-                write: None,
-            },
-            Change {
-                key: moved.key(),
-                expected: Expected::Absent,
-                write: Some(moved.entity(at)),
-            },
-            index,
-        ]
+        let entity = Change {
+            key: moved.key(),
+            expected: Expected::Absent,
+            write: Some(moved.entity(at)),
+        };
+        vec![self.deleted(version), entity, index]
     }
 
     /// The changes that remove `self` (stored at `version`).
     fn removed(&self, version: DateTime) -> Vec<Change> {
-        vec![
-            Change {
-                key: self.key(),
-                expected: Expected::Version(version),
-                write: None,
-            },
-            Change {
-                key: self.index_key(),
-                expected: Expected::Anything,
-                write: None,
-            },
-        ]
+        let index = Change {
+            key: self.index_key(),
+            expected: Expected::Anything,
+            write: None,
+        };
+        vec![self.deleted(version), index]
+    }
+
+    /// The change that deletes `self`'s entity, stored at `version`.
+    fn deleted(&self, version: DateTime) -> Change {
+        Change {
+            key: self.key(),
+            expected: Expected::Version(version),
+            write: None,
+        }
     }
 }
 

@@ -9,7 +9,6 @@ use std::time::SystemTime;
 
 use bytes::Bytes;
 use http::{HeaderValue, Method, Response, header};
-use ifmatch_azure::auth::{ClientIp, Https};
 use ifmatch_azure::{Accounts, Env, OperationName, Style};
 
 use crate::auth::{self, Credential, Operation};
@@ -130,9 +129,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         now: SystemTime,
         name: &mut &'static str,
     ) -> Answer {
-        let host = (parts.headers.get(header::HOST))
-            .and_then(|h| h.to_str().ok())
-            .or(parts.uri.authority().map(|a| a.as_str()));
+        let host = ifmatch_azure::host(parts);
         let raw = parts.uri.path();
         let raw = raw.strip_prefix(self.mount.as_str()).unwrap_or(raw);
         // A path that names no account is the first account's: clients that drop an
@@ -151,15 +148,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
             (Style::Path, true) => None,
             (style, _) => Some(style),
         };
-        let signed = Signed {
-            method: &parts.method,
-            uri: &parts.uri,
-            headers: &parts.headers,
-            client: parts.extensions.get::<ClientIp>().map(|ip| ip.0),
-            https: parts.extensions.get::<Https>().is_some(),
-            container: "",
-            blob: "",
-        };
+        let signed = Signed::of(parts, "", "");
         let path = percent_encoding::percent_decode_str(below).decode_utf8_lossy();
         // What the request asks: its method, or the one a POST tunnels (signed as sent).
         let method = tunneled(&parts.method, &parts.headers);
@@ -178,16 +167,9 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
             form_urlencoded::parse(parts.uri.query().unwrap_or("").as_bytes())
                 .map(|(n, v)| (n.into_owned(), v.into_owned()))
                 .collect();
-        let scheme = if parts.extensions.get::<Https>().is_some() {
-            "https"
-        } else {
-            "http"
-        };
-        let host = host.unwrap_or("");
-        let base = match style {
-            Some(Style::Path) => format!("{scheme}://{host}{}/{}", self.mount, account.name()),
-            Some(Style::Host) | None => format!("{scheme}://{host}{}", self.mount),
-        };
+        let base = style
+            .unwrap_or(Style::Host)
+            .root(parts, &self.mount, account);
         let asked = Asked {
             method: &method,
             path: &path,

@@ -18,7 +18,7 @@
 //! strings compare by their bytes. At most [`MAX_COMPARISONS`] comparisons, as Azure allows,
 //! and a bounded nesting: a hostile filter is refused before it costs anything.
 
-use std::cmp::Ordering;
+use ifmatch_azure::Comparison as Op;
 
 use crate::value::{DateTime, Entity, Value};
 
@@ -58,16 +58,6 @@ enum Expression {
 enum Operand {
     Property(String),
     Literal(Value),
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Op {
-    Eq,
-    Ne,
-    Gt,
-    Ge,
-    Lt,
-    Le,
 }
 
 impl Filter {
@@ -145,29 +135,17 @@ impl Operand {
     }
 }
 
-impl Op {
-    fn of(word: &str) -> Option<Self> {
-        Some(match word {
-            "eq" => Self::Eq,
-            "ne" => Self::Ne,
-            "gt" => Self::Gt,
-            "ge" => Self::Ge,
-            "lt" => Self::Lt,
-            "le" => Self::Le,
-            _ => return None,
-        })
-    }
-
-    fn holds(self, ordering: Ordering) -> bool {
-        match self {
-            Self::Eq => ordering.is_eq(),
-            Self::Ne => ordering.is_ne(),
-            Self::Gt => ordering.is_gt(),
-            Self::Ge => ordering.is_ge(),
-            Self::Lt => ordering.is_lt(),
-            Self::Le => ordering.is_le(),
-        }
-    }
+/// The comparison an OData word names.
+fn comparison(word: &str) -> Option<Op> {
+    Some(match word {
+        "eq" => Op::Eq,
+        "ne" => Op::Ne,
+        "gt" => Op::Gt,
+        "ge" => Op::Ge,
+        "lt" => Op::Lt,
+        "le" => Op::Le,
+        _ => return None,
+    })
 }
 
 /// A token, and the byte it starts at.
@@ -373,7 +351,7 @@ impl Parser {
         let Some(Token::Word(word)) = self.token() else {
             return None;
         };
-        let op = Op::of(word)?;
+        let op = comparison(word)?;
         self.next += 1;
         Some(op)
     }
@@ -396,7 +374,7 @@ impl Parser {
 }
 
 fn is_keyword(word: &str) -> bool {
-    matches!(word, "and" | "or" | "not") || Op::of(word).is_some()
+    matches!(word, "and" | "or" | "not") || comparison(word).is_some()
 }
 
 #[cfg(test)]

@@ -3,8 +3,6 @@
 
 use std::time::SystemTime;
 
-use http::header;
-
 use super::failure::{Failure, Result};
 use super::state::Front;
 use crate::auth;
@@ -15,14 +13,8 @@ use crate::record::PublicAccess;
 use crate::store::{Key, Objects, Records};
 use ifmatch_azure::Env;
 use ifmatch_azure::OperationName;
-use ifmatch_azure::auth::{ClientIp, Https, Signed};
-
-/// The host a request names: its `Host`, or the authority of its target.
-pub(super) fn host(parts: &http::request::Parts) -> Option<&str> {
-    (parts.headers.get(header::HOST))
-        .and_then(|h| h.to_str().ok())
-        .or(parts.uri.authority().map(|a| a.as_str()))
-}
+use ifmatch_azure::auth::Signed;
+use ifmatch_azure::host;
 
 /// The hosts a reverse proxy in front says the client named (`X-Forwarded-Host`, each proxy's
 /// in turn), which reach this server as its own.
@@ -40,16 +32,7 @@ pub(super) fn endpoint(
     account: &ifmatch_azure::Account,
     style: ifmatch_azure::Style,
 ) -> String {
-    let scheme = if parts.extensions.get::<Https>().is_some() {
-        "https"
-    } else {
-        "http"
-    };
-    let host = host(parts).unwrap_or("");
-    match style {
-        ifmatch_azure::Style::Host => format!("{scheme}://{host}/"),
-        ifmatch_azure::Style::Path => format!("{scheme}://{host}/{}/", account.name()),
-    }
+    format!("{}/", style.root(parts, "", account))
 }
 
 /// A request its credentials admit: what it addresses, and the keys of its records.
@@ -79,15 +62,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let (account, path, style) = self.accounts.locate("blob", host(parts), uri.path())?;
         let target = Target::parse(method, path, uri.query())?;
         *operation = Some(OperationName(target.operation.name()));
-        let signed = Signed {
-            method,
-            uri,
-            headers,
-            client: parts.extensions.get::<ClientIp>().map(|ip| ip.0),
-            https: parts.extensions.get::<Https>().is_some(),
-            container: &target.container,
-            blob: &target.blob,
-        };
+        let signed = Signed::of(parts, &target.container, &target.blob);
         let delegator = self.delegator(account, uri).await?;
         let credential = auth::authenticate(account, signed, &delegator, now)?;
         let stored = self.accounts.stored(account, &target.container);

@@ -43,7 +43,7 @@ use http_body_util::Either;
 use ifmatch_core::ByteRange;
 use ifmatch_core::date::date_header_value;
 
-use super::admission::{forwarded_hosts, host};
+use super::admission::forwarded_hosts;
 use super::failure::{Failure, Result};
 use super::gate::Asking;
 use super::gate::committed;
@@ -59,6 +59,7 @@ use ifmatch_azure::Account;
 use ifmatch_azure::Env;
 use ifmatch_azure::Style;
 use ifmatch_azure::auth::{ClientIp, Signed};
+use ifmatch_azure::host;
 use ifmatch_azure::swap::Attempts;
 
 /// `x-ms-copy-source`: the URL of the blob to copy.
