@@ -57,7 +57,8 @@ static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
 
 static SERVICE: LazyLock<Service> = LazyLock::new(|| {
     let service =
-        Endpoint::new(Arc::new(MemoryTables::new()), SystemEnv).with_anonymous_access(true);
+        Endpoint::new(Arc::new(MemoryTables::new()), SystemEnv)
+            .with_serving(ifmatch_azure::Serving::anonymous());
     RUNTIME.block_on(async {
         let container = r#"{"id":"c","partitionKey":{"paths":["/pk"]},"changeFeedPolicy":{"retentionDuration":10}}"#;
         send(&service, "POST", "/dbs", &[], r#"{"id":"d"}"#).await;

@@ -22,7 +22,8 @@ static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
 /// The service, and the id of the message its queue `fuzz` holds.
 static SERVICE: LazyLock<(Service, String)> = LazyLock::new(|| {
     let service =
-        Endpoint::new(Arc::new(MemoryTables::new()), SystemEnv).with_anonymous_access(true);
+        Endpoint::new(Arc::new(MemoryTables::new()), SystemEnv)
+            .with_serving(ifmatch_azure::Serving::anonymous());
     let id = RUNTIME.block_on(async {
         send(&service, Method::PUT, "/devstoreaccount1/fuzz", b"").await;
         let body = b"<QueueMessage><MessageText>kept</MessageText></QueueMessage>";

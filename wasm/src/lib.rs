@@ -64,8 +64,12 @@ async fn scheduled(_event: worker::ScheduledEvent, env: Env, _ctx: worker::Sched
     let (Ok(accounts), Ok(namespace)) = (accounts(&env), env.durable_object(TABLES)) else {
         return;
     };
+    let serving = ifmatch_azure::Serving {
+        accounts: accounts.clone(),
+        ..ifmatch_azure::Serving::default()
+    };
     let service = ifmatch_cosmos::Endpoint::new(DurableTables::new(namespace), WorkersEnv)
-        .with_accounts(&accounts);
+        .with_serving(serving);
     service.sweep(SWEEP_BUDGET).await;
     // What the publisher that runs after each write left (a write answered as the Worker
     // stopped), and the changes of accounts whose feed was turned off.
@@ -257,6 +261,15 @@ impl Given<'_> {
     fn tables(&self) -> worker::Result<DurableTables> {
         Ok(DurableTables::new(self.env.durable_object(TABLES)?))
     }
+
+    /// What the endpoints serve with: the accounts, anonymous access, the isolate's budget.
+    fn serving(&self) -> ifmatch_azure::Serving {
+        ifmatch_azure::Serving {
+            accounts: self.accounts.clone(),
+            anonymous: self.anonymous,
+            inflight: INFLIGHT.clone(),
+        }
+    }
 }
 
 /// The memory the isolate's heavy Table and Cosmos requests may take together
@@ -277,10 +290,8 @@ static BUDGETS: std::sync::LazyLock<std::sync::Arc<ifmatch_cosmos::throughput::B
 async fn cosmos(request: HttpRequest, given: Given<'_>) -> worker::Result<worker::Response> {
     let https = request.uri().scheme_str() == Some("https");
     let mut service = ifmatch_cosmos::Endpoint::new(given.tables()?, WorkersEnv)
-        .with_accounts(&given.accounts)
-        .with_anonymous_access(given.anonymous)
-        .with_https(https)
-        .with_memory_budget(INFLIGHT.clone());
+        .with_serving(given.serving())
+        .with_https(https);
     // `COSMOS_THROUGHPUT = "enforce"`: each container held to its offer, per isolate.
     if (given.env.var("COSMOS_THROUGHPUT")).is_ok_and(|v| v.to_string() == "enforce") {
         service = service.with_enforced_throughput(BUDGETS.clone());
@@ -299,10 +310,8 @@ async fn queues(request: HttpRequest, given: Given<'_>) -> worker::Result<worker
         false => "",
     };
     let service = ifmatch_queue::Endpoint::new(given.tables()?, WorkersEnv)
-        .with_accounts(&given.accounts)
-        .with_anonymous_access(given.anonymous)
-        .with_mount(mount)
-        .with_memory_budget(INFLIGHT.clone());
+        .with_serving(given.serving())
+        .with_mount(mount);
     let parts = client_parts(request);
     if let Some(name) = given.unreadable {
         return whole(service.unreadable_header(&parts.0, name));
@@ -329,14 +338,12 @@ fn client_parts(request: HttpRequest) -> (http::request::Parts, worker::Body) {
 /// The Table service's answer: `ifmatch-table`'s, over the tables' Durable Objects.
 async fn tables(request: HttpRequest, given: Given<'_>) -> worker::Result<worker::Response> {
     let service = ifmatch_table::Endpoint::new(given.tables()?, WorkersEnv)
-        .with_accounts(&given.accounts)
-        .with_anonymous_access(given.anonymous)
+        .with_serving(given.serving())
         .with_mount(if request.uri().path().starts_with(TABLE_MOUNT) {
             TABLE_MOUNT
         } else {
             ""
-        })
-        .with_memory_budget(INFLIGHT.clone());
+        });
     let (parts, body) = client_parts(request);
     if let Some(name) = given.unreadable {
         return whole(service.unreadable_header(&parts, name));

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use http::{HeaderValue, header};
-use ifmatch_azure::{Account, Accounts, Env};
+use ifmatch_azure::{Account, Env, Serving};
 use ifmatch_table::{Scoped, Tables};
 
 use crate::address::{Address, Unknown};
@@ -16,7 +16,6 @@ use crate::front::answers::answer_of;
 use crate::front::turns::Commits;
 use crate::front::{Asked, CONSISTENCY, Front};
 use crate::throughput::Budgets;
-use ifmatch_azure::inflight::Inflight;
 use ifmatch_table::Clock;
 
 /// The largest request body taken: a document of 2 MB and some room.
@@ -37,8 +36,10 @@ pub fn connection_string(endpoint: &str) -> String {
 #[derive(Debug, Clone)]
 pub struct Endpoint<T, E> {
     tables: T,
+    /// The emulator's account, then the served ones.
     accounts: Vec<Account>,
-    anonymous: bool,
+    /// What the host serves with (its accounts are in `accounts`).
+    serving: Serving,
     env: E,
     /// The instants writes are made at.
     clock: Arc<Clock>,
@@ -46,8 +47,6 @@ pub struct Endpoint<T, E> {
     commits: Arc<Commits>,
     /// Whether clients reach it over HTTPS: the endpoint the account read names.
     https: bool,
-    /// What the requests in flight may hold in memory together.
-    inflight: Arc<Inflight>,
     /// The offers' budgets, when throughput is held to them.
     budgets: Option<Arc<Budgets>>,
 }
@@ -75,28 +74,31 @@ impl<T: Tables + Clone, E: Env> ifmatch_azure::WholeBody for Endpoint<T, E> {
 
 impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
     /// The endpoint over `tables`, for the emulator's account alone until
-    /// [`Endpoint::with_accounts`].
+    /// [`Endpoint::with_serving`].
     pub fn new(tables: T, env: E) -> Self {
         let emulator = Account::new(EMULATOR_ACCOUNT, &[EMULATOR_KEY]).expect("the published key");
         Self {
             tables,
             accounts: vec![emulator],
-            anonymous: false,
+            serving: Serving::default(),
             env,
             clock: Arc::default(),
             commits: Arc::default(),
             https: false,
-            inflight: Arc::default(),
             budgets: None,
         }
     }
 
-    /// The budget of the memory the heavy requests in flight may take together, as
-    /// [`ifmatch_azure::inflight`] weighs them (by default its own, of
-    /// [`ifmatch_azure::inflight::DEFAULT_BUDGET`]): shared by every endpoint given it, so that a
-    /// host making an endpoint a request (a Worker) still bounds them all.
-    pub fn with_memory_budget(mut self, inflight: Arc<Inflight>) -> Self {
-        self.inflight = inflight;
+    /// Serves the host's accounts too, each with its own keys and its own databases, beside
+    /// the emulator's (which takes the tokens the first takes); lets requests without
+    /// credentials act if it says so; shares its memory budget.
+    pub fn with_serving(mut self, serving: Serving) -> Self {
+        if let Some(first) = serving.accounts.iter().next() {
+            self.accounts[0] = self.accounts[0].clone().sharing_identity(first);
+        }
+        self.accounts.truncate(1);
+        self.accounts.extend(serving.accounts.iter().cloned());
+        self.serving = serving;
         self
     }
 
@@ -124,16 +126,6 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         removed
     }
 
-    /// Serves `accounts` too, each with its own keys and its own databases.
-    pub fn with_accounts(mut self, accounts: &Accounts) -> Self {
-        // The emulator's account takes the tokens they take.
-        if let Some(first) = accounts.iter().next() {
-            self.accounts[0] = self.accounts[0].clone().sharing_identity(first);
-        }
-        self.accounts.extend(accounts.iter().cloned());
-        self
-    }
-
     /// Whether clients reach the endpoint over HTTPS (the account read names an `https://`
     /// endpoint, so the SDKs stay on it).
     pub fn with_https(mut self, https: bool) -> Self {
@@ -147,12 +139,6 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
     /// every answer says what it cost and nothing waits.
     pub fn with_enforced_throughput(mut self, budgets: Arc<Budgets>) -> Self {
         self.budgets = Some(budgets);
-        self
-    }
-
-    /// Whether requests without credentials may do anything (development only).
-    pub fn with_anonymous_access(mut self, anonymous: bool) -> Self {
-        self.anonymous = anonymous;
         self
     }
 
@@ -189,7 +175,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         } else {
             named
         };
-        let (account, caller) = match self.anonymous {
+        let (account, caller) = match self.serving.anonymous {
             true => (candidates[0], crate::auth::Caller::Key),
             false => {
                 let reached = crate::auth::Reached {
@@ -220,7 +206,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         consistency(&parts.headers)?;
         // Once the credentials are known good: a stranger takes no share of the budget.
         let weight = ifmatch_azure::inflight::weight(body);
-        let _admitted = self.inflight.admit(weight).map_err(refused)?;
+        let _admitted = self.serving.inflight.admit(weight).map_err(refused)?;
         let tables = Scoped::new(self.tables.clone(), &format!("~cosmos~{}", account.name()));
         let scheme = if self.https { "https" } else { "http" };
         let endpoint = format!("{scheme}://{host}/");

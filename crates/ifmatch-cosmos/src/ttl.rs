@@ -139,8 +139,8 @@ mod tests {
     #[tokio::test]
     async fn an_item_past_its_time_frees_its_values_at_once_and_the_sweep_removes_it() {
         let clock = Moved::default();
-        let endpoint =
-            Endpoint::new(Arc::new(MemoryTables::new()), clock.clone()).with_anonymous_access(true);
+        let endpoint = Endpoint::new(Arc::new(MemoryTables::new()), clock.clone())
+            .with_serving(ifmatch_azure::Serving::anonymous());
         assert_eq!(
             send(&endpoint, "POST", "/dbs", json!({"id": "d"})).await,
             201
@@ -220,8 +220,8 @@ mod versions_tests {
     #[tokio::test]
     async fn a_delete_by_time_to_live_is_marked_and_versions_leave_after_their_retention() {
         let clock = Moved::default();
-        let endpoint =
-            Endpoint::new(Arc::new(MemoryTables::new()), clock.clone()).with_anonymous_access(true);
+        let endpoint = Endpoint::new(Arc::new(MemoryTables::new()), clock.clone())
+            .with_serving(ifmatch_azure::Serving::anonymous());
         assert_eq!(
             super::tests::send(&endpoint, "POST", "/dbs", json!({"id": "d"})).await,
             201

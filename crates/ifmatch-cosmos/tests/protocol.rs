@@ -323,7 +323,10 @@ async fn positions_and_tokens_out_of_range_are_refused() {
 async fn a_body_heavier_than_the_memory_budget_is_413_and_one_that_must_wait_429() {
     use ifmatch_azure::inflight::Inflight;
     let budget = Arc::new(Inflight::new(8 << 20));
-    let service = service().with_memory_budget(budget.clone());
+    let service = service().with_serving(ifmatch_azure::Serving {
+        inflight: budget.clone(),
+        ..ifmatch_azure::Serving::default()
+    });
     let e = &service;
     assert_eq!(
         signed(e, Method::POST, "/dbs", &[], r#"{"id":"d"}"#)

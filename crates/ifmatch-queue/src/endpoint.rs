@@ -10,8 +10,8 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use ifmatch_azure::auth::{QueryPairs, Signed, StoredPolicy, failed};
 use ifmatch_azure::cors::{self, Cors};
-use ifmatch_azure::inflight::{Inflight, Refused};
-use ifmatch_azure::{Account, Accounts, Answer, Env, OperationName, Style};
+use ifmatch_azure::inflight::Refused;
+use ifmatch_azure::{Account, Answer, Env, OperationName, Serving, Style};
 use ifmatch_table::{Clock, Scoped, Tables};
 
 use crate::failure::{ErrorCode, Failure, Result};
@@ -31,13 +31,10 @@ const VERSION: &str = "2021-12-02";
 #[derive(Debug, Clone)]
 pub struct Endpoint<T, E> {
     tables: T,
-    accounts: Accounts,
-    anonymous: bool,
+    serving: Serving,
     env: E,
     /// The instants entities are written at: each later than the last.
     clock: Arc<Clock>,
-    /// What the requests in flight may hold in memory together.
-    inflight: Arc<Inflight>,
     /// A path the service is mounted under (`/queue` on a Worker that serves blobs beside),
     /// taken off before the account is read, kept in what is signed.
     mount: String,
@@ -99,15 +96,13 @@ impl Done {
 
 impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
     /// The service over `tables`, for the development account alone until
-    /// [`Endpoint::with_accounts`].
+    /// [`Endpoint::with_serving`].
     pub fn new(tables: T, env: E) -> Self {
         Self {
             tables,
-            accounts: Accounts::default(),
-            anonymous: false,
+            serving: Serving::default(),
             env,
             clock: Arc::default(),
-            inflight: Arc::default(),
             mount: String::new(),
         }
     }
@@ -118,22 +113,10 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         self
     }
 
-    /// The accounts served.
-    pub fn with_accounts(mut self, accounts: &Accounts) -> Self {
-        self.accounts = accounts.clone();
-        self
-    }
-
-    /// Whether requests without credentials may do anything (development only).
-    pub fn with_anonymous_access(mut self, anonymous: bool) -> Self {
-        self.anonymous = anonymous;
-        self
-    }
-
-    /// The budget of the memory the requests in flight take together, shared with the other
-    /// dialects of the host ([`ifmatch_azure::inflight`]).
-    pub fn with_memory_budget(mut self, inflight: Arc<Inflight>) -> Self {
-        self.inflight = inflight;
+    /// The accounts served, whether requests without credentials may act, and the memory
+    /// the requests in flight share with the host's other endpoints.
+    pub fn with_serving(mut self, serving: Serving) -> Self {
+        self.serving = serving;
         self
     }
 
@@ -192,6 +175,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         let raw = parts.uri.path();
         let raw = raw.strip_prefix(self.mount.as_str()).unwrap_or(raw);
         Ok(self
+            .serving
             .accounts
             .locate("queue", ifmatch_azure::host(parts), raw)?)
     }
@@ -255,11 +239,11 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         let credential = auth::authenticate(account, signed, policy.as_ref(), now)?;
         match auth::authorize(&credential, &target.operation, &target.queue) {
             Ok(()) => {}
-            Err(_) if credential == auth::Credential::Anonymous && self.anonymous => {}
+            Err(_) if credential == auth::Credential::Anonymous && self.serving.anonymous => {}
             Err(denied) => return Err(denied.into()),
         }
         let weight = ifmatch_azure::inflight::weight(body);
-        let _admitted = self.inflight.admit(weight).map_err(|refused| {
+        let _admitted = self.serving.inflight.admit(weight).map_err(|refused| {
             let code = match refused {
                 Refused::TooHeavy { .. } => ifmatch_azure::CommonCode::RequestBodyTooLarge,
                 Refused::Busy { .. } => ifmatch_azure::CommonCode::ServerBusy,

@@ -163,17 +163,19 @@ where
         metrics: metrics.clone(),
         observe: observe.clone(),
     };
-    // One budget for the JSON bodies the dialects read whole (`ifmatch_azure::inflight`).
-    let inflight = Arc::new(ifmatch_azure::inflight::Inflight::default());
-    let (accounts, anonymous, served_tables) =
-        (&options.accounts, options.anonymous, served.tables);
+    // What the dialects serve with: the accounts, anonymous access, and one budget for the
+    // JSON bodies they read whole (`ifmatch_azure::inflight`).
+    let serving = ifmatch_azure::Serving {
+        accounts: options.accounts.clone(),
+        anonymous: options.anonymous,
+        inflight: Arc::default(),
+    };
+    let served_tables = served.tables;
     let mut dialects = Vec::new();
     if let Some((listener, tls)) = cosmos {
         let mut service = cosmos::CosmosEndpoint::new(served_tables.clone(), SystemEnv)
-            .with_accounts(accounts)
-            .with_anonymous_access(anonymous)
-            .with_https(tls.is_some())
-            .with_memory_budget(inflight.clone());
+            .with_serving(serving.clone())
+            .with_https(tls.is_some());
         if options.cosmos_throughput == crate::open::CosmosThroughput::Enforce {
             service = service.with_enforced_throughput(Arc::default());
         }
@@ -187,9 +189,7 @@ where
     }
     if let Some(listener) = queues {
         let service = queues::QueueEndpoint::new(served_tables.clone(), SystemEnv)
-            .with_accounts(accounts)
-            .with_anonymous_access(anonymous)
-            .with_memory_budget(inflight.clone());
+            .with_serving(serving.clone());
         let stop = stop.clone().cancelled_owned();
         dialects.push(serve_whole!(
             on(listener, tls.clone()),
@@ -198,10 +198,7 @@ where
         ));
     }
     if let Some(listener) = tables {
-        let service = tables::TableEndpoint::new(served_tables, SystemEnv)
-            .with_accounts(accounts)
-            .with_anonymous_access(anonymous)
-            .with_memory_budget(inflight);
+        let service = tables::TableEndpoint::new(served_tables, SystemEnv).with_serving(serving);
         let stop = stop.clone().cancelled_owned();
         dialects.push(serve_whole!(
             on(listener, tls.clone()),

@@ -9,7 +9,7 @@ use std::time::SystemTime;
 
 use bytes::Bytes;
 use http::{HeaderValue, Method, Response, header};
-use ifmatch_azure::{Accounts, Env, OperationName, Style};
+use ifmatch_azure::{Env, OperationName, Serving, Style};
 
 use crate::auth::{self, Credential, Operation};
 use crate::clock::Clock;
@@ -18,7 +18,7 @@ use crate::front::{self, Answer, Asked};
 use crate::scoped::Scoped;
 use crate::store::Tables;
 use ifmatch_azure::auth::Signed;
-use ifmatch_azure::inflight::{Inflight, Refused};
+use ifmatch_azure::inflight::Refused;
 
 /// The largest request body taken: a batch's 4 MiB of operations and its multipart framing.
 pub const MAX_BODY: usize = (4 << 20) + (64 << 10);
@@ -27,8 +27,7 @@ pub const MAX_BODY: usize = (4 << 20) + (64 << 10);
 #[derive(Debug, Clone)]
 pub struct Endpoint<T, E> {
     tables: T,
-    accounts: Accounts,
-    anonymous: bool,
+    serving: Serving,
     env: E,
     /// A path the service is mounted under (`/table` on a Worker that serves blobs beside),
     /// taken off before the account is read, kept in what is signed.
@@ -36,8 +35,6 @@ pub struct Endpoint<T, E> {
     /// The instants requests are answered at: the next later than the last, even when the
     /// system clock steps back, so a deleted entity inserted again never gets a tag it had.
     clock: Arc<Clock>,
-    /// What the requests in flight may hold in memory together.
-    inflight: Arc<Inflight>,
 }
 
 impl<T: Tables + Clone, E: Env> ifmatch_azure::WholeBody for Endpoint<T, E> {
@@ -64,43 +61,28 @@ impl<T: Tables + Clone, E: Env> ifmatch_azure::WholeBody for Endpoint<T, E> {
 
 impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
     /// The service over `tables`, for the development account alone until
-    /// [`Endpoint::with_accounts`].
+    /// [`Endpoint::with_serving`].
     pub fn new(tables: T, env: E) -> Self {
         Self {
             tables,
-            accounts: Accounts::default(),
-            anonymous: false,
+            serving: Serving::default(),
             env,
             mount: String::new(),
             clock: Arc::default(),
-            inflight: Arc::default(),
         }
     }
 
-    /// The budget of the memory the heavy requests in flight may take together, as
-    /// [`ifmatch_azure::inflight`] weighs them (by default its own): shared by every endpoint
-    /// given it, so that a host making an endpoint a request (a Worker) still bounds them all.
-    pub fn with_memory_budget(mut self, inflight: Arc<Inflight>) -> Self {
-        self.inflight = inflight;
-        self
-    }
-
-    /// The accounts served.
-    pub fn with_accounts(mut self, accounts: &Accounts) -> Self {
-        self.accounts = accounts.clone();
+    /// The accounts served, whether requests without credentials may act (for the whole
+    /// server, in development: Azure itself has no public tables), and the memory the requests
+    /// in flight share with the host's other endpoints.
+    pub fn with_serving(mut self, serving: Serving) -> Self {
+        self.serving = serving;
         self
     }
 
     /// The service under `mount` (`/table`): `/table/{account}/Tables` and so on.
     pub fn with_mount(mut self, mount: &str) -> Self {
         self.mount = mount.trim_end_matches('/').to_owned();
-        self
-    }
-
-    /// Whether requests without credentials may do anything (development only, for the
-    /// whole server: Azure itself has no public tables).
-    pub fn with_anonymous_access(mut self, anonymous: bool) -> Self {
-        self.anonymous = anonymous;
         self
     }
 
@@ -135,8 +117,8 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         // A path that names no account is the first account's: clients that drop an
         // endpoint's path (the legacy `azure-storage` package does, outside its own
         // development-storage settings) send `/Tables`, `/people(...)`.
-        let located = self.accounts.locate("table", host, raw);
-        let first = self.accounts.iter().next();
+        let located = self.serving.accounts.locate("table", host, raw);
+        let first = self.serving.accounts.iter().next();
         let (account, below, style) = match (located, first) {
             (Ok(located), _) => located,
             (Err(_), Some(first)) => (first, raw, Style::Path),
@@ -160,7 +142,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         };
         let (within, credential) = match auth::authorize(&credential, operation) {
             Ok(within) => (within, Some(&credential)),
-            Err(_) if credential == Credential::Anonymous && self.anonymous => (None, None),
+            Err(_) if credential == Credential::Anonymous && self.serving.anonymous => (None, None),
             Err(denied) => return denial(&denied),
         };
         let query: Vec<(String, String)> =
@@ -185,7 +167,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         // heavier than all of it is never read (413); one heavier than what is left now, later
         // (503, which the SDKs retry).
         let weight = ifmatch_azure::inflight::weight(body);
-        let _admitted = match self.inflight.admit(weight) {
+        let _admitted = match self.serving.inflight.admit(weight) {
             Ok(admitted) => admitted,
             Err(refused) => {
                 let code = match refused {

@@ -6,23 +6,33 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{Request, Response};
-use ifmatch_azure::Accounts;
 use ifmatch_azure::ManualEnv;
 use ifmatch_azure::auth;
+use ifmatch_azure::{Accounts, Serving};
 use ifmatch_table::{Endpoint, MemoryTables};
 
 const KEY: &str = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
 
 type Tested = Endpoint<Arc<MemoryTables>, Arc<ManualEnv>>;
 
-fn service(anonymous: bool) -> Tested {
+/// The accounts `first` and `second`, and requests without credentials let through if
+/// `anonymous`.
+fn serving(anonymous: bool) -> Serving {
     let accounts = Accounts::parse(&format!("first:{KEY}; second:{KEY}")).unwrap();
-    Endpoint::new(
-        Arc::new(MemoryTables::new()),
-        Arc::new(ManualEnv::default()),
-    )
-    .with_accounts(&accounts)
-    .with_anonymous_access(anonymous)
+    Serving {
+        accounts,
+        anonymous,
+        ..Serving::default()
+    }
+}
+
+fn service(anonymous: bool) -> Tested {
+    service_with(serving(anonymous))
+}
+
+fn service_with(serving: Serving) -> Tested {
+    let tables = Arc::new(MemoryTables::new());
+    Endpoint::new(tables, Arc::new(ManualEnv::default())).with_serving(serving)
 }
 
 async fn send(
@@ -158,7 +168,10 @@ async fn requests_reach_their_accounts_tables_and_need_credentials() {
 async fn bodies_heavy_once_read_are_weighed_before_they_are_read() {
     use ifmatch_azure::inflight::Inflight;
     let budget = Arc::new(Inflight::new(64 << 20));
-    let service = service(true).with_memory_budget(budget.clone());
+    let service = service_with(Serving {
+        inflight: budget.clone(),
+        ..serving(true)
+    });
     assert_eq!(
         create(&service, "/first/Tables", "127.0.0.1", "people")
             .await
