@@ -89,156 +89,155 @@ pub fn is_data(action: &str) -> bool {
 const STORAGE: &str = "Microsoft.Storage/storageAccounts/";
 const COSMOS: &str = "Microsoft.DocumentDB/databaseAccounts/";
 
+const CONTAINERS: &str = "blobServices/containers/";
+const BLOBS: &str = "blobServices/containers/blobs/";
+const DELEGATION: &str = "blobServices/generateUserDelegationKey/action";
+const QUEUES: &str = "queueServices/queues/";
+const MESSAGES: &str = "queueServices/queues/messages/";
+const TABLES: &str = "tableServices/tables/";
+const ENTITIES: &str = "tableServices/tables/entities/";
+const ITEMS: &str = "sqlDatabases/containers/";
+
+/// A built-in role as written below: its name, its id, and its actions and data actions, each
+/// a resource's path and what is done to it (`""` and the whole action for one of no
+/// resource), below the account ([`STORAGE`], or [`COSMOS`] for Cosmos DB's roles).
+type BuiltIn = (
+    &'static str,
+    &'static str,
+    &'static [(&'static str, &'static str)],
+    &'static [(&'static str, &'static str)],
+);
+
+/// Azure's built-in data roles of Storage (blobs, queues, tables) and Cosmos DB, as its
+/// documentation lists their permissions.
+const BUILT_IN: &[BuiltIn] = &[
+    (
+        "Storage Blob Data Reader",
+        "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1",
+        &[(CONTAINERS, "read"), ("", DELEGATION)],
+        &[(BLOBS, "read")],
+    ),
+    (
+        "Storage Blob Data Contributor",
+        "ba92f5b4-2d11-453d-a403-e96b0029c9fe",
+        &[
+            (CONTAINERS, "delete"),
+            (CONTAINERS, "read"),
+            (CONTAINERS, "write"),
+            ("", DELEGATION),
+        ],
+        &[
+            (BLOBS, "delete"),
+            (BLOBS, "read"),
+            (BLOBS, "write"),
+            (BLOBS, "move/action"),
+            (BLOBS, "add/action"),
+        ],
+    ),
+    (
+        "Storage Blob Data Owner",
+        "b7e6dc6d-f1e8-4753-8033-0f276bb0955b",
+        &[(CONTAINERS, "*"), ("", DELEGATION)],
+        &[(BLOBS, "*")],
+    ),
+    // A control-plane role: the account's settings and containers, no data.
+    (
+        "Storage Account Contributor",
+        "17d1049b-9a84-46fb-8f53-869881c3d3ab",
+        &[("", "*")],
+        &[],
+    ),
+    (
+        "Storage Queue Data Reader",
+        "19e7f393-937e-4f77-808e-94535e297925",
+        &[(QUEUES, "read")],
+        &[(MESSAGES, "read")],
+    ),
+    (
+        "Storage Queue Data Contributor",
+        "974c5e8b-45b9-4653-ba55-5f855dd0fb88",
+        &[(QUEUES, "delete"), (QUEUES, "read"), (QUEUES, "write")],
+        &[
+            (MESSAGES, "delete"),
+            (MESSAGES, "read"),
+            (MESSAGES, "write"),
+            (MESSAGES, "process/action"),
+            (MESSAGES, "add/action"),
+        ],
+    ),
+    (
+        "Storage Queue Data Message Processor",
+        "8a0f0c08-91a1-4084-bc3d-661d67233fed",
+        &[],
+        &[(MESSAGES, "read"), (MESSAGES, "process/action")],
+    ),
+    (
+        "Storage Queue Data Message Sender",
+        "c6a89b2d-59bc-44d0-9896-0f6e12d7b80a",
+        &[],
+        &[(MESSAGES, "add/action")],
+    ),
+    (
+        "Storage Table Data Reader",
+        "76199698-9eea-4c19-bc75-cec21354c6b6",
+        &[(TABLES, "read")],
+        &[(ENTITIES, "read")],
+    ),
+    (
+        "Storage Table Data Contributor",
+        "0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3",
+        &[(TABLES, "read"), (TABLES, "write"), (TABLES, "delete")],
+        &[
+            (ENTITIES, "read"),
+            (ENTITIES, "write"),
+            (ENTITIES, "delete"),
+            (ENTITIES, "add/action"),
+            (ENTITIES, "update/action"),
+        ],
+    ),
+    (
+        "Cosmos DB Built-in Data Reader",
+        "00000000-0000-0000-0000-000000000001",
+        &[],
+        &[
+            ("", "readMetadata"),
+            (ITEMS, "executeQuery"),
+            (ITEMS, "readChangeFeed"),
+            (ITEMS, "items/read"),
+        ],
+    ),
+    (
+        "Cosmos DB Built-in Data Contributor",
+        "00000000-0000-0000-0000-000000000002",
+        &[],
+        &[("", "readMetadata"), (ITEMS, "*"), (ITEMS, "items/*")],
+    ),
+];
+
 /// Azure's built-in data roles of Storage (blobs, queues, tables) and Cosmos DB, as its
 /// documentation lists their permissions.
 pub fn built_in() -> Vec<RoleDefinition> {
-    let role = |name: &str, id: &str, actions: &[&str], data: &[&str]| {
-        let prefixed = |list: &[&str]| {
-            list.iter()
-                .map(|a| {
-                    let prefix = if name.starts_with("Cosmos") {
-                        COSMOS
-                    } else {
-                        STORAGE
-                    };
-                    format!("{prefix}{a}")
-                })
+    let role = |&(name, id, actions, data): &BuiltIn| {
+        let prefix = if name.starts_with("Cosmos") {
+            COSMOS
+        } else {
+            STORAGE
+        };
+        let full = |list: &[(&str, &str)]| {
+            (list.iter())
+                .map(|(resource, action)| format!("{prefix}{resource}{action}"))
                 .collect()
         };
         RoleDefinition {
             name: name.to_owned(),
             id: id.to_owned(),
-            actions: prefixed(actions),
+            actions: full(actions),
             not_actions: Vec::new(),
-            data_actions: prefixed(data),
+            data_actions: full(data),
             not_data_actions: Vec::new(),
         }
     };
-    let containers = "blobServices/containers";
-    let blobs = "blobServices/containers/blobs";
-    let delegation = "blobServices/generateUserDelegationKey/action";
-    let queues = "queueServices/queues";
-    let messages = "queueServices/queues/messages";
-    let tables = "tableServices/tables";
-    let entities = "tableServices/tables/entities";
-    vec![
-        role(
-            "Storage Blob Data Reader",
-            "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1",
-            &[&format!("{containers}/read"), delegation],
-            &[&format!("{blobs}/read")],
-        ),
-        role(
-            "Storage Blob Data Contributor",
-            "ba92f5b4-2d11-453d-a403-e96b0029c9fe",
-            &[
-                &format!("{containers}/delete"),
-                &format!("{containers}/read"),
-                &format!("{containers}/write"),
-                delegation,
-            ],
-            &[
-                &format!("{blobs}/delete"),
-                &format!("{blobs}/read"),
-                &format!("{blobs}/write"),
-                &format!("{blobs}/move/action"),
-                &format!("{blobs}/add/action"),
-            ],
-        ),
-        role(
-            "Storage Blob Data Owner",
-            "b7e6dc6d-f1e8-4753-8033-0f276bb0955b",
-            &[&format!("{containers}/*"), delegation],
-            &[&format!("{blobs}/*")],
-        ),
-        // A control-plane role: the account's settings and containers, no data.
-        role(
-            "Storage Account Contributor",
-            "17d1049b-9a84-46fb-8f53-869881c3d3ab",
-            &["*"],
-            &[],
-        ),
-        role(
-            "Storage Queue Data Reader",
-            "19e7f393-937e-4f77-808e-94535e297925",
-            &[&format!("{queues}/read")],
-            &[&format!("{messages}/read")],
-        ),
-        role(
-            "Storage Queue Data Contributor",
-            "974c5e8b-45b9-4653-ba55-5f855dd0fb88",
-            &[
-                &format!("{queues}/delete"),
-                &format!("{queues}/read"),
-                &format!("{queues}/write"),
-            ],
-            &[
-                &format!("{messages}/delete"),
-                &format!("{messages}/read"),
-                &format!("{messages}/write"),
-                &format!("{messages}/process/action"),
-                &format!("{messages}/add/action"),
-            ],
-        ),
-        role(
-            "Storage Queue Data Message Processor",
-            "8a0f0c08-91a1-4084-bc3d-661d67233fed",
-            &[],
-            &[
-                &format!("{messages}/read"),
-                &format!("{messages}/process/action"),
-            ],
-        ),
-        role(
-            "Storage Queue Data Message Sender",
-            "c6a89b2d-59bc-44d0-9896-0f6e12d7b80a",
-            &[],
-            &[&format!("{messages}/add/action")],
-        ),
-        role(
-            "Storage Table Data Reader",
-            "76199698-9eea-4c19-bc75-cec21354c6b6",
-            &[&format!("{tables}/read")],
-            &[&format!("{entities}/read")],
-        ),
-        role(
-            "Storage Table Data Contributor",
-            "0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3",
-            &[
-                &format!("{tables}/read"),
-                &format!("{tables}/write"),
-                &format!("{tables}/delete"),
-            ],
-            &[
-                &format!("{entities}/read"),
-                &format!("{entities}/write"),
-                &format!("{entities}/delete"),
-                &format!("{entities}/add/action"),
-                &format!("{entities}/update/action"),
-            ],
-        ),
-        role(
-            "Cosmos DB Built-in Data Reader",
-            "00000000-0000-0000-0000-000000000001",
-            &[],
-            &[
-                "readMetadata",
-                "sqlDatabases/containers/executeQuery",
-                "sqlDatabases/containers/readChangeFeed",
-                "sqlDatabases/containers/items/read",
-            ],
-        ),
-        role(
-            "Cosmos DB Built-in Data Contributor",
-            "00000000-0000-0000-0000-000000000002",
-            &[],
-            &[
-                "readMetadata",
-                "sqlDatabases/containers/*",
-                "sqlDatabases/containers/items/*",
-            ],
-        ),
-    ]
+    BUILT_IN.iter().map(role).collect()
 }
 
 /// A scope as a path below the account (`/` the account), and the account a full resource id
