@@ -101,9 +101,44 @@ pub fn write_seconds(seconds: i64, ticks: u32) -> String {
     )
 }
 
+/// The Julian day of 1970-01-01, the Unix epoch's.
+const EPOCH_JULIAN_DAY: i64 = 2_440_588;
+
+/// The date of the day `days` after 1970-01-01, when it is one of the years 1 to 9999.
+pub fn date_of_day(days: i64) -> Option<Date> {
+    let julian = i32::try_from(days.checked_add(EPOCH_JULIAN_DAY)?).ok()?;
+    Date::from_julian_day(julian)
+        .ok()
+        .filter(|d| (1..=9999).contains(&d.year()))
+}
+
+/// The days from 1970-01-01 to `date` (negative before it).
+pub fn day_of_date(date: Date) -> i64 {
+    i64::from(date.to_julian_day()) - EPOCH_JULIAN_DAY
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn days_are_counted_from_the_epoch_within_the_years_written() {
+        let date = |y, m: u8, d| Date::from_calendar_date(y, m.try_into().unwrap(), d).unwrap();
+        assert_eq!(day_of_date(date(1970, 1, 1)), 0);
+        assert_eq!(day_of_date(date(2000, 3, 1)), 11_017);
+        assert_eq!(date_of_day(11_016), Some(date(2000, 2, 29)));
+        let (first, last) = (
+            FIRST / TICKS_PER_SECOND / 86_400,
+            LAST / TICKS_PER_SECOND / 86_400,
+        );
+        assert_eq!(date_of_day(first), Some(date(1, 1, 1)));
+        assert_eq!(date_of_day(last), Some(date(9999, 12, 31)));
+        assert_eq!(
+            (date_of_day(first - 1), date_of_day(last + 1)),
+            (None, None)
+        );
+        assert_eq!(date_of_day(i64::MAX), None);
+    }
 
     #[test]
     fn the_first_and_last_instants_are_written_and_read_back() {

@@ -8,7 +8,11 @@
 //! deleted blob's record stays, empty, until its change is published); the front's publisher
 //! moves changes from records to chunks (`Front::publish_changes`).
 
+use ifmatch_azure::iso8601::TICKS_PER_SECOND;
 use std::time::SystemTime;
+use time::OffsetDateTime;
+use time::format_description::BorrowedFormatItem;
+use time::macros::format_description;
 
 pub use crate::change::{Change, Kind, id, instant};
 use crate::record::Record;
@@ -107,19 +111,20 @@ pub fn change(
     }
 }
 
+/// An hour's form in the feed's paths: `YYYY/MM/DD/HH00`.
+const HOUR: &[BorrowedFormatItem<'_>] = format_description!("[year]/[month]/[day]/[hour]00");
+
 /// The hour a chunk written at `now` belongs to: `YYYY/MM/DD/HH00`.
 pub fn hour(now: SystemTime) -> String {
     let seconds = crate::record::unix_seconds(now) as i64;
-    let (year, month, day) = ifmatch_core::date::civil_from_days(seconds.div_euclid(86_400));
-    let hours = seconds.rem_euclid(86_400) / 3600;
-    format!("{year:04}/{month:02}/{day:02}/{hours:02}00")
+    let at = OffsetDateTime::from_unix_timestamp(seconds).unwrap_or(OffsetDateTime::UNIX_EPOCH);
+    at.format(HOUR)
+        .expect("an OffsetDateTime has every part of the form")
 }
 
 /// When an hour of [`hour`]'s form starts, in seconds since the Unix epoch.
 pub fn hour_start(hour: &str) -> Option<i64> {
-    let number = |range: std::ops::Range<usize>| hour.get(range)?.parse::<i64>().ok();
-    let days = ifmatch_core::date::days_from_civil(number(0..4)?, number(5..7)?, number(8..10)?);
-    Some(days * 86_400 + number(11..13)? * 3600)
+    ifmatch_azure::iso8601::read(hour, HOUR, 0).map(|ticks| ticks / TICKS_PER_SECOND)
 }
 
 /// The hour of a segment's path ([`segment_path`]).

@@ -142,39 +142,6 @@ fn four_digit_year(text: &str) -> Option<(usize, i32)> {
     found
 }
 
-/// Days from 1970-01-01 to a date of the proleptic Gregorian calendar (`month` 1 to 12), by
-/// Howard Hinnant's `days_from_civil`: the one calendar conversion the dialects' ISO 8601
-/// times need (a SAS's `se`, a Table `DateTime`), without a date library.
-pub fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let month_index = (month + 9) % 12;
-    let day_of_year = (153 * month_index + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
-}
-
-/// The date (year, month 1 to 12, day) `days` after 1970-01-01: the inverse of
-/// [`days_from_civil`] (Howard Hinnant's `civil_from_days`).
-pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z - era * 146_097;
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_index = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 {
-        month_index + 3
-    } else {
-        month_index - 9
-    };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
 /// Parses one field value as an HTTP date; `None` when it is not a valid one.
 pub fn parse_http_date(value: &HeaderValue) -> Option<HttpDate> {
     value.to_str().ok()?.trim_matches([' ', '\t']).parse().ok()
@@ -251,19 +218,6 @@ pub fn date_header_value(date: HttpDate) -> HeaderValue {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn civil_dates_and_day_counts_are_inverse() {
-        assert_eq!(super::days_from_civil(1970, 1, 1), 0);
-        assert_eq!(super::days_from_civil(2000, 3, 1), 11_017);
-        assert_eq!(super::days_from_civil(1, 1, 1), -719_162);
-        for days in (-719_162..2_932_897).step_by(97) {
-            let (y, m, d) = super::civil_from_days(days);
-            assert_eq!(super::days_from_civil(y, m, d), days, "{y}-{m}-{d}");
-        }
-        assert_eq!(super::civil_from_days(11_016), (2000, 2, 29));
-        assert_eq!(super::civil_from_days(2_932_896), (9999, 12, 31));
-    }
-
     #[test]
     fn dates_read_leniently() {
         let read = |v: &str| {

@@ -2,10 +2,10 @@
 //! fraction (`2026-11-27T10:00:00.0000000Z`, the Table service's `DateTime` spells them),
 //! ticks of 100 ns since the Unix epoch, or milliseconds since it (timestamps).
 
-use ifmatch_azure::iso8601::{self, FIRST, LAST};
-use ifmatch_core::date::{civil_from_days, days_from_civil};
+use ifmatch_azure::iso8601::{self, FIRST, LAST, date_of_day, day_of_date};
 use serde_json::Value as Json;
 use time::macros::format_description;
+use time::{Date, Month};
 
 const TICK: i64 = 1;
 const MILLISECOND: i64 = 10_000;
@@ -78,19 +78,28 @@ pub(crate) fn format(ticks: i64) -> Option<Json> {
         .then(|| Json::String(iso8601::write(ticks)))
 }
 
-/// Year, month, day, and the ticks into that day.
+/// Year, month, day, and the ticks into that day, of an instant of the years 1 to 9999 (one
+/// outside them is taken as the nearest within).
 fn civil(ticks: i64) -> (i64, i64, i64, i64) {
-    let (y, m, d) = civil_from_days(ticks.div_euclid(DAY));
-    (y, m, d, ticks.rem_euclid(DAY))
+    let ticks = ticks.clamp(FIRST, LAST);
+    let date = date_of_day(ticks.div_euclid(DAY)).unwrap_or(Date::MIN);
+    let (y, m, d) = (date.year(), u8::from(date.month()), date.day());
+    (y.into(), m.into(), d.into(), ticks.rem_euclid(DAY))
 }
 
+/// The days from 1970-01-01 to a date of the years 1 to 9999, when it is one.
+fn day(year: i64, month: i64, day: i64) -> Option<i64> {
+    let month = Month::try_from(u8::try_from(month).ok()?).ok()?;
+    let date = Date::from_calendar_date(year.try_into().ok()?, month, day.try_into().ok()?);
+    Some(day_of_date(date.ok()?)).filter(|_| (1..=9999).contains(&year))
+}
+
+/// The days of a month (1 to 12) of a year.
 fn days_in_month(year: i64, month: i64) -> i64 {
-    let next = if month == 12 {
-        days_from_civil(year + 1, 1, 1)
-    } else {
-        days_from_civil(year, month + 1, 1)
-    };
-    next - days_from_civil(year, month, 1)
+    let month = u8::try_from(month)
+        .ok()
+        .and_then(|m| Month::try_from(m).ok());
+    (month.zip(i32::try_from(year).ok())).map_or(0, |(m, y)| m.length(y).into())
 }
 
 /// `DateTimeAdd`: `n` of `part` added to `ticks` (months keep the day, or the month's last).
@@ -108,8 +117,7 @@ pub(crate) fn add(part: Part, n: i64, ticks: i64) -> Option<i64> {
             if !(1..=9999).contains(&year) {
                 return None;
             }
-            let day = d.min(days_in_month(year, month));
-            days_from_civil(year, month, day) * DAY + within
+            day(year, month, d.min(days_in_month(year, month)))? * DAY + within
         }
         Part::Nanosecond => ticks.checked_add(n / 100)?,
         _ => ticks.checked_add(n.checked_mul(part.ticks()?)?)?,
@@ -168,20 +176,12 @@ pub(crate) fn from_parts(parts: &[i64]) -> Option<i64> {
     let get = |at: usize| parts.get(at).copied().unwrap_or(0);
     let (year, month, day) = (get(0), get(1), get(2));
     let (hour, minute, second, fraction) = (get(3), get(4), get(5), get(6));
-    let valid = (1..=9999).contains(&year)
-        && (1..=12).contains(&month)
-        && (1..=days_in_month(year, month)).contains(&day)
-        && (0..24).contains(&hour)
+    let valid = (0..24).contains(&hour)
         && (0..60).contains(&minute)
         && (0..60).contains(&second)
         && (0..SECOND).contains(&fraction);
-    valid.then(|| {
-        days_from_civil(year, month, day) * DAY
-            + hour * HOUR
-            + minute * MINUTE
-            + second * SECOND
-            + fraction
-    })
+    let days = self::day(year, month, day).filter(|_| valid)?;
+    Some(days * DAY + hour * HOUR + minute * MINUTE + second * SECOND + fraction)
 }
 
 /// Ticks in a millisecond, for timestamps.
