@@ -9,7 +9,7 @@ use ifmatch_blob::precondition as blob;
 use ifmatch_core::date::to_http_date;
 use ifmatch_core::precondition::{
     Validators,
-    http::{Target, evaluate},
+    rfc9110::{Target, evaluate},
 };
 use ifmatch_core::strong_etag;
 

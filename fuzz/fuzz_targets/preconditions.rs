@@ -8,7 +8,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use http::{HeaderMap, HeaderValue, Method, header};
 use ifmatch_blob::precondition as blob;
 use ifmatch_core::date::HttpDate;
-use ifmatch_core::precondition::{Validators, http as rfc};
+use ifmatch_core::precondition::{Validators, rfc9110 as rfc};
 use ifmatch_core::strong_etag;
 use libfuzzer_sys::fuzz_target;
 

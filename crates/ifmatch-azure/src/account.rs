@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use crate::error_code::CommonCode;
 use crate::identity::Identity;
+use crate::request::{Https, host};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 
@@ -269,9 +270,9 @@ pub enum Style {
 impl Style {
     /// The root of `account` as the request `parts` named it, without a closing `/`:
     /// `{scheme}://{host}{mount}`, and `/{account}` after it when named in the path. The
-    /// scheme is `https` when the host marked the request so ([`crate::auth::Https`]).
+    /// scheme is `https` when the host marked the request so ([`Https`]).
     pub fn root(self, parts: &http::request::Parts, mount: &str, account: &Account) -> String {
-        let secure = parts.extensions.get::<crate::auth::Https>().is_some();
+        let secure = parts.extensions.get::<Https>().is_some();
         let scheme = if secure { "https" } else { "http" };
         let host = host(parts).unwrap_or("");
         match self {
@@ -279,13 +280,6 @@ impl Style {
             Self::Path => format!("{scheme}://{host}{mount}/{}", account.name),
         }
     }
-}
-
-/// The host a request names: its `Host` header, else its URI's authority.
-pub fn host(parts: &http::request::Parts) -> Option<&str> {
-    (parts.headers.get(http::header::HOST))
-        .and_then(|h| h.to_str().ok())
-        .or(parts.uri.authority().map(|a| a.as_str()))
 }
 
 #[cfg(test)]

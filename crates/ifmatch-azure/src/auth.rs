@@ -27,14 +27,7 @@ use crate::identity::Access;
 /// How far a Shared Key request's date may be from the server's clock.
 pub const MAX_SKEW: Duration = Duration::from_secs(15 * 60);
 
-/// The client's address, when the host knows it: a request extension, for SAS `sip`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ClientIp(pub IpAddr);
-
-/// Whether the request came over HTTPS: a request extension, for SAS `spr=https`. Absent
-/// means plain HTTP.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Https;
+pub use crate::request::{ClientIp, Https};
 
 /// What a request's credentials allow: `G` is what a shared access signature grants (each
 /// service has its own [`Grant`] scope).

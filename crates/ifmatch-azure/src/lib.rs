@@ -36,6 +36,7 @@ pub mod identity;
 pub mod inflight;
 pub mod iso8601;
 pub mod metadata;
+mod request;
 pub mod roles;
 pub mod service_properties;
 mod serving;
@@ -45,13 +46,14 @@ pub mod token;
 mod turns;
 mod whole_body;
 
-pub use account::{Account, Accounts, DEV_ACCOUNT, DEV_KEY, Style, host};
+pub use account::{Account, Accounts, DEV_ACCOUNT, DEV_KEY, Style};
 pub use comparison::Comparison;
 #[cfg(feature = "system")]
 pub use env::SystemEnv;
 pub use env::{Env, ManualEnv};
 pub use error_code::{CommonCode, is_xml_text, xml_error_body, xml_escape};
 pub use headers::{ERROR_CODE, OperationName, REQUEST_ID};
+pub use request::host;
 pub use serving::Serving;
 pub use turns::Turns;
 pub use whole_body::{Answer, WholeBody, answer_whole};

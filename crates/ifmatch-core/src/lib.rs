@@ -9,7 +9,7 @@
 //! | entity-tags, lists, strong and weak comparison (RFC 9110 8.8.3) | [`EntityTag`], [`EntityTagList`] |
 //! | the project's strong ETag: SHA-256 of the bytes, streamed | [`EtagHasher`], [`strong_etag`] |
 //! | HTTP dates, whole seconds, three formats | [`date`] |
-//! | RFC 9110 13.2 evaluation | [`precondition::http::evaluate`] |
+//! | RFC 9110 13.2 evaluation | [`precondition::rfc9110::evaluate`] |
 //! | the conditions every dialect reads, one model | [`precondition::Conditions`] |
 //! | the headers of a 304 (RFC 9110 15.4.5) | [`not_modified_headers`] |
 //! | one `Range: bytes=` of a representation (RFC 9110 14.1.2) | [`ByteRange`] |
@@ -21,7 +21,7 @@
 //!
 //! ```
 //! use http::{HeaderMap, Method, header};
-//! use ifmatch_core::precondition::{Outcome, Validators, http::{Target, evaluate}};
+//! use ifmatch_core::precondition::{Outcome, Validators, rfc9110::{Target, evaluate}};
 //! use ifmatch_core::strong_etag;
 //!
 //! let v1 = strong_etag(b"{\"count\":1}");

@@ -1,4 +1,4 @@
-//! RFC 9110 section 13 conformance table for `precondition::http::evaluate`.
+//! RFC 9110 section 13 conformance table for `precondition::rfc9110::evaluate`.
 //!
 //! Each row names the resource, the request's header field lines, and the expected outcome for
 //! GET, for HEAD, and for a write; the write column is checked for PUT, POST, DELETE and PATCH.
@@ -13,7 +13,7 @@ use ifmatch_core::precondition::Outcome::{
     self, IgnoreRange as R, NotModified as N, PreconditionFailed as F, Proceed as P,
 };
 use ifmatch_core::precondition::Validators;
-use ifmatch_core::precondition::http::{Target, evaluate};
+use ifmatch_core::precondition::rfc9110::{Target, evaluate};
 
 /// Every kind of method a condition treats its own way: the reads, a write, a delete, a POST.
 const METHODS: [Method; 5] = [

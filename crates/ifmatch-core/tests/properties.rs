@@ -6,7 +6,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use http::{HeaderMap, HeaderValue, Method, header};
 use ifmatch_core::precondition::{
     Outcome, Validators,
-    http::{Target, evaluate},
+    rfc9110::{Target, evaluate},
 };
 use ifmatch_core::{EntityTag, EntityTagList, date::to_http_date};
 use proptest::prelude::*;

@@ -11,7 +11,7 @@ use http::header::{self, HeaderMap};
 use http::{Method, Request, Response, StatusCode};
 use http_body::Body;
 use ifmatch_core::EntityTag;
-use ifmatch_core::precondition::http::{Target, evaluate};
+use ifmatch_core::precondition::rfc9110::{Target, evaluate};
 use ifmatch_core::precondition::{CONDITIONS, Outcome, Validators};
 use ifmatch_core::signs_request;
 use tower_service::Service;

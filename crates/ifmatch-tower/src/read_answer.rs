@@ -10,7 +10,7 @@ use http::{Method, Response, StatusCode};
 use http_body::Body;
 use ifmatch_core::EntityTag;
 use ifmatch_core::date::parse_http_date;
-use ifmatch_core::precondition::http::{Target, evaluate};
+use ifmatch_core::precondition::rfc9110::{Target, evaluate};
 use ifmatch_core::precondition::{Outcome, Validators};
 use ifmatch_core::{not_modified_headers, strong_etag};
 

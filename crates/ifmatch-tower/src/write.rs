@@ -9,7 +9,7 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 use http_body::Body;
-use ifmatch_core::precondition::http::{Target, evaluate};
+use ifmatch_core::precondition::rfc9110::{Target, evaluate};
 use ifmatch_core::precondition::{Outcome, Validators, is_conditional};
 use ifmatch_core::{EntityTag, EntityTagList, header_list};
 use tower_service::Service;

@@ -14,7 +14,7 @@ use http::{Method, Request, StatusCode};
 use ifmatch_core::ByteRange;
 use ifmatch_core::EntityTag;
 use ifmatch_core::date::parse_http_date;
-use ifmatch_core::precondition::http::{Target, evaluate};
+use ifmatch_core::precondition::rfc9110::{Target, evaluate};
 use ifmatch_core::precondition::{Outcome, Validators};
 
 /// The bytes of a stored body of `len` bytes that `asked` is to be sent, `head` (a stored 200)

@@ -10,7 +10,7 @@ use http::header::{self, HeaderMap};
 use http::{Method, Request, StatusCode};
 use ifmatch_core::date::parse_http_date;
 use ifmatch_core::not_modified_headers;
-use ifmatch_core::precondition::http::{Target, evaluate};
+use ifmatch_core::precondition::rfc9110::{Target, evaluate};
 use ifmatch_core::precondition::{Outcome, Validators};
 
 /// Makes `head` (a stored 200 for `asked`) a 304 if `asked` holds what it is, by its date.

@@ -1,12 +1,12 @@
-//! Precondition evaluation: RFC 9110 section 13 ([`http`]), and the one model every dialect
+//! Precondition evaluation: RFC 9110 section 13 ([`rfc9110`]), and the one model every dialect
 //! reads its conditions with ([`Conditions`]).
 //!
 //! Every dialect reads the same five request fields with the same parsers and compares tags with
 //! the same functions; they differ only in how the answers combine (the blob dialect's rules
 //! are `ifmatch_blob::precondition`'s).
 
-pub mod http;
 mod if_match;
+pub mod rfc9110;
 
 pub use if_match::IfMatch;
 
@@ -14,7 +14,7 @@ use crate::date::HttpDate;
 use crate::date::{parse_http_date, single_date};
 use crate::etag::EntityTag;
 use crate::etag::scan_list;
-use ::http::{HeaderMap, header};
+use http::{HeaderMap, header};
 
 /// The four conditions of RFC 9110 13.1.1-13.1.4, in the order 13.2.2 evaluates them.
 /// (`If-Range` qualifies a `Range`; it is not a condition on the method.)
@@ -27,8 +27,8 @@ pub const CONDITIONS: [header::HeaderName; 4] = [
 
 /// Whether a request carries a condition that applies to its method: `If-Modified-Since` counts
 /// only for GET and HEAD (RFC 9110 13.1.3), so a write carrying only that one is unconditional.
-pub fn is_conditional(method: &::http::Method, headers: &HeaderMap) -> bool {
-    let reads = matches!(*method, ::http::Method::GET | ::http::Method::HEAD);
+pub fn is_conditional(method: &http::Method, headers: &HeaderMap) -> bool {
+    let reads = matches!(*method, http::Method::GET | http::Method::HEAD);
     CONDITIONS
         .iter()
         .filter(|name| reads || **name != header::IF_MODIFIED_SINCE)
@@ -282,7 +282,7 @@ mod unix_seconds {
 
 #[cfg(test)]
 mod tests {
-    use ::http::{HeaderValue, Method};
+    use http::{HeaderValue, Method};
 
     use super::*;
 

@@ -1,6 +1,6 @@
 //! The HTTP dialect: RFC 9110 section 13.2, exactly.
 
-use ::http::{HeaderMap, Method};
+use http::{HeaderMap, Method};
 
 use super::{Conditions, Outcome, Validators};
 
@@ -46,7 +46,7 @@ impl<'a> Target<'a> {
 ///
 /// ```
 /// use http::{HeaderMap, Method, header};
-/// use ifmatch_core::precondition::{Outcome, Validators, http::{Target, evaluate}};
+/// use ifmatch_core::precondition::{Outcome, Validators, rfc9110::{Target, evaluate}};
 /// use ifmatch_core::strong_etag;
 ///
 /// let current = Validators::etag(strong_etag(b"v1"));
