@@ -42,7 +42,21 @@ for (const [name, start] of [
   const native = start === startNative;
   before(async () => {
     server = await start({ anonymous: false });
-    client = new CosmosClient({ endpoint: server.cosmosOrigin, key: KEY });
+    // workerd's answers carry no `Keep-Alive` field, and the SDK's agent keeps its connections
+    // for ever: a request sent on one just as workerd drops it fails `socket hang up` before it
+    // reaches the Worker (about one whole run in five, in the burst of upserts of the split
+    // test). Against the Worker such a request is sent once more, as HTTP clients resend a
+    // request a reused connection lost.
+    const resent = async (context, diagnostics, next) => {
+      try {
+        return await next(context);
+      } catch (error) {
+        if (error.code !== "ECONNRESET" && !/socket hang up/.test(error.message)) throw error;
+        return next(context);
+      }
+    };
+    const plugins = native ? undefined : [{ on: PluginOn.request, plugin: resent }];
+    client = new CosmosClient({ endpoint: server.cosmosOrigin, key: KEY, plugins });
     ({ database } = await client.databases.createIfNotExists({ id: "shop" }));
   });
   after(() => server?.stop());
