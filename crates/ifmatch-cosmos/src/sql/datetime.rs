@@ -87,19 +87,20 @@ fn civil(ticks: i64) -> (i64, i64, i64, i64) {
     (y.into(), m.into(), d.into(), ticks.rem_euclid(DAY))
 }
 
-/// The days from 1970-01-01 to a date of the years 1 to 9999, when it is one.
-fn day(year: i64, month: i64, day: i64) -> Option<i64> {
-    let month = Month::try_from(u8::try_from(month).ok()?).ok()?;
-    let date = Date::from_calendar_date(year.try_into().ok()?, month, day.try_into().ok()?);
-    Some(day_of_date(date.ok()?)).filter(|_| (1..=9999).contains(&year))
-}
-
-/// The days of a month (1 to 12) of a year.
-fn days_in_month(year: i64, month: i64) -> i64 {
-    let month = u8::try_from(month)
+/// The date of a year, month (1 to 12) and day, when it is one of the years 1 to 9999;
+/// `clamped`, a day past the month's last is its last.
+fn date(year: i64, month: i64, day: i64, clamped: bool) -> Option<Date> {
+    let year = i32::try_from(year)
         .ok()
-        .and_then(|m| Month::try_from(m).ok());
-    (month.zip(i32::try_from(year).ok())).map_or(0, |(m, y)| m.length(y).into())
+        .filter(|y| (1..=9999).contains(y))?;
+    let month = Month::try_from(u8::try_from(month).ok()?).ok()?;
+    let day = u8::try_from(day).ok()?;
+    let day = if clamped {
+        day.min(month.length(year))
+    } else {
+        day
+    };
+    Date::from_calendar_date(year, month, day).ok()
 }
 
 /// `DateTimeAdd`: `n` of `part` added to `ticks` (months keep the day, or the month's last).
@@ -114,10 +115,7 @@ pub(crate) fn add(part: Part, n: i64, ticks: i64) -> Option<i64> {
             let (y, m, d, within) = civil(ticks);
             let total = (y * 12 + m - 1).checked_add(months)?;
             let (year, month) = (total.div_euclid(12), total.rem_euclid(12) + 1);
-            if !(1..=9999).contains(&year) {
-                return None;
-            }
-            day(year, month, d.min(days_in_month(year, month)))? * DAY + within
+            day_of_date(date(year, month, d, true)?) * DAY + within
         }
         Part::Nanosecond => ticks.checked_add(n / 100)?,
         _ => ticks.checked_add(n.checked_mul(part.ticks()?)?)?,
@@ -180,7 +178,7 @@ pub(crate) fn from_parts(parts: &[i64]) -> Option<i64> {
         && (0..60).contains(&minute)
         && (0..60).contains(&second)
         && (0..SECOND).contains(&fraction);
-    let days = self::day(year, month, day).filter(|_| valid)?;
+    let days = day_of_date(date(year, month, day, false).filter(|_| valid)?);
     Some(days * DAY + hour * HOUR + minute * MINUTE + second * SECOND + fraction)
 }
 
