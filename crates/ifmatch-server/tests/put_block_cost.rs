@@ -1,7 +1,8 @@
 //! What a Put Block costs does not grow with the blocks already staged: the bytes this process
 //! writes for one (its `wchar`, every byte handed to `write`) at 10 staged blocks and at 10,000
-//! differ by less than a small constant. Alone in its test binary, so that no other test's
-//! writes are counted.
+//! differ by less than a small constant. The binary's other tests write too, in the same
+//! process and at the same time, and a count can only gain from them: each figure is the least
+//! of twenty Put Blocks counted one by one, which a growing cost would raise in every one.
 
 use bytes::Bytes;
 use http::Request;
@@ -41,15 +42,17 @@ async fn bytes_written_per_put_block_do_not_grow_with_the_blocks_staged() {
         use base64::Engine;
         base64::engine::general_purpose::STANDARD.encode(format!("{i:08}"))
     };
-    // The mean bytes written by `n` Put Blocks of one byte, from block `from` on.
+    // The least bytes written by one of `n` Put Blocks of one byte, from block `from` on.
     let measure = async |from: usize, n: usize| {
-        let before = written();
+        let mut least = u64::MAX;
         for i in from..from + n {
             let uri = format!("{base}/big?comp=block&blockid={}", id(i));
+            let before = written();
             let answer = front.handle(put(uri, b"x")).await;
+            least = least.min(written() - before);
             assert_eq!(answer.status(), 201);
         }
-        (written() - before) / n as u64
+        least
     };
 
     for i in 0..10 {

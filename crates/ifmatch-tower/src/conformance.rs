@@ -30,7 +30,8 @@ pub async fn one_won(racers: impl IntoIterator<Item = tokio::task::JoinHandle<u1
 }
 
 /// Runs the suite against `store`, whose clones share their versions and locks (as
-/// instances sharing one backend do). Uses keys under `/conformance/`.
+/// instances sharing one backend do). Uses keys under `/conformance/`. Sixteen writers queue
+/// for one lock: the store's wait for a lock must cover fifteen handoffs.
 pub async fn versions<V: VersionStore + Clone>(store: &V) {
     remembers_and_forgets(store).await;
     one_holder_per_key(store).await;

@@ -237,10 +237,12 @@ impl<B: SharedBackend> VersionStore for Shared<B> {
             if let Some(guard) = self.attempt(key).await? {
                 return Ok(guard);
             }
-            if tokio::time::Instant::now() + pause > deadline {
+            // Jittered, so that waiters who came together do not ask together.
+            let wait = pause.mul_f64(0.5 + rand::random::<f64>());
+            if tokio::time::Instant::now() + wait > deadline {
                 return Err(SharedError::LockTimeout(key.to_owned()).into());
             }
-            tokio::time::sleep(pause).await;
+            tokio::time::sleep(wait).await;
             pause = (pause * 2).min(Duration::from_millis(20));
         }
     }
