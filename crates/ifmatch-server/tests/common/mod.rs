@@ -959,8 +959,9 @@ pub struct BatchSent {
 }
 
 /// Four writers sending batches, the server (`start`: it and its endpoint) SIGKILLed under them
-/// after `running` and started again, three rounds (`setup` runs once, on the first): every
-/// partition whole or absent (`partitions` counts them), every acknowledged batch there.
+/// after `running` and three batches acknowledged, and started again, three rounds (`setup`
+/// runs once, on the first): every partition whole or absent (`partitions` counts them), every
+/// acknowledged batch there.
 pub async fn sigkill_under_batches(
     start: impl Fn() -> (Process, String),
     setup: impl AsyncFn(&str),
@@ -976,6 +977,7 @@ pub async fn sigkill_under_batches(
             setup(&endpoint).await;
         }
         let http = client();
+        let before = acknowledged.lock().unwrap().len();
         let writers: Vec<_> = (0..4)
             .map(|w| {
                 let (http, endpoint) = (http.clone(), endpoint.clone());
@@ -997,7 +999,15 @@ pub async fn sigkill_under_batches(
                 })
             })
             .collect();
+        // `running`, and at least three batches acknowledged this round: on a loaded host a
+        // fixed time alone has ended before a second batch was.
         tokio::time::sleep(running).await;
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while acknowledged.lock().unwrap().len() < before + 3
+            && std::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         drop(server);
         for writer in writers {
             writer.await.unwrap();
