@@ -27,7 +27,7 @@ use crate::identity::Access;
 /// How far a Shared Key request's date may be from the server's clock.
 pub const MAX_SKEW: Duration = Duration::from_secs(15 * 60);
 
-pub use crate::request::{ClientIp, Https};
+use crate::request::{ClientIp, Https};
 
 /// What a request's credentials allow: `G` is what a shared access signature grants (each
 /// service has its own [`Grant`] scope).

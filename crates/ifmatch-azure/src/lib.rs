@@ -53,7 +53,7 @@ pub use env::SystemEnv;
 pub use env::{Env, ManualEnv};
 pub use error_code::{CommonCode, is_xml_text, xml_error_body, xml_escape};
 pub use headers::{ERROR_CODE, OperationName, REQUEST_ID};
-pub use request::host;
+pub use request::{ClientIp, Https, host};
 pub use serving::Serving;
 pub use turns::Turns;
 pub use whole_body::{Answer, WholeBody, answer_whole};

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{StreamExt, TryStreamExt};
+use ifmatch_tower::Backoff;
 use object_store::path::Path;
 use object_store::{
     Attribute, Attributes, GetOptions, ObjectStore, ObjectStoreExt, PutMode, PutOptions,
@@ -169,7 +170,7 @@ pub(crate) async fn take_number(
     path: &Path,
     max: u64,
 ) -> Result<Option<u64>, Failure> {
-    let mut backoff = Backoff::default();
+    let mut backoff = backoff();
     loop {
         let (count, version) = match read::<u64>(store, path).await? {
             Some((count, version)) => (count, Some(version)),
@@ -188,23 +189,10 @@ pub(crate) async fn take_number(
     }
 }
 
-/// The waits between tries of one change: short and jittered, so that a crowd of writers on
-/// one object spreads out, doubling up to 50 ms.
-#[derive(Debug)]
-pub(crate) struct Backoff(Duration);
-
-impl Default for Backoff {
-    fn default() -> Self {
-        Self(Duration::from_millis(1))
-    }
-}
-
-impl Backoff {
-    /// Waits before the next try.
-    pub(crate) async fn wait(&mut self) {
-        tokio::time::sleep(self.0.mul_f64(0.5 + rand::random::<f64>())).await;
-        self.0 = (self.0 * 2).min(Duration::from_millis(50));
-    }
+/// The waits between tries of one change: jittered, so that a crowd of writers on one object
+/// spreads out, doubling up to 50 ms.
+pub(crate) fn backoff() -> Backoff {
+    Backoff::up_to(Duration::from_millis(50))
 }
 
 /// The paths of every object under `path`, in the order the store lists them.

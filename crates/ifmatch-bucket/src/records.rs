@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::index::{Entry, Index};
 use crate::name;
-use crate::object::{self, Backoff, Bucket, Failure};
+use crate::object::{self, Bucket, Failure};
 
 /// Blob and container records in a bucket, for a fleet of `ifmatch serve` instances that
 /// shares nothing but the bucket (`--backend s3://...`).
@@ -218,7 +218,7 @@ impl BucketRecords {
         record: &Record,
         mode: PutMode,
     ) -> Result<(), StoreError> {
-        let mut backoff = Backoff::default();
+        let mut backoff = object::backoff();
         loop {
             let at = (self.at(key).await?).ok_or(StoreError::ContainerNotFound)?;
             let (slot, version) = self.read(&at.slot).await?;
@@ -254,7 +254,7 @@ impl BucketRecords {
     /// Writes the tombstone of the record at `at` if its generation is `generation`, then
     /// removes the index entry of the life it ended; its slot as it was.
     async fn bury(&self, key: &Key, at: &At, generation: u64) -> Result<Slot, StoreError> {
-        let mut backoff = Backoff::default();
+        let mut backoff = object::backoff();
         loop {
             let (slot, version) = self.read(&at.slot).await?;
             let Some(slot) = slot.filter(|s| s.record.is_some()) else {

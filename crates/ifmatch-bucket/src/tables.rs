@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::index::{Entry, Index};
 use crate::name;
-use crate::object::{self, Backoff, Bucket, Failure, now_millis};
+use crate::object::{self, Bucket, Failure, now_millis};
 
 /// How many times a scan reads a page again, batches committing under it, before it holds new
 /// batches off.
@@ -393,7 +393,7 @@ impl BucketTables {
         key: &EntityKey,
     ) -> Result<(Life, Option<UpdateVersion>), TableError> {
         let path = place.entity(key);
-        let mut backoff = Backoff::default();
+        let mut backoff = object::backoff();
         loop {
             let (slot, version) = self.read_entity(&path).await?;
             if slot.lock.is_none() {
@@ -435,7 +435,7 @@ impl BucketTables {
     /// it begins in the index first, a deletion removes the one it ended after.
     async fn commit_one(&self, place: &Place, change: &Change) -> Result<(), TableError> {
         let path = place.entity(&change.key);
-        let mut backoff = Backoff::default();
+        let mut backoff = object::backoff();
         loop {
             let ((found, life), version) = self.unlocked(place, &change.key).await?;
             if !satisfies(change.expected, found.as_ref()) {
@@ -480,7 +480,7 @@ impl BucketTables {
         let keys: Vec<&EntityKey> = writes.keys().copied().collect();
         let mut partitions: Vec<String> = keys.iter().map(|(pk, _)| pk.clone()).collect();
         partitions.dedup();
-        let mut backoff = Backoff::default();
+        let mut backoff = object::backoff();
         loop {
             let id = uuid::Uuid::new_v4().simple().to_string();
             let intent_path = place.intent(&id);
@@ -651,7 +651,7 @@ impl BucketTables {
     /// so that the next try sees only the batches already under way land.
     async fn scan_unbounded(&self, table: &str, scan: Scan<'_>) -> Result<Vec<Entity>, TableError> {
         let place = self.live(table).await?;
-        let mut backoff = Backoff::default();
+        let mut backoff = object::backoff();
         let mut barriers: Vec<String> = Vec::new();
         for tries in 1.. {
             let (page, epochs) = self.read_page(&place, scan).await?;
@@ -812,7 +812,7 @@ impl Tables for BucketTables {
     async fn create_table(&self, name: &str) -> Result<bool, TableError> {
         self.within(async {
             let path = self.table_path(name);
-            let mut backoff = Backoff::default();
+            let mut backoff = object::backoff();
             loop {
                 let found = object::read::<TableSlot>(&*self.bucket.store, &path).await;
                 let version = match found.map_err(failed)? {
@@ -846,7 +846,7 @@ impl Tables for BucketTables {
     async fn delete_table(&self, name: &str) -> Result<bool, TableError> {
         self.within(async {
             let path = self.table_path(name);
-            let mut backoff = Backoff::default();
+            let mut backoff = object::backoff();
             let incarnation = loop {
                 let found = object::read::<TableSlot>(&*self.bucket.store, &path).await;
                 let (incarnation, version) = match found.map_err(failed)? {

@@ -11,7 +11,7 @@ use object_store::{ObjectStore, UpdateVersion};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::object::{self, Backoff, Bucket, Failure, now_millis};
+use crate::object::{self, Bucket, Failure, now_millis};
 
 /// Versions and write locks in a bucket, for [`ifmatch_tower::ConditionalLayer::versions`]
 /// through [`ifmatch_tower::Shared`] (which keeps a live holder's lock renewed, and says how
@@ -186,7 +186,7 @@ impl BucketVersions {
         mut decide: impl FnMut(&mut Entry, u64) -> Decision<T>,
     ) -> Result<T, VersionsError> {
         let path = self.path(key);
-        let mut backoff = Backoff::default();
+        let mut backoff = object::backoff();
         loop {
             let (mut entry, version) = self.read_entry(&path).await?;
             let outcome = match decide(&mut entry, now_millis()) {

@@ -10,6 +10,7 @@ use std::time::Duration;
 use ifmatch_core::precondition::Validators;
 use tokio::sync::oneshot;
 
+use crate::backoff::Backoff;
 use crate::store::VersionStore;
 use ifmatch_core::BoxError;
 
@@ -232,18 +233,16 @@ impl<B: SharedBackend> VersionStore for Shared<B> {
 
     async fn lock(&self, key: &str) -> Result<SharedGuard, BoxError> {
         let deadline = tokio::time::Instant::now() + self.lock_wait;
-        let mut pause = Duration::from_millis(1);
+        let mut backoff = Backoff::up_to(Duration::from_millis(20));
         loop {
             if let Some(guard) = self.attempt(key).await? {
                 return Ok(guard);
             }
-            // Jittered, so that waiters who came together do not ask together.
-            let wait = pause.mul_f64(0.5 + rand::random::<f64>());
+            let wait = backoff.next_wait();
             if tokio::time::Instant::now() + wait > deadline {
                 return Err(SharedError::LockTimeout(key.to_owned()).into());
             }
             tokio::time::sleep(wait).await;
-            pause = (pause * 2).min(Duration::from_millis(20));
         }
     }
 

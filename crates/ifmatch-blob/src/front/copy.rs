@@ -56,9 +56,10 @@ use crate::record::Record;
 use crate::store::{Key, Objects, Records, StoreError};
 use crate::tags;
 use ifmatch_azure::Account;
+use ifmatch_azure::ClientIp;
 use ifmatch_azure::Env;
 use ifmatch_azure::Style;
-use ifmatch_azure::auth::{ClientIp, Signed};
+use ifmatch_azure::auth::Signed;
 use ifmatch_azure::host;
 use ifmatch_azure::swap::Attempts;
 

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{HeaderMap, Method, StatusCode};
 use ifmatch_azure::Env;
-use ifmatch_azure::auth::Https;
+use ifmatch_azure::Https;
 use ifmatch_azure::identity::Access;
 use serde_json::Value;
 
