@@ -13,6 +13,17 @@
 
 use serde::Deserialize;
 
+/// The actions of a Storage service's operation, as Azure's reference names them (a role that
+/// permits any one of them permits the operation), each under
+/// `Microsoft.Storage/storageAccounts/{service}/`: `storage_actions!("queueServices":
+/// "queues/read")`, a `&'static [&'static str]`.
+#[macro_export]
+macro_rules! storage_actions {
+    ($service:literal: $($action:literal),+ $(,)?) => {
+        &[$(concat!("Microsoft.Storage/storageAccounts/", $service, "/", $action)),+]
+    };
+}
+
 /// A role: what it permits, by Azure's action names.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]

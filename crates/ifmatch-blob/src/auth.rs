@@ -171,11 +171,9 @@ fn needed(operation: &Operation) -> (&'static str, Kind) {
     }
 }
 
-/// Azure's names for what the blob service's operations do, each under this prefix.
+/// Azure's names for what the blob service's operations do ([`ifmatch_azure::storage_actions`]).
 macro_rules! blob_actions {
-    ($($action:literal),+) => {
-        &[$(concat!("Microsoft.Storage/storageAccounts/blobServices/", $action)),+]
-    };
+    ($($action:literal),+) => { ifmatch_azure::storage_actions!("blobServices": $($action),+) };
 }
 
 /// The actions (any one of them) a role must permit for `operation`, as Azure's reference

@@ -120,11 +120,9 @@ fn needs(operation: &Operation) -> (Needs<'static>, Level, bool) {
     }
 }
 
-/// Azure's names for what the Queue service's operations do, each under this prefix.
+/// Azure's names for what the Queue service's operations do ([`ifmatch_azure::storage_actions`]).
 macro_rules! queue_actions {
-    ($($action:literal),+) => {
-        &[$(concat!("Microsoft.Storage/storageAccounts/queueServices/", $action)),+]
-    };
+    ($($action:literal),+) => { ifmatch_azure::storage_actions!("queueServices": $($action),+) };
 }
 
 /// The actions (any one of them) a role must permit for `operation`, as Azure's reference

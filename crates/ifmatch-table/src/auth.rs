@@ -13,11 +13,11 @@
 use std::time::SystemTime;
 
 use http::{HeaderMap, Method};
-use ifmatch_azure::Account;
 use ifmatch_azure::auth::{
     Denied, Needs, QueryPairs, ResourceTypes, Signed, account_sas, check_sas_window, credentials,
     failed, verify_sas,
 };
+use ifmatch_azure::{Account, storage_actions};
 
 /// What a request's credentials allow, with the Table service's
 /// [`Grant`].
@@ -157,21 +157,13 @@ impl<'a> Operation<'a> {
     /// The actions a role must permit for it, as Azure's reference names them: one of each
     /// list.
     fn actions(self) -> &'static [&'static [&'static str]] {
-        macro_rules! table_action {
-            ($action:literal) => {
-                &[concat!(
-                    "Microsoft.Storage/storageAccounts/tableServices/tables",
-                    $action
-                )]
-            };
-        }
-        const READ_TABLES: &[&str] = table_action!("/read");
-        const WRITE_TABLES: &[&str] = table_action!("/write");
-        const DELETE_TABLES: &[&str] = table_action!("/delete");
-        const READ: &[&str] = table_action!("/entities/read");
-        const ADD: &[&str] = table_action!("/entities/add/action");
-        const UPDATE: &[&str] = table_action!("/entities/update/action");
-        const DELETE: &[&str] = table_action!("/entities/delete");
+        const READ_TABLES: &[&str] = storage_actions!("tableServices": "tables/read");
+        const WRITE_TABLES: &[&str] = storage_actions!("tableServices": "tables/write");
+        const DELETE_TABLES: &[&str] = storage_actions!("tableServices": "tables/delete");
+        const READ: &[&str] = storage_actions!("tableServices": "tables/entities/read");
+        const ADD: &[&str] = storage_actions!("tableServices": "tables/entities/add/action");
+        const UPDATE: &[&str] = storage_actions!("tableServices": "tables/entities/update/action");
+        const DELETE: &[&str] = storage_actions!("tableServices": "tables/entities/delete");
         match self {
             Self::QueryTables => &[READ_TABLES],
             Self::CreateTable => &[WRITE_TABLES],
