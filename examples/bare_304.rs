@@ -26,21 +26,7 @@ fn main() {
         .expect("LISTEN=host:port")
         .parse()
         .expect("LISTEN is host:port");
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let threads: Vec<_> = (0..threads)
-        .map(|_| {
-            std::thread::spawn(move || {
-                tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("a runtime")
-                    .block_on(serve(listen))
-            })
-        })
-        .collect();
-    for thread in threads {
-        thread.join().expect("a serving thread");
-    }
+    examples::serve_on_every_core(move || serve(listen));
 }
 
 async fn serve(listen: SocketAddr) {

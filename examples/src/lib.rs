@@ -25,3 +25,30 @@ pub fn seconds_and_rounds() -> (u64, usize) {
     let rounds = args.next().map_or(5, |s| s.parse().expect("ROUNDS"));
     (seconds, rounds)
 }
+
+/// Runs `serve()` on one thread a core, each in a runtime of its own, as `ifmatch serve`'s blob
+/// listener and `ifmatch proxy` do: the shape of the floors (`bare-proxy`, `bare-304`) the
+/// benches measure them against. Returns when every thread's `serve()` has.
+pub fn serve_on_every_core<F, Fut>(serve: F)
+where
+    F: Fn() -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()>,
+{
+    let serve = std::sync::Arc::new(serve);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads: Vec<_> = (0..threads)
+        .map(|_| {
+            let serve = serve.clone();
+            std::thread::spawn(move || {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("a runtime")
+                    .block_on(serve())
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().expect("a serving thread");
+    }
+}
