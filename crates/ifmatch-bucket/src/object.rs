@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{StreamExt, TryStreamExt};
-use ifmatch_tower::Backoff;
+use ifmatch_core::backoff::{Backoff, Waits};
 use object_store::path::Path;
 use object_store::{
     Attribute, Attributes, GetOptions, ObjectStore, ObjectStoreExt, PutMode, PutOptions,
@@ -170,7 +170,7 @@ pub(crate) async fn take_number(
     path: &Path,
     max: u64,
 ) -> Result<Option<u64>, Failure> {
-    let mut backoff = backoff();
+    let mut waits = waits();
     loop {
         let (count, version) = match read::<u64>(store, path).await? {
             Some((count, version)) => (count, Some(version)),
@@ -185,14 +185,22 @@ pub(crate) async fn take_number(
         {
             return Ok(Some(count));
         }
-        backoff.wait().await;
+        wait(&mut waits).await;
     }
 }
 
+/// The longest wait between two tries of one change.
+const RETRY_WAIT_CAP: Duration = Duration::from_millis(50);
+
 /// The waits between tries of one change: jittered, so that a crowd of writers on one object
-/// spreads out, doubling up to 50 ms.
-pub(crate) fn backoff() -> Backoff {
-    Backoff::up_to(Duration::from_millis(50))
+/// spreads out, capped doubling up to 50 ms ([`wait`] waits the next).
+pub(crate) fn waits() -> Waits {
+    Backoff::up_to(RETRY_WAIT_CAP).waits()
+}
+
+/// Waits the next of `waits` before one more try.
+pub(crate) async fn wait(waits: &mut Waits) {
+    tokio::time::sleep(waits.next().unwrap_or(RETRY_WAIT_CAP)).await;
 }
 
 /// The paths of every object under `path`, in the order the store lists them.

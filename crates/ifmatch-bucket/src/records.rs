@@ -218,7 +218,7 @@ impl BucketRecords {
         record: &Record,
         mode: PutMode,
     ) -> Result<(), StoreError> {
-        let mut backoff = object::backoff();
+        let mut waits = object::waits();
         loop {
             let at = (self.at(key).await?).ok_or(StoreError::ContainerNotFound)?;
             let (slot, version) = self.read(&at.slot).await?;
@@ -247,14 +247,14 @@ impl BucketRecords {
                 }
                 (at.index.remove(&entry).await).map_err(|f| store_error(&entry, f))?;
             }
-            backoff.wait().await;
+            object::wait(&mut waits).await;
         }
     }
 
     /// Writes the tombstone of the record at `at` if its generation is `generation`, then
     /// removes the index entry of the life it ended; its slot as it was.
     async fn bury(&self, key: &Key, at: &At, generation: u64) -> Result<Slot, StoreError> {
-        let mut backoff = object::backoff();
+        let mut waits = object::waits();
         loop {
             let (slot, version) = self.read(&at.slot).await?;
             let Some(slot) = slot.filter(|s| s.record.is_some()) else {
@@ -270,7 +270,7 @@ impl BucketRecords {
                 (at.index.remove(&entry).await).map_err(|f| store_error(&entry, f))?;
                 return Ok(slot);
             }
-            backoff.wait().await;
+            object::wait(&mut waits).await;
         }
     }
 

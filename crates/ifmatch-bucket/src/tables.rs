@@ -393,7 +393,7 @@ impl BucketTables {
         key: &EntityKey,
     ) -> Result<(Life, Option<UpdateVersion>), TableError> {
         let path = place.entity(key);
-        let mut backoff = object::backoff();
+        let mut waits = object::waits();
         loop {
             let (slot, version) = self.read_entity(&path).await?;
             if slot.lock.is_none() {
@@ -410,7 +410,7 @@ impl BucketTables {
                     }
                 }
                 Settled::Gone => {}
-                Settled::Pending => backoff.wait().await,
+                Settled::Pending => object::wait(&mut waits).await,
             }
         }
     }
@@ -435,7 +435,7 @@ impl BucketTables {
     /// it begins in the index first, a deletion removes the one it ended after.
     async fn commit_one(&self, place: &Place, change: &Change) -> Result<(), TableError> {
         let path = place.entity(&change.key);
-        let mut backoff = object::backoff();
+        let mut waits = object::waits();
         loop {
             let ((found, life), version) = self.unlocked(place, &change.key).await?;
             if !satisfies(change.expected, found.as_ref()) {
@@ -463,7 +463,7 @@ impl BucketTables {
             if let Some(entry) = &begun {
                 place.index.remove(entry).await.map_err(failed)?;
             }
-            backoff.wait().await;
+            object::wait(&mut waits).await;
         }
     }
 
@@ -480,7 +480,7 @@ impl BucketTables {
         let keys: Vec<&EntityKey> = writes.keys().copied().collect();
         let mut partitions: Vec<String> = keys.iter().map(|(pk, _)| pk.clone()).collect();
         partitions.dedup();
-        let mut backoff = object::backoff();
+        let mut waits = object::waits();
         loop {
             let id = uuid::Uuid::new_v4().simple().to_string();
             let intent_path = place.intent(&id);
@@ -542,7 +542,7 @@ impl BucketTables {
             }
             // A change that found otherwise than it expected, or a failure: nothing applied.
             outcome?;
-            backoff.wait().await;
+            object::wait(&mut waits).await;
         }
     }
 
@@ -651,7 +651,7 @@ impl BucketTables {
     /// so that the next try sees only the batches already under way land.
     async fn scan_unbounded(&self, table: &str, scan: Scan<'_>) -> Result<Vec<Entity>, TableError> {
         let place = self.live(table).await?;
-        let mut backoff = object::backoff();
+        let mut waits = object::waits();
         let mut barriers: Vec<String> = Vec::new();
         for tries in 1.. {
             let (page, epochs) = self.read_page(&place, scan).await?;
@@ -677,7 +677,7 @@ impl BucketTables {
                     barriers.push(pk);
                 }
             }
-            backoff.wait().await;
+            object::wait(&mut waits).await;
         }
         unreachable!("a scan tries until it reads a page whole, or its time runs out")
     }
@@ -812,7 +812,7 @@ impl Tables for BucketTables {
     async fn create_table(&self, name: &str) -> Result<bool, TableError> {
         self.within(async {
             let path = self.table_path(name);
-            let mut backoff = object::backoff();
+            let mut waits = object::waits();
             loop {
                 let found = object::read::<TableSlot>(&*self.bucket.store, &path).await;
                 let version = match found.map_err(failed)? {
@@ -837,7 +837,7 @@ impl Tables for BucketTables {
                     return Ok(true);
                 }
                 index.remove(&entry).await.map_err(failed)?;
-                backoff.wait().await;
+                object::wait(&mut waits).await;
             }
         })
         .await
@@ -846,7 +846,7 @@ impl Tables for BucketTables {
     async fn delete_table(&self, name: &str) -> Result<bool, TableError> {
         self.within(async {
             let path = self.table_path(name);
-            let mut backoff = object::backoff();
+            let mut waits = object::waits();
             let incarnation = loop {
                 let found = object::read::<TableSlot>(&*self.bucket.store, &path).await;
                 let (incarnation, version) = match found.map_err(failed)? {
@@ -866,7 +866,7 @@ impl Tables for BucketTables {
                 {
                     break incarnation;
                 }
-                backoff.wait().await;
+                object::wait(&mut waits).await;
             };
             let entry = self.table_entry(name, &incarnation);
             self.tables_index().remove(&entry).await.map_err(failed)?;

@@ -186,7 +186,7 @@ impl BucketVersions {
         mut decide: impl FnMut(&mut Entry, u64) -> Decision<T>,
     ) -> Result<T, VersionsError> {
         let path = self.path(key);
-        let mut backoff = object::backoff();
+        let mut waits = object::waits();
         loop {
             let (mut entry, version) = self.read_entry(&path).await?;
             let outcome = match decide(&mut entry, now_millis()) {
@@ -198,7 +198,7 @@ impl BucketVersions {
                 return Ok(outcome);
             }
             // Another instance wrote first: read again.
-            backoff.wait().await;
+            object::wait(&mut waits).await;
         }
     }
 

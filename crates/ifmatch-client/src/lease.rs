@@ -14,9 +14,9 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::backoff::Backoff;
 use crate::client::{BlobClient, Conditions};
 use crate::error::{Error, Result};
+use ifmatch_core::backoff::Backoff;
 
 /// How much earlier than the server the guard gives a lease up.
 const MARGIN: Duration = Duration::from_secs(1);

@@ -23,7 +23,6 @@
 //! # Ok(()) }
 //! ```
 
-mod backoff;
 mod cache;
 mod client;
 mod error;
@@ -31,10 +30,10 @@ mod lease;
 mod queue;
 mod update;
 
-pub use backoff::Backoff;
 pub use cache::ReadCache;
 pub use client::{Blob, BlobClient, Client, Conditions};
 pub use error::{Error, Result};
+pub use ifmatch_core::backoff::Backoff;
 pub use lease::{LeaderElection, LeaseGuard, Lock};
 pub use queue::{Item, WorkQueue};
 pub use update::{Updated, update};

@@ -3,7 +3,8 @@
 
 use bytes::Bytes;
 
-use crate::backoff::Backoff;
+use ifmatch_core::backoff::Backoff;
+
 use crate::client::{BlobClient, Conditions};
 use crate::error::{Error, Result};
 

@@ -14,6 +14,7 @@
 //! | the headers of a 304 (RFC 9110 15.4.5) | [`not_modified_headers`] |
 //! | one `Range: bytes=` of a representation (RFC 9110 14.1.2) | [`ByteRange`] |
 //! | what a layer and a shared cache inside it tell each other | [`cache_markers`] |
+//! | the waits between tries of a write that lost a race | [`backoff::Backoff`] |
 //!
 //! # Example
 //!
@@ -48,6 +49,7 @@
 //! );
 //! ```
 
+pub mod backoff;
 pub mod cache_markers;
 mod credentials;
 pub mod date;

@@ -1,6 +1,5 @@
 #![doc = include_str!("../README.md")]
 
-mod backoff;
 mod body;
 mod cache;
 pub use ifmatch_core::cache_markers;
@@ -24,7 +23,6 @@ mod write;
 
 pub use ifmatch_core::BoxError;
 
-pub use backoff::Backoff;
 pub use body::ConditionalBody;
 pub use future::ResponseFuture;
 pub use ifmatch_core::precondition::Validators;

@@ -7,12 +7,15 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ifmatch_core::BoxError;
+use ifmatch_core::backoff::Backoff;
 use ifmatch_core::precondition::Validators;
 use tokio::sync::oneshot;
 
-use crate::backoff::Backoff;
 use crate::store::VersionStore;
-use ifmatch_core::BoxError;
+
+/// The longest wait between two tries of a taken lock.
+const LOCK_WAIT_CAP: Duration = Duration::from_millis(20);
 
 /// The steps of a backend shared by a fleet, each atomic in the backend. A lock is named by
 /// the random token of its holder; it expires `ttl_ms` milliseconds after it was taken or last
@@ -233,12 +236,12 @@ impl<B: SharedBackend> VersionStore for Shared<B> {
 
     async fn lock(&self, key: &str) -> Result<SharedGuard, BoxError> {
         let deadline = tokio::time::Instant::now() + self.lock_wait;
-        let mut backoff = Backoff::up_to(Duration::from_millis(20));
+        let mut waits = Backoff::up_to(LOCK_WAIT_CAP).waits();
         loop {
             if let Some(guard) = self.attempt(key).await? {
                 return Ok(guard);
             }
-            let wait = backoff.next_wait();
+            let wait = waits.next().unwrap_or(LOCK_WAIT_CAP);
             if tokio::time::Instant::now() + wait > deadline {
                 return Err(SharedError::LockTimeout(key.to_owned()).into());
             }
