@@ -270,7 +270,9 @@ pub const CONTAINER: &str = "@container";
 /// Whether the request's `x-ms-if-tags`, if any, holds for `tags`: 412 `ConditionNotMet` when
 /// it does not, 400 when it is not a condition.
 pub fn gate(headers: &http::HeaderMap, tags: Option<&Tags>) -> Result<(), ErrorCode> {
-    match meets(headers, IF_TAGS, tags)? {
+    // By its name as a `HeaderName`: a `&str` is parsed and checked again on each lookup.
+    const NAME: http::HeaderName = http::HeaderName::from_static(IF_TAGS);
+    match meets(headers, NAME, tags)? {
         true => Ok(()),
         false => Err(ErrorCode::ConditionNotMet),
     }
@@ -280,7 +282,7 @@ pub fn gate(headers: &http::HeaderMap, tags: Option<&Tags>) -> Result<(), ErrorC
 /// `InvalidHeaderValue` when it is not a condition.
 pub fn meets(
     headers: &http::HeaderMap,
-    name: &str,
+    name: impl http::header::AsHeaderName,
     tags: Option<&Tags>,
 ) -> Result<bool, ErrorCode> {
     let Some(value) = headers.get(name) else {

@@ -99,10 +99,10 @@ impl fmt::Display for HttpDate {
             0
         };
         let shifted = SystemTime::from(HttpDate::from_unix_seconds(self.secs + cycles * CYCLE));
-        let text = httpdate::fmt_http_date(shifted);
         if cycles == 0 {
-            return f.write_str(&text);
+            return fmt::Display::fmt(&httpdate::HttpDate::from(shifted), f);
         }
+        let text = httpdate::fmt_http_date(shifted);
         // IMF-fixdate: "Sun, 06 Nov 1994 08:49:37 GMT", the year at bytes 12 to 16.
         let year: i64 = text[12..16].parse().map_err(|_| fmt::Error)?;
         write!(
@@ -211,13 +211,57 @@ pub fn to_http_date(time: SystemTime) -> HttpDate {
     HttpDate::from(time)
 }
 
-/// The IMF-fixdate field value for `date`.
+/// The IMF-fixdate field value for `date`, written where it is made rather than in a `String`
+/// first (every blob's answer carries one: `Last-Modified`).
 pub fn date_header_value(date: HttpDate) -> HeaderValue {
-    HeaderValue::try_from(date.to_string()).expect("IMF-fixdate is visible ASCII")
+    let mut text = Imf::default();
+    fmt::write(&mut text, format_args!("{date}")).expect("an IMF-fixdate is 29 bytes");
+    HeaderValue::from_bytes(&text.bytes[..text.len]).expect("IMF-fixdate is visible ASCII")
+}
+
+/// Room for one IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`: 29 bytes).
+struct Imf {
+    bytes: [u8; 29],
+    len: usize,
+}
+
+impl Default for Imf {
+    fn default() -> Self {
+        Self {
+            bytes: [0; 29],
+            len: 0,
+        }
+    }
+}
+
+impl fmt::Write for Imf {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let end = self.len + s.len();
+        self.bytes
+            .get_mut(self.len..end)
+            .ok_or(fmt::Error)?
+            .copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_field_value_is_the_imf_fixdate_of_any_year() {
+        for text in [
+            "Sun, 06 Nov 1994 08:49:37 GMT",
+            "Thu, 01 Jan 1970 00:00:00 GMT",
+            "Sun, 06 Nov 1960 08:49:37 GMT",
+            "Mon, 01 Jan 0001 00:00:00 GMT",
+            "Fri, 31 Dec 9999 23:59:59 GMT",
+        ] {
+            let date: super::HttpDate = text.parse().unwrap();
+            assert_eq!(super::date_header_value(date), text);
+        }
+    }
+
     #[test]
     fn dates_read_leniently() {
         let read = |v: &str| {

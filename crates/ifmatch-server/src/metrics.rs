@@ -7,7 +7,7 @@
 //! two threads (`perf record`, docs/figures.md). (A few counter families and one histogram: the
 //! exposition format is a dozen lines, not worth a dependency.)
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::net::IpAddr;
 use std::sync::Mutex;
@@ -17,6 +17,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode};
 use http_body_util::Full;
+use ifmatch_core::keyed::HashMap;
 
 /// The upper bounds of the latency histograms' buckets, in seconds.
 const BUCKETS: [f64; 12] = [
@@ -260,9 +261,13 @@ pub(crate) fn page_response(page: Option<String>) -> http::Response<Full<Bytes>>
 }
 
 /// The lease action a request asks for, as a label.
+/// The header that names a lease operation's action.
+pub(crate) const LEASE_ACTION: http::HeaderName =
+    http::HeaderName::from_static("x-ms-lease-action");
+
 pub(crate) fn lease_action(headers: &HeaderMap) -> &'static str {
     let action = headers
-        .get("x-ms-lease-action")
+        .get(LEASE_ACTION)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     ["acquire", "renew", "change", "release", "break"]

@@ -86,7 +86,7 @@ where
             start: Instant::now(),
             method: request.method().clone(),
             path: (self.layer.access_log).then(|| request.uri().path().to_owned()),
-            lease_action: (headers.contains_key("x-ms-lease-action"))
+            lease_action: (headers.contains_key(metrics::LEASE_ACTION))
                 .then(|| metrics::lease_action(headers)),
             bytes_in: metrics::declared_length(headers),
         };

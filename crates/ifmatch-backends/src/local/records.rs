@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use ifmatch_blob::{Block, BlockToStage, Key, PutMode, Record, Records, Scan, StoreError};
+use ifmatch_core::keyed::KeyHasher;
 
 use super::blocking::blocking;
 use super::dir::{BlobFile, DataDir, read_record};
@@ -46,14 +47,14 @@ pub struct LocalRecords {
 #[derive(Debug)]
 struct Inner {
     dir: Arc<DataDir>,
-    cache: moka::sync::Cache<(u64, Key), Loaded>,
+    cache: moka::sync::Cache<(u64, Key), Loaded, KeyHasher>,
     epoch: AtomicU64,
     /// Held across a commit's wait for the journal: tokio's, so that the wait is a task's, not
     /// a thread's.
     keys: Box<[tokio::sync::Mutex<()>]>,
     containers: Box<[tokio::sync::RwLock<()>]>,
     journal: Journal,
-    hasher: std::hash::RandomState,
+    hasher: KeyHasher,
     /// Each listed container's blob names in order, so a scan reads only the records it
     /// returns: built from the container's files the first time it is listed (with its blob
     /// writes held off), then kept by every put and delete (this process is the only writer).
@@ -89,12 +90,12 @@ impl LocalRecords {
                     let kept = content.and_then(|c| c.inline.as_ref());
                     1 + kept.map_or(0, |bytes| bytes.len() as u32 / 1024)
                 })
-                .build(),
+                .build_with_hasher(KeyHasher::default()),
             epoch: AtomicU64::new(0),
             keys: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
             containers: (0..STRIPES).map(|_| tokio::sync::RwLock::new(())).collect(),
             journal,
-            hasher: std::hash::RandomState::new(),
+            hasher: KeyHasher::default(),
             names: Mutex::new(HashMap::new()),
             inline_max,
         };
