@@ -220,18 +220,10 @@ pub fn date_header_value(date: HttpDate) -> HeaderValue {
 }
 
 /// Room for one IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`: 29 bytes).
+#[derive(Default)]
 struct Imf {
     bytes: [u8; 29],
     len: usize,
-}
-
-impl Default for Imf {
-    fn default() -> Self {
-        Self {
-            bytes: [0; 29],
-            len: 0,
-        }
-    }
 }
 
 impl fmt::Write for Imf {
