@@ -80,9 +80,14 @@ impl EntityTag {
 
     /// The tag as a field value, ready for an `ETag` header.
     pub fn to_header_value(&self) -> HeaderValue {
-        let mut bytes = Vec::with_capacity(self.opaque.len() + 4);
+        // Exactly the tag's length: a `Vec` full to its capacity becomes `Bytes` without a
+        // second allocation.
+        let weak = if self.weak { 2 } else { 0 };
+        let mut bytes = Vec::with_capacity(weak + self.opaque.len() + 2);
         self.write_to(&mut bytes);
-        HeaderValue::from_bytes(&bytes).expect("etagc bytes and quotes are valid field bytes")
+        // The buffer becomes the value's own (`Bytes::from` a `Vec` copies nothing).
+        HeaderValue::from_maybe_shared(bytes::Bytes::from(bytes))
+            .expect("etagc bytes and quotes are valid field bytes")
     }
 
     fn write_to(&self, out: &mut Vec<u8>) {
@@ -182,7 +187,8 @@ impl EntityTagList {
                 out
             }
         };
-        HeaderValue::from_bytes(&bytes).expect("tags and separators are valid field bytes")
+        HeaderValue::from_maybe_shared(bytes::Bytes::from(bytes))
+            .expect("tags and separators are valid field bytes")
     }
 
     /// Whether any listed tag strongly matches `current` (`*` matches any tag).
