@@ -9,30 +9,25 @@ use std::task::{Context, Poll, ready};
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
-use pin_project_lite::pin_project;
 
 use ifmatch_core::FramePoll;
 
 use crate::store_error::StoreError;
 
-pin_project! {
-    /// A response body. No boxing: an enum over the three shapes a response takes.
-    #[derive(Debug)]
-    pub struct ResponseBody<R> {
-        #[pin]
-        inner: Inner<R>,
-    }
+/// A response body: an enum over the shapes a response takes. A store's reader and a list of
+/// pieces are boxed, so that an answer (which every layer around the front moves) stays small
+/// when it carries neither, as most do: the 304s, the errors, the XML.
+#[derive(Debug)]
+pub struct ResponseBody<R> {
+    inner: Inner<R>,
 }
 
-pin_project! {
-    #[project = Projection]
-    #[derive(Debug)]
-    enum Inner<R> {
-        Empty,
-        Full { data: Option<Bytes> },
-        Stream { #[pin] reader: R, remaining: u64 },
-        Pieces { pieces: Pieces<R> },
-    }
+#[derive(Debug)]
+enum Inner<R> {
+    Empty,
+    Full { data: Option<Bytes> },
+    Stream { reader: Pin<Box<R>>, remaining: u64 },
+    Pieces { pieces: Box<Pieces<R>> },
 }
 
 /// A part of one object to read: its name, its length, the range of it; with no name, as many
@@ -150,7 +145,7 @@ impl<R> ResponseBody<R> {
     pub fn stream(reader: R, len: u64) -> Self {
         Self {
             inner: Inner::Stream {
-                reader,
+                reader: Box::pin(reader),
                 remaining: len,
             },
         }
@@ -159,7 +154,9 @@ impl<R> ResponseBody<R> {
     /// A blob's bytes from several objects in turn.
     pub(crate) fn pieces(pieces: Pieces<R>) -> Self {
         Self {
-            inner: Inner::Pieces { pieces },
+            inner: Inner::Pieces {
+                pieces: Box::new(pieces),
+            },
         }
     }
 }
@@ -169,18 +166,18 @@ impl<R: Body<Data = Bytes, Error = StoreError>> Body for ResponseBody<R> {
     type Error = StoreError;
 
     fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> FramePoll<Self::Error> {
-        match self.project().inner.project() {
-            Projection::Empty => Poll::Ready(None),
-            Projection::Full { data } => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
-            Projection::Stream { reader, remaining } => {
-                let frame = ready!(reader.poll_frame(cx));
+        match &mut self.get_mut().inner {
+            Inner::Empty => Poll::Ready(None),
+            Inner::Full { data } => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
+            Inner::Stream { reader, remaining } => {
+                let frame = ready!(reader.as_mut().poll_frame(cx));
                 if let Some(Ok(data)) = frame.as_ref().map(|f| f.as_ref().map(Frame::data_ref)) {
                     let read = data.map_or(0, |d| d.len() as u64);
                     *remaining = remaining.saturating_sub(read);
                 }
                 Poll::Ready(frame)
             }
-            Projection::Pieces { pieces } => pieces.poll_frame(cx),
+            Inner::Pieces { pieces } => pieces.poll_frame(cx),
         }
     }
 
