@@ -17,6 +17,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode};
 use http_body_util::Full;
+use ifmatch_blob::lease::headers::LEASE_ACTION;
 use ifmatch_core::keyed::HashMap;
 
 /// The upper bounds of the latency histograms' buckets, in seconds.
@@ -261,10 +262,6 @@ pub(crate) fn page_response(page: Option<String>) -> http::Response<Full<Bytes>>
 }
 
 /// The lease action a request asks for, as a label.
-/// The header that names a lease operation's action.
-pub(crate) const LEASE_ACTION: http::HeaderName =
-    http::HeaderName::from_static("x-ms-lease-action");
-
 pub(crate) fn lease_action(headers: &HeaderMap) -> &'static str {
     let action = headers
         .get(LEASE_ACTION)
