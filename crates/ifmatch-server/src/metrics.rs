@@ -261,16 +261,13 @@ pub(crate) fn page_response(page: Option<String>) -> http::Response<Full<Bytes>>
     response
 }
 
-/// The lease action a request asks for, as a label.
-pub(crate) fn lease_action(headers: &HeaderMap) -> &'static str {
-    let action = headers
-        .get(LEASE_ACTION)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    ["acquire", "renew", "change", "release", "break"]
+/// The lease action a request asks for, as a label; none when it names none.
+pub(crate) fn lease_action(headers: &HeaderMap) -> Option<&'static str> {
+    let action = headers.get(LEASE_ACTION)?.to_str().unwrap_or("");
+    let known = ["acquire", "renew", "change", "release", "break"]
         .into_iter()
-        .find(|known| known.eq_ignore_ascii_case(action))
-        .unwrap_or("other")
+        .find(|known| known.eq_ignore_ascii_case(action));
+    Some(known.unwrap_or("other"))
 }
 
 /// A method's name with a `'static` lifetime, as a label.

@@ -16,7 +16,6 @@ use std::time::Instant;
 use http::{Method, Request, Response};
 use http_body::Body;
 use ifmatch_azure::{OperationName, REQUEST_ID};
-use ifmatch_blob::lease::headers::LEASE_ACTION;
 use pin_project_lite::pin_project;
 
 use crate::metrics::{self, Metrics, Seen};
@@ -87,8 +86,7 @@ where
             start: Instant::now(),
             method: request.method().clone(),
             path: (self.layer.access_log).then(|| request.uri().path().to_owned()),
-            lease_action: (headers.contains_key(LEASE_ACTION))
-                .then(|| metrics::lease_action(headers)),
+            lease_action: metrics::lease_action(headers),
             bytes_in: metrics::declared_length(headers),
         };
         Observed {
