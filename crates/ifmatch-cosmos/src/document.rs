@@ -272,7 +272,6 @@ fn hierarchical(stored: &str) -> Option<usize> {
 /// The property of a stored resource that holds its JSON.
 pub(crate) const JSON: &str = "json";
 
-/// The JSON a stored resource holds (empty when it holds none).
 /// The size of the document `entity` keeps, as stored (what reading and writing it cost).
 pub(crate) fn stored_len(entity: &Entity) -> usize {
     match entity.properties.get(JSON) {
@@ -281,16 +280,69 @@ pub(crate) fn stored_len(entity: &Entity) -> usize {
     }
 }
 
+/// The JSON a stored resource holds (empty when it holds none).
 pub(crate) fn json_of(entity: &Entity) -> Map<String, Value> {
+    stored_json(entity, |reader| serde::Deserialize::deserialize(reader))
+}
+
+/// The properties named `names` of the JSON a stored resource holds, the others skipped
+/// unbuilt. A container's rules (its partition key, its time to live, its unique keys, its
+/// change feed's retention) are read on every write to it, and its whole JSON (its indexing
+/// policy among the rest) cost more to build each time than the document written.
+pub(crate) fn json_fields(entity: &Entity, names: &[&str]) -> Map<String, Value> {
+    stored_json(entity, |reader| {
+        serde::de::DeserializeSeed::deserialize(Named(names), reader)
+    })
+}
+
+/// `read` over the JSON a stored resource holds; empty when it holds none, or none `read`
+/// takes.
+fn stored_json(
+    entity: &Entity,
+    read: impl FnOnce(
+        &mut serde_json::Deserializer<serde_json::de::StrRead<'_>>,
+    ) -> serde_json::Result<Map<String, Value>>,
+) -> Map<String, Value> {
     match entity.properties.get(JSON) {
         // Stored resources were checked when written: up to Azure's 128 levels, past
         // serde_json's own bound of 127.
         Some(ifmatch_table::Value::String(text)) => {
             let mut reader = serde_json::Deserializer::from_str(text);
             reader.disable_recursion_limit();
-            serde::Deserialize::deserialize(&mut reader).unwrap_or_default()
+            read(&mut reader).unwrap_or_default()
         }
         _ => Map::new(),
+    }
+}
+
+/// Reads a JSON object, keeping the properties it names.
+struct Named<'a>(&'a [&'a str]);
+
+impl<'de> serde::de::DeserializeSeed<'de> for Named<'_> {
+    type Value = Map<String, Value>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, reader: D) -> Result<Self::Value, D::Error> {
+        reader.deserialize_map(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Named<'_> {
+    type Value = Map<String, Value>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut kept = Map::new();
+        while let Some(name) = map.next_key::<String>()? {
+            if self.0.contains(&name.as_str()) {
+                kept.insert(name, map.next_value()?);
+            } else {
+                map.next_value::<serde::de::IgnoredAny>()?;
+            }
+        }
+        Ok(kept)
     }
 }
 

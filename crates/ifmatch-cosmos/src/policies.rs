@@ -2,7 +2,7 @@
 
 use ifmatch_table::Entity;
 
-use crate::document::json_of;
+use crate::document::json_fields;
 use crate::{ttl, unique};
 
 /// What a container's properties ask of every write of its documents: its unique keys and
@@ -19,7 +19,10 @@ pub(crate) struct Policies {
 
 impl Policies {
     pub(crate) fn of(container: &Entity) -> Self {
-        let properties = json_of(container);
+        let properties = json_fields(
+            container,
+            &[unique::PROPERTY, ttl::PROPERTY, crate::versions::PROPERTY],
+        );
         Self {
             unique: unique::declared(&properties).unwrap_or_default(),
             ttl: ttl::declared(&properties).unwrap_or_default(),

@@ -11,7 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use ifmatch_table::{DateTime, Entity};
 use serde_json::{Map, Value as Json};
 
-use crate::document::json_of;
+use crate::document::json_fields;
 use crate::failure::{Failure, bad_request};
 
 /// Ticks of 100 ns in a second.
@@ -31,9 +31,12 @@ fn valid(value: &Json) -> Option<i64> {
         .filter(|n| *n == -1 || (1..=MAX_TTL).contains(n))
 }
 
+/// The property of a container that declares its items' time to live.
+pub(crate) const PROPERTY: &str = "defaultTtl";
+
 /// The `defaultTtl` a container's properties declare, or 400.
 pub(crate) fn declared(resource: &Map<String, Json>) -> Result<Default, Failure> {
-    match resource.get("defaultTtl") {
+    match resource.get(PROPERTY) {
         None | Some(Json::Null) => Ok(None),
         Some(value) => valid(value).map(Some).ok_or_else(|| {
             bad_request(format!(
@@ -45,7 +48,7 @@ pub(crate) fn declared(resource: &Map<String, Json>) -> Result<Default, Failure>
 
 /// The `defaultTtl` of a container as stored.
 pub(crate) fn of(container: &Entity) -> Default {
-    declared(&json_of(container)).unwrap_or_default()
+    declared(&json_fields(container, &[PROPERTY])).unwrap_or_default()
 }
 
 /// An item's `ttl`, checked as it is written: absent, null, `-1` or a positive number.
@@ -68,7 +71,13 @@ pub(crate) fn ticks(now: SystemTime) -> i64 {
 
 /// Whether the stored document `entity` is past its time at `now` (ticks).
 pub(crate) fn expired(default: Default, entity: &Entity, now: i64) -> bool {
-    default.is_some() && past(default, entity.timestamp, json_of(entity).get("ttl"), now)
+    default.is_some()
+        && past(
+            default,
+            entity.timestamp,
+            json_fields(entity, &["ttl"]).get("ttl"),
+            now,
+        )
 }
 
 /// Whether a document written at `written`, whose own `ttl` is `own`, is past its time at

@@ -28,6 +28,9 @@ const MAX_PATHS: usize = 16;
 /// A container's unique keys, each its paths (`/a/b`).
 pub(crate) type Keys = Vec<Vec<String>>;
 
+/// The property of a container that declares its unique keys.
+pub(crate) const PROPERTY: &str = "uniqueKeyPolicy";
+
 /// The unique keys `uniqueKeyPolicy` declares (`{"uniqueKeys": [{"paths": ["/a"]}]}`), or why
 /// it is no policy.
 pub(crate) fn declared(resource: &Map<String, Json>) -> Result<Keys, Failure> {
@@ -36,7 +39,7 @@ pub(crate) fn declared(resource: &Map<String, Json>) -> Result<Keys, Failure> {
             "uniqueKeyPolicy is {{\"uniqueKeys\": [{{\"paths\": [\"/a\", ...]}}, ...]}}: at most {MAX_KEYS} keys of 1 to {MAX_PATHS} paths that start with '/'."
         ))
     };
-    let Some(policy) = resource.get("uniqueKeyPolicy") else {
+    let Some(policy) = resource.get(PROPERTY) else {
         return Ok(Vec::new());
     };
     let keys = match policy.get("uniqueKeys") {

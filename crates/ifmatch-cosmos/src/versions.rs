@@ -13,7 +13,7 @@
 use ifmatch_table::{Change, Entity, Expected, Value};
 use serde_json::{Map, Value as Json, json};
 
-use crate::document::{JSON, json_of};
+use crate::document::{JSON, json_fields};
 use crate::feed_entries::{entry_key, number_of};
 
 /// The partition of a documents' table that holds every version.
@@ -23,18 +23,17 @@ pub(crate) const VERSIONS: &str = "~versions";
 /// `retentionDuration`; `None` when it keeps none.
 pub(crate) type Retention = Option<i64>;
 
+/// The property of a container that declares its change feed's retention.
+pub(crate) const PROPERTY: &str = "changeFeedPolicy";
+
 /// The retention a container's properties ask for.
 pub(crate) fn declared(properties: &Map<String, Json>) -> Retention {
-    (properties
-        .get("changeFeedPolicy")?
-        .get("retentionDuration")?
-        .as_i64())
-    .filter(|m| *m > 0)
+    (properties.get(PROPERTY)?.get("retentionDuration")?.as_i64()).filter(|m| *m > 0)
 }
 
 /// The retention of a container as stored.
 pub(crate) fn of(container: &Entity) -> Retention {
-    declared(&json_of(container))
+    declared(&json_fields(container, &[PROPERTY]))
 }
 
 /// The entry numbered `number` for one document's change (its write, `None` for a delete),

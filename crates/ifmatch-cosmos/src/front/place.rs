@@ -4,7 +4,7 @@
 use ifmatch_table::{Entity, EntityKey};
 use serde_json::{Map, Value as Json};
 
-use crate::document::{self, json_of};
+use crate::document::{self, json_fields};
 use crate::failure::{Failure, bad_request};
 use crate::ttl;
 
@@ -24,11 +24,14 @@ pub(crate) fn id_of(resource: &Map<String, Json>) -> String {
         .to_owned()
 }
 
+/// The property of a container that declares its partition key.
+const PARTITION_KEY: &str = "partitionKey";
+
 /// The paths of a container's partition key: one, or two or three for a hierarchical key.
 pub(crate) fn partition_paths(container: &Entity) -> Vec<String> {
-    let json = json_of(container);
+    let json = json_fields(container, &[PARTITION_KEY]);
     let paths = json
-        .get("partitionKey")
+        .get(PARTITION_KEY)
         .and_then(|k| k.get("paths"))
         .and_then(Json::as_array);
     let paths: Vec<String> = (paths.into_iter().flatten())
