@@ -5,7 +5,7 @@
 
 use crate::common;
 
-use common::{Server, code};
+use common::{Server, code, refusal};
 
 const ON: &str = "<StorageServiceProperties><ChangeFeed><Enabled>true</Enabled></ChangeFeed>\
     </StorageServiceProperties>";
@@ -223,10 +223,7 @@ async fn no_feed_unless_asked_and_none_written_by_clients() {
     let r = s
         .get("/$blobchangefeed?restype=container&comp=list", &[])
         .await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (404, Some("ContainerNotFound"))
-    );
+    assert_eq!(refusal(&r), (404, "ContainerNotFound".into()));
     assert!(s.record("box", "apple").await.feed.is_empty());
     let s = feeding().await;
     for (method, path) in [

@@ -7,7 +7,7 @@ use crate::common;
 
 use std::sync::Arc;
 
-use common::{Server, code, header};
+use common::{Server, code, header, refusal};
 
 /// Snapshot Blob of `path`: its id.
 async fn snapshot(s: &Server, path: &str, headers: &[(&str, &str)]) -> String {
@@ -180,10 +180,7 @@ async fn a_blob_goes_with_its_snapshots_or_after_them() {
         snapshot(&s, "/box/b", &[]).await,
     ];
     let r = s.delete("/box/b", &[]).await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (409, Some("SnapshotsPresent"))
-    );
+    assert_eq!(refusal(&r), (409, "SnapshotsPresent".into()));
     let r = s
         .delete("/box/b", &[("x-ms-delete-snapshots", "some")])
         .await;

@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use common::{Server, code, header};
+use common::{Server, code, header, refusal};
 
 fn pairs(tags: &[(String, String)]) -> Vec<(&str, &str)> {
     tags.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
@@ -74,15 +74,9 @@ async fn tags_are_set_read_counted_and_leave_the_etag_alone() {
 
     // No blob, no tags.
     let r = s.get("/box/none?comp=tags", &[]).await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (404, Some("BlobNotFound"))
-    );
+    assert_eq!(refusal(&r), (404, "BlobNotFound".into()));
     let r = s.put("/box/none?comp=tags", &[], body(&[("a", "b")])).await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (404, Some("BlobNotFound"))
-    );
+    assert_eq!(refusal(&r), (404, "BlobNotFound".into()));
 }
 
 #[tokio::test]
@@ -156,10 +150,7 @@ async fn a_tag_condition_guards_reads_and_writes_against_the_tags_at_that_instan
     )];
     assert_eq!(s.get("/box/b", &draft).await.status(), 200);
     let r = s.get("/box/b", &published).await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (412, Some("ConditionNotMet"))
-    );
+    assert_eq!(refusal(&r), (412, "ConditionNotMet".into()));
     // A write guarded by the draft state lands while it holds, then no more.
     let mut headers = vec![("x-ms-meta-n", "1")];
     headers.extend(draft);
@@ -179,10 +170,7 @@ async fn a_tag_condition_guards_reads_and_writes_against_the_tags_at_that_instan
     // Not a condition: 400, not a silent pass.
     s.put_blob("/box/c", b"x").await;
     let r = s.get("/box/c", &[("x-ms-if-tags", "state = draft")]).await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (400, Some("InvalidHeaderValue"))
-    );
+    assert_eq!(refusal(&r), (400, "InvalidHeaderValue".into()));
 }
 
 /// Find Blobs by Tags in a container: the blobs whose tags meet the expression, in name order,
@@ -246,10 +234,7 @@ async fn find_blobs_by_tags_pages_through_the_matching_blobs() {
         "team",
     ] {
         let r = s.get(&find(bad), &[]).await;
-        assert_eq!(
-            (r.status().as_u16(), code(&r).as_deref()),
-            (400, Some("InvalidQueryParameterValue"))
-        );
+        assert_eq!(refusal(&r), (400, "InvalidQueryParameterValue".into()));
     }
     let r = s
         .get(
@@ -371,10 +356,7 @@ async fn a_copy_meets_its_source_tag_condition_or_writes_nothing() {
         }
     };
     let r = copy("\"stage\" = 'draft'").await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (412, Some("SourceConditionNotMet"))
-    );
+    assert_eq!(refusal(&r), (412, "SourceConditionNotMet".into()));
     assert_eq!(
         s.head("/box/dst", &[]).await.status(),
         404,

@@ -4,7 +4,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::{Server, code, header};
+use common::{Server, code, header, refusal};
 
 const A: &str = "0f8fad5b-d9cb-469f-a165-70867728950e";
 const B: &str = "7c9e6679-7425-40de-944b-e07fc1f90ae7";
@@ -140,8 +140,8 @@ async fn spec_scenarios() {
         )
         .await;
     assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (409, Some("LeaseIdMismatchWithLeaseOperation"))
+        refusal(&r),
+        (409, "LeaseIdMismatchWithLeaseOperation".into())
     );
 
     // 6. leased(A), break period 3: 202, lease time <= 3, breaking/locked; 3 s later broken;
@@ -200,16 +200,13 @@ async fn spec_scenarios() {
     )
     .await;
     let r = s.put("/box/seven", &[], b"x".to_vec()).await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (412, Some("LeaseIdMissing"))
-    );
+    assert_eq!(refusal(&r), (412, "LeaseIdMissing".into()));
     let r = s
         .put("/box/seven", &[("x-ms-lease-id", B)], b"x".to_vec())
         .await;
     assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (412, Some("LeaseIdMismatchWithBlobOperation"))
+        refusal(&r),
+        (412, "LeaseIdMismatchWithBlobOperation".into())
     );
     assert_eq!(
         s.put("/box/seven", &[("x-ms-lease-id", A)], b"x".to_vec())
@@ -230,8 +227,8 @@ async fn spec_scenarios() {
         .put("/box/eight", &[("x-ms-lease-id", A)], b"x".to_vec())
         .await;
     assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (412, Some("LeaseNotPresentWithBlobOperation"))
+        refusal(&r),
+        (412, "LeaseNotPresentWithBlobOperation".into())
     );
 
     // 9. leased container: Delete Container without id / with B / with A.
@@ -250,16 +247,13 @@ async fn spec_scenarios() {
     let r = s.head("/leased?restype=container", &[]).await;
     assert_eq!(header(&r, "x-ms-lease-state").as_deref(), Some("leased"));
     let r = s.delete("/leased?restype=container", &[]).await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (412, Some("LeaseIdMissing"))
-    );
+    assert_eq!(refusal(&r), (412, "LeaseIdMissing".into()));
     let r = s
         .delete("/leased?restype=container", &[("x-ms-lease-id", B)])
         .await;
     assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (412, Some("LeaseIdMismatchWithContainerOperation"))
+        refusal(&r),
+        (412, "LeaseIdMismatchWithContainerOperation".into())
     );
     assert_eq!(
         s.delete("/leased?restype=container", &[("x-ms-lease-id", A)])
@@ -276,8 +270,8 @@ async fn spec_scenarios() {
     // ... and with a wrong id: checked as a write.
     let r = s.get("/box/two", &[("x-ms-lease-id", B)]).await;
     assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (412, Some("LeaseIdMismatchWithBlobOperation"))
+        refusal(&r),
+        (412, "LeaseIdMismatchWithBlobOperation".into())
     );
 }
 
@@ -577,20 +571,14 @@ async fn lease_conditions_and_containers() {
             &[acquire[0], acquire[1], ("if-match", "\"stale\"")],
         )
         .await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (412, Some("ConditionNotMet"))
-    );
+    assert_eq!(refusal(&r), (412, "ConditionNotMet".into()));
     let r = s
         .lease("/box/x", &[acquire[0], acquire[1], ("if-match", &tag)])
         .await;
     assert_eq!(r.status(), 201);
     // A lease on a blob that does not exist.
     let r = s.lease("/box/missing", &acquire).await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (404, Some("BlobNotFound"))
-    );
+    assert_eq!(refusal(&r), (404, "BlobNotFound".into()));
     // Lease Container honours dates only.
     let r = s
         .lease(
@@ -598,10 +586,7 @@ async fn lease_conditions_and_containers() {
             &[acquire[0], acquire[1], ("if-match", "*")],
         )
         .await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (400, Some("UnsupportedHeader"))
-    );
+    assert_eq!(refusal(&r), (400, "UnsupportedHeader".into()));
     let r = s
         .lease(
             "/box?restype=container",
@@ -612,10 +597,7 @@ async fn lease_conditions_and_containers() {
             ],
         )
         .await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (412, Some("ConditionNotMet"))
-    );
+    assert_eq!(refusal(&r), (412, "ConditionNotMet".into()));
     // A container lease does not guard its blobs, nor a container whose blobs are leased.
     let r = s.lease("/box?restype=container", &acquire).await;
     let id = header(&r, "x-ms-lease-id").unwrap();

@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use common::{Server, code, header, sha256_tag};
+use common::{Server, code, header, refusal, sha256_tag};
 
 /// (method, path, headers, status, error code)
 type BadInput<'a> = (&'a str, &'a str, Vec<(&'a str, &'a str)>, u16, &'a str);
@@ -21,10 +21,7 @@ async fn containers() {
     assert!(header(&r, "x-ms-request-id").is_some());
 
     let r = s.put("/box?restype=container", &[], Vec::new()).await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (409, Some("ContainerAlreadyExists"))
-    );
+    assert_eq!(refusal(&r), (409, "ContainerAlreadyExists".into()));
     let body = text(r).await;
     assert!(
         body.contains("<Code>ContainerAlreadyExists</Code>"),
@@ -47,25 +44,13 @@ async fn containers() {
     let r = s.delete("/box?restype=container", &[]).await;
     assert_eq!(r.status(), 202);
     let r = s.head("/box?restype=container", &[]).await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (404, Some("ContainerNotFound"))
-    );
+    assert_eq!(refusal(&r), (404, "ContainerNotFound".into()));
     let r = s.get("/box/a/1", &[]).await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (404, Some("ContainerNotFound"))
-    );
+    assert_eq!(refusal(&r), (404, "ContainerNotFound".into()));
     let r = s.put("/box/a/1", &[], b"x".to_vec()).await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (404, Some("ContainerNotFound"))
-    );
+    assert_eq!(refusal(&r), (404, "ContainerNotFound".into()));
     let r = s.delete("/box?restype=container", &[]).await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (404, Some("ContainerNotFound"))
-    );
+    assert_eq!(refusal(&r), (404, "ContainerNotFound".into()));
 
     // Everything in it is gone from the disk too, and the name can be used again, empty.
     let objects = std::fs::read_dir(s.dir.path().join("objects"))
@@ -74,10 +59,7 @@ async fn containers() {
     assert_eq!(objects, 0);
     s.create_container("box").await;
     let r = s.get("/box/a/1", &[]).await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (404, Some("BlobNotFound"))
-    );
+    assert_eq!(refusal(&r), (404, "BlobNotFound".into()));
 }
 
 #[tokio::test]
@@ -180,19 +162,13 @@ async fn bad_input_gets_a_clear_4xx_and_the_server_stays_up() {
     }
     // Over the limit: 413, whether the length is declared or streamed.
     let r = s.put("/box/big", &[], vec![7u8; 2048]).await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (413, Some("RequestBodyTooLarge"))
-    );
+    assert_eq!(refusal(&r), (413, "RequestBodyTooLarge".into()));
     let chunks =
         futures_util::stream::iter((0..4).map(|_| Ok::<_, std::io::Error>(vec![7u8; 512])));
     let r = s
         .put("/box/big", &[], reqwest::Body::wrap_stream(chunks))
         .await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (413, Some("RequestBodyTooLarge"))
-    );
+    assert_eq!(refusal(&r), (413, "RequestBodyTooLarge".into()));
     assert_eq!(
         s.get("/box/big", &[]).await.status(),
         404,
@@ -284,10 +260,7 @@ async fn content_md5_and_crc64_are_verified_and_returned() {
     let r = s
         .put("/box/a", &[("content-md5", hello)], b"HELLO".to_vec())
         .await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (400, Some("Md5Mismatch"))
-    );
+    assert_eq!(refusal(&r), (400, "Md5Mismatch".into()));
     assert_eq!(s.get("/box/a", &[]).await.text().await.unwrap(), "hello");
     assert_eq!(objects(), before);
     // x-ms-content-crc64 (CRC-64/NVME, little-endian, base64): the catalogue's check value.
@@ -308,10 +281,7 @@ async fn content_md5_and_crc64_are_verified_and_returned() {
             b"123456780".to_vec(),
         )
         .await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (400, Some("Crc64Mismatch"))
-    );
+    assert_eq!(refusal(&r), (400, "Crc64Mismatch".into()));
     assert_eq!(
         s.get("/box/c", &[]).await.text().await.unwrap(),
         "123456789"
@@ -325,10 +295,7 @@ async fn content_md5_and_crc64_are_verified_and_returned() {
             b"wrapped".to_vec(),
         )
         .await;
-    assert_eq!(
-        (r.status().as_u16(), code(&r).as_deref()),
-        (400, Some("UnsupportedHeader"))
-    );
+    assert_eq!(refusal(&r), (400, "UnsupportedHeader".into()));
     assert_eq!(
         s.get("/box/c", &[]).await.text().await.unwrap(),
         "123456789"

@@ -256,6 +256,14 @@ pub fn code(response: &Response) -> Option<String> {
     header(response, "x-ms-error-code")
 }
 
+/// A refusal's status and error code, to compare with `(409, "InvalidBlobType".into())`.
+pub fn refusal(response: &Response) -> (u16, String) {
+    (
+        response.status().as_u16(),
+        code(response).unwrap_or_default(),
+    )
+}
+
 pub fn sha256_tag(bytes: &[u8]) -> String {
     ifmatch_core::strong_etag(bytes).to_string()
 }
