@@ -17,8 +17,7 @@ use super::answers::{Answered, Done};
 use super::commit::Committed;
 use super::documents::document_json;
 use super::{
-    Asked, Condition, Front, Policies, document_in, documents_table, holds, id_of, json_of, key,
-    partition_paths,
+    Asked, Condition, Front, Rules, document_in, documents_table, holds, id_of, json_of, key,
 };
 use crate::document::{self, MAX_NESTING};
 use crate::failure::{Failure, bad_request, raced};
@@ -36,7 +35,7 @@ impl<T: Tables> Front<'_, T> {
     /// A batch on the container `coll` of `db`: transactional (one partition key, all or
     /// none), or, with `x-ms-cosmos-batch-atomic: false`, the SDKs' bulk.
     pub(crate) async fn batch(&self, db: &str, coll: &str, asked: &Asked<'_>) -> Answered {
-        let container = self.container(db, coll).await?;
+        let rules = Rules::of(&self.container(db, coll).await?);
         // An operation's document is two levels down: the batch's array, the operation.
         let Ok(Json::Array(operations)) = document::json_within(asked.body, MAX_NESTING + 2) else {
             return Err(bad_request("A batch's body is a JSON array of operations."));
@@ -52,11 +51,10 @@ impl<T: Tables> Front<'_, T> {
             .header("x-ms-cosmos-batch-atomic")
             .is_some_and(|atomic| atomic.eq_ignore_ascii_case("false"))
         {
-            return self.bulk(db, coll, &container, &operations, asked).await;
+            return self.bulk(db, coll, &rules, &operations, asked).await;
         }
-        let partition = self.partition(&container, asked)?;
-        let (outcomes, failed) =
-            (self.transact(&table, &container, &partition, &operations)).await?;
+        let partition = self.partition(&rules.paths, asked)?;
+        let (outcomes, failed) = (self.transact(&table, &rules, &partition, &operations)).await?;
         Ok(results(db, coll, &outcomes, failed, operations.len()))
     }
 
@@ -65,11 +63,11 @@ impl<T: Tables> Front<'_, T> {
     pub(super) async fn transact(
         &self,
         table: &str,
-        container: &Entity,
+        rules: &Rules,
         partition: &str,
         operations: &[Json],
     ) -> Result<(Vec<Outcome>, Option<usize>), Failure> {
-        let (paths, policies) = (partition_paths(container), Policies::of(container));
+        let Rules { paths, policies } = rules;
         let mut attempts = Attempts::default();
         while attempts.another() {
             // The documents as stored, the versions of those live (not past their time to
@@ -82,13 +80,13 @@ impl<T: Tables> Front<'_, T> {
                 let id = operation_id(operation)?;
                 if !now.contains_key(&id) {
                     let found = self.get(table, partition, &id).await?;
-                    let current = self.live(&policies, found.clone());
+                    let current = self.live(policies, found.clone());
                     live.insert(id.clone(), version(&current));
                     read.insert(id.clone(), found);
                     now.insert(id.clone(), current);
                 }
                 let current = now.get(&id).cloned().flatten();
-                let outcome = self.decide(operation, &id, current.as_ref(), partition, &paths)?;
+                let outcome = self.decide(operation, &id, current.as_ref(), partition, paths)?;
                 if outcome.status >= 400 {
                     outcomes.push(outcome);
                     return Ok((outcomes, Some(index)));
@@ -122,7 +120,7 @@ impl<T: Tables> Front<'_, T> {
             if changes.is_empty() {
                 return Ok((outcomes, None));
             }
-            match self.commit_documents(table, &policies, &changes).await {
+            match self.commit_documents(table, policies, &changes).await {
                 Ok(()) => return Ok((outcomes, None)),
                 Err(Committed::Conflict) => continue,
                 Err(Committed::Failed(failure)) => return Err(failure),

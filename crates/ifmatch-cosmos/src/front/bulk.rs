@@ -2,12 +2,12 @@
 //! its own (`batch.rs`) on its own partition key, in order; one that fails undoes nothing else.
 
 use http::StatusCode;
-use ifmatch_table::{Entity, Tables};
+use ifmatch_table::Tables;
 use serde_json::{Value as Json, json};
 
 use super::answers::{Answered, Done};
 use super::batch::{Outcome, result};
-use super::{Asked, Front, Scope, documents_table};
+use super::{Asked, Front, Rules, Scope, documents_table};
 use crate::failure::{Failure, bad_request};
 
 impl<T: Tables> Front<'_, T> {
@@ -19,7 +19,7 @@ impl<T: Tables> Front<'_, T> {
         &self,
         db: &str,
         coll: &str,
-        container: &Entity,
+        rules: &Rules,
         operations: &[Json],
         asked: &Asked<'_>,
     ) -> Answered {
@@ -33,7 +33,7 @@ impl<T: Tables> Front<'_, T> {
             let answer = if stop && failed {
                 json!({ "statusCode": 424, "requestCharge": 1.0 })
             } else {
-                match self.alone(&table, container, operation, asked).await {
+                match self.alone(&table, rules, operation, asked).await {
                     Ok(outcome) => result(db, coll, &outcome, outcome.status < 400),
                     Err(refused) => json!({
                         "statusCode": refused.status(), "requestCharge": 1.0, "message": refused.message,
@@ -56,27 +56,22 @@ impl<T: Tables> Front<'_, T> {
     async fn alone(
         &self,
         table: &str,
-        container: &Entity,
+        rules: &Rules,
         operation: &Json,
         asked: &Asked<'_>,
     ) -> Result<Outcome, Failure> {
         let partition = match operation.get("partitionKey") {
-            Some(Json::String(key)) => match Scope::of_header(container, key)? {
+            Some(Json::String(key)) => match Scope::of_header(&rules.paths, key)? {
                 Scope::Key(stored) => stored,
                 Scope::Prefix(_) => {
                     return Err(bad_request("An operation's partitionKey is the whole key."));
                 }
             },
             Some(_) => return Err(bad_request("An operation's partitionKey is a JSON string.")),
-            None => self.partition(container, asked)?,
+            None => self.partition(&rules.paths, asked)?,
         };
         let (mut outcomes, _) = self
-            .transact(
-                table,
-                container,
-                &partition,
-                std::slice::from_ref(operation),
-            )
+            .transact(table, rules, &partition, std::slice::from_ref(operation))
             .await?;
         outcomes
             .pop()

@@ -9,10 +9,7 @@ use super::answers::{Answered, Done, continuation_key, continuation_token};
 use ifmatch_azure::swap::Attempts;
 
 use super::commit::Committed;
-use super::{
-    Asked, Condition, Front, Policies, Scope, documents_table, holds, id_of, key, partition_paths,
-    rid,
-};
+use super::{Asked, Condition, Front, Rules, Scope, documents_table, holds, id_of, key, rid};
 use crate::charge;
 use crate::document::{self, MAX_DOCUMENT, json_of};
 use crate::failure::{
@@ -31,9 +28,9 @@ impl<T: Tables> Front<'_, T> {
         }) {
             return self.changes(db, coll, asked).await;
         }
-        let container = self.container(db, coll).await?;
+        let rules = Rules::of(&self.container(db, coll).await?);
         let partition = match asked.header("x-ms-documentdb-partitionkey") {
-            Some(header) => match Scope::of_header(&container, header)? {
+            Some(header) => match Scope::of_header(&rules.paths, header)? {
                 Scope::Key(stored) => Some(stored),
                 Scope::Prefix(_) => {
                     return Err(bad_request(
@@ -58,7 +55,7 @@ impl<T: Tables> Front<'_, T> {
         self.meter.examined(found.len());
         let ended = feed_entries::documents_only(&mut found);
         let next = (!ended && found.len() > limit).then(|| found.remove(limit));
-        let (default, now) = (ttl::of(&container), ttl::ticks(self.now));
+        let (default, now) = (rules.policies.ttl, ttl::ticks(self.now));
         let documents: Vec<Json> = (found.iter())
             .map(|e| (e, document_json(db, coll, e)))
             .filter(|(e, doc)| !ttl::past(default, e.timestamp, doc.get("ttl"), now))
@@ -92,12 +89,11 @@ impl<T: Tables> Front<'_, T> {
             let operation = if upsert { "upsert" } else { "create" };
             return self.triggered((db, coll), operation, None, asked).await;
         }
-        let container = self.container(db, coll).await?;
-        let (resource, partition) = self.incoming(&container, asked)?;
+        let Rules { paths, policies } = Rules::of(&self.container(db, coll).await?);
+        let (resource, partition) = self.incoming(&paths, asked)?;
         let id = id_of(&resource);
         let condition = self.condition(asked)?;
         let table = documents_table(db, coll);
-        let policies = Policies::of(&container);
         // With a time to live, an id may be held by an item past its time: read first, so a
         // create over it replaces what is stored.
         let read_first = upsert || policies.ttl.is_some();
@@ -146,8 +142,8 @@ impl<T: Tables> Front<'_, T> {
     }
 
     pub(super) async fn patch(&self, (db, coll, id): Doc<'_>, asked: &Asked<'_>) -> Answered {
-        let container = self.container(db, coll).await?;
-        let partition = self.partition(&container, asked)?;
+        let rules = Rules::of(&self.container(db, coll).await?);
+        let partition = self.partition(&rules.paths, asked)?;
         let (operations, condition) = crate::patch::parse(asked.body)?;
         let predicate = match condition {
             Some(text) => crate::sql::predicate(&text)
@@ -155,16 +151,16 @@ impl<T: Tables> Front<'_, T> {
             None => None,
         };
         let if_match = self.condition(asked)?;
-        let fixed = partition_paths(&container);
+        let fixed = &rules.paths;
         let written = self
-            .change_existing(&container, &partition, id, if_match, |current| {
+            .change_existing((db, coll), &rules, &partition, id, if_match, |current| {
                 let seen = document_json(db, coll, current);
                 let held = crate::sql::holds(predicate.as_ref(), &seen)
                     .map_err(|error| bad_request(format!("Condition: {}", error.message)))?;
                 if !held {
                     return Err(precondition_failed());
                 }
-                let patched = crate::patch::apply(&json_of(current), &operations, &fixed)?;
+                let patched = crate::patch::apply(&json_of(current), &operations, fixed)?;
                 ttl::check_item(&patched)?;
                 if Json::Object(patched.clone()).to_string().len() > MAX_DOCUMENT {
                     return Err(too_large());
@@ -176,11 +172,11 @@ impl<T: Tables> Front<'_, T> {
     }
 
     pub(super) async fn read(&self, (db, coll, id): Doc<'_>, asked: &Asked<'_>) -> Answered {
-        let container = self.container(db, coll).await?;
-        let partition = self.partition(&container, asked)?;
+        let rules = Rules::of(&self.container(db, coll).await?);
+        let partition = self.partition(&rules.paths, asked)?;
         let table = documents_table(db, coll);
         let stored = self.get(&table, &partition, id).await?;
-        let entity = (self.live(&Policies::of(&container), stored)).ok_or_else(not_found)?;
+        let entity = (self.live(&rules.policies, stored)).ok_or_else(not_found)?;
         let unchanged = asked.header("if-none-match").is_some_and(|tags| {
             tags.split(',')
                 .any(|tag| tag.trim() == "*" || document::version(tag) == Some(entity.timestamp))
@@ -203,8 +199,8 @@ impl<T: Tables> Front<'_, T> {
         if Self::names_triggers(asked) {
             return self.triggered((db, coll), "replace", Some(id), asked).await;
         }
-        let container = self.container(db, coll).await?;
-        let (resource, partition) = self.incoming(&container, asked)?;
+        let rules = Rules::of(&self.container(db, coll).await?);
+        let (resource, partition) = self.incoming(&rules.paths, asked)?;
         if id_of(&resource) != id {
             return Err(bad_request(
                 "The id in the body is not the id the path names: a replace keeps its id.",
@@ -212,7 +208,7 @@ impl<T: Tables> Front<'_, T> {
         }
         let condition = self.condition(asked)?;
         let written = self
-            .change_existing(&container, &partition, id, condition, |_| {
+            .change_existing((db, coll), &rules, &partition, id, condition, |_| {
                 Ok(Some(resource.clone()))
             })
             .await?;
@@ -223,32 +219,32 @@ impl<T: Tables> Front<'_, T> {
         if Self::names_triggers(asked) {
             return self.triggered((db, coll), "delete", Some(id), asked).await;
         }
-        let container = self.container(db, coll).await?;
-        let partition = self.partition(&container, asked)?;
+        let rules = Rules::of(&self.container(db, coll).await?);
+        let partition = self.partition(&rules.paths, asked)?;
         let condition = self.condition(asked)?;
-        self.change_existing(&container, &partition, id, condition, |_| Ok(None))
-            .await?;
+        (self.change_existing((db, coll), &rules, &partition, id, condition, |_| Ok(None))).await?;
         Ok(Done::empty(StatusCode::NO_CONTENT, None))
     }
 
-    /// Changes the document `id` of `container` (its entry, keyed by database and id), which
+    /// Changes the document `id` of the container `coll` of `db` (whose `rules` hold), which
     /// must be there and meet `condition`: `decide` makes what it becomes of it as it is now
     /// (`None`: deleted), or refuses. Committed as a compare-and-swap against the version
     /// read, and decided again when another write came first. Answers what was written.
     pub(super) async fn change_existing(
         &self,
-        container: &Entity,
+        (db, coll): (&str, &str),
+        rules: &Rules,
         partition: &str,
         id: &str,
         condition: Condition,
         decide: impl Fn(&Entity) -> Result<Option<Map<String, Json>>, Failure>,
     ) -> Result<Option<Entity>, Failure> {
-        let table = documents_table(&container.partition_key, &container.row_key);
-        let policies = Policies::of(container);
+        let table = documents_table(db, coll);
+        let policies = &rules.policies;
         let mut attempts = Attempts::default();
         while attempts.another() {
             let stored = self.get(&table, partition, id).await?;
-            let current = self.live(&policies, stored).ok_or_else(not_found)?;
+            let current = self.live(policies, stored).ok_or_else(not_found)?;
             if !holds(condition, Some(&current)) {
                 return Err(precondition_failed());
             }
@@ -259,7 +255,7 @@ impl<T: Tables> Front<'_, T> {
                 expected: Expected::Version(current.timestamp),
                 write: written.clone(),
             };
-            match (self.commit_documents(&table, &policies, &[(change, Some(&current))])).await {
+            match (self.commit_documents(&table, policies, &[(change, Some(&current))])).await {
                 Ok(()) => return Ok(written),
                 Err(Committed::Conflict) => continue,
                 Err(Committed::Failed(failure)) => return Err(failure),

@@ -17,7 +17,7 @@ use serde_json::json;
 
 use super::answers::{Answered, Done};
 use super::documents::document_json;
-use super::{Asked, Front, Scope, documents_table, rid};
+use super::{Asked, Front, Rules, Scope, documents_table, rid};
 
 use crate::document;
 use crate::failure::{Failure, backend, bad_request};
@@ -30,12 +30,12 @@ impl<T: Tables> Front<'_, T> {
     /// (none: from the beginning; `*`: from now; else the `etag` of an earlier page), each
     /// in its latest version, in the order their commits landed; 304 when none is.
     pub(crate) async fn changes(&self, db: &str, coll: &str, asked: &Asked<'_>) -> Answered {
-        let container = self.container(db, coll).await?;
-        let (default, now) = (crate::ttl::of(&container), crate::ttl::ticks(self.now));
+        let rules = Rules::of(&self.container(db, coll).await?);
+        let (default, now) = (rules.policies.ttl, crate::ttl::ticks(self.now));
         let all_versions = asked
             .header("a-im")
             .is_some_and(|v| v.eq_ignore_ascii_case("full-fidelity feed"));
-        if all_versions && versions::of(&container).is_none() {
+        if all_versions && rules.policies.versions.is_none() {
             return Err(bad_request(
                 "The all-versions-and-deletes change feed is the container's when its changeFeedPolicy has a retentionDuration (minutes).",
             ));
@@ -53,7 +53,7 @@ impl<T: Tables> Front<'_, T> {
         // Documents written before `since` are not news (a start from a point in time).
         let (after, since) = self.start(&table, asked).await?;
         let partition = match asked.header("x-ms-documentdb-partitionkey") {
-            Some(header) => Some(Scope::of_header(&container, header)?),
+            Some(header) => Some(Scope::of_header(&rules.paths, header)?),
             None => None,
         };
         let in_partition = |pk: &str| match &partition {

@@ -53,14 +53,14 @@ use serde_json::{Map, Value as Json};
 
 use self::answers::Answered;
 pub(crate) use self::place::{
-    Scope, digest, document_in, documents_table, id_of, key, partition_paths, rid, stored_key_of,
+    Scope, digest, document_in, documents_table, id_of, key, rid, stored_key_of,
 };
 use self::turns::Commits;
 use crate::address::{Address, Scripts};
 use crate::document::{self, MAX_DOCUMENT};
 pub(crate) use crate::document::{JSON, json_of};
 use crate::failure::{Code, Failure, backend, bad_request, not_found, too_large};
-pub(crate) use crate::policies::Policies;
+pub(crate) use crate::policies::{Policies, Rules};
 
 /// The account's consistency level, as its read says (a request may relax it, not strengthen it).
 pub(crate) const CONSISTENCY: &str = "Session";
@@ -215,10 +215,10 @@ impl<T: Tables> Front<'_, T> {
     }
 
     /// A document's body and its partition (stored form), checked against the container's
-    /// partition key path and the request's partition key header.
+    /// partition key `paths` and the request's partition key header.
     fn incoming(
         &self,
-        container: &Entity,
+        paths: &[String],
         asked: &Asked<'_>,
     ) -> Result<(Map<String, Json>, String), Failure> {
         if asked.body.len() > MAX_DOCUMENT {
@@ -226,9 +226,9 @@ impl<T: Tables> Front<'_, T> {
         }
         let resource = document::resource(asked.body)?;
         ttl::check_item(&resource)?;
-        let in_body = stored_key_of(&resource, &partition_paths(container))?;
+        let in_body = stored_key_of(&resource, paths)?;
         if asked.header("x-ms-documentdb-partitionkey").is_some() {
-            let named = self.partition(container, asked)?;
+            let named = self.partition(paths, asked)?;
             if named != in_body {
                 // Substatus 1001, the SDKs' PartitionKeyMismatch.
                 return Err(bad_request(
@@ -240,16 +240,13 @@ impl<T: Tables> Front<'_, T> {
         Ok((resource, in_body))
     }
 
-    /// The partition a point operation names in its header.
-    pub(crate) fn partition(
-        &self,
-        container: &Entity,
-        asked: &Asked<'_>,
-    ) -> Result<String, Failure> {
+    /// The partition a point operation names in its header, in a container whose partition
+    /// key has `paths`.
+    pub(crate) fn partition(&self, paths: &[String], asked: &Asked<'_>) -> Result<String, Failure> {
         let header = asked.header("x-ms-documentdb-partitionkey").ok_or_else(|| {
             bad_request("PartitionKey value must be supplied for this operation (x-ms-documentdb-partitionkey).")
         })?;
-        match Scope::of_header(container, header)? {
+        match Scope::of_header(paths, header)? {
             Scope::Key(stored) => Ok(stored),
             Scope::Prefix(_) => Err(bad_request(
                 "The partition key supplied in x-ms-partitionkey header has fewer values than the container's partition key has paths: a point operation names the whole key.",
@@ -261,15 +258,15 @@ impl<T: Tables> Front<'_, T> {
     /// hierarchical key's prefix (by its values, or by the SDKs' effective-key range).
     pub(crate) fn scope(
         &self,
-        container: &Entity,
+        paths: &[String],
         asked: &Asked<'_>,
     ) -> Result<Option<Scope>, Failure> {
         if let Some(header) = asked.header("x-ms-documentdb-partitionkey") {
-            return Scope::of_header(container, header).map(Some);
+            return Scope::of_header(paths, header).map(Some);
         }
         let range = (asked.header("x-ms-start-epk"), asked.header("x-ms-end-epk"));
         if let (Some(start), Some(end)) = range
-            && partition_paths(container).len() > 1
+            && paths.len() > 1
             && !start.is_empty()
             && end.eq_ignore_ascii_case(&format!("{start}FF"))
         {

@@ -1,10 +1,10 @@
 //! Where a document is kept and how it is named: its container's table, its key (partition
 //! and id), the partitions a request names, and the short resource ids (`_rid`).
 
-use ifmatch_table::{Entity, EntityKey};
+use ifmatch_table::EntityKey;
 use serde_json::{Map, Value as Json};
 
-use crate::document::{self, json_fields};
+use crate::document;
 use crate::failure::{Failure, bad_request};
 use crate::ttl;
 
@@ -22,25 +22,6 @@ pub(crate) fn id_of(resource: &Map<String, Json>) -> String {
         .and_then(Json::as_str)
         .unwrap_or_default()
         .to_owned()
-}
-
-/// The property of a container that declares its partition key.
-const PARTITION_KEY: &str = "partitionKey";
-
-/// The paths of a container's partition key: one, or two or three for a hierarchical key.
-pub(crate) fn partition_paths(container: &Entity) -> Vec<String> {
-    let json = json_fields(container, &[PARTITION_KEY]);
-    let paths = json
-        .get(PARTITION_KEY)
-        .and_then(|k| k.get("paths"))
-        .and_then(Json::as_array);
-    let paths: Vec<String> = (paths.into_iter().flatten())
-        .filter_map(|p| p.as_str().map(str::to_owned))
-        .collect();
-    match paths.is_empty() {
-        true => vec!["/id".to_owned()],
-        false => paths,
-    }
 }
 
 /// `text`, a document's JSON, as a document written within `partition` (a batch's
@@ -83,9 +64,10 @@ pub(crate) enum Scope {
 }
 
 impl Scope {
-    /// The partitions an `x-ms-documentdb-partitionkey` header names in `container`.
-    pub(crate) fn of_header(container: &Entity, header: &str) -> Result<Self, Failure> {
-        let paths = partition_paths(container).len();
+    /// The partitions an `x-ms-documentdb-partitionkey` header names in a container whose
+    /// partition key has `paths`.
+    pub(crate) fn of_header(paths: &[String], header: &str) -> Result<Self, Failure> {
+        let paths = paths.len();
         let values = document::keys_of_header(header)?;
         match (paths, values.len()) {
             (1, 1) => Ok(Self::Key(document::stored_key(&values[0])?)),

@@ -7,7 +7,7 @@ use serde_json::{Value as Json, json};
 
 use super::answers::{Answered, Done};
 use super::documents::document_json;
-use super::{Asked, Front, Scope, documents_table, rid};
+use super::{Asked, Front, Rules, Scope, documents_table, rid};
 use crate::address::Scripts;
 use crate::computed::Computed;
 use crate::document::json_of;
@@ -46,10 +46,11 @@ impl<T: Tables> Front<'_, T> {
         self.meter.examined(0);
         // Checked when the container was made or replaced.
         let computed = Computed::declared(&properties).unwrap_or_default();
-        let scope = self.scope(&container, asked)?;
+        let rules = Rules::of(&container);
+        let scope = self.scope(&rules.paths, asked)?;
         let size = asked.page_size()?;
         let table = documents_table(db, coll);
-        let (default, now) = (ttl::of(&container), ttl::ticks(self.now));
+        let (default, now) = (rules.policies.ttl, ttl::ticks(self.now));
         let functions = self.functions(db, coll, &mut query).await?;
         // The plan says "send it as it is", and an SDK that sends a query to each range
         // puts their answers one after another: the range of the lowest keys answers the

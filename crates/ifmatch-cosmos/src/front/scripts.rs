@@ -13,7 +13,7 @@ use serde_json::{Value as Json, json};
 use super::answers::{Answered, Done};
 use super::commit::Committed;
 use super::transaction::Transaction;
-use super::{Asked, Front, documents_table, id_of, key, rid};
+use super::{Asked, Front, Rules, documents_table, id_of, key, rid};
 use crate::address::Scripts;
 use crate::document::{self, json_of};
 use crate::failure::{Code, Failure, backend, bad_request, conflict, not_found, raced};
@@ -186,7 +186,7 @@ impl<T: Tables> Front<'_, T> {
         id: &str,
         asked: &Asked<'_>,
     ) -> Answered {
-        let container = self.container(db, coll).await?;
+        let rules = Rules::of(&self.container(db, coll).await?);
         let procedure = self
             .stored_script(db, coll, Scripts::Procedures, id)
             .await?;
@@ -201,7 +201,7 @@ impl<T: Tables> Front<'_, T> {
                 }
             },
         };
-        let partition = self.partition(&container, asked)?;
+        let partition = self.partition(&rules.paths, asked)?;
         let job = Job {
             source: source_of(&procedure),
             arguments,
@@ -213,7 +213,7 @@ impl<T: Tables> Front<'_, T> {
         let mut attempts = Attempts::default();
         while attempts.another() {
             let mut transaction =
-                Transaction::begin(self, (db, coll), &container, partition.clone()).await?;
+                Transaction::begin(self, (db, coll), &rules, partition.clone()).await?;
             let mut session = Session::open(BOUNDS)?;
             let outcome = transaction.run(&mut session, job.clone()).await?;
             match transaction.commit().await {

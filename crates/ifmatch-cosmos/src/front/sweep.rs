@@ -9,7 +9,7 @@ use ifmatch_table::{Change, Entity, Expected, Scan, TableError, Tables};
 use serde_json::{Map, Value as Json};
 
 use super::commit::Committed;
-use super::{CONTAINERS, Front, Policies, documents_table, key};
+use super::{CONTAINERS, Front, Policies, Rules, documents_table, key};
 use crate::document::json_of;
 use crate::failure::{Failure, backend};
 use crate::feed_entries::documents_only;
@@ -102,7 +102,7 @@ impl<T: Tables> Front<'_, T> {
             let container = &containers[index];
             let policies = Policies {
                 expiring: true,
-                ..Policies::of(container)
+                ..Rules::of(container).policies
             };
             let table = documents_table(&container.partition_key, &container.row_key);
             let limit = (budget - read).min(1_000);

@@ -12,7 +12,7 @@ use super::answers::{Answered, Done};
 use super::commit::Committed;
 use super::scripts::source_of;
 use super::transaction::Transaction;
-use super::{Asked, Front};
+use super::{Asked, Front, Rules};
 use crate::address::Scripts;
 use crate::document::{self, json_of};
 use crate::failure::{Failure, bad_request, raced};
@@ -42,14 +42,14 @@ impl<T: Tables> Front<'_, T> {
         id: Option<&str>,
         asked: &Asked<'_>,
     ) -> Answered {
-        let container = self.container(db, coll).await?;
+        let rules = Rules::of(&self.container(db, coll).await?);
         let (pre, post) = (
             self.triggers(db, coll, asked.header(PRE), "pre", operation)
                 .await?,
             self.triggers(db, coll, asked.header(POST), "post", operation)
                 .await?,
         );
-        let partition = self.partition(&container, asked)?;
+        let partition = self.partition(&rules.paths, asked)?;
         let body = match operation {
             "delete" => Json::Null,
             _ => serde_json::from_slice(asked.body).map_err(|_| {
@@ -74,7 +74,7 @@ impl<T: Tables> Front<'_, T> {
         let mut attempts = Attempts::default();
         while attempts.another() {
             let mut transaction =
-                Transaction::begin(self, (db, coll), &container, partition.clone()).await?;
+                Transaction::begin(self, (db, coll), &rules, partition.clone()).await?;
             let mut session = Session::open(BOUNDS)?;
             let mut request = body.clone();
             for trigger in &pre {

@@ -18,7 +18,7 @@ use serde_json::{Map, Value as Json, json};
 
 use super::commit::Committed;
 use super::documents::document_json;
-use super::{Front, Policies, document_in, documents_table, id_of, key, partition_paths};
+use super::{Front, Policies, Rules, document_in, documents_table, id_of, key};
 use crate::document;
 use crate::failure::Failure;
 use crate::script::{Call, Called, Job, OPERATIONS, Operation, Outcome, Session, failure};
@@ -51,7 +51,7 @@ impl<'f, 'a, T: Tables> Transaction<'f, 'a, T> {
     pub(crate) async fn begin(
         front: &'f Front<'a, T>,
         (db, coll): (&'f str, &'f str),
-        container: &Entity,
+        rules: &Rules,
         partition: String,
     ) -> Result<Self, Failure> {
         let table = documents_table(db, coll);
@@ -62,8 +62,8 @@ impl<'f, 'a, T: Tables> Transaction<'f, 'a, T> {
             coll,
             table,
             partition,
-            paths: partition_paths(container),
-            policies: Policies::of(container),
+            paths: rules.paths.clone(),
+            policies: rules.policies.clone(),
             fence,
             read: BTreeMap::new(),
             now: BTreeMap::new(),
