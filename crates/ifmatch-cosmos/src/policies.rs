@@ -19,22 +19,26 @@ pub(crate) struct Rules {
 }
 
 impl Rules {
+    /// The rules of the container `container` (its stored entry).
     pub(crate) fn of(container: &Entity) -> Self {
-        let properties = json_fields(
-            container,
-            &[
-                PARTITION_KEY,
-                unique::PROPERTY,
-                ttl::PROPERTY,
-                versions::PROPERTY,
-            ],
-        );
+        let names = [
+            PARTITION_KEY,
+            unique::PROPERTY,
+            ttl::PROPERTY,
+            versions::PROPERTY,
+        ];
+        Self::declared(&json_fields(container, &names))
+    }
+
+    /// The rules `properties`, a container's as stored (read whole, or at least the four
+    /// that declare them), declare.
+    pub(crate) fn declared(properties: &Map<String, Json>) -> Self {
         Self {
-            paths: partition_paths(&properties),
+            paths: partition_paths(properties),
             policies: Policies {
-                unique: unique::declared(&properties).unwrap_or_default(),
-                ttl: ttl::declared(&properties).unwrap_or_default(),
-                versions: versions::declared(&properties),
+                unique: unique::declared(properties).unwrap_or_default(),
+                ttl: ttl::declared(properties).unwrap_or_default(),
+                versions: versions::declared(properties),
                 expiring: false,
             },
         }

@@ -46,7 +46,7 @@ impl<T: Tables> Front<'_, T> {
         self.meter.examined(0);
         // Checked when the container was made or replaced.
         let computed = Computed::declared(&properties).unwrap_or_default();
-        let rules = Rules::of(&container);
+        let rules = Rules::declared(&properties);
         let scope = self.scope(&rules.paths, asked)?;
         let size = asked.page_size()?;
         let table = documents_table(db, coll);

@@ -18,7 +18,7 @@ use serde_json::{Map, Value as Json, json};
 
 use super::commit::Committed;
 use super::documents::document_json;
-use super::{Front, Policies, Rules, document_in, documents_table, id_of, key};
+use super::{Front, Rules, document_in, documents_table, id_of, key};
 use crate::document;
 use crate::failure::Failure;
 use crate::script::{Call, Called, Job, OPERATIONS, Operation, Outcome, Session, failure};
@@ -33,8 +33,8 @@ pub(crate) struct Transaction<'f, 'a, T> {
     coll: &'f str,
     table: String,
     pub(crate) partition: String,
-    paths: Vec<String>,
-    pub(crate) policies: Policies,
+    /// The container's partition key and policies, as the request read them.
+    rules: &'f Rules,
     /// The fence as read when the transaction began.
     fence: Option<Entity>,
     /// Each document read, as stored; and as the transaction leaves it.
@@ -51,7 +51,7 @@ impl<'f, 'a, T: Tables> Transaction<'f, 'a, T> {
     pub(crate) async fn begin(
         front: &'f Front<'a, T>,
         (db, coll): (&'f str, &'f str),
-        rules: &Rules,
+        rules: &'f Rules,
         partition: String,
     ) -> Result<Self, Failure> {
         let table = documents_table(db, coll);
@@ -62,8 +62,7 @@ impl<'f, 'a, T: Tables> Transaction<'f, 'a, T> {
             coll,
             table,
             partition,
-            paths: rules.paths.clone(),
-            policies: rules.policies.clone(),
+            rules,
             fence,
             read: BTreeMap::new(),
             now: BTreeMap::new(),
@@ -113,7 +112,7 @@ impl<'f, 'a, T: Tables> Transaction<'f, 'a, T> {
         self.front.meter.add(crate::charge::read(
             stored.as_ref().map_or(0, document::stored_len),
         ));
-        let live = self.front.live(&self.policies, stored.clone());
+        let live = self.front.live(&self.rules.policies, stored.clone());
         self.read.insert(id.to_owned(), stored);
         self.now.insert(id.to_owned(), live.clone());
         Ok(live)
@@ -132,7 +131,8 @@ impl<'f, 'a, T: Tables> Transaction<'f, 'a, T> {
             return Err((413, "The document is larger than 2 MB.".into()));
         }
         let elsewhere = "Requests originating from scripts cannot reference partition keys other than the one for which client request was submitted.";
-        document_in(&text, (&self.paths, &self.partition), elsewhere).map_err(|f| (400, f.message))
+        document_in(&text, (&self.rules.paths, &self.partition), elsewhere)
+            .map_err(|f| (400, f.message))
     }
 
     /// A document as the collection API gives it (with its system properties).
@@ -266,7 +266,7 @@ impl<'f, 'a, T: Tables> Transaction<'f, 'a, T> {
         let mut checks = Vec::new();
         for (id, after) in &self.now {
             let before = self.read.get(id).and_then(Option::as_ref);
-            let live_before = self.front.live(&self.policies, before.cloned());
+            let live_before = self.front.live(&self.rules.policies, before.cloned());
             let expected = before.map_or(Expected::Absent, |e| Expected::Version(e.timestamp));
             let unchanged =
                 live_before.as_ref().map(|e| e.timestamp) == after.as_ref().map(|e| e.timestamp);
@@ -303,7 +303,7 @@ impl<'f, 'a, T: Tables> Transaction<'f, 'a, T> {
             write: Some(Entity::new(FENCES, &self.partition, at, [])),
         });
         self.front
-            .commit_checked(&self.table, &self.policies, &changes, &checks)
+            .commit_checked(&self.table, &self.rules.policies, &changes, &checks)
             .await
     }
 }

@@ -101,7 +101,7 @@ impl<T: Tables> Transaction<'_, '_, T> {
         // Seen, not read: a query's documents are not checked at the commit (the fence keeps
         // other scripts out; a document the script reads or writes is checked).
         for entity in stored {
-            let live = self.front.live(&self.policies, Some(entity.clone()));
+            let live = self.front.live(&self.rules.policies, Some(entity.clone()));
             merged.insert(entity.row_key.clone(), live);
         }
         // What the transaction wrote in this stretch of ids overrides what is stored.
