@@ -195,6 +195,13 @@ pub fn unserved(
     headers: &HeaderMap,
 ) -> Option<&'static str> {
     use crate::operation::Operation as Op;
+    // Every name below is Azure's own (`x-ms-`); most requests carry none of those.
+    if !headers
+        .keys()
+        .any(|name| name.as_str().starts_with("x-ms-"))
+    {
+        return None;
+    }
     let copies = matches!(
         operation,
         Op::PutBlob | Op::AppendBlock | Op::PutBlock(_) | Op::PutPage | Op::IncrementalCopy

@@ -323,13 +323,14 @@ fn parse_prefix(input: &[u8]) -> Option<(TagRef<'_>, &[u8])> {
         rest => (false, rest),
     };
     let body = quoted.strip_prefix(b"\"")?;
-    // One pass to the first byte that is not etagc, which must be the closing quote (every
-    // conditional request scans a 64-digit tag here).
-    let end = body.iter().position(|&b| !is_etagc(b))?;
-    if body[end] != b'"' {
+    // The closing quote, then every byte before it etagc (`"` is not one): the same as the
+    // first byte that is not etagc being the quote, in a check without a branch a byte, which
+    // the compiler makes wide (every conditional request scans a 64-digit tag here).
+    let end = body.iter().position(|&b| b == b'"')?;
+    let opaque = &body[..end];
+    if !opaque.iter().fold(true, |all, &b| all & is_etagc(b)) {
         return None;
     }
-    let opaque = &body[..end];
     Some((TagRef { weak, opaque }, &body[end + 1..]))
 }
 
