@@ -6,15 +6,15 @@
 
 use crate::error_code::ErrorCode;
 use http::HeaderMap;
-use http::header::HeaderValue;
+use http::header::{HeaderName, HeaderValue};
 use ifmatch_core::date::parse_http_date;
 
 /// `x-ms-immutability-policy-until-date`: until when a policy holds (an HTTP date).
-pub const UNTIL: &str = "x-ms-immutability-policy-until-date";
+pub const UNTIL: HeaderName = HeaderName::from_static("x-ms-immutability-policy-until-date");
 /// `x-ms-immutability-policy-mode`: `Unlocked` or `Locked`.
-pub const MODE: &str = "x-ms-immutability-policy-mode";
+pub const MODE: HeaderName = HeaderName::from_static("x-ms-immutability-policy-mode");
 /// `x-ms-legal-hold`: `true` or `false`.
-pub const LEGAL_HOLD: &str = "x-ms-legal-hold";
+pub const LEGAL_HOLD: HeaderName = HeaderName::from_static("x-ms-legal-hold");
 
 /// A time-based retention policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

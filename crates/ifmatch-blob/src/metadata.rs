@@ -22,25 +22,33 @@ pub(crate) const CONTENT_SHA256: HeaderName = HeaderName::from_static("x-ifmatch
 
 pub(crate) use ifmatch_azure::metadata::{insert_metadata, metadata};
 
+/// The blob properties an upload sets, by the names Azure gives them on a write.
+const BLOB_CONTENT_TYPE: HeaderName = HeaderName::from_static("x-ms-blob-content-type");
+const BLOB_CACHE_CONTROL: HeaderName = HeaderName::from_static("x-ms-blob-cache-control");
+const BLOB_CONTENT_ENCODING: HeaderName = HeaderName::from_static("x-ms-blob-content-encoding");
+const BLOB_CONTENT_LANGUAGE: HeaderName = HeaderName::from_static("x-ms-blob-content-language");
+const BLOB_CONTENT_DISPOSITION: HeaderName =
+    HeaderName::from_static("x-ms-blob-content-disposition");
+
 /// The content type and properties a Put Blob (or Put Block List) sets: `x-ms-blob-*` first,
 /// the request's own `Content-*` headers otherwise (Put Blob only).
 pub(crate) fn upload_properties(
     headers: &HeaderMap,
     plain_too: bool,
 ) -> (Option<String>, Properties) {
-    let get = |blob: &str, plain: HeaderName| {
+    let get = |blob: HeaderName, plain: HeaderName| {
         headers
             .get(blob)
             .or(if plain_too { headers.get(plain) } else { None })
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned)
     };
-    let content_type = get("x-ms-blob-content-type", header::CONTENT_TYPE);
+    let content_type = get(BLOB_CONTENT_TYPE, header::CONTENT_TYPE);
     let properties = Properties {
-        cache_control: get("x-ms-blob-cache-control", header::CACHE_CONTROL),
-        content_encoding: get("x-ms-blob-content-encoding", header::CONTENT_ENCODING),
-        content_language: get("x-ms-blob-content-language", header::CONTENT_LANGUAGE),
-        content_disposition: get("x-ms-blob-content-disposition", header::CONTENT_DISPOSITION),
+        cache_control: get(BLOB_CACHE_CONTROL, header::CACHE_CONTROL),
+        content_encoding: get(BLOB_CONTENT_ENCODING, header::CONTENT_ENCODING),
+        content_language: get(BLOB_CONTENT_LANGUAGE, header::CONTENT_LANGUAGE),
+        content_disposition: get(BLOB_CONTENT_DISPOSITION, header::CONTENT_DISPOSITION),
     };
     (content_type, properties)
 }

@@ -33,7 +33,7 @@ const MAX_DEPTH: usize = 16;
 /// The conditional header.
 pub const IF_TAGS: &str = "x-ms-if-tags";
 /// The header that sets tags on an upload.
-pub const TAGS: &str = "x-ms-tags";
+pub const TAGS: http::HeaderName = http::HeaderName::from_static("x-ms-tags");
 /// The condition on a copy's source's tags (Copy Blob, Put Blob From URL, Append Block From
 /// URL): 412 `SourceConditionNotMet` when false.
 pub const SOURCE_IF_TAGS: &str = "x-ms-source-if-tags";

@@ -235,25 +235,45 @@ impl DataDir {
         self.containers_dir().join(container)
     }
 
+    /// A record's file: built in one buffer of its length (a commit makes this path once or
+    /// twice), the blob's name as the hex of its SHA-256.
     pub(super) fn record_path(&self, key: &Key) -> PathBuf {
-        match key {
-            Key::Container(c) => self.container_dir(c).join("container.json"),
+        let (c, file) = match key {
+            Key::Container(c) => (c, "container.json"),
             Key::Blob(c, name) => {
-                let file = format!("{}.json", hex::encode(Sha256::digest(name.as_bytes())));
-                self.container_dir(c).join("blobs").join(file)
+                let mut file = [0; NAME_DIGITS + ".json".len()];
+                name_digits(name, &mut file);
+                file[NAME_DIGITS..].copy_from_slice(b".json");
+                let file = std::str::from_utf8(&file).expect("hex digits are ASCII");
+                return self.in_container(c, &["blobs", file]);
             }
-        }
+        };
+        self.in_container(c, &[file])
     }
 
     /// The file of the blocks staged for the blob under `key` under `epoch`
     /// ([`super::staged_file`]), in its container's `staged/`.
     pub(super) fn staged_path(&self, key: &Key, epoch: u64) -> Option<PathBuf> {
         let Key::Blob(c, name) = key else { return None };
-        let file = format!(
-            "{}-{epoch:016x}",
-            hex::encode(Sha256::digest(name.as_bytes()))
-        );
-        Some(self.container_dir(c).join("staged").join(file))
+        let mut digits = [0; NAME_DIGITS];
+        name_digits(name, &mut digits);
+        let digits = std::str::from_utf8(&digits).expect("hex digits are ASCII");
+        let file = format!("{digits}-{epoch:016x}");
+        Some(self.in_container(c, &["staged", &file]))
+    }
+
+    /// `parts` under container `c`'s directory, in one allocation.
+    fn in_container(&self, c: &str, parts: &[&str]) -> PathBuf {
+        let len = self.root.as_os_str().len() + "/containers/".len() + c.len();
+        let len = len + parts.iter().map(|part| part.len() + 1).sum::<usize>();
+        let mut path = PathBuf::with_capacity(len);
+        path.push(&self.root);
+        path.push("containers");
+        path.push(c);
+        for part in parts {
+            path.push(part);
+        }
+        path
     }
 
     pub(super) fn object_path(&self, object: &str) -> Result<PathBuf, StoreError> {
@@ -262,6 +282,14 @@ impl DataDir {
         ours.then(|| self.objects_dir().join(object))
             .ok_or_else(|| StoreError::not_found(format_args!("object {object}")))
     }
+}
+
+/// The hex digits of a blob name's SHA-256: the name its files go by.
+const NAME_DIGITS: usize = 64;
+
+fn name_digits(name: &str, out: &mut [u8]) {
+    hex::encode_to_slice(Sha256::digest(name.as_bytes()), &mut out[..NAME_DIGITS])
+        .expect("room for the digits");
 }
 
 fn in_use(root: &Path) -> io::Error {
@@ -395,5 +423,24 @@ mod tests {
             }
             assert_eq!(fs::read_to_string(path.join("mode")).unwrap(), "shared\n");
         }
+    }
+
+    #[test]
+    fn a_records_file_is_under_its_container_by_its_names_digest() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = DataDir::open(root.path()).unwrap();
+        let c = root.path().join("containers").join("box");
+        let digits = "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824";
+        let blob = Key::Blob("box".into(), "hello".into());
+        assert_eq!(
+            dir.record_path(&blob),
+            c.join(format!("blobs/{digits}.json"))
+        );
+        let container = Key::Container("box".into());
+        assert_eq!(dir.record_path(&container), c.join("container.json"));
+        assert_eq!(
+            dir.staged_path(&blob, 10),
+            Some(c.join(format!("staged/{digits}-000000000000000a")))
+        );
     }
 }

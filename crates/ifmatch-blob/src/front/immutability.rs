@@ -7,7 +7,7 @@
 //! container delete takes a protected blob with it.
 
 use http::StatusCode;
-use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http::header::{HeaderMap, HeaderValue};
 use ifmatch_azure::Env;
 use ifmatch_azure::swap::Attempts;
 use ifmatch_core::date::date_header_value;
@@ -157,21 +157,12 @@ pub(super) fn insert_protection(record: &Record, out: &mut HeaderMap) {
 fn insert_policy(record: &Record, out: &mut HeaderMap) {
     if let Some(policy) = record.immutability {
         let until = std::time::UNIX_EPOCH + std::time::Duration::from_secs(policy.until);
-        out.insert(
-            HeaderName::from_static(immutability::UNTIL),
-            date_header_value(until.into()),
-        );
-        out.insert(
-            HeaderName::from_static(immutability::MODE),
-            HeaderValue::from_static(policy.mode()),
-        );
+        out.insert(immutability::UNTIL, date_header_value(until.into()));
+        out.insert(immutability::MODE, HeaderValue::from_static(policy.mode()));
     }
 }
 
 fn insert_hold(record: &Record, out: &mut HeaderMap) {
     let hold = if record.legal_hold { "true" } else { "false" };
-    out.insert(
-        HeaderName::from_static(immutability::LEGAL_HOLD),
-        HeaderValue::from_static(hold),
-    );
+    out.insert(immutability::LEGAL_HOLD, HeaderValue::from_static(hold));
 }
