@@ -665,6 +665,19 @@ fn push_canonical_headers(out: &mut String, headers: &HeaderMap) {
             last = Some(name);
         }
         let value = String::from_utf8_lossy(value.as_bytes());
+        // Most values have nothing to fold (no tab, no leading, trailing or double space, all
+        // ASCII): written whole, where folding looks at each character's class.
+        let bytes = value.as_bytes();
+        let plain = !bytes.starts_with(b" ")
+            && !bytes.ends_with(b" ")
+            && bytes.windows(2).all(|pair| pair != b"  ")
+            && bytes
+                .iter()
+                .all(|&b| b.is_ascii() && (b == b' ' || !b.is_ascii_whitespace()));
+        if plain {
+            out.push_str(&value);
+            continue;
+        }
         for (at, word) in value.split_whitespace().enumerate() {
             if at > 0 {
                 out.push(' ');

@@ -95,7 +95,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     now = last + Duration::from_nanos(1);
                 }
                 let change = change_feed::change(kind, (container, name), record, (now, random));
-                self.mark(container, name, &change.id).await?;
+                // Boxed: every commit awaits this step, few keep a feed.
+                Box::pin(self.mark(container, name, &change.id)).await?;
                 Some(change)
             }
             _ => None,

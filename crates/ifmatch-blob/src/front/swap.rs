@@ -213,7 +213,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             record.version = Some(crate::version::next_id(self.env.now(), before));
         }
         match previous {
-            Some(previous) => self.keep_version(key, previous).await,
+            // Boxed: every commit awaits this step, few keep versions.
+            Some(previous) => Box::pin(self.keep_version(key, previous)).await,
             None => Ok(true),
         }
     }
