@@ -11,49 +11,32 @@
 //!   flight).
 //! - `clear CONNECTION QUEUES`: Clear Messages of each queue.
 
+#[path = "signed_client.rs"]
+#[allow(dead_code)] // the queues read no ETag
+mod signed_client;
+
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::{Method, Request, StatusCode};
-use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
-use ifmatch_azure::Account;
-use ifmatch_azure::auth::{Signed, shared_key_string};
+use http::{Method, StatusCode};
+use ifmatch_azure::auth::shared_key_string;
+use signed_client::Signer;
 
 /// A Queue service endpoint and the account that signs for it.
 #[derive(Clone)]
-struct Queues {
-    http: Client<HttpConnector, Full<Bytes>>,
-    endpoint: String,
-    account: Account,
-    key: Vec<u8>,
-}
+struct Queues(Signer);
 
 impl Queues {
     fn new(connection: &str) -> Self {
-        let field = |name: &str| {
-            connection
-                .split(';')
-                .find_map(|part| part.strip_prefix(name)?.strip_prefix('='))
-                .unwrap_or_else(|| panic!("{name} missing from the connection string"))
-                .to_owned()
-        };
-        let (name, key) = (field("AccountName"), field("AccountKey"));
-        let account = Account::new(&name, &[&key]).expect("an account");
-        let key = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, &key)
-            .expect("a base64 key");
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        Self {
-            http: Client::builder(TokioExecutor::new()).build(connector),
-            endpoint: field("QueueEndpoint").trim_end_matches('/').to_owned(),
-            account,
-            key,
-        }
+        let version = &[("x-ms-version", "2021-12-02")];
+        Self(Signer::new(
+            connection,
+            "QueueEndpoint",
+            shared_key_string,
+            version,
+        ))
     }
 
     /// Sends `method path` (below the account) with `body`, signed: the status and body.
@@ -63,42 +46,8 @@ impl Queues {
         path: &str,
         body: impl Into<Bytes>,
     ) -> (StatusCode, Bytes) {
-        let body = body.into();
-        let date = httpdate::fmt_http_date(SystemTime::now());
-        let mut request = Request::builder()
-            .method(method)
-            .uri(format!("{}{path}", self.endpoint))
-            .header("x-ms-date", &date)
-            .header("x-ms-version", "2021-12-02")
-            .header("content-length", body.len())
-            .body(Full::new(body))
-            .expect("a request");
-        let signed = Signed {
-            method: request.method(),
-            uri: request.uri(),
-            headers: request.headers(),
-            client: None,
-            https: false,
-            container: "",
-            blob: "",
-        };
-        let text = shared_key_string(&self.account, signed);
-        let signature = ifmatch_azure::auth::sign(&self.key, &text);
-        let authorization = format!("SharedKey {}:{signature}", self.account.name());
-        (request.headers_mut()).insert("authorization", authorization.parse().unwrap());
-        let response = self
-            .http
-            .request(request)
-            .await
-            .expect("the server answers");
-        let status = response.status();
-        let body = response
-            .into_body()
-            .collect()
-            .await
-            .expect("a body")
-            .to_bytes();
-        (status, body)
+        let answer = self.0.send(method, path, &[], body).await;
+        (answer.status, answer.body)
     }
 
     async fn put(&self, queue: &str, text: &str) {

@@ -13,103 +13,47 @@
 //! - `page CONNECTION TABLE PARTITION ROUNDS`: ROUNDS queries of one page of PARTITION. Prints
 //!   `p50_ms R p99_ms R entities N`.
 
-use std::time::{Duration, Instant, SystemTime};
+#[path = "signed_client.rs"]
+mod signed_client;
+
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::{Method, Request, StatusCode};
-use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+use http::{Method, StatusCode};
 use ifmatch_azure::Account;
 use ifmatch_azure::auth::Signed;
-use ifmatch_table::auth::string_to_sign;
+use signed_client::Signer;
 
-/// A Table service endpoint and the account that signs for it.
-#[derive(Clone)]
-struct Tables {
-    http: Client<HttpConnector, Full<Bytes>>,
-    endpoint: String,
-    account: Account,
-    key: Vec<u8>,
+/// The Table service's Shared Key string-to-sign.
+fn table_string(account: &Account, request: Signed<'_>) -> String {
+    ifmatch_table::auth::string_to_sign(account, request, false)
 }
 
-struct Answer {
-    status: StatusCode,
-    etag: Option<String>,
-    body: Bytes,
+/// A Table service endpoint and the account that signs for it (its `send` is the signer's).
+#[derive(Clone)]
+struct Tables(Signer);
+
+impl std::ops::Deref for Tables {
+    type Target = Signer;
+
+    fn deref(&self) -> &Signer {
+        &self.0
+    }
 }
 
 impl Tables {
     fn new(connection: &str) -> Self {
-        let field = |name: &str| {
-            connection
-                .split(';')
-                .find_map(|part| part.strip_prefix(name)?.strip_prefix('='))
-                .unwrap_or_else(|| panic!("{name} missing from the connection string"))
-                .to_owned()
-        };
-        let (name, key) = (field("AccountName"), field("AccountKey"));
-        let account = Account::new(&name, &[&key]).expect("an account");
-        let key = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, &key)
-            .expect("a base64 key");
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        Self {
-            http: Client::builder(TokioExecutor::new()).build(connector),
-            endpoint: field("TableEndpoint").trim_end_matches('/').to_owned(),
-            account,
-            key,
-        }
-    }
-
-    /// Sends `method path` (below the account) with `headers` and `body`, signed.
-    async fn send(
-        &self,
-        method: Method,
-        path: &str,
-        headers: &[(&str, &str)],
-        body: impl Into<Bytes>,
-    ) -> Answer {
-        let date = httpdate::fmt_http_date(SystemTime::now());
-        let mut request = Request::builder()
-            .method(method)
-            .uri(format!("{}{path}", self.endpoint))
-            .header("x-ms-date", &date)
-            .header("x-ms-version", "2019-02-02")
-            .header("accept", "application/json;odata=nometadata")
-            .header("dataserviceversion", "3.0");
-        for (name, value) in headers {
-            request = request.header(*name, *value);
-        }
-        let mut request = request.body(Full::new(body.into())).expect("a request");
-        let signed = Signed {
-            method: request.method(),
-            uri: request.uri(),
-            headers: request.headers(),
-            client: None,
-            https: false,
-            container: "",
-            blob: "",
-        };
-        let text = string_to_sign(&self.account, signed, false);
-        let signature = ifmatch_azure::auth::sign(&self.key, &text);
-        let authorization = format!("SharedKey {}:{signature}", self.account.name());
-        (request.headers_mut()).insert("authorization", authorization.parse().unwrap());
-        let response = self
-            .http
-            .request(request)
-            .await
-            .expect("the server answers");
-        let status = response.status();
-        let etag = (response.headers().get("etag")).map(|v| v.to_str().unwrap().to_owned());
-        let body = response
-            .into_body()
-            .collect()
-            .await
-            .expect("a body")
-            .to_bytes();
-        Answer { status, etag, body }
+        let fixed = &[
+            ("x-ms-version", "2019-02-02"),
+            ("accept", "application/json;odata=nometadata"),
+            ("dataserviceversion", "3.0"),
+        ];
+        Self(Signer::new(
+            connection,
+            "TableEndpoint",
+            table_string,
+            fixed,
+        ))
     }
 
     async fn create_table(&self, name: &str) {

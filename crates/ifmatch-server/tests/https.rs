@@ -35,15 +35,7 @@ async fn every_endpoint_is_served_over_https_with_the_certificate_made_on_first_
     let server = start();
     let certificate = data.path().join("tls/cert.pem");
     let endpoint = |port: u16| format!("https://localhost:{port}/{}", common::ACCOUNT);
-    let connection = format!(
-        "DefaultEndpointsProtocol=https;AccountName={};AccountKey={};BlobEndpoint={};\
-         QueueEndpoint={};TableEndpoint={};",
-        common::ACCOUNT,
-        ifmatch_azure::DEV_KEY,
-        endpoint(ports[0]),
-        endpoint(ports[1]),
-        endpoint(ports[2]),
-    );
+    let connection = common::https_connection(ports);
     let script = {
         let (connection, certificate) = (connection.clone(), certificate.clone());
         move || {

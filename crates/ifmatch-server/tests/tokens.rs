@@ -175,16 +175,7 @@ async fn the_sdks_tokens_do_what_their_roles_permit_and_nothing_else() {
     let data = tempfile::tempdir().unwrap();
     let other = tempfile::tempdir().unwrap();
     let (_server, ports) = serve(data.path(), true);
-    let endpoint = |port: u16| format!("https://localhost:{port}/{}", common::ACCOUNT);
-    let connection = format!(
-        "DefaultEndpointsProtocol=https;AccountName={};AccountKey={};BlobEndpoint={};\
-         QueueEndpoint={};TableEndpoint={};",
-        common::ACCOUNT,
-        ifmatch_azure::DEV_KEY,
-        endpoint(ports[0]),
-        endpoint(ports[1]),
-        endpoint(ports[2]),
-    );
+    let connection = common::https_connection([ports[0], ports[1], ports[2]]);
     let certificate = data.path().join("tls/cert.pem");
     let args = [
         connection.into(),

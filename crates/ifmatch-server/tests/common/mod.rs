@@ -33,6 +33,20 @@ impl Env for ShiftedEnv {
 /// The account the tests' servers serve, path-style: every test URL starts with it.
 pub const ACCOUNT: &str = "devstoreaccount1";
 
+/// The connection string of a server over HTTPS (`--https`) with its blob, queue and table
+/// endpoints at `ports` on `localhost` (the name its certificate is for).
+pub fn https_connection(ports: [u16; 3]) -> String {
+    let endpoint = |port: u16| format!("https://localhost:{port}/{ACCOUNT}");
+    format!(
+        "DefaultEndpointsProtocol=https;AccountName={ACCOUNT};AccountKey={};BlobEndpoint={};\
+         QueueEndpoint={};TableEndpoint={};",
+        ifmatch_azure::DEV_KEY,
+        endpoint(ports[0]),
+        endpoint(ports[1]),
+        endpoint(ports[2]),
+    )
+}
+
 pub struct Server {
     /// `http://127.0.0.1:PORT/devstoreaccount1`: the account's root, path-style.
     pub base: String,
