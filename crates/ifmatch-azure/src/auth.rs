@@ -22,6 +22,7 @@ use time::macros::format_description;
 
 use crate::account::Account;
 use crate::error_code::CommonCode;
+use crate::headers::{CONTENT_MD5, X_MS_DATE};
 use crate::identity::Access;
 
 /// How far a Shared Key request's date may be from the server's clock.
@@ -548,13 +549,9 @@ pub fn sign(key: &[u8], text: &str) -> String {
     STANDARD.encode(mac.finalize().into_bytes())
 }
 
-/// `x-ms-date`, which stands in for `Date` in a string-to-sign.
-const X_MS_DATE: header::HeaderName = header::HeaderName::from_static("x-ms-date");
-/// `Content-MD5`, which `http` names no constant for.
-const CONTENT_MD5: header::HeaderName = header::HeaderName::from_static("content-md5");
-
-/// A header's value for a string-to-sign: empty when absent.
-fn value(headers: &HeaderMap, name: impl header::AsHeaderName) -> &str {
+/// A header's value for a string-to-sign: empty when absent (or not visible ASCII). Every
+/// dialect's Shared Key strings take their fields so.
+pub fn signed_field(headers: &HeaderMap, name: impl header::AsHeaderName) -> &str {
     headers
         .get(name)
         .and_then(|v| v.to_str().ok())
@@ -565,23 +562,23 @@ fn value(headers: &HeaderMap, name: impl header::AsHeaderName) -> &str {
 /// later: a `Content-Length` of 0 is signed as empty).
 pub fn shared_key_string(account: &Account, request: Signed<'_>) -> String {
     let headers = request.headers;
-    let length = match value(headers, header::CONTENT_LENGTH) {
+    let length = match signed_field(headers, header::CONTENT_LENGTH) {
         "0" => "",
         length => length,
     };
     let mut text = [
         request.method.as_str(),
-        value(headers, header::CONTENT_ENCODING),
-        value(headers, header::CONTENT_LANGUAGE),
+        signed_field(headers, header::CONTENT_ENCODING),
+        signed_field(headers, header::CONTENT_LANGUAGE),
         length,
-        value(headers, CONTENT_MD5),
-        value(headers, header::CONTENT_TYPE),
+        signed_field(headers, CONTENT_MD5),
+        signed_field(headers, header::CONTENT_TYPE),
         signed_date(headers),
-        value(headers, header::IF_MODIFIED_SINCE),
-        value(headers, header::IF_MATCH),
-        value(headers, header::IF_NONE_MATCH),
-        value(headers, header::IF_UNMODIFIED_SINCE),
-        value(headers, header::RANGE),
+        signed_field(headers, header::IF_MODIFIED_SINCE),
+        signed_field(headers, header::IF_MATCH),
+        signed_field(headers, header::IF_NONE_MATCH),
+        signed_field(headers, header::IF_UNMODIFIED_SINCE),
+        signed_field(headers, header::RANGE),
     ]
     .join("\n");
     push_resource(&mut text, account, request);
@@ -610,8 +607,8 @@ pub fn shared_key_lite_string(account: &Account, request: Signed<'_>) -> String 
     let headers = request.headers;
     let mut text = [
         request.method.as_str(),
-        value(headers, CONTENT_MD5),
-        value(headers, header::CONTENT_TYPE),
+        signed_field(headers, CONTENT_MD5),
+        signed_field(headers, header::CONTENT_TYPE),
         signed_date(headers),
     ]
     .join("\n");
@@ -628,7 +625,7 @@ fn signed_date(headers: &HeaderMap) -> &str {
     if headers.contains_key(X_MS_DATE) {
         ""
     } else {
-        value(headers, header::DATE)
+        signed_field(headers, header::DATE)
     }
 }
 

@@ -83,9 +83,11 @@ pub fn authorize<'a>(
     }
     let signature =
         signature.ok_or_else(|| refused("The authorization token has no signature."))?;
-    let date = (headers.get("x-ms-date").or(headers.get(http::header::DATE)))
-        .and_then(|value| value.to_str().ok())
-        .ok_or_else(|| refused("The request has no x-ms-date or Date header."))?;
+    let date = (headers
+        .get(ifmatch_azure::X_MS_DATE)
+        .or(headers.get(http::header::DATE)))
+    .and_then(|value| value.to_str().ok())
+    .ok_or_else(|| refused("The request has no x-ms-date or Date header."))?;
     let when = httpdate::parse_http_date(date)
         .map_err(|_| refused("The request's x-ms-date is not an HTTP date."))?;
     let apart = now

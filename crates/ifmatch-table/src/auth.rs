@@ -223,11 +223,7 @@ pub fn authenticate(
 /// date, the resource), or Shared Key Lite's (the date, the resource). The date is
 /// `x-ms-date`'s when there is one, else `Date`'s.
 pub fn string_to_sign(account: &Account, request: Signed<'_>, lite: bool) -> String {
-    let value = |name: &str| {
-        (request.headers.get(name))
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-    };
+    let value = |name| ifmatch_azure::auth::signed_field(request.headers, name);
     let mut resource = format!("/{}{}", account.name(), request.uri.path());
     if let Some(comp) = QueryPairs::of(request.uri).get("comp") {
         resource.push_str("?comp=");
@@ -236,15 +232,18 @@ pub fn string_to_sign(account: &Account, request: Signed<'_>, lite: bool) -> Str
     // The date signed is the one whose skew is checked: `x-ms-date` when there is one, else
     // `Date`. (A string signed over `Date` beside an unsigned `x-ms-date` would let an old
     // request pass with a fresh `x-ms-date`.)
-    let date = match value("x-ms-date") {
-        "" => value("date"),
+    let date = match value(ifmatch_azure::X_MS_DATE) {
+        "" => value(http::header::DATE),
         date => date,
     };
     if lite {
         format!("{date}\n{resource}")
     } else {
         let method = request.method.as_str();
-        let (md5, kind) = (value("content-md5"), value("content-type"));
+        let (md5, kind) = (
+            value(ifmatch_azure::CONTENT_MD5),
+            value(http::header::CONTENT_TYPE),
+        );
         format!("{method}\n{md5}\n{kind}\n{date}\n{resource}")
     }
 }

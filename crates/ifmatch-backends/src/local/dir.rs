@@ -232,7 +232,7 @@ impl DataDir {
     }
 
     pub(super) fn container_dir(&self, container: &str) -> PathBuf {
-        self.containers_dir().join(container)
+        self.in_container(container, &[])
     }
 
     /// A record's file: built in one buffer of its length (a commit makes this path once or

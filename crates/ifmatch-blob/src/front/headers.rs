@@ -7,7 +7,7 @@ pub(super) const SEQUENCE_NUMBER: HeaderName = HeaderName::from_static("x-ms-blo
 pub(super) const MS_RANGE: HeaderName = HeaderName::from_static("x-ms-range");
 pub(super) const MS_VERSION: HeaderName = HeaderName::from_static("x-ms-version");
 pub(super) const PUBLIC_ACCESS: HeaderName = HeaderName::from_static("x-ms-blob-public-access");
-pub(super) const CONTENT_MD5: HeaderName = HeaderName::from_static("content-md5");
+pub(super) use ifmatch_azure::CONTENT_MD5;
 pub(super) const CONTENT_CRC64: HeaderName = HeaderName::from_static("x-ms-content-crc64");
 pub(super) const STRUCTURED_BODY: HeaderName = HeaderName::from_static("x-ms-structured-body");
 pub(super) const RANGE_MD5: HeaderName = HeaderName::from_static("x-ms-range-get-content-md5");
