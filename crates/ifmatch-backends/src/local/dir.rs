@@ -392,10 +392,18 @@ pub(super) fn read_record<T: serde::de::DeserializeOwned>(
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e.into()),
     };
-    let what = || format!("record {}", path.display());
-    let (payload, slot) = record_file::read(&bytes).map_err(|e| StoreError::corrupt(what(), e))?;
-    let record = serde_json::from_slice(payload).map_err(|e| StoreError::corrupt(what(), e))?;
-    Ok(Some((record, slot)))
+    let (payload, slot) = record_file::read(&bytes)
+        .map_err(|e| StoreError::corrupt(format!("record {}", path.display()), e))?;
+    Ok(Some((parse_record(payload, path)?, slot)))
+}
+
+/// The record a record file's payload (its JSON) holds; `path` names the file in the error.
+pub(super) fn parse_record<T: serde::de::DeserializeOwned>(
+    payload: &[u8],
+    path: &Path,
+) -> Result<T, StoreError> {
+    serde_json::from_slice(payload)
+        .map_err(|e| StoreError::corrupt(format!("record {}", path.display()), e))
 }
 
 #[cfg(test)]

@@ -15,13 +15,17 @@
 //! One thread owns the journal. It takes the commits waiting (at most [`MOST_GROUPED`]),
 //! prepares those that need a new file (written to `tmp/`, unsynced: a full disk refuses the
 //! commit before anything is journaled), appends them in one write and syncs it; only then does
-//! it apply them to the record files (a slot written in place, a new file renamed into place, a
-//! file removed), unsynced, and answer each. A commit is acknowledged once its entry is
-//! durable, and seen by readers only then.
+//! it settle them and answer each. A commit is acknowledged once its entry is durable, and seen
+//! by readers only then. Settling a new file renames it into place and a delete removes its
+//! file, at once, so that a container's files name its records; an update that fits its file's
+//! slots is held in memory ([`Journal::held`], where readers look first) and written to its
+//! slot by the next checkpoint: a record updated a thousand times between two checkpoints is
+//! written once, where each update cost an `open`, a `pwrite` and a `close`.
 //!
-//! A checkpoint makes the record files durable (`syncfs`) and then starts a new generation in
-//! the header: the entries before it are passed over from then on, and their room is written
-//! again. One runs when the journal passes [`CHECKPOINT_AT`], when the records are closed, and
+//! A checkpoint writes the held updates to their files, makes the record files durable
+//! (`syncfs`) and then starts a new generation in the header: the entries before it are passed
+//! over from then on, and their room is written again. The held updates are bounded by the
+//! entries that journaled them. One runs when the journal passes [`CHECKPOINT_AT`], when the records are closed, and
 //! when the server starts, after replaying what the last run journaled: every whole entry of
 //! the header's generation, in order, each put written whole over its file and each delete
 //! (of a record, of a container's directory) done again, the last entry of each file alone
@@ -34,12 +38,13 @@
 //! commits are written the way each record file was before the journal (a slot and its
 //! `fdatasync`), so a counter or a lease still updates with the disk full.
 
+use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::{Component, Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, MutexGuard, mpsc};
 use std::thread;
 
 use ifmatch_blob::StoreError;
@@ -94,12 +99,21 @@ impl Change {
     }
 }
 
-/// The journal's writer: a thread that appends, syncs and applies the commits sent to it.
+/// The journal's writer: a thread that appends, syncs and settles the commits sent to it.
 /// Dropping it checkpoints the journal and waits for the thread.
 #[derive(Debug)]
 pub(super) struct Journal {
     jobs: Option<mpsc::Sender<Job>>,
     thread: Option<thread::JoinHandle<()>>,
+    held: Arc<Mutex<Held>>,
+}
+
+/// The journaled updates not yet written to their files, by path: each file's last payload
+/// and the slot it goes to.
+type Held = HashMap<PathBuf, (Vec<u8>, Slot)>;
+
+fn lock(held: &Mutex<Held>) -> MutexGuard<'_, Held> {
+    held.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// What a change's commit answers: the slot the file's copy is now in (none for a delete).
@@ -113,6 +127,7 @@ impl Journal {
     /// [`recover`] has replayed.
     pub(super) fn start(root: &Path) -> io::Result<Self> {
         let mut file = JournalFile::open(root)?;
+        let held = file.held.clone();
         let (jobs, waiting) = mpsc::channel();
         let thread = thread::Builder::new()
             .name("ifmatch-journal".into())
@@ -120,7 +135,14 @@ impl Journal {
         Ok(Self {
             jobs: Some(jobs),
             thread: Some(thread),
+            held,
         })
+    }
+
+    /// The payload of the record file at `path` and its slot, if a committed update of it is
+    /// held for the next checkpoint to write: newer than what the file holds.
+    pub(super) fn held(&self, path: &Path) -> Option<(Vec<u8>, Slot)> {
+        lock(&self.held).get(path).cloned()
     }
 
     /// Commits `change`: answered once its entry is durable and the file changed.
@@ -192,6 +214,8 @@ struct JournalFile {
     /// A write or a checkpoint failed and no checkpoint succeeded since: entries after the
     /// tail may be torn, so nothing more is appended until one does.
     broken: bool,
+    /// Shared with the readers, who look here before a file.
+    held: Arc<Mutex<Held>>,
 }
 
 impl JournalFile {
@@ -222,6 +246,7 @@ impl JournalFile {
             tail: START,
             len,
             broken: false,
+            held: Arc::default(),
         };
         match (read == header.len())
             .then(|| parse_header(&header))
@@ -293,8 +318,54 @@ impl JournalFile {
             }
         };
         for (change, staged, answer) in ready {
-            let _ = answer.send(apply(&change, staged, durably));
+            let _ = answer.send(self.settle(change, staged, durably));
         }
+    }
+
+    /// Makes a journaled change seen: an update that fits its file's slots is held for the
+    /// next checkpoint to write (unless `durably`, when the journal had no room); any other
+    /// change is applied to its files now.
+    fn settle(&self, change: Change, staged: Option<Staged>, durably: bool) -> Answer {
+        match change {
+            Change::Put {
+                path,
+                payload,
+                current: Some(current),
+            } if staged.is_none() && !durably => {
+                let slot = current.next();
+                lock(&self.held).insert(path, (payload, slot));
+                Ok(Some(slot))
+            }
+            // Its committer reads the records in it once it has renamed it out of sight.
+            Change::DeleteDir { path } => {
+                self.write_held(|held| held.starts_with(&path))
+                    .map_err(landed)?;
+                Ok(None)
+            }
+            change => {
+                lock(&self.held).remove(change.path());
+                apply(&change, staged, durably)
+            }
+        }
+    }
+
+    /// Writes the held updates of the files `which` picks to their slots, unsynced; each is
+    /// no longer held once written (a reader finds it in the file from then on).
+    fn write_held(&self, which: impl Fn(&Path) -> bool) -> io::Result<()> {
+        let paths: Vec<PathBuf> = lock(&self.held)
+            .keys()
+            .filter(|path| which(path))
+            .cloned()
+            .collect();
+        for path in paths {
+            let mut held = lock(&self.held);
+            if let Some((payload, slot)) = held.get(&path) {
+                record_file::write(&path, *slot, payload, false)
+                    .map_err(|(Failed::Before(e) | Failed::During(e))| e)?;
+                held.remove(&path);
+            }
+        }
+        Ok(())
     }
 
     /// Appends the changes' entries in one write and one sync; when that fails, once more
@@ -345,10 +416,12 @@ impl JournalFile {
         }
     }
 
-    /// Makes every record file durable, then starts the next generation: the entries written
-    /// so far are passed over from then on.
+    /// Writes the held updates, makes every record file durable, then starts the next
+    /// generation: the entries written so far are passed over from then on.
     fn checkpoint(&mut self) -> io::Result<()> {
-        let synced = syncfs(&self.file).and_then(|()| self.start_generation(self.generation + 1));
+        let synced = (self.write_held(|_| true))
+            .and_then(|()| syncfs(&self.file))
+            .and_then(|()| self.start_generation(self.generation + 1));
         self.broken = synced.is_err();
         synced
     }

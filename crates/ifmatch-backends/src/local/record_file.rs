@@ -45,6 +45,15 @@ impl Slot {
     pub fn fits(&self, len: usize) -> bool {
         HEADER + len <= self.size as usize
     }
+
+    /// Where the copy after this one goes: the other slot, numbered next.
+    pub fn next(self) -> Self {
+        Self {
+            index: 1 - self.index,
+            sequence: self.sequence + 1,
+            size: self.size,
+        }
+    }
 }
 
 /// The payload of a record file (the record's JSON) and the slot that held it; no slot for a
@@ -163,9 +172,9 @@ pub fn create(payload: &[u8], after: Option<Slot>) -> (Vec<u8>, Slot) {
 
 /// Writes `payload` over the slot of the file at `path` that does not hold `current`, then,
 /// `durably`, `fdatasync`s it: the update is durable when this returns `Ok(Some(_))`, with
-/// where the copy now is (not synced, it is made durable by the journal that holds it). `Ok(None)` when the payload does not fit a slot (nothing was written: the caller
-/// writes a new file with [`create`]). An error of the write or the sync leaves the file
-/// holding either copy.
+/// where the copy now is. `Ok(None)` when the payload does not fit a slot (nothing was
+/// written: the caller writes a new file with [`create`]). An error of the write or the sync
+/// leaves the file holding either copy.
 pub fn overwrite(
     path: &Path,
     current: Slot,
@@ -175,20 +184,22 @@ pub fn overwrite(
     if !current.fits(payload.len()) {
         return Ok(None);
     }
+    let next = current.next();
+    write(path, next, payload, durably)?;
+    Ok(Some(next))
+}
+
+/// Writes `payload` as the copy `slot` names, over that slot of the file at `path` (whose
+/// slots it fits), then, `durably`, `fdatasync`s it.
+pub fn write(path: &Path, slot: Slot, payload: &[u8], durably: bool) -> Result<(), Failed> {
     let file = OpenOptions::new()
         .write(true)
         .open(path)
         .map_err(Failed::Before)?;
-    let next = Slot {
-        index: 1 - current.index,
-        sequence: current.sequence + 1,
-        size: current.size,
-    };
-    let slot = encode(next.sequence, payload, next.size as usize);
-    file.write_all_at(&slot, next.index * next.size)
+    let bytes = encode(slot.sequence, payload, slot.size as usize);
+    file.write_all_at(&bytes, slot.index * slot.size)
         .and_then(|()| if durably { file.sync_data() } else { Ok(()) })
-        .map_err(Failed::During)?;
-    Ok(Some(next))
+        .map_err(Failed::During)
 }
 
 /// Why [`overwrite`] failed: before anything was written, or while writing or syncing (the

@@ -5,6 +5,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::fs;
 use std::hash::{BuildHasher, Hash};
 use std::io;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -12,7 +13,7 @@ use ifmatch_blob::{Block, BlockToStage, Key, PutMode, Record, Records, Scan, Sto
 use ifmatch_core::keyed::KeyHasher;
 
 use super::blocking::blocking;
-use super::dir::{BlobFile, DataDir, read_record};
+use super::dir::{BlobFile, DataDir, parse_record, read_record};
 use super::files::{remove_file, sync_dir};
 use super::journal::{Change, Journal};
 use super::record_file::Slot;
@@ -131,8 +132,10 @@ impl Inner {
         }
         let path = self.dir.record_path(key);
         let loaded = match key {
-            Key::Container(_) => read_record::<Record>(&path)?,
-            Key::Blob(..) => read_record::<BlobFile>(&path)?.map(|(f, slot)| (f.record, slot)),
+            Key::Container(_) => self.read::<Record>(&path)?,
+            Key::Blob(..) => self
+                .read::<BlobFile>(&path)?
+                .map(|(f, slot)| (f.record, slot)),
         };
         let loaded = loaded.map(|(record, slot)| Loaded {
             record: Arc::new(record),
@@ -142,6 +145,18 @@ impl Inner {
             self.cache.insert(cache_key, loaded.clone());
         }
         Ok(loaded)
+    }
+
+    /// The record file at `path` as the last commit left it: the update the journal holds for
+    /// it, else the file.
+    fn read<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &Path,
+    ) -> Result<Option<(T, Option<Slot>)>, StoreError> {
+        match self.journal.held(path) {
+            Some((payload, slot)) => Ok(Some((parse_record(&payload, path)?, Some(slot)))),
+            None => read_record(path),
+        }
     }
 
     /// Commits `record` under `key` if `mode` allows it: see [`Records::put`].
@@ -695,12 +710,93 @@ mod tests {
             let _key = records.inner.key_lock(&key).lock().await;
             let cached = records.inner.cache.get(&records.inner.cache_key(&key));
             let cached = cached.map_or(0, |loaded| loaded.record.generation);
-            let (file, _) = read_record::<BlobFile>(&path).unwrap().unwrap();
+            let (file, _) = records.inner.read::<BlobFile>(&path).unwrap().unwrap();
             // Nothing cached (a failed write's) is read from the file next.
             if cached != 0 {
                 assert_eq!(cached, file.record.generation, "round {round}");
             }
         }
+    }
+
+    /// An update that fits its file's slots is held in memory until a checkpoint writes it:
+    /// the file keeps the copy before, and every read (with no cache, each one a miss), a
+    /// compare-and-swap, a listing and a container's deletion get the update; a blob deleted
+    /// is not brought back by the checkpoint; closing writes the rest.
+    #[tokio::test]
+    async fn updates_are_held_until_a_checkpoint_and_read_from_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = || LocalRecords::new(DataDir::open(dir.path()).unwrap(), 0, INLINE_MAX).unwrap();
+        let records = open();
+        let when = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let container = Key::Container("c".into());
+        let record = Record::container(strong_etag(b"c"), when).with_generation(1);
+        records
+            .put(&container, &record, PutMode::Create)
+            .await
+            .unwrap();
+        for n in 0..3 {
+            records
+                .put(&blob(n), &counter(1), PutMode::Create)
+                .await
+                .unwrap();
+            for g in 2..=5 {
+                let update = PutMode::Update(g - 1);
+                records.put(&blob(n), &counter(g), update).await.unwrap();
+            }
+        }
+        let path = |n| records.inner.dir.record_path(&blob(n));
+        let on_disk = |n| {
+            let file = read_record::<BlobFile>(&path(n)).unwrap();
+            file.map(|(file, _)| file.record.generation)
+        };
+        assert_eq!(on_disk(0), Some(1), "held, not written");
+        assert_eq!(records.get(&blob(0)).await.unwrap().unwrap().generation, 5);
+        let stale = records.put(&blob(1), &counter(6), PutMode::Update(4)).await;
+        assert!(
+            matches!(stale, Err(StoreError::Conflict { .. })),
+            "{stale:?}"
+        );
+        records
+            .put(&blob(1), &counter(6), PutMode::Update(5))
+            .await
+            .unwrap();
+        records.delete(&blob(2), 5).await.unwrap();
+        let scan = Scan {
+            container: "c",
+            prefix: "",
+            from: "",
+            limit: 100,
+        };
+        let listed: Vec<_> = records.list(scan).await.unwrap();
+        let listed: Vec<_> = listed
+            .iter()
+            .map(|(name, r)| (name.as_str(), r.generation))
+            .collect();
+        assert_eq!(listed, [("k0", 5), ("k1", 6)]);
+        drop(records);
+        let records = open();
+        let path = |n| records.inner.dir.record_path(&blob(n));
+        let on_disk = |n| {
+            let file = read_record::<BlobFile>(&path(n)).unwrap();
+            file.map(|(file, _)| file.record.generation)
+        };
+        assert_eq!(
+            (on_disk(0), on_disk(1), on_disk(2)),
+            (Some(5), Some(6), None)
+        );
+        records
+            .put(&blob(0), &counter(6), PutMode::Update(5))
+            .await
+            .unwrap();
+        assert_eq!(on_disk(0), Some(5), "held, not written");
+        let removed = records.delete(&container, 1).await.unwrap();
+        let mut removed: Vec<_> = removed.iter().map(|r| r.generation).collect();
+        removed.sort();
+        assert_eq!(
+            removed,
+            [6, 6],
+            "the deleted container's records as last committed"
+        );
     }
 
     /// A checkpoint starts a new generation: the entries before it, still in the journal's
