@@ -332,8 +332,14 @@ impl JournalFile {
                 payload,
                 current: Some(current),
             } if staged.is_none() && !durably => {
-                let slot = current.next();
-                lock(&self.held).insert(path, (payload, slot));
+                let mut held = lock(&self.held);
+                // Every update of a file until the checkpoint goes to the slot that does not
+                // hold its durable copy: the checkpoint's one write there never tears that copy.
+                let slot = match held.contains_key(&path) {
+                    true => current.next_in_place(),
+                    false => current.next(),
+                };
+                held.insert(path, (payload, slot));
                 Ok(Some(slot))
             }
             // Its committer reads the records in it once it has renamed it out of sight.

@@ -54,6 +54,15 @@ impl Slot {
             size: self.size,
         }
     }
+
+    /// The copy after this one in the same slot, numbered next: for a copy that replaces
+    /// another never written to the file.
+    pub fn next_in_place(self) -> Self {
+        Self {
+            sequence: self.sequence + 1,
+            ..self
+        }
+    }
 }
 
 /// The payload of a record file (the record's JSON) and the slot that held it; no slot for a

@@ -784,6 +784,14 @@ mod tests {
             (on_disk(0), on_disk(1), on_disk(2)),
             (Some(5), Some(6), None)
         );
+        // Four updates held, one write: to the slot that did not hold the durable copy, which
+        // a write torn there would leave.
+        let mut torn = fs::read(path(0)).unwrap();
+        let half = torn.len() / 2;
+        torn[half + 60] ^= 0x20;
+        let (payload, _) = record_file::read(&torn).unwrap();
+        let kept: BlobFile = serde_json::from_slice(payload).unwrap();
+        assert_eq!(kept.record.generation, 1);
         records
             .put(&blob(0), &counter(6), PutMode::Update(5))
             .await
