@@ -246,6 +246,14 @@ impl ifmatch_table::Tables for AnyTables {
         tables!(self, t => t.get(table, key))
     }
 
+    async fn get_many(
+        &self,
+        table: &str,
+        keys: &[EntityKey],
+    ) -> Result<Vec<Option<Entity>>, TableError> {
+        tables!(self, t => t.get_many(table, keys))
+    }
+
     async fn scan(
         &self,
         table: &str,

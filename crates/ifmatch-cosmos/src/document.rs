@@ -19,7 +19,12 @@ const SYSTEM: [&str; 5] = ["_rid", "_self", "_etag", "_ts", "_attachments"];
 /// A request's body as a resource: a JSON object with a valid `id`, without the system
 /// properties it may carry from an earlier read.
 pub fn resource(body: &[u8]) -> Result<Map<String, Value>, Failure> {
-    let Value::Object(mut object) = json_within(body, MAX_NESTING)? else {
+    resource_of(json_within(body, MAX_NESTING)?)
+}
+
+/// [`resource`] of JSON already parsed (within [`MAX_NESTING`]).
+pub fn resource_of(value: Value) -> Result<Map<String, Value>, Failure> {
+    let Value::Object(mut object) = value else {
         return Err(bad_request(
             "The request payload is invalid: it is not a JSON object.",
         ));

@@ -97,6 +97,19 @@ pub async fn entities_come_in_key_order(store: &impl Tables) {
     };
     let found = listed(store.scan("ordered", within).await.unwrap());
     assert_eq!(found, [key("b", "2")]);
+    // Several read at once: each in its place, absent ones too.
+    let asked = [key("c", "0"), key("a", "1"), key("b", "2"), key("c", "0")];
+    let found = store.get_many("ordered", &asked).await.unwrap();
+    let found: Vec<_> = found.into_iter().map(|e| e.map(|e| e.row_key)).collect();
+    assert_eq!(
+        found,
+        [Some("0"), None, Some("2"), Some("0")].map(|r| r.map(String::from))
+    );
+    let missing = store.get_many("nowhere", &asked).await;
+    assert!(
+        matches!(missing, Err(TableError::TableNotFound(_))),
+        "{missing:?}"
+    );
 }
 
 /// A commit is a compare-and-swap: an insert finds nothing, a replace or delete finds the

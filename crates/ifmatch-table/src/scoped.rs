@@ -57,6 +57,14 @@ impl<T: Tables> Tables for Scoped<T> {
         (self.tables.get(&self.stored(table), key).await).map_err(|e| self.unscoped(e))
     }
 
+    async fn get_many(
+        &self,
+        table: &str,
+        keys: &[EntityKey],
+    ) -> Result<Vec<Option<Entity>>, TableError> {
+        (self.tables.get_many(&self.stored(table), keys).await).map_err(|e| self.unscoped(e))
+    }
+
     async fn scan(&self, table: &str, scan: Scan<'_>) -> Result<Vec<Entity>, TableError> {
         (self.tables.scan(&self.stored(table), scan).await).map_err(|e| self.unscoped(e))
     }

@@ -83,6 +83,22 @@ pub trait Tables: Send + Sync + 'static {
         key: &EntityKey,
     ) -> impl Future<Output = Result<Option<Entity>, TableError>> + Send;
 
+    /// The entities under `keys`, in their order, as one read where the backend can (a
+    /// transactional batch reads each document it writes): [`Tables::get`] of each by default.
+    fn get_many(
+        &self,
+        table: &str,
+        keys: &[EntityKey],
+    ) -> impl Future<Output = Result<Vec<Option<Entity>>, TableError>> + Send {
+        async move {
+            let mut found = Vec::with_capacity(keys.len());
+            for key in keys {
+                found.push(self.get(table, key).await?);
+            }
+            Ok(found)
+        }
+    }
+
     /// Up to `limit` entities from `from` on (included), in key order, within `partition`
     /// when given. It reads what it returns and no more.
     fn scan(
@@ -220,6 +236,14 @@ impl<T: Tables> Tables for std::sync::Arc<T> {
 
     async fn get(&self, table: &str, key: &EntityKey) -> Result<Option<Entity>, TableError> {
         (**self).get(table, key).await
+    }
+
+    async fn get_many(
+        &self,
+        table: &str,
+        keys: &[EntityKey],
+    ) -> Result<Vec<Option<Entity>>, TableError> {
+        (**self).get_many(table, keys).await
     }
 
     async fn scan(&self, table: &str, scan: Scan<'_>) -> Result<Vec<Entity>, TableError> {

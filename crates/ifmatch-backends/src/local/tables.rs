@@ -174,10 +174,22 @@ impl Tables for LocalTables {
     /// task switches, most of a small request's CPU (docs/figures.md). Scans, which read up to
     /// a page of entities, and commits, which sync, go to the pool.
     async fn get(&self, table: &str, key: &EntityKey) -> Result<Option<Entity>, TableError> {
+        let found = self.get_many(table, std::slice::from_ref(key)).await?;
+        Ok(found.into_iter().next().flatten())
+    }
+
+    async fn get_many(
+        &self,
+        table: &str,
+        keys: &[EntityKey],
+    ) -> Result<Vec<Option<Entity>>, TableError> {
         let tx = self.db.begin_read().map_err(failed)?;
         let entities = open_read(&tx, table)?;
-        let found = (entities.get((key.0.as_str(), key.1.as_str()))).map_err(failed)?;
-        found.map(|bytes| decode(bytes.value())).transpose()
+        let get = |key: &EntityKey| {
+            let found = (entities.get((key.0.as_str(), key.1.as_str()))).map_err(failed)?;
+            found.map(|bytes| decode(bytes.value())).transpose()
+        };
+        keys.iter().map(get).collect()
     }
 
     async fn scan(&self, table: &str, scan: Scan<'_>) -> Result<Vec<Entity>, TableError> {

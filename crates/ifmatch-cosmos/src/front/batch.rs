@@ -11,14 +11,12 @@ use std::collections::BTreeMap;
 use http::StatusCode;
 use ifmatch_azure::swap::Attempts;
 use ifmatch_table::{Change, Entity, Expected, Tables};
-use serde_json::{Value as Json, json};
+use serde_json::{Map, Value as Json, json};
 
 use super::answers::{Answered, Done};
 use super::commit::Committed;
-use super::documents::document_json;
-use super::{
-    Asked, Condition, Front, Rules, document_in, documents_table, holds, id_of, json_of, key,
-};
+use super::documents::document_json_of;
+use super::{Asked, Condition, Front, Rules, documents_table, holds, id_of, json_of, key, placed};
 use crate::document::{self, MAX_NESTING};
 use crate::failure::{Failure, bad_request, raced};
 
@@ -29,6 +27,28 @@ const MAX_OPERATIONS: usize = 100;
 pub(super) struct Outcome {
     pub(super) status: u16,
     pub(super) entity: Option<Entity>,
+    /// The JSON `entity` was made of, when the operation wrote it: its result is built from
+    /// it, not parsed back from the entity's stored text.
+    pub(super) document: Option<Map<String, Json>>,
+}
+
+impl Outcome {
+    /// An outcome with no document: a failure, a deletion.
+    fn bare(status: u16) -> Self {
+        Self {
+            status,
+            entity: None,
+            document: None,
+        }
+    }
+
+    /// A document read: `entity` as stored.
+    fn read(status: u16, entity: &Entity) -> Self {
+        Self {
+            entity: Some(entity.clone()),
+            ..Self::bare(status)
+        }
+    }
 }
 
 impl<T: Tables> Front<'_, T> {
@@ -55,7 +75,7 @@ impl<T: Tables> Front<'_, T> {
         }
         let partition = self.partition(&rules.paths, asked)?;
         let (outcomes, failed) = (self.transact(&table, &rules, &partition, &operations)).await?;
-        Ok(results(db, coll, &outcomes, failed, operations.len()))
+        Ok(results(db, coll, outcomes, failed, operations.len()))
     }
 
     /// `operations` on the documents of `partition`, decided in order and committed as one
@@ -68,25 +88,28 @@ impl<T: Tables> Front<'_, T> {
         operations: &[Json],
     ) -> Result<(Vec<Outcome>, Option<usize>), Failure> {
         let Rules { paths, policies } = rules;
+        // An operation without a valid id fails the batch when its turn comes.
+        let ids: Vec<Result<String, Failure>> = operations.iter().map(operation_id).collect();
+        let mut named: Vec<&str> = ids.iter().flatten().map(String::as_str).collect();
+        named.sort_unstable();
+        named.dedup();
         let mut attempts = Attempts::default();
         while attempts.another() {
-            // The documents as stored, the versions of those live (not past their time to
-            // live), and the documents as the batch leaves them so far.
-            let mut read: BTreeMap<String, Option<Entity>> = BTreeMap::new();
-            let mut live = BTreeMap::new();
-            let mut now: BTreeMap<String, Option<Entity>> = BTreeMap::new();
+            // The documents as stored (read at once), the versions of those live (not past
+            // their time to live), and the documents as the batch leaves them so far.
+            let found = self.get_many(table, partition, &named).await?;
+            let read: BTreeMap<&str, Option<Entity>> = named.iter().copied().zip(found).collect();
+            let mut now: BTreeMap<String, Option<Entity>> = (read.iter())
+                .map(|(id, found)| (id.to_string(), self.live(policies, found.clone())))
+                .collect();
+            let live: BTreeMap<String, _> = (now.iter())
+                .map(|(id, current)| (id.clone(), version(current)))
+                .collect();
             let mut outcomes = Vec::new();
             for (index, operation) in operations.iter().enumerate() {
-                let id = operation_id(operation)?;
-                if !now.contains_key(&id) {
-                    let found = self.get(table, partition, &id).await?;
-                    let current = self.live(policies, found.clone());
-                    live.insert(id.clone(), version(&current));
-                    read.insert(id.clone(), found);
-                    now.insert(id.clone(), current);
-                }
-                let current = now.get(&id).cloned().flatten();
-                let outcome = self.decide(operation, &id, current.as_ref(), partition, paths)?;
+                let id = ids[index].clone()?;
+                let current = now.get(&id).and_then(Option::as_ref);
+                let outcome = self.decide(operation, &id, current, partition, paths)?;
                 if outcome.status >= 400 {
                     outcomes.push(outcome);
                     return Ok((outcomes, Some(index)));
@@ -104,15 +127,15 @@ impl<T: Tables> Front<'_, T> {
                 outcomes.push(outcome);
             }
             let changes: Vec<(Change, Option<&Entity>)> = now
-                .iter()
-                .filter(|(id, after)| live.get(*id) != Some(&version(after)))
+                .into_iter()
+                .filter(|(id, after)| live.get(id) != Some(&version(after)))
                 .map(|(id, after)| {
-                    let before = read.get(id).and_then(Option::as_ref);
+                    let before = read.get(id.as_str()).and_then(Option::as_ref);
                     let change = Change {
-                        key: key(partition, id),
+                        key: key(partition, &id),
                         expected: before
                             .map_or(Expected::Absent, |e| Expected::Version(e.timestamp)),
-                        write: after.clone(),
+                        write: after,
                     };
                     (change, before)
                 })
@@ -155,40 +178,31 @@ impl<T: Tables> Front<'_, T> {
                     tag.trim() == "*" || document::version(tag) == Some(e.timestamp)
                 })
             });
-        let fail = |status: u16| {
-            Ok(Outcome {
-                status,
-                entity: None,
-            })
-        };
+        let fail = |status: u16| Ok(Outcome::bare(status));
         let before = current.map(|e| e.timestamp);
         let body = || {
             let body = operation.get("resourceBody").unwrap_or(&Json::Null);
             let elsewhere = "An operation's document has another partition key than the batch's.";
-            document_in(&body.to_string(), (paths, partition), elsewhere)
+            // Parsed with the batch, within its nesting bound.
+            placed(
+                document::resource_of(body.clone())?,
+                (paths, partition),
+                elsewhere,
+            )
         };
         match kind.as_str() {
             "read" => match current {
                 None => fail(404),
                 Some(_) if !holds(condition, current) => fail(412),
-                Some(e) if unchanged => Ok(Outcome {
-                    status: 304,
-                    entity: Some(e.clone()),
-                }),
-                Some(e) => Ok(Outcome {
-                    status: 200,
-                    entity: Some(e.clone()),
-                }),
+                Some(e) if unchanged => Ok(Outcome::read(304, e)),
+                Some(e) => Ok(Outcome::read(200, e)),
             },
             "create" => {
                 // A body that is no document of this partition refuses the whole batch.
                 let resource = body()?;
                 match current {
                     Some(_) => fail(409),
-                    None => Ok(Outcome {
-                        status: 201,
-                        entity: Some(self.entity(partition, id, before, &resource)),
-                    }),
+                    None => Ok(self.written(201, (partition, id), before, resource)),
                 }
             }
             "upsert" | "replace" => {
@@ -199,20 +213,14 @@ impl<T: Tables> Front<'_, T> {
                     (_, _) if condition_fails(condition, current) => fail(412),
                     (_, found) => {
                         let status = if found.is_some() { 200 } else { 201 };
-                        Ok(Outcome {
-                            status,
-                            entity: Some(self.entity(partition, id, before, &resource)),
-                        })
+                        Ok(self.written(status, (partition, id), before, resource))
                     }
                 }
             }
             "delete" => match current {
                 None => fail(404),
                 Some(_) if !holds(condition, current) => fail(412),
-                Some(_) => Ok(Outcome {
-                    status: 204,
-                    entity: None,
-                }),
+                Some(_) => Ok(Outcome::bare(204)),
             },
             "patch" => {
                 let Some(found) = current else {
@@ -238,10 +246,7 @@ impl<T: Tables> Front<'_, T> {
         (partition, id): (&str, &str),
         paths: &[String],
     ) -> Result<Outcome, Failure> {
-        let failed = |status| Outcome {
-            status,
-            entity: None,
-        };
+        let failed = Outcome::bare;
         let body = operation
             .get("resourceBody")
             .map(Json::to_string)
@@ -263,11 +268,24 @@ impl<T: Tables> Front<'_, T> {
         let patched = crate::patch::apply(&json_of(found), &operations, paths)
             .and_then(|patched| crate::ttl::check_item(&patched).map(|()| patched));
         match patched {
-            Ok(patched) => Ok(Outcome {
-                status: 200,
-                entity: Some(self.entity(partition, id, Some(found.timestamp), &patched)),
-            }),
+            Ok(patched) => Ok(self.written(200, (partition, id), Some(found.timestamp), patched)),
             Err(_) => Ok(failed(400)),
+        }
+    }
+
+    /// The outcome of writing `document` as `id` of `partition` (`before` the version it
+    /// replaces).
+    fn written(
+        &self,
+        status: u16,
+        (partition, id): (&str, &str),
+        before: Option<ifmatch_table::DateTime>,
+        document: Map<String, Json>,
+    ) -> Outcome {
+        Outcome {
+            status,
+            entity: Some(self.entity(partition, id, before, &document)),
+            document: Some(document),
         }
     }
 }
@@ -310,12 +328,13 @@ fn version(entity: &Option<Entity>) -> Option<ifmatch_table::DateTime> {
 fn results(
     db: &str,
     coll: &str,
-    outcomes: &[Outcome],
+    outcomes: Vec<Outcome>,
     failed: Option<usize>,
     count: usize,
 ) -> Done {
+    let mut outcomes = outcomes.into_iter();
     let results: Vec<Json> = (0..count)
-        .map(|i| match (outcomes.get(i), failed) {
+        .map(|i| match (outcomes.next(), failed) {
             (Some(outcome), Some(f)) if f == i => result(db, coll, outcome, false),
             (Some(outcome), None) => result(db, coll, outcome, true),
             _ => json!({ "statusCode": 424, "requestCharge": 1.0 }),
@@ -331,12 +350,13 @@ fn results(
 
 /// One operation's result: its status, and, when `written` stands, the document's tag and
 /// body (not the body of a 304).
-pub(super) fn result(db: &str, coll: &str, outcome: &Outcome, written: bool) -> Json {
+pub(super) fn result(db: &str, coll: &str, outcome: Outcome, written: bool) -> Json {
     let mut result = json!({ "statusCode": outcome.status, "requestCharge": 1.0 });
     if written && let Some(entity) = &outcome.entity {
         result["eTag"] = document::etag(entity.timestamp).into();
         if outcome.status != 304 {
-            result["resourceBody"] = document_json(db, coll, entity);
+            let json = outcome.document.unwrap_or_else(|| json_of(entity));
+            result["resourceBody"] = document_json_of(db, coll, entity, json);
         }
     }
     result

@@ -34,7 +34,10 @@ impl<T: Tables> Front<'_, T> {
                 json!({ "statusCode": 424, "requestCharge": 1.0 })
             } else {
                 match self.alone(&table, rules, operation, asked).await {
-                    Ok(outcome) => result(db, coll, &outcome, outcome.status < 400),
+                    Ok(outcome) => {
+                        let written = outcome.status < 400;
+                        result(db, coll, outcome, written)
+                    }
                     Err(refused) => json!({
                         "statusCode": refused.status(), "requestCharge": 1.0, "message": refused.message,
                     }),

@@ -162,7 +162,11 @@ impl<T: Tables> Front<'_, T> {
                 }
                 let patched = crate::patch::apply(&json_of(current), &operations, fixed)?;
                 ttl::check_item(&patched)?;
-                if Json::Object(patched.clone()).to_string().len() > MAX_DOCUMENT {
+                if serde_json::to_vec(&patched)
+                    .expect("a JSON map serializes")
+                    .len()
+                    > MAX_DOCUMENT
+                {
                     return Err(too_large());
                 }
                 Ok(Some(patched))
@@ -278,10 +282,20 @@ pub(super) fn written_answer(db: &str, coll: &str, written: Option<Entity>) -> D
 }
 
 pub(crate) fn document_json(db: &str, coll: &str, entity: &Entity) -> Json {
+    document_json_of(db, coll, entity, json_of(entity))
+}
+
+/// [`document_json`] of `entity` whose stored JSON, `json`, is already read.
+pub(crate) fn document_json_of(
+    db: &str,
+    coll: &str,
+    entity: &Entity,
+    json: Map<String, Json>,
+) -> Json {
     let id = &entity.row_key;
     let link = format!("dbs/{db}/colls/{coll}/docs/{id}");
     let rid = rid(&[db, coll, &entity.partition_key, id]);
-    let mut json = document::with_system(json_of(entity), &link, &rid, entity.timestamp);
+    let mut json = document::with_system(json, &link, &rid, entity.timestamp);
     json.insert("_attachments".into(), "attachments/".into());
     Json::Object(json)
 }

@@ -53,7 +53,7 @@ use serde_json::{Map, Value as Json};
 
 use self::answers::Answered;
 pub(crate) use self::place::{
-    Scope, digest, document_in, documents_table, id_of, key, rid, stored_key_of,
+    Scope, digest, document_in, documents_table, id_of, key, placed, rid, stored_key_of,
 };
 use self::turns::Commits;
 use crate::address::{Address, Scripts};
@@ -293,7 +293,7 @@ impl<T: Tables> Front<'_, T> {
         resource: &Map<String, Json>,
     ) -> Entity {
         let at = self.clock.stamp(self.now, before);
-        let json = Json::Object(resource.clone()).to_string();
+        let json = serde_json::to_string(resource).expect("a JSON map serializes");
         Entity::new(partition, id, at, [(JSON, Value::String(json))])
     }
 
@@ -306,6 +306,21 @@ impl<T: Tables> Front<'_, T> {
         match self.tables.get(table, &key(partition, id)).await {
             Ok(found) => Ok(found),
             Err(TableError::TableNotFound(_)) => Ok(None),
+            Err(error) => Err(backend(error)),
+        }
+    }
+
+    /// The documents `ids` of `partition` in `table`, in their order, read at once.
+    pub(crate) async fn get_many(
+        &self,
+        table: &str,
+        partition: &str,
+        ids: &[&str],
+    ) -> Result<Vec<Option<Entity>>, Failure> {
+        let keys: Vec<_> = ids.iter().map(|id| key(partition, id)).collect();
+        match self.tables.get_many(table, &keys).await {
+            Ok(found) => Ok(found),
+            Err(TableError::TableNotFound(_)) => Ok(vec![None; ids.len()]),
             Err(error) => Err(backend(error)),
         }
     }

@@ -32,7 +32,19 @@ pub(crate) fn document_in(
     (paths, partition): (&[String], &str),
     elsewhere: &str,
 ) -> Result<Map<String, Json>, Failure> {
-    let resource = document::resource(text.as_bytes())?;
+    placed(
+        document::resource(text.as_bytes())?,
+        (paths, partition),
+        elsewhere,
+    )
+}
+
+/// [`document_in`] of a resource already read.
+pub(crate) fn placed(
+    resource: Map<String, Json>,
+    (paths, partition): (&[String], &str),
+    elsewhere: &str,
+) -> Result<Map<String, Json>, Failure> {
     ttl::check_item(&resource)?;
     if stored_key_of(&resource, paths)? != partition {
         return Err(bad_request(elsewhere));
