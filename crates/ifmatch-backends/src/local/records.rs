@@ -492,7 +492,13 @@ mod tests {
     }
 
     async fn open_with_container(path: &std::path::Path) -> LocalRecords {
-        let records = LocalRecords::new(DataDir::open(path).unwrap(), 100, INLINE_MAX).unwrap();
+        open_caching(path, 100).await
+    }
+
+    /// The records under `path`, caching up to `capacity`, with the container `c`.
+    async fn open_caching(path: &std::path::Path, capacity: u64) -> LocalRecords {
+        let records =
+            LocalRecords::new(DataDir::open(path).unwrap(), capacity, INLINE_MAX).unwrap();
         let when = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
         let record = Record::container(strong_etag(b"c"), when).with_generation(1);
         let _ = records
@@ -520,6 +526,16 @@ mod tests {
         fs::remove_dir_all(data.join("containers")).unwrap();
         copy_dir(checkpointed, &data.join("containers"));
         fs::write(data.join("journal"), journal).unwrap();
+    }
+
+    /// A scan of the container `c`, up to 100 blobs.
+    fn all_of_c() -> Scan<'static> {
+        Scan {
+            container: "c",
+            prefix: "",
+            from: "",
+            limit: 100,
+        }
     }
 
     fn blob(n: u64) -> Key {
@@ -582,12 +598,7 @@ mod tests {
             assert_eq!(generation(blob(n)).await, expected, "k{n}");
             assert_eq!(generation(blob(100 + n)).await, Some(1), "k{}", 100 + n);
         }
-        let scan = Scan {
-            container: "c",
-            prefix: "",
-            from: "",
-            limit: 100,
-        };
+        let scan = all_of_c();
         assert_eq!(records.list(scan).await.unwrap().len(), 30);
     }
 
@@ -673,12 +684,7 @@ mod tests {
             let exists = records.get(&container).await.unwrap().is_some();
             assert_eq!(exists, again);
             if again {
-                let scan = Scan {
-                    container: "c",
-                    prefix: "",
-                    from: "",
-                    limit: 100,
-                };
+                let scan = all_of_c();
                 let names: Vec<_> = records.list(scan).await.unwrap();
                 let names: Vec<_> = names.into_iter().map(|(name, _)| name).collect();
                 assert_eq!(names, ["k7"]);
@@ -725,15 +731,8 @@ mod tests {
     #[tokio::test]
     async fn updates_are_held_until_a_checkpoint_and_read_from_there() {
         let dir = tempfile::tempdir().unwrap();
-        let open = || LocalRecords::new(DataDir::open(dir.path()).unwrap(), 0, INLINE_MAX).unwrap();
-        let records = open();
-        let when = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let records = open_caching(dir.path(), 0).await;
         let container = Key::Container("c".into());
-        let record = Record::container(strong_etag(b"c"), when).with_generation(1);
-        records
-            .put(&container, &record, PutMode::Create)
-            .await
-            .unwrap();
         for n in 0..3 {
             records
                 .put(&blob(n), &counter(1), PutMode::Create)
@@ -761,12 +760,7 @@ mod tests {
             .await
             .unwrap();
         records.delete(&blob(2), 5).await.unwrap();
-        let scan = Scan {
-            container: "c",
-            prefix: "",
-            from: "",
-            limit: 100,
-        };
+        let scan = all_of_c();
         let listed: Vec<_> = records.list(scan).await.unwrap();
         let listed: Vec<_> = listed
             .iter()
@@ -774,7 +768,7 @@ mod tests {
             .collect();
         assert_eq!(listed, [("k0", 5), ("k1", 6)]);
         drop(records);
-        let records = open();
+        let records = open_caching(dir.path(), 0).await;
         let path = |n| records.inner.dir.record_path(&blob(n));
         let on_disk = |n| {
             let file = read_record::<BlobFile>(&path(n)).unwrap();
@@ -913,15 +907,8 @@ mod tests {
     #[tokio::test]
     async fn the_cache_counts_kept_bytes_against_its_capacity() {
         let dir = tempfile::tempdir().unwrap();
-        let records =
-            LocalRecords::new(DataDir::open(dir.path()).unwrap(), 100, INLINE_MAX).unwrap();
+        let records = open_with_container(dir.path()).await;
         let when = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
-        let container = Key::Container("c".into());
-        let record = Record::container(strong_etag(b"c"), when).with_generation(1);
-        records
-            .put(&container, &record, PutMode::Create)
-            .await
-            .unwrap();
         let records = &records;
         let fill = |keep: usize| async move {
             for n in 0..100 {
