@@ -30,7 +30,7 @@ pub const INLINE_MAX: u64 = 4096;
 
 /// Records in files of two slots, with a compare-and-swap per key and a moka cache in front:
 /// an update of a record is an entry in the journal, synced with the others that arrive with
-/// it, then one write in place.
+/// it, then held in memory (where reads look first) until the checkpoint writes it in place.
 ///
 /// The cache is exact, not a guess: this process is the only writer of the directory (the
 /// lock), every write goes through the key's stripe lock and updates the cache under it, and a
