@@ -24,14 +24,14 @@
 //!
 //! A checkpoint writes the held updates to their files, makes the record files durable
 //! (`syncfs`) and then starts a new generation in the header: the entries before it are passed
-//! over from then on, and their room is written again. The held updates are bounded by the
-//! entries that journaled them. One runs when the journal passes [`CHECKPOINT_AT`], when the records are closed, and
-//! when the server starts, after replaying what the last run journaled: every whole entry of
-//! the header's generation, in order, each put written whole over its file and each delete
-//! (of a record, of a container's directory) done again, the last entry of each file alone
-//! (applying one twice leaves what applying it once does). A crash in the middle of
-//! a group leaves a torn tail whose checksum fails: replay stops there, and none of that
-//! group's commits was acknowledged.
+//! over from then on, and their room is written again (so the held updates take no more memory
+//! than the entries that journaled them). One runs when the journal passes [`CHECKPOINT_AT`],
+//! when the records are closed, and when the server starts, after replaying what the last run
+//! journaled: every whole entry of the header's generation, in order, each put written whole
+//! over its file and each delete (of a record, of a container's directory) done again, the
+//! last entry of each file alone (applying one twice leaves what applying it once does). A
+//! crash in the middle of a group leaves a torn tail whose checksum fails: replay stops there,
+//! and none of that group's commits was acknowledged.
 //!
 //! A full disk: a slot written in place needs no new block, and the journal's room is written
 //! again after a checkpoint; when even that fails, the journal is checkpointed and the group's
@@ -145,7 +145,7 @@ impl Journal {
         lock(&self.held).get(path).cloned()
     }
 
-    /// Commits `change`: answered once its entry is durable and the file changed.
+    /// Commits `change`: answered once its entry is durable and it is settled (seen by reads).
     pub(super) async fn commit(&self, change: Change) -> Answer {
         let (answer, answered) = oneshot::channel();
         self.send((change, answer))?;
@@ -335,9 +335,10 @@ impl JournalFile {
                 let mut held = lock(&self.held);
                 // Every update of a file until the checkpoint goes to the slot that does not
                 // hold its durable copy: the checkpoint's one write there never tears that copy.
-                let slot = match held.contains_key(&path) {
-                    true => current.next_in_place(),
-                    false => current.next(),
+                let slot = if held.contains_key(&path) {
+                    current.next_in_place()
+                } else {
+                    current.next()
                 };
                 held.insert(path, (payload, slot));
                 Ok(Some(slot))
@@ -356,7 +357,9 @@ impl JournalFile {
     }
 
     /// Writes the held updates of the files `which` picks to their slots, unsynced; each is
-    /// no longer held once written (a reader finds it in the file from then on).
+    /// no longer held once written (a reader finds it in the file from then on). A file that
+    /// is gone (removed behind the server's back) takes its held update with it, as an update
+    /// written to it at once failed, and stops no checkpoint: the others are written.
     fn write_held(&self, which: impl Fn(&Path) -> bool) -> io::Result<()> {
         let paths: Vec<PathBuf> = lock(&self.held)
             .keys()
@@ -366,8 +369,14 @@ impl JournalFile {
         for path in paths {
             let mut held = lock(&self.held);
             if let Some((payload, slot)) = held.get(&path) {
-                record_file::write(&path, *slot, payload, false)
-                    .map_err(|(Failed::Before(e) | Failed::During(e))| e)?;
+                match record_file::write(&path, *slot, payload, false) {
+                    Ok(()) => {}
+                    Err(Failed::Before(e)) if e.kind() == io::ErrorKind::NotFound => {
+                        let record = path.display();
+                        tracing::error!(%record, "a record file with an update to write is gone");
+                    }
+                    Err(Failed::Before(e) | Failed::During(e)) => return Err(e),
+                }
                 held.remove(&path);
             }
         }

@@ -801,6 +801,34 @@ mod tests {
         );
     }
 
+    /// A record file removed behind the server's back while an update of it is held does not
+    /// stop the checkpoint (which would leave the journal refusing every commit after it): the
+    /// other held updates are written and the journal starts its next generation.
+    #[tokio::test]
+    async fn a_held_records_file_gone_stops_no_checkpoint() {
+        let dir = tempfile::tempdir().unwrap();
+        let records = open_with_container(dir.path()).await;
+        for n in 0..2 {
+            let (key, update) = (blob(n), PutMode::Update(1));
+            records
+                .put(&key, &counter(1), PutMode::Create)
+                .await
+                .unwrap();
+            records.put(&key, &counter(2), update).await.unwrap();
+        }
+        fs::remove_file(records.inner.dir.record_path(&blob(0))).unwrap();
+        // Closing checkpoints.
+        drop(records);
+        let replayed = crate::local::journal::recover(dir.path()).unwrap();
+        assert_eq!(
+            replayed, 0,
+            "the checkpoint went through: nothing left to replay"
+        );
+        let records = open_with_container(dir.path()).await;
+        assert_eq!(records.get(&blob(0)).await.unwrap(), None);
+        assert_eq!(records.get(&blob(1)).await.unwrap().unwrap().generation, 2);
+    }
+
     /// A checkpoint starts a new generation: the entries before it, still in the journal's
     /// room, are never replayed again (a blob deleted since stays deleted).
     #[tokio::test]
