@@ -20,7 +20,7 @@ use crate::error_code::ErrorCode;
 use crate::lease::{Access, Scope};
 use crate::operation::FindOptions;
 use crate::precondition;
-use crate::store::{Key, Objects, Records, Scan};
+use crate::store::{Key, Objects, Records, Scan, StoreError};
 use crate::tags;
 
 /// The most blob records one Find Blobs by Tags reads, in scans of `FIND_SCAN`: a page of a
@@ -132,7 +132,13 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     from: &from,
                     limit,
                 };
-                let scanned = self.records.list(scan).await?;
+                let scanned = match self.records.list(scan).await {
+                    Ok(scanned) => scanned,
+                    // Deleted since the account's containers were listed: a search across
+                    // them passes over it, as it would had it looked a moment later.
+                    Err(StoreError::ContainerNotFound) if within.is_none() => break,
+                    Err(error) => return Err(error.into()),
+                };
                 let ended = scanned.len() < limit;
                 for (blob, record) in scanned {
                     read += 1;
