@@ -4,7 +4,6 @@
 // virtual environment the test command makes) and the JS SDK (@azure/storage-blob).
 
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { constants as cryptoConstants, generateKeyPairSync, sign as cryptoSign } from "node:crypto";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer as createHttpServer } from "node:http";
@@ -19,11 +18,11 @@ import {
   StorageSharedKeyCredential,
   generateBlobSASQueryParameters,
 } from "@azure/storage-blob";
+import { python, run } from "./programs.mjs";
 import { jsPatterns } from "./sdk.mjs";
 import { DEV_KEY, startNative, startNativeOverBucket, startWorker } from "./targets.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
-const python = process.env.IFMATCH_PYTHON ?? join(here, "../../.venv/bin/python");
 const patterns = join(here, "../../tests/sdk/patterns.py");
 // The Rust client's coordination patterns (examples/patterns.rs, built by the test command).
 const rustPatterns = process.env.IFMATCH_PATTERNS ?? join(here, "../../target/debug/examples/patterns");
@@ -38,21 +37,6 @@ function runPython(connection) {
 
 // The Azure CLI, in a virtual environment of its own (scripts/test makes it: it is large).
 const az = process.env.IFMATCH_AZ ?? join(here, "../../target/az-venv/bin/az");
-
-function run(program, args) {
-  return runWith(program, args, {});
-}
-
-function runWith(program, args, env) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(program, args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } });
-    let out = "";
-    child.stdout.on("data", (d) => (out += d));
-    child.stderr.on("data", (d) => (out += d));
-    child.on("error", reject);
-    child.on("close", (code) => resolve({ code, out }));
-  });
-}
 
 // Over a bucket (moto's S3 server) the whole suite takes two minutes, most of it the bucket's
 // round trips: every run takes the JS SDK's data protection checks there (the Python SDK's run
@@ -140,7 +124,7 @@ for (const [name, start, full] of [
       const dir = mkdtempSync(join(tmpdir(), "az-"));
       writeFileSync(join(dir, "a.txt"), "hello az\n");
       const call = async (...args) => {
-        const { code, out } = await runWith(az, [...args, "--connection-string", connection], {
+        const { code, out } = await run(az, [...args, "--connection-string", connection], {
           AZURE_CORE_COLLECT_TELEMETRY: "false",
           AZURE_CORE_ONLY_SHOW_ERRORS: "true",
           AZURE_CONFIG_DIR: dir,
@@ -200,7 +184,7 @@ describe("the JS SDKs over HTTPS (ifmatch serve --https)", () => {
       `TableEndpoint=${endpoint(server.tableOrigin)};`;
     const client = join(here, "https-client.mjs");
     const args = [client, connection, `${server.cosmosOrigin}/`, JSON.stringify(tokens())];
-    const { code, out } = await runWith(process.execPath, args, {
+    const { code, out } = await run(process.execPath, args, {
       NODE_EXTRA_CA_CERTS: server.certificate,
     });
     assert.equal(code, 0, out);
@@ -220,7 +204,7 @@ describe("the JS SDKs over HTTPS (ifmatch serve --https)", () => {
         `BlobEndpoint=${endpoint(worker.origin)};QueueEndpoint=${endpoint(worker.queueOrigin)};` +
         `TableEndpoint=${endpoint(worker.tableOrigin)};`;
       const args = [join(here, "https-client.mjs"), connection, `${worker.cosmosOrigin}/`, JSON.stringify(tokens())];
-      const { code, out } = await runWith(process.execPath, args, {
+      const { code, out } = await run(process.execPath, args, {
         NODE_EXTRA_CA_CERTS: server.certificate,
       });
       assert.equal(code, 0, out);
