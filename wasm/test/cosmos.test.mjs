@@ -15,22 +15,13 @@ import { createHmac } from "node:crypto";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { run, runPython } from "./programs.mjs";
+import { failure } from "./rejects.mjs";
 import { startNative, startWorker } from "./targets.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 
 const KEY =
   "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw==";
-
-/** The error `promise` rejects with (it must reject). */
-async function failure(promise) {
-  try {
-    await promise;
-  } catch (error) {
-    return error;
-  }
-  assert.fail("it succeeded");
-}
 
 for (const [name, start] of [
   ["native ifmatch serve", startNative],

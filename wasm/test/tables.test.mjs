@@ -18,6 +18,7 @@ import {
 import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
 import { python, runPython } from "./programs.mjs";
+import { failure } from "./rejects.mjs";
 import { DEV_KEY, startNative, startWorker } from "./targets.mjs";
 
 // The legacy package (the last version with updateEntity), as the classic Node example uses it.
@@ -27,16 +28,6 @@ const ACCOUNT = "devstoreaccount1";
 const connectionString = (server) =>
   `DefaultEndpointsProtocol=http;AccountName=${ACCOUNT};AccountKey=${DEV_KEY};` +
   `BlobEndpoint=${server.origin}/${ACCOUNT};TableEndpoint=${server.tableOrigin}/${ACCOUNT};`;
-
-/** The error `promise` rejects with (it must reject). */
-async function failure(promise) {
-  try {
-    await promise;
-  } catch (error) {
-    return error;
-  }
-  assert.fail("it succeeded");
-}
 
 for (const [name, start] of [
   ["native ifmatch serve", startNative],
