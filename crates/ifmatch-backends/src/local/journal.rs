@@ -39,6 +39,7 @@
 //! `fdatasync`), so a counter or a lease still updates with the disk full.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
@@ -332,15 +333,16 @@ impl JournalFile {
                 payload,
                 current: Some(current),
             } if staged.is_none() && !durably => {
-                let mut held = lock(&self.held);
                 // Every update of a file until the checkpoint goes to the slot that does not
                 // hold its durable copy: the checkpoint's one write there never tears that copy.
-                let slot = if held.contains_key(&path) {
-                    current.next_in_place()
-                } else {
-                    current.next()
+                let slot = match lock(&self.held).entry(path) {
+                    Entry::Occupied(mut held) => {
+                        let slot = current.next_in_place();
+                        held.insert((payload, slot));
+                        slot
+                    }
+                    Entry::Vacant(free) => free.insert((payload, current.next())).1,
                 };
-                held.insert(path, (payload, slot));
                 Ok(Some(slot))
             }
             // Its committer reads the records in it once it has renamed it out of sight.
