@@ -29,6 +29,8 @@ const NAMES: TableDefinition<'static, &str, ()> = TableDefinition::new("tables")
 
 /// A table's entities, under the redb table `t/{name}`.
 type Entities<'a> = TableDefinition<'a, (&'static str, &'static str), &'static [u8]>;
+/// A table's entities, open for reading.
+type ReadEntities = redb::ReadOnlyTable<(&'static str, &'static str), &'static [u8]>;
 
 /// The most commits one transaction carries.
 const MOST_GROUPED: usize = 128;
@@ -174,8 +176,8 @@ impl Tables for LocalTables {
     /// task switches, most of a small request's CPU (docs/figures.md). Scans, which read up to
     /// a page of entities, and commits, which sync, go to the pool.
     async fn get(&self, table: &str, key: &EntityKey) -> Result<Option<Entity>, TableError> {
-        let found = self.get_many(table, std::slice::from_ref(key)).await?;
-        Ok(found.into_iter().next().flatten())
+        let tx = self.db.begin_read().map_err(failed)?;
+        entity_at(&open_read(&tx, table)?, key)
     }
 
     async fn get_many(
@@ -185,11 +187,7 @@ impl Tables for LocalTables {
     ) -> Result<Vec<Option<Entity>>, TableError> {
         let tx = self.db.begin_read().map_err(failed)?;
         let entities = open_read(&tx, table)?;
-        let get = |key: &EntityKey| {
-            let found = (entities.get((key.0.as_str(), key.1.as_str()))).map_err(failed)?;
-            found.map(|bytes| decode(bytes.value())).transpose()
-        };
-        keys.iter().map(get).collect()
+        keys.iter().map(|key| entity_at(&entities, key)).collect()
     }
 
     async fn scan(&self, table: &str, scan: Scan<'_>) -> Result<Vec<Entity>, TableError> {
@@ -341,11 +339,14 @@ fn apply(
     Ok(Ok(()))
 }
 
+/// The entity under `key` in `entities`, if there is one.
+fn entity_at(entities: &ReadEntities, key: &EntityKey) -> Result<Option<Entity>, TableError> {
+    let found = (entities.get((key.0.as_str(), key.1.as_str()))).map_err(failed)?;
+    found.map(|bytes| decode(bytes.value())).transpose()
+}
+
 /// `table`'s entities for reading; `TableNotFound` when it is not there.
-fn open_read(
-    tx: &redb::ReadTransaction,
-    table: &str,
-) -> Result<redb::ReadOnlyTable<(&'static str, &'static str), &'static [u8]>, TableError> {
+fn open_read(tx: &redb::ReadTransaction, table: &str) -> Result<ReadEntities, TableError> {
     let names = match tx.open_table(NAMES) {
         Ok(names) => names,
         Err(redb::TableError::TableDoesNotExist(_)) => {
