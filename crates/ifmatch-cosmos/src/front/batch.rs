@@ -99,17 +99,17 @@ impl<T: Tables> Front<'_, T> {
             // their time to live), and the documents as the batch leaves them so far.
             let found = self.get_many(table, partition, &named).await?;
             let read: BTreeMap<&str, Option<Entity>> = named.iter().copied().zip(found).collect();
-            let mut now: BTreeMap<String, Option<Entity>> = (read.iter())
-                .map(|(id, found)| (id.to_string(), self.live(policies, found.clone())))
-                .collect();
-            let live: BTreeMap<String, _> = (now.iter())
-                .map(|(id, current)| (id.clone(), version(current)))
-                .collect();
+            let (mut now, mut live) = (BTreeMap::new(), BTreeMap::new());
+            for (&id, found) in &read {
+                let current = self.live(policies, found.clone());
+                live.insert(id, version(&current));
+                now.insert(id, current);
+            }
             let mut outcomes = Vec::new();
             for (index, operation) in operations.iter().enumerate() {
-                let id = ids[index].clone()?;
-                let current = now.get(&id).and_then(Option::as_ref);
-                let outcome = self.decide(operation, &id, current, partition, paths)?;
+                let id = ids[index].as_deref().map_err(Failure::clone)?;
+                let current = now.get(id).and_then(Option::as_ref);
+                let outcome = self.decide(operation, id, current, partition, paths)?;
                 if outcome.status >= 400 {
                     outcomes.push(outcome);
                     return Ok((outcomes, Some(index)));
@@ -130,9 +130,9 @@ impl<T: Tables> Front<'_, T> {
                 .into_iter()
                 .filter(|(id, after)| live.get(id) != Some(&version(after)))
                 .map(|(id, after)| {
-                    let before = read.get(id.as_str()).and_then(Option::as_ref);
+                    let before = read.get(id).and_then(Option::as_ref);
                     let change = Change {
-                        key: key(partition, &id),
+                        key: key(partition, id),
                         expected: before
                             .map_or(Expected::Absent, |e| Expected::Version(e.timestamp)),
                         write: after,
