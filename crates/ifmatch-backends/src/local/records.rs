@@ -538,6 +538,12 @@ mod tests {
         }
     }
 
+    /// The generation the record file of `blob(n)` holds on disk (not what the journal holds).
+    fn on_disk_of(records: &LocalRecords, n: u64) -> Option<u64> {
+        let file = read_record::<BlobFile>(&records.inner.dir.record_path(&blob(n))).unwrap();
+        file.map(|(file, _)| file.record.generation)
+    }
+
     fn blob(n: u64) -> Key {
         Key::Blob("c".into(), format!("k{n}"))
     }
@@ -743,11 +749,7 @@ mod tests {
                 records.put(&blob(n), &counter(g), update).await.unwrap();
             }
         }
-        let path = |n| records.inner.dir.record_path(&blob(n));
-        let on_disk = |n| {
-            let file = read_record::<BlobFile>(&path(n)).unwrap();
-            file.map(|(file, _)| file.record.generation)
-        };
+        let on_disk = |n| on_disk_of(&records, n);
         assert_eq!(on_disk(0), Some(1), "held, not written");
         assert_eq!(records.get(&blob(0)).await.unwrap().unwrap().generation, 5);
         let stale = records.put(&blob(1), &counter(6), PutMode::Update(4)).await;
@@ -769,18 +771,14 @@ mod tests {
         assert_eq!(listed, [("k0", 5), ("k1", 6)]);
         drop(records);
         let records = open_caching(dir.path(), 0).await;
-        let path = |n| records.inner.dir.record_path(&blob(n));
-        let on_disk = |n| {
-            let file = read_record::<BlobFile>(&path(n)).unwrap();
-            file.map(|(file, _)| file.record.generation)
-        };
+        let on_disk = |n| on_disk_of(&records, n);
         assert_eq!(
             (on_disk(0), on_disk(1), on_disk(2)),
             (Some(5), Some(6), None)
         );
         // Four updates held, one write: to the slot that did not hold the durable copy, which
         // a write torn there would leave.
-        let mut torn = fs::read(path(0)).unwrap();
+        let mut torn = fs::read(records.inner.dir.record_path(&blob(0))).unwrap();
         let half = torn.len() / 2;
         torn[half + 60] ^= 0x20;
         let (payload, _) = record_file::read(&torn).unwrap();
