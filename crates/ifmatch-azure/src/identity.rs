@@ -324,7 +324,7 @@ impl Identity {
     }
 }
 
-/// The signatures a native build checks (aws-lc-rs); none otherwise, until the host gives
+/// The signatures a native build checks (ring); none otherwise, until the host gives
 /// its own ([`Identity::with_signatures`]).
 fn native_signatures() -> Option<Arc<dyn Signatures>> {
     #[cfg(feature = "tokens")]

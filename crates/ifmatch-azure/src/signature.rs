@@ -1,7 +1,6 @@
 //! A token's signature as the host's cryptography checks it: what is to be checked
 //! ([`Signed`]: the algorithm, the trusted key, the signed text, the signature) and who checks
-//! it ([`Signatures`]): aws-lc-rs through `jsonwebtoken` natively ([`NativeSignatures`], feature
-//! `tokens`), WebCrypto on the Worker (which checks ahead, asynchronously, what
+//! it ([`Signatures`]): `ring` natively ([`NativeSignatures`], feature `tokens`), WebCrypto on the Worker (which checks ahead, asynchronously, what
 //! [`Identity::signed`](crate::identity::Identity::signed) names). What a token claims is
 //! [`crate::token`]'s.
 
@@ -113,7 +112,7 @@ pub trait Signatures: Send + Sync + fmt::Debug {
     fn verified(&self, signed: &Signed) -> bool;
 }
 
-/// Signatures checked by aws-lc-rs, through `jsonwebtoken`.
+/// Signatures checked by `ring` (the TLS stack's cryptography on native hosts).
 #[cfg(feature = "tokens")]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NativeSignatures;
@@ -123,25 +122,42 @@ impl Signatures for NativeSignatures {
     fn verified(&self, signed: &Signed) -> bool {
         use base64::Engine;
         use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-        use jsonwebtoken::Algorithm as A;
-        let alg = match signed.alg {
-            Algorithm::RS256 => A::RS256,
-            Algorithm::RS384 => A::RS384,
-            Algorithm::RS512 => A::RS512,
-            Algorithm::PS256 => A::PS256,
-            Algorithm::PS384 => A::PS384,
-            Algorithm::PS512 => A::PS512,
-            Algorithm::ES256 => A::ES256,
-            Algorithm::ES384 => A::ES384,
+        use ring::signature as s;
+        if !signed.alg.fits(&signed.key) {
+            return false;
+        }
+        let part = |name: &str| {
+            (signed.key[name].as_str()).and_then(|text| URL_SAFE_NO_PAD.decode(text).ok())
         };
-        let Ok(key) = serde_json::from_value::<jsonwebtoken::jwk::Jwk>(signed.key.clone()) else {
+        let (input, signature) = (signed.input.as_bytes(), signed.signature.as_slice());
+        let rsa = match signed.alg {
+            Algorithm::ES256 | Algorithm::ES384 => {
+                let (curve, size) = match signed.alg {
+                    Algorithm::ES256 => (&s::ECDSA_P256_SHA256_FIXED, 32),
+                    _ => (&s::ECDSA_P384_SHA384_FIXED, 48),
+                };
+                let (Some(x), Some(y)) = (part("x"), part("y")) else {
+                    return false;
+                };
+                if x.len() != size || y.len() != size {
+                    return false;
+                }
+                // The uncompressed point: 4, then x and y.
+                let point = [&[4][..], &x, &y].concat();
+                return s::UnparsedPublicKey::new(curve, point)
+                    .verify(input, signature)
+                    .is_ok();
+            }
+            Algorithm::RS256 => &s::RSA_PKCS1_2048_8192_SHA256,
+            Algorithm::RS384 => &s::RSA_PKCS1_2048_8192_SHA384,
+            Algorithm::RS512 => &s::RSA_PKCS1_2048_8192_SHA512,
+            Algorithm::PS256 => &s::RSA_PSS_2048_8192_SHA256,
+            Algorithm::PS384 => &s::RSA_PSS_2048_8192_SHA384,
+            Algorithm::PS512 => &s::RSA_PSS_2048_8192_SHA512,
+        };
+        let (Some(n), Some(e)) = (part("n"), part("e")) else {
             return false;
         };
-        let Ok(key) = jsonwebtoken::DecodingKey::from_jwk(&key) else {
-            return false;
-        };
-        let signature = URL_SAFE_NO_PAD.encode(&signed.signature);
-        jsonwebtoken::crypto::verify(&signature, signed.input.as_bytes(), &key, alg)
-            .unwrap_or(false)
+        (s::RsaPublicKeyComponents { n, e }.verify(rsa, input, signature)).is_ok()
     }
 }

@@ -184,7 +184,8 @@ impl Client {
     }
 
     fn new(endpoint: &str, credential: Credential) -> Result<Self> {
-        let http = reqwest::Client::builder()
+        let http = crate::https::client_builder()
+            .map_err(|e| Error::Invalid(format!("TLS: {e}")))?
             .no_proxy()
             .connect_timeout(Duration::from_secs(5))
             .timeout(Duration::from_secs(60))

@@ -26,6 +26,7 @@
 mod cache;
 mod client;
 mod error;
+pub mod https;
 mod lease;
 mod queue;
 mod update;

@@ -26,8 +26,8 @@ pub struct HttpOrigins {
 
 impl HttpOrigins {
     /// Reads of the origins `allowed`.
-    pub fn new(allowed: Allowed) -> Result<Self, reqwest::Error> {
-        let client = reqwest::Client::builder()
+    pub fn new(allowed: Allowed) -> anyhow::Result<Self> {
+        let client = ifmatch_client::https::client_builder()?
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(CONNECT)
             .read_timeout(READ)

@@ -30,7 +30,7 @@ impl Certificate {
             .and_then(|certs| certs.collect())
             .map_err(|e| invalid(&cert, e))?;
         let private = PrivateKeyDer::from_pem_file(&key).map_err(|e| invalid(&key, e))?;
-        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut config = ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(std::io::Error::other)?

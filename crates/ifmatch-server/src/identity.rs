@@ -136,7 +136,8 @@ pub async fn keep_keys(identity: Arc<Identity>) {
     if fetched.is_empty() {
         return;
     }
-    let client = reqwest::Client::builder()
+    let client = ifmatch_client::https::client_builder()
+        .expect("the system's root certificates")
         .timeout(Duration::from_secs(10))
         .build()
         .expect("a client");

@@ -276,6 +276,9 @@ struct Serve {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    // The TLS of the object stores' clients (reqwest's, through object_store), which take the
+    // process's provider: ring, as every other TLS of this binary.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     // A script's run is held to its memory by what its thread holds.
     ifmatch_cosmos::script::measure_memory_with(ifmatch_server::allocator::held);
     // With transparent huge pages on `always` (common on servers), the kernel backs each of

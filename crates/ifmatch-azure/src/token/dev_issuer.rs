@@ -1,11 +1,16 @@
 //! The development issuer (`ifmatch token`): a key of the server's own that signs tokens it
-//! trusts, minted by `jsonwebtoken` over aws-lc-rs (native hosts only: the Worker is given
-//! its public keys, never the key).
+//! trusts, minted with `ring` (native hosts only: the Worker is given its public keys, never
+//! the key).
 
 use std::time::{Duration, SystemTime};
 
-use jsonwebtoken::jwk::Jwk;
-use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use ring::rand::SystemRandom;
+use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair};
+use rustls_pki_types::PrivatePkcs8KeyDer;
+use rustls_pki_types::pem::PemObject;
+use sha2::{Digest, Sha256};
 
 use super::{Carried, Claims};
 use crate::auth::unix;
@@ -14,19 +19,32 @@ use crate::identity::{DEV_TENANT, Issuer, dev_issuer};
 /// The development issuer: a key of the server's own (a P-256 key, PKCS#8 PEM) that signs
 /// tokens the server trusts, each carrying the roles it was minted with.
 pub struct DevIssuer {
-    key: EncodingKey,
-    public: Jwk,
+    key: EcdsaKeyPair,
+    /// Its public key as a JWK, named (`kid`) by its thumbprint.
+    public: serde_json::Value,
 }
 
 impl DevIssuer {
     /// The issuer of this private key.
     pub fn from_pem(pem: &[u8]) -> Result<Self, String> {
-        let key = EncodingKey::from_ec_pem(pem)
-            .map_err(|e| format!("the development issuer's key: {e}"))?;
-        let mut public = Jwk::from_encoding_key(&key, Algorithm::ES256)
-            .map_err(|e| format!("the development issuer's key: {e}"))?;
-        let kid = public.thumbprint(jsonwebtoken::jwk::ThumbprintHash::SHA256);
-        public.common.key_id = Some(kid);
+        let fault = |e: &dyn std::fmt::Display| format!("the development issuer's key: {e}");
+        let der = PrivatePkcs8KeyDer::from_pem_slice(pem).map_err(|e| fault(&e))?;
+        let key = EcdsaKeyPair::from_pkcs8(
+            &ECDSA_P256_SHA256_FIXED_SIGNING,
+            der.secret_pkcs8_der(),
+            &SystemRandom::new(),
+        )
+        .map_err(|e| fault(&e))?;
+        // The uncompressed point: 4, then x and y, 32 bytes each.
+        let point = key.public_key().as_ref();
+        let (x, y) = (&point[1..33], &point[33..]);
+        let (x, y) = (URL_SAFE_NO_PAD.encode(x), URL_SAFE_NO_PAD.encode(y));
+        // RFC 7638: the key's required members, in this order, without spaces.
+        let members = format!(r#"{{"crv":"P-256","kty":"EC","x":"{x}","y":"{y}"}}"#);
+        let kid = URL_SAFE_NO_PAD.encode(Sha256::digest(members));
+        let public = serde_json::json!({
+            "kty": "EC", "crv": "P-256", "x": x, "y": y, "alg": "ES256", "kid": kid,
+        });
         Ok(Self { key, public })
     }
 
@@ -42,7 +60,7 @@ impl DevIssuer {
     }
 
     /// Its public key, as a JWK.
-    pub fn public(&self) -> &Jwk {
+    pub fn public(&self) -> &serde_json::Value {
         &self.public
     }
 
@@ -68,8 +86,12 @@ impl DevIssuer {
             sub: Some(principal.to_owned()),
             ifmatch_roles: roles,
         };
-        let mut header = Header::new(Algorithm::ES256);
-        header.kid = self.public.common.key_id.clone();
-        jsonwebtoken::encode(&header, &claims, &self.key).expect("an ES256 key signs")
+        let header = serde_json::json!({"typ": "JWT", "alg": "ES256", "kid": self.public["kid"]});
+        let claims = serde_json::to_vec(&claims).expect("claims serialize");
+        let part = |bytes: &[u8]| URL_SAFE_NO_PAD.encode(bytes);
+        let input = format!("{}.{}", part(header.to_string().as_bytes()), part(&claims));
+        let signature =
+            (self.key.sign(&SystemRandom::new(), input.as_bytes())).expect("a P-256 key signs");
+        format!("{input}.{}", part(signature.as_ref()))
     }
 }

@@ -57,7 +57,7 @@ fn richer(token: &str, now: SystemTime) -> String {
 }
 
 fn kid() -> String {
-    dev().public().common.key_id.clone().unwrap()
+    dev().public()["kid"].as_str().unwrap().to_owned()
 }
 
 #[test]
@@ -324,4 +324,83 @@ fn the_token_a_header_carries_is_found_in_each_services_form() {
     ] {
         assert_eq!(carried(none), None, "{none}");
     }
+}
+
+#[test]
+fn every_algorithm_taken_is_checked_natively_against_another_librarys_signatures() {
+    use crate::signature::{Algorithm, Signed};
+    use jsonwebtoken::Algorithm as J;
+    let rsa = EncodingKey::from_rsa_pem(include_bytes!("test-rsa.pem")).unwrap();
+    let p256 = EncodingKey::from_ec_pem(include_bytes!("test-ec.pem")).unwrap();
+    let p384 = EncodingKey::from_ec_pem(include_bytes!("test-ec384.pem")).unwrap();
+    let cases = [
+        (Algorithm::RS256, J::RS256, &rsa),
+        (Algorithm::RS384, J::RS384, &rsa),
+        (Algorithm::RS512, J::RS512, &rsa),
+        (Algorithm::PS256, J::PS256, &rsa),
+        (Algorithm::PS384, J::PS384, &rsa),
+        (Algorithm::PS512, J::PS512, &rsa),
+        (Algorithm::ES256, J::ES256, &p256),
+        (Algorithm::ES384, J::ES384, &p384),
+    ];
+    let input = "eyJhbGciOiJ4In0.eyJzdWIiOiJwIn0";
+    for (alg, theirs, key) in cases {
+        let public = serde_json::to_value(Jwk::from_encoding_key(key, theirs).unwrap()).unwrap();
+        let signature = jsonwebtoken::crypto::sign(input.as_bytes(), key, theirs).unwrap();
+        let signed = Signed {
+            alg,
+            key: public,
+            input: input.into(),
+            signature: URL_SAFE_NO_PAD.decode(signature).unwrap(),
+        };
+        assert!(NativeSignatures.verified(&signed), "{alg:?}");
+        let mut other = signed.clone();
+        other.input.push('x');
+        assert!(
+            !NativeSignatures.verified(&other),
+            "{alg:?} over another text"
+        );
+        let mut other = signed.clone();
+        other.signature[7] ^= 1;
+        assert!(
+            !NativeSignatures.verified(&other),
+            "{alg:?} with a bit flipped"
+        );
+        // The same signature named by the other family's algorithm, and a key of the wrong
+        // kind or curve: refused, not tried.
+        let mut other = signed.clone();
+        other.alg = match alg {
+            Algorithm::ES256 => Algorithm::ES384,
+            Algorithm::ES384 => Algorithm::RS256,
+            _ => Algorithm::ES256,
+        };
+        assert!(
+            !NativeSignatures.verified(&other),
+            "{alg:?} as {:?}",
+            other.alg
+        );
+    }
+}
+
+#[test]
+fn the_development_issuers_key_is_named_by_its_rfc_7638_thumbprint() {
+    let public: Jwk = serde_json::from_value(dev().public().clone()).unwrap();
+    let theirs = public.thumbprint(jsonwebtoken::jwk::ThumbprintHash::SHA256);
+    assert_eq!(kid(), theirs);
+    assert_eq!(dev().public()["alg"], "ES256");
+    // A token it mints is read by another library with its public key.
+    let now = SystemTime::now();
+    let token = dev().mint(
+        "p",
+        STORAGE,
+        reader(),
+        now,
+        std::time::Duration::from_secs(60),
+    );
+    let key = jsonwebtoken::DecodingKey::from_jwk(&public).unwrap();
+    let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::ES256);
+    validation.set_audience(&[STORAGE]);
+    let read = jsonwebtoken::decode::<serde_json::Value>(&token, &key, &validation).unwrap();
+    assert_eq!(read.claims["oid"], "p");
+    assert_eq!(read.header.kid.as_deref(), Some(kid().as_str()));
 }

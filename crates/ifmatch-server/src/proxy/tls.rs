@@ -49,7 +49,7 @@ impl Tls {
             Some(path) => read_roots(path)?,
             None => Vec::new(),
         };
-        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
         let platform = rustls_platform_verifier::Verifier::new_with_extra_roots(
             roots.iter().cloned(),
             provider.clone(),

@@ -822,7 +822,7 @@ impl TestCertificates {
         use rustls_pki_types::{CertificateDer, PrivateKeyDer};
         let chain = vec![CertificateDer::from_pem_file(&self.cert).unwrap()];
         let key = PrivateKeyDer::from_pem_file(&self.key).unwrap();
-        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .unwrap()
