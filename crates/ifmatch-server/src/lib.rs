@@ -32,9 +32,11 @@ mod serve;
 pub mod tables;
 
 pub use crate::guards::accept::{Limits, bind_threads, raise_descriptor_limit};
+#[cfg(feature = "fleet")]
+pub use ifmatch_backends::bucket;
 pub use ifmatch_backends::local::LocalTables;
 pub use ifmatch_backends::local::{DataDir, INLINE_MAX, LocalObjects, LocalRecords};
-pub use ifmatch_backends::{AnyObjects, AnyRecords, AnyTables, Choice, Sizes, bucket, local};
+pub use ifmatch_backends::{AnyObjects, AnyRecords, AnyTables, Choice, Sizes, local};
 
 pub use crate::observe::ObserveOptions;
 pub use crate::open::{

@@ -522,6 +522,7 @@ fn threads(asked: Option<usize>) -> usize {
 async fn proxy(args: Proxy) -> anyhow::Result<()> {
     let mut limits = args.limits;
     limits.max_connections = ifmatch_server::raise_descriptor_limit(limits.max_connections);
+    #[cfg_attr(not(feature = "fleet"), allow(unused_mut))]
     let mut options = args.options;
     // Bound once the proxy is ready (its disk tier cleared of what a kill left half written),
     // so that whoever sees the port open sees the proxy it serves.
@@ -542,6 +543,7 @@ async fn proxy(args: Proxy) -> anyhow::Result<()> {
             ifmatch_server::proxy::serve_threads(listeners, proxy, limits, shutdown_signal())
                 .await?;
         }
+        #[cfg(feature = "fleet")]
         Some(backend) => {
             options.cache_ttl = options.cache_ttl.or(Some(Duration::from_secs(1)));
             let connection = ifmatch_redis::connect(backend)
@@ -565,6 +567,10 @@ async fn proxy(args: Proxy) -> anyhow::Result<()> {
             ifmatch_server::proxy::serve_threads(listeners, proxy, limits, shutdown_signal())
                 .await?;
         }
+        #[cfg(not(feature = "fleet"))]
+        Some(backend) => anyhow::bail!(
+            "--backend {backend}: this build has no Redis (built without the `fleet` feature)"
+        ),
     }
     tracing::info!("ifmatch stopped");
     Ok(())
