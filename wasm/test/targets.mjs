@@ -82,46 +82,54 @@ async function freePort() {
 export async function startNative({ anonymous = true, args = [], env = {} } = {}) {
   const bin = process.env.IFMATCH_BIN ?? join(root, "../target/debug/ifmatch");
   const data = mkdtempSync(join(tmpdir(), "ifmatch-suite-"));
-  const port = await freePort();
-  const tablePort = await freePort();
-  const cosmosPort = await freePort();
-  const queuePort = await freePort();
-  const child = spawn(
-    bin,
-    [
-      "serve", "--data", data, "--listen", `127.0.0.1:${port}`, "--max-body", String(8 << 20),
-      "--table-listen", `127.0.0.1:${tablePort}`,
-      "--cosmos-listen", `127.0.0.1:${cosmosPort}`,
-      "--queue-listen", `127.0.0.1:${queuePort}`,
-      ...(anonymous ? ["--anonymous"] : []),
-      ...args,
-    ],
-    { stdio: "ignore", env: { ...process.env, ...env } },
-  );
   // Over HTTPS (`--https`) with the certificate it makes under `data/tls`, for `localhost`.
   const https = args.includes("--https");
+  const certificate = join(data, "tls/cert.pem");
+  // The suites start their servers at once: a port `freePort` found free may be another's
+  // before this server binds it, and the server then exits. It starts again on other ports.
+  let child, port, tablePort, cosmosPort, queuePort;
+  for (let attempt = 1; ; attempt++) {
+    [port, tablePort, cosmosPort, queuePort] = [
+      await freePort(), await freePort(), await freePort(), await freePort(),
+    ];
+    child = spawn(
+      bin,
+      [
+        "serve", "--data", data, "--listen", `127.0.0.1:${port}`, "--max-body", String(8 << 20),
+        "--table-listen", `127.0.0.1:${tablePort}`,
+        "--cosmos-listen", `127.0.0.1:${cosmosPort}`,
+        "--queue-listen", `127.0.0.1:${queuePort}`,
+        ...(anonymous ? ["--anonymous"] : []),
+        ...args,
+      ],
+      { stdio: "ignore", env: { ...process.env, ...env } },
+    );
+    const deadline = Date.now() + 20_000;
+    const listening = () =>
+      new Promise((resolve, reject) => {
+        const socket = connect(port, "127.0.0.1", () => socket.end(resolve));
+        socket.on("error", reject);
+      });
+    const exited = () => child.exitCode !== null || child.signalCode !== null;
+    for (;;) {
+      try {
+        await listening();
+        // Made before the server serves; a client reads it as it starts.
+        if (https && !(existsSync(certificate) && statSync(certificate).size > 0)) throw new Error("no certificate yet");
+        break;
+      } catch {
+        if (exited()) break;
+        if (Date.now() > deadline) throw new Error(`${bin} did not start`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
+    if (!exited()) break;
+    if (attempt === 3) throw new Error(`${bin} exited (${child.exitCode ?? child.signalCode}) three times`);
+  }
   const at = (p) => (https ? `https://localhost:${p}` : `http://127.0.0.1:${p}`);
   const origin = at(port);
   const tableOrigin = at(tablePort);
   const base = `${origin}/devstoreaccount1`;
-  const deadline = Date.now() + 20_000;
-  const listening = () =>
-    new Promise((resolve, reject) => {
-      const socket = connect(port, "127.0.0.1", () => socket.end(resolve));
-      socket.on("error", reject);
-    });
-  const certificate = join(data, "tls/cert.pem");
-  for (;;) {
-    try {
-      await listening();
-      // Made before the server serves; a client reads it as it starts.
-      if (https && !(existsSync(certificate) && statSync(certificate).size > 0)) throw new Error("no certificate yet");
-      break;
-    } catch {
-      if (Date.now() > deadline) throw new Error(`${bin} did not start`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
   return {
     origin,
     tableOrigin,

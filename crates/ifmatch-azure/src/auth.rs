@@ -112,6 +112,15 @@ pub fn failed(detail: impl Into<String>) -> Denied {
     denied(CommonCode::AuthenticationFailed, detail)
 }
 
+/// A request without credentials refused by a service that takes Shared Key and shared access
+/// signatures: `why` says when it serves none without (`queues are never public`).
+pub fn anonymous_refused(why: &str) -> Denied {
+    failed(format!(
+        "this request needs credentials: a Shared Key signature or a shared access signature \
+         ({why})"
+    ))
+}
+
 /// The parts of a request authentication reads.
 #[derive(Debug, Clone, Copy)]
 pub struct Signed<'a> {
@@ -600,6 +609,15 @@ pub fn shared_key_string(account: &Account, request: Signed<'_>) -> String {
         text.push_str(&values.join(","));
     }
     text
+}
+
+/// The Shared Key string-to-sign of the Blob, Queue and File services, or their Shared Key
+/// Lite one when `lite`: what [`credentials`] takes of them.
+pub fn storage_string(account: &Account, request: Signed<'_>, lite: bool) -> String {
+    match lite {
+        true => shared_key_lite_string(account, request),
+        false => shared_key_string(account, request),
+    }
 }
 
 /// The Shared Key Lite string-to-sign of the Blob, Queue and File services.

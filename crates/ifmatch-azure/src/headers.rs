@@ -1,6 +1,8 @@
 //! The headers and extensions every Azure dialect answers with.
 
-use http::HeaderName;
+use http::{HeaderMap, HeaderName, HeaderValue, header};
+
+use crate::Env;
 
 /// `x-ms-request-id`
 pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-ms-request-id");
@@ -18,3 +20,27 @@ pub const CONTENT_MD5: HeaderName = HeaderName::from_static("content-md5");
 /// it (`GetBlob`, `InsertEntity`), for metrics and logs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OperationName(pub &'static str);
+
+/// Stamps `answer` with what every answer of the services that read bodies whole carries: a
+/// request id (`env`'s), the dialect's version (the one `asked` names, if it names one of
+/// version's shape, else `default_version`) and the date.
+pub fn stamp(
+    answer: &mut HeaderMap,
+    asked: &HeaderMap,
+    env: &impl Env,
+    default_version: &'static str,
+) {
+    let mut id = [0; uuid::fmt::Hyphenated::LENGTH];
+    let id = env.random_uuid().hyphenated().encode_lower(&mut id);
+    if let Ok(id) = HeaderValue::from_str(id) {
+        answer.insert(REQUEST_ID, id);
+    }
+    let version = (asked.get("x-ms-version"))
+        .filter(|v| v.len() == 10)
+        .cloned();
+    let version = version.unwrap_or(HeaderValue::from_static(default_version));
+    answer.insert("x-ms-version", version);
+    if let Ok(date) = HeaderValue::from_str(&httpdate::fmt_http_date(env.now())) {
+        answer.insert(header::DATE, date);
+    }
+}

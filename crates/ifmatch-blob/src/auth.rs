@@ -6,8 +6,8 @@
 use std::time::SystemTime;
 
 use ifmatch_azure::auth::{
-    Denied, Needs, QueryPairs, ResourceTypes, Signed, account_sas, check_window, credentials,
-    denied, failed, shared_key_lite_string, shared_key_string, verify_sas,
+    Denied, Needs, QueryPairs, ResourceTypes, Signed, account_sas, anonymous_refused, check_window,
+    credentials, denied, failed, storage_string, verify_sas,
 };
 use ifmatch_azure::identity::{Access, Assignment};
 use ifmatch_azure::{Account, CommonCode};
@@ -44,13 +44,7 @@ pub fn authenticate(
     delegator: &[Assignment],
     now: SystemTime,
 ) -> Result<Credential, Denied> {
-    let strings = |lite| {
-        if lite {
-            shared_key_lite_string(account, request)
-        } else {
-            shared_key_string(account, request)
-        }
-    };
+    let strings = |lite| storage_string(account, request, lite);
     let sas = |query: &QueryPairs| sas(account, request, (query, delegator), now);
     credentials(account, request, now, strings, sas)
 }
@@ -70,9 +64,8 @@ pub fn authorize(
     let grant = match credential {
         Credential::Key => return Ok(()),
         Credential::Anonymous => {
-            return Err(failed(
-                "this request needs credentials: a Shared Key signature or a shared access \
-                 signature (anonymous access is allowed only to public containers)",
+            return Err(anonymous_refused(
+                "anonymous access is allowed only to public containers",
             ));
         }
         Credential::Token(access) => {

@@ -10,8 +10,8 @@ use std::time::SystemTime;
 
 use ifmatch_azure::Account;
 use ifmatch_azure::auth::{
-    Denied, Needs, QueryPairs, ResourceTypes, Signed, StoredPolicy, account_sas, check_sas_window,
-    credentials, failed, shared_key_lite_string, shared_key_string, verify_sas,
+    Denied, Needs, QueryPairs, ResourceTypes, Signed, StoredPolicy, account_sas, anonymous_refused,
+    check_sas_window, credentials, failed, storage_string, verify_sas,
 };
 
 use crate::operation::Operation;
@@ -39,10 +39,7 @@ pub fn authenticate(
     policy: Option<&StoredPolicy>,
     now: SystemTime,
 ) -> Result<Credential, Denied> {
-    let strings = |lite| match lite {
-        true => shared_key_lite_string(account, request),
-        false => shared_key_string(account, request),
-    };
+    let strings = |lite| storage_string(account, request, lite);
     let sas = |query: &QueryPairs| {
         let completed = match policy {
             Some(policy) if query.get("ss").is_none() => Some(query.with_policy(policy)?),
@@ -153,12 +150,7 @@ pub fn authorize(
 ) -> Result<(), Denied> {
     let grant = match credential {
         Credential::Key => return Ok(()),
-        Credential::Anonymous => {
-            return Err(failed(
-                "this request needs credentials: a Shared Key signature or a shared access \
-                 signature (queues are never public)",
-            ));
-        }
+        Credential::Anonymous => return Err(anonymous_refused("queues are never public")),
         Credential::Token(access) => {
             let resource = match queue {
                 "" => "/queueServices/default".to_owned(),

@@ -420,22 +420,9 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         found.map(|(_, policy)| Some(policy)).ok_or_else(missing)
     }
 
-    /// `answer` with what every answer carries: a request id, the dialect's version (the
-    /// client's, when it names one), the date.
+    /// `answer` with what every answer carries ([`ifmatch_azure::stamp`]).
     fn stamped(&self, mut answer: Answer, parts: &http::request::Parts) -> Answer {
-        let id = self.env.random_uuid().hyphenated().to_string();
-        let headers = answer.headers_mut();
-        if let Ok(id) = HeaderValue::from_str(&id) {
-            headers.insert("x-ms-request-id", id);
-        }
-        let version = (parts.headers.get("x-ms-version")).filter(|v| v.len() == 10);
-        let version = version
-            .cloned()
-            .unwrap_or(HeaderValue::from_static(VERSION));
-        headers.insert("x-ms-version", version);
-        if let Ok(date) = HeaderValue::from_str(&httpdate::fmt_http_date(self.env.now())) {
-            headers.insert(header::DATE, date);
-        }
+        ifmatch_azure::stamp(answer.headers_mut(), &parts.headers, &self.env, VERSION);
         answer
     }
 }

@@ -14,8 +14,8 @@ use std::time::SystemTime;
 
 use http::{HeaderMap, Method};
 use ifmatch_azure::auth::{
-    Denied, Needs, QueryPairs, ResourceTypes, Signed, account_sas, check_sas_window, credentials,
-    failed, verify_sas,
+    Denied, Needs, QueryPairs, ResourceTypes, Signed, account_sas, anonymous_refused,
+    check_sas_window, credentials, failed, verify_sas,
 };
 use ifmatch_azure::{Account, storage_actions};
 
@@ -299,12 +299,7 @@ pub fn authorize<'c>(
 ) -> Result<Option<&'c KeyRange>, Denied> {
     let grant = match credential {
         Credential::Key => return Ok(None),
-        Credential::Anonymous => {
-            return Err(failed(
-                "this request needs credentials: a Shared Key signature or a shared access \
-                 signature (tables are never public)",
-            ));
-        }
+        Credential::Anonymous => return Err(anonymous_refused("tables are never public")),
         // The envelope: each operation inside is authorized as it is read.
         Credential::Sas(_) | Credential::Token(_) if operation == Operation::Batch => {
             return Ok(None);

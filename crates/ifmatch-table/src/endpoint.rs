@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use bytes::Bytes;
-use http::{HeaderValue, Method, Response, header};
+use http::{Method, Response};
 use ifmatch_azure::{Env, OperationName, Serving, Style};
 
 use crate::auth::{self, Credential, Operation};
@@ -19,6 +19,9 @@ use crate::scoped::Scoped;
 use crate::store::Tables;
 use ifmatch_azure::auth::Signed;
 use ifmatch_azure::inflight::Refused;
+
+/// The version of the dialect answers name when the request names none.
+const VERSION: &str = "2019-02-02";
 
 /// The largest request body taken: a batch's 4 MiB of operations and its multipart framing.
 pub const MAX_BODY: usize = (4 << 20) + (64 << 10);
@@ -181,23 +184,9 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         front::handle(&tables, &asked).await
     }
 
-    /// `answer` with what every answer carries: a request id, the dialect's version (the
-    /// client's, when it names one), the date.
+    /// `answer` with what every answer carries ([`ifmatch_azure::stamp`]).
     fn stamped(&self, mut answer: Answer, parts: &http::request::Parts) -> Answer {
-        let mut id = [0; uuid::fmt::Hyphenated::LENGTH];
-        let id = self.env.random_uuid().hyphenated().encode_lower(&mut id);
-        let headers = answer.headers_mut();
-        if let Ok(id) = HeaderValue::from_str(id) {
-            headers.insert("x-ms-request-id", id);
-        }
-        let version = (parts.headers.get("x-ms-version")).filter(|v| v.len() == 10);
-        let version = version.cloned();
-        let version = version.unwrap_or(HeaderValue::from_static("2019-02-02"));
-        headers.insert("x-ms-version", version);
-        let date = httpdate::fmt_http_date(self.env.now());
-        if let Ok(date) = HeaderValue::from_str(&date) {
-            headers.insert(header::DATE, date);
-        }
+        ifmatch_azure::stamp(answer.headers_mut(), &parts.headers, &self.env, VERSION);
         answer
     }
 }
