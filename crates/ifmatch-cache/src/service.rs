@@ -182,7 +182,10 @@ where
     // for: what it stores (a piece) answers few of the others.
     let mut lead = None;
     let part = asked.headers().contains_key(header::RANGE);
-    if method == Method::GET && !part && store.gates.worth_waiting(&gate) {
+    // Nor does one that finds stale what a revalidation leaves stale again: it would wait for
+    // another's revalidation, then revalidate all the same.
+    let pays = !matches!(&found, Found::Stale(_, stored) if !stored.stale.keeps_fresh());
+    if method == Method::GET && !part && pays && store.gates.worth_waiting(&gate) {
         match store.gates.turn(&gate) {
             MissTurn::Lead(leading) => lead = Some(leading),
             MissTurn::Follow(leader) => {

@@ -1480,6 +1480,37 @@ async fn requests_of_an_uncacheable_key_do_not_wait_for_one_another() {
     }
 }
 
+/// Requests that find stale a response its last revalidation left stale (no lifetime given)
+/// revalidate at once, each: waiting for another's revalidation, they would find it stale again
+/// and then revalidate all the same. (Before any revalidation they wait: see
+/// `concurrent_revalidations_of_one_key_reach_the_origin_once`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_do_not_wait_for_a_revalidation_that_leaves_the_response_stale() {
+    let (layer, origin) = (SharedCacheLayer::new(), Origin::default());
+    origin.answers(200, &[("etag", "\"v1\"")], "body");
+    let (_, headers, _) = send(&layer, &origin, Method::GET, "/s", &[]).await;
+    assert_eq!(status_of(&headers), "ifmatch; fwd=miss; stored");
+    origin.answers(304, &[("etag", "\"v1\"")], "");
+    let (_, headers, _) = send(&layer, &origin, Method::GET, "/s", &[]).await;
+    assert_eq!(status_of(&headers), "ifmatch; fwd=stale; fwd-status=304");
+    *origin.delay.lock().unwrap() = std::time::Duration::from_millis(300);
+    let started = std::time::Instant::now();
+    let asks = (0..10).map(|_| {
+        let (layer, origin) = (layer.clone(), origin.clone());
+        tokio::spawn(async move { send(&layer, &origin, Method::GET, "/s", &[]).await })
+    });
+    for answer in futures_util::future::join_all(asks).await {
+        let (status, _, body) = answer.unwrap();
+        assert_eq!((status, &body[..]), (StatusCode::OK, &b"body"[..]));
+    }
+    let took = started.elapsed();
+    assert!(
+        took < std::time::Duration::from_millis(550),
+        "ten revalidations of 300 ms took {took:?}: they waited for one another"
+    );
+    assert_eq!(origin.reached(), 12);
+}
+
 /// Waits until `layer`'s disk tier has written `n` answers.
 async fn written(layer: &SharedCacheLayer, n: u64) {
     for _ in 0..200 {

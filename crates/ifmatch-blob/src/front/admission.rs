@@ -68,17 +68,17 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let stored = self.accounts.stored(account, &target.container);
         let container = Key::Container(stored.clone());
         let blob = Key::Blob(stored.clone(), target.record_name());
-        if let Err(denied) = auth::authorize(
-            &credential,
-            &target.operation,
-            &target.container,
-            &target.blob,
-        ) {
-            let public = credential == Credential::Anonymous
-                && (self.anonymous || self.public(&container, &target.operation).await?);
-            if !public {
-                return Err(denied.into());
-            }
+        // Anonymous, admitted by the server's choice or the container's public access; or else
+        // by its credentials (asked only then: a refusal's message is written when made).
+        let public = credential == Credential::Anonymous
+            && (self.anonymous || self.public(&container, &target.operation).await?);
+        if !public {
+            auth::authorize(
+                &credential,
+                &target.operation,
+                &target.container,
+                &target.blob,
+            )?;
         }
         // After the credentials (a stranger learns nothing of what is served), before any
         // record is read: a condition the operation would not evaluate is never dropped.

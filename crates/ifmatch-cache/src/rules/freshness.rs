@@ -27,6 +27,16 @@ pub(crate) struct Freshness {
     while_revalidate: Option<Duration>,
     if_error: Option<Duration>,
     forbidden: bool,
+    /// Whether its last revalidation left it fresh for a while (yes until one is made): when
+    /// not, the next is taken to leave it stale again too, so that every request asks the
+    /// inner service.
+    #[serde(default = "yes")]
+    keeps_fresh: bool,
+}
+
+/// What an entry stored before [`Freshness::keeps_fresh`] was recorded is taken to do.
+fn yes() -> bool {
+    true
 }
 
 impl Freshness {
@@ -38,6 +48,7 @@ impl Freshness {
             while_revalidate: None,
             if_error: None,
             forbidden: false,
+            keeps_fresh: true,
         };
         for (name, value) in directives(shown) {
             let seconds = value.and_then(|v| v.parse().ok()).map(Duration::from_secs);
@@ -61,11 +72,21 @@ impl Freshness {
     /// The same rules for the response once the inner service said at `now` that it is still
     /// current, under its new `policy`.
     pub(crate) fn refreshed(&self, policy: &CachePolicy, now: SystemTime) -> Self {
-        let fresh_until = now + policy.time_to_live(now);
+        let lifetime = policy.time_to_live(now);
         Self {
-            fresh_until,
+            fresh_until: now + lifetime,
+            keeps_fresh: !lifetime.is_zero(),
             ..self.clone()
         }
+    }
+
+    /// Whether a revalidation may leave it fresh, as far as the last one tells (none made
+    /// yet: it may): what requests that find it stale wait for while another revalidates it.
+    /// One its last revalidation left fresh for no time at all (the inner service's answer
+    /// says `no-cache` or `max-age=0`, or gives it no lifetime) is asked of the inner service
+    /// by every request at once.
+    pub(crate) fn keeps_fresh(&self) -> bool {
+        self.keeps_fresh
     }
 
     /// `asked`, without a `max-stale` this response does not let it serve it stale: it says
