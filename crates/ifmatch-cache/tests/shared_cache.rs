@@ -72,6 +72,26 @@ impl Origin {
     }
 }
 
+/// Sends `n` GETs of `path` through `layer` to `origin` at once: each one's status and body.
+async fn gets_at_once(
+    layer: &SharedCacheLayer,
+    origin: &Origin,
+    n: usize,
+    path: &'static str,
+) -> Vec<(StatusCode, Bytes)> {
+    let asks = (0..n).map(|_| {
+        let (layer, origin) = (layer.clone(), origin.clone());
+        tokio::spawn(async move { send(&layer, &origin, Method::GET, path, &[]).await })
+    });
+    let answers = futures_util::future::join_all(asks).await.into_iter();
+    answers
+        .map(|answer| {
+            let (status, _, body) = answer.unwrap();
+            (status, body)
+        })
+        .collect()
+}
+
 /// Sends `method path` with `headers` (and `Host: origin.example` unless they name another)
 /// through `layer` to `origin`: status, headers, body.
 async fn send(
@@ -807,12 +827,7 @@ async fn concurrent_revalidations_of_one_key_reach_the_origin_once() {
             "",
         );
         *origin.delay.lock().unwrap() = std::time::Duration::from_millis(200);
-        let asks = (0..20).map(|_| {
-            let (layer, origin) = (layer.clone(), origin.clone());
-            tokio::spawn(async move { send(&layer, &origin, Method::GET, "/r", &[]).await })
-        });
-        for answer in futures_util::future::join_all(asks).await {
-            let (status, _, body) = answer.unwrap();
+        for (status, body) in gets_at_once(&layer, &origin, 20, "/r").await {
             assert_eq!((status, &body[..]), (StatusCode::OK, &b"body"[..]));
         }
         assert_eq!(origin.reached(), 1 + reached, "collapse wait {wait} ms");
@@ -1466,11 +1481,7 @@ async fn requests_of_an_uncacheable_key_do_not_wait_for_one_another() {
         let (_, headers, _) = send(&layer, &origin, Method::GET, "/u", &[]).await;
         assert_eq!(status_of(&headers), "ifmatch; fwd=uri-miss", "{fields:?}");
         let started = std::time::Instant::now();
-        let asks = (0..10).map(|_| {
-            let (layer, origin) = (layer.clone(), origin.clone());
-            tokio::spawn(async move { send(&layer, &origin, Method::GET, "/u", &[]).await })
-        });
-        futures_util::future::join_all(asks).await;
+        gets_at_once(&layer, &origin, 10, "/u").await;
         let took = started.elapsed();
         assert!(
             took < std::time::Duration::from_millis(550),
@@ -1495,12 +1506,7 @@ async fn requests_do_not_wait_for_a_revalidation_that_leaves_the_response_stale(
     assert_eq!(status_of(&headers), "ifmatch; fwd=stale; fwd-status=304");
     *origin.delay.lock().unwrap() = std::time::Duration::from_millis(300);
     let started = std::time::Instant::now();
-    let asks = (0..10).map(|_| {
-        let (layer, origin) = (layer.clone(), origin.clone());
-        tokio::spawn(async move { send(&layer, &origin, Method::GET, "/s", &[]).await })
-    });
-    for answer in futures_util::future::join_all(asks).await {
-        let (status, _, body) = answer.unwrap();
+    for (status, body) in gets_at_once(&layer, &origin, 10, "/s").await {
         assert_eq!((status, &body[..]), (StatusCode::OK, &b"body"[..]));
     }
     let took = started.elapsed();

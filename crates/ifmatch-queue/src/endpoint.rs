@@ -3,7 +3,6 @@
 //! over that account's tables; every answer stamped with a request id, the version and the
 //! date.
 
-use std::sync::Arc;
 use std::time::SystemTime;
 
 use bytes::Bytes;
@@ -12,7 +11,7 @@ use ifmatch_azure::auth::{QueryPairs, Signed, StoredPolicy, failed};
 use ifmatch_azure::cors::{self, Cors};
 use ifmatch_azure::inflight::Refused;
 use ifmatch_azure::{Account, Answer, Env, OperationName, Serving, Style};
-use ifmatch_table::{Clock, Scoped, Tables};
+use ifmatch_table::{Base, Scoped, Tables};
 
 use crate::failure::{ErrorCode, Failure, Result};
 use crate::operation::{Operation, Target};
@@ -30,14 +29,7 @@ const VERSION: &str = "2021-12-02";
 /// The Queue service over `T`, for its accounts.
 #[derive(Debug, Clone)]
 pub struct Endpoint<T, E> {
-    tables: T,
-    serving: Serving,
-    env: E,
-    /// The instants entities are written at: each later than the last.
-    clock: Arc<Clock>,
-    /// A path the service is mounted under (`/queue` on a Worker that serves blobs beside),
-    /// taken off before the account is read, kept in what is signed.
-    mount: String,
+    base: Base<T, E>,
 }
 
 impl<T: Tables + Clone, E: Env> ifmatch_azure::WholeBody for Endpoint<T, E> {
@@ -99,24 +91,20 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
     /// [`Endpoint::with_serving`].
     pub fn new(tables: T, env: E) -> Self {
         Self {
-            tables,
-            serving: Serving::default(),
-            env,
-            clock: Arc::default(),
-            mount: String::new(),
+            base: Base::new(tables, env),
         }
     }
 
     /// The service under `mount` (`/queue`): `/queue/{account}/{queue}` and so on.
     pub fn with_mount(mut self, mount: &str) -> Self {
-        self.mount = mount.trim_end_matches('/').to_owned();
+        self.base = self.base.with_mount(mount);
         self
     }
 
     /// The accounts served, whether requests without credentials may act, and the memory
     /// the requests in flight share with the host's other endpoints.
     pub fn with_serving(mut self, serving: Serving) -> Self {
-        self.serving = serving;
+        self.base = self.base.with_serving(serving);
         self
     }
 
@@ -172,17 +160,17 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         &'a self,
         parts: &'a http::request::Parts,
     ) -> Result<(&'a Account, &'a str, Style)> {
-        let raw = parts.uri.path();
-        let raw = raw.strip_prefix(self.mount.as_str()).unwrap_or(raw);
-        Ok(self
-            .serving
-            .accounts
-            .locate("queue", ifmatch_azure::host(parts), raw)?)
+        let raw = self.base.unmounted(parts.uri.path());
+        let accounts = &self.base.serving.accounts;
+        Ok(accounts.locate("queue", ifmatch_azure::host(parts), raw)?)
     }
 
     /// The tables of `account`'s queues.
     fn scoped(&self, account: &Account) -> Scoped<T> {
-        Scoped::new(self.tables.clone(), &format!("~queue~{}", account.name()))
+        Scoped::new(
+            self.base.tables.clone(),
+            &format!("~queue~{}", account.name()),
+        )
     }
 
     async fn operation(&self, parts: &http::request::Parts, body: &[u8]) -> Answer {
@@ -227,7 +215,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         body: &[u8],
         name: &mut &'static str,
     ) -> Result<Done> {
-        let now = self.env.now();
+        let now = self.base.env.now();
         let (account, below, style) = self.locate(parts)?;
         let target = Target::parse(&parts.method, below, parts.uri.query())?;
         *name = target.operation.name();
@@ -239,18 +227,23 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         let credential = auth::authenticate(account, signed, policy.as_ref(), now)?;
         match auth::authorize(&credential, &target.operation, &target.queue) {
             Ok(()) => {}
-            Err(_) if credential == auth::Credential::Anonymous && self.serving.anonymous => {}
+            Err(_) if credential == auth::Credential::Anonymous && self.base.serving.anonymous => {}
             Err(denied) => return Err(denied.into()),
         }
         let weight = ifmatch_azure::inflight::weight(body);
-        let _admitted = self.serving.inflight.admit(weight).map_err(|refused| {
-            let code = match refused {
-                Refused::TooHeavy { .. } => ifmatch_azure::CommonCode::RequestBodyTooLarge,
-                Refused::Busy { .. } => ifmatch_azure::CommonCode::ServerBusy,
-            };
-            Failure::shared(code, refused.to_string())
-        })?;
-        let endpoint = format!("{}/", style.root(parts, &self.mount, account));
+        let _admitted = self
+            .base
+            .serving
+            .inflight
+            .admit(weight)
+            .map_err(|refused| {
+                let code = match refused {
+                    Refused::TooHeavy { .. } => ifmatch_azure::CommonCode::RequestBodyTooLarge,
+                    Refused::Busy { .. } => ifmatch_azure::CommonCode::ServerBusy,
+                };
+                Failure::shared(code, refused.to_string())
+            })?;
+        let endpoint = format!("{}/", style.root(parts, &self.base.mount, account));
         let asked = Asked {
             tables: &tables,
             queue: &target.queue,
@@ -270,8 +263,8 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         endpoint: &str,
     ) -> Result<Done> {
         let (tables, name) = (asked.tables, asked.queue);
-        let at = self.clock.stamp(asked.now, None);
-        let env = &self.env;
+        let at = self.base.clock.stamp(asked.now, None);
+        let env = &self.base.env;
         Ok(match operation {
             Operation::ListQueues(options) => {
                 let (listed, next) = queues::list(tables, options).await?;
@@ -422,7 +415,12 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
 
     /// `answer` with what every answer carries ([`ifmatch_azure::stamp`]).
     fn stamped(&self, mut answer: Answer, parts: &http::request::Parts) -> Answer {
-        ifmatch_azure::stamp(answer.headers_mut(), &parts.headers, &self.env, VERSION);
+        ifmatch_azure::stamp(
+            answer.headers_mut(),
+            &parts.headers,
+            &self.base.env,
+            VERSION,
+        );
         answer
     }
 }

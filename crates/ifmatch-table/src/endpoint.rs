@@ -4,7 +4,6 @@
 //! over that account's tables ([`Scoped`]); every answer stamped with a request id and the
 //! dialect's version. The native server and the Worker only carry bytes to and from it.
 
-use std::sync::Arc;
 use std::time::SystemTime;
 
 use bytes::Bytes;
@@ -12,7 +11,7 @@ use http::{Method, Response};
 use ifmatch_azure::{Env, OperationName, Serving, Style};
 
 use crate::auth::{self, Credential, Operation};
-use crate::clock::Clock;
+use crate::base::Base;
 use crate::error_code::ErrorCode;
 use crate::front::{self, Answer, Asked};
 use crate::scoped::Scoped;
@@ -29,15 +28,7 @@ pub const MAX_BODY: usize = (4 << 20) + (64 << 10);
 /// The Table service over `T`, for `accounts`.
 #[derive(Debug, Clone)]
 pub struct Endpoint<T, E> {
-    tables: T,
-    serving: Serving,
-    env: E,
-    /// A path the service is mounted under (`/table` on a Worker that serves blobs beside),
-    /// taken off before the account is read, kept in what is signed.
-    mount: String,
-    /// The instants requests are answered at: the next later than the last, even when the
-    /// system clock steps back, so a deleted entity inserted again never gets a tag it had.
-    clock: Arc<Clock>,
+    base: Base<T, E>,
 }
 
 impl<T: Tables + Clone, E: Env> ifmatch_azure::WholeBody for Endpoint<T, E> {
@@ -67,11 +58,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
     /// [`Endpoint::with_serving`].
     pub fn new(tables: T, env: E) -> Self {
         Self {
-            tables,
-            serving: Serving::default(),
-            env,
-            mount: String::new(),
-            clock: Arc::default(),
+            base: Base::new(tables, env),
         }
     }
 
@@ -79,20 +66,20 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
     /// server, in development: Azure itself has no public tables), and the memory the requests
     /// in flight share with the host's other endpoints.
     pub fn with_serving(mut self, serving: Serving) -> Self {
-        self.serving = serving;
+        self.base = self.base.with_serving(serving);
         self
     }
 
     /// The service under `mount` (`/table`): `/table/{account}/Tables` and so on.
     pub fn with_mount(mut self, mount: &str) -> Self {
-        self.mount = mount.trim_end_matches('/').to_owned();
+        self.base = self.base.with_mount(mount);
         self
     }
 
     /// Answers a request whose body was read whole (at most [`MAX_BODY`]; see
     /// [`Endpoint::too_large`] for one that was longer).
     pub async fn handle(&self, parts: &http::request::Parts, body: &[u8]) -> Answer {
-        let now = self.env.now();
+        let now = self.base.env.now();
         let mut name = "Unknown";
         let mut answer = self.dispatch(parts, body, now, &mut name).await;
         answer.extensions_mut().insert(OperationName(name));
@@ -116,12 +103,12 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
     ) -> Answer {
         let host = ifmatch_azure::host(parts);
         let raw = parts.uri.path();
-        let raw = raw.strip_prefix(self.mount.as_str()).unwrap_or(raw);
+        let raw = self.base.unmounted(raw);
         // A path that names no account is the first account's: clients that drop an
         // endpoint's path (the legacy `azure-storage` package does, outside its own
         // development-storage settings) send `/Tables`, `/people(...)`.
-        let located = self.serving.accounts.locate("table", host, raw);
-        let first = self.serving.accounts.iter().next();
+        let located = self.base.serving.accounts.locate("table", host, raw);
+        let first = self.base.serving.accounts.iter().next();
         let (account, below, style) = match (located, first) {
             (Ok(located), _) => located,
             (Err(_), Some(first)) => (first, raw, Style::Path),
@@ -145,7 +132,9 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         };
         let (within, credential) = match auth::authorize(&credential, operation) {
             Ok(within) => (within, Some(&credential)),
-            Err(_) if credential == Credential::Anonymous && self.serving.anonymous => (None, None),
+            Err(_) if credential == Credential::Anonymous && self.base.serving.anonymous => {
+                (None, None)
+            }
             Err(denied) => return denial(&denied),
         };
         let query: Vec<(String, String)> =
@@ -154,7 +143,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
                 .collect();
         let base = style
             .unwrap_or(Style::Host)
-            .root(parts, &self.mount, account);
+            .root(parts, &self.base.mount, account);
         let asked = Asked {
             method: &method,
             path: &path,
@@ -162,7 +151,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
             headers: &parts.headers,
             body,
             base: &base,
-            now: self.clock.stamp(now, None),
+            now: self.base.clock.stamp(now, None),
             within,
             credential,
         };
@@ -170,7 +159,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         // heavier than all of it is never read (413); one heavier than what is left now, later
         // (503, which the SDKs retry).
         let weight = ifmatch_azure::inflight::weight(body);
-        let _admitted = match self.serving.inflight.admit(weight) {
+        let _admitted = match self.base.serving.inflight.admit(weight) {
             Ok(admitted) => admitted,
             Err(refused) => {
                 let code = match refused {
@@ -180,13 +169,18 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
                 return front::failure(code, &refused.to_string());
             }
         };
-        let tables = Scoped::new(self.tables.clone(), account.name());
+        let tables = Scoped::new(self.base.tables.clone(), account.name());
         front::handle(&tables, &asked).await
     }
 
     /// `answer` with what every answer carries ([`ifmatch_azure::stamp`]).
     fn stamped(&self, mut answer: Answer, parts: &http::request::Parts) -> Answer {
-        ifmatch_azure::stamp(answer.headers_mut(), &parts.headers, &self.env, VERSION);
+        ifmatch_azure::stamp(
+            answer.headers_mut(),
+            &parts.headers,
+            &self.base.env,
+            VERSION,
+        );
         answer
     }
 }

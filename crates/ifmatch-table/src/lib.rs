@@ -9,6 +9,7 @@
 //! backend and the backends' conformance suite (feature `conformance`).
 
 pub mod auth;
+mod base;
 
 mod clock;
 #[cfg(feature = "conformance")]
@@ -24,6 +25,7 @@ mod store;
 mod value;
 pub mod write;
 
+pub use base::Base;
 pub use clock::Clock;
 pub use endpoint::Endpoint;
 pub use error_code::ErrorCode;
