@@ -221,7 +221,7 @@ fn bearer(
     token: &str,
     now: SystemTime,
 ) -> Result<Access, Denied> {
-    let version = (request.headers.get("x-ms-version"))
+    let version = (request.headers.get(crate::MS_VERSION))
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     if version < "2017-11-09" {

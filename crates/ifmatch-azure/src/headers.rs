@@ -10,6 +10,9 @@ pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-ms-request-id");
 /// `x-ms-error-code`
 pub const ERROR_CODE: HeaderName = HeaderName::from_static("x-ms-error-code");
 
+/// `x-ms-version`: the dialect's version a request speaks, and its answer.
+pub const MS_VERSION: HeaderName = HeaderName::from_static("x-ms-version");
+
 /// `x-ms-date`, which every dialect's signatures take in place of `Date`.
 pub const X_MS_DATE: HeaderName = HeaderName::from_static("x-ms-date");
 
@@ -35,11 +38,9 @@ pub fn stamp(
     if let Ok(id) = HeaderValue::from_str(id) {
         answer.insert(REQUEST_ID, id);
     }
-    let version = (asked.get("x-ms-version"))
-        .filter(|v| v.len() == 10)
-        .cloned();
+    let version = (asked.get(MS_VERSION)).filter(|v| v.len() == 10).cloned();
     let version = version.unwrap_or(HeaderValue::from_static(default_version));
-    answer.insert("x-ms-version", version);
+    answer.insert(MS_VERSION, version);
     if let Ok(date) = HeaderValue::from_str(&httpdate::fmt_http_date(env.now())) {
         answer.insert(header::DATE, date);
     }

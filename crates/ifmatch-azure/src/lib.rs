@@ -52,7 +52,9 @@ pub use comparison::Comparison;
 pub use env::SystemEnv;
 pub use env::{Env, ManualEnv};
 pub use error_code::{CommonCode, is_xml_text, xml_error_body, xml_escape};
-pub use headers::{CONTENT_MD5, ERROR_CODE, OperationName, REQUEST_ID, X_MS_DATE, stamp};
+pub use headers::{
+    CONTENT_MD5, ERROR_CODE, MS_VERSION, OperationName, REQUEST_ID, X_MS_DATE, stamp,
+};
 pub use request::{ClientIp, Https, host};
 pub use serving::Serving;
 pub use turns::Turns;

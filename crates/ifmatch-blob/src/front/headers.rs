@@ -5,7 +5,7 @@ use http::header::HeaderName;
 pub(super) const BLOB_TYPE: HeaderName = HeaderName::from_static("x-ms-blob-type");
 pub(super) const SEQUENCE_NUMBER: HeaderName = HeaderName::from_static("x-ms-blob-sequence-number");
 pub(super) const MS_RANGE: HeaderName = HeaderName::from_static("x-ms-range");
-pub(super) const MS_VERSION: HeaderName = HeaderName::from_static("x-ms-version");
+pub(super) use ifmatch_azure::MS_VERSION;
 pub(super) const PUBLIC_ACCESS: HeaderName = HeaderName::from_static("x-ms-blob-public-access");
 pub(super) use ifmatch_azure::CONTENT_MD5;
 pub(super) const CONTENT_CRC64: HeaderName = HeaderName::from_static("x-ms-content-crc64");

@@ -63,7 +63,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 "The body is <KeyInfo> with an <Expiry> (and an optional <Start>).",
             )
         })?;
-        let version = (headers.get("x-ms-version"))
+        let version = (headers.get(ifmatch_azure::MS_VERSION))
             .and_then(|v| v.to_str().ok())
             .unwrap_or("2025-11-05");
         let now = self.env.now();
