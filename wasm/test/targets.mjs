@@ -105,11 +105,18 @@ export async function startNative({ anonymous = true, args = [], env = {} } = {}
       { stdio: "ignore", env: { ...process.env, ...env } },
     );
     const deadline = Date.now() + 20_000;
-    const listening = () =>
-      new Promise((resolve, reject) => {
-        const socket = connect(port, "127.0.0.1", () => socket.end(resolve));
-        socket.on("error", reject);
-      });
+    // Every listener, not the blob one alone: the server binds that one first, and exits
+    // when another's port is taken, after a client may have connected to the first.
+    const ports = [["", port], ["--table-listen", tablePort], ["--cosmos-listen", cosmosPort],
+      ["--queue-listen", queuePort]].filter(([flag]) => !flag || !args.includes(flag));
+    const listening = async () => {
+      for (const [, p] of ports) {
+        await new Promise((resolve, reject) => {
+          const socket = connect(p, "127.0.0.1", () => socket.end(resolve));
+          socket.on("error", reject);
+        });
+      }
+    };
     const exited = () => child.exitCode !== null || child.signalCode !== null;
     for (;;) {
       try {
