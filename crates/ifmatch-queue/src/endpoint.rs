@@ -231,18 +231,14 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
             Err(denied) => return Err(denied.into()),
         }
         let weight = ifmatch_azure::inflight::weight(body);
-        let _admitted = self
-            .base
-            .serving
-            .inflight
-            .admit(weight)
-            .map_err(|refused| {
-                let code = match refused {
-                    Refused::TooHeavy { .. } => ifmatch_azure::CommonCode::RequestBodyTooLarge,
-                    Refused::Busy { .. } => ifmatch_azure::CommonCode::ServerBusy,
-                };
-                Failure::shared(code, refused.to_string())
-            })?;
+        let inflight = &self.base.serving.inflight;
+        let _admitted = inflight.admit(weight).map_err(|refused| {
+            let code = match refused {
+                Refused::TooHeavy { .. } => ifmatch_azure::CommonCode::RequestBodyTooLarge,
+                Refused::Busy { .. } => ifmatch_azure::CommonCode::ServerBusy,
+            };
+            Failure::shared(code, refused.to_string())
+        })?;
         let endpoint = format!("{}/", style.root(parts, &self.base.mount, account));
         let asked = Asked {
             tables: &tables,
