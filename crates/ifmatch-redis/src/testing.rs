@@ -250,6 +250,11 @@ impl RedisCluster {
         // failover tests), else late, so that a node a loaded machine stalls for a second does
         // not take its slots down (CLUSTERDOWN) under a test that kills nothing.
         let timeout = if replicas > 0 { "1000" } else { "15000" };
+        // Without replicas no test kills a node (its slots would go down with it), so no node
+        // needs its disk: none writes an append-only file, and a loaded disk's stall of a
+        // second or two (its `fsync`, which `appendfsync always` waits for before answering)
+        // cannot outlast the server's 2 s wait for an answer under a test of something else.
+        let durable = if replicas > 0 { "yes" } else { "no" };
         let cluster = [
             "--cluster-enabled",
             "yes",
@@ -257,6 +262,8 @@ impl RedisCluster {
             "nodes.conf",
             "--cluster-node-timeout",
             timeout,
+            "--appendonly",
+            durable,
         ];
         let nodes: Vec<RedisServer> = (0..primaries * (1 + replicas))
             .map(|_| RedisServer::start_with(&cluster))

@@ -175,8 +175,9 @@ async fn competing_consumers(url: &str, total: usize) {
                     .send()
                     .await
                     .unwrap();
-                assert_eq!(got.status(), 200);
+                let status = got.status();
                 let xml = got.text().await.unwrap();
+                assert_eq!(status, 200, "{xml}");
                 let ids = all(&xml, "MessageId");
                 if ids.is_empty() {
                     return done;
@@ -186,8 +187,10 @@ async fn competing_consumers(url: &str, total: usize) {
                 {
                     // A receipt of this server is URL-safe base64: it goes in a query as it is.
                     let url = format!("{queue}/messages/{id}?popreceipt={receipt}");
-                    let deleted = http.delete(url).send();
-                    assert_eq!(deleted.await.unwrap().status(), 204, "{id}");
+                    let deleted = http.delete(url).send().await.unwrap();
+                    let status = deleted.status();
+                    let body = deleted.text().await.unwrap();
+                    assert_eq!(status, 204, "{id}: {body}");
                     done.push(text);
                 }
             }
