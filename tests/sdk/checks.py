@@ -2,6 +2,7 @@
 run (exit 1), and a last line `NAME: N passed, F failed` that the test harnesses look for."""
 
 import sys
+import threading
 
 
 class Checks:
@@ -31,3 +32,26 @@ def status_of(call):
             raise
         return error.status_code
     return 0
+
+
+def refused(call, status, code):
+    """Runs `call`, which must fail with `status` and Azure's error `code` (its error code or
+    in its text): whether it did, and what it did instead."""
+    try:
+        call()
+    except Exception as error:  # noqa: BLE001 - any SDK's error that carries a status
+        if getattr(error, "status_code", None) is None:
+            raise
+        text = f"{getattr(error, 'error_code', None)} {error}"
+        return error.status_code == status and code in text, f"{error.status_code} {text[:300]}"
+    return False, "it succeeded"
+
+
+def at_once(target, count, indexed=False):
+    """Runs `target` in `count` threads at once (each given its index when `indexed`) and
+    waits for them all."""
+    threads = [threading.Thread(target=target, args=(i,) if indexed else ()) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()

@@ -11,11 +11,10 @@ bucket, where each of their retries is a few dozen of the bucket's requests).
 """
 
 import sys
-import threading
 import time
 import uuid
 
-from checks import Checks, status_of
+from checks import Checks, at_once, status_of
 from azure.core import MatchConditions
 from azure.cosmos import CosmosClient, PartitionKey, exceptions
 
@@ -168,11 +167,7 @@ def main(connection_string, writers=16):
                 except exceptions.CosmosAccessConditionFailedError:
                     retries.append(1)
 
-    threads = [threading.Thread(target=writer) for _ in range(writers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    at_once(writer, writers)
     total = carts.read_item("counter", partition_key="shared")["n"]
     check(
         f"{writers} writers with retries on 412 count exactly",

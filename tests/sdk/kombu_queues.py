@@ -9,7 +9,7 @@ import sys
 import threading
 import uuid
 
-from checks import Checks
+from checks import Checks, at_once
 from kombu import Connection
 
 check = Checks("kombu queues")
@@ -40,11 +40,7 @@ def main(key, account_url):
                 message.ack()
             queue.close()
 
-    consumers = [threading.Thread(target=consume) for _ in range(2)]
-    for c in consumers:
-        c.start()
-    for c in consumers:
-        c.join()
+    at_once(consume, 2)
     check("two consumers get every message exactly once", sorted(got) == list(range(200)), len(got))
     with Connection(url) as connection:
         queue = connection.SimpleQueue(name)

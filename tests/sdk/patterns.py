@@ -18,6 +18,7 @@ import urllib.request
 import uuid
 from datetime import datetime, timedelta, timezone
 
+from checks import at_once
 from azure.core import MatchConditions
 from azure.core.exceptions import (
     ClientAuthenticationError,
@@ -163,11 +164,7 @@ def _():
                     time.sleep(delay * random.uniform(0.5, 1.5))
                     delay = min(delay * 2, 0.5)
 
-    threads = [threading.Thread(target=work) for _ in range(workers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    at_once(work, workers)
     total = int(blob.download_blob().readall())
     assert total == workers * increments, f"{total} != {workers * increments}"
     print(f"     ({len(retries)} retries after 412)")
@@ -237,11 +234,7 @@ def _():
         except ResourceExistsError:
             pass
 
-    threads = [threading.Thread(target=candidate, args=(i,)) for i in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    at_once(candidate, 6, indexed=True)
     assert len(winners) == 1, winners
     winners[0][1].release()
     follower = container.get_blob_client("leader").acquire_lease(lease_duration=15)
@@ -269,11 +262,7 @@ def _():
             state.upload_blob(str(value + 1).encode(), overwrite=True)  # no condition: the lock orders
             lease.release()
 
-    threads = [threading.Thread(target=work) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    at_once(work, 4)
     assert int(container.get_blob_client("state").download_blob().readall()) == 20
 
 
@@ -297,11 +286,7 @@ def _():
                 processed.append(blob.name)
             item.delete_blob(lease=lease)
 
-    threads = [threading.Thread(target=worker) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    at_once(worker, 4)
     assert sorted(processed) == items, (len(processed), len(set(processed)))
 
 

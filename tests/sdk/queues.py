@@ -17,8 +17,8 @@ import time
 import uuid
 from datetime import datetime, timedelta, timezone
 
-from checks import Checks
-from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
+from checks import Checks, at_once, refused
+from azure.core.exceptions import ResourceExistsError
 from azure.storage.queue import (
     AccountSasPermissions,
     QueueClient,
@@ -30,16 +30,6 @@ from azure.storage.queue import (
 )
 
 check = Checks("python queues")
-
-
-def refused(call, status, code):
-    """Runs `call`, which must fail with `status` and Azure's error `code`."""
-    try:
-        call()
-    except HttpResponseError as error:
-        text = f"{error.error_code} {error}"
-        return error.status_code == status and code in text, f"{error.status_code} {text[:300]}"
-    return False, "it succeeded"
 
 
 def main(connection, raced=200):
@@ -165,11 +155,7 @@ def main(connection, raced=200):
                 with lock:
                     done.append(message.content)
 
-    workers = [threading.Thread(target=consume) for _ in range(8)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
+    at_once(consume, 8)
     check(f"eight consumers processed {raced} messages, each exactly once", sorted(done) == sorted(f"job-{i}" for i in range(raced)), len(done))
 
     # Shared access signatures.

@@ -12,7 +12,7 @@ import threading
 import uuid
 from datetime import datetime, timedelta, timezone
 
-from checks import Checks
+from checks import Checks, at_once, refused
 from azure.core import MatchConditions
 from azure.core.credentials import AzureNamedKeyCredential, AzureSasCredential
 from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
@@ -31,16 +31,6 @@ from azure.data.tables import (
 )
 
 check = Checks("python tables")
-
-
-def refused(call, status, code):
-    """Runs `call`, which must fail with `status` and Azure's error `code`."""
-    try:
-        call()
-    except HttpResponseError as error:
-        text = str(error)
-        return error.status_code == status and code in text, f"{error.status_code} {text[:300]}"
-    return False, "it succeeded"
 
 
 def main(connection):
@@ -157,11 +147,7 @@ def main(connection):
         with lock:
             outcomes.append(result)
 
-    threads = [threading.Thread(target=writer, args=(i,)) for i in range(32)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    at_once(writer, 32, indexed=True)
     winners = [i for what, i in outcomes if what == "won"]
     losers = [s for what, s in outcomes if what == "lost"]
     check("32 writers with one tag: exactly one wins", len(winners) == 1, outcomes)

@@ -13,7 +13,7 @@ use common::{Server, code, header, refusal};
 const APPEND: (&str, &str) = ("x-ms-blob-type", "AppendBlob");
 
 async fn create(s: &Server, path: &str) -> String {
-    let r = s.put(path, &[APPEND], Vec::new()).await;
+    let r = s.put_empty(path, &[APPEND]).await;
     assert_eq!(r.status(), 201, "{:?}", code(&r));
     header(&r, "etag").unwrap()
 }
@@ -75,9 +75,7 @@ async fn an_append_blob_grows_block_by_block_under_its_conditions() {
             (status, Some(expected))
         );
     }
-    let r = s
-        .put(&format!("{path}?comp=appendblock"), &[], Vec::new())
-        .await;
+    let r = s.put_empty(&format!("{path}?comp=appendblock"), &[]).await;
     assert_eq!(r.status(), 400, "an empty block");
     let r = s.get(path, &[]).await;
     assert_eq!(header(&r, "etag").unwrap(), second);
@@ -106,7 +104,7 @@ async fn an_append_blob_grows_block_by_block_under_its_conditions() {
         ("x-ms-source-range", "bytes=1-3"),
     ];
     let r = s
-        .put(&format!("{path}?comp=appendblock"), &from, Vec::new())
+        .put_empty(&format!("{path}?comp=appendblock"), &from)
         .await;
     assert_eq!(r.status(), 201, "{:?}", code(&r));
     assert_eq!(
@@ -116,7 +114,7 @@ async fn an_append_blob_grows_block_by_block_under_its_conditions() {
 
     // Sealed: read-only, its tag kept, sealing again succeeds.
     let before = header(&s.head(path, &[]).await, "etag").unwrap();
-    let r = s.put(&format!("{path}?comp=seal"), &[], Vec::new()).await;
+    let r = s.put_empty(&format!("{path}?comp=seal"), &[]).await;
     assert_eq!(r.status(), 200);
     assert_eq!(header(&r, "x-ms-blob-sealed").as_deref(), Some("true"));
     assert_eq!(header(&r, "etag").unwrap(), before);
@@ -125,7 +123,7 @@ async fn an_append_blob_grows_block_by_block_under_its_conditions() {
         .await;
     assert_eq!(refusal(&r), (409, "BlobIsSealed".into()));
     assert_eq!(
-        s.put(&format!("{path}?comp=seal"), &[], Vec::new())
+        s.put_empty(&format!("{path}?comp=seal"), &[])
             .await
             .status(),
         200
@@ -156,14 +154,13 @@ async fn a_leased_append_blob_takes_appends_with_its_lease_only() {
     create(&s, "/logs/leased").await;
     let lease = "11111111-2222-3333-4444-555555555555";
     let r = s
-        .put(
+        .put_empty(
             "/logs/leased?comp=lease",
             &[
                 ("x-ms-lease-action", "acquire"),
                 ("x-ms-lease-duration", "-1"),
                 ("x-ms-proposed-lease-id", lease),
             ],
-            Vec::new(),
         )
         .await;
     assert_eq!(r.status(), 201);

@@ -327,7 +327,7 @@ async fn a_deletion_not_yet_published_is_answered_as_no_blob() {
                 let r = match method {
                     "GET" => s.get(&path, headers).await,
                     "HEAD" => s.head(&path, headers).await,
-                    "PUT" => s.put(&path, headers, Vec::new()).await,
+                    "PUT" => s.put_empty(&path, headers).await,
                     _ => s.delete(&path, headers).await,
                 };
                 (r.status().as_u16(), code(&r))

@@ -10,10 +10,9 @@ const SOURCE: &str = "http://127.0.0.1:10000/devstoreaccount1/box/";
 
 async fn copy(s: &Server, to: &str, from: &str) -> common::Reply {
     let source = format!("{SOURCE}{from}");
-    s.put(
+    s.put_empty(
         &format!("/box/{to}"),
         &[("x-ms-copy-source", source.as_str())],
-        Vec::new(),
     )
     .await
 }
@@ -21,12 +20,8 @@ async fn copy(s: &Server, to: &str, from: &str) -> common::Reply {
 /// A copy of `box/self` to `box/by-host`, its source named host-style in `account`.
 async fn by_host(s: &Server, account: &str) -> common::Reply {
     let url = format!("https://{account}.blob.core.windows.net/box/self");
-    s.put(
-        "/box/by-host",
-        &[("x-ms-copy-source", url.as_str())],
-        Vec::new(),
-    )
-    .await
+    s.put_empty("/box/by-host", &[("x-ms-copy-source", url.as_str())])
+        .await
 }
 
 #[tokio::test]
@@ -78,7 +73,7 @@ async fn copies_of_every_kind_of_blob_own_their_bytes() {
 
     // An empty append blob stays an append blob; Put Blob From URL makes a block blob.
     let r = s
-        .put("/box/log", &[("x-ms-blob-type", "AppendBlob")], Vec::new())
+        .put_empty("/box/log", &[("x-ms-blob-type", "AppendBlob")])
         .await;
     assert_eq!(r.status(), 201);
     let r = copy(&s, "log-copy", "log").await;
@@ -91,13 +86,12 @@ async fn copies_of_every_kind_of_blob_own_their_bytes() {
     s.put("/box/log?comp=appendblock", &[], "line\n").await;
     let source = format!("{SOURCE}log");
     let r = s
-        .put(
+        .put_empty(
             "/box/flat",
             &[
                 ("x-ms-copy-source", source.as_str()),
                 ("x-ms-blob-type", "BlockBlob"),
             ],
-            Vec::new(),
         )
         .await;
     assert_eq!(r.status(), 201, "{:?}", code(&r));
@@ -120,13 +114,12 @@ async fn copies_of_every_kind_of_blob_own_their_bytes() {
     let r = copy(&s, "nothing", "missing").await;
     assert_eq!(refusal(&r), (404, "BlobNotFound".into()));
     let r = s
-        .put(
+        .put_empty(
             "/box/elsewhere",
             &[(
                 "x-ms-copy-source",
                 "http://example.com/devstoreaccount1/box/self",
             )],
-            Vec::new(),
         )
         .await;
     assert_eq!(refusal(&r), (403, "CannotVerifyCopySource".into()));

@@ -56,7 +56,7 @@ async fn restore(s: &Server, name: &str, version: &str) -> common::Reply {
         ("x-ms-deleted-container-version", version),
     ];
     let path = format!("/{name}?restype=container&comp=undelete");
-    s.put(&path, &headers, Vec::new()).await
+    s.put_empty(&path, &headers).await
 }
 
 #[tokio::test]
@@ -65,20 +65,20 @@ async fn a_deleted_container_is_kept_with_its_blobs_and_restored_as_it_was() {
     s.create_container("box").await;
     let meta = [("x-ms-meta-team", "a")];
     assert_eq!(
-        s.put("/box?restype=container&comp=metadata", &meta, Vec::new())
+        s.put_empty("/box?restype=container&comp=metadata", &meta)
             .await
             .status(),
         200
     );
     let block_tag = s.put_blob("/box/doc.txt", b"kept").await;
     let snapshot = header(
-        &s.put("/box/doc.txt?comp=snapshot", &[], Vec::new()).await,
+        &s.put_empty("/box/doc.txt?comp=snapshot", &[]).await,
         "x-ms-snapshot",
     )
     .unwrap();
     s.put_blob("/box/doc.txt", b"kept, v2").await;
     assert_eq!(
-        s.put("/box/log", &[("x-ms-blob-type", "AppendBlob")], Vec::new())
+        s.put_empty("/box/log", &[("x-ms-blob-type", "AppendBlob")])
             .await
             .status(),
         201
@@ -93,7 +93,7 @@ async fn a_deleted_container_is_kept_with_its_blobs_and_restored_as_it_was() {
         ("x-ms-blob-type", "PageBlob"),
         ("x-ms-blob-content-length", "1024"),
     ];
-    assert_eq!(s.put("/box/disk", &page, Vec::new()).await.status(), 201);
+    assert_eq!(s.put_empty("/box/disk", &page).await.status(), 201);
     let write = [
         ("x-ms-page-write", "update"),
         ("x-ms-range", "bytes=512-1023"),
@@ -104,15 +104,8 @@ async fn a_deleted_container_is_kept_with_its_blobs_and_restored_as_it_was() {
             .status(),
         201
     );
-    let before = s
-        .get(
-            "/box?restype=container&comp=list&include=snapshots,metadata",
-            &[],
-        )
-        .await
-        .text()
-        .await
-        .unwrap();
+    let listing = "/box?restype=container&comp=list&include=snapshots,metadata";
+    let before = s.get(listing, &[]).await.text().await.unwrap();
 
     assert_eq!(s.delete("/box?restype=container", &[]).await.status(), 202);
     let r = s.get("/box/doc.txt", &[]).await;
@@ -145,15 +138,7 @@ async fn a_deleted_container_is_kept_with_its_blobs_and_restored_as_it_was() {
 
     let r = restore(&s, "box", &first).await;
     assert_eq!(r.status(), 201, "{:?}", code(&r));
-    let after = s
-        .get(
-            "/box?restype=container&comp=list&include=snapshots,metadata",
-            &[],
-        )
-        .await
-        .text()
-        .await
-        .unwrap();
+    let after = s.get(listing, &[]).await.text().await.unwrap();
     assert_eq!(after, before, "every blob back as it was");
     assert_eq!(
         s.get("/box/doc.txt", &[]).await.text().await.unwrap(),
@@ -235,7 +220,7 @@ async fn without_the_policy_a_deleted_container_is_gone_and_restore_is_refused_a
     // Each header required; another name is not restored here.
     let path = "/box?restype=container&comp=undelete";
     let r = s
-        .put(path, &[("x-ms-deleted-container-name", "box")], Vec::new())
+        .put_empty(path, &[("x-ms-deleted-container-name", "box")])
         .await;
     assert_eq!(refusal(&r), (400, "MissingRequiredHeader".into()));
     let r = restore(&s, "other", "01DB6B1D8F0E7D3A").await;
@@ -248,7 +233,7 @@ async fn without_the_policy_a_deleted_container_is_gone_and_restore_is_refused_a
         ("x-ms-deleted-container-name", "other"),
         ("x-ms-deleted-container-version", "01DB6B1D8F0E7D3A"),
     ];
-    let r = s.put(path, &headers, Vec::new()).await;
+    let r = s.put_empty(path, &headers).await;
     assert_eq!(refusal(&r), (400, "InvalidHeaderValue".into()));
     // The policy's days: 1 to 365.
     for days in ["0", "366"] {

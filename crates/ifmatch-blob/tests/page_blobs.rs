@@ -14,11 +14,7 @@ const PAGE_BLOB: (&str, &str) = ("x-ms-blob-type", "PageBlob");
 async fn create(s: &Server, path: &str, size: u64) -> String {
     let size = size.to_string();
     let r = s
-        .put(
-            path,
-            &[PAGE_BLOB, ("x-ms-blob-content-length", &size)],
-            Vec::new(),
-        )
+        .put_empty(path, &[PAGE_BLOB, ("x-ms-blob-content-length", &size)])
         .await;
     assert_eq!(r.status(), 201, "{:?}", code(&r));
     header(&r, "etag").unwrap()
@@ -42,8 +38,7 @@ async fn write(
 
 async fn clear(s: &Server, path: &str, range: &str) -> common::Reply {
     let headers = [("x-ms-page-write", "clear"), ("x-ms-range", range)];
-    s.put(&format!("{path}?comp=page"), &headers, Vec::new())
-        .await
+    s.put_empty(&format!("{path}?comp=page"), &headers).await
 }
 
 /// Get Page Ranges' answer as (`PageRange` or `ClearRange`, start, end) triples, and its
@@ -197,7 +192,7 @@ async fn every_limit_of_a_page_blob_is_refused_one_past_it() {
             "InvalidHeaderValue",
         ),
     ] {
-        let r = s.put(path, &headers, Vec::new()).await;
+        let r = s.put_empty(path, &headers).await;
         assert_eq!(refusal(&r), (status, expected.into()), "{headers:?}");
     }
     let r = s
@@ -205,14 +200,13 @@ async fn every_limit_of_a_page_blob_is_refused_one_past_it() {
         .await;
     assert_eq!(r.status(), 400, "a page blob is created empty");
     let r = s
-        .put(
+        .put_empty(
             path,
             &[
                 PAGE_BLOB,
                 ("x-ms-blob-content-length", "8796093022208"),
                 ("x-ms-blob-sequence-number", "9223372036854775807"),
             ],
-            Vec::new(),
         )
         .await;
     assert_eq!(
@@ -259,10 +253,9 @@ async fn every_limit_of_a_page_blob_is_refused_one_past_it() {
         .await;
     assert_eq!(refusal(&r), (400, "InvalidHeaderValue".into()));
     let r = s
-        .put(
+        .put_empty(
             &format!("{path}?comp=page"),
             &[("x-ms-page-write", "erase"), ("x-ms-range", "bytes=0-511")],
-            Vec::new(),
         )
         .await;
     assert_eq!(refusal(&r), (400, "InvalidHeaderValue".into()));
@@ -305,7 +298,7 @@ async fn the_sequence_number_is_set_and_conditions_page_writes() {
         ("x-ms-blob-content-length", "4096"),
         ("x-ms-blob-sequence-number", "5"),
     ];
-    assert_eq!(s.put(path, &size, Vec::new()).await.status(), 201);
+    assert_eq!(s.put_empty(path, &size).await.status(), 201);
     let set = |action: &'static str, n: Option<&'static str>| {
         let mut headers = vec![("x-ms-sequence-number-action", action)];
         headers.extend(n.map(|n| ("x-ms-blob-sequence-number", n)));
@@ -318,7 +311,7 @@ async fn the_sequence_number_is_set_and_conditions_page_writes() {
         (set("increment", None), "3"),
     ] {
         let r = s
-            .put(&format!("{path}?comp=properties"), &headers, Vec::new())
+            .put_empty(&format!("{path}?comp=properties"), &headers)
             .await;
         assert_eq!(r.status(), 200, "{headers:?}: {:?}", code(&r));
         assert_eq!(
@@ -333,7 +326,7 @@ async fn the_sequence_number_is_set_and_conditions_page_writes() {
         (set("double", Some("1")), 400, "InvalidHeaderValue"),
     ] {
         let r = s
-            .put(&format!("{path}?comp=properties"), &headers, Vec::new())
+            .put_empty(&format!("{path}?comp=properties"), &headers)
             .await;
         assert_eq!(refusal(&r), (status, expected.into()), "{headers:?}");
     }
@@ -373,45 +366,33 @@ async fn the_sequence_number_is_set_and_conditions_page_writes() {
     assert_eq!(refusal(&r), (400, "InvalidHeaderValue".into()));
     let top = set("update", Some("9223372036854775807"));
     assert_eq!(
-        s.put(&format!("{path}?comp=properties"), &top, Vec::new())
+        s.put_empty(&format!("{path}?comp=properties"), &top)
             .await
             .status(),
         200
     );
     let r = s
-        .put(
-            &format!("{path}?comp=properties"),
-            &set("increment", None),
-            Vec::new(),
-        )
+        .put_empty(&format!("{path}?comp=properties"), &set("increment", None))
         .await;
     assert_eq!(refusal(&r), (409, "SequenceNumberIncrementTooLarge".into()));
     // A block blob has none.
     s.put_blob("/disks/block", b"abc").await;
     let r = s
-        .put(
-            "/disks/block?comp=properties",
-            &set("increment", None),
-            Vec::new(),
-        )
+        .put_empty("/disks/block?comp=properties", &set("increment", None))
         .await;
     assert_eq!(refusal(&r), (409, "InvalidBlobType".into()));
     // Set to its own value, the blob's HTTP headers stay; set with one, they are all set.
     let typed = [("x-ms-blob-content-type", "application/x-vhd")];
     assert_eq!(
-        s.put(&format!("{path}?comp=properties"), &typed, Vec::new())
+        s.put_empty(&format!("{path}?comp=properties"), &typed)
             .await
             .status(),
         200
     );
     assert_eq!(
-        s.put(
-            &format!("{path}?comp=properties"),
-            &set("max", Some("0")),
-            Vec::new()
-        )
-        .await
-        .status(),
+        s.put_empty(&format!("{path}?comp=properties"), &set("max", Some("0")))
+            .await
+            .status(),
         200
     );
     let r = s.head(path, &[]).await;
@@ -431,20 +412,12 @@ async fn a_resize_drops_the_pages_past_the_end_and_reads_zeros_when_it_grows() {
     let resize = |n: &'static str| [("x-ms-blob-content-length", n)];
     let before = header(&s.head(path, &[]).await, "etag").unwrap();
     let r = s
-        .put(
-            &format!("{path}?comp=properties"),
-            &resize("1024"),
-            Vec::new(),
-        )
+        .put_empty(&format!("{path}?comp=properties"), &resize("1024"))
         .await;
     assert_eq!(r.status(), 200);
     assert_ne!(header(&r, "etag").unwrap(), before);
     let r = s
-        .put(
-            &format!("{path}?comp=properties"),
-            &resize("3072"),
-            Vec::new(),
-        )
+        .put_empty(&format!("{path}?comp=properties"), &resize("3072"))
         .await;
     assert_eq!(r.status(), 200);
     let mut expected = vec![0u8; 3072];
@@ -452,11 +425,7 @@ async fn a_resize_drops_the_pages_past_the_end_and_reads_zeros_when_it_grows() {
     assert_eq!(s.get(path, &[]).await.bytes().await.unwrap(), expected);
     assert_eq!(ranges(&s, path, "").await.0, vec![page((0, 1023))]);
     let r = s
-        .put(
-            &format!("{path}?comp=properties"),
-            &resize("1000"),
-            Vec::new(),
-        )
+        .put_empty(&format!("{path}?comp=properties"), &resize("1000"))
         .await;
     assert_eq!(refusal(&r), (400, "InvalidHeaderValue".into()));
 }
@@ -468,9 +437,7 @@ async fn the_difference_from_a_snapshot_names_pages_written_and_cleared_since() 
     let path = "/disks/e.vhd";
     create(&s, path, 8192).await;
     write(&s, path, 0, vec![b'a'; 2048], &[]).await;
-    let r = s
-        .put(&format!("{path}?comp=snapshot"), &[], Vec::new())
-        .await;
+    let r = s.put_empty(&format!("{path}?comp=snapshot"), &[]).await;
     assert_eq!(r.status(), 201);
     let snapshot = header(&r, "x-ms-snapshot").unwrap();
     write(&s, path, 512, vec![b'b'; 512], &[]).await;
@@ -513,11 +480,7 @@ async fn the_difference_from_a_snapshot_names_pages_written_and_cleared_since() 
     // A copy is a page blob with the same pages.
     let source = format!("http://127.0.0.1:10000/{}{path}", common::ACCOUNT);
     let r = s
-        .put(
-            "/disks/copy.vhd",
-            &[("x-ms-copy-source", source.as_str())],
-            Vec::new(),
-        )
+        .put_empty("/disks/copy.vhd", &[("x-ms-copy-source", source.as_str())])
         .await;
     assert_eq!(r.status(), 202, "{:?}", code(&r));
     let r = s.head("/disks/copy.vhd", &[]).await;
@@ -602,9 +565,7 @@ async fn writers_racing_for_one_page_blob_lose_no_page_and_one_if_match_wins() {
 }
 
 async fn snapshot(s: &Server, path: &str) -> String {
-    let r = s
-        .put(&format!("{path}?comp=snapshot"), &[], Vec::new())
-        .await;
+    let r = s.put_empty(&format!("{path}?comp=snapshot"), &[]).await;
     header(&r, "x-ms-snapshot").unwrap()
 }
 
@@ -627,12 +588,8 @@ async fn an_incremental_copy_keeps_a_snapshot_per_copy_and_takes_no_other_write(
         let from = url(&id);
         async move {
             let headers = [("x-ms-copy-source", from.as_str())];
-            s.put(
-                "/disks/backup.vhd?comp=incrementalcopy",
-                &headers,
-                Vec::new(),
-            )
-            .await
+            s.put_empty("/disks/backup.vhd?comp=incrementalcopy", &headers)
+                .await
         }
     };
     let r = copy(first.clone()).await;
@@ -691,10 +648,9 @@ async fn an_incremental_copy_keeps_a_snapshot_per_copy_and_takes_no_other_write(
     );
     let base = format!("http://127.0.0.1:10000/{}{source}", common::ACCOUNT);
     let r = s
-        .put(
+        .put_empty(
             "/disks/backup.vhd?comp=incrementalcopy",
             &[("x-ms-copy-source", base.as_str())],
-            Vec::new(),
         )
         .await;
     assert_eq!(
@@ -702,33 +658,29 @@ async fn an_incremental_copy_keeps_a_snapshot_per_copy_and_takes_no_other_write(
         (409, "IncrementalCopySourceMustBeSnapshot".into())
     );
     create(&s, "/disks/other.vhd", 512).await;
-    let r = s
-        .put("/disks/other.vhd?comp=snapshot", &[], Vec::new())
-        .await;
+    let r = s.put_empty("/disks/other.vhd?comp=snapshot", &[]).await;
     let other = format!(
         "http://127.0.0.1:10000/{}/disks/other.vhd?snapshot={}",
         common::ACCOUNT,
         header(&r, "x-ms-snapshot").unwrap()
     );
     let r = s
-        .put(
+        .put_empty(
             "/disks/backup.vhd?comp=incrementalcopy",
             &[("x-ms-copy-source", other.as_str())],
-            Vec::new(),
         )
         .await;
     assert_eq!(refusal(&r), (409, "IncrementalCopyBlobMismatch".into()));
     s.put_blob("/disks/plain", b"x").await;
     let r = s
-        .put(
+        .put_empty(
             "/disks/plain?comp=incrementalcopy",
             &[("x-ms-copy-source", url(&second).as_str())],
-            Vec::new(),
         )
         .await;
     assert_eq!(refusal(&r), (409, "IncrementalCopyBlobMismatch".into()));
     let r = s
-        .put("/disks/backup.vhd?comp=incrementalcopy", &[], Vec::new())
+        .put_empty("/disks/backup.vhd?comp=incrementalcopy", &[])
         .await;
     assert_eq!(refusal(&r), (400, "MissingRequiredHeader".into()));
     // It is deleted as any blob is, with its snapshots.
@@ -757,7 +709,7 @@ async fn put_page_from_url_writes_a_range_of_another_blob_as_pages() {
                 ("x-ms-source-range", source_range),
                 ("x-ms-range", pages),
             ];
-            s.put("/disks/d.vhd?comp=page", &headers, Vec::new()).await
+            s.put_empty("/disks/d.vhd?comp=page", &headers).await
         }
     };
     let r = from("bytes=512-1023", "bytes=1024-1535").await;
@@ -773,7 +725,7 @@ async fn put_page_from_url_writes_a_range_of_another_blob_as_pages() {
         ("x-ms-copy-source", source.as_str()),
         ("x-ms-range", "bytes=0-511"),
     ];
-    let r = s.put("/disks/d.vhd?comp=page", &headers, Vec::new()).await;
+    let r = s.put_empty("/disks/d.vhd?comp=page", &headers).await;
     assert_eq!(refusal(&r), (400, "MissingRequiredHeader".into()));
     assert_eq!(
         s.get("/disks/d.vhd", &[]).await.bytes().await.unwrap(),

@@ -250,14 +250,14 @@ async fn fixture() -> Server {
     s.create_container("box2").await;
     s.put_blob("/box/b", b"v1").await;
     let r = s
-        .put("/box/a", &[("x-ms-blob-type", "AppendBlob")], Vec::new())
+        .put_empty("/box/a", &[("x-ms-blob-type", "AppendBlob")])
         .await;
     assert_eq!(r.status(), 201);
     let page_blob = [
         ("x-ms-blob-type", "PageBlob"),
         ("x-ms-blob-content-length", "1024"),
     ];
-    assert_eq!(s.put("/box/p", &page_blob, Vec::new()).await.status(), 201);
+    assert_eq!(s.put_empty("/box/p", &page_blob).await.status(), 201);
     s
 }
 
@@ -337,13 +337,12 @@ async fn every_unserved_condition_is_refused_on_every_operation() {
 async fn a_copy_still_evaluates_its_source_conditions() {
     let s = fixture().await;
     let r = s
-        .put(
+        .put_empty(
             "/box/c",
             &[
                 ("x-ms-copy-source", COPY_SOURCE),
                 ("x-ms-source-if-match", "\"not-it\""),
             ],
-            Vec::new(),
         )
         .await;
     assert_eq!(r.status(), 412, "{:?}", code(&r));

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::signed;
+use common::{created, signed};
 use http::Method;
 use ifmatch_azure::SystemEnv;
 use ifmatch_cosmos::Endpoint;
@@ -106,12 +106,7 @@ async fn increment(service: &Service, docs: &str, id: &str, pk: &str) {
 async fn waiting_commits_go_together_and_none_is_lost() {
     let store = Slow::default();
     let service = Arc::new(Endpoint::new(store.clone(), SystemEnv));
-    assert_eq!(
-        signed(&*service, Method::POST, "/dbs", &[], r#"{"id":"db"}"#)
-            .await
-            .0,
-        201
-    );
+    created(&*service, "/dbs", r#"{"id":"db"}"#).await;
     let docs = container(&service, "counters").await;
     const DOCUMENTS: usize = 16;
     let pk = |i: usize| format!("p{}", i % 4);
@@ -226,12 +221,7 @@ async fn a_commit_that_waited_while_its_document_was_written_costs_the_store_not
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_unique_value_taken_in_a_group_goes_to_one_writer() {
     let service = Arc::new(Endpoint::new(Slow::default(), SystemEnv));
-    assert_eq!(
-        signed(&*service, Method::POST, "/dbs", &[], r#"{"id":"db"}"#)
-            .await
-            .0,
-        201
-    );
+    created(&*service, "/dbs", r#"{"id":"db"}"#).await;
     let docs = container(&service, "names").await;
     // Sixteen writers create documents of one partition at once, two names between them.
     let writers: Vec<_> = (0..16)

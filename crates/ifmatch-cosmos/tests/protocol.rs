@@ -9,7 +9,7 @@ use crate::common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{send, signed, signed_at};
+use common::{created, send, signed, signed_at};
 use http::Method;
 use ifmatch_azure::SystemEnv;
 use ifmatch_cosmos::Endpoint;
@@ -25,19 +25,9 @@ fn service() -> Service {
 async fn what_the_sdks_never_send_is_answered_as_cosmos_answers_it() {
     let service = service();
     let e = &service;
-    assert_eq!(
-        signed(e, Method::POST, "/dbs", &[], r#"{"id":"shop"}"#)
-            .await
-            .0,
-        201
-    );
+    created(e, "/dbs", r#"{"id":"shop"}"#).await;
     let container = r#"{"id":"carts","partitionKey":{"paths":["/user"],"kind":"Hash"}}"#;
-    assert_eq!(
-        signed(e, Method::POST, "/dbs/shop/colls", &[], container)
-            .await
-            .0,
-        201
-    );
+    created(e, "/dbs/shop/colls", container).await;
     let docs = "/dbs/shop/colls/carts/docs";
     let ann = [("x-ms-documentdb-partitionkey", r#"["ann"]"#)];
     let refused = |(status, json, _): (u16, serde_json::Value, _), want: u16, code: &str| {
@@ -247,19 +237,9 @@ async fn positions_and_tokens_out_of_range_are_refused() {
     use base64::Engine;
     let service = service();
     let e = &service;
-    assert_eq!(
-        signed(e, Method::POST, "/dbs", &[], r#"{"id":"d"}"#)
-            .await
-            .0,
-        201
-    );
+    created(e, "/dbs", r#"{"id":"d"}"#).await;
     let container = r#"{"id":"c","partitionKey":{"paths":["/pk"],"kind":"Hash"},"changeFeedPolicy":{"retentionDuration":10}}"#;
-    assert_eq!(
-        signed(e, Method::POST, "/dbs/d/colls", &[], container)
-            .await
-            .0,
-        201
-    );
+    created(e, "/dbs/d/colls", container).await;
     let docs = "/dbs/d/colls/c/docs";
     let p = ("x-ms-documentdb-partitionkey", r#"["p"]"#);
     for i in 0..3 {
@@ -328,19 +308,9 @@ async fn a_body_heavier_than_the_memory_budget_is_413_and_one_that_must_wait_429
         ..ifmatch_azure::Serving::default()
     });
     let e = &service;
-    assert_eq!(
-        signed(e, Method::POST, "/dbs", &[], r#"{"id":"d"}"#)
-            .await
-            .0,
-        201
-    );
+    created(e, "/dbs", r#"{"id":"d"}"#).await;
     let container = r#"{"id":"c","partitionKey":{"paths":["/pk"],"kind":"Hash"}}"#;
-    assert_eq!(
-        signed(e, Method::POST, "/dbs/d/colls", &[], container)
-            .await
-            .0,
-        201
-    );
+    created(e, "/dbs/d/colls", container).await;
     let docs = "/dbs/d/colls/c/docs";
     let p = [("x-ms-documentdb-partitionkey", r#"["p"]"#)];
     let zeros = |n: usize| format!(r#"{{"id":"a","pk":"p","z":[{}0]}}"#, "0,".repeat(n));

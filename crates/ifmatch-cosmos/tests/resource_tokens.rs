@@ -6,7 +6,7 @@ use crate::common;
 
 use std::sync::Arc;
 
-use common::{send, signed};
+use common::{created, send, signed};
 use http::Method;
 use ifmatch_azure::SystemEnv;
 use ifmatch_cosmos::Endpoint;
@@ -34,12 +34,7 @@ async fn setup() -> Service {
         .await;
         assert_eq!(made.0, 201);
     }
-    assert_eq!(
-        signed(&e, Method::POST, "/dbs/shop/users", &[], r#"{"id":"ann"}"#)
-            .await
-            .0,
-        201
-    );
+    created(&e, "/dbs/shop/users", r#"{"id":"ann"}"#).await;
     e
 }
 
@@ -216,12 +211,7 @@ async fn a_token_reaches_what_its_permission_names_and_nothing_once_it_changes()
         with(&e, fresh, Method::GET, &format!("{docs}/b1"), b).await,
         401
     );
-    assert_eq!(
-        signed(&e, Method::POST, "/dbs/shop/users", &[], r#"{"id":"ann"}"#)
-            .await
-            .0,
-        201
-    );
+    created(&e, "/dbs/shop/users", r#"{"id":"ann"}"#).await;
     assert_eq!(
         signed(&e, Method::GET, PERMISSIONS, &[], "").await.1["_count"],
         0
@@ -230,12 +220,7 @@ async fn a_token_reaches_what_its_permission_names_and_nothing_once_it_changes()
         signed(&e, Method::DELETE, "/dbs/shop", &[], "").await.0,
         204
     );
-    assert_eq!(
-        signed(&e, Method::POST, "/dbs", &[], r#"{"id":"shop"}"#)
-            .await
-            .0,
-        201
-    );
+    created(&e, "/dbs", r#"{"id":"shop"}"#).await;
     let (_, users, _) = signed(&e, Method::GET, "/dbs/shop/users", &[], "").await;
     assert_eq!(users["Users"], Value::Array(Vec::new()));
 }

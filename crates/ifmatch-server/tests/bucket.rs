@@ -218,20 +218,8 @@ fn instance(redis: &RedisServer, moto: &Moto, data: &std::path::Path) -> (Proces
     let env = moto.env();
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let store = format!("s3://{BUCKET}/fleet");
-    let (child, origin) = common::spawn_with_env(
-        [
-            "serve".as_ref(),
-            "--anonymous".as_ref(),
-            "--data".as_ref(),
-            data.as_os_str(),
-            "--backend".as_ref(),
-            redis.url().as_ref(),
-            "--store".as_ref(),
-            store.as_ref(),
-        ],
-        &env,
-    );
-    (Process(child), format!("{origin}/{DEV_ACCOUNT}"))
+    let backend = ["--backend", &redis.url(), "--store", &store];
+    common::serve_anonymous(data, &backend, &env)
 }
 
 async fn send(
@@ -254,19 +242,9 @@ async fn two_instances_share_nothing_but_redis_and_s3() {
     let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let (_a, a) = instance(&redis, &moto, dir_a.path());
     let (_b, b) = instance(&redis, &moto, dir_b.path());
-    assert_eq!(
-        send("PUT", &format!("{a}/fleet?restype=container"), &[], "")
-            .await
-            .status(),
-        201
-    );
-    let put = send(
-        "PUT",
-        &format!("{b}/fleet/counter"),
-        &[("x-ms-blob-type", "BlockBlob")],
-        "0",
-    )
-    .await;
+    common::create_container(&client(), &a, "fleet").await;
+    let blob = [("x-ms-blob-type", "BlockBlob")];
+    let put = send("PUT", &format!("{b}/fleet/counter"), &blob, "0").await;
     assert_eq!(
         put.status(),
         201,
@@ -275,15 +253,9 @@ async fn two_instances_share_nothing_but_redis_and_s3() {
 
     // A blob of several parts written through A reads back through B: the bytes are in S3.
     let big: Vec<u8> = (0..(12u32 << 20)).map(|i| (i % 253) as u8).collect();
-    let put = send(
-        "PUT",
-        &format!("{a}/fleet/big"),
-        &[("x-ms-blob-type", "BlockBlob")],
-        big.clone(),
-    )
-    .await;
+    let put = send("PUT", &format!("{a}/fleet/big"), &blob, big.clone()).await;
     assert_eq!(put.status(), 201);
-    let got = send("GET", &format!("{b}/fleet/big"), &[], "").await;
+    let got = common::get(&client(), &format!("{b}/fleet/big")).await;
     assert_eq!(header(&got, "etag").unwrap(), common::sha256_tag(&big));
     assert_eq!(got.bytes().await.unwrap(), big);
 
@@ -291,7 +263,7 @@ async fn two_instances_share_nothing_but_redis_and_s3() {
     let bases = [a.as_str(), b.as_str()];
     common::count_across(&client(), bases, "/fleet/counter", CLIENTS, INCREMENTS).await;
     for base in &bases {
-        let r = send("GET", &format!("{base}/fleet/counter"), &[], "").await;
+        let r = common::get(&client(), &format!("{base}/fleet/counter")).await;
         assert_eq!(
             r.text().await.unwrap(),
             INCREMENTS.to_string(),
@@ -310,12 +282,7 @@ async fn s3_gone_answers_503_promptly_and_the_instance_recovers_by_itself() {
     let port = moto.port;
     let data = tempfile::tempdir().unwrap();
     let (_a, a) = instance(&redis, &moto, data.path());
-    assert_eq!(
-        send("PUT", &format!("{a}/down?restype=container"), &[], "")
-            .await
-            .status(),
-        201
-    );
+    common::create_container(&client(), &a, "down").await;
     let blob = [("x-ms-blob-type", "BlockBlob")];
     assert_eq!(
         send("PUT", &format!("{a}/down/before"), &blob, "v1")
@@ -326,13 +293,7 @@ async fn s3_gone_answers_503_promptly_and_the_instance_recovers_by_itself() {
 
     drop(moto);
     common::a_put_is_refused_promptly(&format!("{a}/down/during")).await;
-    let listed = send(
-        "GET",
-        &format!("{a}/down?restype=container&comp=list"),
-        &[],
-        "",
-    )
-    .await;
+    let listed = common::get(&client(), &format!("{a}/down?restype=container&comp=list")).await;
     let listed = listed.text().await.unwrap();
     assert!(
         !listed.contains("<Name>during</Name>"),
@@ -347,6 +308,6 @@ async fn s3_gone_answers_503_promptly_and_the_instance_recovers_by_itself() {
             .status(),
         201
     );
-    let got = send("GET", &format!("{a}/down/after"), &[], "").await;
+    let got = common::get(&client(), &format!("{a}/down/after")).await;
     assert_eq!(got.text().await.unwrap(), "v2");
 }

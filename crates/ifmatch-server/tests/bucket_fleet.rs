@@ -8,22 +8,7 @@ use common::{Bucket, client};
 
 /// An instance with its own data directory, everything else in `bucket`.
 fn instance(bucket: &Bucket, data: &std::path::Path) -> (common::Process, String) {
-    let url = bucket.url("ifmatch");
-    let (child, origin) = common::spawn_with_env(
-        [
-            "serve".as_ref(),
-            "--anonymous".as_ref(),
-            "--data".as_ref(),
-            data.as_os_str(),
-            "--backend".as_ref(),
-            url.as_ref(),
-        ],
-        &bucket.vars(),
-    );
-    (
-        common::Process(child),
-        format!("{origin}/{}", common::ACCOUNT),
-    )
+    common::serve_anonymous(data, &["--backend", &bucket.url("ifmatch")], &bucket.vars())
 }
 
 async fn send(method: &str, url: &str, headers: &[(&str, &str)], body: &str) -> reqwest::Response {
@@ -84,16 +69,10 @@ async fn two_instances_share_nothing_but_a_bucket() {
     // Deleted through B, the container and its blobs are gone through A; made again, empty.
     let deleted = send("DELETE", &format!("{b}/fleet?restype=container"), &[], "").await;
     assert_eq!(deleted.status(), 202);
-    let gone = send("GET", &format!("{a}/fleet/blocks"), &[], "").await;
+    let gone = common::get(&client(), &format!("{a}/fleet/blocks")).await;
     assert_eq!(gone.status(), 404);
     common::create_container(&http, &a, "fleet").await;
-    let listed = send(
-        "GET",
-        &format!("{b}/fleet?restype=container&comp=list"),
-        &[],
-        "",
-    )
-    .await;
+    let listed = common::get(&client(), &format!("{b}/fleet?restype=container&comp=list")).await;
     let listed = listed.text().await.unwrap();
     assert!(!listed.contains("<Blob>"), "{listed}");
 }
@@ -178,7 +157,7 @@ async fn the_bucket_gone_answers_503_promptly_and_the_instance_recovers_by_itsel
         "v1",
         "what the bucket held is served again"
     );
-    let missing = send("GET", &format!("{a}/down/during"), &[], "").await;
+    let missing = common::get(&client(), &format!("{a}/down/during")).await;
     assert_eq!(
         missing.status(),
         404,

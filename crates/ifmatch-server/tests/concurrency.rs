@@ -155,15 +155,7 @@ async fn of_concurrent_lease_acquires_exactly_one_wins() {
         .map(|_| {
             let s = s.clone();
             tokio::spawn(async move {
-                let r = s
-                    .lease(
-                        "/cnt/locked",
-                        &[
-                            ("x-ms-lease-action", "acquire"),
-                            ("x-ms-lease-duration", "-1"),
-                        ],
-                    )
-                    .await;
+                let r = s.acquire("/cnt/locked", "-1").await;
                 (r.status().as_u16(), header(&r, "x-ms-lease-id"))
             })
         })

@@ -12,13 +12,7 @@ use common::{client, code, header, refusal, send};
 
 /// `ifmatch serve --anonymous` with `args`, over a data directory of its own: its base URL.
 fn start(data: &std::path::Path, args: &[&str]) -> (common::Process, String) {
-    let mut all = vec!["serve", "--anonymous", "--data", data.to_str().unwrap()];
-    all.extend_from_slice(args);
-    let (child, origin) = common::spawn_with_env(all, &[]);
-    (
-        common::Process(child),
-        format!("{origin}/{}", common::ACCOUNT),
-    )
+    common::serve_anonymous(data, args, &[])
 }
 
 /// Copy Blob, sent raw (`send` would make it a Put Blob From URL, `x-ms-blob-type`).
@@ -75,14 +69,7 @@ async fn copies_read_another_server_only_where_the_operator_lets_them() {
         ("x-ms-blob-type", "BlockBlob"),
         ("x-ms-copy-source", source.as_str()),
     ];
-    let r = send(
-        &http,
-        "PUT",
-        &format!("{closed}/dst/b"),
-        &from_url,
-        Vec::new(),
-    )
-    .await;
+    let r = common::put(&http, &format!("{closed}/dst/b"), &from_url).await;
     assert_eq!(refusal(&r), (403, "CannotVerifyCopySource".into()));
 
     let (_open, open) = start(
@@ -91,14 +78,7 @@ async fn copies_read_another_server_only_where_the_operator_lets_them() {
     );
     common::create_container(&http, &open, "dst").await;
     // Put Blob From URL: the bytes and the origin's properties.
-    let r = send(
-        &http,
-        "PUT",
-        &format!("{open}/dst/b"),
-        &from_url,
-        Vec::new(),
-    )
-    .await;
+    let r = common::put(&http, &format!("{open}/dst/b"), &from_url).await;
     assert_eq!(r.status(), 201, "{:?}", code(&r));
     let r = common::get(&http, &format!("{open}/dst/b")).await;
     assert_eq!(header(&r, "content-type").as_deref(), Some("text/plain"));
@@ -129,14 +109,8 @@ async fn copies_read_another_server_only_where_the_operator_lets_them() {
     let r = copy_blob(&http, &format!("{open}/dst/aborted"), &source, &[]).await;
     let id = header(&r, "x-ms-copy-id").unwrap();
     let abort = format!("{open}/dst/aborted?comp=copy&copyid={id}");
-    let r = send(
-        &http,
-        "PUT",
-        &abort,
-        &[("x-ms-copy-action", "abort")],
-        Vec::new(),
-    )
-    .await;
+    let abort_copy = [("x-ms-copy-action", "abort")];
+    let r = common::put(&http, &abort, &abort_copy).await;
     let expected = match r.status().as_u16() {
         204 => [Some("aborted".to_owned()), Some("0".to_owned())],
         _ => {
@@ -155,14 +129,7 @@ async fn copies_read_another_server_only_where_the_operator_lets_them() {
     .await;
     let state = ["x-ms-copy-status", "content-length"].map(|n| header(&r, n));
     assert_eq!(state, expected);
-    let r = send(
-        &http,
-        "PUT",
-        &abort,
-        &[("x-ms-copy-action", "abort")],
-        Vec::new(),
-    )
-    .await;
+    let r = common::put(&http, &abort, &abort_copy).await;
     assert_eq!(code(&r).as_deref(), Some("NoPendingCopyOperation"));
     // A source gone: failed, saying why.
     let gone = format!("{origin}/src/none");
@@ -178,10 +145,7 @@ async fn copies_read_another_server_only_where_the_operator_lets_them() {
         ("x-ms-source-range", "bytes=0-4"),
     ];
     let url = format!("{open}/dst/blocks?comp=block&blockid=YQ==");
-    assert_eq!(
-        send(&http, "PUT", &url, &range, Vec::new()).await.status(),
-        201
-    );
+    assert_eq!(common::put(&http, &url, &range).await.status(), 201);
     let list = "<BlockList><Latest>YQ==</Latest></BlockList>";
     let url = format!("{open}/dst/blocks?comp=blocklist");
     assert_eq!(send(&http, "PUT", &url, &[], list).await.status(), 201);
@@ -190,10 +154,7 @@ async fn copies_read_another_server_only_where_the_operator_lets_them() {
     // Append Block From URL, under the source's If-Match: the origin evaluates it.
     let log = format!("{open}/dst/log");
     let append = [("x-ms-blob-type", "AppendBlob")];
-    assert_eq!(
-        send(&http, "PUT", &log, &append, Vec::new()).await.status(),
-        201
-    );
+    assert_eq!(common::put(&http, &log, &append).await.status(), 201);
     let url = format!("{log}?comp=appendblock");
     for (tag, status, expected) in [
         ("\"other\"", 412, Some("SourceConditionNotMet")),
@@ -204,7 +165,7 @@ async fn copies_read_another_server_only_where_the_operator_lets_them() {
             ("x-ms-source-range", "bytes=7-11"),
             ("x-ms-source-if-match", tag),
         ];
-        let r = send(&http, "PUT", &url, &conditional, Vec::new()).await;
+        let r = common::put(&http, &url, &conditional).await;
         assert_eq!(
             (r.status().as_u16(), code(&r).as_deref()),
             (status, expected)
@@ -242,14 +203,7 @@ async fn copies_read_another_server_only_where_the_operator_lets_them() {
         ),
     ];
     for (headers, status, expected) in refusals {
-        let r = send(
-            &http,
-            "PUT",
-            &format!("{open}/dst/refused"),
-            headers,
-            Vec::new(),
-        )
-        .await;
+        let r = common::put(&http, &format!("{open}/dst/refused"), headers).await;
         assert_eq!(
             (r.status().as_u16(), code(&r).as_deref()),
             (status, Some(expected)),
@@ -268,14 +222,7 @@ async fn copies_read_another_server_only_where_the_operator_lets_them() {
     assert_eq!(r.status(), 201);
     let too_big = [("x-ms-copy-source", format!("{origin}/src/big"))];
     let too_big: Vec<(&str, &str)> = too_big.iter().map(|(n, v)| (*n, v.as_str())).collect();
-    let r = send(
-        &http,
-        "PUT",
-        &format!("{open}/dst/refused"),
-        &too_big,
-        Vec::new(),
-    )
-    .await;
+    let r = common::put(&http, &format!("{open}/dst/refused"), &too_big).await;
     assert_eq!(refusal(&r), (413, "RequestBodyTooLarge".into()));
     let r = common::get(&http, &format!("{open}/dst/refused")).await;
     assert_eq!(r.status(), 404, "nothing refused was written");

@@ -184,6 +184,21 @@ async fn sigkill_during_batches(args: &[&str]) {
 
 /// One page of the change feed after `etag` (from the beginning when `None`), through
 /// `endpoint`: its documents and the etag to go on from.
+/// Upserts `body` into the collection `docs` (its documents' URL), in the partition `"p"`.
+async fn upsert_in_p(
+    http: &reqwest::Client,
+    docs: &str,
+    body: &serde_json::Value,
+) -> reqwest::StatusCode {
+    let written = http
+        .post(docs)
+        .header("x-ms-documentdb-is-upsert", "True")
+        .header("x-ms-documentdb-partitionkey", "[\"p\"]")
+        .body(body.to_string())
+        .send();
+    written.await.unwrap().status()
+}
+
 async fn feed_page(endpoint: &str, etag: Option<&str>) -> (Vec<serde_json::Value>, String) {
     let mut request = common::client()
         .get(format!("{endpoint}/dbs/feed/colls/c/docs"))
@@ -279,15 +294,9 @@ async fn the_change_feed_across_two_instances_misses_no_change(
                     // A document of its own, and a write to one of four shared ones.
                     for id in [format!("w{w}-{k}"), format!("shared{}", k % 4)] {
                         let body = serde_json::json!({ "id": id, "pk": "p", "by": w, "k": k });
-                        let written = http
-                            .post(format!("{endpoint}/dbs/feed/colls/c/docs"))
-                            .header("x-ms-documentdb-is-upsert", "True")
-                            .header("x-ms-documentdb-partitionkey", "[\"p\"]")
-                            .body(body.to_string())
-                            .send()
-                            .await
-                            .unwrap();
-                        assert!(written.status().is_success(), "{}", written.status());
+                        let docs = format!("{endpoint}/dbs/feed/colls/c/docs");
+                        let written = upsert_in_p(&http, &docs, &body).await;
+                        assert!(written.is_success(), "{written}");
                     }
                 }
             })
@@ -432,45 +441,36 @@ async fn a_query_that_amplifies_a_value_is_refused_at_once_while_others_are_serv
     let nested = |open: &str, inner: &str, close: &str, times: usize| {
         format!("{}{inner}{}", open.repeat(times), close.repeat(times))
     };
+    let replaced = nested("REPLACE(", "c.s", ", 'a', 'aa')", 40);
+    let concatenated = nested("CONCAT(REPLICATE(c.s, 10), ", "c.s", ")", 60);
+    let listed = |item: &str, times: usize, between: &str| vec![item; times].join(between);
     let bombs = [
-        format!(
-            "SELECT VALUE {} FROM c",
-            nested("REPLACE(", "c.s", ", 'a', 'aa')", 40)
-        ),
-        format!(
-            "SELECT VALUE {} FROM c",
-            nested("CONCAT(REPLICATE(c.s, 10), ", "c.s", ")", 60)
-        ),
+        format!("SELECT VALUE {replaced} FROM c"),
+        format!("SELECT VALUE {concatenated} FROM c"),
         format!(
             "SELECT VALUE LENGTH({}) FROM c",
-            vec!["REPLICATE(c.s, 10)"; 120].join(" || ")
+            listed("REPLICATE(c.s, 10)", 120, " || ")
         ),
         format!(
             "SELECT VALUE ARRAY_CONCAT({}) FROM c",
-            vec!["[c, c, c, c, c, c, c, c]"; 60].join(", ")
+            listed("[c, c, c, c, c, c, c, c]", 60, ", ")
         ),
         format!(
             "SELECT VALUE StringJoin([{}], c.big) FROM c",
-            vec!["c.big"; 300].join(", ")
+            listed("c.big", 300, ", ")
         ),
         format!(
             "SELECT VALUE REPLACE(REPLICATE(c.s, 10), 'a', '{}') FROM c",
             "b".repeat(2000)
         ),
-        format!(
-            "SELECT * FROM c ORDER BY {}",
-            nested("REPLACE(", "c.s", ", 'a', 'aa')", 40)
-        ),
-        format!(
-            "SELECT VALUE COUNT(1) FROM c WHERE LENGTH({}) > 0",
-            nested("REPLACE(", "c.s", ", 'a', 'aa')", 40)
-        ),
+        format!("SELECT * FROM c ORDER BY {replaced}"),
+        format!("SELECT VALUE COUNT(1) FROM c WHERE LENGTH({replaced}) > 0"),
         // A cross product that explodes: 1,000 characters split at each, joined thrice.
         "SELECT VALUE COUNT(1) FROM c JOIN a IN StringSplit(c.s, 'a') JOIN b IN StringSplit(c.s, 'a') JOIN d IN StringSplit(c.s, 'a')".to_owned(),
         // A regular expression that backtracks where engines backtrack, on long texts.
         format!(
             "SELECT VALUE RegexMatch(REPLICATE(c.s, 10), '^(a+)+$') FROM c JOIN x IN [{}]",
-            vec!["1"; 900].join(", ")
+            listed("1", 900, ", ")
         ),
     ];
     // A point read, timed, all along.
@@ -752,15 +752,7 @@ async fn every_version_across_two_instances_comes_once_in_one_order() {
                     let docs = format!("{endpoint}/dbs/v/colls/c/docs");
                     for n in 0..2 {
                         let body = serde_json::json!({ "id": id, "pk": "p", "n": n });
-                        let written = http
-                            .post(&docs)
-                            .header("x-ms-documentdb-is-upsert", "True")
-                            .header("x-ms-documentdb-partitionkey", "[\"p\"]")
-                            .body(body.to_string())
-                            .send()
-                            .await
-                            .unwrap();
-                        assert!(written.status().is_success());
+                        assert!(upsert_in_p(&http, &docs, &body).await.is_success());
                     }
                     let deleted = http
                         .delete(format!("{docs}/{id}"))

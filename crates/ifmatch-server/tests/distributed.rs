@@ -276,7 +276,7 @@ async fn instances_sweep_shared_orphans_and_nothing_live() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     for i in 0..20 {
         for base in [&a.base, &b.base] {
-            let r = common::send(&http, "GET", &format!("{base}/swp/b{i}"), &[], "").await;
+            let r = common::get(&http, &format!("{base}/swp/b{i}")).await;
             assert_eq!(r.text().await.unwrap(), format!("v{i}"));
         }
     }

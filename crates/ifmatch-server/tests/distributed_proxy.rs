@@ -160,7 +160,7 @@ async fn no_lost_update(redis: &str) {
             tokio::spawn(async move {
                 let mut done = 0;
                 while done < EACH {
-                    let current = common::send(&http, "GET", &read, &[], Vec::new()).await;
+                    let current = common::get(&http, &read).await;
                     assert_eq!(current.status(), 200);
                     let tag = header(&current, "etag").unwrap();
                     let n: usize = current.text().await.unwrap().parse().unwrap();
@@ -187,7 +187,7 @@ async fn no_lost_update(redis: &str) {
         task.await.unwrap();
     }
     let elapsed = started.elapsed();
-    let last = common::send(&http, "GET", &on_b, &[], Vec::new()).await;
+    let last = common::get(&http, &on_b).await;
     assert_eq!(last.text().await.unwrap(), (CLIENTS * EACH).to_string());
     assert_eq!(origin.writes.load(Ordering::SeqCst), CLIENTS * EACH + 1);
     println!(
@@ -216,7 +216,7 @@ async fn a_proxy_killed_holding_the_write_lock_frees_the_key_and_its_late_write_
         // The origin sends no tag on writes; the proxy learns it from a read.
         String::new()
     });
-    let read = common::send(&http, "GET", &on_b, &[], Vec::new()).await;
+    let read = common::get(&http, &on_b).await;
     let tag = header(&read, "etag").unwrap();
     assert!(v1.is_empty() || v1 == tag);
 
@@ -274,7 +274,7 @@ async fn a_proxy_killed_holding_the_write_lock_frees_the_key_and_its_late_write_
         StatusCode::CONFLICT,
         "the late write was not fenced off"
     );
-    let now = common::send(&http, "GET", &on_b, &[], Vec::new()).await;
+    let now = common::get(&http, &on_b).await;
     assert_eq!(now.text().await.unwrap(), "from B");
 }
 
@@ -293,11 +293,7 @@ async fn a_write_through_one_proxy_is_never_revalidated_by_the_other_past_the_ca
             .status(),
         201
     );
-    let old = header(
-        &common::send(&http, "GET", &on_b, &[], Vec::new()).await,
-        "etag",
-    )
-    .unwrap();
+    let old = header(&common::get(&http, &on_b).await, "etag").unwrap();
     let cached = common::send(&http, "GET", &on_b, &[("if-none-match", &old)], Vec::new()).await;
     assert_eq!(cached.status(), 304);
 

@@ -76,7 +76,7 @@ async fn a_full_disk_never_loses_an_acknowledged_upload() {
     let server = serve(&data, &[]);
     let http = client();
     let base = server.base.clone();
-    create_container(&http, &base, "full").await;
+    common::create_container(&http, &base, "full").await;
 
     // name -> (tag, bytes) of acknowledged, not deleted blobs.
     type Known = HashMap<String, (String, Vec<u8>)>;
@@ -152,7 +152,7 @@ async fn a_full_disk_never_loses_an_acknowledged_upload() {
     assert!(acknowledged.len() > 100);
     for (name, (tag, body)) in &acknowledged {
         let url = format!("{base}/full/{name}");
-        let r = common::send(&http, "GET", &url, &[], "").await;
+        let r = common::get(&http, &url).await;
         assert_eq!(r.status(), 200, "{name}");
         assert_eq!(header(&r, "etag").as_deref(), Some(tag.as_str()));
         assert_eq!(r.bytes().await.unwrap(), &body[..], "{name}: bytes differ");
@@ -255,30 +255,17 @@ async fn a_full_disk_still_updates_small_blobs_and_renews_leases() {
     drop(server);
     server = serve(&data, &[]);
     let url = format!("{}/full/counter", server.base);
-    let r = common::send(&http, "GET", &url, &[], "").await;
+    let r = common::get(&http, &url).await;
     assert_eq!(r.status(), 200);
     assert_eq!(header(&r, "etag").as_deref(), Some(tag.as_str()));
     assert_eq!(header(&r, "x-ms-lease-state").as_deref(), Some("leased"));
     assert_eq!(r.bytes().await.unwrap(), "counter?n=19");
 }
 
-/// Creates the container `name` under `base`.
-async fn create_container(http: &reqwest::Client, base: &str, name: &str) {
-    let r = common::send(
-        http,
-        "PUT",
-        &format!("{base}/{name}?restype=container"),
-        &[],
-        "",
-    )
-    .await;
-    assert_eq!(r.status(), 201);
-}
-
 /// Creates the container `name` under `base` with one blob, `x`, holding `payload`: what the
 /// well-behaved client of a crowd test reads ([`gets_get_through`]).
 async fn container_with_x(http: &reqwest::Client, base: &str, name: &str) {
-    create_container(http, base, name).await;
+    common::create_container(http, base, name).await;
     let r = common::send(http, "PUT", &format!("{base}/{name}/x"), &[], "payload").await;
     assert_eq!(r.status(), 201);
 }
@@ -296,7 +283,7 @@ async fn gets_get_through(
         let start = Instant::now();
         let r = tokio::time::timeout(
             patience,
-            common::send(http, "GET", &format!("{base}/{container}/x"), &[], ""),
+            common::get(http, &format!("{base}/{container}/x")),
         )
         .await
         .unwrap_or_else(|_| {
@@ -388,7 +375,7 @@ async fn stalled_and_abandoned_uploads_leave_nothing() {
     let server = serve(data.path(), &["--body-timeout", "1"]);
     let http = client();
     let base = server.base.clone();
-    create_container(&http, &base, "slow").await;
+    common::create_container(&http, &base, "slow").await;
     let addr = common::host_of(&base);
     let head = |len: usize| {
         format!(
@@ -435,7 +422,7 @@ async fn stalled_and_abandoned_uploads_leave_nothing() {
 
     tokio::time::sleep(Duration::from_millis(500)).await;
     for blob in ["b", "s"] {
-        let r = common::send(&http, "GET", &format!("{base}/slow/{blob}"), &[], "").await;
+        let r = common::get(&http, &format!("{base}/slow/{blob}")).await;
         assert_eq!(code(&r).as_deref(), Some("BlobNotFound"), "{blob}");
     }
     assert_eq!(files(&data.path().join("tmp")), 0, "temporary files left");
@@ -504,10 +491,10 @@ async fn damaged_files_are_named_and_the_rest_serves() {
     std::fs::write(record_of("a"), b"{\"name\":\"a\",\"rec").unwrap();
     let server = serve(path, &[]);
     let base = server.base.clone();
-    let r = common::send(&http, "GET", &format!("{base}/box/a"), &[], "").await;
+    let r = common::get(&http, &format!("{base}/box/a")).await;
     assert_eq!(r.status(), 404);
     for name in ["b", "c"] {
-        let r = common::send(&http, "GET", &format!("{base}/box/{name}"), &[], "").await;
+        let r = common::get(&http, &format!("{base}/box/{name}")).await;
         assert_eq!(r.status(), 200, "{name}");
     }
     assert_eq!(files(&path.join("damaged")), 1);
@@ -725,7 +712,7 @@ async fn orphans_are_swept_while_serving_and_live_objects_stay() {
         assert!(Instant::now() < deadline, "the orphan was never swept");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let r = common::send(&http, "GET", &format!("{base}/sweep/live"), &[], "").await;
+    let r = common::get(&http, &format!("{base}/sweep/live")).await;
     assert_eq!(r.text().await.unwrap(), live);
     assert_eq!(files(&data.path().join("objects")), 1);
 }
@@ -819,7 +806,7 @@ async fn refusals_go_before_100_continue() {
     let server = serve(data.path(), &["--max-body", "1048576"]);
     let http = client();
     let base = server.base.clone();
-    create_container(&http, &base, "box").await;
+    common::create_container(&http, &base, "box").await;
     let addr = common::host_of(&base);
     let head = |path: &str, len: u64| {
         format!(
@@ -1031,7 +1018,7 @@ async fn check_names_a_record_served_from_its_older_copy() {
     {
         let server = serve(path, &[]);
         let base = server.base.clone();
-        create_container(&http, &base, "rot").await;
+        common::create_container(&http, &base, "rot").await;
         for body in ["first", "second"] {
             let r = common::send(&http, "PUT", &format!("{base}/rot/n"), &[], body).await;
             assert_eq!(r.status(), 201);
@@ -1072,7 +1059,7 @@ async fn check_names_a_record_served_from_its_older_copy() {
         "{said}"
     );
     let server = serve(path, &[]);
-    let r = common::send(&http, "GET", &format!("{}/rot/n", server.base), &[], "").await;
+    let r = common::get(&http, &format!("{}/rot/n", server.base)).await;
     assert_eq!(
         r.text().await.unwrap(),
         "first",
@@ -1135,7 +1122,7 @@ async fn check_takes_the_change_feeds_records_for_what_they_are() {
             202
         );
         let container = format!("fed{attempt}");
-        create_container(&http, &base, &container).await;
+        common::create_container(&http, &base, &container).await;
         let blob = format!("{base}/{container}/gone");
         assert_eq!(
             common::send(&http, "PUT", &blob, &[], "x").await.status(),

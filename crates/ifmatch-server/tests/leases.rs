@@ -56,15 +56,7 @@ async fn spec_scenarios() {
 
     // 2. acquire -1 without a proposal: a generated UUID; infinite.
     s.put_blob("/box/two", b"2").await;
-    let r = s
-        .lease(
-            "/box/two",
-            &[
-                ("x-ms-lease-action", "acquire"),
-                ("x-ms-lease-duration", "-1"),
-            ],
-        )
-        .await;
+    let r = s.acquire("/box/two", "-1").await;
     assert_eq!(r.status(), 201);
     let generated: uuid::Uuid = header(&r, "x-ms-lease-id").unwrap().parse().unwrap();
     assert_eq!(

@@ -42,7 +42,7 @@ async fn metrics_count_operations_by_status_off_the_data_path_and_the_access_log
     let put = send(&http, "PUT", &blob, &block, vec![7u8; 1000]).await;
     let tag = put.headers()["etag"].to_str().unwrap().to_owned();
     assert_eq!(status(put), 201);
-    assert_eq!(status(send(&http, "GET", &blob, &[], "").await), 200);
+    assert_eq!(status(common::get(&http, &blob).await), 200);
     let revalidate = [("if-none-match", tag.as_str())];
     assert_eq!(
         status(send(&http, "GET", &blob, &revalidate, "").await),
@@ -64,63 +64,30 @@ async fn metrics_count_operations_by_status_off_the_data_path_and_the_access_log
     assert_eq!(status(send(&http, "PUT", &lease, &acquire, "").await), 201);
     assert_eq!(status(send(&http, "PUT", &lease, &acquire, "").await), 409);
 
-    let page = send(
-        &http,
-        "GET",
-        &format!("http://127.0.0.1:{metrics_port}/metrics"),
-        &[],
-        "",
-    )
-    .await
-    .text()
-    .await
-    .unwrap();
-    let expect = [
-        (
-            r#"ifmatch_requests_total{operation="CreateContainer",status="201"}"#,
-            1.0,
-        ),
-        (
-            r#"ifmatch_requests_total{operation="CreateContainer",status="409"}"#,
-            1.0,
-        ),
-        (
-            r#"ifmatch_requests_total{operation="PutBlob",status="201"}"#,
-            1.0,
-        ),
-        (
-            r#"ifmatch_requests_total{operation="PutBlob",status="412"}"#,
-            1.0,
-        ),
-        (
-            r#"ifmatch_requests_total{operation="GetBlob",status="200"}"#,
-            1.0,
-        ),
-        (
-            r#"ifmatch_requests_total{operation="GetBlob",status="304"}"#,
-            1.0,
-        ),
-        (
-            r#"ifmatch_request_duration_seconds_count{operation="GetBlob"}"#,
-            2.0,
-        ),
-        (
-            r#"ifmatch_request_duration_seconds_bucket{operation="GetBlob",le="+Inf"}"#,
-            2.0,
-        ),
-        (
-            r#"ifmatch_lease_actions_total{action="acquire",status="201"}"#,
-            1.0,
-        ),
-        (
-            r#"ifmatch_lease_actions_total{action="acquire",status="409"}"#,
-            1.0,
-        ),
-        ("ifmatch_request_bytes_total", 1004.0),
-        ("ifmatch_response_bytes_total", 1000.0),
-        ("ifmatch_cas_retries_total", 0.0),
-    ];
-    for (name, value) in expect {
+    let page = common::get(&http, &format!("http://127.0.0.1:{metrics_port}/metrics"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    // Each sample as the exposition format writes it: its name and labels, its value.
+    let expect = r#"
+ifmatch_requests_total{operation="CreateContainer",status="201"} 1
+ifmatch_requests_total{operation="CreateContainer",status="409"} 1
+ifmatch_requests_total{operation="PutBlob",status="201"} 1
+ifmatch_requests_total{operation="PutBlob",status="412"} 1
+ifmatch_requests_total{operation="GetBlob",status="200"} 1
+ifmatch_requests_total{operation="GetBlob",status="304"} 1
+ifmatch_request_duration_seconds_count{operation="GetBlob"} 2
+ifmatch_request_duration_seconds_bucket{operation="GetBlob",le="+Inf"} 2
+ifmatch_lease_actions_total{action="acquire",status="201"} 1
+ifmatch_lease_actions_total{action="acquire",status="409"} 1
+ifmatch_request_bytes_total 1004
+ifmatch_response_bytes_total 1000
+ifmatch_cas_retries_total 0
+"#;
+    for line in expect.lines().filter(|line| !line.is_empty()) {
+        let (name, value) = line.rsplit_once(' ').unwrap();
+        let value: f64 = value.parse().unwrap();
         let seen = sample(&page, name);
         if name == "ifmatch_response_bytes_total" {
             // The 1,000 bytes of the GET, and the XML of the error answers.
@@ -139,14 +106,7 @@ async fn metrics_count_operations_by_status_off_the_data_path_and_the_access_log
     );
 
     // The data port has no /metrics: there it is a container path of the dialect.
-    let data_port = send(
-        &http,
-        "GET",
-        &format!("http://127.0.0.1:{port}/metrics"),
-        &[],
-        "",
-    )
-    .await;
+    let data_port = common::get(&http, &format!("http://127.0.0.1:{port}/metrics")).await;
     assert!(
         !data_port
             .text()
@@ -154,14 +114,7 @@ async fn metrics_count_operations_by_status_off_the_data_path_and_the_access_log
             .unwrap()
             .contains("ifmatch_requests_total")
     );
-    let missing = send(
-        &http,
-        "GET",
-        &format!("http://127.0.0.1:{metrics_port}/other"),
-        &[],
-        "",
-    )
-    .await;
+    let missing = common::get(&http, &format!("http://127.0.0.1:{metrics_port}/other")).await;
     assert_eq!(missing.status(), 404);
 
     // One JSON object per request, with its operation, status and request id.

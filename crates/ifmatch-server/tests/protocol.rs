@@ -15,12 +15,12 @@ async fn text(r: reqwest::Response) -> String {
 #[tokio::test]
 async fn containers() {
     let s = Server::start().await;
-    let r = s.put("/box?restype=container", &[], Vec::new()).await;
+    let r = s.put_empty("/box?restype=container", &[]).await;
     assert_eq!(r.status(), 201);
     assert!(header(&r, "etag").is_some() && header(&r, "last-modified").is_some());
     assert!(header(&r, "x-ms-request-id").is_some());
 
-    let r = s.put("/box?restype=container", &[], Vec::new()).await;
+    let r = s.put_empty("/box?restype=container", &[]).await;
     assert_eq!(refusal(&r), (409, "ContainerAlreadyExists".into()));
     let body = text(r).await;
     assert!(
@@ -193,15 +193,7 @@ async fn records_and_leases_survive_a_restart() {
     let s = Server::start().await;
     s.create_container("box").await;
     let tag = s.put_blob("/box/keep", b"kept").await;
-    let r = s
-        .lease(
-            "/box/keep",
-            &[
-                ("x-ms-lease-action", "acquire"),
-                ("x-ms-lease-duration", "-1"),
-            ],
-        )
-        .await;
+    let r = s.acquire("/box/keep", "-1").await;
     let id = header(&r, "x-ms-lease-id").unwrap();
     let dir = s.stop().await;
 
@@ -265,43 +257,22 @@ async fn content_md5_and_crc64_are_verified_and_returned() {
     assert_eq!(objects(), before);
     // x-ms-content-crc64 (CRC-64/NVME, little-endian, base64): the catalogue's check value.
     let check = "iJh5CoYUi64=";
-    let r = s
-        .put(
-            "/box/c",
-            &[("x-ms-content-crc64", check)],
-            b"123456789".to_vec(),
-        )
-        .await;
+    let crc = [("x-ms-content-crc64", check)];
+    let r = s.put("/box/c", &crc, b"123456789".to_vec()).await;
     assert_eq!(r.status(), 201);
     assert_eq!(header(&r, "x-ms-content-crc64").as_deref(), Some(check));
-    let r = s
-        .put(
-            "/box/c",
-            &[("x-ms-content-crc64", check)],
-            b"123456780".to_vec(),
-        )
-        .await;
+    let r = s.put("/box/c", &crc, b"123456780".to_vec()).await;
     assert_eq!(refusal(&r), (400, "Crc64Mismatch".into()));
-    assert_eq!(
-        s.get("/box/c", &[]).await.text().await.unwrap(),
-        "123456789"
-    );
+    let kept = || async { s.get("/box/c", &[]).await.text().await.unwrap() };
+    assert_eq!(kept().await, "123456789");
     // A structured message body (segments with their CRC64s) would be stored as other bytes
     // than the client's: refused, nothing kept.
-    let r = s
-        .put(
-            "/box/c",
-            &[("x-ms-structured-body", "XSM/1.0; properties=crc64")],
-            b"wrapped".to_vec(),
-        )
-        .await;
+    let structured = [("x-ms-structured-body", "XSM/1.0; properties=crc64")];
+    let r = s.put("/box/c", &structured, b"wrapped".to_vec()).await;
     assert_eq!(refusal(&r), (400, "UnsupportedHeader".into()));
-    assert_eq!(
-        s.get("/box/c", &[]).await.text().await.unwrap(),
-        "123456789"
-    );
+    assert_eq!(kept().await, "123456789");
     // Without one, the server's own digest is stored and served.
-    let r = s.put("/box/b", &[], Vec::new()).await;
+    let r = s.put_empty("/box/b", &[]).await;
     assert_eq!(
         header(&r, "content-md5").as_deref(),
         Some("1B2M2Y8AsgTpgAmY7PhCfg==")
@@ -338,7 +309,7 @@ async fn small_blobs_live_in_their_records_and_answer_the_same() {
     let bound_tag = s.put_blob("/small/bound", &bound).await;
     // (reqwest sends no Content-Length with an empty body; the SDKs always do.)
     let r = s
-        .put("/small/empty", &[("content-length", "0")], Vec::new())
+        .put_empty("/small/empty", &[("content-length", "0")])
         .await;
     let empty_tag = header(&r, "etag").unwrap();
     assert_eq!(objects(&s), 0, "small blobs staged objects");

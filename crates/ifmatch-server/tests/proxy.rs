@@ -254,7 +254,7 @@ async fn revalidations_are_answered_from_the_cache_and_stale_writes_never_reach_
     );
     assert_eq!(origin.writes.load(Ordering::SeqCst), 1);
 
-    let first = common::send(&http, "GET", &url, &[], Vec::new()).await;
+    let first = common::get(&http, &url).await;
     assert_eq!(first.status(), 200);
     let v1 = etag(&first);
     assert_eq!(
@@ -303,14 +303,7 @@ async fn revalidations_are_answered_from_the_cache_and_stale_writes_never_reach_
     assert_eq!(proxy.metric(&http, failed).await, 2);
     let failed = r#"ifmatch_requests_total{operation="DELETE",status="412"}"#;
     assert_eq!(proxy.metric(&http, failed).await, 1);
-    assert_eq!(
-        common::send(&http, "GET", &url, &[], Vec::new())
-            .await
-            .text()
-            .await
-            .unwrap(),
-        "v2"
-    );
+    assert_eq!(common::get(&http, &url).await.text().await.unwrap(), "v2");
 
     // /metrics is the proxy's own: the origin's GET count did not move.
     let gets = origin.gets.load(Ordering::SeqCst);
@@ -537,15 +530,9 @@ async fn ten_mib_bodies_stream_both_ways_in_bounded_memory() {
     let http = client();
     // Warm up: a request of each kind, so the baseline holds the buffers every request needs.
     assert_eq!(
-        common::send(
-            &http,
-            "GET",
-            &format!("{}/echo", proxy.base),
-            &[],
-            Vec::new()
-        )
-        .await
-        .status(),
+        common::get(&http, &format!("{}/echo", proxy.base))
+            .await
+            .status(),
         200
     );
     let before = proxy.peak_rss_kib();
@@ -644,7 +631,7 @@ async fn sixty_four_clients_read_modify_write_through_the_proxy_without_a_lost_u
         tasks.push(tokio::spawn(async move {
             let mut done = 0;
             while done < EACH {
-                let current = common::send(&http, "GET", &url, &[], Vec::new()).await;
+                let current = common::get(&http, &url).await;
                 assert_eq!(current.status(), 200);
                 let tag = etag(&current);
                 let n: usize = current.text().await.unwrap().parse().unwrap();
@@ -669,11 +656,7 @@ async fn sixty_four_clients_read_modify_write_through_the_proxy_without_a_lost_u
     for task in tasks {
         task.await.unwrap();
     }
-    let last = common::send(&http, "GET", &url, &[], Vec::new())
-        .await
-        .text()
-        .await
-        .unwrap();
+    let last = common::get(&http, &url).await.text().await.unwrap();
     assert_eq!(
         last,
         (CLIENTS * EACH).to_string(),
@@ -693,7 +676,7 @@ async fn every_serving_thread_answers_revalidations_from_the_one_cache() {
     let http = client();
     let created = common::send(&http, "PUT", &url, &[("if-none-match", "*")], "v1").await;
     assert_eq!(created.status(), 201);
-    let first = common::send(&http, "GET", &url, &[], Vec::new()).await;
+    let first = common::get(&http, &url).await;
     assert_eq!(first.status(), 200);
     let tag = etag(&first);
     let gets = origin.gets.load(Ordering::SeqCst);

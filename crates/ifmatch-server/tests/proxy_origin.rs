@@ -40,6 +40,13 @@ async fn serve(mut stream: TcpStream) {
     }
 }
 
+/// `ifmatch proxy` in front of `upstream` on one thread (so one pool of connections): the
+/// process and its base URL.
+fn one_threaded_proxy(upstream: &str) -> (common::Process, String) {
+    let (proxy, base) = common::spawn_ifmatch(["proxy", "--upstream", upstream, "--threads", "1"]);
+    (common::Process(proxy), base)
+}
+
 async fn start_origin() -> (Arc<AtomicUsize>, String) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
@@ -57,8 +64,7 @@ async fn start_origin() -> (Arc<AtomicUsize>, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn origin_connections_are_reused_replaced_when_closed_and_dropped_when_unread() {
     let (connections, upstream) = start_origin().await;
-    let (proxy, base) = common::spawn_ifmatch(["proxy", "--upstream", &upstream, "--threads", "1"]);
-    let _proxy = common::Process(proxy);
+    let (_proxy, base) = one_threaded_proxy(&upstream);
     let http = common::client();
     let get = |path: &str| {
         let (http, url) = (http.clone(), format!("{base}{path}"));
@@ -109,8 +115,7 @@ async fn origin_connections_are_reused_replaced_when_closed_and_dropped_when_unr
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_idle_past_the_origins_usual_keep_alive_is_not_used_again() {
     let (connections, upstream) = start_origin().await;
-    let (proxy, base) = common::spawn_ifmatch(["proxy", "--upstream", &upstream, "--threads", "1"]);
-    let _proxy = common::Process(proxy);
+    let (_proxy, base) = one_threaded_proxy(&upstream);
     let http = common::client();
     let get = async || {
         http.get(format!("{base}/keep"))

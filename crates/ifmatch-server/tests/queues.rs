@@ -208,39 +208,27 @@ async fn competing_consumers(url: &str, total: usize) {
 
     // A receipt replaced by a later Get (its visibility run out) no longer deletes.
     assert_eq!(put(&http, &format!("{a}/work"), "late").await, 201);
-    let first = http
-        .get(format!("{a}/work/messages?visibilitytimeout=1"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let first = common::text_of(format!("{a}/work/messages?visibilitytimeout=1")).await;
     tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
-    let second = http
-        .get(format!("{b}/work/messages?visibilitytimeout=30"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let second = common::text_of(format!("{b}/work/messages?visibilitytimeout=30")).await;
     assert_eq!(all(&second, "DequeueCount"), ["2"], "{second}");
     let id = &all(&first, "MessageId")[0];
-    let stale = &all(&first, "PopReceipt")[0];
-    let refused = http
-        .delete(format!("{a}/work/messages/{id}?popreceipt={stale}"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(refused.status(), 404);
-    let latest = &all(&second, "PopReceipt")[0];
-    let deleted = http
-        .delete(format!("{b}/work/messages/{id}?popreceipt={latest}"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(deleted.status(), 204);
+    let delete =
+        |base: &str, receipt: &str| format!("{base}/work/messages/{id}?popreceipt={receipt}");
+    let refused = delete(&a, &all(&first, "PopReceipt")[0]);
+    assert_eq!(
+        common::send(&http, "DELETE", &refused, &[], "")
+            .await
+            .status(),
+        404
+    );
+    let deleted = delete(&b, &all(&second, "PopReceipt")[0]);
+    assert_eq!(
+        common::send(&http, "DELETE", &deleted, &[], "")
+            .await
+            .status(),
+        204
+    );
 }
 
 /// Messages acknowledged (201) on the local disk are there after a SIGKILL, each once.
@@ -249,14 +237,8 @@ async fn acknowledged_messages_survive_a_sigkill() {
     let data = tempfile::tempdir().unwrap();
     let (mut server, queues) = open_server(data.path(), &[]);
     let http = common::client();
-    assert_eq!(
-        http.put(format!("{queues}/kept"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        201
-    );
+    let created = common::send(&http, "PUT", &format!("{queues}/kept"), &[], "").await;
+    assert_eq!(created.status(), 201);
     let acknowledged = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut writers = Vec::new();
     for w in 0..8 {
@@ -288,14 +270,8 @@ async fn acknowledged_messages_survive_a_sigkill() {
     let (_server, queues) = open_server(data.path(), &[]);
     let mut found = Vec::new();
     loop {
-        let got = http
-            .get(format!(
-                "{queues}/kept/messages?numofmessages=32&visibilitytimeout=600"
-            ))
-            .send()
-            .await
-            .unwrap();
-        let texts = all(&got.text().await.unwrap(), "MessageText");
+        let got = format!("{queues}/kept/messages?numofmessages=32&visibilitytimeout=600");
+        let texts = all(&common::text_of(got).await, "MessageText");
         if texts.is_empty() {
             break;
         }

@@ -439,11 +439,14 @@ async fn an_issuers_keys_are_found_by_discovery_and_followed_through_a_rotation(
     };
     let list = || format!("{base}?comp=list");
     // The status of listing with `token` once it is 200, or after 30 s.
+    let listed = |token: String| async move {
+        let answer = ask(reqwest::Method::GET, list(), token).await;
+        answer.unwrap().status().as_u16()
+    };
     let taken = |token: String| async move {
         let started = std::time::Instant::now();
         loop {
-            let answer = ask(reqwest::Method::GET, list(), token.clone()).await;
-            let status = answer.unwrap().status().as_u16();
+            let status = listed(token.clone()).await;
             if status == 200 || started.elapsed() > std::time::Duration::from_secs(30) {
                 return status;
             }
@@ -472,24 +475,12 @@ async fn an_issuers_keys_are_found_by_discovery_and_followed_through_a_rotation(
     );
     // Another principal has no assignment.
     let nobody = entra_token(&rsa, Algorithm::RS256, "k1", "stranger");
-    assert_eq!(
-        ask(reqwest::Method::GET, list(), nobody)
-            .await
-            .unwrap()
-            .status(),
-        403
-    );
+    assert_eq!(listed(nobody).await, 403);
 
     // The issuer rotates to a new key: a token under it is taken once the server, told of the
     // unknown key by that token, fetches again; the old key's tokens are then refused.
     issuer.publish(&ec, Algorithm::ES256, "k2");
     let rotated = entra_token(&ec, Algorithm::ES256, "k2", "app");
     assert_eq!(taken(rotated).await, 200, "the rotated key was not fetched");
-    assert_eq!(
-        ask(reqwest::Method::GET, list(), first)
-            .await
-            .unwrap()
-            .status(),
-        401
-    );
+    assert_eq!(listed(first).await, 401);
 }

@@ -159,6 +159,11 @@ impl Server {
         self.send("PUT", path, headers, body).await
     }
 
+    /// A PUT with no body: an operation of its query (`comp=`) or a container's creation.
+    pub async fn put_empty(&self, path: &str, headers: &[(&str, &str)]) -> Reply {
+        self.put(path, headers, Vec::new()).await
+    }
+
     pub async fn delete(&self, path: &str, headers: &[(&str, &str)]) -> Reply {
         self.send("DELETE", path, headers, Vec::new()).await
     }

@@ -76,9 +76,18 @@ pub(crate) async fn signed_at<T: Tables + Clone>(
 /// Makes the database `shop` and its container `carts` (partitioned by `/pk`) on `service`.
 #[allow(dead_code)]
 pub(crate) async fn shop<T: Tables + Clone>(service: &Endpoint<T, SystemEnv>) {
-    let db = signed(service, Method::POST, "/dbs", &[], r#"{"id":"shop"}"#).await;
-    assert_eq!(db.0, 201, "{}", db.1);
+    created(service, "/dbs", r#"{"id":"shop"}"#).await;
     let container = r#"{"id":"carts","partitionKey":{"paths":["/pk"],"kind":"Hash"}}"#;
-    let made = signed(service, Method::POST, "/dbs/shop/colls", &[], container).await;
-    assert_eq!(made.0, 201, "{}", made.1);
+    created(service, "/dbs/shop/colls", container).await;
+}
+
+/// POSTs `body` to `path` (a database, a container, a document), signed: it must be made (201).
+#[allow(dead_code)]
+pub(crate) async fn created<T: Tables + Clone>(
+    service: &Endpoint<T, SystemEnv>,
+    path: &str,
+    body: &str,
+) {
+    let (status, json, _) = signed(service, Method::POST, path, &[], body).await;
+    assert_eq!(status, 201, "POST {path}: {json}");
 }

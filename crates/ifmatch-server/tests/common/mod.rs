@@ -141,6 +141,11 @@ impl Server {
         self.send("PUT", path, headers, body).await
     }
 
+    /// A PUT with no body: an operation of its query (`comp=`) or a container's creation.
+    pub async fn put_empty(&self, path: &str, headers: &[(&str, &str)]) -> Response {
+        self.put(path, headers, Vec::new()).await
+    }
+
     pub async fn delete(&self, path: &str, headers: &[(&str, &str)]) -> Response {
         self.send("DELETE", path, headers, Vec::new()).await
     }
@@ -162,7 +167,16 @@ impl Server {
         } else {
             format!("{path}?comp=lease")
         };
-        self.put(&path, headers, Vec::new()).await
+        self.put_empty(&path, headers).await
+    }
+
+    /// Acquire a lease on `path` for `duration` seconds (`"-1"`: infinite), no id proposed.
+    pub async fn acquire(&self, path: &str, duration: &str) -> Response {
+        let acquire = [
+            ("x-ms-lease-action", "acquire"),
+            ("x-ms-lease-duration", duration),
+        ];
+        self.lease(path, &acquire).await
     }
 }
 
@@ -197,6 +211,11 @@ pub async fn send(
 /// A GET of `url` with no fields.
 pub async fn get(client: &reqwest::Client, url: &str) -> Response {
     send(client, "GET", url, &[], Vec::new()).await
+}
+
+/// A PUT of `url` with `headers` and no body.
+pub async fn put(client: &reqwest::Client, url: &str, headers: &[(&str, &str)]) -> Response {
+    send(client, "PUT", url, headers, Vec::new()).await
 }
 
 /// `clients` clients add one to the counter blob at `path` (a decimal number) under each of
@@ -513,6 +532,19 @@ where
     S: AsRef<std::ffi::OsStr>,
 {
     spawn_with_env(args, &[])
+}
+
+/// `ifmatch serve --anonymous` over the data directory `data` with `args` (its backend, its
+/// store) and `env`: the process and the development account's base URL.
+pub fn serve_anonymous(
+    data: &std::path::Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (Process, String) {
+    let mut all = vec!["serve", "--anonymous", "--data", data.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let (child, origin) = spawn_with_env(all, env);
+    (Process(child), format!("{origin}/{ACCOUNT}"))
 }
 
 /// [`spawn_signed`] with these environment variables.
