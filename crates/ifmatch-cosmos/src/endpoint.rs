@@ -246,7 +246,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         };
         // Charged once it ran, failed or not (a read of nothing costs a read).
         let mut answer = match front.handle(&asked).await {
-            Ok(done) => answer_of(&done),
+            Ok(done) => answer_of(done),
             Err(failure) => failure.answer(),
         };
         let charge = front.meter.total(answer.body().len()).max(charge::METADATA);

@@ -31,5 +31,7 @@ pub use endpoint::Endpoint;
 pub use error_code::ErrorCode;
 pub use filter::{Filter, FilterError, MAX_COMPARISONS};
 pub use scoped::Scoped;
-pub use store::{Change, EntityKey, Expected, MemoryTables, Scan, TableError, Tables, satisfies};
+pub use store::{
+    Change, EntityKey, Expected, MemoryTables, Scan, TableError, Tables, satisfied_by, satisfies,
+};
 pub use value::{DateTime, Entity, Value};

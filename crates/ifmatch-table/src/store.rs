@@ -152,10 +152,16 @@ impl MemoryTables {
 
 /// Whether `found` is what `expected` asks for.
 pub fn satisfies(expected: Expected, found: Option<&Entity>) -> bool {
+    satisfied_by(expected, found.map(|entity| entity.timestamp))
+}
+
+/// [`satisfies`], knowing only the version of the entity found (`None`: none is there), as a
+/// store that reads the version alone checks it.
+pub fn satisfied_by(expected: Expected, found: Option<DateTime>) -> bool {
     match (expected, found) {
         (Expected::Anything, _) | (Expected::Absent, None) => true,
         (Expected::Present, Some(_)) => true,
-        (Expected::Version(version), Some(entity)) => entity.timestamp == version,
+        (Expected::Version(version), Some(at)) => at == version,
         _ => false,
     }
 }

@@ -17,7 +17,7 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use ifmatch_table::{Change, Entity, EntityKey, Scan, TableError, Tables, satisfies};
+use ifmatch_table::{Change, DateTime, Entity, EntityKey, Scan, TableError, Tables, satisfied_by};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
 /// The most memory redb's page cache takes: reads past it go to the file (the kernel's page
@@ -114,6 +114,17 @@ fn failed(error: impl std::fmt::Display) -> TableError {
 
 fn decode(bytes: &[u8]) -> Result<Entity, TableError> {
     serde_json::from_slice(bytes).map_err(failed)
+}
+
+/// The version of a stored entity: its `timestamp`, its properties skipped, not built (a
+/// commit's check needs no more).
+fn version(bytes: &[u8]) -> Result<DateTime, TableError> {
+    #[derive(serde::Deserialize)]
+    struct Stamped {
+        timestamp: DateTime,
+    }
+    let stamped: Stamped = serde_json::from_slice(bytes).map_err(failed)?;
+    Ok(stamped.timestamp)
 }
 
 /// Whether the table `name` is there, in `names`.
@@ -318,8 +329,8 @@ fn apply(
     for (index, change) in changes.iter().enumerate() {
         let key = (change.key.0.as_str(), change.key.1.as_str());
         let found = entities.get(key).map_err(failed)?;
-        let found = found.map(|bytes| decode(bytes.value())).transpose()?;
-        if !satisfies(change.expected, found.as_ref()) {
+        let found = found.map(|bytes| version(bytes.value())).transpose()?;
+        if !satisfied_by(change.expected, found) {
             let present = found.is_some();
             return Ok(Err(TableError::Conflict { index, present }));
         }

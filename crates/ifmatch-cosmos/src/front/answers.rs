@@ -10,11 +10,11 @@ use crate::failure::{Answer, Failure, bad_request};
 /// What an operation answers: what it did, or why it did not.
 pub(crate) type Answered = Result<Done, Failure>;
 
-/// What a successful operation answers: its status, its body, and the version it wrote or
-/// read (for the `etag` and session headers).
+/// What a successful operation answers: its status, its body (JSON, written once), and the
+/// version it wrote or read (for the `etag` and session headers).
 pub struct Done {
     pub(crate) status: StatusCode,
-    pub(crate) body: Option<Json>,
+    pub(crate) body: Option<Vec<u8>>,
     pub(crate) at: Option<DateTime>,
     /// An `etag` of another kind than a version's (the change feed's position).
     pub(crate) etag: Option<String>,
@@ -25,10 +25,16 @@ pub struct Done {
 }
 
 impl Done {
-    pub(crate) fn of(status: StatusCode, body: Json, at: Option<DateTime>) -> Self {
+    /// `body` written as JSON: a [`Json`] value, or a type that serializes as the answer's
+    /// shape (no map of values built to be written once).
+    pub(crate) fn of(
+        status: StatusCode,
+        body: impl serde::Serialize,
+        at: Option<DateTime>,
+    ) -> Self {
         Self {
             status,
-            body: Some(body),
+            body: Some(serde_json::to_vec(&body).expect("an answer serializes")),
             at,
             etag: None,
             count: None,
@@ -51,22 +57,18 @@ impl Done {
 }
 
 /// The answer a front gives for `done`, without the service's own headers.
-pub(crate) fn answer_of(done: &Done) -> Answer {
-    let body = done
-        .body
-        .as_ref()
-        .map(|b| b.to_string())
-        .unwrap_or_default();
-    let mut answer = http::Response::new(bytes::Bytes::from(body));
+pub(crate) fn answer_of(done: Done) -> Answer {
+    let has_body = done.body.is_some();
+    let mut answer = http::Response::new(bytes::Bytes::from(done.body.unwrap_or_default()));
     *answer.status_mut() = done.status;
     let headers = answer.headers_mut();
-    if done.body.is_some() {
+    if has_body {
         headers.insert(
             http::header::CONTENT_TYPE,
             http::HeaderValue::from_static("application/json"),
         );
     }
-    let etag = done.etag.clone().or_else(|| done.at.map(document::etag));
+    let etag = done.etag.or_else(|| done.at.map(document::etag));
     if let Some(etag) = etag
         && let Ok(value) = http::HeaderValue::from_str(&etag)
     {

@@ -306,14 +306,11 @@ fn operation_kind(operation: &Json) -> String {
 fn operation_id(operation: &Json) -> Result<String, Failure> {
     let id = match operation.get("id").and_then(Json::as_str) {
         Some(id) => id.to_owned(),
-        None => {
-            let body = operation
-                .get("resourceBody")
-                .and_then(Json::as_object)
-                .cloned()
-                .unwrap_or_default();
-            id_of(&body)
-        }
+        None => operation
+            .get("resourceBody")
+            .and_then(Json::as_object)
+            .map(id_of)
+            .unwrap_or_default(),
     };
     document::check_id(&id)?;
     Ok(id)
@@ -333,11 +330,11 @@ fn results(
     count: usize,
 ) -> Done {
     let mut outcomes = outcomes.into_iter();
-    let results: Vec<Json> = (0..count)
+    let results: Vec<OperationResult> = (0..count)
         .map(|i| match (outcomes.next(), failed) {
             (Some(outcome), Some(f)) if f == i => result(db, coll, outcome, false),
             (Some(outcome), None) => result(db, coll, outcome, true),
-            _ => json!({ "statusCode": 424, "requestCharge": 1.0 }),
+            _ => OperationResult::status(424),
         })
         .collect();
     let status = if failed.is_some() {
@@ -345,18 +342,53 @@ fn results(
     } else {
         StatusCode::OK
     };
-    Done::of(status, Json::Array(results), None)
+    Done::of(status, results, None)
+}
+
+/// One operation's result in a batch's answer, as the SDKs read it.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct OperationResult {
+    pub(super) status_code: u16,
+    request_charge: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    e_tag: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resource_body: Option<Json>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<String>,
+}
+
+impl OperationResult {
+    /// A result of `status` alone.
+    pub(super) fn status(status: u16) -> Self {
+        Self {
+            status_code: status,
+            request_charge: 1.0,
+            e_tag: None,
+            resource_body: None,
+            message: None,
+        }
+    }
+
+    /// An operation refused on its own: its status and why.
+    pub(super) fn refused(failure: &Failure) -> Self {
+        Self {
+            message: Some(failure.message.clone()),
+            ..Self::status(failure.status())
+        }
+    }
 }
 
 /// One operation's result: its status, and, when `written` stands, the document's tag and
 /// body (not the body of a 304).
-pub(super) fn result(db: &str, coll: &str, outcome: Outcome, written: bool) -> Json {
-    let mut result = json!({ "statusCode": outcome.status, "requestCharge": 1.0 });
+pub(super) fn result(db: &str, coll: &str, outcome: Outcome, written: bool) -> OperationResult {
+    let mut result = OperationResult::status(outcome.status);
     if written && let Some(entity) = &outcome.entity {
-        result["eTag"] = document::etag(entity.timestamp).into();
+        result.e_tag = Some(document::etag(entity.timestamp));
         if outcome.status != 304 {
             let json = outcome.document.unwrap_or_else(|| json_of(entity));
-            result["resourceBody"] = document_json_of(db, coll, entity, json);
+            result.resource_body = Some(document_json_of(db, coll, entity, json));
         }
     }
     result

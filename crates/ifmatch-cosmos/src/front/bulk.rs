@@ -3,10 +3,10 @@
 
 use http::StatusCode;
 use ifmatch_table::Tables;
-use serde_json::{Value as Json, json};
+use serde_json::Value as Json;
 
 use super::answers::{Answered, Done};
-use super::batch::{Outcome, result};
+use super::batch::{OperationResult, Outcome, result};
 use super::{Asked, Front, Rules, Scope, documents_table};
 use crate::failure::{Failure, bad_request};
 
@@ -31,28 +31,24 @@ impl<T: Tables> Front<'_, T> {
         let mut failed = false;
         for operation in operations {
             let answer = if stop && failed {
-                json!({ "statusCode": 424, "requestCharge": 1.0 })
+                OperationResult::status(424)
             } else {
                 match self.alone(&table, rules, operation, asked).await {
                     Ok(outcome) => {
                         let written = outcome.status < 400;
                         result(db, coll, outcome, written)
                     }
-                    Err(refused) => json!({
-                        "statusCode": refused.status(), "requestCharge": 1.0, "message": refused.message,
-                    }),
+                    Err(refused) => OperationResult::refused(&refused),
                 }
             };
-            failed |= answer["statusCode"]
-                .as_u64()
-                .is_none_or(|status| status >= 400);
+            failed |= answer.status_code >= 400;
             answers.push(answer);
         }
         let status = match failed {
             true => StatusCode::MULTI_STATUS,
             false => StatusCode::OK,
         };
-        Ok(Done::of(status, Json::Array(answers), None))
+        Ok(Done::of(status, answers, None))
     }
 
     /// One operation of a bulk, as a batch of its own on its partition key.
