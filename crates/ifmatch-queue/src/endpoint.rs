@@ -17,9 +17,6 @@ use crate::failure::{ErrorCode, Failure, Result};
 use crate::operation::{Operation, Target};
 use crate::{auth, messages, queues, xml};
 
-/// The largest request body taken: a message of 64 KiB, escaped, with room.
-pub const MAX_BODY: usize = 1 << 20;
-
 /// The access policy of a queue that has none.
 const EMPTY_ACL: &str = "<?xml version=\"1.0\" encoding=\"utf-8\"?><SignedIdentifiers />";
 
@@ -33,7 +30,8 @@ pub struct Endpoint<T, E> {
 }
 
 impl<T: Tables + Clone, E: Env> ifmatch_azure::WholeBody for Endpoint<T, E> {
-    const MAX_BODY: usize = MAX_BODY;
+    /// The largest request body taken: a message of 64 KiB, escaped, with room.
+    const MAX_BODY: usize = 1 << 20;
 
     async fn answer(&self, parts: &http::request::Parts, body: &[u8]) -> Answer {
         self.handle(parts, body).await
@@ -108,7 +106,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         self
     }
 
-    /// Answers a request whose body was read whole (at most [`MAX_BODY`]).
+    /// Answers a request whose body was read whole (at most `MAX_BODY`).
     pub async fn handle(&self, parts: &http::request::Parts, body: &[u8]) -> Answer {
         if parts.method == Method::OPTIONS {
             let answer = match self.preflight(parts).await {
@@ -409,15 +407,9 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         found.map(|(_, policy)| Some(policy)).ok_or_else(missing)
     }
 
-    /// `answer` with what every answer carries ([`ifmatch_azure::stamp`]).
-    fn stamped(&self, mut answer: Answer, parts: &http::request::Parts) -> Answer {
-        ifmatch_azure::stamp(
-            answer.headers_mut(),
-            &parts.headers,
-            &self.base.env,
-            VERSION,
-        );
-        answer
+    /// `answer` with what every answer carries, in this dialect's version.
+    fn stamped(&self, answer: Answer, parts: &http::request::Parts) -> Answer {
+        self.base.stamped(answer, parts, VERSION)
     }
 }
 

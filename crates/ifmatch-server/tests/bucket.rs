@@ -222,15 +222,6 @@ fn instance(redis: &RedisServer, moto: &Moto, data: &std::path::Path) -> (Proces
     common::serve_anonymous(data, &backend, &env)
 }
 
-async fn send(
-    method: &str,
-    url: &str,
-    headers: &[(&str, &str)],
-    body: impl Into<reqwest::Body>,
-) -> reqwest::Response {
-    common::send(&client(), method, url, headers, body).await
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_instances_share_nothing_but_redis_and_s3() {
     const CLIENTS: usize = 32;
@@ -243,18 +234,13 @@ async fn two_instances_share_nothing_but_redis_and_s3() {
     let (_a, a) = instance(&redis, &moto, dir_a.path());
     let (_b, b) = instance(&redis, &moto, dir_b.path());
     common::create_container(&client(), &a, "fleet").await;
-    let blob = [("x-ms-blob-type", "BlockBlob")];
-    let put = send("PUT", &format!("{b}/fleet/counter"), &blob, "0").await;
-    assert_eq!(
-        put.status(),
-        201,
-        "the container made through A is seen by B"
-    );
+    let put = common::upload(&format!("{b}/fleet/counter"), "0").await;
+    assert_eq!(put, 201, "the container made through A is seen by B");
 
     // A blob of several parts written through A reads back through B: the bytes are in S3.
     let big: Vec<u8> = (0..(12u32 << 20)).map(|i| (i % 253) as u8).collect();
-    let put = send("PUT", &format!("{a}/fleet/big"), &blob, big.clone()).await;
-    assert_eq!(put.status(), 201);
+    let put = common::upload(&format!("{a}/fleet/big"), big.clone()).await;
+    assert_eq!(put, 201);
     let got = common::get(&client(), &format!("{b}/fleet/big")).await;
     assert_eq!(header(&got, "etag").unwrap(), common::sha256_tag(&big));
     assert_eq!(got.bytes().await.unwrap(), big);
@@ -283,13 +269,7 @@ async fn s3_gone_answers_503_promptly_and_the_instance_recovers_by_itself() {
     let data = tempfile::tempdir().unwrap();
     let (_a, a) = instance(&redis, &moto, data.path());
     common::create_container(&client(), &a, "down").await;
-    let blob = [("x-ms-blob-type", "BlockBlob")];
-    assert_eq!(
-        send("PUT", &format!("{a}/down/before"), &blob, "v1")
-            .await
-            .status(),
-        201
-    );
+    assert_eq!(common::upload(&format!("{a}/down/before"), "v1").await, 201);
 
     drop(moto);
     common::a_put_is_refused_promptly(&format!("{a}/down/during")).await;
@@ -302,12 +282,7 @@ async fn s3_gone_answers_503_promptly_and_the_instance_recovers_by_itself() {
 
     // The same endpoint back (moto keeps nothing: a new, empty bucket), no restart of ifmatch.
     let _moto = Moto::start_on(port).await;
-    assert_eq!(
-        send("PUT", &format!("{a}/down/after"), &blob, "v2")
-            .await
-            .status(),
-        201
-    );
+    assert_eq!(common::upload(&format!("{a}/down/after"), "v2").await, 201);
     let got = common::get(&client(), &format!("{a}/down/after")).await;
     assert_eq!(got.text().await.unwrap(), "v2");
 }

@@ -25,13 +25,8 @@ async fn two_instances_share_nothing_but_a_bucket() {
     let (_b, b) = instance(&bucket, dir_b.path());
     let http = client();
     common::create_container(&http, &a, "fleet").await;
-    let blob = [("x-ms-blob-type", "BlockBlob")];
-    let put = send("PUT", &format!("{b}/fleet/counter"), &blob, "0").await;
-    assert_eq!(
-        put.status(),
-        201,
-        "the container made through A is seen by B"
-    );
+    let put = common::upload(&format!("{b}/fleet/counter"), "0").await;
+    assert_eq!(put, 201, "the container made through A is seen by B");
 
     // Blocks staged through A, committed through B, read through A.
     for (id, part) in [("YQ==", "first "), ("Yg==", "second")] {
@@ -139,13 +134,7 @@ async fn the_bucket_gone_answers_503_promptly_and_the_instance_recovers_by_itsel
     let (_a, a) = instance(&bucket, data.path());
     let http = client();
     common::create_container(&http, &a, "down").await;
-    let blob = [("x-ms-blob-type", "BlockBlob")];
-    assert_eq!(
-        send("PUT", &format!("{a}/down/before"), &blob, "v1")
-            .await
-            .status(),
-        201
-    );
+    assert_eq!(common::upload(&format!("{a}/down/before"), "v1").await, 201);
 
     bucket.kill();
     common::a_put_is_refused_promptly(&format!("{a}/down/during")).await;
@@ -163,10 +152,5 @@ async fn the_bucket_gone_answers_503_promptly_and_the_instance_recovers_by_itsel
         404,
         "the write answered 503 landed nowhere"
     );
-    assert_eq!(
-        send("PUT", &format!("{a}/down/after"), &blob, "v2")
-            .await
-            .status(),
-        201
-    );
+    assert_eq!(common::upload(&format!("{a}/down/after"), "v2").await, 201);
 }

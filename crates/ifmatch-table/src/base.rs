@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use ifmatch_azure::Serving;
+use ifmatch_azure::{Answer, Env, Serving};
 
 use crate::clock::Clock;
 
@@ -53,5 +53,19 @@ impl<T, E> Base<T, E> {
     /// The path `raw` without the mount.
     pub fn unmounted<'a>(&self, raw: &'a str) -> &'a str {
         raw.strip_prefix(self.mount.as_str()).unwrap_or(raw)
+    }
+}
+
+impl<T, E: Env> Base<T, E> {
+    /// `answer` with what every answer carries ([`ifmatch_azure::stamp`]), `version` the
+    /// dialect's for a request that names none.
+    pub fn stamped(
+        &self,
+        mut answer: Answer,
+        parts: &http::request::Parts,
+        version: &'static str,
+    ) -> Answer {
+        ifmatch_azure::stamp(answer.headers_mut(), &parts.headers, &self.env, version);
+        answer
     }
 }

@@ -22,9 +22,6 @@ use ifmatch_azure::inflight::Refused;
 /// The version of the dialect answers name when the request names none.
 const VERSION: &str = "2019-02-02";
 
-/// The largest request body taken: a batch's 4 MiB of operations and its multipart framing.
-pub const MAX_BODY: usize = (4 << 20) + (64 << 10);
-
 /// The Table service over `T`, for `accounts`.
 #[derive(Debug, Clone)]
 pub struct Endpoint<T, E> {
@@ -32,13 +29,14 @@ pub struct Endpoint<T, E> {
 }
 
 impl<T: Tables + Clone, E: Env> ifmatch_azure::WholeBody for Endpoint<T, E> {
-    const MAX_BODY: usize = MAX_BODY;
+    /// The largest request body taken: a batch's 4 MiB of operations and its multipart framing.
+    const MAX_BODY: usize = (4 << 20) + (64 << 10);
 
     async fn answer(&self, parts: &http::request::Parts, body: &[u8]) -> Answer {
         self.handle(parts, body).await
     }
 
-    /// 413 `RequestBodyTooLarge`: the body is over [`MAX_BODY`].
+    /// 413 `RequestBodyTooLarge`: the body is over `MAX_BODY`.
     fn too_large(&self, parts: &http::request::Parts) -> Answer {
         let failure = front::failure(ErrorCode::RequestBodyTooLarge, "the body is over 4 MiB");
         self.stamped(failure, parts)
@@ -76,7 +74,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         self
     }
 
-    /// Answers a request whose body was read whole (at most [`MAX_BODY`]; see
+    /// Answers a request whose body was read whole (at most `MAX_BODY`; see
     /// [`Endpoint::too_large`] for one that was longer).
     pub async fn handle(&self, parts: &http::request::Parts, body: &[u8]) -> Answer {
         let now = self.base.env.now();
@@ -173,15 +171,9 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         front::handle(&tables, &asked).await
     }
 
-    /// `answer` with what every answer carries ([`ifmatch_azure::stamp`]).
-    fn stamped(&self, mut answer: Answer, parts: &http::request::Parts) -> Answer {
-        ifmatch_azure::stamp(
-            answer.headers_mut(),
-            &parts.headers,
-            &self.base.env,
-            VERSION,
-        );
-        answer
+    /// `answer` with what every answer carries, in this dialect's version.
+    fn stamped(&self, answer: Answer, parts: &http::request::Parts) -> Answer {
+        self.base.stamped(answer, parts, VERSION)
     }
 }
 

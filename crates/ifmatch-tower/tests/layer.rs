@@ -149,6 +149,17 @@ async fn get<S: Layered>(
     send(service, request(Method::GET, path, headers, "")).await
 }
 
+/// The status of a `method` of `path` with `headers` and `body` (a write's, mostly).
+async fn status_of<S: Layered>(
+    service: &S,
+    method: Method,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> StatusCode {
+    send(service, request(method, path, headers, body)).await.0
+}
+
 fn etag(headers: &http::HeaderMap) -> String {
     headers[header::ETAG].to_str().unwrap().to_owned()
 }
@@ -332,62 +343,34 @@ async fn writes_check_preconditions_before_the_handler() {
     let v1 = strong_etag(b"v1").to_string();
     // Around a whole service, the layer asks it for the resource from the first write.
     // Stale: 412 and the handler never writes.
-    let (status, _, _) = send(
-        &svc,
-        request(Method::PUT, "/doc", &[("if-match", "\"stale\"")], "x"),
-    )
-    .await;
+    let status = status_of(&svc, Method::PUT, "/doc", &[("if-match", "\"stale\"")], "x").await;
     assert_eq!(status, 412);
     assert_eq!(store.writes.load(Ordering::SeqCst), 0);
     // Current (learned by probing the handler with a GET): the write goes through.
-    let (status, _, _) = send(
-        &svc,
-        request(Method::PUT, "/doc", &[("if-match", &v1)], "v2"),
-    )
-    .await;
+    let status = status_of(&svc, Method::PUT, "/doc", &[("if-match", &v1)], "v2").await;
     assert_eq!(status, 204);
     // The old tag is now stale, for writes and for the 304 cache alike.
-    let (status, _, _) = send(
-        &svc,
-        request(Method::PUT, "/doc", &[("if-match", &v1)], "v3"),
-    )
-    .await;
+    let status = status_of(&svc, Method::PUT, "/doc", &[("if-match", &v1)], "v3").await;
     assert_eq!(status, 412);
     let (status, _, body) = get(&svc, "/doc", &[("if-none-match", &v1)]).await;
     assert_eq!((status, body), (StatusCode::OK, Bytes::from("v2")));
     // Create-only.
-    let (status, _, _) = send(
-        &svc,
-        request(Method::PUT, "/doc", &[("if-none-match", "*")], "x"),
-    )
-    .await;
+    let status = status_of(&svc, Method::PUT, "/doc", &[("if-none-match", "*")], "x").await;
     assert_eq!(status, 412);
-    let (status, _, _) = send(
-        &svc,
-        request(Method::PUT, "/new", &[("if-none-match", "*")], "n"),
-    )
-    .await;
+    let status = status_of(&svc, Method::PUT, "/new", &[("if-none-match", "*")], "n").await;
     assert_eq!(status, 204);
-    let (status, _, _) = send(
-        &svc,
-        request(Method::PUT, "/new2", &[("if-match", "*")], "n"),
-    )
-    .await;
+    let status = status_of(&svc, Method::PUT, "/new2", &[("if-match", "*")], "n").await;
     assert_eq!(status, 412, "If-Match: * on nothing");
     // Unconditional writes go through (last writer wins) unless 428 is asked for.
-    let (status, _, _) = send(&svc, request(Method::PUT, "/doc", &[], "blind")).await;
+    let status = status_of(&svc, Method::PUT, "/doc", &[], "blind").await;
     assert_eq!(status, 204);
     let strict = ConditionalLayer::new()
         .require_precondition(true)
         .layer(store.service());
     get(&strict, "/doc", &[]).await;
-    let (status, _, _) = send(&strict, request(Method::PUT, "/doc", &[], "blind")).await;
+    let status = status_of(&strict, Method::PUT, "/doc", &[], "blind").await;
     assert_eq!(status, 428);
-    let (status, _, _) = send(
-        &strict,
-        request(Method::DELETE, "/doc", &[("if-match", "*")], ""),
-    )
-    .await;
+    let status = status_of(&strict, Method::DELETE, "/doc", &[("if-match", "*")], "").await;
     assert_eq!(status, 204);
 }
 
@@ -410,26 +393,14 @@ async fn writes_are_decided_by_the_applications_version_source() {
         .layer(store.service());
     let v1 = strong_etag(b"v1").to_string();
     // No GET has been served: the source answers, not anything remembered.
-    let (status, _, _) = send(
-        &svc,
-        request(Method::PUT, "/doc", &[("if-match", &v1)], "v2"),
-    )
-    .await;
+    let status = status_of(&svc, Method::PUT, "/doc", &[("if-match", &v1)], "v2").await;
     assert_eq!(status, 204, "checked against the source, written");
     // Changed behind the layer: the source knows at once.
     store.put("/doc", "v3 by a job");
     let v2 = strong_etag(b"v2").to_string();
-    let (status, _, _) = send(
-        &svc,
-        request(Method::PUT, "/doc", &[("if-match", &v2)], "lost"),
-    )
-    .await;
+    let status = status_of(&svc, Method::PUT, "/doc", &[("if-match", &v2)], "lost").await;
     assert_eq!(status, 412);
-    let (status, _, _) = send(
-        &svc,
-        request(Method::PUT, "/new", &[("if-none-match", "*")], "n"),
-    )
-    .await;
+    let status = status_of(&svc, Method::PUT, "/new", &[("if-none-match", "*")], "n").await;
     assert!(
         status.is_success(),
         "absent by the source: create-only holds: {status}"
@@ -517,11 +488,9 @@ async fn sixty_four_clients_read_modify_write_without_a_lost_update() {
                         let value: u64 = std::str::from_utf8(&body).unwrap().parse().unwrap();
                         let tag = etag(&headers);
                         let next = (value + 1).to_string();
-                        let (status, _, _) = send(
-                            &svc,
-                            request(Method::PUT, "/counter", &[("if-match", &tag)], &next),
-                        )
-                        .await;
+                        let status =
+                            status_of(&svc, Method::PUT, "/counter", &[("if-match", &tag)], &next)
+                                .await;
                         match status.as_u16() {
                             204 => break,
                             412 => continue,

@@ -8,30 +8,26 @@ use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::Full;
 use ifmatch_tower::ConditionalLayer;
+use tower::util::BoxCloneSyncService;
 use tower::{Layer, ServiceExt};
 
 /// GETs take 100 ms, PUTs 600 ms.
-fn slow() -> impl tower::Service<
-    Request<Full<Bytes>>,
-    Response = Response<Full<Bytes>>,
-    Error = Infallible,
-    Future: Send,
-> + Clone
-+ Send
-+ 'static {
-    tower::service_fn(|request: Request<Full<Bytes>>| async move {
-        let pause = if request.method() == Method::GET {
-            100
-        } else {
-            600
-        };
-        tokio::time::sleep(Duration::from_millis(pause)).await;
-        let mut response = Response::new(Full::new(Bytes::from_static(b"document")));
-        if request.method() != Method::GET {
-            *response.status_mut() = StatusCode::NO_CONTENT;
-        }
-        Ok::<_, Infallible>(response)
-    })
+fn slow() -> BoxCloneSyncService<Request<Full<Bytes>>, Response<Full<Bytes>>, Infallible> {
+    BoxCloneSyncService::new(tower::service_fn(
+        |request: Request<Full<Bytes>>| async move {
+            let pause = if request.method() == Method::GET {
+                100
+            } else {
+                600
+            };
+            tokio::time::sleep(Duration::from_millis(pause)).await;
+            let mut response = Response::new(Full::new(Bytes::from_static(b"document")));
+            if request.method() != Method::GET {
+                *response.status_mut() = StatusCode::NO_CONTENT;
+            }
+            Ok::<_, Infallible>(response)
+        },
+    ))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

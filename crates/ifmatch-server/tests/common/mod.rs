@@ -218,6 +218,14 @@ pub async fn put(client: &reqwest::Client, url: &str, headers: &[(&str, &str)]) 
     send(client, "PUT", url, headers, Vec::new()).await
 }
 
+/// A Put Blob of `body` at `url` by a client of its own: the status it answers.
+pub async fn upload(url: &str, body: impl Into<reqwest::Body>) -> u16 {
+    send(&client(), "PUT", url, &[], body)
+        .await
+        .status()
+        .as_u16()
+}
+
 /// `clients` clients add one to the counter blob at `path` (a decimal number) under each of
 /// `bases` until `increments` were made in all: each reads through one instance and writes
 /// back with `If-Match` through the other, starting over on 412. Answers the 412s met.
