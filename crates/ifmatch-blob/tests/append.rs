@@ -34,7 +34,7 @@ async fn an_append_blob_grows_block_by_block_under_its_conditions() {
         .map(|n| header(&r, n).unwrap()),
         ["AppendBlob", "0", "0"]
     );
-    assert_eq!(s.get(path, &[]).await.text().await.unwrap(), "");
+    assert_eq!(s.read_text(path).await, "");
 
     let r = s
         .put(&format!("{path}?comp=appendblock"), &[], "hello ")
@@ -107,10 +107,7 @@ async fn an_append_blob_grows_block_by_block_under_its_conditions() {
         .put_empty(&format!("{path}?comp=appendblock"), &from)
         .await;
     assert_eq!(r.status(), 201, "{:?}", code(&r));
-    assert_eq!(
-        s.get(path, &[]).await.text().await.unwrap(),
-        "hello worldloc"
-    );
+    assert_eq!(s.read_text(path).await, "hello worldloc");
 
     // Sealed: read-only, its tag kept, sealing again succeeds.
     let before = header(&s.head(path, &[]).await, "etag").unwrap();
@@ -128,12 +125,7 @@ async fn an_append_blob_grows_block_by_block_under_its_conditions() {
             .status(),
         200
     );
-    let listing = s
-        .get("/logs?restype=container&comp=list", &[])
-        .await
-        .text()
-        .await
-        .unwrap();
+    let listing = s.read_text("/logs?restype=container&comp=list").await;
     assert!(
         listing.contains("<BlobType>AppendBlob</BlobType>"),
         "{listing}"
@@ -228,7 +220,7 @@ async fn racing_appenders_at_their_positions_lose_nothing_and_double_nothing() {
     for task in tasks {
         lost += task.await.unwrap();
     }
-    let text = s.get("/logs/race", &[]).await.text().await.unwrap();
+    let text = s.read_text("/logs/race").await;
     let lines: Vec<&str> = text.lines().collect();
     let distinct: BTreeSet<&str> = lines.iter().copied().collect();
     assert_eq!(
@@ -264,7 +256,7 @@ async fn an_append_costs_the_same_at_one_block_and_at_a_thousand() {
         after_many <= after_one + 8,
         "the record grew from {after_one} to {after_many} bytes"
     );
-    let text = s.get("/logs/long", &[]).await.text().await.unwrap();
+    let text = s.read_text("/logs/long").await;
     let expected: String = (0..1000).map(|n| format!("{n}\n")).collect();
     assert_eq!(text, expected);
     let r = s.head("/logs/long", &[]).await;

@@ -35,12 +35,7 @@ async fn feed_blobs(s: &Server) -> Vec<String> {
 async fn events(s: &Server) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for name in feed_blobs(s).await.iter().filter(|n| n.ends_with(".avro")) {
-        let bytes = s
-            .get(&format!("/$blobchangefeed/{name}"), &[])
-            .await
-            .bytes()
-            .await
-            .unwrap();
+        let bytes = s.read(&format!("/$blobchangefeed/{name}")).await;
         assert!(bytes.starts_with(b"Obj\x01"), "{name} is an Avro container");
         let text = String::from_utf8_lossy(&bytes);
         let subjects: Vec<&str> = text
@@ -165,7 +160,7 @@ async fn a_blob_deleted_and_written_again_keeps_both_changes() {
     // Deleted again: nothing there to delete.
     assert_eq!(s.delete("/box/apple", &[]).await.status(), 404);
     s.put_blob("/box/apple", b"two").await;
-    assert_eq!(s.get("/box/apple", &[]).await.text().await.unwrap(), "two");
+    assert_eq!(s.read_text("/box/apple").await, "two");
     assert_eq!(s.publish().await, 3);
     let want = pairs(&[
         ("BlobCreated", "apple"),
@@ -355,12 +350,7 @@ async fn a_deletion_not_yet_published_is_answered_as_no_blob() {
     create.push(("if-none-match", "*"));
     assert_eq!(s.put("/box/gone", &create, "two").await.status(), 201);
     assert_eq!(s.put("/box/never", &create, "two").await.status(), 201);
-    let listed = s
-        .get("/box?restype=container&comp=list", &[])
-        .await
-        .text()
-        .await
-        .unwrap();
+    let listed = s.read_text("/box?restype=container&comp=list").await;
     assert_eq!(listed.matches("<Name>").count(), 2, "{listed}");
     // Its changes still all published, in order.
     assert_eq!(s.publish().await, 4);

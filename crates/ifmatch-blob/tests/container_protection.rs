@@ -72,7 +72,7 @@ async fn a_policy_keeps_each_blob_its_days_then_lets_it_be_deleted_never_overwri
         Some("true")
     );
     assert_eq!(header(&r, "x-ms-has-legal-hold").as_deref(), Some("false"));
-    let listed = s.get("/?comp=list", &[]).await.text().await.unwrap();
+    let listed = s.read_text("/?comp=list").await;
     assert!(
         listed.contains("<HasImmutabilityPolicy>true</HasImmutabilityPolicy>"),
         "{listed}"
@@ -99,7 +99,7 @@ async fn a_policy_keeps_each_blob_its_days_then_lets_it_be_deleted_never_overwri
     }
     let tags = "<?xml version=\"1.0\" encoding=\"utf-8\"?><Tags><TagSet /></Tags>";
     assert_eq!(s.put("/box/old?comp=tags", &[], tags).await.status(), 204);
-    assert_eq!(s.get("/box/old", &[]).await.text().await.unwrap(), "kept");
+    assert_eq!(s.read_text("/box/old").await, "kept");
     // The container goes only with its blobs (an unlocked policy does not keep it).
     let r = s.delete("/box?restype=container", &[]).await;
     assert_eq!(refusal(&r), (409, policy.into()));
@@ -143,7 +143,7 @@ async fn append_blobs_take_new_blocks_only_when_the_policy_allows_protected_appe
     assert_eq!(r.status(), 200);
     let r = append(&s, "/box/log").await;
     assert_eq!(refusal(&r), (409, "BlobImmutableDueToPolicy".into()));
-    assert_eq!(s.get("/box/log", &[]).await.text().await.unwrap(), "line\n");
+    assert_eq!(s.read_text("/box/log").await, "line\n");
 }
 
 #[tokio::test]

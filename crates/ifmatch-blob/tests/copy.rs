@@ -66,10 +66,7 @@ async fn copies_of_every_kind_of_blob_own_their_bytes() {
     let again = copy(&s, "self", "self").await;
     assert_eq!(again.status(), 202);
     assert_ne!(header(&again, "x-ms-copy-id"), first);
-    assert_eq!(
-        s.get("/box/self", &[]).await.text().await.unwrap(),
-        "itself"
-    );
+    assert_eq!(s.read_text("/box/self").await, "itself");
 
     // An empty append blob stays an append blob; Put Blob From URL makes a block blob.
     let r = s
@@ -103,10 +100,7 @@ async fn copies_of_every_kind_of_blob_own_their_bytes() {
     // server's account, not of another.
     let r = by_host(&s, "devstoreaccount1").await;
     assert_eq!(r.status(), 202, "{:?}", code(&r));
-    assert_eq!(
-        s.get("/box/by-host", &[]).await.text().await.unwrap(),
-        "itself"
-    );
+    assert_eq!(s.read_text("/box/by-host").await, "itself");
     let r = by_host(&s, "someoneelse").await;
     assert_eq!(refusal(&r), (403, "CannotVerifyCopySource".into()));
 
@@ -184,8 +178,5 @@ async fn put_block_from_url_stages_a_range_of_a_blob() {
         s.put("/box/dst?comp=blocklist", &[], list).await.status(),
         201
     );
-    assert_eq!(
-        s.get("/box/dst", &[]).await.text().await.unwrap(),
-        "2345changed!!!"
-    );
+    assert_eq!(s.read_text("/box/dst").await, "2345changed!!!");
 }

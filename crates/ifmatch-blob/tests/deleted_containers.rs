@@ -29,12 +29,7 @@ async fn retaining(days: &str) -> Server {
 
 /// `(name, version, remaining days)` of each container a listing names.
 async fn containers(s: &Server, query: &str) -> Vec<(String, Option<String>, Option<String>)> {
-    let xml = s
-        .get(&format!("/?comp=list{query}"), &[])
-        .await
-        .text()
-        .await
-        .unwrap();
+    let xml = s.read_text(&format!("/?comp=list{query}")).await;
     let field = |c: &str, tag: &str| {
         let start = c.find(&format!("<{tag}>"))? + tag.len() + 2;
         Some(c[start..start + c[start..].find('<')?].to_owned())
@@ -105,7 +100,7 @@ async fn a_deleted_container_is_kept_with_its_blobs_and_restored_as_it_was() {
         201
     );
     let listing = "/box?restype=container&comp=list&include=snapshots,metadata";
-    let before = s.get(listing, &[]).await.text().await.unwrap();
+    let before = s.read_text(listing).await;
 
     assert_eq!(s.delete("/box?restype=container", &[]).await.status(), 202);
     let r = s.get("/box/doc.txt", &[]).await;
@@ -138,12 +133,9 @@ async fn a_deleted_container_is_kept_with_its_blobs_and_restored_as_it_was() {
 
     let r = restore(&s, "box", &first).await;
     assert_eq!(r.status(), 201, "{:?}", code(&r));
-    let after = s.get(listing, &[]).await.text().await.unwrap();
+    let after = s.read_text(listing).await;
     assert_eq!(after, before, "every blob back as it was");
-    assert_eq!(
-        s.get("/box/doc.txt", &[]).await.text().await.unwrap(),
-        "kept, v2"
-    );
+    assert_eq!(s.read_text("/box/doc.txt").await, "kept, v2");
     let old = s
         .get(&format!("/box/doc.txt?snapshot={snapshot}"), &[])
         .await;
@@ -151,10 +143,7 @@ async fn a_deleted_container_is_kept_with_its_blobs_and_restored_as_it_was() {
         (header(&old, "etag"), old.text().await.unwrap()),
         (Some(block_tag), "kept".to_owned())
     );
-    assert_eq!(
-        s.get("/box/log", &[]).await.text().await.unwrap(),
-        "one\ntwo\n"
-    );
+    assert_eq!(s.read_text("/box/log").await, "one\ntwo\n");
     assert_eq!(
         s.put("/box/log?comp=appendblock", &[], "three\n")
             .await
@@ -162,11 +151,8 @@ async fn a_deleted_container_is_kept_with_its_blobs_and_restored_as_it_was() {
         201,
         "still appendable"
     );
-    assert_eq!(
-        s.get("/box/log", &[]).await.text().await.unwrap(),
-        "one\ntwo\nthree\n"
-    );
-    let disk = s.get("/box/disk", &[]).await.bytes().await.unwrap();
+    assert_eq!(s.read_text("/box/log").await, "one\ntwo\nthree\n");
+    let disk = s.read("/box/disk").await;
     assert_eq!(
         (&disk[..512], &disk[512..]),
         (&[0u8; 512][..], &[9u8; 512][..])

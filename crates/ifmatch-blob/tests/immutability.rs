@@ -34,7 +34,7 @@ async fn refused_all(s: &Server, want: &str) {
             (409, Some(want))
         );
     }
-    assert_eq!(s.get("/box/b", &[]).await.text().await.unwrap(), "kept");
+    assert_eq!(s.read_text("/box/b").await, "kept");
     assert_eq!(s.put("/box/b?comp=tags", &[], tags).await.status(), 204);
     assert_eq!(s.put("/box/b?comp=snapshot", &[], "").await.status(), 201);
 }
@@ -211,7 +211,7 @@ async fn a_version_is_held_on_its_own() {
         201,
         "the blob is not held"
     );
-    assert_eq!(s.get(&held, &[]).await.text().await.unwrap(), "one");
+    assert_eq!(s.read_text(&held).await, "one");
 }
 
 /// A container delete and a legal hold at once, again and again: when the hold was answered

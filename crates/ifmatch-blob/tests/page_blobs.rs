@@ -91,7 +91,7 @@ async fn a_page_blob_is_written_and_cleared_page_by_page_and_reads_zeros_between
         .map(|n| header(&r, n).unwrap()),
         ["PageBlob", "0", "8192"]
     );
-    let body = s.get(path, &[]).await.bytes().await.unwrap();
+    let body = s.read(path).await;
     assert_eq!(body, vec![0u8; 8192], "a new page blob reads as zeros");
     assert_eq!(ranges(&s, path, "").await.0, vec![]);
 
@@ -110,7 +110,7 @@ async fn a_page_blob_is_written_and_cleared_page_by_page_and_reads_zeros_between
     let mut expected = vec![0u8; 8192];
     expected[512..1024].fill(b'a');
     expected[1024..2048].fill(b'b');
-    assert_eq!(s.get(path, &[]).await.bytes().await.unwrap(), expected);
+    assert_eq!(s.read(path).await, expected);
     // A range across zeros and both writes.
     let r = s.get(path, &[("x-ms-range", "bytes=256-1279")]).await;
     assert_eq!(r.status(), 206);
@@ -120,7 +120,7 @@ async fn a_page_blob_is_written_and_cleared_page_by_page_and_reads_zeros_between
     let r = clear(&s, path, "bytes=1024-1535").await;
     assert_eq!(r.status(), 201, "{:?}", code(&r));
     expected[1024..1536].fill(0);
-    assert_eq!(s.get(path, &[]).await.bytes().await.unwrap(), expected);
+    assert_eq!(s.read(path).await, expected);
     assert_eq!(
         ranges(&s, path, "").await.0,
         vec![page((512, 1023)), page((1536, 2047))]
@@ -151,12 +151,7 @@ async fn a_page_blob_is_written_and_cleared_page_by_page_and_reads_zeros_between
     assert_eq!((two, next), (vec![page((1536, 2047))], None));
 
     // A listing says what it is.
-    let list = s
-        .get("/disks?restype=container&comp=list", &[])
-        .await
-        .text()
-        .await
-        .unwrap();
+    let list = s.read_text("/disks?restype=container&comp=list").await;
     assert!(list.contains("<BlobType>PageBlob</BlobType>"), "{list}");
     assert!(
         list.contains("<x-ms-blob-sequence-number>0</x-ms-blob-sequence-number>"),
@@ -268,9 +263,7 @@ async fn every_limit_of_a_page_blob_is_refused_one_past_it() {
         .await;
     assert_eq!(refusal(&r), (400, "MissingRequiredHeader".into()));
     assert!(
-        s.get(path, &[]).await.bytes().await.unwrap()[..4 << 20]
-            .iter()
-            .all(|b| *b == 7),
+        s.read(path).await[..4 << 20].iter().all(|b| *b == 7),
         "nothing refused was written"
     );
 
@@ -350,7 +343,7 @@ async fn the_sequence_number_is_set_and_conditions_page_writes() {
                 "{name}: {value}"
             ),
         }
-        assert_eq!(s.get(path, &[]).await.bytes().await.unwrap()[0], b'y');
+        assert_eq!(s.read(path).await[0], b'y');
     }
     let r = clear(&s, path, "bytes=0-511").await;
     assert_eq!(r.status(), 201);
@@ -422,7 +415,7 @@ async fn a_resize_drops_the_pages_past_the_end_and_reads_zeros_when_it_grows() {
     assert_eq!(r.status(), 200);
     let mut expected = vec![0u8; 3072];
     expected[..1024].fill(b'x');
-    assert_eq!(s.get(path, &[]).await.bytes().await.unwrap(), expected);
+    assert_eq!(s.read(path).await, expected);
     assert_eq!(ranges(&s, path, "").await.0, vec![page((0, 1023))]);
     let r = s
         .put_empty(&format!("{path}?comp=properties"), &resize("1000"))
@@ -455,12 +448,7 @@ async fn the_difference_from_a_snapshot_names_pages_written_and_cleared_since() 
         ]
     );
     // The snapshot is as it was, its pages its own.
-    let old = s
-        .get(&format!("{path}?snapshot={snapshot}"), &[])
-        .await
-        .bytes()
-        .await
-        .unwrap();
+    let old = s.read(&format!("{path}?snapshot={snapshot}")).await;
     let mut expected = vec![0u8; 8192];
     expected[..2048].fill(b'a');
     assert_eq!(old, expected);
@@ -485,11 +473,8 @@ async fn the_difference_from_a_snapshot_names_pages_written_and_cleared_since() 
     assert_eq!(r.status(), 202, "{:?}", code(&r));
     let r = s.head("/disks/copy.vhd", &[]).await;
     assert_eq!(header(&r, "x-ms-blob-type").as_deref(), Some("PageBlob"));
-    let now = s.get(path, &[]).await.bytes().await.unwrap();
-    assert_eq!(
-        s.get("/disks/copy.vhd", &[]).await.bytes().await.unwrap(),
-        now
-    );
+    let now = s.read(path).await;
+    assert_eq!(s.read("/disks/copy.vhd").await, now);
     assert_eq!(
         ranges(&s, "/disks/copy.vhd", "").await,
         ranges(&s, path, "").await
@@ -517,7 +502,7 @@ async fn writers_racing_for_one_page_blob_lose_no_page_and_one_if_match_wins() {
     for task in tasks {
         assert_eq!(task.await.unwrap(), 201);
     }
-    let body = s.get(path, &[]).await.bytes().await.unwrap();
+    let body = s.read(path).await;
     for n in 0..writers as usize {
         assert!(
             body[n * 512..(n + 1) * 512]
@@ -558,10 +543,7 @@ async fn writers_racing_for_one_page_blob_lose_no_page_and_one_if_match_wins() {
         }
     }
     assert_eq!(winners.len(), 1, "{winners:?}");
-    assert_eq!(
-        s.get(path, &[]).await.bytes().await.unwrap()[0],
-        100 + winners[0]
-    );
+    assert_eq!(s.read(path).await[0], 100 + winners[0]);
 }
 
 async fn snapshot(s: &Server, path: &str) -> String {
@@ -598,12 +580,7 @@ async fn an_incremental_copy_keeps_a_snapshot_per_copy_and_takes_no_other_write(
     let r = s.head("/disks/backup.vhd", &[]).await;
     assert_eq!(header(&r, "x-ms-incremental-copy").as_deref(), Some("true"));
     let one = header(&r, "x-ms-copy-destination-snapshot").unwrap();
-    let kept = s
-        .get(&format!("/disks/backup.vhd?snapshot={one}"), &[])
-        .await
-        .bytes()
-        .await
-        .unwrap();
+    let kept = s.read(&format!("/disks/backup.vhd?snapshot={one}")).await;
     let mut expected = vec![0u8; 2048];
     expected[..512].fill(b'a');
     assert_eq!(kept, expected);
@@ -714,7 +691,7 @@ async fn put_page_from_url_writes_a_range_of_another_blob_as_pages() {
     };
     let r = from("bytes=512-1023", "bytes=1024-1535").await;
     assert_eq!(r.status(), 201, "{:?}", code(&r));
-    let body = s.get("/disks/d.vhd", &[]).await.bytes().await.unwrap();
+    let body = s.read("/disks/d.vhd").await;
     assert_eq!(&body[1024..1536], &[b'b'; 512][..]);
     assert_eq!(&body[..1024], &[0u8; 1024][..]);
     // Ranges of two lengths, or no source range: refused, nothing written.
@@ -727,8 +704,5 @@ async fn put_page_from_url_writes_a_range_of_another_blob_as_pages() {
     ];
     let r = s.put_empty("/disks/d.vhd?comp=page", &headers).await;
     assert_eq!(refusal(&r), (400, "MissingRequiredHeader".into()));
-    assert_eq!(
-        s.get("/disks/d.vhd", &[]).await.bytes().await.unwrap(),
-        body
-    );
+    assert_eq!(s.read("/disks/d.vhd").await, body);
 }

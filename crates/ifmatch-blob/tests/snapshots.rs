@@ -71,7 +71,7 @@ async fn a_snapshot_keeps_the_blob_as_it_was() {
     );
     assert_ne!(header(&r, "etag"), header(&before, "etag"));
     assert_eq!(r.text().await.unwrap(), "one");
-    assert_eq!(s.get("/box/b", &[]).await.text().await.unwrap(), "two");
+    assert_eq!(s.read_text("/box/b").await, "two");
     let r = s
         .get(&format!("{}&comp=metadata", at("/box/b", &first)), &[])
         .await;
@@ -81,14 +81,14 @@ async fn a_snapshot_keeps_the_blob_as_it_was() {
     let source = format!("http://127.0.0.1:10000/devstoreaccount1/box/b?snapshot={first}");
     let r = s.put("/box/c", &[("x-ms-copy-source", &source)], "").await;
     assert_eq!(r.status(), 202);
-    assert_eq!(s.get("/box/c", &[]).await.text().await.unwrap(), "one");
+    assert_eq!(s.read_text("/box/c").await, "one");
 
     // Listed only when asked for, after their blob, oldest first.
     let plain = s.get("/box?restype=container&comp=list", &[]).await;
     let plain = listed(&plain.text().await.unwrap());
     assert_eq!(plain, [("b".into(), None), ("c".into(), None)]);
     let all = "/box?restype=container&comp=list&include=snapshots,metadata";
-    let all = listed(&s.get(all, &[]).await.text().await.unwrap());
+    let all = listed(&s.read_text(all).await);
     let want = [
         ("b".to_owned(), None),
         ("b".to_owned(), Some(first.clone())),
@@ -104,7 +104,7 @@ async fn a_snapshot_keeps_the_blob_as_it_was() {
         if let Some(m) = &next {
             path += &format!("&marker={}", m.replace('\t', "%09"));
         }
-        let xml = s.get(&path, &[]).await.text().await.unwrap();
+        let xml = s.read_text(&path).await;
         paged.extend(listed(&xml));
         next = xml.find("<NextMarker>").map(|start| {
             let start = start + "<NextMarker>".len();
@@ -165,7 +165,7 @@ async fn snapshots_are_read_only_and_refused_where_they_do_not_apply() {
         .await;
     assert_eq!(code(&r).as_deref(), Some("ConditionNotMet"));
     let listing = "/box?restype=container&comp=list&include=snapshots";
-    let snapshots = listed(&s.get(listing, &[]).await.text().await.unwrap()).len() - 1;
+    let snapshots = listed(&s.read_text(listing).await).len() - 1;
     assert_eq!(snapshots, 1, "a refused snapshot leaves none");
 }
 
@@ -211,7 +211,7 @@ async fn a_blob_goes_with_its_snapshots_or_after_them() {
     assert_eq!(s.get("/box/d", &[]).await.status(), 404);
     assert_eq!(s.get(&at("/box/d", &id), &[]).await.status(), 404);
     let listing = "/box?restype=container&comp=list&include=snapshots";
-    assert_eq!(listed(&s.get(listing, &[]).await.text().await.unwrap()), []);
+    assert_eq!(listed(&s.read_text(listing).await), []);
 }
 
 /// Of an append blob: appends to the blob after it leave the snapshot as it was.
@@ -236,10 +236,7 @@ async fn a_snapshot_of_an_append_blob_stays_as_it_was() {
             .status(),
         201
     );
-    assert_eq!(
-        s.get("/box/log", &[]).await.text().await.unwrap(),
-        "one two"
-    );
+    assert_eq!(s.read_text("/box/log").await, "one two");
     let r = s.get(&at("/box/log", &id), &[]).await;
     assert_eq!(header(&r, "x-ms-blob-type").as_deref(), Some("AppendBlob"));
     assert_eq!(r.text().await.unwrap(), "one ");
@@ -268,7 +265,7 @@ async fn no_snapshot_outlives_its_blob_when_they_race() {
         let (snap, delete) = (snap.await.unwrap(), delete.await.unwrap());
         let blob = s.head(&path, &[]).await.status().as_u16();
         let listing = format!("/box?restype=container&comp=list&include=snapshots&prefix=b{n}");
-        let names = listed(&s.get(&listing, &[]).await.text().await.unwrap());
+        let names = listed(&s.read_text(&listing).await);
         let snapshots = names.iter().filter(|(_, id)| id.is_some()).count();
         match delete.status().as_u16() {
             202 => {

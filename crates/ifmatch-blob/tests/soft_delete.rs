@@ -51,7 +51,7 @@ fn listed(xml: &str) -> Vec<(String, Option<String>, bool, Option<String>)> {
 
 async fn list(s: &Server, include: &str) -> Vec<(String, Option<String>, bool, Option<String>)> {
     let path = format!("/box?restype=container&comp=list&include={include}");
-    listed(&s.get(&path, &[]).await.text().await.unwrap())
+    listed(&s.read_text(&path).await)
 }
 
 #[tokio::test]
@@ -135,11 +135,11 @@ async fn undelete_never_overwrites_a_blob() {
     assert_eq!(s.delete("/box/b", &[]).await.status(), 202);
     s.put_blob("/box/b", b"second").await;
     assert_eq!(s.put("/box/b?comp=undelete", &[], "").await.status(), 200);
-    assert_eq!(s.get("/box/b", &[]).await.text().await.unwrap(), "second");
+    assert_eq!(s.read_text("/box/b").await, "second");
     assert_eq!(s.delete("/box/b", &[]).await.status(), 202);
     assert_eq!(list(&s, "deleted").await.len(), 2);
     assert_eq!(s.put("/box/b?comp=undelete", &[], "").await.status(), 200);
-    assert_eq!(s.get("/box/b", &[]).await.text().await.unwrap(), "second");
+    assert_eq!(s.read_text("/box/b").await, "second");
     assert_eq!(
         list(&s, "deleted").await.len(),
         2,

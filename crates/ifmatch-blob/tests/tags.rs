@@ -63,13 +63,13 @@ async fn tags_are_set_read_counted_and_leave_the_etag_alone() {
         )
         .await;
     assert_eq!(r.status(), 201);
-    let text = s.get("/box/b?comp=tags", &[]).await.text().await.unwrap();
+    let text = s.read_text("/box/b?comp=tags").await;
     assert!(
         text.contains("<TagSet><Tag><Key>k</Key><Value>v/w</Value></Tag></TagSet>"),
         "{text}"
     );
     s.put_blob("/box/b", b"three").await;
-    let text = s.get("/box/b?comp=tags", &[]).await.text().await.unwrap();
+    let text = s.read_text("/box/b?comp=tags").await;
     assert!(text.contains("<TagSet></TagSet>"), "{text}");
 
     // No blob, no tags.
@@ -202,12 +202,7 @@ async fn find_blobs_by_tags_pages_through_the_matching_blobs() {
         let start = xml.find("<NextMarker>")? + "<NextMarker>".len();
         Some(xml[start..start + xml[start..].find('<')?].to_owned())
     };
-    let all = s
-        .get(&find("%22team%22%3D%27x%27"), &[])
-        .await
-        .text()
-        .await
-        .unwrap();
+    let all = s.read_text(&find("%22team%22%3D%27x%27")).await;
     assert_eq!(names(&all), ["a", "c", "d"]);
     assert!(all.contains("<ContainerName>box</ContainerName><Tags><TagSet><Tag><Key>team</Key><Value>x</Value></Tag></TagSet></Tags>"), "{all}");
     assert!(!all.contains("other"), "only the tags it names: {all}");
@@ -220,7 +215,7 @@ async fn find_blobs_by_tags_pages_through_the_matching_blobs() {
         if let Some(m) = &next {
             path += &format!("&marker={m}");
         }
-        let xml = s.get(&path, &[]).await.text().await.unwrap();
+        let xml = s.read_text(&path).await;
         paged.extend(names(&xml));
         next = marker(&xml);
         if next.is_none() {
@@ -257,16 +252,11 @@ async fn a_find_reads_a_bounded_number_of_records_a_page() {
     let headers = [("x-ms-blob-type", "BlockBlob"), ("x-ms-tags", "last=yes")];
     assert_eq!(s.put("/box/b99999", &headers, "x").await.status(), 201);
     let path = "/box?restype=container&comp=blobs&where=%22last%22%3D%27yes%27";
-    let first = s.get(path, &[]).await.text().await.unwrap();
+    let first = s.read_text(path).await;
     assert!(!first.contains("<Name>"), "{first}");
     let start = first.find("<NextMarker>").expect("a marker") + "<NextMarker>".len();
     let marker = &first[start..start + first[start..].find('<').unwrap()];
-    let second = s
-        .get(&format!("{path}&marker={marker}"), &[])
-        .await
-        .text()
-        .await
-        .unwrap();
+    let second = s.read_text(&format!("{path}&marker={marker}")).await;
     assert!(second.contains("<Name>b99999</Name>"), "{second}");
     assert!(second.contains("<NextMarker />"), "{second}");
 }
@@ -306,7 +296,7 @@ async fn a_find_on_the_account_pages_across_its_containers() {
         if let Some(m) = &next {
             path += &format!("&marker={m}");
         }
-        let xml = s.get(&path, &[]).await.text().await.unwrap();
+        let xml = s.read_text(&path).await;
         paged.extend(found(&xml));
         pages += 1;
         next = xml.find("<NextMarker>").map(|start| {
@@ -323,10 +313,10 @@ async fn a_find_on_the_account_pages_across_its_containers() {
     );
     assert!(pages >= 3, "{pages} pages");
     let one = "/?comp=blobs&where=%40container%3D%27box2%27%20AND%20%22team%22%3E%27a%27";
-    let xml = s.get(one, &[]).await.text().await.unwrap();
+    let xml = s.read_text(one).await;
     assert_eq!(found(&xml), ["box2/a", "box2/b", "box2/c"]);
     let none = "/?comp=blobs&where=%40container%3D%27gone%27%20AND%20%22team%22%3D%27x%27";
-    let xml = s.get(none, &[]).await.text().await.unwrap();
+    let xml = s.read_text(none).await;
     assert_eq!(found(&xml), Vec::<String>::new());
     let r = s.get("/?comp=blobs&where=team", &[]).await;
     assert_eq!(code(&r).as_deref(), Some("InvalidQueryParameterValue"));

@@ -65,10 +65,7 @@ async fn the_service_properties_say_whether_versions_are_kept() {
     );
     assert_eq!(s.put("/box/b", &[], "two").await.status(), 201);
     let list = "/box?restype=container&comp=list&include=versions";
-    assert_eq!(
-        listed(&s.get(list, &[]).await.text().await.unwrap()).len(),
-        1
-    );
+    assert_eq!(listed(&s.read_text(list).await).len(), 1);
     let r = s.put("/?restype=service&comp=properties", &[], ON).await;
     assert_eq!(r.status(), 202);
     // Another setting later keeps this one (an element left out keeps its setting).
@@ -90,7 +87,7 @@ async fn the_service_properties_say_whether_versions_are_kept() {
         .await;
     assert_eq!(code(&r).as_deref(), Some("InvalidXmlDocument"));
     // The account's record is no container.
-    let containers = s.get("/?comp=list", &[]).await.text().await.unwrap();
+    let containers = s.read_text("/?comp=list").await;
     assert!(!containers.contains("$service"), "{containers}");
     let r = s.put("/box/b", &[], "three").await;
     assert!(header(&r, "x-ms-version-id").is_some());
@@ -112,10 +109,7 @@ async fn every_write_keeps_the_blob_as_it_was() {
     let r = s.head("/box/b", &[]).await;
     assert_eq!(version(&r), c, "a read names the current version");
 
-    assert_eq!(
-        s.get(&at("/box/b", &a), &[]).await.text().await.unwrap(),
-        "one"
-    );
+    assert_eq!(s.read_text(&at("/box/b", &a)).await, "one");
     let r = s.get(&at("/box/b", &b), &[]).await;
     assert_eq!(header(&r, "x-ms-meta-k"), None);
     assert_eq!(r.text().await.unwrap(), "two");
@@ -146,7 +140,7 @@ async fn every_write_keeps_the_blob_as_it_was() {
     assert_eq!(r.status(), 400, "a snapshot and a version at once");
 
     let list = "/box?restype=container&comp=list&include=versions&prefix=b";
-    let all = listed(&s.get(list, &[]).await.text().await.unwrap());
+    let all = listed(&s.read_text(list).await);
     let want = vec![
         ("b".to_owned(), Some(c.clone()), true),
         ("b".to_owned(), Some(a.clone()), false),
@@ -154,17 +148,14 @@ async fn every_write_keeps_the_blob_as_it_was() {
     ];
     assert_eq!(all, want);
     let plain = "/box?restype=container&comp=list&prefix=b";
-    assert_eq!(
-        listed(&s.get(plain, &[]).await.text().await.unwrap()).len(),
-        1
-    );
+    assert_eq!(listed(&s.read_text(plain).await).len(), 1);
 
     // Deleted: its versions stay, the last of them the blob as it was.
     assert_eq!(s.delete("/box/b", &[]).await.status(), 202);
     assert_eq!(s.get("/box/b", &[]).await.status(), 404);
     let r = s.get(&at("/box/b", &c), &[]).await;
     assert_eq!(header(&r, "x-ms-meta-k").as_deref(), Some("v"));
-    let all = listed(&s.get(list, &[]).await.text().await.unwrap());
+    let all = listed(&s.read_text(list).await);
     assert_eq!(all.len(), 3, "{all:?}");
     assert!(all.iter().all(|(_, _, current)| !current));
 
@@ -172,7 +163,7 @@ async fn every_write_keeps_the_blob_as_it_was() {
     let source = format!("http://127.0.0.1:10000/devstoreaccount1/box/b?versionid={a}");
     let r = s.put("/box/b", &[("x-ms-copy-source", &source)], "").await;
     assert_eq!(r.status(), 202);
-    assert_eq!(s.get("/box/b", &[]).await.text().await.unwrap(), "one");
+    assert_eq!(s.read_text("/box/b").await, "one");
 
     // A version deleted by its id.
     assert_eq!(s.delete(&at("/box/b", &b), &[]).await.status(), 202);
@@ -202,10 +193,10 @@ async fn a_deleted_version_is_kept_while_deleted_blobs_are() {
             .map(|(_, id, _)| id.unwrap())
             .collect::<Vec<_>>()
     };
-    let listed_now = ids(s.get(versions, &[]).await.text().await.unwrap());
+    let listed_now = ids(s.read_text(versions).await);
     assert!(!listed_now.contains(&first), "{listed_now:?}");
     let with_deleted = format!("{versions},deleted");
-    let xml = s.get(&with_deleted, &[]).await.text().await.unwrap();
+    let xml = s.read_text(&with_deleted).await;
     assert!(
         ids(xml.clone()).contains(&first) && xml.contains("<Deleted>true</Deleted>"),
         "{xml}"
@@ -221,7 +212,7 @@ async fn a_deleted_version_is_kept_while_deleted_blobs_are() {
     assert_eq!(s.delete(&at("/box/b", &first), &[]).await.status(), 202);
     s.advance(std::time::Duration::from_secs(86_400 + 1));
     s.sweep(std::time::Duration::from_secs(3600)).await;
-    assert!(!ids(s.get(&with_deleted, &[]).await.text().await.unwrap()).contains(&first));
+    assert!(!ids(s.read_text(&with_deleted).await).contains(&first));
     assert_eq!(s.put("/box/b?comp=undelete", &[], "").await.status(), 200);
     assert_eq!(
         s.get(&at("/box/b", &first), &[]).await.status(),
@@ -247,15 +238,15 @@ async fn appends_make_no_version() {
         );
     }
     let list = "/box?restype=container&comp=list&include=versions&prefix=log";
-    let all = listed(&s.get(list, &[]).await.text().await.unwrap());
+    let all = listed(&s.read_text(list).await);
     assert_eq!(all, [("log".to_owned(), Some(created.clone()), true)]);
-    assert_eq!(s.get("/box/log", &[]).await.text().await.unwrap(), "abc");
+    assert_eq!(s.read_text("/box/log").await, "abc");
     // Set Blob Metadata keeps a version, as on any blob; a page write keeps none.
     let r = s
         .put("/box/log?comp=metadata", &[("x-ms-meta-k", "v")], "")
         .await;
     assert_eq!(r.status(), 200);
-    let all = listed(&s.get(list, &[]).await.text().await.unwrap());
+    let all = listed(&s.read_text(list).await);
     assert_eq!(all.len(), 2, "{all:?}");
     let page_blob = [
         ("x-ms-blob-type", "PageBlob"),
@@ -266,10 +257,7 @@ async fn appends_make_no_version() {
     let r = s.put("/box/disk?comp=page", &write, vec![1u8; 512]).await;
     assert_eq!(r.status(), 201);
     let disks = "/box?restype=container&comp=list&include=versions&prefix=disk";
-    assert_eq!(
-        listed(&s.get(disks, &[]).await.text().await.unwrap()).len(),
-        1
-    );
+    assert_eq!(listed(&s.read_text(disks).await).len(), 1);
 }
 
 /// Sixteen writers overwrite one blob at once, twice each: every write is kept, as the
@@ -297,12 +285,12 @@ async fn racing_writers_lose_no_version() {
         ids.extend(writer.await.unwrap());
     }
     let list = "/box?restype=container&comp=list&include=versions&prefix=b";
-    let all = listed(&s.get(list, &[]).await.text().await.unwrap());
+    let all = listed(&s.read_text(list).await);
     assert_eq!(all.len(), 33, "the first write, and 32 more: {all:?}");
     let mut bodies = Vec::new();
     for (_, id, _) in &all {
         let id = id.as_ref().unwrap();
-        bodies.push(s.get(&at("/box/b", id), &[]).await.text().await.unwrap());
+        bodies.push(s.read_text(&at("/box/b", id)).await);
     }
     bodies.sort();
     let mut want: Vec<String> = (0..16)

@@ -151,6 +151,16 @@ impl Server {
         self.send("GET", path, headers, Vec::new()).await
     }
 
+    /// The body a GET of `path` with no fields answers, whatever its status.
+    pub async fn read(&self, path: &str) -> Bytes {
+        self.get(path, &[]).await.body
+    }
+
+    /// [`Server::read`] as text.
+    pub async fn read_text(&self, path: &str) -> String {
+        String::from_utf8_lossy(&self.read(path).await).into_owned()
+    }
+
     pub async fn head(&self, path: &str, headers: &[(&str, &str)]) -> Reply {
         self.send("HEAD", path, headers, Vec::new()).await
     }
