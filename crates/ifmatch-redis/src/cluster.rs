@@ -9,7 +9,7 @@
 //! only after an answer that says the command did not run: the slot is elsewhere (`MOVED`, or
 //! `ASK` while it migrates, followed with `ASKING`), the cluster or the slot is not ready
 //! (`TRYAGAIN`, `CLUSTERDOWN`, `MASTERDOWN`, `LOADING`, `READONLY` from a demoted primary), or
-//! no connection could be made; for at most [`TIMEOUT`]. A dropped connection or a timeout is
+//! no connection could be made; for at most its timeout ([`crate::TIMEOUT`]). A dropped connection or a timeout is
 //! answered as it is: the outcome is unknown.
 //!
 //! A write that waits for replicas is sent with its `WAIT` in one pipeline
@@ -32,8 +32,6 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Cmd, ErrorKind, RedisError, RedisResult, ServerErrorKind, Value};
 
-use crate::timeouts::TIMEOUT;
-
 /// How long to wait before sending again a command the cluster was not ready for.
 const PAUSE: Duration = Duration::from_millis(50);
 
@@ -51,6 +49,8 @@ pub(crate) struct Cluster {
     nodes: Arc<[redis::ConnectionInfo]>,
     /// The node the next subscription tries.
     next: Arc<AtomicUsize>,
+    /// How long a command may take, its sends again included, and a connection to be made.
+    timeout: Duration,
 }
 
 /// Where to send a command again.
@@ -62,14 +62,19 @@ enum Again {
 }
 
 impl Cluster {
-    /// Connects to the cluster that `nodes` (any of its nodes) belong to.
-    pub(crate) async fn connect(nodes: Vec<redis::ConnectionInfo>) -> RedisResult<Self> {
-        let connection = open(&nodes).await?;
+    /// Connects to the cluster that `nodes` (any of its nodes) belong to; each command is
+    /// answered within `timeout`.
+    pub(crate) async fn connect(
+        nodes: Vec<redis::ConnectionInfo>,
+        timeout: Duration,
+    ) -> RedisResult<Self> {
+        let connection = open(&nodes, timeout).await?;
         Ok(Self {
             current: Arc::new(Mutex::new((connection, 0))),
             renewed: Arc::new(tokio::sync::Mutex::new(Instant::now())),
             nodes: nodes.into(),
             next: Arc::default(),
+            timeout,
         })
     }
 
@@ -87,7 +92,7 @@ impl Cluster {
             return;
         }
         *renewed = Instant::now();
-        match open(&self.nodes).await {
+        match open(&self.nodes, self.timeout).await {
             Ok(connection) => {
                 let mut current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
                 *current = (connection, current.1 + 1);
@@ -124,7 +129,7 @@ impl Cluster {
         cmd: &Cmd,
         wait: Option<(usize, Duration)>,
     ) -> RedisResult<(Value, Option<Value>)> {
-        let deadline = Instant::now() + TIMEOUT;
+        let deadline = Instant::now() + self.timeout;
         let (mut connection, generation) = self.connection();
         let mut answer = attempt(&mut connection, cmd, wait, None).await;
         loop {
@@ -159,7 +164,7 @@ impl Cluster {
         offset: usize,
         count: usize,
     ) -> RedisResult<Vec<Value>> {
-        let deadline = Instant::now() + TIMEOUT;
+        let deadline = Instant::now() + self.timeout;
         let (mut connection, generation) = self.connection();
         loop {
             let answer = redis::aio::ConnectionLike::req_packed_commands(
@@ -280,11 +285,14 @@ async fn attempt(
 }
 
 /// The connection of `nodes`, which sends each command once.
-async fn open(nodes: &[redis::ConnectionInfo]) -> RedisResult<ClusterConnection> {
+async fn open(
+    nodes: &[redis::ConnectionInfo],
+    timeout: Duration,
+) -> RedisResult<ClusterConnection> {
     ClusterClient::builder(nodes.to_vec())
         .retries(0)
-        .connection_timeout(TIMEOUT)
-        .response_timeout(TIMEOUT)
+        .connection_timeout(timeout)
+        .response_timeout(timeout)
         .build()?
         .get_async_connection()
         .await

@@ -21,8 +21,13 @@ use redis::{
 };
 
 use crate::cluster::Cluster;
-use crate::timeouts::{REPLICA_TIMEOUT, TIMEOUT};
 use crate::url::{cluster_url, sentinel_url};
+
+/// How long a request waits for Redis before it fails, whatever the link.
+pub const TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long a write waits for its replicas before it is answered as of unknown outcome.
+pub const REPLICA_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// The least time between two questions to the Sentinels.
 const ASK_AGAIN: Duration = Duration::from_millis(100);
@@ -99,7 +104,7 @@ struct Sentinels {
 /// wait longer than [`TIMEOUT`].
 pub async fn connect(url: &str) -> RedisResult<Redis> {
     if let Some(nodes) = cluster_url(url)? {
-        let link = Link::Cluster(Cluster::connect(nodes).await?);
+        let link = Link::Cluster(Cluster::connect(nodes, TIMEOUT).await?);
         return Ok(Redis {
             link,
             replicas: 0,

@@ -28,14 +28,12 @@ mod records;
 mod tables;
 #[cfg(feature = "testing")]
 pub mod testing;
-mod timeouts;
 mod url;
 mod versions;
 
-pub use connection::{Redis, connect};
+pub use connection::{REPLICA_TIMEOUT, Redis, TIMEOUT, connect};
 #[cfg(feature = "shared-cache")]
 pub use invalidations::share_invalidations;
 pub use records::RedisRecords;
 pub use tables::RedisTables;
-pub use timeouts::{REPLICA_TIMEOUT, TIMEOUT};
 pub use versions::RedisVersions;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::Process;
-use common::cosmos::{PointReader, create_database, peak_mib};
+use common::cosmos::{PointReader, anonymous_container, create_database, peak_mib};
 use ifmatch_cosmos::EMULATOR_KEY;
 use ifmatch_redis::testing::RedisServer;
 
@@ -350,9 +350,8 @@ async fn the_change_feed_across_two_instances_misses_no_change(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_feed_page_reads_a_bounded_number_of_entries() {
     let data = tempfile::tempdir().unwrap();
-    let (_server, endpoint) = serve(data.path(), &["--anonymous"]);
+    let (_server, docs) = anonymous_container(data.path(), "scan").await;
     let http = common::client();
-    create_database(&http, &endpoint, "scan").await;
     for b in 0..120 {
         let pk = format!("p{b}");
         let operations: Vec<serde_json::Value> = (0..100)
@@ -362,7 +361,7 @@ async fn a_feed_page_reads_a_bounded_number_of_entries() {
             })
             .collect();
         let sent = http
-            .post(format!("{endpoint}/dbs/scan/colls/c/docs"))
+            .post(&docs)
             .header("x-ms-cosmos-is-batch-request", "True")
             .header("x-ms-documentdb-partitionkey", format!("[\"{pk}\"]"))
             .body(serde_json::Value::Array(operations).to_string());
@@ -370,7 +369,7 @@ async fn a_feed_page_reads_a_bounded_number_of_entries() {
     }
     let page = |etag: Option<String>| {
         let mut request = http
-            .get(format!("{endpoint}/dbs/scan/colls/c/docs"))
+            .get(&docs)
             .header("a-im", "Incremental feed")
             .header("x-ms-max-item-count", "1000")
             .header("x-ms-documentdb-partitionkey", "[\"p119\"]");
@@ -426,10 +425,8 @@ fn the_rust_sdk_seed_flow_the_304_and_a_counter_of_16_writers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_query_that_amplifies_a_value_is_refused_at_once_while_others_are_served() {
     let data = tempfile::tempdir().unwrap();
-    let (server, endpoint) = serve(data.path(), &["--anonymous"]);
+    let (server, docs) = anonymous_container(data.path(), "bomb").await;
     let http = common::client();
-    create_database(&http, &endpoint, "bomb").await;
-    let docs = format!("{endpoint}/dbs/bomb/colls/c/docs");
     for i in 0..20 {
         let body = serde_json::json!({ "id": format!("d{i}"), "pk": "p", "s": "a".repeat(1000), "a": [1, 2], "big": "b".repeat(50_000) });
         let created = http

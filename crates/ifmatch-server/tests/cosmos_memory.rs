@@ -6,14 +6,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::cosmos::{PointReader, create_database, peak_mib};
-
-/// `ifmatch serve` on `data` with `extra` arguments: the process and the Cosmos endpoint.
-fn serve(data: &std::path::Path, extra: &[&str]) -> (common::Process, String) {
-    let extra = [&["--table-listen", "off", "--queue-listen", "off"], extra].concat();
-    let (process, _, cosmos) = common::serve_beside(data, "cosmos-listen", &extra, &[]);
-    (process, format!("http://127.0.0.1:{cosmos}"))
-}
+use common::cosmos::{PointReader, anonymous_container, peak_mib};
 
 /// Queries whose parameter is a million zeros (a 2 MB body that is about 80 MB once read), eight
 /// at once, again and again: each is answered (200, or 429 with a time to retry after while the
@@ -24,10 +17,8 @@ fn serve(data: &std::path::Path, extra: &[&str]) -> (common::Process, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn queries_with_million_element_parameters_stay_within_the_memory_budget() {
     let data = tempfile::tempdir().unwrap();
-    let (server, endpoint) = serve(data.path(), &["--anonymous"]);
+    let (server, docs) = anonymous_container(data.path(), "heavy").await;
     let http = common::client();
-    create_database(&http, &endpoint, "heavy").await;
-    let docs = format!("{endpoint}/dbs/heavy/colls/c/docs");
     for i in 0..5 {
         let body = serde_json::json!({ "id": format!("d{i}"), "pk": "p", "n": i });
         let created = http

@@ -4,6 +4,23 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+/// An anonymous `ifmatch serve` over `data`, its Cosmos endpoint alone listening beside the
+/// blobs, with database `id` and its container `c` made ([`create_database`]): the process and
+/// the URL of the container's documents.
+pub async fn anonymous_container(data: &std::path::Path, id: &str) -> (super::Process, String) {
+    let off = [
+        "--anonymous",
+        "--table-listen",
+        "off",
+        "--queue-listen",
+        "off",
+    ];
+    let (process, _, cosmos) = super::serve_beside(data, "cosmos-listen", &off, &[]);
+    let endpoint = format!("http://127.0.0.1:{cosmos}");
+    create_database(&super::client(), &endpoint, id).await;
+    (process, format!("{endpoint}/dbs/{id}/colls/c/docs"))
+}
+
 /// Creates database `id` and its container `c`, keyed by `/pk`.
 pub async fn create_database(http: &reqwest::Client, endpoint: &str, id: &str) {
     let created = http
