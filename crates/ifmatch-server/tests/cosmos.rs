@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::Process;
-use common::cosmos::{PointReader, anonymous_container, create_database, peak_mib};
+use common::cosmos::{Container, PointReader, create_database, peak_mib};
 use ifmatch_cosmos::EMULATOR_KEY;
 use ifmatch_redis::testing::RedisServer;
 
@@ -349,9 +349,8 @@ async fn the_change_feed_across_two_instances_misses_no_change(
 /// whole feed, however large).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_feed_page_reads_a_bounded_number_of_entries() {
-    let data = tempfile::tempdir().unwrap();
-    let (_server, docs) = anonymous_container(data.path(), "scan").await;
-    let http = common::client();
+    let container = Container::anonymous("scan").await;
+    let (docs, http) = (container.docs.clone(), container.http.clone());
     for b in 0..120 {
         let pk = format!("p{b}");
         let operations: Vec<serde_json::Value> = (0..100)
@@ -424,16 +423,11 @@ fn the_rust_sdk_seed_flow_the_304_and_a_counter_of_16_writers() {
 /// meanwhile, quickly.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_query_that_amplifies_a_value_is_refused_at_once_while_others_are_served() {
-    let data = tempfile::tempdir().unwrap();
-    let (server, docs) = anonymous_container(data.path(), "bomb").await;
-    let http = common::client();
+    let container = Container::anonymous("bomb").await;
+    let (docs, http) = (container.docs.clone(), container.http.clone());
     for i in 0..20 {
         let body = serde_json::json!({ "id": format!("d{i}"), "pk": "p", "s": "a".repeat(1000), "a": [1, 2], "big": "b".repeat(50_000) });
-        let created = http
-            .post(&docs)
-            .header("x-ms-documentdb-partitionkey", r#"["p"]"#)
-            .body(body.to_string());
-        assert_eq!(created.send().await.unwrap().status(), 201);
+        container.create_in_p(body).await;
     }
     let nested = |open: &str, inner: &str, close: &str, times: usize| {
         format!("{}{inner}{}", open.repeat(times), close.repeat(times))
@@ -518,7 +512,7 @@ async fn a_query_that_amplifies_a_value_is_refused_at_once_while_others_are_serv
         attacker.await.unwrap();
     }
     let served = reader.stop().await;
-    let peak = peak_mib(server.0.id());
+    let peak = peak_mib(container.server.0.id());
     eprintln!("meanwhile {served}; peak memory {peak} MiB");
     served.assert_served();
     assert!(peak < 256, "the server's peak resident memory: {peak} MiB");

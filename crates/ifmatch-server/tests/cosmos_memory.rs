@@ -6,7 +6,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::cosmos::{PointReader, anonymous_container, peak_mib};
+use common::cosmos::{Container, PointReader, peak_mib};
 
 /// Queries whose parameter is a million zeros (a 2 MB body that is about 80 MB once read), eight
 /// at once, again and again: each is answered (200, or 429 with a time to retry after while the
@@ -16,18 +16,13 @@ use common::cosmos::{PointReader, anonymous_container, peak_mib};
 /// 330 MiB and eight by a gigabyte.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn queries_with_million_element_parameters_stay_within_the_memory_budget() {
-    let data = tempfile::tempdir().unwrap();
-    let (server, docs) = anonymous_container(data.path(), "heavy").await;
-    let http = common::client();
+    let container = Container::anonymous("heavy").await;
+    let (docs, http) = (container.docs.clone(), container.http.clone());
     for i in 0..5 {
         let body = serde_json::json!({ "id": format!("d{i}"), "pk": "p", "n": i });
-        let created = http
-            .post(&docs)
-            .header("x-ms-documentdb-partitionkey", r#"["p"]"#)
-            .body(body.to_string());
-        assert_eq!(created.send().await.unwrap().status(), 201);
+        container.create_in_p(body).await;
     }
-    let before = peak_mib(server.0.id());
+    let before = peak_mib(container.server.0.id());
     let zeros = format!("[{}0]", "0,".repeat(1_000_000));
     let queries = [
         // Not named at all: the cost was in reading the parameters.
@@ -89,7 +84,7 @@ async fn queries_with_million_element_parameters_stay_within_the_memory_budget()
         (served, throttled) = (served + s, throttled + t);
     }
     let reads = reader.stop().await;
-    let peak = peak_mib(server.0.id());
+    let peak = peak_mib(container.server.0.id());
     eprintln!(
         "{served} served, {throttled} throttled; meanwhile {reads}; peak memory {before} MiB \
          before, {peak} MiB after"

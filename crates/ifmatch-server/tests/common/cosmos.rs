@@ -4,21 +4,50 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-/// An anonymous `ifmatch serve` over `data`, its Cosmos endpoint alone listening beside the
-/// blobs, with database `id` and its container `c` made ([`create_database`]): the process and
-/// the URL of the container's documents.
-pub async fn anonymous_container(data: &std::path::Path, id: &str) -> (super::Process, String) {
-    let off = [
-        "--anonymous",
-        "--table-listen",
-        "off",
-        "--queue-listen",
-        "off",
-    ];
-    let (process, _, cosmos) = super::serve_beside(data, "cosmos-listen", &off, &[]);
-    let endpoint = format!("http://127.0.0.1:{cosmos}");
-    create_database(&super::client(), &endpoint, id).await;
-    (process, format!("{endpoint}/dbs/{id}/colls/c/docs"))
+/// An anonymous `ifmatch serve` of its own data directory, its Cosmos endpoint alone listening
+/// beside the blobs, with a database and its container `c` ([`create_database`]): what the
+/// tests of the endpoint's bounds write to.
+pub struct Container {
+    /// The server (its process, whose memory the tests read).
+    pub server: super::Process,
+    /// The URL of the container's documents.
+    pub docs: String,
+    /// A client.
+    pub http: reqwest::Client,
+    _data: tempfile::TempDir,
+}
+
+impl Container {
+    /// The server, with database `id` and its container made.
+    pub async fn anonymous(id: &str) -> Self {
+        let data = tempfile::tempdir().unwrap();
+        let off = [
+            "--anonymous",
+            "--table-listen",
+            "off",
+            "--queue-listen",
+            "off",
+        ];
+        let (server, _, cosmos) = super::serve_beside(data.path(), "cosmos-listen", &off, &[]);
+        let endpoint = format!("http://127.0.0.1:{cosmos}");
+        let http = super::client();
+        create_database(&http, &endpoint, id).await;
+        let docs = format!("{endpoint}/dbs/{id}/colls/c/docs");
+        Self {
+            server,
+            docs,
+            http,
+            _data: data,
+        }
+    }
+
+    /// Creates the document `body` in partition `p`.
+    pub async fn create_in_p(&self, body: serde_json::Value) {
+        let created = (self.http.post(&self.docs))
+            .header("x-ms-documentdb-partitionkey", r#"["p"]"#)
+            .body(body.to_string());
+        assert_eq!(created.send().await.unwrap().status(), 201);
+    }
 }
 
 /// Creates database `id` and its container `c`, keyed by `/pk`.
