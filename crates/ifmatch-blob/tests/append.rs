@@ -20,8 +20,7 @@ async fn create(s: &Server, path: &str) -> String {
 
 #[tokio::test]
 async fn an_append_blob_grows_block_by_block_under_its_conditions() {
-    let s = Server::start().await;
-    s.create_container("logs").await;
+    let s = Server::with_container("logs").await;
     let path = "/logs/app.log";
     let created = create(&s, path).await;
     let r = s.head(path, &[]).await;
@@ -141,8 +140,7 @@ async fn an_append_blob_grows_block_by_block_under_its_conditions() {
 
 #[tokio::test]
 async fn a_leased_append_blob_takes_appends_with_its_lease_only() {
-    let s = Server::start().await;
-    s.create_container("logs").await;
+    let s = Server::with_container("logs").await;
     create(&s, "/logs/leased").await;
     let lease = "11111111-2222-3333-4444-555555555555";
     let r = s
@@ -239,8 +237,7 @@ async fn racing_appenders_at_their_positions_lose_nothing_and_double_nothing() {
 /// 1,000 appends is as large as after one (but for the digits of its counts).
 #[tokio::test]
 async fn an_append_costs_the_same_at_one_block_and_at_a_thousand() {
-    let s = Server::start().await;
-    s.create_container("logs").await;
+    let s = Server::with_container("logs").await;
     create(&s, "/logs/long").await;
     let size = |record: ifmatch_blob::Record| serde_json::to_vec(&record).unwrap().len();
     s.put("/logs/long?comp=appendblock", &[], "0\n").await;

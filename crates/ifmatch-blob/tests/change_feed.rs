@@ -211,8 +211,7 @@ async fn futures_join(tasks: impl Iterator<Item = tokio::task::JoinHandle<u16>>)
 
 #[tokio::test]
 async fn no_feed_unless_asked_and_none_written_by_clients() {
-    let s = Server::start().await;
-    s.create_container("box").await;
+    let s = Server::with_container("box").await;
     s.put_blob("/box/apple", b"one").await;
     assert_eq!(s.publish().await, 0);
     let r = s

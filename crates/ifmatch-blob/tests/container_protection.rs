@@ -57,8 +57,7 @@ async fn append_blob(s: &Server, path: &str) {
 
 #[tokio::test]
 async fn a_policy_keeps_each_blob_its_days_then_lets_it_be_deleted_never_overwritten() {
-    let s = Server::start().await;
-    s.create_container("box").await;
+    let s = Server::with_container("box").await;
     s.put_blob("/box/old", b"kept").await;
     let r = s.head("/box?restype=container", &[]).await;
     assert_eq!(
@@ -117,8 +116,7 @@ async fn a_policy_keeps_each_blob_its_days_then_lets_it_be_deleted_never_overwri
 
 #[tokio::test]
 async fn append_blobs_take_new_blocks_only_when_the_policy_allows_protected_appends() {
-    let s = Server::start().await;
-    s.create_container("box").await;
+    let s = Server::with_container("box").await;
     append_blob(&s, "/box/log").await;
     s.put_blob("/box/block", b"b").await;
     let etag = set_policy(&s, 7, true).await;
@@ -148,8 +146,7 @@ async fn append_blobs_take_new_blocks_only_when_the_policy_allows_protected_appe
 
 #[tokio::test]
 async fn an_unlocked_policy_changes_under_its_etag_a_locked_one_is_only_extended_five_times() {
-    let s = Server::start().await;
-    s.create_container("box").await;
+    let s = Server::with_container("box").await;
     let r = s.manage("GET", POLICY, &[], "").await;
     assert_eq!(r.status(), 200);
     assert_eq!(
@@ -257,8 +254,7 @@ async fn an_unlocked_policy_changes_under_its_etag_a_locked_one_is_only_extended
 
 #[tokio::test]
 async fn a_legal_hold_keeps_every_blob_and_its_container_until_its_tags_are_cleared() {
-    let s = Server::start().await;
-    s.create_container("box").await;
+    let s = Server::with_container("box").await;
     append_blob(&s, "/box/log").await;
     let r = s
         .manage(
@@ -341,8 +337,7 @@ async fn a_legal_hold_keeps_every_blob_and_its_container_until_its_tags_are_clea
 
 #[tokio::test]
 async fn what_the_management_api_does_not_serve_is_refused_by_name() {
-    let s = Server::start().await;
-    s.create_container("box").await;
+    let s = Server::with_container("box").await;
     for days in [0, 146_001] {
         let r = s
             .manage("PUT", POLICY, &[], &policy_body(days, false))

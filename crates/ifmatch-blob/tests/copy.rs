@@ -26,8 +26,7 @@ async fn by_host(s: &Server, account: &str) -> common::Reply {
 
 #[tokio::test]
 async fn copies_of_every_kind_of_blob_own_their_bytes() {
-    let s = Server::start().await;
-    s.create_container("box").await;
+    let s = Server::with_container("box").await;
 
     // A blob of two committed blocks.
     for (id, part) in [("YQ==", "first,"), ("Yg==", "second")] {
@@ -123,8 +122,7 @@ async fn copies_of_every_kind_of_blob_own_their_bytes() {
 /// committed; the source's conditions hold first; what is not a range of it is refused.
 #[tokio::test]
 async fn put_block_from_url_stages_a_range_of_a_blob() {
-    let s = Server::start().await;
-    s.create_container("box").await;
+    let s = Server::with_container("box").await;
     let source_tag = s.put_blob("/box/src", b"0123456789").await;
     let snapshot = s.put("/box/src?comp=snapshot", &[], "").await;
     let snapshot = header(&snapshot, "x-ms-snapshot").unwrap();

@@ -8,7 +8,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::{Server, code, header, refusal};
+use common::{Server, code, field, header, refusal};
 
 fn policy(days: &str) -> String {
     format!(
@@ -30,10 +30,6 @@ async fn retaining(days: &str) -> Server {
 /// `(name, version, remaining days)` of each container a listing names.
 async fn containers(s: &Server, query: &str) -> Vec<(String, Option<String>, Option<String>)> {
     let xml = s.read_text(&format!("/?comp=list{query}")).await;
-    let field = |c: &str, tag: &str| {
-        let start = c.find(&format!("<{tag}>"))? + tag.len() + 2;
-        Some(c[start..start + c[start..].find('<')?].to_owned())
-    };
     (xml.split("<Container>").skip(1))
         .map(|c| {
             (
@@ -196,8 +192,7 @@ async fn a_deleted_container_goes_for_good_after_its_days() {
 
 #[tokio::test]
 async fn without_the_policy_a_deleted_container_is_gone_and_restore_is_refused_as_azure_does() {
-    let s = Server::start().await;
-    s.create_container("box").await;
+    let s = Server::with_container("box").await;
     s.put_blob("/box/a", b"bytes").await;
     assert_eq!(s.delete("/box?restype=container", &[]).await.status(), 202);
     assert_eq!(containers(&s, "&include=deleted").await, vec![]);

@@ -41,8 +41,7 @@ async fn refused_all(s: &Server, want: &str) {
 
 #[tokio::test]
 async fn a_legal_hold_keeps_a_blob_as_it_is_until_cleared() {
-    let s = Server::start().await;
-    s.create_container("box").await;
+    let s = Server::with_container("box").await;
     let etag = s.put_blob("/box/b", b"kept").await;
     let r = s
         .put("/box/b?comp=legalhold", &[("x-ms-legal-hold", "true")], "")
@@ -76,8 +75,7 @@ async fn a_legal_hold_keeps_a_blob_as_it_is_until_cleared() {
 
 #[tokio::test]
 async fn a_policy_holds_until_its_date_and_a_locked_one_is_only_extended() {
-    let s = Server::start().await;
-    s.create_container("box").await;
+    let s = Server::with_container("box").await;
     s.put_blob("/box/b", b"kept").await;
     let day = date(86_400);
     let policy = |until: &str, mode: &str| {
@@ -144,8 +142,7 @@ async fn a_policy_holds_until_its_date_and_a_locked_one_is_only_extended() {
 /// Put Blob's `x-ms-immutability-policy-*` and `x-ms-legal-hold` protect the blob it makes.
 #[tokio::test]
 async fn a_blob_is_protected_from_its_creation() {
-    let s = Server::start().await;
-    s.create_container("box").await;
+    let s = Server::with_container("box").await;
     let until = date(60);
     let headers = [
         ("x-ms-immutability-policy-until-date", until.as_str()),

@@ -77,8 +77,7 @@ fn page(range: (u64, u64)) -> (String, u64, u64) {
 
 #[tokio::test]
 async fn a_page_blob_is_written_and_cleared_page_by_page_and_reads_zeros_between() {
-    let s = Server::start().await;
-    s.create_container("disks").await;
+    let s = Server::with_container("disks").await;
     let path = "/disks/a.vhd";
     let created = create(&s, path, 8192).await;
     let r = s.head(path, &[]).await;
@@ -161,8 +160,7 @@ async fn a_page_blob_is_written_and_cleared_page_by_page_and_reads_zeros_between
 
 #[tokio::test]
 async fn every_limit_of_a_page_blob_is_refused_one_past_it() {
-    let s = Server::start().await;
-    s.create_container("disks").await;
+    let s = Server::with_container("disks").await;
     let path = "/disks/b.vhd";
     // Sizes: whole pages, at most 8 TiB; a sequence number at most 2^63 - 1; no body.
     for (headers, status, expected) in [
@@ -283,8 +281,7 @@ async fn every_limit_of_a_page_blob_is_refused_one_past_it() {
 
 #[tokio::test]
 async fn the_sequence_number_is_set_and_conditions_page_writes() {
-    let s = Server::start().await;
-    s.create_container("disks").await;
+    let s = Server::with_container("disks").await;
     let path = "/disks/c.vhd";
     let size = [
         PAGE_BLOB,
@@ -397,8 +394,7 @@ async fn the_sequence_number_is_set_and_conditions_page_writes() {
 
 #[tokio::test]
 async fn a_resize_drops_the_pages_past_the_end_and_reads_zeros_when_it_grows() {
-    let s = Server::start().await;
-    s.create_container("disks").await;
+    let s = Server::with_container("disks").await;
     let path = "/disks/d.vhd";
     create(&s, path, 2048).await;
     write(&s, path, 0, vec![b'x'; 2048], &[]).await;
@@ -425,8 +421,7 @@ async fn a_resize_drops_the_pages_past_the_end_and_reads_zeros_when_it_grows() {
 
 #[tokio::test]
 async fn the_difference_from_a_snapshot_names_pages_written_and_cleared_since() {
-    let s = Server::start().await;
-    s.create_container("disks").await;
+    let s = Server::with_container("disks").await;
     let path = "/disks/e.vhd";
     create(&s, path, 8192).await;
     write(&s, path, 0, vec![b'a'; 2048], &[]).await;
@@ -553,8 +548,7 @@ async fn snapshot(s: &Server, path: &str) -> String {
 
 #[tokio::test]
 async fn an_incremental_copy_keeps_a_snapshot_per_copy_and_takes_no_other_write() {
-    let s = Server::start().await;
-    s.create_container("disks").await;
+    let s = Server::with_container("disks").await;
     let source = "/disks/src.vhd";
     create(&s, source, 2048).await;
     write(&s, source, 0, vec![b'a'; 512], &[]).await;
@@ -669,8 +663,7 @@ async fn an_incremental_copy_keeps_a_snapshot_per_copy_and_takes_no_other_write(
 
 #[tokio::test]
 async fn put_page_from_url_writes_a_range_of_another_blob_as_pages() {
-    let s = Server::start().await;
-    s.create_container("disks").await;
+    let s = Server::with_container("disks").await;
     let mut bytes = vec![b'a'; 512];
     bytes.extend(vec![b'b'; 512]);
     s.put_blob("/disks/source", &bytes).await;

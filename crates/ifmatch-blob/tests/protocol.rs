@@ -17,8 +17,7 @@ async fn text(r: Reply) -> String {
 
 #[tokio::test]
 async fn listing() {
-    let s = Server::start().await;
-    s.create_container("box").await;
+    let s = Server::with_container("box").await;
     for name in ["a/1", "a/2", "a/3", "b&<x>", "c"] {
         s.put_blob(
             &format!("/box/{}", name.replace('&', "%26")),
@@ -84,8 +83,7 @@ async fn listing() {
 
 #[tokio::test]
 async fn blobs() {
-    let s = Server::start().await;
-    s.create_container("box").await;
+    let s = Server::with_container("box").await;
     let body = b"hello, blob".to_vec();
     let r = s
         .put(
@@ -165,8 +163,7 @@ async fn blobs() {
 
 #[tokio::test]
 async fn spec_scenarios_of_conditional_requests() {
-    let s = Server::start().await;
-    s.create_container("box").await;
+    let s = Server::with_container("box").await;
     let v1 = s.put_blob("/box/doc", b"v1").await;
 
     // 1. GET with If-None-Match equal to the current tag: 304 with ETag, no body.
@@ -256,8 +253,7 @@ async fn spec_scenarios_of_conditional_requests() {
 
 #[tokio::test]
 async fn blob_dialect_table_over_http() {
-    let s = Server::start().await;
-    s.create_container("box").await;
+    let s = Server::with_container("box").await;
     let r = s.put("/box/t", &[], b"table".to_vec()).await;
     let tag = header(&r, "etag").unwrap();
     let lm: HttpDate = header(&r, "last-modified").unwrap().parse().unwrap();
@@ -478,8 +474,7 @@ async fn blob_dialect_table_over_http() {
 
 #[tokio::test]
 async fn ranges() {
-    let s = Server::start().await;
-    s.create_container("box").await;
+    let s = Server::with_container("box").await;
     let body: Vec<u8> = (0..=255u8).collect();
     let tag = s.put_blob("/box/r", &body).await;
     let cases: &[(&str, u16, Option<&str>, std::ops::Range<usize>)] = &[

@@ -7,7 +7,7 @@ use crate::common;
 
 use std::sync::Arc;
 
-use common::{Server, code, header, refusal};
+use common::{Server, code, field, header, refusal};
 
 /// Snapshot Blob of `path`: its id.
 async fn snapshot(s: &Server, path: &str, headers: &[(&str, &str)]) -> String {
@@ -22,10 +22,6 @@ fn at(path: &str, id: &str) -> String {
 
 /// The `(name, snapshot)` of each blob a listing names.
 fn listed(xml: &str) -> Vec<(String, Option<String>)> {
-    let field = |blob: &str, tag: &str| {
-        let start = blob.find(&format!("<{tag}>"))? + tag.len() + 2;
-        Some(blob[start..start + blob[start..].find('<')?].to_owned())
-    };
     (xml.split("<Blob>").skip(1))
         .map(|b| (field(b, "Name").unwrap(), field(b, "Snapshot")))
         .collect()
@@ -33,8 +29,7 @@ fn listed(xml: &str) -> Vec<(String, Option<String>)> {
 
 #[tokio::test]
 async fn a_snapshot_keeps_the_blob_as_it_was() {
-    let s = Server::start().await;
-    s.create_container("box").await;
+    let s = Server::with_container("box").await;
     let headers = [("x-ms-blob-type", "BlockBlob"), ("x-ms-meta-v", "1")];
     assert_eq!(s.put("/box/b", &headers, "one").await.status(), 201);
     let before = s.head("/box/b", &[]).await;
@@ -119,8 +114,7 @@ async fn a_snapshot_keeps_the_blob_as_it_was() {
 
 #[tokio::test]
 async fn snapshots_are_read_only_and_refused_where_they_do_not_apply() {
-    let s = Server::start().await;
-    s.create_container("box").await;
+    let s = Server::with_container("box").await;
     s.put_blob("/box/b", b"x").await;
     let id = snapshot(&s, "/box/b", &[]).await;
     for (method, path) in [
@@ -171,8 +165,7 @@ async fn snapshots_are_read_only_and_refused_where_they_do_not_apply() {
 
 #[tokio::test]
 async fn a_blob_goes_with_its_snapshots_or_after_them() {
-    let s = Server::start().await;
-    s.create_container("box").await;
+    let s = Server::with_container("box").await;
     s.put_blob("/box/b", b"x").await;
     let ids = [
         snapshot(&s, "/box/b", &[]).await,
@@ -217,8 +210,7 @@ async fn a_blob_goes_with_its_snapshots_or_after_them() {
 /// Of an append blob: appends to the blob after it leave the snapshot as it was.
 #[tokio::test]
 async fn a_snapshot_of_an_append_blob_stays_as_it_was() {
-    let s = Server::start().await;
-    s.create_container("box").await;
+    let s = Server::with_container("box").await;
     let r = s
         .put("/box/log", &[("x-ms-blob-type", "AppendBlob")], "")
         .await;

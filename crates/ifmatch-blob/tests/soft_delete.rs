@@ -6,7 +6,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::{Server, code, header};
+use common::{Server, code, field, header};
 
 fn policy(days: &str) -> String {
     format!(
@@ -31,10 +31,6 @@ async fn retaining(days: u32) -> Server {
 
 /// `(name, snapshot, deleted, remaining days)` of each blob a listing names.
 fn listed(xml: &str) -> Vec<(String, Option<String>, bool, Option<String>)> {
-    let field = |blob: &str, tag: &str| {
-        let start = blob.find(&format!("<{tag}>"))? + tag.len() + 2;
-        Some(blob[start..start + blob[start..].find('<')?].to_owned())
-    };
     (xml.split("<Blob>").skip(1))
         .map(|b| {
             let deleted = b.contains("<Deleted>true</Deleted>");

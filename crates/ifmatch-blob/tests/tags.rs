@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use common::{Server, code, header, refusal};
+use common::{Server, code, field, header, refusal};
 
 fn pairs(tags: &[(String, String)]) -> Vec<(&str, &str)> {
     tags.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
@@ -20,8 +20,7 @@ fn body(pairs: &[(&str, &str)]) -> Vec<u8> {
 
 #[tokio::test]
 async fn tags_are_set_read_counted_and_leave_the_etag_alone() {
-    let s = Server::start().await;
-    s.create_container("box").await;
+    let s = Server::with_container("box").await;
     let etag = s.put_blob("/box/b", b"bytes").await;
     let before = s.head("/box/b", &[]).await;
     assert_eq!(header(&before, "x-ms-tag-count"), None);
@@ -81,8 +80,7 @@ async fn tags_are_set_read_counted_and_leave_the_etag_alone() {
 
 #[tokio::test]
 async fn limits_one_past_each_are_refused_and_nothing_is_stored() {
-    let s = Server::start().await;
-    s.create_container("box").await;
+    let s = Server::with_container("box").await;
     s.put_blob("/box/b", b"bytes").await;
     let ten: Vec<(String, String)> = (0..10).map(|n| (format!("k{n}"), "v".into())).collect();
     assert_eq!(
@@ -138,8 +136,7 @@ async fn limits_one_past_each_are_refused_and_nothing_is_stored() {
 
 #[tokio::test]
 async fn a_tag_condition_guards_reads_and_writes_against_the_tags_at_that_instant() {
-    let s = Server::start().await;
-    s.create_container("box").await;
+    let s = Server::with_container("box").await;
     s.put_blob("/box/b", b"v1").await;
     s.put("/box/b?comp=tags", &[], body(&[("state", "draft")]))
         .await;
@@ -178,8 +175,7 @@ async fn a_tag_condition_guards_reads_and_writes_against_the_tags_at_that_instan
 /// expression are refused.
 #[tokio::test]
 async fn find_blobs_by_tags_pages_through_the_matching_blobs() {
-    let s = Server::start().await;
-    s.create_container("box").await;
+    let s = Server::with_container("box").await;
     for (name, team) in [("a", "x"), ("b", "y"), ("c", "x"), ("d", "x"), ("e", "z")] {
         let tags = format!("team={team}&other=1");
         let headers = [
@@ -244,8 +240,7 @@ async fn find_blobs_by_tags_pages_through_the_matching_blobs() {
 /// matches, the first page names none and says where it stopped, the next names the blob.
 #[tokio::test]
 async fn a_find_reads_a_bounded_number_of_records_a_page() {
-    let s = Server::start().await;
-    s.create_container("box").await;
+    let s = Server::with_container("box").await;
     for n in 0..5100 {
         s.put_blob(&format!("/box/b{n:05}"), b"x").await;
     }
@@ -282,10 +277,7 @@ async fn a_find_on_the_account_pages_across_its_containers() {
         xml.split("<Blob>")
             .skip(1)
             .map(|b| {
-                let field = |tag: &str| {
-                    let start = b.find(&format!("<{tag}>")).unwrap() + tag.len() + 2;
-                    b[start..start + b[start..].find('<').unwrap()].to_owned()
-                };
+                let field = |tag| field(b, tag).unwrap();
                 format!("{}/{}", field("ContainerName"), field("Name"))
             })
             .collect()
@@ -327,8 +319,7 @@ async fn a_find_on_the_account_pages_across_its_containers() {
 /// `x-ms-if-tags`'s.
 #[tokio::test]
 async fn a_copy_meets_its_source_tag_condition_or_writes_nothing() {
-    let s = Server::start().await;
-    s.create_container("box").await;
+    let s = Server::with_container("box").await;
     let headers = [
         ("x-ms-blob-type", "BlockBlob"),
         ("x-ms-tags", "stage=final"),

@@ -245,8 +245,7 @@ fn takes_tags(name: &str) -> bool {
 /// A server with container `box` (blob `b`, append blob `a`, page blob `p`) and container
 /// `box2`.
 async fn fixture() -> Server {
-    let s = Server::start().await;
-    s.create_container("box").await;
+    let s = Server::with_container("box").await;
     s.create_container("box2").await;
     s.put_blob("/box/b", b"v1").await;
     let r = s

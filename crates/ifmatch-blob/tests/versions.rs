@@ -8,7 +8,7 @@ use crate::common;
 
 use std::sync::Arc;
 
-use common::{Server, code, header};
+use common::{Server, code, field, header};
 
 const ON: &str = "<?xml version=\"1.0\" encoding=\"utf-8\"?><StorageServiceProperties>\
     <IsVersioningEnabled>true</IsVersioningEnabled></StorageServiceProperties>";
@@ -33,10 +33,6 @@ fn at(path: &str, id: &str) -> String {
 
 /// The `(name, version id, current)` of each blob a listing names.
 fn listed(xml: &str) -> Vec<(String, Option<String>, bool)> {
-    let field = |blob: &str, tag: &str| {
-        let start = blob.find(&format!("<{tag}>"))? + tag.len() + 2;
-        Some(blob[start..start + blob[start..].find('<')?].to_owned())
-    };
     (xml.split("<Blob>").skip(1))
         .map(|b| {
             let current = b.contains("<IsCurrentVersion>true</IsCurrentVersion>");

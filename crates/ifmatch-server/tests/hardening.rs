@@ -720,8 +720,7 @@ async fn orphans_are_swept_while_serving_and_live_objects_stay() {
 /// HTTP/1.1 needs exactly one Host (RFC 9112 3.2); HTTP/1.0 may go without.
 #[tokio::test]
 async fn http_1_1_without_exactly_one_host_is_400() {
-    let server = Server::start().await;
-    server.create_container("hosts").await;
+    let server = Server::with_container("hosts").await;
     let addr = server.addr.clone();
     let cases = [
         (

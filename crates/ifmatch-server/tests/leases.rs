@@ -25,8 +25,7 @@ fn s3(a: &str, b: &str, c: Option<&str>) -> (String, String, Option<String>) {
 
 #[tokio::test]
 async fn spec_scenarios() {
-    let s = Server::start().await;
-    s.create_container("box").await;
+    let s = Server::with_container("box").await;
 
     // 1. acquire 30 s proposing G: 201, x-ms-lease-id G; leased/locked/fixed.
     let tag = s.put_blob("/box/one", b"1").await;
@@ -355,8 +354,7 @@ fn E(code: &str) -> Want {
 
 #[tokio::test]
 async fn every_cell_of_the_transition_table() {
-    let s = Server::start().await;
-    s.create_container("cells").await;
+    let s = Server::with_container("cells").await;
     let columns = [
         Column::Available,
         Column::Leased,
@@ -549,8 +547,7 @@ async fn every_cell_of_the_transition_table() {
 
 #[tokio::test]
 async fn lease_conditions_and_containers() {
-    let s = Server::start().await;
-    s.create_container("box").await;
+    let s = Server::with_container("box").await;
     let tag = s.put_blob("/box/x", b"x").await;
     // Lease Blob honours the conditional headers.
     let acquire = [

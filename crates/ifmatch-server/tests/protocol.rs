@@ -64,8 +64,7 @@ async fn containers() {
 
 #[tokio::test]
 async fn overwrites_replace_bytes_and_tag_together() {
-    let s = Server::start().await;
-    s.create_container("box").await;
+    let s = Server::with_container("box").await;
     let mut last = String::new();
     // Small and large in turn: kept in the record, then in an object, and back.
     for i in 0..20 {
@@ -190,8 +189,7 @@ async fn bad_input_gets_a_clear_4xx_and_the_server_stays_up() {
 
 #[tokio::test]
 async fn records_and_leases_survive_a_restart() {
-    let s = Server::start().await;
-    s.create_container("box").await;
+    let s = Server::with_container("box").await;
     let tag = s.put_blob("/box/keep", b"kept").await;
     let r = s.acquire("/box/keep", "-1").await;
     let id = header(&r, "x-ms-lease-id").unwrap();
@@ -220,8 +218,7 @@ async fn a_data_directory_serves_one_server_at_a_time() {
 
 #[tokio::test]
 async fn a_304_reads_no_blob_data() {
-    let s = Server::start().await;
-    s.create_container("box").await;
+    let s = Server::with_container("box").await;
     let tag = s.put_blob("/box/doc", b"the bytes").await;
     // Take every object away behind the server's back: revalidation still answers, from the
     // records alone.
@@ -235,8 +232,7 @@ async fn a_304_reads_no_blob_data() {
 
 #[tokio::test]
 async fn content_md5_and_crc64_are_verified_and_returned() {
-    let s = Server::start().await;
-    s.create_container("box").await;
+    let s = Server::with_container("box").await;
     // MD5("hello"), base64: a published test vector (RFC 1321's algorithm).
     let hello = "XUFAKrxLKna5cZ2REBfFkg==";
     let r = s
@@ -286,8 +282,7 @@ async fn content_md5_and_crc64_are_verified_and_returned() {
 async fn small_blobs_live_in_their_records_and_answer_the_same() {
     use base64::Engine;
     use ifmatch_server::local::INLINE_MAX;
-    let s = Server::start().await;
-    s.create_container("small").await;
+    let s = Server::with_container("small").await;
     let objects = |s: &Server| {
         std::fs::read_dir(s.dir.path().join("objects"))
             .unwrap()
@@ -367,8 +362,7 @@ async fn small_blobs_live_in_their_records_and_answer_the_same() {
 /// well-formed; the listings around them still answer.
 #[tokio::test]
 async fn listing_parameters_xml_cannot_carry_are_refused() {
-    let server = Server::start().await;
-    server.create_container("xmlbox").await;
+    let server = Server::with_container("xmlbox").await;
     server.put_blob("/xmlbox/a", b"a").await;
     for bad in ["%00", "%01", "%0B", "%1F", "a%EF%BF%BE", "%EF%BF%BF"] {
         for param in ["prefix", "marker", "delimiter"] {

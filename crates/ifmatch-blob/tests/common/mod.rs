@@ -64,6 +64,13 @@ impl Server {
         }
     }
 
+    /// A server with the container `name` made.
+    pub async fn with_container(name: &str) -> Self {
+        let server = Self::start().await;
+        server.create_container(name).await;
+        server
+    }
+
     /// Sends one request on a connection of its own. A PUT of a blob (account, container,
     /// blob; no `comp`) carries `x-ms-blob-type: BlockBlob` unless `headers` name it or a copy
     /// source, as every SDK's Put Blob does (and its Copy Blob does not).
@@ -244,6 +251,12 @@ fn as_a_url_parser_would(path: &str) -> String {
         ),
         None => utf8_percent_encode(path, PATH).to_string(),
     }
+}
+
+/// The text of the first element `tag` in `xml` (a listing's entry), if there is one.
+pub fn field(xml: &str, tag: &str) -> Option<String> {
+    let start = xml.find(&format!("<{tag}>"))? + tag.len() + 2;
+    Some(xml[start..start + xml[start..].find('<')?].to_owned())
 }
 
 pub fn header(reply: &Reply, name: &str) -> Option<String> {

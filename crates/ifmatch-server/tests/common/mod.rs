@@ -68,6 +68,13 @@ impl Server {
         .await
     }
 
+    /// A server with the container `name` made.
+    pub async fn with_container(name: &str) -> Self {
+        let server = Self::start().await;
+        server.create_container(name).await;
+        server
+    }
+
     /// A server over `dir` with `options`, open to requests without credentials (the tests of
     /// authentication start the binary without `--anonymous`).
     pub async fn start_with(dir: tempfile::TempDir, mut options: ifmatch_server::Options) -> Self {
