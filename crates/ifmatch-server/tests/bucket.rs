@@ -104,25 +104,18 @@ async fn contract(objects: &BucketObjects) {
         objects.read(&staged.object, 5, None).await,
         Err(StoreError::Corrupt { .. })
     ));
-    let before = objects
-        .older_than(
-            Duration::ZERO,
-            std::time::SystemTime::now() + Duration::from_secs(60),
-        )
-        .await
-        .unwrap();
+    // Every staged object, however new.
+    let all_staged = async || {
+        let later = std::time::SystemTime::now() + Duration::from_secs(60);
+        objects.older_than(Duration::ZERO, later).await.unwrap()
+    };
+    let before = all_staged().await;
     let refused = objects.stage(Full::new(big.clone()), 10 << 20).await;
     assert!(
         matches!(refused, Err(StoreError::TooLarge { .. })),
         "{refused:?}"
     );
-    let after = objects
-        .older_than(
-            Duration::ZERO,
-            std::time::SystemTime::now() + Duration::from_secs(60),
-        )
-        .await
-        .unwrap();
+    let after = all_staged().await;
     assert_eq!(
         before.len(),
         after.len(),
@@ -139,27 +132,17 @@ async fn sweep(objects: BucketObjects) {
         ifmatch_server::SystemEnv,
     )
     .with_anonymous_access(true);
-    let put = |uri: &str, body: &'static str| {
-        http::Request::put(uri)
+    // A Put Blob (or a container's creation) of `body` at `uri`: its status.
+    let put = async |uri: &str, body: &'static str| {
+        let request = http::Request::put(uri)
             .header("x-ms-blob-type", "BlockBlob")
             .body(Full::new(Bytes::from_static(body.as_bytes())))
-            .unwrap()
+            .unwrap();
+        front.handle(request).await.status()
     };
     let base = "/devstoreaccount1/box";
-    assert_eq!(
-        front
-            .handle(put(&format!("{base}?restype=container"), ""))
-            .await
-            .status(),
-        201
-    );
-    assert_eq!(
-        front
-            .handle(put(&format!("{base}/kept"), "kept"))
-            .await
-            .status(),
-        201
-    );
+    assert_eq!(put(&format!("{base}?restype=container"), "").await, 201);
+    assert_eq!(put(&format!("{base}/kept"), "kept").await, 201);
     let orphan = front
         .objects()
         .stage(Full::new(Bytes::from_static(b"orphan")), 100)
@@ -214,12 +197,12 @@ async fn objects_in_s3_azure_a_directory_and_memory_keep_the_contract() {
 }
 
 /// An instance with its own data directory, records in Redis, bytes in S3.
-fn instance(redis: &RedisServer, moto: &Moto, data: &std::path::Path) -> (Process, String) {
+fn instance(redis: &RedisServer, moto: &Moto) -> (common::Running, String) {
     let env = moto.env();
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let store = format!("s3://{BUCKET}/fleet");
     let backend = ["--backend", &redis.url(), "--store", &store];
-    common::serve_anonymous(data, &backend, &env)
+    common::serve_anonymous(&backend, &env)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -230,9 +213,8 @@ async fn two_instances_share_nothing_but_redis_and_s3() {
     const INCREMENTS: usize = 100;
     let redis = RedisServer::start();
     let moto = Moto::start().await;
-    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let (_a, a) = instance(&redis, &moto, dir_a.path());
-    let (_b, b) = instance(&redis, &moto, dir_b.path());
+    let (_a, a) = instance(&redis, &moto);
+    let (_b, b) = instance(&redis, &moto);
     common::create_container(&client(), &a, "fleet").await;
     let put = common::upload(&format!("{b}/fleet/counter"), "0").await;
     assert_eq!(put, 201, "the container made through A is seen by B");
@@ -266,8 +248,7 @@ async fn s3_gone_answers_503_promptly_and_the_instance_recovers_by_itself() {
     let redis = RedisServer::start();
     let moto = Moto::start().await;
     let port = moto.port;
-    let data = tempfile::tempdir().unwrap();
-    let (_a, a) = instance(&redis, &moto, data.path());
+    let (_a, a) = instance(&redis, &moto);
     common::create_container(&client(), &a, "down").await;
     assert_eq!(common::upload(&format!("{a}/down/before"), "v1").await, 201);
 

@@ -7,8 +7,8 @@ use crate::common;
 use common::{Bucket, client};
 
 /// An instance with its own data directory, everything else in `bucket`.
-fn instance(bucket: &Bucket, data: &std::path::Path) -> (common::Process, String) {
-    common::serve_anonymous(data, &["--backend", &bucket.url("ifmatch")], &bucket.vars())
+fn instance(bucket: &Bucket) -> (common::Running, String) {
+    common::serve_anonymous(&["--backend", &bucket.url("ifmatch")], &bucket.vars())
 }
 
 async fn send(method: &str, url: &str, headers: &[(&str, &str)], body: &str) -> reqwest::Response {
@@ -20,9 +20,8 @@ async fn two_instances_share_nothing_but_a_bucket() {
     const CLIENTS: usize = 32;
     const INCREMENTS: usize = 100;
     let bucket = Bucket::start().await;
-    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let (_a, a) = instance(&bucket, dir_a.path());
-    let (_b, b) = instance(&bucket, dir_b.path());
+    let (_a, a) = instance(&bucket);
+    let (_b, b) = instance(&bucket);
     let http = client();
     common::create_container(&http, &a, "fleet").await;
     let put = common::upload(&format!("{b}/fleet/counter"), "0").await;
@@ -72,34 +71,23 @@ async fn two_instances_share_nothing_but_a_bucket() {
     assert!(!listed.contains("<Blob>"), "{listed}");
 }
 
-/// Page blobs and deleted containers through two instances over nothing but a bucket (see
-/// `common::protection`).
+/// Page blobs, deleted containers and the change feed (each write once) through two instances
+/// over nothing but a bucket (see `common::protection`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn page_blobs_and_kept_containers_hold_across_instances() {
+async fn page_blobs_kept_containers_and_the_change_feed_hold_across_instances() {
     let bucket = Bucket::start().await;
-    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let (_a, a) = instance(&bucket, dir_a.path());
-    let (_b, b) = instance(&bucket, dir_b.path());
+    let (_a, a) = instance(&bucket);
+    let (_b, b) = instance(&bucket);
     common::protection::pages_and_kept_containers(&client(), &a, &b).await;
+    common::protection::change_feed_once(&client(), &a, &b).await;
 }
 
 /// The Python SDK's data protection checks through an instance over nothing but a bucket.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_sdks_data_protection_checks_pass_over_a_bucket() {
     let bucket = Bucket::start().await;
-    let data = tempfile::tempdir().unwrap();
-    let (_a, a) = instance(&bucket, data.path());
+    let (_a, a) = instance(&bucket);
     common::protection::python_sdk_checks(&a).await;
-}
-
-/// The change feed through two instances over nothing but a bucket, each write once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_change_feed_holds_each_write_once_across_instances() {
-    let bucket = Bucket::start().await;
-    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let (_a, a) = instance(&bucket, dir_a.path());
-    let (_b, b) = instance(&bucket, dir_b.path());
-    common::protection::change_feed_once(&client(), &a, &b).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -130,8 +118,7 @@ async fn a_store_without_conditional_updates_is_refused_at_start() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_bucket_gone_answers_503_promptly_and_the_instance_recovers_by_itself() {
     let mut bucket = Bucket::served().await;
-    let data = tempfile::tempdir().unwrap();
-    let (_a, a) = instance(&bucket, data.path());
+    let (_a, a) = instance(&bucket);
     let http = client();
     common::create_container(&http, &a, "down").await;
     assert_eq!(common::upload(&format!("{a}/down/before"), "v1").await, 201);

@@ -11,8 +11,8 @@ use crate::common;
 use common::{client, code, header, refusal, send};
 
 /// `ifmatch serve --anonymous` with `args`, over a data directory of its own: its base URL.
-fn start(data: &std::path::Path, args: &[&str]) -> (common::Process, String) {
-    common::serve_anonymous(data, args, &[])
+fn start(args: &[&str]) -> (common::Running, String) {
+    common::serve_anonymous(args, &[])
 }
 
 /// Copy Blob, sent raw (`send` would make it a Put Blob From URL, `x-ms-blob-type`).
@@ -48,8 +48,7 @@ type Refusal<'a> = (&'a [(&'a str, &'a str)], u16, &'a str);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn copies_read_another_server_only_where_the_operator_lets_them() {
     let http = client();
-    let dirs = [(); 3].map(|()| tempfile::tempdir().unwrap());
-    let (_origin, origin) = start(dirs[0].path(), &[]);
+    let (_origin, origin) = start(&[]);
     common::create_container(&http, &origin, "src").await;
     let source = format!("{origin}/src/a.txt");
     let headers = [
@@ -63,7 +62,7 @@ async fn copies_read_another_server_only_where_the_operator_lets_them() {
     let host = source.split('/').nth(2).unwrap().to_owned();
 
     // Not named by --copy-from: refused, never fetched.
-    let (_closed, closed) = start(dirs[1].path(), &[]);
+    let (_closed, closed) = start(&[]);
     common::create_container(&http, &closed, "dst").await;
     let from_url = [
         ("x-ms-blob-type", "BlockBlob"),
@@ -72,10 +71,7 @@ async fn copies_read_another_server_only_where_the_operator_lets_them() {
     let r = common::put(&http, &format!("{closed}/dst/b"), &from_url).await;
     assert_eq!(refusal(&r), (403, "CannotVerifyCopySource".into()));
 
-    let (_open, open) = start(
-        dirs[2].path(),
-        &["--copy-from", &host, "--max-body", "65536"],
-    );
+    let (_open, open) = start(&["--copy-from", &host, "--max-body", "65536"]);
     common::create_container(&http, &open, "dst").await;
     // Put Blob From URL: the bytes and the origin's properties.
     let r = common::put(&http, &format!("{open}/dst/b"), &from_url).await;

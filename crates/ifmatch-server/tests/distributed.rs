@@ -418,12 +418,13 @@ async fn a_tag_condition_holds_at_the_instant_of_its_write_across_instances() {
     );
 }
 
-/// Page blobs and deleted containers through two instances over Redis (see
-/// `common::protection`).
+/// Page blobs, deleted containers and the change feed (each write once) through two instances
+/// over Redis (see `common::protection`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn page_blobs_and_kept_containers_hold_across_instances() {
+async fn page_blobs_kept_containers_and_the_change_feed_hold_across_instances() {
     let (_redis, _data, a, b, http) = pair("box").await;
     common::protection::pages_and_kept_containers(&http, &a.base, &b.base).await;
+    common::protection::change_feed_once(&http, &a.base, &b.base).await;
 }
 
 /// The Python SDK's data protection checks through an instance over Redis (see
@@ -432,14 +433,6 @@ async fn page_blobs_and_kept_containers_hold_across_instances() {
 async fn the_python_sdks_data_protection_checks_pass_over_redis() {
     let (_redis, _data, a, _b, _http) = pair("box").await;
     common::protection::python_sdk_checks(&a.base).await;
-}
-
-/// The change feed through two instances over Redis, each write once (see
-/// `common::protection`).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_change_feed_holds_each_write_once_across_instances() {
-    let (_redis, _data, a, b, http) = pair("box").await;
-    common::protection::change_feed_once(&http, &a.base, &b.base).await;
 }
 
 /// Versions and snapshots through two instances over Redis: versioning enabled through one

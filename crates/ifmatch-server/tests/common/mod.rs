@@ -549,18 +549,24 @@ where
     spawn_with_env(args, &[])
 }
 
-/// `ifmatch serve --anonymous` over the data directory `data` with `args` (its backend, its
-/// store) and `env`: the process and the development account's base URL.
-pub fn serve_anonymous(
-    data: &std::path::Path,
-    args: &[&str],
-    env: &[(&str, &str)],
-) -> (Process, String) {
-    let mut all = vec!["serve", "--anonymous", "--data", data.to_str().unwrap()];
+/// `ifmatch serve --anonymous` over a data directory of its own with `args` (its backend, its
+/// store) and `env`: what keeps it running, and the development account's base URL.
+pub fn serve_anonymous(args: &[&str], env: &[(&str, &str)]) -> (Running, String) {
+    let data = tempfile::tempdir().unwrap();
+    let mut all = vec![
+        "serve",
+        "--anonymous",
+        "--data",
+        data.path().to_str().unwrap(),
+    ];
     all.extend_from_slice(args);
     let (child, origin) = spawn_with_env(all, env);
-    (Process(child), format!("{origin}/{ACCOUNT}"))
+    (Running(Process(child), data), format!("{origin}/{ACCOUNT}"))
 }
+
+/// A server of [`serve_anonymous`] while it is held: its process, stopped first when dropped,
+/// then its data directory.
+pub struct Running(pub Process, tempfile::TempDir);
 
 /// [`spawn_signed`] with these environment variables.
 pub fn spawn_with_env<I, S>(args: I, env: &[(&str, &str)]) -> (std::process::Child, String)
