@@ -285,42 +285,23 @@ async fn reach(s: &Server, path: &str, column: Column) {
             ("x-ms-proposed-lease-id", A),
         ]
     };
+    // A lease for `duration` seconds, then a break with `period`: whether both were taken.
+    let take_then_break = async |duration, period| {
+        let taken = s.lease(path, &acquire(duration)).await.status() == 201;
+        let breaking = [
+            ("x-ms-lease-action", "break"),
+            ("x-ms-lease-break-period", period),
+        ];
+        taken && s.lease(path, &breaking).await.status() == 202
+    };
     let (want, ok) = match column {
         Column::Available => ("available", true),
         Column::Leased => (
             "leased",
             s.lease(path, &acquire("30")).await.status() == 201,
         ),
-        Column::Breaking => {
-            let a = s.lease(path, &acquire("60")).await.status() == 201;
-            let b = s
-                .lease(
-                    path,
-                    &[
-                        ("x-ms-lease-action", "break"),
-                        ("x-ms-lease-break-period", "20"),
-                    ],
-                )
-                .await
-                .status()
-                == 202;
-            ("breaking", a && b)
-        }
-        Column::Broken => {
-            let a = s.lease(path, &acquire("30")).await.status() == 201;
-            let b = s
-                .lease(
-                    path,
-                    &[
-                        ("x-ms-lease-action", "break"),
-                        ("x-ms-lease-break-period", "0"),
-                    ],
-                )
-                .await
-                .status()
-                == 202;
-            ("broken", a && b)
-        }
+        Column::Breaking => ("breaking", take_then_break("60", "20").await),
+        Column::Broken => ("broken", take_then_break("30", "0").await),
         Column::Expired => {
             let a = s.lease(path, &acquire("15")).await.status() == 201;
             s.advance(Duration::from_secs(16));
