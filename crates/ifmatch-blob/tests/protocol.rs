@@ -5,15 +5,11 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::{Reply, Server, code, header, refusal, sha256_tag};
+use common::{Server, code, header, refusal, sha256_tag};
 use ifmatch_core::date::{HttpDate, date_header_value};
 
 /// (method, blob exists, headers, status, error code)
 type TableRow<'a> = (&'a str, bool, Vec<(&'a str, &'a str)>, u16, Option<&'a str>);
-
-async fn text(r: Reply) -> String {
-    r.text().await.unwrap()
-}
 
 #[tokio::test]
 async fn listing() {
@@ -31,7 +27,7 @@ async fn listing() {
         header(&r, "content-type").as_deref(),
         Some("application/xml")
     );
-    let xml = text(r).await;
+    let xml = r.text().await.unwrap();
     assert!(
         xml.starts_with("<?xml") && xml.contains("<EnumerationResults"),
         "{xml}"
@@ -48,30 +44,18 @@ async fn listing() {
     assert!(xml.contains("<Content-Length>3</Content-Length>"));
     assert!(xml.contains("<Last-Modified>"));
 
-    let xml = text(
-        s.get("/box?restype=container&comp=list&prefix=a/", &[])
-            .await,
-    )
-    .await;
+    let xml = s
+        .read_text("/box?restype=container&comp=list&prefix=a/")
+        .await;
     assert_eq!(xml.matches("<Blob>").count(), 3);
-    let xml = text(
-        s.get(
-            "/box?restype=container&comp=list&prefix=a/&maxresults=2",
-            &[],
-        )
-        .await,
-    )
-    .await;
+    let xml = s
+        .read_text("/box?restype=container&comp=list&prefix=a/&maxresults=2")
+        .await;
     assert_eq!(xml.matches("<Blob>").count(), 2);
     assert!(xml.contains("<NextMarker>a/2</NextMarker>"), "{xml}");
-    let xml = text(
-        s.get(
-            "/box?restype=container&comp=list&prefix=a/&maxresults=2&marker=a/2",
-            &[],
-        )
-        .await,
-    )
-    .await;
+    let xml = s
+        .read_text("/box?restype=container&comp=list&prefix=a/&maxresults=2&marker=a/2")
+        .await;
     assert_eq!(xml.matches("<Blob>").count(), 1);
     assert!(
         xml.contains("<Name>a/3</Name>") && xml.contains("<NextMarker />"),
@@ -273,185 +257,42 @@ async fn blob_dialect_table_over_http() {
     let other = "\"0000\"".to_owned();
     let two = format!("{tag}, {other}");
 
+    // The codes most rows answer with.
+    const NOT_MET: Option<&str> = Some("ConditionNotMet");
+    const MULTIPLE: Option<&str> = Some("MultipleConditionHeadersNotSupported");
+    #[rustfmt::skip]
     let rows: Vec<TableRow<'_>> = vec![
         ("GET", true, vec![("if-match", &tag)], 200, None),
-        (
-            "GET",
-            true,
-            vec![("if-match", &other)],
-            412,
-            Some("ConditionNotMet"),
-        ),
+        ("GET", true, vec![("if-match", &other)], 412, NOT_MET),
         ("GET", true, vec![("if-match", &two)], 200, None),
-        (
-            "GET",
-            true,
-            vec![("if-none-match", &tag)],
-            304,
-            Some("ConditionNotMet"),
-        ),
-        (
-            "GET",
-            true,
-            vec![("if-none-match", &two)],
-            304,
-            Some("ConditionNotMet"),
-        ),
+        ("GET", true, vec![("if-none-match", &tag)], 304, NOT_MET),
+        ("GET", true, vec![("if-none-match", &two)], 304, NOT_MET),
         ("GET", true, vec![("if-none-match", &other)], 200, None),
-        (
-            "GET",
-            true,
-            vec![("if-modified-since", &same)],
-            304,
-            Some("ConditionNotMet"),
-        ),
+        ("GET", true, vec![("if-modified-since", &same)], 304, NOT_MET),
         ("GET", true, vec![("if-modified-since", &before)], 200, None),
         ("GET", true, vec![("if-unmodified-since", &same)], 200, None),
-        (
-            "GET",
-            true,
-            vec![("if-unmodified-since", &before)],
-            412,
-            Some("ConditionNotMet"),
-        ),
-        (
-            "GET",
-            true,
-            vec![("if-none-match", &tag), ("if-modified-since", &before)],
-            200,
-            None,
-        ),
-        (
-            "GET",
-            true,
-            vec![("if-match", &tag), ("if-unmodified-since", &before)],
-            412,
-            Some("ConditionNotMet"),
-        ),
-        (
-            "HEAD",
-            true,
-            vec![("if-none-match", &tag)],
-            304,
-            Some("ConditionNotMet"),
-        ),
-        (
-            "HEAD",
-            true,
-            vec![("if-match", &other)],
-            412,
-            Some("ConditionNotMet"),
-        ),
+        ("GET", true, vec![("if-unmodified-since", &before)], 412, NOT_MET),
+        ("GET", true, vec![("if-none-match", &tag), ("if-modified-since", &before)], 200, None),
+        ("GET", true, vec![("if-match", &tag), ("if-unmodified-since", &before)], 412, NOT_MET),
+        ("HEAD", true, vec![("if-none-match", &tag)], 304, NOT_MET),
+        ("HEAD", true, vec![("if-match", &other)], 412, NOT_MET),
         // A read of a missing blob is 404 whatever its conditions (live Azure).
-        (
-            "GET",
-            false,
-            vec![("if-match", "*")],
-            404,
-            Some("BlobNotFound"),
-        ),
-        (
-            "GET",
-            false,
-            vec![("if-none-match", "*")],
-            404,
-            Some("BlobNotFound"),
-        ),
-        (
-            "PUT",
-            true,
-            vec![("if-match", &other)],
-            412,
-            Some("ConditionNotMet"),
-        ),
-        (
-            "PUT",
-            true,
-            vec![("if-match", &two)],
-            400,
-            Some("MultipleConditionHeadersNotSupported"),
-        ),
-        (
-            "PUT",
-            true,
-            vec![("if-none-match", "*")],
-            409,
-            Some("BlobAlreadyExists"),
-        ),
-        (
-            "PUT",
-            true,
-            vec![("if-none-match", &tag)],
-            412,
-            Some("ConditionNotMet"),
-        ),
-        (
-            "PUT",
-            true,
-            vec![("if-modified-since", &same)],
-            412,
-            Some("ConditionNotMet"),
-        ),
-        (
-            "PUT",
-            true,
-            vec![("if-unmodified-since", &before)],
-            412,
-            Some("ConditionNotMet"),
-        ),
-        (
-            "PUT",
-            true,
-            vec![
-                ("if-unmodified-since", &same),
-                ("if-modified-since", &before),
-            ],
-            400,
-            Some("MultipleConditionHeadersNotSupported"),
-        ),
-        (
-            "PUT",
-            true,
-            vec![("if-match", &tag), ("if-unmodified-since", &before)],
-            201,
-            None,
-        ),
-        (
-            "PUT",
-            false,
-            vec![("if-match", "*")],
-            412,
-            Some("ConditionNotMet"),
-        ),
+        ("GET", false, vec![("if-match", "*")], 404, Some("BlobNotFound")),
+        ("GET", false, vec![("if-none-match", "*")], 404, Some("BlobNotFound")),
+        ("PUT", true, vec![("if-match", &other)], 412, NOT_MET),
+        ("PUT", true, vec![("if-match", &two)], 400, MULTIPLE),
+        ("PUT", true, vec![("if-none-match", "*")], 409, Some("BlobAlreadyExists")),
+        ("PUT", true, vec![("if-none-match", &tag)], 412, NOT_MET),
+        ("PUT", true, vec![("if-modified-since", &same)], 412, NOT_MET),
+        ("PUT", true, vec![("if-unmodified-since", &before)], 412, NOT_MET),
+        ("PUT", true, vec![("if-unmodified-since", &same), ("if-modified-since", &before)], 400, MULTIPLE),
+        ("PUT", true, vec![("if-match", &tag), ("if-unmodified-since", &before)], 201, None),
+        ("PUT", false, vec![("if-match", "*")], 412, NOT_MET),
         ("PUT", false, vec![("if-none-match", "*")], 201, None),
-        (
-            "DELETE",
-            true,
-            vec![("if-none-match", "*")],
-            412,
-            Some("ConditionNotMet"),
-        ),
-        (
-            "DELETE",
-            true,
-            vec![("if-match", &other)],
-            412,
-            Some("ConditionNotMet"),
-        ),
-        (
-            "DELETE",
-            true,
-            vec![("if-unmodified-since", &after)],
-            202,
-            None,
-        ),
-        (
-            "DELETE",
-            false,
-            vec![("if-match", &tag)],
-            412,
-            Some("ConditionNotMet"),
-        ),
+        ("DELETE", true, vec![("if-none-match", "*")], 412, NOT_MET),
+        ("DELETE", true, vec![("if-match", &other)], 412, NOT_MET),
+        ("DELETE", true, vec![("if-unmodified-since", &after)], 202, None),
+        ("DELETE", false, vec![("if-match", &tag)], 412, NOT_MET),
         ("DELETE", false, vec![], 404, Some("BlobNotFound")),
     ];
     for (i, (method, exists, headers, status, error)) in rows.iter().enumerate() {
