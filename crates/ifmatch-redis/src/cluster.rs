@@ -9,8 +9,8 @@
 //! only after an answer that says the command did not run: the slot is elsewhere (`MOVED`, or
 //! `ASK` while it migrates, followed with `ASKING`), the cluster or the slot is not ready
 //! (`TRYAGAIN`, `CLUSTERDOWN`, `MASTERDOWN`, `LOADING`, `READONLY` from a demoted primary), or
-//! no connection could be made; for at most its timeout ([`crate::TIMEOUT`]). A dropped connection or a timeout is
-//! answered as it is: the outcome is unknown.
+//! no connection could be made; for at most its timeout ([`crate::TIMEOUT`]). A dropped
+//! connection or a timeout is answered as it is: the outcome is unknown.
 //!
 //! A write that waits for replicas is sent with its `WAIT` in one pipeline
 //! ([`Cluster::send_and_wait`]): `WAIT` counts the writes of its own connection to its own node,
