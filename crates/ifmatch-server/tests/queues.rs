@@ -213,22 +213,14 @@ async fn competing_consumers(url: &str, total: usize) {
     let second = common::text_of(format!("{b}/work/messages?visibilitytimeout=30")).await;
     assert_eq!(all(&second, "DequeueCount"), ["2"], "{second}");
     let id = &all(&first, "MessageId")[0];
-    let delete =
-        |base: &str, receipt: &str| format!("{base}/work/messages/{id}?popreceipt={receipt}");
-    let refused = delete(&a, &all(&first, "PopReceipt")[0]);
-    assert_eq!(
-        common::send(&http, "DELETE", &refused, &[], "")
-            .await
-            .status(),
-        404
-    );
-    let deleted = delete(&b, &all(&second, "PopReceipt")[0]);
-    assert_eq!(
-        common::send(&http, "DELETE", &deleted, &[], "")
-            .await
-            .status(),
-        204
-    );
+    // A Delete Message through `base` with the receipt of the Get that answered `got`.
+    let delete = async |base: &str, got: &str| {
+        let receipt = &all(got, "PopReceipt")[0];
+        let url = format!("{base}/work/messages/{id}?popreceipt={receipt}");
+        common::send(&http, "DELETE", &url, &[], "").await.status()
+    };
+    assert_eq!(delete(&a, &first).await, 404);
+    assert_eq!(delete(&b, &second).await, 204);
 }
 
 /// Messages acknowledged (201) on the local disk are there after a SIGKILL, each once.
