@@ -78,6 +78,14 @@ impl EntityTag {
         self.opaque == other.opaque
     }
 
+    /// Whether `field` is this strong tag as an `ETag` field writes it, and nothing else.
+    pub(crate) fn is_written_as(&self, field: &[u8]) -> bool {
+        let opaque = field
+            .strip_prefix(b"\"")
+            .and_then(|rest| rest.strip_suffix(b"\""));
+        !self.weak && opaque == Some(&*self.opaque)
+    }
+
     /// The tag as a field value, ready for an `ETag` header.
     pub fn to_header_value(&self) -> HeaderValue {
         // Exactly the tag's length: a `Vec` full to its capacity becomes `Bytes` without a

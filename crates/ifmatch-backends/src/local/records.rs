@@ -35,7 +35,7 @@ pub const INLINE_MAX: u64 = 4096;
 /// The cache is exact, not a guess: this process is the only writer of the directory (the
 /// lock), every write goes through the key's stripe lock and updates the cache under it, and a
 /// miss fills the cache under that same lock. Deleting a container moves to a new epoch, which
-/// makes every cached record of the old one unreachable at once.
+/// leaves every cached record of the old one stale at once (each names the epoch it was read in).
 ///
 /// A blob write holds its container's lock shared, a container's deletion holds it exclusive:
 /// so no blob is ever committed into a container being deleted, and the deletion finds every
@@ -48,7 +48,7 @@ pub struct LocalRecords {
 #[derive(Debug)]
 struct Inner {
     dir: Arc<DataDir>,
-    cache: moka::sync::Cache<(u64, Key), Loaded, KeyHasher>,
+    cache: moka::sync::Cache<Key, Loaded, KeyHasher>,
     epoch: AtomicU64,
     /// Held across a commit's wait for the journal: tokio's, so that the wait is a task's, not
     /// a thread's.
@@ -65,12 +65,14 @@ struct Inner {
     inline_max: u64,
 }
 
-/// A record as the cache holds it: the record, and which slot of its file holds it (none for a
-/// file written whole as JSON), so that the next update writes the other one.
+/// A record as the cache holds it: the record, which slot of its file holds it (none for a
+/// file written whole as JSON), so that the next update writes the other one, and the epoch
+/// it was read or written in (a record of an epoch before is no longer there).
 #[derive(Debug, Clone)]
 struct Loaded {
     record: Arc<Record>,
     slot: Option<Slot>,
+    epoch: u64,
 }
 
 impl LocalRecords {
@@ -119,15 +121,22 @@ impl Inner {
         &self.containers[self.stripe_of(container)]
     }
 
-    fn cache_key(&self, key: &Key) -> (u64, Key) {
-        (self.epoch.load(Ordering::Acquire), key.clone())
+    fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    /// The cached record of `key`, if one of this epoch is (looked up by reference: a read
+    /// that hits copies no key).
+    fn cached(&self, key: &Key) -> Option<Loaded> {
+        let epoch = self.epoch();
+        self.cache.get(key).filter(|loaded| loaded.epoch == epoch)
     }
 
     /// The current record and where it is in its file, from the cache or the file. Call with
     /// the key's lock held.
     fn load(&self, key: &Key) -> Result<Option<Loaded>, StoreError> {
-        let cache_key = self.cache_key(key);
-        if let Some(loaded) = self.cache.get(&cache_key) {
+        let epoch = self.epoch();
+        if let Some(loaded) = self.cached(key) {
             return Ok(Some(loaded));
         }
         let path = self.dir.record_path(key);
@@ -140,9 +149,10 @@ impl Inner {
         let loaded = loaded.map(|(record, slot)| Loaded {
             record: Arc::new(record),
             slot,
+            epoch,
         });
         if let Some(loaded) = &loaded {
-            self.cache.insert(cache_key, loaded.clone());
+            self.cache.insert(key.clone(), loaded.clone());
         }
         Ok(loaded)
     }
@@ -168,7 +178,8 @@ impl Inner {
     ) -> Result<(), StoreError> {
         let _container = self.container_lock(key.container()).read().await;
         let _key = self.key_lock(key).lock().await;
-        let current = match self.cache.get(&self.cache_key(key)) {
+        let epoch = self.epoch();
+        let current = match self.cached(key) {
             Some(loaded) => Some(loaded),
             None => {
                 let (this, key) = (self.clone(), key.clone());
@@ -184,13 +195,14 @@ impl Inner {
         let written = self.journal.commit(change).await;
         if written.as_ref().is_err_and(StoreError::may_have_landed) {
             // Whether the file holds the new record is unknown: the next read must look.
-            self.cache.invalidate(&self.cache_key(key));
+            self.cache.invalidate(key);
         }
         let loaded = Loaded {
             record: Arc::new(record.clone()),
             slot: written?,
+            epoch,
         };
-        self.cache.insert(self.cache_key(key), loaded);
+        self.cache.insert(key.clone(), loaded);
         if let Key::Blob(c, name) = key
             && let Some(names) = self.names().get_mut(c)
         {
@@ -205,7 +217,7 @@ impl Inner {
             Key::Container(_) => serde_json::to_vec(record),
             Key::Blob(c, name) => {
                 let container = Key::Container(c.clone());
-                let known = self.cache.contains_key(&self.cache_key(&container));
+                let known = self.cached(&container).is_some();
                 if !known && !self.dir.record_path(&container).exists() {
                     return Err(StoreError::ContainerNotFound);
                 }
@@ -238,7 +250,7 @@ impl Inner {
                 let deleted = self
                     .journal
                     .commit_blocking(Change::Delete { path: path.clone() });
-                self.cache.invalidate(&self.cache_key(key));
+                self.cache.invalidate(key);
                 // A deletion that failed may have left the file: its name stays listed.
                 let gone = deleted.is_ok() || !path.exists();
                 if gone && let Some(names) = self.names().get_mut(c) {
@@ -405,7 +417,7 @@ impl Inner {
 impl Records for LocalRecords {
     async fn get(&self, key: &Key) -> Result<Option<Arc<Record>>, StoreError> {
         let inner = &self.inner;
-        if let Some(loaded) = inner.cache.get(&inner.cache_key(key)) {
+        if let Some(loaded) = inner.cached(key) {
             return Ok(Some(loaded.record));
         }
         let (this, key) = (inner.clone(), key.clone());
@@ -720,7 +732,7 @@ mod tests {
             let _ = tokio::time::timeout(wait, put).await;
             // The put still in flight holds the key's lock to its end; the two agree under it.
             let _key = records.inner.key_lock(&key).lock().await;
-            let cached = records.inner.cache.get(&records.inner.cache_key(&key));
+            let cached = records.inner.cached(&key);
             let cached = cached.map_or(0, |loaded| loaded.record.generation);
             let (file, _) = records.inner.read::<BlobFile>(&path).unwrap().unwrap();
             // Nothing cached (a failed write's) is read from the file next.

@@ -41,8 +41,7 @@ pub(super) struct Admitted<'a> {
     pub(super) account: &'a ifmatch_azure::Account,
     /// How the request named the account (for the root URL List Containers names).
     pub(super) style: ifmatch_azure::Style,
-    /// The name its container is stored under.
-    pub(super) stored: String,
+    /// Its container's record, under the name the container is stored by.
     pub(super) container: Key,
     pub(super) blob: Key,
     /// What its credentials are (a copy's source may be read with them).
@@ -66,8 +65,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let delegator = self.delegator(account, uri).await?;
         let credential = auth::authenticate(account, signed, &delegator, now)?;
         let stored = self.accounts.stored(account, &target.container);
-        let container = Key::Container(stored.clone());
         let blob = Key::Blob(stored.clone(), target.record_name());
+        let container = Key::Container(stored);
         // Anonymous, admitted by the server's choice or the container's public access; or else
         // by its credentials (asked only then: a refusal's message is written when made).
         let public = credential == Credential::Anonymous
@@ -96,7 +95,6 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             target,
             account,
             style,
-            stored,
             container,
             blob,
             credential,

@@ -41,23 +41,18 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         admitted: &Admitted<'_>,
         method: &Method,
     ) -> super::failure::Result<Option<Protected>> {
-        let changes = method == Method::PUT || method == Method::DELETE;
-        if !changes || admitted.target.blob.is_empty() {
-            return Ok(None);
+        match protected_change(admitted, method) {
+            // Boxed only here: most requests read nothing of their container.
+            Some(change) => Box::pin(self.container_protection(admitted, change)).await,
+            None => Ok(None),
         }
-        let change = match admitted.target.operation {
-            Operation::PutBlock(_)
-            | Operation::LeaseBlob
-            | Operation::SetBlobTags
-            | Operation::SetImmutabilityPolicy
-            | Operation::DeleteImmutabilityPolicy
-            | Operation::SetLegalHold
-            | Operation::UndeleteBlob
-            | Operation::AbortCopyBlob(_) => return Ok(None),
-            Operation::DeleteBlob => Change::Delete,
-            Operation::AppendBlock => Change::Append,
-            _ => Change::Other,
-        };
+    }
+
+    async fn container_protection(
+        &self,
+        admitted: &Admitted<'_>,
+        change: Change,
+    ) -> super::failure::Result<Option<Protected>> {
         let container = self.records.get(&admitted.container).await?;
         let protection = container.and_then(|c| c.protection.clone());
         Ok((protection.filter(|p| !p.is_empty()))
@@ -454,4 +449,26 @@ fn json_answer<R>(status: StatusCode, body: Vec<u8>) -> Answer<R> {
     );
     *answer.body_mut() = ResponseBody::full(body);
     answer
+}
+
+/// What a request changes of a blob that its container's protection may refuse: `None` for a
+/// request that changes no blob, or a change no protection refuses.
+fn protected_change(admitted: &Admitted<'_>, method: &Method) -> Option<Change> {
+    let changes = method == Method::PUT || method == Method::DELETE;
+    if !changes || admitted.target.blob.is_empty() {
+        return None;
+    }
+    match admitted.target.operation {
+        Operation::PutBlock(_)
+        | Operation::LeaseBlob
+        | Operation::SetBlobTags
+        | Operation::SetImmutabilityPolicy
+        | Operation::DeleteImmutabilityPolicy
+        | Operation::SetLegalHold
+        | Operation::UndeleteBlob
+        | Operation::AbortCopyBlob(_) => None,
+        Operation::DeleteBlob => Some(Change::Delete),
+        Operation::AppendBlock => Some(Change::Append),
+        _ => Some(Change::Other),
+    }
 }

@@ -143,7 +143,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             credential,
         };
         // The container's own protection, for a change of one of its blobs.
-        let protection = Box::pin(self.protection_for(&admitted, method)).await?;
+        let protection = self.protection_for(&admitted, method).await?;
         let guard = protection.as_ref().map(gate::Protected::guard);
         let on = |key| Call {
             key,
@@ -152,11 +152,15 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             guard,
         };
         // A `versionid=` of a blob's current version names the blob's own record.
+        let version_key;
         let blob_key = match admitted.target.version {
-            Some(_) => Box::pin(self.version_key(admitted.blob.clone())).await?,
-            None => admitted.blob.clone(),
+            Some(_) => {
+                version_key = Box::pin(self.version_key(admitted.blob.clone())).await?;
+                &version_key
+            }
+            None => &admitted.blob,
         };
-        let (container, blob) = (on(&admitted.container), on(&blob_key));
+        let (container, blob) = (on(&admitted.container), on(blob_key));
         match &admitted.target.operation {
             Operation::CreateContainer => Box::pin(self.create_container(container)).await,
             Operation::GetContainerAcl => Box::pin(self.container_acl(container)).await,
@@ -168,7 +172,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 Box::pin(self.container_properties(container)).await
             }
             Operation::ListBlobs(options) => {
-                Box::pin(self.list(&admitted.stored, options, now)).await
+                Box::pin(self.list(admitted.container.container(), options, now)).await
             }
             Operation::FindBlobsByTags(options) => {
                 let within = Some(admitted.target.container.as_str());

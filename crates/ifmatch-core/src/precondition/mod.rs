@@ -165,17 +165,22 @@ impl<'a> Conditions<'a> {
         current: Option<&EntityTag>,
         strong: bool,
     ) -> TagField {
-        let mut lines = self
-            .headers
-            .get_all(name)
-            .iter()
-            .map(|v| v.as_bytes())
-            .peekable();
-        if lines.peek().is_none() {
+        let field = self.headers.get_all(name);
+        let mut lines = field.iter();
+        let Some(first) = lines.next() else {
             return TagField::Absent;
+        };
+        // The common case, a client echoing the tag it was given: one line, that tag alone
+        // (strong, so it matches strongly and weakly alike).
+        if lines.next().is_none() && current.is_some_and(|cur| cur.is_written_as(first.as_bytes()))
+        {
+            return TagField::Tags {
+                count: 1,
+                matched: true,
+            };
         }
         let mut matched = false;
-        let scanned = scan_list(lines, |tag| {
+        let scanned = scan_list(field.iter().map(|v| v.as_bytes()), |tag| {
             matched |= current.is_some_and(|cur| {
                 if strong {
                     tag.strong_eq(cur)
