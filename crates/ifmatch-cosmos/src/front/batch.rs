@@ -74,19 +74,24 @@ impl<T: Tables> Front<'_, T> {
             return self.bulk(db, coll, &rules, &operations, asked).await;
         }
         let partition = self.partition(&rules.paths, asked)?;
-        let (outcomes, failed) = (self.transact(&table, &rules, &partition, &operations)).await?;
-        Ok(results(db, coll, outcomes, failed, operations.len()))
+        let count = operations.len();
+        let answer = |outcomes, failed| results(db, coll, outcomes, failed, count);
+        self.transact(&table, &rules, &partition, &operations, answer)
+            .await
     }
 
     /// `operations` on the documents of `partition`, decided in order and committed as one
-    /// compare-and-swap: their outcomes, and the first that failed (then nothing is written).
-    pub(super) async fn transact(
+    /// compare-and-swap: `answer` of their outcomes and of the first that failed (then nothing
+    /// is written). The answer is made while the commit is made durable (by the backend's
+    /// threads), and made again if the commit loses a race and the batch is decided again.
+    pub(super) async fn transact<A>(
         &self,
         table: &str,
         rules: &Rules,
         partition: &str,
         operations: &[Json],
-    ) -> Result<(Vec<Outcome>, Option<usize>), Failure> {
+        answer: impl Fn(Vec<Outcome>, Option<usize>) -> A,
+    ) -> Result<A, Failure> {
         let Rules { paths, policies } = rules;
         // An operation without a valid id fails the batch when its turn comes.
         let ids: Vec<Result<String, Failure>> = operations.iter().map(operation_id).collect();
@@ -112,7 +117,7 @@ impl<T: Tables> Front<'_, T> {
                 let outcome = self.decide(operation, id, current, partition, paths)?;
                 if outcome.status >= 400 {
                     outcomes.push(outcome);
-                    return Ok((outcomes, Some(index)));
+                    return Ok(answer(outcomes, Some(index)));
                 }
                 if matches!(
                     operation_kind(operation).as_str(),
@@ -141,10 +146,17 @@ impl<T: Tables> Front<'_, T> {
                 })
                 .collect();
             if changes.is_empty() {
-                return Ok((outcomes, None));
+                return Ok(answer(outcomes, None));
             }
-            match self.commit_documents(table, policies, &changes).await {
-                Ok(()) => return Ok((outcomes, None)),
+            // Polled first, the commit hands its work to the backend, and the answer is made
+            // meanwhile on this task.
+            let (committed, answered) = futures_util::future::join(
+                self.commit_documents(table, policies, &changes),
+                async { answer(outcomes, None) },
+            )
+            .await;
+            match committed {
+                Ok(()) => return Ok(answered),
                 Err(Committed::Conflict) => continue,
                 Err(Committed::Failed(failure)) => return Err(failure),
             }

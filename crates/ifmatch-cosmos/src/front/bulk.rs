@@ -69,9 +69,9 @@ impl<T: Tables> Front<'_, T> {
             Some(_) => return Err(bad_request("An operation's partitionKey is a JSON string.")),
             None => self.partition(&rules.paths, asked)?,
         };
-        let (mut outcomes, _) = self
-            .transact(table, rules, &partition, std::slice::from_ref(operation))
-            .await?;
+        let one = std::slice::from_ref(operation);
+        let mut outcomes =
+            (self.transact(table, rules, &partition, one, |outcomes, _| outcomes)).await?;
         outcomes
             .pop()
             .ok_or_else(|| bad_request("An operation was not decided."))

@@ -11,6 +11,7 @@
 //! server runs every change to its end, so that this is for a Worker's cancelled request).
 
 use std::collections::HashSet;
+use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use futures_channel::oneshot;
@@ -26,12 +27,35 @@ use crate::policies::Policies;
 const MOST_MEMBERS: usize = 64;
 const MOST_CHANGES: usize = 1000;
 
-/// This instance's commits to containers: their turns, and those waiting for them.
+/// This instance's commits to containers: their turns, those waiting for them, and the change
+/// feed's counter each container's last commit left.
 #[derive(Debug, Default)]
 pub(crate) struct Commits {
     turns: Turns,
     /// One entry a request at most, so bounded as the requests in flight are.
     waiting: Mutex<Vec<Waiting>>,
+    counters: Counters,
+}
+
+/// The change feed's counter of a container as this instance's last commit to it wrote it,
+/// so that the next commit numbers its changes without reading it first: a counter another
+/// instance (or a deletion of the container) moved since fails that commit's check of it,
+/// and the commit reads it again. One container a stripe, so bounded.
+#[derive(Debug)]
+struct Counters(Box<[Mutex<Option<(String, Entity)>>]>);
+
+impl Default for Counters {
+    fn default() -> Self {
+        Self((0..64).map(|_| Mutex::new(None)).collect())
+    }
+}
+
+impl Counters {
+    fn stripe(&self, table: &str) -> MutexGuard<'_, Option<(String, Entity)>> {
+        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(table);
+        let stripe = &self.0[(hash % self.0.len() as u64) as usize];
+        stripe.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 /// A commit waiting for its container's turn.
@@ -141,6 +165,18 @@ impl Commits {
             members,
             sent: false,
         }
+    }
+
+    /// The counter of `table` as this instance's last commit to it wrote it, if kept.
+    pub(crate) fn counter(&self, table: &str) -> Option<Entity> {
+        let kept = self.counters.stripe(table);
+        (kept.as_ref()).and_then(|(name, counter)| (name == table).then(|| counter.clone()))
+    }
+
+    /// Keeps `counter` as the one `table`'s commit wrote, or, with `None`, forgets it (a
+    /// commit that failed may have met another).
+    pub(crate) fn keep_counter(&self, table: &str, counter: Option<Entity>) {
+        *self.counters.stripe(table) = counter.map(|counter| (table.to_owned(), counter));
     }
 
     fn waiting(&self) -> MutexGuard<'_, Vec<Waiting>> {

@@ -98,7 +98,12 @@ impl<T: Tables> Front<'_, T> {
 
     /// One try of the commits of `members` together (their turn taken).
     async fn commit_once(&self, table: &str, members: &[Member<'_>]) -> Result<Attempt, Failure> {
-        let counter = self.get(table, FEED, "").await?;
+        // As this instance's last commit left it, else as stored (its turn is taken: no other
+        // commit of this instance moves it meanwhile).
+        let counter = match self.commits.counter(table) {
+            Some(kept) => Some(kept),
+            None => self.get(table, FEED, "").await?,
+        };
         let last = counter.as_ref().and_then(number_of).unwrap_or(0);
         let at = (self.clock).stamp(self.now, counter.as_ref().map(|c| c.timestamp));
         let mut number = last;
@@ -156,12 +161,13 @@ impl<T: Tables> Front<'_, T> {
         // The counter comes after the documents, so that a conflict of both is the
         // documents' (`Conflict` names the first change that failed); the unique keys'
         // entries come last.
+        let moved = Entity::new(FEED, "", at, [(NUMBER, Value::Int64(number))]);
         all.push(Change {
             key: counter_key(),
             expected: counter
                 .as_ref()
                 .map_or(Expected::Absent, |c| Expected::Version(c.timestamp)),
-            write: Some(Entity::new(FEED, "", at, [(NUMBER, Value::Int64(number))])),
+            write: Some(moved.clone()),
         });
         whose.push(None);
         for (index, entry) in entries {
@@ -173,7 +179,10 @@ impl<T: Tables> Front<'_, T> {
             all.extend(member.moves.iter().cloned());
             whose.extend(member.moves.iter().map(|_| Some(index)));
         }
-        match self.tables.commit(table, &all).await {
+        let committed = self.tables.commit(table, &all).await;
+        let kept = committed.is_ok().then_some(moved);
+        self.commits.keep_counter(table, kept);
+        match committed {
             Ok(()) => Ok(Attempt::Done),
             Err(TableError::Conflict { index, .. }) => Ok(match whose[index] {
                 None => Attempt::Counter,
