@@ -42,7 +42,10 @@ pub(crate) struct Commits {
 /// instance (or a deletion of the container) moved since fails that commit's check of it,
 /// and the commit reads it again. One container a stripe, so bounded.
 #[derive(Debug)]
-struct Counters(Box<[Mutex<Option<(String, Entity)>>]>);
+struct Counters(Box<[Mutex<Option<Counter>>]>);
+
+/// A container's table, and its counter.
+type Counter = (String, Entity);
 
 impl Default for Counters {
     fn default() -> Self {
@@ -51,7 +54,7 @@ impl Default for Counters {
 }
 
 impl Counters {
-    fn stripe(&self, table: &str) -> MutexGuard<'_, Option<(String, Entity)>> {
+    fn stripe(&self, table: &str) -> MutexGuard<'_, Option<Counter>> {
         let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(table);
         let stripe = &self.0[(hash % self.0.len() as u64) as usize];
         stripe.lock().unwrap_or_else(PoisonError::into_inner)
