@@ -18,12 +18,13 @@ use ifmatch_table::{Change, Entity, EntityKey, MemoryTables, Scan, TableError, T
 use serde_json::json;
 
 /// The memory store, each commit taking `SYNC` first, counting the commits that applied and
-/// those a check refused.
+/// those a check refused, and the reads of a change feed's counter.
 #[derive(Clone, Default)]
 struct Slow {
     tables: Arc<MemoryTables>,
     applied: Arc<AtomicUsize>,
     refused: Arc<AtomicUsize>,
+    counter_reads: Arc<AtomicUsize>,
 }
 
 const SYNC: Duration = Duration::from_millis(2);
@@ -42,6 +43,9 @@ impl Tables for Slow {
     }
 
     async fn get(&self, table: &str, key: &EntityKey) -> Result<Option<Entity>, TableError> {
+        if key.0 == "~feed" && key.1.is_empty() {
+            self.counter_reads.fetch_add(1, Ordering::SeqCst);
+        }
         self.tables.get(table, key).await
     }
 
@@ -242,4 +246,50 @@ async fn a_unique_value_taken_in_a_group_goes_to_one_writer() {
     }
     let created = statuses.iter().filter(|&&s| s == 201).count();
     assert_eq!(created, 2, "one writer a name: {statuses:?}");
+}
+
+/// A commit numbers its changes from the change feed's counter as the last commit of its
+/// container on this instance left it, reading nothing first; a counter another instance
+/// moved since is refused by the store's check, read again, and the commit lands with the next
+/// number: the feed has every document once, in the order they were written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_reads_the_feed_counter_only_after_another_instance_moved_it() {
+    let store = Slow::default();
+    let (a, b) = (
+        Endpoint::new(store.clone(), SystemEnv),
+        Endpoint::new(store.clone(), SystemEnv),
+    );
+    created(&a, "/dbs", r#"{"id":"db"}"#).await;
+    let docs = container(&a, "kept").await;
+    let (reads, refused) = (store.counter_reads.clone(), store.refused.clone());
+    assert_eq!(create(&a, &docs, "1").await, 201);
+    let read = reads.load(Ordering::SeqCst);
+    assert_eq!(create(&a, &docs, "2").await, 201);
+    assert_eq!(
+        reads.load(Ordering::SeqCst),
+        read,
+        "a's second commit read the counter"
+    );
+    assert_eq!(create(&b, &docs, "3").await, 201);
+    let before = refused.load(Ordering::SeqCst);
+    assert_eq!(create(&a, &docs, "4").await, 201);
+    assert_eq!(
+        refused.load(Ordering::SeqCst),
+        before + 1,
+        "b's move went unchecked"
+    );
+    let feed = [("a-im", "Incremental feed")];
+    let (status, page, _) = signed(&a, Method::GET, &docs, &feed, "").await;
+    assert_eq!(status, 200, "{page}");
+    let ids: Vec<_> = (page["Documents"].as_array().unwrap().iter())
+        .map(|d| d["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["1", "2", "3", "4"], "{page}");
+}
+
+/// Creates document `id` in partition `p` of `docs`: the status.
+async fn create(service: &Service, docs: &str, id: &str) -> u16 {
+    let body = json!({ "id": id, "pk": "p", "name": id }).to_string();
+    let key = [("x-ms-documentdb-partitionkey", r#"["p"]"#)];
+    signed(service, Method::POST, docs, &key, &body).await.0
 }
