@@ -1,9 +1,8 @@
-//! Commits that wait for their container's turn are committed together (`src/commits.rs`):
-//! under many writers a commit of the store carries several, no acknowledged write is lost,
-//! the change feed keeps one entry a document, and a check that fails is its own request's
-//! alone. Over the memory store, its commit made as slow as a disk's sync so that writers
-//! wait for their turn.
-
+//! Commits that wait for their container's turn are committed together
+//! (`src/front/commit/group.rs`): under many writers a commit of the store carries several,
+//! no acknowledged write is lost, the change feed keeps one entry a document, and a check that
+//! fails is its own request's alone. Over the memory store, its commit made as slow as a
+//! disk's sync so that writers wait for their turn.
 use crate::common;
 
 use std::sync::Arc;

@@ -57,8 +57,9 @@ impl<T: Tables> Front<'_, T> {
     /// all in the one commit, with the unique keys' entries the documents take and leave.
     /// Another instance's commit that took the counter's numbers first makes this one start
     /// over (the documents' own checks still decide); on this instance the commits of a
-    /// container take turns, so they never race for the counter, and those that wait for the
-    /// turn are committed together (`commits.rs`). A unique value held by an item past its
+    /// container take turns, so they never race for the counter (each numbers from the counter
+    /// the one before it wrote, kept: `Commits::counter`), and those that wait for the turn are
+    /// committed together (`group.rs`). A unique value held by an item past its
     /// time to live is freed (that item removed) and the commit tried again.
     /// Each document written is charged a write of its size (of the one deleted, a delete).
     pub(crate) async fn commit_documents(
