@@ -3,6 +3,7 @@
 //! no acknowledged write is lost, the change feed keeps one entry a document, and a check that
 //! fails is its own request's alone. Over the memory store, its commit made as slow as a
 //! disk's sync so that writers wait for their turn.
+
 use crate::common;
 
 use std::sync::Arc;
