@@ -4,7 +4,7 @@
 //! (on every backend; a lost race decides the whole batch again). When an operation fails,
 //! it keeps its status, every other answers 424 Failed Dependency, and nothing is written:
 //! the answer is then 207 Multi-Status, as the SDKs read it. Bulk, each operation a batch of
-//! its own: `bulk.rs`.
+//! its own: `bulk.rs`; an operation's outcome and its result in the answer: `outcome.rs`.
 
 use std::collections::BTreeMap;
 
@@ -15,41 +15,13 @@ use serde_json::{Map, Value as Json, json};
 
 use super::answers::{Answered, Done};
 use super::commit::Committed;
-use super::documents::document_json_of;
+use super::outcome::{OperationResult, Outcome, result};
 use super::{Asked, Condition, Front, Rules, documents_table, holds, id_of, json_of, key, placed};
 use crate::document::{self, MAX_NESTING};
 use crate::failure::{Failure, bad_request, raced};
 
 /// The most operations one batch holds.
 const MAX_OPERATIONS: usize = 100;
-
-/// One operation's outcome: its status, and the document it wrote or read.
-pub(super) struct Outcome {
-    pub(super) status: u16,
-    pub(super) entity: Option<Entity>,
-    /// The JSON `entity` was made of, when the operation wrote it: its result is built from
-    /// it, not parsed back from the entity's stored text.
-    pub(super) document: Option<Map<String, Json>>,
-}
-
-impl Outcome {
-    /// An outcome with no document: a failure, a deletion.
-    fn bare(status: u16) -> Self {
-        Self {
-            status,
-            entity: None,
-            document: None,
-        }
-    }
-
-    /// A document read: `entity` as stored.
-    fn read(status: u16, entity: &Entity) -> Self {
-        Self {
-            entity: Some(entity.clone()),
-            ..Self::bare(status)
-        }
-    }
-}
 
 impl<T: Tables> Front<'_, T> {
     /// A batch on the container `coll` of `db`: transactional (one partition key, all or
@@ -355,53 +327,4 @@ fn results(
         StatusCode::OK
     };
     Done::of(status, results, None)
-}
-
-/// One operation's result in a batch's answer, as the SDKs read it.
-#[derive(serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(super) struct OperationResult {
-    pub(super) status_code: u16,
-    request_charge: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    e_tag: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    resource_body: Option<Json>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    message: Option<String>,
-}
-
-impl OperationResult {
-    /// A result of `status` alone.
-    pub(super) fn status(status: u16) -> Self {
-        Self {
-            status_code: status,
-            request_charge: 1.0,
-            e_tag: None,
-            resource_body: None,
-            message: None,
-        }
-    }
-
-    /// An operation refused on its own: its status and why.
-    pub(super) fn refused(failure: &Failure) -> Self {
-        Self {
-            message: Some(failure.message.clone()),
-            ..Self::status(failure.status())
-        }
-    }
-}
-
-/// One operation's result: its status, and, when `written` stands, the document's tag and
-/// body (not the body of a 304).
-pub(super) fn result(db: &str, coll: &str, outcome: Outcome, written: bool) -> OperationResult {
-    let mut result = OperationResult::status(outcome.status);
-    if written && let Some(entity) = &outcome.entity {
-        result.e_tag = Some(document::etag(entity.timestamp));
-        if outcome.status != 304 {
-            let json = outcome.document.unwrap_or_else(|| json_of(entity));
-            result.resource_body = Some(document_json_of(db, coll, entity, json));
-        }
-    }
-    result
 }

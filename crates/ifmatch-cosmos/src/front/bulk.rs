@@ -6,7 +6,7 @@ use ifmatch_table::Tables;
 use serde_json::Value as Json;
 
 use super::answers::{Answered, Done};
-use super::batch::{OperationResult, Outcome, result};
+use super::outcome::{OperationResult, Outcome, result};
 use super::{Asked, Front, Rules, Scope, documents_table};
 use crate::failure::{Failure, bad_request};
 

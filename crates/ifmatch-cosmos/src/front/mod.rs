@@ -33,6 +33,7 @@ mod databases;
 pub(crate) mod documents;
 pub(crate) mod feeds;
 pub(crate) mod offers;
+mod outcome;
 mod place;
 pub(crate) mod queries;
 mod ranges;
