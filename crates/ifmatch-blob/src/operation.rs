@@ -639,85 +639,30 @@ mod tests {
     #[test]
     fn operations() {
         use Operation::*;
+        #[rustfmt::skip]
         let cases: &[(Method, &str, Result<Operation, ErrorCode>)] = &[
             (Method::PUT, "/box?restype=container", Ok(CreateContainer)),
-            (
-                Method::DELETE,
-                "/box?restype=container",
-                Ok(DeleteContainer),
-            ),
-            (
-                Method::HEAD,
-                "/box?restype=container",
-                Ok(GetContainerProperties),
-            ),
-            (
-                Method::GET,
-                "/box?restype=container",
-                Ok(GetContainerProperties),
-            ),
-            (
-                Method::PUT,
-                "/box?restype=container&comp=lease",
-                Ok(LeaseContainer),
-            ),
+            (Method::DELETE, "/box?restype=container", Ok(DeleteContainer)),
+            (Method::HEAD, "/box?restype=container", Ok(GetContainerProperties)),
+            (Method::GET, "/box?restype=container", Ok(GetContainerProperties)),
+            (Method::PUT, "/box?restype=container&comp=lease", Ok(LeaseContainer)),
             (Method::PUT, "/box/a/b.txt", Ok(PutBlob)),
             (Method::GET, "/box/a/b.txt", Ok(GetBlob)),
             (Method::HEAD, "/box/a/b.txt", Ok(GetBlob)),
             (Method::DELETE, "/box/a/b.txt", Ok(DeleteBlob)),
             (Method::PUT, "/box/a/b.txt?comp=lease", Ok(LeaseBlob)),
             (Method::PUT, "/box/a?comp=lease&timeout=30", Ok(LeaseBlob)),
-            (
-                Method::PUT,
-                "/box",
-                Err(ErrorCode::InvalidQueryParameterValue),
-            ),
-            (
-                Method::PUT,
-                "/box?restype=container&comp=acl",
-                Ok(SetContainerAcl),
-            ),
-            (
-                Method::GET,
-                "/box?restype=container&comp=acl",
-                Ok(GetContainerAcl),
-            ),
-            (
-                Method::PUT,
-                "/box/a?comp=block",
-                Err(ErrorCode::InvalidQueryParameterValue),
-            ),
+            (Method::PUT, "/box", Err(ErrorCode::InvalidQueryParameterValue)),
+            (Method::PUT, "/box?restype=container&comp=acl", Ok(SetContainerAcl)),
+            (Method::GET, "/box?restype=container&comp=acl", Ok(GetContainerAcl)),
+            (Method::PUT, "/box/a?comp=block", Err(ErrorCode::InvalidQueryParameterValue)),
             (Method::POST, "/box/a", Err(ErrorCode::UnsupportedHttpVerb)),
-            (
-                Method::PUT,
-                "/box/a?restype=container",
-                Err(ErrorCode::InvalidQueryParameterValue),
-            ),
-            (
-                Method::DELETE,
-                "/box/a?restype=container&comp=lease",
-                Err(ErrorCode::InvalidQueryParameterValue),
-            ),
-            (
-                Method::PUT,
-                "/box/a?comp=Lease",
-                Err(ErrorCode::InvalidQueryParameterValue),
-            ),
-            (
-                Method::PATCH,
-                "/box?restype=container",
-                Err(ErrorCode::UnsupportedHttpVerb),
-            ),
-            (
-                Method::GET,
-                "/box/a?comp=lease",
-                Err(ErrorCode::UnsupportedHttpVerb),
-            ),
-            (
-                Method::PUT,
-                "/box?restype=container&restype=container",
-                Err(ErrorCode::InvalidQueryParameterValue),
-            ),
+            (Method::PUT, "/box/a?restype=container", Err(ErrorCode::InvalidQueryParameterValue)),
+            (Method::DELETE, "/box/a?restype=container&comp=lease", Err(ErrorCode::InvalidQueryParameterValue)),
+            (Method::PUT, "/box/a?comp=Lease", Err(ErrorCode::InvalidQueryParameterValue)),
+            (Method::PATCH, "/box?restype=container", Err(ErrorCode::UnsupportedHttpVerb)),
+            (Method::GET, "/box/a?comp=lease", Err(ErrorCode::UnsupportedHttpVerb)),
+            (Method::PUT, "/box?restype=container&restype=container", Err(ErrorCode::InvalidQueryParameterValue)),
         ];
         for (method, uri, want) in cases {
             assert_eq!(
