@@ -91,7 +91,10 @@ enum Target {
 #[tokio::main]
 async fn main() {
     let (seconds, rounds) = examples::seconds_and_rounds();
-    let http = reqwest::Client::new();
+    // TLS over the provider ifmatch's clients name (this program installs none).
+    let http = (ifmatch_client::https::client_builder().expect("TLS roots"))
+        .build()
+        .unwrap();
     let work = tempfile::tempdir().unwrap();
 
     let redis = ifmatch_redis::testing::RedisServer::start();
