@@ -285,6 +285,19 @@ async fn a_commit_reads_the_feed_counter_only_after_another_instance_moved_it() 
         .map(|d| d["id"].as_str().unwrap())
         .collect();
     assert_eq!(ids, ["1", "2", "3", "4"], "{page}");
+
+    // The container deleted and made again: the counter a kept is of the old one, and the new
+    // container's first document is the first of its feed.
+    let deleted = signed(&b, Method::DELETE, "/dbs/db/colls/kept", &[], "").await;
+    assert_eq!(deleted.0, 204, "{}", deleted.1);
+    let docs = container(&b, "kept").await;
+    assert_eq!(create(&a, &docs, "5").await, 201);
+    let (status, page, _) = signed(&a, Method::GET, &docs, &feed, "").await;
+    assert_eq!(status, 200, "{page}");
+    let ids: Vec<_> = (page["Documents"].as_array().unwrap().iter())
+        .map(|d| d["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["5"], "{page}");
 }
 
 /// Creates document `id` in partition `p` of `docs`: the status.

@@ -11,11 +11,9 @@
 //! server runs every change to its end, so that this is for a Worker's cancelled request).
 
 use std::collections::HashSet;
-use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use futures_channel::oneshot;
-use futures_util::lock::MutexGuard as Turn;
 use ifmatch_azure::Turns;
 use ifmatch_table::{Change, Entity};
 
@@ -27,39 +25,24 @@ use crate::policies::Policies;
 const MOST_MEMBERS: usize = 64;
 const MOST_CHANGES: usize = 1000;
 
-/// This instance's commits to containers: their turns, those waiting for them, and the change
-/// feed's counter each container's last commit left.
+/// This instance's commits to containers: their turns, each holding the change feed's counter
+/// as the last commit under it wrote it, and those waiting for them.
 #[derive(Debug, Default)]
 pub(crate) struct Commits {
-    turns: Turns,
+    turns: Turns<Kept>,
     /// One entry a request at most, so bounded as the requests in flight are.
     waiting: Mutex<Vec<Waiting>>,
-    counters: Counters,
 }
 
-/// The change feed's counter of a container as this instance's last commit to it wrote it,
-/// so that the next commit numbers its changes without reading it first: a counter another
-/// instance (or a deletion of the container) moved since fails that commit's check of it,
-/// and the commit reads it again. One container a stripe, so bounded.
-#[derive(Debug)]
-struct Counters(Box<[Mutex<Option<Counter>>]>);
+/// What a turn keeps: the change feed's counter of the container whose commit last took it
+/// (its table, and the counter as that commit wrote it), so that the next commit numbers its
+/// changes without reading it first. A counter another instance (or a deletion of the
+/// container) moved since fails that commit's check of it, and the commit reads it again.
+/// One container a stripe of turns, so bounded.
+pub(crate) type Kept = Option<(String, Entity)>;
 
-/// A container's table, and its counter.
-type Counter = (String, Entity);
-
-impl Default for Counters {
-    fn default() -> Self {
-        Self((0..64).map(|_| Mutex::new(None)).collect())
-    }
-}
-
-impl Counters {
-    fn stripe(&self, table: &str) -> MutexGuard<'_, Option<Counter>> {
-        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(table);
-        let stripe = &self.0[(hash % self.0.len() as u64) as usize];
-        stripe.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
+/// A container's turn, held: what it keeps is its holder's to read and change.
+pub(crate) type Turn<'a> = futures_util::lock::MutexGuard<'a, Kept>;
 
 /// A commit waiting for its container's turn.
 pub(crate) struct Waiting {
@@ -129,12 +112,12 @@ impl Waiting {
 
 impl Commits {
     /// Waits for this instance's turn at `table`.
-    pub(crate) async fn turn(&self, table: &str) -> Turn<'_, ()> {
+    pub(crate) async fn turn(&self, table: &str) -> Turn<'_> {
         self.turns.take(table).await
     }
 
     /// The turn at `table` when no one has it and no commit waits for it.
-    pub(crate) fn free_turn(&self, table: &str) -> Option<Turn<'_, ()>> {
+    pub(crate) fn free_turn(&self, table: &str) -> Option<Turn<'_>> {
         let turn = self.turns.try_take(table)?;
         let waiting = self.waiting();
         (!waiting.iter().any(|w| w.table == table)).then_some(turn)
@@ -168,18 +151,6 @@ impl Commits {
             members,
             sent: false,
         }
-    }
-
-    /// The counter of `table` as this instance's last commit to it wrote it, if kept.
-    pub(crate) fn counter(&self, table: &str) -> Option<Entity> {
-        let kept = self.counters.stripe(table);
-        (kept.as_ref()).and_then(|(name, counter)| (name == table).then(|| counter.clone()))
-    }
-
-    /// Keeps `counter` as the one `table`'s commit wrote, or, with `None`, forgets it (a
-    /// commit that failed may have met another).
-    pub(crate) fn keep_counter(&self, table: &str, counter: Option<Entity>) {
-        *self.counters.stripe(table) = counter.map(|counter| (table.to_owned(), counter));
     }
 
     fn waiting(&self) -> MutexGuard<'_, Vec<Waiting>> {

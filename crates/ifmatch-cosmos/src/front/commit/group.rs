@@ -11,7 +11,7 @@ use ifmatch_table::{Expected, Tables, satisfies};
 use super::{Attempt, Committed};
 use crate::failure::{Failure, raced, unknown_outcome};
 use crate::front::Front;
-use crate::front::turns::{Group, Grouped, Member, Waiting};
+use crate::front::turns::{Group, Grouped, Member, Turn, Waiting};
 use crate::unique;
 
 impl<T: Tables> Front<'_, T> {
@@ -46,7 +46,7 @@ impl<T: Tables> Front<'_, T> {
         mut outcome: oneshot::Receiver<Grouped>,
     ) -> Grouped {
         let unknown = |_| Grouped::Failed(unknown_outcome());
-        let _turn = {
+        let mut turn = {
             let turn = pin!(self.commits.turn(table));
             match select(turn, &mut outcome).await {
                 Either::Left((turn, _)) => turn,
@@ -62,7 +62,7 @@ impl<T: Tables> Front<'_, T> {
                     if group.members.is_empty() {
                         return Grouped::Alone;
                     }
-                    self.commit_group(table, group).await;
+                    self.commit_group(table, group, &mut turn).await;
                 }
                 Err(canceled) => return unknown(canceled),
             }
@@ -72,7 +72,7 @@ impl<T: Tables> Front<'_, T> {
     /// Commits `group` (its turn taken), telling each member how it ended: a member whose
     /// check fails leaves it (a document not as expected: `Conflict`; a unique value taken:
     /// to commit alone), and the others are committed again.
-    async fn commit_group(&self, table: &str, mut group: Group<'_>) {
+    async fn commit_group(&self, table: &str, mut group: Group<'_>, turn: &mut Turn<'_>) {
         // A member whose document another commit wrote while it waited is refused by what is
         // stored now, not by a transaction of the backend's (and its sync) of its own: on one
         // document, every loser of a race would take the turn for one in turn.
@@ -88,7 +88,7 @@ impl<T: Tables> Front<'_, T> {
         while !group.members.is_empty() && attempts.another() {
             let members: Vec<_> = group.members.iter().map(Member::of).collect();
             group.sent = true;
-            let attempt = self.commit_once(table, &members).await;
+            let attempt = self.commit_once(table, &members, turn).await;
             group.sent = false;
             match attempt {
                 Ok(Attempt::Done) => {
@@ -133,22 +133,22 @@ impl<T: Tables> Front<'_, T> {
         Ok(outdated)
     }
 
-    /// [`Self::commit_documents`] of `member` with no one else, `_turn` taken.
+    /// [`Self::commit_documents`] of `member` with no one else, `turn` taken.
     async fn commit_alone(
         &self,
         table: &str,
         member: &Member<'_>,
-        _turn: impl Drop,
+        mut turn: Turn<'_>,
     ) -> Result<(), Committed> {
         let mut attempts = Attempts::default();
         while attempts.another() {
-            let attempt = self.commit_once(table, std::slice::from_ref(member));
+            let attempt = self.commit_once(table, std::slice::from_ref(member), &mut turn);
             match attempt.await.map_err(Committed::Failed)? {
                 Attempt::Done => return Ok(()),
                 Attempt::Counter => continue,
                 Attempt::Conflict(_) => return Err(Committed::Conflict),
                 Attempt::Taken(_, entry) => {
-                    if !self.free(table, member.policies, &entry).await? {
+                    if !self.free(table, member.policies, &entry, &mut turn).await? {
                         return Err(Committed::Failed(unique::violation()));
                     }
                 }

@@ -8,7 +8,7 @@ mod group;
 
 use ifmatch_table::{Change, Entity, EntityKey, Expected, TableError, Tables, Value};
 
-use super::turns::Member;
+use super::turns::{Member, Turn};
 use super::{Front, Policies};
 use crate::charge;
 use crate::document;
@@ -58,7 +58,7 @@ impl<T: Tables> Front<'_, T> {
     /// Another instance's commit that took the counter's numbers first makes this one start
     /// over (the documents' own checks still decide); on this instance the commits of a
     /// container take turns, so they never race for the counter (each numbers from the counter
-    /// the one before it wrote, kept: `Commits::counter`), and those that wait for the turn are
+    /// the one before it wrote, which the turn keeps), and those that wait for the turn are
     /// committed together (`group.rs`). A unique value held by an item past its
     /// time to live is freed (that item removed) and the commit tried again.
     /// Each document written is charged a write of its size (of the one deleted, a delete).
@@ -98,12 +98,17 @@ impl<T: Tables> Front<'_, T> {
     }
 
     /// One try of the commits of `members` together (their turn taken).
-    async fn commit_once(&self, table: &str, members: &[Member<'_>]) -> Result<Attempt, Failure> {
-        // As this instance's last commit left it, else as stored (its turn is taken: no other
-        // commit of this instance moves it meanwhile).
-        let counter = match self.commits.counter(table) {
-            Some(kept) => Some(kept),
-            None => self.get(table, FEED, "").await?,
+    async fn commit_once(
+        &self,
+        table: &str,
+        members: &[Member<'_>],
+        turn: &mut Turn<'_>,
+    ) -> Result<Attempt, Failure> {
+        // As the last commit under this turn wrote it, if that was this container's; else as
+        // stored.
+        let counter = match turn.take() {
+            Some((kept, counter)) if kept == table => Some(counter),
+            _ => self.get(table, FEED, "").await?,
         };
         let last = counter.as_ref().and_then(number_of).unwrap_or(0);
         let at = (self.clock).stamp(self.now, counter.as_ref().map(|c| c.timestamp));
@@ -181,8 +186,8 @@ impl<T: Tables> Front<'_, T> {
             whose.extend(member.moves.iter().map(|_| Some(index)));
         }
         let committed = self.tables.commit(table, &all).await;
-        let kept = committed.is_ok().then_some(moved);
-        self.commits.keep_counter(table, kept);
+        // Kept only when written: a commit that failed may have met another's counter.
+        **turn = committed.is_ok().then(|| (table.to_owned(), moved));
         match committed {
             Ok(()) => Ok(Attempt::Done),
             Err(TableError::Conflict { index, .. }) => Ok(match whose[index] {
@@ -199,12 +204,13 @@ impl<T: Tables> Front<'_, T> {
 
     /// Frees the unique keys' entry `entry` when the item holding it is past its time to live,
     /// by removing that item (as the background sweep would): whether the entry may be free
-    /// now (then the commit that wanted it tries again).
+    /// now (then the commit that wanted it tries again). Under `turn`, its caller's.
     async fn free(
         &self,
         table: &str,
         policies: &Policies,
         entry: &EntityKey,
+        turn: &mut Turn<'_>,
     ) -> Result<bool, Committed> {
         let read = |partition: String, id: String| async move {
             self.get(table, &partition, &id)
@@ -238,7 +244,7 @@ impl<T: Tables> Front<'_, T> {
             checks: &[],
             moves: &moves,
         };
-        (self.commit_once(table, &[member]).await).map_err(Committed::Failed)?;
+        (self.commit_once(table, &[member], turn).await).map_err(Committed::Failed)?;
         Ok(true)
     }
 }
