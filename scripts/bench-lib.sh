@@ -16,6 +16,8 @@
 #                               one line: the median of each side's runs (DIGITS decimals, 0 by
 #                               default), and the median of the per-round ratios B/A with their
 #                               min-max spread
+#   callgrind_calls DUMP N      "A allocations, C clock reads": the calls a callgrind dump counts into
+#                               the allocator and clock_gettime, each over N requests
 # Each script alternates its sides round by round, so that a machine's drift hits both alike.
 # Sourcing prints the host first (CPU model, cores, kernel, commit): hosts of one machine kind
 # differ (the same bench has given ratios far apart on two of them), so a figure
@@ -102,5 +104,34 @@ r = [y / x for x, y in zip(a, b)]
 med = statistics.median
 digits = int(sys.argv[4]) if len(sys.argv) > 4 else 0
 print(f"{label:<44} {med(a):11.{digits}f} {med(b):11.{digits}f} {med(r):7.2f}  ({min(r):.2f}-{max(r):.2f})")
+PY
+}
+
+# callgrind_calls DUMP REQUESTS -> "A allocations, C clock reads" a request: the calls a
+# callgrind dump counts into the allocator's entry points (mimalloc's or the C library's) and
+# into clock_gettime (a clock read costs tens of nanoseconds in a virtual machine, which
+# instructions do not show).
+callgrind_calls() {
+  python3 - "$@" <<'PY'
+import re, sys
+path, requests = sys.argv[1], int(sys.argv[2])
+kinds = {
+    "allocations": re.compile(r"^(mi_malloc|mi_zalloc|mi_malloc_aligned|mi_zalloc_aligned|malloc|calloc)$"),
+    "clock reads": re.compile(r"^clock_gettime"),
+}
+names, counts, target = {}, dict.fromkeys(kinds, 0), None
+for line in open(path, errors="replace"):
+    named = re.match(r"c?fn=\((\d+)\)(?: (.*))?", line.strip())
+    if named:
+        number, name = named.groups()
+        if name:
+            names[number] = name
+        target = names.get(number, "") if line.startswith("cfn=") else None
+    elif line.startswith("calls=") and target is not None:
+        for kind, pattern in kinds.items():
+            if pattern.search(target):
+                counts[kind] += int(line.split()[0][len("calls="):])
+        target = None
+print(", ".join(f"{counts[kind] / requests:.1f} {kind}" for kind in kinds))
 PY
 }

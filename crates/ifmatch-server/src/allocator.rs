@@ -10,10 +10,13 @@
 //!
 //! So, much as std's own `System` allocator does with `malloc` (which asks only that the
 //! alignment be at most 16 and no larger than the size): a request whose alignment is at most
-//! mimalloc's natural one (16 bytes) and divides its size goes to the plain calls, whose blocks
-//! are then aligned by their size class (classes are multiples of 8 bytes, and of 16 from 16
-//! on; a page's first block is 16-aligned; a 24-byte class gives 8-byte alignment only, hence
-//! "divides"). Anything else keeps the aligned calls.
+//! mimalloc's natural one (16 bytes) goes to the plain calls for its size rounded up to a
+//! multiple of the alignment, and its block is then aligned by its size class (classes are
+//! multiples of 8 bytes, and of 16 from 16 on; a page's first block is 16-aligned; a 24-byte
+//! class gives 8-byte alignment only, hence the rounding). A hash table's (hashbrown's, 16-aligned,
+//! its buckets and its 16 more control bytes rarely a multiple of 16: every `HashMap`, an
+//! `http::Extensions` of each request) took the aligned path, two a blob request. Anything
+//! else (a larger alignment, a size of 0) keeps the aligned calls.
 //!
 //! It also counts, per thread, the bytes held ([`held`]): how a script's run is held to its
 //! memory bound.
@@ -51,8 +54,10 @@ fn count(grown: usize, shrunk: usize) {
 /// The alignment every block of mimalloc whose size is a multiple of it has (`MI_MAX_ALIGN_SIZE`).
 const NATURAL: usize = 16;
 
-fn natural(size: usize, align: usize) -> bool {
-    align <= NATURAL && size >= align && size.is_multiple_of(align)
+/// The size to ask a plain call for, when a block of that size is aligned as `align` asks:
+/// `size` rounded up to a multiple of it, for an alignment mimalloc's classes give.
+fn natural(size: usize, align: usize) -> Option<usize> {
+    (align <= NATURAL && size > 0).then(|| size.next_multiple_of(align))
 }
 
 // SAFETY: each call is mimalloc's own for the same request, and a block from either kind of
@@ -64,8 +69,8 @@ unsafe impl GlobalAlloc for Allocator {
         count(layout.size(), 0);
         // SAFETY: forwarded as the caller gave it.
         unsafe {
-            if natural(layout.size(), layout.align()) {
-                mi::mi_malloc(layout.size()).cast()
+            if let Some(size) = natural(layout.size(), layout.align()) {
+                mi::mi_malloc(size).cast()
             } else {
                 mi::mi_malloc_aligned(layout.size(), layout.align()).cast()
             }
@@ -77,8 +82,8 @@ unsafe impl GlobalAlloc for Allocator {
         count(layout.size(), 0);
         // SAFETY: forwarded as the caller gave it.
         unsafe {
-            if natural(layout.size(), layout.align()) {
-                mi::mi_zalloc(layout.size()).cast()
+            if let Some(size) = natural(layout.size(), layout.align()) {
+                mi::mi_zalloc(size).cast()
             } else {
                 mi::mi_zalloc_aligned(layout.size(), layout.align()).cast()
             }
@@ -99,8 +104,8 @@ unsafe impl GlobalAlloc for Allocator {
         // when it fits (the block met `layout.align()` already) and otherwise moves the bytes
         // to a new plain block, aligned by its size class as `natural` requires.
         unsafe {
-            if natural(new_size, layout.align()) {
-                mi::mi_realloc(ptr.cast(), new_size).cast()
+            if let Some(size) = natural(new_size, layout.align()) {
+                mi::mi_realloc(ptr.cast(), size).cast()
             } else {
                 mi::mi_realloc_aligned(ptr.cast(), new_size, layout.align()).cast()
             }

@@ -86,7 +86,10 @@ where
             start: Instant::now(),
             method: request.method().clone(),
             path: (self.layer.access_log).then(|| request.uri().path().to_owned()),
-            lease_action: metrics::lease_action(headers),
+            // Every lease operation is a PUT: no other request looks for its action.
+            lease_action: (request.method() == Method::PUT)
+                .then(|| metrics::lease_action(headers))
+                .flatten(),
             bytes_in: metrics::declared_length(headers),
         };
         Observed {
