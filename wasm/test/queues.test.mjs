@@ -9,12 +9,7 @@ import { after, before, describe, test } from "node:test";
 import { QueueServiceClient } from "@azure/storage-queue";
 import { existsSync } from "node:fs";
 import { python, runPython } from "./programs.mjs";
-import { DEV_KEY, startNative, startWorker } from "./targets.mjs";
-
-const ACCOUNT = "devstoreaccount1";
-const connectionString = (server) =>
-  `DefaultEndpointsProtocol=http;AccountName=${ACCOUNT};AccountKey=${DEV_KEY};` +
-  `BlobEndpoint=${server.origin}/${ACCOUNT};QueueEndpoint=${server.queueOrigin}/${ACCOUNT};`;
+import { ACCOUNT, DEV_KEY, connectionString, startNative, startWorker } from "./targets.mjs";
 
 for (const [name, start] of [
   ["native ifmatch serve", startNative],
@@ -27,7 +22,7 @@ for (const [name, start] of [
   after(() => server?.stop());
 
   test("the JS SDK's everyday calls: send, receive, update, delete, peek, clear, metadata, list", async () => {
-    const service = QueueServiceClient.fromConnectionString(connectionString(server));
+    const service = QueueServiceClient.fromConnectionString(connectionString(server, "queue"));
     const name = `js${Date.now()}`;
     const queue = service.getQueueClient(name);
     await queue.create({ metadata: { team: "js" } });
@@ -64,7 +59,7 @@ for (const [name, start] of [
 
   test("the Python SDK's checks (azure-storage-queue, tests/sdk/queues.py)", async () => {
     assert.ok(existsSync(python), `${python} missing: run scripts/test, which makes the venv`);
-    const { code, out } = await runPython("queues.py", [connectionString(server)]);
+    const { code, out } = await runPython("queues.py", [connectionString(server, "queue")]);
     const tally = out.split("\n").find((l) => l.startsWith("python queues:")) ?? "no tally";
     assert.equal(code, 0, `${tally}\n${out}`);
   });

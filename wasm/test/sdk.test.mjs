@@ -20,16 +20,13 @@ import {
 } from "@azure/storage-blob";
 import { python, run } from "./programs.mjs";
 import { jsPatterns } from "./sdk.mjs";
-import { DEV_KEY, startNative, startNativeOverBucket, startWorker } from "./targets.mjs";
+import { DEV_KEY, connectionString, startNative, startNativeOverBucket, startWorker } from "./targets.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const patterns = join(here, "../../tests/sdk/patterns.py");
 // The Rust client's coordination patterns (examples/patterns.rs, built by the test command).
 const rustPatterns = process.env.IFMATCH_PATTERNS ?? join(here, "../../target/debug/examples/patterns");
 
-const connectionString = (origin) =>
-  `DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=${DEV_KEY};` +
-  `BlobEndpoint=${origin}/devstoreaccount1;`;
 
 function runPython(connection) {
   return run(python, [patterns, connection]);
@@ -71,19 +68,19 @@ for (const [name, start, full] of [
 
     test("the Python SDK runs the concurrency docs' patterns and the auth checks", async () => {
       assert.ok(existsSync(python), `${python} missing: run scripts/test, which makes the venv`);
-      const { code, out } = await settings(() => runPython(connectionString(server.origin)));
+      const { code, out } = await settings(() => runPython(connectionString(server)));
       const tally = out.split("\n").find((l) => l.startsWith("python sdk:")) ?? "no tally";
       assert.equal(code, 0, `${tally}\n${out}`);
     });
 
     test("the Rust client (ifmatch-client) runs the coordination patterns", async () => {
       assert.ok(existsSync(rustPatterns), `${rustPatterns} missing: cargo build -p examples --example patterns`);
-      const { code, out } = await run(rustPatterns, [connectionString(server.origin)]);
+      const { code, out } = await run(rustPatterns, [connectionString(server)]);
       assert.equal(code, 0, out);
     });
 
     test("rclone (Debian's) copies and moves server-side, with a container SAS", async () => {
-      const container = BlobServiceClient.fromConnectionString(connectionString(server.origin))
+      const container = BlobServiceClient.fromConnectionString(connectionString(server))
         .getContainerClient(`rclone${Date.now()}`);
       await container.create();
       const sas = generateBlobSASQueryParameters(
@@ -119,7 +116,7 @@ for (const [name, start, full] of [
 
     test("the Azure CLI (az, from PyPI) copies a blob and writes an append blob", async () => {
       assert.ok(existsSync(az), `${az} missing: run scripts/test, which installs the Azure CLI`);
-      const connection = connectionString(server.origin);
+      const connection = connectionString(server);
       const container = `az${Date.now()}`;
       const dir = mkdtempSync(join(tmpdir(), "az-"));
       writeFileSync(join(dir, "a.txt"), "hello az\n");
@@ -154,7 +151,7 @@ for (const [name, start, full] of [
       rmSync(dir, { recursive: true, force: true });
     });
 
-    jsPatterns(() => connectionString(server.origin), settings, { only: some && PROTECTION, skip });
+    jsPatterns(() => connectionString(server), settings, { only: some && PROTECTION, skip });
   });
 }
 

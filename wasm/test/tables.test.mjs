@@ -19,15 +19,10 @@ import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
 import { python, runPython } from "./programs.mjs";
 import { failure } from "./rejects.mjs";
-import { DEV_KEY, startNative, startWorker } from "./targets.mjs";
+import { ACCOUNT, DEV_KEY, connectionString, startNative, startWorker } from "./targets.mjs";
 
 // The legacy package (the last version with updateEntity), as the classic Node example uses it.
 const legacy = createRequire(import.meta.url)("azure-storage");
-
-const ACCOUNT = "devstoreaccount1";
-const connectionString = (server) =>
-  `DefaultEndpointsProtocol=http;AccountName=${ACCOUNT};AccountKey=${DEV_KEY};` +
-  `BlobEndpoint=${server.origin}/${ACCOUNT};TableEndpoint=${server.tableOrigin}/${ACCOUNT};`;
 
 for (const [name, start] of [
   ["native ifmatch serve", startNative],
@@ -46,7 +41,7 @@ for (const [name, start] of [
   for (const [script, tally] of [["tables.py", "python tables:"], ["table_lock.py", "table lock:"]]) {
     test(`the Python SDK: ${script}`, workerOnly, async () => {
       assert.ok(existsSync(python), `${python} missing: run scripts/test, which makes the venv`);
-      const { code, out } = await runPython(script, [connectionString(server)]);
+      const { code, out } = await runPython(script, [connectionString(server, "table")]);
       const line = out.split("\n").find((l) => l.startsWith(tally)) ?? "no tally";
       assert.equal(code, 0, `${line}\n${out}`);
     });
@@ -54,10 +49,10 @@ for (const [name, start] of [
 
   test("the JS SDK (@azure/data-tables): If-Match, 412, 409, types, pages, a batch, a table SAS", async () => {
     const options = { allowInsecureConnection: true };
-    const service = TableServiceClient.fromConnectionString(connectionString(server), options);
+    const service = TableServiceClient.fromConnectionString(connectionString(server, "table"), options);
     const name = `js${Date.now()}`;
     await service.createTable(name);
-    const table = TableClient.fromConnectionString(connectionString(server), name, options);
+    const table = TableClient.fromConnectionString(connectionString(server, "table"), name, options);
 
     const created = await table.createEntity({ partitionKey: "p", rowKey: "r", count: 1 });
     assert.match(created.etag, /^W\/"datetime'/);
@@ -139,7 +134,7 @@ for (const [name, start] of [
   test("the classic Node example with azure-storage 0.9.0: updateEntity with checkEtag", async () => {
     // The package drops a custom endpoint's path: its requests name no account, and reach the
     // first account's tables.
-    const tableService = legacy.createTableService(connectionString(server));
+    const tableService = legacy.createTableService(connectionString(server, "table"));
     const entGen = legacy.TableUtilities.entityGenerator;
     const call = (method, ...args) =>
       new Promise((resolve) => tableService[method](...args, (error, result) => resolve({ error, result })));

@@ -169,6 +169,20 @@ export async function startNative({ anonymous = true, args = [], env = {} } = {}
 export const DEV_KEY =
   "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
 
+/** The development account's name (Azurite's). */
+export const ACCOUNT = "devstoreaccount1";
+
+/**
+ * The connection string a user brings from Azurite, for `server` (as a `start...` gives it): its
+ * blob endpoint, and its queue or table endpoint too when `services` names it.
+ */
+export function connectionString(server, ...services) {
+  const endpoints = { queue: ["QueueEndpoint", server.queueOrigin], table: ["TableEndpoint", server.tableOrigin] };
+  const more = services.map((service) => `${endpoints[service][0]}=${endpoints[service][1]}/${ACCOUNT};`);
+  return `DefaultEndpointsProtocol=http;AccountName=${ACCOUNT};AccountKey=${DEV_KEY};` +
+    `BlobEndpoint=${server.origin}/${ACCOUNT};${more.join("")}`;
+}
+
 /**
  * The native server with nothing but a bucket (`--backend az://fleet/ifmatch`: records,
  * leases, staged blocks, entities and bytes as objects changed by conditional PUTs), the bucket

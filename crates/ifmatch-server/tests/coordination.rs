@@ -289,10 +289,7 @@ async fn ifmatch_lock_around_commands_in_a_shell() {
         .output()
         .await
         .unwrap();
-    let said = String::from_utf8_lossy(&output.stdout).into_owned()
-        + &String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{said}");
-    assert!(said.contains("lock.sh: ok"), "{said}");
+    common::assert_ran("lock.sh", &output, "lock.sh: ok");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -411,10 +411,7 @@ fn the_rust_sdk_seed_flow_the_304_and_a_counter_of_16_writers() {
         .args([format!("{endpoint}/"), EMULATOR_KEY.to_owned()])
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&output.stdout).into_owned()
-        + &String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{text}");
-    assert!(text.contains("rust cosmos: 19 passed"), "{text}");
+    common::assert_ran("the Rust SDK's checks", &output, "rust cosmos: 19 passed");
 }
 
 /// Queries that make a value grow with itself (a string doubled forty times, a document copied

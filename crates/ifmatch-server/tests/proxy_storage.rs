@@ -424,11 +424,5 @@ fn a_browser_visits_a_site_kept_in_ifmatch_serve_through_the_proxy() {
         .env("CHROMIUM", &chromium)
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&output.stdout).into_owned()
-        + &String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{text}");
-    assert!(
-        text.contains("browser through the proxy: 4 passed"),
-        "{text}"
-    );
+    common::assert_ran("site.mjs", &output, "browser through the proxy: 4 passed");
 }

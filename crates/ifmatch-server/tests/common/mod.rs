@@ -656,10 +656,16 @@ pub fn python_script_with<S: AsRef<std::ffi::OsStr>>(
         .envs(vars.iter().copied())
         .output()
         .unwrap();
+    assert_ran(script, &output, tally);
+}
+
+/// Checks that a tool's run ended well and printed `tally`; what it printed on either stream
+/// is the failure's message.
+pub fn assert_ran(what: &str, output: &std::process::Output, tally: &str) {
     let text = String::from_utf8_lossy(&output.stdout).into_owned()
         + &String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{script}: {text}");
-    assert!(text.contains(tally), "{script}: {text}");
+    assert!(output.status.success(), "{what}: {text}");
+    assert!(text.contains(tally), "{what}: {text}");
 }
 
 /// A tool the test command installs, under the repository (or where `variable` says).
