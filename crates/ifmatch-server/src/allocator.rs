@@ -12,11 +12,13 @@
 //! alignment be at most 16 and no larger than the size): a request whose alignment is at most
 //! mimalloc's natural one (16 bytes) goes to the plain calls for its size rounded up to a
 //! multiple of the alignment, and its block is then aligned by its size class (classes are
-//! multiples of 8 bytes, and of 16 from 16 on; a page's first block is 16-aligned; a 24-byte
-//! class gives 8-byte alignment only, hence the rounding). A hash table's (hashbrown's, 16-aligned,
-//! its buckets and its 16 more control bytes rarely a multiple of 16: every `HashMap`, an
-//! `http::Extensions` of each request) took the aligned path, two a blob request. Anything
-//! else (a larger alignment, a size of 0) keeps the aligned calls.
+//! multiples of 8 bytes, and a size that is a multiple of 16 falls in a class that is one too;
+//! a page's first block is 16-aligned; the 24-, 40- and 56-byte classes give 8-byte alignment
+//! only, hence the rounding). Anything else (a larger alignment, a size of 0) keeps the aligned
+//! calls. Before the rounding, a hash table's block took the aligned path: hashbrown asks for
+//! 16-byte alignment and a size (its buckets and 16 more control bytes) rarely a multiple of
+//! 16, so every `HashMap` did, each request's `http::Extensions` among them (two a blob
+//! request).
 //!
 //! It also counts, per thread, the bytes held ([`held`]): how a script's run is held to its
 //! memory bound.
