@@ -58,7 +58,7 @@ const NATURAL: usize = 16;
 
 /// The size to ask a plain call for, when a block of that size is aligned as `align` asks:
 /// `size` rounded up to a multiple of it, for an alignment mimalloc's classes give.
-fn natural(size: usize, align: usize) -> Option<usize> {
+fn plain_size(size: usize, align: usize) -> Option<usize> {
     (align <= NATURAL && size > 0).then(|| size.next_multiple_of(align))
 }
 
@@ -71,7 +71,7 @@ unsafe impl GlobalAlloc for Allocator {
         count(layout.size(), 0);
         // SAFETY: forwarded as the caller gave it.
         unsafe {
-            if let Some(size) = natural(layout.size(), layout.align()) {
+            if let Some(size) = plain_size(layout.size(), layout.align()) {
                 mi::mi_malloc(size).cast()
             } else {
                 mi::mi_malloc_aligned(layout.size(), layout.align()).cast()
@@ -84,7 +84,7 @@ unsafe impl GlobalAlloc for Allocator {
         count(layout.size(), 0);
         // SAFETY: forwarded as the caller gave it.
         unsafe {
-            if let Some(size) = natural(layout.size(), layout.align()) {
+            if let Some(size) = plain_size(layout.size(), layout.align()) {
                 mi::mi_zalloc(size).cast()
             } else {
                 mi::mi_zalloc_aligned(layout.size(), layout.align()).cast()
@@ -104,9 +104,9 @@ unsafe impl GlobalAlloc for Allocator {
         count(new_size, layout.size());
         // SAFETY: `ptr` came from this allocator with `layout`. `mi_realloc` keeps the block
         // when it fits (the block met `layout.align()` already) and otherwise moves the bytes
-        // to a new plain block, aligned by its size class as `natural` requires.
+        // to a new plain block, aligned by its size class as `plain_size` requires.
         unsafe {
-            if let Some(size) = natural(new_size, layout.align()) {
+            if let Some(size) = plain_size(new_size, layout.align()) {
                 mi::mi_realloc(ptr.cast(), size).cast()
             } else {
                 mi::mi_realloc_aligned(ptr.cast(), new_size, layout.align()).cast()

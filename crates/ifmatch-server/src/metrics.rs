@@ -262,7 +262,11 @@ pub(crate) fn page_response(page: Option<String>) -> http::Response<Full<Bytes>>
 }
 
 /// The lease action a request asks for, as a label; none when it names none.
-pub(crate) fn lease_action(headers: &HeaderMap) -> Option<&'static str> {
+pub(crate) fn lease_action(method: &Method, headers: &HeaderMap) -> Option<&'static str> {
+    // Every lease operation is a PUT: no other request looks for the field.
+    if method != Method::PUT {
+        return None;
+    }
     let action = headers.get(LEASE_ACTION)?.to_str().unwrap_or("");
     let known = ["acquire", "renew", "change", "release", "break"]
         .into_iter()
@@ -298,6 +302,17 @@ pub(crate) fn declared_length(headers: &HeaderMap) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lease_action_is_read_from_a_put_alone() {
+        let mut headers = HeaderMap::new();
+        headers.insert(LEASE_ACTION, http::HeaderValue::from_static("Acquire"));
+        assert_eq!(lease_action(&Method::PUT, &headers), Some("acquire"));
+        assert_eq!(lease_action(&Method::GET, &headers), None);
+        headers.insert(LEASE_ACTION, http::HeaderValue::from_static("steal"));
+        assert_eq!(lease_action(&Method::PUT, &headers), Some("other"));
+        assert_eq!(lease_action(&Method::PUT, &HeaderMap::new()), None);
+    }
 
     #[test]
     fn a_histogram_counts_into_the_first_bucket_that_holds_it() {

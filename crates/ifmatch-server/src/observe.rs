@@ -86,10 +86,7 @@ where
             start: Instant::now(),
             method: request.method().clone(),
             path: (self.layer.access_log).then(|| request.uri().path().to_owned()),
-            // Every lease operation is a PUT: no other request looks for its action.
-            lease_action: (request.method() == Method::PUT)
-                .then(|| metrics::lease_action(headers))
-                .flatten(),
+            lease_action: metrics::lease_action(request.method(), headers),
             bytes_in: metrics::declared_length(headers),
         };
         Observed {
