@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::error_code::CommonCode;
 use crate::identity::Identity;
-use crate::request::{Https, host};
+use crate::request::{Https, host, split_once_ascii};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 
@@ -197,7 +197,7 @@ impl Accounts {
         path: &'a str,
     ) -> Result<(&Account, &'a str, Style), CommonCode> {
         if let Some(host) = host
-            && let Some((first, rest)) = host.split_once('.')
+            && let Some((first, rest)) = split_once_ascii(host, b'.')
             && rest
                 .strip_prefix(service)
                 .is_some_and(|r| r.starts_with('.'))
@@ -206,7 +206,7 @@ impl Accounts {
             return Ok((account, path, Style::Host));
         }
         let path = path.strip_prefix('/').ok_or(CommonCode::InvalidUri)?;
-        let (name, rest) = match path.find('/') {
+        let (name, rest) = match path.bytes().position(|b| b == b'/') {
             Some(at) => (&path[..at], &path[at..]),
             None => (path, "/"),
         };

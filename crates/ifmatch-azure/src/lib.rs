@@ -55,7 +55,7 @@ pub use error_code::{CommonCode, is_xml_text, xml_error_body, xml_escape};
 pub use headers::{
     CONTENT_MD5, ERROR_CODE, MS_VERSION, OperationName, REQUEST_ID, X_MS_DATE, stamp,
 };
-pub use request::{ClientIp, Https, host};
+pub use request::{ClientIp, Https, host, split_once_ascii};
 pub use serving::Serving;
 pub use turns::Turns;
 pub use whole_body::{Answer, WholeBody, answer_whole};

@@ -289,7 +289,7 @@ impl Target {
     /// or `..` segment.
     pub fn parse(method: &Method, path: &str, query: Option<&str>) -> Result<Self, ErrorCode> {
         let path = path.strip_prefix('/').ok_or(ErrorCode::InvalidUri)?;
-        let (container, blob) = match path.split_once('/') {
+        let (container, blob) = match ifmatch_azure::split_once_ascii(path, b'/') {
             Some((c, b)) => (c, Some(b)),
             None => (path, None),
         };
@@ -613,7 +613,8 @@ fn validate_container(name: &str) -> Result<(), ErrorCode> {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !name.starts_with('-')
         && !name.ends_with('-')
-        && !name.contains("--");
+        // (Not `contains("--")`: a substring search sets up a searcher for a 3- to 63-byte name.)
+        && !name.as_bytes().windows(2).any(|pair| pair == b"--");
     ok.then_some(()).ok_or(ErrorCode::InvalidResourceName)
 }
 
@@ -770,5 +771,26 @@ mod tests {
             parse(Method::GET, &long).map(|_| ()),
             Err(ErrorCode::InvalidResourceName)
         );
+    }
+
+    #[test]
+    fn container_names_follow_azures_rules() {
+        let name = |n: &str| validate_container(n).is_ok();
+        for good in ["box", "a-b", "a1-b2-c3", &"x".repeat(63)] {
+            assert!(name(good), "{good}");
+        }
+        for bad in [
+            "ab",
+            "a--b",
+            "ab--",
+            "-ab",
+            "ab-",
+            "aBc",
+            "a_b",
+            "a.b",
+            &"x".repeat(64),
+        ] {
+            assert!(!name(bad), "{bad}");
+        }
     }
 }

@@ -367,6 +367,43 @@ async fn a_slowloris_crowd_cannot_starve_a_well_behaved_client() {
     assert_eq!(late, 0, "slow connections outlived the header timeout");
 }
 
+/// A kept-alive HTTP/1 connection has the header timeout to send its next request's head, from
+/// when its last answer ended (the connection table's rule, not a timer armed a request): one
+/// asking every half of it stays open, one that stops is closed soon after the timeout.
+#[tokio::test]
+async fn a_kept_alive_connection_waits_for_its_next_head_under_the_header_timeout() {
+    let data = tempfile::tempdir().unwrap();
+    let server = serve(data.path(), &["--header-timeout", "1"]);
+    let mut stream = TcpStream::connect(common::host_of(&server.base))
+        .await
+        .unwrap();
+    async fn answered(stream: &mut TcpStream) {
+        let head = b"HEAD /devstoreaccount1/kept/x HTTP/1.1\r\nHost: kept\r\n\r\n";
+        stream.write_all(head).await.unwrap();
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = stream.read(&mut buf).await.unwrap();
+            assert!(n > 0, "closed while a request was asked");
+            seen.extend_from_slice(&buf[..n]);
+        }
+    }
+    for _ in 0..6 {
+        answered(&mut stream).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    answered(&mut stream).await;
+    let waiting = Instant::now();
+    let mut buf = [0u8; 64];
+    let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf)).await;
+    let waited = waiting.elapsed();
+    assert!(matches!(read, Ok(Ok(0) | Err(_))), "not closed: {read:?}");
+    assert!(
+        (Duration::from_millis(900)..Duration::from_millis(2500)).contains(&waited),
+        "closed after {waited:?}, the header timeout being 1 s"
+    );
+}
+
 /// An upload that stops sending is abandoned at the body timeout and leaves nothing;
 /// a client that leaves mid-upload leaves nothing either.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

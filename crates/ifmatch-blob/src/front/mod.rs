@@ -79,32 +79,39 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     }
 
     /// Answers one request. Never fails: every error is an answer with its code.
-    pub async fn handle<B>(&self, request: Request<B>) -> Answer<O::Reader>
+    ///
+    /// Not an `async fn`: the request is split before its future is made, so that the future
+    /// holds its head and body once (an `async fn` keeps its argument beside what it is split
+    /// into, and every request's future is moved and boxed whole).
+    pub fn handle<B>(&self, request: Request<B>) -> impl Future<Output = Answer<O::Reader>> + '_
     where
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
     {
-        let head = request.method() == Method::HEAD;
         let (parts, body) = request.into_parts();
-        if let Some(route) = crate::management::Route::parse(parts.uri.path(), parts.uri.query()) {
-            return self.stamped(Box::pin(self.manage(&parts, body, route)).await);
+        async move {
+            let head = parts.method == Method::HEAD;
+            let path = parts.uri.path();
+            if let Some(route) = crate::management::Route::parse(path, parts.uri.query()) {
+                return self.stamped(Box::pin(self.manage(&parts, body, route)).await);
+            }
+            let mut operation = None;
+            let answer = match self.dispatch(&parts, body, &mut operation).await {
+                Ok(answer) => answer,
+                Err(failure) => error_answer(failure, head),
+            };
+            let mut answer = self.stamped(answer);
+            if let Some(operation) = operation {
+                answer.extensions_mut().insert(operation);
+            }
+            // The version the client speaks, when it names one the dialect knows the form of.
+            if let Some(version) = parts.headers.get(MS_VERSION)
+                && version.len() == 10
+            {
+                answer.headers_mut().insert(MS_VERSION, version.clone());
+            }
+            answer
         }
-        let mut operation = None;
-        let answer = match self.dispatch(&parts, body, &mut operation).await {
-            Ok(answer) => answer,
-            Err(failure) => error_answer(failure, head),
-        };
-        let mut answer = self.stamped(answer);
-        if let Some(operation) = operation {
-            answer.extensions_mut().insert(operation);
-        }
-        // The version the client speaks, when it names one the dialect knows the form of.
-        if let Some(version) = parts.headers.get(MS_VERSION)
-            && version.len() == 10
-        {
-            answer.headers_mut().insert(MS_VERSION, version.clone());
-        }
-        answer
     }
 
     /// `answer` with the headers every answer carries: a request id and the dialect's version.

@@ -49,7 +49,8 @@ const FILE_DESCRIPTORS: u64 = 256;
 #[non_exhaustive]
 pub struct Limits {
     /// Seconds a client has to send a request's whole head, from when the connection starts
-    /// waiting for it (on HTTP/1 this also closes kept-alive connections idle that long).
+    /// waiting for it (on HTTP/1 this also closes kept-alive connections idle that long); a
+    /// connection past it is closed within a quarter of it more (at most 5 s).
     #[arg(long, env = "IFMATCH_HEADER_TIMEOUT", default_value = "30", value_parser = seconds)]
     pub header_timeout: Duration,
     /// Seconds a connection may stay open with no request in flight (HTTP/1 and HTTP/2).
@@ -231,7 +232,8 @@ impl Connections {
     /// reaper of idle connections runs there, until [`Connections::close`].
     pub(crate) fn new(limits: Limits, metrics: Arc<Metrics>) -> Self {
         let table = Arc::new(Table::default());
-        let reaper = tokio::spawn(reap(table.clone(), limits.idle_timeout)).abort_handle();
+        let limit = (limits.header_timeout, limits.idle_timeout);
+        let reaper = tokio::spawn(reap(table.clone(), limit.0, limit.1)).abort_handle();
         Self {
             table,
             limits,
@@ -265,8 +267,9 @@ impl Connections {
         let mut builder = auto::Builder::new(TokioExecutor::new());
         builder
             .http1()
-            .timer(TokioTimer::new())
-            .header_read_timeout(limits.header_timeout)
+            // The header timeout is the connection table's (see `reap`): hyper's arms a timer
+            // for every request.
+            .header_read_timeout(None)
             // hyper's read buffer grows to about 400 KiB under a fast upload, and each chunk it
             // hands on is copied once more into the file's buffer: about 1 MiB per upload in
             // flight. At 64 KiB (still eight times the largest head Azure allows) an upload holds
@@ -456,9 +459,13 @@ where
     type Future = TrackedFuture<S::Future, B>;
 
     fn call(&self, request: Request<Incoming>) -> Self::Future {
+        if request.version() == Version::HTTP_2 {
+            self.state.speaks_http2();
+        }
         if request.version() == Version::HTTP_11
             && request.headers().get_all(header::HOST).iter().count() != 1
         {
+            self.state.request_refused();
             let refused = refuse(
                 StatusCode::BAD_REQUEST,
                 "exactly one Host header is required\n",

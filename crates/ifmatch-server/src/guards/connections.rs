@@ -1,9 +1,10 @@
 //! The open connections of a listener: each one's state (requests in flight, since when it is
-//! idle, whether its requests wait for their bodies), closing those idle too long, and making
-//! room at the cap by closing the one idle the longest.
+//! idle, whether its requests wait for their bodies), closing those idle too long (an HTTP/1
+//! connection waiting for a request's head longer than the header timeout), and making room at
+//! the cap by closing the one idle the longest.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -36,6 +37,8 @@ pub(crate) struct State {
     waiting: AtomicUsize,
     /// When (see [`now`]) the first of them started waiting.
     waiting_since: AtomicU64,
+    /// Whether a request came over HTTP/2: the header timeout is HTTP/1's.
+    http2: AtomicBool,
     close: Notify,
 }
 
@@ -50,6 +53,17 @@ impl State {
     pub(crate) fn request_started(self: &Arc<Self>) -> InFlight {
         self.in_flight.fetch_add(1, Ordering::AcqRel);
         InFlight(self.clone())
+    }
+
+    /// A request came and was answered at once, refused before any service saw it: the
+    /// connection waits for the next head from now.
+    pub(crate) fn request_refused(&self) {
+        self.idle_since.store(now(), Ordering::Relaxed);
+    }
+
+    /// A request came over HTTP/2: the connection is held to the idle timeout alone.
+    pub(crate) fn speaks_http2(&self) {
+        self.http2.store(true, Ordering::Relaxed);
     }
 
     /// What tells this connection when a request body of it waits for its client.
@@ -104,6 +118,7 @@ impl Table {
             idle_since: AtomicU64::new(now()),
             waiting: AtomicUsize::new(0),
             waiting_since: AtomicU64::new(0),
+            http2: AtomicBool::new(false),
             close: Notify::new(),
         });
         self.lock().insert(state.id, state.clone());
@@ -136,10 +151,14 @@ impl Table {
     }
 }
 
-/// Closes the connections idle for longer than `idle`.
-pub(crate) async fn reap(table: Arc<Table>, idle: Duration) {
-    let tick = (idle / 4).clamp(Duration::from_millis(100), Duration::from_secs(5));
-    let idle = idle.as_millis() as u64;
+/// Closes the connections idle too long. With no request in flight an HTTP/1 connection waits
+/// for a request's head, from when its last request ended (or it opened), and has `header` to
+/// send it whole (hyper's own header timeout arms a timer and drops it for every request: 3% of
+/// a 304's instructions, docs/figures.md); an HTTP/2 connection may idle for `idle`; each is
+/// closed within a quarter of its limit past it.
+pub(crate) async fn reap(table: Arc<Table>, header: Duration, idle: Duration) {
+    let tick = (header.min(idle) / 4).clamp(Duration::from_millis(100), Duration::from_secs(5));
+    let (header, idle) = (header.min(idle).as_millis() as u64, idle.as_millis() as u64);
     loop {
         tokio::time::sleep(tick).await;
         let now = now();
@@ -147,8 +166,12 @@ pub(crate) async fn reap(table: Arc<Table>, idle: Duration) {
             .lock()
             .values()
             .filter(|s| {
+                let limit = match s.http2.load(Ordering::Relaxed) {
+                    true => idle,
+                    false => header,
+                };
                 s.in_flight.load(Ordering::Acquire) == 0
-                    && now.saturating_sub(s.idle_since.load(Ordering::Relaxed)) >= idle
+                    && now.saturating_sub(s.idle_since.load(Ordering::Relaxed)) >= limit
             })
             .cloned()
             .collect();
