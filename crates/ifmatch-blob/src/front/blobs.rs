@@ -380,14 +380,17 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     "x-ms-range-get-content-md5 takes a range of at most 4 MiB.",
                 ));
             }
-            let opened = match self.with_blocks(key, content).await {
-                Ok(whole) => self.open(&whole, range).await,
+            // The reads of the bytes are boxed where they are awaited: a 304 never reaches them,
+            // and its future (boxed whole where the front picks the operation) would otherwise
+            // hold theirs too, moved on every request.
+            let opened = match Box::pin(self.with_blocks(key, content)).await {
+                Ok(whole) => Box::pin(self.open(&whole, range)).await,
                 Err(e) => Err(e),
             };
             match opened {
                 Ok(body) if part_md5 => {
                     use http_body_util::BodyExt;
-                    let bytes = body.collect().await?.to_bytes();
+                    let bytes = Box::pin(body.collect()).await?.to_bytes();
                     if let Ok(value) = HeaderValue::try_from(Checksums::of(&bytes, false).md5) {
                         out.insert(CONTENT_MD5, value);
                     }

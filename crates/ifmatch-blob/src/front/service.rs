@@ -124,6 +124,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
 
     /// The roles the development principal a user delegation SAS in `uri` names carried when
     /// it got its key, if it is such a SAS (none otherwise).
+    ///
+    /// The delegators' record is read, in a future boxed apart, only for such a SAS: every
+    /// request asks, and the future of each holds this one's.
     pub(super) async fn delegator(
         &self,
         account: &ifmatch_azure::Account,
@@ -135,7 +138,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let Some(principal) = principal else {
             return Ok(Vec::new());
         };
-        let record = self.records.get(&self.delegators_key(account)).await?;
+        let record = Box::pin(self.records.get(&self.delegators_key(account))).await?;
         let now = ifmatch_azure::auth::unix(self.env.now());
         Ok(record.map_or_else(Vec::new, |r| {
             delegators::roles_of(&r.delegators, &principal, now)
