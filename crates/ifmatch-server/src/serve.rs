@@ -488,7 +488,7 @@ impl<R: Records, O: Objects, E: Env> ThreadFront<R, O, E> {
     ) -> Reply<ifmatch_blob::ResponseBody<O::Reader>> {
         let front = self.front.clone();
         if matches!(*request.method(), Method::GET | Method::HEAD) {
-            return Box::pin(async move { front.handle(request).await });
+            return Box::pin(Front::handle_by(front, request));
         }
         // A body the front refuses unread comes back, to be read while the answer goes (see
         // `drain`).
@@ -498,10 +498,7 @@ impl<R: Records, O: Objects, E: Env> ThreadFront<R, O, E> {
         // A change runs to its end in a task of its own even if the client goes away (and
         // hyper drops this future): a staged object is then committed or discarded, never
         // left behind.
-        let change = self.changes.spawn({
-            let front = front.clone();
-            async move { front.handle(request).await }
-        });
+        let change = self.changes.spawn(Front::handle_by(front.clone(), request));
         Box::pin(async move {
             let answer = change
                 .await

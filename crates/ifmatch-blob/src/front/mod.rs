@@ -79,28 +79,41 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     }
 
     /// Answers one request. Never fails: every error is an answer with its code.
-    ///
-    /// Not an `async fn`: the request is split before its future is made, so that the future
-    /// holds its head and body once (an `async fn` keeps its argument beside what it is split
-    /// into, and every request's future is moved and boxed whole).
     pub fn handle<B>(&self, request: Request<B>) -> impl Future<Output = Answer<O::Reader>> + '_
     where
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
     {
+        Self::handle_by(self, request)
+    }
+
+    /// [`Front::handle`] through any pointer to the front (an `Arc` of it, for a future that
+    /// owns its front).
+    ///
+    /// Not an `async fn`: the request is split before the future is made, so that the future
+    /// holds its head and body once (an `async fn` keeps its argument beside what it is split
+    /// into, and a host that owns the front would keep the request beside this future, and
+    /// every request's future is moved and boxed whole).
+    pub fn handle_by<F, B>(front: F, request: Request<B>) -> impl Future<Output = Answer<O::Reader>>
+    where
+        F: std::ops::Deref<Target = Self>,
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
         let (parts, body) = request.into_parts();
         async move {
+            let front = &*front;
             let head = parts.method == Method::HEAD;
             let path = parts.uri.path();
             if let Some(route) = crate::management::Route::parse(path, parts.uri.query()) {
-                return self.stamped(Box::pin(self.manage(&parts, body, route)).await);
+                return front.stamped(Box::pin(front.manage(&parts, body, route)).await);
             }
             let mut operation = None;
-            let answer = match self.dispatch(&parts, body, &mut operation).await {
+            let answer = match front.dispatch(&parts, body, &mut operation).await {
                 Ok(answer) => answer,
                 Err(failure) => error_answer(failure, head),
             };
-            let mut answer = self.stamped(answer);
+            let mut answer = front.stamped(answer);
             if let Some(operation) = operation {
                 answer.extensions_mut().insert(operation);
             }
