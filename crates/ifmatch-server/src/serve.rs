@@ -443,11 +443,12 @@ where
 
 /// A front's answer on its way, boxed where it is made: a front's future may hold the state of
 /// every operation it runs (the blob front boxes each operation's where its dispatch picks it,
-/// and keeps 2.3 KiB; the JSON dialects' hold theirs), and every future that wraps it (the
-/// access log's, the connection's tracking, hyper's slot for the request in flight) would
-/// otherwise move all of it on every request (the figures: docs/figures.md). Boxed by the
-/// front's own call, not around it: a future that awaits another keeps the request it was
-/// given beside the one it gave. The proxy's future, 1 KiB, is not boxed.
+/// and holds the request's head and body besides; the JSON dialects' hold theirs), and every
+/// future that wraps it (the access log's, the connection's tracking, hyper's slot for the
+/// request in flight) would otherwise move all of it on every request (the figures:
+/// docs/figures.md). Boxed by the front's own call, not around it: a future that awaits another
+/// keeps the request it was given beside the one it gave. The proxy's future, 1 KiB, is not
+/// boxed.
 type Reply<B> = Pin<Box<dyn Future<Output = http::Response<B>> + Send>>;
 
 /// The answer of the Table service or the Cosmos endpoint, its body read whole first (up to

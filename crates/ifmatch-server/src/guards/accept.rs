@@ -232,8 +232,8 @@ impl Connections {
     /// reaper of idle connections runs there, until [`Connections::close`].
     pub(crate) fn new(limits: Limits, metrics: Arc<Metrics>) -> Self {
         let table = Arc::new(Table::default());
-        let limit = (limits.header_timeout, limits.idle_timeout);
-        let reaper = tokio::spawn(reap(table.clone(), limit.0, limit.1)).abort_handle();
+        let (header, idle) = (limits.header_timeout, limits.idle_timeout);
+        let reaper = tokio::spawn(reap(table.clone(), header, idle)).abort_handle();
         Self {
             table,
             limits,

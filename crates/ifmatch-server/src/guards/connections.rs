@@ -153,7 +153,7 @@ impl Table {
 
 /// Closes the connections idle too long. With no request in flight an HTTP/1 connection waits
 /// for a request's head, from when its last request ended (or it opened), and has `header` to
-/// send it whole (hyper's own header timeout arms a timer and drops it for every request: 3% of
+/// send it whole (hyper's own header timeout arms a timer and drops it for every request: 5% of
 /// a 304's instructions, docs/figures.md); an HTTP/2 connection may idle for `idle`; each is
 /// closed within a quarter of its limit past it.
 pub(crate) async fn reap(table: Arc<Table>, header: Duration, idle: Duration) {
