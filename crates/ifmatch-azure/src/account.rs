@@ -206,8 +206,8 @@ impl Accounts {
             return Ok((account, path, Style::Host));
         }
         let path = path.strip_prefix('/').ok_or(CommonCode::InvalidUri)?;
-        let (name, rest) = match path.bytes().position(|b| b == b'/') {
-            Some(at) => (&path[..at], &path[at..]),
+        let (name, rest) = match split_once_ascii(path, b'/') {
+            Some((name, _)) => (name, &path[name.len()..]),
             None => (path, "/"),
         };
         let account = self.get(name).ok_or(CommonCode::InvalidUri)?;

@@ -91,9 +91,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// owns its front).
     ///
     /// Not an `async fn`: the request is split before the future is made, so that the future
-    /// holds its head and body once (an `async fn` keeps its argument beside what it is split
-    /// into, and a host that owns the front would keep the request beside this future, and
-    /// every request's future is moved and boxed whole).
+    /// holds its head and body once, where an `async fn` would keep its argument beside what it
+    /// is split into (and a host's block owning the front, beside this future): every request's
+    /// future is moved and boxed whole.
     pub fn handle_by<F, B>(front: F, request: Request<B>) -> impl Future<Output = Answer<O::Reader>>
     where
         F: std::ops::Deref<Target = Self>,
