@@ -30,6 +30,15 @@ macro_rules! error_codes {
                 }
             }
 
+            /// The code as an `x-ms-error-code` value: made when compiled (`from_static`
+            /// called at run time checks each byte again, on every error answer and 304).
+            pub fn header_value(self) -> ::http::HeaderValue {
+                match self {
+                    $(Self::$name => const { ::http::HeaderValue::from_static(stringify!($name)) },)*
+                    $($(Self::$shared => const { ::http::HeaderValue::from_static(stringify!($shared)) },)*)?
+                }
+            }
+
             /// The HTTP status this code is answered with.
             pub fn status(self) -> ::http::StatusCode {
                 match self {

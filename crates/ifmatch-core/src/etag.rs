@@ -15,11 +15,14 @@ pub struct InvalidEntityTag;
 /// An entity-tag: `"opaque"` (strong) or `W/"opaque"` (weak).
 ///
 /// The opaque part is kept as bytes: RFC 9110 allows `obs-text` (bytes 0x80-0xFF) in it,
-/// which need not be UTF-8. Tags are case-sensitive and compared byte for byte.
-#[derive(Clone, PartialEq, Eq, Hash)]
+/// which need not be UTF-8. Tags are case-sensitive and compared byte for byte. A tag holds
+/// its field form, made once: every answer that carries it (each 304 of a cached record)
+/// shares it, with no copy and no check of its bytes again.
+#[derive(Clone)]
 pub struct EntityTag {
     weak: bool,
-    opaque: Box<[u8]>,
+    /// `"opaque"` or `W/"opaque"`.
+    field: HeaderValue,
 }
 
 impl EntityTag {
@@ -35,12 +38,22 @@ impl EntityTag {
 
     fn new(weak: bool, opaque: &[u8]) -> Result<Self, InvalidEntityTag> {
         if opaque.iter().all(|&b| is_etagc(b)) {
-            Ok(Self {
-                weak,
-                opaque: opaque.into(),
-            })
+            Ok(Self::of_valid(weak, opaque))
         } else {
             Err(InvalidEntityTag)
+        }
+    }
+
+    /// The tag of an opaque part already checked to be `etagc` bytes.
+    fn of_valid(weak: bool, opaque: &[u8]) -> Self {
+        // Exactly the tag's length: a `Vec` full to its capacity becomes `Bytes` without a
+        // second allocation.
+        let mut bytes = Vec::with_capacity(usize::from(weak) * 2 + opaque.len() + 2);
+        write_tag(weak, opaque, &mut bytes);
+        Self {
+            weak,
+            field: HeaderValue::from_maybe_shared(bytes::Bytes::from(bytes))
+                .expect("etagc bytes and quotes are valid field bytes"),
         }
     }
 
@@ -65,54 +78,62 @@ impl EntityTag {
 
     /// The opaque part, without quotes and without `W/`.
     pub fn opaque(&self) -> &[u8] {
-        &self.opaque
+        let field = self.field.as_bytes();
+        let start = if self.weak { 3 } else { 1 };
+        &field[start..field.len() - 1]
     }
 
     /// Strong comparison (RFC 9110 8.8.3.2): both strong and the opaque parts identical.
     pub fn strong_eq(&self, other: &Self) -> bool {
-        !self.weak && !other.weak && self.opaque == other.opaque
+        !self.weak && !other.weak && self.opaque() == other.opaque()
     }
 
     /// Weak comparison (RFC 9110 8.8.3.2): the opaque parts identical, weakness ignored.
     pub fn weak_eq(&self, other: &Self) -> bool {
-        self.opaque == other.opaque
+        self.opaque() == other.opaque()
     }
 
     /// Whether `field` is this strong tag as an `ETag` field writes it, and nothing else.
     pub(crate) fn is_written_as(&self, field: &[u8]) -> bool {
-        let opaque = field
-            .strip_prefix(b"\"")
-            .and_then(|rest| rest.strip_suffix(b"\""));
-        !self.weak && opaque == Some(&*self.opaque)
+        !self.weak && self.field.as_bytes() == field
     }
 
-    /// The tag as a field value, ready for an `ETag` header.
+    /// The tag as a field value, ready for an `ETag` header: shared, not copied.
     pub fn to_header_value(&self) -> HeaderValue {
-        // Exactly the tag's length: a `Vec` full to its capacity becomes `Bytes` without a
-        // second allocation.
-        let weak = if self.weak { 2 } else { 0 };
-        let mut bytes = Vec::with_capacity(weak + self.opaque.len() + 2);
-        self.write_to(&mut bytes);
-        // The buffer becomes the value's own (`Bytes::from` a `Vec` copies nothing).
-        HeaderValue::from_maybe_shared(bytes::Bytes::from(bytes))
-            .expect("etagc bytes and quotes are valid field bytes")
+        self.field.clone()
     }
+}
 
-    fn write_to(&self, out: &mut Vec<u8>) {
-        if self.weak {
-            out.extend_from_slice(b"W/");
-        }
-        out.push(b'"');
-        out.extend_from_slice(&self.opaque);
-        out.push(b'"');
+/// `"opaque"` or `W/"opaque"`, appended to `out`.
+fn write_tag(weak: bool, opaque: &[u8], out: &mut Vec<u8>) {
+    if weak {
+        out.extend_from_slice(b"W/");
+    }
+    out.push(b'"');
+    out.extend_from_slice(opaque);
+    out.push(b'"');
+}
+
+/// Equal when both are weak or both strong and their opaque parts are the same bytes: their
+/// field forms are then the same bytes.
+impl PartialEq for EntityTag {
+    fn eq(&self, other: &Self) -> bool {
+        self.field.as_bytes() == other.field.as_bytes()
+    }
+}
+
+impl Eq for EntityTag {}
+
+impl std::hash::Hash for EntityTag {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.field.as_bytes().hash(state);
     }
 }
 
 impl fmt::Display for EntityTag {
     /// Writes the tag in its wire form. `obs-text` bytes are written lossily.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let weak = if self.weak { "W/" } else { "" };
-        write!(f, "{weak}\"{}\"", String::from_utf8_lossy(&self.opaque))
+        f.write_str(&String::from_utf8_lossy(self.field.as_bytes()))
     }
 }
 
@@ -190,7 +211,7 @@ impl EntityTagList {
                     if i > 0 {
                         out.extend_from_slice(b", ");
                     }
-                    tag.write_to(&mut out);
+                    out.extend_from_slice(tag.field.as_bytes());
                 }
                 out
             }
@@ -242,18 +263,15 @@ pub(crate) struct TagRef<'a> {
 
 impl TagRef<'_> {
     pub(crate) fn strong_eq(self, other: &EntityTag) -> bool {
-        !self.weak && !other.weak && *self.opaque == *other.opaque
+        !self.weak && !other.weak && self.opaque == other.opaque()
     }
 
     pub(crate) fn weak_eq(self, other: &EntityTag) -> bool {
-        *self.opaque == *other.opaque
+        self.opaque == other.opaque()
     }
 
     fn to_owned(self) -> EntityTag {
-        EntityTag {
-            weak: self.weak,
-            opaque: self.opaque.into(),
-        }
+        EntityTag::of_valid(self.weak, self.opaque)
     }
 }
 

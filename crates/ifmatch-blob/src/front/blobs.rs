@@ -352,10 +352,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             current.lease.insert_headers(now, &mut out);
             if outcome == Outcome::NotModified {
                 // As Azure's: the SDKs pick their exception (or "not modified") from the code.
-                out.insert(
-                    ERROR_CODE,
-                    HeaderValue::from_static(ErrorCode::ConditionNotMet.as_str()),
-                );
+                out.insert(ERROR_CODE, ErrorCode::ConditionNotMet.header_value());
                 return Ok(answer(StatusCode::NOT_MODIFIED, out));
             }
             insert_representation(&current, content, &mut out);

@@ -125,7 +125,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 Ok(answer) => answer,
                 Err(failure) => error_answer(failure, false),
             };
-            let answer = self.stamped(answer);
+            let answer = self.stamped(answer, None);
             let (head, body) = answer.into_parts();
             let body = body
                 .collect()

@@ -116,7 +116,7 @@ fn chain(error: &dyn std::error::Error) -> String {
 pub(super) fn error_answer<R>(failure: Failure, head: bool) -> Answer<R> {
     let code = failure.code;
     let mut out = HeaderMap::with_capacity(8);
-    out.insert(ERROR_CODE, HeaderValue::from_static(code.as_str()));
+    out.insert(ERROR_CODE, code.header_value());
     if let Some(challenge) = failure
         .challenge
         .and_then(|c| HeaderValue::try_from(c).ok())

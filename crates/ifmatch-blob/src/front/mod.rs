@@ -65,7 +65,7 @@ mod versions;
 impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     /// The answer for `code` alone: what a host says when the front could not answer.
     pub fn error(&self, code: ErrorCode) -> Answer<O::Reader> {
-        self.stamped(error_answer(code.into(), false))
+        self.stamped(error_answer(code.into(), false), None)
     }
 
     /// The answer to a request a host could not read: a header named `name` that `http`
@@ -106,29 +106,28 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             let head = parts.method == Method::HEAD;
             let path = parts.uri.path();
             if let Some(route) = crate::management::Route::parse(path, parts.uri.query()) {
-                return front.stamped(Box::pin(front.manage(&parts, body, route)).await);
+                return front.stamped(Box::pin(front.manage(&parts, body, route)).await, None);
             }
             let mut operation = None;
             let answer = match front.dispatch(&parts, body, &mut operation).await {
                 Ok(answer) => answer,
                 Err(failure) => error_answer(failure, head),
             };
-            let mut answer = front.stamped(answer);
+            let mut answer = front.stamped(answer, parts.headers.get(MS_VERSION));
             if let Some(operation) = operation {
                 answer.extensions_mut().insert(operation);
-            }
-            // The version the client speaks, when it names one the dialect knows the form of.
-            if let Some(version) = parts.headers.get(MS_VERSION)
-                && version.len() == 10
-            {
-                answer.headers_mut().insert(MS_VERSION, version.clone());
             }
             answer
         }
     }
 
-    /// `answer` with the headers every answer carries: a request id and the dialect's version.
-    fn stamped(&self, mut answer: Answer<O::Reader>) -> Answer<O::Reader> {
+    /// `answer` with the headers every answer carries: a request id and the dialect's version,
+    /// the one the client speaks (`asked`) when it names one the dialect knows the form of.
+    fn stamped(
+        &self,
+        mut answer: Answer<O::Reader>,
+        asked: Option<&HeaderValue>,
+    ) -> Answer<O::Reader> {
         let headers = answer.headers_mut();
         let mut id = [0; uuid::fmt::Hyphenated::LENGTH];
         let id = self.env.random_uuid().hyphenated().encode_lower(&mut id);
@@ -136,7 +135,11 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             REQUEST_ID,
             HeaderValue::from_str(id).expect("a UUID is ASCII"),
         );
-        headers.insert(MS_VERSION, HeaderValue::from_static("2021-12-02"));
+        let version = match asked {
+            Some(version) if version.len() == 10 => version.clone(),
+            _ => const { HeaderValue::from_static("2021-12-02") },
+        };
+        headers.insert(MS_VERSION, version);
         answer
     }
 

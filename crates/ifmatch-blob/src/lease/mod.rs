@@ -48,7 +48,7 @@ pub enum LeaseState {
 
 impl LeaseState {
     /// The value of `x-ms-lease-state`.
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             Self::Available => "available",
             Self::Leased => "leased",
@@ -59,16 +59,36 @@ impl LeaseState {
     }
 
     /// `leased` and `breaking` are locked: writes need the lease id.
-    pub fn is_locked(self) -> bool {
+    pub const fn is_locked(self) -> bool {
         matches!(self, Self::Leased | Self::Breaking)
     }
 
     /// The value of `x-ms-lease-status`.
-    pub fn status_str(self) -> &'static str {
+    pub const fn status_str(self) -> &'static str {
         if self.is_locked() {
             "locked"
         } else {
             "unlocked"
+        }
+    }
+
+    /// [`as_str`](Self::as_str) as a header value, made when compiled (`from_static` called
+    /// at run time checks each byte again, on every answer that carries it).
+    pub fn header_value(self) -> HeaderValue {
+        match self {
+            Self::Available => const { HeaderValue::from_static(Self::Available.as_str()) },
+            Self::Leased => const { HeaderValue::from_static(Self::Leased.as_str()) },
+            Self::Expired => const { HeaderValue::from_static(Self::Expired.as_str()) },
+            Self::Breaking => const { HeaderValue::from_static(Self::Breaking.as_str()) },
+            Self::Broken => const { HeaderValue::from_static(Self::Broken.as_str()) },
+        }
+    }
+
+    /// [`status_str`](Self::status_str) as a header value, made when compiled.
+    pub fn status_value(self) -> HeaderValue {
+        match self.is_locked() {
+            true => const { HeaderValue::from_static(LeaseState::Leased.status_str()) },
+            false => const { HeaderValue::from_static(LeaseState::Available.status_str()) },
         }
     }
 }
@@ -180,14 +200,8 @@ impl Lease {
     /// (`fixed` or `infinite`) to the headers of a properties answer.
     pub fn insert_headers(&self, now: SystemTime, out: &mut HeaderMap) {
         let state = self.state(now);
-        out.insert(
-            headers::LEASE_STATE,
-            HeaderValue::from_static(state.as_str()),
-        );
-        out.insert(
-            headers::LEASE_STATUS,
-            HeaderValue::from_static(state.status_str()),
-        );
+        out.insert(headers::LEASE_STATE, state.header_value());
+        out.insert(headers::LEASE_STATUS, state.status_value());
         if let (LeaseState::Leased, Self::Leased { duration, .. }) = (state, self) {
             let value = match duration {
                 LeaseDuration::Fixed(_) => "fixed",
