@@ -3,6 +3,7 @@
 //! Requests are signed with Shared Key using the very string-to-sign the blob front verifies
 //! (`ifmatch_blob::auth`), so the two cannot drift; a SAS is appended to each URL instead.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
@@ -25,20 +26,26 @@ enum Credential {
     Anonymous,
 }
 
-/// A client of one storage account's blob endpoint.
+/// A client of one storage account's blob endpoint. Cloned cheaply (a blob's handle holds
+/// one): what it holds is shared.
 #[derive(Clone)]
 pub struct Client {
+    shared: Arc<Shared>,
+}
+
+/// What every clone of a [`Client`] shares.
+struct Shared {
     http: reqwest::Client,
-    /// `http(s)://host[:port]/account` (path-style) or `https://account.blob...` (no slash at
-    /// the end).
-    endpoint: String,
+    /// `http(s)://host[:port]/account/` (path-style) or `https://account.blob.../`, read once:
+    /// each request's URL is joined to it, its host not read again.
+    base: reqwest::Url,
     credential: Credential,
 }
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
-            .field("endpoint", &self.endpoint)
+            .field("endpoint", &self.shared.base.as_str())
             .finish_non_exhaustive()
     }
 }
@@ -193,10 +200,15 @@ impl Client {
             // connection: a connection is not reused just as the server lets it go.
             .pool_idle_timeout(Duration::from_secs(4))
             .build()?;
+        let base = format!("{}/", endpoint.trim_end_matches('/'));
+        let base = reqwest::Url::parse(&base)
+            .map_err(|e| Error::Invalid(format!("the endpoint {endpoint}: {e}")))?;
         Ok(Self {
-            http,
-            endpoint: endpoint.trim_end_matches('/').to_owned(),
-            credential,
+            shared: Arc::new(Shared {
+                http,
+                base,
+                credential,
+            }),
         })
     }
 
@@ -258,18 +270,27 @@ impl Client {
         mut headers: HeaderMap,
         body: Bytes,
     ) -> Result<Answer> {
-        let mut url = format!("{}/{path}", self.endpoint);
-        if let Credential::Sas(sas) = &self.credential {
-            url.push(if url.contains('?') { '&' } else { '?' });
-            url.push_str(sas);
-        }
+        let Shared {
+            http,
+            base,
+            credential,
+        } = &*self.shared;
+        let with_sas;
+        let path = match credential {
+            Credential::Sas(sas) => {
+                let glue = if path.contains('?') { '&' } else { '?' };
+                with_sas = format!("{path}{glue}{sas}");
+                &with_sas
+            }
+            _ => path,
+        };
+        let url = (base.join(path)).map_err(|e| Error::Invalid(format!("{path}: {e}")))?;
         let date = httpdate::fmt_http_date(SystemTime::now());
         headers.insert("x-ms-date", HeaderValue::from_str(&date).expect("a date"));
         headers.insert("x-ms-version", HeaderValue::from_static(VERSION));
         headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(body.len()));
-        if let Credential::Key(account, key) = &self.credential {
-            let uri: http::Uri = url
-                .parse()
+        if let Credential::Key(account, key) = credential {
+            let uri: http::Uri = (url.as_str().parse())
                 .map_err(|e| Error::Invalid(format!("{url}: {e}")))?;
             let signed = Signed {
                 method: &method,
@@ -287,27 +308,20 @@ impl Client {
                 HeaderValue::from_str(&authorization).expect("base64"),
             );
         }
-        let attempt = || {
-            (self.http.request(method.clone(), &url))
-                .headers(headers.clone())
-                .body(body.clone())
-                .send()
-        };
-        let response = match attempt().await {
-            // A kept connection the server closed as the request went out (no answer came): a
-            // read changes nothing, so it is sent once more, on another connection. One that
-            // timed out is not: it already took its time.
-            Err(e)
-                if matches!(method, Method::GET | Method::HEAD)
-                    && e.is_request()
-                    && !e.is_timeout() =>
-            {
-                attempt().await?
+        let read = matches!(method, Method::GET | Method::HEAD);
+        let request = http.request(method, url).headers(headers).body(body).build()?;
+        // A kept connection the server closed as the request went out (no answer came): a read
+        // changes nothing, so it is sent once more, on another connection. One that timed out
+        // is not: it already took its time. (A copy is kept for that, of a read only.)
+        let again = read.then(|| request.try_clone()).flatten();
+        let mut response = match (http.execute(request).await, again) {
+            (Err(e), Some(again)) if e.is_request() && !e.is_timeout() => {
+                http.execute(again).await?
             }
-            sent => sent?,
+            (sent, _) => sent?,
         };
         let status = response.status();
-        let headers = response.headers().clone();
+        let headers = std::mem::take(response.headers_mut());
         let body = response.bytes().await?;
         if status.as_u16() >= 300 {
             let code = (headers.get("x-ms-error-code"))
