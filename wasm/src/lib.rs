@@ -31,8 +31,7 @@ mod tables;
 use bytes::Bytes;
 use futures_util::TryStreamExt;
 use http_body::{Body, SizeHint};
-use ifmatch_azure::{Accounts, answer_whole};
-use ifmatch_azure::{ClientIp, Https};
+use ifmatch_azure::{Accounts, Client, answer_whole};
 use ifmatch_blob::{DEFAULT_MAX_BODY, Front, ResponseBody};
 use ifmatch_core::FramePoll;
 use wasm_bindgen::JsCast;
@@ -166,18 +165,10 @@ async fn fetch(
         .headers()
         .get(http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse().ok());
-    let mut request = request.map(|body| KnownLength { body, length });
-    // Cloudflare names the client's address; a SAS may name the addresses it allows.
-    let client =
-        (request.headers().get("cf-connecting-ip")).and_then(|v| v.to_str().ok()?.parse().ok());
-    if let Some(ip) = client {
-        request.extensions_mut().insert(ClientIp(ip));
-    }
-    if request.uri().scheme_str() == Some("https") {
-        request.extensions_mut().insert(Https);
-    }
+    let request = request.map(|body| KnownLength { body, length });
+    let client = client_of(&request);
     let writes = !matches!(*request.method(), http::Method::GET | http::Method::HEAD);
-    let response = front.handle(request).await;
+    let (response, _) = Front::handle_by(&front, request, client).await;
     // The change feed's publisher, after the answer: a Worker has no timer of its own (the
     // cron trigger publishes what these leave).
     if writes && response.status().is_success() {
@@ -299,7 +290,8 @@ async fn cosmos(request: HttpRequest, given: Given<'_>) -> worker::Result<worker
     if let Some(name) = given.unreadable {
         return whole(service.unreadable_header(name));
     }
-    whole(answer_whole(&service, request).await)
+    let client = client_of(&request);
+    whole(answer_whole(&service, request, client).await.0)
 }
 
 /// The Queue service's answer: `ifmatch-queue`'s, over the tables' Durable Objects (a queue's
@@ -312,27 +304,35 @@ async fn queues(request: HttpRequest, given: Given<'_>) -> worker::Result<worker
     let service = ifmatch_queue::Endpoint::new(given.tables()?, WorkersEnv)
         .with_serving(given.serving())
         .with_mount(mount);
-    let parts = client_parts(request);
-    if let Some(name) = given.unreadable {
-        return whole(service.unreadable_header(&parts.0, name));
-    }
-    let request = HttpRequest::from_parts(parts.0, parts.1);
-    whole(answer_whole(&service, request).await)
+    let refused = |parts: &_, name: &_| service.unreadable_header(parts, name);
+    read_whole(&service, request, given.unreadable, refused).await
 }
 
-/// `request`'s parts with what the platform says of its client: its address
-/// (`cf-connecting-ip`, which a SAS may restrict) and whether it came over HTTPS.
-fn client_parts(request: HttpRequest) -> (http::request::Parts, worker::Body) {
-    let (mut parts, body) = request.into_parts();
-    let client =
-        (parts.headers.get("cf-connecting-ip")).and_then(|v| v.to_str().ok()?.parse().ok());
-    if let Some(ip) = client {
-        parts.extensions.insert(ClientIp(ip));
+/// The answer of `service` (a dialect that reads bodies whole) to `request`, or, when the
+/// platform passed a header named `unreadable` that `http` cannot hold, `refused` of its head.
+async fn read_whole<E: ifmatch_azure::WholeBody>(
+    service: &E,
+    request: HttpRequest,
+    unreadable: Option<&str>,
+    refused: impl FnOnce(&http::request::Parts, &str) -> ifmatch_azure::Answer,
+) -> worker::Result<worker::Response> {
+    let client = client_of(&request);
+    if let Some(name) = unreadable {
+        let (parts, _) = request.into_parts();
+        return whole(refused(&parts, name));
     }
-    if parts.uri.scheme_str() == Some("https") {
-        parts.extensions.insert(Https);
+    whole(answer_whole(service, request, client).await.0)
+}
+
+/// What the platform says of a request's client: its address (`cf-connecting-ip`, which a
+/// SAS may restrict) and whether it came over HTTPS.
+fn client_of<B>(request: &http::Request<B>) -> Client {
+    let ip =
+        (request.headers().get("cf-connecting-ip")).and_then(|v| v.to_str().ok()?.parse().ok());
+    Client {
+        ip,
+        https: request.uri().scheme_str() == Some("https"),
     }
-    (parts, body)
 }
 
 /// The Table service's answer: `ifmatch-table`'s, over the tables' Durable Objects.
@@ -344,12 +344,8 @@ async fn tables(request: HttpRequest, given: Given<'_>) -> worker::Result<worker
         } else {
             ""
         });
-    let (parts, body) = client_parts(request);
-    if let Some(name) = given.unreadable {
-        return whole(service.unreadable_header(&parts, name));
-    }
-    let request = HttpRequest::from_parts(parts, body);
-    whole(answer_whole(&service, request).await)
+    let refused = |parts: &_, name: &_| service.unreadable_header(parts, name);
+    read_whole(&service, request, given.unreadable, refused).await
 }
 
 /// `raw` as `http` can hold it, and the name of the first header it could not, if any: a

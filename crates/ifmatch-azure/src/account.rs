@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::error_code::CommonCode;
 use crate::identity::Identity;
-use crate::request::{Https, host, split_once_ascii};
+use crate::request::{host, split_once_ascii};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 
@@ -270,10 +270,15 @@ pub enum Style {
 impl Style {
     /// The root of `account` as the request `parts` named it, without a closing `/`:
     /// `{scheme}://{host}{mount}`, and `/{account}` after it when named in the path. The
-    /// scheme is `https` when the host marked the request so ([`Https`]).
-    pub fn root(self, parts: &http::request::Parts, mount: &str, account: &Account) -> String {
-        let secure = parts.extensions.get::<Https>().is_some();
-        let scheme = if secure { "https" } else { "http" };
+    /// scheme is `https` when the request came over HTTPS (`https`).
+    pub fn root(
+        self,
+        parts: &http::request::Parts,
+        https: bool,
+        mount: &str,
+        account: &Account,
+    ) -> String {
+        let scheme = if https { "https" } else { "http" };
         let host = host(parts).unwrap_or("");
         match self {
             Self::Host => format!("{scheme}://{host}{mount}"),

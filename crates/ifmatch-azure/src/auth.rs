@@ -28,7 +28,7 @@ use crate::identity::Access;
 /// How far a Shared Key request's date may be from the server's clock.
 pub const MAX_SKEW: Duration = Duration::from_secs(15 * 60);
 
-use crate::request::{ClientIp, Https};
+use crate::request::Client;
 
 /// What a request's credentials allow: `G` is what a shared access signature grants (each
 /// service has its own [`Grant`] scope).
@@ -142,16 +142,20 @@ pub struct Signed<'a> {
 }
 
 impl<'a> Signed<'a> {
-    /// What authentication reads of the request `parts` that addresses `container` and `blob`
-    /// (empty where it addresses none): the client's address and the scheme are the
-    /// extensions its host set ([`ClientIp`], [`Https`]).
-    pub fn of(parts: &'a http::request::Parts, container: &'a str, blob: &'a str) -> Self {
+    /// What authentication reads of the request `parts` from `client` that addresses
+    /// `container` and `blob` (empty where it addresses none).
+    pub fn of(
+        parts: &'a http::request::Parts,
+        client: Client,
+        container: &'a str,
+        blob: &'a str,
+    ) -> Self {
         Self {
             method: &parts.method,
             uri: &parts.uri,
             headers: &parts.headers,
-            client: parts.extensions.get::<ClientIp>().map(|ip| ip.0),
-            https: parts.extensions.get::<Https>().is_some(),
+            client: client.ip,
+            https: client.https,
             container,
             blob,
         }

@@ -19,10 +19,14 @@ pub const X_MS_DATE: HeaderName = HeaderName::from_static("x-ms-date");
 /// `Content-MD5`, which `http` names no constant for.
 pub const CONTENT_MD5: HeaderName = HeaderName::from_static("content-md5");
 
-/// The extension on every answer to a request whose operation could be read: Azure's name of
-/// it (`GetBlob`, `InsertEntity`), for metrics and logs.
+/// Azure's name of the operation a request asked (`GetBlob`, `InsertEntity`), for metrics and
+/// logs: what a dialect answers beside its answer ([`Named`]), when the request named one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OperationName(pub &'static str);
+
+/// An answer, and the name of the operation it answers when the request named one: beside the
+/// answer, not in its extensions (a map made for every answer; see [`crate::Client`]).
+pub type Named<A> = (A, Option<OperationName>);
 
 /// Stamps `answer` with what every answer of the services that read bodies whole carries: a
 /// request id (`env`'s), the dialect's version (the one `asked` names, if it names one of

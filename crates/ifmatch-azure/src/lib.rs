@@ -12,7 +12,8 @@
 //! | the host's clock and randomness | [`Env`], [`ManualEnv`] |
 //! | one instance's writes to a key, one at a time | [`Turns`] |
 //! | the compare-and-swap loop of every front | [`swap::Attempts`] |
-//! | the headers every answer carries | [`REQUEST_ID`], [`ERROR_CODE`], [`OperationName`] |
+//! | the headers every answer carries, and the operation's name beside it | [`REQUEST_ID`], [`ERROR_CODE`], [`OperationName`], [`Named`] |
+//! | what a host knows of a request's client | [`Client`] |
 //! | a request's body read whole, up to a dialect's limit, for every host | [`WholeBody`], [`answer_whole`] |
 //!
 //! ```
@@ -53,9 +54,9 @@ pub use env::SystemEnv;
 pub use env::{Env, ManualEnv};
 pub use error_code::{CommonCode, is_xml_text, xml_error_body, xml_escape};
 pub use headers::{
-    CONTENT_MD5, ERROR_CODE, MS_VERSION, OperationName, REQUEST_ID, X_MS_DATE, stamp,
+    CONTENT_MD5, ERROR_CODE, MS_VERSION, Named, OperationName, REQUEST_ID, X_MS_DATE, stamp,
 };
-pub use request::{ClientIp, Https, host, split_once_ascii};
+pub use request::{Client, host, split_once_ascii};
 pub use serving::Serving;
 pub use turns::Turns;
 pub use whole_body::{Answer, WholeBody, answer_whole};

@@ -1,16 +1,21 @@
-//! What a host tells the dialects of a request beyond its method, URI and headers, as request
-//! extensions (the client's address, whether it came over HTTPS), and the host it names.
+//! What a host tells the dialects of a request beyond its method, URI and headers (its
+//! [`Client`]), and the host it names.
 
 use std::net::IpAddr;
 
-/// The client's address, when the host knows it: a request extension, for SAS `sip`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ClientIp(pub IpAddr);
-
-/// Whether the request came over HTTPS: a request extension, for SAS `spr=https`. Absent
-/// means plain HTTP.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Https;
+/// What a host knows of a request's client that the request does not say, handed to a dialect
+/// beside the request (not in its extensions: a map made for every request, with the answer's
+/// 5% of a 304's instructions and 6 of its 19 allocations). The default, a client the host
+/// knows nothing of, meets no condition on either.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Client {
+    /// Its address, when the host knows it: for the address range a shared access signature
+    /// names (`sip`).
+    pub ip: Option<IpAddr>,
+    /// Whether it came over HTTPS: for a signature's `spr=https`, and the scheme of the URLs
+    /// answers name.
+    pub https: bool,
+}
 
 /// The host a request names: its `Host` header, else its URI's authority.
 pub fn host(parts: &http::request::Parts) -> Option<&str> {

@@ -10,6 +10,8 @@ use http::{Request, Response};
 use http_body::Body;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 
+use crate::{Client, Named};
+
 /// The answer of an endpoint that reads bodies whole: its body is whole too.
 pub type Answer = Response<Bytes>;
 
@@ -18,8 +20,14 @@ pub trait WholeBody {
     /// The longest body it takes.
     const MAX_BODY: usize;
 
-    /// Its answer to a request whose body was read whole.
-    fn answer(&self, parts: &Parts, body: &[u8]) -> impl Future<Output = Answer>;
+    /// Its answer to a request from `client` whose body was read whole, and the operation's
+    /// name when the request named one.
+    fn answer(
+        &self,
+        parts: &Parts,
+        client: Client,
+        body: &[u8],
+    ) -> impl Future<Output = Named<Answer>>;
 
     /// Its answer to a request whose body is longer than [`WholeBody::MAX_BODY`].
     fn too_large(&self, parts: &Parts) -> Answer;
@@ -29,8 +37,9 @@ pub trait WholeBody {
     fn cut(&self, parts: &Parts) -> Answer;
 }
 
-/// `endpoint`'s answer to `request`, its body read whole first, up to the endpoint's limit.
-pub async fn answer_whole<E, B>(endpoint: &E, request: Request<B>) -> Answer
+/// `endpoint`'s answer to `request` from `client`, its body read whole first, up to the
+/// endpoint's limit, and the operation's name when the request named one.
+pub async fn answer_whole<E, B>(endpoint: &E, request: Request<B>, client: Client) -> Named<Answer>
 where
     E: WholeBody,
     B: Body,
@@ -38,11 +47,11 @@ where
 {
     let (parts, body) = request.into_parts();
     match Limited::new(body, E::MAX_BODY).collect().await {
-        Ok(body) => endpoint.answer(&parts, &body.to_bytes()).await,
-        Err(error) if error.is::<LengthLimitError>() => endpoint.too_large(&parts),
+        Ok(body) => endpoint.answer(&parts, client, &body.to_bytes()).await,
+        Err(error) if error.is::<LengthLimitError>() => (endpoint.too_large(&parts), None),
         Err(error) => {
             tracing::debug!(%error, "reading a request's body");
-            endpoint.cut(&parts)
+            (endpoint.cut(&parts), None)
         }
     }
 }

@@ -290,8 +290,8 @@ impl Client {
         headers.insert("x-ms-version", HeaderValue::from_static(VERSION));
         headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(body.len()));
         if let Credential::Key(account, key) = credential {
-            let uri: http::Uri = (url.as_str().parse())
-                .map_err(|e| Error::Invalid(format!("{url}: {e}")))?;
+            let uri: http::Uri =
+                (url.as_str().parse()).map_err(|e| Error::Invalid(format!("{url}: {e}")))?;
             let signed = Signed {
                 method: &method,
                 uri: &uri,
@@ -309,7 +309,11 @@ impl Client {
             );
         }
         let read = matches!(method, Method::GET | Method::HEAD);
-        let request = http.request(method, url).headers(headers).body(body).build()?;
+        let request = http
+            .request(method, url)
+            .headers(headers)
+            .body(body)
+            .build()?;
         // A kept connection the server closed as the request went out (no answer came): a read
         // changes nothing, so it is sent once more, on another connection. One that timed out
         // is not: it already took its time. (A copy is kept for that, of a read only.)

@@ -54,8 +54,14 @@ pub struct Endpoint<T, E> {
 impl<T: Tables + Clone, E: Env> ifmatch_azure::WholeBody for Endpoint<T, E> {
     const MAX_BODY: usize = MAX_BODY;
 
-    async fn answer(&self, parts: &http::request::Parts, body: &[u8]) -> Answer {
-        self.handle(parts, body).await
+    /// No operation named: the Cosmos endpoint's are counted as one (`Unknown`).
+    async fn answer(
+        &self,
+        parts: &http::request::Parts,
+        _: ifmatch_azure::Client,
+        body: &[u8],
+    ) -> ifmatch_azure::Named<Answer> {
+        (self.handle(parts, body).await, None)
     }
 
     /// 413 `RequestEntityTooLarge`: the body is over [`MAX_BODY`].

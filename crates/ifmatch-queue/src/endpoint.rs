@@ -10,7 +10,7 @@ use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use ifmatch_azure::auth::{QueryPairs, Signed, StoredPolicy, failed};
 use ifmatch_azure::cors::{self, Cors};
 use ifmatch_azure::inflight::Refused;
-use ifmatch_azure::{Account, Answer, Env, OperationName, Serving, Style};
+use ifmatch_azure::{Account, Answer, Client, Env, Named, OperationName, Serving, Style};
 use ifmatch_table::{Base, Scoped, Tables};
 
 use crate::failure::{ErrorCode, Failure, Result};
@@ -33,8 +33,13 @@ impl<T: Tables + Clone, E: Env> ifmatch_azure::WholeBody for Endpoint<T, E> {
     /// The largest request body taken: a message of 64 KiB, escaped, with room.
     const MAX_BODY: usize = 1 << 20;
 
-    async fn answer(&self, parts: &http::request::Parts, body: &[u8]) -> Answer {
-        self.handle(parts, body).await
+    async fn answer(
+        &self,
+        parts: &http::request::Parts,
+        client: Client,
+        body: &[u8],
+    ) -> Named<Answer> {
+        self.handle(parts, client, body).await
     }
 
     /// 413 `RequestBodyTooLarge`.
@@ -106,8 +111,14 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         self
     }
 
-    /// Answers a request whose body was read whole (at most `MAX_BODY`).
-    pub async fn handle(&self, parts: &http::request::Parts, body: &[u8]) -> Answer {
+    /// Answers a request from `client` whose body was read whole (at most `MAX_BODY`), and
+    /// names its operation.
+    pub async fn handle(
+        &self,
+        parts: &http::request::Parts,
+        client: Client,
+        body: &[u8],
+    ) -> Named<Answer> {
         if parts.method == Method::OPTIONS {
             let answer = match self.preflight(parts).await {
                 Ok(headers) => {
@@ -117,18 +128,19 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
                 }
                 Err(failure) => failure.answer(false),
             };
-            let mut answer = self.stamped(answer, parts);
-            answer.extensions_mut().insert(OperationName("Preflight"));
-            return answer;
+            return (
+                self.stamped(answer, parts),
+                Some(OperationName("Preflight")),
+            );
         }
-        let mut answer = self.operation(parts, body).await;
+        let (mut answer, name) = self.operation(parts, client, body).await;
         if parts.headers.contains_key(header::ORIGIN) {
             // A browser's request: the service's CORS rules add what it may read.
             if let Ok(cors) = self.cors(parts).await {
                 cors.decorate(&parts.method, &parts.headers, answer.headers_mut());
             }
         }
-        answer
+        (answer, name)
     }
 
     /// A browser's preflight, answered from the service's CORS rules without credentials.
@@ -171,10 +183,15 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         )
     }
 
-    async fn operation(&self, parts: &http::request::Parts, body: &[u8]) -> Answer {
+    async fn operation(
+        &self,
+        parts: &http::request::Parts,
+        client: Client,
+        body: &[u8],
+    ) -> Named<Answer> {
         let head = parts.method == Method::HEAD;
         let mut name = "Unknown";
-        let answer = match self.dispatch(parts, body, &mut name).await {
+        let answer = match self.dispatch(parts, client, body, &mut name).await {
             Ok(done) => {
                 let mut answer = http::Response::new(match (&done.xml, head) {
                     (Some(xml), false) => Bytes::from(xml.clone()),
@@ -192,9 +209,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
             }
             Err(failure) => failure.answer(head),
         };
-        let mut answer = self.stamped(answer, parts);
-        answer.extensions_mut().insert(OperationName(name));
-        answer
+        (self.stamped(answer, parts), Some(OperationName(name)))
     }
 
     /// The answer to a request a host could not read: a header named `name` that is no HTTP
@@ -210,6 +225,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
     async fn dispatch(
         &self,
         parts: &http::request::Parts,
+        client: Client,
         body: &[u8],
         name: &mut &'static str,
     ) -> Result<Done> {
@@ -217,7 +233,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         let (account, below, style) = self.locate(parts)?;
         let target = Target::parse(&parts.method, below, parts.uri.query())?;
         *name = target.operation.name();
-        let signed = Signed::of(parts, &target.queue, "");
+        let signed = Signed::of(parts, client, &target.queue, "");
         let tables = self.scoped(account);
         let policy = self
             .stored_policy(&tables, &target.queue, &parts.uri)
@@ -237,7 +253,8 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
             };
             Failure::shared(code, refused.to_string())
         })?;
-        let endpoint = format!("{}/", style.root(parts, &self.base.mount, account));
+        let root = style.root(parts, client.https, &self.base.mount, account);
+        let endpoint = format!("{root}/");
         let asked = Asked {
             tables: &tables,
             queue: &target.queue,

@@ -2,10 +2,11 @@
 //! in `/metrics` (the operation, the status, the latency until the answer's head, the bytes)
 //! and, when asked, its line in the access log.
 //!
-//! A layer over a connection's service: the operation is the name the answer carries in its
-//! [`OperationName`] extension (Azure's, for the blob front; the method, for the proxy), and
-//! `Unknown` when it carries none.
+//! A layer over a connection's service, which answers each request with the name of its
+//! operation beside it ([`Named`]: Azure's, for the dialects; the method, for the proxy), or
+//! none (`Unknown`).
 
+use std::convert::Infallible;
 use std::future::Future;
 use std::net::IpAddr;
 use std::pin::Pin;
@@ -15,7 +16,7 @@ use std::time::Instant;
 
 use http::{Method, Request, Response};
 use http_body::Body;
-use ifmatch_azure::{OperationName, REQUEST_ID};
+use ifmatch_azure::{Named, OperationName, REQUEST_ID};
 use pin_project_lite::pin_project;
 
 use crate::metrics::{self, Metrics, Seen};
@@ -51,10 +52,11 @@ impl ObserveLayer {
         }
     }
 
-    /// `inner`, the service of a connection from `client`, observed.
-    pub(crate) fn layer<S>(&self, inner: S, client: IpAddr) -> Observe<S> {
+    /// The service of a connection from `client`: each request answered by `answer` (with
+    /// its operation's name beside the answer), and observed.
+    pub(crate) fn layer<F>(&self, answer: F, client: IpAddr) -> Observe<F> {
         Observe {
-            inner,
+            answer,
             layer: self.clone(),
             client,
         }
@@ -63,20 +65,21 @@ impl ObserveLayer {
 
 /// A connection's service, observed (see [`ObserveLayer`]).
 #[derive(Debug, Clone)]
-pub(crate) struct Observe<S> {
-    inner: S,
+pub(crate) struct Observe<F> {
+    answer: F,
     layer: ObserveLayer,
     client: IpAddr,
 }
 
-impl<S, B, ReqBody> hyper::service::Service<Request<ReqBody>> for Observe<S>
+impl<F, A, B, ReqBody> hyper::service::Service<Request<ReqBody>> for Observe<F>
 where
-    S: hyper::service::Service<Request<ReqBody>, Response = Response<B>>,
+    F: Fn(Request<ReqBody>) -> A,
+    A: Future<Output = Named<Response<B>>>,
     B: Body,
 {
     type Response = Response<B>;
-    type Error = S::Error;
-    type Future = Observed<S::Future>;
+    type Error = Infallible;
+    type Future = Observed<A>;
 
     fn call(&self, request: Request<ReqBody>) -> Self::Future {
         let headers = request.headers();
@@ -90,7 +93,7 @@ where
             bytes_in: metrics::declared_length(headers),
         };
         Observed {
-            future: self.inner.call(request),
+            future: (self.answer)(request),
             seen: Some(seen),
         }
     }
@@ -109,8 +112,8 @@ struct Pending {
 }
 
 impl Pending {
-    fn record<B: Body>(self, answer: &Response<B>) {
-        let operation = answer.extensions().get::<OperationName>().map(|o| o.0);
+    fn record<B: Body>(self, answer: &Response<B>, operation: Option<OperationName>) {
+        let operation = operation.map(|o| o.0);
         let seen = Seen {
             client: self.client,
             method: &self.method,
@@ -138,19 +141,19 @@ pin_project! {
     }
 }
 
-impl<F, B, E> Future for Observed<F>
+impl<F, B> Future for Observed<F>
 where
-    F: Future<Output = Result<Response<B>, E>>,
+    F: Future<Output = Named<Response<B>>>,
     B: Body,
 {
-    type Output = Result<Response<B>, E>;
+    type Output = Result<Response<B>, Infallible>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        let answer = std::task::ready!(this.future.poll(cx));
-        if let (Ok(answer), Some(seen)) = (&answer, this.seen.take()) {
-            seen.record(answer);
+        let (answer, operation) = std::task::ready!(this.future.poll(cx));
+        if let Some(seen) = this.seen.take() {
+            seen.record(&answer, operation);
         }
-        Poll::Ready(answer)
+        Poll::Ready(Ok(answer))
     }
 }

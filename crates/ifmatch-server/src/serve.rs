@@ -4,7 +4,6 @@
 //! behind the same guards (`guards/`), observed the same way (`observe.rs`). Stopping stops
 //! them all.
 
-use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -13,12 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::FutureExt;
 use http::Method;
 use http_body_util::Full;
-use hyper::service::service_fn;
-use ifmatch_azure::{Answer, Env, WholeBody, answer_whole};
-use ifmatch_azure::{ClientIp, Https};
+use ifmatch_azure::{Answer, Client, Env, Named, WholeBody, answer_whole};
 use ifmatch_blob::ErrorCode;
 use ifmatch_blob::{Front, Objects, Records};
 use tokio::net::TcpListener;
@@ -233,12 +229,17 @@ where
 macro_rules! serve_whole {
     ($listening:expr, $stop:expr, $service:expr) => {{
         let service = $service;
-        tokio::spawn($listening.serve($stop, move |client, observe| {
-            observed(observe, client, service.clone(), |service, request| {
-                Box::pin(whole(service.clone(), request, |s, r| {
-                    tokio::spawn(async move { answer_whole(&*s, r).await })
-                }))
-            })
+        tokio::spawn($listening.serve($stop, move |peer, observe| {
+            observed(
+                observe,
+                peer,
+                service.clone(),
+                |service, request, client| {
+                    Box::pin(whole(service.clone(), request, client, |s, r, c| {
+                        tokio::spawn(async move { answer_whole(&*s, r, c).await })
+                    }))
+                },
+            )
         }))
     }};
 }
@@ -407,38 +408,34 @@ impl Listening {
     }
 }
 
-/// The service of the connection of `client`: each request marked with its client's address
-/// (for the address range a shared access signature may name), answered by `answer` with
-/// `state`, and observed.
-/// A client: its address, and whether it came over HTTPS.
+/// A client connection: its address, and whether it came over HTTPS.
 #[derive(Debug, Clone, Copy)]
 struct Peer {
     address: SocketAddr,
     https: bool,
 }
 
+/// The service of the connection of `peer`: each request answered by `answer` with `state`,
+/// given what the server knows of its client (for the address range a shared access signature
+/// may name, and its scheme), and observed.
 fn observed<T, F, B>(
     observe: &ObserveLayer,
-    client: Peer,
+    peer: Peer,
     state: Arc<T>,
     answer: F,
 ) -> impl accept::ConnectionService<ResponseBody = B> + use<T, F, B>
 where
     T: Send + Sync + 'static,
-    F: Fn(&Arc<T>, http::Request<RequestBody>) -> Reply<B> + Clone + Send + Sync + 'static,
+    F: Fn(&Arc<T>, http::Request<RequestBody>, Client) -> Reply<B> + Clone + Send + Sync + 'static,
     B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let service = service_fn(move |mut request: http::Request<RequestBody>| {
-        request
-            .extensions_mut()
-            .insert(ClientIp(client.address.ip()));
-        if client.https {
-            request.extensions_mut().insert(Https);
-        }
-        answer(&state, request).map(Ok::<_, Infallible>)
-    });
-    observe.layer(service, client.address.ip())
+    let client = Client {
+        ip: Some(peer.address.ip()),
+        https: peer.https,
+    };
+    let service = move |request: http::Request<RequestBody>| answer(&state, request, client);
+    observe.layer(service, peer.address.ip())
 }
 
 /// A front's answer on its way, boxed where it is made: a front's future may hold the state of
@@ -448,8 +445,8 @@ where
 /// request in flight) would otherwise move all of it on every request (the figures:
 /// docs/figures.md). Boxed by the front's own call, not around it: a future that awaits another
 /// keeps the request it was given beside the one it gave. The proxy's future, 1 KiB, is not
-/// boxed.
-type Reply<B> = Pin<Box<dyn Future<Output = http::Response<B>> + Send>>;
+/// boxed. It names the operation beside the answer, for the observer.
+type Reply<B> = Pin<Box<dyn Future<Output = Named<http::Response<B>>> + Send>>;
 
 /// The answer of the Table service or the Cosmos endpoint, its body read whole first (up to
 /// the endpoint's limit). A change runs to its end in a task of its own, which `spawn`
@@ -459,19 +456,21 @@ type Reply<B> = Pin<Box<dyn Future<Output = http::Response<B>> + Send>>;
 async fn whole<E: WholeBody>(
     endpoint: Arc<E>,
     request: http::Request<RequestBody>,
-    spawn: impl FnOnce(Arc<E>, http::Request<RequestBody>) -> JoinHandle<Answer>,
-) -> http::Response<Full<Bytes>> {
-    if matches!(*request.method(), Method::GET | Method::HEAD) {
-        return answer_whole(&*endpoint, request).await.map(Full::new);
-    }
-    match spawn(endpoint, request).await {
-        Ok(answer) => answer.map(Full::new),
-        Err(_) => {
-            let mut answer = http::Response::new(Full::default());
-            *answer.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
-            answer
-        }
-    }
+    client: Client,
+    spawn: impl FnOnce(Arc<E>, http::Request<RequestBody>, Client) -> JoinHandle<Named<Answer>>,
+) -> Named<http::Response<Full<Bytes>>> {
+    let (answer, operation) = match *request.method() {
+        Method::GET | Method::HEAD => answer_whole(&*endpoint, request, client).await,
+        _ => match spawn(endpoint, request, client).await {
+            Ok(named) => named,
+            Err(_) => {
+                let mut answer = http::Response::new(Bytes::new());
+                *answer.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
+                (answer, None)
+            }
+        },
+    };
+    (answer.map(Full::new), operation)
 }
 
 /// The blob front as one serving thread has it: the changes its runtime runs are tracked, so
@@ -486,10 +485,11 @@ impl<R: Records, O: Objects, E: Env> ThreadFront<R, O, E> {
     fn handle(
         self: &Arc<Self>,
         request: http::Request<RequestBody>,
+        client: Client,
     ) -> Reply<ifmatch_blob::ResponseBody<O::Reader>> {
         let front = self.front.clone();
         if matches!(*request.method(), Method::GET | Method::HEAD) {
-            return Box::pin(Front::handle_by(front, request));
+            return Box::pin(Front::handle_by(front, request, client));
         }
         // A body the front refuses unread comes back, to be read while the answer goes (see
         // `drain`).
@@ -499,11 +499,11 @@ impl<R: Records, O: Objects, E: Env> ThreadFront<R, O, E> {
         // A change runs to its end in a task of its own even if the client goes away (and
         // hyper drops this future): a staged object is then committed or discarded, never
         // left behind.
-        let change = self.changes.spawn(Front::handle_by(front.clone(), request));
+        let change = (self.changes).spawn(Front::handle_by(front.clone(), request, client));
         Box::pin(async move {
             let answer = change
                 .await
-                .unwrap_or_else(|_| front.error(ErrorCode::InternalError));
+                .unwrap_or_else(|_| (front.error(ErrorCode::InternalError), None));
             // The answer goes at once; what is left of the body is read meanwhile.
             tokio::spawn(leftover.drain());
             answer

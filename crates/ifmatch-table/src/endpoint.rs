@@ -8,7 +8,7 @@ use std::time::SystemTime;
 
 use bytes::Bytes;
 use http::{Method, Response};
-use ifmatch_azure::{Env, OperationName, Serving, Style};
+use ifmatch_azure::{Client, Env, Named, OperationName, Serving, Style};
 
 use crate::auth::{self, Credential, Operation};
 use crate::base::Base;
@@ -32,8 +32,13 @@ impl<T: Tables + Clone, E: Env> ifmatch_azure::WholeBody for Endpoint<T, E> {
     /// The largest request body taken: a batch's 4 MiB of operations and its multipart framing.
     const MAX_BODY: usize = (4 << 20) + (64 << 10);
 
-    async fn answer(&self, parts: &http::request::Parts, body: &[u8]) -> Answer {
-        self.handle(parts, body).await
+    async fn answer(
+        &self,
+        parts: &http::request::Parts,
+        client: Client,
+        body: &[u8],
+    ) -> Named<Answer> {
+        self.handle(parts, client, body).await
     }
 
     /// 413 `RequestBodyTooLarge`: the body is over `MAX_BODY`.
@@ -74,14 +79,18 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
         self
     }
 
-    /// Answers a request whose body was read whole (at most `MAX_BODY`; see
-    /// [`Endpoint::too_large`] for one that was longer).
-    pub async fn handle(&self, parts: &http::request::Parts, body: &[u8]) -> Answer {
+    /// Answers a request from `client` whose body was read whole (at most `MAX_BODY`; see
+    /// [`Endpoint::too_large`] for one that was longer), and names its operation.
+    pub async fn handle(
+        &self,
+        parts: &http::request::Parts,
+        client: Client,
+        body: &[u8],
+    ) -> Named<Answer> {
         let now = self.base.env.now();
         let mut name = "Unknown";
-        let mut answer = self.dispatch(parts, body, now, &mut name).await;
-        answer.extensions_mut().insert(OperationName(name));
-        self.stamped(answer, parts)
+        let answer = self.dispatch(parts, client, body, now, &mut name).await;
+        (self.stamped(answer, parts), Some(OperationName(name)))
     }
 
     /// The answer to a request a host could not read: a header named `name` that is no HTTP
@@ -95,6 +104,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
     async fn dispatch(
         &self,
         parts: &http::request::Parts,
+        client: Client,
         body: &[u8],
         now: SystemTime,
         name: &mut &'static str,
@@ -118,7 +128,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
             (Style::Path, true) => None,
             (style, _) => Some(style),
         };
-        let signed = Signed::of(parts, "", "");
+        let signed = Signed::of(parts, client, "", "");
         let path = percent_encoding::percent_decode_str(below).decode_utf8_lossy();
         // What the request asks: its method, or the one a POST tunnels (signed as sent).
         let method = tunneled(&parts.method, &parts.headers);
@@ -139,9 +149,10 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
             form_urlencoded::parse(parts.uri.query().unwrap_or("").as_bytes())
                 .map(|(n, v)| (n.into_owned(), v.into_owned()))
                 .collect();
-        let base = style
-            .unwrap_or(Style::Host)
-            .root(parts, &self.base.mount, account);
+        let base =
+            style
+                .unwrap_or(Style::Host)
+                .root(parts, client.https, &self.base.mount, account);
         let asked = Asked {
             method: &method,
             path: &path,

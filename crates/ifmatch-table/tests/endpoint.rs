@@ -8,7 +8,7 @@ use bytes::Bytes;
 use http::{Request, Response};
 use ifmatch_azure::ManualEnv;
 use ifmatch_azure::auth;
-use ifmatch_azure::{Accounts, Serving};
+use ifmatch_azure::{Accounts, Client, Serving};
 use ifmatch_table::{Endpoint, MemoryTables};
 
 const KEY: &str = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
@@ -47,7 +47,10 @@ async fn send(
         request = request.header(*name, *value);
     }
     let (parts, ()) = request.body(()).unwrap().into_parts();
-    service.handle(&parts, body.as_bytes()).await
+    let (answer, _) = service
+        .handle(&parts, Client::default(), body.as_bytes())
+        .await;
+    answer
 }
 
 /// Create Table `name` through `uri` (`/{account}/Tables`), as `host`.

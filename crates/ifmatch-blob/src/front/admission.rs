@@ -11,10 +11,10 @@ use crate::error_code::ErrorCode;
 use crate::operation::{Operation, Target};
 use crate::record::PublicAccess;
 use crate::store::{Key, Objects, Records};
-use ifmatch_azure::Env;
 use ifmatch_azure::OperationName;
 use ifmatch_azure::auth::Signed;
 use ifmatch_azure::host;
+use ifmatch_azure::{Client, Env};
 
 /// The hosts a reverse proxy in front says the client named (`X-Forwarded-Host`, each proxy's
 /// in turn), which reach this server as its own.
@@ -26,13 +26,14 @@ pub(super) fn forwarded_hosts(parts: &http::request::Parts) -> impl Iterator<Ite
         .filter(|host| !host.is_empty())
 }
 
-/// The account's root URL as the request named it (List Containers names it).
+/// The account's root URL as the request from `client` named it (List Containers names it).
 pub(super) fn endpoint(
     parts: &http::request::Parts,
+    client: Client,
     account: &ifmatch_azure::Account,
     style: ifmatch_azure::Style,
 ) -> String {
-    format!("{}/", style.root(parts, "", account))
+    format!("{}/", style.root(parts, client.https, "", account))
 }
 
 /// A request its credentials admit: what it addresses, and the keys of its records.
@@ -54,6 +55,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     pub(super) async fn admit(
         &self,
         parts: &http::request::Parts,
+        client: Client,
         now: SystemTime,
         operation: &mut Option<OperationName>,
     ) -> Result<Admitted<'_>> {
@@ -61,7 +63,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let (account, path, style) = self.accounts.locate("blob", host(parts), uri.path())?;
         let target = Target::parse(method, path, uri.query())?;
         *operation = Some(OperationName(target.operation.name()));
-        let signed = Signed::of(parts, &target.container, &target.blob);
+        let signed = Signed::of(parts, client, &target.container, &target.blob);
         let delegator = self.delegator(account, uri).await?;
         let credential = auth::authenticate(account, signed, &delegator, now)?;
         let stored = self.accounts.stored(account, &target.container);

@@ -11,6 +11,7 @@ use crate::precondition;
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderValue};
 use http::{Method, Response, StatusCode, header};
+use ifmatch_azure::Client;
 use ifmatch_core::strong_etag;
 
 use super::answers::{answer, validator_headers, xml_answer};
@@ -99,6 +100,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     pub(super) async fn batch(
         &self,
         outer: &http::request::Parts,
+        client: Client,
         body: impl Incoming,
     ) -> Answered<O> {
         use http_body_util::BodyExt;
@@ -115,13 +117,11 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let mut answers = Vec::with_capacity(subrequests.len());
         for sub in subrequests {
             let (mut parts, ()) = sub.request.into_parts();
-            // The envelope's host (host-style accounts) and client address hold for each
-            // subrequest.
+            // The envelope's host (host-style accounts) and client hold for each subrequest.
             if let Some(host) = outer.headers.get(header::HOST) {
                 parts.headers.insert(header::HOST, host.clone());
             }
-            parts.extensions = outer.extensions.clone();
-            let answer = match self.subrequest(&parts).await {
+            let answer = match self.subrequest(&parts, client).await {
                 Ok(answer) => answer,
                 Err(failure) => error_answer(failure, false),
             };
@@ -147,9 +147,13 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     }
 
     /// One subrequest of a batch: admitted like any request, and a Delete Blob.
-    pub(super) async fn subrequest(&self, parts: &http::request::Parts) -> Answered<O> {
+    pub(super) async fn subrequest(
+        &self,
+        parts: &http::request::Parts,
+        client: Client,
+    ) -> Answered<O> {
         let now = self.env.now();
-        let admitted = self.admit(parts, now, &mut None).await?;
+        let admitted = self.admit(parts, client, now, &mut None).await?;
         if admitted.target.operation != Operation::DeleteBlob {
             return Err(Failure::with_detail(
                 ErrorCode::InvalidInput,

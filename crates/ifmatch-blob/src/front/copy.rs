@@ -56,7 +56,7 @@ use crate::record::Record;
 use crate::store::{Key, Objects, Records, StoreError};
 use crate::tags;
 use ifmatch_azure::Account;
-use ifmatch_azure::ClientIp;
+use ifmatch_azure::Client;
 use ifmatch_azure::Env;
 use ifmatch_azure::Style;
 use ifmatch_azure::auth::Signed;
@@ -105,6 +105,7 @@ pub(super) fn operation_name(headers: &HeaderMap) -> &'static str {
 /// Who asks for a copy: the request, the account it addressed, and its credentials.
 pub(super) struct Requester<'a> {
     pub(super) parts: &'a http::request::Parts,
+    pub(super) client: Client,
     pub(super) account: &'a Account,
     pub(super) credential: &'a Credential,
 }
@@ -528,7 +529,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 method: &Method::GET,
                 uri: &url,
                 headers: &no_headers,
-                client: from.parts.extensions.get::<ClientIp>().map(|ip| ip.0),
+                client: from.client.ip,
                 https: url.scheme_str() == Some("https"),
                 container: &target.container,
                 blob: &target.blob,

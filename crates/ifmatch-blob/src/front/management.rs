@@ -9,8 +9,8 @@
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{HeaderMap, Method, StatusCode};
+use ifmatch_azure::Client;
 use ifmatch_azure::Env;
-use ifmatch_azure::Https;
 use ifmatch_azure::identity::Access;
 use serde_json::Value;
 
@@ -63,10 +63,11 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     pub(super) async fn manage(
         &self,
         parts: &http::request::Parts,
+        client: Client,
         body: impl Incoming,
         route: Route,
     ) -> Answer<O::Reader> {
-        let managed = match self.managed(parts, body, route).await {
+        let managed = match self.managed(parts, client, body, route).await {
             Ok(managed) => managed,
             Err(error) => {
                 let mut answer = json_answer(error.code.status(), error.body());
@@ -87,6 +88,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     async fn managed(
         &self,
         parts: &http::request::Parts,
+        client: Client,
         body: impl Incoming,
         route: Route,
     ) -> Managed {
@@ -102,7 +104,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let (container, resource) = route.target?;
         let action = resource.action(&parts.method)?;
         let scope = format!("/blobServices/default/containers/{container}");
-        let access = self.management_access(parts, account)?;
+        let access = self.management_access(parts, client, account)?;
         if let Some(access) = &access
             && !access.allows(&[&action], &scope)
         {
@@ -232,6 +234,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     fn management_access(
         &self,
         parts: &http::request::Parts,
+        client: Client,
         account: &ifmatch_azure::Account,
     ) -> Result<Option<Access>, ArmError> {
         let Some(value) = parts.headers.get(header::AUTHORIZATION) else {
@@ -252,7 +255,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let invalid = |why: String| ArmError::new(ArmCode::InvalidAuthenticationToken, why);
         let identity = (account.identity())
             .ok_or_else(|| invalid("bearer tokens are not taken by this server".into()))?;
-        if parts.extensions.get::<Https>().is_none() {
+        if !client.https {
             return Err(invalid(
                 "a bearer token is taken over HTTPS only (ifmatch serve --https)".into(),
             ));

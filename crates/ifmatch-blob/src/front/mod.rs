@@ -17,7 +17,7 @@ use bytes::Bytes;
 use http::header::HeaderValue;
 use http::{Method, Request};
 use http_body::Body;
-use ifmatch_azure::{OperationName, REQUEST_ID};
+use ifmatch_azure::{Client, Named, OperationName, REQUEST_ID};
 
 use self::admission::endpoint;
 use self::answers::Answer;
@@ -78,23 +78,28 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         }
     }
 
-    /// Answers one request. Never fails: every error is an answer with its code.
-    pub fn handle<B>(&self, request: Request<B>) -> impl Future<Output = Answer<O::Reader>> + '_
+    /// Answers one request from a client the host knows nothing of (see [`Client`]). Never
+    /// fails: every error is an answer with its code.
+    pub async fn handle<B>(&self, request: Request<B>) -> Answer<O::Reader>
     where
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
     {
-        Self::handle_by(self, request)
+        Self::handle_by(self, request, Client::default()).await.0
     }
 
-    /// [`Front::handle`] through any pointer to the front (an `Arc` of it, for a future that
-    /// owns its front).
+    /// Answers one request from `client`, through any pointer to the front (an `Arc` of it, for
+    /// a future that owns its front), and names the operation it asked when it named one.
     ///
     /// Not an `async fn`: the request is split before the future is made, so that the future
     /// holds its head and body once, where an `async fn` would keep its argument beside what it
     /// is split into (and a host's block owning the front, beside this future): every request's
     /// future is moved and boxed whole.
-    pub fn handle_by<F, B>(front: F, request: Request<B>) -> impl Future<Output = Answer<O::Reader>>
+    pub fn handle_by<F, B>(
+        front: F,
+        request: Request<B>,
+        client: Client,
+    ) -> impl Future<Output = Named<Answer<O::Reader>>>
     where
         F: std::ops::Deref<Target = Self>,
         B: Body<Data = Bytes> + Send + 'static,
@@ -106,18 +111,18 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             let head = parts.method == Method::HEAD;
             let path = parts.uri.path();
             if let Some(route) = crate::management::Route::parse(path, parts.uri.query()) {
-                return front.stamped(Box::pin(front.manage(&parts, body, route)).await, None);
+                let answer = Box::pin(front.manage(&parts, client, body, route)).await;
+                return (front.stamped(answer, None), None);
             }
             let mut operation = None;
-            let answer = match front.dispatch(&parts, body, &mut operation).await {
+            let answer = match front.dispatch(&parts, client, body, &mut operation).await {
                 Ok(answer) => answer,
                 Err(failure) => error_answer(failure, head),
             };
-            let mut answer = front.stamped(answer, parts.headers.get(MS_VERSION));
-            if let Some(operation) = operation {
-                answer.extensions_mut().insert(operation);
-            }
-            answer
+            (
+                front.stamped(answer, parts.headers.get(MS_VERSION)),
+                operation,
+            )
         }
     }
 
@@ -146,6 +151,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     async fn dispatch(
         &self,
         parts: &http::request::Parts,
+        client: Client,
         body: impl Incoming,
         operation: &mut Option<OperationName>,
     ) -> Answered<O> {
@@ -157,11 +163,12 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             return Err(ErrorCode::RequestBodyTooLarge.into());
         }
         let now = self.env.now();
-        let admitted = Box::pin(self.admit(parts, now, operation)).await?;
+        let admitted = Box::pin(self.admit(parts, client, now, operation)).await?;
         let (account, credential) = (admitted.account, &admitted.credential);
         // Who asks, for a copy's source.
         let from = || copy::Requester {
             parts,
+            client,
             account,
             credential,
         };
@@ -188,7 +195,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             Operation::CreateContainer => Box::pin(self.create_container(container)).await,
             Operation::GetContainerAcl => Box::pin(self.container_acl(container)).await,
             Operation::SetContainerAcl => Box::pin(self.set_container_acl(container, body)).await,
-            Operation::SubmitBatch => Box::pin(self.batch(parts, body)).await,
+            Operation::SubmitBatch => Box::pin(self.batch(parts, client, body)).await,
             Operation::DeleteContainer => Box::pin(self.delete_container(container)).await,
             Operation::RestoreContainer => Box::pin(self.restore_container(container)).await,
             Operation::GetContainerProperties | Operation::GetContainerMetadata => {
@@ -233,7 +240,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             Operation::SnapshotBlob => Box::pin(self.snapshot_blob(blob)).await,
             Operation::LeaseBlob => Box::pin(self.lease(blob)).await,
             Operation::ListContainers(options) => {
-                let endpoint = endpoint(parts, account, admitted.style);
+                let endpoint = endpoint(parts, client, account, admitted.style);
                 Box::pin(self.list_containers(account, &endpoint, options, now)).await
             }
             Operation::GetBlobMetadata => Box::pin(self.blob_metadata(blob)).await,

@@ -37,7 +37,7 @@ use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName};
 use http::{Method, Request, Response, StatusCode, Uri};
 use http_body_util::{Either, Full};
-use ifmatch_azure::OperationName;
+use ifmatch_azure::{Named, OperationName};
 use ifmatch_cache::{CachedBody, SharedCache, SharedCacheHandle, SharedCacheLayer};
 use ifmatch_tower::{
     Conditional, ConditionalLayer, MemoryVersions, VersionStore, cache_markers::BypassSharedCache,
@@ -191,7 +191,7 @@ impl<V: VersionStore + Clone> Proxy<V> {
         &self,
         peer: &Arc<Peer>,
         request: Request<RequestBody>,
-    ) -> impl Future<Output = Response<ProxyResponseBody>> + Send + 'static + use<V> {
+    ) -> impl Future<Output = Named<Response<ProxyResponseBody>>> + Send + 'static + use<V> {
         let metrics = self.metrics.clone();
         let page = (self.serve_metrics && request.uri().path() == "/metrics")
             .then(|| crate::metrics::page_response(Some(metrics.render())).map(Either::Right));
@@ -213,7 +213,7 @@ impl<V: VersionStore + Clone> Proxy<V> {
         let echo = dialect::mark(&mut request);
         let answer = self.service.clone().oneshot(request);
         async move {
-            let mut response = match page {
+            let response = match page {
                 Some(page) => page,
                 None => {
                     let Ok(mut response) = answer.await;
@@ -226,8 +226,7 @@ impl<V: VersionStore + Clone> Proxy<V> {
                     response.map(Either::Left)
                 }
             };
-            response.extensions_mut().insert(operation);
-            response
+            (response, Some(operation))
         }
     }
 }
@@ -322,10 +321,7 @@ fn connection<V: VersionStore + Clone>(
     let observe = proxy.observe.clone();
     let proxy = proxy.clone();
     let peer = Arc::new(Peer::new(client, &proxy.trusted));
-    let service = hyper::service::service_fn(move |request| {
-        let answer = proxy.handle(&peer, request);
-        async move { Ok::<_, Infallible>(answer.await) }
-    });
+    let service = move |request| proxy.handle(&peer, request);
     observe.layer(service, client.ip())
 }
 
