@@ -6,6 +6,7 @@
 use std::time::SystemTime;
 
 use bytes::Bytes;
+use http::request::Parts;
 use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use ifmatch_azure::auth::{QueryPairs, Signed, StoredPolicy, failed};
 use ifmatch_azure::cors::{self, Cors};
@@ -33,13 +34,31 @@ impl<T: Tables + Clone, E: Env> ifmatch_azure::WholeBody for Endpoint<T, E> {
     /// The largest request body taken: a message of 64 KiB, escaped, with room.
     const MAX_BODY: usize = 1 << 20;
 
-    async fn answer(
-        &self,
-        parts: &http::request::Parts,
-        client: Client,
-        body: &[u8],
-    ) -> Named<Answer> {
-        self.handle(parts, client, body).await
+    /// Answers a request from `client` whose body was read whole (at most `MAX_BODY`), and
+    /// names its operation.
+    async fn answer(&self, parts: &Parts, client: Client, body: &[u8]) -> Named<Answer> {
+        if parts.method == Method::OPTIONS {
+            let answer = match self.preflight(parts).await {
+                Ok(headers) => {
+                    let mut answer = http::Response::new(Bytes::new());
+                    *answer.headers_mut() = headers;
+                    answer
+                }
+                Err(failure) => failure.answer(false),
+            };
+            return (
+                self.stamped(answer, parts),
+                Some(OperationName("Preflight")),
+            );
+        }
+        let (mut answer, name) = self.operation(parts, client, body).await;
+        if parts.headers.contains_key(header::ORIGIN) {
+            // A browser's request: the service's CORS rules add what it may read.
+            if let Ok(cors) = self.cors(parts).await {
+                cors.decorate(&parts.method, &parts.headers, answer.headers_mut());
+            }
+        }
+        (answer, name)
     }
 
     /// 413 `RequestBodyTooLarge`.
@@ -109,38 +128,6 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
     pub fn with_serving(mut self, serving: Serving) -> Self {
         self.base = self.base.with_serving(serving);
         self
-    }
-
-    /// Answers a request from `client` whose body was read whole (at most `MAX_BODY`), and
-    /// names its operation.
-    pub async fn handle(
-        &self,
-        parts: &http::request::Parts,
-        client: Client,
-        body: &[u8],
-    ) -> Named<Answer> {
-        if parts.method == Method::OPTIONS {
-            let answer = match self.preflight(parts).await {
-                Ok(headers) => {
-                    let mut answer = http::Response::new(Bytes::new());
-                    *answer.headers_mut() = headers;
-                    answer
-                }
-                Err(failure) => failure.answer(false),
-            };
-            return (
-                self.stamped(answer, parts),
-                Some(OperationName("Preflight")),
-            );
-        }
-        let (mut answer, name) = self.operation(parts, client, body).await;
-        if parts.headers.contains_key(header::ORIGIN) {
-            // A browser's request: the service's CORS rules add what it may read.
-            if let Ok(cors) = self.cors(parts).await {
-                cors.decorate(&parts.method, &parts.headers, answer.headers_mut());
-            }
-        }
-        (answer, name)
     }
 
     /// A browser's preflight, answered from the service's CORS rules without credentials.

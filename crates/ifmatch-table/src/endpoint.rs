@@ -7,6 +7,7 @@
 use std::time::SystemTime;
 
 use bytes::Bytes;
+use http::request::Parts;
 use http::{Method, Response};
 use ifmatch_azure::{Client, Env, Named, OperationName, Serving, Style};
 
@@ -32,13 +33,13 @@ impl<T: Tables + Clone, E: Env> ifmatch_azure::WholeBody for Endpoint<T, E> {
     /// The largest request body taken: a batch's 4 MiB of operations and its multipart framing.
     const MAX_BODY: usize = (4 << 20) + (64 << 10);
 
-    async fn answer(
-        &self,
-        parts: &http::request::Parts,
-        client: Client,
-        body: &[u8],
-    ) -> Named<Answer> {
-        self.handle(parts, client, body).await
+    /// Answers a request from `client` whose body was read whole (at most `MAX_BODY`; see
+    /// [`Endpoint::too_large`] for one that was longer), and names its operation.
+    async fn answer(&self, parts: &Parts, client: Client, body: &[u8]) -> Named<Answer> {
+        let now = self.base.env.now();
+        let mut name = "Unknown";
+        let answer = self.dispatch(parts, client, body, now, &mut name).await;
+        (self.stamped(answer, parts), Some(OperationName(name)))
     }
 
     /// 413 `RequestBodyTooLarge`: the body is over `MAX_BODY`.
@@ -77,20 +78,6 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
     pub fn with_mount(mut self, mount: &str) -> Self {
         self.base = self.base.with_mount(mount);
         self
-    }
-
-    /// Answers a request from `client` whose body was read whole (at most `MAX_BODY`; see
-    /// [`Endpoint::too_large`] for one that was longer), and names its operation.
-    pub async fn handle(
-        &self,
-        parts: &http::request::Parts,
-        client: Client,
-        body: &[u8],
-    ) -> Named<Answer> {
-        let now = self.base.env.now();
-        let mut name = "Unknown";
-        let answer = self.dispatch(parts, client, body, now, &mut name).await;
-        (self.stamped(answer, parts), Some(OperationName(name)))
     }
 
     /// The answer to a request a host could not read: a header named `name` that is no HTTP

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use http::{Request, Response};
 use ifmatch_azure::ManualEnv;
 use ifmatch_azure::auth;
-use ifmatch_azure::{Accounts, Client, Serving};
+use ifmatch_azure::{Accounts, Client, Serving, WholeBody};
 use ifmatch_table::{Endpoint, MemoryTables};
 
 const KEY: &str = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
@@ -48,7 +48,7 @@ async fn send(
     }
     let (parts, ()) = request.body(()).unwrap().into_parts();
     let (answer, _) = service
-        .handle(&parts, Client::default(), body.as_bytes())
+        .answer(&parts, Client::default(), body.as_bytes())
         .await;
     answer
 }
