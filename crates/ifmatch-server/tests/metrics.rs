@@ -142,3 +142,73 @@ ifmatch_cas_retries_total 0
     );
     assert!(stale["micros"].as_u64().is_some(), "{stale}");
 }
+
+/// The Table and Queue services name their operations beside their answers, as the blob front
+/// does: each a row of its own in `/metrics`, and `Preflight` for a browser's CORS question.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_table_and_queue_services_operations_are_rows_of_the_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let [blobs, tables, queues, metrics] = [(); 4].map(|()| free_port());
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ifmatch"))
+        .args(["serve", "--anonymous", "--cosmos-listen", "off"])
+        .args(["--listen", &format!("127.0.0.1:{blobs}")])
+        .args(["--table-listen", &format!("127.0.0.1:{tables}")])
+        .args(["--queue-listen", &format!("127.0.0.1:{queues}")])
+        .args(["--metrics-listen", &format!("127.0.0.1:{metrics}")])
+        .arg("--data")
+        .arg(dir.path().join("data"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    for port in [blobs, tables, queues, metrics] {
+        common::wait_for(port, "ifmatch");
+    }
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let status = |r: reqwest::Response| r.status().as_u16();
+    let table = format!("http://127.0.0.1:{tables}/devstoreaccount1/Tables");
+    let json = [("content-type", "application/json")];
+    let named = r#"{"TableName":"seen"}"#;
+    assert_eq!(status(send(&http, "POST", &table, &json, named).await), 201);
+    assert_eq!(status(send(&http, "POST", &table, &json, named).await), 409);
+    let queue = format!("http://127.0.0.1:{queues}/devstoreaccount1/seen");
+    assert_eq!(status(send(&http, "PUT", &queue, &[], "").await), 201);
+    let preflight = [
+        ("origin", "https://app.example"),
+        ("access-control-request-method", "PUT"),
+    ];
+    // No CORS rule: refused, and counted as what it was.
+    assert_eq!(
+        status(send(&http, "OPTIONS", &queue, &preflight, "").await),
+        403
+    );
+
+    let page = common::get(&http, &format!("http://127.0.0.1:{metrics}/metrics"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    for (name, value) in [
+        (
+            r#"ifmatch_requests_total{operation="CreateTable",status="201"}"#,
+            1.0,
+        ),
+        (
+            r#"ifmatch_requests_total{operation="CreateTable",status="409"}"#,
+            1.0,
+        ),
+        (
+            r#"ifmatch_requests_total{operation="CreateQueue",status="201"}"#,
+            1.0,
+        ),
+        (
+            r#"ifmatch_requests_total{operation="Preflight",status="403"}"#,
+            1.0,
+        ),
+    ] {
+        assert_eq!(sample(&page, name), Some(value), "{name}\n{page}");
+    }
+    assert!(!page.contains(r#"operation="Unknown""#), "{page}");
+    let _ = child.kill();
+    let _ = child.wait();
+}
