@@ -256,7 +256,7 @@ impl Identity {
     }
 
     /// This identity with its tokens' signatures checked by `signatures` (natively,
-    /// [`crate::signature::NativeSignatures`] already is).
+    /// `crate::signature::NativeSignatures`, feature `tokens`, already is).
     pub fn with_signatures(mut self, signatures: Arc<dyn Signatures>) -> Self {
         self.signatures = Some(signatures);
         self

@@ -1,9 +1,10 @@
 //! What the requests in flight may hold in memory together, for the dialects that read JSON
 //! bodies whole (the Table service, Cosmos DB).
 //!
-//! A request's body is at most a few MiB (its dialect's [`WholeBody::MAX_BODY`]
-//! (crate::WholeBody::MAX_BODY)), but what reading it as JSON builds is not in proportion to its bytes: each value of `[0,0,0,...]` is two bytes of
-//! text and a [`serde_json::Value`] of 80 (with the preserved property order), so a 2 MB body
+//! A request's body is at most a few MiB (its dialect's
+//! [`WholeBody::MAX_BODY`](crate::WholeBody::MAX_BODY)), but what reading it as JSON builds is
+//! not in proportion to its bytes: each value of `[0,0,0,...]` is two bytes of text and a
+//! [`serde_json::Value`] of 80 (with the preserved property order), so a 2 MB body
 //! of a million zeros, a query's parameter or a bulk body or a patch's value, is about 80 MB
 //! once read, and a few dozen at once would take the machine. So before a request is read, what
 //! reading it may build is [`weighed`](weight) from its bytes alone (one pass, no allocation),

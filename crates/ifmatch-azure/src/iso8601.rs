@@ -86,13 +86,13 @@ pub fn write(ticks: i64) -> String {
         .expect("every part of the form is in an OffsetDateTime")
 }
 
-/// The instant of a text [`write`] wrote (a snapshot's or a version's id), in ticks since the
+/// The instant of a text [`write()`] wrote (a snapshot's or a version's id), in ticks since the
 /// Unix epoch; `None` for any other text.
 pub fn read_written(text: &str) -> Option<i64> {
     read(text, WRITTEN, 7)
 }
 
-/// [`write`] of the instant `seconds` after the Unix epoch and `ticks` of 100 ns more.
+/// [`write()`] of the instant `seconds` after the Unix epoch and `ticks` of 100 ns more.
 pub fn write_seconds(seconds: i64, ticks: u32) -> String {
     write(
         seconds

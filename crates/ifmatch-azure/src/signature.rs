@@ -1,6 +1,7 @@
 //! A token's signature as the host's cryptography checks it: what is to be checked
 //! ([`Signed`]: the algorithm, the trusted key, the signed text, the signature) and who checks
-//! it ([`Signatures`]): `ring` natively ([`NativeSignatures`], feature `tokens`), WebCrypto on the Worker (which checks ahead, asynchronously, what
+//! it ([`Signatures`]): `ring` natively (`NativeSignatures`, feature `tokens`), WebCrypto on
+//! the Worker (which checks ahead, asynchronously, what
 //! [`Identity::signed`](crate::identity::Identity::signed) names). What a token claims is
 //! [`crate::token`]'s.
 
