@@ -149,7 +149,7 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
     }
 
     /// Answers a request whose body was read whole (at most [`MAX_BODY`]; see
-    /// [`Endpoint::too_large`] for one that was longer).
+    /// [`too_large`](ifmatch_azure::WholeBody::too_large) for one that was longer).
     pub async fn handle(&self, parts: &http::request::Parts, body: &[u8]) -> Answer {
         let answer = match self.dispatch(parts, body).await {
             Ok(answer) => answer,

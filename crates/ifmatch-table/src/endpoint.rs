@@ -34,7 +34,8 @@ impl<T: Tables + Clone, E: Env> ifmatch_azure::WholeBody for Endpoint<T, E> {
     const MAX_BODY: usize = (4 << 20) + (64 << 10);
 
     /// Answers a request from `client` whose body was read whole (at most `MAX_BODY`; see
-    /// [`Endpoint::too_large`] for one that was longer), and names its operation.
+    /// [`too_large`](ifmatch_azure::WholeBody::too_large) for one that was longer), and names its
+    /// operation.
     async fn answer(&self, parts: &Parts, client: Client, body: &[u8]) -> Named<Answer> {
         let now = self.base.env.now();
         let mut name = "Unknown";
