@@ -92,8 +92,7 @@ impl Signer {
             method: request.method(),
             uri: request.uri(),
             headers: request.headers(),
-            client: None,
-            https: false,
+            client: ifmatch_azure::Client::default(),
             container: "",
             blob: "",
         };

@@ -131,10 +131,8 @@ pub struct Signed<'a> {
     pub uri: &'a Uri,
     /// The headers.
     pub headers: &'a HeaderMap,
-    /// The client's address, if known.
-    pub client: Option<IpAddr>,
-    /// Whether the request came over HTTPS.
-    pub https: bool,
+    /// What the host knows of the client: its address, whether it came over HTTPS.
+    pub client: Client,
     /// The container it addresses, decoded (empty for the account).
     pub container: &'a str,
     /// The blob it addresses, decoded (empty for a container).
@@ -154,8 +152,7 @@ impl<'a> Signed<'a> {
             method: &parts.method,
             uri: &parts.uri,
             headers: &parts.headers,
-            client: client.ip,
-            https: client.https,
+            client,
             container,
             blob,
         }
@@ -239,7 +236,7 @@ fn bearer(
             "bearer tokens are not taken by this server: it trusts no issuer of them",
         ));
     };
-    if !request.https {
+    if !request.client.https {
         return Err(unauthenticated(
             identity.tenant(),
             "a bearer token is taken over HTTPS only (ifmatch serve --https)",
@@ -334,8 +331,7 @@ impl<S> Grant<S> {
 /// protocol (`spr`) and the client's address (`sip`). Answers the signed version.
 pub fn check_sas_window(
     query: &QueryPairs,
-    https: bool,
-    client: Option<IpAddr>,
+    client: Client,
     now: SystemTime,
 ) -> Result<String, Denied> {
     if query.get("skoid").is_some() {
@@ -344,16 +340,12 @@ pub fn check_sas_window(
              sign with the account key",
         ));
     }
-    check_window(query, (https, client), now)
+    check_window(query, client, now)
 }
 
 /// [`check_sas_window`] with user delegation taken (the blob service's, which checks the
 /// delegation itself: `crate::delegation`).
-pub fn check_window(
-    query: &QueryPairs,
-    (https, client): (bool, Option<IpAddr>),
-    now: SystemTime,
-) -> Result<String, Denied> {
+pub fn check_window(query: &QueryPairs, client: Client, now: SystemTime) -> Result<String, Denied> {
     let field = |name: &str| query.get(name).unwrap_or_default();
     if query.get("si").is_some() {
         return Err(failed(
@@ -383,7 +375,7 @@ pub fn check_window(
     }
     match field("spr").as_str() {
         "" | "https,http" | "http,https" => {}
-        "https" if https => {}
+        "https" if client.https => {}
         "https" => {
             return Err(denied(
                 CommonCode::AuthorizationProtocolMismatch,
@@ -393,7 +385,7 @@ pub fn check_window(
         other => return Err(failed(format!("signed protocol (spr) {other:?}"))),
     }
     let ip = field("sip");
-    if !ip.is_empty() && !client.is_some_and(|client| ip_in(&ip, client)) {
+    if !ip.is_empty() && !client.ip.is_some_and(|client| ip_in(&ip, client)) {
         return Err(denied(
             CommonCode::AuthorizationSourceIPMismatch,
             format!("the signature allows requests from {ip} only"),

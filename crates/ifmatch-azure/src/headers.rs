@@ -28,6 +28,22 @@ pub struct OperationName(pub &'static str);
 /// answer, not in its extensions (a map made for every answer; see [`crate::Client`]).
 pub type Named<A> = (A, Option<OperationName>);
 
+/// A new `x-ms-request-id`: `env`'s random UUID.
+pub fn request_id(env: &impl Env) -> HeaderValue {
+    let mut id = [0; uuid::fmt::Hyphenated::LENGTH];
+    let id = env.random_uuid().hyphenated().encode_lower(&mut id);
+    HeaderValue::from_str(id).expect("a UUID is ASCII")
+}
+
+/// The `x-ms-version` an answer carries: the version the request names (`asked`) when it has
+/// a version's shape (`YYYY-MM-DD`), else the dialect's `default`.
+pub fn answered_version(asked: Option<&HeaderValue>, default: HeaderValue) -> HeaderValue {
+    match asked {
+        Some(version) if version.len() == 10 => version.clone(),
+        _ => default,
+    }
+}
+
 /// Stamps `answer` with what every answer of the services that read bodies whole carries: a
 /// request id (`env`'s), the dialect's version (the one `asked` names, if it names one of
 /// version's shape, else `default_version`) and the date.
@@ -37,14 +53,9 @@ pub fn stamp(
     env: &impl Env,
     default_version: &'static str,
 ) {
-    let mut id = [0; uuid::fmt::Hyphenated::LENGTH];
-    let id = env.random_uuid().hyphenated().encode_lower(&mut id);
-    if let Ok(id) = HeaderValue::from_str(id) {
-        answer.insert(REQUEST_ID, id);
-    }
-    let version = (asked.get(MS_VERSION)).filter(|v| v.len() == 10).cloned();
-    let version = version.unwrap_or(HeaderValue::from_static(default_version));
-    answer.insert(MS_VERSION, version);
+    answer.insert(REQUEST_ID, request_id(env));
+    let default = HeaderValue::from_static(default_version);
+    answer.insert(MS_VERSION, answered_version(asked.get(MS_VERSION), default));
     if let Ok(date) = HeaderValue::from_str(&httpdate::fmt_http_date(env.now())) {
         answer.insert(header::DATE, date);
     }

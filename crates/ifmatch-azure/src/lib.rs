@@ -54,7 +54,8 @@ pub use env::SystemEnv;
 pub use env::{Env, ManualEnv};
 pub use error_code::{CommonCode, is_xml_text, xml_error_body, xml_escape};
 pub use headers::{
-    CONTENT_MD5, ERROR_CODE, MS_VERSION, Named, OperationName, REQUEST_ID, X_MS_DATE, stamp,
+    CONTENT_MD5, ERROR_CODE, MS_VERSION, Named, OperationName, REQUEST_ID, X_MS_DATE,
+    answered_version, request_id, stamp,
 };
 pub use request::{Client, host, split_once_ascii};
 pub use serving::Serving;

@@ -282,7 +282,7 @@ fn sas(
     now: SystemTime,
 ) -> Result<Grant, Denied> {
     let field = |name: &str| query.get(name).unwrap_or_default();
-    let version = check_window(query, (request.https, request.client), now)?;
+    let version = check_window(query, request.client, now)?;
     let delegated = query.get("skoid").is_some();
     let ip = field("sip");
     let permissions = field("sp");
@@ -511,8 +511,7 @@ mod tests {
                 method: &Method::GET,
                 uri: &uri,
                 headers: &headers,
-                client: None,
-                https: false,
+                client: ifmatch_azure::Client::default(),
                 container: "box",
                 blob: "a",
             };

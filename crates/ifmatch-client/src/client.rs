@@ -296,8 +296,7 @@ impl Client {
                 method: &method,
                 uri: &uri,
                 headers: &headers,
-                client: None,
-                https: false,
+                client: ifmatch_azure::Client::default(),
                 container: "",
                 blob: "",
             };

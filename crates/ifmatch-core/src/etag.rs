@@ -49,7 +49,12 @@ impl EntityTag {
         // Exactly the tag's length: a `Vec` full to its capacity becomes `Bytes` without a
         // second allocation.
         let mut bytes = Vec::with_capacity(usize::from(weak) * 2 + opaque.len() + 2);
-        write_tag(weak, opaque, &mut bytes);
+        if weak {
+            bytes.extend_from_slice(b"W/");
+        }
+        bytes.push(b'"');
+        bytes.extend_from_slice(opaque);
+        bytes.push(b'"');
         Self {
             weak,
             field: HeaderValue::from_maybe_shared(bytes::Bytes::from(bytes))
@@ -102,16 +107,6 @@ impl EntityTag {
     pub fn to_header_value(&self) -> HeaderValue {
         self.field.clone()
     }
-}
-
-/// `"opaque"` or `W/"opaque"`, appended to `out`.
-fn write_tag(weak: bool, opaque: &[u8], out: &mut Vec<u8>) {
-    if weak {
-        out.extend_from_slice(b"W/");
-    }
-    out.push(b'"');
-    out.extend_from_slice(opaque);
-    out.push(b'"');
 }
 
 /// Equal when both are weak or both strong and their opaque parts are the same bytes: their

@@ -46,7 +46,7 @@ pub fn authenticate(
             _ => None,
         };
         let effective = completed.as_ref().unwrap_or(query);
-        check_sas_window(effective, request.https, request.client, now)?;
+        check_sas_window(effective, request.client, now)?;
         grant(account, query, effective, request.container)
     };
     credentials(account, request, now, strings, sas)

@@ -213,7 +213,7 @@ pub fn authenticate(
 ) -> Result<Credential, Denied> {
     let strings = |lite| string_to_sign(account, request, lite);
     let sas = |query: &QueryPairs| {
-        check_sas_window(query, request.https, request.client, now)?;
+        check_sas_window(query, request.client, now)?;
         grant(account, query)
     };
     credentials(account, request, now, strings, sas)

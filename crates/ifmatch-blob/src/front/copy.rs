@@ -529,8 +529,11 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 method: &Method::GET,
                 uri: &url,
                 headers: &no_headers,
-                client: from.client.ip,
-                https: url.scheme_str() == Some("https"),
+                // The source is read over the URL's scheme, from the requester's address.
+                client: Client {
+                    ip: from.client.ip,
+                    https: url.scheme_str() == Some("https"),
+                },
                 container: &target.container,
                 blob: &target.blob,
             };

@@ -17,7 +17,7 @@ use bytes::Bytes;
 use http::header::HeaderValue;
 use http::{Method, Request};
 use http_body::Body;
-use ifmatch_azure::{Client, Named, OperationName, REQUEST_ID};
+use ifmatch_azure::{Client, Named, OperationName, REQUEST_ID, answered_version, request_id};
 
 use self::admission::endpoint;
 use self::answers::Answer;
@@ -134,17 +134,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         asked: Option<&HeaderValue>,
     ) -> Answer<O::Reader> {
         let headers = answer.headers_mut();
-        let mut id = [0; uuid::fmt::Hyphenated::LENGTH];
-        let id = self.env.random_uuid().hyphenated().encode_lower(&mut id);
-        headers.insert(
-            REQUEST_ID,
-            HeaderValue::from_str(id).expect("a UUID is ASCII"),
-        );
-        let version = match asked {
-            Some(version) if version.len() == 10 => version.clone(),
-            _ => const { HeaderValue::from_static("2021-12-02") },
-        };
-        headers.insert(MS_VERSION, version);
+        headers.insert(REQUEST_ID, request_id(&self.env));
+        let default = const { HeaderValue::from_static("2021-12-02") };
+        headers.insert(MS_VERSION, answered_version(asked, default));
         answer
     }
 
