@@ -234,14 +234,22 @@ arm_refused(lambda: management("Storage Account Contributor", "https://storage.a
     "group", account, kept), 401, "InvalidAuthenticationToken")
 checks += 1
 
+
+def named(service, role, name):
+    """The client of the queue or table `name` (by `service`'s type), with a token for `role`."""
+    endpoint = service.from_connection_string(CONNECTION).url
+    client = service(endpoint, credential=Credential(minted(role)))
+    if service is QueueServiceClient:
+        return client.get_queue_client(name)
+    return client.get_table_client(name)
+
+
 # Queues: a sender sends and may not receive; a processor receives and deletes.
-queues_url = QueueServiceClient.from_connection_string(CONNECTION).url
 queue_name = "q" + uuid.uuid4().hex[:12]
 
 
 def queue(role):
-    client = QueueServiceClient(queues_url, credential=Credential(minted(role)))
-    return client.get_queue_client(queue_name)
+    return named(QueueServiceClient, role, queue_name)
 
 
 queue("Storage Queue Data Contributor").create_queue()
@@ -257,13 +265,11 @@ refused(lambda: queue("Storage Queue Data Reader").delete_queue())
 checks += 1
 
 # Tables: a contributor creates and writes; a reader reads and may not write.
-tables_url = TableServiceClient.from_connection_string(CONNECTION).url
 table_name = "t" + uuid.uuid4().hex[:12]
 
 
 def table(role):
-    client = TableServiceClient(tables_url, credential=Credential(minted(role)))
-    return client.get_table_client(table_name)
+    return named(TableServiceClient, role, table_name)
 
 
 writer = table("Storage Table Data Contributor")

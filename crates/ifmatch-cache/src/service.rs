@@ -177,30 +177,7 @@ where
             return Ok(from_store(&store, head, stored, &asked, status));
         }
     }
-    // Held until what this request stores is in the store: the requests of the same key that
-    // came meanwhile are served from it. A request for a part neither waits nor is waited
-    // for: what it stores (a piece) answers few of the others.
-    let mut lead = None;
-    let part = asked.headers().contains_key(header::RANGE);
-    // Nor does one that finds stale what a revalidation leaves stale again: it would wait for
-    // another's revalidation, then revalidate all the same.
-    let pays = !matches!(&found, Found::Stale(_, stored) if !stored.stale.keeps_fresh());
-    if method == Method::GET && !part && pays && store.gates.worth_waiting(&gate) {
-        match store.gates.turn(&gate) {
-            MissTurn::Lead(leading) => lead = Some(leading),
-            MissTurn::Follow(leader) => {
-                let published = collapse::wait(leader, store.collapse_wait()).await;
-                found = lookup(&store, &key, &own, &asked);
-                // The store may have let it go already: what the leader stored serves.
-                if let (Found::Nothing, Some(stored)) = (&found, published) {
-                    found = lookup_in(std::slice::from_ref(&stored), &own, &asked);
-                }
-                if matches!(found, Found::Fresh(..)) {
-                    Counters::add(&store.counters.collapsed, 1);
-                }
-            }
-        }
-    }
+    let lead = meet(&store, &key, &gate, &own, &asked, &mut found).await;
     match found {
         // Stored by the request this one waited for.
         Found::Fresh(head, stored) => {
@@ -232,6 +209,41 @@ where
         body.hold(Box::new(lead));
     }
     Ok(response)
+}
+
+/// Where the requests of a key that miss meet: the one that leads (`Some`) asks the origin and
+/// is held until what it stores is in the store, and those that come meanwhile wait for it and
+/// look again (`found` is then what they find). A request for a part neither waits nor is
+/// waited for: what it stores (a piece) answers few of the others. Nor does one that finds
+/// stale what a revalidation leaves stale again: it would wait for another's revalidation, then
+/// revalidate all the same.
+async fn meet(
+    store: &Arc<Store>,
+    key: &str,
+    gate: &str,
+    own: &str,
+    asked: &Request<()>,
+    found: &mut Found,
+) -> Option<collapse::Lead> {
+    let part = asked.headers().contains_key(header::RANGE);
+    let pays = !matches!(&*found, Found::Stale(_, stored) if !stored.stale.keeps_fresh());
+    if asked.method() != Method::GET || part || !pays || !store.gates.worth_waiting(gate) {
+        return None;
+    }
+    let leader = match store.gates.turn(gate) {
+        MissTurn::Lead(leading) => return Some(leading),
+        MissTurn::Follow(leader) => leader,
+    };
+    let published = collapse::wait(leader, store.collapse_wait()).await;
+    *found = lookup(store, key, own, asked);
+    // The store may have let it go already: what the leader stored serves.
+    if let (Found::Nothing, Some(stored)) = (&*found, published) {
+        *found = lookup_in(std::slice::from_ref(&stored), own, asked);
+    }
+    if matches!(found, Found::Fresh(..)) {
+        Counters::add(&store.counters.collapsed, 1);
+    }
+    None
 }
 
 /// The answer to a request of another method than GET and HEAD: through `inner`, the stored

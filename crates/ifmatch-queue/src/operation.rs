@@ -336,36 +336,31 @@ mod tests {
         let parse = |method: Method, path: &str, query: &str| {
             Target::parse(&method, path, Some(query)).map(|t| t.operation)
         };
-        let refused = |method: Method, path: &str, query: &str| {
-            let failure = parse(method, path, query).unwrap_err();
-            assert_eq!(failure.status, 400, "{path}?{query}");
+        let (post, get, put) = (Method::POST, Method::GET, Method::PUT);
+        let messages = "/q12/messages";
+        for (method, path, query) in [
+            (&post, messages, "visibilitytimeout=604801"),
+            (&post, messages, "visibilitytimeout=-1"),
+            (&post, messages, "messagettl=0"),
+            (&post, messages, "messagettl=-2"),
+            (&post, messages, "messagettl=99999999999999999999"),
+            (&get, messages, "numofmessages=33"),
+            (&get, messages, "numofmessages=0"),
+            (&get, messages, "visibilitytimeout=0"),
+            (&get, messages, "visibilitytimeout=604801"),
+            (&get, messages, "peekonly=true&numofmessages=33"),
+            (
+                &put,
+                "/q12/messages/id",
+                "popreceipt=r&visibilitytimeout=604801",
+            ),
+            (&put, "/q12/messages/id", "popreceipt=r"),
+            (&get, "/", "comp=list&maxresults=0"),
+        ] {
+            let failure = parse(method.clone(), path, query).unwrap_err();
+            assert_eq!(failure.status, 400, "{method} {path}?{query}");
             assert_ne!(failure.code, "InvalidResourceName", "{path}?{query}");
-        };
-        refused(Method::POST, "/q12/messages", "visibilitytimeout=604801");
-        refused(Method::POST, "/q12/messages", "visibilitytimeout=-1");
-        refused(Method::POST, "/q12/messages", "messagettl=0");
-        refused(Method::POST, "/q12/messages", "messagettl=-2");
-        refused(
-            Method::POST,
-            "/q12/messages",
-            "messagettl=99999999999999999999",
-        );
-        refused(Method::GET, "/q12/messages", "numofmessages=33");
-        refused(Method::GET, "/q12/messages", "numofmessages=0");
-        refused(Method::GET, "/q12/messages", "visibilitytimeout=0");
-        refused(Method::GET, "/q12/messages", "visibilitytimeout=604801");
-        refused(
-            Method::GET,
-            "/q12/messages",
-            "peekonly=true&numofmessages=33",
-        );
-        refused(
-            Method::PUT,
-            "/q12/messages/id",
-            "popreceipt=r&visibilitytimeout=604801",
-        );
-        refused(Method::PUT, "/q12/messages/id", "popreceipt=r");
-        refused(Method::GET, "/", "comp=list&maxresults=0");
+        }
         assert_eq!(
             parse(
                 Method::GET,

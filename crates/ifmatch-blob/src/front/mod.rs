@@ -156,14 +156,6 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         }
         let now = self.env.now();
         let admitted = Box::pin(self.admit(parts, client, now, operation)).await?;
-        let (account, credential) = (admitted.account, &admitted.credential);
-        // Who asks, for a copy's source.
-        let from = || copy::Requester {
-            parts,
-            client,
-            account,
-            credential,
-        };
         // The container's own protection, for a change of one of its blobs.
         let protection = self.protection_for(&admitted, method).await?;
         let guard = protection.as_ref().map(gate::Protected::guard);
@@ -182,7 +174,41 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             }
             None => &admitted.blob,
         };
-        let (container, blob) = (on(&admitted.container), on(blob_key));
+        let asked = Asked {
+            parts,
+            client,
+            admitted: &admitted,
+            container: on(&admitted.container),
+            blob: on(blob_key),
+            now,
+        };
+        self.run(asked, body, operation).await
+    }
+
+    /// Runs the operation an admitted request asks, on the records its calls name.
+    async fn run(
+        &self,
+        asked: Asked<'_>,
+        body: impl Incoming,
+        operation: &mut Option<OperationName>,
+    ) -> Answered<O> {
+        let Asked {
+            parts,
+            client,
+            admitted,
+            container,
+            blob,
+            now,
+        } = asked;
+        let (method, headers) = (&parts.method, &parts.headers);
+        let (account, credential) = (admitted.account, &admitted.credential);
+        // Who asks, for a copy's source.
+        let from = || copy::Requester {
+            parts,
+            client,
+            account,
+            credential,
+        };
         match &admitted.target.operation {
             Operation::CreateContainer => Box::pin(self.create_container(container)).await,
             Operation::GetContainerAcl => Box::pin(self.container_acl(container)).await,
@@ -266,6 +292,17 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             Operation::GetPageRanges(options) => Box::pin(self.page_ranges(blob, options)).await,
         }
     }
+}
+
+/// An admitted request, as its operation runs: its head, its client, what admitted it, and the
+/// calls on its container's record and its blob's.
+struct Asked<'a> {
+    parts: &'a http::request::Parts,
+    client: Client,
+    admitted: &'a admission::Admitted<'a>,
+    container: Call<'a>,
+    blob: Call<'a>,
+    now: std::time::SystemTime,
 }
 
 #[cfg(test)]

@@ -127,6 +127,10 @@ impl Forward {
         let write = request.method() == Method::PUT;
         let headers = request.headers_mut();
         remove_hop_by_hop(headers);
+        // Room for what is added below (`Via` and the four forwarding fields), made once: the
+        // usual request has a few fields, and its map would otherwise grow, rehashing them, on
+        // the way.
+        headers.reserve(5);
         match &host {
             Some(host) if upstream.preserve_host => {
                 headers.insert(header::HOST, host.clone());
