@@ -185,13 +185,15 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         self.run(asked, body, operation).await
     }
 
-    /// Runs the operation an admitted request asks, on the records its calls name.
-    async fn run(
-        &self,
-        asked: Asked<'_>,
-        body: impl Incoming,
+    /// The operation an admitted request asks, on the records its calls name: its future,
+    /// boxed where it is picked, so that the request's future holds the one operation it runs
+    /// and moves none of the others' state.
+    fn run<'a>(
+        &'a self,
+        asked: Asked<'a>,
+        body: impl Incoming + 'a,
         operation: &mut Option<OperationName>,
-    ) -> Answered<O> {
+    ) -> Running<'a, O> {
         let Asked {
             parts,
             client,
@@ -210,89 +212,92 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             credential,
         };
         match &admitted.target.operation {
-            Operation::CreateContainer => Box::pin(self.create_container(container)).await,
-            Operation::GetContainerAcl => Box::pin(self.container_acl(container)).await,
-            Operation::SetContainerAcl => Box::pin(self.set_container_acl(container, body)).await,
-            Operation::SubmitBatch => Box::pin(self.batch(parts, client, body)).await,
-            Operation::DeleteContainer => Box::pin(self.delete_container(container)).await,
-            Operation::RestoreContainer => Box::pin(self.restore_container(container)).await,
+            Operation::CreateContainer => Box::pin(self.create_container(container)),
+            Operation::GetContainerAcl => Box::pin(self.container_acl(container)),
+            Operation::SetContainerAcl => Box::pin(self.set_container_acl(container, body)),
+            Operation::SubmitBatch => Box::pin(self.batch(parts, client, body)),
+            Operation::DeleteContainer => Box::pin(self.delete_container(container)),
+            Operation::RestoreContainer => Box::pin(self.restore_container(container)),
             Operation::GetContainerProperties | Operation::GetContainerMetadata => {
-                Box::pin(self.container_properties(container)).await
+                Box::pin(self.container_properties(container))
             }
             Operation::ListBlobs(options) => {
-                Box::pin(self.list(admitted.container.container(), options, now)).await
+                Box::pin(self.list(admitted.container.container(), options, now))
             }
             Operation::FindBlobsByTags(options) => {
                 let within = Some(admitted.target.container.as_str());
-                Box::pin(self.find_blobs(account, within, options)).await
+                Box::pin(self.find_blobs(account, within, options))
             }
             Operation::FindBlobsInAccount(options) => {
-                Box::pin(self.find_blobs(account, None, options)).await
+                Box::pin(self.find_blobs(account, None, options))
             }
-            Operation::GetBlobServiceProperties => Box::pin(self.service_properties(account)).await,
+            Operation::GetBlobServiceProperties => Box::pin(self.service_properties(account)),
             Operation::GetUserDelegationKey => {
-                Box::pin(self.user_delegation_key(account, credential, body, headers)).await
+                Box::pin(self.user_delegation_key(account, credential, body, headers))
             }
             Operation::SetBlobServiceProperties => {
-                Box::pin(self.set_service_properties(account, body, headers)).await
+                Box::pin(self.set_service_properties(account, body, headers))
             }
-            Operation::LeaseContainer => Box::pin(self.lease(container)).await,
+            Operation::LeaseContainer => Box::pin(self.lease(container)),
             Operation::PutBlob if headers.contains_key(copy::COPY_SOURCE) => {
                 *operation = Some(OperationName(copy::operation_name(headers)));
-                Box::pin(self.copy_blob(blob, from())).await
+                Box::pin(self.copy_blob(blob, from()))
             }
-            Operation::PutBlob => Box::pin(self.put_blob(blob, body)).await,
-            Operation::GetBlob => Box::pin(self.get_blob(blob, method == Method::HEAD)).await,
+            Operation::PutBlob => Box::pin(self.put_blob(blob, body)),
+            Operation::GetBlob => Box::pin(self.get_blob(blob, method == Method::HEAD)),
             Operation::DeleteBlob
                 if admitted.target.snapshot.is_some() || admitted.target.version.is_some() =>
             {
-                Box::pin(self.delete_snapshot_or_version(blob)).await
+                Box::pin(self.delete_snapshot_or_version(blob))
             }
-            Operation::DeleteBlob => Box::pin(self.delete_with_snapshots(blob)).await,
-            Operation::UndeleteBlob => Box::pin(self.undelete(blob)).await,
-            Operation::SetImmutabilityPolicy => Box::pin(self.set_immutability_policy(blob)).await,
-            Operation::DeleteImmutabilityPolicy => {
-                Box::pin(self.delete_immutability_policy(blob)).await
-            }
-            Operation::SetLegalHold => Box::pin(self.set_legal_hold(blob)).await,
-            Operation::SnapshotBlob => Box::pin(self.snapshot_blob(blob)).await,
-            Operation::LeaseBlob => Box::pin(self.lease(blob)).await,
+            Operation::DeleteBlob => Box::pin(self.delete_with_snapshots(blob)),
+            Operation::UndeleteBlob => Box::pin(self.undelete(blob)),
+            Operation::SetImmutabilityPolicy => Box::pin(self.set_immutability_policy(blob)),
+            Operation::DeleteImmutabilityPolicy => Box::pin(self.delete_immutability_policy(blob)),
+            Operation::SetLegalHold => Box::pin(self.set_legal_hold(blob)),
+            Operation::SnapshotBlob => Box::pin(self.snapshot_blob(blob)),
+            Operation::LeaseBlob => Box::pin(self.lease(blob)),
             Operation::ListContainers(options) => {
                 let endpoint = endpoint(parts, client, account, admitted.style);
-                Box::pin(self.list_containers(account, &endpoint, options, now)).await
+                Box::pin(
+                    async move { (self.list_containers(account, &endpoint, options, now)).await },
+                )
             }
-            Operation::GetBlobMetadata => Box::pin(self.blob_metadata(blob)).await,
+            Operation::GetBlobMetadata => Box::pin(self.blob_metadata(blob)),
             Operation::SetContainerMetadata
             | Operation::SetBlobMetadata
             | Operation::SetBlobProperties => {
-                Box::pin(self.set_metadata(&admitted.target.operation, container.key, blob)).await
+                Box::pin(self.set_metadata(&admitted.target.operation, container.key, blob))
             }
-            Operation::GetBlobTags => Box::pin(self.blob_tags(blob)).await,
-            Operation::SetBlobTags => Box::pin(self.set_blob_tags(blob, body)).await,
+            Operation::GetBlobTags => Box::pin(self.blob_tags(blob)),
+            Operation::SetBlobTags => Box::pin(self.set_blob_tags(blob, body)),
             Operation::PutBlock(id) if headers.contains_key(copy::COPY_SOURCE) => {
                 *operation = Some(OperationName("PutBlockFromURL"));
-                Box::pin(self.put_block_from_url(blob, id, from())).await
+                Box::pin(self.put_block_from_url(blob, id, from()))
             }
-            Operation::PutBlock(id) => Box::pin(self.put_block(blob, id, body)).await,
-            Operation::PutBlockList => Box::pin(self.put_block_list(blob, body)).await,
-            Operation::GetBlockList(kind) => Box::pin(self.get_block_list(blob, *kind)).await,
-            Operation::AbortCopyBlob(id) => Box::pin(self.abort_copy(blob, id)).await,
+            Operation::PutBlock(id) => Box::pin(self.put_block(blob, id, body)),
+            Operation::PutBlockList => Box::pin(self.put_block_list(blob, body)),
+            Operation::GetBlockList(kind) => Box::pin(self.get_block_list(blob, *kind)),
+            Operation::AbortCopyBlob(id) => Box::pin(self.abort_copy(blob, id)),
             Operation::AppendBlock if headers.contains_key(copy::COPY_SOURCE) => {
                 *operation = Some(OperationName("AppendBlockFromURL"));
-                Box::pin(self.append_block_from_url(blob, from())).await
+                Box::pin(self.append_block_from_url(blob, from()))
             }
-            Operation::AppendBlock => Box::pin(self.append_block(blob, body)).await,
-            Operation::SealBlob => Box::pin(self.seal(blob)).await,
+            Operation::AppendBlock => Box::pin(self.append_block(blob, body)),
+            Operation::SealBlob => Box::pin(self.seal(blob)),
             Operation::PutPage if headers.contains_key(copy::COPY_SOURCE) => {
                 *operation = Some(OperationName("PutPageFromURL"));
-                Box::pin(self.put_page_from_url(blob, from())).await
+                Box::pin(self.put_page_from_url(blob, from()))
             }
-            Operation::PutPage => Box::pin(self.put_page(blob, body)).await,
-            Operation::IncrementalCopy => Box::pin(self.incremental_copy(blob, from())).await,
-            Operation::GetPageRanges(options) => Box::pin(self.page_ranges(blob, options)).await,
+            Operation::PutPage => Box::pin(self.put_page(blob, body)),
+            Operation::IncrementalCopy => Box::pin(self.incremental_copy(blob, from())),
+            Operation::GetPageRanges(options) => Box::pin(self.page_ranges(blob, options)),
         }
     }
 }
+
+/// An operation's answer on its way (see [`Front::run`]).
+type Running<'a, O> = std::pin::Pin<Box<dyn Future<Output = Answered<O>> + Send + 'a>>;
 
 /// An admitted request, as its operation runs: its head, its client, what admitted it, and the
 /// calls on its container's record and its blob's.
