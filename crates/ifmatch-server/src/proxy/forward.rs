@@ -34,10 +34,6 @@ pub type ForwardBody = Either<OriginBody, Full<Bytes>>;
 #[derive(Debug, Clone, Copy)]
 pub(super) struct FromOrigin;
 
-/// The request's [`Peer`], for `X-Forwarded-For` and `Forwarded`.
-#[derive(Debug, Clone)]
-pub(super) struct ClientAddr(pub(super) Arc<Peer>);
-
 #[derive(Debug)]
 struct Upstream {
     /// Its scheme, authority and path prefix: `https://host:port/prefix`.
@@ -55,6 +51,10 @@ pub struct Forward {
     origin: Arc<Pool>,
     upstream: Arc<Upstream>,
     metrics: Arc<ProxyMetrics>,
+    /// The client connection the request came from, for `X-Forwarded-For` and `Forwarded`:
+    /// set on the clone that answers it (see [`Forward::set_peer`]), not carried in the
+    /// request's extensions (a map made and freed on every request).
+    peer: Option<Arc<Peer>>,
 }
 
 impl Forward {
@@ -85,7 +85,13 @@ impl Forward {
             origin: Pool::new(authority, tls),
             upstream: Arc::new(upstream),
             metrics,
+            peer: None,
         })
+    }
+
+    /// Forwards the requests of the client connection `peer`.
+    pub(super) fn set_peer(&mut self, peer: &Arc<Peer>) {
+        self.peer = Some(peer.clone());
     }
 
     /// This service with a pool of origin connections of its own.
@@ -118,10 +124,6 @@ impl Forward {
         };
         // In origin form: the connection is the origin's already.
         *request.uri_mut() = Uri::from(path.unwrap_or_else(|| PathAndQuery::from_static("/")));
-        let client = request
-            .extensions()
-            .get::<ClientAddr>()
-            .map(|c| c.0.clone());
         let version = request.version();
         // Only writes read a copy source.
         let write = request.method() == Method::PUT;
@@ -143,8 +145,8 @@ impl Forward {
             }
         }
         append_via(headers, version);
-        if let Some(client) = client {
-            client.forward(headers, host.as_ref());
+        if let Some(peer) = &self.peer {
+            peer.forward(headers, host.as_ref());
         }
         // The client speaks to the origin in HTTP/1.1 whatever the client spoke to us.
         *request.version_mut() = Version::HTTP_11;

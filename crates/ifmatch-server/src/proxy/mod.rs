@@ -45,7 +45,7 @@ use ifmatch_tower::{
 use tokio::net::TcpListener;
 use tower::{Layer, ServiceExt};
 
-use self::forward::{ClientAddr, FromOrigin};
+use self::forward::FromOrigin;
 pub use self::forward::{Forward, ForwardBody};
 pub use self::forwarded_headers::{Peer, TrustedHops};
 pub use self::metrics::ProxyMetrics;
@@ -202,7 +202,6 @@ impl<V: VersionStore + Clone> Proxy<V> {
             ProxyBody((!http_body::Body::is_end_stream(&body)).then(|| Box::pin(body)))
         });
         peer.admit(request.headers_mut());
-        request.extensions_mut().insert(ClientAddr(peer.clone()));
         // Content in a GET or HEAD has no meaning HTTP defines (RFC 9110 9.3.1), so no key
         // holds it; an origin that reads it anyway answers that one request, never stored.
         if (request.method() == Method::GET || request.method() == Method::HEAD)
@@ -211,7 +210,9 @@ impl<V: VersionStore + Clone> Proxy<V> {
             request.extensions_mut().insert(BypassSharedCache);
         }
         let echo = dialect::mark(&mut request);
-        let answer = self.service.clone().oneshot(request);
+        let mut service = self.service.clone();
+        service.get_mut().get_mut().set_peer(peer);
+        let answer = service.oneshot(request);
         async move {
             let response = match page {
                 Some(page) => page,
