@@ -129,10 +129,6 @@ impl Forward {
         let write = request.method() == Method::PUT;
         let headers = request.headers_mut();
         remove_hop_by_hop(headers);
-        // Room for what is added below (`Via` and the four forwarding fields), made once: the
-        // usual request has a few fields, and its map would otherwise grow, rehashing them, on
-        // the way.
-        headers.reserve(5);
         match &host {
             Some(host) if upstream.preserve_host => {
                 headers.insert(header::HOST, host.clone());
@@ -176,10 +172,13 @@ impl Service<Request<ProxyBody>> for Forward {
         let request = self.outbound(request);
         let timeout = self.upstream.timeout;
         (self.metrics.upstream_requests).fetch_add(1, Ordering::Relaxed);
+        // One reading of the clock for the deadline and the latency.
+        let start = Instant::now();
+        let deadline = tokio::time::Instant::from_std(start) + timeout;
         ForwardFuture {
-            answer: tokio::time::timeout(timeout, self.origin.send(request)),
+            answer: tokio::time::timeout_at(deadline, self.origin.send(request)),
             version,
-            start: Instant::now(),
+            start,
             timeout,
             metrics: self.metrics.clone(),
         }
