@@ -260,7 +260,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             Operation::ListContainers(options) => {
                 let endpoint = endpoint(parts, client, account, admitted.style);
                 Box::pin(
-                    async move { (self.list_containers(account, &endpoint, options, now)).await },
+                    async move { self.list_containers(account, &endpoint, options, now).await },
                 )
             }
             Operation::GetBlobMetadata => Box::pin(self.blob_metadata(blob)),

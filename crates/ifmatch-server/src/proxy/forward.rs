@@ -53,7 +53,7 @@ pub struct Forward {
     metrics: Arc<ProxyMetrics>,
     /// The client connection the request came from, for `X-Forwarded-For` and `Forwarded`:
     /// set on the clone that answers it (see [`Forward::set_peer`]), not carried in the
-    /// request's extensions (a map made and freed on every request).
+    /// request's extensions (a boxed entry of a map, made and freed on every request).
     peer: Option<Arc<Peer>>,
 }
 
