@@ -1,6 +1,7 @@
 //! The headers and extensions every Azure dialect answers with.
 
 use http::{HeaderMap, HeaderName, HeaderValue, header};
+use ifmatch_core::date::date_header_value;
 
 use crate::Env;
 
@@ -46,17 +47,16 @@ pub fn answered_version(asked: Option<&HeaderValue>, default: HeaderValue) -> He
 
 /// Stamps `answer` with what every answer of the services that read bodies whole carries: a
 /// request id (`env`'s), the dialect's version (the one `asked` names, if it names one of
-/// version's shape, else `default_version`) and the date.
+/// version's shape, else `default_version`, made when compiled) and the date (written by
+/// [`date_header_value`], which keeps the last second's).
 pub fn stamp(
     answer: &mut HeaderMap,
     asked: &HeaderMap,
     env: &impl Env,
-    default_version: &'static str,
+    default_version: HeaderValue,
 ) {
     answer.insert(REQUEST_ID, request_id(env));
-    let default = HeaderValue::from_static(default_version);
-    answer.insert(MS_VERSION, answered_version(asked.get(MS_VERSION), default));
-    if let Ok(date) = HeaderValue::from_str(&httpdate::fmt_http_date(env.now())) {
-        answer.insert(header::DATE, date);
-    }
+    let version = answered_version(asked.get(MS_VERSION), default_version);
+    answer.insert(MS_VERSION, version);
+    answer.insert(header::DATE, date_header_value(env.now().into()));
 }

@@ -286,9 +286,8 @@ impl<T: Tables + Clone, E: Env> Endpoint<T, E> {
             headers.insert("x-ms-session-token", value);
         }
         headers.insert("x-ms-gatewayversion", HeaderValue::from_static("2.0.0"));
-        if let Ok(value) = HeaderValue::from_str(&httpdate::fmt_http_date(self.env.now())) {
-            headers.insert(header::DATE, value);
-        }
+        let date = ifmatch_core::date::date_header_value(self.env.now().into());
+        headers.insert(header::DATE, date);
         answer
     }
 }

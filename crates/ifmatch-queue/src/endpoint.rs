@@ -22,7 +22,7 @@ use crate::{auth, messages, queues, xml};
 const EMPTY_ACL: &str = "<?xml version=\"1.0\" encoding=\"utf-8\"?><SignedIdentifiers />";
 
 /// The version of the dialect answers name when the request names none.
-const VERSION: &str = "2021-12-02";
+const VERSION: HeaderValue = HeaderValue::from_static("2021-12-02");
 
 /// The Queue service over `T`, for its accounts.
 #[derive(Debug, Clone)]

@@ -63,7 +63,7 @@ impl<T, E: Env> Base<T, E> {
         &self,
         mut answer: Answer,
         parts: &http::request::Parts,
-        version: &'static str,
+        version: http::HeaderValue,
     ) -> Answer {
         ifmatch_azure::stamp(answer.headers_mut(), &parts.headers, &self.env, version);
         answer

@@ -21,7 +21,7 @@ use ifmatch_azure::auth::Signed;
 use ifmatch_azure::inflight::Refused;
 
 /// The version of the dialect answers name when the request names none.
-const VERSION: &str = "2019-02-02";
+const VERSION: http::HeaderValue = http::HeaderValue::from_static("2019-02-02");
 
 /// The Table service over `T`, for `accounts`.
 #[derive(Debug, Clone)]
