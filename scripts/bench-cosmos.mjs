@@ -29,6 +29,27 @@ async function container(id) {
   return container;
 }
 
+// `docs` documents written by 8 loaders in transactional batches of 100 (`operationType` each),
+// a batch to a partition `p0` to `p999`; `body(i)` is the i-th document but its `pk`. Prints
+// how long it took.
+async function loadBatches(c, docs, operationType, body) {
+  let next = 0;
+  const loader = async () => {
+    for (let b = next++; b * 100 < docs; b = next++) {
+      const pk = `p${b % 1000}`;
+      const operations = Array.from({ length: Math.min(100, docs - b * 100) }, (_, j) => ({
+        operationType,
+        resourceBody: { ...body(b * 100 + j), pk },
+      }));
+      const response = await c.items.batch(operations, pk);
+      if (response.code >= 400) throw new Error(`batch ${b}: ${response.code}`);
+    }
+  };
+  const started = Date.now();
+  await Promise.all(Array.from({ length: 8 }, loader));
+  console.log(JSON.stringify({ loaded: docs, seconds: (Date.now() - started) / 1000 }));
+}
+
 if (command === "counter") {
   const docs = Number(arg);
   const id = `counter${docs}-${Date.now()}`;
@@ -60,23 +81,7 @@ if (command === "counter") {
 } else if (command === "load") {
   const docs = Number(arg);
   const c = await container("big");
-  let next = 0;
-  const loader = async () => {
-    for (;;) {
-      const batch = next++;
-      if (batch * 100 >= docs) return;
-      const pk = `p${batch % 1000}`;
-      const operations = Array.from({ length: 100 }, (_, j) => ({
-        operationType: "Upsert",
-        resourceBody: { id: `d${batch * 100 + j}`, pk, n: batch * 100 + j, body: "x".repeat(200) },
-      }));
-      const response = await c.items.batch(operations, pk);
-      if (response.code >= 400) throw new Error(`batch ${batch}: ${response.code}`);
-    }
-  };
-  const started = Date.now();
-  await Promise.all(Array.from({ length: 8 }, loader));
-  console.log(JSON.stringify({ loaded: docs, seconds: (Date.now() - started) / 1000 }));
+  await loadBatches(c, docs, "Upsert", (i) => ({ id: `d${i}`, n: i, body: "x".repeat(200) }));
 } else if (command === "reads") {
   const count = Number(arg);
   const c = await container("big");
@@ -161,23 +166,7 @@ if (command === "counter") {
       return Math.round((x / 4294967296 - 0.5) * 1e6) / 1e6;
     });
   };
-  let next = 0;
-  const loader = async () => {
-    for (;;) {
-      const b = next++;
-      if (b * 100 >= docs) return;
-      const pk = `p${b % 1000}`;
-      const operations = Array.from({ length: Math.min(100, docs - b * 100) }, (_, j) => ({
-        operationType: "Create",
-        resourceBody: { id: `v${b * 100 + j}`, pk, v: vector(b * 100 + j) },
-      }));
-      const response = await c.items.batch(operations, pk);
-      if (response.code >= 400) throw new Error(`batch ${b}: ${response.code}`);
-    }
-  };
-  const started = Date.now();
-  await Promise.all(Array.from({ length: 8 }, loader));
-  console.log(JSON.stringify({ loaded: docs, seconds: (Date.now() - started) / 1000 }));
+  await loadBatches(c, docs, "Create", (i) => ({ id: `v${i}`, v: vector(i) }));
 } else if (command === "nearest") {
   const dims = Number(arg);
   const c = (await database.container("vectors").read()).container;

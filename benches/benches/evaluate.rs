@@ -35,33 +35,18 @@ fn evaluation(c: &mut Criterion) {
     let plain = HeaderMap::new();
 
     let mut group = c.benchmark_group("evaluate");
-    group.bench_function("conditional GET, 304", |b| {
-        b.iter(|| {
-            evaluate(
-                black_box(&Method::GET),
-                black_box(&revalidate),
-                Target::Current(black_box(&current)),
-            )
-        })
-    });
-    group.bench_function("unconditional GET", |b| {
-        b.iter(|| {
-            evaluate(
-                black_box(&Method::GET),
-                black_box(&plain),
-                Target::Current(black_box(&current)),
-            )
-        })
-    });
-    group.bench_function("stale If-Match PUT, 412", |b| {
-        b.iter(|| {
-            evaluate(
-                black_box(&Method::PUT),
-                black_box(&stale_write),
-                Target::Current(black_box(&current)),
-            )
-        })
-    });
+    for (name, method, headers) in [
+        ("conditional GET, 304", Method::GET, &revalidate),
+        ("unconditional GET", Method::GET, &plain),
+        ("stale If-Match PUT, 412", Method::PUT, &stale_write),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let target = Target::Current(black_box(&current));
+                evaluate(black_box(&method), black_box(headers), target)
+            })
+        });
+    }
     group.bench_function("blob dialect conditional read, 304", |b| {
         b.iter(|| {
             blob::evaluate(

@@ -50,15 +50,16 @@ pub enum AnyObjects {
     Bucket(BucketObjects),
 }
 
-/// Awaits `$call` on the backend inside `$value`, whichever it is (the bucket's boxed).
-macro_rules! records {
-    ($value:expr, $inner:ident => $call:expr) => {
+/// Awaits `$call` on the backend inside `$value`, an `$any` ([`AnyRecords`], [`AnyTables`]),
+/// whichever it is (the bucket's boxed).
+macro_rules! awaited {
+    ($any:ident, $value:expr, $inner:ident => $call:expr) => {
         match $value {
-            AnyRecords::Local($inner) => $call.await,
+            $any::Local($inner) => $call.await,
             #[cfg(feature = "redis")]
-            AnyRecords::Redis($inner) => $call.await,
+            $any::Redis($inner) => $call.await,
             #[cfg(feature = "bucket")]
-            AnyRecords::Bucket($inner) => Box::pin($call).await,
+            $any::Bucket($inner) => Box::pin($call).await,
         }
     };
 }
@@ -76,31 +77,31 @@ macro_rules! objects {
 
 impl Records for AnyRecords {
     async fn get(&self, key: &Key) -> Result<Option<Arc<Record>>, StoreError> {
-        records!(self, r => r.get(key))
+        awaited!(AnyRecords, self, r => r.get(key))
     }
 
     async fn put(&self, key: &Key, record: &Record, mode: PutMode) -> Result<(), StoreError> {
-        records!(self, r => r.put(key, record, mode))
+        awaited!(AnyRecords, self, r => r.put(key, record, mode))
     }
 
     async fn delete(&self, key: &Key, generation: u64) -> Result<Vec<Record>, StoreError> {
-        records!(self, r => r.delete(key, generation))
+        awaited!(AnyRecords, self, r => r.delete(key, generation))
     }
 
     async fn list(&self, scan: Scan<'_>) -> Result<Vec<(String, Record)>, StoreError> {
-        records!(self, r => r.list(scan))
+        awaited!(AnyRecords, self, r => r.list(scan))
     }
 
     async fn stage_block(&self, stage: BlockToStage<'_>) -> Result<bool, StoreError> {
-        records!(self, r => r.stage_block(stage))
+        awaited!(AnyRecords, self, r => r.stage_block(stage))
     }
 
     async fn staged_blocks(&self, key: &Key, epoch: u64) -> Result<Vec<Block>, StoreError> {
-        records!(self, r => r.staged_blocks(key, epoch))
+        awaited!(AnyRecords, self, r => r.staged_blocks(key, epoch))
     }
 
     async fn drop_staged(&self, key: &Key, epoch: u64) -> Result<(), StoreError> {
-        records!(self, r => r.drop_staged(key, epoch))
+        awaited!(AnyRecords, self, r => r.drop_staged(key, epoch))
     }
 
     fn inline_max(&self) -> u64 {
@@ -114,7 +115,7 @@ impl Records for AnyRecords {
     }
 
     async fn containers(&self) -> Result<Vec<String>, StoreError> {
-        records!(self, r => r.containers())
+        awaited!(AnyRecords, self, r => r.containers())
     }
 }
 
@@ -216,34 +217,21 @@ pub enum AnyTables {
     Bucket(ifmatch_bucket::BucketTables),
 }
 
-/// Awaits `$call` on the backend inside `$value`, whichever it is (the bucket's boxed).
-macro_rules! tables {
-    ($value:expr, $inner:ident => $call:expr) => {
-        match $value {
-            AnyTables::Local($inner) => $call.await,
-            #[cfg(feature = "redis")]
-            AnyTables::Redis($inner) => $call.await,
-            #[cfg(feature = "bucket")]
-            AnyTables::Bucket($inner) => Box::pin($call).await,
-        }
-    };
-}
-
 impl ifmatch_table::Tables for AnyTables {
     async fn create_table(&self, name: &str) -> Result<bool, TableError> {
-        tables!(self, t => t.create_table(name))
+        awaited!(AnyTables, self, t => t.create_table(name))
     }
 
     async fn delete_table(&self, name: &str) -> Result<bool, TableError> {
-        tables!(self, t => t.delete_table(name))
+        awaited!(AnyTables, self, t => t.delete_table(name))
     }
 
     async fn tables(&self, after: &str, limit: usize) -> Result<Vec<String>, TableError> {
-        tables!(self, t => t.tables(after, limit))
+        awaited!(AnyTables, self, t => t.tables(after, limit))
     }
 
     async fn get(&self, table: &str, key: &EntityKey) -> Result<Option<Entity>, TableError> {
-        tables!(self, t => t.get(table, key))
+        awaited!(AnyTables, self, t => t.get(table, key))
     }
 
     async fn get_many(
@@ -251,7 +239,7 @@ impl ifmatch_table::Tables for AnyTables {
         table: &str,
         keys: &[EntityKey],
     ) -> Result<Vec<Option<Entity>>, TableError> {
-        tables!(self, t => t.get_many(table, keys))
+        awaited!(AnyTables, self, t => t.get_many(table, keys))
     }
 
     async fn scan(
@@ -259,10 +247,10 @@ impl ifmatch_table::Tables for AnyTables {
         table: &str,
         scan: ifmatch_table::Scan<'_>,
     ) -> Result<Vec<Entity>, TableError> {
-        tables!(self, t => t.scan(table, scan))
+        awaited!(AnyTables, self, t => t.scan(table, scan))
     }
 
     async fn commit(&self, table: &str, changes: &[Change]) -> Result<(), TableError> {
-        tables!(self, t => t.commit(table, changes))
+        awaited!(AnyTables, self, t => t.commit(table, changes))
     }
 }

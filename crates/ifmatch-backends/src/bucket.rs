@@ -247,34 +247,26 @@ pub fn store_at(url: &str) -> Result<(Arc<dyn ObjectStore>, Path), String> {
         (ClientConfigKey::ConnectTimeout, "5s"),
         (ClientConfigKey::Timeout, "120s"),
     ];
+    // The clouds' builders share no trait, and each is built the same way.
+    macro_rules! cloud {
+        ($builder:ty, $client_key:path) => {{
+            let builder = <$builder>::from_env().with_url(url).with_retry(retry);
+            let builder = (timeouts.into_iter()).fold(builder, |b, (key, value)| {
+                b.with_config($client_key(key), value)
+            });
+            Arc::new(builder.build().map_err(|e| e.to_string())?)
+        }};
+    }
+    use object_store::{aws, azure, gcp};
     let store: Arc<dyn ObjectStore> = match scheme {
         ObjectStoreScheme::AmazonS3 => {
-            use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
-            let builder = AmazonS3Builder::from_env().with_url(url).with_retry(retry);
-            let builder = timeouts.into_iter().fold(builder, |b, (key, value)| {
-                b.with_config(AmazonS3ConfigKey::Client(key), value)
-            });
-            Arc::new(builder.build().map_err(|e| e.to_string())?)
+            cloud!(aws::AmazonS3Builder, aws::AmazonS3ConfigKey::Client)
         }
         ObjectStoreScheme::MicrosoftAzure => {
-            use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
-            let builder = MicrosoftAzureBuilder::from_env()
-                .with_url(url)
-                .with_retry(retry);
-            let builder = timeouts.into_iter().fold(builder, |b, (key, value)| {
-                b.with_config(AzureConfigKey::Client(key), value)
-            });
-            Arc::new(builder.build().map_err(|e| e.to_string())?)
+            cloud!(azure::MicrosoftAzureBuilder, azure::AzureConfigKey::Client)
         }
         ObjectStoreScheme::GoogleCloudStorage => {
-            use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
-            let builder = GoogleCloudStorageBuilder::from_env()
-                .with_url(url)
-                .with_retry(retry);
-            let builder = timeouts.into_iter().fold(builder, |b, (key, value)| {
-                b.with_config(GoogleConfigKey::Client(key), value)
-            });
-            Arc::new(builder.build().map_err(|e| e.to_string())?)
+            cloud!(gcp::GoogleCloudStorageBuilder, gcp::GoogleConfigKey::Client)
         }
         ObjectStoreScheme::Local => {
             let root = parsed

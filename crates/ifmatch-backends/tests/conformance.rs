@@ -13,51 +13,18 @@ fn data() -> (tempfile::TempDir, Arc<DataDir>) {
     (dir, data)
 }
 
-/// Records in a fresh data directory: with a cache and small blobs kept in their records
-/// (`warm`), or with neither (every answer from the files).
-fn records(warm: bool) -> (tempfile::TempDir, LocalRecords) {
-    let (dir, data) = data();
-    let records = match warm {
-        true => LocalRecords::new(data, 10_000, INLINE_MAX).unwrap(),
-        false => LocalRecords::new(data, 0, 0).unwrap(),
-    };
-    (dir, records)
-}
-
-#[tokio::test]
-async fn local_records_conform() {
-    for warm in [true, false] {
-        let (_dir, records) = records(warm);
-        conformance::records(&records).await;
-    }
-}
-
-#[tokio::test]
-async fn local_errors_name_their_record() {
-    let (_dir, records) = records(true);
-    conformance::errors(&records).await;
-}
-
+/// Every check of the records' suite, each in a data directory of its own: with a cache and
+/// small blobs kept in their records (warm), and with neither (every answer from the files).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn local_racing_writers_lose_no_update() {
-    for cache in [10_000, 0] {
-        let (_dir, data) = data();
-        conformance::race(&LocalRecords::new(data, cache, INLINE_MAX).unwrap()).await;
+async fn local_records_conform() {
+    for (cache, inline) in [(10_000, INLINE_MAX), (0, 0)] {
+        let dir = tempfile::tempdir().unwrap();
+        conformance::every(|name| {
+            let data = DataDir::open(dir.path().join(name)).unwrap();
+            LocalRecords::new(data, cache, inline).unwrap()
+        })
+        .await;
     }
-}
-
-#[tokio::test]
-async fn local_listings_page_every_blob_once() {
-    for warm in [true, false] {
-        let (_dir, records) = records(warm);
-        conformance::listing(&records).await;
-    }
-}
-
-#[tokio::test]
-async fn local_staged_blocks_conform() {
-    let (_dir, records) = records(true);
-    conformance::staging(&records).await;
 }
 
 #[tokio::test]

@@ -6,7 +6,7 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
 //! use ifmatch_blob::{conformance, memory::{MemoryObjects, MemoryRecords}};
-//! conformance::records(&MemoryRecords::default()).await;
+//! conformance::every(|_| MemoryRecords::default()).await;
 //! conformance::objects(&MemoryObjects::default()).await;
 //! # }
 //! ```
@@ -69,6 +69,17 @@ fn expect_err<T>(result: Result<T, StoreError>, want: fn(&StoreError) -> bool, w
     }
 }
 
+/// Every check of [`Records`] but [`objects`]'s, each on the store `fresh` makes for its name
+/// (`records`, `errors`, `race`, `listing`, `staging`): a fresh store each, or prefixes of
+/// one.
+pub async fn every<R: Records>(fresh: impl Fn(&'static str) -> R) {
+    records(&fresh("records")).await;
+    errors(&fresh("errors")).await;
+    race(&fresh("race")).await;
+    listing(&fresh("listing")).await;
+    staging(&fresh("staging")).await;
+}
+
 /// The contract of [`Records`]: create-only and generation-checked puts, deletes, containers
 /// owning their blobs, sorted prefix listing, and records that round-trip whole; each a
 /// behaviour of its own below, run one after the other on a fresh store.
@@ -86,10 +97,7 @@ pub async fn records<R: Records>(store: &R) {
 /// each, but `dir/a`, generation 5).
 async fn setup<R: Records>(store: &R, blobs: &[&str]) -> Key {
     let c = container("conformance");
-    store
-        .put(&c, &container_record(10), PutMode::Create)
-        .await
-        .unwrap();
+    create(store, &c, &container_record(10)).await;
     for name in blobs {
         let generation = if *name == "dir/a" { 5 } else { 1 };
         store
@@ -102,6 +110,11 @@ async fn setup<R: Records>(store: &R, blobs: &[&str]) -> Key {
             .unwrap();
     }
     c
+}
+
+/// Puts `record` at `key`, which holds none yet.
+async fn create<R: Records>(store: &R, key: &Key, record: &Record) {
+    store.put(key, record, PutMode::Create).await.unwrap();
 }
 
 /// Removes the container `conformance` and what it holds, whatever its generation.
@@ -134,10 +147,7 @@ pub async fn blobs_need_their_container<R: Records>(store: &R) {
 /// [`PutMode::Create`] creates once; the containers are listed (where the backend can).
 pub async fn creates_once<R: Records>(store: &R) {
     let c = container("conformance");
-    store
-        .put(&c, &container_record(10), PutMode::Create)
-        .await
-        .unwrap();
+    create(store, &c, &container_record(10)).await;
     let again = store.put(&c, &container_record(10), PutMode::Create).await;
     expect_err(
         again,
@@ -159,10 +169,7 @@ pub async fn swaps_on_the_generation<R: Records>(store: &R) {
     setup(store, &[]).await;
     // Create, then compare-and-swap on the generation.
     let a = blob("conformance", "dir/a");
-    store
-        .put(&a, &record("v1", 5), PutMode::Create)
-        .await
-        .unwrap();
+    create(store, &a, &record("v1", 5)).await;
     let stale = store.put(&a, &record("v2", 6), PutMode::Update(4)).await;
     expect_err(
         stale,
@@ -258,10 +265,7 @@ pub async fn scans_in_name_order<R: Records>(store: &R) {
     assert!(list(store, "", "p", 100).await.is_empty());
     // Scans after a listing see later puts and deletes.
     let d = blob("conformance", "dir/d");
-    store
-        .put(&d, &record("dir/d", 1), PutMode::Create)
-        .await
-        .unwrap();
+    create(store, &d, &record("dir/d", 1)).await;
     assert_eq!(list(store, "dir/", "dir/c", 100).await, ["dir/c", "dir/d"]);
     store.delete(&d, 1).await.unwrap();
     assert_eq!(list(store, "dir/", "dir/c", 100).await, ["dir/c"]);
@@ -362,10 +366,7 @@ pub async fn deletes_on_the_generation<R: Records>(store: &R) {
     );
 
     // The name can be used again, empty.
-    store
-        .put(&c, &container_record(20), PutMode::Create)
-        .await
-        .unwrap();
+    create(store, &c, &container_record(20)).await;
     assert!(list(store, "", "", 100).await.is_empty());
     assert!(store.get(&a).await.unwrap().is_none());
     teardown(store).await;
@@ -377,15 +378,9 @@ pub async fn deletes_on_the_generation<R: Records>(store: &R) {
 /// ends 50 generations on, and no two writes claimed one generation.
 pub async fn race<R: Records>(store: &R) {
     let c = container("race");
-    store
-        .put(&c, &container_record(1), PutMode::Create)
-        .await
-        .unwrap();
+    create(store, &c, &container_record(1)).await;
     let counter = blob("race", "counter");
-    store
-        .put(&counter, &record("start", 1), PutMode::Create)
-        .await
-        .unwrap();
+    create(store, &counter, &record("start", 1)).await;
     let worker = |w: usize| {
         let counter = counter.clone();
         async move {
@@ -427,15 +422,9 @@ pub async fn race<R: Records>(store: &R) {
 /// (`container NAME`, `blob CONTAINER/NAME`), so a log line names what failed.
 pub async fn errors<R: Records>(store: &R) {
     let c = container("errors");
-    store
-        .put(&c, &container_record(1), PutMode::Create)
-        .await
-        .unwrap();
+    create(store, &c, &container_record(1)).await;
     let b = blob("errors", "named");
-    store
-        .put(&b, &record("a", 1), PutMode::Create)
-        .await
-        .unwrap();
+    create(store, &b, &record("a", 1)).await;
     let says = |result: Result<(), StoreError>, want: &str, key: &str| {
         let error = result.expect_err(want);
         let (StoreError::AlreadyExists { key: said }
@@ -490,14 +479,8 @@ pub async fn staging<R: Records>(store: &R) {
         "staging into a container that does not exist",
     );
     let c = container("staging");
-    store
-        .put(&c, &container_record(1), PutMode::Create)
-        .await
-        .unwrap();
-    store
-        .put(&a, &record("a", 1), PutMode::Create)
-        .await
-        .unwrap();
+    create(store, &c, &container_record(1)).await;
+    create(store, &a, &record("a", 1)).await;
     for i in 0..3 {
         assert!(stage_in(store, &a, 7, &block(i), 3).await.unwrap());
     }
@@ -586,10 +569,7 @@ async fn list_in<R: Records>(store: &R, container: &str) -> Vec<String> {
 /// compared with the listing in one page.
 pub async fn listing<R: Records>(store: &R) {
     let c = container("paging");
-    store
-        .put(&c, &container_record(1), PutMode::Create)
-        .await
-        .unwrap();
+    create(store, &c, &container_record(1)).await;
     let mut names: Vec<String> = ["a/", "a/b", "a/c", "a//"].map(String::from).into();
     // xorshift64: the same names on every backend and every run.
     let mut state = 0x9E37_79B9_7F4A_7C15_u64;
@@ -610,10 +590,7 @@ pub async fn listing<R: Records>(store: &R) {
     names.sort();
     names.dedup();
     for name in &names {
-        store
-            .put(&blob("paging", name), &record(name, 1), PutMode::Create)
-            .await
-            .unwrap();
+        create(store, &blob("paging", name), &record(name, 1)).await;
     }
     for delimiter in [None, Some("/"), Some("b"), Some("/a")] {
         for prefix in ["", "a", "a/", "a//", "b/"] {

@@ -197,6 +197,19 @@ fn paging_xml(xml: &mut String, options: &ListOptions) {
     let _ = write!(xml, "<MaxResults>{}</MaxResults>", options.max_results);
 }
 
+/// An `EnumerationResults` document's start: what it lists (`attribute`, the service's
+/// endpoint or the container's name) and the paging it was asked for.
+fn results_start(capacity: usize, attribute: &str, value: &str, options: &ListOptions) -> String {
+    let mut xml = String::with_capacity(capacity);
+    let _ = write!(
+        xml,
+        "<?xml version=\"1.0\" encoding=\"utf-8\"?><EnumerationResults {attribute}=\"{}\">",
+        xml_escape(value)
+    );
+    paging_xml(&mut xml, options);
+    xml
+}
+
 fn next_marker_xml(xml: &mut String, next_marker: Option<&str>) {
     match next_marker {
         Some(marker) => {
@@ -206,8 +219,6 @@ fn next_marker_xml(xml: &mut String, next_marker: Option<&str>) {
     }
 }
 
-/// The `EnumerationResults` document of List Containers: `containers` are the page's
-/// (name as the account knows it, record).
 /// A container List Containers lists: its name, its version if it is a deleted one, its
 /// record.
 pub(crate) type ListedContainer = (String, Option<String>, Record);
@@ -220,13 +231,8 @@ pub(crate) fn containers_results(
     next_marker: Option<&str>,
     now: SystemTime,
 ) -> String {
-    let mut xml = String::with_capacity(256 + containers.len() * 384);
-    let _ = write!(
-        xml,
-        "<?xml version=\"1.0\" encoding=\"utf-8\"?><EnumerationResults ServiceEndpoint=\"{}\">",
-        xml_escape(endpoint)
-    );
-    paging_xml(&mut xml, options);
+    let capacity = 256 + containers.len() * 384;
+    let mut xml = results_start(capacity, "ServiceEndpoint", endpoint, options);
     xml.push_str("<Containers>");
     for (name, version, record) in containers {
         let state = record.lease.state(now);
@@ -292,13 +298,8 @@ pub(crate) fn enumeration_results(
     next_marker: Option<&str>,
     now: SystemTime,
 ) -> String {
-    let mut xml = String::with_capacity(256 + entries.len() * 512);
-    let _ = write!(
-        xml,
-        "<?xml version=\"1.0\" encoding=\"utf-8\"?><EnumerationResults ContainerName=\"{}\">",
-        xml_escape(container)
-    );
-    paging_xml(&mut xml, options);
+    let capacity = 256 + entries.len() * 512;
+    let mut xml = results_start(capacity, "ContainerName", container, options);
     if let Some(delimiter) = &options.delimiter {
         let _ = write!(xml, "<Delimiter>{}</Delimiter>", xml_escape(delimiter));
     }

@@ -228,29 +228,9 @@ impl Objects for MemoryObjects {
 mod tests {
     use super::*;
 
-    #[tokio::test]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn memory_records_conform() {
-        crate::conformance::records(&MemoryRecords::default()).await;
-    }
-
-    #[tokio::test]
-    async fn memory_errors_name_their_record() {
-        crate::conformance::errors(&MemoryRecords::default()).await;
-    }
-
-    #[tokio::test]
-    async fn memory_racing_writers_lose_no_update() {
-        crate::conformance::race(&MemoryRecords::default()).await;
-    }
-
-    #[tokio::test]
-    async fn memory_listings_page_every_blob_once() {
-        crate::conformance::listing(&MemoryRecords::default()).await;
-    }
-
-    #[tokio::test]
-    async fn memory_staged_blocks_conform() {
-        crate::conformance::staging(&MemoryRecords::default()).await;
+        crate::conformance::every(|_| MemoryRecords::default()).await;
     }
 
     #[tokio::test]

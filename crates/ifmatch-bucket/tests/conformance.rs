@@ -23,11 +23,7 @@ async fn conforms(store: Arc<dyn ObjectStore>) {
     let records = |prefix: &str| {
         BucketRecords::new(store.clone(), prefix).timeout(std::time::Duration::from_secs(60))
     };
-    blobs::records(&records("records")).await;
-    blobs::errors(&records("errors")).await;
-    blobs::race(&records("race")).await;
-    blobs::listing(&records("listing")).await;
-    blobs::staging(&records("staging")).await;
+    blobs::every(records).await;
     // Again in the same places: what the first runs deleted is gone for good.
     blobs::records(&records("records")).await;
     blobs::staging(&records("staging")).await;
@@ -37,11 +33,7 @@ async fn conforms(store: Arc<dyn ObjectStore>) {
     let in_tables = |prefix: &str| {
         BucketTables::new(store.clone(), prefix).timeout(std::time::Duration::from_secs(60))
     };
-    tables::tables_come_and_go(&in_tables("a")).await;
-    tables::entities_come_in_key_order(&in_tables("b")).await;
-    tables::commits_compare_and_swap(&in_tables("c")).await;
-    tables::a_batch_applies_all_or_none(&in_tables("d")).await;
-    tables::one_of_racing_writers_wins(&in_tables("e")).await;
+    tables::every(in_tables).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -463,14 +463,16 @@ mod tests {
     /// another, and counted.
     const COSTLY: &str = "LENGTH(StringJoin([REPLICATE(c.s, 10), REPLICATE(c.s, 10), REPLICATE(c.s, 10), REPLICATE(c.s, 10), REPLICATE(c.s, 10), REPLICATE(c.s, 10), REPLICATE(c.s, 10), REPLICATE(c.s, 10), REPLICATE(c.s, 10), REPLICATE(c.s, 10), REPLICATE(c.s, 10), REPLICATE(c.s, 10), REPLICATE(c.s, 10), REPLICATE(c.s, 10), REPLICATE(c.s, 10), REPLICATE(c.s, 10), REPLICATE(c.s, 10), REPLICATE(c.s, 10), REPLICATE(c.s, 10), REPLICATE(c.s, 10)], REPLICATE(c.s, 10)))";
 
+    /// `SELECT {select} FROM c` over the documents [`COSTLY`] finds.
+    fn costly(select: &str) -> Query {
+        let text = format!("SELECT {select} FROM c WHERE {COSTLY} > 0");
+        Query::parse(&text, Vec::new()).unwrap()
+    }
+
     #[tokio::test]
     async fn a_costly_streaming_query_is_paged_by_its_work_and_loses_nothing() {
         let tables = documents(600).await;
-        let query = Query::parse(
-            &format!("SELECT VALUE c.id FROM c WHERE {COSTLY} > 0"),
-            Vec::new(),
-        )
-        .unwrap();
+        let query = costly("VALUE c.id");
         let (mut pages, mut found, mut token) = (0, Vec::new(), None::<String>);
         loop {
             let page = over(&tables, &query, 1000, token.as_deref(), document)
@@ -491,11 +493,7 @@ mod tests {
     #[tokio::test]
     async fn a_costly_query_that_needs_every_match_first_is_answered_408() {
         let tables = documents(2000).await;
-        let query = Query::parse(
-            &format!("SELECT VALUE COUNT(1) FROM c WHERE {COSTLY} > 0"),
-            Vec::new(),
-        )
-        .unwrap();
+        let query = costly("VALUE COUNT(1)");
         let refused = over(&tables, &query, 100, None, document).await;
         let failure = refused.err().expect("refused");
         assert_eq!(failure.code, Code::RequestTimeout);

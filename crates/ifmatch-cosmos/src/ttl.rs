@@ -125,6 +125,25 @@ mod tests {
         }
     }
 
+    /// An anonymous endpoint on a clock of its own, holding database `d` and in it the
+    /// container `properties` describe.
+    pub(super) async fn container(
+        properties: serde_json::Value,
+    ) -> (Moved, Endpoint<Arc<MemoryTables>, Moved>) {
+        let clock = Moved::default();
+        let endpoint = Endpoint::new(Arc::new(MemoryTables::new()), clock.clone())
+            .with_serving(ifmatch_azure::Serving::anonymous());
+        assert_eq!(
+            send(&endpoint, "POST", "/dbs", json!({"id": "d"})).await,
+            201
+        );
+        assert_eq!(
+            send(&endpoint, "POST", "/dbs/d/colls", properties).await,
+            201
+        );
+        (clock, endpoint)
+    }
+
     pub(super) async fn send(
         endpoint: &Endpoint<Arc<MemoryTables>, Moved>,
         method: &str,
@@ -147,21 +166,11 @@ mod tests {
 
     #[tokio::test]
     async fn an_item_past_its_time_frees_its_values_at_once_and_the_sweep_removes_it() {
-        let clock = Moved::default();
-        let endpoint = Endpoint::new(Arc::new(MemoryTables::new()), clock.clone())
-            .with_serving(ifmatch_azure::Serving::anonymous());
-        assert_eq!(
-            send(&endpoint, "POST", "/dbs", json!({"id": "d"})).await,
-            201
-        );
-        let container = json!({
+        let (clock, endpoint) = container(json!({
             "id": "c", "partitionKey": {"paths": ["/pk"]}, "defaultTtl": 10,
             "uniqueKeyPolicy": {"uniqueKeys": [{"paths": ["/email"]}]},
-        });
-        assert_eq!(
-            send(&endpoint, "POST", "/dbs/d/colls", container).await,
-            201
-        );
+        }))
+        .await;
         let docs = "/dbs/d/colls/c/docs";
         let item = |id: &str, email: &str| json!({"id": id, "pk": "p", "email": email});
         assert_eq!(send(&endpoint, "POST", docs, item("a", "x")).await, 201);
@@ -228,21 +237,11 @@ mod versions_tests {
 
     #[tokio::test]
     async fn a_delete_by_time_to_live_is_marked_and_versions_leave_after_their_retention() {
-        let clock = Moved::default();
-        let endpoint = Endpoint::new(Arc::new(MemoryTables::new()), clock.clone())
-            .with_serving(ifmatch_azure::Serving::anonymous());
-        assert_eq!(
-            super::tests::send(&endpoint, "POST", "/dbs", json!({"id": "d"})).await,
-            201
-        );
-        let container = json!({
+        let (clock, endpoint) = super::tests::container(json!({
             "id": "c", "partitionKey": {"paths": ["/pk"]}, "defaultTtl": 10,
             "changeFeedPolicy": {"retentionDuration": 5},
-        });
-        assert_eq!(
-            super::tests::send(&endpoint, "POST", "/dbs/d/colls", container).await,
-            201
-        );
+        }))
+        .await;
         let item = json!({"id": "a", "pk": "p"});
         assert_eq!(
             super::tests::send(&endpoint, "POST", "/dbs/d/colls/c/docs", item).await,

@@ -30,18 +30,11 @@ const TABLES: [&str; 4] = ["apples", "pears", "plums", "figs"];
 async fn the_backends_conform_over_a_cluster() {
     let cluster = RedisCluster::start(3, 0);
     let connection = connect(&cluster.url()).await.unwrap();
-    let records = RedisRecords::new(connection.clone(), "r:");
-    ifmatch_blob::conformance::records(&records).await;
-    ifmatch_blob::conformance::errors(&records).await;
-    ifmatch_blob::conformance::race(&records).await;
-    ifmatch_blob::conformance::listing(&records).await;
-    ifmatch_blob::conformance::staging(&records).await;
-    let tables = |prefix: &str| RedisTables::new(connection.clone(), prefix);
-    ifmatch_table::conformance::tables_come_and_go(&tables("a:")).await;
-    ifmatch_table::conformance::entities_come_in_key_order(&tables("b:")).await;
-    ifmatch_table::conformance::commits_compare_and_swap(&tables("c:")).await;
-    ifmatch_table::conformance::a_batch_applies_all_or_none(&tables("d:")).await;
-    ifmatch_table::conformance::one_of_racing_writers_wins(&tables("e:")).await;
+    let prefixed = |prefix: &str| format!("{prefix}:");
+    ifmatch_blob::conformance::every(|name| RedisRecords::new(connection.clone(), &prefixed(name)))
+        .await;
+    ifmatch_table::conformance::every(|name| RedisTables::new(connection.clone(), &prefixed(name)))
+        .await;
     let versions = Shared::new(RedisVersions::new(connection, "v:"));
     ifmatch_tower::conformance::versions(&versions).await;
 }

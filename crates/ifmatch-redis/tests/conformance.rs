@@ -5,44 +5,13 @@ use ifmatch_blob::{Key, Records, StoreError, conformance};
 use ifmatch_redis::testing::RedisServer;
 use ifmatch_redis::{RedisRecords, connect};
 
-/// A redis-server of the test's own, and records in it under `ifmatch:`.
-async fn records() -> (RedisServer, RedisRecords) {
-    let server = RedisServer::start();
-    let connection = connect(&server.url()).await.unwrap();
-    (server, RedisRecords::new(connection, "ifmatch:"))
-}
-
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_records_conform() {
     let server = RedisServer::start();
     let connection = connect(&server.url()).await.unwrap();
-    conformance::records(&RedisRecords::new(connection.clone(), "ifmatch:")).await;
+    conformance::every(|name| RedisRecords::new(connection.clone(), &format!("{name}:"))).await;
     // Another prefix is another store on the same server.
     conformance::records(&RedisRecords::new(connection, "other:")).await;
-}
-
-#[tokio::test]
-async fn redis_errors_name_their_record() {
-    let (_server, records) = records().await;
-    conformance::errors(&records).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_racing_writers_lose_no_update() {
-    let (_server, records) = records().await;
-    conformance::race(&records).await;
-}
-
-#[tokio::test]
-async fn redis_listings_page_every_blob_once() {
-    let (_server, records) = records().await;
-    conformance::listing(&records).await;
-}
-
-#[tokio::test]
-async fn redis_staged_blocks_conform() {
-    let (_server, records) = records().await;
-    conformance::staging(&records).await;
 }
 
 #[tokio::test]

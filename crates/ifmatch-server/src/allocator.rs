@@ -62,34 +62,42 @@ fn plain_size(size: usize, align: usize) -> Option<usize> {
     (align <= NATURAL && size > 0).then(|| size.next_multiple_of(align))
 }
 
+/// A new block for `layout`, counted: by the `plain` call of mimalloc where its size classes
+/// align the block as asked, else by the `aligned` one.
+///
+/// # Safety
+///
+/// As [`GlobalAlloc::alloc`]'s: `layout` has a non-zero size.
+#[inline(always)]
+unsafe fn allocate(
+    layout: Layout,
+    plain: unsafe extern "C" fn(usize) -> *mut c_void,
+    aligned: unsafe extern "C" fn(usize, usize) -> *mut c_void,
+) -> *mut u8 {
+    count(layout.size(), 0);
+    // SAFETY: mimalloc's calls for the same request, as the caller asks.
+    unsafe {
+        match plain_size(layout.size(), layout.align()) {
+            Some(size) => plain(size).cast(),
+            None => aligned(layout.size(), layout.align()).cast(),
+        }
+    }
+}
+
 // SAFETY: each call is mimalloc's own for the same request, and a block from either kind of
 // call may be given to `mi_free` and `mi_realloc` (mimalloc finds a block's page from any
 // pointer into it).
 unsafe impl GlobalAlloc for Allocator {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count(layout.size(), 0);
         // SAFETY: forwarded as the caller gave it.
-        unsafe {
-            if let Some(size) = plain_size(layout.size(), layout.align()) {
-                mi::mi_malloc(size).cast()
-            } else {
-                mi::mi_malloc_aligned(layout.size(), layout.align()).cast()
-            }
-        }
+        unsafe { allocate(layout, mi::mi_malloc, mi::mi_malloc_aligned) }
     }
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        count(layout.size(), 0);
         // SAFETY: forwarded as the caller gave it.
-        unsafe {
-            if let Some(size) = plain_size(layout.size(), layout.align()) {
-                mi::mi_zalloc(size).cast()
-            } else {
-                mi::mi_zalloc_aligned(layout.size(), layout.align()).cast()
-            }
-        }
+        unsafe { allocate(layout, mi::mi_zalloc, mi::mi_zalloc_aligned) }
     }
 
     #[inline]

@@ -29,6 +29,16 @@ fn put(entity: &Entity, expected: Expected) -> Change {
     }
 }
 
+/// Every check of the contract, each on the store `fresh` makes for its name (`a` to `e`):
+/// a fresh store each, or prefixes of one (the checks name the same tables).
+pub async fn every<T: Tables>(fresh: impl Fn(&'static str) -> T) {
+    tables_come_and_go(&fresh("a")).await;
+    entities_come_in_key_order(&fresh("b")).await;
+    commits_compare_and_swap(&fresh("c")).await;
+    a_batch_applies_all_or_none(&fresh("d")).await;
+    one_of_racing_writers_wins(&fresh("e")).await;
+}
+
 /// Tables are created once, listed in order after a name, and deleted with their entities.
 pub async fn tables_come_and_go(store: &impl Tables) {
     assert!(store.create_table("beta").await.unwrap());

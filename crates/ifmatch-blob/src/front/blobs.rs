@@ -173,15 +173,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let given = Given::of(headers, now)?;
 
         // Fail fast, before taking the body: the same checks run again at commit time.
-        let current = committed(self.records.get(key).await?);
-        if current.is_none() {
-            self.container_record(key.container()).await?;
-        }
-        ask.gate(
-            precondition::Operation::Put,
-            Access::Write,
-            current.as_deref(),
-        )?;
+        self.may_put(key, ask).await?;
 
         // A small blob (its length declared, or known to the body) the records keep whole: no
         // object, none of its fsyncs.

@@ -156,15 +156,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let found = self.source(&from, now).await?;
         // The destination's checks first, as Put Blob's: no byte is read for a copy that
         // cannot land. They run again when its record is written.
-        let current = committed(self.records.get(destination).await?);
-        if current.is_none() {
-            self.container_record(destination.container()).await?;
-        }
-        ask.gate(
-            precondition::Operation::Put,
-            Access::Write,
-            current.as_deref(),
-        )?;
+        self.may_put(destination, ask).await?;
         let source = match found {
             Found::Here(source) => source,
             Found::Elsewhere(url) => {

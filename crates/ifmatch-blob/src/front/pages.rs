@@ -51,4 +51,16 @@ impl<'a> BlobPages<'a> {
         }
         Ok((!page.is_empty()).then_some(page))
     }
+
+    /// The next page as [`BlobPages::next`] reads it, but `None` too once the container is
+    /// gone: a sweep's walk ends there.
+    pub(super) async fn next_while_there<R: Records>(
+        &mut self,
+        records: &R,
+    ) -> Result<Option<Vec<(String, Record)>>, StoreError> {
+        match self.next(records).await {
+            Err(StoreError::ContainerNotFound) => Ok(None),
+            other => other,
+        }
+    }
 }

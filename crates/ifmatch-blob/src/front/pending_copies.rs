@@ -183,12 +183,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             .collect();
         for container in job_containers {
             let mut pages = BlobPages::new(&container);
-            loop {
-                let page = match pages.next(&self.records).await {
-                    Ok(Some(page)) => page,
-                    Ok(None) | Err(StoreError::ContainerNotFound) => break,
-                    Err(e) => return Err(e),
-                };
+            while let Some(page) = pages.next_while_there(&self.records).await? {
                 for (name, record) in page {
                     let key = Key::Blob(container.clone(), name);
                     if let Some(job) = Job::of(&record) {

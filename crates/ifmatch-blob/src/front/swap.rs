@@ -8,7 +8,7 @@ use crate::precondition;
 use http::header::HeaderMap;
 
 use super::failure::{Failure, Result};
-use super::gate::{Asking, existing};
+use super::gate::{Asking, committed, existing};
 use crate::record::Record;
 use crate::store::{Key, Objects, PutMode, Records, StoreError};
 use ifmatch_azure::Env;
@@ -100,6 +100,18 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             Ok(Step::Delete(current.generation))
         })
         .await
+    }
+
+    /// A write's checks before its body is read (they run again when its record is written):
+    /// its container there, and `ask`'s lease and conditions met by the blob at `key` now.
+    pub(super) async fn may_put(&self, key: &Key, ask: Asking<'_>) -> Result<()> {
+        let current = committed(self.records.get(key).await?);
+        if current.is_none() {
+            self.container_record(key.container()).await?;
+        }
+        let conditions = precondition::Operation::Put;
+        ask.gate(conditions, Access::Write, current.as_deref())?;
+        Ok(())
     }
 
     /// The record of the container `name`: 404 `ContainerNotFound` when there is none.

@@ -30,14 +30,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let mut named = std::collections::HashSet::new();
         for container in self.records.containers().await? {
             let mut pages = BlobPages::new(&container);
-            loop {
-                let page = match pages.next(&self.records).await {
-                    Ok(Some(page)) => page,
-                    Ok(None) => break,
-                    // Deleted meanwhile: its objects went with it.
-                    Err(StoreError::ContainerNotFound) => break,
-                    Err(e) => return Err(e),
-                };
+            // A container deleted meanwhile took its objects with it.
+            while let Some(page) = pages.next_while_there(&self.records).await? {
                 for (name, record) in page {
                     named.extend(record.objects().map(str::to_owned));
                     let appended = record.content.as_ref().and_then(|c| c.append);
@@ -69,12 +63,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let mut expired = 0;
         for container in self.records.containers().await? {
             let mut pages = BlobPages::new(&container);
-            loop {
-                let blobs = match pages.next(&self.records).await {
-                    Ok(Some(page)) => page,
-                    Ok(None) | Err(StoreError::ContainerNotFound) => break,
-                    Err(e) => return Err(e),
-                };
+            while let Some(blobs) = pages.next_while_there(&self.records).await? {
                 for (name, record) in blobs {
                     if !record.feed.is_empty() {
                         self.remark(&container, &name, &record).await;

@@ -43,6 +43,19 @@ impl Done {
         }
     }
 
+    /// A feed: `items` under `kind` (`Documents`, `Offers`, ...) with their `_rid` and
+    /// `_count`, and the count in `x-ms-item-count`.
+    pub(crate) fn feed(rid: &str, kind: &str, items: Vec<Json>, at: Option<DateTime>) -> Self {
+        let count = items.len();
+        let mut done = Self::of(
+            StatusCode::OK,
+            json!({ "_rid": rid, kind: items, "_count": count }),
+            at,
+        );
+        done.count = Some(count);
+        done
+    }
+
     pub(crate) fn empty(status: StatusCode, at: Option<DateTime>) -> Self {
         Self {
             status,

@@ -3,9 +3,7 @@
 //! did not settle. This server is one region, so there are none: the feed (read or queried)
 //! is empty, as a single-region account's is, and a conflict is 404.
 
-use http::StatusCode;
 use ifmatch_table::Tables;
-use serde_json::json;
 
 use super::answers::{Answered, Done};
 use super::{Front, rid};
@@ -15,10 +13,7 @@ impl<T: Tables> Front<'_, T> {
     /// Read Conflicts, and Query Conflicts (a `POST` of a query): none.
     pub(super) async fn conflicts(&self, db: &str, coll: &str) -> Answered {
         self.container(db, coll).await?;
-        let body = json!({ "_rid": rid(&[db, coll]), "Conflicts": [], "_count": 0 });
-        let mut done = Done::of(StatusCode::OK, body, None);
-        done.count = Some(0);
-        Ok(done)
+        Ok(Done::feed(&rid(&[db, coll]), "Conflicts", Vec::new(), None))
     }
 
     /// Read Conflict, and Delete Conflict: there is none to read or delete.

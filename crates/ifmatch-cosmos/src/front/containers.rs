@@ -20,14 +20,12 @@ impl<T: Tables> Front<'_, T> {
         self.get(DATABASES, "", db).await?.ok_or_else(not_found)?;
         let found = self.scan_all(CONTAINERS, Some(db)).await?;
         let containers: Vec<Json> = found.iter().map(|e| container_json(db, e)).collect();
-        let count = containers.len();
-        let mut done = Done::of(
-            StatusCode::OK,
-            json!({ "_rid": rid(&[db]), "DocumentCollections": containers, "_count": count }),
+        Ok(Done::feed(
+            &rid(&[db]),
+            "DocumentCollections",
+            containers,
             None,
-        );
-        done.count = Some(count);
-        Ok(done)
+        ))
     }
 
     pub(super) async fn container_read(&self, db: &str, coll: &str) -> Answered {

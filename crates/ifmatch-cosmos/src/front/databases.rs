@@ -35,14 +35,7 @@ impl<T: Tables> Front<'_, T> {
     pub(super) async fn databases(&self) -> Answered {
         let found = self.scan_all(DATABASES, Some("")).await?;
         let databases: Vec<Json> = found.iter().map(database_json).collect();
-        let count = databases.len();
-        let mut done = Done::of(
-            StatusCode::OK,
-            json!({ "_rid": "", "Databases": databases, "_count": count }),
-            None,
-        );
-        done.count = Some(count);
-        Ok(done)
+        Ok(Done::feed("", "Databases", databases, None))
     }
 
     pub(super) async fn database(&self, db: &str) -> Answered {

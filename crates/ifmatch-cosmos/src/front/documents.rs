@@ -3,7 +3,7 @@
 
 use http::StatusCode;
 use ifmatch_table::{Change, Entity, Expected, Scan, Tables};
-use serde_json::{Map, Value as Json, json};
+use serde_json::{Map, Value as Json};
 
 use super::answers::{Answered, Done, continuation_key, continuation_token};
 use ifmatch_azure::swap::Attempts;
@@ -61,13 +61,7 @@ impl<T: Tables> Front<'_, T> {
             .filter(|(e, doc)| !ttl::past(default, e.timestamp, doc.get("ttl"), now))
             .map(|(_, doc)| doc)
             .collect();
-        let count = documents.len();
-        let mut done = Done::of(
-            StatusCode::OK,
-            json!({ "_rid": rid(&[db, coll]), "Documents": documents, "_count": count }),
-            None,
-        );
-        done.count = Some(count);
+        let mut done = Done::feed(&rid(&[db, coll]), "Documents", documents, None);
         done.continuation = next.map(|e| continuation_token(&e.partition_key, &e.row_key));
         Ok(done)
     }

@@ -12,15 +12,14 @@
 use std::time::UNIX_EPOCH;
 
 use http::StatusCode;
-use ifmatch_table::{DateTime, Scan, TableError, Tables, Value};
-use serde_json::json;
+use ifmatch_table::{DateTime, Scan, Tables, Value};
 
 use super::answers::{Answered, Done};
 use super::documents::document_json;
 use super::{Asked, Front, Rules, Scope, documents_table, rid};
 
 use crate::document;
-use crate::failure::{Failure, backend, bad_request};
+use crate::failure::{Failure, bad_request};
 use crate::feed_entries::{FEED, entry_key, number_of};
 use crate::query::SCAN_BUDGET;
 use crate::versions::{self, VERSIONS};
@@ -76,11 +75,7 @@ impl<T: Tables> Front<'_, T> {
                 partition: Some(log),
                 limit: size,
             };
-            let entries = match self.tables.scan(&table, scan).await {
-                Ok(entries) => entries,
-                Err(TableError::TableNotFound(_)) => Vec::new(),
-                Err(error) => return Err(backend(error)),
-            };
+            let entries = self.scan(&table, scan).await?;
             let full = entries.len() == size;
             scanned += entries.len();
             self.meter.examined(entries.len());
@@ -205,13 +200,7 @@ fn page(db: &str, coll: &str, documents: Vec<serde_json::Value>, position: i64) 
         done.etag = etag;
         return done;
     }
-    let count = documents.len();
-    let mut done = Done::of(
-        StatusCode::OK,
-        json!({ "_rid": rid(&[db, coll]), "Documents": documents, "_count": count }),
-        None,
-    );
+    let mut done = Done::feed(&rid(&[db, coll]), "Documents", documents, None);
     done.etag = etag;
-    done.count = Some(count);
     done
 }

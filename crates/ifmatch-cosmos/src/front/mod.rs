@@ -337,6 +337,11 @@ impl<T: Tables> Front<'_, T> {
             partition,
             limit: 10_000,
         };
+        self.scan(table, scan).await
+    }
+
+    /// The entries `scan` reaches: none of a table not made yet.
+    pub(crate) async fn scan(&self, table: &str, scan: Scan<'_>) -> Result<Vec<Entity>, Failure> {
         match self.tables.scan(table, scan).await {
             Ok(found) => Ok(found),
             Err(TableError::TableNotFound(_)) => Ok(Vec::new()),

@@ -93,25 +93,23 @@ impl Throughput {
 }
 
 fn manual(value: Option<&Json>) -> Result<Throughput, Failure> {
-    let n = value.and_then(Json::as_u64).unwrap_or(0);
-    if !(MIN_MANUAL..=MAX_THROUGHPUT).contains(&n) || !n.is_multiple_of(100) {
-        return Err(bad_request(format!(
-            "The offer throughput is {}: it is a multiple of 100 RU/s from {MIN_MANUAL} to {MAX_THROUGHPUT}.",
-            value.map_or("missing".to_owned(), Json::to_string)
-        )));
-    }
-    Ok(Throughput::Manual(n))
+    within(value, "offer throughput", MIN_MANUAL, 100).map(Throughput::Manual)
 }
 
 fn autoscale(value: Option<&Json>) -> Result<Throughput, Failure> {
+    within(value, "autoscale maximum throughput", MIN_AUTOSCALE, 1000).map(Throughput::Autoscale)
+}
+
+/// `value` when it is a multiple of `step` RU/s from `least` to Azure's most.
+fn within(value: Option<&Json>, what: &str, least: u64, step: u64) -> Result<u64, Failure> {
     let n = value.and_then(Json::as_u64).unwrap_or(0);
-    if !(MIN_AUTOSCALE..=MAX_THROUGHPUT).contains(&n) || !n.is_multiple_of(1000) {
-        return Err(bad_request(format!(
-            "The autoscale maximum throughput is {}: it is a multiple of 1000 RU/s from {MIN_AUTOSCALE} to {MAX_THROUGHPUT}.",
+    match (least..=MAX_THROUGHPUT).contains(&n) && n.is_multiple_of(step) {
+        true => Ok(n),
+        false => Err(bad_request(format!(
+            "The {what} is {}: it is a multiple of {step} RU/s from {least} to {MAX_THROUGHPUT}.",
             value.map_or("missing".to_owned(), Json::to_string)
-        )));
+        ))),
     }
-    Ok(Throughput::Autoscale(n))
 }
 
 /// The throughput a request to make a database or container asks for, if any.
@@ -255,14 +253,7 @@ impl<T: Tables> Front<'_, T> {
                 .flat_map(|o| query.results(o, &meter))
                 .collect();
         }
-        let count = offers.len();
-        let mut done = Done::of(
-            StatusCode::OK,
-            json!({ "_rid": "", "Offers": offers, "_count": count }),
-            None,
-        );
-        done.count = Some(count);
-        Ok(done)
+        Ok(Done::feed("", "Offers", offers, None))
     }
 
     pub(super) async fn offer(&self, id: &str) -> Answered {

@@ -57,13 +57,7 @@ impl<T: Tables> Front<'_, T> {
         // whole query, the others nothing, so that counts, order and pages come out whole.
         let range = self.range_named(db, coll, asked).await?;
         if range.is_some_and(|range| !range.min.is_empty()) {
-            let mut done = Done::of(
-                StatusCode::OK,
-                json!({ "_rid": rid(&[db, coll]), "Documents": [], "_count": 0 }),
-                None,
-            );
-            done.count = Some(0);
-            return Ok(done);
+            return Ok(Done::feed(&rid(&[db, coll]), "Documents", Vec::new(), None));
         }
         let reading = crate::query::Reading {
             functions: functions.as_ref(),
@@ -99,13 +93,7 @@ impl<T: Tables> Front<'_, T> {
         if !computed.is_empty() && Computed::wildcard(&query) {
             page.results.iter_mut().for_each(|r| computed.leave_out(r));
         }
-        let count = page.results.len();
-        let mut done = Done::of(
-            StatusCode::OK,
-            json!({ "_rid": rid(&[db, coll]), "Documents": page.results, "_count": count }),
-            None,
-        );
-        done.count = Some(count);
+        let mut done = Done::feed(&rid(&[db, coll]), "Documents", page.results, None);
         done.continuation = page.continuation;
         Ok(done)
     }

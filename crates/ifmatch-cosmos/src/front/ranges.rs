@@ -9,7 +9,7 @@
 
 use http::StatusCode;
 use ifmatch_table::{Change, DateTime, Entity, Expected, Tables};
-use serde_json::{Value as Json, json};
+use serde_json::Value as Json;
 
 use super::answers::{Answered, Done};
 use super::{Asked, Front, documents_table, key, rid};
@@ -115,12 +115,5 @@ fn listed(db: &str, coll: &str, ranges: &Ranges, at: DateTime) -> Done {
     let listed: Vec<Json> = (ranges.list.iter())
         .map(|r| r.json(&link, rid(&[db, coll, &r.id]), document::etag(at)))
         .collect();
-    let count = listed.len();
-    let mut done = Done::of(
-        StatusCode::OK,
-        json!({ "_rid": rid(&[db, coll]), "PartitionKeyRanges": listed, "_count": count }),
-        Some(at),
-    );
-    done.count = Some(count);
-    done
+    Done::feed(&rid(&[db, coll]), "PartitionKeyRanges", listed, Some(at))
 }

@@ -8,7 +8,7 @@
 use http::StatusCode;
 use ifmatch_azure::swap::Attempts;
 use ifmatch_table::{Change, Entity, Expected, Scan, Tables};
-use serde_json::{Value as Json, json};
+use serde_json::Value as Json;
 
 use super::answers::{Answered, Done};
 use super::commit::Committed;
@@ -43,19 +43,12 @@ impl<T: Tables> Front<'_, T> {
             .iter()
             .map(|e| script_json(db, coll, kind, e))
             .collect();
-        let count = listed.len();
         let name = match kind {
             Scripts::Procedures => "StoredProcedures",
             Scripts::Triggers => "Triggers",
             Scripts::Functions => "UserDefinedFunctions",
         };
-        let mut done = Done::of(
-            StatusCode::OK,
-            json!({ "_rid": rid(&[db, coll]), name: listed, "_count": count }),
-            None,
-        );
-        done.count = Some(count);
-        Ok(done)
+        Ok(Done::feed(&rid(&[db, coll]), name, listed, None))
     }
 
     pub(super) async fn script(&self, db: &str, coll: &str, kind: Scripts, id: &str) -> Answered {

@@ -111,11 +111,7 @@ impl<T: Tables> Front<'_, T> {
                 partition: None,
                 limit: limit + 1,
             };
-            let mut chunk = match self.tables.scan(&table, scan).await {
-                Ok(chunk) => chunk,
-                Err(TableError::TableNotFound(_)) => Vec::new(),
-                Err(error) => return Err(backend(error)),
-            };
+            let mut chunk = self.scan(&table, scan).await?;
             let ended = documents_only(&mut chunk);
             let next = (!ended && chunk.len() > limit).then(|| chunk.remove(limit));
             read += chunk.len().max(1);
@@ -167,11 +163,7 @@ impl<T: Tables> Front<'_, T> {
                     partition: Some(VERSIONS),
                     limit: PRUNE_CHUNK,
                 };
-                let entries = match self.tables.scan(&table, scan).await {
-                    Ok(entries) => entries,
-                    Err(TableError::TableNotFound(_)) => Vec::new(),
-                    Err(error) => return Err(backend(error)),
-                };
+                let entries = self.scan(&table, scan).await?;
                 let whole = entries.len() == PRUNE_CHUNK;
                 let old: Vec<Change> = (entries.into_iter())
                     .take_while(|entry| entry.timestamp.ticks() < cutoff)

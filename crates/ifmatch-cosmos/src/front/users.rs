@@ -5,7 +5,7 @@
 
 use http::StatusCode;
 use ifmatch_table::{Change, Entity, Expected, Tables};
-use serde_json::{Map, Value as Json, json};
+use serde_json::{Map, Value as Json};
 
 use super::answers::{Answered, Done};
 use super::{Asked, DATABASES, Front, id_of, key, rid};
@@ -375,12 +375,5 @@ fn user_json(db: &str, entity: &Entity) -> Json {
 
 /// A feed of `kind` (`Users`, `Permissions`).
 fn listed(kind: &str, resources: Vec<Json>) -> Done {
-    let count = resources.len();
-    let mut done = Done::of(
-        StatusCode::OK,
-        json!({ "_rid": "", kind: resources, "_count": count }),
-        None,
-    );
-    done.count = Some(count);
-    done
+    Done::feed("", kind, resources, None)
 }

@@ -532,30 +532,34 @@ impl Parser<'_> {
     }
 
     fn coalesce(&mut self) -> Result<Expr, SqlError> {
-        let mut left = self.or()?;
-        while self.eat_symbol("??") {
-            self.node()?;
-            left = Expr::Binary(Op::Coalesce, Box::new(left), Box::new(self.or()?));
-        }
-        Ok(left)
+        self.chain(Op::Coalesce, Self::or)
     }
 
     fn or(&mut self) -> Result<Expr, SqlError> {
-        let mut left = self.and()?;
-        while self.eat_keyword("OR") {
-            self.logical(Op::Or)?;
-            left = Expr::Binary(Op::Or, Box::new(left), Box::new(self.and()?));
-        }
-        Ok(left)
+        self.chain(Op::Or, Self::and)
     }
 
     fn and(&mut self) -> Result<Expr, SqlError> {
-        let mut left = self.not()?;
-        while self.eat_keyword("AND") {
-            self.logical(Op::And)?;
-            left = Expr::Binary(Op::And, Box::new(left), Box::new(self.not()?));
+        self.chain(Op::And, Self::not)
+    }
+
+    /// `next (op next)*`, grouped from the left: `??`, `OR` and `AND` (the logical ones
+    /// counted against their limit).
+    fn chain(
+        &mut self,
+        op: Op,
+        next: fn(&mut Self) -> Result<Expr, SqlError>,
+    ) -> Result<Expr, SqlError> {
+        let mut left = next(self)?;
+        loop {
+            match op {
+                Op::Coalesce if self.eat_symbol("??") => self.node()?,
+                Op::Or if self.eat_keyword("OR") => self.logical(op)?,
+                Op::And if self.eat_keyword("AND") => self.logical(op)?,
+                _ => return Ok(left),
+            }
+            left = Expr::Binary(op, Box::new(left), Box::new(next(self)?));
         }
-        Ok(left)
     }
 
     fn not(&mut self) -> Result<Expr, SqlError> {
