@@ -292,11 +292,11 @@ fn backend_url(url: &str) -> Result<RecordsAt, ChoiceError> {
         return Ok(RecordsAt::Bucket(url.to_owned()));
     }
     let _ = parsed;
-    Err(ChoiceError::Unknown {
-        url: url.to_owned(),
-        expected: "a Redis URL (redis://HOST:PORT/DB) of a build with Redis, or an object \
+    unknown(
+        url,
+        "a Redis URL (redis://HOST:PORT/DB) of a build with Redis, or an object \
                    store URL (s3://, az://, gs://) of a build with buckets",
-    })
+    )
 }
 
 /// An object store's URL, checked against the schemes `object_store` knows.
@@ -307,11 +307,17 @@ fn store_url(url: &str) -> Result<ObjectsAt, ChoiceError> {
         return Ok(ObjectsAt::Store(url.to_owned()));
     }
     let _ = parsed;
-    Err(ChoiceError::Unknown {
-        url: url.to_owned(),
-        expected: "an object store URL (s3://, az://, gs://, file://, memory://) of a build \
+    unknown(
+        url,
+        "an object store URL (s3://, az://, gs://, file://, memory://) of a build \
                    with object stores",
-    })
+    )
+}
+
+/// `url` refused: a URL of none of the kinds `expected` names.
+fn unknown<T>(url: &str, expected: &'static str) -> Result<T, ChoiceError> {
+    let url = url.to_owned();
+    Err(ChoiceError::Unknown { url, expected })
 }
 
 fn parse(url: &str) -> Result<url::Url, ChoiceError> {

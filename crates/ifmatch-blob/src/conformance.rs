@@ -69,15 +69,16 @@ fn expect_err<T>(result: Result<T, StoreError>, want: fn(&StoreError) -> bool, w
     }
 }
 
-/// Every check of [`Records`] but [`objects`]'s, each on the store `fresh` makes for its name
-/// (`records`, `errors`, `race`, `listing`, `staging`): a fresh store each, or prefixes of
-/// one.
+/// Every check of [`Records`] but [`objects`]'s: [`records`] on the store `fresh` makes for
+/// `records`, the others (each in containers of its own) one after another on the one it makes
+/// for `others`. A fresh store each, or prefixes of one.
 pub async fn every<R: Records>(fresh: impl Fn(&'static str) -> R) {
     records(&fresh("records")).await;
-    errors(&fresh("errors")).await;
-    race(&fresh("race")).await;
-    listing(&fresh("listing")).await;
-    staging(&fresh("staging")).await;
+    let store = fresh("others");
+    errors(&store).await;
+    race(&store).await;
+    listing(&store).await;
+    staging(&store).await;
 }
 
 /// The contract of [`Records`]: create-only and generation-checked puts, deletes, containers

@@ -205,39 +205,27 @@ async fn an_unlocked_policy_changes_under_its_etag_a_locked_one_is_only_extended
     );
 
     let extend = format!("{POLICY}/extend");
-    let r = s
-        .manage(
-            "POST",
-            &extend,
-            &[("if-match", &etag)],
-            &policy_body(0, false),
-        )
-        .await;
+    let extended = |days, etag: &str| {
+        let etag = etag.to_owned();
+        let (s, extend) = (&s, &extend);
+        async move {
+            let condition = [("if-match", etag.as_str())];
+            s.manage("POST", extend, &condition, &policy_body(days, false))
+                .await
+        }
+    };
+    let r = extended(0, &etag).await;
     assert_eq!(
         arm_refusal(r).await,
         (400, "InvalidParameter".into()),
         "shorter"
     );
     for days in 2..=6 {
-        let r = s
-            .manage(
-                "POST",
-                &extend,
-                &[("if-match", &etag)],
-                &policy_body(days, false),
-            )
-            .await;
+        let r = extended(days, &etag).await;
         assert_eq!(r.status(), 200, "extension {days}");
         etag = header(&r, "etag").unwrap();
     }
-    let r = s
-        .manage(
-            "POST",
-            &extend,
-            &[("if-match", &etag)],
-            &policy_body(7, false),
-        )
-        .await;
+    let r = extended(7, &etag).await;
     assert_eq!(
         arm_refusal(r).await,
         (409, "OperationNotAllowed".into()),

@@ -12,6 +12,13 @@ use ifmatch_blob::Front;
 use ifmatch_blob::memory::{MemoryObjects, MemoryRecords};
 use ifmatch_client::{Backoff, Client, Conditions, LeaseGuard, Lock, ReadCache, update};
 
+/// The blob `name` in the new container `container` of a new [`server`].
+async fn blob_in(container: &str, name: &str) -> ifmatch_client::BlobClient {
+    let client = server().await;
+    client.create_container(container).await.unwrap();
+    client.blob(container, name)
+}
+
 /// A blob front in memory, open without credentials, on a loopback port: its client.
 async fn server() -> Client {
     let front = Front::new(
@@ -94,9 +101,7 @@ async fn sixteen_writers_keep_an_exact_count_and_some_of_them_retried() {
 
 #[tokio::test]
 async fn a_stale_write_is_refused_and_create_only_creates_once() {
-    let client = server().await;
-    client.create_container("docs").await.unwrap();
-    let doc = client.blob("docs", "a");
+    let doc = blob_in("docs", "a").await;
     let first = doc.put("v1", &Conditions::create_only()).await.unwrap();
     let again = doc
         .put("v1 again", &Conditions::create_only())
@@ -181,9 +186,7 @@ async fn a_lock_nobody_could_ask_for_is_not_said_to_be_taken() {
 
 #[tokio::test]
 async fn a_lease_broken_by_someone_else_is_lost_loudly() {
-    let client = server().await;
-    client.create_container("leases").await.unwrap();
-    let blob = client.blob("leases", "x");
+    let blob = blob_in("leases", "x").await;
     blob.put("x", &Conditions::default()).await.unwrap();
     let guard = LeaseGuard::acquire(&blob, Duration::from_secs(15))
         .await
@@ -199,9 +202,7 @@ async fn a_lease_broken_by_someone_else_is_lost_loudly() {
 
 #[tokio::test]
 async fn a_read_cache_revalidates_with_304_and_sees_a_change() {
-    let client = server().await;
-    client.create_container("cfg").await.unwrap();
-    let blob = client.blob("cfg", "settings");
+    let blob = blob_in("cfg", "settings").await;
     blob.put("one", &Conditions::default()).await.unwrap();
     let cache = ReadCache::new();
     let (first, sent) = cache.get(&blob).await.unwrap();

@@ -2,7 +2,7 @@
 //! string by which the SDKs scope a feed to a partition key: MurmurHash3 (x64, 128 bits, seed
 //! 0) of the value's binary form (a type byte, then a little-endian double for a number, or
 //! the UTF-8 bytes and 0xFF for a string), its bytes reversed, the two top bits cleared.
-//! Written from the algorithm, and checked against the values the Python SDK computes.
+//! Checked against the values the Python SDK computes.
 
 use serde_json::Value as Json;
 
@@ -25,72 +25,11 @@ pub fn effective(value: &Json) -> String {
         // `{}`, the value of a document without one, hashes as null does.
         _ => bytes.push(0x01),
     }
-    let (h1, h2) = murmur3_x64_128(&bytes);
-    let mut out = [0u8; 16];
-    out[..8].copy_from_slice(&h1.to_le_bytes());
-    out[8..].copy_from_slice(&h2.to_le_bytes());
-    out.reverse();
+    let hash = murmur3::murmur3_x64_128(&mut bytes.as_slice(), 0).expect("a slice reads whole");
+    // Its two 64-bit halves, the first in the low bits, each little-endian: reversed whole.
+    let mut out = hash.to_be_bytes();
     out[0] &= 0x3F;
     out.iter().map(|b| format!("{b:02X}")).collect()
-}
-
-/// MurmurHash3, x64 variant, 128 bits, seed 0 (Austin Appleby's public-domain algorithm).
-fn murmur3_x64_128(data: &[u8]) -> (u64, u64) {
-    const C1: u64 = 0x87c3_7b91_1142_53d5;
-    const C2: u64 = 0x4cf5_ad43_2745_937f;
-    let (mut h1, mut h2) = (0u64, 0u64);
-    let blocks = data.len() / 16;
-    for i in 0..blocks {
-        let block = &data[i * 16..i * 16 + 16];
-        let mut k1 = u64::from_le_bytes(block[..8].try_into().expect("8 bytes"));
-        let mut k2 = u64::from_le_bytes(block[8..].try_into().expect("8 bytes"));
-        k1 = k1.wrapping_mul(C1).rotate_left(31).wrapping_mul(C2);
-        h1 ^= k1;
-        h1 = h1
-            .rotate_left(27)
-            .wrapping_add(h2)
-            .wrapping_mul(5)
-            .wrapping_add(0x52dc_e729);
-        k2 = k2.wrapping_mul(C2).rotate_left(33).wrapping_mul(C1);
-        h2 ^= k2;
-        h2 = h2
-            .rotate_left(31)
-            .wrapping_add(h1)
-            .wrapping_mul(5)
-            .wrapping_add(0x3849_5ab5);
-    }
-    let tail = &data[blocks * 16..];
-    let (mut k1, mut k2) = (0u64, 0u64);
-    for (i, byte) in tail.iter().enumerate() {
-        match i {
-            0..8 => k1 ^= u64::from(*byte) << (8 * i),
-            _ => k2 ^= u64::from(*byte) << (8 * (i - 8)),
-        }
-    }
-    if tail.len() > 8 {
-        h2 ^= k2.wrapping_mul(C2).rotate_left(33).wrapping_mul(C1);
-    }
-    if !tail.is_empty() {
-        h1 ^= k1.wrapping_mul(C1).rotate_left(31).wrapping_mul(C2);
-    }
-    let len = data.len() as u64;
-    h1 ^= len;
-    h2 ^= len;
-    h1 = h1.wrapping_add(h2);
-    h2 = h2.wrapping_add(h1);
-    h1 = mix(h1);
-    h2 = mix(h2);
-    h1 = h1.wrapping_add(h2);
-    h2 = h2.wrapping_add(h1);
-    (h1, h2)
-}
-
-fn mix(mut k: u64) -> u64 {
-    k ^= k >> 33;
-    k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    k ^= k >> 33;
-    k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    k ^ (k >> 33)
 }
 
 #[cfg(test)]

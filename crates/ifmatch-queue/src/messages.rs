@@ -538,6 +538,15 @@ mod tests {
         tables.taken();
     }
 
+    /// A clock, its time in microseconds, and counted tables holding the queue's, empty.
+    async fn empty_queue() -> (ManualEnv, i64, Counted) {
+        let env = ManualEnv::default();
+        let now = micros(env.now());
+        let tables = Counted::default();
+        tables.create_table(TABLE).await.unwrap();
+        (env, now, tables)
+    }
+
     /// What a Peek, a Get, an Update and a Delete of 32 messages read.
     async fn costs(tables: &Counted, env: &ManualEnv) -> [usize; 4] {
         let at = DateTime::from_unix(1, 0);
@@ -562,10 +571,7 @@ mod tests {
     /// of 1,000 reads: the page, never the queue (issue 75, point 6). Counted, not timed.
     #[tokio::test]
     async fn a_call_reads_its_page_however_long_the_queue() {
-        let env = ManualEnv::default();
-        let now = micros(env.now());
-        let tables = Counted::default();
-        tables.create_table(TABLE).await.unwrap();
+        let (env, now, tables) = empty_queue().await;
         fill(&tables, &env, 1_000, now - 10_000_000, i64::MAX).await;
         let short = costs(&tables, &env).await;
         fill(&tables, &env, 199_000, now - 5_000_000, i64::MAX).await;
@@ -581,10 +587,7 @@ mod tests {
     /// MAX_READ of them, a Get removes up to MAX_EXPIRED, and Gets reach the visible ones.
     #[tokio::test]
     async fn messages_past_their_time_cost_a_call_at_most_its_bound() {
-        let env = ManualEnv::default();
-        let now = micros(env.now());
-        let tables = Counted::default();
-        tables.create_table(TABLE).await.unwrap();
+        let (env, now, tables) = empty_queue().await;
         fill(&tables, &env, 10_000, now - 20_000_000, now - 1).await;
         fill(&tables, &env, 5, now - 10_000_000, i64::MAX).await;
         let at = DateTime::from_unix(1, 0);

@@ -524,24 +524,12 @@ async fn proxy(args: Proxy) -> anyhow::Result<()> {
     limits.max_connections = ifmatch_server::raise_descriptor_limit(limits.max_connections);
     #[cfg_attr(not(feature = "fleet"), allow(unused_mut))]
     let mut options = args.options;
-    // Bound once the proxy is ready (its disk tier cleared of what a kill left half written),
-    // so that whoever sees the port open sees the proxy it serves.
-    let bind = || -> anyhow::Result<_> {
-        let listeners = ifmatch_server::bind_threads(args.listen, threads(args.threads))
-            .with_context(|| format!("listening on {}", args.listen))?;
-        let address = listeners[0].local_addr()?;
-        Ok((listeners, address))
-    };
+    let upstream = options.upstream.clone();
+    let at = (args.listen, threads(args.threads));
     match &args.backend {
         None => {
             let proxy = ifmatch_server::proxy::Proxy::new(&options)?;
-            let (listeners, address) = bind()?;
-            tracing::info!(
-                "ifmatch proxy listening on http://{address} (upstream: {})",
-                options.upstream
-            );
-            ifmatch_server::proxy::serve_threads(listeners, proxy, limits, shutdown_signal())
-                .await?;
+            serve_proxy(proxy, at, limits, format!("upstream: {upstream}")).await?;
         }
         #[cfg(feature = "fleet")]
         Some(backend) => {
@@ -559,13 +547,8 @@ async fn proxy(args: Proxy) -> anyhow::Result<()> {
             // What one instance's cache forgets (a write, a purge), every instance forgets.
             let channel = "ifmatch:invalidations";
             ifmatch_redis::share_invalidations(connection, channel, proxy.cache().clone());
-            let (listeners, address) = bind()?;
-            tracing::info!(
-                "ifmatch proxy listening on http://{address} (upstream: {}, backend: {backend})",
-                options.upstream
-            );
-            ifmatch_server::proxy::serve_threads(listeners, proxy, limits, shutdown_signal())
-                .await?;
+            let serving = format!("upstream: {upstream}, backend: {backend}");
+            serve_proxy(proxy, at, limits, serving).await?;
         }
         #[cfg(not(feature = "fleet"))]
         Some(backend) => anyhow::bail!(
@@ -573,6 +556,23 @@ async fn proxy(args: Proxy) -> anyhow::Result<()> {
         ),
     }
     tracing::info!("ifmatch stopped");
+    Ok(())
+}
+
+/// Serves `proxy` on `threads` threads listening on `listen` until a signal. Bound once the
+/// proxy is ready (its disk tier cleared of what a kill left half written), so that whoever
+/// sees the port open sees the proxy it serves.
+async fn serve_proxy<V: ifmatch_tower::VersionStore + Clone>(
+    proxy: ifmatch_server::proxy::Proxy<V>,
+    (listen, threads): (SocketAddr, usize),
+    limits: ifmatch_server::Limits,
+    serving: String,
+) -> anyhow::Result<()> {
+    let listeners = ifmatch_server::bind_threads(listen, threads)
+        .with_context(|| format!("listening on {listen}"))?;
+    let address = listeners[0].local_addr()?;
+    tracing::info!("ifmatch proxy listening on http://{address} ({serving})");
+    ifmatch_server::proxy::serve_threads(listeners, proxy, limits, shutdown_signal()).await?;
     Ok(())
 }
 

@@ -215,6 +215,17 @@ impl Proxy {
             .unwrap()
     }
 
+    /// Asserts that the proxy's peak resident memory grew by less than `most` KiB since it
+    /// was `before` (`what` the load that grew it).
+    fn assert_peak_grew_less(&self, before: u64, most: u64, what: &str) {
+        let grown = self.peak_rss_kib().saturating_sub(before);
+        eprintln!("peak RSS {before} KiB before, grew by {grown} KiB {what}");
+        assert!(
+            grown < most,
+            "the proxy's peak memory grew by {grown} KiB {what}"
+        );
+    }
+
     async fn metric(&self, http: &reqwest::Client, name: &str) -> u64 {
         let text = common::get(http, &format!("{}/metrics", self.base))
             .await
@@ -566,12 +577,7 @@ async fn ten_mib_bodies_stream_both_ways_in_bounded_memory() {
         received += chunk.unwrap().len();
     }
     assert_eq!(received, BIG);
-    let grown = proxy.peak_rss_kib().saturating_sub(before);
-    eprintln!("peak RSS {before} KiB before, grew by {grown} KiB");
-    assert!(
-        grown < 6 * 1024,
-        "the proxy's peak memory grew by {grown} KiB for 10 MiB each way"
-    );
+    proxy.assert_peak_grew_less(before, 6 * 1024, "for 10 MiB each way");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -603,12 +609,7 @@ async fn memory_stays_bounded_by_the_caches_past_their_capacity() {
     for client in clients {
         client.await.unwrap();
     }
-    let grown = proxy.peak_rss_kib().saturating_sub(before);
-    eprintln!("peak RSS {before} KiB before, grew by {grown} KiB for 20,000 URLs");
-    assert!(
-        grown < 24 * 1024,
-        "the proxy's memory grew by {grown} KiB past a 4 MiB tier and 2,000 resources"
-    );
+    proxy.assert_peak_grew_less(before, 24 * 1024, "past a 4 MiB tier and 2,000 resources");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

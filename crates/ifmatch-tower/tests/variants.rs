@@ -37,12 +37,10 @@ async fn serve() -> String {
 use common::http;
 
 async fn read(base: &str, user: &str) -> String {
-    let r = http()
+    let asked = http()
         .get(format!("{base}/doc"))
-        .header("authorization", user)
-        .send()
-        .await
-        .unwrap();
+        .header("authorization", user);
+    let r = asked.send().await.unwrap();
     r.headers()["etag"].to_str().unwrap().to_owned()
 }
 

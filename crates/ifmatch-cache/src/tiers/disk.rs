@@ -708,6 +708,13 @@ pub(crate) mod tests {
         dir
     }
 
+    /// A disk tier of `bytes` in a fresh [`scratch`] directory named for `name`.
+    fn opened(name: &str, bytes: u64) -> (PathBuf, Arc<Disk>) {
+        let dir = scratch(name);
+        let disk = Disk::open(&dir, bytes).unwrap();
+        (dir, disk)
+    }
+
     fn write(disk: &Disk, key: &str, stored: &Stored) {
         let body = stored.body.bytes().unwrap();
         disk.write(key, stored, &body, disk.generation(key));
@@ -721,8 +728,7 @@ pub(crate) mod tests {
 
     #[test]
     fn an_entry_survives_a_reopening_and_a_newer_variant_replaces_its_file() {
-        let dir = scratch("reopen");
-        let disk = Disk::open(&dir, 1 << 20).unwrap();
+        let (dir, disk) = opened("reopen", 1 << 20);
         write(&disk, "h /a", &stored(b"first", ""));
         let first = only_file(&disk, "h /a");
         write(&disk, "h /a", &stored(b"second", ""));
@@ -771,8 +777,7 @@ pub(crate) mod tests {
 
     #[test]
     fn what_is_forgotten_while_the_index_is_rebuilt_is_gone_from_disk_at_once() {
-        let dir = scratch("rebuilt");
-        let disk = Disk::open(&dir, 1 << 20).unwrap();
+        let (dir, disk) = opened("rebuilt", 1 << 20);
         for key in ["h /a", "h /a2", "h /a3", "h /c/1", "h /c/2"] {
             write(&disk, key, &stored(b"kept", ""));
         }
@@ -836,8 +841,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_torn_or_damaged_file_is_never_read_and_is_deleted() {
-        let dir = scratch("torn");
-        let disk = Disk::open(&dir, 1 << 20).unwrap();
+        let (dir, disk) = opened("torn", 1 << 20);
         write(&disk, "h /a", &stored(b"0123456789", ""));
         let path = only_file(&disk, "h /a");
         let whole = fs::read(&path).unwrap();
@@ -874,8 +878,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_write_that_an_invalidation_overtook_is_discarded() {
-        let dir = scratch("overtaken");
-        let disk = Disk::open(&dir, 1 << 20).unwrap();
+        let (dir, disk) = opened("overtaken", 1 << 20);
         let entry = stored(b"old", "");
         let generation = disk.generation("h /a");
         disk.invalidate("h /a", || {});
@@ -893,8 +896,7 @@ pub(crate) mod tests {
 
     #[test]
     fn the_tier_stays_within_its_size_deleting_what_it_evicts() {
-        let dir = scratch("bounded");
-        let disk = Disk::open(&dir, 64 << 10).unwrap();
+        let (dir, disk) = opened("bounded", 64 << 10);
         static BODY: [u8; 4096] = [7; 4096];
         for n in 0..100 {
             write(&disk, &format!("h /{n}"), &stored(&BODY, ""));

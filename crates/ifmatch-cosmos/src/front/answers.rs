@@ -43,6 +43,11 @@ impl Done {
         }
     }
 
+    /// A 200 of `body`, a resource as it stood at `at`.
+    pub(crate) fn ok(body: impl serde::Serialize, at: DateTime) -> Self {
+        Self::of(StatusCode::OK, body, Some(at))
+    }
+
     /// A feed: `items` under `kind` (`Documents`, `Offers`, ...) with their `_rid` and
     /// `_count`, and the count in `x-ms-item-count`.
     pub(crate) fn feed(rid: &str, kind: &str, items: Vec<Json>, at: Option<DateTime>) -> Self {

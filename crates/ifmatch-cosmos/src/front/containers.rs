@@ -30,11 +30,7 @@ impl<T: Tables> Front<'_, T> {
 
     pub(super) async fn container_read(&self, db: &str, coll: &str) -> Answered {
         let entity = self.container(db, coll).await?;
-        Ok(Done::of(
-            StatusCode::OK,
-            container_json(db, &entity),
-            Some(entity.timestamp),
-        ))
+        Ok(Done::ok(container_json(db, &entity), entity.timestamp))
     }
 
     pub(super) async fn create_container(&self, db: &str, asked: &Asked<'_>) -> Answered {
@@ -172,11 +168,7 @@ impl<T: Tables> Front<'_, T> {
         };
         self.commit_resource(CONTAINERS, &[change], precondition_failed)
             .await?;
-        Ok(Done::of(
-            StatusCode::OK,
-            container_json(db, &entity),
-            Some(entity.timestamp),
-        ))
+        Ok(Done::ok(container_json(db, &entity), entity.timestamp))
     }
 
     pub(super) async fn delete_container(&self, db: &str, coll: &str) -> Answered {

@@ -40,11 +40,7 @@ impl<T: Tables> Front<'_, T> {
 
     pub(super) async fn database(&self, db: &str) -> Answered {
         let entity = self.get(DATABASES, "", db).await?.ok_or_else(not_found)?;
-        Ok(Done::of(
-            StatusCode::OK,
-            database_json(&entity),
-            Some(entity.timestamp),
-        ))
+        Ok(Done::ok(database_json(&entity), entity.timestamp))
     }
 
     pub(super) async fn create_database(&self, asked: &Asked<'_>) -> Answered {

@@ -186,11 +186,7 @@ impl<T: Tables> Front<'_, T> {
                 Some(entity.timestamp),
             ));
         }
-        Ok(Done::of(
-            StatusCode::OK,
-            document_json(db, coll, &entity),
-            Some(entity.timestamp),
-        ))
+        Ok(Done::ok(document_json(db, coll, &entity), entity.timestamp))
     }
 
     pub(super) async fn replace(&self, (db, coll, id): Doc<'_>, asked: &Asked<'_>) -> Answered {
@@ -266,11 +262,7 @@ impl<T: Tables> Front<'_, T> {
 /// The answer to a replace or a patch: the document as written.
 pub(super) fn written_answer(db: &str, coll: &str, written: Option<Entity>) -> Done {
     match written {
-        Some(entity) => Done::of(
-            StatusCode::OK,
-            document_json(db, coll, &entity),
-            Some(entity.timestamp),
-        ),
+        Some(entity) => Done::ok(document_json(db, coll, &entity), entity.timestamp),
         None => Done::empty(StatusCode::NO_CONTENT, None),
     }
 }

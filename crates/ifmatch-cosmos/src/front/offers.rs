@@ -7,7 +7,6 @@
 //! container made with none in a database with none gets Azure's least, 400 RU/s.
 //! [`crate::throughput`] holds a container's requests to it when asked to.
 
-use http::StatusCode;
 use ifmatch_table::{Change, Entity, Expected, Tables};
 use serde_json::{Map, Value as Json, json};
 
@@ -258,11 +257,7 @@ impl<T: Tables> Front<'_, T> {
 
     pub(super) async fn offer(&self, id: &str) -> Answered {
         let entity = self.get(OFFERS, "", id).await?.ok_or_else(not_found)?;
-        Ok(Done::of(
-            StatusCode::OK,
-            offer_json(&entity),
-            Some(entity.timestamp),
-        ))
+        Ok(Done::ok(offer_json(&entity), entity.timestamp))
     }
 
     /// Replace Offer: its content (the throughput) changes, within Azure's limits; what it is
@@ -281,11 +276,7 @@ impl<T: Tables> Front<'_, T> {
         let ever = ever.max(throughput.most());
         offer.insert("content".into(), throughput.content(ever));
         let after = self.write_offer(id, Some(&before), &offer).await?;
-        Ok(Done::of(
-            StatusCode::OK,
-            offer_json(&after),
-            Some(after.timestamp),
-        ))
+        Ok(Done::ok(offer_json(&after), after.timestamp))
     }
 }
 

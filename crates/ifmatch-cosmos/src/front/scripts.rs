@@ -54,7 +54,7 @@ impl<T: Tables> Front<'_, T> {
     pub(super) async fn script(&self, db: &str, coll: &str, kind: Scripts, id: &str) -> Answered {
         let entity = self.stored_script(db, coll, kind, id).await?;
         let body = script_json(db, coll, kind, &entity);
-        Ok(Done::of(StatusCode::OK, body, Some(entity.timestamp)))
+        Ok(Done::ok(body, entity.timestamp))
     }
 
     /// Create (`id` none: the body's) or Replace: the body checked for its kind.

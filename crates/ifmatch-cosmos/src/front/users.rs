@@ -50,7 +50,7 @@ impl<T: Tables> Front<'_, T> {
     pub(super) async fn user(&self, db: &str, user: &str) -> Answered {
         let entity = self.get(USERS, db, user).await?.ok_or_else(not_found)?;
         let body = user_json(db, &entity);
-        Ok(Done::of(StatusCode::OK, body, Some(entity.timestamp)))
+        Ok(Done::ok(body, entity.timestamp))
     }
 
     /// Replace User: the same id (a user's permissions are kept under its id; a new id is
@@ -72,7 +72,7 @@ impl<T: Tables> Front<'_, T> {
         };
         self.commit_resource(USERS, &[change], conflict).await?;
         let body = user_json(db, &entity);
-        Ok(Done::of(StatusCode::OK, body, Some(entity.timestamp)))
+        Ok(Done::ok(body, entity.timestamp))
     }
 
     pub(super) async fn delete_user(&self, db: &str, user: &str) -> Answered {
@@ -130,7 +130,7 @@ impl<T: Tables> Front<'_, T> {
         let (db, user, id) = named;
         let entity = (self.get(PERMISSIONS, &owner(db, user), id).await?).ok_or_else(not_found)?;
         let body = self.permission_json(named, &entity, lifetime);
-        Ok(Done::of(StatusCode::OK, body, Some(entity.timestamp)))
+        Ok(Done::ok(body, entity.timestamp))
     }
 
     /// Create Permission (`id` none: the body's) or Replace Permission: its mode, resource

@@ -570,7 +570,7 @@ impl Parser<'_> {
     }
 
     fn comparison(&mut self) -> Result<Expr, SqlError> {
-        let left = self.concat()?;
+        let left = self.symbols(0)?;
         let operators = [
             ("=", Op::Eq),
             ("!=", Op::Ne),
@@ -582,7 +582,7 @@ impl Parser<'_> {
         ];
         for (symbol, op) in operators {
             if self.eat_symbol(symbol) {
-                let right = self.concat()?;
+                let right = self.symbols(0)?;
                 return Ok(Expr::Binary(op, Box::new(left), Box::new(right)));
             }
         }
@@ -600,9 +600,9 @@ impl Parser<'_> {
             return Ok(Expr::In(Box::new(left), list, negated));
         }
         if self.eat_keyword("BETWEEN") {
-            let low = self.concat()?;
+            let low = self.symbols(0)?;
             self.keyword("AND")?;
-            let high = self.concat()?;
+            let high = self.symbols(0)?;
             return Ok(Expr::Between(
                 Box::new(left),
                 Box::new(low),
@@ -611,7 +611,7 @@ impl Parser<'_> {
             ));
         }
         if self.eat_keyword("LIKE") {
-            let pattern = self.concat()?;
+            let pattern = self.symbols(0)?;
             if let Expr::Literal(literal) = &pattern
                 && let Json::String(text) = &**literal
                 && text.chars().count() > super::like::MAX_LIKE
@@ -638,64 +638,30 @@ impl Parser<'_> {
         Ok(left)
     }
 
-    fn concat(&mut self) -> Result<Expr, SqlError> {
-        let mut left = self.bitwise(0)?;
-        while self.eat_symbol("||") {
-            self.node()?;
-            left = Expr::Binary(Op::Concat, Box::new(left), Box::new(self.bitwise(0)?));
-        }
-        Ok(left)
-    }
-
-    /// The bitwise operators, loosest first: `|`, `^`, `&`, then the shifts.
-    fn bitwise(&mut self, level: usize) -> Result<Expr, SqlError> {
-        const LEVELS: [&[(&str, Op)]; 4] = [
+    /// The operators written as symbols, loosest first, each level grouped from the left:
+    /// `||`, `|`, `^`, `&`, the shifts, `+` and `-`, then `*`, `/` and `%`.
+    fn symbols(&mut self, level: usize) -> Result<Expr, SqlError> {
+        const LEVELS: [&[(&str, Op)]; 7] = [
+            &[("||", Op::Concat)],
             &[("|", Op::BitOr)],
             &[("^", Op::BitXor)],
             &[("&", Op::BitAnd)],
             &[(">>>", Op::Ushr), ("<<", Op::Shl), (">>", Op::Shr)],
+            &[("+", Op::Add), ("-", Op::Sub)],
+            &[("*", Op::Mul), ("/", Op::Div), ("%", Op::Mod)],
         ];
         let Some(operators) = LEVELS.get(level) else {
-            return self.additive();
+            return self.unary();
         };
-        let mut left = self.bitwise(level + 1)?;
-        'more: loop {
-            for (symbol, op) in *operators {
-                if self.eat_symbol(symbol) {
-                    self.node()?;
-                    let right = self.bitwise(level + 1)?;
-                    left = Expr::Binary(*op, Box::new(left), Box::new(right));
-                    continue 'more;
-                }
-            }
-            return Ok(left);
-        }
-    }
-
-    fn additive(&mut self) -> Result<Expr, SqlError> {
-        let mut left = self.multiplicative()?;
+        let mut left = self.symbols(level + 1)?;
         loop {
-            let op = match () {
-                _ if self.eat_symbol("+") => Op::Add,
-                _ if self.eat_symbol("-") => Op::Sub,
-                _ => return Ok(left),
+            let eaten = operators.iter().find(|(symbol, _)| self.eat_symbol(symbol));
+            let Some(&(_, op)) = eaten else {
+                return Ok(left);
             };
             self.node()?;
-            left = Expr::Binary(op, Box::new(left), Box::new(self.multiplicative()?));
-        }
-    }
-
-    fn multiplicative(&mut self) -> Result<Expr, SqlError> {
-        let mut left = self.unary()?;
-        loop {
-            let op = match () {
-                _ if self.eat_symbol("*") => Op::Mul,
-                _ if self.eat_symbol("/") => Op::Div,
-                _ if self.eat_symbol("%") => Op::Mod,
-                _ => return Ok(left),
-            };
-            self.node()?;
-            left = Expr::Binary(op, Box::new(left), Box::new(self.unary()?));
+            let right = self.symbols(level + 1)?;
+            left = Expr::Binary(op, Box::new(left), Box::new(right));
         }
     }
 

@@ -210,22 +210,32 @@ mod tests {
         (send, body, count)
     }
 
+    /// A body of `per_second` bytes a second for a minute, read against a floor of `floor`
+    /// bytes a `window` of seconds.
+    fn steady(
+        per_second: usize,
+        window: u64,
+        floor: u64,
+    ) -> (Pin<Box<RateBody<Channel, Count>>>, Count) {
+        let (send, body, count) = trickle(window, floor);
+        tokio::spawn(async move {
+            for _ in 0..60 {
+                if send.send(bytes(per_second)).await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        });
+        (Box::pin(body), count)
+    }
+
     fn bytes(n: usize) -> Sent {
         Bytes::from(vec![b'x'; n])
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_trickle_under_the_floor_fails_after_one_window() {
-        let (send, body, count) = trickle(10, 100);
-        let mut body = Box::pin(body);
-        tokio::spawn(async move {
-            for _ in 0..60 {
-                if send.send(bytes(1)).await.is_err() {
-                    return;
-                }
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-        });
+        let (mut body, count) = steady(1, 10, 100);
         let started = Instant::now();
         let mut got = 0;
         let error = loop {
@@ -249,14 +259,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_body_at_the_floor_goes_on_and_a_silent_one_fails() {
         // 20 bytes a second against a floor of 100 per 10 s: a minute, then the end.
-        let (send, body, count) = trickle(10, 100);
-        let mut body = Box::pin(body);
-        tokio::spawn(async move {
-            for _ in 0..60 {
-                send.send(bytes(20)).await.unwrap();
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-        });
+        let (mut body, count) = steady(20, 10, 100);
         let mut got = 0;
         while let Some(frame) = body.frame().await {
             got += frame.unwrap().into_data().unwrap().len();
