@@ -212,3 +212,14 @@ pub trait Incoming:
 }
 
 impl<B: Body<Data = Bytes, Error: Into<ifmatch_core::BoxError>> + Send + 'static> Incoming for B {}
+
+/// The whole of `body` if it holds at most `max` bytes; `None` when it holds more, or breaks
+/// off.
+pub(crate) async fn read_at_most(body: impl Incoming, max: usize) -> Option<Bytes> {
+    use http_body_util::BodyExt;
+    let collected = http_body_util::Limited::new(body, max)
+        .collect()
+        .await
+        .ok()?;
+    Some(collected.to_bytes())
+}

@@ -15,6 +15,12 @@ use ifmatch_azure::SystemEnv;
 use ifmatch_cosmos::Endpoint;
 use ifmatch_table::MemoryTables;
 
+/// The headers of a query.
+const QUERY: [(&str, &str); 2] = [
+    ("x-ms-documentdb-isquery", "True"),
+    ("content-type", "application/query+json"),
+];
+
 type Service = Endpoint<Arc<MemoryTables>, SystemEnv>;
 
 fn service() -> Service {
@@ -189,10 +195,7 @@ async fn what_the_sdks_never_send_is_answered_as_cosmos_answers_it() {
         "nothing of a refused batch"
     );
     // Queries that would take the server's stack or time are refused, and it stays up.
-    let query = [
-        ("x-ms-documentdb-isquery", "True"),
-        ("content-type", "application/query+json"),
-    ];
+    let query = QUERY;
     for text in [
         format!("SELECT * FROM c WHERE c{} = 1", ".a".repeat(20_000)),
         format!(
@@ -265,12 +268,7 @@ async fn positions_and_tokens_out_of_range_are_refused() {
             "{feed}"
         );
     }
-    let query = [
-        ("x-ms-documentdb-isquery", "True"),
-        ("content-type", "application/query+json"),
-        ("x-ms-max-item-count", "1"),
-        p,
-    ];
+    let query = [QUERY[0], QUERY[1], ("x-ms-max-item-count", "1"), p];
     let body = r#"{"query": "SELECT VALUE c.id FROM c"}"#;
     let (status, _, headers) = signed(e, Method::POST, docs, &query, body).await;
     assert_eq!(status, 200);

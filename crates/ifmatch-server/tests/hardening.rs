@@ -264,10 +264,15 @@ async fn a_full_disk_still_updates_small_blobs_and_renews_leases() {
 
 /// Creates the container `name` under `base` with one blob, `x`, holding `payload`: what the
 /// well-behaved client of a crowd test reads ([`gets_get_through`]).
-async fn container_with_x(http: &reqwest::Client, base: &str, name: &str) {
-    common::create_container(http, base, name).await;
-    let r = common::send(http, "PUT", &format!("{base}/{name}/x"), &[], "payload").await;
+/// Makes the container `name` on `server` with the blob `x` in it; answers a client, the
+/// server's base URL and its host and port.
+async fn container_with_x(server: &Ifmatch, name: &str) -> (reqwest::Client, String, String) {
+    let (http, base) = (client(), server.base.clone());
+    common::create_container(&http, &base, name).await;
+    let r = common::send(&http, "PUT", &format!("{base}/{name}/x"), &[], "payload").await;
     assert_eq!(r.status(), 201);
+    let addr = common::host_of(&base);
+    (http, base, addr)
 }
 
 /// `times` GETs of `{base}/{container}/x`, one every `pause`, each answered within
@@ -331,11 +336,7 @@ async fn a_slowloris_crowd_cannot_starve_a_well_behaved_client() {
         data.path(),
         &["--max-connections", "64", "--header-timeout", "2"],
     );
-    let http = client();
-    let base = server.base.clone();
-    container_with_x(&http, &base, "crowd").await;
-
-    let addr = common::host_of(&base);
+    let (http, base, addr) = container_with_x(&server, "crowd").await;
     let crowd: Vec<_> = (0..192)
         .map(|_| {
             let addr = addr.clone();
@@ -983,10 +984,7 @@ async fn trickling_uploads_are_cut_off_and_shed() {
             "100",
         ],
     );
-    let http = client();
-    let base = server.base.clone();
-    container_with_x(&http, &base, "trk").await;
-    let addr = common::host_of(&base);
+    let (http, base, addr) = container_with_x(&server, "trk").await;
 
     // 40 uploads of 1 MiB sending a byte a second: every connection is taken.
     let trickles: Vec<_> = (0..40)

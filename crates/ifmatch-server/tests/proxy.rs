@@ -240,6 +240,11 @@ impl Proxy {
     }
 }
 
+/// The answer's `Cache-Status`.
+fn cache_status(response: &reqwest::Response) -> &str {
+    response.headers()["cache-status"].to_str().unwrap()
+}
+
 fn etag(response: &reqwest::Response) -> String {
     response.headers()["etag"].to_str().unwrap().to_owned()
 }
@@ -437,23 +442,20 @@ async fn http2_clients_share_the_cache_with_http11_ones_and_name_their_host() {
         .http2_prior_knowledge()
         .build()
         .unwrap();
-    let status = |response: &reqwest::Response| {
-        (response.headers()["cache-status"].to_str().unwrap()).to_owned()
-    };
     let url = |path: &str| format!("{}{path}", proxy.base);
     let first = h1.get(url("/many/2")).send().await.unwrap();
-    assert!(status(&first).contains("stored"), "{first:?}");
+    assert!(cache_status(&first).contains("stored"), "{first:?}");
     for method in [reqwest::Method::GET, reqwest::Method::HEAD] {
         let again = h2.request(method, url("/many/2")).send().await.unwrap();
         assert_eq!(again.version(), reqwest::Version::HTTP_2);
-        assert_eq!(status(&again), "ifmatch; hit", "{again:?}");
+        assert_eq!(cache_status(&again), "ifmatch; hit", "{again:?}");
     }
     let first = h2.get(url("/many/4")).send().await.unwrap();
-    assert!(status(&first).contains("stored"), "{first:?}");
+    assert!(cache_status(&first).contains("stored"), "{first:?}");
     assert_eq!(first.bytes().await.unwrap().len(), 4096);
     for client in [&h1, &h2, &h1] {
         let again = client.get(url("/many/4")).send().await.unwrap();
-        assert_eq!(status(&again), "ifmatch; hit", "{again:?}");
+        assert_eq!(cache_status(&again), "ifmatch; hit", "{again:?}");
         assert_eq!(again.bytes().await.unwrap().len(), 4096);
     }
 
@@ -910,17 +912,14 @@ async fn a_request_after_a_write_never_joins_a_fetch_from_before_it() {
     let mut first = http.get(&url).send().await.unwrap().bytes_stream();
     first.next().await.unwrap().unwrap(); // arriving, for about a second
     let during = http.get(&url).send().await.unwrap();
-    assert_eq!(during.headers()["cache-status"], "ifmatch; hit");
+    assert_eq!(cache_status(&during), "ifmatch; hit");
     let write = http.put(&url).body("changed").send().await.unwrap();
     assert_eq!(write.status(), 204);
     let after = http.get(&url).send().await.unwrap();
     assert!(
-        after.headers()["cache-status"]
-            .to_str()
-            .unwrap()
-            .contains("fwd=miss"),
+        cache_status(&after).contains("fwd=miss"),
         "asked again after the write: {:?}",
-        after.headers()["cache-status"]
+        cache_status(&after)
     );
     assert_eq!(origin.cold_gets.load(Ordering::SeqCst), 2);
     drop((first, during, after));
@@ -946,7 +945,7 @@ async fn a_chunked_answer_is_stored_once_whole_unless_too_large_or_written_meanw
     );
     assert_eq!(first.bytes().await.unwrap(), want(16));
     let again = http.get(&url).send().await.unwrap();
-    assert_eq!(again.headers()["cache-status"], "ifmatch; hit");
+    assert_eq!(cache_status(&again), "ifmatch; hit");
     assert_eq!(again.headers()["content-length"], "65536");
     assert!(again.headers().get("transfer-encoding").is_none());
     assert_eq!(again.bytes().await.unwrap(), want(16));
@@ -974,12 +973,9 @@ async fn a_chunked_answer_is_stored_once_whole_unless_too_large_or_written_meanw
     assert!(rest > 0);
     let after = http.get(&written).send().await.unwrap();
     assert!(
-        after.headers()["cache-status"]
-            .to_str()
-            .unwrap()
-            .contains("fwd=miss"),
+        cache_status(&after).contains("fwd=miss"),
         "asked again: {:?}",
-        after.headers()["cache-status"]
+        cache_status(&after)
     );
     assert_eq!(after.bytes().await.unwrap(), want(20));
     assert_eq!(gets(), 5);
@@ -1043,12 +1039,7 @@ async fn a_hundred_concurrent_misses_reach_the_origin_once_and_stream() {
         .send()
         .await
         .unwrap();
-    assert!(
-        again.headers()["cache-status"]
-            .to_str()
-            .unwrap()
-            .contains("hit")
-    );
+    assert!(cache_status(&again).contains("hit"));
     assert_eq!(again.bytes().await.unwrap().len(), BIG);
     assert_eq!(origin.cold_gets.load(Ordering::SeqCst), 1);
 }

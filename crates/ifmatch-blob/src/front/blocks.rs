@@ -378,16 +378,9 @@ async fn read_list(
     body: impl Incoming,
     headers: &HeaderMap,
 ) -> Result<(Vec<(rules::Source, String)>, Checksums)> {
-    let xml = http_body_util::Limited::new(body, MAX_LIST_BODY)
-        .collect()
+    let xml = crate::body::read_at_most(body, MAX_LIST_BODY)
         .await
-        .map_err(|_| {
-            Failure::with_detail(
-                ErrorCode::RequestBodyTooLarge,
-                "A block list is at most 8 MiB.",
-            )
-        })?
-        .to_bytes();
+        .ok_or_else(|| Failure::too_large("A block list is at most 8 MiB."))?;
     let checksums = Checksums::of(&xml, headers.contains_key(CONTENT_CRC64));
     verify_checksums(headers, &checksums)?;
     Ok((rules::parse(&xml)?, checksums))

@@ -106,13 +106,11 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         use http_body_util::BodyExt;
         let refused = |(code, detail): batch::Malformed| Failure::with_detail(code, detail);
         let boundary = batch::boundary(outer.headers.get(header::CONTENT_TYPE)).map_err(refused)?;
-        let bytes = http_body_util::Limited::new(body, batch::MAX_BODY)
-            .collect()
+        let bytes = crate::body::read_at_most(body, batch::MAX_BODY)
             .await
-            .map_err(|_| {
+            .ok_or_else(|| {
                 Failure::with_detail(ErrorCode::InvalidInput, "A batch body is at most 4 MiB.")
-            })?
-            .to_bytes();
+            })?;
         let subrequests = batch::parse(&bytes, &boundary).map_err(refused)?;
         let mut answers = Vec::with_capacity(subrequests.len());
         for sub in subrequests {
@@ -195,15 +193,11 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let Call {
             key, headers, now, ..
         } = call;
-        use http_body_util::BodyExt;
         let level = public_access(headers)?;
         let ask = call.ask()?;
-        let limited = http_body_util::Limited::new(body, 64 << 10);
-        let xml = limited
-            .collect()
+        let xml = crate::body::read_at_most(body, 64 << 10)
             .await
-            .map_err(|_| ErrorCode::InvalidXmlDocument)?
-            .to_bytes();
+            .ok_or(ErrorCode::InvalidXmlDocument)?;
         if String::from_utf8_lossy(&xml).contains("<SignedIdentifier>") {
             return Err(Failure::with_detail(
                 ErrorCode::InvalidXmlDocument,

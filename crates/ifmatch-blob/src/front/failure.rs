@@ -28,6 +28,11 @@ pub(super) type Result<T, E = Failure> = std::result::Result<T, E>;
 pub(super) type Answered<O> = Result<Answer<<O as Objects>::Reader>>;
 
 impl Failure {
+    /// 413 `RequestBodyTooLarge`, `detail` saying the most the body may hold.
+    pub(super) fn too_large(detail: &'static str) -> Self {
+        Self::with_detail(ErrorCode::RequestBodyTooLarge, detail)
+    }
+
     pub(super) fn with_detail(code: ErrorCode, detail: impl Into<String>) -> Self {
         Self {
             code,

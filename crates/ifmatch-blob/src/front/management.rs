@@ -433,15 +433,11 @@ fn container_json(id: &str, name: &str, record: &Record) -> Value {
 
 /// A management body, up to 64 KiB.
 async fn read_body(body: impl Incoming) -> Result<Bytes, ArmError> {
-    use http_body_util::BodyExt;
-    let limited = http_body_util::Limited::new(body, 64 << 10);
-    match limited.collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(_) => Err(ArmError::new(
-            ArmCode::InvalidRequestContent,
-            "The request body could not be read, or is over 64 KiB.",
-        )),
-    }
+    let read = crate::body::read_at_most(body, 64 << 10).await;
+    read.ok_or_else(|| {
+        let detail = "The request body could not be read, or is over 64 KiB.";
+        ArmError::new(ArmCode::InvalidRequestContent, detail)
+    })
 }
 
 fn json_answer<R>(status: StatusCode, body: Vec<u8>) -> Answer<R> {

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use http::StatusCode;
 use http::header::HeaderMap;
-use http_body_util::BodyExt;
 use ifmatch_azure::Env;
 
 use super::answers::{answer, xml_answer};
@@ -51,11 +50,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 "Get User Delegation Key takes a bearer token only.",
             ));
         };
-        let xml = http_body_util::Limited::new(body, 4 << 10)
-            .collect()
+        let xml = crate::body::read_at_most(body, 4 << 10)
             .await
-            .map_err(|_| ErrorCode::InvalidXmlDocument)?
-            .to_bytes();
+            .ok_or(ErrorCode::InvalidXmlDocument)?;
         let text = std::str::from_utf8(&xml).map_err(|_| ErrorCode::InvalidXmlDocument)?;
         let (start, expiry) = key_info(text).ok_or_else(|| {
             Failure::with_detail(
@@ -168,16 +165,11 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         body: impl Incoming,
         headers: &HeaderMap,
     ) -> Answered<O> {
-        let xml = http_body_util::Limited::new(body, MAX_PROPERTIES_BODY)
-            .collect()
+        let xml = crate::body::read_at_most(body, MAX_PROPERTIES_BODY)
             .await
-            .map_err(|_| {
-                Failure::with_detail(
-                    ErrorCode::RequestBodyTooLarge,
-                    "A Set Blob Service Properties body is at most 64 KiB.",
-                )
-            })?
-            .to_bytes();
+            .ok_or_else(|| {
+                Failure::too_large("A Set Blob Service Properties body is at most 64 KiB.")
+            })?;
         let text = std::str::from_utf8(&xml).map_err(|_| ErrorCode::InvalidXmlDocument)?;
         let key = self.service_key(account);
         let now = self.env.now();

@@ -6,7 +6,6 @@
 
 use http::StatusCode;
 use http::header::HeaderMap;
-use http_body_util::BodyExt;
 use ifmatch_azure::Env;
 
 use super::answers::{answer, xml_answer};
@@ -50,16 +49,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     pub(super) async fn set_blob_tags(&self, call: Call<'_>, body: impl Incoming) -> Answered<O> {
         let Call { key, headers, .. } = call;
         let ask = call.ask()?;
-        let xml = http_body_util::Limited::new(body, MAX_TAGS_BODY)
-            .collect()
+        let xml = crate::body::read_at_most(body, MAX_TAGS_BODY)
             .await
-            .map_err(|_| {
-                Failure::with_detail(
-                    ErrorCode::RequestBodyTooLarge,
-                    "A Set Blob Tags body is at most 16 KiB.",
-                )
-            })?
-            .to_bytes();
+            .ok_or_else(|| Failure::too_large("A Set Blob Tags body is at most 16 KiB."))?;
         let tags = tags::parse(&xml)?;
         let missing = (precondition::Operation::Read, ErrorCode::BlobNotFound);
         self.swap_existing(key, headers, missing, |current| {

@@ -259,6 +259,11 @@ pub fn field(xml: &str, tag: &str) -> Option<String> {
     Some(xml[start..start + xml[start..].find('<')?].to_owned())
 }
 
+/// The values of the headers `names`, each there.
+pub fn header_values<const N: usize>(reply: &Reply, names: [&str; N]) -> [String; N] {
+    names.map(|name| header(reply, name).unwrap_or_else(|| panic!("no {name}")))
+}
+
 pub fn header(reply: &Reply, name: &str) -> Option<String> {
     reply
         .headers()

@@ -414,9 +414,7 @@ impl Parser<'_> {
 
     fn eat_keyword(&mut self, keyword: &str) -> bool {
         let found = self.peek_keyword(keyword);
-        if found {
-            self.at += 1;
-        }
+        self.at += usize::from(found);
         found
     }
 
@@ -429,9 +427,7 @@ impl Parser<'_> {
 
     fn eat_symbol(&mut self, symbol: &str) -> bool {
         let found = matches!(self.peek(), Some(Token::Symbol(s)) if *s == symbol);
-        if found {
-            self.at += 1;
-        }
+        self.at += usize::from(found);
         found
     }
 
