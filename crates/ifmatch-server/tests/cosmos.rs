@@ -552,6 +552,24 @@ impl Fleet {
     }
 
     /// The endpoint writer `w` goes through: the instances in turn.
+    /// `workers` tasks at once, each `work(w, endpoint, client)` through [`Fleet::through`]
+    /// its `w`: what each answered, in order.
+    async fn each<T: Send + 'static, F: Future<Output = T> + Send + 'static>(
+        &self,
+        workers: usize,
+        work: impl Fn(usize, String, reqwest::Client) -> F,
+    ) -> Vec<T> {
+        let http = common::client();
+        let tasks: Vec<_> = (0..workers)
+            .map(|w| tokio::spawn(work(w, self.through(w), http.clone())))
+            .collect();
+        let mut answered = Vec::with_capacity(workers);
+        for task in tasks {
+            answered.push(task.await.unwrap());
+        }
+        answered
+    }
+
     fn through(&self, w: usize) -> String {
         let endpoint = if w.is_multiple_of(2) {
             &self.a
@@ -582,30 +600,25 @@ async fn count(docs: &str) -> u64 {
 async fn a_unique_key_raced_for_through_two_instances_goes_to_one_creator() {
     let container = r#"{"id":"c","partitionKey":{"paths":["/pk"]},"uniqueKeyPolicy":{"uniqueKeys":[{"paths":["/email"]}]}}"#;
     let fleet = Fleet::with("u", container).await;
-    let http = common::client();
-    let creators: Vec<_> = (0..8)
-        .map(|w| {
-            let (endpoint, http) = (fleet.through(w), http.clone());
-            tokio::spawn(async move {
-                let mut statuses = Vec::new();
-                for value in 0..20 {
-                    let body = serde_json::json!({ "id": format!("{w}-{value}"), "pk": "p", "email": format!("{value}@e") });
-                    let written = http
-                        .post(format!("{endpoint}/dbs/u/colls/c/docs"))
-                        .header("x-ms-documentdb-partitionkey", "[\"p\"]")
-                        .body(body.to_string())
-                        .send()
-                        .await
-                        .unwrap();
-                    statuses.push(written.status().as_u16());
-                }
-                statuses
-            })
-        })
-        .collect();
+    let creators = (fleet.each(8, |w, endpoint, http| async move {
+        let mut statuses = Vec::new();
+        for value in 0..20 {
+            let body = serde_json::json!({ "id": format!("{w}-{value}"), "pk": "p", "email": format!("{value}@e") });
+            let written = http
+                .post(format!("{endpoint}/dbs/u/colls/c/docs"))
+                .header("x-ms-documentdb-partitionkey", "[\"p\"]")
+                .body(body.to_string())
+                .send()
+                .await
+                .unwrap();
+            statuses.push(written.status().as_u16());
+        }
+        statuses
+    }))
+    .await;
     let mut won = [0; 20];
     for creator in creators {
-        for (value, status) in creator.await.unwrap().into_iter().enumerate() {
+        for (value, status) in creator.into_iter().enumerate() {
             assert!(status == 201 || status == 409, "{status}");
             won[value] += usize::from(status == 201);
         }
@@ -632,29 +645,25 @@ async fn procedures_through_two_instances_never_interleave() {
         .header("x-ms-documentdb-partitionkey", r#"["p"]"#)
         .body(r#"{"id":"n","pk":"p","count":0}"#);
     assert_eq!(counter.send().await.unwrap().status(), 201);
-    let callers: Vec<_> = (0..8)
-        .map(|w| {
-            let (endpoint, http) = (fleet.through(w), http.clone());
-            tokio::spawn(async move {
-                let mut counts = Vec::new();
-                for _ in 0..6 {
-                    let ran = http
-                        .post(format!("{endpoint}/dbs/s/colls/c/sprocs/increment"))
-                        .header("x-ms-documentdb-partitionkey", r#"["p"]"#)
-                        .body("[]")
-                        .send()
-                        .await
-                        .unwrap();
-                    assert_eq!(ran.status(), 200);
-                    counts.push(ran.text().await.unwrap().parse::<u64>().unwrap());
-                }
-                counts
-            })
-        })
-        .collect();
+    let callers = (fleet.each(8, |_, endpoint, http| async move {
+        let mut counts = Vec::new();
+        for _ in 0..6 {
+            let ran = http
+                .post(format!("{endpoint}/dbs/s/colls/c/sprocs/increment"))
+                .header("x-ms-documentdb-partitionkey", r#"["p"]"#)
+                .body("[]")
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(ran.status(), 200);
+            counts.push(ran.text().await.unwrap().parse::<u64>().unwrap());
+        }
+        counts
+    }))
+    .await;
     let mut counts = Vec::new();
     for caller in callers {
-        counts.extend(caller.await.unwrap());
+        counts.extend(caller);
     }
     counts.sort_unstable();
     assert_eq!(
@@ -731,31 +740,24 @@ async fn every_version_across_two_instances_comes_once_in_one_order() {
     let container = r#"{"id":"c","partitionKey":{"paths":["/pk"]},"changeFeedPolicy":{"retentionDuration":60}}"#;
     let fleet = Fleet::with("v", container).await;
     let http = common::client();
-    let writers: Vec<_> = (0..6)
-        .map(|w| {
-            let (endpoint, http) = (fleet.through(w), http.clone());
-            tokio::spawn(async move {
-                for k in 0..10 {
-                    let id = format!("w{w}-{k}");
-                    let docs = format!("{endpoint}/dbs/v/colls/c/docs");
-                    for n in 0..2 {
-                        let body = serde_json::json!({ "id": id, "pk": "p", "n": n });
-                        assert!(upsert_in_p(&http, &docs, &body).await.is_success());
-                    }
-                    let deleted = http
-                        .delete(format!("{docs}/{id}"))
-                        .header("x-ms-documentdb-partitionkey", "[\"p\"]")
-                        .send()
-                        .await
-                        .unwrap();
-                    assert_eq!(deleted.status(), 204);
-                }
-            })
-        })
-        .collect();
-    for writer in writers {
-        writer.await.unwrap();
-    }
+    (fleet.each(6, |w, endpoint, http| async move {
+        for k in 0..10 {
+            let id = format!("w{w}-{k}");
+            let docs = format!("{endpoint}/dbs/v/colls/c/docs");
+            for n in 0..2 {
+                let body = serde_json::json!({ "id": id, "pk": "p", "n": n });
+                assert!(upsert_in_p(&http, &docs, &body).await.is_success());
+            }
+            let deleted = http
+                .delete(format!("{docs}/{id}"))
+                .header("x-ms-documentdb-partitionkey", "[\"p\"]")
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(deleted.status(), 204);
+        }
+    }))
+    .await;
     let (mut seen, mut etag, mut turn) = (Vec::new(), None::<String>, 0);
     loop {
         let endpoint = &fleet.through(turn);
