@@ -185,13 +185,18 @@ async fn fetch(
 /// `{account}.table.…`, or, path-style, naming no account first (`/Tables`,
 /// `/people(...)`: no blob request does, and clients that drop an endpoint's path, as the legacy
 /// `azure-storage` package does, send those) and not the management API's.
+/// The host a request names: its `Host`, or its URI's.
+fn host_of(request: &HttpRequest) -> &str {
+    (request.headers().get(http::header::HOST))
+        .and_then(|h| h.to_str().ok())
+        .or(request.uri().host())
+        .unwrap_or("")
+}
+
 fn is_table_request(request: &HttpRequest, accounts: &Accounts) -> bool {
     let path = request.uri().path();
     let mounted = path == TABLE_MOUNT || path.starts_with("/table/");
-    let host = (request.headers().get(http::header::HOST))
-        .and_then(|h| h.to_str().ok())
-        .or(request.uri().host())
-        .unwrap_or("");
+    let host = host_of(request);
     let service = host.split('.').nth(1);
     let first = path.trim_start_matches('/').split('/').next().unwrap_or("");
     let unnamed = service != Some("blob") && !first.is_empty() && accounts.get(first).is_none();
@@ -204,10 +209,7 @@ fn is_table_request(request: &HttpRequest, accounts: &Accounts) -> bool {
 /// `{account}.queue.…`.
 fn is_queue_request(request: &HttpRequest) -> bool {
     let path = request.uri().path();
-    let host = (request.headers().get(http::header::HOST))
-        .and_then(|h| h.to_str().ok())
-        .or(request.uri().host())
-        .unwrap_or("");
+    let host = host_of(request);
     path == QUEUE_MOUNT || path.starts_with("/queue/") || host.split('.').nth(1) == Some("queue")
 }
 
@@ -217,10 +219,7 @@ fn is_queue_request(request: &HttpRequest) -> bool {
 /// credentials.
 fn is_cosmos_request(request: &HttpRequest) -> bool {
     let path = request.uri().path();
-    let host = (request.headers().get(http::header::HOST))
-        .and_then(|h| h.to_str().ok())
-        .or(request.uri().host())
-        .unwrap_or("");
+    let host = host_of(request);
     let first = path.trim_start_matches('/').split('/').next().unwrap_or("");
     // Cosmos's own credentials: a master key's, a resource token's or an Entra ID token's.
     let master = (request.headers().get(http::header::AUTHORIZATION)).is_some_and(|v| {

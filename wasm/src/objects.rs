@@ -148,6 +148,24 @@ impl Objects for R2Objects {
     }
 }
 
+/// The next frame of a JavaScript byte stream (none once it is gone), its error as `error`
+/// makes it.
+pub(crate) fn poll_stream<E>(
+    stream: Option<&mut ByteStream>,
+    cx: &mut Context<'_>,
+    error: impl FnOnce(worker::Error) -> E,
+) -> FramePoll<E> {
+    let Some(stream) = stream else {
+        return Poll::Ready(None);
+    };
+    let next = std::task::ready!(Pin::new(stream).poll_next(cx));
+    Poll::Ready(next.map(|chunk| {
+        chunk
+            .map(|bytes| Frame::data(Bytes::from(bytes)))
+            .map_err(error)
+    }))
+}
+
 /// An R2 object's bytes as an HTTP body.
 pub struct R2Reader(SendWrapper<Option<ByteStream>>);
 
@@ -156,15 +174,6 @@ impl Body for R2Reader {
     type Error = StoreError;
 
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> FramePoll<Self::Error> {
-        let Some(stream) = self.0.as_mut() else {
-            return Poll::Ready(None);
-        };
-        Pin::new(stream).poll_next(cx).map(|next| {
-            next.map(|chunk| {
-                chunk
-                    .map(|bytes| Frame::data(Bytes::from(bytes)))
-                    .map_err(unavailable)
-            })
-        })
+        poll_stream(self.0.as_mut(), cx, unavailable)
     }
 }

@@ -6,7 +6,6 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use futures_util::Stream;
 use http::{HeaderMap, Uri};
 use http_body::{Body, Frame, SizeHint};
 use ifmatch_blob::copy_origin::{Allowed, CopyOrigins, OriginBody, OriginError, OriginReply};
@@ -82,16 +81,7 @@ impl Body for FetchBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, OriginError>>> {
-        let Some(stream) = self.stream.as_mut() else {
-            return Poll::Ready(None);
-        };
-        Pin::new(stream).poll_next(cx).map(|next| {
-            next.map(|chunk| {
-                chunk
-                    .map(|bytes| Frame::data(Bytes::from(bytes)))
-                    .map_err(failed)
-            })
-        })
+        crate::objects::poll_stream(self.stream.as_mut(), cx, failed)
     }
 
     fn size_hint(&self) -> SizeHint {

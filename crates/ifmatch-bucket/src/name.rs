@@ -72,18 +72,13 @@ mod tests {
             "a", "y", "z", "A", "Z", "0", "9", "-", "=", "_", "!", "/", ".", " ", "~", "é", "日",
             "\u{7f}", "\u{1}",
         ];
-        let mut state = 0x2545_F491_4F6C_DD1D_u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0x2545_F491_4F6C_DD1D);
         let mut names: Vec<String> = (0..3000)
             .map(|_| {
-                let len = next() % 6;
+                let len = rng.random_range(0..6);
                 (0..len)
-                    .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                    .map(|_| alphabet[rng.random_range(0..alphabet.len())])
                     .collect()
             })
             .collect();

@@ -32,7 +32,6 @@ use super::gate::committed;
 use super::swap::Step;
 use super::uploads::{declared_len, number};
 use crate::body::Incoming;
-use crate::metadata;
 use crate::record::Appended;
 use crate::record::Block;
 use crate::record::Content;
@@ -207,13 +206,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 count: appended.count + 1,
                 ..appended
             });
-            record.etag = metadata::blob_tag(
-                &chained,
-                content.content_type.as_deref(),
-                &current.metadata,
-                &content.properties,
-                None,
-            );
+            record.etag = content.blob_tag(&chained, &current.metadata);
             content.sha256 = Some(chained);
             record.last_modified = crate::record::unix_seconds(now);
             record.generation = current.generation + 1;

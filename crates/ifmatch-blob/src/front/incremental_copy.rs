@@ -16,7 +16,6 @@ use super::state::Front;
 use super::swap::Step;
 use crate::error_code::ErrorCode;
 use crate::lease::Access;
-use crate::metadata;
 use crate::page_blob::Incremental;
 use crate::precondition;
 use crate::record::Record;
@@ -84,13 +83,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         };
         (copied.pages.as_mut().expect("a page blob")).incremental = Some(incremental);
         let bytes_tag = duplicate.bytes_tag;
-        let etag = metadata::blob_tag(
-            &bytes_tag,
-            copied.content_type.as_deref(),
-            &record.metadata,
-            &copied.properties,
-            None,
-        );
+        let etag = copied.blob_tag(&bytes_tag, &record.metadata);
         copied.sha256 = Some(bytes_tag);
         let mut fresh = Record::blob(etag, now, copied);
         fresh.metadata = record.metadata.clone();

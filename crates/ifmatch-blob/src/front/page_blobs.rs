@@ -412,13 +412,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
 fn chained(current: &Record, content: &Content, paged: Paged, change: &str) -> Record {
     let bytes = Paged::chain(current.bytes_tag(), change);
     let mut record = current.clone();
-    record.etag = crate::metadata::blob_tag(
-        &bytes,
-        content.content_type.as_deref(),
-        &current.metadata,
-        &content.properties,
-        None,
-    );
+    record.etag = content.blob_tag(&bytes, &current.metadata);
     let content = record.content.as_mut().expect("a blob");
     content.pages = Some(paged);
     content.sha256 = Some(bytes);

@@ -25,7 +25,6 @@ use super::state::Front;
 use super::swap::Step;
 use super::uploads::Given;
 use crate::error_code::ErrorCode;
-use crate::metadata;
 use crate::precondition;
 use crate::record::{Content, Copied, CopyStatus, Record};
 use crate::store::{Key, Objects, PutMode, Records, StoreError};
@@ -243,13 +242,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                         if !job.own_metadata {
                             record.metadata = read.metadata.clone();
                         }
-                        record.etag = metadata::blob_tag(
-                            read.bytes_tag(),
-                            content.content_type.as_deref(),
-                            &record.metadata,
-                            &content.properties,
-                            None,
-                        );
+                        record.etag = content.blob_tag(read.bytes_tag(), &record.metadata);
                         let mut content = content;
                         let bytes = read.bytes_tag().clone();
                         content.sha256 = (record.etag != bytes).then_some(bytes);

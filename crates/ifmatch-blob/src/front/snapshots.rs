@@ -63,13 +63,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             let content = record.content.as_mut().expect("a blob's");
             if !new_metadata.is_empty() {
                 record.metadata = new_metadata.clone();
-                record.etag = metadata::blob_tag(
-                    &bytes_tag,
-                    content.content_type.as_deref(),
-                    &record.metadata,
-                    &content.properties,
-                    None,
-                );
+                record.etag = content.blob_tag(&bytes_tag, &record.metadata);
             }
             // An append blob's chain value is kept whatever its tag: its set is read by it.
             content.sha256 = (record.etag != bytes_tag || content.chained()).then_some(bytes_tag);
