@@ -213,12 +213,7 @@ impl Parser<'_> {
         let mut group = Vec::new();
         if self.eat_keyword("GROUP") {
             self.keyword("BY")?;
-            loop {
-                group.push(self.expr()?);
-                if !self.eat_symbol(",") {
-                    break;
-                }
-            }
+            group = self.separated(Self::expr)?;
         }
         let mut order = Vec::new();
         let mut rank = false;
@@ -585,10 +580,7 @@ impl Parser<'_> {
         let negated = self.eat_keyword("NOT");
         if self.eat_keyword("IN") {
             self.symbol("(")?;
-            let mut list = vec![self.expr()?];
-            while self.eat_symbol(",") {
-                list.push(self.expr()?);
-            }
+            let list = self.separated(Self::expr)?;
             self.symbol(")")?;
             if list.len() > 16_000 {
                 return Err(SqlError::new("IN takes at most 16000 values."));
@@ -743,42 +735,8 @@ impl Parser<'_> {
                 self.symbol(")")?;
                 Ok(inner)
             }
-            Token::Symbol("[") => {
-                let mut items = Vec::new();
-                if !self.eat_symbol("]") {
-                    loop {
-                        items.push(self.expr()?);
-                        if !self.eat_symbol(",") {
-                            break;
-                        }
-                    }
-                    self.symbol("]")?;
-                }
-                Ok(Expr::Array(items))
-            }
-            Token::Symbol("{") => {
-                let mut fields = Vec::new();
-                if !self.eat_symbol("}") {
-                    loop {
-                        let name = match self.next().cloned() {
-                            Some(Token::Word(w)) => w,
-                            Some(Token::Text(t)) => t,
-                            _ => {
-                                return Err(SqlError::new(
-                                    "An object's property names are names or strings.",
-                                ));
-                            }
-                        };
-                        self.symbol(":")?;
-                        fields.push((name, self.expr()?));
-                        if !self.eat_symbol(",") {
-                            break;
-                        }
-                    }
-                    self.symbol("}")?;
-                }
-                Ok(Expr::Object(fields))
-            }
+            Token::Symbol("[") => Ok(Expr::Array(self.enclosed("]", Self::expr)?)),
+            Token::Symbol("{") => Ok(Expr::Object(self.enclosed("}", Self::field)?)),
             Token::Word(word) => self.word(word),
             Token::Symbol(s) => Err(SqlError::new(format!("Syntax error near '{s}'."))),
         }
@@ -786,17 +744,47 @@ impl Parser<'_> {
 
     /// A call's arguments, after its `(`, to its `)`.
     fn arguments(&mut self) -> Result<Vec<Expr>, SqlError> {
-        let mut args = Vec::new();
-        if !self.eat_symbol(")") {
-            loop {
-                args.push(self.expr()?);
-                if !self.eat_symbol(",") {
-                    break;
-                }
-            }
-            self.symbol(")")?;
+        self.enclosed(")", Self::expr)
+    }
+
+    /// What `item` reads, none or more separated by commas, to `close`.
+    fn enclosed<T>(
+        &mut self,
+        close: &str,
+        item: fn(&mut Self) -> Result<T, SqlError>,
+    ) -> Result<Vec<T>, SqlError> {
+        if self.eat_symbol(close) {
+            return Ok(Vec::new());
         }
-        Ok(args)
+        let items = self.separated(item)?;
+        self.symbol(close)?;
+        Ok(items)
+    }
+
+    /// What `item` reads, once or more, separated by commas.
+    fn separated<T>(
+        &mut self,
+        item: fn(&mut Self) -> Result<T, SqlError>,
+    ) -> Result<Vec<T>, SqlError> {
+        let mut items = vec![item(self)?];
+        while self.eat_symbol(",") {
+            items.push(item(self)?);
+        }
+        Ok(items)
+    }
+
+    /// An object literal's property: its name (a name or a string), `:`, its value.
+    fn field(&mut self) -> Result<(String, Expr), SqlError> {
+        let name = match self.next().cloned() {
+            Some(Token::Word(w)) => w,
+            Some(Token::Text(t)) => t,
+            _ => {
+                let says = "An object's property names are names or strings.";
+                return Err(SqlError::new(says));
+            }
+        };
+        self.symbol(":")?;
+        Ok((name, self.expr()?))
     }
 
     /// A word where a value is expected: a constant, a function (built in, or `udf.name`),
