@@ -3,12 +3,13 @@
 //! takes an object's length before its bytes, so an origin must answer with `Content-Length`.
 
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::Context;
 
 use bytes::Bytes;
 use http::{HeaderMap, Uri};
-use http_body::{Body, Frame, SizeHint};
+use http_body::{Body, SizeHint};
 use ifmatch_blob::copy_origin::{Allowed, CopyOrigins, OriginBody, OriginError, OriginReply};
+use ifmatch_core::FramePoll;
 use worker::send::{SendFuture, SendWrapper};
 use worker::{ByteStream, Fetch, Headers, Method, Request, RequestInit, RequestRedirect};
 
@@ -77,10 +78,7 @@ impl Body for FetchBody {
     type Data = Bytes;
     type Error = OriginError;
 
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, OriginError>>> {
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> FramePoll<Self::Error> {
         crate::objects::poll_stream(self.stream.as_mut(), cx, failed)
     }
 

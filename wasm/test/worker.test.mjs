@@ -58,21 +58,29 @@ describe("Cloudflare Worker only: copies from another server", () => {
   });
 });
 
-describe("Cloudflare Worker only", () => {
-  let worker;
-  before(async () => {
-    worker = await startWorker();
+// Tests under `name` on a Worker of their own, started before them and stopped after; `body`
+// is given a function that answers it.
+function ownWorker(name, body) {
+  describe(name, () => {
+    let worker;
+    before(async () => {
+      worker = await startWorker();
+    });
+    after(async () => {
+      await worker?.stop();
+    });
+    body(() => worker);
   });
-  after(async () => {
-    await worker?.stop();
-  });
+}
+
+ownWorker("Cloudflare Worker only", (worker) => {
 
   test("an upload without Content-Length is 411 MissingContentLengthHeader (R2 needs the length)", async () => {
-    const created = await fetch(`${worker.base}/nolength?restype=container`, { method: "PUT" });
+    const created = await fetch(`${worker().base}/nolength?restype=container`, { method: "PUT" });
     assert.equal(created.status, 201);
     const answer = await new Promise((resolve, reject) => {
       const headers = { "x-ms-blob-type": "BlockBlob" };
-      const r = request(`${worker.base}/nolength/b`, { method: "PUT", headers, agent: false }, (res) => {
+      const r = request(`${worker().base}/nolength/b`, { method: "PUT", headers, agent: false }, (res) => {
         res.resume();
         res.on("end", () => resolve([res.statusCode, res.headers["x-ms-error-code"]]));
       });
@@ -82,13 +90,13 @@ describe("Cloudflare Worker only", () => {
       r.end("chunk two");
     });
     assert.deepEqual(answer, [411, "MissingContentLengthHeader"]);
-    const missing = await fetch(`${worker.base}/nolength/b`);
+    const missing = await fetch(`${worker().base}/nolength/b`);
     assert.equal(missing.status, 404);
   });
 
   /** The status line and body of `head` sent raw (no client checks its header names). */
   function raw(head) {
-    const { hostname, port } = new URL(worker.origin);
+    const { hostname, port } = new URL(worker().origin);
     return new Promise((resolve, reject) => {
       const socket = connect(Number(port), hostname, () => socket.end(head));
       let out = "";
@@ -99,8 +107,8 @@ describe("Cloudflare Worker only", () => {
   }
 
   test("a header the runtime passes and http cannot hold is the dialect's 400, never a 500", async () => {
-    const host = new URL(worker.origin).host;
-    assert.equal((await fetch(`${worker.base}/oddheaders?restype=container`, { method: "PUT" })).status, 201);
+    const host = new URL(worker().origin).host;
+    assert.equal((await fetch(`${worker().base}/oddheaders?restype=container`, { method: "PUT" })).status, 201);
     const put = (header) =>
       `PUT /devstoreaccount1/oddheaders/b HTTP/1.1\r\nHost: ${host}\r\nx-ms-blob-type: BlockBlob\r\n${header}\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi`;
     const meta = await raw(put("x-ms-meta-'na\u00efve': x"));
@@ -108,7 +116,7 @@ describe("Cloudflare Worker only", () => {
     assert.match(meta, /InvalidMetadata/, meta);
     const value = await raw(put("x-ms-meta-name: caf\u00e9"));
     assert.match(value, /^HTTP\/1\.1 400/, value);
-    assert.equal((await fetch(`${worker.base}/oddheaders/b`)).status, 404, "nothing written");
+    assert.equal((await fetch(`${worker().base}/oddheaders/b`)).status, 404, "nothing written");
     const table = await raw(
       `GET /table/devstoreaccount1/Tables HTTP/1.1\r\nHost: ${host}\r\nx-odd\u00ef: 1\r\nConnection: close\r\n\r\n`,
     );
@@ -119,21 +127,14 @@ describe("Cloudflare Worker only", () => {
   });
 });
 
-describe("Cloudflare Worker only: a long block list", () => {
-  let worker;
-  before(async () => {
-    worker = await startWorker();
-  });
-  after(async () => {
-    await worker?.stop();
-  });
+ownWorker("Cloudflare Worker only: a long block list", (worker) => {
 
   // Azure takes 50,000 blocks; committing them reads each block's bytes from R2 for the blob's
   // SHA-256, about 2 ms a block in miniflare, so the default run commits 4,000 (a record over
   // half a MiB, kept in parts) and `scripts/test --full` (IFMATCH_FULL=1) the 50,000.
   const blocks = process.env.IFMATCH_FULL ? 50_000 : 4_000;
   test(`a list of ${blocks} blocks commits, as Azure takes it (the record is kept in parts)`, async () => {
-    const container = `${worker.base}/manyblocks`;
+    const container = `${worker().base}/manyblocks`;
     assert.equal((await fetch(`${container}?restype=container`, { method: "PUT" })).status, 201);
     const id = (n) => Buffer.from(`block-${n}`).toString("base64");
     for (const n of [0, 1]) {

@@ -7,13 +7,14 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::Context;
 
 use bytes::Bytes;
 use http::{HeaderMap, Response, Uri};
-use http_body::{Body, Frame, SizeHint};
+use http_body::{Body, SizeHint};
 
 use crate::store_error::StoreError;
+use ifmatch_core::FramePoll;
 
 /// Why an origin could not be read, or stopped answering.
 #[derive(Debug, thiserror::Error)]
@@ -40,10 +41,7 @@ impl Body for OriginBody {
     type Data = Bytes;
     type Error = StoreError;
 
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, StoreError>>> {
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> FramePoll<StoreError> {
         self.0
             .as_mut()
             .poll_frame(cx)

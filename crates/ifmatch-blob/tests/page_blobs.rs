@@ -223,40 +223,30 @@ async fn every_limit_of_a_page_blob_is_refused_one_past_it() {
         201,
         "4 MiB is taken"
     );
-    let r = s
-        .put(
-            &format!("{path}?comp=page"),
-            &[
-                ("x-ms-page-write", "update"),
-                ("x-ms-range", "bytes=0-1023"),
-            ],
-            body(512),
-        )
-        .await;
-    assert_eq!(refusal(&r), (400, "InvalidHeaderValue".into()));
-    let r = s
-        .put(
-            &format!("{path}?comp=page"),
-            &[("x-ms-page-write", "clear"), ("x-ms-range", "bytes=0-511")],
-            body(512),
-        )
-        .await;
-    assert_eq!(refusal(&r), (400, "InvalidHeaderValue".into()));
-    let r = s
-        .put_empty(
-            &format!("{path}?comp=page"),
-            &[("x-ms-page-write", "erase"), ("x-ms-range", "bytes=0-511")],
-        )
-        .await;
-    assert_eq!(refusal(&r), (400, "InvalidHeaderValue".into()));
-    let r = s
-        .put(
-            &format!("{path}?comp=page"),
-            &[("x-ms-range", "bytes=0-511")],
-            body(512),
-        )
-        .await;
-    assert_eq!(refusal(&r), (400, "MissingRequiredHeader".into()));
+    // The range's length not the body's, a body to clear or to an unknown write, no write.
+    let update = ("x-ms-page-write", "update");
+    let range = |r| ("x-ms-range", r);
+    type Fields<'a> = &'a [(&'a str, &'a str)];
+    let refused: [(Fields<'_>, usize, &str); 4] = [
+        (&[update, range("bytes=0-1023")], 512, "InvalidHeaderValue"),
+        (
+            &[("x-ms-page-write", "clear"), range("bytes=0-511")],
+            512,
+            "InvalidHeaderValue",
+        ),
+        (
+            &[("x-ms-page-write", "erase"), range("bytes=0-511")],
+            0,
+            "InvalidHeaderValue",
+        ),
+        (&[range("bytes=0-511")], 512, "MissingRequiredHeader"),
+    ];
+    for (headers, len, expected) in refused {
+        let r = s
+            .put(&format!("{path}?comp=page"), headers, body(len))
+            .await;
+        assert_eq!(refusal(&r), (400, expected.into()), "{headers:?}");
+    }
     assert!(
         s.read(path).await[..4 << 20].iter().all(|b| *b == 7),
         "nothing refused was written"

@@ -206,37 +206,32 @@ mod tests {
             doc.signed(),
             ("docs", "dbs/shop/colls/carts/docs/a b".into())
         );
-        let feed = Address::parse("dbs/shop/colls/carts/docs").unwrap();
-        assert_eq!(feed.signed(), ("docs", "dbs/shop/colls/carts".into()));
         assert_eq!(Address::parse("/").unwrap(), Address::Account);
-        assert_eq!(
-            Address::parse("/dbs").unwrap().signed(),
-            ("dbs", String::new())
-        );
-        let permission = Address::parse("/dbs/shop/users/u/permissions/p").unwrap();
-        assert_eq!(
-            permission.signed(),
-            ("permissions", "dbs/shop/users/u/permissions/p".into())
-        );
-        assert_eq!(
-            Address::parse("/dbs/shop/users").unwrap().signed(),
-            ("users", "dbs/shop".into())
-        );
-        let procedure = Address::parse("/dbs/shop/colls/c/sprocs/bulk").unwrap();
-        assert_eq!(
-            procedure.signed(),
-            ("sprocs", "dbs/shop/colls/c/sprocs/bulk".into())
-        );
-        assert_eq!(
-            Address::parse("/dbs/shop/colls/c/udfs").unwrap().signed(),
-            ("udfs", "dbs/shop/colls/c".into())
-        );
-        assert_eq!(
-            Address::parse("/dbs/shop/colls/c/conflicts")
-                .unwrap()
-                .signed(),
-            ("conflicts", "dbs/shop/colls/c".into())
-        );
+        // What a path signs: its kind of resource and the link it names.
+        for (path, kind, link) in [
+            ("dbs/shop/colls/carts/docs", "docs", "dbs/shop/colls/carts"),
+            ("/dbs", "dbs", ""),
+            (
+                "/dbs/shop/users/u/permissions/p",
+                "permissions",
+                "dbs/shop/users/u/permissions/p",
+            ),
+            ("/dbs/shop/users", "users", "dbs/shop"),
+            (
+                "/dbs/shop/colls/c/sprocs/bulk",
+                "sprocs",
+                "dbs/shop/colls/c/sprocs/bulk",
+            ),
+            ("/dbs/shop/colls/c/udfs", "udfs", "dbs/shop/colls/c"),
+            (
+                "/dbs/shop/colls/c/conflicts",
+                "conflicts",
+                "dbs/shop/colls/c",
+            ),
+        ] {
+            let signed = Address::parse(path).unwrap().signed();
+            assert_eq!(signed, (kind, link.to_owned()), "{path}");
+        }
         assert!(matches!(
             Address::parse("/dbs/shop/colls/c/attachments"),
             Err(Unknown::Kind(_))

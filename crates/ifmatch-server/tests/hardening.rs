@@ -264,14 +264,20 @@ async fn a_full_disk_still_updates_small_blobs_and_renews_leases() {
 
 /// Creates the container `name` under `base` with one blob, `x`, holding `payload`: what the
 /// well-behaved client of a crowd test reads ([`gets_get_through`]).
-/// Makes the container `name` on `server` with the blob `x` in it; answers a client, the
-/// server's base URL and its host and port.
-async fn container_with_x(server: &Ifmatch, name: &str) -> (reqwest::Client, String, String) {
+/// Makes the container `name` on `server`; answers a client, the server's base URL and its
+/// host and port.
+async fn with_container(server: &Ifmatch, name: &str) -> (reqwest::Client, String, String) {
     let (http, base) = (client(), server.base.clone());
     common::create_container(&http, &base, name).await;
+    let addr = common::host_of(&base);
+    (http, base, addr)
+}
+
+/// [`with_container`], with the blob `x` in the container.
+async fn container_with_x(server: &Ifmatch, name: &str) -> (reqwest::Client, String, String) {
+    let (http, base, addr) = with_container(server, name).await;
     let r = common::send(&http, "PUT", &format!("{base}/{name}/x"), &[], "payload").await;
     assert_eq!(r.status(), 201);
-    let addr = common::host_of(&base);
     (http, base, addr)
 }
 
@@ -411,10 +417,7 @@ async fn a_kept_alive_connection_waits_for_its_next_head_under_the_header_timeou
 async fn stalled_and_abandoned_uploads_leave_nothing() {
     let data = tempfile::tempdir().unwrap();
     let server = serve(data.path(), &["--body-timeout", "1"]);
-    let http = client();
-    let base = server.base.clone();
-    common::create_container(&http, &base, "slow").await;
-    let addr = common::host_of(&base);
+    let (http, base, addr) = with_container(&server, "slow").await;
     let head = |len: usize| {
         format!(
             "PUT /devstoreaccount1/slow/b HTTP/1.1\r\nHost: x\r\nx-ms-blob-type: BlockBlob\r\ncontent-length: {len}\r\n\r\n"
@@ -841,10 +844,7 @@ async fn exchange(addr: &str, head: &str, wait: Duration) -> String {
 async fn refusals_go_before_100_continue() {
     let data = tempfile::tempdir().unwrap();
     let server = serve(data.path(), &["--max-body", "1048576"]);
-    let http = client();
-    let base = server.base.clone();
-    common::create_container(&http, &base, "box").await;
-    let addr = common::host_of(&base);
+    let (_, _, addr) = with_container(&server, "box").await;
     let head = |path: &str, len: u64| {
         format!(
             "PUT /devstoreaccount1/{path} HTTP/1.1\r\nHost: x\r\nx-ms-blob-type: BlockBlob\r\n\

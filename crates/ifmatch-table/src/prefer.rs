@@ -24,13 +24,13 @@ impl Preference {
         let named = |token: &str| {
             (prefer.split([',', ';'])).any(|member| member.trim().eq_ignore_ascii_case(token))
         };
-        if named("return-no-content") {
-            Some(Self::NoContent)
-        } else if named("return-content") {
-            Some(Self::Content)
-        } else {
-            None
-        }
+        let preferences = [
+            ("return-no-content", Self::NoContent),
+            ("return-content", Self::Content),
+        ];
+        preferences
+            .into_iter()
+            .find_map(|(token, preference)| named(token).then_some(preference))
     }
 
     /// Whether the answer carries what was written, by `preference` or, without one, by
