@@ -19,12 +19,8 @@ const DOCS: &str = "/dbs/shop/colls/people/docs";
 
 async fn query(e: &Service, text: &str) -> Vec<Value> {
     let body = json!({ "query": text, "parameters": [] }).to_string();
-    let headers = [
-        ("x-ms-documentdb-isquery", "true"),
-        ("content-type", "application/query+json"),
-        ("x-ms-documentdb-query-enablecrosspartition", "true"),
-    ];
-    let (status, json, _) = signed(e, Method::POST, DOCS, &headers, &body).await;
+    let (status, json, _) =
+        signed(e, Method::POST, DOCS, &common::CROSS_PARTITION_QUERY, &body).await;
     assert_eq!(status, 200, "{text}: {json}");
     json["Documents"].as_array().unwrap().clone()
 }

@@ -142,34 +142,26 @@ async fn what_the_sdks_never_send_is_answered_as_cosmos_answers_it() {
     }
     let (_, now, _) = signed(e, Method::GET, doc, &ann, "").await;
     assert_eq!(now["_etag"], created["_etag"], "nothing changed");
-    // A point operation names its partition.
-    refused(
-        signed(e, Method::GET, doc, &[], "").await,
-        400,
-        "BadRequest",
-    );
+    // A point operation names its partition; a container its key; a continuation is one.
     let bad_key = [("x-ms-documentdb-partitionkey", "ann")];
-    refused(
-        signed(e, Method::GET, doc, &bad_key, "").await,
-        400,
-        "BadRequest",
-    );
-    refused(
-        signed(e, Method::GET, "/dbs/shop/colls/none/docs/a", &ann, "").await,
-        404,
-        "NotFound",
-    );
-    refused(
-        signed(e, Method::POST, "/dbs/shop/colls", &[], r#"{"id":"nokey"}"#).await,
-        400,
-        "BadRequest",
-    );
     let garbage = [("x-ms-continuation", "not a token")];
-    refused(
-        signed(e, Method::GET, docs, &garbage, "").await,
-        400,
-        "BadRequest",
-    );
+    let none = "/dbs/shop/colls/none/docs/a";
+    for (method, path, headers, body, status, code) in [
+        (Method::GET, doc, &[][..], "", 400, "BadRequest"),
+        (Method::GET, doc, &bad_key, "", 400, "BadRequest"),
+        (Method::GET, none, &ann, "", 404, "NotFound"),
+        (
+            Method::POST,
+            "/dbs/shop/colls",
+            &[],
+            r#"{"id":"nokey"}"#,
+            400,
+            "BadRequest",
+        ),
+        (Method::GET, docs, &garbage, "", 400, "BadRequest"),
+    ] {
+        refused(signed(e, method, path, headers, body).await, status, code);
+    }
     // Batches: at most 100 operations, all on the batch's partition.
     let batch = [ann[0], ("x-ms-cosmos-is-batch-request", "True")];
     let op = |id: &str, user: &str| {

@@ -78,12 +78,8 @@ async fn each_answer_charges_what_its_work_costs() {
         let body = serde_json::json!({ "query": text, "parameters": [] }).to_string();
         let e = &e;
         async move {
-            let headers = [
-                ("x-ms-documentdb-isquery", "true"),
-                ("content-type", "application/query+json"),
-                ("x-ms-documentdb-query-enablecrosspartition", "true"),
-            ];
-            let (status, json, headers) = signed(e, Method::POST, DOCS, &headers, &body).await;
+            let (status, json, headers) =
+                signed(e, Method::POST, DOCS, &common::CROSS_PARTITION_QUERY, &body).await;
             assert_eq!(status, 200, "{json}");
             charged(&headers)
         }

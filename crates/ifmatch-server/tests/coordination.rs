@@ -22,10 +22,16 @@ fn client(server: &Server) -> Client {
     Client::from_connection_string(&connection(&server.base)).unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn thirty_two_concurrent_updates_count_exactly() {
+/// A server of the test's own, and a client of it.
+async fn served() -> (Server, Client) {
     let server = Server::start().await;
     let client = client(&server);
+    (server, client)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thirty_two_concurrent_updates_count_exactly() {
+    let (_server, client) = served().await;
     assert!(client.create_container("counters").await.unwrap());
     let counter = client.blob("counters", "n");
     let attempts = Arc::new(AtomicUsize::new(0));
@@ -76,8 +82,7 @@ async fn thirty_two_concurrent_updates_count_exactly() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_whose_holder_is_killed_is_free_after_its_lease_never_before() {
-    let server = Server::start().await;
-    let client = client(&server);
+    let (server, client) = served().await;
     let pids = tempfile::tempdir().unwrap();
     let pid_file = pids.path().join("pid");
     let mut holder = std::process::Command::new(common::binary())
@@ -126,8 +131,7 @@ async fn a_lock_whose_holder_is_killed_is_free_after_its_lease_never_before() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_electors_never_lead_at_once_while_leases_are_broken() {
-    let server = Server::start().await;
-    let client = client(&server);
+    let (_server, client) = served().await;
     client.create_container("election").await.unwrap();
     let blob = client.blob("election", "leader");
     let a = Arc::new(LeaderElection::start(blob.clone(), Duration::from_secs(15)));
@@ -248,8 +252,7 @@ async fn a_crashed_leaders_lease_expires_and_the_other_takes_over_never_before()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_lease_stops_the_command_and_ifmatch_lock_exits_75() {
-    let server = Server::start().await;
-    let client = client(&server);
+    let (server, client) = served().await;
     let work = tempfile::tempdir().unwrap();
     let inside = work.path().join("inside");
     let started = std::time::Instant::now();
@@ -296,8 +299,7 @@ async fn ifmatch_lock_around_commands_in_a_shell() {
 async fn a_work_queue_processes_each_item_exactly_once_while_workers_crash() {
     const ITEMS: usize = 1000;
     const WORKERS: usize = 8;
-    let server = Server::start().await;
-    let client = client(&server);
+    let (server, client) = served().await;
     let queue = WorkQueue::open(&client, "queue", "item/", Duration::from_secs(15))
         .await
         .unwrap();

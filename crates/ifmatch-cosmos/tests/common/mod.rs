@@ -7,6 +7,13 @@ use ifmatch_cosmos::address::Address;
 use ifmatch_cosmos::{EMULATOR_KEY, Endpoint};
 use ifmatch_table::Tables;
 
+/// The headers of a query across every partition.
+pub(crate) const CROSS_PARTITION_QUERY: [(&str, &str); 3] = [
+    ("x-ms-documentdb-isquery", "true"),
+    ("content-type", "application/query+json"),
+    ("x-ms-documentdb-query-enablecrosspartition", "true"),
+];
+
 /// A request as it is sent.
 pub(crate) async fn send<T: Tables + Clone>(
     service: &Endpoint<T, SystemEnv>,
