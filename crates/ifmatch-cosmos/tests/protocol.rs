@@ -9,7 +9,7 @@ use crate::common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{created, send, signed, signed_at};
+use common::{send, signed, signed_at};
 use http::Method;
 use ifmatch_azure::SystemEnv;
 use ifmatch_cosmos::Endpoint;
@@ -31,9 +31,8 @@ fn service() -> Service {
 async fn what_the_sdks_never_send_is_answered_as_cosmos_answers_it() {
     let service = service();
     let e = &service;
-    created(e, "/dbs", r#"{"id":"shop"}"#).await;
     let container = r#"{"id":"carts","partitionKey":{"paths":["/user"],"kind":"Hash"}}"#;
-    created(e, "/dbs/shop/colls", container).await;
+    common::database_with(e, "shop", container).await;
     let docs = "/dbs/shop/colls/carts/docs";
     let ann = [("x-ms-documentdb-partitionkey", r#"["ann"]"#)];
     let refused = |(status, json, _): (u16, serde_json::Value, _), want: u16, code: &str| {
@@ -232,9 +231,8 @@ async fn positions_and_tokens_out_of_range_are_refused() {
     use base64::Engine;
     let service = service();
     let e = &service;
-    created(e, "/dbs", r#"{"id":"d"}"#).await;
     let container = r#"{"id":"c","partitionKey":{"paths":["/pk"],"kind":"Hash"},"changeFeedPolicy":{"retentionDuration":10}}"#;
-    created(e, "/dbs/d/colls", container).await;
+    common::database_with(e, "d", container).await;
     let docs = "/dbs/d/colls/c/docs";
     let p = ("x-ms-documentdb-partitionkey", r#"["p"]"#);
     for i in 0..3 {
@@ -298,9 +296,8 @@ async fn a_body_heavier_than_the_memory_budget_is_413_and_one_that_must_wait_429
         ..ifmatch_azure::Serving::default()
     });
     let e = &service;
-    created(e, "/dbs", r#"{"id":"d"}"#).await;
     let container = r#"{"id":"c","partitionKey":{"paths":["/pk"],"kind":"Hash"}}"#;
-    created(e, "/dbs/d/colls", container).await;
+    common::database_with(e, "d", container).await;
     let docs = "/dbs/d/colls/c/docs";
     let p = [("x-ms-documentdb-partitionkey", r#"["p"]"#)];
     let zeros = |n: usize| format!(r#"{{"id":"a","pk":"p","z":[{}0]}}"#, "0,".repeat(n));

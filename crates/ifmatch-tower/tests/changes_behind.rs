@@ -23,15 +23,7 @@ fn change(rows: &common::Docs, value: &'static [u8]) {
 }
 
 async fn put_if_match(base: &str, tag: &str, body: &'static str) -> u16 {
-    let http = common::http();
-    let r = http
-        .put(format!("{base}/docs/a"))
-        .header("if-match", tag)
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    r.status().as_u16()
+    common::put_if_match(format!("{base}/docs/a"), tag, None, body).await
 }
 
 async fn read_tag(base: &str) -> String {

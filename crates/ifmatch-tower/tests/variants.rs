@@ -45,16 +45,8 @@ async fn read(base: &str, user: &str) -> String {
 }
 
 async fn write(base: &str, user: &str, tag: &str, body: &'static str) -> u16 {
-    http()
-        .put(format!("{base}/doc"))
-        .header("authorization", user)
-        .header("if-match", tag)
-        .body(body)
-        .send()
-        .await
-        .unwrap()
-        .status()
-        .as_u16()
+    let user = Some(("authorization", user));
+    common::put_if_match(format!("{base}/doc"), tag, user, body).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

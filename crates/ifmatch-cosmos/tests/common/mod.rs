@@ -83,9 +83,19 @@ pub(crate) async fn signed_at<T: Tables + Clone>(
 /// Makes the database `shop` and its container `carts` (partitioned by `/pk`) on `service`.
 #[allow(dead_code)]
 pub(crate) async fn shop<T: Tables + Clone>(service: &Endpoint<T, SystemEnv>) {
-    created(service, "/dbs", r#"{"id":"shop"}"#).await;
-    let container = r#"{"id":"carts","partitionKey":{"paths":["/pk"],"kind":"Hash"}}"#;
-    created(service, "/dbs/shop/colls", container).await;
+    let carts = r#"{"id":"carts","partitionKey":{"paths":["/pk"],"kind":"Hash"}}"#;
+    database_with(service, "shop", carts).await;
+}
+
+/// Makes the database `db` on `service` and in it the container `container` describes.
+#[allow(dead_code)]
+pub(crate) async fn database_with<T: Tables + Clone>(
+    service: &Endpoint<T, SystemEnv>,
+    db: &str,
+    container: &str,
+) {
+    created(service, "/dbs", &format!(r#"{{"id":"{db}"}}"#)).await;
+    created(service, &format!("/dbs/{db}/colls"), container).await;
 }
 
 /// POSTs `body` to `path` (a database, a container, a document), signed: it must be made (201).

@@ -15,6 +15,21 @@ pub fn http() -> reqwest::Client {
     reqwest::Client::builder().no_proxy().build().unwrap()
 }
 
+/// A PUT of `body` to `url` with `If-Match: tag`, and `also` (one header more) if given: its
+/// status.
+pub async fn put_if_match(
+    url: String,
+    tag: &str,
+    also: Option<(&str, &str)>,
+    body: &'static str,
+) -> u16 {
+    let mut put = http().put(url).header("if-match", tag).body(body);
+    if let Some((name, value)) = also {
+        put = put.header(name, value);
+    }
+    put.send().await.unwrap().status().as_u16()
+}
+
 /// Documents by id, what [`docs`] serves.
 pub type Docs = std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, bytes::Bytes>>>;
 
