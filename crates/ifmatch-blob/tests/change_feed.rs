@@ -12,8 +12,7 @@ const ON: &str = "<StorageServiceProperties><ChangeFeed><Enabled>true</Enabled><
 
 async fn feeding() -> Server {
     let s = Server::start().await;
-    let r = s.put("/?restype=service&comp=properties", &[], ON).await;
-    assert_eq!(r.status(), 202, "{:?}", code(&r));
+    s.set_properties(ON).await;
     s.create_container("box").await;
     s
 }

@@ -181,12 +181,7 @@ async fn a_blob_is_protected_from_its_creation() {
 async fn a_version_is_held_on_its_own() {
     let s = Server::start().await;
     let on = "<StorageServiceProperties><IsVersioningEnabled>true</IsVersioningEnabled></StorageServiceProperties>";
-    assert_eq!(
-        s.put("/?restype=service&comp=properties", &[], on)
-            .await
-            .status(),
-        202
-    );
+    s.set_properties(on).await;
     s.create_container("box").await;
     let first = header(&s.put("/box/b", &[], "one").await, "x-ms-version-id").unwrap();
     assert_eq!(s.put("/box/b", &[], "two").await.status(), 201);

@@ -36,6 +36,15 @@ async fn write(
     s.put(&format!("{path}?comp=page"), &headers, bytes).await
 }
 
+/// A server with the container `disks` and in it the page blob `path` of `size` bytes, its
+/// first pages written with `bytes`.
+async fn with_page_blob(path: &str, size: u64, bytes: Vec<u8>) -> Server {
+    let s = Server::with_container("disks").await;
+    create(&s, path, size).await;
+    assert_eq!(write(&s, path, 0, bytes, &[]).await.status(), 201);
+    s
+}
+
 async fn clear(s: &Server, path: &str, range: &str) -> common::Reply {
     let headers = [("x-ms-page-write", "clear"), ("x-ms-range", range)];
     s.put_empty(&format!("{path}?comp=page"), &headers).await
@@ -381,10 +390,8 @@ async fn the_sequence_number_is_set_and_conditions_page_writes() {
 
 #[tokio::test]
 async fn a_resize_drops_the_pages_past_the_end_and_reads_zeros_when_it_grows() {
-    let s = Server::with_container("disks").await;
     let path = "/disks/d.vhd";
-    create(&s, path, 2048).await;
-    write(&s, path, 0, vec![b'x'; 2048], &[]).await;
+    let s = with_page_blob(path, 2048, vec![b'x'; 2048]).await;
     let resize = |n: &'static str| [("x-ms-blob-content-length", n)];
     let before = header(&s.head(path, &[]).await, "etag").unwrap();
     let r = s
@@ -408,10 +415,8 @@ async fn a_resize_drops_the_pages_past_the_end_and_reads_zeros_when_it_grows() {
 
 #[tokio::test]
 async fn the_difference_from_a_snapshot_names_pages_written_and_cleared_since() {
-    let s = Server::with_container("disks").await;
     let path = "/disks/e.vhd";
-    create(&s, path, 8192).await;
-    write(&s, path, 0, vec![b'a'; 2048], &[]).await;
+    let s = with_page_blob(path, 8192, vec![b'a'; 2048]).await;
     let r = s.put_empty(&format!("{path}?comp=snapshot"), &[]).await;
     assert_eq!(r.status(), 201);
     let snapshot = header(&r, "x-ms-snapshot").unwrap();
@@ -535,10 +540,8 @@ async fn snapshot(s: &Server, path: &str) -> String {
 
 #[tokio::test]
 async fn an_incremental_copy_keeps_a_snapshot_per_copy_and_takes_no_other_write() {
-    let s = Server::with_container("disks").await;
     let source = "/disks/src.vhd";
-    create(&s, source, 2048).await;
-    write(&s, source, 0, vec![b'a'; 512], &[]).await;
+    let s = with_page_blob(source, 2048, vec![b'a'; 512]).await;
     let first = snapshot(&s, source).await;
     let url = |id: &str| {
         format!(

@@ -15,8 +15,7 @@ const ON: &str = "<?xml version=\"1.0\" encoding=\"utf-8\"?><StorageServicePrope
 
 async fn versioned() -> Server {
     let s = Server::start().await;
-    let r = s.put("/?restype=service&comp=properties", &[], ON).await;
-    assert_eq!(r.status(), 202, "{:?}", code(&r));
+    s.set_properties(ON).await;
     s.create_container("box").await;
     s.put_blob("/box/other", b"x").await;
     s
@@ -62,16 +61,10 @@ async fn the_service_properties_say_whether_versions_are_kept() {
     assert_eq!(s.put("/box/b", &[], "two").await.status(), 201);
     let list = "/box?restype=container&comp=list&include=versions";
     assert_eq!(listed(&s.read_text(list).await).len(), 1);
-    let r = s.put("/?restype=service&comp=properties", &[], ON).await;
-    assert_eq!(r.status(), 202);
+    s.set_properties(ON).await;
     // Another setting later keeps this one (an element left out keeps its setting).
     let cors = "<StorageServiceProperties><Cors /></StorageServiceProperties>";
-    assert_eq!(
-        s.put("/?restype=service&comp=properties", &[], cors)
-            .await
-            .status(),
-        202
-    );
+    s.set_properties(cors).await;
     let r = s.get("/?restype=service&comp=properties", &[]).await;
     let xml = r.text().await.unwrap();
     assert!(
@@ -176,8 +169,7 @@ async fn a_deleted_version_is_kept_while_deleted_blobs_are() {
     let both = "<?xml version=\"1.0\" encoding=\"utf-8\"?><StorageServiceProperties>\
         <DeleteRetentionPolicy><Enabled>true</Enabled><Days>1</Days></DeleteRetentionPolicy>\
         </StorageServiceProperties>";
-    let r = s.put("/?restype=service&comp=properties", &[], both).await;
-    assert_eq!(r.status(), 202);
+    s.set_properties(both).await;
     let first = version(&s.put("/box/b", &[], "one").await);
     s.put("/box/b", &[], "two").await;
     assert_eq!(s.delete(&at("/box/b", &first), &[]).await.status(), 202);

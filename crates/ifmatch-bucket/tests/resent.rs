@@ -23,10 +23,16 @@ fn record(generation: u64, container: bool) -> Record {
     .with_generation(generation)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_record_put_whose_answer_was_lost_is_known_done() {
+/// `ifmatch serve`, and the proxy in front of it that loses every other PUT's answer.
+async fn losing_answers() -> (Served, Losing) {
     let served = Served::start().await;
     let losing = Losing::start(&served.endpoint).await;
+    (served, losing)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_put_whose_answer_was_lost_is_known_done() {
+    let (served, losing) = losing_answers().await;
     let records = BucketRecords::new(losing.client(), "r");
     let direct = BucketRecords::new(served.client(), "r");
     let container = Key::Container("c".into());
@@ -89,8 +95,7 @@ const ALL: Rows<'static> = Rows {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_entity_commit_whose_answer_was_lost_is_known_done() {
-    let served = Served::start().await;
-    let losing = Losing::start(&served.endpoint).await;
+    let (served, losing) = losing_answers().await;
     let tables = BucketTables::new(losing.client(), "t");
     let direct = BucketTables::new(served.client(), "t");
     tables.create_table("t").await.unwrap();

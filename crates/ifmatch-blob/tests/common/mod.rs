@@ -185,6 +185,14 @@ impl Server {
         self.send("DELETE", path, headers, Vec::new()).await
     }
 
+    /// Set Blob Service Properties with `xml`, taken (202).
+    pub async fn set_properties(&self, xml: &str) {
+        let r = self
+            .put("/?restype=service&comp=properties", &[], xml.to_owned())
+            .await;
+        assert_eq!(r.status(), 202, "{:?}: {xml}", code(&r));
+    }
+
     pub async fn create_container(&self, name: &str) {
         let r = self
             .put(&format!("/{name}?restype=container"), &[], Vec::new())
