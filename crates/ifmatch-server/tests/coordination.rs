@@ -22,6 +22,32 @@ fn client(server: &Server) -> Client {
     Client::from_connection_string(&connection(&server.base)).unwrap()
 }
 
+/// `ifmatch lock --blob {blob} {options} -- {command}`, against `server`.
+fn ifmatch_lock(
+    server: &Server,
+    blob: &str,
+    options: &[&str],
+    command: &[&str],
+) -> std::process::Command {
+    let mut lock = std::process::Command::new(common::binary());
+    lock.args(["lock", "--blob", blob]).args(options);
+    lock.arg("--").args(command);
+    lock.env("IFMATCH_CONNECTION_STRING", connection(&server.base));
+    lock
+}
+
+/// `ifmatch lock` of `blob` for 15 s around `sh -c {script}`, against `server`.
+fn held_by(server: &Server, blob: &str, script: &str) -> std::process::Command {
+    ifmatch_lock(server, blob, &["--duration", "15"], &["sh", "-c", script])
+}
+
+/// A path named `name` in a directory of its own, kept while the directory is.
+fn scratch(name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    (dir, path)
+}
+
 /// A server of the test's own, and a client of it.
 async fn served() -> (Server, Client) {
     let server = Server::start().await;
@@ -83,18 +109,10 @@ async fn thirty_two_concurrent_updates_count_exactly() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_whose_holder_is_killed_is_free_after_its_lease_never_before() {
     let (server, client) = served().await;
-    let pids = tempfile::tempdir().unwrap();
-    let pid_file = pids.path().join("pid");
-    let mut holder = std::process::Command::new(common::binary())
-        .args(["lock", "--blob", "locks/nightly", "--duration", "15", "--"])
-        .args([
-            "sh",
-            "-c",
-            &format!("echo $$ > {}; exec sleep 120", pid_file.display()),
-        ])
-        .env("IFMATCH_CONNECTION_STRING", connection(&server.base))
-        .spawn()
-        .unwrap();
+    let (_pids, pid_file) = scratch("pid");
+    let script = format!("echo $$ > {}; exec sleep 120", pid_file.display());
+    let mut lock = held_by(&server, "locks/nightly", &script);
+    let mut holder = lock.spawn().unwrap();
     while !pid_file.exists()
         || std::fs::read_to_string(&pid_file)
             .unwrap()
@@ -253,19 +271,11 @@ async fn a_crashed_leaders_lease_expires_and_the_other_takes_over_never_before()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_lease_stops_the_command_and_ifmatch_lock_exits_75() {
     let (server, client) = served().await;
-    let work = tempfile::tempdir().unwrap();
-    let inside = work.path().join("inside");
+    let (_work, inside) = scratch("inside");
     let started = std::time::Instant::now();
-    let mut holder = tokio::process::Command::new(common::binary())
-        .args(["lock", "--blob", "locks/job", "--duration", "15", "--"])
-        .args([
-            "sh",
-            "-c",
-            &format!("touch {}; exec sleep 60", inside.display()),
-        ])
-        .env("IFMATCH_CONNECTION_STRING", connection(&server.base))
-        .spawn()
-        .unwrap();
+    let script = format!("touch {}; exec sleep 60", inside.display());
+    let lock = held_by(&server, "locks/job", &script);
+    let mut holder = tokio::process::Command::from(lock).spawn().unwrap();
     while !inside.exists() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -395,26 +405,25 @@ struct ShellJob {
     ifmatch: tokio::process::Child,
     shell: u32,
     child: u32,
+    /// Where the shell wrote the ids.
+    _work: tempfile::TempDir,
 }
 
 impl ShellJob {
     /// Starts it on `blob` (grace: 2 s), once the shell and its child run. `script` runs after
     /// the child started; `wait` by default.
-    async fn start(server: &Server, work: &std::path::Path, blob: &str, script: &str) -> Self {
-        let (shell_file, child_file) = (work.join("shell"), work.join("child"));
-        let ifmatch = tokio::process::Command::new(common::binary())
-            .args(["lock", "--blob", blob, "--duration", "15", "--grace", "2"])
-            .arg("--")
-            .args(["bash", "-c"])
-            .arg(format!(
-                "sleep 300 & echo $! > {child}.tmp; mv {child}.tmp {child}; \
-                 echo $$ > {shell}.tmp; mv {shell}.tmp {shell}; {script}",
-                child = child_file.display(),
-                shell = shell_file.display(),
-            ))
-            .env("IFMATCH_CONNECTION_STRING", connection(&server.base))
-            .spawn()
-            .unwrap();
+    async fn start(server: &Server, blob: &str, script: &str) -> Self {
+        let work = tempfile::tempdir().unwrap();
+        let (shell_file, child_file) = (work.path().join("shell"), work.path().join("child"));
+        let script = format!(
+            "sleep 300 & echo $! > {child}.tmp; mv {child}.tmp {child}; \
+             echo $$ > {shell}.tmp; mv {shell}.tmp {shell}; {script}",
+            child = child_file.display(),
+            shell = shell_file.display(),
+        );
+        let options = ["--duration", "15", "--grace", "2"];
+        let lock = ifmatch_lock(server, blob, &options, &["bash", "-c", &script]);
+        let ifmatch = tokio::process::Command::from(lock).spawn().unwrap();
         while !shell_file.exists() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -423,6 +432,7 @@ impl ShellJob {
             ifmatch,
             shell: read(&shell_file).unwrap(),
             child: read(&child_file).unwrap(),
+            _work: work,
         }
     }
 
@@ -450,20 +460,15 @@ fn running(pid: u32) -> bool {
 
 /// Whether another `ifmatch lock --timeout 1` gets `blob` now: its exit status.
 async fn another_gets(server: &Server, blob: &str) -> Option<i32> {
-    let status = tokio::process::Command::new(common::binary())
-        .args(["lock", "--blob", blob, "--timeout", "1", "--", "true"])
-        .env("IFMATCH_CONNECTION_STRING", connection(&server.base))
-        .status()
-        .await
-        .unwrap();
+    let lock = ifmatch_lock(server, blob, &["--timeout", "1"], &["true"]);
+    let status = tokio::process::Command::from(lock).status().await.unwrap();
     status.code()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_to_ifmatch_lock_stops_the_whole_group_then_releases_the_lease() {
     let server = Server::start().await;
-    let work = tempfile::tempdir().unwrap();
-    let mut job = ShellJob::start(&server, work.path(), "locks/term", "wait").await;
+    let mut job = ShellJob::start(&server, "locks/term", "wait").await;
     assert!(job.anything_runs());
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(job.ifmatch.id().unwrap() as i32),
@@ -483,8 +488,7 @@ async fn sigterm_to_ifmatch_lock_stops_the_whole_group_then_releases_the_lease()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_lease_stops_the_shell_and_its_background_child() {
     let server = Server::start().await;
-    let work = tempfile::tempdir().unwrap();
-    let mut job = ShellJob::start(&server, work.path(), "locks/lost", "wait").await;
+    let mut job = ShellJob::start(&server, "locks/lost", "wait").await;
     client(&server)
         .blob("locks", "lost")
         .break_lease(Some(Duration::ZERO))
@@ -498,8 +502,7 @@ async fn a_lost_lease_stops_the_shell_and_its_background_child() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_ifmatch_lock_leaves_no_command_running_before_its_lease_expires() {
     let server = Server::start().await;
-    let work = tempfile::tempdir().unwrap();
-    let mut job = ShellJob::start(&server, work.path(), "locks/killed", "wait").await;
+    let mut job = ShellJob::start(&server, "locks/killed", "wait").await;
     let killed = std::time::Instant::now();
     job.ifmatch.start_kill().unwrap();
     job.exits(Duration::from_secs(5)).await;
@@ -522,9 +525,8 @@ async fn a_killed_ifmatch_lock_leaves_no_command_running_before_its_lease_expire
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lease_is_held_until_the_commands_background_child_ends() {
     let server = Server::start().await;
-    let work = tempfile::tempdir().unwrap();
     // The shell exits at once; its child sleeps on until it is told to go.
-    let mut job = ShellJob::start(&server, work.path(), "locks/bg", "exit 3").await;
+    let mut job = ShellJob::start(&server, "locks/bg", "exit 3").await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(running(job.child), "the background child runs on");
     assert!(
