@@ -111,6 +111,16 @@ async fn status(base: &str, method: &str, path: &str, headers: &[(&str, &str)], 
     r.status().as_u16()
 }
 
+/// A GET of `path` with `If-None-Match: tag`: its status.
+async fn revalidated(base: &str, path: &str, tag: &str) -> u16 {
+    status(base, "GET", path, &[("if-none-match", tag)], "").await
+}
+
+/// A PUT of `body` to `path` with `If-Match: tag`: its status.
+async fn written_if(base: &str, path: &str, tag: &str, body: &str) -> u16 {
+    status(base, "PUT", path, &[("if-match", tag)], body).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_forgets_what_else_it_changed() {
     let base = serve().await;
@@ -126,14 +136,8 @@ async fn a_write_forgets_what_else_it_changed() {
         status(&base, "POST", "/docs/a/append", &[], "+more").await,
         204
     );
-    assert_eq!(
-        status(&base, "GET", "/docs/a", &[("if-none-match", &doc)], "").await,
-        200
-    );
-    assert_eq!(
-        status(&base, "PUT", "/docs/a", &[("if-match", &doc)], "lost").await,
-        412
-    );
+    assert_eq!(revalidated(&base, "/docs/a", &doc).await, 200);
+    assert_eq!(written_if(&base, "/docs/a", &doc, "lost").await, 412);
 
     // A PUT of /docs/b changes the listing it names, and its raw view by Content-Location.
     let doc = tag_of(&base, "/docs/a").await;
@@ -145,23 +149,10 @@ async fn a_write_forgets_what_else_it_changed() {
     let raw_now = tag_of(&base, "/docs/a?view=raw").await;
     assert_ne!(raw_now, raw);
     assert_eq!(status(&base, "PUT", "/docs/b", &[], "b1").await, 204);
+    assert_eq!(revalidated(&base, "/docs", &listing).await, 200);
+    assert_eq!(written_if(&base, "/docs/a", &doc, "v3").await, 204);
     assert_eq!(
-        status(&base, "GET", "/docs", &[("if-none-match", &listing)], "").await,
-        200
-    );
-    assert_eq!(
-        status(&base, "PUT", "/docs/a", &[("if-match", &doc)], "v3").await,
-        204
-    );
-    assert_eq!(
-        status(
-            &base,
-            "GET",
-            "/docs/a?view=raw",
-            &[("if-none-match", &raw_now)],
-            ""
-        )
-        .await,
+        revalidated(&base, "/docs/a?view=raw", &raw_now).await,
         200,
         "named by the write's Content-Location"
     );
@@ -195,10 +186,7 @@ async fn a_write_forgets_its_ancestors_and_what_the_application_relates() {
         204
     );
     assert_eq!(revalidate("/docs/a", doc.clone()).await, 200);
-    assert_eq!(
-        status(&base, "PUT", "/docs/a", &[("if-match", &doc)], "lost").await,
-        412
-    );
+    assert_eq!(written_if(&base, "/docs/a", &doc, "lost").await, 412);
 
     // A PUT of /docs/b changes the listing above it, and the statistics it is related to.
     assert_eq!(revalidate("/docs", listing.clone()).await, 304);

@@ -267,9 +267,10 @@ pub fn field(xml: &str, tag: &str) -> Option<String> {
     Some(xml[start..start + xml[start..].find('<')?].to_owned())
 }
 
-/// The values of the headers `names`, each there.
-pub fn header_values<const N: usize>(reply: &Reply, names: [&str; N]) -> [String; N] {
-    names.map(|name| header(reply, name).unwrap_or_else(|| panic!("no {name}")))
+/// The values of the headers `names` (separated by spaces), each there.
+pub fn header_values(reply: &Reply, names: &str) -> Vec<String> {
+    let value = |name| header(reply, name).unwrap_or_else(|| panic!("no {name}"));
+    names.split_whitespace().map(value).collect()
 }
 
 pub fn header(reply: &Reply, name: &str) -> Option<String> {
