@@ -154,7 +154,7 @@ async fn a_deleted_container_is_kept_with_its_blobs_and_restored_as_it_was() {
         (&[0u8; 512][..], &[9u8; 512][..])
     );
     let r = s.head("/box?restype=container", &[]).await;
-    assert_eq!(header(&r, "x-ms-meta-team").as_deref(), Some("a"));
+    assert_eq!(common::meta(&r, "team").as_deref(), Some("a"));
     // Restored once: that version is no longer kept; the other still is.
     let deleted = containers(&s, "&include=deleted").await;
     assert_eq!(

@@ -273,6 +273,11 @@ pub fn header_values(reply: &Reply, names: &str) -> Vec<String> {
     names.split_whitespace().map(value).collect()
 }
 
+/// The user-defined metadata `name` (`x-ms-meta-{name}`) of a reply.
+pub fn meta(reply: &Reply, name: &str) -> Option<String> {
+    header(reply, &format!("x-ms-meta-{name}"))
+}
+
 pub fn header(reply: &Reply, name: &str) -> Option<String> {
     reply
         .headers()
