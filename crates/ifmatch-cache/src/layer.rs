@@ -19,12 +19,6 @@ pub struct SharedCacheLayer {
     store: Arc<Store>,
 }
 
-impl Default for SharedCacheLayer {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl SharedCacheLayer {
     /// A cache of 256 MiB of responses of up to 16 MiB each, whose concurrent misses of one
     /// key wait up to 5 s for the first.
@@ -141,6 +135,12 @@ impl SharedCacheHandle {
     /// [`on_forget`]: SharedCacheHandle::on_forget
     pub fn forget(&self, forgotten: Forgotten<'_>) -> u64 {
         self.store.forget(forgotten)
+    }
+}
+
+impl Default for SharedCacheLayer {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
