@@ -68,6 +68,19 @@ pub(crate) fn insert_properties(properties: &Properties, out: &mut HeaderMap) {
     }
 }
 
+impl crate::record::Content {
+    /// The ETag of a blob of this content whose bytes are tagged `bytes`, with `metadata`
+    /// ([`blob_tag`] of its type and properties).
+    pub(crate) fn blob_tag(
+        &self,
+        bytes: &EntityTag,
+        metadata: &BTreeMap<String, String>,
+    ) -> EntityTag {
+        let content_type = self.content_type.as_deref();
+        blob_tag(bytes, content_type, metadata, &self.properties, None)
+    }
+}
+
 /// The ETag of a blob with these bytes (their tag), metadata and properties; `nonce` (a Set
 /// Blob Metadata or Set Blob Properties) makes it new whatever the state.
 pub(crate) fn blob_tag(

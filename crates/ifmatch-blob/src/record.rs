@@ -445,17 +445,6 @@ impl Record {
 }
 
 impl Content {
-    /// The ETag of a blob of this content whose bytes are tagged `bytes`, with `metadata`
-    /// ([`crate::metadata::blob_tag`] of its type and properties).
-    pub(crate) fn blob_tag(
-        &self,
-        bytes: &EntityTag,
-        metadata: &BTreeMap<String, String>,
-    ) -> EntityTag {
-        let content_type = self.content_type.as_deref();
-        crate::metadata::blob_tag(bytes, content_type, metadata, &self.properties, None)
-    }
-
     /// Content stored in `object`.
     pub fn new(object: String, len: u64, content_type: Option<String>) -> Self {
         Self {
