@@ -24,18 +24,25 @@ impl RedisServer {
     }
 
     /// Starts one with more arguments (`["--replicaof", "127.0.0.1", "6379"]`).
+    /// A port another process took between [`free_port`] and the server's start makes the
+    /// server exit at once: it is started again on another port, a few times.
     pub fn start_with(more: &[&str]) -> Self {
-        let port = free_port();
-        let dir = std::env::temp_dir().join(format!("ifmatch-redis-{}-{port}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("a directory for redis-server");
-        let mut server = Self {
-            child: None,
-            port,
-            dir,
-            more: more.iter().map(|a| a.to_string()).collect(),
-        };
-        server.restart();
-        server
+        for _ in 0..4 {
+            let port = free_port();
+            let dir =
+                std::env::temp_dir().join(format!("ifmatch-redis-{}-{port}", std::process::id()));
+            std::fs::create_dir_all(&dir).expect("a directory for redis-server");
+            let mut server = Self {
+                child: None,
+                port,
+                dir,
+                more: more.iter().map(|a| a.to_string()).collect(),
+            };
+            if server.try_start().is_ok() {
+                return server;
+            }
+        }
+        panic!("redis-server exited at its start on four ports in a row");
     }
 
     /// Its port.
@@ -76,6 +83,14 @@ impl RedisServer {
 
     /// Starts the server again on the same port and data (after [`Self::kill`]).
     pub fn restart(&mut self) {
+        if let Err(status) = self.try_start() {
+            panic!("redis-server exited at its start: {status}");
+        }
+    }
+
+    /// Starts the server and waits for its answer; the exit status of a server that exited
+    /// first (its port taken). Panics when it neither answers nor exits within 20 s.
+    fn try_start(&mut self) -> Result<(), std::process::ExitStatus> {
         self.kill();
         let child = Command::new("redis-server")
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
@@ -97,24 +112,32 @@ impl RedisServer {
             .stderr(Stdio::null())
             .spawn()
             .expect("redis-server (the test command installs it from Debian's packages)");
-        self.child = Some(child);
+        let child = self.child.insert(child);
         let deadline = Instant::now() + Duration::from_secs(20);
-        while !self.pong() {
+        while !pong(self.port) {
+            if let Ok(Some(status)) = child.try_wait() {
+                self.child = None;
+                return Err(status);
+            }
             assert!(Instant::now() < deadline, "redis-server did not start");
             std::thread::sleep(Duration::from_millis(20));
         }
-    }
-
-    fn pong(&self) -> bool {
-        pong(self.port)
+        Ok(())
     }
 }
 
+/// A free loopback port no higher than 55,535: a cluster node's bus listens 10,000 above its
+/// port, and Redis refuses to start where that would pass 65,535 (the kernel's ephemeral
+/// ports reach 60,999).
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
+    loop {
+        let port = (TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()))
+            .expect("a free port")
+            .port();
+        if port <= 55_535 {
+            return port;
+        }
+    }
 }
 
 /// Whether a Redis (or a Sentinel) answers `PING` on `port`.
