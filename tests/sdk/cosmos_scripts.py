@@ -244,6 +244,8 @@ def main(connection_string, figures, worker):
     spinner.join()
     check("while(true) is stopped: 408", outcome["status"] == 408, outcome)
     check("within a few seconds", outcome["took"] < 10, outcome)
+    if figures:
+        print(f"figure: while(true) stopped with 408 after {outcome['took']:.2f} s")
     # A Worker's isolate is one thread: a request it takes meanwhile waits for the run's bound.
     check("a read meanwhile is answered at once", read_took < (10 if worker else 0.5), read_took)
     procedure(container, "callback", "function callback() { [1, 2].forEach(function () { while (true) {} }); }")

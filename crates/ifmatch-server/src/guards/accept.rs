@@ -20,6 +20,7 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use pin_project_lite::pin_project;
 use tokio::net::TcpListener;
+use tokio_util::either::Either;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use crate::arguments::seconds;
@@ -316,20 +317,20 @@ impl Connections {
             let (builder, watcher, tls) = (builder.clone(), graceful.watcher(), tls.clone());
             tokio::spawn(async move {
                 let served = async {
-                    let Some(tls) = tls else {
-                        let stream = InterimIo::new(HugeLength::new(stream, lowered), interim);
-                        let connection =
-                            builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-                        return watcher.watch(connection.into_owned()).await;
-                    };
-                    // The handshake is part of the head: a client that does not finish it in
-                    // the header timeout is dropped.
-                    let accepting = tokio_rustls::TlsAcceptor::from(tls).accept(stream);
-                    let stream = match tokio::time::timeout(limits.header_timeout, accepting).await
-                    {
-                        Ok(Ok(stream)) => stream,
-                        Ok(Err(error)) => return Err(error.into()),
-                        Err(_) => return Ok(()),
+                    // One type of stream, plain or TLS, so that hyper's connection is made
+                    // once a service and not twice.
+                    let stream = match tls {
+                        None => Either::Left(stream),
+                        // The handshake is part of the head: a client that does not finish it
+                        // in the header timeout is dropped.
+                        Some(tls) => {
+                            let accepting = tokio_rustls::TlsAcceptor::from(tls).accept(stream);
+                            match tokio::time::timeout(limits.header_timeout, accepting).await {
+                                Ok(Ok(stream)) => Either::Right(stream),
+                                Ok(Err(error)) => return Err(error.into()),
+                                Err(_) => return Ok(()),
+                            }
+                        }
                     };
                     let stream = InterimIo::new(HugeLength::new(stream, lowered), interim);
                     let connection =
