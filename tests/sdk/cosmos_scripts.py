@@ -96,6 +96,16 @@ function total(pk) {
 
 SPIN = "function spin() { while (true) {} }"
 BOMB = "function bomb() { var s = 'x'; while (true) { s = s + s; } }"
+# Structures nested deeper than the engine's native stack holds, each of which stopped the
+# whole server before a run's engine had a process of its own.
+NESTED = "var a = []; for (var i = 0; i < 100000; i++) { a = [a]; }"
+DEEP = {
+    "String() of an array nested 100,000 deep": f"function deep() {{ {NESTED} return String(a).length; }}",
+    "JSON.stringify of it": f"function deep() {{ {NESTED} return JSON.stringify(a).length; }}",
+    "setBody of it": f"function deep() {{ {NESTED} getContext().getResponse().setBody(a); }}",
+    "a Proxy of a Proxy 100,000 deep, read": "function deep() { var p = {}; "
+    "for (var i = 0; i < 100000; i++) { p = new Proxy(p, {}); } return p.x; }",
+}
 ELSEWHERE = """
 function elsewhere() {
     var collection = getContext().getCollection();
@@ -138,6 +148,26 @@ def procedure(container, name, body):
 
 def run(container, name, pk, params=None, **options):
     return container.scripts.execute_stored_procedure(sproc=name, partition_key=pk, params=params, **options)
+
+
+def deep_runs(container):
+    """Runs that overflow the engine's native stack end with 400, and the server serves on."""
+    for what, body in DEEP.items():
+        procedure(container, "deep", body)
+        status = status_of(lambda: run(container, "deep", "s"))
+        container.scripts.delete_stored_procedure("deep")
+        check(f"{what}: the run is answered 400", status == 400, status)
+        check("and the server still answers", container.read_item("counter", partition_key="k")["id"] == "counter")
+    brackets = "[" * 100000 + "]" * 100000
+    status = status_of(lambda: procedure(container, "deep", f"function deep() {{ return {brackets}; }}"))
+    check("a body nesting 100,000 brackets is refused 400 when created", status == 400, status)
+    container.scripts.create_user_defined_function({"id": "deep", "body": f"function deep(n) {{ {NESTED} return String(a); }}"})
+    status = status_of(lambda: list(container.query_items("SELECT VALUE udf.deep(c.n) FROM c", partition_key="bulk")))
+    check("a UDF that overflows the engine's stack fails its query 400", status == 400, status)
+    container.scripts.delete_user_defined_function("deep")
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        counts = list(pool.map(lambda n: run(container, "bulk", f"after{n}", [[{"id": "a", "pk": f"after{n}"}]]), range(8)))
+    check("runs after them are served as before", counts == [1] * 8, counts)
 
 
 def main(connection_string, figures, worker):
@@ -255,6 +285,9 @@ def main(connection_string, figures, worker):
     status = status_of(lambda: run(container, "bomb", "s"))
     check("a string that doubles forever is stopped: 413", status == 413, status)
     check("the server still answers", container.read_item("counter", partition_key="k")["id"] == "counter")
+    # A Worker runs the engine in its own isolate, which bounds its stack itself.
+    if not worker:
+        deep_runs(container)
 
     # Replaced and deleted.
     container.scripts.replace_stored_procedure("spin", {"id": "spin", "body": "function spin() { getContext().getResponse().setBody('calm'); }"})

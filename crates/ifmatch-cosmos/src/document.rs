@@ -90,7 +90,7 @@ pub(crate) fn check_nesting(value: &Value) -> Result<(), Failure> {
 }
 
 /// The most levels of objects and arrays `json` opens at once (strings skipped).
-fn nesting(json: &[u8]) -> usize {
+pub(crate) fn nesting(json: &[u8]) -> usize {
     let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0, false, false);
     for &byte in json {
         match (in_string, byte) {

@@ -28,6 +28,7 @@ mod observe;
 mod open;
 pub mod proxy;
 pub mod queues;
+pub mod script_hosts;
 mod serve;
 pub mod tables;
 

@@ -68,6 +68,10 @@ enum Command {
     /// ends.
     #[command(hide = true)]
     LockWatch(LockWatch),
+    /// A process `serve` runs Cosmos scripts' engines in (internal): a run's steps as JSON
+    /// lines on standard input, its answers on standard output, until the input ends.
+    #[command(hide = true)]
+    ScriptHost,
 }
 
 #[derive(clap::Args)]
@@ -273,14 +277,41 @@ struct Serve {
     copy_from: Option<String>,
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+/// The stack of the thread a script host runs engines on (as the server's own script threads).
+const SCRIPT_STACK: usize = 16 << 20;
+
+fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    // A script's run is held to its memory by what its thread holds.
+    ifmatch_cosmos::script::measure_memory_with(ifmatch_server::allocator::held);
+    if let Command::ScriptHost = cli.command {
+        return script_host();
+    }
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(run(cli))
+}
+
+/// Serves script engines' steps on standard input and output, on a thread of [`SCRIPT_STACK`].
+fn script_host() -> anyhow::Result<()> {
+    let host = std::thread::Builder::new()
+        .name("ifmatch-script".into())
+        .stack_size(SCRIPT_STACK)
+        .spawn(|| {
+            let input = std::io::stdin().lock();
+            ifmatch_cosmos::script::serve_steps(input, std::io::stdout().lock())
+        })?;
+    let served = host
+        .join()
+        .map_err(|_| anyhow::anyhow!("the script host panicked"))?;
+    Ok(served?)
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
     // The TLS of the object stores' clients (reqwest's, through object_store), which take the
     // process's provider: ring, as every other TLS of this binary.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    // A script's run is held to its memory by what its thread holds.
-    ifmatch_cosmos::script::measure_memory_with(ifmatch_server::allocator::held);
     // With transparent huge pages on `always` (common on servers), the kernel backs each of
     // the allocator's arenas touched by a thread with 2 MiB pages: streaming 10 MiB through the
     // proxy raised peak RSS by 12 MiB instead of 1. Memory is what an operator sizes for, so
@@ -312,6 +343,7 @@ async fn main() -> anyhow::Result<()> {
         Command::LockWatch(args) => {
             std::process::exit(ifmatch_server::lock::watch(args.grace).await)
         }
+        Command::ScriptHost => unreachable!("served before the runtime starts"),
     }
 }
 
@@ -482,6 +514,12 @@ async fn serve(args: Serve) -> anyhow::Result<()> {
             let tls = https(&args, address, true)?;
             let endpoint = format!("{}://{address}", scheme_of(&tls));
             println!("{}", ifmatch_cosmos::connection_string(&endpoint));
+            // Scripts' engines in processes of this binary: one whose script overflows the
+            // engine's stack ends its run, not the server.
+            let program = std::env::current_exe().context("finding this binary for scripts")?;
+            ifmatch_cosmos::script::run_engines_in(ifmatch_server::script_hosts::ScriptHosts::new(
+                program,
+            ));
             Some((listener, tls))
         }
         None => None,

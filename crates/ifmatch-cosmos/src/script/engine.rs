@@ -14,6 +14,7 @@ use std::sync::OnceLock;
 use std::task::{Context as Poller, Poll, Waker};
 
 use boa_engine::{Context, JsValue, Script, Source, js_string};
+use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
 /// The cycles between two looks at the run's bounds: every few instructions, so that a
@@ -34,7 +35,7 @@ const LOOP_ITERATIONS: u64 = 5_000_000;
 const RECURSION: usize = 400;
 
 /// Why a run stopped before it ended.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) enum Stop {
     /// The script threw: what it threw, as text, and its `number` when it has one (an error a
     /// collection operation gave it, thrown on).
@@ -45,10 +46,13 @@ pub(crate) enum Stop {
     Memory,
     /// The script is not JavaScript this engine reads, or not a function.
     Invalid(String),
+    /// The process its engine ran in ended in the middle of a step (what ends it is most
+    /// often the script: a structure nested deeper than the engine's native stack holds).
+    Ended(String),
 }
 
 /// What a run may take.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub(crate) struct Bounds {
     /// Interpreter cycles, over every step of the run.
     pub(crate) cycles: u64,

@@ -12,6 +12,7 @@
 //! which is synchronous: `udf.rs`.
 
 mod engine;
+mod runner;
 mod session;
 mod step;
 pub(crate) mod udf;
@@ -20,6 +21,7 @@ use serde_json::{Value as Json, json};
 
 pub use engine::measure_memory_with;
 pub(crate) use engine::{Bounds, Stop};
+pub use runner::{Engines, Host, run_engines_in, serve_steps};
 pub use session::MAX_RUNS;
 pub(crate) use session::Session;
 pub(crate) use step::{Call, Called, Job, Operation, Outcome};
@@ -138,6 +140,10 @@ pub(crate) fn failure(stop: Stop) -> Failure {
         Stop::Invalid(message) => Failure::new(
             Code::BadRequest,
             format!("The script could not be run: {message}"),
+        ),
+        Stop::Ended(message) => Failure::new(
+            Code::BadRequest,
+            format!("{message} Nothing the script wrote was kept."),
         ),
     }
 }

@@ -1,7 +1,8 @@
-//! Where a run's engine lives. On the native server: a thread of its own, spoken to over
+//! Where a run's steps are taken. On the native server: a thread of its own, spoken to over
 //! channels, so that the request's future holds only the channels (it stays `Send`) and a
-//! script that spins holds no thread of the async runtime; the thread ends when the session
-//! is dropped (the request answered or gone) and its step ends. On a Worker: in place.
+//! script that spins holds no thread of the async runtime; the thread holds the run's engine
+//! (or its process: `runner.rs`) and ends when the session is dropped (the request answered
+//! or gone) and its step ends. On a Worker: in place.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -47,7 +48,7 @@ pub(crate) struct Session {
     #[cfg(not(target_arch = "wasm32"))]
     steps: std::sync::mpsc::Sender<Step>,
     #[cfg(target_arch = "wasm32")]
-    engine: Result<super::engine::Engine, Stop>,
+    engine: Result<super::runner::Runner, Stop>,
     #[cfg(target_arch = "wasm32")]
     _place: Place,
 }
@@ -63,7 +64,7 @@ impl Session {
             .stack_size(16 << 20)
             .spawn(move || {
                 let _place = place;
-                let mut engine = super::engine::Engine::new(bounds);
+                let mut engine = super::runner::Runner::open(bounds);
                 while let Ok((call, answer)) = taken.recv() {
                     let called = match &mut engine {
                         Ok(engine) => engine.call(call),
@@ -98,7 +99,7 @@ impl Session {
     pub(crate) fn open(bounds: Bounds) -> Result<Self, Failure> {
         let place = Place::take()?;
         Ok(Self {
-            engine: super::engine::Engine::new(bounds),
+            engine: super::runner::Runner::open(bounds),
             _place: place,
         })
     }

@@ -1,12 +1,12 @@
 //! The steps of a procedure's or trigger's run, as the host and the engine pass them: a
 //! call (start, deliver an outcome, finish) and what it gave (operations queued, the outcome).
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
 /// A run to start: the script's source (one function), its arguments, and what its
 /// `getContext()` holds.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Job {
     pub(crate) source: String,
     pub(crate) arguments: Vec<Json>,
@@ -20,7 +20,7 @@ pub(crate) struct Job {
 }
 
 /// A step of a run.
-#[derive(Debug)]
+#[derive(Debug, Serialize, Deserialize)]
 pub(crate) enum Call {
     /// Whether a source is one function (read, not called): as a script is checked when it is
     /// created or replaced.
@@ -34,14 +34,14 @@ pub(crate) enum Call {
 }
 
 /// What a step gave: the operations it queued, or the run's outcome.
-#[derive(Debug)]
+#[derive(Debug, Serialize, Deserialize)]
 pub(crate) enum Called {
     Operations(Vec<Operation>),
     Finished(Outcome),
 }
 
 /// A collection operation a script asked for.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Operation {
     pub(crate) id: u64,
     /// `create`, `upsert`, `replace`, `read`, `delete` or `query`.
@@ -51,7 +51,7 @@ pub(crate) struct Operation {
 }
 
 /// How a run ended.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Outcome {
     /// What `getResponse().setBody` left (null: nothing).
     pub(crate) response: Json,

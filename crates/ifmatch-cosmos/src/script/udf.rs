@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde_json::Value as Json;
 
 use super::MEMORY;
-use super::engine::{Bounds, Stop};
-use super::engine::{Engine, literal};
+use super::engine::{Bounds, Engine, Stop, literal};
+use super::runner::Runner;
 use crate::failure::Failure;
 
 /// The cycles the user-defined functions of one query page may spend: a quarter of a
@@ -45,7 +45,7 @@ thread_local! {
     /// The functions of the evaluation running on this thread, if it calls any.
     static CURRENT: RefCell<Option<Functions>> = const { RefCell::new(None) };
     /// Engines of recent pages: each page's, or why its run stopped.
-    static ENGINES: RefCell<Vec<(u64, Result<Engine, Stop>)>> = const { RefCell::new(Vec::new()) };
+    static ENGINES: RefCell<Vec<(u64, Result<Runner, Stop>)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Runs `evaluate` with `functions` callable by it: its result, or the failure of a function
@@ -85,12 +85,7 @@ pub(crate) fn call(name: &str, arguments: &[Option<Json>]) -> Option<Json> {
         let arguments: Vec<Json> = (arguments.iter())
             .map(|a| a.clone().unwrap_or(Json::Null))
             .collect();
-        let code = format!(
-            "JSON.stringify(udf[{}](...JSON.parse({})))",
-            serde_json::to_string(name).unwrap_or_default(),
-            literal(&Json::Array(arguments))
-        );
-        match engine.json(&code) {
+        match engine.apply(name, arguments) {
             Ok(value) => value,
             Err(stop) => {
                 engines[at].1 = Err(stop);
@@ -101,16 +96,34 @@ pub(crate) fn call(name: &str, arguments: &[Option<Json>]) -> Option<Json> {
 }
 
 /// An engine with `functions` defined as `udf.name`.
-fn engine_of(functions: &Functions) -> Result<Engine, Stop> {
-    let mut engine = Engine::new(Bounds {
+fn engine_of(functions: &Functions) -> Result<Runner, Stop> {
+    let mut engine = Runner::open(Bounds {
         cycles: CYCLES,
         memory: MEMORY,
     })?;
-    engine.run("var udf = {};")?;
-    for (name, source) in functions.sources.iter() {
-        engine.define("__defined", source)?;
-        let name = serde_json::to_string(name).unwrap_or_default();
-        engine.run(&format!("udf[{name}] = __defined;"))?;
-    }
+    engine.define(functions.sources.to_vec())?;
     Ok(engine)
+}
+
+impl Engine {
+    /// Defines each of `functions` (name, source) as `udf.name`.
+    pub(super) fn define_functions(&mut self, functions: &[(String, String)]) -> Result<(), Stop> {
+        self.run("var udf = {};")?;
+        for (name, source) in functions {
+            self.define("__defined", source)?;
+            let name = serde_json::to_string(name).unwrap_or_default();
+            self.run(&format!("udf[{name}] = __defined;"))?;
+        }
+        Ok(())
+    }
+
+    /// `udf.name(arguments)`: its value, `None` when undefined.
+    pub(super) fn apply(&mut self, name: &str, arguments: Vec<Json>) -> Result<Option<Json>, Stop> {
+        let code = format!(
+            "JSON.stringify(udf[{}](...JSON.parse({})))",
+            serde_json::to_string(name).unwrap_or_default(),
+            literal(&Json::Array(arguments))
+        );
+        self.json(&code)
+    }
 }
