@@ -49,6 +49,8 @@ pub(crate) enum Stop {
     /// The process its engine ran in ended in the middle of a step (what ends it is most
     /// often the script: a structure nested deeper than the engine's native stack holds).
     Ended(String),
+    /// As many runs as may be are in flight.
+    Busy(String),
 }
 
 /// What a run may take.

@@ -141,6 +141,7 @@ pub(crate) fn failure(stop: Stop) -> Failure {
             Code::BadRequest,
             format!("The script could not be run: {message}"),
         ),
+        Stop::Busy(message) => Failure::new(Code::TooManyRequests, message),
         Stop::Ended(message) => Failure::new(
             Code::BadRequest,
             format!("{message} Nothing the script wrote was kept."),

@@ -60,27 +60,12 @@ pub(crate) enum Answer {
     Undefined,
 }
 
-/// A run's engine, where it lives.
-pub(crate) enum Runner {
-    Here(Box<Engine>),
-    There(Box<dyn Host>),
-}
-
-impl Runner {
-    /// A fresh engine within `bounds`.
-    pub(crate) fn open(bounds: Bounds) -> Result<Self, Stop> {
-        let Some(engines) = ENGINES.get() else {
-            return Engine::new(bounds).map(|engine| Self::Here(Box::new(engine)));
-        };
-        let host = (engines.host())
-            .map_err(|e| Stop::Ended(format!("A script's engine could not start: {e}")))?;
-        let mut runner = Self::There(host);
-        runner.ask(Ask::Open(bounds))?;
-        Ok(runner)
-    }
+/// What asks an engine, wherever it lives.
+pub(crate) trait Asking {
+    fn ask(&mut self, ask: Ask) -> Result<Answer, Stop>;
 
     /// One step of a procedure's or trigger's run.
-    pub(crate) fn call(&mut self, call: Call) -> Result<Called, Stop> {
+    fn call(&mut self, call: Call) -> Result<Called, Stop> {
         match self.ask(Ask::Step(call))? {
             Answer::Called(called) => Ok(called),
             _ => Err(out_of_turn()),
@@ -88,44 +73,91 @@ impl Runner {
     }
 
     /// Defines user-defined functions.
-    pub(crate) fn define(&mut self, functions: Vec<(String, String)>) -> Result<(), Stop> {
+    fn define(&mut self, functions: Vec<(String, String)>) -> Result<(), Stop> {
         self.ask(Ask::Define(functions)).map(drop)
     }
 
     /// A user-defined function's value (`None`: undefined).
-    pub(crate) fn apply(&mut self, name: &str, arguments: Vec<Json>) -> Result<Option<Json>, Stop> {
+    fn apply(&mut self, name: &str, arguments: Vec<Json>) -> Result<Option<Json>, Stop> {
         match self.ask(Ask::Apply(name.to_owned(), arguments))? {
             Answer::Value(value) => Ok(Some(value)),
             Answer::Undefined => Ok(None),
             _ => Err(out_of_turn()),
         }
     }
+}
 
-    fn ask(&mut self, ask: Ask) -> Result<Answer, Stop> {
-        match self {
-            Self::Here(engine) => engine.answer(ask),
-            Self::There(host) => {
-                let line = serde_json::to_string(&ask).map_err(|e| Stop::Invalid(e.to_string()))?;
-                let answer = host.exchange(&line).map_err(|e| {
-                    Stop::Ended(format!(
-                        "The script's engine stopped in the middle of a step ({e}): most \
-                         often a structure nested deeper than the engine's native stack holds \
-                         (arrays or objects nested thousands deep, made into a string, \
-                         flattened or stored)."
-                    ))
-                })?;
-                read::<Result<Answer, Stop>>(&answer).map_err(Stop::Ended)?
-            }
+/// A run's engine, where it lives.
+pub(crate) enum Runner {
+    Here(Box<Engine>),
+    There(Remote),
+}
+
+impl Runner {
+    /// A fresh engine within `bounds`.
+    pub(crate) fn open(bounds: Bounds) -> Result<Self, Stop> {
+        match elsewhere() {
+            true => Remote::open(bounds).map(Self::There),
+            false => Engine::new(bounds).map(|engine| Self::Here(Box::new(engine))),
         }
     }
 }
 
-impl Drop for Runner {
-    fn drop(&mut self) {
-        // A process's engine goes with its run, and the process is left ready for the next.
-        if let Self::There(_) = self {
-            let _ = self.ask(Ask::Close);
+/// Whether engines run in processes of their own.
+pub(crate) fn elsewhere() -> bool {
+    ENGINES.get().is_some()
+}
+
+impl Asking for Runner {
+    fn ask(&mut self, ask: Ask) -> Result<Answer, Stop> {
+        match self {
+            Self::Here(engine) => engine.answer(ask),
+            Self::There(remote) => remote.ask(ask),
         }
+    }
+}
+
+/// An engine in a process of its own, held by one run: the process goes back to the server's
+/// idle ones when dropped (unless it ended).
+pub(crate) struct Remote(Box<dyn Host>);
+
+impl Remote {
+    /// A fresh engine within `bounds` in one of the server's processes ([`elsewhere`]).
+    pub(crate) fn open(bounds: Bounds) -> Result<Self, Stop> {
+        let engines = (ENGINES.get())
+            .ok_or_else(|| Stop::Ended("No process was named for scripts' engines.".into()))?;
+        let host = (engines.host())
+            .map_err(|e| Stop::Ended(format!("A script's engine could not start: {e}")))?;
+        let mut remote = Self(host);
+        remote.ask(Ask::Open(bounds))?;
+        Ok(remote)
+    }
+}
+
+impl Asking for Remote {
+    fn ask(&mut self, ask: Ask) -> Result<Answer, Stop> {
+        let line = serde_json::to_string(&ask).map_err(|e| Stop::Invalid(e.to_string()))?;
+        let answer = self.0.exchange(&line).map_err(|e| {
+            Stop::Ended(format!(
+                "The script's engine stopped in the middle of a step ({e}): most often a \
+                 structure nested deeper than the engine's native stack holds (arrays or \
+                 objects nested thousands deep, made into a string, flattened or stored)."
+            ))
+        })?;
+        read::<Result<Answer, Stop>>(&answer).map_err(Stop::Ended)?
+    }
+}
+
+impl Drop for Remote {
+    fn drop(&mut self) {
+        // The engine goes with its run, and the process is left ready for the next.
+        let _ = self.ask(Ask::Close);
+    }
+}
+
+impl std::fmt::Debug for Remote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Remote")
     }
 }
 

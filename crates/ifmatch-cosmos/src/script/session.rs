@@ -7,6 +7,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::engine::{Bounds, Stop};
+use super::runner::{Asking, Runner};
 use super::step::{Call, Called};
 use crate::failure::{Code, Failure};
 
@@ -18,10 +19,11 @@ pub const MAX_RUNS: usize = 64;
 static RUNS: AtomicUsize = AtomicUsize::new(0);
 
 /// One run's place among [`MAX_RUNS`], given back when dropped.
-struct Place;
+#[derive(Debug)]
+pub(crate) struct Place;
 
 impl Place {
-    fn take() -> Result<Self, Failure> {
+    pub(crate) fn take() -> Result<Self, Failure> {
         let taken = RUNS.fetch_add(1, Ordering::AcqRel);
         if taken >= MAX_RUNS {
             RUNS.fetch_sub(1, Ordering::AcqRel);
@@ -64,7 +66,7 @@ impl Session {
             .stack_size(16 << 20)
             .spawn(move || {
                 let _place = place;
-                let mut engine = super::runner::Runner::open(bounds);
+                let mut engine = Runner::open(bounds);
                 while let Ok((call, answer)) = taken.recv() {
                     let called = match &mut engine {
                         Ok(engine) => engine.call(call),
@@ -99,7 +101,7 @@ impl Session {
     pub(crate) fn open(bounds: Bounds) -> Result<Self, Failure> {
         let place = Place::take()?;
         Ok(Self {
-            engine: super::runner::Runner::open(bounds),
+            engine: Runner::open(bounds),
             _place: place,
         })
     }
