@@ -4,7 +4,9 @@
 //! overflows the engine's native stack aborts its process, which ends that run (its caller is
 //! answered 400) and nothing else; its process is not used again.
 
+use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
@@ -20,7 +22,7 @@ const IDLE: usize = 2;
 /// Engines in processes of `program script-host`.
 pub struct ScriptHosts {
     program: PathBuf,
-    idle: Arc<Mutex<Vec<Process>>>,
+    idle: Arc<Mutex<VecDeque<Process>>>,
 }
 
 impl ScriptHosts {
@@ -36,7 +38,12 @@ impl ScriptHosts {
 impl Engines for ScriptHosts {
     fn host(&self) -> std::io::Result<Box<dyn Host>> {
         let process = loop {
-            let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+            // The one idle longest, whose next engine is likeliest made (`serve_steps`).
+            let idle = self
+                .idle
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .pop_front();
             let Some(mut process) = idle else {
                 break Process::start(&self.program)?;
             };
@@ -62,8 +69,11 @@ struct Process {
 
 impl Process {
     fn start(program: &PathBuf) -> std::io::Result<Self> {
+        // A group of its own: a terminal's Ctrl-C, meant for the server, leaves the runs in
+        // flight to end as the server drains them (the process ends when its input does).
         let mut child = Command::new(program)
             .arg("script-host")
+            .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()?;
@@ -102,7 +112,7 @@ impl Process {
 /// an exchange failed.
 struct Lent {
     process: Option<Process>,
-    idle: Arc<Mutex<Vec<Process>>>,
+    idle: Arc<Mutex<VecDeque<Process>>>,
 }
 
 impl Host for Lent {
@@ -128,7 +138,7 @@ impl Drop for Lent {
         };
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         if idle.len() < IDLE {
-            idle.push(process);
+            idle.push_back(process);
         } else {
             drop(idle);
             let _ = process.end();

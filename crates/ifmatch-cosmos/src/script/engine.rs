@@ -132,6 +132,18 @@ impl Engine {
         Ok(engine)
     }
 
+    /// The engine for a run of its own within `bounds`, as though it were new: one made
+    /// ahead of its run (with the server API loaded, and no script's code run in it).
+    pub(crate) fn rebound(&mut self, bounds: Bounds) {
+        self.bounds = bounds;
+        self.spent = 0;
+        self.grown = 0;
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            self.began = std::time::Instant::now();
+        }
+    }
+
     /// Evaluates `code` within the run's bounds: its value.
     pub(crate) fn run(&mut self, code: &str) -> Result<JsValue, Stop> {
         let script = Script::parse(Source::from_bytes(code), None, &mut self.context)

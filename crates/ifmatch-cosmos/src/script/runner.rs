@@ -189,13 +189,22 @@ pub fn serve_steps(
 ) -> std::io::Result<()> {
     let closed = || Stop::Invalid("No run is open.".into());
     let mut engine: Result<Engine, Stop> = Err(closed());
+    // An engine made while no run is open, for the next: a run's start does not wait for
+    // the server API to load.
+    let mut ready = Engine::new(super::BOUNDS).ok();
     for line in input.lines() {
         let answer = match read::<Ask>(&line?) {
             Err(e) => Err(Stop::Invalid(e)),
             Ok(Ask::Open(bounds)) => {
                 // The run before's memory is freed before the new run's is measured.
                 drop(std::mem::replace(&mut engine, Err(closed())));
-                engine = Engine::new(bounds);
+                engine = match ready.take() {
+                    Some(mut fresh) => {
+                        fresh.rebound(bounds);
+                        Ok(fresh)
+                    }
+                    None => Engine::new(bounds),
+                };
                 engine.as_ref().map(|_| Answer::Done).map_err(Clone::clone)
             }
             Ok(Ask::Close) => {
@@ -214,6 +223,9 @@ pub fn serve_steps(
         serde_json::to_writer(&mut output, &answer)?;
         output.write_all(b"\n")?;
         output.flush()?;
+        if engine.is_err() && ready.is_none() {
+            ready = Engine::new(super::BOUNDS).ok();
+        }
     }
     Ok(())
 }
