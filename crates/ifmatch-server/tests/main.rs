@@ -31,5 +31,6 @@ mod proxy_storage;
 mod proxy_tls;
 mod put_block_cost;
 mod queues;
+mod script_hosts;
 mod tables;
 mod tokens;

@@ -126,11 +126,19 @@ impl Remote {
     pub(crate) fn open(bounds: Bounds) -> Result<Self, Stop> {
         let engines = (ENGINES.get())
             .ok_or_else(|| Stop::Ended("No process was named for scripts' engines.".into()))?;
-        let host = (engines.host())
-            .map_err(|e| Stop::Ended(format!("A script's engine could not start: {e}")))?;
-        let mut remote = Self(host);
-        remote.ask(Ask::Open(bounds))?;
-        Ok(remote)
+        // An idle process may have ended since it was last used (killed, say): no script ran
+        // in it, so the run is opened again in another.
+        let mut tries = 2;
+        loop {
+            let host = (engines.host())
+                .map_err(|e| Stop::Ended(format!("A script's engine could not start: {e}")))?;
+            let mut remote = Self(host);
+            match remote.ask(Ask::Open(bounds)) {
+                Err(Stop::Ended(_)) if tries > 1 => tries -= 1,
+                Err(stop) => return Err(stop),
+                Ok(_) => return Ok(remote),
+            }
+        }
     }
 }
 
