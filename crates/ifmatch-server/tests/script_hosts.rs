@@ -19,10 +19,7 @@ fn hosts_running() -> Vec<u32> {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
             continue;
         };
-        let (Ok(stat), Ok(command)) = (
-            std::fs::read_to_string(entry.path().join("stat")),
-            std::fs::read(entry.path().join("cmdline")),
-        ) else {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
             continue;
         };
         // The parent is the fourth field, after the name in parentheses.
@@ -32,12 +29,26 @@ fn hosts_running() -> Vec<u32> {
         let zombie = stat
             .rsplit_once(')')
             .is_some_and(|(_, rest)| rest.starts_with(" Z"));
-        let host = String::from_utf8_lossy(&command).contains("script-host");
-        if parent == Some(me.as_str()) && host && !zombie {
+        if parent == Some(me.as_str()) && !zombie && command(&entry.path()).contains("script-host")
+        {
             found.push(pid);
         }
     }
     found
+}
+
+/// A process's arguments. A spawn returns once the child has let go of this process's memory
+/// in its `execve`, before the kernel has set the new program's arguments up: until then they
+/// read empty (seen in CI: a process just started not counted), so an empty read is read again.
+fn command(process: &std::path::Path) -> String {
+    for _ in 0..1000 {
+        match std::fs::read(process.join("cmdline")) {
+            Ok(read) if read.is_empty() => std::thread::sleep(std::time::Duration::from_millis(1)),
+            Ok(read) => return String::from_utf8_lossy(&read).into_owned(),
+            Err(_) => break,
+        }
+    }
+    String::new()
 }
 
 /// One test, as it counts and kills this process's children: a process that ends in the
