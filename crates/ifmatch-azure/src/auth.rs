@@ -36,10 +36,11 @@ use crate::request::Client;
 pub enum Credential<G> {
     /// Signed with the account's key: everything in the account.
     Key,
-    /// A shared access signature: what it grants.
-    Sas(G),
+    /// A shared access signature: what it grants (boxed, as the token's access: every request
+    /// holds its credential while it runs, most of them the key's or none).
+    Sas(Box<G>),
     /// An Entra ID bearer token: what its principal's roles allow.
-    Token(Access),
+    Token(Box<Access>),
     /// No credentials.
     Anonymous,
 }
@@ -179,7 +180,10 @@ pub fn credentials<G>(
         let lite = match scheme {
             "SharedKey" => false,
             "SharedKeyLite" => true,
-            "Bearer" => return bearer(account, request, rest.trim(), now).map(Credential::Token),
+            "Bearer" => {
+                return bearer(account, request, rest.trim(), now)
+                    .map(|access| Credential::Token(Box::new(access)));
+            }
             _ => {
                 return Err(failed(format!(
                     "the {scheme} authorization scheme is not supported here: sign with \
@@ -208,7 +212,7 @@ pub fn credentials<G>(
     }
     let query = QueryPairs::of(uri);
     if query.get("sig").is_some() {
-        return sas(&query).map(Credential::Sas);
+        return sas(&query).map(|grant| Credential::Sas(Box::new(grant)));
     }
     Ok(Credential::Anonymous)
 }

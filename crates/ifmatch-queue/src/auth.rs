@@ -224,8 +224,11 @@ mod tests {
                 SENDER,
             ),
         ];
-        let token =
-            |role: &str| Credential::Token(ifmatch_azure::identity::Access::holding(role, "/"));
+        let token = |role: &str| {
+            Credential::Token(Box::new(ifmatch_azure::identity::Access::holding(
+                role, "/",
+            )))
+        };
         let mut seen = std::collections::BTreeSet::new();
         for (method, uri, allowed, refused) in cases {
             let parsed: http::Uri = uri.parse().unwrap();

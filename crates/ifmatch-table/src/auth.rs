@@ -380,10 +380,10 @@ mod tests {
             ),
         ];
         let token = |role: &str| {
-            Credential::Token(ifmatch_azure::identity::Access::holding(
+            Credential::Token(Box::new(ifmatch_azure::identity::Access::holding(
                 role,
                 "/tableServices/default/tables/people",
-            ))
+            )))
         };
         for (method, path, headers, allowed, refused) in cases {
             let operation = Operation::of(&method.parse().unwrap(), path, headers);
@@ -435,7 +435,8 @@ mod tests {
 
     #[test]
     fn what_each_grant_covers() {
-        let grant = |permissions: &str, scope| Credential::Sas(Grant::new(permissions, scope));
+        let grant =
+            |permissions: &str, scope| Credential::Sas(Box::new(Grant::new(permissions, scope)));
         let allowed = |credential: &Credential, operation| {
             authorize(credential, operation)
                 .map(|range| range.cloned())

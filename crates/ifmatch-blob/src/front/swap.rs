@@ -271,7 +271,9 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
     ) -> Result<std::sync::Arc<Record>> {
         match super::gate::committed(self.records.get(key).await?) {
             Some(current) => Ok(current),
-            None => Err(self.blob_missing(key, operation, headers).await),
+            // Boxed: every read of a blob holds this future, which the missing blob's answer
+            // (its container read too) would make several times larger.
+            None => Err(Box::pin(self.blob_missing(key, operation, headers)).await),
         }
     }
 

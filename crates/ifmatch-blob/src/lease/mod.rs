@@ -174,15 +174,16 @@ pub enum Lease {
 impl Lease {
     /// The state at `now`.
     pub fn state(&self, now: SystemTime) -> LeaseState {
-        let now = millis(now);
+        // `now` in milliseconds only for a lease that may have ended by then: most records
+        // have none, and every read of one asks its state.
         match *self {
             Self::Available => LeaseState::Available,
             Self::Leased {
                 expires_ms: Some(end),
                 ..
-            } if now >= end => LeaseState::Expired,
+            } if millis(now) >= end => LeaseState::Expired,
             Self::Leased { .. } => LeaseState::Leased,
-            Self::Breaking { ends_ms, .. } if now >= ends_ms => LeaseState::Broken,
+            Self::Breaking { ends_ms, .. } if millis(now) >= ends_ms => LeaseState::Broken,
             Self::Breaking { .. } => LeaseState::Breaking,
             Self::Broken { .. } => LeaseState::Broken,
         }
