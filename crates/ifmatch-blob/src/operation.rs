@@ -294,11 +294,7 @@ impl Target {
             Some((c, b)) => (c, Some(b)),
             None => (path, None),
         };
-        // Most requests name no query: no parse, and no result of the parse moved.
-        let query = match query {
-            None | Some("") => Query::default(),
-            Some(query) => Query::parse(query)?,
-        };
+        let query = Query::parse(query.unwrap_or(""))?;
         if container.is_empty() && blob.is_none() {
             return Ok(Self {
                 operation: account_operation(method, &query)?,
@@ -499,6 +495,10 @@ struct Query {
 impl Query {
     fn parse(query: &str) -> Result<Self, ErrorCode> {
         let mut out = Self::default();
+        if query.is_empty() {
+            // Most requests name no query.
+            return Ok(out);
+        }
         for (name, value) in form_urlencoded::parse(query.as_bytes()) {
             let slot = match &*name {
                 "restype" => &mut out.restype,
