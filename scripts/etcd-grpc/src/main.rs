@@ -75,6 +75,10 @@ impl load::Counters for Etcd {
     }
 }
 
+// mimalloc, as the blob side's load client has (`ifmatch serve`'s allocator).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() {
     let asked = Asked::from_args("etcd-grpc HOST:PORT [CLIENTS] [KEYS] [SECONDS] [RUN_NAME]");
