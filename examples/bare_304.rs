@@ -30,15 +30,7 @@ fn main() {
 }
 
 async fn serve(listen: SocketAddr) {
-    let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
-    socket.set_reuseport(true).expect("SO_REUSEPORT");
-    socket.bind(listen).expect("bind LISTEN");
-    let listener = socket.listen(1024).expect("listen");
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let _ = stream.set_nodelay(true);
+    examples::accept_each(listen, |stream| {
         let service = hyper::service::service_fn(|request: http::Request<Incoming>| {
             std::future::ready(Ok::<_, Infallible>(answer(&request)))
         });
@@ -47,7 +39,8 @@ async fn serve(listen: SocketAddr) {
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
         });
-    }
+    })
+    .await;
 }
 
 /// 304 with Get Blob's fields when the request names [`TAG`], else 200 with the tag alone.

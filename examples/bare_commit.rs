@@ -90,15 +90,7 @@ fn write_log(file: &File, waiting: &mpsc::Receiver<Entry>) {
 }
 
 async fn serve(listen: SocketAddr, blobs: Arc<Blobs>, log: mpsc::Sender<Entry>) {
-    let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
-    socket.set_reuseport(true).expect("SO_REUSEPORT");
-    socket.bind(listen).expect("bind LISTEN");
-    let listener = socket.listen(1024).expect("listen");
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let _ = stream.set_nodelay(true);
+    examples::accept_each(listen, |stream| {
         let (blobs, log) = (blobs.clone(), log.clone());
         let service = hyper::service::service_fn(move |request: Request<Incoming>| {
             let (blobs, log) = (blobs.clone(), log.clone());
@@ -109,7 +101,8 @@ async fn serve(listen: SocketAddr, blobs: Arc<Blobs>, log: mpsc::Sender<Entry>) 
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
         });
-    }
+    })
+    .await;
 }
 
 async fn answer(

@@ -28,18 +28,10 @@ fn main() {
 }
 
 async fn serve(listen: SocketAddr, upstream: Authority) {
-    let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
-    socket.set_reuseport(true).expect("SO_REUSEPORT");
-    socket.bind(listen).expect("bind LISTEN");
-    let listener = socket.listen(1024).expect("listen");
     let mut connector = HttpConnector::new();
     connector.set_nodelay(true);
     let client: Client<_, Incoming> = Client::builder(TokioExecutor::new()).build(connector);
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let _ = stream.set_nodelay(true);
+    examples::accept_each(listen, |stream| {
         let (client, upstream) = (client.clone(), upstream.clone());
         let service = hyper::service::service_fn(move |mut request: http::Request<Incoming>| {
             let mut parts = Parts::default();
@@ -69,5 +61,6 @@ async fn serve(listen: SocketAddr, upstream: Authority) {
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
         });
-    }
+    })
+    .await;
 }

@@ -52,3 +52,23 @@ where
         thread.join().expect("a serving thread");
     }
 }
+
+/// Accepts connections on `listen` for ever, from a listener of this thread's own that shares
+/// the port with the other threads' (`SO_REUSEPORT`), as `ifmatch serve`'s listeners do, and
+/// hands each stream (`TCP_NODELAY` set) to `each`: the floors' accept loop.
+pub async fn accept_each(
+    listen: std::net::SocketAddr,
+    mut each: impl FnMut(tokio::net::TcpStream),
+) {
+    let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+    socket.set_reuseport(true).expect("SO_REUSEPORT");
+    socket.bind(listen).expect("bind LISTEN");
+    let listener = socket.listen(1024).expect("listen");
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        each(stream);
+    }
+}
