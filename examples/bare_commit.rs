@@ -20,7 +20,7 @@ use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Mutex, mpsc};
 
 use bytes::Bytes;
-use http::header::{CONTENT_LENGTH, ETAG, IF_MATCH, IF_NONE_MATCH, LAST_MODIFIED};
+use http::header::{ETAG, IF_MATCH, IF_NONE_MATCH, LAST_MODIFIED};
 use http::{HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -156,10 +156,13 @@ async fn put(
         let current = blobs.get(&path).map(|(version, _)| *version);
         match (current, &if_match, create_only) {
             (Some(_), _, true) => return status(StatusCode::CONFLICT, Some("BlobAlreadyExists")),
-            (Some(version), Some(tag), _) if tag.as_bytes() != self::tag(version).as_bytes() => {
+            // As `ifmatch serve` (RFC 9110): `If-Match` of a blob that is not there fails too.
+            (current, Some(tag), _)
+                if current
+                    .is_none_or(|version| tag.as_bytes() != self::tag(version).as_bytes()) =>
+            {
                 return status(StatusCode::PRECONDITION_FAILED, Some("ConditionNotMet"));
             }
-            (None, Some(_), _) => return status(StatusCode::NOT_FOUND, Some("BlobNotFound")),
             _ => {}
         }
         let version = current.unwrap_or(0) + 1;
@@ -202,9 +205,8 @@ fn status_with(code: StatusCode, version: u64) -> Response<Full<Bytes>> {
 fn status(code: StatusCode, error: Option<&'static str>) -> Response<Full<Bytes>> {
     let mut answer = Response::new(Full::new(Bytes::new()));
     *answer.status_mut() = code;
-    let headers = answer.headers_mut();
-    headers.insert(CONTENT_LENGTH, HeaderValue::from_static("0"));
     if let Some(error) = error {
+        let headers = answer.headers_mut();
         headers.insert("x-ms-error-code", HeaderValue::from_static(error));
     }
     answer
