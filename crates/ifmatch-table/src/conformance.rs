@@ -222,10 +222,36 @@ pub async fn a_batch_applies_all_or_none(store: &impl Tables) {
         Expected::Version(existing.timestamp),
     );
     store.commit("batch", &changes).await.unwrap();
+    let all = store.scan("batch", scan).await.unwrap();
+    assert_eq!(all.len(), 100, "all applied");
+    // A replace and a delete, then a check that fails: both are as they were.
+    let (one, two) = (&all[1], &all[12]);
+    let changes = [
+        put(
+            &entity("p", &one.row_key, -1, 3),
+            Expected::Version(one.timestamp),
+        ),
+        Change {
+            key: key("p", &two.row_key),
+            expected: Expected::Present,
+            write: None,
+        },
+        put(
+            &entity("p", "0", -1, 3),
+            Expected::Version(DateTime::from_unix(9, 0)),
+        ),
+    ];
     assert_eq!(
-        store.scan("batch", scan).await.unwrap().len(),
-        100,
-        "all applied"
+        store.commit("batch", &changes).await,
+        Err(TableError::Conflict {
+            index: 2,
+            present: true
+        })
+    );
+    assert_eq!(
+        store.scan("batch", scan).await.unwrap(),
+        all,
+        "none applied"
     );
 }
 

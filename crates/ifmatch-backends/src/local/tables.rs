@@ -9,15 +9,18 @@
 //!
 //! Commits that arrive while one is being written wait, and are then written together, each
 //! checked and applied in turn, in one transaction and one sync of the disk (a group commit:
-//! under many writers, a sync carries many of them where it carried one). A commit's checks
-//! come before its writes, so a check that fails leaves the others of the group as they were;
-//! a failure of the disk while writing fails the group, whose commits are then written one at
-//! a time, so that it is only its own commit's.
+//! under many writers, a sync carries many of them where it carried one). Each change is
+//! written and checked against what its write replaced (one descent of the tree, not a read
+//! and a write), and a check that fails puts back what its commit had replaced, so that it
+//! leaves the others of the group as they were. A failure of the disk while writing fails the
+//! group, whose commits are then written one at a time, so that it is only its own commit's.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use ifmatch_table::{Change, DateTime, Entity, EntityKey, Scan, TableError, Tables, satisfied_by};
+use ifmatch_table::{
+    Change, DateTime, Entity, EntityKey, Expected, Scan, TableError, Tables, satisfied_by,
+};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
 /// The most memory redb's page cache takes: reads past it go to the file (the kernel's page
@@ -313,8 +316,9 @@ fn write_group(db: &Database, group: &[Queued]) -> Result<Vec<Result<(), TableEr
     Ok(outcomes)
 }
 
-/// Checks `changes` against `table` in `tx`, then writes them: `Ok(Err(_))` when a check
-/// failed (nothing written), `Err(_)` when the transaction failed (it must be dropped).
+/// Writes `changes` to `table` in `tx`, each checked against what it replaced: `Ok(Err(_))`
+/// when a check failed (what the commit wrote is put back), `Err(_)` when the transaction
+/// failed (it must be dropped).
 fn apply(
     tx: &redb::WriteTransaction,
     table: &str,
@@ -326,25 +330,40 @@ fn apply(
     }
     let name = entities(table);
     let mut entities = tx.open_table(Entities::new(&name)).map_err(failed)?;
+    // What each change written so far replaced, to put back if a check fails.
+    let mut replaced: Vec<(&EntityKey, Option<Vec<u8>>)> = Vec::new();
     for (index, change) in changes.iter().enumerate() {
         let key = (change.key.0.as_str(), change.key.1.as_str());
-        let found = entities.get(key).map_err(failed)?;
-        let found = found.map(|bytes| version(bytes.value())).transpose()?;
-        if !satisfied_by(change.expected, found) {
-            let present = found.is_some();
-            return Ok(Err(TableError::Conflict { index, present }));
-        }
-    }
-    for change in changes {
-        let key = (change.key.0.as_str(), change.key.1.as_str());
-        match &change.write {
+        let old = match &change.write {
             Some(entity) => {
                 let json = serde_json::to_vec(entity).map_err(failed)?;
-                entities.insert(key, json.as_slice()).map_err(failed)?;
+                entities.insert(key, json.as_slice())
             }
-            None => {
-                entities.remove(key).map_err(failed)?;
+            None => entities.remove(key),
+        }
+        .map_err(failed)?;
+        let found = match (&old, change.expected) {
+            (None, _) => None,
+            (Some(old), Expected::Version(_)) => Some(version(old.value())?),
+            // The others ask only whether there was one: its version is not read.
+            (Some(_), _) => Some(DateTime::from_unix(0, 0)),
+        };
+        let satisfied = satisfied_by(change.expected, found);
+        if satisfied && index + 1 == changes.len() {
+            break;
+        }
+        replaced.push((&change.key, old.map(|bytes| bytes.value().to_vec())));
+        if !satisfied {
+            for (key, bytes) in replaced.into_iter().rev() {
+                let key = (key.0.as_str(), key.1.as_str());
+                match bytes {
+                    Some(bytes) => entities.insert(key, bytes.as_slice()).map(drop),
+                    None => entities.remove(key).map(drop),
+                }
+                .map_err(failed)?;
             }
+            let present = found.is_some();
+            return Ok(Err(TableError::Conflict { index, present }));
         }
     }
     Ok(Ok(()))
