@@ -200,6 +200,37 @@ async fn racing_writers_publish_one_change_per_write_that_landed() {
     assert_eq!(events(&s).await.len(), 2);
 }
 
+/// Snapshot Blob while a pass of the publisher takes the blob's earlier changes (a write to
+/// the blob's record, which the snapshot's commit may lose a race to): each snapshot taken
+/// (201) is one `BlobSnapshotCreated`, and one taken back and made again is none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_racing_the_publisher_is_one_change() {
+    let s = std::sync::Arc::new(feeding().await);
+    let mut taken = 0;
+    for n in 0..60 {
+        let path = format!("/box/b{n}");
+        s.put_blob(&path, b"x").await;
+        let (a, b) = (s.clone(), s.clone());
+        let snap = tokio::spawn(async move {
+            let r = a.put(&format!("{path}?comp=snapshot"), &[], "").await;
+            r.status().as_u16()
+        });
+        let publish = tokio::spawn(async move { b.publish().await });
+        assert_eq!(snap.await.unwrap(), 201);
+        publish.await.unwrap();
+        taken += 1;
+    }
+    s.publish().await;
+    let events = events(&s).await;
+    let snapshots = (events.iter())
+        .filter(|(kind, _)| kind == "BlobSnapshotCreated")
+        .count();
+    assert_eq!(snapshots, taken, "{events:?}");
+    let listing = "/box?restype=container&comp=list&include=snapshots";
+    let listed = s.read_text(listing).await.matches("<Snapshot>").count();
+    assert_eq!(listed, taken);
+}
+
 async fn futures_join(tasks: impl Iterator<Item = tokio::task::JoinHandle<u16>>) -> Vec<u16> {
     let mut out = Vec::new();
     for task in tasks.collect::<Vec<_>>() {

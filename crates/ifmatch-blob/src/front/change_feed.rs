@@ -87,14 +87,7 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                     Step::Put(record, _) => &**record,
                     _ => previous.expect("a deletion's record"),
                 };
-                // A blob's changes in the order they were made, whatever the clock says.
-                let (mut now, random) = self.moment();
-                if let Some(last) = held.last().and_then(|c| change_feed::instant(&c.id))
-                    && last >= now
-                {
-                    now = last + Duration::from_nanos(1);
-                }
-                let change = change_feed::change(kind, (container, name), record, (now, random));
+                let change = self.next_change(held, kind, (container, name), record);
                 // Boxed: every commit awaits this step, few keep a feed.
                 Box::pin(self.mark(container, name, &change.id)).await?;
                 Some(change)
@@ -143,26 +136,44 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         })
     }
 
-    /// Adds `BlobSnapshotCreated` to the snapshot record about to be created under `key` (as
-    /// `snapshot` of its blob), while the account keeps a feed: the snapshot's record holds it
-    /// until it is published.
-    pub(super) async fn snapshot_change(&self, key: &Key, record: &mut Record) -> Result<()> {
-        let Key::Blob(container, name) = key else {
-            return Ok(());
-        };
-        let (blob, Some(record_name::Qualifier::Snapshot(snapshot))) = record_name::split(name)
-        else {
-            return Ok(());
-        };
-        if !self.keeps_feed(container, blob).await? {
+    /// Adds `BlobSnapshotCreated` of the snapshot `snapshot` (whose record is `record`) of the
+    /// blob `name` of `container` to `blob`, the blob's record about to be written by the
+    /// compare-and-swap that commits the snapshot (its generation's bump), while the account
+    /// keeps a feed: the change lands exactly when the snapshot does, never for one taken back.
+    pub(super) async fn snapshot_change(
+        &self,
+        (container, name): (&str, &str),
+        (snapshot, record): (&str, &Record),
+        blob: &mut Record,
+    ) -> Result<()> {
+        if !self.keeps_feed(container, name).await? {
             return Ok(());
         }
         let kind = (change_feed::Kind::BlobSnapshotCreated, "SnapshotBlob");
-        let mut change = change_feed::change(kind, (container, blob), record, self.moment());
+        let mut change = self.next_change(&blob.feed, kind, (container, name), record);
         change.snapshot = Some(snapshot.to_owned());
         self.mark(container, name, &change.id).await?;
-        record.feed.push(change);
+        blob.feed.push(change);
         Ok(())
+    }
+
+    /// The change `kind` of the blob `name` of `container` (whose record is `record`), made
+    /// now, after the changes its record holds (`held`): a blob's changes in the order they
+    /// were made, whatever the clock says.
+    fn next_change(
+        &self,
+        held: &[Change],
+        kind: (change_feed::Kind, &'static str),
+        (container, name): (&str, &str),
+        record: &Record,
+    ) -> Change {
+        let (mut now, random) = self.moment();
+        if let Some(last) = held.last().and_then(|c| change_feed::instant(&c.id))
+            && last >= now
+        {
+            now = last + Duration::from_nanos(1);
+        }
+        change_feed::change(kind, (container, name), record, (now, random))
     }
 
     /// Whether changes of the blob `name` of the stored container `container` go to a feed: a
@@ -479,15 +490,16 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
         let segments = change_feed::segments_json(last);
         self.write_feed_blob(&feed, "meta/segments.json", segments.into(), true)
             .await?;
-        // The changes out of their records.
+        // The changes out of their records: the blob's, and a snapshot's own for a snapshot
+        // taken before its change joined the blob's record.
         let mut by_key: BTreeMap<Key, BTreeSet<&str>> = BTreeMap::new();
         for change in &head.feed {
-            let name = match &change.snapshot {
-                Some(s) => record_name::snapshot(&change.blob, s),
-                None => change.blob.clone(),
-            };
-            let key = Key::Blob(change.container.clone(), name);
-            by_key.entry(key).or_default().insert(change.id.as_str());
+            let snapshot =
+                (change.snapshot.as_ref()).map(|s| record_name::snapshot(&change.blob, s));
+            for name in std::iter::once(change.blob.clone()).chain(snapshot) {
+                let key = Key::Blob(change.container.clone(), name);
+                by_key.entry(key).or_default().insert(change.id.as_str());
+            }
         }
         for (key, ids) in &by_key {
             self.unhold(key, ids).await?;

@@ -8,6 +8,10 @@
 //! snapshots, then deletes it only if its generation is still the one it read. Whichever of
 //! the two lands second sees the other: a delete that looked before the snapshot was written
 //! fails its swap on the bump (and looks again), or comes first and fails the bump.
+//!
+//! The bump is the snapshot's commit point: its change feed event (`BlobSnapshotCreated`)
+//! rides on it, in the blob's record, so that a snapshot taken back (its bump lost a race, to
+//! a write or to the feed's publisher) and made again is published once.
 
 use http::StatusCode;
 use http::header::{HeaderMap, HeaderValue};
@@ -68,7 +72,6 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             // An append blob's chain value is kept whatever its tag: its set is read by it.
             content.sha256 = (record.etag != bytes_tag || content.chained()).then_some(bytes_tag);
             let append = content.append;
-            self.snapshot_change(&snapshot_key, &mut record).await?;
             let written = self
                 .records
                 .put(&snapshot_key, &record, PutMode::Create)
@@ -86,6 +89,8 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             // which read it before sees the snapshot (see the module's note).
             let mut bumped = Record::clone(&current);
             bumped.generation = current.generation + 1;
+            self.snapshot_change((container, blob), (&id, &record), &mut bumped)
+                .await?;
             let bump = PutMode::Update(current.generation);
             match self.records.put(key, &bumped, bump).await {
                 Ok(()) => {

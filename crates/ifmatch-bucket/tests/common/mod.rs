@@ -71,7 +71,18 @@ pub struct Azurite {
 }
 
 impl Azurite {
+    /// Started on a port found free; a port another test's server took meanwhile (Azurite
+    /// then exits, and the other server answers in its place) is given up for another.
     pub async fn start() -> Self {
+        for _ in 0..4 {
+            if let Some(started) = Self::start_on_a_free_port().await {
+                return started;
+            }
+        }
+        panic!("azurite found no free port in four tries");
+    }
+
+    async fn start_on_a_free_port() -> Option<Self> {
         let dir = tempfile::tempdir().unwrap();
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
@@ -86,29 +97,52 @@ impl Azurite {
             .args(["--blobHost", "127.0.0.1", "--blobPort", &port.to_string()])
             .arg("--location")
             .arg(dir.path())
-            .args(["--silent", "--skipApiVersionCheck", "--loose"])
+            .args([
+                "--silent",
+                "--skipApiVersionCheck",
+                "--loose",
+                "--disableTelemetry",
+            ])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap_or_else(|e| panic!("{bin} (the test command installs it): {e}"));
-        let endpoint = format!("http://127.0.0.1:{port}/{DEV_ACCOUNT}");
+        let mut started = Self {
+            process,
+            endpoint: format!("http://127.0.0.1:{port}/{DEV_ACCOUNT}"),
+            _dir: dir,
+        };
+        if !started.listening(port).await {
+            return None;
+        }
         let connection = format!(
             "DefaultEndpointsProtocol=http;AccountName={DEV_ACCOUNT};AccountKey={DEV_KEY};\
-             BlobEndpoint={endpoint};"
+             BlobEndpoint={};",
+            started.endpoint
         );
         let client = ifmatch_client::Client::from_connection_string(&connection).unwrap();
+        client.create_container("bucket").await.unwrap();
+        Some(started)
+    }
+
+    /// Waits up to a minute for this Azurite to answer on `port` (its `Server` header says
+    /// who answers); `false` once it exited or another server answers there.
+    async fn listening(&mut self, port: u16) -> bool {
+        let http = reqwest::Client::new();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        while let Err(error) = client.create_container("bucket").await {
+        loop {
+            if self.process.try_wait().unwrap().is_some() {
+                return false;
+            }
+            if let Ok(answer) = http.get(format!("http://127.0.0.1:{port}/")).send().await {
+                let server = answer.headers().get("server");
+                return server.is_some_and(|s| s.as_bytes().starts_with(b"Azurite-Blob"));
+            }
             assert!(
                 std::time::Instant::now() < deadline,
-                "azurite did not start: {error}"
+                "azurite did not start"
             );
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        }
-        Self {
-            process,
-            endpoint,
-            _dir: dir,
         }
     }
 

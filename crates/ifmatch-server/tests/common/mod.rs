@@ -761,7 +761,33 @@ pub fn azurite_with(
     work: &std::path::Path,
     certificates: Option<&TestCertificates>,
 ) -> (Process, u16) {
-    azurite_on(work, certificates, free_port())
+    // A port another test's server took meanwhile answers as that server: another port.
+    for _ in 0..4 {
+        let (process, port) = azurite_on(work, certificates, free_port());
+        if certificates.is_some() || answered_by(port, "Azurite-Blob") {
+            return (process, port);
+        }
+    }
+    panic!("azurite found no free port in four tries")
+}
+
+/// Whether the server answering a plain HTTP `GET /` on `port` names itself `server` in its
+/// `Server` header.
+fn answered_by(port: u16, server: &str) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
+    let asked = stream.write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    let mut answer = Vec::new();
+    if asked.is_err() || stream.read_to_end(&mut answer).is_err() && answer.is_empty() {
+        return false;
+    }
+    let answer = String::from_utf8_lossy(&answer).to_ascii_lowercase();
+    let head = answer.split("\r\n\r\n").next().unwrap_or_default();
+    let wanted = format!("\r\nserver: {}", server.to_ascii_lowercase());
+    head.contains(&wanted)
 }
 
 /// [`azurite_with`] on `port`: started again on the same port and `work`, Azurite is back with
@@ -780,7 +806,12 @@ pub fn azurite_on(
         .args(["--blobHost", "127.0.0.1", "--blobPort", &port.to_string()])
         .arg("--location")
         .arg(work)
-        .args(["--silent", "--skipApiVersionCheck", "--loose"]);
+        .args([
+            "--silent",
+            "--skipApiVersionCheck",
+            "--loose",
+            "--disableTelemetry",
+        ]);
     if let Some(certificates) = certificates {
         command.arg("--cert").arg(&certificates.cert);
         command.arg("--key").arg(&certificates.key);
