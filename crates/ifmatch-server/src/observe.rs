@@ -125,7 +125,10 @@ impl Pending {
             latency: self.start.elapsed(),
             bytes_in: self.bytes_in,
             bytes_out: answer.body().size_hint().exact().unwrap_or(0),
-            request_id: (answer.headers().get(REQUEST_ID)).and_then(|v| v.to_str().ok()),
+            // Looked up for the log alone: a header's lookup hashes its name.
+            request_id: (self.layer.access_log)
+                .then(|| answer.headers().get(REQUEST_ID)?.to_str().ok())
+                .flatten(),
         };
         self.layer.metrics.record(&seen, self.layer.access_log);
     }

@@ -338,6 +338,8 @@ impl Connections {
                     watcher.watch(connection.into_owned()).await
                 };
                 tokio::select! {
+                    // In order: no random pick for each poll of the connection.
+                    biased;
                     ended = served => if let Err(error) = ended {
                         tracing::debug!(%error, "connection ended with an error");
                     },
