@@ -72,6 +72,16 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
             // An append blob's chain value is kept whatever its tag: its set is read by it.
             content.sha256 = (record.etag != bytes_tag || content.chained()).then_some(bytes_tag);
             let append = content.append;
+            // The blob as it was copied, still there: its generation bumped so that a delete
+            // which read it before sees the snapshot (see the module's note). Its change made
+            // before the snapshot's record is written: a failure here leaves no snapshot.
+            let mut bumped = Record::clone(&current);
+            bumped.generation = current.generation + 1;
+            let change = self.snapshot_change((container, blob), (&id, &record), &mut bumped);
+            if let Err(failure) = change.await {
+                self.forget(&snapshot_key, duplicate.objects, append).await;
+                return Err(failure);
+            }
             let written = self
                 .records
                 .put(&snapshot_key, &record, PutMode::Create)
@@ -85,12 +95,6 @@ impl<R: Records, O: Objects, E: Env> Front<R, O, E> {
                 }
                 continue;
             }
-            // The blob as it was copied, still there: its generation bumped so that a delete
-            // which read it before sees the snapshot (see the module's note).
-            let mut bumped = Record::clone(&current);
-            bumped.generation = current.generation + 1;
-            self.snapshot_change((container, blob), (&id, &record), &mut bumped)
-                .await?;
             let bump = PutMode::Update(current.generation);
             match self.records.put(key, &bumped, bump).await {
                 Ok(()) => {
