@@ -174,7 +174,9 @@ export function jsPatterns(connection, settings = (run) => run(), { only, skip }
           const lock = client.getBlobClient("lock").getBlobLeaseClient();
           for (;;) {
             try {
-              await lock.acquireLease(15);
+              // A minute, the longest finite lease: a host stalled past a shorter one would
+              // let the next holder in, and the release would be refused as it should be.
+              await lock.acquireLease(60);
               break;
             } catch (error) {
               if (error.statusCode !== 409) throw error;
@@ -199,7 +201,7 @@ export function jsPatterns(connection, settings = (run) => run(), { only, skip }
           const item = client.getBlobClient(blob.name);
           const lease = item.getBlobLeaseClient();
           try {
-            await lease.acquireLease(15);
+            await lease.acquireLease(60);
           } catch (error) {
             if (error.statusCode === 409 || error.statusCode === 404) continue;
             throw error;
