@@ -18,12 +18,22 @@
 #                               min-max spread
 #   callgrind_calls DUMP N      "A allocations, C clock reads": the calls a callgrind dump counts into
 #                               the allocator and clock_gettime, each over N requests
+#   connection SERVICE PORT     the development account's connection string for SERVICE (Blob,
+#                               Queue or Table) on a loopback PORT; $cosmos_key is the Cosmos
+#                               emulator's published key
 # Each script alternates its sides round by round, so that a machine's drift hits both alike.
 # Sourcing prints the host first (CPU model, cores, kernel, commit): hosts of one machine kind
 # differ (the same bench has given ratios far apart on two of them), so a figure
 # is quoted with the host it was measured on.
 
 echo "host: $(awk -F': *' '/^model name/ {print $2; exit}' /proc/cpuinfo), $(nproc) cores, Linux $(uname -r), commit $(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet HEAD 2>/dev/null || echo ' (changed)')"
+
+# The keys Azurite and the Cosmos DB emulator publish, which `ifmatch serve` takes by default.
+dev_key='Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=='
+cosmos_key='C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=='
+connection() {
+  echo "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=$dev_key;${1}Endpoint=http://127.0.0.1:$2/devstoreaccount1;"
+}
 
 bench_started=$(mktemp)
 started() { echo "$1" >> "$bench_started"; }
